@@ -1,0 +1,50 @@
+# Thin wrapper over Meson. `make demo` and `make check` install what they need first.
+PREFIX ?= /usr/local
+BUILD ?= build
+ASAN_BUILD ?= build-asan
+PYTEST ?= /usr/bin/python3 -m pytest
+MESON_FLAGS ?= -Dwerror=true
+
+.PHONY: all deps build check check-unit check-e2e check-asan demo bench install clean
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+$(BUILD)/build.ninja:
+	meson setup $(BUILD) $(MESON_FLAGS) --prefix=$(PREFIX)
+
+build: deps $(BUILD)/build.ninja
+	ninja -C $(BUILD)
+
+check: build
+	meson test -C $(BUILD) --print-errorlogs
+	$(BUILD)/toml-decoder --help >/dev/null 2>&1 || true
+	/usr/bin/python3 tests/toml/run_toml_test.py $(BUILD)/toml-decoder
+	GFLOW_BUILD_DIR=$(abspath $(BUILD)) $(PYTEST) -q tests/e2e
+	$(MAKE) check-asan
+
+$(ASAN_BUILD)/build.ninja:
+	meson setup $(ASAN_BUILD) $(MESON_FLAGS) -Db_sanitize=address,undefined -Db_lundef=false --buildtype=debug
+
+# The same unit and end-to-end tests against a build with AddressSanitizer and UBSan.
+check-asan: deps $(ASAN_BUILD)/build.ninja
+	ninja -C $(ASAN_BUILD)
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+		meson test -C $(ASAN_BUILD) --print-errorlogs
+	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+		GFLOW_BUILD_DIR=$(abspath $(ASAN_BUILD)) $(PYTEST) -q tests/e2e
+
+demo: build
+	scripts/demo.sh $(BUILD)
+
+bench: build
+	bench/run.sh $(BUILD)
+
+install: build
+	meson configure $(BUILD) --prefix=$(PREFIX)
+	meson install -C $(BUILD)
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)

@@ -1,0 +1,16 @@
+#!/bin/sh
+# Installs every Debian package the build, the tests and the demo need.
+# Idempotent and fast when everything is present (dpkg is asked first).
+set -e
+PKGS="build-essential meson ninja-build pkg-config libmicrohttpd-dev libjansson-dev
+libsqlite3-dev libcmocka-dev python3 python3-pytest util-linux procps passwd"
+missing=""
+for p in $PKGS; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO=sudo
+echo "install-deps: installing:$missing"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing

@@ -1,0 +1,464 @@
+/* gbatch: submits a job to gflowd, like sbatch / gflow's gbatch.
+ *
+ *   gbatch [options] script.sh        a script job (its text is stored with the job)
+ *   gbatch [options] command words... a command job (run by /bin/bash -c)
+ *   gbatch [options] - < script       a script on standard input
+ *
+ * Options end at the first word that is not an option (getopt_long with '+'), so the
+ * job's own arguments pass through untouched. A script may carry options of its own in
+ * "# GFLOW --key value" lines; the command line wins over them. */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "gflow_build.h"
+#include "job.h"
+#include "output.h"
+#include "parse.h"
+#include "util.h"
+
+extern char **environ;
+
+struct gbatch_opts {
+    char *name;
+    int priority;
+    int64_t time_limit;
+    bool hold;
+    bool name_set, priority_set, time_set, hold_set;
+    bool dry_run, parsable;
+};
+
+enum { OPT_DRY_RUN = 256, OPT_PARSABLE, OPT_SOCKET };
+
+static const char gbatch_shortopts[] = "+:J:n:p:t:HhV";
+static const struct option gbatch_longopts[] = {
+    {"name", required_argument, NULL, 'J'},
+    {"job-name", required_argument, NULL, 'J'},
+    {"priority", required_argument, NULL, 'p'},
+    {"time", required_argument, NULL, 't'},
+    {"time-limit", required_argument, NULL, 't'},
+    {"timelimit", required_argument, NULL, 't'},
+    {"hold", no_argument, NULL, 'H'},
+    {"dry-run", no_argument, NULL, OPT_DRY_RUN},
+    {"parsable", no_argument, NULL, OPT_PARSABLE},
+    {"socket", required_argument, NULL, OPT_SOCKET},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},
+    {NULL, 0, NULL, 0},
+};
+
+static void gbatch_help(void)
+{
+    printf(
+        "gbatch - submit a job to the gflow scheduler\n"
+        "\n"
+        "Usage:\n"
+        "  gbatch [options] <script>            submit a script file\n"
+        "  gbatch [options] <command> [args...] submit a command (run by /bin/bash -c)\n"
+        "  gbatch [options] [-] < script        submit a script read from standard input\n"
+        "\n"
+        "Options end at the first word that is not an option; everything after it\n"
+        "belongs to the job. A single argument naming an existing file is a script.\n"
+        "\n"
+        "Options:\n"
+        "  -J, -n, --name, --job-name NAME  job name (default: the script's file name,\n"
+        "                                   or the command's first word)\n"
+        "  -p, --priority N                 priority 0-255, higher runs first (default %d)\n"
+        "  -t, --time, --time-limit T       time limit: MM, MM:SS, HH:MM:SS, D-HH,\n"
+        "                                   D-HH:MM or D-HH:MM:SS (a bare number is\n"
+        "                                   minutes); the job is stopped when it runs out\n"
+        "  -H, --hold                       submit on hold; start it with 'gjob release'\n"
+        "      --dry-run                    check and show what would be submitted, submit\n"
+        "                                   nothing\n"
+        "      --parsable                   print only the job id\n"
+        "      --socket PATH                the daemon's socket (default: $GFLOW_SOCKET,\n"
+        "                                   the config, then the usual places)\n"
+        "  -h, --help                       show this help\n"
+        "  -V, --version                    show the version\n"
+        "\n"
+        "Script directives: lines '# GFLOW --key value' or '# GFLOW --key=value' in a\n"
+        "script set the same options (--name, --priority, --time, --hold); options on\n"
+        "the command line win over them.\n"
+        "\n"
+        "The job runs in the current directory with the current environment.\n"
+        "Examples:\n"
+        "  gbatch python train.py --lr 0.1\n"
+        "  gbatch -t 2:00:00 -J sweep-1 train.sh\n"
+        "  gbatch --hold 'make -j8 && ./bench'\n",
+        JOB_PRIORITY_DEFAULT);
+}
+
+/* Where options come from, for messages: NULL for the command line. */
+struct gbatch_source {
+    const char *file;
+    int line;
+};
+
+static void __attribute__((format(printf, 2, 3), noreturn))
+gbatch_opt_error(const struct gbatch_source *src, const char *fmt, ...)
+{
+    va_list ap;
+    char *msg;
+    va_start(ap, fmt);
+    msg = xvasprintf(fmt, ap);
+    va_end(ap);
+    if (src)
+        client_die(CLIENT_EXIT_USAGE, "%s:%d: %s (in a '# GFLOW' directive)", src->file,
+                   src->line, msg);
+    client_usage_error("%s", msg);
+}
+
+/* Parses argv[0..argc) into o. Returns optind (the first non-option word). */
+static int gbatch_parse(int argc, char **argv, struct gbatch_opts *o,
+                        const struct gbatch_source *src)
+{
+    char *err = NULL;
+    int c;
+    optind = 0; /* glibc: full reinitialisation, the directives parse a second argv */
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, gbatch_shortopts, gbatch_longopts, NULL)) != -1) {
+        switch (c) {
+        case 'J':
+        case 'n':
+            if (!*optarg)
+                gbatch_opt_error(src, "the job name must not be empty");
+            free(o->name);
+            o->name = xstrdup(optarg);
+            o->name_set = true;
+            break;
+        case 'p':
+            if (parse_priority(optarg, &o->priority, &err) < 0)
+                gbatch_opt_error(src, "%s", err);
+            o->priority_set = true;
+            break;
+        case 't':
+            if (parse_time_limit(optarg, &o->time_limit, &err) < 0)
+                gbatch_opt_error(src, "%s", err);
+            o->time_set = true;
+            break;
+        case 'H':
+            o->hold = true;
+            o->hold_set = true;
+            break;
+        case OPT_DRY_RUN:
+        case OPT_PARSABLE:
+        case OPT_SOCKET:
+        case 'h':
+        case 'V':
+            if (src)
+                gbatch_opt_error(src, "%s cannot be used in a script directive",
+                                 argv[optind - 1]);
+            if (c == OPT_DRY_RUN)
+                o->dry_run = true;
+            else if (c == OPT_PARSABLE)
+                o->parsable = true;
+            else if (c == OPT_SOCKET)
+                client_set_socket(optarg);
+            else if (c == 'h') {
+                gbatch_help();
+                exit(0);
+            } else {
+                printf("gbatch %s\n", GFLOW_VERSION);
+                exit(0);
+            }
+            break;
+        case ':':
+            gbatch_opt_error(src, "option %s needs a value", client_opt_name(argv));
+        default:
+            gbatch_opt_error(src, "unknown option %s", client_opt_name(argv));
+        }
+    }
+    return optind;
+}
+
+/* Splits a directive's text into words: blanks separate, quotes group ('...' and
+ * "..." with \" inside). Returns -1 on an unterminated quote. */
+static int gbatch_split_words(const char *s, char ***words, int *n)
+{
+    int cap = 8;
+    *words = xmalloc((size_t)cap * sizeof(char *));
+    *n = 0;
+    struct strbuf w;
+    strbuf_init(&w);
+    const char *p = s;
+    for (;;) {
+        while (*p == ' ' || *p == '\t')
+            p++;
+        if (!*p)
+            break;
+        strbuf_reset(&w);
+        strbuf_adds(&w, "");
+        while (*p && *p != ' ' && *p != '\t') {
+            if (*p == '\'' || *p == '"') {
+                char q = *p++;
+                while (*p && *p != q) {
+                    if (q == '"' && *p == '\\' && (p[1] == '"' || p[1] == '\\'))
+                        p++;
+                    strbuf_addc(&w, *p++);
+                }
+                if (!*p) {
+                    strbuf_free(&w);
+                    return -1;
+                }
+                p++;
+            } else {
+                strbuf_addc(&w, *p++);
+            }
+        }
+        if (*n + 2 > cap) {
+            cap *= 2;
+            *words = xrealloc(*words, (size_t)cap * sizeof(char *));
+        }
+        (*words)[(*n)++] = strbuf_detach(&w);
+    }
+    strbuf_free(&w);
+    (*words)[*n] = NULL;
+    return 0;
+}
+
+/* Applies the "# GFLOW" lines of a script to o (options already set stay). */
+static void gbatch_directives(const char *text, const char *file, struct gbatch_opts *o)
+{
+    struct gbatch_opts d = {0};
+    const char *line = text;
+    for (int lineno = 1; *line; lineno++) {
+        size_t len = strcspn(line, "\n");
+        const char *rest = NULL;
+        if (!strncmp(line, "# GFLOW", 7))
+            rest = line + 7;
+        else if (!strncmp(line, "#GFLOW", 6))
+            rest = line + 6;
+        if (rest && (rest == line + len || *rest == ' ' || *rest == '\t' || *rest == '\r')) {
+            char *body = xstrndup(rest, (size_t)(line + len - rest));
+            body[strcspn(body, "\r")] = '\0';
+            struct gbatch_source src = {file, lineno};
+            char **words;
+            int n;
+            if (gbatch_split_words(body, &words, &n) < 0)
+                gbatch_opt_error(&src, "unterminated quote");
+            /* getopt wants a program name in argv[0]. */
+            char **argv = xmalloc((size_t)(n + 2) * sizeof(char *));
+            argv[0] = "gbatch";
+            memcpy(argv + 1, words, (size_t)(n + 1) * sizeof(char *));
+            int first = gbatch_parse(n + 1, argv, &d, &src);
+            if (first < n + 1)
+                gbatch_opt_error(&src, "unexpected '%s': a directive holds only options",
+                                 argv[first]);
+            for (int i = 0; i < n; i++)
+                free(words[i]);
+            free(words);
+            free(argv);
+            free(body);
+        }
+        line += len;
+        if (*line == '\n')
+            line++;
+    }
+    if (d.name_set && !o->name_set) {
+        o->name = d.name;
+        o->name_set = true;
+    } else {
+        free(d.name);
+    }
+    if (d.priority_set && !o->priority_set) {
+        o->priority = d.priority;
+        o->priority_set = true;
+    }
+    if (d.time_set && !o->time_set) {
+        o->time_limit = d.time_limit;
+        o->time_set = true;
+    }
+    if (d.hold_set && !o->hold_set) {
+        o->hold = d.hold;
+        o->hold_set = true;
+    }
+}
+
+/* Checks that script text can travel as a JSON string. */
+static void gbatch_check_text(const char *text, size_t len, const char *what)
+{
+    if (memchr(text, '\0', len))
+        client_die(CLIENT_EXIT_FAIL, "%s is not a text file (it contains NUL bytes)", what);
+    json_t *s = json_stringn(text, len);
+    if (!s)
+        client_die(CLIENT_EXIT_FAIL, "%s is not valid UTF-8 text; gflow stores scripts as text",
+                   what);
+    json_decref(s);
+}
+
+static char *gbatch_read_stdin(size_t *len)
+{
+    struct strbuf sb;
+    strbuf_init(&sb);
+    char buf[65536];
+    for (;;) {
+        ssize_t n = read(STDIN_FILENO, buf, sizeof(buf));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            client_die(CLIENT_EXIT_FAIL, "cannot read the script from standard input: %s",
+                       strerror(errno));
+        if (n == 0)
+            break;
+        strbuf_add(&sb, buf, (size_t)n);
+    }
+    *len = sb.len;
+    strbuf_adds(&sb, ""); /* make sure buf is allocated */
+    return strbuf_detach(&sb);
+}
+
+static json_t *gbatch_environment(void)
+{
+    json_t *env = json_object();
+    for (char **e = environ; e && *e; e++) {
+        const char *eq = strchr(*e, '=');
+        if (!eq || eq == *e)
+            continue;
+        char *key = xstrndup(*e, (size_t)(eq - *e));
+        json_t *v = json_string(eq + 1);
+        if (v) /* a value that is not UTF-8 cannot travel in JSON; leave it out */
+            json_object_set_new_nocheck(env, key, v);
+        free(key);
+    }
+    return env;
+}
+
+static void gbatch_print_dry_run(const json_t *spec, const json_t *reply)
+{
+    const json_t *job = json_array_get(json_object_get(reply, "jobs"), 0);
+    const char *name = json_string_value(json_object_get(job, "name"));
+    if (!name)
+        name = json_string_value(json_object_get(spec, "name"));
+    const char *state = json_string_value(json_object_get(job, "state"));
+    const json_t *prio = json_object_get(spec, "priority");
+    const json_t *tl = json_object_get(spec, "time_limit");
+    char *limit = json_is_integer(tl) && json_integer_value(tl) > 0
+                      ? format_duration(json_integer_value(tl))
+                      : xstrdup("UNLIMITED");
+    printf("Dry run: nothing was submitted. The job would be:\n");
+    printf("  Name:      %s\n", name ? name : "(chosen by the daemon)");
+    if (json_object_get(spec, "command"))
+        printf("  Command:   %s\n", json_string_value(json_object_get(spec, "command")));
+    else
+        printf("  Script:    %s\n", json_string_value(json_object_get(spec, "script_path")));
+    printf("  Priority:  %lld\n",
+           json_is_integer(prio) ? (long long)json_integer_value(prio) : JOB_PRIORITY_DEFAULT);
+    printf("  TimeLimit: %s\n", limit);
+    printf("  WorkDir:   %s\n", json_string_value(json_object_get(spec, "workdir")));
+    printf("  State:     %s\n", state ? state : json_is_true(json_object_get(spec, "hold"))
+                                                   ? "H"
+                                                   : "PD");
+    free(limit);
+}
+
+int main(int argc, char **argv)
+{
+    client_init(argv[0]);
+    struct gbatch_opts o = {.priority = JOB_PRIORITY_DEFAULT};
+    int first = gbatch_parse(argc, argv, &o, NULL);
+    int nwords = argc - first;
+    char **words = argv + first;
+
+    json_t *spec = json_object();
+    char *script = NULL;
+    size_t script_len = 0;
+    char *script_path = NULL;
+    bool stdin_script = (nwords == 1 && !strcmp(words[0], "-")) ||
+                        (nwords == 0 && !isatty(STDIN_FILENO));
+    struct stat st;
+
+    if (nwords == 0 && !stdin_script)
+        client_usage_error("no command or script given; usage: gbatch [options] "
+                           "<script | command [args...]>");
+    if (stdin_script) {
+        script = gbatch_read_stdin(&script_len);
+        if (script_len == 0)
+            client_die(CLIENT_EXIT_USAGE, "the script on standard input is empty; give a "
+                       "command or a script file instead (see 'gbatch --help')");
+        gbatch_check_text(script, script_len, "the script on standard input");
+        script_path = xstrdup("-");
+        gbatch_directives(script, "<stdin>", &o);
+    } else if (nwords == 1 && stat(words[0], &st) == 0 && S_ISREG(st.st_mode)) {
+        script = read_file(words[0], &script_len);
+        if (!script)
+            client_die(CLIENT_EXIT_FAIL, "cannot read script %s: %s", words[0],
+                       strerror(errno));
+        gbatch_check_text(script, script_len, words[0]);
+        script_path = realpath(words[0], NULL);
+        if (!script_path)
+            client_die(CLIENT_EXIT_FAIL, "cannot resolve the path of %s: %s", words[0],
+                       strerror(errno));
+        gbatch_directives(script, words[0], &o);
+    } else {
+        char *command = shell_join(nwords, words);
+        if (!*command)
+            client_usage_error("the command is empty");
+        json_t *c = json_string(command);
+        if (!c)
+            client_die(CLIENT_EXIT_FAIL, "the command is not valid UTF-8 text");
+        json_object_set_new(spec, "command", c);
+        free(command);
+    }
+    if (script) {
+        json_object_set_new(spec, "script", json_stringn(script, script_len));
+        json_t *p = json_string(script_path);
+        if (!p)
+            client_die(CLIENT_EXIT_FAIL, "the script's path is not valid UTF-8");
+        json_object_set_new(spec, "script_path", p);
+    }
+
+    char *cwd = getcwd(NULL, 0);
+    if (!cwd)
+        client_die(CLIENT_EXIT_FAIL, "cannot determine the current directory: %s",
+                   strerror(errno));
+    json_t *wd = json_string(cwd);
+    if (!wd)
+        client_die(CLIENT_EXIT_FAIL, "the current directory's path is not valid UTF-8");
+    json_object_set_new(spec, "workdir", wd);
+    if (o.name_set) {
+        json_t *n = json_string(o.name);
+        if (!n)
+            client_usage_error("the job name is not valid UTF-8");
+        json_object_set_new(spec, "name", n);
+    }
+    json_object_set_new(spec, "env", gbatch_environment());
+    if (o.priority_set)
+        json_object_set_new(spec, "priority", json_integer(o.priority));
+    if (o.time_set)
+        json_object_set_new(spec, "time_limit", json_integer(o.time_limit));
+    if (o.hold)
+        json_object_set_new(spec, "hold", json_true());
+    if (o.dry_run)
+        json_object_set_new(spec, "dry_run", json_true());
+
+    json_t *reply = client_call("POST", "/v1/jobs", spec);
+    if (o.dry_run) {
+        gbatch_print_dry_run(spec, reply);
+    } else {
+        const json_t *job = json_array_get(json_object_get(reply, "jobs"), 0);
+        const json_t *id = json_object_get(job, "id");
+        if (!json_is_integer(id))
+            client_die(CLIENT_EXIT_FAIL, "gflowd accepted the job but sent no job id");
+        const char *name = json_string_value(json_object_get(job, "name"));
+        if (o.parsable)
+            printf("%lld\n", (long long)json_integer_value(id));
+        else
+            printf("Submitted batch job %lld (%s)\n", (long long)json_integer_value(id),
+                   name ? name : "-");
+    }
+    json_decref(reply);
+    json_decref(spec);
+    free(script);
+    free(script_path);
+    free(cwd);
+    free(o.name);
+    client_close();
+    return fflush(stdout) == 0 ? 0 : CLIENT_EXIT_FAIL;
+}

@@ -1,0 +1,112 @@
+/* gcancel: cancels jobs, like scancel / gflow's gcancel.
+ *
+ * Each id is one POST /v1/jobs/{id}/cancel. A queued or held job is cancelled at once;
+ * a running one is stopped by the daemon (SIGTERM, then SIGKILL after the grace time),
+ * which is irrevocable once accepted. An id the daemon refuses (unknown, already ended,
+ * not yours) gets the daemon's one-line reason on stderr, makes the exit status 1, and
+ * the other ids are still processed. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client.h"
+#include "gflow_build.h"
+#include "util.h"
+
+enum { OPT_DRY_RUN = 256, OPT_SOCKET };
+
+static void gcancel_help(void)
+{
+    printf("gcancel - cancel gflow jobs\n"
+           "\n"
+           "Usage: gcancel [options] <ids...>\n"
+           "\n"
+           "Queued and held jobs are cancelled at once; running jobs get SIGTERM, then\n"
+           "SIGKILL if they have not ended after the daemon's grace time\n"
+           "(daemon.kill_grace_secs).\n"
+           "\n"
+           "Job ids: 42, lists and ranges like 1,3,5-7, several arguments, @ for your\n"
+           "latest job and @~N for the N-th before it.\n"
+           "\n"
+           "Options:\n"
+           "      --dry-run      check which jobs would be cancelled; change nothing\n"
+           "      --socket PATH  the daemon's socket\n"
+           "  -h, --help         show this help\n"
+           "  -V, --version      show the version\n"
+           "\n"
+           "Exit status: 0 if every job was cancelled (or would be), 1 if any was not,\n"
+           "2 for a bad command line.\n");
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"dry-run", no_argument, NULL, OPT_DRY_RUN},
+        {"socket", required_argument, NULL, OPT_SOCKET},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
+        {NULL, 0, NULL, 0},
+    };
+    client_init(argv[0]);
+    bool dry_run = false;
+    int c;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":hV", longopts, NULL)) != -1) {
+        switch (c) {
+        case OPT_DRY_RUN:
+            dry_run = true;
+            break;
+        case OPT_SOCKET:
+            client_set_socket(optarg);
+            break;
+        case 'h':
+            gcancel_help();
+            return 0;
+        case 'V':
+            printf("gcancel %s\n", GFLOW_VERSION);
+            return 0;
+        case ':':
+            client_usage_error("option %s needs a value", client_opt_name(argv));
+        default:
+            client_usage_error("unknown option %s", client_opt_name(argv));
+        }
+    }
+    if (optind >= argc)
+        client_usage_error("which jobs? give job ids, e.g. 'gcancel 42' or 'gcancel 3-7'");
+
+    size_t n;
+    int64_t *ids = client_parse_ids(argc - optind, argv + optind, &n);
+    int status = 0;
+    for (size_t i = 0; i < n; i++) {
+        char *path = xasprintf("/v1/jobs/%lld/cancel%s", (long long)ids[i],
+                               dry_run ? "?dry_run=1" : "");
+        json_t *reply = NULL;
+        if (client_request_json("POST", path, NULL, NULL, &reply) < 0) {
+            fflush(stdout);
+            client_warn("%s", client_error_text(reply));
+            status = 1;
+        } else if (dry_run) {
+            printf("Would cancel job %lld.\n", (long long)ids[i]);
+        } else {
+            const char *state = json_string_value(json_object_get(reply, "state"));
+            bool stopping = json_is_true(json_object_get(reply, "cancelling"));
+            if (state && (!strcmp(state, "CA") || stopping)) {
+                printf("Job %lld cancelled.\n", (long long)ids[i]);
+            } else {
+                /* The daemon answered 2xx without cancelling; say what it did. */
+                fflush(stdout);
+                client_warn("job %lld was not cancelled (it is in state %s)",
+                            (long long)ids[i], state ? state : "unknown");
+                status = 1;
+            }
+        }
+        json_decref(reply);
+        free(path);
+    }
+    free(ids);
+    client_close();
+    if (fflush(stdout) != 0)
+        status = 1;
+    return status;
+}

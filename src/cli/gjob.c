@@ -1,0 +1,431 @@
+/* gjob: acts on existing jobs, like gflow's gjob.
+ *
+ *   gjob show <ids...>       every field of each job
+ *   gjob log <id>            the job's output (--first/--last N lines, --follow)
+ *   gjob hold <ids...>       queued -> held
+ *   gjob release <ids...>    held -> queued
+ *
+ * Commands that take several ids go through all of them: a job that fails (unknown,
+ * wrong state, not yours) gets one line on stderr and makes the exit status 1, and the
+ * others are still processed. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "gflow_build.h"
+#include "job.h"
+#include "output.h"
+#include "parse.h"
+#include "util.h"
+
+enum { OPT_SOCKET = 256, OPT_FOLLOW };
+
+static void gjob_help(void)
+{
+    printf("gjob - inspect and control gflow jobs\n"
+           "\n"
+           "Usage: gjob [--socket PATH] <command> [options] <job ids>\n"
+           "\n"
+           "Commands:\n"
+           "  show, s <ids...>       show every field of the jobs (-o json for JSON)\n"
+           "  log, l <id>            print a job's output: -f/--first N, -l/--last N lines,\n"
+           "                         --follow to stream it until the job ends\n"
+           "  hold, h <ids...>       put queued jobs on hold\n"
+           "  release, r <ids...>    release held jobs back to the queue\n"
+           "\n"
+           "Job ids: 42, lists and ranges like 1,3,5-7, several arguments, @ for your\n"
+           "latest job and @~N for the N-th before it.\n"
+           "\n"
+           "Options:\n"
+           "      --socket PATH  the daemon's socket\n"
+           "  -h, --help         show this help ('gjob <command> --help' for a command)\n"
+           "  -V, --version      show the version\n");
+}
+
+static void gjob_help_show(void)
+{
+    printf("Usage: gjob show [options] <ids...>\n"
+           "\n"
+           "Shows every field of each job, one 'Key: value' per line, a blank line\n"
+           "between jobs.\n"
+           "\n"
+           "Options:\n"
+           "  -o, --output FORMAT  table (the default 'Key: value' form) or json (an array\n"
+           "                       of the jobs' full records)\n"
+           "  -h, --help           show this help\n");
+}
+
+static void gjob_help_log(void)
+{
+    printf("Usage: gjob log [options] <id | @ | @~N>\n"
+           "\n"
+           "Prints the job's output (stdout and stderr) as it was written.\n"
+           "\n"
+           "Options:\n"
+           "  -f, --first N  only the first N lines\n"
+           "  -l, --last N   only the last N lines\n"
+           "      --follow   keep printing new output until the job has ended\n"
+           "  -h, --help     show this help\n");
+}
+
+static void gjob_help_ids(const char *cmd, const char *what)
+{
+    printf("Usage: gjob %s <ids...>\n"
+           "\n"
+           "%s\n"
+           "Ids: 42, 1,3,5-7, @, @~N; several arguments may be given.\n"
+           "\n"
+           "Options:\n"
+           "  -h, --help  show this help\n",
+           cmd, what);
+}
+
+static void __attribute__((noreturn)) gjob_bad_option(const char *cmd, char **argv, int c)
+{
+    char *name = client_opt_name(argv);
+    if (c == ':')
+        client_die(CLIENT_EXIT_USAGE, "option %s needs a value; see 'gjob %s --help'", name,
+                   cmd);
+    client_die(CLIENT_EXIT_USAGE, "unknown option %s for 'gjob %s'; see 'gjob %s --help'",
+               name, cmd, cmd);
+}
+
+/* "123 KiB", "12.3 MiB", "1.50 GiB". */
+static char *gjob_kib(int64_t kb)
+{
+    if (kb < 1024)
+        return xasprintf("%lld KiB", (long long)kb);
+    if (kb < 1024 * 1024)
+        return xasprintf("%.1f MiB", kb / 1024.0);
+    return xasprintf("%.2f GiB", kb / (1024.0 * 1024.0));
+}
+
+static void gjob_field(const char *key, const char *value)
+{
+    fputs(key, stdout);
+    fputs(": ", stdout);
+    for (const unsigned char *p = (const unsigned char *)(value ? value : "-"); *p; p++)
+        putchar(*p == '\n' ? ' ' : *p);
+    putchar('\n');
+}
+
+static void gjob_field_owned(const char *key, char *value)
+{
+    gjob_field(key, value);
+    free(value);
+}
+
+static void gjob_print_job(const json_t *raw, const struct job *j)
+{
+    gjob_field_owned("ID", xasprintf("%lld", (long long)j->id));
+    gjob_field("Name", j->name);
+    gjob_field("User", j->user);
+    gjob_field_owned("State", xasprintf("%s (%s)", job_state_short(j->state),
+                                        job_state_name(j->state)));
+    gjob_field_owned("Priority", xasprintf("%d", j->priority));
+    if (j->command)
+        gjob_field("Command", j->command);
+    else
+        gjob_field("Script", j->script_path);
+    gjob_field("WorkDir", j->workdir);
+    gjob_field_owned("SubmitTime", output_time(j->submit_time));
+    gjob_field_owned("StartTime", output_time(j->start_time));
+    gjob_field_owned("EndTime", output_time(j->end_time));
+    gjob_field_owned("Elapsed", output_job_elapsed(j, now_wall()));
+    gjob_field_owned("TimeLimit", output_job_time_limit(j));
+    gjob_field_owned("ExitCode", j->exit_code >= 0 ? xasprintf("%d", j->exit_code)
+                                                    : xstrdup("-"));
+    const char *sig = json_string_value(json_object_get(raw, "signal_name"));
+    if (j->signal > 0)
+        gjob_field_owned("Signal", xasprintf("%s (%d)", sig ? sig : job_signal_name(j->signal),
+                                             j->signal));
+    else
+        gjob_field("Signal", "-");
+    gjob_field("OOM", j->oom ? "yes" : "no");
+    const char *reason = output_job_reason(j);
+    gjob_field("Reason", reason);
+    if (json_is_true(json_object_get(raw, "cancelling")))
+        gjob_field("Cancelling", "yes");
+    gjob_field_owned("GPUs", xasprintf("%d", j->gpus));
+    gjob_field("GPUIDs", j->gpu_ids);
+    gjob_field_owned("ShimPID", j->shim_pid > 0 ? xasprintf("%lld", (long long)j->shim_pid)
+                                                 : xstrdup("-"));
+    gjob_field_owned("MaxRSS", j->max_rss_kb > 0 ? gjob_kib(j->max_rss_kb) : xstrdup("-"));
+    gjob_field("LogPath", json_string_value(json_object_get(raw, "log_path")));
+}
+
+static int gjob_show(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"output", required_argument, NULL, 'o'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    enum output_format fmt = OUTPUT_TABLE;
+    int c;
+    optind = 0;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":o:h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'o':
+            if (output_format_parse(optarg, &fmt) < 0 || fmt == OUTPUT_CSV)
+                client_die(CLIENT_EXIT_USAGE,
+                           "unknown output format '%s' for 'gjob show'; use table or json",
+                           optarg);
+            break;
+        case 'h':
+            gjob_help_show();
+            return 0;
+        default:
+            gjob_bad_option("show", argv, c);
+        }
+    }
+    if (optind >= argc)
+        client_die(CLIENT_EXIT_USAGE, "which jobs? e.g. 'gjob show 42' or 'gjob show @'");
+    size_t n;
+    int64_t *ids = client_parse_ids(argc - optind, argv + optind, &n);
+    int status = 0;
+    bool first = true;
+    json_t *all = json_array();
+    for (size_t i = 0; i < n; i++) {
+        char *path = xasprintf("/v1/jobs/%lld", (long long)ids[i]);
+        json_t *reply = NULL;
+        if (client_request_json("GET", path, NULL, NULL, &reply) < 0) {
+            fflush(stdout);
+            client_warn("%s", client_error_text(reply));
+            status = CLIENT_EXIT_FAIL;
+        } else if (fmt == OUTPUT_JSON) {
+            json_array_append(all, reply);
+        } else {
+            struct job j;
+            if (job_from_json(reply, &j) < 0) {
+                client_warn("gflowd sent job %lld in a form this gjob cannot read",
+                            (long long)ids[i]);
+                status = CLIENT_EXIT_FAIL;
+            } else {
+                if (!first)
+                    putchar('\n');
+                first = false;
+                gjob_print_job(reply, &j);
+                job_clear(&j);
+            }
+        }
+        json_decref(reply);
+        free(path);
+    }
+    if (fmt == OUTPUT_JSON)
+        output_json(all, stdout);
+    json_decref(all);
+    free(ids);
+    return status;
+}
+
+static int gjob_write_cb(const char *data, size_t len, void *arg)
+{
+    while (len > 0) {
+        ssize_t n = write(STDOUT_FILENO, data, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            *(int *)arg = errno;
+            return -1;
+        }
+        data += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+static int64_t gjob_lines_arg(const char *opt, const char *s)
+{
+    int64_t v;
+    if (parse_int64(s, &v) < 0 || v < 0)
+        client_die(CLIENT_EXIT_USAGE,
+                   "invalid line count '%s' for %s: use a whole number >= 0", s, opt);
+    return v;
+}
+
+static int gjob_log(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"first", required_argument, NULL, 'f'},
+        {"last", required_argument, NULL, 'l'},
+        {"follow", no_argument, NULL, OPT_FOLLOW},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    int64_t first = -1, last = -1;
+    bool follow = false;
+    int c;
+    optind = 0;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":f:l:h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'f':
+            first = gjob_lines_arg("--first", optarg);
+            break;
+        case 'l':
+            last = gjob_lines_arg("--last", optarg);
+            break;
+        case OPT_FOLLOW:
+            follow = true;
+            break;
+        case 'h':
+            gjob_help_log();
+            return 0;
+        default:
+            gjob_bad_option("log", argv, c);
+        }
+    }
+    if (optind >= argc)
+        client_die(CLIENT_EXIT_USAGE, "which job? e.g. 'gjob log 42' or 'gjob log @'");
+    if (argc - optind > 1)
+        client_die(CLIENT_EXIT_USAGE, "'gjob log' shows one job's log; got %d arguments",
+                   argc - optind);
+    if (first >= 0 && last >= 0)
+        client_die(CLIENT_EXIT_USAGE, "--first and --last cannot be used together");
+    if (follow && (first >= 0 || last >= 0))
+        client_die(CLIENT_EXIT_USAGE, "--follow prints the whole log as it grows; it cannot "
+                   "be combined with --first or --last");
+    size_t n;
+    int64_t *ids = client_parse_ids(1, argv + optind, &n);
+    if (n != 1)
+        client_die(CLIENT_EXIT_USAGE, "'gjob log' shows one job's log; '%s' names %zu jobs",
+                   argv[optind], n);
+
+    struct strbuf path;
+    strbuf_init(&path);
+    strbuf_addf(&path, "/v1/jobs/%lld/log", (long long)ids[0]);
+    if (first >= 0)
+        strbuf_addf(&path, "?first=%lld", (long long)first);
+    if (last >= 0)
+        strbuf_addf(&path, "?last=%lld", (long long)last);
+    if (follow)
+        strbuf_adds(&path, "?follow=1");
+    free(ids);
+
+    struct client_response r;
+    char *err = NULL;
+    int write_errno = 0;
+    if (client_request("GET", path.buf, NULL, 0, NULL, &r, gjob_write_cb, &write_errno,
+                       &err) < 0)
+        client_die(CLIENT_EXIT_FAIL, "%s", err);
+    strbuf_free(&path);
+    if (write_errno)
+        client_die(CLIENT_EXIT_FAIL, "cannot write the log: %s", strerror(write_errno));
+    int status = 0;
+    if (r.status < 200 || r.status >= 300) {
+        json_t *j = json_loadb(r.body.buf ? r.body.buf : "", r.body.len, 0, NULL);
+        const char *e = json_string_value(json_object_get(j, "error"));
+        if (e)
+            client_warn("%s", e);
+        else
+            client_warn("HTTP %d from gflowd", r.status);
+        json_decref(j);
+        status = CLIENT_EXIT_FAIL;
+    }
+    client_response_free(&r);
+    return status;
+}
+
+/* hold and release: one POST per id. */
+static int gjob_transition(const char *cmd, int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    bool hold = !strcmp(cmd, "hold");
+    int c;
+    optind = 0;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+        if (c == 'h') {
+            if (hold)
+                gjob_help_ids("hold", "Puts queued jobs on hold: they stay queued but do not "
+                                      "start until released.");
+            else
+                gjob_help_ids("release", "Releases held jobs back to the queue.");
+            return 0;
+        }
+        gjob_bad_option(cmd, argv, c);
+    }
+    if (optind >= argc)
+        client_die(CLIENT_EXIT_USAGE, "which jobs? e.g. 'gjob %s 42' or 'gjob %s 3-7'", cmd,
+                   cmd);
+    size_t n;
+    int64_t *ids = client_parse_ids(argc - optind, argv + optind, &n);
+    int status = 0;
+    for (size_t i = 0; i < n; i++) {
+        char *path = xasprintf("/v1/jobs/%lld/%s", (long long)ids[i], cmd);
+        json_t *reply = NULL;
+        if (client_request_json("POST", path, NULL, NULL, &reply) < 0) {
+            fflush(stdout);
+            client_warn("%s", client_error_text(reply));
+            status = CLIENT_EXIT_FAIL;
+        } else {
+            printf(hold ? "Job %lld put on hold.\n" : "Job %lld released back to queue.\n",
+                   (long long)ids[i]);
+        }
+        json_decref(reply);
+        free(path);
+    }
+    free(ids);
+    return status;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"socket", required_argument, NULL, OPT_SOCKET},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
+        {NULL, 0, NULL, 0},
+    };
+    client_init(argv[0]);
+    int c;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "+:hV", longopts, NULL)) != -1) {
+        switch (c) {
+        case OPT_SOCKET:
+            client_set_socket(optarg);
+            break;
+        case 'h':
+            gjob_help();
+            return 0;
+        case 'V':
+            printf("gjob %s\n", GFLOW_VERSION);
+            return 0;
+        case ':':
+            client_usage_error("option %s needs a value", client_opt_name(argv));
+        default:
+            client_usage_error("unknown option %s", client_opt_name(argv));
+        }
+    }
+    if (optind >= argc)
+        client_usage_error("no command given; use show, log, hold or release");
+    const char *cmd = argv[optind];
+    int sub_argc = argc - optind;
+    char **sub_argv = argv + optind;
+    int status;
+    if (!strcmp(cmd, "show") || !strcmp(cmd, "s"))
+        status = gjob_show(sub_argc, sub_argv);
+    else if (!strcmp(cmd, "log") || !strcmp(cmd, "l"))
+        status = gjob_log(sub_argc, sub_argv);
+    else if (!strcmp(cmd, "hold") || !strcmp(cmd, "h"))
+        status = gjob_transition("hold", sub_argc, sub_argv);
+    else if (!strcmp(cmd, "release") || !strcmp(cmd, "r"))
+        status = gjob_transition("release", sub_argc, sub_argv);
+    else if (!strcmp(cmd, "help"))
+        gjob_help(), status = 0;
+    else
+        client_usage_error("unknown command '%s'; use show, log, hold or release", cmd);
+    client_close();
+    if (fflush(stdout) != 0)
+        status = CLIENT_EXIT_FAIL;
+    return status;
+}

@@ -1,0 +1,498 @@
+/* gqueue: lists jobs, like squeue / gflow's gqueue.
+ *
+ * By default the caller's active jobs (PD, H, R) with the columns
+ * JOBID NAME ST TIME NODES NODELIST(REASON). Filtering, sorting and the limit are done
+ * by the daemon (GET /v1/jobs) so that a long history costs the client nothing; only
+ * the display (and a sort by GPU count, which the API does not offer) happens here. */
+#include <getopt.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "client.h"
+#include "gflow_build.h"
+#include "job.h"
+#include "output.h"
+#include "parse.h"
+#include "util.h"
+
+struct gqueue_field {
+    const char *name; /* as given to -f and shown as the header */
+    char *(*format)(const struct job *j, double now);
+};
+
+static char *gqueue_jobid(const struct job *j, double now)
+{
+    return xasprintf("%lld", (long long)j->id);
+}
+
+static char *gqueue_name(const struct job *j, double now)
+{
+    return xstrdup(j->name && *j->name ? j->name : "-");
+}
+
+static char *gqueue_st(const struct job *j, double now)
+{
+    return xstrdup(job_state_short(j->state));
+}
+
+static char *gqueue_state(const struct job *j, double now)
+{
+    return xstrdup(job_state_name(j->state));
+}
+
+static char *gqueue_time(const struct job *j, double now)
+{
+    return output_job_elapsed(j, now);
+}
+
+static char *gqueue_timelimit(const struct job *j, double now)
+{
+    return output_job_time_limit(j);
+}
+
+static char *gqueue_nodes(const struct job *j, double now)
+{
+    return xasprintf("%d", j->gpus);
+}
+
+static char *gqueue_nodelist(const struct job *j, double now)
+{
+    return output_job_nodelist(j);
+}
+
+static char *gqueue_reason(const struct job *j, double now)
+{
+    const char *r = output_job_reason(j);
+    return xstrdup(r ? r : "-");
+}
+
+static char *gqueue_priority(const struct job *j, double now)
+{
+    return xasprintf("%d", j->priority);
+}
+
+static char *gqueue_user(const struct job *j, double now)
+{
+    return xstrdup(j->user && *j->user ? j->user : "-");
+}
+
+static char *gqueue_exitcode(const struct job *j, double now)
+{
+    return output_job_exit_code(j);
+}
+
+static char *gqueue_submit(const struct job *j, double now)
+{
+    return output_time(j->submit_time);
+}
+
+static char *gqueue_start(const struct job *j, double now)
+{
+    return output_time(j->start_time);
+}
+
+static char *gqueue_end(const struct job *j, double now)
+{
+    return output_time(j->end_time);
+}
+
+static char *gqueue_workdir(const struct job *j, double now)
+{
+    return xstrdup(j->workdir ? j->workdir : "-");
+}
+
+static char *gqueue_command(const struct job *j, double now)
+{
+    if (j->command)
+        return xstrdup(j->command);
+    return xstrdup(j->script_path ? j->script_path : "-");
+}
+
+static const struct gqueue_field gqueue_fields[] = {
+    {"JOBID", gqueue_jobid},
+    {"NAME", gqueue_name},
+    {"ST", gqueue_st},
+    {"STATE", gqueue_state},
+    {"TIME", gqueue_time},
+    {"TIMELIMIT", gqueue_timelimit},
+    {"NODES", gqueue_nodes},
+    {"NODELIST(REASON)", gqueue_nodelist},
+    {"NODELIST", gqueue_nodelist},
+    {"REASON", gqueue_reason},
+    {"PRIORITY", gqueue_priority},
+    {"USER", gqueue_user},
+    {"EXITCODE", gqueue_exitcode},
+    {"SUBMIT", gqueue_submit},
+    {"START", gqueue_start},
+    {"END", gqueue_end},
+    {"WORKDIR", gqueue_workdir},
+    {"COMMAND", gqueue_command},
+};
+#define GQUEUE_NFIELDS (sizeof(gqueue_fields) / sizeof(gqueue_fields[0]))
+#define GQUEUE_DEFAULT_FORMAT "JOBID,NAME,ST,TIME,NODES,NODELIST(REASON)"
+
+/* Sort keys: what the user may type, and what the API calls it (NULL: sorted here). */
+static const struct {
+    const char *name;
+    const char *api;
+} gqueue_sorts[] = {
+    {"id", "id"},         {"jobid", "id"},       {"name", "name"},   {"state", "state"},
+    {"st", "state"},      {"priority", "priority"}, {"user", "user"}, {"submit", "submit"},
+    {"start", "start"},   {"end", "end"},        {"time", "time"},   {"gpus", NULL},
+    {"nodes", NULL},
+};
+
+enum { OPT_SOCKET = 256 };
+
+static const char gqueue_shortopts[] = "+:acs:j:u:n:r:f:o:hV";
+static const struct option gqueue_longopts[] = {
+    {"all", no_argument, NULL, 'a'},
+    {"completed", no_argument, NULL, 'c'},
+    {"states", required_argument, NULL, 's'},
+    {"state", required_argument, NULL, 's'},
+    {"jobs", required_argument, NULL, 'j'},
+    {"user", required_argument, NULL, 'u'},
+    {"limit", required_argument, NULL, 'n'},
+    {"sort", required_argument, NULL, 'r'},
+    {"format", required_argument, NULL, 'f'},
+    {"output", required_argument, NULL, 'o'},
+    {"socket", required_argument, NULL, OPT_SOCKET},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},
+    {NULL, 0, NULL, 0},
+};
+
+static void gqueue_help(void)
+{
+    printf(
+        "gqueue - list jobs of the gflow scheduler\n"
+        "\n"
+        "Usage: gqueue [options]\n"
+        "\n"
+        "Without options: your active jobs (queued PD, held H, running R).\n"
+        "\n"
+        "Options:\n"
+        "  -a, --all             jobs in every state, finished ones too\n"
+        "  -c, --completed       only ended jobs (CD, F, CA, TO)\n"
+        "  -s, --states LIST     only these states, e.g. PD,R or Queued,Running\n"
+        "                        (PD H R CD F CA TO, or Queued Hold Running Finished\n"
+        "                        Failed Cancelled Timeout)\n"
+        "  -j, --jobs IDS        only these jobs: 1,3,5-7, @ (your latest), @~N;\n"
+        "                        shows them in any state unless -s/-c is given\n"
+        "  -u, --user NAME       jobs of this user, or 'all' for everyone's\n"
+        "                        (default: yours)\n"
+        "  -n, --limit N         the first N jobs after sorting; -N: the last N;\n"
+        "                        0: all (default)\n"
+        "  -r, --sort FIELD      sort by id (default), name, state, priority, user,\n"
+        "                        submit, start, end, time or gpus; prefix '-' for\n"
+        "                        descending, e.g. -r -priority\n"
+        "  -f, --format FIELDS   columns, comma-separated (default\n"
+        "                        " GQUEUE_DEFAULT_FORMAT "):\n"
+        "                        JOBID NAME ST STATE TIME TIMELIMIT NODES\n"
+        "                        NODELIST(REASON) NODELIST REASON PRIORITY USER\n"
+        "                        EXITCODE SUBMIT START END WORKDIR COMMAND\n"
+        "  -o, --output FORMAT   table (default), csv or json (json prints the whole\n"
+        "                        job objects and ignores -f)\n"
+        "      --socket PATH     the daemon's socket\n"
+        "  -h, --help            show this help\n"
+        "  -V, --version         show the version\n"
+        "\n"
+        "Columns: TIME is the run time (0:00 before the job starts); NODES the GPUs\n"
+        "requested; NODELIST(REASON) the GPUs of a running job, or why a job waits or\n"
+        "ended, e.g. (Priority), (JobHeldUser), (NonZeroExitCode), (Signal),\n"
+        "(TimeLimit); EXITCODE the exit status, or the signal that killed the job\n"
+        "(e.g. SIGKILL); TIMELIMIT is UNLIMITED when none; SUBMIT/START/END are local\n"
+        "times.\n");
+}
+
+/* "PD,running" -> "PD,R" (validated). */
+static char *gqueue_states(const char *list)
+{
+    struct strbuf sb;
+    strbuf_init(&sb);
+    char *copy = xstrdup(list);
+    char *save = NULL;
+    if (!*list)
+        client_usage_error("empty state list for -s");
+    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        enum job_state st;
+        while (*tok == ' ')
+            tok++;
+        size_t l = strlen(tok);
+        while (l && tok[l - 1] == ' ')
+            tok[--l] = '\0';
+        if (job_state_parse(tok, &st) < 0)
+            client_usage_error("unknown job state '%s'; use PD, H, R, CD, F, CA, TO or "
+                               "Queued, Hold, Running, Finished, Failed, Cancelled, Timeout",
+                               tok);
+        if (sb.len)
+            strbuf_addc(&sb, ',');
+        strbuf_adds(&sb, job_state_short(st));
+    }
+    free(copy);
+    if (!sb.len)
+        client_usage_error("empty state list for -s");
+    return strbuf_detach(&sb);
+}
+
+/* Parses -f into field pointers. */
+static const struct gqueue_field **gqueue_format(const char *spec, size_t *n)
+{
+    char *copy = xstrdup(spec);
+    char *save = NULL;
+    size_t cap = 8;
+    const struct gqueue_field **out = xmalloc(cap * sizeof(*out));
+    *n = 0;
+    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        while (*tok == ' ')
+            tok++;
+        size_t l = strlen(tok);
+        while (l && tok[l - 1] == ' ')
+            tok[--l] = '\0';
+        const struct gqueue_field *f = NULL;
+        for (size_t i = 0; i < GQUEUE_NFIELDS; i++)
+            if (!strcasecmp(tok, gqueue_fields[i].name))
+                f = &gqueue_fields[i];
+        if (!f)
+            client_usage_error("unknown field '%s' in -f; use JOBID, NAME, ST, STATE, TIME, "
+                               "TIMELIMIT, NODES, NODELIST(REASON), NODELIST, REASON, "
+                               "PRIORITY, USER, EXITCODE, SUBMIT, START, END, WORKDIR, "
+                               "COMMAND",
+                               tok);
+        if (*n == cap) {
+            cap *= 2;
+            out = xrealloc(out, cap * sizeof(*out));
+        }
+        out[(*n)++] = f;
+    }
+    free(copy);
+    if (*n == 0)
+        client_usage_error("no fields in -f; e.g. -f " GQUEUE_DEFAULT_FORMAT);
+    return out;
+}
+
+struct gqueue_row {
+    struct job job;
+    json_t *raw;
+    size_t order; /* position in the daemon's answer, to keep ties stable */
+};
+
+static bool gqueue_gpus_desc;
+
+static int gqueue_cmp_gpus(const void *a, const void *b)
+{
+    const struct gqueue_row *x = a, *y = b;
+    if (x->job.gpus != y->job.gpus)
+        return (x->job.gpus < y->job.gpus ? -1 : 1) * (gqueue_gpus_desc ? -1 : 1);
+    return x->order < y->order ? -1 : x->order > y->order;
+}
+
+int main(int argc, char **argv)
+{
+    client_init(argv[0]);
+    bool all = false, completed = false;
+    const char *states = NULL, *jobs = NULL, *user = NULL, *sort = NULL;
+    const char *format = GQUEUE_DEFAULT_FORMAT;
+    int64_t limit = 0;
+    enum output_format outfmt = OUTPUT_TABLE;
+    int c;
+
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, gqueue_shortopts, gqueue_longopts, NULL)) != -1) {
+        switch (c) {
+        case 'a':
+            all = true;
+            break;
+        case 'c':
+            completed = true;
+            break;
+        case 's':
+            states = optarg;
+            break;
+        case 'j':
+            jobs = optarg;
+            break;
+        case 'u':
+            if (!*optarg)
+                client_usage_error("empty user name for -u; give a login name or 'all'");
+            user = optarg;
+            break;
+        case 'n':
+            if (parse_int64(optarg, &limit) < 0 || limit < -INT32_MAX || limit > INT32_MAX)
+                client_usage_error("invalid limit '%s' for -n: use a whole number (N: the "
+                                   "first N, -N: the last N, 0: all)",
+                                   optarg);
+            break;
+        case 'r':
+            sort = optarg;
+            break;
+        case 'f':
+            format = optarg;
+            break;
+        case 'o':
+            if (output_format_parse(optarg, &outfmt) < 0)
+                client_usage_error("unknown output format '%s'; use table, csv or json",
+                                   optarg);
+            break;
+        case OPT_SOCKET:
+            client_set_socket(optarg);
+            break;
+        case 'h':
+            gqueue_help();
+            return 0;
+        case 'V':
+            printf("gqueue %s\n", GFLOW_VERSION);
+            return 0;
+        case ':':
+            client_usage_error("option %s needs a value", client_opt_name(argv));
+        default:
+            client_usage_error("unknown option %s", client_opt_name(argv));
+        }
+    }
+    if (optind < argc)
+        client_usage_error("unexpected argument '%s' (to list given jobs use -j IDS)",
+                           argv[optind]);
+    if (completed && states)
+        client_usage_error("--completed and --states cannot be used together; "
+                           "use -s CD,F,CA,TO");
+
+    size_t nfields;
+    const struct gqueue_field **fields = gqueue_format(format, &nfields);
+
+    /* The sort key. */
+    const char *api_sort = "id";
+    bool desc = false, local_sort = false;
+    if (sort) {
+        const char *key = sort;
+        if (*key == '-') {
+            desc = true;
+            key++;
+        } else if (*key == '+') {
+            key++;
+        }
+        size_t i;
+        for (i = 0; i < sizeof(gqueue_sorts) / sizeof(gqueue_sorts[0]); i++)
+            if (!strcasecmp(key, gqueue_sorts[i].name))
+                break;
+        if (i == sizeof(gqueue_sorts) / sizeof(gqueue_sorts[0]))
+            client_usage_error("unknown sort field '%s'; use id, name, state, priority, user, "
+                               "submit, start, end, time or gpus (prefix '-' for descending)",
+                               sort);
+        api_sort = gqueue_sorts[i].api;
+        if (!api_sort) {
+            local_sort = true;
+            api_sort = "id";
+        }
+    }
+
+    /* The request. */
+    struct strbuf path;
+    strbuf_init(&path);
+    strbuf_adds(&path, "/v1/jobs");
+    char *state_list = NULL;
+    if (states)
+        state_list = gqueue_states(states);
+    else if (completed)
+        state_list = xstrdup("CD,F,CA,TO");
+    else if (!all && !jobs)
+        state_list = xstrdup("PD,H,R");
+    if (state_list)
+        client_query_add(&path, "state", state_list);
+    if (jobs) {
+        char *err = NULL;
+        int64_t *ids;
+        size_t n;
+        if (!strchr(jobs, '@')) {
+            if (parse_id_list(jobs, &ids, &n, &err) < 0)
+                client_usage_error("%s", err);
+            free(ids);
+            client_query_add(&path, "id", jobs);
+        } else {
+            char *one[] = {(char *)jobs};
+            ids = client_parse_ids(1, one, &n);
+            struct strbuf list;
+            strbuf_init(&list);
+            for (size_t i = 0; i < n; i++)
+                strbuf_addf(&list, "%s%lld", i ? "," : "", (long long)ids[i]);
+            client_query_add(&path, "id", list.buf);
+            strbuf_free(&list);
+            free(ids);
+        }
+    }
+    if (user)
+        client_query_add(&path, "user", user);
+    if (strcmp(api_sort, "id") != 0 || (desc && !local_sort)) {
+        char *s = xasprintf("%s%s", desc && !local_sort ? "-" : "", api_sort);
+        client_query_add(&path, "sort", s);
+        free(s);
+    }
+    if (limit != 0 && !local_sort)
+        strbuf_addf(&path, "%climit=%lld", strchr(path.buf, '?') ? '&' : '?', (long long)limit);
+
+    json_t *reply = client_call("GET", path.buf, NULL);
+    strbuf_free(&path);
+    json_t *jobs_json = json_object_get(reply, "jobs");
+    if (!json_is_array(jobs_json))
+        client_die(CLIENT_EXIT_FAIL, "gflowd's answer has no job list");
+
+    size_t n = json_array_size(jobs_json);
+    struct gqueue_row *rows = xcalloc(n ? n : 1, sizeof(*rows));
+    for (size_t i = 0; i < n; i++) {
+        rows[i].raw = json_array_get(jobs_json, i);
+        rows[i].order = i;
+        if (job_from_json(rows[i].raw, &rows[i].job) < 0)
+            client_die(CLIENT_EXIT_FAIL, "gflowd sent a job this gqueue cannot read");
+    }
+    size_t first = 0, count = n;
+    if (local_sort) {
+        gqueue_gpus_desc = desc;
+        qsort(rows, n, sizeof(*rows), gqueue_cmp_gpus);
+        if (limit > 0 && (size_t)limit < n)
+            count = (size_t)limit;
+        else if (limit < 0 && (size_t)-limit < n) {
+            first = n - (size_t)-limit;
+            count = (size_t)-limit;
+        }
+    }
+
+    if (outfmt == OUTPUT_JSON) {
+        json_t *arr = json_array();
+        for (size_t i = first; i < first + count; i++)
+            json_array_append(arr, rows[i].raw);
+        output_json(arr, stdout);
+        json_decref(arr);
+    } else if (count == 0 && outfmt == OUTPUT_TABLE) {
+        printf("No jobs found.\n");
+    } else {
+        const char **headers = xmalloc(nfields * sizeof(char *));
+        for (size_t f = 0; f < nfields; f++)
+            headers[f] = fields[f]->name;
+        struct output_table *t = output_table_new(nfields, headers);
+        char **cells = xmalloc(nfields * sizeof(char *));
+        double now = now_wall();
+        for (size_t i = first; i < first + count; i++) {
+            for (size_t f = 0; f < nfields; f++)
+                cells[f] = fields[f]->format(&rows[i].job, now);
+            output_table_add_row_owned(t, cells);
+        }
+        if (outfmt == OUTPUT_CSV)
+            output_table_print_csv(t, stdout);
+        else
+            output_table_print(t, stdout);
+        output_table_free(t);
+        free(cells);
+        free(headers);
+    }
+
+    for (size_t i = 0; i < n; i++)
+        job_clear(&rows[i].job);
+    free(rows);
+    free(fields);
+    free(state_list);
+    json_decref(reply);
+    client_close();
+    return fflush(stdout) == 0 ? 0 : CLIENT_EXIT_FAIL;
+}

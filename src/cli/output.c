@@ -1,0 +1,214 @@
+/* output: tables, CSV, JSON and job field display for the command-line programs. */
+#include "output.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "parse.h"
+#include "util.h"
+
+struct output_table {
+    size_t ncols;
+    char **headers;
+    char **cells; /* rows * ncols, row-major */
+    size_t rows, cap;
+};
+
+int output_format_parse(const char *s, enum output_format *out)
+{
+    if (!strcasecmp(s, "table"))
+        *out = OUTPUT_TABLE;
+    else if (!strcasecmp(s, "json"))
+        *out = OUTPUT_JSON;
+    else if (!strcasecmp(s, "csv"))
+        *out = OUTPUT_CSV;
+    else
+        return -1;
+    return 0;
+}
+
+struct output_table *output_table_new(size_t ncols, const char *const *headers)
+{
+    struct output_table *t = xcalloc(1, sizeof(*t));
+    t->ncols = ncols;
+    t->headers = xcalloc(ncols, sizeof(char *));
+    for (size_t i = 0; i < ncols; i++)
+        t->headers[i] = xstrdup(headers[i]);
+    return t;
+}
+
+void output_table_free(struct output_table *t)
+{
+    if (!t)
+        return;
+    for (size_t i = 0; i < t->ncols; i++)
+        free(t->headers[i]);
+    for (size_t i = 0; i < t->rows * t->ncols; i++)
+        free(t->cells[i]);
+    free(t->headers);
+    free(t->cells);
+    free(t);
+}
+
+static char **new_row(struct output_table *t)
+{
+    if (t->rows == t->cap) {
+        t->cap = t->cap ? t->cap * 2 : 64;
+        t->cells = xrealloc(t->cells, t->cap * t->ncols * sizeof(char *));
+    }
+    return t->cells + t->rows++ * t->ncols;
+}
+
+void output_table_add_row(struct output_table *t, const char *const *cells)
+{
+    char **row = new_row(t);
+    for (size_t i = 0; i < t->ncols; i++)
+        row[i] = xstrdup(cells[i] ? cells[i] : "-");
+}
+
+void output_table_add_row_owned(struct output_table *t, char **cells)
+{
+    char **row = new_row(t);
+    for (size_t i = 0; i < t->ncols; i++)
+        row[i] = cells[i] ? cells[i] : xstrdup("-");
+}
+
+size_t output_table_rows(const struct output_table *t)
+{
+    return t->rows;
+}
+
+/* Display width: UTF-8 code points (continuation bytes do not count). */
+static size_t text_width(const char *s)
+{
+    size_t w = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        if ((*p & 0xC0) != 0x80)
+            w++;
+    return w;
+}
+
+static void put_cell(const char *s, FILE *out)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        fputc(*p < 0x20 || *p == 0x7f ? '?' : *p, out);
+}
+
+void output_table_print(const struct output_table *t, FILE *out)
+{
+    size_t *width = xcalloc(t->ncols, sizeof(size_t));
+    for (size_t c = 0; c < t->ncols; c++) {
+        width[c] = text_width(t->headers[c]);
+        for (size_t r = 0; r < t->rows; r++) {
+            size_t w = text_width(t->cells[r * t->ncols + c]);
+            if (w > width[c])
+                width[c] = w;
+        }
+    }
+    for (size_t r = 0; r <= t->rows; r++) {
+        char **row = r == 0 ? t->headers : t->cells + (r - 1) * t->ncols;
+        for (size_t c = 0; c < t->ncols; c++) {
+            put_cell(row[c], out);
+            if (c + 1 < t->ncols) {
+                size_t pad = width[c] - text_width(row[c]) + 2;
+                while (pad--)
+                    fputc(' ', out);
+            }
+        }
+        fputc('\n', out);
+    }
+    free(width);
+}
+
+static void put_csv_field(const char *s, FILE *out)
+{
+    if (!strpbrk(s, ",\"\r\n")) {
+        fputs(s, out);
+        return;
+    }
+    fputc('"', out);
+    for (const char *p = s; *p; p++) {
+        if (*p == '"')
+            fputc('"', out);
+        fputc(*p, out);
+    }
+    fputc('"', out);
+}
+
+void output_table_print_csv(const struct output_table *t, FILE *out)
+{
+    for (size_t r = 0; r <= t->rows; r++) {
+        char **row = r == 0 ? t->headers : t->cells + (r - 1) * t->ncols;
+        for (size_t c = 0; c < t->ncols; c++) {
+            if (c)
+                fputc(',', out);
+            put_csv_field(row[c], out);
+        }
+        fputc('\n', out);
+    }
+}
+
+void output_json(const json_t *j, FILE *out)
+{
+    json_dumpf(j, out, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    fputc('\n', out);
+}
+
+char *output_time(double t)
+{
+    if (t <= 0)
+        return xstrdup("-");
+    time_t secs = (time_t)t;
+    struct tm tm;
+    char buf[32];
+    if (!localtime_r(&secs, &tm) || !strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm))
+        return xstrdup("-");
+    return xstrdup(buf);
+}
+
+char *output_job_elapsed(const struct job *j, double now)
+{
+    double secs = 0;
+    if (j->start_time > 0) {
+        if (j->end_time > 0)
+            secs = j->end_time - j->start_time;
+        else if (j->state == JOB_RUNNING)
+            secs = now - j->start_time;
+    }
+    return format_duration(secs > 0 ? (int64_t)secs : 0);
+}
+
+char *output_job_time_limit(const struct job *j)
+{
+    return j->time_limit > 0 ? format_duration(j->time_limit) : xstrdup("UNLIMITED");
+}
+
+char *output_job_exit_code(const struct job *j)
+{
+    if (j->signal > 0)
+        return xstrdup(job_signal_name(j->signal));
+    if (j->exit_code >= 0)
+        return xasprintf("%d", j->exit_code);
+    return xstrdup("-");
+}
+
+const char *output_job_reason(const struct job *j)
+{
+    if (j->reason && *j->reason)
+        return j->reason;
+    if (j->state == JOB_QUEUED)
+        return "Priority";
+    if (j->state == JOB_HELD)
+        return "JobHeldUser";
+    return NULL;
+}
+
+char *output_job_nodelist(const struct job *j)
+{
+    if (j->state == JOB_RUNNING)
+        return xstrdup(j->gpu_ids && *j->gpu_ids ? j->gpu_ids : "-");
+    const char *reason = output_job_reason(j);
+    return reason ? xasprintf("(%s)", reason) : xstrdup("-");
+}

@@ -1,0 +1,52 @@
+/* output: how the commands print results: aligned tables (squeue / gflow look: a header
+ * row, left-aligned columns sized to their widest cell), CSV, pretty JSON, and the
+ * display form of job fields (elapsed time, exit code or signal, reason, times) that
+ * gqueue and gjob share. */
+#ifndef GFLOW_OUTPUT_H
+#define GFLOW_OUTPUT_H
+
+#include <jansson.h>
+#include <stdio.h>
+
+#include "job.h"
+
+enum output_format { OUTPUT_TABLE, OUTPUT_JSON, OUTPUT_CSV };
+
+/* "table", "json" or "csv" (any case). 0, or -1 if unknown. */
+int output_format_parse(const char *s, enum output_format *out);
+
+struct output_table;
+struct output_table *output_table_new(size_t ncols, const char *const *headers);
+void output_table_free(struct output_table *t);
+/* Adds a row of ncols cells (copied; NULL prints as "-"). */
+void output_table_add_row(struct output_table *t, const char *const *cells);
+/* Adds a row taking ownership of the malloc'd cells (the array itself is not freed). */
+void output_table_add_row_owned(struct output_table *t, char **cells);
+size_t output_table_rows(const struct output_table *t);
+/* Columns separated by two spaces, no trailing blanks; control characters in cells are
+ * shown as '?' so one job stays one line. */
+void output_table_print(const struct output_table *t, FILE *out);
+/* RFC 4180: a header line, then one line per row; fields quoted when needed. */
+void output_table_print_csv(const struct output_table *t, FILE *out);
+
+/* Pretty-printed JSON (two-space indent) and a newline. */
+void output_json(const json_t *j, FILE *out);
+
+/* Display forms of job fields; each returns a malloc'd string. */
+/* Local time "YYYY-MM-DDTHH:MM:SS", or "-" when t is 0 (not happened). */
+char *output_time(double t);
+/* Elapsed run time: now - start while running, end - start once ended, 0:00 before. */
+char *output_job_elapsed(const struct job *j, double now);
+/* "1:00:00" or "UNLIMITED". */
+char *output_job_time_limit(const struct job *j);
+/* The exit code ("0", "3"), the signal name for a job killed by a signal ("SIGKILL"),
+ * or "-" while unknown. */
+char *output_job_exit_code(const struct job *j);
+/* NODELIST(REASON): GPU ids of a running job ("-" if none), "(Reason)" for a waiting
+ * or ended job, "-" when there is no reason. */
+char *output_job_nodelist(const struct job *j);
+/* The reason without parentheses, with the defaults a waiting job gets when the daemon
+ * sent none (PD: Priority, H: JobHeldUser); NULL if none. Static or owned by j. */
+const char *output_job_reason(const struct job *j);
+
+#endif

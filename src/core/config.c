@@ -1,0 +1,423 @@
+/* config: gflow's settings (see config.h). Every known setting is one line of
+ * config_keys below: its dotted name, type, field, lower bound or allowed words, and
+ * default. The TOML file, the GFLOW_<SECTION>__<KEY> environment variables and
+ * config_set all go through that table, so a setting is checked the same way whatever
+ * its source, and anything not in the table is an error naming where it came from. */
+#include "config.h"
+
+#include <errno.h>
+#include <pwd.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "toml.h"
+#include "util.h"
+
+extern char **environ;
+
+#define CONFIG_SYSTEM_PATH "/etc/gflow/gflow.toml"
+#define CONFIG_ENV_PREFIX "GFLOW_"
+
+enum config_kind {
+    CONFIG_STRING,
+    CONFIG_INT,
+};
+
+struct config_key {
+    const char *name; /* "section.key" */
+    enum config_kind kind;
+    size_t offset;              /* of the field in struct gflow_config */
+    int64_t min;                /* CONFIG_INT: the smallest allowed value */
+    const char *const *choices; /* CONFIG_STRING: the allowed words; NULL = any string */
+    const char *def;            /* the default in text form; NULL = unset */
+};
+
+static const char *const config_log_levels[] = {"error", "warn", "info", "debug", NULL};
+
+#define CONFIG_INT_KEY(name, field, min, def)                                              \
+    {name, CONFIG_INT, offsetof(struct gflow_config, field), min, NULL, def}
+#define CONFIG_STRING_KEY(name, field, choices, def)                                       \
+    {name, CONFIG_STRING, offsetof(struct gflow_config, field), 0, choices, def}
+
+static const struct config_key config_keys[] = {
+    CONFIG_STRING_KEY("daemon.socket_path", socket_path, NULL, NULL),
+    CONFIG_STRING_KEY("daemon.data_dir", data_dir, NULL, NULL),
+    CONFIG_INT_KEY("daemon.max_running_jobs", max_running_jobs, 0, "0"),
+    CONFIG_INT_KEY("daemon.kill_grace_secs", kill_grace_secs, 0, "10"),
+    CONFIG_INT_KEY("daemon.max_request_bytes", max_request_bytes, 1, "67108864"),
+    CONFIG_STRING_KEY("daemon.admin_group", admin_group, NULL, NULL),
+    CONFIG_STRING_KEY("daemon.log_level", log_level, config_log_levels, "info"),
+};
+
+#define CONFIG_NKEYS (sizeof(config_keys) / sizeof(config_keys[0]))
+
+/* ---- the key table --------------------------------------------------------------- */
+
+static const struct config_key *config_find_key(const char *dotted)
+{
+    for (size_t i = 0; i < CONFIG_NKEYS; i++)
+        if (strcmp(config_keys[i].name, dotted) == 0)
+            return &config_keys[i];
+    return NULL;
+}
+
+/* True if some known key lives in [section]. */
+static bool config_section_known(const char *section)
+{
+    size_t n = strlen(section);
+    for (size_t i = 0; i < CONFIG_NKEYS; i++)
+        if (strncmp(config_keys[i].name, section, n) == 0 && config_keys[i].name[n] == '.')
+            return true;
+    return false;
+}
+
+static int64_t *config_int_field(struct gflow_config *c, const struct config_key *k)
+{
+    return (int64_t *)((char *)c + k->offset);
+}
+
+static char **config_string_field(struct gflow_config *c, const struct config_key *k)
+{
+    return (char **)((char *)c + k->offset);
+}
+
+/* "an integer >= 0", "one of error, warn, info, debug", ... for error messages. */
+static char *config_describe(const struct config_key *k)
+{
+    if (k->kind == CONFIG_INT) {
+        if (k->min == 1)
+            return xstrdup("an integer > 0");
+        return xasprintf("an integer >= %lld", (long long)k->min);
+    }
+    if (!k->choices)
+        return xstrdup("a string");
+    struct strbuf sb;
+    strbuf_init(&sb);
+    strbuf_adds(&sb, "one of ");
+    for (size_t i = 0; k->choices[i]; i++)
+        strbuf_addf(&sb, "%s%s", i ? ", " : "", k->choices[i]);
+    return strbuf_detach(&sb);
+}
+
+/* "daemon.x must be <description>" */
+static char *config_type_error(const struct config_key *k)
+{
+    char *desc = config_describe(k);
+    char *msg = xasprintf("%s must be %s", k->name, desc);
+    free(desc);
+    return msg;
+}
+
+/* ---- storing values -------------------------------------------------------------- */
+
+static int config_store_int(struct gflow_config *c, const struct config_key *k, int64_t v,
+                            char **err)
+{
+    if (v < k->min) {
+        *err = config_type_error(k);
+        return -1;
+    }
+    *config_int_field(c, k) = v;
+    return 0;
+}
+
+static bool config_choice_ok(const struct config_key *k, const char *s)
+{
+    if (!k->choices)
+        return true;
+    for (size_t i = 0; k->choices[i]; i++)
+        if (strcmp(k->choices[i], s) == 0)
+            return true;
+    return false;
+}
+
+static int config_store_string(struct gflow_config *c, const struct config_key *k,
+                               const char *s, char **err)
+{
+    if (!config_choice_ok(k, s)) {
+        *err = config_type_error(k);
+        return -1;
+    }
+    char **field = config_string_field(c, k);
+    free(*field);
+    *field = xstrdup(s);
+    return 0;
+}
+
+/* Strict decimal: an optional '-' and digits only (no spaces, '+' or base prefixes). */
+static int config_parse_int(const char *s, int64_t *out)
+{
+    const char *d = *s == '-' ? s + 1 : s;
+    if (!*d || strspn(d, "0123456789") != strlen(d))
+        return -1;
+    return parse_int64(s, out);
+}
+
+/* Sets a key from its text form. On error *err is "NAME must be ..." */
+static int config_set_text(struct gflow_config *c, const struct config_key *k,
+                           const char *value, char **err)
+{
+    if (k->kind == CONFIG_STRING)
+        return config_store_string(c, k, value, err);
+    int64_t v;
+    if (config_parse_int(value, &v) < 0) {
+        *err = config_type_error(k);
+        return -1;
+    }
+    return config_store_int(c, k, v, err);
+}
+
+/* ---- defaults, copies ------------------------------------------------------------ */
+
+void config_init(struct gflow_config *c)
+{
+    memset(c, 0, sizeof(*c));
+    for (size_t i = 0; i < CONFIG_NKEYS; i++) {
+        char *err = NULL;
+        if (config_keys[i].def && config_set_text(c, &config_keys[i], config_keys[i].def,
+                                                  &err) < 0) {
+            /* A default that fails its own check is a bug in the table above. */
+            fprintf(stderr, "gflow: bad default for %s: %s\n", config_keys[i].name, err);
+            abort();
+        }
+    }
+}
+
+void config_free(struct gflow_config *c)
+{
+    for (size_t i = 0; i < CONFIG_NKEYS; i++)
+        if (config_keys[i].kind == CONFIG_STRING)
+            free(*config_string_field(c, &config_keys[i]));
+    free(c->source_path);
+    memset(c, 0, sizeof(*c));
+}
+
+/* A deep copy, so that a file can be applied all or nothing. */
+static void config_copy(struct gflow_config *dst, const struct gflow_config *src)
+{
+    *dst = *src;
+    for (size_t i = 0; i < CONFIG_NKEYS; i++) {
+        if (config_keys[i].kind != CONFIG_STRING)
+            continue;
+        char **field = config_string_field(dst, &config_keys[i]);
+        if (*field)
+            *field = xstrdup(*field);
+    }
+    if (dst->source_path)
+        dst->source_path = xstrdup(dst->source_path);
+}
+
+int config_set(struct gflow_config *c, const char *dotted_key, const char *value, char **err)
+{
+    const struct config_key *k = config_find_key(dotted_key);
+    if (!k) {
+        *err = xasprintf("unknown key '%s'", dotted_key);
+        return -1;
+    }
+    char *why = NULL;
+    if (config_set_text(c, k, value, &why) < 0) {
+        *err = xasprintf("%s (got '%s')", why, value);
+        free(why);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- the file -------------------------------------------------------------------- */
+
+/* A table key as a C string, or NULL if it holds a NUL byte (then no key matches). */
+static const char *config_toml_key(const struct toml_value *table, size_t i)
+{
+    size_t len;
+    const char *key = toml_table_key(table, i, &len);
+    return strlen(key) == len ? key : NULL;
+}
+
+/* One section.key = value from the file. */
+static int config_apply_toml(struct gflow_config *c, const char *path, const char *section,
+                             const char *key, const struct toml_value *v, char **err)
+{
+    char *dotted = xasprintf("%s.%s", section, key ? key : "\\u0000");
+    const struct config_key *k = key ? config_find_key(dotted) : NULL;
+    char *why = NULL;
+    int r = -1;
+    if (!k) {
+        *err = xasprintf("%s:%d: unknown key '%s'", path, toml_line(v), dotted);
+        goto out;
+    }
+    enum toml_type want = k->kind == CONFIG_INT ? TOML_INTEGER : TOML_STRING;
+    size_t len = 0;
+    if (toml_type_of(v) != want ||
+        (want == TOML_STRING && strlen(toml_string(v, &len)) != len))
+        why = config_type_error(k);
+    else if (want == TOML_INTEGER)
+        r = config_store_int(c, k, toml_integer(v), &why);
+    else
+        r = config_store_string(c, k, toml_string(v, NULL), &why);
+    if (r < 0)
+        *err = xasprintf("%s:%d: %s", path, toml_line(v), why);
+out:
+    free(why);
+    free(dotted);
+    return r;
+}
+
+/* A top-level entry that is not a known section: "FILE:LINE: unknown section 'x'". */
+static char *config_section_error(const char *path, const char *name,
+                                  const struct toml_value *t, bool known)
+{
+    int line = toml_line(t);
+    if (!name)
+        name = "\\u0000";
+    if (known)
+        return xasprintf("%s:%d: '%s' must be a table", path, line, name);
+    if (toml_type_of(t) == TOML_TABLE)
+        return xasprintf("%s:%d: unknown section '%s'", path, line, name);
+    return xasprintf("%s:%d: unknown key '%s'", path, line, name);
+}
+
+/* Applies the parsed document: known sections hold known keys, nothing else. */
+static int config_apply_tree(struct gflow_config *c, const struct toml_value *root,
+                             const char *path, char **err)
+{
+    for (size_t i = 0; i < toml_table_len(root); i++) {
+        const char *section = config_toml_key(root, i);
+        const struct toml_value *t = toml_table_value(root, i);
+        bool known = section && config_section_known(section);
+        if (!known || toml_type_of(t) != TOML_TABLE) {
+            *err = config_section_error(path, section, t, known);
+            return -1;
+        }
+        for (size_t j = 0; j < toml_table_len(t); j++)
+            if (config_apply_toml(c, path, section, config_toml_key(t, j),
+                                  toml_table_value(t, j), err) < 0)
+                return -1;
+    }
+    return 0;
+}
+
+/* Parses text and applies it to c (unchanged on error). */
+static int config_apply_text(struct gflow_config *c, const char *path, const char *text,
+                             size_t len, char **err)
+{
+    struct toml_error te;
+    struct toml_value *root = toml_parse(text, len, &te);
+    if (!root) {
+        *err = xasprintf("%s:%d:%d: %s", path, te.line, te.column, te.message);
+        return -1;
+    }
+    struct gflow_config next;
+    config_copy(&next, c);
+    int r = config_apply_tree(&next, root, path, err);
+    toml_free(root);
+    if (r < 0) {
+        config_free(&next);
+        return -1;
+    }
+    free(next.source_path);
+    next.source_path = xstrdup(path);
+    config_free(c);
+    *c = next;
+    return 0;
+}
+
+/* When no path is given: the system file for root (the system daemon), else the user's. */
+int config_load_file(struct gflow_config *c, const char *path, bool must_exist, char **err)
+{
+    char *owned = path ? NULL : config_default_path(geteuid() == 0);
+    const char *file = path ? path : owned;
+    size_t len;
+    char *text = read_file(file, &len);
+    int r = 0;
+    if (!text) {
+        if (errno != ENOENT || must_exist) {
+            *err = xasprintf("%s: %s", file, strerror(errno));
+            r = -1;
+        }
+    } else {
+        r = config_apply_text(c, file, text, len, err);
+        free(text);
+    }
+    free(owned);
+    return r;
+}
+
+/* ---- the environment ------------------------------------------------------------- */
+
+/* "GFLOW_DAEMON__KILL_GRACE_SECS" -> "daemon.kill_grace_secs"; NULL if the name does not
+ * have the GFLOW_<SECTION>__<KEY> shape. Caller frees. */
+static char *config_env_key(const char *name, size_t len)
+{
+    size_t plen = strlen(CONFIG_ENV_PREFIX);
+    if (len < plen || memcmp(name, CONFIG_ENV_PREFIX, plen) != 0)
+        return NULL;
+    const char *rest = name + plen;
+    const char *sep = memmem(rest, len - plen, "__", 2);
+    if (!sep)
+        return NULL;
+    char *dotted = xstrndup(rest, len - plen);
+    size_t at = (size_t)(sep - rest);
+    dotted[at] = '.';
+    memmove(dotted + at + 1, dotted + at + 2, strlen(dotted + at + 2) + 1);
+    for (char *s = dotted; *s; s++)
+        if (*s >= 'A' && *s <= 'Z')
+            *s = (char)(*s - 'A' + 'a');
+    return dotted;
+}
+
+/* One NAME=VALUE entry of the environment. */
+static int config_apply_env(struct gflow_config *c, const char *entry, char **err)
+{
+    const char *eq = strchr(entry, '=');
+    if (!eq)
+        return 0;
+    int name_len = (int)(eq - entry);
+    char *dotted = config_env_key(entry, (size_t)name_len);
+    if (!dotted)
+        return 0;
+    char *why = NULL;
+    int r = config_set(c, dotted, eq + 1, &why);
+    if (r < 0)
+        *err = xasprintf("environment %.*s: %s", name_len, entry, why);
+    free(why);
+    free(dotted);
+    return r;
+}
+
+int config_load_env(struct gflow_config *c, char **envp, char **err)
+{
+    for (char **e = envp ? envp : environ; e && *e; e++)
+        if (config_apply_env(c, *e, err) < 0)
+            return -1;
+    return 0;
+}
+
+/* Starts from the defaults (c need not be initialised; free it with config_free, also
+ * after an error). A path given explicitly must exist. */
+int config_load(struct gflow_config *c, const char *path, char **err)
+{
+    config_init(c);
+    if (config_load_file(c, path, path != NULL, err) < 0)
+        return -1;
+    return config_load_env(c, NULL, err);
+}
+
+/* ---- paths ----------------------------------------------------------------------- */
+
+char *config_default_path(bool system)
+{
+    if (system)
+        return xstrdup(CONFIG_SYSTEM_PATH);
+    const char *xdg = getenv("XDG_CONFIG_HOME");
+    if (xdg && *xdg == '/') /* the XDG spec ignores relative paths */
+        return xasprintf("%s/gflow/gflow.toml", xdg);
+    const char *home = getenv("HOME");
+    if (!home || !*home) {
+        struct passwd *pw = getpwuid(getuid());
+        home = pw && pw->pw_dir ? pw->pw_dir : "/";
+    }
+    return xasprintf("%s/.config/gflow/gflow.toml", home);
+}

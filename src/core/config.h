@@ -1,0 +1,46 @@
+/* config: gflow's settings. Sources in increasing precedence: built-in defaults, the
+ * TOML file, environment variables GFLOW_<SECTION>__<KEY> (e.g.
+ * GFLOW_DAEMON__KILL_GRACE_SECS=3), then command-line flags (applied by the caller with
+ * config_set). Unknown keys and wrong types are errors that name the file, line and key. */
+#ifndef GFLOW_CONFIG_H
+#define GFLOW_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct gflow_config {
+    /* [daemon] */
+    char *socket_path;         /* daemon.socket_path; NULL = the default path */
+    char *data_dir;            /* daemon.data_dir; NULL = the default path */
+    int64_t max_running_jobs;  /* daemon.max_running_jobs; 0 = no limit (default) */
+    int64_t kill_grace_secs;   /* daemon.kill_grace_secs; default 10, >= 0 */
+    int64_t max_request_bytes; /* daemon.max_request_bytes; default 64 MiB, > 0 */
+    char *admin_group;         /* daemon.admin_group; NULL = root only */
+    char *log_level;           /* daemon.log_level: error|warn|info|debug; default info */
+    char *source_path;         /* the file that was read, NULL if none */
+};
+
+void config_init(struct gflow_config *c); /* defaults */
+void config_free(struct gflow_config *c);
+
+/* Reads path into c (keys absent from the file keep their values). When path is NULL
+ * the default file is used if it exists (config_default_path). If must_exist and the
+ * file is missing, that is an error. 0, or -1 with *err = "FILE:LINE: message". */
+int config_load_file(struct gflow_config *c, const char *path, bool must_exist, char **err);
+
+/* Applies GFLOW_<SECTION>__<KEY> variables from envp (NULL = environ). A variable with
+ * that shape naming an unknown key is an error. 0 or -1 with *err. */
+int config_load_env(struct gflow_config *c, char **envp, char **err);
+
+/* Sets "section.key" from its text form (as an environment variable or a flag gives it).
+ * 0 or -1 with *err. */
+int config_set(struct gflow_config *c, const char *dotted_key, const char *value, char **err);
+
+/* Defaults + file + environment, the usual sequence. */
+int config_load(struct gflow_config *c, const char *path, char **err);
+
+/* $XDG_CONFIG_HOME/gflow/gflow.toml (or ~/.config/...), or /etc/gflow/gflow.toml when
+ * system is true. Caller frees. */
+char *config_default_path(bool system);
+
+#endif

@@ -1,0 +1,292 @@
+/* parse: time limits, durations, job id lists and references, memory sizes, priorities
+ * and shell quoting. Parsers are strict (no signs, spaces or trailing junk) and report
+ * errors as one line that names the bad input and shows what is accepted. */
+#include "parse.h"
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "util.h"
+
+#define TIME_FORMS "use MM, MM:SS, HH:MM:SS or D-HH:MM:SS"
+#define ID_RANGE_MAX 1000000
+
+/* Unsigned decimal digits p[0..len) into *out: 0, -1 if not all digits or empty,
+ * -2 on overflow. */
+static int parse_digits(const char *p, size_t len, int64_t *out)
+{
+    int64_t v = 0;
+    if (len == 0)
+        return -1;
+    for (size_t i = 0; i < len; i++) {
+        if (p[i] < '0' || p[i] > '9')
+            return -1;
+        if (__builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, p[i] - '0', &v))
+            return -2;
+    }
+    *out = v;
+    return 0;
+}
+
+static int time_error(const char *s, const char *why, char **err)
+{
+    if (why)
+        *err = xasprintf("invalid time limit '%s': %s; " TIME_FORMS, s, why);
+    else
+        *err = xasprintf("invalid time limit '%s': " TIME_FORMS, s);
+    return -1;
+}
+
+int parse_time_limit(const char *s, int64_t *secs, char **err)
+{
+    int64_t days = 0, f[3];
+    int nf = 0;
+    const char *p = s;
+    const char *dash = strchr(s, '-');
+
+    if (s[0] == '-')
+        return time_error(s, "must be positive", err);
+    if (dash) {
+        int r = parse_digits(s, (size_t)(dash - s), &days);
+        if (r < 0)
+            return time_error(s, r == -2 ? "too large" : NULL, err);
+        p = dash + 1;
+    }
+    for (;;) {
+        size_t len = strcspn(p, ":");
+        if (nf == 3)
+            return time_error(s, NULL, err);
+        int r = parse_digits(p, len, &f[nf++]);
+        if (r < 0)
+            return time_error(s, r == -2 ? "too large" : NULL, err);
+        if (p[len] == '\0')
+            break;
+        p += len + 1;
+    }
+
+    /* Normalise to hours, minutes, seconds; only the leading field is unbounded. */
+    int64_t h = 0, m = 0, sec = 0;
+    if (dash) {
+        h = f[0];
+        m = nf > 1 ? f[1] : 0;
+        sec = nf > 2 ? f[2] : 0;
+        if (h >= 24)
+            return time_error(s, "hours must be under 24 after a day count", err);
+    } else if (nf == 1) {
+        m = f[0];
+    } else if (nf == 2) {
+        m = f[0];
+        sec = f[1];
+    } else {
+        h = f[0];
+        m = f[1];
+        sec = f[2];
+    }
+    if (sec >= 60 || (m >= 60 && (dash || nf == 3)))
+        return time_error(s, "minutes and seconds must be under 60", err);
+
+    int64_t total;
+    if (__builtin_mul_overflow(days, 24, &total) || __builtin_add_overflow(total, h, &total) ||
+        __builtin_mul_overflow(total, 60, &total) || __builtin_add_overflow(total, m, &total) ||
+        __builtin_mul_overflow(total, 60, &total) || __builtin_add_overflow(total, sec, &total))
+        return time_error(s, "too large", err);
+    if (total == 0)
+        return time_error(s, "must be positive", err);
+    *secs = total;
+    return 0;
+}
+
+char *format_duration(int64_t secs)
+{
+    if (secs < 0)
+        secs = 0;
+    long long d = secs / 86400, h = secs / 3600 % 24, m = secs / 60 % 60, s = secs % 60;
+    if (secs < 3600)
+        return xasprintf("%lld:%02lld", m, s);
+    if (secs < 86400)
+        return xasprintf("%lld:%02lld:%02lld", h, m, s);
+    return xasprintf("%lld-%02lld:%02lld:%02lld", d, h, m, s);
+}
+
+/* One id of an id list item: positive. On error sets *err naming the item. */
+static int id_list_id(const char *s, const char *p, size_t len, int64_t *id, char **err)
+{
+    int r = parse_digits(p, len, id);
+    if (r == 0 && *id > 0)
+        return 0;
+    if (r == -2)
+        *err = xasprintf("invalid job id list '%s': '%.*s' is too large", s, (int)len, p);
+    else if (r == 0)
+        *err = xasprintf("invalid job id list '%s': job ids start at 1", s);
+    else
+        *err = xasprintf("invalid job id list '%s': '%.*s' is not a job id; use e.g. 1,3,5-7", s,
+                         (int)len, p);
+    return -1;
+}
+
+int parse_id_list(const char *s, int64_t **ids, size_t *n, char **err)
+{
+    int64_t *out = NULL;
+    size_t count = 0, cap = 0;
+    const char *p = s;
+
+    if (*s == '\0') {
+        *err = xstrdup("empty job id list; use e.g. 1,3,5-7");
+        return -1;
+    }
+    for (;;) {
+        size_t len = strcspn(p, ",");
+        const char *dash = memchr(p, '-', len);
+        int64_t lo, hi;
+        if (len == 0) {
+            *err = xasprintf("invalid job id list '%s': empty item; use e.g. 1,3,5-7", s);
+            goto fail;
+        }
+        if (id_list_id(s, p, dash ? (size_t)(dash - p) : len, &lo, err) < 0)
+            goto fail;
+        hi = lo;
+        if (dash && id_list_id(s, dash + 1, len - (size_t)(dash + 1 - p), &hi, err) < 0)
+            goto fail;
+        if (hi < lo) {
+            *err = xasprintf("invalid job id list '%s': range '%.*s' ends before it starts", s,
+                             (int)len, p);
+            goto fail;
+        }
+        if (hi - lo >= ID_RANGE_MAX) {
+            *err = xasprintf("invalid job id list '%s': range '%.*s' has more than %d ids", s,
+                             (int)len, p, ID_RANGE_MAX);
+            goto fail;
+        }
+        size_t k = (size_t)(hi - lo) + 1;
+        if (count + k > cap) {
+            cap = (count + k) * 2;
+            out = xrealloc(out, cap * sizeof(*out));
+        }
+        for (int64_t id = lo; id <= hi; id++)
+            out[count++] = id;
+        if (p[len] == '\0')
+            break;
+        p += len + 1;
+    }
+    *ids = out;
+    *n = count;
+    return 0;
+fail:
+    free(out);
+    return -1;
+}
+
+int parse_job_ref(const char *s, int *back, char **err)
+{
+    int64_t v;
+    if (s[0] != '@')
+        return 0;
+    if (s[1] == '\0') {
+        *back = 0;
+        return 1;
+    }
+    if (s[1] == '~' && parse_digits(s + 2, strlen(s + 2), &v) == 0 && v <= INT_MAX) {
+        *back = (int)v;
+        return 1;
+    }
+    *err = xasprintf("invalid job reference '%s': use @ (latest job) or @~N (N jobs before it)", s);
+    return -1;
+}
+
+int parse_memory_mb(const char *s, int64_t *mb, char **err)
+{
+    static const struct {
+        const char *suffix;
+        int shift; /* log2 of the unit in KiB */
+    } units[] = {
+        {"", 10},  {"K", 0},   {"KB", 0},   {"KiB", 0}, {"M", 10},  {"MB", 10},  {"MiB", 10},
+        {"G", 20}, {"GB", 20}, {"GiB", 20}, {"T", 30},  {"TB", 30}, {"TiB", 30},
+    };
+    size_t len = strspn(s, "0123456789");
+    int64_t v, kib;
+    int r = parse_digits(s, len, &v);
+
+    for (size_t i = 0; r == 0 && i < sizeof(units) / sizeof(units[0]); i++) {
+        if (strcasecmp(s + len, units[i].suffix) != 0)
+            continue;
+        if (v == 0) {
+            *err = xasprintf("invalid memory size '%s': must be positive", s);
+            return -1;
+        }
+        if (v > (INT64_MAX >> units[i].shift)) {
+            *err = xasprintf("invalid memory size '%s': too large", s);
+            return -1;
+        }
+        kib = v << units[i].shift;
+        *mb = kib / 1024 + (kib % 1024 != 0);
+        return 0;
+    }
+    if (r == -2 || s[0] == '-')
+        *err = xasprintf("invalid memory size '%s': %s", s,
+                         r == -2 ? "too large" : "must be positive");
+    else
+        *err = xasprintf("invalid memory size '%s': use MiB or a K, M, G or T suffix "
+                         "(e.g. 512, 512M, 24G, 1T)",
+                         s);
+    return -1;
+}
+
+int parse_priority(const char *s, int *prio, char **err)
+{
+    int64_t v;
+    if (parse_digits(s, strlen(s), &v) < 0 || v > 255) {
+        *err = xasprintf("invalid priority '%s': use an integer from 0 to 255", s);
+        return -1;
+    }
+    *prio = (int)v;
+    return 0;
+}
+
+static bool shell_is_safe(const char *w)
+{
+    if (*w == '\0')
+        return false;
+    for (const char *p = w; *p; p++) {
+        bool alnum =
+            (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9');
+        if (!alnum && !strchr("_@%+=:,./-", *p))
+            return false;
+    }
+    return true;
+}
+
+char *shell_quote(const char *word)
+{
+    if (shell_is_safe(word))
+        return xstrdup(word);
+    struct strbuf sb;
+    strbuf_init(&sb);
+    strbuf_addc(&sb, '\'');
+    for (const char *p = word; *p; p++) {
+        if (*p == '\'')
+            strbuf_adds(&sb, "'\\''");
+        else
+            strbuf_addc(&sb, *p);
+    }
+    strbuf_addc(&sb, '\'');
+    return strbuf_detach(&sb);
+}
+
+char *shell_join(int argc, char **argv)
+{
+    if (argc == 1)
+        return xstrdup(argv[0]);
+    struct strbuf sb;
+    strbuf_init(&sb);
+    for (int i = 0; i < argc; i++) {
+        char *q = shell_quote(argv[i]);
+        if (i > 0)
+            strbuf_addc(&sb, ' ');
+        strbuf_adds(&sb, q);
+        free(q);
+    }
+    return strbuf_detach(&sb);
+}

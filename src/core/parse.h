@@ -1,0 +1,38 @@
+/* parse: the small grammars of the command line and the API, kept pure so they are
+ * unit-tested once and shared by the CLI and the daemon. Every parser returns 0 on
+ * success, or -1 with *err set to a one-line message the caller owns (free it). */
+#ifndef GFLOW_PARSE_H
+#define GFLOW_PARSE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Slurm time limits: "MM", "MM:SS", "HH:MM:SS", "D-HH", "D-HH:MM", "D-HH:MM:SS";
+ * a bare number is minutes. Result in seconds, > 0. */
+int parse_time_limit(const char *s, int64_t *secs, char **err);
+
+/* Elapsed time as Slurm shows it: "0:05", "12:34", "1:02:03", "2-03:04:05". */
+char *format_duration(int64_t secs);
+
+/* Job id lists: "1,3,5-7" (ranges inclusive, duplicates kept in order given).
+ * Returns a malloc'd array in *ids with *n entries. */
+int parse_id_list(const char *s, int64_t **ids, size_t *n, char **err);
+
+/* Job references "@" (most recent submission, back = 0) and "@~N" (back = N).
+ * Returns 1 if s is such a reference, 0 if not, -1 on a malformed "@..." (err set). */
+int parse_job_ref(const char *s, int *back, char **err);
+
+/* Memory sizes: "512" (MiB), "512M", "24G", "1T", "2048K" (rounded up); result in MiB > 0. */
+int parse_memory_mb(const char *s, int64_t *mb, char **err);
+
+/* Priority 0..255. */
+int parse_priority(const char *s, int *prio, char **err);
+
+/* A word quoted for /bin/sh if it needs it ("a b" -> "'a b'", "x" -> "x"). */
+char *shell_quote(const char *word);
+
+/* Command words joined into one shell command line: a single word is used as it is
+ * (it may hold shell syntax); several words are each quoted as needed. */
+char *shell_join(int argc, char **argv);
+
+#endif

@@ -1,0 +1,114 @@
+/* paths: where gflow keeps its files. */
+#include "paths.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include <pwd.h>
+
+#include "util.h"
+
+static char *home_dir(void)
+{
+    const char *h = getenv("HOME");
+    if (h && *h)
+        return xstrdup(h);
+    struct passwd *pw = getpwuid(getuid());
+    return xstrdup(pw && pw->pw_dir ? pw->pw_dir : "/tmp");
+}
+
+char *paths_user_data_dir(void)
+{
+    const char *x = getenv("XDG_DATA_HOME");
+    if (x && *x == '/')
+        return xasprintf("%s/gflow", x);
+    char *h = home_dir();
+    char *r = xasprintf("%s/.local/share/gflow", h);
+    free(h);
+    return r;
+}
+
+char *paths_user_socket(void)
+{
+    const char *x = getenv("XDG_RUNTIME_DIR");
+    if (x && *x == '/')
+        return xasprintf("%s/gflow/gflowd.sock", x);
+    char *d = paths_user_data_dir();
+    char *r = xasprintf("%s/gflowd.sock", d);
+    free(d);
+    return r;
+}
+
+void paths_resolve(struct gflow_paths *p, const struct gflow_config *cfg, bool system)
+{
+    memset(p, 0, sizeof(*p));
+    p->system = system;
+    if (cfg && cfg->data_dir)
+        p->data_dir = xstrdup(cfg->data_dir);
+    else
+        p->data_dir = system ? xstrdup(GFLOW_SYSTEM_DATA_DIR) : paths_user_data_dir();
+    if (cfg && cfg->socket_path)
+        p->socket_path = xstrdup(cfg->socket_path);
+    else if (system)
+        p->socket_path = xstrdup(GFLOW_SYSTEM_SOCKET);
+    else if (cfg && cfg->data_dir && !getenv("XDG_RUNTIME_DIR"))
+        p->socket_path = xasprintf("%s/gflowd.sock", p->data_dir);
+    else
+        p->socket_path = paths_user_socket();
+    p->db_path = xasprintf("%s/gflow.db", p->data_dir);
+    p->log_dir = xasprintf("%s/logs", p->data_dir);
+    p->exit_dir = xasprintf("%s/exits", p->data_dir);
+    p->run_dir = xasprintf("%s/run", p->data_dir);
+    p->lock_path = xasprintf("%s/gflowd.lock", p->data_dir);
+    p->daemon_log = xasprintf("%s/gflowd.log", p->data_dir);
+}
+
+void paths_free(struct gflow_paths *p)
+{
+    free(p->data_dir);
+    free(p->socket_path);
+    free(p->db_path);
+    free(p->log_dir);
+    free(p->exit_dir);
+    free(p->run_dir);
+    free(p->lock_path);
+    free(p->daemon_log);
+    memset(p, 0, sizeof(*p));
+}
+
+/* Whether something accepts connections on the Unix socket at path. */
+static bool socket_answers(const char *path)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof(sa.sun_path))
+        return false;
+    strcpy(sa.sun_path, path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return false;
+    bool ok = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+    close(fd);
+    return ok;
+}
+
+char *paths_find_socket(const char *flag_socket, const struct gflow_config *cfg)
+{
+    if (flag_socket && *flag_socket)
+        return xstrdup(flag_socket);
+    const char *env = getenv("GFLOW_SOCKET");
+    if (env && *env)
+        return xstrdup(env);
+    if (cfg && cfg->socket_path)
+        return xstrdup(cfg->socket_path);
+    char *user = NULL;
+    if (cfg && cfg->data_dir && !getenv("XDG_RUNTIME_DIR"))
+        user = xasprintf("%s/gflowd.sock", cfg->data_dir);
+    else
+        user = paths_user_socket();
+    if (socket_answers(user) || !socket_answers(GFLOW_SYSTEM_SOCKET))
+        return user; /* with neither live, name the user's own socket in errors */
+    free(user);
+    return xstrdup(GFLOW_SYSTEM_SOCKET);
+}

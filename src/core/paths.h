@@ -1,0 +1,40 @@
+/* paths: where gflow keeps its files (DESIGN.md §4).
+ * Per-user daemon: data $XDG_DATA_HOME/gflow (~/.local/share/gflow), socket
+ * $XDG_RUNTIME_DIR/gflow/gflowd.sock (else <data>/gflowd.sock).
+ * System daemon (root): /var/lib/gflow and /run/gflow/gflowd.sock. */
+#ifndef GFLOW_PATHS_H
+#define GFLOW_PATHS_H
+
+#include <stdbool.h>
+
+#include "config.h"
+
+#define GFLOW_SYSTEM_DATA_DIR "/var/lib/gflow"
+#define GFLOW_SYSTEM_SOCKET "/run/gflow/gflowd.sock"
+
+struct gflow_paths {
+    bool system;
+    char *data_dir;
+    char *socket_path;
+    char *db_path;   /* <data>/gflow.db */
+    char *log_dir;   /* <data>/logs */
+    char *exit_dir;  /* <data>/exits: exit files written by the shims */
+    char *run_dir;   /* <data>/run: per-job lock, env and script files */
+    char *lock_path; /* <data>/gflowd.lock: pid and start time of the daemon */
+    char *daemon_log;/* <data>/gflowd.log */
+};
+
+/* Fills p from the config (its data_dir/socket_path override) and the environment. */
+void paths_resolve(struct gflow_paths *p, const struct gflow_config *cfg, bool system);
+void paths_free(struct gflow_paths *p);
+
+/* The per-user defaults for the calling user (ignoring any config). Caller frees. */
+char *paths_user_data_dir(void);
+char *paths_user_socket(void);
+
+/* The CLI's search for the daemon: the --socket flag, then GFLOW_SOCKET, then the
+ * config's daemon.socket_path, then the per-user socket if a daemon answers there,
+ * then the system socket. Returns the path to try (caller frees). */
+char *paths_find_socket(const char *flag_socket, const struct gflow_config *cfg);
+
+#endif

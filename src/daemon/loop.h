@@ -1,0 +1,33 @@
+/* loop: the daemon's single event loop: epoll over file descriptors, one-shot timers
+ * on the monotonic clock, and a before-sleep hook that runs once per iteration (where
+ * the scheduling pass and the group commit happen). */
+#ifndef GFLOWD_LOOP_H
+#define GFLOWD_LOOP_H
+
+#include <stdint.h>
+
+typedef void (*loop_fd_cb)(int fd, uint32_t events, void *arg);
+typedef void (*loop_timer_cb)(void *arg);
+typedef void (*loop_hook_cb)(void);
+
+struct loop_timer;
+
+int loop_init(void);
+void loop_free(void);
+/* Watches fd for events (EPOLLIN, ...). One watch per fd. 0 or -1. */
+int loop_add_fd(int fd, uint32_t events, loop_fd_cb cb, void *arg);
+/* Stops watching fd (safe from inside any callback). Does not close it. */
+void loop_del_fd(int fd);
+/* Calls cb once, delay seconds from now. The handle is valid until cb has run or the
+ * timer was cancelled. */
+struct loop_timer *loop_add_timer(double delay, loop_timer_cb cb, void *arg);
+void loop_cancel_timer(struct loop_timer *t);
+/* Runs before every sleep. */
+void loop_set_before_sleep(loop_hook_cb cb);
+/* Lets a component cap the next sleep (ms, -1 = no cap), e.g. libmicrohttpd's timeout. */
+void loop_set_timeout_source(int (*cb)(void));
+/* Runs until loop_stop. */
+void loop_run(void);
+void loop_stop(void);
+
+#endif

@@ -1,0 +1,665 @@
+/* routes: the REST API of docs/api.md, one function per endpoint. */
+#include <jansson.h>
+
+#include "api.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <microhttpd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "gflow_build.h"
+#include "gflowd.h"
+#include "jobs.h"
+#include "parse.h"
+#include "runner.h"
+#include "store.h"
+#include "util.h"
+
+#define MAX_NAME_LEN 200
+
+static const char *query(struct MHD_Connection *c, const char *key)
+{
+    return MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, key);
+}
+
+/* ---- status ---- */
+
+static void route_health(struct reply *rep)
+{
+    reply_json(rep, 200, json_pack("{s:s}", "status", "ok"));
+}
+
+static void route_status(struct reply *rep)
+{
+    int64_t counts[JOB_STATE_COUNT] = {0};
+    store_count_states(gd.store, counts);
+    json_t *c = json_object();
+    for (int i = 0; i < JOB_STATE_COUNT; i++)
+        json_object_set_new(c, job_state_short((enum job_state)i), json_integer(counts[i]));
+    double now = now_wall();
+    reply_json(rep, 200,
+               json_pack("{s:s, s:s, s:i, s:i, s:s, s:b, s:f, s:I, s:o, s:I, s:s, s:s}",
+                         "version", GFLOW_VERSION, "commit", GFLOW_COMMIT, "pid", (int)getpid(),
+                         "uid", (int)gd.uid, "user", gd.user, "system", gd.system, "started_at",
+                         gd.started_at, "uptime_secs", (json_int_t)(now - gd.started_at),
+                         "counts", c, "max_running_jobs", (json_int_t)gd.cfg.max_running_jobs,
+                         "data_dir", gd.paths.data_dir, "socket", gd.paths.socket_path));
+}
+
+/* ---- submit ---- */
+
+static const char *const spec_fields[] = {"command", "script", "script_path", "name", "workdir",
+                                          "env", "priority", "time_limit", "hold", "dry_run"};
+
+static bool known_field(const char *key)
+{
+    for (size_t i = 0; i < sizeof(spec_fields) / sizeof(spec_fields[0]); i++)
+        if (strcmp(key, spec_fields[i]) == 0)
+            return true;
+    return false;
+}
+
+static char *default_name(const struct job *j)
+{
+    if (j->script) {
+        if (!j->script_path || strcmp(j->script_path, "-") == 0)
+            return xstrdup("stdin");
+        char *p = xstrdup(j->script_path);
+        char *name = xstrdup(basename(p));
+        free(p);
+        return name;
+    }
+    const char *s = j->command;
+    while (*s == ' ' || *s == '\t')
+        s++;
+    size_t n = strcspn(s, " \t\n;|&<>()'\"");
+    char *word = xstrndup(s, n);
+    char *slash = strrchr(word, '/');
+    char *name = xstrdup(slash ? slash + 1 : word);
+    free(word);
+    if (!*name) {
+        free(name);
+        name = xstrdup("job");
+    }
+    return name;
+}
+
+static bool valid_name(const char *s)
+{
+    if (!*s || strlen(s) > MAX_NAME_LEN)
+        return false;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        if (*p < 0x20 || *p == 0x7f)
+            return false;
+    return true;
+}
+
+/* Builds a job from one spec. NULL + *err (a 400 message) if the spec is bad. */
+static struct job *spec_to_job(json_t *spec, const struct caller *who, bool *dry_run, char **err)
+{
+    if (!json_is_object(spec)) {
+        *err = xstrdup("a job spec must be a JSON object");
+        return NULL;
+    }
+    const char *key;
+    json_t *v;
+    json_object_foreach(spec, key, v) {
+        if (!known_field(key)) {
+            *err = xasprintf("unknown field '%s' in job spec", key);
+            return NULL;
+        }
+    }
+    struct job *j = job_new();
+    json_t *command = json_object_get(spec, "command");
+    json_t *script = json_object_get(spec, "script");
+    json_t *script_path = json_object_get(spec, "script_path");
+    json_t *name = json_object_get(spec, "name");
+    json_t *workdir = json_object_get(spec, "workdir");
+    json_t *env = json_object_get(spec, "env");
+    json_t *prio = json_object_get(spec, "priority");
+    json_t *limit = json_object_get(spec, "time_limit");
+    json_t *hold = json_object_get(spec, "hold");
+    json_t *dry = json_object_get(spec, "dry_run");
+
+    if ((command && !json_is_string(command)) || (script && !json_is_string(script)) ||
+        (script_path && !json_is_string(script_path)) || (name && !json_is_string(name)) ||
+        (workdir && !json_is_string(workdir))) {
+        *err = xstrdup("command, script, script_path, name and workdir must be strings");
+        goto bad;
+    }
+    if (!!command == !!script) {
+        *err = xstrdup("a job needs exactly one of 'command' or 'script'");
+        goto bad;
+    }
+    if (command && !*json_string_value(command)) {
+        *err = xstrdup("the command is empty");
+        goto bad;
+    }
+    if (!workdir || json_string_value(workdir)[0] != '/') {
+        *err = xstrdup("'workdir' must be an absolute directory path");
+        goto bad;
+    }
+    if (env && !json_is_object(env)) {
+        *err = xstrdup("'env' must be an object of strings");
+        goto bad;
+    }
+    json_object_foreach(env, key, v) {
+        if (!json_is_string(v) || !*key || strchr(key, '=')) {
+            *err = xasprintf("env: '%s' must be a string with a name without '='", key);
+            goto bad;
+        }
+    }
+    if (prio && (!json_is_integer(prio) || json_integer_value(prio) < 0 ||
+                 json_integer_value(prio) > JOB_PRIORITY_MAX)) {
+        *err = xstrdup("'priority' must be an integer from 0 to 255");
+        goto bad;
+    }
+    if (limit && (!json_is_integer(limit) || json_integer_value(limit) < 0)) {
+        *err = xstrdup("'time_limit' must be a number of seconds >= 0");
+        goto bad;
+    }
+    if ((hold && !json_is_boolean(hold)) || (dry && !json_is_boolean(dry))) {
+        *err = xstrdup("'hold' and 'dry_run' must be true or false");
+        goto bad;
+    }
+    if (name && !valid_name(json_string_value(name))) {
+        *err = xasprintf("invalid job name: use 1 to %d printable characters", MAX_NAME_LEN);
+        goto bad;
+    }
+    j->command = command ? xstrdup(json_string_value(command)) : NULL;
+    j->script = script ? xstrdup(json_string_value(script)) : NULL;
+    j->script_path = script_path ? xstrdup(json_string_value(script_path))
+                                 : (script ? xstrdup("-") : NULL);
+    j->name = name ? xstrdup(json_string_value(name)) : default_name(j);
+    j->workdir = xstrdup(json_string_value(workdir));
+    j->env = env ? json_incref(env) : json_object();
+    j->priority = prio ? (int)json_integer_value(prio) : JOB_PRIORITY_DEFAULT;
+    j->time_limit = limit ? (int64_t)json_integer_value(limit) : 0;
+    j->user = xstrdup(who->user);
+    j->uid = who->uid;
+    j->gid = who->gid;
+    j->submit_time = now_wall();
+    if (json_is_true(hold)) {
+        j->state = JOB_HELD;
+        j->reason = xstrdup("JobHeldUser");
+    }
+    if (json_is_true(dry))
+        *dry_run = true;
+    return j;
+bad:
+    job_free(j);
+    return NULL;
+}
+
+static void route_submit(const struct caller *who, const char *body, size_t len,
+                         struct reply *rep)
+{
+    json_error_t jerr;
+    json_t *root = json_loadb(body, len, 0, &jerr);
+    if (!root) {
+        reply_error(rep, 400, "malformed JSON at line %d, column %d: %s", jerr.line, jerr.column,
+                    jerr.text);
+        return;
+    }
+    bool dry_run = false;
+    json_t *specs = json_object_get(root, "jobs");
+    if (json_is_object(root) && specs) {
+        const char *key;
+        json_t *v;
+        json_object_foreach(root, key, v) {
+            if (strcmp(key, "jobs") && strcmp(key, "dry_run")) {
+                reply_error(rep, 400, "unknown field '%s' in a batch submission", key);
+                json_decref(root);
+                return;
+            }
+        }
+        if (!json_is_array(specs) || json_array_size(specs) == 0) {
+            reply_error(rep, 400, "'jobs' must be a non-empty array of job specs");
+            json_decref(root);
+            return;
+        }
+        dry_run = json_is_true(json_object_get(root, "dry_run"));
+        json_incref(specs);
+    } else {
+        specs = json_pack("[O]", root);
+    }
+    size_t n = json_array_size(specs);
+    struct job **jobs = xcalloc(n, sizeof(*jobs));
+    char *err = NULL;
+    size_t made = 0;
+    for (; made < n; made++) {
+        jobs[made] = spec_to_job(json_array_get(specs, made), who, &dry_run, &err);
+        if (!jobs[made])
+            break;
+    }
+    json_decref(specs);
+    json_decref(root);
+    if (err) {
+        if (n > 1)
+            reply_error(rep, 400, "job %zu: %s", made + 1, err);
+        else
+            reply_error(rep, 400, "%s", err);
+        free(err);
+        for (size_t i = 0; i < made; i++)
+            job_free(jobs[i]);
+        free(jobs);
+        return;
+    }
+    json_t *out = json_array();
+    for (size_t i = 0; i < n; i++) {
+        struct job *j = jobs[i];
+        if (dry_run) {
+            json_array_append_new(out, json_pack("{s:n, s:s, s:s}", "id", "name", j->name, "state",
+                                                 job_state_short(j->state)));
+            job_free(j);
+            continue;
+        }
+        if (jobs_submit(j) < 0) {
+            /* Nothing is acknowledged: drop the whole transaction. */
+            store_rollback(gd.store);
+            reply_error(rep, 500, "cannot store the job; see gflowd.log");
+            for (size_t k = i; k < n; k++)
+                job_free(jobs[k]);
+            free(jobs);
+            json_decref(out);
+            return;
+        }
+        json_array_append_new(out, json_pack("{s:I, s:s, s:s}", "id", (json_int_t)j->id, "name",
+                                             j->name, "state", job_state_short(j->state)));
+    }
+    free(jobs);
+    reply_json(rep, dry_run ? 200 : 201, json_pack("{s:o}", "jobs", out));
+}
+
+/* ---- list and show ---- */
+
+struct list_ctx {
+    struct strbuf out;
+    size_t count;
+};
+
+static void list_cb(struct job *j, void *arg)
+{
+    struct list_ctx *ctx = arg;
+    if (j->state == JOB_QUEUED) {
+        struct job *live = jobs_get(j->id);
+        if (live)
+            j->wait_reason = live->wait_reason;
+    }
+    json_t *o = job_to_json(j, false, NULL);
+    char *text = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    if (ctx->count++)
+        strbuf_addc(&ctx->out, ',');
+    strbuf_adds(&ctx->out, text);
+    free(text);
+    job_free(j);
+}
+
+static int parse_states(const char *s, enum job_state *states, size_t *n, char **err)
+{
+    *n = 0;
+    char *copy = xstrdup(s), *save = NULL;
+    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        enum job_state st;
+        if (job_state_parse(tok, &st) < 0) {
+            *err = xasprintf("unknown state '%s': use PD, H, R, CD, F, CA or TO", tok);
+            free(copy);
+            return -1;
+        }
+        if (*n < 64)
+            states[(*n)++] = st;
+    }
+    free(copy);
+    return 0;
+}
+
+static void route_list(struct MHD_Connection *c, const struct caller *who, struct reply *rep)
+{
+    struct store_query q = {0};
+    enum job_state states[64];
+    int64_t *ids = NULL;
+    char *err = NULL;
+    const char *v;
+    if ((v = query(c, "state")) && *v) {
+        if (parse_states(v, states, &q.n_states, &err) < 0)
+            goto bad;
+        q.states = states;
+    }
+    if ((v = query(c, "id")) && *v) {
+        if (parse_id_list(v, &ids, &q.n_ids, &err) < 0)
+            goto bad;
+        q.ids = ids;
+    }
+    v = query(c, "user");
+    q.user = !v || !*v ? who->user : (strcmp(v, "all") == 0 ? NULL : v);
+    if ((v = query(c, "since")) && *v) {
+        char *end;
+        q.since = strtod(v, &end);
+        if (*end) {
+            err = xasprintf("'since' must be unix seconds, not '%s'", v);
+            goto bad;
+        }
+    }
+    if ((v = query(c, "sort")) && *v) {
+        q.descending = v[0] == '-';
+        q.sort = q.descending ? v + 1 : v;
+    }
+    if ((v = query(c, "limit")) && *v && parse_int64(v, &q.limit) < 0) {
+        err = xasprintf("'limit' must be an integer, not '%s'", v);
+        goto bad;
+    }
+    struct list_ctx ctx = {.count = 0};
+    strbuf_init(&ctx.out);
+    strbuf_adds(&ctx.out, "{\"jobs\":[");
+    if (store_list(gd.store, &q, list_cb, &ctx) < 0) {
+        strbuf_free(&ctx.out);
+        err = xstrdup(store_error(gd.store));
+        goto bad;
+    }
+    strbuf_adds(&ctx.out, "]}\n");
+    free(ids);
+    size_t len = ctx.out.len;
+    reply_text(rep, 200, strbuf_detach(&ctx.out), len);
+    MHD_add_response_header(rep->response, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    return;
+bad:
+    reply_error(rep, 400, "%s", err);
+    free(err);
+    free(ids);
+}
+
+/* Loads job id for the caller: 0 and *out filled, or -1 with the reply set. */
+static int load_job(int64_t id, bool with_payload, struct job *out, struct reply *rep)
+{
+    int rc = store_get_job(gd.store, id, out, with_payload);
+    if (rc == 1) {
+        reply_error(rep, 404, "job %lld not found; 'gqueue -a' lists your jobs", (long long)id);
+        return -1;
+    }
+    if (rc < 0) {
+        reply_error(rep, 500, "cannot read job %lld: %s", (long long)id, store_error(gd.store));
+        return -1;
+    }
+    return 0;
+}
+
+static bool may_act_on(const struct caller *who, uint32_t owner_uid)
+{
+    return who->is_admin || who->uid == owner_uid;
+}
+
+static void route_show(int64_t id, const struct caller *who, struct reply *rep)
+{
+    struct job j;
+    job_init(&j);
+    if (load_job(id, true, &j, rep) < 0)
+        return;
+    struct job *live = jobs_get(id);
+    if (live)
+        j.wait_reason = live->wait_reason;
+    if (!may_act_on(who, j.uid)) { /* others see the job, not its environment */
+        json_decref(j.env);
+        j.env = NULL;
+        free(j.script);
+        j.script = NULL;
+    }
+    reply_json(rep, 200, job_to_json(&j, true, gd.paths.log_dir));
+    job_clear(&j);
+}
+
+/* ---- cancel, hold, release ---- */
+
+static struct job *own_active_job(int64_t id, const struct caller *who, const char *verb,
+                                  struct reply *rep)
+{
+    struct job *j = jobs_get(id);
+    if (!j) {
+        struct job old;
+        job_init(&old);
+        if (load_job(id, false, &old, rep) == 0)
+            reply_error(rep, 409, "job %lld has already ended (%s); nothing to %s", (long long)id,
+                        job_state_short(old.state), verb);
+        job_clear(&old);
+        return NULL;
+    }
+    if (!may_act_on(who, j->uid)) {
+        reply_error(rep, 403, "job %lld belongs to %s; only its owner or an admin may %s it",
+                    (long long)id, j->user, verb);
+        return NULL;
+    }
+    return j;
+}
+
+static json_t *state_reply(const struct job *j)
+{
+    json_t *o = json_pack("{s:I, s:s}", "id", (json_int_t)j->id, "state", job_state_short(j->state));
+    if (j->state == JOB_RUNNING && j->end_request != JOB_END_NONE)
+        json_object_set_new(o, "cancelling", json_true());
+    return o;
+}
+
+static void route_cancel(struct MHD_Connection *c, int64_t id, const struct caller *who,
+                         struct reply *rep)
+{
+    struct job *j = own_active_job(id, who, "cancel", rep);
+    if (!j)
+        return;
+    const char *dry = query(c, "dry_run");
+    if (dry && strcmp(dry, "0") != 0) {
+        reply_json(rep, 200, state_reply(j));
+        return;
+    }
+    if (j->state == JOB_RUNNING) {
+        runner_request_end(j, JOB_END_CANCEL);
+    } else {
+        j->end_time = now_wall();
+        jobs_set_state(j, JOB_CANCELLED, "CancelledByUser");
+    }
+    reply_json(rep, 200, state_reply(j));
+}
+
+static void route_hold_release(int64_t id, const struct caller *who, bool hold,
+                               struct reply *rep)
+{
+    struct job *j = own_active_job(id, who, hold ? "hold" : "release", rep);
+    if (!j)
+        return;
+    enum job_state from = hold ? JOB_QUEUED : JOB_HELD;
+    if (j->state != from) {
+        reply_error(rep, 409, "job %lld is %s (%s); only %s jobs can be %s", (long long)id,
+                    job_state_name(j->state), job_state_short(j->state),
+                    hold ? "queued (PD)" : "held (H)", hold ? "held" : "released");
+        return;
+    }
+    jobs_set_state(j, hold ? JOB_HELD : JOB_QUEUED, hold ? "JobHeldUser" : NULL);
+    reply_json(rep, 200, state_reply(j));
+}
+
+/* ---- logs ---- */
+
+/* Byte length of the first n lines of fd. */
+static off_t first_lines_len(int fd, int64_t n)
+{
+    char buf[65536];
+    off_t pos = 0;
+    ssize_t got;
+    while (n > 0 && (got = pread(fd, buf, sizeof(buf), pos)) > 0) {
+        for (ssize_t i = 0; i < got; i++) {
+            if (buf[i] == '\n' && --n == 0)
+                return pos + i + 1;
+        }
+        pos += got;
+    }
+    return pos;
+}
+
+/* Offset where the last n lines of a file of the given size begin. */
+static off_t last_lines_start(int fd, off_t size, int64_t n)
+{
+    char buf[65536];
+    off_t end = size;
+    bool skip_final_newline = true;
+    while (end > 0) {
+        off_t start = end > (off_t)sizeof(buf) ? end - (off_t)sizeof(buf) : 0;
+        ssize_t got = pread(fd, buf, (size_t)(end - start), start);
+        if (got <= 0)
+            return 0;
+        for (ssize_t i = got - 1; i >= 0; i--) {
+            if (buf[i] != '\n')
+                continue;
+            if (skip_final_newline && start + i == size - 1)
+                continue;
+            if (--n == 0)
+                return start + i + 1;
+        }
+        skip_final_newline = false;
+        end = start;
+    }
+    return 0;
+}
+
+static int query_count(struct MHD_Connection *c, const char *key, int64_t *out, char **err)
+{
+    const char *v = query(c, key);
+    if (!v)
+        return 0;
+    if (parse_int64(v, out) < 0 || *out < 0) {
+        *err = xasprintf("'%s' must be a whole number >= 0, not '%s'", key, v);
+        return -1;
+    }
+    return 1;
+}
+
+static void route_log(struct MHD_Connection *c, int64_t id, const struct caller *who,
+                      struct reply *rep)
+{
+    struct job j;
+    job_init(&j);
+    if (load_job(id, false, &j, rep) < 0)
+        return;
+    uint32_t owner = j.uid;
+    job_clear(&j);
+    if (!may_act_on(who, owner)) {
+        reply_error(rep, 403, "job %lld belongs to another user; only its owner or an admin may "
+                    "read its log", (long long)id);
+        return;
+    }
+    int64_t first = 0, last = 0, offset = 0, length = 0;
+    char *err = NULL;
+    int has_first = query_count(c, "first", &first, &err);
+    int has_last = has_first < 0 ? -1 : query_count(c, "last", &last, &err);
+    int has_offset = has_last < 0 ? -1 : query_count(c, "offset", &offset, &err);
+    int has_length = has_offset < 0 ? -1 : query_count(c, "length", &length, &err);
+    if (has_length < 0) {
+        reply_error(rep, 400, "%s", err);
+        free(err);
+        return;
+    }
+    char *path = runner_log_path(id);
+    const char *follow = query(c, "follow");
+    if (follow && strcmp(follow, "0") != 0) {
+        reply_follow_log(rep, c, id, path, (unsigned long long)offset);
+        free(path);
+        return;
+    }
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    free(path);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0 || st.st_size == 0) {
+        if (fd >= 0)
+            close(fd);
+        reply_text(rep, 200, xstrdup(""), 0);
+        return;
+    }
+    off_t start = 0, len = st.st_size;
+    if (has_first) {
+        len = first_lines_len(fd, first);
+    } else if (has_last) {
+        start = last ? last_lines_start(fd, st.st_size, last) : st.st_size;
+        len = st.st_size - start;
+    } else if (has_offset || has_length) {
+        start = offset < st.st_size ? offset : st.st_size;
+        len = st.st_size - start;
+        if (has_length && length < len)
+            len = length;
+    }
+    struct MHD_Response *resp =
+        MHD_create_response_from_fd_at_offset64((uint64_t)len, fd, (uint64_t)start);
+    if (!resp) {
+        close(fd);
+        reply_error(rep, 500, "cannot send the log");
+        return;
+    }
+    if (rep->response)
+        MHD_destroy_response(rep->response);
+    rep->status = 200;
+    rep->response = resp;
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; charset=utf-8");
+}
+
+/* ---- dispatch ---- */
+
+static bool is_method(const char *method, const char *want, struct reply *rep)
+{
+    if (strcmp(method, want) == 0)
+        return true;
+    reply_error(rep, 405, "use %s for this path", want);
+    return false;
+}
+
+void routes_dispatch(struct MHD_Connection *c, const struct caller *who, const char *method,
+                     const char *url, const char *body, size_t body_len, struct reply *rep)
+{
+    if (strcmp(url, "/v1/health") == 0) {
+        if (is_method(method, "GET", rep))
+            route_health(rep);
+        return;
+    }
+    if (strcmp(url, "/v1/status") == 0) {
+        if (is_method(method, "GET", rep))
+            route_status(rep);
+        return;
+    }
+    if (strcmp(url, "/v1/jobs") == 0) {
+        if (strcmp(method, "POST") == 0)
+            route_submit(who, body, body_len, rep);
+        else if (is_method(method, "GET", rep))
+            route_list(c, who, rep);
+        return;
+    }
+    if (!str_starts_with(url, "/v1/jobs/")) {
+        reply_error(rep, 404, "no such endpoint: %s %s (see docs/api.md)", method, url);
+        return;
+    }
+    const char *p = url + strlen("/v1/jobs/");
+    char *end;
+    errno = 0;
+    long long id = strtoll(p, &end, 10);
+    if (end == p || errno || id <= 0 || (*end && *end != '/')) {
+        reply_error(rep, 400, "invalid job id in %s", url);
+        return;
+    }
+    const char *action = *end ? end + 1 : "";
+    if (!*action) {
+        if (is_method(method, "GET", rep))
+            route_show(id, who, rep);
+    } else if (strcmp(action, "cancel") == 0) {
+        if (is_method(method, "POST", rep))
+            route_cancel(c, id, who, rep);
+    } else if (strcmp(action, "hold") == 0 || strcmp(action, "release") == 0) {
+        if (is_method(method, "POST", rep))
+            route_hold_release(id, who, strcmp(action, "hold") == 0, rep);
+    } else if (strcmp(action, "log") == 0) {
+        if (is_method(method, "GET", rep))
+            route_log(c, id, who, rep);
+    } else {
+        reply_error(rep, 404, "no such endpoint: %s %s (see docs/api.md)", method, url);
+    }
+}

@@ -1,0 +1,33 @@
+/* runner: starts each job under gflow-shim, learns when it ends (pidfd of the shim and
+ * the exit file it writes), ends jobs on request (cancel, time limit) and, after a
+ * daemon restart, re-adopts the shims still running and finalizes those that ended.
+ *
+ * Exactly-once start: a job is committed as R before its shim is forked. The daemon
+ * creates and flock()s run/<id>.lock before the fork and the shim inherits that lock and
+ * writes "<pid> <starttime>" into it first thing. A restarted daemon that finds an R job
+ * then knows: lock held -> the shim is alive (adopt it); lock free and an exit file ->
+ * it ended (finalize); lock free, file empty or absent -> the shim never started (queue
+ * the job again); lock free with a pid and no exit file -> the shim died (ShimLost). */
+#ifndef GFLOWD_RUNNER_H
+#define GFLOWD_RUNNER_H
+
+#include "job.h"
+
+/* Creates the data directories. 0 or -1 with *err. */
+int runner_init(char **err);
+/* Forks the shim for j, which must already be R and committed. On failure j ends as F. */
+void runner_launch(struct job *j);
+/* After a restart: re-adopts or finalizes every R job. */
+void runner_recover(void);
+/* Removes files left behind by jobs that are no longer running. Only after the
+ * recovery is committed: those files are what tells a job ran. */
+void runner_sweep(void);
+/* Ends a running job: records why (committed before the shim is signalled), then
+ * SIGTERM to the shim, which escalates to SIGKILL after the kill grace. */
+void runner_request_end(struct job *j, enum job_end_request why);
+/* Sends sig to the job's shim (through its pidfd, so never to a recycled pid). */
+void runner_signal(struct job *j, int sig);
+/* Path of the job's log (caller frees). */
+char *runner_log_path(int64_t job_id);
+
+#endif

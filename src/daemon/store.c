@@ -1,0 +1,989 @@
+/* store: the daemon's durable state in one SQLite database.
+ *
+ * Settings made at open: WAL journal, synchronous=NORMAL (a commit is durable against a
+ * crash of the daemon, and against power loss up to the last checkpoint), automatic
+ * checkpoints off (they stall a commit for 5-10 ms; the daemon calls store_checkpoint
+ * when idle, and a WAL hook forces one only if the log grows past STORE_WAL_FORCE_PAGES
+ * because the daemon never got idle), foreign keys on, a busy timeout.
+ *
+ * Tables (schema version in PRAGMA user_version, upgraded by migrate()):
+ *   jobs      one column per field of struct job. The payload columns (script, env) are
+ *             the last ones: SQLite reads a column by walking the record, and a large
+ *             value spills to overflow pages, so keeping the big ones at the end lets
+ *             listings read every other column from the row's first page.
+ *   job_deps  dependencies (job_id, dep_id, kind), for the dependency issue.
+ *   settings  runtime controls that survive restarts.
+ *   meta      next_job_id, so ids are never reused even if rows are deleted.
+ *
+ * Every column of jobs is listed once in `columns` below, in table order; the SQL of
+ * the hot statements (insert, update, get, load) is generated from that list with
+ * numbered parameters ?N = column N, so the bind and read code cannot drift from it. */
+#include "store.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util.h"
+
+#define STORE_BUSY_TIMEOUT_MS 5000
+/* The WAL file is truncated back to this size when it is reset after a checkpoint. */
+#define STORE_JOURNAL_SIZE_LIMIT (16 * 1024 * 1024)
+/* Safety net: a daemon that is never idle still checkpoints once the log is this long
+ * (10,000 pages of 4 KiB = ~40 MB). */
+#define STORE_WAL_FORCE_PAGES 10000
+
+enum col {
+    C_ID,
+    C_NAME,
+    C_USER,
+    C_UID,
+    C_GID,
+    C_STATE,
+    C_PRIORITY,
+    C_TIME_LIMIT,
+    C_COMMAND,
+    C_SCRIPT_PATH,
+    C_WORKDIR,
+    C_SUBMIT_TIME,
+    C_START_TIME,
+    C_END_TIME,
+    C_EXIT_CODE,
+    C_SIGNAL,
+    C_OOM,
+    C_REASON,
+    C_END_REQUEST,
+    C_SHIM_PID,
+    C_SHIM_START,
+    C_MAX_RSS_KB,
+    C_GPUS,
+    C_GPU_IDS,
+    C_MEMORY_MB,
+    C_GPU_MEMORY_MB,
+    C_SHARED,
+    C_GROUP_ID,
+    C_ARRAY_TASK,
+    C_MAX_RETRIES,
+    C_ATTEMPT,
+    C_RETRY_OF,
+    C_LIGHT_COUNT, /* the columns read without payload are those before this one */
+    C_SCRIPT = C_LIGHT_COUNT,
+    C_ENV,
+    C_COUNT
+};
+
+/* mutable: written by store_update_job (the payload and the submitter's identity are
+ * fixed at submission). */
+static const struct {
+    const char *name;
+    bool mutable;
+} columns[C_COUNT] = {
+    [C_ID] = {"id", false},
+    [C_NAME] = {"name", true},
+    [C_USER] = {"user", false},
+    [C_UID] = {"uid", false},
+    [C_GID] = {"gid", false},
+    [C_STATE] = {"state", true},
+    [C_PRIORITY] = {"priority", true},
+    [C_TIME_LIMIT] = {"time_limit", true},
+    [C_COMMAND] = {"command", false},
+    [C_SCRIPT_PATH] = {"script_path", false},
+    [C_WORKDIR] = {"workdir", false},
+    [C_SUBMIT_TIME] = {"submit_time", false},
+    [C_START_TIME] = {"start_time", true},
+    [C_END_TIME] = {"end_time", true},
+    [C_EXIT_CODE] = {"exit_code", true},
+    [C_SIGNAL] = {"signal", true},
+    [C_OOM] = {"oom", true},
+    [C_REASON] = {"reason", true},
+    [C_END_REQUEST] = {"end_request", true},
+    [C_SHIM_PID] = {"shim_pid", true},
+    [C_SHIM_START] = {"shim_start", true},
+    [C_MAX_RSS_KB] = {"max_rss_kb", true},
+    [C_GPUS] = {"gpus", true},
+    [C_GPU_IDS] = {"gpu_ids", true},
+    [C_MEMORY_MB] = {"memory_mb", true},
+    [C_GPU_MEMORY_MB] = {"gpu_memory_mb", true},
+    [C_SHARED] = {"shared", true},
+    [C_GROUP_ID] = {"group_id", true},
+    [C_ARRAY_TASK] = {"array_task", true},
+    [C_MAX_RETRIES] = {"max_retries", true},
+    [C_ATTEMPT] = {"attempt", true},
+    [C_RETRY_OF] = {"retry_of", true},
+    [C_SCRIPT] = {"script", false},
+    [C_ENV] = {"env", false},
+};
+
+/* Schema migrations: migrations[v] upgrades user_version v to v + 1. Never edit a
+ * released step; append one (ALTER TABLE jobs ADD COLUMN ..., then add the column to
+ * `columns`). A step that needs code rather than SQL can get a function pointer here. */
+static const char *const migrations[] = {
+    /* 1: the initial schema. */
+    "CREATE TABLE jobs ("
+    " id INTEGER PRIMARY KEY,"
+    " name TEXT,"
+    " user TEXT,"
+    " uid INTEGER NOT NULL DEFAULT 0,"
+    " gid INTEGER NOT NULL DEFAULT 0,"
+    " state INTEGER NOT NULL,"
+    " priority INTEGER NOT NULL DEFAULT 10,"
+    " time_limit INTEGER NOT NULL DEFAULT 0,"
+    " command TEXT,"
+    " script_path TEXT,"
+    " workdir TEXT,"
+    " submit_time REAL NOT NULL DEFAULT 0,"
+    " start_time REAL NOT NULL DEFAULT 0,"
+    " end_time REAL NOT NULL DEFAULT 0,"
+    " exit_code INTEGER NOT NULL DEFAULT -1,"
+    " signal INTEGER NOT NULL DEFAULT 0,"
+    " oom INTEGER NOT NULL DEFAULT 0,"
+    " reason TEXT,"
+    " end_request INTEGER NOT NULL DEFAULT 0,"
+    " shim_pid INTEGER NOT NULL DEFAULT 0,"
+    " shim_start INTEGER NOT NULL DEFAULT 0,"
+    " max_rss_kb INTEGER NOT NULL DEFAULT 0,"
+    " gpus INTEGER NOT NULL DEFAULT 0,"
+    " gpu_ids TEXT,"
+    " memory_mb INTEGER NOT NULL DEFAULT 0,"
+    " gpu_memory_mb INTEGER NOT NULL DEFAULT 0,"
+    " shared INTEGER NOT NULL DEFAULT 0,"
+    " group_id INTEGER NOT NULL DEFAULT 0,"
+    " array_task INTEGER NOT NULL DEFAULT -1,"
+    " max_retries INTEGER NOT NULL DEFAULT 0,"
+    " attempt INTEGER NOT NULL DEFAULT 1,"
+    " retry_of INTEGER NOT NULL DEFAULT 0,"
+    " script TEXT,"
+    " env TEXT"
+    ");"
+    /* PD=0, H=1, R=2: the jobs the daemon works on; a small part of a long history. */
+    "CREATE INDEX jobs_active ON jobs(state) WHERE state IN (0,1,2);"
+    "CREATE INDEX jobs_user ON jobs(user, id);"
+    "CREATE INDEX jobs_submit ON jobs(submit_time);"
+    "CREATE TABLE job_deps ("
+    " job_id INTEGER NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,"
+    " dep_id INTEGER NOT NULL REFERENCES jobs(id),"
+    " kind TEXT NOT NULL,"
+    " PRIMARY KEY (job_id, dep_id, kind)"
+    ") WITHOUT ROWID;"
+    "CREATE INDEX job_deps_dep ON job_deps(dep_id);"
+    "CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID;"
+    "CREATE TABLE meta (key TEXT PRIMARY KEY, value) WITHOUT ROWID;"
+    "INSERT INTO meta(key, value) VALUES ('next_job_id', 1);",
+};
+#define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
+
+struct store {
+    sqlite3 *db;
+    char err[512];
+    int64_t next_id;
+
+    sqlite3_stmt *st_begin, *st_commit, *st_rollback;
+    sqlite3_stmt *st_insert, *st_update;
+    sqlite3_stmt *st_get, *st_get_full;
+    sqlite3_stmt *st_load_active;
+    sqlite3_stmt *st_count;
+    sqlite3_stmt *st_meta_next;
+    sqlite3_stmt *st_setting_get, *st_setting_set, *st_setting_del;
+};
+
+static void set_err(struct store *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void set_err(struct store *s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->err, sizeof(s->err), fmt, ap);
+    va_end(ap);
+}
+
+/* "context: sqlite's message" */
+static int db_err(struct store *s, const char *context)
+{
+    set_err(s, "%s: %s", context, sqlite3_errmsg(s->db));
+    return -1;
+}
+
+const char *store_error(struct store *s)
+{
+    return s->err;
+}
+
+static int exec(struct store *s, const char *sql, const char *context)
+{
+    char *msg = NULL;
+    if (sqlite3_exec(s->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+        set_err(s, "%s: %s", context, msg ? msg : sqlite3_errmsg(s->db));
+        sqlite3_free(msg);
+        return -1;
+    }
+    return 0;
+}
+
+static int prepare(struct store *s, sqlite3_stmt **st, const char *sql)
+{
+    if (sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL) != SQLITE_OK) {
+        set_err(s, "preparing \"%.200s\": %s", sql, sqlite3_errmsg(s->db));
+        return -1;
+    }
+    return 0;
+}
+
+/* Resets a statement after use and drops its bindings, so no pointer into a caller's
+ * job outlives the call. */
+static void finish(sqlite3_stmt *st)
+{
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+}
+
+/* Steps a statement that returns no rows. */
+static int step_done(struct store *s, sqlite3_stmt *st, const char *context)
+{
+    int rc = sqlite3_step(st);
+    int ret = rc == SQLITE_DONE ? 0 : db_err(s, context);
+    finish(st);
+    return ret;
+}
+
+/* ---- binding and reading job rows ---- */
+
+static int bind_text(sqlite3_stmt *st, int idx, const char *v)
+{
+    return v ? sqlite3_bind_text(st, idx, v, -1, SQLITE_STATIC) : sqlite3_bind_null(st, idx);
+}
+
+static int bind_column(sqlite3_stmt *st, enum col c, const struct job *j, const char *env)
+{
+    int i = (int)c + 1; /* ?N is column N-1 in every generated statement */
+    switch (c) {
+    case C_ID: return sqlite3_bind_int64(st, i, j->id);
+    case C_NAME: return bind_text(st, i, j->name);
+    case C_USER: return bind_text(st, i, j->user);
+    case C_UID: return sqlite3_bind_int64(st, i, j->uid);
+    case C_GID: return sqlite3_bind_int64(st, i, j->gid);
+    case C_STATE: return sqlite3_bind_int(st, i, (int)j->state);
+    case C_PRIORITY: return sqlite3_bind_int(st, i, j->priority);
+    case C_TIME_LIMIT: return sqlite3_bind_int64(st, i, j->time_limit);
+    case C_COMMAND: return bind_text(st, i, j->command);
+    case C_SCRIPT_PATH: return bind_text(st, i, j->script_path);
+    case C_WORKDIR: return bind_text(st, i, j->workdir);
+    case C_SUBMIT_TIME: return sqlite3_bind_double(st, i, j->submit_time);
+    case C_START_TIME: return sqlite3_bind_double(st, i, j->start_time);
+    case C_END_TIME: return sqlite3_bind_double(st, i, j->end_time);
+    case C_EXIT_CODE: return sqlite3_bind_int(st, i, j->exit_code);
+    case C_SIGNAL: return sqlite3_bind_int(st, i, j->signal);
+    case C_OOM: return sqlite3_bind_int(st, i, j->oom);
+    case C_REASON: return bind_text(st, i, j->reason);
+    case C_END_REQUEST: return sqlite3_bind_int(st, i, (int)j->end_request);
+    case C_SHIM_PID: return sqlite3_bind_int64(st, i, j->shim_pid);
+    case C_SHIM_START: return sqlite3_bind_int64(st, i, j->shim_start);
+    case C_MAX_RSS_KB: return sqlite3_bind_int64(st, i, j->max_rss_kb);
+    case C_GPUS: return sqlite3_bind_int(st, i, j->gpus);
+    case C_GPU_IDS: return bind_text(st, i, j->gpu_ids);
+    case C_MEMORY_MB: return sqlite3_bind_int64(st, i, j->memory_mb);
+    case C_GPU_MEMORY_MB: return sqlite3_bind_int64(st, i, j->gpu_memory_mb);
+    case C_SHARED: return sqlite3_bind_int(st, i, j->shared);
+    case C_GROUP_ID: return sqlite3_bind_int64(st, i, j->group_id);
+    case C_ARRAY_TASK: return sqlite3_bind_int64(st, i, j->array_task);
+    case C_MAX_RETRIES: return sqlite3_bind_int(st, i, j->max_retries);
+    case C_ATTEMPT: return sqlite3_bind_int(st, i, j->attempt);
+    case C_RETRY_OF: return sqlite3_bind_int64(st, i, j->retry_of);
+    case C_SCRIPT: return bind_text(st, i, j->script);
+    case C_ENV: return bind_text(st, i, env);
+    case C_COUNT: break;
+    }
+    return SQLITE_RANGE;
+}
+
+static char *col_str(sqlite3_stmt *st, int i)
+{
+    const unsigned char *t = sqlite3_column_text(st, i);
+    return t ? xstrndup((const char *)t, (size_t)sqlite3_column_bytes(st, i)) : NULL;
+}
+
+/* Reads result column i (= table column c) into j. */
+static void read_column(sqlite3_stmt *st, enum col c, struct job *j)
+{
+    int i = (int)c;
+    switch (c) {
+    case C_ID: j->id = sqlite3_column_int64(st, i); break;
+    case C_NAME: j->name = col_str(st, i); break;
+    case C_USER: j->user = col_str(st, i); break;
+    case C_UID: j->uid = (uint32_t)sqlite3_column_int64(st, i); break;
+    case C_GID: j->gid = (uint32_t)sqlite3_column_int64(st, i); break;
+    case C_STATE: j->state = (enum job_state)sqlite3_column_int(st, i); break;
+    case C_PRIORITY: j->priority = sqlite3_column_int(st, i); break;
+    case C_TIME_LIMIT: j->time_limit = sqlite3_column_int64(st, i); break;
+    case C_COMMAND: j->command = col_str(st, i); break;
+    case C_SCRIPT_PATH: j->script_path = col_str(st, i); break;
+    case C_WORKDIR: j->workdir = col_str(st, i); break;
+    case C_SUBMIT_TIME: j->submit_time = sqlite3_column_double(st, i); break;
+    case C_START_TIME: j->start_time = sqlite3_column_double(st, i); break;
+    case C_END_TIME: j->end_time = sqlite3_column_double(st, i); break;
+    case C_EXIT_CODE: j->exit_code = sqlite3_column_int(st, i); break;
+    case C_SIGNAL: j->signal = sqlite3_column_int(st, i); break;
+    case C_OOM: j->oom = sqlite3_column_int(st, i) != 0; break;
+    case C_REASON: j->reason = col_str(st, i); break;
+    case C_END_REQUEST: j->end_request = (enum job_end_request)sqlite3_column_int(st, i); break;
+    case C_SHIM_PID: j->shim_pid = sqlite3_column_int64(st, i); break;
+    case C_SHIM_START: j->shim_start = sqlite3_column_int64(st, i); break;
+    case C_MAX_RSS_KB: j->max_rss_kb = sqlite3_column_int64(st, i); break;
+    case C_GPUS: j->gpus = sqlite3_column_int(st, i); break;
+    case C_GPU_IDS: j->gpu_ids = col_str(st, i); break;
+    case C_MEMORY_MB: j->memory_mb = sqlite3_column_int64(st, i); break;
+    case C_GPU_MEMORY_MB: j->gpu_memory_mb = sqlite3_column_int64(st, i); break;
+    case C_SHARED: j->shared = sqlite3_column_int(st, i) != 0; break;
+    case C_GROUP_ID: j->group_id = sqlite3_column_int64(st, i); break;
+    case C_ARRAY_TASK: j->array_task = sqlite3_column_int64(st, i); break;
+    case C_MAX_RETRIES: j->max_retries = sqlite3_column_int(st, i); break;
+    case C_ATTEMPT: j->attempt = sqlite3_column_int(st, i); break;
+    case C_RETRY_OF: j->retry_of = sqlite3_column_int64(st, i); break;
+    case C_SCRIPT: j->script = col_str(st, i); break;
+    case C_ENV: break; /* parsed by read_job */
+    case C_COUNT: break;
+    }
+}
+
+/* Fills j (initialised here) from the current row of a statement that selects
+ * columns 0..C_LIGHT_COUNT-1, or every column with payload. */
+static int read_job(struct store *s, sqlite3_stmt *st, struct job *j, bool payload)
+{
+    job_init(j);
+    int n = payload ? C_COUNT : C_LIGHT_COUNT;
+    for (int c = 0; c < n; c++)
+        read_column(st, (enum col)c, j);
+    if (payload) {
+        const char *env = (const char *)sqlite3_column_text(st, C_ENV);
+        if (env) {
+            json_error_t jerr;
+            j->env = json_loads(env, JSON_REJECT_DUPLICATES, &jerr);
+            if (!json_is_object(j->env)) {
+                set_err(s, "job %lld: stored env is not a JSON object: %s", (long long)j->id,
+                        jerr.text);
+                job_clear(j);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* "id,name,...": the first n columns. */
+static void add_column_list(struct strbuf *sb, int n)
+{
+    for (int c = 0; c < n; c++) {
+        if (c)
+            strbuf_addc(sb, ',');
+        strbuf_adds(sb, columns[c].name);
+    }
+}
+
+static int prepare_sb(struct store *s, sqlite3_stmt **st, struct strbuf *sb)
+{
+    int rc = prepare(s, st, sb->buf);
+    strbuf_reset(sb);
+    return rc;
+}
+
+static int prepare_statements(struct store *s)
+{
+    struct strbuf sb;
+    strbuf_init(&sb);
+    int rc = 0;
+
+    strbuf_adds(&sb, "INSERT INTO jobs(");
+    add_column_list(&sb, C_COUNT);
+    strbuf_adds(&sb, ") VALUES (");
+    for (int c = 0; c < C_COUNT; c++)
+        strbuf_addf(&sb, "%s?%d", c ? "," : "", c + 1);
+    strbuf_adds(&sb, ")");
+    rc |= prepare_sb(s, &s->st_insert, &sb);
+
+    strbuf_adds(&sb, "UPDATE jobs SET ");
+    bool first = true;
+    for (int c = 0; c < C_COUNT; c++) {
+        if (!columns[c].mutable)
+            continue;
+        strbuf_addf(&sb, "%s%s=?%d", first ? "" : ",", columns[c].name, c + 1);
+        first = false;
+    }
+    strbuf_addf(&sb, " WHERE id=?%d", C_ID + 1);
+    rc |= prepare_sb(s, &s->st_update, &sb);
+
+    strbuf_adds(&sb, "SELECT ");
+    add_column_list(&sb, C_LIGHT_COUNT);
+    strbuf_adds(&sb, " FROM jobs WHERE id=?1");
+    rc |= prepare_sb(s, &s->st_get, &sb);
+
+    strbuf_adds(&sb, "SELECT ");
+    add_column_list(&sb, C_COUNT);
+    strbuf_adds(&sb, " FROM jobs WHERE id=?1");
+    rc |= prepare_sb(s, &s->st_get_full, &sb);
+
+    strbuf_adds(&sb, "SELECT ");
+    add_column_list(&sb, C_LIGHT_COUNT);
+    strbuf_adds(&sb, " FROM jobs WHERE state IN (0,1,2) ORDER BY id");
+    rc |= prepare_sb(s, &s->st_load_active, &sb);
+    strbuf_free(&sb);
+
+    rc |= prepare(s, &s->st_begin, "BEGIN IMMEDIATE");
+    rc |= prepare(s, &s->st_commit, "COMMIT");
+    rc |= prepare(s, &s->st_rollback, "ROLLBACK");
+    rc |= prepare(s, &s->st_count, "SELECT state, count(*) FROM jobs GROUP BY state");
+    rc |= prepare(s, &s->st_meta_next,
+                  "UPDATE meta SET value=?1 WHERE key='next_job_id' AND value<?1");
+    rc |= prepare(s, &s->st_setting_get, "SELECT value FROM settings WHERE key=?1");
+    rc |= prepare(s, &s->st_setting_set,
+                  "INSERT INTO settings(key, value) VALUES (?1, ?2)"
+                  " ON CONFLICT(key) DO UPDATE SET value=excluded.value");
+    rc |= prepare(s, &s->st_setting_del, "DELETE FROM settings WHERE key=?1");
+    return rc ? -1 : 0;
+}
+
+/* ---- opening ---- */
+
+static int query_int(struct store *s, const char *sql, int64_t *out)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
+        return db_err(s, sql);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW)
+        *out = sqlite3_column_int64(st, 0);
+    else if (rc != SQLITE_DONE)
+        db_err(s, sql);
+    sqlite3_finalize(st);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : -1;
+}
+
+/* Brings the schema to SCHEMA_VERSION, one step per transaction. */
+static int migrate(struct store *s)
+{
+    int64_t version = 0;
+    if (query_int(s, "PRAGMA user_version", &version) < 0)
+        return -1;
+    if (version > SCHEMA_VERSION) {
+        set_err(s, "database schema version %lld is newer than this gflowd supports (%d)",
+                (long long)version, SCHEMA_VERSION);
+        return -1;
+    }
+    for (int v = (int)version; v < SCHEMA_VERSION; v++) {
+        char context[64], bump[64];
+        snprintf(context, sizeof(context), "migrating the schema to version %d", v + 1);
+        snprintf(bump, sizeof(bump), "PRAGMA user_version=%d", v + 1);
+        if (exec(s, "BEGIN IMMEDIATE", context) < 0)
+            return -1;
+        if (exec(s, migrations[v], context) < 0 || exec(s, bump, context) < 0 ||
+            exec(s, "COMMIT", context) < 0) {
+            sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int wal_hook_cb(void *arg, sqlite3 *db, const char *name, int pages)
+{
+    (void)arg;
+    if (pages >= STORE_WAL_FORCE_PAGES)
+        sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+    return SQLITE_OK;
+}
+
+static int configure(struct store *s)
+{
+    char *mode = NULL;
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(s->db, "PRAGMA journal_mode=WAL", -1, &st, NULL) != SQLITE_OK)
+        return db_err(s, "setting journal_mode=WAL");
+    if (sqlite3_step(st) == SQLITE_ROW)
+        mode = col_str(st, 0);
+    else
+        db_err(s, "setting journal_mode=WAL");
+    sqlite3_finalize(st);
+    if (!mode)
+        return -1;
+    bool wal = strcmp(mode, "wal") == 0;
+    if (!wal)
+        set_err(s, "the database cannot use WAL mode (journal_mode is '%s'); "
+                   "is it on a network filesystem?", mode);
+    free(mode);
+    if (!wal)
+        return -1;
+
+    char sql[256];
+    snprintf(sql, sizeof(sql),
+             "PRAGMA synchronous=NORMAL;"
+             "PRAGMA wal_autocheckpoint=0;"
+             "PRAGMA foreign_keys=ON;"
+             "PRAGMA journal_size_limit=%d;",
+             STORE_JOURNAL_SIZE_LIMIT);
+    if (exec(s, sql, "configuring the database") < 0)
+        return -1;
+    /* After wal_autocheckpoint=0, which removed SQLite's own hook. */
+    sqlite3_wal_hook(s->db, wal_hook_cb, NULL);
+    return 0;
+}
+
+static int load_next_id(struct store *s)
+{
+    int64_t meta = 1, max_id = 0;
+    if (query_int(s, "SELECT value FROM meta WHERE key='next_job_id'", &meta) < 0 ||
+        query_int(s, "SELECT coalesce(max(id), 0) FROM jobs", &max_id) < 0)
+        return -1;
+    s->next_id = meta > max_id ? meta : max_id + 1;
+    if (s->next_id < 1)
+        s->next_id = 1;
+    return 0;
+}
+
+struct store *store_open(const char *path, char **err)
+{
+    /* Create the file ourselves so it is 0600 whatever the umask; SQLite gives the
+     * -wal and -shm files the database file's mode. */
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        *err = xasprintf("cannot open %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    close(fd);
+
+    struct store *s = xcalloc(1, sizeof(*s));
+    int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
+    if (sqlite3_open_v2(path, &s->db, flags, NULL) != SQLITE_OK) {
+        *err = xasprintf("cannot open database %s: %s", path,
+                         s->db ? sqlite3_errmsg(s->db) : "out of memory");
+        store_close(s);
+        return NULL;
+    }
+    sqlite3_extended_result_codes(s->db, 1);
+    sqlite3_busy_timeout(s->db, STORE_BUSY_TIMEOUT_MS);
+
+    if (configure(s) < 0 || migrate(s) < 0 || prepare_statements(s) < 0 || load_next_id(s) < 0) {
+        *err = xasprintf("database %s: %s", path, s->err);
+        store_close(s);
+        return NULL;
+    }
+    return s;
+}
+
+void store_close(struct store *s)
+{
+    if (!s)
+        return;
+    sqlite3_stmt *all[] = {
+        s->st_begin,       s->st_commit,     s->st_rollback,    s->st_insert,
+        s->st_update,      s->st_get,        s->st_get_full,    s->st_load_active,
+        s->st_count,       s->st_meta_next,  s->st_setting_get, s->st_setting_set,
+        s->st_setting_del,
+    };
+    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+        sqlite3_finalize(all[i]);
+    if (s->db) {
+        if (!sqlite3_get_autocommit(s->db))
+            sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+        sqlite3_close(s->db); /* the last connection checkpoints and removes the WAL */
+    }
+    free(s);
+}
+
+/* ---- transactions ---- */
+
+bool store_in_transaction(const struct store *s)
+{
+    return !sqlite3_get_autocommit(s->db);
+}
+
+int store_begin(struct store *s)
+{
+    if (store_in_transaction(s))
+        return 0;
+    return step_done(s, s->st_begin, "beginning a transaction");
+}
+
+int store_commit(struct store *s)
+{
+    if (!store_in_transaction(s))
+        return 0;
+    if (step_done(s, s->st_commit, "committing") == 0)
+        return 0;
+    /* A failed COMMIT may leave the transaction open (SQLITE_BUSY) or rolled back (I/O
+     * errors); either way the changes are not durable, so leave no transaction behind. */
+    if (store_in_transaction(s)) {
+        int rc = sqlite3_step(s->st_rollback);
+        (void)rc;
+        finish(s->st_rollback);
+    }
+    return -1;
+}
+
+void store_rollback(struct store *s)
+{
+    if (!store_in_transaction(s))
+        return;
+    if (step_done(s, s->st_rollback, "rolling back") < 0)
+        sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+    /* next_id stays where it is: an id handed out in the rolled-back transaction is
+     * skipped rather than reused, which is harmless and safer for the caller's memory. */
+}
+
+int store_checkpoint(struct store *s)
+{
+    if (store_in_transaction(s))
+        return 0; /* the daemon is not idle after all; try at the next idle moment */
+    int rc = sqlite3_wal_checkpoint_v2(s->db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+    if (rc != SQLITE_OK && rc != SQLITE_BUSY)
+        return db_err(s, "checkpointing");
+    return 0;
+}
+
+/* ---- jobs ---- */
+
+int64_t store_next_job_id(struct store *s)
+{
+    return s->next_id;
+}
+
+static int insert_row(struct store *s, const struct job *j)
+{
+    char *env = j->env ? json_dumps(j->env, JSON_COMPACT) : NULL;
+    int rc = SQLITE_OK;
+    for (int c = 0; c < C_COUNT && rc == SQLITE_OK; c++)
+        rc = bind_column(s->st_insert, (enum col)c, j, env);
+    int ret;
+    if (rc != SQLITE_OK) {
+        ret = db_err(s, "binding a new job");
+        finish(s->st_insert);
+    } else {
+        char context[64];
+        snprintf(context, sizeof(context), "inserting job %lld", (long long)j->id);
+        ret = step_done(s, s->st_insert, context);
+    }
+    free(env);
+    if (ret < 0 || j->id < s->next_id)
+        return ret;
+
+    sqlite3_bind_int64(s->st_meta_next, 1, j->id + 1);
+    if (step_done(s, s->st_meta_next, "recording the next job id") < 0)
+        return -1;
+    s->next_id = j->id + 1;
+    return 0;
+}
+
+int store_insert_job(struct store *s, const struct job *j)
+{
+    if (j->id <= 0) {
+        set_err(s, "inserting a job: invalid id %lld", (long long)j->id);
+        return -1;
+    }
+    /* The row and next_job_id change together. */
+    bool own = !store_in_transaction(s);
+    if (own && store_begin(s) < 0)
+        return -1;
+    int ret = insert_row(s, j);
+    if (own) {
+        if (ret == 0)
+            ret = store_commit(s);
+        else
+            store_rollback(s);
+    }
+    return ret;
+}
+
+int store_update_job(struct store *s, const struct job *j)
+{
+    sqlite3_stmt *st = s->st_update;
+    int rc = SQLITE_OK;
+    for (int c = 0; c < C_COUNT && rc == SQLITE_OK; c++) {
+        if (c == C_ID || columns[c].mutable)
+            rc = bind_column(st, (enum col)c, j, NULL);
+    }
+    if (rc != SQLITE_OK) {
+        finish(st);
+        return db_err(s, "binding a job update");
+    }
+    char context[64];
+    snprintf(context, sizeof(context), "updating job %lld", (long long)j->id);
+    if (step_done(s, st, context) < 0)
+        return -1;
+    if (sqlite3_changes(s->db) == 0) {
+        set_err(s, "updating job %lld: no such job", (long long)j->id);
+        return -1;
+    }
+    return 0;
+}
+
+int store_get_job(struct store *s, int64_t id, struct job *out, bool with_payload)
+{
+    sqlite3_stmt *st = with_payload ? s->st_get_full : s->st_get;
+    job_init(out);
+    sqlite3_bind_int64(st, 1, id);
+    int rc = sqlite3_step(st);
+    int ret;
+    if (rc == SQLITE_ROW)
+        ret = read_job(s, st, out, with_payload);
+    else if (rc == SQLITE_DONE)
+        ret = 1;
+    else
+        ret = db_err(s, "reading a job");
+    finish(st);
+    return ret;
+}
+
+/* Collects the rows of st (light columns) into a growing array. */
+struct job_vec {
+    struct job **v;
+    size_t n, cap;
+};
+
+static void job_vec_push(struct job_vec *jv, struct job *j)
+{
+    if (jv->n == jv->cap) {
+        jv->cap = jv->cap ? jv->cap * 2 : 64;
+        jv->v = xrealloc(jv->v, jv->cap * sizeof(*jv->v));
+    }
+    jv->v[jv->n++] = j;
+}
+
+static void job_vec_free(struct job_vec *jv)
+{
+    for (size_t i = 0; i < jv->n; i++)
+        job_free(jv->v[i]);
+    free(jv->v);
+}
+
+int store_load_active(struct store *s, store_job_cb cb, void *arg)
+{
+    /* Read everything first, then call back: at start-up the callback re-adopts jobs and
+     * may well update them, which must not happen under a running SELECT. */
+    struct job_vec jv = {0};
+    sqlite3_stmt *st = s->st_load_active;
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        struct job *j = xmalloc(sizeof(*j));
+        read_job(s, st, j, false);
+        job_vec_push(&jv, j);
+    }
+    if (rc != SQLITE_DONE) {
+        db_err(s, "loading the active jobs");
+        finish(st);
+        job_vec_free(&jv);
+        return -1;
+    }
+    finish(st);
+    for (size_t i = 0; i < jv.n; i++)
+        cb(jv.v[i], arg);
+    free(jv.v);
+    return 0;
+}
+
+/* Sort keys: the name users give, and the SQL it stands for (a fixed list; nothing a
+ * caller sends is ever pasted into SQL). "?" in time's expression is the current time. */
+static const struct {
+    const char *key;
+    const char *expr;
+} sort_keys[] = {
+    {"id", NULL},
+    {"name", "name"},
+    {"state", "state"},
+    {"priority", "priority"},
+    {"user", "user"},
+    {"submit", "submit_time"},
+    {"start", "start_time"},
+    {"end", "end_time"},
+    {"time", "CASE WHEN start_time > 0 THEN (CASE WHEN end_time > 0 THEN end_time ELSE ? END)"
+             " - start_time ELSE 0 END"},
+};
+
+/* Builds the listing query for q; *now_param tells whether the sort expression takes the
+ * current time. Returns -1 with the error set for a bad query. */
+static int build_list_sql(struct store *s, const struct store_query *q, bool reverse,
+                          struct strbuf *sb, bool *now_param)
+{
+    const char *expr = NULL;
+    if (q->sort && *q->sort) {
+        size_t i;
+        for (i = 0; i < sizeof(sort_keys) / sizeof(sort_keys[0]); i++) {
+            if (strcmp(q->sort, sort_keys[i].key) == 0)
+                break;
+        }
+        if (i == sizeof(sort_keys) / sizeof(sort_keys[0])) {
+            set_err(s, "unknown sort key '%.64s' (use id, name, state, priority, user, submit, "
+                       "start, end or time)", q->sort);
+            return -1;
+        }
+        expr = sort_keys[i].expr;
+        *now_param = strchr(expr ? expr : "", '?') != NULL;
+    }
+
+    strbuf_adds(sb, "SELECT ");
+    add_column_list(sb, C_LIGHT_COUNT);
+    strbuf_adds(sb, " FROM jobs");
+    const char *glue = " WHERE ";
+    if (q->states && q->n_states) {
+        bool all_active = true;
+        strbuf_addf(sb, "%sstate IN (", glue);
+        for (size_t i = 0; i < q->n_states; i++) {
+            if ((unsigned)q->states[i] >= JOB_STATE_COUNT) {
+                set_err(s, "listing jobs: invalid state %d", (int)q->states[i]);
+                return -1;
+            }
+            all_active = all_active && job_state_is_active(q->states[i]);
+            strbuf_adds(sb, i ? ",?" : "?");
+        }
+        strbuf_adds(sb, ")");
+        /* A constant copy of the partial index's condition, so the planner may use it
+         * (it cannot know what the parameters will hold). */
+        if (all_active)
+            strbuf_adds(sb, " AND state IN (0,1,2)");
+        glue = " AND ";
+    }
+    if (q->ids && q->n_ids) {
+        /* One parameter whatever the number of ids: a JSON array. */
+        strbuf_addf(sb, "%sid IN (SELECT value FROM json_each(?))", glue);
+        glue = " AND ";
+    }
+    if (q->user) {
+        strbuf_addf(sb, "%suser = ?", glue);
+        glue = " AND ";
+    }
+    if (q->since > 0) {
+        strbuf_addf(sb, "%ssubmit_time >= ?", glue);
+        glue = " AND ";
+    }
+    /* Ties are broken by id in the same direction, so descending is exactly ascending
+     * reversed. */
+    const char *dir = q->descending != reverse ? " DESC" : "";
+    strbuf_adds(sb, " ORDER BY ");
+    if (expr)
+        strbuf_addf(sb, "%s%s, ", expr, dir);
+    strbuf_addf(sb, "id%s", dir);
+    if (q->limit != 0)
+        strbuf_adds(sb, " LIMIT ?");
+    return 0;
+}
+
+int store_list(struct store *s, const struct store_query *q, store_job_cb cb, void *arg)
+{
+    /* limit < 0 (the last N): read the first N in the opposite order, call back reversed. */
+    bool reverse = q->limit < 0;
+    int64_t limit = q->limit == INT64_MIN ? INT64_MAX : (q->limit < 0 ? -q->limit : q->limit);
+    struct strbuf sb;
+    strbuf_init(&sb);
+    bool now_param = false;
+    if (build_list_sql(s, q, reverse, &sb, &now_param) < 0) {
+        strbuf_free(&sb);
+        return -1;
+    }
+    sqlite3_stmt *st;
+    /* Per call: SQLite caches nothing across prepares, but preparing is ~20 us. */
+    if (sqlite3_prepare_v2(s->db, sb.buf, -1, &st, NULL) != SQLITE_OK) {
+        db_err(s, "preparing the job listing");
+        strbuf_free(&sb);
+        return -1;
+    }
+
+    int p = 1, rc = SQLITE_OK;
+    if (q->states && q->n_states) {
+        for (size_t i = 0; i < q->n_states && rc == SQLITE_OK; i++)
+            rc = sqlite3_bind_int(st, p++, (int)q->states[i]);
+    }
+    if (q->ids && q->n_ids && rc == SQLITE_OK) {
+        strbuf_reset(&sb);
+        strbuf_addc(&sb, '[');
+        for (size_t i = 0; i < q->n_ids; i++)
+            strbuf_addf(&sb, "%s%lld", i ? "," : "", (long long)q->ids[i]);
+        strbuf_addc(&sb, ']');
+        rc = sqlite3_bind_text(st, p++, sb.buf, (int)sb.len, SQLITE_STATIC);
+    }
+    if (q->user && rc == SQLITE_OK)
+        rc = sqlite3_bind_text(st, p++, q->user, -1, SQLITE_STATIC);
+    if (q->since > 0 && rc == SQLITE_OK)
+        rc = sqlite3_bind_double(st, p++, q->since);
+    if (now_param && rc == SQLITE_OK)
+        rc = sqlite3_bind_double(st, p++, now_wall());
+    if (q->limit != 0 && rc == SQLITE_OK)
+        rc = sqlite3_bind_int64(st, p++, limit);
+    if (rc != SQLITE_OK) {
+        db_err(s, "binding the job listing");
+        sqlite3_finalize(st);
+        strbuf_free(&sb);
+        return -1;
+    }
+
+    /* Rows go to the callback as they are read; the statement is this call's own, so a
+     * callback that calls into the store does no harm (but should not change jobs). */
+    struct job_vec jv = {0};
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        struct job *j = xmalloc(sizeof(*j));
+        read_job(s, st, j, false);
+        if (reverse)
+            job_vec_push(&jv, j);
+        else
+            cb(j, arg);
+    }
+    int ret = 0;
+    if (rc != SQLITE_DONE) {
+        ret = db_err(s, "listing jobs");
+        job_vec_free(&jv);
+    } else {
+        for (size_t i = jv.n; i-- > 0;)
+            cb(jv.v[i], arg);
+        free(jv.v);
+    }
+    sqlite3_finalize(st);
+    strbuf_free(&sb);
+    return ret;
+}
+
+int store_count_states(struct store *s, int64_t counts[JOB_STATE_COUNT])
+{
+    for (int i = 0; i < JOB_STATE_COUNT; i++)
+        counts[i] = 0;
+    sqlite3_stmt *st = s->st_count;
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int state = sqlite3_column_int(st, 0);
+        if (state >= 0 && state < JOB_STATE_COUNT)
+            counts[state] = sqlite3_column_int64(st, 1);
+    }
+    int ret = rc == SQLITE_DONE ? 0 : db_err(s, "counting jobs");
+    finish(st);
+    return ret;
+}
+
+/* ---- settings ---- */
+
+int store_get_setting(struct store *s, const char *key, char **value)
+{
+    *value = NULL;
+    sqlite3_stmt *st = s->st_setting_get;
+    sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(st);
+    int ret;
+    if (rc == SQLITE_ROW) {
+        *value = col_str(st, 0);
+        ret = *value ? 0 : 1;
+    } else if (rc == SQLITE_DONE) {
+        ret = 1;
+    } else {
+        ret = db_err(s, "reading a setting");
+    }
+    finish(st);
+    return ret;
+}
+
+/* A NULL value removes the key. */
+int store_set_setting(struct store *s, const char *key, const char *value)
+{
+    sqlite3_stmt *st = value ? s->st_setting_set : s->st_setting_del;
+    sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+    if (value)
+        sqlite3_bind_text(st, 2, value, -1, SQLITE_STATIC);
+    return step_done(s, st, "writing a setting");
+}

@@ -1,0 +1,70 @@
+/* store: the daemon's durable state in SQLite (WAL, synchronous=NORMAL, automatic
+ * checkpoints off: the daemon checkpoints from a timer when idle).
+ *
+ * Group commit: the daemon calls store_begin before its first change in a loop
+ * iteration (it is a no-op when a transaction is already open) and store_commit once
+ * before any reply of that iteration is sent. Every other function works inside
+ * whatever transaction is open. Functions return 0 on success and -1 on a database
+ * error (the message is in store_error). */
+#ifndef GFLOW_STORE_H
+#define GFLOW_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "job.h"
+
+struct store;
+
+/* Opens (creating if needed, mode 0600) and migrates the database. NULL + *err on failure. */
+struct store *store_open(const char *path, char **err);
+void store_close(struct store *s);
+const char *store_error(struct store *s);
+
+int store_begin(struct store *s);
+bool store_in_transaction(const struct store *s);
+int store_commit(struct store *s);
+void store_rollback(struct store *s);
+/* PRAGMA wal_checkpoint(PASSIVE); called when the daemon is idle. */
+int store_checkpoint(struct store *s);
+
+/* The next job id: one more than any id ever assigned (ids are never reused). */
+int64_t store_next_job_id(struct store *s);
+/* Inserts j with its id already set, including command/script/env payload, and records
+ * that the id is taken. */
+int store_insert_job(struct store *s, const struct job *j);
+/* Writes every mutable field of j (state, times, outcome, reason, end_request, shim
+ * pid and start, max_rss_kb, priority, time_limit, name, gpu_ids, ...). Not the payload. */
+int store_update_job(struct store *s, const struct job *j);
+
+typedef void (*store_job_cb)(struct job *j, void *arg); /* the callback owns j */
+
+/* Every job in PD, H or R, in id order, without payload (script and env left NULL). */
+int store_load_active(struct store *s, store_job_cb cb, void *arg);
+/* One job; with_payload also loads script and env. Returns 0, 1 if there is no such
+ * job, -1 on error. */
+int store_get_job(struct store *s, int64_t id, struct job *out, bool with_payload);
+
+struct store_query {
+    const enum job_state *states; /* NULL/0 = every state */
+    size_t n_states;
+    const int64_t *ids;           /* NULL/0 = every id */
+    size_t n_ids;
+    const char *user;             /* NULL = every user */
+    double since;                 /* submit_time >= since; 0 = no bound */
+    const char *sort;             /* id name state priority user submit start end time; NULL = id */
+    bool descending;
+    int64_t limit;                /* > 0 first N, < 0 last N (after sorting), 0 = all */
+};
+/* Jobs matching q, without payload, in the requested order. */
+int store_list(struct store *s, const struct store_query *q, store_job_cb cb, void *arg);
+/* Number of jobs per state. */
+int store_count_states(struct store *s, int64_t counts[JOB_STATE_COUNT]);
+
+/* Small key/value settings that must survive restarts (runtime controls). Returns 0,
+ * 1 if the key is absent (*value NULL), -1 on error. Caller frees *value. */
+int store_get_setting(struct store *s, const char *key, char **value);
+int store_set_setting(struct store *s, const char *key, const char *value);
+
+#endif

@@ -1,0 +1,1015 @@
+/* gflow-shim: the per-job supervisor. gflowd starts one per job; it outlives daemon
+ * restarts and reports the job's outcome in an exit file.
+ *
+ *   gflow-shim --job-id N --exit-file PATH --log PATH --workdir DIR --env-file PATH
+ *              --kill-grace SECS [--lock-fd FD] [--uid UID --gid GID --user NAME]
+ *              (--command "shell command line" | --script PATH)
+ *
+ * Protocol with the daemon (its runner is written against exactly this):
+ *
+ *  1. The shim leaves the daemon's session (setsid). With --lock-fd, that fd is a file
+ *     the daemon flock(LOCK_EX)ed before forking; the shim holds it for its whole life
+ *     (close-on-exec, so the job does not) and writes "<pid> <starttime>\n" into it.
+ *     A restarted daemon knows the shim is alive while the lock is held, and which
+ *     process it is from pid + start time. The shim is a child subreaper, so whatever
+ *     the job leaves behind (background or setsid'ed children) reparents to it.
+ *  2. The job's environment is read from --env-file (NUL-separated KEY=VALUE entries),
+ *     which is unlinked at once because it may hold secrets. The job gets exactly it.
+ *  3. Job stdout and stderr are appended to --log (0600, owned by the job user), stdin
+ *     is /dev/null. The shim writes to that log only the one-line reason why the job
+ *     could not be started.
+ *  4. The job runs in its own process group, as --uid/--gid/--user when the shim is
+ *     root, in --workdir: `/bin/bash -c COMMAND`, or the script itself when it starts
+ *     with "#!", else `/bin/bash SCRIPT`. A job that cannot be started exits 125
+ *     (credentials, chdir), 126 (cannot execute) or 127 (not found).
+ *  5. SIGTERM, SIGINT or SIGHUP to the shim (cancel, time limit) sends SIGTERM to the
+ *     job's process group and to every descendant, then SIGKILL after --kill-grace
+ *     seconds. When the job's main process exits, leftovers get the same treatment
+ *     (the wait ends early once none are left): nothing the job started outlives it.
+ *  6. The outcome is written to --exit-file atomically (temp, fsync, rename, fsync dir):
+ *       {"job_id": N, "exit_code": int|null, "signal": int|null, "oom": false,
+ *        "started_at": secs, "finished_at": secs, "max_rss_kb": int,
+ *        "error": string|null}
+ *     and the shim exits 0. If the shim fails before the job starts, it still writes
+ *     an exit file (exit_code 125, error set) when it can, and exits 1 (2 for usage
+ *     errors, which also print one line on stderr).
+ */
+#include "procinfo.h"
+#include "util.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <grp.h>
+#include <jansson.h>
+#include <limits.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/timerfd.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+enum {
+    SHIM_EXIT_FAIL = 1,  /* the shim failed; the exit file says why */
+    SHIM_EXIT_USAGE = 2, /* bad command line */
+    JOB_EXIT_SETUP = 125,
+    JOB_EXIT_NOEXEC = 126,
+    JOB_EXIT_NOTFOUND = 127,
+};
+
+/* Once the grace is over, the tree is SIGKILLed again at this period until empty: a
+ * process may fork between a /proc scan and the kill. */
+#define SHIM_REKILL_NS (100L * 1000 * 1000)
+
+struct shim_opts {
+    int64_t job_id; /* -1 until parsed */
+    const char *exit_file;
+    const char *log_path;
+    const char *workdir;
+    const char *env_file;
+    const char *command;
+    const char *script;
+    const char *user;
+    double kill_grace; /* < 0 until parsed */
+    int lock_fd;       /* -1 when not given */
+    int64_t uid;       /* -1 when not given */
+    int64_t gid;       /* -1 when not given */
+};
+
+/* Everything the job child needs, prepared before fork so the child only makes
+ * system calls. */
+struct shim_exec {
+    const char *path;
+    const char *argv[4];
+    char **envp;
+    char *env_buf; /* envp points into it */
+    const char *workdir;
+    const char *user;
+    bool set_creds;
+    uid_t uid;
+    gid_t gid;
+    gid_t *groups;
+    int ngroups;
+    int log_fd;
+    int null_fd;
+    int report_fd; /* write end of a close-on-exec pipe: why the job did not start */
+};
+
+/* The supervision state. */
+struct shim_run {
+    pid_t self;
+    pid_t job_pid;
+    int sfd;       /* signalfd */
+    int tfd;       /* timerfd: kill grace, then the re-kill period */
+    int report_rd; /* read end of the exec report pipe */
+    double kill_grace;
+    bool job_reaped;
+    int status;
+    struct rusage ru;
+    bool term_sent;  /* the tree got SIGTERM and the grace timer runs */
+    bool kill_phase; /* the grace is over: SIGKILL until nothing is left */
+};
+
+/* What goes into the exit file. */
+struct shim_outcome {
+    int exit_code; /* -1: null */
+    int signal;    /* 0: null */
+    double started_at;
+    double finished_at;
+    long max_rss_kb;
+    const char *error;
+};
+
+static const char shim_usage_text[] =
+    "usage: gflow-shim --job-id N --exit-file PATH --log PATH --workdir DIR\n"
+    "                  --env-file PATH --kill-grace SECS [--lock-fd FD]\n"
+    "                  [--uid UID --gid GID --user NAME]\n"
+    "                  (--command \"shell command line\" | --script PATH)\n"
+    "Runs and supervises one gflow job and writes its outcome to the exit file.\n"
+    "Started by gflowd; not meant to be run by hand.\n";
+
+/* ---- exit file ---------------------------------------------------------------- */
+
+/* Writes the exit file atomically. 0 or -1 with errno set. */
+static int shim_write_exit_file(const struct shim_opts *o, const struct shim_outcome *out)
+{
+    json_t *j = json_object();
+    json_object_set_new(j, "job_id", o->job_id >= 0 ? json_integer(o->job_id) : json_null());
+    json_object_set_new(j, "exit_code",
+                        out->exit_code >= 0 ? json_integer(out->exit_code) : json_null());
+    json_object_set_new(j, "signal", out->signal > 0 ? json_integer(out->signal) : json_null());
+    /* Filled in once cgroup OOM detection exists; the daemon already reads the field. */
+    json_object_set_new(j, "oom", json_false());
+    json_object_set_new(j, "started_at", json_real(out->started_at));
+    json_object_set_new(j, "finished_at", json_real(out->finished_at));
+    json_object_set_new(j, "max_rss_kb", json_integer(out->max_rss_kb));
+    json_object_set_new(j, "error", out->error ? json_string(out->error) : json_null());
+    char *s = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    if (!s) {
+        errno = ENOMEM;
+        return -1;
+    }
+    struct strbuf sb;
+    strbuf_init(&sb);
+    strbuf_adds(&sb, s);
+    strbuf_addc(&sb, '\n');
+    free(s);
+    int rc = write_file_atomic(o->exit_file, sb.buf, sb.len, 0644);
+    int e = errno;
+    strbuf_free(&sb);
+    errno = e;
+    return rc;
+}
+
+/* Reports a failure that kept the job from starting: stderr (the daemon's log, if
+ * it kept one) and, when the exit file is known, exit_code 125 with the reason. */
+static void shim_fail(const struct shim_opts *o, const char *msg)
+{
+    if (o->job_id >= 0)
+        fprintf(stderr, "gflow-shim: job %lld: %s\n", (long long)o->job_id, msg);
+    else
+        fprintf(stderr, "gflow-shim: %s\n", msg);
+    /* The env file may hold secrets and nobody else will remove it. */
+    if (o->env_file)
+        unlink(o->env_file);
+    if (!o->exit_file)
+        return;
+    double now = now_wall();
+    struct shim_outcome out = {
+        .exit_code = JOB_EXIT_SETUP,
+        .signal = 0,
+        .started_at = now,
+        .finished_at = now,
+        .max_rss_kb = 0,
+        .error = msg,
+    };
+    if (shim_write_exit_file(o, &out) < 0)
+        fprintf(stderr, "gflow-shim: cannot write %s: %s\n", o->exit_file, strerror(errno));
+}
+
+/* ---- command line ------------------------------------------------------------- */
+
+enum {
+    OPT_JOB_ID = 256,
+    OPT_EXIT_FILE,
+    OPT_LOG,
+    OPT_WORKDIR,
+    OPT_ENV_FILE,
+    OPT_KILL_GRACE,
+    OPT_LOCK_FD,
+    OPT_UID,
+    OPT_GID,
+    OPT_USER,
+    OPT_COMMAND,
+    OPT_SCRIPT,
+};
+
+static const struct option shim_long_opts[] = {
+    {"job-id", required_argument, NULL, OPT_JOB_ID},
+    {"exit-file", required_argument, NULL, OPT_EXIT_FILE},
+    {"log", required_argument, NULL, OPT_LOG},
+    {"workdir", required_argument, NULL, OPT_WORKDIR},
+    {"env-file", required_argument, NULL, OPT_ENV_FILE},
+    {"kill-grace", required_argument, NULL, OPT_KILL_GRACE},
+    {"lock-fd", required_argument, NULL, OPT_LOCK_FD},
+    {"uid", required_argument, NULL, OPT_UID},
+    {"gid", required_argument, NULL, OPT_GID},
+    {"user", required_argument, NULL, OPT_USER},
+    {"command", required_argument, NULL, OPT_COMMAND},
+    {"script", required_argument, NULL, OPT_SCRIPT},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+/* Strict integer in [min, max]; 0 or -1. */
+static int shim_parse_range(const char *s, int64_t min, int64_t max, int64_t *out)
+{
+    int64_t v;
+    if (parse_int64(s, &v) < 0 || v < min || v > max)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* Non-negative seconds, fractions allowed; 0 or -1. */
+static int shim_parse_seconds(const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v) || v < 0 || v > 1e9)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* Keeps the first error only: it is the one the user acts on. */
+static void shim_set_err(char **err, char *msg)
+{
+    if (*err)
+        free(msg);
+    else
+        *err = msg;
+}
+
+/* Parses one option's value into o. */
+static void shim_parse_opt(struct shim_opts *o, int c, const char *arg, char **err)
+{
+    int64_t v;
+    switch (c) {
+    case OPT_JOB_ID:
+        if (shim_parse_range(arg, 0, INT64_MAX, &o->job_id) < 0)
+            shim_set_err(err, xasprintf("bad --job-id '%s'", arg));
+        break;
+    case OPT_EXIT_FILE:
+        o->exit_file = arg;
+        break;
+    case OPT_LOG:
+        o->log_path = arg;
+        break;
+    case OPT_WORKDIR:
+        o->workdir = arg;
+        break;
+    case OPT_ENV_FILE:
+        o->env_file = arg;
+        break;
+    case OPT_KILL_GRACE:
+        if (shim_parse_seconds(arg, &o->kill_grace) < 0)
+            shim_set_err(err, xasprintf("bad --kill-grace '%s'", arg));
+        break;
+    case OPT_LOCK_FD:
+        if (shim_parse_range(arg, 0, INT_MAX, &v) < 0)
+            shim_set_err(err, xasprintf("bad --lock-fd '%s'", arg));
+        else
+            o->lock_fd = (int)v;
+        break;
+    case OPT_UID:
+    case OPT_GID:
+        /* (uid_t)-1 means "unchanged" to the kernel, so it is no valid id. */
+        if (shim_parse_range(arg, 0, (int64_t)UINT32_MAX - 1, &v) < 0)
+            shim_set_err(err, xasprintf("bad --%s '%s'", c == OPT_UID ? "uid" : "gid", arg));
+        else if (c == OPT_UID)
+            o->uid = v;
+        else
+            o->gid = v;
+        break;
+    case OPT_USER:
+        o->user = arg;
+        break;
+    case OPT_COMMAND:
+        o->command = arg;
+        break;
+    case OPT_SCRIPT:
+        o->script = arg;
+        break;
+    }
+}
+
+/* Checks that the options form a complete invocation. */
+static void shim_check_opts(const struct shim_opts *o, char **err)
+{
+    static const char *const names[] = {"--job-id",  "--exit-file", "--log",
+                                        "--workdir", "--env-file",  "--kill-grace"};
+    const bool present[] = {o->job_id >= 0,     o->exit_file != NULL, o->log_path != NULL,
+                            o->workdir != NULL, o->env_file != NULL,  o->kill_grace >= 0};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (!present[i])
+            shim_set_err(err, xasprintf("missing %s", names[i]));
+    if (!o->command == !o->script)
+        shim_set_err(err, xstrdup("give exactly one of --command and --script"));
+    bool any_id = o->uid >= 0 || o->gid >= 0 || o->user;
+    bool all_id = o->uid >= 0 && o->gid >= 0 && o->user;
+    if (any_id && !all_id)
+        shim_set_err(err, xstrdup("--uid, --gid and --user go together"));
+}
+
+/* Parses argv into *o. Returns 0, 1 for --help, or -1 with *err set (caller frees).
+ * Parsing goes on after an error so that the exit file and job id are known to
+ * report it. */
+static int shim_parse_args(int argc, char **argv, struct shim_opts *o, char **err)
+{
+    *o = (struct shim_opts){.job_id = -1, .kill_grace = -1, .lock_fd = -1, .uid = -1, .gid = -1};
+    *err = NULL;
+    opterr = 0; /* one line of our own instead of getopt's */
+    int c;
+    /* '+': stop at the first non-option; ':': report a missing argument as ':'. */
+    while ((c = getopt_long(argc, argv, "+:h", shim_long_opts, NULL)) != -1) {
+        if (c == 'h')
+            return 1;
+        if (c == ':')
+            shim_set_err(err, xasprintf("option %s needs a value", argv[optind - 1]));
+        else if (c == '?')
+            shim_set_err(err, xasprintf("unknown option %s", argv[optind - 1]));
+        else
+            shim_parse_opt(o, c, optarg, err);
+    }
+    if (optind < argc)
+        shim_set_err(err, xasprintf("unexpected argument '%s'", argv[optind]));
+    shim_check_opts(o, err);
+    return *err ? -1 : 0;
+}
+
+/* ---- setup -------------------------------------------------------------------- */
+
+/* Blocks the signals the loop reads from a signalfd. Run first thing, so a cancel
+ * that arrives during setup waits in the queue instead of killing the shim. */
+static void shim_block_signals(sigset_t *mask)
+{
+    sigemptyset(mask);
+    sigaddset(mask, SIGCHLD);
+    sigaddset(mask, SIGTERM);
+    sigaddset(mask, SIGINT);
+    sigaddset(mask, SIGHUP);
+    sigprocmask(SIG_BLOCK, mask, NULL);
+    /* An ignored signal is discarded even while blocked, and an ignored SIGCHLD makes
+     * the kernel reap children itself (wait4 would then fail): the starter's
+     * dispositions are not ours to keep. */
+    signal(SIGCHLD, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGHUP, SIG_DFL);
+    /* A write error is handled where it happens. */
+    signal(SIGPIPE, SIG_IGN);
+}
+
+/* Opens /dev/null on any of fds 0-2 that is closed, so that later files never land on
+ * them and get dup2()ed over or written to by accident. */
+static void shim_ensure_std_fds(void)
+{
+    for (int fd = 0; fd <= 2; fd++) {
+        if (fcntl(fd, F_GETFD) >= 0 || errno != EBADF)
+            continue;
+        int n = open("/dev/null", O_RDWR);
+        if (n >= 0 && n != fd)
+            close(n);
+    }
+}
+
+/* Writes "<pid> <starttime>\n" into the daemon's lock file, which the shim keeps open
+ * (and so locked) until it exits. */
+static int shim_write_lock(int fd, char **err)
+{
+    if (fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) {
+        *err = xasprintf("--lock-fd %d: %s", fd, strerror(errno));
+        return -1;
+    }
+    char buf[64];
+    int n = snprintf(buf, sizeof(buf), "%ld %lld\n", (long)getpid(),
+                     (long long)proc_start_time(getpid()));
+    if (pwrite(fd, buf, (size_t)n, 0) != n || ftruncate(fd, n) < 0) {
+        *err = xasprintf("cannot write lock file (fd %d): %s", fd, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* Step 1: own session, lock file, subreaper. */
+static int shim_detach(const struct shim_opts *o, char **err)
+{
+    /* setsid fails only for a process group leader, which a fresh child of the daemon
+     * never is. Started by hand from a shell, staying in the shell's session is what
+     * the user expects (Ctrl-C cancels the job), so go on. */
+    if (setsid() < 0 && errno != EPERM) {
+        *err = xasprintf("setsid: %s", strerror(errno));
+        return -1;
+    }
+    if (o->lock_fd >= 0 && shim_write_lock(o->lock_fd, err) < 0)
+        return -1;
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0) {
+        *err = xasprintf("cannot become a subreaper: %s", strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* Step 2: reads the NUL-separated environment into ex->envp, then unlinks the file. */
+static int shim_read_env(const char *path, struct shim_exec *ex, char **err)
+{
+    size_t len;
+    char *buf = read_file(path, &len);
+    int read_errno = errno;
+    /* Unlink even if reading failed: the file may hold secrets. */
+    unlink(path);
+    if (!buf) {
+        *err = xasprintf("cannot read env file %s: %s", path, strerror(read_errno));
+        return -1;
+    }
+    size_t n = 0, cap = 16;
+    char **envp = xmalloc(cap * sizeof(*envp));
+    /* read_file NUL-terminates, so a last entry without its NUL ends there too. */
+    for (char *p = buf; p < buf + len; p += strlen(p) + 1) {
+        if (!*p)
+            continue;
+        if (*p == '=' || !strchr(p, '=')) {
+            *err = xasprintf("env file %s: malformed entry (no KEY=)", path);
+            free(envp);
+            free(buf);
+            return -1;
+        }
+        if (n + 2 > cap) {
+            cap *= 2;
+            envp = xrealloc(envp, cap * sizeof(*envp));
+        }
+        envp[n++] = p;
+    }
+    envp[n] = NULL;
+    ex->envp = envp;
+    ex->env_buf = buf;
+    return 0;
+}
+
+/* Step 3: opens the job log for appending, owned by the job user. */
+static int shim_open_log(const struct shim_opts *o, bool set_creds, char **err)
+{
+    int fd = open(o->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOCTTY, 0600);
+    if (fd < 0) {
+        *err = xasprintf("cannot open log %s: %s", o->log_path, strerror(errno));
+        return -1;
+    }
+    if (set_creds && fchown(fd, (uid_t)o->uid, (gid_t)o->gid) < 0) {
+        *err = xasprintf("cannot chown log %s: %s", o->log_path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Decides whether the job changes user: only a root shim can, and a non-root shim
+ * asked to run as someone else must not quietly run the job as itself. */
+static int shim_want_creds(const struct shim_opts *o, bool *set_creds, char **err)
+{
+    *set_creds = false;
+    if (o->uid < 0)
+        return 0;
+    if (geteuid() == 0) {
+        *set_creds = true;
+        return 0;
+    }
+    if ((uid_t)o->uid == geteuid() && (gid_t)o->gid == getegid())
+        return 0;
+    *err = xasprintf("--uid %lld needs a root shim", (long long)o->uid);
+    return -1;
+}
+
+/* Resolves the job user's supplementary groups now, because the NSS lookup
+ * (initgroups) has no place in the child between fork and exec. */
+static int shim_prepare_groups(const struct shim_opts *o, struct shim_exec *ex, char **err)
+{
+    int n = 32;
+    gid_t *groups = xmalloc((size_t)n * sizeof(*groups));
+    while (getgrouplist(o->user, (gid_t)o->gid, groups, &n) < 0) {
+        int want = n;
+        if (want <= 0 || want > 65536) {
+            free(groups);
+            *err = xasprintf("cannot list the groups of user %s", o->user);
+            return -1;
+        }
+        groups = xrealloc(groups, (size_t)want * sizeof(*groups));
+        n = want;
+    }
+    ex->groups = groups;
+    ex->ngroups = n;
+    return 0;
+}
+
+/* True when the file starts with "#!", i.e. the kernel can run it directly. */
+static bool shim_has_shebang(const char *path)
+{
+    /* O_NONBLOCK: a FIFO must not hang the shim. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0)
+        return false;
+    char head[2];
+    ssize_t n = read(fd, head, sizeof(head));
+    close(fd);
+    return n == 2 && head[0] == '#' && head[1] == '!';
+}
+
+/* Step 4 (before fork): chooses what to execute. */
+static void shim_prepare_argv(const struct shim_opts *o, struct shim_exec *ex)
+{
+    if (o->command) {
+        ex->path = "/bin/bash";
+        ex->argv[0] = "bash";
+        ex->argv[1] = "-c";
+        ex->argv[2] = o->command;
+        ex->argv[3] = NULL;
+    } else if (shim_has_shebang(o->script) || access(o->script, F_OK) < 0) {
+        /* A missing script is exec'd anyway, so that the job fails the way any
+         * missing program does: 127 and a line in its log. */
+        ex->path = o->script;
+        ex->argv[0] = o->script;
+        ex->argv[1] = NULL;
+    } else {
+        ex->path = "/bin/bash";
+        ex->argv[0] = "bash";
+        ex->argv[1] = o->script;
+        ex->argv[2] = NULL;
+    }
+}
+
+/* ---- the job child ------------------------------------------------------------ */
+
+/* Reports why the job could not start, to its log and to the shim, and exits. */
+__attribute__((noreturn)) static void shim_child_fail(const struct shim_exec *ex, int code,
+                                                      const char *what, const char *arg, int e)
+{
+    char msg[PATH_MAX + 256];
+    int n = snprintf(msg, sizeof(msg), "gflow-shim: %s %s: %s\n", what, arg, strerror(e));
+    if (n < 0)
+        _exit(code);
+    if ((size_t)n >= sizeof(msg))
+        n = (int)sizeof(msg) - 1;
+    if (write(ex->log_fd, msg, (size_t)n) < 0) {
+        /* nothing left to tell it to */
+    }
+    if (write(ex->report_fd, msg, (size_t)n - 1) < 0) {
+        /* the exit code still says it */
+    }
+    _exit(code);
+}
+
+/* Runs in the forked child: becomes the job. Only system calls from here on. */
+__attribute__((noreturn)) static void shim_child(const struct shim_exec *ex)
+{
+    /* Handlers are reset by exec, but ignored signals and the mask are inherited. */
+    for (int s = 1; s < NSIG; s++)
+        signal(s, SIG_DFL);
+    sigset_t empty;
+    sigemptyset(&empty);
+    sigprocmask(SIG_SETMASK, &empty, NULL);
+    /* Own process group: one kill(-pgid) reaches the whole job. */
+    setpgid(0, 0);
+    if (ex->set_creds) {
+        if (setgroups((size_t)ex->ngroups, ex->groups) < 0)
+            shim_child_fail(ex, JOB_EXIT_SETUP, "cannot set groups of user", ex->user, errno);
+        if (setgid(ex->gid) < 0)
+            shim_child_fail(ex, JOB_EXIT_SETUP, "cannot setgid for user", ex->user, errno);
+        if (setuid(ex->uid) < 0)
+            shim_child_fail(ex, JOB_EXIT_SETUP, "cannot setuid to user", ex->user, errno);
+    }
+    /* After setuid: the directory must be one the job user may enter. */
+    if (chdir(ex->workdir) < 0)
+        shim_child_fail(ex, JOB_EXIT_SETUP, "cannot chdir to", ex->workdir, errno);
+    if (dup2(ex->null_fd, 0) < 0 || dup2(ex->log_fd, 1) < 0 || dup2(ex->log_fd, 2) < 0)
+        shim_child_fail(ex, JOB_EXIT_SETUP, "cannot redirect output to", "log", errno);
+    /* Whatever the daemon leaked to us without close-on-exec stays out of the job.
+     * Best effort: kernels before 5.11 lack the flag, and the daemon opens its fds
+     * close-on-exec anyway. */
+    close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
+    execve(ex->path, (char *const *)ex->argv, ex->envp);
+    int e = errno;
+    shim_child_fail(ex, e == ENOENT || e == ENOTDIR ? JOB_EXIT_NOTFOUND : JOB_EXIT_NOEXEC,
+                    "cannot execute", ex->path, e);
+}
+
+/* Step 4: forks the job. Returns its pid or -1. */
+static pid_t shim_spawn(struct shim_exec *ex, int *report_rd, char **err)
+{
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0) {
+        *err = xasprintf("pipe: %s", strerror(errno));
+        return -1;
+    }
+    ex->report_fd = p[1];
+    pid_t pid = fork();
+    if (pid == 0)
+        shim_child(ex);
+    int e = errno;
+    close(p[1]);
+    if (pid < 0) {
+        close(p[0]);
+        *err = xasprintf("cannot fork the job: %s", strerror(e));
+        return -1;
+    }
+    /* Also in the parent, so that the job's pgid is set whichever runs first and a
+     * kill(-pid) right away cannot miss. EACCES: the child already exec'd. */
+    setpgid(pid, pid);
+    *report_rd = p[0];
+    return pid;
+}
+
+/* Reads the child's reason for not starting, if any; the pipe is at EOF once the job
+ * exec'd or exited. Returns NULL or a string to free. */
+static char *shim_read_report(int fd)
+{
+    char buf[PATH_MAX + 256];
+    size_t len = 0;
+    while (len < sizeof(buf) - 1) {
+        ssize_t n = read(fd, buf + len, sizeof(buf) - 1 - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+    }
+    return len ? xstrndup(buf, len) : NULL;
+}
+
+/* ---- supervision -------------------------------------------------------------- */
+
+struct shim_proc {
+    pid_t pid;
+    pid_t ppid;
+};
+
+static int shim_proc_cmp(const void *a, const void *b)
+{
+    pid_t x = ((const struct shim_proc *)a)->pid, y = ((const struct shim_proc *)b)->pid;
+    return (x > y) - (x < y);
+}
+
+/* All processes with their parents, sorted by pid. */
+static size_t shim_list_procs(struct shim_proc **out)
+{
+    size_t n = 0, cap = 256;
+    struct shim_proc *v = xmalloc(cap * sizeof(*v));
+    DIR *d = opendir("/proc");
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        int64_t pid;
+        if (parse_int64(de->d_name, &pid) < 0 || pid <= 0 || pid > INT_MAX)
+            continue;
+        pid_t ppid = proc_parent((pid_t)pid);
+        if (ppid < 0)
+            continue; /* gone meanwhile */
+        if (n == cap) {
+            cap *= 2;
+            v = xrealloc(v, cap * sizeof(*v));
+        }
+        v[n++] = (struct shim_proc){(pid_t)pid, ppid};
+    }
+    if (d)
+        closedir(d);
+    qsort(v, n, sizeof(*v), shim_proc_cmp);
+    *out = v;
+    return n;
+}
+
+/* Marks in desc[] the processes whose parent chain leads to root. As a subreaper the
+ * shim adopts orphans, so this is everything the job started that still exists. */
+static void shim_mark_descendants(const struct shim_proc *v, size_t n, pid_t root, bool *desc)
+{
+    bool changed = true;
+    while (changed) {
+        changed = false;
+        for (size_t i = 0; i < n; i++) {
+            if (desc[i])
+                continue;
+            bool hit = v[i].ppid == root;
+            if (!hit) {
+                struct shim_proc key = {.pid = v[i].ppid};
+                const struct shim_proc *par = bsearch(&key, v, n, sizeof(*v), shim_proc_cmp);
+                hit = par && desc[par - v];
+            }
+            if (hit) {
+                desc[i] = true;
+                changed = true;
+            }
+        }
+    }
+}
+
+/* Sends sig to one process and to its process group (unless that is the shim's own).
+ * The group kill also reaches members forked since the scan. A stopped process cannot
+ * act on SIGTERM, so it is continued too. */
+static void shim_kill_proc(pid_t pid, pid_t self_pgid, int sig)
+{
+    pid_t pgid = getpgid(pid);
+    kill(pid, sig);
+    if (pgid > 0 && pgid != self_pgid)
+        kill(-pgid, sig);
+    if (sig == SIGTERM) {
+        kill(pid, SIGCONT);
+        if (pgid > 0 && pgid != self_pgid)
+            kill(-pgid, SIGCONT);
+    }
+}
+
+/* Sends sig (0: none) to the job's process group and every descendant of the shim.
+ * Returns how many descendants exist, zombies included. A pid may in theory be reused
+ * between the scan and the kill; the window is a few microseconds, and most targets
+ * are the shim's own children, whose pids cannot be reused before it reaps them. */
+static size_t shim_signal_tree(struct shim_run *r, int sig)
+{
+    if (sig && !r->job_reaped) {
+        /* Before the scan: the group is gone only after every member is. */
+        kill(-r->job_pid, sig);
+        if (sig == SIGTERM)
+            kill(-r->job_pid, SIGCONT);
+    }
+    struct shim_proc *v;
+    size_t n = shim_list_procs(&v);
+    bool *desc = xcalloc(n ? n : 1, sizeof(*desc));
+    shim_mark_descendants(v, n, r->self, desc);
+    size_t count = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!desc[i])
+            continue;
+        count++;
+        if (sig)
+            shim_kill_proc(v[i].pid, r->self, sig);
+    }
+    free(desc);
+    free(v);
+    return count;
+}
+
+/* Arms the timer: first expiry after `first` seconds, then every interval_ns (0: once). */
+static void shim_arm_timer(int tfd, double first, long interval_ns)
+{
+    struct itimerspec its = {0};
+    its.it_value.tv_sec = (time_t)first;
+    its.it_value.tv_nsec = (long)((first - (double)(time_t)first) * 1e9);
+    if (its.it_value.tv_sec == 0 && its.it_value.tv_nsec == 0)
+        its.it_value.tv_nsec = 1; /* all zero would disarm it */
+    its.it_interval.tv_nsec = interval_ns;
+    timerfd_settime(tfd, 0, &its, NULL);
+}
+
+/* SIGTERM to everything and start the grace period. Only once: a second cancel must
+ * not push the SIGKILL further away. */
+static void shim_terminate(struct shim_run *r)
+{
+    if (r->term_sent)
+        return;
+    r->term_sent = true;
+    shim_signal_tree(r, SIGTERM);
+    shim_arm_timer(r->tfd, r->kill_grace, 0);
+}
+
+/* The grace is over (or a re-kill tick): SIGKILL everything that is left. */
+static void shim_timer_fired(struct shim_run *r)
+{
+    uint64_t ticks;
+    if (read(r->tfd, &ticks, sizeof(ticks)) < 0)
+        return; /* spurious wakeup */
+    if (!r->kill_phase) {
+        r->kill_phase = true;
+        shim_arm_timer(r->tfd, SHIM_REKILL_NS / 1e9, SHIM_REKILL_NS);
+    }
+    shim_signal_tree(r, SIGKILL);
+}
+
+/* Drains the signalfd; a cancel starts the termination. SIGCHLD needs no action here:
+ * the loop reaps on every wakeup. */
+static void shim_read_signals(struct shim_run *r)
+{
+    struct signalfd_siginfo si;
+    while (read(r->sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+        if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT || si.ssi_signo == SIGHUP)
+            shim_terminate(r);
+    }
+}
+
+/* Reaps every exited child; the job's main process gives the status and rusage. */
+static void shim_reap(struct shim_run *r)
+{
+    for (;;) {
+        int st;
+        struct rusage ru;
+        pid_t pid = wait4(-1, &st, WNOHANG, &ru);
+        if (pid < 0 && errno == EINTR)
+            continue;
+        if (pid <= 0)
+            return;
+        if (pid == r->job_pid) {
+            r->job_reaped = true;
+            r->status = st;
+            r->ru = ru;
+        }
+    }
+}
+
+/* After the main process exited: true once nothing is left. Leftovers get SIGTERM
+ * and the grace timer. The last descendant to exit is always a child of the shim
+ * (its parent would otherwise still be there), so its SIGCHLD wakes the loop. */
+static bool shim_leftovers_gone(struct shim_run *r)
+{
+    if (shim_signal_tree(r, 0) == 0)
+        return true;
+    shim_terminate(r);
+    return false;
+}
+
+/* Step 5: waits for the job and cleans up after it. 0, or -1 with *err set. */
+static int shim_supervise(struct shim_run *r, char **err)
+{
+    for (;;) {
+        shim_reap(r);
+        if (r->job_reaped && shim_leftovers_gone(r))
+            return 0;
+        struct pollfd p[2] = {{.fd = r->sfd, .events = POLLIN}, {.fd = r->tfd, .events = POLLIN}};
+        if (poll(p, 2, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            *err = xasprintf("poll: %s", strerror(errno));
+            return -1;
+        }
+        if (p[0].revents)
+            shim_read_signals(r);
+        if (p[1].revents)
+            shim_timer_fired(r);
+    }
+}
+
+/* Last resort when the loop itself failed: kill everything until nothing is left. */
+static void shim_kill_all_blocking(struct shim_run *r)
+{
+    while (shim_signal_tree(r, SIGKILL) > 0) {
+        int st;
+        struct rusage ru;
+        pid_t pid = wait4(-1, &st, 0, &ru);
+        if (pid == r->job_pid) {
+            r->job_reaped = true;
+            r->status = st;
+            r->ru = ru;
+        } else if (pid < 0 && errno == ECHILD) {
+            /* What is left is not ours to wait for: its parent is still dying. */
+            struct timespec ts = {0, 10L * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+    }
+}
+
+/* ---- main --------------------------------------------------------------------- */
+
+static void shim_exec_free(struct shim_exec *ex)
+{
+    free(ex->envp);
+    free(ex->env_buf);
+    free(ex->groups);
+    if (ex->log_fd >= 0)
+        close(ex->log_fd);
+    if (ex->null_fd >= 0)
+        close(ex->null_fd);
+}
+
+/* Steps 1-4 up to the fork. Returns 0 or -1 with *err set; fills ex. */
+static int shim_prepare(const struct shim_opts *o, struct shim_exec *ex, char **err)
+{
+    if (shim_detach(o, err) < 0 || shim_read_env(o->env_file, ex, err) < 0 ||
+        shim_want_creds(o, &ex->set_creds, err) < 0)
+        return -1;
+    if (ex->set_creds) {
+        ex->uid = (uid_t)o->uid;
+        ex->gid = (gid_t)o->gid;
+        ex->user = o->user;
+        if (shim_prepare_groups(o, ex, err) < 0)
+            return -1;
+    }
+    ex->log_fd = shim_open_log(o, ex->set_creds, err);
+    if (ex->log_fd < 0)
+        return -1;
+    ex->null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (ex->null_fd < 0) {
+        *err = xasprintf("cannot open /dev/null: %s", strerror(errno));
+        return -1;
+    }
+    ex->workdir = o->workdir;
+    shim_prepare_argv(o, ex);
+    return 0;
+}
+
+/* Creates the signalfd and timerfd of the loop. */
+static int shim_open_loop_fds(struct shim_run *r, const sigset_t *mask, char **err)
+{
+    r->sfd = signalfd(-1, mask, SFD_CLOEXEC | SFD_NONBLOCK);
+    r->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+    if (r->sfd < 0 || r->tfd < 0) {
+        *err = xasprintf("signalfd/timerfd: %s", strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* The outcome of a job that ran: exit code or signal, times and peak memory. */
+static struct shim_outcome shim_outcome_of(const struct shim_run *r, double started_at,
+                                           const char *error)
+{
+    struct shim_outcome out = {
+        .exit_code = -1,
+        .signal = 0,
+        .started_at = started_at,
+        .finished_at = now_wall(),
+        .max_rss_kb = r->ru.ru_maxrss, /* kilobytes on Linux */
+        .error = error,
+    };
+    if (WIFEXITED(r->status))
+        out.exit_code = WEXITSTATUS(r->status);
+    else if (WIFSIGNALED(r->status))
+        out.signal = WTERMSIG(r->status);
+    return out;
+}
+
+static int shim_main(const struct shim_opts *o, const sigset_t *mask)
+{
+    struct shim_exec ex = {.log_fd = -1, .null_fd = -1, .report_fd = -1};
+    struct shim_run r = {
+        .self = getpid(), .sfd = -1, .tfd = -1, .report_rd = -1, .kill_grace = o->kill_grace};
+    char *err = NULL;
+    if (shim_prepare(o, &ex, &err) < 0 || shim_open_loop_fds(&r, mask, &err) < 0) {
+        shim_fail(o, err);
+        free(err);
+        shim_exec_free(&ex);
+        return SHIM_EXIT_FAIL;
+    }
+    double started_at = now_wall();
+    r.job_pid = shim_spawn(&ex, &r.report_rd, &err);
+    shim_exec_free(&ex); /* the job holds its own copies now */
+    if (r.job_pid < 0) {
+        shim_fail(o, err);
+        free(err);
+        return SHIM_EXIT_FAIL;
+    }
+    if (shim_supervise(&r, &err) < 0) {
+        fprintf(stderr, "gflow-shim: job %lld: %s\n", (long long)o->job_id, err);
+        shim_kill_all_blocking(&r);
+    }
+    /* A failure in the loop outranks the child's report: it is the shim's own. */
+    char *report = shim_read_report(r.report_rd);
+    struct shim_outcome out = shim_outcome_of(&r, started_at, err ? err : report);
+    int rc = 0;
+    if (shim_write_exit_file(o, &out) < 0) {
+        fprintf(stderr, "gflow-shim: job %lld: cannot write %s: %s\n", (long long)o->job_id,
+                o->exit_file, strerror(errno));
+        rc = SHIM_EXIT_FAIL;
+    }
+    close(r.report_rd);
+    free(report);
+    free(err);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    sigset_t mask;
+    shim_block_signals(&mask);
+    shim_ensure_std_fds();
+    struct shim_opts o;
+    char *err;
+    int pr = shim_parse_args(argc, argv, &o, &err);
+    if (pr == 1) {
+        fputs(shim_usage_text, stdout);
+        return 0;
+    }
+    if (pr < 0) {
+        /* One line on stderr; the exit file too when its path is known, because the
+         * daemon waits for it. */
+        shim_fail(&o, err);
+        free(err);
+        return SHIM_EXIT_USAGE;
+    }
+    return shim_main(&o, &mask);
+}

@@ -1,0 +1,416 @@
+"""End-to-end tests of gflow-shim, the per-job supervisor, run directly (no daemon).
+
+Each test gets its own temp dir and starts the real binary from $GFLOW_BUILD_DIR (default
+<repo>/build) with the minimal environment the daemon gives it. Outcomes are awaited by
+polling with a deadline; every process a test starts is stopped by pid at teardown.
+"""
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BUILD_DIR = Path(os.environ.get("GFLOW_BUILD_DIR", REPO / "build"))
+SHIM = BUILD_DIR / "gflow-shim"
+DAEMON_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin"}
+JOB_PATH = "PATH=/usr/local/bin:/usr/bin:/bin"
+
+
+def start_time(pid):
+    """Start time of pid in clock ticks (field 22 of /proc/PID/stat), or None."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return int(stat[stat.rindex(")") + 2:].split()[19])
+
+
+def wait_for(pred, what, timeout=5.0):
+    """Polls pred until it returns something truthy; fails after timeout seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = pred()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.01)
+
+
+def read_pid_file(path):
+    """The pid in a file a job writes with `echo $pid > file`, once it is complete."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    return int(text) if text.endswith("\n") else None
+
+
+class Shim:
+    """One gflow-shim run in its own directory."""
+
+    def __init__(self, tmp, cleanup, *, command=None, script=None, env=(JOB_PATH,),
+                 kill_grace=5, workdir=None, log=None, extra=(), pass_fds=(), shim_env=None, preexec_fn=None):
+        self.dir = tmp
+        self.exit_file = tmp / "exit.json"
+        self.log = log or tmp / "job.log"
+        self.env_file = tmp / "job.env"
+        self.env_file.write_bytes(b"".join(e.encode() + b"\0" for e in env))
+        args = [str(SHIM), "--job-id", "42", "--exit-file", str(self.exit_file),
+                "--log", str(self.log), "--workdir", str(workdir or tmp),
+                "--env-file", str(self.env_file), "--kill-grace", str(kill_grace), *extra]
+        if command is not None:
+            args += ["--command", command]
+        if script is not None:
+            args += ["--script", str(script)]
+        self.proc = subprocess.Popen(args, env=shim_env or DAEMON_ENV,
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, pass_fds=pass_fds,
+                                     preexec_fn=preexec_fn)
+        cleanup.procs.append(self.proc)
+        self.stderr = ""
+
+    def finish(self, timeout=10):
+        """Waits for the shim; returns its exit status."""
+        _, err = self.proc.communicate(timeout=timeout)
+        self.stderr = err.decode()
+        return self.proc.returncode
+
+    def result(self):
+        return json.loads(self.exit_file.read_text())
+
+    def log_text(self):
+        return self.log.read_text() if self.log.exists() else ""
+
+    def wait_pid_file(self, name, cleanup):
+        """Waits until the job has written a pid to `name`; remembers it for teardown."""
+        pid = wait_for(lambda: read_pid_file(self.dir / name), f"{name} from the job")
+        st = start_time(pid)
+        cleanup.pids.append((pid, st))
+        return pid, st
+
+
+class Cleanup:
+    def __init__(self):
+        self.procs = []
+        self.pids = []
+
+
+@pytest.fixture
+def cleanup():
+    """Stops, by pid, whatever a test left running (only if it failed midway)."""
+    c = Cleanup()
+    yield c
+    for pid, st in c.pids:
+        if st is not None and start_time(pid) == st:
+            os.kill(pid, signal.SIGKILL)
+    for p in c.procs:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+@pytest.fixture(autouse=True)
+def shim_built():
+    assert SHIM.is_file() and os.access(SHIM, os.X_OK), (
+        f"{SHIM} not built (set GFLOW_BUILD_DIR or build into {BUILD_DIR})")
+
+
+def run(tmp_path, cleanup, **kw):
+    s = Shim(tmp_path, cleanup, **kw)
+    assert s.finish() == 0, s.stderr
+    return s
+
+
+def assert_gone(pid, st):
+    assert start_time(pid) != st, f"process {pid} survived the shim"
+
+
+# ---- outcomes ---------------------------------------------------------------------
+
+
+def test_exit_zero_records_outcome_and_job_setting(tmp_path, cleanup):
+    (tmp_path / "job.log").write_text("earlier line\n")
+    cmd = ("echo out; echo err >&2; pwd; "
+           "echo pgid=$(cut -d' ' -f5 /proc/$$/stat) sid=$(cut -d' ' -f6 /proc/$$/stat) pid=$$; "
+           "echo stdin=$(readlink /proc/$$/fd/0); "
+           "grep -E '^Sig(Blk|Ign)' /proc/self/status; "
+           "yes | head -1")
+    before = time.time()
+    s = run(tmp_path, cleanup, command=cmd)
+    r = s.result()
+    assert r["job_id"] == 42
+    assert r["exit_code"] == 0 and r["signal"] is None
+    assert r["oom"] is False and r["error"] is None
+    assert before - 1 <= r["started_at"] <= r["finished_at"] <= time.time() + 1
+    assert isinstance(r["max_rss_kb"], int) and r["max_rss_kb"] > 0
+    log = s.log_text().splitlines()
+    assert log[0] == "earlier line"  # appended, not truncated
+    assert {"out", "err", str(tmp_path), "stdin=/dev/null"} <= set(log)
+    ids = dict(kv.split("=") for kv in next(l for l in log if l.startswith("pgid")).split())
+    assert ids["pgid"] == ids["pid"], "job is not in its own process group"
+    assert ids["sid"] == str(s.proc.pid), "shim did not start its own session"
+    # The job must not inherit the shim's blocked SIGCHLD/SIGTERM or ignored SIGPIPE;
+    # with SIGPIPE ignored, `yes` would complain about a broken pipe.
+    assert "SigBlk:\t0000000000000000" in log and "SigIgn:\t0000000000000000" in log
+    assert "y" in log and "Broken pipe" not in s.log_text()
+    assert not s.env_file.exists()
+
+
+def test_new_log_is_private(tmp_path, cleanup):
+    s = run(tmp_path, cleanup, command="true")
+    assert s.log.stat().st_mode & 0o777 == 0o600
+
+
+def test_exit_code_three(tmp_path, cleanup):
+    r = run(tmp_path, cleanup, command="exit 3").result()
+    assert r["exit_code"] == 3 and r["signal"] is None and r["error"] is None
+
+
+def test_killed_by_signal(tmp_path, cleanup):
+    r = run(tmp_path, cleanup, command="kill -9 $$").result()
+    assert r["signal"] == 9 and r["exit_code"] is None
+
+
+def test_script_with_shebang_is_executed_directly(tmp_path, cleanup):
+    script = tmp_path / "job.sh"
+    script.write_text('#!/bin/sh\necho "argv: $(tr "\\0" " " < /proc/$$/cmdline)"\nexit 5\n')
+    script.chmod(0o700)
+    s = run(tmp_path, cleanup, script=script)
+    assert s.result()["exit_code"] == 5
+    assert f"argv: /bin/sh {script} " in s.log_text()
+
+
+def test_script_without_shebang_runs_with_bash(tmp_path, cleanup):
+    script = tmp_path / "job.txt"
+    script.write_text('echo "bash=${BASH_VERSION:+yes}"\n')
+    script.chmod(0o600)  # bash reads it; it need not be executable
+    s = run(tmp_path, cleanup, script=script)
+    assert s.result()["exit_code"] == 0
+    assert "bash=yes" in s.log_text()
+
+
+def test_job_gets_exactly_the_env_file(tmp_path, cleanup):
+    env = [JOB_PATH, "FOO=bar baz", "MULTI=line1\nline2", "EQ=a=b", "EMPTY="]
+    s = run(tmp_path, cleanup, env=env, command="env -0 > env.out",
+            shim_env={**DAEMON_ENV, "SHIM_ONLY": "1"})
+    assert s.result()["exit_code"] == 0
+    got = dict(e.split("=", 1) for e in (tmp_path / "env.out").read_text().split("\0") if e)
+    for e in env:
+        k, v = e.split("=", 1)
+        assert got.pop(k) == v
+    # bash adds PWD, SHLVL and _ itself; nothing of the shim's own environment leaks.
+    assert set(got) <= {"PWD", "SHLVL", "_"}, got
+    assert not s.env_file.exists(), "env file (may hold secrets) was not unlinked"
+
+
+# ---- cancellation and leftovers ---------------------------------------------------
+
+BG_AND_SETSID = ("sleep 1000 & echo $! > bg.pid; "
+                 "setsid bash -c 'echo $$ > gc.pid; exec sleep 1000' & ")
+
+
+def test_sigterm_kills_group_and_setsid_grandchild(tmp_path, cleanup):
+    s = Shim(tmp_path, cleanup, command=BG_AND_SETSID + "sleep 1000", kill_grace=30)
+    bg = s.wait_pid_file("bg.pid", cleanup)
+    gc = s.wait_pid_file("gc.pid", cleanup)
+    assert os.getsid(gc[0]) == gc[0]  # really in another session
+    t0 = time.monotonic()
+    os.kill(s.proc.pid, signal.SIGTERM)
+    assert s.finish() == 0, s.stderr
+    # SIGTERM did it: nobody waited for the 30 s grace.
+    assert time.monotonic() - t0 < 10
+    r = s.result()
+    assert r["signal"] == signal.SIGTERM and r["exit_code"] is None
+    assert_gone(*bg)
+    assert_gone(*gc)
+
+
+def test_sigterm_ignored_gets_sigkill_after_grace_not_restarted(tmp_path, cleanup):
+    s = Shim(tmp_path, cleanup, kill_grace=2,
+             command="trap '' TERM; echo $$ > main.pid; sleep 1000")
+    s.wait_pid_file("main.pid", cleanup)
+    t0 = time.time()
+    os.kill(s.proc.pid, signal.SIGTERM)
+    # A second cancel 1.2 s later must not restart the 2 s grace (that would end at 3.2 s).
+    wait_for(lambda: time.time() - t0 >= 1.2 or s.proc.poll() is not None, "1.2 s")
+    assert s.proc.poll() is None, "job was killed before the grace ran out"
+    os.kill(s.proc.pid, signal.SIGTERM)
+    assert s.finish() == 0, s.stderr
+    r = s.result()
+    assert r["signal"] == signal.SIGKILL and r["exit_code"] is None
+    assert 1.9 <= r["finished_at"] - t0 < 2.9
+
+
+def test_cancel_during_setup_is_not_lost(tmp_path, cleanup):
+    def cancel_before_exec():
+        # Pending and blocked across exec: it reaches the shim before its loop runs.
+        signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM])
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    s = Shim(tmp_path, cleanup, command="sleep 1000", kill_grace=30,
+             preexec_fn=cancel_before_exec)
+    assert s.finish() == 0, s.stderr
+    assert s.result()["signal"] == signal.SIGTERM
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGHUP])
+def test_sigint_and_sighup_cancel_too(tmp_path, cleanup, sig):
+    s = Shim(tmp_path, cleanup, command="echo $$ > main.pid; sleep 1000")
+    s.wait_pid_file("main.pid", cleanup)
+    os.kill(s.proc.pid, sig)
+    assert s.finish() == 0, s.stderr
+    assert s.result()["signal"] == signal.SIGTERM
+
+
+def test_leftovers_killed_after_main_exits_without_waiting_for_grace(tmp_path, cleanup):
+    cmd = BG_AND_SETSID + "while [ ! -s gc.pid ]; do sleep 0.01; done; exit 4"
+    s = Shim(tmp_path, cleanup, command=cmd, kill_grace=30)
+    t0 = time.monotonic()
+    assert s.finish(timeout=15) == 0, s.stderr
+    assert time.monotonic() - t0 < 10, "shim waited for the grace with nothing left"
+    assert s.result()["exit_code"] == 4
+    for name in ("bg.pid", "gc.pid"):
+        pid = read_pid_file(tmp_path / name)
+        cleanup.pids.append((pid, start_time(pid)))
+        assert start_time(pid) is None, f"{name} {pid} survived the shim"
+
+
+def test_leftover_ignoring_sigterm_is_sigkilled(tmp_path, cleanup):
+    cmd = ("(trap '' TERM; echo $BASHPID > bg.pid; exec sleep 1000) & "
+           "while [ ! -s bg.pid ]; do sleep 0.01; done; exit 0")
+    s = Shim(tmp_path, cleanup, command=cmd, kill_grace=1)
+    t0 = time.monotonic()
+    assert s.finish() == 0, s.stderr
+    elapsed = time.monotonic() - t0
+    assert s.result()["exit_code"] == 0
+    pid = read_pid_file(tmp_path / "bg.pid")
+    cleanup.pids.append((pid, start_time(pid)))
+    assert start_time(pid) is None
+    assert 0.9 <= elapsed < 6
+
+
+# ---- failures to start ------------------------------------------------------------
+
+
+def test_missing_script_is_127(tmp_path, cleanup):
+    missing = tmp_path / "nope.sh"
+    s = run(tmp_path, cleanup, script=missing)
+    r = s.result()
+    assert r["exit_code"] == 127 and r["signal"] is None
+    assert f"gflow-shim: cannot execute {missing}: No such file or directory" in s.log_text()
+    assert str(missing) in r["error"]
+
+
+def test_command_not_found_path_is_127(tmp_path, cleanup):
+    # bash itself exits 127 here; the shim only passes it on.
+    r = run(tmp_path, cleanup, command="/no/such/program").result()
+    assert r["exit_code"] == 127
+
+
+def test_non_executable_script_with_shebang_is_126(tmp_path, cleanup):
+    script = tmp_path / "job.sh"
+    script.write_text("#!/bin/sh\necho should not run\n")
+    script.chmod(0o644)
+    s = run(tmp_path, cleanup, script=script)
+    assert s.result()["exit_code"] == 126
+    log = s.log_text()
+    assert f"gflow-shim: cannot execute {script}: Permission denied" in log
+    assert "should not run" not in log
+
+
+def test_bad_workdir_is_125(tmp_path, cleanup):
+    s = run(tmp_path, cleanup, command="echo ran", workdir=tmp_path / "missing")
+    r = s.result()
+    assert r["exit_code"] == 125 and "chdir" in r["error"]
+    assert s.log_text().startswith("gflow-shim: cannot chdir to")
+    assert "ran" not in s.log_text()
+
+
+def test_log_that_cannot_be_opened_still_writes_exit_file(tmp_path, cleanup):
+    s = Shim(tmp_path, cleanup, command="echo ran > ran", log=tmp_path / "no" / "job.log")
+    assert s.finish() == 1
+    r = s.result()
+    assert r["exit_code"] == 125 and "cannot open log" in r["error"]
+    assert r["signal"] is None and r["job_id"] == 42
+    assert not (tmp_path / "ran").exists()
+    assert not s.env_file.exists()
+    assert len(s.stderr.splitlines()) == 1
+
+
+def test_usage_errors(tmp_path, cleanup):
+    p = subprocess.run([str(SHIM)], env=DAEMON_ENV, capture_output=True, text=True, timeout=5)
+    assert p.returncode == 2 and p.stdout == ""
+    assert len(p.stderr.splitlines()) == 1 and p.stderr.startswith("gflow-shim: ")
+
+    p = subprocess.run([str(SHIM), "--help"], env=DAEMON_ENV, capture_output=True, text=True,
+                       timeout=5)
+    assert p.returncode == 0 and p.stdout.startswith("usage: gflow-shim")
+
+    # With the exit file known, the daemon gets its answer there too.
+    exit_file = tmp_path / "exit.json"
+    env_file = tmp_path / "job.env"
+    env_file.write_bytes(b"SECRET=x\0")
+    p = subprocess.run([str(SHIM), "--job-id", "9", "--exit-file", str(exit_file),
+                        "--env-file", str(env_file), "--workdir", str(tmp_path),
+                        "--kill-grace", "1", "--command", "true"],
+                       env=DAEMON_ENV, capture_output=True, text=True, timeout=5)
+    assert p.returncode == 2 and len(p.stderr.splitlines()) == 1
+    assert "--log" in p.stderr
+    r = json.loads(exit_file.read_text())
+    assert r["job_id"] == 9 and r["exit_code"] == 125 and "--log" in r["error"]
+    assert not env_file.exists()
+
+    for bad in (["--kill-grace", "soon"], ["--bogus"], ["--command"]):
+        p = subprocess.run([str(SHIM), *bad], env=DAEMON_ENV, capture_output=True,
+                           text=True, timeout=5)
+        assert p.returncode == 2 and len(p.stderr.splitlines()) == 1, (bad, p.stderr)
+
+
+# ---- daemon hand-off --------------------------------------------------------------
+
+
+def test_lock_fd_holds_pid_and_start_time(tmp_path, cleanup):
+    lock_path = tmp_path / "job.lock"
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    os.write(fd, b"stale content that is longer than the new one\n")
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    s = Shim(tmp_path, cleanup, extra=("--lock-fd", str(fd)), pass_fds=(fd,),
+             command=f"test -e /proc/$$/fd/{fd} && echo lock fd leaked; "
+                     "echo $$ > main.pid; while [ ! -e go ]; do sleep 0.01; done")
+    os.close(fd)  # like the daemon after the fork: the shim alone holds the lock now
+    s.wait_pid_file("main.pid", cleanup)
+    text = lock_path.read_text()
+    pid, st = text.split()
+    assert text == f"{pid} {st}\n"
+    assert int(pid) == s.proc.pid and int(st) == start_time(s.proc.pid)
+
+    def locked():
+        with open(lock_path) as f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return False
+            except BlockingIOError:
+                return True
+    assert locked(), "the shim does not hold the daemon's lock"
+    (tmp_path / "go").touch()
+    assert s.finish() == 0, s.stderr
+    assert not locked(), "lock still held after the shim exited"
+    assert "leaked" not in s.log_text()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="switching users needs root")
+def test_runs_as_the_given_user(tmp_path, cleanup):
+    s = run(tmp_path, cleanup, workdir="/",
+            extra=("--uid", "65534", "--gid", "65534", "--user", "nobody"),
+            command="echo ids=$(id -u) $(id -g) $(id -G); pwd")
+    assert s.result()["exit_code"] == 0
+    assert "ids=65534 65534 65534" in s.log_text()
+    st = s.log.stat()
+    assert (st.st_uid, st.st_gid) == (65534, 65534)

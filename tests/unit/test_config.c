@@ -1,0 +1,313 @@
+/* test_config: unit tests of the settings module (src/core/config.c): defaults, reading
+ * a TOML file, errors that name the file, line and key, environment overrides
+ * (GFLOW_<SECTION>__<KEY>), config_set, and the precedence of the sources. Each test
+ * writes its files in a fresh temporary directory. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "util.h"
+
+struct fixture {
+    char dir[64];
+    char *path; /* <dir>/gflow.toml */
+};
+
+static int setup(void **state)
+{
+    struct fixture *f = xcalloc(1, sizeof(*f));
+    snprintf(f->dir, sizeof(f->dir), "/tmp/test_config.XXXXXX");
+    if (!mkdtemp(f->dir))
+        return -1;
+    f->path = xasprintf("%s/gflow.toml", f->dir);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+    unlink(f->path);
+    rmdir(f->dir);
+    free(f->path);
+    free(f);
+    return 0;
+}
+
+static void write_config(const struct fixture *f, const char *text)
+{
+    if (write_file_atomic(f->path, text, strlen(text), 0600) < 0)
+        fail_msg("cannot write %s", f->path);
+}
+
+/* Loads text from the fixture's file, expecting an error; returns it (caller frees). */
+static char *load_error(const struct fixture *f, const char *text)
+{
+    struct gflow_config c;
+    config_init(&c);
+    write_config(f, text);
+    char *err = NULL;
+    assert_int_equal(config_load_file(&c, f->path, true, &err), -1);
+    assert_non_null(err);
+    config_free(&c);
+    return err;
+}
+
+static void assert_error(char *err, const char *expected)
+{
+    assert_string_equal(err, expected);
+    free(err);
+}
+
+static void test_defaults(void **state)
+{
+    struct gflow_config c;
+    config_init(&c);
+    assert_null(c.socket_path);
+    assert_null(c.data_dir);
+    assert_null(c.admin_group);
+    assert_null(c.source_path);
+    assert_int_equal(c.max_running_jobs, 0);
+    assert_int_equal(c.kill_grace_secs, 10);
+    assert_int_equal(c.max_request_bytes, 64 * 1024 * 1024);
+    assert_string_equal(c.log_level, "info");
+    config_free(&c);
+}
+
+static void test_file_load(void **state)
+{
+    struct fixture *f = *state;
+    write_config(f, "# gflow settings\n"
+                    "[daemon]\n"
+                    "socket_path = \"/run/x.sock\"\n"
+                    "data_dir = '/srv/gflow'\n"
+                    "max_running_jobs = 4\n"
+                    "kill_grace_secs = 0\n"
+                    "admin_group = \"lab\"\n"
+                    "log_level = \"debug\"\n");
+    struct gflow_config c;
+    config_init(&c);
+    char *err = NULL;
+    assert_int_equal(config_load_file(&c, f->path, true, &err), 0);
+    assert_string_equal(c.socket_path, "/run/x.sock");
+    assert_string_equal(c.data_dir, "/srv/gflow");
+    assert_int_equal(c.max_running_jobs, 4);
+    assert_int_equal(c.kill_grace_secs, 0);
+    assert_int_equal(c.max_request_bytes, 67108864); /* absent: keeps its value */
+    assert_string_equal(c.admin_group, "lab");
+    assert_string_equal(c.log_level, "debug");
+    assert_string_equal(c.source_path, f->path);
+    config_free(&c);
+}
+
+static void test_missing_file(void **state)
+{
+    struct fixture *f = *state;
+    struct gflow_config c;
+    config_init(&c);
+    char *err = NULL;
+    assert_int_equal(config_load_file(&c, f->path, false, &err), 0);
+    assert_null(c.source_path);
+    assert_int_equal(config_load_file(&c, f->path, true, &err), -1);
+    char *expected = xasprintf("%s: No such file or directory", f->path);
+    assert_error(err, expected);
+    free(expected);
+    config_free(&c);
+}
+
+static void test_unknown_key_names_file_line_key(void **state)
+{
+    struct fixture *f = *state;
+    char *expected = xasprintf("%s:3: unknown key 'daemon.foo'", f->path);
+    assert_error(load_error(f, "[daemon]\nkill_grace_secs = 3\nfoo = 1\n"), expected);
+    free(expected);
+
+    expected = xasprintf("%s:2: unknown section 'web'", f->path);
+    assert_error(load_error(f, "\n[web]\nport = 1\n"), expected);
+    free(expected);
+
+    expected = xasprintf("%s:1: unknown key 'log_level'", f->path);
+    assert_error(load_error(f, "log_level = 'info'\n"), expected);
+    free(expected);
+
+    expected = xasprintf("%s:2: unknown key 'daemon.log'", f->path);
+    assert_error(load_error(f, "[daemon]\nlog.level = 'info'\n"), expected);
+    free(expected);
+}
+
+static void test_wrong_type(void **state)
+{
+    struct fixture *f = *state;
+    char *expected = xasprintf("%s:4: daemon.kill_grace_secs must be an integer >= 0", f->path);
+    assert_error(load_error(f, "[daemon]\n\nlog_level = 'warn'\nkill_grace_secs = \"5\"\n"),
+                 expected);
+    assert_error(load_error(f, "[daemon]\n\n\nkill_grace_secs = -1\n"), expected);
+    free(expected);
+
+    expected = xasprintf("%s:2: daemon.max_request_bytes must be an integer > 0", f->path);
+    assert_error(load_error(f, "[daemon]\nmax_request_bytes = 0\n"), expected);
+    free(expected);
+
+    expected = xasprintf("%s:2: daemon.log_level must be one of error, warn, info, debug",
+                         f->path);
+    assert_error(load_error(f, "[daemon]\nlog_level = 'loud'\n"), expected);
+    free(expected);
+
+    expected = xasprintf("%s:2: daemon.socket_path must be a string", f->path);
+    assert_error(load_error(f, "[daemon]\nsocket_path = 1\n"), expected);
+    free(expected);
+}
+
+static void test_syntax_error_and_atomicity(void **state)
+{
+    struct fixture *f = *state;
+    char *expected = xasprintf("%s:2:21: expected a newline, found 'x'", f->path);
+    assert_error(load_error(f, "[daemon]\nkill_grace_secs = 3 x\n"), expected);
+    free(expected);
+
+    /* A file with an error changes nothing, even keys before the error. */
+    struct gflow_config c;
+    config_init(&c);
+    write_config(f, "[daemon]\nkill_grace_secs = 3\nlog_level = 'debug'\nbogus = 1\n");
+    char *err = NULL;
+    assert_int_equal(config_load_file(&c, f->path, true, &err), -1);
+    free(err);
+    assert_int_equal(c.kill_grace_secs, 10);
+    assert_string_equal(c.log_level, "info");
+    config_free(&c);
+}
+
+static void test_env_override(void **state)
+{
+    char *envp[] = {
+        "GFLOW_DAEMON__KILL_GRACE_SECS=3",
+        "GFLOW_DAEMON__ADMIN_GROUP=wheel",
+        "GFLOW_SOCKET=/ignored.sock", /* not of the <SECTION>__<KEY> shape */
+        "GFLOW_JOB_ID=7",
+        "HOME=/root",
+        NULL,
+    };
+    struct gflow_config c;
+    config_init(&c);
+    char *err = NULL;
+    assert_int_equal(config_load_env(&c, envp, &err), 0);
+    assert_int_equal(c.kill_grace_secs, 3);
+    assert_string_equal(c.admin_group, "wheel");
+    assert_null(c.socket_path);
+    config_free(&c);
+}
+
+static void test_env_errors(void **state)
+{
+    struct gflow_config c;
+    config_init(&c);
+    char *err = NULL;
+    char *unknown[] = {"GFLOW_DAEMON__FOO=1", NULL};
+    assert_int_equal(config_load_env(&c, unknown, &err), -1);
+    assert_error(err, "environment GFLOW_DAEMON__FOO: unknown key 'daemon.foo'");
+
+    char *bad[] = {"GFLOW_DAEMON__MAX_RUNNING_JOBS=lots", NULL};
+    assert_int_equal(config_load_env(&c, bad, &err), -1);
+    assert_error(err, "environment GFLOW_DAEMON__MAX_RUNNING_JOBS: daemon.max_running_jobs "
+                      "must be an integer >= 0 (got 'lots')");
+    config_free(&c);
+}
+
+static void test_config_set(void **state)
+{
+    struct gflow_config c;
+    config_init(&c);
+    char *err = NULL;
+    assert_int_equal(config_set(&c, "daemon.max_running_jobs", "12", &err), 0);
+    assert_int_equal(c.max_running_jobs, 12);
+    assert_int_equal(config_set(&c, "daemon.data_dir", " /with space ", &err), 0);
+    assert_string_equal(c.data_dir, " /with space ");
+    assert_int_equal(config_set(&c, "daemon.log_level", "error", &err), 0);
+    assert_string_equal(c.log_level, "error");
+
+    static const char *const not_decimal[] = {"", " 5", "5 ", "+5", "0x10", "1e3", "5s", "-"};
+    for (size_t i = 0; i < sizeof(not_decimal) / sizeof(not_decimal[0]); i++) {
+        assert_int_equal(config_set(&c, "daemon.kill_grace_secs", not_decimal[i], &err), -1);
+        free(err);
+    }
+    assert_int_equal(config_set(&c, "daemon.kill_grace_secs", "-1", &err), -1);
+    assert_error(err, "daemon.kill_grace_secs must be an integer >= 0 (got '-1')");
+    assert_int_equal(config_set(&c, "daemon.max_request_bytes", "99999999999999999999", &err),
+                     -1);
+    free(err);
+    assert_int_equal(c.kill_grace_secs, 10);
+    assert_int_equal(config_set(&c, "daemon.nope", "1", &err), -1);
+    assert_error(err, "unknown key 'daemon.nope'");
+    config_free(&c);
+}
+
+static void test_precedence_env_over_file(void **state)
+{
+    struct fixture *f = *state;
+    write_config(f, "[daemon]\nkill_grace_secs = 5\nmax_running_jobs = 2\n");
+    setenv("GFLOW_DAEMON__KILL_GRACE_SECS", "3", 1);
+    struct gflow_config c;
+    char *err = NULL;
+    int r = config_load(&c, f->path, &err);
+    unsetenv("GFLOW_DAEMON__KILL_GRACE_SECS");
+    assert_int_equal(r, 0);
+    assert_int_equal(c.kill_grace_secs, 3);  /* environment beats the file */
+    assert_int_equal(c.max_running_jobs, 2); /* the file beats the default */
+    assert_int_equal(c.max_request_bytes, 67108864);
+    /* flags come last: the caller applies them with config_set */
+    assert_int_equal(config_set(&c, "daemon.kill_grace_secs", "1", &err), 0);
+    assert_int_equal(c.kill_grace_secs, 1);
+    config_free(&c);
+}
+
+static void test_default_path(void **state)
+{
+    char *saved_xdg = getenv("XDG_CONFIG_HOME") ? xstrdup(getenv("XDG_CONFIG_HOME")) : NULL;
+    char *saved_home = getenv("HOME") ? xstrdup(getenv("HOME")) : NULL;
+    setenv("XDG_CONFIG_HOME", "/xdg", 1);
+    setenv("HOME", "/home/u", 1);
+    char *p = config_default_path(false);
+    assert_string_equal(p, "/xdg/gflow/gflow.toml");
+    free(p);
+    unsetenv("XDG_CONFIG_HOME");
+    p = config_default_path(false);
+    assert_string_equal(p, "/home/u/.config/gflow/gflow.toml");
+    free(p);
+    p = config_default_path(true);
+    assert_string_equal(p, "/etc/gflow/gflow.toml");
+    free(p);
+    if (saved_xdg)
+        setenv("XDG_CONFIG_HOME", saved_xdg, 1);
+    if (saved_home)
+        setenv("HOME", saved_home, 1);
+    else
+        unsetenv("HOME");
+    free(saved_xdg);
+    free(saved_home);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_defaults),
+        cmocka_unit_test_setup_teardown(test_file_load, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_missing_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unknown_key_names_file_line_key, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_wrong_type, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_syntax_error_and_atomicity, setup, teardown),
+        cmocka_unit_test(test_env_override),
+        cmocka_unit_test(test_env_errors),
+        cmocka_unit_test(test_config_set),
+        cmocka_unit_test_setup_teardown(test_precedence_env_over_file, setup, teardown),
+        cmocka_unit_test(test_default_path),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

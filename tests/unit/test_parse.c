@@ -1,0 +1,338 @@
+/* test_parse: the command-line grammars of src/core/parse.c, good and bad inputs; every
+ * error must name the bad input. */
+/* cmocka needs these first. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "parse.h"
+
+/* Checks that parsing failed (rc) with a one-line error that mentions the input (and
+ * `also`, if set); frees err. */
+static void check_err(int rc, char *err, const char *input, const char *also)
+{
+    assert_int_equal(rc, -1);
+    assert_non_null(err);
+    assert_non_null(strstr(err, input));
+    assert_null(strchr(err, '\n'));
+    if (also)
+        assert_non_null(strstr(err, also));
+    free(err);
+}
+
+static int64_t time_ok(const char *s)
+{
+    int64_t secs = -1;
+    char *err = NULL;
+    assert_int_equal(parse_time_limit(s, &secs, &err), 0);
+    assert_null(err);
+    return secs;
+}
+
+static void time_bad(const char *s, const char *also)
+{
+    int64_t secs = 0;
+    char *err = NULL;
+    int rc = parse_time_limit(s, &secs, &err);
+    check_err(rc, err, s, also);
+}
+
+static void test_time_limit_forms(void **state)
+{
+    (void)state;
+    assert_int_equal(time_ok("5"), 300);
+    assert_int_equal(time_ok("90"), 5400); /* the leading field may be any size */
+    assert_int_equal(time_ok("1:30"), 90);
+    assert_int_equal(time_ok("120:00"), 7200);
+    assert_int_equal(time_ok("0:01"), 1);
+    assert_int_equal(time_ok("1:02:03"), 3723);
+    assert_int_equal(time_ok("48:00:00"), 172800);
+    assert_int_equal(time_ok("2-3"), 2 * 86400 + 3 * 3600);
+    assert_int_equal(time_ok("2-03:04"), 2 * 86400 + 3 * 3600 + 4 * 60);
+    assert_int_equal(time_ok("2-03:04:05"), 2 * 86400 + 3 * 3600 + 4 * 60 + 5);
+    assert_int_equal(time_ok("0-0:0:1"), 1);
+}
+
+static void test_time_limit_errors(void **state)
+{
+    (void)state;
+    time_bad("1:2:3:4", "use MM, MM:SS, HH:MM:SS or D-HH:MM:SS");
+    time_bad("", NULL);
+    time_bad("abc", "D-HH:MM:SS");
+    time_bad("5m", NULL);
+    time_bad("-5", "positive");
+    time_bad("0", "positive");
+    time_bad("0:00", "positive");
+    time_bad("0-0", "positive");
+    time_bad("1:", NULL);
+    time_bad(":30", NULL);
+    time_bad("1::3", NULL);
+    time_bad("-1:00", NULL);
+    time_bad("1-", NULL);
+    time_bad("-", NULL);
+    time_bad("1-2-3", NULL);
+    time_bad("+5", NULL);
+    time_bad(" 5", NULL);
+    time_bad("1:60", "under 60");
+    time_bad("1:60:00", "under 60");
+    time_bad("1:00:60", "under 60");
+    time_bad("1-24", "under 24");
+    time_bad("1-1:60", "under 60");
+    time_bad("99999999999999999999", "too large");
+    time_bad("9223372036854775807", "too large");
+    time_bad("999999999999999-0", "too large");
+}
+
+static void duration_is(int64_t secs, const char *want)
+{
+    char *s = format_duration(secs);
+    assert_string_equal(s, want);
+    free(s);
+}
+
+static void test_format_duration(void **state)
+{
+    (void)state;
+    duration_is(0, "0:00");
+    duration_is(5, "0:05");
+    duration_is(754, "12:34");
+    duration_is(3599, "59:59");
+    duration_is(3600, "1:00:00");
+    duration_is(3723, "1:02:03");
+    duration_is(86399, "23:59:59");
+    duration_is(86400, "1-00:00:00");
+    duration_is(2 * 86400 + 3 * 3600 + 4 * 60 + 5, "2-03:04:05");
+    duration_is(400 * 86400, "400-00:00:00");
+    duration_is(-7, "0:00");
+}
+
+static void ids_are(const char *s, const int64_t *want, size_t nwant)
+{
+    int64_t *ids = NULL;
+    size_t n = 0;
+    char *err = NULL;
+    assert_int_equal(parse_id_list(s, &ids, &n, &err), 0);
+    assert_null(err);
+    assert_int_equal(n, nwant);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(ids[i], want[i]);
+    free(ids);
+}
+
+static void ids_bad(const char *s, const char *also)
+{
+    int64_t *ids = NULL;
+    size_t n = 0;
+    char *err = NULL;
+    int rc = parse_id_list(s, &ids, &n, &err);
+    check_err(rc, err, s, also);
+    assert_null(ids);
+}
+
+static void test_id_list(void **state)
+{
+    (void)state;
+    ids_are("7", (int64_t[]){7}, 1);
+    ids_are("1,3,5-7", (int64_t[]){1, 3, 5, 6, 7}, 5);
+    ids_are("3,1,3", (int64_t[]){3, 1, 3}, 3);
+    ids_are("4-4", (int64_t[]){4}, 1);
+    ids_are("9-10,2", (int64_t[]){9, 10, 2}, 3);
+
+    int64_t *ids = NULL;
+    size_t n = 0;
+    char *err = NULL;
+    assert_int_equal(parse_id_list("1-1000000", &ids, &n, &err), 0);
+    assert_int_equal(n, 1000000);
+    assert_int_equal(ids[999999], 1000000);
+    free(ids);
+}
+
+static void test_id_list_errors(void **state)
+{
+    (void)state;
+    int64_t *ids = NULL;
+    size_t n = 0;
+    char *err = NULL;
+    assert_int_equal(parse_id_list("", &ids, &n, &err), -1);
+    assert_non_null(strstr(err, "empty"));
+    free(err);
+
+    ids_bad("5-3", "5-3");
+    ids_bad("a", "'a'");
+    ids_bad("1,,2", "empty");
+    ids_bad("1,", "empty");
+    ids_bad(",1", "empty");
+    ids_bad("0", "start at 1");
+    ids_bad("0-3", "start at 1");
+    ids_bad("-1", NULL);
+    ids_bad("1-", NULL);
+    ids_bad("1-2-3", NULL);
+    ids_bad("1 ,2", NULL);
+    ids_bad("2,x7", "x7");
+    ids_bad("1-1000001", "1000000");
+    ids_bad("99999999999999999999", "too large");
+}
+
+static void test_job_ref(void **state)
+{
+    (void)state;
+    int back = -1;
+    char *err = NULL;
+    assert_int_equal(parse_job_ref("@", &back, &err), 1);
+    assert_int_equal(back, 0);
+    assert_int_equal(parse_job_ref("@~2", &back, &err), 1);
+    assert_int_equal(back, 2);
+    assert_int_equal(parse_job_ref("@~0", &back, &err), 1);
+    assert_int_equal(back, 0);
+    back = -1;
+    assert_int_equal(parse_job_ref("12", &back, &err), 0);
+    assert_int_equal(parse_job_ref("", &back, &err), 0);
+    assert_int_equal(parse_job_ref("x@", &back, &err), 0);
+    assert_int_equal(back, -1);
+    assert_null(err);
+
+    const char *bad[] = {"@x", "@~", "@~-1", "@~+1", "@~2x", "@@", "@~99999999999"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        err = NULL;
+        int rc = parse_job_ref(bad[i], &back, &err);
+        check_err(rc, err, bad[i], "@~N");
+    }
+}
+
+static int64_t mem_ok(const char *s)
+{
+    int64_t mb = -1;
+    char *err = NULL;
+    assert_int_equal(parse_memory_mb(s, &mb, &err), 0);
+    assert_null(err);
+    return mb;
+}
+
+static void mem_bad(const char *s, const char *also)
+{
+    int64_t mb = 0;
+    char *err = NULL;
+    int rc = parse_memory_mb(s, &mb, &err);
+    check_err(rc, err, s, also);
+}
+
+static void test_memory(void **state)
+{
+    (void)state;
+    assert_int_equal(mem_ok("512"), 512);
+    assert_int_equal(mem_ok("512M"), 512);
+    assert_int_equal(mem_ok("512MB"), 512);
+    assert_int_equal(mem_ok("512MiB"), 512);
+    assert_int_equal(mem_ok("512m"), 512);
+    assert_int_equal(mem_ok("512mib"), 512);
+    assert_int_equal(mem_ok("24G"), 24576);
+    assert_int_equal(mem_ok("24GB"), 24576);
+    assert_int_equal(mem_ok("24GiB"), 24576);
+    assert_int_equal(mem_ok("24g"), 24576);
+    assert_int_equal(mem_ok("1T"), 1048576);
+    assert_int_equal(mem_ok("1tb"), 1048576);
+    assert_int_equal(mem_ok("2048K"), 2);
+    assert_int_equal(mem_ok("2049K"), 3);
+    assert_int_equal(mem_ok("1K"), 1);
+    assert_int_equal(mem_ok("1kib"), 1);
+}
+
+static void test_memory_errors(void **state)
+{
+    (void)state;
+    mem_bad("0", "positive");
+    mem_bad("0G", "positive");
+    mem_bad("-1", "positive");
+    mem_bad("-1G", "positive");
+    mem_bad("", NULL);
+    mem_bad("G", NULL);
+    mem_bad("abc", "24G");
+    mem_bad("12X", NULL);
+    mem_bad("1.5G", NULL);
+    mem_bad("12 G", NULL);
+    mem_bad("12GG", NULL);
+    mem_bad("99999999999T", "too large");
+    mem_bad("99999999999999999999", "too large");
+}
+
+static void test_priority(void **state)
+{
+    (void)state;
+    int prio = -1;
+    char *err = NULL;
+    assert_int_equal(parse_priority("0", &prio, &err), 0);
+    assert_int_equal(prio, 0);
+    assert_int_equal(parse_priority("255", &prio, &err), 0);
+    assert_int_equal(prio, 255);
+    assert_int_equal(parse_priority("10", &prio, &err), 0);
+    assert_int_equal(prio, 10);
+    assert_null(err);
+
+    const char *bad[] = {"256", "-1", "", "x", "1.5", " 3", "+3", "99999999999999999999"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        err = NULL;
+        int rc = parse_priority(bad[i], &prio, &err);
+        check_err(rc, err, bad[i], "0 to 255");
+    }
+}
+
+static void quote_is(const char *word, const char *want)
+{
+    char *q = shell_quote(word);
+    assert_string_equal(q, want);
+    free(q);
+}
+
+static void test_shell_quote(void **state)
+{
+    (void)state;
+    quote_is("x", "x");
+    quote_is("/usr/bin/python3", "/usr/bin/python3");
+    quote_is("--lr=0.1,a:b@c%d+e_f", "--lr=0.1,a:b@c%d+e_f");
+    quote_is("", "''");
+    quote_is("a b", "'a b'");
+    quote_is("$HOME", "'$HOME'");
+    quote_is("it's", "'it'\\''s'");
+    quote_is("'", "''\\'''");
+    quote_is("a;b", "'a;b'");
+    quote_is("*", "'*'");
+    quote_is("~", "'~'");
+    quote_is("a\nb", "'a\nb'");
+}
+
+static void join_is(int argc, char **argv, const char *want)
+{
+    char *s = shell_join(argc, argv);
+    assert_string_equal(s, want);
+    free(s);
+}
+
+static void test_shell_join(void **state)
+{
+    (void)state;
+    join_is(1, (char *[]){"echo hi && sleep 1"}, "echo hi && sleep 1");
+    join_is(1, (char *[]){""}, "");
+    join_is(2, (char *[]){"echo", "hello world"}, "echo 'hello world'");
+    join_is(3, (char *[]){"python", "train.py", "--name=it's"},
+            "python train.py '--name=it'\\''s'");
+    join_is(2, (char *[]){"printf", ""}, "printf ''");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_time_limit_forms), cmocka_unit_test(test_time_limit_errors),
+        cmocka_unit_test(test_format_duration),  cmocka_unit_test(test_id_list),
+        cmocka_unit_test(test_id_list_errors),   cmocka_unit_test(test_job_ref),
+        cmocka_unit_test(test_memory),           cmocka_unit_test(test_memory_errors),
+        cmocka_unit_test(test_priority),         cmocka_unit_test(test_shell_quote),
+        cmocka_unit_test(test_shell_join),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

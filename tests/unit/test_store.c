@@ -1,0 +1,831 @@
+/* test_store: the SQLite store of src/daemon/store.c against a database in a temp dir:
+ * round trips of every field, updates, loading, every listing filter and sort, counts,
+ * settings, transactions, id persistence and the on-disk settings. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "job.h"
+#include "store.h"
+#include "util.h"
+
+struct fixture {
+    char dir[64];
+    char path[128];
+    struct store *s;
+};
+
+static struct store *open_ok(const char *path)
+{
+    char *err = NULL;
+    struct store *s = store_open(path, &err);
+    if (!s)
+        fail_msg("store_open: %s", err);
+    assert_null(err);
+    return s;
+}
+
+static int setup(void **state)
+{
+    struct fixture *f = xcalloc(1, sizeof(*f));
+    snprintf(f->dir, sizeof(f->dir), "/tmp/test_store.XXXXXX");
+    if (!mkdtemp(f->dir))
+        return -1;
+    snprintf(f->path, sizeof(f->path), "%s/gflow.db", f->dir);
+    f->s = open_ok(f->path);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+    store_close(f->s);
+    const char *suffix[] = {"", "-wal", "-shm"};
+    for (int i = 0; i < 3; i++) {
+        char p[160];
+        snprintf(p, sizeof(p), "%s%s", f->path, suffix[i]);
+        unlink(p);
+    }
+    rmdir(f->dir);
+    free(f);
+    return 0;
+}
+
+static void reopen(struct fixture *f)
+{
+    store_close(f->s);
+    f->s = open_ok(f->path);
+}
+
+/* A second, independent connection for looking at the file as another process would. */
+static sqlite3 *peek_open(const char *path)
+{
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+    return db;
+}
+
+static int64_t peek_int(sqlite3 *db, const char *sql)
+{
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    int64_t v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
+static char *peek_text(sqlite3 *db, const char *sql)
+{
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+    struct strbuf sb;
+    strbuf_init(&sb);
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        for (int i = 0; i < sqlite3_column_count(st); i++) {
+            const char *t = (const char *)sqlite3_column_text(st, i);
+            strbuf_addf(&sb, "%s|", t ? t : "NULL");
+        }
+        strbuf_addc(&sb, '\n');
+    }
+    sqlite3_finalize(st);
+    strbuf_adds(&sb, "");
+    return strbuf_detach(&sb);
+}
+
+static struct job *mkjob(int64_t id, enum job_state st, const char *user, int prio, double submit)
+{
+    struct job *j = job_new();
+    j->id = id;
+    j->state = st;
+    j->user = xstrdup(user);
+    j->priority = prio;
+    j->submit_time = submit;
+    j->name = xasprintf("job%03lld", (long long)id);
+    j->command = xasprintf("echo %lld", (long long)id);
+    j->workdir = xstrdup("/tmp");
+    return j;
+}
+
+static void insert_ok(struct store *s, struct job *j)
+{
+    if (store_insert_job(s, j) != 0)
+        fail_msg("insert %lld: %s", (long long)j->id, store_error(s));
+}
+
+static void insert_free(struct store *s, struct job *j)
+{
+    insert_ok(s, j);
+    job_free(j);
+}
+
+/* A job with every field set to a distinctive non-default value. */
+static struct job *full_job(int64_t id)
+{
+    struct job *j = job_new();
+    j->id = id;
+    j->name = xstrdup("train-résumé");
+    j->user = xstrdup("alice");
+    j->uid = 4000000000u;
+    j->gid = 1001;
+    j->state = JOB_HELD;
+    j->priority = 200;
+    j->time_limit = 3600;
+    j->command = NULL;
+    j->script = xstrdup("#!/bin/bash\necho 'hi' \"there\"\n");
+    j->script_path = xstrdup("/home/alice/run.sh");
+    j->workdir = xstrdup("/home/alice/work dir");
+    j->env = json_pack("{s:s, s:s}", "PATH", "/usr/bin", "HOME", "/home/alice");
+    j->submit_time = 1700000000.125;
+    j->start_time = 1700000010.5;
+    j->end_time = 1700000020.75;
+    j->exit_code = 3;
+    j->signal = 9;
+    j->oom = true;
+    j->reason = xstrdup("OutOfMemory");
+    j->end_request = JOB_END_TIMEOUT;
+    j->shim_pid = 123456;
+    j->shim_start = 987654321;
+    j->max_rss_kb = 4096;
+    j->gpus = 2;
+    j->gpu_ids = xstrdup("0,2");
+    j->memory_mb = 16384;
+    j->gpu_memory_mb = 8000;
+    j->shared = true;
+    j->group_id = 77;
+    j->array_task = 5;
+    j->max_retries = 3;
+    j->attempt = 2;
+    j->retry_of = 41;
+    return j;
+}
+
+static void assert_str_eq_or_null(const char *a, const char *b)
+{
+    if (!a || !b)
+        assert_ptr_equal(a, b);
+    else
+        assert_string_equal(a, b);
+}
+
+/* Every field except script and env. */
+static void assert_light_equal(const struct job *a, const struct job *b)
+{
+    assert_int_equal(a->id, b->id);
+    assert_str_eq_or_null(a->name, b->name);
+    assert_str_eq_or_null(a->user, b->user);
+    assert_int_equal(a->uid, b->uid);
+    assert_int_equal(a->gid, b->gid);
+    assert_int_equal(a->state, b->state);
+    assert_int_equal(a->priority, b->priority);
+    assert_int_equal(a->time_limit, b->time_limit);
+    assert_str_eq_or_null(a->command, b->command);
+    assert_str_eq_or_null(a->script_path, b->script_path);
+    assert_str_eq_or_null(a->workdir, b->workdir);
+    assert_true(a->submit_time == b->submit_time);
+    assert_true(a->start_time == b->start_time);
+    assert_true(a->end_time == b->end_time);
+    assert_int_equal(a->exit_code, b->exit_code);
+    assert_int_equal(a->signal, b->signal);
+    assert_int_equal(a->oom, b->oom);
+    assert_str_eq_or_null(a->reason, b->reason);
+    assert_int_equal(a->end_request, b->end_request);
+    assert_int_equal(a->shim_pid, b->shim_pid);
+    assert_int_equal(a->shim_start, b->shim_start);
+    assert_int_equal(a->max_rss_kb, b->max_rss_kb);
+    assert_int_equal(a->gpus, b->gpus);
+    assert_str_eq_or_null(a->gpu_ids, b->gpu_ids);
+    assert_int_equal(a->memory_mb, b->memory_mb);
+    assert_int_equal(a->gpu_memory_mb, b->gpu_memory_mb);
+    assert_int_equal(a->shared, b->shared);
+    assert_int_equal(a->group_id, b->group_id);
+    assert_int_equal(a->array_task, b->array_task);
+    assert_int_equal(a->max_retries, b->max_retries);
+    assert_int_equal(a->attempt, b->attempt);
+    assert_int_equal(a->retry_of, b->retry_of);
+}
+
+/* ---- collecting callback results ---- */
+
+struct ids {
+    int64_t v[256];
+    size_t n;
+    bool payload_seen;
+};
+
+static void collect_cb(struct job *j, void *arg)
+{
+    struct ids *ids = arg;
+    if (ids->n < sizeof(ids->v) / sizeof(ids->v[0]))
+        ids->v[ids->n++] = j->id;
+    if (j->script || j->env)
+        ids->payload_seen = true;
+    job_free(j);
+}
+
+static void assert_ids(const struct ids *got, const int64_t *want, size_t n)
+{
+    if (got->n != n) {
+        for (size_t i = 0; i < got->n; i++)
+            print_message("got[%zu] = %lld\n", i, (long long)got->v[i]);
+        fail_msg("got %zu jobs, want %zu", got->n, n);
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (got->v[i] != want[i])
+            fail_msg("position %zu: got job %lld, want %lld", i, (long long)got->v[i],
+                     (long long)want[i]);
+    }
+    assert_false(got->payload_seen);
+}
+
+#define IDS(...) ((const int64_t[]){__VA_ARGS__}), (sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t))
+
+static void list_is(struct store *s, const struct store_query *q, const int64_t *want, size_t n)
+{
+    struct ids got = {0};
+    if (store_list(s, q, collect_cb, &got) != 0)
+        fail_msg("store_list: %s", store_error(s));
+    assert_ids(&got, want, n);
+}
+
+/* ---- tests ---- */
+
+static void test_open_pragmas_and_schema(void **state)
+{
+    struct fixture *f = *state;
+    struct stat st;
+    insert_free(f->s, mkjob(1, JOB_QUEUED, "bob", 10, 1));
+    assert_int_equal(stat(f->path, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0600);
+    char wal[160];
+    snprintf(wal, sizeof(wal), "%s-wal", f->path);
+    assert_int_equal(stat(wal, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0600);
+
+    sqlite3 *db = peek_open(f->path);
+    char *mode = peek_text(db, "PRAGMA journal_mode");
+    assert_string_equal(mode, "wal|\n");
+    free(mode);
+    assert_int_equal(peek_int(db, "PRAGMA user_version"), 1);
+    assert_int_equal(peek_int(db, "SELECT value FROM meta WHERE key='next_job_id'"), 2);
+    char *objs = peek_text(db, "SELECT type, name FROM sqlite_schema WHERE name NOT LIKE "
+                               "'sqlite_%' ORDER BY type, name");
+    assert_string_equal(objs, "index|job_deps_dep|\n"
+                              "index|jobs_active|\n"
+                              "index|jobs_submit|\n"
+                              "index|jobs_user|\n"
+                              "table|job_deps|\n"
+                              "table|jobs|\n"
+                              "table|meta|\n"
+                              "table|settings|\n");
+    free(objs);
+    /* The active-jobs query is served by the partial index. */
+    char *plan = peek_text(db, "EXPLAIN QUERY PLAN SELECT id FROM jobs WHERE state IN (?) "
+                               "AND state IN (0,1,2) ORDER BY id");
+    assert_non_null(strstr(plan, "jobs_active"));
+    free(plan);
+    sqlite3_close(db);
+}
+
+static void test_refuses_newer_schema(void **state)
+{
+    struct fixture *f = *state;
+    sqlite3 *db = peek_open(f->path);
+    assert_int_equal(sqlite3_exec(db, "PRAGMA user_version=99", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    store_close(f->s);
+    char *err = NULL;
+    f->s = store_open(f->path, &err);
+    assert_null(f->s);
+    assert_non_null(err);
+    assert_non_null(strstr(err, "newer"));
+    free(err);
+    /* Let teardown work. */
+    db = peek_open(f->path);
+    sqlite3_exec(db, "PRAGMA user_version=1", NULL, NULL, NULL);
+    sqlite3_close(db);
+    f->s = open_ok(f->path);
+}
+
+static void test_open_bad_path(void **state)
+{
+    (void)state;
+    char *err = NULL;
+    assert_null(store_open("/nonexistent-dir/x/gflow.db", &err));
+    assert_non_null(err);
+    assert_non_null(strstr(err, "/nonexistent-dir/x/gflow.db"));
+    free(err);
+}
+
+static void test_insert_get(void **state)
+{
+    struct fixture *f = *state;
+    struct job *j = full_job(7);
+    insert_ok(f->s, j);
+
+    struct job got;
+    assert_int_equal(store_get_job(f->s, 7, &got, true), 0);
+    assert_light_equal(&got, j);
+    assert_string_equal(got.script, j->script);
+    assert_true(json_equal(got.env, j->env));
+    job_clear(&got);
+
+    assert_int_equal(store_get_job(f->s, 7, &got, false), 0);
+    assert_light_equal(&got, j);
+    assert_null(got.script);
+    assert_null(got.env);
+    job_clear(&got);
+
+    /* Defaults and NULLs round-trip as such. */
+    struct job *d = job_new();
+    d->id = 8;
+    insert_ok(f->s, d);
+    assert_int_equal(store_get_job(f->s, 8, &got, true), 0);
+    assert_light_equal(&got, d);
+    assert_null(got.script);
+    assert_null(got.env);
+    job_clear(&got);
+    job_free(d);
+
+    assert_int_equal(store_get_job(f->s, 9, &got, true), 1);
+    assert_int_equal(store_get_job(f->s, 9, &got, false), 1);
+
+    /* The same id twice is an error that names the job, and the store goes on working. */
+    assert_int_equal(store_insert_job(f->s, j), -1);
+    assert_non_null(strstr(store_error(f->s), "job 7"));
+    assert_non_null(strstr(store_error(f->s), "UNIQUE"));
+    assert_false(store_in_transaction(f->s));
+    assert_int_equal(store_get_job(f->s, 7, &got, false), 0);
+    job_clear(&got);
+    job_free(j);
+
+    struct job *bad = job_new();
+    assert_int_equal(store_insert_job(f->s, bad), -1); /* id 0 */
+    job_free(bad);
+}
+
+static void test_update(void **state)
+{
+    struct fixture *f = *state;
+    struct job *j = full_job(3);
+    insert_ok(f->s, j);
+
+    struct job *u = job_dup(j, false);
+    u->state = JOB_RUNNING;
+    free(u->name);
+    u->name = xstrdup("renamed");
+    u->priority = 1;
+    u->time_limit = 60;
+    u->start_time = 1800000000.5;
+    u->end_time = 0;
+    u->exit_code = -1;
+    u->signal = 0;
+    u->oom = false;
+    free(u->reason);
+    u->reason = NULL;
+    u->end_request = JOB_END_CANCEL;
+    u->shim_pid = 99;
+    u->shim_start = 98;
+    u->max_rss_kb = 97;
+    u->gpus = 1;
+    free(u->gpu_ids);
+    u->gpu_ids = xstrdup("3");
+    u->memory_mb = 1;
+    u->gpu_memory_mb = 2;
+    u->shared = false;
+    u->group_id = 0;
+    u->array_task = -1;
+    u->max_retries = 0;
+    u->attempt = 1;
+    u->retry_of = 0;
+    assert_int_equal(store_update_job(f->s, u), 0);
+
+    struct job got;
+    assert_int_equal(store_get_job(f->s, 3, &got, true), 0);
+    assert_light_equal(&got, u);
+    /* The payload and the submitter are fixed: an update does not touch them. */
+    free(u->user);
+    u->user = xstrdup("mallory");
+    u->uid = 0;
+    u->command = xstrdup("rm -rf /");
+    u->submit_time = 5;
+    free(u->workdir);
+    u->workdir = xstrdup("/");
+    assert_int_equal(store_update_job(f->s, u), 0);
+    job_clear(&got);
+    assert_int_equal(store_get_job(f->s, 3, &got, true), 0);
+    assert_string_equal(got.user, "alice");
+    assert_int_equal(got.uid, 4000000000u);
+    assert_null(got.command);
+    assert_true(got.submit_time == j->submit_time);
+    assert_string_equal(got.workdir, j->workdir);
+    assert_string_equal(got.script, j->script);
+    assert_true(json_equal(got.env, j->env));
+    assert_string_equal(got.name, "renamed");
+    job_clear(&got);
+
+    u->id = 4;
+    assert_int_equal(store_update_job(f->s, u), -1);
+    assert_non_null(strstr(store_error(f->s), "no such job"));
+    job_free(u);
+    job_free(j);
+}
+
+static void test_load_active(void **state)
+{
+    struct fixture *f = *state;
+    enum job_state st[] = {JOB_FINISHED, JOB_QUEUED, JOB_RUNNING, JOB_FAILED, JOB_HELD,
+                           JOB_CANCELLED, JOB_TIMEOUT, JOB_QUEUED};
+    /* Inserted out of id order; loaded in id order. */
+    int64_t ids[] = {5, 3, 8, 1, 2, 4, 7, 6};
+    for (int i = 0; i < 8; i++) {
+        struct job *j = mkjob(ids[i], st[i], "u", 10, 1);
+        j->script = xstrdup("big");
+        j->env = json_object();
+        insert_free(f->s, j);
+    }
+    struct ids got = {0};
+    assert_int_equal(store_load_active(f->s, collect_cb, &got), 0);
+    assert_ids(&got, IDS(2, 3, 6, 8));
+}
+
+/* The callback may update jobs while loading (re-adoption at start-up does). */
+static void update_cb(struct job *j, void *arg)
+{
+    struct store *s = arg;
+    j->state = JOB_QUEUED;
+    j->shim_pid = 0;
+    assert_int_equal(store_update_job(s, j), 0);
+    job_free(j);
+}
+
+static void test_load_active_callback_updates(void **state)
+{
+    struct fixture *f = *state;
+    for (int i = 1; i <= 100; i++)
+        insert_free(f->s, mkjob(i, JOB_RUNNING, "u", 10, 1));
+    assert_int_equal(store_begin(f->s), 0);
+    assert_int_equal(store_load_active(f->s, update_cb, f->s), 0);
+    assert_int_equal(store_commit(f->s), 0);
+    int64_t counts[JOB_STATE_COUNT];
+    assert_int_equal(store_count_states(f->s, counts), 0);
+    assert_int_equal(counts[JOB_QUEUED], 100);
+    assert_int_equal(counts[JOB_RUNNING], 0);
+}
+
+/* Fixture for the listings:
+ * id state user  prio submit start end  (elapsed)
+ *  1 CD   alice   10   100    110   150   40
+ *  2 PD   bob     20   200      0     0    0
+ *  3 R    alice    5   300    now-1000 0  ~1000
+ *  4 F    carol   10   400    410   420   10
+ *  5 H    bob     20   500      0     0    0
+ *  6 CA   alice   30   600      0   650    0   (cancelled while queued)
+ *  7 PD   o'b     10   700      0     0    0  */
+static void insert_list_fixture(struct store *s)
+{
+    struct job *j;
+    j = mkjob(1, JOB_FINISHED, "alice", 10, 100);
+    j->start_time = 110, j->end_time = 150;
+    insert_free(s, j);
+    insert_free(s, mkjob(2, JOB_QUEUED, "bob", 20, 200));
+    j = mkjob(3, JOB_RUNNING, "alice", 5, 300);
+    j->start_time = now_wall() - 1000;
+    insert_free(s, j);
+    j = mkjob(4, JOB_FAILED, "carol", 10, 400);
+    j->start_time = 410, j->end_time = 420;
+    insert_free(s, j);
+    insert_free(s, mkjob(5, JOB_HELD, "bob", 20, 500));
+    j = mkjob(6, JOB_CANCELLED, "alice", 30, 600);
+    j->end_time = 650;
+    insert_free(s, j);
+    j = mkjob(7, JOB_QUEUED, "o'b\"; DROP TABLE jobs; --", 10, 700);
+    free(j->name);
+    j->name = xstrdup("aaa");
+    insert_free(s, j);
+}
+
+static void test_list_filters(void **state)
+{
+    struct fixture *f = *state;
+    insert_list_fixture(f->s);
+    struct store_query q = {0};
+    list_is(f->s, &q, IDS(1, 2, 3, 4, 5, 6, 7));
+
+    enum job_state pd[] = {JOB_QUEUED};
+    q = (struct store_query){.states = pd, .n_states = 1};
+    list_is(f->s, &q, IDS(2, 7));
+    enum job_state active[] = {JOB_RUNNING, JOB_HELD, JOB_QUEUED};
+    q = (struct store_query){.states = active, .n_states = 3};
+    list_is(f->s, &q, IDS(2, 3, 5, 7));
+    enum job_state mixed[] = {JOB_FAILED, JOB_HELD};
+    q = (struct store_query){.states = mixed, .n_states = 2};
+    list_is(f->s, &q, IDS(4, 5));
+    enum job_state to[] = {JOB_TIMEOUT};
+    q = (struct store_query){.states = to, .n_states = 1};
+    list_is(f->s, &q, NULL, 0);
+
+    int64_t ids[] = {6, 1, 99, 3};
+    q = (struct store_query){.ids = ids, .n_ids = 4};
+    list_is(f->s, &q, IDS(1, 3, 6));
+    q = (struct store_query){.ids = ids, .n_ids = 4, .states = mixed, .n_states = 2};
+    list_is(f->s, &q, NULL, 0);
+
+    q = (struct store_query){.user = "alice"};
+    list_is(f->s, &q, IDS(1, 3, 6));
+    q = (struct store_query){.user = "o'b\"; DROP TABLE jobs; --"};
+    list_is(f->s, &q, IDS(7));
+    q = (struct store_query){.user = "nobody"};
+    list_is(f->s, &q, NULL, 0);
+
+    q = (struct store_query){.since = 400};
+    list_is(f->s, &q, IDS(4, 5, 6, 7));
+    q = (struct store_query){.since = 400, .user = "alice", .ids = ids, .n_ids = 4};
+    list_is(f->s, &q, IDS(6));
+
+    /* Many ids in one query (more than SQLite's parameter limit). */
+    int64_t *many = xmalloc(40000 * sizeof(*many));
+    for (int i = 0; i < 40000; i++)
+        many[i] = 40000 - i;
+    q = (struct store_query){.ids = many, .n_ids = 40000, .states = pd, .n_states = 1};
+    list_is(f->s, &q, IDS(2, 7));
+    free(many);
+
+    /* Bad queries. */
+    struct ids got = {0};
+    q = (struct store_query){.sort = "id; DROP TABLE jobs"};
+    assert_int_equal(store_list(f->s, &q, collect_cb, &got), -1);
+    assert_non_null(strstr(store_error(f->s), "unknown sort key"));
+    assert_non_null(strstr(store_error(f->s), "DROP"));
+    enum job_state bogus[] = {(enum job_state)42};
+    q = (struct store_query){.states = bogus, .n_states = 1};
+    assert_int_equal(store_list(f->s, &q, collect_cb, &got), -1);
+    assert_non_null(strstr(store_error(f->s), "state"));
+    assert_int_equal(got.n, 0);
+    q = (struct store_query){0};
+    list_is(f->s, &q, IDS(1, 2, 3, 4, 5, 6, 7));
+}
+
+static void test_list_sort(void **state)
+{
+    struct fixture *f = *state;
+    insert_list_fixture(f->s);
+    struct store_query q = {.sort = "id"};
+    list_is(f->s, &q, IDS(1, 2, 3, 4, 5, 6, 7));
+    q.descending = true;
+    list_is(f->s, &q, IDS(7, 6, 5, 4, 3, 2, 1));
+
+    q = (struct store_query){.sort = "name"};
+    list_is(f->s, &q, IDS(7, 1, 2, 3, 4, 5, 6));
+    q = (struct store_query){.sort = "state"};
+    list_is(f->s, &q, IDS(2, 7, 5, 3, 1, 4, 6));
+    q.descending = true;
+    list_is(f->s, &q, IDS(6, 4, 1, 3, 5, 7, 2));
+    /* Equal priorities keep id order (reversed when descending). */
+    q = (struct store_query){.sort = "priority"};
+    list_is(f->s, &q, IDS(3, 1, 4, 7, 2, 5, 6));
+    q.descending = true;
+    list_is(f->s, &q, IDS(6, 5, 2, 7, 4, 1, 3));
+    q = (struct store_query){.sort = "user"};
+    list_is(f->s, &q, IDS(1, 3, 6, 2, 5, 4, 7));
+    q = (struct store_query){.sort = "submit", .descending = true};
+    list_is(f->s, &q, IDS(7, 6, 5, 4, 3, 2, 1));
+    q = (struct store_query){.sort = "start"};
+    list_is(f->s, &q, IDS(2, 5, 6, 7, 1, 4, 3));
+    q = (struct store_query){.sort = "end", .descending = true};
+    list_is(f->s, &q, IDS(6, 4, 1, 7, 5, 3, 2));
+    /* Elapsed: not started 0 (2,5,6,7), finished end-start (4: 10, 1: 40), running
+     * now-start (3: ~1000). */
+    q = (struct store_query){.sort = "time"};
+    list_is(f->s, &q, IDS(2, 5, 6, 7, 4, 1, 3));
+    q.descending = true;
+    list_is(f->s, &q, IDS(3, 1, 4, 7, 6, 5, 2));
+    /* An empty sort key is the default. */
+    q = (struct store_query){.sort = ""};
+    list_is(f->s, &q, IDS(1, 2, 3, 4, 5, 6, 7));
+    /* Sorting composes with filters. */
+    enum job_state pdh[] = {JOB_QUEUED, JOB_HELD};
+    q = (struct store_query){.states = pdh, .n_states = 2, .sort = "priority", .descending = true};
+    list_is(f->s, &q, IDS(5, 2, 7));
+}
+
+static void test_list_limit(void **state)
+{
+    struct fixture *f = *state;
+    insert_list_fixture(f->s);
+    struct store_query q = {.limit = 3};
+    list_is(f->s, &q, IDS(1, 2, 3));
+    q.limit = -3;
+    list_is(f->s, &q, IDS(5, 6, 7));
+    q.limit = 100;
+    list_is(f->s, &q, IDS(1, 2, 3, 4, 5, 6, 7));
+    q.limit = -100;
+    list_is(f->s, &q, IDS(1, 2, 3, 4, 5, 6, 7));
+    q.limit = INT64_MIN;
+    list_is(f->s, &q, IDS(1, 2, 3, 4, 5, 6, 7));
+    q = (struct store_query){.descending = true, .limit = 2};
+    list_is(f->s, &q, IDS(7, 6));
+    q.limit = -2;
+    list_is(f->s, &q, IDS(2, 1));
+    q = (struct store_query){.sort = "time", .limit = -2};
+    list_is(f->s, &q, IDS(1, 3));
+    q = (struct store_query){.sort = "priority", .descending = true, .limit = 2};
+    list_is(f->s, &q, IDS(6, 5));
+    q.limit = -2;
+    list_is(f->s, &q, IDS(1, 3));
+    enum job_state pd[] = {JOB_QUEUED};
+    q = (struct store_query){.states = pd, .n_states = 1, .limit = -1};
+    list_is(f->s, &q, IDS(7));
+}
+
+static void test_counts(void **state)
+{
+    struct fixture *f = *state;
+    int64_t c[JOB_STATE_COUNT];
+    assert_int_equal(store_count_states(f->s, c), 0);
+    for (int i = 0; i < JOB_STATE_COUNT; i++)
+        assert_int_equal(c[i], 0);
+    insert_list_fixture(f->s);
+    assert_int_equal(store_count_states(f->s, c), 0);
+    int64_t want[JOB_STATE_COUNT] = {[JOB_QUEUED] = 2, [JOB_HELD] = 1, [JOB_RUNNING] = 1,
+                                     [JOB_FINISHED] = 1, [JOB_FAILED] = 1,
+                                     [JOB_CANCELLED] = 1, [JOB_TIMEOUT] = 0};
+    for (int i = 0; i < JOB_STATE_COUNT; i++)
+        assert_int_equal(c[i], want[i]);
+    struct job j;
+    assert_int_equal(store_get_job(f->s, 3, &j, false), 0);
+    j.state = JOB_TIMEOUT;
+    assert_int_equal(store_update_job(f->s, &j), 0);
+    job_clear(&j);
+    assert_int_equal(store_count_states(f->s, c), 0);
+    assert_int_equal(c[JOB_RUNNING], 0);
+    assert_int_equal(c[JOB_TIMEOUT], 1);
+}
+
+static void test_settings(void **state)
+{
+    struct fixture *f = *state;
+    char *v = (char *)"junk";
+    assert_int_equal(store_get_setting(f->s, "paused", &v), 1);
+    assert_null(v);
+    assert_int_equal(store_set_setting(f->s, "paused", "true"), 0);
+    assert_int_equal(store_set_setting(f->s, "gpu_limit", "2"), 0);
+    assert_int_equal(store_set_setting(f->s, "paused", "false"), 0);
+    assert_int_equal(store_get_setting(f->s, "paused", &v), 0);
+    assert_string_equal(v, "false");
+    free(v);
+    reopen(f);
+    assert_int_equal(store_get_setting(f->s, "gpu_limit", &v), 0);
+    assert_string_equal(v, "2");
+    free(v);
+    assert_int_equal(store_set_setting(f->s, "gpu_limit", NULL), 0);
+    assert_int_equal(store_get_setting(f->s, "gpu_limit", &v), 1);
+    assert_null(v);
+    assert_int_equal(store_set_setting(f->s, "k'ey", "va'lue"), 0);
+    assert_int_equal(store_get_setting(f->s, "k'ey", &v), 0);
+    assert_string_equal(v, "va'lue");
+    free(v);
+}
+
+static void test_ids_never_reused(void **state)
+{
+    struct fixture *f = *state;
+    assert_int_equal(store_next_job_id(f->s), 1);
+    for (int i = 0; i < 5; i++) {
+        int64_t id = store_next_job_id(f->s);
+        assert_int_equal(id, i + 1);
+        insert_free(f->s, mkjob(id, JOB_QUEUED, "u", 10, 1));
+    }
+    assert_int_equal(store_next_job_id(f->s), 6);
+    reopen(f);
+    assert_int_equal(store_next_job_id(f->s), 6);
+
+    /* Even if history is purged behind the store's back, ids keep counting. */
+    store_close(f->s);
+    f->s = NULL;
+    sqlite3 *db = peek_open(f->path);
+    assert_int_equal(sqlite3_exec(db, "DELETE FROM jobs WHERE id >= 4", NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(db);
+    f->s = open_ok(f->path);
+    assert_int_equal(store_next_job_id(f->s), 6);
+
+    /* A lower id inserted later does not move the counter back. */
+    insert_free(f->s, mkjob(4, JOB_QUEUED, "u", 10, 1));
+    assert_int_equal(store_next_job_id(f->s), 6);
+    /* An explicit higher id moves it forward, durably. */
+    insert_free(f->s, mkjob(100, JOB_QUEUED, "u", 10, 1));
+    assert_int_equal(store_next_job_id(f->s), 101);
+    reopen(f);
+    assert_int_equal(store_next_job_id(f->s), 101);
+}
+
+static void test_transactions(void **state)
+{
+    struct fixture *f = *state;
+    assert_false(store_in_transaction(f->s));
+    assert_int_equal(store_commit(f->s), 0); /* nothing open: a no-op */
+    store_rollback(f->s);                    /* likewise */
+
+    assert_int_equal(store_begin(f->s), 0);
+    assert_true(store_in_transaction(f->s));
+    assert_int_equal(store_begin(f->s), 0); /* already open: a no-op */
+    insert_free(f->s, mkjob(1, JOB_QUEUED, "u", 10, 1));
+    insert_free(f->s, mkjob(2, JOB_QUEUED, "u", 10, 1));
+    assert_true(store_in_transaction(f->s));
+    /* Another connection does not see the group before it is committed. */
+    sqlite3 *db = peek_open(f->path);
+    assert_int_equal(peek_int(db, "SELECT count(*) FROM jobs"), 0);
+    assert_int_equal(store_commit(f->s), 0);
+    assert_false(store_in_transaction(f->s));
+    assert_int_equal(peek_int(db, "SELECT count(*) FROM jobs"), 2);
+
+    /* Rollback discards inserts, updates and settings of the group. */
+    assert_int_equal(store_begin(f->s), 0);
+    int64_t id = store_next_job_id(f->s);
+    assert_int_equal(id, 3);
+    insert_free(f->s, mkjob(id, JOB_QUEUED, "u", 10, 1));
+    struct job *u = mkjob(1, JOB_RUNNING, "u", 10, 1);
+    assert_int_equal(store_update_job(f->s, u), 0);
+    job_free(u);
+    assert_int_equal(store_set_setting(f->s, "paused", "true"), 0);
+    store_rollback(f->s);
+    assert_false(store_in_transaction(f->s));
+    struct job got;
+    assert_int_equal(store_get_job(f->s, 3, &got, false), 1);
+    assert_int_equal(store_get_job(f->s, 1, &got, false), 0);
+    assert_int_equal(got.state, JOB_QUEUED);
+    job_clear(&got);
+    char *v;
+    assert_int_equal(store_get_setting(f->s, "paused", &v), 1);
+    /* The id handed out in the rolled-back group is skipped, not reused. */
+    assert_true(store_next_job_id(f->s) >= 3);
+    assert_int_equal(peek_int(db, "SELECT count(*) FROM jobs"), 2);
+
+    /* A failed statement inside a group does not end the group. */
+    assert_int_equal(store_begin(f->s), 0);
+    insert_free(f->s, mkjob(10, JOB_QUEUED, "u", 10, 1));
+    struct job *dup = mkjob(1, JOB_QUEUED, "u", 10, 1);
+    assert_int_equal(store_insert_job(f->s, dup), -1);
+    job_free(dup);
+    assert_true(store_in_transaction(f->s));
+    assert_int_equal(store_commit(f->s), 0);
+    assert_int_equal(peek_int(db, "SELECT count(*) FROM jobs"), 3);
+    sqlite3_close(db);
+
+    /* Checkpoints: skipped inside a group, done outside. */
+    assert_int_equal(store_begin(f->s), 0);
+    assert_int_equal(store_checkpoint(f->s), 0);
+    assert_int_equal(store_commit(f->s), 0);
+    assert_int_equal(store_checkpoint(f->s), 0);
+}
+
+/* Committed data survives a reopen; and the last close leaves the file consistent. */
+static void test_reopen_keeps_everything(void **state)
+{
+    struct fixture *f = *state;
+    struct job *j = full_job(12);
+    insert_ok(f->s, j);
+    reopen(f);
+    struct job got;
+    assert_int_equal(store_get_job(f->s, 12, &got, true), 0);
+    assert_light_equal(&got, j);
+    assert_string_equal(got.script, j->script);
+    assert_true(json_equal(got.env, j->env));
+    job_clear(&got);
+    job_free(j);
+    assert_int_equal(store_next_job_id(f->s), 13);
+}
+
+int main(void)
+{
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+    const struct CMUnitTest tests[] = {
+        T(test_open_pragmas_and_schema),
+        T(test_refuses_newer_schema),
+        cmocka_unit_test(test_open_bad_path),
+        T(test_insert_get),
+        T(test_update),
+        T(test_load_active),
+        T(test_load_active_callback_updates),
+        T(test_list_filters),
+        T(test_list_sort),
+        T(test_list_limit),
+        T(test_counts),
+        T(test_settings),
+        T(test_ids_never_reused),
+        T(test_transactions),
+        T(test_reopen_keeps_everything),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
