@@ -2,7 +2,10 @@
  * 100k jobs inserted in groups of 1000, single-row commits/s, listing the 10k queued
  * jobs, loading the active ones, counts, a restart, and the memory it all takes.
  *
- * Usage: store_bench [DIR]   (default: a new directory under /tmp, removed at the end) */
+ * Usage: store_bench [--spread] [DIR]
+ *   The queued jobs are the newest 10k (a queue behind a history), or with --spread every
+ *   10th job (the worst case: queued rows scattered over the whole table). DIR defaults
+ *   to a new directory under /tmp, removed at the end. NOENV=1 submits without env. */
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +18,7 @@
 
 #define N_JOBS 100000
 #define BATCH 1000
-#define QUEUED_EVERY 10 /* every 10th job is queued: 10k PD */
+#define N_QUEUED 10000
 #define RUNS 7
 
 static void die(struct store *s, const char *what)
@@ -54,6 +57,13 @@ static json_t *make_env(void)
 
 static const char *const users[] = {"alice", "bob", "carol", "dave", "erin"};
 
+static bool spread;
+
+static bool is_queued(int64_t id)
+{
+    return spread ? id % (N_JOBS / N_QUEUED) == 0 : id > N_JOBS - N_QUEUED && id <= N_JOBS;
+}
+
 static void fill_job(struct job *j, int64_t id, json_t *env, double t0)
 {
     job_init(j);
@@ -68,7 +78,7 @@ static void fill_job(struct job *j, int64_t id, json_t *env, double t0)
     j->env = getenv("NOENV") ? NULL : json_incref(env);
     j->submit_time = t0 + (double)id * 0.01;
     j->gpus = 1;
-    if (id % QUEUED_EVERY == 0) {
+    if (is_queued(id)) {
         j->state = JOB_QUEUED;
         j->reason = xstrdup("Resources");
     } else {
@@ -133,12 +143,17 @@ static double time_load(struct store *s, size_t *n)
 int main(int argc, char **argv)
 {
     char dir[64] = "/tmp/store_bench.XXXXXX";
-    bool own_dir = argc < 2;
+    int argi = 1;
+    if (argi < argc && strcmp(argv[argi], "--spread") == 0) {
+        spread = true;
+        argi++;
+    }
+    bool own_dir = argi >= argc;
     if (own_dir && !mkdtemp(dir)) {
         perror("mkdtemp");
         return 1;
     }
-    char *path = xasprintf("%s/gflow.db", own_dir ? dir : argv[1]);
+    char *path = xasprintf("%s/gflow.db", own_dir ? dir : argv[argi]);
     unlink(path);
     char *err = NULL;
     struct store *s = store_open(path, &err);
@@ -146,10 +161,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "store_bench: %s\n", err);
         return 1;
     }
-    printf("sqlite %s, %d jobs (%d queued), env ~%zu bytes per job\n", sqlite3_libversion(),
-           N_JOBS, N_JOBS / QUEUED_EVERY, strlen("VARIABLE_NUMBER_00") * 40 + 52 * 40);
-
     json_t *env = make_env();
+    char *env_text = json_dumps(env, JSON_COMPACT);
+    printf("sqlite %s, %d jobs (%d queued, %s), env %zu bytes per job\n", sqlite3_libversion(),
+           N_JOBS, N_QUEUED, spread ? "every 10th" : "the newest",
+           getenv("NOENV") ? (size_t)0 : strlen(env_text));
+    free(env_text);
     double t0 = now_wall() - N_JOBS;
     struct job j;
 

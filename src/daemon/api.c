@@ -110,11 +110,14 @@ static void follow_timer_cb(void *arg)
     (void)arg;
     follow_timer = NULL;
     struct follower *f = suspended_followers;
+    if (!f)
+        return;
     suspended_followers = NULL;
     for (; f; f = f->next) {
         f->suspended = false;
         MHD_resume_connection(f->conn);
     }
+    MHD_run(mhd);
 }
 
 static ssize_t follow_read_cb(void *cls, uint64_t pos, char *buf, size_t max)
@@ -310,6 +313,8 @@ void api_release_waiting(void)
     if (store_in_transaction(gd.store))
         return;
     struct request *list = waiting;
+    if (!list)
+        return;
     waiting = NULL;
     while (list) {
         struct request *r = list;
@@ -317,6 +322,8 @@ void api_release_waiting(void)
         r->next_waiting = NULL;
         MHD_resume_connection(r->conn);
     }
+    /* Resumed connections are taken up by the next MHD_run; nothing wakes epoll for them. */
+    MHD_run(mhd);
 }
 
 /* ---- server ---- */

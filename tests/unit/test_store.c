@@ -284,10 +284,23 @@ static void test_open_pragmas_and_schema(void **state)
                               "index|jobs_active|\n"
                               "index|jobs_submit|\n"
                               "index|jobs_user|\n"
+                              "table|job_counts|\n"
                               "table|job_deps|\n"
+                              "table|job_payload|\n"
                               "table|jobs|\n"
                               "table|meta|\n"
-                              "table|settings|\n");
+                              "table|settings|\n"
+                              "trigger|jobs_count_delete|\n"
+                              "trigger|jobs_count_insert|\n"
+                              "trigger|jobs_count_update|\n");
+    free(objs);
+    /* One column per field of struct job, payload apart. */
+    objs = peek_text(db, "SELECT group_concat(name, ' ') FROM pragma_table_info('jobs')");
+    assert_string_equal(objs, "id name user uid gid state priority time_limit command "
+                              "script_path workdir submit_time start_time end_time exit_code "
+                              "signal oom reason end_request shim_pid shim_start max_rss_kb "
+                              "gpus gpu_ids memory_mb gpu_memory_mb shared group_id "
+                              "array_task max_retries attempt retry_of|\n");
     free(objs);
     /* The active-jobs query is served by the partial index. */
     char *plan = peek_text(db, "EXPLAIN QUERY PLAN SELECT id FROM jobs WHERE state IN (?) "
@@ -670,6 +683,35 @@ static void test_counts(void **state)
     assert_int_equal(store_count_states(f->s, c), 0);
     assert_int_equal(c[JOB_RUNNING], 0);
     assert_int_equal(c[JOB_TIMEOUT], 1);
+    /* An update that keeps the state keeps the counts. */
+    assert_int_equal(store_get_job(f->s, 2, &j, false), 0);
+    j.priority = 99;
+    assert_int_equal(store_update_job(f->s, &j), 0);
+    job_clear(&j);
+    assert_int_equal(store_count_states(f->s, c), 0);
+    assert_int_equal(c[JOB_QUEUED], 2);
+    /* Rolled-back changes leave the counts as they were. */
+    assert_int_equal(store_begin(f->s), 0);
+    insert_free(f->s, mkjob(50, JOB_QUEUED, "u", 10, 1));
+    store_rollback(f->s);
+    assert_int_equal(store_count_states(f->s, c), 0);
+    assert_int_equal(c[JOB_QUEUED], 2);
+
+    /* The counts follow rows deleted behind the store's back (a future purge), and
+     * deleting a job deletes its payload. */
+    struct job *p = full_job(60);
+    p->state = JOB_FINISHED;
+    insert_free(f->s, p);
+    sqlite3 *db = peek_open(f->path);
+    assert_int_equal(sqlite3_exec(db, "PRAGMA foreign_keys=ON; DELETE FROM jobs WHERE id IN (1, 2, 60)",
+                                  NULL, NULL, NULL), SQLITE_OK);
+    assert_int_equal(peek_int(db, "SELECT count(*) FROM job_payload"), 0);
+    assert_int_equal(peek_int(db, "SELECT sum(n) FROM job_counts"),
+                     peek_int(db, "SELECT count(*) FROM jobs"));
+    sqlite3_close(db);
+    assert_int_equal(store_count_states(f->s, c), 0);
+    assert_int_equal(c[JOB_QUEUED], 1);
+    assert_int_equal(c[JOB_FINISHED], 0);
 }
 
 static void test_settings(void **state)
