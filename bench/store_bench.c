@@ -7,6 +7,7 @@
  *   10th job (the worst case: queued rows scattered over the whole table). DIR defaults
  *   to a new directory under /tmp, removed at the end. NOENV=1 submits without env. */
 #include <sqlite3.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,8 +83,8 @@ static void fill_job(struct job *j, int64_t id, json_t *env, double t0)
         j->state = JOB_QUEUED;
         j->reason = xstrdup("Resources");
     } else {
-        static const enum job_state done[] = {JOB_FINISHED, JOB_FINISHED, JOB_FAILED,
-                                              JOB_CANCELLED, JOB_TIMEOUT};
+        static const enum job_state done[] = {JOB_FINISHED, JOB_FINISHED, JOB_FAILED, JOB_CANCELLED,
+                                              JOB_TIMEOUT};
         j->state = done[id % 5];
         j->start_time = j->submit_time + 1;
         j->end_time = j->start_time + (double)(id % 3600);
@@ -101,6 +102,19 @@ static void count_cb(struct job *j, void *arg)
 {
     ((struct counter *)arg)->n++;
     job_free(j);
+}
+
+/* One figure: a label padded to a column, then the value. */
+static void figure(const char *unit, double value, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void figure(const char *unit, double value, const char *fmt, ...)
+{
+    char label[96];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(label, sizeof(label), fmt, ap);
+    va_end(ap);
+    printf("%-42s %10.*f %s\n", label, value >= 100 ? 0 : 2, value, unit);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -183,12 +197,11 @@ int main(int argc, char **argv)
             die(s, "commit");
     }
     double dt = now_mono() - a;
-    printf("insert %d jobs, %d per commit:     %8.0f jobs/s (%.2f s)\n", N_JOBS, BATCH,
-           N_JOBS / dt, dt);
+    figure("jobs/s", N_JOBS / dt, "insert %d jobs, %d per commit", N_JOBS, BATCH);
     a = now_mono();
     if (store_checkpoint(s) < 0)
         die(s, "checkpoint");
-    printf("checkpoint after the load:            %8.1f ms\n", (now_mono() - a) * 1e3);
+    figure("ms", (now_mono() - a) * 1e3, "checkpoint after the load");
 
     /* 2. Single-row commits: one submission per transaction, then one state change per
      * transaction (the daemon's worst case: one request per loop iteration). */
@@ -205,7 +218,7 @@ int main(int argc, char **argv)
             die(s, "commit");
     }
     dt = now_mono() - a;
-    printf("single-row commits (insert):          %8.0f commits/s\n", single / dt);
+    figure("commits/s", single / dt, "single-row commits (insert)");
     a = now_mono();
     for (int i = 0; i < single; i++) {
         int64_t id = N_JOBS + 1 + i;
@@ -217,7 +230,7 @@ int main(int argc, char **argv)
         job_clear(&j);
     }
     dt = now_mono() - a;
-    printf("single-row commits (get+update):      %8.0f commits/s\n", single / dt);
+    figure("commits/s", single / dt, "single-row commits (get + update)");
     /* Put the extra rows back to terminal so the queued count stays 10k. */
     if (store_begin(s) < 0)
         die(s, "begin");
@@ -240,29 +253,29 @@ int main(int argc, char **argv)
     enum job_state pd[] = {JOB_QUEUED};
     struct store_query q = {.states = pd, .n_states = 1};
     double ms = time_list(s, &q, &n);
-    printf("list PD (%zu jobs), by id:          %8.2f ms\n", n, ms);
+    figure("ms", ms, "list PD (%zu jobs), by id", n);
     q.sort = "priority";
     q.descending = true;
     ms = time_list(s, &q, &n);
-    printf("list PD (%zu jobs), by priority:    %8.2f ms\n", n, ms);
+    figure("ms", ms, "list PD (%zu jobs), by priority desc", n);
     enum job_state active[] = {JOB_QUEUED, JOB_HELD, JOB_RUNNING};
     q = (struct store_query){.states = active, .n_states = 3};
     ms = time_list(s, &q, &n);
-    printf("list PD+H+R (%zu jobs):             %8.2f ms\n", n, ms);
+    figure("ms", ms, "list PD+H+R (%zu jobs)", n);
     q = (struct store_query){.limit = -20};
     ms = time_list(s, &q, &n);
-    printf("list last 20 of everything:           %8.2f ms\n", ms);
+    figure("ms", ms, "list the last 20 of all jobs");
     q = (struct store_query){.user = "bob", .limit = -100};
     ms = time_list(s, &q, &n);
-    printf("list last 100 of one user:            %8.2f ms\n", ms);
+    figure("ms", ms, "list the last 100 of one user");
     q = (struct store_query){.sort = "time", .descending = true, .limit = 20};
     ms = time_list(s, &q, &n);
-    printf("list top 20 by elapsed (all jobs):    %8.2f ms\n", ms);
+    figure("ms", ms, "list the top 20 by elapsed time");
     q = (struct store_query){0};
     ms = time_list(s, &q, &n);
-    printf("list all (%zu jobs):               %8.2f ms\n", n, ms);
+    figure("ms", ms, "list all (%zu jobs)", n);
     ms = time_load(s, &n);
-    printf("load_active (%zu jobs):             %8.2f ms\n", n, ms);
+    figure("ms", ms, "load_active (%zu jobs)", n);
 
     int64_t counts[JOB_STATE_COUNT];
     double t[RUNS];
@@ -273,8 +286,8 @@ int main(int argc, char **argv)
         t[r] = (now_mono() - a) * 1e3;
     }
     qsort(t, RUNS, sizeof(t[0]), cmp_double);
-    printf("count_states (%lld PD of %lld):     %8.2f ms\n", (long long)counts[JOB_QUEUED],
-           (long long)(N_JOBS + single), t[RUNS / 2]);
+    figure("ms", t[RUNS / 2], "count_states (%lld PD of %lld)", (long long)counts[JOB_QUEUED],
+           (long long)(N_JOBS + single));
 
     a = now_mono();
     for (int i = 0; i < 10000; i++) {
@@ -282,12 +295,23 @@ int main(int argc, char **argv)
             die(s, "get");
         job_clear(&j);
     }
-    printf("get_job with payload:                 %8.2f us\n", (now_mono() - a) * 1e6 / 10000);
+    figure("us", (now_mono() - a) * 1e6 / 10000, "get_job with payload");
+
+    /* What the env's JSON costs by itself (jansson), part of every insert and get above. */
+    a = now_mono();
+    for (int i = 0; i < 10000; i++)
+        free(json_dumps(env, JSON_COMPACT));
+    figure("us", (now_mono() - a) * 1e6 / 10000, "  of which env json_dumps");
+    char *text = json_dumps(env, JSON_COMPACT);
+    a = now_mono();
+    for (int i = 0; i < 10000; i++)
+        json_decref(json_loads(text, JSON_REJECT_DUPLICATES, NULL));
+    figure("us", (now_mono() - a) * 1e6 / 10000, "  of which env json_loads");
+    free(text);
 
     printf("memory: sqlite %lld KB now, %lld KB peak; process RSS %ld KB, peak %ld KB\n",
-           (long long)sqlite3_memory_used() / 1024,
-           (long long)sqlite3_memory_highwater(0) / 1024, status_kb("VmRSS"),
-           status_kb("VmHWM"));
+           (long long)sqlite3_memory_used() / 1024, (long long)sqlite3_memory_highwater(0) / 1024,
+           status_kb("VmRSS"), status_kb("VmHWM"));
 
     /* 4. Restart: close, open, load the active jobs. */
     store_close(s);
@@ -300,7 +324,7 @@ int main(int argc, char **argv)
     struct counter c = {0};
     if (store_load_active(s, count_cb, &c) < 0)
         die(s, "load_active");
-    printf("restart: open + load_active (%zu):  %8.2f ms\n", c.n, (now_mono() - a) * 1e3);
+    figure("ms", (now_mono() - a) * 1e3, "restart: open + load_active (%zu jobs)", c.n);
     store_close(s);
     json_decref(env);
 

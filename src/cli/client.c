@@ -45,6 +45,10 @@ void client_init(const char *prog)
 {
     const char *slash = strrchr(prog, '/');
     cl.prog = slash ? slash + 1 : prog;
+    /* jansson would otherwise read /dev/urandom to seed its hash tables; the CLI only
+     * parses its own daemon's answers, so hash flooding is not a concern here and the
+     * syscalls are saved on every command. */
+    json_object_seed(1);
 }
 
 const char *client_prog(void)
@@ -93,9 +97,14 @@ void client_usage_error(const char *fmt, ...)
     exit(CLIENT_EXIT_USAGE);
 }
 
-char *client_opt_name(char **argv)
+char *client_opt_name(char **argv, int c)
 {
     const char *a = optind > 0 ? argv[optind - 1] : "";
+    /* '?' for an unknown short option sets optopt to it (and may leave optind on the
+     * same word, "-Hx"); for an unknown long option optopt is 0. A missing value (':')
+     * always comes at the end of its word, which optind has passed. */
+    if (c == '?' && optopt > 0 && optopt < 256)
+        return xasprintf("-%c", optopt);
     if (str_starts_with(a, "--"))
         return xstrndup(a, strcspn(a, "="));
     if (optopt > 0 && optopt < 256)
@@ -115,7 +124,6 @@ const char *client_socket_path(void)
     }
     struct gflow_config cfg;
     char *err = NULL;
-    config_init(&cfg);
     if (config_load(&cfg, NULL, &err) < 0)
         client_die(CLIENT_EXIT_FAIL, "%s", err ? err : "cannot read the configuration");
     cl.socket_path = paths_find_socket(NULL, &cfg);
@@ -130,6 +138,16 @@ void client_close(void)
     cl.fd = -1;
     cl.used = false;
     cl.pos = cl.len = 0;
+}
+
+int client_finish(int status)
+{
+    client_close();
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        client_warn("cannot write to standard output: %s", strerror(errno));
+        return CLIENT_EXIT_FAIL;
+    }
+    return status;
 }
 
 static char *connect_error(const char *path, int e)
@@ -216,10 +234,9 @@ static ssize_t fill(void)
 static char *read_error(int e)
 {
     if (e == EAGAIN || e == EWOULDBLOCK)
-        return xasprintf("gflowd at %s did not answer within %d s",
-                         client_socket_path(), CLIENT_IDLE_TIMEOUT_SECS);
-    return xasprintf("lost the connection to gflowd at %s (%s)", client_socket_path(),
-                     strerror(e));
+        return xasprintf("gflowd at %s did not answer within %d s", client_socket_path(),
+                         CLIENT_IDLE_TIMEOUT_SECS);
+    return xasprintf("lost the connection to gflowd at %s (%s)", client_socket_path(), strerror(e));
 }
 
 /* Reads one CRLF- (or LF-) terminated line into sb, without the terminator.
@@ -370,8 +387,8 @@ void client_response_free(struct client_response *r)
 }
 
 /* Reads one response. *got_any tells whether any byte arrived (for the retry). */
-static int read_response(struct client_response *r, client_chunk_cb cb, void *arg,
-                         bool *got_any, char **err)
+static int read_response(struct client_response *r, client_chunk_cb cb, void *arg, bool *got_any,
+                         char **err)
 {
     struct strbuf line;
     strbuf_init(&line);
@@ -468,9 +485,9 @@ out:
     return rc;
 }
 
-int client_request(const char *method, const char *path_query, const char *body,
-                   size_t body_len, const char *content_type, struct client_response *r,
-                   client_chunk_cb stream_cb, void *cb_arg, char **err)
+int client_request(const char *method, const char *path_query, const char *body, size_t body_len,
+                   const char *content_type, struct client_response *r, client_chunk_cb stream_cb,
+                   void *cb_arg, char **err)
 {
     struct strbuf head;
     strbuf_init(&head);
@@ -496,6 +513,18 @@ int client_request(const char *method, const char *path_query, const char *body,
         bool got_any = false;
         if (send_all(head.buf, head.len) < 0 || (body && send_all(body, body_len) < 0)) {
             int e = errno;
+            if (!reused) {
+                /* The daemon may have refused the request (413) and closed without
+                 * reading all of it: its answer is then still waiting for us. */
+                char *rerr = NULL;
+                if (read_response(r, NULL, NULL, &got_any, &rerr) == 0) {
+                    client_close();
+                    rc = 0;
+                    break;
+                }
+                free(rerr);
+                strbuf_reset(&r->body);
+            }
             client_close();
             if (reused)
                 continue; /* the daemon closed the idle connection; try a fresh one */
@@ -530,8 +559,8 @@ const char *client_error_text(const json_t *reply)
     return e ? e : "the daemon reported an unknown error";
 }
 
-int client_request_json(const char *method, const char *path_query, json_t *body_json,
-                        int *status, json_t **reply)
+int client_request_json(const char *method, const char *path_query, json_t *body_json, int *status,
+                        json_t **reply)
 {
     char *body = NULL;
     size_t body_len = 0;
@@ -564,10 +593,10 @@ int client_request_json(const char *method, const char *path_query, json_t *body
         json_decref(j);
         size_t n = strcspn(r.body.len ? r.body.buf : "", "\r\n");
         j = json_object();
-        json_object_set_new(j, "error",
-                            n ? json_sprintf("HTTP %d: %.*s", r.status, (int)(n > 200 ? 200 : n),
-                                             r.body.buf)
-                              : json_sprintf("HTTP %d from gflowd", r.status));
+        json_object_set_new(
+            j, "error",
+            n ? json_sprintf("HTTP %d: %.*s", r.status, (int)(n > 200 ? 200 : n), r.body.buf)
+              : json_sprintf("HTTP %d from gflowd", r.status));
     }
     client_response_free(&r);
     *reply = j;
@@ -619,8 +648,10 @@ int64_t client_resolve_ref(int back)
     size_t n = json_array_size(jobs);
     if ((size_t)back >= n) {
         if (n == 0)
-            client_die(CLIENT_EXIT_FAIL, "you have not submitted any job yet, so '@%s' refers "
-                       "to nothing", back ? "~N" : "");
+            client_die(CLIENT_EXIT_FAIL,
+                       "you have not submitted any job yet, so '@%s' refers "
+                       "to nothing",
+                       back ? "~N" : "");
         client_die(CLIENT_EXIT_FAIL,
                    "'@~%d' goes back further than your first job: you have submitted %zu "
                    "job%s (@ to @~%zu)",
@@ -679,8 +710,7 @@ int64_t *client_parse_ids(int argc, char **argv, size_t *n)
         char *save = NULL;
         if (copy[0] == '\0' || copy[0] == ',' || copy[strlen(copy) - 1] == ',' ||
             strstr(copy, ",,"))
-            client_usage_error("invalid job id list '%s': empty item; use e.g. 1,3,5-7",
-                               argv[i]);
+            client_usage_error("invalid job id list '%s': empty item; use e.g. 1,3,5-7", argv[i]);
         for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
             parse_one(tok, &ids, n, &cap);
         free(copy);

@@ -33,8 +33,7 @@ const char *client_socket_path(void);
 /* Prints "<prog>: <message>" on stderr. */
 void client_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Prints "<prog>: <message>" on stderr and exits with status. */
-void client_die(int status, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3), noreturn));
+void client_die(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
 /* A usage error: the message, a pointer to --help, exit 2. */
 void client_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 
@@ -43,32 +42,33 @@ void client_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2
 typedef int (*client_chunk_cb)(const char *data, size_t len, void *arg);
 
 struct client_response {
-    int status;          /* HTTP status code */
-    char *content_type;  /* NULL if absent */
-    struct strbuf body;  /* the body, unless it was streamed to a callback */
+    int status;         /* HTTP status code */
+    char *content_type; /* NULL if absent */
+    struct strbuf body; /* the body, unless it was streamed to a callback */
 };
 void client_response_free(struct client_response *r);
 
-/* After getopt_long returned '?' or ':', the option as the user wrote it ("--time",
- * "-t"), for messages. Caller frees. */
-char *client_opt_name(char **argv);
+/* After getopt_long returned c ('?' or ':'; the option string must start with ':'
+ * after any '+'), the option as the user wrote it ("--time", "-t"), for messages.
+ * Caller frees. */
+char *client_opt_name(char **argv, int c);
 
 /* Sends one request and reads its response. body may be NULL. When stream_cb is set and
  * the status is 2xx, the body goes to the callback as it arrives instead of into
  * r->body (error bodies are always collected). Returns 0, or -1 with *err set (caller
  * frees) when the daemon could not be reached or broke the protocol; connection
  * failures carry the "is it running?" hint. */
-int client_request(const char *method, const char *path_query, const char *body,
-                   size_t body_len, const char *content_type, struct client_response *r,
-                   client_chunk_cb stream_cb, void *cb_arg, char **err);
+int client_request(const char *method, const char *path_query, const char *body, size_t body_len,
+                   const char *content_type, struct client_response *r, client_chunk_cb stream_cb,
+                   void *cb_arg, char **err);
 
 /* A JSON request: body_json may be NULL (no body); it is not consumed. On a 2xx reply
  * returns 0 with *reply the parsed body (NULL if empty). On an error reply returns -1
  * with *reply the parsed body (usually {"error": ...}; a synthesised one otherwise).
  * *status gets the HTTP status (may be NULL). If the daemon cannot be reached the
  * program prints the connect message and exits 1. */
-int client_request_json(const char *method, const char *path_query, json_t *body_json,
-                        int *status, json_t **reply);
+int client_request_json(const char *method, const char *path_query, json_t *body_json, int *status,
+                        json_t **reply);
 
 /* The "error" text of an error reply (never NULL). */
 const char *client_error_text(const json_t *reply);
@@ -90,7 +90,11 @@ int64_t client_resolve_ref(int back);
  * ("@", "@~2"). Bad syntax is a usage error (exit 2). Returns a malloc'd array. */
 int64_t *client_parse_ids(int argc, char **argv, size_t *n);
 
-/* Frees the connection (optional at exit). */
+/* Closes the connection to the daemon (it is reopened on the next request). */
 void client_close(void);
+
+/* The end of a command: closes the connection and flushes stdout. Returns status, or 1
+ * with a message if the output could not be written (a full disk, a closed pipe). */
+int client_finish(int status);
 
 #endif

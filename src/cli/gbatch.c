@@ -56,43 +56,42 @@ static const struct option gbatch_longopts[] = {
 
 static void gbatch_help(void)
 {
-    printf(
-        "gbatch - submit a job to the gflow scheduler\n"
-        "\n"
-        "Usage:\n"
-        "  gbatch [options] <script>            submit a script file\n"
-        "  gbatch [options] <command> [args...] submit a command (run by /bin/bash -c)\n"
-        "  gbatch [options] [-] < script        submit a script read from standard input\n"
-        "\n"
-        "Options end at the first word that is not an option; everything after it\n"
-        "belongs to the job. A single argument naming an existing file is a script.\n"
-        "\n"
-        "Options:\n"
-        "  -J, -n, --name, --job-name NAME  job name (default: the script's file name,\n"
-        "                                   or the command's first word)\n"
-        "  -p, --priority N                 priority 0-255, higher runs first (default %d)\n"
-        "  -t, --time, --time-limit T       time limit: MM, MM:SS, HH:MM:SS, D-HH,\n"
-        "                                   D-HH:MM or D-HH:MM:SS (a bare number is\n"
-        "                                   minutes); the job is stopped when it runs out\n"
-        "  -H, --hold                       submit on hold; start it with 'gjob release'\n"
-        "      --dry-run                    check and show what would be submitted, submit\n"
-        "                                   nothing\n"
-        "      --parsable                   print only the job id\n"
-        "      --socket PATH                the daemon's socket (default: $GFLOW_SOCKET,\n"
-        "                                   the config, then the usual places)\n"
-        "  -h, --help                       show this help\n"
-        "  -V, --version                    show the version\n"
-        "\n"
-        "Script directives: lines '# GFLOW --key value' or '# GFLOW --key=value' in a\n"
-        "script set the same options (--name, --priority, --time, --hold); options on\n"
-        "the command line win over them.\n"
-        "\n"
-        "The job runs in the current directory with the current environment.\n"
-        "Examples:\n"
-        "  gbatch python train.py --lr 0.1\n"
-        "  gbatch -t 2:00:00 -J sweep-1 train.sh\n"
-        "  gbatch --hold 'make -j8 && ./bench'\n",
-        JOB_PRIORITY_DEFAULT);
+    printf("gbatch - submit a job to the gflow scheduler\n"
+           "\n"
+           "Usage:\n"
+           "  gbatch [options] <script>            submit a script file\n"
+           "  gbatch [options] <command> [args...] submit a command (run by /bin/bash -c)\n"
+           "  gbatch [options] [-] < script        submit a script read from standard input\n"
+           "\n"
+           "Options end at the first word that is not an option; everything after it\n"
+           "belongs to the job. A single argument naming an existing file is a script.\n"
+           "\n"
+           "Options:\n"
+           "  -J, -n, --name, --job-name NAME  job name (default: the script's file name,\n"
+           "                                   or the command's first word)\n"
+           "  -p, --priority N                 priority 0-255, higher runs first (default %d)\n"
+           "  -t, --time, --time-limit T       time limit: MM, MM:SS, HH:MM:SS, D-HH,\n"
+           "                                   D-HH:MM or D-HH:MM:SS (a bare number is\n"
+           "                                   minutes); the job is stopped when it runs out\n"
+           "  -H, --hold                       submit on hold; start it with 'gjob release'\n"
+           "      --dry-run                    check and show what would be submitted, submit\n"
+           "                                   nothing\n"
+           "      --parsable                   print only the job id\n"
+           "      --socket PATH                the daemon's socket (default: $GFLOW_SOCKET,\n"
+           "                                   the config, then the usual places)\n"
+           "  -h, --help                       show this help\n"
+           "  -V, --version                    show the version\n"
+           "\n"
+           "Script directives: lines '# GFLOW --key value' or '# GFLOW --key=value' in a\n"
+           "script set the same options (--name, --priority, --time, --hold); options on\n"
+           "the command line win over them.\n"
+           "\n"
+           "The job runs in the current directory with the current environment.\n"
+           "Examples:\n"
+           "  gbatch python train.py --lr 0.1\n"
+           "  gbatch -t 2:00:00 -J sweep-1 train.sh\n"
+           "  gbatch --hold 'make -j8 && ./bench'\n",
+           JOB_PRIORITY_DEFAULT);
 }
 
 /* Where options come from, for messages: NULL for the command line. */
@@ -110,8 +109,8 @@ gbatch_opt_error(const struct gbatch_source *src, const char *fmt, ...)
     msg = xvasprintf(fmt, ap);
     va_end(ap);
     if (src)
-        client_die(CLIENT_EXIT_USAGE, "%s:%d: %s (in a '# GFLOW' directive)", src->file,
-                   src->line, msg);
+        client_die(CLIENT_EXIT_USAGE, "%s:%d: %s (in a '# GFLOW' directive)", src->file, src->line,
+                   msg);
     client_usage_error("%s", msg);
 }
 
@@ -153,8 +152,7 @@ static int gbatch_parse(int argc, char **argv, struct gbatch_opts *o,
         case 'h':
         case 'V':
             if (src)
-                gbatch_opt_error(src, "%s cannot be used in a script directive",
-                                 argv[optind - 1]);
+                gbatch_opt_error(src, "%s cannot be used in a script directive", argv[optind - 1]);
             if (c == OPT_DRY_RUN)
                 o->dry_run = true;
             else if (c == OPT_PARSABLE)
@@ -170,9 +168,9 @@ static int gbatch_parse(int argc, char **argv, struct gbatch_opts *o,
             }
             break;
         case ':':
-            gbatch_opt_error(src, "option %s needs a value", client_opt_name(argv));
+            gbatch_opt_error(src, "option %s needs a value", client_opt_name(argv, c));
         default:
-            gbatch_opt_error(src, "unknown option %s", client_opt_name(argv));
+            gbatch_opt_error(src, "unknown option %s", client_opt_name(argv, c));
         }
     }
     return optind;
@@ -352,9 +350,9 @@ static void gbatch_print_dry_run(const json_t *spec, const json_t *reply)
            json_is_integer(prio) ? (long long)json_integer_value(prio) : JOB_PRIORITY_DEFAULT);
     printf("  TimeLimit: %s\n", limit);
     printf("  WorkDir:   %s\n", json_string_value(json_object_get(spec, "workdir")));
-    printf("  State:     %s\n", state ? state : json_is_true(json_object_get(spec, "hold"))
-                                                   ? "H"
-                                                   : "PD");
+    printf("  State:     %s\n", state                                         ? state
+                                : json_is_true(json_object_get(spec, "hold")) ? "H"
+                                                                              : "PD");
     free(limit);
 }
 
@@ -370,8 +368,8 @@ int main(int argc, char **argv)
     char *script = NULL;
     size_t script_len = 0;
     char *script_path = NULL;
-    bool stdin_script = (nwords == 1 && !strcmp(words[0], "-")) ||
-                        (nwords == 0 && !isatty(STDIN_FILENO));
+    bool stdin_script =
+        (nwords == 1 && !strcmp(words[0], "-")) || (nwords == 0 && !isatty(STDIN_FILENO));
     struct stat st;
 
     if (nwords == 0 && !stdin_script)
@@ -381,15 +379,14 @@ int main(int argc, char **argv)
         script = gbatch_read_stdin(&script_len);
         if (script_len == 0)
             client_die(CLIENT_EXIT_USAGE, "the script on standard input is empty; give a "
-                       "command or a script file instead (see 'gbatch --help')");
+                                          "command or a script file instead (see 'gbatch --help')");
         gbatch_check_text(script, script_len, "the script on standard input");
         script_path = xstrdup("-");
         gbatch_directives(script, "<stdin>", &o);
     } else if (nwords == 1 && stat(words[0], &st) == 0 && S_ISREG(st.st_mode)) {
         script = read_file(words[0], &script_len);
         if (!script)
-            client_die(CLIENT_EXIT_FAIL, "cannot read script %s: %s", words[0],
-                       strerror(errno));
+            client_die(CLIENT_EXIT_FAIL, "cannot read script %s: %s", words[0], strerror(errno));
         gbatch_check_text(script, script_len, words[0]);
         script_path = realpath(words[0], NULL);
         if (!script_path)
@@ -416,8 +413,7 @@ int main(int argc, char **argv)
 
     char *cwd = getcwd(NULL, 0);
     if (!cwd)
-        client_die(CLIENT_EXIT_FAIL, "cannot determine the current directory: %s",
-                   strerror(errno));
+        client_die(CLIENT_EXIT_FAIL, "cannot determine the current directory: %s", strerror(errno));
     json_t *wd = json_string(cwd);
     if (!wd)
         client_die(CLIENT_EXIT_FAIL, "the current directory's path is not valid UTF-8");
@@ -459,6 +455,5 @@ int main(int argc, char **argv)
     free(script_path);
     free(cwd);
     free(o.name);
-    client_close();
-    return fflush(stdout) == 0 ? 0 : CLIENT_EXIT_FAIL;
+    return client_finish(0);
 }

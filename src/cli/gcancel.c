@@ -67,9 +67,9 @@ int main(int argc, char **argv)
             printf("gcancel %s\n", GFLOW_VERSION);
             return 0;
         case ':':
-            client_usage_error("option %s needs a value", client_opt_name(argv));
+            client_usage_error("option %s needs a value", client_opt_name(argv, c));
         default:
-            client_usage_error("unknown option %s", client_opt_name(argv));
+            client_usage_error("unknown option %s", client_opt_name(argv, c));
         }
     }
     if (optind >= argc)
@@ -79,8 +79,8 @@ int main(int argc, char **argv)
     int64_t *ids = client_parse_ids(argc - optind, argv + optind, &n);
     int status = 0;
     for (size_t i = 0; i < n; i++) {
-        char *path = xasprintf("/v1/jobs/%lld/cancel%s", (long long)ids[i],
-                               dry_run ? "?dry_run=1" : "");
+        char *path =
+            xasprintf("/v1/jobs/%lld/cancel%s", (long long)ids[i], dry_run ? "?dry_run=1" : "");
         json_t *reply = NULL;
         if (client_request_json("POST", path, NULL, NULL, &reply) < 0) {
             fflush(stdout);
@@ -96,8 +96,8 @@ int main(int argc, char **argv)
             } else {
                 /* The daemon answered 2xx without cancelling; say what it did. */
                 fflush(stdout);
-                client_warn("job %lld was not cancelled (it is in state %s)",
-                            (long long)ids[i], state ? state : "unknown");
+                client_warn("job %lld was not cancelled (it is in state %s)", (long long)ids[i],
+                            state ? state : "unknown");
                 status = 1;
             }
         }
@@ -105,8 +105,5 @@ int main(int argc, char **argv)
         free(path);
     }
     free(ids);
-    client_close();
-    if (fflush(stdout) != 0)
-        status = 1;
-    return status;
+    return client_finish(status);
 }

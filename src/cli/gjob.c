@@ -86,12 +86,11 @@ static void gjob_help_ids(const char *cmd, const char *what)
 
 static void __attribute__((noreturn)) gjob_bad_option(const char *cmd, char **argv, int c)
 {
-    char *name = client_opt_name(argv);
+    char *name = client_opt_name(argv, c);
     if (c == ':')
-        client_die(CLIENT_EXIT_USAGE, "option %s needs a value; see 'gjob %s --help'", name,
-                   cmd);
-    client_die(CLIENT_EXIT_USAGE, "unknown option %s for 'gjob %s'; see 'gjob %s --help'",
-               name, cmd, cmd);
+        client_die(CLIENT_EXIT_USAGE, "option %s needs a value; see 'gjob %s --help'", name, cmd);
+    client_die(CLIENT_EXIT_USAGE, "unknown option %s for 'gjob %s'; see 'gjob %s --help'", name,
+               cmd, cmd);
 }
 
 /* "123 KiB", "12.3 MiB", "1.50 GiB". */
@@ -124,8 +123,8 @@ static void gjob_print_job(const json_t *raw, const struct job *j)
     gjob_field_owned("ID", xasprintf("%lld", (long long)j->id));
     gjob_field("Name", j->name);
     gjob_field("User", j->user);
-    gjob_field_owned("State", xasprintf("%s (%s)", job_state_short(j->state),
-                                        job_state_name(j->state)));
+    gjob_field_owned("State",
+                     xasprintf("%s (%s)", job_state_short(j->state), job_state_name(j->state)));
     gjob_field_owned("Priority", xasprintf("%d", j->priority));
     if (j->command)
         gjob_field("Command", j->command);
@@ -137,12 +136,11 @@ static void gjob_print_job(const json_t *raw, const struct job *j)
     gjob_field_owned("EndTime", output_time(j->end_time));
     gjob_field_owned("Elapsed", output_job_elapsed(j, now_wall()));
     gjob_field_owned("TimeLimit", output_job_time_limit(j));
-    gjob_field_owned("ExitCode", j->exit_code >= 0 ? xasprintf("%d", j->exit_code)
-                                                    : xstrdup("-"));
+    gjob_field_owned("ExitCode", j->exit_code >= 0 ? xasprintf("%d", j->exit_code) : xstrdup("-"));
     const char *sig = json_string_value(json_object_get(raw, "signal_name"));
     if (j->signal > 0)
-        gjob_field_owned("Signal", xasprintf("%s (%d)", sig ? sig : job_signal_name(j->signal),
-                                             j->signal));
+        gjob_field_owned("Signal",
+                         xasprintf("%s (%d)", sig ? sig : job_signal_name(j->signal), j->signal));
     else
         gjob_field("Signal", "-");
     gjob_field("OOM", j->oom ? "yes" : "no");
@@ -152,8 +150,8 @@ static void gjob_print_job(const json_t *raw, const struct job *j)
         gjob_field("Cancelling", "yes");
     gjob_field_owned("GPUs", xasprintf("%d", j->gpus));
     gjob_field("GPUIDs", j->gpu_ids);
-    gjob_field_owned("ShimPID", j->shim_pid > 0 ? xasprintf("%lld", (long long)j->shim_pid)
-                                                 : xstrdup("-"));
+    gjob_field_owned("ShimPID",
+                     j->shim_pid > 0 ? xasprintf("%lld", (long long)j->shim_pid) : xstrdup("-"));
     gjob_field_owned("MaxRSS", j->max_rss_kb > 0 ? gjob_kib(j->max_rss_kb) : xstrdup("-"));
     gjob_field("LogPath", json_string_value(json_object_get(raw, "log_path")));
 }
@@ -174,8 +172,7 @@ static int gjob_show(int argc, char **argv)
         case 'o':
             if (output_format_parse(optarg, &fmt) < 0 || fmt == OUTPUT_CSV)
                 client_die(CLIENT_EXIT_USAGE,
-                           "unknown output format '%s' for 'gjob show'; use table or json",
-                           optarg);
+                           "unknown output format '%s' for 'gjob show'; use table or json", optarg);
             break;
         case 'h':
             gjob_help_show();
@@ -244,8 +241,8 @@ static int64_t gjob_lines_arg(const char *opt, const char *s)
 {
     int64_t v;
     if (parse_int64(s, &v) < 0 || v < 0)
-        client_die(CLIENT_EXIT_USAGE,
-                   "invalid line count '%s' for %s: use a whole number >= 0", s, opt);
+        client_die(CLIENT_EXIT_USAGE, "invalid line count '%s' for %s: use a whole number >= 0", s,
+                   opt);
     return v;
 }
 
@@ -290,7 +287,7 @@ static int gjob_log(int argc, char **argv)
         client_die(CLIENT_EXIT_USAGE, "--first and --last cannot be used together");
     if (follow && (first >= 0 || last >= 0))
         client_die(CLIENT_EXIT_USAGE, "--follow prints the whole log as it grows; it cannot "
-                   "be combined with --first or --last");
+                                      "be combined with --first or --last");
     size_t n;
     int64_t *ids = client_parse_ids(1, argv + optind, &n);
     if (n != 1)
@@ -311,8 +308,7 @@ static int gjob_log(int argc, char **argv)
     struct client_response r;
     char *err = NULL;
     int write_errno = 0;
-    if (client_request("GET", path.buf, NULL, 0, NULL, &r, gjob_write_cb, &write_errno,
-                       &err) < 0)
+    if (client_request("GET", path.buf, NULL, 0, NULL, &r, gjob_write_cb, &write_errno, &err) < 0)
         client_die(CLIENT_EXIT_FAIL, "%s", err);
     strbuf_free(&path);
     if (write_errno)
@@ -355,8 +351,7 @@ static int gjob_transition(const char *cmd, int argc, char **argv)
         gjob_bad_option(cmd, argv, c);
     }
     if (optind >= argc)
-        client_die(CLIENT_EXIT_USAGE, "which jobs? e.g. 'gjob %s 42' or 'gjob %s 3-7'", cmd,
-                   cmd);
+        client_die(CLIENT_EXIT_USAGE, "which jobs? e.g. 'gjob %s 42' or 'gjob %s 3-7'", cmd, cmd);
     size_t n;
     int64_t *ids = client_parse_ids(argc - optind, argv + optind, &n);
     int status = 0;
@@ -401,9 +396,9 @@ int main(int argc, char **argv)
             printf("gjob %s\n", GFLOW_VERSION);
             return 0;
         case ':':
-            client_usage_error("option %s needs a value", client_opt_name(argv));
+            client_usage_error("option %s needs a value", client_opt_name(argv, c));
         default:
-            client_usage_error("unknown option %s", client_opt_name(argv));
+            client_usage_error("unknown option %s", client_opt_name(argv, c));
         }
     }
     if (optind >= argc)
@@ -424,8 +419,5 @@ int main(int argc, char **argv)
         gjob_help(), status = 0;
     else
         client_usage_error("unknown command '%s'; use show, log, hold or release", cmd);
-    client_close();
-    if (fflush(stdout) != 0)
-        status = CLIENT_EXIT_FAIL;
-    return status;
+    return client_finish(status);
 }

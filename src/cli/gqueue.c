@@ -139,9 +139,9 @@ static const struct {
     const char *name;
     const char *api;
 } gqueue_sorts[] = {
-    {"id", "id"},         {"jobid", "id"},       {"name", "name"},   {"state", "state"},
-    {"st", "state"},      {"priority", "priority"}, {"user", "user"}, {"submit", "submit"},
-    {"start", "start"},   {"end", "end"},        {"time", "time"},   {"gpus", NULL},
+    {"id", "id"},       {"jobid", "id"},          {"name", "name"}, {"state", "state"},
+    {"st", "state"},    {"priority", "priority"}, {"user", "user"}, {"submit", "submit"},
+    {"start", "start"}, {"end", "end"},           {"time", "time"}, {"gpus", NULL},
     {"nodes", NULL},
 };
 
@@ -167,45 +167,44 @@ static const struct option gqueue_longopts[] = {
 
 static void gqueue_help(void)
 {
-    printf(
-        "gqueue - list jobs of the gflow scheduler\n"
-        "\n"
-        "Usage: gqueue [options]\n"
-        "\n"
-        "Without options: your active jobs (queued PD, held H, running R).\n"
-        "\n"
-        "Options:\n"
-        "  -a, --all             jobs in every state, finished ones too\n"
-        "  -c, --completed       only ended jobs (CD, F, CA, TO)\n"
-        "  -s, --states LIST     only these states, e.g. PD,R or Queued,Running\n"
-        "                        (PD H R CD F CA TO, or Queued Hold Running Finished\n"
-        "                        Failed Cancelled Timeout)\n"
-        "  -j, --jobs IDS        only these jobs: 1,3,5-7, @ (your latest), @~N;\n"
-        "                        shows them in any state unless -s/-c is given\n"
-        "  -u, --user NAME       jobs of this user, or 'all' for everyone's\n"
-        "                        (default: yours)\n"
-        "  -n, --limit N         the first N jobs after sorting; -N: the last N;\n"
-        "                        0: all (default)\n"
-        "  -r, --sort FIELD      sort by id (default), name, state, priority, user,\n"
-        "                        submit, start, end, time or gpus; prefix '-' for\n"
-        "                        descending, e.g. -r -priority\n"
-        "  -f, --format FIELDS   columns, comma-separated (default\n"
-        "                        " GQUEUE_DEFAULT_FORMAT "):\n"
-        "                        JOBID NAME ST STATE TIME TIMELIMIT NODES\n"
-        "                        NODELIST(REASON) NODELIST REASON PRIORITY USER\n"
-        "                        EXITCODE SUBMIT START END WORKDIR COMMAND\n"
-        "  -o, --output FORMAT   table (default), csv or json (json prints the whole\n"
-        "                        job objects and ignores -f)\n"
-        "      --socket PATH     the daemon's socket\n"
-        "  -h, --help            show this help\n"
-        "  -V, --version         show the version\n"
-        "\n"
-        "Columns: TIME is the run time (0:00 before the job starts); NODES the GPUs\n"
-        "requested; NODELIST(REASON) the GPUs of a running job, or why a job waits or\n"
-        "ended, e.g. (Priority), (JobHeldUser), (NonZeroExitCode), (Signal),\n"
-        "(TimeLimit); EXITCODE the exit status, or the signal that killed the job\n"
-        "(e.g. SIGKILL); TIMELIMIT is UNLIMITED when none; SUBMIT/START/END are local\n"
-        "times.\n");
+    printf("gqueue - list jobs of the gflow scheduler\n"
+           "\n"
+           "Usage: gqueue [options]\n"
+           "\n"
+           "Without options: your active jobs (queued PD, held H, running R).\n"
+           "\n"
+           "Options:\n"
+           "  -a, --all             jobs in every state, finished ones too\n"
+           "  -c, --completed       only ended jobs (CD, F, CA, TO)\n"
+           "  -s, --states LIST     only these states, e.g. PD,R or Queued,Running\n"
+           "                        (PD H R CD F CA TO, or Queued Hold Running Finished\n"
+           "                        Failed Cancelled Timeout)\n"
+           "  -j, --jobs IDS        only these jobs: 1,3,5-7, @ (your latest), @~N;\n"
+           "                        shows them in any state unless -s/-c is given\n"
+           "  -u, --user NAME       jobs of this user, or 'all' for everyone's\n"
+           "                        (default: yours)\n"
+           "  -n, --limit N         the first N jobs after sorting; -N: the last N;\n"
+           "                        0: all (default)\n"
+           "  -r, --sort FIELD      sort by id (default), name, state, priority, user,\n"
+           "                        submit, start, end, time or gpus; prefix '-' for\n"
+           "                        descending, e.g. -r -priority\n"
+           "  -f, --format FIELDS   columns, comma-separated (default\n"
+           "                        " GQUEUE_DEFAULT_FORMAT "):\n"
+           "                        JOBID NAME ST STATE TIME TIMELIMIT NODES\n"
+           "                        NODELIST(REASON) NODELIST REASON PRIORITY USER\n"
+           "                        EXITCODE SUBMIT START END WORKDIR COMMAND\n"
+           "  -o, --output FORMAT   table (default), csv or json (json prints the whole\n"
+           "                        job objects and ignores -f)\n"
+           "      --socket PATH     the daemon's socket\n"
+           "  -h, --help            show this help\n"
+           "  -V, --version         show the version\n"
+           "\n"
+           "Columns: TIME is the run time (0:00 before the job starts); NODES the GPUs\n"
+           "requested; NODELIST(REASON) the GPUs of a running job, or why a job waits or\n"
+           "ended, e.g. (Priority), (JobHeldUser), (NonZeroExitCode), (Signal),\n"
+           "(TimeLimit); EXITCODE the exit status, or the signal that killed the job\n"
+           "(e.g. SIGKILL); TIMELIMIT is UNLIMITED when none; SUBMIT/START/END are local\n"
+           "times.\n");
 }
 
 /* "PD,running" -> "PD,R" (validated). */
@@ -334,8 +333,7 @@ int main(int argc, char **argv)
             break;
         case 'o':
             if (output_format_parse(optarg, &outfmt) < 0)
-                client_usage_error("unknown output format '%s'; use table, csv or json",
-                                   optarg);
+                client_usage_error("unknown output format '%s'; use table, csv or json", optarg);
             break;
         case OPT_SOCKET:
             client_set_socket(optarg);
@@ -347,9 +345,9 @@ int main(int argc, char **argv)
             printf("gqueue %s\n", GFLOW_VERSION);
             return 0;
         case ':':
-            client_usage_error("option %s needs a value", client_opt_name(argv));
+            client_usage_error("option %s needs a value", client_opt_name(argv, c));
         default:
-            client_usage_error("unknown option %s", client_opt_name(argv));
+            client_usage_error("unknown option %s", client_opt_name(argv, c));
         }
     }
     if (optind < argc)
@@ -493,6 +491,5 @@ int main(int argc, char **argv)
     free(fields);
     free(state_list);
     json_decref(reply);
-    client_close();
-    return fflush(stdout) == 0 ? 0 : CLIENT_EXIT_FAIL;
+    return client_finish(0);
 }

@@ -95,6 +95,26 @@ struct job *job_dup(const struct job *j, bool with_payload);
 /* The job as JSON for the API (docs/api.md). With full, also command/script text,
  * env and the log path; log_dir may be NULL. */
 json_t *job_to_json(const struct job *j, bool full, const char *log_dir);
+/* The fields of a job's list form, in the order of its JSON object. */
+enum job_field {
+    JOB_FIELD_ID, JOB_FIELD_NAME, JOB_FIELD_USER, JOB_FIELD_UID, JOB_FIELD_STATE,
+    JOB_FIELD_STATE_NAME, JOB_FIELD_PRIORITY, JOB_FIELD_TIME_LIMIT, JOB_FIELD_SUBMIT_TIME,
+    JOB_FIELD_START_TIME, JOB_FIELD_END_TIME, JOB_FIELD_EXIT_CODE, JOB_FIELD_SIGNAL,
+    JOB_FIELD_SIGNAL_NAME, JOB_FIELD_OOM, JOB_FIELD_REASON, JOB_FIELD_COMMAND,
+    JOB_FIELD_SCRIPT_PATH, JOB_FIELD_WORKDIR, JOB_FIELD_GPUS, JOB_FIELD_GPU_IDS,
+    JOB_FIELD_SHIM_PID, JOB_FIELD_MAX_RSS_KB, JOB_FIELD_COUNT
+};
+const char *job_field_name(enum job_field f);
+int job_field_parse(const char *name); /* -1 if unknown */
+
+struct strbuf;
+/* Appends the list form of j (job_to_json without full) as JSON text. */
+void job_append_json(struct strbuf *sb, const struct job *j);
+/* Appends one field as JSON (tsv false) or as TSV text (tab, newline and backslash
+ * escaped as \t, \n, \\; null as \N). */
+void job_append_field(struct strbuf *sb, const struct job *j, enum job_field f, bool tsv);
+/* Appends one TSV line with the given fields. */
+void job_append_tsv(struct strbuf *sb, const struct job *j, const int *fields, size_t n);
 /* Reads a job encoded by job_to_json back (used by the CLI). 0 or -1. */
 int job_from_json(const json_t *o, struct job *j);
 

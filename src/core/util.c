@@ -208,6 +208,36 @@ char *read_file(const char *path, size_t *len)
     return strbuf_detach(&sb);
 }
 
+static int write_all(int fd, const void *data, size_t len)
+{
+    const char *p = data;
+    while (len > 0) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+int write_file(const char *path, const void *data, size_t len, unsigned mode)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+    if (fd < 0)
+        return -1;
+    if (fchmod(fd, mode) < 0 || write_all(fd, data, len) < 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    return close(fd);
+}
+
 int write_file_atomic(const char *path, const void *data, size_t len, unsigned mode)
 {
     char *tmp = xasprintf("%s.tmp.%ld", path, (long)getpid());
@@ -216,19 +246,7 @@ int write_file_atomic(const char *path, const void *data, size_t len, unsigned m
         free(tmp);
         return -1;
     }
-    const char *p = data;
-    size_t left = len;
-    while (left > 0) {
-        ssize_t n = write(fd, p, left);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            goto fail;
-        }
-        p += n;
-        left -= (size_t)n;
-    }
-    if (fsync(fd) < 0)
+    if (write_all(fd, data, len) < 0 || fsync(fd) < 0)
         goto fail;
     close(fd);
     fd = -1;

@@ -96,11 +96,11 @@ void reply_error(struct reply *rep, unsigned status, const char *fmt, ...)
     free(msg);
 }
 
-void reply_text(struct reply *rep, unsigned status, char *text, size_t len)
+void reply_text(struct reply *rep, unsigned status, char *text, size_t len, const char *type)
 {
     struct MHD_Response *resp =
         MHD_create_response_from_buffer_with_free_callback(len, text, free);
-    set_response(rep, status, resp, "text/plain; charset=utf-8");
+    set_response(rep, status, resp, type ? type : "text/plain; charset=utf-8");
 }
 
 /* ---- log following ---- */
@@ -333,6 +333,8 @@ static void mhd_run_cb(int fd, uint32_t events, void *arg)
     MHD_run(mhd);
 }
 
+/* libmicrohttpd keeps work of its own (connections ready to write after a resume, idle
+ * timeouts) that no epoll event announces; its timeout says when to run it again. */
 static int mhd_timeout_ms(void)
 {
     if (!mhd)
@@ -341,6 +343,13 @@ static int mhd_timeout_ms(void)
     if (MHD_get_timeout(mhd, &t) != MHD_YES)
         return -1;
     return t > 60000 ? 60000 : (int)t;
+}
+
+void api_poll(void)
+{
+    MHD_UNSIGNED_LONG_LONG t;
+    if (mhd && MHD_get_timeout(mhd, &t) == MHD_YES && t == 0)
+        MHD_run(mhd);
 }
 
 static void mhd_log_cb(void *cls, const char *fmt, va_list ap)

@@ -30,6 +30,9 @@ struct reply {
 /* Creates the socket and the server and registers them with the loop. 0 or -1 + *err. */
 int api_start(char **err);
 void api_stop(void);
+/* Runs libmicrohttpd's own pending work (due at once per its timeout). Call before the
+ * commit of each loop iteration, since it may answer requests. */
+void api_poll(void);
 /* Sends the replies that were waiting for the commit that just happened. */
 void api_release_waiting(void);
 
@@ -37,7 +40,8 @@ void api_release_waiting(void);
 void reply_json(struct reply *rep, unsigned status, json_t *body); /* steals body */
 void reply_error(struct reply *rep, unsigned status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-void reply_text(struct reply *rep, unsigned status, char *text, size_t len); /* steals text */
+/* Steals text; type NULL means text/plain. */
+void reply_text(struct reply *rep, unsigned status, char *text, size_t len, const char *type);
 /* Streams a job's log from offset until the job has ended (chunked). */
 void reply_follow_log(struct reply *rep, struct MHD_Connection *c, long long job_id,
                       const char *path, unsigned long long offset);

@@ -138,10 +138,12 @@ static bool commit(void)
     return true;
 }
 
-/* Once per loop iteration: the scheduling pass, the group commit, then the launches
- * (a job is committed as R before its shim exists) and the replies that waited. */
+/* Once per loop iteration: the scheduling pass and the group commit, then the replies
+ * that waited for it, then the launches (a job is committed as R before its shim is
+ * forked, so a crash can never start it twice). */
 static void before_sleep(void)
 {
+    api_poll();
     struct job **started;
     size_t n = jobs_schedule(&started);
     if (n) {
@@ -152,6 +154,7 @@ static void before_sleep(void)
     }
     if (!commit())
         return;
+    api_release_waiting();
     if (to_launch_len) {
         size_t count = to_launch_len;
         struct job **list = to_launch;
@@ -162,8 +165,8 @@ static void before_sleep(void)
         free(list);
         if (!commit())
             return;
+        api_release_waiting();
     }
-    api_release_waiting();
     jobs_collect();
 }
 

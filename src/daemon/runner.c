@@ -332,7 +332,7 @@ static int prepare_files(const struct job *full, const struct passwd *pw, struct
     strbuf_init(&env);
     build_env(full, pw, &env);
     char *env_path = keep(l, job_file(gd.paths.run_dir, full->id, ".env"));
-    int rc = write_file_atomic(env_path, env.buf ? env.buf : "", env.len, 0600);
+    int rc = write_file(env_path, env.buf ? env.buf : "", env.len, 0600);
     strbuf_free(&env);
     if (rc < 0) {
         *err = xasprintf("cannot write %s: %s", env_path, strerror(errno));
@@ -342,7 +342,7 @@ static int prepare_files(const struct job *full, const struct passwd *pw, struct
     arg(l, env_path);
     if (full->script) {
         char *script_path = keep(l, job_file(gd.paths.run_dir, full->id, ".script"));
-        if (write_file_atomic(script_path, full->script, strlen(full->script), 0700) < 0 ||
+        if (write_file(script_path, full->script, strlen(full->script), 0700) < 0 ||
             (pw && chown(script_path, pw->pw_uid, pw->pw_gid) < 0)) {
             *err = xasprintf("cannot write %s: %s", script_path, strerror(errno));
             return -1;

@@ -39,7 +39,9 @@
 #define STORE_JOURNAL_SIZE_LIMIT (16 * 1024 * 1024)
 /* Safety net: a daemon that is never idle still checkpoints once the log is this long
  * (10,000 pages of 4 KiB = ~40 MB). */
+#ifndef STORE_WAL_FORCE_PAGES
 #define STORE_WAL_FORCE_PAGES 10000
+#endif
 
 enum col {
     C_ID,
@@ -166,8 +168,9 @@ static const char *const migrations[] = {
     " script TEXT,"
     " env TEXT"
     ");"
-    /* PD=0, H=1, R=2: the jobs the daemon works on; a small part of a long history. */
-    "CREATE INDEX jobs_active ON jobs(state) WHERE state IN (0,1,2);"
+    /* PD=0, H=1, R=2: the jobs the daemon works on, a small part of a long history.
+     * Keyed on id so that they come out in id order without a sort. */
+    "CREATE INDEX jobs_active ON jobs(id) WHERE state IN (0,1,2);"
     "CREATE INDEX jobs_user ON jobs(user, id);"
     "CREATE INDEX jobs_submit ON jobs(submit_time);"
     "CREATE TABLE job_deps ("
@@ -201,6 +204,9 @@ struct store {
     sqlite3 *db;
     char err[512];
     int64_t next_id;
+    /* A COMMIT failed and SQLite rolled the transaction back by itself (I/O error, disk
+     * full): its changes are gone, but the caller has not acknowledged that yet. */
+    bool lost;
 
     sqlite3_stmt *st_begin, *st_commit, *st_rollback;
     sqlite3_stmt *st_insert, *st_insert_payload, *st_update;
@@ -280,41 +286,76 @@ static int bind_column(sqlite3_stmt *st, enum col c, const struct job *j, const 
 {
     int i = (int)c + 1; /* ?N is column N-1 in every generated statement */
     switch (c) {
-    case C_ID: return sqlite3_bind_int64(st, i, j->id);
-    case C_NAME: return bind_text(st, i, j->name);
-    case C_USER: return bind_text(st, i, j->user);
-    case C_UID: return sqlite3_bind_int64(st, i, j->uid);
-    case C_GID: return sqlite3_bind_int64(st, i, j->gid);
-    case C_STATE: return sqlite3_bind_int(st, i, (int)j->state);
-    case C_PRIORITY: return sqlite3_bind_int(st, i, j->priority);
-    case C_TIME_LIMIT: return sqlite3_bind_int64(st, i, j->time_limit);
-    case C_COMMAND: return bind_text(st, i, j->command);
-    case C_SCRIPT_PATH: return bind_text(st, i, j->script_path);
-    case C_WORKDIR: return bind_text(st, i, j->workdir);
-    case C_SUBMIT_TIME: return sqlite3_bind_double(st, i, j->submit_time);
-    case C_START_TIME: return sqlite3_bind_double(st, i, j->start_time);
-    case C_END_TIME: return sqlite3_bind_double(st, i, j->end_time);
-    case C_EXIT_CODE: return sqlite3_bind_int(st, i, j->exit_code);
-    case C_SIGNAL: return sqlite3_bind_int(st, i, j->signal);
-    case C_OOM: return sqlite3_bind_int(st, i, j->oom);
-    case C_REASON: return bind_text(st, i, j->reason);
-    case C_END_REQUEST: return sqlite3_bind_int(st, i, (int)j->end_request);
-    case C_SHIM_PID: return sqlite3_bind_int64(st, i, j->shim_pid);
-    case C_SHIM_START: return sqlite3_bind_int64(st, i, j->shim_start);
-    case C_MAX_RSS_KB: return sqlite3_bind_int64(st, i, j->max_rss_kb);
-    case C_GPUS: return sqlite3_bind_int(st, i, j->gpus);
-    case C_GPU_IDS: return bind_text(st, i, j->gpu_ids);
-    case C_MEMORY_MB: return sqlite3_bind_int64(st, i, j->memory_mb);
-    case C_GPU_MEMORY_MB: return sqlite3_bind_int64(st, i, j->gpu_memory_mb);
-    case C_SHARED: return sqlite3_bind_int(st, i, j->shared);
-    case C_GROUP_ID: return sqlite3_bind_int64(st, i, j->group_id);
-    case C_ARRAY_TASK: return sqlite3_bind_int64(st, i, j->array_task);
-    case C_MAX_RETRIES: return sqlite3_bind_int(st, i, j->max_retries);
-    case C_ATTEMPT: return sqlite3_bind_int(st, i, j->attempt);
-    case C_RETRY_OF: return sqlite3_bind_int64(st, i, j->retry_of);
-    case C_SCRIPT: return bind_text(st, i, j->script);
-    case C_ENV: return bind_text(st, i, env);
-    case C_COUNT: break;
+    case C_ID:
+        return sqlite3_bind_int64(st, i, j->id);
+    case C_NAME:
+        return bind_text(st, i, j->name);
+    case C_USER:
+        return bind_text(st, i, j->user);
+    case C_UID:
+        return sqlite3_bind_int64(st, i, j->uid);
+    case C_GID:
+        return sqlite3_bind_int64(st, i, j->gid);
+    case C_STATE:
+        return sqlite3_bind_int(st, i, (int)j->state);
+    case C_PRIORITY:
+        return sqlite3_bind_int(st, i, j->priority);
+    case C_TIME_LIMIT:
+        return sqlite3_bind_int64(st, i, j->time_limit);
+    case C_COMMAND:
+        return bind_text(st, i, j->command);
+    case C_SCRIPT_PATH:
+        return bind_text(st, i, j->script_path);
+    case C_WORKDIR:
+        return bind_text(st, i, j->workdir);
+    case C_SUBMIT_TIME:
+        return sqlite3_bind_double(st, i, j->submit_time);
+    case C_START_TIME:
+        return sqlite3_bind_double(st, i, j->start_time);
+    case C_END_TIME:
+        return sqlite3_bind_double(st, i, j->end_time);
+    case C_EXIT_CODE:
+        return sqlite3_bind_int(st, i, j->exit_code);
+    case C_SIGNAL:
+        return sqlite3_bind_int(st, i, j->signal);
+    case C_OOM:
+        return sqlite3_bind_int(st, i, j->oom);
+    case C_REASON:
+        return bind_text(st, i, j->reason);
+    case C_END_REQUEST:
+        return sqlite3_bind_int(st, i, (int)j->end_request);
+    case C_SHIM_PID:
+        return sqlite3_bind_int64(st, i, j->shim_pid);
+    case C_SHIM_START:
+        return sqlite3_bind_int64(st, i, j->shim_start);
+    case C_MAX_RSS_KB:
+        return sqlite3_bind_int64(st, i, j->max_rss_kb);
+    case C_GPUS:
+        return sqlite3_bind_int(st, i, j->gpus);
+    case C_GPU_IDS:
+        return bind_text(st, i, j->gpu_ids);
+    case C_MEMORY_MB:
+        return sqlite3_bind_int64(st, i, j->memory_mb);
+    case C_GPU_MEMORY_MB:
+        return sqlite3_bind_int64(st, i, j->gpu_memory_mb);
+    case C_SHARED:
+        return sqlite3_bind_int(st, i, j->shared);
+    case C_GROUP_ID:
+        return sqlite3_bind_int64(st, i, j->group_id);
+    case C_ARRAY_TASK:
+        return sqlite3_bind_int64(st, i, j->array_task);
+    case C_MAX_RETRIES:
+        return sqlite3_bind_int(st, i, j->max_retries);
+    case C_ATTEMPT:
+        return sqlite3_bind_int(st, i, j->attempt);
+    case C_RETRY_OF:
+        return sqlite3_bind_int64(st, i, j->retry_of);
+    case C_SCRIPT:
+        return bind_text(st, i, j->script);
+    case C_ENV:
+        return bind_text(st, i, env);
+    case C_COUNT:
+        break;
     }
     return SQLITE_RANGE;
 }
@@ -330,41 +371,109 @@ static void read_column(sqlite3_stmt *st, enum col c, struct job *j)
 {
     int i = (int)c;
     switch (c) {
-    case C_ID: j->id = sqlite3_column_int64(st, i); break;
-    case C_NAME: j->name = col_str(st, i); break;
-    case C_USER: j->user = col_str(st, i); break;
-    case C_UID: j->uid = (uint32_t)sqlite3_column_int64(st, i); break;
-    case C_GID: j->gid = (uint32_t)sqlite3_column_int64(st, i); break;
-    case C_STATE: j->state = (enum job_state)sqlite3_column_int(st, i); break;
-    case C_PRIORITY: j->priority = sqlite3_column_int(st, i); break;
-    case C_TIME_LIMIT: j->time_limit = sqlite3_column_int64(st, i); break;
-    case C_COMMAND: j->command = col_str(st, i); break;
-    case C_SCRIPT_PATH: j->script_path = col_str(st, i); break;
-    case C_WORKDIR: j->workdir = col_str(st, i); break;
-    case C_SUBMIT_TIME: j->submit_time = sqlite3_column_double(st, i); break;
-    case C_START_TIME: j->start_time = sqlite3_column_double(st, i); break;
-    case C_END_TIME: j->end_time = sqlite3_column_double(st, i); break;
-    case C_EXIT_CODE: j->exit_code = sqlite3_column_int(st, i); break;
-    case C_SIGNAL: j->signal = sqlite3_column_int(st, i); break;
-    case C_OOM: j->oom = sqlite3_column_int(st, i) != 0; break;
-    case C_REASON: j->reason = col_str(st, i); break;
-    case C_END_REQUEST: j->end_request = (enum job_end_request)sqlite3_column_int(st, i); break;
-    case C_SHIM_PID: j->shim_pid = sqlite3_column_int64(st, i); break;
-    case C_SHIM_START: j->shim_start = sqlite3_column_int64(st, i); break;
-    case C_MAX_RSS_KB: j->max_rss_kb = sqlite3_column_int64(st, i); break;
-    case C_GPUS: j->gpus = sqlite3_column_int(st, i); break;
-    case C_GPU_IDS: j->gpu_ids = col_str(st, i); break;
-    case C_MEMORY_MB: j->memory_mb = sqlite3_column_int64(st, i); break;
-    case C_GPU_MEMORY_MB: j->gpu_memory_mb = sqlite3_column_int64(st, i); break;
-    case C_SHARED: j->shared = sqlite3_column_int(st, i) != 0; break;
-    case C_GROUP_ID: j->group_id = sqlite3_column_int64(st, i); break;
-    case C_ARRAY_TASK: j->array_task = sqlite3_column_int64(st, i); break;
-    case C_MAX_RETRIES: j->max_retries = sqlite3_column_int(st, i); break;
-    case C_ATTEMPT: j->attempt = sqlite3_column_int(st, i); break;
-    case C_RETRY_OF: j->retry_of = sqlite3_column_int64(st, i); break;
-    case C_SCRIPT: j->script = col_str(st, i); break;
-    case C_ENV: break; /* parsed by read_job */
-    case C_COUNT: break;
+    case C_ID:
+        j->id = sqlite3_column_int64(st, i);
+        break;
+    case C_NAME:
+        j->name = col_str(st, i);
+        break;
+    case C_USER:
+        j->user = col_str(st, i);
+        break;
+    case C_UID:
+        j->uid = (uint32_t)sqlite3_column_int64(st, i);
+        break;
+    case C_GID:
+        j->gid = (uint32_t)sqlite3_column_int64(st, i);
+        break;
+    case C_STATE:
+        j->state = (enum job_state)sqlite3_column_int(st, i);
+        break;
+    case C_PRIORITY:
+        j->priority = sqlite3_column_int(st, i);
+        break;
+    case C_TIME_LIMIT:
+        j->time_limit = sqlite3_column_int64(st, i);
+        break;
+    case C_COMMAND:
+        j->command = col_str(st, i);
+        break;
+    case C_SCRIPT_PATH:
+        j->script_path = col_str(st, i);
+        break;
+    case C_WORKDIR:
+        j->workdir = col_str(st, i);
+        break;
+    case C_SUBMIT_TIME:
+        j->submit_time = sqlite3_column_double(st, i);
+        break;
+    case C_START_TIME:
+        j->start_time = sqlite3_column_double(st, i);
+        break;
+    case C_END_TIME:
+        j->end_time = sqlite3_column_double(st, i);
+        break;
+    case C_EXIT_CODE:
+        j->exit_code = sqlite3_column_int(st, i);
+        break;
+    case C_SIGNAL:
+        j->signal = sqlite3_column_int(st, i);
+        break;
+    case C_OOM:
+        j->oom = sqlite3_column_int(st, i) != 0;
+        break;
+    case C_REASON:
+        j->reason = col_str(st, i);
+        break;
+    case C_END_REQUEST:
+        j->end_request = (enum job_end_request)sqlite3_column_int(st, i);
+        break;
+    case C_SHIM_PID:
+        j->shim_pid = sqlite3_column_int64(st, i);
+        break;
+    case C_SHIM_START:
+        j->shim_start = sqlite3_column_int64(st, i);
+        break;
+    case C_MAX_RSS_KB:
+        j->max_rss_kb = sqlite3_column_int64(st, i);
+        break;
+    case C_GPUS:
+        j->gpus = sqlite3_column_int(st, i);
+        break;
+    case C_GPU_IDS:
+        j->gpu_ids = col_str(st, i);
+        break;
+    case C_MEMORY_MB:
+        j->memory_mb = sqlite3_column_int64(st, i);
+        break;
+    case C_GPU_MEMORY_MB:
+        j->gpu_memory_mb = sqlite3_column_int64(st, i);
+        break;
+    case C_SHARED:
+        j->shared = sqlite3_column_int(st, i) != 0;
+        break;
+    case C_GROUP_ID:
+        j->group_id = sqlite3_column_int64(st, i);
+        break;
+    case C_ARRAY_TASK:
+        j->array_task = sqlite3_column_int64(st, i);
+        break;
+    case C_MAX_RETRIES:
+        j->max_retries = sqlite3_column_int(st, i);
+        break;
+    case C_ATTEMPT:
+        j->attempt = sqlite3_column_int(st, i);
+        break;
+    case C_RETRY_OF:
+        j->retry_of = sqlite3_column_int64(st, i);
+        break;
+    case C_SCRIPT:
+        j->script = col_str(st, i);
+        break;
+    case C_ENV:
+        break; /* parsed by read_job */
+    case C_COUNT:
+        break;
     }
 }
 
@@ -423,7 +532,10 @@ static int prepare_statements(struct store *s)
     strbuf_adds(&sb, ")");
     rc |= prepare_sb(s, &s->st_insert, &sb);
 
-    strbuf_addf(&sb, "INSERT INTO job_payload(job_id, script, env) VALUES (?%d, ?%d, ?%d)",
+    /* OR REPLACE: a payload row left by a job deleted with foreign keys off must not
+     * block the new job. */
+    strbuf_addf(&sb,
+                "INSERT OR REPLACE INTO job_payload(job_id, script, env) VALUES (?%d, ?%d, ?%d)",
                 C_ID + 1, C_SCRIPT + 1, C_ENV + 1);
     rc |= prepare_sb(s, &s->st_insert_payload, &sb);
 
@@ -533,8 +645,10 @@ static int configure(struct store *s)
         return -1;
     bool wal = strcmp(mode, "wal") == 0;
     if (!wal)
-        set_err(s, "the database cannot use WAL mode (journal_mode is '%s'); "
-                   "is it on a network filesystem?", mode);
+        set_err(s,
+                "the database cannot use WAL mode (journal_mode is '%s'); "
+                "is it on a network filesystem?",
+                mode);
     free(mode);
     if (!wal)
         return -1;
@@ -600,11 +714,10 @@ void store_close(struct store *s)
     if (!s)
         return;
     sqlite3_stmt *all[] = {
-        s->st_begin,        s->st_commit,       s->st_rollback,
-        s->st_insert,       s->st_insert_payload, s->st_update,
-        s->st_get,          s->st_get_full,     s->st_load_active,
-        s->st_count,        s->st_meta_next,    s->st_setting_get,
-        s->st_setting_set,  s->st_setting_del,
+        s->st_begin,          s->st_commit,      s->st_rollback,  s->st_insert,
+        s->st_insert_payload, s->st_update,      s->st_get,       s->st_get_full,
+        s->st_load_active,    s->st_count,       s->st_meta_next, s->st_setting_get,
+        s->st_setting_set,    s->st_setting_del,
     };
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
         sqlite3_finalize(all[i]);
@@ -618,37 +731,53 @@ void store_close(struct store *s)
 
 /* ---- transactions ---- */
 
+/* A failed commit whose transaction SQLite rolled back stays "open" for the caller until
+ * it calls store_rollback: until then every change and commit fails, so that no reply
+ * can claim the lost changes were saved (the daemon retries a failed commit). */
 bool store_in_transaction(const struct store *s)
 {
-    return !sqlite3_get_autocommit(s->db);
+    return s->lost || !sqlite3_get_autocommit(s->db);
+}
+
+static int refuse_if_lost(struct store *s)
+{
+    if (!s->lost)
+        return 0;
+    set_err(s, "a failed commit lost the open transaction; roll it back first");
+    return -1;
 }
 
 int store_begin(struct store *s)
 {
-    if (store_in_transaction(s))
+    if (refuse_if_lost(s) < 0)
+        return -1;
+    if (!sqlite3_get_autocommit(s->db))
         return 0;
     return step_done(s, s->st_begin, "beginning a transaction");
 }
 
 int store_commit(struct store *s)
 {
-    if (!store_in_transaction(s))
+    if (refuse_if_lost(s) < 0)
+        return -1;
+    if (sqlite3_get_autocommit(s->db))
         return 0;
     if (step_done(s, s->st_commit, "committing") == 0)
         return 0;
-    /* A failed COMMIT may leave the transaction open (SQLITE_BUSY) or rolled back (I/O
-     * errors); either way the changes are not durable, so leave no transaction behind. */
-    if (store_in_transaction(s)) {
-        int rc = sqlite3_step(s->st_rollback);
-        (void)rc;
-        finish(s->st_rollback);
+    /* Still open (SQLITE_BUSY, say): the caller may retry the commit or roll back. Rolled
+     * back by SQLite (I/O error, disk full): say so until the caller acknowledges. */
+    if (sqlite3_get_autocommit(s->db)) {
+        s->lost = true;
+        size_t len = strlen(s->err);
+        snprintf(s->err + len, sizeof(s->err) - len, " (the transaction was rolled back)");
     }
     return -1;
 }
 
 void store_rollback(struct store *s)
 {
-    if (!store_in_transaction(s))
+    s->lost = false;
+    if (sqlite3_get_autocommit(s->db))
         return;
     if (step_done(s, s->st_rollback, "rolling back") < 0)
         sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
@@ -658,7 +787,7 @@ void store_rollback(struct store *s)
 
 int store_checkpoint(struct store *s)
 {
-    if (store_in_transaction(s))
+    if (!sqlite3_get_autocommit(s->db))
         return 0; /* the daemon is not idle after all; try at the next idle moment */
     int rc = sqlite3_wal_checkpoint_v2(s->db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
     if (rc != SQLITE_OK && rc != SQLITE_BUSY)
@@ -674,8 +803,8 @@ int64_t store_next_job_id(struct store *s)
 }
 
 /* Binds columns [from, to) of j and runs st. */
-static int insert_columns(struct store *s, sqlite3_stmt *st, const struct job *j,
-                          const char *env, int from, int to)
+static int insert_columns(struct store *s, sqlite3_stmt *st, const struct job *j, const char *env,
+                          int from, int to)
 {
     int rc = sqlite3_bind_int64(st, C_ID + 1, j->id);
     for (int c = from; c < to && rc == SQLITE_OK; c++)
@@ -716,6 +845,8 @@ int store_insert_job(struct store *s, const struct job *j)
         set_err(s, "inserting a job: invalid id %lld", (long long)j->id);
         return -1;
     }
+    if (refuse_if_lost(s) < 0)
+        return -1;
     /* The rows and next_job_id change together. */
     bool own = !store_in_transaction(s);
     if (own && store_begin(s) < 0)
@@ -732,6 +863,8 @@ int store_insert_job(struct store *s, const struct job *j)
 
 int store_update_job(struct store *s, const struct job *j)
 {
+    if (refuse_if_lost(s) < 0)
+        return -1;
     sqlite3_stmt *st = s->st_update;
     int rc = SQLITE_OK;
     for (int c = 0; c < C_COUNT && rc == SQLITE_OK; c++) {
@@ -848,8 +981,10 @@ static int build_list_sql(struct store *s, const struct store_query *q, bool rev
                 break;
         }
         if (i == sizeof(sort_keys) / sizeof(sort_keys[0])) {
-            set_err(s, "unknown sort key '%.64s' (use id, name, state, priority, user, submit, "
-                       "start, end or time)", q->sort);
+            set_err(s,
+                    "unknown sort key '%.64s' (use id, name, state, priority, user, submit, "
+                    "start, end or time)",
+                    q->sort);
             return -1;
         }
         expr = sort_keys[i].expr;
@@ -905,6 +1040,9 @@ static int build_list_sql(struct store *s, const struct store_query *q, bool rev
 
 int store_list(struct store *s, const struct store_query *q, store_job_cb cb, void *arg)
 {
+    static const struct store_query everything;
+    if (!q)
+        q = &everything;
     /* limit < 0 (the last N): read the first N in the opposite order, call back reversed. */
     bool reverse = q->limit < 0;
     int64_t limit = q->limit == INT64_MIN ? INT64_MAX : (q->limit < 0 ? -q->limit : q->limit);
@@ -1016,6 +1154,8 @@ int store_get_setting(struct store *s, const char *key, char **value)
 /* A NULL value removes the key. */
 int store_set_setting(struct store *s, const char *key, const char *value)
 {
+    if (refuse_if_lost(s) < 0)
+        return -1;
     sqlite3_stmt *st = value ? s->st_setting_set : s->st_setting_del;
     sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
     if (value)

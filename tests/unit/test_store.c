@@ -1,16 +1,21 @@
 /* test_store: the SQLite store of src/daemon/store.c against a database in a temp dir:
  * round trips of every field, updates, loading, every listing filter and sort, counts,
  * settings, transactions, id persistence and the on-disk settings. */
+/* cmocka.h needs these headers before it. */
+/* clang-format off */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
 #include <cmocka.h>
+/* clang-format on */
 
+#include <signal.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -99,7 +104,6 @@ static char *peek_text(sqlite3 *db, const char *sql)
         strbuf_addc(&sb, '\n');
     }
     sqlite3_finalize(st);
-    strbuf_adds(&sb, "");
     return strbuf_detach(&sb);
 }
 
@@ -248,7 +252,8 @@ static void assert_ids(const struct ids *got, const int64_t *want, size_t n)
     assert_false(got->payload_seen);
 }
 
-#define IDS(...) ((const int64_t[]){__VA_ARGS__}), (sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t))
+#define IDS(...)                                                                                   \
+    ((const int64_t[]){__VA_ARGS__}), (sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t))
 
 static void list_is(struct store *s, const struct store_query *q, const int64_t *want, size_t n)
 {
@@ -457,8 +462,8 @@ static void test_update(void **state)
 static void test_load_active(void **state)
 {
     struct fixture *f = *state;
-    enum job_state st[] = {JOB_FINISHED, JOB_QUEUED, JOB_RUNNING, JOB_FAILED, JOB_HELD,
-                           JOB_CANCELLED, JOB_TIMEOUT, JOB_QUEUED};
+    enum job_state st[] = {JOB_FINISHED, JOB_QUEUED,    JOB_RUNNING, JOB_FAILED,
+                           JOB_HELD,     JOB_CANCELLED, JOB_TIMEOUT, JOB_QUEUED};
     /* Inserted out of id order; loaded in id order. */
     int64_t ids[] = {5, 3, 8, 1, 2, 4, 7, 6};
     for (int i = 0; i < 8; i++) {
@@ -670,9 +675,9 @@ static void test_counts(void **state)
         assert_int_equal(c[i], 0);
     insert_list_fixture(f->s);
     assert_int_equal(store_count_states(f->s, c), 0);
-    int64_t want[JOB_STATE_COUNT] = {[JOB_QUEUED] = 2, [JOB_HELD] = 1, [JOB_RUNNING] = 1,
-                                     [JOB_FINISHED] = 1, [JOB_FAILED] = 1,
-                                     [JOB_CANCELLED] = 1, [JOB_TIMEOUT] = 0};
+    int64_t want[JOB_STATE_COUNT] = {
+        [JOB_QUEUED] = 2, [JOB_HELD] = 1,      [JOB_RUNNING] = 1, [JOB_FINISHED] = 1,
+        [JOB_FAILED] = 1, [JOB_CANCELLED] = 1, [JOB_TIMEOUT] = 0};
     for (int i = 0; i < JOB_STATE_COUNT; i++)
         assert_int_equal(c[i], want[i]);
     struct job j;
@@ -703,8 +708,10 @@ static void test_counts(void **state)
     p->state = JOB_FINISHED;
     insert_free(f->s, p);
     sqlite3 *db = peek_open(f->path);
-    assert_int_equal(sqlite3_exec(db, "PRAGMA foreign_keys=ON; DELETE FROM jobs WHERE id IN (1, 2, 60)",
-                                  NULL, NULL, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db,
+                                  "PRAGMA foreign_keys=ON; DELETE FROM jobs WHERE id IN (1, 2, 60)",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
     assert_int_equal(peek_int(db, "SELECT count(*) FROM job_payload"), 0);
     assert_int_equal(peek_int(db, "SELECT sum(n) FROM job_counts"),
                      peek_int(db, "SELECT count(*) FROM jobs"));
@@ -832,6 +839,65 @@ static void test_transactions(void **state)
     assert_int_equal(store_checkpoint(f->s), 0);
 }
 
+static off_t file_size(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? st.st_size : 0;
+}
+
+/* A COMMIT that fails because the disk is full (here: a file size limit) loses the
+ * transaction; the store keeps saying so, refusing changes, until it is rolled back. */
+static void test_commit_failure(void **state)
+{
+    struct fixture *f = *state;
+    insert_free(f->s, mkjob(1, JOB_QUEUED, "u", 10, 1));
+    char wal[160];
+    snprintf(wal, sizeof(wal), "%s-wal", f->path);
+
+    assert_int_equal(store_begin(f->s), 0);
+    struct job *big = mkjob(2, JOB_QUEUED, "u", 10, 1);
+    big->script = xmalloc(1 << 20); /* fits the page cache: written at COMMIT */
+    memset(big->script, '#', (1 << 20) - 1);
+    big->script[(1 << 20) - 1] = '\0';
+    insert_free(f->s, big);
+
+    void (*old_handler)(int) = signal(SIGXFSZ, SIG_IGN);
+    struct rlimit old, lim;
+    assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+    lim = old;
+    lim.rlim_cur = (rlim_t)file_size(wal) + 256 * 1024;
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    int rc = store_commit(f->s);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+    signal(SIGXFSZ, old_handler);
+
+    assert_int_equal(rc, -1);
+    assert_non_null(strstr(store_error(f->s), "committing"));
+    assert_non_null(strstr(store_error(f->s), "rolled back"));
+    /* Not acknowledged yet: still "in a transaction", and nothing can pretend to commit. */
+    assert_true(store_in_transaction(f->s));
+    assert_int_equal(store_commit(f->s), -1);
+    assert_int_equal(store_begin(f->s), -1);
+    struct job *j3 = mkjob(3, JOB_QUEUED, "u", 10, 1);
+    assert_int_equal(store_insert_job(f->s, j3), -1);
+    assert_int_equal(store_set_setting(f->s, "k", "v"), -1);
+    assert_non_null(strstr(store_error(f->s), "roll"));
+    /* Reads still work. */
+    struct job got;
+    assert_int_equal(store_get_job(f->s, 1, &got, false), 0);
+    job_clear(&got);
+
+    store_rollback(f->s);
+    assert_false(store_in_transaction(f->s));
+    assert_int_equal(store_get_job(f->s, 2, &got, false), 1);
+    insert_ok(f->s, j3);
+    job_free(j3);
+    reopen(f);
+    assert_int_equal(store_get_job(f->s, 3, &got, false), 0);
+    job_clear(&got);
+    assert_int_equal(store_get_job(f->s, 2, &got, false), 1);
+}
+
 /* Committed data survives a reopen; and the last close leaves the file consistent. */
 static void test_reopen_keeps_everything(void **state)
 {
@@ -867,6 +933,7 @@ int main(void)
         T(test_settings),
         T(test_ids_never_reused),
         T(test_transactions),
+        T(test_commit_failure),
         T(test_reopen_keeps_everything),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

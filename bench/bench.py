@@ -1,0 +1,174 @@
+"""make bench: measures the figures of DESIGN.md §5 against a daemon in a sandbox.
+
+Each figure is the median of several rounds from this one run, printed next to its target.
+The machine is noisy: compare medians and ratios from the same run, not single timings.
+"""
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+BUILD = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
+
+
+class Sandbox:
+    def __init__(self, **extra_env):
+        self.dir = tempfile.mkdtemp(prefix="gflow-bench.")
+        os.chmod(self.dir, 0o755)
+        self.sock = os.path.join(self.dir, "gflowd.sock")
+        self.env = dict(os.environ)
+        self.env.update({
+            "XDG_DATA_HOME": os.path.join(self.dir, "xdg-data"),
+            "XDG_CONFIG_HOME": os.path.join(self.dir, "xdg-config"),
+            "XDG_RUNTIME_DIR": os.path.join(self.dir, "xdg-run"),
+            "GFLOW_DAEMON__DATA_DIR": os.path.join(self.dir, "data"),
+            "GFLOW_DAEMON__SOCKET_PATH": self.sock,
+            "GFLOW_SOCKET": self.sock,
+            "GFLOW_DAEMON__LOG_LEVEL": "warn",
+            "PATH": BUILD + ":" + os.environ.get("PATH", "/usr/bin:/bin"),
+        })
+        self.env.update(extra_env)
+        self.run("gflowd", "up")
+        self.pid = self.api("GET", "/v1/status")["pid"]
+
+    def run(self, *args, check=True):
+        return subprocess.run([os.path.join(BUILD, args[0]), *args[1:]], env=self.env,
+                              cwd=self.dir, check=check, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+
+    def api(self, method, path, body=None):
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(self.sock)
+        data = json.dumps(body).encode() if body is not None else b""
+        s.sendall(f"{method} {path} HTTP/1.1\r\nHost: gflow\r\nConnection: close\r\n"
+                  f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n"
+                  .encode() + data)
+        chunks = []
+        while True:
+            b = s.recv(1 << 20)
+            if not b:
+                break
+            chunks.append(b)
+        s.close()
+        head, _, payload = b"".join(chunks).partition(b"\r\n\r\n")
+        return json.loads(payload) if payload.strip() else None
+
+    def spec(self, command, **kw):
+        d = {"command": command, "workdir": self.dir, "env": {"PATH": "/usr/bin:/bin"}}
+        d.update(kw)
+        return d
+
+    def counts(self):
+        return self.api("GET", "/v1/status")["counts"]
+
+    def wait_counts(self, pred, timeout=120):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            c = self.counts()
+            if pred(c):
+                return c
+            time.sleep(0.002)
+        raise RuntimeError("timed out waiting for jobs")
+
+    def rss_kb(self):
+        with open(f"/proc/{self.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        return 0
+
+    def close(self):
+        self.run("gflowd", "down", check=False)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def median(xs):
+    return statistics.median(xs)
+
+
+def report(name, value, unit, target):
+    print(f"{name:<48} {value:>10.2f} {unit:<8} (target {target})", flush=True)
+
+
+def bench_submissions(sb, rounds=3, n=200):
+    rates = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            sb.run("gbatch", "--hold", "--parsable", "true")
+        rates.append(n / (time.perf_counter() - t0))
+    report("sequential gbatch submissions", median(rates), "per s", ">= 1.3x task-spooler (650-820/s)")
+
+
+def bench_latency(sb, rounds=21):
+    lat = []
+    out = os.path.join(sb.dir, "started")
+    for i in range(rounds):
+        path = f"{out}.{i}"
+        t0 = time.time()
+        sb.run("gbatch", "--parsable", f"echo $EPOCHREALTIME > {path}")
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                with open(path) as f:
+                    text = f.read().strip()
+                if text:
+                    lat.append((float(text) - t0) * 1000)
+                    break
+            except FileNotFoundError:
+                pass
+            time.sleep(0.0005)
+    report("submit -> job running (idle daemon)", median(lat), "ms", "<= 3 ms")
+
+
+def bench_throughput(sb, rounds=3, n=500):
+    times = []
+    for _ in range(rounds):
+        before = sb.counts()["CD"]
+        t0 = time.perf_counter()
+        sb.api("POST", "/v1/jobs", {"jobs": [sb.spec("true") for _ in range(n)]})
+        sb.wait_counts(lambda c: c["CD"] >= before + n)
+        times.append(time.perf_counter() - t0)
+    report(f"{n} trivial jobs to completion", median(times), "s", "<= task-spooler (0.44-0.55 s)")
+
+
+def bench_queue_10k():
+    sb = Sandbox(GFLOW_DAEMON__MAX_RUNNING_JOBS="1")
+    try:
+        sb.api("POST", "/v1/jobs", {"jobs": [sb.spec("sleep 600")]})
+        for _ in range(10):
+            sb.api("POST", "/v1/jobs", {"jobs": [sb.spec("true") for _ in range(1000)]})
+        sb.wait_counts(lambda c: c["PD"] == 10000 and c["R"] == 1)
+        times = []
+        for _ in range(11):
+            t0 = time.perf_counter()
+            r = sb.run("gqueue")
+            times.append((time.perf_counter() - t0) * 1000)
+        rows = r.stdout.count("\n") - 1
+        report(f"gqueue with 10,000 queued ({rows} rows)", median(times), "ms", "<= 15 ms")
+        report("daemon memory with 10,000 queued (RSS)", sb.rss_kb() / 1024, "MB", "<= 15 MB")
+        sb.run("gcancel", "1")
+    finally:
+        sb.close()
+
+
+def main():
+    print(f"gflow benchmarks ({BUILD}), medians of several rounds\n")
+    sb = Sandbox()
+    try:
+        bench_submissions(sb)
+        bench_latency(sb)
+        bench_throughput(sb)
+    finally:
+        sb.close()
+    bench_queue_10k()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,413 @@
+"""Harness for the daemon-backed end-to-end tests.
+
+Every test gets a fresh gflowd in its own temp dir (XDG_* and GFLOW_DAEMON__* pointed into
+it, so a root run never touches /var/lib/gflow or /run/gflow). The binaries come from
+$GFLOW_BUILD_DIR (default <repo>/build). Outcomes are awaited by polling with a deadline.
+
+Teardown stops the daemon with `gflowd down`, then kills by pid (pinned with a pidfd) every
+process that still belongs to the sandbox: the daemon, shims and jobs all carry the marker
+variable GFLOW_E2E_SANDBOX=<root> in their environment or the sandbox path on their command
+line. It also fails the test if the daemon's log shows a sanitizer report.
+"""
+import http.client
+import json
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BUILD_DIR = Path(os.environ.get("GFLOW_BUILD_DIR", REPO / "build")).resolve()
+PROGRAMS = ("gflowd", "gbatch", "gqueue", "gjob", "gcancel", "gflow-shim")
+TERMINAL = ("CD", "F", "CA", "TO")
+ACTIVE = ("PD", "H", "R")
+CMD_TIMEOUT = 30          # seconds any one CLI command may take before the test fails
+TEST_USER = "gflowtest"
+NOBODY = 65534
+
+# Variables passed through from the outer environment (sanitizer knobs, PATH, locale).
+_PASSTHROUGH = ("PATH", "LANG", "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS", "TMPDIR")
+
+
+def binary(name):
+    return str(BUILD_DIR / name)
+
+
+def wait_for(pred, what, timeout=10.0, interval=0.01):
+    """Polls pred until it returns something truthy and returns that; fails after timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = pred()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+# ---------------------------------------------------------------- processes
+
+def proc_stat(pid):
+    """(state, start_time_ticks) of pid from /proc/PID/stat, or None if it does not exist."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()
+    return fields[0], int(fields[19])
+
+
+def start_time(pid):
+    st = proc_stat(pid)
+    return st[1] if st else None
+
+
+def alive(pid, start=None):
+    """True if pid exists, is not a zombie, and (if given) has this start time."""
+    st = proc_stat(pid)
+    if st is None or st[0] in ("Z", "X"):
+        return False
+    return start is None or st[1] == start
+
+
+def read_pid_file(path):
+    """The pid a job wrote with `echo $pid > file`, once the line is complete; else None."""
+    try:
+        text = Path(path).read_text()
+    except FileNotFoundError:
+        return None
+    return int(text) if text.endswith("\n") and text.strip() else None
+
+
+def kill_pid(pid, start, sig=signal.SIGKILL):
+    """Signals pid only if it is still the process that had this start time (pidfd-pinned)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return False
+    try:
+        if start_time(pid) != start:
+            return False
+        signal.pidfd_send_signal(fd, sig)
+        return True
+    except ProcessLookupError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def _read(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+
+
+def sandbox_processes(root):
+    """Live pids (with start times) whose environment carries this sandbox's marker or
+    whose command line names a path inside it."""
+    marker = f"GFLOW_E2E_SANDBOX={root}".encode()
+    root_b = str(root).encode()
+    me = os.getpid()
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == me:
+            continue
+        pid = int(name)
+        env = _read(f"/proc/{pid}/environ").split(b"\0")
+        cmd = _read(f"/proc/{pid}/cmdline")
+        if marker in env or root_b in cmd:
+            st = proc_stat(pid)
+            if st and st[0] not in ("Z", "X"):
+                found.append((pid, st[1]))
+    return found
+
+
+# ---------------------------------------------------------------- users
+
+def ensure_test_user():
+    """(uid, gid, home) of the unprivileged test user, creating it when we are root."""
+    try:
+        pw = pwd.getpwnam(TEST_USER)
+    except KeyError:
+        if os.geteuid() != 0:
+            pytest.skip(f"needs root or an existing user '{TEST_USER}'")
+        subprocess.run(["useradd", "-m", "-s", "/bin/bash", TEST_USER], check=True,
+                       capture_output=True)
+        pw = pwd.getpwnam(TEST_USER)
+    return pw.pw_uid, pw.pw_gid, pw.pw_dir
+
+
+def as_user(uid, gid=None):
+    """Command prefix that runs a program with another uid (we are root)."""
+    if os.geteuid() != 0:
+        pytest.skip("switching users needs root")
+    if uid == NOBODY:
+        return ["setpriv", f"--reuid={uid}", f"--regid={NOBODY}", "--clear-groups"]
+    return ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--init-groups"]
+
+
+# ---------------------------------------------------------------- HTTP over the socket
+
+class UnixHTTPConnection(http.client.HTTPConnection):
+    def __init__(self, path, timeout=10):
+        super().__init__("localhost", timeout=timeout)
+        self.unix_path = str(path)
+
+    def connect(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(self.timeout)
+        s.connect(self.unix_path)
+        self.sock = s
+
+
+class Response:
+    def __init__(self, status, headers, body):
+        self.status = status
+        self.headers = headers
+        self.body = body
+
+    @property
+    def text(self):
+        return self.body.decode(errors="replace")
+
+    def json(self):
+        return json.loads(self.body)
+
+    def __repr__(self):
+        return f"<Response {self.status} {self.body[:300]!r}>"
+
+
+# ---------------------------------------------------------------- the sandbox
+
+class Gflow:
+    """One isolated gflow installation: its dirs, its env, and a daemon that may run."""
+
+    def __init__(self, env=None, make_root=None):
+        self.root = Path(make_root() if make_root else tempfile.mkdtemp(prefix="gf-", dir="/tmp"))
+        self.data = self.root / "data"
+        self.sock = self.root / "gflowd.sock"
+        self.work = self.root / "work"
+        for d in ("xdg-data", "xdg-run", "xdg-config", "work"):
+            (self.root / d).mkdir(exist_ok=True)
+        base = {k: os.environ[k] for k in _PASSTHROUGH if k in os.environ}
+        base.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+        base.setdefault("LANG", "C.UTF-8")
+        base.update({
+            "HOME": os.environ.get("HOME", "/root"),
+            "XDG_DATA_HOME": str(self.root / "xdg-data"),
+            "XDG_RUNTIME_DIR": str(self.root / "xdg-run"),
+            "XDG_CONFIG_HOME": str(self.root / "xdg-config"),
+            "GFLOW_DAEMON__DATA_DIR": str(self.data),
+            "GFLOW_DAEMON__SOCKET_PATH": str(self.sock),
+            "GFLOW_SOCKET": str(self.sock),
+            "GFLOW_E2E_SANDBOX": str(self.root),
+        })
+        base.update(env or {})
+        self.env = base
+        self.started = False
+
+    # -- running commands
+
+    def run(self, prog, *args, input=None, cwd=None, env=None, user=None,
+            timeout=CMD_TIMEOUT, check=False):
+        """Runs one of the programs (or any command when prog contains a '/' or is not
+        one of ours) with the sandbox env. user: a setpriv prefix from as_user()."""
+        argv = [binary(prog) if prog in PROGRAMS else prog, *map(str, args)]
+        if user:
+            argv = list(user) + argv
+        full_env = dict(self.env)
+        if env:
+            full_env.update(env)
+        cp = subprocess.run(argv, input=input, cwd=str(cwd or self.work), env=full_env,
+                            stdin=subprocess.DEVNULL if input is None else None,
+                            capture_output=True, text=True, timeout=timeout)
+        if check and cp.returncode != 0:
+            raise AssertionError(f"{argv} exited {cp.returncode}\nstdout: {cp.stdout}\n"
+                                 f"stderr: {cp.stderr}")
+        return cp
+
+    def gflowd(self, *args, **kw):
+        return self.run("gflowd", *args, **kw)
+
+    def up(self, *args, **kw):
+        cp = self.gflowd(*args, "up", **kw)
+        assert cp.returncode == 0, f"gflowd up failed: {cp.stdout}{cp.stderr}{self.daemon_log()}"
+        self.started = True
+        return cp
+
+    def down(self, **kw):
+        return self.gflowd("down", **kw)
+
+    def submit(self, *args, **kw):
+        """gbatch --parsable ARGS; returns the job id."""
+        cp = self.run("gbatch", "--parsable", *args, **kw)
+        assert cp.returncode == 0, f"gbatch {args} failed ({cp.returncode}): {cp.stderr}"
+        return int(cp.stdout.strip())
+
+    # -- daemon process
+
+    def lock_holder(self):
+        """(pid, start) named by the lock file if that process is alive with that start."""
+        try:
+            pid, start = (self.data / "gflowd.lock").read_text().split()[:2]
+        except (FileNotFoundError, ValueError):
+            return None
+        pid, start = int(pid), int(start)
+        return (pid, start) if alive(pid, start) else None
+
+    def daemon_pid(self):
+        holder = self.lock_holder()
+        return holder[0] if holder else None
+
+    def kill_daemon(self):
+        """SIGKILL the daemon by pid and waits until it is gone."""
+        holder = self.lock_holder()
+        assert holder, "no daemon to kill"
+        kill_pid(*holder)
+        wait_for(lambda: not alive(*holder), "the killed daemon to be gone", timeout=5)
+
+    def daemon_log(self):
+        p = self.data / "gflowd.log"
+        return p.read_text(errors="replace") if p.exists() else ""
+
+    # -- HTTP
+
+    def api(self, method, path, body=None, headers=None, timeout=10):
+        """One request on a fresh connection. body: dict/list (sent as JSON), str or bytes."""
+        if isinstance(body, (dict, list)):
+            body = json.dumps(body)
+        if isinstance(body, str):
+            body = body.encode()
+        hdrs = dict(headers or {})
+        if body is not None:
+            hdrs.setdefault("Content-Type", "application/json")
+        conn = UnixHTTPConnection(self.sock, timeout=timeout)
+        try:
+            conn.request(method, path, body=body, headers=hdrs)
+            r = conn.getresponse()
+            return Response(r.status, dict(r.getheaders()), r.read())
+        finally:
+            conn.close()
+
+    def health_ok(self):
+        r = self.api("GET", "/v1/health")
+        return r.status == 200 and r.json() == {"status": "ok"}
+
+    def job(self, job_id):
+        r = self.api("GET", f"/v1/jobs/{job_id}")
+        assert r.status == 200, r
+        return r.json()
+
+    def jobs(self, **query):
+        q = "&".join(f"{k}={v}" for k, v in query.items())
+        r = self.api("GET", "/v1/jobs" + ("?" + q if q else ""))
+        assert r.status == 200, r
+        return r.json()["jobs"]
+
+    def wait_state(self, job_id, states=TERMINAL, timeout=10):
+        """Waits until the job is in one of states; returns the job object."""
+        if isinstance(states, str):
+            states = (states,)
+        last = {}
+
+        def check():
+            last["job"] = self.job(job_id)
+            return last["job"] if last["job"]["state"] in states else None
+        try:
+            return wait_for(check, f"job {job_id} to reach {states}", timeout=timeout)
+        except AssertionError as e:
+            raise AssertionError(f"{e}; last seen: {last.get('job')}") from None
+
+    def log(self, job_id):
+        p = self.data / "logs" / f"{job_id}.log"
+        return p.read_text() if p.exists() else ""
+
+    # -- teardown
+
+    def cleanup(self):
+        problems = []
+        try:
+            if self.lock_holder():
+                self.down(timeout=20)
+        except Exception as e:  # still kill everything below
+            problems.append(f"gflowd down failed: {e}")
+        deadline = time.monotonic() + 10
+        while True:
+            procs = sandbox_processes(self.root)
+            if not procs:
+                break
+            if time.monotonic() > deadline:
+                problems.append(f"processes survived SIGKILL: {procs}")
+                break
+            for pid, st in procs:
+                kill_pid(pid, st)
+            time.sleep(0.02)
+        log = self.daemon_log()
+        for bad in ("ERROR: AddressSanitizer", "runtime error:", "ERROR: LeakSanitizer"):
+            if bad in log:
+                problems.append(f"sanitizer report in gflowd.log:\n{log[-4000:]}")
+                break
+        shutil.rmtree(self.root, ignore_errors=True)
+        return problems
+
+
+@pytest.fixture
+def make_gflow():
+    """Factory: make_gflow(env={...}, start=True, args=()) -> a Gflow sandbox."""
+    missing = [p for p in PROGRAMS if not (BUILD_DIR / p).exists()]
+    if missing:
+        pytest.fail(f"missing binaries in {BUILD_DIR}: {missing}; run 'ninja -C {BUILD_DIR}'")
+    made = []
+
+    def make(env=None, start=True, args=(), make_root=None):
+        g = Gflow(env=env, make_root=make_root)
+        made.append(g)
+        if start:
+            g.up(*args)
+        return g
+
+    yield make
+    problems = []
+    for g in made:
+        problems += g.cleanup()
+    if problems:
+        pytest.fail("teardown: " + "\n".join(problems))
+
+
+@pytest.fixture
+def gflow(make_gflow):
+    """A fresh running daemon with default settings."""
+    return make_gflow()
+
+
+def parse_table(text):
+    """A gqueue table as a list of dicts keyed by the header words."""
+    lines = [l for l in text.splitlines() if l.strip()]
+    header = lines[0].split()
+    return [dict(zip(header, l.split(None, len(header) - 1))) for l in lines[1:]]
+
+
+def parse_show(text):
+    """`gjob show` output as a list of dicts (one per job) of 'Key: value' lines."""
+    jobs, cur = [], {}
+    for line in text.splitlines():
+        if not line.strip():
+            if cur:
+                jobs.append(cur)
+                cur = {}
+            continue
+        key, _, value = line.partition(":")
+        cur[key.strip()] = value.strip()
+    if cur:
+        jobs.append(cur)
+    return jobs

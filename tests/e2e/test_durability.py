@@ -1,0 +1,171 @@
+"""Durability across daemon crashes and restarts: acknowledged submissions survive SIGKILL,
+no job runs twice, jobs that end while the daemon is down are finalized from their exit
+files, running jobs are re-adopted, and ids are never reused."""
+import collections
+import json
+import subprocess
+import threading
+import time
+
+from conftest import TERMINAL, alive, binary, read_pid_file, start_time, wait_for
+
+WAIT_GO = "while [ ! -e go ]; do sleep 0.02; done"
+
+
+def all_jobs(g):
+    return g.jobs(user="all")
+
+
+def wait_all_ended(g, timeout=30):
+    def done():
+        jobs = all_jobs(g)
+        return jobs if all(j["state"] in TERMINAL for j in jobs) else None
+    return wait_for(done, "every job to end", timeout=timeout, interval=0.05)
+
+
+def test_sigkill_during_submission_burst(gflow):
+    ran = gflow.root / "ran.txt"
+    cmd = f'echo "$GFLOW_JOB_ID" >> {ran}'
+    acked, failures = [], []
+    lock = threading.Lock()
+
+    def submitter():
+        for _ in range(10):
+            try:
+                cp = subprocess.run([binary("gbatch"), "--parsable", cmd], cwd=gflow.work,
+                                    env=gflow.env, stdin=subprocess.DEVNULL,
+                                    capture_output=True, text=True, timeout=30)
+            except subprocess.TimeoutExpired as e:
+                with lock:
+                    failures.append(f"timeout: {e}")
+                return
+            with lock:
+                if cp.returncode == 0:
+                    acked.append(int(cp.stdout))
+                else:
+                    failures.append(cp.stderr.strip())
+                    return   # the daemon is gone; stop like a script with `set -e` would
+
+    threads = [threading.Thread(target=submitter) for _ in range(20)]
+    for t in threads:
+        t.start()
+    try:
+        wait_for(lambda: len(acked) >= 40, "40 acknowledged submissions", timeout=30)
+        gflow.kill_daemon()
+    finally:
+        for t in threads:
+            t.join(timeout=60)
+    n_acked = len(acked)
+    assert n_acked < 200, "the daemon was killed after the burst; nothing was tested"
+    assert failures, "no submission failed after SIGKILL"
+    assert not any(f.startswith("timeout") for f in failures), failures
+    assert len(set(acked)) == n_acked, "the same id was acknowledged twice"
+
+    gflow.up()
+    jobs = wait_all_ended(gflow)
+    ids = [j["id"] for j in jobs]
+    assert len(ids) == len(set(ids)), "duplicate job ids in the database"
+    by_id = {j["id"]: j for j in jobs}
+    missing = sorted(set(acked) - set(by_id))
+    assert not missing, f"acknowledged jobs lost by the crash: {missing}"
+    for i in acked:
+        assert by_id[i]["state"] == "CD" and by_id[i]["exit_code"] == 0, by_id[i]
+
+    runs = collections.Counter(int(l) for l in ran.read_text().split())
+    twice = {i: n for i, n in runs.items() if n > 1}
+    assert not twice, f"jobs that ran more than once: {twice}"
+    assert set(runs) <= set(by_id), "a job ran that the daemon does not know"
+    for i in acked:
+        assert runs[i] == 1, f"acknowledged job {i} never ran"
+    for j in jobs:
+        if j["state"] == "CD":
+            assert runs[j["id"]] == 1, j
+
+    # Ids keep growing after the crash.
+    assert gflow.submit("true") > max(ids)
+
+
+def test_job_finished_while_daemon_down_is_finalized(gflow):
+    job = gflow.submit(f"{WAIT_GO}; exit 7")
+    gflow.wait_state(job, "R")
+    cp = gflow.down()
+    assert cp.returncode == 0, cp.stderr
+    (gflow.work / "go").touch()
+    exit_file = gflow.data / "exits" / f"{job}.json"
+
+    def exit_record():
+        try:
+            return json.loads(exit_file.read_text())
+        except (FileNotFoundError, ValueError):
+            return None
+    rec = wait_for(exit_record, "the shim's exit file", timeout=10)
+    assert rec["job_id"] == job and rec["exit_code"] == 7 and rec["signal"] is None
+
+    gflow.up()
+    j = gflow.wait_state(job, timeout=10)
+    assert (j["state"], j["exit_code"], j["reason"]) == ("F", 7, "NonZeroExitCode"), j
+    assert j["end_time"] >= j["start_time"]
+
+
+def test_running_job_is_readopted_and_can_be_cancelled(gflow):
+    job = gflow.submit("echo $$ > job.pid; sleep 300 & echo $! > child.pid; wait")
+    gflow.wait_state(job, "R")
+    pids = {}
+    for name in ("job.pid", "child.pid"):
+        pid = wait_for(lambda: read_pid_file(gflow.work / name), name)
+        pids[name] = (pid, start_time(pid))
+    before = gflow.job(job)
+
+    gflow.down()
+    for pid, st in pids.values():
+        assert alive(pid, st), "the job did not survive the daemon's stop"
+    gflow.up()
+    j = gflow.job(job)
+    assert j["state"] == "R", j
+    assert j["start_time"] == before["start_time"] and j["shim_pid"] == before["shim_pid"]
+
+    # Re-adopted, not finalized a moment later.
+    time.sleep(0.3)
+    assert gflow.job(job)["state"] == "R"
+    for pid, st in pids.values():
+        assert alive(pid, st)
+
+    cp = gflow.run("gcancel", job)
+    assert cp.returncode == 0, cp.stderr
+    j = gflow.wait_state(job, timeout=15)
+    assert (j["state"], j["reason"]) == ("CA", "CancelledByUser"), j
+    for name, (pid, st) in pids.items():
+        wait_for(lambda: not alive(pid, st), f"{name} to be killed", timeout=5)
+
+
+def test_readopted_job_end_is_noticed(gflow):
+    """A re-adopted job that ends later is finalized at once with its exit code."""
+    job = gflow.submit(f"{WAIT_GO}; exit 5")
+    gflow.wait_state(job, "R")
+    gflow.kill_daemon()
+    gflow.up()
+    assert gflow.job(job)["state"] == "R"
+    (gflow.work / "go").touch()
+    j = gflow.wait_state(job, timeout=5)
+    assert (j["state"], j["exit_code"]) == ("F", 5), j
+
+
+def test_ids_never_reused(gflow):
+    ids = [gflow.submit("true") for _ in range(3)]
+    held = gflow.submit("-H", "true")
+    gflow.run("gcancel", held, check=True)
+    for i in ids:
+        gflow.wait_state(i)
+    top = max(ids + [held])
+
+    gflow.down()
+    gflow.up()
+    after_down = gflow.submit("true")
+    assert after_down > top
+
+    gflow.kill_daemon()
+    gflow.up()
+    after_kill = gflow.submit("true")
+    assert after_kill > after_down
+    ids = [j["id"] for j in all_jobs(gflow)]
+    assert len(ids) == len(set(ids)) == 6
