@@ -97,19 +97,30 @@ void client_usage_error(const char *fmt, ...)
     exit(CLIENT_EXIT_USAGE);
 }
 
-char *client_opt_name(char **argv, int c)
+char *client_option_error(char **argv, int c, const struct option *longopts)
 {
-    const char *a = optind > 0 ? argv[optind - 1] : "";
-    /* '?' for an unknown short option sets optopt to it (and may leave optind on the
-     * same word, "-Hx"); for an unknown long option optopt is 0. A missing value (':')
-     * always comes at the end of its word, which optind has passed. */
-    if (c == '?' && optopt > 0 && optopt < 256)
-        return xasprintf("-%c", optopt);
-    if (str_starts_with(a, "--"))
-        return xstrndup(a, strcspn(a, "="));
-    if (optopt > 0 && optopt < 256)
-        return xasprintf("-%c", optopt);
-    return xstrdup(a);
+    const char *a = optind > 0 ? argv[optind - 1] : NULL;
+    if (a && a[0] == '-' && a[1] == '-') {
+        /* The long option the word names (glibc also accepts unique prefixes). */
+        size_t len = strcspn(a + 2, "=");
+        const struct option *o = NULL;
+        for (const struct option *p = longopts; p && p->name; p++) {
+            if (strncmp(p->name, a + 2, len) == 0 && (!o || p->name[len] == '\0'))
+                o = p;
+        }
+        bool valued = a[2 + len] == '=';
+        if (o && c == ':')
+            return xasprintf("option --%s needs a value", o->name);
+        if (o && c == '?' && valued && o->has_arg == no_argument && optopt == o->val)
+            return xasprintf("option --%s takes no value", o->name);
+        /* '?' for an unknown short option sets optopt to it, and optind may still be on
+         * a word before it ("--hold -xH"); for an unknown long option optopt is 0. */
+        if (!(c == '?' && optopt > 0 && optopt < 256))
+            return xasprintf("unknown option --%.*s", (int)len, a + 2);
+    }
+    if (c == ':')
+        return xasprintf("option -%c needs a value", optopt);
+    return xasprintf("unknown option -%c", optopt);
 }
 
 const char *client_socket_path(void)

@@ -9,6 +9,7 @@
 #ifndef GFLOW_CLIENT_H
 #define GFLOW_CLIENT_H
 
+#include <getopt.h>
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -49,9 +50,9 @@ struct client_response {
 void client_response_free(struct client_response *r);
 
 /* After getopt_long returned c ('?' or ':'; the option string must start with ':'
- * after any '+'), the option as the user wrote it ("--time", "-t"), for messages.
- * Caller frees. */
-char *client_opt_name(char **argv, int c);
+ * after any '+'), says what was wrong: "unknown option --foo", "option -t needs a
+ * value", "option --hold takes no value". Caller frees. */
+char *client_option_error(char **argv, int c, const struct option *longopts);
 
 /* Sends one request and reads its response. body may be NULL. When stream_cb is set and
  * the status is 2xx, the body goes to the callback as it arrives instead of into

@@ -167,10 +167,8 @@ static int gbatch_parse(int argc, char **argv, struct gbatch_opts *o,
                 exit(0);
             }
             break;
-        case ':':
-            gbatch_opt_error(src, "option %s needs a value", client_opt_name(argv, c));
         default:
-            gbatch_opt_error(src, "unknown option %s", client_opt_name(argv, c));
+            gbatch_opt_error(src, "%s", client_option_error(argv, c, gbatch_longopts));
         }
     }
     return optind;

@@ -66,10 +66,8 @@ int main(int argc, char **argv)
         case 'V':
             printf("gcancel %s\n", GFLOW_VERSION);
             return 0;
-        case ':':
-            client_usage_error("option %s needs a value", client_opt_name(argv, c));
         default:
-            client_usage_error("unknown option %s", client_opt_name(argv, c));
+            client_usage_error("%s", client_option_error(argv, c, longopts));
         }
     }
     if (optind >= argc)

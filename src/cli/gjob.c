@@ -84,13 +84,11 @@ static void gjob_help_ids(const char *cmd, const char *what)
            cmd, what);
 }
 
-static void __attribute__((noreturn)) gjob_bad_option(const char *cmd, char **argv, int c)
+static void __attribute__((noreturn))
+gjob_bad_option(const char *cmd, char **argv, int c, const struct option *longopts)
 {
-    char *name = client_opt_name(argv, c);
-    if (c == ':')
-        client_die(CLIENT_EXIT_USAGE, "option %s needs a value; see 'gjob %s --help'", name, cmd);
-    client_die(CLIENT_EXIT_USAGE, "unknown option %s for 'gjob %s'; see 'gjob %s --help'", name,
-               cmd, cmd);
+    client_die(CLIENT_EXIT_USAGE, "%s for 'gjob %s'; see 'gjob %s --help'",
+               client_option_error(argv, c, longopts), cmd, cmd);
 }
 
 /* "123 KiB", "12.3 MiB", "1.50 GiB". */
@@ -178,7 +176,7 @@ static int gjob_show(int argc, char **argv)
             gjob_help_show();
             return 0;
         default:
-            gjob_bad_option("show", argv, c);
+            gjob_bad_option("show", argv, c, longopts);
         }
     }
     if (optind >= argc)
@@ -275,7 +273,7 @@ static int gjob_log(int argc, char **argv)
             gjob_help_log();
             return 0;
         default:
-            gjob_bad_option("log", argv, c);
+            gjob_bad_option("log", argv, c, longopts);
         }
     }
     if (optind >= argc)
@@ -348,7 +346,7 @@ static int gjob_transition(const char *cmd, int argc, char **argv)
                 gjob_help_ids("release", "Releases held jobs back to the queue.");
             return 0;
         }
-        gjob_bad_option(cmd, argv, c);
+        gjob_bad_option(cmd, argv, c, longopts);
     }
     if (optind >= argc)
         client_die(CLIENT_EXIT_USAGE, "which jobs? e.g. 'gjob %s 42' or 'gjob %s 3-7'", cmd, cmd);
@@ -395,10 +393,8 @@ int main(int argc, char **argv)
         case 'V':
             printf("gjob %s\n", GFLOW_VERSION);
             return 0;
-        case ':':
-            client_usage_error("option %s needs a value", client_opt_name(argv, c));
         default:
-            client_usage_error("unknown option %s", client_opt_name(argv, c));
+            client_usage_error("%s", client_option_error(argv, c, longopts));
         }
     }
     if (optind >= argc)

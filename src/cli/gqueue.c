@@ -344,10 +344,8 @@ int main(int argc, char **argv)
         case 'V':
             printf("gqueue %s\n", GFLOW_VERSION);
             return 0;
-        case ':':
-            client_usage_error("option %s needs a value", client_opt_name(argv, c));
         default:
-            client_usage_error("unknown option %s", client_opt_name(argv, c));
+            client_usage_error("%s", client_option_error(argv, c, gqueue_longopts));
         }
     }
     if (optind < argc)
