@@ -210,5 +210,13 @@ char *output_job_nodelist(const struct job *j)
     if (j->state == JOB_RUNNING)
         return xstrdup(j->gpu_ids && *j->gpu_ids ? j->gpu_ids : "-");
     const char *reason = output_job_reason(j);
-    return reason ? xasprintf("(%s)", reason) : xstrdup("-");
+    if (!reason)
+        return xstrdup("-");
+    size_t n = strlen(reason);
+    char *out = xmalloc(n + 3);
+    out[0] = '(';
+    memcpy(out + 1, reason, n);
+    out[n + 1] = ')';
+    out[n + 2] = '\0';
+    return out;
 }

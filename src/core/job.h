@@ -113,6 +113,9 @@ void job_append_json(struct strbuf *sb, const struct job *j);
 /* Appends one field as JSON (tsv false) or as TSV text (tab, newline and backslash
  * escaped as \t, \n, \\; null as \N). */
 void job_append_field(struct strbuf *sb, const struct job *j, enum job_field f, bool tsv);
+/* Reads one TSV line (without its newline; modified in place) written with the given
+ * fields into j (initialised here). 0, or -1 if the line has too few fields. */
+int job_from_tsv(struct job *j, const int *fields, size_t n, char *line);
 /* Appends one TSV line with the given fields. */
 void job_append_tsv(struct strbuf *sb, const struct job *j, const int *fields, size_t n);
 /* Reads a job encoded by job_to_json back (used by the CLI). 0 or -1. */

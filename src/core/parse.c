@@ -5,6 +5,7 @@
 
 #include <limits.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -103,12 +104,17 @@ char *format_duration(int64_t secs)
 {
     if (secs < 0)
         secs = 0;
+    if (secs == 0)
+        return xstrdup("0:00"); /* most rows of a long queue */
     long long d = secs / 86400, h = secs / 3600 % 24, m = secs / 60 % 60, s = secs % 60;
+    char buf[64];
     if (secs < 3600)
-        return xasprintf("%lld:%02lld", m, s);
-    if (secs < 86400)
-        return xasprintf("%lld:%02lld:%02lld", h, m, s);
-    return xasprintf("%lld-%02lld:%02lld:%02lld", d, h, m, s);
+        snprintf(buf, sizeof(buf), "%lld:%02lld", m, s);
+    else if (secs < 86400)
+        snprintf(buf, sizeof(buf), "%lld:%02lld:%02lld", h, m, s);
+    else
+        snprintf(buf, sizeof(buf), "%lld-%02lld:%02lld:%02lld", d, h, m, s);
+    return xstrdup(buf);
 }
 
 /* One id of an id list item: positive. On error sets *err naming the item. */

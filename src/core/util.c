@@ -67,6 +67,21 @@ char *xvasprintf(const char *fmt, va_list ap)
     return p;
 }
 
+char *xstrdup_int(long long v)
+{
+    char buf[24];
+    char *p = buf + sizeof(buf);
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    *--p = '\0';
+    do {
+        *--p = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        *--p = '-';
+    return xstrdup(p);
+}
+
 char *xasprintf(const char *fmt, ...)
 {
     va_list ap;

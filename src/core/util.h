@@ -15,6 +15,8 @@ char *xstrdup(const char *s);
 char *xstrndup(const char *s, size_t n);
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 char *xvasprintf(const char *fmt, va_list ap);
+/* The decimal text of v, without printf (cheap enough for 10,000-row tables). */
+char *xstrdup_int(long long v);
 
 /* A growable NUL-terminated byte buffer. */
 struct strbuf {

@@ -9,6 +9,7 @@ process that still belongs to the sandbox: the daemon, shims and jobs all carry 
 variable GFLOW_E2E_SANDBOX=<root> in their environment or the sandbox path on their command
 line. It also fails the test if the daemon's log shows a sanitizer report.
 """
+import grp
 import http.client
 import json
 import os
@@ -30,7 +31,9 @@ TERMINAL = ("CD", "F", "CA", "TO")
 ACTIVE = ("PD", "H", "R")
 CMD_TIMEOUT = 30          # seconds any one CLI command may take before the test fails
 TEST_USER = "gflowtest"
+TEST_GROUP = "gflowtest-extra"
 NOBODY = 65534
+SANITIZER_MARKS = ("ERROR: AddressSanitizer", "runtime error:", "ERROR: LeakSanitizer")
 
 # Variables passed through from the outer environment (sanitizer knobs, PATH, locale).
 _PASSTHROUGH = ("PATH", "LANG", "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS", "TMPDIR")
@@ -135,7 +138,9 @@ def sandbox_processes(root):
 # ---------------------------------------------------------------- users
 
 def ensure_test_user():
-    """(uid, gid, home) of the unprivileged test user, creating it when we are root."""
+    """(uid, gid, home) of the unprivileged test user, creating it when we are root. As
+    root, also makes it a member of the supplementary group TEST_GROUP, so that tests can
+    check that jobs get the submitter's supplementary groups."""
     try:
         pw = pwd.getpwnam(TEST_USER)
     except KeyError:
@@ -144,6 +149,15 @@ def ensure_test_user():
         subprocess.run(["useradd", "-m", "-s", "/bin/bash", TEST_USER], check=True,
                        capture_output=True)
         pw = pwd.getpwnam(TEST_USER)
+    if os.geteuid() == 0:
+        try:
+            members = grp.getgrnam(TEST_GROUP).gr_mem
+        except KeyError:
+            subprocess.run(["groupadd", TEST_GROUP], check=True, capture_output=True)
+            members = []
+        if TEST_USER not in members:
+            subprocess.run(["usermod", "-aG", TEST_GROUP, TEST_USER], check=True,
+                           capture_output=True)
     return pw.pw_uid, pw.pw_gid, pw.pw_dir
 
 
@@ -231,6 +245,9 @@ class Gflow:
         cp = subprocess.run(argv, input=input, cwd=str(cwd or self.work), env=full_env,
                             stdin=subprocess.DEVNULL if input is None else None,
                             capture_output=True, text=True, timeout=timeout)
+        for bad in SANITIZER_MARKS:
+            if bad in cp.stderr:
+                raise AssertionError(f"sanitizer report from {argv}:\n{cp.stderr[-4000:]}")
         if check and cp.returncode != 0:
             raise AssertionError(f"{argv} exited {cp.returncode}\nstdout: {cp.stdout}\n"
                                  f"stderr: {cp.stderr}")
@@ -352,11 +369,14 @@ class Gflow:
             for pid, st in procs:
                 kill_pid(pid, st)
             time.sleep(0.02)
-        log = self.daemon_log()
-        for bad in ("ERROR: AddressSanitizer", "runtime error:", "ERROR: LeakSanitizer"):
-            if bad in log:
-                problems.append(f"sanitizer report in gflowd.log:\n{log[-4000:]}")
-                break
+        logs = [self.data / "gflowd.log", *sorted((self.data / "logs").glob("*.log"))]
+        for path in logs:
+            try:
+                text = path.read_text(errors="replace")
+            except OSError:
+                continue
+            if any(bad in text for bad in SANITIZER_MARKS):
+                problems.append(f"sanitizer report in {path.name}:\n{text[-4000:]}")
         shutil.rmtree(self.root, ignore_errors=True)
         return problems
 

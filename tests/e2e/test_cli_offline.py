@@ -135,7 +135,14 @@ def test_gbatch_unknown_flag(env):
 
 def test_gbatch_unknown_short_flag(env):
     r = run("gbatch", "-x", "echo", env=env)
-    assert_one_line_error(r, "gbatch", 2, "-x")
+    assert_one_line_error(r, "gbatch", 2, "unknown option -x")
+    r = run("gbatch", "--hold", "-Hx", "echo", env=env)
+    assert_one_line_error(r, "gbatch", 2, "unknown option -x")
+
+
+def test_gbatch_flag_given_a_value_it_does_not_take(env):
+    r = run("gbatch", "--hold=yes", "echo", env=env)
+    assert_one_line_error(r, "gbatch", 2, "--hold takes no value")
 
 
 @pytest.mark.parametrize("value", ["1x", "abc", "1:2:3:4", "-5", "", "1-2-3"])

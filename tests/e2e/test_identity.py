@@ -3,11 +3,12 @@ job as its submitter and lets only the owner or an admin act on it.
 
 These need root (they are in CI): they create the user 'gflowtest' when it is missing and
 switch uids with setpriv."""
+import grp
 import os
 
 import pytest
 
-from conftest import NOBODY, TEST_USER, as_user, ensure_test_user, wait_for
+from conftest import NOBODY, TEST_GROUP, TEST_USER, as_user, ensure_test_user, wait_for
 
 WAIT_GO = "while [ ! -e go ]; do sleep 0.02; done"
 
@@ -107,6 +108,7 @@ def test_root_daemon_runs_job_as_submitter(make_gflow, user):
     assert cp.returncode == 0, cp.stderr
     lines = cp.stdout.splitlines()
     groups = set(os.getgrouplist(TEST_USER, gid))
+    assert grp.getgrnam(TEST_GROUP).gr_gid in groups
     assert lines[0] == str(uid)
     assert lines[1] == str(gid)
     assert set(map(int, lines[2].split())) == groups

@@ -448,3 +448,59 @@ def test_gqueue_views(gflow):
 
     (gflow.work / "go").touch()
     gflow.wait_state(running)
+
+
+# ---------------------------------------------------------------- failures and edge cases
+
+def test_launch_failures_and_missing_command(make_gflow):
+    g = make_gflow()
+    missing = g.submit("nosuchcmd_e2e_xyz")
+    gone = g.work / "gone"
+    gone.mkdir()
+    no_dir = g.submit("-H", "pwd", cwd=gone)
+    gone.rmdir()
+    g.run("gjob", "release", no_dir, check=True)
+
+    j = g.wait_state(missing)
+    assert (j["state"], j["exit_code"], j["reason"]) == ("F", 127, "NonZeroExitCode"), j
+    assert "nosuchcmd_e2e_xyz" in g.log(missing)
+
+    j = g.wait_state(no_dir)
+    assert (j["state"], j["exit_code"]) == ("F", 125), j
+    assert j["reason"].startswith("LaunchFailed") and str(gone) in j["reason"], j
+    assert g.health_ok()
+
+
+def test_time_limit_on_job_ignoring_sigterm(make_gflow):
+    g = make_gflow(env={"GFLOW_DAEMON__KILL_GRACE_SECS": "1"})
+    job = g.submit("-t", "0:01", "trap '' TERM; echo $$ > job.pid; while true; do sleep 0.05; done")
+    pid = wait_for(lambda: read_pid_file(g.work / "job.pid"), "job.pid")
+    st = start_time(pid)
+    j = g.wait_state(job, timeout=10)
+    assert (j["state"], j["reason"]) == ("TO", "TimeLimit"), j
+    assert j["signal_name"] == "SIGKILL" and j["exit_code"] is None, j
+    ran = j["end_time"] - j["start_time"]
+    assert 1.9 <= ran <= 3.5, f"ran {ran:.3f}s with a 1s limit and a 1s grace"
+    assert not alive(pid, st)
+
+
+def test_cancel_queued_job_is_immediate(make_gflow):
+    g = make_gflow(env={"GFLOW_DAEMON__MAX_RUNNING_JOBS": "1"})
+    blocker = g.submit(WAIT_GO)
+    g.wait_state(blocker, "R")
+    queued = g.submit("touch ran")
+    cp = g.run("gcancel", queued)
+    assert (cp.returncode, cp.stdout) == (0, f"Job {queued} cancelled.\n"), cp.stderr
+    j = g.job(queued)
+    assert (j["state"], j["reason"], j["start_time"]) == ("CA", "CancelledByUser", None), j
+    (g.work / "go").touch()
+    g.wait_state(blocker)
+    assert g.job(queued)["state"] == "CA"
+    assert not (g.work / "ran").exists()
+
+
+def test_follow_of_finished_job_prints_log_and_returns(gflow):
+    job = gflow.submit("printf 'a\\nb\\n'")
+    gflow.wait_state(job)
+    cp = gflow.run("gjob", "log", "--follow", job, timeout=10)
+    assert (cp.returncode, cp.stdout) == (0, "a\nb\n"), cp.stderr
