@@ -121,11 +121,19 @@ static void checkpoint_cb(void *arg)
         store_checkpoint(gd.store);
 }
 
-/* Commit; on failure, come back in a second (nothing waiting is released meanwhile). */
+/* Commit; on failure, come back in a second (nothing waiting is released meanwhile). If
+ * SQLite rolled the transaction back, memory holds changes the database does not: the
+ * daemon exits so that a restart works from what was committed (jobs keep running under
+ * their shims and are re-adopted); nothing uncommitted was acknowledged. */
 static bool commit(void)
 {
     bool had_changes = store_in_transaction(gd.store);
     if (jobs_commit() < 0) {
+        if (store_transaction_lost(gd.store)) {
+            log_error("the database lost a transaction (%s); exiting so that a restart "
+                      "recovers the committed state", store_error(gd.store));
+            exit(1);
+        }
         if (!retry_timer)
             retry_timer = loop_add_timer(1.0, noop_cb, NULL);
         return false;

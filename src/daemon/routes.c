@@ -261,9 +261,9 @@ static void route_submit(const struct caller *who, const char *body, size_t len,
             continue;
         }
         if (jobs_submit(j) < 0) {
-            /* Nothing is acknowledged: drop the whole transaction. */
-            store_rollback(gd.store);
-            reply_error(rep, 500, "cannot store the job; see gflowd.log");
+            /* The jobs before it stay submitted (the transaction holds other requests'
+             * changes too), but this reply says the request failed. */
+            reply_error(rep, 500, "cannot store job %zu of the request; see gflowd.log", i + 1);
             for (size_t k = i; k < n; k++)
                 job_free(jobs[k]);
             free(jobs);

@@ -739,6 +739,11 @@ bool store_in_transaction(const struct store *s)
     return s->lost || !sqlite3_get_autocommit(s->db);
 }
 
+bool store_transaction_lost(const struct store *s)
+{
+    return s->lost;
+}
+
 static int refuse_if_lost(struct store *s)
 {
     if (!s->lost)

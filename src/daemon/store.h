@@ -25,6 +25,10 @@ const char *store_error(struct store *s);
 int store_begin(struct store *s);
 bool store_in_transaction(const struct store *s);
 int store_commit(struct store *s);
+/* After a failed commit: true if SQLite rolled the transaction back (disk full, I/O
+ * error), so its changes are gone; false if it is still open and the commit may be
+ * retried. */
+bool store_transaction_lost(const struct store *s);
 void store_rollback(struct store *s);
 /* PRAGMA wal_checkpoint(PASSIVE); called when the daemon is idle. */
 int store_checkpoint(struct store *s);
