@@ -193,6 +193,10 @@ static void signal_cb(int fd, uint32_t events, void *arg)
 static int setup_signals(void)
 {
     signal(SIGPIPE, SIG_IGN);
+    /* An ignored signal never reaches a signalfd (nohup ignores SIGHUP, say). */
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGHUP, SIG_DFL);
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGTERM);

@@ -55,6 +55,7 @@
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/timerfd.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -580,12 +581,28 @@ __attribute__((noreturn)) static void shim_child_fail(const struct shim_exec *ex
     _exit(code);
 }
 
+/* Restores the default action of sig. glibc's signal() refuses the two real-time
+ * signals it reserves for itself (32, 33), yet a parent may have left them ignored and
+ * the job would inherit that: those go through the system call directly. */
+static void shim_default_signal(int sig)
+{
+    if (signal(sig, SIG_DFL) != SIG_ERR || errno != EINVAL)
+        return;
+    struct {
+        void (*handler)(int);
+        unsigned long flags;
+        void (*restorer)(void);
+        unsigned long mask;
+    } ksa = {SIG_DFL, 0, NULL, 0};
+    syscall(SYS_rt_sigaction, sig, &ksa, NULL, sizeof(ksa.mask));
+}
+
 /* Runs in the forked child: becomes the job. Only system calls from here on. */
 __attribute__((noreturn)) static void shim_child(const struct shim_exec *ex)
 {
     /* Handlers are reset by exec, but ignored signals and the mask are inherited. */
     for (int s = 1; s < NSIG; s++)
-        signal(s, SIG_DFL);
+        shim_default_signal(s);
     sigset_t empty;
     sigemptyset(&empty);
     sigprocmask(SIG_SETMASK, &empty, NULL);
