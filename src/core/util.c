@@ -125,7 +125,8 @@ static void strbuf_grow(struct strbuf *sb, size_t extra)
 void strbuf_add(struct strbuf *sb, const void *data, size_t n)
 {
     strbuf_grow(sb, n);
-    memcpy(sb->buf + sb->len, data, n);
+    if (n)
+        memcpy(sb->buf + sb->len, data, n);
     sb->len += n;
     sb->buf[sb->len] = '\0';
 }

@@ -586,7 +586,9 @@ void runner_recover(void)
     size_t n;
     struct job **active = jobs_active(&n);
     /* adopt() may move jobs out of the table, so walk a copy. */
-    struct job **copy = xmalloc((n ? n : 1) * sizeof(*copy));
+    if (n == 0)
+        return;
+    struct job **copy = xmalloc(n * sizeof(*copy));
     memcpy(copy, active, n * sizeof(*copy));
     for (size_t i = 0; i < n; i++)
         if (copy[i]->state == JOB_RUNNING)

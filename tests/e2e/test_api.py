@@ -4,8 +4,6 @@ import time
 
 import pytest
 
-from conftest import wait_for
-
 WAIT_GO = "while [ ! -e go ]; do sleep 0.02; done"
 
 

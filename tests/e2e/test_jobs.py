@@ -9,10 +9,8 @@ import subprocess
 import threading
 import time
 
-import pytest
-
-from conftest import (ACTIVE, TERMINAL, alive, binary, parse_show, parse_table,
-                      read_pid_file, start_time, wait_for)
+from conftest import (alive, binary, parse_show, parse_table, read_pid_file, start_time,
+                      wait_for)
 
 # A job that waits until the test creates the file `go` in the job's working directory.
 WAIT_GO = "while [ ! -e go ]; do sleep 0.02; done"
@@ -288,7 +286,8 @@ def test_hold_and_release(make_gflow):
 
     cp = g.run("gjob", "hold", blocker)
     assert cp.returncode != 0
-    assert "Running" in one_line(cp.stderr) or "R" in cp.stderr
+    line = one_line(cp.stderr)
+    assert str(blocker) in line and ("Running" in line or "(R)" in line), line
     assert g.job(blocker)["state"] == "R"
 
     cp = g.run("gjob", "hold", queued)
