@@ -210,6 +210,35 @@ def test_job_gets_exactly_the_env_file(tmp_path, cleanup):
     assert not s.env_file.exists(), "env file (may hold secrets) was not unlinked"
 
 
+def test_plain_command_is_executed_without_a_shell(tmp_path, cleanup):
+    # bash would export SHLVL and _ to the program; a direct exec passes the env file only.
+    s = run(tmp_path, cleanup, command="env -0")
+    assert s.result()["exit_code"] == 0
+    got = dict(e.split("=", 1) for e in s.log_text().split("\0") if e)
+    assert got == {"PATH": JOB_PATH.split("=", 1)[1]}
+
+
+@pytest.mark.parametrize("command,code,out", [
+    ("exit 4", 4, ""),                       # a builtin: falls back to the shell
+    ("FOO=bar printenv FOO", 0, "bar\n"),   # an assignment word needs the shell
+    ("echo a  b", 0, "a b\n"),              # words split on any run of spaces
+    ("echo '*'", 0, "*\n"),                 # quoting needs the shell
+    ("nosuchprogram-xyz", 127, None),        # not found: the shell says so, 127
+])
+def test_plain_and_shell_commands_behave_as_bash(tmp_path, cleanup, command, code, out):
+    s = run(tmp_path, cleanup, command=command)
+    assert s.result()["exit_code"] == code
+    if out is not None:
+        assert s.log_text() == out
+
+
+def test_exported_function_still_runs_through_bash(tmp_path, cleanup):
+    env = [JOB_PATH, "BASH_FUNC_greet%%=() {  echo hello from function\n}"]
+    s = run(tmp_path, cleanup, env=env, command="greet")
+    assert s.result()["exit_code"] == 0
+    assert s.log_text() == "hello from function\n"
+
+
 # ---- cancellation and leftovers ---------------------------------------------------
 
 BG_AND_SETSID = ("sleep 1000 & echo $! > bg.pid; "
