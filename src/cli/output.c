@@ -90,10 +90,28 @@ static size_t text_width(const char *s)
     return w;
 }
 
+/* A cell with control characters shown as '?'; one fwrite in the usual case. */
 static void put_cell(const char *s, FILE *out)
 {
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-        fputc(*p < 0x20 || *p == 0x7f ? '?' : *p, out);
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p >= 0x20 && *p != 0x7f)
+        p++;
+    if (!*p) {
+        fwrite_unlocked(s, 1, (size_t)(p - (const unsigned char *)s), out);
+        return;
+    }
+    for (p = (const unsigned char *)s; *p; p++)
+        fputc_unlocked(*p < 0x20 || *p == 0x7f ? '?' : *p, out);
+}
+
+static void put_spaces(size_t n, FILE *out)
+{
+    static const char spaces[] = "                                                                ";
+    while (n > 0) {
+        size_t k = n < sizeof(spaces) - 1 ? n : sizeof(spaces) - 1;
+        fwrite_unlocked(spaces, 1, k, out);
+        n -= k;
+    }
 }
 
 void output_table_print(const struct output_table *t, FILE *out)
@@ -112,12 +130,10 @@ void output_table_print(const struct output_table *t, FILE *out)
         for (size_t c = 0; c < t->ncols; c++) {
             put_cell(row[c], out);
             if (c + 1 < t->ncols) {
-                size_t pad = width[c] - text_width(row[c]) + 2;
-                while (pad--)
-                    fputc(' ', out);
+                put_spaces(width[c] - text_width(row[c]) + 2, out);
             }
         }
-        fputc('\n', out);
+        fputc_unlocked('\n', out);
     }
     free(width);
 }

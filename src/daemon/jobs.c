@@ -11,7 +11,7 @@
 #include "gflowd.h"
 #include "log.h"
 #include "runner.h"
-#include "sched.h"
+#include "scheduler.h"
 #include "store.h"
 #include "util.h"
 
@@ -194,8 +194,8 @@ size_t jobs_schedule(struct job ***started)
     struct job **work = xmalloc(table_len * sizeof(*work));
     memcpy(work, table, table_len * sizeof(*work));
     struct job **start = xmalloc(table_len * sizeof(*start));
-    struct sched_policy policy = {.max_running_jobs = gd.cfg.max_running_jobs};
-    size_t n = sched_pass(work, table_len, &policy, now_wall(), start);
+    struct scheduler_policy policy = {.max_running_jobs = gd.cfg.max_running_jobs};
+    size_t n = scheduler_pass(work, table_len, &policy, now_wall(), start);
     free(work);
     for (size_t i = 0; i < n; i++) {
         struct job *j = start[i];

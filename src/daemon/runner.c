@@ -7,11 +7,13 @@
 #include <grp.h>
 #include <pwd.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -104,7 +106,6 @@ static void cleanup_files_after_commit(int64_t id)
 {
     jobs_after_commit_unlink(job_file(gd.paths.exit_dir, id, ".json"));
     jobs_after_commit_unlink(job_file(gd.paths.run_dir, id, ".lock"));
-    jobs_after_commit_unlink(job_file(gd.paths.run_dir, id, ".env"));
     jobs_after_commit_unlink(job_file(gd.paths.run_dir, id, ".script"));
 }
 
@@ -324,27 +325,41 @@ static void launch_free(struct launch *l)
         free(l->owned[i]);
 }
 
-/* Writes the files the shim reads. 0, or -1 with *err. */
-static int prepare_files(const struct job *full, const struct passwd *pw, struct launch *l,
-                         char **err)
+/* Moves fd above the low numbers the shim's fds are placed on (3, 4). */
+static int high_fd(int fd)
+{
+    if (fd < 0 || fd >= 10)
+        return fd;
+    int moved = fcntl(fd, F_DUPFD_CLOEXEC, 10);
+    close(fd);
+    return moved;
+}
+
+/* The job's environment in a memfd (no file on disk to create and remove) and, for a
+ * script job, the script file. Returns the memfd, or -1 with *err. */
+static int prepare_inputs(const struct job *full, const struct passwd *pw, struct launch *l,
+                          char **err)
 {
     struct strbuf env;
     strbuf_init(&env);
     build_env(full, pw, &env);
-    char *env_path = keep(l, job_file(gd.paths.run_dir, full->id, ".env"));
-    int rc = write_file(env_path, env.buf ? env.buf : "", env.len, 0600);
+    int fd = high_fd(memfd_create("gflow-job-env", MFD_CLOEXEC));
+    bool ok = fd >= 0 && (env.len == 0 || write(fd, env.buf, env.len) == (ssize_t)env.len);
     strbuf_free(&env);
-    if (rc < 0) {
-        *err = xasprintf("cannot write %s: %s", env_path, strerror(errno));
+    if (!ok) {
+        *err = xasprintf("cannot pass the environment: %s", strerror(errno));
+        if (fd >= 0)
+            close(fd);
         return -1;
     }
-    arg(l, "--env-file");
-    arg(l, env_path);
+    arg(l, "--env-fd");
+    arg(l, "4");
     if (full->script) {
         char *script_path = keep(l, job_file(gd.paths.run_dir, full->id, ".script"));
         if (write_file(script_path, full->script, strlen(full->script), 0700) < 0 ||
             (pw && chown(script_path, pw->pw_uid, pw->pw_gid) < 0)) {
             *err = xasprintf("cannot write %s: %s", script_path, strerror(errno));
+            close(fd);
             return -1;
         }
         arg(l, "--script");
@@ -353,33 +368,42 @@ static int prepare_files(const struct job *full, const struct passwd *pw, struct
         arg(l, "--command");
         arg(l, full->command ? full->command : "true");
     }
-    return 0;
+    return fd;
 }
 
-static pid_t fork_shim(struct launch *l, int lock_fd)
+/* Starts the shim with the lock on fd 3 and the environment on fd 4. posix_spawn
+ * (vfork underneath) does not copy the daemon's page tables as a fork per job would,
+ * and it gives the shim an empty signal mask and default handling of our signals. */
+static pid_t spawn_shim(struct launch *l, int lock_fd, int env_fd)
 {
     static char *const shim_env[] = {"PATH=/usr/local/bin:/usr/bin:/bin", NULL};
-    pid_t pid = fork();
-    if (pid != 0)
-        return pid;
-    /* Child: only async-signal-safe work from here to exec. */
-    sigset_t none;
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t attr;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, lock_fd, 3);
+    posix_spawn_file_actions_adddup2(&fa, env_fd, 4);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addclosefrom_np(&fa, 5);
+    posix_spawnattr_init(&attr);
+    sigset_t none, dflt;
     sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
-    signal(SIGPIPE, SIG_DFL);
-    if (lock_fd == 3)
-        fcntl(3, F_SETFD, 0);
-    else if (dup2(lock_fd, 3) < 0)
-        _exit(125);
-    int devnull = open("/dev/null", O_RDONLY);
-    if (devnull > 0) {
-        dup2(devnull, 0);
-        if (devnull != 0 && devnull != 3)
-            close(devnull);
+    sigemptyset(&dflt);
+    sigaddset(&dflt, SIGPIPE);
+    sigaddset(&dflt, SIGTERM);
+    sigaddset(&dflt, SIGINT);
+    sigaddset(&dflt, SIGHUP);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setsigdefault(&attr, &dflt);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    pid_t pid;
+    int rc = posix_spawn(&pid, l->argv[0], &fa, &attr, l->argv, shim_env);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    if (rc != 0) {
+        errno = rc;
+        return -1;
     }
-    syscall(SYS_close_range, 4, ~0U, 0);
-    execve(l->argv[0], l->argv, shim_env);
-    _exit(125);
+    return pid;
 }
 
 void runner_launch(struct job *j)
@@ -388,7 +412,7 @@ void runner_launch(struct job *j)
     job_init(&full);
     char *err = NULL;
     struct launch l = {.argc = 0};
-    int lock_fd = -1;
+    int lock_fd = -1, env_fd = -1;
     if (store_get_job(gd.store, j->id, &full, true) != 0) {
         err = xasprintf("cannot read the job back: %s", store_error(gd.store));
         goto fail;
@@ -422,24 +446,26 @@ void runner_launch(struct job *j)
         arg(&l, "--user");
         arg(&l, keep(&l, xstrdup(pw->pw_name)));
     }
-    if (prepare_files(&full, pw, &l, &err) < 0)
+    env_fd = prepare_inputs(&full, pw, &l, &err);
+    if (env_fd < 0)
         goto fail;
     l.argv[l.argc] = NULL;
 
     char *lock_path = job_file(gd.paths.run_dir, j->id, ".lock");
-    lock_fd = open(lock_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    lock_fd = high_fd(open(lock_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
     if (lock_fd < 0 || flock(lock_fd, LOCK_EX) < 0) {
         err = xasprintf("cannot lock %s: %s", lock_path, strerror(errno));
         free(lock_path);
         goto fail;
     }
     free(lock_path);
-    pid_t pid = fork_shim(&l, lock_fd);
+    pid_t pid = spawn_shim(&l, lock_fd, env_fd);
     if (pid < 0) {
-        err = xasprintf("fork: %s", strerror(errno));
+        err = xasprintf("cannot start %s: %s", gd.shim_path, strerror(errno));
         goto fail;
     }
     close(lock_fd);
+    close(env_fd);
     struct run *r = run_new(j);
     r->our_child = true;
     j->shim_pid = pid;
@@ -455,6 +481,8 @@ void runner_launch(struct job *j)
 fail:
     if (lock_fd >= 0)
         close(lock_fd);
+    if (env_fd >= 0)
+        close(env_fd);
     log_error("job %lld: launch failed: %s", (long long)j->id, err);
     char *reason = xasprintf("LaunchFailed: %s", err);
     finish(j, JOB_FAILED, reason);

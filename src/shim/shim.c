@@ -14,7 +14,9 @@
  *     process it is from pid + start time. The shim is a child subreaper, so whatever
  *     the job leaves behind (background or setsid'ed children) reparents to it.
  *  2. The job's environment is read from --env-file (NUL-separated KEY=VALUE entries),
- *     which is unlinked at once because it may hold secrets. The job gets exactly it.
+ *     which is unlinked at once because it may hold secrets, or from the start of the
+ *     file open on --env-fd (gflowd passes a memfd: no file to create or remove). The
+ *     job gets exactly it.
  *  3. Job stdout and stderr are appended to --log (0600, owned by the job user), stdin
  *     is /dev/null. The shim writes to that log only the one-line reason why the job
  *     could not be started.
@@ -78,6 +80,7 @@ struct shim_opts {
     const char *log_path;
     const char *workdir;
     const char *env_file;
+    int env_fd; /* --env-fd: the environment comes on this fd instead (-1: none) */
     const char *command;
     const char *script;
     const char *user;
@@ -139,7 +142,7 @@ struct shim_outcome {
 
 static const char shim_usage_text[] =
     "usage: gflow-shim --job-id N --exit-file PATH --log PATH --workdir DIR\n"
-    "                  --env-file PATH --kill-grace SECS [--lock-fd FD]\n"
+    "                  (--env-file PATH | --env-fd FD) --kill-grace SECS [--lock-fd FD]\n"
     "                  [--uid UID --gid GID --user NAME]\n"
     "                  (--command \"shell command line\" | --script PATH)\n"
     "Runs and supervises one gflow job and writes its outcome to the exit file.\n"
@@ -213,6 +216,7 @@ enum {
     OPT_LOG,
     OPT_WORKDIR,
     OPT_ENV_FILE,
+    OPT_ENV_FD,
     OPT_KILL_GRACE,
     OPT_LOCK_FD,
     OPT_UID,
@@ -228,6 +232,7 @@ static const struct option shim_long_opts[] = {
     {"log", required_argument, NULL, OPT_LOG},
     {"workdir", required_argument, NULL, OPT_WORKDIR},
     {"env-file", required_argument, NULL, OPT_ENV_FILE},
+    {"env-fd", required_argument, NULL, OPT_ENV_FD},
     {"kill-grace", required_argument, NULL, OPT_KILL_GRACE},
     {"lock-fd", required_argument, NULL, OPT_LOCK_FD},
     {"uid", required_argument, NULL, OPT_UID},
@@ -291,6 +296,12 @@ static void shim_parse_opt(struct shim_opts *o, int c, const char *arg, char **e
     case OPT_ENV_FILE:
         o->env_file = arg;
         break;
+    case OPT_ENV_FD:
+        if (shim_parse_range(arg, 0, INT_MAX, &v) < 0)
+            shim_set_err(err, xasprintf("bad --env-fd '%s'", arg));
+        else
+            o->env_fd = (int)v;
+        break;
     case OPT_KILL_GRACE:
         if (shim_parse_seconds(arg, &o->kill_grace) < 0)
             shim_set_err(err, xasprintf("bad --kill-grace '%s'", arg));
@@ -327,9 +338,11 @@ static void shim_parse_opt(struct shim_opts *o, int c, const char *arg, char **e
 static void shim_check_opts(const struct shim_opts *o, char **err)
 {
     static const char *const names[] = {"--job-id",  "--exit-file", "--log",
-                                        "--workdir", "--env-file",  "--kill-grace"};
+                                        "--workdir", "--env-file or --env-fd",
+                                        "--kill-grace"};
     const bool present[] = {o->job_id >= 0,     o->exit_file != NULL, o->log_path != NULL,
-                            o->workdir != NULL, o->env_file != NULL,  o->kill_grace >= 0};
+                            o->workdir != NULL, o->env_file || o->env_fd >= 0,
+                            o->kill_grace >= 0};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if (!present[i])
             shim_set_err(err, xasprintf("missing %s", names[i]));
@@ -346,7 +359,8 @@ static void shim_check_opts(const struct shim_opts *o, char **err)
  * report it. */
 static int shim_parse_args(int argc, char **argv, struct shim_opts *o, char **err)
 {
-    *o = (struct shim_opts){.job_id = -1, .kill_grace = -1, .lock_fd = -1, .uid = -1, .gid = -1};
+    *o = (struct shim_opts){
+        .job_id = -1, .kill_grace = -1, .lock_fd = -1, .env_fd = -1, .uid = -1, .gid = -1};
     *err = NULL;
     opterr = 0; /* one line of our own instead of getopt's */
     int c;
@@ -441,15 +455,47 @@ static int shim_detach(const struct shim_opts *o, char **err)
 }
 
 /* Step 2: reads the NUL-separated environment into ex->envp, then unlinks the file. */
-static int shim_read_env(const char *path, struct shim_exec *ex, char **err)
+/* The whole content of fd from offset 0 (the writer left the offset at the end). */
+static char *shim_read_fd(int fd, size_t *len)
+{
+    struct strbuf sb;
+    strbuf_init(&sb);
+    char tmp[16384];
+    for (;;) {
+        ssize_t n = pread(fd, tmp, sizeof(tmp), (off_t)sb.len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            strbuf_free(&sb);
+            return NULL;
+        }
+        if (n == 0)
+            break;
+        strbuf_add(&sb, tmp, (size_t)n);
+    }
+    *len = sb.len;
+    return strbuf_detach(&sb);
+}
+
+static int shim_read_env(const struct shim_opts *o, struct shim_exec *ex, char **err)
 {
     size_t len;
-    char *buf = read_file(path, &len);
-    int read_errno = errno;
-    /* Unlink even if reading failed: the file may hold secrets. */
-    unlink(path);
+    const char *path = o->env_file ? o->env_file : "--env-fd";
+    char *buf;
+    if (o->env_file) {
+        buf = read_file(path, &len);
+        int read_errno = errno;
+        /* Unlink even if reading failed: the file may hold secrets. */
+        unlink(path);
+        errno = read_errno;
+    } else {
+        buf = shim_read_fd(o->env_fd, &len);
+        int read_errno = errno;
+        close(o->env_fd);
+        errno = read_errno;
+    }
     if (!buf) {
-        *err = xasprintf("cannot read env file %s: %s", path, strerror(read_errno));
+        *err = xasprintf("cannot read env file %s: %s", path, strerror(errno));
         return -1;
     }
     size_t n = 0, cap = 16;
@@ -1005,7 +1051,7 @@ static void shim_exec_free(struct shim_exec *ex)
 /* Steps 1-4 up to the fork. Returns 0 or -1 with *err set; fills ex. */
 static int shim_prepare(const struct shim_opts *o, struct shim_exec *ex, char **err)
 {
-    if (shim_detach(o, err) < 0 || shim_read_env(o->env_file, ex, err) < 0 ||
+    if (shim_detach(o, err) < 0 || shim_read_env(o, ex, err) < 0 ||
         shim_want_creds(o, &ex->set_creds, err) < 0)
         return -1;
     if (ex->set_creds) {

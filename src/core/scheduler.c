@@ -1,7 +1,7 @@
-/* sched: the scheduling pass. Queued jobs are moved to the front of the array, sorted
+/* scheduler: the scheduling pass. Queued jobs are moved to the front of the array, sorted
  * by priority (higher first) then id (submission order), and started in that order while
  * policy allows; the rest get a wait reason. O(n log n) in the queued jobs, one scan. */
-#include "sched.h"
+#include "scheduler.h"
 
 #include <stdlib.h>
 
@@ -14,7 +14,7 @@ static int sched_cmp(const void *a, const void *b)
     return (x->id > y->id) - (x->id < y->id);
 }
 
-size_t sched_pass(struct job **jobs, size_t n, const struct sched_policy *policy, double now,
+size_t scheduler_pass(struct job **jobs, size_t n, const struct scheduler_policy *policy, double now,
                   struct job **start)
 {
     size_t queued = 0, nstart = 0;
@@ -37,11 +37,11 @@ size_t sched_pass(struct job **jobs, size_t n, const struct sched_policy *policy
         struct job *j = jobs[i];
         bool limited = policy->max_running_jobs > 0 && running >= policy->max_running_jobs;
         if (limited) {
-            j->wait_reason = SCHED_REASON_MAX_RUNNING;
+            j->wait_reason = SCHEDULER_REASON_MAX_RUNNING;
             continue;
         }
         /* Only the running limit holds a job back yet; the GPU and memory checks to come
-         * give SCHED_REASON_PRIORITY to jobs queued behind one they block. */
+         * give SCHEDULER_REASON_PRIORITY to jobs queued behind one they block. */
         j->wait_reason = NULL;
         start[nstart++] = j;
         running++;

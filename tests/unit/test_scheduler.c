@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "sched.h"
+#include "scheduler.h"
 
 #define MAXJ 16
 
@@ -40,8 +40,8 @@ static void fixture_make(struct fixture *f, const char *states, const int *prio)
 
 static size_t fixture_run(struct fixture *f, int64_t max_running)
 {
-    struct sched_policy policy = {.max_running_jobs = max_running};
-    return sched_pass(f->ptrs, f->n, &policy, 1000.0, f->start);
+    struct scheduler_policy policy = {.max_running_jobs = max_running};
+    return scheduler_pass(f->ptrs, f->n, &policy, 1000.0, f->start);
 }
 
 static struct job *job_by_id(struct fixture *f, int64_t id)
@@ -90,8 +90,8 @@ static void test_max_running_counts_running(void **state)
     assert_int_equal(fixture_run(&f, 3), 1);
     assert_int_equal(f.start[0]->id, 3);
     assert_null(job_by_id(&f, 3)->wait_reason);
-    assert_string_equal(job_by_id(&f, 2)->wait_reason, SCHED_REASON_MAX_RUNNING);
-    assert_string_equal(job_by_id(&f, 5)->wait_reason, SCHED_REASON_MAX_RUNNING);
+    assert_string_equal(job_by_id(&f, 2)->wait_reason, SCHEDULER_REASON_MAX_RUNNING);
+    assert_string_equal(job_by_id(&f, 5)->wait_reason, SCHEDULER_REASON_MAX_RUNNING);
     /* Running jobs are left alone. */
     assert_int_equal(job_by_id(&f, 1)->state, JOB_RUNNING);
     assert_string_equal(job_by_id(&f, 1)->wait_reason, "stale");
@@ -99,7 +99,7 @@ static void test_max_running_counts_running(void **state)
     /* Already at the limit: nothing starts. */
     fixture_make(&f, "RRQ", NULL);
     assert_int_equal(fixture_run(&f, 2), 0);
-    assert_string_equal(job_by_id(&f, 3)->wait_reason, SCHED_REASON_MAX_RUNNING);
+    assert_string_equal(job_by_id(&f, 3)->wait_reason, SCHEDULER_REASON_MAX_RUNNING);
 
     /* Over the limit (lowered at run time): nothing starts either. */
     fixture_make(&f, "RRRQ", NULL);
@@ -110,8 +110,8 @@ static void test_max_running_counts_running(void **state)
     assert_int_equal(fixture_run(&f, 2), 2);
     assert_int_equal(f.start[0]->id, 1);
     assert_int_equal(f.start[1]->id, 2);
-    assert_string_equal(job_by_id(&f, 3)->wait_reason, SCHED_REASON_MAX_RUNNING);
-    assert_string_equal(job_by_id(&f, 4)->wait_reason, SCHED_REASON_MAX_RUNNING);
+    assert_string_equal(job_by_id(&f, 3)->wait_reason, SCHEDULER_REASON_MAX_RUNNING);
+    assert_string_equal(job_by_id(&f, 4)->wait_reason, SCHEDULER_REASON_MAX_RUNNING);
 }
 
 static void test_held_never_started(void **state)
@@ -161,9 +161,9 @@ static void test_100k_jobs(void **state)
         jobs[i].state = i % 10 == 0 ? JOB_HELD : i % 10 == 1 && i < 2000 ? JOB_RUNNING : JOB_QUEUED;
         ptrs[N - 1 - i] = &jobs[i];
     }
-    struct sched_policy policy = {.max_running_jobs = LIMIT + 200};
+    struct scheduler_policy policy = {.max_running_jobs = LIMIT + 200};
     clock_t t0 = clock();
-    size_t n = sched_pass(ptrs, N, &policy, 0, start);
+    size_t n = scheduler_pass(ptrs, N, &policy, 0, start);
     double secs = (double)(clock() - t0) / CLOCKS_PER_SEC;
     assert_int_equal(n, LIMIT); /* 200 running */
     for (size_t i = 1; i < n; i++) {
