@@ -282,9 +282,10 @@ struct gqueue_row {
 
 /* Tables only need the fields, not JSON: the line format is far cheaper to read when
  * there are 10,000 jobs (docs/api.md, format=tsv). */
+/* The rows' strings point into *body, which the caller frees after the rows. */
 static struct gqueue_row *gqueue_fetch_tsv(struct strbuf *path,
                                            const struct gqueue_field **columns, size_t ncolumns,
-                                           size_t *count)
+                                           size_t *count, struct client_response *r)
 {
     /* Only the fields the columns read (plus id and gpus, for sorting). */
     bool want[JOB_FIELD_COUNT] = {[JOB_FIELD_ID] = true, [JOB_FIELD_GPUS] = true};
@@ -302,15 +303,14 @@ static struct gqueue_row *gqueue_fetch_tsv(struct strbuf *path,
     client_query_add(path, "format", "tsv");
     client_query_add(path, "fields", list.buf);
     strbuf_free(&list);
-    struct client_response r;
     char *err = NULL;
-    if (client_request("GET", path->buf, NULL, 0, NULL, &r, NULL, NULL, &err) < 0)
+    if (client_request("GET", path->buf, NULL, 0, NULL, r, NULL, NULL, &err) < 0)
         client_die(CLIENT_EXIT_FAIL, "%s", err);
-    if (r.status != 200) {
-        json_t *e = json_loadb(r.body.buf ? r.body.buf : "", r.body.len, 0, NULL);
+    if (r->status != 200) {
+        json_t *e = json_loadb(r->body.buf ? r->body.buf : "", r->body.len, 0, NULL);
         client_die(CLIENT_EXIT_FAIL, "%s", client_error_text(e));
     }
-    char *text = r.body.buf ? r.body.buf : "";
+    char *text = r->body.buf ? r->body.buf : "";
     char *save = NULL;
     char *header = strtok_r(text, "\n", &save);
     int fields[JOB_FIELD_COUNT];
@@ -332,12 +332,11 @@ static struct gqueue_row *gqueue_fetch_tsv(struct strbuf *path,
             rows = xrealloc(rows, cap * sizeof(*rows));
         }
         memset(&rows[n], 0, sizeof(rows[n]));
-        if (job_from_tsv(&rows[n].job, fields, nfields, line) < 0)
+        if (job_from_tsv(&rows[n].job, fields, nfields, line, true) < 0)
             client_die(CLIENT_EXIT_FAIL, "gflowd sent a job this gqueue cannot read");
         rows[n].order = n;
         n++;
     }
-    client_response_free(&r);
     *count = n;
     return rows;
 }
@@ -494,6 +493,7 @@ int main(int argc, char **argv)
     json_t *reply = NULL;
     struct gqueue_row *rows;
     size_t n;
+    struct client_response tsv = {0}; /* owns the strings of TSV rows */
     if (outfmt == OUTPUT_JSON) {
         reply = client_call("GET", path.buf, NULL);
         json_t *jobs_json = json_object_get(reply, "jobs");
@@ -508,7 +508,7 @@ int main(int argc, char **argv)
                 client_die(CLIENT_EXIT_FAIL, "gflowd sent a job this gqueue cannot read");
         }
     } else {
-        rows = gqueue_fetch_tsv(&path, fields, nfields, &n);
+        rows = gqueue_fetch_tsv(&path, fields, nfields, &n, &tsv);
     }
     strbuf_free(&path);
     size_t first = 0, count = n;
@@ -552,8 +552,9 @@ int main(int argc, char **argv)
         free(headers);
     }
 
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n && reply; i++)
         job_clear(&rows[i].job);
+    client_response_free(&tsv);
     free(rows);
     free(fields);
     free(state_list);

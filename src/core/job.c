@@ -475,17 +475,17 @@ static long long tsv_int(const char *v, long long dflt)
     return v ? strtoll(v, NULL, 10) : dflt;
 }
 
-static void set_field(struct job *j, enum job_field f, const char *v)
+static void set_field(struct job *j, enum job_field f, char *v, bool borrow)
 {
     switch (f) {
     case JOB_FIELD_ID:
         j->id = tsv_int(v, 0);
         break;
     case JOB_FIELD_NAME:
-        j->name = dup_or_null(v);
+        j->name = borrow ? v : dup_or_null(v);
         break;
     case JOB_FIELD_USER:
-        j->user = dup_or_null(v);
+        j->user = borrow ? v : dup_or_null(v);
         break;
     case JOB_FIELD_UID:
         j->uid = (uint32_t)tsv_int(v, 0);
@@ -519,22 +519,22 @@ static void set_field(struct job *j, enum job_field f, const char *v)
         j->oom = v && strcmp(v, "true") == 0;
         break;
     case JOB_FIELD_REASON:
-        j->reason = dup_or_null(v);
+        j->reason = borrow ? v : dup_or_null(v);
         break;
     case JOB_FIELD_COMMAND:
-        j->command = dup_or_null(v);
+        j->command = borrow ? v : dup_or_null(v);
         break;
     case JOB_FIELD_SCRIPT_PATH:
-        j->script_path = dup_or_null(v);
+        j->script_path = borrow ? v : dup_or_null(v);
         break;
     case JOB_FIELD_WORKDIR:
-        j->workdir = dup_or_null(v);
+        j->workdir = borrow ? v : dup_or_null(v);
         break;
     case JOB_FIELD_GPUS:
         j->gpus = (int)tsv_int(v, 0);
         break;
     case JOB_FIELD_GPU_IDS:
-        j->gpu_ids = dup_or_null(v);
+        j->gpu_ids = borrow ? v : dup_or_null(v);
         break;
     case JOB_FIELD_SHIM_PID:
         j->shim_pid = tsv_int(v, 0);
@@ -547,7 +547,7 @@ static void set_field(struct job *j, enum job_field f, const char *v)
     }
 }
 
-int job_from_tsv(struct job *j, const int *fields, size_t n, char *line)
+int job_from_tsv(struct job *j, const int *fields, size_t n, char *line, bool borrow)
 {
     job_init(j);
     char *p = line;
@@ -557,7 +557,7 @@ int job_from_tsv(struct job *j, const int *fields, size_t n, char *line)
         char *tab = strchr(p, '\t');
         if (tab)
             *tab = '\0';
-        set_field(j, (enum job_field)fields[i], tsv_value(p));
+        set_field(j, (enum job_field)fields[i], tsv_value(p), borrow);
         p = tab ? tab + 1 : NULL;
     }
     return 0;

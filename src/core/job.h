@@ -114,8 +114,10 @@ void job_append_json(struct strbuf *sb, const struct job *j);
  * escaped as \t, \n, \\; null as \N). */
 void job_append_field(struct strbuf *sb, const struct job *j, enum job_field f, bool tsv);
 /* Reads one TSV line (without its newline; modified in place) written with the given
- * fields into j (initialised here). 0, or -1 if the line has too few fields. */
-int job_from_tsv(struct job *j, const int *fields, size_t n, char *line);
+ * fields into j (initialised here). With borrow, j's strings point into line instead of
+ * being copied (cheaper for 10,000 rows): then line must outlive j, and j must not be
+ * passed to job_clear. 0, or -1 if the line has too few fields. */
+int job_from_tsv(struct job *j, const int *fields, size_t n, char *line, bool borrow);
 /* Appends one TSV line with the given fields. */
 void job_append_tsv(struct strbuf *sb, const struct job *j, const int *fields, size_t n);
 /* Reads a job encoded by job_to_json back (used by the CLI). 0 or -1. */
