@@ -408,6 +408,11 @@ static pid_t spawn_shim(struct launch *l, int lock_fd, int env_fd)
 
 void runner_launch(struct job *j)
 {
+    if (j->end_request != JOB_END_NONE) { /* cancelled while its launch waited for a commit */
+        finish(j, j->end_request == JOB_END_TIMEOUT ? JOB_TIMEOUT : JOB_CANCELLED,
+               j->end_request == JOB_END_TIMEOUT ? "TimeLimit" : "CancelledByUser");
+        return;
+    }
     struct job full;
     job_init(&full);
     char *err = NULL;
