@@ -31,13 +31,29 @@ struct gbatch_opts {
     int priority;
     int64_t time_limit;
     bool hold;
+    int64_t gpus;          /* GPUs requested (-g/--gpus/--gres) */
+    int64_t gpu_memory_mb; /* per GPU (--gpu-memory and its aliases) */
+    bool shared;
+    int64_t gpus_per_task; /* 0 or 1 */
     bool name_set, priority_set, time_set, hold_set;
+    bool gpus_set, gpu_memory_set, shared_set, gpus_per_task_set;
     bool dry_run, parsable;
 };
 
-enum { OPT_DRY_RUN = 256, OPT_PARSABLE, OPT_SOCKET };
+enum {
+    OPT_DRY_RUN = 256,
+    OPT_PARSABLE,
+    OPT_SOCKET,
+    OPT_GRES,
+    OPT_SHARED,
+    OPT_GPU_MEMORY,
+    OPT_GPUS_PER_TASK
+};
 
-static const char gbatch_shortopts[] = "+:J:n:p:t:HhV";
+/* More GPUs than any machine has: a typo, refused before it reaches the daemon. */
+#define GBATCH_GPUS_MAX 1024
+
+static const char gbatch_shortopts[] = "+:J:n:p:t:g:HhV";
 static const struct option gbatch_longopts[] = {
     {"name", required_argument, NULL, 'J'},
     {"job-name", required_argument, NULL, 'J'},
@@ -46,6 +62,13 @@ static const struct option gbatch_longopts[] = {
     {"time-limit", required_argument, NULL, 't'},
     {"timelimit", required_argument, NULL, 't'},
     {"hold", no_argument, NULL, 'H'},
+    {"gpus", required_argument, NULL, 'g'},
+    {"gres", required_argument, NULL, OPT_GRES},
+    {"shared", no_argument, NULL, OPT_SHARED},
+    {"gpu-memory", required_argument, NULL, OPT_GPU_MEMORY},
+    {"max-gpu-mem", required_argument, NULL, OPT_GPU_MEMORY},
+    {"max-gpu-memory", required_argument, NULL, OPT_GPU_MEMORY},
+    {"gpus-per-task", required_argument, NULL, OPT_GPUS_PER_TASK},
     {"dry-run", no_argument, NULL, OPT_DRY_RUN},
     {"parsable", no_argument, NULL, OPT_PARSABLE},
     {"socket", required_argument, NULL, OPT_SOCKET},
@@ -74,6 +97,25 @@ static void gbatch_help(void)
            "                                   D-HH:MM or D-HH:MM:SS (a bare number is\n"
            "                                   minutes); the job is stopped when it runs out\n"
            "  -H, --hold                       submit on hold; start it with 'gjob release'\n"
+           "\n"
+           "GPUs:\n"
+           "  -g, --gpus N                     N GPUs for this job alone (default 0: the\n"
+           "                                   job sees CUDA_VISIBLE_DEVICES=\"\")\n"
+           "      --gres N, --gres gpu:N       the same, as Slurm spells it\n"
+           "      --gpu-memory M               GPU memory per GPU (512, 512M, 24G): an\n"
+           "                                   exclusive job waits until M is actually free\n"
+           "                                   on each GPU it gets; with --shared, the\n"
+           "                                   share of each GPU it may use\n"
+           "      --max-gpu-mem M, --max-gpu-memory M\n"
+           "                                   the same as --gpu-memory\n"
+           "      --shared                     share GPUs with other --shared jobs while\n"
+           "                                   their --gpu-memory fits (needs --gpu-memory)\n"
+           "      --gpus-per-task N            1: start one copy of the command per GPU,\n"
+           "                                   each seeing one GPU, with RANK, LOCAL_RANK,\n"
+           "                                   WORLD_SIZE, MASTER_ADDR and MASTER_PORT set\n"
+           "                                   (like torchrun); 0: one copy (the default)\n"
+           "\n"
+           "Other options:\n"
            "      --dry-run                    check and show what would be submitted, submit\n"
            "                                   nothing\n"
            "      --parsable                   print only the job id\n"
@@ -83,13 +125,17 @@ static void gbatch_help(void)
            "  -V, --version                    show the version\n"
            "\n"
            "Script directives: lines '# GFLOW --key value' or '# GFLOW --key=value' in a\n"
-           "script set the same options (--name, --priority, --time, --hold); options on\n"
-           "the command line win over them.\n"
+           "script set the same options (--name, --priority, --time, --hold, --gpus,\n"
+           "--gres, --gpu-memory, --shared, --gpus-per-task); options on the command\n"
+           "line win over them.\n"
            "\n"
            "The job runs in the current directory with the current environment.\n"
            "Examples:\n"
            "  gbatch python train.py --lr 0.1\n"
            "  gbatch -t 2:00:00 -J sweep-1 train.sh\n"
+           "  gbatch --gpus 2 python train.py\n"
+           "  gbatch --gpus 1 --shared --gpu-memory 20G python eval.py\n"
+           "  gbatch --gpus 4 --gpus-per-task 1 python ddp_train.py\n"
            "  gbatch --hold 'make -j8 && ./bench'\n",
            JOB_PRIORITY_DEFAULT);
 }
@@ -112,6 +158,42 @@ gbatch_opt_error(const struct gbatch_source *src, const char *fmt, ...)
         client_die(CLIENT_EXIT_USAGE, "%s:%d: %s (in a '# GFLOW' directive)", src->file, src->line,
                    msg);
     client_usage_error("%s", msg);
+}
+
+/* A GPU count for opt: a whole number 0..GBATCH_GPUS_MAX. */
+static int64_t gbatch_gpu_count(const struct gbatch_source *src, const char *opt, const char *s)
+{
+    int64_t v;
+    if (parse_int64(s, &v) < 0 || v < 0)
+        gbatch_opt_error(src, "invalid GPU count '%s' for %s: use a whole number >= 0", s, opt);
+    if (v > GBATCH_GPUS_MAX)
+        gbatch_opt_error(src, "invalid GPU count '%s' for %s: at most %d", s, opt, GBATCH_GPUS_MAX);
+    return v;
+}
+
+/* Slurm's --gres for GPUs: "N", "gpu" (one GPU) or "gpu:N". */
+static int64_t gbatch_gres(const struct gbatch_source *src, const char *s)
+{
+    if (!strcmp(s, "gpu"))
+        return 1;
+    const char *count = s;
+    if (str_starts_with(s, "gpu:")) {
+        count = s + 4;
+        if (strchr(count, ':'))
+            gbatch_opt_error(src,
+                             "invalid --gres '%s': GPU types are not supported (one machine, "
+                             "one pool of GPUs); use --gres gpu:N",
+                             s);
+    } else if (*s && !(*s >= '0' && *s <= '9')) {
+        gbatch_opt_error(src, "invalid --gres '%s': only GPUs can be requested; use --gres gpu:N",
+                         s);
+    }
+    int64_t v;
+    if (parse_int64(count, &v) < 0 || v < 0)
+        gbatch_opt_error(src, "invalid --gres '%s': use gpu:N or N with a whole number N >= 0", s);
+    if (v > GBATCH_GPUS_MAX)
+        gbatch_opt_error(src, "invalid --gres '%s': at most %d GPUs", s, GBATCH_GPUS_MAX);
+    return v;
 }
 
 /* Parses argv[0..argc) into o. Returns optind (the first non-option word). */
@@ -146,6 +228,34 @@ static int gbatch_parse(int argc, char **argv, struct gbatch_opts *o,
             o->hold = true;
             o->hold_set = true;
             break;
+        case 'g':
+            o->gpus = gbatch_gpu_count(src, "--gpus", optarg);
+            o->gpus_set = true;
+            break;
+        case OPT_GRES:
+            o->gpus = gbatch_gres(src, optarg);
+            o->gpus_set = true;
+            break;
+        case OPT_SHARED:
+            o->shared = true;
+            o->shared_set = true;
+            break;
+        case OPT_GPU_MEMORY:
+            if (parse_memory_mb(optarg, &o->gpu_memory_mb, &err) < 0)
+                gbatch_opt_error(src, "--gpu-memory: %s", err);
+            o->gpu_memory_set = true;
+            break;
+        case OPT_GPUS_PER_TASK: {
+            int64_t v;
+            if (parse_int64(optarg, &v) < 0 || (v != 0 && v != 1))
+                gbatch_opt_error(src,
+                                 "invalid value '%s' for --gpus-per-task: use 1 (one copy of "
+                                 "the command per GPU) or 0 (one copy in all)",
+                                 optarg);
+            o->gpus_per_task = v;
+            o->gpus_per_task_set = true;
+            break;
+        }
         case OPT_DRY_RUN:
         case OPT_PARSABLE:
         case OPT_SOCKET:
@@ -275,6 +385,36 @@ static void gbatch_directives(const char *text, const char *file, struct gbatch_
         o->hold = d.hold;
         o->hold_set = true;
     }
+    if (d.gpus_set && !o->gpus_set) {
+        o->gpus = d.gpus;
+        o->gpus_set = true;
+    }
+    if (d.gpu_memory_set && !o->gpu_memory_set) {
+        o->gpu_memory_mb = d.gpu_memory_mb;
+        o->gpu_memory_set = true;
+    }
+    if (d.shared_set && !o->shared_set) {
+        o->shared = d.shared;
+        o->shared_set = true;
+    }
+    if (d.gpus_per_task_set && !o->gpus_per_task_set) {
+        o->gpus_per_task = d.gpus_per_task;
+        o->gpus_per_task_set = true;
+    }
+}
+
+/* The GPU options that only make sense together, checked once the command line and
+ * the directives are merged. */
+static void gbatch_check_gpus(const struct gbatch_opts *o)
+{
+    if (o->shared && !o->gpu_memory_set)
+        client_usage_error("--shared needs --gpu-memory (the share of each GPU this job may use)");
+    if (o->shared && o->gpus == 0)
+        client_usage_error("--shared needs --gpus N (the number of GPUs to share)");
+    if (o->gpu_memory_set && o->gpus == 0)
+        client_usage_error("--gpu-memory is per GPU; it needs --gpus N");
+    if (o->gpus_per_task == 1 && o->gpus == 0)
+        client_usage_error("--gpus-per-task 1 starts one copy per GPU; it needs --gpus N");
 }
 
 /* Checks that script text can travel as a JSON string. */
@@ -347,6 +487,15 @@ static void gbatch_print_dry_run(const json_t *spec, const json_t *reply)
     printf("  Priority:  %lld\n",
            json_is_integer(prio) ? (long long)json_integer_value(prio) : JOB_PRIORITY_DEFAULT);
     printf("  TimeLimit: %s\n", limit);
+    const json_t *gpus = json_object_get(spec, "gpus");
+    char *gpu_req = output_gpu_request(json_is_integer(gpus) ? json_integer_value(gpus) : 0,
+                                       json_is_true(json_object_get(spec, "shared")),
+                                       json_integer_value(json_object_get(spec, "gpu_memory_mb")));
+    printf("  GPUs:      %s%s\n", gpu_req,
+           json_integer_value(json_object_get(spec, "gpus_per_task")) > 0
+               ? ", one copy of the command per GPU (--gpus-per-task 1)"
+               : "");
+    free(gpu_req);
     printf("  WorkDir:   %s\n", json_string_value(json_object_get(spec, "workdir")));
     printf("  State:     %s\n", state                                         ? state
                                 : json_is_true(json_object_get(spec, "hold")) ? "H"
@@ -409,6 +558,8 @@ int main(int argc, char **argv)
         json_object_set_new(spec, "script_path", p);
     }
 
+    gbatch_check_gpus(&o);
+
     char *cwd = getcwd(NULL, 0);
     if (!cwd)
         client_die(CLIENT_EXIT_FAIL, "cannot determine the current directory: %s", strerror(errno));
@@ -429,6 +580,14 @@ int main(int argc, char **argv)
         json_object_set_new(spec, "time_limit", json_integer(o.time_limit));
     if (o.hold)
         json_object_set_new(spec, "hold", json_true());
+    if (o.gpus_set)
+        json_object_set_new(spec, "gpus", json_integer(o.gpus));
+    if (o.gpu_memory_set)
+        json_object_set_new(spec, "gpu_memory_mb", json_integer(o.gpu_memory_mb));
+    if (o.shared)
+        json_object_set_new(spec, "shared", json_true());
+    if (o.gpus_per_task_set)
+        json_object_set_new(spec, "gpus_per_task", json_integer(o.gpus_per_task));
     if (o.dry_run)
         json_object_set_new(spec, "dry_run", json_true());
 

@@ -116,6 +116,36 @@ static void gjob_field_owned(const char *key, char *value)
     free(value);
 }
 
+/* The GPU request ("GPUs: 2 (shared, 20480 MiB each)"), the ids once allocated, and
+ * one line per allocated GPU from gpus_detail ("GPU 0: GPU-<uuid> 00000000:3B:00.0")
+ * so the physical GPU is never in doubt. Read from the raw reply: the shared and
+ * memory fields are not part of every job form. */
+static void gjob_print_gpus(const json_t *raw, const struct job *j)
+{
+    const json_t *mem = json_object_get(raw, "gpu_memory_mb");
+    gjob_field_owned("GPUs",
+                     output_gpu_request(j->gpus, json_is_true(json_object_get(raw, "shared")),
+                                        json_is_integer(mem) ? json_integer_value(mem) : 0));
+    const json_t *per_task = json_object_get(raw, "gpus_per_task");
+    if (json_is_integer(per_task) && json_integer_value(per_task) > 0)
+        gjob_field_owned("GPUsPerTask", xasprintf("%lld", (long long)json_integer_value(per_task)));
+    gjob_field("GPUIDs", j->gpu_ids);
+    const json_t *detail = json_object_get(raw, "gpus_detail");
+    size_t i;
+    const json_t *g;
+    json_array_foreach(detail, i, g)
+    {
+        const json_t *index = json_object_get(g, "index");
+        const char *uuid = json_string_value(json_object_get(g, "uuid"));
+        const char *bus = json_string_value(json_object_get(g, "pci_bus_id"));
+        char *key = json_is_integer(index)
+                        ? xasprintf("GPU %lld", (long long)json_integer_value(index))
+                        : xstrdup("GPU ?");
+        gjob_field_owned(key, xasprintf("%s %s", uuid ? uuid : "?", bus ? bus : "?"));
+        free(key);
+    }
+}
+
 static void gjob_print_job(const json_t *raw, const struct job *j)
 {
     gjob_field_owned("ID", xasprintf("%lld", (long long)j->id));
@@ -146,8 +176,7 @@ static void gjob_print_job(const json_t *raw, const struct job *j)
     gjob_field("Reason", reason);
     if (json_is_true(json_object_get(raw, "cancelling")))
         gjob_field("Cancelling", "yes");
-    gjob_field_owned("GPUs", xasprintf("%d", j->gpus));
-    gjob_field("GPUIDs", j->gpu_ids);
+    gjob_print_gpus(raw, j);
     gjob_field_owned("ShimPID",
                      j->shim_pid > 0 ? xasprintf("%lld", (long long)j->shim_pid) : xstrdup("-"));
     gjob_field_owned("MaxRSS", j->max_rss_kb > 0 ? gjob_kib(j->max_rss_kb) : xstrdup("-"));

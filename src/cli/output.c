@@ -236,3 +236,19 @@ char *output_job_nodelist(const struct job *j)
     out[n + 2] = '\0';
     return out;
 }
+
+char *output_gpu_request(int64_t gpus, bool shared, int64_t gpu_memory_mb)
+{
+    if (shared)
+        return gpu_memory_mb > 0 ? xasprintf("%lld (shared, %lld MiB each)", (long long)gpus,
+                                             (long long)gpu_memory_mb)
+                                 : xasprintf("%lld (shared)", (long long)gpus);
+    if (gpu_memory_mb > 0)
+        return xasprintf("%lld (%lld MiB free each)", (long long)gpus, (long long)gpu_memory_mb);
+    return xasprintf("%lld", (long long)gpus);
+}
+
+char *output_mib_or_unknown(int64_t mib)
+{
+    return mib < 0 ? xstrdup("?") : xasprintf("%lld", (long long)mib);
+}

@@ -6,6 +6,8 @@
 #define GFLOW_OUTPUT_H
 
 #include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "job.h"
@@ -48,5 +50,13 @@ char *output_job_nodelist(const struct job *j);
 /* The reason without parentheses, with the defaults a waiting job gets when the daemon
  * sent none (PD: Priority, H: JobHeldUser); NULL if none. Static or owned by j. */
 const char *output_job_reason(const struct job *j);
+
+/* A job's GPU request as gbatch --dry-run and gjob show print it: "2", "2 (shared,
+ * 20480 MiB each)", "1 (8192 MiB free each)" for an exclusive job that needs free
+ * memory, "0". Malloc'd. */
+char *output_gpu_request(int64_t gpus, bool shared, int64_t gpu_memory_mb);
+/* A MiB amount, or "?" when unknown (negative): NVML metrics a driver does not
+ * report are shown as unknown, never as 0. Malloc'd. */
+char *output_mib_or_unknown(int64_t mib);
 
 #endif

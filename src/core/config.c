@@ -42,6 +42,9 @@ static const char *const config_log_levels[] = {"error", "warn", "info", "debug"
 #define CONFIG_STRING_KEY(name, field, choices, def)                                       \
     {name, CONFIG_STRING, offsetof(struct gflow_config, field), 0, choices, def}
 
+static const char *const config_gpu_strategies[] = {"topology", "sequential", "random", NULL};
+static const char *const config_gpu_id_formats[] = {"index", "uuid", NULL};
+
 static const struct config_key config_keys[] = {
     CONFIG_STRING_KEY("daemon.socket_path", socket_path, NULL, NULL),
     CONFIG_STRING_KEY("daemon.data_dir", data_dir, NULL, NULL),
@@ -50,6 +53,12 @@ static const struct config_key config_keys[] = {
     CONFIG_INT_KEY("daemon.max_request_bytes", max_request_bytes, 1, "67108864"),
     CONFIG_STRING_KEY("daemon.admin_group", admin_group, NULL, NULL),
     CONFIG_STRING_KEY("daemon.log_level", log_level, config_log_levels, "info"),
+    CONFIG_STRING_KEY("daemon.gpus", gpus, NULL, "all"),
+    CONFIG_STRING_KEY("daemon.nvml_library", nvml_library, NULL, NULL),
+    CONFIG_STRING_KEY("daemon.gpu_allocation_strategy", gpu_allocation_strategy,
+                      config_gpu_strategies, "topology"),
+    CONFIG_INT_KEY("daemon.gpu_poll_interval_secs", gpu_poll_interval_secs, 1, "10"),
+    CONFIG_STRING_KEY("daemon.gpu_id_format", gpu_id_format, config_gpu_id_formats, "index"),
 };
 
 #define CONFIG_NKEYS (sizeof(config_keys) / sizeof(config_keys[0]))

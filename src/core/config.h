@@ -17,6 +17,11 @@ struct gflow_config {
     int64_t max_request_bytes; /* daemon.max_request_bytes; default 64 MiB, > 0 */
     char *admin_group;         /* daemon.admin_group; NULL = root only */
     char *log_level;           /* daemon.log_level: error|warn|info|debug; default info */
+    char *gpus;                /* daemon.gpus: "all" (default) or a list like "0,2-3" */
+    char *nvml_library;        /* daemon.nvml_library; NULL = libnvidia-ml.so.1 */
+    char *gpu_allocation_strategy; /* topology (default) | sequential | random */
+    int64_t gpu_poll_interval_secs; /* daemon.gpu_poll_interval_secs; default 10, >= 1 */
+    char *gpu_id_format;       /* CUDA_VISIBLE_DEVICES as "index" (default) or "uuid" */
     char *source_path;         /* the file that was read, NULL if none */
 };
 

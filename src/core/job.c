@@ -187,7 +187,8 @@ static const char *const field_names[JOB_FIELD_COUNT] = {
     "id",          "name",      "user",     "uid",       "state",      "state_name",
     "priority",    "time_limit", "submit_time", "start_time", "end_time", "exit_code",
     "signal",      "signal_name", "oom",    "reason",    "command",    "script_path",
-    "workdir",     "gpus",      "gpu_ids",  "shim_pid",  "max_rss_kb",
+    "workdir",     "gpus",      "gpu_ids",  "shim_pid",  "max_rss_kb", "gpu_memory_mb",
+    "shared",      "gpus_per_task",
 };
 
 const char *job_field_name(enum job_field f)
@@ -350,6 +351,15 @@ void job_append_field(struct strbuf *sb, const struct job *j, enum job_field f, 
     case JOB_FIELD_MAX_RSS_KB:
         append_int(sb, j->max_rss_kb, j->max_rss_kb > 0, tsv);
         break;
+    case JOB_FIELD_GPU_MEMORY_MB:
+        append_int(sb, j->gpu_memory_mb, true, tsv);
+        break;
+    case JOB_FIELD_SHARED:
+        strbuf_adds(sb, j->shared ? "true" : "false");
+        break;
+    case JOB_FIELD_GPUS_PER_TASK:
+        append_int(sb, j->gpus_per_task, true, tsv);
+        break;
     default:
         append_null(sb, tsv);
     }
@@ -442,6 +452,9 @@ int job_from_json(const json_t *o, struct job *j)
     j->workdir = get_str(o, "workdir");
     j->gpus = (int)get_int(o, "gpus", 0);
     j->gpu_ids = get_str(o, "gpu_ids");
+    j->gpu_memory_mb = get_int(o, "gpu_memory_mb", 0);
+    j->shared = json_is_true(json_object_get(o, "shared"));
+    j->gpus_per_task = (int)get_int(o, "gpus_per_task", 0);
     j->shim_pid = get_int(o, "shim_pid", 0);
     j->max_rss_kb = get_int(o, "max_rss_kb", 0);
     if (json_is_true(json_object_get(o, "cancelling")))
@@ -541,6 +554,15 @@ static void set_field(struct job *j, enum job_field f, char *v, bool borrow)
         break;
     case JOB_FIELD_MAX_RSS_KB:
         j->max_rss_kb = tsv_int(v, 0);
+        break;
+    case JOB_FIELD_GPU_MEMORY_MB:
+        j->gpu_memory_mb = tsv_int(v, 0);
+        break;
+    case JOB_FIELD_SHARED:
+        j->shared = v && strcmp(v, "true") == 0;
+        break;
+    case JOB_FIELD_GPUS_PER_TASK:
+        j->gpus_per_task = (int)tsv_int(v, 0);
         break;
     default: /* derived fields (state_name, signal_name) */
         break;

@@ -76,6 +76,7 @@ struct job {
     int64_t memory_mb;     /* host memory limit; 0 = none */
     int64_t gpu_memory_mb; /* per-GPU memory; 0 = none */
     bool shared;
+    int gpus_per_task;     /* 1: one copy of the command per GPU (torchrun style) */
     int64_t group_id;      /* submission group (arrays, sweeps); 0 = none */
     int64_t array_task;    /* -1 = not an array task */
     int max_retries;
@@ -102,7 +103,8 @@ enum job_field {
     JOB_FIELD_START_TIME, JOB_FIELD_END_TIME, JOB_FIELD_EXIT_CODE, JOB_FIELD_SIGNAL,
     JOB_FIELD_SIGNAL_NAME, JOB_FIELD_OOM, JOB_FIELD_REASON, JOB_FIELD_COMMAND,
     JOB_FIELD_SCRIPT_PATH, JOB_FIELD_WORKDIR, JOB_FIELD_GPUS, JOB_FIELD_GPU_IDS,
-    JOB_FIELD_SHIM_PID, JOB_FIELD_MAX_RSS_KB, JOB_FIELD_COUNT
+    JOB_FIELD_SHIM_PID, JOB_FIELD_MAX_RSS_KB, JOB_FIELD_GPU_MEMORY_MB, JOB_FIELD_SHARED,
+    JOB_FIELD_GPUS_PER_TASK, JOB_FIELD_COUNT
 };
 const char *job_field_name(enum job_field f);
 int job_field_parse(const char *name); /* -1 if unknown */

@@ -1,50 +1,415 @@
-/* scheduler: the scheduling pass. Queued jobs are moved to the front of the array, sorted
- * by priority (higher first) then id (submission order), and started in that order while
- * policy allows; the rest get a wait reason. O(n log n) in the queued jobs, one scan. */
+/* scheduler: the scheduling pass and the queue order it walks.
+ *
+ * The pass walks the queued jobs once, in order. It keeps the GPUs' occupancy as
+ * bitmasks over positions in the gpu_set (at most 64 GPUs): GPUs held by exclusive jobs,
+ * GPUs with shared jobs (and their declared memory), and the usable ones (allowed, not
+ * lost, no outside processes). A job fits when enough usable GPUs accept it; otherwise
+ * its reason comes from a few more popcounts. Jobs with the same request (GPUs, shared,
+ * memory) get the same answer until the next start changes the occupancy, so a small
+ * cache keyed by request makes a queue of 10,000 waiting GPU jobs cost one lookup each. */
 #include "scheduler.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
-static int sched_cmp(const void *a, const void *b)
+#include "util.h"
+
+/* ---- queue ---- */
+
+int scheduler_order(const struct job *a, const struct job *b)
 {
-    const struct job *x = *(struct job *const *)a;
-    const struct job *y = *(struct job *const *)b;
-    if (x->priority != y->priority)
-        return x->priority > y->priority ? -1 : 1;
-    return (x->id > y->id) - (x->id < y->id);
+    if (a->priority != b->priority)
+        return a->priority > b->priority ? -1 : 1;
+    return (a->id > b->id) - (a->id < b->id);
 }
 
-size_t scheduler_pass(struct job **jobs, size_t n, const struct scheduler_policy *policy, double now,
-                  struct job **start)
+void scheduler_queue_init(struct scheduler_queue *q)
 {
-    size_t queued = 0, nstart = 0;
-    int64_t running = 0;
-    (void)now; /* begin times use it later */
+    memset(q, 0, sizeof(*q));
+}
 
-    /* Queued jobs to the front; count running ones on the way. */
-    for (size_t i = 0; i < n; i++) {
-        if (jobs[i]->state == JOB_RUNNING)
-            running++;
-        if (jobs[i]->state == JOB_QUEUED) {
-            struct job *t = jobs[queued];
-            jobs[queued++] = jobs[i];
-            jobs[i] = t;
-        }
+void scheduler_queue_free(struct scheduler_queue *q)
+{
+    free(q->jobs);
+    memset(q, 0, sizeof(*q));
+}
+
+/* The first position whose job does not go before j. */
+static size_t queue_lower_bound(const struct scheduler_queue *q, const struct job *j)
+{
+    size_t lo = 0, hi = q->len;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (scheduler_order(q->jobs[mid], j) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
-    qsort(jobs, queued, sizeof(*jobs), sched_cmp);
+    return lo;
+}
 
-    for (size_t i = 0; i < queued; i++) {
-        struct job *j = jobs[i];
-        bool limited = policy->max_running_jobs > 0 && running >= policy->max_running_jobs;
-        if (limited) {
-            j->wait_reason = SCHEDULER_REASON_MAX_RUNNING;
+void scheduler_queue_insert(struct scheduler_queue *q, struct job *j)
+{
+    if (q->len == q->cap) {
+        q->cap = q->cap ? q->cap * 2 : 256;
+        q->jobs = xrealloc(q->jobs, q->cap * sizeof(*q->jobs));
+    }
+    /* The common case, a new job behind every other of its priority, costs nothing. */
+    size_t i = q->len;
+    if (i > 0 && scheduler_order(q->jobs[i - 1], j) > 0)
+        i = queue_lower_bound(q, j);
+    memmove(q->jobs + i + 1, q->jobs + i, (q->len - i) * sizeof(*q->jobs));
+    q->jobs[i] = j;
+    q->len++;
+}
+
+int scheduler_queue_remove(struct scheduler_queue *q, struct job *j)
+{
+    size_t i = queue_lower_bound(q, j);
+    if (i >= q->len || q->jobs[i] != j)
+        return -1;
+    memmove(q->jobs + i, q->jobs + i + 1, (q->len - i - 1) * sizeof(*q->jobs));
+    q->len--;
+    return 0;
+}
+
+size_t scheduler_queue_remove_many(struct scheduler_queue *q, struct job *const *jobs, size_t n)
+{
+    size_t k = 0, out = 0;
+    for (size_t i = 0; i < q->len; i++) {
+        if (k < n && q->jobs[i] == jobs[k]) {
+            k++;
             continue;
         }
-        /* Only the running limit holds a job back yet; the GPU and memory checks to come
-         * give SCHEDULER_REASON_PRIORITY to jobs queued behind one they block. */
+        q->jobs[out++] = q->jobs[i];
+    }
+    q->len = out;
+    return k;
+}
+
+static int queue_qsort_cmp(const void *a, const void *b)
+{
+    return scheduler_order(*(struct job *const *)a, *(struct job *const *)b);
+}
+
+void scheduler_queue_rebuild(struct scheduler_queue *q, struct job *const *jobs, size_t n)
+{
+    q->len = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (jobs[i]->state != JOB_QUEUED)
+            continue;
+        if (q->len == q->cap) {
+            q->cap = q->cap ? q->cap * 2 : 256;
+            q->jobs = xrealloc(q->jobs, q->cap * sizeof(*q->jobs));
+        }
+        q->jobs[q->len++] = jobs[i];
+    }
+    qsort(q->jobs, q->len, sizeof(*q->jobs), queue_qsort_cmp);
+}
+
+/* ---- the pass ---- */
+
+struct gpu_state {
+    uint64_t excl;                        /* held by an exclusive job */
+    uint64_t shared;                      /* has shared jobs */
+    int64_t shared_mib[GPUINFO_MAX_GPUS]; /* their declared memory */
+};
+
+struct pass {
+    const struct gpu_set *set;
+    int n;                              /* GPUs considered (positions 0..n-1) */
+    uint64_t all;                       /* positions 0..n-1, not lost */
+    uint64_t allowed;                   /* positions */
+    uint64_t unmanaged;                 /* positions */
+    int64_t free_mib[GPUINFO_MAX_GPUS]; /* memory_total - memory_used */
+    struct gpu_state now, base;         /* base: at the start of the pass */
+};
+
+static int popcount(uint64_t m)
+{
+    return __builtin_popcountll(m);
+}
+
+/* Position of NVML index idx in the set, or -1. */
+static int pos_of_index(const struct pass *p, long idx)
+{
+    if (idx >= 0 && idx < p->n && p->set->gpus[idx].index == idx)
+        return (int)idx;
+    for (int i = 0; i < p->n; i++)
+        if (p->set->gpus[i].index == idx)
+            return i;
+    return -1;
+}
+
+static uint64_t mask_from_indices(const struct pass *p, uint64_t indices)
+{
+    uint64_t out = 0;
+    for (; indices; indices &= indices - 1) {
+        int pos = pos_of_index(p, __builtin_ctzll(indices));
+        if (pos >= 0)
+            out |= 1ULL << pos;
+    }
+    return out;
+}
+
+static bool job_is_shared(const struct job *j)
+{
+    return j->shared && j->gpu_memory_mb > 0;
+}
+
+/* Marks the GPUs in j's gpu_ids as held by j. */
+static void hold_gpus(struct pass *p, const struct job *j)
+{
+    const char *s = j->gpu_ids;
+    if (!s)
+        return;
+    while (*s) {
+        char *end;
+        long idx = strtol(s, &end, 10);
+        if (end == s) {
+            s++; /* skip a separator or junk */
+            continue;
+        }
+        s = end;
+        int pos = pos_of_index(p, idx);
+        if (pos < 0)
+            continue;
+        if (job_is_shared(j)) {
+            p->now.shared |= 1ULL << pos;
+            p->now.shared_mib[pos] += j->gpu_memory_mb;
+        } else {
+            p->now.excl |= 1ULL << pos;
+        }
+    }
+}
+
+/* GPUs not held by gflow jobs in a way that excludes j. */
+static uint64_t gflow_free(const struct pass *p, const struct gpu_state *g, const struct job *j)
+{
+    return job_is_shared(j) ? ~g->excl : ~(g->excl | g->shared);
+}
+
+/* GPUs with memory for j: actually free memory for an exclusive job, room beside the
+ * other shared jobs for a shared one. */
+static uint64_t memory_ok(const struct pass *p, const struct gpu_state *g, const struct job *j)
+{
+    if (j->gpu_memory_mb <= 0)
+        return ~0ULL;
+    uint64_t ok = 0;
+    for (uint64_t a = p->all; a; a &= a - 1) {
+        int i = __builtin_ctzll(a);
+        int64_t room =
+            job_is_shared(j) ? p->set->gpus[i].memory_total_mib - g->shared_mib[i] : p->free_mib[i];
+        if (room >= j->gpu_memory_mb)
+            ok |= 1ULL << i;
+    }
+    return ok;
+}
+
+/* Why j, which does not fit now, waits. */
+static const char *wait_reason(const struct pass *p, const struct job *j)
+{
+    int k = j->gpus;
+    uint64_t usable = p->all & p->allowed & ~p->unmanaged;
+    if (popcount(usable & gflow_free(p, &p->base, j) & memory_ok(p, &p->base, j)) >= k)
+        return SCHEDULER_REASON_PRIORITY;
+    uint64_t gfree = gflow_free(p, &p->now, j);
+    uint64_t mem = memory_ok(p, &p->now, j);
+    if (popcount(usable & gfree) >= k)
+        return SCHEDULER_REASON_GPU_MEMORY;
+    /* Outside processes use memory too: without them an exclusive job would have it. */
+    uint64_t mem_unmanaged = job_is_shared(j) ? mem : mem | p->unmanaged;
+    if (popcount(p->all & p->allowed & gfree & mem_unmanaged) >= k)
+        return SCHEDULER_REASON_UNMANAGED;
+    if (popcount(p->all & ~p->unmanaged & gfree & mem) >= k)
+        return SCHEDULER_REASON_GPUS_RESTRICTED;
+    return SCHEDULER_REASON_RESOURCES;
+}
+
+/* "0,2": the NVML indices of the positions in mask, ascending. */
+static char *format_gpu_ids(const struct pass *p, uint64_t mask)
+{
+    int idx[GPUINFO_MAX_GPUS];
+    int n = 0;
+    for (; mask; mask &= mask - 1) {
+        int v = p->set->gpus[__builtin_ctzll(mask)].index;
+        int i = n++;
+        for (; i > 0 && idx[i - 1] > v; i--)
+            idx[i] = idx[i - 1];
+        idx[i] = v;
+    }
+    char buf[GPUINFO_MAX_GPUS * 12];
+    size_t len = 0;
+    for (int i = 0; i < n; i++)
+        len += (size_t)snprintf(buf + len, sizeof(buf) - len, i ? ",%d" : "%d", idx[i]);
+    return xstrdup(buf);
+}
+
+/* Answers for requests already seen since the last start (which changes occupancy). */
+#define REASON_CACHE_SIZE 64
+struct reason_cache_entry {
+    uint64_t epoch; /* 0 = empty */
+    int gpus;
+    bool shared;
+    int64_t gpu_memory_mb;
+    const char *reason;
+};
+
+static size_t cache_slot(const struct job *j)
+{
+    uint64_t h = (uint64_t)j->gpus * 0x9E3779B97F4A7C15ULL ^
+                 (uint64_t)j->gpu_memory_mb * 0xC2B2AE3D27D4EB4FULL ^ (uint64_t)job_is_shared(j);
+    return (size_t)(h >> 58) % REASON_CACHE_SIZE;
+}
+
+static void pass_init(struct pass *p, const struct scheduler_input *in,
+                      const struct scheduler_policy *policy)
+{
+    memset(p, 0, sizeof(*p));
+    p->set = in->gpus;
+    p->n = in->gpus
+               ? (int)(in->gpus->n_gpus < GPUINFO_MAX_GPUS ? in->gpus->n_gpus : GPUINFO_MAX_GPUS)
+               : 0;
+    for (int i = 0; i < p->n; i++) {
+        const struct gpu_info *g = &p->set->gpus[i];
+        if (!g->lost)
+            p->all |= 1ULL << i;
+        /* Unknown used memory: nothing to go by but the total. */
+        p->free_mib[i] = g->memory_total_mib - (g->memory_used_mib > 0 ? g->memory_used_mib : 0);
+    }
+    p->allowed = policy->allowed_gpus ? mask_from_indices(p, policy->allowed_gpus) : ~0ULL;
+    p->unmanaged = mask_from_indices(p, in->unmanaged);
+    for (size_t i = 0; i < in->n_running; i++)
+        hold_gpus(p, in->running[i]);
+    p->base = p->now;
+}
+
+size_t scheduler_pass(const struct scheduler_input *in, const struct scheduler_policy *policy,
+                      struct job **start)
+{
+    struct pass p;
+    pass_init(&p, in, policy);
+    struct reason_cache_entry cache[REASON_CACHE_SIZE];
+    memset(cache, 0, sizeof(cache));
+    uint64_t epoch = 1;
+    uint64_t rng = policy->random_seed;
+    int64_t running = (int64_t)in->n_running;
+    size_t nstart = 0, i = 0;
+
+    for (; i < in->n_queued; i++) {
+        struct job *j = in->queued[i];
+        if (policy->max_running_jobs > 0 && running >= policy->max_running_jobs)
+            break;
+        if (j->gpus <= 0) {
+            free(j->gpu_ids);
+            j->gpu_ids = NULL;
+            j->wait_reason = NULL;
+            start[nstart++] = j;
+            running++;
+            continue;
+        }
+        struct reason_cache_entry *c = &cache[cache_slot(j)];
+        if (c->epoch == epoch && c->gpus == j->gpus && c->shared == job_is_shared(j) &&
+            c->gpu_memory_mb == j->gpu_memory_mb) {
+            j->wait_reason = c->reason;
+            continue;
+        }
+        uint64_t cand =
+            p.all & p.allowed & ~p.unmanaged & gflow_free(&p, &p.now, j) & memory_ok(&p, &p.now, j);
+        uint64_t chosen =
+            j->gpus <= p.n ? gpualloc_choose(p.set, cand, j->gpus, policy->gpu_strategy, &rng) : 0;
+        if (!chosen) {
+            /* Backfill goes here (a later issue): the first job of the order that does
+             * not fit gets a reservation (the earliest time enough GPUs free up, from
+             * the running jobs' time limits), and a job behind it starts only if it
+             * ends before that time or uses GPUs the reservation does not need;
+             * otherwise it waits with Priority. Today the pass is greedy. */
+            *c = (struct reason_cache_entry){epoch, j->gpus, job_is_shared(j), j->gpu_memory_mb,
+                                             wait_reason(&p, j)};
+            j->wait_reason = c->reason;
+            continue;
+        }
+        for (uint64_t a = chosen; a; a &= a - 1) {
+            int pos = __builtin_ctzll(a);
+            if (job_is_shared(j)) {
+                p.now.shared |= 1ULL << pos;
+                p.now.shared_mib[pos] += j->gpu_memory_mb;
+            } else {
+                p.now.excl |= 1ULL << pos;
+            }
+        }
+        epoch++;
+        free(j->gpu_ids);
+        j->gpu_ids = format_gpu_ids(&p, chosen);
         j->wait_reason = NULL;
         start[nstart++] = j;
         running++;
     }
+    /* The running-jobs limit is reached: nothing more can start. */
+    for (; i < in->n_queued; i++)
+        in->queued[i]->wait_reason = SCHEDULER_REASON_MAX_RUNNING;
     return nstart;
+}
+
+/* ---- feasibility at submit ---- */
+
+int scheduler_check_feasible(const struct job *j, const struct gpu_set *gpus, uint64_t allowed,
+                             char **reason)
+{
+    *reason = NULL;
+    if (j->gpus < 0) {
+        *reason = xasprintf("requests %d GPUs", j->gpus);
+        return -1;
+    }
+    if (j->shared && j->gpu_memory_mb <= 0) {
+        *reason = xstrdup("a shared job must declare its GPU memory (--gpu-memory)");
+        return -1;
+    }
+    if (j->gpus == 0)
+        return 0;
+    size_t n_all = gpus ? gpus->n_gpus : 0;
+    int n = 0, n_mem = 0;
+    int64_t largest = 0;
+    for (size_t i = 0; i < n_all; i++) {
+        const struct gpu_info *g = &gpus->gpus[i];
+        if (allowed && (g->index < 0 || g->index >= 64 || !(allowed >> g->index & 1)))
+            continue;
+        n++;
+        if (g->memory_total_mib > largest)
+            largest = g->memory_total_mib;
+        if (g->memory_total_mib >= j->gpu_memory_mb)
+            n_mem++;
+    }
+    const char *s = j->gpus == 1 ? "" : "s";
+    if (n_all == 0) {
+        if (gpus && gpus->error)
+            *reason = xasprintf("requests %d GPU%s but this machine has none (%s)", j->gpus, s,
+                                gpus->error);
+        else
+            *reason = xasprintf("requests %d GPU%s but this machine has none", j->gpus, s);
+        return -1;
+    }
+    if (j->gpus > n) {
+        if ((size_t)n == n_all)
+            *reason = xasprintf("requests %d GPU%s but this machine has %d", j->gpus, s, n);
+        else
+            *reason =
+                xasprintf("requests %d GPU%s but only %d of this machine's %zu GPUs may be used",
+                          j->gpus, s, n, n_all);
+        return -1;
+    }
+    if (j->gpu_memory_mb > largest) {
+        *reason = xasprintf("needs %lld MiB of GPU memory but the largest GPU has %lld MiB",
+                            (long long)j->gpu_memory_mb, (long long)largest);
+        return -1;
+    }
+    if (n_mem < j->gpus) {
+        *reason = xasprintf(
+            "needs %lld MiB of GPU memory on each of %d GPUs but only %d GPU%s %s that much",
+            (long long)j->gpu_memory_mb, j->gpus, n_mem, n_mem == 1 ? "" : "s",
+            n_mem == 1 ? "has" : "have");
+        return -1;
+    }
+    return 0;
 }

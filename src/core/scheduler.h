@@ -1,29 +1,105 @@
-/* scheduler: the scheduling pass, a pure function of (active jobs, policy, now) -> which
- * queued jobs start now. It has no I/O so it is unit-tested and benchmarked directly.
+/* scheduler: the scheduling pass, a pure function of (queued jobs in order, running jobs,
+ * GPU state, policy, now) -> which queued jobs start now and on which GPUs, and why each
+ * other queued job waits. It has no I/O so it is unit-tested and benchmarked directly.
  *
- * Order: higher priority first, then lower id (submission order). Jobs without GPUs
- * start at once, up to policy.max_running_jobs running (0 = no limit). Later issues
- * add GPUs, memory, dependencies and backfill here. */
+ * Order: higher priority first, then lower id (submission order). The order is kept
+ * incrementally in a struct scheduler_queue by its owner (the daemon inserts a job when
+ * it becomes PD and removes it when it leaves PD), so a pass walks it once and never
+ * sorts. Greedy: a job that fits starts even if a job ahead of it waits.
+ *
+ * GPUs: a job asks for `gpus` GPUs. An exclusive job holds its GPUs wholly and, with
+ * gpu_memory_mb, needs that much actually free (memory_total - memory_used) on each.
+ * A shared job (shared, gpu_memory_mb > 0) shares a GPU only with other shared jobs,
+ * while the sum of their declared gpu_memory_mb fits the GPU's memory_total_mib. Running
+ * jobs hold the GPUs named in their gpu_ids ("0,2", NVML indices). A GPU is usable when
+ * it is allowed by the policy, not lost and not in the unmanaged mask (compute processes
+ * that belong to no running gflow job; computed by the caller). The chosen GPUs are
+ * picked by gpualloc. */
 #ifndef GFLOW_SCHEDULER_H
 #define GFLOW_SCHEDULER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gpualloc.h"
+#include "gpuinfo.h"
 #include "job.h"
 
 struct scheduler_policy {
-    int64_t max_running_jobs; /* 0 = no limit */
+    int64_t max_running_jobs;            /* 0 = no limit */
+    enum gpualloc_strategy gpu_strategy; /* default (zero) is topology */
+    /* Bit i: the GPU with NVML index i may be used (gctl set-gpus, daemon.gpus,
+     * CUDA_VISIBLE_DEVICES). 0 means all GPUs (an empty allowed set is not a setting). */
+    uint64_t allowed_gpus;
+    uint64_t random_seed; /* the random strategy's seed for this pass */
 };
 
-/* Reasons a queued job waits (static strings, shown in NODELIST(REASON)). */
+/* Reasons a queued job waits (static strings, shown in NODELIST(REASON)). When several
+ * hold, the first that applies is given:
+ *   MaxRunningJobs  the running-jobs limit is reached (every job waits for it);
+ *   Priority        the job would have fit, but jobs ahead of it in the order took the
+ *                   GPUs in this pass;
+ *   GpuMemory       enough GPUs are free of gflow jobs, but not with enough memory: an
+ *                   exclusive job's gpu_memory_mb is not actually free, or a shared job's
+ *                   declared memory does not fit beside the shared jobs already there;
+ *   Unmanaged       it would fit if outside processes were gone from their GPUs;
+ *   GpusRestricted  it would fit if the allowed GPUs were wider;
+ *   Resources       not enough free GPUs now. */
 #define SCHEDULER_REASON_PRIORITY "Priority"
 #define SCHEDULER_REASON_MAX_RUNNING "MaxRunningJobs"
+#define SCHEDULER_REASON_RESOURCES "Resources"
+#define SCHEDULER_REASON_GPU_MEMORY "GpuMemory"
+#define SCHEDULER_REASON_GPUS_RESTRICTED "GpusRestricted"
+#define SCHEDULER_REASON_UNMANAGED "Unmanaged"
 
-/* jobs: every active job (PD, H and R; any order; the array is reordered). Writes the
- * jobs to start into start[] (capacity n) in the order they should start, sets
- * wait_reason of every PD job that waits, and returns how many to start. */
-size_t scheduler_pass(struct job **jobs, size_t n, const struct scheduler_policy *policy, double now,
-                  struct job **start);
+/* The queued (PD) jobs in scheduling order: priority descending, then id ascending.
+ * Insertion and removal are a binary search and a memmove; appending a new job (ids only
+ * grow) behind the others of its priority moves nothing. A queued job's priority must not
+ * change while it is in the queue (remove it, change it, insert it again). */
+struct scheduler_queue {
+    struct job **jobs;
+    size_t len, cap;
+};
+
+void scheduler_queue_init(struct scheduler_queue *q);
+void scheduler_queue_free(struct scheduler_queue *q); /* frees the array, not the jobs */
+void scheduler_queue_insert(struct scheduler_queue *q, struct job *j);
+/* 0, or -1 if j is not in the queue. */
+int scheduler_queue_remove(struct scheduler_queue *q, struct job *j);
+/* Removes jobs[0..n), which must be in queue order (as scheduler_pass returns the jobs
+ * to start), in one sweep; returns how many were removed. Removing the started jobs one
+ * by one would move the rest of the queue once per job. */
+size_t scheduler_queue_remove_many(struct scheduler_queue *q, struct job *const *jobs, size_t n);
+/* Makes q the PD jobs among jobs[0..n) (any order), sorted once: for loading many jobs,
+ * where inserting them one by one in random priority order would be quadratic. */
+void scheduler_queue_rebuild(struct scheduler_queue *q, struct job *const *jobs, size_t n);
+/* <0 if a goes before b in the scheduling order, >0 after, 0 same job id. */
+int scheduler_order(const struct job *a, const struct job *b);
+
+struct scheduler_input {
+    struct job *const *queued; /* PD jobs in scheduling order (a scheduler_queue) */
+    size_t n_queued;
+    struct job *const *running; /* R jobs, any order; their gpu_ids hold GPUs */
+    size_t n_running;
+    const struct gpu_set *gpus; /* NULL: no GPUs */
+    uint64_t unmanaged;         /* bit i: GPU with NVML index i has outside processes */
+    double now;
+};
+
+/* Writes the jobs to start into start[] (capacity in->n_queued) in the order they should
+ * start, sets each one's gpu_ids (NULL for a job without GPUs) and clears its
+ * wait_reason, sets wait_reason of every other queued job, and returns how many start.
+ * Nothing else is changed (the caller moves the jobs to R). */
+size_t scheduler_pass(const struct scheduler_input *in, const struct scheduler_policy *policy,
+                      struct job **start);
+
+/* Whether j's request can ever be met on this machine, checked at submit: j->gpus within
+ * the GPUs in `allowed` (NVML-index mask, 0 = all; meant for the fixed restriction such
+ * as the daemon's CUDA_VISIBLE_DEVICES, not the runtime one that only makes jobs wait),
+ * gpu_memory_mb within their memory, and a shared job declares its memory. 0, or -1 with
+ * *reason (the caller frees it), e.g. "requests 5 GPUs but this machine has 4". */
+int scheduler_check_feasible(const struct job *j, const struct gpu_set *gpus, uint64_t allowed,
+                             char **reason);
 
 #endif

@@ -1,7 +1,9 @@
 /* jobs: the active-job table and job changes, persisted through the store.
  *
  * The table is an array sorted by id: ids only grow, so a new job is appended and a
- * lookup is a binary search. */
+ * lookup is a binary search. Beside it, the queued jobs are kept in scheduling order (a
+ * scheduler_queue, updated whenever a job enters or leaves PD) and the running jobs in an
+ * unordered list, so a scheduling pass neither sorts nor scans the whole table. */
 #include "jobs.h"
 
 #include <stdlib.h>
@@ -9,6 +11,7 @@
 #include <unistd.h>
 
 #include "gflowd.h"
+#include "gpu.h"
 #include "log.h"
 #include "runner.h"
 #include "scheduler.h"
@@ -20,6 +23,9 @@ static size_t table_len, table_cap;
 static size_t running;
 static int64_t next_id;
 static bool dirty = true;
+static struct scheduler_queue queue; /* PD jobs in scheduling order */
+static struct job **run_list;        /* R jobs, any order */
+static size_t run_cap;               /* run_list holds `running` jobs */
 
 static struct job **ended; /* left the table this iteration; freed by jobs_collect */
 static size_t ended_len, ended_cap;
@@ -34,6 +40,24 @@ struct action {
 static struct action *actions;
 static size_t actions_len, actions_cap;
 
+static void run_list_add(struct job *j)
+{
+    if (running == run_cap) {
+        run_cap = run_cap ? run_cap * 2 : 64;
+        run_list = xrealloc(run_list, run_cap * sizeof(*run_list));
+    }
+    run_list[running++] = j;
+}
+
+static void run_list_remove(struct job *j)
+{
+    for (size_t i = 0; i < running; i++)
+        if (run_list[i] == j) {
+            run_list[i] = run_list[--running];
+            return;
+        }
+}
+
 static void table_append(struct job *j)
 {
     if (table_len == table_cap) {
@@ -42,7 +66,7 @@ static void table_append(struct job *j)
     }
     table[table_len++] = j;
     if (j->state == JOB_RUNNING)
-        running++;
+        run_list_add(j);
 }
 
 static ssize_t table_index(int64_t id)
@@ -80,6 +104,7 @@ int jobs_load(char **err)
         return -1;
     }
     next_id = store_next_job_id(gd.store);
+    scheduler_queue_rebuild(&queue, table, table_len);
     dirty = true;
     return 0;
 }
@@ -92,6 +117,10 @@ void jobs_free_all(void)
     free(table);
     table = NULL;
     table_len = table_cap = running = 0;
+    scheduler_queue_free(&queue);
+    free(run_list);
+    run_list = NULL;
+    run_cap = 0;
     free(ended);
     ended = NULL;
     ended_cap = 0;
@@ -135,6 +164,8 @@ int jobs_submit(struct job *j)
     json_decref(j->env);
     j->env = NULL;
     table_append(j);
+    if (j->state == JOB_QUEUED)
+        scheduler_queue_insert(&queue, j);
     dirty = true;
     return 0;
 }
@@ -153,9 +184,18 @@ int jobs_set_state(struct job *j, enum job_state to, const char *reason)
     if (!job_transition_allowed(j->state, to))
         return -1;
     if (j->state == JOB_RUNNING)
-        running--;
-    if (to == JOB_RUNNING)
-        running++;
+        run_list_remove(j);
+    else if (j->state == JOB_QUEUED)
+        scheduler_queue_remove(&queue, j);
+    if (to == JOB_RUNNING) {
+        run_list_add(j);
+    } else if (to == JOB_QUEUED) {
+        /* Back in the queue (released, or a launch that never happened): its GPUs
+         * are chosen again when it starts. */
+        free(j->gpu_ids);
+        j->gpu_ids = NULL;
+        scheduler_queue_insert(&queue, j);
+    }
     j->state = to;
     if (reason != j->reason) {
         free(j->reason);
@@ -188,15 +228,28 @@ size_t jobs_schedule(struct job ***started)
     if (!dirty)
         return 0;
     dirty = false;
-    if (table_len == 0)
+    if (queue.len == 0)
         return 0;
-    /* The pass reorders its input, so it gets a copy of the table. */
-    struct job **work = xmalloc(table_len * sizeof(*work));
-    memcpy(work, table, table_len * sizeof(*work));
-    struct job **start = xmalloc(table_len * sizeof(*start));
-    struct scheduler_policy policy = {.max_running_jobs = gd.cfg.max_running_jobs};
-    size_t n = scheduler_pass(work, table_len, &policy, now_wall(), start);
-    free(work);
+    struct job **start = xmalloc(queue.len * sizeof(*start));
+    struct scheduler_policy policy = {
+        .max_running_jobs = gd.cfg.max_running_jobs,
+        /* 0 would mean "all": an empty allowed set is a bit no GPU has. */
+        .allowed_gpus = gpu_allowed() ? gpu_allowed() : 1ULL << 63,
+        .random_seed = (uint64_t)(now_wall() * 1e6),
+    };
+    gpualloc_strategy_parse(gd.cfg.gpu_allocation_strategy, &policy.gpu_strategy);
+    struct scheduler_input in = {
+        .queued = queue.jobs,
+        .n_queued = queue.len,
+        .running = run_list,
+        .n_running = running,
+        .gpus = gpu_current(),
+        .unmanaged = gpu_unmanaged(),
+        .now = now_wall(),
+    };
+    size_t n = scheduler_pass(&in, &policy, start);
+    /* Out of the queue in one sweep (jobs_set_state then finds them gone). */
+    scheduler_queue_remove_many(&queue, start, n);
     for (size_t i = 0; i < n; i++) {
         struct job *j = start[i];
         j->start_time = now_wall();

@@ -25,6 +25,7 @@
 #include "client.h"
 #include "gflow_build.h"
 #include "gflowd.h"
+#include "gpu.h"
 #include "jobs.h"
 #include "lockfile.h"
 #include "log.h"
@@ -60,6 +61,11 @@ static const char usage_text[] =
     "      --max-running-jobs N   run at most N jobs at once (0 = no limit)\n"
     "      --kill-grace-secs N    seconds between SIGTERM and SIGKILL when ending a job\n"
     "      --log-level LEVEL      error, warn, info or debug\n"
+    "      --gpus LIST            GPUs jobs may use, e.g. 0-3 or 0,2 (or all); wins over\n"
+    "                             an earlier 'gctl set-gpus'\n"
+    "      --gpu-allocation-strategy S  topology (default), sequential or random\n"
+    "      --simulate-gpus N|FILE run on N simulated GPUs, or on the GPUs a simulator\n"
+    "                             fixture describes (docs/simulator.md)\n"
     "  -h, --help                 show this help\n"
     "  -V, --version              show the version\n";
 
@@ -78,6 +84,8 @@ static void die(const char *fmt, ...)
 /* ---- the serving daemon ---- */
 
 static int ready_fd = -1; /* `up` waits on this pipe */
+static const char *opt_simulate_gpus; /* --simulate-gpus N|FILE */
+static const char *opt_gpus;          /* --gpus LIST */
 static struct job **to_launch; /* committed as R, shims not forked yet */
 static size_t to_launch_len;
 static struct loop_timer *retry_timer, *checkpoint_timer;
@@ -269,6 +277,8 @@ static int serve(void)
         startup_failed("cannot set up the event loop");
     if (jobs_load(&err) < 0)
         startup_failed(err);
+    if (gpu_start(opt_simulate_gpus, opt_gpus, &err) < 0)
+        startup_failed(err);
     runner_recover();
     if (jobs_commit() < 0)
         startup_failed("cannot commit the recovered state");
@@ -285,6 +295,7 @@ static int serve(void)
     jobs_commit();
     api_stop();
     jobs_commit();
+    gpu_stop();
     store_checkpoint(gd.store);
     store_close(gd.store);
     jobs_free_all();
@@ -473,6 +484,13 @@ static int cmd_status(void)
         printf("Max running jobs: unlimited\n");
     printf("Mode: %s\n", json_is_true(json_object_get(st, "system")) ? "system (all users)"
                                                                      : "per-user");
+    json_t *g = json_object_get(st, "gpus");
+    const char *gpu_error = json_string_value(json_object_get(g, "error"));
+    if (gpu_error)
+        printf("GPUs: %s\n", gpu_error);
+    else
+        printf("GPUs: %lld%s\n", (long long)json_integer_value(json_object_get(g, "count")),
+               json_is_true(json_object_get(g, "simulated")) ? " (simulated)" : "");
     printf("Socket: %s\n", json_string_value(json_object_get(st, "socket")));
     printf("Data: %s\n", json_string_value(json_object_get(st, "data_dir")));
     json_decref(st);
@@ -481,7 +499,16 @@ static int cmd_status(void)
 
 /* ---- start-up ---- */
 
-enum { OPT_DATA_DIR = 256, OPT_SOCKET, OPT_MAX_RUNNING, OPT_KILL_GRACE, OPT_LOG_LEVEL };
+enum {
+    OPT_DATA_DIR = 256,
+    OPT_SOCKET,
+    OPT_MAX_RUNNING,
+    OPT_KILL_GRACE,
+    OPT_LOG_LEVEL,
+    OPT_GPUS,
+    OPT_GPU_STRATEGY,
+    OPT_SIMULATE_GPUS,
+};
 
 static const struct option long_opts[] = {
     {"config", required_argument, NULL, 'c'},
@@ -490,6 +517,9 @@ static const struct option long_opts[] = {
     {"max-running-jobs", required_argument, NULL, OPT_MAX_RUNNING},
     {"kill-grace-secs", required_argument, NULL, OPT_KILL_GRACE},
     {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+    {"gpus", required_argument, NULL, OPT_GPUS},
+    {"gpu-allocation-strategy", required_argument, NULL, OPT_GPU_STRATEGY},
+    {"simulate-gpus", required_argument, NULL, OPT_SIMULATE_GPUS},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
@@ -503,7 +533,7 @@ struct flag_setting {
 int main(int argc, char **argv)
 {
     const char *config_path = NULL;
-    struct flag_setting flags[8];
+    struct flag_setting flags[16];
     size_t n_flags = 0;
     int opt;
     while ((opt = getopt_long(argc, argv, "c:hV", long_opts, NULL)) != -1) {
@@ -526,6 +556,15 @@ int main(int argc, char **argv)
         case OPT_LOG_LEVEL:
             flags[n_flags++] = (struct flag_setting){"daemon.log_level", optarg};
             break;
+        case OPT_GPUS:
+            opt_gpus = optarg;
+            break;
+        case OPT_GPU_STRATEGY:
+            flags[n_flags++] = (struct flag_setting){"daemon.gpu_allocation_strategy", optarg};
+            break;
+        case OPT_SIMULATE_GPUS:
+            opt_simulate_gpus = optarg;
+            break;
         case 'h':
             fputs(usage_text, stdout);
             return 0;
@@ -534,6 +573,10 @@ int main(int argc, char **argv)
             return 0;
         default:
             fprintf(stderr, "gflowd: see 'gflowd --help' for the commands and options\n");
+            return 2;
+        }
+        if (n_flags == sizeof(flags) / sizeof(flags[0])) {
+            fprintf(stderr, "gflowd: too many options\n");
             return 2;
         }
     }

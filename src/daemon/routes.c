@@ -15,9 +15,11 @@
 
 #include "gflow_build.h"
 #include "gflowd.h"
+#include "gpu.h"
 #include "jobs.h"
 #include "parse.h"
 #include "runner.h"
+#include "scheduler.h"
 #include "store.h"
 #include "util.h"
 
@@ -43,19 +45,28 @@ static void route_status(struct reply *rep)
     for (int i = 0; i < JOB_STATE_COUNT; i++)
         json_object_set_new(c, job_state_short((enum job_state)i), json_integer(counts[i]));
     double now = now_wall();
+    json_t *full = gpu_status_json();
+    json_t *gpus = json_pack("{s:I, s:O, s:O}", "count",
+                             (json_int_t)json_array_size(json_object_get(full, "gpus")), "simulated",
+                             json_object_get(full, "simulated"), "error",
+                             json_object_get(full, "error"));
+    json_decref(full);
     reply_json(rep, 200,
-               json_pack("{s:s, s:s, s:i, s:i, s:s, s:b, s:f, s:I, s:o, s:I, s:s, s:s}",
+               json_pack("{s:s, s:s, s:i, s:i, s:s, s:b, s:f, s:I, s:o, s:I, s:s, s:s, s:o}",
                          "version", GFLOW_VERSION, "commit", GFLOW_COMMIT, "pid", (int)getpid(),
                          "uid", (int)gd.uid, "user", gd.user, "system", gd.system, "started_at",
                          gd.started_at, "uptime_secs", (json_int_t)(now - gd.started_at),
                          "counts", c, "max_running_jobs", (json_int_t)gd.cfg.max_running_jobs,
-                         "data_dir", gd.paths.data_dir, "socket", gd.paths.socket_path));
+                         "data_dir", gd.paths.data_dir, "socket", gd.paths.socket_path, "gpus",
+                         gpus));
 }
 
 /* ---- submit ---- */
 
-static const char *const spec_fields[] = {"command", "script", "script_path", "name", "workdir",
-                                          "env", "priority", "time_limit", "hold", "dry_run"};
+static const char *const spec_fields[] = {
+    "command", "script",   "script_path", "name",          "workdir", "env",
+    "priority", "time_limit", "hold",     "dry_run",       "gpus",    "gpu_memory_mb",
+    "shared",  "gpus_per_task"};
 
 static bool known_field(const char *key)
 {
@@ -168,6 +179,31 @@ static struct job *spec_to_job(json_t *spec, const struct caller *who, bool *dry
         *err = xstrdup("'hold' and 'dry_run' must be true or false");
         goto bad;
     }
+    json_t *gpus = json_object_get(spec, "gpus");
+    json_t *gpu_mem = json_object_get(spec, "gpu_memory_mb");
+    json_t *shared = json_object_get(spec, "shared");
+    json_t *per_task = json_object_get(spec, "gpus_per_task");
+    if ((gpus && (!json_is_integer(gpus) || json_integer_value(gpus) < 0 ||
+                  json_integer_value(gpus) > GPUINFO_MAX_GPUS)) ||
+        (gpu_mem && (!json_is_integer(gpu_mem) || json_integer_value(gpu_mem) < 0)) ||
+        (per_task && (!json_is_integer(per_task) || json_integer_value(per_task) < 0 ||
+                      json_integer_value(per_task) > 1)) ||
+        (shared && !json_is_boolean(shared))) {
+        *err = xasprintf("'gpus' (0 to %d), 'gpu_memory_mb' (>= 0), 'gpus_per_task' (0 or 1) "
+                         "must be integers and 'shared' true or false", GPUINFO_MAX_GPUS);
+        goto bad;
+    }
+    bool wants_gpus = gpus && json_integer_value(gpus) > 0;
+    if (!wants_gpus && (json_is_true(shared) || (gpu_mem && json_integer_value(gpu_mem) > 0) ||
+                        (per_task && json_integer_value(per_task) > 0))) {
+        *err = xstrdup("'shared', 'gpu_memory_mb' and 'gpus_per_task' need 'gpus' (--gpus N)");
+        goto bad;
+    }
+    if (json_is_true(shared) && !(gpu_mem && json_integer_value(gpu_mem) > 0)) {
+        *err = xstrdup("a shared GPU job needs gpu_memory_mb (--gpu-memory): the share of each "
+                       "GPU it may use");
+        goto bad;
+    }
     if (name && !valid_name(json_string_value(name))) {
         *err = xasprintf("invalid job name: use 1 to %d printable characters", MAX_NAME_LEN);
         goto bad;
@@ -181,6 +217,15 @@ static struct job *spec_to_job(json_t *spec, const struct caller *who, bool *dry
     j->env = env ? json_incref(env) : json_object();
     j->priority = prio ? (int)json_integer_value(prio) : JOB_PRIORITY_DEFAULT;
     j->time_limit = limit ? (int64_t)json_integer_value(limit) : 0;
+    j->gpus = gpus ? (int)json_integer_value(gpus) : 0;
+    j->gpu_memory_mb = gpu_mem ? (int64_t)json_integer_value(gpu_mem) : 0;
+    j->shared = json_is_true(shared);
+    j->gpus_per_task = per_task && j->gpus > 0 ? (int)json_integer_value(per_task) : 0;
+    char *why = NULL;
+    if (scheduler_check_feasible(j, gpu_current(), gpu_visible(), &why) < 0) {
+        *err = why;
+        goto bad;
+    }
     j->user = xstrdup(who->user);
     j->uid = who->uid;
     j->gid = who->gid;
@@ -587,7 +632,9 @@ static void route_show(int64_t id, const struct caller *who, struct reply *rep)
         free(j.script);
         j.script = NULL;
     }
-    reply_json(rep, 200, job_to_json(&j, true, gd.paths.log_dir));
+    json_t *o = job_to_json(&j, true, gd.paths.log_dir);
+    json_object_set_new(o, "gpus_detail", gpu_detail_json(j.gpu_ids));
+    reply_json(rep, 200, o);
     job_clear(&j);
 }
 
@@ -781,8 +828,6 @@ static void route_log(struct MHD_Connection *c, int64_t id, const struct caller 
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; charset=utf-8");
 }
 
-/* ---- dispatch ---- */
-
 static bool is_method(const char *method, const char *want, struct reply *rep)
 {
     if (strcmp(method, want) == 0)
@@ -790,6 +835,124 @@ static bool is_method(const char *method, const char *want, struct reply *rep)
     reply_error(rep, 405, "use %s for this path", want);
     return false;
 }
+
+/* ---- GPUs ---- */
+
+static bool require_admin(const struct caller *who, struct reply *rep)
+{
+    if (who->is_admin)
+        return true;
+    reply_error(rep, 403, "only root, the daemon's user or members of daemon.admin_group may "
+                          "change GPU settings");
+    return false;
+}
+
+static json_t *parse_body(const char *body, size_t len, struct reply *rep)
+{
+    json_error_t jerr;
+    json_t *o = json_loadb(body, len, 0, &jerr);
+    if (!o)
+        reply_error(rep, 400, "malformed JSON at line %d, column %d: %s", jerr.line, jerr.column,
+                    jerr.text);
+    else if (!json_is_object(o)) {
+        reply_error(rep, 400, "the body must be a JSON object");
+        json_decref(o);
+        o = NULL;
+    }
+    return o;
+}
+
+static void route_gpus_allowed(const char *method, const struct caller *who, const char *body,
+                               size_t len, struct reply *rep)
+{
+    if (strcmp(method, "GET") == 0) {
+        reply_json(rep, 200, gpu_allowed_json());
+        return;
+    }
+    if (!is_method(method, "PUT", rep) || !require_admin(who, rep))
+        return;
+    json_t *o = parse_body(body, len, rep);
+    if (!o)
+        return;
+    json_t *g = json_object_get(o, "gpus");
+    struct strbuf spec;
+    strbuf_init(&spec);
+    size_t i;
+    json_t *v;
+    if (json_is_string(g))
+        strbuf_adds(&spec, json_string_value(g));
+    json_array_foreach(g, i, v) {
+        if (json_is_integer(v))
+            strbuf_addf(&spec, "%s%lld", i ? "," : "", (long long)json_integer_value(v));
+    }
+    char *err = NULL;
+    if (!spec.len)
+        reply_error(rep, 400, "'gpus' must be a list of GPU indices or \"all\"");
+    else if (gpu_set_allowed(spec.buf, &err) < 0)
+        reply_error(rep, 400, "%s", err);
+    else
+        reply_json(rep, 200, gpu_allowed_json());
+    free(err);
+    strbuf_free(&spec);
+    json_decref(o);
+}
+
+static int ignored_args(struct MHD_Connection *c, json_t *o, int *gpu, long long *pid,
+                        struct reply *rep)
+{
+    json_t *g = o ? json_object_get(o, "gpu") : NULL, *p = o ? json_object_get(o, "pid") : NULL;
+    const char *qg = query(c, "gpu"), *qp = query(c, "pid");
+    int64_t vg = -1, vp = -1;
+    if (json_is_integer(g))
+        vg = json_integer_value(g);
+    else if (qg)
+        parse_int64(qg, &vg);
+    if (json_is_integer(p))
+        vp = json_integer_value(p);
+    else if (qp)
+        parse_int64(qp, &vp);
+    if (vg < 0 || vp <= 0) {
+        reply_error(rep, 400, "give 'gpu' (an index) and 'pid' (a process id)");
+        return -1;
+    }
+    *gpu = (int)vg;
+    *pid = vp;
+    return 0;
+}
+
+static void route_gpus_ignored(struct MHD_Connection *c, const char *method,
+                               const struct caller *who, const char *body, size_t len,
+                               struct reply *rep)
+{
+    if (strcmp(method, "GET") == 0) {
+        reply_json(rep, 200, gpu_ignored_json());
+        return;
+    }
+    bool add = strcmp(method, "POST") == 0;
+    if (!add && strcmp(method, "DELETE") != 0) {
+        reply_error(rep, 405, "use GET, POST or DELETE for this path");
+        return;
+    }
+    if (!require_admin(who, rep))
+        return;
+    json_t *o = add ? parse_body(body, len, rep) : NULL;
+    if (add && !o)
+        return;
+    int gpu;
+    long long pid;
+    char *err = NULL;
+    if (ignored_args(c, o, &gpu, &pid, rep) == 0) {
+        if ((add ? gpu_ignore(gpu, pid, &err) : gpu_unignore(gpu, pid, &err)) < 0)
+            reply_error(rep, 404, "%s", err);
+        else
+            reply_json(rep, 200, gpu_ignored_json());
+    }
+    free(err);
+    json_decref(o);
+}
+
+/* ---- dispatch ---- */
+
 
 void routes_dispatch(struct MHD_Connection *c, const struct caller *who, const char *method,
                      const char *url, const char *body, size_t body_len, struct reply *rep)
@@ -802,6 +965,19 @@ void routes_dispatch(struct MHD_Connection *c, const struct caller *who, const c
     if (strcmp(url, "/v1/status") == 0) {
         if (is_method(method, "GET", rep))
             route_status(rep);
+        return;
+    }
+    if (strcmp(url, "/v1/gpus") == 0) {
+        if (is_method(method, "GET", rep))
+            reply_json(rep, 200, gpu_status_json());
+        return;
+    }
+    if (strcmp(url, "/v1/gpus/allowed") == 0) {
+        route_gpus_allowed(method, who, body, body_len, rep);
+        return;
+    }
+    if (strcmp(url, "/v1/gpus/ignored") == 0) {
+        route_gpus_ignored(c, method, who, body, body_len, rep);
         return;
     }
     if (strcmp(url, "/v1/jobs") == 0) {

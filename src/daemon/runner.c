@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "gflowd.h"
+#include "gpu.h"
 #include "jobs.h"
 #include "log.h"
 #include "loop.h"
@@ -113,6 +114,10 @@ static void cleanup_files_after_commit(int64_t id)
 static void finish(struct job *j, enum job_state state, const char *reason)
 {
     run_free(j);
+    /* Its GPUs are free now: re-read their memory and processes for the next pass
+     * rather than waiting for the poll. */
+    if (j->gpu_ids)
+        gpu_refresh();
     if (jobs_set_state(j, state, reason) < 0)
         log_error("job %lld: refused transition to %s", (long long)j->id, job_state_short(state));
     cleanup_files_after_commit(j->id);
@@ -272,6 +277,15 @@ static bool env_overridden(const char *key)
     return false;
 }
 
+/* CUDA_VISIBLE_DEVICES: physical NVML indices, or UUIDs with daemon.gpu_id_format = uuid.
+ * With CUDA_DEVICE_ORDER=PCI_BUS_ID the CUDA runtime numbers GPUs as NVML does. */
+static const char *cuda_devices(const char *gpu_ids, const char *uuids)
+{
+    if (!gpu_ids)
+        return "";
+    return strcmp(gd.cfg.gpu_id_format, "uuid") == 0 ? uuids : gpu_ids;
+}
+
 /* The job's environment, NUL-separated: the submitter's, then ours (DESIGN.md §4). */
 static void build_env(const struct job *j, const struct passwd *pw, struct strbuf *sb)
 {
@@ -289,9 +303,12 @@ static void build_env(const struct job *j, const struct passwd *pw, struct strbu
         snprintf(id, sizeof(id), "%lld", (long long)j->array_task);
         env_add(sb, "GFLOW_ARRAY_TASK_ID", id);
     }
-    env_add(sb, "CUDA_VISIBLE_DEVICES", j->gpu_ids ? j->gpu_ids : "");
+    char *uuids = gpu_uuids_of(j->gpu_ids);
+    env_add(sb, "CUDA_VISIBLE_DEVICES", cuda_devices(j->gpu_ids, uuids));
     env_add(sb, "CUDA_DEVICE_ORDER", "PCI_BUS_ID");
-    env_add(sb, "GFLOW_GPU_UUIDS", "");
+    env_add(sb, "GFLOW_GPU_UUIDS", uuids);
+    env_add(sb, "NVIDIA_VISIBLE_DEVICES", *uuids ? uuids : "none");
+    free(uuids);
     env_add(sb, "PYTHONUNBUFFERED", "1");
     if (pw) {
         env_add(sb, "HOME", pw->pw_dir);
@@ -302,9 +319,9 @@ static void build_env(const struct job *j, const struct passwd *pw, struct strbu
 }
 
 struct launch {
-    char *argv[32];
+    char *argv[40];
     int argc;
-    char *owned[16];
+    char *owned[24];
     int n_owned;
 };
 
@@ -450,6 +467,14 @@ void runner_launch(struct job *j)
         arg(&l, keep(&l, xasprintf("%u", (unsigned)pw->pw_gid)));
         arg(&l, "--user");
         arg(&l, keep(&l, xstrdup(pw->pw_name)));
+    }
+    if (j->gpus_per_task && j->gpus > 1) { /* one copy of the command per GPU */
+        char *uuids = gpu_uuids_of(j->gpu_ids);
+        arg(&l, "--tasks");
+        arg(&l, keep(&l, xasprintf("%d", j->gpus)));
+        arg(&l, "--task-gpus");
+        arg(&l, keep(&l, xstrdup(cuda_devices(j->gpu_ids, uuids))));
+        free(uuids);
     }
     env_fd = prepare_inputs(&full, pw, &l, &err);
     if (env_fd < 0)

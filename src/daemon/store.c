@@ -76,6 +76,7 @@ enum col {
     C_MAX_RETRIES,
     C_ATTEMPT,
     C_RETRY_OF,
+    C_GPUS_PER_TASK,
     C_LIGHT_COUNT, /* the columns read without payload are those before this one */
     C_SCRIPT = C_LIGHT_COUNT,
     C_ENV,
@@ -120,6 +121,7 @@ static const struct {
     [C_MAX_RETRIES] = {"max_retries", true},
     [C_ATTEMPT] = {"attempt", true},
     [C_RETRY_OF] = {"retry_of", true},
+    [C_GPUS_PER_TASK] = {"gpus_per_task", true},
     [C_SCRIPT] = {"script", false},
     [C_ENV] = {"env", false},
 };
@@ -161,7 +163,8 @@ static const char *const migrations[] = {
     " array_task INTEGER NOT NULL DEFAULT -1,"
     " max_retries INTEGER NOT NULL DEFAULT 0,"
     " attempt INTEGER NOT NULL DEFAULT 1,"
-    " retry_of INTEGER NOT NULL DEFAULT 0"
+    " retry_of INTEGER NOT NULL DEFAULT 0,"
+    " gpus_per_task INTEGER NOT NULL DEFAULT 0"
     ");"
     "CREATE TABLE job_payload ("
     " job_id INTEGER PRIMARY KEY REFERENCES jobs(id) ON DELETE CASCADE,"
@@ -350,6 +353,8 @@ static int bind_column(sqlite3_stmt *st, enum col c, const struct job *j, const 
         return sqlite3_bind_int(st, i, j->attempt);
     case C_RETRY_OF:
         return sqlite3_bind_int64(st, i, j->retry_of);
+    case C_GPUS_PER_TASK:
+        return sqlite3_bind_int(st, i, j->gpus_per_task);
     case C_SCRIPT:
         return bind_text(st, i, j->script);
     case C_ENV:
@@ -466,6 +471,9 @@ static void read_column(sqlite3_stmt *st, enum col c, struct job *j)
         break;
     case C_RETRY_OF:
         j->retry_of = sqlite3_column_int64(st, i);
+        break;
+    case C_GPUS_PER_TASK:
+        j->gpus_per_task = sqlite3_column_int(st, i);
         break;
     case C_SCRIPT:
         j->script = col_str(st, i);

@@ -3,6 +3,7 @@
  *
  *   gflow-shim --job-id N --exit-file PATH --log PATH --workdir DIR --env-file PATH
  *              --kill-grace SECS [--lock-fd FD] [--uid UID --gid GID --user NAME]
+ *              [--tasks N --task-gpus GPU,GPU,...]
  *              (--command "shell command line" | --script PATH)
  *
  * Protocol with the daemon (its runner is written against exactly this):
@@ -24,15 +25,29 @@
  *     root, in --workdir: `/bin/bash -c COMMAND`, or the script itself when it starts
  *     with "#!", else `/bin/bash SCRIPT`. A job that cannot be started exits 125
  *     (credentials, chdir), 126 (cannot execute) or 127 (not found).
+ *     With --tasks N (default 1) the shim starts N copies of it, torchrun style
+ *     (`--gpus-per-task 1`): same workdir, log and user, all in the first copy's
+ *     process group. --task-gpus names one GPU per copy (N entries, as they go into
+ *     CUDA_VISIBLE_DEVICES: indices or UUIDs); it is required when N > 1. When it is
+ *     given, copy i gets the job environment with CUDA_VISIBLE_DEVICES=<its GPU>,
+ *     RANK=LOCAL_RANK=i, WORLD_SIZE=LOCAL_WORLD_SIZE=N, MASTER_ADDR=127.0.0.1 and
+ *     MASTER_PORT=<a TCP port of 127.0.0.1 that was free when the shim looked, the
+ *     same for all copies>; NVIDIA_VISIBLE_DEVICES stays as the env file says. With
+ *     neither option the job is the single process described above, unchanged.
  *  5. SIGTERM, SIGINT or SIGHUP to the shim (cancel, time limit) sends SIGTERM to the
  *     job's process group and to every descendant, then SIGKILL after --kill-grace
- *     seconds. When the job's main process exits, leftovers get the same treatment
- *     (the wait ends early once none are left): nothing the job started outlives it.
+ *     seconds. When a copy of the job fails (non-zero exit or a signal) while others
+ *     still run, they get the same treatment. Once every copy has exited, leftovers get
+ *     it too (the wait ends early once none are left): nothing the job started
+ *     outlives it.
  *  6. The outcome is written to --exit-file atomically (temp, fsync, rename, fsync dir):
  *       {"job_id": N, "exit_code": int|null, "signal": int|null, "oom": false,
  *        "started_at": secs, "finished_at": secs, "max_rss_kb": int,
  *        "error": string|null}
- *     and the shim exits 0. If the shim fails before the job starts, it still writes
+ *     and the shim exits 0. With several copies, exit_code/signal are those of the
+ *     first copy that failed (exit_code 0 when all exited 0), max_rss_kb the largest of
+ *     theirs; if a copy cannot even be forked, the others are stopped and exit_code is
+ *     125 with the error. If the shim fails before the job starts, it still writes
  *     an exit file (exit_code 125, error set) when it can, and exits 1 (2 for usage
  *     errors, which also print one line on stderr).
  */
@@ -47,6 +62,7 @@
 #include <jansson.h>
 #include <limits.h>
 #include <math.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -55,6 +71,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/timerfd.h>
 #include <sys/syscall.h>
@@ -74,6 +91,16 @@ enum {
  * process may fork between a /proc scan and the kill. */
 #define SHIM_REKILL_NS (100L * 1000 * 1000)
 
+/* Upper bound of --tasks: far above the GPUs of one machine, low enough that a typo
+ * cannot fork thousands of processes. */
+#define SHIM_MAX_TASKS 256
+
+/* The variables --task-gpus sets for each copy; the env file's values are replaced. */
+static const char *const shim_task_vars[] = {"CUDA_VISIBLE_DEVICES", "RANK", "LOCAL_RANK",
+                                             "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
+                                             "MASTER_PORT"};
+#define SHIM_N_TASK_VARS (sizeof(shim_task_vars) / sizeof(shim_task_vars[0]))
+
 struct shim_opts {
     int64_t job_id; /* -1 until parsed */
     const char *exit_file;
@@ -88,6 +115,9 @@ struct shim_opts {
     int lock_fd;       /* -1 when not given */
     int64_t uid;       /* -1 when not given */
     int64_t gid;       /* -1 when not given */
+    int ntasks;        /* --tasks: copies of the job to start */
+    char **task_gpus;  /* --task-gpus split at commas, NULL-terminated; NULL when not given */
+    int n_task_gpus;
 };
 
 /* Everything the job child needs, prepared before fork so the child only makes
@@ -103,6 +133,13 @@ struct shim_exec {
     char *direct_buf;
     char **envp;
     char *env_buf; /* envp points into it */
+    /* With --task-gpus: one environment per copy, envp's entries (pointers into
+     * env_buf) minus shim_task_vars, then that copy's own allocated variables from
+     * index task_env_shared on. NULL otherwise: every copy gets envp. */
+    char ***task_envp;
+    size_t task_env_shared;
+    int ntasks;
+    pid_t pgid; /* the job's process group; 0 until the first copy is forked */
     const char *workdir;
     const char *user;
     bool set_creds;
@@ -115,17 +152,26 @@ struct shim_exec {
     int report_fd; /* write end of a close-on-exec pipe: why the job did not start */
 };
 
+/* One copy of the job. */
+struct shim_task {
+    pid_t pid;
+    bool reaped;
+    int status;      /* from wait4, once reaped */
+    long max_rss_kb; /* ru_maxrss: kilobytes on Linux */
+};
+
 /* The supervision state. */
 struct shim_run {
     pid_t self;
-    pid_t job_pid;
-    int sfd;       /* signalfd */
-    int tfd;       /* timerfd: kill grace, then the re-kill period */
-    int report_rd; /* read end of the exec report pipe */
+    pid_t pgid;              /* the job's process group: the first copy's pid */
+    struct shim_task *tasks; /* the copies that were forked */
+    int ntasks;
+    int nreaped;
+    int first_failed; /* index of the first copy that failed, -1: none yet */
+    int sfd;          /* signalfd */
+    int tfd;          /* timerfd: kill grace, then the re-kill period */
+    int report_rd;    /* read end of the exec report pipe */
     double kill_grace;
-    bool job_reaped;
-    int status;
-    struct rusage ru;
     bool term_sent;  /* the tree got SIGTERM and the grace timer runs */
     bool kill_phase; /* the grace is over: SIGKILL until nothing is left */
 };
@@ -144,8 +190,12 @@ static const char shim_usage_text[] =
     "usage: gflow-shim --job-id N --exit-file PATH --log PATH --workdir DIR\n"
     "                  (--env-file PATH | --env-fd FD) --kill-grace SECS [--lock-fd FD]\n"
     "                  [--uid UID --gid GID --user NAME]\n"
+    "                  [--tasks N --task-gpus GPU,GPU,...]\n"
     "                  (--command \"shell command line\" | --script PATH)\n"
     "Runs and supervises one gflow job and writes its outcome to the exit file.\n"
+    "--tasks N starts N copies of the job, copy i with CUDA_VISIBLE_DEVICES set to the\n"
+    "i-th entry of --task-gpus and RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,\n"
+    "MASTER_ADDR, MASTER_PORT as torchrun sets them; if one fails, the others are stopped.\n"
     "Started by gflowd; not meant to be run by hand.\n";
 
 /* ---- exit file ---------------------------------------------------------------- */
@@ -224,6 +274,8 @@ enum {
     OPT_USER,
     OPT_COMMAND,
     OPT_SCRIPT,
+    OPT_TASKS,
+    OPT_TASK_GPUS,
 };
 
 static const struct option shim_long_opts[] = {
@@ -240,6 +292,8 @@ static const struct option shim_long_opts[] = {
     {"user", required_argument, NULL, OPT_USER},
     {"command", required_argument, NULL, OPT_COMMAND},
     {"script", required_argument, NULL, OPT_SCRIPT},
+    {"tasks", required_argument, NULL, OPT_TASKS},
+    {"task-gpus", required_argument, NULL, OPT_TASK_GPUS},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -273,6 +327,36 @@ static void shim_set_err(char **err, char *msg)
         free(msg);
     else
         *err = msg;
+}
+
+/* Splits --task-gpus at commas into o->task_gpus. Empty and repeated entries are
+ * errors: each copy gets a GPU of its own. */
+static void shim_parse_task_gpus(struct shim_opts *o, const char *arg, char **err)
+{
+    size_t cap = 2;
+    for (const char *c = arg; *c; c++)
+        cap += *c == ',';
+    char **v = xcalloc(cap, sizeof(*v));
+    int n = 0;
+    for (const char *p = arg;; p++) {
+        size_t len = strcspn(p, ",");
+        char *id = xstrndup(p, len);
+        for (int i = 0; i < n && *id; i++)
+            if (strcmp(v[i], id) == 0)
+                shim_set_err(err, xasprintf("bad --task-gpus '%s': %s twice", arg, id));
+        if (!*id)
+            shim_set_err(err, xasprintf("bad --task-gpus '%s': empty entry", arg));
+        v[n++] = id;
+        p += len;
+        if (!*p)
+            break;
+    }
+    if (o->task_gpus)
+        for (char **g = o->task_gpus; *g; g++)
+            free(*g);
+    free(o->task_gpus);
+    o->task_gpus = v;
+    o->n_task_gpus = n;
 }
 
 /* Parses one option's value into o. */
@@ -331,6 +415,15 @@ static void shim_parse_opt(struct shim_opts *o, int c, const char *arg, char **e
     case OPT_SCRIPT:
         o->script = arg;
         break;
+    case OPT_TASKS:
+        if (shim_parse_range(arg, 1, SHIM_MAX_TASKS, &v) < 0)
+            shim_set_err(err, xasprintf("bad --tasks '%s' (1 to %d)", arg, SHIM_MAX_TASKS));
+        else
+            o->ntasks = (int)v;
+        break;
+    case OPT_TASK_GPUS:
+        shim_parse_task_gpus(o, arg, err);
+        break;
     }
 }
 
@@ -352,6 +445,12 @@ static void shim_check_opts(const struct shim_opts *o, char **err)
     bool all_id = o->uid >= 0 && o->gid >= 0 && o->user;
     if (any_id && !all_id)
         shim_set_err(err, xstrdup("--uid, --gid and --user go together"));
+    if (o->ntasks > 1 && !o->task_gpus)
+        shim_set_err(err, xasprintf("--tasks %d needs --task-gpus with %d GPUs", o->ntasks,
+                                    o->ntasks));
+    else if (o->task_gpus && o->n_task_gpus != o->ntasks)
+        shim_set_err(err, xasprintf("--task-gpus names %d GPUs for --tasks %d", o->n_task_gpus,
+                                    o->ntasks));
 }
 
 /* Parses argv into *o. Returns 0, 1 for --help, or -1 with *err set (caller frees).
@@ -360,7 +459,8 @@ static void shim_check_opts(const struct shim_opts *o, char **err)
 static int shim_parse_args(int argc, char **argv, struct shim_opts *o, char **err)
 {
     *o = (struct shim_opts){
-        .job_id = -1, .kill_grace = -1, .lock_fd = -1, .env_fd = -1, .uid = -1, .gid = -1};
+        .job_id = -1, .kill_grace = -1, .lock_fd = -1, .env_fd = -1, .uid = -1, .gid = -1,
+        .ntasks = 1};
     *err = NULL;
     opterr = 0; /* one line of our own instead of getopt's */
     int c;
@@ -680,6 +780,75 @@ static void shim_prepare_argv(const struct shim_opts *o, struct shim_exec *ex)
     }
 }
 
+/* Whether env entry e sets one of the variables --task-gpus gives each copy. */
+static bool shim_is_task_var(const char *e)
+{
+    for (size_t i = 0; i < SHIM_N_TASK_VARS; i++) {
+        size_t n = strlen(shim_task_vars[i]);
+        if (strncmp(e, shim_task_vars[i], n) == 0 && e[n] == '=')
+            return true;
+    }
+    return false;
+}
+
+/* A TCP port of 127.0.0.1 that is free now: the kernel's pick for port 0. Another
+ * program may take it before the job binds it, a race torchrun accepts as well. */
+static int shim_free_port(int *port, char **err)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(a);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &len) < 0) {
+        *err = xasprintf("cannot pick a MASTER_PORT: %s", strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    close(fd);
+    *port = ntohs(a.sin_port);
+    return 0;
+}
+
+/* With --task-gpus: builds every copy's environment, the job's with the rank
+ * variables of that copy in place of the env file's. */
+static int shim_prepare_task_env(const struct shim_opts *o, struct shim_exec *ex, char **err)
+{
+    ex->ntasks = o->ntasks;
+    if (!o->task_gpus)
+        return 0;
+    int port;
+    if (shim_free_port(&port, err) < 0)
+        return -1;
+    size_t n = 0;
+    while (ex->envp[n])
+        n++;
+    char world[16], master_port[16];
+    snprintf(world, sizeof(world), "%d", o->ntasks);
+    snprintf(master_port, sizeof(master_port), "%d", port);
+    ex->task_envp = xcalloc((size_t)o->ntasks, sizeof(*ex->task_envp));
+    for (int i = 0; i < o->ntasks; i++) {
+        char rank[16];
+        snprintf(rank, sizeof(rank), "%d", i);
+        /* In the order of shim_task_vars. */
+        const char *values[] = {o->task_gpus[i], rank, rank, world, world, "127.0.0.1",
+                                master_port};
+        _Static_assert(sizeof(values) / sizeof(values[0]) == SHIM_N_TASK_VARS,
+                       "a value for each task variable");
+        char **env = xmalloc((n + SHIM_N_TASK_VARS + 1) * sizeof(*env));
+        size_t k = 0;
+        for (size_t j = 0; j < n; j++)
+            if (!shim_is_task_var(ex->envp[j]))
+                env[k++] = ex->envp[j];
+        ex->task_env_shared = k;
+        for (size_t j = 0; j < SHIM_N_TASK_VARS; j++)
+            env[k++] = xasprintf("%s=%s", shim_task_vars[j], values[j]);
+        env[k] = NULL;
+        ex->task_envp[i] = env;
+    }
+    return 0;
+}
+
 /* ---- the job child ------------------------------------------------------------ */
 
 /* Reports why the job could not start, to its log and to the shim, and exits. */
@@ -695,7 +864,8 @@ __attribute__((noreturn)) static void shim_child_fail(const struct shim_exec *ex
     if (write(ex->log_fd, msg, (size_t)n) < 0) {
         /* nothing left to tell it to */
     }
-    if (write(ex->report_fd, msg, (size_t)n - 1) < 0) {
+    /* With the newline: copies share the pipe, and the shim keeps the first line. */
+    if (write(ex->report_fd, msg, (size_t)n) < 0) {
         /* the exit code still says it */
     }
     _exit(code);
@@ -717,8 +887,9 @@ static void shim_default_signal(int sig)
     syscall(SYS_rt_sigaction, sig, &ksa, NULL, sizeof(ksa.mask));
 }
 
-/* Runs in the forked child: becomes the job. Only system calls from here on. */
-__attribute__((noreturn)) static void shim_child(const struct shim_exec *ex)
+/* Runs in the forked child: becomes the job, or one copy of it with envp. Only
+ * system calls from here on. */
+__attribute__((noreturn)) static void shim_child(const struct shim_exec *ex, char *const *envp)
 {
     /* Handlers are reset by exec, but ignored signals and the mask are inherited. */
     for (int s = 1; s < NSIG; s++)
@@ -726,8 +897,8 @@ __attribute__((noreturn)) static void shim_child(const struct shim_exec *ex)
     sigset_t empty;
     sigemptyset(&empty);
     sigprocmask(SIG_SETMASK, &empty, NULL);
-    /* Own process group: one kill(-pgid) reaches the whole job. */
-    setpgid(0, 0);
+    /* Own process group, or the first copy's: one kill(-pgid) reaches the whole job. */
+    setpgid(0, ex->pgid);
     if (ex->set_creds) {
         if (setgroups((size_t)ex->ngroups, ex->groups) < 0)
             shim_child_fail(ex, JOB_EXIT_SETUP, "cannot set groups of user", ex->user, errno);
@@ -747,41 +918,52 @@ __attribute__((noreturn)) static void shim_child(const struct shim_exec *ex)
     close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
     if (ex->direct_paths) /* returns only if no candidate could be executed */
         for (char **p = ex->direct_paths; *p; p++)
-            execve(*p, ex->direct_argv, ex->envp);
-    execve(ex->path, (char *const *)ex->argv, ex->envp);
+            execve(*p, ex->direct_argv, envp);
+    execve(ex->path, (char *const *)ex->argv, envp);
     int e = errno;
     shim_child_fail(ex, e == ENOENT || e == ENOTDIR ? JOB_EXIT_NOTFOUND : JOB_EXIT_NOEXEC,
                     "cannot execute", ex->path, e);
 }
 
-/* Step 4: forks the job. Returns its pid or -1. */
-static pid_t shim_spawn(struct shim_exec *ex, int *report_rd, char **err)
+/* Step 4: forks the copies of the job into r->tasks, all in the first one's process
+ * group. Returns how many were forked; when not all, *err says why. */
+static int shim_spawn(struct shim_exec *ex, struct shim_run *r, char **err)
 {
     int p[2];
     if (pipe2(p, O_CLOEXEC) < 0) {
         *err = xasprintf("pipe: %s", strerror(errno));
-        return -1;
+        return 0;
     }
+    /* Read only once all copies are gone: many failing copies must not block on a full
+     * pipe meanwhile (a lost line costs nothing, the first is what counts). */
+    fcntl(p[1], F_SETFL, O_NONBLOCK);
     ex->report_fd = p[1];
-    pid_t pid = fork();
-    if (pid == 0)
-        shim_child(ex);
-    int e = errno;
-    close(p[1]);
-    if (pid < 0) {
-        close(p[0]);
-        *err = xasprintf("cannot fork the job: %s", strerror(e));
-        return -1;
+    r->tasks = xcalloc((size_t)ex->ntasks, sizeof(*r->tasks));
+    int n;
+    for (n = 0; n < ex->ntasks; n++) {
+        pid_t pid = fork();
+        if (pid == 0)
+            shim_child(ex, ex->task_envp ? ex->task_envp[n] : ex->envp);
+        if (pid < 0) {
+            *err = xasprintf("cannot fork the job: %s", strerror(errno));
+            break;
+        }
+        if (n == 0)
+            ex->pgid = pid;
+        /* Also in the parent, so that the job's pgid is set whichever runs first and a
+         * kill(-pgid) right away cannot miss. EACCES: the child already exec'd. */
+        setpgid(pid, ex->pgid);
+        r->tasks[n].pid = pid;
     }
-    /* Also in the parent, so that the job's pgid is set whichever runs first and a
-     * kill(-pid) right away cannot miss. EACCES: the child already exec'd. */
-    setpgid(pid, pid);
-    *report_rd = p[0];
-    return pid;
+    close(p[1]);
+    r->ntasks = n;
+    r->pgid = ex->pgid;
+    r->report_rd = p[0];
+    return n;
 }
 
-/* Reads the child's reason for not starting, if any; the pipe is at EOF once the job
- * exec'd or exited. Returns NULL or a string to free. */
+/* Reads the child's reason for not starting, if any; the pipe is at EOF once every
+ * copy exec'd or exited. Returns NULL or a string to free: the first copy's line. */
 static char *shim_read_report(int fd)
 {
     char buf[PATH_MAX + 256];
@@ -794,7 +976,8 @@ static char *shim_read_report(int fd)
             break;
         len += (size_t)n;
     }
-    return len ? xstrndup(buf, len) : NULL;
+    buf[len] = '\0';
+    return len ? xstrndup(buf, strcspn(buf, "\n")) : NULL;
 }
 
 /* ---- supervision -------------------------------------------------------------- */
@@ -883,11 +1066,13 @@ static void shim_kill_proc(pid_t pid, pid_t self_pgid, int sig)
  * are the shim's own children, whose pids cannot be reused before it reaps them. */
 static size_t shim_signal_tree(struct shim_run *r, int sig)
 {
-    if (sig && !r->job_reaped) {
+    /* While its leader is unreaped, the group id cannot be anyone else's. Later, the
+     * members left are reached through the scan, whose group kill uses their pgid. */
+    if (sig && r->ntasks > 0 && !r->tasks[0].reaped) {
         /* Before the scan: the group is gone only after every member is. */
-        kill(-r->job_pid, sig);
+        kill(-r->pgid, sig);
         if (sig == SIGTERM)
-            kill(-r->job_pid, SIGCONT);
+            kill(-r->pgid, SIGCONT);
     }
     struct shim_proc *v;
     size_t n = shim_list_procs(&v);
@@ -953,7 +1138,34 @@ static void shim_read_signals(struct shim_run *r)
     }
 }
 
-/* Reaps every exited child; the job's main process gives the status and rusage. */
+/* Whether a copy's wait status counts as a failure of the job. */
+static bool shim_status_failed(int status)
+{
+    return !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+}
+
+/* Records that pid was reaped, if it is a copy of the job. The first copy to fail
+ * decides the outcome, and the copies still running are stopped: the job failed. */
+static void shim_task_reaped(struct shim_run *r, pid_t pid, int status, const struct rusage *ru)
+{
+    for (int i = 0; i < r->ntasks; i++) {
+        struct shim_task *t = &r->tasks[i];
+        if (t->pid != pid || t->reaped)
+            continue;
+        t->reaped = true;
+        t->status = status;
+        t->max_rss_kb = ru->ru_maxrss;
+        r->nreaped++;
+        if (shim_status_failed(status) && r->first_failed < 0) {
+            r->first_failed = i;
+            if (r->nreaped < r->ntasks)
+                shim_terminate(r);
+        }
+        return;
+    }
+}
+
+/* Reaps every exited child; the job's copies give the status and rusage. */
 static void shim_reap(struct shim_run *r)
 {
     for (;;) {
@@ -964,15 +1176,11 @@ static void shim_reap(struct shim_run *r)
             continue;
         if (pid <= 0)
             return;
-        if (pid == r->job_pid) {
-            r->job_reaped = true;
-            r->status = st;
-            r->ru = ru;
-        }
+        shim_task_reaped(r, pid, st, &ru);
     }
 }
 
-/* After the main process exited: true once nothing is left. Leftovers get SIGTERM
+/* After every copy exited: true once nothing is left. Leftovers get SIGTERM
  * and the grace timer. The last descendant to exit is always a child of the shim
  * (its parent would otherwise still be there), so its SIGCHLD wakes the loop. */
 static bool shim_leftovers_gone(struct shim_run *r)
@@ -994,7 +1202,7 @@ static int shim_supervise(struct shim_run *r, char **err)
 {
     for (;;) {
         shim_reap(r);
-        if (r->job_reaped && shim_leftovers_gone(r))
+        if (r->nreaped == r->ntasks && shim_leftovers_gone(r))
             return 0;
         struct pollfd p[2] = {{.fd = r->sfd, .events = POLLIN}, {.fd = r->tfd, .events = POLLIN}};
         if (poll(p, 2, -1) < 0) {
@@ -1017,10 +1225,8 @@ static void shim_kill_all_blocking(struct shim_run *r)
         int st;
         struct rusage ru;
         pid_t pid = wait4(-1, &st, 0, &ru);
-        if (pid == r->job_pid) {
-            r->job_reaped = true;
-            r->status = st;
-            r->ru = ru;
+        if (pid > 0) {
+            shim_task_reaped(r, pid, st, &ru);
         } else if (pid < 0 && errno == ECHILD) {
             /* What is left is not ours to wait for: its parent is still dying. */
             struct timespec ts = {0, 10L * 1000 * 1000};
@@ -1039,6 +1245,15 @@ static void shim_exec_free(struct shim_exec *ex)
             free(*p);
     free(ex->direct_paths);
     free(ex->direct_buf);
+    if (ex->task_envp) {
+        for (int i = 0; i < ex->ntasks; i++) {
+            char **env = ex->task_envp[i];
+            for (size_t j = ex->task_env_shared; env && env[j]; j++)
+                free(env[j]);
+            free(env);
+        }
+        free(ex->task_envp);
+    }
     free(ex->envp);
     free(ex->env_buf);
     free(ex->groups);
@@ -1071,7 +1286,7 @@ static int shim_prepare(const struct shim_opts *o, struct shim_exec *ex, char **
     }
     ex->workdir = o->workdir;
     shim_prepare_argv(o, ex);
-    return 0;
+    return shim_prepare_task_env(o, ex, err);
 }
 
 /* Creates the signalfd and timerfd of the loop. */
@@ -1086,6 +1301,13 @@ static int shim_open_loop_fds(struct shim_run *r, const sigset_t *mask, char **e
     return 0;
 }
 
+/* The copy whose status is the job's: the first that failed, else the first (which,
+ * like all, exited 0). */
+static const struct shim_task *shim_deciding_task(const struct shim_run *r)
+{
+    return &r->tasks[r->first_failed >= 0 ? r->first_failed : 0];
+}
+
 /* The outcome of a job that ran: exit code or signal, times and peak memory. */
 static struct shim_outcome shim_outcome_of(const struct shim_run *r, double started_at,
                                            const char *error)
@@ -1095,21 +1317,29 @@ static struct shim_outcome shim_outcome_of(const struct shim_run *r, double star
         .signal = 0,
         .started_at = started_at,
         .finished_at = now_wall(),
-        .max_rss_kb = r->ru.ru_maxrss, /* kilobytes on Linux */
+        .max_rss_kb = 0,
         .error = error,
     };
-    if (WIFEXITED(r->status))
-        out.exit_code = WEXITSTATUS(r->status);
-    else if (WIFSIGNALED(r->status))
-        out.signal = WTERMSIG(r->status);
+    for (int i = 0; i < r->ntasks; i++)
+        if (r->tasks[i].max_rss_kb > out.max_rss_kb)
+            out.max_rss_kb = r->tasks[i].max_rss_kb;
+    int status = shim_deciding_task(r)->status;
+    if (WIFEXITED(status))
+        out.exit_code = WEXITSTATUS(status);
+    else if (WIFSIGNALED(status))
+        out.signal = WTERMSIG(status);
     return out;
 }
 
 static int shim_main(const struct shim_opts *o, const sigset_t *mask)
 {
     struct shim_exec ex = {.log_fd = -1, .null_fd = -1, .report_fd = -1};
-    struct shim_run r = {
-        .self = getpid(), .sfd = -1, .tfd = -1, .report_rd = -1, .kill_grace = o->kill_grace};
+    struct shim_run r = {.self = getpid(),
+                         .first_failed = -1,
+                         .sfd = -1,
+                         .tfd = -1,
+                         .report_rd = -1,
+                         .kill_grace = o->kill_grace};
     char *err = NULL;
     if (shim_prepare(o, &ex, &err) < 0 || shim_open_loop_fds(&r, mask, &err) < 0) {
         shim_fail(o, err);
@@ -1118,20 +1348,34 @@ static int shim_main(const struct shim_opts *o, const sigset_t *mask)
         return SHIM_EXIT_FAIL;
     }
     double started_at = now_wall();
-    r.job_pid = shim_spawn(&ex, &r.report_rd, &err);
+    int wanted = ex.ntasks;
+    int started = shim_spawn(&ex, &r, &err);
     shim_exec_free(&ex); /* the job holds its own copies now */
-    if (r.job_pid < 0) {
+    if (started == 0) {
         shim_fail(o, err);
         free(err);
+        if (r.report_rd >= 0)
+            close(r.report_rd);
+        free(r.tasks);
         return SHIM_EXIT_FAIL;
     }
+    /* A job with a copy missing must not run on as if complete. */
+    char *spawn_err = started < wanted ? err : NULL;
+    err = NULL;
+    if (spawn_err)
+        shim_terminate(&r);
     if (shim_supervise(&r, &err) < 0) {
         fprintf(stderr, "gflow-shim: job %lld: %s\n", (long long)o->job_id, err);
         shim_kill_all_blocking(&r);
     }
-    /* A failure in the loop outranks the child's report: it is the shim's own. */
+    /* A failure of the shim's own outranks the child's report. */
     char *report = shim_read_report(r.report_rd);
-    struct shim_outcome out = shim_outcome_of(&r, started_at, err ? err : report);
+    struct shim_outcome out =
+        shim_outcome_of(&r, started_at, spawn_err ? spawn_err : err ? err : report);
+    if (spawn_err) {
+        out.exit_code = JOB_EXIT_SETUP;
+        out.signal = 0;
+    }
     int rc = 0;
     if (shim_write_exit_file(o, &out) < 0) {
         fprintf(stderr, "gflow-shim: job %lld: cannot write %s: %s\n", (long long)o->job_id,
@@ -1141,7 +1385,18 @@ static int shim_main(const struct shim_opts *o, const sigset_t *mask)
     close(r.report_rd);
     free(report);
     free(err);
+    free(spawn_err);
+    free(r.tasks);
     return rc;
+}
+
+/* Frees what shim_parse_args allocated in o. */
+static void shim_opts_free(struct shim_opts *o)
+{
+    if (o->task_gpus)
+        for (char **g = o->task_gpus; *g; g++)
+            free(*g);
+    free(o->task_gpus);
 }
 
 int main(int argc, char **argv)
@@ -1154,6 +1409,7 @@ int main(int argc, char **argv)
     int pr = shim_parse_args(argc, argv, &o, &err);
     if (pr == 1) {
         fputs(shim_usage_text, stdout);
+        shim_opts_free(&o);
         return 0;
     }
     if (pr < 0) {
@@ -1161,7 +1417,10 @@ int main(int argc, char **argv)
          * daemon waits for it. */
         shim_fail(&o, err);
         free(err);
+        shim_opts_free(&o);
         return SHIM_EXIT_USAGE;
     }
-    return shim_main(&o, &mask);
+    int rc = shim_main(&o, &mask);
+    shim_opts_free(&o);
+    return rc;
 }

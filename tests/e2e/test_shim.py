@@ -402,6 +402,135 @@ def test_usage_errors(tmp_path, cleanup):
         assert p.returncode == 2 and len(p.stderr.splitlines()) == 1, (bad, p.stderr)
 
 
+# ---- several copies of the job (--tasks) -------------------------------------------
+
+TASK_VARS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "CUDA_VISIBLE_DEVICES",
+             "MASTER_ADDR", "MASTER_PORT", "NVIDIA_VISIBLE_DEVICES")
+
+
+def tasks(n, gpus):
+    return ("--tasks", str(n), "--task-gpus", gpus)
+
+
+def test_each_copy_gets_its_rank_and_gpu(tmp_path, cleanup):
+    # The env file's own values of the rank variables are replaced, not duplicated.
+    env = [JOB_PATH, "CUDA_VISIBLE_DEVICES=2,GPU-5f3a", "NVIDIA_VISIBLE_DEVICES=GPU-aa,GPU-bb",
+           "RANK=9", "MASTER_PORT=1", "OTHER=kept"]
+    cmd = ('echo "$RANK $LOCAL_RANK $WORLD_SIZE $CUDA_VISIBLE_DEVICES $MASTER_ADDR '
+           '$MASTER_PORT" > rank$RANK.out; env -0 > env$RANK.out; '
+           'echo "$$ $(cut -d" " -f5 /proc/$$/stat) $(pwd)" > ids$RANK.out; echo "copy $RANK"')
+    s = run(tmp_path, cleanup, env=env, command=cmd, extra=tasks(2, "2,GPU-5f3a"))
+    r = s.result()
+    assert r["exit_code"] == 0 and r["signal"] is None and r["error"] is None
+    lines = [(tmp_path / f"rank{i}.out").read_text().split() for i in (0, 1)]
+    assert [l[:5] for l in lines] == [["0", "0", "2", "2", "127.0.0.1"],
+                                      ["1", "1", "2", "GPU-5f3a", "127.0.0.1"]]
+    assert lines[0][5] == lines[1][5] and int(lines[0][5]) > 0, "copies disagree on MASTER_PORT"
+    for i in (0, 1):
+        entries = [e for e in (tmp_path / f"env{i}.out").read_text().split("\0") if e]
+        got = dict(e.split("=", 1) for e in entries)
+        assert len(got) == len(entries), "a variable is set twice"
+        assert {k: got.get(k) for k in TASK_VARS} == {
+            "RANK": str(i), "LOCAL_RANK": str(i), "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2",
+            "CUDA_VISIBLE_DEVICES": ["2", "GPU-5f3a"][i], "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": lines[0][5], "NVIDIA_VISIBLE_DEVICES": "GPU-aa,GPU-bb"}
+        assert got["OTHER"] == "kept"
+    # One process group, led by the first copy; same workdir; one shared log.
+    ids = [(tmp_path / f"ids{i}.out").read_text().split() for i in (0, 1)]
+    assert ids[0][1] == ids[0][0] and ids[1][1] == ids[0][0], ids
+    assert ids[0][2] == ids[1][2] == str(tmp_path)
+    assert sorted(s.log_text().splitlines()) == ["copy 0", "copy 1"]
+
+
+@pytest.mark.parametrize("failing_rank,failure,expect", [
+    (1, "exit 3", {"exit_code": 3, "signal": None}),
+    (0, "exit 3", {"exit_code": 3, "signal": None}),  # the group's leader goes first
+    (1, "kill -9 $$", {"exit_code": None, "signal": 9}),
+])
+def test_failing_copy_stops_the_others(tmp_path, cleanup, failing_rank, failure, expect):
+    cmd = (f'if [ "$RANK" = {failing_rank} ]; then '
+           f'while [ ! -e go ]; do sleep 0.01; done; {failure}; fi; '
+           'echo $$ > sleeper.pid; exec sleep 1000')
+    s = Shim(tmp_path, cleanup, command=cmd, kill_grace=30, extra=tasks(2, "0,1"))
+    sleeper = s.wait_pid_file("sleeper.pid", cleanup)
+    assert s.proc.poll() is None
+    t0 = time.monotonic()
+    (tmp_path / "go").touch()
+    assert s.finish(timeout=15) == 0, s.stderr
+    # SIGTERM did it: nobody waited for the sleep, nor for the 30 s grace.
+    assert time.monotonic() - t0 < 10
+    r = s.result()
+    # The failing copy's status, not the SIGTERM its sibling got afterwards.
+    assert {k: r[k] for k in expect} == expect
+    assert_gone(*sleeper)
+
+
+def test_all_copies_succeed_and_peak_memory_is_the_largest(tmp_path, cleanup):
+    # Only copy 1 uses much memory: the shim must not report copy 0's peak alone.
+    cmd = ('echo "copy $RANK"; if [ "$RANK" = 1 ]; then '
+           'exec python3 -c "b = b\'x\' * (150 << 20)"; fi; sleep 0.$RANK')
+    s = run(tmp_path, cleanup, command=cmd, extra=tasks(3, "0,1,2"))
+    r = s.result()
+    assert r["exit_code"] == 0 and r["signal"] is None and r["error"] is None
+    assert r["max_rss_kb"] >= 150 * 1024
+    assert sorted(s.log_text().splitlines()) == ["copy 0", "copy 1", "copy 2"]
+
+
+def test_cancel_stops_every_copy(tmp_path, cleanup):
+    s = Shim(tmp_path, cleanup, command="echo $$ > copy$RANK.pid; exec sleep 1000",
+             kill_grace=30, extra=tasks(2, "0,1"))
+    copies = [s.wait_pid_file(f"copy{i}.pid", cleanup) for i in (0, 1)]
+    os.kill(s.proc.pid, signal.SIGTERM)
+    assert s.finish() == 0, s.stderr
+    r = s.result()
+    assert r["signal"] == signal.SIGTERM and r["exit_code"] is None
+    for c in copies:
+        assert_gone(*c)
+
+
+def test_copies_that_cannot_start_report_one_line(tmp_path, cleanup):
+    missing = tmp_path / "nope.sh"
+    r = run(tmp_path, cleanup, script=missing, extra=tasks(2, "0,1")).result()
+    assert r["exit_code"] == 127
+    assert r["error"] == f"gflow-shim: cannot execute {missing}: No such file or directory"
+
+
+@pytest.mark.parametrize("bad", [
+    ("--tasks", "2"),                              # no GPUs named
+    ("--tasks", "2", "--task-gpus", "0"),          # too few
+    ("--tasks", "2", "--task-gpus", "0,1,2"),      # too many
+    ("--task-gpus", "0,1"),                        # --tasks defaults to 1
+    ("--tasks", "2", "--task-gpus", "0,"),         # empty entry
+    ("--tasks", "2", "--task-gpus", "1,1"),        # one GPU twice
+    ("--tasks", "0", "--task-gpus", ""),
+    ("--tasks", "two", "--task-gpus", "0,1"),
+    ("--tasks", "100000"),
+])
+def test_bad_tasks_options_are_usage_errors(tmp_path, cleanup, bad):
+    s = Shim(tmp_path, cleanup, command="touch ran", extra=bad)
+    assert s.finish() == 2
+    assert len(s.stderr.splitlines()) == 1 and s.stderr.startswith("gflow-shim: "), s.stderr
+    assert s.result()["exit_code"] == 125
+    assert not (tmp_path / "ran").exists()
+
+
+def test_one_task_without_gpus_is_the_plain_job(tmp_path, cleanup):
+    env = [JOB_PATH, "CUDA_VISIBLE_DEVICES=3"]
+    s = run(tmp_path, cleanup, env=env, command="env -0", extra=("--tasks", "1"))
+    assert s.result()["exit_code"] == 0
+    got = dict(e.split("=", 1) for e in s.log_text().split("\0") if e)
+    assert got == {"PATH": JOB_PATH.split("=", 1)[1], "CUDA_VISIBLE_DEVICES": "3"}
+    r = run(tmp_path, cleanup, command="exit 4", extra=("--tasks", "1")).result()
+    assert r["exit_code"] == 4
+
+
+def test_one_task_with_a_gpu_gets_rank_zero(tmp_path, cleanup):
+    s = run(tmp_path, cleanup, command='echo "$RANK $WORLD_SIZE $CUDA_VISIBLE_DEVICES"',
+            extra=tasks(1, "GPU-5f3a"))
+    assert s.result()["exit_code"] == 0
+    assert s.log_text() == "0 1 GPU-5f3a\n"
+
+
 # ---- daemon hand-off --------------------------------------------------------------
 
 

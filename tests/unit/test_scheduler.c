@@ -1,5 +1,7 @@
-/* test_sched: the scheduling pass of src/core/sched.c: start order (priority, then
- * submission), the running-jobs limit, held jobs, wait reasons, and 100k jobs. */
+/* test_scheduler: the scheduling pass of src/core/scheduler.c: start order (priority,
+ * then submission), the running-jobs limit, held jobs, the incremental queue, GPU
+ * allocation (exclusive and shared, memory, allowed and unmanaged GPUs, topology), every
+ * wait reason, feasibility at submit, and 100k jobs. */
 /* cmocka needs these first. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -8,7 +10,9 @@
 
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "scheduler.h"
@@ -19,14 +23,20 @@
  * their priorities; ids are 1, 2, ... in order. */
 struct fixture {
     struct job jobs[MAXJ];
-    struct job *ptrs[MAXJ];
+    struct job *ptrs[MAXJ]; /* every job, in any order */
     struct job *start[MAXJ];
     size_t n;
+    /* GPU side, optional */
+    const struct gpu_set *gpus;
+    uint64_t unmanaged;
+    struct scheduler_policy policy;
 };
 
 static void fixture_make(struct fixture *f, const char *states, const int *prio)
 {
-    f->n = 0;
+    for (size_t i = 0; i < MAXJ; i++)
+        free(f->jobs[i].gpu_ids);
+    memset(f, 0, sizeof(*f));
     for (const char *c = states; *c; c++, f->n++) {
         struct job *j = &f->jobs[f->n];
         job_init(j);
@@ -38,10 +48,43 @@ static void fixture_make(struct fixture *f, const char *states, const int *prio)
     }
 }
 
+/* Runs a pass the way the daemon does: queued jobs in a scheduler_queue (inserted in
+ * the order of ptrs), running jobs in a list. */
+static size_t fixture_pass(struct fixture *f)
+{
+    struct scheduler_queue q;
+    struct job *running[MAXJ];
+    size_t n_running = 0;
+    scheduler_queue_init(&q);
+    for (size_t i = 0; i < f->n; i++) {
+        if (f->ptrs[i]->state == JOB_QUEUED)
+            scheduler_queue_insert(&q, f->ptrs[i]);
+        else if (f->ptrs[i]->state == JOB_RUNNING)
+            running[n_running++] = f->ptrs[i];
+    }
+    struct scheduler_input in = {.queued = q.jobs,
+                                 .n_queued = q.len,
+                                 .running = running,
+                                 .n_running = n_running,
+                                 .gpus = f->gpus,
+                                 .unmanaged = f->unmanaged,
+                                 .now = 1000.0};
+    size_t n = scheduler_pass(&in, &f->policy, f->start);
+    scheduler_queue_free(&q);
+    return n;
+}
+
 static size_t fixture_run(struct fixture *f, int64_t max_running)
 {
-    struct scheduler_policy policy = {.max_running_jobs = max_running};
-    return scheduler_pass(f->ptrs, f->n, &policy, 1000.0, f->start);
+    f->policy.max_running_jobs = max_running;
+    return fixture_pass(f);
+}
+
+/* Moves the started jobs to R, as the daemon does. */
+static void fixture_commit(struct fixture *f, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        f->start[i]->state = JOB_RUNNING;
 }
 
 static struct job *job_by_id(struct fixture *f, int64_t id)
@@ -52,7 +95,7 @@ static struct job *job_by_id(struct fixture *f, int64_t id)
 static void test_priority_order(void **state)
 {
     (void)state;
-    struct fixture f;
+    struct fixture f = {.n = 0};
     fixture_make(&f, "QQQQ", (int[]){1, 50, 10, 255});
     assert_int_equal(fixture_run(&f, 0), 4);
     assert_int_equal(f.start[0]->id, 4);
@@ -66,7 +109,7 @@ static void test_priority_order(void **state)
 static void test_fifo_among_equals(void **state)
 {
     (void)state;
-    struct fixture f;
+    struct fixture f = {.n = 0};
     fixture_make(&f, "QQQQQ", (int[]){5, 5, 9, 5, 5});
     /* Submission order must win over array position: shuffle the input. */
     struct job *t = f.ptrs[0];
@@ -84,7 +127,7 @@ static void test_fifo_among_equals(void **state)
 static void test_max_running_counts_running(void **state)
 {
     (void)state;
-    struct fixture f;
+    struct fixture f = {.n = 0};
     /* Two already running, limit 3: only the best queued job starts. */
     fixture_make(&f, "RQQRQ", (int[]){0, 10, 20, 0, 10});
     assert_int_equal(fixture_run(&f, 3), 1);
@@ -117,7 +160,7 @@ static void test_max_running_counts_running(void **state)
 static void test_held_never_started(void **state)
 {
     (void)state;
-    struct fixture f;
+    struct fixture f = {.n = 0};
     fixture_make(&f, "HQHH", (int[]){255, 0, 255, 100});
     assert_int_equal(fixture_run(&f, 0), 1);
     assert_int_equal(f.start[0]->id, 2);
@@ -135,7 +178,7 @@ static void test_held_never_started(void **state)
 static void test_empty_and_no_limit(void **state)
 {
     (void)state;
-    struct fixture f;
+    struct fixture f = {.n = 0};
     fixture_make(&f, "", NULL);
     assert_int_equal(fixture_run(&f, 0), 0);
     fixture_make(&f, "RRRRRRRRQ", NULL);
@@ -161,9 +204,20 @@ static void test_100k_jobs(void **state)
         jobs[i].state = i % 10 == 0 ? JOB_HELD : i % 10 == 1 && i < 2000 ? JOB_RUNNING : JOB_QUEUED;
         ptrs[N - 1 - i] = &jobs[i];
     }
-    struct scheduler_policy policy = {.max_running_jobs = LIMIT + 200};
+    struct job **running = calloc(N, sizeof(*running));
+    assert_non_null(running);
+    size_t n_running = 0;
+    for (int i = 0; i < N; i++)
+        if (ptrs[i]->state == JOB_RUNNING)
+            running[n_running++] = ptrs[i];
+    struct scheduler_queue q;
+    scheduler_queue_init(&q);
     clock_t t0 = clock();
-    size_t n = scheduler_pass(ptrs, N, &policy, 0, start);
+    scheduler_queue_rebuild(&q, ptrs, N);
+    struct scheduler_policy policy = {.max_running_jobs = LIMIT + 200};
+    struct scheduler_input in = {
+        .queued = q.jobs, .n_queued = q.len, .running = running, .n_running = n_running};
+    size_t n = scheduler_pass(&in, &policy, start);
     double secs = (double)(clock() - t0) / CLOCKS_PER_SEC;
     assert_int_equal(n, LIMIT); /* 200 running */
     for (size_t i = 1; i < n; i++) {
@@ -176,9 +230,440 @@ static void test_100k_jobs(void **state)
     assert_int_equal(waiting, N - N / 10 - 200 - LIMIT);
     /* Generous bound so sanitizer builds pass; a plain build takes a few ms. */
     assert_true(secs < 1.0);
+    scheduler_queue_free(&q);
+    free(running);
     free(jobs);
     free(ptrs);
     free(start);
+}
+
+/* ---- GPUs ---- */
+
+static struct gpu_info gpu_arr[8];
+static enum gpu_link gpu_links[64];
+
+/* n GPUs of total_mib each, nothing used; with islands, NVLink inside 0-3 and 4-7 and
+ * SYS between them (n = 8). */
+static struct gpu_set gpus_make(size_t n, int64_t total_mib, bool islands)
+{
+    memset(gpu_arr, 0, sizeof(gpu_arr));
+    for (size_t i = 0; i < n; i++) {
+        gpu_arr[i].index = (int)i;
+        gpu_arr[i].memory_total_mib = total_mib;
+        for (size_t k = 0; k < n; k++)
+            gpu_links[i * n + k] = i == k           ? GPU_LINK_SELF
+                                   : i / 4 == k / 4 ? GPU_LINK_NVLINK
+                                                    : GPU_LINK_SYSTEM;
+    }
+    return (struct gpu_set){.gpus = gpu_arr, .n_gpus = n, .link = islands ? gpu_links : NULL};
+}
+
+static void job_gpus(struct fixture *f, int64_t id, int gpus, const char *gpu_ids)
+{
+    struct job *j = job_by_id(f, id);
+    j->gpus = gpus;
+    free(j->gpu_ids);
+    j->gpu_ids = gpu_ids ? strdup(gpu_ids) : NULL;
+}
+
+static void job_mem(struct fixture *f, int64_t id, int64_t mib, bool shared)
+{
+    job_by_id(f, id)->gpu_memory_mb = mib;
+    job_by_id(f, id)->shared = shared;
+}
+
+#define assert_reason(f, id, r) assert_string_equal(job_by_id(f, id)->wait_reason, r)
+#define assert_gpu_ids(f, id, s) assert_string_equal(job_by_id(f, id)->gpu_ids, s)
+
+static void test_gpu_exclusive_and_priority(void **state)
+{
+    (void)state;
+    struct fixture f = {.n = 0};
+    struct gpu_set g = gpus_make(4, 81559, false);
+    fixture_make(&f, "QQQQ", NULL);
+    f.gpus = &g;
+    job_gpus(&f, 1, 1, NULL);
+    job_gpus(&f, 2, 2, NULL);
+    job_gpus(&f, 3, 4, NULL); /* fits on the idle machine, but 1 and 2 took GPUs */
+    /* 4 is a CPU job: unaffected by GPUs */
+    size_t n = fixture_pass(&f);
+    assert_int_equal(n, 3);
+    assert_int_equal(f.start[0]->id, 1);
+    assert_int_equal(f.start[1]->id, 2);
+    assert_int_equal(f.start[2]->id, 4);
+    assert_gpu_ids(&f, 1, "0");
+    assert_gpu_ids(&f, 2, "1,2");
+    assert_null(job_by_id(&f, 4)->gpu_ids);
+    assert_null(job_by_id(&f, 1)->wait_reason);
+    assert_reason(&f, 3, SCHEDULER_REASON_PRIORITY);
+    /* Next pass, with those running: now it is plainly Resources. */
+    fixture_commit(&f, n);
+    assert_int_equal(fixture_pass(&f), 0);
+    assert_reason(&f, 3, SCHEDULER_REASON_RESOURCES);
+
+    /* Running jobs' gpu_ids hold their GPUs; a freed GPU is usable at once. */
+    fixture_make(&f, "RQQ", NULL);
+    f.gpus = &g;
+    job_gpus(&f, 1, 2, "0,2");
+    job_gpus(&f, 2, 2, NULL);
+    job_gpus(&f, 3, 1, NULL);
+    assert_int_equal(fixture_pass(&f), 1);
+    assert_gpu_ids(&f, 2, "1,3");
+    assert_reason(&f, 3, SCHEDULER_REASON_PRIORITY);
+
+    /* Greedy: a small job behind a waiting big one starts. */
+    fixture_make(&f, "RQQ", (int[]){0, 50, 10});
+    f.gpus = &g;
+    job_gpus(&f, 1, 2, "1,2");
+    job_gpus(&f, 2, 4, NULL);
+    job_gpus(&f, 3, 2, NULL);
+    assert_int_equal(fixture_pass(&f), 1);
+    assert_int_equal(f.start[0]->id, 3);
+    assert_gpu_ids(&f, 3, "0,3");
+    assert_reason(&f, 2, SCHEDULER_REASON_RESOURCES);
+    /* More GPUs than the machine has, or a lost GPU: Resources. */
+    fixture_make(&f, "QQ", NULL);
+    f.gpus = &g;
+    job_gpus(&f, 1, 5, NULL);
+    job_gpus(&f, 2, 4, NULL);
+    gpu_arr[3].lost = true;
+    assert_int_equal(fixture_pass(&f), 0);
+    assert_reason(&f, 1, SCHEDULER_REASON_RESOURCES);
+    assert_reason(&f, 2, SCHEDULER_REASON_RESOURCES);
+    fixture_make(&f, "", NULL); /* frees gpu_ids */
+}
+
+static void test_gpu_shared_packing(void **state)
+{
+    (void)state;
+    struct fixture f = {.n = 0};
+    struct gpu_set g = gpus_make(2, 80000, false);
+    /* GPU 0: two shared jobs (50000 + 20000 declared); GPU 1: an exclusive job. */
+    fixture_make(&f, "RRRQQQQ", NULL);
+    f.gpus = &g;
+    job_gpus(&f, 1, 1, "0");
+    job_mem(&f, 1, 50000, true);
+    job_gpus(&f, 2, 1, "0");
+    job_mem(&f, 2, 20000, true);
+    job_gpus(&f, 3, 1, "1");
+    job_gpus(&f, 4, 1, NULL); /* shared, 20000: does not fit beside 70000 */
+    job_mem(&f, 4, 20000, true);
+    job_gpus(&f, 5, 1, NULL); /* shared, 10000: fits exactly */
+    job_mem(&f, 5, 10000, true);
+    job_gpus(&f, 6, 1, NULL); /* exclusive: GPU 0 has shared jobs, GPU 1 is held */
+    job_gpus(&f, 7, 1, NULL); /* shared, 1 MiB: the packing is now full */
+    job_mem(&f, 7, 1, true);
+    assert_int_equal(fixture_pass(&f), 1);
+    assert_int_equal(f.start[0]->id, 5);
+    assert_gpu_ids(&f, 5, "0");
+    assert_reason(&f, 4, SCHEDULER_REASON_GPU_MEMORY);
+    assert_reason(&f, 6, SCHEDULER_REASON_RESOURCES);
+    assert_reason(&f, 7, SCHEDULER_REASON_PRIORITY); /* job 5 took the room this pass */
+    fixture_commit(&f, 1);
+    assert_int_equal(fixture_pass(&f), 0);
+    assert_reason(&f, 7, SCHEDULER_REASON_GPU_MEMORY);
+
+    /* Shared jobs never go on a GPU held by an exclusive job, and pack together. */
+    fixture_make(&f, "RQQQ", NULL);
+    f.gpus = &g;
+    job_gpus(&f, 1, 1, "0");
+    for (int64_t id = 2; id <= 4; id++) {
+        job_gpus(&f, id, 1, NULL);
+        job_mem(&f, id, 30000, true);
+    }
+    assert_int_equal(fixture_pass(&f), 2);
+    assert_gpu_ids(&f, 2, "1");
+    assert_gpu_ids(&f, 3, "1");
+    assert_reason(&f, 4, SCHEDULER_REASON_PRIORITY);
+    /* Declared memory counts, not used memory: a shared job ignores memory_used. */
+    fixture_make(&f, "Q", NULL);
+    f.gpus = &g;
+    gpu_arr[0].memory_used_mib = 79000;
+    job_gpus(&f, 1, 1, NULL);
+    job_mem(&f, 1, 30000, true);
+    assert_int_equal(fixture_pass(&f), 1);
+    assert_gpu_ids(&f, 1, "0");
+    fixture_make(&f, "", NULL); /* frees gpu_ids */
+}
+
+static void test_gpu_memory_used(void **state)
+{
+    (void)state;
+    struct fixture f = {.n = 0};
+    struct gpu_set g = gpus_make(2, 81559, false);
+    gpu_arr[0].memory_used_mib = 70000; /* 11559 free */
+    fixture_make(&f, "QQQ", NULL);
+    f.gpus = &g;
+    job_gpus(&f, 1, 2, NULL);
+    job_mem(&f, 1, 20000, false);
+    job_gpus(&f, 2, 1, NULL);
+    job_mem(&f, 2, 11559, false); /* exactly what is free on GPU 0 ... */
+    job_gpus(&f, 3, 1, NULL);
+    job_mem(&f, 3, 20000, false); /* ... but not this */
+    assert_int_equal(fixture_pass(&f), 2);
+    assert_reason(&f, 1, SCHEDULER_REASON_GPU_MEMORY);
+    assert_gpu_ids(&f, 2, "0");
+    assert_gpu_ids(&f, 3, "1");
+
+    fixture_make(&f, "Q", NULL);
+    f.gpus = &g;
+    gpu_arr[1].memory_used_mib = 70000;
+    job_gpus(&f, 1, 1, NULL);
+    job_mem(&f, 1, 20000, false);
+    assert_int_equal(fixture_pass(&f), 0);
+    assert_reason(&f, 1, SCHEDULER_REASON_GPU_MEMORY);
+    /* Unknown used memory: only the total is known. */
+    gpu_arr[1].memory_used_mib = -1;
+    assert_int_equal(fixture_pass(&f), 1);
+    assert_gpu_ids(&f, 1, "1");
+    fixture_make(&f, "", NULL); /* frees gpu_ids */
+}
+
+static void test_gpu_allowed_mask(void **state)
+{
+    (void)state;
+    struct fixture f = {.n = 0};
+    struct gpu_set g = gpus_make(4, 81559, false);
+    fixture_make(&f, "RQQQ", NULL);
+    f.gpus = &g;
+    f.policy.allowed_gpus = 0x3 << 1; /* GPUs 1 and 2 */
+    job_gpus(&f, 1, 1, "1");
+    job_gpus(&f, 2, 2, NULL); /* 0 and 3 are free but not allowed */
+    job_gpus(&f, 3, 1, NULL);
+    job_gpus(&f, 4, 3, NULL); /* 3 GPUs free of jobs only without 1's: Resources */
+    assert_int_equal(fixture_pass(&f), 1);
+    assert_reason(&f, 2, SCHEDULER_REASON_GPUS_RESTRICTED);
+    assert_gpu_ids(&f, 3, "2");
+    assert_reason(&f, 4, SCHEDULER_REASON_RESOURCES);
+    /* All allowed (0): job 2 fits. */
+    fixture_make(&f, "RQ", NULL);
+    f.gpus = &g;
+    job_gpus(&f, 1, 1, "1");
+    job_gpus(&f, 2, 2, NULL);
+    assert_int_equal(fixture_pass(&f), 1);
+    assert_gpu_ids(&f, 2, "0,2");
+    fixture_make(&f, "", NULL); /* frees gpu_ids */
+}
+
+static void test_gpu_unmanaged_mask(void **state)
+{
+    (void)state;
+    struct fixture f = {.n = 0};
+    struct gpu_set g = gpus_make(2, 81559, false);
+    fixture_make(&f, "QQ", NULL);
+    f.gpus = &g;
+    f.unmanaged = 1ULL << 1;
+    job_gpus(&f, 1, 2, NULL);
+    job_gpus(&f, 2, 1, NULL);
+    assert_int_equal(fixture_pass(&f), 1);
+    assert_reason(&f, 1, SCHEDULER_REASON_UNMANAGED);
+    assert_gpu_ids(&f, 2, "0");
+
+    /* The outside process also uses the memory: still Unmanaged, not GpuMemory. */
+    fixture_make(&f, "RQ", NULL);
+    f.gpus = &g;
+    f.unmanaged = 1ULL << 1;
+    gpu_arr[1].memory_used_mib = 80000;
+    job_gpus(&f, 1, 1, "0");
+    job_gpus(&f, 2, 1, NULL);
+    job_mem(&f, 2, 20000, false);
+    assert_int_equal(fixture_pass(&f), 0);
+    assert_reason(&f, 2, SCHEDULER_REASON_UNMANAGED);
+    /* Gone: the job starts (the next poll shows the memory free). */
+    f.unmanaged = 0;
+    gpu_arr[1].memory_used_mib = 0;
+    assert_int_equal(fixture_pass(&f), 1);
+    assert_gpu_ids(&f, 2, "1");
+    /* Unmanaged and restricted both: relaxing the outside processes is reported. */
+    fixture_make(&f, "Q", NULL);
+    f.gpus = &g;
+    f.unmanaged = 1ULL << 0;
+    f.policy.allowed_gpus = 1ULL << 0;
+    job_gpus(&f, 1, 1, NULL);
+    assert_int_equal(fixture_pass(&f), 0);
+    assert_reason(&f, 1, SCHEDULER_REASON_UNMANAGED);
+    fixture_make(&f, "", NULL); /* frees gpu_ids */
+}
+
+static void test_gpu_max_running_and_cpu_jobs(void **state)
+{
+    (void)state;
+    struct fixture f = {.n = 0};
+    struct gpu_set g = gpus_make(4, 81559, false);
+    fixture_make(&f, "QQQQ", NULL);
+    f.gpus = &g;
+    f.policy.max_running_jobs = 2;
+    job_gpus(&f, 1, 8, NULL); /* never fits here: does not take a slot */
+    job_gpus(&f, 2, 1, NULL);
+    assert_int_equal(fixture_pass(&f), 2);
+    assert_int_equal(f.start[0]->id, 2);
+    assert_int_equal(f.start[1]->id, 3);
+    assert_reason(&f, 1, SCHEDULER_REASON_RESOURCES);
+    assert_reason(&f, 4, SCHEDULER_REASON_MAX_RUNNING);
+
+    /* No GPU state at all (no NVML): CPU jobs run as before, GPU jobs wait. */
+    fixture_make(&f, "QQQ", (int[]){10, 20, 10});
+    job_gpus(&f, 2, 1, NULL);
+    assert_int_equal(fixture_pass(&f), 2);
+    assert_int_equal(f.start[0]->id, 1);
+    assert_int_equal(f.start[1]->id, 3);
+    assert_reason(&f, 2, SCHEDULER_REASON_RESOURCES);
+    fixture_make(&f, "", NULL); /* frees gpu_ids */
+}
+
+static void test_gpu_topology_and_strategies(void **state)
+{
+    (void)state;
+    struct fixture f = {.n = 0};
+    struct gpu_set g = gpus_make(8, 81559, true);
+    /* GPUs 0 and 1 busy in island A: a 4-GPU job gets island B, then a 2-GPU job gets
+     * the NVLink pair left in A. */
+    fixture_make(&f, "RRQQ", NULL);
+    f.gpus = &g;
+    job_gpus(&f, 1, 1, "0");
+    job_gpus(&f, 2, 1, "1");
+    job_gpus(&f, 3, 4, NULL);
+    job_gpus(&f, 4, 2, NULL);
+    assert_int_equal(fixture_pass(&f), 2);
+    assert_gpu_ids(&f, 3, "4,5,6,7");
+    assert_gpu_ids(&f, 4, "2,3");
+    /* 0,1,2 busy: a 2-GPU job takes an NVLink pair (4,5), not 3,4. */
+    fixture_make(&f, "RQ", NULL);
+    f.gpus = &g;
+    job_gpus(&f, 1, 3, "0,1,2");
+    job_gpus(&f, 2, 2, NULL);
+    assert_int_equal(fixture_pass(&f), 1);
+    assert_gpu_ids(&f, 2, "4,5");
+    /* Sequential: the lowest indices. */
+    f.policy.gpu_strategy = GPUALLOC_SEQUENTIAL;
+    job_by_id(&f, 2)->state = JOB_QUEUED;
+    assert_int_equal(fixture_pass(&f), 1);
+    assert_gpu_ids(&f, 2, "3,4");
+    /* Random: seeded, free GPUs only, ascending in gpu_ids. */
+    f.policy.gpu_strategy = GPUALLOC_RANDOM;
+    bool seen[8] = {false};
+    for (uint64_t seed = 0; seed < 64; seed++) {
+        f.policy.random_seed = seed;
+        assert_int_equal(fixture_pass(&f), 1);
+        char first[64];
+        snprintf(first, sizeof(first), "%s", job_by_id(&f, 2)->gpu_ids);
+        assert_int_equal(fixture_pass(&f), 1);
+        assert_string_equal(job_by_id(&f, 2)->gpu_ids, first);
+        int a, b;
+        assert_int_equal(sscanf(first, "%d,%d", &a, &b), 2);
+        assert_true(a >= 3 && a < b && b <= 7);
+        seen[a] = seen[b] = true;
+    }
+    for (int i = 3; i < 8; i++)
+        assert_true(seen[i]);
+    fixture_make(&f, "", NULL); /* frees gpu_ids */
+}
+
+static void test_feasible(void **state)
+{
+    (void)state;
+    struct gpu_set g = gpus_make(4, 81559, false);
+    struct job j;
+    char *reason;
+    job_init(&j);
+    assert_int_equal(scheduler_check_feasible(&j, NULL, 0, &reason), 0); /* CPU job */
+    assert_null(reason);
+    j.gpus = 4;
+    assert_int_equal(scheduler_check_feasible(&j, &g, 0, &reason), 0);
+    j.gpus = 5;
+    assert_int_equal(scheduler_check_feasible(&j, &g, 0, &reason), -1);
+    assert_string_equal(reason, "requests 5 GPUs but this machine has 4");
+    free(reason);
+    j.gpus = 3;
+    assert_int_equal(scheduler_check_feasible(&j, &g, 0x5, &reason), -1);
+    assert_string_equal(reason, "requests 3 GPUs but only 2 of this machine's 4 GPUs may be used");
+    free(reason);
+    j.gpus = 1;
+    j.gpu_memory_mb = 90000;
+    assert_int_equal(scheduler_check_feasible(&j, &g, 0, &reason), -1);
+    assert_string_equal(reason, "needs 90000 MiB of GPU memory but the largest GPU has 81559 MiB");
+    free(reason);
+    gpu_arr[2].memory_total_mib = 95000;
+    assert_int_equal(scheduler_check_feasible(&j, &g, 0, &reason), 0);
+    j.gpus = 2;
+    assert_int_equal(scheduler_check_feasible(&j, &g, 0, &reason), -1);
+    assert_string_equal(
+        reason, "needs 90000 MiB of GPU memory on each of 2 GPUs but only 1 GPU has that much");
+    free(reason);
+    j.gpus = 1;
+    j.gpu_memory_mb = 0;
+    j.shared = true;
+    assert_int_equal(scheduler_check_feasible(&j, &g, 0, &reason), -1);
+    assert_string_equal(reason, "a shared job must declare its GPU memory (--gpu-memory)");
+    free(reason);
+    j.shared = false;
+    assert_int_equal(scheduler_check_feasible(&j, NULL, 0, &reason), -1);
+    assert_string_equal(reason, "requests 1 GPU but this machine has none");
+    free(reason);
+    struct gpu_set none = {.error = "no GPUs: NVML not found"};
+    assert_int_equal(scheduler_check_feasible(&j, &none, 0, &reason), -1);
+    assert_string_equal(reason,
+                        "requests 1 GPU but this machine has none (no GPUs: NVML not found)");
+    free(reason);
+}
+
+/* ---- the queue ---- */
+
+static void assert_queue_sorted(const struct scheduler_queue *q)
+{
+    for (size_t i = 1; i < q->len; i++)
+        assert_true(scheduler_order(q->jobs[i - 1], q->jobs[i]) < 0);
+}
+
+static void test_queue(void **state)
+{
+    (void)state;
+    enum { N = 2000 };
+    struct job *jobs = calloc(N, sizeof(*jobs));
+    struct job **ptrs = calloc(N, sizeof(*ptrs));
+    assert_non_null(jobs);
+    assert_non_null(ptrs);
+    struct scheduler_queue q;
+    scheduler_queue_init(&q);
+    srand(3);
+    for (int i = 0; i < N; i++) {
+        job_init(&jobs[i]);
+        jobs[i].id = i + 1;
+        jobs[i].priority = rand() % 4 * 10;
+        ptrs[i] = &jobs[i];
+    }
+    /* Submissions in id order, then requeued jobs with old ids in random order. */
+    for (int i = 0; i < N; i++)
+        if (i % 3)
+            scheduler_queue_insert(&q, &jobs[i]);
+    for (int i = N - 1; i >= 0; i--)
+        if (i % 3 == 0)
+            scheduler_queue_insert(&q, &jobs[i]);
+    assert_int_equal(q.len, N);
+    assert_queue_sorted(&q);
+    /* Removal, and removing what is not there. */
+    for (int i = 0; i < N; i += 2)
+        assert_int_equal(scheduler_queue_remove(&q, &jobs[i]), 0);
+    assert_int_equal(scheduler_queue_remove(&q, &jobs[0]), -1);
+    assert_int_equal(q.len, N / 2);
+    assert_queue_sorted(&q);
+    for (size_t i = 0; i < q.len; i++)
+        assert_int_equal(q.jobs[i]->id % 2, 0);
+    /* remove_many takes jobs in queue order, as the pass returns them. */
+    struct job *some[3] = {q.jobs[0], q.jobs[5], q.jobs[q.len - 1]};
+    assert_int_equal(scheduler_queue_remove_many(&q, some, 3), 3);
+    assert_int_equal(q.len, N / 2 - 3);
+    assert_queue_sorted(&q);
+    assert_int_equal(scheduler_queue_remove(&q, some[1]), -1);
+    /* rebuild takes the PD jobs only. */
+    for (int i = 0; i < N; i++)
+        jobs[i].state = i % 5 == 0 ? JOB_HELD : JOB_QUEUED;
+    scheduler_queue_rebuild(&q, ptrs, N);
+    assert_int_equal(q.len, N - N / 5);
+    assert_queue_sorted(&q);
+    scheduler_queue_free(&q);
+    free(jobs);
+    free(ptrs);
 }
 
 int main(void)
@@ -190,6 +675,15 @@ int main(void)
         cmocka_unit_test(test_held_never_started),
         cmocka_unit_test(test_empty_and_no_limit),
         cmocka_unit_test(test_100k_jobs),
+        cmocka_unit_test(test_queue),
+        cmocka_unit_test(test_gpu_exclusive_and_priority),
+        cmocka_unit_test(test_gpu_shared_packing),
+        cmocka_unit_test(test_gpu_memory_used),
+        cmocka_unit_test(test_gpu_allowed_mask),
+        cmocka_unit_test(test_gpu_unmanaged_mask),
+        cmocka_unit_test(test_gpu_max_running_and_cpu_jobs),
+        cmocka_unit_test(test_gpu_topology_and_strategies),
+        cmocka_unit_test(test_feasible),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -171,6 +171,7 @@ static struct job *full_job(int64_t id)
     j->max_retries = 3;
     j->attempt = 2;
     j->retry_of = 41;
+    j->gpus_per_task = 1;
     return j;
 }
 
@@ -217,6 +218,7 @@ static void assert_light_equal(const struct job *a, const struct job *b)
     assert_int_equal(a->max_retries, b->max_retries);
     assert_int_equal(a->attempt, b->attempt);
     assert_int_equal(a->retry_of, b->retry_of);
+    assert_int_equal(a->gpus_per_task, b->gpus_per_task);
 }
 
 /* ---- collecting callback results ---- */
@@ -305,7 +307,7 @@ static void test_open_pragmas_and_schema(void **state)
                               "script_path workdir submit_time start_time end_time exit_code "
                               "signal oom reason end_request shim_pid shim_start max_rss_kb "
                               "gpus gpu_ids memory_mb gpu_memory_mb shared group_id "
-                              "array_task max_retries attempt retry_of|\n");
+                              "array_task max_retries attempt retry_of gpus_per_task|\n");
     free(objs);
     /* The active-jobs query is served by the partial index. */
     char *plan = peek_text(db, "EXPLAIN QUERY PLAN SELECT id FROM jobs WHERE state IN (?) "

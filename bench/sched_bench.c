@@ -1,0 +1,141 @@
+/* sched_bench: the median time of one scheduling pass (src/core/scheduler.c), as the
+ * daemon runs it on every loop iteration where something changed:
+ *   - 10,000 queued GPU jobs (1, 2, 4 or 8 GPUs, some exclusive with --gpu-memory, some
+ *     shared) on 8 GPUs (two NVLink islands of four), all GPUs busy with running jobs;
+ *   - the same with the GPUs free (the pass chooses GPUs for the jobs that fit; they are
+ *     not moved to R, so every round does the same work);
+ *   - 10,000 and 100,000 queued CPU jobs at the running-jobs limit, and 10,000 that all
+ *     start.
+ * Usage: sched_bench [rounds]   (default 101) */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "scheduler.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static struct gpu_info gpus[8];
+static enum gpu_link links[64];
+
+static struct gpu_set machine(void)
+{
+    for (int i = 0; i < 8; i++) {
+        memset(&gpus[i], 0, sizeof(gpus[i]));
+        gpus[i].index = i;
+        gpus[i].memory_total_mib = 81559;
+        gpus[i].memory_used_mib = 0;
+        for (int j = 0; j < 8; j++)
+            links[i * 8 + j] = i == j           ? GPU_LINK_SELF
+                               : i / 4 == j / 4 ? GPU_LINK_NVLINK
+                                                : GPU_LINK_SYSTEM;
+    }
+    return (struct gpu_set){.gpus = gpus, .n_gpus = 8, .link = links};
+}
+
+struct scenario {
+    const char *name;
+    size_t n_queued;
+    bool gpu_jobs;
+    bool gpus_busy; /* 8 running 1-GPU jobs hold every GPU */
+    int64_t max_running;
+};
+
+static double run(const struct scenario *sc, int rounds, size_t *started)
+{
+    size_t n = sc->n_queued;
+    struct job *jobs = calloc(n + 8, sizeof(*jobs));
+    struct job **queued = malloc(n * sizeof(*queued));
+    struct job **start = malloc(n * sizeof(*start));
+    struct job *running[8];
+    size_t n_running = 0;
+    struct gpu_set set = machine();
+    srand(1);
+    for (size_t i = 0; i < n; i++) {
+        struct job *j = &jobs[i];
+        job_init(j);
+        j->id = (int64_t)i + 1;
+        j->priority = i % 7 == 0 ? 20 : JOB_PRIORITY_DEFAULT;
+        if (sc->gpu_jobs) {
+            static const int sizes[] = {1, 1, 2, 4, 8};
+            j->gpus = sizes[rand() % 5];
+            if (rand() % 5 == 0) {
+                j->shared = true;
+                j->gpu_memory_mb = 10000 * (1 + rand() % 4);
+            } else if (rand() % 4 == 0) {
+                j->gpu_memory_mb = 40000;
+            }
+        }
+        queued[i] = j;
+    }
+    if (sc->gpus_busy)
+        for (int g = 0; g < 8; g++) {
+            struct job *j = &jobs[n + (size_t)g];
+            job_init(j);
+            j->id = (int64_t)(n + (size_t)g) + 1;
+            j->state = JOB_RUNNING;
+            j->gpus = 1;
+            char ids[4];
+            snprintf(ids, sizeof(ids), "%d", g);
+            j->gpu_ids = strdup(ids);
+            running[n_running++] = j;
+        }
+    struct scheduler_queue q;
+    scheduler_queue_init(&q);
+    scheduler_queue_rebuild(&q, queued, n);
+    struct scheduler_policy policy = {.max_running_jobs = sc->max_running};
+    double *t = malloc((size_t)rounds * sizeof(*t));
+    for (int r = 0; r < rounds; r++) {
+        struct scheduler_input in = {.queued = q.jobs,
+                                     .n_queued = q.len,
+                                     .running = running,
+                                     .n_running = n_running,
+                                     .gpus = sc->gpu_jobs ? &set : NULL};
+        double t0 = now_s();
+        *started = scheduler_pass(&in, &policy, start);
+        t[r] = now_s() - t0;
+    }
+    qsort(t, (size_t)rounds, sizeof(*t), cmp_double);
+    double median = t[rounds / 2];
+    for (size_t i = 0; i < n + n_running; i++)
+        job_clear(&jobs[i]);
+    scheduler_queue_free(&q);
+    free(t);
+    free(jobs);
+    free(queued);
+    free(start);
+    return median;
+}
+
+int main(int argc, char **argv)
+{
+    int rounds = argc > 1 ? atoi(argv[1]) : 101;
+    if (rounds < 1)
+        rounds = 1;
+    const struct scenario scenarios[] = {
+        {"10k queued GPU jobs, 8 GPUs all busy", 10000, true, true, 0},
+        {"10k queued GPU jobs, 8 GPUs free", 10000, true, false, 0},
+        {"10k queued CPU jobs, running limit reached", 10000, false, false, 1},
+        {"100k queued CPU jobs, running limit reached", 100000, false, false, 1},
+        {"10k queued CPU jobs, no limit (all start)", 10000, false, false, 0},
+    };
+    for (size_t i = 0; i < sizeof(scenarios) / sizeof(*scenarios); i++) {
+        size_t started = 0;
+        double m = run(&scenarios[i], rounds, &started);
+        printf("scheduling pass, %-45s median %8.3f ms (%zu start)\n", scenarios[i].name, m * 1e3,
+               started);
+    }
+    return 0;
+}

@@ -1,0 +1,614 @@
+/* nvml: the NVML loader. dlopen()s libnvidia-ml.so.1 (or the simulator), resolves each
+ * symbol newest version first with fallbacks to the older names, and reads the GPUs
+ * into a struct gpu_set.
+ *
+ * Symbols are split in two: required ones (init, count, handle, uuid, name, pci,
+ * memory, shutdown, errorString) without which there are no GPUs, and optional ones
+ * (utilisation, temperature, power, processes, topology, NVLink, NUMA, driver version)
+ * whose absence, or a NOT_SUPPORTED answer, leaves that metric unknown (-1), never 0.
+ *
+ * Driver quirks handled here, each next to its workaround:
+ *  - versioned structs need `sizeof | ver << 24` in their version field;
+ *  - the compute-process list is 24 or 32 bytes per entry depending on the driver
+ *    (535-series), so the stride is probed;
+ *  - the process list can grow between the size query and the read, so reads loop on
+ *    INSUFFICIENT_SIZE;
+ *  - usedGpuMemory == ~0ULL means "not available", not 16 EiB. */
+#include "nvml.h"
+
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "nvml_types.h"
+#include "util.h"
+
+/* Which entry point, and so which struct layout, a resolved symbol has. */
+enum nvml_ver { NVML_VER_NONE = 0, NVML_VER_1 = 1, NVML_VER_2 = 2, NVML_VER_3 = 3 };
+
+/* The first size of the process buffer, in entries; it grows on INSUFFICIENT_SIZE. */
+#define NVML_PROCS_INITIAL 16
+/* Processes come and go between calls; give up after this many INSUFFICIENT_SIZE. */
+#define NVML_PROCS_TRIES 6
+/* The byte written over the process buffer before a call, see nvml_probe_stride(). */
+#define NVML_PROBE_BYTE 0xA5
+
+typedef nvmlReturn_t (*nvml_void_fn)(void);
+typedef nvmlReturn_t (*nvml_count_fn)(unsigned int *);
+typedef nvmlReturn_t (*nvml_handle_fn)(unsigned int, nvmlDevice_t *);
+typedef nvmlReturn_t (*nvml_str_fn)(nvmlDevice_t, char *, unsigned int);
+typedef nvmlReturn_t (*nvml_pci_fn)(nvmlDevice_t, nvmlPciInfo_t *);
+typedef nvmlReturn_t (*nvml_mem1_fn)(nvmlDevice_t, nvmlMemory_t *);
+typedef nvmlReturn_t (*nvml_mem2_fn)(nvmlDevice_t, nvmlMemory_v2_t *);
+typedef const char *(*nvml_errstr_fn)(nvmlReturn_t);
+typedef nvmlReturn_t (*nvml_util_fn)(nvmlDevice_t, nvmlUtilization_t *);
+typedef nvmlReturn_t (*nvml_temp_fn)(nvmlDevice_t, nvmlTemperatureSensors_t, unsigned int *);
+typedef nvmlReturn_t (*nvml_uint_fn)(nvmlDevice_t, unsigned int *);
+typedef nvmlReturn_t (*nvml_procs_fn)(nvmlDevice_t, unsigned int *, void *);
+typedef nvmlReturn_t (*nvml_topo_fn)(nvmlDevice_t, nvmlDevice_t, nvmlGpuTopologyLevel_t *);
+typedef nvmlReturn_t (*nvml_link_state_fn)(nvmlDevice_t, unsigned int, nvmlEnableState_t *);
+typedef nvmlReturn_t (*nvml_link_pci_fn)(nvmlDevice_t, unsigned int, nvmlPciInfo_t *);
+typedef nvmlReturn_t (*nvml_affinity_fn)(nvmlDevice_t, unsigned int, unsigned long *,
+                                         nvmlAffinityScope_t);
+typedef nvmlReturn_t (*nvml_sysstr_fn)(char *, unsigned int);
+
+struct nvml {
+    void *lib;
+    bool simulated;
+
+    /* Required. */
+    nvml_void_fn init;
+    nvml_void_fn shutdown;
+    nvml_count_fn get_count;
+    nvml_handle_fn get_handle;
+    nvml_str_fn get_uuid;
+    nvml_str_fn get_name;
+    nvml_pci_fn get_pci;
+    enum nvml_ver pci_ver; /* 1: legacy layout (busId first) */
+    nvml_mem2_fn get_memory_v2; /* tried first when present */
+    nvml_mem1_fn get_memory;
+    nvml_errstr_fn error_string;
+
+    /* Optional: NULL when the library lacks them. */
+    nvml_util_fn get_utilization;
+    nvml_temp_fn get_temperature;
+    nvml_uint_fn get_power;
+    nvml_procs_fn get_procs;
+    enum nvml_ver procs_ver;
+    size_t procs_stride; /* bytes per entry once known; 0 until probed */
+    nvml_topo_fn get_topology;
+    nvml_link_state_fn get_link_state;
+    nvml_link_pci_fn get_link_pci;
+    enum nvml_ver link_pci_ver;
+    nvml_uint_fn get_numa_node;
+    nvml_affinity_fn get_memory_affinity;
+    nvml_sysstr_fn get_driver_version;
+};
+
+/* Per-GPU facts used while reading and then dropped. */
+struct nvml_dev {
+    nvmlDevice_t handle;
+    bool have_handle;
+    bool have_pci;
+    unsigned int domain, bus, device;
+};
+
+/* Looks up the first of `names` (NULL-terminated) that the library exports; sets *which
+ * to the position found (so the caller knows the struct layout), -1 if none. */
+static void *nvml_sym(void *lib, const char *const *names, int *which)
+{
+    for (int i = 0; names[i]; i++) {
+        void *p = dlsym(lib, names[i]);
+        if (p) {
+            if (which)
+                *which = i;
+            return p;
+        }
+    }
+    if (which)
+        *which = -1;
+    return NULL;
+}
+
+/* The symbol-pointer cast, kept in one place: ISO C forbids object→function casts,
+ * POSIX dlsym() requires them to work. */
+#define NVML_FN(type, ptr) ((type)(uintptr_t)(ptr))
+
+static const char *nvml_strerror(const struct nvml *n, nvmlReturn_t rc)
+{
+    const char *s = n->error_string ? n->error_string(rc) : NULL;
+    return s ? s : "unknown NVML error";
+}
+
+/* Resolves every symbol. Returns the name of the first missing required one, or NULL. */
+static const char *nvml_resolve(struct nvml *n)
+{
+    int which;
+    void *p;
+
+#define NVML_NAMES(...) ((const char *const[]){__VA_ARGS__, NULL})
+    /* Required. nvmlInit_v2 does not require every GPU to be healthy (nvmlInit fails as
+     * a whole when one GPU is lost); the _v2 count and handle skip GPUs the process may
+     * not see (cgroup device rules), the legacy ones do not. */
+    if (!(p = nvml_sym(n->lib, NVML_NAMES("nvmlInit_v2", "nvmlInit"), NULL)))
+        return "nvmlInit";
+    n->init = NVML_FN(nvml_void_fn, p);
+    if (!(p = nvml_sym(n->lib, NVML_NAMES("nvmlShutdown"), NULL)))
+        return "nvmlShutdown";
+    n->shutdown = NVML_FN(nvml_void_fn, p);
+    if (!(p = nvml_sym(n->lib, NVML_NAMES("nvmlErrorString"), NULL)))
+        return "nvmlErrorString";
+    n->error_string = NVML_FN(nvml_errstr_fn, p);
+    if (!(p = nvml_sym(n->lib, NVML_NAMES("nvmlDeviceGetCount_v2", "nvmlDeviceGetCount"), NULL)))
+        return "nvmlDeviceGetCount";
+    n->get_count = NVML_FN(nvml_count_fn, p);
+    if (!(p = nvml_sym(n->lib,
+                       NVML_NAMES("nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByIndex"),
+                       NULL)))
+        return "nvmlDeviceGetHandleByIndex";
+    n->get_handle = NVML_FN(nvml_handle_fn, p);
+    if (!(p = nvml_sym(n->lib, NVML_NAMES("nvmlDeviceGetUUID"), NULL)))
+        return "nvmlDeviceGetUUID";
+    n->get_uuid = NVML_FN(nvml_str_fn, p);
+    if (!(p = nvml_sym(n->lib, NVML_NAMES("nvmlDeviceGetName"), NULL)))
+        return "nvmlDeviceGetName";
+    n->get_name = NVML_FN(nvml_str_fn, p);
+    if (!(p = nvml_sym(n->lib,
+                       NVML_NAMES("nvmlDeviceGetPciInfo_v3", "nvmlDeviceGetPciInfo_v2",
+                                  "nvmlDeviceGetPciInfo"),
+                       &which)))
+        return "nvmlDeviceGetPciInfo";
+    n->get_pci = NVML_FN(nvml_pci_fn, p);
+    n->pci_ver = which == 2 ? NVML_VER_1 : which == 1 ? NVML_VER_2 : NVML_VER_3;
+    /* The _v2 memory call (r510+) reports `used` without the driver's reserved memory,
+     * like nvidia-smi does; the legacy one counts the reservation as used. */
+    n->get_memory_v2 = NVML_FN(nvml_mem2_fn, dlsym(n->lib, "nvmlDeviceGetMemoryInfo_v2"));
+    n->get_memory = NVML_FN(nvml_mem1_fn, dlsym(n->lib, "nvmlDeviceGetMemoryInfo"));
+    if (!n->get_memory_v2 && !n->get_memory)
+        return "nvmlDeviceGetMemoryInfo";
+
+    /* Optional. */
+    n->get_utilization = NVML_FN(nvml_util_fn, dlsym(n->lib, "nvmlDeviceGetUtilizationRates"));
+    n->get_temperature = NVML_FN(nvml_temp_fn, dlsym(n->lib, "nvmlDeviceGetTemperature"));
+    n->get_power = NVML_FN(nvml_uint_fn, dlsym(n->lib, "nvmlDeviceGetPowerUsage"));
+    p = nvml_sym(n->lib,
+                 NVML_NAMES("nvmlDeviceGetComputeRunningProcesses_v3",
+                            "nvmlDeviceGetComputeRunningProcesses_v2",
+                            "nvmlDeviceGetComputeRunningProcesses"),
+                 &which);
+    n->get_procs = NVML_FN(nvml_procs_fn, p);
+    n->procs_ver = which == 0 ? NVML_VER_3 : which == 1 ? NVML_VER_2 : which == 2 ? NVML_VER_1
+                                                                                : NVML_VER_NONE;
+    /* The legacy call has a fixed 16-byte layout; the _v2/_v3 stride is probed. */
+    n->procs_stride = n->procs_ver == NVML_VER_1 ? sizeof(nvmlProcessInfo_v1_t) : 0;
+    n->get_topology = NVML_FN(nvml_topo_fn, dlsym(n->lib, "nvmlDeviceGetTopologyCommonAncestor"));
+    n->get_link_state = NVML_FN(nvml_link_state_fn, dlsym(n->lib, "nvmlDeviceGetNvLinkState"));
+    p = nvml_sym(n->lib,
+                 NVML_NAMES("nvmlDeviceGetNvLinkRemotePciInfo_v2",
+                            "nvmlDeviceGetNvLinkRemotePciInfo"),
+                 &which);
+    n->get_link_pci = NVML_FN(nvml_link_pci_fn, p);
+    n->link_pci_ver = which == 0 ? NVML_VER_2 : NVML_VER_1;
+    n->get_numa_node = NVML_FN(nvml_uint_fn, dlsym(n->lib, "nvmlDeviceGetNumaNodeId"));
+    n->get_memory_affinity =
+        NVML_FN(nvml_affinity_fn, dlsym(n->lib, "nvmlDeviceGetMemoryAffinity"));
+    n->get_driver_version =
+        NVML_FN(nvml_sysstr_fn, dlsym(n->lib, "nvmlSystemGetDriverVersion"));
+#undef NVML_NAMES
+    return NULL;
+}
+
+struct nvml *nvml_open(const char *library, char **err)
+{
+    const char *path = library;
+    if (!path || !*path) {
+        const char *env = getenv("GFLOW_NVML_LIBRARY");
+        path = env && *env ? env : NVML_DEFAULT_LIBRARY;
+    }
+
+    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        /* A bare name that is not found is the common case of "no driver installed";
+         * a path that exists but does not load deserves the loader's own words. */
+        if (strchr(path, '/') && access(path, F_OK) == 0) {
+            const char *why = dlerror();
+            *err = xasprintf("no GPUs: cannot load %s: %s", path, why ? why : "unknown error");
+        } else {
+            *err = xasprintf("no GPUs: %s not found (no NVIDIA driver?)", path);
+        }
+        return NULL;
+    }
+
+    struct nvml *n = xcalloc(1, sizeof(*n));
+    n->lib = lib;
+    n->simulated = dlsym(lib, "gflowNvmlSimulated") != NULL;
+
+    const char *missing = nvml_resolve(n);
+    if (missing) {
+        *err = xasprintf("no GPUs: %s lacks %s (not an NVML library?)", path, missing);
+        dlclose(lib);
+        free(n);
+        return NULL;
+    }
+
+    nvmlReturn_t rc = n->init();
+    if (rc != NVML_SUCCESS) {
+        *err = xasprintf("no GPUs: nvmlInit failed: %s", nvml_strerror(n, rc));
+        dlclose(lib);
+        free(n);
+        return NULL;
+    }
+    return n;
+}
+
+void nvml_close(struct nvml *n)
+{
+    if (!n)
+        return;
+    n->shutdown();
+    dlclose(n->lib);
+    free(n);
+}
+
+bool nvml_is_simulated(const struct nvml *n)
+{
+    return n && n->simulated;
+}
+
+/* Copies an NVML string result into a fixed field, always terminated. */
+static void nvml_copy(char *dst, size_t cap, const char *src)
+{
+    snprintf(dst, cap, "%s", src);
+}
+
+/* Whether rc means the GPU is gone; marks it so. */
+static bool nvml_lost(struct gpu_info *g, nvmlReturn_t rc)
+{
+    if (rc == NVML_ERROR_GPU_IS_LOST) {
+        g->lost = true;
+        return true;
+    }
+    return false;
+}
+
+/* Reads the PCI identity. The bus id is rebuilt from the integers as
+ * "%08X:%02X:%02X.0" (nvidia-smi's form): the legacy call gives only the 4-digit-domain
+ * form, and the integers are at the same offsets in both layouts. */
+static nvmlReturn_t nvml_read_pci(struct nvml *n, struct nvml_dev *d, struct gpu_info *g)
+{
+    nvmlPciInfo_t pci;
+    memset(&pci, 0, sizeof(pci));
+    nvmlReturn_t rc = n->get_pci(d->handle, &pci);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    d->have_pci = true;
+    d->domain = pci.domain;
+    d->bus = pci.bus;
+    d->device = pci.device;
+    if (n->pci_ver != NVML_VER_1 && pci.busId[0])
+        snprintf(g->pci_bus_id, sizeof(g->pci_bus_id), "%.*s", (int)sizeof(pci.busId), pci.busId);
+    if (!g->pci_bus_id[0])
+        snprintf(g->pci_bus_id, sizeof(g->pci_bus_id), "%08X:%02X:%02X.0", pci.domain & 0xffffffffu,
+                 pci.bus & 0xffu, pci.device & 0xffu);
+    return NVML_SUCCESS;
+}
+
+/* Total and used memory in MiB. The _v2 call is tried first; a driver that exports it
+ * but rejects our struct version (ARGUMENT_VERSION_MISMATCH, or FUNCTION_NOT_FOUND from
+ * a stub) falls back to the legacy call. */
+static nvmlReturn_t nvml_read_memory(struct nvml *n, nvmlDevice_t h, struct gpu_info *g)
+{
+    nvmlReturn_t rc = NVML_ERROR_FUNCTION_NOT_FOUND;
+    if (n->get_memory_v2) {
+        nvmlMemory_v2_t m;
+        memset(&m, 0, sizeof(m));
+        m.version = NVML_MEMORY_V2_VERSION;
+        rc = n->get_memory_v2(h, &m);
+        if (rc == NVML_SUCCESS) {
+            g->memory_total_mib = (int64_t)(m.total >> 20);
+            g->memory_used_mib = (int64_t)(m.used >> 20);
+            return rc;
+        }
+        if ((rc != NVML_ERROR_ARGUMENT_VERSION_MISMATCH && rc != NVML_ERROR_FUNCTION_NOT_FOUND) ||
+            !n->get_memory)
+            return rc;
+    }
+    nvmlMemory_t m;
+    memset(&m, 0, sizeof(m));
+    rc = n->get_memory(h, &m);
+    if (rc == NVML_SUCCESS) {
+        g->memory_total_mib = (int64_t)(m.total >> 20);
+        g->memory_used_mib = (int64_t)(m.used >> 20);
+    }
+    return rc;
+}
+
+/* Decides the bytes per process entry that a _v2/_v3 call wrote, from a buffer of
+ * `count` * 32 bytes filled with NVML_PROBE_BYTE before the call.
+ *
+ * Heuristic: the driver only knows the capacity in entries, so it writes count * stride
+ * bytes. With 24-byte entries the last 8 bytes of the 32-byte-per-entry buffer
+ * (offset 32 * count - 8, past 24 * count for any count >= 1) are untouched, still the
+ * probe byte; with 32-byte entries they hold the last entry's usedGpuCcProtectedMemory,
+ * which the driver writes (0 in practice, and never 0xA5A5A5A5A5A5A5A5). As a cross-check
+ * every pid read with the chosen stride must be non-zero and not the probe pattern; if
+ * it is not but the other stride's pids are, the other stride wins. */
+static size_t nvml_probe_stride(const unsigned char *buf, unsigned int count)
+{
+    const size_t big = sizeof(nvmlProcessInfo_cc_t), small = sizeof(nvmlProcessInfo_t);
+    bool tail_untouched = true;
+    for (size_t i = big * count - 8; i < big * count; i++)
+        if (buf[i] != NVML_PROBE_BYTE)
+            tail_untouched = false;
+    size_t guess = tail_untouched ? small : big, other = tail_untouched ? big : small;
+
+    bool guess_ok = true, other_ok = true;
+    unsigned int probe_pid;
+    memset(&probe_pid, NVML_PROBE_BYTE, sizeof(probe_pid));
+    for (unsigned int i = 0; i < count; i++) {
+        unsigned int pg, po;
+        memcpy(&pg, buf + i * guess, sizeof(pg));
+        memcpy(&po, buf + i * other, sizeof(po));
+        if (pg == 0 || pg == probe_pid)
+            guess_ok = false;
+        if (po == 0 || po == probe_pid)
+            other_ok = false;
+    }
+    return !guess_ok && other_ok ? other : guess;
+}
+
+/* Reads the compute processes of one GPU. Grows the buffer and retries while the driver
+ * answers INSUFFICIENT_SIZE (it sets the count it needs; processes may start between
+ * the two calls, hence the extra room and the bounded loop). */
+static nvmlReturn_t nvml_read_procs(struct nvml *n, nvmlDevice_t h, struct gpu_info *g)
+{
+    unsigned int cap = NVML_PROCS_INITIAL;
+    unsigned char *buf = NULL;
+    nvmlReturn_t rc = NVML_ERROR_UNKNOWN;
+    unsigned int count = 0;
+    /* Room for the widest entry we know of, whichever the driver writes. */
+    const size_t room = sizeof(nvmlProcessInfo_cc_t);
+
+    for (int tries = 0; tries < NVML_PROCS_TRIES; tries++) {
+        buf = xrealloc(buf, (size_t)cap * room);
+        memset(buf, NVML_PROBE_BYTE, (size_t)cap * room);
+        count = cap;
+        rc = n->get_procs(h, &count, buf);
+        if (rc != NVML_ERROR_INSUFFICIENT_SIZE)
+            break;
+        unsigned int want = count > cap ? count : cap * 2;
+        cap = want + want / 4 + 4;
+    }
+    if (rc != NVML_SUCCESS) {
+        free(buf);
+        return rc;
+    }
+    if (count > cap)
+        count = cap;
+
+    size_t stride = n->procs_stride;
+    if (!stride && count > 0) {
+        stride = nvml_probe_stride(buf, count);
+        n->procs_stride = stride; /* one driver, one layout: probe once */
+    }
+
+    g->procs = count ? xcalloc(count, sizeof(*g->procs)) : NULL;
+    g->n_procs = count;
+    for (unsigned int i = 0; i < count; i++) {
+        unsigned int pid;
+        unsigned long long used;
+        /* pid and usedGpuMemory sit at the same offsets in every layout. */
+        memcpy(&pid, buf + i * stride + offsetof(nvmlProcessInfo_t, pid), sizeof(pid));
+        memcpy(&used, buf + i * stride + offsetof(nvmlProcessInfo_t, usedGpuMemory),
+               sizeof(used));
+        g->procs[i].pid = pid;
+        g->procs[i].used_mib = used == NVML_VALUE_NOT_AVAILABLE ? -1 : (int64_t)(used >> 20);
+    }
+    free(buf);
+    return NVML_SUCCESS;
+}
+
+/* The NUMA node nearest the GPU's memory: nvmlDeviceGetNumaNodeId (r535+), else the
+ * lowest node of nvmlDeviceGetMemoryAffinity. -1 when neither answers. */
+static nvmlReturn_t nvml_read_numa(struct nvml *n, nvmlDevice_t h, struct gpu_info *g)
+{
+    nvmlReturn_t rc = NVML_ERROR_NOT_SUPPORTED;
+    if (n->get_numa_node) {
+        unsigned int node = 0;
+        rc = n->get_numa_node(h, &node);
+        if (rc == NVML_SUCCESS) {
+            g->numa_node = (int)node;
+            return rc;
+        }
+        if (rc == NVML_ERROR_GPU_IS_LOST)
+            return rc;
+    }
+    if (n->get_memory_affinity) {
+        unsigned long set[4] = {0};
+        rc = n->get_memory_affinity(h, 4, set, NVML_AFFINITY_SCOPE_NODE);
+        if (rc == NVML_SUCCESS) {
+            for (int w = 0; w < 4; w++)
+                if (set[w]) {
+                    g->numa_node = w * (int)(8 * sizeof(unsigned long)) + __builtin_ctzl(set[w]);
+                    break;
+                }
+        }
+    }
+    return rc;
+}
+
+/* Reads one device into g. Stops at the first GPU_IS_LOST, leaving g->lost set and the
+ * remaining metrics unknown. */
+static void nvml_read_device(struct nvml *n, unsigned int index, struct nvml_dev *d,
+                             struct gpu_info *g)
+{
+    nvmlReturn_t rc;
+    g->index = (int)index;
+    g->memory_used_mib = -1;
+    g->utilization_gpu = -1;
+    g->temperature_c = -1;
+    g->power_w = -1;
+    g->numa_node = -1;
+
+    rc = n->get_handle(index, &d->handle);
+    if (rc != NVML_SUCCESS) {
+        /* No handle, nothing readable: for the scheduler that is a lost GPU. */
+        g->lost = true;
+        return;
+    }
+    d->have_handle = true;
+
+    char buf[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+    buf[0] = 0;
+    if (nvml_lost(g, rc = n->get_uuid(d->handle, buf, sizeof(buf))))
+        return;
+    if (rc == NVML_SUCCESS)
+        nvml_copy(g->uuid, sizeof(g->uuid), buf);
+    buf[0] = 0;
+    if (nvml_lost(g, rc = n->get_name(d->handle, buf, sizeof(buf))))
+        return;
+    if (rc == NVML_SUCCESS)
+        nvml_copy(g->name, sizeof(g->name), buf);
+    if (nvml_lost(g, nvml_read_pci(n, d, g)))
+        return;
+    if (nvml_lost(g, nvml_read_memory(n, d->handle, g)))
+        return;
+
+    if (n->get_utilization) {
+        nvmlUtilization_t u;
+        if (nvml_lost(g, rc = n->get_utilization(d->handle, &u)))
+            return;
+        if (rc == NVML_SUCCESS)
+            g->utilization_gpu = (int)u.gpu;
+    }
+    if (n->get_temperature) {
+        unsigned int t;
+        if (nvml_lost(g, rc = n->get_temperature(d->handle, NVML_TEMPERATURE_GPU, &t)))
+            return;
+        if (rc == NVML_SUCCESS)
+            g->temperature_c = (int)t;
+    }
+    if (n->get_power) {
+        unsigned int mw;
+        if (nvml_lost(g, rc = n->get_power(d->handle, &mw)))
+            return;
+        if (rc == NVML_SUCCESS)
+            g->power_w = (int)((mw + 500) / 1000);
+    }
+    if (nvml_lost(g, nvml_read_numa(n, d->handle, g)))
+        return;
+    if (n->get_procs && nvml_lost(g, nvml_read_procs(n, d->handle, g)))
+        return;
+}
+
+static enum gpu_link nvml_link_from_level(nvmlGpuTopologyLevel_t level)
+{
+    switch (level) {
+    case NVML_TOPOLOGY_INTERNAL: /* two GPUs on one board (K80-style): as close as PCIe gets */
+    case NVML_TOPOLOGY_SINGLE:
+        return GPU_LINK_SINGLE;
+    case NVML_TOPOLOGY_MULTIPLE:
+        return GPU_LINK_MULTIPLE;
+    case NVML_TOPOLOGY_HOSTBRIDGE:
+        return GPU_LINK_HOSTBRIDGE;
+    case NVML_TOPOLOGY_NODE:
+        return GPU_LINK_NODE;
+    case NVML_TOPOLOGY_SYSTEM:
+        return GPU_LINK_SYSTEM;
+    }
+    return GPU_LINK_UNKNOWN;
+}
+
+/* Marks the NVLink peers of GPU i in the matrix: each active link's remote PCI
+ * address is matched against the other GPUs' (NVSwitch ports match none and are
+ * skipped). NOT_SUPPORTED / INVALID_ARGUMENT on a link number means no more links. */
+static void nvml_read_nvlinks(struct nvml *n, struct nvml_dev *devs, struct gpu_set *s, size_t i)
+{
+    size_t count = s->n_gpus;
+    for (unsigned int l = 0; l < NVML_NVLINK_MAX_LINKS; l++) {
+        nvmlEnableState_t on = NVML_FEATURE_DISABLED;
+        nvmlReturn_t rc = n->get_link_state(devs[i].handle, l, &on);
+        if (rc == NVML_ERROR_NOT_SUPPORTED || rc == NVML_ERROR_INVALID_ARGUMENT)
+            break;
+        if (rc != NVML_SUCCESS || on != NVML_FEATURE_ENABLED)
+            continue;
+        nvmlPciInfo_t pci;
+        memset(&pci, 0, sizeof(pci));
+        if (n->get_link_pci(devs[i].handle, l, &pci) != NVML_SUCCESS)
+            continue;
+        for (size_t j = 0; j < count; j++) {
+            if (j == i || !devs[j].have_pci)
+                continue;
+            if (devs[j].domain == pci.domain && devs[j].bus == pci.bus &&
+                devs[j].device == pci.device) {
+                s->link[i * count + j] = GPU_LINK_NVLINK;
+                s->link[j * count + i] = GPU_LINK_NVLINK;
+            }
+        }
+    }
+}
+
+/* Fills s->link from the PCIe common ancestors, then overlays NVLink peers. Left NULL
+ * when the library offers neither call. */
+static void nvml_read_topology(struct nvml *n, struct nvml_dev *devs, struct gpu_set *s)
+{
+    size_t count = s->n_gpus;
+    bool have_links = n->get_link_state && n->get_link_pci;
+    if (count == 0 || (!n->get_topology && !have_links))
+        return;
+    s->link = xcalloc(count * count, sizeof(*s->link));
+    for (size_t i = 0; i < count; i++)
+        for (size_t j = 0; j < count; j++)
+            s->link[i * count + j] = i == j ? GPU_LINK_SELF : GPU_LINK_UNKNOWN;
+
+    for (size_t i = 0; i < count; i++) {
+        if (!devs[i].have_handle || s->gpus[i].lost)
+            continue;
+        for (size_t j = i + 1; n->get_topology && j < count; j++) {
+            if (!devs[j].have_handle || s->gpus[j].lost)
+                continue;
+            nvmlGpuTopologyLevel_t level;
+            if (n->get_topology(devs[i].handle, devs[j].handle, &level) == NVML_SUCCESS) {
+                s->link[i * count + j] = nvml_link_from_level(level);
+                s->link[j * count + i] = s->link[i * count + j];
+            }
+        }
+    }
+    for (size_t i = 0; have_links && i < count; i++)
+        if (devs[i].have_handle && !s->gpus[i].lost)
+            nvml_read_nvlinks(n, devs, s, i);
+}
+
+int nvml_read(struct nvml *n, struct gpu_set *out, char **err)
+{
+    memset(out, 0, sizeof(*out));
+    out->simulated = n->simulated;
+
+    unsigned int count = 0;
+    nvmlReturn_t rc = n->get_count(&count);
+    if (rc != NVML_SUCCESS) {
+        *err = xasprintf("no GPUs: nvmlDeviceGetCount failed: %s", nvml_strerror(n, rc));
+        return -1;
+    }
+    if (count > GPUINFO_MAX_GPUS)
+        count = GPUINFO_MAX_GPUS;
+
+    if (n->get_driver_version) {
+        char v[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE];
+        v[0] = 0;
+        if (n->get_driver_version(v, sizeof(v)) == NVML_SUCCESS)
+            nvml_copy(out->driver_version, sizeof(out->driver_version), v);
+    }
+
+    out->n_gpus = count;
+    out->gpus = count ? xcalloc(count, sizeof(*out->gpus)) : NULL;
+    struct nvml_dev *devs = count ? xcalloc(count, sizeof(*devs)) : NULL;
+    for (unsigned int i = 0; i < count; i++)
+        nvml_read_device(n, i, &devs[i], &out->gpus[i]);
+    nvml_read_topology(n, devs, out);
+    free(devs);
+    return 0;
+}

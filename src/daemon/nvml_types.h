@@ -1,0 +1,159 @@
+/* nvml_types: the part of NVML's ABI that gflow uses, declared by hand because Debian
+ * ships no nvml.h (it is in the CUDA toolkit only). Shared by the loader (nvml.c) and the
+ * simulator (src/sim/nvml_sim.c) so both agree byte for byte. Layouts and values are
+ * those of NVIDIA's nvml.h (r535-r550); the static asserts pin the sizes the driver
+ * expects on LP64. */
+#ifndef GFLOWD_NVML_TYPES_H
+#define GFLOWD_NVML_TYPES_H
+
+#include <stddef.h>
+
+typedef int nvmlReturn_t;
+enum {
+    NVML_SUCCESS = 0,
+    NVML_ERROR_UNINITIALIZED = 1,
+    NVML_ERROR_INVALID_ARGUMENT = 2,
+    NVML_ERROR_NOT_SUPPORTED = 3,
+    NVML_ERROR_NO_PERMISSION = 4,
+    NVML_ERROR_ALREADY_INITIALIZED = 5,
+    NVML_ERROR_NOT_FOUND = 6,
+    NVML_ERROR_INSUFFICIENT_SIZE = 7,
+    NVML_ERROR_INSUFFICIENT_POWER = 8,
+    NVML_ERROR_DRIVER_NOT_LOADED = 9,
+    NVML_ERROR_TIMEOUT = 10,
+    NVML_ERROR_IRQ_ISSUE = 11,
+    NVML_ERROR_LIBRARY_NOT_FOUND = 12,
+    NVML_ERROR_FUNCTION_NOT_FOUND = 13,
+    NVML_ERROR_CORRUPTED_INFOROM = 14,
+    NVML_ERROR_GPU_IS_LOST = 15,
+    NVML_ERROR_RESET_REQUIRED = 16,
+    NVML_ERROR_OPERATING_SYSTEM = 17,
+    NVML_ERROR_LIB_RM_VERSION_MISMATCH = 18,
+    NVML_ERROR_IN_USE = 19,
+    NVML_ERROR_MEMORY = 20,
+    NVML_ERROR_NO_DATA = 21,
+    NVML_ERROR_VGPU_ECC_NOT_SUPPORTED = 22,
+    NVML_ERROR_INSUFFICIENT_RESOURCES = 23,
+    NVML_ERROR_FREQ_NOT_SUPPORTED = 24,
+    NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25,
+    NVML_ERROR_DEPRECATED = 26,
+    NVML_ERROR_NOT_READY = 27,
+    NVML_ERROR_UNKNOWN = 999
+};
+
+/* An opaque handle; the loader never dereferences it. */
+typedef struct nvmlDevice_st *nvmlDevice_t;
+
+/* Buffer sizes from nvml.h. */
+#define NVML_DEVICE_UUID_V2_BUFFER_SIZE 96
+#define NVML_DEVICE_NAME_V2_BUFFER_SIZE 96
+#define NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE 80
+#define NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE 32
+#define NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE 16
+#define NVML_NVLINK_MAX_LINKS 18
+/* usedGpuMemory when the driver cannot tell (e.g. Windows WDDM, some MIG setups). */
+#define NVML_VALUE_NOT_AVAILABLE (~0ULL)
+
+/* nvmlDeviceGetMemoryInfo (v1). */
+typedef struct {
+    unsigned long long total;
+    unsigned long long free;
+    unsigned long long used;
+} nvmlMemory_t;
+
+/* nvmlDeviceGetMemoryInfo_v2: a versioned struct; `version` must be
+ * NVML_STRUCT_VERSION(Memory, 2) = sizeof | 2 << 24, or the driver answers
+ * ARGUMENT_VERSION_MISMATCH; a bare 2, as nvtop passes, is not a valid version. */
+typedef struct {
+    unsigned int version;
+    unsigned long long total;
+    unsigned long long reserved;
+    unsigned long long free;
+    unsigned long long used;
+} nvmlMemory_v2_t;
+#define NVML_MEMORY_V2_VERSION ((unsigned int)(sizeof(nvmlMemory_v2_t) | 2u << 24))
+
+typedef struct {
+    unsigned int gpu;    /* percent of time a kernel ran over the last sample period */
+    unsigned int memory; /* percent of time device memory was read or written */
+} nvmlUtilization_t;
+
+/* nvmlDeviceGetPciInfo_v2/_v3 and nvmlDeviceGetNvLinkRemotePciInfo_v2. The r390 layout
+ * moved the old 16-byte busId to busIdLegacy and added a 32-byte busId at the end. */
+typedef struct {
+    char busIdLegacy[NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE]; /* "0000:3B:00.0" */
+    unsigned int domain;
+    unsigned int bus;
+    unsigned int device;
+    unsigned int pciDeviceId;
+    unsigned int pciSubSystemId;
+    char busId[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE]; /* "00000000:3B:00.0" */
+} nvmlPciInfo_t;
+
+/* The pre-r390 layout written by the unversioned nvmlDeviceGetPciInfo and
+ * nvmlDeviceGetNvLinkRemotePciInfo: busId first, then the same integers. It is smaller
+ * than nvmlPciInfo_t, so passing an nvmlPciInfo_t buffer to the old call is safe. */
+typedef struct {
+    char busId[NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE];
+    unsigned int domain;
+    unsigned int bus;
+    unsigned int device;
+    unsigned int pciDeviceId;
+    unsigned int pciSubSystemId;
+    unsigned int reserved0, reserved1, reserved2, reserved3;
+} nvmlPciInfoLegacy_t;
+
+/* nvmlDeviceGetComputeRunningProcesses (v1): 16 bytes. */
+typedef struct {
+    unsigned int pid;
+    unsigned long long usedGpuMemory; /* bytes, or NVML_VALUE_NOT_AVAILABLE */
+} nvmlProcessInfo_v1_t;
+
+/* nvmlDeviceGetComputeRunningProcesses_v2/_v3: 24 bytes. */
+typedef struct {
+    unsigned int pid;
+    unsigned long long usedGpuMemory;
+    unsigned int gpuInstanceId;     /* MIG, ~0 when not MIG */
+    unsigned int computeInstanceId;
+} nvmlProcessInfo_t;
+
+/* The 32-byte entry some 535-series drivers write through the same _v3 entry point:
+ * the nvml.h of that series (CUDA 12.2) appended usedGpuCcProtectedMemory to
+ * nvmlProcessInfo_t, and later headers moved the field to nvmlProcessDetail_v1_t,
+ * restoring 24 bytes (pynvml carries both layouts for this reason). So the stride
+ * depends on the driver, not on the symbol name: the loader probes it, and the
+ * simulator's "proc32" build writes it. */
+typedef struct {
+    unsigned int pid;
+    unsigned long long usedGpuMemory;
+    unsigned int gpuInstanceId;
+    unsigned int computeInstanceId;
+    unsigned long long usedGpuCcProtectedMemory;
+} nvmlProcessInfo_cc_t;
+
+typedef enum {
+    NVML_TOPOLOGY_INTERNAL = 0,
+    NVML_TOPOLOGY_SINGLE = 10,
+    NVML_TOPOLOGY_MULTIPLE = 20,
+    NVML_TOPOLOGY_HOSTBRIDGE = 30,
+    NVML_TOPOLOGY_NODE = 40,
+    NVML_TOPOLOGY_SYSTEM = 50
+} nvmlGpuTopologyLevel_t;
+
+typedef enum { NVML_FEATURE_DISABLED = 0, NVML_FEATURE_ENABLED = 1 } nvmlEnableState_t;
+
+typedef enum { NVML_TEMPERATURE_GPU = 0 } nvmlTemperatureSensors_t;
+
+typedef enum { NVML_AFFINITY_SCOPE_NODE = 0, NVML_AFFINITY_SCOPE_SOCKET = 1 } nvmlAffinityScope_t;
+
+_Static_assert(sizeof(nvmlMemory_v2_t) == 40, "nvmlMemory_v2_t layout");
+_Static_assert(sizeof(nvmlPciInfo_t) == 68, "nvmlPciInfo_t layout");
+_Static_assert(offsetof(nvmlPciInfo_t, busId) == 36, "nvmlPciInfo_t layout");
+_Static_assert(sizeof(nvmlPciInfoLegacy_t) <= sizeof(nvmlPciInfo_t), "legacy pci layout");
+_Static_assert(offsetof(nvmlPciInfoLegacy_t, domain) == offsetof(nvmlPciInfo_t, domain),
+               "legacy pci layout");
+_Static_assert(sizeof(nvmlProcessInfo_v1_t) == 16, "nvmlProcessInfo_v1_t layout");
+_Static_assert(sizeof(nvmlProcessInfo_t) == 24, "nvmlProcessInfo_t layout");
+_Static_assert(sizeof(nvmlProcessInfo_cc_t) == 32, "nvmlProcessInfo_cc_t layout");
+
+#endif

@@ -1,0 +1,589 @@
+/* nvml_sim: libgflow-nvml-sim.so, an NVML look-alike that answers from a JSON fixture
+ * (path in $GFLOW_NVML_SIM; format in docs/simulator.md). It exports every NVML symbol
+ * gflow's loader (src/daemon/nvml.c) uses, under the new and legacy names, plus
+ * `gflowNvmlSimulated` so the loader can tell it apart from a real driver.
+ *
+ * The fixture is re-read on every call, so a test changes GPU state while a daemon runs
+ * by rewriting the file atomically (write a temp file, rename it over). A device handle
+ * is its index + 1, cast to a pointer: it stays valid across rewrites.
+ *
+ * Build variants for the loader's tests (compile definitions):
+ *   NVML_SIM_LEGACY       only the unversioned names (nvmlInit, nvmlDeviceGetCount, ...),
+ *                         with their old struct layouts (16-byte processes, busId first);
+ *   NVML_SIM_NO_OPTIONAL  only the required symbols;
+ *   NVML_SIM_PROC32       _v2/_v3 process lists with the 32-byte entries of some
+ *                         535-series drivers.
+ * Failures (init failure, a lost GPU, NOT_SUPPORTED) come from the fixture's "fail" maps.
+ *
+ * This is a fake: it keeps one global init count, like NVML does, and is not
+ * thread-safe beyond what the single-threaded daemon needs. */
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nvml_types.h"
+
+#define SIM_EXPORT __attribute__((visibility("default")))
+
+/* The loader looks this up to say "simulated" in gflowd status and ginfo. */
+SIM_EXPORT const int gflowNvmlSimulated = 1;
+
+static int sim_init_count;
+
+/* The parsed fixture of one call. */
+static json_t *sim_load(void)
+{
+    const char *path = getenv("GFLOW_NVML_SIM");
+    if (!path || !*path)
+        return NULL;
+    return json_load_file(path, 0, NULL);
+}
+
+/* The error code configured for `fn` in a "fail" map: the exact name ("nvmlInit_v2")
+ * first, then its base name without a _vN suffix ("nvmlInit"), so one fixture works
+ * with every build variant. 0 when none. */
+static nvmlReturn_t sim_fail_in(json_t *map, const char *fn)
+{
+    if (!json_is_object(map))
+        return NVML_SUCCESS;
+    json_t *v = json_object_get(map, fn);
+    if (!v) {
+        char base[128];
+        snprintf(base, sizeof(base), "%s", fn);
+        char *u = strrchr(base, '_');
+        if (u && u[1] == 'v' && u[2] >= '0' && u[2] <= '9')
+            *u = 0;
+        v = json_object_get(map, base);
+    }
+    return json_is_integer(v) ? (nvmlReturn_t)json_integer_value(v) : NVML_SUCCESS;
+}
+
+/* Starts a call: loads the fixture and applies the global "fail" map. On success *root
+ * holds the fixture (caller json_decref()s). */
+static nvmlReturn_t sim_begin(const char *fn, json_t **root, bool need_init)
+{
+    *root = NULL;
+    if (need_init && sim_init_count <= 0)
+        return NVML_ERROR_UNINITIALIZED;
+    json_t *r = sim_load();
+    if (!r)
+        return NVML_ERROR_DRIVER_NOT_LOADED;
+    nvmlReturn_t rc = sim_fail_in(json_object_get(r, "fail"), fn);
+    if (rc != NVML_SUCCESS) {
+        json_decref(r);
+        return rc;
+    }
+    *root = r;
+    return NVML_SUCCESS;
+}
+
+/* Starts a per-device call: as sim_begin(), then finds the GPU and applies its own
+ * "fail" map (e.g. {"nvmlDeviceGetMemoryInfo": 15} for a GPU that fell off the bus). */
+static nvmlReturn_t sim_begin_dev(const char *fn, nvmlDevice_t dev, json_t **root, json_t **gpu)
+{
+    nvmlReturn_t rc = sim_begin(fn, root, true);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    size_t idx = (size_t)(uintptr_t)dev;
+    json_t *gpus = json_object_get(*root, "gpus");
+    if (idx == 0 || idx > json_array_size(gpus)) {
+        json_decref(*root);
+        *root = NULL;
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    *gpu = json_array_get(gpus, idx - 1);
+    rc = sim_fail_in(json_object_get(*gpu, "fail"), fn);
+    if (rc != NVML_SUCCESS) {
+        json_decref(*root);
+        *root = NULL;
+    }
+    return rc;
+}
+
+static long long sim_int(json_t *obj, const char *key, long long dflt)
+{
+    json_t *v = json_object_get(obj, key);
+    if (json_is_integer(v))
+        return json_integer_value(v);
+    if (json_is_real(v))
+        return (long long)json_real_value(v);
+    return dflt;
+}
+
+static const char *sim_str(json_t *obj, const char *key, const char *dflt)
+{
+    const char *s = json_string_value(json_object_get(obj, key));
+    return s ? s : dflt;
+}
+
+/* Copies a string result the NVML way: INSUFFICIENT_SIZE when it does not fit. */
+static nvmlReturn_t sim_put_str(char *dst, unsigned int len, const char *s)
+{
+    if (!dst)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (strlen(s) + 1 > len)
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    memcpy(dst, s, strlen(s) + 1);
+    return NVML_SUCCESS;
+}
+
+/* Parses "DDDDDDDD:BB:DD.F" (or with a 4-digit domain). */
+static void sim_parse_bus(const char *s, unsigned int *dom, unsigned int *bus, unsigned int *dev)
+{
+    unsigned int f = 0;
+    *dom = *bus = *dev = 0;
+    if (sscanf(s, "%x:%x:%x.%x", dom, bus, dev, &f) != 4)
+        *dom = *bus = *dev = 0;
+}
+
+/* Fills an nvmlPciInfo_t (new layout) or the legacy one from a GPU entry. */
+static void sim_fill_pci(json_t *gpu, size_t index, void *out, bool legacy)
+{
+    char def[32];
+    snprintf(def, sizeof(def), "00000000:%02zX:00.0", index + 1);
+    unsigned int dom, bus, dev;
+    sim_parse_bus(sim_str(gpu, "pci_bus_id", def), &dom, &bus, &dev);
+    if (legacy) {
+        nvmlPciInfoLegacy_t *p = out;
+        memset(p, 0, sizeof(*p));
+        snprintf(p->busId, sizeof(p->busId), "%04X:%02X:%02X.0", dom & 0xffffu, bus, dev);
+        p->domain = dom;
+        p->bus = bus;
+        p->device = dev;
+        p->pciDeviceId = 0x233010de;
+    } else {
+        nvmlPciInfo_t *p = out;
+        memset(p, 0, sizeof(*p));
+        snprintf(p->busIdLegacy, sizeof(p->busIdLegacy), "%04X:%02X:%02X.0", dom & 0xffffu, bus,
+                 dev);
+        snprintf(p->busId, sizeof(p->busId), "%08X:%02X:%02X.0", dom, bus, dev);
+        p->domain = dom;
+        p->bus = bus;
+        p->device = dev;
+        p->pciDeviceId = 0x233010de;
+    }
+}
+
+/* Used memory in bytes: "memory_used_mib", else the sum of the known process memory. */
+static unsigned long long sim_used_bytes(json_t *gpu)
+{
+    long long used = sim_int(gpu, "memory_used_mib", -1);
+    if (used < 0) {
+        used = 0;
+        size_t i;
+        json_t *p;
+        json_array_foreach(json_object_get(gpu, "processes"), i, p)
+        {
+            long long m = sim_int(p, "used_memory_mib", -1);
+            if (m > 0)
+                used += m;
+        }
+    }
+    return (unsigned long long)used << 20;
+}
+
+/* ---- required ---- */
+
+static nvmlReturn_t sim_init(const char *fn)
+{
+    json_t *r;
+    nvmlReturn_t rc = sim_begin(fn, &r, false);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    json_decref(r);
+    sim_init_count++;
+    return NVML_SUCCESS;
+}
+
+static nvmlReturn_t sim_count(const char *fn, unsigned int *count)
+{
+    json_t *r;
+    nvmlReturn_t rc = sim_begin(fn, &r, true);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!count) {
+        json_decref(r);
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    *count = (unsigned int)json_array_size(json_object_get(r, "gpus"));
+    json_decref(r);
+    return NVML_SUCCESS;
+}
+
+static nvmlReturn_t sim_handle(const char *fn, unsigned int index, nvmlDevice_t *dev)
+{
+    json_t *r, *g;
+    nvmlReturn_t rc = sim_begin_dev(fn, (nvmlDevice_t)(uintptr_t)(index + 1), &r, &g);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    json_decref(r);
+    if (!dev)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *dev = (nvmlDevice_t)(uintptr_t)(index + 1);
+    return NVML_SUCCESS;
+}
+
+static nvmlReturn_t sim_pci(const char *fn, nvmlDevice_t dev, void *pci, bool legacy)
+{
+    json_t *r, *g;
+    nvmlReturn_t rc = sim_begin_dev(fn, dev, &r, &g);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (pci)
+        sim_fill_pci(g, (size_t)(uintptr_t)dev - 1, pci, legacy);
+    json_decref(r);
+    return pci ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
+}
+
+SIM_EXPORT nvmlReturn_t nvmlShutdown(void)
+{
+    if (sim_init_count <= 0)
+        return NVML_ERROR_UNINITIALIZED;
+    sim_init_count--;
+    return NVML_SUCCESS;
+}
+
+SIM_EXPORT const char *nvmlErrorString(nvmlReturn_t rc)
+{
+    switch (rc) {
+    case NVML_SUCCESS: return "Success";
+    case NVML_ERROR_UNINITIALIZED: return "Uninitialized";
+    case NVML_ERROR_INVALID_ARGUMENT: return "Invalid Argument";
+    case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
+    case NVML_ERROR_NO_PERMISSION: return "Insufficient Permissions";
+    case NVML_ERROR_NOT_FOUND: return "Not Found";
+    case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
+    case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
+    case NVML_ERROR_TIMEOUT: return "Timeout";
+    case NVML_ERROR_GPU_IS_LOST: return "GPU is lost";
+    case NVML_ERROR_LIB_RM_VERSION_MISMATCH: return "RM has detected an NVML/RM version mismatch.";
+    case NVML_ERROR_ARGUMENT_VERSION_MISMATCH: return "Argument version mismatch";
+    default: return "Unknown Error";
+    }
+}
+
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t dev, char *uuid, unsigned int len)
+{
+    json_t *r, *g;
+    nvmlReturn_t rc = sim_begin_dev("nvmlDeviceGetUUID", dev, &r, &g);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    char def[64];
+    snprintf(def, sizeof(def), "GPU-00000000-0000-0000-0000-%012zx", (size_t)(uintptr_t)dev - 1);
+    rc = sim_put_str(uuid, len, sim_str(g, "uuid", def));
+    json_decref(r);
+    return rc;
+}
+
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t dev, char *name, unsigned int len)
+{
+    json_t *r, *g;
+    nvmlReturn_t rc = sim_begin_dev("nvmlDeviceGetName", dev, &r, &g);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    rc = sim_put_str(name, len, sim_str(g, "name", "Simulated GPU"));
+    json_decref(r);
+    return rc;
+}
+
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t dev, nvmlMemory_t *mem)
+{
+    json_t *r, *g;
+    nvmlReturn_t rc = sim_begin_dev("nvmlDeviceGetMemoryInfo", dev, &r, &g);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!mem) {
+        json_decref(r);
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    /* The legacy call counts the driver's reservation as used; _v2 does not. */
+    mem->total = (unsigned long long)sim_int(g, "memory_total_mib", 0) << 20;
+    mem->used = sim_used_bytes(g) + ((unsigned long long)sim_int(g, "memory_reserved_mib", 0) << 20);
+    mem->free = mem->total > mem->used ? mem->total - mem->used : 0;
+    json_decref(r);
+    return NVML_SUCCESS;
+}
+
+#ifndef NVML_SIM_LEGACY
+SIM_EXPORT nvmlReturn_t nvmlInit_v2(void) { return sim_init("nvmlInit_v2"); }
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *c)
+{
+    return sim_count("nvmlDeviceGetCount_v2", c);
+}
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int i, nvmlDevice_t *d)
+{
+    return sim_handle("nvmlDeviceGetHandleByIndex_v2", i, d);
+}
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t d, nvmlPciInfo_t *p)
+{
+    return sim_pci("nvmlDeviceGetPciInfo_v3", d, p, false);
+}
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v2(nvmlDevice_t d, nvmlPciInfo_t *p)
+{
+    return sim_pci("nvmlDeviceGetPciInfo_v2", d, p, false);
+}
+
+/* Checks the version field like the driver: sizeof | 2 << 24, nothing else. */
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t dev, nvmlMemory_v2_t *mem)
+{
+    json_t *r, *g;
+    nvmlReturn_t rc = sim_begin_dev("nvmlDeviceGetMemoryInfo_v2", dev, &r, &g);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!mem || mem->version != NVML_MEMORY_V2_VERSION) {
+        json_decref(r);
+        return mem ? NVML_ERROR_ARGUMENT_VERSION_MISMATCH : NVML_ERROR_INVALID_ARGUMENT;
+    }
+    mem->total = (unsigned long long)sim_int(g, "memory_total_mib", 0) << 20;
+    mem->reserved = (unsigned long long)sim_int(g, "memory_reserved_mib", 0) << 20;
+    mem->used = sim_used_bytes(g);
+    mem->free = mem->total > mem->used + mem->reserved ? mem->total - mem->used - mem->reserved : 0;
+    json_decref(r);
+    return NVML_SUCCESS;
+}
+#endif
+
+SIM_EXPORT nvmlReturn_t nvmlInit(void) { return sim_init("nvmlInit"); }
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetCount(unsigned int *c)
+{
+    return sim_count("nvmlDeviceGetCount", c);
+}
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int i, nvmlDevice_t *d)
+{
+    return sim_handle("nvmlDeviceGetHandleByIndex", i, d);
+}
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo(nvmlDevice_t d, nvmlPciInfoLegacy_t *p)
+{
+    return sim_pci("nvmlDeviceGetPciInfo", d, p, true);
+}
+
+/* ---- optional ---- */
+#ifndef NVML_SIM_NO_OPTIONAL
+
+/* Reads one integer metric; NOT_SUPPORTED when the fixture leaves it out or sets null,
+ * as a real GPU does for e.g. power on many consumer boards. */
+static nvmlReturn_t sim_metric(const char *fn, nvmlDevice_t dev, const char *key, long long mul,
+                               unsigned int *out)
+{
+    json_t *r, *g;
+    nvmlReturn_t rc = sim_begin_dev(fn, dev, &r, &g);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    long long v = sim_int(g, key, -1);
+    json_decref(r);
+    if (!out)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (v < 0)
+        return NVML_ERROR_NOT_SUPPORTED;
+    *out = (unsigned int)(v * mul);
+    return NVML_SUCCESS;
+}
+
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t dev, nvmlUtilization_t *u)
+{
+    unsigned int v = 0;
+    nvmlReturn_t rc = sim_metric("nvmlDeviceGetUtilizationRates", dev, "utilization_gpu", 1, &v);
+    if (rc == NVML_SUCCESS && u) {
+        u->gpu = v;
+        u->memory = 0;
+    }
+    return rc;
+}
+
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t dev, nvmlTemperatureSensors_t s,
+                                                 unsigned int *t)
+{
+    if (s != NVML_TEMPERATURE_GPU)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    return sim_metric("nvmlDeviceGetTemperature", dev, "temperature_c", 1, t);
+}
+
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t dev, unsigned int *mw)
+{
+    return sim_metric("nvmlDeviceGetPowerUsage", dev, "power_w", 1000, mw);
+}
+
+/* The process list, NVML style: with too small a capacity, the count needed and
+ * INSUFFICIENT_SIZE. `stride` is the entry size of the entry point called. A
+ * "used_memory_mib" of null or below 0 is written as ~0ULL (not available). */
+static nvmlReturn_t sim_procs(const char *fn, nvmlDevice_t dev, unsigned int *count, void *infos,
+                              size_t stride)
+{
+    json_t *r, *g;
+    nvmlReturn_t rc = sim_begin_dev(fn, dev, &r, &g);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!count) {
+        json_decref(r);
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    json_t *procs = json_object_get(g, "processes");
+    unsigned int n = (unsigned int)json_array_size(procs);
+    if (*count < n || (n > 0 && !infos)) {
+        *count = n;
+        json_decref(r);
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    for (unsigned int i = 0; i < n; i++) {
+        json_t *p = json_array_get(procs, i);
+        long long mib = sim_int(p, "used_memory_mib", -1);
+        nvmlProcessInfo_cc_t e;
+        memset(&e, 0, sizeof(e));
+        e.pid = (unsigned int)sim_int(p, "pid", 0);
+        e.usedGpuMemory = mib < 0 ? NVML_VALUE_NOT_AVAILABLE : (unsigned long long)mib << 20;
+        e.gpuInstanceId = ~0u;
+        e.computeInstanceId = ~0u;
+        e.usedGpuCcProtectedMemory = 0;
+        /* The first `stride` bytes of the widest layout are each narrower layout. */
+        memcpy((unsigned char *)infos + i * stride, &e, stride);
+    }
+    *count = n;
+    json_decref(r);
+    return NVML_SUCCESS;
+}
+
+#ifdef NVML_SIM_PROC32
+#define SIM_PROC_STRIDE sizeof(nvmlProcessInfo_cc_t)
+#else
+#define SIM_PROC_STRIDE sizeof(nvmlProcessInfo_t)
+#endif
+
+#ifndef NVML_SIM_LEGACY
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned int *c,
+                                                                void *infos)
+{
+    return sim_procs("nvmlDeviceGetComputeRunningProcesses_v3", d, c, infos, SIM_PROC_STRIDE);
+}
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t d, unsigned int *c,
+                                                                void *infos)
+{
+    return sim_procs("nvmlDeviceGetComputeRunningProcesses_v2", d, c, infos, SIM_PROC_STRIDE);
+}
+#endif
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t d, unsigned int *c,
+                                                             nvmlProcessInfo_v1_t *infos)
+{
+    return sim_procs("nvmlDeviceGetComputeRunningProcesses", d, c, infos,
+                     sizeof(nvmlProcessInfo_v1_t));
+}
+
+/* PCIe topology from the fixture: the same numa_node (absent counts as 0) is NODE,
+ * else SYSTEM. NVLink is reported by the NvLink calls, as on real hardware where the
+ * common ancestor is always a PCIe level. */
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t a, nvmlDevice_t b,
+                                                            nvmlGpuTopologyLevel_t *level)
+{
+    json_t *r, *ga, *gb;
+    nvmlReturn_t rc = sim_begin_dev("nvmlDeviceGetTopologyCommonAncestor", a, &r, &ga);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    json_decref(r);
+    rc = sim_begin_dev("nvmlDeviceGetTopologyCommonAncestor", b, &r, &gb);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    ga = json_array_get(json_object_get(r, "gpus"), (size_t)(uintptr_t)a - 1);
+    if (!level) {
+        json_decref(r);
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    if (a == b)
+        *level = NVML_TOPOLOGY_INTERNAL;
+    else if (sim_int(ga, "numa_node", 0) == sim_int(gb, "numa_node", 0))
+        *level = NVML_TOPOLOGY_NODE;
+    else
+        *level = NVML_TOPOLOGY_SYSTEM;
+    json_decref(r);
+    return NVML_SUCCESS;
+}
+
+/* Link k of a GPU is up when its "nvlink" list has a k-th peer; a GPU without the list
+ * has no NVLink (NOT_SUPPORTED), like a PCIe-only board. */
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t dev, unsigned int link,
+                                                 nvmlEnableState_t *on)
+{
+    json_t *r, *g;
+    nvmlReturn_t rc = sim_begin_dev("nvmlDeviceGetNvLinkState", dev, &r, &g);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    json_t *peers = json_object_get(g, "nvlink");
+    if (!json_is_array(peers))
+        rc = NVML_ERROR_NOT_SUPPORTED;
+    else if (link >= NVML_NVLINK_MAX_LINKS || !on)
+        rc = NVML_ERROR_INVALID_ARGUMENT;
+    else
+        *on = link < json_array_size(peers) ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+    json_decref(r);
+    return rc;
+}
+
+static nvmlReturn_t sim_link_pci(const char *fn, nvmlDevice_t dev, unsigned int link, void *pci,
+                                 bool legacy)
+{
+    json_t *r, *g;
+    nvmlReturn_t rc = sim_begin_dev(fn, dev, &r, &g);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    json_t *peers = json_object_get(g, "nvlink");
+    json_t *gpus = json_object_get(r, "gpus");
+    if (!json_is_array(peers))
+        rc = NVML_ERROR_NOT_SUPPORTED;
+    else if (link >= json_array_size(peers) || !pci)
+        rc = NVML_ERROR_INVALID_ARGUMENT;
+    else {
+        long long peer = json_integer_value(json_array_get(peers, link));
+        if (peer < 0 || (size_t)peer >= json_array_size(gpus))
+            rc = NVML_ERROR_INVALID_ARGUMENT;
+        else
+            sim_fill_pci(json_array_get(gpus, (size_t)peer), (size_t)peer, pci, legacy);
+    }
+    json_decref(r);
+    return rc;
+}
+
+#ifndef NVML_SIM_LEGACY
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t d, unsigned int link,
+                                                            nvmlPciInfo_t *pci)
+{
+    return sim_link_pci("nvmlDeviceGetNvLinkRemotePciInfo_v2", d, link, pci, false);
+}
+
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetNumaNodeId(nvmlDevice_t dev, unsigned int *node)
+{
+    return sim_metric("nvmlDeviceGetNumaNodeId", dev, "numa_node", 1, node);
+}
+#endif
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo(nvmlDevice_t d, unsigned int link,
+                                                         nvmlPciInfoLegacy_t *pci)
+{
+    return sim_link_pci("nvmlDeviceGetNvLinkRemotePciInfo", d, link, pci, true);
+}
+
+/* The older way to learn the NUMA node: a bitmask of nodes near the GPU's memory. */
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetMemoryAffinity(nvmlDevice_t dev, unsigned int size,
+                                                    unsigned long *set, nvmlAffinityScope_t scope)
+{
+    unsigned int node = 0;
+    nvmlReturn_t rc = sim_metric("nvmlDeviceGetMemoryAffinity", dev, "numa_node", 1, &node);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!set || scope != NVML_AFFINITY_SCOPE_NODE || node / (8 * sizeof(unsigned long)) >= size)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    memset(set, 0, size * sizeof(*set));
+    set[node / (8 * sizeof(unsigned long))] = 1UL << (node % (8 * sizeof(unsigned long)));
+    return NVML_SUCCESS;
+}
+
+SIM_EXPORT nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int len)
+{
+    json_t *r;
+    nvmlReturn_t rc = sim_begin("nvmlSystemGetDriverVersion", &r, true);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    rc = sim_put_str(version, len, sim_str(r, "driver_version", "gflow-sim"));
+    json_decref(r);
+    return rc;
+}
+#endif /* NVML_SIM_NO_OPTIONAL */

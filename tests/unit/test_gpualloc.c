@@ -1,0 +1,188 @@
+/* test_gpualloc: the GPU choice of src/core/gpualloc.c: sequential, topology on an 8-GPU
+ * machine with two NVLink islands of four (0-3, 4-7; SYS between them), topology on a
+ * uniform machine and without a link matrix (both equal sequential), seeded random. */
+/* cmocka needs these first. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpualloc.h"
+
+#define M(...) mask_of((int[]){__VA_ARGS__, -1})
+
+static uint64_t mask_of(const int *idx)
+{
+    uint64_t m = 0;
+    for (; *idx >= 0; idx++)
+        m |= 1ULL << *idx;
+    return m;
+}
+
+static struct gpu_info gpus8[8];
+static enum gpu_link links8[64];
+
+/* Two islands: NVLink inside, across NUMA nodes between them. */
+static struct gpu_set islands(void)
+{
+    for (int i = 0; i < 8; i++) {
+        memset(&gpus8[i], 0, sizeof(gpus8[i]));
+        gpus8[i].index = i;
+        gpus8[i].memory_total_mib = 81559;
+        for (int j = 0; j < 8; j++)
+            links8[i * 8 + j] = i == j             ? GPU_LINK_SELF
+                                : (i / 4 == j / 4) ? GPU_LINK_NVLINK
+                                                   : GPU_LINK_SYSTEM;
+    }
+    return (struct gpu_set){.gpus = gpus8, .n_gpus = 8, .link = links8};
+}
+
+static void test_strategy_names(void **state)
+{
+    (void)state;
+    enum gpualloc_strategy s;
+    assert_int_equal(gpualloc_strategy_parse("topology", &s), 0);
+    assert_int_equal(s, GPUALLOC_TOPOLOGY);
+    assert_int_equal(gpualloc_strategy_parse("Sequential", &s), 0);
+    assert_int_equal(s, GPUALLOC_SEQUENTIAL);
+    assert_int_equal(gpualloc_strategy_parse("random", &s), 0);
+    assert_int_equal(s, GPUALLOC_RANDOM);
+    assert_int_equal(gpualloc_strategy_parse("best", &s), -1);
+    assert_string_equal(gpualloc_strategy_name(GPUALLOC_RANDOM), "random");
+    /* The zero value is the default strategy. */
+    assert_string_equal(gpualloc_strategy_name((enum gpualloc_strategy)0), "topology");
+}
+
+static void test_sequential(void **state)
+{
+    (void)state;
+    struct gpu_set s = islands();
+    uint64_t all = 0xff;
+    assert_int_equal(gpualloc_choose(&s, all & ~M(1, 5), 3, GPUALLOC_SEQUENTIAL, NULL), M(0, 2, 3));
+    /* Sequential ignores the islands. */
+    assert_int_equal(gpualloc_choose(&s, all & ~M(0, 1, 2), 2, GPUALLOC_SEQUENTIAL, NULL), M(3, 4));
+    assert_int_equal(gpualloc_choose(&s, M(6), 2, GPUALLOC_SEQUENTIAL, NULL), 0);
+    assert_int_equal(gpualloc_choose(&s, all, 0, GPUALLOC_SEQUENTIAL, NULL), 0);
+    /* Bits beyond the set are not GPUs. */
+    assert_int_equal(gpualloc_choose(&s, M(7, 9), 2, GPUALLOC_SEQUENTIAL, NULL), 0);
+}
+
+static void test_topology_islands(void **state)
+{
+    (void)state;
+    struct gpu_set s = islands();
+    uint64_t all = 0xff;
+    /* Two busy in island A, none in B: a 4-GPU job gets all of island B. */
+    assert_int_equal(gpualloc_choose(&s, all & ~M(0, 1), 4, GPUALLOC_TOPOLOGY, NULL),
+                     M(4, 5, 6, 7));
+    assert_int_equal(gpualloc_choose(&s, all & ~M(1, 2), 4, GPUALLOC_TOPOLOGY, NULL),
+                     M(4, 5, 6, 7));
+    /* Island B busier: the 4-GPU job gets island A. */
+    assert_int_equal(gpualloc_choose(&s, all & ~M(6), 4, GPUALLOC_TOPOLOGY, NULL), M(0, 1, 2, 3));
+    /* A 2-GPU job prefers an NVLink pair over the lowest indices (3,4 cross islands). */
+    assert_int_equal(gpualloc_choose(&s, all & ~M(0, 1, 2), 2, GPUALLOC_TOPOLOGY, NULL), M(4, 5));
+    /* Ties go to the lowest indices: both islands free. */
+    assert_int_equal(gpualloc_choose(&s, all, 2, GPUALLOC_TOPOLOGY, NULL), M(0, 1));
+    assert_int_equal(gpualloc_choose(&s, all, 4, GPUALLOC_TOPOLOGY, NULL), M(0, 1, 2, 3));
+    /* A 3-GPU job fits in the island with three free. */
+    assert_int_equal(gpualloc_choose(&s, all & ~M(0, 4, 5), 3, GPUALLOC_TOPOLOGY, NULL),
+                     M(1, 2, 3));
+    assert_int_equal(gpualloc_choose(&s, all & ~M(0, 1, 4), 3, GPUALLOC_TOPOLOGY, NULL),
+                     M(5, 6, 7));
+    /* No island has room: the job spans both, lowest indices. */
+    assert_int_equal(gpualloc_choose(&s, all & ~M(0, 4), 4, GPUALLOC_TOPOLOGY, NULL),
+                     M(1, 2, 3, 5));
+    /* One GPU: the lowest free. */
+    assert_int_equal(gpualloc_choose(&s, all & ~M(0), 1, GPUALLOC_TOPOLOGY, NULL), M(1));
+    assert_int_equal(gpualloc_worst_link(&s, M(4, 5, 6, 7)), GPU_LINK_NVLINK);
+    assert_int_equal(gpualloc_worst_link(&s, M(3, 4)), GPU_LINK_SYSTEM);
+    assert_int_equal(gpualloc_worst_link(&s, M(3)), GPU_LINK_SELF);
+}
+
+static void test_topology_mixed_levels(void **state)
+{
+    (void)state;
+    /* 4 GPUs: 0-1 on one PCIe switch, 2-3 on another, host bridge between them. */
+    struct gpu_info g[4];
+    enum gpu_link l[16];
+    memset(g, 0, sizeof(g));
+    for (int i = 0; i < 4; i++) {
+        g[i].index = i;
+        for (int j = 0; j < 4; j++)
+            l[i * 4 + j] = i == j           ? GPU_LINK_SELF
+                           : i / 2 == j / 2 ? GPU_LINK_SINGLE
+                                            : GPU_LINK_HOSTBRIDGE;
+    }
+    struct gpu_set s = {.gpus = g, .n_gpus = 4, .link = l};
+    assert_int_equal(gpualloc_choose(&s, M(1, 2, 3), 2, GPUALLOC_TOPOLOGY, NULL), M(2, 3));
+    assert_int_equal(gpualloc_choose(&s, M(0, 1, 2, 3), 2, GPUALLOC_TOPOLOGY, NULL), M(0, 1));
+    assert_int_equal(gpualloc_choose(&s, M(0, 1, 2, 3), 3, GPUALLOC_TOPOLOGY, NULL), M(0, 1, 2));
+    /* Unknown pairs rank last. */
+    l[2 * 4 + 3] = l[3 * 4 + 2] = GPU_LINK_UNKNOWN;
+    assert_int_equal(gpualloc_choose(&s, M(1, 2, 3), 2, GPUALLOC_TOPOLOGY, NULL), M(1, 2));
+}
+
+static void test_topology_uniform_is_sequential(void **state)
+{
+    (void)state;
+    struct gpu_set s = islands();
+    for (int i = 0; i < 64; i++)
+        links8[i] = i % 9 == 0 ? GPU_LINK_SELF : GPU_LINK_NODE;
+    srand(7);
+    for (int t = 0; t < 500; t++) {
+        uint64_t cand = (uint64_t)rand() & 0xff;
+        int k = 1 + rand() % 8;
+        assert_int_equal(gpualloc_choose(&s, cand, k, GPUALLOC_TOPOLOGY, NULL),
+                         gpualloc_choose(&s, cand, k, GPUALLOC_SEQUENTIAL, NULL));
+    }
+    /* No link matrix: the same. */
+    s.link = NULL;
+    assert_int_equal(gpualloc_choose(&s, 0xff & ~M(0, 1, 2), 2, GPUALLOC_TOPOLOGY, NULL), M(3, 4));
+}
+
+static void test_random(void **state)
+{
+    (void)state;
+    struct gpu_set s = islands();
+    uint64_t cand = 0xff & ~M(1, 5);
+    int seen[8] = {0};
+    for (uint64_t seed = 0; seed < 400; seed++) {
+        uint64_t a = seed, b = seed;
+        uint64_t m = gpualloc_choose(&s, cand, 2, GPUALLOC_RANDOM, &a);
+        /* Seeded: the same seed gives the same choice, and the state advances. */
+        assert_int_equal(m, gpualloc_choose(&s, cand, 2, GPUALLOC_RANDOM, &b));
+        assert_int_not_equal(a, seed);
+        assert_int_equal(__builtin_popcountll(m), 2);
+        assert_int_equal(m & ~cand, 0);
+        for (int i = 0; i < 8; i++)
+            seen[i] += (int)(m >> i & 1);
+    }
+    /* Every candidate is picked sometimes, the busy ones never. */
+    for (int i = 0; i < 8; i++) {
+        if (i == 1 || i == 5)
+            assert_int_equal(seen[i], 0);
+        else
+            assert_true(seen[i] > 50);
+    }
+    uint64_t r = 1;
+    assert_int_equal(gpualloc_choose(&s, cand, 6, GPUALLOC_RANDOM, &r), cand);
+    assert_int_equal(gpualloc_choose(&s, cand, 7, GPUALLOC_RANDOM, &r), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_strategy_names),
+        cmocka_unit_test(test_sequential),
+        cmocka_unit_test(test_topology_islands),
+        cmocka_unit_test(test_topology_mixed_levels),
+        cmocka_unit_test(test_topology_uniform_is_sequential),
+        cmocka_unit_test(test_random),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,394 @@
+/* test_nvml: the NVML loader (src/daemon/nvml.c) against the simulator and its build
+ * variants. Each test writes a fixture into a temp dir, points GFLOW_NVML_SIM at it and
+ * loads one of the simulator libraries, whose paths meson passes in the environment:
+ * NVML_SIM_LIB (all symbols), NVML_SIM_LEGACY_LIB (unversioned names only),
+ * NVML_SIM_NOOPT_LIB (required symbols only), NVML_SIM_PROC32_LIB (32-byte process
+ * entries). The assertions are about what the loader reports. */
+/* cmocka needs these first. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gpuinfo.h"
+#include "nvml.h"
+#include "util.h"
+
+static char tmpdir[] = "/tmp/gflow-test-nvml-XXXXXX";
+static char fixture_path[256];
+
+/* Four GPUs: 0 and 1 NVLink peers on NUMA node 0, 2 on node 0 without NVLink, 3 on node
+ * 1 without power reading; GPU 1 has its used memory given, the others the sum of their
+ * processes; GPU 0 has 300 MiB reserved by the driver. */
+static const char *const fixture4 =
+    "{\"driver_version\": \"550.54.15\", \"gpus\": ["
+    " {\"name\": \"NVIDIA A100-SXM4-80GB\", \"uuid\": \"GPU-aaaa0000\","
+    "  \"pci_bus_id\": \"00000000:07:00.0\", \"memory_total_mib\": 81920,"
+    "  \"memory_reserved_mib\": 300,"
+    "  \"utilization_gpu\": 37, \"temperature_c\": 41, \"power_w\": 250, \"numa_node\": 0,"
+    "  \"nvlink\": [1, 1], \"processes\": [{\"pid\": 4242, \"used_memory_mib\": 1000},"
+    "  {\"pid\": 4243, \"used_memory_mib\": 24}]},"
+    " {\"name\": \"NVIDIA A100-SXM4-80GB\", \"uuid\": \"GPU-bbbb1111\","
+    "  \"pci_bus_id\": \"00000000:0F:00.0\", \"memory_total_mib\": 81920,"
+    "  \"memory_used_mib\": 5000, \"utilization_gpu\": 0, \"temperature_c\": 30,"
+    "  \"power_w\": 60, \"numa_node\": 0, \"nvlink\": [0, 0], \"processes\": []},"
+    " {\"name\": \"NVIDIA A100-PCIE-40GB\", \"uuid\": \"GPU-cccc2222\","
+    "  \"pci_bus_id\": \"00000000:47:00.0\", \"memory_total_mib\": 40960,"
+    "  \"utilization_gpu\": 100, \"temperature_c\": 70, \"power_w\": 240, \"numa_node\": 0},"
+    " {\"name\": \"NVIDIA A100-PCIE-40GB\", \"uuid\": \"GPU-dddd3333\","
+    "  \"pci_bus_id\": \"00000001:B1:00.0\", \"memory_total_mib\": 40960,"
+    "  \"utilization_gpu\": 5, \"temperature_c\": 35, \"numa_node\": 1,"
+    "  \"processes\": [{\"pid\": 777, \"used_memory_mib\": null}]}]}";
+
+/* Rewrites the fixture atomically, as a test that changes GPU state under a daemon does. */
+static void put_fixture(const char *json)
+{
+    assert_int_equal(write_file_atomic(fixture_path, json, strlen(json), 0644), 0);
+}
+
+static const char *lib_path(const char *env)
+{
+    const char *p = getenv(env);
+    if (!p)
+        fail_msg("%s is not set (run through meson test)", env);
+    return p;
+}
+
+static struct nvml *open_ok(const char *env)
+{
+    char *err = NULL;
+    struct nvml *n = nvml_open(lib_path(env), &err);
+    if (!n)
+        fail_msg("nvml_open: %s", err);
+    assert_null(err);
+    return n;
+}
+
+static void read_ok(struct nvml *n, struct gpu_set *s)
+{
+    char *err = NULL;
+    if (nvml_read(n, s, &err) != 0)
+        fail_msg("nvml_read: %s", err);
+    assert_null(err);
+    assert_null(s->error);
+}
+
+static enum gpu_link link_of(const struct gpu_set *s, size_t i, size_t j)
+{
+    assert_non_null(s->link);
+    return s->link[i * s->n_gpus + j];
+}
+
+/* The identity fields that every variant must read alike. */
+static void check_identity(const struct gpu_set *s)
+{
+    assert_int_equal(s->n_gpus, 4);
+    for (size_t i = 0; i < 4; i++) {
+        assert_int_equal(s->gpus[i].index, (int)i);
+        assert_false(s->gpus[i].lost);
+    }
+    assert_string_equal(s->gpus[0].uuid, "GPU-aaaa0000");
+    assert_string_equal(s->gpus[3].uuid, "GPU-dddd3333");
+    assert_string_equal(s->gpus[0].name, "NVIDIA A100-SXM4-80GB");
+    assert_string_equal(s->gpus[2].name, "NVIDIA A100-PCIE-40GB");
+    assert_string_equal(s->gpus[0].pci_bus_id, "00000000:07:00.0");
+    assert_string_equal(s->gpus[3].pci_bus_id, "00000001:B1:00.0");
+    assert_int_equal(s->gpus[0].memory_total_mib, 81920);
+    assert_int_equal(s->gpus[2].memory_total_mib, 40960);
+    assert_int_equal(s->gpus[1].memory_used_mib, 5000);
+    assert_int_equal(s->gpus[2].memory_used_mib, 0);
+}
+
+/* The metrics, processes and topology of fixture4 with every optional symbol present. */
+static void check_metrics(const struct gpu_set *s)
+{
+    assert_string_equal(s->driver_version, "550.54.15");
+    assert_int_equal(s->gpus[0].utilization_gpu, 37);
+    assert_int_equal(s->gpus[2].utilization_gpu, 100);
+    assert_int_equal(s->gpus[1].utilization_gpu, 0);
+    assert_int_equal(s->gpus[0].temperature_c, 41);
+    assert_int_equal(s->gpus[0].power_w, 250);
+    assert_int_equal(s->gpus[3].power_w, -1); /* NOT_SUPPORTED: unknown, not 0 */
+    assert_int_equal(s->gpus[0].numa_node, 0);
+    assert_int_equal(s->gpus[3].numa_node, 1);
+
+    assert_int_equal(s->gpus[0].n_procs, 2);
+    assert_int_equal(s->gpus[0].procs[0].pid, 4242);
+    assert_int_equal(s->gpus[0].procs[0].used_mib, 1000);
+    assert_int_equal(s->gpus[0].procs[1].pid, 4243);
+    assert_int_equal(s->gpus[0].procs[1].used_mib, 24);
+    assert_int_equal(s->gpus[1].n_procs, 0);
+    assert_int_equal(s->gpus[2].n_procs, 0);
+    assert_int_equal(s->gpus[3].n_procs, 1);
+    assert_int_equal(s->gpus[3].procs[0].pid, 777);
+    assert_int_equal(s->gpus[3].procs[0].used_mib, -1); /* ~0ULL: unknown */
+
+    for (size_t i = 0; i < 4; i++)
+        assert_int_equal(link_of(s, i, i), GPU_LINK_SELF);
+    assert_int_equal(link_of(s, 0, 1), GPU_LINK_NVLINK);
+    assert_int_equal(link_of(s, 1, 0), GPU_LINK_NVLINK);
+    assert_int_equal(link_of(s, 0, 2), GPU_LINK_NODE);
+    assert_int_equal(link_of(s, 2, 1), GPU_LINK_NODE);
+    assert_int_equal(link_of(s, 0, 3), GPU_LINK_SYSTEM);
+    assert_int_equal(link_of(s, 3, 2), GPU_LINK_SYSTEM);
+}
+
+static void test_normal_read(void **state)
+{
+    put_fixture(fixture4);
+    struct nvml *n = open_ok("NVML_SIM_LIB");
+    assert_true(nvml_is_simulated(n));
+    struct gpu_set s;
+    read_ok(n, &s);
+    assert_true(s.simulated);
+    check_identity(&s);
+    check_metrics(&s);
+    /* _v2 memory, with our struct version accepted: the reservation is not "used". */
+    assert_int_equal(s.gpus[0].memory_used_mib, 1024);
+    gpu_set_free(&s);
+    nvml_close(n);
+}
+
+static void test_legacy_symbols(void **state)
+{
+    put_fixture(fixture4);
+    struct nvml *n = open_ok("NVML_SIM_LEGACY_LIB");
+    struct gpu_set s;
+    read_ok(n, &s);
+    /* Bus ids rebuilt in the 8-digit-domain form from the legacy struct; 16-byte
+     * process entries; NUMA from the memory affinity mask; NVLink from the legacy
+     * remote-PCI call. */
+    check_identity(&s);
+    check_metrics(&s);
+    /* The legacy memory call counts the driver's reservation as used. */
+    assert_int_equal(s.gpus[0].memory_used_mib, 1324);
+    gpu_set_free(&s);
+    nvml_close(n);
+}
+
+static void test_optional_missing(void **state)
+{
+    put_fixture(fixture4);
+    struct nvml *n = open_ok("NVML_SIM_NOOPT_LIB");
+    struct gpu_set s;
+    read_ok(n, &s);
+    check_identity(&s);
+    assert_string_equal(s.driver_version, "");
+    for (size_t i = 0; i < 4; i++) {
+        assert_int_equal(s.gpus[i].utilization_gpu, -1);
+        assert_int_equal(s.gpus[i].temperature_c, -1);
+        assert_int_equal(s.gpus[i].power_w, -1);
+        assert_int_equal(s.gpus[i].numa_node, -1);
+        assert_int_equal(s.gpus[i].n_procs, 0);
+    }
+    assert_null(s.link);
+    gpu_set_free(&s);
+    nvml_close(n);
+}
+
+static void test_init_failure(void **state)
+{
+    put_fixture("{\"gpus\": [], \"fail\": {\"nvmlInit\": 9}}");
+    const char *libs[] = {"NVML_SIM_LIB", "NVML_SIM_LEGACY_LIB"};
+    for (size_t i = 0; i < 2; i++) {
+        char *err = NULL;
+        struct nvml *n = nvml_open(lib_path(libs[i]), &err);
+        assert_null(n);
+        assert_non_null(err);
+        assert_string_equal(err, "no GPUs: nvmlInit failed: Driver Not Loaded");
+        free(err);
+    }
+}
+
+static void test_count_failure(void **state)
+{
+    put_fixture("{\"gpus\": [], \"fail\": {\"nvmlDeviceGetCount\": 999}}");
+    struct nvml *n = open_ok("NVML_SIM_LIB");
+    struct gpu_set s;
+    char *err = NULL;
+    assert_int_equal(nvml_read(n, &s, &err), -1);
+    assert_non_null(err);
+    assert_non_null(strstr(err, "no GPUs: nvmlDeviceGetCount failed: Unknown Error"));
+    free(err);
+    nvml_close(n);
+}
+
+static void test_proc32(void **state)
+{
+    /* One entry (the probe's smallest case) and three. */
+    put_fixture("{\"gpus\": ["
+                " {\"uuid\": \"GPU-0\", \"memory_total_mib\": 1000,"
+                "  \"processes\": [{\"pid\": 31337, \"used_memory_mib\": 12}]},"
+                " {\"uuid\": \"GPU-1\", \"memory_total_mib\": 1000,"
+                "  \"processes\": [{\"pid\": 11, \"used_memory_mib\": 1},"
+                "   {\"pid\": 22, \"used_memory_mib\": null},"
+                "   {\"pid\": 33, \"used_memory_mib\": 3}]}]}");
+    const char *libs[] = {"NVML_SIM_PROC32_LIB", "NVML_SIM_LIB"};
+    for (size_t l = 0; l < 2; l++) {
+        struct nvml *n = open_ok(libs[l]);
+        struct gpu_set s;
+        read_ok(n, &s);
+        assert_int_equal(s.n_gpus, 2);
+        assert_int_equal(s.gpus[0].n_procs, 1);
+        assert_int_equal(s.gpus[0].procs[0].pid, 31337);
+        assert_int_equal(s.gpus[0].procs[0].used_mib, 12);
+        assert_int_equal(s.gpus[1].n_procs, 3);
+        assert_int_equal(s.gpus[1].procs[0].pid, 11);
+        assert_int_equal(s.gpus[1].procs[0].used_mib, 1);
+        assert_int_equal(s.gpus[1].procs[1].pid, 22);
+        assert_int_equal(s.gpus[1].procs[1].used_mib, -1);
+        assert_int_equal(s.gpus[1].procs[2].pid, 33);
+        assert_int_equal(s.gpus[1].procs[2].used_mib, 3);
+        assert_int_equal(s.gpus[1].memory_used_mib, 4);
+        gpu_set_free(&s);
+        nvml_close(n);
+    }
+}
+
+/* More processes than the loader's first buffer holds: INSUFFICIENT_SIZE, grow, retry. */
+static void test_many_processes(void **state)
+{
+    struct strbuf sb;
+    strbuf_init(&sb);
+    strbuf_adds(&sb, "{\"gpus\": [{\"uuid\": \"GPU-many\", \"memory_total_mib\": 100000,"
+                     " \"processes\": [");
+    for (int i = 0; i < 300; i++)
+        strbuf_addf(&sb, "%s{\"pid\": %d, \"used_memory_mib\": %d}", i ? "," : "", 1000 + i, i);
+    strbuf_adds(&sb, "]}]}");
+    put_fixture(sb.buf);
+    strbuf_free(&sb);
+
+    const char *libs[] = {"NVML_SIM_LIB", "NVML_SIM_LEGACY_LIB", "NVML_SIM_PROC32_LIB"};
+    for (size_t l = 0; l < 3; l++) {
+        struct nvml *n = open_ok(libs[l]);
+        struct gpu_set s;
+        read_ok(n, &s);
+        assert_int_equal(s.gpus[0].n_procs, 300);
+        for (int i = 0; i < 300; i++) {
+            assert_int_equal(s.gpus[0].procs[i].pid, 1000 + i);
+            assert_int_equal(s.gpus[0].procs[i].used_mib, i);
+        }
+        gpu_set_free(&s);
+        nvml_close(n);
+    }
+}
+
+static void test_lost_gpu(void **state)
+{
+    put_fixture("{\"gpus\": ["
+                " {\"uuid\": \"GPU-0\", \"memory_total_mib\": 1000, \"utilization_gpu\": 5},"
+                " {\"uuid\": \"GPU-1\", \"memory_total_mib\": 1000, \"utilization_gpu\": 5,"
+                "  \"fail\": {\"nvmlDeviceGetMemoryInfo\": 15}},"
+                " {\"uuid\": \"GPU-2\", \"memory_total_mib\": 1000, \"utilization_gpu\": 5,"
+                "  \"fail\": {\"nvmlDeviceGetHandleByIndex\": 15}}]}");
+    struct nvml *n = open_ok("NVML_SIM_LIB");
+    struct gpu_set s;
+    read_ok(n, &s);
+    assert_int_equal(s.n_gpus, 3);
+    assert_false(s.gpus[0].lost);
+    assert_int_equal(s.gpus[0].utilization_gpu, 5);
+    assert_true(s.gpus[1].lost);
+    assert_string_equal(s.gpus[1].uuid, "GPU-1"); /* read before it failed */
+    assert_int_equal(s.gpus[1].memory_used_mib, -1);
+    assert_int_equal(s.gpus[1].utilization_gpu, -1);
+    assert_true(s.gpus[2].lost);
+    assert_int_equal(s.gpus[2].index, 2);
+    assert_int_equal(link_of(&s, 0, 1), GPU_LINK_UNKNOWN);
+    assert_int_equal(link_of(&s, 1, 1), GPU_LINK_SELF);
+    gpu_set_free(&s);
+    nvml_close(n);
+}
+
+/* The simulator re-reads its fixture on each call: a rewrite shows in the next read. */
+static void test_fixture_change(void **state)
+{
+    put_fixture("{\"gpus\": [{\"uuid\": \"GPU-0\", \"memory_total_mib\": 1000,"
+                " \"processes\": []}]}");
+    struct nvml *n = open_ok("NVML_SIM_LIB");
+    struct gpu_set s;
+    read_ok(n, &s);
+    assert_int_equal(s.n_gpus, 1);
+    assert_int_equal(s.gpus[0].n_procs, 0);
+    assert_int_equal(s.gpus[0].memory_used_mib, 0);
+    gpu_set_free(&s);
+
+    put_fixture("{\"gpus\": [{\"uuid\": \"GPU-0\", \"memory_total_mib\": 1000,"
+                " \"processes\": [{\"pid\": 99, \"used_memory_mib\": 600}]},"
+                " {\"uuid\": \"GPU-1\", \"memory_total_mib\": 2000}]}");
+    read_ok(n, &s);
+    assert_int_equal(s.n_gpus, 2);
+    assert_int_equal(s.gpus[0].n_procs, 1);
+    assert_int_equal(s.gpus[0].procs[0].pid, 99);
+    assert_int_equal(s.gpus[0].memory_used_mib, 600);
+    assert_int_equal(s.gpus[1].memory_total_mib, 2000);
+    gpu_set_free(&s);
+    nvml_close(n);
+}
+
+static void test_missing_library(void **state)
+{
+    char *err = NULL;
+    assert_null(nvml_open("/nonexistent/libnvidia-ml.so.1", &err));
+    assert_string_equal(err,
+                        "no GPUs: /nonexistent/libnvidia-ml.so.1 not found (no NVIDIA driver?)");
+    free(err);
+
+    /* GFLOW_NVML_LIBRARY is used when the caller names none. */
+    err = NULL;
+    assert_int_equal(setenv("GFLOW_NVML_LIBRARY", "libgflow-no-such-nvml.so.1", 1), 0);
+    assert_null(nvml_open(NULL, &err));
+    assert_string_equal(err, "no GPUs: libgflow-no-such-nvml.so.1 not found (no NVIDIA driver?)");
+    free(err);
+
+    put_fixture(fixture4);
+    assert_int_equal(setenv("GFLOW_NVML_LIBRARY", lib_path("NVML_SIM_LIB"), 1), 0);
+    struct nvml *n = nvml_open(NULL, &err);
+    assert_non_null(n);
+    assert_true(nvml_is_simulated(n));
+    nvml_close(n);
+    unsetenv("GFLOW_NVML_LIBRARY");
+
+    /* A loadable library that is not NVML. */
+    err = NULL;
+    assert_null(nvml_open("libjansson.so.4", &err));
+    assert_non_null(strstr(err, "lacks nvmlInit"));
+    free(err);
+}
+
+static int setup(void **state)
+{
+    if (!mkdtemp(tmpdir))
+        return -1;
+    snprintf(fixture_path, sizeof(fixture_path), "%s/gpus.json", tmpdir);
+    return setenv("GFLOW_NVML_SIM", fixture_path, 1);
+}
+
+static int teardown(void **state)
+{
+    unlink(fixture_path);
+    return rmdir(tmpdir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_normal_read),
+        cmocka_unit_test(test_legacy_symbols),
+        cmocka_unit_test(test_optional_missing),
+        cmocka_unit_test(test_init_failure),
+        cmocka_unit_test(test_count_failure),
+        cmocka_unit_test(test_proc32),
+        cmocka_unit_test(test_many_processes),
+        cmocka_unit_test(test_lost_gpu),
+        cmocka_unit_test(test_fixture_change),
+        cmocka_unit_test(test_missing_library),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
