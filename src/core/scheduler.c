@@ -105,7 +105,8 @@ void scheduler_queue_rebuild(struct scheduler_queue *q, struct job *const *jobs,
         }
         q->jobs[q->len++] = jobs[i];
     }
-    qsort(q->jobs, q->len, sizeof(*q->jobs), queue_qsort_cmp);
+    if (q->len)
+        qsort(q->jobs, q->len, sizeof(*q->jobs), queue_qsort_cmp);
 }
 
 /* ---- the pass ---- */
