@@ -164,6 +164,32 @@ def bench_queue_10k():
         sb.close()
 
 
+def bench_scheduler():
+    subprocess.run(["ninja", "-C", BUILD, "sched_bench"], check=True, stdout=subprocess.DEVNULL)
+    out = subprocess.run([os.path.join(BUILD, "sched_bench")], check=True,
+                         stdout=subprocess.PIPE, text=True).stdout
+    for line in out.splitlines():
+        if "10k queued GPU jobs, 8 GPUs all busy" in line:
+            ms = float(line.split("median")[1].split()[0])
+            report("scheduling pass, 10,000 queued GPU jobs, 8 GPUs", ms, "ms", "< 1 ms")
+
+
+def bench_ginfo():
+    sb = Sandbox()
+    try:
+        sb.run("gflowd", "down")
+        sb.run("gflowd", "up", "--simulate-gpus", "8")
+        ginfo = os.path.join(BUILD, "ginfo")
+        times = []
+        for _ in range(11):
+            t0 = time.perf_counter()
+            subprocess.run([ginfo, "-v"], env=sb.env, stdout=subprocess.DEVNULL, check=True)
+            times.append((time.perf_counter() - t0) * 1000)
+        report("ginfo -v, 8 simulated GPUs", median(times), "ms", "< 10 ms")
+    finally:
+        sb.close()
+
+
 def main():
     print(f"gflow benchmarks ({BUILD}), medians of several rounds\n")
     sb = Sandbox()
@@ -174,6 +200,8 @@ def main():
     finally:
         sb.close()
     bench_queue_10k()
+    bench_scheduler()
+    bench_ginfo()
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD_DIR = Path(os.environ.get("GFLOW_BUILD_DIR", REPO / "build")).resolve()
-PROGRAMS = ("gflowd", "gbatch", "gqueue", "gjob", "gcancel", "gflow-shim")
+PROGRAMS = ("gflowd", "gbatch", "gqueue", "gjob", "gcancel", "gflow-shim", "ginfo", "gctl")
 TERMINAL = ("CD", "F", "CA", "TO")
 ACTIVE = ("PD", "H", "R")
 CMD_TIMEOUT = 30          # seconds any one CLI command may take before the test fails
@@ -408,6 +408,15 @@ def make_gflow():
 def gflow(make_gflow):
     """A fresh running daemon with default settings."""
     return make_gflow()
+
+
+def write_json_atomic(path, obj):
+    """Writes obj as JSON to path through a temp file and rename, so that a reader (the
+    NVML simulator re-reads its fixture on every call) never sees a half-written file."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(obj, indent=1))
+    os.replace(tmp, path)
 
 
 def parse_table(text):
