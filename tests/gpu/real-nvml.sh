@@ -5,8 +5,9 @@
 # Needs a machine with an NVIDIA GPU and driver; elsewhere it says so and exits 0.
 # Not part of `make check`. Usage: tests/gpu/real-nvml.sh [BUILD_DIR]
 # (default: $GFLOW_BUILD_DIR, else ./build).
-# Still to come with the daemon side of issue 3: run one job on GPU 1 and check with
-# nvidia-smi which physical GPU it got.
+# Then it runs one job on GPU 1 (GPU 0 on a one-GPU machine) under a sandboxed gflowd and
+# checks through CUDA (cuda_bus_id.py, libcuda from the driver) that the job's device 0 is
+# that physical GPU: the bus id nvidia-smi gives for the index gflow allocated.
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -35,10 +36,38 @@ if ! env -u GFLOW_NVML_LIBRARY -u GFLOW_NVML_SIM "$dump" >"$tmp/ours.csv" 2>"$tm
     exit 1
 fi
 
-if diff -u "$tmp/smi.csv" "$tmp/ours.csv"; then
-    echo "real-nvml: OK: $(($(wc -l <"$tmp/ours.csv") - 1)) GPU(s) read alike by gflow and nvidia-smi"
-    env -u GFLOW_NVML_LIBRARY -u GFLOW_NVML_SIM "$dump" -v | grep '^#'
+if ! diff -u "$tmp/smi.csv" "$tmp/ours.csv"; then
+    echo "real-nvml: FAIL: gflow's reading (+) differs from nvidia-smi's (-)" >&2
+    exit 1
+fi
+ngpus=$(($(wc -l <"$tmp/ours.csv") - 1))
+echo "real-nvml: OK: $ngpus GPU(s) read alike by gflow and nvidia-smi"
+env -u GFLOW_NVML_LIBRARY -u GFLOW_NVML_SIM "$dump" -v | grep '^#'
+
+# ---- one job on one physical GPU ----
+target=1
+[ "$ngpus" -ge 2 ] || target=0
+export GFLOW_DAEMON__DATA_DIR="$tmp/data" GFLOW_DAEMON__SOCKET_PATH="$tmp/gflowd.sock"
+export GFLOW_SOCKET="$tmp/gflowd.sock"
+unset GFLOW_NVML_LIBRARY GFLOW_NVML_SIM CUDA_VISIBLE_DEVICES
+trap '"$build/gflowd" down >/dev/null 2>&1; rm -rf "$tmp"' EXIT
+"$build/gflowd" up --gpus "$target" || exit 1
+id=$("$build/gbatch" --parsable --gpus 1 python3 "$here/cuda_bus_id.py") || exit 1
+i=0
+until "$build/gqueue" -j "$id" -a -f ST | grep -Eq 'CD|F|CA|TO'; do
+    i=$((i + 1))
+    [ $i -lt 600 ] || { echo "real-nvml: FAIL: job $id did not end within 60 s" >&2; exit 1; }
+    sleep 0.1
+done
+out=$("$build/gjob" log "$id")
+want=$(awk -F', ' -v t="$target" 'NR > 1 && $1 == t { print $3 }' "$tmp/smi.csv")
+got=$(echo "$out" | sed -n 's/.*bus_id=//p')
+echo "real-nvml: job $id on GPU $target: $out"
+# nvidia-smi writes 00000000:3B:00.0, CUDA 0000:3B:00.0: compare bus:device.function.
+norm() { echo "$1" | tr a-f A-F | sed 's/^.*:\([0-9A-F]*:[0-9A-F]*\.[0-9A-F]*\)$/\1/'; }
+if [ -n "$got" ] && [ "$(norm "$want")" = "$(norm "$got")" ]; then
+    echo "real-nvml: OK: the job's CUDA device 0 is GPU $target ($want)"
     exit 0
 fi
-echo "real-nvml: FAIL: gflow's reading (+) differs from nvidia-smi's (-)" >&2
+echo "real-nvml: FAIL: the job's CUDA device 0 is $got, GPU $target is $want" >&2
 exit 1
