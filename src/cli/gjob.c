@@ -144,6 +144,18 @@ static void gjob_print_gpus(const json_t *raw, const struct job *j)
         gjob_field_owned(key, xasprintf("%s %s", uuid ? uuid : "?", bus ? bus : "?"));
         free(key);
     }
+    /* Processes of this job seen on GPUs it was not given (a program that ignores
+     * CUDA_VISIBLE_DEVICES): worth a warning line. */
+    const json_t *foreign = json_object_get(raw, "foreign_gpus");
+    if (json_array_size(foreign)) {
+        struct strbuf sb;
+        strbuf_init(&sb);
+        json_array_foreach(foreign, i, g)
+            strbuf_addf(&sb, "%s%lld", i ? "," : "", (long long)json_integer_value(g));
+        gjob_field_owned("ForeignGPUs",
+                         xasprintf("%s (the job runs processes on GPUs it was not given)", sb.buf));
+        strbuf_free(&sb);
+    }
 }
 
 static void gjob_print_job(const json_t *raw, const struct job *j)

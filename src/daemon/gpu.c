@@ -620,6 +620,23 @@ char *gpu_uuids_of(const char *gpu_ids)
     return strbuf_detach(&sb);
 }
 
+json_t *gpu_foreign_json(int64_t job_id, const char *gpu_ids)
+{
+    json_t *list = json_array();
+    for (size_t g = 0; g < cur.n_gpus; g++) {
+        if (has_gpu(gpu_ids, g))
+            continue;
+        for (size_t k = 0; k < cur.gpus[g].n_procs; k++) {
+            struct job *owner = job_of_pid(cur.gpus[g].procs[k].pid);
+            if (owner && owner->id == job_id) {
+                json_array_append_new(list, json_integer((json_int_t)g));
+                break;
+            }
+        }
+    }
+    return list;
+}
+
 json_t *gpu_detail_json(const char *gpu_ids)
 {
     json_t *list = json_array();

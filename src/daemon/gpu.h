@@ -41,6 +41,8 @@ json_t *gpu_ignored_json(void);
 json_t *gpu_status_json(void);
 /* "0,2" -> UUIDs "GPU-a,GPU-b" (caller frees), for the job's environment. */
 char *gpu_uuids_of(const char *gpu_ids);
+/* GPUs (indices) where processes of job id were seen although it was not given them. */
+json_t *gpu_foreign_json(int64_t job_id, const char *gpu_ids);
 /* [{"index","uuid","pci_bus_id"}] of a job's GPUs. */
 json_t *gpu_detail_json(const char *gpu_ids);
 

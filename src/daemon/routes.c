@@ -634,6 +634,8 @@ static void route_show(int64_t id, const struct caller *who, struct reply *rep)
     }
     json_t *o = job_to_json(&j, true, gd.paths.log_dir);
     json_object_set_new(o, "gpus_detail", gpu_detail_json(j.gpu_ids));
+    if (j.state == JOB_RUNNING)
+        json_object_set_new(o, "foreign_gpus", gpu_foreign_json(j.id, j.gpu_ids));
     reply_json(rep, 200, o);
     job_clear(&j);
 }

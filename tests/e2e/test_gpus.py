@@ -1,0 +1,552 @@
+"""End-to-end tests of GPU scheduling (issue 3) against the NVML simulator.
+
+Every test runs a fresh gflowd (conftest.py's sandbox) on simulated GPUs: `--simulate-gpus
+N` (the built-in fixture of N identical GPUs) or `--simulate-gpus FILE.json`, a fixture
+written here and rewritten atomically while the daemon runs to change the GPUs' state
+(docs/simulator.md). GFLOW_DAEMON__GPU_POLL_INTERVAL_SECS=1 makes the daemon notice such a
+change within about a second; everything is awaited by polling with a deadline.
+"""
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import TERMINAL, parse_show, parse_table, wait_for, write_json_atomic
+
+POLL_ENV = {"GFLOW_DAEMON__GPU_POLL_INTERVAL_SECS": "1"}
+MIB_80G = 81920
+
+
+# ---------------------------------------------------------------- helpers
+
+def sim_gpu(i, **kw):
+    """One GPU of a fixture: an 80 GB board with a UUID and bus id derived from i."""
+    g = {
+        "name": "NVIDIA A100-SXM4-80GB",
+        "uuid": f"GPU-e2e0{i:04x}-0000-4000-8000-{i:012x}",
+        "pci_bus_id": f"00000000:{0x20 + i:02X}:00.0",
+        "memory_total_mib": MIB_80G,
+        "memory_used_mib": 0,
+        "utilization_gpu": 0,
+        "temperature_c": 35,
+        "power_w": 70,
+        "numa_node": 0,
+        "processes": [],
+    }
+    g.update(kw)
+    return g
+
+
+def fixture_of(gpus):
+    return {"driver_version": "550.54.15", "gpus": gpus, "fail": {}}
+
+
+def sim(make_gflow, n=4, fixture=None, env=None, args=(), up_env=None):
+    """A sandbox whose daemon runs on n built-in simulated GPUs, or on `fixture` (a dict,
+    written to <root>/gpus.json, kept as g.fixture_path for later rewrites)."""
+    g = make_gflow(env={**POLL_ENV, **(env or {})}, start=False)
+    if fixture is not None:
+        g.fixture_path = g.root / "gpus.json"
+        write_json_atomic(g.fixture_path, fixture)
+        g.up("--simulate-gpus", g.fixture_path, *args, env=up_env)
+    else:
+        g.up("--simulate-gpus", n, *args, env=up_env)
+    return g
+
+
+def gpus_json(g):
+    cp = g.run("ginfo", "-o", "json", check=True)
+    return json.loads(cp.stdout)
+
+
+def wait_reason(g, job_id, reason, timeout=5):
+    """Waits until the job is queued (PD) with this wait reason; returns the job."""
+    last = {}
+
+    def check():
+        j = last["job"] = g.job(job_id)
+        return j if j["state"] == "PD" and j["reason"] == reason else None
+    try:
+        return wait_for(check, f"job {job_id} to wait with {reason}", timeout=timeout)
+    except AssertionError as e:
+        raise AssertionError(f"{e}; last seen: {last.get('job')}") from None
+
+
+def stays_queued(g, job_id, reason, secs):
+    """Asserts that the job is still PD with this reason during the next secs seconds."""
+    deadline = time.monotonic() + secs
+    while time.monotonic() < deadline:
+        j = g.job(job_id)
+        assert j["state"] == "PD" and j["reason"] == reason, j
+        time.sleep(0.05)
+
+
+def ids(job):
+    """The job's GPU indices as a list of ints ([] when it has none)."""
+    s = job.get("gpu_ids") or ""
+    return [int(x) for x in s.split(",") if x]
+
+
+def gqueue_rows(g, *args):
+    cp = g.run("gqueue", "-a", *args, check=True)
+    return {int(r["JOBID"]): r for r in parse_table(cp.stdout)}
+
+
+def sleeper(g, *opts, secs=60):
+    """Submits `sleep secs` with these gbatch options and waits until it runs."""
+    jid = g.submit(*opts, "sleep", secs)
+    return g.wait_state(jid, "R")
+
+
+def log_vars(g, job_id):
+    """KEY=VALUE lines a job printed to its log, as a dict."""
+    out = {}
+    for line in g.log(job_id).splitlines():
+        k, sep, v = line.partition("=")
+        if sep:
+            out[k] = v
+    return out
+
+
+# Prints each GPU variable, or <unset> when the job's environment lacks it.
+SHOW_GPU_ENV = ("for v in CUDA_VISIBLE_DEVICES CUDA_DEVICE_ORDER GFLOW_GPU_UUIDS "
+                "NVIDIA_VISIBLE_DEVICES; do eval \"echo $v=\\${$v-<unset>}\"; done")
+
+
+# ---------------------------------------------------------------- queueing in order
+
+def test_jobs_of_1_2_4_gpus_queue_and_start_in_order(make_gflow):
+    g = sim(make_gflow, 4)
+    a = sleeper(g, "--gpus", 2)
+    b = sleeper(g, "-g", 1)
+    assert ids(a) == [0, 1] and ids(b) == [2], (a, b)
+    big = g.submit("--gpus", 4, "true")
+    wait_reason(g, big, "Resources")
+
+    rows = gqueue_rows(g)
+    assert rows[a["id"]]["ST"] == "R" and rows[a["id"]]["NODES"] == "2"
+    assert rows[a["id"]]["NODELIST(REASON)"] == "0,1"
+    assert rows[b["id"]]["NODES"] == "1" and rows[b["id"]]["NODELIST(REASON)"] == "2"
+    assert rows[big]["ST"] == "PD" and rows[big]["NODES"] == "4"
+    assert rows[big]["NODELIST(REASON)"] == "(Resources)"
+
+    # A 1-GPU job behind the 4-GPU one fits on the free GPU 3 (it asks nothing of the
+    # GPUs the big job waits for); the big job keeps waiting until every GPU is free.
+    g.run("gcancel", a["id"], check=True)
+    g.wait_state(a["id"], TERMINAL)
+    stays_queued(g, big, "Resources", 0.3)
+    g.run("gcancel", b["id"], check=True)
+    done = g.wait_state(big, TERMINAL)
+    assert done["state"] == "CD", done
+    assert ids(done) == [0, 1, 2, 3]
+    row = gqueue_rows(g)[big]
+    assert row["NODES"] == "4"
+
+
+def test_ginfo_and_gjob_show_the_allocation(make_gflow):
+    g = sim(make_gflow, 4)
+    j = sleeper(g, "--gres", "gpu:2")
+    info = gpus_json(g)
+    by_index = {x["index"]: x for x in info["gpus"]}
+    for i in ids(j):
+        assert by_index[i]["jobs"] == [j["id"]] and by_index[i]["state"] == "busy"
+    assert by_index[3]["state"] == "idle" and by_index[3]["jobs"] == []
+
+    detail = g.job(j["id"])["gpus_detail"]
+    assert [d["index"] for d in detail] == ids(j)
+    for d in detail:
+        assert d["uuid"] == by_index[d["index"]]["uuid"]
+        assert d["pci_bus_id"] == by_index[d["index"]]["pci_bus_id"]
+    show = parse_show(g.run("gjob", "show", j["id"], check=True).stdout)[0]
+    assert show["GPUIDs"] == j["gpu_ids"]
+    for d in detail:
+        assert by_index[d["index"]]["uuid"] in show[f"GPU {d['index']}"]
+
+    table = g.run("ginfo", check=True).stdout
+    assert "allocated" in table and str(j["id"]) in table, table
+
+
+# ---------------------------------------------------------------- what the job sees
+
+def test_gpu_env_inside_a_job(make_gflow):
+    g = sim(make_gflow, 4)
+    uuids = {x["index"]: x["uuid"] for x in gpus_json(g)["gpus"]}
+    two = g.submit("--gpus", 2, SHOW_GPU_ENV)
+    none = g.submit(SHOW_GPU_ENV)
+    job2 = g.wait_state(two)
+    g.wait_state(none)
+    assert job2["state"] == "CD", job2
+    got = ids(job2)
+    assert len(got) == 2
+    env2 = log_vars(g, two)
+    assert env2["CUDA_VISIBLE_DEVICES"] == ",".join(map(str, got)), env2
+    assert env2["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID", env2
+    want_uuids = ",".join(uuids[i] for i in got)
+    assert env2["GFLOW_GPU_UUIDS"] == want_uuids, env2
+    assert env2["NVIDIA_VISIBLE_DEVICES"] == want_uuids, env2
+
+    env0 = log_vars(g, none)
+    assert env0["CUDA_VISIBLE_DEVICES"] == "", env0
+    assert env0["NVIDIA_VISIBLE_DEVICES"] == "none", env0
+
+
+def test_gpu_env_does_not_leak_from_the_submitter(make_gflow):
+    """A submitter's own CUDA_VISIBLE_DEVICES must not reach the job: the job sees its GPUs."""
+    g = sim(make_gflow, 4)
+    j = g.submit("-g", 1, SHOW_GPU_ENV,
+                 env={"CUDA_VISIBLE_DEVICES": "3,2,1,0", "NVIDIA_VISIBLE_DEVICES": "all"})
+    job = g.wait_state(j)
+    env = log_vars(g, j)
+    assert env["CUDA_VISIBLE_DEVICES"] == job["gpu_ids"] == "0", (env, job)
+    assert env["NVIDIA_VISIBLE_DEVICES"] == gpus_json(g)["gpus"][0]["uuid"], env
+
+
+def test_gpu_id_format_uuid(make_gflow):
+    g = sim(make_gflow, 4, env={"GFLOW_DAEMON__GPU_ID_FORMAT": "uuid"})
+    uuids = {x["index"]: x["uuid"] for x in gpus_json(g)["gpus"]}
+    j = g.submit("-g", 2, SHOW_GPU_ENV)
+    job = g.wait_state(j)
+    env = log_vars(g, j)
+    want = ",".join(uuids[i] for i in ids(job))
+    assert env["CUDA_VISIBLE_DEVICES"] == want, env
+    assert env["GFLOW_GPU_UUIDS"] == want, env
+    # gflow's own view stays in physical indices.
+    assert job["gpu_ids"] == "0,1", job
+
+
+# ---------------------------------------------------------------- memory
+
+def test_shared_jobs_pack_by_declared_memory(make_gflow):
+    g = sim(make_gflow, fixture=fixture_of([sim_gpu(0)]))
+    s1 = sleeper(g, "-g", 1, "--shared", "--gpu-memory", "40G")
+    s2 = sleeper(g, "-g", 1, "--shared", "--max-gpu-mem", "40G")
+    assert ids(s1) == ids(s2) == [0]
+    assert s1["shared"] and s1["gpu_memory_mb"] == 40960
+    s3 = g.submit("-g", 1, "--shared", "--gpu-memory", "40G", "sleep", 60)
+    wait_reason(g, s3, "GpuMemory")
+    excl = g.submit("-g", 1, "true")
+    j = g.wait_state(excl, "PD")
+    assert j["reason"] in ("Resources", "Priority"), j
+    stays_queued(g, excl, j["reason"], 0.2)
+    assert g.job(s3)["state"] == "PD"
+
+    g.run("gcancel", s1["id"], check=True)
+    started = g.wait_state(s3, "R", timeout=3)
+    assert ids(started) == [0]
+    # The exclusive job still waits while shared jobs hold the GPU...
+    stays_queued(g, excl, g.job(excl)["reason"], 0.3)
+    assert g.job(excl)["reason"] in ("Resources", "Priority")
+    # ...and starts once none is left.
+    g.run("gcancel", s2["id"], s3, check=True)
+    assert g.wait_state(excl)["state"] == "CD"
+
+
+def test_shared_job_with_a_smaller_share_fits_beside(make_gflow):
+    """40G + 30G + 10G = 80G fits on one 80 GB GPU; another 1G does not."""
+    g = sim(make_gflow, fixture=fixture_of([sim_gpu(0)]))
+    sleeper(g, "-g", 1, "--shared", "--gpu-memory", "40G")
+    sleeper(g, "-g", 1, "--shared", "--gpu-memory", "30G")
+    sleeper(g, "-g", 1, "--shared", "--gpu-memory", "10240")
+    over = g.submit("-g", 1, "--shared", "--gpu-memory", "1", "true")
+    wait_reason(g, over, "GpuMemory")
+
+
+def test_exclusive_gpu_memory_against_used_memory(make_gflow):
+    fx = fixture_of([sim_gpu(0, memory_used_mib=75000)])
+    g = sim(make_gflow, fixture=fx)
+    j = g.submit("-g", 1, "--gpu-memory", "10G", "true")
+    wait_reason(g, j, "GpuMemory")
+    stays_queued(g, j, "GpuMemory", 1.5)  # more than one poll: it is not a transient
+    # A job that needs no particular memory is not held back by it.
+    plain = g.submit("-g", 1, "true")
+    assert g.wait_state(plain)["state"] == "CD"
+
+    fx["gpus"][0]["memory_used_mib"] = 1000
+    write_json_atomic(g.fixture_path, fx)
+    done = g.wait_state(j, TERMINAL, timeout=5)
+    assert done["state"] == "CD" and ids(done) == [0], done
+
+
+# ---------------------------------------------------------------- outside processes
+
+@pytest.fixture
+def outside_process():
+    """A real process (a `sleep`) that plays a CUDA program started outside gflow."""
+    procs = []
+
+    def start():
+        p = subprocess.Popen(["sleep", "120"], stdin=subprocess.DEVNULL)
+        procs.append(p)
+        return p
+    yield start
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGKILL)
+            p.wait()
+
+
+def ignored(g):
+    r = g.api("GET", "/v1/gpus/ignored")
+    assert r.status == 200, r
+    return r.json()["ignored"]
+
+
+def test_outside_process_blocks_its_gpu(make_gflow, outside_process):
+    fx = fixture_of([sim_gpu(i) for i in range(4)])
+    g = sim(make_gflow, fixture=fx)
+    p = outside_process()
+    fx["gpus"][1]["processes"] = [{"pid": p.pid, "used_memory_mib": 100}]
+    write_json_atomic(g.fixture_path, fx)
+
+    def gpu1_unmanaged():
+        return gpus_json(g)["gpus"][1]["state"] == "unmanaged"
+    wait_for(gpu1_unmanaged, "GPU 1 to be unmanaged", timeout=5)
+    whole = g.submit("-g", 4, "true")
+    wait_reason(g, whole, "Unmanaged")
+    assert gqueue_rows(g)[whole]["NODELIST(REASON)"] == "(Unmanaged)"
+    # A smaller job is not given the blocked GPU.
+    three = g.wait_state(g.submit("-g", 3, "sleep", 60), "R")
+    assert 1 not in ids(three), three
+    g.run("gcancel", three["id"], check=True)
+    g.wait_state(three["id"])
+
+    info = gpus_json(g)["gpus"][1]
+    procs = [x for x in info["processes"] if x["pid"] == p.pid]
+    assert procs and procs[0]["used_memory_mib"] == 100 and procs[0]["job"] is None, info
+    verbose = g.run("ginfo", "-v", check=True).stdout
+    line = [l for l in verbose.splitlines() if str(p.pid) in l]
+    assert line and "100" in line[0], verbose
+    assert "unmanaged" in verbose
+
+    fx["gpus"][1]["processes"] = []
+    write_json_atomic(g.fixture_path, fx)
+    done = g.wait_state(whole, TERMINAL, timeout=5)
+    assert done["state"] == "CD" and ids(done) == [0, 1, 2, 3], done
+
+
+def test_ignore_and_unignore_an_outside_process(make_gflow, outside_process):
+    fx = fixture_of([sim_gpu(i) for i in range(2)])
+    p = outside_process()
+    fx["gpus"][0]["processes"] = [{"pid": p.pid, "used_memory_mib": 100}]
+    g = sim(make_gflow, fixture=fx)
+    a = g.submit("-g", 2, "true")
+    wait_reason(g, a, "Unmanaged")
+    assert g.run("gctl", "gpu-process", "list", check=True).stdout.startswith("No ")
+
+    g.run("gctl", "gpu-process", "ignore", "--gpu", 0, "--pid", p.pid, check=True)
+    done = g.wait_state(a, TERMINAL, timeout=3)
+    assert done["state"] == "CD" and ids(done) == [0, 1], done
+    assert ignored(g) == [{"gpu": 0, "pid": p.pid}]
+    listing = g.run("gctl", "gpu-process", "list", check=True).stdout
+    assert str(p.pid) in listing, listing
+
+    g.run("gctl", "gpu-process", "unignore", "--gpu", 0, "--pid", p.pid, check=True)
+    assert ignored(g) == []
+    b = g.submit("-g", 2, "true")
+    wait_reason(g, b, "Unmanaged")
+
+    g.run("gctl", "gpu-process", "ignore", "--gpu", 0, "--pid", p.pid, check=True)
+    assert g.wait_state(b, TERMINAL, timeout=3)["state"] == "CD"
+    # The entry goes away when the process exits.
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    wait_for(lambda: ignored(g) == [], "the ignore entry to go away", timeout=5)
+    listing = g.run("gctl", "gpu-process", "list", check=True).stdout
+    assert str(p.pid) not in listing, listing
+
+
+def test_unignore_of_unknown_entry_fails(make_gflow):
+    g = sim(make_gflow, 2)
+    cp = g.run("gctl", "gpu-process", "unignore", "--gpu", 0, "--pid", 999999)
+    assert cp.returncode != 0, cp
+
+
+# ---------------------------------------------------------------- allowed GPUs
+
+def test_set_gpus_restricts_new_jobs(make_gflow):
+    g = sim(make_gflow, 4)
+    g.run("gctl", "set-gpus", "0,2", check=True)
+    show = g.run("gctl", "show-gpus", check=True).stdout
+    assert "0,2" in show and "runtime" in show, show
+    three = g.submit("-g", 3, "true")
+    wait_reason(g, three, "GpusRestricted")
+    a = sleeper(g, "-g", 1)
+    b = sleeper(g, "-g", 1)
+    assert sorted(ids(a) + ids(b)) == [0, 2], (a, b)
+    info = {x["index"]: x["state"] for x in gpus_json(g)["gpus"]}
+    assert info[1] == info[3] == "restricted", info
+    one_more = g.submit("-g", 1, "true")
+    stays_queued(g, one_more, g.wait_state(one_more, "PD")["reason"], 0.3)
+
+    g.run("gctl", "set-gpus", "all", check=True)
+    show = g.run("gctl", "show-gpus", check=True).stdout
+    assert "0,1,2,3" in show and "all" in show, show
+    # GPUs 1 and 3 are free now: the queued 1-GPU job gets one of them at once.
+    got = g.wait_state(one_more, TERMINAL, timeout=3)
+    assert got["state"] == "CD" and ids(got)[0] in (1, 3), got
+    g.run("gcancel", a["id"], b["id"], check=True)
+    done = g.wait_state(three, TERMINAL, timeout=5)
+    assert done["state"] == "CD", done
+
+
+def test_runtime_setting_survives_restart_but_flag_wins(make_gflow):
+    g = sim(make_gflow, 4)
+    g.run("gctl", "set-gpus", "1", check=True)
+    cp = g.gflowd("--simulate-gpus", 4, "restart")
+    assert cp.returncode == 0, cp
+    wait_for(g.health_ok, "the restarted daemon")
+    r = g.api("GET", "/v1/gpus/allowed").json()
+    assert r == {"allowed": [1], "source": "runtime"}, r
+    show = g.run("gctl", "show-gpus", check=True).stdout
+    assert "runtime" in show and "Allowed GPUs: 1" in show, show
+    j = g.wait_state(g.submit("-g", 1, "true"))
+    assert ids(j) == [1], j
+
+    assert g.down().returncode == 0
+    g.up("--simulate-gpus", 4, "--gpus", "0-1")
+    r = g.api("GET", "/v1/gpus/allowed").json()
+    assert r == {"allowed": [0, 1], "source": "flag"}, r
+    show = g.run("gctl", "show-gpus", check=True).stdout
+    assert "flag" in show and "0,1" in show, show
+    j = g.wait_state(g.submit("-g", 2, "true"))
+    assert ids(j) == [0, 1], j
+    three = g.submit("-g", 3, "true")
+    wait_reason(g, three, "GpusRestricted")
+
+
+def test_daemon_cuda_visible_devices_limits_the_gpus(make_gflow):
+    g = sim(make_gflow, 4, up_env={"CUDA_VISIBLE_DEVICES": "1,3"})
+    cp = g.run("gbatch", "-g", 3, "true")
+    assert cp.returncode != 0 and "GPU" in cp.stderr, cp
+    a = sleeper(g, "-g", 1)
+    b = sleeper(g, "-g", 1)
+    assert sorted(ids(a) + ids(b)) == [1, 3], (a, b)
+    g.run("gcancel", a["id"], b["id"], check=True)
+    g.wait_state(a["id"])
+    g.wait_state(b["id"])
+    both = g.wait_state(g.submit("-g", 2, SHOW_GPU_ENV))
+    assert ids(both) == [1, 3], both
+    assert log_vars(g, both["id"])["CUDA_VISIBLE_DEVICES"] == "1,3"
+    info = {x["index"]: x["state"] for x in gpus_json(g)["gpus"]}
+    assert info[0] == info[2] == "restricted", info
+
+
+# ---------------------------------------------------------------- topology
+
+def two_islands():
+    gpus = []
+    for i in range(8):
+        base = 0 if i < 4 else 4
+        gpus.append(sim_gpu(i, numa_node=0 if i < 4 else 1,
+                            nvlink=[p for p in range(base, base + 4) if p != i]))
+    return fixture_of(gpus)
+
+
+def test_topology_keeps_a_job_on_one_nvlink_island(make_gflow):
+    g = sim(make_gflow, fixture=two_islands())
+    topo = gpus_json(g)["topology"]
+    assert topo[0][1].startswith("NV") and not topo[0][4].startswith("NV"), topo
+    # An idle machine: a 2-GPU job gets an NVLink pair, the lowest one.
+    pair = g.wait_state(g.submit("-g", 2, "true"))
+    assert ids(pair) == [0, 1], pair
+    a = sleeper(g, "-g", 1)
+    b = sleeper(g, "-g", 1)
+    assert sorted(ids(a) + ids(b)) == [0, 1], (a, b)
+    four = g.wait_state(g.submit("-g", 4, "sleep", 60), "R")
+    assert ids(four) == [4, 5, 6, 7], four   # not 2,3,4,5 across the islands
+
+
+def test_topology_prefers_an_nvlink_pair_over_lower_indices(make_gflow):
+    g = sim(make_gflow, fixture=two_islands())
+    for _ in range(3):
+        sleeper(g, "-g", 1)                   # GPUs 0, 1, 2
+    pair = g.wait_state(g.submit("-g", 2, "sleep", 60), "R")
+    assert ids(pair) == [4, 5], pair          # 3 and 4 have no NVLink between them
+
+
+# ---------------------------------------------------------------- --gpus-per-task
+
+RANK_SCRIPT = ('echo "$RANK $LOCAL_RANK $WORLD_SIZE $CUDA_VISIBLE_DEVICES $MASTER_ADDR '
+               '$MASTER_PORT" > rank.$RANK')
+
+
+def test_gpus_per_task_starts_one_copy_per_gpu(make_gflow):
+    g = sim(make_gflow, 4)
+    sleeper(g, "-g", 1)                       # so that the job gets GPUs 1 and 2
+    j = g.wait_state(g.submit("--gpus", 2, "--gpus-per-task", 1, RANK_SCRIPT))
+    assert j["state"] == "CD" and j["gpus_per_task"] == 1, j
+    assert ids(j) == [1, 2], j
+    rows = {}
+    for r in (0, 1):
+        f = g.work / f"rank.{r}"
+        assert f.exists(), list(g.work.iterdir())
+        rows[r] = f.read_text().split()
+    assert not (g.work / "rank.2").exists()
+    assert rows[0][:5] == ["0", "0", "2", "1", "127.0.0.1"], rows
+    assert rows[1][:5] == ["1", "1", "2", "2", "127.0.0.1"], rows
+    assert rows[0][5] == rows[1][5] and 1024 <= int(rows[0][5]) <= 65535, rows
+
+
+def test_gpus_per_task_fails_when_one_copy_fails(make_gflow):
+    g = sim(make_gflow, 4)
+    t0 = time.monotonic()
+    j = g.submit("--gpus", 2, "--gpus-per-task", 1,
+                 'if [ "$RANK" = 1 ]; then exit 3; fi; exec sleep 60')
+    done = g.wait_state(j, TERMINAL, timeout=20)
+    assert done["state"] == "F" and done["exit_code"] == 3, done
+    assert time.monotonic() - t0 < 15, "the surviving copy was not stopped"
+
+
+# ---------------------------------------------------------------- refusals
+
+def test_impossible_requests_are_refused_at_submit(make_gflow):
+    g = sim(make_gflow, 4)
+    cp = g.run("gbatch", "-g", 5, "true")
+    assert cp.returncode != 0 and "has 4" in cp.stderr, cp
+    cp = g.run("gbatch", "-g", 1, "--gpu-memory", "200G", "true")
+    assert cp.returncode != 0 and "81920" in cp.stderr and "memory" in cp.stderr, cp
+    cp = g.run("gbatch", "-g", 1, "--shared", "true")
+    assert cp.returncode == 2 and "--gpu-memory" in cp.stderr, cp
+    r = g.api("POST", "/v1/jobs", {"command": "true", "gpus": 5, "workdir": str(g.work)})
+    assert r.status == 400 and "has 4" in r.text, r
+    assert g.jobs() == [], "a refused request left a job behind"
+
+
+# ---------------------------------------------------------------- latency
+
+def test_next_job_starts_within_50ms_of_a_freed_gpu(make_gflow):
+    g = sim(make_gflow, 1)
+    a = g.submit("-g", 1, "sleep", "0.5")
+    b = g.submit("-g", 1, "true")
+    wait_reason(g, b, "Resources")
+    g.wait_state(b, TERMINAL, timeout=5)
+    ja = json.loads(g.run("gjob", "show", "-o", "json", a, check=True).stdout)[0]
+    jb = json.loads(g.run("gjob", "show", "-o", "json", b, check=True).stdout)[0]
+    gap = jb["start_time"] - ja["end_time"]
+    assert 0 <= gap < 0.05, f"B started {gap:.3f}s after A ended"
+
+
+# ---------------------------------------------------------------- simulated / no GPUs
+
+def test_status_and_ginfo_say_simulated(make_gflow):
+    g = sim(make_gflow, 4)
+    status = g.gflowd("status", check=True).stdout
+    assert "GPUs: 4 (simulated)" in status, status
+    assert "simulated" in g.run("ginfo", check=True).stdout
+    assert gpus_json(g)["simulated"] is True
+
+
+def test_without_nvml_cpu_jobs_run(make_gflow):
+    g = make_gflow(env={**POLL_ENV, "GFLOW_NVML_LIBRARY": "/nonexistent/libnvidia-ml.so.1"})
+    status = g.gflowd("status", check=True).stdout
+    assert "no GPUs: " in status, status
+    info = g.run("ginfo")
+    assert "no GPUs: " in info.stdout + info.stderr, info
+    assert gpus_json(g)["error"].startswith("no GPUs: ")
+    j = g.wait_state(g.submit("echo cpu-ok"))
+    assert j["state"] == "CD" and "cpu-ok" in g.log(j["id"]), j
+    cp = g.run("gbatch", "-g", 1, "true")
+    assert cp.returncode != 0 and "GPU" in cp.stderr, cp
