@@ -208,30 +208,55 @@ static void prune_ignored(void)
     n_ignored = k;
 }
 
-/* The running job whose process tree holds pid (its shim is an ancestor), or NULL. */
-static struct job *job_of_pid(long long pid)
+/* The running jobs (a snapshot, caller frees): the owners GPU processes are matched
+ * against. Taken once per scan, not once per process: the active table may hold 10,000
+ * queued jobs. */
+static struct job **running_jobs(size_t *count)
 {
-    size_t n;
+    size_t n, k = 0;
     struct job **active = jobs_active(&n);
+    struct job **out = xmalloc((n ? n : 1) * sizeof(*out));
+    for (size_t i = 0; i < n; i++)
+        if (active[i]->state == JOB_RUNNING && active[i]->shim_pid > 0)
+            out[k++] = active[i];
+    *count = k;
+    return out;
+}
+
+/* The running job whose process tree holds pid (its shim is an ancestor), or NULL. */
+static struct job *owner_of(long long pid, struct job **running, size_t n)
+{
     pid_t p = (pid_t)pid;
     for (int depth = 0; p > 1 && depth < 64; depth++) {
         for (size_t i = 0; i < n; i++)
-            if (active[i]->state == JOB_RUNNING && active[i]->shim_pid == p)
-                return active[i];
+            if (running[i]->shim_pid == p)
+                return running[i];
         p = proc_parent(p);
     }
     return NULL;
 }
 
+static struct job *job_of_pid(long long pid)
+{
+    size_t n;
+    struct job **running = running_jobs(&n);
+    struct job *owner = owner_of(pid, running, n);
+    free(running);
+    return owner;
+}
+
 static uint64_t compute_unmanaged(void)
 {
     uint64_t m = 0;
+    size_t n;
+    struct job **running = running_jobs(&n);
     for (size_t g = 0; g < cur.n_gpus; g++)
         for (size_t k = 0; k < cur.gpus[g].n_procs; k++) {
             long long pid = cur.gpus[g].procs[k].pid;
-            if (!is_ignored((int)g, pid) && !job_of_pid(pid))
+            if (!is_ignored((int)g, pid) && !owner_of(pid, running, n))
                 m |= 1ULL << g;
         }
+    free(running);
     return m;
 }
 
