@@ -24,6 +24,7 @@ extern char **environ;
 enum config_kind {
     CONFIG_STRING,
     CONFIG_INT,
+    CONFIG_BOOL, /* TOML true/false; in text form exactly "true" or "false" */
 };
 
 struct config_key {
@@ -42,6 +43,9 @@ static const char *const config_log_levels[] = {"error", "warn", "info", "debug"
 #define CONFIG_STRING_KEY(name, field, choices, def)                                       \
     {name, CONFIG_STRING, offsetof(struct gflow_config, field), 0, choices, def}
 
+#define CONFIG_BOOL_KEY(name, field, def)                                                  \
+    {name, CONFIG_BOOL, offsetof(struct gflow_config, field), 0, NULL, def}
+
 static const char *const config_gpu_strategies[] = {"topology", "sequential", "random", NULL};
 static const char *const config_gpu_id_formats[] = {"index", "uuid", NULL};
 
@@ -59,6 +63,7 @@ static const struct config_key config_keys[] = {
                       config_gpu_strategies, "topology"),
     CONFIG_INT_KEY("daemon.gpu_poll_interval_secs", gpu_poll_interval_secs, 1, "10"),
     CONFIG_STRING_KEY("daemon.gpu_id_format", gpu_id_format, config_gpu_id_formats, "index"),
+    CONFIG_BOOL_KEY("daemon.constrain_devices", constrain_devices, "false"),
 };
 
 #define CONFIG_NKEYS (sizeof(config_keys) / sizeof(config_keys[0]))
@@ -88,6 +93,11 @@ static int64_t *config_int_field(struct gflow_config *c, const struct config_key
     return (int64_t *)((char *)c + k->offset);
 }
 
+static bool *config_bool_field(struct gflow_config *c, const struct config_key *k)
+{
+    return (bool *)((char *)c + k->offset);
+}
+
 static char **config_string_field(struct gflow_config *c, const struct config_key *k)
 {
     return (char **)((char *)c + k->offset);
@@ -96,6 +106,8 @@ static char **config_string_field(struct gflow_config *c, const struct config_ke
 /* "an integer >= 0", "one of error, warn, info, debug", ... for error messages. */
 static char *config_describe(const struct config_key *k)
 {
+    if (k->kind == CONFIG_BOOL)
+        return xstrdup("true or false");
     if (k->kind == CONFIG_INT) {
         if (k->min == 1)
             return xstrdup("an integer > 0");
@@ -171,6 +183,15 @@ static int config_set_text(struct gflow_config *c, const struct config_key *k,
 {
     if (k->kind == CONFIG_STRING)
         return config_store_string(c, k, value, err);
+    if (k->kind == CONFIG_BOOL) {
+        /* Strict, like TOML itself: no "1", "yes" or "True". */
+        if (strcmp(value, "true") != 0 && strcmp(value, "false") != 0) {
+            *err = config_type_error(k);
+            return -1;
+        }
+        *config_bool_field(c, k) = strcmp(value, "true") == 0;
+        return 0;
+    }
     int64_t v;
     if (config_parse_int(value, &v) < 0) {
         *err = config_type_error(k);
@@ -257,12 +278,17 @@ static int config_apply_toml(struct gflow_config *c, const char *path, const cha
         *err = xasprintf("%s:%d: unknown key '%s'", path, toml_line(v), dotted);
         goto out;
     }
-    enum toml_type want = k->kind == CONFIG_INT ? TOML_INTEGER : TOML_STRING;
+    enum toml_type want = k->kind == CONFIG_INT    ? TOML_INTEGER
+                          : k->kind == CONFIG_BOOL ? TOML_BOOL
+                                                   : TOML_STRING;
     size_t len = 0;
     if (toml_type_of(v) != want ||
         (want == TOML_STRING && strlen(toml_string(v, &len)) != len))
         why = config_type_error(k);
-    else if (want == TOML_INTEGER)
+    else if (want == TOML_BOOL) {
+        *config_bool_field(c, k) = toml_bool(v);
+        r = 0;
+    } else if (want == TOML_INTEGER)
         r = config_store_int(c, k, toml_integer(v), &why);
     else
         r = config_store_string(c, k, toml_string(v, NULL), &why);

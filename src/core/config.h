@@ -22,6 +22,9 @@ struct gflow_config {
     char *gpu_allocation_strategy; /* topology (default) | sequential | random */
     int64_t gpu_poll_interval_secs; /* daemon.gpu_poll_interval_secs; default 10, >= 1 */
     char *gpu_id_format;       /* CUDA_VISIBLE_DEVICES as "index" (default) or "uuid" */
+    bool constrain_devices;    /* daemon.constrain_devices: deny jobs the GPUs they were not
+                                * given through the cgroup v1 devices controller; default
+                                * false */
     char *source_path;         /* the file that was read, NULL if none */
 };
 

@@ -489,8 +489,11 @@ static int cmd_status(void)
     if (gpu_error)
         printf("GPUs: %s\n", gpu_error);
     else
-        printf("GPUs: %lld%s\n", (long long)json_integer_value(json_object_get(g, "count")),
-               json_is_true(json_object_get(g, "simulated")) ? " (simulated)" : "");
+        printf("GPUs: %lld%s%s\n", (long long)json_integer_value(json_object_get(g, "count")),
+               json_is_true(json_object_get(g, "simulated")) ? " (simulated)" : "",
+               json_is_true(json_object_get(g, "constrain_devices"))
+                   ? ", device isolation on (cgroup v1 devices)"
+                   : "");
     printf("Socket: %s\n", json_string_value(json_object_get(st, "socket")));
     printf("Data: %s\n", json_string_value(json_object_get(st, "data_dir")));
     json_decref(st);

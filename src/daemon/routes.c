@@ -46,10 +46,11 @@ static void route_status(struct reply *rep)
         json_object_set_new(c, job_state_short((enum job_state)i), json_integer(counts[i]));
     double now = now_wall();
     json_t *full = gpu_status_json();
-    json_t *gpus = json_pack("{s:I, s:O, s:O}", "count",
+    json_t *gpus = json_pack("{s:I, s:O, s:O, s:b}", "count",
                              (json_int_t)json_array_size(json_object_get(full, "gpus")), "simulated",
                              json_object_get(full, "simulated"), "error",
-                             json_object_get(full, "error"));
+                             json_object_get(full, "error"), "constrain_devices",
+                             gd.cfg.constrain_devices);
     json_decref(full);
     reply_json(rep, 200,
                json_pack("{s:s, s:s, s:i, s:i, s:s, s:b, s:f, s:I, s:o, s:I, s:s, s:s, s:o}",

@@ -16,6 +16,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -318,6 +319,55 @@ static void build_env(const struct job *j, const struct passwd *pw, struct strbu
     }
 }
 
+/* The device minor of the GPU with NVML index i: the node /dev/nvidia<i> when it is an
+ * NVIDIA character device (major 195), else i. The driver numbers its device nodes
+ * in the order it probed the GPUs, and NVML indices follow the same (PCI) order, so
+ * index i is /dev/nvidia<i> with minor i on the usual setups; the node is read because
+ * that is what the job would open. */
+static int gpu_minor(int index)
+{
+    char path[32];
+    struct stat st;
+    snprintf(path, sizeof(path), "/dev/nvidia%d", index);
+    if (stat(path, &st) == 0 && S_ISCHR(st.st_mode) && major(st.st_rdev) == 195)
+        return (int)minor(st.st_rdev);
+    return index;
+}
+
+/* Whether NVML index appears in a job's gpu_ids ("0,2"; NULL: none). */
+static bool gpu_ids_have(const char *gpu_ids, int index)
+{
+    for (const char *p = gpu_ids; p && *p;) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p)
+            return false;
+        if (v == index)
+            return true;
+        p = *end == ',' ? end + 1 : end;
+    }
+    return false;
+}
+
+/* For daemon.constrain_devices: the minors of the GPUs the job was not given, "1,3",
+ * as the shim's --deny-devices wants them; NULL when it was given them all. */
+static char *denied_gpu_minors(const struct job *j)
+{
+    const struct gpu_set *set = gpu_current();
+    struct strbuf sb;
+    strbuf_init(&sb);
+    for (size_t i = 0; i < set->n_gpus; i++) {
+        int index = set->gpus[i].index;
+        if (!gpu_ids_have(j->gpu_ids, index))
+            strbuf_addf(&sb, "%s%d", sb.len ? "," : "", gpu_minor(index));
+    }
+    if (sb.len == 0) {
+        strbuf_free(&sb);
+        return NULL;
+    }
+    return strbuf_detach(&sb);
+}
+
 struct launch {
     char *argv[40];
     int argc;
@@ -475,6 +525,11 @@ void runner_launch(struct job *j)
         arg(&l, "--task-gpus");
         arg(&l, keep(&l, xstrdup(cuda_devices(j->gpu_ids, uuids))));
         free(uuids);
+    }
+    char *deny = gd.cfg.constrain_devices ? denied_gpu_minors(j) : NULL;
+    if (deny) {
+        arg(&l, "--deny-devices");
+        arg(&l, keep(&l, deny));
     }
     env_fd = prepare_inputs(&full, pw, &l, &err);
     if (env_fd < 0)

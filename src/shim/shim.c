@@ -3,7 +3,7 @@
  *
  *   gflow-shim --job-id N --exit-file PATH --log PATH --workdir DIR --env-file PATH
  *              --kill-grace SECS [--lock-fd FD] [--uid UID --gid GID --user NAME]
- *              [--tasks N --task-gpus GPU,GPU,...]
+ *              [--tasks N --task-gpus GPU,GPU,...] [--deny-devices MINOR,MINOR,...]
  *              (--command "shell command line" | --script PATH)
  *
  * Protocol with the daemon (its runner is written against exactly this):
@@ -20,7 +20,8 @@
  *     job gets exactly it.
  *  3. Job stdout and stderr are appended to --log (0600, owned by the job user), stdin
  *     is /dev/null. The shim writes to that log only the one-line reason why the job
- *     could not be started.
+ *     could not be started, and the one line saying that device isolation is
+ *     unavailable (step 7).
  *  4. The job runs in its own process group, as --uid/--gid/--user when the shim is
  *     root, in --workdir: `/bin/bash -c COMMAND`, or the script itself when it starts
  *     with "#!", else `/bin/bash SCRIPT`. A job that cannot be started exits 125
@@ -50,6 +51,17 @@
  *     125 with the error. If the shim fails before the job starts, it still writes
  *     an exit file (exit_code 125, error set) when it can, and exits 1 (2 for usage
  *     errors, which also print one line on stderr).
+ *  7. With --deny-devices (daemon.constrain_devices: the minors of the NVIDIA GPUs,
+ *     char major 195, that the job was not given), a root shim on a host where the
+ *     cgroup v1 devices controller is mounted creates the cgroup gflow/job-<id> below
+ *     its own devices cgroup (so a job never escapes a policy the shim is under),
+ *     writes "c 195:<minor> rwm" to its devices.deny, and each copy of the job joins it
+ *     in the forked child before it changes user and execs: no job process ever runs
+ *     outside it, and open() of those nodes fails with EPERM. Once nothing of the job is
+ *     left, the shim removes the cgroup. Where that cannot be done (not root, no v1
+ *     devices controller - on cgroup v2 device access is controlled by an eBPF program,
+ *     which gflow does not load -, or the cgroup cannot be created), the job runs anyway
+ *     and its log gets one line "gflow-shim: device isolation unavailable: <reason>".
  */
 #include "procinfo.h"
 #include "util.h"
@@ -73,6 +85,7 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/timerfd.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -94,6 +107,11 @@ enum {
 /* Upper bound of --tasks: far above the GPUs of one machine, low enough that a typo
  * cannot fork thousands of processes. */
 #define SHIM_MAX_TASKS 256
+
+/* NVIDIA's character device major: /dev/nvidia<N> is 195:N, /dev/nvidiactl 195:255. */
+#define SHIM_NVIDIA_MAJOR 195
+/* Linux device minors have 20 bits. */
+#define SHIM_MAX_MINOR ((1 << 20) - 1)
 
 /* The variables --task-gpus sets for each copy; the env file's values are replaced. */
 static const char *const shim_task_vars[] = {"CUDA_VISIBLE_DEVICES", "RANK", "LOCAL_RANK",
@@ -118,6 +136,8 @@ struct shim_opts {
     int ntasks;        /* --tasks: copies of the job to start */
     char **task_gpus;  /* --task-gpus split at commas, NULL-terminated; NULL when not given */
     int n_task_gpus;
+    int *deny_minors; /* --deny-devices: GPU minors the job may not open; NULL if not given */
+    int n_deny_minors;
 };
 
 /* Everything the job child needs, prepared before fork so the child only makes
@@ -150,6 +170,7 @@ struct shim_exec {
     int log_fd;
     int null_fd;
     int report_fd; /* write end of a close-on-exec pipe: why the job did not start */
+    int cgroup_procs_fd; /* the job's devices cgroup's cgroup.procs, -1: none (step 7) */
 };
 
 /* One copy of the job. */
@@ -174,6 +195,7 @@ struct shim_run {
     double kill_grace;
     bool term_sent;  /* the tree got SIGTERM and the grace timer runs */
     bool kill_phase; /* the grace is over: SIGKILL until nothing is left */
+    char *cgroup_dir; /* the job's devices cgroup (step 7), NULL: none */
 };
 
 /* What goes into the exit file. */
@@ -190,12 +212,14 @@ static const char shim_usage_text[] =
     "usage: gflow-shim --job-id N --exit-file PATH --log PATH --workdir DIR\n"
     "                  (--env-file PATH | --env-fd FD) --kill-grace SECS [--lock-fd FD]\n"
     "                  [--uid UID --gid GID --user NAME]\n"
-    "                  [--tasks N --task-gpus GPU,GPU,...]\n"
+    "                  [--tasks N --task-gpus GPU,GPU,...] [--deny-devices MINOR,...]\n"
     "                  (--command \"shell command line\" | --script PATH)\n"
     "Runs and supervises one gflow job and writes its outcome to the exit file.\n"
     "--tasks N starts N copies of the job, copy i with CUDA_VISIBLE_DEVICES set to the\n"
     "i-th entry of --task-gpus and RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,\n"
     "MASTER_ADDR, MASTER_PORT as torchrun sets them; if one fails, the others are stopped.\n"
+    "--deny-devices 1,3 puts the job in a cgroup v1 devices cgroup that denies it the\n"
+    "NVIDIA devices 195:1 and 195:3 (when root and the controller is mounted).\n"
     "Started by gflowd; not meant to be run by hand.\n";
 
 /* ---- exit file ---------------------------------------------------------------- */
@@ -276,6 +300,7 @@ enum {
     OPT_SCRIPT,
     OPT_TASKS,
     OPT_TASK_GPUS,
+    OPT_DENY_DEVICES,
 };
 
 static const struct option shim_long_opts[] = {
@@ -294,6 +319,7 @@ static const struct option shim_long_opts[] = {
     {"script", required_argument, NULL, OPT_SCRIPT},
     {"tasks", required_argument, NULL, OPT_TASKS},
     {"task-gpus", required_argument, NULL, OPT_TASK_GPUS},
+    {"deny-devices", required_argument, NULL, OPT_DENY_DEVICES},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -357,6 +383,33 @@ static void shim_parse_task_gpus(struct shim_opts *o, const char *arg, char **er
     free(o->task_gpus);
     o->task_gpus = v;
     o->n_task_gpus = n;
+}
+
+/* Splits --deny-devices "1,3" into o->deny_minors: device minors, each an integer. */
+static void shim_parse_deny_devices(struct shim_opts *o, const char *arg, char **err)
+{
+    size_t cap = 1;
+    for (const char *c = arg; *c; c++)
+        cap += *c == ',';
+    int *v = xcalloc(cap, sizeof(*v));
+    int n = 0;
+    for (const char *p = arg;; p++) {
+        size_t len = strcspn(p, ",");
+        char *word = xstrndup(p, len);
+        int64_t minor;
+        if (shim_parse_range(word, 0, SHIM_MAX_MINOR, &minor) < 0)
+            shim_set_err(err, xasprintf("bad --deny-devices '%s': '%s' is no device minor",
+                                        arg, word));
+        else
+            v[n++] = (int)minor;
+        free(word);
+        p += len;
+        if (!*p)
+            break;
+    }
+    free(o->deny_minors);
+    o->deny_minors = v;
+    o->n_deny_minors = n;
 }
 
 /* Parses one option's value into o. */
@@ -423,6 +476,9 @@ static void shim_parse_opt(struct shim_opts *o, int c, const char *arg, char **e
         break;
     case OPT_TASK_GPUS:
         shim_parse_task_gpus(o, arg, err);
+        break;
+    case OPT_DENY_DEVICES:
+        shim_parse_deny_devices(o, arg, err);
         break;
     }
 }
@@ -849,6 +905,218 @@ static int shim_prepare_task_env(const struct shim_opts *o, struct shim_exec *ex
     return 0;
 }
 
+/* ---- the devices cgroup (step 7) ------------------------------------------------ */
+
+/* Whether the comma-separated list opts holds word. */
+static bool shim_has_option(const char *opts, const char *word)
+{
+    size_t n = strlen(word);
+    for (const char *p = opts;; p++) {
+        size_t len = strcspn(p, ",");
+        if (len == n && strncmp(p, word, n) == 0)
+            return true;
+        p += len;
+        if (!*p)
+            return false;
+    }
+}
+
+/* Undoes the octal escapes of a path in /proc/self/mountinfo ("\040" for a space). */
+static void shim_unescape_mount_path(char *s)
+{
+    char *w = s;
+    for (char *r = s; *r; r++) {
+        if (r[0] == '\\' && r[1] >= '0' && r[1] <= '3' && r[2] >= '0' && r[2] <= '7' &&
+            r[3] >= '0' && r[3] <= '7') {
+            *w++ = (char)((r[1] - '0') * 64 + (r[2] - '0') * 8 + (r[3] - '0'));
+            r += 3;
+        } else {
+            *w++ = *r;
+        }
+    }
+    *w = '\0';
+}
+
+/* Finds the cgroup v1 hierarchy with the devices controller in /proc/self/mountinfo:
+ * fstype "cgroup" (v2 is "cgroup2") with "devices" among its super options. Sets its
+ * mount point and the cgroup its root shows (fields 5 and 4). 0, or -1 if none. */
+static int shim_devices_mount(char **mount_point, char **mount_root)
+{
+    FILE *f = fopen("/proc/self/mountinfo", "re");
+    if (!f)
+        return -1;
+    char *line = NULL;
+    size_t cap = 0;
+    int rc = -1;
+    while (rc < 0 && getline(&line, &cap, f) > 0) {
+        /* ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [OPTIONAL...] - FSTYPE SOURCE SUPEROPTS */
+        char *sep = strstr(line, " - ");
+        if (!sep)
+            continue;
+        *sep = '\0';
+        char fstype[32], source[PATH_MAX], super[1024];
+        if (sscanf(sep + 3, "%31s %4095s %1023s", fstype, source, super) != 3 ||
+            strcmp(fstype, "cgroup") != 0 || !shim_has_option(super, "devices"))
+            continue;
+        char root[PATH_MAX], point[PATH_MAX];
+        if (sscanf(line, "%*s %*s %*s %4095s %4095s", root, point) != 2)
+            continue;
+        shim_unescape_mount_path(root);
+        shim_unescape_mount_path(point);
+        *mount_root = xstrdup(root);
+        *mount_point = xstrdup(point);
+        rc = 0;
+    }
+    free(line);
+    fclose(f);
+    return rc;
+}
+
+/* The shim's own cgroup in the devices hierarchy ("5:devices:/a/b" in /proc/self/cgroup
+ * gives "/a/b"), or NULL. */
+static char *shim_own_devices_cgroup(void)
+{
+    FILE *f = fopen("/proc/self/cgroup", "re");
+    if (!f)
+        return NULL;
+    char *line = NULL, *own = NULL;
+    size_t cap = 0;
+    while (!own && getline(&line, &cap, f) > 0) {
+        char *ctrl = strchr(line, ':');
+        char *path = ctrl ? strchr(ctrl + 1, ':') : NULL;
+        if (!path)
+            continue;
+        *path++ = '\0';
+        path[strcspn(path, "\n")] = '\0';
+        if (shim_has_option(ctrl + 1, "devices"))
+            own = xstrdup(path);
+    }
+    free(line);
+    fclose(f);
+    return own;
+}
+
+/* The directory of the shim's own devices cgroup under the mount point. The job's
+ * cgroup goes below it rather than below the hierarchy's root, so that it inherits
+ * whatever device policy the shim is under (a service's, a container's) and only
+ * narrows it. Falls back to the mount point when the shim's cgroup is not under it. */
+static char *shim_devices_base(const char *mount_point, const char *mount_root)
+{
+    char *own = shim_own_devices_cgroup();
+    const char *rel = "";
+    size_t n = strlen(mount_root);
+    if (own && strcmp(mount_root, "/") == 0)
+        rel = own;
+    else if (own && strncmp(own, mount_root, n) == 0 && (own[n] == '/' || !own[n]))
+        rel = own + n;
+    char *base = xasprintf("%s%s", mount_point, strcmp(rel, "/") == 0 ? "" : rel);
+    free(own);
+    return base;
+}
+
+/* Writes one "c 195:<minor> rwm" rule per denied minor to dir/devices.deny (the kernel
+ * takes one rule per write). 0, or -1 with *why. */
+static int shim_devcg_deny(const char *dir, const struct shim_opts *o, char **why)
+{
+    char *path = xasprintf("%s/devices.deny", dir);
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    int rc = fd < 0 ? -1 : 0;
+    for (int i = 0; rc == 0 && i < o->n_deny_minors; i++) {
+        char rule[64];
+        int n = snprintf(rule, sizeof(rule), "c %d:%d rwm", SHIM_NVIDIA_MAJOR,
+                         o->deny_minors[i]);
+        if (write(fd, rule, (size_t)n) != n)
+            rc = -1;
+    }
+    if (rc < 0)
+        *why = xasprintf("cannot write %s: %s", path, strerror(errno));
+    if (fd >= 0)
+        close(fd);
+    free(path);
+    return rc;
+}
+
+/* Creates the job's devices cgroup, <shim's devices cgroup>/gflow/job-<id>, with its
+ * denials, and opens its cgroup.procs for the children to join. Returns the cgroup's
+ * directory, or NULL with *why. */
+static char *shim_devcg_create(const struct shim_opts *o, int *procs_fd, char **why)
+{
+    if (geteuid() != 0) {
+        *why = xstrdup("the shim does not run as root");
+        return NULL;
+    }
+    char *mount_point, *mount_root;
+    if (shim_devices_mount(&mount_point, &mount_root) < 0) {
+        *why = xstrdup("no cgroup v1 devices controller is mounted (on cgroup v2 device "
+                       "access is controlled by an eBPF program, which gflow does not load)");
+        return NULL;
+    }
+    char *base = shim_devices_base(mount_point, mount_root);
+    char *dir = xasprintf("%s/gflow/job-%lld", base, (long long)o->job_id);
+    free(base);
+    free(mount_point);
+    free(mount_root);
+    /* An empty leftover of a shim that died goes, so that the job gets exactly the
+     * denials of this run; one still in use stays (rmdir fails) and is shared. */
+    rmdir(dir);
+    if (mkdir_p(dir, 0755) < 0) {
+        *why = xasprintf("cannot create %s: %s", dir, strerror(errno));
+        free(dir);
+        return NULL;
+    }
+    if (shim_devcg_deny(dir, o, why) == 0) {
+        char *procs = xasprintf("%s/cgroup.procs", dir);
+        *procs_fd = open(procs, O_WRONLY | O_CLOEXEC);
+        if (*procs_fd < 0)
+            *why = xasprintf("cannot open %s: %s", procs, strerror(errno));
+        free(procs);
+        if (*procs_fd >= 0)
+            return dir;
+    }
+    rmdir(dir);
+    free(dir);
+    return NULL;
+}
+
+/* Step 7 before fork: with --deny-devices, sets up the job's devices cgroup and
+ * returns its directory; when that cannot be done, says so in the job's log (the job
+ * runs anyway: isolation is only promised where the controller is available) and on
+ * stderr, and returns NULL. */
+static char *shim_devcg_setup(const struct shim_opts *o, struct shim_exec *ex)
+{
+    if (!o->deny_minors)
+        return NULL;
+    char *why = NULL;
+    char *dir = shim_devcg_create(o, &ex->cgroup_procs_fd, &why);
+    if (dir)
+        return dir;
+    char *line = xasprintf("gflow-shim: device isolation unavailable: %s\n", why);
+    if (write(ex->log_fd, line, strlen(line)) < 0) {
+        /* stderr below still says it */
+    }
+    fprintf(stderr, "gflow-shim: job %lld: device isolation unavailable: %s\n",
+            (long long)o->job_id, why);
+    free(line);
+    free(why);
+    return NULL;
+}
+
+/* After the job: removes its devices cgroup. A process the shim just reaped may still
+ * count as a member for a moment (EBUSY), so it tries for about a second. */
+static void shim_devcg_remove(const char *dir, int64_t job_id)
+{
+    for (int i = 0; i < 100; i++) {
+        if (rmdir(dir) == 0 || errno == ENOENT)
+            return;
+        if (errno != EBUSY)
+            break;
+        struct timespec ts = {0, 10L * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    fprintf(stderr, "gflow-shim: job %lld: cannot remove %s: %s\n", (long long)job_id, dir,
+            strerror(errno));
+}
+
 /* ---- the job child ------------------------------------------------------------ */
 
 /* Reports why the job could not start, to its log and to the shim, and exits. */
@@ -899,6 +1167,12 @@ __attribute__((noreturn)) static void shim_child(const struct shim_exec *ex, cha
     sigprocmask(SIG_SETMASK, &empty, NULL);
     /* Own process group, or the first copy's: one kill(-pgid) reaches the whole job. */
     setpgid(0, ex->pgid);
+    /* Step 7, while still root and before exec: the job never runs outside its devices
+     * cgroup ("0" is the writer itself). Failing closed: a job that was to be
+     * isolated must not run unisolated because joining went wrong. */
+    if (ex->cgroup_procs_fd >= 0 && write(ex->cgroup_procs_fd, "0", 1) != 1)
+        shim_child_fail(ex, JOB_EXIT_SETUP, "cannot join the devices cgroup", "of the job",
+                        errno);
     if (ex->set_creds) {
         if (setgroups((size_t)ex->ngroups, ex->groups) < 0)
             shim_child_fail(ex, JOB_EXIT_SETUP, "cannot set groups of user", ex->user, errno);
@@ -1261,6 +1535,8 @@ static void shim_exec_free(struct shim_exec *ex)
         close(ex->log_fd);
     if (ex->null_fd >= 0)
         close(ex->null_fd);
+    if (ex->cgroup_procs_fd >= 0)
+        close(ex->cgroup_procs_fd);
 }
 
 /* Steps 1-4 up to the fork. Returns 0 or -1 with *err set; fills ex. */
@@ -1331,9 +1607,19 @@ static struct shim_outcome shim_outcome_of(const struct shim_run *r, double star
     return out;
 }
 
+/* Removes the job's devices cgroup, if it has one. */
+static void shim_devcg_end(struct shim_run *r, int64_t job_id)
+{
+    if (!r->cgroup_dir)
+        return;
+    shim_devcg_remove(r->cgroup_dir, job_id);
+    free(r->cgroup_dir);
+    r->cgroup_dir = NULL;
+}
+
 static int shim_main(const struct shim_opts *o, const sigset_t *mask)
 {
-    struct shim_exec ex = {.log_fd = -1, .null_fd = -1, .report_fd = -1};
+    struct shim_exec ex = {.log_fd = -1, .null_fd = -1, .report_fd = -1, .cgroup_procs_fd = -1};
     struct shim_run r = {.self = getpid(),
                          .first_failed = -1,
                          .sfd = -1,
@@ -1347,11 +1633,13 @@ static int shim_main(const struct shim_opts *o, const sigset_t *mask)
         shim_exec_free(&ex);
         return SHIM_EXIT_FAIL;
     }
+    r.cgroup_dir = shim_devcg_setup(o, &ex);
     double started_at = now_wall();
     int wanted = ex.ntasks;
     int started = shim_spawn(&ex, &r, &err);
     shim_exec_free(&ex); /* the job holds its own copies now */
     if (started == 0) {
+        shim_devcg_end(&r, o->job_id);
         shim_fail(o, err);
         free(err);
         if (r.report_rd >= 0)
@@ -1368,6 +1656,7 @@ static int shim_main(const struct shim_opts *o, const sigset_t *mask)
         fprintf(stderr, "gflow-shim: job %lld: %s\n", (long long)o->job_id, err);
         shim_kill_all_blocking(&r);
     }
+    shim_devcg_end(&r, o->job_id); /* nothing of the job is left in it */
     /* A failure of the shim's own outranks the child's report. */
     char *report = shim_read_report(r.report_rd);
     struct shim_outcome out =
@@ -1397,6 +1686,7 @@ static void shim_opts_free(struct shim_opts *o)
         for (char **g = o->task_gpus; *g; g++)
             free(*g);
     free(o->task_gpus);
+    free(o->deny_minors);
 }
 
 int main(int argc, char **argv)

@@ -7,8 +7,11 @@ polling with a deadline; every process a test starts is stopped by pid at teardo
 import fcntl
 import json
 import os
+import shutil
 import signal
+import stat
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -572,3 +575,185 @@ def test_runs_as_the_given_user(tmp_path, cleanup):
     assert "ids=65534 65534 65534" in s.log_text()
     st = s.log.stat()
     assert (st.st_uid, st.st_gid) == (65534, 65534)
+
+
+# ---- device isolation (--deny-devices, cgroup v1 devices controller) ---------------
+
+NVIDIA_MAJOR = 195
+
+# Opens the device node given as argv[1] and prints the errno's name (or "opened"),
+# then the job's own cgroup in the devices hierarchy.
+DEVICE_PROBE = r"""
+import errno, sys
+try:
+    open(sys.argv[1], "rb").close()
+    print("open=opened")
+except OSError as e:
+    print("open=" + errno.errorcode[e.errno])
+for line in open("/proc/self/cgroup"):
+    _, ctrl, path = line.rstrip("\n").split(":", 2)
+    if "devices" in ctrl.split(","):
+        print("cgroup=" + path)
+"""
+
+
+def devices_v1_mount():
+    """(mount point, the cgroup its root shows) of the cgroup v1 devices hierarchy, or None."""
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            left, _, right = line.partition(" - ")
+            fstype, _, superopts = right.split()[:3]
+            if fstype == "cgroup" and "devices" in superopts.split(","):
+                fields = left.split()
+                unescape = lambda s: s.encode().decode("unicode_escape")
+                return unescape(fields[4]), unescape(fields[3])
+    return None
+
+
+def own_devices_cgroup():
+    with open("/proc/self/cgroup") as f:
+        for line in f:
+            _, ctrl, path = line.rstrip("\n").split(":", 2)
+            if "devices" in ctrl.split(","):
+                return path
+    return None
+
+
+_DEVICES_MOUNT = devices_v1_mount()
+needs_devices_cgroup = pytest.mark.skipif(
+    os.geteuid() != 0 or _DEVICES_MOUNT is None,
+    reason="device isolation needs root and the cgroup v1 devices controller mounted "
+           f"(euid {os.geteuid()}, devices mount {_DEVICES_MOUNT})")
+
+_job_ids = iter(range(1, 1000))
+
+
+def unique_job_id():
+    """A job id no other concurrent run of these tests uses: the cgroup is named after it."""
+    return 10**9 + os.getpid() * 1000 + next(_job_ids)
+
+
+def job_cgroup(job_id):
+    """(the cgroup path the job should be in, its directory): below the shim's own
+    devices cgroup, which is this test's (the shim is its child)."""
+    point, root = _DEVICES_MOUNT
+    own = own_devices_cgroup()
+    rel = own if root == "/" else own[len(root):]
+    rel = "" if rel == "/" else rel
+    return f"{own.rstrip('/')}/gflow/job-{job_id}", Path(f"{point}{rel}/gflow/job-{job_id}")
+
+
+def fake_gpu(directory, minor):
+    """A char device node 195:minor: no driver behind it, so open() gives ENXIO/ENODEV
+    unless a devices cgroup refuses it first (EPERM)."""
+    path = directory / f"nvidia{minor}"
+    os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(NVIDIA_MAJOR, minor))
+    (directory / "probe.py").write_text(DEVICE_PROBE)
+    return path
+
+
+def probe_results(log_text):
+    return [line for line in log_text.splitlines()
+            if line.startswith(("open=", "cgroup="))]
+
+
+@needs_devices_cgroup
+def test_denied_gpu_cannot_be_opened_and_the_cgroup_is_removed(tmp_path, cleanup):
+    dev = fake_gpu(tmp_path, 7)
+    job_id = unique_job_id()
+    path, directory = job_cgroup(job_id)
+    s = run(tmp_path, cleanup, command=f"python3 probe.py {dev}",
+            extra=("--job-id", str(job_id), "--deny-devices", "3,7"))
+    assert s.result()["exit_code"] == 0, s.log_text()
+    assert probe_results(s.log_text()) == ["open=EPERM", f"cgroup={path}"]
+    assert "unavailable" not in s.log_text()
+    assert not directory.exists(), f"{directory} left behind"
+
+
+@needs_devices_cgroup
+def test_without_deny_devices_the_node_answers_as_usual(tmp_path, cleanup):
+    dev = fake_gpu(tmp_path, 7)
+    s = run(tmp_path, cleanup, command=f"python3 probe.py {dev}")
+    lines = probe_results(s.log_text())
+    assert lines[0] in ("open=ENXIO", "open=ENODEV"), lines
+    assert "/gflow/job-" not in lines[1]
+
+
+@needs_devices_cgroup
+def test_only_the_listed_minors_are_denied(tmp_path, cleanup):
+    dev = fake_gpu(tmp_path, 7)
+    job_id = unique_job_id()
+    path, directory = job_cgroup(job_id)
+    s = run(tmp_path, cleanup, command=f"python3 probe.py {dev}",
+            extra=("--job-id", str(job_id), "--deny-devices", "0,6,8"))
+    lines = probe_results(s.log_text())
+    assert lines[0] in ("open=ENXIO", "open=ENODEV") and lines[1] == f"cgroup={path}", lines
+    assert not directory.exists()
+
+
+@needs_devices_cgroup
+def test_every_copy_and_its_children_are_denied(tmp_path, cleanup):
+    dev = fake_gpu(tmp_path, 7)
+    job_id = unique_job_id()
+    path, directory = job_cgroup(job_id)
+    # Each copy probes in a child and leaves a background process behind: the cgroup
+    # can only be removed once the shim has killed those too.
+    cmd = f"python3 probe.py {dev} > probe$RANK.out; sleep 30 &"
+    s = run(tmp_path, cleanup, command=cmd,
+            extra=("--job-id", str(job_id), "--deny-devices", "7", *tasks(2, "0,1")))
+    for rank in (0, 1):
+        lines = probe_results((tmp_path / f"probe{rank}.out").read_text())
+        assert lines == ["open=EPERM", f"cgroup={path}"], (rank, lines)
+    assert not directory.exists()
+
+
+@needs_devices_cgroup
+def test_job_user_is_denied_too(tmp_path, cleanup):
+    # The child joins the cgroup while still root, then becomes the job user. The node
+    # lives in a directory the user can reach (pytest's tmp_path is root's alone).
+    shared = Path(tempfile.mkdtemp(prefix="gflow-devtest-"))
+    try:
+        shared.chmod(0o755)
+        dev = fake_gpu(shared, 7)
+        job_id = unique_job_id()
+        path, directory = job_cgroup(job_id)
+        s = run(tmp_path, cleanup, workdir=shared, command=f"python3 probe.py {dev}",
+                extra=("--job-id", str(job_id), "--deny-devices", "7", "--uid", "65534",
+                       "--gid", "65534", "--user", "nobody"))
+        assert probe_results(s.log_text()) == ["open=EPERM", f"cgroup={path}"], s.log_text()
+        assert not directory.exists()
+    finally:
+        shutil.rmtree(shared)
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
+                    reason="hiding the devices controller needs root and unshare(1)")
+def test_without_the_controller_the_job_runs_and_the_log_says_why(tmp_path, cleanup):
+    # A private mount namespace without any cgroup v1 devices mount: as on a pure
+    # cgroup v2 host, isolation is unavailable, and the job runs anyway.
+    dev = fake_gpu(tmp_path, 7)
+    hide = ("grep ' - cgroup ' /proc/self/mountinfo | grep devices | cut -d' ' -f5 | "
+            "while read m; do umount -l \"$m\"; done; exec \"$@\"")
+    env_file, log, exit_file = tmp_path / "job.env", tmp_path / "job.log", tmp_path / "exit.json"
+    env_file.write_bytes(JOB_PATH.encode() + b"\0")
+    shim = [str(SHIM), "--job-id", "42", "--exit-file", str(exit_file), "--log", str(log),
+            "--workdir", str(tmp_path), "--env-file", str(env_file), "--kill-grace", "5",
+            "--deny-devices", "7", "--command", f"python3 probe.py {dev}"]
+    args = ["unshare", "-m", "--propagation", "private", "sh", "-c", hide, "sh", *shim]
+    p = subprocess.run(args, env=DAEMON_ENV, capture_output=True, text=True, timeout=10)
+    assert p.returncode == 0, p.stderr
+    log = log.read_text()
+    unavailable = [ln for ln in log.splitlines() if "device isolation unavailable" in ln]
+    assert unavailable == ["gflow-shim: device isolation unavailable: no cgroup v1 devices "
+                           "controller is mounted (on cgroup v2 device access is controlled "
+                           "by an eBPF program, which gflow does not load)"], log
+    assert json.loads(exit_file.read_text())["exit_code"] == 0
+    assert probe_results(log)[0] in ("open=ENXIO", "open=ENODEV"), log
+
+
+def test_bad_deny_devices_are_usage_errors(tmp_path, cleanup):
+    for bad in ("", "x", "1,,2", "-1", "1048576", "3 "):
+        s = Shim(tmp_path, cleanup, command="true", extra=("--deny-devices", bad))
+        assert s.finish() == 2, bad
+        assert "--deny-devices" in s.stderr and len(s.stderr.splitlines()) == 1, s.stderr
+        assert s.result()["exit_code"] == 125

@@ -185,6 +185,28 @@ static void test_syntax_error_and_atomicity(void **state)
     config_free(&c);
 }
 
+static void test_bool_key(void **state)
+{
+    struct fixture *f = *state;
+    struct gflow_config c;
+    char *err = NULL;
+    config_init(&c);
+    assert_false(c.constrain_devices);
+    write_config(f, "[daemon]\nconstrain_devices = true\n");
+    assert_int_equal(config_load_file(&c, f->path, true, &err), 0);
+    assert_true(c.constrain_devices);
+    assert_int_equal(config_set(&c, "daemon.constrain_devices", "false", &err), 0);
+    assert_false(c.constrain_devices);
+    assert_int_equal(config_set(&c, "daemon.constrain_devices", "yes", &err), -1);
+    assert_non_null(strstr(err, "daemon.constrain_devices must be true or false"));
+    free(err);
+    config_free(&c);
+
+    char *expected = xasprintf("%s:2: daemon.constrain_devices must be true or false", f->path);
+    assert_error(load_error(f, "[daemon]\nconstrain_devices = 'true'\n"), expected);
+    free(expected);
+}
+
 static void test_env_override(void **state)
 {
     char *envp[] = {
@@ -303,6 +325,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_unknown_key_names_file_line_key, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wrong_type, setup, teardown),
         cmocka_unit_test_setup_teardown(test_syntax_error_and_atomicity, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bool_key, setup, teardown),
         cmocka_unit_test(test_env_override),
         cmocka_unit_test(test_env_errors),
         cmocka_unit_test(test_config_set),
