@@ -435,6 +435,11 @@ int gpu_set_allowed(const char *spec, char **err)
         *err = xasprintf("no GPU %s on this machine (it has %zu)", spec, cur.n_gpus);
         return -1;
     }
+    if (m != ALL_GPUS && !(m & gpu_visible())) {
+        *err = xasprintf("GPUs %s are outside the daemon's CUDA_VISIBLE_DEVICES (%s): no job "
+                         "could use them", spec, visible_spec ? visible_spec : "");
+        return -1;
+    }
     if (store_begin(gd.store) < 0 ||
         store_set_setting(gd.store, SETTING_ALLOWED, m == ALL_GPUS ? NULL : spec) < 0) {
         *err = xasprintf("cannot store the setting: %s", store_error(gd.store));
@@ -580,12 +585,12 @@ static json_t *gpu_json(size_t g)
     if (info->lost) {
         state = "lost";
         reason = "the GPU does not answer (NVML: GPU is lost)";
+    } else if (json_array_size(jobs)) { /* even where no longer allowed: it is in use */
+        state = shared_only ? "shared" : "busy";
     } else if (!(gpu_allowed() & (1ULL << g))) {
         state = "restricted";
         reason = (visible & (1ULL << g)) ? "not in the allowed GPUs (gctl set-gpus)"
                                          : "not in the daemon's CUDA_VISIBLE_DEVICES";
-    } else if (json_array_size(jobs)) {
-        state = shared_only ? "shared" : "busy";
     } else if (unmanaged & (1ULL << g)) {
         state = "unmanaged";
         reason = "compute processes outside gflow";

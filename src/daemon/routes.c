@@ -223,7 +223,9 @@ static struct job *spec_to_job(json_t *spec, const struct caller *who, bool *dry
     j->shared = json_is_true(shared);
     j->gpus_per_task = per_task && j->gpus > 0 ? (int)json_integer_value(per_task) : 0;
     char *why = NULL;
-    if (scheduler_check_feasible(j, gpu_current(), gpu_visible(), &why) < 0) {
+    if (scheduler_check_feasible(j, gpu_current(),
+                                 /* 0 means all there: none visible is a bit no GPU has */
+                                 gpu_visible() ? gpu_visible() : 1ULL << 63, &why) < 0) {
         *err = why;
         goto bad;
     }

@@ -14,7 +14,8 @@ import time
 
 import pytest
 
-from conftest import TERMINAL, parse_show, parse_table, wait_for, write_json_atomic
+from conftest import (TERMINAL, alive, as_user, ensure_test_user, parse_show, parse_table,
+                      read_pid_file, wait_for, write_json_atomic)
 
 POLL_ENV = {"GFLOW_DAEMON__GPU_POLL_INTERVAL_SECS": "1"}
 MIB_80G = 81920
@@ -133,8 +134,7 @@ def test_jobs_of_1_2_4_gpus_queue_and_start_in_order(make_gflow):
     assert rows[big]["ST"] == "PD" and rows[big]["NODES"] == "4"
     assert rows[big]["NODELIST(REASON)"] == "(Resources)"
 
-    # A 1-GPU job behind the 4-GPU one fits on the free GPU 3 (it asks nothing of the
-    # GPUs the big job waits for); the big job keeps waiting until every GPU is free.
+    # The 4-GPU job keeps waiting until every GPU is free.
     g.run("gcancel", a["id"], check=True)
     g.wait_state(a["id"], TERMINAL)
     stays_queued(g, big, "Resources", 0.3)
@@ -228,17 +228,15 @@ def test_shared_jobs_pack_by_declared_memory(make_gflow):
     s3 = g.submit("-g", 1, "--shared", "--gpu-memory", "40G", "sleep", 60)
     wait_reason(g, s3, "GpuMemory")
     excl = g.submit("-g", 1, "true")
-    j = g.wait_state(excl, "PD")
-    assert j["reason"] in ("Resources", "Priority"), j
-    stays_queued(g, excl, j["reason"], 0.2)
+    wait_reason(g, excl, "Resources")
+    stays_queued(g, excl, "Resources", 0.2)
     assert g.job(s3)["state"] == "PD"
 
     g.run("gcancel", s1["id"], check=True)
     started = g.wait_state(s3, "R", timeout=3)
     assert ids(started) == [0]
     # The exclusive job still waits while shared jobs hold the GPU...
-    stays_queued(g, excl, g.job(excl)["reason"], 0.3)
-    assert g.job(excl)["reason"] in ("Resources", "Priority")
+    stays_queued(g, excl, "Resources", 0.3)
     # ...and starts once none is left.
     g.run("gcancel", s2["id"], s3, check=True)
     assert g.wait_state(excl)["state"] == "CD"
@@ -268,6 +266,17 @@ def test_exclusive_gpu_memory_against_used_memory(make_gflow):
     write_json_atomic(g.fixture_path, fx)
     done = g.wait_state(j, TERMINAL, timeout=5)
     assert done["state"] == "CD" and ids(done) == [0], done
+
+
+def test_exclusive_gpu_memory_picks_gpus_with_room(make_gflow):
+    fx = fixture_of([sim_gpu(i) for i in range(4)])
+    fx["gpus"][0]["memory_used_mib"] = 75000
+    g = sim(make_gflow, fixture=fx)
+    j = g.wait_state(g.submit("-g", 2, "--gpu-memory", "10G", "sleep", 60), "R")
+    assert ids(j) == [1, 2], j                # not GPU 0, which lacks 10G free
+    # One GPU with room is left (3) and one without (0): a 2-GPU job waits for memory.
+    k = g.submit("-g", 2, "--gpu-memory", "10G", "true")
+    wait_reason(g, k, "GpuMemory")
 
 
 # ---------------------------------------------------------------- outside processes
@@ -318,7 +327,7 @@ def test_outside_process_blocks_its_gpu(make_gflow, outside_process):
     assert procs and procs[0]["used_memory_mib"] == 100 and procs[0]["job"] is None, info
     verbose = g.run("ginfo", "-v", check=True).stdout
     line = [l for l in verbose.splitlines() if str(p.pid) in l]
-    assert line and "100" in line[0], verbose
+    assert line and "100" in line[0] and "sleep 120" in line[0], verbose
     assert "unmanaged" in verbose
 
     fx["gpus"][1]["processes"] = []
@@ -358,10 +367,135 @@ def test_ignore_and_unignore_an_outside_process(make_gflow, outside_process):
     assert str(p.pid) not in listing, listing
 
 
-def test_unignore_of_unknown_entry_fails(make_gflow):
-    g = sim(make_gflow, 2)
+def test_outside_process_beside_a_job_blocks_the_gpu_after_it(make_gflow, outside_process):
+    """An outside process that turns up on a GPU a job holds (memory unknown) makes the
+    GPU unavailable once the job ends; gflow neither kills it nor starts the next job."""
+    fx = fixture_of([sim_gpu(0)])
+    g = sim(make_gflow, fixture=fx)
+    a = sleeper(g, "-g", 1)
+    p = outside_process()
+    fx["gpus"][0]["processes"] = [{"pid": p.pid, "used_memory_mib": None}]
+    write_json_atomic(g.fixture_path, fx)
+    wait_for(lambda: gpus_json(g)["gpus"][0]["processes"], "the outside process", timeout=5)
+    assert gpus_json(g)["gpus"][0]["state"] == "busy"
+    b = g.submit("-g", 1, "true")
+    wait_reason(g, b, "Resources")
+    g.run("gcancel", a["id"], check=True)
+    wait_reason(g, b, "Unmanaged")
+    procs = gpus_json(g)["gpus"][0]["processes"]
+    assert procs[0]["used_memory_mib"] is None and procs[0]["job"] is None, procs
+    assert p.poll() is None, "gflow must never stop an outside process"
+    verbose = g.run("ginfo", "-v", check=True).stdout
+    line = [l for l in verbose.splitlines() if str(p.pid) in l]
+    assert line and "?" in line[0], verbose     # unknown memory, not 0
+    fx["gpus"][0]["processes"] = []
+    write_json_atomic(g.fixture_path, fx)
+    assert g.wait_state(b, TERMINAL, timeout=5)["state"] == "CD"
+
+
+def test_a_jobs_own_gpu_processes_do_not_block(make_gflow):
+    """Processes in a job's tree (here a child of the job's shell) are the job's, not
+    outside processes: they block nothing, and one on a GPU the job was not given is
+    reported."""
+    fx = fixture_of([sim_gpu(i) for i in range(2)])
+    g = sim(make_gflow, fixture=fx)
+    j = g.submit("-g", 1, "sleep 60 & echo $! > child.pid; wait")
+    job = g.wait_state(j, "R")
+    assert ids(job) == [0]
+    child = wait_for(lambda: read_pid_file(g.work / "child.pid"), "the job's child pid")
+    fx["gpus"][0]["processes"] = [{"pid": child, "used_memory_mib": 500}]
+    fx["gpus"][1]["processes"] = [{"pid": child, "used_memory_mib": 20}]
+    write_json_atomic(g.fixture_path, fx)
+
+    def seen():
+        gpus = gpus_json(g)["gpus"]
+        return gpus if gpus[1]["processes"] else None
+    gpus = wait_for(seen, "the job's processes in ginfo", timeout=5)
+    assert [p["job"] for p in gpus[0]["processes"]] == [j], gpus[0]
+    assert [p["job"] for p in gpus[1]["processes"]] == [j], gpus[1]
+    assert gpus[1]["processes"][0].get("foreign") is True, gpus[1]
+    assert gpus[1]["state"] != "unmanaged", gpus[1]
+    assert g.job(j)["foreign_gpus"] == [1]
+    show = parse_show(g.run("gjob", "show", j, check=True).stdout)[0]
+    assert show["ForeignGPUs"].startswith("1 "), show
+    # GPU 0 is the job's; a job that fits on GPU 1 is not held back as Unmanaged.
+    other = g.wait_state(g.submit("-g", 1, "true"))
+    assert other["state"] == "CD" and ids(other) == [1], other
+
+
+def test_ignore_is_per_gpu(make_gflow, outside_process):
+    fx = fixture_of([sim_gpu(i) for i in range(2)])
+    p = outside_process()
+    for i in (0, 1):
+        fx["gpus"][i]["processes"] = [{"pid": p.pid, "used_memory_mib": 50}]
+    g = sim(make_gflow, fixture=fx)
+    j = g.submit("-g", 2, "true")
+    wait_reason(g, j, "Unmanaged")
+    g.run("gctl", "gpu-process", "ignore", "--gpu", 0, "--pid", p.pid, check=True)
+    one = g.wait_state(g.submit("-g", 1, "true"))
+    assert ids(one) == [0], one               # GPU 1 is still blocked by the process
+    stays_queued(g, j, "Unmanaged", 0.3)
+    g.run("gctl", "gpu-process", "ignore", "--gpu", 1, "--pid", p.pid, check=True)
+    assert g.wait_state(j, TERMINAL, timeout=3)["state"] == "CD"
+    assert sorted(map(tuple, (e.values() for e in ignored(g)))) == [(0, p.pid), (1, p.pid)]
+
+
+def test_gctl_refuses_unknown_gpus_and_processes(make_gflow):
+    g = sim(make_gflow, 4)
     cp = g.run("gctl", "gpu-process", "unignore", "--gpu", 0, "--pid", 999999)
     assert cp.returncode != 0, cp
+    cp = g.run("gctl", "gpu-process", "ignore", "--gpu", 0, "--pid", 999999)
+    assert cp.returncode != 0 and "999999" in cp.stderr, cp
+    cp = g.run("gctl", "gpu-process", "ignore", "--gpu", 9, "--pid", os.getpid())
+    assert cp.returncode != 0 and "GPU 9" in cp.stderr, cp
+    cp = g.run("gctl", "set-gpus", "7")
+    assert cp.returncode != 0 and "has 4" in cp.stderr, cp
+    assert g.api("GET", "/v1/gpus/allowed").json()["source"] == "all"
+    assert ignored(g) == []
+
+
+def test_gpu_controls_are_for_admins(make_gflow):
+    g = sim(make_gflow, 2)
+    uid, gid, _ = ensure_test_user()
+    user = as_user(uid, gid)
+    os.chmod(g.root, 0o755)
+    os.chmod(g.work, 0o777)
+    for args in (("set-gpus", "0"), ("gpu-process", "ignore", "--gpu", 0, "--pid", os.getpid())):
+        cp = g.run("gctl", *args, user=user)
+        assert cp.returncode != 0 and "admin" in cp.stderr, cp
+    assert g.api("GET", "/v1/gpus/allowed").json()["source"] == "all"
+    assert ignored(g) == []
+    # Reading is for everyone.
+    assert "Allowed GPUs: all" in g.run("gctl", "show-gpus", user=user, check=True).stdout
+    assert "idle" in g.run("ginfo", user=user, check=True).stdout
+
+
+def test_lost_gpu_is_not_used(make_gflow):
+    fx = fixture_of([sim_gpu(0), sim_gpu(1, fail={"nvmlDeviceGetMemoryInfo": 15})])
+    g = sim(make_gflow, fixture=fx)
+    info = gpus_json(g)["gpus"]
+    assert info[1]["state"] == "lost" and info[1]["lost"] is True, info[1]
+    assert "lost" in g.run("ginfo", "-v", check=True).stdout
+    both = g.submit("-g", 2, "true")
+    one = g.wait_state(g.submit("-g", 1, "true"))
+    assert one["state"] == "CD" and ids(one) == [0], one
+    stays_queued(g, both, g.wait_state(both, "PD")["reason"], 0.3)
+    # The GPU comes back: the 2-GPU job can run.
+    write_json_atomic(g.fixture_path, fixture_of([sim_gpu(0), sim_gpu(1)]))
+    done = g.wait_state(both, TERMINAL, timeout=5)
+    assert done["state"] == "CD" and ids(done) == [0, 1], done
+
+
+def test_restarted_daemon_keeps_the_gpus_of_running_jobs(make_gflow):
+    g = sim(make_gflow, 2)
+    a = sleeper(g, "-g", 1)
+    assert g.down().returncode == 0
+    g.up("--simulate-gpus", 2)
+    assert g.job(a["id"])["state"] == "R" and g.job(a["id"])["gpu_ids"] == a["gpu_ids"]
+    both = g.submit("-g", 2, "true")
+    wait_reason(g, both, "Resources")
+    other = g.wait_state(g.submit("-g", 1, "true"))
+    assert ids(other) == [1 - ids(a)[0]], other
 
 
 # ---------------------------------------------------------------- allowed GPUs
@@ -415,6 +549,12 @@ def test_runtime_setting_survives_restart_but_flag_wins(make_gflow):
     assert ids(j) == [0, 1], j
     three = g.submit("-g", 3, "true")
     wait_reason(g, three, "GpusRestricted")
+    g.run("gcancel", three, check=True)
+    # The flag made gflow forget the runtime setting: a start without --gpus uses all.
+    assert g.down().returncode == 0
+    g.up("--simulate-gpus", 4)
+    r = g.api("GET", "/v1/gpus/allowed").json()
+    assert r == {"allowed": [0, 1, 2, 3], "source": "all"}, r
 
 
 def test_daemon_cuda_visible_devices_limits_the_gpus(make_gflow):
@@ -432,6 +572,29 @@ def test_daemon_cuda_visible_devices_limits_the_gpus(make_gflow):
     assert log_vars(g, both["id"])["CUDA_VISIBLE_DEVICES"] == "1,3"
     info = {x["index"]: x["state"] for x in gpus_json(g)["gpus"]}
     assert info[0] == info[2] == "restricted", info
+
+
+def test_daemon_cuda_visible_devices_by_uuid(make_gflow):
+    fx = fixture_of([sim_gpu(i) for i in range(4)])
+    uuid2 = fx["gpus"][2]["uuid"]
+    g = sim(make_gflow, fixture=fx, up_env={"CUDA_VISIBLE_DEVICES": uuid2})
+    assert gpus_json(g)["allowed"] == [2]
+    cp = g.run("gbatch", "-g", 2, "true")
+    assert cp.returncode != 0 and "GPU" in cp.stderr, cp
+    j = g.wait_state(g.submit("-g", 1, SHOW_GPU_ENV))
+    assert ids(j) == [2], j
+    assert log_vars(g, j["id"])["NVIDIA_VISIBLE_DEVICES"] == uuid2
+
+
+@pytest.mark.parametrize("visible", ["", "7"])
+def test_daemon_cuda_visible_devices_naming_no_gpu(make_gflow, visible):
+    g = sim(make_gflow, 4, up_env={"CUDA_VISIBLE_DEVICES": visible})
+    assert gpus_json(g)["allowed"] == []
+    assert {x["state"] for x in gpus_json(g)["gpus"]} == {"restricted"}
+    cp = g.run("gbatch", "-g", 1, "true")
+    assert cp.returncode != 0 and "GPU" in cp.stderr, cp
+    # CPU jobs still run.
+    assert g.wait_state(g.submit("true"))["state"] == "CD"
 
 
 # ---------------------------------------------------------------- topology
@@ -457,6 +620,13 @@ def test_topology_keeps_a_job_on_one_nvlink_island(make_gflow):
     assert sorted(ids(a) + ids(b)) == [0, 1], (a, b)
     four = g.wait_state(g.submit("-g", 4, "sleep", 60), "R")
     assert ids(four) == [4, 5, 6, 7], four   # not 2,3,4,5 across the islands
+
+
+def test_topology_three_gpus_stay_on_the_free_island(make_gflow):
+    g = sim(make_gflow, fixture=two_islands())
+    sleeper(g, "-g", 2)                       # GPUs 0, 1
+    three = g.wait_state(g.submit("-g", 3, "sleep", 60), "R")
+    assert ids(three) == [4, 5, 6], three     # not 2,3,4
 
 
 def test_topology_prefers_an_nvlink_pair_over_lower_indices(make_gflow):
@@ -490,6 +660,16 @@ def test_gpus_per_task_starts_one_copy_per_gpu(make_gflow):
     assert rows[0][5] == rows[1][5] and 1024 <= int(rows[0][5]) <= 65535, rows
 
 
+def test_gpus_per_task_with_uuid_ids(make_gflow):
+    g = sim(make_gflow, 4, env={"GFLOW_DAEMON__GPU_ID_FORMAT": "uuid"})
+    uuids = {x["index"]: x["uuid"] for x in gpus_json(g)["gpus"]}
+    j = g.wait_state(g.submit("--gpus", 2, "--gpus-per-task", 1, RANK_SCRIPT))
+    assert j["state"] == "CD" and ids(j) == [0, 1], j
+    for r in (0, 1):
+        row = (g.work / f"rank.{r}").read_text().split()
+        assert row[3] == uuids[r], row
+
+
 def test_gpus_per_task_fails_when_one_copy_fails(make_gflow):
     g = sim(make_gflow, 4)
     t0 = time.monotonic()
@@ -498,6 +678,18 @@ def test_gpus_per_task_fails_when_one_copy_fails(make_gflow):
     done = g.wait_state(j, TERMINAL, timeout=20)
     assert done["state"] == "F" and done["exit_code"] == 3, done
     assert time.monotonic() - t0 < 15, "the surviving copy was not stopped"
+
+
+def test_gpus_per_task_cancel_stops_every_copy(make_gflow):
+    g = sim(make_gflow, 2)
+    j = g.submit("--gpus", 2, "--gpus-per-task", 1, 'echo $$ > pid.$RANK; exec sleep 60')
+    g.wait_state(j, "R")
+    pids = [wait_for(lambda r=r: read_pid_file(g.work / f"pid.{r}"), f"copy {r}")
+            for r in (0, 1)]
+    assert pids[0] != pids[1]
+    g.run("gcancel", j, check=True)
+    assert g.wait_state(j, TERMINAL)["state"] == "CA"
+    wait_for(lambda: not any(alive(p) for p in pids), "both copies to be gone", timeout=5)
 
 
 # ---------------------------------------------------------------- refusals
@@ -517,11 +709,15 @@ def test_impossible_requests_are_refused_at_submit(make_gflow):
 
 # ---------------------------------------------------------------- latency
 
-def test_next_job_starts_within_50ms_of_a_freed_gpu(make_gflow):
+@pytest.mark.parametrize("opts,reason", [
+    ((), "Resources"),
+    (("--shared", "--gpu-memory", "50G"), "GpuMemory"),
+], ids=["exclusive", "shared"])
+def test_next_job_starts_within_50ms_of_a_freed_gpu(make_gflow, opts, reason):
     g = sim(make_gflow, 1)
-    a = g.submit("-g", 1, "sleep", "0.5")
-    b = g.submit("-g", 1, "true")
-    wait_reason(g, b, "Resources")
+    a = g.submit("-g", 1, *opts, "sleep", "0.5")
+    b = g.submit("-g", 1, *opts, "true")
+    wait_reason(g, b, reason)
     g.wait_state(b, TERMINAL, timeout=5)
     ja = json.loads(g.run("gjob", "show", "-o", "json", a, check=True).stdout)[0]
     jb = json.loads(g.run("gjob", "show", "-o", "json", b, check=True).stdout)[0]
