@@ -531,6 +531,10 @@ void runner_launch(struct job *j)
         arg(&l, "--deny-devices");
         arg(&l, keep(&l, deny));
     }
+    if (j->memory_mb > 0) { /* held to it: cgroup v2, else v1, else a watchdog (the shim) */
+        arg(&l, "--memory-limit");
+        arg(&l, keep(&l, xasprintf("%lld", (long long)j->memory_mb)));
+    }
     env_fd = prepare_inputs(&full, pw, &l, &err);
     if (env_fd < 0)
         goto fail;

@@ -4,7 +4,7 @@
  *   gflow-shim --job-id N --exit-file PATH --log PATH --workdir DIR --env-file PATH
  *              --kill-grace SECS [--lock-fd FD] [--uid UID --gid GID --user NAME]
  *              [--tasks N --task-gpus GPU,GPU,...] [--deny-devices MINOR,MINOR,...]
- *              (--command "shell command line" | --script PATH)
+ *              [--memory-limit MIB] (--command "shell command line" | --script PATH)
  *
  * Protocol with the daemon (its runner is written against exactly this):
  *
@@ -20,8 +20,9 @@
  *     job gets exactly it.
  *  3. Job stdout and stderr are appended to --log (0600, owned by the job user), stdin
  *     is /dev/null. The shim writes to that log only the one-line reason why the job
- *     could not be started, and the one line saying that device isolation is
- *     unavailable (step 7).
+ *     could not be started, the one line saying that device isolation is
+ *     unavailable (step 7), and the one line saying that the job exceeded its memory
+ *     limit (step 8).
  *  4. The job runs in its own process group, as --uid/--gid/--user when the shim is
  *     root, in --workdir: `/bin/bash -c COMMAND`, or the script itself when it starts
  *     with "#!", else `/bin/bash SCRIPT`. A job that cannot be started exits 125
@@ -42,13 +43,15 @@
  *     it too (the wait ends early once none are left): nothing the job started
  *     outlives it.
  *  6. The outcome is written to --exit-file atomically (temp, fsync, rename, fsync dir):
- *       {"job_id": N, "exit_code": int|null, "signal": int|null, "oom": false,
+ *       {"job_id": N, "exit_code": int|null, "signal": int|null, "oom": bool,
  *        "started_at": secs, "finished_at": secs, "max_rss_kb": int,
- *        "error": string|null}
- *     and the shim exits 0. With several copies, exit_code/signal are those of the
- *     first copy that failed (exit_code 0 when all exited 0), max_rss_kb the largest of
- *     theirs; if a copy cannot even be forked, the others are stopped and exit_code is
- *     125 with the error. If the shim fails before the job starts, it still writes
+ *        "error": string|null[, "memory_enforcement": string]}
+ *     and the shim exits 0. "oom" is true when the job was killed for exceeding
+ *     --memory-limit (step 8); "memory_enforcement" is there only with --memory-limit.
+ *     With several copies, exit_code/signal are those of the first copy that failed
+ *     (exit_code 0 when all exited 0), max_rss_kb the largest of theirs; if a copy
+ *     cannot even be forked, the others are stopped and exit_code is 125 with the
+ *     error. If the shim fails before the job starts, it still writes
  *     an exit file (exit_code 125, error set) when it can, and exits 1 (2 for usage
  *     errors, which also print one line on stderr).
  *  7. With --deny-devices (daemon.constrain_devices: the minors of the NVIDIA GPUs,
@@ -62,6 +65,30 @@
  *     devices controller - on cgroup v2 device access is controlled by an eBPF program,
  *     which gflow does not load -, or the cgroup cannot be created), the job runs anyway
  *     and its log gets one line "gflow-shim: device isolation unavailable: <reason>".
+ *  8. With --memory-limit MIB (> 0), the job - all its processes, all its copies
+ *     together - is held to that much memory, by the first of these that works:
+ *     - "cgroup v2": the cgroup gflow-job-<id> below the shim's own cgroup in the
+ *       unified hierarchy (the cgroup2 mount), if the memory controller is enabled
+ *       for the shim's children or the shim can enable it (cgroup.subtree_control;
+ *       the kernel refuses that while the shim's cgroup holds processes, unless it is
+ *       the root); memory.max = MIB MiB, memory.swap.max = 0, memory.oom.group = 1
+ *       where those exist.
+ *     - "cgroup v1": the cgroup gflow/job-<id> below the shim's own cgroup in the v1
+ *       memory hierarchy; memory.limit_in_bytes, and memory.memsw.limit_in_bytes the
+ *       same where swap is accounted.
+ *     - "watchdog": every 100 ms the shim sums the RSS (VmRSS) of every process of
+ *       the job, its descendants.
+ *     Each copy joins the cgroup in the forked child before exec, as in step 7 (a copy
+ *     that cannot join exits 125). The cgroup's OOM-kill counter (memory.events or
+ *     memory.oom_control "oom_kill"; on v1 kernels without it, memory.failcnt > 0 and
+ *     the job killed by SIGKILL) is read every 100 ms and once after the job. When the
+ *     job is found over its limit, all of it is SIGKILLed at once (so "signal" is 9
+ *     unless the job's main process had already exited), "oom" is true, and its log
+ *     gets one line "gflow-shim: job exceeded its memory limit of MIB MiB (<method>)".
+ *     The cgroup is removed once nothing of the job is left. The method used goes into
+ *     the exit file as "memory_enforcement". For tests, GFLOW_SHIM_MEMORY_METHOD=v2,
+ *     v1 or watchdog in the shim's environment allows only that method; if it is
+ *     unavailable, the job does not start (exit_code 125, the error says why).
  */
 #include "procinfo.h"
 #include "util.h"
@@ -138,6 +165,7 @@ struct shim_opts {
     int n_task_gpus;
     int *deny_minors; /* --deny-devices: GPU minors the job may not open; NULL if not given */
     int n_deny_minors;
+    int64_t memory_limit_mb; /* --memory-limit in MiB, 0: none */
 };
 
 /* Everything the job child needs, prepared before fork so the child only makes
@@ -171,6 +199,7 @@ struct shim_exec {
     int null_fd;
     int report_fd; /* write end of a close-on-exec pipe: why the job did not start */
     int cgroup_procs_fd; /* the job's devices cgroup's cgroup.procs, -1: none (step 7) */
+    int memcg_procs_fd;  /* the job's memory cgroup's cgroup.procs, -1: none (step 8) */
 };
 
 /* One copy of the job. */
@@ -180,6 +209,29 @@ struct shim_task {
     int status;      /* from wait4, once reaped */
     long max_rss_kb; /* ru_maxrss: kilobytes on Linux */
 };
+
+/* How --memory-limit is enforced (step 8). */
+enum shim_mem_method {
+    SHIM_MEM_NONE, /* no --memory-limit */
+    SHIM_MEM_V2,
+    SHIM_MEM_V1,
+    SHIM_MEM_WATCHDOG,
+};
+
+/* The names the exit file and the job log use, by enum shim_mem_method. */
+static const char *const shim_mem_method_names[] = {NULL, "cgroup v2", "cgroup v1",
+                                                    "watchdog"};
+
+/* The memory limit of the job and what became of it. */
+struct shim_memlimit {
+    enum shim_mem_method method;
+    int64_t limit_mb; /* 0: none */
+    char *dir;        /* the job's memory cgroup (v2, v1); NULL: none */
+    bool oom;         /* the job was killed for memory */
+};
+
+/* The watchdog's sampling period; cgroup counters are read at the same period. */
+#define SHIM_MEM_TICK_NS (100L * 1000 * 1000)
 
 /* The supervision state. */
 struct shim_run {
@@ -196,6 +248,9 @@ struct shim_run {
     bool term_sent;  /* the tree got SIGTERM and the grace timer runs */
     bool kill_phase; /* the grace is over: SIGKILL until nothing is left */
     char *cgroup_dir; /* the job's devices cgroup (step 7), NULL: none */
+    struct shim_memlimit mem;
+    int mem_tfd; /* timerfd: the memory check period (-1 without --memory-limit) */
+    int log_fd;  /* the job log, kept for the memory line (-1 without --memory-limit) */
 };
 
 /* What goes into the exit file. */
@@ -205,6 +260,8 @@ struct shim_outcome {
     double started_at;
     double finished_at;
     long max_rss_kb;
+    bool oom;
+    const char *memory_enforcement; /* NULL: no --memory-limit, field left out */
     const char *error;
 };
 
@@ -213,6 +270,7 @@ static const char shim_usage_text[] =
     "                  (--env-file PATH | --env-fd FD) --kill-grace SECS [--lock-fd FD]\n"
     "                  [--uid UID --gid GID --user NAME]\n"
     "                  [--tasks N --task-gpus GPU,GPU,...] [--deny-devices MINOR,...]\n"
+    "                  [--memory-limit MIB]\n"
     "                  (--command \"shell command line\" | --script PATH)\n"
     "Runs and supervises one gflow job and writes its outcome to the exit file.\n"
     "--tasks N starts N copies of the job, copy i with CUDA_VISIBLE_DEVICES set to the\n"
@@ -220,6 +278,9 @@ static const char shim_usage_text[] =
     "MASTER_ADDR, MASTER_PORT as torchrun sets them; if one fails, the others are stopped.\n"
     "--deny-devices 1,3 puts the job in a cgroup v1 devices cgroup that denies it the\n"
     "NVIDIA devices 195:1 and 195:3 (when root and the controller is mounted).\n"
+    "--memory-limit MIB holds the job, all its processes and copies together, to MIB MiB\n"
+    "(cgroup v2 memory.max, else the cgroup v1 memory controller, else a watchdog over\n"
+    "the job's RSS); a job over it is killed (SIGKILL) and its exit file says \"oom\": true.\n"
     "Started by gflowd; not meant to be run by hand.\n";
 
 /* ---- exit file ---------------------------------------------------------------- */
@@ -232,12 +293,13 @@ static int shim_write_exit_file(const struct shim_opts *o, const struct shim_out
     json_object_set_new(j, "exit_code",
                         out->exit_code >= 0 ? json_integer(out->exit_code) : json_null());
     json_object_set_new(j, "signal", out->signal > 0 ? json_integer(out->signal) : json_null());
-    /* Filled in once cgroup OOM detection exists; the daemon already reads the field. */
-    json_object_set_new(j, "oom", json_false());
+    json_object_set_new(j, "oom", json_boolean(out->oom));
     json_object_set_new(j, "started_at", json_real(out->started_at));
     json_object_set_new(j, "finished_at", json_real(out->finished_at));
     json_object_set_new(j, "max_rss_kb", json_integer(out->max_rss_kb));
     json_object_set_new(j, "error", out->error ? json_string(out->error) : json_null());
+    if (out->memory_enforcement)
+        json_object_set_new(j, "memory_enforcement", json_string(out->memory_enforcement));
     char *s = json_dumps(j, JSON_COMPACT);
     json_decref(j);
     if (!s) {
@@ -301,6 +363,7 @@ enum {
     OPT_TASKS,
     OPT_TASK_GPUS,
     OPT_DENY_DEVICES,
+    OPT_MEMORY_LIMIT,
 };
 
 static const struct option shim_long_opts[] = {
@@ -320,6 +383,7 @@ static const struct option shim_long_opts[] = {
     {"tasks", required_argument, NULL, OPT_TASKS},
     {"task-gpus", required_argument, NULL, OPT_TASK_GPUS},
     {"deny-devices", required_argument, NULL, OPT_DENY_DEVICES},
+    {"memory-limit", required_argument, NULL, OPT_MEMORY_LIMIT},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -479,6 +543,11 @@ static void shim_parse_opt(struct shim_opts *o, int c, const char *arg, char **e
         break;
     case OPT_DENY_DEVICES:
         shim_parse_deny_devices(o, arg, err);
+        break;
+    case OPT_MEMORY_LIMIT:
+        /* The byte count must fit the kernel's 64-bit limit files. */
+        if (shim_parse_range(arg, 1, INT64_MAX / 1048576, &o->memory_limit_mb) < 0)
+            shim_set_err(err, xasprintf("bad --memory-limit '%s' (MiB, > 0)", arg));
         break;
     }
 }
@@ -937,10 +1006,11 @@ static void shim_unescape_mount_path(char *s)
     *w = '\0';
 }
 
-/* Finds the cgroup v1 hierarchy with the devices controller in /proc/self/mountinfo:
- * fstype "cgroup" (v2 is "cgroup2") with "devices" among its super options. Sets its
- * mount point and the cgroup its root shows (fields 5 and 4). 0, or -1 if none. */
-static int shim_devices_mount(char **mount_point, char **mount_root)
+/* Finds a cgroup hierarchy in /proc/self/mountinfo: fstype "cgroup" with controller
+ * among its super options (v1), or fstype "cgroup2" when controller is NULL (the
+ * unified hierarchy). Sets its mount point and the cgroup its root shows (fields 5
+ * and 4). 0, or -1 if none. */
+static int shim_cgroup_mount(const char *controller, char **mount_point, char **mount_root)
 {
     FILE *f = fopen("/proc/self/mountinfo", "re");
     if (!f)
@@ -955,8 +1025,10 @@ static int shim_devices_mount(char **mount_point, char **mount_root)
             continue;
         *sep = '\0';
         char fstype[32], source[PATH_MAX], super[1024];
-        if (sscanf(sep + 3, "%31s %4095s %1023s", fstype, source, super) != 3 ||
-            strcmp(fstype, "cgroup") != 0 || !shim_has_option(super, "devices"))
+        if (sscanf(sep + 3, "%31s %4095s %1023s", fstype, source, super) != 3)
+            continue;
+        if (controller ? strcmp(fstype, "cgroup") != 0 || !shim_has_option(super, controller)
+                       : strcmp(fstype, "cgroup2") != 0)
             continue;
         char root[PATH_MAX], point[PATH_MAX];
         if (sscanf(line, "%*s %*s %*s %4095s %4095s", root, point) != 2)
@@ -972,9 +1044,10 @@ static int shim_devices_mount(char **mount_point, char **mount_root)
     return rc;
 }
 
-/* The shim's own cgroup in the devices hierarchy ("5:devices:/a/b" in /proc/self/cgroup
- * gives "/a/b"), or NULL. */
-static char *shim_own_devices_cgroup(void)
+/* The shim's own cgroup in the v1 hierarchy of controller ("5:devices:/a/b" in
+ * /proc/self/cgroup gives "/a/b"), or in the unified hierarchy when controller is NULL
+ * ("0::/a/b"); NULL if it has none. */
+static char *shim_own_cgroup(const char *controller)
 {
     FILE *f = fopen("/proc/self/cgroup", "re");
     if (!f)
@@ -988,7 +1061,8 @@ static char *shim_own_devices_cgroup(void)
             continue;
         *path++ = '\0';
         path[strcspn(path, "\n")] = '\0';
-        if (shim_has_option(ctrl + 1, "devices"))
+        if (controller ? shim_has_option(ctrl + 1, controller)
+                       : ctrl == line + 1 && line[0] == '0' && ctrl[1] == '\0')
             own = xstrdup(path);
     }
     free(line);
@@ -996,13 +1070,15 @@ static char *shim_own_devices_cgroup(void)
     return own;
 }
 
-/* The directory of the shim's own devices cgroup under the mount point. The job's
- * cgroup goes below it rather than below the hierarchy's root, so that it inherits
- * whatever device policy the shim is under (a service's, a container's) and only
- * narrows it. Falls back to the mount point when the shim's cgroup is not under it. */
-static char *shim_devices_base(const char *mount_point, const char *mount_root)
+/* The directory of the shim's own cgroup (of controller, NULL: unified) under the
+ * mount point. A job's cgroup goes below it rather than below the hierarchy's root,
+ * so that it inherits whatever policy and limits the shim is under (a service's, a
+ * container's) and only narrows them. Falls back to the mount point when the shim's
+ * cgroup is not under it. */
+static char *shim_cgroup_base(const char *controller, const char *mount_point,
+                              const char *mount_root)
 {
-    char *own = shim_own_devices_cgroup();
+    char *own = shim_own_cgroup(controller);
     const char *rel = "";
     size_t n = strlen(mount_root);
     if (own && strcmp(mount_root, "/") == 0)
@@ -1046,12 +1122,12 @@ static char *shim_devcg_create(const struct shim_opts *o, int *procs_fd, char **
         return NULL;
     }
     char *mount_point, *mount_root;
-    if (shim_devices_mount(&mount_point, &mount_root) < 0) {
+    if (shim_cgroup_mount("devices", &mount_point, &mount_root) < 0) {
         *why = xstrdup("no cgroup v1 devices controller is mounted (on cgroup v2 device "
                        "access is controlled by an eBPF program, which gflow does not load)");
         return NULL;
     }
-    char *base = shim_devices_base(mount_point, mount_root);
+    char *base = shim_cgroup_base("devices", mount_point, mount_root);
     char *dir = xasprintf("%s/gflow/job-%lld", base, (long long)o->job_id);
     free(base);
     free(mount_point);
@@ -1101,9 +1177,9 @@ static char *shim_devcg_setup(const struct shim_opts *o, struct shim_exec *ex)
     return NULL;
 }
 
-/* After the job: removes its devices cgroup. A process the shim just reaped may still
+/* After the job: removes one of its cgroups. A process the shim just reaped may still
  * count as a member for a moment (EBUSY), so it tries for about a second. */
-static void shim_devcg_remove(const char *dir, int64_t job_id)
+static void shim_cgroup_remove(const char *dir, int64_t job_id)
 {
     for (int i = 0; i < 100; i++) {
         if (rmdir(dir) == 0 || errno == ENOENT)
@@ -1115,6 +1191,209 @@ static void shim_devcg_remove(const char *dir, int64_t job_id)
     }
     fprintf(stderr, "gflow-shim: job %lld: cannot remove %s: %s\n", (long long)job_id, dir,
             strerror(errno));
+}
+
+/* ---- the memory limit (step 8) ------------------------------------------------- */
+
+/* Writes value to dir/file. 0, or -1 with errno set. */
+static int shim_cg_write(const char *dir, const char *file, const char *value)
+{
+    char *path = xasprintf("%s/%s", dir, file);
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    free(path);
+    if (fd < 0)
+        return -1;
+    ssize_t len = (ssize_t)strlen(value);
+    int rc = write(fd, value, (size_t)len) == len ? 0 : -1;
+    int e = errno;
+    close(fd);
+    errno = e;
+    return rc;
+}
+
+/* The number in dir/file: the whole file when key is NULL (memory.failcnt), else the
+ * one after "key " on its line (memory.events, memory.oom_control). -1 when the file
+ * or the key is missing. */
+static long long shim_cg_read_num(const char *dir, const char *file, const char *key)
+{
+    char *path = xasprintf("%s/%s", dir, file);
+    char *buf = read_file(path, NULL);
+    free(path);
+    if (!buf)
+        return -1;
+    long long v = -1;
+    size_t n = key ? strlen(key) : 0;
+    for (char *l = buf; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+        if (!key || (strncmp(l, key, n) == 0 && l[n] == ' ')) {
+            v = strtoll(l + n, NULL, 10);
+            break;
+        }
+    }
+    free(buf);
+    return v;
+}
+
+/* Whether the space-separated list in dir/file (cgroup.controllers,
+ * cgroup.subtree_control) holds word. */
+static bool shim_cg_has_word(const char *dir, const char *file, const char *word)
+{
+    char *path = xasprintf("%s/%s", dir, file);
+    char *buf = read_file(path, NULL);
+    free(path);
+    bool found = false;
+    char *save = NULL;
+    for (char *w = buf ? strtok_r(buf, " \n", &save) : NULL; w && !found;
+         w = strtok_r(NULL, " \n", &save))
+        found = strcmp(w, word) == 0;
+    free(buf);
+    return found;
+}
+
+/* One file of the job's memory cgroup to write; an optional one may be missing (no
+ * swap accounting, an older kernel). */
+struct shim_cg_setting {
+    const char *file;
+    const char *value;
+    bool optional;
+};
+
+/* Creates dir (an empty leftover of a shim that died goes first, so that the job gets
+ * exactly this run's limits), writes the settings in order and opens its cgroup.procs
+ * for the children to join. 0, or -1 with *why and dir removed again. */
+static int shim_memcg_make(const char *dir, const struct shim_cg_setting *set, size_t n,
+                           int *procs_fd, char **why)
+{
+    rmdir(dir);
+    if (mkdir_p(dir, 0755) < 0) {
+        *why = xasprintf("cannot create %s: %s", dir, strerror(errno));
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (shim_cg_write(dir, set[i].file, set[i].value) == 0 ||
+            (set[i].optional && errno == ENOENT))
+            continue;
+        *why = xasprintf("cannot write %s/%s: %s", dir, set[i].file, strerror(errno));
+        rmdir(dir);
+        return -1;
+    }
+    char *procs = xasprintf("%s/cgroup.procs", dir);
+    *procs_fd = open(procs, O_WRONLY | O_CLOEXEC);
+    if (*procs_fd < 0)
+        *why = xasprintf("cannot open %s: %s", procs, strerror(errno));
+    free(procs);
+    if (*procs_fd >= 0)
+        return 0;
+    rmdir(dir);
+    return -1;
+}
+
+/* cgroup v2: <the shim's own cgroup>/gflow-job-<id> with memory.max. A process may
+ * only join a leaf, and a cgroup with processes in it (the shim's own, unless it is
+ * the root) cannot enable controllers for its children: then the kernel refuses the
+ * "+memory" below and the next method is tried. memory.oom.group makes the kernel
+ * kill the whole job at once, as the other methods do. Returns the cgroup's
+ * directory, or NULL with *why. */
+static char *shim_memcg_v2_create(int64_t job_id, long long bytes, int *procs_fd, char **why)
+{
+    char *point, *root;
+    if (shim_cgroup_mount(NULL, &point, &root) < 0) {
+        *why = xstrdup("no cgroup2 hierarchy is mounted");
+        return NULL;
+    }
+    char *base = shim_cgroup_base(NULL, point, root);
+    free(point);
+    free(root);
+    char *dir = NULL;
+    if (!shim_cg_has_word(base, "cgroup.controllers", "memory")) {
+        *why = xasprintf("the memory controller is not available in %s (bound to cgroup v1, "
+                         "or not delegated)", base);
+    } else if (!shim_cg_has_word(base, "cgroup.subtree_control", "memory") &&
+               shim_cg_write(base, "cgroup.subtree_control", "+memory") < 0) {
+        *why = xasprintf("cannot enable the memory controller in %s/cgroup.subtree_control: %s",
+                         base, strerror(errno));
+    } else {
+        char limit[32];
+        snprintf(limit, sizeof(limit), "%lld", bytes);
+        const struct shim_cg_setting set[] = {{"memory.max", limit, false},
+                                              {"memory.swap.max", "0", true},
+                                              {"memory.oom.group", "1", true}};
+        dir = xasprintf("%s/gflow-job-%lld", base, (long long)job_id);
+        if (shim_memcg_make(dir, set, sizeof(set) / sizeof(set[0]), procs_fd, why) < 0) {
+            free(dir);
+            dir = NULL;
+        }
+    }
+    free(base);
+    return dir;
+}
+
+/* cgroup v1: <the shim's own memory cgroup>/gflow/job-<id> with
+ * memory.limit_in_bytes, and memory.memsw.limit_in_bytes the same (memory plus swap:
+ * no swapping past the limit) where swap is accounted. Returns the cgroup's directory,
+ * or NULL with *why. */
+static char *shim_memcg_v1_create(int64_t job_id, long long bytes, int *procs_fd, char **why)
+{
+    char *point, *root;
+    if (shim_cgroup_mount("memory", &point, &root) < 0) {
+        *why = xstrdup("no cgroup v1 memory controller is mounted");
+        return NULL;
+    }
+    char *base = shim_cgroup_base("memory", point, root);
+    char *dir = xasprintf("%s/gflow/job-%lld", base, (long long)job_id);
+    free(base);
+    free(point);
+    free(root);
+    char limit[32];
+    snprintf(limit, sizeof(limit), "%lld", bytes);
+    /* The memsw limit may never be below the memory limit: memory first. */
+    const struct shim_cg_setting set[] = {{"memory.limit_in_bytes", limit, false},
+                                          {"memory.memsw.limit_in_bytes", limit, true}};
+    if (shim_memcg_make(dir, set, sizeof(set) / sizeof(set[0]), procs_fd, why) < 0) {
+        free(dir);
+        return NULL;
+    }
+    return dir;
+}
+
+/* Step 8 before fork: with --memory-limit, picks how the limit is enforced (cgroup v2,
+ * else cgroup v1, else the watchdog; or only the method GFLOW_SHIM_MEMORY_METHOD
+ * names, for tests) and creates the job's memory cgroup. 0, or -1 with *err when the
+ * forced method is unavailable. */
+static int shim_mem_setup(const struct shim_opts *o, struct shim_exec *ex,
+                          struct shim_memlimit *m, char **err)
+{
+    m->limit_mb = o->memory_limit_mb;
+    if (!m->limit_mb)
+        return 0;
+    const char *force = getenv("GFLOW_SHIM_MEMORY_METHOD");
+    if (force && !*force)
+        force = NULL;
+    if (force && strcmp(force, "v2") != 0 && strcmp(force, "v1") != 0 &&
+        strcmp(force, "watchdog") != 0) {
+        *err = xasprintf("GFLOW_SHIM_MEMORY_METHOD '%s' is none of v2, v1, watchdog", force);
+        return -1;
+    }
+    long long bytes = (long long)m->limit_mb * 1048576;
+    char *why = NULL;
+    if (!force || strcmp(force, "v2") == 0) {
+        m->dir = shim_memcg_v2_create(o->job_id, bytes, &ex->memcg_procs_fd, &why);
+        m->method = SHIM_MEM_V2;
+    }
+    if (!m->dir && (!force || strcmp(force, "v1") == 0)) {
+        free(why);
+        why = NULL;
+        m->dir = shim_memcg_v1_create(o->job_id, bytes, &ex->memcg_procs_fd, &why);
+        m->method = SHIM_MEM_V1;
+    }
+    if (!m->dir && force && strcmp(force, "watchdog") != 0) {
+        *err = xasprintf("memory enforcement %s unavailable: %s", force, why);
+        free(why);
+        return -1;
+    }
+    free(why);
+    if (!m->dir)
+        m->method = SHIM_MEM_WATCHDOG;
+    return 0;
 }
 
 /* ---- the job child ------------------------------------------------------------ */
@@ -1172,6 +1451,10 @@ __attribute__((noreturn)) static void shim_child(const struct shim_exec *ex, cha
      * isolated must not run unisolated because joining went wrong. */
     if (ex->cgroup_procs_fd >= 0 && write(ex->cgroup_procs_fd, "0", 1) != 1)
         shim_child_fail(ex, JOB_EXIT_SETUP, "cannot join the devices cgroup", "of the job",
+                        errno);
+    /* Step 8, likewise: a job process outside the memory cgroup escapes the limit. */
+    if (ex->memcg_procs_fd >= 0 && write(ex->memcg_procs_fd, "0", 1) != 1)
+        shim_child_fail(ex, JOB_EXIT_SETUP, "cannot join the memory cgroup", "of the job",
                         errno);
     if (ex->set_creds) {
         if (setgroups((size_t)ex->ngroups, ex->groups) < 0)
@@ -1401,6 +1684,94 @@ static void shim_timer_fired(struct shim_run *r)
     shim_signal_tree(r, SIGKILL);
 }
 
+/* VmRSS of pid in kB; 0 for a process without one (a zombie) or one that is gone. */
+static long long shim_proc_rss_kb(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    char *buf = read_file(path, NULL);
+    if (!buf)
+        return 0;
+    char *line = strstr(buf, "\nVmRSS:");
+    long long kb = line ? strtoll(line + strlen("\nVmRSS:"), NULL, 10) : 0;
+    free(buf);
+    return kb;
+}
+
+/* The watchdog's measure of the job: the summed RSS of every descendant of the shim.
+ * Pages shared between them count once per process, so this errs on the high side,
+ * as a limit should. */
+static long long shim_tree_rss_kb(const struct shim_run *r)
+{
+    struct shim_proc *v;
+    size_t n = shim_list_procs(&v);
+    bool *desc = xcalloc(n ? n : 1, sizeof(*desc));
+    shim_mark_descendants(v, n, r->self, desc);
+    long long kb = 0;
+    for (size_t i = 0; i < n; i++)
+        if (desc[i])
+            kb += shim_proc_rss_kb(v[i].pid);
+    free(desc);
+    free(v);
+    return kb;
+}
+
+/* Whether the job is over its memory limit now: for the watchdog its RSS, for a
+ * memory cgroup whether the kernel's OOM killer has struck in it. */
+static bool shim_mem_over(const struct shim_run *r)
+{
+    switch (r->mem.method) {
+    case SHIM_MEM_WATCHDOG:
+        return shim_tree_rss_kb(r) > (long long)r->mem.limit_mb * 1024;
+    case SHIM_MEM_V2:
+        return shim_cg_read_num(r->mem.dir, "memory.events", "oom_kill") > 0;
+    case SHIM_MEM_V1:
+        /* "oom_kill N" exists since Linux 4.13; before, only the end can tell. */
+        return shim_cg_read_num(r->mem.dir, "memory.oom_control", "oom_kill") > 0;
+    case SHIM_MEM_NONE:
+        break;
+    }
+    return false;
+}
+
+/* Records that the job was killed for memory, with its one line in the job log. */
+static void shim_mem_record_oom(struct shim_run *r)
+{
+    r->mem.oom = true;
+    char line[160];
+    int n = snprintf(line, sizeof(line),
+                     "gflow-shim: job exceeded its memory limit of %lld MiB (%s)\n",
+                     (long long)r->mem.limit_mb, shim_mem_method_names[r->mem.method]);
+    if (r->log_fd >= 0 && write(r->log_fd, line, (size_t)n) < 0) {
+        /* the exit file still says it */
+    }
+}
+
+/* The job went over its limit: all of it is SIGKILLed at once (no grace: it would
+ * only go on allocating), then again at the re-kill period until nothing is left. A
+ * memory cgroup's OOM killer may have taken one process only; the job ends as a
+ * whole, whichever method caught it. */
+static void shim_mem_exceeded(struct shim_run *r)
+{
+    shim_mem_record_oom(r);
+    struct itimerspec off = {0};
+    timerfd_settime(r->mem_tfd, 0, &off, NULL);
+    r->term_sent = true;
+    r->kill_phase = true;
+    shim_arm_timer(r->tfd, SHIM_REKILL_NS / 1e9, SHIM_REKILL_NS);
+    shim_signal_tree(r, SIGKILL);
+}
+
+/* The memory check period is over: is the job over its limit? */
+static void shim_mem_tick(struct shim_run *r)
+{
+    uint64_t ticks;
+    if (read(r->mem_tfd, &ticks, sizeof(ticks)) < 0)
+        return; /* spurious wakeup */
+    if (!r->mem.oom && shim_mem_over(r))
+        shim_mem_exceeded(r);
+}
+
 /* Drains the signalfd; a cancel starts the termination. SIGCHLD needs no action here:
  * the loop reaps on every wakeup. */
 static void shim_read_signals(struct shim_run *r)
@@ -1478,8 +1849,11 @@ static int shim_supervise(struct shim_run *r, char **err)
         shim_reap(r);
         if (r->nreaped == r->ntasks && shim_leftovers_gone(r))
             return 0;
-        struct pollfd p[2] = {{.fd = r->sfd, .events = POLLIN}, {.fd = r->tfd, .events = POLLIN}};
-        if (poll(p, 2, -1) < 0) {
+        /* poll skips a negative fd: no memory tick without --memory-limit. */
+        struct pollfd p[3] = {{.fd = r->sfd, .events = POLLIN},
+                              {.fd = r->tfd, .events = POLLIN},
+                              {.fd = r->mem_tfd, .events = POLLIN}};
+        if (poll(p, 3, -1) < 0) {
             if (errno == EINTR)
                 continue;
             *err = xasprintf("poll: %s", strerror(errno));
@@ -1489,6 +1863,8 @@ static int shim_supervise(struct shim_run *r, char **err)
             shim_read_signals(r);
         if (p[1].revents)
             shim_timer_fired(r);
+        if (p[2].revents)
+            shim_mem_tick(r);
     }
 }
 
@@ -1537,6 +1913,8 @@ static void shim_exec_free(struct shim_exec *ex)
         close(ex->null_fd);
     if (ex->cgroup_procs_fd >= 0)
         close(ex->cgroup_procs_fd);
+    if (ex->memcg_procs_fd >= 0)
+        close(ex->memcg_procs_fd);
 }
 
 /* Steps 1-4 up to the fork. Returns 0 or -1 with *err set; fills ex. */
@@ -1612,22 +1990,65 @@ static void shim_devcg_end(struct shim_run *r, int64_t job_id)
 {
     if (!r->cgroup_dir)
         return;
-    shim_devcg_remove(r->cgroup_dir, job_id);
+    shim_cgroup_remove(r->cgroup_dir, job_id);
     free(r->cgroup_dir);
     r->cgroup_dir = NULL;
 }
 
+/* With --memory-limit: the memory check timer, and the job log kept open for the line
+ * saying the job exceeded its limit. 0, or -1 with *err. */
+static int shim_mem_open(struct shim_run *r, const struct shim_exec *ex, char **err)
+{
+    if (!r->mem.limit_mb)
+        return 0;
+    r->mem_tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+    r->log_fd = fcntl(ex->log_fd, F_DUPFD_CLOEXEC, 3);
+    if (r->mem_tfd < 0 || r->log_fd < 0) {
+        *err = xasprintf("memory limit timerfd/log: %s", strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* After the job: a memory cgroup's counters may show an OOM kill the last check did not
+ * see; then the cgroup is removed. Without the oom_kill counter (cgroup v1 before
+ * Linux 4.13), a job that hit its limit (failcnt) and died of SIGKILL counts as killed
+ * for memory. */
+static void shim_mem_end(struct shim_run *r, int64_t job_id)
+{
+    if (!r->mem.dir)
+        return;
+    if (!r->mem.oom && r->ntasks > 0) {
+        bool oom = shim_mem_over(r);
+        int st = shim_deciding_task(r)->status;
+        if (!oom && r->mem.method == SHIM_MEM_V1 &&
+            shim_cg_read_num(r->mem.dir, "memory.oom_control", "oom_kill") < 0)
+            oom = shim_cg_read_num(r->mem.dir, "memory.failcnt", NULL) > 0 &&
+                  WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL;
+        if (oom)
+            shim_mem_record_oom(r);
+    }
+    shim_cgroup_remove(r->mem.dir, job_id);
+    free(r->mem.dir);
+    r->mem.dir = NULL;
+}
+
 static int shim_main(const struct shim_opts *o, const sigset_t *mask)
 {
-    struct shim_exec ex = {.log_fd = -1, .null_fd = -1, .report_fd = -1, .cgroup_procs_fd = -1};
+    struct shim_exec ex = {
+        .log_fd = -1, .null_fd = -1, .report_fd = -1, .cgroup_procs_fd = -1, .memcg_procs_fd = -1};
     struct shim_run r = {.self = getpid(),
                          .first_failed = -1,
                          .sfd = -1,
                          .tfd = -1,
                          .report_rd = -1,
-                         .kill_grace = o->kill_grace};
+                         .kill_grace = o->kill_grace,
+                         .mem_tfd = -1,
+                         .log_fd = -1};
     char *err = NULL;
-    if (shim_prepare(o, &ex, &err) < 0 || shim_open_loop_fds(&r, mask, &err) < 0) {
+    if (shim_prepare(o, &ex, &err) < 0 || shim_open_loop_fds(&r, mask, &err) < 0 ||
+        shim_mem_setup(o, &ex, &r.mem, &err) < 0 || shim_mem_open(&r, &ex, &err) < 0) {
+        shim_mem_end(&r, o->job_id);
         shim_fail(o, err);
         free(err);
         shim_exec_free(&ex);
@@ -1640,6 +2061,7 @@ static int shim_main(const struct shim_opts *o, const sigset_t *mask)
     shim_exec_free(&ex); /* the job holds its own copies now */
     if (started == 0) {
         shim_devcg_end(&r, o->job_id);
+        shim_mem_end(&r, o->job_id);
         shim_fail(o, err);
         free(err);
         if (r.report_rd >= 0)
@@ -1652,11 +2074,14 @@ static int shim_main(const struct shim_opts *o, const sigset_t *mask)
     err = NULL;
     if (spawn_err)
         shim_terminate(&r);
+    if (r.mem_tfd >= 0)
+        shim_arm_timer(r.mem_tfd, SHIM_MEM_TICK_NS / 1e9, SHIM_MEM_TICK_NS);
     if (shim_supervise(&r, &err) < 0) {
         fprintf(stderr, "gflow-shim: job %lld: %s\n", (long long)o->job_id, err);
         shim_kill_all_blocking(&r);
     }
     shim_devcg_end(&r, o->job_id); /* nothing of the job is left in it */
+    shim_mem_end(&r, o->job_id);
     /* A failure of the shim's own outranks the child's report. */
     char *report = shim_read_report(r.report_rd);
     struct shim_outcome out =
@@ -1665,6 +2090,8 @@ static int shim_main(const struct shim_opts *o, const sigset_t *mask)
         out.exit_code = JOB_EXIT_SETUP;
         out.signal = 0;
     }
+    out.oom = r.mem.oom;
+    out.memory_enforcement = shim_mem_method_names[r.mem.method];
     int rc = 0;
     if (shim_write_exit_file(o, &out) < 0) {
         fprintf(stderr, "gflow-shim: job %lld: cannot write %s: %s\n", (long long)o->job_id,
@@ -1672,6 +2099,8 @@ static int shim_main(const struct shim_opts *o, const sigset_t *mask)
         rc = SHIM_EXIT_FAIL;
     }
     close(r.report_rd);
+    if (r.log_fd >= 0)
+        close(r.log_fd);
     free(report);
     free(err);
     free(spawn_err);

@@ -757,3 +757,216 @@ def test_bad_deny_devices_are_usage_errors(tmp_path, cleanup):
         assert s.finish() == 2, bad
         assert "--deny-devices" in s.stderr and len(s.stderr.splitlines()) == 1, s.stderr
         assert s.result()["exit_code"] == 125
+
+
+# ---- the memory limit (--memory-limit) ----------------------------------------------
+
+# 300 MiB touched (bytearray zero-fills it) against a 100 MiB limit; the sleep is what
+# a limit that is not enforced would wait out.
+OVER_LIMIT = 'python3 -c "b = bytearray(300*1024*1024); import time; time.sleep(5)"'
+MEMORY_LINE = "gflow-shim: job exceeded its memory limit of 100 MiB ({})"
+METHOD_NAMES = {"v2": "cgroup v2", "v1": "cgroup v1", "watchdog": "watchdog"}
+
+
+def cgroup_mount(controller):
+    """(mount point, the cgroup its root shows) of the v1 hierarchy of controller, or of
+    the unified (cgroup2) hierarchy when controller is None; None if not mounted."""
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            left, _, right = line.partition(" - ")
+            fstype, _, superopts = right.split()[:3]
+            if (fstype == "cgroup2" if controller is None else
+                    fstype == "cgroup" and controller in superopts.split(",")):
+                fields = left.split()
+                unescape = lambda s: s.encode().decode("unicode_escape")
+                return unescape(fields[4]), unescape(fields[3])
+    return None
+
+
+def own_cgroup(controller):
+    """This process's cgroup in the v1 hierarchy of controller, or the unified one."""
+    with open("/proc/self/cgroup") as f:
+        for line in f:
+            hid, ctrl, path = line.rstrip("\n").split(":", 2)
+            if (hid == "0" and ctrl == "" if controller is None else
+                    controller in ctrl.split(",")):
+                return path
+    return None
+
+
+def own_cgroup_dir(controller):
+    """The directory of this process's cgroup (and so of the shim's, its child)."""
+    point, root = cgroup_mount(controller)
+    own = own_cgroup(controller)
+    rel = own if root == "/" else own[len(root):]
+    return own, Path(point + ("" if rel == "/" else rel))
+
+
+def memory_v2_unavailable():
+    """Why the shim cannot use cgroup v2 here, or None. It needs the memory controller
+    in its cgroup's cgroup.controllers, and enabled for its children or its cgroup the
+    root (a cgroup holding processes cannot enable controllers for its children)."""
+    if os.geteuid() != 0:
+        return "creating cgroups here needs root"
+    if cgroup_mount(None) is None:
+        return "no cgroup2 hierarchy is mounted"
+    own, base = own_cgroup_dir(None)
+    controllers = (base / "cgroup.controllers").read_text().split()
+    if "memory" not in controllers:
+        return (f"the memory controller is not in {base}/cgroup.controllers "
+                f"({controllers}): it is bound to the cgroup v1 hierarchy on this host")
+    # Only the root cgroup lacks cgroup.type (a container's "/" may be no root).
+    if ((base / "cgroup.type").exists() and
+            "memory" not in (base / "cgroup.subtree_control").read_text().split()):
+        return (f"memory is not enabled in {base}/cgroup.subtree_control, and the shim's "
+                "cgroup holds processes, so it cannot be")
+    return None
+
+
+def memory_v1_unavailable():
+    if os.geteuid() != 0:
+        return "creating cgroups here needs root"
+    if cgroup_mount("memory") is None:
+        return "no cgroup v1 memory controller is mounted"
+    return None
+
+
+MEMORY_UNAVAILABLE = {"v2": memory_v2_unavailable(), "v1": memory_v1_unavailable(),
+                      "watchdog": None}
+# What the shim picks on its own: the first method available.
+AUTO_METHOD = next(m for m in ("v2", "v1", "watchdog") if MEMORY_UNAVAILABLE[m] is None)
+
+
+def memory_job_cgroup(method, job_id):
+    """(the cgroup path the job is in, its directory) for a cgroup method."""
+    if method == "v2":
+        own, base = own_cgroup_dir(None)
+        return f"{own.rstrip('/')}/gflow-job-{job_id}", base / f"gflow-job-{job_id}"
+    own, base = own_cgroup_dir("memory")
+    return f"{own.rstrip('/')}/gflow/job-{job_id}", base / "gflow" / f"job-{job_id}"
+
+
+def memory_shim(tmp_path, cleanup, method, command, extra=()):
+    """Starts a shim with --memory-limit 100 and the method forced (None: its own pick);
+    returns (shim, job id, the method to expect, the job's cgroup path and directory)."""
+    if method is not None and MEMORY_UNAVAILABLE[method]:
+        pytest.skip(f"memory enforcement {method} unavailable: {MEMORY_UNAVAILABLE[method]}")
+    expect = method or AUTO_METHOD
+    job_id = unique_job_id()
+    path, directory = (memory_job_cgroup(expect, job_id) if expect != "watchdog"
+                       else (None, None))
+    shim_env = dict(DAEMON_ENV)
+    if method is not None:
+        shim_env["GFLOW_SHIM_MEMORY_METHOD"] = method
+    s = Shim(tmp_path, cleanup, command=command, shim_env=shim_env,
+             extra=("--job-id", str(job_id), "--memory-limit", "100", *extra))
+    return s, expect, path, directory
+
+
+ALL_METHODS = [None, "v2", "v1", "watchdog"]
+
+
+@pytest.mark.parametrize("method", ALL_METHODS)
+def test_job_over_the_memory_limit_is_killed(tmp_path, cleanup, method):
+    t0 = time.monotonic()
+    s, expect, _, directory = memory_shim(tmp_path, cleanup, method, OVER_LIMIT)
+    assert s.finish() == 0, s.stderr
+    elapsed = time.monotonic() - t0
+    r = s.result()
+    assert (r["oom"], r["signal"], r["exit_code"]) == (True, 9, None), (r, s.log_text())
+    assert r["memory_enforcement"] == METHOD_NAMES[expect]
+    assert s.log_text().splitlines() == [MEMORY_LINE.format(METHOD_NAMES[expect])]
+    assert elapsed < 3, f"took {elapsed:.1f}s: the limit was not enforced promptly"
+    if directory is not None:
+        assert not directory.exists(), f"{directory} left behind"
+
+
+@pytest.mark.parametrize("method", ALL_METHODS)
+def test_job_under_the_memory_limit_runs_normally_in_its_cgroup(tmp_path, cleanup, method):
+    # 20 MiB and a background process left behind: the cgroup can only go once the shim
+    # has stopped that too.
+    cmd = ('python3 -c "b = bytearray(20*1024*1024); print(open(\'/proc/self/cgroup\').read())"'
+           "; sleep 30 & echo done")
+    s, expect, path, directory = memory_shim(tmp_path, cleanup, method, cmd)
+    assert s.finish() == 0, s.stderr
+    r = s.result()
+    assert (r["oom"], r["exit_code"], r["signal"]) == (False, 0, None), (r, s.log_text())
+    assert r["memory_enforcement"] == METHOD_NAMES[expect]
+    log = s.log_text()
+    assert "memory limit" not in log and log.rstrip().endswith("done"), log
+    if expect == "v2":
+        assert f"0::{path}" in log.splitlines(), log
+    elif expect == "v1":
+        assert any(ln.split(":", 2)[2] == path and "memory" in ln.split(":")[1].split(",")
+                   for ln in log.splitlines() if ln.count(":") >= 2), log
+    if directory is not None:
+        assert not directory.exists(), f"{directory} left behind"
+
+
+@pytest.mark.parametrize("method", ALL_METHODS)
+def test_memory_limit_holds_all_copies_together(tmp_path, cleanup, method):
+    # 60 MiB per copy fits the limit alone; two copies together exceed it.
+    cmd = 'python3 -c "b = bytearray(60*1024*1024); import time; time.sleep(5)"'
+    t0 = time.monotonic()
+    s, expect, _, directory = memory_shim(tmp_path, cleanup, method, cmd,
+                                          extra=tasks(2, "0,1"))
+    assert s.finish() == 0, s.stderr
+    elapsed = time.monotonic() - t0
+    r = s.result()
+    assert (r["oom"], r["signal"]) == (True, 9), (r, s.log_text())
+    assert r["memory_enforcement"] == METHOD_NAMES[expect]
+    assert s.log_text().splitlines() == [MEMORY_LINE.format(METHOD_NAMES[expect])]
+    assert elapsed < 3, f"took {elapsed:.1f}s"
+    if directory is not None:
+        assert not directory.exists(), f"{directory} left behind"
+
+
+@pytest.mark.parametrize("method", ALL_METHODS)
+def test_copies_under_the_memory_limit_together_succeed(tmp_path, cleanup, method):
+    cmd = 'python3 -c "b = bytearray(20*1024*1024)"; echo rank$RANK'
+    s, expect, _, directory = memory_shim(tmp_path, cleanup, method, cmd,
+                                          extra=tasks(2, "0,1"))
+    assert s.finish() == 0, s.stderr
+    r = s.result()
+    assert (r["oom"], r["exit_code"]) == (False, 0), (r, s.log_text())
+    assert r["memory_enforcement"] == METHOD_NAMES[expect]
+    assert sorted(s.log_text().split()) == ["rank0", "rank1"], s.log_text()
+    if directory is not None:
+        assert not directory.exists()
+
+
+def test_without_memory_limit_there_is_no_enforcement_field(tmp_path, cleanup):
+    s = run(tmp_path, cleanup, command="true")
+    r = s.result()
+    assert r["oom"] is False and "memory_enforcement" not in r
+
+
+@pytest.mark.parametrize("method", ["v2", "v1"])
+def test_forced_unavailable_method_fails_the_job_with_the_reason(tmp_path, cleanup, method):
+    if MEMORY_UNAVAILABLE[method] is None:
+        pytest.skip(f"memory enforcement {method} is available here")
+    s = Shim(tmp_path, cleanup, command="echo ran",
+             shim_env={**DAEMON_ENV, "GFLOW_SHIM_MEMORY_METHOD": method},
+             extra=("--memory-limit", "100"))
+    assert s.finish() == 1
+    r = s.result()
+    assert r["exit_code"] == 125
+    assert r["error"].startswith(f"memory enforcement {method} unavailable: "), r
+    assert "ran" not in s.log_text()
+
+
+def test_bad_memory_limits_are_usage_errors(tmp_path, cleanup):
+    for bad in ("", "0", "-1", "x", "1.5", "100M", "99999999999999999"):
+        s = Shim(tmp_path, cleanup, command="true", extra=("--memory-limit", bad))
+        assert s.finish() == 2, bad
+        assert "--memory-limit" in s.stderr and len(s.stderr.splitlines()) == 1, s.stderr
+        assert s.result()["exit_code"] == 125
+
+
+def test_unknown_forced_memory_method_is_refused(tmp_path, cleanup):
+    s = Shim(tmp_path, cleanup, command="echo ran",
+             shim_env={**DAEMON_ENV, "GFLOW_SHIM_MEMORY_METHOD": "magic"},
+             extra=("--memory-limit", "100"))
+    assert s.finish() == 1
+    assert "GFLOW_SHIM_MEMORY_METHOD" in s.result()["error"]
+    assert "ran" not in s.log_text()
