@@ -4,7 +4,8 @@
  *   gflow-shim --job-id N --exit-file PATH --log PATH --workdir DIR --env-file PATH
  *              --kill-grace SECS [--lock-fd FD] [--uid UID --gid GID --user NAME]
  *              [--tasks N --task-gpus GPU,GPU,...] [--deny-devices MINOR,MINOR,...]
- *              [--memory-limit MIB] (--command "shell command line" | --script PATH)
+ *              [--memory-limit MIB] [--conda-env NAME|PATH]
+ *              (--command "shell command line" | --script PATH)
  *
  * Protocol with the daemon (its runner is written against exactly this):
  *
@@ -17,7 +18,7 @@
  *  2. The job's environment is read from --env-file (NUL-separated KEY=VALUE entries),
  *     which is unlinked at once because it may hold secrets, or from the start of the
  *     file open on --env-fd (gflowd passes a memfd: no file to create or remove). The
- *     job gets exactly it.
+ *     job gets exactly it (with --conda-env, plus the GFLOW_* variables of step 4).
  *  3. Job stdout and stderr are appended to --log (0600, owned by the job user), stdin
  *     is /dev/null. The shim writes to that log only the one-line reason why the job
  *     could not be started, the one line saying that device isolation is
@@ -27,6 +28,27 @@
  *     root, in --workdir: `/bin/bash -c COMMAND`, or the script itself when it starts
  *     with "#!", else `/bin/bash SCRIPT`. A job that cannot be started exits 125
  *     (credentials, chdir), 126 (cannot execute) or 127 (not found).
+ *     With --conda-env NAME (an environment name, "base", or an absolute path to an
+ *     environment) the job runs inside that conda environment, activated by the
+ *     installation's own shell hook. Before anything starts, the shim finds conda
+ *     from the job's environment: $CONDA_EXE (absolute), else $HOME/miniconda3,
+ *     $HOME/anaconda3, $HOME/miniforge3, $HOME/mambaforge (each <dir>/bin/conda),
+ *     else /opt/conda/bin/conda; the installation's base is the directory above the
+ *     executable's bin/. It then checks that the environment exists: "base" is the
+ *     base, a name is <base>/envs/NAME or $HOME/.conda/envs/NAME, a path is itself,
+ *     and it must hold conda-meta/. If either is missing the job does not start:
+ *     exit_code 125, the exit file's error and one line in the log say why ("conda
+ *     not found: ..." or "conda environment 'NAME' not found (looked in ...)"). The
+ *     job is then always `/bin/bash -c TEXT` (no direct exec), where TEXT evals
+ *     `"$GFLOW_CONDA_EXE" shell.bash hook`, runs `conda activate "$GFLOW_CONDA_ENV"`
+ *     (exit 125 with a line in the log if either fails), then runs
+ *     `eval "$GFLOW_JOB_COMMAND"` for --command, or for --script
+ *     `exec "$GFLOW_JOB_SCRIPT"` (shebang) or `exec /bin/bash "$GFLOW_JOB_SCRIPT"`.
+ *     GFLOW_CONDA_EXE, GFLOW_CONDA_ENV and GFLOW_JOB_COMMAND or GFLOW_JOB_SCRIPT are
+ *     added to the job's environment (replacing any the env file has), so that no
+ *     name, path or command is ever pasted into shell text;
+ *     GFLOW_CONDA_ENV is NAME as given, GFLOW_JOB_SCRIPT the script's path ("./"
+ *     prepended to a relative one). Every copy of --tasks activates it.
  *     With --tasks N (default 1) the shim starts N copies of it, torchrun style
  *     (`--gpus-per-task 1`): same workdir, log and user, all in the first copy's
  *     process group. --task-gpus names one GPU per copy (N entries, as they go into
@@ -146,6 +168,10 @@ static const char *const shim_task_vars[] = {"CUDA_VISIBLE_DEVICES", "RANK", "LO
                                              "MASTER_PORT"};
 #define SHIM_N_TASK_VARS (sizeof(shim_task_vars) / sizeof(shim_task_vars[0]))
 
+/* The variables --conda-env adds to the job's environment: the conda executable, the
+ * environment, and the job itself (GFLOW_JOB_COMMAND or GFLOW_JOB_SCRIPT). */
+#define SHIM_N_CONDA_VARS 3
+
 struct shim_opts {
     int64_t job_id; /* -1 until parsed */
     const char *exit_file;
@@ -166,6 +192,7 @@ struct shim_opts {
     int *deny_minors; /* --deny-devices: GPU minors the job may not open; NULL if not given */
     int n_deny_minors;
     int64_t memory_limit_mb; /* --memory-limit in MiB, 0: none */
+    const char *conda_env;   /* --conda-env: name or absolute path, NULL: none */
 };
 
 /* Everything the job child needs, prepared before fork so the child only makes
@@ -200,6 +227,8 @@ struct shim_exec {
     int report_fd; /* write end of a close-on-exec pipe: why the job did not start */
     int cgroup_procs_fd; /* the job's devices cgroup's cgroup.procs, -1: none (step 7) */
     int memcg_procs_fd;  /* the job's memory cgroup's cgroup.procs, -1: none (step 8) */
+    /* With --conda-env: the GFLOW_* entries added to envp (step 4), allocated. */
+    char *conda_vars[SHIM_N_CONDA_VARS];
 };
 
 /* One copy of the job. */
@@ -270,7 +299,7 @@ static const char shim_usage_text[] =
     "                  (--env-file PATH | --env-fd FD) --kill-grace SECS [--lock-fd FD]\n"
     "                  [--uid UID --gid GID --user NAME]\n"
     "                  [--tasks N --task-gpus GPU,GPU,...] [--deny-devices MINOR,...]\n"
-    "                  [--memory-limit MIB]\n"
+    "                  [--memory-limit MIB] [--conda-env NAME|PATH]\n"
     "                  (--command \"shell command line\" | --script PATH)\n"
     "Runs and supervises one gflow job and writes its outcome to the exit file.\n"
     "--tasks N starts N copies of the job, copy i with CUDA_VISIBLE_DEVICES set to the\n"
@@ -281,6 +310,10 @@ static const char shim_usage_text[] =
     "--memory-limit MIB holds the job, all its processes and copies together, to MIB MiB\n"
     "(cgroup v2 memory.max, else the cgroup v1 memory controller, else a watchdog over\n"
     "the job's RSS); a job over it is killed (SIGKILL) and its exit file says \"oom\": true.\n"
+    "--conda-env NAME runs the job in that conda environment (a name, \"base\" or an\n"
+    "absolute path), activated with the shell hook of the conda the job's CONDA_EXE names\n"
+    "(else ~/miniconda3, ~/anaconda3, ~/miniforge3, ~/mambaforge, /opt/conda); if conda or\n"
+    "the environment is missing, the job fails at once (exit code 125) saying so.\n"
     "Started by gflowd; not meant to be run by hand.\n";
 
 /* ---- exit file ---------------------------------------------------------------- */
@@ -364,6 +397,7 @@ enum {
     OPT_TASK_GPUS,
     OPT_DENY_DEVICES,
     OPT_MEMORY_LIMIT,
+    OPT_CONDA_ENV,
 };
 
 static const struct option shim_long_opts[] = {
@@ -384,6 +418,7 @@ static const struct option shim_long_opts[] = {
     {"task-gpus", required_argument, NULL, OPT_TASK_GPUS},
     {"deny-devices", required_argument, NULL, OPT_DENY_DEVICES},
     {"memory-limit", required_argument, NULL, OPT_MEMORY_LIMIT},
+    {"conda-env", required_argument, NULL, OPT_CONDA_ENV},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -548,6 +583,12 @@ static void shim_parse_opt(struct shim_opts *o, int c, const char *arg, char **e
         /* The byte count must fit the kernel's 64-bit limit files. */
         if (shim_parse_range(arg, 1, INT64_MAX / 1048576, &o->memory_limit_mb) < 0)
             shim_set_err(err, xasprintf("bad --memory-limit '%s' (MiB, > 0)", arg));
+        break;
+    case OPT_CONDA_ENV:
+        if (!*arg)
+            shim_set_err(err, xstrdup("bad --conda-env '' (a name or an absolute path)"));
+        else
+            o->conda_env = arg;
         break;
     }
 }
@@ -881,8 +922,216 @@ static void shim_prepare_direct(const char *command, struct shim_exec *ex)
     free(dirs);
 }
 
+/* ---- conda (--conda-env, step 4) ---------------------------------------------- */
+
+/* Where conda is looked for under the job's HOME after CONDA_EXE, in this order: the
+ * installers' default directories (<dir>/bin/conda). */
+static const char *const shim_conda_home_dirs[] = {"miniconda3", "anaconda3", "miniforge3",
+                                                   "mambaforge"};
+#define SHIM_CONDA_SYSTEM "/opt/conda/bin/conda"
+
+/* What the job's shell runs before the job itself: the installation's hook, then the
+ * activation. Names and paths come in through the environment only, never as shell
+ * text, so nothing in them is parsed. The hook's output goes through a variable so
+ * that a failing hook is noticed (`eval "$(false)"` succeeds). */
+#define SHIM_CONDA_ACTIVATE                                                                \
+    "gflow_conda_hook=$(\"$GFLOW_CONDA_EXE\" shell.bash hook) && "                          \
+    "eval \"$gflow_conda_hook\" && conda activate \"$GFLOW_CONDA_ENV\" || { "                \
+    "echo \"gflow-shim: cannot activate conda environment $GFLOW_CONDA_ENV\" >&2; "           \
+    "exit 125; }; unset gflow_conda_hook; "
+
+/* The job after the activation: eval keeps the command's shell semantics (quoting,
+ * builtins, exit status) as `bash -c` would give them. */
+static const char shim_conda_command_text[] = SHIM_CONDA_ACTIVATE "eval \"$GFLOW_JOB_COMMAND\"";
+static const char shim_conda_exec_text[] = SHIM_CONDA_ACTIVATE "exec \"$GFLOW_JOB_SCRIPT\"";
+static const char shim_conda_bash_text[] =
+    SHIM_CONDA_ACTIVATE "exec /bin/bash \"$GFLOW_JOB_SCRIPT\"";
+
+/* Whether path is an executable regular file. */
+static bool shim_is_executable(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, X_OK) == 0;
+}
+
+/* Whether dir is a conda environment: it holds conda-meta/. */
+static bool shim_is_conda_env(const char *dir)
+{
+    char *meta = xasprintf("%s/conda-meta", dir);
+    struct stat st;
+    bool ok = stat(meta, &st) == 0 && S_ISDIR(st.st_mode);
+    free(meta);
+    return ok;
+}
+
+/* The job's conda executable (to free): CONDA_EXE, then the usual install places.
+ * NULL with *err saying where it looked. */
+static char *shim_find_conda(char *const *envp, char **err)
+{
+    struct strbuf looked;
+    strbuf_init(&looked);
+    const char *exe = shim_env_get(envp, "CONDA_EXE");
+    if (exe && *exe) {
+        /* Relative: the job's cwd is not the shim's, so it names nothing reliable. */
+        if (exe[0] == '/' && shim_is_executable(exe)) {
+            strbuf_free(&looked);
+            return xstrdup(exe);
+        }
+        strbuf_addf(&looked, "CONDA_EXE=%s", exe);
+    } else {
+        strbuf_adds(&looked, "$CONDA_EXE (unset)");
+    }
+    const char *home = shim_env_get(envp, "HOME");
+    size_t nplaces = sizeof(shim_conda_home_dirs) / sizeof(shim_conda_home_dirs[0]);
+    for (size_t i = 0; i <= nplaces; i++) {
+        char *cand;
+        if (i < nplaces && home && home[0] == '/')
+            cand = xasprintf("%s/%s/bin/conda", home, shim_conda_home_dirs[i]);
+        else if (i == nplaces)
+            cand = xstrdup(SHIM_CONDA_SYSTEM);
+        else
+            continue;
+        if (shim_is_executable(cand)) {
+            strbuf_free(&looked);
+            return cand;
+        }
+        strbuf_addf(&looked, ", %s", cand);
+        free(cand);
+    }
+    if (!home || home[0] != '/')
+        strbuf_adds(&looked, "; $HOME unset or not absolute");
+    *err = xasprintf("conda not found: set CONDA_EXE or install conda in ~/miniconda3 "
+                     "(looked in %s)",
+                     looked.buf);
+    strbuf_free(&looked);
+    return NULL;
+}
+
+/* The installation's base (to free): the directory above the executable's bin/. */
+static char *shim_conda_base(const char *exe)
+{
+    char *base = xstrdup(exe);
+    for (int up = 0; up < 2; up++) {
+        char *slash = strrchr(base, '/');
+        if (slash)
+            *slash = '\0';
+    }
+    if (!*base) {
+        free(base);
+        base = xstrdup("/");
+    }
+    return base;
+}
+
+/* Checks that the environment `name` exists for the conda at exe. 0, or -1 with *err
+ * saying where it looked. */
+static int shim_check_conda_env(const char *name, const char *exe, char *const *envp,
+                                char **err)
+{
+    char *base = shim_conda_base(exe);
+    const char *home = shim_env_get(envp, "HOME");
+    char *cands[2] = {NULL, NULL};
+    if (strcmp(name, "base") == 0)
+        cands[0] = xstrdup(base);
+    else if (name[0] == '/')
+        cands[0] = xstrdup(name);
+    /* A name is one path component, as conda's own names are. */
+    else if (!strchr(name, '/') && strcmp(name, ".") != 0 && strcmp(name, "..") != 0) {
+        cands[0] = xasprintf("%s/envs/%s", base, name);
+        if (home && home[0] == '/')
+            cands[1] = xasprintf("%s/.conda/envs/%s", home, name);
+    }
+    free(base);
+    struct strbuf looked;
+    strbuf_init(&looked);
+    bool found = false, valid = cands[0] != NULL;
+    for (size_t i = 0; i < 2 && cands[i]; i++) {
+        found = found || shim_is_conda_env(cands[i]);
+        strbuf_addf(&looked, "%s%s", i ? ", " : "", cands[i]);
+        free(cands[i]);
+    }
+    if (!found) {
+        if (valid)
+            *err = xasprintf("conda environment '%s' not found (looked in %s)", name,
+                             looked.buf);
+        else
+            *err = xasprintf("conda environment '%s' not found (neither a name nor an "
+                             "absolute path)",
+                             name);
+    }
+    strbuf_free(&looked);
+    return found ? 0 : -1;
+}
+
+/* Replaces ex->envp by the job's environment without the variables of vars, then
+ * vars ("KEY=value" entries that ex keeps). */
+static void shim_env_set(struct shim_exec *ex, char *const *vars, size_t nvars)
+{
+    size_t n = 0;
+    while (ex->envp[n])
+        n++;
+    char **env = xmalloc((n + nvars + 1) * sizeof(*env));
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        bool replaced = false;
+        for (size_t j = 0; j < nvars && !replaced; j++) {
+            size_t klen = (size_t)(strchr(vars[j], '=') - vars[j]) + 1;
+            replaced = strncmp(ex->envp[i], vars[j], klen) == 0;
+        }
+        if (!replaced)
+            env[k++] = ex->envp[i];
+    }
+    for (size_t j = 0; j < nvars; j++)
+        env[k++] = vars[j];
+    env[k] = NULL;
+    free(ex->envp);
+    ex->envp = env;
+}
+
+/* With --conda-env: finds conda and the environment before anything starts, and adds
+ * the GFLOW_* variables the job's shell reads. 0, or -1 with *err, which also goes to
+ * the job log as its one line (step 3). */
+static int shim_prepare_conda(const struct shim_opts *o, struct shim_exec *ex, char **err)
+{
+    if (!o->conda_env)
+        return 0;
+    char *exe = shim_find_conda(ex->envp, err);
+    if (!exe || shim_check_conda_env(o->conda_env, exe, ex->envp, err) < 0) {
+        free(exe);
+        dprintf(ex->log_fd, "gflow-shim: %s\n", *err);
+        return -1;
+    }
+    ex->conda_vars[0] = xasprintf("GFLOW_CONDA_EXE=%s", exe);
+    ex->conda_vars[1] = xasprintf("GFLOW_CONDA_ENV=%s", o->conda_env);
+    /* "./": exec in bash would search PATH for a name without a slash, and a path
+     * starting with '-' would read as an option. */
+    if (o->command)
+        ex->conda_vars[2] = xasprintf("GFLOW_JOB_COMMAND=%s", o->command);
+    else
+        ex->conda_vars[2] = xasprintf("GFLOW_JOB_SCRIPT=%s%s",
+                                      o->script[0] == '/' ? "" : "./", o->script);
+    free(exe);
+    shim_env_set(ex, ex->conda_vars, SHIM_N_CONDA_VARS);
+    return 0;
+}
+
+/* Step 4 (before fork): the job's program and arguments. */
 static void shim_prepare_argv(const struct shim_opts *o, struct shim_exec *ex)
 {
+    if (o->conda_env) {
+        /* Always the shell: the activation must run first, in the job's own shell. */
+        ex->path = "/bin/bash";
+        ex->argv[0] = "bash";
+        ex->argv[1] = "-c";
+        if (o->command)
+            ex->argv[2] = shim_conda_command_text;
+        else if (shim_has_shebang(o->script) || access(o->script, F_OK) < 0)
+            ex->argv[2] = shim_conda_exec_text; /* missing: bash says so, 127 */
+        else
+            ex->argv[2] = shim_conda_bash_text;
+        ex->argv[3] = NULL;
+        return;
+    }
     if (o->command) {
         ex->path = "/bin/bash";
         ex->argv[0] = "bash";
@@ -1905,6 +2154,8 @@ static void shim_exec_free(struct shim_exec *ex)
         free(ex->task_envp);
     }
     free(ex->envp);
+    for (size_t i = 0; i < SHIM_N_CONDA_VARS; i++)
+        free(ex->conda_vars[i]);
     free(ex->env_buf);
     free(ex->groups);
     if (ex->log_fd >= 0)
@@ -1939,6 +2190,8 @@ static int shim_prepare(const struct shim_opts *o, struct shim_exec *ex, char **
         return -1;
     }
     ex->workdir = o->workdir;
+    if (shim_prepare_conda(o, ex, err) < 0)
+        return -1;
     shim_prepare_argv(o, ex);
     return shim_prepare_task_env(o, ex, err);
 }

@@ -970,3 +970,265 @@ def test_unknown_forced_memory_method_is_refused(tmp_path, cleanup):
     assert s.finish() == 1
     assert "GFLOW_SHIM_MEMORY_METHOD" in s.result()["error"]
     assert "ran" not in s.log_text()
+
+
+# ---- conda environments (--conda-env) -----------------------------------------------
+
+FAKE_CONDA = r'''#!/bin/sh
+# A fake conda: only `conda shell.bash hook`, whose `conda activate` does what the
+# real one does to the variables a job sees.
+if [ "$1 $2" = "shell.bash hook" ]; then
+    cat <<'HOOK'
+conda() {
+    if [ "$1" != activate ]; then
+        echo "fake conda: unsupported: $*" >&2
+        return 1
+    fi
+    case "$2" in
+        base) prefix=BASE ;;
+        /*) prefix="$2" ;;
+        *) prefix="BASE/envs/$2" ;;
+    esac
+    if [ ! -d "$prefix/conda-meta" ]; then
+        echo "fake conda: EnvironmentNameNotFound: $2" >&2
+        return 1
+    fi
+    export CONDA_DEFAULT_ENV="$2" CONDA_PREFIX="$prefix" PATH="$prefix/bin:$PATH"
+}
+HOOK
+    exit 0
+fi
+echo "fake conda: unsupported: $*" >&2
+exit 1
+'''
+
+
+def make_env(prefix, tool_says):
+    """A conda environment at prefix whose bin/tool prints tool_says."""
+    (prefix / "conda-meta").mkdir(parents=True)
+    (prefix / "bin").mkdir()
+    tool = prefix / "bin" / "tool"
+    tool.write_text(f"#!/bin/sh\necho {tool_says}\n")
+    tool.chmod(0o755)
+
+
+def fake_conda(base):
+    """A conda installation at base with the environment myenv; returns its conda."""
+    # The hook text holds base as is, inside double quotes or as a case word.
+    assert not set(str(base)) & set(" \t\n'\"$`\\;&|<>()*?[]"), base
+    (base / "bin").mkdir(parents=True)
+    (base / "conda-meta").mkdir()
+    conda = base / "bin" / "conda"
+    conda.write_text(FAKE_CONDA.replace("BASE", str(base)))
+    conda.chmod(0o755)
+    make_env(base / "envs" / "myenv", "tool from myenv")
+    return conda
+
+
+def conda_job(tmp_path, cleanup, name="myenv", env=None, **kw):
+    """Runs a job with --conda-env name and the fake conda named by CONDA_EXE."""
+    base = tmp_path / "conda"
+    conda = fake_conda(base)
+    if env is None:
+        env = [JOB_PATH, f"CONDA_EXE={conda}", f"HOME={tmp_path / 'home'}"]
+    extra = ("--conda-env", name, *kw.pop("extra", ()))
+    return Shim(tmp_path, cleanup, env=env, extra=extra, **kw), base
+
+
+MYENV_OUT = "myenv {base}/envs/myenv\ntool from myenv\n"
+
+
+def test_conda_env_is_active_in_a_command_job(tmp_path, cleanup):
+    s, base = conda_job(tmp_path, cleanup, command="echo $CONDA_DEFAULT_ENV $CONDA_PREFIX; tool")
+    assert s.finish() == 0, s.stderr
+    r = s.result()
+    assert (r["exit_code"], r["error"]) == (0, None), (r, s.log_text())
+    assert s.log_text() == MYENV_OUT.format(base=base)
+
+
+def test_a_plain_command_also_runs_in_the_env(tmp_path, cleanup):
+    # "tool" alone would qualify for the direct exec, which would skip the activation.
+    s, _ = conda_job(tmp_path, cleanup, command="tool")
+    assert s.finish() == 0, s.stderr
+    assert (s.result()["exit_code"], s.log_text()) == (0, "tool from myenv\n")
+
+
+@pytest.mark.parametrize("command,code,out", [
+    ("exit 4", 4, ""),
+    ("FOO=bar printenv FOO", 0, "bar\n"),
+    ("echo \"a  b\" '$HOME' \\$x", 0, "a  b $HOME $x\n"),
+    ("echo $0; false", 1, "bash\n"),
+    ("nosuchprogram-xyz", 127, None),
+    ("if true; then echo yes", 2, None),  # a syntax error, as bash -c reports it
+])
+def test_command_keeps_its_shell_semantics_under_conda(tmp_path, cleanup, command, code, out):
+    s, _ = conda_job(tmp_path, cleanup, command=command)
+    assert s.finish() == 0, s.stderr
+    assert s.result()["exit_code"] == code, s.log_text()
+    if out is not None:
+        assert s.log_text() == out
+
+
+@pytest.mark.parametrize("shebang", [True, False])
+def test_conda_env_is_active_in_a_script_job(tmp_path, cleanup, shebang):
+    script = tmp_path / "job.sh"
+    body = 'echo $CONDA_DEFAULT_ENV $CONDA_PREFIX; tool\nexit 3\n'
+    script.write_text(("#!/bin/sh\n" if shebang else "") + body)
+    script.chmod(0o700 if shebang else 0o600)
+    s, base = conda_job(tmp_path, cleanup, script=script)
+    assert s.finish() == 0, s.stderr
+    assert s.result()["exit_code"] == 3, s.log_text()
+    assert s.log_text() == MYENV_OUT.format(base=base)
+
+
+def test_relative_script_under_conda_is_the_workdir_one(tmp_path, cleanup):
+    # Not a program of that name along PATH: the script in the workdir.
+    (tmp_path / "tool").write_text("#!/bin/sh\necho workdir tool\n")
+    (tmp_path / "tool").chmod(0o700)
+    s, _ = conda_job(tmp_path, cleanup, script="tool")
+    assert s.finish() == 0, s.stderr
+    assert (s.result()["exit_code"], s.log_text()) == (0, "workdir tool\n")
+
+
+def test_missing_script_under_conda_is_127(tmp_path, cleanup):
+    s, _ = conda_job(tmp_path, cleanup, script=tmp_path / "nope.sh")
+    assert s.finish() == 0, s.stderr
+    assert s.result()["exit_code"] == 127
+
+
+def test_conda_found_in_home_miniconda3_without_conda_exe(tmp_path, cleanup):
+    home = tmp_path / "home"
+    base = home / "miniconda3"
+    fake_conda(base)
+    s = Shim(tmp_path, cleanup, env=[JOB_PATH, f"HOME={home}"],
+             command="echo $CONDA_DEFAULT_ENV $CONDA_PREFIX; tool",
+             extra=("--conda-env", "myenv"))
+    assert s.finish() == 0, s.stderr
+    assert s.result()["exit_code"] == 0, s.log_text()
+    assert s.log_text() == MYENV_OUT.format(base=base)
+
+
+def test_conda_exe_comes_first(tmp_path, cleanup):
+    # A conda in ~/miniconda3 is not used when CONDA_EXE names another one.
+    home = tmp_path / "home"
+    fake_conda(home / "miniconda3")
+    s, base = conda_job(tmp_path, cleanup, command="echo $CONDA_PREFIX")
+    assert s.finish() == 0, s.stderr
+    assert s.log_text() == f"{base}/envs/myenv\n"
+
+
+@pytest.mark.parametrize("which", ["base", "path"])
+def test_base_and_absolute_path_environments(tmp_path, cleanup, which):
+    other = tmp_path / "elsewhere" / "proj-env"
+    make_env(other, "tool from proj-env")
+    base = tmp_path / "conda"
+    name = "base" if which == "base" else str(other)
+    s, _ = conda_job(tmp_path, cleanup, name=name, command="echo $CONDA_PREFIX")
+    assert s.finish() == 0, s.stderr
+    assert s.result()["exit_code"] == 0, s.log_text()
+    assert s.log_text() == f"{base if which == 'base' else other}\n"
+
+
+def test_missing_conda_fails_the_job_at_once(tmp_path, cleanup):
+    if os.path.exists("/opt/conda/bin/conda"):
+        pytest.skip("this host has a conda in /opt/conda, which the shim would find")
+    home = tmp_path / "home"
+    home.mkdir()
+    s = Shim(tmp_path, cleanup, env=[JOB_PATH, f"HOME={home}"], command="echo ran > ran",
+             extra=("--conda-env", "myenv"))
+    assert s.finish() == 1
+    r = s.result()
+    assert r["exit_code"] == 125 and r["signal"] is None
+    assert r["error"].startswith("conda not found: set CONDA_EXE"), r
+    assert f"{home}/miniconda3/bin/conda" in r["error"] and "/opt/conda/bin/conda" in r["error"]
+    assert s.log_text() == f"gflow-shim: {r['error']}\n"
+    assert not (tmp_path / "ran").exists()
+    assert not s.env_file.exists()
+
+
+def test_conda_exe_that_is_not_there_is_not_conda(tmp_path, cleanup):
+    if os.path.exists("/opt/conda/bin/conda"):
+        pytest.skip("this host has a conda in /opt/conda, which the shim would find")
+    s = Shim(tmp_path, cleanup, env=[JOB_PATH, f"CONDA_EXE={tmp_path}/no/conda"],
+             command="echo ran > ran", extra=("--conda-env", "myenv"))
+    assert s.finish() == 1
+    r = s.result()
+    assert r["exit_code"] == 125 and "conda not found" in r["error"]
+    assert f"CONDA_EXE={tmp_path}/no/conda" in r["error"]
+    assert not (tmp_path / "ran").exists()
+
+
+def test_missing_environment_fails_the_job_at_once(tmp_path, cleanup):
+    s, base = conda_job(tmp_path, cleanup, name="nosuch", command="echo ran > ran")
+    assert s.finish() == 1
+    r = s.result()
+    assert r["exit_code"] == 125 and r["signal"] is None
+    assert r["error"].startswith("conda environment 'nosuch' not found (looked in "), r
+    assert f"{base}/envs/nosuch" in r["error"]
+    assert s.log_text() == f"gflow-shim: {r['error']}\n"
+    assert not (tmp_path / "ran").exists()
+
+
+def test_environment_without_conda_meta_is_not_one(tmp_path, cleanup):
+    (tmp_path / "conda" / "envs" / "broken").mkdir(parents=True)
+    s, _ = conda_job(tmp_path, cleanup, name="broken", command="echo ran > ran")
+    assert s.finish() == 1
+    assert "conda environment 'broken' not found" in s.result()["error"]
+    assert not (tmp_path / "ran").exists()
+
+
+def test_environment_in_dot_conda_envs_is_found(tmp_path, cleanup):
+    # The shim finds ~/.conda/envs/NAME; here the fake conda cannot activate it, which
+    # shows how a failed activation ends: 125, a line in the log, the job not run.
+    make_env(tmp_path / "home" / ".conda" / "envs" / "mine", "tool from mine")
+    s, _ = conda_job(tmp_path, cleanup, name="mine", command="echo ran > ran")
+    assert s.finish() == 0, s.stderr
+    r = s.result()
+    assert r["exit_code"] == 125, s.log_text()
+    log = s.log_text()
+    assert "EnvironmentNameNotFound: mine" in log
+    assert "gflow-shim: cannot activate conda environment mine\n" in log
+    assert not (tmp_path / "ran").exists()
+
+
+@pytest.mark.parametrize("name", ["x;touch pwned", "$(touch pwned)", "`touch pwned`",
+                                  "x' ; touch pwned; '", "x\" ; touch pwned; \""])
+def test_environment_name_cannot_inject_shell(tmp_path, cleanup, name):
+    s, _ = conda_job(tmp_path, cleanup, name=name, command="echo ran > ran")
+    assert s.finish() == 1
+    r = s.result()
+    assert r["exit_code"] == 125 and f"conda environment '{name}' not found" in r["error"]
+    assert not (tmp_path / "pwned").exists() and not (tmp_path / "ran").exists()
+
+
+def test_existing_environment_with_a_shell_name_runs_literally(tmp_path, cleanup):
+    # Past the check, the name reaches `conda activate` as one word, never as shell text.
+    name = "x;touch pwned $(touch pwned2)"
+    make_env(tmp_path / "conda" / "envs" / name, "tool from odd")
+    s, _ = conda_job(tmp_path, cleanup, name=name, command='echo "$CONDA_DEFAULT_ENV"; tool')
+    assert s.finish() == 0, s.stderr
+    assert s.result()["exit_code"] == 0, s.log_text()
+    assert s.log_text() == f"{name}\ntool from odd\n"
+    assert not (tmp_path / "pwned").exists() and not (tmp_path / "pwned2").exists()
+
+
+def test_every_copy_activates_the_env(tmp_path, cleanup):
+    s, base = conda_job(tmp_path, cleanup, extra=tasks(2, "0,1"),
+                        command='echo "rank$RANK $CONDA_DEFAULT_ENV $(tool)"')
+    assert s.finish() == 0, s.stderr
+    assert s.result()["exit_code"] == 0, s.log_text()
+    assert sorted(s.log_text().splitlines()) == ["rank0 myenv tool from myenv",
+                                                 "rank1 myenv tool from myenv"]
+
+
+def test_empty_conda_env_is_a_usage_error(tmp_path, cleanup):
+    s = Shim(tmp_path, cleanup, command="true", extra=("--conda-env", ""))
+    assert s.finish() == 2
+    assert "--conda-env" in s.stderr and len(s.stderr.splitlines()) == 1
+    assert s.result()["exit_code"] == 125
+
+
+def test_help_mentions_conda_env():
+    p = subprocess.run([str(SHIM), "--help"], env=DAEMON_ENV, capture_output=True, text=True,
+                       timeout=5)
+    assert p.returncode == 0 and "--conda-env NAME" in p.stdout
