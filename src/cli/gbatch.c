@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -38,6 +39,9 @@ struct gbatch_opts {
     bool name_set, priority_set, time_set, hold_set;
     bool gpus_set, gpu_memory_set, shared_set, gpus_per_task_set;
     bool dry_run, parsable;
+    json_t *deps;     /* [{"id", "kind"}], resolved ids; NULL if none given */
+    int deps_mode;    /* 0 unset, 1 all, 2 any */
+    bool no_auto_cancel, auto_cancel_set;
 };
 
 enum {
@@ -47,13 +51,16 @@ enum {
     OPT_GRES,
     OPT_SHARED,
     OPT_GPU_MEMORY,
-    OPT_GPUS_PER_TASK
+    OPT_GPUS_PER_TASK,
+    OPT_DEPENDS_ALL,
+    OPT_DEPENDS_ANY,
+    OPT_NO_AUTO_CANCEL
 };
 
 /* More GPUs than any machine has: a typo, refused before it reaches the daemon. */
 #define GBATCH_GPUS_MAX 1024
 
-static const char gbatch_shortopts[] = "+:J:n:p:t:g:HhV";
+static const char gbatch_shortopts[] = "+:J:n:p:t:g:d:HhV";
 static const struct option gbatch_longopts[] = {
     {"name", required_argument, NULL, 'J'},
     {"job-name", required_argument, NULL, 'J'},
@@ -69,6 +76,11 @@ static const struct option gbatch_longopts[] = {
     {"max-gpu-mem", required_argument, NULL, OPT_GPU_MEMORY},
     {"max-gpu-memory", required_argument, NULL, OPT_GPU_MEMORY},
     {"gpus-per-task", required_argument, NULL, OPT_GPUS_PER_TASK},
+    {"depends-on", required_argument, NULL, 'd'},
+    {"dependency", required_argument, NULL, 'd'},
+    {"depends-on-all", required_argument, NULL, OPT_DEPENDS_ALL},
+    {"depends-on-any", required_argument, NULL, OPT_DEPENDS_ANY},
+    {"no-auto-cancel", no_argument, NULL, OPT_NO_AUTO_CANCEL},
     {"dry-run", no_argument, NULL, OPT_DRY_RUN},
     {"parsable", no_argument, NULL, OPT_PARSABLE},
     {"socket", required_argument, NULL, OPT_SOCKET},
@@ -115,6 +127,19 @@ static void gbatch_help(void)
            "                                   WORLD_SIZE, MASTER_ADDR and MASTER_PORT set\n"
            "                                   (like torchrun); 0: one copy (the default)\n"
            "\n"
+           "Dependencies (X: a job id, @ for your latest job, @~N for the N-th before it):\n"
+           "  -d, --depends-on X               start only after job X finished successfully\n"
+           "                                   (CD); a list 1,2 means all of them\n"
+           "      --dependency SPEC            the same, or Slurm's form: afterok:ID[:ID...],\n"
+           "                                   afterany:ID (ended in any state), afternotok:ID\n"
+           "                                   (failed, timed out or cancelled), joined by ','\n"
+           "                                   (all must hold) or '?' (any one suffices)\n"
+           "      --depends-on-all X,Y         after all of them finished successfully\n"
+           "      --depends-on-any X,Y         after any one of them finished successfully\n"
+           "      --no-auto-cancel             if a dependency can no longer be met, keep\n"
+           "                                   waiting (reason DependencyFailed:<id>) instead\n"
+           "                                   of being cancelled\n"
+           "\n"
            "Other options:\n"
            "      --dry-run                    check and show what would be submitted, submit\n"
            "                                   nothing\n"
@@ -126,8 +151,8 @@ static void gbatch_help(void)
            "\n"
            "Script directives: lines '# GFLOW --key value' or '# GFLOW --key=value' in a\n"
            "script set the same options (--name, --priority, --time, --hold, --gpus,\n"
-           "--gres, --gpu-memory, --shared, --gpus-per-task); options on the command\n"
-           "line win over them.\n"
+           "--gres, --gpu-memory, --shared, --gpus-per-task, --depends-on and the other\n"
+           "dependency options); options on the command line win over them.\n"
            "\n"
            "The job runs in the current directory with the current environment.\n"
            "Examples:\n"
@@ -136,7 +161,9 @@ static void gbatch_help(void)
            "  gbatch --gpus 2 python train.py\n"
            "  gbatch --gpus 1 --shared --gpu-memory 20G python eval.py\n"
            "  gbatch --gpus 4 --gpus-per-task 1 python ddp_train.py\n"
-           "  gbatch --hold 'make -j8 && ./bench'\n",
+           "  gbatch --hold 'make -j8 && ./bench'\n"
+           "  gbatch --depends-on @ python eval.py       after your latest job succeeded\n"
+           "  gbatch --dependency afternotok:12 notify.sh\n",
            JOB_PRIORITY_DEFAULT);
 }
 
@@ -194,6 +221,92 @@ static int64_t gbatch_gres(const struct gbatch_source *src, const char *s)
     if (v > GBATCH_GPUS_MAX)
         gbatch_opt_error(src, "invalid --gres '%s': at most %d GPUs", s, GBATCH_GPUS_MAX);
     return v;
+}
+
+/* One job reference of a dependency: an id, "@" or "@~N" (resolved by the daemon's
+ * list of the caller's jobs). */
+static int64_t gbatch_dep_id(const struct gbatch_source *src, const char *opt, const char *s)
+{
+    int64_t v;
+    if (s[0] == '@') {
+        if (!s[1])
+            return client_resolve_ref(0);
+        if (s[1] == '~' && parse_int64(s + 2, &v) == 0 && v >= 0 && v < INT_MAX)
+            return client_resolve_ref((int)v);
+    } else if (parse_int64(s, &v) == 0 && v > 0) {
+        return v;
+    }
+    gbatch_opt_error(src, "invalid job '%s' for %s: use a job id, @ or @~N", s, opt);
+}
+
+static void gbatch_dep_add(struct gbatch_opts *o, int64_t id, enum job_dep_kind kind)
+{
+    if (!o->deps)
+        o->deps = json_array();
+    size_t i;
+    json_t *d;
+    json_array_foreach(o->deps, i, d) {
+        if (json_integer_value(json_object_get(d, "id")) == id &&
+            !strcmp(json_string_value(json_object_get(d, "kind")), job_dep_kind_name(kind)))
+            return;
+    }
+    json_array_append_new(o->deps, json_pack("{s:I, s:s}", "id", (json_int_t)id, "kind",
+                                             job_dep_kind_name(kind)));
+}
+
+/* A list of job references "1,3,@,@~2" (ranges 5-7 too), all with the same kind. */
+static void gbatch_dep_list(struct gbatch_opts *o, const struct gbatch_source *src,
+                            const char *opt, const char *list, enum job_dep_kind kind)
+{
+    if (!*list || list[0] == ',' || list[strlen(list) - 1] == ',' || strstr(list, ",,"))
+        gbatch_opt_error(src, "invalid job list '%s' for %s: use e.g. 3, @ or 3,5", list, opt);
+    char *copy = xstrdup(list), *save = NULL;
+    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        char *dash = tok[0] != '@' ? strchr(tok, '-') : NULL;
+        if (dash) {
+            *dash = '\0';
+            int64_t a = gbatch_dep_id(src, opt, tok), b = gbatch_dep_id(src, opt, dash + 1);
+            if (b < a || b - a > 100000)
+                gbatch_opt_error(src, "invalid job range '%s-%s' for %s", tok, dash + 1, opt);
+            for (int64_t id = a; id <= b; id++)
+                gbatch_dep_add(o, id, kind);
+        } else {
+            gbatch_dep_add(o, gbatch_dep_id(src, opt, tok), kind);
+        }
+    }
+    free(copy);
+}
+
+/* Slurm's form: "afterok:1:2,afterany:3" (all must hold) or "afterok:1?afternotok:2"
+ * (any one suffices). */
+static void gbatch_dep_slurm(struct gbatch_opts *o, const struct gbatch_source *src,
+                             const char *spec)
+{
+    bool any = strchr(spec, '?') != NULL;
+    if (any && strchr(spec, ','))
+        gbatch_opt_error(src, "invalid --dependency '%s': join with ',' (all) or '?' (any), "
+                              "not both",
+                         spec);
+    char *copy = xstrdup(spec), *save = NULL;
+    for (char *item = strtok_r(copy, any ? "?" : ",", &save); item;
+         item = strtok_r(NULL, any ? "?" : ",", &save)) {
+        char *colon = strchr(item, ':');
+        enum job_dep_kind kind;
+        if (colon)
+            *colon = '\0';
+        if (job_dep_kind_parse(item, &kind) < 0)
+            gbatch_opt_error(src, "unsupported dependency type '%s' in --dependency '%s': use "
+                                  "afterok, afterany or afternotok",
+                             item, spec);
+        if (!colon || !colon[1])
+            gbatch_opt_error(src, "no job id after '%s:' in --dependency '%s'", item, spec);
+        char *isave = NULL;
+        for (char *id = strtok_r(colon + 1, ":", &isave); id; id = strtok_r(NULL, ":", &isave))
+            gbatch_dep_add(o, gbatch_dep_id(src, "--dependency", id), kind);
+    }
+    free(copy);
+    if (any)
+        o->deps_mode = 2;
 }
 
 /* Parses argv[0..argc) into o. Returns optind (the first non-option word). */
@@ -256,6 +369,22 @@ static int gbatch_parse(int argc, char **argv, struct gbatch_opts *o,
             o->gpus_per_task_set = true;
             break;
         }
+        case 'd':
+            if (!strncasecmp(optarg, "after", 5))
+                gbatch_dep_slurm(o, src, optarg);
+            else
+                gbatch_dep_list(o, src, "--depends-on", optarg, JOB_DEP_AFTEROK);
+            break;
+        case OPT_DEPENDS_ALL:
+        case OPT_DEPENDS_ANY:
+            gbatch_dep_list(o, src, c == OPT_DEPENDS_ALL ? "--depends-on-all" : "--depends-on-any",
+                            optarg, JOB_DEP_AFTEROK);
+            o->deps_mode = c == OPT_DEPENDS_ALL ? 1 : 2;
+            break;
+        case OPT_NO_AUTO_CANCEL:
+            o->no_auto_cancel = true;
+            o->auto_cancel_set = true;
+            break;
         case OPT_DRY_RUN:
         case OPT_PARSABLE:
         case OPT_SOCKET:
@@ -401,6 +530,17 @@ static void gbatch_directives(const char *text, const char *file, struct gbatch_
         o->gpus_per_task = d.gpus_per_task;
         o->gpus_per_task_set = true;
     }
+    if (d.deps && !o->deps) {
+        o->deps = d.deps;
+        if (!o->deps_mode)
+            o->deps_mode = d.deps_mode;
+    } else {
+        json_decref(d.deps);
+    }
+    if (d.auto_cancel_set && !o->auto_cancel_set) {
+        o->no_auto_cancel = d.no_auto_cancel;
+        o->auto_cancel_set = true;
+    }
 }
 
 /* The GPU options that only make sense together, checked once the command line and
@@ -496,6 +636,19 @@ static void gbatch_print_dry_run(const json_t *spec, const json_t *reply)
                ? ", one copy of the command per GPU (--gpus-per-task 1)"
                : "");
     free(gpu_req);
+    const json_t *deps = json_object_get(spec, "depends_on");
+    if (json_array_size(deps)) {
+        printf("  Depends:   ");
+        size_t i;
+        const json_t *d;
+        json_array_foreach(deps, i, d) {
+            printf("%s%s:%lld", i ? "," : "", json_string_value(json_object_get(d, "kind")),
+                   (long long)json_integer_value(json_object_get(d, "id")));
+        }
+        const char *mode = json_string_value(json_object_get(spec, "depends_mode"));
+        printf(" (%s)%s\n", mode && !strcmp(mode, "any") ? "any one" : "all",
+               json_is_false(json_object_get(spec, "auto_cancel")) ? ", no auto-cancel" : "");
+    }
     printf("  WorkDir:   %s\n", json_string_value(json_object_get(spec, "workdir")));
     printf("  State:     %s\n", state                                         ? state
                                 : json_is_true(json_object_get(spec, "hold")) ? "H"
@@ -588,6 +741,12 @@ int main(int argc, char **argv)
         json_object_set_new(spec, "shared", json_true());
     if (o.gpus_per_task_set)
         json_object_set_new(spec, "gpus_per_task", json_integer(o.gpus_per_task));
+    if (o.deps && json_array_size(o.deps))
+        json_object_set(spec, "depends_on", o.deps);
+    if (o.deps_mode)
+        json_object_set_new(spec, "depends_mode", json_string(o.deps_mode == 2 ? "any" : "all"));
+    if (o.no_auto_cancel)
+        json_object_set_new(spec, "auto_cancel", json_false());
     if (o.dry_run)
         json_object_set_new(spec, "dry_run", json_true());
 
@@ -612,5 +771,6 @@ int main(int argc, char **argv)
     free(script_path);
     free(cwd);
     free(o.name);
+    json_decref(o.deps);
     return client_finish(0);
 }

@@ -4,7 +4,11 @@
  * a running one is stopped by the daemon (SIGTERM, then SIGKILL after the grace time),
  * which is irrevocable once accepted. An id the daemon refuses (unknown, already ended,
  * not yours) gets the daemon's one-line reason on stderr, makes the exit status 1, and
- * the other ids are still processed. */
+ * the other ids are still processed.
+ *
+ * Cancelling a job also cancels the queued jobs that depend on it and could then never
+ * run (unless submitted with --no-auto-cancel), and so on down the chain; the daemon
+ * says which, and they are listed. --dry-run lists them without changing anything. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,8 +33,12 @@ static void gcancel_help(void)
            "Job ids: 42, lists and ranges like 1,3,5-7, several arguments, @ for your\n"
            "latest job and @~N for the N-th before it.\n"
            "\n"
+           "Jobs that depend on a cancelled job and can then never run are cancelled\n"
+           "too (reason DependencyFailed:<id>), unless submitted with --no-auto-cancel.\n"
+           "\n"
            "Options:\n"
-           "      --dry-run      check which jobs would be cancelled; change nothing\n"
+           "      --dry-run      list the jobs that would be cancelled, with the jobs that\n"
+           "                     depend on them (transitively); change nothing\n"
            "      --socket PATH  the daemon's socket\n"
            "  -h, --help         show this help\n"
            "  -V, --version      show the version\n"
@@ -76,7 +84,15 @@ int main(int argc, char **argv)
     size_t n;
     int64_t *ids = client_parse_ids(argc - optind, argv + optind, &n);
     int status = 0;
+    /* Jobs already cancelled (or listed) along with an earlier one. */
+    int64_t *done = NULL;
+    size_t n_done = 0, cap_done = 0;
     for (size_t i = 0; i < n; i++) {
+        bool seen = false;
+        for (size_t k = 0; k < n_done && !seen; k++)
+            seen = done[k] == ids[i];
+        if (seen)
+            continue;
         char *path =
             xasprintf("/v1/jobs/%lld/cancel%s", (long long)ids[i], dry_run ? "?dry_run=1" : "");
         json_t *reply = NULL;
@@ -99,9 +115,33 @@ int main(int argc, char **argv)
                 status = 1;
             }
         }
+        /* The jobs its cancellation takes along. */
+        const json_t *also = json_object_get(reply, "dependents_cancelled");
+        bool running = json_is_true(json_object_get(reply, "cancelling"));
+        size_t k;
+        const json_t *a;
+        json_array_foreach(also, k, a) {
+            long long id = (long long)json_integer_value(json_object_get(a, "id"));
+            long long dep = (long long)json_integer_value(json_object_get(a, "depends_on"));
+            if (dry_run)
+                printf("Would also cancel job %lld (depends on %lld).\n", id, dep);
+            else if (running)
+                printf("Job %lld will be cancelled too once job %lld has stopped (it depends "
+                       "on %lld).\n",
+                       id, (long long)ids[i], dep);
+            else
+                printf("Job %lld cancelled too (depends on %lld: DependencyFailed:%lld).\n", id,
+                       dep, dep);
+            if (n_done == cap_done) {
+                cap_done = cap_done ? cap_done * 2 : 16;
+                done = xrealloc(done, cap_done * sizeof(*done));
+            }
+            done[n_done++] = id;
+        }
         json_decref(reply);
         free(path);
     }
+    free(done);
     free(ids);
     return client_finish(status);
 }

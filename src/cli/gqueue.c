@@ -148,10 +148,11 @@ static const struct {
 
 enum { OPT_SOCKET = 256 };
 
-static const char gqueue_shortopts[] = "+:acs:j:u:n:r:f:o:hV";
+static const char gqueue_shortopts[] = "+:acts:j:u:n:r:f:o:hV";
 static const struct option gqueue_longopts[] = {
     {"all", no_argument, NULL, 'a'},
     {"completed", no_argument, NULL, 'c'},
+    {"tree", no_argument, NULL, 't'},
     {"states", required_argument, NULL, 's'},
     {"state", required_argument, NULL, 's'},
     {"jobs", required_argument, NULL, 'j'},
@@ -196,6 +197,8 @@ static void gqueue_help(void)
            "                        EXITCODE SUBMIT START END WORKDIR COMMAND\n"
            "  -o, --output FORMAT   table (default), csv or json (json prints the whole\n"
            "                        job objects and ignores -f)\n"
+           "  -t, --tree            show dependencies as a tree: each job under the first\n"
+           "                        listed job it depends on (NAME drawn with ├─ └─)\n"
            "      --socket PATH     the daemon's socket\n"
            "  -h, --help            show this help\n"
            "  -V, --version         show the version\n"
@@ -285,10 +288,11 @@ struct gqueue_row {
 /* The rows' strings point into *body, which the caller frees after the rows. */
 static struct gqueue_row *gqueue_fetch_tsv(struct strbuf *path,
                                            const struct gqueue_field **columns, size_t ncolumns,
-                                           size_t *count, struct client_response *r)
+                                           bool tree, size_t *count, struct client_response *r)
 {
     /* Only the fields the columns read (plus id and gpus, for sorting). */
-    bool want[JOB_FIELD_COUNT] = {[JOB_FIELD_ID] = true, [JOB_FIELD_GPUS] = true};
+    bool want[JOB_FIELD_COUNT] = {[JOB_FIELD_ID] = true, [JOB_FIELD_GPUS] = true,
+                                  [JOB_FIELD_DEPENDS_ON] = tree};
     for (size_t c = 0; c < ncolumns; c++) {
         char *needs = xstrdup(columns[c]->needs), *save = NULL;
         for (char *f = strtok_r(needs, ",", &save); f; f = strtok_r(NULL, ",", &save))
@@ -341,6 +345,133 @@ static struct gqueue_row *gqueue_fetch_tsv(struct strbuf *path,
     return rows;
 }
 
+/* ---- the dependency tree (-t) ---- */
+
+struct gqueue_tree {
+    size_t *order;   /* rows in display order */
+    char **prefix;   /* per row: what goes before its NAME */
+    size_t n;
+};
+
+static size_t *gqueue_by_id_rows;
+static const struct gqueue_row *gqueue_by_id_base;
+
+static int gqueue_cmp_row_id(const void *a, const void *b)
+{
+    int64_t x = gqueue_by_id_base[*(const size_t *)a].job.id;
+    int64_t y = gqueue_by_id_base[*(const size_t *)b].job.id;
+    return (x > y) - (x < y);
+}
+
+/* Index of the row with job id, or -1. */
+static ssize_t gqueue_row_of(size_t n, int64_t id)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int64_t v = gqueue_by_id_base[gqueue_by_id_rows[mid]].job.id;
+        if (v < id)
+            lo = mid + 1;
+        else if (v > id)
+            hi = mid;
+        else
+            return (ssize_t)gqueue_by_id_rows[mid];
+    }
+    return -1;
+}
+
+/* Orders rows[first..first+count) as a forest: a job goes under the first job it
+ * depends on that is listed too; roots and siblings keep the listing order. */
+static void gqueue_tree_build(struct gqueue_tree *t, const struct gqueue_row *rows, size_t first,
+                              size_t count)
+{
+    const struct gqueue_row *r = rows + first;
+    t->n = count;
+    t->order = xmalloc((count ? count : 1) * sizeof(*t->order));
+    t->prefix = xcalloc(count ? count : 1, sizeof(*t->prefix));
+    gqueue_by_id_base = r;
+    gqueue_by_id_rows = xmalloc((count ? count : 1) * sizeof(size_t));
+    for (size_t i = 0; i < count; i++)
+        gqueue_by_id_rows[i] = i;
+    qsort(gqueue_by_id_rows, count, sizeof(size_t), gqueue_cmp_row_id);
+    /* parent[i]: the row of its first listed dependency; children as linked lists. */
+    ssize_t *parent = xmalloc((count ? count : 1) * sizeof(*parent));
+    ssize_t *first_child = xmalloc((count ? count : 1) * sizeof(*first_child));
+    ssize_t *last_child = xmalloc((count ? count : 1) * sizeof(*last_child));
+    ssize_t *next = xmalloc((count ? count : 1) * sizeof(*next));
+    for (size_t i = 0; i < count; i++) {
+        parent[i] = -1;
+        first_child[i] = last_child[i] = next[i] = -1;
+        for (size_t k = 0; k < r[i].job.n_deps && parent[i] < 0; k++) {
+            ssize_t p = gqueue_row_of(count, r[i].job.deps[k].id);
+            if (p >= 0 && (size_t)p != i && r[p].job.id < r[i].job.id)
+                parent[i] = p;
+        }
+    }
+    for (size_t i = 0; i < count; i++) {
+        if (parent[i] < 0)
+            continue;
+        ssize_t p = parent[i];
+        if (last_child[p] < 0)
+            first_child[p] = (ssize_t)i;
+        else
+            next[last_child[p]] = (ssize_t)i;
+        last_child[p] = (ssize_t)i;
+    }
+    /* Depth-first with an explicit stack; "stem" is the prefix a child's children get. */
+    size_t out = 0;
+    ssize_t *stack = xmalloc((count ? count : 1) * sizeof(*stack));
+    char **stem = xcalloc(count ? count : 1, sizeof(*stem));
+    for (size_t root = 0; root < count; root++) {
+        if (parent[root] >= 0)
+            continue;
+        size_t sp = 0;
+        stack[sp++] = (ssize_t)root;
+        t->prefix[root] = xstrdup("");
+        stem[root] = xstrdup("");
+        while (sp) {
+            ssize_t i = stack[--sp];
+            t->order[out++] = first + (size_t)i;
+            /* Push children in reverse so that the first comes out first. */
+            size_t nkids = 0;
+            for (ssize_t c = first_child[i]; c >= 0; c = next[c])
+                nkids++;
+            ssize_t *kids = xmalloc((nkids ? nkids : 1) * sizeof(*kids));
+            size_t k = 0;
+            for (ssize_t c = first_child[i]; c >= 0; c = next[c])
+                kids[k++] = c;
+            for (size_t m = 0; m < nkids; m++) {
+                bool last = m + 1 == nkids;
+                ssize_t c = kids[m];
+                t->prefix[c] = xasprintf("%s%s", stem[i], last ? "└─ " : "├─ ");
+                stem[c] = xasprintf("%s%s", stem[i], last ? "   " : "│  ");
+            }
+            for (size_t m = nkids; m > 0; m--)
+                stack[sp++] = kids[m - 1];
+            free(kids);
+        }
+    }
+    for (size_t i = 0; i < count; i++)
+        free(stem[i]);
+    free(stem);
+    free(stack);
+    free(parent);
+    free(first_child);
+    free(last_child);
+    free(next);
+    free(gqueue_by_id_rows);
+    gqueue_by_id_rows = NULL;
+    t->n = out; /* every row: a parent always has a lower id, so there is no cycle */
+}
+
+static void gqueue_tree_free(struct gqueue_tree *t)
+{
+    for (size_t i = 0; i < t->n; i++)
+        free(t->prefix[i]);
+    free(t->prefix);
+    free(t->order);
+}
+
 static bool gqueue_gpus_desc;
 
 static int gqueue_cmp_gpus(const void *a, const void *b)
@@ -354,7 +485,7 @@ static int gqueue_cmp_gpus(const void *a, const void *b)
 int main(int argc, char **argv)
 {
     client_init(argv[0]);
-    bool all = false, completed = false;
+    bool all = false, completed = false, tree = false;
     const char *states = NULL, *jobs = NULL, *user = NULL, *sort = NULL;
     const char *format = GQUEUE_DEFAULT_FORMAT;
     int64_t limit = 0;
@@ -369,6 +500,9 @@ int main(int argc, char **argv)
             break;
         case 'c':
             completed = true;
+            break;
+        case 't':
+            tree = true;
             break;
         case 's':
             states = optarg;
@@ -508,7 +642,7 @@ int main(int argc, char **argv)
                 client_die(CLIENT_EXIT_FAIL, "gflowd sent a job this gqueue cannot read");
         }
     } else {
-        rows = gqueue_fetch_tsv(&path, fields, nfields, &n, &tsv);
+        rows = gqueue_fetch_tsv(&path, fields, nfields, tree, &n, &tsv);
     }
     strbuf_free(&path);
     size_t first = 0, count = n;
@@ -538,11 +672,24 @@ int main(int argc, char **argv)
         struct output_table *t = output_table_new(nfields, headers);
         char **cells = xmalloc(nfields * sizeof(char *));
         double now = now_wall();
-        for (size_t i = first; i < first + count; i++) {
-            for (size_t f = 0; f < nfields; f++)
+        struct gqueue_tree tr = {0};
+        if (tree)
+            gqueue_tree_build(&tr, rows, first, count);
+        size_t shown = tree ? tr.n : count;
+        for (size_t o = 0; o < shown; o++) {
+            size_t i = tree ? tr.order[o] : first + o;
+            for (size_t f = 0; f < nfields; f++) {
                 cells[f] = fields[f]->format(&rows[i].job, now);
+                if (tree && fields[f]->format == gqueue_name && *tr.prefix[i - first]) {
+                    char *cell = xasprintf("%s%s", tr.prefix[i - first], cells[f]);
+                    free(cells[f]);
+                    cells[f] = cell;
+                }
+            }
             output_table_add_row_owned(t, cells);
         }
+        if (tree)
+            gqueue_tree_free(&tr);
         if (outfmt == OUTPUT_CSV)
             output_table_print_csv(t, stdout);
         else
@@ -554,6 +701,8 @@ int main(int argc, char **argv)
 
     for (size_t i = 0; i < n && reply; i++)
         job_clear(&rows[i].job);
+    for (size_t i = 0; i < n && !reply; i++)
+        free(rows[i].job.deps); /* the one owned part of a borrowed TSV row */
     client_response_free(&tsv);
     free(rows);
     free(fields);

@@ -73,10 +73,140 @@ bool job_transition_allowed(enum job_state from, enum job_state to)
     }
 }
 
+/* ---- dependencies ---- */
+
+static const char *const dep_kind_names[] = {"afterok", "afterany", "afternotok"};
+
+const char *job_dep_kind_name(enum job_dep_kind k)
+{
+    return (unsigned)k < 3 ? dep_kind_names[k] : "afterok";
+}
+
+int job_dep_kind_parse(const char *s, enum job_dep_kind *out)
+{
+    for (int i = 0; i < 3; i++)
+        if (strcasecmp(s, dep_kind_names[i]) == 0) {
+            *out = (enum job_dep_kind)i;
+            return 0;
+        }
+    return -1;
+}
+
+enum job_dep_status job_dep_status_for(enum job_dep_kind k, enum job_state s)
+{
+    if (!job_state_is_terminal(s))
+        return JOB_DEP_PENDING;
+    switch (k) {
+    case JOB_DEP_AFTERANY:
+        return JOB_DEP_MET;
+    case JOB_DEP_AFTERNOTOK:
+        return s == JOB_FINISHED ? JOB_DEP_NEVER : JOB_DEP_MET;
+    case JOB_DEP_AFTEROK:
+    default:
+        return s == JOB_FINISHED ? JOB_DEP_MET : JOB_DEP_NEVER;
+    }
+}
+
+void job_deps_add(struct job *j, int64_t id, enum job_dep_kind kind)
+{
+    for (size_t i = 0; i < j->n_deps; i++)
+        if (j->deps[i].id == id && j->deps[i].kind == kind)
+            return;
+    j->deps = xrealloc(j->deps, (j->n_deps + 1) * sizeof(*j->deps));
+    j->deps[j->n_deps++] = (struct job_dep){id, kind, JOB_DEP_PENDING};
+}
+
+char *job_deps_format(const struct job *j)
+{
+    struct strbuf sb;
+    strbuf_init(&sb);
+    strbuf_adds(&sb, "");
+    for (size_t i = 0; i < j->n_deps; i++)
+        strbuf_addf(&sb, "%s%s:%lld", i ? "," : "", job_dep_kind_name(j->deps[i].kind),
+                    (long long)j->deps[i].id);
+    return strbuf_detach(&sb);
+}
+
+int job_deps_parse(struct job *j, const char *s)
+{
+    free(j->deps);
+    j->deps = NULL;
+    j->n_deps = 0;
+    if (!s)
+        return 0;
+    char *copy = xstrdup(s), *save = NULL;
+    int ret = 0;
+    for (char *item = strtok_r(copy, ",", &save); item && ret == 0;
+         item = strtok_r(NULL, ",", &save)) {
+        char *colon = strchr(item, ':');
+        enum job_dep_kind kind;
+        if (!colon) {
+            ret = -1;
+            break;
+        }
+        *colon = '\0';
+        if (job_dep_kind_parse(item, &kind) < 0 || !colon[1]) {
+            ret = -1;
+            break;
+        }
+        for (char *p = colon + 1; *p;) {
+            char *end;
+            long long id = strtoll(p, &end, 10);
+            if (end == p || id <= 0 || (*end && *end != ':')) {
+                ret = -1;
+                break;
+            }
+            job_deps_add(j, id, kind);
+            p = *end ? end + 1 : end;
+        }
+    }
+    free(copy);
+    if (ret < 0) {
+        free(j->deps);
+        j->deps = NULL;
+        j->n_deps = 0;
+    }
+    return ret;
+}
+
+enum job_deps_outcome job_deps_outcome(const struct job *j, int64_t *failed_id)
+{
+    size_t met = 0, never = 0;
+    int64_t failed = 0;
+    for (size_t i = 0; i < j->n_deps; i++) {
+        if (j->deps[i].status == JOB_DEP_MET) {
+            met++;
+        } else if (j->deps[i].status == JOB_DEP_NEVER) {
+            never++;
+            if (!failed || j->deps_any)
+                failed = j->deps[i].id;
+        }
+    }
+    if (failed_id)
+        *failed_id = failed;
+    if (j->n_deps == 0)
+        return JOB_DEPS_READY;
+    if (j->deps_any)
+        return met ? JOB_DEPS_READY : never == j->n_deps ? JOB_DEPS_FAILED : JOB_DEPS_WAIT;
+    return never ? JOB_DEPS_FAILED : met == j->n_deps ? JOB_DEPS_READY : JOB_DEPS_WAIT;
+}
+
+void job_add_dependent(struct job *j, int64_t dependent)
+{
+    if (j->n_dependents == j->cap_dependents) {
+        j->cap_dependents = j->cap_dependents ? j->cap_dependents * 2 : 4;
+        j->dependents = xrealloc(j->dependents, j->cap_dependents * sizeof(*j->dependents));
+    }
+    j->dependents[j->n_dependents++] = dependent;
+}
+
+/* ---- the record ---- */
+
 void job_init(struct job *j)
 {
     memset(j, 0, sizeof(*j));
     j->state = JOB_QUEUED;
+    j->auto_cancel = true;
     j->priority = JOB_PRIORITY_DEFAULT;
     j->exit_code = -1;
     j->array_task = -1;
@@ -93,6 +223,8 @@ void job_clear(struct job *j)
     free(j->workdir);
     free(j->reason);
     free(j->gpu_ids);
+    free(j->deps);
+    free(j->dependents);
     json_decref(j->env);
     job_init(j);
 }
@@ -130,6 +262,13 @@ struct job *job_dup(const struct job *src, bool with_payload)
     j->gpu_ids = dup_or_null(src->gpu_ids);
     j->script = with_payload ? dup_or_null(src->script) : NULL;
     j->env = with_payload && src->env ? json_deep_copy(src->env) : NULL;
+    j->deps = NULL;
+    if (src->n_deps) {
+        j->deps = xmalloc(src->n_deps * sizeof(*j->deps));
+        memcpy(j->deps, src->deps, src->n_deps * sizeof(*j->deps));
+    }
+    j->dependents = NULL;
+    j->n_dependents = j->cap_dependents = 0;
     j->runtime = NULL;
     return j;
 }
@@ -188,7 +327,7 @@ static const char *const field_names[JOB_FIELD_COUNT] = {
     "priority",    "time_limit", "submit_time", "start_time", "end_time", "exit_code",
     "signal",      "signal_name", "oom",    "reason",    "command",    "script_path",
     "workdir",     "gpus",      "gpu_ids",  "shim_pid",  "max_rss_kb", "gpu_memory_mb",
-    "shared",      "gpus_per_task",
+    "shared",      "gpus_per_task", "depends_on", "depends_mode", "auto_cancel",
 };
 
 const char *job_field_name(enum job_field f)
@@ -360,6 +499,33 @@ void job_append_field(struct strbuf *sb, const struct job *j, enum job_field f, 
     case JOB_FIELD_GPUS_PER_TASK:
         append_int(sb, j->gpus_per_task, true, tsv);
         break;
+    case JOB_FIELD_DEPENDS_ON:
+        if (tsv) {
+            for (size_t i = 0; i < j->n_deps; i++) {
+                if (i)
+                    strbuf_addc(sb, ',');
+                strbuf_adds(sb, job_dep_kind_name(j->deps[i].kind));
+                strbuf_addc(sb, ':');
+                append_int(sb, j->deps[i].id, true, false);
+            }
+            break;
+        }
+        strbuf_addc(sb, '[');
+        for (size_t i = 0; i < j->n_deps; i++) {
+            strbuf_adds(sb, i ? ",{\"id\":" : "{\"id\":");
+            append_int(sb, j->deps[i].id, true, false);
+            strbuf_adds(sb, ",\"kind\":\"");
+            strbuf_adds(sb, job_dep_kind_name(j->deps[i].kind));
+            strbuf_adds(sb, "\"}");
+        }
+        strbuf_addc(sb, ']');
+        break;
+    case JOB_FIELD_DEPENDS_MODE:
+        append_text(sb, j->deps_any ? "any" : "all", tsv);
+        break;
+    case JOB_FIELD_AUTO_CANCEL:
+        strbuf_adds(sb, j->auto_cancel ? "true" : "false");
+        break;
     default:
         append_null(sb, tsv);
     }
@@ -457,6 +623,19 @@ int job_from_json(const json_t *o, struct job *j)
     j->gpus_per_task = (int)get_int(o, "gpus_per_task", 0);
     j->shim_pid = get_int(o, "shim_pid", 0);
     j->max_rss_kb = get_int(o, "max_rss_kb", 0);
+    size_t di;
+    const json_t *dep;
+    json_array_foreach(json_object_get(o, "depends_on"), di, dep) {
+        enum job_dep_kind kind = JOB_DEP_AFTEROK;
+        const char *k = json_string_value(json_object_get(dep, "kind"));
+        if (k)
+            job_dep_kind_parse(k, &kind);
+        if (json_is_integer(json_object_get(dep, "id")))
+            job_deps_add(j, get_int(dep, "id", 0), kind);
+    }
+    const char *mode = json_string_value(json_object_get(o, "depends_mode"));
+    j->deps_any = mode && strcmp(mode, "any") == 0;
+    j->auto_cancel = !json_is_false(json_object_get(o, "auto_cancel"));
     if (json_is_true(json_object_get(o, "cancelling")))
         j->end_request = JOB_END_CANCEL;
     json_t *env = json_object_get(o, "env");
@@ -563,6 +742,15 @@ static void set_field(struct job *j, enum job_field f, char *v, bool borrow)
         break;
     case JOB_FIELD_GPUS_PER_TASK:
         j->gpus_per_task = (int)tsv_int(v, 0);
+        break;
+    case JOB_FIELD_DEPENDS_ON:
+        job_deps_parse(j, v);
+        break;
+    case JOB_FIELD_DEPENDS_MODE:
+        j->deps_any = v && strcmp(v, "any") == 0;
+        break;
+    case JOB_FIELD_AUTO_CANCEL:
+        j->auto_cancel = !(v && strcmp(v, "false") == 0);
         break;
     default: /* derived fields (state_name, signal_name) */
         break;

@@ -39,6 +39,27 @@ bool job_transition_allowed(enum job_state from, enum job_state to);
  * daemon knows whether a dying job was cancelled or timed out). */
 enum job_end_request { JOB_END_NONE, JOB_END_CANCEL, JOB_END_TIMEOUT };
 
+/* Dependencies: a job may wait for earlier jobs. afterok: the job finished (CD);
+ * afterany: it ended in any state; afternotok: it failed, timed out or was cancelled
+ * (F, TO, CA). */
+enum job_dep_kind { JOB_DEP_AFTEROK, JOB_DEP_AFTERANY, JOB_DEP_AFTERNOTOK };
+/* Where one dependency stands: its job is still active (PENDING), it ended so that the
+ * dependency is met (MET), or it ended so that it never can be (NEVER). */
+enum job_dep_status { JOB_DEP_PENDING, JOB_DEP_MET, JOB_DEP_NEVER };
+struct job_dep {
+    int64_t id;
+    enum job_dep_kind kind;
+    enum job_dep_status status; /* kept by the daemon; not stored */
+};
+/* The whole of a job's dependencies: WAIT (some still pending), READY (may run), or
+ * FAILED (can never be met: the job is cancelled unless auto_cancel is off). */
+enum job_deps_outcome { JOB_DEPS_WAIT, JOB_DEPS_READY, JOB_DEPS_FAILED };
+
+const char *job_dep_kind_name(enum job_dep_kind k); /* "afterok", ... */
+int job_dep_kind_parse(const char *s, enum job_dep_kind *out); /* 0 or -1 */
+/* The status of a dependency of kind k whose job is in state s. */
+enum job_dep_status job_dep_status_for(enum job_dep_kind k, enum job_state s);
+
 struct job {
     int64_t id;
     char *name;
@@ -83,6 +104,17 @@ struct job {
     int attempt;           /* 1 for the first run */
     int64_t retry_of;      /* previous attempt's id; 0 = none */
 
+    /* Dependencies (on earlier jobs; at most one entry per id and kind). */
+    struct job_dep *deps;
+    size_t n_deps;
+    bool deps_any;    /* "any": one met dependency suffices; else all must be met */
+    bool auto_cancel; /* cancel the job when its dependencies can never be met */
+    /* The daemon's bookkeeping (not stored): the job waits for its dependencies (the
+     * scheduling pass skips it), and the active jobs that depend on this one. */
+    bool deps_blocked;
+    int64_t *dependents;
+    size_t n_dependents, cap_dependents;
+
     void *runtime; /* the daemon's per-run state (runner.c); never copied or freed here */
 };
 
@@ -104,7 +136,8 @@ enum job_field {
     JOB_FIELD_SIGNAL_NAME, JOB_FIELD_OOM, JOB_FIELD_REASON, JOB_FIELD_COMMAND,
     JOB_FIELD_SCRIPT_PATH, JOB_FIELD_WORKDIR, JOB_FIELD_GPUS, JOB_FIELD_GPU_IDS,
     JOB_FIELD_SHIM_PID, JOB_FIELD_MAX_RSS_KB, JOB_FIELD_GPU_MEMORY_MB, JOB_FIELD_SHARED,
-    JOB_FIELD_GPUS_PER_TASK, JOB_FIELD_COUNT
+    JOB_FIELD_GPUS_PER_TASK, JOB_FIELD_DEPENDS_ON, JOB_FIELD_DEPENDS_MODE, JOB_FIELD_AUTO_CANCEL,
+    JOB_FIELD_COUNT
 };
 const char *job_field_name(enum job_field f);
 int job_field_parse(const char *name); /* -1 if unknown */
@@ -124,6 +157,21 @@ int job_from_tsv(struct job *j, const int *fields, size_t n, char *line, bool bo
 void job_append_tsv(struct strbuf *sb, const struct job *j, const int *fields, size_t n);
 /* Reads a job encoded by job_to_json back (used by the CLI). 0 or -1. */
 int job_from_json(const json_t *o, struct job *j);
+
+/* Dependencies as text: "afterok:1,afterany:3" (one entry per dependency, in order);
+ * "" for none. */
+char *job_deps_format(const struct job *j);
+/* Parses that text (also "afterok:1:2", Slurm's form with several ids per kind) into
+ * j->deps, replacing any. 0, or -1 if malformed (j->deps left empty). */
+int job_deps_parse(struct job *j, const char *s);
+/* Adds one dependency unless the same (id, kind) is already there. */
+void job_deps_add(struct job *j, int64_t id, enum job_dep_kind kind);
+/* Whether j may run, must wait, or never can, from its deps' statuses; with FAILED,
+ * *failed_id (may be NULL) is a dependency that can no longer be met (the last one
+ * that failed in "any" mode). A job without dependencies is READY. */
+enum job_deps_outcome job_deps_outcome(const struct job *j, int64_t *failed_id);
+/* Records in j (an active job) that the job `dependent` waits for it. */
+void job_add_dependent(struct job *j, int64_t dependent);
 
 /* Display helpers. */
 /* "3" for an exit code, "0:9" style is Slurm's; we show "SIGKILL" etc. for signals. */

@@ -300,6 +300,10 @@ size_t scheduler_pass(const struct scheduler_input *in, const struct scheduler_p
 
     for (; i < in->n_queued; i++) {
         struct job *j = in->queued[i];
+        if (j->deps_blocked) {
+            j->wait_reason = SCHEDULER_REASON_DEPENDENCY;
+            continue;
+        }
         if (policy->max_running_jobs > 0 && running >= policy->max_running_jobs)
             break;
         if (j->gpus <= 0) {
@@ -349,7 +353,8 @@ size_t scheduler_pass(const struct scheduler_input *in, const struct scheduler_p
     }
     /* The running-jobs limit is reached: nothing more can start. */
     for (; i < in->n_queued; i++)
-        in->queued[i]->wait_reason = SCHEDULER_REASON_MAX_RUNNING;
+        in->queued[i]->wait_reason = in->queued[i]->deps_blocked ? SCHEDULER_REASON_DEPENDENCY
+                                                                  : SCHEDULER_REASON_MAX_RUNNING;
     return nstart;
 }
 

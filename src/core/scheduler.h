@@ -37,6 +37,8 @@ struct scheduler_policy {
 
 /* Reasons a queued job waits (static strings, shown in NODELIST(REASON)). When several
  * hold, the first that applies is given:
+ *   Dependency      its dependencies are not met yet (deps_blocked, kept by the daemon:
+ *                   the pass only skips such a job, it never looks at its deps);
  *   MaxRunningJobs  the running-jobs limit is reached (every job waits for it);
  *   Priority        the job would have fit, but jobs ahead of it in the order took the
  *                   GPUs in this pass;
@@ -46,6 +48,7 @@ struct scheduler_policy {
  *   Unmanaged       it would fit if outside processes were gone from their GPUs;
  *   GpusRestricted  it would fit if the allowed GPUs were wider;
  *   Resources       not enough free GPUs now. */
+#define SCHEDULER_REASON_DEPENDENCY "Dependency"
 #define SCHEDULER_REASON_PRIORITY "Priority"
 #define SCHEDULER_REASON_MAX_RUNNING "MaxRunningJobs"
 #define SCHEDULER_REASON_RESOURCES "Resources"

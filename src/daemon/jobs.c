@@ -3,9 +3,18 @@
  * The table is an array sorted by id: ids only grow, so a new job is appended and a
  * lookup is a binary search. Beside it, the queued jobs are kept in scheduling order (a
  * scheduler_queue, updated whenever a job enters or leaves PD) and the running jobs in an
- * unordered list, so a scheduling pass neither sorts nor scans the whole table. */
+ * unordered list, so a scheduling pass neither sorts nor scans the whole table.
+ *
+ * Dependencies: each active job knows the active jobs that depend on it (dependents),
+ * and each dependency of a job has a status (pending, met, never). When a job ends, only
+ * its dependents are looked at: their statuses are updated and their deps_blocked flag
+ * recomputed, so the pass just skips blocked jobs. A dependent that can no longer run is
+ * cancelled (DependencyFailed:<id>) at once, which ends it in turn: the whole chain goes
+ * within the same loop iteration, through a work list rather than recursion (a chain
+ * may be long). */
 #include "jobs.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -39,6 +48,10 @@ struct action {
 };
 static struct action *actions;
 static size_t actions_len, actions_cap;
+
+static struct job **cascade; /* ended jobs whose dependents are still to be updated */
+static size_t cascade_len, cascade_cap;
+static bool cascading;
 
 static void run_list_add(struct job *j)
 {
@@ -91,6 +104,207 @@ static void table_remove(struct job *j)
     table_len--;
 }
 
+/* ---- dependencies ---- */
+
+/* Recomputes j's deps_blocked after a change of its dependencies' statuses; a queued
+ * or held job whose dependencies can no longer be met is cancelled (auto_cancel) or
+ * keeps waiting with reason DependencyFailed:<id>. */
+static void deps_update(struct job *j)
+{
+    int64_t failed = 0;
+    enum job_deps_outcome o = job_deps_outcome(j, &failed);
+    bool blocked = o != JOB_DEPS_READY;
+    if (blocked != j->deps_blocked)
+        dirty = true;
+    j->deps_blocked = blocked;
+    if (o != JOB_DEPS_FAILED || (j->state != JOB_QUEUED && j->state != JOB_HELD))
+        return;
+    char reason[48];
+    snprintf(reason, sizeof(reason), "DependencyFailed:%lld", (long long)failed);
+    if (j->auto_cancel) {
+        log_info("job %lld: cancelled, dependency on job %lld can no longer be met",
+                 (long long)j->id, (long long)failed);
+        j->end_time = now_wall();
+        jobs_set_state(j, JOB_CANCELLED, reason);
+    } else if (j->state == JOB_QUEUED && (!j->reason || strcmp(j->reason, reason) != 0)) {
+        free(j->reason);
+        j->reason = xstrdup(reason);
+        jobs_save(j);
+    }
+}
+
+/* x has ended: updates its dependents, and theirs if they are cancelled in turn. */
+static void deps_job_ended(struct job *x)
+{
+    if (!x->n_dependents)
+        return;
+    if (cascade_len == cascade_cap) {
+        cascade_cap = cascade_cap ? cascade_cap * 2 : 16;
+        cascade = xrealloc(cascade, cascade_cap * sizeof(*cascade));
+    }
+    cascade[cascade_len++] = x;
+    if (cascading)
+        return; /* the loop below takes it */
+    cascading = true;
+    while (cascade_len) {
+        struct job *e = cascade[--cascade_len]; /* ended this iteration: still readable */
+        for (size_t i = 0; i < e->n_dependents; i++) {
+            struct job *d = jobs_get(e->dependents[i]);
+            if (!d)
+                continue;
+            bool changed = false;
+            for (size_t k = 0; k < d->n_deps; k++) {
+                if (d->deps[k].id != e->id)
+                    continue;
+                d->deps[k].status = job_dep_status_for(d->deps[k].kind, e->state);
+                changed = true;
+            }
+            if (changed)
+                deps_update(d);
+        }
+    }
+    cascading = false;
+}
+
+int64_t jobs_next_id(void)
+{
+    return next_id;
+}
+
+/* Whether following dependencies from j's (through active jobs) reaches job id. */
+static bool deps_reach(const struct job *j, int64_t id)
+{
+    size_t cap = 64, len = 0, seen_len = 0, seen_cap = 64;
+    int64_t *stack = xmalloc(cap * sizeof(*stack));
+    int64_t *seen = xmalloc(seen_cap * sizeof(*seen));
+    bool found = false;
+    for (size_t k = 0; k < j->n_deps; k++) {
+        if (len == cap)
+            stack = xrealloc(stack, (cap *= 2) * sizeof(*stack));
+        stack[len++] = j->deps[k].id;
+    }
+    while (len && !found) {
+        int64_t cur = stack[--len];
+        if (cur == id) {
+            found = true;
+            break;
+        }
+        bool dup = false;
+        for (size_t i = 0; i < seen_len && !dup; i++)
+            dup = seen[i] == cur;
+        struct job *x = dup ? NULL : jobs_get(cur);
+        if (!x)
+            continue;
+        if (seen_len == seen_cap)
+            seen = xrealloc(seen, (seen_cap *= 2) * sizeof(*seen));
+        seen[seen_len++] = cur;
+        for (size_t k = 0; k < x->n_deps; k++) {
+            if (len == cap)
+                stack = xrealloc(stack, (cap *= 2) * sizeof(*stack));
+            stack[len++] = x->deps[k].id;
+        }
+    }
+    free(stack);
+    free(seen);
+    return found;
+}
+
+int jobs_check_deps(struct job *j, int64_t own_id, char **err)
+{
+    struct strbuf unknown;
+    strbuf_init(&unknown);
+    size_t n_unknown = 0;
+    for (size_t k = 0; k < j->n_deps; k++) {
+        struct job_dep *d = &j->deps[k];
+        enum job_state st;
+        int rc = 1;
+        if (jobs_get(d->id)) {
+            d->status = JOB_DEP_PENDING;
+            continue;
+        }
+        if (d->id > 0 && d->id < next_id)
+            rc = store_job_state(gd.store, d->id, &st);
+        if (rc < 0) {
+            *err = xasprintf("cannot read job %lld: %s", (long long)d->id, store_error(gd.store));
+            strbuf_free(&unknown);
+            return -1;
+        }
+        if (rc == 0) {
+            d->status = job_dep_status_for(d->kind, st);
+            continue;
+        }
+        bool listed = false;
+        for (size_t i = 0; i < k && !listed; i++)
+            listed = j->deps[i].id == d->id;
+        if (!listed) {
+            strbuf_addf(&unknown, "%s%lld", n_unknown ? ", " : "", (long long)d->id);
+            n_unknown++;
+        }
+    }
+    if (n_unknown) {
+        *err = xasprintf("depends_on: no job %s %s (a job can depend only on jobs that exist "
+                         "already; in one request, jobs cannot depend on each other)",
+                         n_unknown == 1 ? "with id" : "with ids", unknown.buf);
+        strbuf_free(&unknown);
+        return -1;
+    }
+    strbuf_free(&unknown);
+    /* New jobs depend only on existing ones, so this cannot happen today; it guards
+     * against a cycle made by later changes of dependencies. */
+    if (deps_reach(j, own_id)) {
+        *err = xasprintf("depends_on: job %lld would depend on itself through its "
+                         "dependencies (a cycle)", (long long)own_id);
+        return -1;
+    }
+    return 0;
+}
+
+static bool sim_find(const struct jobs_cascade *sim, size_t n, int64_t id)
+{
+    for (size_t i = 0; i < n; i++)
+        if (sim[i].id == id)
+            return true;
+    return false;
+}
+
+size_t jobs_cascade_preview(const struct job *x, struct jobs_cascade **out)
+{
+    /* sim[0] is x itself (ending as CA); the rest are the jobs it would take along. */
+    size_t n = 1, cap = 16;
+    struct jobs_cascade *sim = xmalloc(cap * sizeof(*sim));
+    sim[0] = (struct jobs_cascade){x->id, 0};
+    for (size_t k = 0; k < n; k++) {
+        const struct job *e = k == 0 ? x : jobs_get(sim[k].id);
+        if (!e)
+            continue;
+        for (size_t i = 0; i < e->n_dependents; i++) {
+            struct job *d = jobs_get(e->dependents[i]);
+            if (!d || !d->auto_cancel || (d->state != JOB_QUEUED && d->state != JOB_HELD) ||
+                sim_find(sim, n, d->id))
+                continue;
+            struct job t;
+            job_init(&t);
+            t.deps_any = d->deps_any;
+            t.n_deps = d->n_deps;
+            t.deps = xmalloc(d->n_deps * sizeof(*t.deps));
+            for (size_t m = 0; m < d->n_deps; m++) {
+                t.deps[m] = d->deps[m];
+                if (sim_find(sim, n, d->deps[m].id))
+                    t.deps[m].status = job_dep_status_for(d->deps[m].kind, JOB_CANCELLED);
+            }
+            if (job_deps_outcome(&t, NULL) == JOB_DEPS_FAILED) {
+                if (n == cap)
+                    sim = xrealloc(sim, (cap *= 2) * sizeof(*sim));
+                sim[n++] = (struct jobs_cascade){d->id, e->id};
+            }
+            free(t.deps);
+        }
+    }
+    memmove(sim, sim + 1, (n - 1) * sizeof(*sim));
+    *out = sim;
+    return n - 1;
+}
+
 static void load_cb(struct job *j, void *arg)
 {
     (void)arg;
@@ -106,6 +320,33 @@ int jobs_load(char **err)
     next_id = store_next_job_id(gd.store);
     scheduler_queue_rebuild(&queue, table, table_len);
     dirty = true;
+    /* Dependencies: statuses from the jobs depended on, then the verdict for each job
+     * (which may cancel some, changing the table: walk a copy). */
+    size_t n = 0;
+    struct job **with_deps = xmalloc((table_len ? table_len : 1) * sizeof(*with_deps));
+    for (size_t i = 0; i < table_len; i++) {
+        struct job *j = table[i];
+        if (!j->n_deps)
+            continue;
+        for (size_t k = 0; k < j->n_deps; k++) {
+            struct job_dep *d = &j->deps[k];
+            struct job *x = jobs_get(d->id);
+            enum job_state st;
+            if (x) {
+                d->status = JOB_DEP_PENDING;
+                job_add_dependent(x, j->id);
+            } else if (store_job_state(gd.store, d->id, &st) == 0) {
+                d->status = job_dep_status_for(d->kind, st);
+            } else {
+                d->status = JOB_DEP_NEVER; /* gone: it can never be met */
+            }
+        }
+        with_deps[n++] = j;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (jobs_get(with_deps[i]->id) == with_deps[i])
+            deps_update(with_deps[i]);
+    free(with_deps);
     return 0;
 }
 
@@ -124,6 +365,9 @@ void jobs_free_all(void)
     free(ended);
     ended = NULL;
     ended_cap = 0;
+    free(cascade);
+    cascade = NULL;
+    cascade_len = cascade_cap = 0;
     for (size_t i = 0; i < actions_len; i++)
         free(actions[i].path);
     free(actions);
@@ -167,6 +411,15 @@ int jobs_submit(struct job *j)
     if (j->state == JOB_QUEUED)
         scheduler_queue_insert(&queue, j);
     dirty = true;
+    if (j->n_deps) {
+        /* Statuses were set by jobs_check_deps. */
+        for (size_t k = 0; k < j->n_deps; k++) {
+            struct job *x = jobs_get(j->deps[k].id);
+            if (x)
+                job_add_dependent(x, j->id);
+        }
+        deps_update(j);
+    }
     return 0;
 }
 
@@ -214,7 +467,12 @@ int jobs_set_state(struct job *j, enum job_state to, const char *reason)
         ended[ended_len++] = j;
     }
     dirty = true;
-    return jobs_save(j);
+    int rc = jobs_save(j);
+    if (to == JOB_QUEUED && j->n_deps)
+        deps_update(j); /* e.g. released: DependencyFailed shows again */
+    if (job_state_is_terminal(to))
+        deps_job_ended(j);
+    return rc;
 }
 
 void jobs_mark_dirty(void)

@@ -26,8 +26,30 @@ int jobs_submit(struct job *j);
 int jobs_save(struct job *j);
 /* Moves j to state `to` (which must be allowed) with reason (copied, may be NULL).
  * A terminal state records end_time and removes j from the table; j stays readable
- * until the end of the loop iteration. 0, or -1 if the transition is refused. */
+ * until the end of the loop iteration. Jobs depending on j are updated, and those
+ * that can then never run are cancelled with it (DependencyFailed:<id>), transitively.
+ * 0, or -1 if the transition is refused. */
 int jobs_set_state(struct job *j, enum job_state to, const char *reason);
+
+/* The id the next submitted job gets. */
+int64_t jobs_next_id(void);
+/* Checks j's dependencies before it is submitted (as job own_id): each must be an
+ * existing job (so jobs of one request cannot depend on each other), and no cycle may
+ * form. Sets each dependency's status from its job's state. 0, or -1 with *err (a 400
+ * message naming the unknown ids). jobs_submit then registers j with the jobs it waits
+ * for and cancels it at once if a dependency can never be met (auto_cancel). */
+int jobs_check_deps(struct job *j, int64_t own_id, char **err);
+
+/* A job that would be cancelled along with another (auto-cancel), and the job it
+ * depends on that would take it along. */
+struct jobs_cascade {
+    int64_t id;
+    int64_t because;
+};
+/* The active jobs that would be cancelled, transitively, if x were cancelled (those
+ * with auto_cancel whose dependencies could then never be met), in the order the
+ * cancellation reaches them. *out is malloc'd. Changes nothing. */
+size_t jobs_cascade_preview(const struct job *x, struct jobs_cascade **out);
 
 /* Something changed that may let a queued job start. */
 void jobs_mark_dirty(void);

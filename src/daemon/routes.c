@@ -67,7 +67,7 @@ static void route_status(struct reply *rep)
 static const char *const spec_fields[] = {
     "command", "script",   "script_path", "name",          "workdir", "env",
     "priority", "time_limit", "hold",     "dry_run",       "gpus",    "gpu_memory_mb",
-    "shared",  "gpus_per_task"};
+    "shared",  "gpus_per_task", "depends_on", "depends_mode", "auto_cancel"};
 
 static bool known_field(const char *key)
 {
@@ -205,6 +205,48 @@ static struct job *spec_to_job(json_t *spec, const struct caller *who, bool *dry
                        "GPU it may use");
         goto bad;
     }
+    json_t *deps = json_object_get(spec, "depends_on");
+    json_t *mode = json_object_get(spec, "depends_mode");
+    json_t *auto_cancel = json_object_get(spec, "auto_cancel");
+    if (deps && !json_is_array(deps)) {
+        *err = xstrdup("'depends_on' must be a list of {\"id\": N, \"kind\": \"afterok\"|"
+                       "\"afterany\"|\"afternotok\"}");
+        goto bad;
+    }
+    size_t di;
+    json_t *dep;
+    json_array_foreach(deps, di, dep) {
+        json_t *id = json_is_integer(dep) ? dep : json_object_get(dep, "id");
+        json_t *kind = json_is_object(dep) ? json_object_get(dep, "kind") : NULL;
+        enum job_dep_kind k = JOB_DEP_AFTEROK;
+        if (json_is_object(dep)) {
+            json_object_foreach(dep, key, v) {
+                if (strcmp(key, "id") && strcmp(key, "kind")) {
+                    *err = xasprintf("depends_on: unknown field '%s'", key);
+                    goto bad;
+                }
+            }
+        }
+        if (!json_is_integer(id) || json_integer_value(id) <= 0 ||
+            (kind && (!json_is_string(kind) ||
+                      job_dep_kind_parse(json_string_value(kind), &k) < 0))) {
+            *err = xstrdup("depends_on: each entry needs 'id' (a job id) and optionally 'kind' "
+                           "(afterok, afterany or afternotok; default afterok)");
+            goto bad;
+        }
+        job_deps_add(j, (int64_t)json_integer_value(id), k);
+    }
+    if (mode && (!json_is_string(mode) || (strcmp(json_string_value(mode), "all") != 0 &&
+                                           strcmp(json_string_value(mode), "any") != 0))) {
+        *err = xstrdup("'depends_mode' must be \"all\" or \"any\"");
+        goto bad;
+    }
+    if (auto_cancel && !json_is_boolean(auto_cancel)) {
+        *err = xstrdup("'auto_cancel' must be true or false");
+        goto bad;
+    }
+    j->deps_any = mode && strcmp(json_string_value(mode), "any") == 0;
+    j->auto_cancel = !json_is_false(auto_cancel);
     if (name && !valid_name(json_string_value(name))) {
         *err = xasprintf("invalid job name: use 1 to %d printable characters", MAX_NAME_LEN);
         goto bad;
@@ -285,6 +327,12 @@ static void route_submit(const struct caller *who, const char *body, size_t len,
         jobs[made] = spec_to_job(json_array_get(specs, made), who, &dry_run, &err);
         if (!jobs[made])
             break;
+        /* Every entry is checked against the jobs that exist before this request. */
+        if (jobs[made]->n_deps &&
+            jobs_check_deps(jobs[made], jobs_next_id() + (int64_t)made, &err) < 0) {
+            job_free(jobs[made]);
+            break;
+        }
     }
     json_decref(specs);
     json_decref(root);
@@ -636,6 +684,22 @@ static void route_show(int64_t id, const struct caller *who, struct reply *rep)
         j.script = NULL;
     }
     json_t *o = job_to_json(&j, true, gd.paths.log_dir);
+    int64_t *dependents = NULL;
+    size_t n_dependents = 0;
+    json_t *dl = json_array();
+    if (store_dependents(gd.store, id, &dependents, &n_dependents) == 0)
+        for (size_t i = 0; i < n_dependents; i++)
+            json_array_append_new(dl, json_integer(dependents[i]));
+    free(dependents);
+    json_object_set_new(o, "dependents", dl);
+    if (live && live->n_deps) {
+        /* Where each dependency stands (pending, met, never). */
+        static const char *const names[] = {"pending", "met", "never"};
+        json_t *arr = json_object_get(o, "depends_on");
+        for (size_t i = 0; i < live->n_deps && i < json_array_size(arr); i++)
+            json_object_set_new(json_array_get(arr, i), "status",
+                                json_string(names[live->deps[i].status]));
+    }
     json_object_set_new(o, "gpus_detail", gpu_detail_json(j.gpu_ids));
     if (j.state == JOB_RUNNING)
         json_object_set_new(o, "foreign_gpus", gpu_foreign_json(j.id, j.gpu_ids));
@@ -674,15 +738,31 @@ static json_t *state_reply(const struct job *j)
     return o;
 }
 
+/* The reply to a cancel: the job's state, and the jobs that its cancellation takes
+ * along (auto-cancel of dependents; for a running job, once it has ended). */
+static json_t *cancel_reply(const struct job *j, const struct jobs_cascade *also, size_t n)
+{
+    json_t *o = state_reply(j);
+    json_t *arr = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(arr, json_pack("{s:I, s:I}", "id", (json_int_t)also[i].id,
+                                             "depends_on", (json_int_t)also[i].because));
+    json_object_set_new(o, "dependents_cancelled", arr);
+    return o;
+}
+
 static void route_cancel(struct MHD_Connection *c, int64_t id, const struct caller *who,
                          struct reply *rep)
 {
     struct job *j = own_active_job(id, who, "cancel", rep);
     if (!j)
         return;
+    struct jobs_cascade *also;
+    size_t n_also = jobs_cascade_preview(j, &also);
     const char *dry = query(c, "dry_run");
     if (dry && strcmp(dry, "0") != 0) {
-        reply_json(rep, 200, state_reply(j));
+        reply_json(rep, 200, cancel_reply(j, also, n_also));
+        free(also);
         return;
     }
     if (j->state == JOB_RUNNING) {
@@ -691,7 +771,8 @@ static void route_cancel(struct MHD_Connection *c, int64_t id, const struct call
         j->end_time = now_wall();
         jobs_set_state(j, JOB_CANCELLED, "CancelledByUser");
     }
-    reply_json(rep, 200, state_reply(j));
+    reply_json(rep, 200, cancel_reply(j, also, n_also));
+    free(also);
 }
 
 static void route_hold_release(int64_t id, const struct caller *who, bool hold,

@@ -13,7 +13,9 @@
  *                of its own, and counting, sorting or scanning the history reads 10-20x
  *                more pages (measured 3-4x slower scans; bench/store_bench.c).
  *   job_counts   jobs per state, kept by triggers, so counts cost nothing at 100k jobs.
- *   job_deps     dependencies (job_id, dep_id, kind), for the dependency issue.
+ *   job_deps     dependencies (job_id, dep_id, kind), indexed by dep_id: which jobs
+ *                depend on a given one. A job's own list is also in its depends_on
+ *                column ("afterok:1,afterany:3"), so that reading jobs needs no join.
  *   settings     runtime controls that survive restarts.
  *   meta         next_job_id, so ids are never reused even if rows are deleted.
  *
@@ -77,6 +79,9 @@ enum col {
     C_ATTEMPT,
     C_RETRY_OF,
     C_GPUS_PER_TASK,
+    C_DEPENDS_ON,
+    C_DEPENDS_ANY,
+    C_AUTO_CANCEL,
     C_LIGHT_COUNT, /* the columns read without payload are those before this one */
     C_SCRIPT = C_LIGHT_COUNT,
     C_ENV,
@@ -122,6 +127,9 @@ static const struct {
     [C_ATTEMPT] = {"attempt", true},
     [C_RETRY_OF] = {"retry_of", true},
     [C_GPUS_PER_TASK] = {"gpus_per_task", true},
+    [C_DEPENDS_ON] = {"depends_on", true},
+    [C_DEPENDS_ANY] = {"depends_any", true},
+    [C_AUTO_CANCEL] = {"auto_cancel", true},
     [C_SCRIPT] = {"script", false},
     [C_ENV] = {"env", false},
 };
@@ -200,6 +208,10 @@ static const char *const migrations[] = {
     "CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID;"
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value) WITHOUT ROWID;"
     "INSERT INTO meta(key, value) VALUES ('next_job_id', 1);",
+    /* 2: dependencies: the list (also in job_deps), its mode and auto-cancel. */
+    "ALTER TABLE jobs ADD COLUMN depends_on TEXT;"
+    "ALTER TABLE jobs ADD COLUMN depends_any INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE jobs ADD COLUMN auto_cancel INTEGER NOT NULL DEFAULT 1;",
 };
 #define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -215,6 +227,7 @@ struct store {
     sqlite3_stmt *st_insert, *st_insert_payload, *st_update;
     sqlite3_stmt *st_get, *st_get_full;
     sqlite3_stmt *st_load_active;
+    sqlite3_stmt *st_dep_insert, *st_dependents, *st_state;
     sqlite3_stmt *st_count;
     sqlite3_stmt *st_meta_next;
     sqlite3_stmt *st_setting_get, *st_setting_set, *st_setting_del;
@@ -355,6 +368,14 @@ static int bind_column(sqlite3_stmt *st, enum col c, const struct job *j, const 
         return sqlite3_bind_int64(st, i, j->retry_of);
     case C_GPUS_PER_TASK:
         return sqlite3_bind_int(st, i, j->gpus_per_task);
+    case C_DEPENDS_ON:
+        if (!j->n_deps)
+            return sqlite3_bind_null(st, i);
+        return sqlite3_bind_text(st, i, job_deps_format(j), -1, free);
+    case C_DEPENDS_ANY:
+        return sqlite3_bind_int(st, i, j->deps_any);
+    case C_AUTO_CANCEL:
+        return sqlite3_bind_int(st, i, j->auto_cancel);
     case C_SCRIPT:
         return bind_text(st, i, j->script);
     case C_ENV:
@@ -475,6 +496,15 @@ static void read_column(sqlite3_stmt *st, enum col c, struct job *j)
     case C_GPUS_PER_TASK:
         j->gpus_per_task = sqlite3_column_int(st, i);
         break;
+    case C_DEPENDS_ON:
+        job_deps_parse(j, (const char *)sqlite3_column_text(st, i));
+        break;
+    case C_DEPENDS_ANY:
+        j->deps_any = sqlite3_column_int(st, i) != 0;
+        break;
+    case C_AUTO_CANCEL:
+        j->auto_cancel = sqlite3_column_int(st, i) != 0;
+        break;
     case C_SCRIPT:
         j->script = col_str(st, i);
         break;
@@ -578,6 +608,11 @@ static int prepare_statements(struct store *s)
     rc |= prepare(s, &s->st_commit, "COMMIT");
     rc |= prepare(s, &s->st_rollback, "ROLLBACK");
     rc |= prepare(s, &s->st_count, "SELECT state, n FROM job_counts");
+    rc |= prepare(s, &s->st_dep_insert,
+                  "INSERT OR IGNORE INTO job_deps(job_id, dep_id, kind) VALUES (?1, ?2, ?3)");
+    rc |= prepare(s, &s->st_dependents,
+                  "SELECT DISTINCT job_id FROM job_deps WHERE dep_id=?1 ORDER BY job_id");
+    rc |= prepare(s, &s->st_state, "SELECT state FROM jobs WHERE id=?1");
     rc |= prepare(s, &s->st_meta_next,
                   "UPDATE meta SET value=?1 WHERE key='next_job_id' AND value<?1");
     rc |= prepare(s, &s->st_setting_get, "SELECT value FROM settings WHERE key=?1");
@@ -725,7 +760,8 @@ void store_close(struct store *s)
         s->st_begin,          s->st_commit,      s->st_rollback,  s->st_insert,
         s->st_insert_payload, s->st_update,      s->st_get,       s->st_get_full,
         s->st_load_active,    s->st_count,       s->st_meta_next, s->st_setting_get,
-        s->st_setting_set,    s->st_setting_del,
+        s->st_setting_set,    s->st_setting_del,  s->st_dep_insert, s->st_dependents,
+        s->st_state,
     };
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
         sqlite3_finalize(all[i]);
@@ -842,6 +878,14 @@ static int insert_row(struct store *s, const struct job *j)
         if (ret < 0)
             return -1;
     }
+    for (size_t i = 0; i < j->n_deps; i++) {
+        sqlite3_bind_int64(s->st_dep_insert, 1, j->id);
+        sqlite3_bind_int64(s->st_dep_insert, 2, j->deps[i].id);
+        sqlite3_bind_text(s->st_dep_insert, 3, job_dep_kind_name(j->deps[i].kind), -1,
+                          SQLITE_STATIC);
+        if (step_done(s, s->st_dep_insert, "recording a dependency") < 0)
+            return -1;
+    }
     if (j->id < s->next_id)
         return 0;
 
@@ -912,6 +956,42 @@ int store_get_job(struct store *s, int64_t id, struct job *out, bool with_payloa
         ret = 1;
     else
         ret = db_err(s, "reading a job");
+    finish(st);
+    return ret;
+}
+
+int store_job_state(struct store *s, int64_t id, enum job_state *out)
+{
+    sqlite3_stmt *st = s->st_state;
+    sqlite3_bind_int64(st, 1, id);
+    int rc = sqlite3_step(st);
+    int ret = 0;
+    if (rc == SQLITE_ROW)
+        *out = (enum job_state)sqlite3_column_int(st, 0);
+    else if (rc == SQLITE_DONE)
+        ret = 1;
+    else
+        ret = db_err(s, "reading a job's state");
+    finish(st);
+    return ret;
+}
+
+int store_dependents(struct store *s, int64_t id, int64_t **ids, size_t *n)
+{
+    sqlite3_stmt *st = s->st_dependents;
+    size_t cap = 0;
+    *ids = NULL;
+    *n = 0;
+    sqlite3_bind_int64(st, 1, id);
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (*n == cap) {
+            cap = cap ? cap * 2 : 8;
+            *ids = xrealloc(*ids, cap * sizeof(**ids));
+        }
+        (*ids)[(*n)++] = sqlite3_column_int64(st, 0);
+    }
+    int ret = rc == SQLITE_DONE ? 0 : db_err(s, "reading dependents");
     finish(st);
     return ret;
 }

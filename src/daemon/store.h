@@ -35,8 +35,8 @@ int store_checkpoint(struct store *s);
 
 /* The next job id: one more than any id ever assigned (ids are never reused). */
 int64_t store_next_job_id(struct store *s);
-/* Inserts j with its id already set, including command/script/env payload, and records
- * that the id is taken. */
+/* Inserts j with its id already set, including command/script/env payload and its
+ * dependencies (job_deps), and records that the id is taken. */
 int store_insert_job(struct store *s, const struct job *j);
 /* Writes every mutable field of j (state, times, outcome, reason, end_request, shim
  * pid and start, max_rss_kb, priority, time_limit, name, gpu_ids, ...). Not the payload. */
@@ -49,6 +49,12 @@ int store_load_active(struct store *s, store_job_cb cb, void *arg);
 /* One job; with_payload also loads script and env. Returns 0, 1 if there is no such
  * job, -1 on error. */
 int store_get_job(struct store *s, int64_t id, struct job *out, bool with_payload);
+
+/* The state of job id: 0, 1 if there is no such job, -1 on error. */
+int store_job_state(struct store *s, int64_t id, enum job_state *out);
+/* The ids of every job (any state) that depends on job id, ascending; *ids is
+ * malloc'd (NULL when none). */
+int store_dependents(struct store *s, int64_t id, int64_t **ids, size_t *n);
 
 struct store_query {
     const enum job_state *states; /* NULL/0 = every state */

@@ -60,7 +60,9 @@
  *     neither option the job is the single process described above, unchanged.
  *  5. SIGTERM, SIGINT or SIGHUP to the shim (cancel, time limit) sends SIGTERM to the
  *     job's process group and to every descendant, then SIGKILL after --kill-grace
- *     seconds. When a copy of the job fails (non-zero exit or a signal) while others
+ *     seconds. SIGUSR1 sent with sigqueue/pidfd_send_signal carries a signal to pass on
+ *     (Slurm's --signal before the time limit): value = SIG | SHIM_FORWARD_MAIN_ONLY
+ *     (0x100) for the job's main process(es) only, else to all of its processes. When a copy of the job fails (non-zero exit or a signal) while others
  *     still run, they get the same treatment. Once every copy has exited, leftovers get
  *     it too (the wait ends early once none are left): nothing the job started
  *     outlives it.
@@ -238,6 +240,9 @@ struct shim_task {
     int status;      /* from wait4, once reaped */
     long max_rss_kb; /* ru_maxrss: kilobytes on Linux */
 };
+
+/* In a forwarded signal's value: only the job's main process(es), not all of it. */
+#define SHIM_FORWARD_MAIN_ONLY 0x100
 
 /* How --memory-limit is enforced (step 8). */
 enum shim_mem_method {
@@ -658,6 +663,7 @@ static void shim_block_signals(sigset_t *mask)
     sigaddset(mask, SIGTERM);
     sigaddset(mask, SIGINT);
     sigaddset(mask, SIGHUP);
+    sigaddset(mask, SIGUSR1);
     sigprocmask(SIG_BLOCK, mask, NULL);
     /* An ignored signal is discarded even while blocked, and an ignored SIGCHLD makes
      * the kernel reap children itself (wait4 would then fail): the starter's
@@ -666,6 +672,7 @@ static void shim_block_signals(sigset_t *mask)
     signal(SIGTERM, SIG_DFL);
     signal(SIGINT, SIG_DFL);
     signal(SIGHUP, SIG_DFL);
+    signal(SIGUSR1, SIG_DFL);
     /* A write error is handled where it happens. */
     signal(SIGPIPE, SIG_IGN);
 }
@@ -2023,12 +2030,42 @@ static void shim_mem_tick(struct shim_run *r)
 
 /* Drains the signalfd; a cancel starts the termination. SIGCHLD needs no action here:
  * the loop reaps on every wakeup. */
+/* Passes on a signal the daemon queued with SIGUSR1 (step 5). */
+static void shim_forward(struct shim_run *r, int value)
+{
+    int sig = value & 0xff;
+    if (sig <= 0 || sig >= NSIG)
+        return;
+    if (value & SHIM_FORWARD_MAIN_ONLY) {
+        for (int i = 0; i < r->ntasks; i++)
+            if (!r->tasks[i].reaped)
+                kill(r->tasks[i].pid, sig);
+        return;
+    }
+    /* Exactly once to every process: a signal the job handles (a checkpoint request)
+     * must not run its handler twice, as the kill-everything path may. */
+    bool group_alive = r->ntasks > 0 && !r->tasks[0].reaped;
+    if (group_alive)
+        kill(-r->pgid, sig);
+    struct shim_proc *v;
+    size_t n = shim_list_procs(&v);
+    bool *desc = xcalloc(n ? n : 1, sizeof(*desc));
+    shim_mark_descendants(v, n, r->self, desc);
+    for (size_t i = 0; i < n; i++)
+        if (desc[i] && !(group_alive && getpgid(v[i].pid) == r->pgid))
+            kill(v[i].pid, sig);
+    free(desc);
+    free(v);
+}
+
 static void shim_read_signals(struct shim_run *r)
 {
     struct signalfd_siginfo si;
     while (read(r->sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
         if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT || si.ssi_signo == SIGHUP)
             shim_terminate(r);
+        else if (si.ssi_signo == SIGUSR1 && si.ssi_code == SI_QUEUE)
+            shim_forward(r, si.ssi_int);
     }
 }
 

@@ -292,6 +292,34 @@ def test_cancel_during_setup_is_not_lost(tmp_path, cleanup):
     assert s.result()["signal"] == signal.SIGTERM
 
 
+def sigqueue(pid, sig, value):
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.sigqueue(pid, sig, ctypes.c_void_p(value)) == 0, ctypes.get_errno()
+
+
+@pytest.mark.parametrize("main_only", [False, True])
+def test_queued_sigusr1_forwards_a_signal(tmp_path, cleanup, main_only):
+    # The job (bash) and a child of it trap SIGUSR2 and record it; the daemon asks for
+    # SIGUSR2 to all processes, or to the main process only (Slurm's --signal B:).
+    job = ("trap 'echo main >> got' USR2; "
+           "bash -c 'trap \"echo child >> got; exit\" USR2; echo $$ > child.pid; "
+           "while :; do sleep 0.05; done' & "
+           "while [ ! -s got ] || [ $(wc -l < got) -lt %d ]; do sleep 0.05; done; wait"
+           % (1 if main_only else 2))
+    s = Shim(tmp_path, cleanup, command=job, kill_grace=1)
+    wait_for(lambda: read_pid_file(tmp_path / "child.pid"), "the child")
+    sigqueue(s.proc.pid, signal.SIGUSR1, int(signal.SIGUSR2) | (0x100 if main_only else 0))
+    wait_for(lambda: (tmp_path / "got").exists() and
+             len((tmp_path / "got").read_text().split()) == (1 if main_only else 2), "the signal")
+    if main_only:
+        assert (tmp_path / "got").read_text().split() == ["main"]
+        s.proc.send_signal(signal.SIGTERM)
+    else:
+        assert sorted((tmp_path / "got").read_text().split()) == ["child", "main"]
+    s.finish()
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGHUP])
 def test_sigint_and_sighup_cancel_too(tmp_path, cleanup, sig):
     s = Shim(tmp_path, cleanup, command="echo $$ > main.pid; sleep 1000")

@@ -34,8 +34,10 @@ struct fixture {
 
 static void fixture_make(struct fixture *f, const char *states, const int *prio)
 {
-    for (size_t i = 0; i < MAXJ; i++)
+    for (size_t i = 0; i < MAXJ; i++) {
         free(f->jobs[i].gpu_ids);
+        free(f->jobs[i].deps);
+    }
     memset(f, 0, sizeof(*f));
     for (const char *c = states; *c; c++, f->n++) {
         struct job *j = &f->jobs[f->n];
@@ -615,6 +617,103 @@ static void assert_queue_sorted(const struct scheduler_queue *q)
         assert_true(scheduler_order(q->jobs[i - 1], q->jobs[i]) < 0);
 }
 
+/* A queued job whose dependencies are not met is skipped with reason Dependency, takes
+ * no GPU and no running slot, and runs once the daemon clears deps_blocked. */
+static void test_dependency_gating(void **state)
+{
+    (void)state;
+    struct fixture f = {.n = 0};
+    fixture_make(&f, "QQQ", (int[]){255, 10, 10});
+    job_by_id(&f, 1)->deps_blocked = true;
+    assert_int_equal(fixture_run(&f, 1), 1);
+    assert_int_equal(f.start[0]->id, 2);
+    assert_string_equal(job_by_id(&f, 1)->wait_reason, SCHEDULER_REASON_DEPENDENCY);
+    /* Behind the running limit a blocked job still says why it really waits. */
+    assert_string_equal(job_by_id(&f, 3)->wait_reason, SCHEDULER_REASON_MAX_RUNNING);
+    fixture_make(&f, "RQQ", NULL);
+    job_by_id(&f, 3)->deps_blocked = true;
+    assert_int_equal(fixture_run(&f, 1), 0);
+    assert_string_equal(job_by_id(&f, 2)->wait_reason, SCHEDULER_REASON_MAX_RUNNING);
+    assert_string_equal(job_by_id(&f, 3)->wait_reason, SCHEDULER_REASON_DEPENDENCY);
+
+    /* A blocked GPU job leaves the GPU to the job behind it. */
+    struct gpu_set g = gpus_make(1, 81559, false);
+    fixture_make(&f, "QQ", NULL);
+    f.gpus = &g;
+    job_by_id(&f, 1)->gpus = 1;
+    job_by_id(&f, 1)->deps_blocked = true;
+    job_by_id(&f, 2)->gpus = 1;
+    assert_int_equal(fixture_run(&f, 0), 1);
+    assert_int_equal(f.start[0]->id, 2);
+    assert_string_equal(job_by_id(&f, 1)->wait_reason, SCHEDULER_REASON_DEPENDENCY);
+    /* Unblocked: it competes again (GPU 0 now held by job 2 once running). */
+    fixture_commit(&f, 1);
+    job_by_id(&f, 1)->deps_blocked = false;
+    assert_int_equal(fixture_run(&f, 0), 0);
+    assert_string_equal(job_by_id(&f, 1)->wait_reason, SCHEDULER_REASON_RESOURCES);
+    fixture_make(&f, "", NULL);
+}
+
+/* The rules that decide deps_blocked and auto-cancel (job.c), by kind and mode. */
+static void test_dependency_outcome(void **state)
+{
+    (void)state;
+    /* afterok: CD meets it; F, CA, TO never can. afterany: any end. afternotok: the
+     * opposite of afterok. Active states are pending. */
+    const enum job_state ended[] = {JOB_FINISHED, JOB_FAILED, JOB_CANCELLED, JOB_TIMEOUT};
+    for (size_t i = 0; i < 4; i++) {
+        bool ok = ended[i] == JOB_FINISHED;
+        assert_int_equal(job_dep_status_for(JOB_DEP_AFTEROK, ended[i]),
+                         ok ? JOB_DEP_MET : JOB_DEP_NEVER);
+        assert_int_equal(job_dep_status_for(JOB_DEP_AFTERANY, ended[i]), JOB_DEP_MET);
+        assert_int_equal(job_dep_status_for(JOB_DEP_AFTERNOTOK, ended[i]),
+                         ok ? JOB_DEP_NEVER : JOB_DEP_MET);
+    }
+    const enum job_state active[] = {JOB_QUEUED, JOB_HELD, JOB_RUNNING};
+    for (size_t i = 0; i < 3; i++)
+        assert_int_equal(job_dep_status_for(JOB_DEP_AFTERANY, active[i]), JOB_DEP_PENDING);
+
+    struct job j;
+    job_init(&j);
+    int64_t failed = -1;
+    assert_int_equal(job_deps_outcome(&j, &failed), JOB_DEPS_READY); /* no deps */
+    assert_int_equal(job_deps_parse(&j, "afterok:4:5,afternotok:6"), 0);
+    assert_int_equal(j.n_deps, 3);
+    /* all: every one met; one that never can fails the job, naming it. */
+    assert_int_equal(job_deps_outcome(&j, NULL), JOB_DEPS_WAIT);
+    j.deps[0].status = JOB_DEP_MET;
+    j.deps[2].status = JOB_DEP_MET;
+    assert_int_equal(job_deps_outcome(&j, NULL), JOB_DEPS_WAIT);
+    j.deps[1].status = JOB_DEP_MET;
+    assert_int_equal(job_deps_outcome(&j, NULL), JOB_DEPS_READY);
+    j.deps[1].status = JOB_DEP_NEVER;
+    assert_int_equal(job_deps_outcome(&j, &failed), JOB_DEPS_FAILED);
+    assert_int_equal(failed, 5);
+    /* any: one met suffices; failed only when none can be met. */
+    j.deps_any = true;
+    assert_int_equal(job_deps_outcome(&j, NULL), JOB_DEPS_READY);
+    for (size_t i = 0; i < 3; i++)
+        j.deps[i].status = JOB_DEP_PENDING;
+    j.deps[0].status = JOB_DEP_NEVER;
+    assert_int_equal(job_deps_outcome(&j, NULL), JOB_DEPS_WAIT);
+    j.deps[1].status = JOB_DEP_NEVER;
+    j.deps[2].status = JOB_DEP_NEVER;
+    assert_int_equal(job_deps_outcome(&j, &failed), JOB_DEPS_FAILED);
+    assert_int_equal(failed, 6);
+
+    char *text = job_deps_format(&j);
+    assert_string_equal(text, "afterok:4,afterok:5,afternotok:6");
+    free(text);
+    /* Duplicates collapse; bad text leaves no deps. */
+    assert_int_equal(job_deps_parse(&j, "afterany:3,afterany:3"), 0);
+    assert_int_equal(j.n_deps, 1);
+    assert_int_equal(job_deps_parse(&j, "afterok:x"), -1);
+    assert_int_equal(j.n_deps, 0);
+    assert_int_equal(job_deps_parse(&j, "sometime:3"), -1);
+    assert_int_equal(job_deps_parse(&j, "afterok:0"), -1);
+    job_clear(&j);
+}
+
 static void test_queue(void **state)
 {
     (void)state;
@@ -675,6 +774,8 @@ int main(void)
         cmocka_unit_test(test_held_never_started),
         cmocka_unit_test(test_empty_and_no_limit),
         cmocka_unit_test(test_100k_jobs),
+        cmocka_unit_test(test_dependency_gating),
+        cmocka_unit_test(test_dependency_outcome),
         cmocka_unit_test(test_queue),
         cmocka_unit_test(test_gpu_exclusive_and_priority),
         cmocka_unit_test(test_gpu_shared_packing),

@@ -172,6 +172,8 @@ static struct job *full_job(int64_t id)
     j->attempt = 2;
     j->retry_of = 41;
     j->gpus_per_task = 1;
+    j->deps_any = true;
+    j->auto_cancel = false;
     return j;
 }
 
@@ -219,6 +221,13 @@ static void assert_light_equal(const struct job *a, const struct job *b)
     assert_int_equal(a->attempt, b->attempt);
     assert_int_equal(a->retry_of, b->retry_of);
     assert_int_equal(a->gpus_per_task, b->gpus_per_task);
+    assert_int_equal(a->n_deps, b->n_deps);
+    for (size_t i = 0; i < a->n_deps; i++) {
+        assert_int_equal(a->deps[i].id, b->deps[i].id);
+        assert_int_equal(a->deps[i].kind, b->deps[i].kind);
+    }
+    assert_int_equal(a->deps_any, b->deps_any);
+    assert_int_equal(a->auto_cancel, b->auto_cancel);
 }
 
 /* ---- collecting callback results ---- */
@@ -283,7 +292,7 @@ static void test_open_pragmas_and_schema(void **state)
     char *mode = peek_text(db, "PRAGMA journal_mode");
     assert_string_equal(mode, "wal|\n");
     free(mode);
-    assert_int_equal(peek_int(db, "PRAGMA user_version"), 1);
+    assert_int_equal(peek_int(db, "PRAGMA user_version"), 2);
     assert_int_equal(peek_int(db, "SELECT value FROM meta WHERE key='next_job_id'"), 2);
     char *objs = peek_text(db, "SELECT type, name FROM sqlite_schema WHERE name NOT LIKE "
                                "'sqlite_%' ORDER BY type, name");
@@ -307,7 +316,8 @@ static void test_open_pragmas_and_schema(void **state)
                               "script_path workdir submit_time start_time end_time exit_code "
                               "signal oom reason end_request shim_pid shim_start max_rss_kb "
                               "gpus gpu_ids memory_mb gpu_memory_mb shared group_id "
-                              "array_task max_retries attempt retry_of gpus_per_task|\n");
+                              "array_task max_retries attempt retry_of gpus_per_task "
+                              "depends_on depends_any auto_cancel|\n");
     free(objs);
     /* The active-jobs query is served by the partial index. */
     char *plan = peek_text(db, "EXPLAIN QUERY PLAN SELECT id FROM jobs WHERE state IN (?) "
@@ -332,7 +342,7 @@ static void test_refuses_newer_schema(void **state)
     free(err);
     /* Let teardown work. */
     db = peek_open(f->path);
-    sqlite3_exec(db, "PRAGMA user_version=1", NULL, NULL, NULL);
+    sqlite3_exec(db, "PRAGMA user_version=2", NULL, NULL, NULL);
     sqlite3_close(db);
     f->s = open_ok(f->path);
 }
@@ -917,6 +927,50 @@ static void test_reopen_keeps_everything(void **state)
     assert_int_equal(store_next_job_id(f->s), 13);
 }
 
+/* Dependencies round-trip in the job row and are indexed by the job depended on. */
+static void test_dependencies(void **state)
+{
+    struct fixture *f = *state;
+    insert_free(f->s, mkjob(1, JOB_FINISHED, "alice", 10, 1));
+    insert_free(f->s, mkjob(2, JOB_QUEUED, "alice", 10, 2));
+    struct job *j = mkjob(3, JOB_QUEUED, "alice", 10, 3);
+    job_deps_add(j, 1, JOB_DEP_AFTEROK);
+    job_deps_add(j, 2, JOB_DEP_AFTERNOTOK);
+    j->deps_any = true;
+    j->auto_cancel = false;
+    insert_ok(f->s, j);
+    struct job *k = mkjob(4, JOB_QUEUED, "alice", 10, 4);
+    job_deps_add(k, 2, JOB_DEP_AFTERANY);
+    insert_free(f->s, k);
+
+    struct job got;
+    assert_int_equal(store_get_job(f->s, 3, &got, false), 0);
+    assert_light_equal(&got, j);
+    job_clear(&got);
+    assert_int_equal(store_get_job(f->s, 4, &got, false), 0);
+    assert_int_equal(got.n_deps, 1);
+    assert_true(got.auto_cancel);
+    assert_false(got.deps_any);
+    job_clear(&got);
+
+    int64_t *ids;
+    size_t n;
+    assert_int_equal(store_dependents(f->s, 2, &ids, &n), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(ids[0], 3);
+    assert_int_equal(ids[1], 4);
+    free(ids);
+    assert_int_equal(store_dependents(f->s, 4, &ids, &n), 0);
+    assert_int_equal(n, 0);
+    assert_null(ids);
+
+    enum job_state st;
+    assert_int_equal(store_job_state(f->s, 1, &st), 0);
+    assert_int_equal(st, JOB_FINISHED);
+    assert_int_equal(store_job_state(f->s, 99, &st), 1);
+    job_free(j);
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -937,6 +991,7 @@ int main(void)
         T(test_transactions),
         T(test_commit_failure),
         T(test_reopen_keeps_everything),
+        T(test_dependencies),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
