@@ -42,6 +42,12 @@ struct gbatch_opts {
     json_t *deps;     /* [{"id", "kind"}], resolved ids; NULL if none given */
     int deps_mode;    /* 0 unset, 1 all, 2 any */
     bool no_auto_cancel, auto_cancel_set;
+    int64_t memory_mb; /* host memory (--memory and its aliases) */
+    bool memory_set;
+    char *conda_env; /* --conda-env; "" = none (not even $CONDA_DEFAULT_ENV) */
+    char *signal_spec; /* --signal, canonical ("B:USR1@60"); NULL if none */
+    double begin_time;  /* --begin, unix seconds */
+    bool begin_set;
 };
 
 enum {
@@ -54,13 +60,16 @@ enum {
     OPT_GPUS_PER_TASK,
     OPT_DEPENDS_ALL,
     OPT_DEPENDS_ANY,
-    OPT_NO_AUTO_CANCEL
+    OPT_NO_AUTO_CANCEL,
+    OPT_CONDA_ENV,
+    OPT_SIGNAL,
+    OPT_BEGIN
 };
 
 /* More GPUs than any machine has: a typo, refused before it reaches the daemon. */
 #define GBATCH_GPUS_MAX 1024
 
-static const char gbatch_shortopts[] = "+:J:n:p:t:g:d:HhV";
+static const char gbatch_shortopts[] = "+:J:n:p:t:g:d:m:HhV";
 static const struct option gbatch_longopts[] = {
     {"name", required_argument, NULL, 'J'},
     {"job-name", required_argument, NULL, 'J'},
@@ -76,6 +85,13 @@ static const struct option gbatch_longopts[] = {
     {"max-gpu-mem", required_argument, NULL, OPT_GPU_MEMORY},
     {"max-gpu-memory", required_argument, NULL, OPT_GPU_MEMORY},
     {"gpus-per-task", required_argument, NULL, OPT_GPUS_PER_TASK},
+    {"memory", required_argument, NULL, 'm'},
+    {"mem", required_argument, NULL, 'm'},
+    {"max-mem", required_argument, NULL, 'm'},
+    {"max-memory", required_argument, NULL, 'm'},
+    {"conda-env", required_argument, NULL, OPT_CONDA_ENV},
+    {"signal", required_argument, NULL, OPT_SIGNAL},
+    {"begin", required_argument, NULL, OPT_BEGIN},
     {"depends-on", required_argument, NULL, 'd'},
     {"dependency", required_argument, NULL, 'd'},
     {"depends-on-all", required_argument, NULL, OPT_DEPENDS_ALL},
@@ -108,7 +124,30 @@ static void gbatch_help(void)
            "  -t, --time, --time-limit T       time limit: MM, MM:SS, HH:MM:SS, D-HH,\n"
            "                                   D-HH:MM or D-HH:MM:SS (a bare number is\n"
            "                                   minutes); the job is stopped when it runs out\n"
+           "      --begin T                    start no earlier than T: HH:MM[:SS] (today, or\n"
+           "                                   tomorrow once passed), YYYY-MM-DD[THH:MM[:SS]]\n"
+           "                                   or now+N[s|m|h|d]; it waits with reason\n"
+           "                                   BeginTime until then\n"
+           "      --signal [B:]SIG[@SECS]      send SIG (USR1, SIGUSR1 or a number) SECS\n"
+           "                                   seconds (default 60) before the time limit,\n"
+           "                                   e.g. to checkpoint; then SIGTERM, SIGKILL at\n"
+           "                                   the limit as usual. B: only to the job's main\n"
+           "                                   process (the batch shell), not to every\n"
+           "                                   process it started. Needs --time\n"
            "  -H, --hold                       submit on hold; start it with 'gjob release'\n"
+           "  -m, --memory M                   host memory for the job (512, 1024M, 24G; a\n"
+           "                                   bare number is MiB): it waits (reason Memory)\n"
+           "                                   until the memory declared by running jobs plus\n"
+           "                                   M fits the machine, and is held to M (cgroup\n"
+           "                                   v2, v1, else a watchdog; see 'gflowd status');\n"
+           "                                   over it, it ends F with reason OutOfMemory\n"
+           "      --mem, --max-mem, --max-memory M\n"
+           "                                   the same as --memory\n"
+           "      --conda-env NAME             activate this conda environment in the job's\n"
+           "                                   shell (a command job uses $CONDA_DEFAULT_ENV\n"
+           "                                   when this is not given; --conda-env '' for\n"
+           "                                   none); if conda or the environment is missing\n"
+           "                                   the job fails at once (LaunchFailed)\n"
            "\n"
            "GPUs:\n"
            "  -g, --gpus N                     N GPUs for this job alone (default 0: the\n"
@@ -151,17 +190,22 @@ static void gbatch_help(void)
            "\n"
            "Script directives: lines '# GFLOW --key value' or '# GFLOW --key=value' in a\n"
            "script set the same options (--name, --priority, --time, --hold, --gpus,\n"
-           "--gres, --gpu-memory, --shared, --gpus-per-task, --depends-on and the other\n"
-           "dependency options); options on the command line win over them.\n"
+           "--gres, --gpu-memory, --shared, --gpus-per-task, --memory, --conda-env, --signal,\n"
+           "--begin,\n"
+           "--depends-on and the other dependency options); options on the command line\n"
+           "win over them.\n"
            "\n"
            "The job runs in the current directory with the current environment.\n"
            "Examples:\n"
            "  gbatch python train.py --lr 0.1\n"
            "  gbatch -t 2:00:00 -J sweep-1 train.sh\n"
+           "  gbatch -t 4:00:00 --signal B:USR1@300 train.sh   checkpoint 5 min before\n"
            "  gbatch --gpus 2 python train.py\n"
            "  gbatch --gpus 1 --shared --gpu-memory 20G python eval.py\n"
            "  gbatch --gpus 4 --gpus-per-task 1 python ddp_train.py\n"
+           "  gbatch --memory 24G --conda-env torch python preprocess.py\n"
            "  gbatch --hold 'make -j8 && ./bench'\n"
+           "  gbatch --begin 22:00 train.sh              tonight at 10 pm\n"
            "  gbatch --depends-on @ python eval.py       after your latest job succeeded\n"
            "  gbatch --dependency afternotok:12 notify.sh\n",
            JOB_PRIORITY_DEFAULT);
@@ -369,6 +413,30 @@ static int gbatch_parse(int argc, char **argv, struct gbatch_opts *o,
             o->gpus_per_task_set = true;
             break;
         }
+        case 'm':
+            if (parse_memory_mb(optarg, &o->memory_mb, &err) < 0)
+                gbatch_opt_error(src, "--memory: %s", err);
+            o->memory_set = true;
+            break;
+        case OPT_BEGIN:
+            if (parse_begin_time(optarg, now_wall(), &o->begin_time, &err) < 0)
+                gbatch_opt_error(src, "--begin: %s", err);
+            o->begin_set = true;
+            break;
+        case OPT_SIGNAL: {
+            int sig;
+            int64_t secs;
+            bool main_only;
+            if (parse_signal_spec(optarg, &sig, &secs, &main_only, &err) < 0)
+                gbatch_opt_error(src, "--signal: %s", err);
+            free(o->signal_spec);
+            o->signal_spec = format_signal_spec(sig, secs, main_only);
+            break;
+        }
+        case OPT_CONDA_ENV:
+            free(o->conda_env);
+            o->conda_env = xstrdup(optarg);
+            break;
         case 'd':
             if (!strncasecmp(optarg, "after", 5))
                 gbatch_dep_slurm(o, src, optarg);
@@ -541,6 +609,22 @@ static void gbatch_directives(const char *text, const char *file, struct gbatch_
         o->no_auto_cancel = d.no_auto_cancel;
         o->auto_cancel_set = true;
     }
+    if (d.memory_set && !o->memory_set) {
+        o->memory_mb = d.memory_mb;
+        o->memory_set = true;
+    }
+    if (d.conda_env && !o->conda_env)
+        o->conda_env = d.conda_env;
+    else
+        free(d.conda_env);
+    if (d.begin_set && !o->begin_set) {
+        o->begin_time = d.begin_time;
+        o->begin_set = true;
+    }
+    if (d.signal_spec && !o->signal_spec)
+        o->signal_spec = d.signal_spec;
+    else
+        free(d.signal_spec);
 }
 
 /* The GPU options that only make sense together, checked once the command line and
@@ -649,6 +733,21 @@ static void gbatch_print_dry_run(const json_t *spec, const json_t *reply)
         printf(" (%s)%s\n", mode && !strcmp(mode, "any") ? "any one" : "all",
                json_is_false(json_object_get(spec, "auto_cancel")) ? ", no auto-cancel" : "");
     }
+    const json_t *begin = json_object_get(spec, "begin_time");
+    if (begin) {
+        char *when = output_time(json_number_value(begin));
+        printf("  Begin:     %s\n", when);
+        free(when);
+    }
+    const char *sigspec = json_string_value(json_object_get(spec, "signal_spec"));
+    if (sigspec)
+        printf("  Signal:    %s (before the time limit)\n", sigspec);
+    const json_t *mem = json_object_get(spec, "memory_mb");
+    if (json_integer_value(mem) > 0)
+        printf("  Memory:    %lld MiB\n", (long long)json_integer_value(mem));
+    const char *conda = json_string_value(json_object_get(spec, "conda_env"));
+    if (conda)
+        printf("  CondaEnv:  %s\n", conda);
     printf("  WorkDir:   %s\n", json_string_value(json_object_get(spec, "workdir")));
     printf("  State:     %s\n", state                                         ? state
                                 : json_is_true(json_object_get(spec, "hold")) ? "H"
@@ -747,6 +846,26 @@ int main(int argc, char **argv)
         json_object_set_new(spec, "depends_mode", json_string(o.deps_mode == 2 ? "any" : "all"));
     if (o.no_auto_cancel)
         json_object_set_new(spec, "auto_cancel", json_false());
+    if (o.memory_set)
+        json_object_set_new(spec, "memory_mb", json_integer(o.memory_mb));
+    if (o.begin_set)
+        json_object_set_new(spec, "begin_time", json_real(o.begin_time));
+    if (o.signal_spec) {
+        if (!o.time_set || o.time_limit <= 0)
+            client_usage_error("--signal sends SIG before the time limit; it needs --time");
+        json_object_set_new(spec, "signal_spec", json_string(o.signal_spec));
+    }
+    /* A command job runs in the submitting shell's conda environment unless told
+     * otherwise; a script says what it needs itself (a directive). */
+    const char *conda = o.conda_env;
+    if (!conda && !script)
+        conda = getenv("CONDA_DEFAULT_ENV");
+    if (conda && *conda) {
+        json_t *c = json_string(conda);
+        if (!c)
+            client_usage_error("the conda environment's name is not valid UTF-8");
+        json_object_set_new(spec, "conda_env", c);
+    }
     if (o.dry_run)
         json_object_set_new(spec, "dry_run", json_true());
 
@@ -771,6 +890,8 @@ int main(int argc, char **argv)
     free(script_path);
     free(cwd);
     free(o.name);
+    free(o.conda_env);
+    free(o.signal_spec);
     json_decref(o.deps);
     return client_finish(0);
 }

@@ -35,7 +35,8 @@ static void gjob_help(void)
            "  log, l <id>            print a job's output: -f/--first N, -l/--last N lines,\n"
            "                         --follow to stream it until the job ends\n"
            "  hold, h <ids...>       put queued jobs on hold\n"
-           "  release, r <ids...>    release held jobs back to the queue\n"
+           "  release, r <ids...>    release held jobs back to the queue; --at T: start\n"
+           "                         them no earlier than T (see gjob release --help)\n"
            "\n"
            "Job ids: 42, lists and ranges like 1,3,5-7, several arguments, @ for your\n"
            "latest job and @~N for the N-th before it.\n"
@@ -189,6 +190,11 @@ static void gjob_print_job(const json_t *raw, const struct job *j)
     if (json_is_true(json_object_get(raw, "cancelling")))
         gjob_field("Cancelling", "yes");
     gjob_print_gpus(raw, j);
+    gjob_field_owned("Memory", j->memory_mb > 0 ? xasprintf("%lld MiB", (long long)j->memory_mb)
+                                                : xstrdup("-"));
+    gjob_field("CondaEnv", j->conda_env);
+    gjob_field("WarnSignal", json_string_value(json_object_get(raw, "signal_spec")));
+    gjob_field_owned("BeginTime", output_time(j->begin_time));
     gjob_field_owned("ShimPID",
                      j->shim_pid > 0 ? xasprintf("%lld", (long long)j->shim_pid) : xstrdup("-"));
     gjob_field_owned("MaxRSS", j->max_rss_kb > 0 ? gjob_kib(j->max_rss_kb) : xstrdup("-"));
@@ -370,11 +376,19 @@ static int gjob_log(int argc, char **argv)
 /* hold and release: one POST per id. */
 static int gjob_transition(const char *cmd, int argc, char **argv)
 {
-    static const struct option longopts[] = {
+    static const struct option hold_opts[] = {
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    static const struct option release_opts[] = {
+        {"at", required_argument, NULL, 'a'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     bool hold = !strcmp(cmd, "hold");
+    const struct option *longopts = hold ? hold_opts : release_opts;
+    double at = -1;
+    char *err = NULL;
     int c;
     optind = 0;
     opterr = 0;
@@ -384,8 +398,22 @@ static int gjob_transition(const char *cmd, int argc, char **argv)
                 gjob_help_ids("hold", "Puts queued jobs on hold: they stay queued but do not "
                                       "start until released.");
             else
-                gjob_help_ids("release", "Releases held jobs back to the queue.");
+                printf("Usage: gjob release [--at T] <ids...>\n"
+                       "\n"
+                       "Releases held jobs back to the queue.\n"
+                       "Ids: 42, 1,3,5-7, @, @~N; several arguments may be given.\n"
+                       "\n"
+                       "Options:\n"
+                       "      --at T  released now, but started no earlier than T (reason\n"
+                       "              BeginTime until then): HH:MM[:SS] (today, or tomorrow\n"
+                       "              once passed), YYYY-MM-DD[THH:MM[:SS]] or now+N[s|m|h|d]\n"
+                       "  -h, --help  show this help\n");
             return 0;
+        }
+        if (c == 'a') {
+            if (parse_begin_time(optarg, now_wall(), &at, &err) < 0)
+                client_die(CLIENT_EXIT_USAGE, "--at: %s", err);
+            continue;
         }
         gjob_bad_option(cmd, argv, c, longopts);
     }
@@ -397,13 +425,23 @@ static int gjob_transition(const char *cmd, int argc, char **argv)
     for (size_t i = 0; i < n; i++) {
         char *path = xasprintf("/v1/jobs/%lld/%s", (long long)ids[i], cmd);
         json_t *reply = NULL;
-        if (client_request_json("POST", path, NULL, NULL, &reply) < 0) {
+        json_t *body = at >= 0 ? json_pack("{s:f}", "begin_time", at) : NULL;
+        int rc = client_request_json("POST", path, body, NULL, &reply);
+        json_decref(body);
+        if (rc < 0) {
             fflush(stdout);
             client_warn("%s", client_error_text(reply));
             status = CLIENT_EXIT_FAIL;
         } else {
-            printf(hold ? "Job %lld put on hold.\n" : "Job %lld released back to queue.\n",
-                   (long long)ids[i]);
+            if (at >= 0) {
+                char *when = output_time(at);
+                printf("Job %lld released back to queue, to start at %s.\n", (long long)ids[i],
+                       when);
+                free(when);
+            } else {
+                printf(hold ? "Job %lld put on hold.\n" : "Job %lld released back to queue.\n",
+                       (long long)ids[i]);
+            }
         }
         json_decref(reply);
         free(path);

@@ -112,6 +112,21 @@ static char *gqueue_command(const struct job *j, double now)
     return xstrdup(j->script_path ? j->script_path : "-");
 }
 
+/* "24G", "512M", "-" for none. */
+static char *gqueue_memory(const struct job *j, double now)
+{
+    if (j->memory_mb <= 0)
+        return xstrdup("-");
+    if (j->memory_mb % 1024 == 0)
+        return xasprintf("%lldG", (long long)(j->memory_mb / 1024));
+    return xasprintf("%lldM", (long long)j->memory_mb);
+}
+
+static char *gqueue_begin(const struct job *j, double now)
+{
+    return output_time(j->begin_time);
+}
+
 static const struct gqueue_field gqueue_fields[] = {
     {"JOBID", gqueue_jobid, "id"},
     {"NAME", gqueue_name, "name"},
@@ -131,6 +146,8 @@ static const struct gqueue_field gqueue_fields[] = {
     {"END", gqueue_end, "end_time"},
     {"WORKDIR", gqueue_workdir, "workdir"},
     {"COMMAND", gqueue_command, "command,script_path"},
+    {"MEMORY", gqueue_memory, "memory_mb"},
+    {"BEGIN", gqueue_begin, "begin_time"},
 };
 #define GQUEUE_NFIELDS (sizeof(gqueue_fields) / sizeof(gqueue_fields[0]))
 #define GQUEUE_DEFAULT_FORMAT "JOBID,NAME,ST,TIME,NODES,NODELIST(REASON)"
@@ -194,7 +211,8 @@ static void gqueue_help(void)
            "                        " GQUEUE_DEFAULT_FORMAT "):\n"
            "                        JOBID NAME ST STATE TIME TIMELIMIT NODES\n"
            "                        NODELIST(REASON) NODELIST REASON PRIORITY USER\n"
-           "                        EXITCODE SUBMIT START END WORKDIR COMMAND\n"
+           "                        EXITCODE SUBMIT START END WORKDIR COMMAND MEMORY\n"
+           "                        BEGIN\n"
            "  -o, --output FORMAT   table (default), csv or json (json prints the whole\n"
            "                        job objects and ignores -f)\n"
            "  -t, --tree            show dependencies as a tree: each job under the first\n"
@@ -206,9 +224,10 @@ static void gqueue_help(void)
            "Columns: TIME is the run time (0:00 before the job starts); NODES the GPUs\n"
            "requested; NODELIST(REASON) the GPUs of a running job, or why a job waits or\n"
            "ended, e.g. (Priority), (JobHeldUser), (NonZeroExitCode), (Signal),\n"
-           "(TimeLimit); EXITCODE the exit status, or the signal that killed the job\n"
-           "(e.g. SIGKILL); TIMELIMIT is UNLIMITED when none; SUBMIT/START/END are local\n"
-           "times.\n");
+           "(TimeLimit), (Memory), (BeginTime), (OutOfMemory); EXITCODE the exit status, or the signal\n"
+           "that killed the job (e.g. SIGKILL); TIMELIMIT is UNLIMITED when none;\n"
+           "MEMORY the host memory requested (--memory), - when none; SUBMIT/START/END are\n"
+           "local times.\n");
 }
 
 /* "PD,running" -> "PD,R" (validated). */
@@ -263,7 +282,7 @@ static const struct gqueue_field **gqueue_format(const char *spec, size_t *n)
             client_usage_error("unknown field '%s' in -f; use JOBID, NAME, ST, STATE, TIME, "
                                "TIMELIMIT, NODES, NODELIST(REASON), NODELIST, REASON, "
                                "PRIORITY, USER, EXITCODE, SUBMIT, START, END, WORKDIR, "
-                               "COMMAND",
+                               "COMMAND, MEMORY, BEGIN",
                                tok);
         if (*n == cap) {
             cap *= 2;

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "parse.h"
 #include "util.h"
 
 static const char *const state_short[JOB_STATE_COUNT] = {"PD", "H", "R", "CD", "F", "CA", "TO"};
@@ -223,6 +224,7 @@ void job_clear(struct job *j)
     free(j->workdir);
     free(j->reason);
     free(j->gpu_ids);
+    free(j->conda_env);
     free(j->deps);
     free(j->dependents);
     json_decref(j->env);
@@ -260,6 +262,7 @@ struct job *job_dup(const struct job *src, bool with_payload)
     j->workdir = dup_or_null(src->workdir);
     j->reason = dup_or_null(src->reason);
     j->gpu_ids = dup_or_null(src->gpu_ids);
+    j->conda_env = dup_or_null(src->conda_env);
     j->script = with_payload ? dup_or_null(src->script) : NULL;
     j->env = with_payload && src->env ? json_deep_copy(src->env) : NULL;
     j->deps = NULL;
@@ -271,6 +274,27 @@ struct job *job_dup(const struct job *src, bool with_payload)
     j->n_dependents = j->cap_dependents = 0;
     j->runtime = NULL;
     return j;
+}
+
+int job_set_signal_spec(struct job *j, const char *spec)
+{
+    j->warn_signal = 0;
+    j->warn_secs = 0;
+    j->warn_main_only = false;
+    if (!spec || !*spec)
+        return 0;
+    char *err = NULL;
+    int sig;
+    int64_t secs;
+    bool main_only;
+    if (parse_signal_spec(spec, &sig, &secs, &main_only, &err) < 0) {
+        free(err);
+        return -1;
+    }
+    j->warn_signal = sig;
+    j->warn_secs = secs;
+    j->warn_main_only = main_only;
+    return 0;
 }
 
 const char *job_signal_name(int sig)
@@ -328,6 +352,7 @@ static const char *const field_names[JOB_FIELD_COUNT] = {
     "signal",      "signal_name", "oom",    "reason",    "command",    "script_path",
     "workdir",     "gpus",      "gpu_ids",  "shim_pid",  "max_rss_kb", "gpu_memory_mb",
     "shared",      "gpus_per_task", "depends_on", "depends_mode", "auto_cancel",
+    "memory_mb",   "conda_env", "signal_spec", "begin_time",
 };
 
 const char *job_field_name(enum job_field f)
@@ -526,6 +551,24 @@ void job_append_field(struct strbuf *sb, const struct job *j, enum job_field f, 
     case JOB_FIELD_AUTO_CANCEL:
         strbuf_adds(sb, j->auto_cancel ? "true" : "false");
         break;
+    case JOB_FIELD_MEMORY_MB:
+        append_int(sb, j->memory_mb, true, tsv);
+        break;
+    case JOB_FIELD_CONDA_ENV:
+        append_text(sb, j->conda_env, tsv);
+        break;
+    case JOB_FIELD_BEGIN_TIME:
+        append_time(sb, j->begin_time, tsv);
+        break;
+    case JOB_FIELD_SIGNAL_SPEC:
+        if (j->warn_signal > 0) {
+            char *spec = format_signal_spec(j->warn_signal, j->warn_secs, j->warn_main_only);
+            append_text(sb, spec, tsv);
+            free(spec);
+        } else {
+            append_null(sb, tsv);
+        }
+        break;
     default:
         append_null(sb, tsv);
     }
@@ -619,6 +662,10 @@ int job_from_json(const json_t *o, struct job *j)
     j->gpus = (int)get_int(o, "gpus", 0);
     j->gpu_ids = get_str(o, "gpu_ids");
     j->gpu_memory_mb = get_int(o, "gpu_memory_mb", 0);
+    j->memory_mb = get_int(o, "memory_mb", 0);
+    j->conda_env = get_str(o, "conda_env");
+    job_set_signal_spec(j, json_string_value(json_object_get(o, "signal_spec")));
+    j->begin_time = get_time(o, "begin_time");
     j->shared = json_is_true(json_object_get(o, "shared"));
     j->gpus_per_task = (int)get_int(o, "gpus_per_task", 0);
     j->shim_pid = get_int(o, "shim_pid", 0);
@@ -751,6 +798,18 @@ static void set_field(struct job *j, enum job_field f, char *v, bool borrow)
         break;
     case JOB_FIELD_AUTO_CANCEL:
         j->auto_cancel = !(v && strcmp(v, "false") == 0);
+        break;
+    case JOB_FIELD_MEMORY_MB:
+        j->memory_mb = tsv_int(v, 0);
+        break;
+    case JOB_FIELD_CONDA_ENV:
+        j->conda_env = borrow ? v : dup_or_null(v);
+        break;
+    case JOB_FIELD_SIGNAL_SPEC:
+        job_set_signal_spec(j, v);
+        break;
+    case JOB_FIELD_BEGIN_TIME:
+        j->begin_time = v ? strtod(v, NULL) : 0;
         break;
     default: /* derived fields (state_name, signal_name) */
         break;

@@ -104,6 +104,17 @@ struct job {
     int attempt;           /* 1 for the first run */
     int64_t retry_of;      /* previous attempt's id; 0 = none */
 
+    /* The conda environment the job's shell activates (gflow-shim --conda-env); NULL:
+     * none. */
+    char *conda_env;
+    /* Slurm's --signal: send warn_signal (0 = none) warn_secs seconds before the time
+     * limit; warn_main_only ("B:") to the job's main processes only. */
+    int warn_signal;
+    int64_t warn_secs;
+    bool warn_main_only;
+    /* --begin: the job does not start before this unix time (0 = no such wait). */
+    double begin_time;
+
     /* Dependencies (on earlier jobs; at most one entry per id and kind). */
     struct job_dep *deps;
     size_t n_deps;
@@ -137,7 +148,8 @@ enum job_field {
     JOB_FIELD_SCRIPT_PATH, JOB_FIELD_WORKDIR, JOB_FIELD_GPUS, JOB_FIELD_GPU_IDS,
     JOB_FIELD_SHIM_PID, JOB_FIELD_MAX_RSS_KB, JOB_FIELD_GPU_MEMORY_MB, JOB_FIELD_SHARED,
     JOB_FIELD_GPUS_PER_TASK, JOB_FIELD_DEPENDS_ON, JOB_FIELD_DEPENDS_MODE, JOB_FIELD_AUTO_CANCEL,
-    JOB_FIELD_COUNT
+    JOB_FIELD_MEMORY_MB, JOB_FIELD_CONDA_ENV, JOB_FIELD_SIGNAL_SPEC,
+    JOB_FIELD_BEGIN_TIME, JOB_FIELD_COUNT
 };
 const char *job_field_name(enum job_field f);
 int job_field_parse(const char *name); /* -1 if unknown */
@@ -172,6 +184,10 @@ void job_deps_add(struct job *j, int64_t id, enum job_dep_kind kind);
 enum job_deps_outcome job_deps_outcome(const struct job *j, int64_t *failed_id);
 /* Records in j (an active job) that the job `dependent` waits for it. */
 void job_add_dependent(struct job *j, int64_t dependent);
+
+/* Sets warn_signal/secs/main_only from a --signal spec ("B:USR1@60"; NULL or "" for
+ * none). 0, or -1 if malformed (then none). */
+int job_set_signal_spec(struct job *j, const char *spec);
 
 /* Display helpers. */
 /* "3" for an exit code, "0:9" style is Slurm's; we show "SIGKILL" etc. for signals. */

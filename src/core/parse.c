@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "util.h"
 
@@ -295,4 +296,172 @@ char *shell_join(int argc, char **argv)
         free(q);
     }
     return strbuf_detach(&sb);
+}
+
+int parse_signal_spec(const char *s, int *sig, int64_t *secs, bool *main_only, char **err)
+{
+    const char *p = s;
+    *main_only = false;
+    if ((p[0] == 'B' || p[0] == 'b') && p[1] == ':') {
+        *main_only = true;
+        p += 2;
+    }
+    const char *at = strchr(p, '@');
+    size_t n = at ? (size_t)(at - p) : strlen(p);
+    char name[32];
+    if (n == 0 || n >= sizeof(name))
+        goto bad;
+    memcpy(name, p, n);
+    name[n] = '\0';
+    int num = -1;
+    if (name[0] >= '0' && name[0] <= '9') {
+        char *end;
+        long v = strtol(name, &end, 10);
+        if (*end || v < 1 || v > 64)
+            goto bad;
+        num = (int)v;
+    } else {
+        const char *bare = strncasecmp(name, "SIG", 3) == 0 ? name + 3 : name;
+        for (int i = 1; i < 65 && num < 0; i++) {
+            const char *abbrev = sigabbrev_np(i);
+            if (abbrev && strcasecmp(abbrev, bare) == 0)
+                num = i;
+        }
+        if (num < 0)
+            goto bad;
+    }
+    int64_t t = PARSE_SIGNAL_DEFAULT_SECS;
+    if (at) {
+        char *end;
+        if (!at[1] || at[1] < '0' || at[1] > '9')
+            goto bad;
+        long long v = strtoll(at + 1, &end, 10);
+        if (*end || v < 0 || v > 65535)
+            goto bad;
+        t = v;
+    }
+    *sig = num;
+    *secs = t;
+    return 0;
+bad:
+    *err = xasprintf("invalid signal spec '%s': use [B:]SIG[@SECS], SIG a name like USR1 or "
+                     "a number 1-64, SECS 0-65535 seconds before the time limit (default %d)",
+                     s, PARSE_SIGNAL_DEFAULT_SECS);
+    return -1;
+}
+
+char *format_signal_spec(int sig, int64_t secs, bool main_only)
+{
+    const char *abbrev = sigabbrev_np(sig);
+    if (abbrev)
+        return xasprintf("%s%s@%lld", main_only ? "B:" : "", abbrev, (long long)secs);
+    return xasprintf("%s%d@%lld", main_only ? "B:" : "", sig, (long long)secs);
+}
+
+/* Digits only, exactly n of them, into *v. */
+static bool fixed_digits(const char *s, int n, int *v)
+{
+    int x = 0;
+    for (int i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return false;
+        x = x * 10 + (s[i] - '0');
+    }
+    *v = x;
+    return true;
+}
+
+/* "HH:MM[:SS]" (hours 0-23, one or two digits) into h, m, sec. Returns the length
+ * consumed, or 0. */
+static size_t clock_time(const char *s, int *h, int *m, int *sec)
+{
+    size_t hl = (s[0] >= '0' && s[0] <= '9') ? ((s[1] >= '0' && s[1] <= '9') ? 2 : 1) : 0;
+    if (!hl || !fixed_digits(s, (int)hl, h) || s[hl] != ':' || !fixed_digits(s + hl + 1, 2, m))
+        return 0;
+    size_t len = hl + 3;
+    *sec = 0;
+    if (s[len] == ':') {
+        if (!fixed_digits(s + len + 1, 2, sec))
+            return 0;
+        len += 3;
+    }
+    if (*h > 23 || *m > 59 || *sec > 59)
+        return 0;
+    return len;
+}
+
+int parse_begin_time(const char *s, double now, double *at, char **err)
+{
+    if (strncasecmp(s, "now", 3) == 0) {
+        const char *p = s + 3;
+        if (!*p) {
+            *at = now;
+            return 0;
+        }
+        if (*p != '+' || p[1] < '0' || p[1] > '9')
+            goto bad;
+        char *end;
+        long long n = strtoll(p + 1, &end, 10);
+        long long mult = 1;
+        if (*end && !end[1]) {
+            switch (*end) {
+            case 's': mult = 1; break;
+            case 'm': mult = 60; break;
+            case 'h': mult = 3600; break;
+            case 'd': mult = 86400; break;
+            default: goto bad;
+            }
+        } else if (*end) {
+            goto bad;
+        }
+        if (n < 0 || n > 100LL * 365 * 86400 / mult)
+            goto bad;
+        *at = now + (double)(n * mult);
+        return 0;
+    }
+    time_t t = (time_t)now;
+    struct tm tm;
+    localtime_r(&t, &tm);
+    int h = 0, m = 0, sec = 0;
+    size_t len = clock_time(s, &h, &m, &sec);
+    if (len && !s[len]) { /* today, or tomorrow if passed */
+        tm.tm_hour = h;
+        tm.tm_min = m;
+        tm.tm_sec = sec;
+        tm.tm_isdst = -1;
+        time_t when = mktime(&tm);
+        if ((double)when <= now - 1) {
+            tm.tm_mday++;
+            tm.tm_hour = h;
+            tm.tm_min = m;
+            tm.tm_sec = sec;
+            tm.tm_isdst = -1;
+            when = mktime(&tm);
+        }
+        *at = (double)when;
+        return 0;
+    }
+    int y, mo, d;
+    if (!fixed_digits(s, 4, &y) || s[4] != '-' || !fixed_digits(s + 5, 2, &mo) || s[7] != '-' ||
+        !fixed_digits(s + 8, 2, &d) || mo < 1 || mo > 12 || d < 1 || d > 31)
+        goto bad;
+    h = m = sec = 0;
+    if (s[10]) {
+        if (s[10] != 'T' && s[10] != ' ')
+            goto bad;
+        len = clock_time(s + 11, &h, &m, &sec);
+        if (!len || s[11 + len])
+            goto bad;
+    }
+    struct tm want = {.tm_year = y - 1900, .tm_mon = mo - 1, .tm_mday = d, .tm_hour = h,
+                      .tm_min = m, .tm_sec = sec, .tm_isdst = -1};
+    time_t when = mktime(&want);
+    if (when == (time_t)-1 || want.tm_mday != d || want.tm_mon != mo - 1)
+        goto bad; /* e.g. 2026-02-30 */
+    *at = (double)when;
+    return 0;
+bad:
+    *err = xasprintf("invalid time '%s': use HH:MM[:SS], YYYY-MM-DD[THH:MM[:SS]] or "
+                     "now+N[s|m|h|d]", s);
+    return -1;
 }

@@ -4,6 +4,7 @@
 #ifndef GFLOW_PARSE_H
 #define GFLOW_PARSE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -24,6 +25,20 @@ int parse_job_ref(const char *s, int *back, char **err);
 
 /* Memory sizes: "512" (MiB), "512M", "24G", "1T", "2048K" (rounded up); result in MiB > 0. */
 int parse_memory_mb(const char *s, int64_t *mb, char **err);
+
+/* Slurm's --signal: "[B:]SIG[@SECS]". SIG is a name (USR1, SIGUSR1, any case) or a
+ * number 1..64; SECS 0..65535 (default 60): how long before the time limit to send it.
+ * "B:" (main_only): to the job's main processes only, not to every process it started. */
+#define PARSE_SIGNAL_DEFAULT_SECS 60
+int parse_signal_spec(const char *s, int *sig, int64_t *secs, bool *main_only, char **err);
+/* The canonical text of a signal spec: "B:USR1@60", "TERM@10", "40@5" (malloc'd). */
+char *format_signal_spec(int sig, int64_t secs, bool main_only);
+
+/* Begin times (--begin, gjob release --at), in local time: "HH:MM[:SS]" (today, or
+ * tomorrow if that moment has passed), "YYYY-MM-DD[THH:MM[:SS]]" (midnight without a
+ * time), "now", "now+N[s|m|h|d]" (a bare N is seconds). now: the current unix time.
+ * Result in *at, unix seconds. */
+int parse_begin_time(const char *s, double now, double *at, char **err);
 
 /* Priority 0..255. */
 int parse_priority(const char *s, int *prio, char **err);

@@ -297,21 +297,38 @@ size_t scheduler_pass(const struct scheduler_input *in, const struct scheduler_p
     uint64_t rng = policy->random_seed;
     int64_t running = (int64_t)in->n_running;
     size_t nstart = 0, i = 0;
+    /* Host memory: what the running jobs declared; jobs that declare none count 0. */
+    int64_t mem_used = 0;
+    for (size_t r = 0; r < in->n_running; r++)
+        mem_used += in->running[r]->memory_mb > 0 ? in->running[r]->memory_mb : 0;
 
+    double next_begin = 0;
     for (; i < in->n_queued; i++) {
         struct job *j = in->queued[i];
         if (j->deps_blocked) {
             j->wait_reason = SCHEDULER_REASON_DEPENDENCY;
             continue;
         }
+        if (j->begin_time > in->now) {
+            j->wait_reason = SCHEDULER_REASON_BEGIN_TIME;
+            if (next_begin == 0 || j->begin_time < next_begin)
+                next_begin = j->begin_time;
+            continue;
+        }
         if (policy->max_running_jobs > 0 && running >= policy->max_running_jobs)
             break;
+        if (j->memory_mb > 0 && in->memory_total_mb > 0 &&
+            mem_used + j->memory_mb > in->memory_total_mb) {
+            j->wait_reason = SCHEDULER_REASON_MEMORY;
+            continue;
+        }
         if (j->gpus <= 0) {
             free(j->gpu_ids);
             j->gpu_ids = NULL;
             j->wait_reason = NULL;
             start[nstart++] = j;
             running++;
+            mem_used += j->memory_mb > 0 ? j->memory_mb : 0;
             continue;
         }
         struct reason_cache_entry *c = &cache[cache_slot(j)];
@@ -350,11 +367,23 @@ size_t scheduler_pass(const struct scheduler_input *in, const struct scheduler_p
         j->wait_reason = NULL;
         start[nstart++] = j;
         running++;
+        mem_used += j->memory_mb > 0 ? j->memory_mb : 0;
     }
     /* The running-jobs limit is reached: nothing more can start. */
-    for (; i < in->n_queued; i++)
-        in->queued[i]->wait_reason = in->queued[i]->deps_blocked ? SCHEDULER_REASON_DEPENDENCY
-                                                                  : SCHEDULER_REASON_MAX_RUNNING;
+    for (; i < in->n_queued; i++) {
+        struct job *j = in->queued[i];
+        if (j->deps_blocked) {
+            j->wait_reason = SCHEDULER_REASON_DEPENDENCY;
+        } else if (j->begin_time > in->now) {
+            j->wait_reason = SCHEDULER_REASON_BEGIN_TIME;
+            if (next_begin == 0 || j->begin_time < next_begin)
+                next_begin = j->begin_time;
+        } else {
+            j->wait_reason = SCHEDULER_REASON_MAX_RUNNING;
+        }
+    }
+    if (in->next_begin)
+        *in->next_begin = next_begin;
     return nstart;
 }
 

@@ -40,6 +40,10 @@ struct scheduler_policy {
  *   Dependency      its dependencies are not met yet (deps_blocked, kept by the daemon:
  *                   the pass only skips such a job, it never looks at its deps);
  *   MaxRunningJobs  the running-jobs limit is reached (every job waits for it);
+ *   BeginTime       its begin_time (--begin) is still to come;
+ *   Memory          the job declares host memory (memory_mb) and the declared memory of
+ *                   the running jobs (and of those starting in this pass) plus its own
+ *                   exceeds memory_total_mb;
  *   Priority        the job would have fit, but jobs ahead of it in the order took the
  *                   GPUs in this pass;
  *   GpuMemory       enough GPUs are free of gflow jobs, but not with enough memory: an
@@ -49,6 +53,8 @@ struct scheduler_policy {
  *   GpusRestricted  it would fit if the allowed GPUs were wider;
  *   Resources       not enough free GPUs now. */
 #define SCHEDULER_REASON_DEPENDENCY "Dependency"
+#define SCHEDULER_REASON_MEMORY "Memory"
+#define SCHEDULER_REASON_BEGIN_TIME "BeginTime"
 #define SCHEDULER_REASON_PRIORITY "Priority"
 #define SCHEDULER_REASON_MAX_RUNNING "MaxRunningJobs"
 #define SCHEDULER_REASON_RESOURCES "Resources"
@@ -87,6 +93,10 @@ struct scheduler_input {
     size_t n_running;
     const struct gpu_set *gpus; /* NULL: no GPUs */
     uint64_t unmanaged;         /* bit i: GPU with NVML index i has outside processes */
+    int64_t memory_total_mb;    /* the machine's memory (MemTotal); 0 = unknown, no check */
+    /* Out (may be NULL): the earliest begin_time of the jobs that wait for it (their
+     * reason is BeginTime), 0 if none: when the caller must run a pass again. */
+    double *next_begin;
     double now;
 };
 

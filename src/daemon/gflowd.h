@@ -3,6 +3,7 @@
 #define GFLOWD_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "config.h"
@@ -21,6 +22,8 @@ struct gflowd {
     gid_t admin_gid;   /* daemon.admin_group */
     double started_at; /* wall clock */
     char *shim_path;   /* gflow-shim next to gflowd, else the installed one */
+    int64_t mem_total_mb;           /* MemTotal at start; 0 = unknown (no memory checks) */
+    const char *memory_enforcement; /* how the shim holds jobs to --memory (procinfo) */
 };
 
 extern struct gflowd gd;

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "gflowd.h"
+#include "loop.h"
 #include "gpu.h"
 #include "log.h"
 #include "runner.h"
@@ -480,6 +481,31 @@ void jobs_mark_dirty(void)
     dirty = true;
 }
 
+/* --begin: one timer, at the earliest begin time of the jobs waiting for theirs, that
+ * makes the next loop iteration run a pass (no polling). */
+static struct loop_timer *begin_timer;
+static double begin_timer_at;
+
+static void begin_cb(void *arg)
+{
+    begin_timer = NULL;
+    begin_timer_at = 0;
+    dirty = true;
+}
+
+static void arm_begin_timer(double at)
+{
+    if (at == begin_timer_at && (begin_timer || at == 0))
+        return;
+    loop_cancel_timer(begin_timer);
+    begin_timer = NULL;
+    begin_timer_at = at;
+    if (at > 0) {
+        double delay = at - now_wall();
+        begin_timer = loop_add_timer(delay > 0 ? delay : 0, begin_cb, NULL);
+    }
+}
+
 size_t jobs_schedule(struct job ***started)
 {
     *started = NULL;
@@ -496,6 +522,7 @@ size_t jobs_schedule(struct job ***started)
         .random_seed = (uint64_t)(now_wall() * 1e6),
     };
     gpualloc_strategy_parse(gd.cfg.gpu_allocation_strategy, &policy.gpu_strategy);
+    double next_begin = 0;
     struct scheduler_input in = {
         .queued = queue.jobs,
         .n_queued = queue.len,
@@ -503,9 +530,12 @@ size_t jobs_schedule(struct job ***started)
         .n_running = running,
         .gpus = gpu_current(),
         .unmanaged = gpu_unmanaged(),
+        .memory_total_mb = gd.mem_total_mb,
         .now = now_wall(),
+        .next_begin = &next_begin,
     };
     size_t n = scheduler_pass(&in, &policy, start);
+    arm_begin_timer(next_begin);
     /* Out of the queue in one sweep (jobs_set_state then finds them gone). */
     scheduler_queue_remove_many(&queue, start, n);
     for (size_t i = 0; i < n; i++) {

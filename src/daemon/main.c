@@ -259,6 +259,8 @@ static int serve(void)
     umask(077);
     gd.started_at = now_wall();
     gd.shim_path = find_shim(NULL);
+    gd.mem_total_mb = proc_mem_total_mb();
+    gd.memory_enforcement = proc_memory_enforcement();
     resolve_admin_group();
     if (mkdir_p(gd.paths.data_dir, 0700) < 0) {
         err = xasprintf("cannot create %s: %s", gd.paths.data_dir, strerror(errno));
@@ -494,6 +496,11 @@ static int cmd_status(void)
                json_is_true(json_object_get(g, "constrain_devices"))
                    ? ", device isolation on (cgroup v1 devices)"
                    : "");
+    json_t *mem = json_object_get(st, "memory");
+    if (mem)
+        printf("Memory: %lld MiB, job limits (--memory) held by %s\n",
+               (long long)json_integer_value(json_object_get(mem, "total_mb")),
+               json_string_value(json_object_get(mem, "enforcement")));
     printf("Socket: %s\n", json_string_value(json_object_get(st, "socket")));
     printf("Data: %s\n", json_string_value(json_object_get(st, "data_dir")));
     json_decref(st);

@@ -52,14 +52,18 @@ static void route_status(struct reply *rep)
                              json_object_get(full, "error"), "constrain_devices",
                              gd.cfg.constrain_devices);
     json_decref(full);
-    reply_json(rep, 200,
+    json_t *body =
                json_pack("{s:s, s:s, s:i, s:i, s:s, s:b, s:f, s:I, s:o, s:I, s:s, s:s, s:o}",
                          "version", GFLOW_VERSION, "commit", GFLOW_COMMIT, "pid", (int)getpid(),
                          "uid", (int)gd.uid, "user", gd.user, "system", gd.system, "started_at",
                          gd.started_at, "uptime_secs", (json_int_t)(now - gd.started_at),
                          "counts", c, "max_running_jobs", (json_int_t)gd.cfg.max_running_jobs,
                          "data_dir", gd.paths.data_dir, "socket", gd.paths.socket_path, "gpus",
-                         gpus));
+                         gpus);
+    json_object_set_new(body, "memory",
+                        json_pack("{s:I, s:s}", "total_mb", (json_int_t)gd.mem_total_mb,
+                                  "enforcement", gd.memory_enforcement));
+    reply_json(rep, 200, body);
 }
 
 /* ---- submit ---- */
@@ -67,7 +71,8 @@ static void route_status(struct reply *rep)
 static const char *const spec_fields[] = {
     "command", "script",   "script_path", "name",          "workdir", "env",
     "priority", "time_limit", "hold",     "dry_run",       "gpus",    "gpu_memory_mb",
-    "shared",  "gpus_per_task", "depends_on", "depends_mode", "auto_cancel"};
+    "shared",  "gpus_per_task", "depends_on", "depends_mode", "auto_cancel", "memory_mb",
+    "conda_env", "signal_spec", "begin_time"};
 
 static bool known_field(const char *key)
 {
@@ -105,6 +110,16 @@ static char *default_name(const struct job *j)
 static bool valid_name(const char *s)
 {
     if (!*s || strlen(s) > MAX_NAME_LEN)
+        return false;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        if (*p < 0x20 || *p == 0x7f)
+            return false;
+    return true;
+}
+
+static bool valid_conda_env(const char *s)
+{
+    if (strlen(s) > 4096)
         return false;
     for (const unsigned char *p = (const unsigned char *)s; *p; p++)
         if (*p < 0x20 || *p == 0x7f)
@@ -205,6 +220,56 @@ static struct job *spec_to_job(json_t *spec, const struct caller *who, bool *dry
                        "GPU it may use");
         goto bad;
     }
+    json_t *mem = json_object_get(spec, "memory_mb");
+    if (mem && (!json_is_integer(mem) || json_integer_value(mem) < 0)) {
+        *err = xstrdup("'memory_mb' must be an integer number of MiB >= 0 (0: no limit)");
+        goto bad;
+    }
+    if (mem && gd.mem_total_mb > 0 && json_integer_value(mem) > gd.mem_total_mb) {
+        *err = xasprintf("requests %lld MiB of memory but this machine has %lld MiB",
+                         (long long)json_integer_value(mem), (long long)gd.mem_total_mb);
+        goto bad;
+    }
+    json_t *conda = json_object_get(spec, "conda_env");
+    if (conda && !json_is_null(conda) &&
+        (!json_is_string(conda) || !valid_conda_env(json_string_value(conda)))) {
+        *err = xstrdup("'conda_env' must be a conda environment name or path (no control "
+                       "characters, at most 4096 bytes)");
+        goto bad;
+    }
+    j->memory_mb = mem ? (int64_t)json_integer_value(mem) : 0;
+    json_t *begin = json_object_get(spec, "begin_time");
+    if (begin && !json_is_null(begin) && (!json_is_number(begin) || json_number_value(begin) < 0)) {
+        *err = xstrdup("'begin_time' must be unix seconds (a number >= 0; 0: no wait)");
+        goto bad;
+    }
+    j->begin_time = json_is_number(begin) ? json_number_value(begin) : 0;
+    json_t *sigspec = json_object_get(spec, "signal_spec");
+    if (sigspec && !json_is_null(sigspec)) {
+        char *why = NULL;
+        int sig;
+        int64_t secs;
+        bool main_only;
+        if (!json_is_string(sigspec)) {
+            *err = xstrdup("'signal_spec' must be a string \"[B:]SIG[@SECS]\"");
+            goto bad;
+        }
+        if (parse_signal_spec(json_string_value(sigspec), &sig, &secs, &main_only, &why) < 0) {
+            *err = why;
+            goto bad;
+        }
+        if (!limit || json_integer_value(limit) <= 0) {
+            *err = xstrdup("'signal_spec' (--signal) is sent before the time limit: it needs "
+                           "'time_limit' (--time)");
+            goto bad;
+        }
+        j->warn_signal = sig;
+        j->warn_secs = secs;
+        j->warn_main_only = main_only;
+    }
+    j->conda_env = json_is_string(conda) && *json_string_value(conda)
+                       ? xstrdup(json_string_value(conda))
+                       : NULL;
     json_t *deps = json_object_get(spec, "depends_on");
     json_t *mode = json_object_get(spec, "depends_mode");
     json_t *auto_cancel = json_object_get(spec, "auto_cancel");
@@ -775,9 +840,31 @@ static void route_cancel(struct MHD_Connection *c, int64_t id, const struct call
     free(also);
 }
 
+/* release takes an optional body {"begin_time": unix seconds}: released now, but
+ * not started before then (gjob release --at). */
 static void route_hold_release(int64_t id, const struct caller *who, bool hold,
-                               struct reply *rep)
+                               const char *body, size_t body_len, struct reply *rep)
 {
+    double begin = -1;
+    if (!hold && body_len) {
+        json_error_t jerr;
+        json_t *o = json_loadb(body, body_len, 0, &jerr);
+        json_t *b = json_object_get(o, "begin_time");
+        const char *key;
+        json_t *v;
+        bool ok = json_is_object(o) && (!b || (json_is_number(b) && json_number_value(b) >= 0));
+        json_object_foreach(o, key, v) {
+            if (strcmp(key, "begin_time") != 0)
+                ok = false;
+        }
+        if (b && ok)
+            begin = json_number_value(b);
+        json_decref(o);
+        if (!ok) {
+            reply_error(rep, 400, "a release takes no body or {\"begin_time\": unix seconds}");
+            return;
+        }
+    }
     struct job *j = own_active_job(id, who, hold ? "hold" : "release", rep);
     if (!j)
         return;
@@ -788,6 +875,8 @@ static void route_hold_release(int64_t id, const struct caller *who, bool hold,
                     hold ? "queued (PD)" : "held (H)", hold ? "held" : "released");
         return;
     }
+    if (begin >= 0)
+        j->begin_time = begin;
     jobs_set_state(j, hold ? JOB_HELD : JOB_QUEUED, hold ? "JobHeldUser" : NULL);
     reply_json(rep, 200, state_reply(j));
 }
@@ -1094,7 +1183,7 @@ void routes_dispatch(struct MHD_Connection *c, const struct caller *who, const c
             route_cancel(c, id, who, rep);
     } else if (strcmp(action, "hold") == 0 || strcmp(action, "release") == 0) {
         if (is_method(method, "POST", rep))
-            route_hold_release(id, who, strcmp(action, "hold") == 0, rep);
+            route_hold_release(id, who, strcmp(action, "hold") == 0, body, body_len, rep);
     } else if (strcmp(action, "log") == 0) {
         if (is_method(method, "GET", rep))
             route_log(c, id, who, rep);

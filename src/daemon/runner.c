@@ -36,6 +36,7 @@ struct run {
     int pidfd;             /* -1 while an adopted shim's pid is not known yet */
     bool our_child;        /* forked by this daemon, so we reap it */
     struct loop_timer *limit_timer;
+    struct loop_timer *warn_timer;  /* --signal: SECS before the time limit */
     struct loop_timer *retry_timer; /* adoption waiting for the shim to write its pid */
 };
 
@@ -47,6 +48,22 @@ static int sys_pidfd_open(pid_t pid)
 static int sys_pidfd_send_signal(int pidfd, int sig)
 {
     return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
+}
+
+/* Queues SIGUSR1 with value to the shim (sigqueue through the pidfd): the shim
+ * forwards signal value & 0xff to the job, to its main processes only when
+ * SHIM_FORWARD_MAIN_ONLY (0x100) is set. */
+#define RUNNER_FORWARD_MAIN_ONLY 0x100
+static int sys_pidfd_queue(int pidfd, int value)
+{
+    siginfo_t si;
+    memset(&si, 0, sizeof(si));
+    si.si_signo = SIGUSR1;
+    si.si_code = SI_QUEUE;
+    si.si_pid = getpid();
+    si.si_uid = getuid();
+    si.si_value.sival_int = value;
+    return (int)syscall(SYS_pidfd_send_signal, pidfd, SIGUSR1, &si, 0);
 }
 
 static char *job_file(const char *dir, int64_t id, const char *suffix)
@@ -99,6 +116,7 @@ static void run_free(struct job *j)
         close(r->pidfd);
     }
     loop_cancel_timer(r->limit_timer);
+    loop_cancel_timer(r->warn_timer);
     loop_cancel_timer(r->retry_timer);
     free(r);
     j->runtime = NULL;
@@ -230,12 +248,45 @@ static void limit_cb(void *arg)
     runner_request_end(j, JOB_END_TIMEOUT);
 }
 
+static void warn_cb(void *arg)
+{
+    int64_t id = (int64_t)(intptr_t)arg;
+    struct job *j = jobs_get(id);
+    if (!j || j->state != JOB_RUNNING || !j->runtime)
+        return;
+    struct run *r = j->runtime;
+    r->warn_timer = NULL;
+    if (j->end_request != JOB_END_NONE || r->pidfd < 0)
+        return;
+    int value = j->warn_signal | (j->warn_main_only ? RUNNER_FORWARD_MAIN_ONLY : 0);
+    if (sys_pidfd_queue(r->pidfd, value) < 0) {
+        if (errno != ESRCH)
+            log_warn("job %lld: queueing %s for the job: %m", (long long)id,
+                     job_signal_name(j->warn_signal));
+        return;
+    }
+    log_info("job %lld: sent %s%s, %lld s before its time limit", (long long)id,
+             job_signal_name(j->warn_signal), j->warn_main_only ? " (main process)" : "",
+             (long long)j->warn_secs);
+}
+
+/* The time limit's timer and, with --signal, the warning's (SECS before the limit).
+ * When a job is re-adopted after a restart, its warning is armed again unless its
+ * moment came before this daemon started: then the previous daemon sent it (or none
+ * ran at that moment, and it is not sent late: a job is signalled at most once). */
 static void arm_time_limit(struct job *j, struct run *r)
 {
     if (j->time_limit <= 0)
         return;
-    double delay = j->start_time + (double)j->time_limit - now_wall();
+    double now = now_wall();
+    double delay = j->start_time + (double)j->time_limit - now;
     r->limit_timer = loop_add_timer(delay, limit_cb, (void *)(intptr_t)j->id);
+    if (j->warn_signal > 0 && !r->warn_timer) {
+        double at = j->start_time + (double)j->time_limit - (double)j->warn_secs;
+        if (at >= gd.started_at || r->our_child)
+            r->warn_timer = loop_add_timer(at > now ? at - now : 0, warn_cb,
+                                           (void *)(intptr_t)j->id);
+    }
 }
 
 /* Starts watching the shim through a pidfd. 0, or -1 if it is already gone. */
@@ -534,6 +585,10 @@ void runner_launch(struct job *j)
     if (j->memory_mb > 0) { /* held to it: cgroup v2, else v1, else a watchdog (the shim) */
         arg(&l, "--memory-limit");
         arg(&l, keep(&l, xasprintf("%lld", (long long)j->memory_mb)));
+    }
+    if (j->conda_env) { /* activated through the installation's shell hook (the shim) */
+        arg(&l, "--conda-env");
+        arg(&l, keep(&l, xstrdup(j->conda_env)));
     }
     env_fd = prepare_inputs(&full, pw, &l, &err);
     if (env_fd < 0)

@@ -34,6 +34,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "parse.h"
 #include "util.h"
 
 #define STORE_BUSY_TIMEOUT_MS 5000
@@ -82,6 +83,9 @@ enum col {
     C_DEPENDS_ON,
     C_DEPENDS_ANY,
     C_AUTO_CANCEL,
+    C_CONDA_ENV,
+    C_SIGNAL_SPEC,
+    C_BEGIN_TIME,
     C_LIGHT_COUNT, /* the columns read without payload are those before this one */
     C_SCRIPT = C_LIGHT_COUNT,
     C_ENV,
@@ -130,6 +134,9 @@ static const struct {
     [C_DEPENDS_ON] = {"depends_on", true},
     [C_DEPENDS_ANY] = {"depends_any", true},
     [C_AUTO_CANCEL] = {"auto_cancel", true},
+    [C_CONDA_ENV] = {"conda_env", true},
+    [C_SIGNAL_SPEC] = {"signal_spec", true},
+    [C_BEGIN_TIME] = {"begin_time", true},
     [C_SCRIPT] = {"script", false},
     [C_ENV] = {"env", false},
 };
@@ -212,6 +219,11 @@ static const char *const migrations[] = {
     "ALTER TABLE jobs ADD COLUMN depends_on TEXT;"
     "ALTER TABLE jobs ADD COLUMN depends_any INTEGER NOT NULL DEFAULT 0;"
     "ALTER TABLE jobs ADD COLUMN auto_cancel INTEGER NOT NULL DEFAULT 1;",
+    /* 3: the conda environment a job activates, its --signal ("B:USR1@60") and its
+     * --begin time (unix seconds, 0 = none). */
+    "ALTER TABLE jobs ADD COLUMN conda_env TEXT;"
+    "ALTER TABLE jobs ADD COLUMN signal_spec TEXT;"
+    "ALTER TABLE jobs ADD COLUMN begin_time REAL NOT NULL DEFAULT 0;",
 };
 #define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -376,6 +388,16 @@ static int bind_column(sqlite3_stmt *st, enum col c, const struct job *j, const 
         return sqlite3_bind_int(st, i, j->deps_any);
     case C_AUTO_CANCEL:
         return sqlite3_bind_int(st, i, j->auto_cancel);
+    case C_CONDA_ENV:
+        return bind_text(st, i, j->conda_env);
+    case C_BEGIN_TIME:
+        return sqlite3_bind_double(st, i, j->begin_time);
+    case C_SIGNAL_SPEC:
+        if (j->warn_signal <= 0)
+            return sqlite3_bind_null(st, i);
+        return sqlite3_bind_text(st, i,
+                                 format_signal_spec(j->warn_signal, j->warn_secs, j->warn_main_only),
+                                 -1, free);
     case C_SCRIPT:
         return bind_text(st, i, j->script);
     case C_ENV:
@@ -504,6 +526,15 @@ static void read_column(sqlite3_stmt *st, enum col c, struct job *j)
         break;
     case C_AUTO_CANCEL:
         j->auto_cancel = sqlite3_column_int(st, i) != 0;
+        break;
+    case C_CONDA_ENV:
+        j->conda_env = col_str(st, i);
+        break;
+    case C_SIGNAL_SPEC:
+        job_set_signal_spec(j, (const char *)sqlite3_column_text(st, i));
+        break;
+    case C_BEGIN_TIME:
+        j->begin_time = sqlite3_column_double(st, i);
         break;
     case C_SCRIPT:
         j->script = col_str(st, i);

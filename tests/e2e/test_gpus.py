@@ -326,7 +326,7 @@ def test_outside_process_blocks_its_gpu(make_gflow, outside_process):
     procs = [x for x in info["processes"] if x["pid"] == p.pid]
     assert procs and procs[0]["used_memory_mib"] == 100 and procs[0]["job"] is None, info
     verbose = g.run("ginfo", "-v", check=True).stdout
-    line = [l for l in verbose.splitlines() if str(p.pid) in l]
+    line = [l for l in verbose.splitlines() if str(p.pid) in l.split()[1:2]]  # the PID column
     assert line and "100" in line[0] and "sleep 120" in line[0], verbose
     assert "unmanaged" in verbose
 
@@ -386,7 +386,7 @@ def test_outside_process_beside_a_job_blocks_the_gpu_after_it(make_gflow, outsid
     assert procs[0]["used_memory_mib"] is None and procs[0]["job"] is None, procs
     assert p.poll() is None, "gflow must never stop an outside process"
     verbose = g.run("ginfo", "-v", check=True).stdout
-    line = [l for l in verbose.splitlines() if str(p.pid) in l]
+    line = [l for l in verbose.splitlines() if str(p.pid) in l.split()[1:2]]  # the PID column
     assert line and "?" in line[0], verbose     # unknown memory, not 0
     fx["gpus"][0]["processes"] = []
     write_json_atomic(g.fixture_path, fx)

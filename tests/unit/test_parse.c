@@ -8,8 +8,10 @@
 
 #include <cmocka.h>
 
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "parse.h"
 
@@ -289,6 +291,86 @@ static void quote_is(const char *word, const char *want)
     free(q);
 }
 
+static void sig_ok(const char *s, int want_sig, int64_t want_secs, bool want_main,
+                   const char *canonical)
+{
+    int sig = 0;
+    int64_t secs = -1;
+    bool main_only = !want_main;
+    char *err = NULL;
+    assert_int_equal(parse_signal_spec(s, &sig, &secs, &main_only, &err), 0);
+    assert_null(err);
+    assert_int_equal(sig, want_sig);
+    assert_int_equal(secs, want_secs);
+    assert_int_equal(main_only, want_main);
+    char *text = format_signal_spec(sig, secs, main_only);
+    assert_string_equal(text, canonical);
+    free(text);
+}
+
+static void test_signal_spec(void **state)
+{
+    (void)state;
+    sig_ok("USR1@2", SIGUSR1, 2, false, "USR1@2");
+    sig_ok("SIGUSR1@2", SIGUSR1, 2, false, "USR1@2");
+    sig_ok("sigusr2", SIGUSR2, 60, false, "USR2@60");
+    sig_ok("B:USR1@300", SIGUSR1, 300, true, "B:USR1@300");
+    sig_ok("b:term", SIGTERM, 60, true, "B:TERM@60");
+    sig_ok("10@0", 10, 0, false, "USR1@0");
+    sig_ok("INT@65535", SIGINT, 65535, false, "INT@65535");
+    const char *bad[] = {"", "B:", "@5", "USR1@", "USR1@-1", "USR1@x", "NOPE@5", "0@5",
+                         "65@5", "USR1@65536", "USR1@5s", "A:USR1"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        int sig;
+        int64_t secs;
+        bool main_only;
+        char *err = NULL;
+        int rc = parse_signal_spec(bad[i], &sig, &secs, &main_only, &err);
+        check_err(rc, err, bad[i], "[B:]SIG[@SECS]");
+    }
+}
+
+static double begin_ok(const char *s, double now)
+{
+    double at = -1;
+    char *err = NULL;
+    assert_int_equal(parse_begin_time(s, now, &at, &err), 0);
+    assert_null(err);
+    return at;
+}
+
+static void test_begin_time(void **state)
+{
+    (void)state;
+    setenv("TZ", "UTC", 1);
+    tzset();
+    const double now = 1764475200.25; /* 2025-11-30 04:00:00.25 UTC */
+    assert_true(begin_ok("now", now) == now);
+    assert_true(begin_ok("now+2s", now) == now + 2);
+    assert_true(begin_ok("now+2", now) == now + 2);
+    assert_true(begin_ok("NOW+5m", now) == now + 300);
+    assert_true(begin_ok("now+1h", now) == now + 3600);
+    assert_true(begin_ok("now+2d", now) == now + 2 * 86400);
+    /* Clock times: today, or tomorrow once passed. */
+    assert_true(begin_ok("05:30", now) == 1764475200 + 5400);
+    assert_true(begin_ok("5:30:15", now) == 1764475200 + 5415);
+    assert_true(begin_ok("03:00", now) == 1764475200 - 3600 + 86400);
+    assert_true(begin_ok("04:00", now) == 1764475200); /* this very second */
+    assert_true(begin_ok("2025-12-01", now) == 1764547200);
+    assert_true(begin_ok("2025-12-01T10:20", now) == 1764547200 + 10 * 3600 + 20 * 60);
+    assert_true(begin_ok("2025-12-01T10:20:30", now) == 1764547200 + 10 * 3600 + 20 * 60 + 30);
+    assert_true(begin_ok("2024-02-29", now) == 1709164800); /* leap day */
+    const char *bad[] = {"", "now+", "now-5", "now+5x", "now+5ss", "tomorrow", "24:00",
+                         "12:60", "12:5", "12:00:60", "2025-13-01", "2025-02-30",
+                         "2025-12-01T", "2025-12-01T25:00", "2025-12-1", "12:00 ", "now+1y"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        double at;
+        char *err = NULL;
+        int rc = parse_begin_time(bad[i], now, &at, &err);
+        check_err(rc, err, bad[i], "now+N");
+    }
+}
+
 static void test_shell_quote(void **state)
 {
     (void)state;
@@ -332,7 +414,8 @@ int main(void)
         cmocka_unit_test(test_id_list_errors),   cmocka_unit_test(test_job_ref),
         cmocka_unit_test(test_memory),           cmocka_unit_test(test_memory_errors),
         cmocka_unit_test(test_priority),         cmocka_unit_test(test_shell_quote),
-        cmocka_unit_test(test_shell_join),
+        cmocka_unit_test(test_shell_join),       cmocka_unit_test(test_signal_spec),
+        cmocka_unit_test(test_begin_time),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

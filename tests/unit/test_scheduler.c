@@ -29,6 +29,7 @@ struct fixture {
     /* GPU side, optional */
     const struct gpu_set *gpus;
     uint64_t unmanaged;
+    int64_t memory_total_mb;
     struct scheduler_policy policy;
 };
 
@@ -70,6 +71,7 @@ static size_t fixture_pass(struct fixture *f)
                                  .n_running = n_running,
                                  .gpus = f->gpus,
                                  .unmanaged = f->unmanaged,
+                                 .memory_total_mb = f->memory_total_mb,
                                  .now = 1000.0};
     size_t n = scheduler_pass(&in, &f->policy, f->start);
     scheduler_queue_free(&q);
@@ -654,6 +656,88 @@ static void test_dependency_gating(void **state)
     fixture_make(&f, "", NULL);
 }
 
+/* Host memory: a job waits (Memory) while the declared memory of the running jobs and
+ * of those started before it in the pass plus its own exceeds the machine; jobs without
+ * a declaration are not counted and never wait for it; an unknown total checks nothing. */
+static void test_memory_gating(void **state)
+{
+    (void)state;
+    struct fixture f = {.n = 0};
+    fixture_make(&f, "RQQQQ", NULL);
+    f.memory_total_mb = 1000;
+    job_by_id(&f, 1)->memory_mb = 600;
+    job_by_id(&f, 2)->memory_mb = 500; /* 600 + 500 > 1000 */
+    job_by_id(&f, 3)->memory_mb = 300; /* fits: 900 */
+    job_by_id(&f, 4)->memory_mb = 200; /* 900 + 200 > 1000 */
+    assert_int_equal(fixture_run(&f, 0), 2);
+    assert_int_equal(f.start[0]->id, 3);
+    assert_int_equal(f.start[1]->id, 5);
+    assert_string_equal(job_by_id(&f, 2)->wait_reason, SCHEDULER_REASON_MEMORY);
+    assert_string_equal(job_by_id(&f, 4)->wait_reason, SCHEDULER_REASON_MEMORY);
+    /* The running job ends: job 2 fits, and then job 4 beside it (500 + 200). */
+    fixture_commit(&f, 2);
+    job_by_id(&f, 1)->state = JOB_FINISHED;
+    job_by_id(&f, 3)->state = JOB_FINISHED;
+    assert_int_equal(fixture_run(&f, 0), 2);
+    assert_int_equal(f.start[0]->id, 2);
+    assert_int_equal(f.start[1]->id, 4);
+    /* Exactly full fits; no total known: no check at all. */
+    fixture_make(&f, "RQ", NULL);
+    f.memory_total_mb = 1000;
+    job_by_id(&f, 1)->memory_mb = 400;
+    job_by_id(&f, 2)->memory_mb = 600;
+    assert_int_equal(fixture_run(&f, 0), 1);
+    fixture_make(&f, "RQ", NULL);
+    job_by_id(&f, 1)->memory_mb = 400000;
+    job_by_id(&f, 2)->memory_mb = 600000;
+    assert_int_equal(fixture_run(&f, 0), 1);
+    fixture_make(&f, "", NULL);
+}
+
+/* A job whose begin_time is still to come waits (BeginTime), takes nothing, and the
+ * pass reports the earliest such time; once it has come the job competes as usual. */
+static void test_begin_time(void **state)
+{
+    (void)state;
+    struct fixture f = {.n = 0};
+    fixture_make(&f, "QQQ", NULL);
+    job_by_id(&f, 1)->begin_time = 1010.0; /* the fixture's pass runs at now = 1000 */
+    job_by_id(&f, 2)->begin_time = 1005.5;
+    job_by_id(&f, 3)->begin_time = 999.0;
+    struct scheduler_queue q;
+    scheduler_queue_init(&q);
+    for (size_t i = 0; i < f.n; i++)
+        scheduler_queue_insert(&q, f.ptrs[i]);
+    double next = -1;
+    struct scheduler_input in = {.queued = q.jobs, .n_queued = q.len, .now = 1000.0,
+                                 .next_begin = &next};
+    assert_int_equal(scheduler_pass(&in, &f.policy, f.start), 1);
+    assert_int_equal(f.start[0]->id, 3);
+    assert_string_equal(job_by_id(&f, 1)->wait_reason, SCHEDULER_REASON_BEGIN_TIME);
+    assert_string_equal(job_by_id(&f, 2)->wait_reason, SCHEDULER_REASON_BEGIN_TIME);
+    assert_true(next == 1005.5);
+    /* Behind the running limit it still says BeginTime; at its time it starts. */
+    f.policy.max_running_jobs = 1;
+    struct job *run[1] = {job_by_id(&f, 3)};
+    in.running = run;
+    in.n_running = 1;
+    scheduler_queue_remove(&q, job_by_id(&f, 3));
+    in.queued = q.jobs;
+    in.n_queued = q.len;
+    assert_int_equal(scheduler_pass(&in, &f.policy, f.start), 0);
+    assert_string_equal(job_by_id(&f, 2)->wait_reason, SCHEDULER_REASON_BEGIN_TIME);
+    f.policy.max_running_jobs = 0;
+    in.now = 1005.5;
+    assert_int_equal(scheduler_pass(&in, &f.policy, f.start), 1);
+    assert_int_equal(f.start[0]->id, 2);
+    assert_true(next == 1010.0);
+    in.now = 1010.0;
+    assert_int_equal(scheduler_pass(&in, &f.policy, f.start), 2);
+    assert_true(next == 0);
+    scheduler_queue_free(&q);
+    fixture_make(&f, "", NULL);
+}
+
 /* The rules that decide deps_blocked and auto-cancel (job.c), by kind and mode. */
 static void test_dependency_outcome(void **state)
 {
@@ -776,6 +860,8 @@ int main(void)
         cmocka_unit_test(test_100k_jobs),
         cmocka_unit_test(test_dependency_gating),
         cmocka_unit_test(test_dependency_outcome),
+        cmocka_unit_test(test_memory_gating),
+        cmocka_unit_test(test_begin_time),
         cmocka_unit_test(test_queue),
         cmocka_unit_test(test_gpu_exclusive_and_priority),
         cmocka_unit_test(test_gpu_shared_packing),

@@ -174,6 +174,11 @@ static struct job *full_job(int64_t id)
     j->gpus_per_task = 1;
     j->deps_any = true;
     j->auto_cancel = false;
+    j->conda_env = xstrdup("torch-env");
+    j->warn_signal = 10;
+    j->warn_secs = 90;
+    j->warn_main_only = true;
+    j->begin_time = 1764475200.5;
     return j;
 }
 
@@ -228,6 +233,15 @@ static void assert_light_equal(const struct job *a, const struct job *b)
     }
     assert_int_equal(a->deps_any, b->deps_any);
     assert_int_equal(a->auto_cancel, b->auto_cancel);
+    if (a->conda_env || b->conda_env) {
+        assert_non_null(a->conda_env);
+        assert_non_null(b->conda_env);
+        assert_string_equal(a->conda_env, b->conda_env);
+    }
+    assert_int_equal(a->warn_signal, b->warn_signal);
+    assert_int_equal(a->warn_secs, b->warn_secs);
+    assert_int_equal(a->warn_main_only, b->warn_main_only);
+    assert_true(a->begin_time == b->begin_time);
 }
 
 /* ---- collecting callback results ---- */
@@ -292,7 +306,7 @@ static void test_open_pragmas_and_schema(void **state)
     char *mode = peek_text(db, "PRAGMA journal_mode");
     assert_string_equal(mode, "wal|\n");
     free(mode);
-    assert_int_equal(peek_int(db, "PRAGMA user_version"), 2);
+    assert_int_equal(peek_int(db, "PRAGMA user_version"), 3);
     assert_int_equal(peek_int(db, "SELECT value FROM meta WHERE key='next_job_id'"), 2);
     char *objs = peek_text(db, "SELECT type, name FROM sqlite_schema WHERE name NOT LIKE "
                                "'sqlite_%' ORDER BY type, name");
@@ -317,7 +331,8 @@ static void test_open_pragmas_and_schema(void **state)
                               "signal oom reason end_request shim_pid shim_start max_rss_kb "
                               "gpus gpu_ids memory_mb gpu_memory_mb shared group_id "
                               "array_task max_retries attempt retry_of gpus_per_task "
-                              "depends_on depends_any auto_cancel|\n");
+                              "depends_on depends_any auto_cancel conda_env signal_spec "
+                              "begin_time|\n");
     free(objs);
     /* The active-jobs query is served by the partial index. */
     char *plan = peek_text(db, "EXPLAIN QUERY PLAN SELECT id FROM jobs WHERE state IN (?) "
@@ -342,7 +357,7 @@ static void test_refuses_newer_schema(void **state)
     free(err);
     /* Let teardown work. */
     db = peek_open(f->path);
-    sqlite3_exec(db, "PRAGMA user_version=2", NULL, NULL, NULL);
+    sqlite3_exec(db, "PRAGMA user_version=3", NULL, NULL, NULL);
     sqlite3_close(db);
     f->s = open_ok(f->path);
 }
