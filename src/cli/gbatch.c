@@ -45,9 +45,17 @@ struct gbatch_opts {
     int64_t memory_mb; /* host memory (--memory and its aliases) */
     bool memory_set;
     char *conda_env; /* --conda-env; "" = none (not even $CONDA_DEFAULT_ENV) */
+    char *array;          /* --array (Slurm syntax, checked here, expanded by gflowd) */
+    int64_t max_concurrent; /* --max-concurrent; -1 = not given */
+    json_t *param_names;  /* --param / --param-file: names and one list of values each */
+    json_t *param_values; /* [[v, ...], ...] per --param; NULL if none */
+    char *param_file;
+    char *name_template;
     char *signal_spec; /* --signal, canonical ("B:USR1@60"); NULL if none */
     double begin_time;  /* --begin, unix seconds */
     bool begin_set;
+    int64_t max_retries; /* --max-retries */
+    bool max_retries_set;
 };
 
 enum {
@@ -63,7 +71,16 @@ enum {
     OPT_NO_AUTO_CANCEL,
     OPT_CONDA_ENV,
     OPT_SIGNAL,
-    OPT_BEGIN
+    OPT_BEGIN,
+    OPT_MAX_RETRIES
+};
+
+enum {
+    OPT_ARRAY = 400,
+    OPT_MAX_CONCURRENT,
+    OPT_PARAM,
+    OPT_PARAM_FILE,
+    OPT_NAME_TEMPLATE
 };
 
 /* More GPUs than any machine has: a typo, refused before it reaches the daemon. */
@@ -92,12 +109,18 @@ static const struct option gbatch_longopts[] = {
     {"conda-env", required_argument, NULL, OPT_CONDA_ENV},
     {"signal", required_argument, NULL, OPT_SIGNAL},
     {"begin", required_argument, NULL, OPT_BEGIN},
+    {"max-retries", required_argument, NULL, OPT_MAX_RETRIES},
     {"depends-on", required_argument, NULL, 'd'},
     {"dependency", required_argument, NULL, 'd'},
     {"depends-on-all", required_argument, NULL, OPT_DEPENDS_ALL},
     {"depends-on-any", required_argument, NULL, OPT_DEPENDS_ANY},
     {"no-auto-cancel", no_argument, NULL, OPT_NO_AUTO_CANCEL},
     {"dry-run", no_argument, NULL, OPT_DRY_RUN},
+    {"array", required_argument, NULL, OPT_ARRAY},
+    {"max-concurrent", required_argument, NULL, OPT_MAX_CONCURRENT},
+    {"param", required_argument, NULL, OPT_PARAM},
+    {"param-file", required_argument, NULL, OPT_PARAM_FILE},
+    {"name-template", required_argument, NULL, OPT_NAME_TEMPLATE},
     {"parsable", no_argument, NULL, OPT_PARSABLE},
     {"socket", required_argument, NULL, OPT_SOCKET},
     {"help", no_argument, NULL, 'h'},
@@ -135,6 +158,11 @@ static void gbatch_help(void)
            "                                   process (the batch shell), not to every\n"
            "                                   process it started. Needs --time\n"
            "  -H, --hold                       submit on hold; start it with 'gjob release'\n"
+           "      --max-retries N              if the job fails (non-zero exit, killed by a\n"
+           "                                   signal, OutOfMemory), run it again as a new\n"
+           "                                   job (a new attempt), up to N times; jobs\n"
+           "                                   waiting on it wait on the newest attempt.\n"
+           "                                   Time limits and cancellations are not retried\n"
            "  -m, --memory M                   host memory for the job (512, 1024M, 24G; a\n"
            "                                   bare number is MiB): it waits (reason Memory)\n"
            "                                   until the memory declared by running jobs plus\n"
@@ -191,7 +219,7 @@ static void gbatch_help(void)
            "Script directives: lines '# GFLOW --key value' or '# GFLOW --key=value' in a\n"
            "script set the same options (--name, --priority, --time, --hold, --gpus,\n"
            "--gres, --gpu-memory, --shared, --gpus-per-task, --memory, --conda-env, --signal,\n"
-           "--begin,\n"
+           "--begin, --max-retries,\n"
            "--depends-on and the other dependency options); options on the command line\n"
            "win over them.\n"
            "\n"
@@ -449,6 +477,59 @@ static int gbatch_parse(int argc, char **argv, struct gbatch_opts *o,
                             optarg, JOB_DEP_AFTEROK);
             o->deps_mode = c == OPT_DEPENDS_ALL ? 1 : 2;
             break;
+        case OPT_MAX_RETRIES:
+            if (parse_int64(optarg, &o->max_retries) < 0 || o->max_retries < 0 ||
+                o->max_retries > 1000)
+                gbatch_opt_error(src, "invalid value '%s' for --max-retries: use 0 to 1000",
+                                 optarg);
+            o->max_retries_set = true;
+            break;
+        case OPT_ARRAY: {
+            int64_t *tasks, k;
+            size_t n;
+            if (parse_array_spec(optarg, &tasks, &n, &k, &err) < 0)
+                gbatch_opt_error(src, "--array: %s", err);
+            free(tasks);
+            free(o->array);
+            o->array = xstrdup(optarg);
+            break;
+        }
+        case OPT_MAX_CONCURRENT:
+            if (parse_int64(optarg, &o->max_concurrent) < 0 || o->max_concurrent < 0)
+                gbatch_opt_error(src, "invalid value '%s' for --max-concurrent: use a number of "
+                                 "jobs >= 1 (0: no limit)", optarg);
+            break;
+        case OPT_PARAM: {
+            char *pname, **vals;
+            size_t n;
+            if (parse_param(optarg, &pname, &vals, &n, &err) < 0)
+                gbatch_opt_error(src, "%s", err);
+            if (!o->param_names) {
+                o->param_names = json_array();
+                o->param_values = json_array();
+            }
+            json_t *list = json_array();
+            for (size_t i = 0; i < n; i++) {
+                json_t *v = json_string(vals[i]);
+                if (!v)
+                    gbatch_opt_error(src, "--param %s: a value is not valid UTF-8", pname);
+                json_array_append_new(list, v);
+                free(vals[i]);
+            }
+            free(vals);
+            json_array_append_new(o->param_names, json_string(pname));
+            json_array_append_new(o->param_values, list);
+            free(pname);
+            break;
+        }
+        case OPT_PARAM_FILE:
+            free(o->param_file);
+            o->param_file = xstrdup(optarg);
+            break;
+        case OPT_NAME_TEMPLATE:
+            free(o->name_template);
+            o->name_template = xstrdup(optarg);
+            break;
         case OPT_NO_AUTO_CANCEL:
             o->no_auto_cancel = true;
             o->auto_cancel_set = true;
@@ -529,7 +610,7 @@ static int gbatch_split_words(const char *s, char ***words, int *n)
 /* Applies the "# GFLOW" lines of a script to o (options already set stay). */
 static void gbatch_directives(const char *text, const char *file, struct gbatch_opts *o)
 {
-    struct gbatch_opts d = {0};
+    struct gbatch_opts d = {.max_concurrent = -1};
     const char *line = text;
     for (int lineno = 1; *line; lineno++) {
         size_t len = strcspn(line, "\n");
@@ -621,6 +702,15 @@ static void gbatch_directives(const char *text, const char *file, struct gbatch_
         o->begin_time = d.begin_time;
         o->begin_set = true;
     }
+    if (d.max_retries_set && !o->max_retries_set) {
+        o->max_retries = d.max_retries;
+        o->max_retries_set = true;
+    }
+    if (d.array && !o->array)
+        o->array = xstrdup(d.array);
+    free(d.array);
+    if (d.max_concurrent >= 0 && o->max_concurrent < 0)
+        o->max_concurrent = d.max_concurrent;
     if (d.signal_spec && !o->signal_spec)
         o->signal_spec = d.signal_spec;
     else
@@ -748,6 +838,9 @@ static void gbatch_print_dry_run(const json_t *spec, const json_t *reply)
     const char *conda = json_string_value(json_object_get(spec, "conda_env"));
     if (conda)
         printf("  CondaEnv:  %s\n", conda);
+    const json_t *retries = json_object_get(spec, "max_retries");
+    if (json_integer_value(retries) > 0)
+        printf("  Retries:   up to %lld\n", (long long)json_integer_value(retries));
     printf("  WorkDir:   %s\n", json_string_value(json_object_get(spec, "workdir")));
     printf("  State:     %s\n", state                                         ? state
                                 : json_is_true(json_object_get(spec, "hold")) ? "H"
@@ -755,10 +848,86 @@ static void gbatch_print_dry_run(const json_t *spec, const json_t *reply)
     free(limit);
 }
 
+/* The sweep's rows: the cartesian product of the --param-file rows (if any) and each
+ * --param's values, as {"names": [...], "rows": [[...], ...]}; NULL without a sweep. */
+static json_t *gbatch_sweep_rows(const struct gbatch_opts *o)
+{
+    if (!o->param_names && !o->param_file)
+        return NULL;
+    json_t *names = json_array(), *rows = json_array();
+    json_array_append_new(rows, json_array());
+    if (o->param_file) {
+        size_t len;
+        char *text = read_file(o->param_file, &len);
+        if (!text)
+            client_die(CLIENT_EXIT_FAIL, "cannot read %s: %s", o->param_file, strerror(errno));
+        char **header, **cells, *err = NULL;
+        size_t nc, nr;
+        if (parse_csv(text, &header, &nc, &cells, &nr, &err) < 0)
+            client_usage_error("--param-file %s: %s", o->param_file, err);
+        json_t *csv_rows = json_array();
+        for (size_t c = 0; c < nc; c++) {
+            if (!param_name_valid(header[c]))
+                client_usage_error("--param-file %s: the column name '%s' must be letters, "
+                                   "digits and '_', not starting with a digit", o->param_file,
+                                   header[c]);
+            json_array_append_new(names, json_string(header[c]));
+        }
+        for (size_t r = 0; r < nr; r++) {
+            json_t *row = json_array();
+            for (size_t c = 0; c < nc; c++) {
+                json_t *v = json_string(cells[r * nc + c]);
+                if (!v)
+                    client_usage_error("--param-file %s: row %zu is not valid UTF-8",
+                                       o->param_file, r + 1);
+                json_array_append_new(row, v);
+            }
+            json_array_append_new(csv_rows, row);
+        }
+        for (size_t i = 0; i < nc * (nr + 1); i++)
+            free(header[i]);
+        free(header);
+        free(text);
+        if (!nr)
+            client_usage_error("--param-file %s has no rows below its header", o->param_file);
+        json_decref(rows);
+        rows = csv_rows;
+    }
+    size_t pi;
+    json_t *pname;
+    json_array_foreach(o->param_names, pi, pname) {
+        json_t *vals = json_array_get(o->param_values, pi);
+        json_array_append(names, pname);
+        json_t *next = json_array();
+        size_t ri, vi;
+        json_t *row, *v;
+        json_array_foreach(rows, ri, row) {
+            json_array_foreach(vals, vi, v) {
+                json_t *r2 = json_copy(row);
+                json_array_append(r2, v);
+                json_array_append_new(next, r2);
+            }
+        }
+        json_decref(rows);
+        rows = next;
+        if (json_array_size(rows) > 1000000)
+            client_usage_error("the sweep has more than 1,000,000 jobs");
+    }
+    size_t a, b;
+    json_t *x, *y;
+    json_array_foreach(names, a, x) {
+        json_array_foreach(names, b, y) {
+            if (b > a && json_equal(x, y))
+                client_usage_error("the parameter '%s' is given twice", json_string_value(x));
+        }
+    }
+    return json_pack("{s:o, s:o}", "names", names, "rows", rows);
+}
+
 int main(int argc, char **argv)
 {
     client_init(argv[0]);
-    struct gbatch_opts o = {.priority = JOB_PRIORITY_DEFAULT};
+    struct gbatch_opts o = {.priority = JOB_PRIORITY_DEFAULT, .max_concurrent = -1};
     int first = gbatch_parse(argc, argv, &o, NULL);
     int nwords = argc - first;
     char **words = argv + first;
@@ -850,6 +1019,8 @@ int main(int argc, char **argv)
         json_object_set_new(spec, "memory_mb", json_integer(o.memory_mb));
     if (o.begin_set)
         json_object_set_new(spec, "begin_time", json_real(o.begin_time));
+    if (o.max_retries_set)
+        json_object_set_new(spec, "max_retries", json_integer(o.max_retries));
     if (o.signal_spec) {
         if (!o.time_set || o.time_limit <= 0)
             client_usage_error("--signal sends SIG before the time limit; it needs --time");
@@ -866,11 +1037,49 @@ int main(int argc, char **argv)
             client_usage_error("the conda environment's name is not valid UTF-8");
         json_object_set_new(spec, "conda_env", c);
     }
+    json_t *rows = gbatch_sweep_rows(&o);
+    if (o.array && rows)
+        client_usage_error("--array and --param/--param-file cannot be combined");
+    if (o.name_template && !rows)
+        client_usage_error("--name-template names the jobs of a sweep: it needs --param or "
+                           "--param-file");
+    if (o.array)
+        json_object_set_new(spec, "array", json_string(o.array));
+    if (rows) {
+        json_object_set_new(spec, "params", rows);
+        if (o.name_template) {
+            json_t *t = json_string(o.name_template);
+            if (!t)
+                client_usage_error("the name template is not valid UTF-8");
+            json_object_set_new(spec, "name_template", t);
+        }
+    }
+    if (o.max_concurrent >= 0)
+        json_object_set_new(spec, "max_concurrent", json_integer(o.max_concurrent));
     if (o.dry_run)
         json_object_set_new(spec, "dry_run", json_true());
 
     json_t *reply = client_call("POST", "/v1/jobs", spec);
-    if (o.dry_run) {
+    const json_t *list = json_object_get(reply, "jobs");
+    if (o.dry_run && (o.array || rows)) {
+        size_t i;
+        const json_t *jb;
+        printf("Dry run: nothing was submitted. Would submit %zu job(s):\n", json_array_size(list));
+        json_array_foreach(list, i, jb) {
+            const char *cmd = json_string_value(json_object_get(jb, "command"));
+            printf("  [%zu] %s: %s\n", i + 1, json_string_value(json_object_get(jb, "name")),
+                   cmd ? cmd : json_string_value(json_object_get(spec, "script_path")));
+        }
+    } else if (!o.dry_run && json_array_size(list) > 1) {
+        long long first_id = json_integer_value(json_object_get(json_array_get(list, 0), "id"));
+        long long last = json_integer_value(
+            json_object_get(json_array_get(list, json_array_size(list) - 1), "id"));
+        if (o.parsable)
+            printf("%lld\n", first_id);
+        else
+            printf("Submitted %zu batch jobs %lld-%lld (group %lld)\n", json_array_size(list),
+                   first_id, last, first_id);
+    } else if (o.dry_run) {
         gbatch_print_dry_run(spec, reply);
     } else {
         const json_t *job = json_array_get(json_object_get(reply, "jobs"), 0);
@@ -892,6 +1101,11 @@ int main(int argc, char **argv)
     free(o.name);
     free(o.conda_env);
     free(o.signal_spec);
+    free(o.array);
+    free(o.param_file);
+    free(o.name_template);
+    json_decref(o.param_names);
+    json_decref(o.param_values);
     json_decref(o.deps);
     return client_finish(0);
 }

@@ -4,6 +4,8 @@
  *   gjob log <id>            the job's output (--first/--last N lines, --follow)
  *   gjob hold <ids...>       queued -> held
  *   gjob release <ids...>    held -> queued
+ *   gjob update <ids...>     change queued or held jobs (PATCH /v1/jobs/{id})
+ *   gjob redo <id>           a new job from an old one (--cascade: its cancelled chain)
  *
  * Commands that take several ids go through all of them: a job that fails (unknown,
  * wrong state, not yours) gets one line on stderr and makes the exit status 1, and the
@@ -37,6 +39,13 @@ static void gjob_help(void)
            "  hold, h <ids...>       put queued jobs on hold\n"
            "  release, r <ids...>    release held jobs back to the queue; --at T: start\n"
            "                         them no earlier than T (see gjob release --help)\n"
+           "  update, u <ids...> [options]\n"
+           "                         change queued or held jobs (priority, time, command,\n"
+           "                         GPUs, dependencies...; see gjob update --help)\n"
+           "  redo <id|@> [options] [--cascade]\n"
+           "                         submit a new job from an old one, with changes;\n"
+           "                         --cascade also redoes the jobs cancelled because of\n"
+           "                         it (see gjob redo --help)\n"
            "\n"
            "Job ids: 42, lists and ranges like 1,3,5-7, several arguments, @ for your\n"
            "latest job and @~N for the N-th before it.\n"
@@ -189,6 +198,15 @@ static void gjob_print_job(const json_t *raw, const struct job *j)
     gjob_field("Reason", reason);
     if (json_is_true(json_object_get(raw, "cancelling")))
         gjob_field("Cancelling", "yes");
+    /* Retries: "Attempt: 2 of 4", then where it came from and what replaced it. */
+    if (j->max_retries > 0 || j->attempt > 1 || j->retry_of > 0) {
+        gjob_field_owned("Attempt", xasprintf("%d of %d", j->attempt, j->max_retries + 1));
+        if (j->retry_of > 0)
+            gjob_field_owned("RetryOf", xasprintf("%lld", (long long)j->retry_of));
+        const json_t *next = json_object_get(raw, "retried_as");
+        if (json_is_integer(next))
+            gjob_field_owned("RetriedAs", xasprintf("%lld", (long long)json_integer_value(next)));
+    }
     gjob_print_gpus(raw, j);
     gjob_field_owned("Memory", j->memory_mb > 0 ? xasprintf("%lld MiB", (long long)j->memory_mb)
                                                 : xstrdup("-"));
@@ -450,6 +468,429 @@ static int gjob_transition(const char *cmd, int argc, char **argv)
     return status;
 }
 
+/* ---- update and redo: options like gbatch's, sent as spec fields ---- */
+
+enum {
+    OPT_UP_GPU_MEMORY = 300,
+    OPT_UP_SHARED,
+    OPT_UP_NO_SHARED,
+    OPT_UP_GPUS_PER_TASK,
+    OPT_UP_CONDA_ENV,
+    OPT_UP_SIGNAL,
+    OPT_UP_BEGIN,
+    OPT_UP_DEPENDS_ALL,
+    OPT_UP_DEPENDS_ANY,
+    OPT_UP_NO_DEPS,
+    OPT_UP_AUTO_CANCEL,
+    OPT_UP_NO_AUTO_CANCEL,
+    OPT_UP_MAX_RETRIES,
+    OPT_UP_SCRIPT,
+    OPT_UP_CASCADE
+};
+
+static const struct option gjob_spec_longopts[] = {
+    {"name", required_argument, NULL, 'J'},
+    {"job-name", required_argument, NULL, 'J'},
+    {"priority", required_argument, NULL, 'p'},
+    {"time", required_argument, NULL, 't'},
+    {"time-limit", required_argument, NULL, 't'},
+    {"command", required_argument, NULL, 'c'},
+    {"script", required_argument, NULL, OPT_UP_SCRIPT},
+    {"gpus", required_argument, NULL, 'g'},
+    {"gpu-memory", required_argument, NULL, OPT_UP_GPU_MEMORY},
+    {"max-gpu-mem", required_argument, NULL, OPT_UP_GPU_MEMORY},
+    {"max-gpu-memory", required_argument, NULL, OPT_UP_GPU_MEMORY},
+    {"shared", no_argument, NULL, OPT_UP_SHARED},
+    {"no-shared", no_argument, NULL, OPT_UP_NO_SHARED},
+    {"gpus-per-task", required_argument, NULL, OPT_UP_GPUS_PER_TASK},
+    {"memory", required_argument, NULL, 'm'},
+    {"mem", required_argument, NULL, 'm'},
+    {"max-mem", required_argument, NULL, 'm'},
+    {"max-memory", required_argument, NULL, 'm'},
+    {"conda-env", required_argument, NULL, OPT_UP_CONDA_ENV},
+    {"signal", required_argument, NULL, OPT_UP_SIGNAL},
+    {"begin", required_argument, NULL, OPT_UP_BEGIN},
+    {"depends-on", required_argument, NULL, 'd'},
+    {"dependency", required_argument, NULL, 'd'},
+    {"depends-on-all", required_argument, NULL, OPT_UP_DEPENDS_ALL},
+    {"depends-on-any", required_argument, NULL, OPT_UP_DEPENDS_ANY},
+    {"no-dependencies", no_argument, NULL, OPT_UP_NO_DEPS},
+    {"auto-cancel", no_argument, NULL, OPT_UP_AUTO_CANCEL},
+    {"no-auto-cancel", no_argument, NULL, OPT_UP_NO_AUTO_CANCEL},
+    {"max-retries", required_argument, NULL, OPT_UP_MAX_RETRIES},
+    {"hold", no_argument, NULL, 'H'},
+    {"cascade", no_argument, NULL, OPT_UP_CASCADE},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+static const char gjob_spec_options_help[] =
+    "  -J, --name NAME          job name\n"
+    "  -p, --priority N         priority 0-255\n"
+    "  -t, --time T             time limit (as gbatch; 0 for none)\n"
+    "  -c, --command CMD        run this command line instead (run by /bin/bash -c)\n"
+    "      --script FILE        run this script file instead (its directives are not read)\n"
+    "  -g, --gpus N             GPUs (0 for none)\n"
+    "      --gpu-memory M       GPU memory per GPU; --shared / --no-shared\n"
+    "      --gpus-per-task N    0 or 1\n"
+    "  -m, --memory M           host memory (0 for no limit)\n"
+    "      --conda-env NAME     conda environment ('' for none)\n"
+    "      --signal SPEC        [B:]SIG[@SECS] before the time limit ('' for none)\n"
+    "      --begin T            start no earlier than T ('now' for no wait)\n"
+    "  -d, --depends-on X       replace the dependencies: ids, @, @~N, Slurm's\n"
+    "                           afterok:ID[:ID],afterany:ID,afternotok:ID, or 'none'\n"
+    "      --dependency SPEC    the same as --depends-on\n"
+    "      --depends-on-all X,Y / --depends-on-any X,Y\n"
+    "      --no-dependencies    remove every dependency (the same as -d none)\n"
+    "      --auto-cancel, --no-auto-cancel\n"
+    "                           cancel the job if a dependency can no longer be met, or\n"
+    "                           keep it waiting\n"
+    "      --max-retries N      retries of a failed job (0 for none)\n";
+
+static int64_t gjob_dep_id(const char *opt, const char *s)
+{
+    int64_t v;
+    if (s[0] == '@') {
+        if (!s[1])
+            return client_resolve_ref(0);
+        if (s[1] == '~' && parse_int64(s + 2, &v) == 0 && v >= 0 && v < 1000000)
+            return client_resolve_ref((int)v);
+    } else if (parse_int64(s, &v) == 0 && v > 0) {
+        return v;
+    }
+    client_die(CLIENT_EXIT_USAGE, "invalid job '%s' for %s: use a job id, @ or @~N", s, opt);
+}
+
+static void gjob_dep_add(json_t *deps, int64_t id, const char *kind)
+{
+    json_array_append_new(deps, json_pack("{s:I, s:s}", "id", (json_int_t)id, "kind", kind));
+}
+
+/* "none", "3,@,5-7" (afterok) or Slurm's "afterok:1:2,afterany:3" / "a?b" (any). */
+static void gjob_deps_parse(json_t *spec, const char *opt, const char *arg, const char *mode)
+{
+    json_t *deps = json_array();
+    if (!strcmp(arg, "none") || !*arg) {
+        json_object_set_new(spec, "depends_on", deps);
+        return;
+    }
+    bool slurm = !strncasecmp(arg, "after", 5);
+    bool any = slurm && strchr(arg, '?');
+    char *copy = xstrdup(arg), *save = NULL;
+    for (char *item = strtok_r(copy, any ? "?" : ",", &save); item;
+         item = strtok_r(NULL, any ? "?" : ",", &save)) {
+        if (slurm) {
+            char *colon = strchr(item, ':');
+            enum job_dep_kind kind;
+            if (colon)
+                *colon = '\0';
+            if (job_dep_kind_parse(item, &kind) < 0 || !colon || !colon[1])
+                client_die(CLIENT_EXIT_USAGE, "invalid dependency '%s' for %s", arg, opt);
+            char *isave = NULL;
+            for (char *id = strtok_r(colon + 1, ":", &isave); id; id = strtok_r(NULL, ":", &isave))
+                gjob_dep_add(deps, gjob_dep_id(opt, id), job_dep_kind_name(kind));
+            continue;
+        }
+        char *dash = item[0] != '@' ? strchr(item, '-') : NULL;
+        if (dash) {
+            *dash = '\0';
+            int64_t a = gjob_dep_id(opt, item), b = gjob_dep_id(opt, dash + 1);
+            if (b < a || b - a > 100000)
+                client_die(CLIENT_EXIT_USAGE, "invalid job range for %s", opt);
+            for (int64_t id = a; id <= b; id++)
+                gjob_dep_add(deps, id, "afterok");
+        } else {
+            gjob_dep_add(deps, gjob_dep_id(opt, item), "afterok");
+        }
+    }
+    free(copy);
+    json_object_set_new(spec, "depends_on", deps);
+    json_object_set_new(spec, "depends_mode", json_string(any ? "any" : mode ? mode : "all"));
+}
+
+/* Parses the spec options of gjob update / redo into a JSON object of spec fields.
+ * redo: also --hold and --cascade. Returns optind. */
+static int gjob_spec_parse(const char *cmd, int argc, char **argv, json_t *spec, bool redo,
+                           void (*help)(void))
+{
+    char *err = NULL;
+    int c;
+    optind = 0;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":J:n:p:t:c:g:m:d:Hh", gjob_spec_longopts, NULL)) != -1) {
+        int64_t v;
+        int prio;
+        double at;
+        switch (c) {
+        case 'J':
+        case 'n':
+            json_object_set_new(spec, "name", json_string(optarg));
+            break;
+        case 'p':
+            if (parse_priority(optarg, &prio, &err) < 0)
+                client_die(CLIENT_EXIT_USAGE, "%s", err);
+            json_object_set_new(spec, "priority", json_integer(prio));
+            break;
+        case 't':
+            if (parse_time_limit(optarg, &v, &err) < 0)
+                client_die(CLIENT_EXIT_USAGE, "%s", err);
+            json_object_set_new(spec, "time_limit", json_integer(v));
+            break;
+        case 'c':
+            if (!*optarg)
+                client_die(CLIENT_EXIT_USAGE, "the command is empty");
+            json_object_set_new(spec, "command", json_string(optarg));
+            break;
+        case OPT_UP_SCRIPT: {
+            size_t len;
+            char *text = read_file(optarg, &len);
+            if (!text)
+                client_die(CLIENT_EXIT_FAIL, "cannot read script %s: %s", optarg, strerror(errno));
+            char *path = realpath(optarg, NULL);
+            json_object_set_new(spec, "script", json_stringn(text, len));
+            json_object_set_new(spec, "script_path", json_string(path ? path : optarg));
+            free(text);
+            free(path);
+            break;
+        }
+        case 'g':
+            if (parse_int64(optarg, &v) < 0 || v < 0 || v > 1024)
+                client_die(CLIENT_EXIT_USAGE, "invalid value '%s' for --gpus", optarg);
+            json_object_set_new(spec, "gpus", json_integer(v));
+            break;
+        case OPT_UP_GPU_MEMORY:
+            if (parse_memory_mb(optarg, &v, &err) < 0)
+                client_die(CLIENT_EXIT_USAGE, "--gpu-memory: %s", err);
+            json_object_set_new(spec, "gpu_memory_mb", json_integer(v));
+            break;
+        case OPT_UP_SHARED:
+        case OPT_UP_NO_SHARED:
+            json_object_set_new(spec, "shared", json_boolean(c == OPT_UP_SHARED));
+            break;
+        case OPT_UP_GPUS_PER_TASK:
+            if (parse_int64(optarg, &v) < 0 || (v != 0 && v != 1))
+                client_die(CLIENT_EXIT_USAGE, "invalid value '%s' for --gpus-per-task: 0 or 1",
+                           optarg);
+            json_object_set_new(spec, "gpus_per_task", json_integer(v));
+            break;
+        case 'm':
+            if (!strcmp(optarg, "0"))
+                v = 0;
+            else if (parse_memory_mb(optarg, &v, &err) < 0)
+                client_die(CLIENT_EXIT_USAGE, "--memory: %s", err);
+            json_object_set_new(spec, "memory_mb", json_integer(v));
+            break;
+        case OPT_UP_CONDA_ENV:
+            json_object_set_new(spec, "conda_env", *optarg ? json_string(optarg) : json_null());
+            break;
+        case OPT_UP_SIGNAL:
+            if (!*optarg || !strcmp(optarg, "none")) {
+                json_object_set_new(spec, "signal_spec", json_null());
+            } else {
+                int sig;
+                bool main_only;
+                if (parse_signal_spec(optarg, &sig, &v, &main_only, &err) < 0)
+                    client_die(CLIENT_EXIT_USAGE, "--signal: %s", err);
+                char *s = format_signal_spec(sig, v, main_only);
+                json_object_set_new(spec, "signal_spec", json_string(s));
+                free(s);
+            }
+            break;
+        case OPT_UP_BEGIN:
+            if (!strcmp(optarg, "now"))
+                at = 0;
+            else if (parse_begin_time(optarg, now_wall(), &at, &err) < 0)
+                client_die(CLIENT_EXIT_USAGE, "--begin: %s", err);
+            json_object_set_new(spec, "begin_time", json_real(at));
+            break;
+        case 'd':
+            gjob_deps_parse(spec, "--depends-on", optarg, NULL);
+            break;
+        case OPT_UP_DEPENDS_ALL:
+        case OPT_UP_DEPENDS_ANY:
+            gjob_deps_parse(spec, c == OPT_UP_DEPENDS_ALL ? "--depends-on-all" : "--depends-on-any",
+                            optarg, c == OPT_UP_DEPENDS_ALL ? "all" : "any");
+            break;
+        case OPT_UP_NO_DEPS:
+            json_object_set_new(spec, "depends_on", json_array());
+            break;
+        case OPT_UP_AUTO_CANCEL:
+        case OPT_UP_NO_AUTO_CANCEL:
+            json_object_set_new(spec, "auto_cancel", json_boolean(c == OPT_UP_AUTO_CANCEL));
+            break;
+        case OPT_UP_MAX_RETRIES:
+            if (parse_int64(optarg, &v) < 0 || v < 0 || v > 1000)
+                client_die(CLIENT_EXIT_USAGE, "invalid value '%s' for --max-retries: 0 to 1000",
+                           optarg);
+            json_object_set_new(spec, "max_retries", json_integer(v));
+            break;
+        case 'H':
+        case OPT_UP_CASCADE:
+            if (!redo)
+                client_die(CLIENT_EXIT_USAGE, "gjob %s: %s is for 'gjob redo'", cmd,
+                           c == 'H' ? "--hold" : "--cascade");
+            json_object_set_new(spec, c == 'H' ? "hold" : "cascade", json_true());
+            break;
+        case 'h':
+            help();
+            exit(0);
+        default:
+            gjob_bad_option(cmd, argv, c, gjob_spec_longopts);
+        }
+    }
+    return optind;
+}
+
+static void gjob_help_update(void)
+{
+    printf("Usage: gjob update <ids...> [options]\n"
+           "\n"
+           "Changes queued (PD) or held (H) jobs; running and ended jobs cannot be changed\n"
+           "(see 'gjob redo'). The changes are checked like a submission; prints the\n"
+           "changed fields.\n"
+           "Ids: 42, 1,3,5-7, @, @~N.\n"
+           "\n"
+           "Options:\n"
+           "%s"
+           "  -h, --help               show this help\n"
+           "\n"
+           "Examples:\n"
+           "  gjob update 12 -p 50 -t 2:00:00\n"
+           "  gjob update 12 --depends-on none       run without waiting for anything\n"
+           "  gjob update 12 -c 'python train.py --lr 0.01'\n",
+           gjob_spec_options_help);
+}
+
+static void gjob_help_redo(void)
+{
+    printf("Usage: gjob redo <id|@> [options]\n"
+           "\n"
+           "Submits a new job from an existing one (in any state): the same command or\n"
+           "script, environment, directory and options, changed by the options given.\n"
+           "\n"
+           "Options:\n"
+           "%s"
+           "  -H, --hold               submit the new job on hold\n"
+           "      --cascade            also redo the jobs that were cancelled because of\n"
+           "                           this one (DependencyFailed), transitively, wired to\n"
+           "                           the new jobs\n"
+           "  -h, --help               show this help\n",
+           gjob_spec_options_help);
+}
+
+/* "1:00:00" for time limits, else the JSON value as text. */
+static char *gjob_change_text(const char *field, const json_t *v)
+{
+    if (!v || json_is_null(v))
+        return xstrdup("-");
+    if (!strcmp(field, "time_limit") && json_is_integer(v))
+        return json_integer_value(v) ? format_duration(json_integer_value(v)) : xstrdup("none");
+    if (!strcmp(field, "begin_time") && json_is_number(v))
+        return json_number_value(v) > 0 ? output_time(json_number_value(v)) : xstrdup("-");
+    if (json_is_string(v))
+        return xstrdup(json_string_value(v));
+    if (!strcmp(field, "depends_on")) {
+        struct strbuf sb;
+        strbuf_init(&sb);
+        size_t i;
+        const json_t *d;
+        json_array_foreach(v, i, d)
+            strbuf_addf(&sb, "%s%s:%lld", i ? "," : "",
+                        json_string_value(json_object_get(d, "kind")),
+                        (long long)json_integer_value(json_object_get(d, "id")));
+        if (!sb.len)
+            strbuf_adds(&sb, "none");
+        return strbuf_detach(&sb);
+    }
+    char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+    return s ? s : xstrdup("?");
+}
+
+static int gjob_update(int argc, char **argv)
+{
+    json_t *spec = json_object();
+    /* Ids may come before or after the options: permute as getopt does. */
+    int first = gjob_spec_parse("update", argc, argv, spec, false, gjob_help_update);
+    if (first >= argc)
+        client_die(CLIENT_EXIT_USAGE, "which jobs? e.g. 'gjob update 42 --priority 50'");
+    if (json_object_size(spec) == 0)
+        client_die(CLIENT_EXIT_USAGE, "nothing to change; see 'gjob update --help'");
+    size_t n;
+    int64_t *ids = client_parse_ids(argc - first, argv + first, &n);
+    int status = 0;
+    for (size_t i = 0; i < n; i++) {
+        char *path = xasprintf("/v1/jobs/%lld", (long long)ids[i]);
+        json_t *reply = NULL;
+        if (client_request_json("PATCH", path, spec, NULL, &reply) < 0) {
+            fflush(stdout);
+            client_warn("%s", client_error_text(reply));
+            status = CLIENT_EXIT_FAIL;
+        } else {
+            const json_t *changes = json_object_get(reply, "changes");
+            if (!json_array_size(changes)) {
+                printf("Job %lld unchanged.\n", (long long)ids[i]);
+            } else {
+                printf("Job %lld updated: ", (long long)ids[i]);
+                size_t k;
+                const json_t *ch;
+                json_array_foreach(changes, k, ch) {
+                    const char *f = json_string_value(json_object_get(ch, "field"));
+                    char *a = gjob_change_text(f, json_object_get(ch, "old"));
+                    char *b = gjob_change_text(f, json_object_get(ch, "new"));
+                    char *label = xstrdup(f ? f : "?");
+                    for (char *p = label; *p; p++)
+                        if (*p == '_')
+                            *p = ' ';
+                    printf("%s%s %s -> %s", k ? ", " : "", label, a, b);
+                    free(label);
+                    free(a);
+                    free(b);
+                }
+                putchar('\n');
+            }
+        }
+        json_decref(reply);
+        free(path);
+    }
+    free(ids);
+    json_decref(spec);
+    return status;
+}
+
+static int gjob_redo(int argc, char **argv)
+{
+    json_t *spec = json_object();
+    int first = gjob_spec_parse("redo", argc, argv, spec, true, gjob_help_redo);
+    if (first >= argc)
+        client_die(CLIENT_EXIT_USAGE, "which job? e.g. 'gjob redo 42' or 'gjob redo @'");
+    size_t n;
+    int64_t *ids = client_parse_ids(argc - first, argv + first, &n);
+    int status = 0;
+    for (size_t i = 0; i < n; i++) {
+        char *path = xasprintf("/v1/jobs/%lld/redo", (long long)ids[i]);
+        json_t *reply = NULL;
+        if (client_request_json("POST", path, spec, NULL, &reply) < 0) {
+            fflush(stdout);
+            client_warn("%s", client_error_text(reply));
+            status = CLIENT_EXIT_FAIL;
+        } else {
+            size_t k;
+            const json_t *jb;
+            json_array_foreach(json_object_get(reply, "jobs"), k, jb) {
+                const char *name = json_string_value(json_object_get(jb, "name"));
+                printf("Submitted batch job %lld (%s) (redo of %lld)\n",
+                       (long long)json_integer_value(json_object_get(jb, "id")), name ? name : "-",
+                       (long long)json_integer_value(json_object_get(jb, "redo_of")));
+            }
+        }
+        json_decref(reply);
+        free(path);
+    }
+    free(ids);
+    json_decref(spec);
+    return status;
+}
+
 int main(int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -477,7 +918,7 @@ int main(int argc, char **argv)
         }
     }
     if (optind >= argc)
-        client_usage_error("no command given; use show, log, hold or release");
+        client_usage_error("no command given; use show, log, hold, release, update or redo");
     const char *cmd = argv[optind];
     int sub_argc = argc - optind;
     char **sub_argv = argv + optind;
@@ -490,9 +931,14 @@ int main(int argc, char **argv)
         status = gjob_transition("hold", sub_argc, sub_argv);
     else if (!strcmp(cmd, "release") || !strcmp(cmd, "r"))
         status = gjob_transition("release", sub_argc, sub_argv);
+    else if (!strcmp(cmd, "update") || !strcmp(cmd, "u"))
+        status = gjob_update(sub_argc, sub_argv);
+    else if (!strcmp(cmd, "redo"))
+        status = gjob_redo(sub_argc, sub_argv);
     else if (!strcmp(cmd, "help"))
         gjob_help(), status = 0;
     else
-        client_usage_error("unknown command '%s'; use show, log, hold or release", cmd);
+        client_usage_error("unknown command '%s'; use show, log, hold, release, update or redo",
+                           cmd);
     return client_finish(status);
 }

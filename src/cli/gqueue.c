@@ -216,7 +216,9 @@ static void gqueue_help(void)
            "  -o, --output FORMAT   table (default), csv or json (json prints the whole\n"
            "                        job objects and ignores -f)\n"
            "  -t, --tree            show dependencies as a tree: each job under the first\n"
-           "                        listed job it depends on (NAME drawn with ├─ └─)\n"
+           "                        listed job it depends on (NAME drawn with ├─ └─);\n"
+           "                        a retry (--max-retries) under the attempt it\n"
+           "                        retries (with -a, to see failed attempts)\n"
            "      --socket PATH     the daemon's socket\n"
            "  -h, --help            show this help\n"
            "  -V, --version         show the version\n"
@@ -311,7 +313,7 @@ static struct gqueue_row *gqueue_fetch_tsv(struct strbuf *path,
 {
     /* Only the fields the columns read (plus id and gpus, for sorting). */
     bool want[JOB_FIELD_COUNT] = {[JOB_FIELD_ID] = true, [JOB_FIELD_GPUS] = true,
-                                  [JOB_FIELD_DEPENDS_ON] = tree};
+                                  [JOB_FIELD_DEPENDS_ON] = tree, [JOB_FIELD_RETRY_OF] = tree};
     for (size_t c = 0; c < ncolumns; c++) {
         char *needs = xstrdup(columns[c]->needs), *save = NULL;
         for (char *f = strtok_r(needs, ",", &save); f; f = strtok_r(NULL, ",", &save))
@@ -400,7 +402,8 @@ static ssize_t gqueue_row_of(size_t n, int64_t id)
 }
 
 /* Orders rows[first..first+count) as a forest: a job goes under the first job it
- * depends on that is listed too; roots and siblings keep the listing order. */
+ * depends on that is listed too (a retry without one: under the attempt it retries);
+ * roots and siblings keep the listing order. */
 static void gqueue_tree_build(struct gqueue_tree *t, const struct gqueue_row *rows, size_t first,
                               size_t count)
 {
@@ -424,6 +427,12 @@ static void gqueue_tree_build(struct gqueue_tree *t, const struct gqueue_row *ro
         for (size_t k = 0; k < r[i].job.n_deps && parent[i] < 0; k++) {
             ssize_t p = gqueue_row_of(count, r[i].job.deps[k].id);
             if (p >= 0 && (size_t)p != i && r[p].job.id < r[i].job.id)
+                parent[i] = p;
+        }
+        /* A retry (--max-retries) goes under the attempt it replaces. */
+        if (parent[i] < 0 && r[i].job.retry_of > 0) {
+            ssize_t p = gqueue_row_of(count, r[i].job.retry_of);
+            if (p >= 0 && r[p].job.id < r[i].job.id)
                 parent[i] = p;
         }
     }

@@ -353,6 +353,8 @@ static const char *const field_names[JOB_FIELD_COUNT] = {
     "workdir",     "gpus",      "gpu_ids",  "shim_pid",  "max_rss_kb", "gpu_memory_mb",
     "shared",      "gpus_per_task", "depends_on", "depends_mode", "auto_cancel",
     "memory_mb",   "conda_env", "signal_spec", "begin_time",
+    "max_retries", "attempt",   "retry_of",
+    "group_id",    "array_task", "max_concurrent",
 };
 
 const char *job_field_name(enum job_field f)
@@ -560,6 +562,24 @@ void job_append_field(struct strbuf *sb, const struct job *j, enum job_field f, 
     case JOB_FIELD_BEGIN_TIME:
         append_time(sb, j->begin_time, tsv);
         break;
+    case JOB_FIELD_MAX_RETRIES:
+        append_int(sb, j->max_retries, true, tsv);
+        break;
+    case JOB_FIELD_ATTEMPT:
+        append_int(sb, j->attempt, true, tsv);
+        break;
+    case JOB_FIELD_RETRY_OF:
+        append_int(sb, j->retry_of, j->retry_of > 0, tsv);
+        break;
+    case JOB_FIELD_GROUP_ID:
+        append_int(sb, j->group_id, j->group_id > 0, tsv);
+        break;
+    case JOB_FIELD_ARRAY_TASK:
+        append_int(sb, j->array_task, j->array_task >= 0, tsv);
+        break;
+    case JOB_FIELD_MAX_CONCURRENT:
+        append_int(sb, j->group ? j->group->max_concurrent : 0, j->group != NULL, tsv);
+        break;
     case JOB_FIELD_SIGNAL_SPEC:
         if (j->warn_signal > 0) {
             char *spec = format_signal_spec(j->warn_signal, j->warn_secs, j->warn_main_only);
@@ -666,6 +686,11 @@ int job_from_json(const json_t *o, struct job *j)
     j->conda_env = get_str(o, "conda_env");
     job_set_signal_spec(j, json_string_value(json_object_get(o, "signal_spec")));
     j->begin_time = get_time(o, "begin_time");
+    j->max_retries = (int)get_int(o, "max_retries", 0);
+    j->attempt = (int)get_int(o, "attempt", 1);
+    j->retry_of = get_int(o, "retry_of", 0);
+    j->group_id = get_int(o, "group_id", 0);
+    j->array_task = get_int(o, "array_task", -1);
     j->shared = json_is_true(json_object_get(o, "shared"));
     j->gpus_per_task = (int)get_int(o, "gpus_per_task", 0);
     j->shim_pid = get_int(o, "shim_pid", 0);
@@ -810,6 +835,21 @@ static void set_field(struct job *j, enum job_field f, char *v, bool borrow)
         break;
     case JOB_FIELD_BEGIN_TIME:
         j->begin_time = v ? strtod(v, NULL) : 0;
+        break;
+    case JOB_FIELD_MAX_RETRIES:
+        j->max_retries = (int)tsv_int(v, 0);
+        break;
+    case JOB_FIELD_ATTEMPT:
+        j->attempt = (int)tsv_int(v, 1);
+        break;
+    case JOB_FIELD_RETRY_OF:
+        j->retry_of = tsv_int(v, 0);
+        break;
+    case JOB_FIELD_GROUP_ID:
+        j->group_id = tsv_int(v, 0);
+        break;
+    case JOB_FIELD_ARRAY_TASK:
+        j->array_task = tsv_int(v, -1);
         break;
     default: /* derived fields (state_name, signal_name) */
         break;

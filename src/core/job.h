@@ -60,6 +60,18 @@ int job_dep_kind_parse(const char *s, enum job_dep_kind *out); /* 0 or -1 */
 /* The status of a dependency of kind k whose job is in state s. */
 enum job_dep_status job_dep_status_for(enum job_dep_kind k, enum job_state s);
 
+/* A submission group (an array, a sweep, a batch): the daemon keeps one per group with
+ * active jobs. max_concurrent (0 = no limit) caps how many of its jobs run at once;
+ * running counts its R jobs (kept by the daemon); pass_epoch/pass_started are the
+ * scheduling pass's scratch (jobs of the group it starts). */
+struct job_group {
+    int64_t id;
+    int64_t max_concurrent;
+    int64_t running;
+    uint64_t pass_epoch;
+    int64_t pass_started;
+};
+
 struct job {
     int64_t id;
     char *name;
@@ -99,6 +111,7 @@ struct job {
     bool shared;
     int gpus_per_task;     /* 1: one copy of the command per GPU (torchrun style) */
     int64_t group_id;      /* submission group (arrays, sweeps); 0 = none */
+    struct job_group *group; /* the daemon's record of group_id (NULL: none); not owned */
     int64_t array_task;    /* -1 = not an array task */
     int max_retries;
     int attempt;           /* 1 for the first run */
@@ -149,7 +162,9 @@ enum job_field {
     JOB_FIELD_SHIM_PID, JOB_FIELD_MAX_RSS_KB, JOB_FIELD_GPU_MEMORY_MB, JOB_FIELD_SHARED,
     JOB_FIELD_GPUS_PER_TASK, JOB_FIELD_DEPENDS_ON, JOB_FIELD_DEPENDS_MODE, JOB_FIELD_AUTO_CANCEL,
     JOB_FIELD_MEMORY_MB, JOB_FIELD_CONDA_ENV, JOB_FIELD_SIGNAL_SPEC,
-    JOB_FIELD_BEGIN_TIME, JOB_FIELD_COUNT
+    JOB_FIELD_BEGIN_TIME,
+    JOB_FIELD_MAX_RETRIES, JOB_FIELD_ATTEMPT, JOB_FIELD_RETRY_OF,
+    JOB_FIELD_GROUP_ID, JOB_FIELD_ARRAY_TASK, JOB_FIELD_MAX_CONCURRENT, JOB_FIELD_COUNT
 };
 const char *job_field_name(enum job_field f);
 int job_field_parse(const char *name); /* -1 if unknown */

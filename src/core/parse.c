@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/types.h>
 #include <time.h>
 
 #include "util.h"
@@ -464,4 +465,394 @@ bad:
     *err = xasprintf("invalid time '%s': use HH:MM[:SS], YYYY-MM-DD[THH:MM[:SS]] or "
                      "now+N[s|m|h|d]", s);
     return -1;
+}
+
+/* ---- arrays and sweeps ---- */
+
+static int cmp_int64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+#define ARRAY_FORMS "use e.g. 1-10, 1-10:2, 1,3,7 or 0-99%%4"
+
+int parse_array_spec(const char *s, int64_t **tasks, size_t *n, int64_t *max_concurrent,
+                     char **err)
+{
+    int64_t *out = NULL;
+    size_t count = 0, cap = 0;
+    *tasks = NULL;
+    *n = 0;
+    *max_concurrent = 0;
+    const char *pct = strchr(s, '%');
+    size_t body = pct ? (size_t)(pct - s) : strlen(s);
+    if (pct) {
+        int64_t k;
+        if (parse_digits(pct + 1, strlen(pct + 1), &k) < 0 || k < 1 || k > 1000000) {
+            *err = xasprintf("invalid array '%s': %%K needs a number of tasks from 1 to "
+                             "1000000; " ARRAY_FORMS, s);
+            return -1;
+        }
+        *max_concurrent = k;
+    }
+    const char *p = s, *end = s + body;
+    if (body == 0)
+        goto bad;
+    while (p < end) {
+        const char *comma = memchr(p, ',', (size_t)(end - p));
+        size_t len = comma ? (size_t)(comma - p) : (size_t)(end - p);
+        const char *dash = memchr(p, '-', len);
+        const char *colon = memchr(p, ':', len);
+        int64_t lo, hi, step = 1;
+        size_t lo_len = dash ? (size_t)(dash - p) : (colon ? (size_t)(colon - p) : len);
+        if (parse_digits(p, lo_len, &lo) < 0)
+            goto bad;
+        hi = lo;
+        if (colon && !dash)
+            goto bad;
+        if (dash) {
+            const char *h = dash + 1;
+            size_t h_len = (colon ? (size_t)(colon - h) : (size_t)(p + len - h));
+            if (parse_digits(h, h_len, &hi) < 0)
+                goto bad;
+            if (colon && (parse_digits(colon + 1, (size_t)(p + len - colon - 1), &step) < 0 ||
+                          step < 1))
+                goto bad;
+        }
+        if (lo > PARSE_ARRAY_MAX_ID || hi > PARSE_ARRAY_MAX_ID) {
+            *err = xasprintf("invalid array '%s': task ids go from 0 to %d", s,
+                             PARSE_ARRAY_MAX_ID);
+            goto fail;
+        }
+        if (hi < lo) {
+            *err = xasprintf("invalid array '%s': range '%.*s' ends before it starts", s,
+                             (int)len, p);
+            goto fail;
+        }
+        size_t k = (size_t)((hi - lo) / step) + 1;
+        if (count + k > PARSE_ARRAY_MAX_TASKS) {
+            *err = xasprintf("invalid array '%s': more than %d tasks", s, PARSE_ARRAY_MAX_TASKS);
+            goto fail;
+        }
+        if (count + k > cap) {
+            cap = (count + k) * 2;
+            out = xrealloc(out, cap * sizeof(*out));
+        }
+        for (int64_t t = lo; t <= hi; t += step)
+            out[count++] = t;
+        if (!comma)
+            break;
+        p = comma + 1;
+        if (p == end)
+            goto bad; /* trailing comma */
+    }
+    qsort(out, count, sizeof(*out), cmp_int64);
+    size_t u = 0;
+    for (size_t i = 0; i < count; i++)
+        if (u == 0 || out[u - 1] != out[i])
+            out[u++] = out[i];
+    *tasks = out;
+    *n = u;
+    return 0;
+bad:
+    *err = xasprintf("invalid array '%s': " ARRAY_FORMS, s);
+fail:
+    free(out);
+    return -1;
+}
+
+bool param_name_valid(const char *name)
+{
+    if (!*name || (*name >= '0' && *name <= '9'))
+        return false;
+    for (const char *p = name; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              *p == '_'))
+            return false;
+    return true;
+}
+
+#define PARAM_MAX_VALUES 1000000
+
+/* A number as a range endpoint: strict decimal (sign, digits, '.', exponent). */
+static int param_number(const char *p, size_t len, double *out)
+{
+    if (len == 0 || len > 64)
+        return -1;
+    char buf[65];
+    memcpy(buf, p, len);
+    buf[len] = '\0';
+    char *end;
+    *out = strtod(buf, &end);
+    if (*end || buf[0] == ' ' || !__builtin_isfinite(*out) ||
+        strpbrk(buf, "xXnNiI")) /* no hex, nan, inf */
+        return -1;
+    return 0;
+}
+
+int parse_param(const char *s, char **name, char ***values, size_t *n, char **err)
+{
+    *name = NULL;
+    *values = NULL;
+    *n = 0;
+    const char *eq = strchr(s, '=');
+    if (!eq) {
+        *err = xasprintf("invalid --param '%s': use NAME=v1,v2 or NAME=START:STOP[:STEP]", s);
+        return -1;
+    }
+    char *nm = xstrndup(s, (size_t)(eq - s));
+    if (!param_name_valid(nm)) {
+        *err = xasprintf("invalid --param '%s': the name '%s' must be letters, digits and '_', "
+                         "not starting with a digit", s, nm);
+        free(nm);
+        return -1;
+    }
+    const char *spec = eq + 1;
+    char **out = NULL;
+    size_t count = 0, cap = 0;
+    const char *c1 = strchr(spec, ':');
+    if (c1 && !strchr(spec, ',')) {
+        const char *c2 = strchr(c1 + 1, ':');
+        double start, stop, step = 1;
+        if (param_number(spec, (size_t)(c1 - spec), &start) < 0 ||
+            param_number(c1 + 1, c2 ? (size_t)(c2 - c1 - 1) : strlen(c1 + 1), &stop) < 0 ||
+            (c2 && param_number(c2 + 1, strlen(c2 + 1), &step) < 0) || step <= 0) {
+            *err = xasprintf("invalid --param range '%s': use START:STOP[:STEP] with numbers "
+                             "and a STEP > 0", spec);
+            free(nm);
+            return -1;
+        }
+        if (stop < start || (stop - start) / step >= PARAM_MAX_VALUES) {
+            *err = xasprintf("invalid --param range '%s': %s", spec,
+                             stop < start ? "STOP is below START" : "too many values");
+            free(nm);
+            return -1;
+        }
+        /* i * step from start (no accumulated error); STOP included within a tolerance. */
+        size_t k = (size_t)((stop - start) / step + 1e-9) + 1;
+        out = xmalloc(k * sizeof(*out));
+        for (size_t i = 0; i < k; i++) {
+            double v = start + (double)i * step;
+            char buf[64];
+            snprintf(buf, sizeof(buf), "%.12g", v);
+            if (!strcmp(buf, "-0"))
+                strcpy(buf, "0");
+            out[count++] = xstrdup(buf);
+        }
+    } else {
+        const char *p = spec;
+        for (;;) {
+            size_t len = strcspn(p, ",");
+            if (count == cap) {
+                cap = cap ? cap * 2 : 8;
+                out = xrealloc(out, cap * sizeof(*out));
+            }
+            out[count++] = xstrndup(p, len);
+            if (!p[len])
+                break;
+            p += len + 1;
+        }
+        if (count == 1 && !*out[0]) {
+            *err = xasprintf("invalid --param '%s': no values", s);
+            free(out[0]);
+            free(out);
+            free(nm);
+            return -1;
+        }
+    }
+    *name = nm;
+    *values = out;
+    *n = count;
+    return 0;
+}
+
+int parse_csv(const char *text, char ***header, size_t *n_cols, char ***cells, size_t *n_rows,
+              char **err)
+{
+    char **all = NULL;
+    size_t count = 0, cap = 0, cols = 0, row_fields = 0, line = 1, rows = 0;
+    const char *p = text;
+    struct strbuf f;
+    strbuf_init(&f);
+    *header = *cells = NULL;
+    *n_cols = *n_rows = 0;
+    while (*p) {
+        /* One row. */
+        if (*p == '\n' || (*p == '\r' && p[1] == '\n')) { /* blank line */
+            p += *p == '\r' ? 2 : 1;
+            line++;
+            continue;
+        }
+        row_fields = 0;
+        for (;;) {
+            strbuf_reset(&f);
+            if (*p == '"') {
+                p++;
+                for (;;) {
+                    if (!*p) {
+                        *err = xasprintf("line %zu: a quoted field is not closed", line);
+                        goto fail;
+                    }
+                    if (*p == '"' && p[1] == '"') {
+                        strbuf_addc(&f, '"');
+                        p += 2;
+                    } else if (*p == '"') {
+                        p++;
+                        break;
+                    } else {
+                        if (*p == '\n')
+                            line++;
+                        strbuf_addc(&f, *p++);
+                    }
+                }
+                if (*p && *p != ',' && *p != '\n' && !(*p == '\r' && p[1] == '\n')) {
+                    *err = xasprintf("line %zu: text after a quoted field", line);
+                    goto fail;
+                }
+            } else {
+                size_t len = strcspn(p, ",\r\n");
+                while (p[len] == '\r' && p[len + 1] != '\n') /* a lone CR is text */
+                    len += 1 + strcspn(p + len + 1, ",\r\n");
+                strbuf_add(&f, p, len);
+                p += len;
+            }
+            if (count == cap) {
+                cap = cap ? cap * 2 : 16;
+                all = xrealloc(all, cap * sizeof(*all));
+            }
+            all[count++] = xstrdup(f.buf ? f.buf : "");
+            row_fields++;
+            if (*p == ',') {
+                p++;
+                continue;
+            }
+            break;
+        }
+        if (rows == 0)
+            cols = row_fields;
+        else if (row_fields != cols) {
+            *err = xasprintf("line %zu: %zu fields, but the header has %zu", line, row_fields,
+                             cols);
+            goto fail;
+        }
+        rows++;
+        if (*p == '\r')
+            p++;
+        if (*p == '\n') {
+            p++;
+            line++;
+        }
+    }
+    if (rows == 0) {
+        *err = xstrdup("the file is empty: it needs a header row naming the parameters");
+        goto fail;
+    }
+    *header = all;
+    *n_cols = cols;
+    *cells = all + cols; /* points into the same allocation: free *header only */
+    *n_rows = rows - 1;
+    strbuf_free(&f);
+    return 0;
+fail:
+    for (size_t i = 0; i < count; i++)
+        free(all[i]);
+    free(all);
+    strbuf_free(&f);
+    return -1;
+}
+
+/* The index of the parameter named by p[0..len), or -1. */
+static ssize_t sweep_param(const char *p, size_t len, char *const *names, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strlen(names[i]) == len && memcmp(names[i], p, len) == 0)
+            return (ssize_t)i;
+    return -1;
+}
+
+/* If tmpl[i] starts "{NAME}" for a parameter: its index and *skip (the length). */
+static ssize_t sweep_placeholder(const char *t, char *const *names, size_t n, size_t *skip)
+{
+    if (*t != '{')
+        return -1;
+    const char *close = strchr(t + 1, '}');
+    if (!close)
+        return -1;
+    ssize_t k = sweep_param(t + 1, (size_t)(close - t - 1), names, n);
+    if (k >= 0)
+        *skip = (size_t)(close - t) + 1;
+    return k;
+}
+
+char *sweep_fill_command(const char *tmpl, char *const *names, char *const *values, size_t n)
+{
+    struct strbuf sb;
+    strbuf_init(&sb);
+    enum { NONE, SQ, DQ } q = NONE;
+    for (const char *t = tmpl; *t;) {
+        size_t skip;
+        ssize_t k = (q == SQ || t == tmpl || t[-1] != '$') ? sweep_placeholder(t, names, n, &skip)
+                                                           : -1;
+        if (k >= 0) {
+            char *v = shell_quote(values[k]);
+            /* Never leave a value bare next to other text that could merge with it:
+             * shell_quote keeps safe words unquoted, which is fine, they hold no syntax. */
+            if (q == SQ)
+                strbuf_addc(&sb, '\'');
+            else if (q == DQ)
+                strbuf_addc(&sb, '"');
+            strbuf_adds(&sb, v);
+            if (q == SQ)
+                strbuf_addc(&sb, '\'');
+            else if (q == DQ)
+                strbuf_addc(&sb, '"');
+            free(v);
+            t += skip;
+            continue;
+        }
+        char c = *t;
+        if (q == NONE) {
+            if (c == '\\' && t[1]) {
+                strbuf_add(&sb, t, 2);
+                t += 2;
+                continue;
+            }
+            if (c == '\'')
+                q = SQ;
+            else if (c == '"')
+                q = DQ;
+        } else if (q == SQ) {
+            if (c == '\'')
+                q = NONE;
+        } else {
+            if (c == '\\' && t[1]) {
+                strbuf_add(&sb, t, 2);
+                t += 2;
+                continue;
+            }
+            if (c == '"')
+                q = NONE;
+        }
+        strbuf_addc(&sb, c);
+        t++;
+    }
+    return strbuf_detach(&sb);
+}
+
+char *sweep_fill_name(const char *tmpl, char *const *names, char *const *values, size_t n)
+{
+    struct strbuf sb;
+    strbuf_init(&sb);
+    for (const char *t = tmpl; *t;) {
+        size_t skip;
+        ssize_t k = sweep_placeholder(t, names, n, &skip);
+        if (k >= 0) {
+            strbuf_adds(&sb, values[k]);
+            t += skip;
+        } else {
+            strbuf_addc(&sb, *t++);
+        }
+    }
+    return strbuf_detach(&sb);
 }

@@ -50,4 +50,35 @@ char *shell_quote(const char *word);
  * (it may hold shell syntax); several words are each quoted as needed. */
 char *shell_join(int argc, char **argv);
 
+/* Slurm's --array: "1-10", "1-10:2" (a step), "1,3,7", combinations "1-3,8,10-20:5", then
+ * an optional "%K" (at most K tasks running at once). Task ids 0..PARSE_ARRAY_MAX_ID,
+ * returned sorted without duplicates in a malloc'd *tasks; *max_concurrent is K, 0 if no
+ * %K. At most PARSE_ARRAY_MAX_TASKS tasks. */
+#define PARSE_ARRAY_MAX_ID 100000000
+#define PARSE_ARRAY_MAX_TASKS 1000000
+int parse_array_spec(const char *s, int64_t **tasks, size_t *n, int64_t *max_concurrent,
+                     char **err);
+
+/* One --param "NAME=SPEC" of a sweep. NAME: letters, digits and '_', not starting with a
+ * digit. SPEC: a range "START:STOP[:STEP]" of numbers (STOP included, STEP default 1,
+ * floats allowed: "0.1:0.5:0.1" gives 0.1 0.2 0.3 0.4 0.5; numbers printed with %g to 12
+ * digits), else a comma list "a,b,c" taken as written. *values: n malloc'd strings. */
+int parse_param(const char *s, char **name, char ***values, size_t *n, char **err);
+bool param_name_valid(const char *name);
+
+/* CSV text (RFC 4180: "..." quoting with "" for a quote, CRLF or LF line ends): a header
+ * row and data rows, each with as many fields as the header. *cells is row-major, n_rows
+ * data rows of n_cols fields (malloc'd strings); *header n_cols names. Blank lines are
+ * skipped. */
+int parse_csv(const char *text, char ***header, size_t *n_cols, char ***cells, size_t *n_rows,
+              char **err);
+
+/* A sweep's command: each "{NAME}" of names[0..n) in tmpl replaced by its value, quoted
+ * for the shell where it lands (outside quotes: shell_quote; inside '...' or "...": the
+ * quote is closed, the quoted value put in, and the quote reopened), so that a value is
+ * always one literal piece of one word. "${NAME}" and other braces are left alone. */
+char *sweep_fill_command(const char *tmpl, char *const *names, char *const *values, size_t n);
+/* A name template: each "{NAME}" replaced by its value as it is. */
+char *sweep_fill_name(const char *tmpl, char *const *names, char *const *values, size_t n);
+
 #endif

@@ -302,6 +302,9 @@ size_t scheduler_pass(const struct scheduler_input *in, const struct scheduler_p
     for (size_t r = 0; r < in->n_running; r++)
         mem_used += in->running[r]->memory_mb > 0 ? in->running[r]->memory_mb : 0;
 
+    /* Groups' counts of jobs started in this pass are valid for this epoch only. */
+    static uint64_t pass_epoch_counter;
+    uint64_t pass_epoch = ++pass_epoch_counter;
     double next_begin = 0;
     for (; i < in->n_queued; i++) {
         struct job *j = in->queued[i];
@@ -315,6 +318,17 @@ size_t scheduler_pass(const struct scheduler_input *in, const struct scheduler_p
                 next_begin = j->begin_time;
             continue;
         }
+        struct job_group *g = j->group;
+        if (g && g->max_concurrent > 0) {
+            if (g->pass_epoch != pass_epoch) {
+                g->pass_epoch = pass_epoch;
+                g->pass_started = 0;
+            }
+            if (g->running + g->pass_started >= g->max_concurrent) {
+                j->wait_reason = SCHEDULER_REASON_GROUP_LIMIT;
+                continue;
+            }
+        }
         if (policy->max_running_jobs > 0 && running >= policy->max_running_jobs)
             break;
         if (j->memory_mb > 0 && in->memory_total_mb > 0 &&
@@ -327,6 +341,8 @@ size_t scheduler_pass(const struct scheduler_input *in, const struct scheduler_p
             j->gpu_ids = NULL;
             j->wait_reason = NULL;
             start[nstart++] = j;
+            if (g)
+                g->pass_started++;
             running++;
             mem_used += j->memory_mb > 0 ? j->memory_mb : 0;
             continue;
@@ -366,6 +382,8 @@ size_t scheduler_pass(const struct scheduler_input *in, const struct scheduler_p
         j->gpu_ids = format_gpu_ids(&p, chosen);
         j->wait_reason = NULL;
         start[nstart++] = j;
+        if (g)
+            g->pass_started++;
         running++;
         mem_used += j->memory_mb > 0 ? j->memory_mb : 0;
     }
@@ -378,6 +396,11 @@ size_t scheduler_pass(const struct scheduler_input *in, const struct scheduler_p
             j->wait_reason = SCHEDULER_REASON_BEGIN_TIME;
             if (next_begin == 0 || j->begin_time < next_begin)
                 next_begin = j->begin_time;
+        } else if (j->group && j->group->max_concurrent > 0 &&
+                   j->group->running +
+                           (j->group->pass_epoch == pass_epoch ? j->group->pass_started : 0) >=
+                       j->group->max_concurrent) {
+            j->wait_reason = SCHEDULER_REASON_GROUP_LIMIT;
         } else {
             j->wait_reason = SCHEDULER_REASON_MAX_RUNNING;
         }

@@ -61,6 +61,10 @@ struct scheduler_policy {
 #define SCHEDULER_REASON_GPU_MEMORY "GpuMemory"
 #define SCHEDULER_REASON_GPUS_RESTRICTED "GpusRestricted"
 #define SCHEDULER_REASON_UNMANAGED "Unmanaged"
+/* JobArrayTaskLimit (Slurm's name): the job's group (j->group) has max_concurrent > 0 and
+ * that many of its jobs are running (group->running, kept by the caller) or starting in
+ * this pass. Checked after BeginTime and before MaxRunningJobs. */
+#define SCHEDULER_REASON_GROUP_LIMIT "JobArrayTaskLimit"
 
 /* The queued (PD) jobs in scheduling order: priority descending, then id ascending.
  * Insertion and removal are a binary search and a memmove; appending a new job (ids only

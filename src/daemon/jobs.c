@@ -54,6 +54,55 @@ static struct job **cascade; /* ended jobs whose dependents are still to be upda
 static size_t cascade_len, cascade_cap;
 static bool cascading;
 
+/* Submission groups with a record in the daemon, ascending by id (groups are made with
+ * growing ids, so a new one is appended). Kept for the daemon's life: small, and a job
+ * copy may still point at its group. */
+static struct job_group **groups;
+static size_t groups_len, groups_cap;
+
+struct job_group *jobs_group(int64_t id, bool create)
+{
+    size_t lo = 0, hi = groups_len;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (groups[mid]->id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < groups_len && groups[lo]->id == id)
+        return groups[lo];
+    if (!create || id <= 0)
+        return NULL;
+    if (groups_len == groups_cap) {
+        groups_cap = groups_cap ? groups_cap * 2 : 16;
+        groups = xrealloc(groups, groups_cap * sizeof(*groups));
+    }
+    memmove(groups + lo + 1, groups + lo, (groups_len - lo) * sizeof(*groups));
+    struct job_group *g = xcalloc(1, sizeof(*g));
+    g->id = id;
+    groups[lo] = g;
+    groups_len++;
+    return g;
+}
+
+int jobs_group_set_limit(struct job_group *g, int64_t max_concurrent)
+{
+    if (store_begin(gd.store) < 0 || store_set_group(gd.store, g->id, max_concurrent) < 0) {
+        log_error("group %lld: cannot store: %s", (long long)g->id, store_error(gd.store));
+        return -1;
+    }
+    g->max_concurrent = max_concurrent;
+    dirty = true;
+    return 0;
+}
+
+static void groups_load_cb(int64_t id, int64_t max_concurrent, void *arg)
+{
+    (void)arg;
+    jobs_group(id, true)->max_concurrent = max_concurrent;
+}
+
 static void run_list_add(struct job *j)
 {
     if (running == run_cap) {
@@ -61,6 +110,8 @@ static void run_list_add(struct job *j)
         run_list = xrealloc(run_list, run_cap * sizeof(*run_list));
     }
     run_list[running++] = j;
+    if (j->group)
+        j->group->running++;
 }
 
 static void run_list_remove(struct job *j)
@@ -68,6 +119,8 @@ static void run_list_remove(struct job *j)
     for (size_t i = 0; i < running; i++)
         if (run_list[i] == j) {
             run_list[i] = run_list[--running];
+            if (j->group)
+                j->group->running--;
             return;
         }
 }
@@ -79,6 +132,8 @@ static void table_append(struct job *j)
         table = xrealloc(table, table_cap * sizeof(*table));
     }
     table[table_len++] = j;
+    if (j->group_id > 0 && !j->group)
+        j->group = jobs_group(j->group_id, true);
     if (j->state == JOB_RUNNING)
         run_list_add(j);
 }
@@ -314,6 +369,10 @@ static void load_cb(struct job *j, void *arg)
 
 int jobs_load(char **err)
 {
+    if (store_load_groups(gd.store, groups_load_cb, NULL) < 0) {
+        *err = xasprintf("cannot load job groups: %s", store_error(gd.store));
+        return -1;
+    }
     if (store_load_active(gd.store, load_cb, NULL) < 0) {
         *err = xasprintf("cannot load jobs: %s", store_error(gd.store));
         return -1;
@@ -366,6 +425,11 @@ void jobs_free_all(void)
     free(ended);
     ended = NULL;
     ended_cap = 0;
+    for (size_t i = 0; i < groups_len; i++)
+        free(groups[i]);
+    free(groups);
+    groups = NULL;
+    groups_len = groups_cap = 0;
     free(cascade);
     cascade = NULL;
     cascade_len = cascade_cap = 0;
@@ -433,6 +497,169 @@ int jobs_save(struct job *j)
     return 0;
 }
 
+/* ---- gjob update ---- */
+
+static void dependents_remove(struct job *x, int64_t id)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < x->n_dependents; i++)
+        if (x->dependents[i] != id)
+            x->dependents[k++] = x->dependents[i];
+    x->n_dependents = k;
+}
+
+static void take_str(char **dst, char **src)
+{
+    free(*dst);
+    *dst = *src;
+    *src = NULL;
+}
+
+int jobs_update(struct job *j, struct job *n, bool deps_changed, bool what_changed)
+{
+    if (store_begin(gd.store) < 0)
+        return -1;
+    int rc = 0;
+    n->id = j->id;
+    if (what_changed && store_update_what(gd.store, n, true) < 0)
+        rc = -1;
+    bool queued = j->state == JOB_QUEUED;
+    if (queued)
+        scheduler_queue_remove(&queue, j);
+    take_str(&j->name, &n->name);
+    take_str(&j->command, &n->command);
+    take_str(&j->script_path, &n->script_path);
+    take_str(&j->workdir, &n->workdir);
+    take_str(&j->conda_env, &n->conda_env);
+    j->priority = n->priority;
+    j->time_limit = n->time_limit;
+    j->gpus = n->gpus;
+    j->gpu_memory_mb = n->gpu_memory_mb;
+    j->shared = n->shared;
+    j->gpus_per_task = n->gpus_per_task;
+    j->memory_mb = n->memory_mb;
+    j->warn_signal = n->warn_signal;
+    j->warn_secs = n->warn_secs;
+    j->warn_main_only = n->warn_main_only;
+    j->begin_time = n->begin_time;
+    j->max_retries = n->max_retries;
+    j->auto_cancel = n->auto_cancel;
+    j->deps_any = n->deps_any;
+    if (deps_changed) {
+        for (size_t k = 0; k < j->n_deps; k++) {
+            struct job *x = jobs_get(j->deps[k].id);
+            if (x)
+                dependents_remove(x, j->id);
+        }
+        free(j->deps);
+        j->deps = n->deps;
+        j->n_deps = n->n_deps;
+        n->deps = NULL;
+        n->n_deps = 0;
+        for (size_t k = 0; k < j->n_deps; k++) {
+            struct job *x = jobs_get(j->deps[k].id);
+            if (x)
+                job_add_dependent(x, j->id);
+        }
+        if (j->state == JOB_QUEUED && j->reason && !strncmp(j->reason, "DependencyFailed", 16)) {
+            free(j->reason);
+            j->reason = NULL;
+        }
+    }
+    if (queued)
+        scheduler_queue_insert(&queue, j);
+    dirty = true;
+    if ((deps_changed ? store_replace_deps(gd.store, j) : store_update_job(gd.store, j)) < 0) {
+        log_error("job %lld: cannot store the update: %s", (long long)j->id, store_error(gd.store));
+        rc = -1;
+    }
+    if (deps_changed || j->n_deps)
+        deps_update(j); /* also for a changed auto_cancel */
+    return rc;
+}
+
+/* ---- retries (--max-retries) ---- */
+
+bool jobs_retryable(const struct job *j)
+{
+    if (j->state != JOB_FAILED || j->attempt > j->max_retries || !j->reason)
+        return false;
+    /* A failure of the job itself: not a time limit or a cancellation (other states),
+     * nor a launch that can only fail again (LaunchFailed: a missing conda environment,
+     * workdir...) or a daemon-side loss (ShimLost). */
+    return strcmp(j->reason, "NonZeroExitCode") == 0 || strcmp(j->reason, "OutOfMemory") == 0 ||
+           strcmp(j->reason, "Signal") == 0;
+}
+
+/* j has just failed with retries left: submits its next attempt (a copy with a new id)
+ * and moves j's dependents onto it, in memory and in job_deps, in the same transaction. */
+static struct job *retry_job(struct job *j)
+{
+    struct job full;
+    if (store_get_job(gd.store, j->id, &full, true) != 0) {
+        log_error("job %lld: cannot read it back to retry it: %s", (long long)j->id,
+                  store_error(gd.store));
+        job_clear(&full);
+        return NULL;
+    }
+    struct job *n = job_new();
+    *n = full;
+    n->state = JOB_QUEUED;
+    free(n->reason);
+    n->reason = NULL;
+    n->wait_reason = NULL;
+    n->start_time = n->end_time = 0;
+    n->exit_code = -1;
+    n->signal = 0;
+    n->oom = false;
+    n->end_request = JOB_END_NONE;
+    n->shim_pid = n->shim_start = n->max_rss_kb = 0;
+    free(n->gpu_ids);
+    n->gpu_ids = NULL;
+    n->submit_time = now_wall();
+    n->attempt = j->attempt + 1;
+    n->retry_of = j->id;
+    n->deps_blocked = false;
+    n->dependents = NULL;
+    n->n_dependents = n->cap_dependents = 0;
+    n->runtime = NULL;
+    /* Its dependencies stand as the failed attempt's did (it had been allowed to run). */
+    for (size_t k = 0; k < n->n_deps; k++) {
+        n->deps[k].status = JOB_DEP_MET;
+        for (size_t m = 0; m < j->n_deps; m++)
+            if (j->deps[m].id == n->deps[k].id && j->deps[m].kind == n->deps[k].kind)
+                n->deps[k].status = jobs_get(j->deps[m].id) ? JOB_DEP_PENDING : j->deps[m].status;
+    }
+    if (jobs_submit(n) < 0) {
+        job_free(n);
+        return NULL;
+    }
+    log_info("job %lld failed (%s, attempt %d of %d): retried as job %lld", (long long)j->id,
+             j->reason, j->attempt, j->max_retries + 1, (long long)n->id);
+    for (size_t i = 0; i < j->n_dependents; i++) {
+        struct job *d = jobs_get(j->dependents[i]);
+        if (!d)
+            continue;
+        bool moved = false;
+        for (size_t k = 0; k < d->n_deps; k++) {
+            if (d->deps[k].id != j->id)
+                continue;
+            d->deps[k].id = n->id;
+            d->deps[k].status = JOB_DEP_PENDING;
+            moved = true;
+        }
+        if (!moved)
+            continue;
+        job_add_dependent(n, d->id);
+        if (store_begin(gd.store) < 0 || store_replace_deps(gd.store, d) < 0)
+            log_error("job %lld: cannot store its dependencies: %s", (long long)d->id,
+                      store_error(gd.store));
+        deps_update(d);
+    }
+    j->n_dependents = 0; /* they wait on the new attempt now */
+    return n;
+}
+
 int jobs_set_state(struct job *j, enum job_state to, const char *reason)
 {
     if (!job_transition_allowed(j->state, to))
@@ -471,6 +698,8 @@ int jobs_set_state(struct job *j, enum job_state to, const char *reason)
     int rc = jobs_save(j);
     if (to == JOB_QUEUED && j->n_deps)
         deps_update(j); /* e.g. released: DependencyFailed shows again */
+    if (rc == 0 && jobs_retryable(j))
+        retry_job(j);
     if (job_state_is_terminal(to))
         deps_job_ended(j);
     return rc;

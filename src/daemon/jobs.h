@@ -30,6 +30,21 @@ int jobs_save(struct job *j);
  * that can then never run are cancelled with it (DependencyFailed:<id>), transitively.
  * 0, or -1 if the transition is refused. */
 int jobs_set_state(struct job *j, enum job_state to, const char *reason);
+/* Whether j (just failed) is retried as a new attempt (--max-retries). */
+bool jobs_retryable(const struct job *j);
+/* gjob update of j (PD or H) to the values of n (built and checked like a submission,
+ * with its script and environment; its dependencies' statuses set by jobs_check_deps):
+ * the queue order follows a new priority, and dependencies are rewired when
+ * deps_changed; what_changed: the command/script/workdir/env are rewritten too. n's
+ * strings and dependencies may be taken over; the caller frees n. 0 or -1. */
+int jobs_update(struct job *j, struct job *n, bool deps_changed, bool what_changed);
+
+/* The daemon's record of submission group id (job_group in job.h): NULL if there is
+ * none and !create; with create, a new record (limit 0) is made. Jobs of the group
+ * point at it while active (jobs_submit and jobs_load attach them). */
+struct job_group *jobs_group(int64_t id, bool create);
+/* Sets how many jobs of g may run at once (0 = no limit), in the store too. 0 or -1. */
+int jobs_group_set_limit(struct job_group *g, int64_t max_concurrent);
 
 /* The id the next submitted job gets. */
 int64_t jobs_next_id(void);

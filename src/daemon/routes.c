@@ -17,6 +17,7 @@
 #include "gflowd.h"
 #include "gpu.h"
 #include "jobs.h"
+#include "log.h"
 #include "parse.h"
 #include "runner.h"
 #include "scheduler.h"
@@ -72,7 +73,8 @@ static const char *const spec_fields[] = {
     "command", "script",   "script_path", "name",          "workdir", "env",
     "priority", "time_limit", "hold",     "dry_run",       "gpus",    "gpu_memory_mb",
     "shared",  "gpus_per_task", "depends_on", "depends_mode", "auto_cancel", "memory_mb",
-    "conda_env", "signal_spec", "begin_time"};
+    "conda_env", "signal_spec", "begin_time", "max_retries",
+    /* handled by route_submit: */ "array", "params", "name_template", "max_concurrent"};
 
 static bool known_field(const char *key)
 {
@@ -244,6 +246,13 @@ static struct job *spec_to_job(json_t *spec, const struct caller *who, bool *dry
         goto bad;
     }
     j->begin_time = json_is_number(begin) ? json_number_value(begin) : 0;
+    json_t *retries = json_object_get(spec, "max_retries");
+    if (retries && (!json_is_integer(retries) || json_integer_value(retries) < 0 ||
+                    json_integer_value(retries) > 1000)) {
+        *err = xstrdup("'max_retries' must be an integer from 0 to 1000");
+        goto bad;
+    }
+    j->max_retries = retries ? (int)json_integer_value(retries) : 0;
     json_t *sigspec = json_object_get(spec, "signal_spec");
     if (sigspec && !json_is_null(sigspec)) {
         char *why = NULL;
@@ -352,6 +361,118 @@ bad:
     return NULL;
 }
 
+/* ---- arrays and sweeps: one spec expanded into many jobs ---- */
+
+/* A copy of base for one task of an array or a sweep (the payload shared or copied). */
+static struct job *task_of(const struct job *base)
+{
+    struct job *t = job_dup(base, false);
+    t->script = base->script ? xstrdup(base->script) : NULL;
+    t->env = base->env ? json_incref(base->env) : NULL;
+    return t;
+}
+
+/* Expands base (from a spec with "array" or "params") into *out (malloc'd, n jobs);
+ * base is consumed. *limit gets the array's %K (0 if none). 0, or -1 with *err. */
+static int expand_spec(struct job *base, json_t *array, json_t *params, json_t *name_tmpl,
+                       struct job ***out, size_t *n_out, int64_t *limit, char **err)
+{
+    struct job **jobs = NULL;
+    size_t n = 0;
+    *limit = 0;
+    if (array) {
+        int64_t *tasks;
+        if (!json_is_string(array)) {
+            *err = xstrdup("'array' must be a string such as \"1-10\", \"1-10:2\" or "
+                           "\"1,3,7%2\"");
+            goto fail;
+        }
+        if (parse_array_spec(json_string_value(array), &tasks, &n, limit, err) < 0)
+            goto fail;
+        jobs = xmalloc(n * sizeof(*jobs));
+        size_t base_len = strlen(base->name);
+        for (size_t i = 0; i < n; i++) {
+            struct job *t = task_of(base);
+            t->array_task = tasks[i];
+            char *name = xmalloc(base_len + 24);
+            memcpy(name, base->name, base_len);
+            snprintf(name + base_len, 24, "_%lld", (long long)tasks[i]);
+            free(t->name);
+            t->name = name;
+            jobs[i] = t;
+        }
+        free(tasks);
+    } else {
+        json_t *names = json_object_get(params, "names");
+        json_t *rows = json_object_get(params, "rows");
+        size_t nn = json_array_size(names);
+        if (!json_is_object(params) || !json_is_array(names) || !json_is_array(rows) || !nn ||
+            !json_array_size(rows) || (name_tmpl && !json_is_string(name_tmpl))) {
+            *err = xstrdup("'params' must be {\"names\": [...], \"rows\": [[...], ...]} (values "
+                           "as strings) and 'name_template' a string");
+            goto fail;
+        }
+        char **pn = xcalloc(nn, sizeof(*pn)), **pv = xcalloc(nn, sizeof(*pv));
+        for (size_t k = 0; k < nn; k++) {
+            const char *s = json_string_value(json_array_get(names, k));
+            if (!s || !param_name_valid(s)) {
+                *err = xstrdup("params: each name must be letters, digits and '_', not starting "
+                               "with a digit");
+                free(pn);
+                free(pv);
+                goto fail;
+            }
+            pn[k] = (char *)s;
+        }
+        size_t nr = json_array_size(rows);
+        jobs = xmalloc(nr * sizeof(*jobs));
+        for (size_t r = 0; r < nr; r++) {
+            json_t *row = json_array_get(rows, r);
+            bool ok = json_is_array(row) && json_array_size(row) == nn;
+            for (size_t k = 0; ok && k < nn; k++)
+                ok = (pv[k] = (char *)json_string_value(json_array_get(row, k))) != NULL;
+            if (!ok) {
+                *err = xasprintf("params: row %zu must be a list of %zu strings", r + 1, nn);
+                free(pn);
+                free(pv);
+                goto fail;
+            }
+            struct job *t = task_of(base);
+            jobs[n++] = t;
+            if (base->command) {
+                free(t->command);
+                t->command = sweep_fill_command(base->command, pn, pv, nn);
+            }
+            if (base->script) {
+                free(t->script);
+                t->script = sweep_fill_command(base->script, pn, pv, nn);
+            }
+            free(t->name);
+            t->name = name_tmpl ? sweep_fill_name(json_string_value(name_tmpl), pn, pv, nn)
+                                : xasprintf("%s_%zu", base->name, r + 1);
+            if (!valid_name(t->name)) {
+                *err = xasprintf("params: row %zu: the name '%s' is not valid (1 to %d "
+                                 "printable characters)", r + 1, t->name, MAX_NAME_LEN);
+                free(pn);
+                free(pv);
+                goto fail;
+            }
+        }
+        free(pn);
+        free(pv);
+    }
+    job_free(base);
+    *out = jobs;
+    *n_out = n;
+    return 0;
+fail:
+    for (size_t i = 0; i < n && jobs; i++)
+        job_free(jobs[i]);
+    free(jobs);
+    job_free(base);
+    return -1;
+}
+
 static void route_submit(const struct caller *who, const char *body, size_t len,
                          struct reply *rep)
 {
@@ -368,7 +489,7 @@ static void route_submit(const struct caller *who, const char *body, size_t len,
         const char *key;
         json_t *v;
         json_object_foreach(root, key, v) {
-            if (strcmp(key, "jobs") && strcmp(key, "dry_run")) {
+            if (strcmp(key, "jobs") && strcmp(key, "dry_run") && strcmp(key, "max_concurrent")) {
                 reply_error(rep, 400, "unknown field '%s' in a batch submission", key);
                 json_decref(root);
                 return;
@@ -388,6 +509,34 @@ static void route_submit(const struct caller *who, const char *body, size_t len,
     struct job **jobs = xcalloc(n, sizeof(*jobs));
     char *err = NULL;
     size_t made = 0;
+    /* Arrays, sweeps and --max-concurrent: one group for the whole submission. */
+    json_t *first = json_array_get(specs, 0);
+    json_t *array = json_object_get(first, "array"), *params = json_object_get(first, "params");
+    json_t *name_tmpl = json_object_get(first, "name_template");
+    json_t *max_conc = json_object_get(first, "max_concurrent");
+    if (n > 1 || json_object_get(root, "jobs")) {
+        for (size_t i = 0; i < n; i++) {
+            json_t *sp = json_array_get(specs, i);
+            if (json_object_get(sp, "array") || json_object_get(sp, "params") ||
+                json_object_get(sp, "name_template") || json_object_get(sp, "max_concurrent"))
+                err = xstrdup("'array', 'params', 'name_template' and 'max_concurrent' belong "
+                              "to a single-spec submission (a batch takes 'max_concurrent' at "
+                              "its top level)");
+        }
+        max_conc = json_object_get(root, "max_concurrent");
+        array = params = name_tmpl = NULL;
+    }
+    if (!err && array && params)
+        err = xstrdup("a submission is either an array ('array') or a sweep ('params'), not both");
+    if (!err && name_tmpl && !params)
+        err = xstrdup("'name_template' names the jobs of a sweep: it needs 'params'");
+    if (!err && max_conc && (!json_is_integer(max_conc) || json_integer_value(max_conc) < 0))
+        err = xstrdup("'max_concurrent' must be an integer >= 0 (0: no limit)");
+    json_incref(array);
+    json_incref(params);
+    json_incref(name_tmpl);
+    if (err)
+        made = n;
     for (; made < n; made++) {
         jobs[made] = spec_to_job(json_array_get(specs, made), who, &dry_run, &err);
         if (!jobs[made])
@@ -399,8 +548,26 @@ static void route_submit(const struct caller *who, const char *body, size_t len,
             break;
         }
     }
+    int64_t limit = json_is_integer(max_conc) ? (int64_t)json_integer_value(max_conc) : -1;
     json_decref(specs);
     json_decref(root);
+    if (!err && (array || params)) {
+        int64_t pct = 0;
+        struct job **tasks;
+        size_t n_tasks;
+        int rc = expand_spec(jobs[0], array, params, name_tmpl, &tasks, &n_tasks, &pct, &err);
+        made = 0;
+        if (rc == 0) {
+            free(jobs);
+            jobs = tasks;
+            n = made = n_tasks;
+            if (limit < 0)
+                limit = pct;
+        }
+    }
+    json_decref(array);
+    json_decref(params);
+    json_decref(name_tmpl);
     if (err) {
         if (n > 1)
             reply_error(rep, 400, "job %zu: %s", made + 1, err);
@@ -413,11 +580,34 @@ static void route_submit(const struct caller *who, const char *body, size_t len,
         return;
     }
     json_t *out = json_array();
+    /* A group (its id: the first job's) when the submission makes several jobs or limits
+     * how many run at once. */
+    int64_t group_id = 0;
+    if (n > 1 || limit > 0) {
+        group_id = jobs_next_id();
+        if (!dry_run) {
+            struct job_group *g = jobs_group(group_id, true);
+            if (jobs_group_set_limit(g, limit > 0 ? limit : 0) < 0) {
+                reply_error(rep, 500, "cannot store the submission's group; see gflowd.log");
+                for (size_t k = 0; k < n; k++)
+                    job_free(jobs[k]);
+                free(jobs);
+                json_decref(out);
+                return;
+            }
+        }
+    }
     for (size_t i = 0; i < n; i++) {
         struct job *j = jobs[i];
+        j->group_id = group_id;
         if (dry_run) {
-            json_array_append_new(out, json_pack("{s:n, s:s, s:s}", "id", "name", j->name, "state",
-                                                 job_state_short(j->state)));
+            json_t *o = json_pack("{s:n, s:s, s:s}", "id", "name", j->name, "state",
+                                  job_state_short(j->state));
+            if (j->command)
+                json_object_set_new(o, "command", json_string(j->command));
+            if (j->array_task >= 0)
+                json_object_set_new(o, "array_task", json_integer(j->array_task));
+            json_array_append_new(out, o);
             job_free(j);
             continue;
         }
@@ -435,7 +625,12 @@ static void route_submit(const struct caller *who, const char *body, size_t len,
                                              j->name, "state", job_state_short(j->state)));
     }
     free(jobs);
-    reply_json(rep, dry_run ? 200 : 201, json_pack("{s:o}", "jobs", out));
+    json_t *reply = json_pack("{s:o}", "jobs", out);
+    if (group_id > 0) {
+        json_object_set_new(reply, "group_id", dry_run ? json_null() : json_integer(group_id));
+        json_object_set_new(reply, "max_concurrent", json_integer(limit > 0 ? limit : 0));
+    }
+    reply_json(rep, dry_run ? 200 : 201, reply);
 }
 
 /* ---- list and show ---- */
@@ -740,8 +935,10 @@ static void route_show(int64_t id, const struct caller *who, struct reply *rep)
     if (load_job(id, true, &j, rep) < 0)
         return;
     struct job *live = jobs_get(id);
-    if (live)
+    if (live) {
         j.wait_reason = live->wait_reason;
+        j.group = live->group; /* its max_concurrent */
+    }
     if (!may_act_on(who, j.uid)) { /* others see the job, not its environment */
         json_decref(j.env);
         j.env = NULL;
@@ -757,6 +954,11 @@ static void route_show(int64_t id, const struct caller *who, struct reply *rep)
             json_array_append_new(dl, json_integer(dependents[i]));
     free(dependents);
     json_object_set_new(o, "dependents", dl);
+    int64_t retried_as = 0;
+    if (j.state == JOB_FAILED && store_retried_as(gd.store, id, &retried_as) == 0 && retried_as)
+        json_object_set_new(o, "retried_as", json_integer(retried_as));
+    else
+        json_object_set_new(o, "retried_as", json_null());
     if (live && live->n_deps) {
         /* Where each dependency stands (pending, met, never). */
         static const char *const names[] = {"pending", "met", "never"};
@@ -842,6 +1044,75 @@ static void route_cancel(struct MHD_Connection *c, int64_t id, const struct call
 
 /* release takes an optional body {"begin_time": unix seconds}: released now, but
  * not started before then (gjob release --at). */
+static json_t *parse_body(const char *body, size_t len, struct reply *rep);
+
+/* POST /v1/jobs/{id}/limit {"max_concurrent": K}: how many jobs of the submission group
+ * of job id (a group's id is its first job's id) may run at once; 0 = no limit. A job
+ * submitted alone gets a group of its own. */
+static void route_limit(int64_t id, const struct caller *who, const char *body, size_t len,
+                        struct reply *rep)
+{
+    json_t *o = parse_body(body, len, rep);
+    if (!o)
+        return;
+    json_t *k = json_object_get(o, "max_concurrent");
+    if (!json_is_integer(k) || json_integer_value(k) < 0 || json_object_size(o) != 1) {
+        reply_error(rep, 400, "the body must be {\"max_concurrent\": K} with K >= 0 (0: no limit)");
+        json_decref(o);
+        return;
+    }
+    int64_t limit = (int64_t)json_integer_value(k);
+    json_decref(o);
+    struct job *j = jobs_get(id);
+    int64_t gid;
+    uint32_t uid;
+    const char *owner;
+    struct job old;
+    job_init(&old);
+    if (j) {
+        gid = j->group_id;
+        uid = j->uid;
+        owner = j->user;
+    } else {
+        if (load_job(id, false, &old, rep) < 0) {
+            job_clear(&old);
+            return;
+        }
+        gid = old.group_id;
+        uid = old.uid;
+        owner = old.user;
+    }
+    if (!may_act_on(who, uid)) {
+        reply_error(rep, 403, "job %lld belongs to %s; only its owner or an admin may change "
+                    "its limit", (long long)id, owner ? owner : "another user");
+        job_clear(&old);
+        return;
+    }
+    job_clear(&old);
+    if (gid == 0 && !j) {
+        reply_error(rep, 409, "job %lld has ended and belongs to no group; nothing to limit",
+                    (long long)id);
+        return;
+    }
+    if (gid == 0) { /* a lone job: a group of its own */
+        gid = id;
+        j->group_id = id;
+        j->group = jobs_group(id, true);
+        if (j->state == JOB_RUNNING)
+            j->group->running++;
+        if (jobs_save(j) < 0) {
+            reply_error(rep, 500, "cannot store job %lld; see gflowd.log", (long long)id);
+            return;
+        }
+    }
+    if (jobs_group_set_limit(jobs_group(gid, true), limit) < 0) {
+        reply_error(rep, 500, "cannot store the limit; see gflowd.log");
+        return;
+    }
+    reply_json(rep, 200, json_pack("{s:I, s:I}", "group_id", (json_int_t)gid, "max_concurrent",
+                                   (json_int_t)limit));
+}
+
 static void route_hold_release(int64_t id, const struct caller *who, bool hold,
                                const char *body, size_t body_len, struct reply *rep)
 {
@@ -879,6 +1150,361 @@ static void route_hold_release(int64_t id, const struct caller *who, bool hold,
         j->begin_time = begin;
     jobs_set_state(j, hold ? JOB_HELD : JOB_QUEUED, hold ? "JobHeldUser" : NULL);
     reply_json(rep, 200, state_reply(j));
+}
+
+/* ---- update and redo ---- */
+
+static json_t *parse_body(const char *body, size_t len, struct reply *rep);
+
+/* A job's spec (the fields of a submission) rebuilt from its stored record (with
+ * payload): the base that gjob update and gjob redo change. */
+static json_t *job_to_spec(const struct job *f)
+{
+    json_t *s = json_object();
+    if (f->command) {
+        json_object_set_new(s, "command", json_string(f->command));
+    } else {
+        json_object_set_new(s, "script", json_string(f->script ? f->script : ""));
+        if (f->script_path)
+            json_object_set_new(s, "script_path", json_string(f->script_path));
+    }
+    if (f->name)
+        json_object_set_new(s, "name", json_string(f->name));
+    json_object_set_new(s, "workdir", json_string(f->workdir ? f->workdir : ""));
+    json_object_set_new(s, "env", f->env ? json_deep_copy(f->env) : json_object());
+    json_object_set_new(s, "priority", json_integer(f->priority));
+    json_object_set_new(s, "time_limit", json_integer(f->time_limit));
+    json_object_set_new(s, "gpus", json_integer(f->gpus));
+    if (f->gpus > 0) {
+        json_object_set_new(s, "gpu_memory_mb", json_integer(f->gpu_memory_mb));
+        json_object_set_new(s, "shared", json_boolean(f->shared));
+        json_object_set_new(s, "gpus_per_task", json_integer(f->gpus_per_task));
+    }
+    json_object_set_new(s, "memory_mb", json_integer(f->memory_mb));
+    if (f->conda_env)
+        json_object_set_new(s, "conda_env", json_string(f->conda_env));
+    if (f->warn_signal > 0 && f->time_limit > 0) {
+        char *sig = format_signal_spec(f->warn_signal, f->warn_secs, f->warn_main_only);
+        json_object_set_new(s, "signal_spec", json_string(sig));
+        free(sig);
+    }
+    if (f->begin_time > 0)
+        json_object_set_new(s, "begin_time", json_real(f->begin_time));
+    json_object_set_new(s, "max_retries", json_integer(f->max_retries));
+    json_t *deps = json_array();
+    for (size_t i = 0; i < f->n_deps; i++)
+        json_array_append_new(deps, json_pack("{s:I, s:s}", "id", (json_int_t)f->deps[i].id,
+                                              "kind", job_dep_kind_name(f->deps[i].kind)));
+    json_object_set_new(s, "depends_on", deps);
+    json_object_set_new(s, "depends_mode", json_string(f->deps_any ? "any" : "all"));
+    json_object_set_new(s, "auto_cancel", json_boolean(f->auto_cancel));
+    return s;
+}
+
+/* Applies the changes in `over` (spec fields; null removes a field, e.g. conda_env) to
+ * spec. 0, or -1 + *err. */
+static int spec_merge(json_t *spec, json_t *over, bool allow_hold, char **err)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach(over, key, v) {
+        if (!known_field(key) || !strcmp(key, "dry_run") || (!allow_hold && !strcmp(key, "hold"))) {
+            *err = xasprintf("'%s' cannot be changed here", key);
+            return -1;
+        }
+    }
+    if (json_object_get(over, "command")) {
+        json_object_del(spec, "script");
+        json_object_del(spec, "script_path");
+    } else if (json_object_get(over, "script")) {
+        json_object_del(spec, "command");
+        json_object_del(spec, "script_path");
+    }
+    json_t *g = json_object_get(over, "gpus");
+    if (json_is_integer(g) && json_integer_value(g) == 0) {
+        /* No GPUs: the per-GPU settings go too unless given again. */
+        json_object_del(spec, "gpu_memory_mb");
+        json_object_del(spec, "shared");
+        json_object_del(spec, "gpus_per_task");
+    }
+    json_t *t = json_object_get(over, "time_limit");
+    if (json_is_integer(t) && json_integer_value(t) == 0)
+        json_object_del(spec, "signal_spec");
+    json_object_foreach(over, key, v) {
+        if (json_is_null(v))
+            json_object_del(spec, key);
+        else
+            json_object_set(spec, key, v);
+    }
+    return 0;
+}
+
+/* The fields gjob update reports, compared between the job's JSON before and after. */
+static const char *const update_fields[] = {
+    "name", "command", "script_path", "workdir", "priority", "time_limit", "gpus",
+    "gpu_memory_mb", "shared", "gpus_per_task", "memory_mb", "conda_env", "signal_spec",
+    "begin_time", "max_retries", "depends_on", "depends_mode", "auto_cancel"};
+
+static void route_update(int64_t id, const struct caller *who, const char *body, size_t len,
+                         struct reply *rep)
+{
+    json_t *over = parse_body(body, len, rep);
+    if (!over)
+        return;
+    if (!json_is_object(over) || json_object_size(over) == 0) {
+        reply_error(rep, 400, "an update is a JSON object with the spec fields to change");
+        json_decref(over);
+        return;
+    }
+    struct job *j = own_active_job(id, who, "update", rep);
+    if (!j) {
+        json_decref(over);
+        return;
+    }
+    if (j->state != JOB_QUEUED && j->state != JOB_HELD) {
+        reply_error(rep, 409, "job %lld is %s (%s); only queued (PD) or held (H) jobs can be "
+                              "updated ('gjob redo %lld' submits a changed copy)",
+                    (long long)id, job_state_name(j->state), job_state_short(j->state),
+                    (long long)id);
+        json_decref(over);
+        return;
+    }
+    struct job full;
+    if (load_job(id, true, &full, rep) < 0) {
+        job_clear(&full);
+        json_decref(over);
+        return;
+    }
+    json_t *spec = job_to_spec(&full);
+    char *err = NULL;
+    bool dry = false;
+    struct job *n = NULL;
+    if (spec_merge(spec, over, false, &err) == 0)
+        n = spec_to_job(spec, who, &dry, &err);
+    bool deps_changed = n && json_object_get(over, "depends_on");
+    if (n && deps_changed && jobs_check_deps(n, id, &err) < 0) {
+        job_free(n);
+        n = NULL;
+    }
+    if (!n) {
+        reply_error(rep, 400, "%s", err);
+        free(err);
+        json_decref(spec);
+        json_decref(over);
+        job_clear(&full);
+        return;
+    }
+    bool what_changed = json_object_get(over, "command") || json_object_get(over, "script") ||
+                        json_object_get(over, "script_path") || json_object_get(over, "workdir") ||
+                        json_object_get(over, "env");
+    json_t *before = job_to_json(&full, true, NULL);
+    n->id = id;
+    n->state = j->state;
+    json_t *after = job_to_json(n, true, NULL);
+    json_t *changes = json_array();
+    for (size_t i = 0; i < sizeof(update_fields) / sizeof(update_fields[0]); i++) {
+        json_t *a = json_object_get(before, update_fields[i]);
+        json_t *b = json_object_get(after, update_fields[i]);
+        if (!json_equal(a ? a : json_null(), b ? b : json_null()) && (a || b))
+            json_array_append_new(changes, json_pack("{s:s, s:O, s:O}", "field", update_fields[i],
+                                                     "old", a ? a : json_null(), "new",
+                                                     b ? b : json_null()));
+    }
+    json_t *sa = json_object_get(before, "script"), *sb = json_object_get(after, "script");
+    if (json_is_string(sb) && !json_equal(sa, sb) &&
+        json_equal(json_object_get(before, "script_path"), json_object_get(after, "script_path")))
+        json_array_append_new(changes, json_pack("{s:s, s:O, s:O}", "field", "script", "old",
+                                                 json_object_get(before, "script_path"), "new",
+                                                 json_object_get(after, "script_path")));
+    if (json_object_get(over, "env") && !json_equal(json_object_get(before, "env"),
+                                                   json_object_get(after, "env")))
+        json_array_append_new(changes, json_pack("{s:s, s:s, s:s}", "field", "env", "old", "...",
+                                                 "new", "..."));
+    json_decref(before);
+    json_decref(after);
+    if (json_array_size(changes) && jobs_update(j, n, deps_changed, what_changed) < 0) {
+        reply_error(rep, 500, "cannot store the update of job %lld; see gflowd.log", (long long)id);
+        json_decref(changes);
+    } else {
+        json_t *o = state_reply(j);
+        json_object_set_new(o, "changes", changes);
+        reply_json(rep, 200, o);
+    }
+    job_free(n);
+    json_decref(spec);
+    json_decref(over);
+    job_clear(&full);
+}
+
+/* The new job of a redo from a stored job (with payload): its spec, the overrides, the
+ * old dependency ids replaced by map (old -> new ids, n_map pairs). NULL + *err. */
+static struct job *redo_job(const struct job *f, json_t *over, const int64_t (*map)[2],
+                            size_t n_map, const struct caller *who, char **err)
+{
+    json_t *spec = job_to_spec(f);
+    json_t *deps = json_object_get(spec, "depends_on");
+    size_t i;
+    json_t *d;
+    json_array_foreach(deps, i, d) {
+        json_int_t id = json_integer_value(json_object_get(d, "id"));
+        for (size_t m = 0; m < n_map; m++)
+            if (map[m][0] == id)
+                json_object_set_new(d, "id", json_integer(map[m][1]));
+    }
+    bool dry = false;
+    struct job *n = NULL;
+    if (!over || spec_merge(spec, over, true, err) == 0)
+        n = spec_to_job(spec, who, &dry, err);
+    json_decref(spec);
+    if (n && n->n_deps && jobs_check_deps(n, jobs_next_id(), err) < 0) {
+        job_free(n);
+        n = NULL;
+    }
+    return n;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static void route_redo(int64_t id, const struct caller *who, const char *body, size_t len,
+                       struct reply *rep)
+{
+    json_t *over = len ? parse_body(body, len, rep) : json_object();
+    if (!over)
+        return;
+    if (!json_is_object(over)) {
+        reply_error(rep, 400, "a redo takes a JSON object: spec fields to change, and "
+                              "\"cascade\": true|false");
+        json_decref(over);
+        return;
+    }
+    json_t *cascade = json_object_get(over, "cascade");
+    if (cascade && !json_is_boolean(cascade)) {
+        reply_error(rep, 400, "'cascade' must be true or false");
+        json_decref(over);
+        return;
+    }
+    bool do_cascade = json_is_true(cascade);
+    json_object_del(over, "cascade");
+    struct job f;
+    if (load_job(id, true, &f, rep) < 0) {
+        job_clear(&f);
+        json_decref(over);
+        return;
+    }
+    if (f.uid != who->uid) {
+        reply_error(rep, 403, "job %lld belongs to %s; only its owner may redo it", (long long)id,
+                    f.user);
+        job_clear(&f);
+        json_decref(over);
+        return;
+    }
+    char *err = NULL;
+    struct job *n = redo_job(&f, over, NULL, 0, who, &err);
+    json_decref(over);
+    if (!n) {
+        reply_error(rep, 400, "%s", err);
+        free(err);
+        job_clear(&f);
+        return;
+    }
+    job_clear(&f);
+    if (jobs_submit(n) < 0) {
+        reply_error(rep, 500, "cannot store the new job; see gflowd.log");
+        job_free(n);
+        return;
+    }
+    json_t *out = json_array();
+    json_array_append_new(out, json_pack("{s:I, s:s, s:s, s:I}", "id", (json_int_t)n->id, "name",
+                                         n->name, "state", job_state_short(n->state), "redo_of",
+                                         (json_int_t)id));
+    size_t n_map = 1, cap_map = 16;
+    int64_t (*map)[2] = xmalloc(cap_map * sizeof(*map));
+    map[0][0] = id;
+    map[0][1] = n->id;
+    if (do_cascade) {
+        /* The jobs auto-cancelled because of it, transitively, in id order (a job's
+         * dependencies have lower ids, so they are redone first). */
+        size_t n_set = 0, cap_set = 16;
+        int64_t *set = xmalloc(cap_set * sizeof(*set));
+        int64_t *todo = xmalloc(sizeof(*todo));
+        size_t n_todo = 1;
+        todo[0] = id;
+        while (n_todo) {
+            int64_t e = todo[--n_todo];
+            int64_t *ids = NULL;
+            size_t n_ids = 0;
+            if (store_dependents(gd.store, e, &ids, &n_ids) < 0)
+                n_ids = 0;
+            char want[48];
+            snprintf(want, sizeof(want), "DependencyFailed:%lld", (long long)e);
+            for (size_t k = 0; k < n_ids; k++) {
+                struct job d;
+                bool seen = false;
+                for (size_t m = 0; m < n_set && !seen; m++)
+                    seen = set[m] == ids[k];
+                if (seen || store_get_job(gd.store, ids[k], &d, false) != 0) {
+                    if (!seen)
+                        job_clear(&d);
+                    continue;
+                }
+                if (d.state == JOB_CANCELLED && d.reason && !strcmp(d.reason, want) &&
+                    d.uid == who->uid) {
+                    if (n_set == cap_set)
+                        set = xrealloc(set, (cap_set *= 2) * sizeof(*set));
+                    set[n_set++] = ids[k];
+                    todo = xrealloc(todo, (n_todo + 1) * sizeof(*todo));
+                    todo[n_todo++] = ids[k];
+                }
+                job_clear(&d);
+            }
+            free(ids);
+        }
+        free(todo);
+        qsort(set, n_set, sizeof(*set), cmp_i64);
+        for (size_t k = 0; k < n_set; k++) {
+            struct job d;
+            if (store_get_job(gd.store, set[k], &d, true) != 0) {
+                job_clear(&d);
+                continue;
+            }
+            int64_t because = strtoll(d.reason + strlen("DependencyFailed:"), NULL, 10);
+            bool mapped = false;
+            for (size_t m = 0; m < n_map && !mapped; m++)
+                mapped = map[m][0] == because;
+            struct job *c = NULL;
+            if (mapped)
+                c = redo_job(&d, NULL, (const int64_t(*)[2])map, n_map, who, &err);
+            if (c && jobs_submit(c) < 0) {
+                job_free(c);
+                c = NULL;
+            }
+            if (!c) {
+                log_info("redo --cascade of job %lld: job %lld not redone: %s", (long long)id,
+                         (long long)set[k], err ? err : "its cause was not redone");
+                free(err);
+                err = NULL;
+                job_clear(&d);
+                continue;
+            }
+            if (n_map == cap_map)
+                map = xrealloc(map, (cap_map *= 2) * sizeof(*map));
+            map[n_map][0] = set[k];
+            map[n_map][1] = c->id;
+            n_map++;
+            json_array_append_new(out, json_pack("{s:I, s:s, s:s, s:I}", "id", (json_int_t)c->id,
+                                                 "name", c->name, "state",
+                                                 job_state_short(c->state), "redo_of",
+                                                 (json_int_t)set[k]));
+            job_clear(&d);
+        }
+        free(set);
+    }
+    free(map);
+    reply_json(rep, 201, json_pack("{s:o}", "jobs", out));
 }
 
 /* ---- logs ---- */
@@ -1175,9 +1801,14 @@ void routes_dispatch(struct MHD_Connection *c, const struct caller *who, const c
         return;
     }
     const char *action = *end ? end + 1 : "";
-    if (!*action) {
+    if (!*action && strcmp(method, "PATCH") == 0) {
+        route_update(id, who, body, body_len, rep);
+    } else if (!*action) {
         if (is_method(method, "GET", rep))
             route_show(id, who, rep);
+    } else if (strcmp(action, "redo") == 0) {
+        if (is_method(method, "POST", rep))
+            route_redo(id, who, body, body_len, rep);
     } else if (strcmp(action, "cancel") == 0) {
         if (is_method(method, "POST", rep))
             route_cancel(c, id, who, rep);
@@ -1187,6 +1818,9 @@ void routes_dispatch(struct MHD_Connection *c, const struct caller *who, const c
     } else if (strcmp(action, "log") == 0) {
         if (is_method(method, "GET", rep))
             route_log(c, id, who, rep);
+    } else if (strcmp(action, "limit") == 0) {
+        if (is_method(method, "POST", rep))
+            route_limit(id, who, body, body_len, rep);
     } else {
         reply_error(rep, 404, "no such endpoint: %s %s (see docs/api.md)", method, url);
     }

@@ -318,7 +318,8 @@ static void env_add(struct strbuf *sb, const char *key, const char *value)
 static bool env_overridden(const char *key)
 {
     static const char *const ours[] = {
-        "GFLOW_JOB_ID", "GFLOW_JOB_NAME", "GFLOW_ARRAY_TASK_ID", "CUDA_VISIBLE_DEVICES",
+        "GFLOW_JOB_ID", "GFLOW_JOB_NAME", "GFLOW_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_ID",
+        "CUDA_VISIBLE_DEVICES",
         "CUDA_DEVICE_ORDER", "GFLOW_GPU_UUIDS", "NVIDIA_VISIBLE_DEVICES", "PYTHONUNBUFFERED"};
     for (size_t i = 0; i < sizeof(ours) / sizeof(ours[0]); i++)
         if (strcmp(key, ours[i]) == 0)
@@ -354,6 +355,7 @@ static void build_env(const struct job *j, const struct passwd *pw, struct strbu
     if (j->array_task >= 0) {
         snprintf(id, sizeof(id), "%lld", (long long)j->array_task);
         env_add(sb, "GFLOW_ARRAY_TASK_ID", id);
+        env_add(sb, "SLURM_ARRAY_TASK_ID", id);
     }
     char *uuids = gpu_uuids_of(j->gpu_ids);
     env_add(sb, "CUDA_VISIBLE_DEVICES", cuda_devices(j->gpu_ids, uuids));

@@ -224,6 +224,10 @@ static const char *const migrations[] = {
     "ALTER TABLE jobs ADD COLUMN conda_env TEXT;"
     "ALTER TABLE jobs ADD COLUMN signal_spec TEXT;"
     "ALTER TABLE jobs ADD COLUMN begin_time REAL NOT NULL DEFAULT 0;",
+    /* 4: submission groups (arrays, sweeps, batches; jobs.group_id) and how many of each
+     * group's jobs may run at once (0 = no limit). */
+    "CREATE TABLE job_groups (id INTEGER PRIMARY KEY,"
+    " max_concurrent INTEGER NOT NULL DEFAULT 0);",
 };
 #define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -1285,4 +1289,122 @@ int store_set_setting(struct store *s, const char *key, const char *value)
     if (value)
         sqlite3_bind_text(st, 2, value, -1, SQLITE_STATIC);
     return step_done(s, st, "writing a setting");
+}
+
+/* ---- changes of a queued job (gjob update) and retry lineage ---- */
+
+/* Runs one ad-hoc statement (rare operations: not worth a prepared statement). */
+static int adhoc(struct store *s, sqlite3_stmt **st, const char *sql)
+{
+    if (sqlite3_prepare_v2(s->db, sql, -1, st, NULL) != SQLITE_OK)
+        return db_err(s, "preparing a statement");
+    return 0;
+}
+
+int store_replace_deps(struct store *s, const struct job *j)
+{
+    if (refuse_if_lost(s) < 0)
+        return -1;
+    sqlite3_stmt *st;
+    if (adhoc(s, &st, "DELETE FROM job_deps WHERE job_id=?1") < 0)
+        return -1;
+    sqlite3_bind_int64(st, 1, j->id);
+    int rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE)
+        return db_err(s, "replacing dependencies");
+    for (size_t i = 0; i < j->n_deps; i++) {
+        sqlite3_bind_int64(s->st_dep_insert, 1, j->id);
+        sqlite3_bind_int64(s->st_dep_insert, 2, j->deps[i].id);
+        sqlite3_bind_text(s->st_dep_insert, 3, job_dep_kind_name(j->deps[i].kind), -1,
+                          SQLITE_STATIC);
+        if (step_done(s, s->st_dep_insert, "recording a dependency") < 0)
+            return -1;
+    }
+    return store_update_job(s, j);
+}
+
+int store_update_what(struct store *s, const struct job *j, bool payload)
+{
+    if (refuse_if_lost(s) < 0)
+        return -1;
+    sqlite3_stmt *st;
+    if (adhoc(s, &st, "UPDATE jobs SET command=?2, script_path=?3, workdir=?4 WHERE id=?1") < 0)
+        return -1;
+    sqlite3_bind_int64(st, 1, j->id);
+    bind_text(st, 2, j->command);
+    bind_text(st, 3, j->script_path);
+    bind_text(st, 4, j->workdir);
+    int rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE)
+        return db_err(s, "updating a job's command");
+    if (!payload)
+        return 0;
+    if (adhoc(s, &st, "INSERT OR REPLACE INTO job_payload(job_id, script, env) VALUES (?1, ?2, ?3)") < 0)
+        return -1;
+    char *env = j->env ? json_dumps(j->env, JSON_COMPACT) : NULL;
+    sqlite3_bind_int64(st, 1, j->id);
+    bind_text(st, 2, j->script);
+    bind_text(st, 3, env);
+    rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    free(env);
+    if (rc != SQLITE_DONE)
+        return db_err(s, "updating a job's script");
+    return 0;
+}
+
+int store_retried_as(struct store *s, int64_t id, int64_t *out)
+{
+    sqlite3_stmt *st;
+    *out = 0;
+    if (adhoc(s, &st, "SELECT id FROM jobs WHERE retry_of=?1 ORDER BY id LIMIT 1") < 0)
+        return -1;
+    sqlite3_bind_int64(st, 1, id);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW)
+        *out = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return db_err(s, "reading a job's next attempt");
+    return 0;
+}
+
+/* ---- submission groups ---- */
+
+int store_set_group(struct store *s, int64_t id, int64_t max_concurrent)
+{
+    if (refuse_if_lost(s) < 0)
+        return -1;
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(s->db,
+                           "INSERT INTO job_groups(id, max_concurrent) VALUES (?1, ?2)"
+                           " ON CONFLICT(id) DO UPDATE SET max_concurrent=excluded.max_concurrent",
+                           -1, &st, NULL) != SQLITE_OK)
+        return db_err(s, "preparing to record a group");
+    sqlite3_bind_int64(st, 1, id);
+    sqlite3_bind_int64(st, 2, max_concurrent);
+    int rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE)
+        return db_err(s, "recording a group");
+    return 0;
+}
+
+int store_load_groups(struct store *s, store_group_cb cb, void *arg)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(s->db,
+                           "SELECT id, max_concurrent FROM job_groups WHERE id IN"
+                           " (SELECT group_id FROM jobs WHERE state IN (0,1,2)) ORDER BY id",
+                           -1, &st, NULL) != SQLITE_OK)
+        return db_err(s, "preparing to load groups");
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+        cb(sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1), arg);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE)
+        return db_err(s, "loading groups");
+    return 0;
 }

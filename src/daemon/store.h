@@ -55,6 +55,13 @@ int store_job_state(struct store *s, int64_t id, enum job_state *out);
 /* The ids of every job (any state) that depends on job id, ascending; *ids is
  * malloc'd (NULL when none). */
 int store_dependents(struct store *s, int64_t id, int64_t **ids, size_t *n);
+/* Rewrites j's dependencies (job_deps and the row) after they changed. */
+int store_replace_deps(struct store *s, const struct job *j);
+/* Rewrites what j runs (command, script_path, workdir; with payload also the script and
+ * environment) after gjob update. */
+int store_update_what(struct store *s, const struct job *j, bool payload);
+/* The id of the job that retried job id (its next attempt), 0 if none. */
+int store_retried_as(struct store *s, int64_t id, int64_t *out);
 
 struct store_query {
     const enum job_state *states; /* NULL/0 = every state */
@@ -77,4 +84,10 @@ int store_count_states(struct store *s, int64_t counts[JOB_STATE_COUNT]);
 int store_get_setting(struct store *s, const char *key, char **value);
 int store_set_setting(struct store *s, const char *key, const char *value);
 
+/* Submission groups (job_groups): records group id with its max_concurrent (0 = no
+ * limit), or changes the limit of an existing one. */
+int store_set_group(struct store *s, int64_t id, int64_t max_concurrent);
+typedef void (*store_group_cb)(int64_t id, int64_t max_concurrent, void *arg);
+/* Every group with active (PD, H, R) jobs, ascending. */
+int store_load_groups(struct store *s, store_group_cb cb, void *arg);
 #endif

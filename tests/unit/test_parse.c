@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "parse.h"
+#include "util.h"
 
 /* Checks that parsing failed (rc) with a one-line error that mentions the input (and
  * `also`, if set); frees err. */
@@ -406,6 +407,173 @@ static void test_shell_join(void **state)
     join_is(2, (char *[]){"printf", ""}, "printf ''");
 }
 
+static void array_is(const char *spec, const char *want, int64_t want_k)
+{
+    int64_t *t = NULL, k = -1;
+    size_t n = 0;
+    char *err = NULL;
+    assert_int_equal(parse_array_spec(spec, &t, &n, &k, &err), 0);
+    struct strbuf sb;
+    strbuf_init(&sb);
+    for (size_t i = 0; i < n; i++)
+        strbuf_addf(&sb, "%s%lld", i ? "," : "", (long long)t[i]);
+    assert_string_equal(sb.buf ? sb.buf : "", want);
+    assert_int_equal(k, want_k);
+    strbuf_free(&sb);
+    free(t);
+}
+
+static void array_bad(const char *spec)
+{
+    int64_t *t = NULL, k;
+    size_t n;
+    char *err = NULL;
+    assert_int_equal(parse_array_spec(spec, &t, &n, &k, &err), -1);
+    assert_non_null(err);
+    assert_null(t);
+    free(err);
+}
+
+static void test_array_spec(void **state)
+{
+    (void)state;
+    array_is("1-10", "1,2,3,4,5,6,7,8,9,10", 0);
+    array_is("1-10:2", "1,3,5,7,9", 0);
+    array_is("1,3,7", "1,3,7", 0);
+    array_is("0-3%2", "0,1,2,3", 2);
+    array_is("7,1-3,2", "1,2,3,7", 0);
+    array_is("5", "5", 0);
+    array_is("0-20:10,3%1", "0,3,10,20", 1);
+    int64_t *t, k;
+    size_t n;
+    char *err = NULL;
+    assert_int_equal(parse_array_spec("0-99999", &t, &n, &k, &err), 0);
+    assert_int_equal(n, 100000);
+    assert_int_equal(t[99999], 99999);
+    free(t);
+    array_bad("");
+    array_bad("a");
+    array_bad("1-");
+    array_bad("-3");
+    array_bad("1,");
+    array_bad(",1");
+    array_bad("3-1");
+    array_bad("1-10:0");
+    array_bad("1:2");
+    array_bad("1-10%");
+    array_bad("1-10%0");
+    array_bad("1-10%x");
+    array_bad("0-2000000");
+    array_bad("%2");
+}
+
+static void param_is(const char *s, const char *want_name, const char *want)
+{
+    char *name, **v, *err = NULL;
+    size_t n;
+    assert_int_equal(parse_param(s, &name, &v, &n, &err), 0);
+    assert_string_equal(name, want_name);
+    struct strbuf sb;
+    strbuf_init(&sb);
+    for (size_t i = 0; i < n; i++) {
+        strbuf_addf(&sb, "%s%s", i ? "|" : "", v[i]);
+        free(v[i]);
+    }
+    assert_string_equal(sb.buf ? sb.buf : "", want);
+    strbuf_free(&sb);
+    free(v);
+    free(name);
+}
+
+static void param_bad(const char *s)
+{
+    char *name, **v, *err = NULL;
+    size_t n;
+    assert_int_equal(parse_param(s, &name, &v, &n, &err), -1);
+    assert_non_null(err);
+    free(err);
+}
+
+static void test_param(void **state)
+{
+    (void)state;
+    param_is("lr=0.1,0.01", "lr", "0.1|0.01");
+    param_is("bs=32", "bs", "32");
+    param_is("x=a b,'; rm -rf /'", "x", "a b|'; rm -rf /'");
+    param_is("i=1:5", "i", "1|2|3|4|5");
+    param_is("i=0:10:5", "i", "0|5|10");
+    param_is("lr=0.1:0.5:0.1", "lr", "0.1|0.2|0.3|0.4|0.5");
+    param_is("f=0:1:0.25", "f", "0|0.25|0.5|0.75|1");
+    param_is("n=-1:1", "n", "-1|0|1");
+    param_is("t=1:4:2", "t", "1|3");
+    param_is("u=a:b,c", "u", "a:b|c"); /* a comma makes it a list */
+    param_bad("_x1=");
+    param_bad("novalue");
+    param_bad("1x=1");
+    param_bad("a-b=1");
+    param_bad("=1");
+    param_bad("x=1:a");
+    param_bad("x=5:1");
+    param_bad("x=1:5:0");
+    param_bad("x=1:5:-1");
+    param_bad("x=0:1e9:1e-3");
+}
+
+static void test_csv(void **state)
+{
+    (void)state;
+    char **h, **c, *err = NULL;
+    size_t nc, nr;
+    assert_int_equal(parse_csv("lr,bs\n0.1,32\r\n\"0,2\",\"say \"\"hi\"\"\"\n\n", &h, &nc, &c,
+                               &nr, &err),
+                     0);
+    assert_int_equal(nc, 2);
+    assert_int_equal(nr, 2);
+    assert_string_equal(h[0], "lr");
+    assert_string_equal(h[1], "bs");
+    assert_string_equal(c[0], "0.1");
+    assert_string_equal(c[1], "32");
+    assert_string_equal(c[2], "0,2");
+    assert_string_equal(c[3], "say \"hi\"");
+    for (size_t i = 0; i < nc * (nr + 1); i++)
+        free(h[i]);
+    free(h);
+    assert_int_equal(parse_csv("a,b\n1\n", &h, &nc, &c, &nr, &err), -1);
+    free(err);
+    err = NULL;
+    assert_int_equal(parse_csv("", &h, &nc, &c, &nr, &err), -1);
+    free(err);
+    err = NULL;
+    assert_int_equal(parse_csv("a\n\"x\n", &h, &nc, &c, &nr, &err), -1);
+    free(err);
+}
+
+static void fill_is(const char *tmpl, const char *value, const char *want)
+{
+    char *names[] = {"v", "w"};
+    char *values[] = {(char *)value, "W"};
+    char *s = sweep_fill_command(tmpl, names, values, 2);
+    assert_string_equal(s, want);
+    free(s);
+}
+
+static void test_sweep_fill(void **state)
+{
+    (void)state;
+    fill_is("echo {v} {w}", "0.1", "echo 0.1 W");
+    fill_is("echo {v}", "a b", "echo 'a b'");
+    fill_is("echo {v}", "'; touch pwned; '", "echo ''\\''; touch pwned; '\\'''");
+    fill_is("echo '{v}'", "x'y", "echo '''x'\\''y'''");
+    fill_is("echo \"{v}\"", "$(id)", "echo \"\"'$(id)'\"\"");
+    fill_is("echo ${v} {x} \\{v}", "1", "echo ${v} {x} \\{v}");
+    fill_is("--lr={v}", "1e-3", "--lr=1e-3");
+    char *names[] = {"lr", "bs"};
+    char *values[] = {"0.1", "32"};
+    char *s = sweep_fill_name("lr{lr}_bs{bs}_{x}", names, values, 2);
+    assert_string_equal(s, "lr0.1_bs32_{x}");
+    free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -415,7 +583,9 @@ int main(void)
         cmocka_unit_test(test_memory),           cmocka_unit_test(test_memory_errors),
         cmocka_unit_test(test_priority),         cmocka_unit_test(test_shell_quote),
         cmocka_unit_test(test_shell_join),       cmocka_unit_test(test_signal_spec),
-        cmocka_unit_test(test_begin_time),
+        cmocka_unit_test(test_begin_time),       cmocka_unit_test(test_array_spec),
+        cmocka_unit_test(test_param),            cmocka_unit_test(test_csv),
+        cmocka_unit_test(test_sweep_fill),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -849,6 +849,53 @@ static void test_queue(void **state)
     free(ptrs);
 }
 
+static void test_group_limit(void **state)
+{
+    (void)state;
+    struct fixture f = {.n = 0};
+    fixture_make(&f, "QQQQQ", NULL);
+    struct job_group g = {.id = 1, .max_concurrent = 2};
+    for (int64_t id = 1; id <= 4; id++) {
+        job_by_id(&f, id)->group = &g;
+        job_by_id(&f, id)->group_id = 1;
+    }
+    struct scheduler_queue q;
+    scheduler_queue_init(&q);
+    for (size_t i = 0; i < f.n; i++)
+        scheduler_queue_insert(&q, f.ptrs[i]);
+    struct scheduler_input in = {.queued = q.jobs, .n_queued = q.len, .now = 1000.0};
+    /* Two of the group start in one pass; job 5 (no group) is not held back. */
+    assert_int_equal(scheduler_pass(&in, &f.policy, f.start), 3);
+    assert_int_equal(f.start[0]->id, 1);
+    assert_int_equal(f.start[1]->id, 2);
+    assert_int_equal(f.start[2]->id, 5);
+    assert_string_equal(job_by_id(&f, 3)->wait_reason, SCHEDULER_REASON_GROUP_LIMIT);
+    assert_string_equal(job_by_id(&f, 4)->wait_reason, SCHEDULER_REASON_GROUP_LIMIT);
+    /* With two running (counted by the caller), none of the rest starts. */
+    scheduler_queue_remove_many(&q, f.start, 3);
+    g.running = 2;
+    in.queued = q.jobs;
+    in.n_queued = q.len;
+    assert_int_equal(scheduler_pass(&in, &f.policy, f.start), 0);
+    assert_string_equal(job_by_id(&f, 3)->wait_reason, SCHEDULER_REASON_GROUP_LIMIT);
+    /* One ended: one more starts. A raised limit lets the other start too. */
+    g.running = 1;
+    assert_int_equal(scheduler_pass(&in, &f.policy, f.start), 1);
+    assert_int_equal(f.start[0]->id, 3);
+    g.max_concurrent = 0;
+    assert_int_equal(scheduler_pass(&in, &f.policy, f.start), 2);
+    /* Behind the running limit, a full group still says JobArrayTaskLimit. */
+    g.max_concurrent = 1;
+    f.policy.max_running_jobs = 1;
+    struct job *run[1] = {job_by_id(&f, 5)};
+    in.running = run;
+    in.n_running = 1;
+    assert_int_equal(scheduler_pass(&in, &f.policy, f.start), 0);
+    assert_string_equal(job_by_id(&f, 3)->wait_reason, SCHEDULER_REASON_GROUP_LIMIT);
+    scheduler_queue_free(&q);
+    fixture_make(&f, "", NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -862,6 +909,7 @@ int main(void)
         cmocka_unit_test(test_dependency_outcome),
         cmocka_unit_test(test_memory_gating),
         cmocka_unit_test(test_begin_time),
+        cmocka_unit_test(test_group_limit),
         cmocka_unit_test(test_queue),
         cmocka_unit_test(test_gpu_exclusive_and_priority),
         cmocka_unit_test(test_gpu_shared_packing),

@@ -306,7 +306,7 @@ static void test_open_pragmas_and_schema(void **state)
     char *mode = peek_text(db, "PRAGMA journal_mode");
     assert_string_equal(mode, "wal|\n");
     free(mode);
-    assert_int_equal(peek_int(db, "PRAGMA user_version"), 3);
+    assert_int_equal(peek_int(db, "PRAGMA user_version"), 4);
     assert_int_equal(peek_int(db, "SELECT value FROM meta WHERE key='next_job_id'"), 2);
     char *objs = peek_text(db, "SELECT type, name FROM sqlite_schema WHERE name NOT LIKE "
                                "'sqlite_%' ORDER BY type, name");
@@ -316,6 +316,7 @@ static void test_open_pragmas_and_schema(void **state)
                               "index|jobs_user|\n"
                               "table|job_counts|\n"
                               "table|job_deps|\n"
+                              "table|job_groups|\n"
                               "table|job_payload|\n"
                               "table|jobs|\n"
                               "table|meta|\n"
@@ -357,7 +358,7 @@ static void test_refuses_newer_schema(void **state)
     free(err);
     /* Let teardown work. */
     db = peek_open(f->path);
-    sqlite3_exec(db, "PRAGMA user_version=3", NULL, NULL, NULL);
+    sqlite3_exec(db, "PRAGMA user_version=4", NULL, NULL, NULL);
     sqlite3_close(db);
     f->s = open_ok(f->path);
 }
