@@ -164,6 +164,19 @@ def bench_queue_10k():
         sb.close()
 
 
+def bench_array_100k():
+    sb = Sandbox()
+    try:
+        times = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            sb.run("gbatch", "--hold", "--parsable", "--array", "1-100000", "true")
+            times.append(time.perf_counter() - t0)
+        report("100,000-task array accepted (one gbatch)", median(times), "s", "<= 2 s")
+    finally:
+        sb.close()
+
+
 def bench_scheduler():
     subprocess.run(["ninja", "-C", BUILD, "sched_bench"], check=True, stdout=subprocess.DEVNULL)
     out = subprocess.run([os.path.join(BUILD, "sched_bench")], check=True,
@@ -200,6 +213,7 @@ def main():
     finally:
         sb.close()
     bench_queue_10k()
+    bench_array_100k()
     bench_scheduler()
     bench_ginfo()
 

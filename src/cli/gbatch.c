@@ -207,6 +207,21 @@ static void gbatch_help(void)
            "                                   waiting (reason DependencyFailed:<id>) instead\n"
            "                                   of being cancelled\n"
            "\n"
+           "Arrays and sweeps (one submission, many jobs of one group):\n"
+           "      --array SPEC                 one job per task id: 1-10, 1-10:2 (a step),\n"
+           "                                   1,3,7; %%K runs at most K at once (1-100%%4);\n"
+           "                                   each sees GFLOW_ARRAY_TASK_ID and\n"
+           "                                   SLURM_ARRAY_TASK_ID, named NAME_<task>\n"
+           "      --param NAME=VALUES          one job per value (repeat for the cartesian\n"
+           "                                   product): lr=0.1,0.01 or a range\n"
+           "                                   start:stop[:step] (floats, stop included);\n"
+           "                                   {NAME} in the command or script is replaced,\n"
+           "                                   quoted so a value is never shell syntax\n"
+           "      --param-file FILE.csv        one job per row, the header row names them\n"
+           "      --name-template T            job names, e.g. 'lr{lr}_bs{bs}'\n"
+           "      --max-concurrent K           at most K jobs of this submission run at once\n"
+           "                                   (change it later with gctl set-limit)\n"
+           "\n"
            "Other options:\n"
            "      --dry-run                    check and show what would be submitted, submit\n"
            "                                   nothing\n"
@@ -1070,15 +1085,16 @@ int main(int argc, char **argv)
             printf("  [%zu] %s: %s\n", i + 1, json_string_value(json_object_get(jb, "name")),
                    cmd ? cmd : json_string_value(json_object_get(spec, "script_path")));
         }
-    } else if (!o.dry_run && json_array_size(list) > 1) {
-        long long first_id = json_integer_value(json_object_get(json_array_get(list, 0), "id"));
-        long long last = json_integer_value(
-            json_object_get(json_array_get(list, json_array_size(list) - 1), "id"));
+    } else if (!o.dry_run && json_is_integer(json_object_get(reply, "count")) &&
+               json_integer_value(json_object_get(reply, "count")) > 1) {
+        long long first_id = json_integer_value(json_object_get(reply, "first_id"));
+        long long last = json_integer_value(json_object_get(reply, "last_id"));
+        long long count = json_integer_value(json_object_get(reply, "count"));
         if (o.parsable)
             printf("%lld\n", first_id);
         else
-            printf("Submitted %zu batch jobs %lld-%lld (group %lld)\n", json_array_size(list),
-                   first_id, last, first_id);
+            printf("Submitted %lld batch jobs %lld-%lld (group %lld)\n", count, first_id, last,
+                   (long long)json_integer_value(json_object_get(reply, "group_id")));
     } else if (o.dry_run) {
         gbatch_print_dry_run(spec, reply);
     } else {

@@ -43,6 +43,8 @@ static void gctl_help(void)
            "  gpu-process unignore --gpu G --pid P\n"
            "                              undo 'ignore'\n"
            "  gpu-process list            the ignored processes\n"
+           "  set-limit <job|group> <K>   at most K jobs of that submission (array,\n"
+           "                              sweep) run at once; 0: no limit\n"
            "\n"
            "On a daemon started as root only admins (root, daemon.admin_group) may use\n"
            "these commands; 'ginfo' shows the GPUs to everyone.\n"
@@ -163,6 +165,42 @@ static void gctl_help_set_gpus(void)
            "shows them: 0,2 or 0-3 or 0,2-3); 'all' lifts the restriction. Jobs already\n"
            "running keep their GPUs. The setting survives a daemon restart that names no\n"
            "--gpus; a --gpus given at start replaces it.\n");
+}
+
+static void gctl_help_set_limit(void)
+{
+    printf("Usage: gctl set-limit <job id or group id> <K>\n"
+           "\n"
+           "Lets at most K jobs of the job's submission (an array, a sweep or a batch: its\n"
+           "group) run at once; 0 lifts the limit. Owners may change their own jobs'\n"
+           "limit, admins any.\n");
+}
+
+static int gctl_set_limit(int argc, char **argv)
+{
+    int first = gctl_simple_opts("set-limit", argc, argv, gctl_help_set_limit);
+    if (argc - first != 2)
+        client_usage_error("use 'gctl set-limit <job id or group id> <K>', e.g. "
+                           "'gctl set-limit 12 4'");
+    int64_t id, k;
+    if (parse_int64(argv[first], &id) < 0 || id <= 0)
+        client_usage_error("invalid job id '%s': use a number like 12", argv[first]);
+    if (parse_int64(argv[first + 1], &k) < 0 || k < 0)
+        client_usage_error("invalid limit '%s': use a whole number >= 0 (0: no limit)",
+                           argv[first + 1]);
+    char *path = xasprintf("/v1/jobs/%lld/limit", (long long)id);
+    json_t *body = json_pack("{s:I}", "max_concurrent", (json_int_t)k);
+    json_t *reply = client_call("POST", path, body);
+    long long limit = json_integer_value(json_object_get(reply, "max_concurrent"));
+    long long group = json_integer_value(json_object_get(reply, "group_id"));
+    if (limit > 0)
+        printf("Group %lld: at most %lld jobs run at once.\n", group, limit);
+    else
+        printf("Group %lld: no limit on jobs running at once.\n", group);
+    json_decref(reply);
+    json_decref(body);
+    free(path);
+    return 0;
 }
 
 static int gctl_show_gpus(int argc, char **argv)
@@ -376,7 +414,8 @@ int main(int argc, char **argv)
         }
     }
     if (optind >= argc)
-        client_usage_error("no command given; use show-gpus, set-gpus or gpu-process");
+        client_usage_error("no command given; use show-gpus, set-gpus, gpu-process or "
+                           "set-limit");
     const char *cmd = argv[optind];
     int sub_argc = argc - optind;
     char **sub_argv = argv + optind;
@@ -387,9 +426,13 @@ int main(int argc, char **argv)
         status = gctl_set_gpus(sub_argc, sub_argv);
     else if (!strcmp(cmd, "gpu-process"))
         status = gctl_gpu_process(sub_argc, sub_argv);
+    else if (!strcmp(cmd, "set-limit"))
+        status = gctl_set_limit(sub_argc, sub_argv);
     else if (!strcmp(cmd, "help"))
         gctl_help(), status = 0;
     else
-        client_usage_error("unknown command '%s'; use show-gpus, set-gpus or gpu-process", cmd);
+        client_usage_error("unknown command '%s'; use show-gpus, set-gpus, gpu-process or "
+                           "set-limit",
+                           cmd);
     return client_finish(status);
 }

@@ -363,6 +363,9 @@ bad:
 
 /* ---- arrays and sweeps: one spec expanded into many jobs ---- */
 
+/* A submission's reply lists at most this many jobs (count, first_id, last_id: all). */
+#define SUBMIT_REPLY_MAX_JOBS 1000
+
 /* A copy of base for one task of an array or a sweep (the payload shared or copied). */
 static struct job *task_of(const struct job *base)
 {
@@ -597,9 +600,22 @@ static void route_submit(const struct caller *who, const char *body, size_t len,
             }
         }
     }
+    /* Tasks that share the first job's environment and script store them once, with it
+     * (store_get_job reads them from the group's first job). */
+    json_t *leader_env = n > 1 ? json_incref(jobs[0]->env) : NULL;
+    int64_t first_id = 0, last_id = 0;
+    char *leader_script = n > 1 && jobs[0]->script ? xstrdup(jobs[0]->script) : NULL;
     for (size_t i = 0; i < n; i++) {
         struct job *j = jobs[i];
         j->group_id = group_id;
+        if (i > 0 && group_id && leader_env && j->env == leader_env) {
+            json_decref(j->env);
+            j->env = NULL;
+            if (j->script && leader_script && strcmp(j->script, leader_script) == 0) {
+                free(j->script);
+                j->script = NULL;
+            }
+        }
         if (dry_run) {
             json_t *o = json_pack("{s:n, s:s, s:s}", "id", "name", j->name, "state",
                                   job_state_short(j->state));
@@ -619,14 +635,29 @@ static void route_submit(const struct caller *who, const char *body, size_t len,
                 job_free(jobs[k]);
             free(jobs);
             json_decref(out);
+            json_decref(leader_env);
+            free(leader_script);
             return;
         }
-        json_array_append_new(out, json_pack("{s:I, s:s, s:s}", "id", (json_int_t)j->id, "name",
-                                             j->name, "state", job_state_short(j->state)));
+        if (i == 0)
+            first_id = j->id;
+        last_id = j->id;
+        /* A large submission lists its first jobs only: count and ids say the rest. */
+        if (i < SUBMIT_REPLY_MAX_JOBS)
+            json_array_append_new(out, json_pack("{s:I, s:s, s:s}", "id", (json_int_t)j->id,
+                                                 "name", j->name, "state",
+                                                 job_state_short(j->state)));
     }
     free(jobs);
+    json_decref(leader_env);
+    free(leader_script);
     json_t *reply = json_pack("{s:o}", "jobs", out);
     if (group_id > 0) {
+        json_object_set_new(reply, "count", json_integer((json_int_t)n));
+        if (!dry_run) {
+            json_object_set_new(reply, "first_id", json_integer(first_id));
+            json_object_set_new(reply, "last_id", json_integer(last_id));
+        }
         json_object_set_new(reply, "group_id", dry_run ? json_null() : json_integer(group_id));
         json_object_set_new(reply, "max_concurrent", json_integer(limit > 0 ? limit : 0));
     }

@@ -978,6 +978,26 @@ int store_update_job(struct store *s, const struct job *j)
     return 0;
 }
 
+/* The tasks of an array or a sweep usually share the first job's environment (and script):
+ * it is stored once, with that job (the group's id), and read from there. */
+static int read_group_payload(struct store *s, struct job *j)
+{
+    struct job leader;
+    int rc = store_get_job(s, j->group_id, &leader, true);
+    if (rc != 0) {
+        if (rc > 0)
+            set_err(s, "job %lld: the payload of its group %lld is missing", (long long)j->id,
+                    (long long)j->group_id);
+        return -1;
+    }
+    if (!j->env)
+        j->env = json_incref(leader.env);
+    if (!j->script && !j->command && leader.script)
+        j->script = xstrdup(leader.script);
+    job_clear(&leader);
+    return 0;
+}
+
 int store_get_job(struct store *s, int64_t id, struct job *out, bool with_payload)
 {
     sqlite3_stmt *st = with_payload ? s->st_get_full : s->st_get;
@@ -992,6 +1012,11 @@ int store_get_job(struct store *s, int64_t id, struct job *out, bool with_payloa
     else
         ret = db_err(s, "reading a job");
     finish(st);
+    if (ret == 0 && with_payload && out->group_id && out->group_id != out->id &&
+        (!out->env || (!out->script && !out->command)) && read_group_payload(s, out) < 0) {
+        job_clear(out);
+        return -1;
+    }
     return ret;
 }
 
