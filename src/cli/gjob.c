@@ -484,6 +484,7 @@ enum {
     OPT_UP_AUTO_CANCEL,
     OPT_UP_NO_AUTO_CANCEL,
     OPT_UP_MAX_RETRIES,
+    OPT_UP_MAX_CONCURRENT,
     OPT_UP_SCRIPT,
     OPT_UP_CASCADE
 };
@@ -518,6 +519,7 @@ static const struct option gjob_spec_longopts[] = {
     {"auto-cancel", no_argument, NULL, OPT_UP_AUTO_CANCEL},
     {"no-auto-cancel", no_argument, NULL, OPT_UP_NO_AUTO_CANCEL},
     {"max-retries", required_argument, NULL, OPT_UP_MAX_RETRIES},
+    {"max-concurrent", required_argument, NULL, OPT_UP_MAX_CONCURRENT},
     {"hold", no_argument, NULL, 'H'},
     {"cascade", no_argument, NULL, OPT_UP_CASCADE},
     {"help", no_argument, NULL, 'h'},
@@ -545,7 +547,9 @@ static const char gjob_spec_options_help[] =
     "      --auto-cancel, --no-auto-cancel\n"
     "                           cancel the job if a dependency can no longer be met, or\n"
     "                           keep it waiting\n"
-    "      --max-retries N      retries of a failed job (0 for none)\n";
+    "      --max-retries N      retries of a failed job (0 for none)\n"
+    "      --max-concurrent K   (update) at most K jobs of the job's submission run at\n"
+    "                           once, 0 for no limit (as 'gctl set-limit')\n";
 
 static int64_t gjob_dep_id(const char *opt, const char *s)
 {
@@ -717,6 +721,15 @@ static int gjob_spec_parse(const char *cmd, int argc, char **argv, json_t *spec,
         case OPT_UP_AUTO_CANCEL:
         case OPT_UP_NO_AUTO_CANCEL:
             json_object_set_new(spec, "auto_cancel", json_boolean(c == OPT_UP_AUTO_CANCEL));
+            break;
+        case OPT_UP_MAX_CONCURRENT:
+            if (redo)
+                client_die(CLIENT_EXIT_USAGE, "gjob redo: --max-concurrent is for 'gjob update' "
+                                              "and 'gctl set-limit'");
+            if (parse_int64(optarg, &v) < 0 || v < 0)
+                client_die(CLIENT_EXIT_USAGE,
+                           "invalid value '%s' for --max-concurrent: a whole number >= 0", optarg);
+            json_object_set_new(spec, "max_concurrent", json_integer(v));
             break;
         case OPT_UP_MAX_RETRIES:
             if (parse_int64(optarg, &v) < 0 || v < 0 || v > 1000)

@@ -1080,6 +1080,28 @@ static json_t *parse_body(const char *body, size_t len, struct reply *rep);
 /* POST /v1/jobs/{id}/limit {"max_concurrent": K}: how many jobs of the submission group
  * of job id (a group's id is its first job's id) may run at once; 0 = no limit. A job
  * submitted alone gets a group of its own. */
+/* Sets the limit of j's group (gid; 0: j, an active job, is alone and gets a group of
+ * its own, whose id is its own). 0, or -1 with the reply set. */
+static int set_group_limit(struct job *j, int64_t gid, int64_t limit, struct reply *rep)
+{
+    if (gid == 0) {
+        gid = j->id;
+        j->group_id = gid;
+        j->group = jobs_group(gid, true);
+        if (j->state == JOB_RUNNING)
+            j->group->running++;
+        if (jobs_save(j) < 0) {
+            reply_error(rep, 500, "cannot store job %lld; see gflowd.log", (long long)j->id);
+            return -1;
+        }
+    }
+    if (jobs_group_set_limit(jobs_group(gid, true), limit) < 0) {
+        reply_error(rep, 500, "cannot store the limit; see gflowd.log");
+        return -1;
+    }
+    return 0;
+}
+
 static void route_limit(int64_t id, const struct caller *who, const char *body, size_t len,
                         struct reply *rep)
 {
@@ -1125,23 +1147,10 @@ static void route_limit(int64_t id, const struct caller *who, const char *body, 
                     (long long)id);
         return;
     }
-    if (gid == 0) { /* a lone job: a group of its own */
-        gid = id;
-        j->group_id = id;
-        j->group = jobs_group(id, true);
-        if (j->state == JOB_RUNNING)
-            j->group->running++;
-        if (jobs_save(j) < 0) {
-            reply_error(rep, 500, "cannot store job %lld; see gflowd.log", (long long)id);
-            return;
-        }
-    }
-    if (jobs_group_set_limit(jobs_group(gid, true), limit) < 0) {
-        reply_error(rep, 500, "cannot store the limit; see gflowd.log");
-        return;
-    }
-    reply_json(rep, 200, json_pack("{s:I, s:I}", "group_id", (json_int_t)gid, "max_concurrent",
-                                   (json_int_t)limit));
+    if (set_group_limit(j, gid, limit, rep) == 0)
+        reply_json(rep, 200, json_pack("{s:I, s:I}", "group_id",
+                                       (json_int_t)(gid ? gid : id), "max_concurrent",
+                                       (json_int_t)limit));
 }
 
 static void route_hold_release(int64_t id, const struct caller *who, bool hold,
@@ -1287,6 +1296,14 @@ static void route_update(int64_t id, const struct caller *who, const char *body,
         json_decref(over);
         return;
     }
+    json_t *mc = json_object_get(over, "max_concurrent");
+    if (mc && (!json_is_integer(mc) || json_integer_value(mc) < 0)) {
+        reply_error(rep, 400, "'max_concurrent' must be an integer >= 0 (0: no limit)");
+        json_decref(over);
+        return;
+    }
+    int64_t new_limit = mc ? (int64_t)json_integer_value(mc) : -1;
+    json_object_del(over, "max_concurrent");
     struct job *j = own_active_job(id, who, "update", rep);
     if (!j) {
         json_decref(over);
@@ -1353,6 +1370,18 @@ static void route_update(int64_t id, const struct caller *who, const char *body,
                                                  "new", "..."));
     json_decref(before);
     json_decref(after);
+    if (new_limit >= 0) { /* the limit belongs to the job's group: set it there */
+        int64_t old_limit = j->group ? j->group->max_concurrent : 0;
+        if (set_group_limit(j, j->group_id, new_limit, rep) < 0) {
+            json_decref(changes);
+            goto out;
+        }
+        if (old_limit != new_limit)
+            json_array_append_new(changes, json_pack("{s:s, s:I, s:I}", "field",
+                                                     "max_concurrent", "old",
+                                                     (json_int_t)old_limit, "new",
+                                                     (json_int_t)new_limit));
+    }
     if (json_array_size(changes) && jobs_update(j, n, deps_changed, what_changed) < 0) {
         reply_error(rep, 500, "cannot store the update of job %lld; see gflowd.log", (long long)id);
         json_decref(changes);
@@ -1361,6 +1390,7 @@ static void route_update(int64_t id, const struct caller *who, const char *body,
         json_object_set_new(o, "changes", changes);
         reply_json(rep, 200, o);
     }
+out:
     job_free(n);
     json_decref(spec);
     json_decref(over);

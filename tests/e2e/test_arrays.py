@@ -125,3 +125,13 @@ def test_100k_array_accepted_quickly_and_listed(gflow):
     # The 2 s target is measured by `make bench`; here only a pathological slowdown (one
     # reply line per task, say) fails, under the sanitizers too.
     assert elapsed < 15, f"100,000 tasks took {elapsed:.2f}s"
+
+
+def test_update_changes_the_group_limit(gflow):
+    cp = gflow.run("gbatch", "-H", "--array", "1-3", "true", check=True)
+    first = int(cp.stdout.split()[4].split("-")[0])
+    cp = gflow.run("gjob", "update", str(first + 1), "--max-concurrent", "2", check=True)
+    assert f"Job {first + 1} updated" in cp.stdout and "2" in cp.stdout, cp.stdout
+    assert [gflow.job(first + i)["max_concurrent"] for i in range(3)] == [2, 2, 2]
+    bad = gflow.run("gjob", "update", str(first), "--max-concurrent", "-1")
+    assert bad.returncode == 2 and "--max-concurrent" in bad.stderr
