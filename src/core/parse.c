@@ -794,6 +794,17 @@ char *sweep_fill_command(const char *tmpl, char *const *names, char *const *valu
         size_t skip;
         ssize_t k = (q == SQ || t == tmpl || t[-1] != '$') ? sweep_placeholder(t, names, n, &skip)
                                                            : -1;
+        if (k >= 0 && q == SQ && t > tmpl && t[-1] == '\'' && t[skip] == '\'') {
+            /* A whole single-quoted word '{x}' (gbatch quotes the {x} it is given):
+             * the value's own quoting replaces it, so 7 reads 7, not ''7''. */
+            char *v = shell_quote(values[k]);
+            sb.buf[--sb.len] = '\0';
+            strbuf_adds(&sb, v);
+            free(v);
+            t += skip + 1;
+            q = NONE;
+            continue;
+        }
         if (k >= 0) {
             char *v = shell_quote(values[k]);
             /* Never leave a value bare next to other text that could merge with it:

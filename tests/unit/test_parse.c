@@ -563,7 +563,9 @@ static void test_sweep_fill(void **state)
     fill_is("echo {v} {w}", "0.1", "echo 0.1 W");
     fill_is("echo {v}", "a b", "echo 'a b'");
     fill_is("echo {v}", "'; touch pwned; '", "echo ''\\''; touch pwned; '\\'''");
-    fill_is("echo '{v}'", "x'y", "echo '''x'\\''y'''");
+    fill_is("echo '{v}'", "x'y", "echo 'x'\\''y'"); /* a whole quoted word: replaced */
+    fill_is("echo '{v}'", "7", "echo 7");
+    fill_is("echo 'a{v}'", "x y", "echo 'a''x y'''"); /* inside a longer quoted word */
     fill_is("echo \"{v}\"", "$(id)", "echo \"\"'$(id)'\"\"");
     fill_is("echo ${v} {x} \\{v}", "1", "echo ${v} {x} \\{v}");
     fill_is("--lr={v}", "1e-3", "--lr=1e-3");
