@@ -175,6 +175,16 @@ def bench_array_100k():
         report("100,000-task array accepted (one gbatch)", median(times), "s", "<= 2 s")
     finally:
         sb.close()
+    sb = Sandbox()
+    try:
+        times = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            sb.run("gbatch", "--hold", "--parsable", "--param", "x=1:100000", "echo", "{x}")
+            times.append(time.perf_counter() - t0)
+        report("100,000-job sweep accepted (one gbatch)", median(times), "s", "<= 2 s")
+    finally:
+        sb.close()
 
 
 def bench_scheduler():
