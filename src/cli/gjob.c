@@ -168,6 +168,21 @@ static void gjob_print_gpus(const json_t *raw, const struct job *j)
     }
 }
 
+/* A sweep's parameters as "lr=0.1 bs=32" (each value shell-quoted if it needs it). */
+static char *gjob_params_text(const json_t *params)
+{
+    struct strbuf sb;
+    strbuf_init(&sb);
+    const char *key;
+    const json_t *v;
+    json_object_foreach((json_t *)params, key, v) {
+        char *q = shell_quote(json_is_string(v) ? json_string_value(v) : "");
+        strbuf_addf(&sb, "%s%s=%s", sb.len ? " " : "", key, q);
+        free(q);
+    }
+    return strbuf_detach(&sb);
+}
+
 static void gjob_print_job(const json_t *raw, const struct job *j)
 {
     gjob_field_owned("ID", xasprintf("%lld", (long long)j->id));
@@ -180,6 +195,9 @@ static void gjob_print_job(const json_t *raw, const struct job *j)
         gjob_field("Command", j->command);
     else
         gjob_field("Script", j->script_path);
+    const json_t *params = json_object_get(raw, "params");
+    if (json_is_object(params))
+        gjob_field_owned("Params", gjob_params_text(params));
     gjob_field("WorkDir", j->workdir);
     gjob_field_owned("SubmitTime", output_time(j->submit_time));
     gjob_field_owned("StartTime", output_time(j->start_time));
@@ -486,6 +504,7 @@ enum {
     OPT_UP_MAX_RETRIES,
     OPT_UP_MAX_CONCURRENT,
     OPT_UP_SCRIPT,
+    OPT_UP_PARAM,
     OPT_UP_CASCADE
 };
 
@@ -520,6 +539,7 @@ static const struct option gjob_spec_longopts[] = {
     {"no-auto-cancel", no_argument, NULL, OPT_UP_NO_AUTO_CANCEL},
     {"max-retries", required_argument, NULL, OPT_UP_MAX_RETRIES},
     {"max-concurrent", required_argument, NULL, OPT_UP_MAX_CONCURRENT},
+    {"param", required_argument, NULL, OPT_UP_PARAM},
     {"hold", no_argument, NULL, 'H'},
     {"cascade", no_argument, NULL, OPT_UP_CASCADE},
     {"help", no_argument, NULL, 'h'},
@@ -548,6 +568,11 @@ static const char gjob_spec_options_help[] =
     "                           cancel the job if a dependency can no longer be met, or\n"
     "                           keep it waiting\n"
     "      --max-retries N      retries of a failed job (0 for none)\n"
+    "      --param NAME=VALUE   (a sweep's job, gbatch --param) a new value for one of\n"
+    "                           its parameters (repeatable); its command or script, and\n"
+    "                           its name if the sweep had --name-template, are filled\n"
+    "                           in again from their templates, the value safely quoted.\n"
+    "                           For such a job -c, --script and -J are templates ({NAME})\n"
     "      --max-concurrent K   (update) at most K jobs of the job's submission run at\n"
     "                           once, 0 for no limit (as 'gctl set-limit')\n";
 
@@ -731,6 +756,22 @@ static int gjob_spec_parse(const char *cmd, int argc, char **argv, json_t *spec,
                            "invalid value '%s' for --max-concurrent: a whole number >= 0", optarg);
             json_object_set_new(spec, "max_concurrent", json_integer(v));
             break;
+        case OPT_UP_PARAM: {
+            const char *eq = strchr(optarg, '=');
+            char *pname = eq ? xstrndup(optarg, (size_t)(eq - optarg)) : NULL;
+            if (!pname || !param_name_valid(pname))
+                client_die(CLIENT_EXIT_USAGE,
+                           "invalid --param '%s': use NAME=VALUE (NAME: letters, digits and "
+                           "'_', not starting with a digit)", optarg);
+            json_t *ps = json_object_get(spec, "params");
+            if (!ps) {
+                ps = json_object();
+                json_object_set_new(spec, "params", ps);
+            }
+            json_object_set_new(ps, pname, json_string(eq + 1));
+            free(pname);
+            break;
+        }
         case OPT_UP_MAX_RETRIES:
             if (parse_int64(optarg, &v) < 0 || v < 0 || v > 1000)
                 client_die(CLIENT_EXIT_USAGE, "invalid value '%s' for --max-retries: 0 to 1000",
@@ -770,7 +811,8 @@ static void gjob_help_update(void)
            "Examples:\n"
            "  gjob update 12 -p 50 -t 2:00:00\n"
            "  gjob update 12 --depends-on none       run without waiting for anything\n"
-           "  gjob update 12 -c 'python train.py --lr 0.01'\n",
+           "  gjob update 12 -c 'python train.py --lr 0.01'\n"
+           "  gjob update 12 --param lr=0.2          a sweep's job: new value, new command\n",
            gjob_spec_options_help);
 }
 
@@ -791,7 +833,7 @@ static void gjob_help_redo(void)
            gjob_spec_options_help);
 }
 
-/* "1:00:00" for time limits, else the JSON value as text. */
+/* "1:00:00" for time limits, "lr=0.1 bs=32" for params, else the JSON value as text. */
 static char *gjob_change_text(const char *field, const json_t *v)
 {
     if (!v || json_is_null(v))
@@ -802,6 +844,8 @@ static char *gjob_change_text(const char *field, const json_t *v)
         return json_number_value(v) > 0 ? output_time(json_number_value(v)) : xstrdup("-");
     if (json_is_string(v))
         return xstrdup(json_string_value(v));
+    if (!strcmp(field, "params") && json_is_object(v))
+        return gjob_params_text(v);
     if (!strcmp(field, "depends_on")) {
         struct strbuf sb;
         strbuf_init(&sb);

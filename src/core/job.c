@@ -228,6 +228,10 @@ void job_clear(struct job *j)
     free(j->deps);
     free(j->dependents);
     json_decref(j->env);
+    json_decref(j->params);
+    free(j->command_template);
+    free(j->script_template);
+    free(j->name_template);
     job_init(j);
 }
 
@@ -265,6 +269,10 @@ struct job *job_dup(const struct job *src, bool with_payload)
     j->conda_env = dup_or_null(src->conda_env);
     j->script = with_payload ? dup_or_null(src->script) : NULL;
     j->env = with_payload && src->env ? json_deep_copy(src->env) : NULL;
+    j->params = with_payload && src->params ? json_deep_copy(src->params) : NULL;
+    j->command_template = with_payload ? dup_or_null(src->command_template) : NULL;
+    j->script_template = with_payload ? dup_or_null(src->script_template) : NULL;
+    j->name_template = with_payload ? dup_or_null(src->name_template) : NULL;
     j->deps = NULL;
     if (src->n_deps) {
         j->deps = xmalloc(src->n_deps * sizeof(*j->deps));
@@ -630,6 +638,7 @@ json_t *job_to_json(const struct job *j, bool full, const char *log_dir)
     if (full) {
         json_object_set_new(o, "script", j->script ? json_string(j->script) : json_null());
         json_object_set_new(o, "env", j->env ? json_incref(j->env) : json_object());
+        json_object_set_new(o, "params", j->params ? json_incref(j->params) : json_null());
         if (log_dir)
             json_object_set_new(o, "log_path", json_sprintf("%s/%lld.log", log_dir, (long long)j->id));
     }
@@ -713,6 +722,9 @@ int job_from_json(const json_t *o, struct job *j)
     json_t *env = json_object_get(o, "env");
     if (json_is_object(env))
         j->env = json_incref(env);
+    json_t *params = json_object_get(o, "params");
+    if (json_is_object(params))
+        j->params = json_incref(params);
     return 0;
 }
 

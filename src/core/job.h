@@ -87,6 +87,13 @@ struct job {
     char *script_path; /* where the script came from, for display ("-" for stdin) */
     char *workdir;
     json_t *env;       /* object name -> value; not kept in daemon memory */
+    /* A sweep's job (payload too, like script and env): its parameter values (object
+     * name -> string, in the sweep's order; NULL: not from a sweep) and the unsubstituted
+     * templates they fill (command or script; name only with --name-template). */
+    json_t *params;
+    char *command_template;
+    char *script_template;
+    char *name_template;
 
     double submit_time, start_time, end_time; /* unix seconds; 0 = not yet */
 
@@ -146,11 +153,11 @@ void job_init(struct job *j);          /* zero values and defaults */
 void job_clear(struct job *j);         /* frees owned fields, leaves j initialised */
 struct job *job_new(void);
 void job_free(struct job *j);
-/* Deep copy; env and script are copied only if with_payload. */
+/* Deep copy; env, script, params and templates are copied only if with_payload. */
 struct job *job_dup(const struct job *j, bool with_payload);
 
 /* The job as JSON for the API (docs/api.md). With full, also command/script text,
- * env and the log path; log_dir may be NULL. */
+ * env, params (null if none) and the log path; log_dir may be NULL. */
 json_t *job_to_json(const struct job *j, bool full, const char *log_dir);
 /* The fields of a job's list form, in the order of its JSON object. */
 enum job_field {

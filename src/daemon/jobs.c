@@ -472,6 +472,12 @@ int jobs_submit(struct job *j)
     j->script = NULL;
     json_decref(j->env);
     j->env = NULL;
+    json_decref(j->params);
+    j->params = NULL;
+    free(j->command_template);
+    free(j->script_template);
+    free(j->name_template);
+    j->command_template = j->script_template = j->name_template = NULL;
     table_append(j);
     if (j->state == JOB_QUEUED)
         scheduler_queue_insert(&queue, j);

@@ -297,6 +297,7 @@ static int serve(void)
     jobs_commit();
     api_stop();
     jobs_commit();
+    runner_shutdown();
     gpu_stop();
     store_checkpoint(gd.store);
     store_close(gd.store);

@@ -442,13 +442,21 @@ static int expand_spec(struct job *base, json_t *array, json_t *params, json_t *
             }
             struct job *t = task_of(base);
             jobs[n++] = t;
+            /* The job keeps its values and the templates (gjob update --param). */
+            t->params = json_object();
+            for (size_t k = 0; k < nn; k++)
+                json_object_set_new(t->params, pn[k], json_string(pv[k]));
+            if (name_tmpl)
+                t->name_template = xstrdup(json_string_value(name_tmpl));
             if (base->command) {
                 free(t->command);
                 t->command = sweep_fill_command(base->command, pn, pv, nn);
+                t->command_template = xstrdup(base->command);
             }
             if (base->script) {
                 free(t->script);
                 t->script = sweep_fill_command(base->script, pn, pv, nn);
+                t->script_template = xstrdup(base->script);
             }
             free(t->name);
             t->name = name_tmpl ? sweep_fill_name(json_string_value(name_tmpl), pn, pv, nn)
@@ -605,6 +613,8 @@ static void route_submit(const struct caller *who, const char *body, size_t len,
     json_t *leader_env = n > 1 ? json_incref(jobs[0]->env) : NULL;
     int64_t first_id = 0, last_id = 0;
     char *leader_script = n > 1 && jobs[0]->script ? xstrdup(jobs[0]->script) : NULL;
+    char *leader_stmpl =
+        n > 1 && jobs[0]->script_template ? xstrdup(jobs[0]->script_template) : NULL;
     for (size_t i = 0; i < n; i++) {
         struct job *j = jobs[i];
         j->group_id = group_id;
@@ -615,6 +625,12 @@ static void route_submit(const struct caller *who, const char *body, size_t len,
                 free(j->script);
                 j->script = NULL;
             }
+        }
+        /* A script sweep's template, the same for every task: stored with the first. */
+        if (i > 0 && group_id && j->script_template && leader_stmpl &&
+            strcmp(j->script_template, leader_stmpl) == 0) {
+            free(j->script_template);
+            j->script_template = NULL;
         }
         if (dry_run) {
             json_t *o = json_pack("{s:n, s:s, s:s}", "id", "name", j->name, "state",
@@ -637,6 +653,7 @@ static void route_submit(const struct caller *who, const char *body, size_t len,
             json_decref(out);
             json_decref(leader_env);
             free(leader_script);
+            free(leader_stmpl);
             return;
         }
         if (i == 0)
@@ -651,6 +668,7 @@ static void route_submit(const struct caller *who, const char *body, size_t len,
     free(jobs);
     json_decref(leader_env);
     free(leader_script);
+    free(leader_stmpl);
     json_t *reply = json_pack("{s:o}", "jobs", out);
     if (group_id > 0) {
         json_object_set_new(reply, "count", json_integer((json_int_t)n));
@@ -1279,9 +1297,126 @@ static int spec_merge(json_t *spec, json_t *over, bool allow_hold, char **err)
     return 0;
 }
 
+/* A sweep's job in an update or a redo. f: the stored job (with payload); over: the
+ * request's spec fields. Its "params" (new values for names the job already has) is
+ * taken out of over; a command, script or name given in over becomes the new template;
+ * and the command (or script) and name are filled again from the templates and values
+ * (with sweep_fill_command's quoting) and put into over. carry (initialised) gets the
+ * new values and templates, for the new job (sweep_move). A job not from a sweep
+ * passes unchanged, unless over has "params". 0, or -1 + *err (a 400 message). */
+static int sweep_rewrite(const struct job *f, json_t *over, struct job *carry, char **err)
+{
+    json_t *p = json_object_get(over, "params");
+    if (!f->params) {
+        if (p) {
+            *err = xasprintf("job %lld has no parameters (only the jobs of a sweep, gbatch "
+                             "--param, have them)", (long long)f->id);
+            return -1;
+        }
+        return 0;
+    }
+    const char *key;
+    json_t *v;
+    if (p) {
+        if (!json_is_object(p) || !json_object_size(p)) {
+            *err = xstrdup("'params' must be an object of parameter names and values "
+                           "(strings), e.g. {\"lr\": \"0.2\"}");
+            return -1;
+        }
+        struct strbuf unknown, have;
+        strbuf_init(&unknown);
+        strbuf_init(&have);
+        json_object_foreach(p, key, v) {
+            if (!json_object_get(f->params, key))
+                strbuf_addf(&unknown, "%s'%s'", unknown.len ? ", " : "", key);
+            else if (!json_is_string(v)) {
+                *err = xasprintf("params: the value of '%s' must be a string", key);
+                strbuf_free(&unknown);
+                strbuf_free(&have);
+                return -1;
+            }
+        }
+        if (unknown.len) {
+            json_object_foreach(f->params, key, v)
+                strbuf_addf(&have, "%s%s", have.len ? ", " : "", key);
+            *err = xasprintf("job %lld has no parameter %s (its parameters: %s)",
+                             (long long)f->id, unknown.buf, have.buf);
+            strbuf_free(&unknown);
+            strbuf_free(&have);
+            return -1;
+        }
+        strbuf_free(&unknown);
+        strbuf_free(&have);
+    }
+    carry->params = json_deep_copy(f->params);
+    json_object_foreach(p, key, v)
+        json_object_set(carry->params, key, v);
+    json_t *cmd = json_object_get(over, "command"), *script = json_object_get(over, "script");
+    json_t *name = json_object_get(over, "name");
+    carry->command_template = f->command_template ? xstrdup(f->command_template) : NULL;
+    carry->script_template = f->script_template ? xstrdup(f->script_template) : NULL;
+    carry->name_template = f->name_template ? xstrdup(f->name_template) : NULL;
+    if (json_is_string(cmd)) {
+        free(carry->command_template);
+        free(carry->script_template);
+        carry->command_template = xstrdup(json_string_value(cmd));
+        carry->script_template = NULL;
+    } else if (json_is_string(script)) {
+        free(carry->command_template);
+        free(carry->script_template);
+        carry->script_template = xstrdup(json_string_value(script));
+        carry->command_template = NULL;
+    }
+    if (name) {
+        free(carry->name_template);
+        carry->name_template = json_is_string(name) ? xstrdup(json_string_value(name)) : NULL;
+    }
+    json_incref(p);
+    json_object_del(over, "params");
+    if (p || cmd || script || name) {
+        size_t nn = json_object_size(carry->params), k = 0;
+        char **pn = xcalloc(nn ? nn : 1, sizeof(*pn)), **pv = xcalloc(nn ? nn : 1, sizeof(*pv));
+        json_object_foreach(carry->params, key, v) {
+            pn[k] = (char *)key;
+            pv[k++] = (char *)(json_is_string(v) ? json_string_value(v) : "");
+        }
+        if (carry->command_template && (p || cmd)) {
+            char *text = sweep_fill_command(carry->command_template, pn, pv, nn);
+            json_object_set_new(over, "command", json_string(text));
+            free(text);
+        } else if (carry->script_template && (p || script)) {
+            char *text = sweep_fill_command(carry->script_template, pn, pv, nn);
+            json_object_set_new(over, "script", json_string(text));
+            free(text);
+            if (!script && f->script_path)
+                json_object_set_new(over, "script_path", json_string(f->script_path));
+        }
+        if (carry->name_template && (p || json_is_string(name))) {
+            char *filled = sweep_fill_name(carry->name_template, pn, pv, nn);
+            json_object_set_new(over, "name", json_string(filled));
+            free(filled);
+        }
+        free(pn);
+        free(pv);
+    }
+    json_decref(p);
+    return 0;
+}
+
+/* Moves carry's sweep fields (sweep_rewrite) into the new job n. */
+static void sweep_move(struct job *n, struct job *carry)
+{
+    n->params = carry->params;
+    n->command_template = carry->command_template;
+    n->script_template = carry->script_template;
+    n->name_template = carry->name_template;
+    carry->params = NULL;
+    carry->command_template = carry->script_template = carry->name_template = NULL;
+}
+
 /* The fields gjob update reports, compared between the job's JSON before and after. */
 static const char *const update_fields[] = {
-    "name", "command", "script_path", "workdir", "priority", "time_limit", "gpus",
+    "params", "name", "command", "script_path", "workdir", "priority", "time_limit", "gpus",
     "gpu_memory_mb", "shared", "gpus_per_task", "memory_mb", "conda_env", "signal_spec",
     "begin_time", "max_retries", "depends_on", "depends_mode", "auto_cancel"};
 
@@ -1327,8 +1462,17 @@ static void route_update(int64_t id, const struct caller *who, const char *body,
     char *err = NULL;
     bool dry = false;
     struct job *n = NULL;
-    if (spec_merge(spec, over, false, &err) == 0)
+    struct job carry;
+    job_init(&carry);
+    /* A sweep's values and templates are in the payload: written with the command. */
+    bool sweep_changed = full.params && (json_object_get(over, "params") ||
+                                         json_object_get(over, "name"));
+    if (sweep_rewrite(&full, over, &carry, &err) == 0 &&
+        spec_merge(spec, over, false, &err) == 0)
         n = spec_to_job(spec, who, &dry, &err);
+    if (n)
+        sweep_move(n, &carry);
+    job_clear(&carry);
     bool deps_changed = n && json_object_get(over, "depends_on");
     if (n && deps_changed && jobs_check_deps(n, id, &err) < 0) {
         job_free(n);
@@ -1344,7 +1488,7 @@ static void route_update(int64_t id, const struct caller *who, const char *body,
     }
     bool what_changed = json_object_get(over, "command") || json_object_get(over, "script") ||
                         json_object_get(over, "script_path") || json_object_get(over, "workdir") ||
-                        json_object_get(over, "env");
+                        json_object_get(over, "env") || sweep_changed;
     json_t *before = job_to_json(&full, true, NULL);
     n->id = id;
     n->state = j->state;
@@ -1414,8 +1558,14 @@ static struct job *redo_job(const struct job *f, json_t *over, const int64_t (*m
     }
     bool dry = false;
     struct job *n = NULL;
-    if (!over || spec_merge(spec, over, true, err) == 0)
+    struct job carry;
+    job_init(&carry);
+    if (sweep_rewrite(f, over, &carry, err) == 0 &&
+        (!over || spec_merge(spec, over, true, err) == 0))
         n = spec_to_job(spec, who, &dry, err);
+    if (n)
+        sweep_move(n, &carry);
+    job_clear(&carry);
     json_decref(spec);
     if (n && n->n_deps && jobs_check_deps(n, jobs_next_id(), err) < 0) {
         job_free(n);

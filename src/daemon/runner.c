@@ -770,6 +770,14 @@ void runner_recover(void)
     free(copy);
 }
 
+void runner_shutdown(void)
+{
+    size_t n;
+    struct job **active = jobs_active(&n);
+    for (size_t i = 0; i < n; i++)
+        run_free(active[i]); /* the shims go on; a restarted daemon re-adopts them */
+}
+
 void runner_sweep(void)
 {
     sweep_dir(gd.paths.exit_dir);

@@ -25,6 +25,8 @@ void runner_sweep(void);
 /* Ends a running job: records why (committed before the shim is signalled), then
  * SIGTERM to the shim, which escalates to SIGKILL after the kill grace. */
 void runner_request_end(struct job *j, enum job_end_request why);
+/* Forgets the running jobs' watches at daemon exit (the jobs keep running). */
+void runner_shutdown(void);
 /* Sends sig to the job's shim (through its pidfd, so never to a recycled pid). */
 void runner_signal(struct job *j, int sig);
 /* Path of the job's log (caller frees). */

@@ -8,7 +8,9 @@
  *
  * Tables (schema version in PRAGMA user_version, upgraded by migrate()):
  *   jobs         one column per field of struct job, except the payload.
- *   job_payload  script and env (JSON object text) by job id. Kept out of jobs because
+ *   job_payload  script and env (JSON object text) by job id; for a sweep's job also its
+ *                params (JSON object text) and the templates they fill
+ *                (command_template, script_template, name_template). Kept out of jobs because
  *                a captured environment is 2-5 KB: inline, every jobs row fills a page
  *                of its own, and counting, sorting or scanning the history reads 10-20x
  *                more pages (measured 3-4x slower scans; bench/store_bench.c).
@@ -89,6 +91,10 @@ enum col {
     C_LIGHT_COUNT, /* the columns read without payload are those before this one */
     C_SCRIPT = C_LIGHT_COUNT,
     C_ENV,
+    C_PARAMS,
+    C_COMMAND_TEMPLATE,
+    C_SCRIPT_TEMPLATE,
+    C_NAME_TEMPLATE,
     C_COUNT
 };
 
@@ -139,6 +145,10 @@ static const struct {
     [C_BEGIN_TIME] = {"begin_time", true},
     [C_SCRIPT] = {"script", false},
     [C_ENV] = {"env", false},
+    [C_PARAMS] = {"params", false},
+    [C_COMMAND_TEMPLATE] = {"command_template", false},
+    [C_SCRIPT_TEMPLATE] = {"script_template", false},
+    [C_NAME_TEMPLATE] = {"name_template", false},
 };
 
 /* Schema migrations: migrations[v] upgrades user_version v to v + 1. Never edit a
@@ -228,6 +238,12 @@ static const char *const migrations[] = {
      * group's jobs may run at once (0 = no limit). */
     "CREATE TABLE job_groups (id INTEGER PRIMARY KEY,"
     " max_concurrent INTEGER NOT NULL DEFAULT 0);",
+    /* 5: a sweep's job keeps its parameter values (JSON object) and the unsubstituted
+     * command, script and name templates, so that gjob update --param fills them again. */
+    "ALTER TABLE job_payload ADD COLUMN params TEXT;"
+    "ALTER TABLE job_payload ADD COLUMN command_template TEXT;"
+    "ALTER TABLE job_payload ADD COLUMN script_template TEXT;"
+    "ALTER TABLE job_payload ADD COLUMN name_template TEXT;",
 };
 #define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -406,6 +422,16 @@ static int bind_column(sqlite3_stmt *st, enum col c, const struct job *j, const 
         return bind_text(st, i, j->script);
     case C_ENV:
         return bind_text(st, i, env);
+    case C_PARAMS:
+        if (!j->params)
+            return sqlite3_bind_null(st, i);
+        return sqlite3_bind_text(st, i, json_dumps(j->params, JSON_COMPACT), -1, free);
+    case C_COMMAND_TEMPLATE:
+        return bind_text(st, i, j->command_template);
+    case C_SCRIPT_TEMPLATE:
+        return bind_text(st, i, j->script_template);
+    case C_NAME_TEMPLATE:
+        return bind_text(st, i, j->name_template);
     case C_COUNT:
         break;
     }
@@ -544,7 +570,17 @@ static void read_column(sqlite3_stmt *st, enum col c, struct job *j)
         j->script = col_str(st, i);
         break;
     case C_ENV:
+    case C_PARAMS:
         break; /* parsed by read_job */
+    case C_COMMAND_TEMPLATE:
+        j->command_template = col_str(st, i);
+        break;
+    case C_SCRIPT_TEMPLATE:
+        j->script_template = col_str(st, i);
+        break;
+    case C_NAME_TEMPLATE:
+        j->name_template = col_str(st, i);
+        break;
     case C_COUNT:
         break;
     }
@@ -566,6 +602,17 @@ static int read_job(struct store *s, sqlite3_stmt *st, struct job *j, bool paylo
             if (!json_is_object(j->env)) {
                 set_err(s, "job %lld: stored env is not a JSON object: %s", (long long)j->id,
                         jerr.text);
+                job_clear(j);
+                return -1;
+            }
+        }
+        const char *params = (const char *)sqlite3_column_text(st, C_PARAMS);
+        if (params) {
+            json_error_t jerr;
+            j->params = json_loads(params, JSON_REJECT_DUPLICATES, &jerr);
+            if (!json_is_object(j->params)) {
+                set_err(s, "job %lld: stored params are not a JSON object: %s",
+                        (long long)j->id, jerr.text);
                 job_clear(j);
                 return -1;
             }
@@ -607,9 +654,13 @@ static int prepare_statements(struct store *s)
 
     /* OR REPLACE: a payload row left by a job deleted with foreign keys off must not
      * block the new job. */
-    strbuf_addf(&sb,
-                "INSERT OR REPLACE INTO job_payload(job_id, script, env) VALUES (?%d, ?%d, ?%d)",
-                C_ID + 1, C_SCRIPT + 1, C_ENV + 1);
+    strbuf_addf(&sb, "INSERT OR REPLACE INTO job_payload(job_id");
+    for (int c = C_LIGHT_COUNT; c < C_COUNT; c++)
+        strbuf_addf(&sb, ",%s", columns[c].name);
+    strbuf_addf(&sb, ") VALUES (?%d", C_ID + 1);
+    for (int c = C_LIGHT_COUNT; c < C_COUNT; c++)
+        strbuf_addf(&sb, ",?%d", c + 1);
+    strbuf_adds(&sb, ")");
     rc |= prepare_sb(s, &s->st_insert_payload, &sb);
 
     strbuf_adds(&sb, "UPDATE jobs SET ");
@@ -906,7 +957,7 @@ static int insert_row(struct store *s, const struct job *j)
 {
     if (insert_columns(s, s->st_insert, j, NULL, 0, C_LIGHT_COUNT) < 0)
         return -1;
-    if (j->script || j->env) {
+    if (j->script || j->env || j->params) {
         char *env = j->env ? json_dumps(j->env, JSON_COMPACT) : NULL;
         int ret = insert_columns(s, s->st_insert_payload, j, env, C_LIGHT_COUNT, C_COUNT);
         free(env);
@@ -994,6 +1045,8 @@ static int read_group_payload(struct store *s, struct job *j)
         j->env = json_incref(leader.env);
     if (!j->script && !j->command && leader.script)
         j->script = xstrdup(leader.script);
+    if (j->params && !j->script_template && !j->command_template && leader.script_template)
+        j->script_template = xstrdup(leader.script_template);
     job_clear(&leader);
     return 0;
 }
@@ -1013,7 +1066,9 @@ int store_get_job(struct store *s, int64_t id, struct job *out, bool with_payloa
         ret = db_err(s, "reading a job");
     finish(st);
     if (ret == 0 && with_payload && out->group_id && out->group_id != out->id &&
-        (!out->env || (!out->script && !out->command)) && read_group_payload(s, out) < 0) {
+        (!out->env || (!out->script && !out->command) ||
+         (out->params && !out->script_template && !out->command_template)) &&
+        read_group_payload(s, out) < 0) {
         job_clear(out);
         return -1;
     }
@@ -1366,18 +1421,11 @@ int store_update_what(struct store *s, const struct job *j, bool payload)
         return db_err(s, "updating a job's command");
     if (!payload)
         return 0;
-    if (adhoc(s, &st, "INSERT OR REPLACE INTO job_payload(job_id, script, env) VALUES (?1, ?2, ?3)") < 0)
-        return -1;
+    /* The whole payload row (script, env, a sweep's params and templates). */
     char *env = j->env ? json_dumps(j->env, JSON_COMPACT) : NULL;
-    sqlite3_bind_int64(st, 1, j->id);
-    bind_text(st, 2, j->script);
-    bind_text(st, 3, env);
-    rc = sqlite3_step(st);
-    sqlite3_finalize(st);
+    int ret = insert_columns(s, s->st_insert_payload, j, env, C_LIGHT_COUNT, C_COUNT);
     free(env);
-    if (rc != SQLITE_DONE)
-        return db_err(s, "updating a job's script");
-    return 0;
+    return ret;
 }
 
 int store_retried_as(struct store *s, int64_t id, int64_t *out)

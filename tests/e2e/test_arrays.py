@@ -135,3 +135,84 @@ def test_update_changes_the_group_limit(gflow):
     assert [gflow.job(first + i)["max_concurrent"] for i in range(3)] == [2, 2, 2]
     bad = gflow.run("gjob", "update", str(first), "--max-concurrent", "-1")
     assert bad.returncode == 2 and "--max-concurrent" in bad.stderr
+
+
+def held_sweep(gflow, *args):
+    cp = gflow.run("gbatch", "-H", "--parsable", *args, check=True)
+    return int(cp.stdout.split()[0])
+
+
+def test_update_param_refills_command_and_name_and_runs(gflow):
+    first = held_sweep(gflow, "--param", "lr=0.1,0.2", "--param", "bs=32",
+                       "--name-template", "r_lr{lr}", "echo lr={lr} bs={bs}")
+    j = gflow.job(first)
+    assert j["params"] == {"lr": "0.1", "bs": "32"}
+    assert (j["name"], j["command"]) == ("r_lr0.1", "echo lr=0.1 bs=32")
+    show = gflow.run("gjob", "show", str(first), check=True).stdout
+    assert "Params: lr=0.1 bs=32" in show, show
+    cp = gflow.run("gjob", "update", str(first), "--param", "lr=0.5", check=True)
+    out = cp.stdout
+    assert f"Job {first} updated" in out, out
+    assert "params lr=0.1 bs=32 -> lr=0.5 bs=32" in out, out
+    assert "name r_lr0.1 -> r_lr0.5" in out and "command echo lr=0.1 bs=32 -> echo lr=0.5 bs=32" in out, out
+    j = gflow.job(first)
+    assert (j["params"], j["name"], j["command"]) == ({"lr": "0.5", "bs": "32"}, "r_lr0.5",
+                                                     "echo lr=0.5 bs=32")
+    # The other job of the sweep is untouched.
+    assert gflow.job(first + 1)["params"] == {"lr": "0.2", "bs": "32"}
+    # The same values again: nothing changes.
+    cp = gflow.run("gjob", "update", str(first), "--param", "lr=0.5", check=True)
+    assert f"Job {first} unchanged" in cp.stdout, cp.stdout
+    # The API form; then it runs with the new value.
+    r = gflow.api("PATCH", f"/v1/jobs/{first}", {"params": {"bs": "64"}})
+    assert r.status == 200, r
+    fields = [c["field"] for c in r.json()["changes"]]
+    assert fields[0] == "params" and "command" in fields and "name" not in fields, fields
+    gflow.run("gjob", "release", str(first), check=True)
+    assert gflow.wait_state(first)["state"] == "CD"
+    assert gflow.log(first) == "lr=0.5 bs=64\n"
+    # A redo keeps the values and the templates, and takes --param too.
+    cp = gflow.run("gjob", "redo", str(first), "--param", "lr=0.9", "--hold", check=True)
+    redo = int(cp.stdout.split()[3])
+    r = gflow.job(redo)
+    assert (r["params"], r["name"], r["command"]) == ({"lr": "0.9", "bs": "64"}, "r_lr0.9",
+                                                     "echo lr=0.9 bs=64")
+
+
+def test_update_param_injection_stays_one_word(gflow):
+    first = held_sweep(gflow, "--param", "x=a,b", "--name-template", "n_{x}",
+                       "printf '%s|' {x} > out_$GFLOW_JOB_ID")
+    evil = "v; touch pwned; echo 'q\" $(touch pwned2)"
+    gflow.run("gjob", "update", str(first), "--param", f"x={evil}", check=True)
+    j = gflow.job(first)
+    assert j["params"]["x"] == evil and j["name"] == f"n_{evil}"
+    gflow.run("gjob", "release", str(first), check=True)
+    assert gflow.wait_state(first)["state"] == "CD", gflow.log(first)
+    assert (gflow.work / f"out_{first}").read_text() == evil + "|"
+    assert not (gflow.work / "pwned").exists() and not (gflow.work / "pwned2").exists()
+
+
+def test_update_param_refusals(gflow):
+    first = held_sweep(gflow, "--param", "lr=0.1", "--param", "bs=32", "echo {lr} {bs}")
+    cp = gflow.run("gjob", "update", str(first), "--param", "nope=1", "--param", "lr=2")
+    assert cp.returncode != 0 and "'nope'" in cp.stderr and "lr, bs" in cp.stderr, cp.stderr
+    r = gflow.api("PATCH", f"/v1/jobs/{first}", {"params": {"zz": "1", "yy": "2"}})
+    assert r.status == 400 and "'zz'" in r.json()["error"] and "'yy'" in r.json()["error"], r
+    r = gflow.api("PATCH", f"/v1/jobs/{first}", {"params": {"lr": 3}})
+    assert r.status == 400, r
+    assert gflow.job(first)["params"] == {"lr": "0.1", "bs": "32"}
+    cp = gflow.run("gjob", "update", str(first), "--param", "bad-name")
+    assert cp.returncode == 2 and "--param" in cp.stderr, cp.stderr
+    plain = int(gflow.submit("--hold", "echo hi"))
+    assert gflow.job(plain)["params"] is None
+    cp = gflow.run("gjob", "update", str(plain), "--param", "lr=1")
+    assert cp.returncode != 0 and f"job {plain} has no parameters" in cp.stderr, cp.stderr
+    r = gflow.api("PATCH", f"/v1/jobs/{plain}", {"params": {"lr": "1"}})
+    assert r.status == 400 and f"job {plain} has no parameters" in r.json()["error"], r
+    run = held_sweep(gflow, "--param", "s=30", "sleep {s}")
+    gflow.run("gjob", "release", str(run), check=True)
+    gflow.wait_state(run, "R")
+    r = gflow.api("PATCH", f"/v1/jobs/{run}", {"params": {"s": "1"}})
+    assert r.status == 409, r
+    gflow.run("gcancel", str(run), check=True)
+    gflow.run("gcancel", str(first), str(plain), check=True)

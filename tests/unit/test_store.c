@@ -306,7 +306,7 @@ static void test_open_pragmas_and_schema(void **state)
     char *mode = peek_text(db, "PRAGMA journal_mode");
     assert_string_equal(mode, "wal|\n");
     free(mode);
-    assert_int_equal(peek_int(db, "PRAGMA user_version"), 4);
+    assert_int_equal(peek_int(db, "PRAGMA user_version"), 5);
     assert_int_equal(peek_int(db, "SELECT value FROM meta WHERE key='next_job_id'"), 2);
     char *objs = peek_text(db, "SELECT type, name FROM sqlite_schema WHERE name NOT LIKE "
                                "'sqlite_%' ORDER BY type, name");
@@ -335,6 +335,11 @@ static void test_open_pragmas_and_schema(void **state)
                               "depends_on depends_any auto_cancel conda_env signal_spec "
                               "begin_time|\n");
     free(objs);
+    /* The payload: a sweep's values and templates after script and env (step 5). */
+    objs = peek_text(db, "SELECT group_concat(name, ' ') FROM pragma_table_info('job_payload')");
+    assert_string_equal(objs, "job_id script env params command_template script_template "
+                              "name_template|\n");
+    free(objs);
     /* The active-jobs query is served by the partial index. */
     char *plan = peek_text(db, "EXPLAIN QUERY PLAN SELECT id FROM jobs WHERE state IN (?) "
                                "AND state IN (0,1,2) ORDER BY id");
@@ -358,7 +363,7 @@ static void test_refuses_newer_schema(void **state)
     free(err);
     /* Let teardown work. */
     db = peek_open(f->path);
-    sqlite3_exec(db, "PRAGMA user_version=4", NULL, NULL, NULL);
+    sqlite3_exec(db, "PRAGMA user_version=5", NULL, NULL, NULL);
     sqlite3_close(db);
     f->s = open_ok(f->path);
 }
@@ -371,6 +376,37 @@ static void test_open_bad_path(void **state)
     assert_non_null(err);
     assert_non_null(strstr(err, "/nonexistent-dir/x/gflow.db"));
     free(err);
+}
+
+/* A sweep's values and templates: stored in the payload, read with it, rewritten by
+ * store_update_what (which keeps script and env). */
+static void test_sweep_payload(void **state)
+{
+    struct fixture *f = *state;
+    struct job *j = mkjob(3, JOB_HELD, "alice", 10, 1);
+    j->params = json_pack("{s:s, s:s}", "lr", "0.1", "bs", "32");
+    j->command_template = strdup("echo {lr} {bs}");
+    j->name_template = strdup("r{lr}");
+    insert_ok(f->s, j);
+    struct job got;
+    assert_int_equal(store_get_job(f->s, 3, &got, true), 0);
+    assert_true(json_equal(got.params, j->params));
+    assert_string_equal(got.command_template, "echo {lr} {bs}");
+    assert_string_equal(got.name_template, "r{lr}");
+    assert_null(got.script_template);
+    json_object_set_new(got.params, "lr", json_string("0.5"));
+    got.env = json_pack("{s:s}", "A", "1");
+    assert_int_equal(store_update_what(f->s, &got, true), 0);
+    job_clear(&got);
+    assert_int_equal(store_get_job(f->s, 3, &got, false), 0);
+    assert_null(got.params);
+    job_clear(&got);
+    assert_int_equal(store_get_job(f->s, 3, &got, true), 0);
+    assert_string_equal(json_string_value(json_object_get(got.params, "lr")), "0.5");
+    assert_string_equal(got.command_template, "echo {lr} {bs}");
+    assert_string_equal(json_string_value(json_object_get(got.env, "A")), "1");
+    job_clear(&got);
+    job_free(j);
 }
 
 static void test_insert_get(void **state)
@@ -995,6 +1031,7 @@ int main(void)
         T(test_refuses_newer_schema),
         cmocka_unit_test(test_open_bad_path),
         T(test_insert_get),
+        T(test_sweep_payload),
         T(test_update),
         T(test_load_active),
         T(test_load_active_callback_updates),
