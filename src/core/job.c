@@ -385,15 +385,14 @@ static void append_tsv_string(struct strbuf *sb, const char *s)
         strbuf_adds(sb, "\\N");
         return;
     }
-    for (; *s; s++) {
-        if (*s == '\t')
-            strbuf_adds(sb, "\\t");
-        else if (*s == '\n')
-            strbuf_adds(sb, "\\n");
-        else if (*s == '\\')
-            strbuf_adds(sb, "\\\\");
-        else
-            strbuf_addc(sb, *s);
+    while (*s) {
+        size_t run = strcspn(s, "\t\n\\"); /* copied in one go: names, paths */
+        strbuf_add(sb, s, run);
+        s += run;
+        if (!*s)
+            break;
+        strbuf_adds(sb, *s == '\t' ? "\\t" : *s == '\n' ? "\\n" : "\\\\");
+        s++;
     }
 }
 
