@@ -15,14 +15,4 @@ pid_t proc_parent(pid_t pid);
 /* The machine's memory in MiB (MemTotal in /proc/meminfo), or 0 if unknown. */
 int64_t proc_mem_total_mb(void);
 
-/* How gflow-shim --memory-limit will hold a job to its memory when started by this
- * process (the shim runs in its parent's cgroups and tries the methods in this order):
- * "cgroup v2" when the unified hierarchy's memory controller is available in this
- * process's cgroup and is enabled for its children or can be (this process's cgroup
- * is the root), else "cgroup v1" when a v1 memory controller is mounted and this
- * process may create cgroups in its own memory cgroup, else "watchdog". A static
- * string. GFLOW_SHIM_MEMORY_METHOD (v2, v1, watchdog) forces the answer, as it forces
- * the shim's method. */
-const char *proc_memory_enforcement(void);
-
 #endif

@@ -23,7 +23,7 @@ struct gflowd {
     double started_at; /* wall clock */
     char *shim_path;   /* gflow-shim next to gflowd, else the installed one */
     int64_t mem_total_mb;           /* MemTotal at start; 0 = unknown (no memory checks) */
-    const char *memory_enforcement; /* how the shim holds jobs to --memory (procinfo) */
+    const char *memory_enforcement; /* how the shim holds jobs to --memory (its probe) */
 };
 
 extern struct gflowd gd;

@@ -30,6 +30,7 @@
 #include "lockfile.h"
 #include "log.h"
 #include "loop.h"
+#include "parse.h"
 #include "procinfo.h"
 #include "runner.h"
 #include "store.h"
@@ -217,6 +218,24 @@ static int setup_signals(void)
     return fd;
 }
 
+/* How the shim holds jobs to --memory here, as the shim itself finds out (it tries a
+ * throw-away cgroup): "cgroup v2", "cgroup v1" or "watchdog". */
+static const char *probe_memory_enforcement(void)
+{
+    static char method[64];
+    char *quoted = shell_quote(gd.shim_path);
+    char *cmd = xasprintf("%s --probe-memory 2>/dev/null", quoted);
+    free(quoted);
+    FILE *f = popen(cmd, "r");
+    free(cmd);
+    if (!f || !fgets(method, sizeof(method), f))
+        snprintf(method, sizeof(method), "unknown (gflow-shim --probe-memory failed)");
+    if (f)
+        pclose(f);
+    method[strcspn(method, "\n")] = '\0';
+    return method;
+}
+
 static char *find_shim(const char *argv0)
 {
     char self[4096];
@@ -260,7 +279,7 @@ static int serve(void)
     gd.started_at = now_wall();
     gd.shim_path = find_shim(NULL);
     gd.mem_total_mb = proc_mem_total_mb();
-    gd.memory_enforcement = proc_memory_enforcement();
+    gd.memory_enforcement = probe_memory_enforcement();
     resolve_admin_group();
     if (mkdir_p(gd.paths.data_dir, 0700) < 0) {
         err = xasprintf("cannot create %s: %s", gd.paths.data_dir, strerror(errno));

@@ -2408,8 +2408,33 @@ static void shim_opts_free(struct shim_opts *o)
     free(o->deny_minors);
 }
 
+/* gflow-shim --probe-memory: prints how a job's --memory-limit would be held here
+ * ("cgroup v2", "cgroup v1" or "watchdog") by trying it with a throw-away cgroup, so that
+ * `gflowd status` reports what the shim really does. */
+static int shim_probe_memory(void)
+{
+    struct shim_opts o = {.job_id = 0, .memory_limit_mb = 1, .lock_fd = -1, .env_fd = -1};
+    struct shim_exec ex = {.memcg_procs_fd = -1};
+    struct shim_memlimit m = {0};
+    char *err = NULL;
+    if (shim_mem_setup(&o, &ex, &m, &err) < 0) {
+        printf("unavailable: %s\n", err);
+        free(err);
+        return 1;
+    }
+    printf("%s\n", shim_mem_method_names[m.method]);
+    if (ex.memcg_procs_fd >= 0)
+        close(ex.memcg_procs_fd);
+    if (m.dir)
+        shim_cgroup_remove(m.dir, 0);
+    free(m.dir);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 2 && strcmp(argv[1], "--probe-memory") == 0)
+        return shim_probe_memory();
     sigset_t mask;
     shim_block_signals(&mask);
     shim_ensure_std_fds();
