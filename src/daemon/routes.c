@@ -615,6 +615,8 @@ static void route_submit(const struct caller *who, const char *body, size_t len,
     char *leader_script = n > 1 && jobs[0]->script ? xstrdup(jobs[0]->script) : NULL;
     char *leader_stmpl =
         n > 1 && jobs[0]->script_template ? xstrdup(jobs[0]->script_template) : NULL;
+    char *leader_ctmpl =
+        n > 1 && jobs[0]->command_template ? xstrdup(jobs[0]->command_template) : NULL;
     for (size_t i = 0; i < n; i++) {
         struct job *j = jobs[i];
         j->group_id = group_id;
@@ -626,11 +628,16 @@ static void route_submit(const struct caller *who, const char *body, size_t len,
                 j->script = NULL;
             }
         }
-        /* A script sweep's template, the same for every task: stored with the first. */
+        /* A sweep's templates, the same for every task: stored with the first. */
         if (i > 0 && group_id && j->script_template && leader_stmpl &&
             strcmp(j->script_template, leader_stmpl) == 0) {
             free(j->script_template);
             j->script_template = NULL;
+        }
+        if (i > 0 && group_id && j->command_template &&
+            leader_ctmpl && strcmp(j->command_template, leader_ctmpl) == 0) {
+            free(j->command_template);
+            j->command_template = NULL;
         }
         if (dry_run) {
             json_t *o = json_pack("{s:n, s:s, s:s}", "id", "name", j->name, "state",
@@ -654,6 +661,7 @@ static void route_submit(const struct caller *who, const char *body, size_t len,
             json_decref(leader_env);
             free(leader_script);
             free(leader_stmpl);
+            free(leader_ctmpl);
             return;
         }
         if (i == 0)
@@ -669,6 +677,7 @@ static void route_submit(const struct caller *who, const char *body, size_t len,
     json_decref(leader_env);
     free(leader_script);
     free(leader_stmpl);
+    free(leader_ctmpl);
     json_t *reply = json_pack("{s:o}", "jobs", out);
     if (group_id > 0) {
         json_object_set_new(reply, "count", json_integer((json_int_t)n));

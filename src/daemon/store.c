@@ -1047,6 +1047,8 @@ static int read_group_payload(struct store *s, struct job *j)
         j->script = xstrdup(leader.script);
     if (j->params && !j->script_template && !j->command_template && leader.script_template)
         j->script_template = xstrdup(leader.script_template);
+    if (j->params && j->command && !j->command_template && leader.command_template)
+        j->command_template = xstrdup(leader.command_template);
     job_clear(&leader);
     return 0;
 }
