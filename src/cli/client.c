@@ -51,11 +51,6 @@ void client_init(const char *prog)
     json_object_seed(1);
 }
 
-const char *client_prog(void)
-{
-    return cl.prog;
-}
-
 void client_set_socket(const char *path)
 {
     free(cl.flag_socket);

@@ -24,7 +24,6 @@
 
 /* Sets the program name used in messages (the base name of argv[0]). Call first. */
 void client_init(const char *prog);
-const char *client_prog(void);
 
 /* Overrides the socket search (a --socket flag); NULL keeps the search. */
 void client_set_socket(const char *path);

@@ -61,13 +61,6 @@ static char **new_row(struct output_table *t)
     return t->cells + t->rows++ * t->ncols;
 }
 
-void output_table_add_row(struct output_table *t, const char *const *cells)
-{
-    char **row = new_row(t);
-    for (size_t i = 0; i < t->ncols; i++)
-        row[i] = xstrdup(cells[i] ? cells[i] : "-");
-}
-
 void output_table_add_row_owned(struct output_table *t, char **cells)
 {
     char **row = new_row(t);

@@ -20,8 +20,6 @@ int output_format_parse(const char *s, enum output_format *out);
 struct output_table;
 struct output_table *output_table_new(size_t ncols, const char *const *headers);
 void output_table_free(struct output_table *t);
-/* Adds a row of ncols cells (copied; NULL prints as "-"). */
-void output_table_add_row(struct output_table *t, const char *const *cells);
 /* Adds a row taking ownership of the malloc'd cells (the array itself is not freed). */
 void output_table_add_row_owned(struct output_table *t, char **cells);
 size_t output_table_rows(const struct output_table *t);

@@ -15,3 +15,20 @@ void gpu_set_free(struct gpu_set *s)
     free(s->error);
     memset(s, 0, sizeof(*s));
 }
+
+uint64_t gpu_ids_mask(const char *gpu_ids)
+{
+    uint64_t mask = 0;
+    for (const char *p = gpu_ids; p && *p;) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p) {
+            p++; /* a separator */
+            continue;
+        }
+        if (v >= 0 && v < GPUINFO_MAX_GPUS)
+            mask |= 1ULL << v;
+        p = end;
+    }
+    return mask;
+}

@@ -57,4 +57,7 @@ struct gpu_set {
 
 void gpu_set_free(struct gpu_set *s);
 
+/* The NVML indices in a job's gpu_ids ("0,2"; NULL: none) as a mask (indices below 64). */
+uint64_t gpu_ids_mask(const char *gpu_ids);
+
 #endif

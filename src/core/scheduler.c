@@ -162,18 +162,8 @@ static bool job_is_shared(const struct job *j)
 /* Marks the GPUs in j's gpu_ids as held by j. */
 static void hold_gpus(struct pass *p, const struct job *j)
 {
-    const char *s = j->gpu_ids;
-    if (!s)
-        return;
-    while (*s) {
-        char *end;
-        long idx = strtol(s, &end, 10);
-        if (end == s) {
-            s++; /* skip a separator or junk */
-            continue;
-        }
-        s = end;
-        int pos = pos_of_index(p, idx);
+    for (uint64_t m = gpu_ids_mask(j->gpu_ids); m; m &= m - 1) {
+        int pos = pos_of_index(p, __builtin_ctzll(m));
         if (pos < 0)
             continue;
         if (job_is_shared(j)) {

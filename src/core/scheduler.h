@@ -26,6 +26,14 @@
 #include "gpuinfo.h"
 #include "job.h"
 
+/* The allowed masks below take 0 as "every GPU". An exact set of allowed GPUs that
+ * may be empty (gctl set-gpus, CUDA_VISIBLE_DEVICES naming none) goes through this: an
+ * empty set becomes a bit no GPU has. */
+static inline uint64_t scheduler_allowed_mask(uint64_t exact)
+{
+    return exact ? exact : 1ULL << 63;
+}
+
 struct scheduler_policy {
     int64_t max_running_jobs;            /* 0 = no limit */
     enum gpualloc_strategy gpu_strategy; /* default (zero) is topology */

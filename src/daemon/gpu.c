@@ -236,15 +236,6 @@ static struct job *owner_of(long long pid, struct job **running, size_t n)
     return NULL;
 }
 
-static struct job *job_of_pid(long long pid)
-{
-    size_t n;
-    struct job **running = running_jobs(&n);
-    struct job *owner = owner_of(pid, running, n);
-    free(running);
-    return owner;
-}
-
 static uint64_t compute_unmanaged(void)
 {
     uint64_t m = 0;
@@ -405,6 +396,11 @@ uint64_t gpu_allowed(void)
     return allowed & visible & present_mask();
 }
 
+const char *gpu_error(void)
+{
+    return no_gpus;
+}
+
 uint64_t gpu_visible(void)
 {
     return visible & present_mask();
@@ -540,36 +536,23 @@ static void describe_process(long long pid, json_t *o)
 
 static bool has_gpu(const char *gpu_ids, size_t g)
 {
-    if (!gpu_ids)
-        return false;
-    for (const char *p = gpu_ids; *p;) {
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p)
-            return false;
-        if ((size_t)v == g)
-            return true;
-        p = *end == ',' ? end + 1 : end;
-    }
-    return false;
+    return g < GPUINFO_MAX_GPUS && (gpu_ids_mask(gpu_ids) & (1ULL << g));
 }
 
-static json_t *gpu_json(size_t g)
+static json_t *gpu_json(size_t g, struct job **running, size_t n)
 {
     const struct gpu_info *info = &cur.gpus[g];
     json_t *jobs = json_array(), *procs = json_array();
-    size_t n;
-    struct job **active = jobs_active(&n);
     bool shared_only = true;
     for (size_t i = 0; i < n; i++) {
-        if (active[i]->state == JOB_RUNNING && has_gpu(active[i]->gpu_ids, g)) {
-            json_array_append_new(jobs, json_integer(active[i]->id));
-            shared_only &= active[i]->shared;
+        if (has_gpu(running[i]->gpu_ids, g)) {
+            json_array_append_new(jobs, json_integer(running[i]->id));
+            shared_only &= running[i]->shared;
         }
     }
     for (size_t k = 0; k < info->n_procs; k++) {
         const struct gpu_proc *p = &info->procs[k];
-        struct job *owner = job_of_pid(p->pid);
+        struct job *owner = owner_of(p->pid, running, n);
         json_t *o = json_pack("{s:I, s:o, s:o, s:b}", "pid", (json_int_t)p->pid,
                               "used_memory_mib", known_int(p->used_mib), "job",
                               owner ? json_integer(owner->id) : json_null(), "ignored",
@@ -627,8 +610,11 @@ static json_t *topology_json(void)
 json_t *gpu_status_json(void)
 {
     json_t *gpus = json_array();
+    size_t n;
+    struct job **running = running_jobs(&n);
     for (size_t g = 0; g < cur.n_gpus; g++)
-        json_array_append_new(gpus, gpu_json(g));
+        json_array_append_new(gpus, gpu_json(g, running, n));
+    free(running);
     json_t *allowed_obj = gpu_allowed_json();
     json_t *allowed_list = json_incref(json_object_get(allowed_obj, "allowed"));
     json_decref(allowed_obj);
@@ -653,17 +639,20 @@ char *gpu_uuids_of(const char *gpu_ids)
 json_t *gpu_foreign_json(int64_t job_id, const char *gpu_ids)
 {
     json_t *list = json_array();
+    size_t n;
+    struct job **running = running_jobs(&n);
     for (size_t g = 0; g < cur.n_gpus; g++) {
         if (has_gpu(gpu_ids, g))
             continue;
         for (size_t k = 0; k < cur.gpus[g].n_procs; k++) {
-            struct job *owner = job_of_pid(cur.gpus[g].procs[k].pid);
+            struct job *owner = owner_of(cur.gpus[g].procs[k].pid, running, n);
             if (owner && owner->id == job_id) {
                 json_array_append_new(list, json_integer((json_int_t)g));
                 break;
             }
         }
     }
+    free(running);
     return list;
 }
 

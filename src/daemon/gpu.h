@@ -23,6 +23,8 @@ void gpu_stop(void);
 bool gpu_refresh(void);
 
 const struct gpu_set *gpu_current(void);
+/* "no GPUs: <reason>" when NVML could not be used, else NULL. */
+const char *gpu_error(void);
 /* GPUs (by NVML index) that may be used, and those blocked by processes that belong to
  * no running job and are not ignored. */
 uint64_t gpu_allowed(void);

@@ -452,11 +452,6 @@ struct job **jobs_active(size_t *n)
     return table;
 }
 
-size_t jobs_running_count(void)
-{
-    return running;
-}
-
 int jobs_submit(struct job *j)
 {
     if (store_begin(gd.store) < 0)
@@ -752,8 +747,7 @@ size_t jobs_schedule(struct job ***started)
     struct job **start = xmalloc(queue.len * sizeof(*start));
     struct scheduler_policy policy = {
         .max_running_jobs = gd.cfg.max_running_jobs,
-        /* 0 would mean "all": an empty allowed set is a bit no GPU has. */
-        .allowed_gpus = gpu_allowed() ? gpu_allowed() : 1ULL << 63,
+        .allowed_gpus = scheduler_allowed_mask(gpu_allowed()),
         .random_seed = (uint64_t)(now_wall() * 1e6),
     };
     gpualloc_strategy_parse(gd.cfg.gpu_allocation_strategy, &policy.gpu_strategy);

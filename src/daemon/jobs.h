@@ -17,7 +17,6 @@ void jobs_free_all(void);
 
 struct job *jobs_get(int64_t id); /* active jobs only; NULL otherwise */
 struct job **jobs_active(size_t *n);
-size_t jobs_running_count(void);
 
 /* Assigns j an id, writes it to the store and adds it to the table (taking ownership;
  * the payload is dropped from memory once written). 0 or -1. */

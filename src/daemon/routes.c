@@ -31,6 +31,21 @@ static const char *query(struct MHD_Connection *c, const char *key)
     return MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, key);
 }
 
+static json_t *parse_body(const char *body, size_t len, struct reply *rep)
+{
+    json_error_t jerr;
+    json_t *o = json_loadb(body, len, 0, &jerr);
+    if (!o)
+        reply_error(rep, 400, "malformed JSON at line %d, column %d: %s", jerr.line, jerr.column,
+                    jerr.text);
+    else if (!json_is_object(o)) {
+        reply_error(rep, 400, "the body must be a JSON object");
+        json_decref(o);
+        o = NULL;
+    }
+    return o;
+}
+
 /* ---- status ---- */
 
 static void route_health(struct reply *rep)
@@ -46,13 +61,12 @@ static void route_status(struct reply *rep)
     for (int i = 0; i < JOB_STATE_COUNT; i++)
         json_object_set_new(c, job_state_short((enum job_state)i), json_integer(counts[i]));
     double now = now_wall();
-    json_t *full = gpu_status_json();
-    json_t *gpus = json_pack("{s:I, s:O, s:O, s:b}", "count",
-                             (json_int_t)json_array_size(json_object_get(full, "gpus")), "simulated",
-                             json_object_get(full, "simulated"), "error",
-                             json_object_get(full, "error"), "constrain_devices",
-                             gd.cfg.constrain_devices);
-    json_decref(full);
+    /* Cheap on purpose: `gflowd up` asks for it, and GET /v1/gpus has the details. */
+    const struct gpu_set *set = gpu_current();
+    json_t *gpus = json_pack("{s:I, s:b, s:o, s:b}", "count", (json_int_t)set->n_gpus,
+                             "simulated", set->simulated, "error",
+                             gpu_error() ? json_string(gpu_error()) : json_null(),
+                             "constrain_devices", gd.cfg.constrain_devices);
     json_t *body =
                json_pack("{s:s, s:s, s:i, s:i, s:s, s:b, s:f, s:I, s:o, s:I, s:s, s:s, s:o}",
                          "version", GFLOW_VERSION, "commit", GFLOW_COMMIT, "pid", (int)getpid(),
@@ -340,8 +354,7 @@ static struct job *spec_to_job(json_t *spec, const struct caller *who, bool *dry
     j->gpus_per_task = per_task && j->gpus > 0 ? (int)json_integer_value(per_task) : 0;
     char *why = NULL;
     if (scheduler_check_feasible(j, gpu_current(),
-                                 /* 0 means all there: none visible is a bit no GPU has */
-                                 gpu_visible() ? gpu_visible() : 1ULL << 63, &why) < 0) {
+                                 scheduler_allowed_mask(gpu_visible()), &why) < 0) {
         *err = why;
         goto bad;
     }
@@ -1102,7 +1115,6 @@ static void route_cancel(struct MHD_Connection *c, int64_t id, const struct call
 
 /* release takes an optional body {"begin_time": unix seconds}: released now, but
  * not started before then (gjob release --at). */
-static json_t *parse_body(const char *body, size_t len, struct reply *rep);
 
 /* POST /v1/jobs/{id}/limit {"max_concurrent": K}: how many jobs of the submission group
  * of job id (a group's id is its first job's id) may run at once; 0 = no limit. A job
@@ -1221,7 +1233,6 @@ static void route_hold_release(int64_t id, const struct caller *who, bool hold,
 
 /* ---- update and redo ---- */
 
-static json_t *parse_body(const char *body, size_t len, struct reply *rep);
 
 /* A job's spec (the fields of a submission) rebuilt from its stored record (with
  * payload): the base that gjob update and gjob redo change. */
@@ -1866,21 +1877,6 @@ static bool require_admin(const struct caller *who, struct reply *rep)
     reply_error(rep, 403, "only root, the daemon's user or members of daemon.admin_group may "
                           "change GPU settings");
     return false;
-}
-
-static json_t *parse_body(const char *body, size_t len, struct reply *rep)
-{
-    json_error_t jerr;
-    json_t *o = json_loadb(body, len, 0, &jerr);
-    if (!o)
-        reply_error(rep, 400, "malformed JSON at line %d, column %d: %s", jerr.line, jerr.column,
-                    jerr.text);
-    else if (!json_is_object(o)) {
-        reply_error(rep, 400, "the body must be a JSON object");
-        json_decref(o);
-        o = NULL;
-    }
-    return o;
 }
 
 static void route_gpus_allowed(const char *method, const struct caller *who, const char *body,

@@ -387,21 +387,6 @@ static int gpu_minor(int index)
     return index;
 }
 
-/* Whether NVML index appears in a job's gpu_ids ("0,2"; NULL: none). */
-static bool gpu_ids_have(const char *gpu_ids, int index)
-{
-    for (const char *p = gpu_ids; p && *p;) {
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p)
-            return false;
-        if (v == index)
-            return true;
-        p = *end == ',' ? end + 1 : end;
-    }
-    return false;
-}
-
 /* For daemon.constrain_devices: the minors of the GPUs the job was not given, "1,3",
  * as the shim's --deny-devices wants them; NULL when it was given them all. */
 static char *denied_gpu_minors(const struct job *j)
@@ -409,9 +394,10 @@ static char *denied_gpu_minors(const struct job *j)
     const struct gpu_set *set = gpu_current();
     struct strbuf sb;
     strbuf_init(&sb);
+    uint64_t given = gpu_ids_mask(j->gpu_ids);
     for (size_t i = 0; i < set->n_gpus; i++) {
         int index = set->gpus[i].index;
-        if (!gpu_ids_have(j->gpu_ids, index))
+        if (index >= 0 && index < GPUINFO_MAX_GPUS && !(given & (1ULL << index)))
             strbuf_addf(&sb, "%s%d", sb.len ? "," : "", gpu_minor(index));
     }
     if (sb.len == 0) {

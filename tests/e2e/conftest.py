@@ -39,6 +39,48 @@ SANITIZER_MARKS = ("ERROR: AddressSanitizer", "runtime error:", "ERROR: LeakSani
 _PASSTHROUGH = ("PATH", "LANG", "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS", "TMPDIR")
 
 
+# ---------------------------------------------------------------- commands without a daemon
+
+VERSION = (REPO / "VERSION").read_text().strip()
+
+
+@pytest.fixture
+def env(tmp_path):
+    """For tests of the command line alone: an environment isolated in tmp_path, with a
+    socket path nobody listens on."""
+    e = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("GFLOW_") and not k.startswith("XDG_")
+    }
+    e["HOME"] = str(tmp_path / "home")
+    e["XDG_CONFIG_HOME"] = str(tmp_path / "config")
+    e["XDG_DATA_HOME"] = str(tmp_path / "data")
+    e["XDG_RUNTIME_DIR"] = str(tmp_path / "run")
+    e["GFLOW_SOCKET"] = str(tmp_path / "nowhere" / "gflowd.sock")
+    return e
+
+
+def run_cli(cmd, *args, env, stdin=subprocess.DEVNULL, cwd=None):
+    """Runs a built command with env (the `env` fixture) and captures its output."""
+    exe = BUILD_DIR / cmd
+    if not exe.exists():
+        pytest.fail(f"{exe} is missing; build with 'meson setup build && ninja -C build'")
+    return subprocess.run([str(exe), *args], env=env, stdin=stdin, capture_output=True,
+                          text=True, timeout=20, cwd=cwd)
+
+
+def assert_one_line_error(r, cmd, status, *needles):
+    """The command failed with status, printed nothing on stdout and exactly one line
+    on stderr that starts with its name and contains every needle."""
+    assert r.returncode == status, (r.returncode, r.stdout, r.stderr)
+    assert r.stdout == ""
+    assert r.stderr.endswith("\n") and r.stderr.count("\n") == 1, r.stderr
+    assert r.stderr.startswith(f"{cmd}: "), r.stderr
+    for n in needles:
+        assert n in r.stderr, (n, r.stderr)
+
+
 def binary(name):
     return str(BUILD_DIR / name)
 

@@ -8,58 +8,12 @@ directories and a GFLOW_SOCKET where nothing listens, so a command that gets pas
 checks ends with the connect error (exit 1) instead of a usage error (exit 2): that is
 how these tests tell "accepted" from "refused" without a daemon.
 """
-import os
-import pathlib
-import subprocess
 
 import pytest
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
-BUILD = pathlib.Path(os.environ.get("GFLOW_BUILD_DIR", REPO / "build"))
-VERSION = (REPO / "VERSION").read_text().strip()
+from conftest import VERSION, assert_one_line_error, run_cli as run
+
 CONNECT = "cannot connect to gflowd"
-
-
-@pytest.fixture
-def env(tmp_path):
-    """An environment isolated in tmp_path, with a socket path nobody listens on."""
-    e = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith("GFLOW_") and not k.startswith("XDG_")
-    }
-    e["HOME"] = str(tmp_path / "home")
-    e["XDG_CONFIG_HOME"] = str(tmp_path / "config")
-    e["XDG_DATA_HOME"] = str(tmp_path / "data")
-    e["XDG_RUNTIME_DIR"] = str(tmp_path / "run")
-    e["GFLOW_SOCKET"] = str(tmp_path / "nowhere" / "gflowd.sock")
-    return e
-
-
-def run(cmd, *args, env, cwd=None):
-    exe = BUILD / cmd
-    if not exe.exists():
-        pytest.fail(f"{exe} is missing; build with 'meson setup build && ninja -C build'")
-    return subprocess.run(
-        [str(exe), *args],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=20,
-        cwd=cwd,
-    )
-
-
-def assert_one_line_error(r, cmd, status, *needles):
-    """The command failed with status, printed nothing on stdout and exactly one line
-    on stderr that starts with its name and contains every needle."""
-    assert r.returncode == status, (r.returncode, r.stdout, r.stderr)
-    assert r.stdout == ""
-    assert r.stderr.endswith("\n") and r.stderr.count("\n") == 1, r.stderr
-    assert r.stderr.startswith(f"{cmd}: "), r.stderr
-    for n in needles:
-        assert n in r.stderr, (n, r.stderr)
 
 
 def assert_accepted(r, cmd):

@@ -6,59 +6,14 @@ errors), and the message given when the daemon is not running. Every test gets i
 XDG directories and points GFLOW_SOCKET at a path where nothing listens, so no real
 daemon or user configuration is ever touched.
 """
-import os
-import pathlib
 import socket
 import subprocess
 
 import pytest
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
-BUILD = pathlib.Path(os.environ.get("GFLOW_BUILD_DIR", REPO / "build"))
-VERSION = (REPO / "VERSION").read_text().strip()
+from conftest import VERSION, assert_one_line_error, run_cli as run
+
 COMMANDS = ["gbatch", "gqueue", "gjob", "gcancel"]
-
-
-@pytest.fixture
-def env(tmp_path):
-    """An environment isolated in tmp_path, with a socket path nobody listens on."""
-    e = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith("GFLOW_") and not k.startswith("XDG_")
-    }
-    e["HOME"] = str(tmp_path / "home")
-    e["XDG_CONFIG_HOME"] = str(tmp_path / "config")
-    e["XDG_DATA_HOME"] = str(tmp_path / "data")
-    e["XDG_RUNTIME_DIR"] = str(tmp_path / "run")
-    e["GFLOW_SOCKET"] = str(tmp_path / "nowhere" / "gflowd.sock")
-    return e
-
-
-def run(cmd, *args, env, stdin=subprocess.DEVNULL, cwd=None):
-    exe = BUILD / cmd
-    if not exe.exists():
-        pytest.fail(f"{exe} is missing; build with 'meson setup build && ninja -C build'")
-    return subprocess.run(
-        [str(exe), *args],
-        env=env,
-        stdin=stdin,
-        capture_output=True,
-        text=True,
-        timeout=20,
-        cwd=cwd,
-    )
-
-
-def assert_one_line_error(r, cmd, status, *needles):
-    """The command failed with status, printed nothing on stdout and exactly one line
-    on stderr that starts with its name and contains every needle."""
-    assert r.returncode == status, (r.returncode, r.stdout, r.stderr)
-    assert r.stdout == ""
-    assert r.stderr.endswith("\n") and r.stderr.count("\n") == 1, r.stderr
-    assert r.stderr.startswith(f"{cmd}: "), r.stderr
-    for n in needles:
-        assert n in r.stderr, (n, r.stderr)
 
 
 # ---- --version and --help -------------------------------------------------------------

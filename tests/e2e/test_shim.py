@@ -17,6 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from conftest import read_pid_file, start_time
+from conftest import wait_for as _wait_for
+
 REPO = Path(__file__).resolve().parents[2]
 BUILD_DIR = Path(os.environ.get("GFLOW_BUILD_DIR", REPO / "build"))
 SHIM = BUILD_DIR / "gflow-shim"
@@ -24,35 +27,9 @@ DAEMON_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin"}
 JOB_PATH = "PATH=/usr/local/bin:/usr/bin:/bin"
 
 
-def start_time(pid):
-    """Start time of pid in clock ticks (field 22 of /proc/PID/stat), or None."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            stat = f.read()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    return int(stat[stat.rindex(")") + 2:].split()[19])
-
-
 def wait_for(pred, what, timeout=5.0):
-    """Polls pred until it returns something truthy; fails after timeout seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = pred()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.01)
-
-
-def read_pid_file(path):
-    """The pid in a file a job writes with `echo $pid > file`, once it is complete."""
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        return None
-    return int(text) if text.endswith("\n") else None
+    """conftest's wait_for with this file's 5 s default."""
+    return _wait_for(pred, what, timeout)
 
 
 class Shim:
