@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "job.h"
 #include "store.h"
 #include "util.h"

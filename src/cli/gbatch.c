@@ -18,7 +18,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "client.h"
+#include "cli.h"
+#include "clock.h"
+#include "files.h"
 #include "gflow_build.h"
 #include "job.h"
 #include "output.h"
@@ -269,9 +271,9 @@ gbatch_opt_error(const struct gbatch_source *src, const char *fmt, ...)
     msg = xvasprintf(fmt, ap);
     va_end(ap);
     if (src)
-        client_die(CLIENT_EXIT_USAGE, "%s:%d: %s (in a '# GFLOW' directive)", src->file, src->line,
+        cli_die(CLI_EXIT_USAGE, "%s:%d: %s (in a '# GFLOW' directive)", src->file, src->line,
                    msg);
-    client_usage_error("%s", msg);
+    cli_usage_error("%s", msg);
 }
 
 /* A GPU count for opt: a whole number 0..GBATCH_GPUS_MAX. */
@@ -317,9 +319,9 @@ static int64_t gbatch_dep_id(const struct gbatch_source *src, const char *opt, c
     int64_t v;
     if (s[0] == '@') {
         if (!s[1])
-            return client_resolve_ref(0);
+            return cli_resolve_ref(0);
         if (s[1] == '~' && parse_int64(s + 2, &v) == 0 && v >= 0 && v < INT_MAX)
-            return client_resolve_ref((int)v);
+            return cli_resolve_ref((int)v);
     } else if (parse_int64(s, &v) == 0 && v > 0) {
         return v;
     }
@@ -571,7 +573,7 @@ static int gbatch_parse(int argc, char **argv, struct gbatch_opts *o,
             }
             break;
         default:
-            gbatch_opt_error(src, "%s", client_option_error(argv, c, gbatch_longopts));
+            gbatch_opt_error(src, "%s", cli_option_error(argv, c, gbatch_longopts));
         }
     }
     return optind;
@@ -737,23 +739,23 @@ static void gbatch_directives(const char *text, const char *file, struct gbatch_
 static void gbatch_check_gpus(const struct gbatch_opts *o)
 {
     if (o->shared && !o->gpu_memory_set)
-        client_usage_error("--shared needs --gpu-memory (the share of each GPU this job may use)");
+        cli_usage_error("--shared needs --gpu-memory (the share of each GPU this job may use)");
     if (o->shared && o->gpus == 0)
-        client_usage_error("--shared needs --gpus N (the number of GPUs to share)");
+        cli_usage_error("--shared needs --gpus N (the number of GPUs to share)");
     if (o->gpu_memory_set && o->gpus == 0)
-        client_usage_error("--gpu-memory is per GPU; it needs --gpus N");
+        cli_usage_error("--gpu-memory is per GPU; it needs --gpus N");
     if (o->gpus_per_task == 1 && o->gpus == 0)
-        client_usage_error("--gpus-per-task 1 starts one copy per GPU; it needs --gpus N");
+        cli_usage_error("--gpus-per-task 1 starts one copy per GPU; it needs --gpus N");
 }
 
 /* Checks that script text can travel as a JSON string. */
 static void gbatch_check_text(const char *text, size_t len, const char *what)
 {
     if (memchr(text, '\0', len))
-        client_die(CLIENT_EXIT_FAIL, "%s is not a text file (it contains NUL bytes)", what);
+        cli_die(CLI_EXIT_FAIL, "%s is not a text file (it contains NUL bytes)", what);
     json_t *s = json_stringn(text, len);
     if (!s)
-        client_die(CLIENT_EXIT_FAIL, "%s is not valid UTF-8 text; gflow stores scripts as text",
+        cli_die(CLI_EXIT_FAIL, "%s is not valid UTF-8 text; gflow stores scripts as text",
                    what);
     json_decref(s);
 }
@@ -768,7 +770,7 @@ static char *gbatch_read_stdin(size_t *len)
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0)
-            client_die(CLIENT_EXIT_FAIL, "cannot read the script from standard input: %s",
+            cli_die(CLI_EXIT_FAIL, "cannot read the script from standard input: %s",
                        strerror(errno));
         if (n == 0)
             break;
@@ -875,15 +877,15 @@ static json_t *gbatch_sweep_rows(const struct gbatch_opts *o)
         size_t len;
         char *text = read_file(o->param_file, &len);
         if (!text)
-            client_die(CLIENT_EXIT_FAIL, "cannot read %s: %s", o->param_file, strerror(errno));
+            cli_die(CLI_EXIT_FAIL, "cannot read %s: %s", o->param_file, strerror(errno));
         char **header, **cells, *err = NULL;
         size_t nc, nr;
         if (parse_csv(text, &header, &nc, &cells, &nr, &err) < 0)
-            client_usage_error("--param-file %s: %s", o->param_file, err);
+            cli_usage_error("--param-file %s: %s", o->param_file, err);
         json_t *csv_rows = json_array();
         for (size_t c = 0; c < nc; c++) {
             if (!param_name_valid(header[c]))
-                client_usage_error("--param-file %s: the column name '%s' must be letters, "
+                cli_usage_error("--param-file %s: the column name '%s' must be letters, "
                                    "digits and '_', not starting with a digit", o->param_file,
                                    header[c]);
             json_array_append_new(names, json_string(header[c]));
@@ -893,7 +895,7 @@ static json_t *gbatch_sweep_rows(const struct gbatch_opts *o)
             for (size_t c = 0; c < nc; c++) {
                 json_t *v = json_string(cells[r * nc + c]);
                 if (!v)
-                    client_usage_error("--param-file %s: row %zu is not valid UTF-8",
+                    cli_usage_error("--param-file %s: row %zu is not valid UTF-8",
                                        o->param_file, r + 1);
                 json_array_append_new(row, v);
             }
@@ -904,7 +906,7 @@ static json_t *gbatch_sweep_rows(const struct gbatch_opts *o)
         free(header);
         free(text);
         if (!nr)
-            client_usage_error("--param-file %s has no rows below its header", o->param_file);
+            cli_usage_error("--param-file %s has no rows below its header", o->param_file);
         json_decref(rows);
         rows = csv_rows;
     }
@@ -926,14 +928,14 @@ static json_t *gbatch_sweep_rows(const struct gbatch_opts *o)
         json_decref(rows);
         rows = next;
         if (json_array_size(rows) > 1000000)
-            client_usage_error("the sweep has more than 1,000,000 jobs");
+            cli_usage_error("the sweep has more than 1,000,000 jobs");
     }
     size_t a, b;
     json_t *x, *y;
     json_array_foreach(names, a, x) {
         json_array_foreach(names, b, y) {
             if (b > a && json_equal(x, y))
-                client_usage_error("the parameter '%s' is given twice", json_string_value(x));
+                cli_usage_error("the parameter '%s' is given twice", json_string_value(x));
         }
     }
     return json_pack("{s:o, s:o}", "names", names, "rows", rows);
@@ -941,7 +943,7 @@ static json_t *gbatch_sweep_rows(const struct gbatch_opts *o)
 
 int main(int argc, char **argv)
 {
-    client_init(argv[0]);
+    cli_init(argv[0]);
     struct gbatch_opts o = {.priority = JOB_PRIORITY_DEFAULT, .max_concurrent = -1};
     int first = gbatch_parse(argc, argv, &o, NULL);
     int nwords = argc - first;
@@ -956,12 +958,12 @@ int main(int argc, char **argv)
     struct stat st;
 
     if (nwords == 0 && !stdin_script)
-        client_usage_error("no command or script given; usage: gbatch [options] "
+        cli_usage_error("no command or script given; usage: gbatch [options] "
                            "<script | command [args...]>");
     if (stdin_script) {
         script = gbatch_read_stdin(&script_len);
         if (script_len == 0)
-            client_die(CLIENT_EXIT_USAGE, "the script on standard input is empty; give a "
+            cli_die(CLI_EXIT_USAGE, "the script on standard input is empty; give a "
                                           "command or a script file instead (see 'gbatch --help')");
         gbatch_check_text(script, script_len, "the script on standard input");
         script_path = xstrdup("-");
@@ -969,20 +971,20 @@ int main(int argc, char **argv)
     } else if (nwords == 1 && stat(words[0], &st) == 0 && S_ISREG(st.st_mode)) {
         script = read_file(words[0], &script_len);
         if (!script)
-            client_die(CLIENT_EXIT_FAIL, "cannot read script %s: %s", words[0], strerror(errno));
+            cli_die(CLI_EXIT_FAIL, "cannot read script %s: %s", words[0], strerror(errno));
         gbatch_check_text(script, script_len, words[0]);
         script_path = realpath(words[0], NULL);
         if (!script_path)
-            client_die(CLIENT_EXIT_FAIL, "cannot resolve the path of %s: %s", words[0],
+            cli_die(CLI_EXIT_FAIL, "cannot resolve the path of %s: %s", words[0],
                        strerror(errno));
         gbatch_directives(script, words[0], &o);
     } else {
         char *command = shell_join(nwords, words);
         if (!*command)
-            client_usage_error("the command is empty");
+            cli_usage_error("the command is empty");
         json_t *c = json_string(command);
         if (!c)
-            client_die(CLIENT_EXIT_FAIL, "the command is not valid UTF-8 text");
+            cli_die(CLI_EXIT_FAIL, "the command is not valid UTF-8 text");
         json_object_set_new(spec, "command", c);
         free(command);
     }
@@ -990,7 +992,7 @@ int main(int argc, char **argv)
         json_object_set_new(spec, "script", json_stringn(script, script_len));
         json_t *p = json_string(script_path);
         if (!p)
-            client_die(CLIENT_EXIT_FAIL, "the script's path is not valid UTF-8");
+            cli_die(CLI_EXIT_FAIL, "the script's path is not valid UTF-8");
         json_object_set_new(spec, "script_path", p);
     }
 
@@ -998,15 +1000,15 @@ int main(int argc, char **argv)
 
     char *cwd = getcwd(NULL, 0);
     if (!cwd)
-        client_die(CLIENT_EXIT_FAIL, "cannot determine the current directory: %s", strerror(errno));
+        cli_die(CLI_EXIT_FAIL, "cannot determine the current directory: %s", strerror(errno));
     json_t *wd = json_string(cwd);
     if (!wd)
-        client_die(CLIENT_EXIT_FAIL, "the current directory's path is not valid UTF-8");
+        cli_die(CLI_EXIT_FAIL, "the current directory's path is not valid UTF-8");
     json_object_set_new(spec, "workdir", wd);
     if (o.name_set) {
         json_t *n = json_string(o.name);
         if (!n)
-            client_usage_error("the job name is not valid UTF-8");
+            cli_usage_error("the job name is not valid UTF-8");
         json_object_set_new(spec, "name", n);
     }
     json_object_set_new(spec, "env", gbatch_environment());
@@ -1038,7 +1040,7 @@ int main(int argc, char **argv)
         json_object_set_new(spec, "max_retries", json_integer(o.max_retries));
     if (o.signal_spec) {
         if (!o.time_set || o.time_limit <= 0)
-            client_usage_error("--signal sends SIG before the time limit; it needs --time");
+            cli_usage_error("--signal sends SIG before the time limit; it needs --time");
         json_object_set_new(spec, "signal_spec", json_string(o.signal_spec));
     }
     /* A command job runs in the submitting shell's conda environment unless told
@@ -1049,14 +1051,14 @@ int main(int argc, char **argv)
     if (conda && *conda) {
         json_t *c = json_string(conda);
         if (!c)
-            client_usage_error("the conda environment's name is not valid UTF-8");
+            cli_usage_error("the conda environment's name is not valid UTF-8");
         json_object_set_new(spec, "conda_env", c);
     }
     json_t *rows = gbatch_sweep_rows(&o);
     if (o.array && rows)
-        client_usage_error("--array and --param/--param-file cannot be combined");
+        cli_usage_error("--array and --param/--param-file cannot be combined");
     if (o.name_template && !rows)
-        client_usage_error("--name-template names the jobs of a sweep: it needs --param or "
+        cli_usage_error("--name-template names the jobs of a sweep: it needs --param or "
                            "--param-file");
     if (o.array)
         json_object_set_new(spec, "array", json_string(o.array));
@@ -1065,7 +1067,7 @@ int main(int argc, char **argv)
         if (o.name_template) {
             json_t *t = json_string(o.name_template);
             if (!t)
-                client_usage_error("the name template is not valid UTF-8");
+                cli_usage_error("the name template is not valid UTF-8");
             json_object_set_new(spec, "name_template", t);
         }
     }
@@ -1074,7 +1076,7 @@ int main(int argc, char **argv)
     if (o.dry_run)
         json_object_set_new(spec, "dry_run", json_true());
 
-    json_t *reply = client_call("POST", "/v1/jobs", spec);
+    json_t *reply = cli_call("POST", "/v1/jobs", spec);
     const json_t *list = json_object_get(reply, "jobs");
     if (o.dry_run && (o.array || rows)) {
         size_t i;
@@ -1101,7 +1103,7 @@ int main(int argc, char **argv)
         const json_t *job = json_array_get(json_object_get(reply, "jobs"), 0);
         const json_t *id = json_object_get(job, "id");
         if (!json_is_integer(id))
-            client_die(CLIENT_EXIT_FAIL, "gflowd accepted the job but sent no job id");
+            cli_die(CLI_EXIT_FAIL, "gflowd accepted the job but sent no job id");
         const char *name = json_string_value(json_object_get(job, "name"));
         if (o.parsable)
             printf("%lld\n", (long long)json_integer_value(id));
@@ -1123,5 +1125,5 @@ int main(int argc, char **argv)
     json_decref(o.param_names);
     json_decref(o.param_values);
     json_decref(o.deps);
-    return client_finish(0);
+    return cli_finish(0);
 }

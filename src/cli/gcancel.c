@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "client.h"
+#include "cli.h"
 #include "gflow_build.h"
 #include "util.h"
 
@@ -56,7 +56,7 @@ int main(int argc, char **argv)
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
-    client_init(argv[0]);
+    cli_init(argv[0]);
     bool dry_run = false;
     int c;
     opterr = 0;
@@ -75,14 +75,14 @@ int main(int argc, char **argv)
             printf("gcancel %s\n", GFLOW_VERSION);
             return 0;
         default:
-            client_usage_error("%s", client_option_error(argv, c, longopts));
+            cli_usage_error("%s", cli_option_error(argv, c, longopts));
         }
     }
     if (optind >= argc)
-        client_usage_error("which jobs? give job ids, e.g. 'gcancel 42' or 'gcancel 3-7'");
+        cli_usage_error("which jobs? give job ids, e.g. 'gcancel 42' or 'gcancel 3-7'");
 
     size_t n;
-    int64_t *ids = client_parse_ids(argc - optind, argv + optind, &n);
+    int64_t *ids = cli_parse_ids(argc - optind, argv + optind, &n);
     int status = 0;
     /* Jobs already cancelled (or listed) along with an earlier one. */
     int64_t *done = NULL;
@@ -96,9 +96,9 @@ int main(int argc, char **argv)
         char *path =
             xasprintf("/v1/jobs/%lld/cancel%s", (long long)ids[i], dry_run ? "?dry_run=1" : "");
         json_t *reply = NULL;
-        if (client_request_json("POST", path, NULL, NULL, &reply) < 0) {
+        if (cli_request_json("POST", path, NULL, NULL, &reply) < 0) {
             fflush(stdout);
-            client_warn("%s", client_error_text(reply));
+            cli_warn("%s", cli_error_text(reply));
             status = 1;
         } else if (dry_run) {
             printf("Would cancel job %lld.\n", (long long)ids[i]);
@@ -110,7 +110,7 @@ int main(int argc, char **argv)
             } else {
                 /* The daemon answered 2xx without cancelling; say what it did. */
                 fflush(stdout);
-                client_warn("job %lld was not cancelled (it is in state %s)", (long long)ids[i],
+                cli_warn("job %lld was not cancelled (it is in state %s)", (long long)ids[i],
                             state ? state : "unknown");
                 status = 1;
             }
@@ -143,5 +143,5 @@ int main(int argc, char **argv)
     }
     free(done);
     free(ids);
-    return client_finish(status);
+    return cli_finish(status);
 }

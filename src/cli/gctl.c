@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "client.h"
+#include "cli.h"
 #include "gflow_build.h"
 #include "output.h"
 #include "util.h"
@@ -73,8 +73,8 @@ static void gctl_help_gpu_process(void)
 static void __attribute__((noreturn))
 gctl_bad_option(const char *cmd, char **argv, int c, const struct option *longopts)
 {
-    client_die(CLIENT_EXIT_USAGE, "%s for 'gctl %s'; see 'gctl %s --help'",
-               client_option_error(argv, c, longopts), cmd, cmd);
+    cli_die(CLI_EXIT_USAGE, "%s for 'gctl %s'; see 'gctl %s --help'",
+               cli_option_error(argv, c, longopts), cmd, cmd);
 }
 
 /* "0,2" from a JSON array of indices. Malloc'd. */
@@ -180,17 +180,17 @@ static int gctl_set_limit(int argc, char **argv)
 {
     int first = gctl_simple_opts("set-limit", argc, argv, gctl_help_set_limit);
     if (argc - first != 2)
-        client_usage_error("use 'gctl set-limit <job id or group id> <K>', e.g. "
+        cli_usage_error("use 'gctl set-limit <job id or group id> <K>', e.g. "
                            "'gctl set-limit 12 4'");
     int64_t id, k;
     if (parse_int64(argv[first], &id) < 0 || id <= 0)
-        client_usage_error("invalid job id '%s': use a number like 12", argv[first]);
+        cli_usage_error("invalid job id '%s': use a number like 12", argv[first]);
     if (parse_int64(argv[first + 1], &k) < 0 || k < 0)
-        client_usage_error("invalid limit '%s': use a whole number >= 0 (0: no limit)",
+        cli_usage_error("invalid limit '%s': use a whole number >= 0 (0: no limit)",
                            argv[first + 1]);
     char *path = xasprintf("/v1/jobs/%lld/limit", (long long)id);
     json_t *body = json_pack("{s:I}", "max_concurrent", (json_int_t)k);
-    json_t *reply = client_call("POST", path, body);
+    json_t *reply = cli_call("POST", path, body);
     long long limit = json_integer_value(json_object_get(reply, "max_concurrent"));
     long long group = json_integer_value(json_object_get(reply, "group_id"));
     if (limit > 0)
@@ -207,8 +207,8 @@ static int gctl_show_gpus(int argc, char **argv)
 {
     int first = gctl_simple_opts("show-gpus", argc, argv, gctl_help_show_gpus);
     if (first < argc)
-        client_usage_error("'gctl show-gpus' takes no arguments; got '%s'", argv[first]);
-    json_t *reply = client_call("GET", "/v1/gpus/allowed", NULL);
+        cli_usage_error("'gctl show-gpus' takes no arguments; got '%s'", argv[first]);
+    json_t *reply = cli_call("GET", "/v1/gpus/allowed", NULL);
     gctl_print_allowed(reply, true);
     json_decref(reply);
     return 0;
@@ -236,20 +236,20 @@ static json_t *gctl_parse_gpu_list(const char *s)
     bool seen[GCTL_GPU_MAX + 1] = {false};
     const char *p = s;
     if (!*s)
-        client_usage_error("empty GPU list; use e.g. 0,2 or 0-3 or all");
+        cli_usage_error("empty GPU list; use e.g. 0,2 or 0-3 or all");
     for (;;) {
         size_t len = strcspn(p, ",");
         const char *dash = memchr(p, '-', len);
         int64_t lo = gctl_gpu_index(p, dash ? (size_t)(dash - p) : len);
         int64_t hi = dash ? gctl_gpu_index(dash + 1, len - (size_t)(dash + 1 - p)) : lo;
         if (len == 0)
-            client_usage_error("invalid GPU list '%s': empty item; use e.g. 0,2 or 0-3, or all", s);
+            cli_usage_error("invalid GPU list '%s': empty item; use e.g. 0,2 or 0-3, or all", s);
         if (lo < 0 || hi < 0)
-            client_usage_error("invalid GPU list '%s' at '%.*s': use GPU indices like 0,2 or "
+            cli_usage_error("invalid GPU list '%s' at '%.*s': use GPU indices like 0,2 or "
                                "0-3, or all",
                                s, (int)len, p);
         if (hi < lo)
-            client_usage_error("invalid GPU list '%s': range '%.*s' ends before it starts", s,
+            cli_usage_error("invalid GPU list '%s': range '%.*s' ends before it starts", s,
                                (int)len, p);
         for (int64_t i = lo; i <= hi; i++) {
             if (!seen[i])
@@ -267,9 +267,9 @@ static int gctl_set_gpus(int argc, char **argv)
 {
     int first = gctl_simple_opts("set-gpus", argc, argv, gctl_help_set_gpus);
     if (first >= argc)
-        client_usage_error("which GPUs? e.g. 'gctl set-gpus 0,2' or 'gctl set-gpus all'");
+        cli_usage_error("which GPUs? e.g. 'gctl set-gpus 0,2' or 'gctl set-gpus all'");
     if (argc - first > 1)
-        client_usage_error("'gctl set-gpus' takes one list, e.g. 0,2; got %d arguments",
+        cli_usage_error("'gctl set-gpus' takes one list, e.g. 0,2; got %d arguments",
                            argc - first);
     const char *arg = argv[first];
     json_t *body = json_object();
@@ -277,7 +277,7 @@ static int gctl_set_gpus(int argc, char **argv)
         json_object_set_new(body, "gpus", json_string("all"));
     else
         json_object_set_new(body, "gpus", gctl_parse_gpu_list(arg));
-    json_t *reply = client_call("PUT", "/v1/gpus/allowed", body);
+    json_t *reply = cli_call("PUT", "/v1/gpus/allowed", body);
     gctl_print_allowed(reply, false);
     json_decref(reply);
     json_decref(body);
@@ -288,7 +288,7 @@ static int64_t gctl_number(const char *opt, const char *s)
 {
     int64_t v;
     if (parse_int64(s, &v) < 0 || v < 0)
-        client_usage_error("invalid value '%s' for %s: use a whole number >= 0", s, opt);
+        cli_usage_error("invalid value '%s' for %s: use a whole number >= 0", s, opt);
     return v;
 }
 
@@ -301,7 +301,7 @@ static int gctl_gpu_process(int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     if (argc < 2)
-        client_usage_error("'gctl gpu-process' needs an action: ignore, unignore or list");
+        cli_usage_error("'gctl gpu-process' needs an action: ignore, unignore or list");
     const char *action = argv[1];
     if (!strcmp(action, "--help") || !strcmp(action, "-h") || !strcmp(action, "help")) {
         gctl_help_gpu_process();
@@ -310,7 +310,7 @@ static int gctl_gpu_process(int argc, char **argv)
     bool ignore = !strcmp(action, "ignore"), unignore = !strcmp(action, "unignore"),
          list = !strcmp(action, "list");
     if (!ignore && !unignore && !list)
-        client_usage_error("unknown gpu-process action '%s'; use ignore, unignore or list", action);
+        cli_usage_error("unknown gpu-process action '%s'; use ignore, unignore or list", action);
     int64_t gpu = -1, pid = -1;
     int c;
     optind = 0;
@@ -323,7 +323,7 @@ static int gctl_gpu_process(int argc, char **argv)
         case OPT_PID:
             pid = gctl_number("--pid", optarg);
             if (pid == 0)
-                client_usage_error("invalid value '0' for --pid: use a process id > 0");
+                cli_usage_error("invalid value '0' for --pid: use a process id > 0");
             break;
         case 'h':
             gctl_help_gpu_process();
@@ -333,13 +333,13 @@ static int gctl_gpu_process(int argc, char **argv)
         }
     }
     if (optind < argc - 1)
-        client_usage_error("unexpected argument '%s' for 'gctl gpu-process %s'", argv[optind + 1],
+        cli_usage_error("unexpected argument '%s' for 'gctl gpu-process %s'", argv[optind + 1],
                            action);
 
     if (list) {
         if (gpu >= 0 || pid >= 0)
-            client_usage_error("'gctl gpu-process list' takes no --gpu or --pid");
-        json_t *reply = client_call("GET", "/v1/gpus/ignored", NULL);
+            cli_usage_error("'gctl gpu-process list' takes no --gpu or --pid");
+        json_t *reply = cli_call("GET", "/v1/gpus/ignored", NULL);
         const json_t *entries = json_object_get(reply, "ignored");
         if (json_array_size(entries) == 0) {
             printf("No ignored GPU processes.\n");
@@ -366,20 +366,20 @@ static int gctl_gpu_process(int argc, char **argv)
         return 0;
     }
     if (gpu < 0 || pid < 0)
-        client_usage_error("'gctl gpu-process %s' needs --gpu G and --pid P", action);
+        cli_usage_error("'gctl gpu-process %s' needs --gpu G and --pid P", action);
     json_t *reply;
     if (ignore) {
         json_t *body = json_object();
         json_object_set_new(body, "gpu", json_integer(gpu));
         json_object_set_new(body, "pid", json_integer(pid));
-        reply = client_call("POST", "/v1/gpus/ignored", body);
+        reply = cli_call("POST", "/v1/gpus/ignored", body);
         json_decref(body);
         printf("Ignoring process %lld on GPU %lld: it no longer blocks the GPU.\n", (long long)pid,
                (long long)gpu);
     } else {
         char *path =
             xasprintf("/v1/gpus/ignored?gpu=%lld&pid=%lld", (long long)gpu, (long long)pid);
-        reply = client_call("DELETE", path, NULL);
+        reply = cli_call("DELETE", path, NULL);
         free(path);
         printf("No longer ignoring process %lld on GPU %lld.\n", (long long)pid, (long long)gpu);
     }
@@ -395,7 +395,7 @@ int main(int argc, char **argv)
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
-    client_init(argv[0]);
+    cli_init(argv[0]);
     int c;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "+:hV", longopts, NULL)) != -1) {
@@ -410,11 +410,11 @@ int main(int argc, char **argv)
             printf("gctl %s\n", GFLOW_VERSION);
             return 0;
         default:
-            client_usage_error("%s", client_option_error(argv, c, longopts));
+            cli_usage_error("%s", cli_option_error(argv, c, longopts));
         }
     }
     if (optind >= argc)
-        client_usage_error("no command given; use show-gpus, set-gpus, gpu-process or "
+        cli_usage_error("no command given; use show-gpus, set-gpus, gpu-process or "
                            "set-limit");
     const char *cmd = argv[optind];
     int sub_argc = argc - optind;
@@ -431,8 +431,8 @@ int main(int argc, char **argv)
     else if (!strcmp(cmd, "help"))
         gctl_help(), status = 0;
     else
-        client_usage_error("unknown command '%s'; use show-gpus, set-gpus, gpu-process or "
+        cli_usage_error("unknown command '%s'; use show-gpus, set-gpus, gpu-process or "
                            "set-limit",
                            cmd);
-    return client_finish(status);
+    return cli_finish(status);
 }

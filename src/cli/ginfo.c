@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "client.h"
+#include "cli.h"
 #include "gflow_build.h"
 #include "output.h"
 #include "parse.h"
@@ -92,7 +92,7 @@ static json_t *ginfo_job_names(const json_t *gpus)
     if (!any)
         return names;
     json_t *reply = NULL;
-    if (client_request_json("GET", "/v1/jobs?state=R&user=all", NULL, NULL, &reply) == 0) {
+    if (cli_request_json("GET", "/v1/jobs?state=R&user=all", NULL, NULL, &reply) == 0) {
         const json_t *j;
         json_array_foreach(json_object_get(reply, "jobs"), i, j)
         {
@@ -360,7 +360,7 @@ int main(int argc, char **argv)
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
-    client_init(argv[0]);
+    cli_init(argv[0]);
     bool verbose = false, topology = false;
     enum output_format fmt = OUTPUT_TABLE;
     int c;
@@ -375,7 +375,7 @@ int main(int argc, char **argv)
             break;
         case 'o':
             if (output_format_parse(optarg, &fmt) < 0 || fmt == OUTPUT_CSV)
-                client_usage_error("unknown output format '%s'; use table or json", optarg);
+                cli_usage_error("unknown output format '%s'; use table or json", optarg);
             break;
         case OPT_SOCKET:
             client_set_socket(optarg);
@@ -387,19 +387,19 @@ int main(int argc, char **argv)
             printf("ginfo %s\n", GFLOW_VERSION);
             return 0;
         default:
-            client_usage_error("%s", client_option_error(argv, c, longopts));
+            cli_usage_error("%s", cli_option_error(argv, c, longopts));
         }
     }
     if (optind < argc)
-        client_usage_error("unexpected argument '%s'", argv[optind]);
+        cli_usage_error("unexpected argument '%s'", argv[optind]);
     if (verbose && topology)
-        client_usage_error("-v and --topology show different things; use one");
+        cli_usage_error("-v and --topology show different things; use one");
 
-    json_t *reply = client_call("GET", "/v1/gpus", NULL);
+    json_t *reply = cli_call("GET", "/v1/gpus", NULL);
     if (fmt == OUTPUT_JSON) {
         output_json(reply, stdout);
         json_decref(reply);
-        return client_finish(0);
+        return cli_finish(0);
     }
     if (json_is_true(json_object_get(reply, "simulated")))
         printf("GPUs simulated (libgflow-nvml-sim)\n");
@@ -419,5 +419,5 @@ int main(int argc, char **argv)
         json_decref(names);
     }
     json_decref(reply);
-    return client_finish(0);
+    return cli_finish(0);
 }

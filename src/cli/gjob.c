@@ -17,7 +17,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "client.h"
+#include "cli.h"
+#include "clock.h"
+#include "files.h"
 #include "gflow_build.h"
 #include "job.h"
 #include "output.h"
@@ -97,8 +99,8 @@ static void gjob_help_ids(const char *cmd, const char *what)
 static void __attribute__((noreturn))
 gjob_bad_option(const char *cmd, char **argv, int c, const struct option *longopts)
 {
-    client_die(CLIENT_EXIT_USAGE, "%s for 'gjob %s'; see 'gjob %s --help'",
-               client_option_error(argv, c, longopts), cmd, cmd);
+    cli_die(CLI_EXIT_USAGE, "%s for 'gjob %s'; see 'gjob %s --help'",
+               cli_option_error(argv, c, longopts), cmd, cmd);
 }
 
 /* "123 KiB", "12.3 MiB", "1.50 GiB". */
@@ -252,7 +254,7 @@ static int gjob_show(int argc, char **argv)
         switch (c) {
         case 'o':
             if (output_format_parse(optarg, &fmt) < 0 || fmt == OUTPUT_CSV)
-                client_die(CLIENT_EXIT_USAGE,
+                cli_die(CLI_EXIT_USAGE,
                            "unknown output format '%s' for 'gjob show'; use table or json", optarg);
             break;
         case 'h':
@@ -263,27 +265,27 @@ static int gjob_show(int argc, char **argv)
         }
     }
     if (optind >= argc)
-        client_die(CLIENT_EXIT_USAGE, "which jobs? e.g. 'gjob show 42' or 'gjob show @'");
+        cli_die(CLI_EXIT_USAGE, "which jobs? e.g. 'gjob show 42' or 'gjob show @'");
     size_t n;
-    int64_t *ids = client_parse_ids(argc - optind, argv + optind, &n);
+    int64_t *ids = cli_parse_ids(argc - optind, argv + optind, &n);
     int status = 0;
     bool first = true;
     json_t *all = json_array();
     for (size_t i = 0; i < n; i++) {
         char *path = xasprintf("/v1/jobs/%lld", (long long)ids[i]);
         json_t *reply = NULL;
-        if (client_request_json("GET", path, NULL, NULL, &reply) < 0) {
+        if (cli_request_json("GET", path, NULL, NULL, &reply) < 0) {
             fflush(stdout);
-            client_warn("%s", client_error_text(reply));
-            status = CLIENT_EXIT_FAIL;
+            cli_warn("%s", cli_error_text(reply));
+            status = CLI_EXIT_FAIL;
         } else if (fmt == OUTPUT_JSON) {
             json_array_append(all, reply);
         } else {
             struct job j;
             if (job_from_json(reply, &j) < 0) {
-                client_warn("gflowd sent job %lld in a form this gjob cannot read",
+                cli_warn("gflowd sent job %lld in a form this gjob cannot read",
                             (long long)ids[i]);
-                status = CLIENT_EXIT_FAIL;
+                status = CLI_EXIT_FAIL;
             } else {
                 if (!first)
                     putchar('\n');
@@ -322,7 +324,7 @@ static int64_t gjob_lines_arg(const char *opt, const char *s)
 {
     int64_t v;
     if (parse_int64(s, &v) < 0 || v < 0)
-        client_die(CLIENT_EXIT_USAGE, "invalid line count '%s' for %s: use a whole number >= 0", s,
+        cli_die(CLI_EXIT_USAGE, "invalid line count '%s' for %s: use a whole number >= 0", s,
                    opt);
     return v;
 }
@@ -360,19 +362,19 @@ static int gjob_log(int argc, char **argv)
         }
     }
     if (optind >= argc)
-        client_die(CLIENT_EXIT_USAGE, "which job? e.g. 'gjob log 42' or 'gjob log @'");
+        cli_die(CLI_EXIT_USAGE, "which job? e.g. 'gjob log 42' or 'gjob log @'");
     if (argc - optind > 1)
-        client_die(CLIENT_EXIT_USAGE, "'gjob log' shows one job's log; got %d arguments",
+        cli_die(CLI_EXIT_USAGE, "'gjob log' shows one job's log; got %d arguments",
                    argc - optind);
     if (first >= 0 && last >= 0)
-        client_die(CLIENT_EXIT_USAGE, "--first and --last cannot be used together");
+        cli_die(CLI_EXIT_USAGE, "--first and --last cannot be used together");
     if (follow && (first >= 0 || last >= 0))
-        client_die(CLIENT_EXIT_USAGE, "--follow prints the whole log as it grows; it cannot "
+        cli_die(CLI_EXIT_USAGE, "--follow prints the whole log as it grows; it cannot "
                                       "be combined with --first or --last");
     size_t n;
-    int64_t *ids = client_parse_ids(1, argv + optind, &n);
+    int64_t *ids = cli_parse_ids(1, argv + optind, &n);
     if (n != 1)
-        client_die(CLIENT_EXIT_USAGE, "'gjob log' shows one job's log; '%s' names %zu jobs",
+        cli_die(CLI_EXIT_USAGE, "'gjob log' shows one job's log; '%s' names %zu jobs",
                    argv[optind], n);
 
     struct strbuf path;
@@ -390,20 +392,20 @@ static int gjob_log(int argc, char **argv)
     char *err = NULL;
     int write_errno = 0;
     if (client_request("GET", path.buf, NULL, 0, NULL, &r, gjob_write_cb, &write_errno, &err) < 0)
-        client_die(CLIENT_EXIT_FAIL, "%s", err);
+        cli_die(CLI_EXIT_FAIL, "%s", err);
     strbuf_free(&path);
     if (write_errno)
-        client_die(CLIENT_EXIT_FAIL, "cannot write the log: %s", strerror(write_errno));
+        cli_die(CLI_EXIT_FAIL, "cannot write the log: %s", strerror(write_errno));
     int status = 0;
     if (r.status < 200 || r.status >= 300) {
         json_t *j = json_loadb(r.body.buf ? r.body.buf : "", r.body.len, 0, NULL);
         const char *e = json_string_value(json_object_get(j, "error"));
         if (e)
-            client_warn("%s", e);
+            cli_warn("%s", e);
         else
-            client_warn("HTTP %d from gflowd", r.status);
+            cli_warn("HTTP %d from gflowd", r.status);
         json_decref(j);
-        status = CLIENT_EXIT_FAIL;
+        status = CLI_EXIT_FAIL;
     }
     client_response_free(&r);
     return status;
@@ -448,26 +450,26 @@ static int gjob_transition(const char *cmd, int argc, char **argv)
         }
         if (c == 'a') {
             if (parse_begin_time(optarg, now_wall(), &at, &err) < 0)
-                client_die(CLIENT_EXIT_USAGE, "--at: %s", err);
+                cli_die(CLI_EXIT_USAGE, "--at: %s", err);
             continue;
         }
         gjob_bad_option(cmd, argv, c, longopts);
     }
     if (optind >= argc)
-        client_die(CLIENT_EXIT_USAGE, "which jobs? e.g. 'gjob %s 42' or 'gjob %s 3-7'", cmd, cmd);
+        cli_die(CLI_EXIT_USAGE, "which jobs? e.g. 'gjob %s 42' or 'gjob %s 3-7'", cmd, cmd);
     size_t n;
-    int64_t *ids = client_parse_ids(argc - optind, argv + optind, &n);
+    int64_t *ids = cli_parse_ids(argc - optind, argv + optind, &n);
     int status = 0;
     for (size_t i = 0; i < n; i++) {
         char *path = xasprintf("/v1/jobs/%lld/%s", (long long)ids[i], cmd);
         json_t *reply = NULL;
         json_t *body = at >= 0 ? json_pack("{s:f}", "begin_time", at) : NULL;
-        int rc = client_request_json("POST", path, body, NULL, &reply);
+        int rc = cli_request_json("POST", path, body, NULL, &reply);
         json_decref(body);
         if (rc < 0) {
             fflush(stdout);
-            client_warn("%s", client_error_text(reply));
-            status = CLIENT_EXIT_FAIL;
+            cli_warn("%s", cli_error_text(reply));
+            status = CLI_EXIT_FAIL;
         } else {
             if (at >= 0) {
                 char *when = output_time(at);
@@ -581,13 +583,13 @@ static int64_t gjob_dep_id(const char *opt, const char *s)
     int64_t v;
     if (s[0] == '@') {
         if (!s[1])
-            return client_resolve_ref(0);
+            return cli_resolve_ref(0);
         if (s[1] == '~' && parse_int64(s + 2, &v) == 0 && v >= 0 && v < 1000000)
-            return client_resolve_ref((int)v);
+            return cli_resolve_ref((int)v);
     } else if (parse_int64(s, &v) == 0 && v > 0) {
         return v;
     }
-    client_die(CLIENT_EXIT_USAGE, "invalid job '%s' for %s: use a job id, @ or @~N", s, opt);
+    cli_die(CLI_EXIT_USAGE, "invalid job '%s' for %s: use a job id, @ or @~N", s, opt);
 }
 
 static void gjob_dep_add(json_t *deps, int64_t id, const char *kind)
@@ -614,7 +616,7 @@ static void gjob_deps_parse(json_t *spec, const char *opt, const char *arg, cons
             if (colon)
                 *colon = '\0';
             if (job_dep_kind_parse(item, &kind) < 0 || !colon || !colon[1])
-                client_die(CLIENT_EXIT_USAGE, "invalid dependency '%s' for %s", arg, opt);
+                cli_die(CLI_EXIT_USAGE, "invalid dependency '%s' for %s", arg, opt);
             char *isave = NULL;
             for (char *id = strtok_r(colon + 1, ":", &isave); id; id = strtok_r(NULL, ":", &isave))
                 gjob_dep_add(deps, gjob_dep_id(opt, id), job_dep_kind_name(kind));
@@ -625,7 +627,7 @@ static void gjob_deps_parse(json_t *spec, const char *opt, const char *arg, cons
             *dash = '\0';
             int64_t a = gjob_dep_id(opt, item), b = gjob_dep_id(opt, dash + 1);
             if (b < a || b - a > 100000)
-                client_die(CLIENT_EXIT_USAGE, "invalid job range for %s", opt);
+                cli_die(CLI_EXIT_USAGE, "invalid job range for %s", opt);
             for (int64_t id = a; id <= b; id++)
                 gjob_dep_add(deps, id, "afterok");
         } else {
@@ -657,24 +659,24 @@ static int gjob_spec_parse(const char *cmd, int argc, char **argv, json_t *spec,
             break;
         case 'p':
             if (parse_priority(optarg, &prio, &err) < 0)
-                client_die(CLIENT_EXIT_USAGE, "%s", err);
+                cli_die(CLI_EXIT_USAGE, "%s", err);
             json_object_set_new(spec, "priority", json_integer(prio));
             break;
         case 't':
             if (parse_time_limit(optarg, &v, &err) < 0)
-                client_die(CLIENT_EXIT_USAGE, "%s", err);
+                cli_die(CLI_EXIT_USAGE, "%s", err);
             json_object_set_new(spec, "time_limit", json_integer(v));
             break;
         case 'c':
             if (!*optarg)
-                client_die(CLIENT_EXIT_USAGE, "the command is empty");
+                cli_die(CLI_EXIT_USAGE, "the command is empty");
             json_object_set_new(spec, "command", json_string(optarg));
             break;
         case OPT_UP_SCRIPT: {
             size_t len;
             char *text = read_file(optarg, &len);
             if (!text)
-                client_die(CLIENT_EXIT_FAIL, "cannot read script %s: %s", optarg, strerror(errno));
+                cli_die(CLI_EXIT_FAIL, "cannot read script %s: %s", optarg, strerror(errno));
             char *path = realpath(optarg, NULL);
             json_object_set_new(spec, "script", json_stringn(text, len));
             json_object_set_new(spec, "script_path", json_string(path ? path : optarg));
@@ -684,12 +686,12 @@ static int gjob_spec_parse(const char *cmd, int argc, char **argv, json_t *spec,
         }
         case 'g':
             if (parse_int64(optarg, &v) < 0 || v < 0 || v > 1024)
-                client_die(CLIENT_EXIT_USAGE, "invalid value '%s' for --gpus", optarg);
+                cli_die(CLI_EXIT_USAGE, "invalid value '%s' for --gpus", optarg);
             json_object_set_new(spec, "gpus", json_integer(v));
             break;
         case OPT_UP_GPU_MEMORY:
             if (parse_memory_mb(optarg, &v, &err) < 0)
-                client_die(CLIENT_EXIT_USAGE, "--gpu-memory: %s", err);
+                cli_die(CLI_EXIT_USAGE, "--gpu-memory: %s", err);
             json_object_set_new(spec, "gpu_memory_mb", json_integer(v));
             break;
         case OPT_UP_SHARED:
@@ -698,7 +700,7 @@ static int gjob_spec_parse(const char *cmd, int argc, char **argv, json_t *spec,
             break;
         case OPT_UP_GPUS_PER_TASK:
             if (parse_int64(optarg, &v) < 0 || (v != 0 && v != 1))
-                client_die(CLIENT_EXIT_USAGE, "invalid value '%s' for --gpus-per-task: 0 or 1",
+                cli_die(CLI_EXIT_USAGE, "invalid value '%s' for --gpus-per-task: 0 or 1",
                            optarg);
             json_object_set_new(spec, "gpus_per_task", json_integer(v));
             break;
@@ -706,7 +708,7 @@ static int gjob_spec_parse(const char *cmd, int argc, char **argv, json_t *spec,
             if (!strcmp(optarg, "0"))
                 v = 0;
             else if (parse_memory_mb(optarg, &v, &err) < 0)
-                client_die(CLIENT_EXIT_USAGE, "--memory: %s", err);
+                cli_die(CLI_EXIT_USAGE, "--memory: %s", err);
             json_object_set_new(spec, "memory_mb", json_integer(v));
             break;
         case OPT_UP_CONDA_ENV:
@@ -719,7 +721,7 @@ static int gjob_spec_parse(const char *cmd, int argc, char **argv, json_t *spec,
                 int sig;
                 bool main_only;
                 if (parse_signal_spec(optarg, &sig, &v, &main_only, &err) < 0)
-                    client_die(CLIENT_EXIT_USAGE, "--signal: %s", err);
+                    cli_die(CLI_EXIT_USAGE, "--signal: %s", err);
                 char *s = format_signal_spec(sig, v, main_only);
                 json_object_set_new(spec, "signal_spec", json_string(s));
                 free(s);
@@ -729,7 +731,7 @@ static int gjob_spec_parse(const char *cmd, int argc, char **argv, json_t *spec,
             if (!strcmp(optarg, "now"))
                 at = 0;
             else if (parse_begin_time(optarg, now_wall(), &at, &err) < 0)
-                client_die(CLIENT_EXIT_USAGE, "--begin: %s", err);
+                cli_die(CLI_EXIT_USAGE, "--begin: %s", err);
             json_object_set_new(spec, "begin_time", json_real(at));
             break;
         case 'd':
@@ -749,10 +751,10 @@ static int gjob_spec_parse(const char *cmd, int argc, char **argv, json_t *spec,
             break;
         case OPT_UP_MAX_CONCURRENT:
             if (redo)
-                client_die(CLIENT_EXIT_USAGE, "gjob redo: --max-concurrent is for 'gjob update' "
+                cli_die(CLI_EXIT_USAGE, "gjob redo: --max-concurrent is for 'gjob update' "
                                               "and 'gctl set-limit'");
             if (parse_int64(optarg, &v) < 0 || v < 0)
-                client_die(CLIENT_EXIT_USAGE,
+                cli_die(CLI_EXIT_USAGE,
                            "invalid value '%s' for --max-concurrent: a whole number >= 0", optarg);
             json_object_set_new(spec, "max_concurrent", json_integer(v));
             break;
@@ -760,7 +762,7 @@ static int gjob_spec_parse(const char *cmd, int argc, char **argv, json_t *spec,
             const char *eq = strchr(optarg, '=');
             char *pname = eq ? xstrndup(optarg, (size_t)(eq - optarg)) : NULL;
             if (!pname || !param_name_valid(pname))
-                client_die(CLIENT_EXIT_USAGE,
+                cli_die(CLI_EXIT_USAGE,
                            "invalid --param '%s': use NAME=VALUE (NAME: letters, digits and "
                            "'_', not starting with a digit)", optarg);
             json_t *ps = json_object_get(spec, "params");
@@ -774,14 +776,14 @@ static int gjob_spec_parse(const char *cmd, int argc, char **argv, json_t *spec,
         }
         case OPT_UP_MAX_RETRIES:
             if (parse_int64(optarg, &v) < 0 || v < 0 || v > 1000)
-                client_die(CLIENT_EXIT_USAGE, "invalid value '%s' for --max-retries: 0 to 1000",
+                cli_die(CLI_EXIT_USAGE, "invalid value '%s' for --max-retries: 0 to 1000",
                            optarg);
             json_object_set_new(spec, "max_retries", json_integer(v));
             break;
         case 'H':
         case OPT_UP_CASCADE:
             if (!redo)
-                client_die(CLIENT_EXIT_USAGE, "gjob %s: %s is for 'gjob redo'", cmd,
+                cli_die(CLI_EXIT_USAGE, "gjob %s: %s is for 'gjob redo'", cmd,
                            c == 'H' ? "--hold" : "--cascade");
             json_object_set_new(spec, c == 'H' ? "hold" : "cascade", json_true());
             break;
@@ -869,19 +871,19 @@ static int gjob_update(int argc, char **argv)
     /* Ids may come before or after the options: permute as getopt does. */
     int first = gjob_spec_parse("update", argc, argv, spec, false, gjob_help_update);
     if (first >= argc)
-        client_die(CLIENT_EXIT_USAGE, "which jobs? e.g. 'gjob update 42 --priority 50'");
+        cli_die(CLI_EXIT_USAGE, "which jobs? e.g. 'gjob update 42 --priority 50'");
     if (json_object_size(spec) == 0)
-        client_die(CLIENT_EXIT_USAGE, "nothing to change; see 'gjob update --help'");
+        cli_die(CLI_EXIT_USAGE, "nothing to change; see 'gjob update --help'");
     size_t n;
-    int64_t *ids = client_parse_ids(argc - first, argv + first, &n);
+    int64_t *ids = cli_parse_ids(argc - first, argv + first, &n);
     int status = 0;
     for (size_t i = 0; i < n; i++) {
         char *path = xasprintf("/v1/jobs/%lld", (long long)ids[i]);
         json_t *reply = NULL;
-        if (client_request_json("PATCH", path, spec, NULL, &reply) < 0) {
+        if (cli_request_json("PATCH", path, spec, NULL, &reply) < 0) {
             fflush(stdout);
-            client_warn("%s", client_error_text(reply));
-            status = CLIENT_EXIT_FAIL;
+            cli_warn("%s", cli_error_text(reply));
+            status = CLI_EXIT_FAIL;
         } else {
             const json_t *changes = json_object_get(reply, "changes");
             if (!json_array_size(changes)) {
@@ -919,17 +921,17 @@ static int gjob_redo(int argc, char **argv)
     json_t *spec = json_object();
     int first = gjob_spec_parse("redo", argc, argv, spec, true, gjob_help_redo);
     if (first >= argc)
-        client_die(CLIENT_EXIT_USAGE, "which job? e.g. 'gjob redo 42' or 'gjob redo @'");
+        cli_die(CLI_EXIT_USAGE, "which job? e.g. 'gjob redo 42' or 'gjob redo @'");
     size_t n;
-    int64_t *ids = client_parse_ids(argc - first, argv + first, &n);
+    int64_t *ids = cli_parse_ids(argc - first, argv + first, &n);
     int status = 0;
     for (size_t i = 0; i < n; i++) {
         char *path = xasprintf("/v1/jobs/%lld/redo", (long long)ids[i]);
         json_t *reply = NULL;
-        if (client_request_json("POST", path, spec, NULL, &reply) < 0) {
+        if (cli_request_json("POST", path, spec, NULL, &reply) < 0) {
             fflush(stdout);
-            client_warn("%s", client_error_text(reply));
-            status = CLIENT_EXIT_FAIL;
+            cli_warn("%s", cli_error_text(reply));
+            status = CLI_EXIT_FAIL;
         } else {
             size_t k;
             const json_t *jb;
@@ -956,7 +958,7 @@ int main(int argc, char **argv)
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
-    client_init(argv[0]);
+    cli_init(argv[0]);
     int c;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "+:hV", longopts, NULL)) != -1) {
@@ -971,11 +973,11 @@ int main(int argc, char **argv)
             printf("gjob %s\n", GFLOW_VERSION);
             return 0;
         default:
-            client_usage_error("%s", client_option_error(argv, c, longopts));
+            cli_usage_error("%s", cli_option_error(argv, c, longopts));
         }
     }
     if (optind >= argc)
-        client_usage_error("no command given; use show, log, hold, release, update or redo");
+        cli_usage_error("no command given; use show, log, hold, release, update or redo");
     const char *cmd = argv[optind];
     int sub_argc = argc - optind;
     char **sub_argv = argv + optind;
@@ -995,7 +997,7 @@ int main(int argc, char **argv)
     else if (!strcmp(cmd, "help"))
         gjob_help(), status = 0;
     else
-        client_usage_error("unknown command '%s'; use show, log, hold, release, update or redo",
+        cli_usage_error("unknown command '%s'; use show, log, hold, release, update or redo",
                            cmd);
-    return client_finish(status);
+    return cli_finish(status);
 }

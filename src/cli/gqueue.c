@@ -11,7 +11,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "client.h"
+#include "cli.h"
+#include "clock.h"
 #include "gflow_build.h"
 #include "job.h"
 #include "output.h"
@@ -240,7 +241,7 @@ static char *gqueue_states(const char *list)
     char *copy = xstrdup(list);
     char *save = NULL;
     if (!*list)
-        client_usage_error("empty state list for -s");
+        cli_usage_error("empty state list for -s");
     for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         enum job_state st;
         while (*tok == ' ')
@@ -249,7 +250,7 @@ static char *gqueue_states(const char *list)
         while (l && tok[l - 1] == ' ')
             tok[--l] = '\0';
         if (job_state_parse(tok, &st) < 0)
-            client_usage_error("unknown job state '%s'; use PD, H, R, CD, F, CA, TO or "
+            cli_usage_error("unknown job state '%s'; use PD, H, R, CD, F, CA, TO or "
                                "Queued, Hold, Running, Finished, Failed, Cancelled, Timeout",
                                tok);
         if (sb.len)
@@ -258,7 +259,7 @@ static char *gqueue_states(const char *list)
     }
     free(copy);
     if (!sb.len)
-        client_usage_error("empty state list for -s");
+        cli_usage_error("empty state list for -s");
     return strbuf_detach(&sb);
 }
 
@@ -281,7 +282,7 @@ static const struct gqueue_field **gqueue_format(const char *spec, size_t *n)
             if (!strcasecmp(tok, gqueue_fields[i].name))
                 f = &gqueue_fields[i];
         if (!f)
-            client_usage_error("unknown field '%s' in -f; use JOBID, NAME, ST, STATE, TIME, "
+            cli_usage_error("unknown field '%s' in -f; use JOBID, NAME, ST, STATE, TIME, "
                                "TIMELIMIT, NODES, NODELIST(REASON), NODELIST, REASON, "
                                "PRIORITY, USER, EXITCODE, SUBMIT, START, END, WORKDIR, "
                                "COMMAND, MEMORY, BEGIN",
@@ -294,7 +295,7 @@ static const struct gqueue_field **gqueue_format(const char *spec, size_t *n)
     }
     free(copy);
     if (*n == 0)
-        client_usage_error("no fields in -f; e.g. -f " GQUEUE_DEFAULT_FORMAT);
+        cli_usage_error("no fields in -f; e.g. -f " GQUEUE_DEFAULT_FORMAT);
     return out;
 }
 
@@ -330,10 +331,10 @@ static struct gqueue_row *gqueue_fetch_tsv(struct strbuf *path,
     strbuf_free(&list);
     char *err = NULL;
     if (client_request("GET", path->buf, NULL, 0, NULL, r, NULL, NULL, &err) < 0)
-        client_die(CLIENT_EXIT_FAIL, "%s", err);
+        cli_die(CLI_EXIT_FAIL, "%s", err);
     if (r->status != 200) {
         json_t *e = json_loadb(r->body.buf ? r->body.buf : "", r->body.len, 0, NULL);
-        client_die(CLIENT_EXIT_FAIL, "%s", client_error_text(e));
+        cli_die(CLI_EXIT_FAIL, "%s", cli_error_text(e));
     }
     char *text = r->body.buf ? r->body.buf : "";
     char *save = NULL;
@@ -341,12 +342,12 @@ static struct gqueue_row *gqueue_fetch_tsv(struct strbuf *path,
     int fields[JOB_FIELD_COUNT];
     size_t nfields = 0;
     if (!header)
-        client_die(CLIENT_EXIT_FAIL, "gflowd sent an empty job list");
+        cli_die(CLI_EXIT_FAIL, "gflowd sent an empty job list");
     char *hs = NULL;
     for (char *h = strtok_r(header, "\t", &hs); h; h = strtok_r(NULL, "\t", &hs)) {
         int f = job_field_parse(h);
         if (f < 0 || nfields == JOB_FIELD_COUNT)
-            client_die(CLIENT_EXIT_FAIL, "gflowd sent an unknown field '%s'", h);
+            cli_die(CLI_EXIT_FAIL, "gflowd sent an unknown field '%s'", h);
         fields[nfields++] = f;
     }
     size_t n = 0, cap = 64;
@@ -358,7 +359,7 @@ static struct gqueue_row *gqueue_fetch_tsv(struct strbuf *path,
         }
         memset(&rows[n], 0, sizeof(rows[n]));
         if (job_from_tsv(&rows[n].job, fields, nfields, line, true) < 0)
-            client_die(CLIENT_EXIT_FAIL, "gflowd sent a job this gqueue cannot read");
+            cli_die(CLI_EXIT_FAIL, "gflowd sent a job this gqueue cannot read");
         rows[n].order = n;
         n++;
     }
@@ -512,7 +513,7 @@ static int gqueue_cmp_gpus(const void *a, const void *b)
 
 int main(int argc, char **argv)
 {
-    client_init(argv[0]);
+    cli_init(argv[0]);
     bool all = false, completed = false, tree = false;
     const char *states = NULL, *jobs = NULL, *user = NULL, *sort = NULL;
     const char *format = GQUEUE_DEFAULT_FORMAT;
@@ -540,12 +541,12 @@ int main(int argc, char **argv)
             break;
         case 'u':
             if (!*optarg)
-                client_usage_error("empty user name for -u; give a login name or 'all'");
+                cli_usage_error("empty user name for -u; give a login name or 'all'");
             user = optarg;
             break;
         case 'n':
             if (parse_int64(optarg, &limit) < 0 || limit < -INT32_MAX || limit > INT32_MAX)
-                client_usage_error("invalid limit '%s' for -n: use a whole number (N: the "
+                cli_usage_error("invalid limit '%s' for -n: use a whole number (N: the "
                                    "first N, -N: the last N, 0: all)",
                                    optarg);
             break;
@@ -557,7 +558,7 @@ int main(int argc, char **argv)
             break;
         case 'o':
             if (output_format_parse(optarg, &outfmt) < 0)
-                client_usage_error("unknown output format '%s'; use table, csv or json", optarg);
+                cli_usage_error("unknown output format '%s'; use table, csv or json", optarg);
             break;
         case OPT_SOCKET:
             client_set_socket(optarg);
@@ -569,14 +570,14 @@ int main(int argc, char **argv)
             printf("gqueue %s\n", GFLOW_VERSION);
             return 0;
         default:
-            client_usage_error("%s", client_option_error(argv, c, gqueue_longopts));
+            cli_usage_error("%s", cli_option_error(argv, c, gqueue_longopts));
         }
     }
     if (optind < argc)
-        client_usage_error("unexpected argument '%s' (to list given jobs use -j IDS)",
+        cli_usage_error("unexpected argument '%s' (to list given jobs use -j IDS)",
                            argv[optind]);
     if (completed && states)
-        client_usage_error("--completed and --states cannot be used together; "
+        cli_usage_error("--completed and --states cannot be used together; "
                            "use -s CD,F,CA,TO");
 
     size_t nfields;
@@ -598,7 +599,7 @@ int main(int argc, char **argv)
             if (!strcasecmp(key, gqueue_sorts[i].name))
                 break;
         if (i == sizeof(gqueue_sorts) / sizeof(gqueue_sorts[0]))
-            client_usage_error("unknown sort field '%s'; use id, name, state, priority, user, "
+            cli_usage_error("unknown sort field '%s'; use id, name, state, priority, user, "
                                "submit, start, end, time or gpus (prefix '-' for descending)",
                                sort);
         api_sort = gqueue_sorts[i].api;
@@ -627,12 +628,12 @@ int main(int argc, char **argv)
         size_t n;
         if (!strchr(jobs, '@')) {
             if (parse_id_list(jobs, &ids, &n, &err) < 0)
-                client_usage_error("%s", err);
+                cli_usage_error("%s", err);
             free(ids);
             client_query_add(&path, "id", jobs);
         } else {
             char *one[] = {(char *)jobs};
-            ids = client_parse_ids(1, one, &n);
+            ids = cli_parse_ids(1, one, &n);
             struct strbuf list;
             strbuf_init(&list);
             for (size_t i = 0; i < n; i++)
@@ -657,17 +658,17 @@ int main(int argc, char **argv)
     size_t n;
     struct client_response tsv = {0}; /* owns the strings of TSV rows */
     if (outfmt == OUTPUT_JSON) {
-        reply = client_call("GET", path.buf, NULL);
+        reply = cli_call("GET", path.buf, NULL);
         json_t *jobs_json = json_object_get(reply, "jobs");
         if (!json_is_array(jobs_json))
-            client_die(CLIENT_EXIT_FAIL, "gflowd's answer has no job list");
+            cli_die(CLI_EXIT_FAIL, "gflowd's answer has no job list");
         n = json_array_size(jobs_json);
         rows = xcalloc(n ? n : 1, sizeof(*rows));
         for (size_t i = 0; i < n; i++) {
             rows[i].raw = json_array_get(jobs_json, i);
             rows[i].order = i;
             if (job_from_json(rows[i].raw, &rows[i].job) < 0)
-                client_die(CLIENT_EXIT_FAIL, "gflowd sent a job this gqueue cannot read");
+                cli_die(CLI_EXIT_FAIL, "gflowd sent a job this gqueue cannot read");
         }
     } else {
         rows = gqueue_fetch_tsv(&path, fields, nfields, tree, &n, &tsv);
@@ -736,5 +737,5 @@ int main(int argc, char **argv)
     free(fields);
     free(state_list);
     json_decref(reply);
-    return client_finish(0);
+    return cli_finish(0);
 }

@@ -6,6 +6,7 @@
 #define GFLOW_CONFIG_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 struct gflow_config {
@@ -31,24 +32,17 @@ struct gflow_config {
 void config_init(struct gflow_config *c); /* defaults */
 void config_free(struct gflow_config *c);
 
-/* Reads path into c (keys absent from the file keep their values). When path is NULL
- * the default file is used if it exists (config_default_path). If must_exist and the
- * file is missing, that is an error. 0, or -1 with *err = "FILE:LINE: message". */
-int config_load_file(struct gflow_config *c, const char *path, bool must_exist, char **err);
+/* Parses text (TOML) and applies it to c, all or nothing; path names the source in
+ * messages and becomes source_path. 0, or -1 with *err = "FILE:LINE: message". */
+int config_load_text(struct gflow_config *c, const char *path, const char *text, size_t len,
+                     char **err);
 
-/* Applies GFLOW_<SECTION>__<KEY> variables from envp (NULL = environ). A variable with
+/* Applies GFLOW_<SECTION>__<KEY> variables from envp (NULL-terminated). A variable with
  * that shape naming an unknown key is an error. 0 or -1 with *err. */
-int config_load_env(struct gflow_config *c, char **envp, char **err);
+int config_load_env(struct gflow_config *c, char *const *envp, char **err);
 
 /* Sets "section.key" from its text form (as an environment variable or a flag gives it).
  * 0 or -1 with *err. */
 int config_set(struct gflow_config *c, const char *dotted_key, const char *value, char **err);
-
-/* Defaults + file + environment, the usual sequence. */
-int config_load(struct gflow_config *c, const char *path, char **err);
-
-/* $XDG_CONFIG_HOME/gflow/gflow.toml (or ~/.config/...), or /etc/gflow/gflow.toml when
- * system is true. Caller frees. */
-char *config_default_path(bool system);
 
 #endif

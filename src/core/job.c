@@ -74,6 +74,75 @@ bool job_transition_allowed(enum job_state from, enum job_state to)
     }
 }
 
+/* ---- reasons ---- */
+
+static const char *const reason_names[JOB_REASON_COUNT] = {
+    [JOB_REASON_NONE] = "",
+    [JOB_REASON_CANCELLED_BY_USER] = "CancelledByUser",
+    [JOB_REASON_TIME_LIMIT] = "TimeLimit",
+    [JOB_REASON_NON_ZERO_EXIT] = "NonZeroExitCode",
+    [JOB_REASON_SIGNAL] = "Signal",
+    [JOB_REASON_OUT_OF_MEMORY] = "OutOfMemory",
+    [JOB_REASON_LAUNCH_FAILED] = "LaunchFailed",
+    [JOB_REASON_SHIM_LOST] = "ShimLost",
+    [JOB_REASON_DEPENDENCY_FAILED] = "DependencyFailed",
+    [JOB_REASON_HELD_BY_USER] = "JobHeldUser",
+    [JOB_REASON_OTHER] = "",
+};
+
+const char *job_reason_name(enum job_reason r)
+{
+    return (unsigned)r < JOB_REASON_COUNT ? reason_names[r] : "";
+}
+
+char *job_reason_text(enum job_reason r, int64_t job, const char *detail)
+{
+    switch (r) {
+    case JOB_REASON_NONE:
+        return NULL;
+    case JOB_REASON_DEPENDENCY_FAILED:
+        return xasprintf("DependencyFailed:%lld", (long long)job);
+    case JOB_REASON_LAUNCH_FAILED:
+    case JOB_REASON_SHIM_LOST:
+        return detail && *detail ? xasprintf("%s: %s", reason_names[r], detail)
+                                 : xstrdup(reason_names[r]);
+    case JOB_REASON_OTHER:
+        return xstrdup(detail ? detail : "");
+    default:
+        return xstrdup(job_reason_name(r));
+    }
+}
+
+enum job_reason job_reason_parse(const char *text, int64_t *job, char **detail)
+{
+    *job = 0;
+    *detail = NULL;
+    if (!text || !*text)
+        return JOB_REASON_NONE;
+    for (int r = JOB_REASON_NONE + 1; r < JOB_REASON_COUNT; r++) {
+        const char *name = reason_names[r];
+        size_t n = strlen(name);
+        if (!n || strncmp(text, name, n) != 0)
+            continue;
+        const char *rest = text + n;
+        if (r == JOB_REASON_DEPENDENCY_FAILED) {
+            if (*rest == ':' && parse_int64(rest + 1, job) == 0)
+                return JOB_REASON_DEPENDENCY_FAILED;
+        } else if (r == JOB_REASON_LAUNCH_FAILED || r == JOB_REASON_SHIM_LOST) {
+            if (!*rest)
+                return (enum job_reason)r;
+            if (rest[0] == ':' && rest[1] == ' ') {
+                *detail = xstrdup(rest + 2);
+                return (enum job_reason)r;
+            }
+        } else if (!*rest) {
+            return (enum job_reason)r;
+        }
+    }
+    *detail = xstrdup(text);
+    return JOB_REASON_OTHER;
+}
+
 /* ---- dependencies ---- */
 
 static const char *const dep_kind_names[] = {"afterok", "afterany", "afternotok"};

@@ -35,6 +35,34 @@ bool job_transition_allowed(enum job_state from, enum job_state to);
 #define JOB_PRIORITY_DEFAULT 10
 #define JOB_PRIORITY_MAX 255
 
+/* Why a job is in its state (ended, held, or waiting on a failed dependency): a code,
+ * the job it names (DependencyFailed) and free text (LaunchFailed, ShimLost). The text
+ * form ("DependencyFailed:5", "LaunchFailed: cannot chdir to /x: ...") exists only at
+ * the edges: the API, the CLI's display, old databases. */
+enum job_reason {
+    JOB_REASON_NONE,
+    JOB_REASON_CANCELLED_BY_USER, /* CancelledByUser */
+    JOB_REASON_TIME_LIMIT,        /* TimeLimit */
+    JOB_REASON_NON_ZERO_EXIT,     /* NonZeroExitCode */
+    JOB_REASON_SIGNAL,            /* Signal */
+    JOB_REASON_OUT_OF_MEMORY,     /* OutOfMemory */
+    JOB_REASON_LAUNCH_FAILED,     /* LaunchFailed: <detail> (the job could not be started) */
+    JOB_REASON_SHIM_LOST,         /* ShimLost: <detail> (its supervisor vanished) */
+    JOB_REASON_DEPENDENCY_FAILED, /* DependencyFailed:<job> */
+    JOB_REASON_HELD_BY_USER,      /* JobHeldUser */
+    JOB_REASON_OTHER,             /* <detail>: text from elsewhere, kept as it is */
+    JOB_REASON_COUNT
+};
+/* "CancelledByUser", ... ("" for NONE and OTHER). */
+const char *job_reason_name(enum job_reason r);
+/* The text form of a reason: "TimeLimit", "DependencyFailed:5", "LaunchFailed: why";
+ * NULL for NONE. Caller frees. */
+char *job_reason_text(enum job_reason r, int64_t job, const char *detail);
+/* Reads a text form back (an API reply, a row of an old database): *job and *detail
+ * (malloc'd, NULL when none) as they fit the code. Unknown text is OTHER with the text
+ * as detail; NULL or "" is NONE. */
+enum job_reason job_reason_parse(const char *text, int64_t *job, char **detail);
+
 /* Why a job ended or is being ended (recorded before signalling, so a restarted
  * daemon knows whether a dying job was cancelled or timed out). */
 enum job_end_request { JOB_END_NONE, JOB_END_CANCEL, JOB_END_TIMEOUT };

@@ -1,5 +1,5 @@
-/* util: allocation wrappers that abort on exhaustion, a growable string buffer,
- * clocks and small string helpers shared by every gflow program. */
+/* util: allocation wrappers that abort on exhaustion, a growable string buffer and
+ * small string helpers shared by every gflow program. Pure: no I/O. */
 #ifndef GFLOW_UTIL_H
 #define GFLOW_UTIL_H
 
@@ -33,23 +33,8 @@ void strbuf_addc(struct strbuf *sb, char c);
 void strbuf_addf(struct strbuf *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 char *strbuf_detach(struct strbuf *sb); /* caller frees; sb is left empty */
 
-/* Wall clock in seconds since the epoch, with sub-second precision. */
-double now_wall(void);
-/* Monotonic clock in seconds. */
-double now_mono(void);
-
 bool str_starts_with(const char *s, const char *prefix);
 /* Strict decimal integer parse of the whole string; returns 0 or -1. */
 int parse_int64(const char *s, int64_t *out);
-
-/* Reads a whole file; returns NULL and sets errno on failure. *len may be NULL. */
-char *read_file(const char *path, size_t *len);
-/* Writes data to path (created or truncated, with mode), without syncing: for files
- * that only need to outlive a fork, not a crash. 0 or -1. */
-int write_file(const char *path, const void *data, size_t len, unsigned mode);
-/* Writes data to path atomically (temp file, fsync, rename, fsync dir). 0 or -1. */
-int write_file_atomic(const char *path, const void *data, size_t len, unsigned mode);
-/* mkdir -p with the given mode for created directories. 0 or -1. */
-int mkdir_p(const char *path, unsigned mode);
 
 #endif

@@ -24,6 +24,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "files.h"
 #include "gflowd.h"
 #include "jobs.h"
 #include "log.h"

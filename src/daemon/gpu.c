@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "files.h"
 #include "gflow_build.h"
 #include "gflowd.h"
 #include "jobs.h"

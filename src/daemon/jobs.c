@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "gflowd.h"
 #include "loop.h"
 #include "gpu.h"

@@ -8,6 +8,7 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "log.h"
 #include "util.h"
 

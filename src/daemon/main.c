@@ -23,7 +23,11 @@
 
 #include "api.h"
 #include "client.h"
+#include "clock.h"
+#include "config_file.h"
+#include "files.h"
 #include "gflow_build.h"
+#include "gflow_commit.h"
 #include "gflowd.h"
 #include "gpu.h"
 #include "jobs.h"
@@ -35,6 +39,8 @@
 #include "runner.h"
 #include "store.h"
 #include "util.h"
+
+extern char **environ;
 
 struct gflowd gd;
 
@@ -632,7 +638,7 @@ int main(int argc, char **argv)
     char *default_path = config_path ? NULL : config_default_path(gd.system);
     if (config_load_file(&gd.cfg, config_path ? config_path : default_path, config_path != NULL,
                          &err) < 0 ||
-        config_load_env(&gd.cfg, NULL, &err) < 0)
+        config_load_env(&gd.cfg, environ, &err) < 0)
         die("%s", err);
     free(default_path);
     for (size_t i = 0; i < n_flags; i++) {

@@ -13,7 +13,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "gflow_build.h"
+#include "gflow_commit.h"
 #include "gflowd.h"
 #include "gpu.h"
 #include "jobs.h"

@@ -20,6 +20,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "clock.h"
+#include "files.h"
 #include "gflowd.h"
 #include "gpu.h"
 #include "jobs.h"

@@ -114,6 +114,8 @@
  *     v1 or watchdog in the shim's environment allows only that method; if it is
  *     unavailable, the job does not start (exit_code 125, the error says why).
  */
+#include "clock.h"
+#include "files.h"
 #include "procinfo.h"
 #include "util.h"
 

@@ -9,7 +9,8 @@ and match their .json by meaning (numbers numerically, inf/nan as written, date-
 as RFC 3339 instants); invalid/ cases must be rejected with a non-zero exit status.
 
 The cases live in <repo root>/../shared/data/toml-test, or in $TOML_TEST_DIR.
-Prints the failures, then "N passed, M failed" on the last line; exits 1 on failure.
+Prints the failures, then "N passed, M failed" on the last line; exits 1 on failure
+and 77 (skipped) when the cases are not there.
 """
 import json
 import math
@@ -162,8 +163,11 @@ def main():
     base = data_dir()
     listing = base / "files-toml-1.0.0"
     if not listing.is_file():
-        print("toml-test data not found: %s (set TOML_TEST_DIR)" % listing, file=sys.stderr)
-        return 2
+        # Meson reads exit status 77 as "skipped": a plain clone without ../shared
+        # beside it still passes, and says why this test did not run.
+        print("SKIP: toml-test data not found at %s (set TOML_TEST_DIR, or check out "
+              "the shared data beside the repository)" % listing)
+        return 77
     cases = [line.strip() for line in listing.read_text().splitlines()
              if line.strip().endswith(".toml")]
     passed, failures = 0, []

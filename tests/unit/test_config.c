@@ -14,6 +14,8 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "config_file.h"
+#include "files.h"
 #include "util.h"
 
 struct fixture {

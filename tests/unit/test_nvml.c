@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "files.h"
 #include "gpuinfo.h"
 #include "nvml.h"
 #include "util.h"

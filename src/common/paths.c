@@ -1,10 +1,8 @@
-/* paths: where gflow keeps its files. */
+/* paths: where gflow keeps its files (see paths.h). */
 #include "paths.h"
 
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 #include <pwd.h>
 
@@ -76,39 +74,4 @@ void paths_free(struct gflow_paths *p)
     free(p->lock_path);
     free(p->daemon_log);
     memset(p, 0, sizeof(*p));
-}
-
-/* Whether something accepts connections on the Unix socket at path. */
-static bool socket_answers(const char *path)
-{
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    if (strlen(path) >= sizeof(sa.sun_path))
-        return false;
-    strcpy(sa.sun_path, path);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return false;
-    bool ok = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
-    close(fd);
-    return ok;
-}
-
-char *paths_find_socket(const char *flag_socket, const struct gflow_config *cfg)
-{
-    if (flag_socket && *flag_socket)
-        return xstrdup(flag_socket);
-    const char *env = getenv("GFLOW_SOCKET");
-    if (env && *env)
-        return xstrdup(env);
-    if (cfg && cfg->socket_path)
-        return xstrdup(cfg->socket_path);
-    char *user = NULL;
-    if (cfg && cfg->data_dir && !getenv("XDG_RUNTIME_DIR"))
-        user = xasprintf("%s/gflowd.sock", cfg->data_dir);
-    else
-        user = paths_user_socket();
-    if (socket_answers(user) || !socket_answers(GFLOW_SYSTEM_SOCKET))
-        return user; /* with neither live, name the user's own socket in errors */
-    free(user);
-    return xstrdup(GFLOW_SYSTEM_SOCKET);
 }

@@ -20,9 +20,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "config_file.h"
 #include "gflow_build.h"
-#include "parse.h"
 #include "paths.h"
 
 /* A daemon that sends nothing for this long is considered hung (streams excepted). */
@@ -45,10 +44,6 @@ void client_init(const char *prog)
 {
     const char *slash = strrchr(prog, '/');
     cl.prog = slash ? slash + 1 : prog;
-    /* jansson would otherwise read /dev/urandom to seed its hash tables; the CLI only
-     * parses its own daemon's answers, so hash flooding is not a concern here and the
-     * syscalls are saved on every command. */
-    json_object_seed(1);
 }
 
 void client_set_socket(const char *path)
@@ -59,80 +54,56 @@ void client_set_socket(const char *path)
     cl.socket_path = NULL;
 }
 
-void client_warn(const char *fmt, ...)
+/* Whether something accepts connections on the Unix socket at path. */
+static bool socket_answers(const char *path)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "%s: ", cl.prog);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof(sa.sun_path))
+        return false;
+    strcpy(sa.sun_path, path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return false;
+    bool ok = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+    close(fd);
+    return ok;
 }
 
-void client_die(int status, const char *fmt, ...)
+/* The search of DESIGN.md §4 once the flag and GFLOW_SOCKET are known to be unset. */
+static char *find_socket(const struct gflow_config *cfg)
 {
-    va_list ap;
-    fflush(stdout);
-    va_start(ap, fmt);
-    fprintf(stderr, "%s: ", cl.prog);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    exit(status);
+    if (cfg->socket_path)
+        return xstrdup(cfg->socket_path);
+    char *user = NULL;
+    if (cfg->data_dir && !getenv("XDG_RUNTIME_DIR"))
+        user = xasprintf("%s/gflowd.sock", cfg->data_dir);
+    else
+        user = paths_user_socket();
+    if (socket_answers(user) || !socket_answers(GFLOW_SYSTEM_SOCKET))
+        return user; /* with neither live, name the user's own socket in errors */
+    free(user);
+    return xstrdup(GFLOW_SYSTEM_SOCKET);
 }
 
-void client_usage_error(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "%s: ", cl.prog);
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "; see '%s --help'\n", cl.prog);
-    va_end(ap);
-    exit(CLIENT_EXIT_USAGE);
-}
-
-char *client_option_error(char **argv, int c, const struct option *longopts)
-{
-    const char *a = optind > 0 ? argv[optind - 1] : NULL;
-    if (a && a[0] == '-' && a[1] == '-') {
-        /* The long option the word names (glibc also accepts unique prefixes). */
-        size_t len = strcspn(a + 2, "=");
-        const struct option *o = NULL;
-        for (const struct option *p = longopts; p && p->name; p++) {
-            if (strncmp(p->name, a + 2, len) == 0 && (!o || p->name[len] == '\0'))
-                o = p;
-        }
-        bool valued = a[2 + len] == '=';
-        if (o && c == ':')
-            return xasprintf("option --%s needs a value", o->name);
-        if (o && c == '?' && valued && o->has_arg == no_argument && optopt == o->val)
-            return xasprintf("option --%s takes no value", o->name);
-        /* '?' for an unknown short option sets optopt to it, and optind may still be on
-         * a word before it ("--hold -xH"); for an unknown long option optopt is 0. */
-        if (!(c == '?' && optopt > 0 && optopt < 256))
-            return xasprintf("unknown option --%.*s", (int)len, a + 2);
-    }
-    if (c == ':')
-        return xasprintf("option -%c needs a value", optopt);
-    return xasprintf("unknown option -%c", optopt);
-}
-
-const char *client_socket_path(void)
+const char *client_socket_path(char **err)
 {
     if (cl.socket_path)
         return cl.socket_path;
     const char *env = getenv("GFLOW_SOCKET");
-    if ((cl.flag_socket && *cl.flag_socket) || (env && *env)) {
-        /* No need to read the config file: the flag or the variable wins anyway. */
-        cl.socket_path = paths_find_socket(cl.flag_socket, NULL);
+    if (cl.flag_socket && *cl.flag_socket) {
+        cl.socket_path = xstrdup(cl.flag_socket);
+        return cl.socket_path;
+    }
+    if (env && *env) { /* no need to read the config file: the variable wins anyway */
+        cl.socket_path = xstrdup(env);
         return cl.socket_path;
     }
     struct gflow_config cfg;
-    char *err = NULL;
-    if (config_load(&cfg, NULL, &err) < 0)
-        client_die(CLIENT_EXIT_FAIL, "%s", err ? err : "cannot read the configuration");
-    cl.socket_path = paths_find_socket(NULL, &cfg);
+    if (config_load(&cfg, NULL, err) < 0) {
+        config_free(&cfg);
+        return NULL;
+    }
+    cl.socket_path = find_socket(&cfg);
     config_free(&cfg);
     return cl.socket_path;
 }
@@ -146,16 +117,6 @@ void client_close(void)
     cl.pos = cl.len = 0;
 }
 
-int client_finish(int status)
-{
-    client_close();
-    if (fflush(stdout) != 0 || ferror(stdout)) {
-        client_warn("cannot write to standard output: %s", strerror(errno));
-        return CLIENT_EXIT_FAIL;
-    }
-    return status;
-}
-
 static char *connect_error(const char *path, int e)
 {
     return xasprintf("cannot connect to gflowd at %s (%s); is it running? "
@@ -165,7 +126,9 @@ static char *connect_error(const char *path, int e)
 
 static int client_connect(char **err)
 {
-    const char *path = client_socket_path();
+    const char *path = client_socket_path(err);
+    if (!path)
+        return -1;
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     if (strlen(path) >= sizeof(sa.sun_path)) {
         *err = xasprintf("socket path %s is too long (the limit is %zu bytes); "
@@ -240,9 +203,9 @@ static ssize_t fill(void)
 static char *read_error(int e)
 {
     if (e == EAGAIN || e == EWOULDBLOCK)
-        return xasprintf("gflowd at %s did not answer within %d s", client_socket_path(),
+        return xasprintf("gflowd at %s did not answer within %d s", cl.socket_path,
                          CLIENT_IDLE_TIMEOUT_SECS);
-    return xasprintf("lost the connection to gflowd at %s (%s)", client_socket_path(), strerror(e));
+    return xasprintf("lost the connection to gflowd at %s (%s)", cl.socket_path, strerror(e));
 }
 
 /* Reads one CRLF- (or LF-) terminated line into sb, without the terminator.
@@ -407,7 +370,7 @@ static int read_response(struct client_response *r, client_chunk_cb cb, void *ar
         int lr = read_line(&line, &total, err);
         if (lr == 1) {
             *err = xasprintf("gflowd at %s closed the connection without answering",
-                             client_socket_path());
+                             cl.socket_path);
             goto out;
         }
         if (lr < 0)
@@ -417,7 +380,7 @@ static int read_response(struct client_response *r, client_chunk_cb cb, void *ar
         if (sscanf(line.buf, "HTTP/%d.%d %d", &major, &minor, &status) != 3 || status < 100 ||
             status > 999) {
             *err = xasprintf("%s does not speak the gflowd protocol (status line '%.60s')",
-                             client_socket_path(), line.buf);
+                             cl.socket_path, line.buf);
             goto out;
         }
         cl.keepalive = major > 1 || (major == 1 && minor >= 1);
@@ -539,7 +502,7 @@ int client_request(const char *method, const char *path_query, const char *body,
             client_close();
             if (reused)
                 continue; /* the daemon closed the idle connection; try a fresh one */
-            *err = xasprintf("lost the connection to gflowd at %s (%s)", client_socket_path(),
+            *err = xasprintf("lost the connection to gflowd at %s (%s)", cl.socket_path,
                              strerror(e));
             goto out;
         }
@@ -562,64 +525,6 @@ int client_request(const char *method, const char *path_query, const char *body,
 out:
     strbuf_free(&head);
     return rc;
-}
-
-const char *client_error_text(const json_t *reply)
-{
-    const char *e = json_string_value(json_object_get(reply, "error"));
-    return e ? e : "the daemon reported an unknown error";
-}
-
-int client_request_json(const char *method, const char *path_query, json_t *body_json, int *status,
-                        json_t **reply)
-{
-    char *body = NULL;
-    size_t body_len = 0;
-    if (body_json) {
-        body = json_dumps(body_json, JSON_COMPACT);
-        if (!body)
-            client_die(CLIENT_EXIT_FAIL, "cannot encode the request as JSON");
-        body_len = strlen(body);
-    }
-    struct client_response r;
-    char *err = NULL;
-    if (client_request(method, path_query, body, body_len, "application/json", &r, NULL, NULL,
-                       &err) < 0)
-        client_die(CLIENT_EXIT_FAIL, "%s", err);
-    free(body);
-    if (status)
-        *status = r.status;
-
-    bool ok = r.status >= 200 && r.status < 300;
-    json_t *j = NULL;
-    if (r.body.len > 0) {
-        json_error_t jerr;
-        j = json_loadb(r.body.buf, r.body.len, 0, &jerr);
-        if (!j && ok)
-            client_die(CLIENT_EXIT_FAIL, "gflowd sent a reply that is not valid JSON (%s)",
-                       jerr.text);
-    }
-    if (!ok && !json_is_string(json_object_get(j, "error"))) {
-        /* Not our daemon's error shape: show what came back, on one line. */
-        json_decref(j);
-        size_t n = strcspn(r.body.len ? r.body.buf : "", "\r\n");
-        j = json_object();
-        json_object_set_new(
-            j, "error",
-            n ? json_sprintf("HTTP %d: %.*s", r.status, (int)(n > 200 ? 200 : n), r.body.buf)
-              : json_sprintf("HTTP %d from gflowd", r.status));
-    }
-    client_response_free(&r);
-    *reply = j;
-    return ok ? 0 : -1;
-}
-
-json_t *client_call(const char *method, const char *path_query, json_t *body_json)
-{
-    json_t *reply = NULL;
-    if (client_request_json(method, path_query, body_json, NULL, &reply) < 0)
-        client_die(CLIENT_EXIT_FAIL, "%s", client_error_text(reply));
-    return reply;
 }
 
 char *client_url_encode(const char *s)
@@ -647,84 +552,3 @@ void client_query_add(struct strbuf *path, const char *key, const char *value)
     free(v);
 }
 
-int64_t client_resolve_ref(int back)
-{
-    struct strbuf path;
-    strbuf_init(&path);
-    strbuf_adds(&path, "/v1/jobs?sort=-id");
-    strbuf_addf(&path, "&limit=%lld", (long long)back + 1);
-    json_t *reply = client_call("GET", path.buf, NULL);
-    strbuf_free(&path);
-    json_t *jobs = json_object_get(reply, "jobs");
-    size_t n = json_array_size(jobs);
-    if ((size_t)back >= n) {
-        if (n == 0)
-            client_die(CLIENT_EXIT_FAIL,
-                       "you have not submitted any job yet, so '@%s' refers "
-                       "to nothing",
-                       back ? "~N" : "");
-        client_die(CLIENT_EXIT_FAIL,
-                   "'@~%d' goes back further than your first job: you have submitted %zu "
-                   "job%s (@ to @~%zu)",
-                   back, n, n == 1 ? "" : "s", n - 1);
-    }
-    json_t *id = json_object_get(json_array_get(jobs, (size_t)back), "id");
-    if (!json_is_integer(id))
-        client_die(CLIENT_EXIT_FAIL, "gflowd sent a job without an id");
-    int64_t v = (int64_t)json_integer_value(id);
-    json_decref(reply);
-    return v;
-}
-
-static void ids_push(int64_t **ids, size_t *n, size_t *cap, int64_t id)
-{
-    if (*n == *cap) {
-        *cap = *cap ? *cap * 2 : 16;
-        *ids = xrealloc(*ids, *cap * sizeof(**ids));
-    }
-    (*ids)[(*n)++] = id;
-}
-
-/* One id list item or a whole list without references. */
-static void parse_one(const char *s, int64_t **ids, size_t *n, size_t *cap)
-{
-    char *err = NULL;
-    int back;
-    int r = parse_job_ref(s, &back, &err);
-    if (r < 0)
-        client_usage_error("%s", err);
-    if (r == 1) {
-        ids_push(ids, n, cap, client_resolve_ref(back));
-        return;
-    }
-    int64_t *list;
-    size_t k;
-    if (parse_id_list(s, &list, &k, &err) < 0)
-        client_usage_error("%s", err);
-    for (size_t i = 0; i < k; i++)
-        ids_push(ids, n, cap, list[i]);
-    free(list);
-}
-
-int64_t *client_parse_ids(int argc, char **argv, size_t *n)
-{
-    int64_t *ids = NULL;
-    size_t cap = 0;
-    *n = 0;
-    for (int i = 0; i < argc; i++) {
-        if (!strchr(argv[i], '@')) {
-            parse_one(argv[i], &ids, n, &cap);
-            continue;
-        }
-        /* A list mixing references and ids, e.g. "@,@~1" or "3,@". */
-        char *copy = xstrdup(argv[i]);
-        char *save = NULL;
-        if (copy[0] == '\0' || copy[0] == ',' || copy[strlen(copy) - 1] == ',' ||
-            strstr(copy, ",,"))
-            client_usage_error("invalid job id list '%s': empty item; use e.g. 1,3,5-7", argv[i]);
-        for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
-            parse_one(tok, &ids, n, &cap);
-        free(copy);
-    }
-    return ids;
-}

@@ -32,9 +32,4 @@ void paths_free(struct gflow_paths *p);
 char *paths_user_data_dir(void);
 char *paths_user_socket(void);
 
-/* The CLI's search for the daemon: the --socket flag, then GFLOW_SOCKET, then the
- * config's daemon.socket_path, then the per-user socket if a daemon answers there,
- * then the system socket. Returns the path to try (caller frees). */
-char *paths_find_socket(const char *flag_socket, const struct gflow_config *cfg);
-
 #endif

@@ -1,0 +1,240 @@
+/* cli: what every gflow command-line program shares on top of the client: the one-line
+ * error conventions ("<prog>: <message>", exit 1 for a failed request, 2 for a bad
+ * command line), JSON requests with jansson, and resolving job id arguments
+ * (`1,3,5-7`, `@`, `@~N`). */
+#include "cli.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client.h"
+#include "parse.h"
+
+static const char *cli_prog = "gflow";
+
+void cli_init(const char *prog)
+{
+    const char *slash = strrchr(prog, '/');
+    cli_prog = slash ? slash + 1 : prog;
+    client_init(prog);
+    /* jansson would otherwise read /dev/urandom to seed its hash tables; a command only
+     * parses its own daemon's answers, so hash flooding is not a concern here and the
+     * syscalls are saved on every command. (Never in the daemon, which parses what
+     * anyone sends.) */
+    json_object_seed(1);
+}
+
+void cli_warn(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s: ", cli_prog);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+void cli_die(int status, const char *fmt, ...)
+{
+    va_list ap;
+    fflush(stdout);
+    va_start(ap, fmt);
+    fprintf(stderr, "%s: ", cli_prog);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(status);
+}
+
+void cli_usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s: ", cli_prog);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "; see '%s --help'\n", cli_prog);
+    va_end(ap);
+    exit(CLI_EXIT_USAGE);
+}
+
+char *cli_option_error(char **argv, int c, const struct option *longopts)
+{
+    const char *a = optind > 0 ? argv[optind - 1] : NULL;
+    if (a && a[0] == '-' && a[1] == '-') {
+        /* The long option the word names (glibc also accepts unique prefixes). */
+        size_t len = strcspn(a + 2, "=");
+        const struct option *o = NULL;
+        for (const struct option *p = longopts; p && p->name; p++) {
+            if (strncmp(p->name, a + 2, len) == 0 && (!o || p->name[len] == '\0'))
+                o = p;
+        }
+        bool valued = a[2 + len] == '=';
+        if (o && c == ':')
+            return xasprintf("option --%s needs a value", o->name);
+        if (o && c == '?' && valued && o->has_arg == no_argument && optopt == o->val)
+            return xasprintf("option --%s takes no value", o->name);
+        /* '?' for an unknown short option sets optopt to it, and optind may still be on
+         * a word before it ("--hold -xH"); for an unknown long option optopt is 0. */
+        if (!(c == '?' && optopt > 0 && optopt < 256))
+            return xasprintf("unknown option --%.*s", (int)len, a + 2);
+    }
+    if (c == ':')
+        return xasprintf("option -%c needs a value", optopt);
+    return xasprintf("unknown option -%c", optopt);
+}
+
+
+int cli_finish(int status)
+{
+    client_close();
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        cli_warn("cannot write to standard output: %s", strerror(errno));
+        return CLI_EXIT_FAIL;
+    }
+    return status;
+}
+
+
+const char *cli_error_text(const json_t *reply)
+{
+    const char *e = json_string_value(json_object_get(reply, "error"));
+    return e ? e : "the daemon reported an unknown error";
+}
+
+int cli_request_json(const char *method, const char *path_query, json_t *body_json, int *status,
+                        json_t **reply)
+{
+    char *body = NULL;
+    size_t body_len = 0;
+    if (body_json) {
+        body = json_dumps(body_json, JSON_COMPACT);
+        if (!body)
+            cli_die(CLI_EXIT_FAIL, "cannot encode the request as JSON");
+        body_len = strlen(body);
+    }
+    struct client_response r;
+    char *err = NULL;
+    if (client_request(method, path_query, body, body_len, "application/json", &r, NULL, NULL,
+                       &err) < 0)
+        cli_die(CLI_EXIT_FAIL, "%s", err);
+    free(body);
+    if (status)
+        *status = r.status;
+
+    bool ok = r.status >= 200 && r.status < 300;
+    json_t *j = NULL;
+    if (r.body.len > 0) {
+        json_error_t jerr;
+        j = json_loadb(r.body.buf, r.body.len, 0, &jerr);
+        if (!j && ok)
+            cli_die(CLI_EXIT_FAIL, "gflowd sent a reply that is not valid JSON (%s)",
+                       jerr.text);
+    }
+    if (!ok && !json_is_string(json_object_get(j, "error"))) {
+        /* Not our daemon's error shape: show what came back, on one line. */
+        json_decref(j);
+        size_t n = strcspn(r.body.len ? r.body.buf : "", "\r\n");
+        j = json_object();
+        json_object_set_new(
+            j, "error",
+            n ? json_sprintf("HTTP %d: %.*s", r.status, (int)(n > 200 ? 200 : n), r.body.buf)
+              : json_sprintf("HTTP %d from gflowd", r.status));
+    }
+    client_response_free(&r);
+    *reply = j;
+    return ok ? 0 : -1;
+}
+
+json_t *cli_call(const char *method, const char *path_query, json_t *body_json)
+{
+    json_t *reply = NULL;
+    if (cli_request_json(method, path_query, body_json, NULL, &reply) < 0)
+        cli_die(CLI_EXIT_FAIL, "%s", cli_error_text(reply));
+    return reply;
+}
+
+
+int64_t cli_resolve_ref(int back)
+{
+    struct strbuf path;
+    strbuf_init(&path);
+    strbuf_adds(&path, "/v1/jobs?sort=-id");
+    strbuf_addf(&path, "&limit=%lld", (long long)back + 1);
+    json_t *reply = cli_call("GET", path.buf, NULL);
+    strbuf_free(&path);
+    json_t *jobs = json_object_get(reply, "jobs");
+    size_t n = json_array_size(jobs);
+    if ((size_t)back >= n) {
+        if (n == 0)
+            cli_die(CLI_EXIT_FAIL,
+                       "you have not submitted any job yet, so '@%s' refers "
+                       "to nothing",
+                       back ? "~N" : "");
+        cli_die(CLI_EXIT_FAIL,
+                   "'@~%d' goes back further than your first job: you have submitted %zu "
+                   "job%s (@ to @~%zu)",
+                   back, n, n == 1 ? "" : "s", n - 1);
+    }
+    json_t *id = json_object_get(json_array_get(jobs, (size_t)back), "id");
+    if (!json_is_integer(id))
+        cli_die(CLI_EXIT_FAIL, "gflowd sent a job without an id");
+    int64_t v = (int64_t)json_integer_value(id);
+    json_decref(reply);
+    return v;
+}
+
+static void ids_push(int64_t **ids, size_t *n, size_t *cap, int64_t id)
+{
+    if (*n == *cap) {
+        *cap = *cap ? *cap * 2 : 16;
+        *ids = xrealloc(*ids, *cap * sizeof(**ids));
+    }
+    (*ids)[(*n)++] = id;
+}
+
+/* One id list item or a whole list without references. */
+static void parse_one(const char *s, int64_t **ids, size_t *n, size_t *cap)
+{
+    char *err = NULL;
+    int back;
+    int r = parse_job_ref(s, &back, &err);
+    if (r < 0)
+        cli_usage_error("%s", err);
+    if (r == 1) {
+        ids_push(ids, n, cap, cli_resolve_ref(back));
+        return;
+    }
+    int64_t *list;
+    size_t k;
+    if (parse_id_list(s, &list, &k, &err) < 0)
+        cli_usage_error("%s", err);
+    for (size_t i = 0; i < k; i++)
+        ids_push(ids, n, cap, list[i]);
+    free(list);
+}
+
+int64_t *cli_parse_ids(int argc, char **argv, size_t *n)
+{
+    int64_t *ids = NULL;
+    size_t cap = 0;
+    *n = 0;
+    for (int i = 0; i < argc; i++) {
+        if (!strchr(argv[i], '@')) {
+            parse_one(argv[i], &ids, n, &cap);
+            continue;
+        }
+        /* A list mixing references and ids, e.g. "@,@~1" or "3,@". */
+        char *copy = xstrdup(argv[i]);
+        char *save = NULL;
+        if (copy[0] == '\0' || copy[0] == ',' || copy[strlen(copy) - 1] == ',' ||
+            strstr(copy, ",,"))
+            cli_usage_error("invalid job id list '%s': empty item; use e.g. 1,3,5-7", argv[i]);
+        for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+            parse_one(tok, &ids, n, &cap);
+        free(copy);
+    }
+    return ids;
+}

@@ -1,0 +1,62 @@
+/* cli: what every gflow command-line program shares on top of the client (client.h):
+ * the one-line error conventions, JSON requests, and job id arguments (`1,3,5-7`, `@`,
+ * `@~N`). Functions that "die" print "<prog>: <message>" on stderr and exit. */
+#ifndef GFLOW_CLI_H
+#define GFLOW_CLI_H
+
+#include <getopt.h>
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "client.h"
+
+/* Exit statuses shared by the commands. */
+#define CLI_EXIT_OK 0
+#define CLI_EXIT_FAIL 1  /* the request failed, or some of the ids did */
+#define CLI_EXIT_USAGE 2 /* bad command line */
+
+/* Sets the program name used in messages (the base name of argv[0]). Call first. */
+void cli_init(const char *prog);
+
+/* Prints "<prog>: <message>" on stderr. */
+void cli_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Prints "<prog>: <message>" on stderr and exits with status. */
+void cli_die(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
+/* A usage error: the message, a pointer to --help, exit 2. */
+void cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+/* After getopt_long returned c ('?' or ':'; the option string must start with ':'
+ * after any '+'), says what was wrong: "unknown option --foo", "option -t needs a
+ * value", "option --hold takes no value". Caller frees. */
+char *cli_option_error(char **argv, int c, const struct option *longopts);
+
+/* A JSON request: body_json may be NULL (no body); it is not consumed. On a 2xx reply
+ * returns 0 with *reply the parsed body (NULL if empty). On an error reply returns -1
+ * with *reply the parsed body (usually {"error": ...}; a synthesised one otherwise).
+ * *status gets the HTTP status (may be NULL). If the daemon cannot be reached the
+ * program prints the connect message and exits 1. */
+int cli_request_json(const char *method, const char *path_query, json_t *body_json, int *status,
+                     json_t **reply);
+
+/* The "error" text of an error reply (never NULL). */
+const char *cli_error_text(const json_t *reply);
+
+/* cli_request_json that treats any error reply as fatal: prints "<prog>: <error>" and
+ * exits 1. Returns the parsed 2xx reply (caller decrefs; may be NULL). */
+json_t *cli_call(const char *method, const char *path_query, json_t *body_json);
+
+/* Resolves "@" / "@~N" to the id of the caller's N-th most recent submission. A
+ * reference that does not resolve is fatal (exit 1). */
+int64_t cli_resolve_ref(int back);
+
+/* Parses job id arguments: each of args is an id list ("1,3,5-7") or a reference
+ * ("@", "@~2"). Bad syntax is a usage error (exit 2). Returns a malloc'd array. */
+int64_t *cli_parse_ids(int argc, char **argv, size_t *n);
+
+/* The end of a command: closes the connection and flushes stdout. Returns status, or 1
+ * with a message if the output could not be written (a full disk, a closed pipe). */
+int cli_finish(int status);
+
+#endif

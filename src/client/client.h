@@ -1,0 +1,58 @@
+/* client: the HTTP/1.1 client over the daemon's Unix socket, shared by the commands and
+ * by `gflowd up/down/status`: finding the socket (DESIGN.md §4), requests with
+ * Content-Length and chunked bodies, and a streaming mode for `gjob log --follow`.
+ * It never prints or exits: errors come back to the caller (the command-line
+ * conventions are src/cli/cli.h).
+ *
+ * The CLI links no libcurl on purpose (DESIGN.md §2): loading it costs more than a whole
+ * request over the socket, and people submit sweeps from shell loops. One process makes
+ * one connection, reused (keep-alive) for every request it sends. */
+#ifndef GFLOW_CLIENT_H
+#define GFLOW_CLIENT_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util.h"
+
+/* The program name sent as User-Agent (the base name of argv[0]). Call first. */
+void client_init(const char *prog);
+
+/* Overrides the socket search (a --socket flag); NULL keeps the search. */
+void client_set_socket(const char *path);
+/* The socket the client uses: the --socket flag, then GFLOW_SOCKET, then the config's
+ * daemon.socket_path, then the per-user socket if a daemon answers there, then the
+ * system socket. NULL with *err if the configuration cannot be read. */
+const char *client_socket_path(char **err);
+
+/* Called with each piece of a streamed response body as it arrives. Return 0 to go on,
+ * -1 to stop reading (the request then ends with success). */
+typedef int (*client_chunk_cb)(const char *data, size_t len, void *arg);
+
+struct client_response {
+    int status;         /* HTTP status code */
+    char *content_type; /* NULL if absent */
+    struct strbuf body; /* the body, unless it was streamed to a callback */
+};
+void client_response_free(struct client_response *r);
+
+/* Sends one request and reads its response. body may be NULL. When stream_cb is set and
+ * the status is 2xx, the body goes to the callback as it arrives instead of into
+ * r->body (error bodies are always collected). Returns 0, or -1 with *err set (caller
+ * frees) when the daemon could not be reached or broke the protocol; connection
+ * failures carry the "is it running?" hint. */
+int client_request(const char *method, const char *path_query, const char *body, size_t body_len,
+                   const char *content_type, struct client_response *r, client_chunk_cb stream_cb,
+                   void *cb_arg, char **err);
+
+/* Appends "?key=value" or "&key=value" to a path, URL-encoding the value. */
+void client_query_add(struct strbuf *path, const char *key, const char *value);
+/* Percent-encodes s for use in a query value or path segment (caller frees). */
+char *client_url_encode(const char *s);
+
+/* Closes the connection to the daemon (it is reopened on the next request). */
+void client_close(void);
+
+#endif

@@ -1,0 +1,17 @@
+/* files: whole-file reads and writes, atomic replacement, mkdir -p. */
+#ifndef GFLOW_FILES_H
+#define GFLOW_FILES_H
+
+#include <stddef.h>
+
+/* Reads a whole file; returns NULL and sets errno on failure. *len may be NULL. */
+char *read_file(const char *path, size_t *len);
+/* Writes data to path (created or truncated, with mode), without syncing: for files
+ * that only need to outlive a fork, not a crash. 0 or -1. */
+int write_file(const char *path, const void *data, size_t len, unsigned mode);
+/* Writes data to path atomically (temp file, fsync, rename, fsync dir). 0 or -1. */
+int write_file_atomic(const char *path, const void *data, size_t len, unsigned mode);
+/* mkdir -p with the given mode for created directories. 0 or -1. */
+int mkdir_p(const char *path, unsigned mode);
+
+#endif
