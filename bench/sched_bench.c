@@ -87,9 +87,7 @@ static double run(const struct scenario *sc, int rounds, size_t *started)
             j->id = (int64_t)(n + (size_t)g) + 1;
             j->state = JOB_RUNNING;
             j->gpus = 1;
-            char ids[4];
-            snprintf(ids, sizeof(ids), "%d", g);
-            j->gpu_ids = strdup(ids);
+            j->gpu_mask = 1ULL << g;
             running[n_running++] = j;
         }
     struct scheduler_queue q;

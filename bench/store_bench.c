@@ -82,7 +82,7 @@ static void fill_job(struct job *j, int64_t id, json_t *env, double t0)
     j->gpus = 1;
     if (is_queued(id)) {
         j->state = JOB_QUEUED;
-        j->reason = xstrdup("Resources");
+        job_set_reason(j, JOB_REASON_HELD_BY_USER, 0, NULL);
     } else {
         static const enum job_state done[] = {JOB_FINISHED, JOB_FINISHED, JOB_FAILED, JOB_CANCELLED,
                                               JOB_TIMEOUT};
@@ -91,7 +91,7 @@ static void fill_job(struct job *j, int64_t id, json_t *env, double t0)
         j->end_time = j->start_time + (double)(id % 3600);
         j->exit_code = j->state == JOB_FINISHED ? 0 : 1;
         j->max_rss_kb = 123456;
-        j->gpu_ids = xstrdup("0");
+        j->gpu_mask = 1;
     }
 }
 
@@ -191,7 +191,7 @@ int main(int argc, char **argv)
         if (store_begin(s) < 0)
             die(s, "begin");
         fill_job(&j, store_next_job_id(s), env, t0);
-        if (store_insert_job(s, &j) < 0)
+        if (store_insert_job(s, &j, NULL) < 0)
             die(s, "insert");
         job_clear(&j);
         if (id % BATCH == 0 && store_commit(s) < 0)
@@ -212,7 +212,7 @@ int main(int argc, char **argv)
         if (store_begin(s) < 0)
             die(s, "begin");
         fill_job(&j, store_next_job_id(s), env, t0);
-        if (store_insert_job(s, &j) < 0)
+        if (store_insert_job(s, &j, NULL) < 0)
             die(s, "insert");
         job_clear(&j);
         if (store_commit(s) < 0)
@@ -255,7 +255,7 @@ int main(int argc, char **argv)
     struct store_query q = {.states = pd, .n_states = 1};
     double ms = time_list(s, &q, &n);
     figure("ms", ms, "list PD (%zu jobs), by id", n);
-    q.sort = "priority";
+    q.sort = JOB_SORT_PRIORITY;
     q.descending = true;
     ms = time_list(s, &q, &n);
     figure("ms", ms, "list PD (%zu jobs), by priority desc", n);
@@ -269,7 +269,7 @@ int main(int argc, char **argv)
     q = (struct store_query){.user = "bob", .limit = -100};
     ms = time_list(s, &q, &n);
     figure("ms", ms, "list the last 100 of one user");
-    q = (struct store_query){.sort = "time", .descending = true, .limit = 20};
+    q = (struct store_query){.sort = JOB_SORT_TIME, .descending = true, .limit = 20};
     ms = time_list(s, &q, &n);
     figure("ms", ms, "list the top 20 by elapsed time");
     q = (struct store_query){0};

@@ -21,6 +21,7 @@
 #include "clock.h"
 #include "files.h"
 #include "gflow_build.h"
+#include "gpuinfo.h"
 #include "job.h"
 #include "output.h"
 #include "parse.h"
@@ -141,7 +142,7 @@ static void gjob_print_gpus(const json_t *raw, const struct job *j)
     const json_t *per_task = json_object_get(raw, "gpus_per_task");
     if (json_is_integer(per_task) && json_integer_value(per_task) > 0)
         gjob_field_owned("GPUsPerTask", xasprintf("%lld", (long long)json_integer_value(per_task)));
-    gjob_field("GPUIDs", j->gpu_ids);
+    gjob_field_owned("GPUIDs", j->gpu_mask ? gpu_mask_format(j->gpu_mask) : NULL);
     const json_t *detail = json_object_get(raw, "gpus_detail");
     size_t i;
     const json_t *g;
@@ -214,8 +215,7 @@ static void gjob_print_job(const json_t *raw, const struct job *j)
     else
         gjob_field("Signal", "-");
     gjob_field("OOM", j->oom ? "yes" : "no");
-    const char *reason = output_job_reason(j);
-    gjob_field("Reason", reason);
+    gjob_field_owned("Reason", output_job_reason(j));
     if (json_is_true(json_object_get(raw, "cancelling")))
         gjob_field("Cancelling", "yes");
     /* Retries: "Attempt: 2 of 4", then where it came from and what replaced it. */

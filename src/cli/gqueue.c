@@ -4,6 +4,7 @@
  * JOBID NAME ST TIME NODES NODELIST(REASON). Filtering, sorting and the limit are done
  * by the daemon (GET /v1/jobs) so that a long history costs the client nothing; only
  * the display (and a sort by GPU count, which the API does not offer) happens here. */
+#include <ctype.h>
 #include <getopt.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -67,8 +68,8 @@ static char *gqueue_nodelist(const struct job *j, double now)
 
 static char *gqueue_reason(const struct job *j, double now)
 {
-    const char *r = output_job_reason(j);
-    return xstrdup(r ? r : "-");
+    char *r = output_job_reason(j);
+    return r ? r : xstrdup("-");
 }
 
 static char *gqueue_priority(const struct job *j, double now)
@@ -153,16 +154,33 @@ static const struct gqueue_field gqueue_fields[] = {
 #define GQUEUE_NFIELDS (sizeof(gqueue_fields) / sizeof(gqueue_fields[0]))
 #define GQUEUE_DEFAULT_FORMAT "JOBID,NAME,ST,TIME,NODES,NODELIST(REASON)"
 
-/* Sort keys: what the user may type, and what the API calls it (NULL: sorted here). */
+/* Sort keys beyond the API's own (job_sort_parse): the column names gqueue shows, and
+ * the GPU count, which the API does not sort by (api NULL: sorted here). */
 static const struct {
     const char *name;
     const char *api;
-} gqueue_sorts[] = {
-    {"id", "id"},       {"jobid", "id"},          {"name", "name"}, {"state", "state"},
-    {"st", "state"},    {"priority", "priority"}, {"user", "user"}, {"submit", "submit"},
-    {"start", "start"}, {"end", "end"},           {"time", "time"}, {"gpus", NULL},
-    {"nodes", NULL},
+} gqueue_sort_aliases[] = {
+    {"jobid", "id"}, {"st", "state"}, {"gpus", NULL}, {"nodes", NULL},
 };
+
+/* The API's name for a sort key the user typed (any case); NULL for one sorted here.
+ * A usage error if it is none. */
+static const char *gqueue_sort_key(const char *key, const char *given)
+{
+    char lower[32];
+    size_t n = strlen(key);
+    for (size_t i = 0; i < n && i + 1 < sizeof(lower); i++)
+        lower[i] = (char)tolower((unsigned char)key[i]);
+    lower[n < sizeof(lower) ? n : sizeof(lower) - 1] = '\0';
+    enum job_sort k;
+    if (job_sort_parse(lower, &k) == 0)
+        return job_sort_name(k);
+    for (size_t i = 0; i < sizeof(gqueue_sort_aliases) / sizeof(gqueue_sort_aliases[0]); i++)
+        if (!strcmp(lower, gqueue_sort_aliases[i].name))
+            return gqueue_sort_aliases[i].api;
+    cli_usage_error("unknown sort field '%s'; use %s, or gpus (prefix '-' for descending)",
+                    given, job_sort_names());
+}
 
 enum { OPT_SOCKET = 256 };
 
@@ -594,15 +612,7 @@ int main(int argc, char **argv)
         } else if (*key == '+') {
             key++;
         }
-        size_t i;
-        for (i = 0; i < sizeof(gqueue_sorts) / sizeof(gqueue_sorts[0]); i++)
-            if (!strcasecmp(key, gqueue_sorts[i].name))
-                break;
-        if (i == sizeof(gqueue_sorts) / sizeof(gqueue_sorts[0]))
-            cli_usage_error("unknown sort field '%s'; use id, name, state, priority, user, "
-                               "submit, start, end, time or gpus (prefix '-' for descending)",
-                               sort);
-        api_sort = gqueue_sorts[i].api;
+        api_sort = gqueue_sort_key(key, sort);
         if (!api_sort) {
             local_sort = true;
             api_sort = "id";

@@ -6,6 +6,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "gpuinfo.h"
 #include "parse.h"
 #include "util.h"
 
@@ -203,22 +204,22 @@ char *output_job_exit_code(const struct job *j)
     return xstrdup("-");
 }
 
-const char *output_job_reason(const struct job *j)
+char *output_job_reason(const struct job *j)
 {
-    if (j->reason && *j->reason)
-        return j->reason;
+    if (j->reason != JOB_REASON_NONE)
+        return job_reason_string(j);
     if (j->state == JOB_QUEUED)
-        return "Priority";
+        return xstrdup("Priority");
     if (j->state == JOB_HELD)
-        return "JobHeldUser";
+        return xstrdup("JobHeldUser");
     return NULL;
 }
 
 char *output_job_nodelist(const struct job *j)
 {
     if (j->state == JOB_RUNNING)
-        return xstrdup(j->gpu_ids && *j->gpu_ids ? j->gpu_ids : "-");
-    const char *reason = output_job_reason(j);
+        return j->gpu_mask ? gpu_mask_format(j->gpu_mask) : xstrdup("-");
+    char *reason = output_job_reason(j);
     if (!reason)
         return xstrdup("-");
     size_t n = strlen(reason);
@@ -227,6 +228,7 @@ char *output_job_nodelist(const struct job *j)
     memcpy(out + 1, reason, n);
     out[n + 1] = ')';
     out[n + 2] = '\0';
+    free(reason);
     return out;
 }
 

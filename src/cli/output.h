@@ -46,8 +46,8 @@ char *output_job_exit_code(const struct job *j);
  * or ended job, "-" when there is no reason. */
 char *output_job_nodelist(const struct job *j);
 /* The reason without parentheses, with the defaults a waiting job gets when the daemon
- * sent none (PD: Priority, H: JobHeldUser); NULL if none. Static or owned by j. */
-const char *output_job_reason(const struct job *j);
+ * sent none (PD: Priority, H: JobHeldUser); NULL if none. Malloc'd. */
+char *output_job_reason(const struct job *j);
 
 /* A job's GPU request as gbatch --dry-run and gjob show print it: "2", "2 (shared,
  * 20480 MiB each)", "1 (8192 MiB free each)" for an exclusive job that needs free

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util.h"
+
 void gpu_set_free(struct gpu_set *s)
 {
     if (!s)
@@ -16,10 +18,27 @@ void gpu_set_free(struct gpu_set *s)
     memset(s, 0, sizeof(*s));
 }
 
-uint64_t gpu_ids_mask(const char *gpu_ids)
+char *gpu_mask_format(uint64_t mask)
+{
+    char buf[GPUINFO_MAX_GPUS * 3 + 1];
+    size_t n = 0;
+    for (int i = 0; i < GPUINFO_MAX_GPUS; i++) {
+        if (!(mask & (1ULL << i)))
+            continue;
+        if (n)
+            buf[n++] = ',';
+        if (i >= 10)
+            buf[n++] = (char)('0' + i / 10);
+        buf[n++] = (char)('0' + i % 10);
+    }
+    buf[n] = '\0';
+    return xstrdup(buf);
+}
+
+uint64_t gpu_mask_parse(const char *text)
 {
     uint64_t mask = 0;
-    for (const char *p = gpu_ids; p && *p;) {
+    for (const char *p = text; p && *p;) {
         char *end;
         long v = strtol(p, &end, 10);
         if (end == p) {

@@ -57,7 +57,10 @@ struct gpu_set {
 
 void gpu_set_free(struct gpu_set *s);
 
-/* The NVML indices in a job's gpu_ids ("0,2"; NULL: none) as a mask (indices below 64). */
-uint64_t gpu_ids_mask(const char *gpu_ids);
+/* A set of GPUs by NVML index (bit i: GPU i) in its text form, the one of the API, the
+ * database and CUDA_VISIBLE_DEVICES: "0,2" (malloc'd; "" for none). */
+char *gpu_mask_format(uint64_t mask);
+/* That text back into a mask (indices 0..63; anything else is skipped). */
+uint64_t gpu_mask_parse(const char *text);
 
 #endif

@@ -35,11 +35,15 @@ bool job_transition_allowed(enum job_state from, enum job_state to);
 #define JOB_PRIORITY_DEFAULT 10
 #define JOB_PRIORITY_MAX 255
 
+/* A job name: 1 to JOB_NAME_MAX bytes, no control characters. */
+#define JOB_NAME_MAX 200
+bool job_name_valid(const char *name);
+
 /* Why a job is in its state (ended, held, or waiting on a failed dependency): a code,
  * the job it names (DependencyFailed) and free text (LaunchFailed, ShimLost). The text
  * form ("DependencyFailed:5", "LaunchFailed: cannot chdir to /x: ...") exists only at
  * the edges: the API, the CLI's display, old databases. */
-enum job_reason {
+enum job_reason { /* the values are stored: append only */
     JOB_REASON_NONE,
     JOB_REASON_CANCELLED_BY_USER, /* CancelledByUser */
     JOB_REASON_TIME_LIMIT,        /* TimeLimit */
@@ -129,7 +133,12 @@ struct job {
     int exit_code;
     int signal;
     bool oom;
-    char *reason;  /* why it ended (terminal) or was held, may be NULL; persisted */
+    /* Why it ended (terminal), was held, or waits on a failed dependency; persisted.
+     * reason_job: the job a DependencyFailed names; reason_detail: the text of a
+     * LaunchFailed or ShimLost (NULL: none). Set with job_set_reason. */
+    enum job_reason reason;
+    int64_t reason_job;
+    char *reason_detail;
     const char *wait_reason; /* why a PD job waits, set by the scheduling pass (static) */
     enum job_end_request end_request;
 
@@ -140,7 +149,7 @@ struct job {
 
     /* Later capabilities (stored now, scheduled by their own issue). */
     int gpus;              /* GPUs requested */
-    char *gpu_ids;         /* allocated physical indices, "0,2"; NULL if none */
+    uint64_t gpu_mask;     /* the GPUs it holds while running, by NVML index; 0: none */
     int64_t memory_mb;     /* host memory limit; 0 = none */
     int64_t gpu_memory_mb; /* per-GPU memory; 0 = none */
     bool shared;
@@ -177,6 +186,11 @@ struct job {
     void *runtime; /* the daemon's per-run state (runner.c); never copied or freed here */
 };
 
+/* Sets j's reason (detail copied, may be NULL; job: the job a DependencyFailed names). */
+void job_set_reason(struct job *j, enum job_reason r, int64_t job, const char *detail);
+/* j's reason as text (job_reason_text), NULL when none. Caller frees. */
+char *job_reason_string(const struct job *j);
+
 void job_init(struct job *j);          /* zero values and defaults */
 void job_clear(struct job *j);         /* frees owned fields, leaves j initialised */
 struct job *job_new(void);
@@ -203,6 +217,31 @@ enum job_field {
 };
 const char *job_field_name(enum job_field f);
 int job_field_parse(const char *name); /* -1 if unknown */
+
+/* The orders a job list can be sorted in (GET /v1/jobs?sort=KEY, gqueue --sort): by
+ * the key, then by id, both in the same direction. */
+enum job_sort {
+    JOB_SORT_ID,
+    JOB_SORT_NAME,
+    JOB_SORT_STATE,
+    JOB_SORT_PRIORITY,
+    JOB_SORT_USER,
+    JOB_SORT_SUBMIT,
+    JOB_SORT_START,
+    JOB_SORT_END,
+    JOB_SORT_TIME, /* elapsed run time, up to now for a running job */
+    JOB_SORT_COUNT
+};
+/* "id", "name", ... */
+const char *job_sort_name(enum job_sort k);
+/* 0, or -1 if name is not a sort key. */
+int job_sort_parse(const char *name, enum job_sort *out);
+/* "id, name, state, priority, user, submit, start, end or time", for messages. */
+const char *job_sort_names(void);
+/* <0, 0, >0 as a goes before, with, after b in ascending order of key (ties: id). */
+int job_sort_compare(const struct job *a, const struct job *b, enum job_sort key, double now);
+/* Elapsed run time in seconds: 0 before the start, up to now while running. */
+double job_elapsed(const struct job *j, double now);
 
 struct strbuf;
 /* Appends the list form of j (job_to_json without full) as JSON text. */

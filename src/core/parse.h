@@ -73,12 +73,4 @@ bool param_name_valid(const char *name);
 int parse_csv(const char *text, char ***header, size_t *n_cols, char ***cells, size_t *n_rows,
               char **err);
 
-/* A sweep's command: each "{NAME}" of names[0..n) in tmpl replaced by its value, quoted
- * for the shell where it lands (outside quotes: shell_quote; inside '...' or "...": the
- * quote is closed, the quoted value put in, and the quote reopened), so that a value is
- * always one literal piece of one word. "${NAME}" and other braces are left alone. */
-char *sweep_fill_command(const char *tmpl, char *const *names, char *const *values, size_t n);
-/* A name template: each "{NAME}" replaced by its value as it is. */
-char *sweep_fill_name(const char *tmpl, char *const *names, char *const *values, size_t n);
-
 #endif

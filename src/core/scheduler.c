@@ -9,7 +9,6 @@
  * cache keyed by request makes a queue of 10,000 waiting GPU jobs cost one lookup each. */
 #include "scheduler.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -159,10 +158,10 @@ static bool job_is_shared(const struct job *j)
     return j->shared && j->gpu_memory_mb > 0;
 }
 
-/* Marks the GPUs in j's gpu_ids as held by j. */
+/* Marks the GPUs in j's gpu_mask as held by j. */
 static void hold_gpus(struct pass *p, const struct job *j)
 {
-    for (uint64_t m = gpu_ids_mask(j->gpu_ids); m; m &= m - 1) {
+    for (uint64_t m = j->gpu_mask; m; m &= m - 1) {
         int pos = pos_of_index(p, __builtin_ctzll(m));
         if (pos < 0)
             continue;
@@ -218,23 +217,16 @@ static const char *wait_reason(const struct pass *p, const struct job *j)
     return SCHEDULER_REASON_RESOURCES;
 }
 
-/* "0,2": the NVML indices of the positions in mask, ascending. */
-static char *format_gpu_ids(const struct pass *p, uint64_t mask)
+/* The NVML indices of the positions in mask (positions index the gpu_set). */
+static uint64_t nvml_mask(const struct pass *p, uint64_t positions)
 {
-    int idx[GPUINFO_MAX_GPUS];
-    int n = 0;
-    for (; mask; mask &= mask - 1) {
-        int v = p->set->gpus[__builtin_ctzll(mask)].index;
-        int i = n++;
-        for (; i > 0 && idx[i - 1] > v; i--)
-            idx[i] = idx[i - 1];
-        idx[i] = v;
+    uint64_t m = 0;
+    for (; positions; positions &= positions - 1) {
+        int index = p->set->gpus[__builtin_ctzll(positions)].index;
+        if (index >= 0 && index < GPUINFO_MAX_GPUS)
+            m |= 1ULL << index;
     }
-    char buf[GPUINFO_MAX_GPUS * 12];
-    size_t len = 0;
-    for (int i = 0; i < n; i++)
-        len += (size_t)snprintf(buf + len, sizeof(buf) - len, i ? ",%d" : "%d", idx[i]);
-    return xstrdup(buf);
+    return m;
 }
 
 /* Answers for requests already seen since the last start (which changes occupancy). */
@@ -327,8 +319,7 @@ size_t scheduler_pass(const struct scheduler_input *in, const struct scheduler_p
             continue;
         }
         if (j->gpus <= 0) {
-            free(j->gpu_ids);
-            j->gpu_ids = NULL;
+            j->gpu_mask = 0;
             j->wait_reason = NULL;
             start[nstart++] = j;
             if (g)
@@ -368,8 +359,7 @@ size_t scheduler_pass(const struct scheduler_input *in, const struct scheduler_p
             }
         }
         epoch++;
-        free(j->gpu_ids);
-        j->gpu_ids = format_gpu_ids(&p, chosen);
+        j->gpu_mask = nvml_mask(&p, chosen);
         j->wait_reason = NULL;
         start[nstart++] = j;
         if (g)

@@ -11,7 +11,7 @@
  * gpu_memory_mb, needs that much actually free (memory_total - memory_used) on each.
  * A shared job (shared, gpu_memory_mb > 0) shares a GPU only with other shared jobs,
  * while the sum of their declared gpu_memory_mb fits the GPU's memory_total_mib. Running
- * jobs hold the GPUs named in their gpu_ids ("0,2", NVML indices). A GPU is usable when
+ * jobs hold the GPUs in their gpu_mask (NVML indices). A GPU is usable when
  * it is allowed by the policy, not lost and not in the unmanaged mask (compute processes
  * that belong to no running gflow job; computed by the caller). The chosen GPUs are
  * picked by gpualloc. */
@@ -101,7 +101,7 @@ int scheduler_order(const struct job *a, const struct job *b);
 struct scheduler_input {
     struct job *const *queued; /* PD jobs in scheduling order (a scheduler_queue) */
     size_t n_queued;
-    struct job *const *running; /* R jobs, any order; their gpu_ids hold GPUs */
+    struct job *const *running; /* R jobs, any order; their gpu_mask holds GPUs */
     size_t n_running;
     const struct gpu_set *gpus; /* NULL: no GPUs */
     uint64_t unmanaged;         /* bit i: GPU with NVML index i has outside processes */
@@ -113,7 +113,7 @@ struct scheduler_input {
 };
 
 /* Writes the jobs to start into start[] (capacity in->n_queued) in the order they should
- * start, sets each one's gpu_ids (NULL for a job without GPUs) and clears its
+ * start, sets each one's gpu_mask (0 for a job without GPUs) and clears its
  * wait_reason, sets wait_reason of every other queued job, and returns how many start.
  * Nothing else is changed (the caller moves the jobs to R). */
 size_t scheduler_pass(const struct scheduler_input *in, const struct scheduler_policy *policy,

@@ -157,6 +157,43 @@ char *strbuf_detach(struct strbuf *sb)
     return p;
 }
 
+void strvec_init(struct strvec *sv)
+{
+    sv->v = NULL;
+    sv->n = sv->cap = 0;
+}
+
+void strvec_free(struct strvec *sv)
+{
+    for (size_t i = 0; i < sv->n; i++)
+        free(sv->v[i]);
+    free(sv->v);
+    strvec_init(sv);
+}
+
+static void strvec_take(struct strvec *sv, char *s)
+{
+    if (sv->n + 2 > sv->cap) {
+        sv->cap = sv->cap ? sv->cap * 2 : 16;
+        sv->v = xrealloc(sv->v, sv->cap * sizeof(*sv->v));
+    }
+    sv->v[sv->n++] = s;
+    sv->v[sv->n] = NULL;
+}
+
+void strvec_push(struct strvec *sv, const char *s)
+{
+    strvec_take(sv, xstrdup(s));
+}
+
+void strvec_pushf(struct strvec *sv, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    strvec_take(sv, xvasprintf(fmt, ap));
+    va_end(ap);
+}
+
 bool str_starts_with(const char *s, const char *prefix)
 {
     return strncmp(s, prefix, strlen(prefix)) == 0;

@@ -14,7 +14,7 @@ void *xrealloc(void *p, size_t n);
 char *xstrdup(const char *s);
 char *xstrndup(const char *s, size_t n);
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-char *xvasprintf(const char *fmt, va_list ap);
+char *xvasprintf(const char *fmt, va_list ap) __attribute__((format(printf, 1, 0)));
 /* The decimal text of v, without printf (cheap enough for 10,000-row tables). */
 char *xstrdup_int(long long v);
 
@@ -32,6 +32,16 @@ void strbuf_adds(struct strbuf *sb, const char *s);
 void strbuf_addc(struct strbuf *sb, char c);
 void strbuf_addf(struct strbuf *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 char *strbuf_detach(struct strbuf *sb); /* caller frees; sb is left empty */
+
+/* A growing NULL-terminated array of strings it owns (an argv being built). */
+struct strvec {
+    char **v; /* v[n] is NULL once anything was pushed */
+    size_t n, cap;
+};
+void strvec_init(struct strvec *sv);
+void strvec_free(struct strvec *sv);
+void strvec_push(struct strvec *sv, const char *s); /* copies s */
+void strvec_pushf(struct strvec *sv, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 bool str_starts_with(const char *s, const char *prefix);
 /* Strict decimal integer parse of the whole string; returns 0 or -1. */

@@ -5,15 +5,11 @@
  * the connection is suspended with its reply ready; api_release_waiting resumes it after
  * the commit and libmicrohttpd calls us again to queue that reply (two-phase handler, so
  * keep-alive is kept). */
-#include <jansson.h>
-
 #include "api.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <microhttpd.h>
-#include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,15 +20,21 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "auth.h"
+#include "daemon.h"
 #include "files.h"
-#include "gflowd.h"
 #include "jobs.h"
 #include "log.h"
 #include "loop.h"
+#include "reply.h"
+#include "routes.h"
 #include "store.h"
 #include "util.h"
 
+#define FOLLOW_POLL_SECS 0.05
+
 struct request {
+    struct api *api;
     struct strbuf body;
     bool too_large;
     unsigned status;
@@ -43,82 +45,38 @@ struct request {
 
 /* A client following a job's log. */
 struct follower {
-    long long job_id;
+    struct api *api;
+    int64_t job_id;
     char *path;
     int fd;
-    unsigned long long offset;
+    uint64_t offset;
     struct MHD_Connection *conn;
-    bool suspended;
     struct follower *next; /* in the suspended list */
 };
 
-static struct MHD_Daemon *mhd;
-static int listen_fd = -1;
-static int mhd_epoll_fd = -1;
-static struct request *waiting;
-static struct follower *suspended_followers;
-static struct loop_timer *follow_timer;
-
-#define FOLLOW_POLL_SECS 0.05
-
-/* ---- replies ---- */
-
-static void set_response(struct reply *rep, unsigned status, struct MHD_Response *resp,
-                         const char *type)
-{
-    if (rep->response)
-        MHD_destroy_response(rep->response);
-    rep->status = status;
-    rep->response = resp;
-    if (type)
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-}
-
-void reply_json(struct reply *rep, unsigned status, json_t *body)
-{
-    char *text = json_dumps(body, JSON_COMPACT);
-    json_decref(body);
-    size_t len = strlen(text);
-    text = xrealloc(text, len + 2);
-    text[len++] = '\n';
-    text[len] = '\0';
-    struct MHD_Response *resp =
-        MHD_create_response_from_buffer_with_free_callback(len, text, free);
-    set_response(rep, status, resp, "application/json");
-}
-
-void reply_error(struct reply *rep, unsigned status, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    char *msg = xvasprintf(fmt, ap);
-    va_end(ap);
-    reply_json(rep, status, json_pack("{s:s}", "error", msg));
-    free(msg);
-}
-
-void reply_text(struct reply *rep, unsigned status, char *text, size_t len, const char *type)
-{
-    struct MHD_Response *resp =
-        MHD_create_response_from_buffer_with_free_callback(len, text, free);
-    set_response(rep, status, resp, type ? type : "text/plain; charset=utf-8");
-}
+struct api {
+    struct gflowd *d;
+    struct MHD_Daemon *mhd;
+    int listen_fd;
+    int mhd_epoll_fd;
+    struct request *waiting;
+    struct follower *suspended_followers;
+    struct loop_timer *follow_timer;
+};
 
 /* ---- log following ---- */
 
 static void follow_timer_cb(void *arg)
 {
-    (void)arg;
-    follow_timer = NULL;
-    struct follower *f = suspended_followers;
+    struct api *a = arg;
+    a->follow_timer = NULL;
+    struct follower *f = a->suspended_followers;
     if (!f)
         return;
-    suspended_followers = NULL;
-    for (; f; f = f->next) {
-        f->suspended = false;
+    a->suspended_followers = NULL;
+    for (; f; f = f->next)
         MHD_resume_connection(f->conn);
-    }
-    MHD_run(mhd);
+    MHD_run(a->mhd);
 }
 
 static ssize_t follow_read_cb(void *cls, uint64_t pos, char *buf, size_t max)
@@ -133,22 +91,20 @@ static ssize_t follow_read_cb(void *cls, uint64_t pos, char *buf, size_t max)
     }
     /* Nothing new. The job's output is complete once it has left the active table
      * (the shim writes the exit file only after every process of the job is gone). */
-    struct job *j = jobs_get(f->job_id);
-    if (!j)
+    if (!jobs_get(f->api->d->jobs, f->job_id))
         return MHD_CONTENT_READER_END_OF_STREAM;
-    f->suspended = true;
-    f->next = suspended_followers;
-    suspended_followers = f;
+    f->next = f->api->suspended_followers;
+    f->api->suspended_followers = f;
     MHD_suspend_connection(f->conn);
-    if (!follow_timer)
-        follow_timer = loop_add_timer(FOLLOW_POLL_SECS, follow_timer_cb, NULL);
+    if (!f->api->follow_timer)
+        f->api->follow_timer = loop_add_timer(FOLLOW_POLL_SECS, follow_timer_cb, f->api);
     return 0;
 }
 
 static void follow_free_cb(void *cls)
 {
     struct follower *f = cls;
-    for (struct follower **p = &suspended_followers; *p; p = &(*p)->next) {
+    for (struct follower **p = &f->api->suspended_followers; *p; p = &(*p)->next) {
         if (*p == f) {
             *p = f->next;
             break;
@@ -160,118 +116,94 @@ static void follow_free_cb(void *cls)
     free(f);
 }
 
-void reply_follow_log(struct reply *rep, struct MHD_Connection *c, long long job_id,
-                      const char *path, unsigned long long offset)
+/* The streaming response for a reply that asks to follow a log. */
+static void follow_response(struct api *a, struct MHD_Connection *c, struct reply *rep)
 {
     struct follower *f = xcalloc(1, sizeof(*f));
-    f->job_id = job_id;
-    f->path = xstrdup(path);
+    f->api = a;
+    f->job_id = rep->follow_job;
+    f->path = rep->follow_path;
+    rep->follow_path = NULL;
     f->fd = -1;
-    f->offset = offset;
+    f->offset = rep->follow_offset;
     f->conn = c;
-    struct MHD_Response *resp =
-        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, follow_read_cb, f,
-                                          follow_free_cb);
-    set_response(rep, 200, resp, "text/plain; charset=utf-8");
-}
-
-/* ---- identity ---- */
-
-static bool in_admin_group(const char *user, gid_t gid)
-{
-    if (!gd.has_admin_gid)
-        return false;
-    if (gid == gd.admin_gid)
-        return true;
-    int n = 64;
-    gid_t *groups = xmalloc((size_t)n * sizeof(gid_t));
-    if (getgrouplist(user, gid, groups, &n) < 0) {
-        groups = xrealloc(groups, (size_t)n * sizeof(gid_t));
-        if (getgrouplist(user, gid, groups, &n) < 0)
-            n = 0;
-    }
-    bool found = false;
-    for (int i = 0; i < n && !found; i++)
-        found = groups[i] == gd.admin_gid;
-    free(groups);
-    return found;
-}
-
-static int identify(struct MHD_Connection *c, struct caller *who)
-{
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-    struct ucred cred;
-    socklen_t len = sizeof(cred);
-    if (!ci || getsockopt(ci->connect_fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
-        return -1;
-    who->uid = cred.uid;
-    who->gid = cred.gid;
-    struct passwd *pw = getpwuid(cred.uid);
-    who->user = pw ? xstrdup(pw->pw_name) : xasprintf("%u", (unsigned)cred.uid);
-    if (pw)
-        who->gid = pw->pw_gid;
-    who->is_admin = cred.uid == 0 || cred.uid == gd.uid ||
-                    (pw && in_admin_group(pw->pw_name, pw->pw_gid));
-    return 0;
+    struct MHD_Response *resp = MHD_create_response_from_callback(
+        MHD_SIZE_UNKNOWN, 64 * 1024, follow_read_cb, f, follow_free_cb);
+    reply_response(rep, 200, resp, "text/plain; charset=utf-8");
 }
 
 /* ---- the handler ---- */
 
 static void queue_or_wait(struct request *r, struct reply *rep)
 {
-    if (store_in_transaction(gd.store)) {
+    if (store_in_transaction(r->api->d->store)) {
         r->status = rep->status;
         r->response = rep->response;
-        r->next_waiting = waiting;
-        waiting = r;
+        rep->response = NULL;
+        r->next_waiting = r->api->waiting;
+        r->api->waiting = r;
         MHD_suspend_connection(r->conn);
         return;
     }
     MHD_queue_response(r->conn, rep->status, rep->response);
-    MHD_destroy_response(rep->response);
 }
 
 static void answer(struct request *r, const char *method, const char *url)
 {
+    struct gflowd *d = r->api->d;
     struct reply rep = {0};
     struct caller who = {0};
-    if (identify(r->conn, &who) < 0) {
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci || auth_identify(d, ci->connect_fd, &who) < 0) {
         reply_error(&rep, 403, "cannot identify the caller (SO_PEERCRED failed)");
-    } else if (!gd.system && who.uid != gd.uid) {
+    } else if (!auth_may_use(d, &who)) {
         reply_error(&rep, 403,
                     "this gflowd serves only %s (uid %u); start your own with 'gflowd up'",
-                    gd.user, (unsigned)gd.uid);
+                    d->user, (unsigned)d->uid);
     } else if (r->too_large) {
         reply_error(&rep, 413, "request body larger than daemon.max_request_bytes (%lld bytes)",
-                    (long long)gd.cfg.max_request_bytes);
+                    (long long)d->cfg.max_request_bytes);
     } else {
-        routes_dispatch(r->conn, &who, method, url, r->body.buf ? r->body.buf : "", r->body.len,
-                        &rep);
+        struct route_req req = {
+            .d = d,
+            .conn = r->conn,
+            .who = &who,
+            .method = method,
+            .url = url,
+            .body = r->body.buf ? r->body.buf : "",
+            .body_len = r->body.len,
+        };
+        routes_dispatch(&req, &rep);
     }
-    free(who.user);
+    auth_caller_free(&who);
+    if (rep.follow_path)
+        follow_response(r->api, r->conn, &rep);
     if (!rep.response)
         reply_error(&rep, 500, "internal error: no reply");
     queue_or_wait(r, &rep);
+    reply_clear(&rep);
 }
 
 static enum MHD_Result handler_cb(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_size, void **con_cls)
 {
+    struct api *a = cls;
     struct request *r = *con_cls;
     if (!r) {
         r = xcalloc(1, sizeof(*r));
+        r->api = a;
         r->conn = c;
         *con_cls = r;
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
                                                      MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl && strtoull(cl, NULL, 10) > (unsigned long long)gd.cfg.max_request_bytes)
+        if (cl && strtoull(cl, NULL, 10) > (unsigned long long)a->d->cfg.max_request_bytes)
             r->too_large = true;
         return MHD_YES;
     }
     if (*upload_size) {
-        if (!r->too_large && r->body.len + *upload_size > (size_t)gd.cfg.max_request_bytes) {
+        if (!r->too_large && r->body.len + *upload_size > (size_t)a->d->cfg.max_request_bytes) {
             r->too_large = true;
             strbuf_free(&r->body);
         }
@@ -293,10 +225,11 @@ static enum MHD_Result handler_cb(void *cls, struct MHD_Connection *c, const cha
 static void completed_cb(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
+    struct api *a = cls;
     struct request *r = *con_cls;
     if (!r)
         return;
-    for (struct request **p = &waiting; *p; p = &(*p)->next_waiting) {
+    for (struct request **p = &a->waiting; *p; p = &(*p)->next_waiting) {
         if (*p == r) {
             *p = r->next_waiting;
             break;
@@ -309,14 +242,14 @@ static void completed_cb(void *cls, struct MHD_Connection *c, void **con_cls,
     *con_cls = NULL;
 }
 
-void api_release_waiting(void)
+void api_release_waiting(struct api *a)
 {
-    if (store_in_transaction(gd.store))
+    if (store_in_transaction(a->d->store))
         return;
-    struct request *list = waiting;
+    struct request *list = a->waiting;
     if (!list)
         return;
-    waiting = NULL;
+    a->waiting = NULL;
     while (list) {
         struct request *r = list;
         list = r->next_waiting;
@@ -324,33 +257,33 @@ void api_release_waiting(void)
         MHD_resume_connection(r->conn);
     }
     /* Resumed connections are taken up by the next MHD_run; nothing wakes epoll for them. */
-    MHD_run(mhd);
+    MHD_run(a->mhd);
 }
 
 /* ---- server ---- */
 
 static void mhd_run_cb(int fd, uint32_t events, void *arg)
 {
-    MHD_run(mhd);
+    struct api *a = arg;
+    MHD_run(a->mhd);
 }
 
 /* libmicrohttpd keeps work of its own (connections ready to write after a resume, idle
  * timeouts) that no epoll event announces; its timeout says when to run it again. */
-static int mhd_timeout_ms(void)
+static int mhd_timeout_ms(void *arg)
 {
-    if (!mhd)
-        return -1;
+    struct api *a = arg;
     MHD_UNSIGNED_LONG_LONG t;
-    if (MHD_get_timeout(mhd, &t) != MHD_YES)
+    if (MHD_get_timeout(a->mhd, &t) != MHD_YES)
         return -1;
     return t > 60000 ? 60000 : (int)t;
 }
 
-void api_poll(void)
+void api_poll(struct api *a)
 {
     MHD_UNSIGNED_LONG_LONG t;
-    if (mhd && MHD_get_timeout(mhd, &t) == MHD_YES && t == 0)
-        MHD_run(mhd);
+    if (MHD_get_timeout(a->mhd, &t) == MHD_YES && t == 0)
+        MHD_run(a->mhd);
 }
 
 static void mhd_log_cb(void *cls, const char *fmt, va_list ap)
@@ -365,7 +298,7 @@ static void mhd_log_cb(void *cls, const char *fmt, va_list ap)
     free(msg);
 }
 
-static int open_socket(const char *path, char **err)
+static int open_socket(const struct gflowd *d, const char *path, char **err)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     if (strlen(path) >= sizeof(sa.sun_path)) {
@@ -377,13 +310,13 @@ static int open_socket(const char *path, char **err)
     char *slash = strrchr(dir, '/');
     if (slash && slash != dir) {
         *slash = '\0';
-        mkdir_p(dir, gd.system ? 0755 : 0700);
+        mkdir_p(dir, d->system ? 0755 : 0700);
     }
     free(dir);
     unlink(path); /* a stale socket: the daemon lock is held, so no live daemon uses it */
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-        chmod(path, gd.system ? 0666 : 0600) < 0 || listen(fd, 4096) < 0) {
+        chmod(path, d->system ? 0666 : 0600) < 0 || listen(fd, 4096) < 0) {
         *err = xasprintf("cannot listen on %s: %s", path, strerror(errno));
         if (fd >= 0)
             close(fd);
@@ -392,53 +325,60 @@ static int open_socket(const char *path, char **err)
     return fd;
 }
 
-int api_start(char **err)
+struct api *api_start(struct gflowd *d, char **err)
 {
-    listen_fd = open_socket(gd.paths.socket_path, err);
-    if (listen_fd < 0)
-        return -1;
-    mhd = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0,
-                           NULL, NULL, handler_cb, NULL,
-                           MHD_OPTION_LISTEN_SOCKET, listen_fd,
-                           MHD_OPTION_NOTIFY_COMPLETED, completed_cb, NULL,
-                           MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)120,
-                           MHD_OPTION_CONNECTION_LIMIT, (unsigned int)4000,
-                           MHD_OPTION_EXTERNAL_LOGGER, mhd_log_cb, NULL,
-                           MHD_OPTION_END);
-    if (!mhd) {
+    struct api *a = xcalloc(1, sizeof(*a));
+    a->d = d;
+    a->mhd_epoll_fd = -1;
+    a->listen_fd = open_socket(d, d->paths.socket_path, err);
+    if (a->listen_fd < 0) {
+        free(a);
+        return NULL;
+    }
+    a->mhd = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0,
+                              NULL, NULL, handler_cb, a,
+                              MHD_OPTION_LISTEN_SOCKET, a->listen_fd,
+                              MHD_OPTION_NOTIFY_COMPLETED, completed_cb, a,
+                              MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)120,
+                              MHD_OPTION_CONNECTION_LIMIT, (unsigned int)4000,
+                              MHD_OPTION_EXTERNAL_LOGGER, mhd_log_cb, NULL,
+                              MHD_OPTION_END);
+    if (!a->mhd) {
         *err = xstrdup("cannot start the HTTP server (libmicrohttpd)");
-        close(listen_fd);
-        listen_fd = -1;
-        return -1;
+        close(a->listen_fd);
+        free(a);
+        return NULL;
     }
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(mhd, MHD_DAEMON_INFO_EPOLL_FD);
-    mhd_epoll_fd = di ? di->epoll_fd : -1;
-    if (mhd_epoll_fd < 0 || loop_add_fd(mhd_epoll_fd, EPOLLIN, mhd_run_cb, NULL) < 0) {
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(a->mhd, MHD_DAEMON_INFO_EPOLL_FD);
+    a->mhd_epoll_fd = di ? di->epoll_fd : -1;
+    if (a->mhd_epoll_fd < 0 || loop_add_fd(a->mhd_epoll_fd, EPOLLIN, mhd_run_cb, a) < 0) {
         *err = xstrdup("cannot add the HTTP server to the event loop");
-        return -1;
+        MHD_stop_daemon(a->mhd);
+        close(a->listen_fd);
+        free(a);
+        return NULL;
     }
-    loop_set_timeout_source(mhd_timeout_ms);
-    return 0;
+    loop_set_timeout_source(mhd_timeout_ms, a);
+    return a;
 }
 
-void api_stop(void)
+void api_stop(struct api *a)
 {
-    if (!mhd)
+    if (!a)
         return;
     /* Suspended connections must be resumed before the server can stop. */
-    loop_cancel_timer(follow_timer);
-    follow_timer_cb(NULL);
-    while (waiting) {
-        struct request *r = waiting;
-        waiting = r->next_waiting;
+    loop_cancel_timer(a->follow_timer);
+    follow_timer_cb(a);
+    while (a->waiting) {
+        struct request *r = a->waiting;
+        a->waiting = r->next_waiting;
         MHD_resume_connection(r->conn);
     }
-    loop_del_fd(mhd_epoll_fd);
-    loop_set_timeout_source(NULL);
-    MHD_run(mhd);
-    MHD_stop_daemon(mhd);
-    mhd = NULL;
-    close(listen_fd);
-    listen_fd = -1;
-    unlink(gd.paths.socket_path);
+    loop_del_fd(a->mhd_epoll_fd);
+    loop_set_timeout_source(NULL, NULL);
+    MHD_run(a->mhd);
+    MHD_stop_daemon(a->mhd);
+    close(a->listen_fd);
+    unlink(a->d->paths.socket_path);
+    free(a);
 }

@@ -3,19 +3,14 @@
 
 #include <ctype.h>
 #include <errno.h>
-#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "files.h"
 #include "gflow_build.h"
-#include "gflowd.h"
-#include "jobs.h"
 #include "log.h"
-#include "loop.h"
 #include "nvml.h"
 #include "procinfo.h"
 #include "store.h"
@@ -30,17 +25,19 @@ struct ignored {
     int64_t start; /* the process's start time: a recycled pid is not ignored */
 };
 
-static struct nvml *nv;
-static struct gpu_set cur;
-static char *no_gpus;          /* "no GPUs: <reason>" */
-static uint64_t visible = ALL_GPUS; /* the daemon's own CUDA_VISIBLE_DEVICES */
-static char *visible_spec;     /* as given, resolved once the GPUs are known */
-static uint64_t allowed = ALL_GPUS;
-static const char *allowed_source = "all";
-static uint64_t unmanaged;
-static struct ignored *ignored;
-static size_t n_ignored;
-static struct loop_timer *poll_timer;
+struct gpus {
+    struct store *store; /* where gctl set-gpus is kept */
+    struct nvml *nv;
+    struct gpu_set cur;
+    char *no_gpus;        /* "no GPUs: <reason>" */
+    uint64_t visible;     /* the daemon's own CUDA_VISIBLE_DEVICES */
+    char *visible_spec;   /* as given, resolved once the GPUs are known */
+    uint64_t allowed;
+    const char *allowed_source;
+    uint64_t unmanaged;
+    struct ignored *ignored;
+    size_t n_ignored;
+};
 
 /* ---- GPU lists ---- */
 
@@ -84,12 +81,12 @@ bad:
 }
 
 /* CUDA_VISIBLE_DEVICES of the daemon (a container's GPUs): indices or UUIDs. */
-static void resolve_visible(void)
+static void resolve_visible(struct gpus *g)
 {
-    if (!visible_spec)
+    if (!g->visible_spec)
         return;
     uint64_t m = 0;
-    char *copy = xstrdup(visible_spec), *save = NULL;
+    char *copy = xstrdup(g->visible_spec), *save = NULL;
     for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         while (isspace((unsigned char)*t))
             t++;
@@ -99,12 +96,12 @@ static void resolve_visible(void)
             m |= 1ULL << i;
             continue;
         }
-        for (size_t g = 0; g < cur.n_gpus; g++)
-            if (str_starts_with(cur.gpus[g].uuid, t) || strcmp(cur.gpus[g].uuid, t) == 0)
-                m |= 1ULL << g;
+        for (size_t k = 0; k < g->cur.n_gpus; k++)
+            if (str_starts_with(g->cur.gpus[k].uuid, t) || strcmp(g->cur.gpus[k].uuid, t) == 0)
+                m |= 1ULL << k;
     }
     free(copy);
-    visible = m;
+    g->visible = m;
 }
 
 /* ---- simulator ---- */
@@ -159,7 +156,7 @@ static int write_sim_fixture(int n, const char *path, char **err)
 }
 
 /* --simulate-gpus N | FILE: points the simulator at its fixture; returns the library. */
-static char *setup_simulation(const char *simulate, char **err)
+static char *setup_simulation(const char *simulate, const char *data_dir, char **err)
 {
     char *end;
     long n = strtol(simulate, &end, 10);
@@ -170,7 +167,7 @@ static char *setup_simulation(const char *simulate, char **err)
                              simulate, GPUINFO_MAX_GPUS);
             return NULL;
         }
-        fixture = xasprintf("%s/simulated-gpus.json", gd.paths.data_dir);
+        fixture = xasprintf("%s/simulated-gpus.json", data_dir);
         if (write_sim_fixture((int)n, fixture, err) < 0) {
             free(fixture);
             return NULL;
@@ -190,42 +187,26 @@ static char *setup_simulation(const char *simulate, char **err)
 
 /* ---- processes ---- */
 
-static bool is_ignored(int gpu, long long pid)
+bool gpu_is_ignored(const struct gpus *g, int gpu, long long pid)
 {
-    for (size_t i = 0; i < n_ignored; i++)
-        if (ignored[i].gpu == gpu && ignored[i].pid == pid &&
-            proc_start_time((pid_t)pid) == ignored[i].start)
+    for (size_t i = 0; i < g->n_ignored; i++)
+        if (g->ignored[i].gpu == gpu && g->ignored[i].pid == pid &&
+            proc_start_time((pid_t)pid) == g->ignored[i].start)
             return true;
     return false;
 }
 
 /* Drops ignore entries whose process has exited. */
-static void prune_ignored(void)
+static void prune_ignored(struct gpus *g)
 {
     size_t k = 0;
-    for (size_t i = 0; i < n_ignored; i++)
-        if (proc_start_time((pid_t)ignored[i].pid) == ignored[i].start)
-            ignored[k++] = ignored[i];
-    n_ignored = k;
+    for (size_t i = 0; i < g->n_ignored; i++)
+        if (proc_start_time((pid_t)g->ignored[i].pid) == g->ignored[i].start)
+            g->ignored[k++] = g->ignored[i];
+    g->n_ignored = k;
 }
 
-/* The running jobs (a snapshot, caller frees): the owners GPU processes are matched
- * against. Taken once per scan, not once per process: the active table may hold 10,000
- * queued jobs. */
-static struct job **running_jobs(size_t *count)
-{
-    size_t n, k = 0;
-    struct job **active = jobs_active(&n);
-    struct job **out = xmalloc((n ? n : 1) * sizeof(*out));
-    for (size_t i = 0; i < n; i++)
-        if (active[i]->state == JOB_RUNNING && active[i]->shim_pid > 0)
-            out[k++] = active[i];
-    *count = k;
-    return out;
-}
-
-/* The running job whose process tree holds pid (its shim is an ancestor), or NULL. */
-static struct job *owner_of(long long pid, struct job **running, size_t n)
+struct job *gpu_process_owner(long long pid, struct job *const *running, size_t n)
 {
     pid_t p = (pid_t)pid;
     for (int depth = 0; p > 1 && depth < 64; depth++) {
@@ -237,22 +218,19 @@ static struct job *owner_of(long long pid, struct job **running, size_t n)
     return NULL;
 }
 
-static uint64_t compute_unmanaged(void)
+static uint64_t compute_unmanaged(const struct gpus *g, struct job *const *running, size_t n)
 {
     uint64_t m = 0;
-    size_t n;
-    struct job **running = running_jobs(&n);
-    for (size_t g = 0; g < cur.n_gpus; g++)
-        for (size_t k = 0; k < cur.gpus[g].n_procs; k++) {
-            long long pid = cur.gpus[g].procs[k].pid;
-            if (!is_ignored((int)g, pid) && !owner_of(pid, running, n))
-                m |= 1ULL << g;
+    for (size_t k = 0; k < g->cur.n_gpus; k++)
+        for (size_t i = 0; i < g->cur.gpus[k].n_procs; i++) {
+            long long pid = g->cur.gpus[k].procs[i].pid;
+            if (!gpu_is_ignored(g, (int)k, pid) && !gpu_process_owner(pid, running, n))
+                m |= 1ULL << k;
         }
-    free(running);
     return m;
 }
 
-/* ---- polling ---- */
+/* ---- reading ---- */
 
 /* What the scheduler depends on: which GPUs exist, their memory and their processes. */
 static bool differs(const struct gpu_set *a, const struct gpu_set *b)
@@ -272,195 +250,196 @@ static bool differs(const struct gpu_set *a, const struct gpu_set *b)
     return false;
 }
 
-bool gpu_refresh(void)
+bool gpu_refresh(struct gpus *g, struct job *const *running, size_t n)
 {
-    if (!nv)
+    if (!g->nv)
         return false;
     struct gpu_set next = {0};
     char *err = NULL;
-    if (nvml_read(nv, &next, &err) < 0) {
+    if (nvml_read(g->nv, &next, &err) < 0) {
         log_warn("reading GPUs failed: %s", err);
         free(err);
         gpu_set_free(&next);
         return false;
     }
-    next.simulated = nvml_is_simulated(nv);
-    bool changed = differs(&cur, &next);
-    gpu_set_free(&cur);
-    cur = next;
-    resolve_visible();
-    prune_ignored();
-    uint64_t um = compute_unmanaged();
-    changed |= um != unmanaged;
-    unmanaged = um;
+    next.simulated = nvml_is_simulated(g->nv);
+    bool changed = differs(&g->cur, &next);
+    gpu_set_free(&g->cur);
+    g->cur = next;
+    resolve_visible(g);
+    prune_ignored(g);
+    uint64_t um = compute_unmanaged(g, running, n);
+    changed |= um != g->unmanaged;
+    g->unmanaged = um;
     return changed;
-}
-
-static void poll_cb(void *arg)
-{
-    (void)arg;
-    if (gpu_refresh())
-        jobs_mark_dirty();
-    poll_timer = loop_add_timer((double)gd.cfg.gpu_poll_interval_secs, poll_cb, NULL);
 }
 
 /* ---- start ---- */
 
-static int load_allowed(const char *flag_gpus, char **err)
+static int load_allowed(struct gpus *g, const char *flag_gpus, const char *config_gpus,
+                        char **err)
 {
     char *saved = NULL;
     if (flag_gpus) {
         /* A --gpus given at start wins over an earlier runtime setting. */
-        if (parse_gpu_list(flag_gpus, &allowed, err) < 0)
+        if (parse_gpu_list(flag_gpus, &g->allowed, err) < 0)
             return -1;
-        allowed_source = "flag";
-        store_begin(gd.store);
-        store_set_setting(gd.store, SETTING_ALLOWED, NULL);
+        g->allowed_source = "flag";
+        store_begin(g->store);
+        store_set_setting(g->store, SETTING_ALLOWED, NULL);
         return 0;
     }
-    if (store_get_setting(gd.store, SETTING_ALLOWED, &saved) == 0 && saved) {
-        int r = parse_gpu_list(saved, &allowed, err);
+    if (store_get_setting(g->store, SETTING_ALLOWED, &saved) == 0 && saved) {
+        int r = parse_gpu_list(saved, &g->allowed, err);
         free(saved);
-        allowed_source = "runtime";
+        g->allowed_source = "runtime";
         return r;
     }
-    if (gd.cfg.gpus && strcmp(gd.cfg.gpus, "all") != 0) {
-        if (parse_gpu_list(gd.cfg.gpus, &allowed, err) < 0)
+    if (config_gpus && strcmp(config_gpus, "all") != 0) {
+        if (parse_gpu_list(config_gpus, &g->allowed, err) < 0)
             return -1;
-        allowed_source = "config";
+        g->allowed_source = "config";
     }
     return 0;
 }
 
-int gpu_start(const char *simulate, const char *flag_gpus, char **err)
+struct gpus *gpu_start(const struct gpu_start_opts *o, char **err)
 {
+    struct gpus *g = xcalloc(1, sizeof(*g));
+    g->store = o->store;
+    g->visible = ALL_GPUS;
+    g->allowed = ALL_GPUS;
+    g->allowed_source = "all";
     const char *env_visible = getenv("CUDA_VISIBLE_DEVICES");
     if (env_visible) {
-        visible_spec = xstrdup(env_visible);
-        visible = 0; /* resolved once the GPUs are read */
+        g->visible_spec = xstrdup(env_visible);
+        g->visible = 0; /* resolved once the GPUs are read */
     }
-    if (load_allowed(flag_gpus, err) < 0)
-        return -1;
     char *library = NULL;
-    if (simulate) {
-        library = setup_simulation(simulate, err);
+    if (load_allowed(g, o->flag_gpus, o->config_gpus, err) < 0)
+        goto fail;
+    if (o->simulate) {
+        library = setup_simulation(o->simulate, o->data_dir, err);
         if (!library)
-            return -1;
-    } else if (gd.cfg.nvml_library && !(getenv("GFLOW_NVML_LIBRARY") &&
-                                          *getenv("GFLOW_NVML_LIBRARY"))) {
+            goto fail;
+    } else if (o->nvml_library && !(getenv("GFLOW_NVML_LIBRARY") &&
+                                    *getenv("GFLOW_NVML_LIBRARY"))) {
         /* The environment wins over the config file, as for every other setting. */
-        library = xstrdup(gd.cfg.nvml_library);
+        library = xstrdup(o->nvml_library);
     }
     char *why = NULL;
-    nv = nvml_open(library, &why);
+    g->nv = nvml_open(library, &why);
     free(library);
-    if (!nv) {
-        no_gpus = why;
-        log_info("%s", no_gpus);
+    if (!g->nv) {
+        g->no_gpus = why;
+        log_info("%s", g->no_gpus);
     } else {
-        gpu_refresh();
-        log_info("%zu GPU%s%s", cur.n_gpus, cur.n_gpus == 1 ? "" : "s",
-                 cur.simulated ? " (simulated)" : "");
-        poll_timer = loop_add_timer((double)gd.cfg.gpu_poll_interval_secs, poll_cb, NULL);
+        gpu_refresh(g, o->running, o->n_running);
+        log_info("%zu GPU%s%s", g->cur.n_gpus, g->cur.n_gpus == 1 ? "" : "s",
+                 g->cur.simulated ? " (simulated)" : "");
     }
-    return 0;
+    return g;
+fail:
+    gpu_stop(g);
+    return NULL;
 }
 
-void gpu_stop(void)
+void gpu_stop(struct gpus *g)
 {
-    loop_cancel_timer(poll_timer);
-    poll_timer = NULL;
-    nvml_close(nv);
-    nv = NULL;
-    gpu_set_free(&cur);
-    free(no_gpus);
-    no_gpus = NULL;
-    free(visible_spec);
-    visible_spec = NULL;
-    free(ignored);
-    ignored = NULL;
-    n_ignored = 0;
+    if (!g)
+        return;
+    nvml_close(g->nv);
+    gpu_set_free(&g->cur);
+    free(g->no_gpus);
+    free(g->visible_spec);
+    free(g->ignored);
+    free(g);
 }
 
-const struct gpu_set *gpu_current(void)
+bool gpu_have_nvml(const struct gpus *g)
 {
-    return &cur;
+    return g->nv != NULL;
 }
 
-static uint64_t present_mask(void)
+const struct gpu_set *gpu_current(const struct gpus *g)
 {
-    return cur.n_gpus >= 64 ? ALL_GPUS : (1ULL << cur.n_gpus) - 1;
+    return &g->cur;
 }
 
-uint64_t gpu_allowed(void)
+static uint64_t present_mask(const struct gpus *g)
 {
-    return allowed & visible & present_mask();
+    return g->cur.n_gpus >= 64 ? ALL_GPUS : (1ULL << g->cur.n_gpus) - 1;
 }
 
-const char *gpu_error(void)
+uint64_t gpu_allowed(const struct gpus *g)
 {
-    return no_gpus;
+    return g->allowed & g->visible & present_mask(g);
 }
 
-uint64_t gpu_visible(void)
+const char *gpu_error(const struct gpus *g)
 {
-    return visible & present_mask();
+    return g->no_gpus;
 }
 
-uint64_t gpu_unmanaged(void)
+uint64_t gpu_visible(const struct gpus *g)
 {
-    return unmanaged;
+    return g->visible & present_mask(g);
+}
+
+uint64_t gpu_unmanaged(const struct gpus *g)
+{
+    return g->unmanaged;
 }
 
 /* ---- runtime controls ---- */
 
-json_t *gpu_allowed_json(void)
+json_t *gpu_allowed_json(const struct gpus *g)
 {
     json_t *list = json_array();
-    for (size_t i = 0; i < cur.n_gpus; i++)
-        if (gpu_allowed() & (1ULL << i))
+    for (size_t i = 0; i < g->cur.n_gpus; i++)
+        if (gpu_allowed(g) & (1ULL << i))
             json_array_append_new(list, json_integer((json_int_t)i));
-    return json_pack("{s:o, s:s}", "allowed", list, "source", allowed_source);
+    return json_pack("{s:o, s:s}", "allowed", list, "source", g->allowed_source);
 }
 
-int gpu_set_allowed(const char *spec, char **err)
+int gpu_set_allowed(struct gpus *g, const char *spec, char **err)
 {
     uint64_t m;
     if (parse_gpu_list(spec, &m, err) < 0)
         return -1;
-    if (m != ALL_GPUS && (m & ~present_mask())) {
-        *err = xasprintf("no GPU %s on this machine (it has %zu)", spec, cur.n_gpus);
+    if (m != ALL_GPUS && (m & ~present_mask(g))) {
+        *err = xasprintf("no GPU %s on this machine (it has %zu)", spec, g->cur.n_gpus);
         return -1;
     }
-    if (m != ALL_GPUS && !(m & gpu_visible())) {
+    if (m != ALL_GPUS && !(m & gpu_visible(g))) {
         *err = xasprintf("GPUs %s are outside the daemon's CUDA_VISIBLE_DEVICES (%s): no job "
-                         "could use them", spec, visible_spec ? visible_spec : "");
+                         "could use them", spec, g->visible_spec ? g->visible_spec : "");
         return -1;
     }
-    if (store_begin(gd.store) < 0 ||
-        store_set_setting(gd.store, SETTING_ALLOWED, m == ALL_GPUS ? NULL : spec) < 0) {
-        *err = xasprintf("cannot store the setting: %s", store_error(gd.store));
+    if (store_begin(g->store) < 0 ||
+        store_set_setting(g->store, SETTING_ALLOWED, m == ALL_GPUS ? NULL : spec) < 0) {
+        *err = xasprintf("cannot store the setting: %s", store_error(g->store));
         return -1;
     }
-    allowed = m;
-    allowed_source = m == ALL_GPUS ? "all" : "runtime";
-    jobs_mark_dirty();
+    g->allowed = m;
+    g->allowed_source = m == ALL_GPUS ? "all" : "runtime";
     return 0;
 }
 
-json_t *gpu_ignored_json(void)
+json_t *gpu_ignored_json(struct gpus *g)
 {
-    prune_ignored();
+    prune_ignored(g);
     json_t *list = json_array();
-    for (size_t i = 0; i < n_ignored; i++)
-        json_array_append_new(list, json_pack("{s:i, s:I}", "gpu", ignored[i].gpu, "pid",
-                                              (json_int_t)ignored[i].pid));
+    for (size_t i = 0; i < g->n_ignored; i++)
+        json_array_append_new(list, json_pack("{s:i, s:I}", "gpu", g->ignored[i].gpu, "pid",
+                                              (json_int_t)g->ignored[i].pid));
     return json_pack("{s:o}", "ignored", list);
 }
 
-int gpu_ignore(int gpu, long long pid, char **err)
+int gpu_ignore(struct gpus *g, int gpu, long long pid, struct job *const *running, size_t n,
+               char **err)
 {
-    if (gpu < 0 || (size_t)gpu >= cur.n_gpus) {
+    if (gpu < 0 || (size_t)gpu >= g->cur.n_gpus) {
         *err = xasprintf("no GPU %d on this machine", gpu);
         return -1;
     }
@@ -469,22 +448,21 @@ int gpu_ignore(int gpu, long long pid, char **err)
         *err = xasprintf("no process %lld", pid);
         return -1;
     }
-    if (!is_ignored(gpu, pid)) {
-        ignored = xrealloc(ignored, (n_ignored + 1) * sizeof(*ignored));
-        ignored[n_ignored++] = (struct ignored){gpu, pid, start};
+    if (!gpu_is_ignored(g, gpu, pid)) {
+        g->ignored = xrealloc(g->ignored, (g->n_ignored + 1) * sizeof(*g->ignored));
+        g->ignored[g->n_ignored++] = (struct ignored){gpu, pid, start};
     }
-    unmanaged = compute_unmanaged();
-    jobs_mark_dirty();
+    g->unmanaged = compute_unmanaged(g, running, n);
     return 0;
 }
 
-int gpu_unignore(int gpu, long long pid, char **err)
+int gpu_unignore(struct gpus *g, int gpu, long long pid, struct job *const *running, size_t n,
+                 char **err)
 {
-    for (size_t i = 0; i < n_ignored; i++) {
-        if (ignored[i].gpu == gpu && ignored[i].pid == pid) {
-            ignored[i] = ignored[--n_ignored];
-            unmanaged = compute_unmanaged();
-            jobs_mark_dirty();
+    for (size_t i = 0; i < g->n_ignored; i++) {
+        if (g->ignored[i].gpu == gpu && g->ignored[i].pid == pid) {
+            g->ignored[i] = g->ignored[--g->n_ignored];
+            g->unmanaged = compute_unmanaged(g, running, n);
             return 0;
         }
     }
@@ -492,178 +470,17 @@ int gpu_unignore(int gpu, long long pid, char **err)
     return -1;
 }
 
-/* ---- status ---- */
-
-static const char *const link_names[] = {"X", "NV", "PIX", "PXB", "PHB", "NODE", "SYS", "?"};
-
-static json_t *known_int(long long v)
+const char *gpu_visible_spec(const struct gpus *g)
 {
-    return v >= 0 ? json_integer(v) : json_null();
+    return g->visible_spec;
 }
 
-/* Command line of pid (NULs as spaces), owner and age, for outside processes. */
-static void describe_process(long long pid, json_t *o)
-{
-    char path[64];
-    snprintf(path, sizeof(path), "/proc/%lld/cmdline", pid);
-    size_t len = 0;
-    char *cmd = read_file(path, &len);
-    if (cmd) {
-        for (size_t i = 0; i + 1 < len; i++)
-            if (!cmd[i])
-                cmd[i] = ' ';
-        if (len > 200)
-            cmd[200] = '\0';
-    }
-    json_object_set_new(o, "command", cmd ? json_string(cmd) : json_null());
-    free(cmd);
-    snprintf(path, sizeof(path), "/proc/%lld", pid);
-    struct stat st;
-    if (stat(path, &st) == 0) {
-        struct passwd *pw = getpwuid(st.st_uid);
-        json_object_set_new(o, "user", pw ? json_string(pw->pw_name)
-                                          : json_sprintf("%u", (unsigned)st.st_uid));
-    }
-    int64_t start = proc_start_time((pid_t)pid);
-    double uptime = 0;
-    char *up = read_file("/proc/uptime", NULL);
-    if (up)
-        uptime = strtod(up, NULL);
-    free(up);
-    if (start >= 0 && uptime > 0)
-        json_object_set_new(o, "age_secs",
-                            json_integer((json_int_t)(uptime - (double)start / sysconf(_SC_CLK_TCK))));
-}
-
-static bool has_gpu(const char *gpu_ids, size_t g)
-{
-    return g < GPUINFO_MAX_GPUS && (gpu_ids_mask(gpu_ids) & (1ULL << g));
-}
-
-static json_t *gpu_json(size_t g, struct job **running, size_t n)
-{
-    const struct gpu_info *info = &cur.gpus[g];
-    json_t *jobs = json_array(), *procs = json_array();
-    bool shared_only = true;
-    for (size_t i = 0; i < n; i++) {
-        if (has_gpu(running[i]->gpu_ids, g)) {
-            json_array_append_new(jobs, json_integer(running[i]->id));
-            shared_only &= running[i]->shared;
-        }
-    }
-    for (size_t k = 0; k < info->n_procs; k++) {
-        const struct gpu_proc *p = &info->procs[k];
-        struct job *owner = owner_of(p->pid, running, n);
-        json_t *o = json_pack("{s:I, s:o, s:o, s:b}", "pid", (json_int_t)p->pid,
-                              "used_memory_mib", known_int(p->used_mib), "job",
-                              owner ? json_integer(owner->id) : json_null(), "ignored",
-                              is_ignored((int)g, p->pid));
-        /* A job's process on a GPU it was not given is worth telling. */
-        if (owner && !has_gpu(owner->gpu_ids, g))
-            json_object_set_new(o, "foreign", json_true());
-        describe_process(p->pid, o);
-        json_array_append_new(procs, o);
-    }
-    const char *state = "idle";
-    const char *reason = NULL;
-    if (info->lost) {
-        state = "lost";
-        reason = "the GPU does not answer (NVML: GPU is lost)";
-    } else if (json_array_size(jobs)) { /* even where no longer allowed: it is in use */
-        state = shared_only ? "shared" : "busy";
-    } else if (!(gpu_allowed() & (1ULL << g))) {
-        state = "restricted";
-        reason = (visible & (1ULL << g)) ? "not in the allowed GPUs (gctl set-gpus)"
-                                         : "not in the daemon's CUDA_VISIBLE_DEVICES";
-    } else if (unmanaged & (1ULL << g)) {
-        state = "unmanaged";
-        reason = "compute processes outside gflow";
-    }
-    return json_pack("{s:i, s:s, s:s, s:s, s:I, s:o, s:o, s:o, s:o, s:o, s:b, s:s, s:o, s:o, "
-                     "s:o}",
-                     "index", (int)g, "uuid", info->uuid, "name", info->name, "pci_bus_id",
-                     info->pci_bus_id, "memory_total_mib", (json_int_t)info->memory_total_mib,
-                     "memory_used_mib", known_int(info->memory_used_mib), "utilization_gpu",
-                     known_int(info->utilization_gpu), "temperature_c",
-                     known_int(info->temperature_c), "power_w", known_int(info->power_w),
-                     "numa_node", known_int(info->numa_node), "lost", info->lost, "state",
-                     state, "jobs", jobs, "reason", reason ? json_string(reason) : json_null(),
-                     "processes", procs);
-}
-
-static json_t *topology_json(void)
-{
-    if (!cur.link)
-        return json_null();
-    json_t *rows = json_array();
-    for (size_t i = 0; i < cur.n_gpus; i++) {
-        json_t *row = json_array();
-        for (size_t j = 0; j < cur.n_gpus; j++) {
-            enum gpu_link l = cur.link[i * cur.n_gpus + j];
-            json_array_append_new(row, json_string(link_names[l <= GPU_LINK_UNKNOWN ? l
-                                                                                  : GPU_LINK_UNKNOWN]));
-        }
-        json_array_append_new(rows, row);
-    }
-    return rows;
-}
-
-json_t *gpu_status_json(void)
-{
-    json_t *gpus = json_array();
-    size_t n;
-    struct job **running = running_jobs(&n);
-    for (size_t g = 0; g < cur.n_gpus; g++)
-        json_array_append_new(gpus, gpu_json(g, running, n));
-    free(running);
-    json_t *allowed_obj = gpu_allowed_json();
-    json_t *allowed_list = json_incref(json_object_get(allowed_obj, "allowed"));
-    json_decref(allowed_obj);
-    json_t *o = json_pack("{s:b, s:s, s:o, s:o, s:s, s:o, s:o}", "simulated", cur.simulated,
-                          "driver_version", cur.driver_version, "error",
-                          no_gpus ? json_string(no_gpus) : json_null(), "allowed", allowed_list,
-                          "strategy", gd.cfg.gpu_allocation_strategy, "gpus", gpus, "topology",
-                          topology_json());
-    return o;
-}
-
-char *gpu_uuids_of(const char *gpu_ids)
+char *gpu_uuids(const struct gpus *g, uint64_t mask)
 {
     struct strbuf sb;
     strbuf_init(&sb);
-    for (size_t g = 0; g < cur.n_gpus; g++)
-        if (has_gpu(gpu_ids, g))
-            strbuf_addf(&sb, "%s%s", sb.len ? "," : "", cur.gpus[g].uuid);
+    for (size_t k = 0; k < g->cur.n_gpus && k < GPUINFO_MAX_GPUS; k++)
+        if (mask & (1ULL << k))
+            strbuf_addf(&sb, "%s%s", sb.len ? "," : "", g->cur.gpus[k].uuid);
     return strbuf_detach(&sb);
-}
-
-json_t *gpu_foreign_json(int64_t job_id, const char *gpu_ids)
-{
-    json_t *list = json_array();
-    size_t n;
-    struct job **running = running_jobs(&n);
-    for (size_t g = 0; g < cur.n_gpus; g++) {
-        if (has_gpu(gpu_ids, g))
-            continue;
-        for (size_t k = 0; k < cur.gpus[g].n_procs; k++) {
-            struct job *owner = owner_of(cur.gpus[g].procs[k].pid, running, n);
-            if (owner && owner->id == job_id) {
-                json_array_append_new(list, json_integer((json_int_t)g));
-                break;
-            }
-        }
-    }
-    free(running);
-    return list;
-}
-
-json_t *gpu_detail_json(const char *gpu_ids)
-{
-    json_t *list = json_array();
-    for (size_t g = 0; g < cur.n_gpus; g++)
-        if (has_gpu(gpu_ids, g))
-            json_array_append_new(list, json_pack("{s:i, s:s, s:s}", "index", (int)g, "uuid",
-                                                  cur.gpus[g].uuid, "pci_bus_id",
-                                                  cur.gpus[g].pci_bus_id));
-    return list;
 }

@@ -1,51 +1,75 @@
 /* gpu: the daemon's view of the GPUs. NVML (or the shipped simulator) is read at start
- * and every daemon.gpu_poll_interval_secs to notice processes outside gflow; a GPU freed
- * by a job needs no poll (the scheduler knows its own allocations). Also: which GPUs may
- * be used (flag > runtime setting > config > all, within the daemon's own
- * CUDA_VISIBLE_DEVICES), outside processes and the ones an admin chose to ignore. */
+ * and at every poll (serve.c's timer, daemon.gpu_poll_interval_secs) to notice
+ * processes outside gflow; a GPU freed by a job is read again at once (the runner). Also:
+ * which GPUs may be used (flag > runtime setting > config > all, within the daemon's
+ * own CUDA_VISIBLE_DEVICES), outside processes and the ones an admin chose to ignore.
+ *
+ * GPU masks are by NVML index (bit i: the GPU at position i of the gpu_set, which is
+ * its NVML index). The running jobs, whose processes are not outside ones, are passed
+ * in where needed: this module knows nothing of the job table. What is shown of the
+ * GPUs (GET /v1/gpus, a job's GPUs) is gpu_report.c. */
 #ifndef GFLOWD_GPU_H
 #define GFLOWD_GPU_H
 
 #include <jansson.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
-#include <sys/types.h>
 
 #include "gpuinfo.h"
+#include "job.h"
 
-/* simulate: NULL, a number of GPUs, or a fixture file (--simulate-gpus). flag_gpus: the
- * --gpus of `gflowd up`, NULL if none. Missing NVML is not an error (0 GPUs, and the
- * reason is kept); a bad --simulate-gpus or --gpus is (-1 and *err). */
-int gpu_start(const char *simulate, const char *flag_gpus, char **err);
-void gpu_stop(void);
+struct store;
+struct gpus;
 
-/* Re-reads the GPUs now. Returns true if anything the scheduler uses changed. */
-bool gpu_refresh(void);
+struct gpu_start_opts {
+    const char *simulate;     /* --simulate-gpus N|FILE, NULL if none */
+    const char *flag_gpus;    /* --gpus of `gflowd up`, NULL if none */
+    const char *config_gpus;  /* daemon.gpus */
+    const char *nvml_library; /* daemon.nvml_library, NULL: the default */
+    const char *data_dir;     /* where --simulate-gpus N writes its fixture */
+    struct store *store;      /* keeps gctl set-gpus */
+    struct job *const *running; /* the running jobs (re-adopted after a restart) */
+    size_t n_running;
+};
 
-const struct gpu_set *gpu_current(void);
+/* Loads NVML and reads the GPUs. Missing NVML is not an error (0 GPUs, and the reason
+ * is kept); a bad --simulate-gpus or --gpus is (NULL and *err). */
+struct gpus *gpu_start(const struct gpu_start_opts *o, char **err);
+void gpu_stop(struct gpus *g);
+/* Whether NVML (or the simulator) is loaded: then the GPUs are worth polling. */
+bool gpu_have_nvml(const struct gpus *g);
+
+/* Reads the GPUs again. Returns true if anything the scheduler uses changed. */
+bool gpu_refresh(struct gpus *g, struct job *const *running, size_t n);
+
+const struct gpu_set *gpu_current(const struct gpus *g);
 /* "no GPUs: <reason>" when NVML could not be used, else NULL. */
-const char *gpu_error(void);
-/* GPUs (by NVML index) that may be used, and those blocked by processes that belong to
- * no running job and are not ignored. */
-uint64_t gpu_allowed(void);
+const char *gpu_error(const struct gpus *g);
+/* GPUs that may be used now. */
+uint64_t gpu_allowed(const struct gpus *g);
 /* GPUs the daemon can see at all (its CUDA_VISIBLE_DEVICES): what a job may ever get. */
-uint64_t gpu_visible(void);
-uint64_t gpu_unmanaged(void);
+uint64_t gpu_visible(const struct gpus *g);
+/* The daemon's CUDA_VISIBLE_DEVICES as given, NULL if unset. */
+const char *gpu_visible_spec(const struct gpus *g);
+/* GPUs with compute processes that belong to no running job and are not ignored. */
+uint64_t gpu_unmanaged(const struct gpus *g);
 
-/* gctl set-gpus: "0,2" or "all"; kept in the database for later restarts. */
-int gpu_set_allowed(const char *spec, char **err);
-json_t *gpu_allowed_json(void);
-int gpu_ignore(int gpu, long long pid, char **err);
-int gpu_unignore(int gpu, long long pid, char **err);
-json_t *gpu_ignored_json(void);
+/* gctl set-gpus: "0,2" or "all"; kept in the database for later restarts. The caller
+ * lets the scheduler know (jobs_mark_dirty). 0, or -1 with *err. */
+int gpu_set_allowed(struct gpus *g, const char *spec, char **err);
+json_t *gpu_allowed_json(const struct gpus *g);
+/* gctl gpu-process ignore / unignore; the caller lets the scheduler know. */
+int gpu_ignore(struct gpus *g, int gpu, long long pid, struct job *const *running, size_t n,
+               char **err);
+int gpu_unignore(struct gpus *g, int gpu, long long pid, struct job *const *running, size_t n,
+                 char **err);
+json_t *gpu_ignored_json(struct gpus *g);
+bool gpu_is_ignored(const struct gpus *g, int gpu, long long pid);
 
-/* GET /v1/gpus. */
-json_t *gpu_status_json(void);
-/* "0,2" -> UUIDs "GPU-a,GPU-b" (caller frees), for the job's environment. */
-char *gpu_uuids_of(const char *gpu_ids);
-/* GPUs (indices) where processes of job id were seen although it was not given them. */
-json_t *gpu_foreign_json(int64_t job_id, const char *gpu_ids);
-/* [{"index","uuid","pci_bus_id"}] of a job's GPUs. */
-json_t *gpu_detail_json(const char *gpu_ids);
+/* The running job whose process tree holds pid (its shim is an ancestor), or NULL. */
+struct job *gpu_process_owner(long long pid, struct job *const *running, size_t n);
+/* The UUIDs of the GPUs in mask, "GPU-a,GPU-b" (caller frees), for a job's environment. */
+char *gpu_uuids(const struct gpus *g, uint64_t mask);
 
 #endif

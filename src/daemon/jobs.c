@@ -20,26 +20,9 @@
 #include <unistd.h>
 
 #include "clock.h"
-#include "gflowd.h"
-#include "loop.h"
-#include "gpu.h"
 #include "log.h"
-#include "runner.h"
-#include "scheduler.h"
 #include "store.h"
 #include "util.h"
-
-static struct job **table;
-static size_t table_len, table_cap;
-static size_t running;
-static int64_t next_id;
-static bool dirty = true;
-static struct scheduler_queue queue; /* PD jobs in scheduling order */
-static struct job **run_list;        /* R jobs, any order */
-static size_t run_cap;               /* run_list holds `running` jobs */
-
-static struct job **ended; /* left the table this iteration; freed by jobs_collect */
-static size_t ended_len, ended_cap;
 
 enum action_kind { ACTION_UNLINK, ACTION_SIGNAL };
 struct action {
@@ -48,117 +31,197 @@ struct action {
     int64_t job_id;
     int sig;
 };
-static struct action *actions;
-static size_t actions_len, actions_cap;
 
-static struct job **cascade; /* ended jobs whose dependents are still to be updated */
-static size_t cascade_len, cascade_cap;
-static bool cascading;
+struct jobs {
+    struct store *store;
+    struct job **table; /* the active jobs, ascending by id */
+    size_t table_len, table_cap;
+    struct job **run_list; /* R jobs, any order */
+    size_t running, run_cap;
+    struct scheduler_queue queue; /* PD jobs in scheduling order */
+    int64_t next_id;
+    bool dirty; /* something changed that may let a queued job start */
 
-/* Submission groups with a record in the daemon, ascending by id (groups are made with
- * growing ids, so a new one is appended). Kept for the daemon's life: small, and a job
- * copy may still point at its group. */
-static struct job_group **groups;
-static size_t groups_len, groups_cap;
+    struct job **ended; /* left the table this iteration; freed by jobs_collect */
+    size_t ended_len, ended_cap;
+    struct action *actions; /* waiting for the commit */
+    size_t actions_len, actions_cap;
+    struct job **cascade; /* ended jobs whose dependents are still to be updated */
+    size_t cascade_len, cascade_cap;
+    bool cascading;
 
-struct job_group *jobs_group(int64_t id, bool create)
+    /* Submission groups with a record in the daemon, ascending by id (groups are made
+     * with growing ids, so a new one is appended). Kept for the daemon's life: small,
+     * and a job copy may still point at its group. */
+    struct job_group **groups;
+    size_t groups_len, groups_cap;
+
+    jobs_signal_cb signal_cb;
+    void *signal_arg;
+};
+
+/* ---- the table ---- */
+
+struct jobs *jobs_new(struct store *store)
 {
-    size_t lo = 0, hi = groups_len;
+    struct jobs *t = xcalloc(1, sizeof(*t));
+    t->store = store;
+    t->dirty = true;
+    scheduler_queue_init(&t->queue);
+    return t;
+}
+
+void jobs_set_signal_cb(struct jobs *t, jobs_signal_cb cb, void *arg)
+{
+    t->signal_cb = cb;
+    t->signal_arg = arg;
+}
+
+struct job_group *jobs_group(struct jobs *t, int64_t id, bool create)
+{
+    size_t lo = 0, hi = t->groups_len;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (groups[mid]->id < id)
+        if (t->groups[mid]->id < id)
             lo = mid + 1;
         else
             hi = mid;
     }
-    if (lo < groups_len && groups[lo]->id == id)
-        return groups[lo];
+    if (lo < t->groups_len && t->groups[lo]->id == id)
+        return t->groups[lo];
     if (!create || id <= 0)
         return NULL;
-    if (groups_len == groups_cap) {
-        groups_cap = groups_cap ? groups_cap * 2 : 16;
-        groups = xrealloc(groups, groups_cap * sizeof(*groups));
+    if (t->groups_len == t->groups_cap) {
+        t->groups_cap = t->groups_cap ? t->groups_cap * 2 : 16;
+        t->groups = xrealloc(t->groups, t->groups_cap * sizeof(*t->groups));
     }
-    memmove(groups + lo + 1, groups + lo, (groups_len - lo) * sizeof(*groups));
+    memmove(t->groups + lo + 1, t->groups + lo, (t->groups_len - lo) * sizeof(*t->groups));
     struct job_group *g = xcalloc(1, sizeof(*g));
     g->id = id;
-    groups[lo] = g;
-    groups_len++;
+    t->groups[lo] = g;
+    t->groups_len++;
     return g;
 }
 
-int jobs_group_set_limit(struct job_group *g, int64_t max_concurrent)
+int jobs_group_set_limit(struct jobs *t, struct job_group *g, int64_t max_concurrent)
 {
-    if (store_begin(gd.store) < 0 || store_set_group(gd.store, g->id, max_concurrent) < 0) {
-        log_error("group %lld: cannot store: %s", (long long)g->id, store_error(gd.store));
+    if (store_begin(t->store) < 0 || store_set_group(t->store, g->id, max_concurrent) < 0) {
+        log_error("group %lld: cannot store: %s", (long long)g->id, store_error(t->store));
         return -1;
     }
     g->max_concurrent = max_concurrent;
-    dirty = true;
+    t->dirty = true;
+    return 0;
+}
+
+int jobs_limit_group(struct jobs *t, struct job *j, int64_t gid, int64_t limit, char **err)
+{
+    if (gid == 0) {
+        gid = j->id;
+        j->group_id = gid;
+        j->group = jobs_group(t, gid, true);
+        if (j->state == JOB_RUNNING)
+            j->group->running++;
+        if (jobs_save(t, j) < 0) {
+            *err = xasprintf("cannot store job %lld; see gflowd.log", (long long)j->id);
+            return -1;
+        }
+    }
+    if (jobs_group_set_limit(t, jobs_group(t, gid, true), limit) < 0) {
+        *err = xstrdup("cannot store the limit; see gflowd.log");
+        return -1;
+    }
     return 0;
 }
 
 static void groups_load_cb(int64_t id, int64_t max_concurrent, void *arg)
 {
-    (void)arg;
-    jobs_group(id, true)->max_concurrent = max_concurrent;
+    jobs_group(arg, id, true)->max_concurrent = max_concurrent;
 }
 
-static void run_list_add(struct job *j)
+static void run_list_add(struct jobs *t, struct job *j)
 {
-    if (running == run_cap) {
-        run_cap = run_cap ? run_cap * 2 : 64;
-        run_list = xrealloc(run_list, run_cap * sizeof(*run_list));
+    if (t->running == t->run_cap) {
+        t->run_cap = t->run_cap ? t->run_cap * 2 : 64;
+        t->run_list = xrealloc(t->run_list, t->run_cap * sizeof(*t->run_list));
     }
-    run_list[running++] = j;
+    t->run_list[t->running++] = j;
     if (j->group)
         j->group->running++;
 }
 
-static void run_list_remove(struct job *j)
+static void run_list_remove(struct jobs *t, struct job *j)
 {
-    for (size_t i = 0; i < running; i++)
-        if (run_list[i] == j) {
-            run_list[i] = run_list[--running];
+    for (size_t i = 0; i < t->running; i++)
+        if (t->run_list[i] == j) {
+            t->run_list[i] = t->run_list[--t->running];
             if (j->group)
                 j->group->running--;
             return;
         }
 }
 
-static void table_append(struct job *j)
+static void table_append(struct jobs *t, struct job *j)
 {
-    if (table_len == table_cap) {
-        table_cap = table_cap ? table_cap * 2 : 256;
-        table = xrealloc(table, table_cap * sizeof(*table));
+    if (t->table_len == t->table_cap) {
+        t->table_cap = t->table_cap ? t->table_cap * 2 : 256;
+        t->table = xrealloc(t->table, t->table_cap * sizeof(*t->table));
     }
-    table[table_len++] = j;
+    t->table[t->table_len++] = j;
     if (j->group_id > 0 && !j->group)
-        j->group = jobs_group(j->group_id, true);
+        j->group = jobs_group(t, j->group_id, true);
     if (j->state == JOB_RUNNING)
-        run_list_add(j);
+        run_list_add(t, j);
 }
 
-static ssize_t table_index(int64_t id)
+static ssize_t table_index(const struct jobs *t, int64_t id)
 {
-    size_t lo = 0, hi = table_len;
+    size_t lo = 0, hi = t->table_len;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (table[mid]->id < id)
+        if (t->table[mid]->id < id)
             lo = mid + 1;
         else
             hi = mid;
     }
-    return (lo < table_len && table[lo]->id == id) ? (ssize_t)lo : -1;
+    return (lo < t->table_len && t->table[lo]->id == id) ? (ssize_t)lo : -1;
 }
 
-static void table_remove(struct job *j)
+static void table_remove(struct jobs *t, struct job *j)
 {
-    ssize_t i = table_index(j->id);
+    ssize_t i = table_index(t, j->id);
     if (i < 0)
         return;
-    memmove(table + i, table + i + 1, (table_len - (size_t)i - 1) * sizeof(*table));
-    table_len--;
+    memmove(t->table + i, t->table + i + 1, (t->table_len - (size_t)i - 1) * sizeof(*t->table));
+    t->table_len--;
+}
+
+struct job *jobs_get(const struct jobs *t, int64_t id)
+{
+    ssize_t i = table_index(t, id);
+    return i < 0 ? NULL : t->table[i];
+}
+
+struct job **jobs_active(const struct jobs *t, size_t *n)
+{
+    *n = t->table_len;
+    return t->table;
+}
+
+struct job **jobs_running(const struct jobs *t, size_t *n)
+{
+    *n = t->running;
+    return t->run_list;
+}
+
+struct store *jobs_store(const struct jobs *t)
+{
+    return t->store;
+}
+
+int64_t jobs_next_id(const struct jobs *t)
+{
+    return t->next_id;
 }
 
 /* ---- dependencies ---- */
@@ -166,47 +229,45 @@ static void table_remove(struct job *j)
 /* Recomputes j's deps_blocked after a change of its dependencies' statuses; a queued
  * or held job whose dependencies can no longer be met is cancelled (auto_cancel) or
  * keeps waiting with reason DependencyFailed:<id>. */
-static void deps_update(struct job *j)
+static void deps_update(struct jobs *t, struct job *j)
 {
     int64_t failed = 0;
     enum job_deps_outcome o = job_deps_outcome(j, &failed);
     bool blocked = o != JOB_DEPS_READY;
     if (blocked != j->deps_blocked)
-        dirty = true;
+        t->dirty = true;
     j->deps_blocked = blocked;
     if (o != JOB_DEPS_FAILED || (j->state != JOB_QUEUED && j->state != JOB_HELD))
         return;
-    char reason[48];
-    snprintf(reason, sizeof(reason), "DependencyFailed:%lld", (long long)failed);
     if (j->auto_cancel) {
         log_info("job %lld: cancelled, dependency on job %lld can no longer be met",
                  (long long)j->id, (long long)failed);
         j->end_time = now_wall();
-        jobs_set_state(j, JOB_CANCELLED, reason);
-    } else if (j->state == JOB_QUEUED && (!j->reason || strcmp(j->reason, reason) != 0)) {
-        free(j->reason);
-        j->reason = xstrdup(reason);
-        jobs_save(j);
+        jobs_set_state(t, j, JOB_CANCELLED, JOB_REASON_DEPENDENCY_FAILED, failed, NULL);
+    } else if (j->state == JOB_QUEUED && (j->reason != JOB_REASON_DEPENDENCY_FAILED ||
+                                          j->reason_job != failed)) {
+        job_set_reason(j, JOB_REASON_DEPENDENCY_FAILED, failed, NULL);
+        jobs_save(t, j);
     }
 }
 
 /* x has ended: updates its dependents, and theirs if they are cancelled in turn. */
-static void deps_job_ended(struct job *x)
+static void deps_job_ended(struct jobs *t, struct job *x)
 {
     if (!x->n_dependents)
         return;
-    if (cascade_len == cascade_cap) {
-        cascade_cap = cascade_cap ? cascade_cap * 2 : 16;
-        cascade = xrealloc(cascade, cascade_cap * sizeof(*cascade));
+    if (t->cascade_len == t->cascade_cap) {
+        t->cascade_cap = t->cascade_cap ? t->cascade_cap * 2 : 16;
+        t->cascade = xrealloc(t->cascade, t->cascade_cap * sizeof(*t->cascade));
     }
-    cascade[cascade_len++] = x;
-    if (cascading)
+    t->cascade[t->cascade_len++] = x;
+    if (t->cascading)
         return; /* the loop below takes it */
-    cascading = true;
-    while (cascade_len) {
-        struct job *e = cascade[--cascade_len]; /* ended this iteration: still readable */
+    t->cascading = true;
+    while (t->cascade_len) {
+        struct job *e = t->cascade[--t->cascade_len]; /* ended this iteration: still readable */
         for (size_t i = 0; i < e->n_dependents; i++) {
-            struct job *d = jobs_get(e->dependents[i]);
+            struct job *d = jobs_get(t, e->dependents[i]);
             if (!d)
                 continue;
             bool changed = false;
@@ -217,19 +278,14 @@ static void deps_job_ended(struct job *x)
                 changed = true;
             }
             if (changed)
-                deps_update(d);
+                deps_update(t, d);
         }
     }
-    cascading = false;
-}
-
-int64_t jobs_next_id(void)
-{
-    return next_id;
+    t->cascading = false;
 }
 
 /* Whether following dependencies from j's (through active jobs) reaches job id. */
-static bool deps_reach(const struct job *j, int64_t id)
+static bool deps_reach(const struct jobs *t, const struct job *j, int64_t id)
 {
     size_t cap = 64, len = 0, seen_len = 0, seen_cap = 64;
     int64_t *stack = xmalloc(cap * sizeof(*stack));
@@ -249,7 +305,7 @@ static bool deps_reach(const struct job *j, int64_t id)
         bool dup = false;
         for (size_t i = 0; i < seen_len && !dup; i++)
             dup = seen[i] == cur;
-        struct job *x = dup ? NULL : jobs_get(cur);
+        struct job *x = dup ? NULL : jobs_get(t, cur);
         if (!x)
             continue;
         if (seen_len == seen_cap)
@@ -266,7 +322,7 @@ static bool deps_reach(const struct job *j, int64_t id)
     return found;
 }
 
-int jobs_check_deps(struct job *j, int64_t own_id, char **err)
+int jobs_check_deps(struct jobs *t, struct job *j, int64_t own_id, char **err)
 {
     struct strbuf unknown;
     strbuf_init(&unknown);
@@ -275,14 +331,14 @@ int jobs_check_deps(struct job *j, int64_t own_id, char **err)
         struct job_dep *d = &j->deps[k];
         enum job_state st;
         int rc = 1;
-        if (jobs_get(d->id)) {
+        if (jobs_get(t, d->id)) {
             d->status = JOB_DEP_PENDING;
             continue;
         }
-        if (d->id > 0 && d->id < next_id)
-            rc = store_job_state(gd.store, d->id, &st);
+        if (d->id > 0 && d->id < t->next_id)
+            rc = store_job_state(t->store, d->id, &st);
         if (rc < 0) {
-            *err = xasprintf("cannot read job %lld: %s", (long long)d->id, store_error(gd.store));
+            *err = xasprintf("cannot read job %lld: %s", (long long)d->id, store_error(t->store));
             strbuf_free(&unknown);
             return -1;
         }
@@ -308,7 +364,7 @@ int jobs_check_deps(struct job *j, int64_t own_id, char **err)
     strbuf_free(&unknown);
     /* New jobs depend only on existing ones, so this cannot happen today; it guards
      * against a cycle made by later changes of dependencies. */
-    if (deps_reach(j, own_id)) {
+    if (deps_reach(t, j, own_id)) {
         *err = xasprintf("depends_on: job %lld would depend on itself through its "
                          "dependencies (a cycle)", (long long)own_id);
         return -1;
@@ -324,37 +380,37 @@ static bool sim_find(const struct jobs_cascade *sim, size_t n, int64_t id)
     return false;
 }
 
-size_t jobs_cascade_preview(const struct job *x, struct jobs_cascade **out)
+size_t jobs_cascade_preview(const struct jobs *t, const struct job *x, struct jobs_cascade **out)
 {
     /* sim[0] is x itself (ending as CA); the rest are the jobs it would take along. */
     size_t n = 1, cap = 16;
     struct jobs_cascade *sim = xmalloc(cap * sizeof(*sim));
     sim[0] = (struct jobs_cascade){x->id, 0};
     for (size_t k = 0; k < n; k++) {
-        const struct job *e = k == 0 ? x : jobs_get(sim[k].id);
+        const struct job *e = k == 0 ? x : jobs_get(t, sim[k].id);
         if (!e)
             continue;
         for (size_t i = 0; i < e->n_dependents; i++) {
-            struct job *d = jobs_get(e->dependents[i]);
+            struct job *d = jobs_get(t, e->dependents[i]);
             if (!d || !d->auto_cancel || (d->state != JOB_QUEUED && d->state != JOB_HELD) ||
                 sim_find(sim, n, d->id))
                 continue;
-            struct job t;
-            job_init(&t);
-            t.deps_any = d->deps_any;
-            t.n_deps = d->n_deps;
-            t.deps = xmalloc(d->n_deps * sizeof(*t.deps));
+            struct job tmp;
+            job_init(&tmp);
+            tmp.deps_any = d->deps_any;
+            tmp.n_deps = d->n_deps;
+            tmp.deps = xmalloc(d->n_deps * sizeof(*tmp.deps));
             for (size_t m = 0; m < d->n_deps; m++) {
-                t.deps[m] = d->deps[m];
+                tmp.deps[m] = d->deps[m];
                 if (sim_find(sim, n, d->deps[m].id))
-                    t.deps[m].status = job_dep_status_for(d->deps[m].kind, JOB_CANCELLED);
+                    tmp.deps[m].status = job_dep_status_for(d->deps[m].kind, JOB_CANCELLED);
             }
-            if (job_deps_outcome(&t, NULL) == JOB_DEPS_FAILED) {
+            if (job_deps_outcome(&tmp, NULL) == JOB_DEPS_FAILED) {
                 if (n == cap)
                     sim = xrealloc(sim, (cap *= 2) * sizeof(*sim));
                 sim[n++] = (struct jobs_cascade){d->id, e->id};
             }
-            free(t.deps);
+            free(tmp.deps);
         }
     }
     memmove(sim, sim + 1, (n - 1) * sizeof(*sim));
@@ -362,41 +418,42 @@ size_t jobs_cascade_preview(const struct job *x, struct jobs_cascade **out)
     return n - 1;
 }
 
+/* ---- loading and freeing ---- */
+
 static void load_cb(struct job *j, void *arg)
 {
-    (void)arg;
-    table_append(j);
+    table_append(arg, j);
 }
 
-int jobs_load(char **err)
+int jobs_load(struct jobs *t, char **err)
 {
-    if (store_load_groups(gd.store, groups_load_cb, NULL) < 0) {
-        *err = xasprintf("cannot load job groups: %s", store_error(gd.store));
+    if (store_load_groups(t->store, groups_load_cb, t) < 0) {
+        *err = xasprintf("cannot load job groups: %s", store_error(t->store));
         return -1;
     }
-    if (store_load_active(gd.store, load_cb, NULL) < 0) {
-        *err = xasprintf("cannot load jobs: %s", store_error(gd.store));
+    if (store_load_active(t->store, load_cb, t) < 0) {
+        *err = xasprintf("cannot load jobs: %s", store_error(t->store));
         return -1;
     }
-    next_id = store_next_job_id(gd.store);
-    scheduler_queue_rebuild(&queue, table, table_len);
-    dirty = true;
+    t->next_id = store_next_job_id(t->store);
+    scheduler_queue_rebuild(&t->queue, t->table, t->table_len);
+    t->dirty = true;
     /* Dependencies: statuses from the jobs depended on, then the verdict for each job
      * (which may cancel some, changing the table: walk a copy). */
     size_t n = 0;
-    struct job **with_deps = xmalloc((table_len ? table_len : 1) * sizeof(*with_deps));
-    for (size_t i = 0; i < table_len; i++) {
-        struct job *j = table[i];
+    struct job **with_deps = xmalloc((t->table_len ? t->table_len : 1) * sizeof(*with_deps));
+    for (size_t i = 0; i < t->table_len; i++) {
+        struct job *j = t->table[i];
         if (!j->n_deps)
             continue;
         for (size_t k = 0; k < j->n_deps; k++) {
             struct job_dep *d = &j->deps[k];
-            struct job *x = jobs_get(d->id);
+            struct job *x = jobs_get(t, d->id);
             enum job_state st;
             if (x) {
                 d->status = JOB_DEP_PENDING;
                 job_add_dependent(x, j->id);
-            } else if (store_job_state(gd.store, d->id, &st) == 0) {
+            } else if (store_job_state(t->store, d->id, &st) == 0) {
                 d->status = job_dep_status_for(d->kind, st);
             } else {
                 d->status = JOB_DEP_NEVER; /* gone: it can never be met */
@@ -405,64 +462,47 @@ int jobs_load(char **err)
         with_deps[n++] = j;
     }
     for (size_t i = 0; i < n; i++)
-        if (jobs_get(with_deps[i]->id) == with_deps[i])
-            deps_update(with_deps[i]);
+        if (jobs_get(t, with_deps[i]->id) == with_deps[i])
+            deps_update(t, with_deps[i]);
     free(with_deps);
     return 0;
 }
 
-void jobs_free_all(void)
+void jobs_free(struct jobs *t)
 {
-    jobs_collect();
-    for (size_t i = 0; i < table_len; i++)
-        job_free(table[i]);
-    free(table);
-    table = NULL;
-    table_len = table_cap = running = 0;
-    scheduler_queue_free(&queue);
-    free(run_list);
-    run_list = NULL;
-    run_cap = 0;
-    free(ended);
-    ended = NULL;
-    ended_cap = 0;
-    for (size_t i = 0; i < groups_len; i++)
-        free(groups[i]);
-    free(groups);
-    groups = NULL;
-    groups_len = groups_cap = 0;
-    free(cascade);
-    cascade = NULL;
-    cascade_len = cascade_cap = 0;
-    for (size_t i = 0; i < actions_len; i++)
-        free(actions[i].path);
-    free(actions);
-    actions = NULL;
-    actions_len = actions_cap = 0;
+    if (!t)
+        return;
+    jobs_collect(t);
+    for (size_t i = 0; i < t->table_len; i++)
+        job_free(t->table[i]);
+    free(t->table);
+    scheduler_queue_free(&t->queue);
+    free(t->run_list);
+    free(t->ended);
+    for (size_t i = 0; i < t->groups_len; i++)
+        free(t->groups[i]);
+    free(t->groups);
+    free(t->cascade);
+    for (size_t i = 0; i < t->actions_len; i++)
+        free(t->actions[i].path);
+    free(t->actions);
+    free(t);
 }
 
-struct job *jobs_get(int64_t id)
-{
-    ssize_t i = table_index(id);
-    return i < 0 ? NULL : table[i];
-}
+/* ---- changes ---- */
 
-struct job **jobs_active(size_t *n)
+/* Submits j; leader: the first job of its group, whose payload j may share (see
+ * store_insert_job). */
+static int submit_one(struct jobs *t, struct job *j, const struct job *leader)
 {
-    *n = table_len;
-    return table;
-}
-
-int jobs_submit(struct job *j)
-{
-    if (store_begin(gd.store) < 0)
+    if (store_begin(t->store) < 0)
         return -1;
-    j->id = next_id;
-    if (store_insert_job(gd.store, j) < 0) {
-        log_error("cannot store job: %s", store_error(gd.store));
+    j->id = t->next_id;
+    if (store_insert_job(t->store, j, leader) < 0) {
+        log_error("cannot store job: %s", store_error(t->store));
         return -1;
     }
-    next_id++;
+    t->next_id++;
     /* The script and environment are read back from the store at launch. */
     free(j->script);
     j->script = NULL;
@@ -474,32 +514,61 @@ int jobs_submit(struct job *j)
     free(j->script_template);
     free(j->name_template);
     j->command_template = j->script_template = j->name_template = NULL;
-    table_append(j);
+    table_append(t, j);
     if (j->state == JOB_QUEUED)
-        scheduler_queue_insert(&queue, j);
-    dirty = true;
+        scheduler_queue_insert(&t->queue, j);
+    t->dirty = true;
     if (j->n_deps) {
         /* Statuses were set by jobs_check_deps. */
         for (size_t k = 0; k < j->n_deps; k++) {
-            struct job *x = jobs_get(j->deps[k].id);
+            struct job *x = jobs_get(t, j->deps[k].id);
             if (x)
                 job_add_dependent(x, j->id);
         }
-        deps_update(j);
+        deps_update(t, j);
     }
     return 0;
 }
 
-int jobs_save(struct job *j)
+int jobs_submit(struct jobs *t, struct job *j)
 {
-    if (store_begin(gd.store) < 0 || store_update_job(gd.store, j) < 0) {
-        log_error("job %lld: cannot store: %s", (long long)j->id, store_error(gd.store));
+    return submit_one(t, j, NULL);
+}
+
+int jobs_submit_all(struct jobs *t, struct job **jobs, size_t n, size_t *done)
+{
+    /* The first job's payload, kept while the others are written (submitting a job
+     * drops its payload from memory). */
+    struct job leader;
+    job_init(&leader);
+    bool grouped = n > 1 && jobs[0]->group_id > 0;
+    if (grouped) {
+        leader.env = jobs[0]->env ? json_incref(jobs[0]->env) : NULL;
+        leader.script = jobs[0]->script ? xstrdup(jobs[0]->script) : NULL;
+        leader.script_template = jobs[0]->script_template ? xstrdup(jobs[0]->script_template) : NULL;
+        leader.command_template =
+            jobs[0]->command_template ? xstrdup(jobs[0]->command_template) : NULL;
+    }
+    size_t i;
+    int rc = 0;
+    for (i = 0; i < n && rc == 0; i++) {
+        rc = submit_one(t, jobs[i], i > 0 && grouped ? &leader : NULL);
+        if (i == 0)
+            leader.id = jobs[0]->id;
+    }
+    *done = rc == 0 ? n : i - 1;
+    job_clear(&leader);
+    return rc;
+}
+
+int jobs_save(struct jobs *t, struct job *j)
+{
+    if (store_begin(t->store) < 0 || store_update_job(t->store, j) < 0) {
+        log_error("job %lld: cannot store: %s", (long long)j->id, store_error(t->store));
         return -1;
     }
     return 0;
 }
-
-/* ---- gjob update ---- */
 
 static void dependents_remove(struct job *x, int64_t id)
 {
@@ -517,17 +586,18 @@ static void take_str(char **dst, char **src)
     *src = NULL;
 }
 
-int jobs_update(struct job *j, struct job *n, bool deps_changed, bool what_changed)
+int jobs_update(struct jobs *t, struct job *j, struct job *n, bool deps_changed,
+                bool what_changed)
 {
-    if (store_begin(gd.store) < 0)
+    if (store_begin(t->store) < 0)
         return -1;
     int rc = 0;
     n->id = j->id;
-    if (what_changed && store_update_what(gd.store, n, true) < 0)
+    if (what_changed && store_update_what(t->store, n, true) < 0)
         rc = -1;
     bool queued = j->state == JOB_QUEUED;
     if (queued)
-        scheduler_queue_remove(&queue, j);
+        scheduler_queue_remove(&t->queue, j);
     take_str(&j->name, &n->name);
     take_str(&j->command, &n->command);
     take_str(&j->script_path, &n->script_path);
@@ -549,7 +619,7 @@ int jobs_update(struct job *j, struct job *n, bool deps_changed, bool what_chang
     j->deps_any = n->deps_any;
     if (deps_changed) {
         for (size_t k = 0; k < j->n_deps; k++) {
-            struct job *x = jobs_get(j->deps[k].id);
+            struct job *x = jobs_get(t, j->deps[k].id);
             if (x)
                 dependents_remove(x, j->id);
         }
@@ -559,24 +629,23 @@ int jobs_update(struct job *j, struct job *n, bool deps_changed, bool what_chang
         n->deps = NULL;
         n->n_deps = 0;
         for (size_t k = 0; k < j->n_deps; k++) {
-            struct job *x = jobs_get(j->deps[k].id);
+            struct job *x = jobs_get(t, j->deps[k].id);
             if (x)
                 job_add_dependent(x, j->id);
         }
-        if (j->state == JOB_QUEUED && j->reason && !strncmp(j->reason, "DependencyFailed", 16)) {
-            free(j->reason);
-            j->reason = NULL;
-        }
+        if (j->state == JOB_QUEUED && j->reason == JOB_REASON_DEPENDENCY_FAILED)
+            job_set_reason(j, JOB_REASON_NONE, 0, NULL);
     }
     if (queued)
-        scheduler_queue_insert(&queue, j);
-    dirty = true;
-    if ((deps_changed ? store_replace_deps(gd.store, j) : store_update_job(gd.store, j)) < 0) {
-        log_error("job %lld: cannot store the update: %s", (long long)j->id, store_error(gd.store));
+        scheduler_queue_insert(&t->queue, j);
+    t->dirty = true;
+    if ((deps_changed ? store_replace_deps(t->store, j) : store_update_job(t->store, j)) < 0) {
+        log_error("job %lld: cannot store the update: %s", (long long)j->id,
+                  store_error(t->store));
         rc = -1;
     }
     if (deps_changed || j->n_deps)
-        deps_update(j); /* also for a changed auto_cancel */
+        deps_update(t, j); /* also for a changed auto_cancel */
     return rc;
 }
 
@@ -584,31 +653,30 @@ int jobs_update(struct job *j, struct job *n, bool deps_changed, bool what_chang
 
 bool jobs_retryable(const struct job *j)
 {
-    if (j->state != JOB_FAILED || j->attempt > j->max_retries || !j->reason)
+    if (j->state != JOB_FAILED || j->attempt > j->max_retries)
         return false;
     /* A failure of the job itself: not a time limit or a cancellation (other states),
      * nor a launch that can only fail again (LaunchFailed: a missing conda environment,
      * workdir...) or a daemon-side loss (ShimLost). */
-    return strcmp(j->reason, "NonZeroExitCode") == 0 || strcmp(j->reason, "OutOfMemory") == 0 ||
-           strcmp(j->reason, "Signal") == 0;
+    return j->reason == JOB_REASON_NON_ZERO_EXIT || j->reason == JOB_REASON_OUT_OF_MEMORY ||
+           j->reason == JOB_REASON_SIGNAL;
 }
 
 /* j has just failed with retries left: submits its next attempt (a copy with a new id)
  * and moves j's dependents onto it, in memory and in job_deps, in the same transaction. */
-static struct job *retry_job(struct job *j)
+static struct job *retry_job(struct jobs *t, struct job *j)
 {
     struct job full;
-    if (store_get_job(gd.store, j->id, &full, true) != 0) {
+    if (store_get_job(t->store, j->id, &full, true) != 0) {
         log_error("job %lld: cannot read it back to retry it: %s", (long long)j->id,
-                  store_error(gd.store));
+                  store_error(t->store));
         job_clear(&full);
         return NULL;
     }
     struct job *n = job_new();
     *n = full;
     n->state = JOB_QUEUED;
-    free(n->reason);
-    n->reason = NULL;
+    job_set_reason(n, JOB_REASON_NONE, 0, NULL);
     n->wait_reason = NULL;
     n->start_time = n->end_time = 0;
     n->exit_code = -1;
@@ -616,8 +684,7 @@ static struct job *retry_job(struct job *j)
     n->oom = false;
     n->end_request = JOB_END_NONE;
     n->shim_pid = n->shim_start = n->max_rss_kb = 0;
-    free(n->gpu_ids);
-    n->gpu_ids = NULL;
+    n->gpu_mask = 0;
     n->submit_time = now_wall();
     n->attempt = j->attempt + 1;
     n->retry_of = j->id;
@@ -625,21 +692,23 @@ static struct job *retry_job(struct job *j)
     n->dependents = NULL;
     n->n_dependents = n->cap_dependents = 0;
     n->runtime = NULL;
+    n->group = NULL;
     /* Its dependencies stand as the failed attempt's did (it had been allowed to run). */
     for (size_t k = 0; k < n->n_deps; k++) {
         n->deps[k].status = JOB_DEP_MET;
         for (size_t m = 0; m < j->n_deps; m++)
             if (j->deps[m].id == n->deps[k].id && j->deps[m].kind == n->deps[k].kind)
-                n->deps[k].status = jobs_get(j->deps[m].id) ? JOB_DEP_PENDING : j->deps[m].status;
+                n->deps[k].status =
+                    jobs_get(t, j->deps[m].id) ? JOB_DEP_PENDING : j->deps[m].status;
     }
-    if (jobs_submit(n) < 0) {
+    if (jobs_submit(t, n) < 0) {
         job_free(n);
         return NULL;
     }
     log_info("job %lld failed (%s, attempt %d of %d): retried as job %lld", (long long)j->id,
-             j->reason, j->attempt, j->max_retries + 1, (long long)n->id);
+             job_reason_name(j->reason), j->attempt, j->max_retries + 1, (long long)n->id);
     for (size_t i = 0; i < j->n_dependents; i++) {
-        struct job *d = jobs_get(j->dependents[i]);
+        struct job *d = jobs_get(t, j->dependents[i]);
         if (!d)
             continue;
         bool moved = false;
@@ -653,127 +722,102 @@ static struct job *retry_job(struct job *j)
         if (!moved)
             continue;
         job_add_dependent(n, d->id);
-        if (store_begin(gd.store) < 0 || store_replace_deps(gd.store, d) < 0)
+        if (store_begin(t->store) < 0 || store_replace_deps(t->store, d) < 0)
             log_error("job %lld: cannot store its dependencies: %s", (long long)d->id,
-                      store_error(gd.store));
-        deps_update(d);
+                      store_error(t->store));
+        deps_update(t, d);
     }
     j->n_dependents = 0; /* they wait on the new attempt now */
     return n;
 }
 
-int jobs_set_state(struct job *j, enum job_state to, const char *reason)
+int jobs_set_state(struct jobs *t, struct job *j, enum job_state to, enum job_reason reason,
+                   int64_t reason_job, const char *detail)
 {
     if (!job_transition_allowed(j->state, to))
         return -1;
     if (j->state == JOB_RUNNING)
-        run_list_remove(j);
+        run_list_remove(t, j);
     else if (j->state == JOB_QUEUED)
-        scheduler_queue_remove(&queue, j);
+        scheduler_queue_remove(&t->queue, j);
     if (to == JOB_RUNNING) {
-        run_list_add(j);
+        run_list_add(t, j);
     } else if (to == JOB_QUEUED) {
         /* Back in the queue (released, or a launch that never happened): its GPUs
          * are chosen again when it starts. */
-        free(j->gpu_ids);
-        j->gpu_ids = NULL;
-        scheduler_queue_insert(&queue, j);
+        j->gpu_mask = 0;
+        scheduler_queue_insert(&t->queue, j);
     }
     j->state = to;
-    if (reason != j->reason) {
-        free(j->reason);
-        j->reason = reason ? xstrdup(reason) : NULL;
-    }
+    job_set_reason(j, reason, reason_job, detail);
     if (to != JOB_QUEUED)
         j->wait_reason = NULL;
     if (job_state_is_terminal(to)) {
         if (j->end_time <= 0)
             j->end_time = now_wall();
-        table_remove(j);
-        if (ended_len == ended_cap) {
-            ended_cap = ended_cap ? ended_cap * 2 : 64;
-            ended = xrealloc(ended, ended_cap * sizeof(*ended));
+        table_remove(t, j);
+        if (t->ended_len == t->ended_cap) {
+            t->ended_cap = t->ended_cap ? t->ended_cap * 2 : 64;
+            t->ended = xrealloc(t->ended, t->ended_cap * sizeof(*t->ended));
         }
-        ended[ended_len++] = j;
+        t->ended[t->ended_len++] = j;
     }
-    dirty = true;
-    int rc = jobs_save(j);
+    t->dirty = true;
+    int rc = jobs_save(t, j);
     if (to == JOB_QUEUED && j->n_deps)
-        deps_update(j); /* e.g. released: DependencyFailed shows again */
+        deps_update(t, j); /* e.g. released: DependencyFailed shows again */
     if (rc == 0 && jobs_retryable(j))
-        retry_job(j);
+        retry_job(t, j);
     if (job_state_is_terminal(to))
-        deps_job_ended(j);
+        deps_job_ended(t, j);
     return rc;
 }
 
-void jobs_mark_dirty(void)
+/* ---- the scheduling pass ---- */
+
+void jobs_mark_dirty(struct jobs *t)
 {
-    dirty = true;
+    t->dirty = true;
 }
 
-/* --begin: one timer, at the earliest begin time of the jobs waiting for theirs, that
- * makes the next loop iteration run a pass (no polling). */
-static struct loop_timer *begin_timer;
-static double begin_timer_at;
-
-static void begin_cb(void *arg)
-{
-    begin_timer = NULL;
-    begin_timer_at = 0;
-    dirty = true;
-}
-
-static void arm_begin_timer(double at)
-{
-    if (at == begin_timer_at && (begin_timer || at == 0))
-        return;
-    loop_cancel_timer(begin_timer);
-    begin_timer = NULL;
-    begin_timer_at = at;
-    if (at > 0) {
-        double delay = at - now_wall();
-        begin_timer = loop_add_timer(delay > 0 ? delay : 0, begin_cb, NULL);
-    }
-}
-
-size_t jobs_schedule(struct job ***started)
+size_t jobs_schedule(struct jobs *t, const struct jobs_machine *m, double now,
+                     struct job ***started, double *next_begin)
 {
     *started = NULL;
-    if (!dirty)
+    *next_begin = -1;
+    if (!t->dirty)
         return 0;
-    dirty = false;
-    if (queue.len == 0)
+    t->dirty = false;
+    *next_begin = 0;
+    if (t->queue.len == 0)
         return 0;
-    struct job **start = xmalloc(queue.len * sizeof(*start));
+    struct job **start = xmalloc(t->queue.len * sizeof(*start));
     struct scheduler_policy policy = {
-        .max_running_jobs = gd.cfg.max_running_jobs,
-        .allowed_gpus = scheduler_allowed_mask(gpu_allowed()),
-        .random_seed = (uint64_t)(now_wall() * 1e6),
+        .max_running_jobs = m->max_running_jobs,
+        .allowed_gpus = m->allowed,
+        .gpu_strategy = m->strategy,
+        .random_seed = (uint64_t)(now * 1e6),
     };
-    gpualloc_strategy_parse(gd.cfg.gpu_allocation_strategy, &policy.gpu_strategy);
-    double next_begin = 0;
     struct scheduler_input in = {
-        .queued = queue.jobs,
-        .n_queued = queue.len,
-        .running = run_list,
-        .n_running = running,
-        .gpus = gpu_current(),
-        .unmanaged = gpu_unmanaged(),
-        .memory_total_mb = gd.mem_total_mb,
-        .now = now_wall(),
-        .next_begin = &next_begin,
+        .queued = t->queue.jobs,
+        .n_queued = t->queue.len,
+        .running = t->run_list,
+        .n_running = t->running,
+        .gpus = m->gpus,
+        .unmanaged = m->unmanaged,
+        .memory_total_mb = m->memory_total_mb,
+        .now = now,
+        .next_begin = next_begin,
     };
     size_t n = scheduler_pass(&in, &policy, start);
-    arm_begin_timer(next_begin);
     /* Out of the queue in one sweep (jobs_set_state then finds them gone). */
-    scheduler_queue_remove_many(&queue, start, n);
+    scheduler_queue_remove_many(&t->queue, start, n);
     for (size_t i = 0; i < n; i++) {
         struct job *j = start[i];
-        j->start_time = now_wall();
+        j->start_time = now;
         j->shim_pid = 0;
         j->shim_start = 0;
-        jobs_set_state(j, JOB_RUNNING, NULL);
+        jobs_set_state(t, j, JOB_RUNNING, JOB_REASON_NONE, 0, NULL);
     }
     if (n == 0) {
         free(start);
@@ -783,59 +827,61 @@ size_t jobs_schedule(struct job ***started)
     return n;
 }
 
-static struct action *action_new(enum action_kind kind)
+/* ---- the commit and what waits for it ---- */
+
+static struct action *action_new(struct jobs *t, enum action_kind kind)
 {
-    if (actions_len == actions_cap) {
-        actions_cap = actions_cap ? actions_cap * 2 : 64;
-        actions = xrealloc(actions, actions_cap * sizeof(*actions));
+    if (t->actions_len == t->actions_cap) {
+        t->actions_cap = t->actions_cap ? t->actions_cap * 2 : 64;
+        t->actions = xrealloc(t->actions, t->actions_cap * sizeof(*t->actions));
     }
-    struct action *a = &actions[actions_len++];
+    struct action *a = &t->actions[t->actions_len++];
     memset(a, 0, sizeof(*a));
     a->kind = kind;
     return a;
 }
 
-void jobs_after_commit_unlink(char *path)
+void jobs_after_commit_unlink(struct jobs *t, char *path)
 {
-    action_new(ACTION_UNLINK)->path = path;
+    action_new(t, ACTION_UNLINK)->path = path;
 }
 
-void jobs_after_commit_signal(int64_t job_id, int sig)
+void jobs_after_commit_signal(struct jobs *t, int64_t job_id, int sig)
 {
-    struct action *a = action_new(ACTION_SIGNAL);
+    struct action *a = action_new(t, ACTION_SIGNAL);
     a->job_id = job_id;
     a->sig = sig;
 }
 
-int jobs_commit(void)
+int jobs_commit(struct jobs *t)
 {
-    if (store_in_transaction(gd.store) && store_commit(gd.store) < 0) {
-        log_error("commit failed (will retry): %s", store_error(gd.store));
+    if (store_in_transaction(t->store) && store_commit(t->store) < 0) {
+        log_error("commit failed (will retry): %s", store_error(t->store));
         return -1;
     }
     /* Actions may queue further actions (and changes); take the list first. */
-    size_t n = actions_len;
-    struct action *list = actions;
-    actions = NULL;
-    actions_len = actions_cap = 0;
+    size_t n = t->actions_len;
+    struct action *list = t->actions;
+    t->actions = NULL;
+    t->actions_len = t->actions_cap = 0;
     for (size_t i = 0; i < n; i++) {
         struct action *a = &list[i];
         if (a->kind == ACTION_UNLINK) {
             unlink(a->path);
             free(a->path);
         } else {
-            struct job *j = jobs_get(a->job_id);
-            if (j && j->state == JOB_RUNNING)
-                runner_signal(j, a->sig);
+            struct job *j = jobs_get(t, a->job_id);
+            if (j && j->state == JOB_RUNNING && t->signal_cb)
+                t->signal_cb(t->signal_arg, j, a->sig);
         }
     }
     free(list);
     return 0;
 }
 
-void jobs_collect(void)
+void jobs_collect(struct jobs *t)
 {
-    for (size_t i = 0; i < ended_len; i++)
-        job_free(ended[i]);
-    ended_len = 0;
+    for (size_t i = 0; i < t->ended_len; i++)
+        job_free(t->ended[i]);
+    t->ended_len = 0;
 }

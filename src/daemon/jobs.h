@@ -1,7 +1,14 @@
 /* jobs: the daemon's table of active jobs (PD, H, R) and every change made to a job.
  * Changes are written to the store inside the loop iteration's transaction; jobs_commit
  * commits them and then carries out what had to wait for the commit (signals to shims,
- * removal of finished jobs' files). Ended jobs live only in the store. */
+ * removal of finished jobs' files). Ended jobs live only in the store.
+ *
+ * Everything is in a struct jobs that works on a struct store alone: no loop, no GPUs,
+ * no processes. The scheduling pass gets the machine's state as a parameter, and the
+ * one thing that reaches outside (signalling a running job's shim once a change is
+ * committed) goes through a callback the daemon registers (jobs_set_signal_cb: the
+ * runner). So the dependency cascade and retries are unit-tested on a store in a temp
+ * directory (tests/unit/test_jobs.c). */
 #ifndef GFLOWD_JOBS_H
 #define GFLOWD_JOBS_H
 
@@ -9,26 +16,51 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gpualloc.h"
 #include "job.h"
+#include "scheduler.h"
 
-/* Loads the active jobs from the store. 0, or -1 with *err. */
-int jobs_load(char **err);
-void jobs_free_all(void);
+struct store;
+struct jobs;
 
-struct job *jobs_get(int64_t id); /* active jobs only; NULL otherwise */
-struct job **jobs_active(size_t *n);
+struct jobs *jobs_new(struct store *store);
+void jobs_free(struct jobs *t); /* the jobs too */
+/* Loads the active jobs and groups from the store. 0, or -1 with *err. */
+int jobs_load(struct jobs *t, char **err);
+
+/* Called after a commit for each signal that waited for it (jobs_after_commit_signal)
+ * whose job is still running. The daemon registers the runner's here; no callback, no
+ * signals. */
+typedef void (*jobs_signal_cb)(void *arg, struct job *j, int sig);
+void jobs_set_signal_cb(struct jobs *t, jobs_signal_cb cb, void *arg);
+
+struct job *jobs_get(const struct jobs *t, int64_t id); /* active jobs only; NULL otherwise */
+struct job **jobs_active(const struct jobs *t, size_t *n); /* ascending by id */
+struct job **jobs_running(const struct jobs *t, size_t *n); /* the R jobs, any order */
+struct store *jobs_store(const struct jobs *t);
+/* The id the next submitted job gets. */
+int64_t jobs_next_id(const struct jobs *t);
 
 /* Assigns j an id, writes it to the store and adds it to the table (taking ownership;
  * the payload is dropped from memory once written). 0 or -1. */
-int jobs_submit(struct job *j);
+int jobs_submit(struct jobs *t, struct job *j);
+/* Submits jobs[0..n) in order, as jobs_submit; when they form a group (group_id set to
+ * the id the first one gets), the others store only the parts of their payload that
+ * differ from the first one's (an array's environment is stored once). 0, or -1 when
+ * jobs[*done] could not be stored (those before it are submitted and owned by t; the
+ * rest are still the caller's). */
+int jobs_submit_all(struct jobs *t, struct job **jobs, size_t n, size_t *done);
 /* Writes j's mutable fields to the store. 0 or -1. */
-int jobs_save(struct job *j);
-/* Moves j to state `to` (which must be allowed) with reason (copied, may be NULL).
- * A terminal state records end_time and removes j from the table; j stays readable
- * until the end of the loop iteration. Jobs depending on j are updated, and those
- * that can then never run are cancelled with it (DependencyFailed:<id>), transitively.
- * 0, or -1 if the transition is refused. */
-int jobs_set_state(struct job *j, enum job_state to, const char *reason);
+int jobs_save(struct jobs *t, struct job *j);
+/* Moves j to state `to` (which must be allowed) with the reason (detail copied, may be
+ * NULL; reason_job: the job a DependencyFailed names). A terminal state records
+ * end_time and removes j from the table; j stays readable until jobs_collect. Jobs
+ * depending on j are updated, and those that can then never run are cancelled with it
+ * (DependencyFailed:<id>), transitively; a failure with retries left is submitted again
+ * as a new attempt first (its dependents move onto it). 0, or -1 if the transition is
+ * refused or cannot be stored. */
+int jobs_set_state(struct jobs *t, struct job *j, enum job_state to, enum job_reason reason,
+                   int64_t reason_job, const char *detail);
 /* Whether j (just failed) is retried as a new attempt (--max-retries). */
 bool jobs_retryable(const struct job *j);
 /* gjob update of j (PD or H) to the values of n (built and checked like a submission,
@@ -36,23 +68,26 @@ bool jobs_retryable(const struct job *j);
  * the queue order follows a new priority, and dependencies are rewired when
  * deps_changed; what_changed: the command/script/workdir/env are rewritten too. n's
  * strings and dependencies may be taken over; the caller frees n. 0 or -1. */
-int jobs_update(struct job *j, struct job *n, bool deps_changed, bool what_changed);
+int jobs_update(struct jobs *t, struct job *j, struct job *n, bool deps_changed,
+                bool what_changed);
 
 /* The daemon's record of submission group id (job_group in job.h): NULL if there is
  * none and !create; with create, a new record (limit 0) is made. Jobs of the group
  * point at it while active (jobs_submit and jobs_load attach them). */
-struct job_group *jobs_group(int64_t id, bool create);
+struct job_group *jobs_group(struct jobs *t, int64_t id, bool create);
 /* Sets how many jobs of g may run at once (0 = no limit), in the store too. 0 or -1. */
-int jobs_group_set_limit(struct job_group *g, int64_t max_concurrent);
+int jobs_group_set_limit(struct jobs *t, struct job_group *g, int64_t max_concurrent);
 
-/* The id the next submitted job gets. */
-int64_t jobs_next_id(void);
+/* Sets how many jobs of group gid may run at once (0 = no limit). gid 0: j, an active
+ * job submitted alone, gets a group of its own (its id is j's). 0, or -1 with *err. */
+int jobs_limit_group(struct jobs *t, struct job *j, int64_t gid, int64_t limit, char **err);
+
 /* Checks j's dependencies before it is submitted (as job own_id): each must be an
  * existing job (so jobs of one request cannot depend on each other), and no cycle may
  * form. Sets each dependency's status from its job's state. 0, or -1 with *err (a 400
  * message naming the unknown ids). jobs_submit then registers j with the jobs it waits
  * for and cancels it at once if a dependency can never be met (auto_cancel). */
-int jobs_check_deps(struct job *j, int64_t own_id, char **err);
+int jobs_check_deps(struct jobs *t, struct job *j, int64_t own_id, char **err);
 
 /* A job that would be cancelled along with another (auto-cancel), and the job it
  * depends on that would take it along. */
@@ -63,21 +98,35 @@ struct jobs_cascade {
 /* The active jobs that would be cancelled, transitively, if x were cancelled (those
  * with auto_cancel whose dependencies could then never be met), in the order the
  * cancellation reaches them. *out is malloc'd. Changes nothing. */
-size_t jobs_cascade_preview(const struct job *x, struct jobs_cascade **out);
+size_t jobs_cascade_preview(const struct jobs *t, const struct job *x, struct jobs_cascade **out);
+
+/* What the scheduling pass needs to know about the machine. */
+struct jobs_machine {
+    const struct gpu_set *gpus; /* NULL: none */
+    uint64_t allowed;           /* GPUs that may be used (scheduler_allowed_mask) */
+    uint64_t unmanaged;         /* GPUs with processes outside gflow */
+    int64_t memory_total_mb;    /* 0: unknown */
+    int64_t max_running_jobs;   /* 0: no limit */
+    enum gpualloc_strategy strategy;
+};
 
 /* Something changed that may let a queued job start. */
-void jobs_mark_dirty(void);
-/* Runs the scheduling pass if anything changed; returns the jobs it moved to R
- * (not yet launched) in *started, which the caller frees. */
-size_t jobs_schedule(struct job ***started);
+void jobs_mark_dirty(struct jobs *t);
+/* Runs the scheduling pass if anything changed since the last one; moves the jobs that
+ * start to R (with their GPUs; not launched yet: the caller launches them once the
+ * change is committed) and returns them in *started (the caller frees the array).
+ * *next_begin: -1 when no pass ran, else the earliest --begin time a job waits for (0:
+ * none), when a pass must run again. */
+size_t jobs_schedule(struct jobs *t, const struct jobs_machine *m, double now,
+                     struct job ***started, double *next_begin);
 
 /* Actions that must wait until the current transaction is committed. */
-void jobs_after_commit_unlink(char *path); /* takes ownership of path */
-void jobs_after_commit_signal(int64_t job_id, int sig);
+void jobs_after_commit_unlink(struct jobs *t, char *path); /* takes ownership of path */
+void jobs_after_commit_signal(struct jobs *t, int64_t job_id, int sig);
 /* Commits the transaction (if any) and then runs the waiting actions. 0, or -1 if the
  * commit failed (it is retried on the next call; nothing waiting is done). */
-int jobs_commit(void);
+int jobs_commit(struct jobs *t);
 /* Frees jobs that ended during this iteration. */
-void jobs_collect(void);
+void jobs_collect(struct jobs *t);
 
 #endif

@@ -37,7 +37,9 @@ static struct loop_timer **heap;
 static size_t heap_len, heap_cap;
 static uint64_t timer_seq;
 static loop_hook_cb before_sleep;
-static int (*timeout_source)(void);
+static void *before_sleep_arg;
+static int (*timeout_source)(void *arg);
+static void *timeout_arg;
 
 int loop_init(void)
 {
@@ -174,14 +176,16 @@ void loop_cancel_timer(struct loop_timer *t)
         t->cancelled = true; /* freed when it reaches the top of the heap */
 }
 
-void loop_set_before_sleep(loop_hook_cb cb)
+void loop_set_before_sleep(loop_hook_cb cb, void *arg)
 {
     before_sleep = cb;
+    before_sleep_arg = arg;
 }
 
-void loop_set_timeout_source(int (*cb)(void))
+void loop_set_timeout_source(int (*cb)(void *arg), void *arg)
 {
     timeout_source = cb;
+    timeout_arg = arg;
 }
 
 static void run_due_timers(void)
@@ -224,12 +228,12 @@ void loop_run(void)
     while (running) {
         run_due_timers();
         if (before_sleep)
-            before_sleep();
+            before_sleep(before_sleep_arg);
         if (!running)
             break;
         int timeout = next_timer_ms();
         if (timeout_source)
-            timeout = min_timeout(timeout, timeout_source());
+            timeout = min_timeout(timeout, timeout_source(timeout_arg));
         int n = epoll_wait(epfd, events, 64, timeout);
         if (n < 0) {
             if (errno != EINTR)

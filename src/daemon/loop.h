@@ -1,6 +1,8 @@
 /* loop: the daemon's single event loop: epoll over file descriptors, one-shot timers
  * on the monotonic clock, and a before-sleep hook that runs once per iteration (where
- * the scheduling pass and the group commit happen). */
+ * the scheduling pass and the group commit happen). There is one loop per process, so
+ * it is the one module with process-wide state (like the log); everything else takes
+ * its context explicitly. */
 #ifndef GFLOWD_LOOP_H
 #define GFLOWD_LOOP_H
 
@@ -8,7 +10,7 @@
 
 typedef void (*loop_fd_cb)(int fd, uint32_t events, void *arg);
 typedef void (*loop_timer_cb)(void *arg);
-typedef void (*loop_hook_cb)(void);
+typedef void (*loop_hook_cb)(void *arg);
 
 struct loop_timer;
 
@@ -22,10 +24,11 @@ void loop_del_fd(int fd);
  * timer was cancelled. */
 struct loop_timer *loop_add_timer(double delay, loop_timer_cb cb, void *arg);
 void loop_cancel_timer(struct loop_timer *t);
-/* Runs before every sleep. */
-void loop_set_before_sleep(loop_hook_cb cb);
-/* Lets a component cap the next sleep (ms, -1 = no cap), e.g. libmicrohttpd's timeout. */
-void loop_set_timeout_source(int (*cb)(void));
+/* Runs cb(arg) before every sleep. */
+void loop_set_before_sleep(loop_hook_cb cb, void *arg);
+/* Lets a component cap the next sleep: cb(arg) gives ms, -1 = no cap (libmicrohttpd's
+ * timeout). */
+void loop_set_timeout_source(int (*cb)(void *arg), void *arg);
 /* Runs until loop_stop. */
 void loop_run(void);
 void loop_stop(void);

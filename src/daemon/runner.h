@@ -13,23 +13,28 @@
 
 #include "job.h"
 
+struct gflowd;
+
 /* Creates the data directories. 0 or -1 with *err. */
-int runner_init(char **err);
-/* Forks the shim for j, which must already be R and committed. On failure j ends as F. */
-void runner_launch(struct job *j);
+int runner_init(const struct gflowd *d, char **err);
+/* Starts the shim for j, which must already be R and committed. On failure j ends as F
+ * (LaunchFailed). */
+void runner_launch(struct gflowd *d, struct job *j);
 /* After a restart: re-adopts or finalizes every R job. */
-void runner_recover(void);
+void runner_recover(struct gflowd *d);
 /* Removes files left behind by jobs that are no longer running. Only after the
  * recovery is committed: those files are what tells a job ran. */
-void runner_sweep(void);
+void runner_sweep(const struct gflowd *d);
 /* Ends a running job: records why (committed before the shim is signalled), then
  * SIGTERM to the shim, which escalates to SIGKILL after the kill grace. */
-void runner_request_end(struct job *j, enum job_end_request why);
+void runner_request_end(struct gflowd *d, struct job *j, enum job_end_request why);
 /* Forgets the running jobs' watches at daemon exit (the jobs keep running). */
-void runner_shutdown(void);
+void runner_shutdown(struct gflowd *d);
 /* Sends sig to the job's shim (through its pidfd, so never to a recycled pid). */
 void runner_signal(struct job *j, int sig);
+/* runner_signal in the form jobs_set_signal_cb registers. */
+void runner_signal_cb(void *arg, struct job *j, int sig);
 /* Path of the job's log (caller frees). */
-char *runner_log_path(int64_t job_id);
+char *runner_log_path(const struct gflowd *d, int64_t job_id);
 
 #endif

@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "gpuinfo.h"
 #include "parse.h"
 #include "util.h"
 
@@ -89,6 +90,8 @@ enum col {
     C_CONDA_ENV,
     C_SIGNAL_SPEC,
     C_BEGIN_TIME,
+    C_REASON_CODE,
+    C_REASON_JOB,
     C_LIGHT_COUNT, /* the columns read without payload are those before this one */
     C_SCRIPT = C_LIGHT_COUNT,
     C_ENV,
@@ -122,7 +125,7 @@ static const struct {
     [C_EXIT_CODE] = {"exit_code", true},
     [C_SIGNAL] = {"signal", true},
     [C_OOM] = {"oom", true},
-    [C_REASON] = {"reason", true},
+    [C_REASON] = {"reason", true}, /* the reason's detail (LaunchFailed: ...) */
     [C_END_REQUEST] = {"end_request", true},
     [C_SHIM_PID] = {"shim_pid", true},
     [C_SHIM_START] = {"shim_start", true},
@@ -144,6 +147,8 @@ static const struct {
     [C_CONDA_ENV] = {"conda_env", true},
     [C_SIGNAL_SPEC] = {"signal_spec", true},
     [C_BEGIN_TIME] = {"begin_time", true},
+    [C_REASON_CODE] = {"reason_code", true},
+    [C_REASON_JOB] = {"reason_job", true},
     [C_SCRIPT] = {"script", false},
     [C_ENV] = {"env", false},
     [C_PARAMS] = {"params", false},
@@ -245,7 +250,33 @@ static const char *const migrations[] = {
     "ALTER TABLE job_payload ADD COLUMN command_template TEXT;"
     "ALTER TABLE job_payload ADD COLUMN script_template TEXT;"
     "ALTER TABLE job_payload ADD COLUMN name_template TEXT;",
+    /* 6: a job's reason as a code (enum job_reason) and the job it names
+     * (DependencyFailed); the reason column keeps only the free text (LaunchFailed's,
+     * ShimLost's). Rows of earlier versions are converted from their text. */
+    "ALTER TABLE jobs ADD COLUMN reason_code INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE jobs ADD COLUMN reason_job INTEGER NOT NULL DEFAULT 0;"
+    "UPDATE jobs SET reason_code = CASE"
+    " WHEN reason IS NULL OR reason = '' THEN 0"
+    " WHEN reason = 'CancelledByUser' THEN 1"
+    " WHEN reason = 'TimeLimit' THEN 2"
+    " WHEN reason = 'NonZeroExitCode' THEN 3"
+    " WHEN reason = 'Signal' THEN 4"
+    " WHEN reason = 'OutOfMemory' THEN 5"
+    " WHEN reason = 'LaunchFailed' OR reason LIKE 'LaunchFailed: %' THEN 6"
+    " WHEN reason = 'ShimLost' OR reason LIKE 'ShimLost: %' THEN 7"
+    " WHEN reason GLOB 'DependencyFailed:[0-9]*' THEN 8"
+    " WHEN reason = 'JobHeldUser' THEN 9"
+    " ELSE 10 END;"
+    "UPDATE jobs SET reason_job = CAST(substr(reason, 18) AS INTEGER) WHERE reason_code = 8;"
+    "UPDATE jobs SET reason = NULLIF(substr(reason, 15), '') WHERE reason_code = 6;"
+    "UPDATE jobs SET reason = NULLIF(substr(reason, 11), '') WHERE reason_code = 7;"
+    "UPDATE jobs SET reason = NULL WHERE reason_code NOT IN (6, 7, 10);",
 };
+/* The codes migration 6 writes are enum job_reason's. */
+_Static_assert(JOB_REASON_LAUNCH_FAILED == 6 && JOB_REASON_SHIM_LOST == 7 &&
+                   JOB_REASON_DEPENDENCY_FAILED == 8 && JOB_REASON_HELD_BY_USER == 9 &&
+                   JOB_REASON_OTHER == 10,
+               "migration 6 maps reason texts to these codes");
 #define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
 struct store {
@@ -370,7 +401,11 @@ static int bind_column(sqlite3_stmt *st, enum col c, const struct job *j, const 
     case C_OOM:
         return sqlite3_bind_int(st, i, j->oom);
     case C_REASON:
-        return bind_text(st, i, j->reason);
+        return bind_text(st, i, j->reason_detail);
+    case C_REASON_CODE:
+        return sqlite3_bind_int(st, i, (int)j->reason);
+    case C_REASON_JOB:
+        return sqlite3_bind_int64(st, i, j->reason_job);
     case C_END_REQUEST:
         return sqlite3_bind_int(st, i, (int)j->end_request);
     case C_SHIM_PID:
@@ -382,7 +417,9 @@ static int bind_column(sqlite3_stmt *st, enum col c, const struct job *j, const 
     case C_GPUS:
         return sqlite3_bind_int(st, i, j->gpus);
     case C_GPU_IDS:
-        return bind_text(st, i, j->gpu_ids);
+        if (!j->gpu_mask)
+            return sqlite3_bind_null(st, i);
+        return sqlite3_bind_text(st, i, gpu_mask_format(j->gpu_mask), -1, free);
     case C_MEMORY_MB:
         return sqlite3_bind_int64(st, i, j->memory_mb);
     case C_GPU_MEMORY_MB:
@@ -502,7 +539,15 @@ static void read_column(sqlite3_stmt *st, enum col c, struct job *j)
         j->oom = sqlite3_column_int(st, i) != 0;
         break;
     case C_REASON:
-        j->reason = col_str(st, i);
+        j->reason_detail = col_str(st, i);
+        break;
+    case C_REASON_CODE: {
+        int r = sqlite3_column_int(st, i);
+        j->reason = r > 0 && r < JOB_REASON_COUNT ? (enum job_reason)r : JOB_REASON_NONE;
+        break;
+    }
+    case C_REASON_JOB:
+        j->reason_job = sqlite3_column_int64(st, i);
         break;
     case C_END_REQUEST:
         j->end_request = (enum job_end_request)sqlite3_column_int(st, i);
@@ -520,7 +565,7 @@ static void read_column(sqlite3_stmt *st, enum col c, struct job *j)
         j->gpus = sqlite3_column_int(st, i);
         break;
     case C_GPU_IDS:
-        j->gpu_ids = col_str(st, i);
+        j->gpu_mask = gpu_mask_parse((const char *)sqlite3_column_text(st, i));
         break;
     case C_MEMORY_MB:
         j->memory_mb = sqlite3_column_int64(st, i);
@@ -983,8 +1028,37 @@ static int insert_row(struct store *s, const struct job *j)
     return 0;
 }
 
-int store_insert_job(struct store *s, const struct job *j)
+/* Whether two payload texts are the same (both absent counts as the same). */
+static bool same_text(const char *a, const char *b)
 {
+    return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+/* j as it is written beside its group's leader: the parts of the payload that are the
+ * leader's are left out, and read_group_payload reads them from the leader. Tasks of an
+ * array or a sweep share the leader's environment object (so a pointer comparison
+ * decides, not a comparison of kilobytes of JSON per task). */
+static struct job payload_beside(const struct job *j, const struct job *leader)
+{
+    struct job view = *j; /* shallow: only fields are cleared, nothing freed */
+    if (leader->env && j->env == leader->env)
+        view.env = NULL;
+    if (j->script && same_text(j->script, leader->script))
+        view.script = NULL;
+    if (same_text(j->script_template, leader->script_template))
+        view.script_template = NULL;
+    if (same_text(j->command_template, leader->command_template))
+        view.command_template = NULL;
+    return view;
+}
+
+int store_insert_job(struct store *s, const struct job *j, const struct job *leader)
+{
+    struct job view;
+    if (leader && j->group_id == leader->id && j->id != leader->id) {
+        view = payload_beside(j, leader);
+        j = &view;
+    }
     if (j->id <= 0) {
         set_err(s, "inserting a job: invalid id %lld", (long long)j->id);
         return -1;
@@ -1161,22 +1235,19 @@ int store_load_active(struct store *s, store_job_cb cb, void *arg)
     return 0;
 }
 
-/* Sort keys: the name users give, and the SQL it stands for (a fixed list; nothing a
- * caller sends is ever pasted into SQL). "?" in time's expression is the current time. */
-static const struct {
-    const char *key;
-    const char *expr;
-} sort_keys[] = {
-    {"id", NULL},
-    {"name", "name"},
-    {"state", "state"},
-    {"priority", "priority"},
-    {"user", "user"},
-    {"submit", "submit_time"},
-    {"start", "start_time"},
-    {"end", "end_time"},
-    {"time", "CASE WHEN start_time > 0 THEN (CASE WHEN end_time > 0 THEN end_time ELSE ? END)"
-             " - start_time ELSE 0 END"},
+/* The SQL of each sort key of job.h (a fixed list: nothing a caller sends is ever
+ * pasted into SQL); NULL: the id alone. "?" in time's expression is the current time. */
+static const char *const sort_sql[JOB_SORT_COUNT] = {
+    [JOB_SORT_ID] = NULL,
+    [JOB_SORT_NAME] = "name",
+    [JOB_SORT_STATE] = "state",
+    [JOB_SORT_PRIORITY] = "priority",
+    [JOB_SORT_USER] = "user",
+    [JOB_SORT_SUBMIT] = "submit_time",
+    [JOB_SORT_START] = "start_time",
+    [JOB_SORT_END] = "end_time",
+    [JOB_SORT_TIME] = "CASE WHEN start_time > 0 THEN (CASE WHEN end_time > 0 THEN end_time"
+                      " ELSE ? END) - start_time ELSE 0 END",
 };
 
 /* Builds the listing query for q; *now_param tells whether the sort expression takes the
@@ -1184,23 +1255,12 @@ static const struct {
 static int build_list_sql(struct store *s, const struct store_query *q, bool reverse,
                           struct strbuf *sb, bool *now_param)
 {
-    const char *expr = NULL;
-    if (q->sort && *q->sort) {
-        size_t i;
-        for (i = 0; i < sizeof(sort_keys) / sizeof(sort_keys[0]); i++) {
-            if (strcmp(q->sort, sort_keys[i].key) == 0)
-                break;
-        }
-        if (i == sizeof(sort_keys) / sizeof(sort_keys[0])) {
-            set_err(s,
-                    "unknown sort key '%.64s' (use id, name, state, priority, user, submit, "
-                    "start, end or time)",
-                    q->sort);
-            return -1;
-        }
-        expr = sort_keys[i].expr;
-        *now_param = strchr(expr ? expr : "", '?') != NULL;
+    if ((unsigned)q->sort >= JOB_SORT_COUNT) {
+        set_err(s, "listing jobs: invalid sort key %d", (int)q->sort);
+        return -1;
     }
+    const char *expr = sort_sql[q->sort];
+    *now_param = expr && strchr(expr, '?') != NULL;
 
     strbuf_adds(sb, "SELECT ");
     add_column_list(sb, C_LIGHT_COUNT);

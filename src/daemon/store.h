@@ -36,8 +36,12 @@ int store_checkpoint(struct store *s);
 /* The next job id: one more than any id ever assigned (ids are never reused). */
 int64_t store_next_job_id(struct store *s);
 /* Inserts j with its id already set, including command/script/env payload and its
- * dependencies (job_deps), and records that the id is taken. */
-int store_insert_job(struct store *s, const struct job *j);
+ * dependencies (job_deps), and records that the id is taken. leader (may be NULL): the
+ * first job of j's group (its id is j->group_id), already inserted; the parts of j's
+ * payload that are the leader's (the environment object it shares, the same script and
+ * templates) are not written again but read from the leader by store_get_job: 100,000
+ * tasks of an array store their environment once. */
+int store_insert_job(struct store *s, const struct job *j, const struct job *leader);
 /* Writes every mutable field of j (state, times, outcome, reason, end_request, shim
  * pid and start, max_rss_kb, priority, time_limit, name, gpu_ids, ...). Not the payload. */
 int store_update_job(struct store *s, const struct job *j);
@@ -70,7 +74,7 @@ struct store_query {
     size_t n_ids;
     const char *user;             /* NULL = every user */
     double since;                 /* submit_time >= since; 0 = no bound */
-    const char *sort;             /* id name state priority user submit start end time; NULL = id */
+    enum job_sort sort;           /* by this key, then id (job.h) */
     bool descending;
     int64_t limit;                /* > 0 first N, < 0 last N (after sorting), 0 = all */
 };

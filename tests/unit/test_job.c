@@ -117,9 +117,9 @@ static struct job *job_sample(void)
     j->exit_code = 3;
     j->signal = 0;
     j->oom = true;
-    j->reason = strdup("ExitCode");
+    job_set_reason(j, JOB_REASON_LAUNCH_FAILED, 0, "cannot chdir to /x: gone");
     j->gpus = 2;
-    j->gpu_ids = strdup("0,2");
+    j->gpu_mask = 0x5; /* GPUs 0 and 2 */
     j->shim_pid = 1234;
     j->max_rss_kb = 4096;
     return j;
@@ -162,9 +162,10 @@ static void test_json_round_trip(void **state)
     assert_int_equal(out.exit_code, 3);
     assert_int_equal(out.signal, 0);
     assert_true(out.oom);
-    assert_string_equal(out.reason, "ExitCode");
+    assert_int_equal(out.reason, JOB_REASON_LAUNCH_FAILED);
+    assert_string_equal(out.reason_detail, "cannot chdir to /x: gone");
     assert_int_equal(out.gpus, 2);
-    assert_string_equal(out.gpu_ids, "0,2");
+    assert_int_equal(out.gpu_mask, 0x5);
     assert_int_equal(out.shim_pid, 1234);
     assert_int_equal(out.max_rss_kb, 4096);
     job_clear(&out);
@@ -200,7 +201,7 @@ static void test_json_nulls(void **state)
     assert_int_equal(out.exit_code, -1);
     assert_int_equal(out.signal, 0);
     assert_null(out.name);
-    assert_null(out.reason);
+    assert_int_equal(out.reason, JOB_REASON_NONE);
     assert_null(out.env);
     assert_int_equal(out.time_limit, 0);
     assert_true(out.start_time == 0);
@@ -260,10 +261,9 @@ static void test_reason_fallback(void **state)
     struct job *j = job_new();
     j->wait_reason = "MaxRunningJobs";
     assert_string_equal(json_reason(j), "MaxRunningJobs");
-    j->reason = strdup("Dependency");
-    assert_string_equal(json_reason(j), "Dependency");
-    free(j->reason);
-    j->reason = NULL;
+    job_set_reason(j, JOB_REASON_DEPENDENCY_FAILED, 7, NULL);
+    assert_string_equal(json_reason(j), "DependencyFailed:7");
+    job_set_reason(j, JOB_REASON_NONE, 0, NULL);
     j->state = JOB_HELD; /* the wait reason is only for queued jobs */
     assert_string_equal(json_reason(j), "(null)");
     j->state = JOB_RUNNING;
@@ -286,8 +286,9 @@ static void test_dup(void **state)
     assert_string_equal(with->command, "python train.py --lr 0.1");
     assert_string_equal(with->script_path, "run.sh");
     assert_string_equal(with->workdir, "/home/alice");
-    assert_string_equal(with->reason, "ExitCode");
-    assert_string_equal(with->gpu_ids, "0,2");
+    assert_int_equal(with->reason, JOB_REASON_LAUNCH_FAILED);
+    assert_string_equal(with->reason_detail, "cannot chdir to /x: gone");
+    assert_int_equal(with->gpu_mask, 0x5);
     assert_string_equal(with->wait_reason, "Priority");
     assert_string_equal(with->script, "#!/bin/bash\necho hi\n");
     assert_string_equal(json_string_value(json_object_get(with->env, "PATH")), "/usr/bin");

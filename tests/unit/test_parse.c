@@ -548,34 +548,6 @@ static void test_csv(void **state)
     free(err);
 }
 
-static void fill_is(const char *tmpl, const char *value, const char *want)
-{
-    char *names[] = {"v", "w"};
-    char *values[] = {(char *)value, "W"};
-    char *s = sweep_fill_command(tmpl, names, values, 2);
-    assert_string_equal(s, want);
-    free(s);
-}
-
-static void test_sweep_fill(void **state)
-{
-    (void)state;
-    fill_is("echo {v} {w}", "0.1", "echo 0.1 W");
-    fill_is("echo {v}", "a b", "echo 'a b'");
-    fill_is("echo {v}", "'; touch pwned; '", "echo ''\\''; touch pwned; '\\'''");
-    fill_is("echo '{v}'", "x'y", "echo 'x'\\''y'"); /* a whole quoted word: replaced */
-    fill_is("echo '{v}'", "7", "echo 7");
-    fill_is("echo 'a{v}'", "x y", "echo 'a''x y'''"); /* inside a longer quoted word */
-    fill_is("echo \"{v}\"", "$(id)", "echo \"\"'$(id)'\"\"");
-    fill_is("echo ${v} {x} \\{v}", "1", "echo ${v} {x} \\{v}");
-    fill_is("--lr={v}", "1e-3", "--lr=1e-3");
-    char *names[] = {"lr", "bs"};
-    char *values[] = {"0.1", "32"};
-    char *s = sweep_fill_name("lr{lr}_bs{bs}_{x}", names, values, 2);
-    assert_string_equal(s, "lr0.1_bs32_{x}");
-    free(s);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -587,7 +559,6 @@ int main(void)
         cmocka_unit_test(test_shell_join),       cmocka_unit_test(test_signal_spec),
         cmocka_unit_test(test_begin_time),       cmocka_unit_test(test_array_spec),
         cmocka_unit_test(test_param),            cmocka_unit_test(test_csv),
-        cmocka_unit_test(test_sweep_fill),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

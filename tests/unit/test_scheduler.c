@@ -35,10 +35,8 @@ struct fixture {
 
 static void fixture_make(struct fixture *f, const char *states, const int *prio)
 {
-    for (size_t i = 0; i < MAXJ; i++) {
-        free(f->jobs[i].gpu_ids);
+    for (size_t i = 0; i < MAXJ; i++)
         free(f->jobs[i].deps);
-    }
     memset(f, 0, sizeof(*f));
     for (const char *c = states; *c; c++, f->n++) {
         struct job *j = &f->jobs[f->n];
@@ -262,12 +260,11 @@ static struct gpu_set gpus_make(size_t n, int64_t total_mib, bool islands)
     return (struct gpu_set){.gpus = gpu_arr, .n_gpus = n, .link = islands ? gpu_links : NULL};
 }
 
-static void job_gpus(struct fixture *f, int64_t id, int gpus, const char *gpu_ids)
+static void job_gpus(struct fixture *f, int64_t id, int gpus, const char *ids)
 {
     struct job *j = job_by_id(f, id);
     j->gpus = gpus;
-    free(j->gpu_ids);
-    j->gpu_ids = gpu_ids ? strdup(gpu_ids) : NULL;
+    j->gpu_mask = gpu_mask_parse(ids);
 }
 
 static void job_mem(struct fixture *f, int64_t id, int64_t mib, bool shared)
@@ -277,7 +274,16 @@ static void job_mem(struct fixture *f, int64_t id, int64_t mib, bool shared)
 }
 
 #define assert_reason(f, id, r) assert_string_equal(job_by_id(f, id)->wait_reason, r)
-#define assert_gpu_ids(f, id, s) assert_string_equal(job_by_id(f, id)->gpu_ids, s)
+/* A job's GPUs as text ("0,2"), in a static buffer. */
+static const char *gpu_ids(struct fixture *f, int64_t id)
+{
+    static char buf[256];
+    char *s = gpu_mask_format(job_by_id(f, id)->gpu_mask);
+    snprintf(buf, sizeof(buf), "%s", s);
+    free(s);
+    return buf;
+}
+#define assert_gpu_ids(f, id, s) assert_string_equal(gpu_ids(f, id), s)
 
 static void test_gpu_exclusive_and_priority(void **state)
 {
@@ -297,7 +303,7 @@ static void test_gpu_exclusive_and_priority(void **state)
     assert_int_equal(f.start[2]->id, 4);
     assert_gpu_ids(&f, 1, "0");
     assert_gpu_ids(&f, 2, "1,2");
-    assert_null(job_by_id(&f, 4)->gpu_ids);
+    assert_int_equal(job_by_id(&f, 4)->gpu_mask, 0);
     assert_null(job_by_id(&f, 1)->wait_reason);
     assert_reason(&f, 3, SCHEDULER_REASON_PRIORITY);
     /* Next pass, with those running: now it is plainly Resources. */
@@ -334,7 +340,7 @@ static void test_gpu_exclusive_and_priority(void **state)
     assert_int_equal(fixture_pass(&f), 0);
     assert_reason(&f, 1, SCHEDULER_REASON_RESOURCES);
     assert_reason(&f, 2, SCHEDULER_REASON_RESOURCES);
-    fixture_make(&f, "", NULL); /* frees gpu_ids */
+    fixture_make(&f, "", NULL); /* a fresh queue */
 }
 
 static void test_gpu_shared_packing(void **state)
@@ -387,7 +393,7 @@ static void test_gpu_shared_packing(void **state)
     job_mem(&f, 1, 30000, true);
     assert_int_equal(fixture_pass(&f), 1);
     assert_gpu_ids(&f, 1, "0");
-    fixture_make(&f, "", NULL); /* frees gpu_ids */
+    fixture_make(&f, "", NULL); /* a fresh queue */
 }
 
 static void test_gpu_memory_used(void **state)
@@ -420,7 +426,7 @@ static void test_gpu_memory_used(void **state)
     gpu_arr[1].memory_used_mib = -1;
     assert_int_equal(fixture_pass(&f), 1);
     assert_gpu_ids(&f, 1, "1");
-    fixture_make(&f, "", NULL); /* frees gpu_ids */
+    fixture_make(&f, "", NULL); /* a fresh queue */
 }
 
 static void test_gpu_allowed_mask(void **state)
@@ -446,7 +452,7 @@ static void test_gpu_allowed_mask(void **state)
     job_gpus(&f, 2, 2, NULL);
     assert_int_equal(fixture_pass(&f), 1);
     assert_gpu_ids(&f, 2, "0,2");
-    fixture_make(&f, "", NULL); /* frees gpu_ids */
+    fixture_make(&f, "", NULL); /* a fresh queue */
 }
 
 static void test_gpu_unmanaged_mask(void **state)
@@ -486,7 +492,7 @@ static void test_gpu_unmanaged_mask(void **state)
     job_gpus(&f, 1, 1, NULL);
     assert_int_equal(fixture_pass(&f), 0);
     assert_reason(&f, 1, SCHEDULER_REASON_UNMANAGED);
-    fixture_make(&f, "", NULL); /* frees gpu_ids */
+    fixture_make(&f, "", NULL); /* a fresh queue */
 }
 
 static void test_gpu_max_running_and_cpu_jobs(void **state)
@@ -512,7 +518,7 @@ static void test_gpu_max_running_and_cpu_jobs(void **state)
     assert_int_equal(f.start[0]->id, 1);
     assert_int_equal(f.start[1]->id, 3);
     assert_reason(&f, 2, SCHEDULER_REASON_RESOURCES);
-    fixture_make(&f, "", NULL); /* frees gpu_ids */
+    fixture_make(&f, "", NULL); /* a fresh queue */
 }
 
 static void test_gpu_topology_and_strategies(void **state)
@@ -549,10 +555,10 @@ static void test_gpu_topology_and_strategies(void **state)
     for (uint64_t seed = 0; seed < 64; seed++) {
         f.policy.random_seed = seed;
         assert_int_equal(fixture_pass(&f), 1);
-        char first[64];
-        snprintf(first, sizeof(first), "%s", job_by_id(&f, 2)->gpu_ids);
+        char first[256];
+        snprintf(first, sizeof(first), "%s", gpu_ids(&f, 2));
         assert_int_equal(fixture_pass(&f), 1);
-        assert_string_equal(job_by_id(&f, 2)->gpu_ids, first);
+        assert_gpu_ids(&f, 2, first);
         int a, b;
         assert_int_equal(sscanf(first, "%d,%d", &a, &b), 2);
         assert_true(a >= 3 && a < b && b <= 7);
@@ -560,7 +566,7 @@ static void test_gpu_topology_and_strategies(void **state)
     }
     for (int i = 3; i < 8; i++)
         assert_true(seen[i]);
-    fixture_make(&f, "", NULL); /* frees gpu_ids */
+    fixture_make(&f, "", NULL); /* a fresh queue */
 }
 
 static void test_feasible(void **state)

@@ -124,7 +124,7 @@ static struct job *mkjob(int64_t id, enum job_state st, const char *user, int pr
 
 static void insert_ok(struct store *s, struct job *j)
 {
-    if (store_insert_job(s, j) != 0)
+    if (store_insert_job(s, j, NULL) != 0)
         fail_msg("insert %lld: %s", (long long)j->id, store_error(s));
 }
 
@@ -157,13 +157,13 @@ static struct job *full_job(int64_t id)
     j->exit_code = 3;
     j->signal = 9;
     j->oom = true;
-    j->reason = xstrdup("OutOfMemory");
+    job_set_reason(j, JOB_REASON_SHIM_LOST, 0, "gflow-shim killed by SIGKILL");
     j->end_request = JOB_END_TIMEOUT;
     j->shim_pid = 123456;
     j->shim_start = 987654321;
     j->max_rss_kb = 4096;
     j->gpus = 2;
-    j->gpu_ids = xstrdup("0,2");
+    j->gpu_mask = 0x5;
     j->memory_mb = 16384;
     j->gpu_memory_mb = 8000;
     j->shared = true;
@@ -211,13 +211,15 @@ static void assert_light_equal(const struct job *a, const struct job *b)
     assert_int_equal(a->exit_code, b->exit_code);
     assert_int_equal(a->signal, b->signal);
     assert_int_equal(a->oom, b->oom);
-    assert_str_eq_or_null(a->reason, b->reason);
+    assert_int_equal(a->reason, b->reason);
+    assert_int_equal(a->reason_job, b->reason_job);
+    assert_str_eq_or_null(a->reason_detail, b->reason_detail);
     assert_int_equal(a->end_request, b->end_request);
     assert_int_equal(a->shim_pid, b->shim_pid);
     assert_int_equal(a->shim_start, b->shim_start);
     assert_int_equal(a->max_rss_kb, b->max_rss_kb);
     assert_int_equal(a->gpus, b->gpus);
-    assert_str_eq_or_null(a->gpu_ids, b->gpu_ids);
+    assert_int_equal(a->gpu_mask, b->gpu_mask);
     assert_int_equal(a->memory_mb, b->memory_mb);
     assert_int_equal(a->gpu_memory_mb, b->gpu_memory_mb);
     assert_int_equal(a->shared, b->shared);
@@ -307,7 +309,7 @@ static void test_open_pragmas_and_schema(void **state)
     char *mode = peek_text(db, "PRAGMA journal_mode");
     assert_string_equal(mode, "wal|\n");
     free(mode);
-    assert_int_equal(peek_int(db, "PRAGMA user_version"), 5);
+    assert_int_equal(peek_int(db, "PRAGMA user_version"), 6);
     assert_int_equal(peek_int(db, "SELECT value FROM meta WHERE key='next_job_id'"), 2);
     char *objs = peek_text(db, "SELECT type, name FROM sqlite_schema WHERE name NOT LIKE "
                                "'sqlite_%' ORDER BY type, name");
@@ -334,7 +336,7 @@ static void test_open_pragmas_and_schema(void **state)
                               "gpus gpu_ids memory_mb gpu_memory_mb shared group_id "
                               "array_task max_retries attempt retry_of gpus_per_task "
                               "depends_on depends_any auto_cancel conda_env signal_spec "
-                              "begin_time|\n");
+                              "begin_time reason_code reason_job|\n");
     free(objs);
     /* The payload: a sweep's values and templates after script and env (step 5). */
     objs = peek_text(db, "SELECT group_concat(name, ' ') FROM pragma_table_info('job_payload')");
@@ -364,9 +366,61 @@ static void test_refuses_newer_schema(void **state)
     free(err);
     /* Let teardown work. */
     db = peek_open(f->path);
-    sqlite3_exec(db, "PRAGMA user_version=5", NULL, NULL, NULL);
+    sqlite3_exec(db, "PRAGMA user_version=6", NULL, NULL, NULL);
     sqlite3_close(db);
     f->s = open_ok(f->path);
+}
+
+/* Step 6 of the schema: a reason written as text by an older version becomes a code,
+ * the job it names and the free text. */
+static void test_migrate_reasons(void **state)
+{
+    struct fixture *f = *state;
+    static const char *const texts[] = {
+        "CancelledByUser", "DependencyFailed:42", "LaunchFailed: cannot chdir to /x: gone",
+        "ShimLost: gflow-shim killed by SIGKILL", "JobHeldUser", "Resources?", NULL};
+    for (int i = 0; i < 7; i++)
+        insert_free(f->s, mkjob(i + 1, JOB_CANCELLED, "bob", 10, 1));
+    store_close(f->s);
+    sqlite3 *db = peek_open(f->path);
+    for (int i = 0; i < 7; i++) {
+        char *sql = sqlite3_mprintf("UPDATE jobs SET reason = %Q WHERE id = %d", texts[i], i + 1);
+        assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+        sqlite3_free(sql);
+    }
+    /* Back to the schema of version 5. */
+    assert_int_equal(sqlite3_exec(db, "ALTER TABLE jobs DROP COLUMN reason_code;"
+                                      "ALTER TABLE jobs DROP COLUMN reason_job;"
+                                      "PRAGMA user_version=5",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(db);
+    f->s = open_ok(f->path);
+    static const struct {
+        enum job_reason code;
+        int64_t job;
+        const char *detail;
+    } want[] = {
+        {JOB_REASON_CANCELLED_BY_USER, 0, NULL},
+        {JOB_REASON_DEPENDENCY_FAILED, 42, NULL},
+        {JOB_REASON_LAUNCH_FAILED, 0, "cannot chdir to /x: gone"},
+        {JOB_REASON_SHIM_LOST, 0, "gflow-shim killed by SIGKILL"},
+        {JOB_REASON_HELD_BY_USER, 0, NULL},
+        {JOB_REASON_OTHER, 0, "Resources?"},
+        {JOB_REASON_NONE, 0, NULL},
+    };
+    for (int i = 0; i < 7; i++) {
+        struct job got;
+        assert_int_equal(store_get_job(f->s, i + 1, &got, false), 0);
+        assert_int_equal(got.reason, want[i].code);
+        assert_int_equal(got.reason_job, want[i].job);
+        assert_str_eq_or_null(got.reason_detail, want[i].detail);
+        /* The text at the API is what the older version stored. */
+        char *text = job_reason_string(&got);
+        assert_str_eq_or_null(text, texts[i]);
+        free(text);
+        job_clear(&got);
+    }
 }
 
 static void test_open_bad_path(void **state)
@@ -410,6 +464,46 @@ static void test_sweep_payload(void **state)
     job_free(j);
 }
 
+/* The jobs of a group store only what differs from the first one's payload; the rest
+ * is read from it. */
+static void test_group_payload(void **state)
+{
+    struct fixture *f = *state;
+    json_t *env = json_pack("{s:s}", "HOME", "/home/bob");
+    struct job *jobs[3];
+    for (int i = 0; i < 3; i++) {
+        jobs[i] = mkjob(10 + i, JOB_QUEUED, "bob", 10, 1);
+        free(jobs[i]->command);
+        jobs[i]->command = NULL;
+        jobs[i]->script = strdup("#!/bin/sh\necho hi\n");
+        jobs[i]->group_id = 10;
+        jobs[i]->env = json_incref(env);
+    }
+    /* The third has an environment of its own (same content, another object). */
+    json_decref(jobs[2]->env);
+    jobs[2]->env = json_pack("{s:s}", "HOME", "/home/other");
+    for (int i = 0; i < 3; i++)
+        if (store_insert_job(f->s, jobs[i], i ? jobs[0] : NULL) != 0)
+            fail_msg("insert: %s", store_error(f->s));
+    sqlite3 *db = peek_open(f->path);
+    /* Job 11 has no payload row of its own; 12 stores its environment, not the script. */
+    char *rows = peek_text(db, "SELECT job_id, script IS NOT NULL, env IS NOT NULL FROM "
+                               "job_payload ORDER BY job_id");
+    assert_string_equal(rows, "10|1|1|\n12|0|1|\n");
+    free(rows);
+    sqlite3_close(db);
+    for (int i = 0; i < 3; i++) {
+        struct job got;
+        assert_int_equal(store_get_job(f->s, 10 + i, &got, true), 0);
+        assert_string_equal(got.script, "#!/bin/sh\necho hi\n");
+        assert_true(json_equal(got.env, jobs[i]->env));
+        job_clear(&got);
+    }
+    for (int i = 0; i < 3; i++)
+        job_free(jobs[i]);
+    json_decref(env);
+}
+
 static void test_insert_get(void **state)
 {
     struct fixture *f = *state;
@@ -444,7 +538,7 @@ static void test_insert_get(void **state)
     assert_int_equal(store_get_job(f->s, 9, &got, false), 1);
 
     /* The same id twice is an error that names the job, and the store goes on working. */
-    assert_int_equal(store_insert_job(f->s, j), -1);
+    assert_int_equal(store_insert_job(f->s, j, NULL), -1);
     assert_non_null(strstr(store_error(f->s), "job 7"));
     assert_non_null(strstr(store_error(f->s), "UNIQUE"));
     assert_false(store_in_transaction(f->s));
@@ -453,7 +547,7 @@ static void test_insert_get(void **state)
     job_free(j);
 
     struct job *bad = job_new();
-    assert_int_equal(store_insert_job(f->s, bad), -1); /* id 0 */
+    assert_int_equal(store_insert_job(f->s, bad, NULL), -1); /* id 0 */
     job_free(bad);
 }
 
@@ -474,15 +568,13 @@ static void test_update(void **state)
     u->exit_code = -1;
     u->signal = 0;
     u->oom = false;
-    free(u->reason);
-    u->reason = NULL;
+    job_set_reason(u, JOB_REASON_DEPENDENCY_FAILED, 2, NULL);
     u->end_request = JOB_END_CANCEL;
     u->shim_pid = 99;
     u->shim_start = 98;
     u->max_rss_kb = 97;
     u->gpus = 1;
-    free(u->gpu_ids);
-    u->gpu_ids = xstrdup("3");
+    u->gpu_mask = 1ULL << 3;
     u->memory_mb = 1;
     u->gpu_memory_mb = 2;
     u->shared = false;
@@ -646,10 +738,9 @@ static void test_list_filters(void **state)
 
     /* Bad queries. */
     struct ids got = {0};
-    q = (struct store_query){.sort = "id; DROP TABLE jobs"};
+    q = (struct store_query){.sort = (enum job_sort)99};
     assert_int_equal(store_list(f->s, &q, collect_cb, &got), -1);
-    assert_non_null(strstr(store_error(f->s), "unknown sort key"));
-    assert_non_null(strstr(store_error(f->s), "DROP"));
+    assert_non_null(strstr(store_error(f->s), "invalid sort key"));
     enum job_state bogus[] = {(enum job_state)42};
     q = (struct store_query){.states = bogus, .n_states = 1};
     assert_int_equal(store_list(f->s, &q, collect_cb, &got), -1);
@@ -663,42 +754,42 @@ static void test_list_sort(void **state)
 {
     struct fixture *f = *state;
     insert_list_fixture(f->s);
-    struct store_query q = {.sort = "id"};
+    struct store_query q = {.sort = JOB_SORT_ID};
     list_is(f->s, &q, IDS(1, 2, 3, 4, 5, 6, 7));
     q.descending = true;
     list_is(f->s, &q, IDS(7, 6, 5, 4, 3, 2, 1));
 
-    q = (struct store_query){.sort = "name"};
+    q = (struct store_query){.sort = JOB_SORT_NAME};
     list_is(f->s, &q, IDS(7, 1, 2, 3, 4, 5, 6));
-    q = (struct store_query){.sort = "state"};
+    q = (struct store_query){.sort = JOB_SORT_STATE};
     list_is(f->s, &q, IDS(2, 7, 5, 3, 1, 4, 6));
     q.descending = true;
     list_is(f->s, &q, IDS(6, 4, 1, 3, 5, 7, 2));
     /* Equal priorities keep id order (reversed when descending). */
-    q = (struct store_query){.sort = "priority"};
+    q = (struct store_query){.sort = JOB_SORT_PRIORITY};
     list_is(f->s, &q, IDS(3, 1, 4, 7, 2, 5, 6));
     q.descending = true;
     list_is(f->s, &q, IDS(6, 5, 2, 7, 4, 1, 3));
-    q = (struct store_query){.sort = "user"};
+    q = (struct store_query){.sort = JOB_SORT_USER};
     list_is(f->s, &q, IDS(1, 3, 6, 2, 5, 4, 7));
-    q = (struct store_query){.sort = "submit", .descending = true};
+    q = (struct store_query){.sort = JOB_SORT_SUBMIT, .descending = true};
     list_is(f->s, &q, IDS(7, 6, 5, 4, 3, 2, 1));
-    q = (struct store_query){.sort = "start"};
+    q = (struct store_query){.sort = JOB_SORT_START};
     list_is(f->s, &q, IDS(2, 5, 6, 7, 1, 4, 3));
-    q = (struct store_query){.sort = "end", .descending = true};
+    q = (struct store_query){.sort = JOB_SORT_END, .descending = true};
     list_is(f->s, &q, IDS(6, 4, 1, 7, 5, 3, 2));
     /* Elapsed: not started 0 (2,5,6,7), finished end-start (4: 10, 1: 40), running
      * now-start (3: ~1000). */
-    q = (struct store_query){.sort = "time"};
+    q = (struct store_query){.sort = JOB_SORT_TIME};
     list_is(f->s, &q, IDS(2, 5, 6, 7, 4, 1, 3));
     q.descending = true;
     list_is(f->s, &q, IDS(3, 1, 4, 7, 6, 5, 2));
-    /* An empty sort key is the default. */
-    q = (struct store_query){.sort = ""};
+    /* No sort key is the default. */
+    q = (struct store_query){0};
     list_is(f->s, &q, IDS(1, 2, 3, 4, 5, 6, 7));
     /* Sorting composes with filters. */
     enum job_state pdh[] = {JOB_QUEUED, JOB_HELD};
-    q = (struct store_query){.states = pdh, .n_states = 2, .sort = "priority", .descending = true};
+    q = (struct store_query){.states = pdh, .n_states = 2, .sort = JOB_SORT_PRIORITY, .descending = true};
     list_is(f->s, &q, IDS(5, 2, 7));
 }
 
@@ -720,9 +811,9 @@ static void test_list_limit(void **state)
     list_is(f->s, &q, IDS(7, 6));
     q.limit = -2;
     list_is(f->s, &q, IDS(2, 1));
-    q = (struct store_query){.sort = "time", .limit = -2};
+    q = (struct store_query){.sort = JOB_SORT_TIME, .limit = -2};
     list_is(f->s, &q, IDS(1, 3));
-    q = (struct store_query){.sort = "priority", .descending = true, .limit = 2};
+    q = (struct store_query){.sort = JOB_SORT_PRIORITY, .descending = true, .limit = 2};
     list_is(f->s, &q, IDS(6, 5));
     q.limit = -2;
     list_is(f->s, &q, IDS(1, 3));
@@ -890,7 +981,7 @@ static void test_transactions(void **state)
     assert_int_equal(store_begin(f->s), 0);
     insert_free(f->s, mkjob(10, JOB_QUEUED, "u", 10, 1));
     struct job *dup = mkjob(1, JOB_QUEUED, "u", 10, 1);
-    assert_int_equal(store_insert_job(f->s, dup), -1);
+    assert_int_equal(store_insert_job(f->s, dup, NULL), -1);
     job_free(dup);
     assert_true(store_in_transaction(f->s));
     assert_int_equal(store_commit(f->s), 0);
@@ -944,7 +1035,7 @@ static void test_commit_failure(void **state)
     assert_int_equal(store_commit(f->s), -1);
     assert_int_equal(store_begin(f->s), -1);
     struct job *j3 = mkjob(3, JOB_QUEUED, "u", 10, 1);
-    assert_int_equal(store_insert_job(f->s, j3), -1);
+    assert_int_equal(store_insert_job(f->s, j3, NULL), -1);
     assert_int_equal(store_set_setting(f->s, "k", "v"), -1);
     assert_non_null(strstr(store_error(f->s), "roll"));
     /* Reads still work. */
@@ -1030,6 +1121,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         T(test_open_pragmas_and_schema),
         T(test_refuses_newer_schema),
+        T(test_migrate_reasons),
+        T(test_group_payload),
         cmocka_unit_test(test_open_bad_path),
         T(test_insert_get),
         T(test_sweep_payload),

@@ -1,6 +1,9 @@
-/* gflowd: the daemon's process-wide settings, set up once by main.c. */
-#ifndef GFLOWD_H
-#define GFLOWD_H
+/* daemon: the context every part of gflowd works in, made once by serve.c and passed
+ * explicitly (there is no global daemon state): the settings, the paths, the store,
+ * the job table, the GPUs and the HTTP server, and the facts about this process that
+ * the request handlers and the runner need. */
+#ifndef GFLOWD_DAEMON_H
+#define GFLOWD_DAEMON_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -10,11 +13,17 @@
 #include "paths.h"
 
 struct store;
+struct jobs;
+struct gpus;
+struct api;
 
 struct gflowd {
     struct gflow_config cfg;
     struct gflow_paths paths;
     struct store *store;
+    struct jobs *jobs;
+    struct gpus *gpus;
+    struct api *api;
     bool system;       /* started as root: serves every user, runs jobs as their submitters */
     uid_t uid;         /* the daemon's own uid */
     char *user;        /* and its login name */
@@ -25,7 +34,5 @@ struct gflowd {
     int64_t mem_total_mb;           /* MemTotal at start; 0 = unknown (no memory checks) */
     const char *memory_enforcement; /* how the shim holds jobs to --memory (its probe) */
 };
-
-extern struct gflowd gd;
 
 #endif

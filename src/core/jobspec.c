@@ -1,0 +1,559 @@
+/* jobspec: job specs checked into jobs, and jobs back into specs (see jobspec.h). */
+#include "jobspec.h"
+
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "parse.h"
+#include "scheduler.h"
+#include "sweep.h"
+#include "util.h"
+
+/* ---- one spec ---- */
+
+static const char *const spec_fields[] = {
+    "command", "script",   "script_path", "name",          "workdir", "env",
+    "priority", "time_limit", "hold",     "dry_run",       "gpus",    "gpu_memory_mb",
+    "shared",  "gpus_per_task", "depends_on", "depends_mode", "auto_cancel", "memory_mb",
+    "conda_env", "signal_spec", "begin_time", "max_retries",
+    /* handled by route_submit: */ "array", "params", "name_template", "max_concurrent"};
+
+bool jobspec_known_field(const char *key)
+{
+    for (size_t i = 0; i < sizeof(spec_fields) / sizeof(spec_fields[0]); i++)
+        if (strcmp(key, spec_fields[i]) == 0)
+            return true;
+    return false;
+}
+
+static char *default_name(const struct job *j)
+{
+    if (j->script) {
+        if (!j->script_path || strcmp(j->script_path, "-") == 0)
+            return xstrdup("stdin");
+        char *p = xstrdup(j->script_path);
+        char *name = xstrdup(basename(p));
+        free(p);
+        return name;
+    }
+    const char *s = j->command;
+    while (*s == ' ' || *s == '\t')
+        s++;
+    size_t n = strcspn(s, " \t\n;|&<>()'\"");
+    char *word = xstrndup(s, n);
+    char *slash = strrchr(word, '/');
+    char *name = xstrdup(slash ? slash + 1 : word);
+    free(word);
+    if (!*name) {
+        free(name);
+        name = xstrdup("job");
+    }
+    return name;
+}
+
+static bool valid_conda_env(const char *s)
+{
+    if (strlen(s) > 4096)
+        return false;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        if (*p < 0x20 || *p == 0x7f)
+            return false;
+    return true;
+}
+
+/* Builds a job from one spec. */
+struct job *jobspec_to_job(const json_t *spec, const struct jobspec_limits *lim,
+                           const struct jobspec_owner *who, bool *dry_run, char **err)
+{
+    if (!json_is_object(spec)) {
+        *err = xstrdup("a job spec must be a JSON object");
+        return NULL;
+    }
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)spec, key, v) {
+        if (!jobspec_known_field(key)) {
+            *err = xasprintf("unknown field '%s' in job spec", key);
+            return NULL;
+        }
+    }
+    struct job *j = job_new();
+    json_t *command = json_object_get(spec, "command");
+    json_t *script = json_object_get(spec, "script");
+    json_t *script_path = json_object_get(spec, "script_path");
+    json_t *name = json_object_get(spec, "name");
+    json_t *workdir = json_object_get(spec, "workdir");
+    json_t *env = json_object_get(spec, "env");
+    json_t *prio = json_object_get(spec, "priority");
+    json_t *limit = json_object_get(spec, "time_limit");
+    json_t *hold = json_object_get(spec, "hold");
+    json_t *dry = json_object_get(spec, "dry_run");
+
+    if ((command && !json_is_string(command)) || (script && !json_is_string(script)) ||
+        (script_path && !json_is_string(script_path)) || (name && !json_is_string(name)) ||
+        (workdir && !json_is_string(workdir))) {
+        *err = xstrdup("command, script, script_path, name and workdir must be strings");
+        goto bad;
+    }
+    if (!!command == !!script) {
+        *err = xstrdup("a job needs exactly one of 'command' or 'script'");
+        goto bad;
+    }
+    if (command && !*json_string_value(command)) {
+        *err = xstrdup("the command is empty");
+        goto bad;
+    }
+    if (!workdir || json_string_value(workdir)[0] != '/') {
+        *err = xstrdup("'workdir' must be an absolute directory path");
+        goto bad;
+    }
+    if (env && !json_is_object(env)) {
+        *err = xstrdup("'env' must be an object of strings");
+        goto bad;
+    }
+    json_object_foreach(env, key, v) {
+        if (!json_is_string(v) || !*key || strchr(key, '=')) {
+            *err = xasprintf("env: '%s' must be a string with a name without '='", key);
+            goto bad;
+        }
+    }
+    if (prio && (!json_is_integer(prio) || json_integer_value(prio) < 0 ||
+                 json_integer_value(prio) > JOB_PRIORITY_MAX)) {
+        *err = xstrdup("'priority' must be an integer from 0 to 255");
+        goto bad;
+    }
+    if (limit && (!json_is_integer(limit) || json_integer_value(limit) < 0)) {
+        *err = xstrdup("'time_limit' must be a number of seconds >= 0");
+        goto bad;
+    }
+    if ((hold && !json_is_boolean(hold)) || (dry && !json_is_boolean(dry))) {
+        *err = xstrdup("'hold' and 'dry_run' must be true or false");
+        goto bad;
+    }
+    json_t *gpus = json_object_get(spec, "gpus");
+    json_t *gpu_mem = json_object_get(spec, "gpu_memory_mb");
+    json_t *shared = json_object_get(spec, "shared");
+    json_t *per_task = json_object_get(spec, "gpus_per_task");
+    if ((gpus && (!json_is_integer(gpus) || json_integer_value(gpus) < 0 ||
+                  json_integer_value(gpus) > GPUINFO_MAX_GPUS)) ||
+        (gpu_mem && (!json_is_integer(gpu_mem) || json_integer_value(gpu_mem) < 0)) ||
+        (per_task && (!json_is_integer(per_task) || json_integer_value(per_task) < 0 ||
+                      json_integer_value(per_task) > 1)) ||
+        (shared && !json_is_boolean(shared))) {
+        *err = xasprintf("'gpus' (0 to %d), 'gpu_memory_mb' (>= 0), 'gpus_per_task' (0 or 1) "
+                         "must be integers and 'shared' true or false", GPUINFO_MAX_GPUS);
+        goto bad;
+    }
+    bool wants_gpus = gpus && json_integer_value(gpus) > 0;
+    if (!wants_gpus && (json_is_true(shared) || (gpu_mem && json_integer_value(gpu_mem) > 0) ||
+                        (per_task && json_integer_value(per_task) > 0))) {
+        *err = xstrdup("'shared', 'gpu_memory_mb' and 'gpus_per_task' need 'gpus' (--gpus N)");
+        goto bad;
+    }
+    if (json_is_true(shared) && !(gpu_mem && json_integer_value(gpu_mem) > 0)) {
+        *err = xstrdup("a shared GPU job needs gpu_memory_mb (--gpu-memory): the share of each "
+                       "GPU it may use");
+        goto bad;
+    }
+    json_t *mem = json_object_get(spec, "memory_mb");
+    if (mem && (!json_is_integer(mem) || json_integer_value(mem) < 0)) {
+        *err = xstrdup("'memory_mb' must be an integer number of MiB >= 0 (0: no limit)");
+        goto bad;
+    }
+    if (mem && lim->memory_total_mb > 0 && json_integer_value(mem) > lim->memory_total_mb) {
+        *err = xasprintf("requests %lld MiB of memory but this machine has %lld MiB",
+                         (long long)json_integer_value(mem), (long long)lim->memory_total_mb);
+        goto bad;
+    }
+    json_t *conda = json_object_get(spec, "conda_env");
+    if (conda && !json_is_null(conda) &&
+        (!json_is_string(conda) || !valid_conda_env(json_string_value(conda)))) {
+        *err = xstrdup("'conda_env' must be a conda environment name or path (no control "
+                       "characters, at most 4096 bytes)");
+        goto bad;
+    }
+    j->memory_mb = mem ? (int64_t)json_integer_value(mem) : 0;
+    json_t *begin = json_object_get(spec, "begin_time");
+    if (begin && !json_is_null(begin) && (!json_is_number(begin) || json_number_value(begin) < 0)) {
+        *err = xstrdup("'begin_time' must be unix seconds (a number >= 0; 0: no wait)");
+        goto bad;
+    }
+    j->begin_time = json_is_number(begin) ? json_number_value(begin) : 0;
+    json_t *retries = json_object_get(spec, "max_retries");
+    if (retries && (!json_is_integer(retries) || json_integer_value(retries) < 0 ||
+                    json_integer_value(retries) > JOBSPEC_MAX_RETRIES)) {
+        *err = xstrdup("'max_retries' must be an integer from 0 to 1000");
+        goto bad;
+    }
+    j->max_retries = retries ? (int)json_integer_value(retries) : 0;
+    json_t *sigspec = json_object_get(spec, "signal_spec");
+    if (sigspec && !json_is_null(sigspec)) {
+        char *why = NULL;
+        int sig;
+        int64_t secs;
+        bool main_only;
+        if (!json_is_string(sigspec)) {
+            *err = xstrdup("'signal_spec' must be a string \"[B:]SIG[@SECS]\"");
+            goto bad;
+        }
+        if (parse_signal_spec(json_string_value(sigspec), &sig, &secs, &main_only, &why) < 0) {
+            *err = why;
+            goto bad;
+        }
+        if (!limit || json_integer_value(limit) <= 0) {
+            *err = xstrdup("'signal_spec' (--signal) is sent before the time limit: it needs "
+                           "'time_limit' (--time)");
+            goto bad;
+        }
+        j->warn_signal = sig;
+        j->warn_secs = secs;
+        j->warn_main_only = main_only;
+    }
+    j->conda_env = json_is_string(conda) && *json_string_value(conda)
+                       ? xstrdup(json_string_value(conda))
+                       : NULL;
+    json_t *deps = json_object_get(spec, "depends_on");
+    json_t *mode = json_object_get(spec, "depends_mode");
+    json_t *auto_cancel = json_object_get(spec, "auto_cancel");
+    if (deps && !json_is_array(deps)) {
+        *err = xstrdup("'depends_on' must be a list of {\"id\": N, \"kind\": \"afterok\"|"
+                       "\"afterany\"|\"afternotok\"}");
+        goto bad;
+    }
+    size_t di;
+    json_t *dep;
+    json_array_foreach(deps, di, dep) {
+        json_t *id = json_is_integer(dep) ? dep : json_object_get(dep, "id");
+        json_t *kind = json_is_object(dep) ? json_object_get(dep, "kind") : NULL;
+        enum job_dep_kind k = JOB_DEP_AFTEROK;
+        if (json_is_object(dep)) {
+            json_object_foreach(dep, key, v) {
+                if (strcmp(key, "id") && strcmp(key, "kind")) {
+                    *err = xasprintf("depends_on: unknown field '%s'", key);
+                    goto bad;
+                }
+            }
+        }
+        if (!json_is_integer(id) || json_integer_value(id) <= 0 ||
+            (kind && (!json_is_string(kind) ||
+                      job_dep_kind_parse(json_string_value(kind), &k) < 0))) {
+            *err = xstrdup("depends_on: each entry needs 'id' (a job id) and optionally 'kind' "
+                           "(afterok, afterany or afternotok; default afterok)");
+            goto bad;
+        }
+        job_deps_add(j, (int64_t)json_integer_value(id), k);
+    }
+    if (mode && (!json_is_string(mode) || (strcmp(json_string_value(mode), "all") != 0 &&
+                                           strcmp(json_string_value(mode), "any") != 0))) {
+        *err = xstrdup("'depends_mode' must be \"all\" or \"any\"");
+        goto bad;
+    }
+    if (auto_cancel && !json_is_boolean(auto_cancel)) {
+        *err = xstrdup("'auto_cancel' must be true or false");
+        goto bad;
+    }
+    j->deps_any = mode && strcmp(json_string_value(mode), "any") == 0;
+    j->auto_cancel = !json_is_false(auto_cancel);
+    if (name && !job_name_valid(json_string_value(name))) {
+        *err = xasprintf("invalid job name: use 1 to %d printable characters", JOB_NAME_MAX);
+        goto bad;
+    }
+    j->command = command ? xstrdup(json_string_value(command)) : NULL;
+    j->script = script ? xstrdup(json_string_value(script)) : NULL;
+    j->script_path = script_path ? xstrdup(json_string_value(script_path))
+                                 : (script ? xstrdup("-") : NULL);
+    j->name = name ? xstrdup(json_string_value(name)) : default_name(j);
+    j->workdir = xstrdup(json_string_value(workdir));
+    j->env = env ? json_incref(env) : json_object();
+    j->priority = prio ? (int)json_integer_value(prio) : JOB_PRIORITY_DEFAULT;
+    j->time_limit = limit ? (int64_t)json_integer_value(limit) : 0;
+    j->gpus = gpus ? (int)json_integer_value(gpus) : 0;
+    j->gpu_memory_mb = gpu_mem ? (int64_t)json_integer_value(gpu_mem) : 0;
+    j->shared = json_is_true(shared);
+    j->gpus_per_task = per_task && j->gpus > 0 ? (int)json_integer_value(per_task) : 0;
+    char *why = NULL;
+    if (scheduler_check_feasible(j, lim->gpus, lim->visible, &why) < 0) {
+        *err = why;
+        goto bad;
+    }
+    j->user = xstrdup(who->user);
+    j->uid = who->uid;
+    j->gid = who->gid;
+    j->submit_time = who->now;
+    if (json_is_true(hold)) {
+        j->state = JOB_HELD;
+        job_set_reason(j, JOB_REASON_HELD_BY_USER, 0, NULL);
+    }
+    if (json_is_true(dry))
+        *dry_run = true;
+    return j;
+bad:
+    job_free(j);
+    return NULL;
+}
+
+/* ---- a whole submission ---- */
+
+static void submission_clear(struct jobspec_submission *sub)
+{
+    for (size_t i = 0; i < sub->n; i++)
+        job_free(sub->jobs[i]);
+    free(sub->jobs);
+    json_decref(sub->array);
+    json_decref(sub->params);
+    json_decref(sub->name_template);
+    memset(sub, 0, sizeof(*sub));
+    sub->max_concurrent = -1;
+}
+
+void jobspec_submission_free(struct jobspec_submission *sub)
+{
+    submission_clear(sub);
+}
+
+/* The submission-level fields: which spec list, the group's fields. 0 or -1 + *err. */
+static int read_envelope(json_t *root, json_t **specs, struct jobspec_submission *sub, char **err)
+{
+    json_t *list = json_object_get(root, "jobs");
+    json_t *first = root;
+    json_t *max_conc;
+    if (json_is_object(root) && list) {
+        const char *key;
+        json_t *v;
+        json_object_foreach(root, key, v) {
+            if (strcmp(key, "jobs") && strcmp(key, "dry_run") && strcmp(key, "max_concurrent")) {
+                *err = xasprintf("unknown field '%s' in a batch submission", key);
+                return -1;
+            }
+        }
+        if (!json_is_array(list) || json_array_size(list) == 0) {
+            *err = xstrdup("'jobs' must be a non-empty array of job specs");
+            return -1;
+        }
+        size_t i;
+        json_t *sp;
+        json_array_foreach(list, i, sp) {
+            if (json_object_get(sp, "array") || json_object_get(sp, "params") ||
+                json_object_get(sp, "name_template") || json_object_get(sp, "max_concurrent")) {
+                *err = xstrdup("'array', 'params', 'name_template' and 'max_concurrent' belong "
+                               "to a single-spec submission (a batch takes 'max_concurrent' at "
+                               "its top level)");
+                return -1;
+            }
+        }
+        sub->dry_run = json_is_true(json_object_get(root, "dry_run"));
+        sub->batch = json_array_size(list) > 1;
+        max_conc = json_object_get(root, "max_concurrent");
+        *specs = json_incref(list);
+    } else {
+        sub->array = json_incref(json_object_get(first, "array"));
+        sub->params = json_incref(json_object_get(first, "params"));
+        sub->name_template = json_incref(json_object_get(first, "name_template"));
+        max_conc = json_object_get(first, "max_concurrent");
+        *specs = json_pack("[O]", root);
+    }
+    if (sub->array && sub->params) {
+        *err = xstrdup("a submission is either an array ('array') or a sweep ('params'), not both");
+        return -1;
+    }
+    if (sub->name_template && !sub->params) {
+        *err = xstrdup("'name_template' names the jobs of a sweep: it needs 'params'");
+        return -1;
+    }
+    if (max_conc && (!json_is_integer(max_conc) || json_integer_value(max_conc) < 0)) {
+        *err = xstrdup("'max_concurrent' must be an integer >= 0 (0: no limit)");
+        return -1;
+    }
+    sub->max_concurrent = max_conc ? (int64_t)json_integer_value(max_conc) : -1;
+    return 0;
+}
+
+int jobspec_read_submission(json_t *root, const struct jobspec_limits *lim,
+                            const struct jobspec_owner *who, struct jobspec_submission *out,
+                            char **err)
+{
+    memset(out, 0, sizeof(*out));
+    out->max_concurrent = -1;
+    json_t *specs = NULL;
+    int rc = read_envelope(root, &specs, out, err);
+    json_decref(root);
+    if (rc < 0) {
+        json_decref(specs);
+        submission_clear(out);
+        return -1;
+    }
+    size_t n = json_array_size(specs);
+    out->jobs = xcalloc(n, sizeof(*out->jobs));
+    for (size_t i = 0; i < n; i++) {
+        char *why = NULL;
+        struct job *j = jobspec_to_job(json_array_get(specs, i), lim, who, &out->dry_run, &why);
+        if (!j) {
+            *err = out->batch ? xasprintf("job %zu: %s", i + 1, why) : xstrdup(why);
+            free(why);
+            json_decref(specs);
+            submission_clear(out);
+            return -1;
+        }
+        out->jobs[out->n++] = j;
+    }
+    json_decref(specs);
+    return 0;
+}
+
+int jobspec_expand(struct jobspec_submission *sub, char **err)
+{
+    if (!sub->array && !sub->params)
+        return 0;
+    struct job **tasks;
+    size_t n_tasks;
+    int64_t pct = 0;
+    struct job *base = sub->jobs[0];
+    sub->jobs[0] = NULL;
+    sub->n = 0;
+    if (sweep_expand(base, sub->array, sub->params, sub->name_template, &tasks, &n_tasks, &pct,
+                     err) < 0)
+        return -1;
+    free(sub->jobs);
+    sub->jobs = tasks;
+    sub->n = n_tasks;
+    if (sub->max_concurrent < 0)
+        sub->max_concurrent = pct;
+    return 0;
+}
+
+bool jobspec_grouped(const struct jobspec_submission *sub)
+{
+    return sub->n > 1 || sub->max_concurrent > 0;
+}
+
+/* ---- a stored job as a spec; updates ---- */
+
+json_t *jobspec_from_job(const struct job *f)
+{
+    json_t *s = json_object();
+    if (f->command) {
+        json_object_set_new(s, "command", json_string(f->command));
+    } else {
+        json_object_set_new(s, "script", json_string(f->script ? f->script : ""));
+        if (f->script_path)
+            json_object_set_new(s, "script_path", json_string(f->script_path));
+    }
+    if (f->name)
+        json_object_set_new(s, "name", json_string(f->name));
+    json_object_set_new(s, "workdir", json_string(f->workdir ? f->workdir : ""));
+    json_object_set_new(s, "env", f->env ? json_deep_copy(f->env) : json_object());
+    json_object_set_new(s, "priority", json_integer(f->priority));
+    json_object_set_new(s, "time_limit", json_integer(f->time_limit));
+    json_object_set_new(s, "gpus", json_integer(f->gpus));
+    if (f->gpus > 0) {
+        json_object_set_new(s, "gpu_memory_mb", json_integer(f->gpu_memory_mb));
+        json_object_set_new(s, "shared", json_boolean(f->shared));
+        json_object_set_new(s, "gpus_per_task", json_integer(f->gpus_per_task));
+    }
+    json_object_set_new(s, "memory_mb", json_integer(f->memory_mb));
+    if (f->conda_env)
+        json_object_set_new(s, "conda_env", json_string(f->conda_env));
+    if (f->warn_signal > 0 && f->time_limit > 0) {
+        char *sig = format_signal_spec(f->warn_signal, f->warn_secs, f->warn_main_only);
+        json_object_set_new(s, "signal_spec", json_string(sig));
+        free(sig);
+    }
+    if (f->begin_time > 0)
+        json_object_set_new(s, "begin_time", json_real(f->begin_time));
+    json_object_set_new(s, "max_retries", json_integer(f->max_retries));
+    json_t *deps = json_array();
+    for (size_t i = 0; i < f->n_deps; i++)
+        json_array_append_new(deps, json_pack("{s:I, s:s}", "id", (json_int_t)f->deps[i].id,
+                                              "kind", job_dep_kind_name(f->deps[i].kind)));
+    json_object_set_new(s, "depends_on", deps);
+    json_object_set_new(s, "depends_mode", json_string(f->deps_any ? "any" : "all"));
+    json_object_set_new(s, "auto_cancel", json_boolean(f->auto_cancel));
+    return s;
+}
+
+/* Applies the changes in over (see jobspec.h). */
+int jobspec_merge(json_t *spec, const json_t *over, bool allow_hold, char **err)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)over, key, v) {
+        if (!jobspec_known_field(key) || !strcmp(key, "dry_run") || (!allow_hold && !strcmp(key, "hold"))) {
+            *err = xasprintf("'%s' cannot be changed here", key);
+            return -1;
+        }
+    }
+    if (json_object_get(over, "command")) {
+        json_object_del(spec, "script");
+        json_object_del(spec, "script_path");
+    } else if (json_object_get(over, "script")) {
+        json_object_del(spec, "command");
+        json_object_del(spec, "script_path");
+    }
+    json_t *g = json_object_get(over, "gpus");
+    if (json_is_integer(g) && json_integer_value(g) == 0) {
+        /* No GPUs: the per-GPU settings go too unless given again. */
+        json_object_del(spec, "gpu_memory_mb");
+        json_object_del(spec, "shared");
+        json_object_del(spec, "gpus_per_task");
+    }
+    json_t *t = json_object_get(over, "time_limit");
+    if (json_is_integer(t) && json_integer_value(t) == 0)
+        json_object_del(spec, "signal_spec");
+    json_object_foreach((json_t *)over, key, v) {
+        if (json_is_null(v))
+            json_object_del(spec, key);
+        else
+            json_object_set(spec, key, v);
+    }
+    return 0;
+}
+
+/* The fields gjob update reports, compared between the job's JSON before and after. */
+static const char *const update_fields[] = {
+    "params", "name", "command", "script_path", "workdir", "priority", "time_limit", "gpus",
+    "gpu_memory_mb", "shared", "gpus_per_task", "memory_mb", "conda_env", "signal_spec",
+    "begin_time", "max_retries", "depends_on", "depends_mode", "auto_cancel"};
+
+static json_t *change(const char *field, json_t *old, json_t *new)
+{
+    return json_pack("{s:s, s:O, s:O}", "field", field, "old", old ? old : json_null(), "new",
+                     new ? new : json_null());
+}
+
+json_t *jobspec_changes(const struct job *before_job, const struct job *after_job,
+                        const json_t *over)
+{
+    json_t *before = job_to_json(before_job, true, NULL);
+    json_t *after = job_to_json(after_job, true, NULL);
+    json_t *changes = json_array();
+    for (size_t i = 0; i < sizeof(update_fields) / sizeof(update_fields[0]); i++) {
+        json_t *a = json_object_get(before, update_fields[i]);
+        json_t *b = json_object_get(after, update_fields[i]);
+        if (!json_equal(a ? a : json_null(), b ? b : json_null()) && (a || b))
+            json_array_append_new(changes, change(update_fields[i], a, b));
+    }
+    /* A new script from the same path shows as a change of the script. */
+    json_t *sa = json_object_get(before, "script"), *sb = json_object_get(after, "script");
+    if (json_is_string(sb) && !json_equal(sa, sb) &&
+        json_equal(json_object_get(before, "script_path"), json_object_get(after, "script_path")))
+        json_array_append_new(changes, change("script", json_object_get(before, "script_path"),
+                                              json_object_get(after, "script_path")));
+    if (json_object_get(over, "env") &&
+        !json_equal(json_object_get(before, "env"), json_object_get(after, "env")))
+        json_array_append_new(changes, json_pack("{s:s, s:s, s:s}", "field", "env", "old",
+                                                 "...", "new", "..."));
+    json_decref(before);
+    json_decref(after);
+    return changes;
+}
+
+bool jobspec_changes_what(const json_t *over)
+{
+    static const char *const what[] = {"command", "script", "script_path", "workdir", "env"};
+    for (size_t i = 0; i < sizeof(what) / sizeof(what[0]); i++)
+        if (json_object_get(over, what[i]))
+            return true;
+    return false;
+}

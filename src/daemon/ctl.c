@@ -1,0 +1,239 @@
+/* ctl: gflowd up/down/restart/status (see ctl.h). */
+#include "ctl.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "clock.h"
+#include "daemon.h"
+#include "files.h"
+#include "job.h"
+#include "lockfile.h"
+#include "procinfo.h"
+#include "serve.h"
+#include "util.h"
+
+#define STOP_WAIT_SECS 10
+#define START_WAIT_SECS 30
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("gflowd: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(1);
+}
+
+static int ask_status(const struct gflowd *d, json_t **reply, char **err)
+{
+    client_set_socket(d->paths.socket_path);
+    struct client_response r;
+    if (client_request("GET", "/v1/status", NULL, 0, NULL, &r, NULL, NULL, err) < 0)
+        return -1;
+    json_error_t jerr;
+    *reply = r.status == 200 ? json_loadb(r.body.buf ? r.body.buf : "", r.body.len, 0, &jerr) : NULL;
+    if (!*reply)
+        *err = xasprintf("the daemon answered status %d", r.status);
+    client_response_free(&r);
+    return *reply ? 0 : -1;
+}
+
+static int wait_ready(const struct gflowd *d, int fd)
+{
+    struct strbuf msg;
+    strbuf_init(&msg);
+    double deadline = now_mono() + START_WAIT_SECS;
+    for (;;) {
+        double left = deadline - now_mono();
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (left <= 0 || poll(&p, 1, (int)(left * 1000) + 1) == 0) {
+            fprintf(stderr, "gflowd: the daemon did not start within %d s; see %s\n",
+                    START_WAIT_SECS, d->paths.daemon_log);
+            return 1;
+        }
+        char buf[512];
+        ssize_t n = read(fd, buf, sizeof(buf));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        strbuf_add(&msg, buf, (size_t)n);
+    }
+    if (!msg.buf || strcmp(msg.buf, "ok\n") != 0) {
+        const char *text = msg.buf && str_starts_with(msg.buf, "error: ") ? msg.buf + 7 : NULL;
+        if (text)
+            fprintf(stderr, "gflowd: %s", text);
+        else
+            fprintf(stderr, "gflowd: the daemon exited during start-up; see %s\n",
+                    d->paths.daemon_log);
+        strbuf_free(&msg);
+        return 1;
+    }
+    strbuf_free(&msg);
+    json_t *st;
+    char *err = NULL;
+    if (ask_status(d, &st, &err) < 0) {
+        fprintf(stderr, "gflowd: started but the socket does not answer: %s\n", err);
+        free(err);
+        return 1;
+    }
+    printf("gflowd started (pid %lld, socket %s)\n",
+           (long long)json_integer_value(json_object_get(st, "pid")), d->paths.socket_path);
+    json_decref(st);
+    return 0;
+}
+
+int ctl_up(struct gflowd *d, const struct serve_opts *o)
+{
+    pid_t pid;
+    int64_t start;
+    if (lockfile_holder(d->paths.lock_path, &pid, &start)) {
+        fprintf(stderr, "gflowd: gflowd is already running (pid %ld); use 'gflowd restart' to "
+                        "restart it\n", (long)pid);
+        return 1;
+    }
+    if (mkdir_p(d->paths.data_dir, 0700) < 0)
+        die("cannot create %s: %s", d->paths.data_dir, strerror(errno));
+    int pipefd[2];
+    if (pipe2(pipefd, O_CLOEXEC) < 0)
+        die("pipe: %s", strerror(errno));
+    fflush(NULL);
+    pid_t child = fork();
+    if (child < 0)
+        die("fork: %s", strerror(errno));
+    if (child == 0) {
+        close(pipefd[0]);
+        setsid();
+        if (fork() != 0)
+            _exit(0); /* the daemon is the grandchild: no controlling terminal, ever */
+        int null = open("/dev/null", O_RDWR);
+        int logfd = open(d->paths.daemon_log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+        dup2(null, 0);
+        dup2(logfd >= 0 ? logfd : null, 1);
+        dup2(logfd >= 0 ? logfd : null, 2);
+        if (null > 2)
+            close(null);
+        if (logfd > 2)
+            close(logfd);
+        struct serve_opts child_opts = *o;
+        child_opts.ready_fd = pipefd[1];
+        exit(serve(d, &child_opts));
+    }
+    close(pipefd[1]);
+    waitpid(child, NULL, 0);
+    int rc = wait_ready(d, pipefd[0]);
+    close(pipefd[0]);
+    return rc;
+}
+
+int ctl_down(const struct gflowd *d, bool quiet_if_stopped)
+{
+    pid_t pid;
+    int64_t start;
+    if (!lockfile_holder(d->paths.lock_path, &pid, &start)) {
+        if (!quiet_if_stopped)
+            printf("gflowd is not running.\n");
+        return 0;
+    }
+    /* The pidfd pins the process; checking its start time after opening it makes sure it is
+     * the daemon that holds the lock and not a process that reused the pid. */
+    int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (pidfd < 0 || proc_start_time(pid) != start) {
+        printf("gflowd is not running.\n");
+        return 0;
+    }
+    syscall(SYS_pidfd_send_signal, pidfd, SIGTERM, NULL, 0);
+    struct pollfd p = {.fd = pidfd, .events = POLLIN};
+    if (poll(&p, 1, STOP_WAIT_SECS * 1000) == 0) {
+        fprintf(stderr, "gflowd: the daemon did not stop within %d s; sending SIGKILL\n",
+                STOP_WAIT_SECS);
+        syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+        poll(&p, 1, 5000);
+    }
+    close(pidfd);
+    /* The lock is released only when the process is fully gone. */
+    for (int i = 0; i < 500 && lockfile_holder(d->paths.lock_path, &pid, &start); i++)
+        usleep(10000);
+    printf("gflowd stopped.\n");
+    return 0;
+}
+
+static void format_uptime(long long secs, char *buf, size_t n)
+{
+    long long d = secs / 86400, h = secs / 3600 % 24, m = secs / 60 % 60, s = secs % 60;
+    if (d)
+        snprintf(buf, n, "%lldd %lldh %lldm %llds", d, h, m, s);
+    else if (h)
+        snprintf(buf, n, "%lldh %lldm %llds", h, m, s);
+    else if (m)
+        snprintf(buf, n, "%lldm %llds", m, s);
+    else
+        snprintf(buf, n, "%llds", s);
+}
+
+int ctl_status(const struct gflowd *d)
+{
+    json_t *st;
+    char *err = NULL;
+    if (ask_status(d, &st, &err) < 0) {
+        printf("Status: Not running\n");
+        free(err);
+        return 1;
+    }
+    char up[64];
+    format_uptime(json_integer_value(json_object_get(st, "uptime_secs")), up, sizeof(up));
+    json_t *c = json_object_get(st, "counts");
+    printf("Status: Running\n");
+    printf("Version: %s (%s)\n", json_string_value(json_object_get(st, "version")),
+           json_string_value(json_object_get(st, "commit")));
+    printf("PID: %lld\n", (long long)json_integer_value(json_object_get(st, "pid")));
+    printf("Uptime: %s\n", up);
+    printf("Jobs:");
+    for (int i = 0; i < JOB_STATE_COUNT; i++) {
+        const char *s = job_state_short((enum job_state)i);
+        printf("%s %s %lld", i ? "," : "", s, (long long)json_integer_value(json_object_get(c, s)));
+    }
+    printf("\n");
+    long long max = json_integer_value(json_object_get(st, "max_running_jobs"));
+    if (max > 0)
+        printf("Max running jobs: %lld\n", max);
+    else
+        printf("Max running jobs: unlimited\n");
+    printf("Mode: %s\n", json_is_true(json_object_get(st, "system")) ? "system (all users)"
+                                                                     : "per-user");
+    json_t *g = json_object_get(st, "gpus");
+    const char *gpu_error = json_string_value(json_object_get(g, "error"));
+    if (gpu_error)
+        printf("GPUs: %s\n", gpu_error);
+    else
+        printf("GPUs: %lld%s%s\n", (long long)json_integer_value(json_object_get(g, "count")),
+               json_is_true(json_object_get(g, "simulated")) ? " (simulated)" : "",
+               json_is_true(json_object_get(g, "constrain_devices"))
+                   ? ", device isolation on (cgroup v1 devices)"
+                   : "");
+    json_t *mem = json_object_get(st, "memory");
+    if (mem)
+        printf("Memory: %lld MiB, job limits (--memory) held by %s\n",
+               (long long)json_integer_value(json_object_get(mem, "total_mb")),
+               json_string_value(json_object_get(mem, "enforcement")));
+    printf("Socket: %s\n", json_string_value(json_object_get(st, "socket")));
+    printf("Data: %s\n", json_string_value(json_object_get(st, "data_dir")));
+    json_decref(st);
+    return 0;
+}
+

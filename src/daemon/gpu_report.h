@@ -1,0 +1,24 @@
+/* gpu_report: the GPUs as the API shows them (docs/api.md): GET /v1/gpus, and the GPUs
+ * of one job. Read-only over gpu.c's state and the running jobs it is given. */
+#ifndef GFLOWD_GPU_REPORT_H
+#define GFLOWD_GPU_REPORT_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpu.h"
+#include "job.h"
+
+/* GET /v1/gpus: every GPU with its state ("idle", "busy", "shared", "restricted",
+ * "unmanaged", "lost" and why), metrics, jobs and processes; the allowed set, the
+ * allocation strategy and the topology matrix. */
+json_t *gpu_report_status(const struct gpus *g, struct job *const *running, size_t n,
+                          const char *strategy);
+/* [{"index","uuid","pci_bus_id"}] of the GPUs in mask (a job's). */
+json_t *gpu_report_detail(const struct gpus *g, uint64_t mask);
+/* The GPUs (indices) outside mask where processes of job job_id were seen. */
+json_t *gpu_report_foreign(const struct gpus *g, int64_t job_id, uint64_t mask,
+                           struct job *const *running, size_t n);
+
+#endif

@@ -1,0 +1,64 @@
+/* reply: building a handler's answer (see reply.h). */
+#include "reply.h"
+
+#include <microhttpd.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+void reply_response(struct reply *rep, unsigned status, struct MHD_Response *resp,
+                    const char *type)
+{
+    reply_clear(rep);
+    rep->status = status;
+    rep->response = resp;
+    if (type && resp)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+}
+
+void reply_json(struct reply *rep, unsigned status, json_t *body)
+{
+    char *text = json_dumps(body, JSON_COMPACT);
+    json_decref(body);
+    size_t len = strlen(text);
+    text = xrealloc(text, len + 2);
+    text[len++] = '\n';
+    text[len] = '\0';
+    reply_response(rep, status, MHD_create_response_from_buffer_with_free_callback(len, text, free),
+                   "application/json");
+}
+
+void reply_error(struct reply *rep, unsigned status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *msg = xvasprintf(fmt, ap);
+    va_end(ap);
+    reply_json(rep, status, json_pack("{s:s}", "error", msg));
+    free(msg);
+}
+
+void reply_text(struct reply *rep, unsigned status, char *text, size_t len, const char *type)
+{
+    reply_response(rep, status, MHD_create_response_from_buffer_with_free_callback(len, text, free),
+                   type ? type : "text/plain; charset=utf-8");
+}
+
+void reply_follow_log(struct reply *rep, int64_t job_id, const char *path, uint64_t offset)
+{
+    reply_clear(rep);
+    rep->status = 200;
+    rep->follow_job = job_id;
+    rep->follow_path = xstrdup(path);
+    rep->follow_offset = offset;
+}
+
+void reply_clear(struct reply *rep)
+{
+    if (rep->response)
+        MHD_destroy_response(rep->response);
+    free(rep->follow_path);
+    memset(rep, 0, sizeof(*rep));
+}

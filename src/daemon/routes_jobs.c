@@ -1,0 +1,561 @@
+/* routes_jobs: the endpoints of one job and of submission (docs/api.md): submit, show,
+ * cancel, hold, release, limit, update, redo and the log. Owners act on their own jobs,
+ * admins on all (auth.c); what a job may be is checked by jobspec.c, changes to it are
+ * jobs.c's and jobedit.c's, and ending a running one is the runner's. */
+#include "routes.h"
+
+#include <fcntl.h>
+#include <microhttpd.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "daemon.h"
+#include "gpu.h"
+#include "gpu_report.h"
+#include "jobedit.h"
+#include "jobs.h"
+#include "jobspec.h"
+#include "runner.h"
+#include "store.h"
+#include "util.h"
+
+/* What a request may ask for on this machine, and who asks. */
+static struct jobspec_limits limits_of(const struct gflowd *d)
+{
+    return (struct jobspec_limits){
+        .memory_total_mb = d->mem_total_mb,
+        .gpus = gpu_current(d->gpus),
+        .visible = scheduler_allowed_mask(gpu_visible(d->gpus)),
+    };
+}
+
+static struct jobspec_owner owner_of(const struct route_req *r)
+{
+    return (struct jobspec_owner){
+        .user = r->who->user, .uid = r->who->uid, .gid = r->who->gid, .now = now_wall()};
+}
+
+/* Loads job id: 0 and *out filled, or -1 with the reply set (404, 500). */
+static int load_job(const struct route_req *r, int64_t id, bool with_payload, struct job *out,
+                    struct reply *rep)
+{
+    int rc = store_get_job(r->d->store, id, out, with_payload);
+    if (rc == 1) {
+        reply_error(rep, 404, "job %lld not found; 'gqueue -a' lists your jobs", (long long)id);
+        return -1;
+    }
+    if (rc < 0) {
+        reply_error(rep, 500, "cannot read job %lld: %s", (long long)id, store_error(r->d->store));
+        return -1;
+    }
+    return 0;
+}
+
+/* The active job id, if the caller may act on it; else NULL with the reply set. */
+static struct job *own_active_job(const struct route_req *r, int64_t id, const char *verb,
+                                  struct reply *rep)
+{
+    struct job *j = jobs_get(r->d->jobs, id);
+    if (!j) {
+        struct job old;
+        job_init(&old);
+        if (load_job(r, id, false, &old, rep) == 0)
+            reply_error(rep, 409, "job %lld has already ended (%s); nothing to %s", (long long)id,
+                        job_state_short(old.state), verb);
+        job_clear(&old);
+        return NULL;
+    }
+    if (!auth_may_act_on(r->who, j->uid)) {
+        reply_error(rep, 403, "job %lld belongs to %s; only its owner or an admin may %s it",
+                    (long long)id, j->user, verb);
+        return NULL;
+    }
+    return j;
+}
+
+static json_t *state_reply(const struct job *j)
+{
+    json_t *o =
+        json_pack("{s:I, s:s}", "id", (json_int_t)j->id, "state", job_state_short(j->state));
+    if (j->state == JOB_RUNNING && j->end_request != JOB_END_NONE)
+        json_object_set_new(o, "cancelling", json_true());
+    return o;
+}
+
+/* ---- submit ---- */
+
+/* The reply's entry for a job of a dry run: what it would be. */
+static json_t *dry_run_entry(const struct job *j)
+{
+    json_t *o = json_pack("{s:n, s:s, s:s}", "id", "name", j->name, "state",
+                          job_state_short(j->state));
+    if (j->command)
+        json_object_set_new(o, "command", json_string(j->command));
+    if (j->array_task >= 0)
+        json_object_set_new(o, "array_task", json_integer(j->array_task));
+    return o;
+}
+
+/* Checks the dependencies of every job of the submission, each against the jobs that
+ * exist before this request. 0, or -1 with the reply set. */
+static int check_deps(const struct route_req *r, const struct jobspec_submission *sub,
+                      struct reply *rep)
+{
+    int64_t next = jobs_next_id(r->d->jobs);
+    for (size_t i = 0; i < sub->n; i++) {
+        char *err = NULL;
+        if (sub->jobs[i]->n_deps &&
+            jobs_check_deps(r->d->jobs, sub->jobs[i], next + (int64_t)i, &err) < 0) {
+            if (sub->batch)
+                reply_error(rep, 400, "job %zu: %s", i + 1, err);
+            else
+                reply_error(rep, 400, "%s", err);
+            free(err);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void route_submit(const struct route_req *r, struct reply *rep)
+{
+    json_error_t jerr;
+    json_t *root = json_loadb(r->body, r->body_len, 0, &jerr);
+    if (!root) {
+        reply_error(rep, 400, "malformed JSON at line %d, column %d: %s", jerr.line, jerr.column,
+                    jerr.text);
+        return;
+    }
+    struct jobs *t = r->d->jobs;
+    struct jobspec_limits lim = limits_of(r->d);
+    struct jobspec_owner owner = owner_of(r);
+    struct jobspec_submission sub;
+    char *err = NULL;
+    if (jobspec_read_submission(root, &lim, &owner, &sub, &err) < 0) {
+        reply_error(rep, 400, "%s", err);
+        free(err);
+        return;
+    }
+    if (check_deps(r, &sub, rep) < 0)
+        goto out;
+    if (jobspec_expand(&sub, &err) < 0) {
+        reply_error(rep, 400, "%s", err);
+        free(err);
+        goto out;
+    }
+    /* A group (its id: the first job's) when the submission makes several jobs or limits
+     * how many run at once. */
+    int64_t limit = sub.max_concurrent > 0 ? sub.max_concurrent : 0;
+    int64_t group_id = jobspec_grouped(&sub) ? jobs_next_id(t) : 0;
+    json_t *list = json_array();
+    json_t *o = json_pack("{s:o}", "jobs", list);
+    if (sub.dry_run) {
+        for (size_t i = 0; i < sub.n; i++)
+            json_array_append_new(list, dry_run_entry(sub.jobs[i]));
+        if (group_id > 0)
+            json_object_set_new(o, "group_id", json_null());
+    } else {
+        if (group_id && jobs_group_set_limit(t, jobs_group(t, group_id, true), limit) < 0) {
+            reply_error(rep, 500, "cannot store the submission's group; see gflowd.log");
+            json_decref(o);
+            goto out;
+        }
+        for (size_t i = 0; i < sub.n; i++)
+            sub.jobs[i]->group_id = group_id;
+        size_t done;
+        if (jobs_submit_all(t, sub.jobs, sub.n, &done) < 0) {
+            /* The jobs before it stay submitted (the transaction holds other requests'
+             * changes too), but this reply says the request failed. */
+            reply_error(rep, 500, "cannot store job %zu of the request; see gflowd.log", done + 1);
+            memset(sub.jobs, 0, done * sizeof(*sub.jobs)); /* the table's now */
+            json_decref(o);
+            goto out;
+        }
+        /* A large submission lists its first jobs only: count and ids say the rest. */
+        for (size_t i = 0; i < sub.n && i < JOBSPEC_REPLY_MAX_JOBS; i++)
+            json_array_append_new(list, json_pack("{s:I, s:s, s:s}", "id",
+                                                  (json_int_t)sub.jobs[i]->id, "name",
+                                                  sub.jobs[i]->name, "state",
+                                                  job_state_short(sub.jobs[i]->state)));
+        if (group_id > 0) {
+            json_object_set_new(o, "first_id", json_integer(sub.jobs[0]->id));
+            json_object_set_new(o, "last_id", json_integer(sub.jobs[sub.n - 1]->id));
+            json_object_set_new(o, "group_id", json_integer(group_id));
+        }
+    }
+    if (group_id > 0) {
+        json_object_set_new(o, "count", json_integer((json_int_t)sub.n));
+        json_object_set_new(o, "max_concurrent", json_integer(limit));
+    }
+    if (!sub.dry_run) /* the submitted jobs are the table's now */
+        memset(sub.jobs, 0, sub.n * sizeof(*sub.jobs));
+    reply_json(rep, sub.dry_run ? 200 : 201, o);
+out:
+    jobspec_submission_free(&sub);
+}
+
+/* ---- show ---- */
+
+void route_show(const struct route_req *r, int64_t id, struct reply *rep)
+{
+    struct gflowd *d = r->d;
+    struct job j;
+    job_init(&j);
+    if (load_job(r, id, true, &j, rep) < 0)
+        return;
+    struct job *live = jobs_get(d->jobs, id);
+    if (live) {
+        j.wait_reason = live->wait_reason;
+        j.group = live->group; /* its max_concurrent */
+    }
+    if (!auth_may_act_on(r->who, j.uid)) { /* others see the job, not its environment */
+        json_decref(j.env);
+        j.env = NULL;
+        free(j.script);
+        j.script = NULL;
+    }
+    json_t *o = job_to_json(&j, true, d->paths.log_dir);
+    int64_t *dependents = NULL;
+    size_t n_dependents = 0;
+    json_t *dl = json_array();
+    if (store_dependents(d->store, id, &dependents, &n_dependents) == 0)
+        for (size_t i = 0; i < n_dependents; i++)
+            json_array_append_new(dl, json_integer(dependents[i]));
+    free(dependents);
+    json_object_set_new(o, "dependents", dl);
+    int64_t retried_as = 0;
+    if (j.state == JOB_FAILED && store_retried_as(d->store, id, &retried_as) == 0 && retried_as)
+        json_object_set_new(o, "retried_as", json_integer(retried_as));
+    else
+        json_object_set_new(o, "retried_as", json_null());
+    if (live && live->n_deps) {
+        /* Where each dependency stands (pending, met, never). */
+        static const char *const names[] = {"pending", "met", "never"};
+        json_t *arr = json_object_get(o, "depends_on");
+        for (size_t i = 0; i < live->n_deps && i < json_array_size(arr); i++)
+            json_object_set_new(json_array_get(arr, i), "status",
+                                json_string(names[live->deps[i].status]));
+    }
+    json_object_set_new(o, "gpus_detail", gpu_report_detail(d->gpus, j.gpu_mask));
+    if (j.state == JOB_RUNNING) {
+        size_t n;
+        struct job **running = jobs_running(d->jobs, &n);
+        json_object_set_new(o, "foreign_gpus",
+                            gpu_report_foreign(d->gpus, j.id, j.gpu_mask, running, n));
+    }
+    reply_json(rep, 200, o);
+    job_clear(&j);
+}
+
+/* ---- cancel, hold, release, limit ---- */
+
+/* The reply to a cancel: the job's state, and the jobs that its cancellation takes
+ * along (auto-cancel of dependents; for a running job, once it has ended). */
+static json_t *cancel_reply(const struct job *j, const struct jobs_cascade *also, size_t n)
+{
+    json_t *o = state_reply(j);
+    json_t *arr = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(arr, json_pack("{s:I, s:I}", "id", (json_int_t)also[i].id,
+                                             "depends_on", (json_int_t)also[i].because));
+    json_object_set_new(o, "dependents_cancelled", arr);
+    return o;
+}
+
+void route_cancel(const struct route_req *r, int64_t id, struct reply *rep)
+{
+    struct job *j = own_active_job(r, id, "cancel", rep);
+    if (!j)
+        return;
+    struct jobs_cascade *also;
+    size_t n_also = jobs_cascade_preview(r->d->jobs, j, &also);
+    const char *dry = route_query(r, "dry_run");
+    if (!dry || strcmp(dry, "0") == 0) {
+        if (j->state == JOB_RUNNING) {
+            runner_request_end(r->d, j, JOB_END_CANCEL);
+        } else {
+            j->end_time = now_wall();
+            jobs_set_state(r->d->jobs, j, JOB_CANCELLED, JOB_REASON_CANCELLED_BY_USER, 0, NULL);
+        }
+    }
+    reply_json(rep, 200, cancel_reply(j, also, n_also));
+    free(also);
+}
+
+/* A release takes an optional body {"begin_time": unix seconds}: released now, but not
+ * started before then (gjob release --at). */
+void route_hold_release(const struct route_req *r, int64_t id, bool hold, struct reply *rep)
+{
+    double begin = -1;
+    if (!hold && r->body_len) {
+        json_t *o = json_loadb(r->body, r->body_len, 0, NULL);
+        json_t *b = json_object_get(o, "begin_time");
+        const char *key;
+        json_t *v;
+        bool ok = json_is_object(o) && (!b || (json_is_number(b) && json_number_value(b) >= 0));
+        json_object_foreach(o, key, v) {
+            if (strcmp(key, "begin_time") != 0)
+                ok = false;
+        }
+        if (b && ok)
+            begin = json_number_value(b);
+        json_decref(o);
+        if (!ok) {
+            reply_error(rep, 400, "a release takes no body or {\"begin_time\": unix seconds}");
+            return;
+        }
+    }
+    struct job *j = own_active_job(r, id, hold ? "hold" : "release", rep);
+    if (!j)
+        return;
+    enum job_state from = hold ? JOB_QUEUED : JOB_HELD;
+    if (j->state != from) {
+        reply_error(rep, 409, "job %lld is %s (%s); only %s jobs can be %s", (long long)id,
+                    job_state_name(j->state), job_state_short(j->state),
+                    hold ? "queued (PD)" : "held (H)", hold ? "held" : "released");
+        return;
+    }
+    if (begin >= 0)
+        j->begin_time = begin;
+    jobs_set_state(r->d->jobs, j, hold ? JOB_HELD : JOB_QUEUED,
+                   hold ? JOB_REASON_HELD_BY_USER : JOB_REASON_NONE, 0, NULL);
+    reply_json(rep, 200, state_reply(j));
+}
+
+/* POST /v1/jobs/{id}/limit {"max_concurrent": K}: how many jobs of the submission group
+ * of job id (a group's id is its first job's id) may run at once; 0 = no limit. A job
+ * submitted alone gets a group of its own. */
+void route_limit(const struct route_req *r, int64_t id, struct reply *rep)
+{
+    json_t *o = route_body_object(r, rep);
+    if (!o)
+        return;
+    json_t *k = json_object_get(o, "max_concurrent");
+    if (!json_is_integer(k) || json_integer_value(k) < 0 || json_object_size(o) != 1) {
+        reply_error(rep, 400, "the body must be {\"max_concurrent\": K} with K >= 0 (0: no limit)");
+        json_decref(o);
+        return;
+    }
+    int64_t limit = (int64_t)json_integer_value(k);
+    json_decref(o);
+    struct job *j = jobs_get(r->d->jobs, id);
+    struct job old;
+    job_init(&old);
+    if (!j && load_job(r, id, false, &old, rep) < 0) {
+        job_clear(&old);
+        return;
+    }
+    const struct job *known = j ? j : &old;
+    int64_t gid = known->group_id;
+    if (!auth_may_act_on(r->who, known->uid)) {
+        reply_error(rep, 403, "job %lld belongs to %s; only its owner or an admin may change "
+                    "its limit", (long long)id, known->user ? known->user : "another user");
+        job_clear(&old);
+        return;
+    }
+    job_clear(&old);
+    if (gid == 0 && !j) {
+        reply_error(rep, 409, "job %lld has ended and belongs to no group; nothing to limit",
+                    (long long)id);
+        return;
+    }
+    char *err = NULL;
+    if (jobs_limit_group(r->d->jobs, j, gid, limit, &err) < 0) {
+        reply_error(rep, 500, "%s", err);
+        free(err);
+        return;
+    }
+    reply_json(rep, 200, json_pack("{s:I, s:I}", "group_id", (json_int_t)(gid ? gid : id),
+                                   "max_concurrent", (json_int_t)limit));
+}
+
+/* ---- update and redo ---- */
+
+void route_update(const struct route_req *r, int64_t id, struct reply *rep)
+{
+    json_t *over = route_body_object(r, rep);
+    if (!over)
+        return;
+    if (json_object_size(over) == 0) {
+        reply_error(rep, 400, "an update is a JSON object with the spec fields to change");
+        json_decref(over);
+        return;
+    }
+    json_t *mc = json_object_get(over, "max_concurrent");
+    if (mc && (!json_is_integer(mc) || json_integer_value(mc) < 0)) {
+        reply_error(rep, 400, "'max_concurrent' must be an integer >= 0 (0: no limit)");
+        json_decref(over);
+        return;
+    }
+    int64_t max_concurrent = mc ? (int64_t)json_integer_value(mc) : -1;
+    json_object_del(over, "max_concurrent");
+    struct job *j = own_active_job(r, id, "update", rep);
+    if (!j) {
+        json_decref(over);
+        return;
+    }
+    struct jobspec_limits lim = limits_of(r->d);
+    struct jobspec_owner owner = owner_of(r);
+    struct jobedit_ctx c = {r->d->jobs, &lim, &owner};
+    json_t *changes;
+    char *err = NULL;
+    int status = jobedit_update(&c, j, over, max_concurrent, &changes, &err);
+    json_decref(over);
+    if (status) {
+        reply_error(rep, (unsigned)status, "%s", err);
+        free(err);
+        return;
+    }
+    json_t *o = state_reply(j);
+    json_object_set_new(o, "changes", changes);
+    reply_json(rep, 200, o);
+}
+
+void route_redo(const struct route_req *r, int64_t id, struct reply *rep)
+{
+    json_t *over = r->body_len ? route_body_object(r, rep) : json_object();
+    if (!over)
+        return;
+    json_t *cascade = json_object_get(over, "cascade");
+    if (cascade && !json_is_boolean(cascade)) {
+        reply_error(rep, 400, "'cascade' must be true or false");
+        json_decref(over);
+        return;
+    }
+    bool do_cascade = json_is_true(cascade);
+    json_object_del(over, "cascade");
+    struct jobspec_limits lim = limits_of(r->d);
+    struct jobspec_owner owner = owner_of(r);
+    struct jobedit_ctx c = {r->d->jobs, &lim, &owner};
+    json_t *out;
+    char *err = NULL;
+    int status = jobedit_redo(&c, id, over, do_cascade, &out, &err);
+    json_decref(over);
+    if (status) {
+        reply_error(rep, (unsigned)status, "%s", err);
+        free(err);
+        return;
+    }
+    reply_json(rep, 201, json_pack("{s:o}", "jobs", out));
+}
+
+/* ---- logs ---- */
+
+/* Byte length of the first n lines of fd. */
+static off_t first_lines_len(int fd, int64_t n)
+{
+    char buf[65536];
+    off_t pos = 0;
+    ssize_t got;
+    while (n > 0 && (got = pread(fd, buf, sizeof(buf), pos)) > 0) {
+        for (ssize_t i = 0; i < got; i++) {
+            if (buf[i] == '\n' && --n == 0)
+                return pos + i + 1;
+        }
+        pos += got;
+    }
+    return pos;
+}
+
+/* Offset where the last n lines of a file of the given size begin. */
+static off_t last_lines_start(int fd, off_t size, int64_t n)
+{
+    char buf[65536];
+    off_t end = size;
+    bool skip_final_newline = true;
+    while (end > 0) {
+        off_t start = end > (off_t)sizeof(buf) ? end - (off_t)sizeof(buf) : 0;
+        ssize_t got = pread(fd, buf, (size_t)(end - start), start);
+        if (got <= 0)
+            return 0;
+        for (ssize_t i = got - 1; i >= 0; i--) {
+            if (buf[i] != '\n')
+                continue;
+            if (skip_final_newline && start + i == size - 1)
+                continue;
+            if (--n == 0)
+                return start + i + 1;
+        }
+        skip_final_newline = false;
+        end = start;
+    }
+    return 0;
+}
+
+/* A count in ?key=N: 1 and *out, 0 if absent, -1 with *err if not a count. */
+static int query_count(const struct route_req *r, const char *key, int64_t *out, char **err)
+{
+    const char *v = route_query(r, key);
+    if (!v)
+        return 0;
+    if (parse_int64(v, out) < 0 || *out < 0) {
+        *err = xasprintf("'%s' must be a whole number >= 0, not '%s'", key, v);
+        return -1;
+    }
+    return 1;
+}
+
+void route_log(const struct route_req *r, int64_t id, struct reply *rep)
+{
+    struct job j;
+    job_init(&j);
+    if (load_job(r, id, false, &j, rep) < 0)
+        return;
+    uint32_t owner = j.uid;
+    job_clear(&j);
+    if (!auth_may_act_on(r->who, owner)) {
+        reply_error(rep, 403, "job %lld belongs to another user; only its owner or an admin may "
+                    "read its log", (long long)id);
+        return;
+    }
+    int64_t first = 0, last = 0, offset = 0, length = 0;
+    char *err = NULL;
+    int has_first = query_count(r, "first", &first, &err);
+    int has_last = has_first < 0 ? -1 : query_count(r, "last", &last, &err);
+    int has_offset = has_last < 0 ? -1 : query_count(r, "offset", &offset, &err);
+    int has_length = has_offset < 0 ? -1 : query_count(r, "length", &length, &err);
+    if (has_length < 0) {
+        reply_error(rep, 400, "%s", err);
+        free(err);
+        return;
+    }
+    char *path = runner_log_path(r->d, id);
+    const char *follow = route_query(r, "follow");
+    if (follow && strcmp(follow, "0") != 0) {
+        reply_follow_log(rep, id, path, (uint64_t)offset);
+        free(path);
+        return;
+    }
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    free(path);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0 || st.st_size == 0) {
+        if (fd >= 0)
+            close(fd);
+        reply_text(rep, 200, xstrdup(""), 0, NULL);
+        return;
+    }
+    off_t start = 0, len = st.st_size;
+    if (has_first) {
+        len = first_lines_len(fd, first);
+    } else if (has_last) {
+        start = last ? last_lines_start(fd, st.st_size, last) : st.st_size;
+        len = st.st_size - start;
+    } else if (has_offset || has_length) {
+        start = offset < st.st_size ? offset : st.st_size;
+        len = st.st_size - start;
+        if (has_length && length < len)
+            len = length;
+    }
+    struct MHD_Response *resp =
+        MHD_create_response_from_fd_at_offset64((uint64_t)len, fd, (uint64_t)start);
+    if (!resp) {
+        close(fd);
+        reply_error(rep, 500, "cannot send the log");
+        return;
+    }
+    reply_response(rep, 200, resp, "text/plain; charset=utf-8");
+}

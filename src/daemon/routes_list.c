@@ -1,0 +1,251 @@
+/* routes_list: GET /v1/jobs, the job list (docs/api.md): filters (state, id, user,
+ * since), a sort key and a limit, as JSON or as TSV with chosen fields. Active jobs are
+ * all in memory and listed from there (the common case: gqueue); history is read from
+ * the store. */
+#include "routes.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "daemon.h"
+#include "jobs.h"
+#include "parse.h"
+#include "store.h"
+#include "util.h"
+
+struct list_ctx {
+    const struct jobs *jobs;
+    struct strbuf out;
+    size_t count;
+    bool tsv;
+    int fields[JOB_FIELD_COUNT];
+    size_t n_fields;
+};
+
+static void emit(struct list_ctx *ctx, const struct job *j)
+{
+    if (ctx->tsv) {
+        job_append_tsv(&ctx->out, j, ctx->fields, ctx->n_fields);
+        return;
+    }
+    if (ctx->count++)
+        strbuf_addc(&ctx->out, ',');
+    job_append_json(&ctx->out, j);
+}
+
+/* format=tsv: a header line with the field names (fields=..., default all), then one
+ * line per job. Much cheaper than JSON for a client to read 10,000 jobs. */
+static int parse_format(const struct route_req *r, struct list_ctx *ctx, char **err)
+{
+    const char *format = route_query(r, "format");
+    if (!format || !strcmp(format, "json"))
+        return 0;
+    if (strcmp(format, "tsv") != 0) {
+        *err = xasprintf("unknown format '%s': use json or tsv", format);
+        return -1;
+    }
+    ctx->tsv = true;
+    const char *fields = route_query(r, "fields");
+    if (!fields || !*fields) {
+        for (int f = 0; f < JOB_FIELD_COUNT; f++)
+            ctx->fields[ctx->n_fields++] = f;
+        return 0;
+    }
+    char *copy = xstrdup(fields), *save = NULL;
+    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        int f = job_field_parse(tok);
+        if (f < 0 || ctx->n_fields == JOB_FIELD_COUNT) {
+            *err = xasprintf("unknown or repeated field '%s'", tok);
+            free(copy);
+            return -1;
+        }
+        ctx->fields[ctx->n_fields++] = f;
+    }
+    free(copy);
+    return 0;
+}
+
+/* A job from the store: a queued one shows why it waits, as the live table knows. */
+static void list_cb(struct job *j, void *arg)
+{
+    struct list_ctx *ctx = arg;
+    if (j->state == JOB_QUEUED) {
+        struct job *live = jobs_get(ctx->jobs, j->id);
+        if (live)
+            j->wait_reason = live->wait_reason;
+    }
+    emit(ctx, j);
+    job_free(j);
+}
+
+/* ---- listing active jobs from memory ---- */
+
+struct sort_spec {
+    enum job_sort key;
+    bool descending;
+    double now;
+};
+
+/* Same order as store_list: the key, then the id, both in the requested direction. */
+static int job_cmp(const void *pa, const void *pb, void *arg)
+{
+    const struct job *a = *(struct job *const *)pa, *b = *(struct job *const *)pb;
+    const struct sort_spec *s = arg;
+    int c = job_sort_compare(a, b, s->key, s->now);
+    return s->descending ? -c : c;
+}
+
+static int cmp_id(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static bool only_active_states(const struct store_query *q)
+{
+    if (q->n_states == 0)
+        return false;
+    for (size_t i = 0; i < q->n_states; i++)
+        if (!job_state_is_active(q->states[i]))
+            return false;
+    return true;
+}
+
+static bool matches(const struct job *j, const struct store_query *q, const int64_t *sorted_ids)
+{
+    bool state_ok = false;
+    for (size_t i = 0; i < q->n_states && !state_ok; i++)
+        state_ok = j->state == q->states[i];
+    if (!state_ok || (q->user && strcmp(j->user ? j->user : "", q->user) != 0))
+        return false;
+    if (q->since > 0 && j->submit_time < q->since)
+        return false;
+    return !sorted_ids || bsearch(&j->id, sorted_ids, q->n_ids, sizeof(int64_t), cmp_id);
+}
+
+static void list_active(const struct store_query *q, struct list_ctx *ctx)
+{
+    size_t n;
+    struct job **all = jobs_active(ctx->jobs, &n);
+    int64_t *ids = NULL;
+    if (q->n_ids) {
+        ids = xmalloc(q->n_ids * sizeof(*ids));
+        memcpy(ids, q->ids, q->n_ids * sizeof(*ids));
+        qsort(ids, q->n_ids, sizeof(*ids), cmp_id);
+    }
+    struct job **hits = xmalloc((n ? n : 1) * sizeof(*hits));
+    size_t count = 0;
+    for (size_t i = 0; i < n; i++)
+        if (matches(all[i], q, ids))
+            hits[count++] = all[i];
+    free(ids);
+    struct sort_spec spec = {q->sort, q->descending, now_wall()};
+    if (spec.key != JOB_SORT_ID || spec.descending)
+        qsort_r(hits, count, sizeof(*hits), job_cmp, &spec);
+    size_t from = 0, to = count;
+    if (q->limit > 0 && (size_t)q->limit < count)
+        to = (size_t)q->limit;
+    else if (q->limit < 0 && (size_t)-q->limit < count)
+        from = count - (size_t)-q->limit;
+    for (size_t i = from; i < to; i++)
+        emit(ctx, hits[i]);
+    free(hits);
+}
+
+static int parse_states(const char *s, enum job_state *states, size_t *n, char **err)
+{
+    *n = 0;
+    char *copy = xstrdup(s), *save = NULL;
+    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        enum job_state st;
+        if (job_state_parse(tok, &st) < 0) {
+            *err = xasprintf("unknown state '%s': use PD, H, R, CD, F, CA or TO", tok);
+            free(copy);
+            return -1;
+        }
+        if (*n < 64)
+            states[(*n)++] = st;
+    }
+    free(copy);
+    return 0;
+}
+
+/* The query's filters, order and limit. 0, or -1 with *err. */
+static int parse_query(const struct route_req *r, struct store_query *q, enum job_state *states,
+                       int64_t **ids, char **err)
+{
+    const char *v;
+    if ((v = route_query(r, "state")) && *v) {
+        if (parse_states(v, states, &q->n_states, err) < 0)
+            return -1;
+        q->states = states;
+    }
+    if ((v = route_query(r, "id")) && *v) {
+        if (parse_id_list(v, ids, &q->n_ids, err) < 0)
+            return -1;
+        q->ids = *ids;
+    }
+    v = route_query(r, "user");
+    q->user = !v || !*v ? r->who->user : (strcmp(v, "all") == 0 ? NULL : v);
+    if ((v = route_query(r, "since")) && *v) {
+        char *end;
+        q->since = strtod(v, &end);
+        if (*end) {
+            *err = xasprintf("'since' must be unix seconds, not '%s'", v);
+            return -1;
+        }
+    }
+    if ((v = route_query(r, "sort")) && *v) {
+        q->descending = v[0] == '-';
+        const char *key = q->descending ? v + 1 : v;
+        if (job_sort_parse(key, &q->sort) < 0) {
+            *err = xasprintf("unknown sort key '%s': use %s", key, job_sort_names());
+            return -1;
+        }
+    }
+    if ((v = route_query(r, "limit")) && *v && parse_int64(v, &q->limit) < 0) {
+        *err = xasprintf("'limit' must be an integer, not '%s'", v);
+        return -1;
+    }
+    return 0;
+}
+
+void route_list(const struct route_req *r, struct reply *rep)
+{
+    struct store_query q = {0};
+    enum job_state states[64];
+    int64_t *ids = NULL;
+    char *err = NULL;
+    struct list_ctx ctx = {.jobs = r->d->jobs};
+    if (parse_query(r, &q, states, &ids, &err) < 0 || parse_format(r, &ctx, &err) < 0)
+        goto bad;
+    strbuf_init(&ctx.out);
+    if (ctx.tsv) {
+        for (size_t i = 0; i < ctx.n_fields; i++) {
+            strbuf_adds(&ctx.out, job_field_name((enum job_field)ctx.fields[i]));
+            strbuf_addc(&ctx.out, i + 1 < ctx.n_fields ? '\t' : '\n');
+        }
+    } else {
+        strbuf_adds(&ctx.out, "{\"jobs\":[");
+    }
+    /* Active jobs are all in memory; only history needs the database. */
+    if (only_active_states(&q))
+        list_active(&q, &ctx);
+    else if (store_list(r->d->store, &q, list_cb, &ctx) < 0) {
+        strbuf_free(&ctx.out);
+        err = xstrdup(store_error(r->d->store));
+        goto bad;
+    }
+    if (!ctx.tsv)
+        strbuf_adds(&ctx.out, "]}\n");
+    free(ids);
+    size_t len = ctx.out.len;
+    reply_text(rep, 200, strbuf_detach(&ctx.out), len,
+               ctx.tsv ? "text/tab-separated-values" : "application/json");
+    return;
+bad:
+    reply_error(rep, 400, "%s", err);
+    free(err);
+    free(ids);
+}

@@ -1,0 +1,372 @@
+/* serve: the serving daemon. Sets up everything (lock, data directories, store, job
+ * table, GPUs, recovery of the running jobs, the HTTP server), then runs the loop. Once
+ * per loop iteration, before it sleeps: the scheduling pass, the group commit, the
+ * replies that waited for it, then the launches (a job is committed as R before its
+ * shim is forked, so a crash can never start it twice). Also the timers that belong to
+ * no single module: the GPU poll, the --begin wake-up, the idle checkpoint. */
+#include "serve.h"
+
+#include <errno.h>
+#include <grp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "api.h"
+#include "clock.h"
+#include "daemon.h"
+#include "files.h"
+#include "gflow_build.h"
+#include "gpu.h"
+#include "jobs.h"
+#include "lockfile.h"
+#include "log.h"
+#include "loop.h"
+#include "parse.h"
+#include "procinfo.h"
+#include "runner.h"
+#include "store.h"
+#include "util.h"
+
+#define CHECKPOINT_IDLE_SECS 0.5
+
+/* The loop's state between iterations. */
+struct server {
+    struct gflowd *d;
+    const struct serve_opts *opts;
+    struct job **to_launch; /* committed as R, shims not forked yet */
+    size_t to_launch_len;
+    struct loop_timer *retry_timer, *checkpoint_timer, *poll_timer, *begin_timer;
+    double begin_timer_at;
+    double last_commit;
+};
+
+static void report_ready(const struct serve_opts *o, const char *msg)
+{
+    if (o->ready_fd < 0)
+        return;
+    ssize_t w = write(o->ready_fd, msg, strlen(msg));
+    (void)w;
+    close(o->ready_fd);
+}
+
+static void startup_failed(const struct serve_opts *o, const char *msg)
+{
+    log_error("%s", msg);
+    char *line = xasprintf("error: %s\n", msg);
+    report_ready(o, line);
+    free(line);
+    exit(1);
+}
+
+/* ---- timers ---- */
+
+static void retry_cb(void *arg)
+{
+    struct server *s = arg;
+    s->retry_timer = NULL; /* the wake-up is all: the next iteration commits again */
+}
+
+static void checkpoint_cb(void *arg)
+{
+    struct server *s = arg;
+    s->checkpoint_timer = NULL;
+    double idle = now_mono() - s->last_commit;
+    if (idle < CHECKPOINT_IDLE_SECS) {
+        s->checkpoint_timer = loop_add_timer(CHECKPOINT_IDLE_SECS - idle, checkpoint_cb, s);
+        return;
+    }
+    if (!store_in_transaction(s->d->store))
+        store_checkpoint(s->d->store);
+}
+
+/* Every daemon.gpu_poll_interval_secs: outside processes and memory change without us. */
+static void poll_cb(void *arg)
+{
+    struct server *s = arg;
+    size_t n;
+    struct job **running = jobs_running(s->d->jobs, &n);
+    if (gpu_refresh(s->d->gpus, running, n))
+        jobs_mark_dirty(s->d->jobs);
+    s->poll_timer = loop_add_timer((double)s->d->cfg.gpu_poll_interval_secs, poll_cb, s);
+}
+
+/* --begin: one timer, at the earliest begin time of the jobs waiting for theirs, that
+ * makes the next loop iteration run a pass (no polling). */
+static void begin_cb(void *arg)
+{
+    struct server *s = arg;
+    s->begin_timer = NULL;
+    s->begin_timer_at = 0;
+    jobs_mark_dirty(s->d->jobs);
+}
+
+static void arm_begin_timer(struct server *s, double at)
+{
+    if (at == s->begin_timer_at && (s->begin_timer || at == 0))
+        return;
+    loop_cancel_timer(s->begin_timer);
+    s->begin_timer = NULL;
+    s->begin_timer_at = at;
+    if (at > 0) {
+        double delay = at - now_wall();
+        s->begin_timer = loop_add_timer(delay > 0 ? delay : 0, begin_cb, s);
+    }
+}
+
+/* ---- each iteration ---- */
+
+/* Commit; on failure, come back in a second (nothing waiting is released meanwhile). If
+ * SQLite rolled the transaction back, memory holds changes the database does not: the
+ * daemon exits so that a restart works from what was committed (jobs keep running under
+ * their shims and are re-adopted); nothing uncommitted was acknowledged. */
+static bool commit(struct server *s)
+{
+    bool had_changes = store_in_transaction(s->d->store);
+    if (jobs_commit(s->d->jobs) < 0) {
+        if (store_transaction_lost(s->d->store)) {
+            log_error("the database lost a transaction (%s); exiting so that a restart "
+                      "recovers the committed state", store_error(s->d->store));
+            exit(1);
+        }
+        if (!s->retry_timer)
+            s->retry_timer = loop_add_timer(1.0, retry_cb, s);
+        return false;
+    }
+    if (had_changes) {
+        s->last_commit = now_mono();
+        if (!s->checkpoint_timer)
+            s->checkpoint_timer = loop_add_timer(CHECKPOINT_IDLE_SECS, checkpoint_cb, s);
+    }
+    return true;
+}
+
+/* The scheduling pass, on the GPUs and memory as they are now. */
+static void schedule(struct server *s)
+{
+    struct gflowd *d = s->d;
+    struct jobs_machine m = {
+        .gpus = gpu_current(d->gpus),
+        .allowed = scheduler_allowed_mask(gpu_allowed(d->gpus)),
+        .unmanaged = gpu_unmanaged(d->gpus),
+        .memory_total_mb = d->mem_total_mb,
+        .max_running_jobs = d->cfg.max_running_jobs,
+    };
+    gpualloc_strategy_parse(d->cfg.gpu_allocation_strategy, &m.strategy);
+    struct job **started;
+    double next_begin;
+    size_t n = jobs_schedule(d->jobs, &m, now_wall(), &started, &next_begin);
+    if (next_begin >= 0)
+        arm_begin_timer(s, next_begin);
+    if (!n)
+        return;
+    s->to_launch = xrealloc(s->to_launch, (s->to_launch_len + n) * sizeof(*s->to_launch));
+    memcpy(s->to_launch + s->to_launch_len, started, n * sizeof(*started));
+    s->to_launch_len += n;
+    free(started);
+}
+
+static void before_sleep(void *arg)
+{
+    struct server *s = arg;
+    struct gflowd *d = s->d;
+    api_poll(d->api);
+    schedule(s);
+    if (!commit(s))
+        return;
+    api_release_waiting(d->api);
+    if (s->to_launch_len) {
+        size_t count = s->to_launch_len;
+        struct job **list = s->to_launch;
+        s->to_launch = NULL;
+        s->to_launch_len = 0;
+        for (size_t i = 0; i < count; i++)
+            runner_launch(d, list[i]);
+        free(list);
+        if (!commit(s))
+            return;
+        api_release_waiting(d->api);
+    }
+    jobs_collect(d->jobs);
+}
+
+/* ---- set-up ---- */
+
+static void signal_cb(int fd, uint32_t events, void *arg)
+{
+    struct signalfd_siginfo si;
+    while (read(fd, &si, sizeof(si)) == sizeof(si)) {
+        if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) {
+            log_info("received %s; stopping (running jobs keep running)",
+                     job_signal_name((int)si.ssi_signo));
+            loop_stop();
+        }
+    }
+}
+
+static int setup_signals(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    /* An ignored signal never reaches a signalfd (nohup ignores SIGHUP, say). */
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGHUP, SIG_DFL);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    sigprocmask(SIG_BLOCK, &set, NULL);
+    int fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+    if (fd < 0 || loop_add_fd(fd, EPOLLIN, signal_cb, NULL) < 0)
+        return -1;
+    return fd;
+}
+
+/* How the shim holds jobs to --memory here, as the shim itself finds out (it tries a
+ * throw-away cgroup): "cgroup v2", "cgroup v1" or "watchdog". */
+static const char *probe_memory_enforcement(const char *shim_path)
+{
+    static char method[64];
+    char *quoted = shell_quote(shim_path);
+    char *cmd = xasprintf("%s --probe-memory 2>/dev/null", quoted);
+    free(quoted);
+    FILE *f = popen(cmd, "r");
+    free(cmd);
+    if (!f || !fgets(method, sizeof(method), f))
+        snprintf(method, sizeof(method), "unknown (gflow-shim --probe-memory failed)");
+    if (f)
+        pclose(f);
+    method[strcspn(method, "\n")] = '\0';
+    return method;
+}
+
+/* gflow-shim next to gflowd (a build directory), else in ../libexec, else installed. */
+static char *find_shim(void)
+{
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n > 0) {
+        self[n] = '\0';
+        char *slash = strrchr(self, '/');
+        if (slash) {
+            *slash = '\0';
+            char *p = xasprintf("%s/gflow-shim", self);
+            if (access(p, X_OK) == 0)
+                return p;
+            free(p);
+            p = xasprintf("%s/../libexec/gflow-shim", self);
+            if (access(p, X_OK) == 0)
+                return p;
+            free(p);
+        }
+    }
+    return xstrdup(GFLOW_LIBEXECDIR "/gflow-shim");
+}
+
+static void resolve_admin_group(struct gflowd *d)
+{
+    if (!d->cfg.admin_group)
+        return;
+    struct group *g = getgrnam(d->cfg.admin_group);
+    if (!g) {
+        log_warn("daemon.admin_group '%s' does not exist; only root is admin", d->cfg.admin_group);
+        return;
+    }
+    d->has_admin_gid = true;
+    d->admin_gid = g->gr_gid;
+}
+
+static void start_gpus(struct gflowd *d, const struct serve_opts *o)
+{
+    size_t n;
+    struct job **running = jobs_running(d->jobs, &n);
+    struct gpu_start_opts g = {
+        .simulate = o->simulate_gpus,
+        .flag_gpus = o->flag_gpus,
+        .config_gpus = d->cfg.gpus,
+        .nvml_library = d->cfg.nvml_library,
+        .data_dir = d->paths.data_dir,
+        .store = d->store,
+        .running = running,
+        .n_running = n,
+    };
+    char *err = NULL;
+    d->gpus = gpu_start(&g, &err);
+    if (!d->gpus)
+        startup_failed(o, err);
+}
+
+int serve(struct gflowd *d, const struct serve_opts *o)
+{
+    char *err = NULL;
+    struct server s = {.d = d, .opts = o};
+    umask(077);
+    d->started_at = now_wall();
+    d->shim_path = find_shim();
+    d->mem_total_mb = proc_mem_total_mb();
+    d->memory_enforcement = probe_memory_enforcement(d->shim_path);
+    resolve_admin_group(d);
+    if (mkdir_p(d->paths.data_dir, 0700) < 0) {
+        err = xasprintf("cannot create %s: %s", d->paths.data_dir, strerror(errno));
+        startup_failed(o, err);
+    }
+    pid_t holder;
+    int lock_fd = lockfile_acquire(d->paths.lock_path, &holder, &err);
+    if (lock_fd < 0)
+        startup_failed(o, err);
+    if (runner_init(d, &err) < 0)
+        startup_failed(o, err);
+    d->store = store_open(d->paths.db_path, &err);
+    if (!d->store)
+        startup_failed(o, err);
+    if (loop_init() < 0 || setup_signals() < 0)
+        startup_failed(o, "cannot set up the event loop");
+    d->jobs = jobs_new(d->store);
+    jobs_set_signal_cb(d->jobs, runner_signal_cb, NULL);
+    if (jobs_load(d->jobs, &err) < 0)
+        startup_failed(o, err);
+    start_gpus(d, o);
+    if (gpu_have_nvml(d->gpus))
+        s.poll_timer = loop_add_timer((double)d->cfg.gpu_poll_interval_secs, poll_cb, &s);
+    runner_recover(d);
+    if (jobs_commit(d->jobs) < 0)
+        startup_failed(o, "cannot commit the recovered state");
+    runner_sweep(d);
+    d->api = api_start(d, &err);
+    if (!d->api)
+        startup_failed(o, err);
+    loop_set_before_sleep(before_sleep, &s);
+    log_info("gflowd %s started: pid %ld, socket %s, data %s%s", GFLOW_VERSION, (long)getpid(),
+             d->paths.socket_path, d->paths.data_dir, d->system ? " (system daemon)" : "");
+    report_ready(o, "ok\n");
+
+    loop_run();
+
+    jobs_commit(d->jobs);
+    api_stop(d->api);
+    d->api = NULL;
+    jobs_commit(d->jobs);
+    runner_shutdown(d);
+    loop_cancel_timer(s.poll_timer);
+    loop_cancel_timer(s.begin_timer);
+    loop_cancel_timer(s.checkpoint_timer);
+    loop_cancel_timer(s.retry_timer);
+    gpu_stop(d->gpus);
+    d->gpus = NULL;
+    store_checkpoint(d->store);
+    store_close(d->store);
+    d->store = NULL;
+    jobs_free(d->jobs);
+    d->jobs = NULL;
+    free(s.to_launch);
+    loop_free();
+    log_info("gflowd stopped");
+    close(lock_fd);
+    return 0;
+}
