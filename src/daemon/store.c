@@ -21,10 +21,11 @@
  *   settings     runtime controls that survive restarts.
  *   meta         next_job_id, so ids are never reused even if rows are deleted.
  *
- * Every column is listed once in `columns` below, in table order, payload last; the
- * SQL of the hot statements (insert, update, get, load) is generated from that list
- * with numbered parameters ?N = column N, so the bind and read code cannot drift. */
-#include "store.h"
+ * Every column is listed once in store_row.c (store_columns), in table order, payload
+ * last; the SQL of the hot statements (insert, update, get, load) is generated from
+ * that list with numbered parameters ?N = column N, so the bind and read code cannot
+ * drift. Listings and the small tables are store_list.c. */
+#include "store_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -36,9 +37,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "gpuinfo.h"
-#include "parse.h"
 #include "util.h"
 
 #define STORE_BUSY_TIMEOUT_MS 5000
@@ -49,113 +47,6 @@
 #ifndef STORE_WAL_FORCE_PAGES
 #define STORE_WAL_FORCE_PAGES 10000
 #endif
-
-enum col {
-    C_ID,
-    C_NAME,
-    C_USER,
-    C_UID,
-    C_GID,
-    C_STATE,
-    C_PRIORITY,
-    C_TIME_LIMIT,
-    C_COMMAND,
-    C_SCRIPT_PATH,
-    C_WORKDIR,
-    C_SUBMIT_TIME,
-    C_START_TIME,
-    C_END_TIME,
-    C_EXIT_CODE,
-    C_SIGNAL,
-    C_OOM,
-    C_REASON,
-    C_END_REQUEST,
-    C_SHIM_PID,
-    C_SHIM_START,
-    C_MAX_RSS_KB,
-    C_GPUS,
-    C_GPU_IDS,
-    C_MEMORY_MB,
-    C_GPU_MEMORY_MB,
-    C_SHARED,
-    C_GROUP_ID,
-    C_ARRAY_TASK,
-    C_MAX_RETRIES,
-    C_ATTEMPT,
-    C_RETRY_OF,
-    C_GPUS_PER_TASK,
-    C_DEPENDS_ON,
-    C_DEPENDS_ANY,
-    C_AUTO_CANCEL,
-    C_CONDA_ENV,
-    C_SIGNAL_SPEC,
-    C_BEGIN_TIME,
-    C_REASON_CODE,
-    C_REASON_JOB,
-    C_LIGHT_COUNT, /* the columns read without payload are those before this one */
-    C_SCRIPT = C_LIGHT_COUNT,
-    C_ENV,
-    C_PARAMS,
-    C_COMMAND_TEMPLATE,
-    C_SCRIPT_TEMPLATE,
-    C_NAME_TEMPLATE,
-    C_COUNT
-};
-
-/* mutable: written by store_update_job (the payload and the submitter's identity are
- * fixed at submission). */
-static const struct {
-    const char *name;
-    bool mutable;
-} columns[C_COUNT] = {
-    [C_ID] = {"id", false},
-    [C_NAME] = {"name", true},
-    [C_USER] = {"user", false},
-    [C_UID] = {"uid", false},
-    [C_GID] = {"gid", false},
-    [C_STATE] = {"state", true},
-    [C_PRIORITY] = {"priority", true},
-    [C_TIME_LIMIT] = {"time_limit", true},
-    [C_COMMAND] = {"command", false},
-    [C_SCRIPT_PATH] = {"script_path", false},
-    [C_WORKDIR] = {"workdir", false},
-    [C_SUBMIT_TIME] = {"submit_time", false},
-    [C_START_TIME] = {"start_time", true},
-    [C_END_TIME] = {"end_time", true},
-    [C_EXIT_CODE] = {"exit_code", true},
-    [C_SIGNAL] = {"signal", true},
-    [C_OOM] = {"oom", true},
-    [C_REASON] = {"reason", true}, /* the reason's detail (LaunchFailed: ...) */
-    [C_END_REQUEST] = {"end_request", true},
-    [C_SHIM_PID] = {"shim_pid", true},
-    [C_SHIM_START] = {"shim_start", true},
-    [C_MAX_RSS_KB] = {"max_rss_kb", true},
-    [C_GPUS] = {"gpus", true},
-    [C_GPU_IDS] = {"gpu_ids", true},
-    [C_MEMORY_MB] = {"memory_mb", true},
-    [C_GPU_MEMORY_MB] = {"gpu_memory_mb", true},
-    [C_SHARED] = {"shared", true},
-    [C_GROUP_ID] = {"group_id", true},
-    [C_ARRAY_TASK] = {"array_task", true},
-    [C_MAX_RETRIES] = {"max_retries", true},
-    [C_ATTEMPT] = {"attempt", true},
-    [C_RETRY_OF] = {"retry_of", true},
-    [C_GPUS_PER_TASK] = {"gpus_per_task", true},
-    [C_DEPENDS_ON] = {"depends_on", true},
-    [C_DEPENDS_ANY] = {"depends_any", true},
-    [C_AUTO_CANCEL] = {"auto_cancel", true},
-    [C_CONDA_ENV] = {"conda_env", true},
-    [C_SIGNAL_SPEC] = {"signal_spec", true},
-    [C_BEGIN_TIME] = {"begin_time", true},
-    [C_REASON_CODE] = {"reason_code", true},
-    [C_REASON_JOB] = {"reason_job", true},
-    [C_SCRIPT] = {"script", false},
-    [C_ENV] = {"env", false},
-    [C_PARAMS] = {"params", false},
-    [C_COMMAND_TEMPLATE] = {"command_template", false},
-    [C_SCRIPT_TEMPLATE] = {"script_template", false},
-    [C_NAME_TEMPLATE] = {"name_template", false},
-};
 
 /* Schema migrations: migrations[v] upgrades user_version v to v + 1. Never edit a
  * released step; append one (ALTER TABLE jobs ADD COLUMN ..., then add the column to
@@ -279,26 +170,7 @@ _Static_assert(JOB_REASON_LAUNCH_FAILED == 6 && JOB_REASON_SHIM_LOST == 7 &&
                "migration 6 maps reason texts to these codes");
 #define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
-struct store {
-    sqlite3 *db;
-    char err[512];
-    int64_t next_id;
-    /* A COMMIT failed and SQLite rolled the transaction back by itself (I/O error, disk
-     * full): its changes are gone, but the caller has not acknowledged that yet. */
-    bool lost;
-
-    sqlite3_stmt *st_begin, *st_commit, *st_rollback;
-    sqlite3_stmt *st_insert, *st_insert_payload, *st_update;
-    sqlite3_stmt *st_get, *st_get_full;
-    sqlite3_stmt *st_load_active;
-    sqlite3_stmt *st_dep_insert, *st_dependents, *st_state;
-    sqlite3_stmt *st_count;
-    sqlite3_stmt *st_meta_next;
-    sqlite3_stmt *st_setting_get, *st_setting_set, *st_setting_del;
-};
-
-static void set_err(struct store *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void set_err(struct store *s, const char *fmt, ...)
+void store_set_err(struct store *s, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -307,9 +179,9 @@ static void set_err(struct store *s, const char *fmt, ...)
 }
 
 /* "context: sqlite's message" */
-static int db_err(struct store *s, const char *context)
+int store_db_err(struct store *s, const char *context)
 {
-    set_err(s, "%s: %s", context, sqlite3_errmsg(s->db));
+    store_set_err(s, "%s: %s", context, sqlite3_errmsg(s->db));
     return -1;
 }
 
@@ -322,17 +194,17 @@ static int exec(struct store *s, const char *sql, const char *context)
 {
     char *msg = NULL;
     if (sqlite3_exec(s->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
-        set_err(s, "%s: %s", context, msg ? msg : sqlite3_errmsg(s->db));
+        store_set_err(s, "%s: %s", context, msg ? msg : sqlite3_errmsg(s->db));
         sqlite3_free(msg);
         return -1;
     }
     return 0;
 }
 
-static int prepare(struct store *s, sqlite3_stmt **st, const char *sql)
+int store_prepare(struct store *s, sqlite3_stmt **st, const char *sql)
 {
     if (sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL) != SQLITE_OK) {
-        set_err(s, "preparing \"%.200s\": %s", sql, sqlite3_errmsg(s->db));
+        store_set_err(s, "preparing \"%.200s\": %s", sql, sqlite3_errmsg(s->db));
         return -1;
     }
     return 0;
@@ -340,346 +212,24 @@ static int prepare(struct store *s, sqlite3_stmt **st, const char *sql)
 
 /* Resets a statement after use and drops its bindings, so no pointer into a caller's
  * job outlives the call. */
-static void finish(sqlite3_stmt *st)
+void store_finish(sqlite3_stmt *st)
 {
     sqlite3_reset(st);
     sqlite3_clear_bindings(st);
 }
 
 /* Steps a statement that returns no rows. */
-static int step_done(struct store *s, sqlite3_stmt *st, const char *context)
+int store_step_done(struct store *s, sqlite3_stmt *st, const char *context)
 {
     int rc = sqlite3_step(st);
-    int ret = rc == SQLITE_DONE ? 0 : db_err(s, context);
-    finish(st);
+    int ret = rc == SQLITE_DONE ? 0 : store_db_err(s, context);
+    store_finish(st);
     return ret;
-}
-
-/* ---- binding and reading job rows ---- */
-
-static int bind_text(sqlite3_stmt *st, int idx, const char *v)
-{
-    return v ? sqlite3_bind_text(st, idx, v, -1, SQLITE_STATIC) : sqlite3_bind_null(st, idx);
-}
-
-static int bind_column(sqlite3_stmt *st, enum col c, const struct job *j, const char *env)
-{
-    int i = (int)c + 1; /* ?N is column N-1 in every generated statement */
-    switch (c) {
-    case C_ID:
-        return sqlite3_bind_int64(st, i, j->id);
-    case C_NAME:
-        return bind_text(st, i, j->name);
-    case C_USER:
-        return bind_text(st, i, j->user);
-    case C_UID:
-        return sqlite3_bind_int64(st, i, j->uid);
-    case C_GID:
-        return sqlite3_bind_int64(st, i, j->gid);
-    case C_STATE:
-        return sqlite3_bind_int(st, i, (int)j->state);
-    case C_PRIORITY:
-        return sqlite3_bind_int(st, i, j->priority);
-    case C_TIME_LIMIT:
-        return sqlite3_bind_int64(st, i, j->time_limit);
-    case C_COMMAND:
-        return bind_text(st, i, j->command);
-    case C_SCRIPT_PATH:
-        return bind_text(st, i, j->script_path);
-    case C_WORKDIR:
-        return bind_text(st, i, j->workdir);
-    case C_SUBMIT_TIME:
-        return sqlite3_bind_double(st, i, j->submit_time);
-    case C_START_TIME:
-        return sqlite3_bind_double(st, i, j->start_time);
-    case C_END_TIME:
-        return sqlite3_bind_double(st, i, j->end_time);
-    case C_EXIT_CODE:
-        return sqlite3_bind_int(st, i, j->exit_code);
-    case C_SIGNAL:
-        return sqlite3_bind_int(st, i, j->signal);
-    case C_OOM:
-        return sqlite3_bind_int(st, i, j->oom);
-    case C_REASON:
-        return bind_text(st, i, j->reason_detail);
-    case C_REASON_CODE:
-        return sqlite3_bind_int(st, i, (int)j->reason);
-    case C_REASON_JOB:
-        return sqlite3_bind_int64(st, i, j->reason_job);
-    case C_END_REQUEST:
-        return sqlite3_bind_int(st, i, (int)j->end_request);
-    case C_SHIM_PID:
-        return sqlite3_bind_int64(st, i, j->shim_pid);
-    case C_SHIM_START:
-        return sqlite3_bind_int64(st, i, j->shim_start);
-    case C_MAX_RSS_KB:
-        return sqlite3_bind_int64(st, i, j->max_rss_kb);
-    case C_GPUS:
-        return sqlite3_bind_int(st, i, j->gpus);
-    case C_GPU_IDS:
-        if (!j->gpu_mask)
-            return sqlite3_bind_null(st, i);
-        return sqlite3_bind_text(st, i, gpu_mask_format(j->gpu_mask), -1, free);
-    case C_MEMORY_MB:
-        return sqlite3_bind_int64(st, i, j->memory_mb);
-    case C_GPU_MEMORY_MB:
-        return sqlite3_bind_int64(st, i, j->gpu_memory_mb);
-    case C_SHARED:
-        return sqlite3_bind_int(st, i, j->shared);
-    case C_GROUP_ID:
-        return sqlite3_bind_int64(st, i, j->group_id);
-    case C_ARRAY_TASK:
-        return sqlite3_bind_int64(st, i, j->array_task);
-    case C_MAX_RETRIES:
-        return sqlite3_bind_int(st, i, j->max_retries);
-    case C_ATTEMPT:
-        return sqlite3_bind_int(st, i, j->attempt);
-    case C_RETRY_OF:
-        return sqlite3_bind_int64(st, i, j->retry_of);
-    case C_GPUS_PER_TASK:
-        return sqlite3_bind_int(st, i, j->gpus_per_task);
-    case C_DEPENDS_ON:
-        if (!j->n_deps)
-            return sqlite3_bind_null(st, i);
-        return sqlite3_bind_text(st, i, job_deps_format(j), -1, free);
-    case C_DEPENDS_ANY:
-        return sqlite3_bind_int(st, i, j->deps_any);
-    case C_AUTO_CANCEL:
-        return sqlite3_bind_int(st, i, j->auto_cancel);
-    case C_CONDA_ENV:
-        return bind_text(st, i, j->conda_env);
-    case C_BEGIN_TIME:
-        return sqlite3_bind_double(st, i, j->begin_time);
-    case C_SIGNAL_SPEC:
-        if (j->warn_signal <= 0)
-            return sqlite3_bind_null(st, i);
-        return sqlite3_bind_text(st, i,
-                                 format_signal_spec(j->warn_signal, j->warn_secs, j->warn_main_only),
-                                 -1, free);
-    case C_SCRIPT:
-        return bind_text(st, i, j->script);
-    case C_ENV:
-        return bind_text(st, i, env);
-    case C_PARAMS:
-        if (!j->params)
-            return sqlite3_bind_null(st, i);
-        return sqlite3_bind_text(st, i, json_dumps(j->params, JSON_COMPACT), -1, free);
-    case C_COMMAND_TEMPLATE:
-        return bind_text(st, i, j->command_template);
-    case C_SCRIPT_TEMPLATE:
-        return bind_text(st, i, j->script_template);
-    case C_NAME_TEMPLATE:
-        return bind_text(st, i, j->name_template);
-    case C_COUNT:
-        break;
-    }
-    return SQLITE_RANGE;
-}
-
-static char *col_str(sqlite3_stmt *st, int i)
-{
-    const unsigned char *t = sqlite3_column_text(st, i);
-    return t ? xstrndup((const char *)t, (size_t)sqlite3_column_bytes(st, i)) : NULL;
-}
-
-/* Reads result column i (= table column c) into j. */
-static void read_column(sqlite3_stmt *st, enum col c, struct job *j)
-{
-    int i = (int)c;
-    switch (c) {
-    case C_ID:
-        j->id = sqlite3_column_int64(st, i);
-        break;
-    case C_NAME:
-        j->name = col_str(st, i);
-        break;
-    case C_USER:
-        j->user = col_str(st, i);
-        break;
-    case C_UID:
-        j->uid = (uint32_t)sqlite3_column_int64(st, i);
-        break;
-    case C_GID:
-        j->gid = (uint32_t)sqlite3_column_int64(st, i);
-        break;
-    case C_STATE:
-        j->state = (enum job_state)sqlite3_column_int(st, i);
-        break;
-    case C_PRIORITY:
-        j->priority = sqlite3_column_int(st, i);
-        break;
-    case C_TIME_LIMIT:
-        j->time_limit = sqlite3_column_int64(st, i);
-        break;
-    case C_COMMAND:
-        j->command = col_str(st, i);
-        break;
-    case C_SCRIPT_PATH:
-        j->script_path = col_str(st, i);
-        break;
-    case C_WORKDIR:
-        j->workdir = col_str(st, i);
-        break;
-    case C_SUBMIT_TIME:
-        j->submit_time = sqlite3_column_double(st, i);
-        break;
-    case C_START_TIME:
-        j->start_time = sqlite3_column_double(st, i);
-        break;
-    case C_END_TIME:
-        j->end_time = sqlite3_column_double(st, i);
-        break;
-    case C_EXIT_CODE:
-        j->exit_code = sqlite3_column_int(st, i);
-        break;
-    case C_SIGNAL:
-        j->signal = sqlite3_column_int(st, i);
-        break;
-    case C_OOM:
-        j->oom = sqlite3_column_int(st, i) != 0;
-        break;
-    case C_REASON:
-        j->reason_detail = col_str(st, i);
-        break;
-    case C_REASON_CODE: {
-        int r = sqlite3_column_int(st, i);
-        j->reason = r > 0 && r < JOB_REASON_COUNT ? (enum job_reason)r : JOB_REASON_NONE;
-        break;
-    }
-    case C_REASON_JOB:
-        j->reason_job = sqlite3_column_int64(st, i);
-        break;
-    case C_END_REQUEST:
-        j->end_request = (enum job_end_request)sqlite3_column_int(st, i);
-        break;
-    case C_SHIM_PID:
-        j->shim_pid = sqlite3_column_int64(st, i);
-        break;
-    case C_SHIM_START:
-        j->shim_start = sqlite3_column_int64(st, i);
-        break;
-    case C_MAX_RSS_KB:
-        j->max_rss_kb = sqlite3_column_int64(st, i);
-        break;
-    case C_GPUS:
-        j->gpus = sqlite3_column_int(st, i);
-        break;
-    case C_GPU_IDS:
-        j->gpu_mask = gpu_mask_parse((const char *)sqlite3_column_text(st, i));
-        break;
-    case C_MEMORY_MB:
-        j->memory_mb = sqlite3_column_int64(st, i);
-        break;
-    case C_GPU_MEMORY_MB:
-        j->gpu_memory_mb = sqlite3_column_int64(st, i);
-        break;
-    case C_SHARED:
-        j->shared = sqlite3_column_int(st, i) != 0;
-        break;
-    case C_GROUP_ID:
-        j->group_id = sqlite3_column_int64(st, i);
-        break;
-    case C_ARRAY_TASK:
-        j->array_task = sqlite3_column_int64(st, i);
-        break;
-    case C_MAX_RETRIES:
-        j->max_retries = sqlite3_column_int(st, i);
-        break;
-    case C_ATTEMPT:
-        j->attempt = sqlite3_column_int(st, i);
-        break;
-    case C_RETRY_OF:
-        j->retry_of = sqlite3_column_int64(st, i);
-        break;
-    case C_GPUS_PER_TASK:
-        j->gpus_per_task = sqlite3_column_int(st, i);
-        break;
-    case C_DEPENDS_ON:
-        job_deps_parse(j, (const char *)sqlite3_column_text(st, i));
-        break;
-    case C_DEPENDS_ANY:
-        j->deps_any = sqlite3_column_int(st, i) != 0;
-        break;
-    case C_AUTO_CANCEL:
-        j->auto_cancel = sqlite3_column_int(st, i) != 0;
-        break;
-    case C_CONDA_ENV:
-        j->conda_env = col_str(st, i);
-        break;
-    case C_SIGNAL_SPEC:
-        job_set_signal_spec(j, (const char *)sqlite3_column_text(st, i));
-        break;
-    case C_BEGIN_TIME:
-        j->begin_time = sqlite3_column_double(st, i);
-        break;
-    case C_SCRIPT:
-        j->script = col_str(st, i);
-        break;
-    case C_ENV:
-    case C_PARAMS:
-        break; /* parsed by read_job */
-    case C_COMMAND_TEMPLATE:
-        j->command_template = col_str(st, i);
-        break;
-    case C_SCRIPT_TEMPLATE:
-        j->script_template = col_str(st, i);
-        break;
-    case C_NAME_TEMPLATE:
-        j->name_template = col_str(st, i);
-        break;
-    case C_COUNT:
-        break;
-    }
-}
-
-/* Fills j (initialised here) from the current row of a statement that selects
- * columns 0..C_LIGHT_COUNT-1, or every column with payload. */
-static int read_job(struct store *s, sqlite3_stmt *st, struct job *j, bool payload)
-{
-    job_init(j);
-    int n = payload ? C_COUNT : C_LIGHT_COUNT;
-    for (int c = 0; c < n; c++)
-        read_column(st, (enum col)c, j);
-    if (payload) {
-        const char *env = (const char *)sqlite3_column_text(st, C_ENV);
-        if (env) {
-            json_error_t jerr;
-            j->env = json_loads(env, JSON_REJECT_DUPLICATES, &jerr);
-            if (!json_is_object(j->env)) {
-                set_err(s, "job %lld: stored env is not a JSON object: %s", (long long)j->id,
-                        jerr.text);
-                job_clear(j);
-                return -1;
-            }
-        }
-        const char *params = (const char *)sqlite3_column_text(st, C_PARAMS);
-        if (params) {
-            json_error_t jerr;
-            j->params = json_loads(params, JSON_REJECT_DUPLICATES, &jerr);
-            if (!json_is_object(j->params)) {
-                set_err(s, "job %lld: stored params are not a JSON object: %s",
-                        (long long)j->id, jerr.text);
-                job_clear(j);
-                return -1;
-            }
-        }
-    }
-    return 0;
-}
-
-/* "id,name,...": the first n columns. */
-static void add_column_list(struct strbuf *sb, int n)
-{
-    for (int c = 0; c < n; c++) {
-        if (c)
-            strbuf_addc(sb, ',');
-        strbuf_adds(sb, columns[c].name);
-    }
 }
 
 static int prepare_sb(struct store *s, sqlite3_stmt **st, struct strbuf *sb)
 {
-    int rc = prepare(s, st, sb->buf);
+    int rc = store_prepare(s, st, sb->buf);
     strbuf_reset(sb);
     return rc;
 }
@@ -691,7 +241,7 @@ static int prepare_statements(struct store *s)
     int rc = 0;
 
     strbuf_adds(&sb, "INSERT INTO jobs(");
-    add_column_list(&sb, C_LIGHT_COUNT);
+    store_add_column_list(&sb, C_LIGHT_COUNT);
     strbuf_adds(&sb, ") VALUES (");
     for (int c = 0; c < C_LIGHT_COUNT; c++)
         strbuf_addf(&sb, "%s?%d", c ? "," : "", c + 1);
@@ -702,7 +252,7 @@ static int prepare_statements(struct store *s)
      * block the new job. */
     strbuf_addf(&sb, "INSERT OR REPLACE INTO job_payload(job_id");
     for (int c = C_LIGHT_COUNT; c < C_COUNT; c++)
-        strbuf_addf(&sb, ",%s", columns[c].name);
+        strbuf_addf(&sb, ",%s", store_columns[c].name);
     strbuf_addf(&sb, ") VALUES (?%d", C_ID + 1);
     for (int c = C_LIGHT_COUNT; c < C_COUNT; c++)
         strbuf_addf(&sb, ",?%d", c + 1);
@@ -712,46 +262,46 @@ static int prepare_statements(struct store *s)
     strbuf_adds(&sb, "UPDATE jobs SET ");
     bool first = true;
     for (int c = 0; c < C_COUNT; c++) {
-        if (!columns[c].mutable)
+        if (!store_columns[c].mutable)
             continue;
-        strbuf_addf(&sb, "%s%s=?%d", first ? "" : ",", columns[c].name, c + 1);
+        strbuf_addf(&sb, "%s%s=?%d", first ? "" : ",", store_columns[c].name, c + 1);
         first = false;
     }
     strbuf_addf(&sb, " WHERE id=?%d", C_ID + 1);
     rc |= prepare_sb(s, &s->st_update, &sb);
 
     strbuf_adds(&sb, "SELECT ");
-    add_column_list(&sb, C_LIGHT_COUNT);
+    store_add_column_list(&sb, C_LIGHT_COUNT);
     strbuf_adds(&sb, " FROM jobs WHERE id=?1");
     rc |= prepare_sb(s, &s->st_get, &sb);
 
     strbuf_adds(&sb, "SELECT ");
-    add_column_list(&sb, C_COUNT);
+    store_add_column_list(&sb, C_COUNT);
     strbuf_adds(&sb, " FROM jobs LEFT JOIN job_payload ON job_id=id WHERE id=?1");
     rc |= prepare_sb(s, &s->st_get_full, &sb);
 
     strbuf_adds(&sb, "SELECT ");
-    add_column_list(&sb, C_LIGHT_COUNT);
+    store_add_column_list(&sb, C_LIGHT_COUNT);
     strbuf_adds(&sb, " FROM jobs WHERE state IN (0,1,2) ORDER BY id");
     rc |= prepare_sb(s, &s->st_load_active, &sb);
     strbuf_free(&sb);
 
-    rc |= prepare(s, &s->st_begin, "BEGIN IMMEDIATE");
-    rc |= prepare(s, &s->st_commit, "COMMIT");
-    rc |= prepare(s, &s->st_rollback, "ROLLBACK");
-    rc |= prepare(s, &s->st_count, "SELECT state, n FROM job_counts");
-    rc |= prepare(s, &s->st_dep_insert,
+    rc |= store_prepare(s, &s->st_begin, "BEGIN IMMEDIATE");
+    rc |= store_prepare(s, &s->st_commit, "COMMIT");
+    rc |= store_prepare(s, &s->st_rollback, "ROLLBACK");
+    rc |= store_prepare(s, &s->st_count, "SELECT state, n FROM job_counts");
+    rc |= store_prepare(s, &s->st_dep_insert,
                   "INSERT OR IGNORE INTO job_deps(job_id, dep_id, kind) VALUES (?1, ?2, ?3)");
-    rc |= prepare(s, &s->st_dependents,
+    rc |= store_prepare(s, &s->st_dependents,
                   "SELECT DISTINCT job_id FROM job_deps WHERE dep_id=?1 ORDER BY job_id");
-    rc |= prepare(s, &s->st_state, "SELECT state FROM jobs WHERE id=?1");
-    rc |= prepare(s, &s->st_meta_next,
+    rc |= store_prepare(s, &s->st_state, "SELECT state FROM jobs WHERE id=?1");
+    rc |= store_prepare(s, &s->st_meta_next,
                   "UPDATE meta SET value=?1 WHERE key='next_job_id' AND value<?1");
-    rc |= prepare(s, &s->st_setting_get, "SELECT value FROM settings WHERE key=?1");
-    rc |= prepare(s, &s->st_setting_set,
+    rc |= store_prepare(s, &s->st_setting_get, "SELECT value FROM settings WHERE key=?1");
+    rc |= store_prepare(s, &s->st_setting_set,
                   "INSERT INTO settings(key, value) VALUES (?1, ?2)"
                   " ON CONFLICT(key) DO UPDATE SET value=excluded.value");
-    rc |= prepare(s, &s->st_setting_del, "DELETE FROM settings WHERE key=?1");
+    rc |= store_prepare(s, &s->st_setting_del, "DELETE FROM settings WHERE key=?1");
     return rc ? -1 : 0;
 }
 
@@ -761,12 +311,12 @@ static int query_int(struct store *s, const char *sql, int64_t *out)
 {
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
-        return db_err(s, sql);
+        return store_db_err(s, sql);
     int rc = sqlite3_step(st);
     if (rc == SQLITE_ROW)
         *out = sqlite3_column_int64(st, 0);
     else if (rc != SQLITE_DONE)
-        db_err(s, sql);
+        store_db_err(s, sql);
     sqlite3_finalize(st);
     return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : -1;
 }
@@ -778,7 +328,7 @@ static int migrate(struct store *s)
     if (query_int(s, "PRAGMA user_version", &version) < 0)
         return -1;
     if (version > SCHEMA_VERSION) {
-        set_err(s, "database schema version %lld is newer than this gflowd supports (%d)",
+        store_set_err(s, "database schema version %lld is newer than this gflowd supports (%d)",
                 (long long)version, SCHEMA_VERSION);
         return -1;
     }
@@ -810,17 +360,17 @@ static int configure(struct store *s)
     char *mode = NULL;
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(s->db, "PRAGMA journal_mode=WAL", -1, &st, NULL) != SQLITE_OK)
-        return db_err(s, "setting journal_mode=WAL");
+        return store_db_err(s, "setting journal_mode=WAL");
     if (sqlite3_step(st) == SQLITE_ROW)
-        mode = col_str(st, 0);
+        mode = store_col_str(st, 0);
     else
-        db_err(s, "setting journal_mode=WAL");
+        store_db_err(s, "setting journal_mode=WAL");
     sqlite3_finalize(st);
     if (!mode)
         return -1;
     bool wal = strcmp(mode, "wal") == 0;
     if (!wal)
-        set_err(s,
+        store_set_err(s,
                 "the database cannot use WAL mode (journal_mode is '%s'); "
                 "is it on a network filesystem?",
                 mode);
@@ -920,30 +470,30 @@ bool store_transaction_lost(const struct store *s)
     return s->lost;
 }
 
-static int refuse_if_lost(struct store *s)
+int store_refuse_if_lost(struct store *s)
 {
     if (!s->lost)
         return 0;
-    set_err(s, "a failed commit lost the open transaction; roll it back first");
+    store_set_err(s, "a failed commit lost the open transaction; roll it back first");
     return -1;
 }
 
 int store_begin(struct store *s)
 {
-    if (refuse_if_lost(s) < 0)
+    if (store_refuse_if_lost(s) < 0)
         return -1;
     if (!sqlite3_get_autocommit(s->db))
         return 0;
-    return step_done(s, s->st_begin, "beginning a transaction");
+    return store_step_done(s, s->st_begin, "beginning a transaction");
 }
 
 int store_commit(struct store *s)
 {
-    if (refuse_if_lost(s) < 0)
+    if (store_refuse_if_lost(s) < 0)
         return -1;
     if (sqlite3_get_autocommit(s->db))
         return 0;
-    if (step_done(s, s->st_commit, "committing") == 0)
+    if (store_step_done(s, s->st_commit, "committing") == 0)
         return 0;
     /* Still open (SQLITE_BUSY, say): the caller may retry the commit or roll back. Rolled
      * back by SQLite (I/O error, disk full): say so until the caller acknowledges. */
@@ -960,7 +510,7 @@ void store_rollback(struct store *s)
     s->lost = false;
     if (sqlite3_get_autocommit(s->db))
         return;
-    if (step_done(s, s->st_rollback, "rolling back") < 0)
+    if (store_step_done(s, s->st_rollback, "rolling back") < 0)
         sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
     /* next_id stays where it is: an id handed out in the rolled-back transaction is
      * skipped rather than reused, which is harmless and safer for the caller's memory. */
@@ -972,7 +522,7 @@ int store_checkpoint(struct store *s)
         return 0; /* the daemon is not idle after all; try at the next idle moment */
     int rc = sqlite3_wal_checkpoint_v2(s->db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
     if (rc != SQLITE_OK && rc != SQLITE_BUSY)
-        return db_err(s, "checkpointing");
+        return store_db_err(s, "checkpointing");
     return 0;
 }
 
@@ -989,14 +539,14 @@ static int insert_columns(struct store *s, sqlite3_stmt *st, const struct job *j
 {
     int rc = sqlite3_bind_int64(st, C_ID + 1, j->id);
     for (int c = from; c < to && rc == SQLITE_OK; c++)
-        rc = bind_column(st, (enum col)c, j, env);
+        rc = store_bind_column(st, (enum col)c, j, env);
     if (rc != SQLITE_OK) {
-        finish(st);
-        return db_err(s, "binding a new job");
+        store_finish(st);
+        return store_db_err(s, "binding a new job");
     }
     char context[64];
     snprintf(context, sizeof(context), "inserting job %lld", (long long)j->id);
-    return step_done(s, st, context);
+    return store_step_done(s, st, context);
 }
 
 static int insert_row(struct store *s, const struct job *j)
@@ -1015,14 +565,14 @@ static int insert_row(struct store *s, const struct job *j)
         sqlite3_bind_int64(s->st_dep_insert, 2, j->deps[i].id);
         sqlite3_bind_text(s->st_dep_insert, 3, job_dep_kind_name(j->deps[i].kind), -1,
                           SQLITE_STATIC);
-        if (step_done(s, s->st_dep_insert, "recording a dependency") < 0)
+        if (store_step_done(s, s->st_dep_insert, "recording a dependency") < 0)
             return -1;
     }
     if (j->id < s->next_id)
         return 0;
 
     sqlite3_bind_int64(s->st_meta_next, 1, j->id + 1);
-    if (step_done(s, s->st_meta_next, "recording the next job id") < 0)
+    if (store_step_done(s, s->st_meta_next, "recording the next job id") < 0)
         return -1;
     s->next_id = j->id + 1;
     return 0;
@@ -1060,10 +610,10 @@ int store_insert_job(struct store *s, const struct job *j, const struct job *lea
         j = &view;
     }
     if (j->id <= 0) {
-        set_err(s, "inserting a job: invalid id %lld", (long long)j->id);
+        store_set_err(s, "inserting a job: invalid id %lld", (long long)j->id);
         return -1;
     }
-    if (refuse_if_lost(s) < 0)
+    if (store_refuse_if_lost(s) < 0)
         return -1;
     /* The rows and next_job_id change together. */
     bool own = !store_in_transaction(s);
@@ -1081,24 +631,24 @@ int store_insert_job(struct store *s, const struct job *j, const struct job *lea
 
 int store_update_job(struct store *s, const struct job *j)
 {
-    if (refuse_if_lost(s) < 0)
+    if (store_refuse_if_lost(s) < 0)
         return -1;
     sqlite3_stmt *st = s->st_update;
     int rc = SQLITE_OK;
     for (int c = 0; c < C_COUNT && rc == SQLITE_OK; c++) {
-        if (c == C_ID || columns[c].mutable)
-            rc = bind_column(st, (enum col)c, j, NULL);
+        if (c == C_ID || store_columns[c].mutable)
+            rc = store_bind_column(st, (enum col)c, j, NULL);
     }
     if (rc != SQLITE_OK) {
-        finish(st);
-        return db_err(s, "binding a job update");
+        store_finish(st);
+        return store_db_err(s, "binding a job update");
     }
     char context[64];
     snprintf(context, sizeof(context), "updating job %lld", (long long)j->id);
-    if (step_done(s, st, context) < 0)
+    if (store_step_done(s, st, context) < 0)
         return -1;
     if (sqlite3_changes(s->db) == 0) {
-        set_err(s, "updating job %lld: no such job", (long long)j->id);
+        store_set_err(s, "updating job %lld: no such job", (long long)j->id);
         return -1;
     }
     return 0;
@@ -1112,7 +662,7 @@ static int read_group_payload(struct store *s, struct job *j)
     int rc = store_get_job(s, j->group_id, &leader, true);
     if (rc != 0) {
         if (rc > 0)
-            set_err(s, "job %lld: the payload of its group %lld is missing", (long long)j->id,
+            store_set_err(s, "job %lld: the payload of its group %lld is missing", (long long)j->id,
                     (long long)j->group_id);
         return -1;
     }
@@ -1136,12 +686,12 @@ int store_get_job(struct store *s, int64_t id, struct job *out, bool with_payloa
     int rc = sqlite3_step(st);
     int ret;
     if (rc == SQLITE_ROW)
-        ret = read_job(s, st, out, with_payload);
+        ret = store_read_job(s, st, out, with_payload);
     else if (rc == SQLITE_DONE)
         ret = 1;
     else
-        ret = db_err(s, "reading a job");
-    finish(st);
+        ret = store_db_err(s, "reading a job");
+    store_finish(st);
     if (ret == 0 && with_payload && out->group_id && out->group_id != out->id &&
         (!out->env || (!out->script && !out->command) ||
          (out->params && !out->script_template && !out->command_template)) &&
@@ -1163,8 +713,8 @@ int store_job_state(struct store *s, int64_t id, enum job_state *out)
     else if (rc == SQLITE_DONE)
         ret = 1;
     else
-        ret = db_err(s, "reading a job's state");
-    finish(st);
+        ret = store_db_err(s, "reading a job's state");
+    store_finish(st);
     return ret;
 }
 
@@ -1183,285 +733,39 @@ int store_dependents(struct store *s, int64_t id, int64_t **ids, size_t *n)
         }
         (*ids)[(*n)++] = sqlite3_column_int64(st, 0);
     }
-    int ret = rc == SQLITE_DONE ? 0 : db_err(s, "reading dependents");
-    finish(st);
+    int ret = rc == SQLITE_DONE ? 0 : store_db_err(s, "reading dependents");
+    store_finish(st);
     return ret;
-}
-
-/* Collects the rows of st (light columns) into a growing array. */
-struct job_vec {
-    struct job **v;
-    size_t n, cap;
-};
-
-static void job_vec_push(struct job_vec *jv, struct job *j)
-{
-    if (jv->n == jv->cap) {
-        jv->cap = jv->cap ? jv->cap * 2 : 64;
-        jv->v = xrealloc(jv->v, jv->cap * sizeof(*jv->v));
-    }
-    jv->v[jv->n++] = j;
-}
-
-static void job_vec_free(struct job_vec *jv)
-{
-    for (size_t i = 0; i < jv->n; i++)
-        job_free(jv->v[i]);
-    free(jv->v);
-}
-
-int store_load_active(struct store *s, store_job_cb cb, void *arg)
-{
-    /* Read everything first, then call back: at start-up the callback re-adopts jobs and
-     * may well update them, which must not happen under a running SELECT. */
-    struct job_vec jv = {0};
-    sqlite3_stmt *st = s->st_load_active;
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        struct job *j = xmalloc(sizeof(*j));
-        read_job(s, st, j, false);
-        job_vec_push(&jv, j);
-    }
-    if (rc != SQLITE_DONE) {
-        db_err(s, "loading the active jobs");
-        finish(st);
-        job_vec_free(&jv);
-        return -1;
-    }
-    finish(st);
-    for (size_t i = 0; i < jv.n; i++)
-        cb(jv.v[i], arg);
-    free(jv.v);
-    return 0;
-}
-
-/* The SQL of each sort key of job.h (a fixed list: nothing a caller sends is ever
- * pasted into SQL); NULL: the id alone. "?" in time's expression is the current time. */
-static const char *const sort_sql[JOB_SORT_COUNT] = {
-    [JOB_SORT_ID] = NULL,
-    [JOB_SORT_NAME] = "name",
-    [JOB_SORT_STATE] = "state",
-    [JOB_SORT_PRIORITY] = "priority",
-    [JOB_SORT_USER] = "user",
-    [JOB_SORT_SUBMIT] = "submit_time",
-    [JOB_SORT_START] = "start_time",
-    [JOB_SORT_END] = "end_time",
-    [JOB_SORT_TIME] = "CASE WHEN start_time > 0 THEN (CASE WHEN end_time > 0 THEN end_time"
-                      " ELSE ? END) - start_time ELSE 0 END",
-};
-
-/* Builds the listing query for q; *now_param tells whether the sort expression takes the
- * current time. Returns -1 with the error set for a bad query. */
-static int build_list_sql(struct store *s, const struct store_query *q, bool reverse,
-                          struct strbuf *sb, bool *now_param)
-{
-    if ((unsigned)q->sort >= JOB_SORT_COUNT) {
-        set_err(s, "listing jobs: invalid sort key %d", (int)q->sort);
-        return -1;
-    }
-    const char *expr = sort_sql[q->sort];
-    *now_param = expr && strchr(expr, '?') != NULL;
-
-    strbuf_adds(sb, "SELECT ");
-    add_column_list(sb, C_LIGHT_COUNT);
-    strbuf_adds(sb, " FROM jobs");
-    const char *glue = " WHERE ";
-    if (q->states && q->n_states) {
-        bool all_active = true;
-        strbuf_addf(sb, "%sstate IN (", glue);
-        for (size_t i = 0; i < q->n_states; i++) {
-            if ((unsigned)q->states[i] >= JOB_STATE_COUNT) {
-                set_err(s, "listing jobs: invalid state %d", (int)q->states[i]);
-                return -1;
-            }
-            all_active = all_active && job_state_is_active(q->states[i]);
-            strbuf_adds(sb, i ? ",?" : "?");
-        }
-        strbuf_adds(sb, ")");
-        /* A constant copy of the partial index's condition, so the planner may use it
-         * (it cannot know what the parameters will hold). */
-        if (all_active)
-            strbuf_adds(sb, " AND state IN (0,1,2)");
-        glue = " AND ";
-    }
-    if (q->ids && q->n_ids) {
-        /* One parameter whatever the number of ids: a JSON array. */
-        strbuf_addf(sb, "%sid IN (SELECT value FROM json_each(?))", glue);
-        glue = " AND ";
-    }
-    if (q->user) {
-        strbuf_addf(sb, "%suser = ?", glue);
-        glue = " AND ";
-    }
-    if (q->since > 0) {
-        strbuf_addf(sb, "%ssubmit_time >= ?", glue);
-        glue = " AND ";
-    }
-    /* Ties are broken by id in the same direction, so descending is exactly ascending
-     * reversed. */
-    const char *dir = q->descending != reverse ? " DESC" : "";
-    strbuf_adds(sb, " ORDER BY ");
-    if (expr)
-        strbuf_addf(sb, "%s%s, ", expr, dir);
-    strbuf_addf(sb, "id%s", dir);
-    if (q->limit != 0)
-        strbuf_adds(sb, " LIMIT ?");
-    return 0;
-}
-
-int store_list(struct store *s, const struct store_query *q, store_job_cb cb, void *arg)
-{
-    static const struct store_query everything;
-    if (!q)
-        q = &everything;
-    /* limit < 0 (the last N): read the first N in the opposite order, call back reversed. */
-    bool reverse = q->limit < 0;
-    int64_t limit = q->limit == INT64_MIN ? INT64_MAX : (q->limit < 0 ? -q->limit : q->limit);
-    struct strbuf sb;
-    strbuf_init(&sb);
-    bool now_param = false;
-    if (build_list_sql(s, q, reverse, &sb, &now_param) < 0) {
-        strbuf_free(&sb);
-        return -1;
-    }
-    sqlite3_stmt *st;
-    /* Per call: SQLite caches nothing across prepares, but preparing is ~20 us. */
-    if (sqlite3_prepare_v2(s->db, sb.buf, -1, &st, NULL) != SQLITE_OK) {
-        db_err(s, "preparing the job listing");
-        strbuf_free(&sb);
-        return -1;
-    }
-
-    int p = 1, rc = SQLITE_OK;
-    if (q->states && q->n_states) {
-        for (size_t i = 0; i < q->n_states && rc == SQLITE_OK; i++)
-            rc = sqlite3_bind_int(st, p++, (int)q->states[i]);
-    }
-    if (q->ids && q->n_ids && rc == SQLITE_OK) {
-        strbuf_reset(&sb);
-        strbuf_addc(&sb, '[');
-        for (size_t i = 0; i < q->n_ids; i++)
-            strbuf_addf(&sb, "%s%lld", i ? "," : "", (long long)q->ids[i]);
-        strbuf_addc(&sb, ']');
-        rc = sqlite3_bind_text(st, p++, sb.buf, (int)sb.len, SQLITE_STATIC);
-    }
-    if (q->user && rc == SQLITE_OK)
-        rc = sqlite3_bind_text(st, p++, q->user, -1, SQLITE_STATIC);
-    if (q->since > 0 && rc == SQLITE_OK)
-        rc = sqlite3_bind_double(st, p++, q->since);
-    if (now_param && rc == SQLITE_OK)
-        rc = sqlite3_bind_double(st, p++, now_wall());
-    if (q->limit != 0 && rc == SQLITE_OK)
-        rc = sqlite3_bind_int64(st, p++, limit);
-    if (rc != SQLITE_OK) {
-        db_err(s, "binding the job listing");
-        sqlite3_finalize(st);
-        strbuf_free(&sb);
-        return -1;
-    }
-
-    /* Rows go to the callback as they are read; the statement is this call's own, so a
-     * callback that calls into the store does no harm (but should not change jobs). */
-    struct job_vec jv = {0};
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        struct job *j = xmalloc(sizeof(*j));
-        read_job(s, st, j, false);
-        if (reverse)
-            job_vec_push(&jv, j);
-        else
-            cb(j, arg);
-    }
-    int ret = 0;
-    if (rc != SQLITE_DONE) {
-        ret = db_err(s, "listing jobs");
-        job_vec_free(&jv);
-    } else {
-        for (size_t i = jv.n; i-- > 0;)
-            cb(jv.v[i], arg);
-        free(jv.v);
-    }
-    sqlite3_finalize(st);
-    strbuf_free(&sb);
-    return ret;
-}
-
-int store_count_states(struct store *s, int64_t counts[JOB_STATE_COUNT])
-{
-    for (int i = 0; i < JOB_STATE_COUNT; i++)
-        counts[i] = 0;
-    sqlite3_stmt *st = s->st_count;
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        int state = sqlite3_column_int(st, 0);
-        if (state >= 0 && state < JOB_STATE_COUNT)
-            counts[state] = sqlite3_column_int64(st, 1);
-    }
-    int ret = rc == SQLITE_DONE ? 0 : db_err(s, "counting jobs");
-    finish(st);
-    return ret;
-}
-
-/* ---- settings ---- */
-
-int store_get_setting(struct store *s, const char *key, char **value)
-{
-    *value = NULL;
-    sqlite3_stmt *st = s->st_setting_get;
-    sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(st);
-    int ret;
-    if (rc == SQLITE_ROW) {
-        *value = col_str(st, 0);
-        ret = *value ? 0 : 1;
-    } else if (rc == SQLITE_DONE) {
-        ret = 1;
-    } else {
-        ret = db_err(s, "reading a setting");
-    }
-    finish(st);
-    return ret;
-}
-
-/* A NULL value removes the key. */
-int store_set_setting(struct store *s, const char *key, const char *value)
-{
-    if (refuse_if_lost(s) < 0)
-        return -1;
-    sqlite3_stmt *st = value ? s->st_setting_set : s->st_setting_del;
-    sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
-    if (value)
-        sqlite3_bind_text(st, 2, value, -1, SQLITE_STATIC);
-    return step_done(s, st, "writing a setting");
 }
 
 /* ---- changes of a queued job (gjob update) and retry lineage ---- */
 
 /* Runs one ad-hoc statement (rare operations: not worth a prepared statement). */
-static int adhoc(struct store *s, sqlite3_stmt **st, const char *sql)
+int store_adhoc(struct store *s, sqlite3_stmt **st, const char *sql)
 {
     if (sqlite3_prepare_v2(s->db, sql, -1, st, NULL) != SQLITE_OK)
-        return db_err(s, "preparing a statement");
+        return store_db_err(s, "preparing a statement");
     return 0;
 }
 
 int store_replace_deps(struct store *s, const struct job *j)
 {
-    if (refuse_if_lost(s) < 0)
+    if (store_refuse_if_lost(s) < 0)
         return -1;
     sqlite3_stmt *st;
-    if (adhoc(s, &st, "DELETE FROM job_deps WHERE job_id=?1") < 0)
+    if (store_adhoc(s, &st, "DELETE FROM job_deps WHERE job_id=?1") < 0)
         return -1;
     sqlite3_bind_int64(st, 1, j->id);
     int rc = sqlite3_step(st);
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE)
-        return db_err(s, "replacing dependencies");
+        return store_db_err(s, "replacing dependencies");
     for (size_t i = 0; i < j->n_deps; i++) {
         sqlite3_bind_int64(s->st_dep_insert, 1, j->id);
         sqlite3_bind_int64(s->st_dep_insert, 2, j->deps[i].id);
         sqlite3_bind_text(s->st_dep_insert, 3, job_dep_kind_name(j->deps[i].kind), -1,
                           SQLITE_STATIC);
-        if (step_done(s, s->st_dep_insert, "recording a dependency") < 0)
+        if (store_step_done(s, s->st_dep_insert, "recording a dependency") < 0)
             return -1;
     }
     return store_update_job(s, j);
@@ -1469,19 +773,19 @@ int store_replace_deps(struct store *s, const struct job *j)
 
 int store_update_what(struct store *s, const struct job *j, bool payload)
 {
-    if (refuse_if_lost(s) < 0)
+    if (store_refuse_if_lost(s) < 0)
         return -1;
     sqlite3_stmt *st;
-    if (adhoc(s, &st, "UPDATE jobs SET command=?2, script_path=?3, workdir=?4 WHERE id=?1") < 0)
+    if (store_adhoc(s, &st, "UPDATE jobs SET command=?2, script_path=?3, workdir=?4 WHERE id=?1") < 0)
         return -1;
     sqlite3_bind_int64(st, 1, j->id);
-    bind_text(st, 2, j->command);
-    bind_text(st, 3, j->script_path);
-    bind_text(st, 4, j->workdir);
+    store_bind_text(st, 2, j->command);
+    store_bind_text(st, 3, j->script_path);
+    store_bind_text(st, 4, j->workdir);
     int rc = sqlite3_step(st);
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE)
-        return db_err(s, "updating a job's command");
+        return store_db_err(s, "updating a job's command");
     if (!payload)
         return 0;
     /* The whole payload row (script, env, a sweep's params and templates). */
@@ -1495,7 +799,7 @@ int store_retried_as(struct store *s, int64_t id, int64_t *out)
 {
     sqlite3_stmt *st;
     *out = 0;
-    if (adhoc(s, &st, "SELECT id FROM jobs WHERE retry_of=?1 ORDER BY id LIMIT 1") < 0)
+    if (store_adhoc(s, &st, "SELECT id FROM jobs WHERE retry_of=?1 ORDER BY id LIMIT 1") < 0)
         return -1;
     sqlite3_bind_int64(st, 1, id);
     int rc = sqlite3_step(st);
@@ -1503,44 +807,6 @@ int store_retried_as(struct store *s, int64_t id, int64_t *out)
         *out = sqlite3_column_int64(st, 0);
     sqlite3_finalize(st);
     if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-        return db_err(s, "reading a job's next attempt");
-    return 0;
-}
-
-/* ---- submission groups ---- */
-
-int store_set_group(struct store *s, int64_t id, int64_t max_concurrent)
-{
-    if (refuse_if_lost(s) < 0)
-        return -1;
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(s->db,
-                           "INSERT INTO job_groups(id, max_concurrent) VALUES (?1, ?2)"
-                           " ON CONFLICT(id) DO UPDATE SET max_concurrent=excluded.max_concurrent",
-                           -1, &st, NULL) != SQLITE_OK)
-        return db_err(s, "preparing to record a group");
-    sqlite3_bind_int64(st, 1, id);
-    sqlite3_bind_int64(st, 2, max_concurrent);
-    int rc = sqlite3_step(st);
-    sqlite3_finalize(st);
-    if (rc != SQLITE_DONE)
-        return db_err(s, "recording a group");
-    return 0;
-}
-
-int store_load_groups(struct store *s, store_group_cb cb, void *arg)
-{
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(s->db,
-                           "SELECT id, max_concurrent FROM job_groups WHERE id IN"
-                           " (SELECT group_id FROM jobs WHERE state IN (0,1,2)) ORDER BY id",
-                           -1, &st, NULL) != SQLITE_OK)
-        return db_err(s, "preparing to load groups");
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
-        cb(sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1), arg);
-    sqlite3_finalize(st);
-    if (rc != SQLITE_DONE)
-        return db_err(s, "loading groups");
+        return store_db_err(s, "reading a job's next attempt");
     return 0;
 }

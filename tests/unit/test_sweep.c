@@ -58,11 +58,11 @@ static void test_expand_array(void **state)
     free_jobs(jobs, n);
     json_decref(array);
 
-    assert_int_equal(sweep_expand(base_job("x"), json_string("5-1"), NULL, NULL, &jobs, &n,
-                                  &limit, &err),
-                     -1);
+    array = json_string("5-1");
+    assert_int_equal(sweep_expand(base_job("x"), array, NULL, NULL, &jobs, &n, &limit, &err), -1);
     assert_non_null(err);
     free(err);
+    json_decref(array);
 }
 
 static void test_expand_params(void **state)

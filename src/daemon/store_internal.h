@@ -1,0 +1,121 @@
+/* store_internal: what the store's files share (store.c: opening, the schema,
+ * transactions, one job's rows; store_row.c: the column table; store_list.c: many jobs
+ * and the small tables). Not for the rest of the daemon: that is store.h. */
+#ifndef GFLOWD_STORE_INTERNAL_H
+#define GFLOWD_STORE_INTERNAL_H
+
+#include <sqlite3.h>
+#include <stdbool.h>
+
+#include "job.h"
+#include "store.h"
+#include "util.h"
+
+/* The columns of a job: jobs' own in table order, then the payload's (job_payload).
+ * Every statement on job rows is generated from this list, with ?N = column N-1, so
+ * binding and reading cannot drift apart. */
+enum col {
+    C_ID,
+    C_NAME,
+    C_USER,
+    C_UID,
+    C_GID,
+    C_STATE,
+    C_PRIORITY,
+    C_TIME_LIMIT,
+    C_COMMAND,
+    C_SCRIPT_PATH,
+    C_WORKDIR,
+    C_SUBMIT_TIME,
+    C_START_TIME,
+    C_END_TIME,
+    C_EXIT_CODE,
+    C_SIGNAL,
+    C_OOM,
+    C_REASON,
+    C_END_REQUEST,
+    C_SHIM_PID,
+    C_SHIM_START,
+    C_MAX_RSS_KB,
+    C_GPUS,
+    C_GPU_IDS,
+    C_MEMORY_MB,
+    C_GPU_MEMORY_MB,
+    C_SHARED,
+    C_GROUP_ID,
+    C_ARRAY_TASK,
+    C_MAX_RETRIES,
+    C_ATTEMPT,
+    C_RETRY_OF,
+    C_GPUS_PER_TASK,
+    C_DEPENDS_ON,
+    C_DEPENDS_ANY,
+    C_AUTO_CANCEL,
+    C_CONDA_ENV,
+    C_SIGNAL_SPEC,
+    C_BEGIN_TIME,
+    C_REASON_CODE,
+    C_REASON_JOB,
+    C_LIGHT_COUNT, /* the columns read without payload are those before this one */
+    C_SCRIPT = C_LIGHT_COUNT,
+    C_ENV,
+    C_PARAMS,
+    C_COMMAND_TEMPLATE,
+    C_SCRIPT_TEMPLATE,
+    C_NAME_TEMPLATE,
+    C_COUNT
+};
+
+struct store_column {
+    const char *name;
+    bool mutable; /* written by store_update_job (the payload and submitter are fixed) */
+};
+extern const struct store_column store_columns[C_COUNT];
+
+struct store {
+    sqlite3 *db;
+    char err[512];
+    int64_t next_id;
+    /* A COMMIT failed and SQLite rolled the transaction back by itself (I/O error, disk
+     * full): its changes are gone, but the caller has not acknowledged that yet. */
+    bool lost;
+
+    sqlite3_stmt *st_begin, *st_commit, *st_rollback;
+    sqlite3_stmt *st_insert, *st_insert_payload, *st_update;
+    sqlite3_stmt *st_get, *st_get_full;
+    sqlite3_stmt *st_load_active;
+    sqlite3_stmt *st_dep_insert, *st_dependents, *st_state;
+    sqlite3_stmt *st_count;
+    sqlite3_stmt *st_meta_next;
+    sqlite3_stmt *st_setting_get, *st_setting_set, *st_setting_del;
+};
+
+/* Errors: the message store_error returns. */
+void store_set_err(struct store *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* "context: sqlite's message"; returns -1. */
+int store_db_err(struct store *s, const char *context);
+/* Prepares a statement kept for the store's life. 0 or -1. */
+int store_prepare(struct store *s, sqlite3_stmt **st, const char *sql);
+/* Prepares a statement the first time it is needed (rare ones). 0 or -1. */
+int store_adhoc(struct store *s, sqlite3_stmt **st, const char *sql);
+/* Resets a statement after use and drops its bindings, so no pointer into a caller's
+ * job outlives the call. */
+void store_finish(sqlite3_stmt *st);
+/* Steps a statement that returns no rows, then finishes it. 0 or -1. */
+int store_step_done(struct store *s, sqlite3_stmt *st, const char *context);
+/* -1 (with the error set) once a commit was lost until the daemon restarts. */
+int store_refuse_if_lost(struct store *s);
+
+/* Binds text (NULL: SQL NULL) to ?idx, without a copy. */
+int store_bind_text(sqlite3_stmt *st, int idx, const char *v);
+/* Column i of the current row as a malloc'd string, NULL for SQL NULL. */
+char *store_col_str(sqlite3_stmt *st, int i);
+/* Binds column c of j (env: its environment as JSON text) to ?c+1 of st. */
+int store_bind_column(sqlite3_stmt *st, enum col c, const struct job *j, const char *env);
+/* Fills j (initialised here) from the current row of a statement that selects columns
+ * 0..C_LIGHT_COUNT-1, or every column with payload. 0 or -1. */
+int store_read_job(struct store *s, sqlite3_stmt *st, struct job *j, bool payload);
+/* Appends "id,name,...": the first n columns. */
+void store_add_column_list(struct strbuf *sb, int n);
+
+#endif

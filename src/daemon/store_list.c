@@ -1,0 +1,293 @@
+/* store_list: many jobs at once and the store's small tables: the active jobs at
+ * start-up, GET /v1/jobs listings of the history (filters, sort, limit), counts per
+ * state, runtime settings and submission groups. */
+#include "store_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+
+/* Collects the rows of st (light columns) into a growing array. */
+struct job_vec {
+    struct job **v;
+    size_t n, cap;
+};
+
+static void job_vec_push(struct job_vec *jv, struct job *j)
+{
+    if (jv->n == jv->cap) {
+        jv->cap = jv->cap ? jv->cap * 2 : 64;
+        jv->v = xrealloc(jv->v, jv->cap * sizeof(*jv->v));
+    }
+    jv->v[jv->n++] = j;
+}
+
+static void job_vec_free(struct job_vec *jv)
+{
+    for (size_t i = 0; i < jv->n; i++)
+        job_free(jv->v[i]);
+    free(jv->v);
+}
+
+int store_load_active(struct store *s, store_job_cb cb, void *arg)
+{
+    /* Read everything first, then call back: at start-up the callback re-adopts jobs and
+     * may well update them, which must not happen under a running SELECT. */
+    struct job_vec jv = {0};
+    sqlite3_stmt *st = s->st_load_active;
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        struct job *j = xmalloc(sizeof(*j));
+        store_read_job(s, st, j, false);
+        job_vec_push(&jv, j);
+    }
+    if (rc != SQLITE_DONE) {
+        store_db_err(s, "loading the active jobs");
+        store_finish(st);
+        job_vec_free(&jv);
+        return -1;
+    }
+    store_finish(st);
+    for (size_t i = 0; i < jv.n; i++)
+        cb(jv.v[i], arg);
+    free(jv.v);
+    return 0;
+}
+
+/* The SQL of each sort key of job.h (a fixed list: nothing a caller sends is ever
+ * pasted into SQL); NULL: the id alone. "?" in time's expression is the current time. */
+static const char *const sort_sql[JOB_SORT_COUNT] = {
+    [JOB_SORT_ID] = NULL,
+    [JOB_SORT_NAME] = "name",
+    [JOB_SORT_STATE] = "state",
+    [JOB_SORT_PRIORITY] = "priority",
+    [JOB_SORT_USER] = "user",
+    [JOB_SORT_SUBMIT] = "submit_time",
+    [JOB_SORT_START] = "start_time",
+    [JOB_SORT_END] = "end_time",
+    [JOB_SORT_TIME] = "CASE WHEN start_time > 0 THEN (CASE WHEN end_time > 0 THEN end_time"
+                      " ELSE ? END) - start_time ELSE 0 END",
+};
+
+/* Builds the listing query for q; *now_param tells whether the sort expression takes the
+ * current time. Returns -1 with the error set for a bad query. */
+static int build_list_sql(struct store *s, const struct store_query *q, bool reverse,
+                          struct strbuf *sb, bool *now_param)
+{
+    if ((unsigned)q->sort >= JOB_SORT_COUNT) {
+        store_set_err(s, "listing jobs: invalid sort key %d", (int)q->sort);
+        return -1;
+    }
+    const char *expr = sort_sql[q->sort];
+    *now_param = expr && strchr(expr, '?') != NULL;
+
+    strbuf_adds(sb, "SELECT ");
+    store_add_column_list(sb, C_LIGHT_COUNT);
+    strbuf_adds(sb, " FROM jobs");
+    const char *glue = " WHERE ";
+    if (q->states && q->n_states) {
+        bool all_active = true;
+        strbuf_addf(sb, "%sstate IN (", glue);
+        for (size_t i = 0; i < q->n_states; i++) {
+            if ((unsigned)q->states[i] >= JOB_STATE_COUNT) {
+                store_set_err(s, "listing jobs: invalid state %d", (int)q->states[i]);
+                return -1;
+            }
+            all_active = all_active && job_state_is_active(q->states[i]);
+            strbuf_adds(sb, i ? ",?" : "?");
+        }
+        strbuf_adds(sb, ")");
+        /* A constant copy of the partial index's condition, so the planner may use it
+         * (it cannot know what the parameters will hold). */
+        if (all_active)
+            strbuf_adds(sb, " AND state IN (0,1,2)");
+        glue = " AND ";
+    }
+    if (q->ids && q->n_ids) {
+        /* One parameter whatever the number of ids: a JSON array. */
+        strbuf_addf(sb, "%sid IN (SELECT value FROM json_each(?))", glue);
+        glue = " AND ";
+    }
+    if (q->user) {
+        strbuf_addf(sb, "%suser = ?", glue);
+        glue = " AND ";
+    }
+    if (q->since > 0) {
+        strbuf_addf(sb, "%ssubmit_time >= ?", glue);
+        glue = " AND ";
+    }
+    /* Ties are broken by id in the same direction, so descending is exactly ascending
+     * reversed. */
+    const char *dir = q->descending != reverse ? " DESC" : "";
+    strbuf_adds(sb, " ORDER BY ");
+    if (expr)
+        strbuf_addf(sb, "%s%s, ", expr, dir);
+    strbuf_addf(sb, "id%s", dir);
+    if (q->limit != 0)
+        strbuf_adds(sb, " LIMIT ?");
+    return 0;
+}
+
+int store_list(struct store *s, const struct store_query *q, store_job_cb cb, void *arg)
+{
+    static const struct store_query everything;
+    if (!q)
+        q = &everything;
+    /* limit < 0 (the last N): read the first N in the opposite order, call back reversed. */
+    bool reverse = q->limit < 0;
+    int64_t limit = q->limit == INT64_MIN ? INT64_MAX : (q->limit < 0 ? -q->limit : q->limit);
+    struct strbuf sb;
+    strbuf_init(&sb);
+    bool now_param = false;
+    if (build_list_sql(s, q, reverse, &sb, &now_param) < 0) {
+        strbuf_free(&sb);
+        return -1;
+    }
+    sqlite3_stmt *st;
+    /* Per call: SQLite caches nothing across prepares, but preparing is ~20 us. */
+    if (sqlite3_prepare_v2(s->db, sb.buf, -1, &st, NULL) != SQLITE_OK) {
+        store_db_err(s, "preparing the job listing");
+        strbuf_free(&sb);
+        return -1;
+    }
+
+    int p = 1, rc = SQLITE_OK;
+    if (q->states && q->n_states) {
+        for (size_t i = 0; i < q->n_states && rc == SQLITE_OK; i++)
+            rc = sqlite3_bind_int(st, p++, (int)q->states[i]);
+    }
+    if (q->ids && q->n_ids && rc == SQLITE_OK) {
+        strbuf_reset(&sb);
+        strbuf_addc(&sb, '[');
+        for (size_t i = 0; i < q->n_ids; i++)
+            strbuf_addf(&sb, "%s%lld", i ? "," : "", (long long)q->ids[i]);
+        strbuf_addc(&sb, ']');
+        rc = sqlite3_bind_text(st, p++, sb.buf, (int)sb.len, SQLITE_STATIC);
+    }
+    if (q->user && rc == SQLITE_OK)
+        rc = sqlite3_bind_text(st, p++, q->user, -1, SQLITE_STATIC);
+    if (q->since > 0 && rc == SQLITE_OK)
+        rc = sqlite3_bind_double(st, p++, q->since);
+    if (now_param && rc == SQLITE_OK)
+        rc = sqlite3_bind_double(st, p++, now_wall());
+    if (q->limit != 0 && rc == SQLITE_OK)
+        rc = sqlite3_bind_int64(st, p++, limit);
+    if (rc != SQLITE_OK) {
+        store_db_err(s, "binding the job listing");
+        sqlite3_finalize(st);
+        strbuf_free(&sb);
+        return -1;
+    }
+
+    /* Rows go to the callback as they are read; the statement is this call's own, so a
+     * callback that calls into the store does no harm (but should not change jobs). */
+    struct job_vec jv = {0};
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        struct job *j = xmalloc(sizeof(*j));
+        store_read_job(s, st, j, false);
+        if (reverse)
+            job_vec_push(&jv, j);
+        else
+            cb(j, arg);
+    }
+    int ret = 0;
+    if (rc != SQLITE_DONE) {
+        ret = store_db_err(s, "listing jobs");
+        job_vec_free(&jv);
+    } else {
+        for (size_t i = jv.n; i-- > 0;)
+            cb(jv.v[i], arg);
+        free(jv.v);
+    }
+    sqlite3_finalize(st);
+    strbuf_free(&sb);
+    return ret;
+}
+
+int store_count_states(struct store *s, int64_t counts[JOB_STATE_COUNT])
+{
+    for (int i = 0; i < JOB_STATE_COUNT; i++)
+        counts[i] = 0;
+    sqlite3_stmt *st = s->st_count;
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int state = sqlite3_column_int(st, 0);
+        if (state >= 0 && state < JOB_STATE_COUNT)
+            counts[state] = sqlite3_column_int64(st, 1);
+    }
+    int ret = rc == SQLITE_DONE ? 0 : store_db_err(s, "counting jobs");
+    store_finish(st);
+    return ret;
+}
+
+/* ---- settings ---- */
+
+int store_get_setting(struct store *s, const char *key, char **value)
+{
+    *value = NULL;
+    sqlite3_stmt *st = s->st_setting_get;
+    sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(st);
+    int ret;
+    if (rc == SQLITE_ROW) {
+        *value = store_col_str(st, 0);
+        ret = *value ? 0 : 1;
+    } else if (rc == SQLITE_DONE) {
+        ret = 1;
+    } else {
+        ret = store_db_err(s, "reading a setting");
+    }
+    store_finish(st);
+    return ret;
+}
+
+/* A NULL value removes the key. */
+int store_set_setting(struct store *s, const char *key, const char *value)
+{
+    if (store_refuse_if_lost(s) < 0)
+        return -1;
+    sqlite3_stmt *st = value ? s->st_setting_set : s->st_setting_del;
+    sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+    if (value)
+        sqlite3_bind_text(st, 2, value, -1, SQLITE_STATIC);
+    return store_step_done(s, st, "writing a setting");
+}
+
+/* ---- submission groups ---- */
+
+int store_set_group(struct store *s, int64_t id, int64_t max_concurrent)
+{
+    if (store_refuse_if_lost(s) < 0)
+        return -1;
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(s->db,
+                           "INSERT INTO job_groups(id, max_concurrent) VALUES (?1, ?2)"
+                           " ON CONFLICT(id) DO UPDATE SET max_concurrent=excluded.max_concurrent",
+                           -1, &st, NULL) != SQLITE_OK)
+        return store_db_err(s, "preparing to record a group");
+    sqlite3_bind_int64(st, 1, id);
+    sqlite3_bind_int64(st, 2, max_concurrent);
+    int rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE)
+        return store_db_err(s, "recording a group");
+    return 0;
+}
+
+int store_load_groups(struct store *s, store_group_cb cb, void *arg)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(s->db,
+                           "SELECT id, max_concurrent FROM job_groups WHERE id IN"
+                           " (SELECT group_id FROM jobs WHERE state IN (0,1,2)) ORDER BY id",
+                           -1, &st, NULL) != SQLITE_OK)
+        return store_db_err(s, "preparing to load groups");
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+        cb(sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1), arg);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE)
+        return store_db_err(s, "loading groups");
+    return 0;
+}

@@ -1,0 +1,425 @@
+/* test_jobs: the daemon's job table (src/daemon/jobs.c) and job edits
+ * (src/daemon/jobedit.c) on a store in a temp dir, with no loop, GPUs or processes: the
+ * dependency cascade (auto-cancel down a chain in one change, or waiting with
+ * DependencyFailed), its preview, retries (dependents moved to the new attempt), the
+ * scheduling pass and what waits for the commit, group limits, gjob update, and
+ * gjob redo with its cascade. */
+/* clang-format off */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+/* clang-format on */
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "jobedit.h"
+#include "jobs.h"
+#include "store.h"
+#include "util.h"
+
+struct fixture {
+    char dir[64];
+    char path[128];
+    struct store *s;
+    struct jobs *t;
+    /* Signals the table asked for, once committed. */
+    int64_t signalled[16];
+    int signals[16];
+    int n_signalled;
+};
+
+static void signal_cb(void *arg, struct job *j, int sig)
+{
+    struct fixture *f = arg;
+    if (f->n_signalled < 16) {
+        f->signalled[f->n_signalled] = j->id;
+        f->signals[f->n_signalled++] = sig;
+    }
+}
+
+static int setup(void **state)
+{
+    struct fixture *f = xcalloc(1, sizeof(*f));
+    snprintf(f->dir, sizeof(f->dir), "/tmp/test_jobs.XXXXXX");
+    if (!mkdtemp(f->dir))
+        return -1;
+    snprintf(f->path, sizeof(f->path), "%s/gflow.db", f->dir);
+    char *err = NULL;
+    f->s = store_open(f->path, &err);
+    if (!f->s)
+        return -1;
+    f->t = jobs_new(f->s);
+    jobs_set_signal_cb(f->t, signal_cb, f);
+    if (jobs_load(f->t, &err) < 0)
+        return -1;
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+    jobs_commit(f->t);
+    jobs_free(f->t);
+    store_close(f->s);
+    const char *suffix[] = {"", "-wal", "-shm"};
+    for (int i = 0; i < 3; i++) {
+        char p[160];
+        snprintf(p, sizeof(p), "%s%s", f->path, suffix[i]);
+        unlink(p);
+    }
+    rmdir(f->dir);
+    free(f);
+    return 0;
+}
+
+static const struct gpu_set no_gpus = {0};
+static const struct jobspec_limits lim = {.gpus = &no_gpus};
+static const struct jobspec_owner bob = {.user = "bob", .uid = 1001, .gid = 100, .now = 1e9};
+
+/* Submits a job of bob's from a spec (JSON text): its id. */
+static int64_t submit(struct fixture *f, const char *spec_text)
+{
+    json_t *spec = json_loads(spec_text, 0, NULL);
+    assert_non_null(spec);
+    char *err = NULL;
+    bool dry = false;
+    struct job *j = jobspec_to_job(spec, &lim, &bob, &dry, &err);
+    json_decref(spec);
+    if (!j)
+        fail_msg("spec: %s", err);
+    if (j->n_deps && jobs_check_deps(f->t, j, jobs_next_id(f->t), &err) < 0)
+        fail_msg("deps: %s", err);
+    assert_int_equal(jobs_submit(f->t, j), 0);
+    return j->id;
+}
+
+/* A command job depending on the job ids of deps (afterok, all), auto-cancelled or not. */
+static int64_t submit_after(struct fixture *f, const char *deps, bool auto_cancel)
+{
+    char *spec = xasprintf("{\"command\": \"true\", \"workdir\": \"/\", \"depends_on\": [%s], "
+                           "\"auto_cancel\": %s}",
+                           deps, auto_cancel ? "true" : "false");
+    int64_t id = submit(f, spec);
+    free(spec);
+    return id;
+}
+
+/* The state of job id, from the store (the truth once committed). */
+static enum job_state stored_state(struct fixture *f, int64_t id)
+{
+    enum job_state st;
+    assert_int_equal(store_job_state(f->s, id, &st), 0);
+    return st;
+}
+
+/* Job id from the store (with reason and attempt), to be cleared. */
+static struct job stored(struct fixture *f, int64_t id)
+{
+    struct job j;
+    assert_int_equal(store_get_job(f->s, id, &j, false), 0);
+    return j;
+}
+
+/* Runs a pass on a machine without GPUs: every ready job starts. */
+static size_t pass(struct fixture *f)
+{
+    struct jobs_machine m = {.gpus = &no_gpus};
+    struct job **started;
+    double next_begin;
+    size_t n = jobs_schedule(f->t, &m, 1e9, &started, &next_begin);
+    free(started);
+    return n;
+}
+
+/* Moves running job id to an end state with a reason. */
+static void end(struct fixture *f, int64_t id, enum job_state st, enum job_reason r)
+{
+    struct job *j = jobs_get(f->t, id);
+    assert_non_null(j);
+    assert_int_equal(j->state, JOB_RUNNING);
+    assert_int_equal(jobs_set_state(f->t, j, st, r, 0, NULL), 0);
+}
+
+static void test_cascade(void **state)
+{
+    struct fixture *f = *state;
+    int64_t a = submit(f, "{\"command\": \"true\", \"workdir\": \"/\"}");
+    int64_t b = submit_after(f, "1", true);
+    int64_t c = submit_after(f, "2", true);
+    int64_t d = submit_after(f, "3", false); /* --no-auto-cancel: it waits */
+    int64_t e = submit(f, "{\"command\": \"true\", \"workdir\": \"/\", \"depends_on\": "
+                          "[{\"id\": 1, \"kind\": \"afternotok\"}]}");
+    assert_true(jobs_get(f->t, b)->deps_blocked);
+
+    /* What cancelling a would take along: b because of a, c because of b; not d. */
+    struct jobs_cascade *also;
+    size_t n = jobs_cascade_preview(f->t, jobs_get(f->t, a), &also);
+    assert_int_equal(n, 2);
+    assert_int_equal(also[0].id, b);
+    assert_int_equal(also[0].because, a);
+    assert_int_equal(also[1].id, c);
+    assert_int_equal(also[1].because, b);
+    free(also);
+
+    assert_int_equal(pass(f), 1); /* only a is ready */
+    end(f, a, JOB_FAILED, JOB_REASON_NON_ZERO_EXIT);
+    /* The whole chain went in the same change. */
+    assert_null(jobs_get(f->t, b));
+    assert_null(jobs_get(f->t, c));
+    struct job *dj = jobs_get(f->t, d);
+    assert_non_null(dj);
+    assert_int_equal(dj->state, JOB_QUEUED);
+    assert_int_equal(dj->reason, JOB_REASON_DEPENDENCY_FAILED);
+    assert_int_equal(dj->reason_job, c);
+    assert_true(dj->deps_blocked);
+    assert_false(jobs_get(f->t, e)->deps_blocked); /* afternotok: a failed */
+    assert_int_equal(jobs_commit(f->t), 0);
+    jobs_collect(f->t);
+
+    struct job sb = stored(f, b), sc = stored(f, c);
+    assert_int_equal(sb.state, JOB_CANCELLED);
+    assert_int_equal(sb.reason, JOB_REASON_DEPENDENCY_FAILED);
+    assert_int_equal(sb.reason_job, a);
+    assert_int_equal(sc.reason_job, b);
+    job_clear(&sb);
+    job_clear(&sc);
+    assert_int_equal(stored_state(f, d), JOB_QUEUED);
+
+    /* A restarted daemon comes to the same verdict from the store. */
+    jobs_free(f->t);
+    f->t = jobs_new(f->s);
+    char *err = NULL;
+    assert_int_equal(jobs_load(f->t, &err), 0);
+    assert_true(jobs_get(f->t, d)->deps_blocked);
+    assert_false(jobs_get(f->t, e)->deps_blocked);
+}
+
+static void test_retries(void **state)
+{
+    struct fixture *f = *state;
+    int64_t r = submit(f, "{\"command\": \"false\", \"workdir\": \"/\", \"max_retries\": 1}");
+    int64_t s = submit_after(f, "1", true);
+    assert_int_equal(pass(f), 1);
+    end(f, r, JOB_FAILED, JOB_REASON_NON_ZERO_EXIT);
+    /* A new attempt, and the dependent waits on it instead of being cancelled. */
+    int64_t r2 = jobs_next_id(f->t) - 1;
+    assert_int_equal(r2, s + 1);
+    struct job *a2 = jobs_get(f->t, r2);
+    assert_non_null(a2);
+    assert_int_equal(a2->attempt, 2);
+    assert_int_equal(a2->retry_of, r);
+    assert_int_equal(a2->state, JOB_QUEUED);
+    struct job *sj = jobs_get(f->t, s);
+    assert_non_null(sj);
+    assert_int_equal(sj->deps[0].id, r2);
+    assert_int_equal(sj->deps[0].status, JOB_DEP_PENDING);
+    assert_int_equal(jobs_commit(f->t), 0);
+    int64_t again;
+    assert_int_equal(store_retried_as(f->s, r, &again), 0);
+    assert_int_equal(again, r2);
+
+    /* The last attempt fails: no retry left, the dependent goes. */
+    assert_int_equal(pass(f), 1);
+    end(f, r2, JOB_FAILED, JOB_REASON_SIGNAL);
+    assert_null(jobs_get(f->t, s));
+    assert_int_equal(jobs_next_id(f->t), r2 + 1);
+    assert_int_equal(jobs_commit(f->t), 0);
+    struct job st = stored(f, s);
+    assert_int_equal(st.reason, JOB_REASON_DEPENDENCY_FAILED);
+    assert_int_equal(st.reason_job, r2);
+    job_clear(&st);
+
+    /* A time limit or a launch failure is not retried. */
+    int64_t t = submit(f, "{\"command\": \"sleep 9\", \"workdir\": \"/\", \"max_retries\": 3}");
+    assert_int_equal(pass(f), 1);
+    end(f, t, JOB_TIMEOUT, JOB_REASON_TIME_LIMIT);
+    int64_t l = submit(f, "{\"command\": \"x\", \"workdir\": \"/\", \"max_retries\": 3}");
+    assert_int_equal(pass(f), 1);
+    end(f, l, JOB_FAILED, JOB_REASON_LAUNCH_FAILED);
+    assert_int_equal(jobs_next_id(f->t), l + 1);
+}
+
+static void test_pass_and_commit(void **state)
+{
+    struct fixture *f = *state;
+    int64_t a = submit(f, "{\"command\": \"true\", \"workdir\": \"/\", \"priority\": 1}");
+    int64_t b = submit(f, "{\"command\": \"true\", \"workdir\": \"/\", \"priority\": 9}");
+    int64_t h = submit(f, "{\"command\": \"true\", \"workdir\": \"/\", \"hold\": true}");
+    int64_t later = submit(f, "{\"command\": \"true\", \"workdir\": \"/\", \"begin_time\": 2e9, "
+                              "\"priority\": 0}");
+    struct jobs_machine m = {.gpus = &no_gpus, .max_running_jobs = 1};
+    struct job **started;
+    double next_begin;
+    /* The running-jobs limit: the higher priority first. */
+    assert_int_equal(jobs_schedule(f->t, &m, 1e9, &started, &next_begin), 1);
+    assert_int_equal(started[0]->id, b);
+    free(started);
+    assert_true(next_begin == 2e9); /* when the --begin job must be looked at again */
+    /* Starting a job is a change (one more pass, which starts nothing); then nothing
+     * changed: no pass at all. */
+    assert_int_equal(jobs_schedule(f->t, &m, 1e9, &started, &next_begin), 0);
+    assert_string_equal(jobs_get(f->t, a)->wait_reason, "MaxRunningJobs");
+    assert_int_equal(jobs_schedule(f->t, &m, 1e9, &started, &next_begin), 0);
+    assert_true(next_begin == -1);
+    m.max_running_jobs = 0;
+    jobs_mark_dirty(f->t);
+    assert_int_equal(jobs_schedule(f->t, &m, 1e9, &started, &next_begin), 1);
+    assert_int_equal(started[0]->id, a);
+    free(started);
+    assert_true(next_begin == 2e9);
+    assert_string_equal(jobs_get(f->t, later)->wait_reason, "BeginTime");
+    assert_int_equal(jobs_get(f->t, h)->state, JOB_HELD);
+
+    /* A signal waits for the commit, and goes to running jobs only. */
+    jobs_after_commit_signal(f->t, a, SIGTERM);
+    jobs_after_commit_signal(f->t, h, SIGTERM);
+    assert_int_equal(f->n_signalled, 0);
+    assert_int_equal(jobs_commit(f->t), 0);
+    assert_int_equal(f->n_signalled, 1);
+    assert_int_equal(f->signalled[0], a);
+    assert_int_equal(f->signals[0], SIGTERM);
+    assert_int_equal(stored_state(f, a), JOB_RUNNING);
+}
+
+static void test_group_limit(void **state)
+{
+    struct fixture *f = *state;
+    int64_t a = submit(f, "{\"command\": \"true\", \"workdir\": \"/\"}");
+    int64_t b = submit(f, "{\"command\": \"true\", \"workdir\": \"/\"}");
+    /* A job alone gets a group of its own; another joins by group id. */
+    char *err = NULL;
+    assert_int_equal(jobs_limit_group(f->t, jobs_get(f->t, a), 0, 1, &err), 0);
+    struct job *bj = jobs_get(f->t, b);
+    bj->group_id = a;
+    bj->group = jobs_group(f->t, a, false);
+    assert_non_null(bj->group);
+    assert_int_equal(pass(f), 1);
+    assert_string_equal(bj->wait_reason, "JobArrayTaskLimit");
+    assert_int_equal(jobs_group(f->t, a, false)->running, 1);
+    assert_int_equal(jobs_limit_group(f->t, NULL, a, 0, &err), 0);
+    assert_int_equal(pass(f), 1);
+}
+
+static void test_update(void **state)
+{
+    struct fixture *f = *state;
+    int64_t a = submit(f, "{\"command\": \"true\", \"workdir\": \"/\"}");
+    int64_t b = submit(f, "{\"command\": \"echo\", \"workdir\": \"/\", \"hold\": true}");
+    struct jobedit_ctx c = {f->t, &lim, &bob};
+    json_t *changes;
+    char *err = NULL;
+
+    json_t *over = json_pack("{s:i, s:s}", "priority", 50, "command", "echo hi");
+    assert_int_equal(jobedit_update(&c, jobs_get(f->t, b), over, 2, &changes, &err), 0);
+    assert_int_equal(json_array_size(changes), 3); /* command, priority, max_concurrent */
+    json_decref(changes);
+    json_decref(over);
+    assert_int_equal(jobs_get(f->t, b)->priority, 50);
+    assert_int_equal(jobs_commit(f->t), 0);
+    struct job full;
+    assert_int_equal(store_get_job(f->s, b, &full, true), 0);
+    assert_string_equal(full.command, "echo hi");
+    assert_int_equal(full.priority, 50);
+    job_clear(&full);
+
+    /* A change that could not be submitted is refused; nothing changes. */
+    over = json_pack("{s:i}", "priority", 300);
+    assert_int_equal(jobedit_update(&c, jobs_get(f->t, b), over, -1, &changes, &err), 400);
+    assert_non_null(strstr(err, "0 to 255"));
+    free(err);
+    json_decref(over);
+    over = json_pack("{s:[i]}", "depends_on", 99);
+    assert_int_equal(jobedit_update(&c, jobs_get(f->t, b), over, -1, &changes, &err), 400);
+    assert_non_null(strstr(err, "no job with id 99"));
+    free(err);
+    json_decref(over);
+    assert_int_equal(jobs_get(f->t, b)->priority, 50);
+
+    /* Dependencies rewired both ways; a running job cannot be updated. */
+    over = json_pack("{s:[i]}", "depends_on", (int)a);
+    assert_int_equal(jobedit_update(&c, jobs_get(f->t, b), over, -1, &changes, &err), 0);
+    json_decref(changes);
+    json_decref(over);
+    assert_true(jobs_get(f->t, b)->deps_blocked);
+    assert_int_equal(jobs_get(f->t, a)->n_dependents, 1);
+    assert_int_equal(pass(f), 1);
+    over = json_pack("{s:i}", "priority", 1);
+    assert_int_equal(jobedit_update(&c, jobs_get(f->t, a), over, -1, &changes, &err), 409);
+    free(err);
+    json_decref(over);
+    /* a cancelled: b, held with auto-cancel, goes with it. */
+    assert_int_equal(jobs_set_state(f->t, jobs_get(f->t, a), JOB_CANCELLED,
+                                    JOB_REASON_CANCELLED_BY_USER, 0, NULL),
+                     0);
+    assert_null(jobs_get(f->t, b));
+}
+
+static void test_redo_cascade(void **state)
+{
+    struct fixture *f = *state;
+    int64_t a = submit(f, "{\"command\": \"false\", \"workdir\": \"/\", \"name\": \"a\"}");
+    int64_t b = submit_after(f, "1", true);
+    int64_t c = submit_after(f, "2", true);
+    assert_int_equal(pass(f), 1);
+    end(f, a, JOB_FAILED, JOB_REASON_NON_ZERO_EXIT);
+    assert_int_equal(jobs_commit(f->t), 0);
+    jobs_collect(f->t);
+
+    struct jobedit_ctx ctx = {f->t, &lim, &bob};
+    json_t *out;
+    char *err = NULL;
+    json_t *over = json_pack("{s:s}", "command", "true");
+    assert_int_equal(jobedit_redo(&ctx, a, over, true, &out, &err), 0);
+    json_decref(over);
+    /* a, then b and c in id order, each wired to the new copy of its cause. */
+    assert_int_equal(json_array_size(out), 3);
+    int64_t ids[3], of[3];
+    for (size_t i = 0; i < 3; i++) {
+        ids[i] = json_integer_value(json_object_get(json_array_get(out, i), "id"));
+        of[i] = json_integer_value(json_object_get(json_array_get(out, i), "redo_of"));
+    }
+    json_decref(out);
+    assert_int_equal(of[0], a);
+    assert_int_equal(of[1], b);
+    assert_int_equal(of[2], c);
+    struct job *na = jobs_get(f->t, ids[0]), *nb = jobs_get(f->t, ids[1]),
+               *nc = jobs_get(f->t, ids[2]);
+    assert_string_equal(na->command, "true");
+    assert_string_equal(na->name, "a");
+    assert_int_equal(nb->deps[0].id, ids[0]);
+    assert_int_equal(nc->deps[0].id, ids[1]);
+    assert_true(nb->deps_blocked && nc->deps_blocked);
+
+    /* Only the owner may redo; a job that does not exist is 404. */
+    const struct jobspec_owner eve = {.user = "eve", .uid = 1002, .now = 1e9};
+    struct jobedit_ctx other = {f->t, &lim, &eve};
+    assert_int_equal(jobedit_redo(&other, a, NULL, false, &out, &err), 403);
+    assert_string_equal(err, "job 1 belongs to bob; only its owner may redo it");
+    free(err);
+    assert_int_equal(jobedit_redo(&ctx, 999, NULL, false, &out, &err), 404);
+    free(err);
+    /* A bad change is refused and submits nothing. */
+    int64_t next = jobs_next_id(f->t);
+    over = json_pack("{s:s}", "workdir", "relative");
+    assert_int_equal(jobedit_redo(&ctx, a, over, false, &out, &err), 400);
+    free(err);
+    json_decref(over);
+    assert_int_equal(jobs_next_id(f->t), next);
+}
+
+int main(void)
+{
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+    const struct CMUnitTest tests[] = {
+        T(test_cascade),     T(test_retries), T(test_pass_and_commit),
+        T(test_group_limit), T(test_update),  T(test_redo_cascade),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
