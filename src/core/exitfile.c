@@ -1,0 +1,320 @@
+/* exitfile: the shim<->daemon protocol: exit file codec, lock file lines, verdicts (see
+ * exitfile.h). */
+#include "exitfile.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+void exit_record_init(struct exit_record *rec)
+{
+    *rec = (struct exit_record){.job_id = -1, .exit_code = -1};
+}
+
+void exit_record_free(struct exit_record *rec)
+{
+    free(rec->error);
+    free(rec->memory_enforcement);
+    exit_record_init(rec);
+}
+
+/* The length of the valid UTF-8 sequence at s (at most n bytes), or 0 if there is none:
+ * no overlong forms, no surrogates, nothing above U+10FFFF (RFC 3629), as jansson
+ * demands. */
+static size_t utf8_seq_len(const unsigned char *s, size_t n)
+{
+    unsigned char c = s[0];
+    size_t len;
+    unsigned min;
+    unsigned cp;
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xc2 && c <= 0xdf) {
+        len = 2, min = 0x80, cp = c & 0x1f;
+    } else if (c >= 0xe0 && c <= 0xef) {
+        len = 3, min = 0x800, cp = c & 0x0f;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        len = 4, min = 0x10000, cp = c & 0x07;
+    } else {
+        return 0;
+    }
+    if (n < len)
+        return 0;
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (s[i] & 0x3f);
+    }
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return len;
+}
+
+/* s as valid UTF-8 (to free): every byte that starts no valid sequence becomes U+FFFD.
+ * Error texts hold paths, which are bytes, not text. */
+static char *utf8_clean(const char *s)
+{
+    struct strbuf sb;
+    strbuf_init(&sb);
+    size_t n = strlen(s);
+    const unsigned char *p = (const unsigned char *)s;
+    for (size_t i = 0; i < n;) {
+        size_t len = utf8_seq_len(p + i, n - i);
+        if (len) {
+            strbuf_add(&sb, p + i, len);
+            i += len;
+        } else {
+            strbuf_adds(&sb, "\xef\xbf\xbd");
+            i++;
+        }
+    }
+    return strbuf_detach(&sb);
+}
+
+/* A JSON string of s (cleaned to UTF-8), or null for NULL. */
+static json_t *json_text(const char *s)
+{
+    if (!s)
+        return json_null();
+    char *clean = utf8_clean(s);
+    json_t *v = json_string(clean);
+    free(clean);
+    return v;
+}
+
+/* A JSON number of seconds; 0 for what JSON cannot hold (NaN, infinities). */
+static json_t *json_secs(double v)
+{
+    return json_real(isfinite(v) ? v : 0.0);
+}
+
+char *exit_record_encode(const struct exit_record *rec)
+{
+    json_t *j = json_object();
+    json_object_set_new(j, "job_id", rec->job_id >= 0 ? json_integer(rec->job_id) : json_null());
+    json_object_set_new(j, "exit_code",
+                        rec->exit_code >= 0 ? json_integer(rec->exit_code) : json_null());
+    json_object_set_new(j, "signal", rec->signal > 0 ? json_integer(rec->signal) : json_null());
+    json_object_set_new(j, "oom", json_boolean(rec->oom));
+    json_object_set_new(j, "started_at", json_secs(rec->started_at));
+    json_object_set_new(j, "finished_at", json_secs(rec->finished_at));
+    json_object_set_new(j, "max_rss_kb", json_integer(rec->max_rss_kb));
+    json_object_set_new(j, "error", json_text(rec->error));
+    if (rec->memory_enforcement)
+        json_object_set_new(j, "memory_enforcement", json_text(rec->memory_enforcement));
+    char *s = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    if (!s)
+        abort(); /* out of memory: what xmalloc does too */
+    char *out = xasprintf("%s\n", s);
+    free(s);
+    return out;
+}
+
+/* The integer at key if it is one within [min, max]; else dflt. */
+static int64_t json_int_in(const json_t *o, const char *key, int64_t min, int64_t max,
+                           int64_t dflt)
+{
+    const json_t *v = json_object_get(o, key);
+    if (!json_is_integer(v))
+        return dflt;
+    json_int_t i = json_integer_value(v);
+    return i >= min && i <= max ? (int64_t)i : dflt;
+}
+
+/* The number of seconds at key (integer or real, finite, >= 0); else 0. */
+static double json_secs_at(const json_t *o, const char *key)
+{
+    const json_t *v = json_object_get(o, key);
+    double d = json_is_number(v) ? json_number_value(v) : 0.0;
+    return isfinite(d) && d >= 0 ? d : 0.0;
+}
+
+/* A copy of the string at key, or NULL. */
+static char *json_str_at(const json_t *o, const char *key)
+{
+    const char *s = json_string_value(json_object_get(o, key));
+    return s ? xstrdup(s) : NULL;
+}
+
+int exit_record_decode(const char *text, size_t len, struct exit_record *rec)
+{
+    exit_record_init(rec);
+    json_error_t jerr;
+    json_t *o = text ? json_loadb(text, len, 0, &jerr) : NULL;
+    if (!json_is_object(o)) {
+        json_decref(o);
+        return -1;
+    }
+    rec->job_id = json_int_in(o, "job_id", 0, INT64_MAX, -1);
+    /* Exit statuses are 0-255 and signals 1-255 (Linux has 64): anything else is not
+     * one the shim wrote, so it reads as null. */
+    rec->exit_code = (int)json_int_in(o, "exit_code", 0, 255, -1);
+    rec->signal = (int)json_int_in(o, "signal", 1, 255, 0);
+    rec->oom = json_is_true(json_object_get(o, "oom"));
+    rec->started_at = json_secs_at(o, "started_at");
+    rec->finished_at = json_secs_at(o, "finished_at");
+    rec->max_rss_kb = json_int_in(o, "max_rss_kb", 0, INT64_MAX, 0);
+    rec->error = json_str_at(o, "error");
+    rec->memory_enforcement = json_str_at(o, "memory_enforcement");
+    json_decref(o);
+    return 0;
+}
+
+/* ---- the lock file ---- */
+
+#define LOCK_ERROR_PREFIX "error: "
+
+char *exitfile_lock_format(int64_t pid, int64_t start, const char *error)
+{
+    struct strbuf sb;
+    strbuf_init(&sb);
+    strbuf_addf(&sb, "%lld %lld\n", (long long)pid, (long long)start);
+    if (!error)
+        return strbuf_detach(&sb);
+    strbuf_adds(&sb, LOCK_ERROR_PREFIX);
+    size_t room = EXITFILE_LOCK_MAX - 1 - sb.len; /* 1: the newline */
+    size_t n = strlen(error);
+    if (n > room) {
+        n = room;
+        /* Not in the middle of a UTF-8 sequence. */
+        while (n > 0 && ((unsigned char)error[n] & 0xc0) == 0x80)
+            n--;
+    }
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)error[i];
+        strbuf_addc(&sb, c < 0x20 || c == 0x7f ? ' ' : (char)c);
+    }
+    strbuf_addc(&sb, '\n');
+    return strbuf_detach(&sb);
+}
+
+/* Strict decimal integer at *p, advancing it; 0 or -1. */
+static int lock_number(const char **p, const char *end, int64_t *out)
+{
+    const char *s = *p;
+    int64_t v = 0;
+    if (s == end || *s < '0' || *s > '9')
+        return -1;
+    for (; s < end && *s >= '0' && *s <= '9'; s++) {
+        if (v > (INT64_MAX - (*s - '0')) / 10)
+            return -1;
+        v = v * 10 + (*s - '0');
+    }
+    *p = s;
+    *out = v;
+    return 0;
+}
+
+/* The first line, "<pid> <start>", between p and end (its newline excluded). */
+static bool lock_pid_line(const char *p, const char *end, int64_t *pid, int64_t *start)
+{
+    int64_t a, b;
+    if (lock_number(&p, end, &a) < 0 || a <= 0 || p == end || *p != ' ')
+        return false;
+    p++;
+    if (lock_number(&p, end, &b) < 0 || p != end)
+        return false;
+    *pid = a;
+    *start = b;
+    return true;
+}
+
+int exitfile_lock_parse(const char *text, size_t len, int64_t *pid, int64_t *start,
+                        char **error)
+{
+    *pid = 0;
+    *start = 0;
+    *error = NULL;
+    if (!text)
+        return -1;
+    const char *end = text + len;
+    const char *eol = memchr(text, '\n', len);
+    bool have_pid = lock_pid_line(text, eol ? eol : end, pid, start);
+    for (const char *l = text; l < end;) {
+        const char *le = memchr(l, '\n', (size_t)(end - l));
+        if (!le)
+            le = end;
+        size_t plen = strlen(LOCK_ERROR_PREFIX);
+        if ((size_t)(le - l) >= plen && memcmp(l, LOCK_ERROR_PREFIX, plen) == 0) {
+            *error = xstrndup(l + plen, (size_t)(le - l) - plen);
+            break;
+        }
+        l = le + 1;
+    }
+    return have_pid ? 0 : -1;
+}
+
+/* ---- verdicts ---- */
+
+void exit_verdict_free(struct exit_verdict *v)
+{
+    free(v->detail);
+    v->detail = NULL;
+}
+
+static struct exit_verdict verdict(enum job_state state, enum job_reason reason, char *detail)
+{
+    return (struct exit_verdict){.state = state, .reason = reason, .detail = detail};
+}
+
+/* The verdict when the daemon asked the job to end: that request is why it ended,
+ * whatever the job's last words were. Returns false when there was none. */
+static bool requested_end(enum job_end_request req, struct exit_verdict *v)
+{
+    if (req == JOB_END_CANCEL)
+        *v = verdict(JOB_CANCELLED, JOB_REASON_CANCELLED_BY_USER, NULL);
+    else if (req == JOB_END_TIMEOUT)
+        *v = verdict(JOB_TIMEOUT, JOB_REASON_TIME_LIMIT, NULL);
+    else
+        return false;
+    return true;
+}
+
+struct exit_verdict exit_verdict_of(const struct exit_record *rec, enum job_end_request req)
+{
+    struct exit_verdict v;
+    if (requested_end(req, &v))
+        return v;
+    if (rec->oom)
+        return verdict(JOB_FAILED, JOB_REASON_OUT_OF_MEMORY, NULL);
+    if (rec->error && *rec->error)
+        return verdict(JOB_FAILED, JOB_REASON_LAUNCH_FAILED, xstrdup(rec->error));
+    if (rec->signal > 0)
+        return verdict(JOB_FAILED, JOB_REASON_SIGNAL, NULL);
+    if (rec->exit_code == 0)
+        return verdict(JOB_FINISHED, JOB_REASON_NONE, NULL);
+    return verdict(JOB_FAILED, JOB_REASON_NON_ZERO_EXIT, NULL);
+}
+
+struct exit_verdict exit_verdict_lost(enum shim_end how, int value, const char *lock_error,
+                                      enum job_end_request req)
+{
+    struct exit_verdict v;
+    if (requested_end(req, &v))
+        return v;
+    if (lock_error && *lock_error)
+        return verdict(JOB_FAILED, JOB_REASON_LAUNCH_FAILED, xstrdup(lock_error));
+    switch (how) {
+    case SHIM_END_EXITED:
+        if (value == SHIM_EXIT_FAIL || value == SHIM_EXIT_USAGE)
+            return verdict(JOB_FAILED, JOB_REASON_LAUNCH_FAILED,
+                           xasprintf("gflow-shim exited with status %d before starting the "
+                                     "job; see gflowd.log",
+                                     value));
+        return verdict(JOB_FAILED, JOB_REASON_SHIM_LOST,
+                       xasprintf("gflow-shim exited with status %d without an exit file",
+                                 value));
+    case SHIM_END_SIGNALED:
+        return verdict(JOB_FAILED, JOB_REASON_SHIM_LOST,
+                       xasprintf("gflow-shim killed by %s", job_signal_name(value)));
+    case SHIM_END_UNKNOWN:
+    default:
+        return verdict(JOB_FAILED, JOB_REASON_SHIM_LOST,
+                       xstrdup("gflow-shim ended without an exit file"));
+    }
+}

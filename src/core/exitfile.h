@@ -1,0 +1,118 @@
+/* exitfile: the one definition of what gflow-shim and gflowd tell each other, included
+ * by both sides (src/shim and the daemon's runner), so that neither can drift:
+ *
+ *  - the exit file: one JSON object the shim writes atomically when the job is over
+ *    (docs/design.md §4), as struct exit_record, with its encoder and decoder;
+ *  - the lock file: the daemon flock()s <run>/<id>.lock and passes it on --lock-fd; the
+ *    shim writes "<pid> <starttime>\n" into it first thing, and when it fails (it exits
+ *    SHIM_EXIT_FAIL or SHIM_EXIT_USAGE) a second line "error: <one-line reason>\n", which
+ *    the daemon reads once the lock is free when there is no exit file to read;
+ *  - the shim's own exit statuses, the job exit codes the shim itself produces, and the
+ *    flag of a forwarded signal (SIGUSR1 queued by the daemon);
+ *  - the verdict: the final state and reason of a job, from its exit record (or from how
+ *    the shim ended without one) and why the daemon asked the job to end.
+ *
+ * Pure: no system calls, no files; strings are returned malloc'd (caller frees). */
+#ifndef GFLOW_EXITFILE_H
+#define GFLOW_EXITFILE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "job.h"
+
+/* gflow-shim's process exit status. With FAIL and USAGE the exit file (if it could be
+ * written) and the lock file's error line say why; USAGE also prints one line on
+ * stderr. The shim exits OK once the exit file is written, whatever the job did. */
+#define SHIM_EXIT_OK 0
+#define SHIM_EXIT_FAIL 1  /* the shim failed (before or after the job ran) */
+#define SHIM_EXIT_USAGE 2 /* bad command line */
+
+/* Exit codes in the exit file that come from the shim rather than from the job. With
+ * SETUP the exit file's error always says why. NOEXEC and NOTFOUND are also what bash
+ * returns for a command it cannot execute or find; the shim then sets the error
+ * ("not executable: NAME", "command not found: NAME") when the command's first word is
+ * the culprit, and leaves it NULL when the status is the job's own. */
+#define JOB_EXIT_SETUP 125    /* the job could not be set up (chdir, user, cgroup, conda) */
+#define JOB_EXIT_NOEXEC 126   /* the program is not executable */
+#define JOB_EXIT_NOTFOUND 127 /* the program was not found */
+
+/* In the value of a SIGUSR1 the daemon queues to the shim (sigqueue, pidfd_send_signal
+ * with SI_QUEUE): value & 0xff is the signal to pass on to the job; with this flag only
+ * to its main process(es) (Slurm's "B:"), else to every process of the job. */
+#define SHIM_FORWARD_MAIN_ONLY 0x100
+
+/* The exit file's content. A record owns its strings (exit_record_free frees them). */
+struct exit_record {
+    int64_t job_id;           /* -1: null */
+    int exit_code;            /* -1: null (the job was killed by a signal) */
+    int signal;               /* 0: null */
+    bool oom;                 /* killed for exceeding --memory-limit */
+    double started_at;        /* unix seconds */
+    double finished_at;       /* unix seconds */
+    int64_t max_rss_kb;       /* peak RSS of the job's main process(es), kB */
+    char *error;              /* why the job could not be started; NULL: none (null) */
+    char *memory_enforcement; /* "cgroup v2", "cgroup v1", "watchdog"; NULL: field left out */
+};
+
+/* An empty record: every field null / zero. */
+void exit_record_init(struct exit_record *rec);
+/* Frees the record's strings and leaves it as exit_record_init does. */
+void exit_record_free(struct exit_record *rec);
+/* The exit file's text (caller frees): one compact JSON object and a newline,
+ *   {"job_id":N,"exit_code":int|null,"signal":int|null,"oom":bool,"started_at":secs,
+ *    "finished_at":secs,"max_rss_kb":int,"error":string|null[,"memory_enforcement":s]}
+ * Text that is not valid UTF-8 has its bad bytes replaced by U+FFFD, so that the file
+ * always parses. */
+char *exit_record_encode(const struct exit_record *rec);
+/* Reads an exit file's text (len bytes, need not be NUL-terminated) into *rec
+ * (initialised here). Missing or mistyped fields keep their null / zero value. 0, or -1
+ * when the text is no JSON object (then *rec is empty). */
+int exit_record_decode(const char *text, size_t len, struct exit_record *rec);
+
+/* The lock file never holds more than this many bytes: read this much to see it all. */
+#define EXITFILE_LOCK_MAX 2048
+/* The lock file's content (caller frees): "<pid> <start>\n", with error (not NULL) also
+ * "error: <error>\n", the error on one line (line breaks and other control characters
+ * become spaces) and cut to fit EXITFILE_LOCK_MAX. */
+char *exitfile_lock_format(int64_t pid, int64_t start, const char *error);
+/* Reads the lock file's text (len bytes): *pid and *start from the first line, *error
+ * (malloc'd) from an "error: " line, NULL without one. 0, or -1 when the first line holds
+ * no pid (the shim has not written it yet: *pid and *start are 0; *error is still set if
+ * the line is there). */
+int exitfile_lock_parse(const char *text, size_t len, int64_t *pid, int64_t *start,
+                        char **error);
+
+/* How a job ended, as the daemon records it: state, reason code and the reason's detail
+ * text (malloc'd; LaunchFailed and ShimLost only, else NULL). The reason's text form is
+ * job_reason_text(reason, 0, detail). */
+struct exit_verdict {
+    enum job_state state;
+    enum job_reason reason;
+    char *detail;
+};
+/* Frees the detail. */
+void exit_verdict_free(struct exit_verdict *v);
+/* The verdict on a job whose shim wrote rec, in this order: a cancel request gives
+ * CA CancelledByUser, a time-limit request TO TimeLimit; then oom gives F OutOfMemory,
+ * an error F LaunchFailed: <error>, a signal F Signal, exit code 0 CD, anything else F
+ * NonZeroExitCode. */
+struct exit_verdict exit_verdict_of(const struct exit_record *rec, enum job_end_request req);
+
+/* How a shim process ended, as far as the daemon knows (a re-adopted shim is no child of
+ * the daemon, so its status is UNKNOWN). From a wait status: WIFEXITED -> EXITED with
+ * WEXITSTATUS, WIFSIGNALED -> SIGNALED with WTERMSIG. */
+enum shim_end { SHIM_END_UNKNOWN, SHIM_END_EXITED, SHIM_END_SIGNALED };
+/* The verdict on a job whose shim ended without an exit file. value is the exit status
+ * (EXITED) or the signal (SIGNALED); lock_error is the lock file's error line (may be
+ * NULL). A cancel or time-limit request wins as in exit_verdict_of; else a lock_error
+ * gives F LaunchFailed: <lock_error> (the shim said why it failed); an exit with
+ * SHIM_EXIT_FAIL or SHIM_EXIT_USAGE F LaunchFailed: gflow-shim exited with status N
+ * before starting the job; see gflowd.log; any other exit F ShimLost: gflow-shim exited
+ * with status N without an exit file; a signal F ShimLost: gflow-shim killed by SIGxxx;
+ * UNKNOWN F ShimLost: gflow-shim ended without an exit file. */
+struct exit_verdict exit_verdict_lost(enum shim_end how, int value, const char *lock_error,
+                                      enum job_end_request req);
+
+#endif

@@ -1,0 +1,157 @@
+/* child: the job's copies from fork to exec (step 4): forking them into one process
+ * group, what each child does before exec (signals, cgroups, credentials, workdir, log;
+ * only system calls after fork), and the pipe on which a child that cannot start says
+ * why. */
+#include "shim.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "util.h"
+
+/* Reports why the job could not start, to its log and to the shim, and exits. */
+__attribute__((noreturn)) static void shim_child_fail(const struct shim_exec *ex, int code,
+                                                      const char *what, const char *arg, int e)
+{
+    char msg[PATH_MAX + 256];
+    int n = snprintf(msg, sizeof(msg), "gflow-shim: %s %s: %s\n", what, arg, strerror(e));
+    if (n < 0)
+        _exit(code);
+    if ((size_t)n >= sizeof(msg))
+        n = (int)sizeof(msg) - 1;
+    if (write(ex->log_fd, msg, (size_t)n) < 0) {
+        /* nothing left to tell it to */
+    }
+    /* With the newline: copies share the pipe, and the shim keeps the first line. */
+    if (write(ex->report_fd, msg, (size_t)n) < 0) {
+        /* the exit code still says it */
+    }
+    _exit(code);
+}
+
+/* Restores the default action of sig. glibc's signal() refuses the two real-time
+ * signals it reserves for itself (32, 33), yet a parent may have left them ignored and
+ * the job would inherit that: those go through the system call directly. */
+static void shim_child_default_signal(int sig)
+{
+    if (signal(sig, SIG_DFL) != SIG_ERR || errno != EINVAL)
+        return;
+    struct {
+        void (*handler)(int);
+        unsigned long flags;
+        void (*restorer)(void);
+        unsigned long mask;
+    } ksa = {SIG_DFL, 0, NULL, 0};
+    syscall(SYS_rt_sigaction, sig, &ksa, NULL, sizeof(ksa.mask));
+}
+
+/* Runs in the forked child: becomes the job, or one copy of it with envp. Only
+ * system calls from here on. */
+__attribute__((noreturn)) static void shim_child(const struct shim_exec *ex, char *const *envp)
+{
+    /* Handlers are reset by exec, but ignored signals and the mask are inherited. */
+    for (int s = 1; s < NSIG; s++)
+        shim_child_default_signal(s);
+    sigset_t empty;
+    sigemptyset(&empty);
+    sigprocmask(SIG_SETMASK, &empty, NULL);
+    /* Own process group, or the first copy's: one kill(-pgid) reaches the whole job. */
+    setpgid(0, ex->pgid);
+    /* Step 7, while still root and before exec: the job never runs outside its devices
+     * cgroup ("0" is the writer itself). Failing closed: a job that was to be
+     * isolated must not run unisolated because joining went wrong. */
+    if (ex->cgroup_procs_fd >= 0 && write(ex->cgroup_procs_fd, "0", 1) != 1)
+        shim_child_fail(ex, JOB_EXIT_SETUP, "cannot join the devices cgroup", "of the job",
+                        errno);
+    /* Step 8, likewise: a job process outside the memory cgroup escapes the limit. */
+    if (ex->memcg_procs_fd >= 0 && write(ex->memcg_procs_fd, "0", 1) != 1)
+        shim_child_fail(ex, JOB_EXIT_SETUP, "cannot join the memory cgroup", "of the job",
+                        errno);
+    if (ex->set_creds) {
+        if (setgroups((size_t)ex->ngroups, ex->groups) < 0)
+            shim_child_fail(ex, JOB_EXIT_SETUP, "cannot set groups of user", ex->user, errno);
+        if (setgid(ex->gid) < 0)
+            shim_child_fail(ex, JOB_EXIT_SETUP, "cannot setgid for user", ex->user, errno);
+        if (setuid(ex->uid) < 0)
+            shim_child_fail(ex, JOB_EXIT_SETUP, "cannot setuid to user", ex->user, errno);
+    }
+    /* After setuid: the directory must be one the job user may enter. */
+    if (chdir(ex->workdir) < 0)
+        shim_child_fail(ex, JOB_EXIT_SETUP, "cannot chdir to", ex->workdir, errno);
+    if (dup2(ex->null_fd, 0) < 0 || dup2(ex->log_fd, 1) < 0 || dup2(ex->log_fd, 2) < 0)
+        shim_child_fail(ex, JOB_EXIT_SETUP, "cannot redirect output to", "log", errno);
+    /* Whatever the daemon leaked to us without close-on-exec stays out of the job.
+     * Best effort: kernels before 5.11 lack the flag, and the daemon opens its fds
+     * close-on-exec anyway. */
+    close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
+    if (ex->direct_paths) /* returns only if no candidate could be executed */
+        for (char **p = ex->direct_paths; *p; p++)
+            execve(*p, ex->direct_argv, envp);
+    execve(ex->path, (char *const *)ex->argv, envp);
+    int e = errno;
+    shim_child_fail(ex, e == ENOENT || e == ENOTDIR ? JOB_EXIT_NOTFOUND : JOB_EXIT_NOEXEC,
+                    "cannot execute", ex->path, e);
+}
+
+/* Step 4: forks the copies of the job into r->tasks, all in the first one's process
+ * group. Returns how many were forked; when not all, *err says why. */
+int shim_child_spawn(struct shim_exec *ex, struct shim_run *r, char **err)
+{
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0) {
+        *err = xasprintf("pipe: %s", strerror(errno));
+        return 0;
+    }
+    /* Read only once all copies are gone: many failing copies must not block on a full
+     * pipe meanwhile (a lost line costs nothing, the first is what counts). */
+    fcntl(p[1], F_SETFL, O_NONBLOCK);
+    ex->report_fd = p[1];
+    r->tasks = xcalloc((size_t)ex->ntasks, sizeof(*r->tasks));
+    int n;
+    for (n = 0; n < ex->ntasks; n++) {
+        pid_t pid = fork();
+        if (pid == 0)
+            shim_child(ex, ex->task_envp ? ex->task_envp[n] : ex->envp);
+        if (pid < 0) {
+            *err = xasprintf("cannot fork the job: %s", strerror(errno));
+            break;
+        }
+        if (n == 0)
+            ex->pgid = pid;
+        /* Also in the parent, so that the job's pgid is set whichever runs first and a
+         * kill(-pgid) right away cannot miss. EACCES: the child already exec'd. */
+        setpgid(pid, ex->pgid);
+        r->tasks[n].pid = pid;
+    }
+    close(p[1]);
+    r->ntasks = n;
+    r->pgid = ex->pgid;
+    r->report_rd = p[0];
+    return n;
+}
+
+/* Reads the child's reason for not starting, if any; the pipe is at EOF once every
+ * copy exec'd or exited. Returns NULL or a string to free: the first copy's line. */
+char *shim_child_report(int fd)
+{
+    char buf[PATH_MAX + 256];
+    size_t len = 0;
+    while (len < sizeof(buf) - 1) {
+        ssize_t n = read(fd, buf + len, sizeof(buf) - 1 - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+    }
+    buf[len] = '\0';
+    return len ? xstrndup(buf, strcspn(buf, "\n")) : NULL;
+}

@@ -1,0 +1,294 @@
+/* gflow-shim: the per-job supervisor. gflowd starts one per job; it outlives daemon
+ * restarts and reports the job's outcome in an exit file.
+ *
+ *   gflow-shim --job-id N --exit-file PATH --log PATH --workdir DIR --env-file PATH
+ *              --kill-grace SECS [--lock-fd FD] [--uid UID --gid GID --user NAME]
+ *              [--tasks N --task-gpus GPU,GPU,...] [--deny-devices MINOR,MINOR,...]
+ *              [--memory-limit MIB] [--conda-env NAME|PATH]
+ *              (--command "shell command line" | --script PATH)
+ *
+ * Protocol with the daemon (its runner is written against exactly this):
+ *
+ *  1. The shim leaves the daemon's session (setsid). With --lock-fd, that fd is a file
+ *     the daemon flock(LOCK_EX)ed before forking; the shim holds it for its whole life
+ *     (close-on-exec, so the job does not) and writes "<pid> <starttime>\n" into it.
+ *     A restarted daemon knows the shim is alive while the lock is held, and which
+ *     process it is from pid + start time. The shim is a child subreaper, so whatever
+ *     the job leaves behind (background or setsid'ed children) reparents to it.
+ *  2. The job's environment is read from --env-file (NUL-separated KEY=VALUE entries),
+ *     which is unlinked at once because it may hold secrets, or from the start of the
+ *     file open on --env-fd (gflowd passes a memfd: no file to create or remove). The
+ *     job gets exactly it (with --conda-env, plus the GFLOW_* variables of step 4).
+ *  3. Job stdout and stderr are appended to --log (0600, owned by the job user), stdin
+ *     is /dev/null. The shim writes to that log only the one-line reason why the job
+ *     could not be started, the one line saying that device isolation is
+ *     unavailable (step 7), and the one line saying that the job exceeded its memory
+ *     limit (step 8).
+ *  4. The job runs in its own process group, as --uid/--gid/--user when the shim is
+ *     root, in --workdir: `/bin/bash -c COMMAND`, or the script itself when it starts
+ *     with "#!", else `/bin/bash SCRIPT`. A job that cannot be started exits 125
+ *     (credentials, chdir), 126 (cannot execute) or 127 (not found).
+ *     With --conda-env NAME (an environment name, "base", or an absolute path to an
+ *     environment) the job runs inside that conda environment, activated by the
+ *     installation's own shell hook. Before anything starts, the shim finds conda
+ *     from the job's environment: $CONDA_EXE (absolute), else $HOME/miniconda3,
+ *     $HOME/anaconda3, $HOME/miniforge3, $HOME/mambaforge (each <dir>/bin/conda),
+ *     else /opt/conda/bin/conda; the installation's base is the directory above the
+ *     executable's bin/. It then checks that the environment exists: "base" is the
+ *     base, a name is <base>/envs/NAME or $HOME/.conda/envs/NAME, a path is itself,
+ *     and it must hold conda-meta/. If either is missing the job does not start:
+ *     exit_code 125, the exit file's error and one line in the log say why ("conda
+ *     not found: ..." or "conda environment 'NAME' not found (looked in ...)"). The
+ *     job is then always `/bin/bash -c TEXT` (no direct exec), where TEXT evals
+ *     `"$GFLOW_CONDA_EXE" shell.bash hook`, runs `conda activate "$GFLOW_CONDA_ENV"`
+ *     (exit 125 with a line in the log if either fails), then runs
+ *     `eval "$GFLOW_JOB_COMMAND"` for --command, or for --script
+ *     `exec "$GFLOW_JOB_SCRIPT"` (shebang) or `exec /bin/bash "$GFLOW_JOB_SCRIPT"`.
+ *     GFLOW_CONDA_EXE, GFLOW_CONDA_ENV and GFLOW_JOB_COMMAND or GFLOW_JOB_SCRIPT are
+ *     added to the job's environment (replacing any the env file has), so that no
+ *     name, path or command is ever pasted into shell text;
+ *     GFLOW_CONDA_ENV is NAME as given, GFLOW_JOB_SCRIPT the script's path ("./"
+ *     prepended to a relative one). Every copy of --tasks activates it.
+ *     With --tasks N (default 1) the shim starts N copies of it, torchrun style
+ *     (`--gpus-per-task 1`): same workdir, log and user, all in the first copy's
+ *     process group. --task-gpus names one GPU per copy (N entries, as they go into
+ *     CUDA_VISIBLE_DEVICES: indices or UUIDs); it is required when N > 1. When it is
+ *     given, copy i gets the job environment with CUDA_VISIBLE_DEVICES=<its GPU>,
+ *     RANK=LOCAL_RANK=i, WORLD_SIZE=LOCAL_WORLD_SIZE=N, MASTER_ADDR=127.0.0.1 and
+ *     MASTER_PORT=<a TCP port of 127.0.0.1 that was free when the shim looked, the
+ *     same for all copies>; NVIDIA_VISIBLE_DEVICES stays as the env file says. With
+ *     neither option the job is the single process described above, unchanged.
+ *  5. SIGTERM, SIGINT or SIGHUP to the shim (cancel, time limit) sends SIGTERM to the
+ *     job's process group and to every descendant, then SIGKILL after --kill-grace
+ *     seconds. SIGUSR1 sent with sigqueue/pidfd_send_signal carries a signal to pass on
+ *     (Slurm's --signal before the time limit): value = SIG | SHIM_FORWARD_MAIN_ONLY
+ *     (0x100, src/core/exitfile.h) for the job's main process(es) only, else to all of
+ *     its processes. When a copy of the job fails (non-zero exit or a signal) while
+ *     others still run, they get the same treatment. Once every copy has exited,
+ *     leftovers get it too (the wait ends early once none are left): nothing the job
+ *     started outlives it.
+ *  6. The outcome is written to --exit-file atomically (temp, fsync, rename, fsync dir):
+ *       {"job_id": N, "exit_code": int|null, "signal": int|null, "oom": bool,
+ *        "started_at": secs, "finished_at": secs, "max_rss_kb": int,
+ *        "error": string|null[, "memory_enforcement": string]}
+ *     and the shim exits 0. "oom" is true when the job was killed for exceeding
+ *     --memory-limit (step 8); "memory_enforcement" is there only with --memory-limit.
+ *     With several copies, exit_code/signal are those of the first copy that failed
+ *     (exit_code 0 when all exited 0), max_rss_kb the largest of theirs; if a copy
+ *     cannot even be forked, the others are stopped and exit_code is 125 with the
+ *     error. If the shim fails before the job starts, it still writes
+ *     an exit file (exit_code 125, error set) when it can, and exits 1 (2 for usage
+ *     errors, which also print one line on stderr).
+ *  7. With --deny-devices (daemon.constrain_devices: the minors of the NVIDIA GPUs,
+ *     char major 195, that the job was not given), a root shim on a host where the
+ *     cgroup v1 devices controller is mounted creates the cgroup gflow/job-<id> below
+ *     its own devices cgroup (so a job never escapes a policy the shim is under),
+ *     writes "c 195:<minor> rwm" to its devices.deny, and each copy of the job joins it
+ *     in the forked child before it changes user and execs: no job process ever runs
+ *     outside it, and open() of those nodes fails with EPERM. Once nothing of the job is
+ *     left, the shim removes the cgroup. Where that cannot be done (not root, no v1
+ *     devices controller - on cgroup v2 device access is controlled by an eBPF program,
+ *     which gflow does not load -, or the cgroup cannot be created), the job runs anyway
+ *     and its log gets one line "gflow-shim: device isolation unavailable: <reason>".
+ *  8. With --memory-limit MIB (> 0), the job - all its processes, all its copies
+ *     together - is held to that much memory, by the first of these that works:
+ *     - "cgroup v2": the cgroup gflow-job-<id> below the shim's own cgroup in the
+ *       unified hierarchy (the cgroup2 mount), if the memory controller is enabled
+ *       for the shim's children or the shim can enable it (cgroup.subtree_control;
+ *       the kernel refuses that while the shim's cgroup holds processes, unless it is
+ *       the root); memory.max = MIB MiB, memory.swap.max = 0, memory.oom.group = 1
+ *       where those exist.
+ *     - "cgroup v1": the cgroup gflow/job-<id> below the shim's own cgroup in the v1
+ *       memory hierarchy; memory.limit_in_bytes, and memory.memsw.limit_in_bytes the
+ *       same where swap is accounted.
+ *     - "watchdog": every 100 ms the shim sums the RSS (VmRSS) of every process of
+ *       the job, its descendants.
+ *     Each copy joins the cgroup in the forked child before exec, as in step 7 (a copy
+ *     that cannot join exits 125). The cgroup's OOM-kill counter (memory.events or
+ *     memory.oom_control "oom_kill"; on v1 kernels without it, memory.failcnt > 0 and
+ *     the job killed by SIGKILL) is read every 100 ms and once after the job. When the
+ *     job is found over its limit, all of it is SIGKILLed at once (so "signal" is 9
+ *     unless the job's main process had already exited), "oom" is true, and its log
+ *     gets one line "gflow-shim: job exceeded its memory limit of MIB MiB (<method>)".
+ *     The cgroup is removed once nothing of the job is left. The method used goes into
+ *     the exit file as "memory_enforcement". For tests, GFLOW_SHIM_MEMORY_METHOD=v2,
+ *     v1 or watchdog in the shim's environment allows only that method; if it is
+ *     unavailable, the job does not start (exit_code 125, the error says why).
+ */
+#include "shim.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "util.h"
+
+/* Blocks the signals the loop reads from a signalfd. Run first thing, so a cancel
+ * that arrives during setup waits in the queue instead of killing the shim. */
+static void shim_main_block_signals(sigset_t *mask)
+{
+    sigemptyset(mask);
+    sigaddset(mask, SIGCHLD);
+    sigaddset(mask, SIGTERM);
+    sigaddset(mask, SIGINT);
+    sigaddset(mask, SIGHUP);
+    sigaddset(mask, SIGUSR1);
+    sigprocmask(SIG_BLOCK, mask, NULL);
+    /* An ignored signal is discarded even while blocked, and an ignored SIGCHLD makes
+     * the kernel reap children itself (wait4 would then fail): the starter's
+     * dispositions are not ours to keep. */
+    signal(SIGCHLD, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGHUP, SIG_DFL);
+    signal(SIGUSR1, SIG_DFL);
+    /* A write error is handled where it happens. */
+    signal(SIGPIPE, SIG_IGN);
+}
+
+/* Opens /dev/null on any of fds 0-2 that is closed, so that later files never land on
+ * them and get dup2()ed over or written to by accident. */
+static void shim_main_std_fds(void)
+{
+    for (int fd = 0; fd <= 2; fd++) {
+        if (fcntl(fd, F_GETFD) >= 0 || errno != EBADF)
+            continue;
+        int n = open("/dev/null", O_RDWR);
+        if (n >= 0 && n != fd)
+            close(n);
+    }
+}
+
+/* Runs the job from its preparation to the exit file; the shim's exit status. */
+static int shim_main(const struct shim_opts *o, const sigset_t *mask)
+{
+    struct shim_exec ex = {
+        .log_fd = -1, .null_fd = -1, .report_fd = -1, .cgroup_procs_fd = -1, .memcg_procs_fd = -1};
+    struct shim_run r = {.self = getpid(),
+                         .first_failed = -1,
+                         .sfd = -1,
+                         .tfd = -1,
+                         .report_rd = -1,
+                         .kill_grace = o->kill_grace,
+                         .mem_tfd = -1,
+                         .log_fd = -1};
+    char *err = NULL;
+    if (shim_prepare(o, &ex, &err) < 0 || shim_supervise_open(&r, mask, &err) < 0 ||
+        shim_memlimit_setup(o, &ex, &r.mem, &err) < 0 || shim_memlimit_open(&r, &ex, &err) < 0) {
+        shim_memlimit_end(&r, o->job_id);
+        shim_report_fail(o, err, true);
+        free(err);
+        shim_prepare_free(&ex);
+        return SHIM_EXIT_FAIL;
+    }
+    r.cgroup_dir = shim_devices_setup(o, &ex);
+    double started_at = now_wall();
+    int wanted = ex.ntasks;
+    int started = shim_child_spawn(&ex, &r, &err);
+    shim_prepare_free(&ex); /* the job holds its own copies now */
+    if (started == 0) {
+        shim_devices_end(&r, o->job_id);
+        shim_memlimit_end(&r, o->job_id);
+        shim_report_fail(o, err, true);
+        free(err);
+        if (r.report_rd >= 0)
+            close(r.report_rd);
+        free(r.tasks);
+        return SHIM_EXIT_FAIL;
+    }
+    /* A job with a copy missing must not run on as if complete. */
+    char *spawn_err = started < wanted ? err : NULL;
+    err = NULL;
+    if (spawn_err)
+        shim_supervise_terminate(&r);
+    shim_memlimit_start(&r);
+    if (shim_supervise_run(&r, &err) < 0) {
+        fprintf(stderr, "gflow-shim: job %lld: %s\n", (long long)o->job_id, err);
+        shim_supervise_kill_all(&r);
+    }
+    shim_devices_end(&r, o->job_id); /* nothing of the job is left in it */
+    shim_memlimit_end(&r, o->job_id);
+    /* A failure of the shim's own outranks the child's report. */
+    char *report = shim_child_report(r.report_rd);
+    struct exit_record rec;
+    shim_report_record(&r, o, started_at, spawn_err ? spawn_err : err ? err : report, &rec);
+    if (spawn_err) {
+        rec.exit_code = JOB_EXIT_SETUP;
+        rec.signal = 0;
+    }
+    rec.oom = r.mem.oom;
+    const char *method = shim_memlimit_method_name(r.mem.method);
+    rec.memory_enforcement = method ? xstrdup(method) : NULL;
+    int rc = SHIM_EXIT_OK;
+    if (shim_report_exit(o, &rec) < 0) {
+        char *why = xasprintf("cannot write %s: %s", o->exit_file, strerror(errno));
+        shim_report_fail(o, why, false);
+        free(why);
+        rc = SHIM_EXIT_FAIL;
+    }
+    exit_record_free(&rec);
+    close(r.report_rd);
+    if (r.log_fd >= 0)
+        close(r.log_fd);
+    free(report);
+    free(err);
+    free(spawn_err);
+    free(r.tasks);
+    return rc;
+}
+
+/* gflow-shim --probe-memory: prints how a job's --memory-limit would be held here
+ * ("cgroup v2", "cgroup v1" or "watchdog") by trying it with a throw-away cgroup, so that
+ * `gflowd status` reports what the shim really does. */
+static int shim_main_probe_memory(void)
+{
+    struct shim_opts o = {.job_id = 0, .memory_limit_mb = 1, .lock_fd = -1, .env_fd = -1};
+    struct shim_exec ex = {.memcg_procs_fd = -1};
+    struct shim_memlimit m = {0};
+    char *err = NULL;
+    if (shim_memlimit_setup(&o, &ex, &m, &err) < 0) {
+        printf("unavailable: %s\n", err);
+        free(err);
+        return 1;
+    }
+    printf("%s\n", shim_memlimit_method_name(m.method));
+    if (ex.memcg_procs_fd >= 0)
+        close(ex.memcg_procs_fd);
+    if (m.dir)
+        shim_cgroup_remove(m.dir, 0);
+    free(m.dir);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 2 && strcmp(argv[1], "--probe-memory") == 0)
+        return shim_main_probe_memory();
+    sigset_t mask;
+    shim_main_block_signals(&mask);
+    shim_main_std_fds();
+    struct shim_opts o;
+    char *err;
+    int pr = shim_opts_parse(argc, argv, &o, &err);
+    if (pr == 1) {
+        shim_opts_usage();
+        shim_opts_free(&o);
+        return 0;
+    }
+    if (pr < 0) {
+        /* One line on stderr; the exit file too when its path is known, because the
+         * daemon waits for it. */
+        shim_report_fail(&o, err, true);
+        free(err);
+        shim_opts_free(&o);
+        return SHIM_EXIT_USAGE;
+    }
+    int rc = shim_main(&o, &mask);
+    shim_opts_free(&o);
+    return rc;
+}

@@ -1,0 +1,321 @@
+/* opts: gflow-shim's command line: the options, their values and the checks that they
+ * form a complete invocation (usage errors exit SHIM_EXIT_USAGE). */
+#include "shim.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+/* Linux device minors have 20 bits. */
+#define SHIM_MAX_MINOR ((1 << 20) - 1)
+
+static const char shim_opts_usage_text[] =
+    "usage: gflow-shim --job-id N --exit-file PATH --log PATH --workdir DIR\n"
+    "                  (--env-file PATH | --env-fd FD) --kill-grace SECS [--lock-fd FD]\n"
+    "                  [--uid UID --gid GID --user NAME]\n"
+    "                  [--tasks N --task-gpus GPU,GPU,...] [--deny-devices MINOR,...]\n"
+    "                  [--memory-limit MIB] [--conda-env NAME|PATH]\n"
+    "                  (--command \"shell command line\" | --script PATH)\n"
+    "Runs and supervises one gflow job and writes its outcome to the exit file.\n"
+    "--tasks N starts N copies of the job, copy i with CUDA_VISIBLE_DEVICES set to the\n"
+    "i-th entry of --task-gpus and RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,\n"
+    "MASTER_ADDR, MASTER_PORT as torchrun sets them; if one fails, the others are stopped.\n"
+    "--deny-devices 1,3 puts the job in a cgroup v1 devices cgroup that denies it the\n"
+    "NVIDIA devices 195:1 and 195:3 (when root and the controller is mounted).\n"
+    "--memory-limit MIB holds the job, all its processes and copies together, to MIB MiB\n"
+    "(cgroup v2 memory.max, else the cgroup v1 memory controller, else a watchdog over\n"
+    "the job's RSS); a job over it is killed (SIGKILL) and its exit file says \"oom\": true.\n"
+    "--conda-env NAME runs the job in that conda environment (a name, \"base\" or an\n"
+    "absolute path), activated with the shell hook of the conda the job's CONDA_EXE names\n"
+    "(else ~/miniconda3, ~/anaconda3, ~/miniforge3, ~/mambaforge, /opt/conda); if conda or\n"
+    "the environment is missing, the job fails at once (exit code 125) saying so.\n"
+    "Started by gflowd; not meant to be run by hand.\n";
+
+enum {
+    OPT_JOB_ID = 256,
+    OPT_EXIT_FILE,
+    OPT_LOG,
+    OPT_WORKDIR,
+    OPT_ENV_FILE,
+    OPT_ENV_FD,
+    OPT_KILL_GRACE,
+    OPT_LOCK_FD,
+    OPT_UID,
+    OPT_GID,
+    OPT_USER,
+    OPT_COMMAND,
+    OPT_SCRIPT,
+    OPT_TASKS,
+    OPT_TASK_GPUS,
+    OPT_DENY_DEVICES,
+    OPT_MEMORY_LIMIT,
+    OPT_CONDA_ENV,
+};
+
+static const struct option shim_opts_long[] = {
+    {"job-id", required_argument, NULL, OPT_JOB_ID},
+    {"exit-file", required_argument, NULL, OPT_EXIT_FILE},
+    {"log", required_argument, NULL, OPT_LOG},
+    {"workdir", required_argument, NULL, OPT_WORKDIR},
+    {"env-file", required_argument, NULL, OPT_ENV_FILE},
+    {"env-fd", required_argument, NULL, OPT_ENV_FD},
+    {"kill-grace", required_argument, NULL, OPT_KILL_GRACE},
+    {"lock-fd", required_argument, NULL, OPT_LOCK_FD},
+    {"uid", required_argument, NULL, OPT_UID},
+    {"gid", required_argument, NULL, OPT_GID},
+    {"user", required_argument, NULL, OPT_USER},
+    {"command", required_argument, NULL, OPT_COMMAND},
+    {"script", required_argument, NULL, OPT_SCRIPT},
+    {"tasks", required_argument, NULL, OPT_TASKS},
+    {"task-gpus", required_argument, NULL, OPT_TASK_GPUS},
+    {"deny-devices", required_argument, NULL, OPT_DENY_DEVICES},
+    {"memory-limit", required_argument, NULL, OPT_MEMORY_LIMIT},
+    {"conda-env", required_argument, NULL, OPT_CONDA_ENV},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+/* Strict integer in [min, max]; 0 or -1. */
+static int shim_opts_range(const char *s, int64_t min, int64_t max, int64_t *out)
+{
+    int64_t v;
+    if (parse_int64(s, &v) < 0 || v < min || v > max)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* Non-negative seconds, fractions allowed; 0 or -1. */
+static int shim_opts_seconds(const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v) || v < 0 || v > 1e9)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* Keeps the first error only: it is the one the user acts on. */
+static void shim_opts_error(char **err, char *msg)
+{
+    if (*err)
+        free(msg);
+    else
+        *err = msg;
+}
+
+/* Splits --task-gpus at commas into o->task_gpus. Empty and repeated entries are
+ * errors: each copy gets a GPU of its own. */
+static void shim_opts_task_gpus(struct shim_opts *o, const char *arg, char **err)
+{
+    size_t cap = 2;
+    for (const char *c = arg; *c; c++)
+        cap += *c == ',';
+    char **v = xcalloc(cap, sizeof(*v));
+    int n = 0;
+    for (const char *p = arg;; p++) {
+        size_t len = strcspn(p, ",");
+        char *id = xstrndup(p, len);
+        for (int i = 0; i < n && *id; i++)
+            if (strcmp(v[i], id) == 0)
+                shim_opts_error(err, xasprintf("bad --task-gpus '%s': %s twice", arg, id));
+        if (!*id)
+            shim_opts_error(err, xasprintf("bad --task-gpus '%s': empty entry", arg));
+        v[n++] = id;
+        p += len;
+        if (!*p)
+            break;
+    }
+    if (o->task_gpus)
+        for (char **g = o->task_gpus; *g; g++)
+            free(*g);
+    free(o->task_gpus);
+    o->task_gpus = v;
+    o->n_task_gpus = n;
+}
+
+/* Splits --deny-devices "1,3" into o->deny_minors: device minors, each an integer. */
+static void shim_opts_deny_devices(struct shim_opts *o, const char *arg, char **err)
+{
+    size_t cap = 1;
+    for (const char *c = arg; *c; c++)
+        cap += *c == ',';
+    int *v = xcalloc(cap, sizeof(*v));
+    int n = 0;
+    for (const char *p = arg;; p++) {
+        size_t len = strcspn(p, ",");
+        char *word = xstrndup(p, len);
+        int64_t minor;
+        if (shim_opts_range(word, 0, SHIM_MAX_MINOR, &minor) < 0)
+            shim_opts_error(err, xasprintf("bad --deny-devices '%s': '%s' is no device minor",
+                                           arg, word));
+        else
+            v[n++] = (int)minor;
+        free(word);
+        p += len;
+        if (!*p)
+            break;
+    }
+    free(o->deny_minors);
+    o->deny_minors = v;
+    o->n_deny_minors = n;
+}
+
+/* Parses one option's value into o. */
+static void shim_opts_one(struct shim_opts *o, int c, const char *arg, char **err)
+{
+    int64_t v;
+    switch (c) {
+    case OPT_JOB_ID:
+        if (shim_opts_range(arg, 0, INT64_MAX, &o->job_id) < 0)
+            shim_opts_error(err, xasprintf("bad --job-id '%s'", arg));
+        break;
+    case OPT_EXIT_FILE:
+        o->exit_file = arg;
+        break;
+    case OPT_LOG:
+        o->log_path = arg;
+        break;
+    case OPT_WORKDIR:
+        o->workdir = arg;
+        break;
+    case OPT_ENV_FILE:
+        o->env_file = arg;
+        break;
+    case OPT_ENV_FD:
+        if (shim_opts_range(arg, 0, INT_MAX, &v) < 0)
+            shim_opts_error(err, xasprintf("bad --env-fd '%s'", arg));
+        else
+            o->env_fd = (int)v;
+        break;
+    case OPT_KILL_GRACE:
+        if (shim_opts_seconds(arg, &o->kill_grace) < 0)
+            shim_opts_error(err, xasprintf("bad --kill-grace '%s'", arg));
+        break;
+    case OPT_LOCK_FD:
+        if (shim_opts_range(arg, 0, INT_MAX, &v) < 0)
+            shim_opts_error(err, xasprintf("bad --lock-fd '%s'", arg));
+        else
+            o->lock_fd = (int)v;
+        break;
+    case OPT_UID:
+    case OPT_GID:
+        /* (uid_t)-1 means "unchanged" to the kernel, so it is no valid id. */
+        if (shim_opts_range(arg, 0, (int64_t)UINT32_MAX - 1, &v) < 0)
+            shim_opts_error(err, xasprintf("bad --%s '%s'", c == OPT_UID ? "uid" : "gid", arg));
+        else if (c == OPT_UID)
+            o->uid = v;
+        else
+            o->gid = v;
+        break;
+    case OPT_USER:
+        o->user = arg;
+        break;
+    case OPT_COMMAND:
+        o->command = arg;
+        break;
+    case OPT_SCRIPT:
+        o->script = arg;
+        break;
+    case OPT_TASKS:
+        if (shim_opts_range(arg, 1, SHIM_MAX_TASKS, &v) < 0)
+            shim_opts_error(err, xasprintf("bad --tasks '%s' (1 to %d)", arg, SHIM_MAX_TASKS));
+        else
+            o->ntasks = (int)v;
+        break;
+    case OPT_TASK_GPUS:
+        shim_opts_task_gpus(o, arg, err);
+        break;
+    case OPT_DENY_DEVICES:
+        shim_opts_deny_devices(o, arg, err);
+        break;
+    case OPT_MEMORY_LIMIT:
+        /* The byte count must fit the kernel's 64-bit limit files. */
+        if (shim_opts_range(arg, 1, INT64_MAX / 1048576, &o->memory_limit_mb) < 0)
+            shim_opts_error(err, xasprintf("bad --memory-limit '%s' (MiB, > 0)", arg));
+        break;
+    case OPT_CONDA_ENV:
+        if (!*arg)
+            shim_opts_error(err, xstrdup("bad --conda-env '' (a name or an absolute path)"));
+        else
+            o->conda_env = arg;
+        break;
+    }
+}
+
+/* Checks that the options form a complete invocation. */
+static void shim_opts_check(const struct shim_opts *o, char **err)
+{
+    static const char *const names[] = {"--job-id",  "--exit-file", "--log",
+                                        "--workdir", "--env-file or --env-fd",
+                                        "--kill-grace"};
+    const bool present[] = {o->job_id >= 0,     o->exit_file != NULL, o->log_path != NULL,
+                            o->workdir != NULL, o->env_file || o->env_fd >= 0,
+                            o->kill_grace >= 0};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (!present[i])
+            shim_opts_error(err, xasprintf("missing %s", names[i]));
+    if (!o->command == !o->script)
+        shim_opts_error(err, xstrdup("give exactly one of --command and --script"));
+    bool any_id = o->uid >= 0 || o->gid >= 0 || o->user;
+    bool all_id = o->uid >= 0 && o->gid >= 0 && o->user;
+    if (any_id && !all_id)
+        shim_opts_error(err, xstrdup("--uid, --gid and --user go together"));
+    if (o->ntasks > 1 && !o->task_gpus)
+        shim_opts_error(err, xasprintf("--tasks %d needs --task-gpus with %d GPUs", o->ntasks,
+                                       o->ntasks));
+    else if (o->task_gpus && o->n_task_gpus != o->ntasks)
+        shim_opts_error(err, xasprintf("--task-gpus names %d GPUs for --tasks %d",
+                                       o->n_task_gpus, o->ntasks));
+}
+
+/* Parses argv into *o. Returns 0, 1 for --help, or -1 with *err set (caller frees).
+ * Parsing goes on after an error so that the exit file and job id are known to
+ * report it. */
+int shim_opts_parse(int argc, char **argv, struct shim_opts *o, char **err)
+{
+    *o = (struct shim_opts){
+        .job_id = -1, .kill_grace = -1, .lock_fd = -1, .env_fd = -1, .uid = -1, .gid = -1,
+        .ntasks = 1};
+    *err = NULL;
+    opterr = 0; /* one line of our own instead of getopt's */
+    int c;
+    /* '+': stop at the first non-option; ':': report a missing argument as ':'. */
+    while ((c = getopt_long(argc, argv, "+:h", shim_opts_long, NULL)) != -1) {
+        if (c == 'h')
+            return 1;
+        if (c == ':')
+            shim_opts_error(err, xasprintf("option %s needs a value", argv[optind - 1]));
+        else if (c == '?')
+            shim_opts_error(err, xasprintf("unknown option %s", argv[optind - 1]));
+        else
+            shim_opts_one(o, c, optarg, err);
+    }
+    if (optind < argc)
+        shim_opts_error(err, xasprintf("unexpected argument '%s'", argv[optind]));
+    shim_opts_check(o, err);
+    return *err ? -1 : 0;
+}
+
+/* Frees what shim_opts_parse allocated in o. */
+void shim_opts_free(struct shim_opts *o)
+{
+    if (o->task_gpus)
+        for (char **g = o->task_gpus; *g; g++)
+            free(*g);
+    free(o->task_gpus);
+    free(o->deny_minors);
+}
+
+void shim_opts_usage(void)
+{
+    fputs(shim_opts_usage_text, stdout);
+}

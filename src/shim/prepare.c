@@ -1,0 +1,149 @@
+/* prepare: steps 1-4 up to the fork: leaving the daemon's session and taking over its
+ * lock, the environment, the job log, the job user's credentials and groups, conda, the
+ * program to execute and the copies' environments; and freeing all of it once the job
+ * holds its own copies. */
+#include "shim.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include "util.h"
+
+/* Step 1: own session, lock file, subreaper. */
+static int shim_prepare_detach(const struct shim_opts *o, char **err)
+{
+    /* setsid fails only for a process group leader, which a fresh child of the daemon
+     * never is. Started by hand from a shell, staying in the shell's session is what
+     * the user expects (Ctrl-C cancels the job), so go on. */
+    if (setsid() < 0 && errno != EPERM) {
+        *err = xasprintf("setsid: %s", strerror(errno));
+        return -1;
+    }
+    if (o->lock_fd >= 0 && shim_report_lock(o->lock_fd, err) < 0)
+        return -1;
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0) {
+        *err = xasprintf("cannot become a subreaper: %s", strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* Step 3: opens the job log for appending, owned by the job user. */
+static int shim_prepare_log(const struct shim_opts *o, bool set_creds, char **err)
+{
+    int fd = open(o->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOCTTY, 0600);
+    if (fd < 0) {
+        *err = xasprintf("cannot open log %s: %s", o->log_path, strerror(errno));
+        return -1;
+    }
+    if (set_creds && fchown(fd, (uid_t)o->uid, (gid_t)o->gid) < 0) {
+        *err = xasprintf("cannot chown log %s: %s", o->log_path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Decides whether the job changes user: only a root shim can, and a non-root shim
+ * asked to run as someone else must not quietly run the job as itself. */
+static int shim_prepare_want_creds(const struct shim_opts *o, bool *set_creds, char **err)
+{
+    *set_creds = false;
+    if (o->uid < 0)
+        return 0;
+    if (geteuid() == 0) {
+        *set_creds = true;
+        return 0;
+    }
+    if ((uid_t)o->uid == geteuid() && (gid_t)o->gid == getegid())
+        return 0;
+    *err = xasprintf("--uid %lld needs a root shim", (long long)o->uid);
+    return -1;
+}
+
+/* Resolves the job user's supplementary groups now, because the NSS lookup
+ * (initgroups) has no place in the child between fork and exec. */
+static int shim_prepare_groups(const struct shim_opts *o, struct shim_exec *ex, char **err)
+{
+    int n = 32;
+    gid_t *groups = xmalloc((size_t)n * sizeof(*groups));
+    while (getgrouplist(o->user, (gid_t)o->gid, groups, &n) < 0) {
+        int want = n;
+        if (want <= 0 || want > 65536) {
+            free(groups);
+            *err = xasprintf("cannot list the groups of user %s", o->user);
+            return -1;
+        }
+        groups = xrealloc(groups, (size_t)want * sizeof(*groups));
+        n = want;
+    }
+    ex->groups = groups;
+    ex->ngroups = n;
+    return 0;
+}
+
+void shim_prepare_free(struct shim_exec *ex)
+{
+    free(ex->direct_argv);
+    if (ex->direct_paths)
+        for (char **p = ex->direct_paths; *p; p++)
+            free(*p);
+    free(ex->direct_paths);
+    free(ex->direct_buf);
+    if (ex->task_envp) {
+        for (int i = 0; i < ex->ntasks; i++) {
+            char **env = ex->task_envp[i];
+            for (size_t j = ex->task_env_shared; env && env[j]; j++)
+                free(env[j]);
+            free(env);
+        }
+        free(ex->task_envp);
+    }
+    free(ex->envp);
+    for (size_t i = 0; i < SHIM_N_CONDA_VARS; i++)
+        free(ex->conda_vars[i]);
+    free(ex->env_buf);
+    free(ex->groups);
+    if (ex->log_fd >= 0)
+        close(ex->log_fd);
+    if (ex->null_fd >= 0)
+        close(ex->null_fd);
+    if (ex->cgroup_procs_fd >= 0)
+        close(ex->cgroup_procs_fd);
+    if (ex->memcg_procs_fd >= 0)
+        close(ex->memcg_procs_fd);
+}
+
+/* Steps 1-4 up to the fork. Returns 0 or -1 with *err set; fills ex. */
+int shim_prepare(const struct shim_opts *o, struct shim_exec *ex, char **err)
+{
+    if (shim_prepare_detach(o, err) < 0 || shim_env_read(o, ex, err) < 0 ||
+        shim_prepare_want_creds(o, &ex->set_creds, err) < 0)
+        return -1;
+    if (ex->set_creds) {
+        ex->uid = (uid_t)o->uid;
+        ex->gid = (gid_t)o->gid;
+        ex->user = o->user;
+        if (shim_prepare_groups(o, ex, err) < 0)
+            return -1;
+    }
+    ex->log_fd = shim_prepare_log(o, ex->set_creds, err);
+    if (ex->log_fd < 0)
+        return -1;
+    ex->null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (ex->null_fd < 0) {
+        *err = xasprintf("cannot open /dev/null: %s", strerror(errno));
+        return -1;
+    }
+    ex->workdir = o->workdir;
+    if (shim_conda_prepare(o, ex, err) < 0)
+        return -1;
+    shim_command_prepare(o, ex);
+    return shim_env_tasks(o, ex, err);
+}

@@ -1,0 +1,116 @@
+/* report: what the shim tells the daemon, in the forms src/core/exitfile.h defines: the
+ * lock file's lines (its pid and start time first, the reason of a failure of its own
+ * last), the exit file (written atomically), and one line on stderr (the daemon's log)
+ * for each failure. */
+#include "shim.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "files.h"
+#include "procinfo.h"
+#include "util.h"
+
+/* Replaces the lock file's content with text. 0 or -1 with errno set. */
+static int shim_report_lock_text(int fd, const char *text)
+{
+    ssize_t n = (ssize_t)strlen(text);
+    if (pwrite(fd, text, (size_t)n, 0) != n || ftruncate(fd, n) < 0)
+        return -1;
+    return 0;
+}
+
+/* Writes "<pid> <starttime>\n" into the daemon's lock file, which the shim keeps open
+ * (and so locked) until it exits. */
+int shim_report_lock(int fd, char **err)
+{
+    if (fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) {
+        *err = xasprintf("--lock-fd %d: %s", fd, strerror(errno));
+        return -1;
+    }
+    char *text = exitfile_lock_format(getpid(), proc_start_time(getpid()), NULL);
+    int rc = shim_report_lock_text(fd, text);
+    free(text);
+    if (rc < 0) {
+        *err = xasprintf("cannot write lock file (fd %d): %s", fd, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+int shim_report_exit(const struct shim_opts *o, const struct exit_record *rec)
+{
+    char *text = exit_record_encode(rec);
+    int rc = write_file_atomic(o->exit_file, text, strlen(text), 0644);
+    int e = errno;
+    free(text);
+    errno = e;
+    return rc;
+}
+
+/* The lock file's error line: the daemon reads it when there is no exit file (this one
+ * could not be written, or the shim failed before it knew where). Best effort: a lock
+ * fd that is not there cannot be told anything. */
+static void shim_report_lock_error(const struct shim_opts *o, const char *msg)
+{
+    if (o->lock_fd < 0 || fcntl(o->lock_fd, F_GETFD) < 0)
+        return;
+    char *text = exitfile_lock_format(getpid(), proc_start_time(getpid()), msg);
+    if (shim_report_lock_text(o->lock_fd, text) < 0)
+        fprintf(stderr, "gflow-shim: cannot write lock file (fd %d): %s\n", o->lock_fd,
+                strerror(errno));
+    free(text);
+}
+
+/* Reports a failure of the shim's own: stderr (the daemon's log, if it kept one), the
+ * lock file's error line and, before the job, the exit file with exit_code 125 and the
+ * reason. */
+void shim_report_fail(const struct shim_opts *o, const char *msg, bool before_job)
+{
+    if (o->job_id >= 0)
+        fprintf(stderr, "gflow-shim: job %lld: %s\n", (long long)o->job_id, msg);
+    else
+        fprintf(stderr, "gflow-shim: %s\n", msg);
+    /* The env file may hold secrets and nobody else will remove it. */
+    if (before_job && o->env_file)
+        unlink(o->env_file);
+    shim_report_lock_error(o, msg);
+    if (!before_job || !o->exit_file)
+        return;
+    double now = now_wall();
+    struct exit_record rec;
+    exit_record_init(&rec);
+    rec.job_id = o->job_id;
+    rec.exit_code = JOB_EXIT_SETUP;
+    rec.started_at = now;
+    rec.finished_at = now;
+    rec.error = xstrdup(msg);
+    if (shim_report_exit(o, &rec) < 0)
+        fprintf(stderr, "gflow-shim: cannot write %s: %s\n", o->exit_file, strerror(errno));
+    exit_record_free(&rec);
+}
+
+/* The outcome of a job that ran: exit code or signal, times and peak memory. */
+void shim_report_record(const struct shim_run *r, const struct shim_opts *o, double started_at,
+                        const char *error, struct exit_record *rec)
+{
+    exit_record_init(rec);
+    rec->job_id = o->job_id;
+    rec->started_at = started_at;
+    rec->finished_at = now_wall();
+    rec->error = error ? xstrdup(error) : NULL;
+    for (int i = 0; i < r->ntasks; i++)
+        if (r->tasks[i].max_rss_kb > rec->max_rss_kb)
+            rec->max_rss_kb = r->tasks[i].max_rss_kb;
+    int status = shim_supervise_deciding(r)->status;
+    if (WIFEXITED(status))
+        rec->exit_code = WEXITSTATUS(status);
+    else if (WIFSIGNALED(status))
+        rec->signal = WTERMSIG(status);
+}

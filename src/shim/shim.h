@@ -1,0 +1,288 @@
+/* shim.h: what the files of gflow-shim share, private to src/shim: the options, the job
+ * as prepared before fork, the supervision state, and the functions each file offers
+ * the others (one section per file, named by its prefix). What the shim does, and its
+ * protocol with the daemon, is described at the top of main.c; the protocol's shared
+ * definitions (exit file, lock file, exit codes) are in src/core/exitfile.h. */
+#ifndef GFLOW_SHIM_H
+#define GFLOW_SHIM_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "exitfile.h"
+
+/* Upper bound of --tasks: far above the GPUs of one machine, low enough that a typo
+ * cannot fork thousands of processes. */
+#define SHIM_MAX_TASKS 256
+
+/* Once the grace is over, the tree is SIGKILLed again at this period until empty: a
+ * process may fork between a /proc scan and the kill. */
+#define SHIM_REKILL_NS (100L * 1000 * 1000)
+
+/* The memory watchdog's sampling period; cgroup counters are read at the same period. */
+#define SHIM_MEM_TICK_NS (100L * 1000 * 1000)
+
+/* The variables --conda-env adds to the job's environment: the conda executable, the
+ * environment, and the job itself (GFLOW_JOB_COMMAND or GFLOW_JOB_SCRIPT). */
+#define SHIM_N_CONDA_VARS 3
+
+/* The command line (opts.c). Strings point into argv. */
+struct shim_opts {
+    int64_t job_id; /* -1 until parsed */
+    const char *exit_file;
+    const char *log_path;
+    const char *workdir;
+    const char *env_file;
+    int env_fd; /* --env-fd: the environment comes on this fd instead (-1: none) */
+    const char *command;
+    const char *script;
+    const char *user;
+    double kill_grace; /* < 0 until parsed */
+    int lock_fd;       /* -1 when not given */
+    int64_t uid;       /* -1 when not given */
+    int64_t gid;       /* -1 when not given */
+    int ntasks;        /* --tasks: copies of the job to start */
+    char **task_gpus;  /* --task-gpus split at commas, NULL-terminated; NULL when not given */
+    int n_task_gpus;
+    int *deny_minors; /* --deny-devices: GPU minors the job may not open; NULL if not given */
+    int n_deny_minors;
+    int64_t memory_limit_mb; /* --memory-limit in MiB, 0: none */
+    const char *conda_env;   /* --conda-env: name or absolute path, NULL: none */
+};
+
+/* What became of a --command's first word before the job started (command.c): whether
+ * an exit status of 126 or 127 is the shell's verdict on it or the job's own. */
+enum shim_lookup {
+    SHIM_LOOKUP_NONE,     /* not looked up: a script job, shell syntax, a builtin, ... */
+    SHIM_LOOKUP_FOUND,    /* an executable program: any status is the job's own */
+    SHIM_LOOKUP_NOTFOUND, /* no such program: bash says "command not found", 127 */
+    SHIM_LOOKUP_NOEXEC,   /* there, but the job user cannot execute it: bash exits 126 */
+};
+
+/* Everything the job child needs, prepared before fork so the child only makes
+ * system calls (prepare.c and the files it calls). */
+struct shim_exec {
+    const char *path;
+    const char *argv[4];
+    /* A plain command (no shell syntax) is executed without a shell: its words and the
+     * candidate paths of its program along the job's PATH, tried in order before the
+     * shell as the fallback (builtins such as `exit`, `cd`). */
+    char **direct_argv;
+    char **direct_paths;
+    char *direct_buf;
+    char **envp;
+    char *env_buf; /* envp points into it */
+    /* With --task-gpus: one environment per copy, envp's entries (pointers into
+     * env_buf) minus the task variables, then that copy's own allocated variables from
+     * index task_env_shared on. NULL otherwise: every copy gets envp. */
+    char ***task_envp;
+    size_t task_env_shared;
+    int ntasks;
+    pid_t pgid; /* the job's process group; 0 until the first copy is forked */
+    const char *workdir;
+    const char *user;
+    bool set_creds;
+    uid_t uid;
+    gid_t gid;
+    gid_t *groups;
+    int ngroups;
+    int log_fd;
+    int null_fd;
+    int report_fd; /* write end of a close-on-exec pipe: why the job did not start */
+    int cgroup_procs_fd; /* the job's devices cgroup's cgroup.procs, -1: none (step 7) */
+    int memcg_procs_fd;  /* the job's memory cgroup's cgroup.procs, -1: none (step 8) */
+    /* With --conda-env: the GFLOW_* entries added to envp (step 4), allocated. */
+    char *conda_vars[SHIM_N_CONDA_VARS];
+    /* With --conda-env: the environment's directory and the installation's base, where
+     * the activation puts programs on PATH (allocated; NULL without). */
+    char *conda_prefix;
+    char *conda_base;
+    /* --command: its first word (allocated, NULL when it has none that could be looked
+     * up) and what became of it. */
+    char *first_word;
+    enum shim_lookup lookup;
+};
+
+/* One copy of the job. */
+struct shim_task {
+    pid_t pid;
+    bool reaped;
+    int status;      /* from wait4, once reaped */
+    long max_rss_kb; /* ru_maxrss: kilobytes on Linux */
+};
+
+/* How --memory-limit is enforced (step 8). */
+enum shim_mem_method {
+    SHIM_MEM_NONE, /* no --memory-limit */
+    SHIM_MEM_V2,
+    SHIM_MEM_V1,
+    SHIM_MEM_WATCHDOG,
+};
+
+/* The memory limit of the job and what became of it. */
+struct shim_memlimit {
+    enum shim_mem_method method;
+    int64_t limit_mb; /* 0: none */
+    char *dir;        /* the job's memory cgroup (v2, v1); NULL: none */
+    bool oom;         /* the job was killed for memory */
+};
+
+/* The supervision state. */
+struct shim_run {
+    pid_t self;
+    pid_t pgid;              /* the job's process group: the first copy's pid */
+    struct shim_task *tasks; /* the copies that were forked */
+    int ntasks;
+    int nreaped;
+    int first_failed; /* index of the first copy that failed, -1: none yet */
+    int sfd;          /* signalfd */
+    int tfd;          /* timerfd: kill grace, then the re-kill period */
+    int report_rd;    /* read end of the exec report pipe */
+    double kill_grace;
+    bool term_sent;  /* the tree got SIGTERM and the grace timer runs */
+    bool kill_phase; /* the grace is over: SIGKILL until nothing is left */
+    char *cgroup_dir; /* the job's devices cgroup (step 7), NULL: none */
+    struct shim_memlimit mem;
+    int mem_tfd; /* timerfd: the memory check period (-1 without --memory-limit) */
+    int log_fd;  /* the job log, kept for the memory line (-1 without --memory-limit) */
+};
+
+/* ---- opts.c: the command line ---- */
+/* Parses argv into *o. Returns 0, 1 for --help, or -1 with *err set (caller frees).
+ * Parsing goes on after an error so that the exit file and job id are known to
+ * report it. */
+int shim_opts_parse(int argc, char **argv, struct shim_opts *o, char **err);
+/* Frees what shim_opts_parse allocated in o. */
+void shim_opts_free(struct shim_opts *o);
+/* Prints --help's text on stdout. */
+void shim_opts_usage(void);
+
+/* ---- report.c: what the shim tells the daemon (exit file, lock file, stderr) ---- */
+/* Step 1: writes the lock file's first line into the daemon's lock fd and makes the fd
+ * close-on-exec. 0, or -1 with *err. */
+int shim_report_lock(int fd, char **err);
+/* Writes rec to the exit file atomically. 0 or -1 with errno set. */
+int shim_report_exit(const struct shim_opts *o, const struct exit_record *rec);
+/* Reports a failure of the shim's own, which makes it exit SHIM_EXIT_FAIL or
+ * SHIM_EXIT_USAGE: one line on stderr, and msg as the lock file's error line. With
+ * before_job, also the exit file (exit_code JOB_EXIT_SETUP with msg as the error). */
+void shim_report_fail(const struct shim_opts *o, const char *msg, bool before_job);
+/* The exit record of a job that ran: exit code or signal of the deciding copy, times,
+ * peak memory, error (copied; may be NULL). */
+void shim_report_record(const struct shim_run *r, const struct shim_opts *o, double started_at,
+                        const char *error, struct exit_record *rec);
+
+/* ---- prepare.c: steps 1-4 up to the fork ---- */
+/* Leaves the session, writes the lock, reads the environment, opens the log, resolves
+ * the job user and prepares conda, argv and the copies' environments. 0 or -1 with
+ * *err; ex holds what it did either way (shim_prepare_free). */
+int shim_prepare(const struct shim_opts *o, struct shim_exec *ex, char **err);
+/* Frees and closes what shim_prepare put in ex. */
+void shim_prepare_free(struct shim_exec *ex);
+
+/* ---- env.c: the job's environment ---- */
+/* Step 2: reads the NUL-separated environment into ex->envp (from --env-file, which is
+ * unlinked, or --env-fd, which is closed). 0 or -1 with *err. */
+int shim_env_read(const struct shim_opts *o, struct shim_exec *ex, char **err);
+/* The value of name in envp, or NULL. */
+const char *shim_env_get(char *const *envp, const char *name);
+/* Replaces ex->envp by the job's environment without the variables of vars, then
+ * vars ("KEY=value" entries that ex keeps). */
+void shim_env_set(struct shim_exec *ex, char *const *vars, size_t nvars);
+/* With --task-gpus: builds every copy's environment (step 4). 0 or -1 with *err. */
+int shim_env_tasks(const struct shim_opts *o, struct shim_exec *ex, char **err);
+
+/* ---- conda.c: --conda-env ---- */
+/* Finds conda and the environment before anything starts and adds the GFLOW_* variables
+ * the job's shell reads. 0, or -1 with *err, which also goes to the job log. */
+int shim_conda_prepare(const struct shim_opts *o, struct shim_exec *ex, char **err);
+/* The `bash -c` text that activates the environment and then runs the job. */
+const char *shim_conda_text(const struct shim_opts *o);
+
+/* ---- command.c: what the job executes ---- */
+/* True when the file starts with "#!", i.e. the kernel can run it directly. */
+bool shim_command_has_shebang(const char *path);
+/* Step 4 (before fork): the job's program and arguments, and for --command the lookup
+ * of its first word. */
+void shim_command_prepare(const struct shim_opts *o, struct shim_exec *ex);
+/* The exit file's error for a --command job whose deciding copy exited with code
+ * ("command not found: NAME", "not executable: NAME"; to free), or NULL when the code
+ * is the job's own. */
+char *shim_command_error(const struct shim_exec *ex, int code);
+
+/* ---- cgroup.c: cgroup hierarchies and files ---- */
+/* Finds a cgroup hierarchy in /proc/self/mountinfo: v1 with controller, or the unified
+ * one (cgroup2) when controller is NULL. 0 with its mount point and the cgroup its root
+ * shows (to free), or -1 if none. */
+int shim_cgroup_mount(const char *controller, char **mount_point, char **mount_root);
+/* The directory of the shim's own cgroup (of controller, NULL: unified) under the mount
+ * point (to free). */
+char *shim_cgroup_base(const char *controller, const char *mount_point, const char *mount_root);
+/* Writes value to dir/file. 0, or -1 with errno set. */
+int shim_cgroup_write(const char *dir, const char *file, const char *value);
+/* The number in dir/file (the whole file, or after "key " on its line); -1 if missing. */
+long long shim_cgroup_read_num(const char *dir, const char *file, const char *key);
+/* Whether the space-separated list in dir/file holds word. */
+bool shim_cgroup_has_word(const char *dir, const char *file, const char *word);
+/* After the job: removes one of its cgroups (retrying while it is busy). */
+void shim_cgroup_remove(const char *dir, int64_t job_id);
+
+/* ---- devices.c: --deny-devices (step 7) ---- */
+/* Sets up the job's devices cgroup and returns its directory; when that cannot be
+ * done, says so in the job's log and on stderr and returns NULL. */
+char *shim_devices_setup(const struct shim_opts *o, struct shim_exec *ex);
+/* Removes the job's devices cgroup, if it has one. */
+void shim_devices_end(struct shim_run *r, int64_t job_id);
+
+/* ---- memlimit.c: --memory-limit (step 8) ---- */
+/* Picks how the limit is enforced and creates the job's memory cgroup. 0, or -1 with
+ * *err when the method forced by GFLOW_SHIM_MEMORY_METHOD is unavailable. */
+int shim_memlimit_setup(const struct shim_opts *o, struct shim_exec *ex,
+                        struct shim_memlimit *m, char **err);
+/* The method's name for the exit file and the log ("cgroup v2", ...; NULL for none). */
+const char *shim_memlimit_method_name(enum shim_mem_method method);
+/* The memory check timer and the job log kept for the OOM line. 0, or -1 with *err. */
+int shim_memlimit_open(struct shim_run *r, const struct shim_exec *ex, char **err);
+/* Arms the memory check timer once the job runs. */
+void shim_memlimit_start(struct shim_run *r);
+/* The memory check period is over: is the job over its limit? */
+void shim_memlimit_tick(struct shim_run *r);
+/* After the job: a last look at the OOM counters, then the cgroup is removed. */
+void shim_memlimit_end(struct shim_run *r, int64_t job_id);
+
+/* ---- proctree.c: the job's processes under /proc ---- */
+/* The pids of every live descendant of root (to free; zombies included), sorted. */
+size_t shim_proctree_descendants(pid_t root, pid_t **out);
+/* Sends sig (0: none) to the job's process group and every descendant of the shim.
+ * Returns how many descendants exist, zombies included. */
+size_t shim_proctree_signal(struct shim_run *r, int sig);
+/* The summed RSS (kB) of every descendant of root. */
+long long shim_proctree_rss_kb(pid_t root);
+
+/* ---- child.c: the job's copies, from fork to exec ---- */
+/* Step 4: forks the copies of the job into r->tasks, all in the first one's process
+ * group. Returns how many were forked; when not all, *err says why. */
+int shim_child_spawn(struct shim_exec *ex, struct shim_run *r, char **err);
+/* The first copy's reason for not starting, if any (to free), once the pipe is at EOF. */
+char *shim_child_report(int fd);
+
+/* ---- supervise.c: the loop (step 5) ---- */
+/* Creates the signalfd and timerfd of the loop. 0, or -1 with *err. */
+int shim_supervise_open(struct shim_run *r, const sigset_t *mask, char **err);
+/* Arms a timerfd: first expiry after `first` seconds, then every interval_ns (0: once). */
+void shim_supervise_arm(int tfd, double first, long interval_ns);
+/* SIGTERM to everything and start the grace period (once). */
+void shim_supervise_terminate(struct shim_run *r);
+/* SIGKILL to everything now, and again at the re-kill period until nothing is left. */
+void shim_supervise_kill_now(struct shim_run *r);
+/* Waits for the job and cleans up after it. 0, or -1 with *err set. */
+int shim_supervise_run(struct shim_run *r, char **err);
+/* Last resort when the loop itself failed: kill everything until nothing is left. */
+void shim_supervise_kill_all(struct shim_run *r);
+/* The copy whose status is the job's: the first that failed, else the first. */
+const struct shim_task *shim_supervise_deciding(const struct shim_run *r);
+
+#endif

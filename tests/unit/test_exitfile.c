@@ -1,0 +1,401 @@
+/* test_exitfile: the shim<->daemon protocol of src/core/exitfile.c: the exit file's text
+ * (exact form, round trip, escaping, nulls, garbage), the lock file's lines, and every
+ * rule of the two verdicts. */
+/* cmocka needs these first. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exitfile.h"
+#include "util.h"
+
+/* A record with every field set; strings copied so that exit_record_free may free them. */
+static struct exit_record full_record(const char *error, const char *method)
+{
+    struct exit_record r;
+    exit_record_init(&r);
+    r.job_id = 42;
+    r.exit_code = 3;
+    r.signal = 0;
+    r.oom = false;
+    r.started_at = 1700000000.25;
+    r.finished_at = 1700000001.5;
+    r.max_rss_kb = 123456;
+    r.error = error ? xstrdup(error) : NULL;
+    r.memory_enforcement = method ? xstrdup(method) : NULL;
+    return r;
+}
+
+static struct exit_record decoded(const char *text)
+{
+    struct exit_record r;
+    assert_int_equal(exit_record_decode(text, strlen(text), &r), 0);
+    return r;
+}
+
+static void test_encode_exact_text(void **state)
+{
+    (void)state;
+    struct exit_record r = full_record(NULL, NULL);
+    char *s = exit_record_encode(&r);
+    assert_string_equal(s, "{\"job_id\":42,\"exit_code\":3,\"signal\":null,\"oom\":false,"
+                           "\"started_at\":1700000000.25,\"finished_at\":1700000001.5,"
+                           "\"max_rss_kb\":123456,\"error\":null}\n");
+    free(s);
+    exit_record_free(&r);
+
+    r = full_record("cannot chdir to /x: No such file or directory", "cgroup v2");
+    r.exit_code = -1;
+    r.signal = 9;
+    r.oom = true;
+    s = exit_record_encode(&r);
+    assert_string_equal(s, "{\"job_id\":42,\"exit_code\":null,\"signal\":9,\"oom\":true,"
+                           "\"started_at\":1700000000.25,\"finished_at\":1700000001.5,"
+                           "\"max_rss_kb\":123456,\"error\":\"cannot chdir to /x: No such "
+                           "file or directory\",\"memory_enforcement\":\"cgroup v2\"}\n");
+    free(s);
+    exit_record_free(&r);
+}
+
+static void test_round_trip(void **state)
+{
+    (void)state;
+    const char *errors[] = {
+        "plain",
+        "quotes \"inside\" and a \\ backslash",
+        "two\nlines\tand a tab\r",
+        "control \x01\x1f bytes",
+        "UTF-8: caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x9a\x80",
+        "",
+    };
+    for (size_t i = 0; i < sizeof(errors) / sizeof(errors[0]); i++) {
+        struct exit_record r = full_record(errors[i], i % 2 ? "watchdog" : NULL);
+        r.job_id = (int64_t)i;
+        r.exit_code = (int)i + 120;
+        char *s = exit_record_encode(&r);
+        assert_non_null(strchr(s, '\n'));
+        assert_ptr_equal(strchr(s, '\n'), s + strlen(s) - 1); /* one line */
+        struct exit_record back = decoded(s);
+        assert_int_equal(back.job_id, r.job_id);
+        assert_int_equal(back.exit_code, r.exit_code);
+        assert_int_equal(back.signal, 0);
+        assert_false(back.oom);
+        assert_true(back.started_at == r.started_at);
+        assert_true(back.finished_at == r.finished_at);
+        assert_int_equal(back.max_rss_kb, r.max_rss_kb);
+        assert_string_equal(back.error, errors[i]);
+        if (r.memory_enforcement)
+            assert_string_equal(back.memory_enforcement, r.memory_enforcement);
+        else
+            assert_null(back.memory_enforcement);
+        free(s);
+        exit_record_free(&back);
+        exit_record_free(&r);
+    }
+}
+
+static void test_invalid_utf8_still_parses(void **state)
+{
+    (void)state;
+    /* A latin-1 path, a lone continuation byte, an overlong '/', a surrogate, a cut
+     * sequence at the end. */
+    struct exit_record r = full_record("caf\xe9 \x80 \xc0\xaf \xed\xa0\x80 \xe2\x82", NULL);
+    char *s = exit_record_encode(&r);
+    struct exit_record back = decoded(s);
+    assert_string_equal(back.error, "caf\xef\xbf\xbd \xef\xbf\xbd \xef\xbf\xbd\xef\xbf\xbd "
+                                    "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd "
+                                    "\xef\xbf\xbd\xef\xbf\xbd");
+    free(s);
+    exit_record_free(&back);
+    exit_record_free(&r);
+}
+
+static void test_nulls_and_missing_fields(void **state)
+{
+    (void)state;
+    struct exit_record r;
+    exit_record_init(&r);
+    char *s = exit_record_encode(&r);
+    assert_string_equal(s, "{\"job_id\":null,\"exit_code\":null,\"signal\":null,\"oom\":false,"
+                           "\"started_at\":0.0,\"finished_at\":0.0,\"max_rss_kb\":0,"
+                           "\"error\":null}\n");
+    struct exit_record back = decoded(s);
+    assert_int_equal(back.job_id, -1);
+    assert_int_equal(back.exit_code, -1);
+    assert_int_equal(back.signal, 0);
+    assert_null(back.error);
+    assert_null(back.memory_enforcement);
+    free(s);
+    exit_record_free(&back);
+
+    /* Only what an older shim might write; the rest keeps its null value. */
+    back = decoded("{\"job_id\": 7, \"exit_code\": 0, \"finished_at\": 12}");
+    assert_int_equal(back.job_id, 7);
+    assert_int_equal(back.exit_code, 0);
+    assert_int_equal(back.signal, 0);
+    assert_false(back.oom);
+    assert_true(back.started_at == 0.0);
+    assert_true(back.finished_at == 12.0);
+    assert_int_equal(back.max_rss_kb, 0);
+    assert_null(back.error);
+    exit_record_free(&back);
+
+    /* Mistyped and out-of-range fields read as null. */
+    back = decoded("{\"job_id\": \"7\", \"exit_code\": 3.5, \"signal\": -2, \"oom\": 1, "
+                   "\"started_at\": \"now\", \"finished_at\": -1, \"max_rss_kb\": -5, "
+                   "\"error\": 17, \"memory_enforcement\": false, \"extra\": [1]}");
+    assert_int_equal(back.job_id, -1);
+    assert_int_equal(back.exit_code, -1);
+    assert_int_equal(back.signal, 0);
+    assert_false(back.oom);
+    assert_true(back.started_at == 0.0 && back.finished_at == 0.0);
+    assert_int_equal(back.max_rss_kb, 0);
+    assert_null(back.error);
+    assert_null(back.memory_enforcement);
+    exit_record_free(&back);
+
+    back = decoded("{\"exit_code\": 256, \"signal\": 300}");
+    assert_int_equal(back.exit_code, -1);
+    assert_int_equal(back.signal, 0);
+    exit_record_free(&back);
+}
+
+static void test_garbage_is_refused(void **state)
+{
+    (void)state;
+    const char *bad[] = {"", "   ", "{", "[1,2]", "null", "42", "\"text\"", "{\"job_id\":1}x",
+                         "{\"job_id\":1,}", "\xff\xfe"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct exit_record r;
+        r.error = NULL;
+        assert_int_equal(exit_record_decode(bad[i], strlen(bad[i]), &r), -1);
+        assert_int_equal(r.job_id, -1);
+        assert_int_equal(r.exit_code, -1);
+        assert_null(r.error);
+        assert_null(r.memory_enforcement);
+    }
+    struct exit_record r;
+    assert_int_equal(exit_record_decode(NULL, 0, &r), -1);
+    /* Not NUL-terminated: only len bytes count. */
+    const char text[] = "{\"exit_code\":4}garbage";
+    assert_int_equal(exit_record_decode(text, strlen("{\"exit_code\":4}"), &r), 0);
+    assert_int_equal(r.exit_code, 4);
+    exit_record_free(&r);
+}
+
+static void test_lock_line_without_error(void **state)
+{
+    (void)state;
+    char *s = exitfile_lock_format(1234, 987654321, NULL);
+    assert_string_equal(s, "1234 987654321\n");
+    int64_t pid = -1, start = -1;
+    char *error = (char *)"x";
+    assert_int_equal(exitfile_lock_parse(s, strlen(s), &pid, &start, &error), 0);
+    assert_int_equal(pid, 1234);
+    assert_int_equal(start, 987654321);
+    assert_null(error);
+    free(s);
+    /* Without its newline (as the daemon's old reader accepted it) too. */
+    assert_int_equal(exitfile_lock_parse("5 6", 3, &pid, &start, &error), 0);
+    assert_int_equal(pid, 5);
+    assert_int_equal(start, 6);
+}
+
+static void test_lock_line_with_error(void **state)
+{
+    (void)state;
+    char *s = exitfile_lock_format(77, 5, "cannot write /x/exit.json: No such file");
+    assert_string_equal(s, "77 5\nerror: cannot write /x/exit.json: No such file\n");
+    int64_t pid, start;
+    char *error;
+    assert_int_equal(exitfile_lock_parse(s, strlen(s), &pid, &start, &error), 0);
+    assert_int_equal(pid, 77);
+    assert_int_equal(start, 5);
+    assert_string_equal(error, "cannot write /x/exit.json: No such file");
+    free(error);
+    free(s);
+
+    /* One line whatever the message holds. */
+    s = exitfile_lock_format(77, 5, "two\nlines\r\tand \x7f caf\xc3\xa9");
+    assert_string_equal(s, "77 5\nerror: two lines  and   caf\xc3\xa9\n");
+    assert_int_equal(exitfile_lock_parse(s, strlen(s), &pid, &start, &error), 0);
+    assert_string_equal(error, "two lines  and   caf\xc3\xa9");
+    free(error);
+    free(s);
+
+    /* An empty message is still a line; the verdict treats it as none. */
+    s = exitfile_lock_format(1, 2, "");
+    assert_string_equal(s, "1 2\nerror: \n");
+    free(s);
+}
+
+static void test_lock_line_is_capped(void **state)
+{
+    (void)state;
+    /* A long message of 2-byte characters is cut at a character boundary (the odd
+     * length of "1234 456\n" puts the limit in the middle of one). */
+    struct strbuf sb;
+    strbuf_init(&sb);
+    for (int i = 0; i < EXITFILE_LOCK_MAX; i++)
+        strbuf_adds(&sb, "\xc3\xa9");
+    char *s = exitfile_lock_format(1234, 456, sb.buf);
+    size_t n = strlen(s);
+    assert_true(n <= EXITFILE_LOCK_MAX);
+    assert_true(n > EXITFILE_LOCK_MAX - 8);
+    assert_int_equal(s[n - 1], '\n');
+    assert_int_equal((unsigned char)s[n - 2], 0xa9); /* a whole é before the newline */
+    int64_t pid, start;
+    char *error;
+    assert_int_equal(exitfile_lock_parse(s, n, &pid, &start, &error), 0);
+    assert_int_equal(pid, 1234);
+    assert_true(strlen(error) % 2 == 0);
+    free(error);
+    free(s);
+    strbuf_free(&sb);
+}
+
+static void test_lock_parse_refuses_bad_pid_lines(void **state)
+{
+    (void)state;
+    const char *bad[] = {"", "\n", "0 5\n", "-3 5\n", "12\n", "12 \n", "12 x\n", "a b\n",
+                         "12 5 6\n", " 12 5\n", "99999999999999999999 1\n"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        int64_t pid = -1, start = -1;
+        char *error = (char *)"x";
+        assert_int_equal(exitfile_lock_parse(bad[i], strlen(bad[i]), &pid, &start, &error), -1);
+        assert_int_equal(pid, 0);
+        assert_int_equal(start, 0);
+        assert_null(error);
+    }
+    /* No pid but an error line: the error is still read. */
+    int64_t pid, start;
+    char *error;
+    const char *t = "\nerror: early\n";
+    assert_int_equal(exitfile_lock_parse(t, strlen(t), &pid, &start, &error), -1);
+    assert_string_equal(error, "early");
+    free(error);
+    assert_int_equal(exitfile_lock_parse(NULL, 0, &pid, &start, &error), -1);
+    assert_null(error);
+}
+
+/* The verdict on rec for req, as its reason text. */
+static void expect_verdict(const struct exit_record *rec, enum job_end_request req,
+                           enum job_state state, enum job_reason reason, const char *text)
+{
+    struct exit_verdict v = exit_verdict_of(rec, req);
+    assert_int_equal(v.state, state);
+    assert_int_equal(v.reason, reason);
+    char *t = job_reason_text(v.reason, 0, v.detail);
+    if (text)
+        assert_string_equal(t, text);
+    else
+        assert_null(t);
+    free(t);
+    exit_verdict_free(&v);
+    assert_null(v.detail);
+}
+
+static void test_verdict_rules(void **state)
+{
+    (void)state;
+    struct exit_record r;
+    exit_record_init(&r);
+    r.exit_code = 0;
+    expect_verdict(&r, JOB_END_NONE, JOB_FINISHED, JOB_REASON_NONE, NULL);
+    r.exit_code = 2;
+    expect_verdict(&r, JOB_END_NONE, JOB_FAILED, JOB_REASON_NON_ZERO_EXIT, "NonZeroExitCode");
+    r.exit_code = 127; /* no error: the job's own status */
+    expect_verdict(&r, JOB_END_NONE, JOB_FAILED, JOB_REASON_NON_ZERO_EXIT, "NonZeroExitCode");
+    r.exit_code = -1;
+    expect_verdict(&r, JOB_END_NONE, JOB_FAILED, JOB_REASON_NON_ZERO_EXIT, "NonZeroExitCode");
+    r.signal = SIGSEGV;
+    expect_verdict(&r, JOB_END_NONE, JOB_FAILED, JOB_REASON_SIGNAL, "Signal");
+    r.error = xstrdup("command not found: nosuch");
+    r.exit_code = 127;
+    r.signal = 0;
+    expect_verdict(&r, JOB_END_NONE, JOB_FAILED, JOB_REASON_LAUNCH_FAILED,
+                   "LaunchFailed: command not found: nosuch");
+    r.signal = SIGKILL; /* the error outranks a signal */
+    expect_verdict(&r, JOB_END_NONE, JOB_FAILED, JOB_REASON_LAUNCH_FAILED,
+                   "LaunchFailed: command not found: nosuch");
+    r.error[0] = '\0'; /* an empty error is none */
+    expect_verdict(&r, JOB_END_NONE, JOB_FAILED, JOB_REASON_SIGNAL, "Signal");
+    r.oom = true; /* oom outranks everything the job did */
+    free(r.error);
+    r.error = xstrdup("x");
+    expect_verdict(&r, JOB_END_NONE, JOB_FAILED, JOB_REASON_OUT_OF_MEMORY, "OutOfMemory");
+    /* A request of the daemon outranks everything. */
+    expect_verdict(&r, JOB_END_CANCEL, JOB_CANCELLED, JOB_REASON_CANCELLED_BY_USER,
+                   "CancelledByUser");
+    expect_verdict(&r, JOB_END_TIMEOUT, JOB_TIMEOUT, JOB_REASON_TIME_LIMIT, "TimeLimit");
+    exit_record_free(&r);
+    r.exit_code = 0;
+    expect_verdict(&r, JOB_END_CANCEL, JOB_CANCELLED, JOB_REASON_CANCELLED_BY_USER,
+                   "CancelledByUser");
+    expect_verdict(&r, JOB_END_TIMEOUT, JOB_TIMEOUT, JOB_REASON_TIME_LIMIT, "TimeLimit");
+}
+
+static void expect_lost(enum shim_end how, int value, const char *lock_error,
+                        enum job_end_request req, enum job_state state, const char *text)
+{
+    struct exit_verdict v = exit_verdict_lost(how, value, lock_error, req);
+    assert_int_equal(v.state, state);
+    char *t = job_reason_text(v.reason, 0, v.detail);
+    assert_string_equal(t, text);
+    free(t);
+    exit_verdict_free(&v);
+}
+
+static void test_verdict_without_exit_file(void **state)
+{
+    (void)state;
+    expect_lost(SHIM_END_EXITED, SHIM_EXIT_FAIL, "cannot open log /x: Permission denied",
+                JOB_END_NONE, JOB_FAILED, "LaunchFailed: cannot open log /x: Permission denied");
+    expect_lost(SHIM_END_EXITED, SHIM_EXIT_FAIL, NULL, JOB_END_NONE, JOB_FAILED,
+                "LaunchFailed: gflow-shim exited with status 1 before starting the job; see "
+                "gflowd.log");
+    expect_lost(SHIM_END_EXITED, SHIM_EXIT_USAGE, "", JOB_END_NONE, JOB_FAILED,
+                "LaunchFailed: gflow-shim exited with status 2 before starting the job; see "
+                "gflowd.log");
+    expect_lost(SHIM_END_EXITED, 0, NULL, JOB_END_NONE, JOB_FAILED,
+                "ShimLost: gflow-shim exited with status 0 without an exit file");
+    expect_lost(SHIM_END_EXITED, 127, NULL, JOB_END_NONE, JOB_FAILED,
+                "ShimLost: gflow-shim exited with status 127 without an exit file");
+    expect_lost(SHIM_END_SIGNALED, SIGKILL, NULL, JOB_END_NONE, JOB_FAILED,
+                "ShimLost: gflow-shim killed by SIGKILL");
+    expect_lost(SHIM_END_UNKNOWN, 0, NULL, JOB_END_NONE, JOB_FAILED,
+                "ShimLost: gflow-shim ended without an exit file");
+    /* A re-adopted shim's status is unknown; its lock file still says why it failed. */
+    expect_lost(SHIM_END_UNKNOWN, 0, "cannot write exit file", JOB_END_NONE, JOB_FAILED,
+                "LaunchFailed: cannot write exit file");
+    expect_lost(SHIM_END_SIGNALED, SIGKILL, NULL, JOB_END_CANCEL, JOB_CANCELLED,
+                "CancelledByUser");
+    expect_lost(SHIM_END_EXITED, SHIM_EXIT_FAIL, "why", JOB_END_TIMEOUT, JOB_TIMEOUT,
+                "TimeLimit");
+    expect_lost(SHIM_END_UNKNOWN, 0, NULL, JOB_END_CANCEL, JOB_CANCELLED, "CancelledByUser");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_encode_exact_text),
+        cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_invalid_utf8_still_parses),
+        cmocka_unit_test(test_nulls_and_missing_fields),
+        cmocka_unit_test(test_garbage_is_refused),
+        cmocka_unit_test(test_lock_line_without_error),
+        cmocka_unit_test(test_lock_line_with_error),
+        cmocka_unit_test(test_lock_line_is_capped),
+        cmocka_unit_test(test_lock_parse_refuses_bad_pid_lines),
+        cmocka_unit_test(test_verdict_rules),
+        cmocka_unit_test(test_verdict_without_exit_file),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
