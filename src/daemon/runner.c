@@ -23,6 +23,7 @@
 #include "clock.h"
 #include "files.h"
 #include "daemon.h"
+#include "exitfile.h"
 #include "gpu.h"
 #include "jobenv.h"
 #include "jobs.h"
@@ -56,8 +57,7 @@ static int sys_pidfd_send_signal(int pidfd, int sig)
 
 /* Queues SIGUSR1 with value to the shim (sigqueue through the pidfd): the shim
  * forwards signal value & 0xff to the job, to its main processes only when
- * RUNNER_FORWARD_MAIN_ONLY (0x100) is set. */
-#define RUNNER_FORWARD_MAIN_ONLY 0x100
+ * SHIM_FORWARD_MAIN_ONLY is set (exitfile.h). */
 static int sys_pidfd_queue(int pidfd, int value)
 {
     siginfo_t si;
@@ -155,68 +155,72 @@ static void finish(struct gflowd *d, struct job *j, enum job_state state, enum j
     free(why);
 }
 
-/* Reads the shim's exit file into j and picks the final state. Returns -1 if absent. */
+/* Ends j as the verdict says, with what the exit record tells of the run. */
+static void apply_verdict(struct gflowd *d, struct job *j, struct exit_verdict *v)
+{
+    finish(d, j, v->state, v->reason, v->detail);
+    exit_verdict_free(v);
+}
+
+/* Reads the shim's exit file into j and ends it. Returns -1 if there is none. */
 static int apply_exit_file(struct gflowd *d, struct job *j)
 {
     char *path = job_file(d->paths.exit_dir, j->id, ".json");
-    json_error_t jerr;
-    json_t *o = json_load_file(path, 0, &jerr);
+    size_t len;
+    char *text = read_file(path, &len);
     free(path);
-    if (!o)
+    struct exit_record rec;
+    if (!text || exit_record_decode(text, len, &rec) < 0) {
+        free(text);
         return -1;
-    json_t *code = json_object_get(o, "exit_code");
-    json_t *sig = json_object_get(o, "signal");
-    const char *error = json_string_value(json_object_get(o, "error"));
-    j->exit_code = json_is_integer(code) ? (int)json_integer_value(code) : -1;
-    j->signal = json_is_integer(sig) ? (int)json_integer_value(sig) : 0;
-    j->oom = json_is_true(json_object_get(o, "oom"));
-    double fin = json_number_value(json_object_get(o, "finished_at"));
-    if (fin > 0)
-        j->end_time = fin;
-    json_int_t rss = json_integer_value(json_object_get(o, "max_rss_kb"));
-    if (rss > 0)
-        j->max_rss_kb = rss;
-
-    enum job_state state = JOB_FAILED;
-    enum job_reason reason = JOB_REASON_NONE;
-    if (j->end_request == JOB_END_CANCEL) {
-        state = JOB_CANCELLED;
-        reason = JOB_REASON_CANCELLED_BY_USER;
-    } else if (j->end_request == JOB_END_TIMEOUT) {
-        state = JOB_TIMEOUT;
-        reason = JOB_REASON_TIME_LIMIT;
-    } else if (j->oom) {
-        reason = JOB_REASON_OUT_OF_MEMORY;
-    } else if (error && *error) {
-        reason = JOB_REASON_LAUNCH_FAILED;
-    } else if (j->signal > 0) {
-        reason = JOB_REASON_SIGNAL;
-    } else if (j->exit_code == 0) {
-        state = JOB_FINISHED;
-    } else {
-        reason = JOB_REASON_NON_ZERO_EXIT;
     }
-    finish(d, j, state, reason, reason == JOB_REASON_LAUNCH_FAILED ? error : NULL);
-    json_decref(o);
+    free(text);
+    j->exit_code = rec.exit_code;
+    j->signal = rec.signal;
+    j->oom = rec.oom;
+    if (rec.finished_at > 0)
+        j->end_time = rec.finished_at;
+    if (rec.max_rss_kb > 0)
+        j->max_rss_kb = rec.max_rss_kb;
+    struct exit_verdict v = exit_verdict_of(&rec, j->end_request);
+    exit_record_free(&rec);
+    apply_verdict(d, j, &v);
     return 0;
 }
 
-/* The shim is gone: collect what it reported. */
+/* The error line a failing shim left in its lock file, NULL if none. */
+static char *lock_error(const struct gflowd *d, int64_t id)
+{
+    char *path = job_file(d->paths.run_dir, id, ".lock");
+    size_t len;
+    char *text = read_file(path, &len);
+    free(path);
+    int64_t pid, start;
+    char *error = NULL;
+    if (text)
+        exitfile_lock_parse(text, len, &pid, &start, &error);
+    free(text);
+    return error;
+}
+
+/* The shim is gone: collect what it reported, in its exit file or else its lock file. */
 static void shim_ended(struct gflowd *d, struct job *j, int wait_status, bool have_status)
 {
     if (apply_exit_file(d, j) == 0)
         return;
-    if (j->end_request == JOB_END_CANCEL) {
-        finish(d, j, JOB_CANCELLED, JOB_REASON_CANCELLED_BY_USER, NULL);
-    } else if (j->end_request == JOB_END_TIMEOUT) {
-        finish(d, j, JOB_TIMEOUT, JOB_REASON_TIME_LIMIT, NULL);
+    enum shim_end how = SHIM_END_UNKNOWN;
+    int value = 0;
+    if (have_status && WIFEXITED(wait_status)) {
+        how = SHIM_END_EXITED;
+        value = WEXITSTATUS(wait_status);
     } else if (have_status && WIFSIGNALED(wait_status)) {
-        char *why = xasprintf("gflow-shim killed by %s", job_signal_name(WTERMSIG(wait_status)));
-        finish(d, j, JOB_FAILED, JOB_REASON_SHIM_LOST, why);
-        free(why);
-    } else {
-        finish(d, j, JOB_FAILED, JOB_REASON_SHIM_LOST, "gflow-shim ended without an exit file");
+        how = SHIM_END_SIGNALED;
+        value = WTERMSIG(wait_status);
     }
+    char *error = lock_error(d, j->id);
+    struct exit_verdict v = exit_verdict_lost(how, value, error, j->end_request);
+    free(error);
+    apply_verdict(d, j, &v);
 }
 
 /* The shim's pidfd is readable: it has exited. */
@@ -264,7 +268,7 @@ static void warn_cb(void *arg)
     struct job *j = timer_job(r);
     if (!j || j->end_request != JOB_END_NONE || r->pidfd < 0)
         return;
-    int value = j->warn_signal | (j->warn_main_only ? RUNNER_FORWARD_MAIN_ONLY : 0);
+    int value = j->warn_signal | (j->warn_main_only ? SHIM_FORWARD_MAIN_ONLY : 0);
     if (sys_pidfd_queue(r->pidfd, value) < 0) {
         if (errno != ESRCH)
             log_warn("job %lld: queueing %s for the job: %m", (long long)j->id,
@@ -622,11 +626,12 @@ static void adopt(struct gflowd *d, struct job *j)
             requeue(d, j);
         return;
     }
-    char buf[64] = "";
-    ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
-    buf[n > 0 ? n : 0] = '\0';
-    long long pid = 0, start = 0;
-    bool have_pid = sscanf(buf, "%lld %lld", &pid, &start) == 2 && pid > 0;
+    char buf[EXITFILE_LOCK_MAX];
+    ssize_t n = pread(fd, buf, sizeof(buf), 0);
+    int64_t pid = 0, start = 0;
+    char *error = NULL;
+    bool have_pid = exitfile_lock_parse(buf, n > 0 ? (size_t)n : 0, &pid, &start, &error) == 0;
+    free(error);
     bool alive = flock(fd, LOCK_EX | LOCK_NB) < 0 && errno == EWOULDBLOCK;
     close(fd);
     if (!alive) {
@@ -658,7 +663,7 @@ static void adopt(struct gflowd *d, struct job *j)
     arm_time_limit(j, r);
     if (j->end_request != JOB_END_NONE)
         runner_signal(j, SIGTERM);
-    log_info("job %lld re-adopted (shim pid %lld)", (long long)j->id, pid);
+    log_info("job %lld re-adopted (shim pid %lld)", (long long)j->id, (long long)pid);
 }
 
 /* Removes exit, lock, env and script files of jobs that are no longer running. */
