@@ -6,23 +6,22 @@
  *
  * Options end at the first word that is not an option (getopt_long with '+'), so the
  * job's own arguments pass through untouched. A script may carry options of its own in
- * "# GFLOW --key value" lines; the command line wins over them. */
+ * "# GFLOW --key value" lines; the command line wins over them. The job options (-J, -t,
+ * --gpus, --depends-on, ...) are the ones gjob update and redo take too (jobopts.c);
+ * arrays, sweeps and the submission's own switches are here. */
 #include <errno.h>
 #include <getopt.h>
-#include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
-#include "clock.h"
 #include "files.h"
 #include "gflow_build.h"
 #include "job.h"
+#include "jobopts.h"
 #include "output.h"
 #include "parse.h"
 #include "util.h"
@@ -30,93 +29,29 @@
 extern char **environ;
 
 struct gbatch_opts {
-    char *name;
-    int priority;
-    int64_t time_limit;
-    bool hold;
-    int64_t gpus;          /* GPUs requested (-g/--gpus/--gres) */
-    int64_t gpu_memory_mb; /* per GPU (--gpu-memory and its aliases) */
-    bool shared;
-    int64_t gpus_per_task; /* 0 or 1 */
-    bool name_set, priority_set, time_set, hold_set;
-    bool gpus_set, gpu_memory_set, shared_set, gpus_per_task_set;
+    json_t *spec; /* the job options (jobopts), as spec fields */
     bool dry_run, parsable;
-    json_t *deps;     /* [{"id", "kind"}], resolved ids; NULL if none given */
-    int deps_mode;    /* 0 unset, 1 all, 2 any */
-    bool no_auto_cancel, auto_cancel_set;
-    int64_t memory_mb; /* host memory (--memory and its aliases) */
-    bool memory_set;
-    char *conda_env; /* --conda-env; "" = none (not even $CONDA_DEFAULT_ENV) */
-    char *array;          /* --array (Slurm syntax, checked here, expanded by gflowd) */
+    char *array;            /* --array (Slurm syntax, checked here, expanded by gflowd) */
     int64_t max_concurrent; /* --max-concurrent; -1 = not given */
-    json_t *param_names;  /* --param / --param-file: names and one list of values each */
-    json_t *param_values; /* [[v, ...], ...] per --param; NULL if none */
+    json_t *param_names;    /* --param / --param-file: names and one list of values each */
+    json_t *param_values;   /* [[v, ...], ...] per --param; NULL if none */
     char *param_file;
     char *name_template;
-    char *signal_spec; /* --signal, canonical ("B:USR1@60"); NULL if none */
-    double begin_time;  /* --begin, unix seconds */
-    bool begin_set;
-    int64_t max_retries; /* --max-retries */
-    bool max_retries_set;
 };
 
 enum {
     OPT_DRY_RUN = 256,
     OPT_PARSABLE,
     OPT_SOCKET,
-    OPT_GRES,
-    OPT_SHARED,
-    OPT_GPU_MEMORY,
-    OPT_GPUS_PER_TASK,
-    OPT_DEPENDS_ALL,
-    OPT_DEPENDS_ANY,
-    OPT_NO_AUTO_CANCEL,
-    OPT_CONDA_ENV,
-    OPT_SIGNAL,
-    OPT_BEGIN,
-    OPT_MAX_RETRIES
-};
-
-enum {
-    OPT_ARRAY = 400,
+    OPT_ARRAY,
     OPT_MAX_CONCURRENT,
     OPT_PARAM,
     OPT_PARAM_FILE,
     OPT_NAME_TEMPLATE
 };
 
-/* More GPUs than any machine has: a typo, refused before it reaches the daemon. */
-#define GBATCH_GPUS_MAX 1024
-
-static const char gbatch_shortopts[] = "+:J:n:p:t:g:d:m:HhV";
-static const struct option gbatch_longopts[] = {
-    {"name", required_argument, NULL, 'J'},
-    {"job-name", required_argument, NULL, 'J'},
-    {"priority", required_argument, NULL, 'p'},
-    {"time", required_argument, NULL, 't'},
-    {"time-limit", required_argument, NULL, 't'},
-    {"timelimit", required_argument, NULL, 't'},
-    {"hold", no_argument, NULL, 'H'},
-    {"gpus", required_argument, NULL, 'g'},
-    {"gres", required_argument, NULL, OPT_GRES},
-    {"shared", no_argument, NULL, OPT_SHARED},
-    {"gpu-memory", required_argument, NULL, OPT_GPU_MEMORY},
-    {"max-gpu-mem", required_argument, NULL, OPT_GPU_MEMORY},
-    {"max-gpu-memory", required_argument, NULL, OPT_GPU_MEMORY},
-    {"gpus-per-task", required_argument, NULL, OPT_GPUS_PER_TASK},
-    {"memory", required_argument, NULL, 'm'},
-    {"mem", required_argument, NULL, 'm'},
-    {"max-mem", required_argument, NULL, 'm'},
-    {"max-memory", required_argument, NULL, 'm'},
-    {"conda-env", required_argument, NULL, OPT_CONDA_ENV},
-    {"signal", required_argument, NULL, OPT_SIGNAL},
-    {"begin", required_argument, NULL, OPT_BEGIN},
-    {"max-retries", required_argument, NULL, OPT_MAX_RETRIES},
-    {"depends-on", required_argument, NULL, 'd'},
-    {"dependency", required_argument, NULL, 'd'},
-    {"depends-on-all", required_argument, NULL, OPT_DEPENDS_ALL},
-    {"depends-on-any", required_argument, NULL, OPT_DEPENDS_ANY},
-    {"no-auto-cancel", no_argument, NULL, OPT_NO_AUTO_CANCEL},
+/* gbatch's own options; the job options it shares with gjob update/redo are jobopts'. */
+static const struct option gbatch_own_longopts[] = {
     {"dry-run", no_argument, NULL, OPT_DRY_RUN},
     {"array", required_argument, NULL, OPT_ARRAY},
     {"max-concurrent", required_argument, NULL, OPT_MAX_CONCURRENT},
@@ -130,6 +65,10 @@ static const struct option gbatch_longopts[] = {
     {NULL, 0, NULL, 0},
 };
 
+/* Both together, made once in main (the directives parse again with them). */
+static struct option *gbatch_longopts;
+static char *gbatch_shortopts;
+
 static void gbatch_help(void)
 {
     printf("gbatch - submit a job to the gflow scheduler\n"
@@ -142,73 +81,13 @@ static void gbatch_help(void)
            "Options end at the first word that is not an option; everything after it\n"
            "belongs to the job. A single argument naming an existing file is a script.\n"
            "\n"
-           "Options:\n"
-           "  -J, -n, --name, --job-name NAME  job name (default: the script's file name,\n"
-           "                                   or the command's first word)\n"
-           "  -p, --priority N                 priority 0-255, higher runs first (default %d)\n"
-           "  -t, --time, --time-limit T       time limit: MM, MM:SS, HH:MM:SS, D-HH,\n"
-           "                                   D-HH:MM or D-HH:MM:SS (a bare number is\n"
-           "                                   minutes); the job is stopped when it runs out\n"
-           "      --begin T                    start no earlier than T: HH:MM[:SS] (today, or\n"
-           "                                   tomorrow once passed), YYYY-MM-DD[THH:MM[:SS]]\n"
-           "                                   or now+N[s|m|h|d]; it waits with reason\n"
-           "                                   BeginTime until then\n"
-           "      --signal [B:]SIG[@SECS]      send SIG (USR1, SIGUSR1 or a number) SECS\n"
-           "                                   seconds (default 60) before the time limit,\n"
-           "                                   e.g. to checkpoint; then SIGTERM, SIGKILL at\n"
-           "                                   the limit as usual. B: only to the job's main\n"
-           "                                   process (the batch shell), not to every\n"
-           "                                   process it started. Needs --time\n"
-           "  -H, --hold                       submit on hold; start it with 'gjob release'\n"
-           "      --max-retries N              if the job fails (non-zero exit, killed by a\n"
-           "                                   signal, OutOfMemory), run it again as a new\n"
-           "                                   job (a new attempt), up to N times; jobs\n"
-           "                                   waiting on it wait on the newest attempt.\n"
-           "                                   Time limits and cancellations are not retried\n"
-           "  -m, --memory M                   host memory for the job (512, 1024M, 24G; a\n"
-           "                                   bare number is MiB): it waits (reason Memory)\n"
-           "                                   until the memory declared by running jobs plus\n"
-           "                                   M fits the machine, and is held to M (cgroup\n"
-           "                                   v2, v1, else a watchdog; see 'gflowd status');\n"
-           "                                   over it, it ends F with reason OutOfMemory\n"
-           "      --mem, --max-mem, --max-memory M\n"
-           "                                   the same as --memory\n"
-           "      --conda-env NAME             activate this conda environment in the job's\n"
-           "                                   shell (a command job uses $CONDA_DEFAULT_ENV\n"
-           "                                   when this is not given; --conda-env '' for\n"
-           "                                   none); if conda or the environment is missing\n"
-           "                                   the job fails at once (LaunchFailed)\n"
-           "\n"
-           "GPUs:\n"
-           "  -g, --gpus N                     N GPUs for this job alone (default 0: the\n"
-           "                                   job sees CUDA_VISIBLE_DEVICES=\"\")\n"
-           "      --gres N, --gres gpu:N       the same, as Slurm spells it\n"
-           "      --gpu-memory M               GPU memory per GPU (512, 512M, 24G): an\n"
-           "                                   exclusive job waits until M is actually free\n"
-           "                                   on each GPU it gets; with --shared, the\n"
-           "                                   share of each GPU it may use\n"
-           "      --max-gpu-mem M, --max-gpu-memory M\n"
-           "                                   the same as --gpu-memory\n"
-           "      --shared                     share GPUs with other --shared jobs while\n"
-           "                                   their --gpu-memory fits (needs --gpu-memory)\n"
-           "      --gpus-per-task N            1: start one copy of the command per GPU,\n"
-           "                                   each seeing one GPU, with RANK, LOCAL_RANK,\n"
-           "                                   WORLD_SIZE, MASTER_ADDR and MASTER_PORT set\n"
-           "                                   (like torchrun); 0: one copy (the default)\n"
-           "\n"
-           "Dependencies (X: a job id, @ for your latest job, @~N for the N-th before it):\n"
-           "  -d, --depends-on X               start only after job X finished successfully\n"
-           "                                   (CD); a list 1,2 means all of them\n"
-           "      --dependency SPEC            the same, or Slurm's form: afterok:ID[:ID...],\n"
-           "                                   afterany:ID (ended in any state), afternotok:ID\n"
-           "                                   (failed, timed out or cancelled), joined by ','\n"
-           "                                   (all must hold) or '?' (any one suffices)\n"
-           "      --depends-on-all X,Y         after all of them finished successfully\n"
-           "      --depends-on-any X,Y         after any one of them finished successfully\n"
-           "      --no-auto-cancel             if a dependency can no longer be met, keep\n"
-           "                                   waiting (reason DependencyFailed:<id>) instead\n"
-           "                                   of being cancelled\n"
-           "\n"
+           "Options:\n");
+    jobopts_help(JOBOPTS_GENERAL, JOBOPTS_SUBMIT);
+    printf("\nGPUs:\n");
+    jobopts_help(JOBOPTS_GPUS, JOBOPTS_SUBMIT);
+    printf("\nDependencies (X: a job id, @ for your latest job, @~N for the N-th before it):\n");
+    jobopts_help(JOBOPTS_DEPS, JOBOPTS_SUBMIT);
+    printf("\n"
            "Arrays and sweeps (one submission, many jobs of one group):\n"
            "      --array SPEC                 one job per task id: 1-10, 1-10:2 (a step),\n"
            "                                   1,3,7; %%K runs at most K at once (1-100%%4);\n"
@@ -232,14 +111,17 @@ static void gbatch_help(void)
            "                                   the config, then the usual places)\n"
            "  -h, --help                       show this help\n"
            "  -V, --version                    show the version\n"
-           "\n"
-           "Script directives: lines '# GFLOW --key value' or '# GFLOW --key=value' in a\n"
-           "script set the same options (--name, --priority, --time, --hold, --gpus,\n"
-           "--gres, --gpu-memory, --shared, --gpus-per-task, --memory, --conda-env, --signal,\n"
-           "--begin, --max-retries,\n"
-           "--depends-on and the other dependency options); options on the command line\n"
-           "win over them.\n"
-           "\n"
+           "\n");
+    char *names = jobopts_names(JOBOPTS_SUBMIT);
+    char *directives = xasprintf(
+        "Script directives: lines '# GFLOW --key value' or '# GFLOW --key=value' in a script "
+        "set the same options (%s, --array and --max-concurrent); options on the command line "
+        "win over them.",
+        names);
+    jobopts_help_paragraph(directives);
+    free(directives);
+    free(names);
+    printf("\n"
            "The job runs in the current directory with the current environment.\n"
            "Examples:\n"
            "  gbatch python train.py --lr 0.1\n"
@@ -252,260 +134,27 @@ static void gbatch_help(void)
            "  gbatch --hold 'make -j8 && ./bench'\n"
            "  gbatch --begin 22:00 train.sh              tonight at 10 pm\n"
            "  gbatch --depends-on @ python eval.py       after your latest job succeeded\n"
-           "  gbatch --dependency afternotok:12 notify.sh\n",
-           JOB_PRIORITY_DEFAULT);
+           "  gbatch --dependency afternotok:12 notify.sh\n");
 }
 
-/* Where options come from, for messages: NULL for the command line. */
-struct gbatch_source {
-    const char *file;
-    int line;
-};
-
-static void __attribute__((format(printf, 2, 3), noreturn))
-gbatch_opt_error(const struct gbatch_source *src, const char *fmt, ...)
-{
-    va_list ap;
-    char *msg;
-    va_start(ap, fmt);
-    msg = xvasprintf(fmt, ap);
-    va_end(ap);
-    if (src)
-        cli_die(CLI_EXIT_USAGE, "%s:%d: %s (in a '# GFLOW' directive)", src->file, src->line,
-                   msg);
-    cli_usage_error("%s", msg);
-}
-
-/* A GPU count for opt: a whole number 0..GBATCH_GPUS_MAX. */
-static int64_t gbatch_gpu_count(const struct gbatch_source *src, const char *opt, const char *s)
-{
-    int64_t v;
-    if (parse_int64(s, &v) < 0 || v < 0)
-        gbatch_opt_error(src, "invalid GPU count '%s' for %s: use a whole number >= 0", s, opt);
-    if (v > GBATCH_GPUS_MAX)
-        gbatch_opt_error(src, "invalid GPU count '%s' for %s: at most %d", s, opt, GBATCH_GPUS_MAX);
-    return v;
-}
-
-/* Slurm's --gres for GPUs: "N", "gpu" (one GPU) or "gpu:N". */
-static int64_t gbatch_gres(const struct gbatch_source *src, const char *s)
-{
-    if (!strcmp(s, "gpu"))
-        return 1;
-    const char *count = s;
-    if (str_starts_with(s, "gpu:")) {
-        count = s + 4;
-        if (strchr(count, ':'))
-            gbatch_opt_error(src,
-                             "invalid --gres '%s': GPU types are not supported (one machine, "
-                             "one pool of GPUs); use --gres gpu:N",
-                             s);
-    } else if (*s && !(*s >= '0' && *s <= '9')) {
-        gbatch_opt_error(src, "invalid --gres '%s': only GPUs can be requested; use --gres gpu:N",
-                         s);
-    }
-    int64_t v;
-    if (parse_int64(count, &v) < 0 || v < 0)
-        gbatch_opt_error(src, "invalid --gres '%s': use gpu:N or N with a whole number N >= 0", s);
-    if (v > GBATCH_GPUS_MAX)
-        gbatch_opt_error(src, "invalid --gres '%s': at most %d GPUs", s, GBATCH_GPUS_MAX);
-    return v;
-}
-
-/* One job reference of a dependency: an id, "@" or "@~N" (resolved by the daemon's
- * list of the caller's jobs). */
-static int64_t gbatch_dep_id(const struct gbatch_source *src, const char *opt, const char *s)
-{
-    int64_t v;
-    if (s[0] == '@') {
-        if (!s[1])
-            return cli_resolve_ref(0);
-        if (s[1] == '~' && parse_int64(s + 2, &v) == 0 && v >= 0 && v < INT_MAX)
-            return cli_resolve_ref((int)v);
-    } else if (parse_int64(s, &v) == 0 && v > 0) {
-        return v;
-    }
-    gbatch_opt_error(src, "invalid job '%s' for %s: use a job id, @ or @~N", s, opt);
-}
-
-static void gbatch_dep_add(struct gbatch_opts *o, int64_t id, enum job_dep_kind kind)
-{
-    if (!o->deps)
-        o->deps = json_array();
-    size_t i;
-    json_t *d;
-    json_array_foreach(o->deps, i, d) {
-        if (json_integer_value(json_object_get(d, "id")) == id &&
-            !strcmp(json_string_value(json_object_get(d, "kind")), job_dep_kind_name(kind)))
-            return;
-    }
-    json_array_append_new(o->deps, json_pack("{s:I, s:s}", "id", (json_int_t)id, "kind",
-                                             job_dep_kind_name(kind)));
-}
-
-/* A list of job references "1,3,@,@~2" (ranges 5-7 too), all with the same kind. */
-static void gbatch_dep_list(struct gbatch_opts *o, const struct gbatch_source *src,
-                            const char *opt, const char *list, enum job_dep_kind kind)
-{
-    if (!*list || list[0] == ',' || list[strlen(list) - 1] == ',' || strstr(list, ",,"))
-        gbatch_opt_error(src, "invalid job list '%s' for %s: use e.g. 3, @ or 3,5", list, opt);
-    char *copy = xstrdup(list), *save = NULL;
-    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        char *dash = tok[0] != '@' ? strchr(tok, '-') : NULL;
-        if (dash) {
-            *dash = '\0';
-            int64_t a = gbatch_dep_id(src, opt, tok), b = gbatch_dep_id(src, opt, dash + 1);
-            if (b < a || b - a > 100000)
-                gbatch_opt_error(src, "invalid job range '%s-%s' for %s", tok, dash + 1, opt);
-            for (int64_t id = a; id <= b; id++)
-                gbatch_dep_add(o, id, kind);
-        } else {
-            gbatch_dep_add(o, gbatch_dep_id(src, opt, tok), kind);
-        }
-    }
-    free(copy);
-}
-
-/* Slurm's form: "afterok:1:2,afterany:3" (all must hold) or "afterok:1?afternotok:2"
- * (any one suffices). */
-static void gbatch_dep_slurm(struct gbatch_opts *o, const struct gbatch_source *src,
-                             const char *spec)
-{
-    bool any = strchr(spec, '?') != NULL;
-    if (any && strchr(spec, ','))
-        gbatch_opt_error(src, "invalid --dependency '%s': join with ',' (all) or '?' (any), "
-                              "not both",
-                         spec);
-    char *copy = xstrdup(spec), *save = NULL;
-    for (char *item = strtok_r(copy, any ? "?" : ",", &save); item;
-         item = strtok_r(NULL, any ? "?" : ",", &save)) {
-        char *colon = strchr(item, ':');
-        enum job_dep_kind kind;
-        if (colon)
-            *colon = '\0';
-        if (job_dep_kind_parse(item, &kind) < 0)
-            gbatch_opt_error(src, "unsupported dependency type '%s' in --dependency '%s': use "
-                                  "afterok, afterany or afternotok",
-                             item, spec);
-        if (!colon || !colon[1])
-            gbatch_opt_error(src, "no job id after '%s:' in --dependency '%s'", item, spec);
-        char *isave = NULL;
-        for (char *id = strtok_r(colon + 1, ":", &isave); id; id = strtok_r(NULL, ":", &isave))
-            gbatch_dep_add(o, gbatch_dep_id(src, "--dependency", id), kind);
-    }
-    free(copy);
-    if (any)
-        o->deps_mode = 2;
-}
-
-/* Parses argv[0..argc) into o. Returns optind (the first non-option word). */
-static int gbatch_parse(int argc, char **argv, struct gbatch_opts *o,
-                        const struct gbatch_source *src)
+/* Parses argv[0..argc) into o: the job options through jobopts, gbatch's own here.
+ * ctx names the script and line for a "# GFLOW" directive. Returns optind (the first
+ * non-option word). */
+static int gbatch_parse(int argc, char **argv, struct gbatch_opts *o, const struct jobopts_ctx *ctx)
 {
     char *err = NULL;
     int c;
     optind = 0; /* glibc: full reinitialisation, the directives parse a second argv */
     opterr = 0;
     while ((c = getopt_long(argc, argv, gbatch_shortopts, gbatch_longopts, NULL)) != -1) {
+        if (jobopts_apply(ctx, c, optarg, o->spec))
+            continue;
         switch (c) {
-        case 'J':
-        case 'n':
-            if (!*optarg)
-                gbatch_opt_error(src, "the job name must not be empty");
-            free(o->name);
-            o->name = xstrdup(optarg);
-            o->name_set = true;
-            break;
-        case 'p':
-            if (parse_priority(optarg, &o->priority, &err) < 0)
-                gbatch_opt_error(src, "%s", err);
-            o->priority_set = true;
-            break;
-        case 't':
-            if (parse_time_limit(optarg, &o->time_limit, &err) < 0)
-                gbatch_opt_error(src, "%s", err);
-            o->time_set = true;
-            break;
-        case 'H':
-            o->hold = true;
-            o->hold_set = true;
-            break;
-        case 'g':
-            o->gpus = gbatch_gpu_count(src, "--gpus", optarg);
-            o->gpus_set = true;
-            break;
-        case OPT_GRES:
-            o->gpus = gbatch_gres(src, optarg);
-            o->gpus_set = true;
-            break;
-        case OPT_SHARED:
-            o->shared = true;
-            o->shared_set = true;
-            break;
-        case OPT_GPU_MEMORY:
-            if (parse_memory_mb(optarg, &o->gpu_memory_mb, &err) < 0)
-                gbatch_opt_error(src, "--gpu-memory: %s", err);
-            o->gpu_memory_set = true;
-            break;
-        case OPT_GPUS_PER_TASK: {
-            int64_t v;
-            if (parse_int64(optarg, &v) < 0 || (v != 0 && v != 1))
-                gbatch_opt_error(src,
-                                 "invalid value '%s' for --gpus-per-task: use 1 (one copy of "
-                                 "the command per GPU) or 0 (one copy in all)",
-                                 optarg);
-            o->gpus_per_task = v;
-            o->gpus_per_task_set = true;
-            break;
-        }
-        case 'm':
-            if (parse_memory_mb(optarg, &o->memory_mb, &err) < 0)
-                gbatch_opt_error(src, "--memory: %s", err);
-            o->memory_set = true;
-            break;
-        case OPT_BEGIN:
-            if (parse_begin_time(optarg, now_wall(), &o->begin_time, &err) < 0)
-                gbatch_opt_error(src, "--begin: %s", err);
-            o->begin_set = true;
-            break;
-        case OPT_SIGNAL: {
-            int sig;
-            int64_t secs;
-            bool main_only;
-            if (parse_signal_spec(optarg, &sig, &secs, &main_only, &err) < 0)
-                gbatch_opt_error(src, "--signal: %s", err);
-            free(o->signal_spec);
-            o->signal_spec = format_signal_spec(sig, secs, main_only);
-            break;
-        }
-        case OPT_CONDA_ENV:
-            free(o->conda_env);
-            o->conda_env = xstrdup(optarg);
-            break;
-        case 'd':
-            if (!strncasecmp(optarg, "after", 5))
-                gbatch_dep_slurm(o, src, optarg);
-            else
-                gbatch_dep_list(o, src, "--depends-on", optarg, JOB_DEP_AFTEROK);
-            break;
-        case OPT_DEPENDS_ALL:
-        case OPT_DEPENDS_ANY:
-            gbatch_dep_list(o, src, c == OPT_DEPENDS_ALL ? "--depends-on-all" : "--depends-on-any",
-                            optarg, JOB_DEP_AFTEROK);
-            o->deps_mode = c == OPT_DEPENDS_ALL ? 1 : 2;
-            break;
-        case OPT_MAX_RETRIES:
-            if (parse_int64(optarg, &o->max_retries) < 0 || o->max_retries < 0 ||
-                o->max_retries > 1000)
-                gbatch_opt_error(src, "invalid value '%s' for --max-retries: use 0 to 1000",
-                                 optarg);
-            o->max_retries_set = true;
-            break;
         case OPT_ARRAY: {
             int64_t *tasks, k;
             size_t n;
             if (parse_array_spec(optarg, &tasks, &n, &k, &err) < 0)
-                gbatch_opt_error(src, "--array: %s", err);
+                jobopts_error(ctx, "--array: %s", err);
             free(tasks);
             free(o->array);
             o->array = xstrdup(optarg);
@@ -513,14 +162,16 @@ static int gbatch_parse(int argc, char **argv, struct gbatch_opts *o,
         }
         case OPT_MAX_CONCURRENT:
             if (parse_int64(optarg, &o->max_concurrent) < 0 || o->max_concurrent < 0)
-                gbatch_opt_error(src, "invalid value '%s' for --max-concurrent: use a number of "
-                                 "jobs >= 1 (0: no limit)", optarg);
+                jobopts_error(ctx,
+                              "invalid value '%s' for --max-concurrent: use a number of "
+                              "jobs >= 1 (0: no limit)",
+                              optarg);
             break;
         case OPT_PARAM: {
             char *pname, **vals;
             size_t n;
             if (parse_param(optarg, &pname, &vals, &n, &err) < 0)
-                gbatch_opt_error(src, "%s", err);
+                jobopts_error(ctx, "%s", err);
             if (!o->param_names) {
                 o->param_names = json_array();
                 o->param_values = json_array();
@@ -529,7 +180,7 @@ static int gbatch_parse(int argc, char **argv, struct gbatch_opts *o,
             for (size_t i = 0; i < n; i++) {
                 json_t *v = json_string(vals[i]);
                 if (!v)
-                    gbatch_opt_error(src, "--param %s: a value is not valid UTF-8", pname);
+                    jobopts_error(ctx, "--param %s: a value is not valid UTF-8", pname);
                 json_array_append_new(list, v);
                 free(vals[i]);
             }
@@ -547,17 +198,13 @@ static int gbatch_parse(int argc, char **argv, struct gbatch_opts *o,
             free(o->name_template);
             o->name_template = xstrdup(optarg);
             break;
-        case OPT_NO_AUTO_CANCEL:
-            o->no_auto_cancel = true;
-            o->auto_cancel_set = true;
-            break;
         case OPT_DRY_RUN:
         case OPT_PARSABLE:
         case OPT_SOCKET:
         case 'h':
         case 'V':
-            if (src)
-                gbatch_opt_error(src, "%s cannot be used in a script directive", argv[optind - 1]);
+            if (ctx->file)
+                jobopts_error(ctx, "%s cannot be used in a script directive", argv[optind - 1]);
             if (c == OPT_DRY_RUN)
                 o->dry_run = true;
             else if (c == OPT_PARSABLE)
@@ -573,7 +220,7 @@ static int gbatch_parse(int argc, char **argv, struct gbatch_opts *o,
             }
             break;
         default:
-            gbatch_opt_error(src, "%s", cli_option_error(argv, c, gbatch_longopts));
+            jobopts_error(ctx, "%s", cli_option_error(argv, c, gbatch_longopts));
         }
     }
     return optind;
@@ -627,7 +274,7 @@ static int gbatch_split_words(const char *s, char ***words, int *n)
 /* Applies the "# GFLOW" lines of a script to o (options already set stay). */
 static void gbatch_directives(const char *text, const char *file, struct gbatch_opts *o)
 {
-    struct gbatch_opts d = {.max_concurrent = -1};
+    struct gbatch_opts d = {.spec = json_object(), .max_concurrent = -1};
     const char *line = text;
     for (int lineno = 1; *line; lineno++) {
         size_t len = strcspn(line, "\n");
@@ -639,19 +286,18 @@ static void gbatch_directives(const char *text, const char *file, struct gbatch_
         if (rest && (rest == line + len || *rest == ' ' || *rest == '\t' || *rest == '\r')) {
             char *body = xstrndup(rest, (size_t)(line + len - rest));
             body[strcspn(body, "\r")] = '\0';
-            struct gbatch_source src = {file, lineno};
+            struct jobopts_ctx ctx = {JOBOPTS_SUBMIT, "gbatch", file, lineno};
             char **words;
             int n;
             if (gbatch_split_words(body, &words, &n) < 0)
-                gbatch_opt_error(&src, "unterminated quote");
+                jobopts_error(&ctx, "unterminated quote");
             /* getopt wants a program name in argv[0]. */
             char **argv = xmalloc((size_t)(n + 2) * sizeof(char *));
             argv[0] = "gbatch";
             memcpy(argv + 1, words, (size_t)(n + 1) * sizeof(char *));
-            int first = gbatch_parse(n + 1, argv, &d, &src);
+            int first = gbatch_parse(n + 1, argv, &d, &ctx);
             if (first < n + 1)
-                gbatch_opt_error(&src, "unexpected '%s': a directive holds only options",
-                                 argv[first]);
+                jobopts_error(&ctx, "unexpected '%s': a directive holds only options", argv[first]);
             for (int i = 0; i < n; i++)
                 free(words[i]);
             free(words);
@@ -662,89 +308,35 @@ static void gbatch_directives(const char *text, const char *file, struct gbatch_
         if (*line == '\n')
             line++;
     }
-    if (d.name_set && !o->name_set) {
-        o->name = d.name;
-        o->name_set = true;
-    } else {
-        free(d.name);
-    }
-    if (d.priority_set && !o->priority_set) {
-        o->priority = d.priority;
-        o->priority_set = true;
-    }
-    if (d.time_set && !o->time_set) {
-        o->time_limit = d.time_limit;
-        o->time_set = true;
-    }
-    if (d.hold_set && !o->hold_set) {
-        o->hold = d.hold;
-        o->hold_set = true;
-    }
-    if (d.gpus_set && !o->gpus_set) {
-        o->gpus = d.gpus;
-        o->gpus_set = true;
-    }
-    if (d.gpu_memory_set && !o->gpu_memory_set) {
-        o->gpu_memory_mb = d.gpu_memory_mb;
-        o->gpu_memory_set = true;
-    }
-    if (d.shared_set && !o->shared_set) {
-        o->shared = d.shared;
-        o->shared_set = true;
-    }
-    if (d.gpus_per_task_set && !o->gpus_per_task_set) {
-        o->gpus_per_task = d.gpus_per_task;
-        o->gpus_per_task_set = true;
-    }
-    if (d.deps && !o->deps) {
-        o->deps = d.deps;
-        if (!o->deps_mode)
-            o->deps_mode = d.deps_mode;
-    } else {
-        json_decref(d.deps);
-    }
-    if (d.auto_cancel_set && !o->auto_cancel_set) {
-        o->no_auto_cancel = d.no_auto_cancel;
-        o->auto_cancel_set = true;
-    }
-    if (d.memory_set && !o->memory_set) {
-        o->memory_mb = d.memory_mb;
-        o->memory_set = true;
-    }
-    if (d.conda_env && !o->conda_env)
-        o->conda_env = d.conda_env;
-    else
-        free(d.conda_env);
-    if (d.begin_set && !o->begin_set) {
-        o->begin_time = d.begin_time;
-        o->begin_set = true;
-    }
-    if (d.max_retries_set && !o->max_retries_set) {
-        o->max_retries = d.max_retries;
-        o->max_retries_set = true;
-    }
+    jobopts_merge(o->spec, d.spec);
+    json_decref(d.spec);
     if (d.array && !o->array)
-        o->array = xstrdup(d.array);
-    free(d.array);
+        o->array = d.array;
+    else
+        free(d.array);
     if (d.max_concurrent >= 0 && o->max_concurrent < 0)
         o->max_concurrent = d.max_concurrent;
-    if (d.signal_spec && !o->signal_spec)
-        o->signal_spec = d.signal_spec;
-    else
-        free(d.signal_spec);
+    /* A directive's --param, --param-file and --name-template are checked but not used. */
+    json_decref(d.param_names);
+    json_decref(d.param_values);
+    free(d.param_file);
+    free(d.name_template);
 }
 
 /* The GPU options that only make sense together, checked once the command line and
  * the directives are merged. */
-static void gbatch_check_gpus(const struct gbatch_opts *o)
+static void gbatch_check_gpus(const json_t *spec)
 {
-    if (o->shared && !o->gpu_memory_set)
+    bool shared = json_is_true(json_object_get(spec, "shared"));
+    bool gpu_memory = json_object_get(spec, "gpu_memory_mb") != NULL;
+    json_int_t gpus = json_integer_value(json_object_get(spec, "gpus"));
+    if (shared && !gpu_memory)
         cli_usage_error("--shared needs --gpu-memory (the share of each GPU this job may use)");
-    if (o->shared && o->gpus == 0)
+    if (shared && gpus == 0)
         cli_usage_error("--shared needs --gpus N (the number of GPUs to share)");
-    if (o->gpu_memory_set && o->gpus == 0)
+    if (gpu_memory && gpus == 0)
         cli_usage_error("--gpu-memory is per GPU; it needs --gpus N");
-    if (o->gpus_per_task == 1 && o->gpus == 0)
+    if (json_integer_value(json_object_get(spec, "gpus_per_task")) == 1 && gpus == 0)
         cli_usage_error("--gpus-per-task 1 starts one copy per GPU; it needs --gpus N");
 }
 
@@ -944,12 +536,15 @@ static json_t *gbatch_sweep_rows(const struct gbatch_opts *o)
 int main(int argc, char **argv)
 {
     cli_init(argv[0]);
-    struct gbatch_opts o = {.priority = JOB_PRIORITY_DEFAULT, .max_concurrent = -1};
-    int first = gbatch_parse(argc, argv, &o, NULL);
+    gbatch_longopts = jobopts_longopts(gbatch_own_longopts);
+    gbatch_shortopts = jobopts_shortopts("+:", "hV");
+    struct gbatch_opts o = {.spec = json_object(), .max_concurrent = -1};
+    const struct jobopts_ctx ctx = {JOBOPTS_SUBMIT, "gbatch", NULL, 0};
+    int first = gbatch_parse(argc, argv, &o, &ctx);
     int nwords = argc - first;
     char **words = argv + first;
 
-    json_t *spec = json_object();
+    json_t *spec = o.spec;
     char *script = NULL;
     size_t script_len = 0;
     char *script_path = NULL;
@@ -996,7 +591,7 @@ int main(int argc, char **argv)
         json_object_set_new(spec, "script_path", p);
     }
 
-    gbatch_check_gpus(&o);
+    gbatch_check_gpus(spec);
 
     char *cwd = getcwd(NULL, 0);
     if (!cwd)
@@ -1005,55 +600,24 @@ int main(int argc, char **argv)
     if (!wd)
         cli_die(CLI_EXIT_FAIL, "the current directory's path is not valid UTF-8");
     json_object_set_new(spec, "workdir", wd);
-    if (o.name_set) {
-        json_t *n = json_string(o.name);
-        if (!n)
-            cli_usage_error("the job name is not valid UTF-8");
-        json_object_set_new(spec, "name", n);
-    }
     json_object_set_new(spec, "env", gbatch_environment());
-    if (o.priority_set)
-        json_object_set_new(spec, "priority", json_integer(o.priority));
-    if (o.time_set)
-        json_object_set_new(spec, "time_limit", json_integer(o.time_limit));
-    if (o.hold)
-        json_object_set_new(spec, "hold", json_true());
-    if (o.gpus_set)
-        json_object_set_new(spec, "gpus", json_integer(o.gpus));
-    if (o.gpu_memory_set)
-        json_object_set_new(spec, "gpu_memory_mb", json_integer(o.gpu_memory_mb));
-    if (o.shared)
-        json_object_set_new(spec, "shared", json_true());
-    if (o.gpus_per_task_set)
-        json_object_set_new(spec, "gpus_per_task", json_integer(o.gpus_per_task));
-    if (o.deps && json_array_size(o.deps))
-        json_object_set(spec, "depends_on", o.deps);
-    if (o.deps_mode)
-        json_object_set_new(spec, "depends_mode", json_string(o.deps_mode == 2 ? "any" : "all"));
-    if (o.no_auto_cancel)
-        json_object_set_new(spec, "auto_cancel", json_false());
-    if (o.memory_set)
-        json_object_set_new(spec, "memory_mb", json_integer(o.memory_mb));
-    if (o.begin_set)
-        json_object_set_new(spec, "begin_time", json_real(o.begin_time));
-    if (o.max_retries_set)
-        json_object_set_new(spec, "max_retries", json_integer(o.max_retries));
-    if (o.signal_spec) {
-        if (!o.time_set || o.time_limit <= 0)
-            cli_usage_error("--signal sends SIG before the time limit; it needs --time");
-        json_object_set_new(spec, "signal_spec", json_string(o.signal_spec));
-    }
+    const json_t *time_limit = json_object_get(spec, "time_limit");
+    if (json_is_string(json_object_get(spec, "signal_spec")) && json_integer_value(time_limit) <= 0)
+        cli_usage_error("--signal sends SIG before the time limit; it needs --time");
     /* A command job runs in the submitting shell's conda environment unless told
-     * otherwise; a script says what it needs itself (a directive). */
-    const char *conda = o.conda_env;
-    if (!conda && !script)
-        conda = getenv("CONDA_DEFAULT_ENV");
-    if (conda && *conda) {
-        json_t *c = json_string(conda);
-        if (!c)
-            cli_usage_error("the conda environment's name is not valid UTF-8");
-        json_object_set_new(spec, "conda_env", c);
+     * otherwise (--conda-env '' is null: none); a script says what it needs itself (a
+     * directive). */
+    if (!json_object_get(spec, "conda_env") && !script) {
+        const char *conda = getenv("CONDA_DEFAULT_ENV");
+        if (conda && *conda) {
+            json_t *c = json_string(conda);
+            if (!c)
+                cli_usage_error("the conda environment's name is not valid UTF-8");
+            json_object_set_new(spec, "conda_env", c);
+        }
     }
+    if (json_is_null(json_object_get(spec, "conda_env")))
+        json_object_del(spec, "conda_env");
     json_t *rows = gbatch_sweep_rows(&o);
     if (o.array && rows)
         cli_usage_error("--array and --param/--param-file cannot be combined");
@@ -1116,14 +680,12 @@ int main(int argc, char **argv)
     free(script);
     free(script_path);
     free(cwd);
-    free(o.name);
-    free(o.conda_env);
-    free(o.signal_spec);
     free(o.array);
     free(o.param_file);
     free(o.name_template);
     json_decref(o.param_names);
     json_decref(o.param_values);
-    json_decref(o.deps);
+    free(gbatch_longopts);
+    free(gbatch_shortopts);
     return cli_finish(0);
 }

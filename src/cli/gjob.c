@@ -23,6 +23,7 @@
 #include "gflow_build.h"
 #include "gpuinfo.h"
 #include "job.h"
+#include "jobopts.h"
 #include "output.h"
 #include "parse.h"
 #include "util.h"
@@ -488,190 +489,59 @@ static int gjob_transition(const char *cmd, int argc, char **argv)
     return status;
 }
 
-/* ---- update and redo: options like gbatch's, sent as spec fields ---- */
+/* ---- update and redo: gbatch's job options (jobopts), sent as spec fields ---- */
 
 enum {
-    OPT_UP_GPU_MEMORY = 300,
-    OPT_UP_SHARED,
+    OPT_UP_SCRIPT = 300,
     OPT_UP_NO_SHARED,
-    OPT_UP_GPUS_PER_TASK,
-    OPT_UP_CONDA_ENV,
-    OPT_UP_SIGNAL,
-    OPT_UP_BEGIN,
-    OPT_UP_DEPENDS_ALL,
-    OPT_UP_DEPENDS_ANY,
     OPT_UP_NO_DEPS,
     OPT_UP_AUTO_CANCEL,
-    OPT_UP_NO_AUTO_CANCEL,
-    OPT_UP_MAX_RETRIES,
     OPT_UP_MAX_CONCURRENT,
-    OPT_UP_SCRIPT,
     OPT_UP_PARAM,
     OPT_UP_CASCADE
 };
 
-static const struct option gjob_spec_longopts[] = {
-    {"name", required_argument, NULL, 'J'},
-    {"job-name", required_argument, NULL, 'J'},
-    {"priority", required_argument, NULL, 'p'},
-    {"time", required_argument, NULL, 't'},
-    {"time-limit", required_argument, NULL, 't'},
+/* update's and redo's own options; the job options are jobopts'. */
+static const struct option gjob_spec_own_longopts[] = {
     {"command", required_argument, NULL, 'c'},
     {"script", required_argument, NULL, OPT_UP_SCRIPT},
-    {"gpus", required_argument, NULL, 'g'},
-    {"gpu-memory", required_argument, NULL, OPT_UP_GPU_MEMORY},
-    {"max-gpu-mem", required_argument, NULL, OPT_UP_GPU_MEMORY},
-    {"max-gpu-memory", required_argument, NULL, OPT_UP_GPU_MEMORY},
-    {"shared", no_argument, NULL, OPT_UP_SHARED},
     {"no-shared", no_argument, NULL, OPT_UP_NO_SHARED},
-    {"gpus-per-task", required_argument, NULL, OPT_UP_GPUS_PER_TASK},
-    {"memory", required_argument, NULL, 'm'},
-    {"mem", required_argument, NULL, 'm'},
-    {"max-mem", required_argument, NULL, 'm'},
-    {"max-memory", required_argument, NULL, 'm'},
-    {"conda-env", required_argument, NULL, OPT_UP_CONDA_ENV},
-    {"signal", required_argument, NULL, OPT_UP_SIGNAL},
-    {"begin", required_argument, NULL, OPT_UP_BEGIN},
-    {"depends-on", required_argument, NULL, 'd'},
-    {"dependency", required_argument, NULL, 'd'},
-    {"depends-on-all", required_argument, NULL, OPT_UP_DEPENDS_ALL},
-    {"depends-on-any", required_argument, NULL, OPT_UP_DEPENDS_ANY},
     {"no-dependencies", no_argument, NULL, OPT_UP_NO_DEPS},
     {"auto-cancel", no_argument, NULL, OPT_UP_AUTO_CANCEL},
-    {"no-auto-cancel", no_argument, NULL, OPT_UP_NO_AUTO_CANCEL},
-    {"max-retries", required_argument, NULL, OPT_UP_MAX_RETRIES},
     {"max-concurrent", required_argument, NULL, OPT_UP_MAX_CONCURRENT},
     {"param", required_argument, NULL, OPT_UP_PARAM},
-    {"hold", no_argument, NULL, 'H'},
     {"cascade", no_argument, NULL, OPT_UP_CASCADE},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
 
-static const char gjob_spec_options_help[] =
-    "  -J, --name NAME          job name\n"
-    "  -p, --priority N         priority 0-255\n"
-    "  -t, --time T             time limit (as gbatch; 0 for none)\n"
-    "  -c, --command CMD        run this command line instead (run by /bin/bash -c)\n"
-    "      --script FILE        run this script file instead (its directives are not read)\n"
-    "  -g, --gpus N             GPUs (0 for none)\n"
-    "      --gpu-memory M       GPU memory per GPU; --shared / --no-shared\n"
-    "      --gpus-per-task N    0 or 1\n"
-    "  -m, --memory M           host memory (0 for no limit)\n"
-    "      --conda-env NAME     conda environment ('' for none)\n"
-    "      --signal SPEC        [B:]SIG[@SECS] before the time limit ('' for none)\n"
-    "      --begin T            start no earlier than T ('now' for no wait)\n"
-    "  -d, --depends-on X       replace the dependencies: ids, @, @~N, Slurm's\n"
-    "                           afterok:ID[:ID],afterany:ID,afternotok:ID, or 'none'\n"
-    "      --dependency SPEC    the same as --depends-on\n"
-    "      --depends-on-all X,Y / --depends-on-any X,Y\n"
-    "      --no-dependencies    remove every dependency (the same as -d none)\n"
-    "      --auto-cancel, --no-auto-cancel\n"
-    "                           cancel the job if a dependency can no longer be met, or\n"
-    "                           keep it waiting\n"
-    "      --max-retries N      retries of a failed job (0 for none)\n"
-    "      --param NAME=VALUE   (a sweep's job, gbatch --param) a new value for one of\n"
-    "                           its parameters (repeatable); its command or script, and\n"
-    "                           its name if the sweep had --name-template, are filled\n"
-    "                           in again from their templates, the value safely quoted.\n"
-    "                           For such a job -c, --script and -J are templates ({NAME})\n"
-    "      --max-concurrent K   (update) at most K jobs of the job's submission run at\n"
-    "                           once, 0 for no limit (as 'gctl set-limit')\n";
-
-static int64_t gjob_dep_id(const char *opt, const char *s)
-{
-    int64_t v;
-    if (s[0] == '@') {
-        if (!s[1])
-            return cli_resolve_ref(0);
-        if (s[1] == '~' && parse_int64(s + 2, &v) == 0 && v >= 0 && v < 1000000)
-            return cli_resolve_ref((int)v);
-    } else if (parse_int64(s, &v) == 0 && v > 0) {
-        return v;
-    }
-    cli_die(CLI_EXIT_USAGE, "invalid job '%s' for %s: use a job id, @ or @~N", s, opt);
-}
-
-static void gjob_dep_add(json_t *deps, int64_t id, const char *kind)
-{
-    json_array_append_new(deps, json_pack("{s:I, s:s}", "id", (json_int_t)id, "kind", kind));
-}
-
-/* "none", "3,@,5-7" (afterok) or Slurm's "afterok:1:2,afterany:3" / "a?b" (any). */
-static void gjob_deps_parse(json_t *spec, const char *opt, const char *arg, const char *mode)
-{
-    json_t *deps = json_array();
-    if (!strcmp(arg, "none") || !*arg) {
-        json_object_set_new(spec, "depends_on", deps);
-        return;
-    }
-    bool slurm = !strncasecmp(arg, "after", 5);
-    bool any = slurm && strchr(arg, '?');
-    char *copy = xstrdup(arg), *save = NULL;
-    for (char *item = strtok_r(copy, any ? "?" : ",", &save); item;
-         item = strtok_r(NULL, any ? "?" : ",", &save)) {
-        if (slurm) {
-            char *colon = strchr(item, ':');
-            enum job_dep_kind kind;
-            if (colon)
-                *colon = '\0';
-            if (job_dep_kind_parse(item, &kind) < 0 || !colon || !colon[1])
-                cli_die(CLI_EXIT_USAGE, "invalid dependency '%s' for %s", arg, opt);
-            char *isave = NULL;
-            for (char *id = strtok_r(colon + 1, ":", &isave); id; id = strtok_r(NULL, ":", &isave))
-                gjob_dep_add(deps, gjob_dep_id(opt, id), job_dep_kind_name(kind));
-            continue;
-        }
-        char *dash = item[0] != '@' ? strchr(item, '-') : NULL;
-        if (dash) {
-            *dash = '\0';
-            int64_t a = gjob_dep_id(opt, item), b = gjob_dep_id(opt, dash + 1);
-            if (b < a || b - a > 100000)
-                cli_die(CLI_EXIT_USAGE, "invalid job range for %s", opt);
-            for (int64_t id = a; id <= b; id++)
-                gjob_dep_add(deps, id, "afterok");
-        } else {
-            gjob_dep_add(deps, gjob_dep_id(opt, item), "afterok");
-        }
-    }
-    free(copy);
-    json_object_set_new(spec, "depends_on", deps);
-    json_object_set_new(spec, "depends_mode", json_string(any ? "any" : mode ? mode : "all"));
-}
-
-/* Parses the spec options of gjob update / redo into a JSON object of spec fields.
- * redo: also --hold and --cascade. Returns optind. */
+/* Parses the options of gjob update / redo into a JSON object of spec fields.
+ * redo: also --cascade. Returns optind. */
 static int gjob_spec_parse(const char *cmd, int argc, char **argv, json_t *spec, bool redo,
                            void (*help)(void))
 {
-    char *err = NULL;
+    char *usage = xasprintf("gjob %s", cmd);
+    const struct jobopts_ctx ctx = {redo ? JOBOPTS_REDO : JOBOPTS_UPDATE, usage, NULL, 0};
+    struct option *longopts = jobopts_longopts(gjob_spec_own_longopts);
+    /* No '+': ids may come before the options, getopt permutes them. */
+    char *shortopts = jobopts_shortopts(":", "c:h");
     int c;
     optind = 0;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, ":J:n:p:t:c:g:m:d:Hh", gjob_spec_longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
+        if (jobopts_apply(&ctx, c, optarg, spec))
+            continue;
         int64_t v;
-        int prio;
-        double at;
         switch (c) {
-        case 'J':
-        case 'n':
-            json_object_set_new(spec, "name", json_string(optarg));
-            break;
-        case 'p':
-            if (parse_priority(optarg, &prio, &err) < 0)
-                cli_die(CLI_EXIT_USAGE, "%s", err);
-            json_object_set_new(spec, "priority", json_integer(prio));
-            break;
-        case 't':
-            if (parse_time_limit(optarg, &v, &err) < 0)
-                cli_die(CLI_EXIT_USAGE, "%s", err);
-            json_object_set_new(spec, "time_limit", json_integer(v));
-            break;
-        case 'c':
+        case 'c': {
             if (!*optarg)
-                cli_die(CLI_EXIT_USAGE, "the command is empty");
-            json_object_set_new(spec, "command", json_string(optarg));
+                jobopts_error(&ctx, "the command is empty");
+            json_t *command = json_string(optarg);
+            if (!command)
+                jobopts_error(&ctx, "the command is not valid UTF-8 text");
+            json_object_set_new(spec, "command", command);
             break;
+        }
         case OPT_UP_SCRIPT: {
             size_t len;
             char *text = read_file(optarg, &len);
@@ -684,117 +554,98 @@ static int gjob_spec_parse(const char *cmd, int argc, char **argv, json_t *spec,
             free(path);
             break;
         }
-        case 'g':
-            if (parse_int64(optarg, &v) < 0 || v < 0 || v > 1024)
-                cli_die(CLI_EXIT_USAGE, "invalid value '%s' for --gpus", optarg);
-            json_object_set_new(spec, "gpus", json_integer(v));
-            break;
-        case OPT_UP_GPU_MEMORY:
-            if (parse_memory_mb(optarg, &v, &err) < 0)
-                cli_die(CLI_EXIT_USAGE, "--gpu-memory: %s", err);
-            json_object_set_new(spec, "gpu_memory_mb", json_integer(v));
-            break;
-        case OPT_UP_SHARED:
         case OPT_UP_NO_SHARED:
-            json_object_set_new(spec, "shared", json_boolean(c == OPT_UP_SHARED));
-            break;
-        case OPT_UP_GPUS_PER_TASK:
-            if (parse_int64(optarg, &v) < 0 || (v != 0 && v != 1))
-                cli_die(CLI_EXIT_USAGE, "invalid value '%s' for --gpus-per-task: 0 or 1",
-                           optarg);
-            json_object_set_new(spec, "gpus_per_task", json_integer(v));
-            break;
-        case 'm':
-            if (!strcmp(optarg, "0"))
-                v = 0;
-            else if (parse_memory_mb(optarg, &v, &err) < 0)
-                cli_die(CLI_EXIT_USAGE, "--memory: %s", err);
-            json_object_set_new(spec, "memory_mb", json_integer(v));
-            break;
-        case OPT_UP_CONDA_ENV:
-            json_object_set_new(spec, "conda_env", *optarg ? json_string(optarg) : json_null());
-            break;
-        case OPT_UP_SIGNAL:
-            if (!*optarg || !strcmp(optarg, "none")) {
-                json_object_set_new(spec, "signal_spec", json_null());
-            } else {
-                int sig;
-                bool main_only;
-                if (parse_signal_spec(optarg, &sig, &v, &main_only, &err) < 0)
-                    cli_die(CLI_EXIT_USAGE, "--signal: %s", err);
-                char *s = format_signal_spec(sig, v, main_only);
-                json_object_set_new(spec, "signal_spec", json_string(s));
-                free(s);
-            }
-            break;
-        case OPT_UP_BEGIN:
-            if (!strcmp(optarg, "now"))
-                at = 0;
-            else if (parse_begin_time(optarg, now_wall(), &at, &err) < 0)
-                cli_die(CLI_EXIT_USAGE, "--begin: %s", err);
-            json_object_set_new(spec, "begin_time", json_real(at));
-            break;
-        case 'd':
-            gjob_deps_parse(spec, "--depends-on", optarg, NULL);
-            break;
-        case OPT_UP_DEPENDS_ALL:
-        case OPT_UP_DEPENDS_ANY:
-            gjob_deps_parse(spec, c == OPT_UP_DEPENDS_ALL ? "--depends-on-all" : "--depends-on-any",
-                            optarg, c == OPT_UP_DEPENDS_ALL ? "all" : "any");
+            json_object_set_new(spec, "shared", json_false());
             break;
         case OPT_UP_NO_DEPS:
             json_object_set_new(spec, "depends_on", json_array());
+            json_object_del(spec, "depends_mode");
             break;
         case OPT_UP_AUTO_CANCEL:
-        case OPT_UP_NO_AUTO_CANCEL:
-            json_object_set_new(spec, "auto_cancel", json_boolean(c == OPT_UP_AUTO_CANCEL));
+            json_object_set_new(spec, "auto_cancel", json_true());
             break;
         case OPT_UP_MAX_CONCURRENT:
             if (redo)
-                cli_die(CLI_EXIT_USAGE, "gjob redo: --max-concurrent is for 'gjob update' "
-                                              "and 'gctl set-limit'");
+                jobopts_error(&ctx, "--max-concurrent is for 'gjob update' and 'gctl set-limit'");
             if (parse_int64(optarg, &v) < 0 || v < 0)
-                cli_die(CLI_EXIT_USAGE,
-                           "invalid value '%s' for --max-concurrent: a whole number >= 0", optarg);
+                jobopts_error(&ctx, "invalid value '%s' for --max-concurrent: a whole number >= 0",
+                              optarg);
             json_object_set_new(spec, "max_concurrent", json_integer(v));
             break;
         case OPT_UP_PARAM: {
+            /* A sweep's job: one new value (not gbatch's list or range of values). */
             const char *eq = strchr(optarg, '=');
             char *pname = eq ? xstrndup(optarg, (size_t)(eq - optarg)) : NULL;
             if (!pname || !param_name_valid(pname))
-                cli_die(CLI_EXIT_USAGE,
-                           "invalid --param '%s': use NAME=VALUE (NAME: letters, digits and "
-                           "'_', not starting with a digit)", optarg);
+                jobopts_error(&ctx,
+                              "invalid --param '%s': use NAME=VALUE (NAME: letters, digits and "
+                              "'_', not starting with a digit)",
+                              optarg);
+            json_t *value = json_string(eq + 1);
+            if (!value)
+                jobopts_error(&ctx, "--param %s: the value is not valid UTF-8", pname);
             json_t *ps = json_object_get(spec, "params");
             if (!ps) {
                 ps = json_object();
                 json_object_set_new(spec, "params", ps);
             }
-            json_object_set_new(ps, pname, json_string(eq + 1));
+            json_object_set_new(ps, pname, value);
             free(pname);
             break;
         }
-        case OPT_UP_MAX_RETRIES:
-            if (parse_int64(optarg, &v) < 0 || v < 0 || v > 1000)
-                cli_die(CLI_EXIT_USAGE, "invalid value '%s' for --max-retries: 0 to 1000",
-                           optarg);
-            json_object_set_new(spec, "max_retries", json_integer(v));
-            break;
-        case 'H':
         case OPT_UP_CASCADE:
             if (!redo)
-                cli_die(CLI_EXIT_USAGE, "gjob %s: %s is for 'gjob redo'", cmd,
-                           c == 'H' ? "--hold" : "--cascade");
-            json_object_set_new(spec, c == 'H' ? "hold" : "cascade", json_true());
+                jobopts_error(&ctx, "--cascade is for 'gjob redo'");
+            json_object_set_new(spec, "cascade", json_true());
             break;
         case 'h':
             help();
             exit(0);
         default:
-            gjob_bad_option(cmd, argv, c, gjob_spec_longopts);
+            gjob_bad_option(cmd, argv, c, longopts);
         }
     }
+    free(shortopts);
+    free(longopts);
+    free(usage);
     return optind;
+}
+
+/* The options of update (redo false) or redo: the job options from jobopts' table, with
+ * update's and redo's own in their groups. */
+static void gjob_help_spec(bool redo)
+{
+    enum jobopts_cmd cmd = redo ? JOBOPTS_REDO : JOBOPTS_UPDATE;
+    printf("Options:\n");
+    jobopts_help(JOBOPTS_GENERAL, cmd);
+    jobopts_help_line("-c, --command CMD",
+                      "run CMD instead of the job's command or script (by /bin/bash)");
+    jobopts_help_line("    --script FILE",
+                      "run this script file instead (its directives are not read)");
+    jobopts_help_line("    --param NAME=VALUE",
+                      "(a sweep's job, gbatch --param) a new value for one of its parameters "
+                      "(repeatable); its command or script, and its name if the sweep had "
+                      "--name-template, are filled in again from their templates, the value "
+                      "safely quoted. For such a job -c, --script and -J are templates ({NAME})");
+    if (!redo)
+        jobopts_help_line("    --max-concurrent K",
+                          "at most K jobs of the job's submission run at once, 0 for no limit "
+                          "(as 'gctl set-limit')");
+    printf("\nGPUs:\n");
+    jobopts_help(JOBOPTS_GPUS, cmd);
+    jobopts_help_line("    --no-shared", "do not share GPUs (undoes --shared)");
+    printf("\nDependencies (X: a job id, @ for your latest job, @~N for the N-th before it):\n");
+    jobopts_help(JOBOPTS_DEPS, cmd);
+    jobopts_help_line("    --no-dependencies", "remove every dependency (the same as -d none)");
+    jobopts_help_line("    --auto-cancel",
+                      "cancel the job if a dependency can no longer be met (undoes "
+                      "--no-auto-cancel)");
+    printf("\nOther options:\n");
+    if (redo)
+        jobopts_help_line("    --cascade",
+                          "also redo the jobs that were cancelled because of this one "
+                          "(DependencyFailed), transitively, wired to the new jobs");
+    jobopts_help_line("-h, --help", "show this help");
 }
 
 static void gjob_help_update(void)
@@ -802,20 +653,17 @@ static void gjob_help_update(void)
     printf("Usage: gjob update <ids...> [options]\n"
            "\n"
            "Changes queued (PD) or held (H) jobs; running and ended jobs cannot be changed\n"
-           "(see 'gjob redo'). The changes are checked like a submission; prints the\n"
-           "changed fields.\n"
+           "(see 'gjob redo'). The options are gbatch's; the changes are checked like a\n"
+           "submission; prints the changed fields.\n"
            "Ids: 42, 1,3,5-7, @, @~N.\n"
-           "\n"
-           "Options:\n"
-           "%s"
-           "  -h, --help               show this help\n"
-           "\n"
+           "\n");
+    gjob_help_spec(false);
+    printf("\n"
            "Examples:\n"
            "  gjob update 12 -p 50 -t 2:00:00\n"
            "  gjob update 12 --depends-on none       run without waiting for anything\n"
            "  gjob update 12 -c 'python train.py --lr 0.01'\n"
-           "  gjob update 12 --param lr=0.2          a sweep's job: new value, new command\n",
-           gjob_spec_options_help);
+           "  gjob update 12 --param lr=0.2          a sweep's job: new value, new command\n");
 }
 
 static void gjob_help_redo(void)
@@ -823,16 +671,10 @@ static void gjob_help_redo(void)
     printf("Usage: gjob redo <id|@> [options]\n"
            "\n"
            "Submits a new job from an existing one (in any state): the same command or\n"
-           "script, environment, directory and options, changed by the options given.\n"
-           "\n"
-           "Options:\n"
-           "%s"
-           "  -H, --hold               submit the new job on hold\n"
-           "      --cascade            also redo the jobs that were cancelled because of\n"
-           "                           this one (DependencyFailed), transitively, wired to\n"
-           "                           the new jobs\n"
-           "  -h, --help               show this help\n",
-           gjob_spec_options_help);
+           "script, environment, directory and options, changed by the options given\n"
+           "(gbatch's).\n"
+           "\n");
+    gjob_help_spec(true);
 }
 
 /* "1:00:00" for time limits, "lr=0.1 bs=32" for params, else the JSON value as text. */

@@ -1,0 +1,764 @@
+/* jobopts: the job options of gbatch, gjob update and gjob redo in one table (see
+ * jobopts.h). Each row names the option and its aliases, the commands that take it, the
+ * values that remove the field in update and redo, its help text, and its value parser;
+ * getopt's tables and the help are made from the rows, so they cannot drift apart. */
+#include "jobopts.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "cli.h"
+#include "clock.h"
+#include "gpuinfo.h"
+#include "job.h"
+#include "parse.h"
+#include "util.h"
+
+#define JO_STR_(x) #x
+#define JO_STR(x) JO_STR_(x)
+
+#define JO_ALL (JOBOPTS_SUBMIT | JOBOPTS_UPDATE | JOBOPTS_REDO)
+
+enum {
+    JOBOPT_BEGIN = JOBOPT_FIRST,
+    JOBOPT_SIGNAL,
+    JOBOPT_MAX_RETRIES,
+    JOBOPT_CONDA_ENV,
+    JOBOPT_GRES,
+    JOBOPT_GPU_MEMORY,
+    JOBOPT_SHARED,
+    JOBOPT_GPUS_PER_TASK,
+    JOBOPT_DEPENDS_ALL,
+    JOBOPT_DEPENDS_ANY,
+    JOBOPT_NO_AUTO_CANCEL,
+};
+
+struct jobopt;
+typedef void jobopt_parse_fn(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
+                             json_t *spec);
+
+struct jobopt {
+    int val;              /* what getopt_long returns: the first short letter, or JOBOPT_* */
+    const char *shorts;   /* its short options; NULL for none */
+    const char *longs[5]; /* its long names; the first is the one help and messages use */
+    bool has_arg;
+    unsigned cmds;        /* the commands that accept it (enum jobopts_cmd bits) */
+    const char *clear[3]; /* update and redo: the values that remove the field */
+    const char *cleared;  /* what removing it means, for the help */
+    enum jobopts_section section;
+    const char *arg;         /* the value's name in the help */
+    const char *synopsis;    /* the help's names, where not made from shorts, longs, arg */
+    const char *help;        /* what it does */
+    const char *submit_help; /* appended in gbatch's help */
+    const char *change_help; /* appended in the help of update and redo */
+    jobopt_parse_fn *parse;
+};
+
+static jobopt_parse_fn jo_name, jo_priority, jo_time, jo_begin, jo_signal, jo_hold, jo_max_retries,
+    jo_memory, jo_conda_env, jo_gpus, jo_gres, jo_gpu_memory, jo_shared, jo_gpus_per_task,
+    jo_depends, jo_depends_mode, jo_no_auto_cancel;
+
+/* In the order of the help. (Kept out of clang-format: one row per option reads as a table.) */
+/* clang-format off */
+static const struct jobopt jo_table[] = {
+    {.val = 'J', .shorts = "Jn", .longs = {"name", "job-name"}, .has_arg = true, .cmds = JO_ALL,
+     .arg = "NAME", .help = "job name",
+     .submit_help = " (default: the script's file name, or the command's first word)",
+     .parse = jo_name},
+    {.val = 'p', .shorts = "p", .longs = {"priority"}, .has_arg = true, .cmds = JO_ALL,
+     .arg = "N", .help = "priority 0-255, higher runs first",
+     .submit_help = " (default " JO_STR(JOB_PRIORITY_DEFAULT) ")", .parse = jo_priority},
+    {.val = 't', .shorts = "t", .longs = {"time", "time-limit", "timelimit"}, .has_arg = true,
+     .cmds = JO_ALL, .clear = {"0"}, .cleared = "none", .arg = "T",
+     .help = "time limit: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS (a bare number "
+             "is minutes); the job is stopped when it runs out",
+     .parse = jo_time},
+    {.val = JOBOPT_BEGIN, .longs = {"begin"}, .has_arg = true, .cmds = JO_ALL,
+     .clear = {"now"}, .cleared = "no wait", .arg = "T",
+     .help = "start no earlier than T: HH:MM[:SS] (today, or tomorrow once passed), "
+             "YYYY-MM-DD[THH:MM[:SS]] or now+N[s|m|h|d]; it waits with reason BeginTime "
+             "until then",
+     .parse = jo_begin},
+    {.val = JOBOPT_SIGNAL, .longs = {"signal"}, .has_arg = true, .cmds = JO_ALL,
+     .clear = {"", "none"}, .cleared = "none", .arg = "[B:]SIG[@SECS]",
+     .help = "send SIG (USR1, SIGUSR1 or a number) SECS seconds (default 60) before the time "
+             "limit, e.g. to checkpoint; then SIGTERM, SIGKILL at the limit as usual. B: only "
+             "to the job's main process (the batch shell), not to every process it started. "
+             "Needs --time",
+     .parse = jo_signal},
+    {.val = 'H', .shorts = "H", .longs = {"hold"}, .cmds = JOBOPTS_SUBMIT | JOBOPTS_REDO,
+     .help = "submit on hold; start it with 'gjob release'", .parse = jo_hold},
+    {.val = JOBOPT_MAX_RETRIES, .longs = {"max-retries"}, .has_arg = true, .cmds = JO_ALL,
+     .arg = "N",
+     .help = "if the job fails (non-zero exit, killed by a signal, OutOfMemory), run it again "
+             "as a new job (a new attempt), up to N times (0 to 1000); jobs waiting on it "
+             "wait on the newest attempt. Time limits and cancellations are not retried",
+     .parse = jo_max_retries},
+    {.val = 'm', .shorts = "m", .longs = {"memory", "mem", "max-mem", "max-memory"},
+     .has_arg = true, .cmds = JO_ALL, .clear = {"0"}, .cleared = "no limit", .arg = "M",
+     .help = "host memory for the job (512, 1024M, 24G; a bare number is MiB): it waits "
+             "(reason Memory) until the memory declared by running jobs plus M fits the "
+             "machine, and is held to M (cgroup v2, v1, else a watchdog; see 'gflowd status'); "
+             "over it, it ends F with reason OutOfMemory",
+     .parse = jo_memory},
+    {.val = JOBOPT_CONDA_ENV, .longs = {"conda-env"}, .has_arg = true, .cmds = JO_ALL,
+     .arg = "NAME",
+     .help = "activate this conda environment in the job's shell ('' for none); if conda or "
+             "the environment is missing the job fails at once (LaunchFailed)",
+     .submit_help = "; a command job uses $CONDA_DEFAULT_ENV when this is not given",
+     .parse = jo_conda_env},
+
+    {.val = 'g', .shorts = "g", .longs = {"gpus"}, .has_arg = true, .cmds = JO_ALL,
+     .section = JOBOPTS_GPUS, .arg = "N",
+     .help = "N GPUs for this job alone, at most " JO_STR(GPUINFO_MAX_GPUS)
+             "; with 0 the job sees CUDA_VISIBLE_DEVICES=\"\"",
+     .submit_help = " (default 0)", .parse = jo_gpus},
+    {.val = JOBOPT_GRES, .longs = {"gres"}, .has_arg = true, .cmds = JO_ALL,
+     .section = JOBOPTS_GPUS, .synopsis = "--gres N, --gres gpu:N",
+     .help = "the same as --gpus N, as Slurm spells it (--gres gpu is one GPU)",
+     .parse = jo_gres},
+    {.val = JOBOPT_GPU_MEMORY, .longs = {"gpu-memory", "max-gpu-mem", "max-gpu-memory"},
+     .has_arg = true, .cmds = JO_ALL, .section = JOBOPTS_GPUS, .arg = "M",
+     .help = "GPU memory per GPU (512, 512M, 24G): an exclusive job waits until M is actually "
+             "free on each GPU it gets; with --shared, the share of each GPU it may use",
+     .parse = jo_gpu_memory},
+    {.val = JOBOPT_SHARED, .longs = {"shared"}, .cmds = JO_ALL, .section = JOBOPTS_GPUS,
+     .help = "share GPUs with other --shared jobs while their --gpu-memory fits (needs "
+             "--gpu-memory)",
+     .parse = jo_shared},
+    {.val = JOBOPT_GPUS_PER_TASK, .longs = {"gpus-per-task"}, .has_arg = true, .cmds = JO_ALL,
+     .section = JOBOPTS_GPUS, .arg = "N",
+     .help = "1: start one copy of the command per GPU, each seeing one GPU, with RANK, "
+             "LOCAL_RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set (like torchrun); 0: one "
+             "copy (the default)",
+     .parse = jo_gpus_per_task},
+
+    {.val = 'd', .shorts = "d", .longs = {"depends-on", "dependency"}, .has_arg = true,
+     .cmds = JO_ALL, .clear = {"none", ""}, .cleared = "no dependencies",
+     .section = JOBOPTS_DEPS, .arg = "X",
+     .help = "start only after job X finished successfully (CD); a list 1,3,5-7 means all of "
+             "them; or Slurm's form: afterok:ID[:ID...], afterany:ID (ended in any state), "
+             "afternotok:ID (failed, timed out or cancelled), joined by ',' (all must hold) or "
+             "'?' (any one suffices). Repeated, the lists add up",
+     .change_help = ". The list replaces the job's dependencies", .parse = jo_depends},
+    {.val = JOBOPT_DEPENDS_ALL, .longs = {"depends-on-all"}, .has_arg = true, .cmds = JO_ALL,
+     .section = JOBOPTS_DEPS, .arg = "X,Y", .help = "after all of them finished successfully",
+     .parse = jo_depends_mode},
+    {.val = JOBOPT_DEPENDS_ANY, .longs = {"depends-on-any"}, .has_arg = true, .cmds = JO_ALL,
+     .section = JOBOPTS_DEPS, .arg = "X,Y",
+     .help = "after any one of them finished successfully", .parse = jo_depends_mode},
+    {.val = JOBOPT_NO_AUTO_CANCEL, .longs = {"no-auto-cancel"}, .cmds = JO_ALL,
+     .section = JOBOPTS_DEPS,
+     .help = "if a dependency can no longer be met, keep waiting (reason "
+             "DependencyFailed:<id>) instead of being cancelled",
+     .parse = jo_no_auto_cancel},
+};
+/* clang-format on */
+
+#define JO_COUNT (sizeof(jo_table) / sizeof(jo_table[0]))
+
+void jobopts_error(const struct jobopts_ctx *ctx, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *msg = xvasprintf(fmt, ap);
+    va_end(ap);
+    if (ctx->file)
+        cli_die(CLI_EXIT_USAGE, "%s:%d: %s (in a '# GFLOW' directive)", ctx->file, ctx->line, msg);
+    cli_die(CLI_EXIT_USAGE, "%s; see '%s --help'", msg, ctx->usage);
+}
+
+/* ---- getopt's tables ---- */
+
+static const struct jobopt *jo_find(int c)
+{
+    for (size_t i = 0; i < JO_COUNT; i++) {
+        const char *shorts = jo_table[i].shorts;
+        if (jo_table[i].val == c || (c > 0 && c < 256 && shorts && strchr(shorts, c)))
+            return &jo_table[i];
+    }
+    return NULL;
+}
+
+struct option *jobopts_longopts(const struct option *extra)
+{
+    size_t n = 0, k = 0;
+    for (size_t i = 0; i < JO_COUNT; i++)
+        for (const char *const *l = jo_table[i].longs; *l; l++)
+            n++;
+    for (const struct option *e = extra; e && e->name; e++)
+        n++;
+    struct option *all = xcalloc(n + 1, sizeof(*all));
+    for (size_t i = 0; i < JO_COUNT; i++) {
+        for (const char *const *l = jo_table[i].longs; *l; l++)
+            all[k++] = (struct option){*l, jo_table[i].has_arg ? required_argument : no_argument,
+                                       NULL, jo_table[i].val};
+    }
+    for (const struct option *e = extra; e && e->name; e++)
+        all[k++] = *e;
+    return all;
+}
+
+char *jobopts_shortopts(const char *prefix, const char *extra)
+{
+    struct strbuf sb;
+    strbuf_init(&sb);
+    strbuf_adds(&sb, prefix);
+    for (size_t i = 0; i < JO_COUNT; i++) {
+        for (const char *s = jo_table[i].shorts; s && *s; s++) {
+            strbuf_addc(&sb, *s);
+            if (jo_table[i].has_arg)
+                strbuf_addc(&sb, ':');
+        }
+    }
+    strbuf_adds(&sb, extra);
+    return strbuf_detach(&sb);
+}
+
+/* "gbatch and 'gjob redo'": the commands of a cmds mask, for a message. */
+static char *jo_cmd_names(unsigned cmds)
+{
+    static const struct {
+        unsigned bit;
+        const char *name;
+    } names[] = {{JOBOPTS_SUBMIT, "gbatch"},
+                 {JOBOPTS_UPDATE, "'gjob update'"},
+                 {JOBOPTS_REDO, "'gjob redo'"}};
+    struct strbuf sb;
+    strbuf_init(&sb);
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        if (cmds & names[i].bit)
+            strbuf_addf(&sb, "%s%s", sb.len ? " and " : "", names[i].name);
+    }
+    return strbuf_detach(&sb);
+}
+
+bool jobopts_apply(const struct jobopts_ctx *ctx, int c, const char *arg, json_t *spec)
+{
+    const struct jobopt *o = jo_find(c);
+    if (!o)
+        return false;
+    if (!(o->cmds & ctx->cmd))
+        jobopts_error(ctx, "--%s is for %s, not '%s'", o->longs[0], jo_cmd_names(o->cmds),
+                      ctx->usage);
+    o->parse(ctx, o, arg, spec);
+    return true;
+}
+
+/* ---- the value parsers, one per option ---- */
+
+/* Whether arg removes the field: only in update and redo, only the option's words. */
+static bool jo_clears(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg)
+{
+    if (ctx->cmd == JOBOPTS_SUBMIT)
+        return false;
+    for (const char *const *w = o->clear; *w; w++)
+        if (!strcmp(arg, *w))
+            return true;
+    return false;
+}
+
+static void jo_set_text(const struct jobopts_ctx *ctx, json_t *spec, const char *field,
+                        const char *arg, const char *what)
+{
+    json_t *v = json_string(arg);
+    if (!v)
+        jobopts_error(ctx, "%s is not valid UTF-8", what);
+    json_object_set_new(spec, field, v);
+}
+
+static void jo_name(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
+                    json_t *spec)
+{
+    (void)o;
+    if (!*arg)
+        jobopts_error(ctx, "the job name must not be empty");
+    jo_set_text(ctx, spec, "name", arg, "the job name");
+}
+
+static void jo_priority(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
+                        json_t *spec)
+{
+    (void)o;
+    int prio;
+    char *err = NULL;
+    if (parse_priority(arg, &prio, &err) < 0)
+        jobopts_error(ctx, "%s", err);
+    json_object_set_new(spec, "priority", json_integer(prio));
+}
+
+static void jo_time(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
+                    json_t *spec)
+{
+    int64_t secs = 0;
+    char *err = NULL;
+    if (!jo_clears(ctx, o, arg) && parse_time_limit(arg, &secs, &err) < 0)
+        jobopts_error(ctx, "%s", err);
+    json_object_set_new(spec, "time_limit", json_integer(secs));
+}
+
+static void jo_begin(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
+                     json_t *spec)
+{
+    double at = 0;
+    char *err = NULL;
+    if (!jo_clears(ctx, o, arg) && parse_begin_time(arg, now_wall(), &at, &err) < 0)
+        jobopts_error(ctx, "--%s: %s", o->longs[0], err);
+    json_object_set_new(spec, "begin_time", json_real(at));
+}
+
+static void jo_signal(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
+                      json_t *spec)
+{
+    if (jo_clears(ctx, o, arg)) {
+        json_object_set_new(spec, "signal_spec", json_null());
+        return;
+    }
+    int sig;
+    int64_t secs;
+    bool main_only;
+    char *err = NULL;
+    if (parse_signal_spec(arg, &sig, &secs, &main_only, &err) < 0)
+        jobopts_error(ctx, "--%s: %s", o->longs[0], err);
+    char *canonical = format_signal_spec(sig, secs, main_only);
+    json_object_set_new(spec, "signal_spec", json_string(canonical));
+    free(canonical);
+}
+
+static void jo_hold(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
+                    json_t *spec)
+{
+    (void)ctx, (void)o, (void)arg;
+    json_object_set_new(spec, "hold", json_true());
+}
+
+static void jo_max_retries(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
+                           json_t *spec)
+{
+    int64_t v;
+    if (parse_int64(arg, &v) < 0 || v < 0 || v > 1000)
+        jobopts_error(ctx, "invalid value '%s' for --%s: use 0 to 1000", arg, o->longs[0]);
+    json_object_set_new(spec, "max_retries", json_integer(v));
+}
+
+/* --memory and --gpu-memory: a size in MiB; 0 only where it clears. */
+static void jo_size(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
+                    json_t *spec, const char *field)
+{
+    int64_t mb = 0;
+    char *err = NULL;
+    if (!jo_clears(ctx, o, arg) && parse_memory_mb(arg, &mb, &err) < 0)
+        jobopts_error(ctx, "--%s: %s", o->longs[0], err);
+    json_object_set_new(spec, field, json_integer(mb));
+}
+
+static void jo_memory(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
+                      json_t *spec)
+{
+    jo_size(ctx, o, arg, spec, "memory_mb");
+}
+
+static void jo_gpu_memory(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
+                          json_t *spec)
+{
+    jo_size(ctx, o, arg, spec, "gpu_memory_mb");
+}
+
+/* '' is "no environment" everywhere: for gbatch also not $CONDA_DEFAULT_ENV. */
+static void jo_conda_env(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
+                         json_t *spec)
+{
+    (void)o;
+    if (!*arg)
+        json_object_set_new(spec, "conda_env", json_null());
+    else
+        jo_set_text(ctx, spec, "conda_env", arg, "the conda environment's name");
+}
+
+/* More GPUs than the daemon can ever manage is a typo: refused before it is sent. */
+static int64_t jo_gpu_count(const struct jobopts_ctx *ctx, const char *opt, const char *arg)
+{
+    int64_t v;
+    if (parse_int64(arg, &v) < 0 || v < 0)
+        jobopts_error(ctx, "invalid GPU count '%s' for %s: use a whole number >= 0", arg, opt);
+    if (v > GPUINFO_MAX_GPUS)
+        jobopts_error(ctx, "invalid GPU count '%s' for %s: at most %d", arg, opt, GPUINFO_MAX_GPUS);
+    return v;
+}
+
+static void jo_gpus(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
+                    json_t *spec)
+{
+    (void)o;
+    json_object_set_new(spec, "gpus", json_integer(jo_gpu_count(ctx, "--gpus", arg)));
+}
+
+/* Slurm's --gres for GPUs: "N", "gpu" (one GPU) or "gpu:N". */
+static void jo_gres(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
+                    json_t *spec)
+{
+    (void)o;
+    int64_t v = 1;
+    const char *count = arg;
+    if (!strcmp(arg, "gpu")) {
+        json_object_set_new(spec, "gpus", json_integer(v));
+        return;
+    }
+    if (str_starts_with(arg, "gpu:")) {
+        count = arg + 4;
+        if (strchr(count, ':'))
+            jobopts_error(ctx,
+                          "invalid --gres '%s': GPU types are not supported (one machine, "
+                          "one pool of GPUs); use --gres gpu:N",
+                          arg);
+    } else if (*arg && !(*arg >= '0' && *arg <= '9')) {
+        jobopts_error(ctx, "invalid --gres '%s': only GPUs can be requested; use --gres gpu:N",
+                      arg);
+    }
+    if (parse_int64(count, &v) < 0 || v < 0)
+        jobopts_error(ctx, "invalid --gres '%s': use gpu:N or N with a whole number N >= 0", arg);
+    if (v > GPUINFO_MAX_GPUS)
+        jobopts_error(ctx, "invalid --gres '%s': at most %d GPUs", arg, GPUINFO_MAX_GPUS);
+    json_object_set_new(spec, "gpus", json_integer(v));
+}
+
+static void jo_shared(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
+                      json_t *spec)
+{
+    (void)ctx, (void)o, (void)arg;
+    json_object_set_new(spec, "shared", json_true());
+}
+
+static void jo_gpus_per_task(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
+                             json_t *spec)
+{
+    int64_t v;
+    if (parse_int64(arg, &v) < 0 || (v != 0 && v != 1))
+        jobopts_error(ctx,
+                      "invalid value '%s' for --%s: use 1 (one copy of the command per GPU) "
+                      "or 0 (one copy in all)",
+                      arg, o->longs[0]);
+    json_object_set_new(spec, "gpus_per_task", json_integer(v));
+}
+
+static void jo_depends(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
+                       json_t *spec)
+{
+    if (jo_clears(ctx, o, arg)) {
+        json_object_set_new(spec, "depends_on", json_array());
+        json_object_del(spec, "depends_mode");
+        return;
+    }
+    jobopts_deps(ctx, "--depends-on", arg, true, NULL, spec);
+}
+
+static void jo_depends_mode(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
+                            json_t *spec)
+{
+    char *opt = xasprintf("--%s", o->longs[0]);
+    jobopts_deps(ctx, opt, arg, false, o->val == JOBOPT_DEPENDS_ANY ? "any" : "all", spec);
+    free(opt);
+}
+
+static void jo_no_auto_cancel(const struct jobopts_ctx *ctx, const struct jobopt *o,
+                              const char *arg, json_t *spec)
+{
+    (void)ctx, (void)o, (void)arg;
+    json_object_set_new(spec, "auto_cancel", json_false());
+}
+
+/* ---- the dependency parser ---- */
+
+struct jo_dep {
+    int64_t id;
+    enum job_dep_kind kind;
+    size_t pos; /* the order given, kept through de-duplication */
+};
+
+struct jo_deps {
+    struct jo_dep *v;
+    size_t n, cap, next_pos;
+};
+
+static int jo_dep_cmp_key(const void *a, const void *b)
+{
+    const struct jo_dep *x = a, *y = b;
+    if (x->id != y->id)
+        return x->id < y->id ? -1 : 1;
+    if (x->kind != y->kind)
+        return x->kind < y->kind ? -1 : 1;
+    return x->pos < y->pos ? -1 : x->pos > y->pos;
+}
+
+static int jo_dep_cmp_pos(const void *a, const void *b)
+{
+    const struct jo_dep *x = a, *y = b;
+    return x->pos < y->pos ? -1 : x->pos > y->pos;
+}
+
+/* Drops repeated (id, kind) entries, keeping the first of each, in the order given.
+ * Sorting keeps it O(n log n): a range may name many jobs. */
+static void jo_deps_dedupe(struct jo_deps *d)
+{
+    if (d->n < 2)
+        return;
+    qsort(d->v, d->n, sizeof(*d->v), jo_dep_cmp_key);
+    size_t k = 0;
+    for (size_t i = 0; i < d->n; i++) {
+        if (k == 0 || d->v[i].id != d->v[k - 1].id || d->v[i].kind != d->v[k - 1].kind)
+            d->v[k++] = d->v[i];
+    }
+    d->n = k;
+    qsort(d->v, d->n, sizeof(*d->v), jo_dep_cmp_pos);
+}
+
+static void jo_deps_bound(const struct jobopts_ctx *ctx, const char *opt, struct jo_deps *d)
+{
+    jo_deps_dedupe(d);
+    if (d->n > JOBOPTS_DEPS_MAX)
+        jobopts_error(ctx, "%s: too many dependencies; a job may wait for at most %d jobs", opt,
+                      JOBOPTS_DEPS_MAX);
+}
+
+static void jo_deps_push(const struct jobopts_ctx *ctx, const char *opt, struct jo_deps *d,
+                         int64_t id, enum job_dep_kind kind)
+{
+    if (d->n == d->cap) {
+        d->cap = d->cap ? d->cap * 2 : 16;
+        d->v = xrealloc(d->v, d->cap * sizeof(*d->v));
+    }
+    d->v[d->n++] = (struct jo_dep){id, kind, d->next_pos++};
+    /* Repeated long ranges must not pile up before the end: de-duplicate on the way,
+     * rarely enough that it stays cheap. */
+    if (d->n > 2 * (size_t)JOBOPTS_DEPS_MAX)
+        jo_deps_bound(ctx, opt, d);
+}
+
+/* An id list "1,3,5-7" (the core's grammar and its bound on a range). */
+static void jo_deps_ids(const struct jobopts_ctx *ctx, const char *opt, const char *s,
+                        enum job_dep_kind kind, struct jo_deps *d)
+{
+    int64_t *ids;
+    size_t n;
+    char *err = NULL;
+    if (parse_id_list(s, &ids, &n, &err) < 0)
+        jobopts_error(ctx, "%s: %s", opt, err);
+    for (size_t i = 0; i < n; i++)
+        jo_deps_push(ctx, opt, d, ids[i], kind);
+    free(ids);
+}
+
+/* A list of ids, ranges and references "3,@,@~2,5-7", as cli_parse_ids reads one. */
+static void jo_deps_list(const struct jobopts_ctx *ctx, const char *opt, const char *list,
+                         enum job_dep_kind kind, struct jo_deps *d)
+{
+    if (!strchr(list, '@')) {
+        jo_deps_ids(ctx, opt, list, kind, d);
+        return;
+    }
+    size_t len = strlen(list);
+    if (list[0] == ',' || list[len - 1] == ',' || strstr(list, ",,"))
+        jobopts_error(ctx, "%s: invalid job id list '%s': empty item; use e.g. 1,3,5-7", opt, list);
+    char *copy = xstrdup(list), *save = NULL;
+    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        int back;
+        char *err = NULL;
+        int r = parse_job_ref(tok, &back, &err);
+        if (r < 0)
+            jobopts_error(ctx, "%s: %s", opt, err);
+        if (r == 1)
+            jo_deps_push(ctx, opt, d, cli_resolve_ref(back), kind);
+        else
+            jo_deps_ids(ctx, opt, tok, kind, d);
+    }
+    free(copy);
+}
+
+/* Slurm's form: "afterok:1:2,afterany:3" (all must hold) or "afterok:1?afternotok:2" (any
+ * one suffices). Returns whether it was the '?' form. */
+static bool jo_deps_slurm(const struct jobopts_ctx *ctx, const char *spec, struct jo_deps *d)
+{
+    bool any = strchr(spec, '?') != NULL;
+    if (any && strchr(spec, ','))
+        jobopts_error(ctx, "invalid --dependency '%s': join with ',' (all) or '?' (any), not both",
+                      spec);
+    const char *sep = any ? "?" : ",";
+    char *copy = xstrdup(spec), *save = NULL;
+    for (char *item = strtok_r(copy, sep, &save); item; item = strtok_r(NULL, sep, &save)) {
+        char *colon = strchr(item, ':');
+        enum job_dep_kind kind;
+        if (colon)
+            *colon = '\0';
+        if (job_dep_kind_parse(item, &kind) < 0)
+            jobopts_error(ctx,
+                          "unsupported dependency type '%s' in --dependency '%s': use afterok, "
+                          "afterany or afternotok",
+                          item, spec);
+        if (!colon || !colon[1])
+            jobopts_error(ctx, "no job id after '%s:' in --dependency '%s'", item, spec);
+        char *isave = NULL;
+        for (char *id = strtok_r(colon + 1, ":", &isave); id; id = strtok_r(NULL, ":", &isave))
+            jo_deps_list(ctx, "--dependency", id, kind, d);
+    }
+    free(copy);
+    return any;
+}
+
+void jobopts_deps(const struct jobopts_ctx *ctx, const char *opt, const char *arg, bool slurm,
+                  const char *mode, json_t *spec)
+{
+    struct jo_deps d = {0};
+    size_t i;
+    const json_t *e;
+    json_array_foreach(json_object_get(spec, "depends_on"), i, e)
+    {
+        enum job_dep_kind kind = JOB_DEP_AFTEROK;
+        const char *k = json_string_value(json_object_get(e, "kind"));
+        if (k)
+            job_dep_kind_parse(k, &kind);
+        jo_deps_push(ctx, opt, &d, json_integer_value(json_object_get(e, "id")), kind);
+    }
+    if (slurm && !strncasecmp(arg, "after", 5)) {
+        if (jo_deps_slurm(ctx, arg, &d))
+            mode = "any";
+    } else {
+        jo_deps_list(ctx, opt, arg, JOB_DEP_AFTEROK, &d);
+    }
+    jo_deps_bound(ctx, opt, &d);
+    json_t *deps = json_array();
+    for (i = 0; i < d.n; i++)
+        json_array_append_new(deps, json_pack("{s:I, s:s}", "id", (json_int_t)d.v[i].id, "kind",
+                                              job_dep_kind_name(d.v[i].kind)));
+    free(d.v);
+    json_object_set_new(spec, "depends_on", deps);
+    if (mode)
+        json_object_set_new(spec, "depends_mode", json_string(mode));
+    else if (!json_object_get(spec, "depends_mode"))
+        json_object_set_new(spec, "depends_mode", json_string("all"));
+}
+
+void jobopts_merge(json_t *spec, const json_t *from)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)from, key, v)
+    {
+        if (!strcmp(key, "depends_mode") || json_object_get(spec, key))
+            continue;
+        json_object_set(spec, key, v);
+        json_t *mode = json_object_get(from, "depends_mode");
+        if (!strcmp(key, "depends_on") && mode)
+            json_object_set(spec, "depends_mode", mode);
+    }
+}
+
+/* ---- help ---- */
+
+#define JO_HELP_COL 35   /* where an option's text starts */
+#define JO_HELP_WIDTH 84 /* the longest line */
+
+/* Prints text's words from column col, wrapped to lines that start at column indent. */
+static void jo_wrap(const char *text, int col, int indent)
+{
+    bool first = true;
+    for (const char *p = text; *p;) {
+        while (*p == ' ')
+            p++;
+        int len = (int)strcspn(p, " ");
+        if (!len)
+            break;
+        if (!first && col + 1 + len > JO_HELP_WIDTH) {
+            putchar('\n');
+            col = 0;
+            first = true;
+        }
+        if (first) {
+            col += printf("%*s", indent > col ? indent - col : 0, "");
+        } else {
+            putchar(' ');
+            col++;
+        }
+        col += printf("%.*s", len, p);
+        first = false;
+        p += len;
+    }
+    putchar('\n');
+}
+
+void jobopts_help_line(const char *names, const char *text)
+{
+    int col = printf("  %s", names);
+    if (col > JO_HELP_COL - 2) {
+        putchar('\n');
+        col = 0;
+    }
+    jo_wrap(text, col, JO_HELP_COL);
+}
+
+void jobopts_help_paragraph(const char *text)
+{
+    jo_wrap(text, 0, 0);
+}
+
+static void jo_help_entry(const struct jobopt *o, enum jobopts_cmd cmd)
+{
+    struct strbuf names, text;
+    strbuf_init(&names);
+    strbuf_init(&text);
+    if (!o->shorts)
+        strbuf_adds(&names, "    ");
+    if (o->synopsis) {
+        strbuf_adds(&names, o->synopsis);
+    } else {
+        for (const char *s = o->shorts; s && *s; s++)
+            strbuf_addf(&names, "-%c, ", *s);
+        strbuf_addf(&names, "--%s%s%s", o->longs[0], o->arg ? " " : "", o->arg ? o->arg : "");
+    }
+    strbuf_adds(&text, o->help);
+    if (cmd == JOBOPTS_SUBMIT && o->submit_help)
+        strbuf_adds(&text, o->submit_help);
+    if (cmd != JOBOPTS_SUBMIT && o->clear[0]) {
+        strbuf_adds(&text, " (");
+        for (const char *const *w = o->clear; *w; w++)
+            strbuf_addf(&text, "%s%s", w == o->clear ? "" : " or ", **w ? *w : "''");
+        strbuf_addf(&text, ": %s)", o->cleared);
+    }
+    if (cmd != JOBOPTS_SUBMIT && o->change_help)
+        strbuf_adds(&text, o->change_help);
+    jobopts_help_line(names.buf, text.buf);
+    if (o->longs[1] && !o->synopsis) {
+        strbuf_reset(&names);
+        strbuf_adds(&names, "    ");
+        for (const char *const *l = o->longs + 1; *l; l++)
+            strbuf_addf(&names, "%s--%s", l == o->longs + 1 ? "" : ", ", *l);
+        if (o->arg)
+            strbuf_addf(&names, " %s", o->arg);
+        strbuf_reset(&text);
+        strbuf_addf(&text, "the same as --%s", o->longs[0]);
+        jobopts_help_line(names.buf, text.buf);
+    }
+    strbuf_free(&names);
+    strbuf_free(&text);
+}
+
+void jobopts_help(enum jobopts_section section, enum jobopts_cmd cmd)
+{
+    for (size_t i = 0; i < JO_COUNT; i++) {
+        if (jo_table[i].section == section && (jo_table[i].cmds & cmd))
+            jo_help_entry(&jo_table[i], cmd);
+    }
+}
+
+char *jobopts_names(enum jobopts_cmd cmd)
+{
+    struct strbuf sb;
+    strbuf_init(&sb);
+    for (size_t i = 0; i < JO_COUNT; i++) {
+        if (jo_table[i].cmds & cmd)
+            strbuf_addf(&sb, "%s--%s", sb.len ? ", " : "", jo_table[i].longs[0]);
+    }
+    return strbuf_detach(&sb);
+}
