@@ -457,6 +457,12 @@ def test_gqueue_views(gflow):
 def test_launch_failures_and_missing_command(make_gflow):
     g = make_gflow()
     missing = g.submit("nosuchcmd_e2e_xyz")
+    (g.work / "notexec.sh").write_text("#!/bin/sh\necho ran\n")
+    (g.work / "notexec.sh").chmod(0o644)
+    not_exec = g.submit("./notexec.sh now")  # a command: the file alone would be a script
+    # 127 from a command that was found (a builtin, a program) is the job's own status.
+    builtin = g.submit("exit 127")
+    own = g.submit("sh -c 'exit 127'")
     gone = g.work / "gone"
     gone.mkdir()
     no_dir = g.submit("-H", "pwd", cwd=gone)
@@ -464,8 +470,18 @@ def test_launch_failures_and_missing_command(make_gflow):
     g.run("gjob", "release", no_dir, check=True)
 
     j = g.wait_state(missing)
-    assert (j["state"], j["exit_code"], j["reason"]) == ("F", 127, "NonZeroExitCode"), j
-    assert "nosuchcmd_e2e_xyz" in g.log(missing)
+    assert (j["state"], j["exit_code"], j["reason"]) == (
+        "F", 127, "LaunchFailed: command not found: nosuchcmd_e2e_xyz"), j
+    assert "nosuchcmd_e2e_xyz: command not found" in g.log(missing)
+
+    j = g.wait_state(not_exec)
+    assert (j["state"], j["exit_code"], j["reason"]) == (
+        "F", 126, "LaunchFailed: not executable: ./notexec.sh"), j
+    assert "ran" not in g.log(not_exec)
+
+    for job in (builtin, own):
+        j = g.wait_state(job)
+        assert (j["state"], j["exit_code"], j["reason"]) == ("F", 127, "NonZeroExitCode"), j
 
     j = g.wait_state(no_dir)
     assert (j["state"], j["exit_code"]) == ("F", 125), j
