@@ -213,6 +213,40 @@ def bench_ginfo():
         sb.close()
 
 
+def bench_freed_gpu(rounds=11):
+    """From a GPU job's end to the start of the job that waited for its GPU, as the
+    daemon records them, on one simulated GPU whose NVML poll is far away (60 s): once
+    for an exclusive job, once for a shared one that waited for GPU memory."""
+    for label, extra in (("exclusive", {}), ("shared", {"shared": True, "gpu_memory_mb": 51200})):
+        sb = Sandbox(GFLOW_DAEMON__GPU_POLL_INTERVAL_SECS="60")
+        try:
+            sb.run("gflowd", "down")
+            sb.run("gflowd", "up", "--simulate-gpus", "1")
+            go = os.path.join(sb.dir, "go")
+            gaps = []
+            for _ in range(rounds):
+                a, b = (x["id"] for x in sb.api("POST", "/v1/jobs", {"jobs": [
+                    sb.spec("while [ ! -e go ]; do sleep 0.01; done", gpus=1, **extra),
+                    sb.spec("true", gpus=1, **extra)]})["jobs"])
+                deadline = time.monotonic() + 10
+                while sb.api("GET", f"/v1/jobs/{a}")["state"] != "R":
+                    if time.monotonic() > deadline:
+                        raise RuntimeError("the first job did not start")
+                    time.sleep(0.002)
+                open(go, "w").close()
+                deadline = time.monotonic() + 10
+                while (jb := sb.api("GET", f"/v1/jobs/{b}"))["state"] != "CD":
+                    if time.monotonic() > deadline:
+                        raise RuntimeError("the second job did not run")
+                    time.sleep(0.002)
+                ja = sb.api("GET", f"/v1/jobs/{a}")
+                gaps.append((jb["start_time"] - ja["end_time"]) * 1000)
+                os.unlink(go)
+            report(f"freed GPU -> next job running ({label})", median(gaps), "ms", "<= 10 ms")
+        finally:
+            sb.close()
+
+
 def main():
     print(f"gflow benchmarks ({BUILD}), medians of several rounds\n")
     sb = Sandbox()
@@ -226,6 +260,7 @@ def main():
     bench_array_100k()
     bench_scheduler()
     bench_ginfo()
+    bench_freed_gpu()
 
 
 if __name__ == "__main__":

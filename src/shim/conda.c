@@ -110,10 +110,10 @@ static char *shim_conda_base(const char *exe)
     return base;
 }
 
-/* Checks that the environment `name` exists for the conda at exe. 0, or -1 with *err
- * saying where it looked. */
-static int shim_conda_check_env(const char *name, const char *exe, char *const *envp,
-                                char **err)
+/* Finds the environment `name` of the conda at exe: its directory (to free), or NULL
+ * with *err saying where it looked. */
+static char *shim_conda_find_env(const char *name, const char *exe, char *const *envp,
+                                 char **err)
 {
     char *base = shim_conda_base(exe);
     const char *home = shim_env_get(envp, "HOME");
@@ -131,9 +131,11 @@ static int shim_conda_check_env(const char *name, const char *exe, char *const *
     free(base);
     struct strbuf looked;
     strbuf_init(&looked);
-    bool found = false, valid = cands[0] != NULL;
+    char *found = NULL;
+    bool valid = cands[0] != NULL;
     for (size_t i = 0; i < 2 && cands[i]; i++) {
-        found = found || shim_conda_is_env(cands[i]);
+        if (!found && shim_conda_is_env(cands[i]))
+            found = xstrdup(cands[i]);
         strbuf_addf(&looked, "%s%s", i ? ", " : "", cands[i]);
         free(cands[i]);
     }
@@ -147,22 +149,25 @@ static int shim_conda_check_env(const char *name, const char *exe, char *const *
                              name);
     }
     strbuf_free(&looked);
-    return found ? 0 : -1;
+    return found;
 }
 
 /* With --conda-env: finds conda and the environment before anything starts, and adds
  * the GFLOW_* variables the job's shell reads. 0, or -1 with *err, which also goes to
- * the job log as its one line (step 3). */
+ * the job log as its one line (step 3). Keeps the environment's directory and the
+ * installation's base in ex, for the lookup of the command (lookup.c). */
 int shim_conda_prepare(const struct shim_opts *o, struct shim_exec *ex, char **err)
 {
     if (!o->conda_env)
         return 0;
     char *exe = shim_conda_find(ex->envp, err);
-    if (!exe || shim_conda_check_env(o->conda_env, exe, ex->envp, err) < 0) {
+    ex->conda_prefix = exe ? shim_conda_find_env(o->conda_env, exe, ex->envp, err) : NULL;
+    if (!ex->conda_prefix) {
         free(exe);
         dprintf(ex->log_fd, "gflow-shim: %s\n", *err);
         return -1;
     }
+    ex->conda_base = shim_conda_base(exe);
     ex->conda_vars[0] = xasprintf("GFLOW_CONDA_EXE=%s", exe);
     ex->conda_vars[1] = xasprintf("GFLOW_CONDA_ENV=%s", o->conda_env);
     /* "./": exec in bash would search PATH for a name without a slash, and a path

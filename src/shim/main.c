@@ -7,14 +7,19 @@
  *              [--memory-limit MIB] [--conda-env NAME|PATH]
  *              (--command "shell command line" | --script PATH)
  *
- * Protocol with the daemon (its runner is written against exactly this):
+ * Protocol with the daemon (its runner is written against exactly this; the definitions
+ * both sides share - the exit file's codec, the lock file's lines, the exit codes, the
+ * forward flag, the verdict on a job - are in src/core/exitfile.h):
  *
  *  1. The shim leaves the daemon's session (setsid). With --lock-fd, that fd is a file
  *     the daemon flock(LOCK_EX)ed before forking; the shim holds it for its whole life
  *     (close-on-exec, so the job does not) and writes "<pid> <starttime>\n" into it.
  *     A restarted daemon knows the shim is alive while the lock is held, and which
- *     process it is from pid + start time. The shim is a child subreaper, so whatever
- *     the job leaves behind (background or setsid'ed children) reparents to it.
+ *     process it is from pid + start time. When the shim fails (it exits 1 or 2, step
+ *     6), it rewrites the file as that line and a second one, "error: <reason>\n" (one
+ *     line), which the daemon reads once the lock is free if there is no exit file. The
+ *     shim is a child subreaper, so whatever the job leaves behind (background or
+ *     setsid'ed children) reparents to it.
  *  2. The job's environment is read from --env-file (NUL-separated KEY=VALUE entries),
  *     which is unlinked at once because it may hold secrets, or from the start of the
  *     file open on --env-fd (gflowd passes a memfd: no file to create or remove). The
@@ -27,7 +32,15 @@
  *  4. The job runs in its own process group, as --uid/--gid/--user when the shim is
  *     root, in --workdir: `/bin/bash -c COMMAND`, or the script itself when it starts
  *     with "#!", else `/bin/bash SCRIPT`. A job that cannot be started exits 125
- *     (credentials, chdir), 126 (cannot execute) or 127 (not found).
+ *     (credentials, chdir), 126 (cannot execute) or 127 (not found), and the exit
+ *     file's error says why. For --command, bash itself is what cannot find (127) or
+ *     execute (126) the command's first word; so the shim looks that word up before
+ *     the job starts, as bash will (lookup.c: reserved words, builtins and exported
+ *     functions are bash's own; a word with a slash is a file relative to --workdir;
+ *     else it is searched along the job's PATH; with the job user's permissions), and
+ *     when the deciding copy then exits with the code bash gives for what it found,
+ *     the error is "command not found: NAME" or "not executable: NAME". Any other 127
+ *     or 126 (`exit 127`, a program that exits so) is the job's own: error null.
  *     With --conda-env NAME (an environment name, "base", or an absolute path to an
  *     environment) the job runs inside that conda environment, activated by the
  *     installation's own shell hook. Before anything starts, the shim finds conda
@@ -76,9 +89,10 @@
  *     With several copies, exit_code/signal are those of the first copy that failed
  *     (exit_code 0 when all exited 0), max_rss_kb the largest of theirs; if a copy
  *     cannot even be forked, the others are stopped and exit_code is 125 with the
- *     error. If the shim fails before the job starts, it still writes
- *     an exit file (exit_code 125, error set) when it can, and exits 1 (2 for usage
- *     errors, which also print one line on stderr).
+ *     error. If the shim fails before the job starts, it still writes an exit file
+ *     (exit_code 125, error set) when it can, and exits 1 (2 for usage errors); if the
+ *     exit file cannot be written at the end, it exits 1. Whenever it exits 1 or 2, its
+ *     reason is one line on stderr and the lock file's error line (step 1).
  *  7. With --deny-devices (daemon.constrain_devices: the minors of the NVIDIA GPUs,
  *     char major 195, that the job was not given), a root shim on a host where the
  *     cgroup v1 devices controller is mounted creates the cgroup gflow/job-<id> below
@@ -190,6 +204,10 @@ static int shim_main(const struct shim_opts *o, const sigset_t *mask)
     double started_at = now_wall();
     int wanted = ex.ntasks;
     int started = shim_child_spawn(&ex, &r, &err);
+    /* What an exit code of 127 or 126 will mean (lookup.c), kept past ex. */
+    int lookup_code = ex.lookup_code;
+    char *lookup_error = ex.lookup_error;
+    ex.lookup_error = NULL;
     shim_prepare_free(&ex); /* the job holds its own copies now */
     if (started == 0) {
         shim_devices_end(&r, o->job_id);
@@ -199,6 +217,7 @@ static int shim_main(const struct shim_opts *o, const sigset_t *mask)
         if (r.report_rd >= 0)
             close(r.report_rd);
         free(r.tasks);
+        free(lookup_error);
         return SHIM_EXIT_FAIL;
     }
     /* A job with a copy missing must not run on as if complete. */
@@ -220,6 +239,10 @@ static int shim_main(const struct shim_opts *o, const sigset_t *mask)
     if (spawn_err) {
         rec.exit_code = JOB_EXIT_SETUP;
         rec.signal = 0;
+    } else if (!rec.error && lookup_error && rec.exit_code == lookup_code) {
+        /* bash could not find or execute the command: the job never started. */
+        rec.error = lookup_error;
+        lookup_error = NULL;
     }
     rec.oom = r.mem.oom;
     const char *method = shim_memlimit_method_name(r.mem.method);
@@ -238,6 +261,7 @@ static int shim_main(const struct shim_opts *o, const sigset_t *mask)
     free(report);
     free(err);
     free(spawn_err);
+    free(lookup_error);
     free(r.tasks);
     return rc;
 }

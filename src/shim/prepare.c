@@ -88,6 +88,7 @@ static int shim_prepare_groups(const struct shim_opts *o, struct shim_exec *ex, 
     return 0;
 }
 
+/* Frees and closes what shim_prepare put in ex. */
 void shim_prepare_free(struct shim_exec *ex)
 {
     free(ex->direct_argv);
@@ -108,6 +109,9 @@ void shim_prepare_free(struct shim_exec *ex)
     free(ex->envp);
     for (size_t i = 0; i < SHIM_N_CONDA_VARS; i++)
         free(ex->conda_vars[i]);
+    free(ex->conda_prefix);
+    free(ex->conda_base);
+    free(ex->lookup_error);
     free(ex->env_buf);
     free(ex->groups);
     if (ex->log_fd >= 0)
@@ -145,5 +149,6 @@ int shim_prepare(const struct shim_opts *o, struct shim_exec *ex, char **err)
     if (shim_conda_prepare(o, ex, err) < 0)
         return -1;
     shim_command_prepare(o, ex);
+    shim_lookup_prepare(o, ex);
     return shim_env_tasks(o, ex, err);
 }

@@ -53,15 +53,6 @@ struct shim_opts {
     const char *conda_env;   /* --conda-env: name or absolute path, NULL: none */
 };
 
-/* What became of a --command's first word before the job started (command.c): whether
- * an exit status of 126 or 127 is the shell's verdict on it or the job's own. */
-enum shim_lookup {
-    SHIM_LOOKUP_NONE,     /* not looked up: a script job, shell syntax, a builtin, ... */
-    SHIM_LOOKUP_FOUND,    /* an executable program: any status is the job's own */
-    SHIM_LOOKUP_NOTFOUND, /* no such program: bash says "command not found", 127 */
-    SHIM_LOOKUP_NOEXEC,   /* there, but the job user cannot execute it: bash exits 126 */
-};
-
 /* Everything the job child needs, prepared before fork so the child only makes
  * system calls (prepare.c and the files it calls). */
 struct shim_exec {
@@ -100,10 +91,11 @@ struct shim_exec {
      * the activation puts programs on PATH (allocated; NULL without). */
     char *conda_prefix;
     char *conda_base;
-    /* --command: its first word (allocated, NULL when it has none that could be looked
-     * up) and what became of it. */
-    char *first_word;
-    enum shim_lookup lookup;
+    /* --command (lookup.c): when its first word cannot be found or executed, the exit
+     * code bash will return for that (127, 126) and the exit file's error that code then
+     * means (allocated); 0 and NULL when any status is the job's own. */
+    int lookup_code;
+    char *lookup_error;
 };
 
 /* One copy of the job. */
@@ -177,8 +169,8 @@ void shim_report_record(const struct shim_run *r, const struct shim_opts *o, dou
 
 /* ---- prepare.c: steps 1-4 up to the fork ---- */
 /* Leaves the session, writes the lock, reads the environment, opens the log, resolves
- * the job user and prepares conda, argv and the copies' environments. 0 or -1 with
- * *err; ex holds what it did either way (shim_prepare_free). */
+ * the job user and prepares conda, argv, the command's lookup and the copies'
+ * environments. 0 or -1 with *err; ex holds what it did either way (shim_prepare_free). */
 int shim_prepare(const struct shim_opts *o, struct shim_exec *ex, char **err);
 /* Frees and closes what shim_prepare put in ex. */
 void shim_prepare_free(struct shim_exec *ex);
@@ -205,13 +197,15 @@ const char *shim_conda_text(const struct shim_opts *o);
 /* ---- command.c: what the job executes ---- */
 /* True when the file starts with "#!", i.e. the kernel can run it directly. */
 bool shim_command_has_shebang(const char *path);
-/* Step 4 (before fork): the job's program and arguments, and for --command the lookup
- * of its first word. */
+/* Step 4 (before fork): the job's program and arguments. */
 void shim_command_prepare(const struct shim_opts *o, struct shim_exec *ex);
-/* The exit file's error for a --command job whose deciding copy exited with code
- * ("command not found: NAME", "not executable: NAME"; to free), or NULL when the code
- * is the job's own. */
-char *shim_command_error(const struct shim_exec *ex, int code);
+
+/* ---- lookup.c: whether a --command's first word can be found and executed ---- */
+/* Before fork: takes the command's first word apart as bash would and looks it up as
+ * bash will (builtins, functions, the job's PATH from its workdir, the job user's
+ * permissions), setting ex->lookup_code and ex->lookup_error when bash will not be
+ * able to run it. */
+void shim_lookup_prepare(const struct shim_opts *o, struct shim_exec *ex);
 
 /* ---- cgroup.c: cgroup hierarchies and files ---- */
 /* Finds a cgroup hierarchy in /proc/self/mountinfo: v1 with controller, or the unified

@@ -52,7 +52,9 @@ def test_max_concurrent_and_set_limit(gflow):
                    "while [ ! -e go_$GFLOW_ARRAY_TASK_ID ]; do sleep 0.02; done", check=True)
     first = int(cp.stdout.split()[4].split("-")[0])
     wait_for(lambda: gflow.job(first)["state"] == "R", "task 1 running")
-    time.sleep(0.3)
+    # Not a sleep: a job outside the group starts and ends, so later scheduling passes
+    # have run (a reply follows the pass of its iteration), and the limit held in them.
+    assert gflow.wait_state(gflow.submit("true"))["state"] == "CD"
     assert [gflow.job(first + i)["state"] for i in range(4)] == ["R", "PD", "PD", "PD"]
     assert gflow.job(first + 1)["reason"] == "JobArrayTaskLimit"
     assert gflow.job(first + 1)["max_concurrent"] == 1
@@ -112,7 +114,8 @@ def test_sweep_dry_run_lists_every_job(gflow):
 
 def test_100k_array_accepted_quickly_and_listed(gflow):
     t0 = time.monotonic()
-    cp = gflow.run("gbatch", "-H", "--parsable", "--array", "0-99999", "true", check=True)
+    cp = gflow.run("gbatch", "-H", "--parsable", "--array", "0-99999", "true", check=True,
+                   timeout=120)
     elapsed = time.monotonic() - t0
     first = int(cp.stdout.strip())
     out = gflow.run("gqueue", "-j", f"{first}-{first + 99999}", "-f", "JOBID,NAME,ST",
@@ -122,9 +125,10 @@ def test_100k_array_accepted_quickly_and_listed(gflow):
     assert out[-1].split() == [str(first + 99999), "true_99999", "H"]
     # Stop the daemon here rather than cancel 100,000 jobs; the harness cleans up.
     gflow.kill_daemon()
-    # The 2 s target is measured by `make bench`; here only a pathological slowdown (one
-    # reply line per task, say) fails, under the sanitizers too.
-    assert elapsed < 15, f"100,000 tasks took {elapsed:.2f}s"
+    # The 2 s target is measured by `make bench`; here only a pathological slowdown (a
+    # commit or a quadratic step per task, say) fails: the sanitizers on a loaded 2-core
+    # machine take about 11 s.
+    assert elapsed < 60, f"100,000 tasks took {elapsed:.2f}s"
 
 
 def test_update_changes_the_group_limit(gflow):

@@ -5,7 +5,6 @@ import collections
 import json
 import subprocess
 import threading
-import time
 
 from conftest import TERMINAL, alive, binary, read_pid_file, start_time, wait_for
 
@@ -124,8 +123,9 @@ def test_running_job_is_readopted_and_can_be_cancelled(gflow):
     assert j["state"] == "R", j
     assert j["start_time"] == before["start_time"] and j["shim_pid"] == before["shim_pid"]
 
-    # Re-adopted, not finalized a moment later.
-    time.sleep(0.3)
+    # Re-adopted (the daemon says so once it watches the shim again), not finalized; the
+    # cancel below ending it as CancelledByUser shows it stayed so until then.
+    wait_for(lambda: f"job {job} re-adopted" in gflow.daemon_log(), "the re-adoption")
     assert gflow.job(job)["state"] == "R"
     for pid, st in pids.values():
         assert alive(pid, st)

@@ -76,13 +76,31 @@ def wait_reason(g, job_id, reason, timeout=5):
         raise AssertionError(f"{e}; last seen: {last.get('job')}") from None
 
 
-def stays_queued(g, job_id, reason, secs):
-    """Asserts that the job is still PD with this reason during the next secs seconds."""
-    deadline = time.monotonic() + secs
-    while time.monotonic() < deadline:
-        j = g.job(job_id)
-        assert j["state"] == "PD" and j["reason"] == reason, j
-        time.sleep(0.05)
+def gpus_reread(g):
+    """Returns once the daemon has read the GPUs again after this call (its poll, every
+    second here): gives GPU 0 a power reading it has never had and waits until the daemon
+    reports it. A reply waits for the commit that follows the iteration's scheduling pass,
+    so what is read after this reflects the pass that the re-read called for."""
+    path = getattr(g, "fixture_path", None) or g.data / "simulated-gpus.json"
+    fx = json.loads(path.read_text())
+    mark = max(fx["gpus"][0].get("power_w") or 0, gpus_json(g)["gpus"][0]["power_w"] or 0) + 1
+    fx["gpus"][0]["power_w"] = mark
+    write_json_atomic(path, fx)
+
+    def seen():
+        r = g.api("GET", "/v1/gpus")
+        assert r.status == 200, r
+        return r.json()["gpus"][0]["power_w"] == mark
+    wait_for(seen, "the daemon to read the GPUs again", timeout=10, interval=0.05)
+
+
+def still_queued(g, job_id, reason):
+    """Asserts that the job is still PD with this reason after every scheduling pass that
+    the events so far called for (each reply follows its commit, hence its pass) and after
+    a fresh read of the GPUs: not a check that nothing happened during a short sleep."""
+    gpus_reread(g)
+    j = g.job(job_id)
+    assert j["state"] == "PD" and j["reason"] == reason, j
 
 
 def ids(job):
@@ -137,7 +155,7 @@ def test_jobs_of_1_2_4_gpus_queue_and_start_in_order(make_gflow):
     # The 4-GPU job keeps waiting until every GPU is free.
     g.run("gcancel", a["id"], check=True)
     g.wait_state(a["id"], TERMINAL)
-    stays_queued(g, big, "Resources", 0.3)
+    still_queued(g, big, "Resources")
     g.run("gcancel", b["id"], check=True)
     done = g.wait_state(big, TERMINAL)
     assert done["state"] == "CD", done
@@ -229,14 +247,14 @@ def test_shared_jobs_pack_by_declared_memory(make_gflow):
     wait_reason(g, s3, "GpuMemory")
     excl = g.submit("-g", 1, "true")
     wait_reason(g, excl, "Resources")
-    stays_queued(g, excl, "Resources", 0.2)
+    still_queued(g, excl, "Resources")
     assert g.job(s3)["state"] == "PD"
 
     g.run("gcancel", s1["id"], check=True)
-    started = g.wait_state(s3, "R", timeout=3)
+    started = g.wait_state(s3, "R")
     assert ids(started) == [0]
     # The exclusive job still waits while shared jobs hold the GPU...
-    stays_queued(g, excl, "Resources", 0.3)
+    still_queued(g, excl, "Resources")
     # ...and starts once none is left.
     g.run("gcancel", s2["id"], s3, check=True)
     assert g.wait_state(excl)["state"] == "CD"
@@ -257,7 +275,7 @@ def test_exclusive_gpu_memory_against_used_memory(make_gflow):
     g = sim(make_gflow, fixture=fx)
     j = g.submit("-g", 1, "--gpu-memory", "10G", "true")
     wait_reason(g, j, "GpuMemory")
-    stays_queued(g, j, "GpuMemory", 1.5)  # more than one poll: it is not a transient
+    still_queued(g, j, "GpuMemory")  # after a poll too: it is not a transient
     # A job that needs no particular memory is not held back by it.
     plain = g.submit("-g", 1, "true")
     assert g.wait_state(plain)["state"] == "CD"
@@ -346,7 +364,7 @@ def test_ignore_and_unignore_an_outside_process(make_gflow, outside_process):
     assert g.run("gctl", "gpu-process", "list", check=True).stdout.startswith("No ")
 
     g.run("gctl", "gpu-process", "ignore", "--gpu", 0, "--pid", p.pid, check=True)
-    done = g.wait_state(a, TERMINAL, timeout=3)
+    done = g.wait_state(a, TERMINAL)
     assert done["state"] == "CD" and ids(done) == [0, 1], done
     assert ignored(g) == [{"gpu": 0, "pid": p.pid}]
     listing = g.run("gctl", "gpu-process", "list", check=True).stdout
@@ -358,7 +376,7 @@ def test_ignore_and_unignore_an_outside_process(make_gflow, outside_process):
     wait_reason(g, b, "Unmanaged")
 
     g.run("gctl", "gpu-process", "ignore", "--gpu", 0, "--pid", p.pid, check=True)
-    assert g.wait_state(b, TERMINAL, timeout=3)["state"] == "CD"
+    assert g.wait_state(b, TERMINAL)["state"] == "CD"
     # The entry goes away when the process exits.
     p.send_signal(signal.SIGKILL)
     p.wait()
@@ -391,6 +409,7 @@ def test_outside_process_beside_a_job_blocks_the_gpu_after_it(make_gflow, outsid
     fx["gpus"][0]["processes"] = []
     write_json_atomic(g.fixture_path, fx)
     assert g.wait_state(b, TERMINAL, timeout=5)["state"] == "CD"
+    assert p.poll() is None, "gflow must never stop an outside process"  # long after a's end
 
 
 def test_a_jobs_own_gpu_processes_do_not_block(make_gflow):
@@ -434,9 +453,9 @@ def test_ignore_is_per_gpu(make_gflow, outside_process):
     g.run("gctl", "gpu-process", "ignore", "--gpu", 0, "--pid", p.pid, check=True)
     one = g.wait_state(g.submit("-g", 1, "true"))
     assert ids(one) == [0], one               # GPU 1 is still blocked by the process
-    stays_queued(g, j, "Unmanaged", 0.3)
+    still_queued(g, j, "Unmanaged")
     g.run("gctl", "gpu-process", "ignore", "--gpu", 1, "--pid", p.pid, check=True)
-    assert g.wait_state(j, TERMINAL, timeout=3)["state"] == "CD"
+    assert g.wait_state(j, TERMINAL)["state"] == "CD"
     assert sorted(map(tuple, (e.values() for e in ignored(g)))) == [(0, p.pid), (1, p.pid)]
 
 
@@ -479,7 +498,7 @@ def test_lost_gpu_is_not_used(make_gflow):
     both = g.submit("-g", 2, "true")
     one = g.wait_state(g.submit("-g", 1, "true"))
     assert one["state"] == "CD" and ids(one) == [0], one
-    stays_queued(g, both, g.wait_state(both, "PD")["reason"], 0.3)
+    still_queued(g, both, g.wait_state(both, "PD")["reason"])
     # The GPU comes back: the 2-GPU job can run.
     write_json_atomic(g.fixture_path, fixture_of([sim_gpu(0), sim_gpu(1)]))
     done = g.wait_state(both, TERMINAL, timeout=5)
@@ -513,13 +532,13 @@ def test_set_gpus_restricts_new_jobs(make_gflow):
     info = {x["index"]: x["state"] for x in gpus_json(g)["gpus"]}
     assert info[1] == info[3] == "restricted", info
     one_more = g.submit("-g", 1, "true")
-    stays_queued(g, one_more, g.wait_state(one_more, "PD")["reason"], 0.3)
+    still_queued(g, one_more, g.wait_state(one_more, "PD")["reason"])
 
     g.run("gctl", "set-gpus", "all", check=True)
     show = g.run("gctl", "show-gpus", check=True).stdout
     assert "0,1,2,3" in show and "all" in show, show
     # GPUs 1 and 3 are free now: the queued 1-GPU job gets one of them at once.
-    got = g.wait_state(one_more, TERMINAL, timeout=3)
+    got = g.wait_state(one_more, TERMINAL)
     assert got["state"] == "CD" and ids(got)[0] in (1, 3), got
     g.run("gcancel", a["id"], b["id"], check=True)
     done = g.wait_state(three, TERMINAL, timeout=5)
@@ -707,22 +726,27 @@ def test_impossible_requests_are_refused_at_submit(make_gflow):
     assert g.jobs() == [], "a refused request left a job behind"
 
 
-# ---------------------------------------------------------------- latency
+# ---------------------------------------------------------------- a freed GPU
 
 @pytest.mark.parametrize("opts,reason", [
     ((), "Resources"),
     (("--shared", "--gpu-memory", "50G"), "GpuMemory"),
 ], ids=["exclusive", "shared"])
-def test_next_job_starts_within_50ms_of_a_freed_gpu(make_gflow, opts, reason):
-    g = sim(make_gflow, 1)
-    a = g.submit("-g", 1, *opts, "sleep", "0.5")
+def test_next_job_starts_when_a_gpu_is_freed_not_at_the_next_poll(make_gflow, opts, reason):
+    """The job's end starts the next one; the NVML poll, 60 s away here, plays no part.
+    How soon (DESIGN.md §5: within 10 ms) is a figure of `make bench`: a loaded machine
+    under the sanitizers cannot promise milliseconds."""
+    g = sim(make_gflow, 1, env={"GFLOW_DAEMON__GPU_POLL_INTERVAL_SECS": "60"})
+    a = g.submit("-g", 1, *opts, "while [ ! -e go ]; do sleep 0.02; done")
     b = g.submit("-g", 1, *opts, "true")
     wait_reason(g, b, reason)
-    g.wait_state(b, TERMINAL, timeout=5)
+    (g.work / "go").touch()
+    g.wait_state(b, TERMINAL, timeout=20)
     ja = json.loads(g.run("gjob", "show", "-o", "json", a, check=True).stdout)[0]
     jb = json.loads(g.run("gjob", "show", "-o", "json", b, check=True).stdout)[0]
+    assert ja["state"] == jb["state"] == "CD", (ja, jb)
     gap = jb["start_time"] - ja["end_time"]
-    assert 0 <= gap < 0.05, f"B started {gap:.3f}s after A ended"
+    assert 0 <= gap < 5, f"B started {gap:.3f}s after A ended: not on A's end"
 
 
 # ---------------------------------------------------------------- simulated / no GPUs

@@ -16,37 +16,43 @@ def usr1_times(gflow):
 
 
 def test_signal_before_the_time_limit_reaches_the_job(gflow):
-    job = gflow.submit("--time", "0:03", "--signal", "USR1@2", TRAP_USR1)
-    j = gflow.wait_state(job, timeout=15)
+    # Due 4 s before the 5 s limit: at 1 s. Not at 4 s (@ read as "after"), nor at the
+    # limit; the upper bound leaves a slow machine 2 s.
+    job = gflow.submit("--time", "0:05", "--signal", "USR1@4", TRAP_USR1)
+    j = gflow.wait_state(job, timeout=20)
     assert (j["state"], j["reason"]) == ("TO", "TimeLimit"), j
-    assert j["signal_spec"] == "USR1@2"
+    assert j["signal_spec"] == "USR1@4"
     got = usr1_times(gflow)
     assert len(got) == 1, got  # exactly once, though every process of the job gets it
-    assert 0.8 <= got[0] - j["start_time"] <= 1.5, (got, j["start_time"])
+    assert 0.8 <= got[0] - j["start_time"] < 3, (got, j["start_time"])
     show = parse_show(gflow.run("gjob", "show", job, check=True).stdout)[0]
-    assert show["WarnSignal"] == "USR1@2"
+    assert show["WarnSignal"] == "USR1@4"
 
 
 def test_batch_only_signal_and_directive(gflow):
     script = gflow.work / "ckpt.sh"
-    script.write_text("#!/bin/bash\n# GFLOW --time=0:03\n# GFLOW --signal=B:SIGUSR1@2\n"
+    script.write_text("#!/bin/bash\n# GFLOW --time=0:05\n# GFLOW --signal=B:SIGUSR1@4\n"
                       + TRAP_USR1 + "\n")
     job = gflow.submit(str(script))
-    j = gflow.wait_state(job, timeout=15)
-    assert (j["state"], j["signal_spec"]) == ("TO", "B:USR1@2"), j
+    j = gflow.wait_state(job, timeout=20)
+    assert (j["state"], j["signal_spec"]) == ("TO", "B:USR1@4"), j
     got = usr1_times(gflow)
-    assert len(got) == 1 and 0.8 <= got[0] - j["start_time"] <= 1.5, (got, j)
+    assert len(got) == 1 and 0.8 <= got[0] - j["start_time"] < 3, (got, j)  # due at 1 s
 
 
 def test_signal_is_rearmed_after_a_restart(gflow):
-    job = gflow.submit("--time", "0:05", "--signal", "USR1@2", TRAP_USR1)
-    gflow.wait_state(job, "R")
+    # Due at 4 s after the start. The restart comes after 1.5 s, so a signal re-armed from
+    # the restart instead of the start would come after 5.5 s (or never, past the limit).
+    job = gflow.submit("--time", "0:06", "--signal", "USR1@2", TRAP_USR1)
+    start = gflow.wait_state(job, "R")["start_time"]
+    wait_for(lambda: time.time() >= start + 1.5, "the job to have run 1.5 s", interval=0.05)
     gflow.down(check=True)
     gflow.up()
-    j = gflow.wait_state(job, timeout=15)
+    assert usr1_times(gflow) == [], "the restart took so long that the signal came before it"
+    j = gflow.wait_state(job, timeout=20)
     assert j["state"] == "TO", j
     got = usr1_times(gflow)
-    assert len(got) == 1 and 2.8 <= got[0] - j["start_time"] <= 3.5, (got, j["start_time"])
+    assert len(got) == 1 and 3.8 <= got[0] - j["start_time"] < 5.5, (got, j["start_time"])
 
 
 def test_signal_needs_a_time_limit_and_a_valid_spec(gflow):
@@ -65,17 +71,19 @@ def test_signal_needs_a_time_limit_and_a_valid_spec(gflow):
 
 # ---- --begin and gjob release --at ---------------------------------------------------
 
-def test_begin_starts_within_a_second_of_the_time(gflow):
+def test_begin_starts_at_the_time(gflow):
     t0 = time.time()
-    job = gflow.submit("--begin", "now+2s", "true")
+    job = gflow.submit("--begin", "now+3s", "true")
     j = gflow.job(job)
-    assert j["state"] == "PD" and t0 + 2 <= j["begin_time"] <= time.time() + 2, j
+    assert j["state"] == "PD" and t0 + 3 <= j["begin_time"] <= time.time() + 3, j
     wait_for(lambda: gflow.job(job)["reason"] == "BeginTime", "the BeginTime reason")
     row = {r["JOBID"]: r for r in parse_table(gflow.run("gqueue", check=True).stdout)}[str(job)]
     assert row["NODELIST(REASON)"] == "(BeginTime)", row
-    j = gflow.wait_state(job, timeout=10)
+    j = gflow.wait_state(job, timeout=15)
     assert j["state"] == "CD", j
-    assert j["begin_time"] <= j["start_time"] <= j["begin_time"] + 1.0, j
+    # Started by the begin timer (no poll would start it this soon); the bound leaves a
+    # slow machine room.
+    assert j["begin_time"] <= j["start_time"] < j["begin_time"] + 3, j
     show = parse_show(gflow.run("gjob", "show", job, check=True).stdout)[0]
     assert show["BeginTime"] != "-"
 
@@ -87,18 +95,19 @@ def test_begin_survives_a_restart(gflow):
     gflow.up()
     j = gflow.job(job)
     assert (j["state"], j["begin_time"]) == ("PD", begin), j
-    j = gflow.wait_state(job, timeout=10)
-    assert j["state"] == "CD" and begin <= j["start_time"] <= begin + 1.0, j
+    j = gflow.wait_state(job, timeout=15)
+    assert j["state"] == "CD" and begin <= j["start_time"] < begin + 3, j
 
 
 def test_release_at_and_begin_forms(gflow):
     job = gflow.submit("--hold", "true")
+    t0 = time.time()
     cp = gflow.run("gjob", "release", job, "--at", "now+2s", check=True)
     assert "to start at" in cp.stdout, cp.stdout
     j = gflow.job(job)
-    assert j["state"] == "PD" and j["begin_time"] > time.time() + 1, j
-    j = gflow.wait_state(job, timeout=10)
-    assert j["state"] == "CD" and j["begin_time"] <= j["start_time"] <= j["begin_time"] + 1.0, j
+    assert j["state"] == "PD" and t0 + 2 <= j["begin_time"] <= time.time() + 2, j
+    j = gflow.wait_state(job, timeout=15)
+    assert j["state"] == "CD" and j["begin_time"] <= j["start_time"] < j["begin_time"] + 3, j
     # The other forms are accepted (far away: the jobs wait); bad ones are usage errors.
     far = gflow.submit("--begin", "2099-01-01T10:00", "true")
     assert gflow.job(far)["begin_time"] > time.time() + 86400 * 365
