@@ -167,16 +167,18 @@ int exit_record_decode(const char *text, size_t len, struct exit_record *rec)
 
 /* ---- the lock file ---- */
 
-#define LOCK_ERROR_PREFIX "error: "
+#define LOCK_ERROR_PREFIX "error: " /* the job never started */
+#define LOCK_LOST_PREFIX "lost: "   /* the job ran; its outcome could not be recorded */
 
-char *exitfile_lock_format(int64_t pid, int64_t start, const char *error)
+char *exitfile_lock_format(const struct exit_lock *lock)
 {
     struct strbuf sb;
     strbuf_init(&sb);
-    strbuf_addf(&sb, "%lld %lld\n", (long long)pid, (long long)start);
+    strbuf_addf(&sb, "%lld %lld\n", (long long)lock->pid, (long long)lock->start);
+    const char *error = lock->error;
     if (!error)
         return strbuf_detach(&sb);
-    strbuf_adds(&sb, LOCK_ERROR_PREFIX);
+    strbuf_adds(&sb, lock->job_ran ? LOCK_LOST_PREFIX : LOCK_ERROR_PREFIX);
     size_t room = EXITFILE_LOCK_MAX - 1 - sb.len; /* 1: the newline */
     size_t n = strlen(error);
     if (n > room) {
@@ -224,29 +226,41 @@ static bool lock_pid_line(const char *p, const char *end, int64_t *pid, int64_t 
     return true;
 }
 
-int exitfile_lock_parse(const char *text, size_t len, int64_t *pid, int64_t *start,
-                        char **error)
+/* The text after prefix if line l..le starts with it, else NULL. */
+static char *lock_line_text(const char *l, const char *le, const char *prefix)
 {
-    *pid = 0;
-    *start = 0;
-    *error = NULL;
+    size_t plen = strlen(prefix);
+    if ((size_t)(le - l) < plen || memcmp(l, prefix, plen) != 0)
+        return NULL;
+    return xstrndup(l + plen, (size_t)(le - l) - plen);
+}
+
+int exitfile_lock_parse(const char *text, size_t len, struct exit_lock *lock)
+{
+    memset(lock, 0, sizeof(*lock));
     if (!text)
         return -1;
     const char *end = text + len;
     const char *eol = memchr(text, '\n', len);
-    bool have_pid = lock_pid_line(text, eol ? eol : end, pid, start);
-    for (const char *l = text; l < end;) {
+    bool have_pid = lock_pid_line(text, eol ? eol : end, &lock->pid, &lock->start);
+    for (const char *l = text; l < end && !lock->error;) {
         const char *le = memchr(l, '\n', (size_t)(end - l));
         if (!le)
             le = end;
-        size_t plen = strlen(LOCK_ERROR_PREFIX);
-        if ((size_t)(le - l) >= plen && memcmp(l, LOCK_ERROR_PREFIX, plen) == 0) {
-            *error = xstrndup(l + plen, (size_t)(le - l) - plen);
-            break;
+        lock->error = lock_line_text(l, le, LOCK_ERROR_PREFIX);
+        if (!lock->error) {
+            lock->error = lock_line_text(l, le, LOCK_LOST_PREFIX);
+            lock->job_ran = lock->error != NULL;
         }
         l = le + 1;
     }
     return have_pid ? 0 : -1;
+}
+
+void exitfile_lock_free(struct exit_lock *lock)
+{
+    free(lock->error);
+    memset(lock, 0, sizeof(*lock));
 }
 
 /* ---- verdicts ---- */
@@ -291,14 +305,15 @@ struct exit_verdict exit_verdict_of(const struct exit_record *rec, enum job_end_
     return verdict(JOB_FAILED, JOB_REASON_NON_ZERO_EXIT, NULL);
 }
 
-struct exit_verdict exit_verdict_lost(enum shim_end how, int value, const char *lock_error,
-                                      enum job_end_request req)
+struct exit_verdict exit_verdict_lost(enum shim_end how, int value,
+                                      const struct exit_lock *lock, enum job_end_request req)
 {
     struct exit_verdict v;
     if (requested_end(req, &v))
         return v;
-    if (lock_error && *lock_error)
-        return verdict(JOB_FAILED, JOB_REASON_LAUNCH_FAILED, xstrdup(lock_error));
+    if (lock && lock->error && *lock->error)
+        return verdict(JOB_FAILED, lock->job_ran ? JOB_REASON_SHIM_LOST : JOB_REASON_LAUNCH_FAILED,
+                       xstrdup(lock->error));
     switch (how) {
     case SHIM_END_EXITED:
         if (value == SHIM_EXIT_FAIL || value == SHIM_EXIT_USAGE)

@@ -5,8 +5,10 @@
  *    (docs/design.md §4), as struct exit_record, with its encoder and decoder;
  *  - the lock file: the daemon flock()s <run>/<id>.lock and passes it on --lock-fd; the
  *    shim writes "<pid> <starttime>\n" into it first thing, and when it fails (it exits
- *    SHIM_EXIT_FAIL or SHIM_EXIT_USAGE) a second line "error: <one-line reason>\n", which
- *    the daemon reads once the lock is free when there is no exit file to read;
+ *    SHIM_EXIT_FAIL or SHIM_EXIT_USAGE) a second line with the one-line reason, which
+ *    the daemon reads once the lock is free when there is no exit file to read:
+ *    "error: ..." when the job never started, "lost: ..." when it ran but its outcome
+ *    could not be recorded (the exit file could not be written);
  *  - the shim's own exit statuses, the job exit codes the shim itself produces, and the
  *    flag of a forwarded signal (SIGUSR1 queued by the daemon);
  *  - the verdict: the final state and reason of a job, from its exit record (or from how
@@ -73,16 +75,21 @@ int exit_record_decode(const char *text, size_t len, struct exit_record *rec);
 
 /* The lock file never holds more than this many bytes: read this much to see it all. */
 #define EXITFILE_LOCK_MAX 2048
-/* The lock file's content (caller frees): "<pid> <start>\n", with error (not NULL) also
- * "error: <error>\n", the error on one line (line breaks and other control characters
- * become spaces) and cut to fit EXITFILE_LOCK_MAX. */
-char *exitfile_lock_format(int64_t pid, int64_t start, const char *error);
-/* Reads the lock file's text (len bytes): *pid and *start from the first line, *error
- * (malloc'd) from an "error: " line, NULL without one. 0, or -1 when the first line holds
- * no pid (the shim has not written it yet: *pid and *start are 0; *error is still set if
- * the line is there). */
-int exitfile_lock_parse(const char *text, size_t len, int64_t *pid, int64_t *start,
-                        char **error);
+/* What the lock file says. */
+struct exit_lock {
+    int64_t pid, start; /* the shim (0: not written yet) */
+    char *error;        /* the shim's own failure, one line (NULL: none) */
+    bool job_ran;       /* the failure came after the job ran: its outcome is unknown */
+};
+/* The lock file's content (caller frees): "<pid> <start>\n", with an error also
+ * "error: <error>\n" (or "lost: <error>\n" when job_ran), the error on one line (line
+ * breaks and other control characters become spaces) and cut to fit EXITFILE_LOCK_MAX. */
+char *exitfile_lock_format(const struct exit_lock *lock);
+/* Reads the lock file's text (len bytes) into *lock (error malloc'd). 0, or -1 when the
+ * first line holds no pid (the shim has not written it yet: pid and start are 0; the
+ * error is still read if its line is there). */
+int exitfile_lock_parse(const char *text, size_t len, struct exit_lock *lock);
+void exitfile_lock_free(struct exit_lock *lock);
 
 /* How a job ended, as the daemon records it: state, reason code and the reason's detail
  * text (malloc'd; LaunchFailed and ShimLost only, else NULL). The reason's text form is
@@ -105,14 +112,15 @@ struct exit_verdict exit_verdict_of(const struct exit_record *rec, enum job_end_
  * WEXITSTATUS, WIFSIGNALED -> SIGNALED with WTERMSIG. */
 enum shim_end { SHIM_END_UNKNOWN, SHIM_END_EXITED, SHIM_END_SIGNALED };
 /* The verdict on a job whose shim ended without an exit file. value is the exit status
- * (EXITED) or the signal (SIGNALED); lock_error is the lock file's error line (may be
- * NULL). A cancel or time-limit request wins as in exit_verdict_of; else a lock_error
- * gives F LaunchFailed: <lock_error> (the shim said why it failed); an exit with
+ * (EXITED) or the signal (SIGNALED); lock is what its lock file says (may be NULL). A
+ * cancel or time-limit request wins as in exit_verdict_of; else the lock's error gives
+ * F LaunchFailed: <error> (the shim said why the job could not start), or F ShimLost:
+ * <error> when the job ran (its outcome was lost); an exit with
  * SHIM_EXIT_FAIL or SHIM_EXIT_USAGE F LaunchFailed: gflow-shim exited with status N
  * before starting the job; see gflowd.log; any other exit F ShimLost: gflow-shim exited
  * with status N without an exit file; a signal F ShimLost: gflow-shim killed by SIGxxx;
  * UNKNOWN F ShimLost: gflow-shim ended without an exit file. */
-struct exit_verdict exit_verdict_lost(enum shim_end how, int value, const char *lock_error,
-                                      enum job_end_request req);
+struct exit_verdict exit_verdict_lost(enum shim_end how, int value,
+                                      const struct exit_lock *lock, enum job_end_request req);
 
 #endif

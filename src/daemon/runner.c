@@ -188,19 +188,15 @@ static int apply_exit_file(struct gflowd *d, struct job *j)
     return 0;
 }
 
-/* The error line a failing shim left in its lock file, NULL if none. */
-static char *lock_error(const struct gflowd *d, int64_t id)
+/* What job id's lock file says (a failing shim leaves its reason there). */
+static void read_lock(const struct gflowd *d, int64_t id, struct exit_lock *lock)
 {
     char *path = job_file(d->paths.run_dir, id, ".lock");
-    size_t len;
+    size_t len = 0;
     char *text = read_file(path, &len);
     free(path);
-    int64_t pid, start;
-    char *error = NULL;
-    if (text)
-        exitfile_lock_parse(text, len, &pid, &start, &error);
+    exitfile_lock_parse(text, len, lock);
     free(text);
-    return error;
 }
 
 /* The shim is gone: collect what it reported, in its exit file or else its lock file. */
@@ -217,9 +213,10 @@ static void shim_ended(struct gflowd *d, struct job *j, int wait_status, bool ha
         how = SHIM_END_SIGNALED;
         value = WTERMSIG(wait_status);
     }
-    char *error = lock_error(d, j->id);
-    struct exit_verdict v = exit_verdict_lost(how, value, error, j->end_request);
-    free(error);
+    struct exit_lock lock;
+    read_lock(d, j->id, &lock);
+    struct exit_verdict v = exit_verdict_lost(how, value, &lock, j->end_request);
+    exitfile_lock_free(&lock);
     apply_verdict(d, j, &v);
 }
 
@@ -628,10 +625,10 @@ static void adopt(struct gflowd *d, struct job *j)
     }
     char buf[EXITFILE_LOCK_MAX];
     ssize_t n = pread(fd, buf, sizeof(buf), 0);
-    int64_t pid = 0, start = 0;
-    char *error = NULL;
-    bool have_pid = exitfile_lock_parse(buf, n > 0 ? (size_t)n : 0, &pid, &start, &error) == 0;
-    free(error);
+    struct exit_lock lock;
+    bool have_pid = exitfile_lock_parse(buf, n > 0 ? (size_t)n : 0, &lock) == 0;
+    int64_t pid = lock.pid, start = lock.start;
+    exitfile_lock_free(&lock);
     bool alive = flock(fd, LOCK_EX | LOCK_NB) < 0 && errno == EWOULDBLOCK;
     close(fd);
     if (!alive) {

@@ -34,7 +34,8 @@ int shim_report_lock(int fd, char **err)
         *err = xasprintf("--lock-fd %d: %s", fd, strerror(errno));
         return -1;
     }
-    char *text = exitfile_lock_format(getpid(), proc_start_time(getpid()), NULL);
+    struct exit_lock lock = {.pid = getpid(), .start = proc_start_time(getpid())};
+    char *text = exitfile_lock_format(&lock);
     int rc = shim_report_lock_text(fd, text);
     free(text);
     if (rc < 0) {
@@ -55,13 +56,18 @@ int shim_report_exit(const struct shim_opts *o, const struct exit_record *rec)
 }
 
 /* The lock file's error line: the daemon reads it when there is no exit file (this one
- * could not be written, or the shim failed before it knew where). Best effort: a lock
- * fd that is not there cannot be told anything. */
-static void shim_report_lock_error(const struct shim_opts *o, const char *msg)
+ * could not be written, or the shim failed before it knew where); job_ran: the job did
+ * run, and only its outcome is lost. Best effort: a lock fd that is not there cannot be
+ * told anything. */
+static void shim_report_lock_error(const struct shim_opts *o, const char *msg, bool job_ran)
 {
     if (o->lock_fd < 0 || fcntl(o->lock_fd, F_GETFD) < 0)
         return;
-    char *text = exitfile_lock_format(getpid(), proc_start_time(getpid()), msg);
+    struct exit_lock lock = {.pid = getpid(),
+                             .start = proc_start_time(getpid()),
+                             .error = (char *)msg,
+                             .job_ran = job_ran};
+    char *text = exitfile_lock_format(&lock);
     if (shim_report_lock_text(o->lock_fd, text) < 0)
         fprintf(stderr, "gflow-shim: cannot write lock file (fd %d): %s\n", o->lock_fd,
                 strerror(errno));
@@ -80,7 +86,7 @@ void shim_report_fail(const struct shim_opts *o, const char *msg, bool before_jo
     /* The env file may hold secrets and nobody else will remove it. */
     if (before_job && o->env_file)
         unlink(o->env_file);
-    shim_report_lock_error(o, msg);
+    shim_report_lock_error(o, msg, !before_job);
     if (!before_job || !o->exit_file)
         return;
     double now = now_wall();

@@ -5,6 +5,7 @@ import io
 import json
 import os
 import re
+import shutil
 import subprocess
 import threading
 import time
@@ -487,6 +488,29 @@ def test_launch_failures_and_missing_command(make_gflow):
     assert (j["state"], j["exit_code"]) == ("F", 125), j
     assert j["reason"].startswith("LaunchFailed") and str(gone) in j["reason"], j
     assert g.health_ok()
+
+
+def test_shim_failures_without_an_exit_file_keep_their_reason(gflow):
+    """A shim that cannot write its exit file leaves its reason in the job's lock file,
+    and the daemon reports it: LaunchFailed when the job never started, ShimLost when it
+    ran and only its outcome was lost."""
+    exits = gflow.data / "exits"
+    shutil.rmtree(exits)
+    exits.write_text("not a directory")  # no exit file can be written from now on
+    ran = gflow.submit("echo ran")
+    j = gflow.wait_state(ran)
+    assert j["state"] == "F", j
+    assert j["reason"].startswith(f"ShimLost: cannot write {exits}/{ran}.json"), j
+    assert gflow.log(ran) == "ran\n"  # the job did run
+
+    logs = gflow.data / "logs"
+    shutil.rmtree(logs)
+    logs.write_text("not a directory")  # and no log can be opened: the job cannot start
+    never = gflow.submit("echo never")
+    j = gflow.wait_state(never)
+    assert j["state"] == "F", j
+    assert j["reason"].startswith(f"LaunchFailed: cannot open log {logs}/{never}.log"), j
+    assert gflow.health_ok()
 
 
 def test_time_limit_on_job_ignoring_sigterm(make_gflow):

@@ -672,7 +672,9 @@ def test_shim_that_cannot_write_its_exit_file_says_why_in_the_lock_file(tmp_path
     assert s.finish() == 1, s.stderr
     assert not exit_file.exists()
     why = f"cannot write {exit_file}: No such file or directory"
-    assert lock_lines(lock_path, s.proc.pid) == [f"error: {why}"]
+    # "lost": the job ran, only its outcome could not be recorded (ShimLost, not a
+    # launch failure).
+    assert lock_lines(lock_path, s.proc.pid) == [f"lost: {why}"]
     assert s.stderr == f"gflow-shim: job 42: {why}\n"
     assert s.log_text() == "ran\n"  # the job itself ran
 

@@ -190,20 +190,39 @@ static void test_garbage_is_refused(void **state)
     exit_record_free(&r);
 }
 
+/* The lock file text for pid, start and an error (NULL: none) before the job. */
+static char *lock_text(int64_t pid, int64_t start, const char *error)
+{
+    struct exit_lock lock = {.pid = pid, .start = start, .error = (char *)error};
+    return exitfile_lock_format(&lock);
+}
+
+/* exitfile_lock_parse into separate out values, as the tests below read them. */
+static int lock_parse(const char *text, size_t len, int64_t *pid, int64_t *start,
+                      char **error)
+{
+    struct exit_lock lock;
+    int rc = exitfile_lock_parse(text, len, &lock);
+    *pid = lock.pid;
+    *start = lock.start;
+    *error = lock.error; /* the caller frees it */
+    return rc;
+}
+
 static void test_lock_line_without_error(void **state)
 {
     (void)state;
-    char *s = exitfile_lock_format(1234, 987654321, NULL);
+    char *s = lock_text(1234, 987654321, NULL);
     assert_string_equal(s, "1234 987654321\n");
     int64_t pid = -1, start = -1;
     char *error = (char *)"x";
-    assert_int_equal(exitfile_lock_parse(s, strlen(s), &pid, &start, &error), 0);
+    assert_int_equal(lock_parse(s, strlen(s), &pid, &start, &error), 0);
     assert_int_equal(pid, 1234);
     assert_int_equal(start, 987654321);
     assert_null(error);
     free(s);
     /* Without its newline (as the daemon's old reader accepted it) too. */
-    assert_int_equal(exitfile_lock_parse("5 6", 3, &pid, &start, &error), 0);
+    assert_int_equal(lock_parse("5 6", 3, &pid, &start, &error), 0);
     assert_int_equal(pid, 5);
     assert_int_equal(start, 6);
 }
@@ -211,11 +230,11 @@ static void test_lock_line_without_error(void **state)
 static void test_lock_line_with_error(void **state)
 {
     (void)state;
-    char *s = exitfile_lock_format(77, 5, "cannot write /x/exit.json: No such file");
+    char *s = lock_text(77, 5, "cannot write /x/exit.json: No such file");
     assert_string_equal(s, "77 5\nerror: cannot write /x/exit.json: No such file\n");
     int64_t pid, start;
     char *error;
-    assert_int_equal(exitfile_lock_parse(s, strlen(s), &pid, &start, &error), 0);
+    assert_int_equal(lock_parse(s, strlen(s), &pid, &start, &error), 0);
     assert_int_equal(pid, 77);
     assert_int_equal(start, 5);
     assert_string_equal(error, "cannot write /x/exit.json: No such file");
@@ -223,16 +242,27 @@ static void test_lock_line_with_error(void **state)
     free(s);
 
     /* One line whatever the message holds. */
-    s = exitfile_lock_format(77, 5, "two\nlines\r\tand \x7f caf\xc3\xa9");
+    s = lock_text(77, 5, "two\nlines\r\tand \x7f caf\xc3\xa9");
     assert_string_equal(s, "77 5\nerror: two lines  and   caf\xc3\xa9\n");
-    assert_int_equal(exitfile_lock_parse(s, strlen(s), &pid, &start, &error), 0);
+    assert_int_equal(lock_parse(s, strlen(s), &pid, &start, &error), 0);
     assert_string_equal(error, "two lines  and   caf\xc3\xa9");
     free(error);
     free(s);
 
     /* An empty message is still a line; the verdict treats it as none. */
-    s = exitfile_lock_format(1, 2, "");
+    s = lock_text(1, 2, "");
     assert_string_equal(s, "1 2\nerror: \n");
+    free(s);
+
+    /* After the job ran: a "lost" line. */
+    struct exit_lock lock = {.pid = 9, .start = 8, .error = (char *)"cannot write x", .job_ran = true};
+    s = exitfile_lock_format(&lock);
+    assert_string_equal(s, "9 8\nlost: cannot write x\n");
+    struct exit_lock back;
+    assert_int_equal(exitfile_lock_parse(s, strlen(s), &back), 0);
+    assert_string_equal(back.error, "cannot write x");
+    assert_true(back.job_ran);
+    exitfile_lock_free(&back);
     free(s);
 }
 
@@ -245,7 +275,7 @@ static void test_lock_line_is_capped(void **state)
     strbuf_init(&sb);
     for (int i = 0; i < EXITFILE_LOCK_MAX; i++)
         strbuf_adds(&sb, "\xc3\xa9");
-    char *s = exitfile_lock_format(1234, 456, sb.buf);
+    char *s = lock_text(1234, 456, sb.buf);
     size_t n = strlen(s);
     assert_true(n <= EXITFILE_LOCK_MAX);
     assert_true(n > EXITFILE_LOCK_MAX - 8);
@@ -253,7 +283,7 @@ static void test_lock_line_is_capped(void **state)
     assert_int_equal((unsigned char)s[n - 2], 0xa9); /* a whole é before the newline */
     int64_t pid, start;
     char *error;
-    assert_int_equal(exitfile_lock_parse(s, n, &pid, &start, &error), 0);
+    assert_int_equal(lock_parse(s, n, &pid, &start, &error), 0);
     assert_int_equal(pid, 1234);
     assert_true(strlen(error) % 2 == 0);
     free(error);
@@ -269,7 +299,7 @@ static void test_lock_parse_refuses_bad_pid_lines(void **state)
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         int64_t pid = -1, start = -1;
         char *error = (char *)"x";
-        assert_int_equal(exitfile_lock_parse(bad[i], strlen(bad[i]), &pid, &start, &error), -1);
+        assert_int_equal(lock_parse(bad[i], strlen(bad[i]), &pid, &start, &error), -1);
         assert_int_equal(pid, 0);
         assert_int_equal(start, 0);
         assert_null(error);
@@ -278,10 +308,10 @@ static void test_lock_parse_refuses_bad_pid_lines(void **state)
     int64_t pid, start;
     char *error;
     const char *t = "\nerror: early\n";
-    assert_int_equal(exitfile_lock_parse(t, strlen(t), &pid, &start, &error), -1);
+    assert_int_equal(lock_parse(t, strlen(t), &pid, &start, &error), -1);
     assert_string_equal(error, "early");
     free(error);
-    assert_int_equal(exitfile_lock_parse(NULL, 0, &pid, &start, &error), -1);
+    assert_int_equal(lock_parse(NULL, 0, &pid, &start, &error), -1);
     assert_null(error);
 }
 
@@ -345,7 +375,8 @@ static void test_verdict_rules(void **state)
 static void expect_lost(enum shim_end how, int value, const char *lock_error,
                         enum job_end_request req, enum job_state state, const char *text)
 {
-    struct exit_verdict v = exit_verdict_lost(how, value, lock_error, req);
+    struct exit_lock lock = {.error = (char *)lock_error};
+    struct exit_verdict v = exit_verdict_lost(how, value, &lock, req);
     assert_int_equal(v.state, state);
     char *t = job_reason_text(v.reason, 0, v.detail);
     assert_string_equal(t, text);
@@ -380,6 +411,17 @@ static void test_verdict_without_exit_file(void **state)
     expect_lost(SHIM_END_EXITED, SHIM_EXIT_FAIL, "why", JOB_END_TIMEOUT, JOB_TIMEOUT,
                 "TimeLimit");
     expect_lost(SHIM_END_UNKNOWN, 0, NULL, JOB_END_CANCEL, JOB_CANCELLED, "CancelledByUser");
+    /* The job ran and only its outcome was lost: not a launch failure. */
+    struct exit_lock ran = {.error = (char *)"cannot write /x: No space left on device",
+                            .job_ran = true};
+    struct exit_verdict v = exit_verdict_lost(SHIM_END_EXITED, SHIM_EXIT_FAIL, &ran, JOB_END_NONE);
+    assert_int_equal(v.state, JOB_FAILED);
+    assert_int_equal(v.reason, JOB_REASON_SHIM_LOST);
+    assert_string_equal(v.detail, "cannot write /x: No space left on device");
+    exit_verdict_free(&v);
+    v = exit_verdict_lost(SHIM_END_UNKNOWN, 0, NULL, JOB_END_NONE);
+    assert_int_equal(v.reason, JOB_REASON_SHIM_LOST);
+    exit_verdict_free(&v);
 }
 
 int main(void)
