@@ -19,6 +19,7 @@ build: deps $(BUILD)/build.ninja
 	ninja -C $(BUILD)
 
 check: build
+	scripts/check-format.sh
 	meson test -C $(BUILD) --print-errorlogs --verbose
 	GFLOW_BUILD_DIR=$(abspath $(BUILD)) $(PYTEST) -q tests/e2e
 	$(MAKE) check-asan

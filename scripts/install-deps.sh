@@ -3,7 +3,7 @@
 # Idempotent and fast when everything is present (dpkg is asked first).
 set -e
 PKGS="build-essential meson ninja-build pkg-config libmicrohttpd-dev libjansson-dev
-libsqlite3-dev libcmocka-dev python3 python3-pytest util-linux procps passwd"
+libsqlite3-dev libcmocka-dev python3 python3-pytest util-linux procps passwd clang-format"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

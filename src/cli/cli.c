@@ -86,7 +86,6 @@ char *cli_option_error(char **argv, int c, const struct option *longopts)
     return xasprintf("unknown option -%c", optopt);
 }
 
-
 int cli_finish(int status)
 {
     client_close();
@@ -97,7 +96,6 @@ int cli_finish(int status)
     return status;
 }
 
-
 const char *cli_error_text(const json_t *reply)
 {
     const char *e = json_string_value(json_object_get(reply, "error"));
@@ -105,7 +103,7 @@ const char *cli_error_text(const json_t *reply)
 }
 
 int cli_request_json(const char *method, const char *path_query, json_t *body_json, int *status,
-                        json_t **reply)
+                     json_t **reply)
 {
     char *body = NULL;
     size_t body_len = 0;
@@ -130,8 +128,7 @@ int cli_request_json(const char *method, const char *path_query, json_t *body_js
         json_error_t jerr;
         j = json_loadb(r.body.buf, r.body.len, 0, &jerr);
         if (!j && ok)
-            cli_die(CLI_EXIT_FAIL, "gflowd sent a reply that is not valid JSON (%s)",
-                       jerr.text);
+            cli_die(CLI_EXIT_FAIL, "gflowd sent a reply that is not valid JSON (%s)", jerr.text);
     }
     if (!ok && !json_is_string(json_object_get(j, "error"))) {
         /* Not our daemon's error shape: show what came back, on one line. */
@@ -156,7 +153,6 @@ json_t *cli_call(const char *method, const char *path_query, json_t *body_json)
     return reply;
 }
 
-
 int64_t cli_resolve_ref(int back)
 {
     struct strbuf path;
@@ -170,13 +166,13 @@ int64_t cli_resolve_ref(int back)
     if ((size_t)back >= n) {
         if (n == 0)
             cli_die(CLI_EXIT_FAIL,
-                       "you have not submitted any job yet, so '@%s' refers "
-                       "to nothing",
-                       back ? "~N" : "");
+                    "you have not submitted any job yet, so '@%s' refers "
+                    "to nothing",
+                    back ? "~N" : "");
         cli_die(CLI_EXIT_FAIL,
-                   "'@~%d' goes back further than your first job: you have submitted %zu "
-                   "job%s (@ to @~%zu)",
-                   back, n, n == 1 ? "" : "s", n - 1);
+                "'@~%d' goes back further than your first job: you have submitted %zu "
+                "job%s (@ to @~%zu)",
+                back, n, n == 1 ? "" : "s", n - 1);
     }
     json_t *id = json_object_get(json_array_get(jobs, (size_t)back), "id");
     if (!json_is_integer(id))

@@ -347,8 +347,7 @@ static void gbatch_check_text(const char *text, size_t len, const char *what)
         cli_die(CLI_EXIT_FAIL, "%s is not a text file (it contains NUL bytes)", what);
     json_t *s = json_stringn(text, len);
     if (!s)
-        cli_die(CLI_EXIT_FAIL, "%s is not valid UTF-8 text; gflow stores scripts as text",
-                   what);
+        cli_die(CLI_EXIT_FAIL, "%s is not valid UTF-8 text; gflow stores scripts as text", what);
     json_decref(s);
 }
 
@@ -363,7 +362,7 @@ static char *gbatch_read_stdin(size_t *len)
             continue;
         if (n < 0)
             cli_die(CLI_EXIT_FAIL, "cannot read the script from standard input: %s",
-                       strerror(errno));
+                    strerror(errno));
         if (n == 0)
             break;
         strbuf_add(&sb, buf, (size_t)n);
@@ -424,7 +423,7 @@ static void gbatch_print_dry_run(const json_t *spec, const json_t *reply)
         printf("  Depends:   ");
         size_t i;
         const json_t *d;
-        json_array_foreach(deps, i, d) {
+        json_array_foreach (deps, i, d) {
             printf("%s%s:%lld", i ? "," : "", json_string_value(json_object_get(d, "kind")),
                    (long long)json_integer_value(json_object_get(d, "id")));
         }
@@ -478,8 +477,8 @@ static json_t *gbatch_sweep_rows(const struct gbatch_opts *o)
         for (size_t c = 0; c < nc; c++) {
             if (!param_name_valid(header[c]))
                 cli_usage_error("--param-file %s: the column name '%s' must be letters, "
-                                   "digits and '_', not starting with a digit", o->param_file,
-                                   header[c]);
+                                "digits and '_', not starting with a digit",
+                                o->param_file, header[c]);
             json_array_append_new(names, json_string(header[c]));
         }
         for (size_t r = 0; r < nr; r++) {
@@ -487,8 +486,8 @@ static json_t *gbatch_sweep_rows(const struct gbatch_opts *o)
             for (size_t c = 0; c < nc; c++) {
                 json_t *v = json_string(cells[r * nc + c]);
                 if (!v)
-                    cli_usage_error("--param-file %s: row %zu is not valid UTF-8",
-                                       o->param_file, r + 1);
+                    cli_usage_error("--param-file %s: row %zu is not valid UTF-8", o->param_file,
+                                    r + 1);
                 json_array_append_new(row, v);
             }
             json_array_append_new(csv_rows, row);
@@ -504,14 +503,14 @@ static json_t *gbatch_sweep_rows(const struct gbatch_opts *o)
     }
     size_t pi;
     json_t *pname;
-    json_array_foreach(o->param_names, pi, pname) {
+    json_array_foreach (o->param_names, pi, pname) {
         json_t *vals = json_array_get(o->param_values, pi);
         json_array_append(names, pname);
         json_t *next = json_array();
         size_t ri, vi;
         json_t *row, *v;
-        json_array_foreach(rows, ri, row) {
-            json_array_foreach(vals, vi, v) {
+        json_array_foreach (rows, ri, row) {
+            json_array_foreach (vals, vi, v) {
                 json_t *r2 = json_copy(row);
                 json_array_append(r2, v);
                 json_array_append_new(next, r2);
@@ -524,8 +523,8 @@ static json_t *gbatch_sweep_rows(const struct gbatch_opts *o)
     }
     size_t a, b;
     json_t *x, *y;
-    json_array_foreach(names, a, x) {
-        json_array_foreach(names, b, y) {
+    json_array_foreach (names, a, x) {
+        json_array_foreach (names, b, y) {
             if (b > a && json_equal(x, y))
                 cli_usage_error("the parameter '%s' is given twice", json_string_value(x));
         }
@@ -554,12 +553,12 @@ int main(int argc, char **argv)
 
     if (nwords == 0 && !stdin_script)
         cli_usage_error("no command or script given; usage: gbatch [options] "
-                           "<script | command [args...]>");
+                        "<script | command [args...]>");
     if (stdin_script) {
         script = gbatch_read_stdin(&script_len);
         if (script_len == 0)
             cli_die(CLI_EXIT_USAGE, "the script on standard input is empty; give a "
-                                          "command or a script file instead (see 'gbatch --help')");
+                                    "command or a script file instead (see 'gbatch --help')");
         gbatch_check_text(script, script_len, "the script on standard input");
         script_path = xstrdup("-");
         gbatch_directives(script, "<stdin>", &o);
@@ -570,8 +569,7 @@ int main(int argc, char **argv)
         gbatch_check_text(script, script_len, words[0]);
         script_path = realpath(words[0], NULL);
         if (!script_path)
-            cli_die(CLI_EXIT_FAIL, "cannot resolve the path of %s: %s", words[0],
-                       strerror(errno));
+            cli_die(CLI_EXIT_FAIL, "cannot resolve the path of %s: %s", words[0], strerror(errno));
         gbatch_directives(script, words[0], &o);
     } else {
         char *command = shell_join(nwords, words);
@@ -623,7 +621,7 @@ int main(int argc, char **argv)
         cli_usage_error("--array and --param/--param-file cannot be combined");
     if (o.name_template && !rows)
         cli_usage_error("--name-template names the jobs of a sweep: it needs --param or "
-                           "--param-file");
+                        "--param-file");
     if (o.array)
         json_object_set_new(spec, "array", json_string(o.array));
     if (rows) {
@@ -646,7 +644,7 @@ int main(int argc, char **argv)
         size_t i;
         const json_t *jb;
         printf("Dry run: nothing was submitted. Would submit %zu job(s):\n", json_array_size(list));
-        json_array_foreach(list, i, jb) {
+        json_array_foreach (list, i, jb) {
             const char *cmd = json_string_value(json_object_get(jb, "command"));
             printf("  [%zu] %s: %s\n", i + 1, json_string_value(json_object_get(jb, "name")),
                    cmd ? cmd : json_string_value(json_object_get(spec, "script_path")));

@@ -111,7 +111,7 @@ int main(int argc, char **argv)
                 /* The daemon answered 2xx without cancelling; say what it did. */
                 fflush(stdout);
                 cli_warn("job %lld was not cancelled (it is in state %s)", (long long)ids[i],
-                            state ? state : "unknown");
+                         state ? state : "unknown");
                 status = 1;
             }
         }
@@ -120,7 +120,7 @@ int main(int argc, char **argv)
         bool running = json_is_true(json_object_get(reply, "cancelling"));
         size_t k;
         const json_t *a;
-        json_array_foreach(also, k, a) {
+        json_array_foreach (also, k, a) {
             long long id = (long long)json_integer_value(json_object_get(a, "id"));
             long long dep = (long long)json_integer_value(json_object_get(a, "depends_on"));
             if (dry_run)

@@ -74,7 +74,7 @@ static void __attribute__((noreturn))
 gctl_bad_option(const char *cmd, char **argv, int c, const struct option *longopts)
 {
     cli_die(CLI_EXIT_USAGE, "%s for 'gctl %s'; see 'gctl %s --help'",
-               cli_option_error(argv, c, longopts), cmd, cmd);
+            cli_option_error(argv, c, longopts), cmd, cmd);
 }
 
 /* "0,2" from a JSON array of indices. Malloc'd. */
@@ -85,8 +85,7 @@ static char *gctl_index_list(const json_t *arr)
     strbuf_adds(&sb, "");
     size_t i;
     const json_t *v;
-    json_array_foreach(arr, i, v)
-    {
+    json_array_foreach (arr, i, v) {
         if (i)
             strbuf_addc(&sb, ',');
         if (json_is_integer(v))
@@ -181,13 +180,13 @@ static int gctl_set_limit(int argc, char **argv)
     int first = gctl_simple_opts("set-limit", argc, argv, gctl_help_set_limit);
     if (argc - first != 2)
         cli_usage_error("use 'gctl set-limit <job id or group id> <K>', e.g. "
-                           "'gctl set-limit 12 4'");
+                        "'gctl set-limit 12 4'");
     int64_t id, k;
     if (parse_int64(argv[first], &id) < 0 || id <= 0)
         cli_usage_error("invalid job id '%s': use a number like 12", argv[first]);
     if (parse_int64(argv[first + 1], &k) < 0 || k < 0)
         cli_usage_error("invalid limit '%s': use a whole number >= 0 (0: no limit)",
-                           argv[first + 1]);
+                        argv[first + 1]);
     char *path = xasprintf("/v1/jobs/%lld/limit", (long long)id);
     json_t *body = json_pack("{s:I}", "max_concurrent", (json_int_t)k);
     json_t *reply = cli_call("POST", path, body);
@@ -246,11 +245,11 @@ static json_t *gctl_parse_gpu_list(const char *s)
             cli_usage_error("invalid GPU list '%s': empty item; use e.g. 0,2 or 0-3, or all", s);
         if (lo < 0 || hi < 0)
             cli_usage_error("invalid GPU list '%s' at '%.*s': use GPU indices like 0,2 or "
-                               "0-3, or all",
-                               s, (int)len, p);
+                            "0-3, or all",
+                            s, (int)len, p);
         if (hi < lo)
             cli_usage_error("invalid GPU list '%s': range '%.*s' ends before it starts", s,
-                               (int)len, p);
+                            (int)len, p);
         for (int64_t i = lo; i <= hi; i++) {
             if (!seen[i])
                 json_array_append_new(arr, json_integer(i));
@@ -269,8 +268,7 @@ static int gctl_set_gpus(int argc, char **argv)
     if (first >= argc)
         cli_usage_error("which GPUs? e.g. 'gctl set-gpus 0,2' or 'gctl set-gpus all'");
     if (argc - first > 1)
-        cli_usage_error("'gctl set-gpus' takes one list, e.g. 0,2; got %d arguments",
-                           argc - first);
+        cli_usage_error("'gctl set-gpus' takes one list, e.g. 0,2; got %d arguments", argc - first);
     const char *arg = argv[first];
     json_t *body = json_object();
     if (!strcmp(arg, "all"))
@@ -334,7 +332,7 @@ static int gctl_gpu_process(int argc, char **argv)
     }
     if (optind < argc - 1)
         cli_usage_error("unexpected argument '%s' for 'gctl gpu-process %s'", argv[optind + 1],
-                           action);
+                        action);
 
     if (list) {
         if (gpu >= 0 || pid >= 0)
@@ -348,8 +346,7 @@ static int gctl_gpu_process(int argc, char **argv)
             struct output_table *t = output_table_new(2, headers);
             size_t i;
             const json_t *e;
-            json_array_foreach(entries, i, e)
-            {
+            json_array_foreach (entries, i, e) {
                 const json_t *g = json_object_get(e, "gpu"), *p = json_object_get(e, "pid");
                 char *cells[2] = {
                     json_is_integer(g) ? xasprintf("%lld", (long long)json_integer_value(g))
@@ -415,7 +412,7 @@ int main(int argc, char **argv)
     }
     if (optind >= argc)
         cli_usage_error("no command given; use show-gpus, set-gpus, gpu-process or "
-                           "set-limit");
+                        "set-limit");
     const char *cmd = argv[optind];
     int sub_argc = argc - optind;
     char **sub_argv = argv + optind;
@@ -432,7 +429,7 @@ int main(int argc, char **argv)
         gctl_help(), status = 0;
     else
         cli_usage_error("unknown command '%s'; use show-gpus, set-gpus, gpu-process or "
-                           "set-limit",
-                           cmd);
+                        "set-limit",
+                        cmd);
     return cli_finish(status);
 }

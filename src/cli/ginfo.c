@@ -83,8 +83,7 @@ static json_t *ginfo_job_names(const json_t *gpus)
     bool any = false;
     size_t i;
     const json_t *g;
-    json_array_foreach(gpus, i, g)
-    {
+    json_array_foreach (gpus, i, g) {
         if (json_array_size(json_object_get(g, "jobs")) > 0)
             any = true;
     }
@@ -94,8 +93,7 @@ static json_t *ginfo_job_names(const json_t *gpus)
     json_t *reply = NULL;
     if (cli_request_json("GET", "/v1/jobs?state=R&user=all", NULL, NULL, &reply) == 0) {
         const json_t *j;
-        json_array_foreach(json_object_get(reply, "jobs"), i, j)
-        {
+        json_array_foreach (json_object_get(reply, "jobs"), i, j) {
             const json_t *id = json_object_get(j, "id");
             const char *name = ginfo_str(j, "name");
             if (json_is_integer(id) && name) {
@@ -119,8 +117,7 @@ static char *ginfo_job_reason(const json_t *gpu, const json_t *names)
     strbuf_adds(&sb, "");
     size_t i;
     const json_t *id;
-    json_array_foreach(jobs, i, id)
-    {
+    json_array_foreach (jobs, i, id) {
         if (!json_is_integer(id))
             continue;
         char key[32];
@@ -206,8 +203,7 @@ static bool ginfo_gpu_has_job(const json_t *gpu, json_int_t job)
 {
     size_t i;
     const json_t *id;
-    json_array_foreach(json_object_get(gpu, "jobs"), i, id)
-    {
+    json_array_foreach (json_object_get(gpu, "jobs"), i, id) {
         if (json_is_integer(id) && json_integer_value(id) == job)
             return true;
     }
@@ -222,10 +218,8 @@ static void ginfo_processes(const json_t *gpus)
     struct output_table *t = output_table_new(7, headers);
     size_t i, k;
     const json_t *g, *p;
-    json_array_foreach(gpus, i, g)
-    {
-        json_array_foreach(json_object_get(g, "processes"), k, p)
-        {
+    json_array_foreach (gpus, i, g) {
+        json_array_foreach (json_object_get(g, "processes"), k, p) {
             const json_t *job = json_object_get(p, "job");
             char *note;
             if (json_is_integer(job)) {
@@ -269,8 +263,7 @@ static void ginfo_verbose(const json_t *gpus, const json_t *names)
     struct output_table *t = output_table_new(9, headers);
     size_t i;
     const json_t *g;
-    json_array_foreach(gpus, i, g)
-    {
+    json_array_foreach (gpus, i, g) {
         int64_t index = ginfo_int(g, "index");
         int64_t used = ginfo_int(g, "memory_used_mib");
         int64_t total = ginfo_int(g, "memory_total_mib");

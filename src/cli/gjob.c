@@ -102,7 +102,7 @@ static void __attribute__((noreturn))
 gjob_bad_option(const char *cmd, char **argv, int c, const struct option *longopts)
 {
     cli_die(CLI_EXIT_USAGE, "%s for 'gjob %s'; see 'gjob %s --help'",
-               cli_option_error(argv, c, longopts), cmd, cmd);
+            cli_option_error(argv, c, longopts), cmd, cmd);
 }
 
 /* "123 KiB", "12.3 MiB", "1.50 GiB". */
@@ -147,8 +147,7 @@ static void gjob_print_gpus(const json_t *raw, const struct job *j)
     const json_t *detail = json_object_get(raw, "gpus_detail");
     size_t i;
     const json_t *g;
-    json_array_foreach(detail, i, g)
-    {
+    json_array_foreach (detail, i, g) {
         const json_t *index = json_object_get(g, "index");
         const char *uuid = json_string_value(json_object_get(g, "uuid"));
         const char *bus = json_string_value(json_object_get(g, "pci_bus_id"));
@@ -164,7 +163,7 @@ static void gjob_print_gpus(const json_t *raw, const struct job *j)
     if (json_array_size(foreign)) {
         struct strbuf sb;
         strbuf_init(&sb);
-        json_array_foreach(foreign, i, g)
+        json_array_foreach (foreign, i, g)
             strbuf_addf(&sb, "%s%lld", i ? "," : "", (long long)json_integer_value(g));
         gjob_field_owned("ForeignGPUs",
                          xasprintf("%s (the job runs processes on GPUs it was not given)", sb.buf));
@@ -179,7 +178,7 @@ static char *gjob_params_text(const json_t *params)
     strbuf_init(&sb);
     const char *key;
     const json_t *v;
-    json_object_foreach((json_t *)params, key, v) {
+    json_object_foreach ((json_t *)params, key, v) {
         char *q = shell_quote(json_is_string(v) ? json_string_value(v) : "");
         strbuf_addf(&sb, "%s%s=%s", sb.len ? " " : "", key, q);
         free(q);
@@ -256,7 +255,7 @@ static int gjob_show(int argc, char **argv)
         case 'o':
             if (output_format_parse(optarg, &fmt) < 0 || fmt == OUTPUT_CSV)
                 cli_die(CLI_EXIT_USAGE,
-                           "unknown output format '%s' for 'gjob show'; use table or json", optarg);
+                        "unknown output format '%s' for 'gjob show'; use table or json", optarg);
             break;
         case 'h':
             gjob_help_show();
@@ -284,8 +283,7 @@ static int gjob_show(int argc, char **argv)
         } else {
             struct job j;
             if (job_from_json(reply, &j) < 0) {
-                cli_warn("gflowd sent job %lld in a form this gjob cannot read",
-                            (long long)ids[i]);
+                cli_warn("gflowd sent job %lld in a form this gjob cannot read", (long long)ids[i]);
                 status = CLI_EXIT_FAIL;
             } else {
                 if (!first)
@@ -325,8 +323,7 @@ static int64_t gjob_lines_arg(const char *opt, const char *s)
 {
     int64_t v;
     if (parse_int64(s, &v) < 0 || v < 0)
-        cli_die(CLI_EXIT_USAGE, "invalid line count '%s' for %s: use a whole number >= 0", s,
-                   opt);
+        cli_die(CLI_EXIT_USAGE, "invalid line count '%s' for %s: use a whole number >= 0", s, opt);
     return v;
 }
 
@@ -365,18 +362,17 @@ static int gjob_log(int argc, char **argv)
     if (optind >= argc)
         cli_die(CLI_EXIT_USAGE, "which job? e.g. 'gjob log 42' or 'gjob log @'");
     if (argc - optind > 1)
-        cli_die(CLI_EXIT_USAGE, "'gjob log' shows one job's log; got %d arguments",
-                   argc - optind);
+        cli_die(CLI_EXIT_USAGE, "'gjob log' shows one job's log; got %d arguments", argc - optind);
     if (first >= 0 && last >= 0)
         cli_die(CLI_EXIT_USAGE, "--first and --last cannot be used together");
     if (follow && (first >= 0 || last >= 0))
         cli_die(CLI_EXIT_USAGE, "--follow prints the whole log as it grows; it cannot "
-                                      "be combined with --first or --last");
+                                "be combined with --first or --last");
     size_t n;
     int64_t *ids = cli_parse_ids(1, argv + optind, &n);
     if (n != 1)
-        cli_die(CLI_EXIT_USAGE, "'gjob log' shows one job's log; '%s' names %zu jobs",
-                   argv[optind], n);
+        cli_die(CLI_EXIT_USAGE, "'gjob log' shows one job's log; '%s' names %zu jobs", argv[optind],
+                n);
 
     struct strbuf path;
     strbuf_init(&path);
@@ -695,7 +691,7 @@ static char *gjob_change_text(const char *field, const json_t *v)
         strbuf_init(&sb);
         size_t i;
         const json_t *d;
-        json_array_foreach(v, i, d)
+        json_array_foreach (v, i, d)
             strbuf_addf(&sb, "%s%s:%lld", i ? "," : "",
                         json_string_value(json_object_get(d, "kind")),
                         (long long)json_integer_value(json_object_get(d, "id")));
@@ -734,7 +730,7 @@ static int gjob_update(int argc, char **argv)
                 printf("Job %lld updated: ", (long long)ids[i]);
                 size_t k;
                 const json_t *ch;
-                json_array_foreach(changes, k, ch) {
+                json_array_foreach (changes, k, ch) {
                     const char *f = json_string_value(json_object_get(ch, "field"));
                     char *a = gjob_change_text(f, json_object_get(ch, "old"));
                     char *b = gjob_change_text(f, json_object_get(ch, "new"));
@@ -777,7 +773,7 @@ static int gjob_redo(int argc, char **argv)
         } else {
             size_t k;
             const json_t *jb;
-            json_array_foreach(json_object_get(reply, "jobs"), k, jb) {
+            json_array_foreach (json_object_get(reply, "jobs"), k, jb) {
                 const char *name = json_string_value(json_object_get(jb, "name"));
                 printf("Submitted batch job %lld (%s) (redo of %lld)\n",
                        (long long)json_integer_value(json_object_get(jb, "id")), name ? name : "-",
@@ -839,7 +835,6 @@ int main(int argc, char **argv)
     else if (!strcmp(cmd, "help"))
         gjob_help(), status = 0;
     else
-        cli_usage_error("unknown command '%s'; use show, log, hold, release, update or redo",
-                           cmd);
+        cli_usage_error("unknown command '%s'; use show, log, hold, release, update or redo", cmd);
     return cli_finish(status);
 }

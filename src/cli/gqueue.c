@@ -160,7 +160,10 @@ static const struct {
     const char *name;
     const char *api;
 } gqueue_sort_aliases[] = {
-    {"jobid", "id"}, {"st", "state"}, {"gpus", NULL}, {"nodes", NULL},
+    {"jobid", "id"},
+    {"st", "state"},
+    {"gpus", NULL},
+    {"nodes", NULL},
 };
 
 /* The API's name for a sort key the user typed (any case); NULL for one sorted here.
@@ -178,8 +181,8 @@ static const char *gqueue_sort_key(const char *key, const char *given)
     for (size_t i = 0; i < sizeof(gqueue_sort_aliases) / sizeof(gqueue_sort_aliases[0]); i++)
         if (!strcmp(lower, gqueue_sort_aliases[i].name))
             return gqueue_sort_aliases[i].api;
-    cli_usage_error("unknown sort field '%s'; use %s, or gpus (prefix '-' for descending)",
-                    given, job_sort_names());
+    cli_usage_error("unknown sort field '%s'; use %s, or gpus (prefix '-' for descending)", given,
+                    job_sort_names());
 }
 
 enum { OPT_SOCKET = 256 };
@@ -245,7 +248,8 @@ static void gqueue_help(void)
            "Columns: TIME is the run time (0:00 before the job starts); NODES the GPUs\n"
            "requested; NODELIST(REASON) the GPUs of a running job, or why a job waits or\n"
            "ended, e.g. (Priority), (JobHeldUser), (NonZeroExitCode), (Signal),\n"
-           "(TimeLimit), (Memory), (BeginTime), (OutOfMemory); EXITCODE the exit status, or the signal\n"
+           "(TimeLimit), (Memory), (BeginTime), (OutOfMemory); EXITCODE the exit status, or the "
+           "signal\n"
            "that killed the job (e.g. SIGKILL); TIMELIMIT is UNLIMITED when none;\n"
            "MEMORY the host memory requested (--memory), - when none; SUBMIT/START/END are\n"
            "local times.\n");
@@ -269,8 +273,8 @@ static char *gqueue_states(const char *list)
             tok[--l] = '\0';
         if (job_state_parse(tok, &st) < 0)
             cli_usage_error("unknown job state '%s'; use PD, H, R, CD, F, CA, TO or "
-                               "Queued, Hold, Running, Finished, Failed, Cancelled, Timeout",
-                               tok);
+                            "Queued, Hold, Running, Finished, Failed, Cancelled, Timeout",
+                            tok);
         if (sb.len)
             strbuf_addc(&sb, ',');
         strbuf_adds(&sb, job_state_short(st));
@@ -301,10 +305,10 @@ static const struct gqueue_field **gqueue_format(const char *spec, size_t *n)
                 f = &gqueue_fields[i];
         if (!f)
             cli_usage_error("unknown field '%s' in -f; use JOBID, NAME, ST, STATE, TIME, "
-                               "TIMELIMIT, NODES, NODELIST(REASON), NODELIST, REASON, "
-                               "PRIORITY, USER, EXITCODE, SUBMIT, START, END, WORKDIR, "
-                               "COMMAND, MEMORY, BEGIN",
-                               tok);
+                            "TIMELIMIT, NODES, NODELIST(REASON), NODELIST, REASON, "
+                            "PRIORITY, USER, EXITCODE, SUBMIT, START, END, WORKDIR, "
+                            "COMMAND, MEMORY, BEGIN",
+                            tok);
         if (*n == cap) {
             cap *= 2;
             out = xrealloc(out, cap * sizeof(*out));
@@ -326,13 +330,15 @@ struct gqueue_row {
 /* Tables only need the fields, not JSON: the line format is far cheaper to read when
  * there are 10,000 jobs (docs/api.md, format=tsv). */
 /* The rows' strings point into *body, which the caller frees after the rows. */
-static struct gqueue_row *gqueue_fetch_tsv(struct strbuf *path,
-                                           const struct gqueue_field **columns, size_t ncolumns,
-                                           bool tree, size_t *count, struct client_response *r)
+static struct gqueue_row *gqueue_fetch_tsv(struct strbuf *path, const struct gqueue_field **columns,
+                                           size_t ncolumns, bool tree, size_t *count,
+                                           struct client_response *r)
 {
     /* Only the fields the columns read (plus id and gpus, for sorting). */
-    bool want[JOB_FIELD_COUNT] = {[JOB_FIELD_ID] = true, [JOB_FIELD_GPUS] = true,
-                                  [JOB_FIELD_DEPENDS_ON] = tree, [JOB_FIELD_RETRY_OF] = tree};
+    bool want[JOB_FIELD_COUNT] = {[JOB_FIELD_ID] = true,
+                                  [JOB_FIELD_GPUS] = true,
+                                  [JOB_FIELD_DEPENDS_ON] = tree,
+                                  [JOB_FIELD_RETRY_OF] = tree};
     for (size_t c = 0; c < ncolumns; c++) {
         char *needs = xstrdup(columns[c]->needs), *save = NULL;
         for (char *f = strtok_r(needs, ",", &save); f; f = strtok_r(NULL, ",", &save))
@@ -388,8 +394,8 @@ static struct gqueue_row *gqueue_fetch_tsv(struct strbuf *path,
 /* ---- the dependency tree (-t) ---- */
 
 struct gqueue_tree {
-    size_t *order;   /* rows in display order */
-    char **prefix;   /* per row: what goes before its NAME */
+    size_t *order; /* rows in display order */
+    char **prefix; /* per row: what goes before its NAME */
     size_t n;
 };
 
@@ -565,8 +571,8 @@ int main(int argc, char **argv)
         case 'n':
             if (parse_int64(optarg, &limit) < 0 || limit < -INT32_MAX || limit > INT32_MAX)
                 cli_usage_error("invalid limit '%s' for -n: use a whole number (N: the "
-                                   "first N, -N: the last N, 0: all)",
-                                   optarg);
+                                "first N, -N: the last N, 0: all)",
+                                optarg);
             break;
         case 'r':
             sort = optarg;
@@ -592,11 +598,10 @@ int main(int argc, char **argv)
         }
     }
     if (optind < argc)
-        cli_usage_error("unexpected argument '%s' (to list given jobs use -j IDS)",
-                           argv[optind]);
+        cli_usage_error("unexpected argument '%s' (to list given jobs use -j IDS)", argv[optind]);
     if (completed && states)
         cli_usage_error("--completed and --states cannot be used together; "
-                           "use -s CD,F,CA,TO");
+                        "use -s CD,F,CA,TO");
 
     size_t nfields;
     const struct gqueue_field **fields = gqueue_format(format, &nfields);

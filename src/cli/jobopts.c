@@ -613,8 +613,7 @@ void jobopts_deps(const struct jobopts_ctx *ctx, const char *opt, const char *ar
     struct jo_deps d = {0};
     size_t i;
     const json_t *e;
-    json_array_foreach(json_object_get(spec, "depends_on"), i, e)
-    {
+    json_array_foreach (json_object_get(spec, "depends_on"), i, e) {
         enum job_dep_kind kind = JOB_DEP_AFTEROK;
         const char *k = json_string_value(json_object_get(e, "kind"));
         if (k)
@@ -644,8 +643,7 @@ void jobopts_merge(json_t *spec, const json_t *from)
 {
     const char *key;
     json_t *v;
-    json_object_foreach((json_t *)from, key, v)
-    {
+    json_object_foreach ((json_t *)from, key, v) {
         if (!strcmp(key, "depends_mode") || json_object_get(spec, key))
             continue;
         json_object_set(spec, key, v);

@@ -369,8 +369,8 @@ static int read_response(struct client_response *r, client_chunk_cb cb, void *ar
         total = 0;
         int lr = read_line(&line, &total, err);
         if (lr == 1) {
-            *err = xasprintf("gflowd at %s closed the connection without answering",
-                             cl.socket_path);
+            *err =
+                xasprintf("gflowd at %s closed the connection without answering", cl.socket_path);
             goto out;
         }
         if (lr < 0)
@@ -502,8 +502,8 @@ int client_request(const char *method, const char *path_query, const char *body,
             client_close();
             if (reused)
                 continue; /* the daemon closed the idle connection; try a fresh one */
-            *err = xasprintf("lost the connection to gflowd at %s (%s)", cl.socket_path,
-                             strerror(e));
+            *err =
+                xasprintf("lost the connection to gflowd at %s (%s)", cl.socket_path, strerror(e));
             goto out;
         }
         char *rerr = NULL;
@@ -551,4 +551,3 @@ void client_query_add(struct strbuf *path, const char *key, const char *value)
     strbuf_addf(path, "%c%s=%s", strchr(path->buf ? path->buf : "", '?') ? '&' : '?', key, v);
     free(v);
 }
-

@@ -3,8 +3,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdio.h> /* rename */
 #include <libgen.h>
+#include <stdio.h> /* rename */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>

@@ -1,10 +1,10 @@
 /* paths: where gflow keeps its files (see paths.h). */
 #include "paths.h"
 
+#include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <pwd.h>
 
 #include "util.h"
 

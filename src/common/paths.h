@@ -16,12 +16,12 @@ struct gflow_paths {
     bool system;
     char *data_dir;
     char *socket_path;
-    char *db_path;   /* <data>/gflow.db */
-    char *log_dir;   /* <data>/logs */
-    char *exit_dir;  /* <data>/exits: exit files written by the shims */
-    char *run_dir;   /* <data>/run: per-job lock, env and script files */
-    char *lock_path; /* <data>/gflowd.lock: pid and start time of the daemon */
-    char *daemon_log;/* <data>/gflowd.log */
+    char *db_path;    /* <data>/gflow.db */
+    char *log_dir;    /* <data>/logs */
+    char *exit_dir;   /* <data>/exits: exit files written by the shims */
+    char *run_dir;    /* <data>/run: per-job lock, env and script files */
+    char *lock_path;  /* <data>/gflowd.lock: pid and start time of the daemon */
+    char *daemon_log; /* <data>/gflowd.log */
 };
 
 /* Fills p from the config (its data_dir/socket_path override) and the environment. */

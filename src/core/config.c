@@ -31,13 +31,19 @@ struct config_key {
 
 static const char *const config_log_levels[] = {"error", "warn", "info", "debug", NULL};
 
-#define CONFIG_INT_KEY(name, field, min, def)                                              \
-    {name, CONFIG_INT, offsetof(struct gflow_config, field), min, NULL, def}
-#define CONFIG_STRING_KEY(name, field, choices, def)                                       \
-    {name, CONFIG_STRING, offsetof(struct gflow_config, field), 0, choices, def}
+#define CONFIG_INT_KEY(name, field, min, def)                                                      \
+    {                                                                                              \
+        name, CONFIG_INT, offsetof(struct gflow_config, field), min, NULL, def                     \
+    }
+#define CONFIG_STRING_KEY(name, field, choices, def)                                               \
+    {                                                                                              \
+        name, CONFIG_STRING, offsetof(struct gflow_config, field), 0, choices, def                 \
+    }
 
-#define CONFIG_BOOL_KEY(name, field, def)                                                  \
-    {name, CONFIG_BOOL, offsetof(struct gflow_config, field), 0, NULL, def}
+#define CONFIG_BOOL_KEY(name, field, def)                                                          \
+    {                                                                                              \
+        name, CONFIG_BOOL, offsetof(struct gflow_config, field), 0, NULL, def                      \
+    }
 
 static const char *const config_gpu_strategies[] = {"topology", "sequential", "random", NULL};
 static const char *const config_gpu_id_formats[] = {"index", "uuid", NULL};
@@ -148,8 +154,8 @@ static bool config_choice_ok(const struct config_key *k, const char *s)
     return false;
 }
 
-static int config_store_string(struct gflow_config *c, const struct config_key *k,
-                               const char *s, char **err)
+static int config_store_string(struct gflow_config *c, const struct config_key *k, const char *s,
+                               char **err)
 {
     if (!config_choice_ok(k, s)) {
         *err = config_type_error(k);
@@ -171,8 +177,8 @@ static int config_parse_int(const char *s, int64_t *out)
 }
 
 /* Sets a key from its text form. On error *err is "NAME must be ..." */
-static int config_set_text(struct gflow_config *c, const struct config_key *k,
-                           const char *value, char **err)
+static int config_set_text(struct gflow_config *c, const struct config_key *k, const char *value,
+                           char **err)
 {
     if (k->kind == CONFIG_STRING)
         return config_store_string(c, k, value, err);
@@ -200,8 +206,8 @@ void config_init(struct gflow_config *c)
     memset(c, 0, sizeof(*c));
     for (size_t i = 0; i < CONFIG_NKEYS; i++) {
         char *err = NULL;
-        if (config_keys[i].def && config_set_text(c, &config_keys[i], config_keys[i].def,
-                                                  &err) < 0) {
+        if (config_keys[i].def &&
+            config_set_text(c, &config_keys[i], config_keys[i].def, &err) < 0) {
             /* A default that fails its own check is a bug in the table above (and
              * test_config's first test fails on it). */
             abort();
@@ -275,8 +281,7 @@ static int config_apply_toml(struct gflow_config *c, const char *path, const cha
                           : k->kind == CONFIG_BOOL ? TOML_BOOL
                                                    : TOML_STRING;
     size_t len = 0;
-    if (toml_type_of(v) != want ||
-        (want == TOML_STRING && strlen(toml_string(v, &len)) != len))
+    if (toml_type_of(v) != want || (want == TOML_STRING && strlen(toml_string(v, &len)) != len))
         why = config_type_error(k);
     else if (want == TOML_BOOL) {
         *config_bool_field(c, k) = toml_bool(v);
@@ -294,8 +299,8 @@ out:
 }
 
 /* A top-level entry that is not a known section: "FILE:LINE: unknown section 'x'". */
-static char *config_section_error(const char *path, const char *name,
-                                  const struct toml_value *t, bool known)
+static char *config_section_error(const char *path, const char *name, const struct toml_value *t,
+                                  bool known)
 {
     int line = toml_line(t);
     if (!name)
@@ -320,15 +325,15 @@ static int config_apply_tree(struct gflow_config *c, const struct toml_value *ro
             return -1;
         }
         for (size_t j = 0; j < toml_table_len(t); j++)
-            if (config_apply_toml(c, path, section, config_toml_key(t, j),
-                                  toml_table_value(t, j), err) < 0)
+            if (config_apply_toml(c, path, section, config_toml_key(t, j), toml_table_value(t, j),
+                                  err) < 0)
                 return -1;
     }
     return 0;
 }
 
-int config_load_text(struct gflow_config *c, const char *path, const char *text,
-                             size_t len, char **err)
+int config_load_text(struct gflow_config *c, const char *path, const char *text, size_t len,
+                     char **err)
 {
     struct toml_error te;
     struct toml_value *root = toml_parse(text, len, &te);

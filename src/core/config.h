@@ -11,22 +11,22 @@
 
 struct gflow_config {
     /* [daemon] */
-    char *socket_path;         /* daemon.socket_path; NULL = the default path */
-    char *data_dir;            /* daemon.data_dir; NULL = the default path */
-    int64_t max_running_jobs;  /* daemon.max_running_jobs; 0 = no limit (default) */
-    int64_t kill_grace_secs;   /* daemon.kill_grace_secs; default 10, >= 0 */
-    int64_t max_request_bytes; /* daemon.max_request_bytes; default 64 MiB, > 0 */
-    char *admin_group;         /* daemon.admin_group; NULL = root only */
-    char *log_level;           /* daemon.log_level: error|warn|info|debug; default info */
-    char *gpus;                /* daemon.gpus: "all" (default) or a list like "0,2-3" */
-    char *nvml_library;        /* daemon.nvml_library; NULL = libnvidia-ml.so.1 */
-    char *gpu_allocation_strategy; /* topology (default) | sequential | random */
+    char *socket_path;              /* daemon.socket_path; NULL = the default path */
+    char *data_dir;                 /* daemon.data_dir; NULL = the default path */
+    int64_t max_running_jobs;       /* daemon.max_running_jobs; 0 = no limit (default) */
+    int64_t kill_grace_secs;        /* daemon.kill_grace_secs; default 10, >= 0 */
+    int64_t max_request_bytes;      /* daemon.max_request_bytes; default 64 MiB, > 0 */
+    char *admin_group;              /* daemon.admin_group; NULL = root only */
+    char *log_level;                /* daemon.log_level: error|warn|info|debug; default info */
+    char *gpus;                     /* daemon.gpus: "all" (default) or a list like "0,2-3" */
+    char *nvml_library;             /* daemon.nvml_library; NULL = libnvidia-ml.so.1 */
+    char *gpu_allocation_strategy;  /* topology (default) | sequential | random */
     int64_t gpu_poll_interval_secs; /* daemon.gpu_poll_interval_secs; default 10, >= 1 */
-    char *gpu_id_format;       /* CUDA_VISIBLE_DEVICES as "index" (default) or "uuid" */
-    bool constrain_devices;    /* daemon.constrain_devices: deny jobs the GPUs they were not
+    char *gpu_id_format;            /* CUDA_VISIBLE_DEVICES as "index" (default) or "uuid" */
+    bool constrain_devices;         /* daemon.constrain_devices: deny jobs the GPUs they were not
                                 * given through the cgroup v1 devices controller; default
                                 * false */
-    char *source_path;         /* the file that was read, NULL if none */
+    char *source_path;              /* the file that was read, NULL if none */
 };
 
 void config_init(struct gflow_config *c); /* defaults */

@@ -116,8 +116,7 @@ char *exit_record_encode(const struct exit_record *rec)
 }
 
 /* The integer at key if it is one within [min, max]; else dflt. */
-static int64_t json_int_in(const json_t *o, const char *key, int64_t min, int64_t max,
-                           int64_t dflt)
+static int64_t json_int_in(const json_t *o, const char *key, int64_t min, int64_t max, int64_t dflt)
 {
     const json_t *v = json_object_get(o, key);
     if (!json_is_integer(v))
@@ -305,8 +304,8 @@ struct exit_verdict exit_verdict_of(const struct exit_record *rec, enum job_end_
     return verdict(JOB_FAILED, JOB_REASON_NON_ZERO_EXIT, NULL);
 }
 
-struct exit_verdict exit_verdict_lost(enum shim_end how, int value,
-                                      const struct exit_lock *lock, enum job_end_request req)
+struct exit_verdict exit_verdict_lost(enum shim_end how, int value, const struct exit_lock *lock,
+                                      enum job_end_request req)
 {
     struct exit_verdict v;
     if (requested_end(req, &v))
@@ -322,8 +321,7 @@ struct exit_verdict exit_verdict_lost(enum shim_end how, int value,
                                      "job; see gflowd.log",
                                      value));
         return verdict(JOB_FAILED, JOB_REASON_SHIM_LOST,
-                       xasprintf("gflow-shim exited with status %d without an exit file",
-                                 value));
+                       xasprintf("gflow-shim exited with status %d without an exit file", value));
     case SHIM_END_SIGNALED:
         return verdict(JOB_FAILED, JOB_REASON_SHIM_LOST,
                        xasprintf("gflow-shim killed by %s", job_signal_name(value)));

@@ -120,7 +120,7 @@ enum shim_end { SHIM_END_UNKNOWN, SHIM_END_EXITED, SHIM_END_SIGNALED };
  * before starting the job; see gflowd.log; any other exit F ShimLost: gflow-shim exited
  * with status N without an exit file; a signal F ShimLost: gflow-shim killed by SIGxxx;
  * UNKNOWN F ShimLost: gflow-shim ended without an exit file. */
-struct exit_verdict exit_verdict_lost(enum shim_end how, int value,
-                                      const struct exit_lock *lock, enum job_end_request req);
+struct exit_verdict exit_verdict_lost(enum shim_end how, int value, const struct exit_lock *lock,
+                                      enum job_end_request req);
 
 #endif

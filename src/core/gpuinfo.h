@@ -19,30 +19,30 @@ struct gpu_proc {
 
 /* Interconnect between two GPUs, closest first (the order nvidia-smi topo -m uses). */
 enum gpu_link {
-    GPU_LINK_SELF,   /* X */
-    GPU_LINK_NVLINK, /* NV# */
-    GPU_LINK_SINGLE, /* PIX: one PCIe switch */
-    GPU_LINK_MULTIPLE, /* PXB: several PCIe switches */
+    GPU_LINK_SELF,       /* X */
+    GPU_LINK_NVLINK,     /* NV# */
+    GPU_LINK_SINGLE,     /* PIX: one PCIe switch */
+    GPU_LINK_MULTIPLE,   /* PXB: several PCIe switches */
     GPU_LINK_HOSTBRIDGE, /* PHB */
-    GPU_LINK_NODE,   /* NODE: same NUMA node, across host bridges */
-    GPU_LINK_SYSTEM, /* SYS: across NUMA nodes */
+    GPU_LINK_NODE,       /* NODE: same NUMA node, across host bridges */
+    GPU_LINK_SYSTEM,     /* SYS: across NUMA nodes */
     GPU_LINK_UNKNOWN
 };
 
 struct gpu_info {
-    int index;             /* NVML index */
+    int index; /* NVML index */
     char uuid[96];
     char name[96];
-    char pci_bus_id[32];   /* "00000000:3B:00.0" */
+    char pci_bus_id[32]; /* "00000000:3B:00.0" */
     int64_t memory_total_mib;
     int64_t memory_used_mib; /* -1: unknown */
-    int utilization_gpu;   /* percent, -1: unknown */
-    int temperature_c;     /* -1: unknown */
-    int power_w;           /* -1: unknown */
-    int numa_node;         /* -1: unknown */
+    int utilization_gpu;     /* percent, -1: unknown */
+    int temperature_c;       /* -1: unknown */
+    int power_w;             /* -1: unknown */
+    int numa_node;           /* -1: unknown */
     struct gpu_proc *procs;
     size_t n_procs;
-    bool lost;             /* NVML says the GPU fell off the bus / cannot be read */
+    bool lost; /* NVML says the GPU fell off the bus / cannot be read */
 };
 
 struct gpu_set {
@@ -51,8 +51,8 @@ struct gpu_set {
     /* link[i * n_gpus + j] between gpus[i] and gpus[j]; NULL when unknown. */
     enum gpu_link *link;
     char driver_version[64];
-    bool simulated;        /* read from libgflow-nvml-sim.so */
-    char *error;           /* why there are no GPUs ("no GPUs: <reason>"), NULL if fine */
+    bool simulated; /* read from libgflow-nvml-sim.so */
+    char *error;    /* why there are no GPUs ("no GPUs: <reason>"), NULL if fine */
 };
 
 void gpu_set_free(struct gpu_set *s);

@@ -37,7 +37,7 @@ int job_state_parse(const char *s, enum job_state *out)
         const char *name;
         enum job_state state;
     } alias[] = {
-        {"pending", JOB_QUEUED},   {"held", JOB_HELD},         {"completed", JOB_FINISHED},
+        {"pending", JOB_QUEUED},     {"held", JOB_HELD},        {"completed", JOB_FINISHED},
         {"canceled", JOB_CANCELLED}, {"timedout", JOB_TIMEOUT}, {"cg", JOB_RUNNING},
     };
     for (size_t i = 0; i < sizeof(alias) / sizeof(alias[0]); i++) {
@@ -67,8 +67,8 @@ bool job_transition_allowed(enum job_state from, enum job_state to)
     case JOB_HELD:
         return to == JOB_QUEUED || to == JOB_CANCELLED;
     case JOB_RUNNING:
-        return to == JOB_FINISHED || to == JOB_FAILED || to == JOB_CANCELLED ||
-               to == JOB_TIMEOUT || to == JOB_QUEUED;
+        return to == JOB_FINISHED || to == JOB_FAILED || to == JOB_CANCELLED || to == JOB_TIMEOUT ||
+               to == JOB_QUEUED;
     default:
         return false;
     }

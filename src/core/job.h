@@ -44,18 +44,18 @@ bool job_name_valid(const char *name);
  * form ("DependencyFailed:5", "LaunchFailed: cannot chdir to /x: ...") exists only at
  * the edges: the API, the CLI's display, old databases. */
 enum job_reason { /* the values are stored: append only */
-    JOB_REASON_NONE,
-    JOB_REASON_CANCELLED_BY_USER, /* CancelledByUser */
-    JOB_REASON_TIME_LIMIT,        /* TimeLimit */
-    JOB_REASON_NON_ZERO_EXIT,     /* NonZeroExitCode */
-    JOB_REASON_SIGNAL,            /* Signal */
-    JOB_REASON_OUT_OF_MEMORY,     /* OutOfMemory */
-    JOB_REASON_LAUNCH_FAILED,     /* LaunchFailed: <detail> (the job could not be started) */
-    JOB_REASON_SHIM_LOST,         /* ShimLost: <detail> (its supervisor vanished) */
-    JOB_REASON_DEPENDENCY_FAILED, /* DependencyFailed:<job> */
-    JOB_REASON_HELD_BY_USER,      /* JobHeldUser */
-    JOB_REASON_OTHER,             /* <detail>: text from elsewhere, kept as it is */
-    JOB_REASON_COUNT
+                  JOB_REASON_NONE,
+                  JOB_REASON_CANCELLED_BY_USER, /* CancelledByUser */
+                  JOB_REASON_TIME_LIMIT,        /* TimeLimit */
+                  JOB_REASON_NON_ZERO_EXIT,     /* NonZeroExitCode */
+                  JOB_REASON_SIGNAL,            /* Signal */
+                  JOB_REASON_OUT_OF_MEMORY,     /* OutOfMemory */
+                  JOB_REASON_LAUNCH_FAILED, /* LaunchFailed: <detail> (the job could not be started) */
+                  JOB_REASON_SHIM_LOST,     /* ShimLost: <detail> (its supervisor vanished) */
+                  JOB_REASON_DEPENDENCY_FAILED, /* DependencyFailed:<job> */
+                  JOB_REASON_HELD_BY_USER,      /* JobHeldUser */
+                  JOB_REASON_OTHER,             /* <detail>: text from elsewhere, kept as it is */
+                  JOB_REASON_COUNT
 };
 /* "CancelledByUser", ... ("" for NONE and OTHER). */
 const char *job_reason_name(enum job_reason r);
@@ -87,7 +87,7 @@ struct job_dep {
  * FAILED (can never be met: the job is cancelled unless auto_cancel is off). */
 enum job_deps_outcome { JOB_DEPS_WAIT, JOB_DEPS_READY, JOB_DEPS_FAILED };
 
-const char *job_dep_kind_name(enum job_dep_kind k); /* "afterok", ... */
+const char *job_dep_kind_name(enum job_dep_kind k);            /* "afterok", ... */
 int job_dep_kind_parse(const char *s, enum job_dep_kind *out); /* 0 or -1 */
 /* The status of a dependency of kind k whose job is in state s. */
 enum job_dep_status job_dep_status_for(enum job_dep_kind k, enum job_state s);
@@ -110,7 +110,7 @@ struct job {
     char *user; /* submitter's login name */
     uint32_t uid, gid;
     enum job_state state;
-    int priority;      /* 0..255, higher first */
+    int priority;       /* 0..255, higher first */
     int64_t time_limit; /* seconds; 0 = none */
 
     /* What to run: exactly one of command / script is set. */
@@ -118,7 +118,7 @@ struct job {
     char *script;      /* script text stored with the job (not kept in daemon memory) */
     char *script_path; /* where the script came from, for display ("-" for stdin) */
     char *workdir;
-    json_t *env;       /* object name -> value; not kept in daemon memory */
+    json_t *env; /* object name -> value; not kept in daemon memory */
     /* A sweep's job (payload too, like script and env): its parameter values (object
      * name -> string, in the sweep's order; NULL: not from a sweep) and the unsubstituted
      * templates they fill (command or script; name only with --name-template). */
@@ -153,13 +153,13 @@ struct job {
     int64_t memory_mb;     /* host memory limit; 0 = none */
     int64_t gpu_memory_mb; /* per-GPU memory; 0 = none */
     bool shared;
-    int gpus_per_task;     /* 1: one copy of the command per GPU (torchrun style) */
-    int64_t group_id;      /* submission group (arrays, sweeps); 0 = none */
+    int gpus_per_task;       /* 1: one copy of the command per GPU (torchrun style) */
+    int64_t group_id;        /* submission group (arrays, sweeps); 0 = none */
     struct job_group *group; /* the daemon's record of group_id (NULL: none); not owned */
-    int64_t array_task;    /* -1 = not an array task */
+    int64_t array_task;      /* -1 = not an array task */
     int max_retries;
-    int attempt;           /* 1 for the first run */
-    int64_t retry_of;      /* previous attempt's id; 0 = none */
+    int attempt;      /* 1 for the first run */
+    int64_t retry_of; /* previous attempt's id; 0 = none */
 
     /* The conda environment the job's shell activates (gflow-shim --conda-env); NULL:
      * none. */
@@ -191,8 +191,8 @@ void job_set_reason(struct job *j, enum job_reason r, int64_t job, const char *d
 /* j's reason as text (job_reason_text), NULL when none. Caller frees. */
 char *job_reason_string(const struct job *j);
 
-void job_init(struct job *j);          /* zero values and defaults */
-void job_clear(struct job *j);         /* frees owned fields, leaves j initialised */
+void job_init(struct job *j);  /* zero values and defaults */
+void job_clear(struct job *j); /* frees owned fields, leaves j initialised */
 struct job *job_new(void);
 void job_free(struct job *j);
 /* Deep copy; env, script, params and templates are copied only if with_payload. */
@@ -203,17 +203,46 @@ struct job *job_dup(const struct job *j, bool with_payload);
 json_t *job_to_json(const struct job *j, bool full, const char *log_dir);
 /* The fields of a job's list form, in the order of its JSON object. */
 enum job_field {
-    JOB_FIELD_ID, JOB_FIELD_NAME, JOB_FIELD_USER, JOB_FIELD_UID, JOB_FIELD_STATE,
-    JOB_FIELD_STATE_NAME, JOB_FIELD_PRIORITY, JOB_FIELD_TIME_LIMIT, JOB_FIELD_SUBMIT_TIME,
-    JOB_FIELD_START_TIME, JOB_FIELD_END_TIME, JOB_FIELD_EXIT_CODE, JOB_FIELD_SIGNAL,
-    JOB_FIELD_SIGNAL_NAME, JOB_FIELD_OOM, JOB_FIELD_REASON, JOB_FIELD_COMMAND,
-    JOB_FIELD_SCRIPT_PATH, JOB_FIELD_WORKDIR, JOB_FIELD_GPUS, JOB_FIELD_GPU_IDS,
-    JOB_FIELD_SHIM_PID, JOB_FIELD_MAX_RSS_KB, JOB_FIELD_GPU_MEMORY_MB, JOB_FIELD_SHARED,
-    JOB_FIELD_GPUS_PER_TASK, JOB_FIELD_DEPENDS_ON, JOB_FIELD_DEPENDS_MODE, JOB_FIELD_AUTO_CANCEL,
-    JOB_FIELD_MEMORY_MB, JOB_FIELD_CONDA_ENV, JOB_FIELD_SIGNAL_SPEC,
+    JOB_FIELD_ID,
+    JOB_FIELD_NAME,
+    JOB_FIELD_USER,
+    JOB_FIELD_UID,
+    JOB_FIELD_STATE,
+    JOB_FIELD_STATE_NAME,
+    JOB_FIELD_PRIORITY,
+    JOB_FIELD_TIME_LIMIT,
+    JOB_FIELD_SUBMIT_TIME,
+    JOB_FIELD_START_TIME,
+    JOB_FIELD_END_TIME,
+    JOB_FIELD_EXIT_CODE,
+    JOB_FIELD_SIGNAL,
+    JOB_FIELD_SIGNAL_NAME,
+    JOB_FIELD_OOM,
+    JOB_FIELD_REASON,
+    JOB_FIELD_COMMAND,
+    JOB_FIELD_SCRIPT_PATH,
+    JOB_FIELD_WORKDIR,
+    JOB_FIELD_GPUS,
+    JOB_FIELD_GPU_IDS,
+    JOB_FIELD_SHIM_PID,
+    JOB_FIELD_MAX_RSS_KB,
+    JOB_FIELD_GPU_MEMORY_MB,
+    JOB_FIELD_SHARED,
+    JOB_FIELD_GPUS_PER_TASK,
+    JOB_FIELD_DEPENDS_ON,
+    JOB_FIELD_DEPENDS_MODE,
+    JOB_FIELD_AUTO_CANCEL,
+    JOB_FIELD_MEMORY_MB,
+    JOB_FIELD_CONDA_ENV,
+    JOB_FIELD_SIGNAL_SPEC,
     JOB_FIELD_BEGIN_TIME,
-    JOB_FIELD_MAX_RETRIES, JOB_FIELD_ATTEMPT, JOB_FIELD_RETRY_OF,
-    JOB_FIELD_GROUP_ID, JOB_FIELD_ARRAY_TASK, JOB_FIELD_MAX_CONCURRENT, JOB_FIELD_COUNT
+    JOB_FIELD_MAX_RETRIES,
+    JOB_FIELD_ATTEMPT,
+    JOB_FIELD_RETRY_OF,
+    JOB_FIELD_GROUP_ID,
+    JOB_FIELD_ARRAY_TASK,
+    JOB_FIELD_MAX_CONCURRENT,
+    JOB_FIELD_COUNT
 };
 const char *job_field_name(enum job_field f);
 int job_field_parse(const char *name); /* -1 if unknown */

@@ -52,14 +52,19 @@ static void append_string(struct strbuf *sb, const char *s)
 }
 
 static const char *const field_names[JOB_FIELD_COUNT] = {
-    "id",          "name",      "user",     "uid",       "state",      "state_name",
-    "priority",    "time_limit", "submit_time", "start_time", "end_time", "exit_code",
-    "signal",      "signal_name", "oom",    "reason",    "command",    "script_path",
-    "workdir",     "gpus",      "gpu_ids",  "shim_pid",  "max_rss_kb", "gpu_memory_mb",
-    "shared",      "gpus_per_task", "depends_on", "depends_mode", "auto_cancel",
-    "memory_mb",   "conda_env", "signal_spec", "begin_time",
-    "max_retries", "attempt",   "retry_of",
-    "group_id",    "array_task", "max_concurrent",
+    "id",           "name",          "user",
+    "uid",          "state",         "state_name",
+    "priority",     "time_limit",    "submit_time",
+    "start_time",   "end_time",      "exit_code",
+    "signal",       "signal_name",   "oom",
+    "reason",       "command",       "script_path",
+    "workdir",      "gpus",          "gpu_ids",
+    "shim_pid",     "max_rss_kb",    "gpu_memory_mb",
+    "shared",       "gpus_per_task", "depends_on",
+    "depends_mode", "auto_cancel",   "memory_mb",
+    "conda_env",    "signal_spec",   "begin_time",
+    "max_retries",  "attempt",       "retry_of",
+    "group_id",     "array_task",    "max_concurrent",
 };
 
 const char *job_field_name(enum job_field f)
@@ -347,7 +352,8 @@ json_t *job_to_json(const struct job *j, bool full, const char *log_dir)
         json_object_set_new(o, "env", j->env ? json_incref(j->env) : json_object());
         json_object_set_new(o, "params", j->params ? json_incref(j->params) : json_null());
         if (log_dir)
-            json_object_set_new(o, "log_path", json_sprintf("%s/%lld.log", log_dir, (long long)j->id));
+            json_object_set_new(o, "log_path",
+                                json_sprintf("%s/%lld.log", log_dir, (long long)j->id));
     }
     return o;
 }
@@ -390,8 +396,8 @@ int job_from_json(const json_t *o, struct job *j)
     j->exit_code = (int)get_int(o, "exit_code", -1);
     j->signal = (int)get_int(o, "signal", 0);
     j->oom = json_is_true(json_object_get(o, "oom"));
-    j->reason = job_reason_parse(json_string_value(json_object_get(o, "reason")),
-                                 &j->reason_job, &j->reason_detail);
+    j->reason = job_reason_parse(json_string_value(json_object_get(o, "reason")), &j->reason_job,
+                                 &j->reason_detail);
     j->command = get_str(o, "command");
     j->script = get_str(o, "script");
     j->script_path = get_str(o, "script_path");
@@ -414,7 +420,7 @@ int job_from_json(const json_t *o, struct job *j)
     j->max_rss_kb = get_int(o, "max_rss_kb", 0);
     size_t di;
     const json_t *dep;
-    json_array_foreach(json_object_get(o, "depends_on"), di, dep) {
+    json_array_foreach (json_object_get(o, "depends_on"), di, dep) {
         enum job_dep_kind kind = JOB_DEP_AFTEROK;
         const char *k = json_string_value(json_object_get(dep, "kind"));
         if (k)

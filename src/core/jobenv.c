@@ -19,9 +19,9 @@ static void env_add(struct strbuf *sb, const char *key, const char *value)
 static bool env_overridden(const char *key, bool as_submitter)
 {
     static const char *const ours[] = {
-        "GFLOW_JOB_ID",      "GFLOW_JOB_NAME",         "GFLOW_ARRAY_TASK_ID",
-        "SLURM_ARRAY_TASK_ID", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER",
-        "GFLOW_GPU_UUIDS",   "NVIDIA_VISIBLE_DEVICES", "PYTHONUNBUFFERED"};
+        "GFLOW_JOB_ID",        "GFLOW_JOB_NAME",         "GFLOW_ARRAY_TASK_ID",
+        "SLURM_ARRAY_TASK_ID", "CUDA_VISIBLE_DEVICES",   "CUDA_DEVICE_ORDER",
+        "GFLOW_GPU_UUIDS",     "NVIDIA_VISIBLE_DEVICES", "PYTHONUNBUFFERED"};
     for (size_t i = 0; i < sizeof(ours) / sizeof(ours[0]); i++)
         if (strcmp(key, ours[i]) == 0)
             return true;
@@ -43,7 +43,7 @@ void jobenv_build(const struct job *j, const struct jobenv_input *in, struct str
     bool as_submitter = in->user != NULL;
     const char *key;
     json_t *value;
-    json_object_foreach(j->env, key, value) {
+    json_object_foreach (j->env, key, value) {
         if (json_is_string(value) && !env_overridden(key, as_submitter) && !strchr(key, '='))
             env_add(sb, key, json_string_value(value));
     }

@@ -16,8 +16,8 @@
 #include "util.h"
 
 struct jobenv_input {
-    const char *uuids;  /* the job's GPUs' UUIDs, "GPU-a,GPU-b" ("" for none) */
-    bool uuid_format;   /* CUDA_VISIBLE_DEVICES as UUIDs */
+    const char *uuids; /* the job's GPUs' UUIDs, "GPU-a,GPU-b" ("" for none) */
+    bool uuid_format;  /* CUDA_VISIBLE_DEVICES as UUIDs */
     /* The account the job runs as, when a system daemon runs it as its submitter
      * (NULL: the daemon's own; the submitter's variables stay). */
     const char *user, *home, *shell;

@@ -13,12 +13,32 @@
 
 /* ---- one spec ---- */
 
-static const char *const spec_fields[] = {
-    "command", "script",   "script_path", "name",          "workdir", "env",
-    "priority", "time_limit", "hold",     "dry_run",       "gpus",    "gpu_memory_mb",
-    "shared",  "gpus_per_task", "depends_on", "depends_mode", "auto_cancel", "memory_mb",
-    "conda_env", "signal_spec", "begin_time", "max_retries",
-    /* handled by route_submit: */ "array", "params", "name_template", "max_concurrent"};
+static const char *const spec_fields[] = {"command",
+                                          "script",
+                                          "script_path",
+                                          "name",
+                                          "workdir",
+                                          "env",
+                                          "priority",
+                                          "time_limit",
+                                          "hold",
+                                          "dry_run",
+                                          "gpus",
+                                          "gpu_memory_mb",
+                                          "shared",
+                                          "gpus_per_task",
+                                          "depends_on",
+                                          "depends_mode",
+                                          "auto_cancel",
+                                          "memory_mb",
+                                          "conda_env",
+                                          "signal_spec",
+                                          "begin_time",
+                                          "max_retries",
+                                          /* handled by route_submit: */ "array",
+                                          "params",
+                                          "name_template",
+                                          "max_concurrent"};
 
 bool jobspec_known_field(const char *key)
 {
@@ -73,7 +93,7 @@ struct job *jobspec_to_job(const json_t *spec, const struct jobspec_limits *lim,
     }
     const char *key;
     json_t *v;
-    json_object_foreach((json_t *)spec, key, v) {
+    json_object_foreach ((json_t *)spec, key, v) {
         if (!jobspec_known_field(key)) {
             *err = xasprintf("unknown field '%s' in job spec", key);
             return NULL;
@@ -113,7 +133,7 @@ struct job *jobspec_to_job(const json_t *spec, const struct jobspec_limits *lim,
         *err = xstrdup("'env' must be an object of strings");
         goto bad;
     }
-    json_object_foreach(env, key, v) {
+    json_object_foreach (env, key, v) {
         if (!json_is_string(v) || !*key || strchr(key, '=')) {
             *err = xasprintf("env: '%s' must be a string with a name without '='", key);
             goto bad;
@@ -143,7 +163,8 @@ struct job *jobspec_to_job(const json_t *spec, const struct jobspec_limits *lim,
                       json_integer_value(per_task) > 1)) ||
         (shared && !json_is_boolean(shared))) {
         *err = xasprintf("'gpus' (0 to %d), 'gpu_memory_mb' (>= 0), 'gpus_per_task' (0 or 1) "
-                         "must be integers and 'shared' true or false", GPUINFO_MAX_GPUS);
+                         "must be integers and 'shared' true or false",
+                         GPUINFO_MAX_GPUS);
         goto bad;
     }
     bool wants_gpus = gpus && json_integer_value(gpus) > 0;
@@ -224,12 +245,12 @@ struct job *jobspec_to_job(const json_t *spec, const struct jobspec_limits *lim,
     }
     size_t di;
     json_t *dep;
-    json_array_foreach(deps, di, dep) {
+    json_array_foreach (deps, di, dep) {
         json_t *id = json_is_integer(dep) ? dep : json_object_get(dep, "id");
         json_t *kind = json_is_object(dep) ? json_object_get(dep, "kind") : NULL;
         enum job_dep_kind k = JOB_DEP_AFTEROK;
         if (json_is_object(dep)) {
-            json_object_foreach(dep, key, v) {
+            json_object_foreach (dep, key, v) {
                 if (strcmp(key, "id") && strcmp(key, "kind")) {
                     *err = xasprintf("depends_on: unknown field '%s'", key);
                     goto bad;
@@ -237,8 +258,8 @@ struct job *jobspec_to_job(const json_t *spec, const struct jobspec_limits *lim,
             }
         }
         if (!json_is_integer(id) || json_integer_value(id) <= 0 ||
-            (kind && (!json_is_string(kind) ||
-                      job_dep_kind_parse(json_string_value(kind), &k) < 0))) {
+            (kind &&
+             (!json_is_string(kind) || job_dep_kind_parse(json_string_value(kind), &k) < 0))) {
             *err = xstrdup("depends_on: each entry needs 'id' (a job id) and optionally 'kind' "
                            "(afterok, afterany or afternotok; default afterok)");
             goto bad;
@@ -262,8 +283,8 @@ struct job *jobspec_to_job(const json_t *spec, const struct jobspec_limits *lim,
     }
     j->command = command ? xstrdup(json_string_value(command)) : NULL;
     j->script = script ? xstrdup(json_string_value(script)) : NULL;
-    j->script_path = script_path ? xstrdup(json_string_value(script_path))
-                                 : (script ? xstrdup("-") : NULL);
+    j->script_path =
+        script_path ? xstrdup(json_string_value(script_path)) : (script ? xstrdup("-") : NULL);
     j->name = name ? xstrdup(json_string_value(name)) : default_name(j);
     j->workdir = xstrdup(json_string_value(workdir));
     j->env = env ? json_incref(env) : json_object();
@@ -322,7 +343,7 @@ static int read_envelope(json_t *root, json_t **specs, struct jobspec_submission
     if (json_is_object(root) && list) {
         const char *key;
         json_t *v;
-        json_object_foreach(root, key, v) {
+        json_object_foreach (root, key, v) {
             if (strcmp(key, "jobs") && strcmp(key, "dry_run") && strcmp(key, "max_concurrent")) {
                 *err = xasprintf("unknown field '%s' in a batch submission", key);
                 return -1;
@@ -334,7 +355,7 @@ static int read_envelope(json_t *root, json_t **specs, struct jobspec_submission
         }
         size_t i;
         json_t *sp;
-        json_array_foreach(list, i, sp) {
+        json_array_foreach (list, i, sp) {
             if (json_object_get(sp, "array") || json_object_get(sp, "params") ||
                 json_object_get(sp, "name_template") || json_object_get(sp, "max_concurrent")) {
                 *err = xstrdup("'array', 'params', 'name_template' and 'max_concurrent' belong "
@@ -465,8 +486,8 @@ json_t *jobspec_from_job(const struct job *f)
     json_object_set_new(s, "max_retries", json_integer(f->max_retries));
     json_t *deps = json_array();
     for (size_t i = 0; i < f->n_deps; i++)
-        json_array_append_new(deps, json_pack("{s:I, s:s}", "id", (json_int_t)f->deps[i].id,
-                                              "kind", job_dep_kind_name(f->deps[i].kind)));
+        json_array_append_new(deps, json_pack("{s:I, s:s}", "id", (json_int_t)f->deps[i].id, "kind",
+                                              job_dep_kind_name(f->deps[i].kind)));
     json_object_set_new(s, "depends_on", deps);
     json_object_set_new(s, "depends_mode", json_string(f->deps_any ? "any" : "all"));
     json_object_set_new(s, "auto_cancel", json_boolean(f->auto_cancel));
@@ -478,8 +499,9 @@ int jobspec_merge(json_t *spec, const json_t *over, bool allow_hold, char **err)
 {
     const char *key;
     json_t *v;
-    json_object_foreach((json_t *)over, key, v) {
-        if (!jobspec_known_field(key) || !strcmp(key, "dry_run") || (!allow_hold && !strcmp(key, "hold"))) {
+    json_object_foreach ((json_t *)over, key, v) {
+        if (!jobspec_known_field(key) || !strcmp(key, "dry_run") ||
+            (!allow_hold && !strcmp(key, "hold"))) {
             *err = xasprintf("'%s' cannot be changed here", key);
             return -1;
         }
@@ -501,7 +523,7 @@ int jobspec_merge(json_t *spec, const json_t *over, bool allow_hold, char **err)
     json_t *t = json_object_get(over, "time_limit");
     if (json_is_integer(t) && json_integer_value(t) == 0)
         json_object_del(spec, "signal_spec");
-    json_object_foreach((json_t *)over, key, v) {
+    json_object_foreach ((json_t *)over, key, v) {
         if (json_is_null(v))
             json_object_del(spec, key);
         else
@@ -512,9 +534,10 @@ int jobspec_merge(json_t *spec, const json_t *over, bool allow_hold, char **err)
 
 /* The fields gjob update reports, compared between the job's JSON before and after. */
 static const char *const update_fields[] = {
-    "params", "name", "command", "script_path", "workdir", "priority", "time_limit", "gpus",
-    "gpu_memory_mb", "shared", "gpus_per_task", "memory_mb", "conda_env", "signal_spec",
-    "begin_time", "max_retries", "depends_on", "depends_mode", "auto_cancel"};
+    "params",        "name",       "command",      "script_path",   "workdir",
+    "priority",      "time_limit", "gpus",         "gpu_memory_mb", "shared",
+    "gpus_per_task", "memory_mb",  "conda_env",    "signal_spec",   "begin_time",
+    "max_retries",   "depends_on", "depends_mode", "auto_cancel"};
 
 static json_t *change(const char *field, json_t *old, json_t *new)
 {
@@ -542,8 +565,8 @@ json_t *jobspec_changes(const struct job *before_job, const struct job *after_jo
                                               json_object_get(after, "script_path")));
     if (json_object_get(over, "env") &&
         !json_equal(json_object_get(before, "env"), json_object_get(after, "env")))
-        json_array_append_new(changes, json_pack("{s:s, s:s, s:s}", "field", "env", "old",
-                                                 "...", "new", "..."));
+        json_array_append_new(
+            changes, json_pack("{s:s, s:s, s:s}", "field", "env", "old", "...", "new", "..."));
     json_decref(before);
     json_decref(after);
     return changes;

@@ -113,7 +113,7 @@ typedef struct {
 typedef struct {
     unsigned int pid;
     unsigned long long usedGpuMemory;
-    unsigned int gpuInstanceId;     /* MIG, ~0 when not MIG */
+    unsigned int gpuInstanceId; /* MIG, ~0 when not MIG */
     unsigned int computeInstanceId;
 } nvmlProcessInfo_t;
 

@@ -406,11 +406,20 @@ int parse_begin_time(const char *s, double now, double *at, char **err)
         long long mult = 1;
         if (*end && !end[1]) {
             switch (*end) {
-            case 's': mult = 1; break;
-            case 'm': mult = 60; break;
-            case 'h': mult = 3600; break;
-            case 'd': mult = 86400; break;
-            default: goto bad;
+            case 's':
+                mult = 1;
+                break;
+            case 'm':
+                mult = 60;
+                break;
+            case 'h':
+                mult = 3600;
+                break;
+            case 'd':
+                mult = 86400;
+                break;
+            default:
+                goto bad;
             }
         } else if (*end) {
             goto bad;
@@ -454,8 +463,13 @@ int parse_begin_time(const char *s, double now, double *at, char **err)
         if (!len || s[11 + len])
             goto bad;
     }
-    struct tm want = {.tm_year = y - 1900, .tm_mon = mo - 1, .tm_mday = d, .tm_hour = h,
-                      .tm_min = m, .tm_sec = sec, .tm_isdst = -1};
+    struct tm want = {.tm_year = y - 1900,
+                      .tm_mon = mo - 1,
+                      .tm_mday = d,
+                      .tm_hour = h,
+                      .tm_min = m,
+                      .tm_sec = sec,
+                      .tm_isdst = -1};
     time_t when = mktime(&want);
     if (when == (time_t)-1 || want.tm_mday != d || want.tm_mon != mo - 1)
         goto bad; /* e.g. 2026-02-30 */
@@ -463,7 +477,8 @@ int parse_begin_time(const char *s, double now, double *at, char **err)
     return 0;
 bad:
     *err = xasprintf("invalid time '%s': use HH:MM[:SS], YYYY-MM-DD[THH:MM[:SS]] or "
-                     "now+N[s|m|h|d]", s);
+                     "now+N[s|m|h|d]",
+                     s);
     return -1;
 }
 
@@ -477,8 +492,7 @@ static int cmp_int64(const void *a, const void *b)
 
 #define ARRAY_FORMS "use e.g. 1-10, 1-10:2, 1,3,7 or 0-99%%4"
 
-int parse_array_spec(const char *s, int64_t **tasks, size_t *n, int64_t *max_concurrent,
-                     char **err)
+int parse_array_spec(const char *s, int64_t **tasks, size_t *n, int64_t *max_concurrent, char **err)
 {
     int64_t *out = NULL;
     size_t count = 0, cap = 0;
@@ -491,7 +505,8 @@ int parse_array_spec(const char *s, int64_t **tasks, size_t *n, int64_t *max_con
         int64_t k;
         if (parse_digits(pct + 1, strlen(pct + 1), &k) < 0 || k < 1 || k > 1000000) {
             *err = xasprintf("invalid array '%s': %%K needs a number of tasks from 1 to "
-                             "1000000; " ARRAY_FORMS, s);
+                             "1000000; " ARRAY_FORMS,
+                             s);
             return -1;
         }
         *max_concurrent = k;
@@ -516,18 +531,17 @@ int parse_array_spec(const char *s, int64_t **tasks, size_t *n, int64_t *max_con
             size_t h_len = (colon ? (size_t)(colon - h) : (size_t)(p + len - h));
             if (parse_digits(h, h_len, &hi) < 0)
                 goto bad;
-            if (colon && (parse_digits(colon + 1, (size_t)(p + len - colon - 1), &step) < 0 ||
-                          step < 1))
+            if (colon &&
+                (parse_digits(colon + 1, (size_t)(p + len - colon - 1), &step) < 0 || step < 1))
                 goto bad;
         }
         if (lo > PARSE_ARRAY_MAX_ID || hi > PARSE_ARRAY_MAX_ID) {
-            *err = xasprintf("invalid array '%s': task ids go from 0 to %d", s,
-                             PARSE_ARRAY_MAX_ID);
+            *err = xasprintf("invalid array '%s': task ids go from 0 to %d", s, PARSE_ARRAY_MAX_ID);
             goto fail;
         }
         if (hi < lo) {
-            *err = xasprintf("invalid array '%s': range '%.*s' ends before it starts", s,
-                             (int)len, p);
+            *err =
+                xasprintf("invalid array '%s': range '%.*s' ends before it starts", s, (int)len, p);
             goto fail;
         }
         size_t k = (size_t)((hi - lo) / step) + 1;
@@ -604,7 +618,8 @@ int parse_param(const char *s, char **name, char ***values, size_t *n, char **er
     char *nm = xstrndup(s, (size_t)(eq - s));
     if (!param_name_valid(nm)) {
         *err = xasprintf("invalid --param '%s': the name '%s' must be letters, digits and '_', "
-                         "not starting with a digit", s, nm);
+                         "not starting with a digit",
+                         s, nm);
         free(nm);
         return -1;
     }
@@ -619,7 +634,8 @@ int parse_param(const char *s, char **name, char ***values, size_t *n, char **er
             param_number(c1 + 1, c2 ? (size_t)(c2 - c1 - 1) : strlen(c1 + 1), &stop) < 0 ||
             (c2 && param_number(c2 + 1, strlen(c2 + 1), &step) < 0) || step <= 0) {
             *err = xasprintf("invalid --param range '%s': use START:STOP[:STEP] with numbers "
-                             "and a STEP > 0", spec);
+                             "and a STEP > 0",
+                             spec);
             free(nm);
             return -1;
         }
@@ -732,8 +748,8 @@ int parse_csv(const char *text, char ***header, size_t *n_cols, char ***cells, s
         if (rows == 0)
             cols = row_fields;
         else if (row_fields != cols) {
-            *err = xasprintf("line %zu: %zu fields, but the header has %zu", line, row_fields,
-                             cols);
+            *err =
+                xasprintf("line %zu: %zu fields, but the header has %zu", line, row_fields, cols);
             goto fail;
         }
         rows++;

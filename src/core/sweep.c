@@ -106,7 +106,8 @@ int sweep_expand(struct job *base, const json_t *array, const json_t *params,
                                 : xasprintf("%s_%zu", base->name, r + 1);
             if (!job_name_valid(t->name)) {
                 *err = xasprintf("params: row %zu: the name '%s' is not valid (1 to %d "
-                                 "printable characters)", r + 1, t->name, JOB_NAME_MAX);
+                                 "printable characters)",
+                                 r + 1, t->name, JOB_NAME_MAX);
                 free(pn);
                 free(pv);
                 goto fail;
@@ -133,7 +134,8 @@ int sweep_rewrite(const struct job *f, json_t *over, struct job *carry, char **e
     if (!f->params) {
         if (p) {
             *err = xasprintf("job %lld has no parameters (only the jobs of a sweep, gbatch "
-                             "--param, have them)", (long long)f->id);
+                             "--param, have them)",
+                             (long long)f->id);
             return -1;
         }
         return 0;
@@ -149,7 +151,7 @@ int sweep_rewrite(const struct job *f, json_t *over, struct job *carry, char **e
         struct strbuf unknown, have;
         strbuf_init(&unknown);
         strbuf_init(&have);
-        json_object_foreach(p, key, v) {
+        json_object_foreach (p, key, v) {
             if (!json_object_get(f->params, key))
                 strbuf_addf(&unknown, "%s'%s'", unknown.len ? ", " : "", key);
             else if (!json_is_string(v)) {
@@ -160,10 +162,10 @@ int sweep_rewrite(const struct job *f, json_t *over, struct job *carry, char **e
             }
         }
         if (unknown.len) {
-            json_object_foreach(f->params, key, v)
+            json_object_foreach (f->params, key, v)
                 strbuf_addf(&have, "%s%s", have.len ? ", " : "", key);
-            *err = xasprintf("job %lld has no parameter %s (its parameters: %s)",
-                             (long long)f->id, unknown.buf, have.buf);
+            *err = xasprintf("job %lld has no parameter %s (its parameters: %s)", (long long)f->id,
+                             unknown.buf, have.buf);
             strbuf_free(&unknown);
             strbuf_free(&have);
             return -1;
@@ -172,7 +174,7 @@ int sweep_rewrite(const struct job *f, json_t *over, struct job *carry, char **e
         strbuf_free(&have);
     }
     carry->params = json_deep_copy(f->params);
-    json_object_foreach(p, key, v)
+    json_object_foreach (p, key, v)
         json_object_set(carry->params, key, v);
     json_t *cmd = json_object_get(over, "command"), *script = json_object_get(over, "script");
     json_t *name = json_object_get(over, "name");
@@ -199,7 +201,7 @@ int sweep_rewrite(const struct job *f, json_t *over, struct job *carry, char **e
     if (p || cmd || script || name) {
         size_t nn = json_object_size(carry->params), k = 0;
         char **pn = xcalloc(nn ? nn : 1, sizeof(*pn)), **pv = xcalloc(nn ? nn : 1, sizeof(*pv));
-        json_object_foreach(carry->params, key, v) {
+        json_object_foreach (carry->params, key, v) {
             pn[k] = (char *)key;
             pv[k++] = (char *)(json_is_string(v) ? json_string_value(v) : "");
         }
@@ -268,8 +270,8 @@ char *sweep_fill_command(const char *tmpl, char *const *names, char *const *valu
     enum { NONE, SQ, DQ } q = NONE;
     for (const char *t = tmpl; *t;) {
         size_t skip;
-        ssize_t k = (q == SQ || t == tmpl || t[-1] != '$') ? sweep_placeholder(t, names, n, &skip)
-                                                           : -1;
+        ssize_t k =
+            (q == SQ || t == tmpl || t[-1] != '$') ? sweep_placeholder(t, names, n, &skip) : -1;
         if (k >= 0 && q == SQ && t > tmpl && t[-1] == '\'' && t[skip] == '\'') {
             /* A whole single-quoted word '{x}' (gbatch quotes the {x} it is given):
              * the value's own quoting replaces it, so 7 reads 7, not ''7''. */

@@ -124,8 +124,7 @@ void toml_free(struct toml_value *v)
     free(v);
 }
 
-static struct toml_value *toml_table_find(const struct toml_value *t, const char *key,
-                                          size_t len)
+static struct toml_value *toml_table_find(const struct toml_value *t, const char *key, size_t len)
 {
     for (size_t i = 0; i < t->u.tab.len; i++) {
         const struct toml_entry *e = &t->u.tab.items[i];
@@ -135,8 +134,7 @@ static struct toml_value *toml_table_find(const struct toml_value *t, const char
     return NULL;
 }
 
-static void toml_table_add(struct toml_value *t, const char *key, size_t len,
-                           struct toml_value *v)
+static void toml_table_add(struct toml_value *t, const char *key, size_t len, struct toml_value *v)
 {
     if (t->u.tab.len == t->u.tab.cap) {
         t->u.tab.cap = t->u.tab.cap ? 2 * t->u.tab.cap : 8;
@@ -233,8 +231,8 @@ static bool toml_is_digit(int c)
 
 static bool toml_is_bare_key_char(int c)
 {
-    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || toml_is_digit(c) ||
-           c == '_' || c == '-';
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || toml_is_digit(c) || c == '_' ||
+           c == '-';
 }
 
 /* Control characters are not allowed in comments and strings (tab is). */
@@ -530,8 +528,7 @@ static struct toml_value *toml_parse_string_value(struct toml_parser *p)
     if (q == '"')
         r = multiline ? toml_parse_ml_basic_string(p, &sb) : toml_parse_basic_string(p, &sb);
     else
-        r = multiline ? toml_parse_ml_literal_string(p, &sb)
-                      : toml_parse_literal_string(p, &sb);
+        r = multiline ? toml_parse_ml_literal_string(p, &sb) : toml_parse_literal_string(p, &sb);
     if (r < 0) {
         strbuf_free(&sb);
         return NULL;
@@ -688,8 +685,7 @@ static struct toml_value *toml_special_float(struct toml_parser *p, const char *
 }
 
 /* Converts the cleaned text (digits, sign, '.', 'e') of a decimal integer or float. */
-static struct toml_value *toml_decimal_value(struct toml_parser *p, const char *text,
-                                             bool is_float)
+static struct toml_value *toml_decimal_value(struct toml_parser *p, const char *text, bool is_float)
 {
     errno = 0;
     struct toml_value *v = toml_value_new(is_float ? TOML_FLOAT : TOML_INTEGER, p->line);
@@ -1304,16 +1300,11 @@ enum toml_type toml_type_of(const struct toml_value *v)
 const char *toml_type_name(enum toml_type type)
 {
     static const char *const names[] = {
-        [TOML_STRING] = "string",
-        [TOML_INTEGER] = "integer",
-        [TOML_FLOAT] = "float",
-        [TOML_BOOL] = "bool",
-        [TOML_DATETIME] = "datetime",
-        [TOML_DATETIME_LOCAL] = "datetime-local",
-        [TOML_DATE_LOCAL] = "date-local",
-        [TOML_TIME_LOCAL] = "time-local",
-        [TOML_ARRAY] = "array",
-        [TOML_TABLE] = "table",
+        [TOML_STRING] = "string",         [TOML_INTEGER] = "integer",
+        [TOML_FLOAT] = "float",           [TOML_BOOL] = "bool",
+        [TOML_DATETIME] = "datetime",     [TOML_DATETIME_LOCAL] = "datetime-local",
+        [TOML_DATE_LOCAL] = "date-local", [TOML_TIME_LOCAL] = "time-local",
+        [TOML_ARRAY] = "array",           [TOML_TABLE] = "table",
     };
     return (unsigned)type < sizeof(names) / sizeof(names[0]) ? names[type] : "unknown";
 }

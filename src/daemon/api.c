@@ -159,8 +159,8 @@ static void answer(struct request *r, const char *method, const char *url)
         reply_error(&rep, 403, "cannot identify the caller (SO_PEERCRED failed)");
     } else if (!auth_may_use(d, &who)) {
         reply_error(&rep, 403,
-                    "this gflowd serves only %s (uid %u); start your own with 'gflowd up'",
-                    d->user, (unsigned)d->uid);
+                    "this gflowd serves only %s (uid %u); start your own with 'gflowd up'", d->user,
+                    (unsigned)d->uid);
     } else if (r->too_large) {
         reply_error(&rep, 413, "request body larger than daemon.max_request_bytes (%lld bytes)",
                     (long long)d->cfg.max_request_bytes);
@@ -186,8 +186,8 @@ static void answer(struct request *r, const char *method, const char *url)
 }
 
 static enum MHD_Result handler_cb(void *cls, struct MHD_Connection *c, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload_data, size_t *upload_size, void **con_cls)
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_size, void **con_cls)
 {
     struct api *a = cls;
     struct request *r = *con_cls;
@@ -196,8 +196,8 @@ static enum MHD_Result handler_cb(void *cls, struct MHD_Connection *c, const cha
         r->api = a;
         r->conn = c;
         *con_cls = r;
-        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-                                                     MHD_HTTP_HEADER_CONTENT_LENGTH);
+        const char *cl =
+            MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (cl && strtoull(cl, NULL, 10) > (unsigned long long)a->d->cfg.max_request_bytes)
             r->too_large = true;
         return MHD_YES;
@@ -335,14 +335,11 @@ struct api *api_start(struct gflowd *d, char **err)
         free(a);
         return NULL;
     }
-    a->mhd = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0,
-                              NULL, NULL, handler_cb, a,
-                              MHD_OPTION_LISTEN_SOCKET, a->listen_fd,
-                              MHD_OPTION_NOTIFY_COMPLETED, completed_cb, a,
-                              MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)120,
-                              MHD_OPTION_CONNECTION_LIMIT, (unsigned int)4000,
-                              MHD_OPTION_EXTERNAL_LOGGER, mhd_log_cb, NULL,
-                              MHD_OPTION_END);
+    a->mhd = MHD_start_daemon(
+        MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL, handler_cb, a,
+        MHD_OPTION_LISTEN_SOCKET, a->listen_fd, MHD_OPTION_NOTIFY_COMPLETED, completed_cb, a,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)120, MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned int)4000, MHD_OPTION_EXTERNAL_LOGGER, mhd_log_cb, NULL, MHD_OPTION_END);
     if (!a->mhd) {
         *err = xstrdup("cannot start the HTTP server (libmicrohttpd)");
         close(a->listen_fd);

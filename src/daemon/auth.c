@@ -41,8 +41,8 @@ int auth_identify(const struct gflowd *d, int fd, struct caller *who)
     who->user = pw ? xstrdup(pw->pw_name) : xasprintf("%u", (unsigned)cred.uid);
     if (pw)
         who->gid = pw->pw_gid;
-    who->is_admin = cred.uid == 0 || cred.uid == d->uid ||
-                    (pw && in_admin_group(d, pw->pw_name, pw->pw_gid));
+    who->is_admin =
+        cred.uid == 0 || cred.uid == d->uid || (pw && in_admin_group(d, pw->pw_name, pw->pw_gid));
     return 0;
 }
 

@@ -46,7 +46,8 @@ static int ask_status(const struct gflowd *d, json_t **reply, char **err)
     if (client_request("GET", "/v1/status", NULL, 0, NULL, &r, NULL, NULL, err) < 0)
         return -1;
     json_error_t jerr;
-    *reply = r.status == 200 ? json_loadb(r.body.buf ? r.body.buf : "", r.body.len, 0, &jerr) : NULL;
+    *reply =
+        r.status == 200 ? json_loadb(r.body.buf ? r.body.buf : "", r.body.len, 0, &jerr) : NULL;
     if (!*reply)
         *err = xasprintf("the daemon answered status %d", r.status);
     client_response_free(&r);
@@ -103,8 +104,10 @@ int ctl_up(struct gflowd *d, const struct serve_opts *o)
     pid_t pid;
     int64_t start;
     if (lockfile_holder(d->paths.lock_path, &pid, &start)) {
-        fprintf(stderr, "gflowd: gflowd is already running (pid %ld); use 'gflowd restart' to "
-                        "restart it\n", (long)pid);
+        fprintf(stderr,
+                "gflowd: gflowd is already running (pid %ld); use 'gflowd restart' to "
+                "restart it\n",
+                (long)pid);
         return 1;
     }
     if (mkdir_p(d->paths.data_dir, 0700) < 0)
@@ -214,8 +217,8 @@ int ctl_status(const struct gflowd *d)
         printf("Max running jobs: %lld\n", max);
     else
         printf("Max running jobs: unlimited\n");
-    printf("Mode: %s\n", json_is_true(json_object_get(st, "system")) ? "system (all users)"
-                                                                     : "per-user");
+    printf("Mode: %s\n",
+           json_is_true(json_object_get(st, "system")) ? "system (all users)" : "per-user");
     json_t *g = json_object_get(st, "gpus");
     const char *gpu_error = json_string_value(json_object_get(g, "error"));
     if (gpu_error)
@@ -236,4 +239,3 @@ int ctl_status(const struct gflowd *d)
     json_decref(st);
     return 0;
 }
-

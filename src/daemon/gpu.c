@@ -29,9 +29,9 @@ struct gpus {
     struct store *store; /* where gctl set-gpus is kept */
     struct nvml *nv;
     struct gpu_set cur;
-    char *no_gpus;        /* "no GPUs: <reason>" */
-    uint64_t visible;     /* the daemon's own CUDA_VISIBLE_DEVICES */
-    char *visible_spec;   /* as given, resolved once the GPUs are known */
+    char *no_gpus;      /* "no GPUs: <reason>" */
+    uint64_t visible;   /* the daemon's own CUDA_VISIBLE_DEVICES */
+    char *visible_spec; /* as given, resolved once the GPUs are known */
     uint64_t allowed;
     const char *allowed_source;
     uint64_t unmanaged;
@@ -138,12 +138,12 @@ static int write_sim_fixture(int n, const char *path, char **err)
         char uuid[64], bus[32];
         snprintf(uuid, sizeof(uuid), "GPU-5e1f0000-0000-4000-8000-%012x", i);
         snprintf(bus, sizeof(bus), "00000000:%02X:00.0", 0x10 + i);
-        json_array_append_new(
-            gpus, json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:[], s:[]}", "name",
-                            "NVIDIA A100-SXM4-80GB (simulated)", "uuid", uuid, "pci_bus_id",
-                            bus, "memory_total_mib", 81920, "memory_used_mib", 0,
-                            "utilization_gpu", 0, "temperature_c", 30, "power_w", 60,
-                            "numa_node", 0, "nvlink", "processes"));
+        json_array_append_new(gpus,
+                              json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:[], s:[]}",
+                                        "name", "NVIDIA A100-SXM4-80GB (simulated)", "uuid", uuid,
+                                        "pci_bus_id", bus, "memory_total_mib", 81920,
+                                        "memory_used_mib", 0, "utilization_gpu", 0, "temperature_c",
+                                        30, "power_w", 60, "numa_node", 0, "nvlink", "processes"));
     }
     json_t *fx = json_pack("{s:s, s:o}", "driver_version", "550.54.15", "gpus", gpus);
     char *text = json_dumps(fx, JSON_INDENT(2));
@@ -163,8 +163,8 @@ static char *setup_simulation(const char *simulate, const char *data_dir, char *
     char *fixture;
     if (end != simulate && !*end) {
         if (n < 1 || n > GPUINFO_MAX_GPUS) {
-            *err = xasprintf("--simulate-gpus %s: give 1 to %d GPUs or a fixture file",
-                             simulate, GPUINFO_MAX_GPUS);
+            *err = xasprintf("--simulate-gpus %s: give 1 to %d GPUs or a fixture file", simulate,
+                             GPUINFO_MAX_GPUS);
             return NULL;
         }
         fixture = xasprintf("%s/simulated-gpus.json", data_dir);
@@ -276,8 +276,7 @@ bool gpu_refresh(struct gpus *g, struct job *const *running, size_t n)
 
 /* ---- start ---- */
 
-static int load_allowed(struct gpus *g, const char *flag_gpus, const char *config_gpus,
-                        char **err)
+static int load_allowed(struct gpus *g, const char *flag_gpus, const char *config_gpus, char **err)
 {
     char *saved = NULL;
     if (flag_gpus) {
@@ -322,8 +321,8 @@ struct gpus *gpu_start(const struct gpu_start_opts *o, char **err)
         library = setup_simulation(o->simulate, o->data_dir, err);
         if (!library)
             goto fail;
-    } else if (o->nvml_library && !(getenv("GFLOW_NVML_LIBRARY") &&
-                                    *getenv("GFLOW_NVML_LIBRARY"))) {
+    } else if (o->nvml_library &&
+               !(getenv("GFLOW_NVML_LIBRARY") && *getenv("GFLOW_NVML_LIBRARY"))) {
         /* The environment wins over the config file, as for every other setting. */
         library = xstrdup(o->nvml_library);
     }
@@ -413,7 +412,8 @@ int gpu_set_allowed(struct gpus *g, const char *spec, char **err)
     }
     if (m != ALL_GPUS && !(m & gpu_visible(g))) {
         *err = xasprintf("GPUs %s are outside the daemon's CUDA_VISIBLE_DEVICES (%s): no job "
-                         "could use them", spec, g->visible_spec ? g->visible_spec : "");
+                         "could use them",
+                         spec, g->visible_spec ? g->visible_spec : "");
         return -1;
     }
     if (store_begin(g->store) < 0 ||

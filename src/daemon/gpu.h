@@ -23,12 +23,12 @@ struct store;
 struct gpus;
 
 struct gpu_start_opts {
-    const char *simulate;     /* --simulate-gpus N|FILE, NULL if none */
-    const char *flag_gpus;    /* --gpus of `gflowd up`, NULL if none */
-    const char *config_gpus;  /* daemon.gpus */
-    const char *nvml_library; /* daemon.nvml_library, NULL: the default */
-    const char *data_dir;     /* where --simulate-gpus N writes its fixture */
-    struct store *store;      /* keeps gctl set-gpus */
+    const char *simulate;       /* --simulate-gpus N|FILE, NULL if none */
+    const char *flag_gpus;      /* --gpus of `gflowd up`, NULL if none */
+    const char *config_gpus;    /* daemon.gpus */
+    const char *nvml_library;   /* daemon.nvml_library, NULL: the default */
+    const char *data_dir;       /* where --simulate-gpus N writes its fixture */
+    struct store *store;        /* keeps gctl set-gpus */
     struct job *const *running; /* the running jobs (re-adopted after a restart) */
     size_t n_running;
 };

@@ -40,8 +40,8 @@ static void describe_process(long long pid, json_t *o)
     struct stat st;
     if (stat(path, &st) == 0) {
         struct passwd *pw = getpwuid(st.st_uid);
-        json_object_set_new(o, "user", pw ? json_string(pw->pw_name)
-                                          : json_sprintf("%u", (unsigned)st.st_uid));
+        json_object_set_new(
+            o, "user", pw ? json_string(pw->pw_name) : json_sprintf("%u", (unsigned)st.st_uid));
     }
     int64_t start = proc_start_time((pid_t)pid);
     double uptime = 0;
@@ -50,8 +50,9 @@ static void describe_process(long long pid, json_t *o)
         uptime = strtod(up, NULL);
     free(up);
     if (start >= 0 && uptime > 0)
-        json_object_set_new(o, "age_secs",
-                            json_integer((json_int_t)(uptime - (double)start / sysconf(_SC_CLK_TCK))));
+        json_object_set_new(
+            o, "age_secs",
+            json_integer((json_int_t)(uptime - (double)start / sysconf(_SC_CLK_TCK))));
 }
 
 static bool has_gpu(uint64_t mask, size_t g)
@@ -73,10 +74,10 @@ static json_t *gpu_json(const struct gpus *gs, size_t g, struct job *const *runn
     for (size_t k = 0; k < info->n_procs; k++) {
         const struct gpu_proc *p = &info->procs[k];
         struct job *owner = gpu_process_owner(p->pid, running, n);
-        json_t *o = json_pack("{s:I, s:o, s:o, s:b}", "pid", (json_int_t)p->pid,
-                              "used_memory_mib", known_int(p->used_mib), "job",
-                              owner ? json_integer(owner->id) : json_null(), "ignored",
-                              gpu_is_ignored(gs, (int)g, p->pid));
+        json_t *o =
+            json_pack("{s:I, s:o, s:o, s:b}", "pid", (json_int_t)p->pid, "used_memory_mib",
+                      known_int(p->used_mib), "job", owner ? json_integer(owner->id) : json_null(),
+                      "ignored", gpu_is_ignored(gs, (int)g, p->pid));
         /* A job's process on a GPU it was not given is worth telling. */
         if (owner && !has_gpu(owner->gpu_mask, g))
             json_object_set_new(o, "foreign", json_true());
@@ -98,16 +99,15 @@ static json_t *gpu_json(const struct gpus *gs, size_t g, struct job *const *runn
         state = "unmanaged";
         reason = "compute processes outside gflow";
     }
-    return json_pack("{s:i, s:s, s:s, s:s, s:I, s:o, s:o, s:o, s:o, s:o, s:b, s:s, s:o, s:o, "
-                     "s:o}",
-                     "index", (int)g, "uuid", info->uuid, "name", info->name, "pci_bus_id",
-                     info->pci_bus_id, "memory_total_mib", (json_int_t)info->memory_total_mib,
-                     "memory_used_mib", known_int(info->memory_used_mib), "utilization_gpu",
-                     known_int(info->utilization_gpu), "temperature_c",
-                     known_int(info->temperature_c), "power_w", known_int(info->power_w),
-                     "numa_node", known_int(info->numa_node), "lost", info->lost, "state",
-                     state, "jobs", jobs, "reason", reason ? json_string(reason) : json_null(),
-                     "processes", procs);
+    return json_pack(
+        "{s:i, s:s, s:s, s:s, s:I, s:o, s:o, s:o, s:o, s:o, s:b, s:s, s:o, s:o, "
+        "s:o}",
+        "index", (int)g, "uuid", info->uuid, "name", info->name, "pci_bus_id", info->pci_bus_id,
+        "memory_total_mib", (json_int_t)info->memory_total_mib, "memory_used_mib",
+        known_int(info->memory_used_mib), "utilization_gpu", known_int(info->utilization_gpu),
+        "temperature_c", known_int(info->temperature_c), "power_w", known_int(info->power_w),
+        "numa_node", known_int(info->numa_node), "lost", info->lost, "state", state, "jobs", jobs,
+        "reason", reason ? json_string(reason) : json_null(), "processes", procs);
 }
 
 static json_t *topology_json(const struct gpu_set *cur)
@@ -119,8 +119,8 @@ static json_t *topology_json(const struct gpu_set *cur)
         json_t *row = json_array();
         for (size_t j = 0; j < cur->n_gpus; j++) {
             enum gpu_link l = cur->link[i * cur->n_gpus + j];
-            json_array_append_new(row, json_string(link_names[l <= GPU_LINK_UNKNOWN ? l
-                                                                                  : GPU_LINK_UNKNOWN]));
+            json_array_append_new(
+                row, json_string(link_names[l <= GPU_LINK_UNKNOWN ? l : GPU_LINK_UNKNOWN]));
         }
         json_array_append_new(rows, row);
     }

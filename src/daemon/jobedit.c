@@ -12,8 +12,8 @@
 
 /* ---- update ---- */
 
-int jobedit_update(const struct jobedit_ctx *c, struct job *j, json_t *over,
-                   int64_t max_concurrent, json_t **changes, char **err)
+int jobedit_update(const struct jobedit_ctx *c, struct job *j, json_t *over, int64_t max_concurrent,
+                   json_t **changes, char **err)
 {
     *changes = NULL;
     if (j->state != JOB_QUEUED && j->state != JOB_HELD) {
@@ -36,8 +36,8 @@ int jobedit_update(const struct jobedit_ctx *c, struct job *j, json_t *over,
     struct job carry;
     job_init(&carry);
     /* A sweep's values and templates are in the payload: written with the command. */
-    bool sweep_changed = full.params && (json_object_get(over, "params") ||
-                                         json_object_get(over, "name"));
+    bool sweep_changed =
+        full.params && (json_object_get(over, "params") || json_object_get(over, "name"));
     if (sweep_rewrite(&full, over, &carry, err) == 0 && jobspec_merge(spec, over, false, err) == 0)
         n = jobspec_to_job(spec, c->limits, c->caller, &dry, err);
     if (n)
@@ -118,7 +118,7 @@ static struct job *redo_job(const struct jobedit_ctx *c, const struct job *f, js
     json_t *spec = jobspec_from_job(f);
     size_t i;
     json_t *d;
-    json_array_foreach(json_object_get(spec, "depends_on"), i, d) {
+    json_array_foreach (json_object_get(spec, "depends_on"), i, d) {
         int64_t moved = map_get(map, json_integer_value(json_object_get(d, "id")));
         if (moved)
             json_object_set_new(d, "id", json_integer(moved));
@@ -231,8 +231,8 @@ static void redo_cascade(const struct jobedit_ctx *c, int64_t id, struct id_map 
     free(set);
 }
 
-int jobedit_redo(const struct jobedit_ctx *c, int64_t id, json_t *over, bool cascade,
-                 json_t **out, char **err)
+int jobedit_redo(const struct jobedit_ctx *c, int64_t id, json_t *over, bool cascade, json_t **out,
+                 char **err)
 {
     *out = NULL;
     struct store *store = jobs_store(c->jobs);
@@ -248,8 +248,8 @@ int jobedit_redo(const struct jobedit_ctx *c, int64_t id, json_t *over, bool cas
         return 500;
     }
     if (f.uid != c->caller->uid) {
-        *err = xasprintf("job %lld belongs to %s; only its owner may redo it", (long long)id,
-                         f.user);
+        *err =
+            xasprintf("job %lld belongs to %s; only its owner may redo it", (long long)id, f.user);
         job_clear(&f);
         return 403;
     }

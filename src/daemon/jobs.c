@@ -244,8 +244,8 @@ static void deps_update(struct jobs *t, struct job *j)
                  (long long)j->id, (long long)failed);
         j->end_time = now_wall();
         jobs_set_state(t, j, JOB_CANCELLED, JOB_REASON_DEPENDENCY_FAILED, failed, NULL);
-    } else if (j->state == JOB_QUEUED && (j->reason != JOB_REASON_DEPENDENCY_FAILED ||
-                                          j->reason_job != failed)) {
+    } else if (j->state == JOB_QUEUED &&
+               (j->reason != JOB_REASON_DEPENDENCY_FAILED || j->reason_job != failed)) {
         job_set_reason(j, JOB_REASON_DEPENDENCY_FAILED, failed, NULL);
         jobs_save(t, j);
     }
@@ -366,7 +366,8 @@ int jobs_check_deps(struct jobs *t, struct job *j, int64_t own_id, char **err)
      * against a cycle made by later changes of dependencies. */
     if (deps_reach(t, j, own_id)) {
         *err = xasprintf("depends_on: job %lld would depend on itself through its "
-                         "dependencies (a cycle)", (long long)own_id);
+                         "dependencies (a cycle)",
+                         (long long)own_id);
         return -1;
     }
     return 0;
@@ -545,7 +546,8 @@ int jobs_submit_all(struct jobs *t, struct job **jobs, size_t n, size_t *done)
     if (grouped) {
         leader.env = jobs[0]->env ? json_incref(jobs[0]->env) : NULL;
         leader.script = jobs[0]->script ? xstrdup(jobs[0]->script) : NULL;
-        leader.script_template = jobs[0]->script_template ? xstrdup(jobs[0]->script_template) : NULL;
+        leader.script_template =
+            jobs[0]->script_template ? xstrdup(jobs[0]->script_template) : NULL;
         leader.command_template =
             jobs[0]->command_template ? xstrdup(jobs[0]->command_template) : NULL;
     }
@@ -586,8 +588,7 @@ static void take_str(char **dst, char **src)
     *src = NULL;
 }
 
-int jobs_update(struct jobs *t, struct job *j, struct job *n, bool deps_changed,
-                bool what_changed)
+int jobs_update(struct jobs *t, struct job *j, struct job *n, bool deps_changed, bool what_changed)
 {
     if (store_begin(t->store) < 0)
         return -1;
@@ -640,8 +641,7 @@ int jobs_update(struct jobs *t, struct job *j, struct job *n, bool deps_changed,
         scheduler_queue_insert(&t->queue, j);
     t->dirty = true;
     if ((deps_changed ? store_replace_deps(t->store, j) : store_update_job(t->store, j)) < 0) {
-        log_error("job %lld: cannot store the update: %s", (long long)j->id,
-                  store_error(t->store));
+        log_error("job %lld: cannot store the update: %s", (long long)j->id, store_error(t->store));
         rc = -1;
     }
     if (deps_changed || j->n_deps)

@@ -34,8 +34,8 @@ int jobs_load(struct jobs *t, char **err);
 typedef void (*jobs_signal_cb)(void *arg, struct job *j, int sig);
 void jobs_set_signal_cb(struct jobs *t, jobs_signal_cb cb, void *arg);
 
-struct job *jobs_get(const struct jobs *t, int64_t id); /* active jobs only; NULL otherwise */
-struct job **jobs_active(const struct jobs *t, size_t *n); /* ascending by id */
+struct job *jobs_get(const struct jobs *t, int64_t id);     /* active jobs only; NULL otherwise */
+struct job **jobs_active(const struct jobs *t, size_t *n);  /* ascending by id */
 struct job **jobs_running(const struct jobs *t, size_t *n); /* the R jobs, any order */
 struct store *jobs_store(const struct jobs *t);
 /* The id the next submitted job gets. */
@@ -68,8 +68,7 @@ bool jobs_retryable(const struct job *j);
  * the queue order follows a new priority, and dependencies are rewired when
  * deps_changed; what_changed: the command/script/workdir/env are rewritten too. n's
  * strings and dependencies may be taken over; the caller frees n. 0 or -1. */
-int jobs_update(struct jobs *t, struct job *j, struct job *n, bool deps_changed,
-                bool what_changed);
+int jobs_update(struct jobs *t, struct job *j, struct job *n, bool deps_changed, bool what_changed);
 
 /* The daemon's record of submission group id (job_group in job.h): NULL if there is
  * none and !create; with create, a new record (limit 0) is made. Jobs of the group

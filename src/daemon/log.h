@@ -11,7 +11,7 @@ extern enum log_level log_threshold;
 int log_parse_level(const char *name, enum log_level *out);
 void log_write(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-#define log_msg(level, ...)                                                                         \
+#define log_msg(level, ...)                                                                        \
     do {                                                                                           \
         if ((level) <= log_threshold)                                                              \
             log_write((level), __VA_ARGS__);                                                       \

@@ -67,7 +67,7 @@ struct nvml {
     nvml_str_fn get_uuid;
     nvml_str_fn get_name;
     nvml_pci_fn get_pci;
-    enum nvml_ver pci_ver; /* 1: legacy layout (busId first) */
+    enum nvml_ver pci_ver;      /* 1: legacy layout (busId first) */
     nvml_mem2_fn get_memory_v2; /* tried first when present */
     nvml_mem1_fn get_memory;
     nvml_errstr_fn error_string;
@@ -180,23 +180,24 @@ static const char *nvml_resolve(struct nvml *n)
                             "nvmlDeviceGetComputeRunningProcesses"),
                  &which);
     n->get_procs = NVML_FN(nvml_procs_fn, p);
-    n->procs_ver = which == 0 ? NVML_VER_3 : which == 1 ? NVML_VER_2 : which == 2 ? NVML_VER_1
-                                                                                : NVML_VER_NONE;
+    n->procs_ver = which == 0   ? NVML_VER_3
+                   : which == 1 ? NVML_VER_2
+                   : which == 2 ? NVML_VER_1
+                                : NVML_VER_NONE;
     /* The legacy call has a fixed 16-byte layout; the _v2/_v3 stride is probed. */
     n->procs_stride = n->procs_ver == NVML_VER_1 ? sizeof(nvmlProcessInfo_v1_t) : 0;
     n->get_topology = NVML_FN(nvml_topo_fn, dlsym(n->lib, "nvmlDeviceGetTopologyCommonAncestor"));
     n->get_link_state = NVML_FN(nvml_link_state_fn, dlsym(n->lib, "nvmlDeviceGetNvLinkState"));
-    p = nvml_sym(n->lib,
-                 NVML_NAMES("nvmlDeviceGetNvLinkRemotePciInfo_v2",
-                            "nvmlDeviceGetNvLinkRemotePciInfo"),
-                 &which);
+    p = nvml_sym(
+        n->lib,
+        NVML_NAMES("nvmlDeviceGetNvLinkRemotePciInfo_v2", "nvmlDeviceGetNvLinkRemotePciInfo"),
+        &which);
     n->get_link_pci = NVML_FN(nvml_link_pci_fn, p);
     n->link_pci_ver = which == 0 ? NVML_VER_2 : NVML_VER_1;
     n->get_numa_node = NVML_FN(nvml_uint_fn, dlsym(n->lib, "nvmlDeviceGetNumaNodeId"));
     n->get_memory_affinity =
         NVML_FN(nvml_affinity_fn, dlsym(n->lib, "nvmlDeviceGetMemoryAffinity"));
-    n->get_driver_version =
-        NVML_FN(nvml_sysstr_fn, dlsym(n->lib, "nvmlSystemGetDriverVersion"));
+    n->get_driver_version = NVML_FN(nvml_sysstr_fn, dlsym(n->lib, "nvmlSystemGetDriverVersion"));
 #undef NVML_NAMES
     return NULL;
 }
@@ -402,8 +403,7 @@ static nvmlReturn_t nvml_read_procs(struct nvml *n, nvmlDevice_t h, struct gpu_i
         unsigned long long used;
         /* pid and usedGpuMemory sit at the same offsets in every layout. */
         memcpy(&pid, buf + i * stride + offsetof(nvmlProcessInfo_t, pid), sizeof(pid));
-        memcpy(&used, buf + i * stride + offsetof(nvmlProcessInfo_t, usedGpuMemory),
-               sizeof(used));
+        memcpy(&used, buf + i * stride + offsetof(nvmlProcessInfo_t, usedGpuMemory), sizeof(used));
         g->procs[i].pid = pid;
         g->procs[i].used_mib = used == NVML_VALUE_NOT_AVAILABLE ? -1 : (int64_t)(used >> 20);
     }

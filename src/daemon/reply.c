@@ -8,8 +8,7 @@
 
 #include "util.h"
 
-void reply_response(struct reply *rep, unsigned status, struct MHD_Response *resp,
-                    const char *type)
+void reply_response(struct reply *rep, unsigned status, struct MHD_Response *resp, const char *type)
 {
     reply_clear(rep);
     rep->status = status;

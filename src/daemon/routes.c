@@ -62,17 +62,16 @@ static void route_status(const struct gflowd *d, struct reply *rep)
     /* Cheap on purpose: `gflowd up` asks for it, and GET /v1/gpus has the details. */
     const struct gpu_set *set = gpu_current(d->gpus);
     const char *gpu_err = gpu_error(d->gpus);
-    json_t *gpus = json_pack("{s:I, s:b, s:o, s:b}", "count", (json_int_t)set->n_gpus,
-                             "simulated", set->simulated, "error",
-                             gpu_err ? json_string(gpu_err) : json_null(), "constrain_devices",
-                             d->cfg.constrain_devices);
+    json_t *gpus = json_pack("{s:I, s:b, s:o, s:b}", "count", (json_int_t)set->n_gpus, "simulated",
+                             set->simulated, "error", gpu_err ? json_string(gpu_err) : json_null(),
+                             "constrain_devices", d->cfg.constrain_devices);
     json_t *body =
         json_pack("{s:s, s:s, s:i, s:i, s:s, s:b, s:f, s:I, s:o, s:I, s:s, s:s, s:o}", "version",
                   GFLOW_VERSION, "commit", GFLOW_COMMIT, "pid", (int)getpid(), "uid", (int)d->uid,
-                  "user", d->user, "system", d->system, "started_at", d->started_at,
-                  "uptime_secs", (json_int_t)(now - d->started_at), "counts", c,
-                  "max_running_jobs", (json_int_t)d->cfg.max_running_jobs, "data_dir",
-                  d->paths.data_dir, "socket", d->paths.socket_path, "gpus", gpus);
+                  "user", d->user, "system", d->system, "started_at", d->started_at, "uptime_secs",
+                  (json_int_t)(now - d->started_at), "counts", c, "max_running_jobs",
+                  (json_int_t)d->cfg.max_running_jobs, "data_dir", d->paths.data_dir, "socket",
+                  d->paths.socket_path, "gpus", gpus);
     json_object_set_new(body, "memory",
                         json_pack("{s:I, s:s}", "total_mb", (json_int_t)d->mem_total_mb,
                                   "enforcement", d->memory_enforcement));

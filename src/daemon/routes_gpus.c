@@ -16,16 +16,17 @@ void route_gpus(const struct route_req *r, struct reply *rep)
 {
     size_t n;
     struct job **running = jobs_running(r->d->jobs, &n);
-    reply_json(rep, 200, gpu_report_status(r->d->gpus, running, n,
-                                           r->d->cfg.gpu_allocation_strategy));
+    reply_json(rep, 200,
+               gpu_report_status(r->d->gpus, running, n, r->d->cfg.gpu_allocation_strategy));
 }
 
 static bool require_admin(const struct route_req *r, struct reply *rep)
 {
     if (r->who->is_admin)
         return true;
-    reply_error(rep, 403, "only root, the daemon's user or members of daemon.admin_group may "
-                          "change GPU settings");
+    reply_error(rep, 403,
+                "only root, the daemon's user or members of daemon.admin_group may "
+                "change GPU settings");
     return false;
 }
 
@@ -47,7 +48,7 @@ void route_gpus_allowed(const struct route_req *r, struct reply *rep)
     json_t *v;
     if (json_is_string(g))
         strbuf_adds(&spec, json_string_value(g));
-    json_array_foreach(g, i, v) {
+    json_array_foreach (g, i, v) {
         if (json_is_integer(v))
             strbuf_addf(&spec, "%s%lld", i ? "," : "", (long long)json_integer_value(v));
     }

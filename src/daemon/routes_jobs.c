@@ -90,8 +90,8 @@ static json_t *state_reply(const struct job *j)
 /* The reply's entry for a job of a dry run: what it would be. */
 static json_t *dry_run_entry(const struct job *j)
 {
-    json_t *o = json_pack("{s:n, s:s, s:s}", "id", "name", j->name, "state",
-                          job_state_short(j->state));
+    json_t *o =
+        json_pack("{s:n, s:s, s:s}", "id", "name", j->name, "state", job_state_short(j->state));
     if (j->command)
         json_object_set_new(o, "command", json_string(j->command));
     if (j->array_task >= 0)
@@ -176,10 +176,9 @@ void route_submit(const struct route_req *r, struct reply *rep)
         }
         /* A large submission lists its first jobs only: count and ids say the rest. */
         for (size_t i = 0; i < sub.n && i < JOBSPEC_REPLY_MAX_JOBS; i++)
-            json_array_append_new(list, json_pack("{s:I, s:s, s:s}", "id",
-                                                  (json_int_t)sub.jobs[i]->id, "name",
-                                                  sub.jobs[i]->name, "state",
-                                                  job_state_short(sub.jobs[i]->state)));
+            json_array_append_new(
+                list, json_pack("{s:I, s:s, s:s}", "id", (json_int_t)sub.jobs[i]->id, "name",
+                                sub.jobs[i]->name, "state", job_state_short(sub.jobs[i]->state)));
         if (group_id > 0) {
             json_object_set_new(o, "first_id", json_integer(sub.jobs[0]->id));
             json_object_set_new(o, "last_id", json_integer(sub.jobs[sub.n - 1]->id));
@@ -296,7 +295,7 @@ void route_hold_release(const struct route_req *r, int64_t id, bool hold, struct
         const char *key;
         json_t *v;
         bool ok = json_is_object(o) && (!b || (json_is_number(b) && json_number_value(b) >= 0));
-        json_object_foreach(o, key, v) {
+        json_object_foreach (o, key, v) {
             if (strcmp(key, "begin_time") != 0)
                 ok = false;
         }
@@ -351,8 +350,10 @@ void route_limit(const struct route_req *r, int64_t id, struct reply *rep)
     const struct job *known = j ? j : &old;
     int64_t gid = known->group_id;
     if (!auth_may_act_on(r->who, known->uid)) {
-        reply_error(rep, 403, "job %lld belongs to %s; only its owner or an admin may change "
-                    "its limit", (long long)id, known->user ? known->user : "another user");
+        reply_error(rep, 403,
+                    "job %lld belongs to %s; only its owner or an admin may change "
+                    "its limit",
+                    (long long)id, known->user ? known->user : "another user");
         job_clear(&old);
         return;
     }
@@ -368,8 +369,9 @@ void route_limit(const struct route_req *r, int64_t id, struct reply *rep)
         free(err);
         return;
     }
-    reply_json(rep, 200, json_pack("{s:I, s:I}", "group_id", (json_int_t)(gid ? gid : id),
-                                   "max_concurrent", (json_int_t)limit));
+    reply_json(rep, 200,
+               json_pack("{s:I, s:I}", "group_id", (json_int_t)(gid ? gid : id), "max_concurrent",
+                         (json_int_t)limit));
 }
 
 /* ---- update and redo ---- */
@@ -507,8 +509,10 @@ void route_log(const struct route_req *r, int64_t id, struct reply *rep)
     uint32_t owner = j.uid;
     job_clear(&j);
     if (!auth_may_act_on(r->who, owner)) {
-        reply_error(rep, 403, "job %lld belongs to another user; only its owner or an admin may "
-                    "read its log", (long long)id);
+        reply_error(rep, 403,
+                    "job %lld belongs to another user; only its owner or an admin may "
+                    "read its log",
+                    (long long)id);
         return;
     }
     int64_t first = 0, last = 0, offset = 0, length = 0;

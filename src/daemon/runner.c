@@ -21,9 +21,9 @@
 #include <unistd.h>
 
 #include "clock.h"
-#include "files.h"
 #include "daemon.h"
 #include "exitfile.h"
+#include "files.h"
 #include "gpu.h"
 #include "jobenv.h"
 #include "jobs.h"
@@ -38,8 +38,8 @@ struct run {
     struct gflowd *d;
     int64_t job_id;
     pid_t pid;
-    int pidfd;             /* -1 while an adopted shim's pid is not known yet */
-    bool our_child;        /* forked by this daemon, so we reap it */
+    int pidfd;      /* -1 while an adopted shim's pid is not known yet */
+    bool our_child; /* forked by this daemon, so we reap it */
     struct loop_timer *limit_timer;
     struct loop_timer *warn_timer;  /* --signal: SECS before the time limit */
     struct loop_timer *retry_timer; /* adoption waiting for the shim to write its pid */
@@ -389,8 +389,8 @@ static void shim_args(const struct gflowd *d, const struct job *j, const struct 
         strvec_push(argv, "--tasks");
         strvec_pushf(argv, "%d", j->gpus);
         strvec_push(argv, "--task-gpus");
-        char *cuda = jobenv_cuda_devices(j->gpu_mask, uuids,
-                                         strcmp(d->cfg.gpu_id_format, "uuid") == 0);
+        char *cuda =
+            jobenv_cuda_devices(j->gpu_mask, uuids, strcmp(d->cfg.gpu_id_format, "uuid") == 0);
         strvec_push(argv, cuda);
         free(cuda);
     }
@@ -413,9 +413,8 @@ static void shim_args(const struct gflowd *d, const struct job *j, const struct 
 /* The job's environment in a memfd (no file on disk to create and remove), and what
  * it runs: the command, or the script written to run/<id>.script. Returns the memfd,
  * or -1 with *err. */
-static int prepare_inputs(const struct gflowd *d, const struct job *full,
-                          const struct passwd *pw, const char *uuids, struct strvec *argv,
-                          char **err)
+static int prepare_inputs(const struct gflowd *d, const struct job *full, const struct passwd *pw,
+                          const char *uuids, struct strvec *argv, char **err)
 {
     struct strbuf env;
     strbuf_init(&env);

@@ -131,7 +131,8 @@ static bool commit(struct server *s)
     if (jobs_commit(s->d->jobs) < 0) {
         if (store_transaction_lost(s->d->store)) {
             log_error("the database lost a transaction (%s); exiting so that a restart "
-                      "recovers the committed state", store_error(s->d->store));
+                      "recovers the committed state",
+                      store_error(s->d->store));
             exit(1);
         }
         if (!s->retry_timer)

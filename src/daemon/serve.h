@@ -8,7 +8,7 @@ struct gflowd;
 struct serve_opts {
     const char *simulate_gpus; /* --simulate-gpus N|FILE, NULL if none */
     const char *flag_gpus;     /* --gpus LIST, NULL if none */
-    int ready_fd; /* `up` waits on this pipe for "ok\n" or "error: ...\n"; -1: none */
+    int ready_fd;              /* `up` waits on this pipe for "ok\n" or "error: ...\n"; -1: none */
 };
 
 /* Serves until SIGTERM/SIGINT; d holds the settings and paths. Returns the exit status;

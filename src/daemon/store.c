@@ -291,16 +291,16 @@ static int prepare_statements(struct store *s)
     rc |= store_prepare(s, &s->st_rollback, "ROLLBACK");
     rc |= store_prepare(s, &s->st_count, "SELECT state, n FROM job_counts");
     rc |= store_prepare(s, &s->st_dep_insert,
-                  "INSERT OR IGNORE INTO job_deps(job_id, dep_id, kind) VALUES (?1, ?2, ?3)");
+                        "INSERT OR IGNORE INTO job_deps(job_id, dep_id, kind) VALUES (?1, ?2, ?3)");
     rc |= store_prepare(s, &s->st_dependents,
-                  "SELECT DISTINCT job_id FROM job_deps WHERE dep_id=?1 ORDER BY job_id");
+                        "SELECT DISTINCT job_id FROM job_deps WHERE dep_id=?1 ORDER BY job_id");
     rc |= store_prepare(s, &s->st_state, "SELECT state FROM jobs WHERE id=?1");
     rc |= store_prepare(s, &s->st_meta_next,
-                  "UPDATE meta SET value=?1 WHERE key='next_job_id' AND value<?1");
+                        "UPDATE meta SET value=?1 WHERE key='next_job_id' AND value<?1");
     rc |= store_prepare(s, &s->st_setting_get, "SELECT value FROM settings WHERE key=?1");
     rc |= store_prepare(s, &s->st_setting_set,
-                  "INSERT INTO settings(key, value) VALUES (?1, ?2)"
-                  " ON CONFLICT(key) DO UPDATE SET value=excluded.value");
+                        "INSERT INTO settings(key, value) VALUES (?1, ?2)"
+                        " ON CONFLICT(key) DO UPDATE SET value=excluded.value");
     rc |= store_prepare(s, &s->st_setting_del, "DELETE FROM settings WHERE key=?1");
     return rc ? -1 : 0;
 }
@@ -329,7 +329,7 @@ static int migrate(struct store *s)
         return -1;
     if (version > SCHEMA_VERSION) {
         store_set_err(s, "database schema version %lld is newer than this gflowd supports (%d)",
-                (long long)version, SCHEMA_VERSION);
+                      (long long)version, SCHEMA_VERSION);
         return -1;
     }
     for (int v = (int)version; v < SCHEMA_VERSION; v++) {
@@ -371,9 +371,9 @@ static int configure(struct store *s)
     bool wal = strcmp(mode, "wal") == 0;
     if (!wal)
         store_set_err(s,
-                "the database cannot use WAL mode (journal_mode is '%s'); "
-                "is it on a network filesystem?",
-                mode);
+                      "the database cannot use WAL mode (journal_mode is '%s'); "
+                      "is it on a network filesystem?",
+                      mode);
     free(mode);
     if (!wal)
         return -1;
@@ -439,10 +439,10 @@ void store_close(struct store *s)
     if (!s)
         return;
     sqlite3_stmt *all[] = {
-        s->st_begin,          s->st_commit,      s->st_rollback,  s->st_insert,
-        s->st_insert_payload, s->st_update,      s->st_get,       s->st_get_full,
-        s->st_load_active,    s->st_count,       s->st_meta_next, s->st_setting_get,
-        s->st_setting_set,    s->st_setting_del,  s->st_dep_insert, s->st_dependents,
+        s->st_begin,          s->st_commit,      s->st_rollback,   s->st_insert,
+        s->st_insert_payload, s->st_update,      s->st_get,        s->st_get_full,
+        s->st_load_active,    s->st_count,       s->st_meta_next,  s->st_setting_get,
+        s->st_setting_set,    s->st_setting_del, s->st_dep_insert, s->st_dependents,
         s->st_state,
     };
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
@@ -663,7 +663,7 @@ static int read_group_payload(struct store *s, struct job *j)
     if (rc != 0) {
         if (rc > 0)
             store_set_err(s, "job %lld: the payload of its group %lld is missing", (long long)j->id,
-                    (long long)j->group_id);
+                          (long long)j->group_id);
         return -1;
     }
     if (!j->env)
@@ -776,7 +776,8 @@ int store_update_what(struct store *s, const struct job *j, bool payload)
     if (store_refuse_if_lost(s) < 0)
         return -1;
     sqlite3_stmt *st;
-    if (store_adhoc(s, &st, "UPDATE jobs SET command=?2, script_path=?3, workdir=?4 WHERE id=?1") < 0)
+    if (store_adhoc(s, &st, "UPDATE jobs SET command=?2, script_path=?3, workdir=?4 WHERE id=?1") <
+        0)
         return -1;
     sqlite3_bind_int64(st, 1, j->id);
     store_bind_text(st, 2, j->command);

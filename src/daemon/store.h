@@ -70,13 +70,13 @@ int store_retried_as(struct store *s, int64_t id, int64_t *out);
 struct store_query {
     const enum job_state *states; /* NULL/0 = every state */
     size_t n_states;
-    const int64_t *ids;           /* NULL/0 = every id */
+    const int64_t *ids; /* NULL/0 = every id */
     size_t n_ids;
-    const char *user;             /* NULL = every user */
-    double since;                 /* submit_time >= since; 0 = no bound */
-    enum job_sort sort;           /* by this key, then id (job.h) */
+    const char *user;   /* NULL = every user */
+    double since;       /* submit_time >= since; 0 = no bound */
+    enum job_sort sort; /* by this key, then id (job.h) */
     bool descending;
-    int64_t limit;                /* > 0 first N, < 0 last N (after sorting), 0 = all */
+    int64_t limit; /* > 0 first N, < 0 last N (after sorting), 0 = all */
 };
 /* Jobs matching q, without payload, in the requested order. */
 int store_list(struct store *s, const struct store_query *q, store_job_cb cb, void *arg);

@@ -159,9 +159,8 @@ int store_bind_column(sqlite3_stmt *st, enum col c, const struct job *j, const c
     case C_SIGNAL_SPEC:
         if (j->warn_signal <= 0)
             return sqlite3_bind_null(st, i);
-        return sqlite3_bind_text(st, i,
-                                 format_signal_spec(j->warn_signal, j->warn_secs, j->warn_main_only),
-                                 -1, free);
+        return sqlite3_bind_text(
+            st, i, format_signal_spec(j->warn_signal, j->warn_secs, j->warn_main_only), -1, free);
     case C_SCRIPT:
         return store_bind_text(st, i, j->script);
     case C_ENV:
@@ -353,7 +352,7 @@ int store_read_job(struct store *s, sqlite3_stmt *st, struct job *j, bool payloa
             j->env = json_loads(env, JSON_REJECT_DUPLICATES, &jerr);
             if (!json_is_object(j->env)) {
                 store_set_err(s, "job %lld: stored env is not a JSON object: %s", (long long)j->id,
-                        jerr.text);
+                              jerr.text);
                 job_clear(j);
                 return -1;
             }
@@ -364,7 +363,7 @@ int store_read_job(struct store *s, sqlite3_stmt *st, struct job *j, bool payloa
             j->params = json_loads(params, JSON_REJECT_DUPLICATES, &jerr);
             if (!json_is_object(j->params)) {
                 store_set_err(s, "job %lld: stored params are not a JSON object: %s",
-                        (long long)j->id, jerr.text);
+                              (long long)j->id, jerr.text);
                 job_clear(j);
                 return -1;
             }
@@ -382,4 +381,3 @@ void store_add_column_list(struct strbuf *sb, int n)
         strbuf_adds(sb, store_columns[c].name);
     }
 }
-

@@ -69,12 +69,10 @@ __attribute__((noreturn)) static void shim_child(const struct shim_exec *ex, cha
      * cgroup ("0" is the writer itself). Failing closed: a job that was to be
      * isolated must not run unisolated because joining went wrong. */
     if (ex->cgroup_procs_fd >= 0 && write(ex->cgroup_procs_fd, "0", 1) != 1)
-        shim_child_fail(ex, JOB_EXIT_SETUP, "cannot join the devices cgroup", "of the job",
-                        errno);
+        shim_child_fail(ex, JOB_EXIT_SETUP, "cannot join the devices cgroup", "of the job", errno);
     /* Step 8, likewise: a job process outside the memory cgroup escapes the limit. */
     if (ex->memcg_procs_fd >= 0 && write(ex->memcg_procs_fd, "0", 1) != 1)
-        shim_child_fail(ex, JOB_EXIT_SETUP, "cannot join the memory cgroup", "of the job",
-                        errno);
+        shim_child_fail(ex, JOB_EXIT_SETUP, "cannot join the memory cgroup", "of the job", errno);
     if (ex->set_creds) {
         if (setgroups((size_t)ex->ngroups, ex->groups) < 0)
             shim_child_fail(ex, JOB_EXIT_SETUP, "cannot set groups of user", ex->user, errno);

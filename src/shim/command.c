@@ -33,9 +33,9 @@ static bool shim_command_is_plain(const char *command, char *const *envp)
 {
     static const char safe[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
                                "0123456789_./=:,+@%^- ";
-    static const char *const reserved[] = {"time", "if", "then", "else", "elif", "fi",
-                                           "case", "esac", "for", "select", "while",
-                                           "until", "do", "done", "function", "coproc"};
+    static const char *const reserved[] = {"time", "if",   "then",     "else",   "elif",  "fi",
+                                           "case", "esac", "for",      "select", "while", "until",
+                                           "do",   "done", "function", "coproc"};
     if (command[strspn(command, safe)] != '\0' || shim_env_get(envp, "BASH_ENV"))
         return false;
     const char *first = command + strspn(command, " ");

@@ -21,10 +21,10 @@ static const char *const shim_conda_home_dirs[] = {"miniconda3", "anaconda3", "m
  * activation. Names and paths come in through the environment only, never as shell
  * text, so nothing in them is parsed. The hook's output goes through a variable so
  * that a failing hook is noticed (`eval "$(false)"` succeeds). */
-#define SHIM_CONDA_ACTIVATE                                                                \
-    "gflow_conda_hook=$(\"$GFLOW_CONDA_EXE\" shell.bash hook) && "                          \
-    "eval \"$gflow_conda_hook\" && conda activate \"$GFLOW_CONDA_ENV\" || { "                \
-    "echo \"gflow-shim: cannot activate conda environment $GFLOW_CONDA_ENV\" >&2; "           \
+#define SHIM_CONDA_ACTIVATE                                                                        \
+    "gflow_conda_hook=$(\"$GFLOW_CONDA_EXE\" shell.bash hook) && "                                 \
+    "eval \"$gflow_conda_hook\" && conda activate \"$GFLOW_CONDA_ENV\" || { "                      \
+    "echo \"gflow-shim: cannot activate conda environment $GFLOW_CONDA_ENV\" >&2; "                \
     "exit 125; }; unset gflow_conda_hook; "
 
 /* The job after the activation: eval keeps the command's shell semantics (quoting,
@@ -112,8 +112,7 @@ static char *shim_conda_base(const char *exe)
 
 /* Finds the environment `name` of the conda at exe: its directory (to free), or NULL
  * with *err saying where it looked. */
-static char *shim_conda_find_env(const char *name, const char *exe, char *const *envp,
-                                 char **err)
+static char *shim_conda_find_env(const char *name, const char *exe, char *const *envp, char **err)
 {
     char *base = shim_conda_base(exe);
     const char *home = shim_env_get(envp, "HOME");
@@ -141,8 +140,7 @@ static char *shim_conda_find_env(const char *name, const char *exe, char *const 
     }
     if (!found) {
         if (valid)
-            *err = xasprintf("conda environment '%s' not found (looked in %s)", name,
-                             looked.buf);
+            *err = xasprintf("conda environment '%s' not found (looked in %s)", name, looked.buf);
         else
             *err = xasprintf("conda environment '%s' not found (neither a name nor an "
                              "absolute path)",
@@ -175,8 +173,8 @@ int shim_conda_prepare(const struct shim_opts *o, struct shim_exec *ex, char **e
     if (o->command)
         ex->conda_vars[2] = xasprintf("GFLOW_JOB_COMMAND=%s", o->command);
     else
-        ex->conda_vars[2] = xasprintf("GFLOW_JOB_SCRIPT=%s%s",
-                                      o->script[0] == '/' ? "" : "./", o->script);
+        ex->conda_vars[2] =
+            xasprintf("GFLOW_JOB_SCRIPT=%s%s", o->script[0] == '/' ? "" : "./", o->script);
     free(exe);
     shim_env_set(ex, ex->conda_vars, SHIM_N_CONDA_VARS);
     return 0;

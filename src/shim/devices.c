@@ -24,8 +24,7 @@ static int shim_devices_deny(const char *dir, const struct shim_opts *o, char **
     int rc = fd < 0 ? -1 : 0;
     for (int i = 0; rc == 0 && i < o->n_deny_minors; i++) {
         char rule[64];
-        int n = snprintf(rule, sizeof(rule), "c %d:%d rwm", SHIM_NVIDIA_MAJOR,
-                         o->deny_minors[i]);
+        int n = snprintf(rule, sizeof(rule), "c %d:%d rwm", SHIM_NVIDIA_MAJOR, o->deny_minors[i]);
         if (write(fd, rule, (size_t)n) != n)
             rc = -1;
     }

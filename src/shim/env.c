@@ -14,9 +14,9 @@
 #include "util.h"
 
 /* The variables --task-gpus sets for each copy; the env file's values are replaced. */
-static const char *const shim_env_task_vars[] = {"CUDA_VISIBLE_DEVICES", "RANK", "LOCAL_RANK",
-                                             "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
-                                             "MASTER_PORT"};
+static const char *const shim_env_task_vars[] = {
+    "CUDA_VISIBLE_DEVICES", "RANK",        "LOCAL_RANK", "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",     "MASTER_ADDR", "MASTER_PORT"};
 #define SHIM_ENV_N_TASK_VARS (sizeof(shim_env_task_vars) / sizeof(shim_env_task_vars[0]))
 
 /* The whole content of fd from offset 0 (the writer left the offset at the end). */
@@ -173,8 +173,8 @@ int shim_env_tasks(const struct shim_opts *o, struct shim_exec *ex, char **err)
         char rank[16];
         snprintf(rank, sizeof(rank), "%d", i);
         /* In the order of shim_env_task_vars. */
-        const char *values[] = {o->task_gpus[i], rank, rank, world, world, "127.0.0.1",
-                                master_port};
+        const char *values[] = {o->task_gpus[i], rank,        rank,       world,
+                                world,           "127.0.0.1", master_port};
         _Static_assert(sizeof(values) / sizeof(values[0]) == SHIM_ENV_N_TASK_VARS,
                        "a value for each task variable");
         char **env = xmalloc((n + SHIM_ENV_N_TASK_VARS + 1) * sizeof(*env));

@@ -36,15 +36,17 @@
 
 /* bash's reserved words (`compgen -k`) and builtins (`compgen -b`, bash 5.2). */
 static const char *const shim_lookup_shell_words[] = {
-    "if", "then", "else", "elif", "fi", "case", "esac", "for", "select", "while", "until",
-    "do", "done", "in", "function", "time", "{", "}", "!", "[[", "]]", "coproc",
-    ".", ":", "[", "alias", "bg", "bind", "break", "builtin", "caller", "cd", "command",
-    "compgen", "complete", "compopt", "continue", "declare", "dirs", "disown", "echo",
-    "enable", "eval", "exec", "exit", "export", "false", "fc", "fg", "getopts", "hash",
-    "help", "history", "jobs", "kill", "let", "local", "logout", "mapfile", "popd",
-    "printf", "pushd", "pwd", "read", "readarray", "readonly", "return", "set", "shift",
-    "shopt", "source", "suspend", "test", "times", "trap", "true", "type", "typeset",
-    "ulimit", "umask", "unalias", "unset", "wait"};
+    "if",        "then",     "else",     "elif",    "fi",       "case",    "esac",     "for",
+    "select",    "while",    "until",    "do",      "done",     "in",      "function", "time",
+    "{",         "}",        "!",        "[[",      "]]",       "coproc",  ".",        ":",
+    "[",         "alias",    "bg",       "bind",    "break",    "builtin", "caller",   "cd",
+    "command",   "compgen",  "complete", "compopt", "continue", "declare", "dirs",     "disown",
+    "echo",      "enable",   "eval",     "exec",    "exit",     "export",  "false",    "fc",
+    "fg",        "getopts",  "hash",     "help",    "history",  "jobs",    "kill",     "let",
+    "local",     "logout",   "mapfile",  "popd",    "printf",   "pushd",   "pwd",      "read",
+    "readarray", "readonly", "return",   "set",     "shift",    "shopt",   "source",   "suspend",
+    "test",      "times",    "trap",     "true",    "type",     "typeset", "ulimit",   "umask",
+    "unalias",   "unset",    "wait"};
 
 /* bash's metacharacters: unquoted, they end a word. */
 #define SHIM_LOOKUP_META " \t\n|&;()<>"

@@ -36,8 +36,8 @@ struct shim_memlimit_setting {
 /* Creates dir (an empty leftover of a shim that died goes first, so that the job gets
  * exactly this run's limits), writes the settings in order and opens its cgroup.procs
  * for the children to join. 0, or -1 with *why and dir removed again. */
-static int shim_memlimit_make(const char *dir, const struct shim_memlimit_setting *set,
-                              size_t n, int *procs_fd, char **why)
+static int shim_memlimit_make(const char *dir, const struct shim_memlimit_setting *set, size_t n,
+                              int *procs_fd, char **why)
 {
     rmdir(dir);
     if (mkdir_p(dir, 0755) < 0) {
@@ -82,7 +82,8 @@ static char *shim_memlimit_v2(int64_t job_id, long long bytes, int *procs_fd, ch
     char *dir = NULL;
     if (!shim_cgroup_has_word(base, "cgroup.controllers", "memory")) {
         *why = xasprintf("the memory controller is not available in %s (bound to cgroup v1, "
-                         "or not delegated)", base);
+                         "or not delegated)",
+                         base);
     } else if (!shim_cgroup_has_word(base, "cgroup.subtree_control", "memory") &&
                shim_cgroup_write(base, "cgroup.subtree_control", "+memory") < 0) {
         *why = xasprintf("cannot enable the memory controller in %s/cgroup.subtree_control: %s",
@@ -135,8 +136,8 @@ static char *shim_memlimit_v1(int64_t job_id, long long bytes, int *procs_fd, ch
  * else cgroup v1, else the watchdog; or only the method GFLOW_SHIM_MEMORY_METHOD
  * names, for tests) and creates the job's memory cgroup. 0, or -1 with *err when the
  * forced method is unavailable. */
-int shim_memlimit_setup(const struct shim_opts *o, struct shim_exec *ex,
-                        struct shim_memlimit *m, char **err)
+int shim_memlimit_setup(const struct shim_opts *o, struct shim_exec *ex, struct shim_memlimit *m,
+                        char **err)
 {
     m->limit_mb = o->memory_limit_mb;
     if (!m->limit_mb)
@@ -195,9 +196,9 @@ static void shim_memlimit_record_oom(struct shim_run *r)
 {
     r->mem.oom = true;
     char line[160];
-    int n = snprintf(line, sizeof(line),
-                     "gflow-shim: job exceeded its memory limit of %lld MiB (%s)\n",
-                     (long long)r->mem.limit_mb, shim_memlimit_method_names[r->mem.method]);
+    int n =
+        snprintf(line, sizeof(line), "gflow-shim: job exceeded its memory limit of %lld MiB (%s)\n",
+                 (long long)r->mem.limit_mb, shim_memlimit_method_names[r->mem.method]);
     if (r->log_fd >= 0 && write(r->log_fd, line, (size_t)n) < 0) {
         /* the exit file still says it */
     }
@@ -259,8 +260,8 @@ void shim_memlimit_end(struct shim_run *r, int64_t job_id)
         int st = shim_supervise_deciding(r)->status;
         if (!oom && r->mem.method == SHIM_MEM_V1 &&
             shim_cgroup_read_num(r->mem.dir, "memory.oom_control", "oom_kill") < 0)
-            oom = shim_cgroup_read_num(r->mem.dir, "memory.failcnt", NULL) > 0 &&
-                  WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL;
+            oom = shim_cgroup_read_num(r->mem.dir, "memory.failcnt", NULL) > 0 && WIFSIGNALED(st) &&
+                  WTERMSIG(st) == SIGKILL;
         if (oom)
             shim_memlimit_record_oom(r);
     }

@@ -155,8 +155,8 @@ static void shim_opts_deny_devices(struct shim_opts *o, const char *arg, char **
         char *word = xstrndup(p, len);
         int64_t minor;
         if (shim_opts_range(word, 0, SHIM_MAX_MINOR, &minor) < 0)
-            shim_opts_error(err, xasprintf("bad --deny-devices '%s': '%s' is no device minor",
-                                           arg, word));
+            shim_opts_error(
+                err, xasprintf("bad --deny-devices '%s': '%s' is no device minor", arg, word));
         else
             v[n++] = (int)minor;
         free(word);
@@ -254,12 +254,10 @@ static void shim_opts_one(struct shim_opts *o, int c, const char *arg, char **er
 /* Checks that the options form a complete invocation. */
 static void shim_opts_check(const struct shim_opts *o, char **err)
 {
-    static const char *const names[] = {"--job-id",  "--exit-file", "--log",
-                                        "--workdir", "--env-file or --env-fd",
-                                        "--kill-grace"};
-    const bool present[] = {o->job_id >= 0,     o->exit_file != NULL, o->log_path != NULL,
-                            o->workdir != NULL, o->env_file || o->env_fd >= 0,
-                            o->kill_grace >= 0};
+    static const char *const names[] = {
+        "--job-id", "--exit-file", "--log", "--workdir", "--env-file or --env-fd", "--kill-grace"};
+    const bool present[] = {o->job_id >= 0,     o->exit_file != NULL,          o->log_path != NULL,
+                            o->workdir != NULL, o->env_file || o->env_fd >= 0, o->kill_grace >= 0};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if (!present[i])
             shim_opts_error(err, xasprintf("missing %s", names[i]));
@@ -270,11 +268,11 @@ static void shim_opts_check(const struct shim_opts *o, char **err)
     if (any_id && !all_id)
         shim_opts_error(err, xstrdup("--uid, --gid and --user go together"));
     if (o->ntasks > 1 && !o->task_gpus)
-        shim_opts_error(err, xasprintf("--tasks %d needs --task-gpus with %d GPUs", o->ntasks,
-                                       o->ntasks));
+        shim_opts_error(
+            err, xasprintf("--tasks %d needs --task-gpus with %d GPUs", o->ntasks, o->ntasks));
     else if (o->task_gpus && o->n_task_gpus != o->ntasks)
-        shim_opts_error(err, xasprintf("--task-gpus names %d GPUs for --tasks %d",
-                                       o->n_task_gpus, o->ntasks));
+        shim_opts_error(
+            err, xasprintf("--task-gpus names %d GPUs for --tasks %d", o->n_task_gpus, o->ntasks));
 }
 
 /* Parses argv into *o. Returns 0, 1 for --help, or -1 with *err set (caller frees).
@@ -282,9 +280,13 @@ static void shim_opts_check(const struct shim_opts *o, char **err)
  * report it. */
 int shim_opts_parse(int argc, char **argv, struct shim_opts *o, char **err)
 {
-    *o = (struct shim_opts){
-        .job_id = -1, .kill_grace = -1, .lock_fd = -1, .env_fd = -1, .uid = -1, .gid = -1,
-        .ntasks = 1};
+    *o = (struct shim_opts){.job_id = -1,
+                            .kill_grace = -1,
+                            .lock_fd = -1,
+                            .env_fd = -1,
+                            .uid = -1,
+                            .gid = -1,
+                            .ntasks = 1};
     *err = NULL;
     opterr = 0; /* one line of our own instead of getopt's */
     int c;

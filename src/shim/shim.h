@@ -82,7 +82,7 @@ struct shim_exec {
     int ngroups;
     int log_fd;
     int null_fd;
-    int report_fd; /* write end of a close-on-exec pipe: why the job did not start */
+    int report_fd;       /* write end of a close-on-exec pipe: why the job did not start */
     int cgroup_procs_fd; /* the job's devices cgroup's cgroup.procs, -1: none (step 7) */
     int memcg_procs_fd;  /* the job's memory cgroup's cgroup.procs, -1: none (step 8) */
     /* With --conda-env: the GFLOW_* entries added to envp (step 4), allocated. */
@@ -134,8 +134,8 @@ struct shim_run {
     int tfd;          /* timerfd: kill grace, then the re-kill period */
     int report_rd;    /* read end of the exec report pipe */
     double kill_grace;
-    bool term_sent;  /* the tree got SIGTERM and the grace timer runs */
-    bool kill_phase; /* the grace is over: SIGKILL until nothing is left */
+    bool term_sent;   /* the tree got SIGTERM and the grace timer runs */
+    bool kill_phase;  /* the grace is over: SIGKILL until nothing is left */
     char *cgroup_dir; /* the job's devices cgroup (step 7), NULL: none */
     struct shim_memlimit mem;
     int mem_tfd; /* timerfd: the memory check period (-1 without --memory-limit) */
@@ -234,8 +234,8 @@ void shim_devices_end(struct shim_run *r, int64_t job_id);
 /* ---- memlimit.c: --memory-limit (step 8) ---- */
 /* Picks how the limit is enforced and creates the job's memory cgroup. 0, or -1 with
  * *err when the method forced by GFLOW_SHIM_MEMORY_METHOD is unavailable. */
-int shim_memlimit_setup(const struct shim_opts *o, struct shim_exec *ex,
-                        struct shim_memlimit *m, char **err);
+int shim_memlimit_setup(const struct shim_opts *o, struct shim_exec *ex, struct shim_memlimit *m,
+                        char **err);
 /* The method's name for the exit file and the log ("cgroup v2", ...; NULL for none). */
 const char *shim_memlimit_method_name(enum shim_mem_method method);
 /* The memory check timer and the job log kept for the OOM line. 0, or -1 with *err. */

@@ -46,17 +46,23 @@ nvmlReturn_t nvmlDeviceGetCount(unsigned int *c);
 nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int i, nvmlDevice_t *d);
 nvmlReturn_t nvmlDeviceGetPciInfo(nvmlDevice_t d, nvmlPciInfoLegacy_t *p);
 nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t dev, nvmlUtilization_t *u);
-nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t dev, nvmlTemperatureSensors_t s, unsigned int *t);
+nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t dev, nvmlTemperatureSensors_t s,
+                                      unsigned int *t);
 nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t dev, unsigned int *mw);
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned int *c, void *infos);
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t d, unsigned int *c, void *infos);
-nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t d, unsigned int *c, nvmlProcessInfo_v1_t *infos);
-nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t a, nvmlDevice_t b, nvmlGpuTopologyLevel_t *level);
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t d, unsigned int *c,
+                                                  nvmlProcessInfo_v1_t *infos);
+nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t a, nvmlDevice_t b,
+                                                 nvmlGpuTopologyLevel_t *level);
 nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t dev, unsigned int link, nvmlEnableState_t *on);
-nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t d, unsigned int link, nvmlPciInfo_t *pci);
+nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t d, unsigned int link,
+                                                 nvmlPciInfo_t *pci);
 nvmlReturn_t nvmlDeviceGetNumaNodeId(nvmlDevice_t dev, unsigned int *node);
-nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo(nvmlDevice_t d, unsigned int link, nvmlPciInfoLegacy_t *pci);
-nvmlReturn_t nvmlDeviceGetMemoryAffinity(nvmlDevice_t dev, unsigned int size, unsigned long *set, nvmlAffinityScope_t scope);
+nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo(nvmlDevice_t d, unsigned int link,
+                                              nvmlPciInfoLegacy_t *pci);
+nvmlReturn_t nvmlDeviceGetMemoryAffinity(nvmlDevice_t dev, unsigned int size, unsigned long *set,
+                                         nvmlAffinityScope_t scope);
 nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int len);
 
 /* The loader looks this up to say "simulated" in gflowd status and ginfo. */
@@ -206,8 +212,7 @@ static unsigned long long sim_used_bytes(json_t *gpu)
         used = 0;
         size_t i;
         json_t *p;
-        json_array_foreach(json_object_get(gpu, "processes"), i, p)
-        {
+        json_array_foreach (json_object_get(gpu, "processes"), i, p) {
             long long m = sim_int(p, "used_memory_mib", -1);
             if (m > 0)
                 used += m;
@@ -280,19 +285,32 @@ SIM_EXPORT nvmlReturn_t nvmlShutdown(void)
 SIM_EXPORT const char *nvmlErrorString(nvmlReturn_t rc)
 {
     switch (rc) {
-    case NVML_SUCCESS: return "Success";
-    case NVML_ERROR_UNINITIALIZED: return "Uninitialized";
-    case NVML_ERROR_INVALID_ARGUMENT: return "Invalid Argument";
-    case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
-    case NVML_ERROR_NO_PERMISSION: return "Insufficient Permissions";
-    case NVML_ERROR_NOT_FOUND: return "Not Found";
-    case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
-    case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
-    case NVML_ERROR_TIMEOUT: return "Timeout";
-    case NVML_ERROR_GPU_IS_LOST: return "GPU is lost";
-    case NVML_ERROR_LIB_RM_VERSION_MISMATCH: return "RM has detected an NVML/RM version mismatch.";
-    case NVML_ERROR_ARGUMENT_VERSION_MISMATCH: return "Argument version mismatch";
-    default: return "Unknown Error";
+    case NVML_SUCCESS:
+        return "Success";
+    case NVML_ERROR_UNINITIALIZED:
+        return "Uninitialized";
+    case NVML_ERROR_INVALID_ARGUMENT:
+        return "Invalid Argument";
+    case NVML_ERROR_NOT_SUPPORTED:
+        return "Not Supported";
+    case NVML_ERROR_NO_PERMISSION:
+        return "Insufficient Permissions";
+    case NVML_ERROR_NOT_FOUND:
+        return "Not Found";
+    case NVML_ERROR_INSUFFICIENT_SIZE:
+        return "Insufficient Size";
+    case NVML_ERROR_DRIVER_NOT_LOADED:
+        return "Driver Not Loaded";
+    case NVML_ERROR_TIMEOUT:
+        return "Timeout";
+    case NVML_ERROR_GPU_IS_LOST:
+        return "GPU is lost";
+    case NVML_ERROR_LIB_RM_VERSION_MISMATCH:
+        return "RM has detected an NVML/RM version mismatch.";
+    case NVML_ERROR_ARGUMENT_VERSION_MISMATCH:
+        return "Argument version mismatch";
+    default:
+        return "Unknown Error";
     }
 }
 
@@ -332,14 +350,18 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t dev, nvmlMemory_t *
     }
     /* The legacy call counts the driver's reservation as used; _v2 does not. */
     mem->total = (unsigned long long)sim_int(g, "memory_total_mib", 0) << 20;
-    mem->used = sim_used_bytes(g) + ((unsigned long long)sim_int(g, "memory_reserved_mib", 0) << 20);
+    mem->used =
+        sim_used_bytes(g) + ((unsigned long long)sim_int(g, "memory_reserved_mib", 0) << 20);
     mem->free = mem->total > mem->used ? mem->total - mem->used : 0;
     json_decref(r);
     return NVML_SUCCESS;
 }
 
 #ifndef NVML_SIM_LEGACY
-SIM_EXPORT nvmlReturn_t nvmlInit_v2(void) { return sim_init("nvmlInit_v2"); }
+SIM_EXPORT nvmlReturn_t nvmlInit_v2(void)
+{
+    return sim_init("nvmlInit_v2");
+}
 SIM_EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *c)
 {
     return sim_count("nvmlDeviceGetCount_v2", c);
@@ -377,7 +399,10 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t dev, nvmlMemory_
 }
 #endif
 
-SIM_EXPORT nvmlReturn_t nvmlInit(void) { return sim_init("nvmlInit"); }
+SIM_EXPORT nvmlReturn_t nvmlInit(void)
+{
+    return sim_init("nvmlInit");
+}
 SIM_EXPORT nvmlReturn_t nvmlDeviceGetCount(unsigned int *c)
 {
     return sim_count("nvmlDeviceGetCount", c);

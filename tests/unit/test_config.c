@@ -158,8 +158,7 @@ static void test_wrong_type(void **state)
     assert_error(load_error(f, "[daemon]\nmax_request_bytes = 0\n"), expected);
     free(expected);
 
-    expected = xasprintf("%s:2: daemon.log_level must be one of error, warn, info, debug",
-                         f->path);
+    expected = xasprintf("%s:2: daemon.log_level must be one of error, warn, info, debug", f->path);
     assert_error(load_error(f, "[daemon]\nlog_level = 'loud'\n"), expected);
     free(expected);
 
@@ -264,8 +263,7 @@ static void test_config_set(void **state)
     }
     assert_int_equal(config_set(&c, "daemon.kill_grace_secs", "-1", &err), -1);
     assert_error(err, "daemon.kill_grace_secs must be an integer >= 0 (got '-1')");
-    assert_int_equal(config_set(&c, "daemon.max_request_bytes", "99999999999999999999", &err),
-                     -1);
+    assert_int_equal(config_set(&c, "daemon.max_request_bytes", "99999999999999999999", &err), -1);
     free(err);
     assert_int_equal(c.kill_grace_secs, 10);
     assert_int_equal(config_set(&c, "daemon.nope", "1", &err), -1);

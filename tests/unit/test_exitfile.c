@@ -170,8 +170,16 @@ static void test_nulls_and_missing_fields(void **state)
 static void test_garbage_is_refused(void **state)
 {
     (void)state;
-    const char *bad[] = {"", "   ", "{", "[1,2]", "null", "42", "\"text\"", "{\"job_id\":1}x",
-                         "{\"job_id\":1,}", "\xff\xfe"};
+    const char *bad[] = {"",
+                         "   ",
+                         "{",
+                         "[1,2]",
+                         "null",
+                         "42",
+                         "\"text\"",
+                         "{\"job_id\":1}x",
+                         "{\"job_id\":1,}",
+                         "\xff\xfe"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         struct exit_record r;
         r.error = NULL;
@@ -198,8 +206,7 @@ static char *lock_text(int64_t pid, int64_t start, const char *error)
 }
 
 /* exitfile_lock_parse into separate out values, as the tests below read them. */
-static int lock_parse(const char *text, size_t len, int64_t *pid, int64_t *start,
-                      char **error)
+static int lock_parse(const char *text, size_t len, int64_t *pid, int64_t *start, char **error)
 {
     struct exit_lock lock;
     int rc = exitfile_lock_parse(text, len, &lock);
@@ -255,7 +262,8 @@ static void test_lock_line_with_error(void **state)
     free(s);
 
     /* After the job ran: a "lost" line. */
-    struct exit_lock lock = {.pid = 9, .start = 8, .error = (char *)"cannot write x", .job_ran = true};
+    struct exit_lock lock = {
+        .pid = 9, .start = 8, .error = (char *)"cannot write x", .job_ran = true};
     s = exitfile_lock_format(&lock);
     assert_string_equal(s, "9 8\nlost: cannot write x\n");
     struct exit_lock back;
@@ -294,8 +302,17 @@ static void test_lock_line_is_capped(void **state)
 static void test_lock_parse_refuses_bad_pid_lines(void **state)
 {
     (void)state;
-    const char *bad[] = {"", "\n", "0 5\n", "-3 5\n", "12\n", "12 \n", "12 x\n", "a b\n",
-                         "12 5 6\n", " 12 5\n", "99999999999999999999 1\n"};
+    const char *bad[] = {"",
+                         "\n",
+                         "0 5\n",
+                         "-3 5\n",
+                         "12\n",
+                         "12 \n",
+                         "12 x\n",
+                         "a b\n",
+                         "12 5 6\n",
+                         " 12 5\n",
+                         "99999999999999999999 1\n"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         int64_t pid = -1, start = -1;
         char *error = (char *)"x";
@@ -406,10 +423,8 @@ static void test_verdict_without_exit_file(void **state)
     /* A re-adopted shim's status is unknown; its lock file still says why it failed. */
     expect_lost(SHIM_END_UNKNOWN, 0, "cannot write exit file", JOB_END_NONE, JOB_FAILED,
                 "LaunchFailed: cannot write exit file");
-    expect_lost(SHIM_END_SIGNALED, SIGKILL, NULL, JOB_END_CANCEL, JOB_CANCELLED,
-                "CancelledByUser");
-    expect_lost(SHIM_END_EXITED, SHIM_EXIT_FAIL, "why", JOB_END_TIMEOUT, JOB_TIMEOUT,
-                "TimeLimit");
+    expect_lost(SHIM_END_SIGNALED, SIGKILL, NULL, JOB_END_CANCEL, JOB_CANCELLED, "CancelledByUser");
+    expect_lost(SHIM_END_EXITED, SHIM_EXIT_FAIL, "why", JOB_END_TIMEOUT, JOB_TIMEOUT, "TimeLimit");
     expect_lost(SHIM_END_UNKNOWN, 0, NULL, JOB_END_CANCEL, JOB_CANCELLED, "CancelledByUser");
     /* The job ran and only its outcome was lost: not a launch failure. */
     struct exit_lock ran = {.error = (char *)"cannot write /x: No space left on device",

@@ -56,8 +56,8 @@ static void test_defaults(void **state)
 {
     (void)state;
     char *err = NULL;
-    struct job *j = job_of("{\"command\": \"  /usr/bin/python train.py\", \"workdir\": \"/w\"}",
-                           &err);
+    struct job *j =
+        job_of("{\"command\": \"  /usr/bin/python train.py\", \"workdir\": \"/w\"}", &err);
     assert_non_null(j);
     assert_string_equal(j->name, "python");
     assert_string_equal(j->command, "  /usr/bin/python train.py");
@@ -252,7 +252,7 @@ static void test_spec_round_trip_and_merge(void **state)
     size_t i;
     json_t *c;
     bool saw_priority = false;
-    json_array_foreach(changes, i, c) {
+    json_array_foreach (changes, i, c) {
         if (!strcmp(json_string_value(json_object_get(c, "field")), "priority")) {
             saw_priority = true;
             assert_int_equal(json_integer_value(json_object_get(c, "old")), 3);
@@ -300,8 +300,8 @@ static void test_jobenv(void **state)
     j->name = xstrdup("train");
     j->array_task = 3;
     j->gpu_mask = 0x6; /* GPUs 1 and 2 */
-    j->env = json_pack("{s:s, s:s, s:s, s:s}", "PATH", "/bin", "CUDA_VISIBLE_DEVICES", "7",
-                       "HOME", "/old", "GFLOW_JOB_ID", "99");
+    j->env = json_pack("{s:s, s:s, s:s, s:s}", "PATH", "/bin", "CUDA_VISIBLE_DEVICES", "7", "HOME",
+                       "/old", "GFLOW_JOB_ID", "99");
     struct strbuf sb;
     strbuf_init(&sb);
     struct jobenv_input in = {.uuids = "GPU-b,GPU-c"};
@@ -345,10 +345,8 @@ static void test_jobenv(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_defaults),
-        cmocka_unit_test(test_refusals),
-        cmocka_unit_test(test_submissions),
-        cmocka_unit_test(test_spec_round_trip_and_merge),
+        cmocka_unit_test(test_defaults),    cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_submissions), cmocka_unit_test(test_spec_round_trip_and_merge),
         cmocka_unit_test(test_jobenv),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -380,16 +380,11 @@ static int teardown(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_normal_read),
-        cmocka_unit_test(test_legacy_symbols),
-        cmocka_unit_test(test_optional_missing),
-        cmocka_unit_test(test_init_failure),
-        cmocka_unit_test(test_count_failure),
-        cmocka_unit_test(test_proc32),
-        cmocka_unit_test(test_many_processes),
-        cmocka_unit_test(test_lost_gpu),
-        cmocka_unit_test(test_fixture_change),
-        cmocka_unit_test(test_missing_library),
+        cmocka_unit_test(test_normal_read),      cmocka_unit_test(test_legacy_symbols),
+        cmocka_unit_test(test_optional_missing), cmocka_unit_test(test_init_failure),
+        cmocka_unit_test(test_count_failure),    cmocka_unit_test(test_proc32),
+        cmocka_unit_test(test_many_processes),   cmocka_unit_test(test_lost_gpu),
+        cmocka_unit_test(test_fixture_change),   cmocka_unit_test(test_missing_library),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

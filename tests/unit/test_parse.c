@@ -319,8 +319,8 @@ static void test_signal_spec(void **state)
     sig_ok("b:term", SIGTERM, 60, true, "B:TERM@60");
     sig_ok("10@0", 10, 0, false, "USR1@0");
     sig_ok("INT@65535", SIGINT, 65535, false, "INT@65535");
-    const char *bad[] = {"", "B:", "@5", "USR1@", "USR1@-1", "USR1@x", "NOPE@5", "0@5",
-                         "65@5", "USR1@65536", "USR1@5s", "A:USR1"};
+    const char *bad[] = {"",       "B:",  "@5",   "USR1@",      "USR1@-1", "USR1@x",
+                         "NOPE@5", "0@5", "65@5", "USR1@65536", "USR1@5s", "A:USR1"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         int sig;
         int64_t secs;
@@ -361,9 +361,23 @@ static void test_begin_time(void **state)
     assert_true(begin_ok("2025-12-01T10:20", now) == 1764547200 + 10 * 3600 + 20 * 60);
     assert_true(begin_ok("2025-12-01T10:20:30", now) == 1764547200 + 10 * 3600 + 20 * 60 + 30);
     assert_true(begin_ok("2024-02-29", now) == 1709164800); /* leap day */
-    const char *bad[] = {"", "now+", "now-5", "now+5x", "now+5ss", "tomorrow", "24:00",
-                         "12:60", "12:5", "12:00:60", "2025-13-01", "2025-02-30",
-                         "2025-12-01T", "2025-12-01T25:00", "2025-12-1", "12:00 ", "now+1y"};
+    const char *bad[] = {"",
+                         "now+",
+                         "now-5",
+                         "now+5x",
+                         "now+5ss",
+                         "tomorrow",
+                         "24:00",
+                         "12:60",
+                         "12:5",
+                         "12:00:60",
+                         "2025-13-01",
+                         "2025-02-30",
+                         "2025-12-01T",
+                         "2025-12-01T25:00",
+                         "2025-12-1",
+                         "12:00 ",
+                         "now+1y"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         double at;
         char *err = NULL;
@@ -524,9 +538,8 @@ static void test_csv(void **state)
     (void)state;
     char **h, **c, *err = NULL;
     size_t nc, nr;
-    assert_int_equal(parse_csv("lr,bs\n0.1,32\r\n\"0,2\",\"say \"\"hi\"\"\"\n\n", &h, &nc, &c,
-                               &nr, &err),
-                     0);
+    assert_int_equal(
+        parse_csv("lr,bs\n0.1,32\r\n\"0,2\",\"say \"\"hi\"\"\"\n\n", &h, &nc, &c, &nr, &err), 0);
     assert_int_equal(nc, 2);
     assert_int_equal(nr, 2);
     assert_string_equal(h[0], "lr");
@@ -551,14 +564,22 @@ static void test_csv(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_time_limit_forms), cmocka_unit_test(test_time_limit_errors),
-        cmocka_unit_test(test_format_duration),  cmocka_unit_test(test_id_list),
-        cmocka_unit_test(test_id_list_errors),   cmocka_unit_test(test_job_ref),
-        cmocka_unit_test(test_memory),           cmocka_unit_test(test_memory_errors),
-        cmocka_unit_test(test_priority),         cmocka_unit_test(test_shell_quote),
-        cmocka_unit_test(test_shell_join),       cmocka_unit_test(test_signal_spec),
-        cmocka_unit_test(test_begin_time),       cmocka_unit_test(test_array_spec),
-        cmocka_unit_test(test_param),            cmocka_unit_test(test_csv),
+        cmocka_unit_test(test_time_limit_forms),
+        cmocka_unit_test(test_time_limit_errors),
+        cmocka_unit_test(test_format_duration),
+        cmocka_unit_test(test_id_list),
+        cmocka_unit_test(test_id_list_errors),
+        cmocka_unit_test(test_job_ref),
+        cmocka_unit_test(test_memory),
+        cmocka_unit_test(test_memory_errors),
+        cmocka_unit_test(test_priority),
+        cmocka_unit_test(test_shell_quote),
+        cmocka_unit_test(test_shell_join),
+        cmocka_unit_test(test_signal_spec),
+        cmocka_unit_test(test_begin_time),
+        cmocka_unit_test(test_array_spec),
+        cmocka_unit_test(test_param),
+        cmocka_unit_test(test_csv),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

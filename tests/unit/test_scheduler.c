@@ -715,8 +715,8 @@ static void test_begin_time(void **state)
     for (size_t i = 0; i < f.n; i++)
         scheduler_queue_insert(&q, f.ptrs[i]);
     double next = -1;
-    struct scheduler_input in = {.queued = q.jobs, .n_queued = q.len, .now = 1000.0,
-                                 .next_begin = &next};
+    struct scheduler_input in = {
+        .queued = q.jobs, .n_queued = q.len, .now = 1000.0, .next_begin = &next};
     assert_int_equal(scheduler_pass(&in, &f.policy, f.start), 1);
     assert_int_equal(f.start[0]->id, 3);
     assert_string_equal(job_by_id(&f, 1)->wait_reason, SCHEDULER_REASON_BEGIN_TIME);

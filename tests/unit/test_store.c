@@ -376,9 +376,13 @@ static void test_refuses_newer_schema(void **state)
 static void test_migrate_reasons(void **state)
 {
     struct fixture *f = *state;
-    static const char *const texts[] = {
-        "CancelledByUser", "DependencyFailed:42", "LaunchFailed: cannot chdir to /x: gone",
-        "ShimLost: gflow-shim killed by SIGKILL", "JobHeldUser", "Resources?", NULL};
+    static const char *const texts[] = {"CancelledByUser",
+                                        "DependencyFailed:42",
+                                        "LaunchFailed: cannot chdir to /x: gone",
+                                        "ShimLost: gflow-shim killed by SIGKILL",
+                                        "JobHeldUser",
+                                        "Resources?",
+                                        NULL};
     for (int i = 0; i < 7; i++)
         insert_free(f->s, mkjob(i + 1, JOB_CANCELLED, "bob", 10, 1));
     store_close(f->s);
@@ -389,9 +393,10 @@ static void test_migrate_reasons(void **state)
         sqlite3_free(sql);
     }
     /* Back to the schema of version 5. */
-    assert_int_equal(sqlite3_exec(db, "ALTER TABLE jobs DROP COLUMN reason_code;"
-                                      "ALTER TABLE jobs DROP COLUMN reason_job;"
-                                      "PRAGMA user_version=5",
+    assert_int_equal(sqlite3_exec(db,
+                                  "ALTER TABLE jobs DROP COLUMN reason_code;"
+                                  "ALTER TABLE jobs DROP COLUMN reason_job;"
+                                  "PRAGMA user_version=5",
                                   NULL, NULL, NULL),
                      SQLITE_OK);
     sqlite3_close(db);
@@ -789,7 +794,8 @@ static void test_list_sort(void **state)
     list_is(f->s, &q, IDS(1, 2, 3, 4, 5, 6, 7));
     /* Sorting composes with filters. */
     enum job_state pdh[] = {JOB_QUEUED, JOB_HELD};
-    q = (struct store_query){.states = pdh, .n_states = 2, .sort = JOB_SORT_PRIORITY, .descending = true};
+    q = (struct store_query){
+        .states = pdh, .n_states = 2, .sort = JOB_SORT_PRIORITY, .descending = true};
     list_is(f->s, &q, IDS(5, 2, 7));
 }
 

@@ -75,8 +75,8 @@ static void test_expand_params(void **state)
     size_t n;
     int64_t limit;
     char *err = NULL;
-    assert_int_equal(sweep_expand(base_job("python t.py --lr {lr} --opt={opt}"), NULL, params,
-                                  tmpl, &jobs, &n, &limit, &err),
+    assert_int_equal(sweep_expand(base_job("python t.py --lr {lr} --opt={opt}"), NULL, params, tmpl,
+                                  &jobs, &n, &limit, &err),
                      0);
     assert_int_equal(n, 2);
     assert_int_equal(limit, 0);
@@ -94,9 +94,8 @@ static void test_expand_params(void **state)
     free_jobs(jobs, n);
 
     /* Without a template, NAME_<row>. */
-    assert_int_equal(sweep_expand(base_job("echo {lr}"), NULL, params, NULL, &jobs, &n, &limit,
-                                  &err),
-                     0);
+    assert_int_equal(
+        sweep_expand(base_job("echo {lr}"), NULL, params, NULL, &jobs, &n, &limit, &err), 0);
     assert_string_equal(jobs[1]->name, "train_2");
     free_jobs(jobs, n);
     json_decref(tmpl);
@@ -218,8 +217,10 @@ static void test_sweep_fill(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_expand_array), cmocka_unit_test(test_expand_params),
-        cmocka_unit_test(test_rewrite),      cmocka_unit_test(test_sweep_fill),
+        cmocka_unit_test(test_expand_array),
+        cmocka_unit_test(test_expand_params),
+        cmocka_unit_test(test_rewrite),
+        cmocka_unit_test(test_sweep_fill),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -190,18 +190,18 @@ static void test_errors_have_lines(void **state)
 static void test_strictness(void **state)
 {
     static const char *const bad[] = {
-        "t = {a = 1}\n[t]\n",          /* inline tables are closed */
-        "a.b = 1\n[a]\n",              /* dotted-key tables cannot be redefined */
-        "[a.b]\n[a]\nb.c = 1\n",       /* dotted keys cannot extend header tables */
-        "a = [1]\n[[a]]\n",            /* static arrays cannot be appended to */
-        "x = 2024-02-30\n",            /* no such day */
-        "x = 9223372036854775808\n",   /* above int64 */
-        "x = 1__0\n",                  /* one underscore between digits */
-        "x = {a = 1,}\n",              /* no trailing comma in inline tables */
-        "x = \"\\x41\"\n",             /* not a TOML 1.0 escape */
-        "x = 'a\x7f'\n",               /* control character */
-        "x = \"\xc0\xaf\"\n",          /* overlong UTF-8 */
-        "x = 1\ry = 2\n",              /* bare carriage return */
+        "t = {a = 1}\n[t]\n",        /* inline tables are closed */
+        "a.b = 1\n[a]\n",            /* dotted-key tables cannot be redefined */
+        "[a.b]\n[a]\nb.c = 1\n",     /* dotted keys cannot extend header tables */
+        "a = [1]\n[[a]]\n",          /* static arrays cannot be appended to */
+        "x = 2024-02-30\n",          /* no such day */
+        "x = 9223372036854775808\n", /* above int64 */
+        "x = 1__0\n",                /* one underscore between digits */
+        "x = {a = 1,}\n",            /* no trailing comma in inline tables */
+        "x = \"\\x41\"\n",           /* not a TOML 1.0 escape */
+        "x = 'a\x7f'\n",             /* control character */
+        "x = \"\xc0\xaf\"\n",        /* overlong UTF-8 */
+        "x = 1\ry = 2\n",            /* bare carriage return */
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         parse_bad(bad[i]);
@@ -210,12 +210,9 @@ static void test_strictness(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_scalar_types),
-        cmocka_unit_test(test_multiline_and_nul_strings),
-        cmocka_unit_test(test_nested_tables),
-        cmocka_unit_test(test_array_of_tables),
-        cmocka_unit_test(test_line_numbers),
-        cmocka_unit_test(test_errors_have_lines),
+        cmocka_unit_test(test_scalar_types),  cmocka_unit_test(test_multiline_and_nul_strings),
+        cmocka_unit_test(test_nested_tables), cmocka_unit_test(test_array_of_tables),
+        cmocka_unit_test(test_line_numbers),  cmocka_unit_test(test_errors_have_lines),
         cmocka_unit_test(test_strictness),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
