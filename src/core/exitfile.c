@@ -22,38 +22,6 @@ void exit_record_free(struct exit_record *rec)
     exit_record_init(rec);
 }
 
-/* The length of the valid UTF-8 sequence at s (at most n bytes), or 0 if there is none:
- * no overlong forms, no surrogates, nothing above U+10FFFF (RFC 3629), as jansson
- * demands. */
-static size_t utf8_seq_len(const unsigned char *s, size_t n)
-{
-    unsigned char c = s[0];
-    size_t len;
-    unsigned min;
-    unsigned cp;
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xc2 && c <= 0xdf) {
-        len = 2, min = 0x80, cp = c & 0x1f;
-    } else if (c >= 0xe0 && c <= 0xef) {
-        len = 3, min = 0x800, cp = c & 0x0f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        len = 4, min = 0x10000, cp = c & 0x07;
-    } else {
-        return 0;
-    }
-    if (n < len)
-        return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (s[i] & 0x3f);
-    }
-    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-        return 0;
-    return len;
-}
-
 /* s as valid UTF-8 (to free): every byte that starts no valid sequence becomes U+FFFD.
  * Error texts hold paths, which are bytes, not text. */
 static char *utf8_clean(const char *s)
@@ -63,7 +31,7 @@ static char *utf8_clean(const char *s)
     size_t n = strlen(s);
     const unsigned char *p = (const unsigned char *)s;
     for (size_t i = 0; i < n;) {
-        size_t len = utf8_seq_len(p + i, n - i);
+        size_t len = utf8_sequence_len(p + i, n - i);
         if (len) {
             strbuf_add(&sb, p + i, len);
             i += len;

@@ -1194,42 +1194,13 @@ out:
 
 /* ---- the document ---------------------------------------------------------------- */
 
-/* Length of the valid UTF-8 sequence at s (at most n bytes), or 0 if invalid. Refuses
- * overlong forms, surrogates and code points above U+10FFFF. */
-static size_t toml_utf8_len(const unsigned char *s, size_t n)
-{
-    if (s[0] < 0x80)
-        return 1;
-    size_t len;
-    uint32_t cp, min;
-    if ((s[0] & 0xe0) == 0xc0) {
-        len = 2, cp = s[0] & 0x1f, min = 0x80;
-    } else if ((s[0] & 0xf0) == 0xe0) {
-        len = 3, cp = s[0] & 0x0f, min = 0x800;
-    } else if ((s[0] & 0xf8) == 0xf0) {
-        len = 4, cp = s[0] & 0x07, min = 0x10000;
-    } else {
-        return 0;
-    }
-    if (len > n)
-        return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (s[i] & 0x3f);
-    }
-    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-        return 0;
-    return len;
-}
-
 /* Checks that the whole input is UTF-8; on error, points the parser at the bad byte. */
 static int toml_check_utf8(struct toml_parser *p)
 {
     const unsigned char *s = (const unsigned char *)p->cur;
     size_t n = (size_t)(p->end - p->cur);
     for (size_t i = 0; i < n;) {
-        size_t len = toml_utf8_len(s + i, n - i);
+        size_t len = utf8_sequence_len(s + i, n - i);
         if (len == 0) {
             while (p->cur < (const char *)s + i)
                 toml_advance(p);

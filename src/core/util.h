@@ -44,6 +44,9 @@ void strvec_push(struct strvec *sv, const char *s); /* copies s */
 void strvec_pushf(struct strvec *sv, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 bool str_starts_with(const char *s, const char *prefix);
+/* The length of the valid UTF-8 sequence at s (at most n bytes, n >= 1), or 0 if there is
+ * none: no overlong forms, no surrogates, nothing above U+10FFFF (RFC 3629). */
+size_t utf8_sequence_len(const unsigned char *s, size_t n);
 /* Strict decimal integer parse of the whole string; returns 0 or -1. */
 int parse_int64(const char *s, int64_t *out);
 

@@ -6,7 +6,6 @@
 #include <jansson.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,16 +26,11 @@
 #define STOP_WAIT_SECS 10
 #define START_WAIT_SECS 30
 
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void die(const char *fmt, ...)
+/* "gflowd: <what>: <errno's message>" and status 1. */
+static int fail(const char *what)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("gflowd: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    exit(1);
+    fprintf(stderr, "gflowd: %s: %s\n", what, strerror(errno));
+    return 1;
 }
 
 static int ask_status(const struct gflowd *d, json_t **reply, char **err)
@@ -110,15 +104,17 @@ int ctl_up(struct gflowd *d, const struct serve_opts *o)
                 (long)pid);
         return 1;
     }
-    if (mkdir_p(d->paths.data_dir, 0700) < 0)
-        die("cannot create %s: %s", d->paths.data_dir, strerror(errno));
+    if (mkdir_p(d->paths.data_dir, 0700) < 0) {
+        fprintf(stderr, "gflowd: cannot create %s: %s\n", d->paths.data_dir, strerror(errno));
+        return 1;
+    }
     int pipefd[2];
     if (pipe2(pipefd, O_CLOEXEC) < 0)
-        die("pipe: %s", strerror(errno));
+        return fail("pipe");
     fflush(NULL);
     pid_t child = fork();
     if (child < 0)
-        die("fork: %s", strerror(errno));
+        return fail("fork");
     if (child == 0) {
         close(pipefd[0]);
         setsid();
