@@ -38,7 +38,6 @@
 /* The loop's state between iterations. */
 struct server {
     struct gflowd *d;
-    const struct serve_opts *opts;
     struct job **to_launch; /* committed as R, shims not forked yet */
     size_t to_launch_len;
     struct loop_timer *retry_timer, *checkpoint_timer, *poll_timer, *begin_timer;
@@ -306,7 +305,7 @@ static void start_gpus(struct gflowd *d, const struct serve_opts *o)
 int serve(struct gflowd *d, const struct serve_opts *o)
 {
     char *err = NULL;
-    struct server s = {.d = d, .opts = o};
+    struct server s = {.d = d};
     umask(077);
     d->started_at = now_wall();
     d->shim_path = find_shim();

@@ -20,6 +20,7 @@
 
 #include "jobedit.h"
 #include "jobs.h"
+#include "log.h"
 #include "store.h"
 #include "util.h"
 
@@ -45,6 +46,7 @@ static void signal_cb(void *arg, struct job *j, int sig)
 
 static int setup(void **state)
 {
+    log_threshold = LOG_WARN; /* the daemon's info lines are not the test's output */
     struct fixture *f = xcalloc(1, sizeof(*f));
     snprintf(f->dir, sizeof(f->dir), "/tmp/test_jobs.XXXXXX");
     if (!mkdtemp(f->dir))
