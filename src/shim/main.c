@@ -1,8 +1,9 @@
 /* gflow-shim: the per-job supervisor. gflowd starts one per job; it outlives daemon
  * restarts and reports the job's outcome in an exit file.
  *
- *   gflow-shim --job-id N --exit-file PATH --log PATH --workdir DIR --env-file PATH
- *              --kill-grace SECS [--lock-fd FD] [--uid UID --gid GID --user NAME]
+ *   gflow-shim --job-id N --exit-file PATH --log PATH --workdir DIR
+ *              (--env-file PATH | --env-fd FD) --kill-grace SECS [--lock-fd FD]
+ *              [--uid UID --gid GID --user NAME]
  *              [--tasks N --task-gpus GPU,GPU,...] [--deny-devices MINOR,MINOR,...]
  *              [--memory-limit MIB] [--conda-env NAME|PATH]
  *              (--command "shell command line" | --script PATH)
@@ -17,7 +18,9 @@
  *     A restarted daemon knows the shim is alive while the lock is held, and which
  *     process it is from pid + start time. When the shim fails (it exits 1 or 2, step
  *     6), it rewrites the file as that line and a second one, "error: <reason>\n" (one
- *     line), which the daemon reads once the lock is free if there is no exit file. The
+ *     line; "lost: <reason>\n" when the job did run and only its exit file could not
+ *     be written), which the daemon reads once the lock is free if there is no exit
+ *     file. The
  *     shim is a child subreaper, so whatever the job leaves behind (background or
  *     setsid'ed children) reparents to it.
  *  2. The job's environment is read from --env-file (NUL-separated KEY=VALUE entries),
