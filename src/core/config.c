@@ -53,7 +53,8 @@ static const struct config_key config_keys[] = {
     CONFIG_STRING_KEY("daemon.data_dir", data_dir, NULL, NULL),
     CONFIG_INT_KEY("daemon.max_running_jobs", max_running_jobs, 0, "0"),
     CONFIG_INT_KEY("daemon.kill_grace_secs", kill_grace_secs, 0, "10"),
-    CONFIG_INT_KEY("daemon.max_request_bytes", max_request_bytes, 1, "67108864"),
+    /* The per-request body limit predates [limits]: both names set it. */
+    CONFIG_INT_KEY("daemon.max_request_bytes", limits.max_request_bytes, 1, "67108864"),
     CONFIG_STRING_KEY("daemon.admin_group", admin_group, NULL, NULL),
     CONFIG_STRING_KEY("daemon.log_level", log_level, config_log_levels, "info"),
     CONFIG_STRING_KEY("daemon.gpus", gpus, NULL, "all"),
@@ -63,6 +64,17 @@ static const struct config_key config_keys[] = {
     CONFIG_INT_KEY("daemon.gpu_poll_interval_secs", gpu_poll_interval_secs, 1, "10"),
     CONFIG_STRING_KEY("daemon.gpu_id_format", gpu_id_format, config_gpu_id_formats, "index"),
     CONFIG_BOOL_KEY("daemon.constrain_devices", constrain_devices, "false"),
+    CONFIG_INT_KEY("limits.max_request_bytes", limits.max_request_bytes, 1, "67108864"),
+    CONFIG_INT_KEY("limits.max_body_bytes_in_flight", limits.max_body_bytes_in_flight, 1,
+                   "268435456"),
+    CONFIG_INT_KEY("limits.max_connections", limits.max_connections, 1, "4000"),
+    CONFIG_INT_KEY("limits.max_connections_per_user", limits.max_connections_per_user, 1, "64"),
+    CONFIG_INT_KEY("limits.idle_timeout_secs", limits.idle_timeout_secs, 1, "10"),
+    CONFIG_INT_KEY("limits.max_jobs_per_request", limits.max_jobs_per_request, 1, "100000"),
+    CONFIG_INT_KEY("limits.max_active_jobs_per_user", limits.max_active_jobs_per_user, 1,
+                   "500000"),
+    CONFIG_INT_KEY("limits.max_ids_per_request", limits.max_ids_per_request, 1, "1000000"),
+    CONFIG_INT_KEY("limits.max_log_scan_bytes", limits.max_log_scan_bytes, 4096, "16777216"),
 };
 
 #define CONFIG_NKEYS (sizeof(config_keys) / sizeof(config_keys[0]))

@@ -9,13 +9,26 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* [limits]: what one request, one user and all of them together may take of a shared
+ * daemon (docs/security.md). Each is a key limits.<name>. */
+struct gflow_limits {
+    int64_t max_request_bytes;        /* a request body (also daemon.max_request_bytes) */
+    int64_t max_body_bytes_in_flight; /* the bodies being received, all connections */
+    int64_t max_connections;          /* open connections, all users */
+    int64_t max_connections_per_user; /* open connections of one uid */
+    int64_t idle_timeout_secs;        /* a connection that has sent no request yet */
+    int64_t max_jobs_per_request;     /* jobs one submission makes (an array, a sweep) */
+    int64_t max_active_jobs_per_user; /* queued, held and running jobs of one uid */
+    int64_t max_ids_per_request;      /* job ids one id list names (after clipping) */
+    int64_t max_log_scan_bytes;       /* what gjob log --first/--last reads of a log */
+};
+
 struct gflow_config {
     /* [daemon] */
     char *socket_path;              /* daemon.socket_path; NULL = the default path */
     char *data_dir;                 /* daemon.data_dir; NULL = the default path */
     int64_t max_running_jobs;       /* daemon.max_running_jobs; 0 = no limit (default) */
     int64_t kill_grace_secs;        /* daemon.kill_grace_secs; default 10, >= 0 */
-    int64_t max_request_bytes;      /* daemon.max_request_bytes; default 64 MiB, > 0 */
     char *admin_group;              /* daemon.admin_group; NULL = root only */
     char *log_level;                /* daemon.log_level: error|warn|info|debug; default info */
     char *gpus;                     /* daemon.gpus: "all" (default) or a list like "0,2-3" */
@@ -26,6 +39,7 @@ struct gflow_config {
     bool constrain_devices;         /* daemon.constrain_devices: deny jobs the GPUs they were not
                                 * given through the cgroup v1 devices controller; default
                                 * false */
+    struct gflow_limits limits;     /* [limits] */
     char *source_path;              /* the file that was read, NULL if none */
 };
 

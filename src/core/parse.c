@@ -15,7 +15,6 @@
 #include "util.h"
 
 #define TIME_FORMS "use MM, MM:SS, HH:MM:SS or D-HH:MM:SS"
-#define ID_RANGE_MAX 1000000
 
 /* Unsigned decimal digits p[0..len) into *out: 0, -1 if not all digits or empty,
  * -2 on overflow. */
@@ -135,9 +134,9 @@ static int id_list_id(const char *s, const char *p, size_t len, int64_t *id, cha
     return -1;
 }
 
-int parse_id_list(const char *s, int64_t **ids, size_t *n, char **err)
+int parse_id_ranges(const char *s, struct id_range **ranges, size_t *n, char **err)
 {
-    int64_t *out = NULL;
+    struct id_range *out = NULL;
     size_t count = 0, cap = 0;
     const char *p = s;
 
@@ -163,28 +162,48 @@ int parse_id_list(const char *s, int64_t **ids, size_t *n, char **err)
                              (int)len, p);
             goto fail;
         }
-        if (hi - lo >= ID_RANGE_MAX) {
-            *err = xasprintf("invalid job id list '%s': range '%.*s' has more than %d ids", s,
-                             (int)len, p, ID_RANGE_MAX);
-            goto fail;
-        }
-        size_t k = (size_t)(hi - lo) + 1;
-        if (count + k > cap) {
-            cap = (count + k) * 2;
+        if (count == cap) {
+            cap = cap ? cap * 2 : 8;
             out = xrealloc(out, cap * sizeof(*out));
         }
-        for (int64_t id = lo; id <= hi; id++)
-            out[count++] = id;
+        out[count++] = (struct id_range){lo, hi};
         if (p[len] == '\0')
             break;
         p += len + 1;
     }
-    *ids = out;
+    *ranges = out;
     *n = count;
     return 0;
 fail:
     free(out);
     return -1;
+}
+
+int parse_id_list(const char *s, int64_t **ids, size_t *n, char **err)
+{
+    struct id_range *r;
+    size_t nr;
+    if (parse_id_ranges(s, &r, &nr, err) < 0)
+        return -1;
+    uint64_t total = 0;
+    for (size_t i = 0; i < nr; i++) {
+        total += (uint64_t)(r[i].hi - r[i].lo) + 1;
+        if (total > PARSE_ID_LIST_MAX) {
+            *err = xasprintf("invalid job id list '%s': it names more than %d ids", s,
+                             PARSE_ID_LIST_MAX);
+            free(r);
+            return -1;
+        }
+    }
+    int64_t *out = xmalloc((total ? total : 1) * sizeof(*out));
+    size_t count = 0;
+    for (size_t i = 0; i < nr; i++)
+        for (int64_t id = r[i].lo; id <= r[i].hi; id++)
+            out[count++] = id;
+    free(r);
+    *ids = out;
+    *n = count;
+    return 0;
 }
 
 int parse_job_ref(const char *s, int *back, char **err)

@@ -15,8 +15,17 @@ int parse_time_limit(const char *s, int64_t *secs, char **err);
 /* Elapsed time as Slurm shows it: "0:05", "12:34", "1:02:03", "2-03:04:05". */
 char *format_duration(int64_t secs);
 
-/* Job id lists: "1,3,5-7" (ranges inclusive, duplicates kept in order given).
- * Returns a malloc'd array in *ids with *n entries. */
+/* Job id lists: "1,3,5-7" (ranges inclusive, duplicates kept in order given), as the
+ * ranges written ([lo, hi], lo >= 1), never expanded: a list may name more ids than
+ * memory holds. Returns a malloc'd array in *ranges with *n entries. */
+struct id_range {
+    int64_t lo, hi;
+};
+int parse_id_ranges(const char *s, struct id_range **ranges, size_t *n, char **err);
+
+/* The same list expanded into its ids, in a malloc'd array in *ids with *n entries; a
+ * list that names more than PARSE_ID_LIST_MAX ids is refused. */
+#define PARSE_ID_LIST_MAX 1000000
 int parse_id_list(const char *s, int64_t **ids, size_t *n, char **err);
 
 /* Job references "@" (most recent submission, back = 0) and "@~N" (back = N).

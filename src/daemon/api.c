@@ -1,10 +1,14 @@
-/* api: libmicrohttpd in our epoll loop, on a Unix socket.
+/* api: libmicrohttpd in our epoll loop, on the connections listener.c accepts.
  *
- * Each request's body is collected (up to daemon.max_request_bytes, else 413), then
- * routes_dispatch answers it. If the answer follows a change that is not committed yet,
- * the connection is suspended with its reply ready; api_release_waiting resumes it after
- * the commit and libmicrohttpd calls us again to queue that reply (two-phase handler, so
- * keep-alive is kept). */
+ * Each connection's caller is identified once, when it starts (auth.c). A connection
+ * that has sent no request within limits.idle_timeout_secs is closed; once it has, it
+ * may stay 120 s idle between requests. Each request's body is collected up to
+ * limits.max_request_bytes (a larger Content-Length is refused with 413 before anything
+ * of the body is read), and all bodies being received together stay within
+ * limits.max_body_bytes_in_flight (else 503). Then routes_dispatch answers it. If the
+ * answer follows a change that is not committed yet, the connection is suspended with its
+ * reply ready; api_release_waiting resumes it after the commit and libmicrohttpd calls us
+ * again to queue that reply (two-phase handler, so keep-alive is kept). */
 #include "api.h"
 
 #include <errno.h>
@@ -24,6 +28,7 @@
 #include "daemon.h"
 #include "files.h"
 #include "jobs.h"
+#include "listener.h"
 #include "log.h"
 #include "loop.h"
 #include "reply.h"
@@ -32,11 +37,22 @@
 #include "util.h"
 
 #define FOLLOW_POLL_SECS 0.05
+/* How long a connection may stay idle once it has sent a request (keep-alive). */
+#define API_IDLE_AFTER_REQUEST_SECS 120
 
+/* One connection: who is on the other end (its socket context). */
+struct conn {
+    uid_t uid; /* as the listener counted it */
+    struct caller who;
+    bool identified;
+};
+
+/* One request on a connection. */
 struct request {
     struct api *api;
     struct strbuf body;
-    bool too_large;
+    uint64_t reserved; /* bytes of max_body_bytes_in_flight held for this body */
+    unsigned refused;  /* 413 or 503: the body is not kept, the answer is this status */
     unsigned status;
     struct MHD_Response *response; /* ready, waiting for the commit */
     struct MHD_Connection *conn;
@@ -57,7 +73,10 @@ struct follower {
 struct api {
     struct gflowd *d;
     struct MHD_Daemon *mhd;
-    int listen_fd;
+    struct listener *listener;
+    uid_t adding_uid;    /* the connection being handed to libmicrohttpd */
+    bool adding_started; /* ...and libmicrohttpd has started it */
+    uint64_t body_bytes; /* reserved by the bodies being received */
     int mhd_epoll_fd;
     struct request *waiting;
     struct follower *suspended_followers;
@@ -151,24 +170,32 @@ static void queue_or_wait(struct request *r, struct reply *rep)
 static void answer(struct request *r, const char *method, const char *url)
 {
     struct gflowd *d = r->api->d;
+    const struct gflow_limits *lim = &d->cfg.limits;
     struct reply rep = {0};
-    struct caller who = {0};
     const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-    if (!ci || auth_identify(d, ci->connect_fd, &who) < 0) {
+        MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    struct conn *cn = ci ? ci->socket_context : NULL;
+    if (!cn || !cn->identified) {
         reply_error(&rep, 403, "cannot identify the caller (SO_PEERCRED failed)");
-    } else if (!auth_may_use(d, &who)) {
+    } else if (!auth_may_use(d, &cn->who)) {
         reply_error(&rep, 403,
                     "this gflowd serves only %s (uid %u); start your own with 'gflowd up'", d->user,
                     (unsigned)d->uid);
-    } else if (r->too_large) {
-        reply_error(&rep, 413, "request body larger than daemon.max_request_bytes (%lld bytes)",
-                    (long long)d->cfg.max_request_bytes);
+    } else if (r->refused == 413) {
+        reply_error(&rep, 413,
+                    "request body larger than limits.max_request_bytes (%lld bytes); an admin "
+                    "can raise it in the [limits] section of gflow.toml",
+                    (long long)lim->max_request_bytes);
+    } else if (r->refused == 503) {
+        reply_error(&rep, 503,
+                    "gflowd is receiving too many large requests at once "
+                    "(limits.max_body_bytes_in_flight, %lld bytes); retry in a moment",
+                    (long long)lim->max_body_bytes_in_flight);
     } else {
         struct route_req req = {
             .d = d,
             .conn = r->conn,
-            .who = &who,
+            .who = &cn->who,
             .method = method,
             .url = url,
             .body = r->body.buf ? r->body.buf : "",
@@ -176,13 +203,67 @@ static void answer(struct request *r, const char *method, const char *url)
         };
         routes_dispatch(&req, &rep);
     }
-    auth_caller_free(&who);
     if (rep.follow_path)
         follow_response(r->api, r->conn, &rep);
     if (!rep.response)
         reply_error(&rep, 500, "internal error: no reply");
     queue_or_wait(r, &rep);
     reply_clear(&rep);
+}
+
+/* Gives back the in-flight bytes a request's body held. */
+static void release_body(struct request *r)
+{
+    r->api->body_bytes -= r->reserved;
+    r->reserved = 0;
+    strbuf_free(&r->body);
+}
+
+/* The first call for a request: its headers are in. Checks what its body may take
+ * before any of it is read. */
+static void request_begins(struct request *r, struct MHD_Connection *c)
+{
+    struct api *a = r->api;
+    const struct gflow_limits *lim = &a->d->cfg.limits;
+    /* It has sent a request: the short timeout for silent connections is over. */
+    MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT,
+                              (unsigned int)API_IDLE_AFTER_REQUEST_SECS);
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (!cl)
+        return; /* chunked or none: counted as it arrives */
+    unsigned long long want = strtoull(cl, NULL, 10);
+    if (want > (unsigned long long)lim->max_request_bytes)
+        r->refused = 413;
+    else if (a->body_bytes + want > (unsigned long long)lim->max_body_bytes_in_flight)
+        r->refused = 503;
+    else {
+        r->reserved = want;
+        a->body_bytes += want;
+    }
+}
+
+/* A piece of the body: kept, or dropped once the request is refused. */
+static void request_data(struct request *r, const char *data, size_t n)
+{
+    struct api *a = r->api;
+    const struct gflow_limits *lim = &a->d->cfg.limits;
+    if (r->refused)
+        return;
+    uint64_t after = r->body.len + n;
+    if (after > (uint64_t)lim->max_request_bytes) {
+        r->refused = 413;
+    } else if (after > r->reserved) { /* more than announced (or chunked) */
+        if (a->body_bytes + (after - r->reserved) > (uint64_t)lim->max_body_bytes_in_flight) {
+            r->refused = 503;
+        } else {
+            a->body_bytes += after - r->reserved;
+            r->reserved = after;
+        }
+    }
+    if (r->refused)
+        release_body(r);
+    else
+        strbuf_add(&r->body, data, n);
 }
 
 static enum MHD_Result handler_cb(void *cls, struct MHD_Connection *c, const char *url,
@@ -196,19 +277,15 @@ static enum MHD_Result handler_cb(void *cls, struct MHD_Connection *c, const cha
         r->api = a;
         r->conn = c;
         *con_cls = r;
-        const char *cl =
-            MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl && strtoull(cl, NULL, 10) > (unsigned long long)a->d->cfg.max_request_bytes)
-            r->too_large = true;
+        request_begins(r, c);
+        if (r->refused == 413) { /* answered at once: none of the body is read */
+            answer(r, method, url);
+            return MHD_YES;
+        }
         return MHD_YES;
     }
     if (*upload_size) {
-        if (!r->too_large && r->body.len + *upload_size > (size_t)a->d->cfg.max_request_bytes) {
-            r->too_large = true;
-            strbuf_free(&r->body);
-        }
-        if (!r->too_large)
-            strbuf_add(&r->body, upload_data, *upload_size);
+        request_data(r, upload_data, *upload_size);
         *upload_size = 0;
         return MHD_YES;
     }
@@ -237,9 +314,49 @@ static void completed_cb(void *cls, struct MHD_Connection *c, void **con_cls,
     }
     if (r->response)
         MHD_destroy_response(r->response);
-    strbuf_free(&r->body);
+    release_body(r);
     free(r);
     *con_cls = NULL;
+}
+
+/* A connection starts (identify its caller) or ends (let the listener count it). */
+static void connection_cb(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+    struct api *a = cls;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        struct conn *cn = xcalloc(1, sizeof(*cn));
+        cn->uid = a->adding_uid;
+        a->adding_started = true;
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        cn->identified = ci && auth_identify(a->d, ci->connect_fd, &cn->who) == 0;
+        *socket_context = cn;
+        return;
+    }
+    struct conn *cn = *socket_context;
+    if (!cn)
+        return;
+    if (a->listener) /* NULL once stopping: nothing is counted any more */
+        listener_closed(a->listener, cn->uid);
+    auth_caller_free(&cn->who);
+    free(cn);
+    *socket_context = NULL;
+}
+
+/* The listener accepted a connection: libmicrohttpd takes it over. */
+static void accepted_cb(void *arg, int fd, uid_t uid)
+{
+    struct api *a = arg;
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    a->adding_uid = uid;
+    a->adding_started = false;
+    if (MHD_add_connection(a->mhd, fd, (struct sockaddr *)&sa, sizeof(sa)) != MHD_YES) {
+        log_warn("uid %u: libmicrohttpd could not take a connection: %s", (unsigned)uid,
+                 strerror(errno));
+        if (!a->adding_started) /* closed without a notification: no end will be told */
+            listener_closed(a->listener, uid);
+    }
 }
 
 void api_release_waiting(struct api *a)
@@ -298,51 +415,20 @@ static void mhd_log_cb(void *cls, const char *fmt, va_list ap)
     free(msg);
 }
 
-static int open_socket(const struct gflowd *d, const char *path, char **err)
-{
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    if (strlen(path) >= sizeof(sa.sun_path)) {
-        *err = xasprintf("socket path too long: %s", path);
-        return -1;
-    }
-    strcpy(sa.sun_path, path);
-    char *dir = xstrdup(path);
-    char *slash = strrchr(dir, '/');
-    if (slash && slash != dir) {
-        *slash = '\0';
-        mkdir_p(dir, d->system ? 0755 : 0700);
-    }
-    free(dir);
-    unlink(path); /* a stale socket: the daemon lock is held, so no live daemon uses it */
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-        chmod(path, d->system ? 0666 : 0600) < 0 || listen(fd, 4096) < 0) {
-        *err = xasprintf("cannot listen on %s: %s", path, strerror(errno));
-        if (fd >= 0)
-            close(fd);
-        return -1;
-    }
-    return fd;
-}
-
 struct api *api_start(struct gflowd *d, char **err)
 {
     struct api *a = xcalloc(1, sizeof(*a));
     a->d = d;
     a->mhd_epoll_fd = -1;
-    a->listen_fd = open_socket(d, d->paths.socket_path, err);
-    if (a->listen_fd < 0) {
-        free(a);
-        return NULL;
-    }
     a->mhd = MHD_start_daemon(
-        MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL, handler_cb, a,
-        MHD_OPTION_LISTEN_SOCKET, a->listen_fd, MHD_OPTION_NOTIFY_COMPLETED, completed_cb, a,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)120, MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned int)4000, MHD_OPTION_EXTERNAL_LOGGER, mhd_log_cb, NULL, MHD_OPTION_END);
+        MHD_USE_EPOLL | MHD_USE_NO_LISTEN_SOCKET | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG,
+        0, NULL, NULL, handler_cb, a, MHD_OPTION_NOTIFY_COMPLETED, completed_cb, a,
+        MHD_OPTION_NOTIFY_CONNECTION, connection_cb, a, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned int)d->cfg.limits.idle_timeout_secs, MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned int)d->cfg.limits.max_connections + 16, MHD_OPTION_EXTERNAL_LOGGER, mhd_log_cb,
+        NULL, MHD_OPTION_END);
     if (!a->mhd) {
         *err = xstrdup("cannot start the HTTP server (libmicrohttpd)");
-        close(a->listen_fd);
         free(a);
         return NULL;
     }
@@ -351,7 +437,13 @@ struct api *api_start(struct gflowd *d, char **err)
     if (a->mhd_epoll_fd < 0 || loop_add_fd(a->mhd_epoll_fd, EPOLLIN, mhd_run_cb, a) < 0) {
         *err = xstrdup("cannot add the HTTP server to the event loop");
         MHD_stop_daemon(a->mhd);
-        close(a->listen_fd);
+        free(a);
+        return NULL;
+    }
+    a->listener = listener_start(d, accepted_cb, a, err);
+    if (!a->listener) {
+        loop_del_fd(a->mhd_epoll_fd);
+        MHD_stop_daemon(a->mhd);
         free(a);
         return NULL;
     }
@@ -363,6 +455,8 @@ void api_stop(struct api *a)
 {
     if (!a)
         return;
+    listener_stop(a->listener); /* no new connections */
+    a->listener = NULL;
     /* Suspended connections must be resumed before the server can stop. */
     loop_cancel_timer(a->follow_timer);
     follow_timer_cb(a);
@@ -375,7 +469,5 @@ void api_stop(struct api *a)
     loop_set_timeout_source(NULL, NULL);
     MHD_run(a->mhd);
     MHD_stop_daemon(a->mhd);
-    close(a->listen_fd);
-    unlink(a->d->paths.socket_path);
     free(a);
 }

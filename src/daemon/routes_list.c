@@ -171,10 +171,52 @@ static int parse_states(const char *s, enum job_state *states, size_t *n, char *
     return 0;
 }
 
-/* The query's filters, order and limit. 0, or -1 with *err. */
-static int parse_query(const struct route_req *r, struct store_query *q, enum job_state *states,
-                       int64_t **ids, char **err)
+/* The ids an id list names among those that can exist (ids beyond the last one given
+ * out are no job's, so "1-1000000" on a young daemon is a few ids), at most
+ * limits.max_ids_per_request of them. 0, or -1 with *err and the status in *status. */
+static int existing_ids(const struct route_req *r, const char *text, int64_t **ids, size_t *n,
+                        unsigned *status, char **err)
 {
+    struct id_range *rg;
+    size_t nr;
+    *status = 400;
+    if (parse_id_ranges(text, &rg, &nr, err) < 0)
+        return -1;
+    int64_t last = jobs_next_id(r->d->jobs) - 1;
+    int64_t max = r->d->cfg.limits.max_ids_per_request;
+    uint64_t total = 0;
+    for (size_t i = 0; i < nr; i++) {
+        if (rg[i].hi > last)
+            rg[i].hi = last;
+        if (rg[i].lo <= rg[i].hi)
+            total += (uint64_t)(rg[i].hi - rg[i].lo) + 1;
+    }
+    if (total > (uint64_t)max) {
+        *status = 413;
+        *err = xasprintf("the id list names %llu existing jobs, more than "
+                         "limits.max_ids_per_request (%lld); ask for fewer at a time",
+                         (unsigned long long)total, (long long)max);
+        free(rg);
+        return -1;
+    }
+    int64_t *out = xmalloc((total ? total : 1) * sizeof(*out));
+    size_t k = 0;
+    for (size_t i = 0; i < nr; i++)
+        for (int64_t id = rg[i].lo; id <= rg[i].hi; id++)
+            out[k++] = id;
+    free(rg);
+    if (k == 0) /* none can exist; an empty list would mean every job */
+        out[k++] = last + 1;
+    *ids = out;
+    *n = k;
+    return 0;
+}
+
+/* The query's filters, order and limit. 0, or -1 with *err and the status in *status. */
+static int parse_query(const struct route_req *r, struct store_query *q, enum job_state *states,
+                       int64_t **ids, unsigned *status, char **err)
+{
+    *status = 400;
     const char *v;
     if ((v = route_query(r, "state")) && *v) {
         if (parse_states(v, states, &q->n_states, err) < 0)
@@ -182,7 +224,7 @@ static int parse_query(const struct route_req *r, struct store_query *q, enum jo
         q->states = states;
     }
     if ((v = route_query(r, "id")) && *v) {
-        if (parse_id_list(v, ids, &q->n_ids, err) < 0)
+        if (existing_ids(r, v, ids, &q->n_ids, status, err) < 0)
             return -1;
         q->ids = *ids;
     }
@@ -218,7 +260,8 @@ void route_list(const struct route_req *r, struct reply *rep)
     int64_t *ids = NULL;
     char *err = NULL;
     struct list_ctx ctx = {.jobs = r->d->jobs};
-    if (parse_query(r, &q, states, &ids, &err) < 0 || parse_format(r, &ctx, &err) < 0)
+    unsigned status = 400;
+    if (parse_query(r, &q, states, &ids, &status, &err) < 0 || parse_format(r, &ctx, &err) < 0)
         goto bad;
     strbuf_init(&ctx.out);
     if (ctx.tsv) {
@@ -235,6 +278,7 @@ void route_list(const struct route_req *r, struct reply *rep)
     else if (store_list(r->d->store, &q, list_cb, &ctx) < 0) {
         strbuf_free(&ctx.out);
         err = xstrdup(store_error(r->d->store));
+        status = 500;
         goto bad;
     }
     if (!ctx.tsv)
@@ -245,7 +289,7 @@ void route_list(const struct route_req *r, struct reply *rep)
                ctx.tsv ? "text/tab-separated-values" : "application/json");
     return;
 bad:
-    reply_error(rep, 400, "%s", err);
+    reply_error(rep, status, "%s", err);
     free(err);
     free(ids);
 }
