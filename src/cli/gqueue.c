@@ -642,9 +642,10 @@ int main(int argc, char **argv)
         int64_t *ids;
         size_t n;
         if (!strchr(jobs, '@')) {
-            if (parse_id_list(jobs, &ids, &n, &err) < 0)
+            struct id_range *ranges; /* checked here; the daemon resolves the ranges */
+            if (parse_id_ranges(jobs, &ranges, &n, &err) < 0)
                 cli_usage_error("%s", err);
-            free(ids);
+            free(ranges);
             client_query_add(&path, "id", jobs);
         } else {
             char *one[] = {(char *)jobs};

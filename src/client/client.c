@@ -54,19 +54,30 @@ void client_set_socket(const char *path)
     cl.socket_path = NULL;
 }
 
-/* Whether something accepts connections on the Unix socket at path. */
-static bool socket_answers(const char *path)
+/* 0 if something accepts connections on the Unix socket at path, else why not (an
+ * errno: ENOENT when there is no socket there). */
+static int socket_probe(const char *path)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     if (strlen(path) >= sizeof(sa.sun_path))
-        return false;
+        return ENAMETOOLONG;
     strcpy(sa.sun_path, path);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
-        return false;
-    bool ok = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+        return errno;
+    int e = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 ? 0 : errno;
     close(fd);
-    return ok;
+    return e;
+}
+
+char *client_choose_socket(const char *user, const char *system)
+{
+    if (socket_probe(user) == 0)
+        return xstrdup(user);
+    /* A system socket that exists but cannot be reached (EACCES, a daemon gone) is the
+     * one to name in errors; with none there, the user's own. */
+    int e = socket_probe(system);
+    return xstrdup(e == ENOENT || e == ENOTDIR ? user : system);
 }
 
 /* The search of DESIGN.md §4 once the flag and GFLOW_SOCKET are known to be unset. */
@@ -79,10 +90,9 @@ static char *find_socket(const struct gflow_config *cfg)
         user = xasprintf("%s/gflowd.sock", cfg->data_dir);
     else
         user = paths_user_socket();
-    if (socket_answers(user) || !socket_answers(GFLOW_SYSTEM_SOCKET))
-        return user; /* with neither live, name the user's own socket in errors */
+    char *path = client_choose_socket(user, GFLOW_SYSTEM_SOCKET);
     free(user);
-    return xstrdup(GFLOW_SYSTEM_SOCKET);
+    return path;
 }
 
 const char *client_socket_path(char **err)
@@ -514,7 +524,14 @@ int client_request(const char *method, const char *path_query, const char *body,
                 strbuf_reset(&r->body);
                 continue;
             }
-            *err = rerr;
+            if (strcmp(method, "GET") == 0)
+                *err = rerr;
+            else { /* the whole request reached the daemon: it may have acted on it */
+                *err = xasprintf("%s; the request may have been carried out: check with "
+                                 "'gqueue -a' or 'gjob show @' before sending it again",
+                                 rerr);
+                free(rerr);
+            }
             goto out;
         }
         if (!cl.keepalive)

@@ -26,6 +26,10 @@ void client_set_socket(const char *path);
  * daemon.socket_path, then the per-user socket if a daemon answers there, then the
  * system socket. NULL with *err if the configuration cannot be read. */
 const char *client_socket_path(char **err);
+/* The last two steps of that search: user if a daemon answers there; else system if a
+ * socket exists there (even one this user may not reach, so that errors name it and
+ * the real cause); else user. Malloc'd. */
+char *client_choose_socket(const char *user, const char *system);
 
 /* Called with each piece of a streamed response body as it arrives. Return 0 to go on,
  * -1 to stop reading (the request then ends with success). */
@@ -42,7 +46,8 @@ void client_response_free(struct client_response *r);
  * the status is 2xx, the body goes to the callback as it arrives instead of into
  * r->body (error bodies are always collected). Returns 0, or -1 with *err set (caller
  * frees) when the daemon could not be reached or broke the protocol; connection
- * failures carry the "is it running?" hint. */
+ * failures carry the "is it running?" hint, and a change (not GET) whose answer never
+ * came says that it may have been carried out and how to check. */
 int client_request(const char *method, const char *path_query, const char *body, size_t body_len,
                    const char *content_type, struct client_response *r, client_chunk_cb stream_cb,
                    void *cb_arg, char **err);

@@ -71,8 +71,7 @@ static const struct config_key config_keys[] = {
     CONFIG_INT_KEY("limits.max_connections_per_user", limits.max_connections_per_user, 1, "64"),
     CONFIG_INT_KEY("limits.idle_timeout_secs", limits.idle_timeout_secs, 1, "10"),
     CONFIG_INT_KEY("limits.max_jobs_per_request", limits.max_jobs_per_request, 1, "100000"),
-    CONFIG_INT_KEY("limits.max_active_jobs_per_user", limits.max_active_jobs_per_user, 1,
-                   "500000"),
+    CONFIG_INT_KEY("limits.max_active_jobs_per_user", limits.max_active_jobs_per_user, 1, "500000"),
     CONFIG_INT_KEY("limits.max_ids_per_request", limits.max_ids_per_request, 1, "1000000"),
     CONFIG_INT_KEY("limits.max_log_scan_bytes", limits.max_log_scan_bytes, 4096, "16777216"),
 };

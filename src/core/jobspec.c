@@ -423,6 +423,24 @@ int jobspec_read_submission(json_t *root, const struct jobspec_limits *lim,
     return 0;
 }
 
+size_t jobspec_count(const struct jobspec_submission *sub)
+{
+    if (sub->params)
+        return json_array_size(json_object_get(sub->params, "rows"));
+    if (json_is_string(sub->array)) {
+        int64_t *tasks, pct;
+        size_t n;
+        char *err = NULL;
+        if (parse_array_spec(json_string_value(sub->array), &tasks, &n, &pct, &err) < 0) {
+            free(err); /* jobspec_expand reports it */
+            return 1;
+        }
+        free(tasks);
+        return n;
+    }
+    return sub->n;
+}
+
 int jobspec_expand(struct jobspec_submission *sub, char **err)
 {
     if (!sub->array && !sub->params)
@@ -570,6 +588,16 @@ json_t *jobspec_changes(const struct job *before_job, const struct job *after_jo
     json_decref(before);
     json_decref(after);
     return changes;
+}
+
+const char *jobspec_owner_only_field(const json_t *over)
+{
+    static const char *const fields[] = {"command", "script",    "script_path", "workdir",
+                                         "env",     "conda_env", "params"};
+    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
+        if (json_object_get(over, fields[i]))
+            return fields[i];
+    return NULL;
 }
 
 bool jobspec_changes_what(const json_t *over)

@@ -61,6 +61,9 @@ struct jobspec_submission {
 int jobspec_read_submission(json_t *root, const struct jobspec_limits *lim,
                             const struct jobspec_owner *who, struct jobspec_submission *out,
                             char **err);
+/* How many jobs the submission makes, without making them (an array's tasks, a sweep's
+ * rows; a malformed array counts 1 and jobspec_expand reports it). */
+size_t jobspec_count(const struct jobspec_submission *sub);
 /* An array or sweep: its base job expanded into one job per task or row (sweep.h); the
  * array's %K becomes max_concurrent unless given. 0, or -1 with *err. */
 int jobspec_expand(struct jobspec_submission *sub, char **err);
@@ -87,5 +90,10 @@ json_t *jobspec_changes(const struct job *before, const struct job *after, const
 /* Whether an update with these fields changes what the job runs (its command, script,
  * directory or environment), so that its stored payload must be rewritten. */
 bool jobspec_changes_what(const json_t *over);
+/* The first field of over that only the job's owner may change: what the job runs and
+ * the environment it runs in (command, script, workdir, env, conda_env, a sweep's
+ * params), which an admin changing someone else's job would otherwise run as that
+ * user. NULL if none. */
+const char *jobspec_owner_only_field(const json_t *over);
 
 #endif

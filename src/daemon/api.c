@@ -53,6 +53,7 @@ struct request {
     struct strbuf body;
     uint64_t reserved; /* bytes of max_body_bytes_in_flight held for this body */
     unsigned refused;  /* 413 or 503: the body is not kept, the answer is this status */
+    bool answered;     /* the refusal is answered without waiting for the body */
     unsigned status;
     struct MHD_Response *response; /* ready, waiting for the commit */
     struct MHD_Connection *conn;
@@ -228,7 +229,8 @@ static void request_begins(struct request *r, struct MHD_Connection *c)
     /* It has sent a request: the short timeout for silent connections is over. */
     MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT,
                               (unsigned int)API_IDLE_AFTER_REQUEST_SECS);
-    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    const char *cl =
+        MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (!cl)
         return; /* chunked or none: counted as it arrives */
     unsigned long long want = strtoull(cl, NULL, 10);
@@ -278,15 +280,19 @@ static enum MHD_Result handler_cb(void *cls, struct MHD_Connection *c, const cha
         r->conn = c;
         *con_cls = r;
         request_begins(r, c);
-        if (r->refused == 413) { /* answered at once: none of the body is read */
+        if (r->refused) { /* answered at once: none of the body is read */
+            r->answered = true;
             answer(r, method, url);
-            return MHD_YES;
         }
         return MHD_YES;
     }
     if (*upload_size) {
         request_data(r, upload_data, *upload_size);
         *upload_size = 0;
+        if (r->refused && !r->answered) { /* and the rest is not read either */
+            r->answered = true;
+            answer(r, method, url);
+        }
         return MHD_YES;
     }
     if (r->response) { /* resumed after the commit */
@@ -295,6 +301,8 @@ static enum MHD_Result handler_cb(void *cls, struct MHD_Connection *c, const cha
         r->response = NULL;
         return ret;
     }
+    if (r->answered) /* refused: its answer is queued or waiting */
+        return MHD_YES;
     answer(r, method, url);
     return MHD_YES;
 }
@@ -421,8 +429,8 @@ struct api *api_start(struct gflowd *d, char **err)
     a->d = d;
     a->mhd_epoll_fd = -1;
     a->mhd = MHD_start_daemon(
-        MHD_USE_EPOLL | MHD_USE_NO_LISTEN_SOCKET | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG,
-        0, NULL, NULL, handler_cb, a, MHD_OPTION_NOTIFY_COMPLETED, completed_cb, a,
+        MHD_USE_EPOLL | MHD_USE_NO_LISTEN_SOCKET | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0,
+        NULL, NULL, handler_cb, a, MHD_OPTION_NOTIFY_COMPLETED, completed_cb, a,
         MHD_OPTION_NOTIFY_CONNECTION, connection_cb, a, MHD_OPTION_CONNECTION_TIMEOUT,
         (unsigned int)d->cfg.limits.idle_timeout_secs, MHD_OPTION_CONNECTION_LIMIT,
         (unsigned int)d->cfg.limits.max_connections + 16, MHD_OPTION_EXTERNAL_LOGGER, mhd_log_cb,

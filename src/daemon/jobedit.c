@@ -23,6 +23,14 @@ int jobedit_update(const struct jobedit_ctx *c, struct job *j, json_t *over, int
                          (long long)j->id);
         return 409;
     }
+    const char *field = jobspec_owner_only_field(over);
+    if (field && j->uid != c->caller->uid) {
+        *err = xasprintf("job %lld belongs to %s; only its owner may change '%s' (what it runs "
+                         "and its environment); admins may cancel, hold, release and change "
+                         "priority, resources, limits and scheduling",
+                         (long long)j->id, j->user, field);
+        return 403;
+    }
     struct store *store = jobs_store(c->jobs);
     struct job full;
     if (store_get_job(store, j->id, &full, true) != 0) {
@@ -197,6 +205,12 @@ static size_t cancelled_chain(const struct jobedit_ctx *c, int64_t id, int64_t *
     return n_set;
 }
 
+/* Whether the caller has as many active jobs as a user may have. */
+static bool over_active_limit(const struct jobedit_ctx *c)
+{
+    return c->max_active > 0 && (int64_t)jobs_active_of(c->jobs, c->caller->uid) >= c->max_active;
+}
+
 /* Redoes the chain cancelled because of job id (already redone as map's first entry). */
 static void redo_cascade(const struct jobedit_ctx *c, int64_t id, struct id_map *map, json_t *out)
 {
@@ -211,7 +225,9 @@ static void redo_cascade(const struct jobedit_ctx *c, int64_t id, struct id_map 
         }
         char *err = NULL;
         struct job *n = NULL;
-        if (map_get(map, d.reason_job)) /* its cause was redone */
+        if (over_active_limit(c))
+            err = xstrdup("limits.max_active_jobs_per_user reached");
+        else if (map_get(map, d.reason_job)) /* its cause was redone */
             n = redo_job(c, &d, NULL, map, &err);
         if (n && jobs_submit(c->jobs, n) < 0) {
             job_free(n);
@@ -252,6 +268,13 @@ int jobedit_redo(const struct jobedit_ctx *c, int64_t id, json_t *over, bool cas
             xasprintf("job %lld belongs to %s; only its owner may redo it", (long long)id, f.user);
         job_clear(&f);
         return 403;
+    }
+    if (over_active_limit(c)) {
+        *err = xasprintf("%s has %zu queued, held or running jobs, the most a user may have "
+                         "(limits.max_active_jobs_per_user in gflow.toml)",
+                         c->caller->user, jobs_active_of(c->jobs, c->caller->uid));
+        job_clear(&f);
+        return 429;
     }
     struct id_map map = {0};
     struct job *n = redo_job(c, &f, over, &map, err);

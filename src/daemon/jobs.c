@@ -56,6 +56,14 @@ struct jobs {
     struct job_group **groups;
     size_t groups_len, groups_cap;
 
+    /* How many active jobs each user has (limits.max_active_jobs_per_user); a lab has
+     * few users, so a short list searched in order. */
+    struct user_count {
+        uint32_t uid;
+        size_t n;
+    } * users;
+    size_t users_len, users_cap;
+
     jobs_signal_cb signal_cb;
     void *signal_arg;
 };
@@ -161,8 +169,30 @@ static void run_list_remove(struct jobs *t, struct job *j)
         }
 }
 
+static struct user_count *user_count(struct jobs *t, uint32_t uid)
+{
+    for (size_t i = 0; i < t->users_len; i++)
+        if (t->users[i].uid == uid)
+            return &t->users[i];
+    if (t->users_len == t->users_cap) {
+        t->users_cap = t->users_cap ? t->users_cap * 2 : 16;
+        t->users = xrealloc(t->users, t->users_cap * sizeof(*t->users));
+    }
+    t->users[t->users_len] = (struct user_count){.uid = uid};
+    return &t->users[t->users_len++];
+}
+
+size_t jobs_active_of(const struct jobs *t, uint32_t uid)
+{
+    for (size_t i = 0; i < t->users_len; i++)
+        if (t->users[i].uid == uid)
+            return t->users[i].n;
+    return 0;
+}
+
 static void table_append(struct jobs *t, struct job *j)
 {
+    user_count(t, j->uid)->n++;
     if (t->table_len == t->table_cap) {
         t->table_cap = t->table_cap ? t->table_cap * 2 : 256;
         t->table = xrealloc(t->table, t->table_cap * sizeof(*t->table));
@@ -194,6 +224,7 @@ static void table_remove(struct jobs *t, struct job *j)
         return;
     memmove(t->table + i, t->table + i + 1, (t->table_len - (size_t)i - 1) * sizeof(*t->table));
     t->table_len--;
+    user_count(t, j->uid)->n--;
 }
 
 struct job *jobs_get(const struct jobs *t, int64_t id)
@@ -483,6 +514,7 @@ void jobs_free(struct jobs *t)
     for (size_t i = 0; i < t->groups_len; i++)
         free(t->groups[i]);
     free(t->groups);
+    free(t->users);
     free(t->cascade);
     for (size_t i = 0; i < t->actions_len; i++)
         free(t->actions[i].path);

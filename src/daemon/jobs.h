@@ -38,6 +38,8 @@ struct job *jobs_get(const struct jobs *t, int64_t id);     /* active jobs only;
 struct job **jobs_active(const struct jobs *t, size_t *n);  /* ascending by id */
 struct job **jobs_running(const struct jobs *t, size_t *n); /* the R jobs, any order */
 struct store *jobs_store(const struct jobs *t);
+/* How many active jobs (PD, H, R) user uid has. */
+size_t jobs_active_of(const struct jobs *t, uint32_t uid);
 /* The id the next submitted job gets. */
 int64_t jobs_next_id(const struct jobs *t);
 

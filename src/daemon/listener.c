@@ -128,13 +128,15 @@ static int socket_dir(const struct gflowd *d, const char *path, char **err)
         struct stat st;
         bool existed = stat(dir, &st) == 0;
         unsigned mode = d->system ? 0755 : 0700;
+        mode_t old_umask = umask(022); /* for the parents it makes too */
         if (!existed && (mkdir_p(dir, mode) < 0 || chmod(dir, mode) < 0)) {
             *err = xasprintf("cannot create %s: %s", dir, strerror(errno));
             rc = -1;
         } else if (existed && d->system && (st.st_mode & 0005) != 0005) {
-            log_warn("%s is mode %03o: users other than root cannot reach the socket in it",
-                     dir, (unsigned)(st.st_mode & 0777));
+            log_warn("%s is mode %03o: users other than root cannot reach the socket in it", dir,
+                     (unsigned)(st.st_mode & 0777));
         }
+        umask(old_umask);
     }
     free(dir);
     return rc;

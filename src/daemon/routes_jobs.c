@@ -120,6 +120,32 @@ static int check_deps(const struct route_req *r, const struct jobspec_submission
     return 0;
 }
 
+/* Whether the submission stays within limits.max_jobs_per_request and its owner within
+ * limits.max_active_jobs_per_user, counted before any job is made. 0, or -1 with the
+ * reply set (413, 429). */
+static int check_counts(const struct route_req *r, const struct jobspec_submission *sub,
+                        struct reply *rep)
+{
+    const struct gflow_limits *lim = &r->d->cfg.limits;
+    size_t n = jobspec_count(sub);
+    if ((int64_t)n > lim->max_jobs_per_request) {
+        reply_error(rep, 413,
+                    "this request makes %zu jobs; a request may make at most %lld "
+                    "(limits.max_jobs_per_request in gflow.toml): split it",
+                    n, (long long)lim->max_jobs_per_request);
+        return -1;
+    }
+    size_t have = jobs_active_of(r->d->jobs, r->who->uid);
+    if (!sub->dry_run && (int64_t)(have + n) > lim->max_active_jobs_per_user) {
+        reply_error(rep, 429,
+                    "%s has %zu queued, held or running jobs and this request adds %zu; a user "
+                    "may have at most %lld (limits.max_active_jobs_per_user in gflow.toml)",
+                    r->who->user, have, n, (long long)lim->max_active_jobs_per_user);
+        return -1;
+    }
+    return 0;
+}
+
 void route_submit(const struct route_req *r, struct reply *rep)
 {
     json_error_t jerr;
@@ -139,7 +165,7 @@ void route_submit(const struct route_req *r, struct reply *rep)
         free(err);
         return;
     }
-    if (check_deps(r, &sub, rep) < 0)
+    if (check_counts(r, &sub, rep) < 0 || check_deps(r, &sub, rep) < 0)
         goto out;
     if (jobspec_expand(&sub, &err) < 0) {
         reply_error(rep, 400, "%s", err);
@@ -401,7 +427,7 @@ void route_update(const struct route_req *r, int64_t id, struct reply *rep)
     }
     struct jobspec_limits lim = limits_of(r->d);
     struct jobspec_owner owner = owner_of(r);
-    struct jobedit_ctx c = {r->d->jobs, &lim, &owner};
+    struct jobedit_ctx c = {r->d->jobs, &lim, &owner, r->d->cfg.limits.max_active_jobs_per_user};
     json_t *changes;
     char *err = NULL;
     int status = jobedit_update(&c, j, over, max_concurrent, &changes, &err);
@@ -431,7 +457,7 @@ void route_redo(const struct route_req *r, int64_t id, struct reply *rep)
     json_object_del(over, "cascade");
     struct jobspec_limits lim = limits_of(r->d);
     struct jobspec_owner owner = owner_of(r);
-    struct jobedit_ctx c = {r->d->jobs, &lim, &owner};
+    struct jobedit_ctx c = {r->d->jobs, &lim, &owner, r->d->cfg.limits.max_active_jobs_per_user};
     json_t *out;
     char *err = NULL;
     int status = jobedit_redo(&c, id, over, do_cascade, &out, &err);
@@ -446,13 +472,20 @@ void route_redo(const struct route_req *r, int64_t id, struct reply *rep)
 
 /* ---- logs ---- */
 
-/* Byte length of the first n lines of fd. */
-static off_t first_lines_len(int fd, int64_t n)
+/* --first and --last read at most max_scan bytes of a log (limits.max_log_scan_bytes),
+ * so that a huge log without newlines costs one bounded read: its answer is then the
+ * first or last max_scan bytes. */
+
+/* Byte length of the first n lines of fd (at most max_scan). */
+static off_t first_lines_len(int fd, int64_t n, off_t max_scan)
 {
     char buf[65536];
     off_t pos = 0;
     ssize_t got;
-    while (n > 0 && (got = pread(fd, buf, sizeof(buf), pos)) > 0) {
+    while (n > 0 && pos < max_scan) {
+        size_t want = max_scan - pos < (off_t)sizeof(buf) ? (size_t)(max_scan - pos) : sizeof(buf);
+        if ((got = pread(fd, buf, want, pos)) <= 0)
+            break;
         for (ssize_t i = 0; i < got; i++) {
             if (buf[i] == '\n' && --n == 0)
                 return pos + i + 1;
@@ -462,17 +495,18 @@ static off_t first_lines_len(int fd, int64_t n)
     return pos;
 }
 
-/* Offset where the last n lines of a file of the given size begin. */
-static off_t last_lines_start(int fd, off_t size, int64_t n)
+/* Offset where the last n lines of a file of the given size begin (at most max_scan
+ * before its end). */
+static off_t last_lines_start(int fd, off_t size, int64_t n, off_t max_scan)
 {
     char buf[65536];
-    off_t end = size;
+    off_t end = size, floor = size > max_scan ? size - max_scan : 0;
     bool skip_final_newline = true;
-    while (end > 0) {
-        off_t start = end > (off_t)sizeof(buf) ? end - (off_t)sizeof(buf) : 0;
+    while (end > floor) {
+        off_t start = end - floor > (off_t)sizeof(buf) ? end - (off_t)sizeof(buf) : floor;
         ssize_t got = pread(fd, buf, (size_t)(end - start), start);
         if (got <= 0)
-            return 0;
+            return floor;
         for (ssize_t i = got - 1; i >= 0; i--) {
             if (buf[i] != '\n')
                 continue;
@@ -484,7 +518,7 @@ static off_t last_lines_start(int fd, off_t size, int64_t n)
         skip_final_newline = false;
         end = start;
     }
-    return 0;
+    return floor;
 }
 
 /* A count in ?key=N: 1 and *out, 0 if absent, -1 with *err if not a count. */
@@ -542,11 +576,11 @@ void route_log(const struct route_req *r, int64_t id, struct reply *rep)
         reply_text(rep, 200, xstrdup(""), 0, NULL);
         return;
     }
-    off_t start = 0, len = st.st_size;
+    off_t start = 0, len = st.st_size, max_scan = (off_t)r->d->cfg.limits.max_log_scan_bytes;
     if (has_first) {
-        len = first_lines_len(fd, first);
+        len = first_lines_len(fd, first, max_scan);
     } else if (has_last) {
-        start = last ? last_lines_start(fd, st.st_size, last) : st.st_size;
+        start = last ? last_lines_start(fd, st.st_size, last, max_scan) : st.st_size;
         len = st.st_size - start;
     } else if (has_offset || has_length) {
         start = offset < st.st_size ? offset : st.st_size;

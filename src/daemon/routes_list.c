@@ -171,6 +171,12 @@ static int parse_states(const char *s, enum job_state *states, size_t *n, char *
     return 0;
 }
 
+static int cmp_range(const void *a, const void *b)
+{
+    int64_t x = ((const struct id_range *)a)->lo, y = ((const struct id_range *)b)->lo;
+    return (x > y) - (x < y);
+}
+
 /* The ids an id list names among those that can exist (ids beyond the last one given
  * out are no job's, so "1-1000000" on a young daemon is a few ids), at most
  * limits.max_ids_per_request of them. 0, or -1 with *err and the status in *status. */
@@ -184,13 +190,27 @@ static int existing_ids(const struct route_req *r, const char *text, int64_t **i
         return -1;
     int64_t last = jobs_next_id(r->d->jobs) - 1;
     int64_t max = r->d->cfg.limits.max_ids_per_request;
-    uint64_t total = 0;
+    /* Clipped, sorted and merged, so that each id counts once. */
+    size_t m = 0;
     for (size_t i = 0; i < nr; i++) {
         if (rg[i].hi > last)
             rg[i].hi = last;
         if (rg[i].lo <= rg[i].hi)
-            total += (uint64_t)(rg[i].hi - rg[i].lo) + 1;
+            rg[m++] = rg[i];
     }
+    qsort(rg, m, sizeof(*rg), cmp_range);
+    nr = 0;
+    uint64_t total = 0;
+    for (size_t i = 0; i < m; i++) {
+        if (nr && rg[i].lo <= rg[nr - 1].hi + 1) {
+            if (rg[i].hi > rg[nr - 1].hi)
+                rg[nr - 1].hi = rg[i].hi;
+        } else {
+            rg[nr++] = rg[i];
+        }
+    }
+    for (size_t i = 0; i < nr; i++)
+        total += (uint64_t)(rg[i].hi - rg[i].lo) + 1;
     if (total > (uint64_t)max) {
         *status = 413;
         *err = xasprintf("the id list names %llu existing jobs, more than "

@@ -179,28 +179,52 @@ def sandbox_processes(root):
 
 # ---------------------------------------------------------------- users
 
-def ensure_test_user():
-    """(uid, gid, home) of the unprivileged test user, creating it when we are root. As
-    root, also makes it a member of the supplementary group TEST_GROUP, so that tests can
-    check that jobs get the submitter's supplementary groups."""
+_created = []  # ("user" | "group", name) made by this session; removed when it ends
+
+
+def ensure_group(name):
+    """The gid of group name, creating it (we are root)."""
     try:
-        pw = pwd.getpwnam(TEST_USER)
+        return grp.getgrnam(name).gr_gid
+    except KeyError:
+        subprocess.run(["groupadd", name], check=True, capture_output=True)
+        _created.append(("group", name))
+        return grp.getgrnam(name).gr_gid
+
+
+def ensure_user(name, groups=()):
+    """(uid, gid, home) of the unprivileged user name, creating it when we are root and
+    making it a member of the supplementary groups (created too when missing). Users and
+    groups this session made are removed when it ends."""
+    try:
+        pw = pwd.getpwnam(name)
     except KeyError:
         if os.geteuid() != 0:
-            pytest.skip(f"needs root or an existing user '{TEST_USER}'")
-        subprocess.run(["useradd", "-m", "-s", "/bin/bash", TEST_USER], check=True,
+            pytest.skip(f"needs root or an existing user '{name}'")
+        subprocess.run(["useradd", "-m", "-s", "/bin/bash", name], check=True,
                        capture_output=True)
-        pw = pwd.getpwnam(TEST_USER)
+        _created.append(("user", name))
+        pw = pwd.getpwnam(name)
     if os.geteuid() == 0:
-        try:
-            members = grp.getgrnam(TEST_GROUP).gr_mem
-        except KeyError:
-            subprocess.run(["groupadd", TEST_GROUP], check=True, capture_output=True)
-            members = []
-        if TEST_USER not in members:
-            subprocess.run(["usermod", "-aG", TEST_GROUP, TEST_USER], check=True,
-                           capture_output=True)
+        for g in groups:
+            ensure_group(g)
+            if name not in grp.getgrnam(g).gr_mem:
+                subprocess.run(["usermod", "-aG", g, name], check=True, capture_output=True)
     return pw.pw_uid, pw.pw_gid, pw.pw_dir
+
+
+def ensure_test_user():
+    """(uid, gid, home) of the unprivileged test user TEST_USER, a member of the
+    supplementary group TEST_GROUP (so that tests can check that jobs get the
+    submitter's supplementary groups)."""
+    return ensure_user(TEST_USER, (TEST_GROUP,) if os.geteuid() == 0 else ())
+
+
+def pytest_sessionfinish(session, exitstatus):
+    for kind, name in reversed(_created):
+        cmd = ["userdel", "-r", name] if kind == "user" else ["groupdel", name]
+        subprocess.run(cmd, capture_output=True)
+    _created.clear()
 
 
 def as_user(uid, gid=None):
@@ -352,7 +376,10 @@ class Gflow:
             hdrs.setdefault("Content-Type", "application/json")
         conn = UnixHTTPConnection(self.sock, timeout=timeout)
         try:
-            conn.request(method, path, body=body, headers=hdrs)
+            try:
+                conn.request(method, path, body=body, headers=hdrs)
+            except BrokenPipeError:
+                pass  # answered (413, 503) and closed before the body was read: read it
             r = conn.getresponse()
             return Response(r.status, dict(r.getheaders()), r.read())
         finally:

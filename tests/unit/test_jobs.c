@@ -314,7 +314,7 @@ static void test_update(void **state)
     struct fixture *f = *state;
     int64_t a = submit(f, "{\"command\": \"true\", \"workdir\": \"/\"}");
     int64_t b = submit(f, "{\"command\": \"echo\", \"workdir\": \"/\", \"hold\": true}");
-    struct jobedit_ctx c = {f->t, &lim, &bob};
+    struct jobedit_ctx c = {f->t, &lim, &bob, 0};
     json_t *changes;
     char *err = NULL;
 
@@ -343,6 +343,35 @@ static void test_update(void **state)
     free(err);
     json_decref(over);
     assert_int_equal(jobs_get(f->t, b)->priority, 50);
+
+    /* Someone else (an admin, as far as jobedit knows) may change the priority and the
+     * resources, never what the job runs or its environment. */
+    const struct jobspec_owner eve = {.user = "eve", .uid = 1002, .now = 1e9};
+    struct jobedit_ctx admin = {f->t, &lim, &eve, 0};
+    const char *const owner_only[] = {"command", "workdir", "conda_env", "script"};
+    for (size_t i = 0; i < 4; i++) {
+        over = json_pack("{s:i, s:s}", "priority", 7, owner_only[i], "/tmp");
+        assert_int_equal(jobedit_update(&admin, jobs_get(f->t, b), over, -1, &changes, &err), 403);
+        assert_non_null(strstr(err, owner_only[i]));
+        assert_non_null(strstr(err, "only its owner may change"));
+        free(err);
+        json_decref(over);
+    }
+    over = json_pack("{s:{s:s}}", "env", "LD_PRELOAD", "/tmp/x.so");
+    assert_int_equal(jobedit_update(&admin, jobs_get(f->t, b), over, -1, &changes, &err), 403);
+    free(err);
+    json_decref(over);
+    assert_int_equal(jobs_get(f->t, b)->priority, 50);
+    over = json_pack("{s:i, s:i}", "priority", 60, "time_limit", 600);
+    assert_int_equal(jobedit_update(&admin, jobs_get(f->t, b), over, -1, &changes, &err), 0);
+    json_decref(changes);
+    json_decref(over);
+    assert_int_equal(jobs_get(f->t, b)->priority, 60);
+    assert_int_equal(jobs_get(f->t, b)->uid, bob.uid);
+    assert_int_equal(jobs_commit(f->t), 0);
+    assert_int_equal(store_get_job(f->s, b, &full, true), 0);
+    assert_string_equal(full.command, "echo hi");
+    job_clear(&full);
 
     /* Dependencies rewired both ways; a running job cannot be updated. */
     over = json_pack("{s:[i]}", "depends_on", (int)a);
@@ -374,7 +403,7 @@ static void test_redo_cascade(void **state)
     assert_int_equal(jobs_commit(f->t), 0);
     jobs_collect(f->t);
 
-    struct jobedit_ctx ctx = {f->t, &lim, &bob};
+    struct jobedit_ctx ctx = {f->t, &lim, &bob, 0};
     json_t *out;
     char *err = NULL;
     json_t *over = json_pack("{s:s}", "command", "true");
@@ -401,7 +430,7 @@ static void test_redo_cascade(void **state)
 
     /* Only the owner may redo; a job that does not exist is 404. */
     const struct jobspec_owner eve = {.user = "eve", .uid = 1002, .now = 1e9};
-    struct jobedit_ctx other = {f->t, &lim, &eve};
+    struct jobedit_ctx other = {f->t, &lim, &eve, 0};
     assert_int_equal(jobedit_redo(&other, a, NULL, false, &out, &err), 403);
     assert_string_equal(err, "job 1 belongs to bob; only its owner may redo it");
     free(err);
@@ -414,6 +443,21 @@ static void test_redo_cascade(void **state)
     free(err);
     json_decref(over);
     assert_int_equal(jobs_next_id(f->t), next);
+
+    /* At the per-user limit a redo is refused; the count follows the table. */
+    assert_int_equal(jobs_active_of(f->t, bob.uid), 3);
+    assert_int_equal(jobs_active_of(f->t, eve.uid), 0);
+    struct jobedit_ctx full = {f->t, &lim, &bob, 3};
+    assert_int_equal(jobedit_redo(&full, a, NULL, false, &out, &err), 429);
+    assert_non_null(strstr(err, "limits.max_active_jobs_per_user"));
+    free(err);
+    assert_int_equal(jobs_next_id(f->t), next);
+    assert_int_equal(jobs_set_state(f->t, nc, JOB_CANCELLED, JOB_REASON_CANCELLED_BY_USER, 0, NULL),
+                     0);
+    assert_int_equal(jobs_active_of(f->t, bob.uid), 2);
+    assert_int_equal(jobedit_redo(&full, a, NULL, false, &out, &err), 0);
+    json_decref(out);
+    assert_int_equal(jobs_active_of(f->t, bob.uid), 3);
 }
 
 int main(void)
