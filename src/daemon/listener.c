@@ -2,15 +2,18 @@
 #include "listener.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "daemon.h"
 #include "files.h"
 #include "log.h"
@@ -31,7 +34,19 @@ struct listener {
     struct uid_count *uids; /* the uids with open connections */
     size_t n_uids, cap_uids;
     int64_t total;
+    int64_t max_total; /* limits.max_connections, within the descriptors the process has */
+    int spare_fd;      /* given up to accept (and refuse) a connection when out of fds */
+    double warned_at;  /* when a refusal was last logged */
+    int64_t unlogged;  /* refusals since then */
 };
+
+/* Refusals are logged at most every LISTENER_WARN_SECS: a user connecting in a loop
+ * must not fill the disk with the daemon's log. */
+#define LISTENER_WARN_SECS 10
+
+/* Descriptors kept for everything but connections: the store, jobs' lock files and
+ * pidfds, log streams, NVML. */
+#define LISTENER_FD_RESERVE 256
 
 static struct uid_count *uid_slot(struct listener *l, uid_t uid, bool create)
 {
@@ -46,6 +61,23 @@ static struct uid_count *uid_slot(struct listener *l, uid_t uid, bool create)
     }
     l->uids[l->n_uids] = (struct uid_count){uid, 0};
     return &l->uids[l->n_uids++];
+}
+
+/* uid: the peer's, or (uid_t)-1 when not known. */
+static void warn_refusal(struct listener *l, uid_t uid, const char *why)
+{
+    double now = now_mono();
+    if (l->warned_at > 0 && now - l->warned_at < LISTENER_WARN_SECS) {
+        l->unlogged++;
+        return;
+    }
+    char who[32] = "a connection";
+    if (uid != (uid_t)-1)
+        snprintf(who, sizeof(who), "uid %u", (unsigned)uid);
+    log_warn("%s refused: %s (%lld more refused since the last such line)", who, why,
+             (long long)l->unlogged);
+    l->warned_at = now;
+    l->unlogged = 0;
 }
 
 void listener_closed(struct listener *l, uid_t uid)
@@ -80,12 +112,26 @@ static void accept_cb(int lfd, uint32_t events, void *arg)
     const struct gflow_limits *lim = &l->d->cfg.limits;
     for (;;) {
         int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0 && (errno == EMFILE || errno == ENFILE) && l->spare_fd >= 0) {
+            /* Out of descriptors: refuse the connection with the spare one rather than
+             * leave it pending, which would wake the loop again at once, forever. */
+            close(l->spare_fd);
+            fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+            if (fd >= 0)
+                refuse(fd, 503, "Service Unavailable",
+                       "gflowd is out of file descriptors; retry soon");
+            l->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+            warn_refusal(l, (uid_t)-1, "out of file descriptors");
+            if (fd >= 0)
+                continue;
+            return;
+        }
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
             if (errno != EAGAIN && errno != EWOULDBLOCK)
                 log_warn("accepting a connection: %s", strerror(errno));
-            return; /* EMFILE and the like: the pending ones wait for the next wakeup */
+            return;
         }
         struct ucred cred;
         socklen_t len = sizeof(cred);
@@ -94,14 +140,12 @@ static void accept_cb(int lfd, uint32_t events, void *arg)
             continue;
         }
         struct uid_count *c = uid_slot(l, cred.uid, true);
-        if (l->total >= lim->max_connections) {
-            log_warn("uid %u: connection refused: %lld open (limits.max_connections)",
-                     (unsigned)cred.uid, (long long)l->total);
+        if (l->total >= l->max_total) {
+            warn_refusal(l, cred.uid, "limits.max_connections reached");
             refuse(fd, 503, "Service Unavailable",
                    "gflowd has too many open connections (limits.max_connections); retry soon");
         } else if (c->n >= lim->max_connections_per_user) {
-            log_warn("uid %u: connection refused: %lld open (limits.max_connections_per_user)",
-                     (unsigned)cred.uid, (long long)c->n);
+            warn_refusal(l, cred.uid, "limits.max_connections_per_user reached");
             refuse(fd, 429, "Too Many Requests",
                    "too many open connections of yours to gflowd "
                    "(limits.max_connections_per_user); close some and retry");
@@ -168,6 +212,19 @@ struct listener *listener_start(const struct gflowd *d, listener_accept_cb cb, v
     l->fd = fd;
     l->cb = cb;
     l->arg = arg;
+    l->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    l->max_total = d->cfg.limits.max_connections;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        (int64_t)rl.rlim_cur - LISTENER_FD_RESERVE < l->max_total) {
+        l->max_total = (int64_t)rl.rlim_cur > 2 * LISTENER_FD_RESERVE
+                           ? (int64_t)rl.rlim_cur - LISTENER_FD_RESERVE
+                           : (int64_t)rl.rlim_cur / 2;
+        log_info("at most %lld connections (limits.max_connections is %lld, the open file "
+                 "limit %llu)",
+                 (long long)l->max_total, (long long)d->cfg.limits.max_connections,
+                 (unsigned long long)rl.rlim_cur);
+    }
     if (loop_add_fd(fd, EPOLLIN, accept_cb, l) < 0) {
         *err = xstrdup("cannot add the socket to the event loop");
         close(fd);
@@ -183,6 +240,8 @@ void listener_stop(struct listener *l)
         return;
     loop_del_fd(l->fd);
     close(l->fd);
+    if (l->spare_fd >= 0)
+        close(l->spare_fd);
     unlink(l->d->paths.socket_path);
     free(l->uids);
     free(l);

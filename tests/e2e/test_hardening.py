@@ -12,7 +12,8 @@ import threading
 
 import pytest
 
-from conftest import (NOBODY, TEST_USER, as_user, ensure_test_user, ensure_user, wait_for)
+from conftest import (NOBODY, TEST_USER, as_user, binary, ensure_test_user, ensure_user,
+                      wait_for)
 
 ADMIN_USER = "gflowtest-adm"
 ADMIN_GROUP = "gflowtest-admins"
@@ -241,6 +242,28 @@ def test_connection_limits(make_gflow, owner):
             p.stdin.close()
             p.wait(timeout=10)
     wait_for(lambda: g.run("gqueue").returncode == 0, "root to be served again")
+
+
+def test_connections_stay_within_the_open_file_limit(make_gflow):
+    """With few descriptors the daemon takes fewer connections (half of a 400-fd limit),
+    refusing the rest with 503 instead of failing to accept them; it serves again once
+    they close."""
+    g = make_gflow(start=False, env={"GFLOW_LIMITS__MAX_CONNECTIONS_PER_USER": "1000"})
+    g.run("prlimit", "--nofile=400:400", binary("gflowd"), "up", check=True)
+    holder = g.root / "holder.py"
+    holder.write_text(HOLD)
+    p = subprocess.Popen(["/usr/bin/python3", str(holder), str(g.sock), "200"],
+                         stdout=subprocess.PIPE, stdin=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True)
+    try:
+        assert p.stdout.readline().split() == ["held", "200", "next", "503"]
+        cp = g.run("gqueue")
+        assert cp.returncode != 0 and "limits.max_connections" in cp.stderr, cp.stderr
+    finally:
+        p.stdin.close()
+        p.wait(timeout=10)
+    wait_for(lambda: g.run("gqueue").returncode == 0, "the daemon to serve again")
+    assert "at most 200 connections" in g.daemon_log()
 
 
 HOLD = (

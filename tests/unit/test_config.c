@@ -79,7 +79,7 @@ static void test_defaults(void **state)
     assert_null(c.source_path);
     assert_int_equal(c.max_running_jobs, 0);
     assert_int_equal(c.kill_grace_secs, 10);
-    assert_int_equal(c.limits.max_request_bytes, 64 * 1024 * 1024);
+    assert_int_equal(c.limits.max_request_bytes, 8 * 1024 * 1024);
     assert_string_equal(c.log_level, "info");
     config_free(&c);
 }
@@ -103,7 +103,7 @@ static void test_file_load(void **state)
     assert_string_equal(c.data_dir, "/srv/gflow");
     assert_int_equal(c.max_running_jobs, 4);
     assert_int_equal(c.kill_grace_secs, 0);
-    assert_int_equal(c.limits.max_request_bytes, 67108864); /* absent: keeps its value */
+    assert_int_equal(c.limits.max_request_bytes, 8388608); /* absent: keeps its value */
     assert_string_equal(c.admin_group, "lab");
     assert_string_equal(c.log_level, "debug");
     assert_string_equal(c.source_path, f->path);
@@ -283,7 +283,7 @@ static void test_precedence_env_over_file(void **state)
     assert_int_equal(r, 0);
     assert_int_equal(c.kill_grace_secs, 3);  /* environment beats the file */
     assert_int_equal(c.max_running_jobs, 2); /* the file beats the default */
-    assert_int_equal(c.limits.max_request_bytes, 67108864);
+    assert_int_equal(c.limits.max_request_bytes, 8388608);
     /* flags come last: the caller applies them with config_set */
     assert_int_equal(config_set(&c, "daemon.kill_grace_secs", "1", &err), 0);
     assert_int_equal(c.kill_grace_secs, 1);
