@@ -197,9 +197,9 @@ int parse_id_list(const char *s, int64_t **ids, size_t *n, char **err)
     }
     int64_t *out = xmalloc((total ? total : 1) * sizeof(*out));
     size_t count = 0;
-    for (size_t i = 0; i < nr; i++)
-        for (int64_t id = r[i].lo; id <= r[i].hi; id++)
-            out[count++] = id;
+    for (size_t i = 0; i < nr; i++) /* counted, not id <= hi: hi may be INT64_MAX */
+        for (uint64_t k = 0; k <= (uint64_t)(r[i].hi - r[i].lo); k++)
+            out[count++] = r[i].lo + (int64_t)k;
     free(r);
     *ids = out;
     *n = count;

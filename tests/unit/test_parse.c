@@ -154,6 +154,11 @@ static void test_id_list(void **state)
     assert_int_equal(n, 1000000);
     assert_int_equal(ids[999999], 1000000);
     free(ids);
+    /* The largest id, and a range ending there, do not overflow. */
+    ids_are("9223372036854775807", (int64_t[]){INT64_MAX}, 1);
+    ids_are("9223372036854775806-9223372036854775807", (int64_t[]){INT64_MAX - 1, INT64_MAX}, 2);
+    /* A whole list is capped, however it is split into ranges. */
+    ids_bad("1-600000,1-600000", "more than 1000000 ids");
 }
 
 static void test_id_list_errors(void **state)
