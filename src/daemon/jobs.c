@@ -616,6 +616,7 @@ int jobs_update(struct jobs *t, struct job *j, struct job *n, bool deps_changed,
     j->warn_main_only = n->warn_main_only;
     j->begin_time = n->begin_time;
     j->max_retries = n->max_retries;
+    j->umask = n->umask;
     j->auto_cancel = n->auto_cancel;
     j->deps_any = n->deps_any;
     if (deps_changed) {

@@ -404,6 +404,9 @@ static void shim_args(const struct gflowd *d, const struct job *j, const struct 
         strvec_push(argv, "--memory-limit");
         strvec_pushf(argv, "%lld", (long long)j->memory_mb);
     }
+    /* The submitter's umask; a job stored without one keeps gflowd's own, 0077. */
+    strvec_push(argv, "--umask");
+    strvec_pushf(argv, "%04o", j->umask >= 0 ? (unsigned)j->umask : 077u);
     if (j->conda_env) { /* activated through the installation's shell hook (the shim) */
         strvec_push(argv, "--conda-env");
         strvec_push(argv, j->conda_env);

@@ -162,6 +162,8 @@ static const char *const migrations[] = {
     "UPDATE jobs SET reason = NULLIF(substr(reason, 15), '') WHERE reason_code = 6;"
     "UPDATE jobs SET reason = NULLIF(substr(reason, 11), '') WHERE reason_code = 7;"
     "UPDATE jobs SET reason = NULL WHERE reason_code NOT IN (6, 7, 10);",
+    /* 7: the umask a job runs with (the submitter's; -1: none given, 0077). */
+    "ALTER TABLE jobs ADD COLUMN umask INTEGER NOT NULL DEFAULT -1;",
 };
 /* The codes migration 6 writes are enum job_reason's. */
 _Static_assert(JOB_REASON_LAUNCH_FAILED == 6 && JOB_REASON_SHIM_LOST == 7 &&

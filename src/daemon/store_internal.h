@@ -56,6 +56,7 @@ enum col {
     C_BEGIN_TIME,
     C_REASON_CODE,
     C_REASON_JOB,
+    C_UMASK,
     C_LIGHT_COUNT, /* the columns read without payload are those before this one */
     C_SCRIPT = C_LIGHT_COUNT,
     C_ENV,

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -81,6 +82,8 @@ __attribute__((noreturn)) static void shim_child(const struct shim_exec *ex, cha
         if (setuid(ex->uid) < 0)
             shim_child_fail(ex, JOB_EXIT_SETUP, "cannot setuid to user", ex->user, errno);
     }
+    if (ex->umask >= 0)
+        umask((mode_t)ex->umask);
     /* After setuid: the directory must be one the job user may enter. */
     if (chdir(ex->workdir) < 0)
         shim_child_fail(ex, JOB_EXIT_SETUP, "cannot chdir to", ex->workdir, errno);

@@ -146,6 +146,7 @@ int shim_prepare(const struct shim_opts *o, struct shim_exec *ex, char **err)
         return -1;
     }
     ex->workdir = o->workdir;
+    ex->umask = o->umask;
     if (shim_conda_prepare(o, ex, err) < 0)
         return -1;
     shim_command_prepare(o, ex);

@@ -51,6 +51,8 @@ struct shim_opts {
     int n_deny_minors;
     int64_t memory_limit_mb; /* --memory-limit in MiB, 0: none */
     const char *conda_env;   /* --conda-env: name or absolute path, NULL: none */
+    int umask;               /* --umask: the job's umask, -1: the shim's own */
+    int64_t log_max_bytes;   /* --log-max-bytes: the job log's cap, 0: none */
 };
 
 /* Everything the job child needs, prepared before fork so the child only makes
@@ -75,6 +77,7 @@ struct shim_exec {
     pid_t pgid; /* the job's process group; 0 until the first copy is forked */
     const char *workdir;
     const char *user;
+    int umask; /* -1: keep the shim's */
     bool set_creds;
     uid_t uid;
     gid_t gid;
