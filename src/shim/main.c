@@ -47,7 +47,9 @@
  *     With --conda-env NAME (an environment name, "base", or an absolute path to an
  *     environment) the job runs inside that conda environment, activated by the
  *     installation's own shell hook. Before anything starts, the shim finds conda
- *     from the job's environment: $CONDA_EXE (absolute), else $HOME/miniconda3,
+ *     (a root shim makes this search, and the command's lookup above, with the job
+ *     user's effective ids: what that user cannot see is not found) from the job's
+ *     environment: $CONDA_EXE (absolute), else $HOME/miniconda3,
  *     $HOME/anaconda3, $HOME/miniforge3, $HOME/mambaforge (each <dir>/bin/conda),
  *     else /opt/conda/bin/conda; the installation's base is the directory above the
  *     executable's bin/. It then checks that the environment exists: "base" is the

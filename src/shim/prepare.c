@@ -88,6 +88,59 @@ static int shim_prepare_groups(const struct shim_opts *o, struct shim_exec *ex, 
     return 0;
 }
 
+/* The filesystem checks made for the job before it starts (conda and its environment,
+ * the command's lookup, the script's first bytes) are made as the job user, so that a
+ * root shim answers only what that user could find out (DESIGN.md §6: a CONDA_EXE or
+ * --conda-env path under a directory only root can read is "not found", exactly like
+ * one that does not exist). The shim takes the job user's effective gid, groups and uid
+ * for them and then its own back: its real and saved uid stay 0, which is what lets it
+ * return, and keeps the user's processes from signalling or tracing it meanwhile (the
+ * kernel checks those against the real and saved ids). Nothing is opened for writing
+ * or created in between. */
+struct shim_prepare_ids {
+    gid_t egid;
+    gid_t *groups;
+    int ngroups;
+    bool switched;
+};
+
+static int shim_prepare_as_user(const struct shim_exec *ex, struct shim_prepare_ids *saved,
+                                char **err)
+{
+    memset(saved, 0, sizeof(*saved));
+    if (!ex->set_creds || geteuid() != 0)
+        return 0;
+    saved->egid = getegid();
+    int n = getgroups(0, NULL);
+    saved->groups = xcalloc(n > 0 ? (size_t)n : 1, sizeof(gid_t));
+    saved->ngroups = n > 0 ? getgroups(n, saved->groups) : 0;
+    if (saved->ngroups < 0 || setgroups((size_t)ex->ngroups, ex->groups) < 0 ||
+        setegid(ex->gid) < 0 || seteuid(ex->uid) < 0) {
+        *err = xasprintf("cannot take the identity of user %s for the job's checks: %s", ex->user,
+                         strerror(errno));
+        saved->switched = true; /* whatever changed goes back */
+        return -1;
+    }
+    saved->switched = true;
+    return 0;
+}
+
+/* Back to the shim's own ids (the uid first: setgroups and setegid need root). 0, or
+ * -1 with *err when that fails: the shim must not go on as anyone else. */
+static int shim_prepare_as_root(struct shim_prepare_ids *saved, char **err)
+{
+    int rc = 0;
+    if (saved->switched && (seteuid(0) < 0 || setegid(saved->egid) < 0 ||
+                            setgroups((size_t)saved->ngroups, saved->groups) < 0)) {
+        if (err && !*err)
+            *err = xasprintf("cannot return to the shim's own identity: %s", strerror(errno));
+        rc = -1;
+    }
+    free(saved->groups);
+    memset(saved, 0, sizeof(*saved));
+    return rc;
+}
+
 /* Frees and closes what shim_prepare put in ex. */
 void shim_prepare_free(struct shim_exec *ex)
 {
@@ -147,9 +200,15 @@ int shim_prepare(const struct shim_opts *o, struct shim_exec *ex, char **err)
     }
     ex->workdir = o->workdir;
     ex->umask = o->umask;
-    if (shim_conda_prepare(o, ex, err) < 0)
+    struct shim_prepare_ids saved;
+    int rc = shim_prepare_as_user(ex, &saved, err);
+    if (rc == 0)
+        rc = shim_conda_prepare(o, ex, err);
+    if (rc == 0) {
+        shim_command_prepare(o, ex);
+        shim_lookup_prepare(o, ex);
+    }
+    if (shim_prepare_as_root(&saved, err) < 0 || rc < 0)
         return -1;
-    shim_command_prepare(o, ex);
-    shim_lookup_prepare(o, ex);
     return shim_env_tasks(o, ex, err);
 }
