@@ -369,6 +369,10 @@ static void shim_args(const struct gflowd *d, const struct job *j, const struct 
     strvec_pushf(argv, "%s/%lld.json", d->paths.exit_dir, (long long)j->id);
     strvec_push(argv, "--log");
     strvec_pushf(argv, "%s/%lld.log", d->paths.log_dir, (long long)j->id);
+    if (d->cfg.max_log_bytes > 0) {
+        strvec_push(argv, "--log-max-bytes");
+        strvec_pushf(argv, "%lld", (long long)d->cfg.max_log_bytes);
+    }
     strvec_push(argv, "--workdir");
     strvec_push(argv, full->workdir ? full->workdir : "/");
     strvec_push(argv, "--kill-grace");

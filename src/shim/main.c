@@ -186,8 +186,12 @@ static void shim_main_std_fds(void)
 /* Runs the job from its preparation to the exit file; the shim's exit status. */
 static int shim_main(const struct shim_opts *o, const sigset_t *mask)
 {
-    struct shim_exec ex = {
-        .log_fd = -1, .null_fd = -1, .report_fd = -1, .cgroup_procs_fd = -1, .memcg_procs_fd = -1};
+    struct shim_exec ex = {.log_fd = -1,
+                           .out_fd = -1,
+                           .null_fd = -1,
+                           .report_fd = -1,
+                           .cgroup_procs_fd = -1,
+                           .memcg_procs_fd = -1};
     struct shim_run r = {.self = getpid(),
                          .first_failed = -1,
                          .sfd = -1,
@@ -195,10 +199,12 @@ static int shim_main(const struct shim_opts *o, const sigset_t *mask)
                          .report_rd = -1,
                          .kill_grace = o->kill_grace,
                          .mem_tfd = -1,
-                         .log_fd = -1};
+                         .relay = {.rd = -1, .log_fd = -1, .null_fd = -1}};
     char *err = NULL;
-    if (shim_prepare(o, &ex, &err) < 0 || shim_supervise_open(&r, mask, &err) < 0 ||
-        shim_memlimit_setup(o, &ex, &r.mem, &err) < 0 || shim_memlimit_open(&r, &ex, &err) < 0) {
+    if (shim_prepare(o, &ex, &err) < 0 || shim_relay_open(&r.relay, o, &ex, &err) < 0 ||
+        shim_supervise_open(&r, mask, &err) < 0 || shim_memlimit_setup(o, &ex, &r.mem, &err) < 0 ||
+        shim_memlimit_open(&r, &ex, &err) < 0) {
+        shim_relay_close(&r.relay);
         shim_memlimit_end(&r, o->job_id);
         shim_report_fail(o, err, true);
         free(err);
@@ -215,6 +221,7 @@ static int shim_main(const struct shim_opts *o, const sigset_t *mask)
     ex.lookup_error = NULL;
     shim_prepare_free(&ex); /* the job holds its own copies now */
     if (started == 0) {
+        shim_relay_close(&r.relay);
         shim_devices_end(&r, o->job_id);
         shim_memlimit_end(&r, o->job_id);
         shim_report_fail(o, err, true);
@@ -237,6 +244,8 @@ static int shim_main(const struct shim_opts *o, const sigset_t *mask)
     }
     shim_devices_end(&r, o->job_id); /* nothing of the job is left in it */
     shim_memlimit_end(&r, o->job_id);
+    /* The log is complete before the exit file says the job is over. */
+    shim_relay_close(&r.relay);
     /* A failure of the shim's own outranks the child's report. */
     char *report = shim_child_report(r.report_rd);
     struct exit_record rec;
@@ -261,8 +270,6 @@ static int shim_main(const struct shim_opts *o, const sigset_t *mask)
     }
     exit_record_free(&rec);
     close(r.report_rd);
-    if (r.log_fd >= 0)
-        close(r.log_fd);
     free(report);
     free(err);
     free(spawn_err);

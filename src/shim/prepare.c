@@ -34,11 +34,14 @@ static int shim_prepare_detach(const struct shim_opts *o, char **err)
     return 0;
 }
 
-/* Step 3: opens the job log for appending, owned by the job user. */
+/* Step 3: opens the job log, owned by the job user, at its end. Not O_APPEND: the relay
+ * splices into it (relay.c), which append mode refuses; the shim is its only writer. */
 static int shim_prepare_log(const struct shim_opts *o, bool set_creds, char **err)
 {
-    int fd = open(o->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOCTTY, 0600);
-    if (fd < 0) {
+    int fd = open(o->log_path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOCTTY, 0600);
+    if (fd < 0 || lseek(fd, 0, SEEK_END) < 0) {
+        if (fd >= 0)
+            close(fd);
         *err = xasprintf("cannot open log %s: %s", o->log_path, strerror(errno));
         return -1;
     }
@@ -169,6 +172,8 @@ void shim_prepare_free(struct shim_exec *ex)
     free(ex->groups);
     if (ex->log_fd >= 0)
         close(ex->log_fd);
+    if (ex->out_fd >= 0)
+        close(ex->out_fd);
     if (ex->null_fd >= 0)
         close(ex->null_fd);
     if (ex->cgroup_procs_fd >= 0)
