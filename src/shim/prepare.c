@@ -35,10 +35,11 @@ static int shim_prepare_detach(const struct shim_opts *o, char **err)
 }
 
 /* Step 3: opens the job log, owned by the job user, at its end. Not O_APPEND: the relay
- * splices into it (relay.c), which append mode refuses; the shim is its only writer. */
+ * splices into it (relay.c), which append mode refuses; the shim is its only writer.
+ * Readable too: the relay looks at the last byte before a line of its own. */
 static int shim_prepare_log(const struct shim_opts *o, bool set_creds, char **err)
 {
-    int fd = open(o->log_path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOCTTY, 0600);
+    int fd = open(o->log_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOCTTY, 0600);
     if (fd < 0 || lseek(fd, 0, SEEK_END) < 0) {
         if (fd >= 0)
             close(fd);

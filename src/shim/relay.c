@@ -137,10 +137,11 @@ static ssize_t shim_relay_step(struct shim_relay *rl)
 {
     size_t want = SHIM_RELAY_CHUNK;
     if (rl->max > 0) {
-        if (rl->written >= rl->max) {
-            if (!rl->truncated)
+        if (rl->written >= rl->max) { /* the line only once something is dropped */
+            ssize_t n = shim_relay_drop(rl, want);
+            if (n > 0 && !rl->truncated)
                 shim_relay_cut(rl);
-            return shim_relay_drop(rl, want);
+            return n;
         }
         if ((int64_t)want > rl->max - rl->written)
             want = (size_t)(rl->max - rl->written);
