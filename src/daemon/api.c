@@ -4,7 +4,14 @@
  * routes_dispatch answers it. If the answer follows a change that is not committed yet,
  * the connection is suspended with its reply ready; api_release_waiting resumes it after
  * the commit and libmicrohttpd calls us again to queue that reply (two-phase handler, so
- * keep-alive is kept). */
+ * keep-alive is kept). If that commit is lost instead (the disk is full), the changes are
+ * undone (serve.c) and api_redo_waiting answers again: a request that changed something
+ * gets an error, a read is answered anew from what is now in memory.
+ *
+ * While the data directory's filesystem (or, for new jobs, the logs') is full, a request
+ * that would write is refused with 507 before it is dispatched (disk.c); a cancel goes
+ * ahead (it frees space, and its change fits the room the database keeps), and so does a
+ * dry run. */
 #include "api.h"
 
 #include <errno.h>
@@ -22,6 +29,7 @@
 
 #include "auth.h"
 #include "daemon.h"
+#include "disk.h"
 #include "files.h"
 #include "jobs.h"
 #include "log.h"
@@ -35,6 +43,7 @@
 
 struct request {
     struct api *api;
+    const char *method, *url; /* libmicrohttpd's, valid until the request completes */
     struct strbuf body;
     bool too_large;
     unsigned status;
@@ -148,39 +157,84 @@ static void queue_or_wait(struct request *r, struct reply *rep)
     MHD_queue_response(r->conn, rep->status, rep->response);
 }
 
-static void answer(struct request *r, const char *method, const char *url)
+/* Whether a request changes nothing: a read, or a dry run. */
+static bool request_is_read(struct request *r)
+{
+    if (!strcmp(r->method, "GET") || !strcmp(r->method, "HEAD"))
+        return true;
+    const char *dry = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "dry_run");
+    if (dry && strcmp(dry, "0") != 0)
+        return true;
+    if (strcmp(r->url, "/v1/jobs") != 0 || !r->body.len)
+        return false;
+    json_t *o = json_loadb(r->body.buf, r->body.len, 0, NULL);
+    bool dry_run = json_is_true(json_object_get(o, "dry_run"));
+    json_decref(o);
+    return dry_run;
+}
+
+static bool str_ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* 507 for a request that would write while a filesystem gflowd writes to is full. */
+static bool refuse_for_space(struct request *r, struct reply *rep)
+{
+    if (!strcmp(r->method, "GET") || !strcmp(r->method, "HEAD") ||
+        (str_starts_with(r->url, "/v1/jobs/") && str_ends_with(r->url, "/cancel")))
+        return false;
+    bool new_jobs = !strcmp(r->url, "/v1/jobs") || str_ends_with(r->url, "/redo");
+    char *msg = NULL;
+    if (disk_check_write(r->api->d->disk, new_jobs, &msg) == 0 || request_is_read(r)) {
+        free(msg);
+        return false;
+    }
+    reply_error(rep, 507, "not saved: %s", msg);
+    free(msg);
+    return true;
+}
+
+/* The request's reply, in rep. */
+static void build_reply(struct request *r, struct reply *rep)
 {
     struct gflowd *d = r->api->d;
-    struct reply rep = {0};
     struct caller who = {0};
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
     if (!ci || auth_identify(d, ci->connect_fd, &who) < 0) {
-        reply_error(&rep, 403, "cannot identify the caller (SO_PEERCRED failed)");
+        reply_error(rep, 403, "cannot identify the caller (SO_PEERCRED failed)");
     } else if (!auth_may_use(d, &who)) {
-        reply_error(&rep, 403,
+        reply_error(rep, 403,
                     "this gflowd serves only %s (uid %u); start your own with 'gflowd up'", d->user,
                     (unsigned)d->uid);
     } else if (r->too_large) {
-        reply_error(&rep, 413, "request body larger than daemon.max_request_bytes (%lld bytes)",
+        reply_error(rep, 413, "request body larger than daemon.max_request_bytes (%lld bytes)",
                     (long long)d->cfg.max_request_bytes);
-    } else {
+    } else if (!refuse_for_space(r, rep)) {
         struct route_req req = {
             .d = d,
             .conn = r->conn,
             .who = &who,
-            .method = method,
-            .url = url,
+            .method = r->method,
+            .url = r->url,
             .body = r->body.buf ? r->body.buf : "",
             .body_len = r->body.len,
         };
-        routes_dispatch(&req, &rep);
+        routes_dispatch(&req, rep);
     }
     auth_caller_free(&who);
-    if (rep.follow_path)
-        follow_response(r->api, r->conn, &rep);
-    if (!rep.response)
-        reply_error(&rep, 500, "internal error: no reply");
+    if (rep->follow_path)
+        follow_response(r->api, r->conn, rep);
+    if (!rep->response)
+        reply_error(rep, 500, "internal error: no reply");
+}
+
+static void answer(struct request *r)
+{
+    struct reply rep = {0};
+    build_reply(r, &rep);
     queue_or_wait(r, &rep);
     reply_clear(&rep);
 }
@@ -195,6 +249,8 @@ static enum MHD_Result handler_cb(void *cls, struct MHD_Connection *c, const cha
         r = xcalloc(1, sizeof(*r));
         r->api = a;
         r->conn = c;
+        r->method = method;
+        r->url = url;
         *con_cls = r;
         const char *cl =
             MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -218,7 +274,7 @@ static enum MHD_Result handler_cb(void *cls, struct MHD_Connection *c, const cha
         r->response = NULL;
         return ret;
     }
-    answer(r, method, url);
+    answer(r);
     return MHD_YES;
 }
 
@@ -258,6 +314,23 @@ void api_release_waiting(struct api *a)
     }
     /* Resumed connections are taken up by the next MHD_run; nothing wakes epoll for them. */
     MHD_run(a->mhd);
+}
+
+void api_redo_waiting(struct api *a, unsigned status, const char *msg)
+{
+    for (struct request *r = a->waiting; r; r = r->next_waiting) {
+        MHD_destroy_response(r->response);
+        struct reply rep = {0};
+        if (request_is_read(r))
+            build_reply(r, &rep);
+        else
+            reply_error(&rep, status, "%s", msg);
+        r->status = rep.status;
+        r->response = rep.response;
+        rep.response = NULL;
+        reply_clear(&rep);
+    }
+    api_release_waiting(a);
 }
 
 /* ---- server ---- */

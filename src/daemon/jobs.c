@@ -469,6 +469,23 @@ int jobs_load(struct jobs *t, char **err)
     return 0;
 }
 
+int jobs_reload(struct jobs *t, char **err)
+{
+    struct jobs *fresh = jobs_new(t->store);
+    fresh->signal_cb = t->signal_cb;
+    fresh->signal_arg = t->signal_arg;
+    if (jobs_load(fresh, err) < 0) {
+        jobs_free(fresh);
+        return -1;
+    }
+    /* t keeps its address (the daemon and the runner hold it); the old contents go. */
+    struct jobs old = *t;
+    *t = *fresh;
+    *fresh = old;
+    jobs_free(fresh);
+    return 0;
+}
+
 void jobs_free(struct jobs *t)
 {
     if (!t)
@@ -857,7 +874,8 @@ void jobs_after_commit_signal(struct jobs *t, int64_t job_id, int sig)
 int jobs_commit(struct jobs *t)
 {
     if (store_in_transaction(t->store) && store_commit(t->store) < 0) {
-        log_error("commit failed (will retry): %s", store_error(t->store));
+        if (!store_transaction_lost(t->store)) /* else the caller undoes it, and says so */
+            log_error("commit failed (will retry): %s", store_error(t->store));
         return -1;
     }
     /* Actions may queue further actions (and changes); take the list first. */

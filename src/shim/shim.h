@@ -173,7 +173,8 @@ void shim_opts_usage(void);
 /* Step 1: writes the lock file's first line into the daemon's lock fd and makes the fd
  * close-on-exec. 0, or -1 with *err. */
 int shim_report_lock(int fd, char **err);
-/* Writes rec to the exit file atomically. 0 or -1 with errno set. */
+/* Writes rec to the exit file atomically, else (no space) into its reserved room. 0 or
+ * -1 with errno set. */
 int shim_report_exit(const struct shim_opts *o, const struct exit_record *rec);
 /* Reports a failure of the shim's own, which makes it exit SHIM_EXIT_FAIL or
  * SHIM_EXIT_USAGE: one line on stderr, and msg as the lock file's error line. With

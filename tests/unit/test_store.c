@@ -1032,7 +1032,8 @@ static off_t file_size(const char *path)
     return stat(path, &st) == 0 ? st.st_size : 0;
 }
 
-/* A COMMIT that fails because the disk is full (here: a file size limit) loses the
+/* A COMMIT that fails because the disk is full (here: a file size limit, below the room
+ * the store reserves in its WAL, which it would otherwise write into) loses the
  * transaction; the store keeps saying so, refusing changes, until it is rolled back. */
 static void test_commit_failure(void **state)
 {
@@ -1052,7 +1053,8 @@ static void test_commit_failure(void **state)
     struct rlimit old, lim;
     assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
     lim = old;
-    lim.rlim_cur = (rlim_t)file_size(wal) + 256 * 1024;
+    assert_true(file_size(wal) >= 4 * 1024 * 1024); /* the reserve */
+    lim.rlim_cur = 256 * 1024;
     assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
     int rc = store_commit(f->s);
     assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
@@ -1083,6 +1085,47 @@ static void test_commit_failure(void **state)
     assert_int_equal(store_get_job(f->s, 3, &got, false), 0);
     job_clear(&got);
     assert_int_equal(store_get_job(f->s, 2, &got, false), 1);
+}
+
+/* A statement that fails inside a transaction for the same reason (the page cache
+ * spills to the WAL) loses the whole transaction too: the changes before it are gone,
+ * and the changes after it are refused rather than made outside any transaction. */
+static void test_statement_failure_loses_the_transaction(void **state)
+{
+    struct fixture *f = *state;
+    insert_free(f->s, mkjob(1, JOB_QUEUED, "u", 10, 1));
+    assert_int_equal(store_begin(f->s), 0);
+    insert_free(f->s, mkjob(2, JOB_QUEUED, "u", 10, 1));
+    struct job *big = mkjob(3, JOB_QUEUED, "u", 10, 1);
+    big->script = xmalloc(6 << 20); /* more than the page cache holds */
+    memset(big->script, '#', (6 << 20) - 1);
+    big->script[(6 << 20) - 1] = '\0';
+
+    void (*old_handler)(int) = signal(SIGXFSZ, SIG_IGN);
+    struct rlimit old, lim;
+    assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+    lim = old;
+    lim.rlim_cur = 256 * 1024;
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    int rc = store_insert_job(f->s, big, NULL);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+    signal(SIGXFSZ, old_handler);
+    job_free(big);
+
+    assert_int_equal(rc, -1);
+    assert_true(store_transaction_lost(f->s));
+    assert_true(store_in_transaction(f->s));
+    struct job *j4 = mkjob(4, JOB_QUEUED, "u", 10, 1);
+    assert_int_equal(store_insert_job(f->s, j4, NULL), -1); /* not in autocommit mode */
+    assert_int_equal(store_commit(f->s), -1);
+    store_rollback(f->s);
+    struct job got;
+    assert_int_equal(store_get_job(f->s, 2, &got, false), 1); /* before the failure: gone */
+    assert_int_equal(store_get_job(f->s, 4, &got, false), 1);
+    assert_int_equal(store_get_job(f->s, 1, &got, false), 0); /* committed before: kept */
+    job_clear(&got);
+    insert_ok(f->s, j4);
+    job_free(j4);
 }
 
 /* Committed data survives a reopen; and the last close leaves the file consistent. */
@@ -1154,6 +1197,7 @@ int main(void)
         T(test_refuses_newer_schema),
         T(test_migrate_reasons),
         T(test_migrate_umask),
+        T(test_statement_failure_loses_the_transaction),
         T(test_group_payload),
         cmocka_unit_test(test_open_bad_path),
         T(test_insert_get),
