@@ -318,10 +318,16 @@ void api_release_waiting(struct api *a)
 
 void api_redo_waiting(struct api *a, unsigned status, const char *msg)
 {
-    for (struct request *r = a->waiting; r; r = r->next_waiting) {
+    struct request *list = a->waiting, *reads = NULL;
+    a->waiting = NULL;
+    bool resumed = false;
+    while (list) {
+        struct request *r = list;
+        list = r->next_waiting;
         MHD_destroy_response(r->response);
         struct reply rep = {0};
-        if (request_is_read(r))
+        bool read = request_is_read(r);
+        if (read)
             build_reply(r, &rep);
         else
             reply_error(&rep, status, "%s", msg);
@@ -329,7 +335,18 @@ void api_redo_waiting(struct api *a, unsigned status, const char *msg)
         r->response = rep.response;
         rep.response = NULL;
         reply_clear(&rep);
+        if (read) { /* from what is in memory now: it waits for the next commit */
+            r->next_waiting = reads;
+            reads = r;
+        } else { /* nothing of it was saved: that needs no commit to say */
+            r->next_waiting = NULL;
+            MHD_resume_connection(r->conn);
+            resumed = true;
+        }
     }
+    a->waiting = reads;
+    if (resumed)
+        MHD_run(a->mhd);
     api_release_waiting(a);
 }
 

@@ -18,9 +18,10 @@ void api_stop(struct api *a);
 void api_poll(struct api *a);
 /* Sends the replies that were waiting for the commit that just happened. */
 void api_release_waiting(struct api *a);
-/* The commit they waited for was lost and its changes undone: a request that changed
- * something is answered status with msg instead, a read is answered again; then as
- * api_release_waiting (they may wait for the next commit). */
+/* The commit they waited for was lost and its changes undone (call once memory is as the
+ * database says): a request that changed something is answered status with msg at once,
+ * a read is answered again from memory and waits, as ever, for the next commit if a
+ * change is pending. */
 void api_redo_waiting(struct api *a, unsigned status, const char *msg);
 
 #endif
