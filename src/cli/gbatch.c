@@ -599,6 +599,14 @@ int main(int argc, char **argv)
         cli_die(CLI_EXIT_FAIL, "the current directory's path is not valid UTF-8");
     json_object_set_new(spec, "workdir", wd);
     json_object_set_new(spec, "env", gbatch_environment());
+    /* The job creates its files as this shell would (unless --umask says otherwise). */
+    if (!json_object_get(spec, "umask")) {
+        mode_t mask = umask(0);
+        umask(mask);
+        char text[8];
+        format_umask((int)mask, text);
+        json_object_set_new(spec, "umask", json_string(text));
+    }
     const json_t *time_limit = json_object_get(spec, "time_limit");
     if (json_is_string(json_object_get(spec, "signal_spec")) && json_integer_value(time_limit) <= 0)
         cli_usage_error("--signal sends SIG before the time limit; it needs --time");

@@ -233,6 +233,9 @@ static void gjob_print_job(const json_t *raw, const struct job *j)
     gjob_field("CondaEnv", j->conda_env);
     gjob_field("WarnSignal", json_string_value(json_object_get(raw, "signal_spec")));
     gjob_field_owned("BeginTime", output_time(j->begin_time));
+    /* A job stored without one runs with gflowd's own (docs/usage.md). */
+    const char *mask = json_string_value(json_object_get(raw, "umask"));
+    gjob_field_owned("Umask", mask ? xstrdup(mask) : xstrdup("0077 (none given)"));
     gjob_field_owned("ShimPID",
                      j->shim_pid > 0 ? xasprintf("%lld", (long long)j->shim_pid) : xstrdup("-"));
     gjob_field_owned("MaxRSS", j->max_rss_kb > 0 ? gjob_kib(j->max_rss_kb) : xstrdup("-"));

@@ -34,6 +34,7 @@ enum {
     JOBOPT_DEPENDS_ALL,
     JOBOPT_DEPENDS_ANY,
     JOBOPT_NO_AUTO_CANCEL,
+    JOBOPT_UMASK,
 };
 
 struct jobopt;
@@ -59,7 +60,7 @@ struct jobopt {
 
 static jobopt_parse_fn jo_name, jo_priority, jo_time, jo_begin, jo_signal, jo_hold, jo_max_retries,
     jo_memory, jo_conda_env, jo_gpus, jo_gres, jo_gpu_memory, jo_shared, jo_gpus_per_task,
-    jo_depends, jo_depends_mode, jo_no_auto_cancel;
+    jo_depends, jo_depends_mode, jo_no_auto_cancel, jo_umask;
 
 /* In the order of the help. (Kept out of clang-format: one row per option reads as a table.) */
 /* clang-format off */
@@ -110,6 +111,10 @@ static const struct jobopt jo_table[] = {
              "the environment is missing the job fails at once (LaunchFailed)",
      .submit_help = "; a command job uses $CONDA_DEFAULT_ENV when this is not given",
      .parse = jo_conda_env},
+    {.val = JOBOPT_UMASK, .longs = {"umask"}, .has_arg = true, .cmds = JO_ALL, .arg = "MODE",
+     .help = "the umask the job runs with, in octal (022, 0077): the permissions files it "
+             "creates do not get",
+     .submit_help = " (default: this shell's umask)", .parse = jo_umask},
 
     {.val = 'g', .shorts = "g", .longs = {"gpus"}, .has_arg = true, .cmds = JO_ALL,
      .section = JOBOPTS_GPUS, .arg = "N",
@@ -376,6 +381,18 @@ static void jo_conda_env(const struct jobopts_ctx *ctx, const struct jobopt *o, 
         json_object_set_new(spec, "conda_env", json_null());
     else
         jo_set_text(ctx, spec, "conda_env", arg, "the conda environment's name");
+}
+
+static void jo_umask(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
+                     json_t *spec)
+{
+    int mask;
+    char *err = NULL;
+    if (parse_umask(arg, &mask, &err) < 0)
+        jobopts_error(ctx, "--%s: %s", o->longs[0], err);
+    char text[8];
+    format_umask(mask, text);
+    json_object_set_new(spec, "umask", json_string(text));
 }
 
 /* More GPUs than the daemon can ever manage is a typo: refused before it is sent. */

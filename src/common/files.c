@@ -104,6 +104,45 @@ fail:;
     return -1;
 }
 
+int reserve_file(const char *path, size_t len, unsigned mode)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
+    if (fd < 0)
+        return -1;
+    int rc = posix_fallocate(fd, 0, (off_t)len);
+    close(fd);
+    if (rc != 0) {
+        errno = rc;
+        return -1;
+    }
+    return 0;
+}
+
+int write_file_in_place(const char *path, const void *data, size_t len)
+{
+    int fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return -1;
+    const char *p = data;
+    off_t off = 0;
+    while ((size_t)off < len) {
+        ssize_t n = pwrite(fd, p + off, len - (size_t)off, off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            goto fail;
+        off += n;
+    }
+    if (ftruncate(fd, (off_t)len) < 0 || fsync(fd) < 0)
+        goto fail;
+    return close(fd);
+fail:;
+    int e = errno ? errno : EIO;
+    close(fd);
+    errno = e;
+    return -1;
+}
+
 int mkdir_p(const char *path, unsigned mode)
 {
     char *p = xstrdup(path);

@@ -56,7 +56,10 @@ void paths_resolve(struct gflow_paths *p, const struct gflow_config *cfg, bool s
     else
         p->socket_path = paths_user_socket();
     p->db_path = xasprintf("%s/gflow.db", p->data_dir);
-    p->log_dir = xasprintf("%s/logs", p->data_dir);
+    if (cfg && cfg->log_dir)
+        p->log_dir = xstrdup(cfg->log_dir);
+    else
+        p->log_dir = xasprintf("%s/logs", p->data_dir);
     p->exit_dir = xasprintf("%s/exits", p->data_dir);
     p->run_dir = xasprintf("%s/run", p->data_dir);
     p->lock_path = xasprintf("%s/gflowd.lock", p->data_dir);

@@ -17,14 +17,14 @@ struct gflow_paths {
     char *data_dir;
     char *socket_path;
     char *db_path;    /* <data>/gflow.db */
-    char *log_dir;    /* <data>/logs */
+    char *log_dir;    /* daemon.log_dir, else <data>/logs */
     char *exit_dir;   /* <data>/exits: exit files written by the shims */
     char *run_dir;    /* <data>/run: per-job lock, env and script files */
     char *lock_path;  /* <data>/gflowd.lock: pid and start time of the daemon */
     char *daemon_log; /* <data>/gflowd.log */
 };
 
-/* Fills p from the config (its data_dir/socket_path override) and the environment. */
+/* Fills p from the config (its data_dir/socket_path/log_dir override) and the environment. */
 void paths_resolve(struct gflow_paths *p, const struct gflow_config *cfg, bool system);
 void paths_free(struct gflow_paths *p);
 

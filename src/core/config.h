@@ -39,6 +39,9 @@ struct gflow_config {
     bool constrain_devices;         /* daemon.constrain_devices: deny jobs the GPUs they were not
                                 * given through the cgroup v1 devices controller; default
                                 * false */
+    char *log_dir;                  /* daemon.log_dir: where job logs go; NULL = <data>/logs */
+    int64_t max_log_bytes;          /* daemon.max_log_bytes: a job log's cap; default 1 GiB,
+                                     * 0 = no cap */
     struct gflow_limits limits;     /* [limits] */
     char *source_path;              /* the file that was read, NULL if none */
 };

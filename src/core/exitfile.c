@@ -83,6 +83,25 @@ char *exit_record_encode(const struct exit_record *rec)
     return out;
 }
 
+char *exit_record_encode_max(const struct exit_record *rec, size_t max)
+{
+    char *text = exit_record_encode(rec);
+    size_t keep = rec->error ? strlen(rec->error) : 0;
+    struct exit_record cut = *rec;
+    /* Cut in proportion (an escaped byte takes up to 6 in the text), then again until it
+     * fits. */
+    while (strlen(text) > max && keep > 0) {
+        size_t len = strlen(text);
+        size_t shorter = (size_t)((double)keep * (double)max / (double)len);
+        keep = shorter < keep && shorter > 16 ? shorter - 16 : (keep > 64 ? keep - 64 : 0);
+        cut.error = xstrndup(rec->error, keep);
+        free(text);
+        text = exit_record_encode(&cut);
+        free(cut.error);
+    }
+    return text;
+}
+
 /* The integer at key if it is one within [min, max]; else dflt. */
 static int64_t json_int_in(const json_t *o, const char *key, int64_t min, int64_t max, int64_t dflt)
 {

@@ -2,7 +2,13 @@
  * by both sides (src/shim and the daemon's runner), so that neither can drift:
  *
  *  - the exit file: one JSON object the shim writes atomically when the job is over
- *    (docs/design.md §4), as struct exit_record, with its encoder and decoder;
+ *    (docs/design.md §4), as struct exit_record, with its encoder and decoder. Before
+ *    it starts the shim, the daemon creates the exit file as EXITFILE_RESERVE zero
+ *    bytes whose blocks are allocated, and the lock file as EXITFILE_LOCK_MAX: a job
+ *    whose filesystem fills up while it runs still gets its outcome recorded. The shim
+ *    writes the record atomically (temp file, rename over the reserved one) and, when
+ *    that fails for want of space, in place into the reserved file (then cut to the
+ *    record's length). A file that holds no complete record reads as no exit file;
  *  - the lock file: the daemon flock()s <run>/<id>.lock and passes it on --lock-fd; the
  *    shim writes "<pid> <starttime>\n" into it first thing, and when it fails (it exits
  *    SHIM_EXIT_FAIL or SHIM_EXIT_USAGE) a second line with the one-line reason, which
@@ -68,6 +74,10 @@ void exit_record_free(struct exit_record *rec);
  * Text that is not valid UTF-8 has its bad bytes replaced by U+FFFD, so that the file
  * always parses. */
 char *exit_record_encode(const struct exit_record *rec);
+/* exit_record_encode, with the error cut short as far as needed for the text to be at
+ * most max bytes (a record written into the reserved exit file; max must leave room for
+ * the other fields, a few hundred bytes). */
+char *exit_record_encode_max(const struct exit_record *rec, size_t max);
 /* Reads an exit file's text (len bytes, need not be NUL-terminated) into *rec
  * (initialised here). Missing or mistyped fields keep their null / zero value. 0, or -1
  * when the text is no JSON object (then *rec is empty). */
@@ -75,6 +85,9 @@ int exit_record_decode(const char *text, size_t len, struct exit_record *rec);
 
 /* The lock file never holds more than this many bytes: read this much to see it all. */
 #define EXITFILE_LOCK_MAX 2048
+/* The room reserved for the exit record; a record written in place is cut to fit it
+ * (exit_record_encode_max). */
+#define EXITFILE_RESERVE 16384
 /* What the lock file says. */
 struct exit_lock {
     int64_t pid, start; /* the shim (0: not written yet) */

@@ -381,6 +381,7 @@ void job_init(struct job *j)
     j->exit_code = -1;
     j->array_task = -1;
     j->attempt = 1;
+    j->umask = -1;
 }
 
 void job_clear(struct job *j)

@@ -171,6 +171,10 @@ struct job {
     bool warn_main_only;
     /* --begin: the job does not start before this unix time (0 = no such wait). */
     double begin_time;
+    /* The umask the job runs with: the submitter's, as gbatch captured it (0 to 0777);
+     * -1: none was given (jobs of earlier versions, API clients that leave it out),
+     * and the job runs with 0077, gflowd's own. */
+    int umask;
 
     /* Dependencies (on earlier jobs; at most one entry per id and kind). */
     struct job_dep *deps;
@@ -242,6 +246,7 @@ enum job_field {
     JOB_FIELD_GROUP_ID,
     JOB_FIELD_ARRAY_TASK,
     JOB_FIELD_MAX_CONCURRENT,
+    JOB_FIELD_UMASK,
     JOB_FIELD_COUNT
 };
 const char *job_field_name(enum job_field f);

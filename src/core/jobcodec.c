@@ -65,6 +65,7 @@ static const char *const field_names[JOB_FIELD_COUNT] = {
     "conda_env",    "signal_spec",   "begin_time",
     "max_retries",  "attempt",       "retry_of",
     "group_id",     "array_task",    "max_concurrent",
+    "umask",
 };
 
 const char *job_field_name(enum job_field f)
@@ -300,6 +301,15 @@ void job_append_field(struct strbuf *sb, const struct job *j, enum job_field f, 
     case JOB_FIELD_MAX_CONCURRENT:
         append_int(sb, j->group ? j->group->max_concurrent : 0, j->group != NULL, tsv);
         break;
+    case JOB_FIELD_UMASK:
+        if (j->umask >= 0) {
+            char mask[8];
+            format_umask(j->umask, mask);
+            append_text(sb, mask, tsv);
+        } else {
+            append_null(sb, tsv);
+        }
+        break;
     case JOB_FIELD_SIGNAL_SPEC:
         if (j->warn_signal > 0) {
             char *spec = format_signal_spec(j->warn_signal, j->warn_secs, j->warn_main_only);
@@ -376,6 +386,18 @@ static double get_time(const json_t *o, const char *key)
     return json_is_number(v) ? json_number_value(v) : 0;
 }
 
+/* A umask's text form back; -1 when absent or not one. */
+static int read_umask(const char *s)
+{
+    int mask;
+    char *err = NULL;
+    if (!s || parse_umask(s, &mask, &err) < 0) {
+        free(err);
+        return -1;
+    }
+    return mask;
+}
+
 int job_from_json(const json_t *o, struct job *j)
 {
     if (!json_is_object(o))
@@ -409,6 +431,7 @@ int job_from_json(const json_t *o, struct job *j)
     j->conda_env = get_str(o, "conda_env");
     job_set_signal_spec(j, json_string_value(json_object_get(o, "signal_spec")));
     j->begin_time = get_time(o, "begin_time");
+    j->umask = read_umask(json_string_value(json_object_get(o, "umask")));
     j->max_retries = (int)get_int(o, "max_retries", 0);
     j->attempt = (int)get_int(o, "attempt", 1);
     j->retry_of = get_int(o, "retry_of", 0);
@@ -584,6 +607,9 @@ static void set_field(struct job *j, enum job_field f, char *v, bool borrow)
         break;
     case JOB_FIELD_ARRAY_TASK:
         j->array_task = tsv_int(v, -1);
+        break;
+    case JOB_FIELD_UMASK:
+        j->umask = read_umask(v);
         break;
     default: /* derived fields (state_name, signal_name) */
         break;

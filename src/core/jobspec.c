@@ -35,6 +35,7 @@ static const char *const spec_fields[] = {"command",
                                           "signal_spec",
                                           "begin_time",
                                           "max_retries",
+                                          "umask",
                                           /* handled by route_submit: */ "array",
                                           "params",
                                           "name_template",
@@ -209,6 +210,16 @@ struct job *jobspec_to_job(const json_t *spec, const struct jobspec_limits *lim,
         goto bad;
     }
     j->max_retries = retries ? (int)json_integer_value(retries) : 0;
+    json_t *mask = json_object_get(spec, "umask");
+    if (mask && !json_is_null(mask)) {
+        char *why = NULL;
+        if (!json_is_string(mask) || parse_umask(json_string_value(mask), &j->umask, &why) < 0) {
+            free(why);
+            *err = xstrdup("'umask' must be a string of 1 to 4 octal digits, at most \"0777\" "
+                           "(e.g. \"0022\")");
+            goto bad;
+        }
+    }
     json_t *sigspec = json_object_get(spec, "signal_spec");
     if (sigspec && !json_is_null(sigspec)) {
         char *why = NULL;
@@ -502,6 +513,11 @@ json_t *jobspec_from_job(const struct job *f)
     if (f->begin_time > 0)
         json_object_set_new(s, "begin_time", json_real(f->begin_time));
     json_object_set_new(s, "max_retries", json_integer(f->max_retries));
+    if (f->umask >= 0) {
+        char mask[8];
+        format_umask(f->umask, mask);
+        json_object_set_new(s, "umask", json_string(mask));
+    }
     json_t *deps = json_array();
     for (size_t i = 0; i < f->n_deps; i++)
         json_array_append_new(deps, json_pack("{s:I, s:s}", "id", (json_int_t)f->deps[i].id, "kind",
@@ -555,7 +571,7 @@ static const char *const update_fields[] = {
     "params",        "name",       "command",      "script_path",   "workdir",
     "priority",      "time_limit", "gpus",         "gpu_memory_mb", "shared",
     "gpus_per_task", "memory_mb",  "conda_env",    "signal_spec",   "begin_time",
-    "max_retries",   "depends_on", "depends_mode", "auto_cancel"};
+    "max_retries",   "depends_on", "depends_mode", "auto_cancel",   "umask"};
 
 static json_t *change(const char *field, json_t *old, json_t *new)
 {
@@ -593,7 +609,7 @@ json_t *jobspec_changes(const struct job *before_job, const struct job *after_jo
 const char *jobspec_owner_only_field(const json_t *over)
 {
     static const char *const fields[] = {"command", "script",    "script_path", "workdir",
-                                         "env",     "conda_env", "params"};
+                                         "env",     "conda_env", "params",      "umask"};
     for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
         if (json_object_get(over, fields[i]))
             return fields[i];

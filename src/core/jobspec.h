@@ -91,7 +91,7 @@ json_t *jobspec_changes(const struct job *before, const struct job *after, const
  * directory or environment), so that its stored payload must be rewritten. */
 bool jobspec_changes_what(const json_t *over);
 /* The first field of over that only the job's owner may change: what the job runs and
- * the environment it runs in (command, script, workdir, env, conda_env, a sweep's
+ * the environment it runs in (command, script, workdir, env, conda_env, umask, a sweep's
  * params), which an admin changing someone else's job would otherwise run as that
  * user. NULL if none. */
 const char *jobspec_owner_only_field(const json_t *over);

@@ -272,6 +272,28 @@ int parse_priority(const char *s, int *prio, char **err)
     return 0;
 }
 
+int parse_umask(const char *s, int *mask, char **err)
+{
+    size_t n = strlen(s);
+    int v = 0;
+    bool ok = n >= 1 && n <= 4;
+    for (size_t i = 0; ok && i < n; i++) {
+        ok = s[i] >= '0' && s[i] <= '7';
+        v = v * 8 + (s[i] - '0');
+    }
+    if (!ok || v > 0777) {
+        *err = xasprintf("invalid umask '%s': use 1 to 4 octal digits, at most 0777 (e.g. 022)", s);
+        return -1;
+    }
+    *mask = v;
+    return 0;
+}
+
+void format_umask(int mask, char buf[8])
+{
+    snprintf(buf, 8, "%04o", (unsigned)mask & 0777);
+}
+
 static bool shell_is_safe(const char *w)
 {
     if (*w == '\0')

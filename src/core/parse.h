@@ -52,6 +52,11 @@ int parse_begin_time(const char *s, double now, double *at, char **err);
 /* Priority 0..255. */
 int parse_priority(const char *s, int *prio, char **err);
 
+/* A umask as octal digits ("022", "0077"; 1 to 4 digits, at most 0777). */
+int parse_umask(const char *s, int *mask, char **err);
+/* The text form of a umask: four octal digits ("0022"). */
+void format_umask(int mask, char buf[8]);
+
 /* A word quoted for /bin/sh if it needs it ("a b" -> "'a b'", "x" -> "x"). */
 char *shell_quote(const char *word);
 

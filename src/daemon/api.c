@@ -8,7 +8,15 @@
  * limits.max_body_bytes_in_flight (else 503). Then routes_dispatch answers it. If the
  * answer follows a change that is not committed yet, the connection is suspended with its
  * reply ready; api_release_waiting resumes it after the commit and libmicrohttpd calls us
- * again to queue that reply (two-phase handler, so keep-alive is kept). */
+ * again to queue that reply (two-phase handler, so keep-alive is kept). If that commit is
+ * lost instead (the disk is full), the changes are undone (serve.c) and api_redo_waiting
+ * answers again: a request that changed something gets an error, a read is answered anew
+ * from what is now in memory.
+ *
+ * While the data directory's filesystem (or, for new jobs, the logs') is full, a request
+ * that would write is refused with 507 before it is dispatched (disk.c); a cancel goes
+ * ahead (it frees space, and its change fits the room the database keeps), and so does a
+ * dry run. */
 #include "api.h"
 
 #include <errno.h>
@@ -26,6 +34,7 @@
 
 #include "auth.h"
 #include "daemon.h"
+#include "disk.h"
 #include "files.h"
 #include "jobs.h"
 #include "listener.h"
@@ -50,6 +59,7 @@ struct conn {
 /* One request on a connection. */
 struct request {
     struct api *api;
+    const char *method, *url; /* libmicrohttpd's, valid until the request completes */
     struct strbuf body;
     uint64_t reserved; /* bytes of max_body_bytes_in_flight held for this body */
     unsigned refused;  /* 413 or 503: the body is not kept, the answer is this status */
@@ -168,46 +178,91 @@ static void queue_or_wait(struct request *r, struct reply *rep)
     MHD_queue_response(r->conn, rep->status, rep->response);
 }
 
-static void answer(struct request *r, const char *method, const char *url)
+/* Whether a request changes nothing: a read, or a dry run. */
+static bool request_is_read(struct request *r)
+{
+    if (!strcmp(r->method, "GET") || !strcmp(r->method, "HEAD"))
+        return true;
+    const char *dry = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "dry_run");
+    if (dry && strcmp(dry, "0") != 0)
+        return true;
+    if (strcmp(r->url, "/v1/jobs") != 0 || !r->body.len)
+        return false;
+    json_t *o = json_loadb(r->body.buf, r->body.len, 0, NULL);
+    bool dry_run = json_is_true(json_object_get(o, "dry_run"));
+    json_decref(o);
+    return dry_run;
+}
+
+static bool str_ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* 507 for a request that would write while a filesystem gflowd writes to is full. */
+static bool refuse_for_space(struct request *r, struct reply *rep)
+{
+    if (!strcmp(r->method, "GET") || !strcmp(r->method, "HEAD") ||
+        (str_starts_with(r->url, "/v1/jobs/") && str_ends_with(r->url, "/cancel")))
+        return false;
+    bool new_jobs = !strcmp(r->url, "/v1/jobs") || str_ends_with(r->url, "/redo");
+    char *msg = NULL;
+    if (disk_check_write(r->api->d->disk, new_jobs, &msg) == 0 || request_is_read(r)) {
+        free(msg);
+        return false;
+    }
+    reply_error(rep, 507, "not saved: %s", msg);
+    free(msg);
+    return true;
+}
+
+/* The request's reply, in rep. */
+static void build_reply(struct request *r, struct reply *rep)
 {
     struct gflowd *d = r->api->d;
     const struct gflow_limits *lim = &d->cfg.limits;
-    struct reply rep = {0};
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
     struct conn *cn = ci ? ci->socket_context : NULL;
     if (!cn || !cn->identified) {
-        reply_error(&rep, 403, "cannot identify the caller (SO_PEERCRED failed)");
+        reply_error(rep, 403, "cannot identify the caller (SO_PEERCRED failed)");
     } else if (!auth_may_use(d, &cn->who)) {
-        reply_error(&rep, 403,
+        reply_error(rep, 403,
                     "this gflowd serves only %s (uid %u); start your own with 'gflowd up'", d->user,
                     (unsigned)d->uid);
     } else if (r->refused == 413) {
-        reply_error(&rep, 413,
+        reply_error(rep, 413,
                     "request body larger than limits.max_request_bytes (%lld bytes); an admin "
                     "can raise it in the [limits] section of gflow.toml",
                     (long long)lim->max_request_bytes);
     } else if (r->refused == 503) {
-        reply_error(&rep, 503,
+        reply_error(rep, 503,
                     "gflowd is receiving too many large requests at once "
                     "(limits.max_body_bytes_in_flight, %lld bytes); retry in a moment",
                     (long long)lim->max_body_bytes_in_flight);
-    } else {
+    } else if (!refuse_for_space(r, rep)) {
         struct route_req req = {
             .d = d,
             .conn = r->conn,
             .who = &cn->who,
-            .method = method,
-            .url = url,
+            .method = r->method,
+            .url = r->url,
             .body = r->body.buf ? r->body.buf : "",
             .body_len = r->body.len,
         };
-        routes_dispatch(&req, &rep);
+        routes_dispatch(&req, rep);
     }
-    if (rep.follow_path)
-        follow_response(r->api, r->conn, &rep);
-    if (!rep.response)
-        reply_error(&rep, 500, "internal error: no reply");
+    if (rep->follow_path)
+        follow_response(r->api, r->conn, rep);
+    if (!rep->response)
+        reply_error(rep, 500, "internal error: no reply");
+}
+
+static void answer(struct request *r)
+{
+    struct reply rep = {0};
+    build_reply(r, &rep);
     queue_or_wait(r, &rep);
     reply_clear(&rep);
 }
@@ -278,11 +333,13 @@ static enum MHD_Result handler_cb(void *cls, struct MHD_Connection *c, const cha
         r = xcalloc(1, sizeof(*r));
         r->api = a;
         r->conn = c;
+        r->method = method;
+        r->url = url;
         *con_cls = r;
         request_begins(r, c);
         if (r->refused) { /* answered at once: none of the body is read */
             r->answered = true;
-            answer(r, method, url);
+            answer(r);
         }
         return MHD_YES;
     }
@@ -291,7 +348,7 @@ static enum MHD_Result handler_cb(void *cls, struct MHD_Connection *c, const cha
         *upload_size = 0;
         if (r->refused && !r->answered) { /* and the rest is not read either */
             r->answered = true;
-            answer(r, method, url);
+            answer(r);
         }
         return MHD_YES;
     }
@@ -303,7 +360,7 @@ static enum MHD_Result handler_cb(void *cls, struct MHD_Connection *c, const cha
     }
     if (r->answered) /* refused: its answer is queued or waiting */
         return MHD_YES;
-    answer(r, method, url);
+    answer(r);
     return MHD_YES;
 }
 
@@ -383,6 +440,40 @@ void api_release_waiting(struct api *a)
     }
     /* Resumed connections are taken up by the next MHD_run; nothing wakes epoll for them. */
     MHD_run(a->mhd);
+}
+
+void api_redo_waiting(struct api *a, unsigned status, const char *msg)
+{
+    struct request *list = a->waiting, *reads = NULL;
+    a->waiting = NULL;
+    bool resumed = false;
+    while (list) {
+        struct request *r = list;
+        list = r->next_waiting;
+        MHD_destroy_response(r->response);
+        struct reply rep = {0};
+        bool read = request_is_read(r);
+        if (read)
+            build_reply(r, &rep);
+        else
+            reply_error(&rep, status, "%s", msg);
+        r->status = rep.status;
+        r->response = rep.response;
+        rep.response = NULL;
+        reply_clear(&rep);
+        if (read) { /* from what is in memory now: it waits for the next commit */
+            r->next_waiting = reads;
+            reads = r;
+        } else { /* nothing of it was saved: that needs no commit to say */
+            r->next_waiting = NULL;
+            MHD_resume_connection(r->conn);
+            resumed = true;
+        }
+    }
+    a->waiting = reads;
+    if (resumed)
+        MHD_run(a->mhd);
+    api_release_waiting(a);
 }
 
 /* ---- server ---- */

@@ -232,6 +232,12 @@ int ctl_status(const struct gflowd *d)
                json_string_value(json_object_get(mem, "enforcement")));
     printf("Socket: %s\n", json_string_value(json_object_get(st, "socket")));
     printf("Data: %s\n", json_string_value(json_object_get(st, "data_dir")));
+    const char *logs = json_string_value(json_object_get(st, "log_dir"));
+    if (logs)
+        printf("Logs: %s\n", logs);
+    const char *full = json_string_value(json_object_get(st, "disk_full"));
+    if (full)
+        printf("Disk full: %s\n", full);
     json_decref(st);
     return 0;
 }

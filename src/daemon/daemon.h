@@ -1,6 +1,6 @@
 /* daemon: the context every part of gflowd works in, made once by serve.c and passed
  * explicitly (there is no global daemon state): the settings, the paths, the store,
- * the job table, the GPUs and the HTTP server, and the facts about this process that
+ * the job table, the GPUs, the HTTP server, the filesystems' room, and the facts about this process that
  * the request handlers and the runner need. */
 #ifndef GFLOWD_DAEMON_H
 #define GFLOWD_DAEMON_H
@@ -16,6 +16,7 @@ struct store;
 struct jobs;
 struct gpus;
 struct api;
+struct disk;
 
 struct gflowd {
     struct gflow_config cfg;
@@ -24,9 +25,10 @@ struct gflowd {
     struct jobs *jobs;
     struct gpus *gpus;
     struct api *api;
-    bool system; /* started as root: serves every user, runs jobs as their submitters */
-    uid_t uid;   /* the daemon's own uid */
-    char *user;  /* and its login name */
+    struct disk *disk; /* room on the data and log filesystems */
+    bool system;       /* started as root: serves every user, runs jobs as their submitters */
+    uid_t uid;         /* the daemon's own uid */
+    char *user;        /* and its login name */
     bool has_admin_gid;
     gid_t admin_gid;                /* daemon.admin_group */
     double started_at;              /* wall clock */

@@ -34,6 +34,9 @@ struct gpus {
     char *visible_spec; /* as given, resolved once the GPUs are known */
     uint64_t allowed;
     const char *allowed_source;
+    /* The allowed set as last committed, put back when a commit is lost. */
+    uint64_t committed_allowed;
+    const char *committed_source;
     uint64_t unmanaged;
     struct ignored *ignored;
     size_t n_ignored;
@@ -317,6 +320,7 @@ struct gpus *gpu_start(const struct gpu_start_opts *o, char **err)
     char *library = NULL;
     if (load_allowed(g, o->flag_gpus, o->config_gpus, err) < 0)
         goto fail;
+    gpu_settings_committed(g);
     if (o->simulate) {
         library = setup_simulation(o->simulate, o->data_dir, err);
         if (!library)
@@ -424,6 +428,18 @@ int gpu_set_allowed(struct gpus *g, const char *spec, char **err)
     g->allowed = m;
     g->allowed_source = m == ALL_GPUS ? "all" : "runtime";
     return 0;
+}
+
+void gpu_settings_committed(struct gpus *g)
+{
+    g->committed_allowed = g->allowed;
+    g->committed_source = g->allowed_source;
+}
+
+void gpu_settings_undo(struct gpus *g)
+{
+    g->allowed = g->committed_allowed;
+    g->allowed_source = g->committed_source;
 }
 
 json_t *gpu_ignored_json(struct gpus *g)

@@ -58,6 +58,10 @@ uint64_t gpu_unmanaged(const struct gpus *g);
 /* gctl set-gpus: "0,2" or "all"; kept in the database for later restarts. The caller
  * lets the scheduler know (jobs_mark_dirty). 0, or -1 with *err. */
 int gpu_set_allowed(struct gpus *g, const char *spec, char **err);
+/* The daemon committed its changes: the allowed set is saved as it is now. */
+void gpu_settings_committed(struct gpus *g);
+/* The commit was lost: the allowed set goes back to what was last committed. */
+void gpu_settings_undo(struct gpus *g);
 json_t *gpu_allowed_json(const struct gpus *g);
 /* gctl gpu-process ignore / unignore; the caller lets the scheduler know. */
 int gpu_ignore(struct gpus *g, int gpu, long long pid, struct job *const *running, size_t n,

@@ -500,6 +500,23 @@ int jobs_load(struct jobs *t, char **err)
     return 0;
 }
 
+int jobs_reload(struct jobs *t, char **err)
+{
+    struct jobs *fresh = jobs_new(t->store);
+    fresh->signal_cb = t->signal_cb;
+    fresh->signal_arg = t->signal_arg;
+    if (jobs_load(fresh, err) < 0) {
+        jobs_free(fresh);
+        return -1;
+    }
+    /* t keeps its address (the daemon and the runner hold it); the old contents go. */
+    struct jobs old = *t;
+    *t = *fresh;
+    *fresh = old;
+    jobs_free(fresh);
+    return 0;
+}
+
 void jobs_free(struct jobs *t)
 {
     if (!t)
@@ -648,6 +665,7 @@ int jobs_update(struct jobs *t, struct job *j, struct job *n, bool deps_changed,
     j->warn_main_only = n->warn_main_only;
     j->begin_time = n->begin_time;
     j->max_retries = n->max_retries;
+    j->umask = n->umask;
     j->auto_cancel = n->auto_cancel;
     j->deps_any = n->deps_any;
     if (deps_changed) {
@@ -888,7 +906,8 @@ void jobs_after_commit_signal(struct jobs *t, int64_t job_id, int sig)
 int jobs_commit(struct jobs *t)
 {
     if (store_in_transaction(t->store) && store_commit(t->store) < 0) {
-        log_error("commit failed (will retry): %s", store_error(t->store));
+        if (!store_transaction_lost(t->store)) /* else the caller undoes it, and says so */
+            log_error("commit failed (will retry): %s", store_error(t->store));
         return -1;
     }
     /* Actions may queue further actions (and changes); take the list first. */

@@ -27,6 +27,12 @@ struct jobs *jobs_new(struct store *store);
 void jobs_free(struct jobs *t); /* the jobs too */
 /* Loads the active jobs and groups from the store. 0, or -1 with *err. */
 int jobs_load(struct jobs *t, char **err);
+/* After a transaction was lost (store_transaction_lost, then store_rollback): forgets
+ * every job in memory, with the changes and actions that waited for the commit, and
+ * loads the table again from what the store has, as at start-up. Every job pointer
+ * into the table is stale afterwards, and the runtime of each job (the runner's) is the
+ * caller's to have taken off first. 0, or -1 with *err (t is then unchanged). */
+int jobs_reload(struct jobs *t, char **err);
 
 /* Called after a commit for each signal that waited for it (jobs_after_commit_signal)
  * whose job is still running. The daemon registers the runner's here; no callback, no

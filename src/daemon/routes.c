@@ -10,6 +10,7 @@
 
 #include "clock.h"
 #include "daemon.h"
+#include "disk.h"
 #include "gflow_build.h"
 #include "gflow_commit.h"
 #include "gpu.h"
@@ -75,6 +76,10 @@ static void route_status(const struct gflowd *d, struct reply *rep)
     json_object_set_new(body, "memory",
                         json_pack("{s:I, s:s}", "total_mb", (json_int_t)d->mem_total_mb,
                                   "enforcement", d->memory_enforcement));
+    json_object_set_new(body, "log_dir", json_string(d->paths.log_dir));
+    /* Why jobs wait and writes are refused (507) while the disk is full, else null. */
+    const char *full = disk_full(d->disk) ? disk_problem(d->disk) : NULL;
+    json_object_set_new(body, "disk_full", full ? json_string(full) : json_null());
     reply_json(rep, 200, body);
 }
 

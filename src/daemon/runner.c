@@ -22,6 +22,7 @@
 
 #include "clock.h"
 #include "daemon.h"
+#include "disk.h"
 #include "exitfile.h"
 #include "files.h"
 #include "gpu.h"
@@ -38,6 +39,7 @@ struct run {
     struct gflowd *d;
     int64_t job_id;
     pid_t pid;
+    int64_t start;  /* the shim's /proc start time */
     int pidfd;      /* -1 while an adopted shim's pid is not known yet */
     bool our_child; /* forked by this daemon, so we reap it */
     struct loop_timer *limit_timer;
@@ -73,6 +75,12 @@ static int sys_pidfd_queue(int pidfd, int value)
 static char *job_file(const char *dir, int64_t id, const char *suffix)
 {
     return xasprintf("%s/%lld%s", dir, (long long)id, suffix);
+}
+
+/* A write failed for want of space (not the job's fault: it may start later). */
+static bool is_no_space(int e)
+{
+    return e == ENOSPC || e == EDQUOT;
 }
 
 char *runner_log_path(const struct gflowd *d, int64_t job_id)
@@ -369,6 +377,10 @@ static void shim_args(const struct gflowd *d, const struct job *j, const struct 
     strvec_pushf(argv, "%s/%lld.json", d->paths.exit_dir, (long long)j->id);
     strvec_push(argv, "--log");
     strvec_pushf(argv, "%s/%lld.log", d->paths.log_dir, (long long)j->id);
+    if (d->cfg.max_log_bytes > 0) {
+        strvec_push(argv, "--log-max-bytes");
+        strvec_pushf(argv, "%lld", (long long)d->cfg.max_log_bytes);
+    }
     strvec_push(argv, "--workdir");
     strvec_push(argv, full->workdir ? full->workdir : "/");
     strvec_push(argv, "--kill-grace");
@@ -404,6 +416,9 @@ static void shim_args(const struct gflowd *d, const struct job *j, const struct 
         strvec_push(argv, "--memory-limit");
         strvec_pushf(argv, "%lld", (long long)j->memory_mb);
     }
+    /* The submitter's umask; a job stored without one keeps gflowd's own, 0077. */
+    strvec_push(argv, "--umask");
+    strvec_pushf(argv, "%04o", j->umask >= 0 ? (unsigned)j->umask : 077u);
     if (j->conda_env) { /* activated through the installation's shell hook (the shim) */
         strvec_push(argv, "--conda-env");
         strvec_push(argv, j->conda_env);
@@ -414,7 +429,7 @@ static void shim_args(const struct gflowd *d, const struct job *j, const struct 
  * it runs: the command, or the script written to run/<id>.script. Returns the memfd,
  * or -1 with *err. */
 static int prepare_inputs(const struct gflowd *d, const struct job *full, const struct passwd *pw,
-                          const char *uuids, struct strvec *argv, char **err)
+                          const char *uuids, struct strvec *argv, char **err, bool *no_space)
 {
     struct strbuf env;
     strbuf_init(&env);
@@ -439,6 +454,7 @@ static int prepare_inputs(const struct gflowd *d, const struct job *full, const 
         char *script_path = job_file(d->paths.run_dir, full->id, ".script");
         if (write_file(script_path, full->script, strlen(full->script), 0700) < 0 ||
             (pw && chown(script_path, pw->pw_uid, pw->pw_gid) < 0)) {
+            *no_space = is_no_space(errno);
             *err = xasprintf("cannot write %s: %s", script_path, strerror(errno));
             free(script_path);
             close(fd);
@@ -489,6 +505,44 @@ static pid_t spawn_shim(char *const *argv, int lock_fd, int env_fd)
     return pid;
 }
 
+/* Takes the lock (fd 3 of the shim) and reserves the room for the shim's lock lines
+ * and exit record (src/core/exitfile.h), so that a job whose filesystem fills up while
+ * it runs still has its outcome recorded. The lock's fd, or -1 with *err (*no_space:
+ * for want of space, and then the job simply starts later). A reservation that fails
+ * for another reason is only logged: the shim reports what it cannot write, as ever. */
+static int prepare_lock_and_exit(const struct gflowd *d, int64_t id, char **err, bool *no_space)
+{
+    char *lock_path = job_file(d->paths.run_dir, id, ".lock");
+    char *exit_path = job_file(d->paths.exit_dir, id, ".json");
+    int fd = high_fd(open(lock_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+    const char *what = NULL;
+    int rc;
+    if (fd < 0 || flock(fd, LOCK_EX) < 0) {
+        *err = xasprintf("cannot lock %s: %s", lock_path, strerror(errno));
+        *no_space = is_no_space(errno);
+    } else if ((rc = posix_fallocate(fd, 0, EXITFILE_LOCK_MAX)) != 0) {
+        errno = rc;
+        what = lock_path;
+    } else if (reserve_file(exit_path, EXITFILE_RESERVE, 0600) < 0) {
+        what = exit_path;
+    }
+    if (what && is_no_space(errno)) {
+        *err = xasprintf("cannot reserve room for %s: %s", what, strerror(errno));
+        *no_space = true;
+    } else if (what) {
+        log_warn("job %lld: cannot reserve room for %s: %s", (long long)id, what, strerror(errno));
+    }
+    free(lock_path);
+    free(exit_path);
+    if (*err && fd >= 0) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+static void requeue(struct gflowd *d, struct job *j, const char *why);
+
 void runner_launch(struct gflowd *d, struct job *j)
 {
     if (j->end_request != JOB_END_NONE) { /* cancelled while its launch waited for a commit */
@@ -503,6 +557,7 @@ void runner_launch(struct gflowd *d, struct job *j)
     struct strvec argv;
     strvec_init(&argv);
     int lock_fd = -1, env_fd = -1;
+    bool no_space = false;
     if (store_get_job(d->store, j->id, &full, true) != 0) {
         err = xasprintf("cannot read the job back: %s", store_error(d->store));
         goto fail;
@@ -518,18 +573,12 @@ void runner_launch(struct gflowd *d, struct job *j)
     uuids = gpu_uuids(d->gpus, j->gpu_mask);
     full.gpu_mask = j->gpu_mask; /* chosen by the pass that started it */
     shim_args(d, j, &full, pw, uuids, &argv);
-    env_fd = prepare_inputs(d, &full, pw, uuids, &argv, &err);
+    env_fd = prepare_inputs(d, &full, pw, uuids, &argv, &err, &no_space);
     if (env_fd < 0)
         goto fail;
-
-    char *lock_path = job_file(d->paths.run_dir, j->id, ".lock");
-    lock_fd = high_fd(open(lock_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
-    if (lock_fd < 0 || flock(lock_fd, LOCK_EX) < 0) {
-        err = xasprintf("cannot lock %s: %s", lock_path, strerror(errno));
-        free(lock_path);
+    lock_fd = prepare_lock_and_exit(d, j->id, &err, &no_space);
+    if (lock_fd < 0)
         goto fail;
-    }
-    free(lock_path);
     pid_t pid = spawn_shim(argv.v, lock_fd, env_fd);
     if (pid < 0) {
         err = xasprintf("cannot start %s: %s", d->shim_path, strerror(errno));
@@ -541,6 +590,7 @@ void runner_launch(struct gflowd *d, struct job *j)
     r->our_child = true;
     j->shim_pid = pid;
     j->shim_start = proc_start_time(pid);
+    r->start = j->shim_start;
     if (watch_shim(r, pid) < 0)
         log_error("job %lld: pidfd_open(%ld): %m", (long long)j->id, (long)pid);
     arm_time_limit(j, r);
@@ -552,6 +602,11 @@ fail:
         close(lock_fd);
     if (env_fd >= 0)
         close(env_fd);
+    if (no_space) { /* not the job's fault: it starts once there is room */
+        disk_note_full(d->disk, d->paths.data_dir);
+        requeue(d, j, err);
+        goto out;
+    }
     log_error("job %lld: launch failed: %s", (long long)j->id, err);
     finish(d, j, JOB_FAILED, JOB_REASON_LAUNCH_FAILED, err);
 out:
@@ -600,13 +655,13 @@ static void adopt_retry_cb(void *arg)
 }
 
 /* Requeues a job whose shim never started: it has not run at all. */
-static void requeue(struct gflowd *d, struct job *j)
+static void requeue(struct gflowd *d, struct job *j, const char *why)
 {
     run_free(j);
     j->start_time = 0;
     j->shim_pid = 0;
     j->shim_start = 0;
-    log_info("job %lld: shim never started; queued again", (long long)j->id);
+    log_info("job %lld: %s; queued again", (long long)j->id, why);
     jobs_set_state(d->jobs, j, JOB_QUEUED, JOB_REASON_NONE, 0, NULL);
     cleanup_files_after_commit(d, j->id);
 }
@@ -619,7 +674,7 @@ static void adopt(struct gflowd *d, struct job *j)
     free(lock_path);
     if (fd < 0) {
         if (apply_exit_file(d, j) < 0)
-            requeue(d, j);
+            requeue(d, j, "shim never started");
         return;
     }
     char buf[EXITFILE_LOCK_MAX];
@@ -634,7 +689,7 @@ static void adopt(struct gflowd *d, struct job *j)
         if (apply_exit_file(d, j) == 0)
             return;
         if (!have_pid)
-            requeue(d, j);
+            requeue(d, j, "shim never started");
         else
             shim_ended(d, j, 0, false);
         return;
@@ -656,6 +711,7 @@ static void adopt(struct gflowd *d, struct job *j)
     }
     j->shim_pid = pid;
     j->shim_start = start;
+    r->start = start;
     arm_time_limit(j, r);
     if (j->end_request != JOB_END_NONE)
         runner_signal(j, SIGTERM);
@@ -696,6 +752,81 @@ void runner_recover(struct gflowd *d)
     for (size_t i = 0; i < n; i++)
         adopt(d, copy[i]);
     free(copy);
+}
+
+/* ---- a lost transaction ---- */
+
+/* What a lost transaction undid and gflowd must do again waits this long: the disk may
+ * still be full, and each try that fails costs a reload. */
+#define RUNNER_REDO_SECS 1.0
+
+/* Stops watching a shim whose job is gone from the table (its files stay). */
+static void run_drop(struct run *r)
+{
+    if (r->pidfd >= 0) {
+        loop_del_fd(r->pidfd);
+        close(r->pidfd);
+    }
+    loop_cancel_timer(r->limit_timer);
+    loop_cancel_timer(r->warn_timer);
+    loop_cancel_timer(r->retry_timer);
+    free(r);
+}
+
+void runner_reload(struct gflowd *d)
+{
+    size_t n;
+    struct job **running = jobs_running(d->jobs, &n);
+    struct run **runs = xcalloc(n ? n : 1, sizeof(*runs));
+    size_t n_runs = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (running[i]->runtime)
+            runs[n_runs++] = running[i]->runtime;
+        running[i]->runtime = NULL;
+    }
+    char *err = NULL;
+    if (jobs_reload(d->jobs, &err) < 0) {
+        log_error("cannot read the jobs back from the database (%s); exiting so that a restart "
+                  "recovers them (running jobs keep running)",
+                  err);
+        exit(1);
+    }
+    running = jobs_running(d->jobs, &n);
+    for (size_t i = 0; i < n; i++) {
+        struct job *j = running[i];
+        struct run *r = NULL;
+        for (size_t k = 0; k < n_runs && !r; k++) {
+            if (runs[k] && runs[k]->job_id == j->id) {
+                r = runs[k];
+                runs[k] = NULL;
+            }
+        }
+        if (!r) {
+            /* Its end (or its launch's failure) was undone: the shim has gone, and its
+             * exit or lock file says how the job ended; look again shortly. */
+            r = run_new(d, j);
+            r->retry_timer = loop_add_timer(RUNNER_REDO_SECS, adopt_retry_cb, r);
+            continue;
+        }
+        j->runtime = r;
+        if (r->pid > 0 && (j->shim_pid != r->pid || j->shim_start != r->start)) {
+            j->shim_pid = r->pid; /* its launch was recorded in the lost transaction */
+            j->shim_start = r->start;
+            jobs_save(d->jobs, j);
+        }
+        /* A time limit whose request to end the job was undone is due again. */
+        if (!r->limit_timer && j->time_limit > 0 && j->end_request == JOB_END_NONE)
+            r->limit_timer = loop_add_timer(RUNNER_REDO_SECS, limit_cb, r);
+    }
+    for (size_t k = 0; k < n_runs; k++) {
+        if (!runs[k])
+            continue;
+        log_warn("job %lld: its shim (pid %ld) is no longer running in the database's view; "
+                 "no longer watched",
+                 (long long)runs[k]->job_id, (long)runs[k]->pid);
+        run_drop(runs[k]);
+    }
+    free(runs);
 }
 
 void runner_shutdown(struct gflowd *d)

@@ -28,6 +28,12 @@ void runner_sweep(const struct gflowd *d);
 /* Ends a running job: records why (committed before the shim is signalled), then
  * SIGTERM to the shim, which escalates to SIGKILL after the kill grace. */
 void runner_request_end(struct gflowd *d, struct job *j, enum job_end_request why);
+/* After a lost transaction (rolled back in the store): reloads the job table from the
+ * store (jobs_reload), keeping the watches of the shims that still run, and looks again
+ * after a second at what the lost transaction had recorded: jobs whose end it recorded
+ * are finalized from their exit or lock files (adopt, as after a restart), a time limit
+ * whose request to end the job it recorded fires again. */
+void runner_reload(struct gflowd *d);
 /* Forgets the running jobs' watches at daemon exit (the jobs keep running). */
 void runner_shutdown(struct gflowd *d);
 /* Sends sig to the job's shim (through its pidfd, so never to a recycled pid). */

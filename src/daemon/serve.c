@@ -3,7 +3,16 @@
  * per loop iteration, before it sleeps: the scheduling pass, the group commit, the
  * replies that waited for it, then the launches (a job is committed as R before its
  * shim is forked, so a crash can never start it twice). Also the timers that belong to
- * no single module: the GPU poll, the --begin wake-up, the idle checkpoint. */
+ * no single module: the GPU poll, the --begin wake-up, the idle checkpoint.
+ *
+ * A full disk: while the data or log filesystem is full (disk.c) no pass runs, so no job
+ * starts, and a timer looks again every second. A commit that SQLite rolls back (disk
+ * full, I/O error) is undone in memory instead of the daemon exiting: the job table is
+ * reloaded from the database, the requests that waited for that commit get an error
+ * (reads are answered again), and what gflowd had recorded itself (a job's end, a time
+ * limit) is redone from the jobs' files a second later (runner_reload). Nothing that
+ * was acknowledged is lost, nothing lost was acknowledged, and gflowd carries on by
+ * itself once there is room. */
 #include "serve.h"
 
 #include <errno.h>
@@ -20,6 +29,7 @@
 #include "api.h"
 #include "clock.h"
 #include "daemon.h"
+#include "disk.h"
 #include "files.h"
 #include "gflow_build.h"
 #include "gpu.h"
@@ -43,6 +53,7 @@ struct server {
     struct loop_timer *retry_timer, *checkpoint_timer, *poll_timer, *begin_timer;
     double begin_timer_at;
     double last_commit;
+    int lost_in_a_row; /* transactions lost since the last commit that worked */
 };
 
 static void report_ready(const struct serve_opts *o, const char *msg)
@@ -120,25 +131,65 @@ static void arm_begin_timer(struct server *s, double at)
 
 /* ---- each iteration ---- */
 
-/* Commit; on failure, come back in a second (nothing waiting is released meanwhile). If
- * SQLite rolled the transaction back, memory holds changes the database does not: the
- * daemon exits so that a restart works from what was committed (jobs keep running under
- * their shims and are re-adopted); nothing uncommitted was acknowledged. */
+/* SQLite rolled the transaction back: memory holds changes the database does not. They
+ * are undone by reloading the jobs from what was committed, as a restart would, without
+ * one: the shims that run are still watched, the requests that waited get an error (a
+ * read is answered again), and the runner redoes what gflowd recorded itself. */
+static void undo_lost(struct server *s)
+{
+    struct gflowd *d = s->d;
+    bool space = store_lost_for_space(d->store);
+    /* While the disk stays full this repeats every second: said once, then at debug. */
+    if (s->lost_in_a_row++ == 0)
+        log_error("the database lost a transaction (%s); undoing it in memory and carrying "
+                  "on (what gflowd recorded itself is redone until it can be saved)",
+                  store_lost_error(d->store));
+    else
+        log_debug("the database lost a transaction again (%s)", store_lost_error(d->store));
+    char *why;
+    if (space) {
+        disk_note_full(d->disk, d->paths.db_path);
+        disk_full(d->disk);
+        const char *problem = disk_problem(d->disk);
+        why = xasprintf("not saved: %s",
+                        problem ? problem : "the database's filesystem is full; free some space");
+    } else {
+        why = xasprintf("not saved: the database could not commit the change (%s); nothing "
+                        "was changed, try again",
+                        store_lost_error(d->store));
+    }
+    store_rollback(d->store);
+    free(s->to_launch); /* committed as R in the lost transaction only */
+    s->to_launch = NULL;
+    s->to_launch_len = 0;
+    runner_reload(d);
+    gpu_settings_undo(d->gpus);
+    size_t n;
+    struct job **running = jobs_running(d->jobs, &n);
+    gpu_refresh(d->gpus, running, n);
+    api_redo_waiting(d->api, space ? 507 : 503, why);
+    free(why);
+}
+
+/* Commit; on failure, come back in a second (nothing waiting is released meanwhile).
+ * A transaction SQLite rolled back is undone in memory (undo_lost). */
 static bool commit(struct server *s)
 {
     bool had_changes = store_in_transaction(s->d->store);
     if (jobs_commit(s->d->jobs) < 0) {
-        if (store_transaction_lost(s->d->store)) {
-            log_error("the database lost a transaction (%s); exiting so that a restart "
-                      "recovers the committed state",
-                      store_error(s->d->store));
-            exit(1);
-        }
+        if (store_transaction_lost(s->d->store))
+            undo_lost(s);
         if (!s->retry_timer)
             s->retry_timer = loop_add_timer(1.0, retry_cb, s);
         return false;
     }
+    if (s->lost_in_a_row && had_changes) {
+        log_info("the database commits again (after %d lost transaction%s)", s->lost_in_a_row,
+                 s->lost_in_a_row == 1 ? "" : "s");
+        s->lost_in_a_row = 0;
+    }
     if (had_changes) {
+        gpu_settings_committed(s->d->gpus);
         s->last_commit = now_mono();
         if (!s->checkpoint_timer)
             s->checkpoint_timer = loop_add_timer(CHECKPOINT_IDLE_SECS, checkpoint_cb, s);
@@ -146,10 +197,16 @@ static bool commit(struct server *s)
     return true;
 }
 
-/* The scheduling pass, on the GPUs and memory as they are now. */
+/* The scheduling pass, on the GPUs and memory as they are now. None while the disk is
+ * full: a job could not record its start or write its log; a timer looks again. */
 static void schedule(struct server *s)
 {
     struct gflowd *d = s->d;
+    if (disk_full(d->disk)) {
+        if (!s->retry_timer)
+            s->retry_timer = loop_add_timer(1.0, retry_cb, s);
+        return;
+    }
     struct jobs_machine m = {
         .gpus = gpu_current(d->gpus),
         .allowed = scheduler_allowed_mask(gpu_allowed(d->gpus)),
@@ -322,6 +379,7 @@ int serve(struct gflowd *d, const struct serve_opts *o)
         startup_failed(o, err);
     if (runner_init(d, &err) < 0)
         startup_failed(o, err);
+    d->disk = disk_new(d->paths.data_dir, d->paths.log_dir);
     d->store = store_open(d->paths.db_path, &err);
     if (!d->store)
         startup_failed(o, err);
@@ -362,6 +420,8 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     store_checkpoint(d->store);
     store_close(d->store);
     d->store = NULL;
+    disk_free(d->disk);
+    d->disk = NULL;
     jobs_free(d->jobs);
     d->jobs = NULL;
     free(s.to_launch);

@@ -6,6 +6,16 @@
  * when idle, and a WAL hook forces one only if the log grows past STORE_WAL_FORCE_PAGES
  * because the daemon never got idle), foreign keys on, a busy timeout.
  *
+ * Room kept for commits on a full disk (reserve()): the WAL file is made
+ * STORE_WAL_RESERVE bytes long at open, its blocks allocated. SQLite writes the log
+ * from its start again after each complete checkpoint and never shrinks it below
+ * journal_size_limit, and frames past the last valid one are ignored, so commits that
+ * fit that space need no new blocks. The database file grows in allocated chunks of
+ * STORE_CHUNK_BYTES (SQLITE_FCNTL_CHUNK_SIZE), so a checkpoint usually has room too.
+ * When a commit fails anyway, SQLite rolls the transaction back (store_commit marks it
+ * lost, and so does a statement that fails inside the transaction) and the daemon
+ * undoes it in memory (serve.c).
+ *
  * Tables (schema version in PRAGMA user_version, upgraded by migrate()):
  *   jobs         one column per field of struct job, except the payload.
  *   job_payload  script and env (JSON object text) by job id; for a sweep's job also its
@@ -40,6 +50,9 @@
 #include "util.h"
 
 #define STORE_BUSY_TIMEOUT_MS 5000
+/* The WAL's reserved length, and the chunks the database file grows by. */
+#define STORE_WAL_RESERVE (4 * 1024 * 1024)
+#define STORE_CHUNK_BYTES (1024 * 1024)
 /* The WAL file is truncated back to this size when it is reset after a checkpoint. */
 #define STORE_JOURNAL_SIZE_LIMIT (16 * 1024 * 1024)
 /* Safety net: a daemon that is never idle still checkpoints once the log is this long
@@ -162,6 +175,8 @@ static const char *const migrations[] = {
     "UPDATE jobs SET reason = NULLIF(substr(reason, 15), '') WHERE reason_code = 6;"
     "UPDATE jobs SET reason = NULLIF(substr(reason, 11), '') WHERE reason_code = 7;"
     "UPDATE jobs SET reason = NULL WHERE reason_code NOT IN (6, 7, 10);",
+    /* 7: the umask a job runs with (the submitter's; -1: none given, 0077). */
+    "ALTER TABLE jobs ADD COLUMN umask INTEGER NOT NULL DEFAULT -1;",
 };
 /* The codes migration 6 writes are enum job_reason's. */
 _Static_assert(JOB_REASON_LAUNCH_FAILED == 6 && JOB_REASON_SHIM_LOST == 7 &&
@@ -178,10 +193,35 @@ void store_set_err(struct store *s, const char *fmt, ...)
     va_end(ap);
 }
 
+/* A transaction the caller opened is lost when a statement in it or its COMMIT fails
+ * for want of space or with an I/O error: SQLite has rolled it back by itself, or undone
+ * just the failed statement, in which case the rest goes too (a change missing from what
+ * is committed would go unnoticed). From then on changes and commits are refused until
+ * the caller rolls back, so that no change made after it runs outside a transaction and
+ * no reply claims the lost ones were saved. */
+static void note_failure(struct store *s)
+{
+    if (!s->tx_open)
+        return;
+    int code = sqlite3_extended_errcode(s->db) & 0xff;
+    bool rolled_back = sqlite3_get_autocommit(s->db);
+    if (!rolled_back && (code == SQLITE_FULL || code == SQLITE_IOERR)) {
+        sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+        rolled_back = sqlite3_get_autocommit(s->db);
+    }
+    if (!rolled_back)
+        return;
+    s->tx_open = false;
+    s->lost = true;
+    s->lost_full = code == SQLITE_FULL;
+    snprintf(s->lost_err, sizeof(s->lost_err), "%s", s->err);
+}
+
 /* "context: sqlite's message" */
 int store_db_err(struct store *s, const char *context)
 {
     store_set_err(s, "%s: %s", context, sqlite3_errmsg(s->db));
+    note_failure(s);
     return -1;
 }
 
@@ -392,6 +432,22 @@ static int configure(struct store *s)
     return 0;
 }
 
+/* Room for commits on a full disk (top of this file). Best effort: a filesystem that is
+ * full already, or cannot allocate ahead, gets none. */
+static void reserve(struct store *s)
+{
+    int chunk = STORE_CHUNK_BYTES;
+    sqlite3_file_control(s->db, "main", SQLITE_FCNTL_CHUNK_SIZE, &chunk);
+    sqlite3_file *wal = NULL;
+    if (sqlite3_file_control(s->db, "main", SQLITE_FCNTL_JOURNAL_POINTER, &wal) != SQLITE_OK ||
+        !wal || !wal->pMethods)
+        return; /* the WAL is not open (it is, once the schema was read) */
+    sqlite3_int64 size = STORE_WAL_RESERVE;
+    if (wal->pMethods->xFileControl(wal, SQLITE_FCNTL_CHUNK_SIZE, &chunk) != SQLITE_OK ||
+        wal->pMethods->xFileControl(wal, SQLITE_FCNTL_SIZE_HINT, &size) != SQLITE_OK)
+        store_set_err(s, "cannot reserve room for the write-ahead log");
+}
+
 static int load_next_id(struct store *s)
 {
     int64_t meta = 1, max_id = 0;
@@ -431,6 +487,7 @@ struct store *store_open(const char *path, char **err)
         store_close(s);
         return NULL;
     }
+    reserve(s);
     return s;
 }
 
@@ -470,12 +527,22 @@ bool store_transaction_lost(const struct store *s)
     return s->lost;
 }
 
+bool store_lost_for_space(const struct store *s)
+{
+    return s->lost && s->lost_full;
+}
+
 int store_refuse_if_lost(struct store *s)
 {
     if (!s->lost)
         return 0;
-    store_set_err(s, "a failed commit lost the open transaction; roll it back first");
+    store_set_err(s, "the open transaction was lost (%s); roll it back first", s->lost_err);
     return -1;
+}
+
+const char *store_lost_error(const struct store *s)
+{
+    return s->lost ? s->lost_err : NULL;
 }
 
 int store_begin(struct store *s)
@@ -484,7 +551,10 @@ int store_begin(struct store *s)
         return -1;
     if (!sqlite3_get_autocommit(s->db))
         return 0;
-    return store_step_done(s, s->st_begin, "beginning a transaction");
+    if (store_step_done(s, s->st_begin, "beginning a transaction") < 0)
+        return -1;
+    s->tx_open = true;
+    return 0;
 }
 
 int store_commit(struct store *s)
@@ -493,12 +563,14 @@ int store_commit(struct store *s)
         return -1;
     if (sqlite3_get_autocommit(s->db))
         return 0;
-    if (store_step_done(s, s->st_commit, "committing") == 0)
+    if (store_step_done(s, s->st_commit, "committing") == 0) {
+        s->tx_open = false;
         return 0;
+    }
     /* Still open (SQLITE_BUSY, say): the caller may retry the commit or roll back. Rolled
-     * back by SQLite (I/O error, disk full): say so until the caller acknowledges. */
-    if (sqlite3_get_autocommit(s->db)) {
-        s->lost = true;
+     * back by SQLite (I/O error, disk full): say so until the caller acknowledges
+     * (store_db_err has marked it lost). */
+    if (s->lost) {
         size_t len = strlen(s->err);
         snprintf(s->err + len, sizeof(s->err) - len, " (the transaction was rolled back)");
     }
@@ -508,6 +580,8 @@ int store_commit(struct store *s)
 void store_rollback(struct store *s)
 {
     s->lost = false;
+    s->lost_full = false;
+    s->tx_open = false;
     if (sqlite3_get_autocommit(s->db))
         return;
     if (store_step_done(s, s->st_rollback, "rolling back") < 0)

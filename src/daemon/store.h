@@ -29,6 +29,10 @@ int store_commit(struct store *s);
  * error), so its changes are gone; false if it is still open and the commit may be
  * retried. */
 bool store_transaction_lost(const struct store *s);
+/* Whether it was lost for want of space (SQLITE_FULL), and the error that lost it (NULL
+ * when none was lost). */
+bool store_lost_for_space(const struct store *s);
+const char *store_lost_error(const struct store *s);
 void store_rollback(struct store *s);
 /* PRAGMA wal_checkpoint(PASSIVE); called when the daemon is idle. */
 int store_checkpoint(struct store *s);

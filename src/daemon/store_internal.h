@@ -56,6 +56,7 @@ enum col {
     C_BEGIN_TIME,
     C_REASON_CODE,
     C_REASON_JOB,
+    C_UMASK,
     C_LIGHT_COUNT, /* the columns read without payload are those before this one */
     C_SCRIPT = C_LIGHT_COUNT,
     C_ENV,
@@ -76,9 +77,13 @@ struct store {
     sqlite3 *db;
     char err[512];
     int64_t next_id;
-    /* A COMMIT failed and SQLite rolled the transaction back by itself (I/O error, disk
-     * full): its changes are gone, but the caller has not acknowledged that yet. */
+    /* A COMMIT (or a statement inside the transaction) failed and SQLite rolled the
+     * transaction back by itself (I/O error, disk full): its changes are gone, but the
+     * caller has not acknowledged that yet. lost_full: for want of space. */
     bool lost;
+    bool lost_full;
+    char lost_err[512]; /* the error that lost it */
+    bool tx_open;       /* store_begin opened a transaction not committed or rolled back yet */
 
     sqlite3_stmt *st_begin, *st_commit, *st_rollback;
     sqlite3_stmt *st_insert, *st_insert_payload, *st_update;

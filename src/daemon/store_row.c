@@ -53,6 +53,7 @@ const struct store_column store_columns[C_COUNT] = {
     [C_BEGIN_TIME] = {"begin_time", true},
     [C_REASON_CODE] = {"reason_code", true},
     [C_REASON_JOB] = {"reason_job", true},
+    [C_UMASK] = {"umask", true}, /* -1: none given (the job runs with 0077) */
     [C_SCRIPT] = {"script", false},
     [C_ENV] = {"env", false},
     [C_PARAMS] = {"params", false},
@@ -112,6 +113,8 @@ int store_bind_column(sqlite3_stmt *st, enum col c, const struct job *j, const c
         return sqlite3_bind_int(st, i, (int)j->reason);
     case C_REASON_JOB:
         return sqlite3_bind_int64(st, i, j->reason_job);
+    case C_UMASK:
+        return sqlite3_bind_int(st, i, j->umask);
     case C_END_REQUEST:
         return sqlite3_bind_int(st, i, (int)j->end_request);
     case C_SHIM_PID:
@@ -253,6 +256,9 @@ static void read_column(sqlite3_stmt *st, enum col c, struct job *j)
     }
     case C_REASON_JOB:
         j->reason_job = sqlite3_column_int64(st, i);
+        break;
+    case C_UMASK:
+        j->umask = sqlite3_column_int(st, i);
         break;
     case C_END_REQUEST:
         j->end_request = (enum job_end_request)sqlite3_column_int(st, i);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -81,10 +82,12 @@ __attribute__((noreturn)) static void shim_child(const struct shim_exec *ex, cha
         if (setuid(ex->uid) < 0)
             shim_child_fail(ex, JOB_EXIT_SETUP, "cannot setuid to user", ex->user, errno);
     }
+    if (ex->umask >= 0)
+        umask((mode_t)ex->umask);
     /* After setuid: the directory must be one the job user may enter. */
     if (chdir(ex->workdir) < 0)
         shim_child_fail(ex, JOB_EXIT_SETUP, "cannot chdir to", ex->workdir, errno);
-    if (dup2(ex->null_fd, 0) < 0 || dup2(ex->log_fd, 1) < 0 || dup2(ex->log_fd, 2) < 0)
+    if (dup2(ex->null_fd, 0) < 0 || dup2(ex->out_fd, 1) < 0 || dup2(ex->out_fd, 2) < 0)
         shim_child_fail(ex, JOB_EXIT_SETUP, "cannot redirect output to", "log", errno);
     /* Whatever the daemon leaked to us without close-on-exec stays out of the job.
      * Best effort: kernels before 5.11 lack the flag, and the daemon opens its fds

@@ -100,7 +100,8 @@ void shim_command_prepare(const struct shim_opts *o, struct shim_exec *ex)
         ex->argv[3] = NULL;
         if (shim_command_is_plain(o->command, ex->envp))
             shim_command_direct(o->command, ex);
-    } else if (shim_command_has_shebang(o->script) || access(o->script, F_OK) < 0) {
+    } else if (shim_command_has_shebang(o->script) ||
+               faccessat(AT_FDCWD, o->script, F_OK, AT_EACCESS) < 0) {
         /* A missing script is exec'd anyway, so that the job fails the way any
          * missing program does: 127 and a line in its log. */
         ex->path = o->script;

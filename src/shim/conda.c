@@ -3,6 +3,7 @@
  * environment and then runs the job. */
 #include "shim.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,11 +35,13 @@ static const char shim_conda_exec_text[] = SHIM_CONDA_ACTIVATE "exec \"$GFLOW_JO
 static const char shim_conda_bash_text[] =
     SHIM_CONDA_ACTIVATE "exec /bin/bash \"$GFLOW_JOB_SCRIPT\"";
 
-/* Whether path is an executable regular file. */
+/* Whether path is an executable regular file, for the job user: a root shim looks with
+ * the job user's effective ids (prepare.c), so the effective ids are what counts. */
 static bool shim_conda_is_executable(const char *path)
 {
     struct stat st;
-    return stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, X_OK) == 0;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode) &&
+           faccessat(AT_FDCWD, path, X_OK, AT_EACCESS) == 0;
 }
 
 /* Whether dir is a conda environment: it holds conda-meta/. */
@@ -184,7 +187,7 @@ const char *shim_conda_text(const struct shim_opts *o)
 {
     if (o->command)
         return shim_conda_command_text;
-    if (shim_command_has_shebang(o->script) || access(o->script, F_OK) < 0)
+    if (shim_command_has_shebang(o->script) || faccessat(AT_FDCWD, o->script, F_OK, AT_EACCESS) < 0)
         return shim_conda_exec_text; /* missing: bash says so, 127 */
     return shim_conda_bash_text;
 }

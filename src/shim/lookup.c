@@ -16,8 +16,10 @@
  * in the first word, BASH_ENV (it may define functions or change PATH), an exported
  * command_not_found_handle, a stat that fails for another reason than absence. Only the
  * first word is looked at: in `cd dir && prog`, a missing prog stays NonZeroExitCode, as
- * do programs that exit 127 for a command they could not run (`env`, `nohup`). ACLs are
- * not consulted. */
+ * do programs that exit 127 for a command they could not run (`env`, `nohup`). A root
+ * shim makes every one of these checks with the job user's effective ids (prepare.c):
+ * it finds what the job user could find, and tells nothing about files the user could
+ * not see. */
 #include "shim.h"
 
 #include <errno.h>
@@ -201,22 +203,11 @@ enum shim_lookup_file {
     SHIM_FILE_UNKNOWN, /* stat failed for another reason */
 };
 
-/* Whether the job user may execute the file: its permission bits for the job's uid,
- * gid and groups (root: any x bit), or the shim's own access check when the job runs as
- * the shim's user. */
-static bool shim_lookup_may_exec(const char *path, const struct stat *st,
-                                 const struct shim_exec *ex)
+/* Whether the job user may execute the file: the lookup runs with the job user's
+ * effective ids (prepare.c), so the kernel's access check with those ids says it. */
+static bool shim_lookup_may_exec(const char *path)
 {
-    if (!ex->set_creds)
-        return faccessat(AT_FDCWD, path, X_OK, AT_EACCESS) == 0;
-    if (ex->uid == 0)
-        return (st->st_mode & (S_IXUSR | S_IXGRP | S_IXOTH)) != 0;
-    if (st->st_uid == ex->uid)
-        return (st->st_mode & S_IXUSR) != 0;
-    bool member = st->st_gid == ex->gid;
-    for (int i = 0; i < ex->ngroups && !member; i++)
-        member = st->st_gid == ex->groups[i];
-    return (st->st_mode & (member ? S_IXGRP : S_IXOTH)) != 0;
+    return faccessat(AT_FDCWD, path, X_OK, AT_EACCESS) == 0;
 }
 
 /* What path (relative: to the workdir) is for the job. */
@@ -233,7 +224,7 @@ static enum shim_lookup_file shim_lookup_file(const char *path, const struct shi
     else if (statvfs(full, &sv) == 0 && (sv.f_flag & ST_NOEXEC))
         f = SHIM_FILE_NOEXEC; /* a noexec mount: execve says EACCES */
     else
-        f = shim_lookup_may_exec(full, &st, ex) ? SHIM_FILE_EXEC : SHIM_FILE_NOEXEC;
+        f = shim_lookup_may_exec(full) ? SHIM_FILE_EXEC : SHIM_FILE_NOEXEC;
     free(full);
     return f;
 }

@@ -5,7 +5,8 @@
  *              (--env-file PATH | --env-fd FD) --kill-grace SECS [--lock-fd FD]
  *              [--uid UID --gid GID --user NAME]
  *              [--tasks N --task-gpus GPU,GPU,...] [--deny-devices MINOR,MINOR,...]
- *              [--memory-limit MIB] [--conda-env NAME|PATH]
+ *              [--memory-limit MIB] [--conda-env NAME|PATH] [--umask MODE]
+ *              [--log-max-bytes N]
  *              (--command "shell command line" | --script PATH)
  *
  * Protocol with the daemon (its runner is written against exactly this; the definitions
@@ -27,13 +28,19 @@
  *     which is unlinked at once because it may hold secrets, or from the start of the
  *     file open on --env-fd (gflowd passes a memfd: no file to create or remove). The
  *     job gets exactly it (with --conda-env, plus the GFLOW_* variables of step 4).
- *  3. Job stdout and stderr are appended to --log (0600, owned by the job user), stdin
- *     is /dev/null. The shim writes to that log only the one-line reason why the job
- *     could not be started, the one line saying that device isolation is
- *     unavailable (step 7), and the one line saying that the job exceeded its memory
- *     limit (step 8).
+ *  3. Job stdout and stderr go to the end of --log (0600, owned by the job user); stdin
+ *     is /dev/null. They are the write end of a pipe that the shim relays into the log
+ *     (splice), so that with --log-max-bytes N (> 0) at most N bytes of the job's
+ *     output are kept: then one line "gflow-shim: log truncated at N bytes ..." and the
+ *     rest is read and dropped (the job is not stopped, and no other file it writes is
+ *     limited). Output the log cannot take (its filesystem is full) is dropped too, and
+ *     one line says how many bytes were lost once the log can be written again or the
+ *     job is over. The log is complete before the exit file is written. The shim's own
+ *     lines in that log are only the one-line reason why the job could not be started,
+ *     the one line saying that device isolation is unavailable (step 7), the one line
+ *     saying that the job exceeded its memory limit (step 8), and the two above.
  *  4. The job runs in its own process group, as --uid/--gid/--user when the shim is
- *     root, in --workdir: `/bin/bash -c COMMAND`, or the script itself when it starts
+ *     root, with --umask if given (else the shim's own umask), in --workdir: `/bin/bash -c COMMAND`, or the script itself when it starts
  *     with "#!", else `/bin/bash SCRIPT`. A job that cannot be started exits 125
  *     (credentials, chdir), 126 (cannot execute) or 127 (not found), and the exit
  *     file's error says why. For --command, bash itself is what cannot find (127) or
@@ -47,7 +54,9 @@
  *     With --conda-env NAME (an environment name, "base", or an absolute path to an
  *     environment) the job runs inside that conda environment, activated by the
  *     installation's own shell hook. Before anything starts, the shim finds conda
- *     from the job's environment: $CONDA_EXE (absolute), else $HOME/miniconda3,
+ *     (a root shim makes this search, and the command's lookup above, with the job
+ *     user's effective ids: what that user cannot see is not found) from the job's
+ *     environment: $CONDA_EXE (absolute), else $HOME/miniconda3,
  *     $HOME/anaconda3, $HOME/miniforge3, $HOME/mambaforge (each <dir>/bin/conda),
  *     else /opt/conda/bin/conda; the installation's base is the directory above the
  *     executable's bin/. It then checks that the environment exists: "base" is the
@@ -83,7 +92,10 @@
  *     others still run, they get the same treatment. Once every copy has exited,
  *     leftovers get it too (the wait ends early once none are left): nothing the job
  *     started outlives it.
- *  6. The outcome is written to --exit-file atomically (temp, fsync, rename, fsync dir):
+ *  6. The outcome is written to --exit-file atomically (temp, fsync, rename, fsync dir),
+ *     or, when that fails for want of space (ENOSPC, EDQUOT), in place into the file
+ *     already at --exit-file, whose room the daemon reserved before starting the shim
+ *     (src/core/exitfile.h; the record's error is cut to fit EXITFILE_RESERVE):
  *       {"job_id": N, "exit_code": int|null, "signal": int|null, "oom": bool,
  *        "started_at": secs, "finished_at": secs, "max_rss_kb": int,
  *        "error": string|null[, "memory_enforcement": string]}
@@ -184,8 +196,12 @@ static void shim_main_std_fds(void)
 /* Runs the job from its preparation to the exit file; the shim's exit status. */
 static int shim_main(const struct shim_opts *o, const sigset_t *mask)
 {
-    struct shim_exec ex = {
-        .log_fd = -1, .null_fd = -1, .report_fd = -1, .cgroup_procs_fd = -1, .memcg_procs_fd = -1};
+    struct shim_exec ex = {.log_fd = -1,
+                           .out_fd = -1,
+                           .null_fd = -1,
+                           .report_fd = -1,
+                           .cgroup_procs_fd = -1,
+                           .memcg_procs_fd = -1};
     struct shim_run r = {.self = getpid(),
                          .first_failed = -1,
                          .sfd = -1,
@@ -193,10 +209,12 @@ static int shim_main(const struct shim_opts *o, const sigset_t *mask)
                          .report_rd = -1,
                          .kill_grace = o->kill_grace,
                          .mem_tfd = -1,
-                         .log_fd = -1};
+                         .relay = {.rd = -1, .log_fd = -1, .null_fd = -1}};
     char *err = NULL;
-    if (shim_prepare(o, &ex, &err) < 0 || shim_supervise_open(&r, mask, &err) < 0 ||
-        shim_memlimit_setup(o, &ex, &r.mem, &err) < 0 || shim_memlimit_open(&r, &ex, &err) < 0) {
+    if (shim_prepare(o, &ex, &err) < 0 || shim_relay_open(&r.relay, o, &ex, &err) < 0 ||
+        shim_supervise_open(&r, mask, &err) < 0 || shim_memlimit_setup(o, &ex, &r.mem, &err) < 0 ||
+        shim_memlimit_open(&r, &ex, &err) < 0) {
+        shim_relay_close(&r.relay);
         shim_memlimit_end(&r, o->job_id);
         shim_report_fail(o, err, true);
         free(err);
@@ -213,6 +231,7 @@ static int shim_main(const struct shim_opts *o, const sigset_t *mask)
     ex.lookup_error = NULL;
     shim_prepare_free(&ex); /* the job holds its own copies now */
     if (started == 0) {
+        shim_relay_close(&r.relay);
         shim_devices_end(&r, o->job_id);
         shim_memlimit_end(&r, o->job_id);
         shim_report_fail(o, err, true);
@@ -235,6 +254,8 @@ static int shim_main(const struct shim_opts *o, const sigset_t *mask)
     }
     shim_devices_end(&r, o->job_id); /* nothing of the job is left in it */
     shim_memlimit_end(&r, o->job_id);
+    /* The log is complete before the exit file says the job is over. */
+    shim_relay_close(&r.relay);
     /* A failure of the shim's own outranks the child's report. */
     char *report = shim_child_report(r.report_rd);
     struct exit_record rec;
@@ -259,8 +280,6 @@ static int shim_main(const struct shim_opts *o, const sigset_t *mask)
     }
     exit_record_free(&rec);
     close(r.report_rd);
-    if (r.log_fd >= 0)
-        close(r.log_fd);
     free(report);
     free(err);
     free(spawn_err);

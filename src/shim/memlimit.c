@@ -199,9 +199,8 @@ static void shim_memlimit_record_oom(struct shim_run *r)
     int n =
         snprintf(line, sizeof(line), "gflow-shim: job exceeded its memory limit of %lld MiB (%s)\n",
                  (long long)r->mem.limit_mb, shim_memlimit_method_names[r->mem.method]);
-    if (r->log_fd >= 0 && write(r->log_fd, line, (size_t)n) < 0) {
-        /* the exit file still says it */
-    }
+    (void)n;
+    shim_relay_line(&r->relay, line); /* if it cannot be written, the exit file still says it */
 }
 
 /* The job went over its limit: all of it is SIGKILLed at once (no grace: it would
@@ -226,16 +225,16 @@ void shim_memlimit_tick(struct shim_run *r)
         shim_memlimit_exceeded(r);
 }
 
-/* With --memory-limit: the memory check timer, and the job log kept open for the line
- * saying the job exceeded its limit. 0, or -1 with *err. */
+/* With --memory-limit: the memory check timer (the line saying the job exceeded its
+ * limit goes through the relay). 0, or -1 with *err. */
 int shim_memlimit_open(struct shim_run *r, const struct shim_exec *ex, char **err)
 {
+    (void)ex;
     if (!r->mem.limit_mb)
         return 0;
     r->mem_tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-    r->log_fd = fcntl(ex->log_fd, F_DUPFD_CLOEXEC, 3);
-    if (r->mem_tfd < 0 || r->log_fd < 0) {
-        *err = xasprintf("memory limit timerfd/log: %s", strerror(errno));
+    if (r->mem_tfd < 0) {
+        *err = xasprintf("memory limit timerfd: %s", strerror(errno));
         return -1;
     }
     return 0;

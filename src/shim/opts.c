@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "parse.h"
 #include "util.h"
 
 /* Linux device minors have 20 bits. */
@@ -20,7 +21,8 @@ static const char shim_opts_usage_text[] =
     "                  (--env-file PATH | --env-fd FD) --kill-grace SECS [--lock-fd FD]\n"
     "                  [--uid UID --gid GID --user NAME]\n"
     "                  [--tasks N --task-gpus GPU,GPU,...] [--deny-devices MINOR,...]\n"
-    "                  [--memory-limit MIB] [--conda-env NAME|PATH]\n"
+    "                  [--memory-limit MIB] [--conda-env NAME|PATH] [--umask MODE]\n"
+    "                  [--log-max-bytes N]\n"
     "                  (--command \"shell command line\" | --script PATH)\n"
     "Runs and supervises one gflow job and writes its outcome to the exit file.\n"
     "--tasks N starts N copies of the job, copy i with CUDA_VISIBLE_DEVICES set to the\n"
@@ -35,6 +37,10 @@ static const char shim_opts_usage_text[] =
     "absolute path), activated with the shell hook of the conda the job's CONDA_EXE names\n"
     "(else ~/miniconda3, ~/anaconda3, ~/miniforge3, ~/mambaforge, /opt/conda); if conda or\n"
     "the environment is missing, the job fails at once (exit code 125) saying so.\n"
+    "--umask MODE (octal, e.g. 022) is the job's umask; without it the job keeps the\n"
+    "shim's.\n"
+    "--log-max-bytes N keeps at most N bytes of the job's output in the log; the rest is\n"
+    "dropped after one line saying so (0 or absent: no cap).\n"
     "Started by gflowd; not meant to be run by hand.\n";
 
 enum {
@@ -56,6 +62,8 @@ enum {
     OPT_DENY_DEVICES,
     OPT_MEMORY_LIMIT,
     OPT_CONDA_ENV,
+    OPT_UMASK,
+    OPT_LOG_MAX_BYTES,
 };
 
 static const struct option shim_opts_long[] = {
@@ -77,6 +85,8 @@ static const struct option shim_opts_long[] = {
     {"deny-devices", required_argument, NULL, OPT_DENY_DEVICES},
     {"memory-limit", required_argument, NULL, OPT_MEMORY_LIMIT},
     {"conda-env", required_argument, NULL, OPT_CONDA_ENV},
+    {"umask", required_argument, NULL, OPT_UMASK},
+    {"log-max-bytes", required_argument, NULL, OPT_LOG_MAX_BYTES},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -242,6 +252,21 @@ static void shim_opts_one(struct shim_opts *o, int c, const char *arg, char **er
         if (shim_opts_range(arg, 1, INT64_MAX / 1048576, &o->memory_limit_mb) < 0)
             shim_opts_error(err, xasprintf("bad --memory-limit '%s' (MiB, > 0)", arg));
         break;
+    case OPT_UMASK: {
+        char *why = NULL;
+        int mask;
+        if (parse_umask(arg, &mask, &why) < 0) {
+            shim_opts_error(err, xasprintf("bad --umask: %s", why));
+            free(why);
+        } else {
+            o->umask = mask;
+        }
+        break;
+    }
+    case OPT_LOG_MAX_BYTES:
+        if (shim_opts_range(arg, 0, INT64_MAX, &o->log_max_bytes) < 0)
+            shim_opts_error(err, xasprintf("bad --log-max-bytes '%s' (bytes, >= 0)", arg));
+        break;
     case OPT_CONDA_ENV:
         if (!*arg)
             shim_opts_error(err, xstrdup("bad --conda-env '' (a name or an absolute path)"));
@@ -286,7 +311,8 @@ int shim_opts_parse(int argc, char **argv, struct shim_opts *o, char **err)
                             .env_fd = -1,
                             .uid = -1,
                             .gid = -1,
-                            .ntasks = 1};
+                            .ntasks = 1,
+                            .umask = -1};
     *err = NULL;
     opterr = 0; /* one line of our own instead of getopt's */
     int c;

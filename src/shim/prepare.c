@@ -34,11 +34,15 @@ static int shim_prepare_detach(const struct shim_opts *o, char **err)
     return 0;
 }
 
-/* Step 3: opens the job log for appending, owned by the job user. */
+/* Step 3: opens the job log, owned by the job user, at its end. Not O_APPEND: the relay
+ * splices into it (relay.c), which append mode refuses; the shim is its only writer.
+ * Readable too: the relay looks at the last byte before a line of its own. */
 static int shim_prepare_log(const struct shim_opts *o, bool set_creds, char **err)
 {
-    int fd = open(o->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOCTTY, 0600);
-    if (fd < 0) {
+    int fd = open(o->log_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOCTTY, 0600);
+    if (fd < 0 || lseek(fd, 0, SEEK_END) < 0) {
+        if (fd >= 0)
+            close(fd);
         *err = xasprintf("cannot open log %s: %s", o->log_path, strerror(errno));
         return -1;
     }
@@ -88,6 +92,59 @@ static int shim_prepare_groups(const struct shim_opts *o, struct shim_exec *ex, 
     return 0;
 }
 
+/* The filesystem checks made for the job before it starts (conda and its environment,
+ * the command's lookup, the script's first bytes) are made as the job user, so that a
+ * root shim answers only what that user could find out (DESIGN.md §6: a CONDA_EXE or
+ * --conda-env path under a directory only root can read is "not found", exactly like
+ * one that does not exist). The shim takes the job user's effective gid, groups and uid
+ * for them and then its own back: its real and saved uid stay 0, which is what lets it
+ * return, and keeps the user's processes from signalling or tracing it meanwhile (the
+ * kernel checks those against the real and saved ids). Nothing is opened for writing
+ * or created in between. */
+struct shim_prepare_ids {
+    gid_t egid;
+    gid_t *groups;
+    int ngroups;
+    bool switched;
+};
+
+static int shim_prepare_as_user(const struct shim_exec *ex, struct shim_prepare_ids *saved,
+                                char **err)
+{
+    memset(saved, 0, sizeof(*saved));
+    if (!ex->set_creds || geteuid() != 0)
+        return 0;
+    saved->egid = getegid();
+    int n = getgroups(0, NULL);
+    saved->groups = xcalloc(n > 0 ? (size_t)n : 1, sizeof(gid_t));
+    saved->ngroups = n > 0 ? getgroups(n, saved->groups) : 0;
+    if (saved->ngroups < 0 || setgroups((size_t)ex->ngroups, ex->groups) < 0 ||
+        setegid(ex->gid) < 0 || seteuid(ex->uid) < 0) {
+        *err = xasprintf("cannot take the identity of user %s for the job's checks: %s", ex->user,
+                         strerror(errno));
+        saved->switched = true; /* whatever changed goes back */
+        return -1;
+    }
+    saved->switched = true;
+    return 0;
+}
+
+/* Back to the shim's own ids (the uid first: setgroups and setegid need root). 0, or
+ * -1 with *err when that fails: the shim must not go on as anyone else. */
+static int shim_prepare_as_root(struct shim_prepare_ids *saved, char **err)
+{
+    int rc = 0;
+    if (saved->switched && (seteuid(0) < 0 || setegid(saved->egid) < 0 ||
+                            setgroups((size_t)saved->ngroups, saved->groups) < 0)) {
+        if (err && !*err)
+            *err = xasprintf("cannot return to the shim's own identity: %s", strerror(errno));
+        rc = -1;
+    }
+    free(saved->groups);
+    memset(saved, 0, sizeof(*saved));
+    return rc;
+}
+
 /* Frees and closes what shim_prepare put in ex. */
 void shim_prepare_free(struct shim_exec *ex)
 {
@@ -116,6 +173,8 @@ void shim_prepare_free(struct shim_exec *ex)
     free(ex->groups);
     if (ex->log_fd >= 0)
         close(ex->log_fd);
+    if (ex->out_fd >= 0)
+        close(ex->out_fd);
     if (ex->null_fd >= 0)
         close(ex->null_fd);
     if (ex->cgroup_procs_fd >= 0)
@@ -146,9 +205,16 @@ int shim_prepare(const struct shim_opts *o, struct shim_exec *ex, char **err)
         return -1;
     }
     ex->workdir = o->workdir;
-    if (shim_conda_prepare(o, ex, err) < 0)
+    ex->umask = o->umask;
+    struct shim_prepare_ids saved;
+    int rc = shim_prepare_as_user(ex, &saved, err);
+    if (rc == 0)
+        rc = shim_conda_prepare(o, ex, err);
+    if (rc == 0) {
+        shim_command_prepare(o, ex);
+        shim_lookup_prepare(o, ex);
+    }
+    if (shim_prepare_as_root(&saved, err) < 0 || rc < 0)
         return -1;
-    shim_command_prepare(o, ex);
-    shim_lookup_prepare(o, ex);
     return shim_env_tasks(o, ex, err);
 }

@@ -1,7 +1,8 @@
 /* report: what the shim tells the daemon, in the forms src/core/exitfile.h defines: the
  * lock file's lines (its pid and start time first, the reason of a failure of its own
- * last), the exit file (written atomically), and one line on stderr (the daemon's log)
- * for each failure. */
+ * last), the exit file (written atomically, or in place into the room the daemon
+ * reserved for it when the filesystem is full), and one line on stderr (the daemon's
+ * log) for each failure. */
 #include "shim.h"
 
 #include <errno.h>
@@ -49,6 +50,12 @@ int shim_report_exit(const struct shim_opts *o, const struct exit_record *rec)
 {
     char *text = exit_record_encode(rec);
     int rc = write_file_atomic(o->exit_file, text, strlen(text), 0644);
+    if (rc < 0 && (errno == ENOSPC || errno == EDQUOT)) {
+        /* No room for the temp file: write into the exit file the daemon reserved. */
+        free(text);
+        text = exit_record_encode_max(rec, EXITFILE_RESERVE);
+        rc = write_file_in_place(o->exit_file, text, strlen(text));
+    }
     int e = errno;
     free(text);
     errno = e;

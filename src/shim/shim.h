@@ -51,6 +51,8 @@ struct shim_opts {
     int n_deny_minors;
     int64_t memory_limit_mb; /* --memory-limit in MiB, 0: none */
     const char *conda_env;   /* --conda-env: name or absolute path, NULL: none */
+    int umask;               /* --umask: the job's umask, -1: the shim's own */
+    int64_t log_max_bytes;   /* --log-max-bytes: the job log's cap, 0: none */
 };
 
 /* Everything the job child needs, prepared before fork so the child only makes
@@ -75,12 +77,14 @@ struct shim_exec {
     pid_t pgid; /* the job's process group; 0 until the first copy is forked */
     const char *workdir;
     const char *user;
+    int umask; /* -1: keep the shim's */
     bool set_creds;
     uid_t uid;
     gid_t gid;
     gid_t *groups;
     int ngroups;
     int log_fd;
+    int out_fd; /* the job's stdout and stderr: the write end of the relay's pipe */
     int null_fd;
     int report_fd;       /* write end of a close-on-exec pipe: why the job did not start */
     int cgroup_procs_fd; /* the job's devices cgroup's cgroup.procs, -1: none (step 7) */
@@ -122,6 +126,19 @@ struct shim_memlimit {
     bool oom;         /* the job was killed for memory */
 };
 
+/* The job's output on its way to the log (relay.c). */
+struct shim_relay {
+    int rd;          /* the pipe's read end; -1 once every writer is gone */
+    int log_fd;      /* the job log */
+    int null_fd;     /* /dev/null, where dropped output goes; -1 until needed */
+    int64_t max;     /* --log-max-bytes, 0: no cap */
+    int64_t written; /* the job's bytes in the log */
+    bool truncated;  /* the cap was reached and the line saying so written */
+    int64_t lost;    /* bytes dropped because the log could not take them, not told yet */
+    int lost_errno;  /* why */
+    bool can_splice; /* false once splice said the log's filesystem cannot */
+};
+
 /* The supervision state. */
 struct shim_run {
     pid_t self;
@@ -139,7 +156,7 @@ struct shim_run {
     char *cgroup_dir; /* the job's devices cgroup (step 7), NULL: none */
     struct shim_memlimit mem;
     int mem_tfd; /* timerfd: the memory check period (-1 without --memory-limit) */
-    int log_fd;  /* the job log, kept for the memory line (-1 without --memory-limit) */
+    struct shim_relay relay;
 };
 
 /* ---- opts.c: the command line ---- */
@@ -156,7 +173,8 @@ void shim_opts_usage(void);
 /* Step 1: writes the lock file's first line into the daemon's lock fd and makes the fd
  * close-on-exec. 0, or -1 with *err. */
 int shim_report_lock(int fd, char **err);
-/* Writes rec to the exit file atomically. 0 or -1 with errno set. */
+/* Writes rec to the exit file atomically, else (no space) into its reserved room. 0 or
+ * -1 with errno set. */
 int shim_report_exit(const struct shim_opts *o, const struct exit_record *rec);
 /* Reports a failure of the shim's own, which makes it exit SHIM_EXIT_FAIL or
  * SHIM_EXIT_USAGE: one line on stderr, and msg as the lock file's error line. With
@@ -238,7 +256,7 @@ int shim_memlimit_setup(const struct shim_opts *o, struct shim_exec *ex, struct 
                         char **err);
 /* The method's name for the exit file and the log ("cgroup v2", ...; NULL for none). */
 const char *shim_memlimit_method_name(enum shim_mem_method method);
-/* The memory check timer and the job log kept for the OOM line. 0, or -1 with *err. */
+/* The memory check timer. 0, or -1 with *err. */
 int shim_memlimit_open(struct shim_run *r, const struct shim_exec *ex, char **err);
 /* Arms the memory check timer once the job runs. */
 void shim_memlimit_start(struct shim_run *r);
@@ -255,6 +273,19 @@ size_t shim_proctree_descendants(pid_t root, pid_t **out);
 size_t shim_proctree_signal(struct shim_run *r, int sig);
 /* The summed RSS (kB) of every descendant of root. */
 long long shim_proctree_rss_kb(pid_t root);
+
+/* ---- relay.c: the job's output into the log, capped (step 3) ---- */
+/* Before fork: the pipe the job writes to (its write end in ex->out_fd, which the copies
+ * get as stdout and stderr) and the relay's own copy of the log. 0, or -1 with *err. */
+int shim_relay_open(struct shim_relay *rl, const struct shim_opts *o, struct shim_exec *ex,
+                    char **err);
+/* Moves what the pipe holds into the log (or drops it past the cap, or when the log
+ * cannot take it) without waiting; closes the read end once every writer is gone. */
+void shim_relay_pump(struct shim_relay *rl);
+/* A line of the shim's own into the log, after the job's output that came before it. */
+void shim_relay_line(struct shim_relay *rl, const char *line);
+/* After the job: moves what is left, says how much was lost if any, closes its fds. */
+void shim_relay_close(struct shim_relay *rl);
 
 /* ---- child.c: the job's copies, from fork to exec ---- */
 /* Step 4: forks the copies of the job into r->tasks, all in the first one's process

@@ -1,5 +1,6 @@
 /* supervise: the loop (step 5): signals from the daemon (cancel, forwarded signals) on a
- * signalfd, the kill grace and re-kill period on a timerfd, the memory check tick,
+ * signalfd, the kill grace and re-kill period on a timerfd, the memory check tick, the
+ * job's output (relay.c),
  * reaping the copies (the first to fail decides and stops the others), and waiting for
  * leftovers until nothing of the job is left. */
 #include "shim.h"
@@ -166,11 +167,13 @@ int shim_supervise_run(struct shim_run *r, char **err)
         shim_supervise_reap(r);
         if (r->nreaped == r->ntasks && shim_supervise_leftovers_gone(r))
             return 0;
-        /* poll skips a negative fd: no memory tick without --memory-limit. */
-        struct pollfd p[3] = {{.fd = r->sfd, .events = POLLIN},
+        /* poll skips a negative fd: no memory tick without --memory-limit, no output
+         * once every writer of the pipe is gone. */
+        struct pollfd p[4] = {{.fd = r->sfd, .events = POLLIN},
                               {.fd = r->tfd, .events = POLLIN},
-                              {.fd = r->mem_tfd, .events = POLLIN}};
-        if (poll(p, 3, -1) < 0) {
+                              {.fd = r->mem_tfd, .events = POLLIN},
+                              {.fd = r->relay.rd, .events = POLLIN}};
+        if (poll(p, 4, -1) < 0) {
             if (errno == EINTR)
                 continue;
             *err = xasprintf("poll: %s", strerror(errno));
@@ -182,6 +185,8 @@ int shim_supervise_run(struct shim_run *r, char **err)
             shim_supervise_timer_fired(r);
         if (p[2].revents)
             shim_memlimit_tick(r);
+        if (p[3].revents)
+            shim_relay_pump(&r->relay);
     }
 }
 

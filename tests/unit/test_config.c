@@ -16,6 +16,7 @@
 #include "config.h"
 #include "config_file.h"
 #include "files.h"
+#include "paths.h"
 #include "util.h"
 
 struct fixture {
@@ -81,6 +82,8 @@ static void test_defaults(void **state)
     assert_int_equal(c.kill_grace_secs, 10);
     assert_int_equal(c.limits.max_request_bytes, 8 * 1024 * 1024);
     assert_string_equal(c.log_level, "info");
+    assert_null(c.log_dir);
+    assert_int_equal(c.max_log_bytes, 1024LL * 1024 * 1024);
     config_free(&c);
 }
 
@@ -290,6 +293,48 @@ static void test_precedence_env_over_file(void **state)
     config_free(&c);
 }
 
+/* daemon.log_dir moves the job logs away from the data directory (and its database);
+ * daemon.max_log_bytes caps each job's log, 0 meaning no cap. */
+static void test_log_keys(void **state)
+{
+    struct fixture *f = *state;
+    write_config(f, "[daemon]\n"
+                    "data_dir = '/srv/gflow'\n"
+                    "log_dir = '/scratch/gflow-logs'\n"
+                    "max_log_bytes = 4096\n");
+    struct gflow_config c;
+    config_init(&c);
+    char *err = NULL;
+    assert_int_equal(config_load_file(&c, f->path, true, &err), 0);
+    assert_string_equal(c.log_dir, "/scratch/gflow-logs");
+    assert_int_equal(c.max_log_bytes, 4096);
+    struct gflow_paths p;
+    paths_resolve(&p, &c, true);
+    assert_string_equal(p.log_dir, "/scratch/gflow-logs");
+    assert_string_equal(p.db_path, "/srv/gflow/gflow.db");
+    paths_free(&p);
+    free(c.log_dir);
+    c.log_dir = NULL;
+    paths_resolve(&p, &c, true);
+    assert_string_equal(p.log_dir, "/srv/gflow/logs"); /* the default: <data>/logs */
+    paths_free(&p);
+
+    assert_int_equal(config_set(&c, "daemon.max_log_bytes", "0", &err), 0); /* no cap */
+    assert_int_equal(c.max_log_bytes, 0);
+    assert_int_equal(config_set(&c, "daemon.max_log_bytes", "-1", &err), -1);
+    assert_string_equal(err, "daemon.max_log_bytes must be an integer >= 0 (got '-1')");
+    free(err);
+    err = NULL;
+    char *env[] = {"GFLOW_DAEMON__LOG_DIR=/elsewhere", "GFLOW_DAEMON__MAX_LOG_BYTES=1048576", NULL};
+    assert_int_equal(config_load_env(&c, env, &err), 0);
+    assert_string_equal(c.log_dir, "/elsewhere");
+    assert_int_equal(c.max_log_bytes, 1048576);
+    config_free(&c);
+    char *expected = xasprintf("%s:2: daemon.max_log_bytes must be an integer >= 0", f->path);
+    assert_error(load_error(f, "[daemon]\nmax_log_bytes = '1G'\n"), expected);
+    free(expected);
+}
+
 static void test_default_path(void **state)
 {
     char *saved_xdg = getenv("XDG_CONFIG_HOME") ? xstrdup(getenv("XDG_CONFIG_HOME")) : NULL;
@@ -330,6 +375,7 @@ int main(void)
         cmocka_unit_test(test_env_errors),
         cmocka_unit_test(test_config_set),
         cmocka_unit_test_setup_teardown(test_precedence_env_over_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_log_keys, setup, teardown),
         cmocka_unit_test(test_default_path),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

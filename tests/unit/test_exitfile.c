@@ -198,6 +198,41 @@ static void test_garbage_is_refused(void **state)
     exit_record_free(&r);
 }
 
+/* A record written into the reserved exit file is cut to fit it: its error shortened,
+ * still a record that reads back, with the other fields intact. */
+static void test_encode_max_cuts_the_error(void **state)
+{
+    (void)state;
+    struct exit_record rec;
+    exit_record_init(&rec);
+    rec.job_id = 7;
+    rec.exit_code = 127;
+    rec.started_at = 1.5;
+    rec.finished_at = 2.5;
+    char *small = exit_record_encode_max(&rec, 4096); /* fits: unchanged */
+    char *plain = exit_record_encode(&rec);
+    assert_string_equal(small, plain);
+    free(small);
+    free(plain);
+    size_t n = 100000;
+    rec.error = xmalloc(n + 1);
+    for (size_t i = 0; i < n; i++)
+        rec.error[i] = i % 3 ? 'a' : '"'; /* escaped: two bytes in the text */
+    rec.error[n] = '\0';
+    char *text = exit_record_encode_max(&rec, 16384);
+    assert_true(strlen(text) <= 16384);
+    assert_true(strlen(text) > 8000);
+    struct exit_record back;
+    assert_int_equal(exit_record_decode(text, strlen(text), &back), 0);
+    assert_int_equal(back.job_id, 7);
+    assert_int_equal(back.exit_code, 127);
+    assert_non_null(back.error);
+    assert_int_equal(strncmp(back.error, rec.error, strlen(back.error)), 0);
+    exit_record_free(&back);
+    free(text);
+    exit_record_free(&rec);
+}
+
 /* The lock file text for pid, start and an error (NULL: none) before the job. */
 static char *lock_text(int64_t pid, int64_t start, const char *error)
 {
@@ -447,6 +482,7 @@ int main(void)
         cmocka_unit_test(test_invalid_utf8_still_parses),
         cmocka_unit_test(test_nulls_and_missing_fields),
         cmocka_unit_test(test_garbage_is_refused),
+        cmocka_unit_test(test_encode_max_cuts_the_error),
         cmocka_unit_test(test_lock_line_without_error),
         cmocka_unit_test(test_lock_line_with_error),
         cmocka_unit_test(test_lock_line_is_capped),

@@ -2,8 +2,8 @@
  * (src/daemon/jobedit.c) on a store in a temp dir, with no loop, GPUs or processes: the
  * dependency cascade (auto-cancel down a chain in one change, or waiting with
  * DependencyFailed), its preview, retries (dependents moved to the new attempt), the
- * scheduling pass and what waits for the commit, group limits, gjob update, and
- * gjob redo with its cascade. */
+ * scheduling pass and what waits for the commit, group limits, gjob update, gjob redo
+ * with its cascade, and the reload that undoes a lost transaction. */
 /* clang-format off */
 #include <stdarg.h>
 #include <stddef.h>
@@ -460,12 +460,73 @@ static void test_redo_cascade(void **state)
     assert_int_equal(jobs_active_of(f->t, bob.uid), 3);
 }
 
+/* A transaction the store lost (rolled back) is undone in memory by reloading the table:
+ * a job's end, with its retry and the dependents it took along, is as it was before,
+ * a submission is gone, and what waited for the commit (a signal, a file's removal)
+ * never happens. The table stays usable at the same address. */
+static void test_reload_after_a_lost_transaction(void **state)
+{
+    struct fixture *f = *state;
+    int64_t r = submit(f, "{\"command\": \"false\", \"workdir\": \"/\", \"max_retries\": 1}");
+    int64_t d = submit_after(f, "1", true);
+    assert_int_equal(pass(f), 1);
+    assert_int_equal(jobs_commit(f->t), 0);
+
+    /* One iteration's changes: r fails (and is retried), a submission, a signal and a
+     * file's removal waiting for the commit. */
+    end(f, r, JOB_FAILED, JOB_REASON_NON_ZERO_EXIT);
+    int64_t lost = submit(f, "{\"command\": \"true\", \"workdir\": \"/\"}");
+    jobs_after_commit_signal(f->t, r, SIGTERM);
+    char keep[160];
+    snprintf(keep, sizeof(keep), "%s/keep", f->dir);
+    FILE *fp = fopen(keep, "w");
+    assert_non_null(fp);
+    fclose(fp);
+    jobs_after_commit_unlink(f->t, xstrdup(keep));
+    assert_null(jobs_get(f->t, r));
+
+    store_rollback(f->s); /* what serve.c does once the store says it was lost */
+    struct jobs *before = f->t;
+    char *err = NULL;
+    assert_int_equal(jobs_reload(f->t, &err), 0);
+    assert_ptr_equal(f->t, before);
+    struct job *rj = jobs_get(f->t, r);
+    assert_non_null(rj);
+    assert_int_equal(rj->state, JOB_RUNNING);
+    assert_int_equal(rj->attempt, 1);
+    assert_null(jobs_get(f->t, lost));
+    assert_null(jobs_get(f->t, lost + 1)); /* no retry either */
+    struct job *dj = jobs_get(f->t, d);
+    assert_non_null(dj);
+    assert_int_equal(dj->deps[0].id, r);
+    assert_int_equal(dj->deps[0].status, JOB_DEP_PENDING);
+    assert_true(jobs_next_id(f->t) > lost); /* an id handed out is not handed out again */
+    assert_int_equal(jobs_commit(f->t), 0);
+    assert_int_equal(f->n_signalled, 0);
+    assert_int_equal(access(keep, F_OK), 0);
+    unlink(keep);
+
+    /* Done again, it all happens as it should have. */
+    end(f, r, JOB_FAILED, JOB_REASON_NON_ZERO_EXIT);
+    assert_int_equal(jobs_commit(f->t), 0);
+    assert_int_equal(stored_state(f, r), JOB_FAILED);
+    int64_t again;
+    assert_int_equal(store_retried_as(f->s, r, &again), 0);
+    assert_true(again > lost);
+    assert_int_equal(jobs_get(f->t, d)->deps[0].id, again);
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
     const struct CMUnitTest tests[] = {
-        T(test_cascade),     T(test_retries), T(test_pass_and_commit),
-        T(test_group_limit), T(test_update),  T(test_redo_cascade),
+        T(test_cascade),
+        T(test_retries),
+        T(test_pass_and_commit),
+        T(test_group_limit),
+        T(test_update),
+        T(test_redo_cascade),
+        T(test_reload_after_a_lost_transaction),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

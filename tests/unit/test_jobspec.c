@@ -133,6 +133,45 @@ static void test_refusals(void **state)
             "\"all\" or \"any\"");
     refused("{\"command\": \"x\", \"workdir\": \"/w\", \"max_retries\": 1001}", "0 to 1000");
     refused("{\"command\": \"x\", \"workdir\": \"/w\", \"conda_env\": \"a\\tb\"}", "conda_env");
+    /* A umask is octal text, at most 0777. */
+    refused("{\"command\": \"x\", \"workdir\": \"/w\", \"umask\": 18}", "'umask'");
+    refused("{\"command\": \"x\", \"workdir\": \"/w\", \"umask\": \"0800\"}", "'umask'");
+    refused("{\"command\": \"x\", \"workdir\": \"/w\", \"umask\": \"1000\"}", "'umask'");
+    refused("{\"command\": \"x\", \"workdir\": \"/w\", \"umask\": \"\"}", "'umask'");
+    refused("{\"command\": \"x\", \"workdir\": \"/w\", \"umask\": \"00022\"}", "'umask'");
+}
+
+/* The submitter's umask travels with the job; without one it is -1 (gflowd's 0077). */
+static void test_umask(void **state)
+{
+    (void)state;
+    char *err = NULL;
+    struct job *j = job_of("{\"command\": \"x\", \"workdir\": \"/w\", \"umask\": \"022\"}", &err);
+    assert_non_null(j);
+    assert_int_equal(j->umask, 022);
+    json_t *spec = jobspec_from_job(j);
+    assert_string_equal(json_string_value(json_object_get(spec, "umask")), "0022");
+    json_t *o = job_to_json(j, false, NULL);
+    assert_string_equal(json_string_value(json_object_get(o, "umask")), "0022");
+    struct job back;
+    assert_int_equal(job_from_json(o, &back), 0);
+    assert_int_equal(back.umask, 022);
+    job_clear(&back);
+    json_decref(o);
+    json_decref(spec);
+    job_free(j);
+    j = job_of("{\"command\": \"x\", \"workdir\": \"/w\", \"umask\": \"0\"}", &err);
+    assert_int_equal(j->umask, 0);
+    job_free(j);
+    j = job_of("{\"command\": \"x\", \"workdir\": \"/w\", \"umask\": null}", &err);
+    assert_int_equal(j->umask, -1);
+    spec = jobspec_from_job(j);
+    assert_null(json_object_get(spec, "umask"));
+    o = job_to_json(j, false, NULL);
+    assert_true(json_is_null(json_object_get(o, "umask")));
+    json_decref(o);
+    json_decref(spec);
+    job_free(j);
 }
 
 /* A submission from JSON text: 0 and *sub, or -1 and *err. */
@@ -347,7 +386,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults),    cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_submissions), cmocka_unit_test(test_spec_round_trip_and_merge),
-        cmocka_unit_test(test_jobenv),
+        cmocka_unit_test(test_jobenv),      cmocka_unit_test(test_umask),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -290,6 +290,36 @@ static void test_priority(void **state)
     }
 }
 
+static void test_umask(void **state)
+{
+    (void)state;
+    int mask = -1;
+    char *err = NULL;
+    static const struct {
+        const char *text;
+        int mask;
+        const char *shown;
+    } good[] = {{"022", 022, "0022"},
+                {"0077", 077, "0077"},
+                {"0", 0, "0000"},
+                {"777", 0777, "0777"},
+                {"0002", 02, "0002"}};
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        assert_int_equal(parse_umask(good[i].text, &mask, &err), 0);
+        assert_int_equal(mask, good[i].mask);
+        char buf[8];
+        format_umask(mask, buf);
+        assert_string_equal(buf, good[i].shown);
+    }
+    assert_null(err);
+    const char *bad[] = {"", "8", "0800", "1000", "00022", "-22", "22 ", "0x12", "u=rwx"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        err = NULL;
+        int rc = parse_umask(bad[i], &mask, &err);
+        check_err(rc, err, bad[i], "octal digits");
+    }
+}
+
 static void quote_is(const char *word, const char *want)
 {
     char *q = shell_quote(word);
@@ -578,6 +608,7 @@ int main(void)
         cmocka_unit_test(test_memory),
         cmocka_unit_test(test_memory_errors),
         cmocka_unit_test(test_priority),
+        cmocka_unit_test(test_umask),
         cmocka_unit_test(test_shell_quote),
         cmocka_unit_test(test_shell_join),
         cmocka_unit_test(test_signal_spec),

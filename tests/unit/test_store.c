@@ -180,6 +180,7 @@ static struct job *full_job(int64_t id)
     j->warn_secs = 90;
     j->warn_main_only = true;
     j->begin_time = 1764475200.5;
+    j->umask = 027;
     return j;
 }
 
@@ -245,6 +246,7 @@ static void assert_light_equal(const struct job *a, const struct job *b)
     assert_int_equal(a->warn_secs, b->warn_secs);
     assert_int_equal(a->warn_main_only, b->warn_main_only);
     assert_true(a->begin_time == b->begin_time);
+    assert_int_equal(a->umask, b->umask);
 }
 
 /* ---- collecting callback results ---- */
@@ -309,7 +311,7 @@ static void test_open_pragmas_and_schema(void **state)
     char *mode = peek_text(db, "PRAGMA journal_mode");
     assert_string_equal(mode, "wal|\n");
     free(mode);
-    assert_int_equal(peek_int(db, "PRAGMA user_version"), 6);
+    assert_int_equal(peek_int(db, "PRAGMA user_version"), 7);
     assert_int_equal(peek_int(db, "SELECT value FROM meta WHERE key='next_job_id'"), 2);
     char *objs = peek_text(db, "SELECT type, name FROM sqlite_schema WHERE name NOT LIKE "
                                "'sqlite_%' ORDER BY type, name");
@@ -336,7 +338,7 @@ static void test_open_pragmas_and_schema(void **state)
                               "gpus gpu_ids memory_mb gpu_memory_mb shared group_id "
                               "array_task max_retries attempt retry_of gpus_per_task "
                               "depends_on depends_any auto_cancel conda_env signal_spec "
-                              "begin_time reason_code reason_job|\n");
+                              "begin_time reason_code reason_job umask|\n");
     free(objs);
     /* The payload: a sweep's values and templates after script and env (step 5). */
     objs = peek_text(db, "SELECT group_concat(name, ' ') FROM pragma_table_info('job_payload')");
@@ -366,9 +368,31 @@ static void test_refuses_newer_schema(void **state)
     free(err);
     /* Let teardown work. */
     db = peek_open(f->path);
-    sqlite3_exec(db, "PRAGMA user_version=6", NULL, NULL, NULL);
+    sqlite3_exec(db, "PRAGMA user_version=7", NULL, NULL, NULL);
     sqlite3_close(db);
     f->s = open_ok(f->path);
+}
+
+/* Step 7 of the schema: jobs stored before it have no umask (-1: they run with 0077, as
+ * they did). */
+static void test_migrate_umask(void **state)
+{
+    struct fixture *f = *state;
+    struct job *j = full_job(1);
+    assert_int_equal(store_insert_job(f->s, j, NULL), 0);
+    job_free(j);
+    store_close(f->s);
+    sqlite3 *db = peek_open(f->path);
+    assert_int_equal(sqlite3_exec(db, "ALTER TABLE jobs DROP COLUMN umask; PRAGMA user_version=6",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(db);
+    f->s = open_ok(f->path);
+    struct job got;
+    assert_int_equal(store_get_job(f->s, 1, &got, false), 0);
+    assert_int_equal(got.umask, -1);
+    assert_string_equal(got.conda_env, "torch-env"); /* the rest as it was */
+    job_clear(&got);
 }
 
 /* Step 6 of the schema: a reason written as text by an older version becomes a code,
@@ -396,6 +420,7 @@ static void test_migrate_reasons(void **state)
     assert_int_equal(sqlite3_exec(db,
                                   "ALTER TABLE jobs DROP COLUMN reason_code;"
                                   "ALTER TABLE jobs DROP COLUMN reason_job;"
+                                  "ALTER TABLE jobs DROP COLUMN umask;"
                                   "PRAGMA user_version=5",
                                   NULL, NULL, NULL),
                      SQLITE_OK);
@@ -1007,7 +1032,8 @@ static off_t file_size(const char *path)
     return stat(path, &st) == 0 ? st.st_size : 0;
 }
 
-/* A COMMIT that fails because the disk is full (here: a file size limit) loses the
+/* A COMMIT that fails because the disk is full (here: a file size limit, below the room
+ * the store reserves in its WAL, which it would otherwise write into) loses the
  * transaction; the store keeps saying so, refusing changes, until it is rolled back. */
 static void test_commit_failure(void **state)
 {
@@ -1027,7 +1053,8 @@ static void test_commit_failure(void **state)
     struct rlimit old, lim;
     assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
     lim = old;
-    lim.rlim_cur = (rlim_t)file_size(wal) + 256 * 1024;
+    assert_true(file_size(wal) >= 4 * 1024 * 1024); /* the reserve */
+    lim.rlim_cur = 256 * 1024;
     assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
     int rc = store_commit(f->s);
     assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
@@ -1058,6 +1085,47 @@ static void test_commit_failure(void **state)
     assert_int_equal(store_get_job(f->s, 3, &got, false), 0);
     job_clear(&got);
     assert_int_equal(store_get_job(f->s, 2, &got, false), 1);
+}
+
+/* A statement that fails inside a transaction for the same reason (the page cache
+ * spills to the WAL) loses the whole transaction too: the changes before it are gone,
+ * and the changes after it are refused rather than made outside any transaction. */
+static void test_statement_failure_loses_the_transaction(void **state)
+{
+    struct fixture *f = *state;
+    insert_free(f->s, mkjob(1, JOB_QUEUED, "u", 10, 1));
+    assert_int_equal(store_begin(f->s), 0);
+    insert_free(f->s, mkjob(2, JOB_QUEUED, "u", 10, 1));
+    struct job *big = mkjob(3, JOB_QUEUED, "u", 10, 1);
+    big->script = xmalloc(6 << 20); /* more than the page cache holds */
+    memset(big->script, '#', (6 << 20) - 1);
+    big->script[(6 << 20) - 1] = '\0';
+
+    void (*old_handler)(int) = signal(SIGXFSZ, SIG_IGN);
+    struct rlimit old, lim;
+    assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+    lim = old;
+    lim.rlim_cur = 256 * 1024;
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    int rc = store_insert_job(f->s, big, NULL);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+    signal(SIGXFSZ, old_handler);
+    job_free(big);
+
+    assert_int_equal(rc, -1);
+    assert_true(store_transaction_lost(f->s));
+    assert_true(store_in_transaction(f->s));
+    struct job *j4 = mkjob(4, JOB_QUEUED, "u", 10, 1);
+    assert_int_equal(store_insert_job(f->s, j4, NULL), -1); /* not in autocommit mode */
+    assert_int_equal(store_commit(f->s), -1);
+    store_rollback(f->s);
+    struct job got;
+    assert_int_equal(store_get_job(f->s, 2, &got, false), 1); /* before the failure: gone */
+    assert_int_equal(store_get_job(f->s, 4, &got, false), 1);
+    assert_int_equal(store_get_job(f->s, 1, &got, false), 0); /* committed before: kept */
+    job_clear(&got);
+    insert_ok(f->s, j4);
+    job_free(j4);
 }
 
 /* Committed data survives a reopen; and the last close leaves the file consistent. */
@@ -1128,6 +1196,8 @@ int main(void)
         T(test_open_pragmas_and_schema),
         T(test_refuses_newer_schema),
         T(test_migrate_reasons),
+        T(test_migrate_umask),
+        T(test_statement_failure_loses_the_transaction),
         T(test_group_payload),
         cmocka_unit_test(test_open_bad_path),
         T(test_insert_get),

@@ -1,0 +1,186 @@
+/* disk: room on the filesystems gflowd writes to (see disk.h).
+ *
+ * statvfs says how much is free: for a root daemon all of it (f_bfree: root may use the
+ * blocks a filesystem reserves for it), else what an unprivileged writer may use
+ * (f_bavail). A write that failed for want of space (a commit, a job's launch) also
+ * counts, for DISK_HOLD_SECS, whatever statvfs says. The message names the mount point
+ * (found by walking up from the directory while the device stays the same), the
+ * directory and what it holds. */
+#include "disk.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "log.h"
+#include "util.h"
+
+#define DISK_CACHE_SECS 0.1
+
+struct disk_fs {
+    char *dir;
+    const char *holds; /* what gflowd keeps there, for the message */
+    double noted_at;   /* monotonic time of the last write that failed for want of space */
+};
+
+struct disk {
+    struct disk_fs fs[2]; /* [0] the data directory, [1] the logs when elsewhere */
+    int n;
+    double checked_at; /* monotonic; 0: never */
+    bool full;
+    char *problem;
+};
+
+static dev_t disk_dev(const char *dir)
+{
+    struct stat st;
+    return stat(dir, &st) == 0 ? st.st_dev : (dev_t)-1;
+}
+
+struct disk *disk_new(const char *data_dir, const char *log_dir)
+{
+    struct disk *k = xcalloc(1, sizeof(*k));
+    k->fs[0].dir = xstrdup(data_dir);
+    k->n = 1;
+    if (disk_dev(log_dir) != disk_dev(data_dir)) {
+        k->fs[0].holds = "gflowd's database";
+        k->fs[1].dir = xstrdup(log_dir);
+        k->fs[1].holds = "the job logs, daemon.log_dir";
+        k->n = 2;
+    } else {
+        k->fs[0].holds = "gflowd's database and the job logs";
+    }
+    return k;
+}
+
+void disk_free(struct disk *k)
+{
+    if (!k)
+        return;
+    for (int i = 0; i < k->n; i++)
+        free(k->fs[i].dir);
+    free(k->problem);
+    free(k);
+}
+
+/* Where the filesystem holding dir is mounted (to free). */
+static char *disk_mount_point(const char *dir)
+{
+    char *path = realpath(dir, NULL);
+    if (!path)
+        return xstrdup(dir);
+    dev_t dev = disk_dev(path);
+    for (;;) {
+        char *slash = strrchr(path, '/');
+        if (!slash || slash == path) {
+            if (disk_dev("/") == dev)
+                strcpy(path, "/");
+            return path;
+        }
+        *slash = '\0';
+        if (disk_dev(path) != dev) {
+            *slash = '/';
+            return path;
+        }
+    }
+}
+
+/* "512 bytes", "3.2 MiB" */
+static char *disk_size(unsigned long long bytes)
+{
+    if (bytes < 1024)
+        return xasprintf("%llu bytes", bytes);
+    if (bytes < 1024ULL * 1024)
+        return xasprintf("%.1f KiB", (double)bytes / 1024);
+    return xasprintf("%.1f MiB", (double)bytes / (1024.0 * 1024));
+}
+
+/* Whether fs is full now; then *msg says so (to free). */
+static bool disk_fs_full(struct disk_fs *fs, double now, char **msg)
+{
+    struct statvfs sv;
+    bool noted = fs->noted_at > 0 && now - fs->noted_at < DISK_HOLD_SECS;
+    if (statvfs(fs->dir, &sv) < 0 && !noted)
+        return false; /* cannot tell: the writes themselves will */
+    bool root = geteuid() == 0;
+    unsigned long long bytes = (unsigned long long)(root ? sv.f_bfree : sv.f_bavail) * sv.f_frsize;
+    unsigned long long inodes = root ? sv.f_ffree : sv.f_favail;
+    bool no_inodes = sv.f_files > 0 && inodes < DISK_MIN_FREE_INODES;
+    if (!noted && !no_inodes && bytes >= (unsigned long long)DISK_MIN_FREE_BYTES)
+        return false;
+    char *mount = disk_mount_point(fs->dir);
+    char *free_text = no_inodes ? xasprintf("%llu inodes free", inodes) : disk_size(bytes);
+    if (!no_inodes) {
+        char *t = xasprintf("%s free", free_text);
+        free(free_text);
+        free_text = t;
+    }
+    *msg = xasprintf("the filesystem mounted at %s (holding %s: %s) is full (%s); free some "
+                     "space there (or cancel the job that fills it) and gflowd resumes by "
+                     "itself, no restart needed",
+                     mount, fs->dir, fs->holds, free_text);
+    free(mount);
+    free(free_text);
+    return true;
+}
+
+/* Looks at the first count filesystems; the message of the first that is full. */
+static bool disk_look(struct disk *k, int count, char **msg)
+{
+    double now = now_mono();
+    for (int i = 0; i < count && i < k->n; i++)
+        if (disk_fs_full(&k->fs[i], now, msg))
+            return true;
+    return false;
+}
+
+bool disk_full(struct disk *k)
+{
+    double now = now_mono();
+    if (k->checked_at > 0 && now - k->checked_at < DISK_CACHE_SECS)
+        return k->full;
+    k->checked_at = now;
+    char *msg = NULL;
+    bool full = disk_look(k, k->n, &msg);
+    if (full && !k->full)
+        log_warn("%s; jobs wait and requests that write are refused meanwhile", msg);
+    else if (!full && k->full)
+        log_info("there is room again: jobs start and requests that write are accepted");
+    k->full = full;
+    free(k->problem);
+    k->problem = msg;
+    return full;
+}
+
+void disk_note_full(struct disk *k, const char *path)
+{
+    double now = now_mono();
+    size_t best = 0;
+    int which = 0;
+    /* The filesystem whose directory path lies under (the longest such). */
+    for (int i = 0; i < k->n; i++) {
+        size_t len = strlen(k->fs[i].dir);
+        if (strncmp(path, k->fs[i].dir, len) == 0 && (path[len] == '/' || !path[len]) &&
+            len > best) {
+            best = len;
+            which = i;
+        }
+    }
+    k->fs[which].noted_at = now;
+    k->checked_at = 0; /* look again at the next question */
+}
+
+int disk_check_write(struct disk *k, bool new_jobs, char **msg)
+{
+    return disk_look(k, new_jobs ? k->n : 1, msg) ? -1 : 0;
+}
+
+const char *disk_problem(struct disk *k)
+{
+    return k->full ? k->problem : NULL;
+}
