@@ -184,8 +184,12 @@ static void shim_main_std_fds(void)
 /* Runs the job from its preparation to the exit file; the shim's exit status. */
 static int shim_main(const struct shim_opts *o, const sigset_t *mask)
 {
-    struct shim_exec ex = {
-        .log_fd = -1, .null_fd = -1, .report_fd = -1, .cgroup_procs_fd = -1, .memcg_procs_fd = -1};
+    struct shim_exec ex = {.log_fd = -1,
+                           .null_fd = -1,
+                           .report_fd = -1,
+                           .jobcg_procs_fd = -1,
+                           .cgroup_procs_fd = -1,
+                           .memcg_procs_fd = -1};
     struct shim_run r = {.self = getpid(),
                          .first_failed = -1,
                          .sfd = -1,
@@ -193,11 +197,15 @@ static int shim_main(const struct shim_opts *o, const sigset_t *mask)
                          .report_rd = -1,
                          .kill_grace = o->kill_grace,
                          .mem_tfd = -1,
-                         .log_fd = -1};
+                         .log_fd = -1,
+                         .lock_fd = o->lock_fd};
     char *err = NULL;
     if (shim_prepare(o, &ex, &err) < 0 || shim_supervise_open(&r, mask, &err) < 0 ||
-        shim_memlimit_setup(o, &ex, &r.mem, &err) < 0 || shim_memlimit_open(&r, &ex, &err) < 0) {
+        shim_jobcg_setup(o, &ex, &r.jobcg, &err) < 0 ||
+        shim_memlimit_setup(o, &ex, &r.jobcg, &r.mem, &err) < 0 ||
+        shim_memlimit_open(&r, &ex, &err) < 0) {
         shim_memlimit_end(&r, o->job_id);
+        shim_jobcg_end(&r.jobcg, o->job_id);
         shim_report_fail(o, err, true);
         free(err);
         shim_prepare_free(&ex);
@@ -215,6 +223,7 @@ static int shim_main(const struct shim_opts *o, const sigset_t *mask)
     if (started == 0) {
         shim_devices_end(&r, o->job_id);
         shim_memlimit_end(&r, o->job_id);
+        shim_jobcg_end(&r.jobcg, o->job_id);
         shim_report_fail(o, err, true);
         free(err);
         if (r.report_rd >= 0)
@@ -235,6 +244,7 @@ static int shim_main(const struct shim_opts *o, const sigset_t *mask)
     }
     shim_devices_end(&r, o->job_id); /* nothing of the job is left in it */
     shim_memlimit_end(&r, o->job_id);
+    shim_jobcg_end(&r.jobcg, o->job_id);
     /* A failure of the shim's own outranks the child's report. */
     char *report = shim_child_report(r.report_rd);
     struct exit_record rec;
@@ -275,21 +285,28 @@ static int shim_main(const struct shim_opts *o, const sigset_t *mask)
 static int shim_main_probe_memory(void)
 {
     struct shim_opts o = {.job_id = 0, .memory_limit_mb = 1, .lock_fd = -1, .env_fd = -1};
-    struct shim_exec ex = {.memcg_procs_fd = -1};
+    struct shim_exec ex = {.jobcg_procs_fd = -1, .memcg_procs_fd = -1};
+    struct shim_jobcg cg = {0};
     struct shim_memlimit m = {0};
     char *err = NULL;
-    if (shim_memlimit_setup(&o, &ex, &m, &err) < 0) {
+    int rc = 0;
+    if (shim_jobcg_setup(&o, &ex, &cg, &err) < 0 ||
+        shim_memlimit_setup(&o, &ex, &cg, &m, &err) < 0) {
         printf("unavailable: %s\n", err);
         free(err);
-        return 1;
+        rc = 1;
+    } else {
+        printf("%s\n", shim_memlimit_method_name(m.method));
     }
-    printf("%s\n", shim_memlimit_method_name(m.method));
+    if (ex.jobcg_procs_fd >= 0)
+        close(ex.jobcg_procs_fd);
     if (ex.memcg_procs_fd >= 0)
         close(ex.memcg_procs_fd);
-    if (m.dir)
+    if (m.dir && m.own_dir)
         shim_cgroup_remove(m.dir, 0);
     free(m.dir);
-    return 0;
+    shim_jobcg_end(&cg, 0);
+    return rc;
 }
 
 int main(int argc, char **argv)

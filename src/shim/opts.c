@@ -20,7 +20,7 @@ static const char shim_opts_usage_text[] =
     "                  (--env-file PATH | --env-fd FD) --kill-grace SECS [--lock-fd FD]\n"
     "                  [--uid UID --gid GID --user NAME]\n"
     "                  [--tasks N --task-gpus GPU,GPU,...] [--deny-devices MINOR,...]\n"
-    "                  [--memory-limit MIB] [--conda-env NAME|PATH]\n"
+    "                  [--memory-limit MIB] [--conda-env NAME|PATH] [--nofile N]\n"
     "                  (--command \"shell command line\" | --script PATH)\n"
     "Runs and supervises one gflow job and writes its outcome to the exit file.\n"
     "--tasks N starts N copies of the job, copy i with CUDA_VISIBLE_DEVICES set to the\n"
@@ -35,6 +35,7 @@ static const char shim_opts_usage_text[] =
     "absolute path), activated with the shell hook of the conda the job's CONDA_EXE names\n"
     "(else ~/miniconda3, ~/anaconda3, ~/miniforge3, ~/mambaforge, /opt/conda); if conda or\n"
     "the environment is missing, the job fails at once (exit code 125) saying so.\n"
+    "--nofile N sets the job's soft limit of open files (RLIMIT_NOFILE) to N.\n"
     "Started by gflowd; not meant to be run by hand.\n";
 
 enum {
@@ -56,6 +57,7 @@ enum {
     OPT_DENY_DEVICES,
     OPT_MEMORY_LIMIT,
     OPT_CONDA_ENV,
+    OPT_NOFILE,
 };
 
 static const struct option shim_opts_long[] = {
@@ -77,6 +79,7 @@ static const struct option shim_opts_long[] = {
     {"deny-devices", required_argument, NULL, OPT_DENY_DEVICES},
     {"memory-limit", required_argument, NULL, OPT_MEMORY_LIMIT},
     {"conda-env", required_argument, NULL, OPT_CONDA_ENV},
+    {"nofile", required_argument, NULL, OPT_NOFILE},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -248,6 +251,10 @@ static void shim_opts_one(struct shim_opts *o, int c, const char *arg, char **er
         else
             o->conda_env = arg;
         break;
+    case OPT_NOFILE:
+        if (shim_opts_range(arg, 1, INT64_MAX, &o->nofile) < 0)
+            shim_opts_error(err, xasprintf("bad --nofile '%s' (> 0)", arg));
+        break;
     }
 }
 
@@ -286,7 +293,8 @@ int shim_opts_parse(int argc, char **argv, struct shim_opts *o, char **err)
                             .env_fd = -1,
                             .uid = -1,
                             .gid = -1,
-                            .ntasks = 1};
+                            .ntasks = 1,
+                            .nofile = -1};
     *err = NULL;
     opterr = 0; /* one line of our own instead of getopt's */
     int c;
