@@ -198,18 +198,24 @@ ssize_t prockill_cgroup(const char *dir, int sig, struct prockill_procs *hit)
     if (n < 0)
         return errno == ENOENT ? 0 : -1;
     size_t live = 0;
-    if (sig == SIGKILL && version == 2 && prockill_cgroup_kill_file(dir) == 0) {
-        /* The kernel kills them all; what was there is counted. */
+    if (sig == SIGKILL && version == 2) {
+        /* What is there is counted first: killed, it is soon a zombie. */
+        struct prockill_procs seen = {0};
         for (ssize_t i = 0; i < n; i++) {
             struct proc_stat st;
-            if (proc_stat_read(pids[i], &st) == 0 && prockill_live(st.state)) {
-                live++;
-                if (hit)
-                    prockill_procs_add(hit, pids[i], st.start);
-            }
+            if (proc_stat_read(pids[i], &st) == 0 && prockill_live(st.state))
+                prockill_procs_add(&seen, pids[i], st.start);
         }
-        free(pids);
-        return (ssize_t)live;
+        if (prockill_cgroup_kill_file(dir) == 0) {
+            /* The kernel kills them all, and whatever forks meanwhile. */
+            for (size_t i = 0; hit && i < seen.n; i++)
+                prockill_procs_add(hit, seen.v[i].pid, seen.v[i].start);
+            live = seen.n;
+            prockill_procs_free(&seen);
+            free(pids);
+            return (ssize_t)live;
+        }
+        prockill_procs_free(&seen); /* no cgroup.kill (before Linux 5.14): one by one */
     }
     for (size_t i = 0; i < (size_t)n;) {
         ssize_t done = prockill_cgroup_batch(dir, pids + i, (size_t)n - i, sig, hit, &live);

@@ -59,10 +59,34 @@ struct api {
     struct MHD_Daemon *mhd;
     int listen_fd;
     int mhd_epoll_fd;
+    bool closed; /* a connection closed during the current MHD_run */
     struct request *waiting;
     struct follower *suspended_followers;
     struct loop_timer *follow_timer;
 };
+
+/* Runs libmicrohttpd's event processing. Out of file descriptors (a failed accept),
+ * or at its connection limit, it takes its listening socket out of its epoll set and
+ * puts it back only at the start of a later run, once a connection has closed; with
+ * no other event that later run would never come, and the daemon would stay deaf to
+ * new connections. So a run in which a connection closed is followed by another. */
+static void api_run(struct api *a)
+{
+    a->closed = false;
+    MHD_run(a->mhd);
+    if (a->closed) {
+        a->closed = false;
+        MHD_run(a->mhd);
+    }
+}
+
+static void connection_cb(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+    struct api *a = cls;
+    if (toe == MHD_CONNECTION_NOTIFY_CLOSED)
+        a->closed = true;
+}
 
 /* ---- log following ---- */
 
@@ -76,7 +100,7 @@ static void follow_timer_cb(void *arg)
     a->suspended_followers = NULL;
     for (; f; f = f->next)
         MHD_resume_connection(f->conn);
-    MHD_run(a->mhd);
+    api_run(a);
 }
 
 static ssize_t follow_read_cb(void *cls, uint64_t pos, char *buf, size_t max)
@@ -257,7 +281,7 @@ void api_release_waiting(struct api *a)
         MHD_resume_connection(r->conn);
     }
     /* Resumed connections are taken up by the next MHD_run; nothing wakes epoll for them. */
-    MHD_run(a->mhd);
+    api_run(a);
 }
 
 /* ---- server ---- */
@@ -265,7 +289,7 @@ void api_release_waiting(struct api *a)
 static void mhd_run_cb(int fd, uint32_t events, void *arg)
 {
     struct api *a = arg;
-    MHD_run(a->mhd);
+    api_run(a);
 }
 
 /* libmicrohttpd keeps work of its own (connections ready to write after a resume, idle
@@ -283,7 +307,7 @@ void api_poll(struct api *a)
 {
     MHD_UNSIGNED_LONG_LONG t;
     if (MHD_get_timeout(a->mhd, &t) == MHD_YES && t == 0)
-        MHD_run(a->mhd);
+        api_run(a);
 }
 
 static void mhd_log_cb(void *cls, const char *fmt, va_list ap)
@@ -338,6 +362,7 @@ struct api *api_start(struct gflowd *d, char **err)
     a->mhd = MHD_start_daemon(
         MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL, handler_cb, a,
         MHD_OPTION_LISTEN_SOCKET, a->listen_fd, MHD_OPTION_NOTIFY_COMPLETED, completed_cb, a,
+        MHD_OPTION_NOTIFY_CONNECTION, connection_cb, a,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)120, MHD_OPTION_CONNECTION_LIMIT,
         (unsigned int)4000, MHD_OPTION_EXTERNAL_LOGGER, mhd_log_cb, NULL, MHD_OPTION_END);
     if (!a->mhd) {
@@ -373,7 +398,7 @@ void api_stop(struct api *a)
     }
     loop_del_fd(a->mhd_epoll_fd);
     loop_set_timeout_source(NULL, NULL);
-    MHD_run(a->mhd);
+    api_run(a);
     MHD_stop_daemon(a->mhd);
     close(a->listen_fd);
     unlink(a->d->paths.socket_path);

@@ -182,7 +182,14 @@ static int prepare_inputs(const struct gflowd *d, const struct job *full, const 
  * and it gives the shim an empty signal mask and default handling of our signals. */
 static pid_t spawn_shim(char *const *argv, int lock_fd, int env_fd)
 {
-    static char *const shim_env[] = {"PATH=/usr/local/bin:/usr/bin:/bin", NULL};
+    /* A fixed PATH, and the shim's own knobs from gflowd's environment
+     * (GFLOW_SHIM_CGROUP, GFLOW_SHIM_MEMORY_METHOD: tests force a method with them). */
+    struct strvec env;
+    strvec_init(&env);
+    strvec_push(&env, "PATH=/usr/local/bin:/usr/bin:/bin");
+    for (char **e = environ; *e; e++)
+        if (strncmp(*e, "GFLOW_SHIM_", strlen("GFLOW_SHIM_")) == 0)
+            strvec_push(&env, *e);
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;
     posix_spawn_file_actions_init(&fa);
@@ -202,7 +209,8 @@ static pid_t spawn_shim(char *const *argv, int lock_fd, int env_fd)
     posix_spawnattr_setsigdefault(&attr, &dflt);
     posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
     pid_t pid;
-    int rc = posix_spawn(&pid, argv[0], &fa, &attr, argv, shim_env);
+    int rc = posix_spawn(&pid, argv[0], &fa, &attr, argv, env.v);
+    strvec_free(&env);
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&attr);
     if (rc != 0) {

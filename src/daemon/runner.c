@@ -33,8 +33,9 @@
 
 /* How soon the daemon looks again at a lost shim's job: the next round of killing what
  * is left of it (orphans.c), or files it could not read for lack of a resource. */
-#define RUNNER_ROUND_SECS 0.02
-#define RUNNER_STUCK_SECS 1.0 /* something left that it may not kill: it must end itself */
+#define RUNNER_ROUND_MIN_SECS 0.005 /* what was killed is usually gone by then */
+#define RUNNER_ROUND_MAX_SECS 0.5   /* something that takes long to die (D state, frozen) */
+#define RUNNER_STUCK_SECS 1.0       /* something left that it may not kill: it must end itself */
 #define RUNNER_RETRY_MAX_SECS 2.0
 
 /* Per running job, in job->runtime. */
@@ -54,6 +55,7 @@ struct run {
     int wait_status;
     struct loop_timer *gone_timer; /* the next look at what it left */
     double gone_delay;             /* backoff while its files cannot be read */
+    double round_delay;            /* backoff between rounds of killing what it left */
     double gone_at;                /* monotonic, when the daemon noticed */
     bool lost;                     /* no exit file: the verdict below is set */
     struct exit_verdict verdict;   /* how the job ends once nothing is left */
@@ -306,8 +308,11 @@ static void collect(struct gflowd *d, struct job *j)
         }
     }
     if (r->orphans && !orphans_round(r->orphans)) {
+        r->round_delay = r->round_delay ? r->round_delay * 2 : RUNNER_ROUND_MIN_SECS;
+        if (r->round_delay > RUNNER_ROUND_MAX_SECS)
+            r->round_delay = RUNNER_ROUND_MAX_SECS;
         r->gone_timer = loop_add_timer(
-            orphans_stuck(r->orphans) ? RUNNER_STUCK_SECS : RUNNER_ROUND_SECS, gone_cb, r);
+            orphans_stuck(r->orphans) ? RUNNER_STUCK_SECS : r->round_delay, gone_cb, r);
         return;
     }
     size_t killed = 0;
