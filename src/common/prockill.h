@@ -25,7 +25,7 @@ struct prockill_procs {
     struct prockill_proc {
         pid_t pid;
         int64_t start;
-    } *v;
+    } * v;
     size_t n, cap;
 };
 /* Adds (pid, start) unless it is there already. */

@@ -253,8 +253,8 @@ static void lock_other_line(const char *l, const char *le, struct exit_lock *loc
     } else if ((text = lock_line_text(l, le, LOCK_FORWARDED_PREFIX))) {
         const char *p = text;
         int64_t sig;
-        if (!lock->forwarded && lock_number(&p, text + strlen(text), &sig) == 0 && !*p &&
-            sig > 0 && sig < 256)
+        if (!lock->forwarded && lock_number(&p, text + strlen(text), &sig) == 0 && !*p && sig > 0 &&
+            sig < 256)
             lock->forwarded = (int)sig;
         free(text);
     }
@@ -289,8 +289,7 @@ void exitfile_lock_free(struct exit_lock *lock)
 
 char *exitfile_marker(int64_t shim_pid, int64_t shim_start)
 {
-    return xasprintf(EXITFILE_MARKER_VAR "=%lld:%lld", (long long)shim_pid,
-                     (long long)shim_start);
+    return xasprintf(EXITFILE_MARKER_VAR "=%lld:%lld", (long long)shim_pid, (long long)shim_start);
 }
 
 /* ---- verdicts ---- */
@@ -367,8 +366,8 @@ void exit_verdict_add_killed(struct exit_verdict *v, size_t n)
 {
     if (n == 0 || !v->detail)
         return;
-    char *detail = xasprintf("%s; its %zu process%s killed", v->detail, n,
-                             n == 1 ? " was" : "es were");
+    char *detail =
+        xasprintf("%s; its %zu process%s killed", v->detail, n, n == 1 ? " was" : "es were");
     free(v->detail);
     v->detail = detail;
 }

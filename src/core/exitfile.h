@@ -4,10 +4,9 @@
  *  - the exit file: one JSON object the shim writes atomically when the job is over
  *    (docs/design.md §4), as struct exit_record, with its encoder and decoder;
  *  - the lock file: the daemon flock()s <run>/<id>.lock and passes it on --lock-fd; the
- *    shim writes "<pid> <starttime>\n" into it first thing; then, while it runs, one
- *    "cgroup: <dir>\n" line for each cgroup it made that the job's processes join (so
- *    that a daemon that finds the shim dead can still find and kill what is left of
- *    the job), and "forwarded: <sig>\n" once it has passed on a signal the daemon
+ *    shim writes "<pid> <starttime>\n" into it first thing; then, while it runs, a
+ *    "cgroup: <dir>\n" line for the job's own cgroup (so that a daemon that finds the
+ *    shim dead can still find and kill what is left of the job), and "forwarded: <sig>\n" once it has passed on a signal the daemon
  *    queued (a restarted daemon does not send the --signal warning twice); when it
  *    fails (it exits SHIM_EXIT_FAIL or SHIM_EXIT_USAGE) it rewrites the file as the
  *    first line and one with the one-line reason, which the daemon reads once the lock
@@ -84,7 +83,7 @@ int exit_record_decode(const char *text, size_t len, struct exit_record *rec);
 
 /* The lock file never holds more than this many bytes: read this much to see it all. */
 #define EXITFILE_LOCK_MAX 8192
-/* At most this many "cgroup:" lines are read (the shim makes up to three cgroups). */
+/* At most this many "cgroup:" lines are read (the shim writes one; room for more). */
 #define EXITFILE_LOCK_MAX_CGROUPS 8
 /* What the lock file says. */
 struct exit_lock {

@@ -362,9 +362,9 @@ struct api *api_start(struct gflowd *d, char **err)
     a->mhd = MHD_start_daemon(
         MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL, handler_cb, a,
         MHD_OPTION_LISTEN_SOCKET, a->listen_fd, MHD_OPTION_NOTIFY_COMPLETED, completed_cb, a,
-        MHD_OPTION_NOTIFY_CONNECTION, connection_cb, a,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)120, MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned int)4000, MHD_OPTION_EXTERNAL_LOGGER, mhd_log_cb, NULL, MHD_OPTION_END);
+        MHD_OPTION_NOTIFY_CONNECTION, connection_cb, a, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned int)120, MHD_OPTION_CONNECTION_LIMIT, (unsigned int)4000,
+        MHD_OPTION_EXTERNAL_LOGGER, mhd_log_cb, NULL, MHD_OPTION_END);
     if (!a->mhd) {
         *err = xstrdup("cannot start the HTTP server (libmicrohttpd)");
         close(a->listen_fd);

@@ -220,7 +220,6 @@ static pid_t spawn_shim(char *const *argv, int lock_fd, int env_fd)
     return pid;
 }
 
-
 enum launch_result launch_shim(struct gflowd *d, const struct job *j, pid_t *pid, char **err)
 {
     struct job full;

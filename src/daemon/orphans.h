@@ -5,9 +5,8 @@
  * unsupervised, on GPUs the daemon would hand to the next job. So before such a job
  * ends, the daemon kills what is left of it, in rounds, until a round finds nothing:
  *
- *  - the cgroups the shim named in the lock file (the job's own cgroup, step 9 of the
- *    shim protocol, and its memory and devices cgroups): every member, SIGKILL through
- *    cgroup.kill where the kernel has it;
+ *  - the cgroup the shim named in the lock file (the job's own, step 9 of the shim
+ *    protocol): every member, SIGKILL through cgroup.kill where the kernel has it;
  *  - every process under /proc that started after the shim and carries the job's marker
  *    (GFLOW_SHIM_ID=<shim pid>:<start>, exitfile.h) in its environment, which survives
  *    setsid and reparenting, or is in the shim's session while that session id can only

@@ -189,9 +189,10 @@ static void apply_verdict(struct gflowd *d, struct job *j, struct exit_verdict *
     exit_verdict_free(v);
 }
 
-/* Reads the shim's exit file into j and ends it. 0; -1 if there is none; -2 (errno
- * set) if it cannot be read now (out of file descriptors, ...): look again later, as
- * "none" would end a job that finished as lost. */
+/* Reads the shim's exit file into j and ends it. 0; -1 if there is none (or it cannot
+ * be read at all); -2 (errno set) if it cannot be read for lack of a resource (out of
+ * file descriptors, ...): look again later, as "none" would end a job that finished as
+ * lost. */
 static int apply_exit_file(struct gflowd *d, struct job *j)
 {
     char *path = job_file(d->paths.exit_dir, j->id, ".json");
@@ -202,7 +203,7 @@ static int apply_exit_file(struct gflowd *d, struct job *j)
     struct exit_record rec;
     if (!text) {
         errno = e;
-        return e == ENOENT ? -1 : -2;
+        return launch_short_of(e) ? -2 : -1;
     }
     if (exit_record_decode(text, len, &rec) < 0) {
         free(text);
@@ -222,8 +223,9 @@ static int apply_exit_file(struct gflowd *d, struct job *j)
     return 0;
 }
 
-/* What job id's lock file says (a shim leaves its cgroups and the reason of its own
- * failure there). 0, also when there is none; -1 with errno if it cannot be read now. */
+/* What job id's lock file says (a shim leaves its cgroup and the reason of its own
+ * failure there). 0, also when there is none; -1 with errno if it cannot be read for
+ * lack of a resource now. */
 static int read_lock(const struct gflowd *d, int64_t id, struct exit_lock *lock)
 {
     char *path = job_file(d->paths.run_dir, id, ".lock");
@@ -234,7 +236,7 @@ static int read_lock(const struct gflowd *d, int64_t id, struct exit_lock *lock)
     exitfile_lock_parse(text, len, lock);
     free(text);
     errno = e;
-    return text || e == ENOENT ? 0 : -1;
+    return text || !launch_short_of(e) ? 0 : -1;
 }
 
 /* ---- the shim's end ---- */
@@ -254,8 +256,7 @@ static void gone_cb(void *arg)
 static void collect_later(struct run *r, const char *what)
 {
     if (r->gone_delay == 0)
-        log_warn("job %lld: cannot read its %s now (%m); trying again", (long long)r->job_id,
-                 what);
+        log_warn("job %lld: cannot read its %s now (%m); trying again", (long long)r->job_id, what);
     r->gone_delay = r->gone_delay ? r->gone_delay * 2 : 0.05;
     if (r->gone_delay > RUNNER_RETRY_MAX_SECS)
         r->gone_delay = RUNNER_RETRY_MAX_SECS;
@@ -283,8 +284,7 @@ static bool collect_lost(struct gflowd *d, struct job *j)
     r->lost = true;
     /* Without its pid the shim never got as far as starting anything. */
     if (lock.pid > 0)
-        r->orphans =
-            orphans_new(j->id, (pid_t)lock.pid, lock.start, lock.cgroups, lock.n_cgroups);
+        r->orphans = orphans_new(j->id, (pid_t)lock.pid, lock.start, lock.cgroups, lock.n_cgroups);
     exitfile_lock_free(&lock);
     return true;
 }
@@ -578,7 +578,7 @@ static void adopt(struct gflowd *d, struct job *j)
     int fd = open(lock_path, O_RDWR | O_CLOEXEC);
     int e = errno;
     free(lock_path);
-    if (fd < 0 && e != ENOENT) { /* out of file descriptors: nothing can be concluded */
+    if (fd < 0 && launch_short_of(e)) { /* out of descriptors: nothing can be concluded */
         adopt_later(r, 0.1);
         return;
     }

@@ -338,8 +338,8 @@ static int64_t job_fd_cap(const struct gflowd *d)
     if (cap < 1)
         cap = 1;
     if (cap < 65536)
-        log_info("at most %lld jobs run at once: the open-file limit is %llu",
-                 (long long)cap, (unsigned long long)rl.rlim_cur);
+        log_info("at most %lld jobs run at once: the open-file limit is %llu", (long long)cap,
+                 (unsigned long long)rl.rlim_cur);
     return cap;
 }
 

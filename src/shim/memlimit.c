@@ -138,8 +138,8 @@ static char *shim_memlimit_v1(int64_t job_id, long long bytes, int *procs_fd, ch
  * the job's own cgroup, else a cgroup v1 memory cgroup, else the watchdog; or only the
  * method GFLOW_SHIM_MEMORY_METHOD names, for tests) and sets up the memory cgroup. 0, or -1 with *err when the
  * forced method is unavailable. */
-int shim_memlimit_setup(const struct shim_opts *o, struct shim_exec *ex, const struct shim_jobcg *cg,
-                        struct shim_memlimit *m, char **err)
+int shim_memlimit_setup(const struct shim_opts *o, struct shim_exec *ex,
+                        const struct shim_jobcg *cg, struct shim_memlimit *m, char **err)
 {
     m->limit_mb = o->memory_limit_mb;
     if (!m->limit_mb)

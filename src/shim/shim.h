@@ -151,9 +151,9 @@ struct shim_run {
     char *cgroup_dir; /* the job's devices cgroup (step 7), NULL: none */
     struct shim_jobcg jobcg;
     struct shim_memlimit mem;
-    int mem_tfd; /* timerfd: the memory check period (-1 without --memory-limit) */
-    int log_fd;  /* the job log, kept for the memory line (-1 without --memory-limit) */
-    int lock_fd; /* --lock-fd (-1: none) */
+    int mem_tfd;    /* timerfd: the memory check period (-1 without --memory-limit) */
+    int log_fd;     /* the job log, kept for the memory line (-1 without --memory-limit) */
+    int lock_fd;    /* --lock-fd (-1: none) */
     bool forwarded; /* a signal was passed on (and the lock file says so) */
 };
 
@@ -264,8 +264,8 @@ void shim_devices_end(struct shim_run *r, int64_t job_id);
 /* Picks how the limit is enforced: the job's own cgroup when it is v2 and can take the
  * memory controller, else a v1 memory cgroup made for it, else the watchdog. 0, or -1
  * with *err when the method forced by GFLOW_SHIM_MEMORY_METHOD is unavailable. */
-int shim_memlimit_setup(const struct shim_opts *o, struct shim_exec *ex, const struct shim_jobcg *cg,
-                        struct shim_memlimit *m, char **err);
+int shim_memlimit_setup(const struct shim_opts *o, struct shim_exec *ex,
+                        const struct shim_jobcg *cg, struct shim_memlimit *m, char **err);
 /* The method's name for the exit file and the log ("cgroup v2", ...; NULL for none). */
 const char *shim_memlimit_method_name(enum shim_mem_method method);
 /* The memory check timer and the job log kept for the OOM line. 0, or -1 with *err. */

@@ -503,7 +503,8 @@ static void test_marker_and_killed_count(void **state)
     exit_verdict_free(&v);
     v = exit_verdict_lost(SHIM_END_UNKNOWN, 0, NULL, JOB_END_NONE);
     exit_verdict_add_killed(&v, 1);
-    assert_string_equal(v.detail, "gflow-shim ended without an exit file; its 1 process was killed");
+    assert_string_equal(v.detail,
+                        "gflow-shim ended without an exit file; its 1 process was killed");
     exit_verdict_free(&v);
     /* A cancelled job's verdict has no detail to add to. */
     v = exit_verdict_lost(SHIM_END_SIGNALED, SIGKILL, NULL, JOB_END_CANCEL);
