@@ -283,8 +283,12 @@ static bool collect_lost(struct gflowd *d, struct job *j)
     r->verdict = exit_verdict_lost(how, value, &lock, j->end_request);
     r->lost = true;
     /* Without its pid the shim never got as far as starting anything. */
-    if (lock.pid > 0)
+    if (lock.pid > 0) {
+        log_info("job %lld: gflow-shim (pid %lld) is gone without an exit file; killing what "
+                 "is left of the job",
+                 (long long)j->id, (long long)lock.pid);
         r->orphans = orphans_new(j->id, (pid_t)lock.pid, lock.start, lock.cgroups, lock.n_cgroups);
+    }
     exitfile_lock_free(&lock);
     return true;
 }
