@@ -238,8 +238,9 @@ enum launch_result launch_shim(struct gflowd *d, const struct job *j, pid_t *pid
         errno = 0;
         pw = getpwuid(j->uid);
         if (!pw) {
-            why = errno;
-            *err = why ? xasprintf("cannot look up uid %u: %s", j->uid, strerror(why))
+            why = errno; /* set when the lookup failed, not when there is no such user */
+            *err = launch_short_of(why)
+                       ? xasprintf("cannot look up uid %u: %s", j->uid, strerror(why))
                        : xasprintf("no user with uid %u", j->uid);
             goto out;
         }

@@ -135,18 +135,43 @@ def test_gpu_stays_held_while_anything_of_the_job_is_left(make_gflow):
     fz.rmdir()
 
 
-def test_shim_killed_without_a_cgroup_the_marker_finds_the_job(make_gflow):
-    """Where no cgroup can be made, the job's processes are found by their session and
-    the GFLOW_SHIM_ID marker in their environment (which setsid and reparenting keep);
-    a process that only looks like the job's (same job id, another run's marker, or
-    started before the shim) is left alone."""
-    g = make_gflow(env={"GFLOW_SHIM_CGROUP": "none"})
+def cgroup_kind_unavailable(kind):
+    """Why a shim of a root daemon here cannot give its job that kind of cgroup, or None."""
+    if kind == "none":
+        return None
+    if os.geteuid() != 0:
+        return "making cgroups needs root"
+    mount = "cgroup2" if kind == "v2" else "freezer"
+    with open("/proc/self/mountinfo") as f:
+        if not any((line.split(" - ")[1].split()[0] == "cgroup2") if kind == "v2" else
+                   (" - cgroup " in line and mount in line.split()[-1].split(","))
+                   for line in f):
+            return f"no {mount} hierarchy is mounted"
+    return None
+
+
+@pytest.mark.parametrize("kind", ["v2", "v1", "none"])
+def test_shim_killed_whatever_holds_the_job(make_gflow, kind):
+    """The job's own cgroup holds it (v2: killed with cgroup.kill; v1 freezer: each
+    member through a pidfd), or, where no cgroup can be made, its processes are found by
+    their session and the GFLOW_SHIM_ID marker in their environment (which setsid and
+    reparenting keep). A process that only looks like the job's (same job id, another
+    run's marker) is left alone."""
+    why = cgroup_kind_unavailable(kind)
+    if why:
+        pytest.skip(f"job cgroup {kind} unavailable: {why}")
+    g = make_gflow(env={"GFLOW_SHIM_CGROUP": kind})
     a = g.submit(ESCAPING_JOB)
     g.wait_state(a, "R")
     procs = job_pids(g.work)
-    assert lock_cgroups(g, a) == []
+    cgroups = lock_cgroups(g, a)
     shim = shim_of(g, a)
-    env = {k: v for k, v in g.env.items()}
+    if kind == "none":
+        assert cgroups == []
+    else:
+        assert len(cgroups) == 1 and (f"gflow-job-{a}.{shim[0]}" if kind == "v2" else
+                                      f"/gflow/job-{a}.{shim[0]}") in cgroups[0], cgroups
+    env = dict(g.env)
     lookalikes = [
         subprocess.Popen(["sleep", "300"], env={**env, "GFLOW_JOB_ID": str(a)}),
         subprocess.Popen(["sleep", "300"],
@@ -161,6 +186,8 @@ def test_shim_killed_without_a_cgroup_the_marker_finds_the_job(make_gflow):
             assert not alive(pid, st), f"process {pid} of the job outlived its shim"
         for p in lookalikes:
             assert p.poll() is None, "a process that is not the job's was killed"
+        for d in cgroups:
+            assert not Path(d).exists(), f"{d} left behind"
     finally:
         for p in lookalikes:
             p.kill()
