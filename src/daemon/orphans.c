@@ -64,11 +64,13 @@ bool orphans_stuck(const struct orphans *o)
     return o->stuck;
 }
 
-/* Whether an error reading about a process means only that it is none of ours to look
- * at (gone, another user's), as opposed to the daemon being unable to look at all. */
-static bool orphans_not_ours(int e)
+/* Whether an error means the daemon could not look (out of file descriptors or memory),
+ * so that nothing can be concluded: the round is tried again. Any other error (the
+ * process is gone, it is another user's, the cgroup is no cgroup) means "not the job's":
+ * a round that keeps failing on it must not hold the job's GPUs for ever. */
+static bool orphans_short(int e)
 {
-    return e == ENOENT || e == ESRCH || e == EACCES || e == EPERM;
+    return e == EMFILE || e == ENFILE || e == ENOMEM || e == EAGAIN || e == EINTR;
 }
 
 /* Whether the shim's pid still names the shim's session: no other process has taken
@@ -94,7 +96,7 @@ static int orphans_is_jobs(const struct orphans *o, pid_t pid, const struct proc
     int has = proc_environ_has(pid, o->marker);
     if (has >= 0)
         return has;
-    return orphans_not_ours(errno) ? 0 : -1;
+    return orphans_short(errno) ? -1 : 0;
 }
 
 /* Kills the job's processes under /proc. Whether any is left; *unsure when some could
@@ -103,8 +105,9 @@ static bool orphans_scan(struct orphans *o, bool *unsure)
 {
     DIR *dp = opendir("/proc");
     if (!dp) {
-        *unsure = true;
-        return true;
+        if (orphans_short(errno))
+            *unsure = true;
+        return false;
     }
     bool session_ok = orphans_session_is_jobs(o);
     bool found = false;
@@ -115,7 +118,7 @@ static bool orphans_scan(struct orphans *o, bool *unsure)
             continue;
         struct proc_stat st;
         if (proc_stat_read((pid_t)pid, &st) < 0) {
-            if (!orphans_not_ours(errno))
+            if (orphans_short(errno))
                 *unsure = true;
             continue;
         }
@@ -132,7 +135,7 @@ static bool orphans_scan(struct orphans *o, bool *unsure)
             prockill_procs_add(&o->killed, (pid_t)pid, st.start);
         else if (rc < 0 && errno == EPERM)
             o->stuck = true;
-        else if (rc < 0)
+        else if (rc < 0 && orphans_short(errno))
             *unsure = true;
     }
     closedir(dp);
@@ -145,11 +148,10 @@ int orphans_round(struct orphans *o)
     o->stuck = false;
     for (size_t i = 0; i < o->n_cgroups; i++) {
         ssize_t n = prockill_cgroup(o->cgroups[i], SIGKILL, &o->killed);
-        if (n < 0) {
-            if (errno == EPERM)
-                o->stuck = true;
+        if (n < 0 && errno == EPERM)
+            o->stuck = true;
+        if (n < 0 && (errno == EPERM || orphans_short(errno)))
             unsure = true;
-        }
         found |= n > 0;
     }
     found |= orphans_scan(o, &unsure);
@@ -157,7 +159,7 @@ int orphans_round(struct orphans *o)
     for (size_t i = 0; i < o->n_cgroups && !found; i++) {
         int p = prockill_cgroup_populated(o->cgroups[i]);
         found |= p == 1;
-        unsure |= p < 0;
+        unsure |= p < 0 && orphans_short(errno);
     }
     if (o->stuck && !o->warned_stuck) {
         o->warned_stuck = true;
