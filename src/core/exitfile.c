@@ -153,14 +153,48 @@ int exit_record_decode(const char *text, size_t len, struct exit_record *rec)
 
 /* ---- the lock file ---- */
 
-#define LOCK_ERROR_PREFIX "error: " /* the job never started */
-#define LOCK_LOST_PREFIX "lost: "   /* the job ran; its outcome could not be recorded */
+#define LOCK_ERROR_PREFIX "error: "         /* the job never started */
+#define LOCK_LOST_PREFIX "lost: "           /* the job ran; its outcome could not be recorded */
+#define LOCK_CGROUP_PREFIX "cgroup: "       /* a cgroup that holds the job's processes */
+#define LOCK_FORWARDED_PREFIX "forwarded: " /* the shim passed on a signal */
+
+/* Whether s holds a byte that cannot be on one line of the file. */
+static bool has_control(const char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f)
+            return true;
+    return false;
+}
+
+char *exitfile_lock_cgroup_line(const char *dir)
+{
+    if (!*dir || has_control(dir))
+        return NULL;
+    return xasprintf(LOCK_CGROUP_PREFIX "%s\n", dir);
+}
+
+char *exitfile_lock_forwarded_line(int sig)
+{
+    return xasprintf(LOCK_FORWARDED_PREFIX "%d\n", sig);
+}
 
 char *exitfile_lock_format(const struct exit_lock *lock)
 {
     struct strbuf sb;
     strbuf_init(&sb);
     strbuf_addf(&sb, "%lld %lld\n", (long long)lock->pid, (long long)lock->start);
+    for (size_t i = 0; i < lock->n_cgroups; i++) {
+        char *line = exitfile_lock_cgroup_line(lock->cgroups[i]);
+        if (line && sb.len + strlen(line) < EXITFILE_LOCK_MAX / 2)
+            strbuf_adds(&sb, line);
+        free(line);
+    }
+    if (lock->forwarded > 0) {
+        char *line = exitfile_lock_forwarded_line(lock->forwarded);
+        strbuf_adds(&sb, line);
+        free(line);
+    }
     const char *error = lock->error;
     if (!error)
         return strbuf_detach(&sb);
@@ -221,6 +255,30 @@ static char *lock_line_text(const char *l, const char *le, const char *prefix)
     return xstrndup(l + plen, (size_t)(le - l) - plen);
 }
 
+/* Reads one line after the first into lock: a cgroup, the forwarded signal, the error. */
+static void lock_other_line(const char *l, const char *le, struct exit_lock *lock)
+{
+    char *text;
+    if (!lock->error && (text = lock_line_text(l, le, LOCK_ERROR_PREFIX))) {
+        lock->error = text;
+    } else if (!lock->error && (text = lock_line_text(l, le, LOCK_LOST_PREFIX))) {
+        lock->error = text;
+        lock->job_ran = true;
+    } else if ((text = lock_line_text(l, le, LOCK_CGROUP_PREFIX))) {
+        if (lock->n_cgroups < EXITFILE_LOCK_MAX_CGROUPS && text[0] == '/')
+            lock->cgroups[lock->n_cgroups++] = text;
+        else
+            free(text);
+    } else if ((text = lock_line_text(l, le, LOCK_FORWARDED_PREFIX))) {
+        const char *p = text;
+        int64_t sig;
+        if (!lock->forwarded && lock_number(&p, text + strlen(text), &sig) == 0 && !*p && sig > 0 &&
+            sig < 256)
+            lock->forwarded = (int)sig;
+        free(text);
+    }
+}
+
 int exitfile_lock_parse(const char *text, size_t len, struct exit_lock *lock)
 {
     memset(lock, 0, sizeof(*lock));
@@ -229,15 +287,12 @@ int exitfile_lock_parse(const char *text, size_t len, struct exit_lock *lock)
     const char *end = text + len;
     const char *eol = memchr(text, '\n', len);
     bool have_pid = lock_pid_line(text, eol ? eol : end, &lock->pid, &lock->start);
-    for (const char *l = text; l < end && !lock->error;) {
+    for (const char *l = text; l < end;) {
         const char *le = memchr(l, '\n', (size_t)(end - l));
         if (!le)
             le = end;
-        lock->error = lock_line_text(l, le, LOCK_ERROR_PREFIX);
-        if (!lock->error) {
-            lock->error = lock_line_text(l, le, LOCK_LOST_PREFIX);
-            lock->job_ran = lock->error != NULL;
-        }
+        if (l != text || !have_pid)
+            lock_other_line(l, le, lock);
         l = le + 1;
     }
     return have_pid ? 0 : -1;
@@ -245,8 +300,15 @@ int exitfile_lock_parse(const char *text, size_t len, struct exit_lock *lock)
 
 void exitfile_lock_free(struct exit_lock *lock)
 {
+    for (size_t i = 0; i < lock->n_cgroups; i++)
+        free(lock->cgroups[i]);
     free(lock->error);
     memset(lock, 0, sizeof(*lock));
+}
+
+char *exitfile_marker(int64_t shim_pid, int64_t shim_start)
+{
+    return xasprintf(EXITFILE_MARKER_VAR "=%lld:%lld", (long long)shim_pid, (long long)shim_start);
 }
 
 /* ---- verdicts ---- */
@@ -317,4 +379,14 @@ struct exit_verdict exit_verdict_lost(enum shim_end how, int value, const struct
         return verdict(JOB_FAILED, JOB_REASON_SHIM_LOST,
                        xstrdup("gflow-shim ended without an exit file"));
     }
+}
+
+void exit_verdict_add_killed(struct exit_verdict *v, size_t n)
+{
+    if (n == 0 || !v->detail)
+        return;
+    char *detail =
+        xasprintf("%s; its %zu process%s killed", v->detail, n, n == 1 ? " was" : "es were");
+    free(v->detail);
+    v->detail = detail;
 }

@@ -10,11 +10,19 @@
  *    that fails for want of space, in place into the reserved file (then cut to the
  *    record's length). A file that holds no complete record reads as no exit file;
  *  - the lock file: the daemon flock()s <run>/<id>.lock and passes it on --lock-fd; the
- *    shim writes "<pid> <starttime>\n" into it first thing, and when it fails (it exits
- *    SHIM_EXIT_FAIL or SHIM_EXIT_USAGE) a second line with the one-line reason, which
- *    the daemon reads once the lock is free when there is no exit file to read:
- *    "error: ..." when the job never started, "lost: ..." when it ran but its outcome
- *    could not be recorded (the exit file could not be written);
+ *    shim writes "<pid> <starttime>\n" into it first thing; then, while it runs, a
+ *    "cgroup: <dir>\n" line for the job's own cgroup (so that a daemon that finds the
+ *    shim dead can still find and kill what is left of the job), and "forwarded: <sig>\n" once it has passed on a signal the daemon
+ *    queued (a restarted daemon does not send the --signal warning twice); when it
+ *    fails (it exits SHIM_EXIT_FAIL or SHIM_EXIT_USAGE) it rewrites the file as the
+ *    first line and one with the one-line reason, which the daemon reads once the lock
+ *    is free when there is no exit file to read: "error: ..." when the job never
+ *    started, "lost: ..." when it ran but its outcome could not be recorded (the exit
+ *    file could not be written);
+ *  - the marker every process of the job carries in its environment,
+ *    GFLOW_SHIM_ID=<shim pid>:<shim starttime>: it names this run of the job on this
+ *    machine, survives setsid and reparenting, and is how the daemon recognises the
+ *    job's processes outside any cgroup once the shim is gone;
  *  - the shim's own exit statuses, the job exit codes the shim itself produces, and the
  *    flag of a forwarded signal (SIGUSR1 queued by the daemon);
  *  - the verdict: the final state and reason of a job, from its exit record (or from how
@@ -84,25 +92,42 @@ char *exit_record_encode_max(const struct exit_record *rec, size_t max);
 int exit_record_decode(const char *text, size_t len, struct exit_record *rec);
 
 /* The lock file never holds more than this many bytes: read this much to see it all. */
-#define EXITFILE_LOCK_MAX 2048
+#define EXITFILE_LOCK_MAX 8192
+/* At most this many "cgroup:" lines are read (the shim writes one; room for more). */
+#define EXITFILE_LOCK_MAX_CGROUPS 8
 /* The room reserved for the exit record; a record written in place is cut to fit it
  * (exit_record_encode_max). */
 #define EXITFILE_RESERVE 16384
 /* What the lock file says. */
 struct exit_lock {
     int64_t pid, start; /* the shim (0: not written yet) */
-    char *error;        /* the shim's own failure, one line (NULL: none) */
-    bool job_ran;       /* the failure came after the job ran: its outcome is unknown */
+    /* The cgroups that hold the job's processes (absolute directories, malloc'd). */
+    char *cgroups[EXITFILE_LOCK_MAX_CGROUPS];
+    size_t n_cgroups;
+    int forwarded; /* the first signal the shim passed on for the daemon (0: none) */
+    char *error;   /* the shim's own failure, one line (NULL: none) */
+    bool job_ran;  /* the failure came after the job ran: its outcome is unknown */
 };
-/* The lock file's content (caller frees): "<pid> <start>\n", with an error also
+/* The lock file's content (caller frees): "<pid> <start>\n", then a "cgroup: <dir>\n"
+ * line for each cgroup, "forwarded: <sig>\n" when forwarded, and with an error
  * "error: <error>\n" (or "lost: <error>\n" when job_ran), the error on one line (line
  * breaks and other control characters become spaces) and cut to fit EXITFILE_LOCK_MAX. */
 char *exitfile_lock_format(const struct exit_lock *lock);
-/* Reads the lock file's text (len bytes) into *lock (error malloc'd). 0, or -1 when the
- * first line holds no pid (the shim has not written it yet: pid and start are 0; the
- * error is still read if its line is there). */
+/* The line a running shim appends for a cgroup of the job (caller frees), or NULL when
+ * dir holds a control character (it could not be read back as one line). */
+char *exitfile_lock_cgroup_line(const char *dir);
+/* The line a running shim appends once it has passed on signal sig (caller frees). */
+char *exitfile_lock_forwarded_line(int sig);
+/* Reads the lock file's text (len bytes) into *lock (strings malloc'd). 0, or -1 when
+ * the first line holds no pid (the shim has not written it yet: pid and start are 0;
+ * the other lines are still read). */
 int exitfile_lock_parse(const char *text, size_t len, struct exit_lock *lock);
 void exitfile_lock_free(struct exit_lock *lock);
+
+/* The job's marker: the name of the variable, and the entry "GFLOW_SHIM_ID=<pid>:<start>"
+ * for the shim pid with that start time (caller frees). */
+#define EXITFILE_MARKER_VAR "GFLOW_SHIM_ID"
+char *exitfile_marker(int64_t shim_pid, int64_t shim_start);
 
 /* How a job ended, as the daemon records it: state, reason code and the reason's detail
  * text (malloc'd; LaunchFailed and ShimLost only, else NULL). The reason's text form is
@@ -135,5 +160,9 @@ enum shim_end { SHIM_END_UNKNOWN, SHIM_END_EXITED, SHIM_END_SIGNALED };
  * UNKNOWN F ShimLost: gflow-shim ended without an exit file. */
 struct exit_verdict exit_verdict_lost(enum shim_end how, int value, const struct exit_lock *lock,
                                       enum job_end_request req);
+/* The daemon killed n processes left of a job whose shim was gone: a verdict with a
+ * detail (ShimLost, LaunchFailed) gets "; its N processes were killed" ("its 1 process
+ * was killed") appended. n == 0 and other verdicts are left as they are. */
+void exit_verdict_add_killed(struct exit_verdict *v, size_t n);
 
 #endif

@@ -35,6 +35,10 @@ struct gflowd {
     char *shim_path;                /* gflow-shim next to gflowd, else the installed one */
     int64_t mem_total_mb;           /* MemTotal at start; 0 = unknown (no memory checks) */
     const char *memory_enforcement; /* how the shim holds jobs to --memory (its probe) */
+    /* RLIMIT_NOFILE: the soft limit gflowd was started with, which its jobs get, and
+     * whether gflowd raised its own to the hard limit. */
+    int64_t nofile_soft;
+    bool nofile_raised;
 };
 
 #endif

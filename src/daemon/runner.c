@@ -1,22 +1,20 @@
-/* runner: shim launch, exit files, re-adoption and ending jobs (see runner.h). */
+/* runner: the life of a running job around its shim: launch (launch.c starts the
+ * shim), the shim's end (its exit file, else its lock file and what is left of the job:
+ * orphans.c), time limits and --signal, ending jobs on request, and re-adoption after
+ * a restart (see runner.h). */
 #include "runner.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
-#include <pwd.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/file.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -26,13 +24,20 @@
 #include "exitfile.h"
 #include "files.h"
 #include "gpu.h"
-#include "jobenv.h"
 #include "jobs.h"
+#include "launch.h"
 #include "log.h"
 #include "loop.h"
+#include "orphans.h"
 #include "procinfo.h"
-#include "store.h"
 #include "util.h"
+
+/* How soon the daemon looks again at a lost shim's job: the next round of killing what
+ * is left of it (orphans.c), or files it could not read for lack of a resource. */
+#define RUNNER_ROUND_MIN_SECS 0.005 /* what was killed is usually gone by then */
+#define RUNNER_ROUND_MAX_SECS 0.5   /* something that takes long to die (D state, frozen) */
+#define RUNNER_STUCK_SECS 1.0       /* something left that it may not kill: it must end itself */
+#define RUNNER_RETRY_MAX_SECS 2.0
 
 /* Per running job, in job->runtime. */
 struct run {
@@ -40,11 +45,23 @@ struct run {
     int64_t job_id;
     pid_t pid;
     int64_t start;  /* the shim's /proc start time */
-    int pidfd;      /* -1 while an adopted shim's pid is not known yet */
+    int pidfd;      /* -1 while an adopted shim's pid is not known yet, and once it is gone */
     bool our_child; /* forked by this daemon, so we reap it */
     struct loop_timer *limit_timer;
-    struct loop_timer *warn_timer;  /* --signal: SECS before the time limit */
-    struct loop_timer *retry_timer; /* adoption waiting for the shim to write its pid */
+    struct loop_timer *warn_timer; /* --signal: SECS before the time limit */
+    /* Adoption waiting for the shim to write its pid; a pidfd that could not be opened. */
+    struct loop_timer *retry_timer;
+    /* Once the shim is gone (the job stays R, with its GPUs, until this is done): */
+    bool gone;
+    bool have_status; /* our child: how it ended */
+    int wait_status;
+    struct loop_timer *gone_timer; /* the next look at what it left */
+    double gone_delay;             /* backoff while its files cannot be read */
+    double round_delay;            /* backoff between rounds of killing what it left */
+    double gone_at;                /* monotonic, when the daemon noticed */
+    bool lost;                     /* no exit file: the verdict below is set */
+    struct exit_verdict verdict;   /* how the job ends once nothing is left */
+    struct orphans *orphans;       /* what is left of the job (NULL: nothing ran) */
 };
 
 static int sys_pidfd_open(pid_t pid)
@@ -75,12 +92,6 @@ static int sys_pidfd_queue(int pidfd, int value)
 static char *job_file(const char *dir, int64_t id, const char *suffix)
 {
     return xasprintf("%s/%lld%s", dir, (long long)id, suffix);
-}
-
-/* A write failed for want of space (not the job's fault: it may start later). */
-static bool is_no_space(int e)
-{
-    return e == ENOSPC || e == EDQUOT;
 }
 
 char *runner_log_path(const struct gflowd *d, int64_t job_id)
@@ -119,19 +130,34 @@ static struct run *run_new(struct gflowd *d, struct job *j)
     return r;
 }
 
-static void run_free(struct job *j)
+/* Stops watching the shim's pidfd. */
+static void unwatch_shim(struct run *r)
 {
-    struct run *r = j->runtime;
-    if (!r)
+    if (r->pidfd < 0)
         return;
-    if (r->pidfd >= 0) {
-        loop_del_fd(r->pidfd);
-        close(r->pidfd);
-    }
+    loop_del_fd(r->pidfd);
+    close(r->pidfd);
+    r->pidfd = -1;
+}
+
+/* Stops watching a shim and forgets it (its files stay). */
+static void run_destroy(struct run *r)
+{
+    unwatch_shim(r);
     loop_cancel_timer(r->limit_timer);
     loop_cancel_timer(r->warn_timer);
     loop_cancel_timer(r->retry_timer);
+    loop_cancel_timer(r->gone_timer);
+    orphans_free(r->orphans);
+    exit_verdict_free(&r->verdict);
     free(r);
+}
+
+static void run_free(struct job *j)
+{
+    if (!j->runtime)
+        return;
+    run_destroy(j->runtime);
     j->runtime = NULL;
 }
 
@@ -170,15 +196,23 @@ static void apply_verdict(struct gflowd *d, struct job *j, struct exit_verdict *
     exit_verdict_free(v);
 }
 
-/* Reads the shim's exit file into j and ends it. Returns -1 if there is none. */
+/* Reads the shim's exit file into j and ends it. 0; -1 if there is none (or it cannot
+ * be read at all); -2 (errno set) if it cannot be read for lack of a resource (out of
+ * file descriptors, ...): look again later, as "none" would end a job that finished as
+ * lost. */
 static int apply_exit_file(struct gflowd *d, struct job *j)
 {
     char *path = job_file(d->paths.exit_dir, j->id, ".json");
     size_t len;
     char *text = read_file(path, &len);
+    int e = errno;
     free(path);
     struct exit_record rec;
-    if (!text || exit_record_decode(text, len, &rec) < 0) {
+    if (!text) {
+        errno = e;
+        return launch_short_of(e) ? -2 : -1;
+    }
+    if (exit_record_decode(text, len, &rec) < 0) {
         free(text);
         return -1;
     }
@@ -196,36 +230,132 @@ static int apply_exit_file(struct gflowd *d, struct job *j)
     return 0;
 }
 
-/* What job id's lock file says (a failing shim leaves its reason there). */
-static void read_lock(const struct gflowd *d, int64_t id, struct exit_lock *lock)
+/* What job id's lock file says (a shim leaves its cgroup and the reason of its own
+ * failure there). 0, also when there is none; -1 with errno if it cannot be read for
+ * lack of a resource now. */
+static int read_lock(const struct gflowd *d, int64_t id, struct exit_lock *lock)
 {
     char *path = job_file(d->paths.run_dir, id, ".lock");
     size_t len = 0;
     char *text = read_file(path, &len);
+    int e = errno;
     free(path);
     exitfile_lock_parse(text, len, lock);
     free(text);
+    errno = e;
+    return text || !launch_short_of(e) ? 0 : -1;
 }
 
-/* The shim is gone: collect what it reported, in its exit file or else its lock file. */
-static void shim_ended(struct gflowd *d, struct job *j, int wait_status, bool have_status)
+/* ---- the shim's end ---- */
+
+static void collect(struct gflowd *d, struct job *j);
+
+static void gone_cb(void *arg)
 {
-    if (apply_exit_file(d, j) == 0)
-        return;
+    struct run *r = arg;
+    r->gone_timer = NULL;
+    struct job *j = jobs_get(r->d->jobs, r->job_id);
+    if (j && j->state == JOB_RUNNING && j->runtime == r)
+        collect(r->d, j);
+}
+
+/* A file of the shim's could not be read for lack of a resource: again, later. */
+static void collect_later(struct run *r, const char *what)
+{
+    if (r->gone_delay == 0)
+        log_warn("job %lld: cannot read its %s now (%m); trying again", (long long)r->job_id, what);
+    r->gone_delay = r->gone_delay ? r->gone_delay * 2 : 0.05;
+    if (r->gone_delay > RUNNER_RETRY_MAX_SECS)
+        r->gone_delay = RUNNER_RETRY_MAX_SECS;
+    r->gone_timer = loop_add_timer(r->gone_delay, gone_cb, r);
+}
+
+/* The shim is gone without an exit file: from its lock file, the verdict and what may
+ * be left of the job. false when the lock file cannot be read now. */
+static bool collect_lost(struct gflowd *d, struct job *j)
+{
+    struct run *r = j->runtime;
+    struct exit_lock lock;
+    if (read_lock(d, j->id, &lock) < 0)
+        return false;
     enum shim_end how = SHIM_END_UNKNOWN;
     int value = 0;
-    if (have_status && WIFEXITED(wait_status)) {
+    if (r->have_status && WIFEXITED(r->wait_status)) {
         how = SHIM_END_EXITED;
-        value = WEXITSTATUS(wait_status);
-    } else if (have_status && WIFSIGNALED(wait_status)) {
+        value = WEXITSTATUS(r->wait_status);
+    } else if (r->have_status && WIFSIGNALED(r->wait_status)) {
         how = SHIM_END_SIGNALED;
-        value = WTERMSIG(wait_status);
+        value = WTERMSIG(r->wait_status);
     }
-    struct exit_lock lock;
-    read_lock(d, j->id, &lock);
-    struct exit_verdict v = exit_verdict_lost(how, value, &lock, j->end_request);
+    r->verdict = exit_verdict_lost(how, value, &lock, j->end_request);
+    r->lost = true;
+    /* Without its pid the shim never got as far as starting anything. */
+    if (lock.pid > 0) {
+        log_info("job %lld: gflow-shim (pid %lld) is gone without an exit file; killing what "
+                 "is left of the job",
+                 (long long)j->id, (long long)lock.pid);
+        r->orphans = orphans_new(j->id, (pid_t)lock.pid, lock.start, lock.cgroups, lock.n_cgroups);
+    }
     exitfile_lock_free(&lock);
+    return true;
+}
+
+/* Ends a job whose shim is gone: by its exit file; else, once nothing of the job is
+ * left, by its lock file. Until then the job stays R and keeps its GPUs. */
+static void collect(struct gflowd *d, struct job *j)
+{
+    struct run *r = j->runtime;
+    if (!r->lost) {
+        int rc = apply_exit_file(d, j);
+        if (rc == 0)
+            return;
+        if (rc == -2) {
+            collect_later(r, "exit file");
+            return;
+        }
+        if (!collect_lost(d, j)) {
+            collect_later(r, "lock file");
+            return;
+        }
+    }
+    if (r->orphans && !orphans_round(r->orphans)) {
+        r->round_delay = r->round_delay ? r->round_delay * 2 : RUNNER_ROUND_MIN_SECS;
+        if (r->round_delay > RUNNER_ROUND_MAX_SECS)
+            r->round_delay = RUNNER_ROUND_MAX_SECS;
+        r->gone_timer = loop_add_timer(
+            orphans_stuck(r->orphans) ? RUNNER_STUCK_SECS : r->round_delay, gone_cb, r);
+        return;
+    }
+    size_t killed = 0;
+    if (r->orphans) {
+        killed = orphans_killed(r->orphans);
+        orphans_remove_cgroups(r->orphans);
+    }
+    if (killed)
+        log_warn("job %lld: its shim is gone; killed %zu process%s left of it (%.0f ms)",
+                 (long long)j->id, killed, killed == 1 ? "" : "es",
+                 (now_mono() - r->gone_at) * 1000);
+    struct exit_verdict v = r->verdict;
+    r->verdict = (struct exit_verdict){0};
+    exit_verdict_add_killed(&v, killed);
     apply_verdict(d, j, &v);
+}
+
+/* The shim has ended (status: our child's wait status, when have_status): no more
+ * watching, no more timers; then collect what it left. */
+static void shim_gone(struct gflowd *d, struct job *j, int status, bool have_status)
+{
+    struct run *r = j->runtime ? j->runtime : run_new(d, j);
+    unwatch_shim(r);
+    loop_cancel_timer(r->limit_timer);
+    loop_cancel_timer(r->warn_timer);
+    loop_cancel_timer(r->retry_timer);
+    r->limit_timer = r->warn_timer = r->retry_timer = NULL;
+    r->gone = true;
+    r->have_status = have_status;
+    r->wait_status = status;
+    r->gone_at = now_mono();
+    collect(d, j);
 }
 
 /* The shim's pidfd is readable: it has exited. */
@@ -245,14 +375,16 @@ static void pidfd_cb(int fd, uint32_t events, void *arg)
             return; /* not yet reapable; epoll will tell again */
         have_status = w == r->pid;
     }
-    shim_ended(r->d, j, status, have_status);
+    shim_gone(r->d, j, status, have_status);
 }
+
+/* ---- time limits and --signal ---- */
 
 /* The job of a timer's run, if it still runs under that run. */
 static struct job *timer_job(struct run *r)
 {
     struct job *j = jobs_get(r->d->jobs, r->job_id);
-    return j && j->state == JOB_RUNNING && j->runtime == r ? j : NULL;
+    return j && j->state == JOB_RUNNING && j->runtime == r && !r->gone ? j : NULL;
 }
 
 static void limit_cb(void *arg)
@@ -266,12 +398,10 @@ static void limit_cb(void *arg)
     runner_request_end(r->d, j, JOB_END_TIMEOUT);
 }
 
-static void warn_cb(void *arg)
+/* Sends the --signal warning (through the shim, which notes it in the lock file). */
+static void send_warning(struct run *r, struct job *j, bool late)
 {
-    struct run *r = arg;
-    r->warn_timer = NULL;
-    struct job *j = timer_job(r);
-    if (!j || j->end_request != JOB_END_NONE || r->pidfd < 0)
+    if (j->end_request != JOB_END_NONE || r->pidfd < 0)
         return;
     int value = j->warn_signal | (j->warn_main_only ? SHIM_FORWARD_MAIN_ONLY : 0);
     if (sys_pidfd_queue(r->pidfd, value) < 0) {
@@ -280,30 +410,46 @@ static void warn_cb(void *arg)
                      job_signal_name(j->warn_signal));
         return;
     }
-    log_info("job %lld: sent %s%s, %lld s before its time limit", (long long)j->id,
-             job_signal_name(j->warn_signal), j->warn_main_only ? " (main process)" : "",
-             (long long)j->warn_secs);
+    log_info("job %lld: sent %s%s, %s", (long long)j->id, job_signal_name(j->warn_signal),
+             j->warn_main_only ? " (main process)" : "",
+             late ? "late: its moment passed while gflowd was down" : "before its time limit");
 }
 
-/* The time limit's timer and, with --signal, the warning's (SECS before the limit).
- * When a job is re-adopted after a restart, its warning is armed again unless its
- * moment came before this daemon started: then the previous daemon sent it (or none
- * ran at that moment, and it is not sent late: a job is signalled at most once). */
-static void arm_time_limit(struct job *j, struct run *r)
+static void warn_cb(void *arg)
+{
+    struct run *r = arg;
+    r->warn_timer = NULL;
+    struct job *j = timer_job(r);
+    if (j)
+        send_warning(r, j, false);
+}
+
+/* The time limit's timer and, with --signal, the warning's (SECS before the limit),
+ * unless the shim says it has passed a warning on already (warned: the lock file's
+ * "forwarded" line; a job is warned once). A re-adopted job whose warning's moment
+ * passed while no daemon ran gets it at once, before anything else; if its time limit
+ * passed too, the limit's timer fires on the next loop iteration, so the SIGTERM that
+ * ends it follows the warning. */
+static void arm_time_limit(struct job *j, struct run *r, bool warned)
 {
     if (j->time_limit <= 0)
         return;
     double now = now_wall();
-    double delay = j->start_time + (double)j->time_limit - now;
-    r->limit_timer = loop_add_timer(delay, limit_cb, r);
-    if (j->warn_signal > 0 && !r->warn_timer) {
-        double at = j->start_time + (double)j->time_limit - (double)j->warn_secs;
-        if (at >= r->d->started_at || r->our_child)
+    double limit_at = j->start_time + (double)j->time_limit;
+    if (j->warn_signal > 0 && !warned && !r->warn_timer) {
+        double at = limit_at - (double)j->warn_secs;
+        if (at <= now && !r->our_child)
+            send_warning(r, j, true);
+        else
             r->warn_timer = loop_add_timer(at > now ? at - now : 0, warn_cb, r);
     }
+    r->limit_timer = loop_add_timer(limit_at - now, limit_cb, r);
 }
 
-/* Starts watching the shim through a pidfd. 0, or -1 if it is already gone. */
+/* ---- launch ---- */
+
+/* Starts watching the shim through a pidfd. 0, or -1 if it is already gone (or no
+ * pidfd can be opened now: errno). */
 static int watch_shim(struct run *r, pid_t pid)
 {
     r->pid = pid;
@@ -319,301 +465,73 @@ static int watch_shim(struct run *r, pid_t pid)
     return 0;
 }
 
-/* ---- launch ---- */
-
-/* The device minor of the GPU with NVML index i: the node /dev/nvidia<i> when it is an
- * NVIDIA character device (major 195), else i. The driver numbers its device nodes
- * in the order it probed the GPUs, and NVML indices follow the same (PCI) order, so
- * index i is /dev/nvidia<i> with minor i on the usual setups; the node is read because
- * that is what the job would open. */
-static int gpu_minor(int index)
+/* Our shim's pidfd could not be opened (out of file descriptors): until it can, the
+ * shim is unwatched but cannot be lost (an unreaped child keeps its pid). */
+static void watch_retry_cb(void *arg)
 {
-    char path[32];
-    struct stat st;
-    snprintf(path, sizeof(path), "/dev/nvidia%d", index);
-    if (stat(path, &st) == 0 && S_ISCHR(st.st_mode) && major(st.st_rdev) == 195)
-        return (int)minor(st.st_rdev);
-    return index;
+    struct run *r = arg;
+    r->retry_timer = NULL;
+    struct job *j = timer_job(r);
+    if (j && watch_shim(r, r->pid) < 0)
+        r->retry_timer = loop_add_timer(0.1, watch_retry_cb, r);
 }
 
-/* For daemon.constrain_devices: the minors of the GPUs the job was not given, "1,3",
- * as the shim's --deny-devices wants them; NULL when it was given them all. */
-static char *denied_gpu_minors(const struct gflowd *d, const struct job *j)
+/* Puts a job that was committed as R but never launched back in the queue. */
+static void put_back(struct gflowd *d, struct job *j)
 {
-    const struct gpu_set *set = gpu_current(d->gpus);
-    struct strbuf sb;
-    strbuf_init(&sb);
-    for (size_t i = 0; i < set->n_gpus; i++) {
-        int index = set->gpus[i].index;
-        if (index >= 0 && index < GPUINFO_MAX_GPUS && !(j->gpu_mask & (1ULL << index)))
-            strbuf_addf(&sb, "%s%d", sb.len ? "," : "", gpu_minor(index));
-    }
-    if (sb.len == 0) {
-        strbuf_free(&sb);
-        return NULL;
-    }
-    return strbuf_detach(&sb);
+    run_free(j);
+    j->start_time = 0;
+    j->shim_pid = 0;
+    j->shim_start = 0;
+    jobs_set_state(d->jobs, j, JOB_QUEUED, JOB_REASON_NONE, 0, NULL);
+    cleanup_files_after_commit(d, j->id);
 }
 
-/* Moves fd above the low numbers the shim's fds are placed on (3, 4). */
-static int high_fd(int fd)
+void runner_postpone(struct gflowd *d, struct job *j)
 {
-    if (fd < 0 || fd >= 10)
-        return fd;
-    int moved = fcntl(fd, F_DUPFD_CLOEXEC, 10);
-    close(fd);
-    return moved;
+    log_info("job %lld: launch put off (launches wait for resources); queued again",
+             (long long)j->id);
+    put_back(d, j);
 }
 
-/* The shim's command line up to what the job runs (gflow-shim --help; the protocol is
- * in src/shim). */
-static void shim_args(const struct gflowd *d, const struct job *j, const struct job *full,
-                      const struct passwd *pw, const char *uuids, struct strvec *argv)
-{
-    strvec_push(argv, d->shim_path);
-    strvec_push(argv, "--job-id");
-    strvec_pushf(argv, "%lld", (long long)j->id);
-    strvec_push(argv, "--exit-file");
-    strvec_pushf(argv, "%s/%lld.json", d->paths.exit_dir, (long long)j->id);
-    strvec_push(argv, "--log");
-    strvec_pushf(argv, "%s/%lld.log", d->paths.log_dir, (long long)j->id);
-    if (d->cfg.max_log_bytes > 0) {
-        strvec_push(argv, "--log-max-bytes");
-        strvec_pushf(argv, "%lld", (long long)d->cfg.max_log_bytes);
-    }
-    strvec_push(argv, "--workdir");
-    strvec_push(argv, full->workdir ? full->workdir : "/");
-    strvec_push(argv, "--kill-grace");
-    strvec_pushf(argv, "%lld", (long long)d->cfg.kill_grace_secs);
-    strvec_push(argv, "--lock-fd");
-    strvec_push(argv, "3");
-    strvec_push(argv, "--env-fd");
-    strvec_push(argv, "4");
-    if (pw) {
-        strvec_push(argv, "--uid");
-        strvec_pushf(argv, "%u", (unsigned)pw->pw_uid);
-        strvec_push(argv, "--gid");
-        strvec_pushf(argv, "%u", (unsigned)pw->pw_gid);
-        strvec_push(argv, "--user");
-        strvec_push(argv, pw->pw_name);
-    }
-    if (j->gpus_per_task && j->gpus > 1) { /* one copy of the command per GPU */
-        strvec_push(argv, "--tasks");
-        strvec_pushf(argv, "%d", j->gpus);
-        strvec_push(argv, "--task-gpus");
-        char *cuda =
-            jobenv_cuda_devices(j->gpu_mask, uuids, strcmp(d->cfg.gpu_id_format, "uuid") == 0);
-        strvec_push(argv, cuda);
-        free(cuda);
-    }
-    char *deny = d->cfg.constrain_devices ? denied_gpu_minors(d, j) : NULL;
-    if (deny) {
-        strvec_push(argv, "--deny-devices");
-        strvec_push(argv, deny);
-        free(deny);
-    }
-    if (j->memory_mb > 0) { /* held to it: cgroup v2, else v1, else a watchdog (the shim) */
-        strvec_push(argv, "--memory-limit");
-        strvec_pushf(argv, "%lld", (long long)j->memory_mb);
-    }
-    /* The submitter's umask; a job stored without one keeps gflowd's own, 0077. */
-    strvec_push(argv, "--umask");
-    strvec_pushf(argv, "%04o", j->umask >= 0 ? (unsigned)j->umask : 077u);
-    if (j->conda_env) { /* activated through the installation's shell hook (the shim) */
-        strvec_push(argv, "--conda-env");
-        strvec_push(argv, j->conda_env);
-    }
-}
-
-/* The job's environment in a memfd (no file on disk to create and remove), and what
- * it runs: the command, or the script written to run/<id>.script. Returns the memfd,
- * or -1 with *err. */
-static int prepare_inputs(const struct gflowd *d, const struct job *full, const struct passwd *pw,
-                          const char *uuids, struct strvec *argv, char **err, bool *no_space)
-{
-    struct strbuf env;
-    strbuf_init(&env);
-    struct jobenv_input in = {
-        .uuids = uuids,
-        .uuid_format = strcmp(d->cfg.gpu_id_format, "uuid") == 0,
-        .user = pw ? pw->pw_name : NULL,
-        .home = pw ? pw->pw_dir : NULL,
-        .shell = pw ? pw->pw_shell : NULL,
-    };
-    jobenv_build(full, &in, &env);
-    int fd = high_fd(memfd_create("gflow-job-env", MFD_CLOEXEC));
-    bool ok = fd >= 0 && (env.len == 0 || write(fd, env.buf, env.len) == (ssize_t)env.len);
-    strbuf_free(&env);
-    if (!ok) {
-        *err = xasprintf("cannot pass the environment: %s", strerror(errno));
-        if (fd >= 0)
-            close(fd);
-        return -1;
-    }
-    if (full->script) {
-        char *script_path = job_file(d->paths.run_dir, full->id, ".script");
-        if (write_file(script_path, full->script, strlen(full->script), 0700) < 0 ||
-            (pw && chown(script_path, pw->pw_uid, pw->pw_gid) < 0)) {
-            *no_space = is_no_space(errno);
-            *err = xasprintf("cannot write %s: %s", script_path, strerror(errno));
-            free(script_path);
-            close(fd);
-            return -1;
-        }
-        strvec_push(argv, "--script");
-        strvec_push(argv, script_path);
-        free(script_path);
-    } else {
-        strvec_push(argv, "--command");
-        strvec_push(argv, full->command ? full->command : "true");
-    }
-    return fd;
-}
-
-/* Starts the shim with the lock on fd 3 and the environment on fd 4. posix_spawn
- * (vfork underneath) does not copy the daemon's page tables as a fork per job would,
- * and it gives the shim an empty signal mask and default handling of our signals. */
-static pid_t spawn_shim(char *const *argv, int lock_fd, int env_fd)
-{
-    static char *const shim_env[] = {"PATH=/usr/local/bin:/usr/bin:/bin", NULL};
-    posix_spawn_file_actions_t fa;
-    posix_spawnattr_t attr;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, lock_fd, 3);
-    posix_spawn_file_actions_adddup2(&fa, env_fd, 4);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addclosefrom_np(&fa, 5);
-    posix_spawnattr_init(&attr);
-    sigset_t none, dflt;
-    sigemptyset(&none);
-    sigemptyset(&dflt);
-    sigaddset(&dflt, SIGPIPE);
-    sigaddset(&dflt, SIGTERM);
-    sigaddset(&dflt, SIGINT);
-    sigaddset(&dflt, SIGHUP);
-    posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setsigdefault(&attr, &dflt);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    pid_t pid;
-    int rc = posix_spawn(&pid, argv[0], &fa, &attr, argv, shim_env);
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&attr);
-    if (rc != 0) {
-        errno = rc;
-        return -1;
-    }
-    return pid;
-}
-
-/* Takes the lock (fd 3 of the shim) and reserves the room for the shim's lock lines
- * and exit record (src/core/exitfile.h), so that a job whose filesystem fills up while
- * it runs still has its outcome recorded. The lock's fd, or -1 with *err (*no_space:
- * for want of space, and then the job simply starts later). A reservation that fails
- * for another reason is only logged: the shim reports what it cannot write, as ever. */
-static int prepare_lock_and_exit(const struct gflowd *d, int64_t id, char **err, bool *no_space)
-{
-    char *lock_path = job_file(d->paths.run_dir, id, ".lock");
-    char *exit_path = job_file(d->paths.exit_dir, id, ".json");
-    int fd = high_fd(open(lock_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
-    const char *what = NULL;
-    int rc;
-    if (fd < 0 || flock(fd, LOCK_EX) < 0) {
-        *err = xasprintf("cannot lock %s: %s", lock_path, strerror(errno));
-        *no_space = is_no_space(errno);
-    } else if ((rc = posix_fallocate(fd, 0, EXITFILE_LOCK_MAX)) != 0) {
-        errno = rc;
-        what = lock_path;
-    } else if (reserve_file(exit_path, EXITFILE_RESERVE, 0600) < 0) {
-        what = exit_path;
-    }
-    if (what && is_no_space(errno)) {
-        *err = xasprintf("cannot reserve room for %s: %s", what, strerror(errno));
-        *no_space = true;
-    } else if (what) {
-        log_warn("job %lld: cannot reserve room for %s: %s", (long long)id, what, strerror(errno));
-    }
-    free(lock_path);
-    free(exit_path);
-    if (*err && fd >= 0) {
-        close(fd);
-        fd = -1;
-    }
-    return fd;
-}
-
-static void requeue(struct gflowd *d, struct job *j, const char *why);
-
-void runner_launch(struct gflowd *d, struct job *j)
+bool runner_launch(struct gflowd *d, struct job *j)
 {
     if (j->end_request != JOB_END_NONE) { /* cancelled while its launch waited for a commit */
         bool timeout = j->end_request == JOB_END_TIMEOUT;
         finish(d, j, timeout ? JOB_TIMEOUT : JOB_CANCELLED,
                timeout ? JOB_REASON_TIME_LIMIT : JOB_REASON_CANCELLED_BY_USER, NULL);
-        return;
+        return true;
     }
-    struct job full;
-    job_init(&full);
-    char *err = NULL, *uuids = NULL;
-    struct strvec argv;
-    strvec_init(&argv);
-    int lock_fd = -1, env_fd = -1;
-    bool no_space = false;
-    if (store_get_job(d->store, j->id, &full, true) != 0) {
-        err = xasprintf("cannot read the job back: %s", store_error(d->store));
-        goto fail;
+    pid_t pid;
+    char *err;
+    enum launch_result lr = launch_shim(d, j, &pid, &err);
+    if (lr == LAUNCH_SHORT || lr == LAUNCH_NO_SPACE) { /* not the job's fault */
+        log_warn("job %lld: launch put off: %s; queued again", (long long)j->id, err);
+        free(err);
+        if (lr == LAUNCH_NO_SPACE) /* no job starts until there is room */
+            disk_note_full(d->disk, d->paths.data_dir);
+        put_back(d, j);
+        return false;
     }
-    struct passwd *pw = NULL;
-    if (d->system) {
-        pw = getpwuid(j->uid);
-        if (!pw) {
-            err = xasprintf("no user with uid %u", j->uid);
-            goto fail;
-        }
+    if (lr == LAUNCH_FAILED) {
+        log_error("job %lld: launch failed: %s", (long long)j->id, err);
+        finish(d, j, JOB_FAILED, JOB_REASON_LAUNCH_FAILED, err);
+        free(err);
+        return true;
     }
-    uuids = gpu_uuids(d->gpus, j->gpu_mask);
-    full.gpu_mask = j->gpu_mask; /* chosen by the pass that started it */
-    shim_args(d, j, &full, pw, uuids, &argv);
-    env_fd = prepare_inputs(d, &full, pw, uuids, &argv, &err, &no_space);
-    if (env_fd < 0)
-        goto fail;
-    lock_fd = prepare_lock_and_exit(d, j->id, &err, &no_space);
-    if (lock_fd < 0)
-        goto fail;
-    pid_t pid = spawn_shim(argv.v, lock_fd, env_fd);
-    if (pid < 0) {
-        err = xasprintf("cannot start %s: %s", d->shim_path, strerror(errno));
-        goto fail;
-    }
-    close(lock_fd);
-    close(env_fd);
     struct run *r = run_new(d, j);
     r->our_child = true;
     j->shim_pid = pid;
     j->shim_start = proc_start_time(pid);
     r->start = j->shim_start;
-    if (watch_shim(r, pid) < 0)
-        log_error("job %lld: pidfd_open(%ld): %m", (long long)j->id, (long)pid);
-    arm_time_limit(j, r);
+    if (watch_shim(r, pid) < 0) {
+        log_warn("job %lld: pidfd_open(%ld): %m; trying again", (long long)j->id, (long)pid);
+        r->retry_timer = loop_add_timer(0.1, watch_retry_cb, r);
+    }
+    arm_time_limit(j, r, false);
     jobs_save(d->jobs, j);
     log_info("job %lld started (shim pid %ld)", (long long)j->id, (long)pid);
-    goto out;
-fail:
-    if (lock_fd >= 0)
-        close(lock_fd);
-    if (env_fd >= 0)
-        close(env_fd);
-    if (no_space) { /* not the job's fault: it starts once there is room */
-        disk_note_full(d->disk, d->paths.data_dir);
-        requeue(d, j, err);
-        goto out;
-    }
-    log_error("job %lld: launch failed: %s", (long long)j->id, err);
-    finish(d, j, JOB_FAILED, JOB_REASON_LAUNCH_FAILED, err);
-out:
-    free(err);
-    free(uuids);
-    job_clear(&full);
-    strvec_free(&argv);
+    return true;
 }
 
 /* ---- ending ---- */
@@ -655,15 +573,16 @@ static void adopt_retry_cb(void *arg)
 }
 
 /* Requeues a job whose shim never started: it has not run at all. */
-static void requeue(struct gflowd *d, struct job *j, const char *why)
+static void requeue(struct gflowd *d, struct job *j)
 {
-    run_free(j);
-    j->start_time = 0;
-    j->shim_pid = 0;
-    j->shim_start = 0;
-    log_info("job %lld: %s; queued again", (long long)j->id, why);
-    jobs_set_state(d->jobs, j, JOB_QUEUED, JOB_REASON_NONE, 0, NULL);
-    cleanup_files_after_commit(d, j->id);
+    log_info("job %lld: shim never started; queued again", (long long)j->id);
+    put_back(d, j);
+}
+
+/* Adoption cannot go on now: again shortly. */
+static void adopt_later(struct run *r, double delay)
+{
+    r->retry_timer = loop_add_timer(delay, adopt_retry_cb, r);
 }
 
 static void adopt(struct gflowd *d, struct job *j)
@@ -671,10 +590,18 @@ static void adopt(struct gflowd *d, struct job *j)
     struct run *r = j->runtime ? j->runtime : run_new(d, j);
     char *lock_path = job_file(d->paths.run_dir, j->id, ".lock");
     int fd = open(lock_path, O_RDWR | O_CLOEXEC);
+    int e = errno;
     free(lock_path);
+    if (fd < 0 && launch_short_of(e)) { /* out of descriptors: nothing can be concluded */
+        adopt_later(r, 0.1);
+        return;
+    }
     if (fd < 0) {
-        if (apply_exit_file(d, j) < 0)
-            requeue(d, j, "shim never started");
+        int rc = apply_exit_file(d, j);
+        if (rc == -2)
+            adopt_later(r, 0.1);
+        else if (rc == -1)
+            requeue(d, j);
         return;
     }
     char buf[EXITFILE_LOCK_MAX];
@@ -682,40 +609,40 @@ static void adopt(struct gflowd *d, struct job *j)
     struct exit_lock lock;
     bool have_pid = exitfile_lock_parse(buf, n > 0 ? (size_t)n : 0, &lock) == 0;
     int64_t pid = lock.pid, start = lock.start;
+    bool warned = lock.forwarded > 0;
     exitfile_lock_free(&lock);
     bool alive = flock(fd, LOCK_EX | LOCK_NB) < 0 && errno == EWOULDBLOCK;
     close(fd);
     if (!alive) {
-        if (apply_exit_file(d, j) == 0)
+        if (have_pid) { /* it ran: its exit file, or what is left of the job */
+            shim_gone(d, j, 0, false);
             return;
-        if (!have_pid)
-            requeue(d, j, "shim never started");
-        else
-            shim_ended(d, j, 0, false);
+        }
+        int rc = apply_exit_file(d, j);
+        if (rc == -2)
+            adopt_later(r, 0.1);
+        else if (rc == -1)
+            requeue(d, j);
         return;
     }
     if (!have_pid) { /* the shim is starting up: look again shortly */
-        r->retry_timer = loop_add_timer(0.02, adopt_retry_cb, r);
+        adopt_later(r, 0.02);
         return;
     }
     if (proc_start_time((pid_t)pid) != start || watch_shim(r, (pid_t)pid) < 0 ||
         proc_start_time((pid_t)pid) != start) {
         /* Not the process that holds the lock: it ended between the checks. */
-        if (r->pidfd >= 0) {
-            loop_del_fd(r->pidfd);
-            close(r->pidfd);
-            r->pidfd = -1;
-        }
-        r->retry_timer = loop_add_timer(0.02, adopt_retry_cb, r);
+        unwatch_shim(r);
+        adopt_later(r, 0.02);
         return;
     }
     j->shim_pid = pid;
     j->shim_start = start;
     r->start = start;
-    arm_time_limit(j, r);
+    log_info("job %lld re-adopted (shim pid %lld)", (long long)j->id, (long long)pid);
+    arm_time_limit(j, r, warned);
     if (j->end_request != JOB_END_NONE)
         runner_signal(j, SIGTERM);
-    log_info("job %lld re-adopted (shim pid %lld)", (long long)j->id, (long long)pid);
 }
 
 /* Removes exit, lock, env and script files of jobs that are no longer running. */
@@ -754,24 +681,25 @@ void runner_recover(struct gflowd *d)
     free(copy);
 }
 
+void runner_shutdown(struct gflowd *d)
+{
+    size_t n;
+    struct job **running = jobs_running(d->jobs, &n);
+    for (size_t i = 0; i < n; i++)
+        run_free(running[i]); /* the shims go on; a restarted daemon re-adopts them */
+}
+
+void runner_sweep(const struct gflowd *d)
+{
+    sweep_dir(d, d->paths.exit_dir);
+    sweep_dir(d, d->paths.run_dir);
+}
+
 /* ---- a lost transaction ---- */
 
 /* What a lost transaction undid and gflowd must do again waits this long: the disk may
  * still be full, and each try that fails costs a reload. */
 #define RUNNER_REDO_SECS 1.0
-
-/* Stops watching a shim whose job is gone from the table (its files stay). */
-static void run_drop(struct run *r)
-{
-    if (r->pidfd >= 0) {
-        loop_del_fd(r->pidfd);
-        close(r->pidfd);
-    }
-    loop_cancel_timer(r->limit_timer);
-    loop_cancel_timer(r->warn_timer);
-    loop_cancel_timer(r->retry_timer);
-    free(r);
-}
 
 void runner_reload(struct gflowd *d)
 {
@@ -815,7 +743,7 @@ void runner_reload(struct gflowd *d)
             jobs_save(d->jobs, j);
         }
         /* A time limit whose request to end the job was undone is due again. */
-        if (!r->limit_timer && j->time_limit > 0 && j->end_request == JOB_END_NONE)
+        if (!r->gone && !r->limit_timer && j->time_limit > 0 && j->end_request == JOB_END_NONE)
             r->limit_timer = loop_add_timer(RUNNER_REDO_SECS, limit_cb, r);
     }
     for (size_t k = 0; k < n_runs; k++) {
@@ -824,21 +752,7 @@ void runner_reload(struct gflowd *d)
         log_warn("job %lld: its shim (pid %ld) is no longer running in the database's view; "
                  "no longer watched",
                  (long long)runs[k]->job_id, (long)runs[k]->pid);
-        run_drop(runs[k]);
+        run_destroy(runs[k]);
     }
     free(runs);
-}
-
-void runner_shutdown(struct gflowd *d)
-{
-    size_t n;
-    struct job **running = jobs_running(d->jobs, &n);
-    for (size_t i = 0; i < n; i++)
-        run_free(running[i]); /* the shims go on; a restarted daemon re-adopts them */
-}
-
-void runner_sweep(const struct gflowd *d)
-{
-    sweep_dir(d, d->paths.exit_dir);
-    sweep_dir(d, d->paths.run_dir);
 }

@@ -2,6 +2,12 @@
  * the exit file it writes), ends jobs on request (cancel, time limit) and, after a
  * daemon restart, re-adopts the shims still running and finalizes those that ended.
  *
+ * A shim that is gone without an exit file (killed, crashed) may have left the job
+ * running: the job stays R, holding its GPUs, while the daemon kills what is left of it
+ * (orphans.h), and only then ends as the lock file says (ShimLost, with how many
+ * processes were killed). A launch that fails for lack of a resource (file descriptors,
+ * memory, processes) puts the job back in the queue instead of failing it.
+ *
  * Exactly-once start: a job is committed as R before its shim is forked. The daemon
  * creates and flock()s run/<id>.lock before the fork and the shim inherits that lock and
  * writes "<pid> <starttime>" into it first thing. A restarted daemon that finds an R job
@@ -11,6 +17,8 @@
 #ifndef GFLOWD_RUNNER_H
 #define GFLOWD_RUNNER_H
 
+#include <stdbool.h>
+
 #include "job.h"
 
 struct gflowd;
@@ -18,8 +26,12 @@ struct gflowd;
 /* Creates the data directories. 0 or -1 with *err. */
 int runner_init(const struct gflowd *d, char **err);
 /* Starts the shim for j, which must already be R and committed. On failure j ends as F
- * (LaunchFailed). */
-void runner_launch(struct gflowd *d, struct job *j);
+ * (LaunchFailed), except a failure for lack of a resource (EMFILE, ENFILE, EAGAIN,
+ * ENOMEM): then j is queued again and this returns false, so that the caller holds
+ * further launches back for a while. */
+bool runner_launch(struct gflowd *d, struct job *j);
+/* Puts j, committed as R but not launched, back in the queue: launches are held back. */
+void runner_postpone(struct gflowd *d, struct job *j);
 /* After a restart: re-adopts or finalizes every R job. */
 void runner_recover(struct gflowd *d);
 /* Removes files left behind by jobs that are no longer running. Only after the

@@ -1,9 +1,11 @@
-/* serve: the serving daemon. Sets up everything (lock, data directories, store, job
- * table, GPUs, recovery of the running jobs, the HTTP server), then runs the loop. Once
- * per loop iteration, before it sleeps: the scheduling pass, the group commit, the
- * replies that waited for it, then the launches (a job is committed as R before its
- * shim is forked, so a crash can never start it twice). Also the timers that belong to
- * no single module: the GPU poll, the --begin wake-up, the idle checkpoint.
+/* serve: the serving daemon. Sets up everything (its open-file limit, lock, data
+ * directories, store, job table, GPUs, recovery of the running jobs, the HTTP server),
+ * then runs the loop. Once per loop iteration, before it sleeps: the scheduling pass,
+ * the group commit, the replies that waited for it, then the launches (a job is
+ * committed as R before its shim is forked, so a crash can never start it twice). A
+ * launch put off for lack of a resource holds launches (and so the pass) back for a
+ * growing while. Also the timers that belong to no single module: the GPU poll, the
+ * --begin wake-up, the idle checkpoint, the end of a launch hold.
  *
  * A full disk: while the data or log filesystem is full (disk.c) no pass runs, so no job
  * starts, and a timer looks again every second. A commit that SQLite rolls back (disk
@@ -15,6 +17,7 @@
  * itself once there is room. */
 #include "serve.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <grp.h>
 #include <signal.h>
@@ -22,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -44,6 +48,13 @@
 #include "util.h"
 
 #define CHECKPOINT_IDLE_SECS 0.5
+/* After a launch put off for lack of a resource, launches wait this long, doubling up
+ * to the maximum while they keep failing. */
+#define LAUNCH_HOLD_MIN_SECS 0.1
+#define LAUNCH_HOLD_MAX_SECS 5.0
+/* Descriptors kept free for connections and a launch in progress (besides those open
+ * after start-up); every running job holds one more, its shim's pidfd. */
+#define FD_HEADROOM 16
 
 /* The loop's state between iterations. */
 struct server {
@@ -51,6 +62,9 @@ struct server {
     struct job **to_launch; /* committed as R, shims not forked yet */
     size_t to_launch_len;
     struct loop_timer *retry_timer, *checkpoint_timer, *poll_timer, *begin_timer;
+    struct loop_timer *launch_timer; /* launches held back until it fires */
+    double launch_hold;              /* how long the last hold was (0: none) */
+    int64_t job_fd_cap;              /* at most this many jobs run: the open-file limit */
     double begin_timer_at;
     double last_commit;
     int lost_in_a_row; /* transactions lost since the last commit that worked */
@@ -127,6 +141,25 @@ static void arm_begin_timer(struct server *s, double at)
         double delay = at - now_wall();
         s->begin_timer = loop_add_timer(delay > 0 ? delay : 0, begin_cb, s);
     }
+}
+
+/* The launch hold is over: a pass may start jobs again. */
+static void launch_cb(void *arg)
+{
+    struct server *s = arg;
+    s->launch_timer = NULL;
+    jobs_mark_dirty(s->d->jobs);
+}
+
+/* A launch was put off for lack of a resource: none for a while, longer each time. */
+static void hold_launches(struct server *s)
+{
+    s->launch_hold = s->launch_hold ? s->launch_hold * 2 : LAUNCH_HOLD_MIN_SECS;
+    if (s->launch_hold > LAUNCH_HOLD_MAX_SECS)
+        s->launch_hold = LAUNCH_HOLD_MAX_SECS;
+    loop_cancel_timer(s->launch_timer);
+    s->launch_timer = loop_add_timer(s->launch_hold, launch_cb, s);
+    log_info("launches held back for %.1f s", s->launch_hold);
 }
 
 /* ---- each iteration ---- */
@@ -207,6 +240,8 @@ static void schedule(struct server *s)
             s->retry_timer = loop_add_timer(1.0, retry_cb, s);
         return;
     }
+    if (s->launch_timer)
+        return; /* launches are held back: the pass waits (launch_cb marks it due) */
     struct jobs_machine m = {
         .gpus = gpu_current(d->gpus),
         .allowed = scheduler_allowed_mask(gpu_allowed(d->gpus)),
@@ -214,6 +249,8 @@ static void schedule(struct server *s)
         .memory_total_mb = d->mem_total_mb,
         .max_running_jobs = d->cfg.max_running_jobs,
     };
+    if (m.max_running_jobs == 0 || m.max_running_jobs > s->job_fd_cap)
+        m.max_running_jobs = s->job_fd_cap;
     gpualloc_strategy_parse(d->cfg.gpu_allocation_strategy, &m.strategy);
     struct job **started;
     double next_begin;
@@ -242,8 +279,17 @@ static void before_sleep(void *arg)
         struct job **list = s->to_launch;
         s->to_launch = NULL;
         s->to_launch_len = 0;
-        for (size_t i = 0; i < count; i++)
-            runner_launch(d, list[i]);
+        bool held = false;
+        for (size_t i = 0; i < count; i++) {
+            if (held) {
+                runner_postpone(d, list[i]);
+            } else if (!runner_launch(d, list[i])) {
+                held = true;
+                hold_launches(s);
+            } else {
+                s->launch_hold = 0;
+            }
+        }
         free(list);
         if (!commit(s))
             return;
@@ -301,6 +347,57 @@ static const char *probe_memory_enforcement(const char *shim_path)
         pclose(f);
     method[strcspn(method, "\n")] = '\0';
     return method;
+}
+
+/* Raises the soft limit of open files to the hard one: every running job holds a pidfd,
+ * and a launch needs a few more descriptors for a moment. The jobs get the limit gflowd
+ * was started with (the shim's --nofile), as they would without it. */
+static void raise_nofile(struct gflowd *d)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+        return;
+    d->nofile_soft = (int64_t)rl.rlim_cur;
+    if (rl.rlim_cur >= rl.rlim_max)
+        return;
+    rlim_t was = rl.rlim_cur;
+    rl.rlim_cur = rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) < 0) {
+        log_warn("cannot raise the open-file limit from %llu: %m", (unsigned long long)was);
+        return;
+    }
+    d->nofile_raised = true;
+    log_info("open-file limit raised from %llu to %llu (jobs get %llu)", (unsigned long long)was,
+             (unsigned long long)rl.rlim_max, (unsigned long long)was);
+}
+
+/* How many jobs may run at once without the daemon running out of file descriptors:
+ * the open-file limit, less what is open now that is not a job's (the store, the
+ * socket, the loop, ...) and FD_HEADROOM. Out of descriptors, the daemon could neither
+ * take a connection nor notice a job's end; with too low a limit, jobs wait instead. */
+static int64_t job_fd_cap(const struct gflowd *d)
+{
+    struct rlimit rl;
+    DIR *dp = opendir("/proc/self/fd");
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || !dp) {
+        if (dp)
+            closedir(dp);
+        return INT64_MAX;
+    }
+    int64_t open_fds = -1; /* not counting the one reading the directory */
+    while (readdir(dp))
+        open_fds++;
+    closedir(dp);
+    open_fds -= 2; /* . and .. */
+    size_t running;
+    jobs_running(d->jobs, &running);
+    int64_t cap = (int64_t)rl.rlim_cur - (open_fds - (int64_t)running) - FD_HEADROOM;
+    if (cap < 1)
+        cap = 1;
+    if (cap < 65536)
+        log_info("at most %lld jobs run at once: the open-file limit is %llu", (long long)cap,
+                 (unsigned long long)rl.rlim_cur);
+    return cap;
 }
 
 /* gflow-shim next to gflowd (a build directory), else in ../libexec, else installed. */
@@ -364,6 +461,7 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     char *err = NULL;
     struct server s = {.d = d};
     umask(077);
+    raise_nofile(d);
     d->started_at = now_wall();
     d->shim_path = find_shim();
     d->mem_total_mb = proc_mem_total_mb();
@@ -399,6 +497,7 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     d->api = api_start(d, &err);
     if (!d->api)
         startup_failed(o, err);
+    s.job_fd_cap = job_fd_cap(d);
     loop_set_before_sleep(before_sleep, &s);
     log_info("gflowd %s started: pid %ld, socket %s, data %s%s", GFLOW_VERSION, (long)getpid(),
              d->paths.socket_path, d->paths.data_dir, d->system ? " (system daemon)" : "");
@@ -415,6 +514,7 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     loop_cancel_timer(s.begin_timer);
     loop_cancel_timer(s.checkpoint_timer);
     loop_cancel_timer(s.retry_timer);
+    loop_cancel_timer(s.launch_timer);
     gpu_stop(d->gpus);
     d->gpus = NULL;
     store_checkpoint(d->store);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -66,8 +67,12 @@ __attribute__((noreturn)) static void shim_child(const struct shim_exec *ex, cha
     sigprocmask(SIG_SETMASK, &empty, NULL);
     /* Own process group, or the first copy's: one kill(-pgid) reaches the whole job. */
     setpgid(0, ex->pgid);
-    /* Step 7, while still root and before exec: the job never runs outside its devices
-     * cgroup ("0" is the writer itself). Failing closed: a job that was to be
+    /* Step 9, while still root and before exec: the job never runs outside its own
+     * cgroup ("0" is the writer itself), so nothing it starts can leave supervision
+     * unseen. Failing closed: the shim has told the daemon the job is in it. */
+    if (ex->jobcg_procs_fd >= 0 && write(ex->jobcg_procs_fd, "0", 1) != 1)
+        shim_child_fail(ex, JOB_EXIT_SETUP, "cannot join the cgroup", "of the job", errno);
+    /* Step 7, likewise: the job never runs outside its devices cgroup. Failing closed: a job that was to be
      * isolated must not run unisolated because joining went wrong. */
     if (ex->cgroup_procs_fd >= 0 && write(ex->cgroup_procs_fd, "0", 1) != 1)
         shim_child_fail(ex, JOB_EXIT_SETUP, "cannot join the devices cgroup", "of the job", errno);
@@ -84,6 +89,15 @@ __attribute__((noreturn)) static void shim_child(const struct shim_exec *ex, cha
     }
     if (ex->umask >= 0)
         umask((mode_t)ex->umask);
+    /* --nofile: the limit the daemon was started with, not the one it raised for
+     * itself (only the soft limit: the hard one is the same). */
+    if (ex->nofile >= 0) {
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+            rl.rlim_cur = (rlim_t)ex->nofile < rl.rlim_max ? (rlim_t)ex->nofile : rl.rlim_max;
+            setrlimit(RLIMIT_NOFILE, &rl);
+        }
+    }
     /* After setuid: the directory must be one the job user may enter. */
     if (chdir(ex->workdir) < 0)
         shim_child_fail(ex, JOB_EXIT_SETUP, "cannot chdir to", ex->workdir, errno);

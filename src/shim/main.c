@@ -6,7 +6,7 @@
  *              [--uid UID --gid GID --user NAME]
  *              [--tasks N --task-gpus GPU,GPU,...] [--deny-devices MINOR,MINOR,...]
  *              [--memory-limit MIB] [--conda-env NAME|PATH] [--umask MODE]
- *              [--log-max-bytes N]
+ *              [--log-max-bytes N] [--nofile N]
  *              (--command "shell command line" | --script PATH)
  *
  * Protocol with the daemon (its runner is written against exactly this; the definitions
@@ -17,17 +17,25 @@
  *     the daemon flock(LOCK_EX)ed before forking; the shim holds it for its whole life
  *     (close-on-exec, so the job does not) and writes "<pid> <starttime>\n" into it.
  *     A restarted daemon knows the shim is alive while the lock is held, and which
- *     process it is from pid + start time. When the shim fails (it exits 1 or 2, step
- *     6), it rewrites the file as that line and a second one, "error: <reason>\n" (one
- *     line; "lost: <reason>\n" when the job did run and only its exit file could not
- *     be written), which the daemon reads once the lock is free if there is no exit
- *     file. The
- *     shim is a child subreaper, so whatever the job leaves behind (background or
- *     setsid'ed children) reparents to it.
+ *     process it is from pid + start time. While it runs it appends "cgroup: <dir>\n"
+ *     for the job's own cgroup (step 9), and "forwarded: <sig>\n"
+ *     the first time it passes on a signal (step 5), so that a restarted daemon does
+ *     not send the --signal warning again. When the shim fails (it exits 1 or 2, step
+ *     6), it rewrites the file as the first line and a second one, "error: <reason>\n"
+ *     (one line; "lost: <reason>\n" when the job did run and only its exit file could
+ *     not be written), which the daemon reads once the lock is free if there is no exit
+ *     file. The shim is a child subreaper, so whatever the job leaves behind
+ *     (background or setsid'ed children) reparents to it. A daemon that finds the lock
+ *     free and no exit file kills what is left of the job itself (the cgroups named in
+ *     the lock file, and the processes carrying the marker of step 2 or in the shim's
+ *     session) before it frees the job's GPUs.
  *  2. The job's environment is read from --env-file (NUL-separated KEY=VALUE entries),
  *     which is unlinked at once because it may hold secrets, or from the start of the
  *     file open on --env-fd (gflowd passes a memfd: no file to create or remove). The
- *     job gets exactly it (with --conda-env, plus the GFLOW_* variables of step 4).
+ *     job gets exactly it, plus GFLOW_SHIM_ID=<shim pid>:<shim start time> (replacing
+ *     any there: a job submitted from inside another job inherits that one's), the
+ *     marker by which the job's processes are known wherever they go (with
+ *     --conda-env, also the GFLOW_* variables of step 4).
  *  3. Job stdout and stderr go to the end of --log (0600, owned by the job user); stdin
  *     is /dev/null. They are the write end of a pipe that the shim relays into the log
  *     (splice), so that with --log-max-bytes N (> 0) at most N bytes of the job's
@@ -40,7 +48,10 @@
  *     the one line saying that device isolation is unavailable (step 7), the one line
  *     saying that the job exceeded its memory limit (step 8), and the two above.
  *  4. The job runs in its own process group, as --uid/--gid/--user when the shim is
- *     root, with --umask if given (else the shim's own umask), in --workdir: `/bin/bash -c COMMAND`, or the script itself when it starts
+ *     root, with --umask if given (else the shim's own umask), with its soft
+ *     RLIMIT_NOFILE set to --nofile when given (gflowd passes the limit it was started
+ *     with, before it raised its own), in --workdir: `/bin/bash -c COMMAND`, or the
+ *     script itself when it starts
  *     with "#!", else `/bin/bash SCRIPT`. A job that cannot be started exits 125
  *     (credentials, chdir), 126 (cannot execute) or 127 (not found), and the exit
  *     file's error says why. For --command, bash itself is what cannot find (127) or
@@ -85,7 +96,11 @@
  *     neither option the job is the single process described above, unchanged.
  *  5. SIGTERM, SIGINT or SIGHUP to the shim (cancel, time limit) sends SIGTERM to the
  *     job's process group and to every descendant, then SIGKILL after --kill-grace
- *     seconds. SIGUSR1 sent with sigqueue/pidfd_send_signal carries a signal to pass on
+ *     seconds, and again every 100 ms until nothing is left. A descendant found under
+ *     /proc is signalled through a pidfd, and only if it still has the start time it
+ *     was found with, so a recycled pid is never signalled; the process group only
+ *     while its leader is unreaped; SIGKILL also goes to the job's v2 cgroup at once
+ *     (cgroup.kill, step 9). SIGUSR1 sent with sigqueue/pidfd_send_signal carries a signal to pass on
  *     (Slurm's --signal before the time limit): value = SIG | SHIM_FORWARD_MAIN_ONLY
  *     (0x100, src/core/exitfile.h) for the job's main process(es) only, else to all of
  *     its processes. When a copy of the job fails (non-zero exit or a signal) while
@@ -121,12 +136,11 @@
  *     and its log gets one line "gflow-shim: device isolation unavailable: <reason>".
  *  8. With --memory-limit MIB (> 0), the job - all its processes, all its copies
  *     together - is held to that much memory, by the first of these that works:
- *     - "cgroup v2": the cgroup gflow-job-<id> below the shim's own cgroup in the
- *       unified hierarchy (the cgroup2 mount), if the memory controller is enabled
- *       for the shim's children or the shim can enable it (cgroup.subtree_control;
- *       the kernel refuses that while the shim's cgroup holds processes, unless it is
- *       the root); memory.max = MIB MiB, memory.swap.max = 0, memory.oom.group = 1
- *       where those exist.
+ *     - "cgroup v2": the job's own cgroup (step 9) when it is in the unified
+ *       hierarchy, if the memory controller is enabled for the shim's children or the
+ *       shim can enable it (cgroup.subtree_control; the kernel refuses that while the
+ *       shim's cgroup holds processes, unless it is the root); memory.max = MIB MiB,
+ *       memory.swap.max = 0, memory.oom.group = 1 where those exist.
  *     - "cgroup v1": the cgroup gflow/job-<id> below the shim's own cgroup in the v1
  *       memory hierarchy; memory.limit_in_bytes, and memory.memsw.limit_in_bytes the
  *       same where swap is accounted.
@@ -139,10 +153,22 @@
  *     job is found over its limit, all of it is SIGKILLed at once (so "signal" is 9
  *     unless the job's main process had already exited), "oom" is true, and its log
  *     gets one line "gflow-shim: job exceeded its memory limit of MIB MiB (<method>)".
- *     The cgroup is removed once nothing of the job is left. The method used goes into
+ *     A v1 cgroup is removed once nothing of the job is left. The method used goes into
  *     the exit file as "memory_enforcement". For tests, GFLOW_SHIM_MEMORY_METHOD=v2,
  *     v1 or watchdog in the shim's environment allows only that method; if it is
  *     unavailable, the job does not start (exit_code 125, the error says why).
+ *  9. Every job gets a cgroup of its own where one can be made, which each copy joins
+ *     in the forked child before it changes user and execs (a copy that cannot join
+ *     exits 125), so that everything the job starts stays in it: gflow-job-<id>.<shim
+ *     pid> below the shim's own cgroup in the unified (cgroup2) hierarchy, else
+ *     gflow/job-<id>.<shim pid> below the shim's own cgroup of the v1 freezer
+ *     hierarchy. No controller is needed; a non-root shim makes one only where its own
+ *     cgroup is writable to it (a delegated subtree). Where none can be made the job
+ *     runs without (the marker of step 2 still finds it). Its directory is a
+ *     "cgroup:" line of the lock file (step 1); it is removed once nothing of the job
+ *     is left. For tests, GFLOW_SHIM_CGROUP=v2, v1 or none in the shim's environment
+ *     allows only that kind; if it is unavailable the job does not start (exit_code
+ *     125, the error says why).
  */
 #include "shim.h"
 
@@ -200,6 +226,7 @@ static int shim_main(const struct shim_opts *o, const sigset_t *mask)
                            .out_fd = -1,
                            .null_fd = -1,
                            .report_fd = -1,
+                           .jobcg_procs_fd = -1,
                            .cgroup_procs_fd = -1,
                            .memcg_procs_fd = -1};
     struct shim_run r = {.self = getpid(),
@@ -209,13 +236,16 @@ static int shim_main(const struct shim_opts *o, const sigset_t *mask)
                          .report_rd = -1,
                          .kill_grace = o->kill_grace,
                          .mem_tfd = -1,
-                         .relay = {.rd = -1, .log_fd = -1, .null_fd = -1}};
+                         .relay = {.rd = -1, .log_fd = -1, .null_fd = -1},
+                         .lock_fd = o->lock_fd};
     char *err = NULL;
     if (shim_prepare(o, &ex, &err) < 0 || shim_relay_open(&r.relay, o, &ex, &err) < 0 ||
-        shim_supervise_open(&r, mask, &err) < 0 || shim_memlimit_setup(o, &ex, &r.mem, &err) < 0 ||
+        shim_supervise_open(&r, mask, &err) < 0 || shim_jobcg_setup(o, &ex, &r.jobcg, &err) < 0 ||
+        shim_memlimit_setup(o, &ex, &r.jobcg, &r.mem, &err) < 0 ||
         shim_memlimit_open(&r, &ex, &err) < 0) {
         shim_relay_close(&r.relay);
         shim_memlimit_end(&r, o->job_id);
+        shim_jobcg_end(&r.jobcg, o->job_id);
         shim_report_fail(o, err, true);
         free(err);
         shim_prepare_free(&ex);
@@ -234,6 +264,7 @@ static int shim_main(const struct shim_opts *o, const sigset_t *mask)
         shim_relay_close(&r.relay);
         shim_devices_end(&r, o->job_id);
         shim_memlimit_end(&r, o->job_id);
+        shim_jobcg_end(&r.jobcg, o->job_id);
         shim_report_fail(o, err, true);
         free(err);
         if (r.report_rd >= 0)
@@ -256,6 +287,7 @@ static int shim_main(const struct shim_opts *o, const sigset_t *mask)
     shim_memlimit_end(&r, o->job_id);
     /* The log is complete before the exit file says the job is over. */
     shim_relay_close(&r.relay);
+    shim_jobcg_end(&r.jobcg, o->job_id);
     /* A failure of the shim's own outranks the child's report. */
     char *report = shim_child_report(r.report_rd);
     struct exit_record rec;
@@ -294,21 +326,28 @@ static int shim_main(const struct shim_opts *o, const sigset_t *mask)
 static int shim_main_probe_memory(void)
 {
     struct shim_opts o = {.job_id = 0, .memory_limit_mb = 1, .lock_fd = -1, .env_fd = -1};
-    struct shim_exec ex = {.memcg_procs_fd = -1};
+    struct shim_exec ex = {.jobcg_procs_fd = -1, .memcg_procs_fd = -1};
+    struct shim_jobcg cg = {0};
     struct shim_memlimit m = {0};
     char *err = NULL;
-    if (shim_memlimit_setup(&o, &ex, &m, &err) < 0) {
+    int rc = 0;
+    if (shim_jobcg_setup(&o, &ex, &cg, &err) < 0 ||
+        shim_memlimit_setup(&o, &ex, &cg, &m, &err) < 0) {
         printf("unavailable: %s\n", err);
         free(err);
-        return 1;
+        rc = 1;
+    } else {
+        printf("%s\n", shim_memlimit_method_name(m.method));
     }
-    printf("%s\n", shim_memlimit_method_name(m.method));
+    if (ex.jobcg_procs_fd >= 0)
+        close(ex.jobcg_procs_fd);
     if (ex.memcg_procs_fd >= 0)
         close(ex.memcg_procs_fd);
-    if (m.dir)
+    if (m.dir && m.own_dir)
         shim_cgroup_remove(m.dir, 0);
     free(m.dir);
-    return 0;
+    shim_jobcg_end(&cg, 0);
+    return rc;
 }
 
 int main(int argc, char **argv)

@@ -1,7 +1,8 @@
 /* memlimit: --memory-limit (step 8): choosing how the limit is held (cgroup v2, cgroup
  * v1, or the RSS watchdog), creating the job's memory cgroup, noticing that the job went
  * over its limit (the OOM-kill counters, the watchdog's sum), killing it for that, and
- * removing the cgroup after the job. */
+ * removing a v1 memory cgroup after the job (on v2 the limit is set on the job's own
+ * cgroup, jobcg.c). */
 #include "shim.h"
 
 #include <errno.h>
@@ -63,23 +64,21 @@ static int shim_memlimit_make(const char *dir, const struct shim_memlimit_settin
     return -1;
 }
 
-/* cgroup v2: <the shim's own cgroup>/gflow-job-<id> with memory.max. A process may
- * only join a leaf, and a cgroup with processes in it (the shim's own, unless it is
- * the root) cannot enable controllers for its children: then the kernel refuses the
- * "+memory" below and the next method is tried. memory.oom.group makes the kernel
- * kill the whole job at once, as the other methods do. Returns the cgroup's
- * directory, or NULL with *why. */
-static char *shim_memlimit_v2(int64_t job_id, long long bytes, int *procs_fd, char **why)
+/* cgroup v2: the job's own cgroup (step 9) with memory.max. Its parent, the shim's own
+ * cgroup, must have the memory controller and enable it for its children; a cgroup
+ * with processes in it (the shim's, unless it is the root) cannot enable controllers
+ * for its children: then the kernel refuses the "+memory" below and the next method is
+ * tried. memory.oom.group makes the kernel kill the whole job at once, as the other
+ * methods do. 0, or -1 with *why. */
+static int shim_memlimit_v2(const struct shim_jobcg *cg, long long bytes, char **why)
 {
-    char *point, *root;
-    if (shim_cgroup_mount(NULL, &point, &root) < 0) {
-        *why = xstrdup("no cgroup2 hierarchy is mounted");
-        return NULL;
+    if (cg->version != 2) {
+        *why = xstrdup("the job has no cgroup v2 of its own");
+        return -1;
     }
-    char *base = shim_cgroup_base(NULL, point, root);
-    free(point);
-    free(root);
-    char *dir = NULL;
+    char *base = xstrdup(cg->dir);
+    *strrchr(base, '/') = '\0';
+    int rc = -1;
     if (!shim_cgroup_has_word(base, "cgroup.controllers", "memory")) {
         *why = xasprintf("the memory controller is not available in %s (bound to cgroup v1, "
                          "or not delegated)",
@@ -94,14 +93,17 @@ static char *shim_memlimit_v2(int64_t job_id, long long bytes, int *procs_fd, ch
         const struct shim_memlimit_setting set[] = {{"memory.max", limit, false},
                                                     {"memory.swap.max", "0", true},
                                                     {"memory.oom.group", "1", true}};
-        dir = xasprintf("%s/gflow-job-%lld", base, (long long)job_id);
-        if (shim_memlimit_make(dir, set, sizeof(set) / sizeof(set[0]), procs_fd, why) < 0) {
-            free(dir);
-            dir = NULL;
+        rc = 0;
+        for (size_t i = 0; rc == 0 && i < sizeof(set) / sizeof(set[0]); i++) {
+            if (shim_cgroup_write(cg->dir, set[i].file, set[i].value) < 0 &&
+                !(set[i].optional && errno == ENOENT)) {
+                *why = xasprintf("cannot write %s/%s: %s", cg->dir, set[i].file, strerror(errno));
+                rc = -1;
+            }
         }
     }
     free(base);
-    return dir;
+    return rc;
 }
 
 /* cgroup v1: <the shim's own memory cgroup>/gflow/job-<id> with
@@ -132,12 +134,12 @@ static char *shim_memlimit_v1(int64_t job_id, long long bytes, int *procs_fd, ch
     return dir;
 }
 
-/* Step 8 before fork: with --memory-limit, picks how the limit is enforced (cgroup v2,
- * else cgroup v1, else the watchdog; or only the method GFLOW_SHIM_MEMORY_METHOD
- * names, for tests) and creates the job's memory cgroup. 0, or -1 with *err when the
+/* Step 8 before fork: with --memory-limit, picks how the limit is enforced (cgroup v2:
+ * the job's own cgroup, else a cgroup v1 memory cgroup, else the watchdog; or only the
+ * method GFLOW_SHIM_MEMORY_METHOD names, for tests) and sets up the memory cgroup. 0, or -1 with *err when the
  * forced method is unavailable. */
-int shim_memlimit_setup(const struct shim_opts *o, struct shim_exec *ex, struct shim_memlimit *m,
-                        char **err)
+int shim_memlimit_setup(const struct shim_opts *o, struct shim_exec *ex,
+                        const struct shim_jobcg *cg, struct shim_memlimit *m, char **err)
 {
     m->limit_mb = o->memory_limit_mb;
     if (!m->limit_mb)
@@ -152,14 +154,15 @@ int shim_memlimit_setup(const struct shim_opts *o, struct shim_exec *ex, struct 
     }
     long long bytes = (long long)m->limit_mb * 1048576;
     char *why = NULL;
-    if (!force || strcmp(force, "v2") == 0) {
-        m->dir = shim_memlimit_v2(o->job_id, bytes, &ex->memcg_procs_fd, &why);
+    if ((!force || strcmp(force, "v2") == 0) && shim_memlimit_v2(cg, bytes, &why) == 0) {
+        m->dir = xstrdup(cg->dir); /* the job joins it as its own cgroup */
         m->method = SHIM_MEM_V2;
     }
     if (!m->dir && (!force || strcmp(force, "v1") == 0)) {
         free(why);
         why = NULL;
         m->dir = shim_memlimit_v1(o->job_id, bytes, &ex->memcg_procs_fd, &why);
+        m->own_dir = m->dir != NULL;
         m->method = SHIM_MEM_V1;
     }
     if (!m->dir && force && strcmp(force, "watchdog") != 0) {
@@ -247,7 +250,7 @@ void shim_memlimit_start(struct shim_run *r)
 }
 
 /* After the job: a memory cgroup's counters may show an OOM kill the last check did not
- * see; then the cgroup is removed. Without the oom_kill counter (cgroup v1 before
+ * see; then a v1 memory cgroup is removed (a v2 one is the job's own: jobcg.c). Without the oom_kill counter (cgroup v1 before
  * Linux 4.13), a job that hit its limit (failcnt) and died of SIGKILL counts as killed
  * for memory. */
 void shim_memlimit_end(struct shim_run *r, int64_t job_id)
@@ -264,7 +267,8 @@ void shim_memlimit_end(struct shim_run *r, int64_t job_id)
         if (oom)
             shim_memlimit_record_oom(r);
     }
-    shim_cgroup_remove(r->mem.dir, job_id);
+    if (r->mem.own_dir)
+        shim_cgroup_remove(r->mem.dir, job_id);
     free(r->mem.dir);
     r->mem.dir = NULL;
 }

@@ -22,7 +22,7 @@ static const char shim_opts_usage_text[] =
     "                  [--uid UID --gid GID --user NAME]\n"
     "                  [--tasks N --task-gpus GPU,GPU,...] [--deny-devices MINOR,...]\n"
     "                  [--memory-limit MIB] [--conda-env NAME|PATH] [--umask MODE]\n"
-    "                  [--log-max-bytes N]\n"
+    "                  [--log-max-bytes N] [--nofile N]\n"
     "                  (--command \"shell command line\" | --script PATH)\n"
     "Runs and supervises one gflow job and writes its outcome to the exit file.\n"
     "--tasks N starts N copies of the job, copy i with CUDA_VISIBLE_DEVICES set to the\n"
@@ -41,6 +41,7 @@ static const char shim_opts_usage_text[] =
     "shim's.\n"
     "--log-max-bytes N keeps at most N bytes of the job's output in the log; the rest is\n"
     "dropped after one line saying so (0 or absent: no cap).\n"
+    "--nofile N sets the job's soft limit of open files (RLIMIT_NOFILE) to N.\n"
     "Started by gflowd; not meant to be run by hand.\n";
 
 enum {
@@ -64,6 +65,7 @@ enum {
     OPT_CONDA_ENV,
     OPT_UMASK,
     OPT_LOG_MAX_BYTES,
+    OPT_NOFILE,
 };
 
 static const struct option shim_opts_long[] = {
@@ -87,6 +89,7 @@ static const struct option shim_opts_long[] = {
     {"conda-env", required_argument, NULL, OPT_CONDA_ENV},
     {"umask", required_argument, NULL, OPT_UMASK},
     {"log-max-bytes", required_argument, NULL, OPT_LOG_MAX_BYTES},
+    {"nofile", required_argument, NULL, OPT_NOFILE},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -273,6 +276,10 @@ static void shim_opts_one(struct shim_opts *o, int c, const char *arg, char **er
         else
             o->conda_env = arg;
         break;
+    case OPT_NOFILE:
+        if (shim_opts_range(arg, 1, INT64_MAX, &o->nofile) < 0)
+            shim_opts_error(err, xasprintf("bad --nofile '%s' (> 0)", arg));
+        break;
     }
 }
 
@@ -312,7 +319,8 @@ int shim_opts_parse(int argc, char **argv, struct shim_opts *o, char **err)
                             .uid = -1,
                             .gid = -1,
                             .ntasks = 1,
-                            .umask = -1};
+                            .umask = -1,
+                            .nofile = -1};
     *err = NULL;
     opterr = 0; /* one line of our own instead of getopt's */
     int c;

@@ -13,6 +13,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include "procinfo.h"
 #include "util.h"
 
 /* Step 1: own session, lock file, subreaper. */
@@ -169,6 +170,7 @@ void shim_prepare_free(struct shim_exec *ex)
     free(ex->conda_prefix);
     free(ex->conda_base);
     free(ex->lookup_error);
+    free(ex->marker);
     free(ex->env_buf);
     free(ex->groups);
     if (ex->log_fd >= 0)
@@ -177,6 +179,8 @@ void shim_prepare_free(struct shim_exec *ex)
         close(ex->out_fd);
     if (ex->null_fd >= 0)
         close(ex->null_fd);
+    if (ex->jobcg_procs_fd >= 0)
+        close(ex->jobcg_procs_fd);
     if (ex->cgroup_procs_fd >= 0)
         close(ex->cgroup_procs_fd);
     if (ex->memcg_procs_fd >= 0)
@@ -189,6 +193,10 @@ int shim_prepare(const struct shim_opts *o, struct shim_exec *ex, char **err)
     if (shim_prepare_detach(o, err) < 0 || shim_env_read(o, ex, err) < 0 ||
         shim_prepare_want_creds(o, &ex->set_creds, err) < 0)
         return -1;
+    /* Step 2: the marker that names this run of the job in every process of it. */
+    ex->marker = exitfile_marker(getpid(), proc_start_time(getpid()));
+    shim_env_set(ex, &ex->marker, 1);
+    ex->nofile = o->nofile;
     if (ex->set_creds) {
         ex->uid = (uid_t)o->uid;
         ex->gid = (gid_t)o->gid;

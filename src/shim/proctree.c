@@ -1,6 +1,7 @@
 /* proctree: the job's processes as /proc shows them: listing every process with its
- * parent, finding the shim's descendants (everything the job started: the shim is a
- * subreaper), signalling them, and summing their RSS for the memory watchdog. */
+ * parent and start time, finding the shim's descendants (everything the job started:
+ * the shim is a subreaper), signalling them through pidfds (prockill.h: never a
+ * recycled pid), and summing their RSS for the memory watchdog. */
 #include "shim.h"
 
 #include <dirent.h>
@@ -13,12 +14,8 @@
 
 #include "files.h"
 #include "procinfo.h"
+#include "prockill.h"
 #include "util.h"
-
-struct shim_proc {
-    pid_t pid;
-    pid_t ppid;
-};
 
 static int shim_proctree_cmp(const void *a, const void *b)
 {
@@ -37,14 +34,14 @@ static size_t shim_proctree_list(struct shim_proc **out)
         int64_t pid;
         if (parse_int64(de->d_name, &pid) < 0 || pid <= 0 || pid > INT_MAX)
             continue;
-        pid_t ppid = proc_parent((pid_t)pid);
-        if (ppid < 0)
+        struct proc_stat st;
+        if (proc_stat_read((pid_t)pid, &st) < 0)
             continue; /* gone meanwhile */
         if (n == cap) {
             cap *= 2;
             v = xrealloc(v, cap * sizeof(*v));
         }
-        v[n++] = (struct shim_proc){(pid_t)pid, ppid};
+        v[n++] = (struct shim_proc){(pid_t)pid, st.ppid, st.start};
     }
     if (d)
         closedir(d);
@@ -77,58 +74,51 @@ static void shim_proctree_mark(const struct shim_proc *v, size_t n, pid_t root, 
     }
 }
 
-size_t shim_proctree_descendants(pid_t root, pid_t **out)
+size_t shim_proctree_descendants(pid_t root, struct shim_proc **out)
 {
     struct shim_proc *v;
     size_t n = shim_proctree_list(&v);
     bool *desc = xcalloc(n ? n : 1, sizeof(*desc));
     shim_proctree_mark(v, n, root, desc);
-    pid_t *pids = xmalloc((n ? n : 1) * sizeof(*pids));
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
         if (desc[i])
-            pids[k++] = v[i].pid;
+            v[k++] = v[i];
     free(desc);
-    free(v);
-    *out = pids;
+    *out = v;
     return k;
 }
 
-/* Sends sig to one process and to its process group (unless that is the shim's own).
- * The group kill also reaches members forked since the scan. A stopped process cannot
- * act on SIGTERM, so it is continued too. */
-static void shim_proctree_kill(pid_t pid, pid_t self_pgid, int sig)
+/* Sends sig to one descendant, through a pidfd and only if it is still the process the
+ * scan found (same start time). A stopped process cannot act on SIGTERM, so it is
+ * continued too. Its process group is not signalled: the group's id may belong to
+ * someone else by now; a member forked since the scan is found by the next re-kill. */
+static void shim_proctree_kill(const struct shim_proc *p, int sig)
 {
-    pid_t pgid = getpgid(pid);
-    kill(pid, sig);
-    if (pgid > 0 && pgid != self_pgid)
-        kill(-pgid, sig);
-    if (sig == SIGTERM) {
-        kill(pid, SIGCONT);
-        if (pgid > 0 && pgid != self_pgid)
-            kill(-pgid, SIGCONT);
-    }
+    if (prockill_pid(p->pid, p->start, sig) == 1 && sig == SIGTERM)
+        prockill_pid(p->pid, p->start, SIGCONT);
 }
 
 /* Sends sig (0: none) to the job's process group and every descendant of the shim.
- * Returns how many descendants exist, zombies included. A pid may in theory be reused
- * between the scan and the kill; the window is a few microseconds, and most targets
- * are the shim's own children, whose pids cannot be reused before it reaps them. */
+ * Returns how many descendants exist, zombies included. */
 size_t shim_proctree_signal(struct shim_run *r, int sig)
 {
-    /* While its leader is unreaped, the group id cannot be anyone else's. Later, the
-     * members left are reached through the scan, whose group kill uses their pgid. */
+    /* While its leader is unreaped, the group id cannot be anyone else's: one kill
+     * reaches the members forked since any scan. */
     if (sig && r->ntasks > 0 && !r->tasks[0].reaped) {
         /* Before the scan: the group is gone only after every member is. */
         kill(-r->pgid, sig);
         if (sig == SIGTERM)
             kill(-r->pgid, SIGCONT);
     }
-    pid_t *pids;
-    size_t n = shim_proctree_descendants(r->self, &pids);
+    /* The kernel kills the whole cgroup at once, whatever forks meanwhile. */
+    if (sig == SIGKILL && r->jobcg.version == 2)
+        prockill_cgroup(r->jobcg.dir, SIGKILL, NULL);
+    struct shim_proc *procs;
+    size_t n = shim_proctree_descendants(r->self, &procs);
     for (size_t i = 0; sig && i < n; i++)
-        shim_proctree_kill(pids[i], r->self, sig);
-    free(pids);
+        shim_proctree_kill(&procs[i], sig);
+    free(procs);
     return n;
 }
 
@@ -151,11 +141,11 @@ static long long shim_proctree_proc_rss_kb(pid_t pid)
  * as a limit should. */
 long long shim_proctree_rss_kb(pid_t root)
 {
-    pid_t *pids;
-    size_t n = shim_proctree_descendants(root, &pids);
+    struct shim_proc *procs;
+    size_t n = shim_proctree_descendants(root, &procs);
     long long kb = 0;
     for (size_t i = 0; i < n; i++)
-        kb += shim_proctree_proc_rss_kb(pids[i]);
-    free(pids);
+        kb += shim_proctree_proc_rss_kb(procs[i].pid);
+    free(procs);
     return kb;
 }

@@ -1,8 +1,8 @@
 /* report: what the shim tells the daemon, in the forms src/core/exitfile.h defines: the
- * lock file's lines (its pid and start time first, the reason of a failure of its own
- * last), the exit file (written atomically, or in place into the room the daemon
- * reserved for it when the filesystem is full), and one line on stderr (the daemon's
- * log) for each failure. */
+ * lock file's lines (its pid and start time first, then the job's cgroups and that a
+ * signal was forwarded, the reason of a failure of its own last), the exit file
+ * (written atomically, or in place into the room the daemon reserved for it when the
+ * filesystem is full), and one line on stderr (the daemon's log) for each failure. */
 #include "shim.h"
 
 #include <errno.h>
@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -44,6 +45,31 @@ int shim_report_lock(int fd, char **err)
         return -1;
     }
     return 0;
+}
+
+/* Appends line to the lock file. Best effort, as what it says is for a daemon that has
+ * lost the shim; the shim itself goes on either way. */
+static void shim_report_lock_append(int fd, char *line)
+{
+    struct stat st;
+    if (fd < 0 || !line)
+        goto out;
+    size_t n = strlen(line);
+    if (fstat(fd, &st) < 0 || st.st_size + (off_t)n > EXITFILE_LOCK_MAX ||
+        pwrite(fd, line, n, st.st_size) != (ssize_t)n)
+        fprintf(stderr, "gflow-shim: cannot add to lock file (fd %d): %s", fd, line);
+out:
+    free(line);
+}
+
+void shim_report_lock_cgroup(const struct shim_opts *o, const char *dir)
+{
+    shim_report_lock_append(o->lock_fd, exitfile_lock_cgroup_line(dir));
+}
+
+void shim_report_lock_forwarded(int lock_fd, int sig)
+{
+    shim_report_lock_append(lock_fd, exitfile_lock_forwarded_line(sig));
 }
 
 int shim_report_exit(const struct shim_opts *o, const struct exit_record *rec)

@@ -53,6 +53,7 @@ struct shim_opts {
     const char *conda_env;   /* --conda-env: name or absolute path, NULL: none */
     int umask;               /* --umask: the job's umask, -1: the shim's own */
     int64_t log_max_bytes;   /* --log-max-bytes: the job log's cap, 0: none */
+    int64_t nofile;          /* --nofile: the job's soft RLIMIT_NOFILE (-1: as inherited) */
 };
 
 /* Everything the job child needs, prepared before fork so the child only makes
@@ -87,8 +88,12 @@ struct shim_exec {
     int out_fd; /* the job's stdout and stderr: the write end of the relay's pipe */
     int null_fd;
     int report_fd;       /* write end of a close-on-exec pipe: why the job did not start */
+    int jobcg_procs_fd;  /* the job's own cgroup's cgroup.procs, -1: none (step 9) */
     int cgroup_procs_fd; /* the job's devices cgroup's cgroup.procs, -1: none (step 7) */
     int memcg_procs_fd;  /* the job's memory cgroup's cgroup.procs, -1: none (step 8) */
+    /* The job's marker, EXITFILE_MARKER_VAR=<pid>:<start>, added to its environment. */
+    char *marker;
+    int64_t nofile; /* --nofile, -1: none */
     /* With --conda-env: the GFLOW_* entries added to envp (step 4), allocated. */
     char *conda_vars[SHIM_N_CONDA_VARS];
     /* With --conda-env: the environment's directory and the installation's base, where
@@ -123,6 +128,7 @@ struct shim_memlimit {
     enum shim_mem_method method;
     int64_t limit_mb; /* 0: none */
     char *dir;        /* the job's memory cgroup (v2, v1); NULL: none */
+    bool own_dir;     /* dir was made for the limit (v1), not the job's cgroup (v2) */
     bool oom;         /* the job was killed for memory */
 };
 
@@ -137,6 +143,12 @@ struct shim_relay {
     int64_t lost;    /* bytes dropped because the log could not take them, not told yet */
     int lost_errno;  /* why */
     bool can_splice; /* false once splice said the log's filesystem cannot */
+};
+
+/* The job's own cgroup (step 9). */
+struct shim_jobcg {
+    char *dir;   /* NULL: none could be made */
+    int version; /* 2 or 1; 0 without one */
 };
 
 /* The supervision state. */
@@ -154,9 +166,12 @@ struct shim_run {
     bool term_sent;   /* the tree got SIGTERM and the grace timer runs */
     bool kill_phase;  /* the grace is over: SIGKILL until nothing is left */
     char *cgroup_dir; /* the job's devices cgroup (step 7), NULL: none */
+    struct shim_jobcg jobcg;
     struct shim_memlimit mem;
     int mem_tfd; /* timerfd: the memory check period (-1 without --memory-limit) */
     struct shim_relay relay;
+    int lock_fd;    /* --lock-fd (-1: none) */
+    bool forwarded; /* a signal was passed on (and the lock file says so) */
 };
 
 /* ---- opts.c: the command line ---- */
@@ -173,6 +188,11 @@ void shim_opts_usage(void);
 /* Step 1: writes the lock file's first line into the daemon's lock fd and makes the fd
  * close-on-exec. 0, or -1 with *err. */
 int shim_report_lock(int fd, char **err);
+/* Appends "cgroup: <dir>" to the lock file (best effort: without it a daemon that
+ * finds the shim gone looks for the job's processes by their marker alone). */
+void shim_report_lock_cgroup(const struct shim_opts *o, const char *dir);
+/* Appends "forwarded: <sig>" to the lock file, the first time only. */
+void shim_report_lock_forwarded(int lock_fd, int sig);
 /* Writes rec to the exit file atomically, else (no space) into its reserved room. 0 or
  * -1 with errno set. */
 int shim_report_exit(const struct shim_opts *o, const struct exit_record *rec);
@@ -242,6 +262,15 @@ bool shim_cgroup_has_word(const char *dir, const char *file, const char *word);
 /* After the job: removes one of its cgroups (retrying while it is busy). */
 void shim_cgroup_remove(const char *dir, int64_t job_id);
 
+/* ---- jobcg.c: the job's own cgroup (step 9) ---- */
+/* Makes the job's cgroup (v2, else v1; none where neither can be made) and says so in
+ * the lock file. 0, or -1 with *err when the kind GFLOW_SHIM_CGROUP forces is
+ * unavailable. */
+int shim_jobcg_setup(const struct shim_opts *o, struct shim_exec *ex, struct shim_jobcg *cg,
+                     char **err);
+/* Removes the job's cgroup, if it has one. */
+void shim_jobcg_end(struct shim_jobcg *cg, int64_t job_id);
+
 /* ---- devices.c: --deny-devices (step 7) ---- */
 /* Sets up the job's devices cgroup and returns its directory; when that cannot be
  * done, says so in the job's log and on stderr and returns NULL. */
@@ -250,10 +279,11 @@ char *shim_devices_setup(const struct shim_opts *o, struct shim_exec *ex);
 void shim_devices_end(struct shim_run *r, int64_t job_id);
 
 /* ---- memlimit.c: --memory-limit (step 8) ---- */
-/* Picks how the limit is enforced and creates the job's memory cgroup. 0, or -1 with
- * *err when the method forced by GFLOW_SHIM_MEMORY_METHOD is unavailable. */
-int shim_memlimit_setup(const struct shim_opts *o, struct shim_exec *ex, struct shim_memlimit *m,
-                        char **err);
+/* Picks how the limit is enforced: the job's own cgroup when it is v2 and can take the
+ * memory controller, else a v1 memory cgroup made for it, else the watchdog. 0, or -1
+ * with *err when the method forced by GFLOW_SHIM_MEMORY_METHOD is unavailable. */
+int shim_memlimit_setup(const struct shim_opts *o, struct shim_exec *ex,
+                        const struct shim_jobcg *cg, struct shim_memlimit *m, char **err);
 /* The method's name for the exit file and the log ("cgroup v2", ...; NULL for none). */
 const char *shim_memlimit_method_name(enum shim_mem_method method);
 /* The memory check timer. 0, or -1 with *err. */
@@ -266,10 +296,18 @@ void shim_memlimit_tick(struct shim_run *r);
 void shim_memlimit_end(struct shim_run *r, int64_t job_id);
 
 /* ---- proctree.c: the job's processes under /proc ---- */
-/* The pids of every live descendant of root (to free; zombies included), sorted. */
-size_t shim_proctree_descendants(pid_t root, pid_t **out);
-/* Sends sig (0: none) to the job's process group and every descendant of the shim.
- * Returns how many descendants exist, zombies included. */
+/* A process found under /proc. */
+struct shim_proc {
+    pid_t pid;
+    pid_t ppid;
+    int64_t start; /* its start time: with the pid, it names the process for good */
+};
+/* Every live descendant of root (to free; zombies included), sorted by pid. */
+size_t shim_proctree_descendants(pid_t root, struct shim_proc **out);
+/* Sends sig (0: none) to the job: its process group while the group's leader is
+ * unreaped, every descendant of the shim through a pidfd (never a recycled pid), and
+ * with SIGKILL its v2 cgroup at once (cgroup.kill). Returns how many descendants exist,
+ * zombies included. */
 size_t shim_proctree_signal(struct shim_run *r, int sig);
 /* The summed RSS (kB) of every descendant of root. */
 long long shim_proctree_rss_kb(pid_t root);

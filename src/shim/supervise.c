@@ -18,6 +18,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "procinfo.h"
+#include "prockill.h"
 #include "util.h"
 
 /* Arms the timer: first expiry after `first` seconds, then every interval_ns (0: once). */
@@ -64,16 +66,21 @@ static void shim_supervise_timer_fired(struct shim_run *r)
     shim_proctree_signal(r, SIGKILL);
 }
 
-/* Passes on a signal the daemon queued with SIGUSR1 (step 5). */
+/* Passes on a signal the daemon queued with SIGUSR1 (step 5), and notes the first in
+ * the lock file, so that a restarted daemon does not send the --signal warning again. */
 static void shim_supervise_forward(struct shim_run *r, int value)
 {
     int sig = value & 0xff;
     if (sig <= 0 || sig >= NSIG)
         return;
+    if (!r->forwarded) {
+        r->forwarded = true;
+        shim_report_lock_forwarded(r->lock_fd, sig);
+    }
     if (value & SHIM_FORWARD_MAIN_ONLY) {
         for (int i = 0; i < r->ntasks; i++)
             if (!r->tasks[i].reaped)
-                kill(r->tasks[i].pid, sig);
+                kill(r->tasks[i].pid, sig); /* unreaped children: their pids are ours */
         return;
     }
     /* Exactly once to every process: a signal the job handles (a checkpoint request)
@@ -81,12 +88,18 @@ static void shim_supervise_forward(struct shim_run *r, int value)
     bool group_alive = r->ntasks > 0 && !r->tasks[0].reaped;
     if (group_alive)
         kill(-r->pgid, sig);
-    pid_t *pids;
-    size_t n = shim_proctree_descendants(r->self, &pids);
-    for (size_t i = 0; i < n; i++)
-        if (!(group_alive && getpgid(pids[i]) == r->pgid))
-            kill(pids[i], sig);
-    free(pids);
+    struct shim_proc *procs;
+    size_t n = shim_proctree_descendants(r->self, &procs);
+    for (size_t i = 0; i < n; i++) {
+        struct proc_stat st;
+        /* Members of the group got it above; pgid and start read together, then the
+         * pidfd checks the start time again. */
+        if (group_alive && proc_stat_read(procs[i].pid, &st) == 0 && st.start == procs[i].start &&
+            st.pgid == r->pgid)
+            continue;
+        prockill_pid(procs[i].pid, procs[i].start, sig);
+    }
+    free(procs);
 }
 
 static void shim_supervise_signals(struct shim_run *r)

@@ -7,7 +7,8 @@ $GFLOW_BUILD_DIR (default <repo>/build). Outcomes are awaited by polling with a 
 Teardown stops the daemon with `gflowd down`, then kills by pid (pinned with a pidfd) every
 process that still belongs to the sandbox: the daemon, shims and jobs all carry the marker
 variable GFLOW_E2E_SANDBOX=<root> in their environment or the sandbox path on their command
-line. It also fails the test if the daemon's log shows a sanitizer report.
+line; then it removes the cgroups those shims made for their jobs. It also fails the test
+if the daemon's log shows a sanitizer report.
 """
 import grp
 import http.client
@@ -420,6 +421,31 @@ class Gflow:
 
     # -- teardown
 
+    def remove_job_cgroups(self):
+        """Removes the cgroups the shims made for their jobs (their lock files name them):
+        a shim killed by the teardown, with no daemon left to clean up after it, leaves
+        its job's cgroup behind. Only once the sandbox's processes are gone."""
+        problems = []
+        for lock in (self.data / "run").glob("*.lock"):
+            try:
+                lines = lock.read_text(errors="replace").splitlines()
+            except OSError:
+                continue
+            for d in (Path(l[len("cgroup: "):]) for l in lines if l.startswith("cgroup: ")):
+                deadline = time.monotonic() + 5
+                while True:
+                    try:
+                        d.rmdir()
+                        break
+                    except FileNotFoundError:
+                        break
+                    except OSError as e:  # EBUSY until its last process is reaped
+                        if time.monotonic() > deadline:
+                            problems.append(f"cannot remove {d}: {e}")
+                            break
+                        time.sleep(0.02)
+        return problems
+
     def cleanup(self):
         problems = []
         try:
@@ -438,6 +464,7 @@ class Gflow:
             for pid, st in procs:
                 kill_pid(pid, st)
             time.sleep(0.02)
+        problems += self.remove_job_cgroups()
         logs = [self.data / "gflowd.log", *sorted((self.data / "logs").glob("*.log"))]
         for path in logs:
             try:

@@ -95,6 +95,28 @@ def cleanup():
         if p.poll() is None:
             p.kill()
             p.wait()
+            remove_job_cgroups(p.pid)
+
+
+def remove_job_cgroups(shim_pid):
+    """Removes the cgroups a shim killed by the test made for its job (step 9); the
+    shim removes them itself when it ends normally."""
+    for controller, pattern in ((None, "gflow-job-*.{}"), ("freezer", "gflow/job-*.{}")):
+        if cgroup_mount(controller) is None:
+            continue
+        for d in own_cgroup_dir(controller)[1].glob(pattern.format(shim_pid)):
+            # What is left of the job: only its processes are in there.
+            for pid in (d / "cgroup.procs").read_text().split():
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            _wait_for(lambda: not d.exists() or not (d / "cgroup.procs").read_text(),
+                      f"{d} to be empty", 5)
+            try:
+                d.rmdir()
+            except FileNotFoundError:
+                pass
 
 
 @pytest.fixture(autouse=True)
@@ -179,13 +201,17 @@ def test_script_without_shebang_runs_with_bash(tmp_path, cleanup):
 
 def test_job_gets_exactly_the_env_file(tmp_path, cleanup):
     env = [JOB_PATH, "FOO=bar baz", "MULTI=line1\nline2", "EQ=a=b", "EMPTY="]
-    s = run(tmp_path, cleanup, env=env, command="env -0 > env.out",
+    # A marker inherited from a submitting job is replaced by this run's.
+    s = run(tmp_path, cleanup, env=env + ["GFLOW_SHIM_ID=1:2"], command="env -0 > env.out",
             shim_env={**DAEMON_ENV, "SHIM_ONLY": "1"})
     assert s.result()["exit_code"] == 0
     got = dict(e.split("=", 1) for e in (tmp_path / "env.out").read_text().split("\0") if e)
     for e in env:
         k, v = e.split("=", 1)
         assert got.pop(k) == v
+    # The marker that names this run of the job: the shim's pid and start time.
+    pid, start = got.pop("GFLOW_SHIM_ID").split(":")
+    assert int(pid) == s.proc.pid and int(start) > 0
     # bash adds PWD, SHLVL and _ itself; nothing of the shim's own environment leaks.
     assert set(got) <= {"PWD", "SHLVL", "_"}, got
     assert not s.env_file.exists(), "env file (may hold secrets) was not unlinked"
@@ -196,6 +222,7 @@ def test_plain_command_is_executed_without_a_shell(tmp_path, cleanup):
     s = run(tmp_path, cleanup, command="env -0")
     assert s.result()["exit_code"] == 0
     got = dict(e.split("=", 1) for e in s.log_text().split("\0") if e)
+    assert got.pop("GFLOW_SHIM_ID").startswith(f"{s.proc.pid}:")
     assert got == {"PATH": JOB_PATH.split("=", 1)[1]}
 
 
@@ -601,6 +628,7 @@ def test_one_task_without_gpus_is_the_plain_job(tmp_path, cleanup):
     s = run(tmp_path, cleanup, env=env, command="env -0", extra=("--tasks", "1"))
     assert s.result()["exit_code"] == 0
     got = dict(e.split("=", 1) for e in s.log_text().split("\0") if e)
+    assert got.pop("GFLOW_SHIM_ID").startswith(f"{s.proc.pid}:")
     assert got == {"PATH": JOB_PATH.split("=", 1)[1], "CUDA_VISIBLE_DEVICES": "3"}
     r = run(tmp_path, cleanup, command="exit 4", extra=("--tasks", "1")).result()
     assert r["exit_code"] == 4
@@ -627,9 +655,11 @@ def test_lock_fd_holds_pid_and_start_time(tmp_path, cleanup):
     os.close(fd)  # like the daemon after the fork: the shim alone holds the lock now
     s.wait_pid_file("main.pid", cleanup)
     text = lock_path.read_text()
-    pid, st = text.split()
-    assert text == f"{pid} {st}\n"
+    first, *rest = text.splitlines()
+    pid, st = first.split()
     assert int(pid) == s.proc.pid and int(st) == start_time(s.proc.pid)
+    # Then the job's own cgroup, where one could be made (step 9).
+    assert rest == ([f"cgroup: {jobcg_dir(s)}"] if JOBCG_KIND else []), text
 
     def locked():
         with open(lock_path) as f:
@@ -975,11 +1005,13 @@ MEMORY_UNAVAILABLE = {"v2": memory_v2_unavailable(), "v1": memory_v1_unavailable
 AUTO_METHOD = next(m for m in ("v2", "v1", "watchdog") if MEMORY_UNAVAILABLE[m] is None)
 
 
-def memory_job_cgroup(method, job_id):
-    """(the cgroup path the job is in, its directory) for a cgroup method."""
+def memory_job_cgroup(method, job_id, shim_pid):
+    """(the cgroup path the job is in, its directory) for a cgroup method: on v2 the
+    job's own cgroup (step 9), on v1 a memory cgroup of its own."""
     if method == "v2":
         own, base = own_cgroup_dir(None)
-        return f"{own.rstrip('/')}/gflow-job-{job_id}", base / f"gflow-job-{job_id}"
+        name = f"gflow-job-{job_id}.{shim_pid}"
+        return f"{own.rstrip('/')}/{name}", base / name
     own, base = own_cgroup_dir("memory")
     return f"{own.rstrip('/')}/gflow/job-{job_id}", base / "gflow" / f"job-{job_id}"
 
@@ -991,13 +1023,13 @@ def memory_shim(tmp_path, cleanup, method, command, extra=()):
         pytest.skip(f"memory enforcement {method} unavailable: {MEMORY_UNAVAILABLE[method]}")
     expect = method or AUTO_METHOD
     job_id = unique_job_id()
-    path, directory = (memory_job_cgroup(expect, job_id) if expect != "watchdog"
-                       else (None, None))
     shim_env = dict(DAEMON_ENV)
     if method is not None:
         shim_env["GFLOW_SHIM_MEMORY_METHOD"] = method
     s = Shim(tmp_path, cleanup, command=command, shim_env=shim_env,
              extra=("--job-id", str(job_id), "--memory-limit", "100", *extra))
+    path, directory = (memory_job_cgroup(expect, job_id, s.proc.pid) if expect != "watchdog"
+                       else (None, None))
     return s, expect, path, directory
 
 
@@ -1108,6 +1140,117 @@ def test_unknown_forced_memory_method_is_refused(tmp_path, cleanup):
     assert s.finish() == 1
     assert "GFLOW_SHIM_MEMORY_METHOD" in s.result()["error"]
     assert "ran" not in s.log_text()
+
+
+# ---- the job's own cgroup (step 9) --------------------------------------------------
+
+def jobcg_unavailable(kind):
+    """Why the shim cannot give a job a cgroup of that kind here, or None."""
+    mount = cgroup_mount(None if kind == "v2" else "freezer")
+    if mount is None:
+        return f"no {'cgroup2' if kind == 'v2' else 'cgroup v1 freezer'} hierarchy is mounted"
+    _, base = own_cgroup_dir(None if kind == "v2" else "freezer")
+    if os.geteuid() != 0 and not os.access(base / "cgroup.procs", os.W_OK):
+        return f"{base} is not ours to manage"
+    return None
+
+
+JOBCG_UNAVAILABLE = {k: jobcg_unavailable(k) for k in ("v2", "v1")}
+# What the shim picks on its own: v2, else v1, else none.
+JOBCG_KIND = next((k for k in ("v2", "v1") if JOBCG_UNAVAILABLE[k] is None), None)
+
+
+def jobcg_of(s, kind=JOBCG_KIND, job_id=42):
+    """(the cgroup path, its directory) of the job a Shim runs, for a kind of cgroup."""
+    if kind == "v2":
+        own, base = own_cgroup_dir(None)
+        name = f"gflow-job-{job_id}.{s.proc.pid}"
+        return f"{own.rstrip('/')}/{name}", base / name
+    own, base = own_cgroup_dir("freezer")
+    name = f"gflow/job-{job_id}.{s.proc.pid}"
+    return f"{own.rstrip('/')}/{name}", base / name
+
+
+def jobcg_dir(s, kind=JOBCG_KIND, job_id=42):
+    return jobcg_of(s, kind, job_id)[1]
+
+
+def cgroup_line(text, kind):
+    """The job's cgroup path in a /proc/PID/cgroup text, for a kind of hierarchy."""
+    for line in text.splitlines():
+        hid, ctrl, path = line.split(":", 2)
+        if (hid == "0" and ctrl == "") if kind == "v2" else "freezer" in ctrl.split(","):
+            return path
+    return None
+
+
+@pytest.mark.parametrize("kind", [None, "v2", "v1", "none"])
+def test_job_lives_in_a_cgroup_of_its_own(tmp_path, cleanup, kind):
+    """Every process of the job is in the job's cgroup (a setsid'ed grandchild too), the
+    lock file names it for the daemon, and it is removed after the job."""
+    if kind in JOBCG_UNAVAILABLE and JOBCG_UNAVAILABLE[kind]:
+        pytest.skip(f"job cgroup {kind} unavailable: {JOBCG_UNAVAILABLE[kind]}")
+    expect = JOBCG_KIND if kind is None else None if kind == "none" else kind
+    path, fd = locked_file(tmp_path)
+    shim_env = dict(DAEMON_ENV)
+    if kind is not None:
+        shim_env["GFLOW_SHIM_CGROUP"] = kind
+    s = Shim(tmp_path, cleanup, extra=("--lock-fd", str(fd)), pass_fds=(fd,), shim_env=shim_env,
+             command="cat /proc/self/cgroup > main.cg; "
+                     "setsid sh -c 'cat /proc/self/cgroup > escaped.cg'; "
+                     "while [ ! -e go ]; do sleep 0.01; done")
+    os.close(fd)
+    wait_for(lambda: (tmp_path / "escaped.cg").exists() and (tmp_path / "main.cg").exists(),
+             "the job's processes to report their cgroups")
+    lines = path.read_text().splitlines()
+    if expect is None:
+        assert lines == [f"{s.proc.pid} {start_time(s.proc.pid)}"], lines
+    else:
+        cg_path, directory = jobcg_of(s, expect)
+        assert directory.is_dir()
+        assert lines[1:] == [f"cgroup: {directory}"], lines
+        for name in ("main.cg", "escaped.cg"):
+            text = wait_for(lambda: (tmp_path / name).read_text(), name)
+            assert cgroup_line(text, expect) == cg_path, (name, text)
+    (tmp_path / "go").touch()
+    assert s.finish() == 0, s.stderr
+    assert s.result()["exit_code"] == 0
+    if expect is not None:
+        assert not directory.exists(), f"{directory} left behind"
+
+
+def test_forced_unknown_cgroup_kind_fails_the_job(tmp_path, cleanup):
+    s = Shim(tmp_path, cleanup, command="echo ran",
+             shim_env={**DAEMON_ENV, "GFLOW_SHIM_CGROUP": "v3"})
+    assert s.finish() == 1
+    r = s.result()
+    assert r["exit_code"] == 125 and "GFLOW_SHIM_CGROUP 'v3'" in r["error"], r
+    assert "ran" not in s.log_text()
+
+
+@pytest.mark.parametrize("kind", ["v2", "v1", "none"])
+def test_cancel_kills_setsid_leftovers_in_every_kind_of_cgroup(tmp_path, cleanup, kind):
+    """SIGTERM to the shim ends the whole job, escaping children included, with the
+    TERM -> grace -> KILL escalation, whatever holds the job (cgroup.kill on v2)."""
+    if kind in JOBCG_UNAVAILABLE and JOBCG_UNAVAILABLE[kind]:
+        pytest.skip(f"job cgroup {kind} unavailable: {JOBCG_UNAVAILABLE[kind]}")
+    s = Shim(tmp_path, cleanup, kill_grace=1, shim_env={**DAEMON_ENV, "GFLOW_SHIM_CGROUP": kind},
+             command="setsid sh -c 'trap \"\" TERM; echo $$ > stubborn.pid; "
+                     "while :; do sleep 0.05; done' & "
+                     "echo $$ > main.pid; wait")
+    stubborn = s.wait_pid_file("stubborn.pid", cleanup)
+    main = s.wait_pid_file("main.pid", cleanup)
+    t0 = time.monotonic()
+    s.proc.send_signal(signal.SIGTERM)
+    assert s.finish(timeout=15) == 0, s.stderr
+    elapsed = time.monotonic() - t0
+    assert s.result()["signal"] == signal.SIGTERM, s.result()
+    assert_gone(*stubborn)
+    assert_gone(*main)
+    # The one that ignores SIGTERM needed the SIGKILL after the 1 s grace.
+    assert 0.9 <= elapsed < 10, elapsed
+    if kind != "none":
+        assert not jobcg_dir(s, kind).exists()
 
 
 # ---- conda environments (--conda-env) -----------------------------------------------

@@ -1,6 +1,7 @@
 """Time and control through the real binaries: --signal [B:]SIG@SECS sent before the
-time limit (received by the job, re-armed after a daemon restart); --begin and gjob
-release --at (an exact start, surviving a restart)."""
+time limit (received by the job, re-armed after a daemon restart, sent late and then the
+limit enforced when both passed while the daemon was down, never sent twice); --begin and
+gjob release --at (an exact start, surviving a restart)."""
 import time
 
 from conftest import parse_show, parse_table, wait_for
@@ -53,6 +54,44 @@ def test_signal_is_rearmed_after_a_restart(gflow):
     assert j["state"] == "TO", j
     got = usr1_times(gflow)
     assert len(got) == 1 and 3.8 <= got[0] - j["start_time"] < 5.5, (got, j["start_time"])
+
+
+# Records USR1 (with its time) and TERM in the order the job handles them; builtins
+# only, as the SIGTERM that follows the warning at once reaches every process of the job.
+TRAP_BOTH = ("trap 'echo $EPOCHREALTIME >> got_usr1; echo USR1 >> events' USR1; "
+             "trap 'echo TERM >> events; exit 143' TERM; "
+             "while true; do sleep 0.05; done")
+
+
+def test_late_warning_then_time_limit_on_restart(gflow):
+    """The daemon is down across both the warning's moment (2 s after the start) and the
+    time limit (5 s): once up again it sends the warning at once, then ends the job."""
+    job = gflow.submit("--time", "0:05", "--signal", "USR1@3", TRAP_BOTH)
+    start = gflow.wait_state(job, "R")["start_time"]
+    gflow.down(check=True)
+    assert usr1_times(gflow) == [], "the daemon took 2 s to stop: the warning came before"
+    wait_for(lambda: time.time() >= start + 5.5, "both moments to pass", timeout=10,
+             interval=0.05)
+    up_at = time.time()
+    gflow.up()
+    j = gflow.wait_state(job, timeout=15)
+    assert (j["state"], j["reason"]) == ("TO", "TimeLimit"), j
+    assert j["end_time"] - up_at < 5, "the time limit was not enforced promptly"
+    got = usr1_times(gflow)
+    assert len(got) == 1 and got[0] >= up_at, (got, up_at)
+    assert (gflow.work / "events").read_text().split() == ["USR1", "TERM"]
+    assert f"job {job}: sent SIGUSR1, late" in gflow.daemon_log(), gflow.daemon_log()
+
+
+def test_warning_sent_before_a_restart_is_not_sent_again(gflow):
+    # Due at 1 s; the restart comes after it, before the limit at 5 s.
+    job = gflow.submit("--time", "0:05", "--signal", "USR1@4", TRAP_USR1)
+    wait_for(lambda: usr1_times(gflow), "the warning", timeout=10)
+    gflow.down(check=True)
+    gflow.up()
+    j = gflow.wait_state(job, timeout=20)
+    assert j["state"] == "TO", j
+    assert len(usr1_times(gflow)) == 1, usr1_times(gflow)
 
 
 def test_signal_needs_a_time_limit_and_a_valid_spec(gflow):

@@ -474,6 +474,81 @@ static void test_verdict_without_exit_file(void **state)
     exit_verdict_free(&v);
 }
 
+static void test_lock_cgroup_and_forwarded_lines(void **state)
+{
+    (void)state;
+    /* What a running shim appends, line by line. */
+    char *cg = exitfile_lock_cgroup_line("/sys/fs/cgroup/gflow-job-7.123");
+    assert_string_equal(cg, "cgroup: /sys/fs/cgroup/gflow-job-7.123\n");
+    char *fw = exitfile_lock_forwarded_line(10);
+    assert_string_equal(fw, "forwarded: 10\n");
+    assert_null(exitfile_lock_cgroup_line("/a\nb"));
+    assert_null(exitfile_lock_cgroup_line(""));
+    char *text = xasprintf("55 66\n%scgroup: /sys/fs/cgroup/freezer/gflow/job-7.123\n%s", cg, fw);
+    struct exit_lock lock;
+    assert_int_equal(exitfile_lock_parse(text, strlen(text), &lock), 0);
+    assert_int_equal(lock.pid, 55);
+    assert_int_equal(lock.start, 66);
+    assert_int_equal(lock.n_cgroups, 2);
+    assert_string_equal(lock.cgroups[0], "/sys/fs/cgroup/gflow-job-7.123");
+    assert_string_equal(lock.cgroups[1], "/sys/fs/cgroup/freezer/gflow/job-7.123");
+    assert_int_equal(lock.forwarded, 10);
+    assert_null(lock.error);
+    /* The whole file round-trips, an error line after the others. */
+    lock.error = xstrdup("cannot write x");
+    lock.job_ran = true;
+    char *again = exitfile_lock_format(&lock);
+    assert_string_equal(again, "55 66\ncgroup: /sys/fs/cgroup/gflow-job-7.123\n"
+                               "cgroup: /sys/fs/cgroup/freezer/gflow/job-7.123\n"
+                               "forwarded: 10\nlost: cannot write x\n");
+    exitfile_lock_free(&lock);
+    assert_int_equal(lock.n_cgroups, 0);
+    free(again);
+    free(text);
+    free(cg);
+    free(fw);
+    /* Relative paths, bad signals and lines past the limit are not taken. */
+    const char odd[] = "1 2\ncgroup: relative\nforwarded: 0\nforwarded: x\ncgroup:/x\n";
+    assert_int_equal(exitfile_lock_parse(odd, strlen(odd), &lock), 0);
+    assert_int_equal(lock.n_cgroups, 0);
+    assert_int_equal(lock.forwarded, 0);
+    exitfile_lock_free(&lock);
+    struct strbuf sb;
+    strbuf_init(&sb);
+    strbuf_adds(&sb, "1 2\n");
+    for (int i = 0; i < EXITFILE_LOCK_MAX_CGROUPS + 3; i++)
+        strbuf_addf(&sb, "cgroup: /cg/%d\n", i);
+    assert_int_equal(exitfile_lock_parse(sb.buf, sb.len, &lock), 0);
+    assert_int_equal(lock.n_cgroups, EXITFILE_LOCK_MAX_CGROUPS);
+    exitfile_lock_free(&lock);
+    strbuf_free(&sb);
+}
+
+static void test_marker_and_killed_count(void **state)
+{
+    (void)state;
+    char *m = exitfile_marker(4321, 98765);
+    assert_string_equal(m, "GFLOW_SHIM_ID=4321:98765");
+    free(m);
+    struct exit_verdict v = exit_verdict_lost(SHIM_END_SIGNALED, SIGKILL, NULL, JOB_END_NONE);
+    exit_verdict_add_killed(&v, 0);
+    assert_string_equal(v.detail, "gflow-shim killed by SIGKILL");
+    exit_verdict_add_killed(&v, 3);
+    assert_string_equal(v.detail, "gflow-shim killed by SIGKILL; its 3 processes were killed");
+    exit_verdict_free(&v);
+    v = exit_verdict_lost(SHIM_END_UNKNOWN, 0, NULL, JOB_END_NONE);
+    exit_verdict_add_killed(&v, 1);
+    assert_string_equal(v.detail,
+                        "gflow-shim ended without an exit file; its 1 process was killed");
+    exit_verdict_free(&v);
+    /* A cancelled job's verdict has no detail to add to. */
+    v = exit_verdict_lost(SHIM_END_SIGNALED, SIGKILL, NULL, JOB_END_CANCEL);
+    exit_verdict_add_killed(&v, 2);
+    assert_int_equal(v.state, JOB_CANCELLED);
+    assert_null(v.detail);
+    exit_verdict_free(&v);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -489,6 +564,8 @@ int main(void)
         cmocka_unit_test(test_lock_parse_refuses_bad_pid_lines),
         cmocka_unit_test(test_verdict_rules),
         cmocka_unit_test(test_verdict_without_exit_file),
+        cmocka_unit_test(test_lock_cgroup_and_forwarded_lines),
+        cmocka_unit_test(test_marker_and_killed_count),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

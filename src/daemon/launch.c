@@ -1,0 +1,320 @@
+/* launch: starting one job's gflow-shim: its command line (the protocol is in
+ * src/shim/main.c), the job's environment in a memfd, its script file, the lock file
+ * the shim inherits, and posix_spawn. Which failures are for lack of a resource (the
+ * job waits and is tried again) and which are the job's (it fails). */
+#include "launch.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pwd.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "daemon.h"
+#include "exitfile.h"
+#include "files.h"
+#include "gpu.h"
+#include "jobenv.h"
+#include "log.h"
+#include "store.h"
+#include "util.h"
+
+bool launch_short_of(int e)
+{
+    return e == EMFILE || e == ENFILE || e == EAGAIN || e == ENOMEM;
+}
+
+/* The device minor of the GPU with NVML index i: the node /dev/nvidia<i> when it is an
+ * NVIDIA character device (major 195), else i. The driver numbers its device nodes
+ * in the order it probed the GPUs, and NVML indices follow the same (PCI) order, so
+ * index i is /dev/nvidia<i> with minor i on the usual setups; the node is read because
+ * that is what the job would open. */
+static int gpu_minor(int index)
+{
+    char path[32];
+    struct stat st;
+    snprintf(path, sizeof(path), "/dev/nvidia%d", index);
+    if (stat(path, &st) == 0 && S_ISCHR(st.st_mode) && major(st.st_rdev) == 195)
+        return (int)minor(st.st_rdev);
+    return index;
+}
+
+/* For daemon.constrain_devices: the minors of the GPUs the job was not given, "1,3",
+ * as the shim's --deny-devices wants them; NULL when it was given them all. */
+static char *denied_gpu_minors(const struct gflowd *d, const struct job *j)
+{
+    const struct gpu_set *set = gpu_current(d->gpus);
+    struct strbuf sb;
+    strbuf_init(&sb);
+    for (size_t i = 0; i < set->n_gpus; i++) {
+        int index = set->gpus[i].index;
+        if (index >= 0 && index < GPUINFO_MAX_GPUS && !(j->gpu_mask & (1ULL << index)))
+            strbuf_addf(&sb, "%s%d", sb.len ? "," : "", gpu_minor(index));
+    }
+    if (sb.len == 0) {
+        strbuf_free(&sb);
+        return NULL;
+    }
+    return strbuf_detach(&sb);
+}
+
+/* Moves fd above the low numbers the shim's fds are placed on (3, 4). */
+static int high_fd(int fd)
+{
+    if (fd < 0 || fd >= 10)
+        return fd;
+    int moved = fcntl(fd, F_DUPFD_CLOEXEC, 10);
+    close(fd);
+    return moved;
+}
+
+/* The shim's command line up to what the job runs (gflow-shim --help; the protocol is
+ * in src/shim). */
+static void shim_args(const struct gflowd *d, const struct job *j, const struct job *full,
+                      const struct passwd *pw, const char *uuids, struct strvec *argv)
+{
+    strvec_push(argv, d->shim_path);
+    strvec_push(argv, "--job-id");
+    strvec_pushf(argv, "%lld", (long long)j->id);
+    strvec_push(argv, "--exit-file");
+    strvec_pushf(argv, "%s/%lld.json", d->paths.exit_dir, (long long)j->id);
+    strvec_push(argv, "--log");
+    strvec_pushf(argv, "%s/%lld.log", d->paths.log_dir, (long long)j->id);
+    if (d->cfg.max_log_bytes > 0) {
+        strvec_push(argv, "--log-max-bytes");
+        strvec_pushf(argv, "%lld", (long long)d->cfg.max_log_bytes);
+    }
+    strvec_push(argv, "--workdir");
+    strvec_push(argv, full->workdir ? full->workdir : "/");
+    strvec_push(argv, "--kill-grace");
+    strvec_pushf(argv, "%lld", (long long)d->cfg.kill_grace_secs);
+    strvec_push(argv, "--lock-fd");
+    strvec_push(argv, "3");
+    strvec_push(argv, "--env-fd");
+    strvec_push(argv, "4");
+    if (pw) {
+        strvec_push(argv, "--uid");
+        strvec_pushf(argv, "%u", (unsigned)pw->pw_uid);
+        strvec_push(argv, "--gid");
+        strvec_pushf(argv, "%u", (unsigned)pw->pw_gid);
+        strvec_push(argv, "--user");
+        strvec_push(argv, pw->pw_name);
+    }
+    if (j->gpus_per_task && j->gpus > 1) { /* one copy of the command per GPU */
+        strvec_push(argv, "--tasks");
+        strvec_pushf(argv, "%d", j->gpus);
+        strvec_push(argv, "--task-gpus");
+        char *cuda =
+            jobenv_cuda_devices(j->gpu_mask, uuids, strcmp(d->cfg.gpu_id_format, "uuid") == 0);
+        strvec_push(argv, cuda);
+        free(cuda);
+    }
+    char *deny = d->cfg.constrain_devices ? denied_gpu_minors(d, j) : NULL;
+    if (deny) {
+        strvec_push(argv, "--deny-devices");
+        strvec_push(argv, deny);
+        free(deny);
+    }
+    if (j->memory_mb > 0) { /* held to it: cgroup v2, else v1, else a watchdog (the shim) */
+        strvec_push(argv, "--memory-limit");
+        strvec_pushf(argv, "%lld", (long long)j->memory_mb);
+    }
+    /* The submitter's umask; a job stored without one keeps gflowd's own, 0077. */
+    strvec_push(argv, "--umask");
+    strvec_pushf(argv, "%04o", j->umask >= 0 ? (unsigned)j->umask : 077u);
+    if (j->conda_env) { /* activated through the installation's shell hook (the shim) */
+        strvec_push(argv, "--conda-env");
+        strvec_push(argv, j->conda_env);
+    }
+    if (d->nofile_raised) { /* the job gets the limit gflowd was started with */
+        strvec_push(argv, "--nofile");
+        strvec_pushf(argv, "%lld", (long long)d->nofile_soft);
+    }
+}
+
+/* The job's environment in a memfd (no file on disk to create and remove), and what
+ * it runs: the command, or the script written to run/<id>.script. Returns the memfd,
+ * or -1 with *err. */
+static int prepare_inputs(const struct gflowd *d, const struct job *full, const struct passwd *pw,
+                          const char *uuids, struct strvec *argv, int *why, char **err)
+{
+    struct strbuf env;
+    strbuf_init(&env);
+    struct jobenv_input in = {
+        .uuids = uuids,
+        .uuid_format = strcmp(d->cfg.gpu_id_format, "uuid") == 0,
+        .user = pw ? pw->pw_name : NULL,
+        .home = pw ? pw->pw_dir : NULL,
+        .shell = pw ? pw->pw_shell : NULL,
+    };
+    jobenv_build(full, &in, &env);
+    int fd = high_fd(memfd_create("gflow-job-env", MFD_CLOEXEC));
+    bool ok = fd >= 0 && (env.len == 0 || write(fd, env.buf, env.len) == (ssize_t)env.len);
+    strbuf_free(&env);
+    if (!ok) {
+        *why = errno;
+        *err = xasprintf("cannot pass the environment: %s", strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    if (full->script) {
+        char *script_path = xasprintf("%s/%lld.script", d->paths.run_dir, (long long)full->id);
+        if (write_file(script_path, full->script, strlen(full->script), 0700) < 0 ||
+            (pw && chown(script_path, pw->pw_uid, pw->pw_gid) < 0)) {
+            *why = errno;
+            *err = xasprintf("cannot write %s: %s", script_path, strerror(errno));
+            free(script_path);
+            close(fd);
+            return -1;
+        }
+        strvec_push(argv, "--script");
+        strvec_push(argv, script_path);
+        free(script_path);
+    } else {
+        strvec_push(argv, "--command");
+        strvec_push(argv, full->command ? full->command : "true");
+    }
+    return fd;
+}
+
+/* Starts the shim with the lock on fd 3 and the environment on fd 4. posix_spawn
+ * (vfork underneath) does not copy the daemon's page tables as a fork per job would,
+ * and it gives the shim an empty signal mask and default handling of our signals. */
+static pid_t spawn_shim(char *const *argv, int lock_fd, int env_fd)
+{
+    /* A fixed PATH, and the shim's own knobs from gflowd's environment
+     * (GFLOW_SHIM_CGROUP, GFLOW_SHIM_MEMORY_METHOD: tests force a method with them). */
+    struct strvec env;
+    strvec_init(&env);
+    strvec_push(&env, "PATH=/usr/local/bin:/usr/bin:/bin");
+    for (char **e = environ; *e; e++)
+        if (strncmp(*e, "GFLOW_SHIM_", strlen("GFLOW_SHIM_")) == 0)
+            strvec_push(&env, *e);
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t attr;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, lock_fd, 3);
+    posix_spawn_file_actions_adddup2(&fa, env_fd, 4);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addclosefrom_np(&fa, 5);
+    posix_spawnattr_init(&attr);
+    sigset_t none, dflt;
+    sigemptyset(&none);
+    sigemptyset(&dflt);
+    sigaddset(&dflt, SIGPIPE);
+    sigaddset(&dflt, SIGTERM);
+    sigaddset(&dflt, SIGINT);
+    sigaddset(&dflt, SIGHUP);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setsigdefault(&attr, &dflt);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    pid_t pid;
+    int rc = posix_spawn(&pid, argv[0], &fa, &attr, argv, env.v);
+    strvec_free(&env);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    if (rc != 0) {
+        errno = rc;
+        return -1;
+    }
+    return pid;
+}
+
+/* Takes the lock (fd 3 of the shim) and reserves the room for the shim's lock lines
+ * and exit record (src/core/exitfile.h), so that a job whose filesystem fills up while
+ * it runs still has its outcome recorded. The lock's fd, or -1 with *err and *why (an
+ * errno). A reservation that fails for another reason than space is only logged: the
+ * shim reports what it cannot write, as ever. */
+static int lock_and_reserve(const struct gflowd *d, int64_t id, int *why, char **err)
+{
+    char *lock_path = xasprintf("%s/%lld.lock", d->paths.run_dir, (long long)id);
+    char *exit_path = xasprintf("%s/%lld.json", d->paths.exit_dir, (long long)id);
+    int fd = high_fd(open(lock_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+    const char *what = NULL;
+    int rc;
+    if (fd < 0 || flock(fd, LOCK_EX) < 0) {
+        *why = errno;
+        *err = xasprintf("cannot lock %s: %s", lock_path, strerror(errno));
+    } else if ((rc = posix_fallocate(fd, 0, EXITFILE_LOCK_MAX)) != 0) {
+        errno = rc;
+        what = lock_path;
+    } else if (reserve_file(exit_path, EXITFILE_RESERVE, 0600) < 0) {
+        what = exit_path;
+    }
+    if (what && (errno == ENOSPC || errno == EDQUOT)) {
+        *why = errno;
+        *err = xasprintf("cannot reserve room for %s: %s", what, strerror(errno));
+    } else if (what) {
+        log_warn("job %lld: cannot reserve room for %s: %s", (long long)id, what, strerror(errno));
+    }
+    free(lock_path);
+    free(exit_path);
+    if (*err && fd >= 0) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+enum launch_result launch_shim(struct gflowd *d, const struct job *j, pid_t *pid, char **err)
+{
+    struct job full;
+    job_init(&full);
+    char *uuids = NULL;
+    struct strvec argv;
+    strvec_init(&argv);
+    int lock_fd = -1, env_fd = -1, why = 0;
+    *err = NULL;
+    if (store_get_job(d->store, j->id, &full, true) != 0) {
+        *err = xasprintf("cannot read the job back: %s", store_error(d->store));
+        goto out;
+    }
+    struct passwd *pw = NULL;
+    if (d->system) {
+        errno = 0;
+        pw = getpwuid(j->uid);
+        if (!pw) {
+            why = errno; /* set when the lookup failed, not when there is no such user */
+            *err = launch_short_of(why)
+                       ? xasprintf("cannot look up uid %u: %s", j->uid, strerror(why))
+                       : xasprintf("no user with uid %u", j->uid);
+            goto out;
+        }
+    }
+    uuids = gpu_uuids(d->gpus, j->gpu_mask);
+    full.gpu_mask = j->gpu_mask; /* chosen by the pass that started it */
+    shim_args(d, j, &full, pw, uuids, &argv);
+    env_fd = prepare_inputs(d, &full, pw, uuids, &argv, &why, err);
+    if (env_fd < 0)
+        goto out;
+    lock_fd = lock_and_reserve(d, j->id, &why, err);
+    if (lock_fd < 0)
+        goto out;
+    *pid = spawn_shim(argv.v, lock_fd, env_fd);
+    if (*pid < 0) {
+        why = errno;
+        *err = xasprintf("cannot start %s: %s", d->shim_path, strerror(errno));
+    }
+out:
+    if (lock_fd >= 0)
+        close(lock_fd);
+    if (env_fd >= 0)
+        close(env_fd);
+    free(uuids);
+    job_clear(&full);
+    strvec_free(&argv);
+    if (!*err)
+        return LAUNCH_OK;
+    if (why == ENOSPC || why == EDQUOT)
+        return LAUNCH_NO_SPACE;
+    return launch_short_of(why) ? LAUNCH_SHORT : LAUNCH_FAILED;
+}

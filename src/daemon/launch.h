@@ -1,0 +1,29 @@
+/* launch: starting one job's gflow-shim: the shim's command line, the job's environment
+ * in a memfd, its script file, the lock file the shim inherits (runner.h says what the
+ * lock is for), and posix_spawn. */
+#ifndef GFLOWD_LAUNCH_H
+#define GFLOWD_LAUNCH_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "job.h"
+
+struct gflowd;
+
+enum launch_result {
+    LAUNCH_OK,
+    LAUNCH_FAILED,   /* the job cannot be started: it fails */
+    LAUNCH_SHORT,    /* the daemon is short of a resource: the job waits and is tried again */
+    LAUNCH_NO_SPACE, /* no room on the disk: the job waits until there is (disk.c) */
+};
+
+/* Whether errno value e means a lack of a resource that may pass (EMFILE, ENFILE,
+ * EAGAIN, ENOMEM), rather than something wrong with the job. */
+bool launch_short_of(int e);
+
+/* Starts j's shim, with run/<id>.lock created and flock()ed for it to inherit.
+ * LAUNCH_OK with *pid; otherwise *err (to free) says why. */
+enum launch_result launch_shim(struct gflowd *d, const struct job *j, pid_t *pid, char **err);
+
+#endif

@@ -1,0 +1,333 @@
+"""No job escapes supervision: when a job's gflow-shim dies, the daemon kills what is left
+of the job (through its cgroup, or its marker and session where it has none) before the
+job's GPUs go to the next job, also after a restart; the daemon survives running out of
+file descriptors without failing jobs; --signal warnings and time limits whose moment
+passed while the daemon was down are enforced on restart."""
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from conftest import (TERMINAL, TEST_USER, alive, as_user, ensure_test_user, kill_pid,
+                      read_pid_file, start_time, wait_for)
+
+# A job of five processes, two of which leave its session (setsid) and one of which is
+# reparented away from the job (the subshell that started it exits): each writes its pid
+# to `pids`, the main shell last.
+ESCAPING_JOB = ("sleep 300 & echo $! >> pids; "
+                "setsid sleep 301 & echo $! >> pids; "
+                "(setsid sh -c 'sleep 302 & echo $! >> pids; echo $$ >> pids; exec sleep 303' &); "
+                "while [ $(wc -l < pids) -lt 4 ]; do sleep 0.01; done; echo $$ >> pids; wait")
+ESCAPING_COUNT = 5
+
+
+def job_pids(workdir, n=ESCAPING_COUNT):
+    """The (pid, start time) of each process ESCAPING_JOB wrote to workdir/pids."""
+    path = Path(workdir) / "pids"
+
+    def complete():
+        try:
+            lines = path.read_text().split()
+        except FileNotFoundError:
+            return None
+        return lines if len(lines) >= n and path.read_text().endswith("\n") else None
+    pids = [int(p) for p in wait_for(complete, "the job's processes to write their pids")]
+    return [(p, start_time(p)) for p in pids]
+
+
+def shim_of(g, job):
+    """(pid, start time) of a running job's shim, from its lock file."""
+    lock = g.data / "run" / f"{job}.lock"
+    pid, st = wait_for(lambda: lock.exists() and lock.read_text().split("\n")[0].split(),
+                       "the shim's lock line")
+    return int(pid), int(st)
+
+
+def lock_cgroups(g, job):
+    return [l.split(": ", 1)[1] for l in (g.data / "run" / f"{job}.lock").read_text().splitlines()
+            if l.startswith("cgroup: ")]
+
+
+def assert_killed_reason(j, n=ESCAPING_COUNT):
+    assert (j["state"], j["reason"]) == (
+        "F", f"ShimLost: gflow-shim killed by SIGKILL; its {n} processes were killed"), j
+
+
+# ---- item: a job whose shim dies does not run on -----------------------------------------
+
+def test_shim_killed_the_job_is_killed_before_its_gpu_is_handed_on(make_gflow):
+    g = make_gflow(start=False)
+    g.up("--simulate-gpus", 1)
+    a = g.submit("--gpus", 1, ESCAPING_JOB)
+    g.wait_state(a, "R")
+    procs = job_pids(g.work)
+    b = g.submit("--gpus", 1, "echo $CUDA_VISIBLE_DEVICES")
+    assert g.job(b)["state"] == "PD"
+    cgroups = lock_cgroups(g, a)
+    assert cgroups, "no cgroup of its own for the job on this host"
+    shim = shim_of(g, a)
+    t0 = time.monotonic()
+    kill_pid(*shim)
+    j = g.wait_state(a, timeout=10)
+    elapsed = time.monotonic() - t0
+    assert_killed_reason(j)
+    # The daemon ended the job only once nothing of it was left.
+    for pid, st in procs:
+        assert not alive(pid, st), f"process {pid} of the job outlived its shim"
+    assert elapsed < 5, f"cleaning up took {elapsed:.1f} s"
+    jb = g.wait_state(b, timeout=10)
+    assert jb["state"] == "CD" and jb["start_time"] >= j["end_time"], (j, jb)
+    log = g.daemon_log()
+    assert re.search(rf"job {a}: its shim is gone; killed {ESCAPING_COUNT} processes left of "
+                     r"it \(\d+ ms\)", log), log
+    # Its cgroup is gone with it.
+    for d in cgroups:
+        assert not Path(d).exists(), f"{d} left behind"
+
+
+FREEZER = Path("/sys/fs/cgroup/freezer")
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not (FREEZER / "cgroup.procs").exists(),
+                    reason="needs root and the cgroup v1 freezer (a frozen process cannot "
+                           "die of SIGKILL until thawed)")
+def test_gpu_stays_held_while_anything_of_the_job_is_left(make_gflow):
+    """A process of the job that cannot die yet (frozen: its SIGKILL waits) keeps the job
+    R and its GPU held; once it dies, the job ends and the next one gets the GPU."""
+    g = make_gflow(start=False)
+    g.up("--simulate-gpus", 1)
+    a = g.submit("--gpus", 1, "sleep 300 & echo $! > frozen.pid; wait")
+    g.wait_state(a, "R")
+    pid = wait_for(lambda: read_pid_file(g.work / "frozen.pid"), "frozen.pid")
+    st = start_time(pid)
+    fz = FREEZER / f"gflow-e2e-{uuid.uuid4().hex[:8]}"
+    fz.mkdir()
+    try:
+        (fz / "cgroup.procs").write_text(str(pid))
+        (fz / "freezer.state").write_text("FROZEN")
+        wait_for(lambda: (fz / "freezer.state").read_text().strip() == "FROZEN", "the freeze")
+        b = g.submit("--gpus", 1, "true")
+        shim = shim_of(g, a)
+        kill_pid(*shim)
+        wait_for(lambda: f"job {a}: gflow-shim (pid {shim[0]}) is gone" in g.daemon_log(),
+                 "the daemon to notice the shim's loss")
+        # Observed for a while: the frozen process is left, so nothing moves.
+        deadline = time.monotonic() + 1.5
+        while time.monotonic() < deadline:
+            assert g.job(a)["state"] == "R", g.job(a)
+            assert g.job(b)["state"] == "PD", g.job(b)
+            time.sleep(0.05)
+        assert alive(pid, st)
+    finally:
+        (fz / "freezer.state").write_text("THAWED")
+    j = g.wait_state(a, timeout=10)
+    assert_killed_reason(j, 2)  # the main shell and the frozen sleep
+    assert not alive(pid, st)
+    jb = g.wait_state(b, timeout=10)
+    assert jb["state"] == "CD" and jb["start_time"] >= j["end_time"]
+    wait_for(lambda: not (fz / "cgroup.procs").read_text().strip(), "the test cgroup to empty")
+    fz.rmdir()
+
+
+def cgroup_kind_unavailable(kind):
+    """Why a shim of a root daemon here cannot give its job that kind of cgroup, or None."""
+    if kind == "none":
+        return None
+    if os.geteuid() != 0:
+        return "making cgroups needs root"
+    mount = "cgroup2" if kind == "v2" else "freezer"
+    with open("/proc/self/mountinfo") as f:
+        if not any((line.split(" - ")[1].split()[0] == "cgroup2") if kind == "v2" else
+                   (" - cgroup " in line and mount in line.split()[-1].split(","))
+                   for line in f):
+            return f"no {mount} hierarchy is mounted"
+    return None
+
+
+@pytest.mark.parametrize("kind", ["v2", "v1", "none"])
+def test_shim_killed_whatever_holds_the_job(make_gflow, kind):
+    """The job's own cgroup holds it (v2: killed with cgroup.kill; v1 freezer: each
+    member through a pidfd), or, where no cgroup can be made, its processes are found by
+    their session and the GFLOW_SHIM_ID marker in their environment (which setsid and
+    reparenting keep). A process that only looks like the job's (same job id, another
+    run's marker) is left alone."""
+    why = cgroup_kind_unavailable(kind)
+    if why:
+        pytest.skip(f"job cgroup {kind} unavailable: {why}")
+    g = make_gflow(env={"GFLOW_SHIM_CGROUP": kind})
+    a = g.submit(ESCAPING_JOB)
+    g.wait_state(a, "R")
+    procs = job_pids(g.work)
+    cgroups = lock_cgroups(g, a)
+    shim = shim_of(g, a)
+    if kind == "none":
+        assert cgroups == []
+    else:
+        assert len(cgroups) == 1 and (f"gflow-job-{a}.{shim[0]}" if kind == "v2" else
+                                      f"/gflow/job-{a}.{shim[0]}") in cgroups[0], cgroups
+    env = dict(g.env)
+    lookalikes = [
+        subprocess.Popen(["sleep", "300"], env={**env, "GFLOW_JOB_ID": str(a)}),
+        subprocess.Popen(["sleep", "300"],
+                         env={**env, "GFLOW_JOB_ID": str(a),
+                              "GFLOW_SHIM_ID": f"{shim[0]}:{shim[1] + 1}"}),
+    ]
+    try:
+        kill_pid(*shim)
+        j = g.wait_state(a, timeout=10)
+        assert_killed_reason(j)
+        for pid, st in procs:
+            assert not alive(pid, st), f"process {pid} of the job outlived its shim"
+        for p in lookalikes:
+            assert p.poll() is None, "a process that is not the job's was killed"
+        for d in cgroups:
+            assert not Path(d).exists(), f"{d} left behind"
+    finally:
+        for p in lookalikes:
+            p.kill()
+            p.wait()
+
+
+def test_shim_dead_while_the_daemon_was_down(make_gflow):
+    """A shim found dead when a restarted daemon re-adopts its job: the job's processes
+    are killed then, from what the lock file and the job's row say."""
+    g = make_gflow()
+    a = g.submit(ESCAPING_JOB)
+    g.wait_state(a, "R")
+    procs = job_pids(g.work)
+    g.down(check=True)
+    kill_pid(*shim_of(g, a))
+    time.sleep(0.2)  # not needed for correctness: the job's processes run on meanwhile
+    for pid, st in procs:
+        assert alive(pid, st), "the job died with its shim: nothing would be tested"
+    g.up()
+    j = g.wait_state(a, timeout=10)
+    assert (j["state"], j["reason"]) == (
+        "F", f"ShimLost: gflow-shim ended without an exit file; its {ESCAPING_COUNT} "
+             "processes were killed"), j
+    for pid, st in procs:
+        assert not alive(pid, st), f"process {pid} of the job outlived its shim"
+
+
+@pytest.fixture
+def test_user():
+    if os.geteuid() != 0:
+        pytest.skip("running a daemon as another user needs root")
+    return ensure_test_user()
+
+
+def test_per_user_daemon_without_cgroups_kills_what_a_dead_shim_left(make_gflow, test_user):
+    """An unprivileged per-user daemon: its shims cannot make cgroups (the host's are
+    root's), the jobs run anyway, and a dead shim's job is still found and killed."""
+    uid, gid, home = test_user
+    g = make_gflow(start=False)
+    for dirpath, _, _ in os.walk(g.root):
+        os.chown(dirpath, uid, gid)
+    os.chmod(g.root, 0o755)
+    who = as_user(uid, gid)
+    user_env = {"HOME": home, "USER": TEST_USER, "LOGNAME": TEST_USER}
+    cp = g.run("gflowd", "up", user=who, env=user_env)
+    assert cp.returncode == 0, cp.stderr + g.daemon_log()
+    a = int(g.run("gbatch", "--parsable", ESCAPING_JOB, user=who, env=user_env,
+                  check=True).stdout)
+
+    def state():
+        return g.run("gqueue", "-a", "-j", a, "-f", "ST,REASON", user=who, env=user_env,
+                     check=True).stdout.splitlines()[-1]
+    wait_for(lambda: state().split()[0] == "R", "the job to run", timeout=10)
+    procs = job_pids(g.work)
+    assert lock_cgroups(g, a) == [], "an unprivileged shim made a cgroup"
+    kill_pid(*shim_of(g, a))
+    wait_for(lambda: state().split()[0] in TERMINAL, "the job to end", timeout=10)
+    cp = g.run("gjob", "show", a, user=who, env=user_env, check=True)
+    assert (f"ShimLost: gflow-shim killed by SIGKILL; its {ESCAPING_COUNT} processes were "
+            "killed") in cp.stdout, cp.stdout
+    for pid, st in procs:
+        assert not alive(pid, st), f"process {pid} of the job outlived its shim"
+    g.run("gflowd", "down", user=who, env=user_env)
+
+
+# ---- item: running out of file descriptors -------------------------------------------
+
+def daemon_limits(g):
+    pid = g.daemon_pid()
+    text = Path(f"/proc/{pid}/limits").read_text()
+    soft, hard = re.search(r"Max open files\s+(\d+)\s+(\d+)", text).groups()
+    return int(soft), int(hard)
+
+
+def test_daemon_raises_its_open_file_limit_and_jobs_keep_the_original(make_gflow):
+    g = make_gflow(start=False)
+    g.up(user=["prlimit", "--nofile=40:4096"])
+    assert daemon_limits(g) == (4096, 4096)
+    assert "open-file limit raised from 40 to 4096 (jobs get 40)" in g.daemon_log()
+    job = g.submit("echo $(ulimit -Sn) $(ulimit -Hn)")
+    assert g.wait_state(job)["state"] == "CD"
+    assert g.log(job) == "40 4096\n"
+
+
+def test_fifty_jobs_under_a_low_open_file_limit_all_complete(make_gflow):
+    """With 40 descriptors (soft and hard: nothing to raise), 50 jobs used to end F
+    LaunchFailed "Too many open files"; now the daemon runs as many at once as its
+    descriptors allow and the rest wait."""
+    g = make_gflow(start=False)
+    g.up(user=["prlimit", "--nofile=40:40"])
+    assert daemon_limits(g) == (40, 40)
+    jobs = [g.submit("sleep 0.3") for _ in range(50)]
+
+    def all_ended():
+        js = [j for j in g.jobs(user="all", state="CD,F,CA,TO")]
+        return js if len(js) == 50 else None
+    ended = wait_for(all_ended, "all 50 jobs to end", timeout=60, interval=0.2)
+    assert sorted(j["id"] for j in ended) == jobs
+    assert {j["state"] for j in ended} == {"CD"}, [j for j in ended if j["state"] != "CD"]
+    assert re.search(r"at most \d+ jobs run at once: the open-file limit is 40",
+                     g.daemon_log()), g.daemon_log()
+
+
+def test_launch_put_off_while_descriptors_run_out(make_gflow):
+    """The daemon runs out of descriptors (its open-file limit lowered, from outside, to
+    what it has open): the launch of a released job then fails with EMFILE, the job goes
+    back to the queue (gflowd.log says why), and it runs once descriptors are free again.
+    (Idle connections cannot do this any more: listener.c keeps them within the limit.)"""
+    g = make_gflow()
+    job = g.submit("--hold", "true")
+    pid = g.daemon_pid()
+    # The connection to send the release on, accepted while there is room.
+    release = connect(g.sock)
+    wait_for(lambda: g.health_ok(), "the daemon to serve")
+    limit = f"/proc/{pid}/limits"
+    before = [l for l in open(limit) if l.startswith("Max open files")][0].split()[3:5]
+    try:
+        n = len(os.listdir(f"/proc/{pid}/fd"))
+        g.run("prlimit", f"--pid={pid}", f"--nofile={n}:{before[1]}", check=True)
+        release.sendall(f"POST /v1/jobs/{job}/release HTTP/1.1\r\nHost: x\r\n"
+                        "Content-Length: 0\r\n\r\n".encode())
+        assert release.recv(4096).startswith(b"HTTP/1.1 200"), "the release was refused"
+        wait_for(lambda: f"job {job}: launch put off" in g.daemon_log(),
+                 "the launch to be put off", timeout=20)
+        # A new connection is refused with the descriptor kept spare for that, not left
+        # pending.
+        r = g.api("GET", "/v1/health")
+        assert r.status == 503 and "out of file descriptors" in r.text, r
+    finally:
+        g.run("prlimit", f"--pid={pid}", f"--nofile={before[0]}:{before[1]}", check=True)
+        release.close()
+    j = g.wait_state(job, timeout=20)
+    assert j["state"] == "CD", j
+    log = g.daemon_log()
+    assert re.search(rf"job {job}: launch put off: .*Too many open files; queued again", log), log
+    assert "launch failed" not in log, log
+
+
+def connect(path):
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(10)
+    s.connect(str(path))
+    return s
