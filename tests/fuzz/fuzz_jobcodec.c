@@ -25,14 +25,19 @@ static char *dump(const json_t *o)
     return s;
 }
 
-/* Whether j's times are exact to the microsecond as doubles: up to 2^31 s (year 2038)
- * the spacing of doubles is below half a microsecond; later, text -> double -> text may
- * move the last digit, and only the shape of what is written is checked. */
+/* Whether a time survives text -> double -> text to the microsecond: none (<= 0), or
+ * from 1 s to 2^31 s (year 2038; later the spacing of doubles passes half a
+ * microsecond and the last digit may move; below a microsecond, 0.000000 reads back as
+ * none). Otherwise only the shape of what is written is checked. */
+static bool time_exact(double t)
+{
+    return !(t > 0) || (t >= 1 && t < 2147483648.0);
+}
+
 static bool times_exact(const struct job *j)
 {
-    const double limit = 2147483648.0;
-    return j->submit_time < limit && j->start_time < limit && j->end_time < limit &&
-           j->begin_time < limit;
+    return time_exact(j->submit_time) && time_exact(j->start_time) && time_exact(j->end_time) &&
+           time_exact(j->begin_time);
 }
 
 static void fuzz_json(const uint8_t *data, size_t size)

@@ -97,6 +97,8 @@ static void fuzz_memory(const char *s)
         return;
     }
     FUZZ_CHECK(mb > 0);
+    if (mb > (INT64_MAX >> 10))
+        return; /* from near INT64_MAX KiB: more MiB than the MiB form accepts (8 EiB) */
     char text[40];
     snprintf(text, sizeof(text), "%lld", (long long)mb);
     FUZZ_CHECK(parse_memory_mb(text, &again, &err) == 0 && again == mb);

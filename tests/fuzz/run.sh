@@ -45,12 +45,13 @@ for h in $harnesses; do
     art="$build/fuzz/artifacts/$h"
     log="$build/fuzz/$h.log"
     mkdir -p "$work" "$art"
+    : >"$log"
     dict=""
     [ -f "tests/fuzz/$h.dict" ] && dict="-dict=tests/fuzz/$h.dict"
     result=ok
     if [ $smoke -eq 1 ]; then
         # Every seed once (a seed that crashes fails at once), then a little fuzzing.
-        if ! "$exe" -runs=0 -timeout=10 -artifact_prefix="$art/" "$seeds" >"$log" 2>&1; then
+        if ! "$exe" -runs=0 -timeout=10 -artifact_prefix="$art/" "$seeds" >>"$log" 2>&1; then
             result="FAILED on a seed"
         fi
     fi
