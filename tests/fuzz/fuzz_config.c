@@ -3,9 +3,9 @@
  *
  * Invariants: a refused file gives "fuzz.toml:LINE..." and leaves the settings exactly
  * as they were (all or nothing); an accepted one names its source, and the settings it
- * gave, written back as a TOML file, as GFLOW_<SECTION>__<KEY> environment entries
- * (config_load_env) or as config_set calls, give the same settings again. No crash, no
- * leak. */
+ * gave, written back as a TOML file ([daemon] and [limits]), as GFLOW_<SECTION>__<KEY>
+ * environment entries (config_load_env) or as config_set calls, give the same settings
+ * again. No crash, no leak. */
 #include <stddef.h>
 #include <string.h>
 
@@ -15,25 +15,43 @@
 
 enum kind { K_STRING, K_INT, K_BOOL };
 
-/* The settings of struct gflow_config (config.h). */
+/* The settings of struct gflow_config (config.h), by section ([daemon], then
+ * [limits]); daemon.max_request_bytes is another name of limits.max_request_bytes. */
+#define D(name, kind)                                                                              \
+    {                                                                                              \
+        "daemon." #name, kind, offsetof(struct gflow_config, name)                                 \
+    }
+#define L(name)                                                                                    \
+    {                                                                                              \
+        "limits." #name, K_INT, offsetof(struct gflow_config, limits.name)                         \
+    }
 static const struct {
-    const char *key; /* under [daemon] */
+    const char *key; /* "section.key" */
     enum kind kind;
     size_t offset;
 } settings[] = {
-    {"socket_path", K_STRING, offsetof(struct gflow_config, socket_path)},
-    {"data_dir", K_STRING, offsetof(struct gflow_config, data_dir)},
-    {"max_running_jobs", K_INT, offsetof(struct gflow_config, max_running_jobs)},
-    {"kill_grace_secs", K_INT, offsetof(struct gflow_config, kill_grace_secs)},
-    {"max_request_bytes", K_INT, offsetof(struct gflow_config, max_request_bytes)},
-    {"admin_group", K_STRING, offsetof(struct gflow_config, admin_group)},
-    {"log_level", K_STRING, offsetof(struct gflow_config, log_level)},
-    {"gpus", K_STRING, offsetof(struct gflow_config, gpus)},
-    {"nvml_library", K_STRING, offsetof(struct gflow_config, nvml_library)},
-    {"gpu_allocation_strategy", K_STRING, offsetof(struct gflow_config, gpu_allocation_strategy)},
-    {"gpu_poll_interval_secs", K_INT, offsetof(struct gflow_config, gpu_poll_interval_secs)},
-    {"gpu_id_format", K_STRING, offsetof(struct gflow_config, gpu_id_format)},
-    {"constrain_devices", K_BOOL, offsetof(struct gflow_config, constrain_devices)},
+    D(socket_path, K_STRING),
+    D(data_dir, K_STRING),
+    D(max_running_jobs, K_INT),
+    D(kill_grace_secs, K_INT),
+    D(admin_group, K_STRING),
+    D(log_level, K_STRING),
+    D(gpus, K_STRING),
+    D(nvml_library, K_STRING),
+    D(gpu_allocation_strategy, K_STRING),
+    D(gpu_poll_interval_secs, K_INT),
+    D(gpu_id_format, K_STRING),
+    D(constrain_devices, K_BOOL),
+    {"daemon.max_request_bytes", K_INT, offsetof(struct gflow_config, limits.max_request_bytes)},
+    L(max_request_bytes),
+    L(max_body_bytes_in_flight),
+    L(max_connections),
+    L(max_connections_per_user),
+    L(idle_timeout_secs),
+    L(max_jobs_per_request),
+    L(max_active_jobs_per_user),
+    L(max_ids_per_request),
+    L(max_log_scan_bytes),
 };
 #define N_SETTINGS (sizeof(settings) / sizeof(settings[0]))
 
@@ -118,10 +136,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* Written back as a file. */
     struct strbuf file;
     strbuf_init(&file);
-    strbuf_adds(&file, "[daemon]\n");
+    const char *section = "";
     /* As the environment and as config_set calls. */
     char *envp[N_SETTINGS + 2];
     size_t n_env = 0;
+    char *sections[N_SETTINGS] = {NULL};
+    size_t n_sections = 0;
     envp[n_env++] = xstrdup("GFLOW_NOT_A_SETTING=x"); /* no __: not ours */
     struct gflow_config by_set;
     config_init(&by_set);
@@ -129,21 +149,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         char *v = value_text(&c, i);
         if (!v)
             continue;
-        strbuf_addf(&file, "%s = ", settings[i].key);
+        const char *dot = strchr(settings[i].key, '.');
+        size_t slen = (size_t)(dot - settings[i].key);
+        if (strlen(section) != slen || strncmp(section, settings[i].key, slen) != 0) {
+            strbuf_addf(&file, "[%.*s]\n", (int)slen, settings[i].key);
+            sections[n_sections] = xstrndup(settings[i].key, slen);
+            section = sections[n_sections++];
+        }
+        strbuf_addf(&file, "%s = ", dot + 1);
         if (settings[i].kind == K_STRING)
             put_string(&file, v);
         else
             strbuf_adds(&file, v);
         strbuf_addc(&file, '\n');
-        char *upper = xstrdup(settings[i].key);
-        for (char *p = upper; *p; p++)
+        /* GFLOW_<SECTION>__<KEY> */
+        char *name = xasprintf("GFLOW_%.*s__%s=%s", (int)slen, settings[i].key, dot + 1, v);
+        for (char *p = name; *p != '='; p++)
             if (*p >= 'a' && *p <= 'z')
                 *p = (char)(*p - 'a' + 'A');
-        envp[n_env++] = xasprintf("GFLOW_DAEMON__%s=%s", upper, v);
-        free(upper);
-        char *dotted = xasprintf("daemon.%s", settings[i].key);
-        FUZZ_CHECK(config_set(&by_set, dotted, v, &err) == 0);
-        free(dotted);
+        envp[n_env++] = name;
+        FUZZ_CHECK(config_set(&by_set, settings[i].key, v, &err) == 0);
         free(v);
     }
     envp[n_env] = NULL;
@@ -163,6 +188,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     for (size_t i = 0; i < n_env; i++)
         free(envp[i]);
+    for (size_t i = 0; i < n_sections; i++)
+        free(sections[i]);
     strbuf_free(&file);
     config_free(&by_file);
     config_free(&by_env);

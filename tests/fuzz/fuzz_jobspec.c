@@ -19,7 +19,6 @@
 #include "fuzz.h"
 #include "job.h"
 #include "jobspec.h"
-#include "parse.h"
 #include "util.h"
 
 static struct gpu_info fuzz_gpus[4];
@@ -135,24 +134,6 @@ static void check_job(const struct job *j)
     check_tsv_round_trip(j);
 }
 
-/* How many jobs the submission expands to, if that is cheap to know; else SIZE_MAX. */
-static size_t expansion_size(const struct jobspec_submission *sub)
-{
-    if (sub->params)
-        return json_array_size(json_object_get(sub->params, "rows"));
-    if (!json_is_string(sub->array))
-        return 0;
-    int64_t *tasks, k;
-    size_t n;
-    char *err = NULL;
-    if (parse_array_spec(json_string_value(sub->array), &tasks, &n, &k, &err) < 0) {
-        free(err);
-        return 0;
-    }
-    free(tasks);
-    return n;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     json_error_t jerr;
@@ -170,7 +151,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FUZZ_CHECK(sub.n >= 1);
     for (size_t i = 0; i < sub.n; i++)
         check_job(sub.jobs[i]);
-    if ((sub.array || sub.params) && expansion_size(&sub) <= 64) {
+    if ((sub.array || sub.params) && jobspec_count(&sub) <= 64) {
         if (jobspec_expand(&sub, &err) < 0) {
             FUZZ_CHECK(err && *err && sub.n == 0);
             free(err);

@@ -7,7 +7,8 @@
  * Invariants, beyond no crash and no leak: every parser either succeeds with a result in
  * its documented range or fails with a message; and what it read, written back in the
  * canonical form, parses into the same result:
- *   id lists and arrays   the ids joined by commas (arrays: sorted, unique, with %K)
+ *   id lists and arrays   the ids joined by commas (arrays: sorted, unique, with %K);
+ *                         an id list's ranges (parse_id_ranges) expand to its ids
  *   time limits           format_duration -> the same seconds
  *   memory sizes          "<MiB>" and "<MiB>M" -> the same MiB
  *   signal specs          format_signal_spec -> the same triple, and the same text
@@ -50,12 +51,38 @@ static void fuzz_id_list(const char *s)
     int64_t *ids;
     size_t n;
     char *err = NULL;
+    /* The ranges as written, and the list they expand to, agree. */
+    struct id_range *r;
+    size_t nr;
+    int rr = parse_id_ranges(s, &r, &nr, &err);
+    if (rr < 0) {
+        FUZZ_CHECK(err && *err);
+        free(err);
+        err = NULL;
+    }
     if (parse_id_list(s, &ids, &n, &err) < 0) {
         FUZZ_CHECK(err && *err);
         free(err);
+        if (rr == 0) { /* only a list too long to expand */
+            uint64_t total = 0;
+            for (size_t i = 0; i < nr && total <= PARSE_ID_LIST_MAX; i++)
+                total += (uint64_t)(r[i].hi - r[i].lo) + 1;
+            FUZZ_CHECK(total > PARSE_ID_LIST_MAX);
+            free(r);
+        }
         return;
     }
-    FUZZ_CHECK(n >= 1);
+    FUZZ_CHECK(rr == 0 && n >= 1 && n <= PARSE_ID_LIST_MAX);
+    size_t at = 0;
+    for (size_t i = 0; i < nr; i++) {
+        FUZZ_CHECK(r[i].lo >= 1 && r[i].hi >= r[i].lo);
+        for (uint64_t k = 0; k <= (uint64_t)(r[i].hi - r[i].lo); k++) {
+            FUZZ_CHECK(at < n && ids[at] == r[i].lo + (int64_t)k);
+            at++;
+        }
+    }
+    FUZZ_CHECK(at == n);
+    free(r);
     for (size_t i = 0; i < n; i++)
         FUZZ_CHECK(ids[i] > 0);
     if (n <= 10000) {

@@ -49,6 +49,12 @@ constrain_devices = true
     write("config", "inline.toml", "daemon = {max_request_bytes = 1048576, gpus = \"all\"}\n")
     write("config", "nul-key.toml", "[daemon]\n\"a\\u0000b\" = 1\n")
     write("config", "other-section.toml", "[scheduler]\npolicy = \"fifo\"\n")
+    write("config", "limits.toml", "[daemon]\nmax_request_bytes = 1024\n[limits]\n"
+          "max_request_bytes = 2048\nmax_connections = 10\nmax_connections_per_user = 2\n"
+          "idle_timeout_secs = 5\nmax_jobs_per_request = 100\nmax_active_jobs_per_user = 1000\n"
+          "max_ids_per_request = 50\nmax_log_scan_bytes = 4096\n"
+          "max_body_bytes_in_flight = 65536\n")
+    write("config", "limits-low.toml", "[limits]\nmax_log_scan_bytes = 4095\n")
     if not TOML_TEST.is_dir():
         return
     # A fixed sample: every 6th valid case and every 14th invalid one (of toml 1.0.0).
