@@ -3,8 +3,9 @@
 #
 #   tests/fuzz/run.sh BUILD SECS [HARNESS...]   fuzz each harness SECS seconds (make fuzz)
 #   tests/fuzz/run.sh --smoke BUILD [HARNESS...]
-#       replay each seed corpus, then fuzz each harness FUZZ_SMOKE_SECS (default 3)
-#       seconds (part of make check)
+#       replay each seed corpus, then FUZZ_SMOKE_RUNS (default 20000) mutations of it with
+#       a fixed random seed, at most 10 s a harness (part of make check: the same inputs
+#       every time, so that it does not fail by chance)
 #
 # Each harness starts from its seeds (tests/fuzz/corpus/NAME, never written to) and keeps
 # what it finds in BUILD/fuzz/corpus/NAME, so that a later run goes on from there. A crash,
@@ -21,7 +22,8 @@ fi
 build=${1:?usage: run.sh [--smoke] BUILD [SECS] [HARNESS...]}
 shift
 if [ $smoke -eq 1 ]; then
-    secs=${FUZZ_SMOKE_SECS:-3}
+    secs=10
+    runs=${FUZZ_SMOKE_RUNS:-20000}
 else
     secs=${1:?usage: run.sh BUILD SECS [HARNESS...]}
     shift
@@ -55,7 +57,17 @@ for h in $harnesses; do
             result="FAILED on a seed"
         fi
     fi
-    if [ "$result" = ok ]; then
+    if [ "$result" = ok ] && [ $smoke -eq 1 ]; then
+        # From the seeds alone, into a corpus thrown away.
+        tmp=$(mktemp -d)
+        # shellcheck disable=SC2086
+        if ! "$exe" -seed=1 -runs="$runs" -max_total_time="$secs" -timeout=10 \
+            -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$art/" $dict \
+            "$tmp" "$seeds" >>"$log" 2>&1; then
+            result="FAILED"
+        fi
+        rm -rf "$tmp"
+    elif [ "$result" = ok ]; then
         # shellcheck disable=SC2086
         if ! "$exe" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
             -artifact_prefix="$art/" $dict "$work" "$seeds" >>"$log" 2>&1; then
@@ -65,8 +77,8 @@ for h in $harnesses; do
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
     cov=$(sed -n 's/^#[0-9]*.*DONE *cov: \([0-9]*\).*/\1/p' "$log" | tail -1)
     [ -z "$cov" ] && cov=$(sed -n 's/^#[0-9]*.*cov: \([0-9]*\).*/\1/p' "$log" | tail -1)
-    printf '%-9s %8s %10s %6s %6s  %s\n' "$h" "$secs" "${execs:--}" "${cov:--}" \
-        "$(find "$work" -type f | wc -l)" "$result"
+    printf '%-9s %8s %10s %6s %6s  %s\n' "$h" "$(sed -n 's/^Done [0-9]* runs in \([0-9]*\) .*/\1/p' "$log" | tail -1)" \
+        "${execs:--}" "${cov:--}" "$(find "$work" -type f | wc -l)" "$result"
     if [ "$result" != ok ]; then
         failed="$failed $h"
         grep -E "ERROR|invariant broken|SUMMARY|Test unit written|first:|second:" "$log" |
