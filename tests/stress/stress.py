@@ -474,8 +474,9 @@ def scenario_kill_daemon(args, rng):
                     cmd, states, ran = sb.job_cmd("sleep 30"), {"CA"}, False
                 ids, err = sb.submit(*opts, cmd)
                 if err:
-                    errors[re.sub(r"\d+", "N", err.removeprefix("gbatch: "))[:70]] += 1
-                    time.sleep(0.05)
+                    err = err.removeprefix("gbatch: ").replace(str(sb.root), "SANDBOX")
+                    errors[re.sub(r"\d+", "N", err)[:80]] += 1
+                    time.sleep(0.1)
                     continue
                 with lock:
                     for n, i in enumerate(ids):
@@ -547,6 +548,7 @@ def scenario_kill_daemon(args, rng):
         extra = [i for i in everything if i not in acked]
         result.update({"kills": args.kills, "during start-up": early,
                        "failed starts": failed_starts,
+                       "jobs re-adopted (log lines)": sb.daemon_log().count(" re-adopted"),
                        "submissions refused or cut": sum(errors.values()),
                        "jobs without an ack": len(extra)})
         for e, n in errors.most_common(3):
@@ -657,10 +659,18 @@ def scenario_kill_shim(args, rng):
 # ---------------------------------------------------------------- scenario: disk full
 
 def scenario_disk_full(args, rng):
+    """Phases, each one's figures noted: (1) a job fills the data directory and keeps
+    running: submissions while it is full (quiet jobs, and jobs whose log cannot be
+    written); (2) the filler is cancelled while the disk is still full (its end must be
+    committed); (3) the daemon is killed and started while full; (4) the space is freed,
+    the daemon started if needed, and every acknowledged job must end as expected."""
     root = Path(tempfile.mkdtemp(prefix="gf-stress-disk-", dir="/tmp"))
     small = root / "small"
     sb = Sandbox(args.build, "disk-full", data_dir=small / "data")
     notes, result = [], {}
+
+    def answers():
+        return sb.daemon() is not None and sb.api("GET", "/v1/health") is not None
     try:
         sb.mount_tmpfs(small, "8m")
         ok, msg = sb.up()
@@ -673,53 +683,75 @@ def scenario_disk_full(args, rng):
                 acked[i] = {"name": f"before-{n}", "states": {"CD"}, "ran": True}
         sb.wait_terminal(list(acked), 30)
         filler = small / "filler"
-        ids, err = sb.submit("--name", "filler",
-                             sb.job_cmd(f"dd if=/dev/zero of={filler} bs=64k 2>/dev/null; true"))
+        ids, err = sb.submit("--name", "filler", sb.job_cmd(
+            f"dd if=/dev/zero of={filler} bs=64k 2>/dev/null; sleep 300"))
         if err:
             raise RuntimeError(f"the filler was refused: {err}")
+        filler_id = ids[0]
+        acked[filler_id] = {"name": "filler", "states": set(TERMINAL), "ran": True}
 
         def full():
             st = os.statvfs(small)
             return st.f_bavail * st.f_frsize < 64 * 1024
         if not wait_for(full, 30):
             notes.append("the tmpfs never filled up")
-        filler_job = sb.wait_terminal(ids, 10).get(ids[0]) or {}
-        notes.append(f"the job that filled the disk: {filler_job.get('state')} "
-                     f"{filler_job.get('reason')}")
+
+        # 1. Submissions while full.
         log("disk-full: the data directory is full; submitting")
         acked_full, errors = {}, collections.Counter()
         for n in range(20):
-            kind = "chatty" if n % 5 == 4 else "quiet"
-            tail = "head -c 200000 /dev/zero | tr '\\0' x; echo" if kind == "chatty" else "true"
-            ids2, err = sb.submit("--name", f"full-{n}", sb.job_cmd(tail))
+            chatty = n % 5 == 4  # its log cannot be written
+            tail = "head -c 200000 /dev/zero | tr '\\0' x; echo" if chatty else "true"
+            ids2, err = sb.submit("--name", f"full-{n}", sb.job_cmd(tail), timeout=15)
             if err:
-                errors[err[:120]] += 1
+                errors[err.removeprefix("gbatch: ").replace(str(sb.root), "SANDBOX")[:110]] += 1
             for i in ids2:
                 acked_full[i] = {"name": f"full-{n}", "states": {"CD"}, "ran": True}
         time.sleep(2)
-        survived = sb.daemon() is not None and sb.api("GET", "/v1/health") is not None
+        survived_submit = answers()
         jobs_full = {i: sb.job(i) for i in acked_full}
-        states_full = collections.Counter((j or {}).get("state", "?") for j in jobs_full.values())
+        states_full = collections.Counter(
+            f"{(j or {}).get('state', '?')} {(j or {}).get('reason') or ''}".strip()
+            for j in jobs_full.values())
+
+        # 2. A job's end while full.
+        cancel = sb.run("gcancel", filler_id, timeout=15)
+        if cancel.returncode == 0:
+            acked[filler_id]["states"] = {"CA"}
+        time.sleep(3)
+        survived_end = answers()
+
+        # 3. A restart while full.
         log("disk-full: restarting the daemon while the disk is full")
         sb.kill_daemon()
         restart_ok, restart_msg = sb.up()
-        # Free the space and let everything finish.
+
+        # 4. Space again.
         filler.unlink(missing_ok=True)
         if not sb.daemon():
             ok, msg = sb.up()
             if not ok:
                 notes.append(f"gflowd up failed even with space again: {msg}")
         acked.update(acked_full)
+        ensure_answering(sb, notes)
+        if cancel.returncode != 0:  # the filler still sleeps: end it now
+            if sb.run("gcancel", filler_id).returncode == 0:
+                acked[filler_id]["states"] = {"CA"}
         jobs = sb.wait_terminal(list(acked), 60)
-        if ensure_answering(sb, notes):
-            jobs = sb.wait_terminal(list(acked), 60)
         time.sleep(1)
         result = judge(sb, acked, jobs, notes)
-        result.update({"acknowledged while full": len(acked_full),
-                       "refused while full": sum(errors.values()),
-                       "daemon survived the full disk": "yes" if survived else "NO",
-                       "restart while full": "ok" if restart_ok else "FAILED"})
+        result.update({
+            "acknowledged while full": len(acked_full),
+            "refused while full": sum(errors.values()),
+            "daemon answers after submissions while full": "yes" if survived_submit else "NO",
+            "gcancel of the filler while full": "ok" if cancel.returncode == 0 else
+            f"FAILED ({cancel.stderr.strip()[-100:]})",
+            "daemon answers after a job ended while full": "yes" if survived_end else "NO",
+            "restart while full": "ok" if restart_ok else "FAILED",
+        })
         notes.append(f"while full, the acknowledged jobs were: {dict(states_full)}")
+        notes.append(f"the filler ended: {(jobs.get(filler_id) or {}).get('state')} "
+                     f"{(jobs.get(filler_id) or {}).get('reason')}")
         for e, n in errors.most_common(3):
             notes.append(f"gbatch error x{n}: {e}")
         if not restart_ok:
@@ -729,7 +761,7 @@ def scenario_disk_full(args, rng):
             c = logtext.count(pat)
             if c:
                 notes.append(f"gflowd.log mentions '{pat}' {c} times")
-        log_lines(sb, (" error: ", "cannot"), notes, limit=4)
+        log_lines(sb, (" error: ", "exiting"), notes, limit=4)
         sanitizer_notes(sb, notes)
     finally:
         try:  # the data directory goes with the tmpfs: keep the daemon's log
@@ -903,12 +935,12 @@ def main():
             bad = True
         for k in FIGURES:
             if k in fig:
-                print(f"  {k:38s} {fig[k]}")
+                print(f"  {k:46s} {fig[k]}")
                 if k != "acknowledged" and fig[k]:
                     bad = True
         for k, v in fig.items():
             if k not in FIGURES:
-                print(f"  {k:38s} {v}")
+                print(f"  {k:46s} {v}")
                 if v in ("NO", "FAILED") or str(v).startswith("FAILED"):
                     bad = True
         for n in notes:
