@@ -97,7 +97,14 @@ def jobspec_seeds():
         "bad-field.json": {"command": "a", "workdir": "/", "colour": "red"},
         "bad-workdir.json": {"command": "a", "workdir": "relative"},
         "too-many-gpus.json": {"command": "a", "workdir": "/", "gpus": 5},
+        # Regressions: names gflow made up that were not valid names; a command's
+        # script_path that a round trip dropped.
         "long-word.json": {"command": "/opt/" + "x" * 300 + " --flag", "workdir": "/"},
+        "regress-control-name.json": {"command": "a\rb c", "workdir": "/"},
+        "regress-array-long-name.json": {"command": "true", "workdir": "/", "name": "n" * 200,
+                                         "array": "9-10"},
+        "regress-command-script-path.json": {"command": "x", "script_path": "/s.sh",
+                                             "workdir": "/w"},
     }
     for name, spec in seeds.items():
         write("jobspec", name, json.dumps(spec))
