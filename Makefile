@@ -2,10 +2,12 @@
 PREFIX ?= /usr/local
 BUILD ?= build
 ASAN_BUILD ?= build-asan
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECS ?= 60
 PYTEST ?= /usr/bin/python3 -m pytest
 MESON_FLAGS ?= -Dwerror=true
 
-.PHONY: all deps build check check-asan demo bench install clean
+.PHONY: all deps build check check-asan fuzz fuzz-build fuzz-smoke stress demo bench install clean
 
 all: build
 
@@ -23,6 +25,7 @@ check: build
 	meson test -C $(BUILD) --print-errorlogs --verbose
 	GFLOW_BUILD_DIR=$(abspath $(BUILD)) $(PYTEST) -q tests/e2e
 	$(MAKE) check-asan
+	$(MAKE) fuzz-smoke
 
 $(ASAN_BUILD)/build.ninja:
 	meson setup $(ASAN_BUILD) $(MESON_FLAGS) -Db_sanitize=address,undefined -Db_lundef=false --buildtype=debug
@@ -35,6 +38,26 @@ check-asan: deps $(ASAN_BUILD)/build.ninja
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 		GFLOW_BUILD_DIR=$(abspath $(ASAN_BUILD)) $(PYTEST) -q tests/e2e
 
+# The fuzz harnesses of tests/fuzz (libFuzzer; clang with ASan and UBSan).
+$(FUZZ_BUILD)/build.ninja:
+	CC=clang meson setup $(FUZZ_BUILD) $(MESON_FLAGS) -Dfuzz=true -Db_lundef=false
+
+fuzz-build: deps $(FUZZ_BUILD)/build.ninja
+	ninja -C $(FUZZ_BUILD) fuzz
+
+# Each harness FUZZ_SECS seconds (make fuzz FUZZ_SECS=600); what it finds stays in
+# $(FUZZ_BUILD)/fuzz/.
+fuzz: fuzz-build
+	tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECS)
+
+# Part of make check: every seed replayed, then 20000 mutations with a fixed seed.
+fuzz-smoke: fuzz-build
+	tests/fuzz/run.sh --smoke $(FUZZ_BUILD)
+
+# Crash and fault injection against the real binaries (tests/stress); not part of check.
+stress: build
+	/usr/bin/python3 tests/stress/stress.py --build $(abspath $(BUILD))
+
 demo: build
 	scripts/demo.sh $(BUILD)
 
@@ -46,4 +69,4 @@ install: build
 	meson install -C $(BUILD)
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

@@ -1,9 +1,11 @@
 #!/bin/sh
-# Installs every Debian package the build, the tests and the demo need.
+# Installs every Debian package the build, the tests and the demo need (clang and its
+# libFuzzer/sanitizer runtimes for the fuzz harnesses of make check).
 # Idempotent and fast when everything is present (dpkg is asked first).
 set -e
 PKGS="build-essential meson ninja-build pkg-config libmicrohttpd-dev libjansson-dev
-libsqlite3-dev libcmocka-dev python3 python3-pytest util-linux procps passwd clang-format"
+libsqlite3-dev libcmocka-dev python3 python3-pytest util-linux procps passwd clang-format
+clang libclang-rt-14-dev"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

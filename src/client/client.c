@@ -434,6 +434,7 @@ static int read_response(struct client_response *r, client_chunk_cb cb, void *ar
                 else if (strcasestr(val, "keep-alive"))
                     cl.keepalive = true;
             } else if (!strcasecmp(line.buf, "Content-Type")) {
+                free(r->content_type); /* a repeated header: the last one counts */
                 r->content_type = xstrdup(val);
             }
         }

@@ -84,6 +84,23 @@ bool job_name_valid(const char *name)
     return true;
 }
 
+char *job_name_fit(const char *name, const char *suffix)
+{
+    if (!*name)
+        name = "job";
+    size_t room = JOB_NAME_MAX - strlen(suffix), n = strlen(name);
+    if (n > room) {
+        n = room;
+        while (n > 0 && ((unsigned char)name[n] & 0xc0) == 0x80)
+            n--;
+    }
+    char *out = xasprintf("%.*s%s", (int)n, name, suffix);
+    for (unsigned char *p = (unsigned char *)out; *p; p++)
+        if (*p < 0x20 || *p == 0x7f)
+            *p = '_';
+    return out;
+}
+
 /* ---- sorting ---- */
 
 static const char *const sort_names[JOB_SORT_COUNT] = {

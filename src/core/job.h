@@ -38,6 +38,11 @@ bool job_transition_allowed(enum job_state from, enum job_state to);
 /* A job name: 1 to JOB_NAME_MAX bytes, no control characters. */
 #define JOB_NAME_MAX 200
 bool job_name_valid(const char *name);
+/* name + suffix made a valid name, for the names gflow makes up (a command's first word,
+ * a script's file name, NAME_<task>): control characters of name become '_' and name is
+ * cut (not inside a UTF-8 sequence) so that the whole fits JOB_NAME_MAX; an empty name
+ * becomes "job". suffix must be short and valid. Caller frees. */
+char *job_name_fit(const char *name, const char *suffix);
 
 /* Why a job is in its state (ended, held, or waiting on a failed dependency): a code,
  * the job it names (DependencyFailed) and free text (LaunchFailed, ShimLost). The text

@@ -3,6 +3,7 @@
  * times faster), the TSV lines `gqueue` reads, and reading both back in the CLI. */
 #include "job.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,8 +131,12 @@ static void append_int(struct strbuf *sb, long long v, bool present, bool tsv)
 /* Unix seconds with microseconds. */
 static void append_time(struct strbuf *sb, double t, bool tsv)
 {
-    if (t <= 0) {
+    if (!(t > 0) || !isfinite(t)) {
         append_null(sb, tsv);
+        return;
+    }
+    if (t >= 1e12) { /* past year 33000 (a --begin may say so): too large for the integers */
+        strbuf_addf(sb, "%.6f", t);
         return;
     }
     unsigned long long us = (unsigned long long)(t * 1e6 + 0.5);

@@ -49,13 +49,15 @@ bool jobspec_known_field(const char *key)
     return false;
 }
 
+/* The name of a job submitted without one: the script's file name, else the command's
+ * first word's base name, made a valid name (a path may be longer than a name). */
 static char *default_name(const struct job *j)
 {
     if (j->script) {
         if (!j->script_path || strcmp(j->script_path, "-") == 0)
             return xstrdup("stdin");
         char *p = xstrdup(j->script_path);
-        char *name = xstrdup(basename(p));
+        char *name = job_name_fit(basename(p), "");
         free(p);
         return name;
     }
@@ -65,12 +67,8 @@ static char *default_name(const struct job *j)
     size_t n = strcspn(s, " \t\n;|&<>()'\"");
     char *word = xstrndup(s, n);
     char *slash = strrchr(word, '/');
-    char *name = xstrdup(slash ? slash + 1 : word);
+    char *name = job_name_fit(slash ? slash + 1 : word, "");
     free(word);
-    if (!*name) {
-        free(name);
-        name = xstrdup("job");
-    }
     return name;
 }
 
@@ -483,13 +481,12 @@ bool jobspec_grouped(const struct jobspec_submission *sub)
 json_t *jobspec_from_job(const struct job *f)
 {
     json_t *s = json_object();
-    if (f->command) {
+    if (f->command)
         json_object_set_new(s, "command", json_string(f->command));
-    } else {
+    else
         json_object_set_new(s, "script", json_string(f->script ? f->script : ""));
-        if (f->script_path)
-            json_object_set_new(s, "script_path", json_string(f->script_path));
-    }
+    if (f->script_path) /* a command may have one too (display only) */
+        json_object_set_new(s, "script_path", json_string(f->script_path));
     if (f->name)
         json_object_set_new(s, "name", json_string(f->name));
     json_object_set_new(s, "workdir", json_string(f->workdir ? f->workdir : ""));

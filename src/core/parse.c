@@ -594,8 +594,8 @@ int parse_array_spec(const char *s, int64_t **tasks, size_t *n, int64_t *max_con
             cap = (count + k) * 2;
             out = xrealloc(out, cap * sizeof(*out));
         }
-        for (int64_t t = lo; t <= hi; t += step)
-            out[count++] = t;
+        for (size_t i = 0; i < k; i++) /* not t += step: that may overflow */
+            out[count++] = lo + (int64_t)i * step;
         if (!comma)
             break;
         p = comma + 1;

@@ -36,15 +36,13 @@ int sweep_expand(struct job *base, const json_t *array, const json_t *params,
         if (parse_array_spec(json_string_value(array), &tasks, &n, limit, err) < 0)
             goto fail;
         jobs = xmalloc(n * sizeof(*jobs));
-        size_t base_len = strlen(base->name);
         for (size_t i = 0; i < n; i++) {
             struct job *t = task_of(base);
             t->array_task = tasks[i];
-            char *name = xmalloc(base_len + 24);
-            memcpy(name, base->name, base_len);
-            snprintf(name + base_len, 24, "_%lld", (long long)tasks[i]);
+            char suffix[24];
+            snprintf(suffix, sizeof(suffix), "_%lld", (long long)tasks[i]);
             free(t->name);
-            t->name = name;
+            t->name = job_name_fit(base->name, suffix); /* a long NAME is cut to fit */
             jobs[i] = t;
         }
         free(tasks);
@@ -102,8 +100,10 @@ int sweep_expand(struct job *base, const json_t *array, const json_t *params,
                 t->script_template = xstrdup(base->script);
             }
             free(t->name);
+            char suffix[24];
+            snprintf(suffix, sizeof(suffix), "_%zu", r + 1);
             t->name = name_tmpl ? sweep_fill_name(json_string_value(name_tmpl), pn, pv, nn)
-                                : xasprintf("%s_%zu", base->name, r + 1);
+                                : job_name_fit(base->name, suffix);
             if (!job_name_valid(t->name)) {
                 *err = xasprintf("params: row %zu: the name '%s' is not valid (1 to %d "
                                  "printable characters)",

@@ -8,12 +8,14 @@
 
 #include <cmocka.h>
 
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "job.h"
+#include "util.h"
 
 static void test_state_names(void **state)
 {
@@ -136,6 +138,29 @@ static void job_round_trip(const struct job *in, struct job *out, bool full)
     assert_int_equal(job_from_json(back, out), 0);
     json_decref(back);
     free(text);
+}
+
+/* Times beyond what fits in microseconds as a 64-bit integer (a --begin of 1e300 is
+ * accepted) are written as numbers, not as whatever the conversion gave (undefined
+ * behaviour, found by tests/fuzz/fuzz_jobcodec); infinities as null. */
+static void test_json_huge_times(void **state)
+{
+    (void)state;
+    struct job *in = job_sample();
+    in->begin_time = 1e300;
+    in->end_time = 1e12;
+    struct job out;
+    job_round_trip(in, &out, false);
+    assert_true(out.begin_time == 1e300);
+    assert_true(out.end_time == 1e12);
+    job_clear(&out);
+    in->begin_time = INFINITY;
+    struct strbuf sb;
+    strbuf_init(&sb);
+    job_append_field(&sb, in, JOB_FIELD_BEGIN_TIME, true);
+    assert_string_equal(sb.buf, "\\N");
+    strbuf_free(&sb);
+    job_free(in);
 }
 
 static void test_json_round_trip(void **state)
@@ -341,17 +366,12 @@ static void test_init_defaults(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_state_names),
-        cmocka_unit_test(test_state_parse),
-        cmocka_unit_test(test_state_classes),
-        cmocka_unit_test(test_transitions),
-        cmocka_unit_test(test_json_round_trip),
-        cmocka_unit_test(test_json_nulls),
-        cmocka_unit_test(test_json_bad_input),
-        cmocka_unit_test(test_reason_fallback),
-        cmocka_unit_test(test_dup),
-        cmocka_unit_test(test_signal_name),
-        cmocka_unit_test(test_init_defaults),
+        cmocka_unit_test(test_state_names),     cmocka_unit_test(test_state_parse),
+        cmocka_unit_test(test_state_classes),   cmocka_unit_test(test_transitions),
+        cmocka_unit_test(test_json_round_trip), cmocka_unit_test(test_json_nulls),
+        cmocka_unit_test(test_json_huge_times), cmocka_unit_test(test_json_bad_input),
+        cmocka_unit_test(test_reason_fallback), cmocka_unit_test(test_dup),
+        cmocka_unit_test(test_signal_name),     cmocka_unit_test(test_init_defaults),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

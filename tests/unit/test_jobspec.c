@@ -96,6 +96,46 @@ static void test_defaults(void **state)
     job_free(j);
 }
 
+/* A name gflow makes up is always a valid name, so that gjob update and redo (which
+ * check the stored job's spec again) accept the job (found by tests/fuzz/fuzz_jobspec). */
+static void test_default_name_valid(void **state)
+{
+    (void)state;
+    char *err = NULL;
+    struct strbuf cmd;
+    strbuf_init(&cmd);
+    strbuf_adds(&cmd, "{\"command\": \"/opt/");
+    for (int i = 0; i < 300; i++)
+        strbuf_adds(&cmd, i % 2 ? "x" : "\u00e9"); /* 2-byte UTF-8 sequences */
+    strbuf_adds(&cmd, " --flag\", \"workdir\": \"/w\"}");
+    struct job *j = job_of(cmd.buf, &err);
+    assert_non_null(j);
+    assert_true(job_name_valid(j->name));
+    assert_true(strlen(j->name) >= JOB_NAME_MAX - 1);
+    assert_int_equal(strncmp(j->name, "\xc3\xa9x", 3), 0);
+    assert_int_not_equal((unsigned char)j->name[strlen(j->name) - 1], 0xc3); /* not cut in two */
+    json_t *spec = jobspec_from_job(j);
+    bool dry = false;
+    struct job *again = jobspec_to_job(spec, &lim, &bob, &dry, &err);
+    assert_non_null(again);
+    assert_string_equal(again->name, j->name);
+    job_free(again);
+    json_decref(spec);
+    job_free(j);
+    strbuf_free(&cmd);
+
+    j = job_of("{\"command\": \"a\\rb c\", \"workdir\": \"/w\"}", &err);
+    assert_string_equal(j->name, "a_b");
+    job_free(j);
+    j = job_of("{\"script\": \"x\", \"script_path\": \"/s/r\\u0001n.sh\", \"workdir\": \"/w\"}",
+               &err);
+    assert_string_equal(j->name, "r_n.sh");
+    job_free(j);
+    j = job_of("{\"command\": \";ls\", \"workdir\": \"/w\"}", &err);
+    assert_string_equal(j->name, "job");
+    job_free(j);
+}
+
 static void test_refusals(void **state)
 {
     (void)state;
@@ -271,6 +311,21 @@ static void test_spec_round_trip_and_merge(void **state)
     json_decref(changes);
     job_free(again);
 
+    /* A command with a script_path (accepted, display only) keeps it: an update must not
+     * report a change nobody asked for (found by tests/fuzz/fuzz_jobspec). */
+    struct job *cp = job_of("{\"command\": \"x\", \"script_path\": \"/s.sh\", \"workdir\": "
+                            "\"/w\"}",
+                            &err);
+    json_t *cp_spec = jobspec_from_job(cp);
+    again = jobspec_to_job(cp_spec, &lim, &bob, &dry, &err);
+    assert_string_equal(again->script_path, "/s.sh");
+    changes = jobspec_changes(cp, again, cp_spec);
+    assert_int_equal(json_array_size(changes), 0);
+    json_decref(changes);
+    json_decref(cp_spec);
+    job_free(again);
+    job_free(cp);
+
     /* Changes: a script replaces the command, no GPUs drops the per-GPU settings, no time
      * limit drops the signal, null removes the conda environment. */
     json_t *over = json_pack("{s:s, s:i, s:i, s:n, s:i}", "script", "echo hi", "gpus", 0,
@@ -384,9 +439,13 @@ static void test_jobenv(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_defaults),    cmocka_unit_test(test_refusals),
-        cmocka_unit_test(test_submissions), cmocka_unit_test(test_spec_round_trip_and_merge),
-        cmocka_unit_test(test_jobenv),      cmocka_unit_test(test_umask),
+        cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_default_name_valid),
+        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_submissions),
+        cmocka_unit_test(test_spec_round_trip_and_merge),
+        cmocka_unit_test(test_jobenv),
+        cmocka_unit_test(test_umask),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -493,6 +493,9 @@ static void test_array_spec(void **state)
     array_is("7,1-3,2", "1,2,3,7", 0);
     array_is("5", "5", 0);
     array_is("0-20:10,3%1", "0,3,10,20", 1);
+    /* A step past the end does not overflow (t += step did). */
+    array_is("1-5:9223372036854775807", "1", 0);
+    array_is("3-100000000:9223372036854775807,2", "2,3", 0);
     int64_t *t, k;
     size_t n;
     char *err = NULL;

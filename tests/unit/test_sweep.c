@@ -58,6 +58,24 @@ static void test_expand_array(void **state)
     free_jobs(jobs, n);
     json_decref(array);
 
+    /* NAME_<task> longer than a name may be: NAME is cut so that every task's name is
+     * valid (found by tests/fuzz/fuzz_jobspec). */
+    base = base_job("x");
+    free(base->name);
+    base->name = xmalloc(JOB_NAME_MAX + 1);
+    memset(base->name, 'n', JOB_NAME_MAX);
+    base->name[JOB_NAME_MAX] = '\0';
+    array = json_string("9,10");
+    assert_int_equal(sweep_expand(base, array, NULL, NULL, &jobs, &n, &limit, &err), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(strlen(jobs[0]->name), JOB_NAME_MAX);
+    assert_string_equal(jobs[0]->name + JOB_NAME_MAX - 2, "_9");
+    assert_int_equal(strlen(jobs[1]->name), JOB_NAME_MAX);
+    assert_string_equal(jobs[1]->name + JOB_NAME_MAX - 3, "_10");
+    assert_true(job_name_valid(jobs[0]->name) && job_name_valid(jobs[1]->name));
+    free_jobs(jobs, n);
+    json_decref(array);
+
     array = json_string("5-1");
     assert_int_equal(sweep_expand(base_job("x"), array, NULL, NULL, &jobs, &n, &limit, &err), -1);
     assert_non_null(err);
