@@ -38,7 +38,11 @@ struct listener {
     int spare_fd;      /* given up to accept (and refuse) a connection when out of fds */
     double warned_at;  /* when a refusal was last logged */
     int64_t unlogged;  /* refusals since then */
+    struct loop_timer *resume_timer; /* accepting paused: out of descriptors */
 };
+
+/* How long accepting pauses when not even the spare descriptor lets a connection in. */
+#define LISTENER_PAUSE_SECS 0.1
 
 /* Refusals are logged at most every LISTENER_WARN_SECS: a user connecting in a loop
  * must not fill the disk with the daemon's log. */
@@ -103,7 +107,33 @@ static void refuse(int fd, unsigned status, const char *reason, const char *msg)
     if (send(fd, head, (size_t)hn, MSG_NOSIGNAL | MSG_DONTWAIT) == hn)
         (void)!send(fd, body, (size_t)bn, MSG_NOSIGNAL | MSG_DONTWAIT);
     shutdown(fd, SHUT_WR);
+    /* A socket closed with unread input resets the connection, and the client would
+     * lose the answer: read what the client has sent already (its request, usually). */
+    char buf[4096];
+    for (int i = 0; i < 16 && recv(fd, buf, sizeof(buf), MSG_DONTWAIT) > 0; i++)
+        ;
     close(fd);
+}
+
+static void accept_cb(int lfd, uint32_t events, void *arg);
+
+static void resume_cb(void *arg)
+{
+    struct listener *l = arg;
+    l->resume_timer = NULL;
+    if (l->spare_fd < 0)
+        l->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (loop_add_fd(l->fd, EPOLLIN, accept_cb, l) < 0)
+        l->resume_timer = loop_add_timer(LISTENER_PAUSE_SECS, resume_cb, l);
+}
+
+/* Out of descriptors with no spare to refuse with, or out of memory: the pending
+ * connections wait (the socket would otherwise wake the loop again at once, forever). */
+static void pause_accepting(struct listener *l)
+{
+    warn_refusal(l, (uid_t)-1, "accepting paused for a moment");
+    loop_del_fd(l->fd);
+    l->resume_timer = loop_add_timer(LISTENER_PAUSE_SECS, resume_cb, l);
 }
 
 static void accept_cb(int lfd, uint32_t events, void *arg)
@@ -112,25 +142,31 @@ static void accept_cb(int lfd, uint32_t events, void *arg)
     const struct gflow_limits *lim = &l->d->cfg.limits;
     for (;;) {
         int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0 && (errno == EMFILE || errno == ENFILE) && l->spare_fd >= 0) {
+        if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
             /* Out of descriptors: refuse the connection with the spare one rather than
-             * leave it pending, which would wake the loop again at once, forever. */
-            close(l->spare_fd);
-            fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-            if (fd >= 0)
-                refuse(fd, 503, "Service Unavailable",
-                       "gflowd is out of file descriptors; retry soon");
-            l->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+             * leave it pending; without one, pause. */
+            if (l->spare_fd >= 0) {
+                close(l->spare_fd);
+                fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+                if (fd >= 0)
+                    refuse(fd, 503, "Service Unavailable",
+                           "gflowd is out of file descriptors; retry soon");
+                l->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+            }
+            if (fd < 0) {
+                pause_accepting(l);
+                return;
+            }
             warn_refusal(l, (uid_t)-1, "out of file descriptors");
-            if (fd >= 0)
-                continue;
-            return;
+            continue;
         }
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
-            if (errno != EAGAIN && errno != EWOULDBLOCK)
+            if (errno != EAGAIN && errno != EWOULDBLOCK) { /* ENOMEM, ENOBUFS: wait a bit */
                 log_warn("accepting a connection: %s", strerror(errno));
+                pause_accepting(l);
+            }
             return;
         }
         struct ucred cred;
@@ -238,7 +274,10 @@ void listener_stop(struct listener *l)
 {
     if (!l)
         return;
-    loop_del_fd(l->fd);
+    if (l->resume_timer)
+        loop_cancel_timer(l->resume_timer);
+    else
+        loop_del_fd(l->fd);
     close(l->fd);
     if (l->spare_fd >= 0)
         close(l->spare_fd);

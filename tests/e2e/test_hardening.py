@@ -266,6 +266,24 @@ def test_connections_stay_within_the_open_file_limit(make_gflow):
     assert "at most 200 connections" in g.daemon_log()
 
 
+def test_out_of_descriptors_pauses_accepting_then_serves(make_gflow):
+    """No descriptor at all, not even the spare one: accepting pauses (rather than the
+    pending connection waking the loop forever) and the connection is served once
+    descriptors are back."""
+    g = make_gflow()
+    pid = g.daemon_pid()
+    hard = [l for l in open(f"/proc/{pid}/limits") if l.startswith("Max open files")][0].split()[4]
+    g.run("prlimit", f"--pid={pid}", f"--nofile=3:{hard}", check=True)
+    try:
+        s = raw_socket(g.sock)
+        s.sendall(b"GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n")
+        wait_for(lambda: "accepting paused" in g.daemon_log(), "accepting to pause")
+    finally:
+        g.run("prlimit", f"--pid={pid}", f"--nofile={hard}:{hard}", check=True)
+    assert status_of(s) == 200
+    s.close()
+
+
 HOLD = (
     "import socket, sys\n"
     "held = []\n"

@@ -292,33 +292,58 @@ def test_fifty_jobs_under_a_low_open_file_limit_all_complete(make_gflow):
 
 
 def test_launch_put_off_while_descriptors_run_out(make_gflow):
-    """The daemon runs out of descriptors (its open-file limit lowered, from outside, to
-    what it has open): the launch of a released job then fails with EMFILE, the job goes
-    back to the queue (gflowd.log says why), and it runs once descriptors are free again.
-    (Idle connections cannot do this any more: listener.c keeps them within the limit.)"""
+    """The daemon runs out of descriptors (its open-file limit lowered from outside below
+    the numbers it has open): the launch of a released job then fails with EMFILE, the
+    job goes back to the queue (gflowd.log says why), and it runs once descriptors are
+    free again. (Idle connections cannot do this any more: listener.c keeps them within
+    the limit.) A new connection meanwhile is refused with the descriptor kept spare for
+    that, not left pending."""
     g = make_gflow()
     job = g.submit("--hold", "true")
     pid = g.daemon_pid()
-    # The connection to send the release on, accepted while there is room.
     release = connect(g.sock)
-    wait_for(lambda: g.health_ok(), "the daemon to serve")
-    limit = f"/proc/{pid}/limits"
-    before = [l for l in open(limit) if l.startswith("Max open files")][0].split()[3:5]
-    try:
-        n = len(os.listdir(f"/proc/{pid}/fd"))
+    held = []
+    limits = f"/proc/{pid}/limits"
+    before = [l for l in open(limits) if l.startswith("Max open files")][0].split()[3:5]
+
+    def set_limit(n):
         g.run("prlimit", f"--pid={pid}", f"--nofile={n}:{before[1]}", check=True)
+
+    def open_fds():
+        return sorted(int(fd) for fd in os.listdir(f"/proc/{pid}/fd"))
+    try:
+        # Below the lowest free number, less a few a connection still closing may free.
+        fds = open_fds()
+        lowest_free = next(i for i in range(len(fds) + 1) if i not in fds)
+        set_limit(max(lowest_free - 3, 1))
         release.sendall(f"POST /v1/jobs/{job}/release HTTP/1.1\r\nHost: x\r\n"
                         "Content-Length: 0\r\n\r\n".encode())
         assert release.recv(4096).startswith(b"HTTP/1.1 200"), "the release was refused"
         wait_for(lambda: f"job {job}: launch put off" in g.daemon_log(),
                  "the launch to be put off", timeout=20)
-        # A new connection is refused with the descriptor kept spare for that, not left
-        # pending.
-        r = g.api("GET", "/v1/health")
-        assert r.status == 503 and "out of file descriptors" in r.text, r
+        # Room for what is open and no more: connections are taken until the last
+        # descriptor, then refused with 503 (the spare one is below the limit).
+        set_limit(max(open_fds()) + 1)
+        answers = []
+        for _ in range(20):
+            s = connect(g.sock)
+            held.append(s)
+            try:
+                s.sendall(b"GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n")
+            except BrokenPipeError:
+                pass
+            answers.append(s.recv(4096))
+            if not answers[-1].startswith(b"HTTP/1.1 200"):
+                while chunk := s.recv(4096):  # a refusal is closed after its answer
+                    answers[-1] += chunk
+                break
+        assert answers[-1].startswith(b"HTTP/1.1 503"), answers
+        assert b"out of file descriptors" in answers[-1], answers
     finally:
-        g.run("prlimit", f"--pid={pid}", f"--nofile={before[0]}:{before[1]}", check=True)
+        set_limit(before[0])
         release.close()
+        for s in held:
+            s.close()
     j = g.wait_state(job, timeout=20)
     assert j["state"] == "CD", j
     log = g.daemon_log()
