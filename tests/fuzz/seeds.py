@@ -185,7 +185,8 @@ def parse_seeds():
         (1, ["30", "10:30", "1:00:00", "2-03:04:05", "1-0", "0:60", "99999999999999999999"]),
         (2, ["512", "512M", "24G", "1T", "2048K", "1.5G", "0"]),
         (3, ["USR1", "B:SIGUSR1@60", "term@10", "40@5", "SIGRTMIN@1", "KILL@65536"]),
-        (4, ["now", "now+10m", "23:59", "2026-02-28", "2026-02-30T10:00:00", "2024-12-31 08:15:30"]),
+        (4, ["now", "now+10m", "23:59", "2026-02-28", "2026-02-30T10:00:00",
+             "2024-12-31 08:15:30"]),
         (5, ["1-10", "1-10:2", "1,3,7", "0-99%4", "1-3,8,10-20:5%2", "5-1", "1-2:0"]),
         (6, ["lr=0.1,0.01", "lr=0.1:0.5:0.1", "n=1:10", "x=", "9a=1", "s=a b,c"]),
         (7, ["lr,bs\n0.1,32\n0.01,64\n", "a,\"b,c\"\r\n\"x\"\"y\",2\r\n", "a\n\n1\n", "\"open\n"]),
@@ -216,7 +217,8 @@ def client_seeds():
     write("client", "chunked-stop", b"\x08" + b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n"
           b"\r\n3\r\nabc\r\n3\r\ndef\r\n0\r\n\r\n")
     write("client", "continue", b"\0" + b"HTTP/1.1 100 Continue\r\n\r\n" + ok)
-    write("client", "eof-body", b"\0" + b"HTTP/1.0 200 OK\r\nConnection: close\r\n\r\nuntil the end")
+    write("client", "eof-body",
+          b"\0" + b"HTTP/1.0 200 OK\r\nConnection: close\r\n\r\nuntil the end")
     write("client", "error-413", b"\1" + b"HTTP/1.1 413 Payload Too Large\r\nConnection: close\r\n"
           b"Content-Length: 30\r\n\r\n{\"error\":\"request too large\"}\n")
     write("client", "no-content", b"\0" + b"HTTP/1.1 204 No Content\r\n\r\n")

@@ -160,6 +160,12 @@ class Sandbox:
         except subprocess.TimeoutExpired as e:
             return subprocess.CompletedProcess(argv, None, e.stdout or "", e.stderr or "")
 
+    def popen(self, prog, *args):
+        """Starts one of our programs in the sandbox without waiting for it."""
+        return subprocess.Popen([str(self.build / prog), *map(str, args)], env=self.env,
+                                cwd=self.work, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
     def up(self, *opts):
         cp = self.run("gflowd", *opts, "up", timeout=60)
         return cp.returncode == 0, (cp.stdout + cp.stderr).strip()
@@ -503,7 +509,7 @@ def scenario_kill_daemon(args, rng):
                    for c in range(args.clients)]
         for t in threads:
             t.start()
-        restarts = early = failed_starts = 0
+        restarts = early = extra_kills = failed_starts = 0
         for k in range(args.kills):
             time.sleep(rng.uniform(0.1, 1.5))
             old = sb.daemon()
@@ -514,15 +520,18 @@ def scenario_kill_daemon(args, rng):
                 wait_for(lambda o=old: not alive(*o), 10)
             if rng.random() < 0.25:
                 # Kill it again while it starts (re-adoption, migrations, socket).
-                early += 1
-                p = subprocess.Popen([str(sb.build / "gflowd"), "--simulate-gpus", "2", "up"],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                p = sb.popen("gflowd", "--simulate-gpus", "2", "up")
                 new = wait_for(lambda o=old: (sb.daemon() or o) != o and sb.daemon(), 10,
                                interval=0.001)
                 if new:
                     time.sleep(rng.uniform(0, 0.03))
                     kill_pid(*new)
-                p.wait(timeout=60)
+                # gflowd up fails when its daemon died before it answered: a kill during
+                # start-up; else the start was already over.
+                if p.wait(timeout=60) != 0:
+                    early += 1
+                else:
+                    extra_kills += 1
             for attempt in range(10):
                 ok, msg = sb.up("--simulate-gpus", "2")
                 if ok:
@@ -537,8 +546,8 @@ def scenario_kill_daemon(args, rng):
         stop.set()
         for t in threads:
             t.join(timeout=60)
-        log(f"kill-daemon: {args.kills} kills ({early} during start-up), {restarts} restarts,"
-            f" {len(acked)} acknowledged; waiting for every job to end")
+        log(f"kill-daemon: {args.kills + early + extra_kills} kills ({early} during start-up),"
+            f" {restarts} restarts, {len(acked)} acknowledged; waiting for every job to end")
         jobs = sb.wait_terminal(list(acked), timeout=120)
         if ensure_answering(sb, notes, "--simulate-gpus", "2"):
             jobs = sb.wait_terminal(list(acked), timeout=60)
@@ -546,7 +555,8 @@ def scenario_kill_daemon(args, rng):
         result = judge(sb, acked, jobs, notes)
         everything = sb.jobs() or {}
         extra = [i for i in everything if i not in acked]
-        result.update({"kills": args.kills, "during start-up": early,
+        result.update({"kills": args.kills + early + extra_kills,
+                       "kills during start-up (gflowd up failed)": early,
                        "failed starts": failed_starts,
                        "jobs re-adopted (log lines)": sb.daemon_log().count(" re-adopted"),
                        "submissions refused or cut": sum(errors.values()),
