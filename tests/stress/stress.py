@@ -341,6 +341,26 @@ class Sandbox:
                         str(path)], check=True)
         self.mounts.append(path)
 
+    def remove_job_cgroups(self):
+        """Removes the cgroups the shims made for their jobs (named by "cgroup: PATH" lines
+        of the lock files): a shim killed here, or by a scenario while no daemon was left
+        to clean up after it, leaves its job's cgroup behind. Once the processes are gone."""
+        for lock in (self.data / "run").glob("*.lock"):
+            lines = read_bytes(lock).decode(errors="replace").splitlines()
+            for d in (Path(x[len("cgroup: "):]) for x in lines if x.startswith("cgroup: ")):
+                deadline = time.monotonic() + 5
+                while True:
+                    try:
+                        d.rmdir()
+                        break
+                    except FileNotFoundError:
+                        break
+                    except OSError:  # EBUSY until its last process is reaped
+                        if time.monotonic() > deadline:
+                            log(f"cannot remove the cgroup {d}")
+                            break
+                        time.sleep(0.02)
+
     def cleanup(self, keep=False):
         if self.daemon():
             self.down()
@@ -353,6 +373,7 @@ class Sandbox:
                 kill_pid(pid, start)
             time.sleep(0.05)
         left = self.processes()
+        self.remove_job_cgroups()
         for m in reversed(self.mounts):
             if subprocess.run(["umount", str(m)], capture_output=True).returncode != 0:
                 subprocess.run(["umount", "-l", str(m)], capture_output=True)
@@ -682,7 +703,7 @@ def scenario_disk_full(args, rng):
     def answers():
         return sb.daemon() is not None and sb.api("GET", "/v1/health") is not None
     try:
-        sb.mount_tmpfs(small, "8m")
+        sb.mount_tmpfs(small, "32m")  # gflowd keeps 4 MiB free (disk.h)
         ok, msg = sb.up()
         if not ok:
             raise RuntimeError(f"gflowd up failed: {msg}")
