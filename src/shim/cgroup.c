@@ -144,6 +144,18 @@ int shim_cgroup_write(const char *dir, const char *file, const char *value)
     return rc;
 }
 
+/* Opens dir/cgroup.procs for writing, for the job's processes to join the cgroup.
+ * 0 with *procs_fd, or -1 with *why. */
+int shim_cgroup_open_procs(const char *dir, int *procs_fd, char **why)
+{
+    char *procs = xasprintf("%s/cgroup.procs", dir);
+    *procs_fd = open(procs, O_WRONLY | O_CLOEXEC);
+    if (*procs_fd < 0)
+        *why = xasprintf("cannot open %s: %s", procs, strerror(errno));
+    free(procs);
+    return *procs_fd >= 0 ? 0 : -1;
+}
+
 /* The number in dir/file: the whole file when key is NULL (memory.failcnt), else the
  * one after "key " on its line (memory.events, memory.oom_control). -1 when the file
  * or the key is missing. */

@@ -64,15 +64,8 @@ static char *shim_devices_create(const struct shim_opts *o, int *procs_fd, char 
         free(dir);
         return NULL;
     }
-    if (shim_devices_deny(dir, o, why) == 0) {
-        char *procs = xasprintf("%s/cgroup.procs", dir);
-        *procs_fd = open(procs, O_WRONLY | O_CLOEXEC);
-        if (*procs_fd < 0)
-            *why = xasprintf("cannot open %s: %s", procs, strerror(errno));
-        free(procs);
-        if (*procs_fd >= 0)
-            return dir;
-    }
+    if (shim_devices_deny(dir, o, why) == 0 && shim_cgroup_open_procs(dir, procs_fd, why) == 0)
+        return dir;
     rmdir(dir);
     free(dir);
     return NULL;

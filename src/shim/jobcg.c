@@ -6,7 +6,6 @@
 #include "shim.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,12 +33,7 @@ static int shim_jobcg_make(const char *base, const char *dir, int *procs_fd, cha
         *why = xasprintf("cannot create %s: %s", dir, strerror(errno));
         return -1;
     }
-    char *procs = xasprintf("%s/cgroup.procs", dir);
-    *procs_fd = open(procs, O_WRONLY | O_CLOEXEC);
-    if (*procs_fd < 0)
-        *why = xasprintf("cannot open %s: %s", procs, strerror(errno));
-    free(procs);
-    if (*procs_fd >= 0)
+    if (shim_cgroup_open_procs(dir, procs_fd, why) == 0)
         return 0;
     rmdir(dir);
     return -1;

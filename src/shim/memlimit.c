@@ -6,7 +6,6 @@
 #include "shim.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,12 +52,7 @@ static int shim_memlimit_make(const char *dir, const struct shim_memlimit_settin
         rmdir(dir);
         return -1;
     }
-    char *procs = xasprintf("%s/cgroup.procs", dir);
-    *procs_fd = open(procs, O_WRONLY | O_CLOEXEC);
-    if (*procs_fd < 0)
-        *why = xasprintf("cannot open %s: %s", procs, strerror(errno));
-    free(procs);
-    if (*procs_fd >= 0)
+    if (shim_cgroup_open_procs(dir, procs_fd, why) == 0)
         return 0;
     rmdir(dir);
     return -1;

@@ -255,6 +255,8 @@ int shim_cgroup_mount(const char *controller, char **mount_point, char **mount_r
 char *shim_cgroup_base(const char *controller, const char *mount_point, const char *mount_root);
 /* Writes value to dir/file. 0, or -1 with errno set. */
 int shim_cgroup_write(const char *dir, const char *file, const char *value);
+/* Opens dir/cgroup.procs for writing: 0 with *procs_fd, or -1 with *why. */
+int shim_cgroup_open_procs(const char *dir, int *procs_fd, char **why);
 /* The number in dir/file (the whole file, or after "key " on its line); -1 if missing. */
 long long shim_cgroup_read_num(const char *dir, const char *file, const char *key);
 /* Whether the space-separated list in dir/file holds word. */
