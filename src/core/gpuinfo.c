@@ -1,6 +1,8 @@
 /* gpuinfo: the GPU state shared by the loader, the scheduler and ginfo. */
 #include "gpuinfo.h"
 
+#include <ctype.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,6 +15,9 @@ void gpu_set_free(struct gpu_set *s)
     for (size_t i = 0; i < s->n_gpus; i++)
         free(s->gpus[i].procs);
     free(s->gpus);
+    for (size_t i = 0; i < s->n_migs; i++)
+        free(s->migs[i].procs);
+    free(s->migs);
     free(s->link);
     free(s->error);
     memset(s, 0, sizeof(*s));
@@ -50,4 +55,49 @@ uint64_t gpu_mask_parse(const char *text)
         p = end;
     }
     return mask;
+}
+
+bool gpu_mig_profile_valid(const char *s)
+{
+    /* <N>g.<M>gb, then optional +suffix of letters and dots. */
+    const char *p = s;
+    int digits = 0;
+    while (isdigit((unsigned char)*p) && digits < 4)
+        p++, digits++;
+    if (digits == 0 || digits > 3 || *s == '0' || *p++ != 'g' || *p++ != '.')
+        return false;
+    const char *m = p;
+    digits = 0;
+    while (isdigit((unsigned char)*p) && digits < 4)
+        p++, digits++;
+    if (digits == 0 || digits > 3 || *m == '0' || strncmp(p, "gb", 2) != 0)
+        return false;
+    p += 2;
+    if (*p == '+') {
+        p++;
+        if (!*p)
+            return false;
+        for (; *p; p++)
+            if (!isalnum((unsigned char)*p) && *p != '.' && *p != '+')
+                return false;
+    }
+    return *p == '\0' && strlen(s) < GPUINFO_MIG_PROFILE_MAX;
+}
+
+void gpu_mig_profile_from_name(const char *name, char *out, size_t cap)
+{
+    const char *last = strrchr(name, ' ');
+    last = last ? last + 1 : name;
+    if (gpu_mig_profile_valid(last))
+        snprintf(out, cap, "%s", last);
+    else if (cap)
+        out[0] = '\0';
+}
+
+int gpu_mig_find(const struct gpu_set *s, const char *uuid)
+{
+    for (size_t i = 0; s && uuid && i < s->n_migs; i++)
+        if (strcmp(s->migs[i].uuid, uuid) == 0)
+            return (int)i;
+    return -1;
 }

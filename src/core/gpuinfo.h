@@ -29,6 +29,21 @@ enum gpu_link {
     GPU_LINK_UNKNOWN
 };
 
+/* A MIG instance (a GPU instance with its compute instance): a device of its own. */
+#define GPUINFO_MAX_MIGS 64
+#define GPUINFO_MIG_PROFILE_MAX 32
+struct gpu_mig {
+    int parent;                            /* NVML index of its GPU */
+    char profile[GPUINFO_MIG_PROFILE_MAX]; /* "1g.18gb", from the device name */
+    char uuid[96];                         /* "MIG-..." */
+    char name[96];                         /* "NVIDIA H100 80GB HBM3 MIG 1g.18gb" */
+    int gi_id, ci_id;                      /* GPU / compute instance ids, -1: unknown */
+    int64_t memory_total_mib;
+    int64_t memory_used_mib; /* -1: unknown */
+    struct gpu_proc *procs;
+    size_t n_procs;
+};
+
 struct gpu_info {
     int index; /* NVML index */
     char uuid[96];
@@ -43,6 +58,9 @@ struct gpu_info {
     struct gpu_proc *procs;
     size_t n_procs;
     bool lost; /* NVML says the GPU fell off the bus / cannot be read */
+    /* MIG mode is on: the GPU is used through its instances (gpu_set.migs), never
+     * whole. Without instances it cannot be used at all (mig_reason says so). */
+    bool mig_enabled;
 };
 
 struct gpu_set {
@@ -53,9 +71,23 @@ struct gpu_set {
     char driver_version[64];
     bool simulated; /* read from libgflow-nvml-sim.so */
     char *error;    /* why there are no GPUs ("no GPUs: <reason>"), NULL if fine */
+    /* The MIG instances of the MIG-enabled GPUs, grouped by parent in NVML order. A
+     * job's instances are named by UUID (positions change when instances are
+     * reconfigured); masks over positions in this array are for one pass only. */
+    struct gpu_mig *migs;
+    size_t n_migs;
 };
 
 void gpu_set_free(struct gpu_set *s);
+
+/* The MIG profile in a MIG device's name: the last word when it looks like one
+ * ("NVIDIA A100-SXM4-80GB MIG 1g.10gb" -> "1g.10gb"). Writes "" when there is none. */
+void gpu_mig_profile_from_name(const char *name, char *out, size_t cap);
+/* Whether s is a MIG profile as nvidia-smi names them: "<N>g.<M>gb", optionally with
+ * "+me" or similar suffixes after a '+' ("1g.10gb+me"); N and M are 1..999. */
+bool gpu_mig_profile_valid(const char *s);
+/* The position in s->migs of the instance with this UUID, or -1. */
+int gpu_mig_find(const struct gpu_set *s, const char *uuid);
 
 /* A set of GPUs by NVML index (bit i: GPU i) in its text form, the one of the API, the
  * database and CUDA_VISIBLE_DEVICES: "0,2" (malloc'd; "" for none). */

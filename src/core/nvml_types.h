@@ -146,6 +146,14 @@ typedef enum { NVML_TEMPERATURE_GPU = 0 } nvmlTemperatureSensors_t;
 
 typedef enum { NVML_AFFINITY_SCOPE_NODE = 0, NVML_AFFINITY_SCOPE_SOCKET = 1 } nvmlAffinityScope_t;
 
+/* MIG (Multi-Instance GPU, r450+). nvmlDeviceGetMigMode reports the current and the
+ * pending mode (a change takes effect after a GPU reset); MIG devices are reached by
+ * index 0..nvmlDeviceGetMaxMigDeviceCount()-1 from their parent, and an index without
+ * a device answers NOT_FOUND (the indices may have holes). A MIG device handle works
+ * with GetUUID ("MIG-..."), GetName, GetMemoryInfo and the process lists. */
+#define NVML_DEVICE_MIG_DISABLE 0x0
+#define NVML_DEVICE_MIG_ENABLE 0x1
+
 _Static_assert(sizeof(nvmlMemory_v2_t) == 40, "nvmlMemory_v2_t layout");
 _Static_assert(sizeof(nvmlPciInfo_t) == 68, "nvmlPciInfo_t layout");
 _Static_assert(offsetof(nvmlPciInfo_t, busId) == 36, "nvmlPciInfo_t layout");

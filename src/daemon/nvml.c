@@ -23,6 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "nvml_mig.h"
 #include "nvml_types.h"
 #include "util.h"
 
@@ -610,5 +611,44 @@ int nvml_read(struct nvml *n, struct gpu_set *out, char **err)
         nvml_read_device(n, i, &devs[i], &out->gpus[i]);
     nvml_read_topology(n, devs, out);
     free(devs);
+    nvml_mig_read(n, out);
     return 0;
+}
+
+/* ---- for nvml_mig.c ---- */
+
+void *nvml_library(const struct nvml *n)
+{
+    return n->lib;
+}
+
+nvmlReturn_t nvml_device_handle(struct nvml *n, unsigned int index, nvmlDevice_t *h)
+{
+    return n->get_handle(index, h);
+}
+
+nvmlReturn_t nvml_read_instance(struct nvml *n, nvmlDevice_t h, struct gpu_info *g)
+{
+    nvmlReturn_t rc;
+    char buf[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+    g->memory_used_mib = -1;
+    buf[0] = 0;
+    if ((rc = n->get_uuid(h, buf, sizeof(buf))) != NVML_SUCCESS)
+        return rc; /* an instance without its UUID cannot be handed to a job */
+    nvml_copy(g->uuid, sizeof(g->uuid), buf);
+    buf[0] = 0;
+    if ((rc = n->get_name(h, buf, sizeof(buf))) == NVML_ERROR_GPU_IS_LOST)
+        return rc;
+    if (rc == NVML_SUCCESS)
+        nvml_copy(g->name, sizeof(g->name), buf);
+    if ((rc = nvml_read_memory(n, h, g)) == NVML_ERROR_GPU_IS_LOST)
+        return rc;
+    if (n->get_procs && (rc = nvml_read_procs(n, h, g)) == NVML_ERROR_GPU_IS_LOST)
+        return rc;
+    return NVML_SUCCESS;
+}
+
+const char *nvml_error_text(const struct nvml *n, nvmlReturn_t rc)
+{
+    return nvml_strerror(n, rc);
 }

@@ -24,9 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nvml_sim.h"
 #include "nvml_types.h"
-
-#define SIM_EXPORT __attribute__((visibility("default")))
 
 /* The symbols this library exports, with NVML's own signatures (nvml.h is not in
  * Debian; the types are nvml_types.h). */
@@ -82,7 +81,7 @@ static json_t *sim_load(void)
 /* The error code configured for `fn` in a "fail" map: the exact name ("nvmlInit_v2")
  * first, then its base name without a _vN suffix ("nvmlInit"), so one fixture works
  * with every build variant. 0 when none. */
-static nvmlReturn_t sim_fail_in(json_t *map, const char *fn)
+nvmlReturn_t sim_fail_in(json_t *map, const char *fn)
 {
     if (!json_is_object(map))
         return NVML_SUCCESS;
@@ -100,7 +99,7 @@ static nvmlReturn_t sim_fail_in(json_t *map, const char *fn)
 
 /* Starts a call: loads the fixture and applies the global "fail" map. On success *root
  * holds the fixture (caller json_decref()s). */
-static nvmlReturn_t sim_begin(const char *fn, json_t **root, bool need_init)
+nvmlReturn_t sim_begin(const char *fn, json_t **root, bool need_init)
 {
     *root = NULL;
     if (need_init && sim_init_count <= 0)
@@ -121,6 +120,8 @@ static nvmlReturn_t sim_begin(const char *fn, json_t **root, bool need_init)
  * "fail" map (e.g. {"nvmlDeviceGetMemoryInfo": 15} for a GPU that fell off the bus). */
 static nvmlReturn_t sim_begin_dev(const char *fn, nvmlDevice_t dev, json_t **root, json_t **gpu)
 {
+    if (sim_mig_is_handle(dev))
+        return sim_mig_begin_dev(fn, dev, root, gpu);
     nvmlReturn_t rc = sim_begin(fn, root, true);
     if (rc != NVML_SUCCESS)
         return rc;
@@ -140,7 +141,7 @@ static nvmlReturn_t sim_begin_dev(const char *fn, nvmlDevice_t dev, json_t **roo
     return rc;
 }
 
-static long long sim_int(json_t *obj, const char *key, long long dflt)
+long long sim_int(json_t *obj, const char *key, long long dflt)
 {
     json_t *v = json_object_get(obj, key);
     if (json_is_integer(v))
@@ -150,7 +151,7 @@ static long long sim_int(json_t *obj, const char *key, long long dflt)
     return dflt;
 }
 
-static const char *sim_str(json_t *obj, const char *key, const char *dflt)
+const char *sim_str(json_t *obj, const char *key, const char *dflt)
 {
     const char *s = json_string_value(json_object_get(obj, key));
     return s ? s : dflt;
@@ -490,8 +491,9 @@ static nvmlReturn_t sim_procs(const char *fn, nvmlDevice_t dev, unsigned int *co
         memset(&e, 0, sizeof(e));
         e.pid = (unsigned int)sim_int(p, "pid", 0);
         e.usedGpuMemory = mib < 0 ? NVML_VALUE_NOT_AVAILABLE : (unsigned long long)mib << 20;
-        e.gpuInstanceId = ~0u;
-        e.computeInstanceId = ~0u;
+        /* A MIG instance's processes carry its ids; ~0 elsewhere. */
+        e.gpuInstanceId = sim_mig_is_handle(dev) ? (unsigned int)sim_int(g, "gi_id", 0) : ~0u;
+        e.computeInstanceId = sim_mig_is_handle(dev) ? (unsigned int)sim_int(g, "ci_id", 0) : ~0u;
         e.usedGpuCcProtectedMemory = 0;
         /* The first `stride` bytes of the widest layout are each narrower layout. */
         memcpy((unsigned char *)infos + i * stride, &e, stride);

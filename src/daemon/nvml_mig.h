@@ -1,0 +1,25 @@
+/* nvml_mig: reading MIG instances, the part of the NVML loader (nvml.c) that turns a
+ * MIG-enabled GPU into the devices jobs get. Internal to the loader: nvml.c calls
+ * nvml_mig_read() at the end of nvml_read() and offers the few helpers below. */
+#ifndef GFLOWD_NVML_MIG_H
+#define GFLOWD_NVML_MIG_H
+
+#include "gpuinfo.h"
+#include "nvml.h"
+#include "nvml_types.h"
+
+/* For each GPU read (not lost): its MIG mode, and for a MIG-enabled one its instances
+ * (UUID, name and the profile in it, memory, compute processes, GPU and compute instance
+ * ids) appended to out->migs. A library without the MIG calls (older than r450, or the
+ * simulator's legacy build) leaves every GPU a plain one. */
+void nvml_mig_read(struct nvml *n, struct gpu_set *out);
+
+/* Offered by nvml.c. */
+void *nvml_library(const struct nvml *n);
+nvmlReturn_t nvml_device_handle(struct nvml *n, unsigned int index, nvmlDevice_t *h);
+/* Reads a MIG device's UUID (required), name, memory and compute processes into g
+ * (zeroed by the caller; g->procs is the caller's to free). */
+nvmlReturn_t nvml_read_instance(struct nvml *n, nvmlDevice_t h, struct gpu_info *g);
+const char *nvml_error_text(const struct nvml *n, nvmlReturn_t rc);
+
+#endif
