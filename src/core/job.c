@@ -418,6 +418,8 @@ void job_clear(struct job *j)
     free(j->command_template);
     free(j->script_template);
     free(j->name_template);
+    free(j->mig_profile);
+    free(j->mig_uuids);
     job_init(j);
 }
 
@@ -452,6 +454,8 @@ struct job *job_dup(const struct job *src, bool with_payload)
     j->workdir = dup_or_null(src->workdir);
     j->reason_detail = dup_or_null(src->reason_detail);
     j->conda_env = dup_or_null(src->conda_env);
+    j->mig_profile = dup_or_null(src->mig_profile);
+    j->mig_uuids = dup_or_null(src->mig_uuids);
     j->script = with_payload ? dup_or_null(src->script) : NULL;
     j->env = with_payload && src->env ? json_deep_copy(src->env) : NULL;
     j->params = with_payload && src->params ? json_deep_copy(src->params) : NULL;

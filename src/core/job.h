@@ -193,6 +193,14 @@ struct job {
     size_t n_dependents, cap_dependents;
 
     void *runtime; /* the daemon's per-run state (runner.c); never copied or freed here */
+
+    /* MIG (--mig PROFILE[:N]): the job asks for mig_count instances of the MIG profile
+     * mig_profile ("1g.18gb"; NULL: not a MIG job, and then gpus may be asked instead).
+     * mig_uuids: the instances it holds while running, "MIG-a,MIG-b" (NULL: none);
+     * stored, so a restarted daemon knows them even if instance positions moved. */
+    char *mig_profile;
+    int mig_count;
+    char *mig_uuids;
 };
 
 /* Sets j's reason (detail copied, may be NULL; job: the job a DependencyFailed names). */
@@ -252,6 +260,9 @@ enum job_field {
     JOB_FIELD_ARRAY_TASK,
     JOB_FIELD_MAX_CONCURRENT,
     JOB_FIELD_UMASK,
+    JOB_FIELD_MIG_PROFILE,
+    JOB_FIELD_MIG_COUNT,
+    JOB_FIELD_MIG_DEVICES,
     JOB_FIELD_COUNT
 };
 const char *job_field_name(enum job_field f);

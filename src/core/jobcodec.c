@@ -66,7 +66,8 @@ static const char *const field_names[JOB_FIELD_COUNT] = {
     "conda_env",    "signal_spec",   "begin_time",
     "max_retries",  "attempt",       "retry_of",
     "group_id",     "array_task",    "max_concurrent",
-    "umask",
+    "umask",        "mig_profile",   "mig_count",
+    "mig_devices",
 };
 
 const char *job_field_name(enum job_field f)
@@ -315,6 +316,15 @@ void job_append_field(struct strbuf *sb, const struct job *j, enum job_field f, 
             append_null(sb, tsv);
         }
         break;
+    case JOB_FIELD_MIG_PROFILE:
+        append_text(sb, j->mig_profile, tsv);
+        break;
+    case JOB_FIELD_MIG_COUNT:
+        append_int(sb, j->mig_count, true, tsv);
+        break;
+    case JOB_FIELD_MIG_DEVICES:
+        append_text(sb, j->mig_uuids, tsv);
+        break;
     case JOB_FIELD_SIGNAL_SPEC:
         if (j->warn_signal > 0) {
             char *spec = format_signal_spec(j->warn_signal, j->warn_secs, j->warn_main_only);
@@ -446,6 +456,9 @@ int job_from_json(const json_t *o, struct job *j)
     j->gpus_per_task = (int)get_int(o, "gpus_per_task", 0);
     j->shim_pid = get_int(o, "shim_pid", 0);
     j->max_rss_kb = get_int(o, "max_rss_kb", 0);
+    j->mig_profile = get_str(o, "mig_profile");
+    j->mig_count = (int)get_int(o, "mig_count", 0);
+    j->mig_uuids = get_str(o, "mig_devices");
     size_t di;
     const json_t *dep;
     json_array_foreach (json_object_get(o, "depends_on"), di, dep) {
@@ -615,6 +628,15 @@ static void set_field(struct job *j, enum job_field f, char *v, bool borrow)
         break;
     case JOB_FIELD_UMASK:
         j->umask = read_umask(v);
+        break;
+    case JOB_FIELD_MIG_PROFILE:
+        j->mig_profile = borrow ? v : dup_or_null(v);
+        break;
+    case JOB_FIELD_MIG_COUNT:
+        j->mig_count = (int)tsv_int(v, 0);
+        break;
+    case JOB_FIELD_MIG_DEVICES:
+        j->mig_uuids = borrow ? v : dup_or_null(v);
         break;
     default: /* derived fields (state_name, signal_name) */
         break;

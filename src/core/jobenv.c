@@ -56,7 +56,10 @@ void jobenv_build(const struct job *j, const struct jobenv_input *in, struct str
         env_add(sb, "GFLOW_ARRAY_TASK_ID", id);
         env_add(sb, "SLURM_ARRAY_TASK_ID", id);
     }
-    char *cuda = jobenv_cuda_devices(j->gpu_mask, in->uuids, in->uuid_format);
+    /* MIG instances can only be named by UUID, whatever gpu_id_format says. */
+    char *cuda = j->mig_uuids && *j->mig_uuids
+                     ? xstrdup(j->mig_uuids)
+                     : jobenv_cuda_devices(j->gpu_mask, in->uuids, in->uuid_format);
     env_add(sb, "CUDA_VISIBLE_DEVICES", cuda);
     free(cuda);
     env_add(sb, "CUDA_DEVICE_ORDER", "PCI_BUS_ID");

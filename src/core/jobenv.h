@@ -2,7 +2,7 @@
  * captured it, then gflow's own variables, which the submitter's cannot override:
  * GFLOW_JOB_ID, GFLOW_JOB_NAME, GFLOW_ARRAY_TASK_ID and SLURM_ARRAY_TASK_ID (an array
  * task), CUDA_VISIBLE_DEVICES (its GPUs as NVML indices, or UUIDs with
- * daemon.gpu_id_format = "uuid"; "" for none), CUDA_DEVICE_ORDER=PCI_BUS_ID (so CUDA
+ * daemon.gpu_id_format = "uuid"; "" for none; a MIG job's "MIG-..." UUIDs, always), CUDA_DEVICE_ORDER=PCI_BUS_ID (so CUDA
  * numbers GPUs as NVML does), GFLOW_GPU_UUIDS, NVIDIA_VISIBLE_DEVICES (UUIDs, "none"),
  * PYTHONUNBUFFERED=1; and for a job run by a system daemon as its submitter, HOME,
  * USER, LOGNAME and SHELL from the password database. Pure. */
@@ -16,7 +16,8 @@
 #include "util.h"
 
 struct jobenv_input {
-    const char *uuids; /* the job's GPUs' UUIDs, "GPU-a,GPU-b" ("" for none) */
+    const char *uuids; /* the job's GPUs' UUIDs, "GPU-a,GPU-b", or its MIG instances'
+                        * "MIG-a,MIG-b" ("" for none) */
     bool uuid_format;  /* CUDA_VISIBLE_DEVICES as UUIDs */
     /* The account the job runs as, when a system daemon runs it as its submitter
      * (NULL: the daemon's own; the submitter's variables stay). */

@@ -36,10 +36,49 @@ static const char *const spec_fields[] = {"command",
                                           "begin_time",
                                           "max_retries",
                                           "umask",
+                                          "mig_profile",
+                                          "mig_count",
                                           /* handled by route_submit: */ "array",
                                           "params",
                                           "name_template",
                                           "max_concurrent"};
+
+/* The MIG request of a spec: "mig_profile" (a profile like "1g.18gb"; null or absent:
+ * none) and "mig_count" (instances, default 1), never together with whole GPUs. Sets
+ * j->mig_profile and j->mig_count; 0, or -1 with *err. */
+static int jobspec_mig(const json_t *spec, struct job *j, char **err)
+{
+    json_t *profile = json_object_get(spec, "mig_profile");
+    json_t *count = json_object_get(spec, "mig_count");
+    json_t *gpus = json_object_get(spec, "gpus");
+    if (json_is_null(profile))
+        profile = NULL;
+    if (json_is_null(count))
+        count = NULL;
+    if (profile && (!json_is_string(profile) || !gpu_mig_profile_valid(json_string_value(profile)))) {
+        *err = xstrdup("'mig_profile' must be a MIG profile like \"1g.18gb\" or \"3g.71gb\"");
+        return -1;
+    }
+    if (count && (!json_is_integer(count) || json_integer_value(count) < 1 ||
+                  json_integer_value(count) > GPUINFO_MAX_MIGS)) {
+        *err = xasprintf("'mig_count' must be an integer from 1 to %d", GPUINFO_MAX_MIGS);
+        return -1;
+    }
+    if (count && !profile) {
+        *err = xstrdup("'mig_count' needs 'mig_profile' (--mig PROFILE[:N])");
+        return -1;
+    }
+    if (!profile)
+        return 0;
+    if (json_is_integer(gpus) && json_integer_value(gpus) > 0) {
+        *err = xstrdup("--mig and --gpus cannot be combined: a job gets either MIG instances or "
+                       "whole GPUs");
+        return -1;
+    }
+    j->mig_profile = xstrdup(json_string_value(profile));
+    j->mig_count = count ? (int)json_integer_value(count) : 1;
+    return 0;
+}
 
 bool jobspec_known_field(const char *key)
 {
@@ -177,6 +216,8 @@ struct job *jobspec_to_job(const json_t *spec, const struct jobspec_limits *lim,
                        "GPU it may use");
         goto bad;
     }
+    if (jobspec_mig(spec, j, err) < 0)
+        goto bad;
     json_t *mem = json_object_get(spec, "memory_mb");
     if (mem && (!json_is_integer(mem) || json_integer_value(mem) < 0)) {
         *err = xstrdup("'memory_mb' must be an integer number of MiB >= 0 (0: no limit)");
@@ -499,6 +540,10 @@ json_t *jobspec_from_job(const struct job *f)
         json_object_set_new(s, "shared", json_boolean(f->shared));
         json_object_set_new(s, "gpus_per_task", json_integer(f->gpus_per_task));
     }
+    if (f->mig_profile) {
+        json_object_set_new(s, "mig_profile", json_string(f->mig_profile));
+        json_object_set_new(s, "mig_count", json_integer(f->mig_count));
+    }
     json_object_set_new(s, "memory_mb", json_integer(f->memory_mb));
     if (f->conda_env)
         json_object_set_new(s, "conda_env", json_string(f->conda_env));
@@ -551,6 +596,18 @@ int jobspec_merge(json_t *spec, const json_t *over, bool allow_hold, char **err)
         json_object_del(spec, "shared");
         json_object_del(spec, "gpus_per_task");
     }
+    if (json_is_integer(g) && json_integer_value(g) > 0 && !json_object_get(over, "mig_profile")) {
+        /* Whole GPUs instead of MIG instances. */
+        json_object_del(spec, "mig_profile");
+        json_object_del(spec, "mig_count");
+    }
+    json_t *mp = json_object_get(over, "mig_profile");
+    if (json_is_string(mp) && !json_object_get(over, "gpus"))
+        json_object_set_new(spec, "gpus", json_integer(0)); /* MIG instead of whole GPUs */
+    if (json_is_null(mp))
+        json_object_del(spec, "mig_count");
+    if (json_is_string(mp) && !json_object_get(over, "mig_count"))
+        json_object_del(spec, "mig_count"); /* a new profile: N is given again or 1 */
     json_t *t = json_object_get(over, "time_limit");
     if (json_is_integer(t) && json_integer_value(t) == 0)
         json_object_del(spec, "signal_spec");
@@ -568,7 +625,8 @@ static const char *const update_fields[] = {
     "params",        "name",       "command",      "script_path",   "workdir",
     "priority",      "time_limit", "gpus",         "gpu_memory_mb", "shared",
     "gpus_per_task", "memory_mb",  "conda_env",    "signal_spec",   "begin_time",
-    "max_retries",   "depends_on", "depends_mode", "auto_cancel",   "umask"};
+    "max_retries",   "depends_on", "depends_mode", "auto_cancel",   "umask",
+    "mig_profile",   "mig_count"};
 
 static json_t *change(const char *field, json_t *old, json_t *new)
 {

@@ -256,7 +256,7 @@ static void pass_init(struct pass *p, const struct scheduler_input *in,
                : 0;
     for (int i = 0; i < p->n; i++) {
         const struct gpu_info *g = &p->set->gpus[i];
-        if (!g->lost)
+        if (!g->lost && !g->mig_enabled) /* a MIG GPU is used through its instances only */
             p->all |= 1ULL << i;
         /* Unknown used memory: nothing to go by but the total. */
         p->free_mib[i] = g->memory_total_mib - (g->memory_used_mib > 0 ? g->memory_used_mib : 0);
@@ -268,11 +268,108 @@ static void pass_init(struct pass *p, const struct scheduler_input *in,
     p->base = p->now;
 }
 
+/* ---- MIG instances ---- */
+
+/* The instances' occupancy in a pass, as masks over positions in gpus->migs. */
+struct mig_pass {
+    const struct gpu_set *set;
+    int n;
+    uint64_t usable;    /* on an allowed GPU that is not lost */
+    uint64_t unmanaged; /* outside processes */
+    uint64_t held;      /* by running jobs and those started in this pass */
+    uint64_t base_held; /* by running jobs */
+};
+
+/* The positions of the instances named in uuids ("MIG-a,MIG-b"). */
+static uint64_t mig_mask_of(const struct gpu_set *set, const char *uuids)
+{
+    uint64_t m = 0;
+    for (const char *p = uuids; p && *p;) {
+        size_t len = strcspn(p, ",");
+        for (size_t i = 0; set && i < set->n_migs && i < GPUINFO_MAX_MIGS; i++)
+            if (strlen(set->migs[i].uuid) == len && strncmp(set->migs[i].uuid, p, len) == 0)
+                m |= 1ULL << i;
+        p += len;
+        if (*p == ',')
+            p++;
+    }
+    return m;
+}
+
+static void mig_pass_init(struct mig_pass *mp, const struct scheduler_input *in,
+                          const struct scheduler_policy *policy)
+{
+    memset(mp, 0, sizeof(*mp));
+    mp->set = in->gpus;
+    size_t n = in->gpus ? in->gpus->n_migs : 0;
+    mp->n = (int)(n < GPUINFO_MAX_MIGS ? n : GPUINFO_MAX_MIGS);
+    for (int i = 0; i < mp->n; i++) {
+        int parent = mp->set->migs[i].parent;
+        bool lost = true;
+        for (size_t k = 0; k < mp->set->n_gpus; k++)
+            if (mp->set->gpus[k].index == parent)
+                lost = mp->set->gpus[k].lost;
+        bool allowed = !policy->allowed_gpus ||
+                       (parent >= 0 && parent < 64 && (policy->allowed_gpus >> parent & 1));
+        if (!lost && allowed)
+            mp->usable |= 1ULL << i;
+    }
+    mp->unmanaged = in->mig_unmanaged;
+    for (size_t r = 0; r < in->n_running; r++)
+        mp->held |= mig_mask_of(mp->set, in->running[r]->mig_uuids);
+    mp->base_held = mp->held;
+}
+
+/* The instances of j's profile. */
+static uint64_t mig_matching(const struct mig_pass *mp, const struct job *j)
+{
+    uint64_t m = 0;
+    for (int i = 0; i < mp->n; i++)
+        if (strcmp(mp->set->migs[i].profile, j->mig_profile) == 0)
+            m |= 1ULL << i;
+    return m;
+}
+
+/* Takes j->mig_count free instances of j's profile, lowest positions first (so one GPU
+ * fills up before the next); false when there are not enough. */
+static bool mig_choose(struct mig_pass *mp, struct job *j)
+{
+    uint64_t cand = mig_matching(mp, j) & mp->usable & ~mp->unmanaged & ~mp->held;
+    if (j->mig_count < 1 || popcount(cand) < j->mig_count)
+        return false;
+    struct strbuf sb;
+    strbuf_init(&sb);
+    for (int taken = 0; taken < j->mig_count; taken++) {
+        int pos = __builtin_ctzll(cand);
+        cand &= cand - 1;
+        mp->held |= 1ULL << pos;
+        strbuf_addf(&sb, "%s%s", taken ? "," : "", mp->set->migs[pos].uuid);
+    }
+    free(j->mig_uuids);
+    j->mig_uuids = strbuf_detach(&sb);
+    return true;
+}
+
+static const char *mig_wait_reason(const struct mig_pass *mp, const struct job *j)
+{
+    uint64_t match = mig_matching(mp, j);
+    int k = j->mig_count;
+    if (popcount(match & mp->usable & ~mp->unmanaged & ~mp->base_held) >= k)
+        return SCHEDULER_REASON_PRIORITY;
+    if (popcount(match & mp->usable & ~mp->held) >= k)
+        return SCHEDULER_REASON_UNMANAGED;
+    if (popcount(match & ~mp->unmanaged & ~mp->held) >= k)
+        return SCHEDULER_REASON_GPUS_RESTRICTED;
+    return SCHEDULER_REASON_RESOURCES;
+}
+
 size_t scheduler_pass(const struct scheduler_input *in, const struct scheduler_policy *policy,
                       struct job **start)
 {
     struct pass p;
     pass_init(&p, in, policy);
+    struct mig_pass mp;
+    bool mig_started = false; /* mp is set up at the first MIG job */
     struct reason_cache_entry cache[REASON_CACHE_SIZE];
     memset(cache, 0, sizeof(cache));
     uint64_t epoch = 1;
@@ -316,6 +413,24 @@ size_t scheduler_pass(const struct scheduler_input *in, const struct scheduler_p
         if (j->memory_mb > 0 && in->memory_total_mb > 0 &&
             mem_used + j->memory_mb > in->memory_total_mb) {
             j->wait_reason = SCHEDULER_REASON_MEMORY;
+            continue;
+        }
+        if (j->mig_profile) {
+            if (!mig_started) {
+                mig_pass_init(&mp, in, policy);
+                mig_started = true;
+            }
+            if (!mig_choose(&mp, j)) {
+                j->wait_reason = mig_wait_reason(&mp, j);
+                continue;
+            }
+            j->gpu_mask = 0;
+            j->wait_reason = NULL;
+            start[nstart++] = j;
+            if (g)
+                g->pass_started++;
+            running++;
+            mem_used += j->memory_mb > 0 ? j->memory_mb : 0;
             continue;
         }
         if (j->gpus <= 0) {
@@ -392,10 +507,57 @@ size_t scheduler_pass(const struct scheduler_input *in, const struct scheduler_p
 
 /* ---- feasibility at submit ---- */
 
+/* A MIG job: enough instances of its profile on the GPUs a job may get. */
+static int mig_check_feasible(const struct job *j, const struct gpu_set *gpus, uint64_t allowed,
+                              char **reason)
+{
+    if (j->gpus > 0) {
+        *reason = xstrdup("--mig and --gpus cannot be combined: a job gets either MIG instances "
+                          "or whole GPUs");
+        return -1;
+    }
+    int n = 0;
+    struct strbuf there;
+    strbuf_init(&there);
+    for (size_t i = 0; gpus && i < gpus->n_migs; i++) {
+        const struct gpu_mig *m = &gpus->migs[i];
+        if (allowed && (m->parent < 0 || m->parent >= 64 || !(allowed >> m->parent & 1)))
+            continue;
+        if (strcmp(m->profile, j->mig_profile) == 0)
+            n++;
+        /* Each profile once, in the order the instances come. */
+        bool seen = false;
+        for (size_t k = 0; k < i && !seen; k++)
+            seen = strcmp(gpus->migs[k].profile, m->profile) == 0 &&
+                   (!allowed || (gpus->migs[k].parent >= 0 && gpus->migs[k].parent < 64 &&
+                                 (allowed >> gpus->migs[k].parent & 1)));
+        if (!seen && m->profile[0])
+            strbuf_addf(&there, "%s%s", there.len ? ", " : "", m->profile);
+    }
+    int rc = 0;
+    if (n == 0) {
+        rc = -1;
+        *reason = there.len ? xasprintf("requests MIG profile %s but this machine has none (MIG "
+                                        "profiles here: %s)",
+                                        j->mig_profile, there.buf)
+                            : xasprintf("requests MIG profile %s but this machine has no MIG "
+                                        "instances",
+                                        j->mig_profile);
+    } else if (j->mig_count > n) {
+        rc = -1;
+        *reason = xasprintf("requests %d MIG instances of %s but this machine has %d",
+                            j->mig_count, j->mig_profile, n);
+    }
+    strbuf_free(&there);
+    return rc;
+}
+
 int scheduler_check_feasible(const struct job *j, const struct gpu_set *gpus, uint64_t allowed,
                              char **reason)
 {
     *reason = NULL;
+    if (j->mig_profile)
+        return mig_check_feasible(j, gpus, allowed, reason);
     if (j->gpus < 0) {
         *reason = xasprintf("requests %d GPUs", j->gpus);
         return -1;
@@ -407,12 +569,16 @@ int scheduler_check_feasible(const struct job *j, const struct gpu_set *gpus, ui
     if (j->gpus == 0)
         return 0;
     size_t n_all = gpus ? gpus->n_gpus : 0;
-    int n = 0, n_mem = 0;
+    int n = 0, n_mem = 0, n_mig = 0;
     int64_t largest = 0;
     for (size_t i = 0; i < n_all; i++) {
         const struct gpu_info *g = &gpus->gpus[i];
         if (allowed && (g->index < 0 || g->index >= 64 || !(allowed >> g->index & 1)))
             continue;
+        if (g->mig_enabled) { /* used through its MIG instances only */
+            n_mig++;
+            continue;
+        }
         n++;
         if (g->memory_total_mib > largest)
             largest = g->memory_total_mib;
@@ -426,6 +592,12 @@ int scheduler_check_feasible(const struct job *j, const struct gpu_set *gpus, ui
                                 gpus->error);
         else
             *reason = xasprintf("requests %d GPU%s but this machine has none", j->gpus, s);
+        return -1;
+    }
+    if (j->gpus > n && n_mig > 0) {
+        *reason = xasprintf("requests %d GPU%s but this machine has %d without MIG (%d GPU%s in "
+                            "MIG mode: ask for instances with --mig PROFILE)",
+                            j->gpus, s, n, n_mig, n_mig == 1 ? " is" : "s are");
         return -1;
     }
     if (j->gpus > n) {

@@ -110,7 +110,16 @@ struct scheduler_input {
      * reason is BeginTime), 0 if none: when the caller must run a pass again. */
     double *next_begin;
     double now;
+    /* Bit i: MIG instance gpus->migs[i] has processes of no running job (outside ones). */
+    uint64_t mig_unmanaged;
 };
+
+/* MIG jobs (j->mig_profile set) take j->mig_count free instances of their profile: free
+ * means not held by a running job (their mig_uuids) or one started in this pass, with
+ * no outside processes, on a GPU that is allowed and not lost. The pass sets a started
+ * MIG job's mig_uuids (malloc'd, the old value freed) and leaves its gpu_mask 0; a GPU
+ * in MIG mode is never given to a job that asks for whole GPUs. A MIG job that waits
+ * gets the reasons above: Priority, Unmanaged, GpusRestricted or Resources. */
 
 /* Writes the jobs to start into start[] (capacity in->n_queued) in the order they should
  * start, sets each one's gpu_mask (0 for a job without GPUs) and clears its
@@ -122,7 +131,9 @@ size_t scheduler_pass(const struct scheduler_input *in, const struct scheduler_p
 /* Whether j's request can ever be met on this machine, checked at submit: j->gpus within
  * the GPUs in `allowed` (NVML-index mask, 0 = all; meant for the fixed restriction such
  * as the daemon's CUDA_VISIBLE_DEVICES, not the runtime one that only makes jobs wait),
- * gpu_memory_mb within their memory, and a shared job declares its memory. 0, or -1 with
+ * gpu_memory_mb within their memory, and a shared job declares its memory; GPUs in MIG
+ * mode do not count for j->gpus. A MIG job needs j->mig_count instances of its profile
+ * (on GPUs in `allowed`); the refusal names the profiles there are. 0, or -1 with
  * *reason (the caller frees it), e.g. "requests 5 GPUs but this machine has 4". */
 int scheduler_check_feasible(const struct job *j, const struct gpu_set *gpus, uint64_t allowed,
                              char **reason);

@@ -40,6 +40,7 @@ struct gpus {
     uint64_t unmanaged;
     struct ignored *ignored;
     size_t n_ignored;
+    uint64_t mig_unmanaged; /* by position in cur.migs */
 };
 
 /* ---- GPU lists ---- */
@@ -233,6 +234,41 @@ static uint64_t compute_unmanaged(const struct gpus *g, struct job *const *runni
     return m;
 }
 
+static uint64_t compute_mig_unmanaged(const struct gpus *g, struct job *const *running, size_t n)
+{
+    uint64_t m = 0;
+    for (size_t k = 0; k < g->cur.n_migs && k < GPUINFO_MAX_MIGS; k++) {
+        const struct gpu_mig *mig = &g->cur.migs[k];
+        for (size_t i = 0; i < mig->n_procs; i++) {
+            long long pid = mig->procs[i].pid;
+            if (!gpu_is_ignored(g, mig->parent, pid) && !gpu_process_owner(pid, running, n))
+                m |= 1ULL << k;
+        }
+    }
+    return m;
+}
+
+/* What the scheduler depends on of the MIG instances: which exist (by UUID), in which
+ * mode their GPUs are, their processes. */
+static bool mig_differs(const struct gpu_set *a, const struct gpu_set *b)
+{
+    if (a->n_migs != b->n_migs || a->n_gpus != b->n_gpus)
+        return true;
+    for (size_t i = 0; i < a->n_gpus; i++)
+        if (a->gpus[i].mig_enabled != b->gpus[i].mig_enabled)
+            return true;
+    for (size_t i = 0; i < a->n_migs; i++) {
+        const struct gpu_mig *x = &a->migs[i], *y = &b->migs[i];
+        if (strcmp(x->uuid, y->uuid) != 0 || strcmp(x->profile, y->profile) != 0 ||
+            x->n_procs != y->n_procs || x->memory_used_mib != y->memory_used_mib)
+            return true;
+        for (size_t k = 0; k < x->n_procs; k++)
+            if (x->procs[k].pid != y->procs[k].pid)
+                return true;
+    }
+    return false;
+}
+
 /* ---- reading ---- */
 
 /* What the scheduler depends on: which GPUs exist, their memory and their processes. */
@@ -266,7 +302,7 @@ bool gpu_refresh(struct gpus *g, struct job *const *running, size_t n)
         return false;
     }
     next.simulated = nvml_is_simulated(g->nv);
-    bool changed = differs(&g->cur, &next);
+    bool changed = differs(&g->cur, &next) || mig_differs(&g->cur, &next);
     gpu_set_free(&g->cur);
     g->cur = next;
     resolve_visible(g);
@@ -274,6 +310,9 @@ bool gpu_refresh(struct gpus *g, struct job *const *running, size_t n)
     uint64_t um = compute_unmanaged(g, running, n);
     changed |= um != g->unmanaged;
     g->unmanaged = um;
+    uint64_t mum = compute_mig_unmanaged(g, running, n);
+    changed |= mum != g->mig_unmanaged;
+    g->mig_unmanaged = mum;
     return changed;
 }
 
@@ -394,6 +433,11 @@ uint64_t gpu_unmanaged(const struct gpus *g)
     return g->unmanaged;
 }
 
+uint64_t gpu_mig_unmanaged(const struct gpus *g)
+{
+    return g->mig_unmanaged;
+}
+
 /* ---- runtime controls ---- */
 
 json_t *gpu_allowed_json(const struct gpus *g)
@@ -469,6 +513,7 @@ int gpu_ignore(struct gpus *g, int gpu, long long pid, struct job *const *runnin
         g->ignored[g->n_ignored++] = (struct ignored){gpu, pid, start};
     }
     g->unmanaged = compute_unmanaged(g, running, n);
+    g->mig_unmanaged = compute_mig_unmanaged(g, running, n);
     return 0;
 }
 
@@ -479,6 +524,7 @@ int gpu_unignore(struct gpus *g, int gpu, long long pid, struct job *const *runn
         if (g->ignored[i].gpu == gpu && g->ignored[i].pid == pid) {
             g->ignored[i] = g->ignored[--g->n_ignored];
             g->unmanaged = compute_unmanaged(g, running, n);
+            g->mig_unmanaged = compute_mig_unmanaged(g, running, n);
             return 0;
         }
     }
@@ -499,4 +545,22 @@ char *gpu_uuids(const struct gpus *g, uint64_t mask)
         if (mask & (1ULL << k))
             strbuf_addf(&sb, "%s%s", sb.len ? "," : "", g->cur.gpus[k].uuid);
     return strbuf_detach(&sb);
+}
+
+uint64_t gpu_mig_parents(const struct gpus *g, const char *uuids)
+{
+    uint64_t m = 0;
+    for (const char *p = uuids; p && *p;) {
+        size_t len = strcspn(p, ",");
+        for (size_t k = 0; k < g->cur.n_migs; k++) {
+            const struct gpu_mig *mig = &g->cur.migs[k];
+            if (strlen(mig->uuid) == len && strncmp(mig->uuid, p, len) == 0 && mig->parent >= 0 &&
+                mig->parent < GPUINFO_MAX_GPUS)
+                m |= 1ULL << mig->parent;
+        }
+        p += len;
+        if (*p == ',')
+            p++;
+    }
+    return m;
 }

@@ -55,6 +55,10 @@ const char *gpu_visible_spec(const struct gpus *g);
 /* GPUs with compute processes that belong to no running job and are not ignored. */
 uint64_t gpu_unmanaged(const struct gpus *g);
 
+/* MIG instances (bit i: gpu_current()->migs[i]) with compute processes that belong to
+ * no running job and are not ignored (an ignore entry for the parent GPU covers them). */
+uint64_t gpu_mig_unmanaged(const struct gpus *g);
+
 /* gctl set-gpus: "0,2" or "all"; kept in the database for later restarts. The caller
  * lets the scheduler know (jobs_mark_dirty). 0, or -1 with *err. */
 int gpu_set_allowed(struct gpus *g, const char *spec, char **err);
@@ -73,6 +77,9 @@ bool gpu_is_ignored(const struct gpus *g, int gpu, long long pid);
 
 /* The running job whose process tree holds pid (its shim is an ancestor), or NULL. */
 struct job *gpu_process_owner(long long pid, struct job *const *running, size_t n);
+/* The NVML indices of the GPUs that hold the MIG instances named in uuids
+ * ("MIG-a,MIG-b"; NULL: none). */
+uint64_t gpu_mig_parents(const struct gpus *g, const char *uuids);
 /* The UUIDs of the GPUs in mask, "GPU-a,GPU-b" (caller frees), for a job's environment. */
 char *gpu_uuids(const struct gpus *g, uint64_t mask);
 

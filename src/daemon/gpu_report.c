@@ -132,8 +132,11 @@ json_t *gpu_report_status(const struct gpus *gs, struct job *const *running, siz
 {
     const struct gpu_set *cur = gpu_current(gs);
     json_t *gpus = json_array();
-    for (size_t g = 0; g < cur->n_gpus; g++)
-        json_array_append_new(gpus, gpu_json(gs, g, running, n));
+    for (size_t g = 0; g < cur->n_gpus; g++) {
+        json_t *o = gpu_json(gs, g, running, n);
+        gpu_report_mig(gs, g, running, n, o);
+        json_array_append_new(gpus, o);
+    }
     json_t *allowed_obj = gpu_allowed_json(gs);
     json_t *allowed_list = json_incref(json_object_get(allowed_obj, "allowed"));
     json_decref(allowed_obj);

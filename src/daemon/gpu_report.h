@@ -21,4 +21,13 @@ json_t *gpu_report_detail(const struct gpus *g, uint64_t mask);
 json_t *gpu_report_foreign(const struct gpus *g, int64_t job_id, uint64_t mask,
                            struct job *const *running, size_t n);
 
+/* MIG (gpu_report_mig.c). Adds to GPU g's object o "mig_enabled" and "mig_instances"
+ * (each instance: uuid, profile, name, gi_id, ci_id, memory, state "idle", "busy",
+ * "unmanaged", "restricted" or "lost", the job holding it and its processes); a GPU in
+ * MIG mode becomes state "mig", or "unusable" when it has no instances, with the reason. */
+void gpu_report_mig(const struct gpus *g, size_t gpu, struct job *const *running, size_t n,
+                    json_t *o);
+/* [{"uuid","profile","parent","memory_total_mib","memory_used_mib"}] of the instances
+ * named in uuids (a MIG job's), those that still exist. */
+json_t *gpu_report_mig_detail(const struct gpus *g, const char *uuids);
 #endif

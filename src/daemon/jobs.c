@@ -657,6 +657,8 @@ int jobs_update(struct jobs *t, struct job *j, struct job *n, bool deps_changed,
     j->time_limit = n->time_limit;
     j->gpus = n->gpus;
     j->gpu_memory_mb = n->gpu_memory_mb;
+    take_str(&j->mig_profile, &n->mig_profile);
+    j->mig_count = n->mig_count;
     j->shared = n->shared;
     j->gpus_per_task = n->gpus_per_task;
     j->memory_mb = n->memory_mb;
@@ -735,6 +737,8 @@ static struct job *retry_job(struct jobs *t, struct job *j)
     n->end_request = JOB_END_NONE;
     n->shim_pid = n->shim_start = n->max_rss_kb = 0;
     n->gpu_mask = 0;
+    free(n->mig_uuids);
+    n->mig_uuids = NULL;
     n->submit_time = now_wall();
     n->attempt = j->attempt + 1;
     n->retry_of = j->id;
@@ -796,6 +800,8 @@ int jobs_set_state(struct jobs *t, struct job *j, enum job_state to, enum job_re
         /* Back in the queue (released, or a launch that never happened): its GPUs
          * are chosen again when it starts. */
         j->gpu_mask = 0;
+        free(j->mig_uuids);
+        j->mig_uuids = NULL;
         scheduler_queue_insert(&t->queue, j);
     }
     j->state = to;
@@ -855,6 +861,7 @@ size_t jobs_schedule(struct jobs *t, const struct jobs_machine *m, double now,
         .n_running = t->running,
         .gpus = m->gpus,
         .unmanaged = m->unmanaged,
+        .mig_unmanaged = m->mig_unmanaged,
         .memory_total_mb = m->memory_total_mb,
         .now = now,
         .next_begin = next_begin,

@@ -52,11 +52,13 @@ static int gpu_minor(int index)
 static char *denied_gpu_minors(const struct gflowd *d, const struct job *j)
 {
     const struct gpu_set *set = gpu_current(d->gpus);
+    /* A MIG job opens its instances through their parent GPU's device. */
+    uint64_t given = j->gpu_mask | gpu_mig_parents(d->gpus, j->mig_uuids);
     struct strbuf sb;
     strbuf_init(&sb);
     for (size_t i = 0; i < set->n_gpus; i++) {
         int index = set->gpus[i].index;
-        if (index >= 0 && index < GPUINFO_MAX_GPUS && !(j->gpu_mask & (1ULL << index)))
+        if (index >= 0 && index < GPUINFO_MAX_GPUS && !(given & (1ULL << index)))
             strbuf_addf(&sb, "%s%d", sb.len ? "," : "", gpu_minor(index));
     }
     if (sb.len == 0) {
@@ -290,8 +292,11 @@ enum launch_result launch_shim(struct gflowd *d, const struct job *j, pid_t *pid
             goto out;
         }
     }
-    uuids = gpu_uuids(d->gpus, j->gpu_mask);
+    /* A MIG job's devices are its instances, named by their MIG UUIDs. */
+    uuids = j->mig_uuids ? xstrdup(j->mig_uuids) : gpu_uuids(d->gpus, j->gpu_mask);
     full.gpu_mask = j->gpu_mask; /* chosen by the pass that started it */
+    free(full.mig_uuids);
+    full.mig_uuids = j->mig_uuids ? xstrdup(j->mig_uuids) : NULL;
     shim_args(d, j, &full, pw, uuids, &argv);
     env_fd = prepare_inputs(d, &full, pw, uuids, &argv, &why, err);
     if (env_fd < 0)

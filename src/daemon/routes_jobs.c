@@ -265,6 +265,7 @@ void route_show(const struct route_req *r, int64_t id, struct reply *rep)
                                 json_string(names[live->deps[i].status]));
     }
     json_object_set_new(o, "gpus_detail", gpu_report_detail(d->gpus, j.gpu_mask));
+    json_object_set_new(o, "mig_detail", gpu_report_mig_detail(d->gpus, j.mig_uuids));
     if (j.state == JOB_RUNNING) {
         size_t n;
         struct job **running = jobs_running(d->jobs, &n);

@@ -175,7 +175,7 @@ static void finish(struct gflowd *d, struct job *j, enum job_state state, enum j
     run_free(j);
     /* Its GPUs are free now: re-read their memory and processes for the next pass
      * rather than waiting for the poll (the state change marks the pass due). */
-    if (j->gpu_mask) {
+    if (j->gpu_mask || j->mig_uuids) {
         size_t n;
         struct job **running = jobs_running(d->jobs, &n);
         gpu_refresh(d->gpus, running, n);

@@ -247,6 +247,7 @@ static void schedule(struct server *s)
         .allowed = scheduler_allowed_mask(gpu_allowed(d->gpus)),
         .unmanaged = gpu_unmanaged(d->gpus),
         .memory_total_mb = d->mem_total_mb,
+        .mig_unmanaged = gpu_mig_unmanaged(d->gpus),
         .max_running_jobs = d->cfg.max_running_jobs,
     };
     if (m.max_running_jobs == 0 || m.max_running_jobs > s->job_fd_cap)

@@ -177,6 +177,10 @@ static const char *const migrations[] = {
     "UPDATE jobs SET reason = NULL WHERE reason_code NOT IN (6, 7, 10);",
     /* 7: the umask a job runs with (the submitter's; -1: none given, 0077). */
     "ALTER TABLE jobs ADD COLUMN umask INTEGER NOT NULL DEFAULT -1;",
+    /* 8: MIG requests (--mig PROFILE[:N]) and the instances (UUIDs) a running job holds. */
+    "ALTER TABLE jobs ADD COLUMN mig_profile TEXT;"
+    "ALTER TABLE jobs ADD COLUMN mig_count INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE jobs ADD COLUMN mig_uuids TEXT;",
 };
 /* The codes migration 6 writes are enum job_reason's. */
 _Static_assert(JOB_REASON_LAUNCH_FAILED == 6 && JOB_REASON_SHIM_LOST == 7 &&

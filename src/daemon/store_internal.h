@@ -57,6 +57,9 @@ enum col {
     C_REASON_CODE,
     C_REASON_JOB,
     C_UMASK,
+    C_MIG_PROFILE,
+    C_MIG_COUNT,
+    C_MIG_UUIDS,
     C_LIGHT_COUNT, /* the columns read without payload are those before this one */
     C_SCRIPT = C_LIGHT_COUNT,
     C_ENV,

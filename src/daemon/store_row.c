@@ -54,6 +54,9 @@ const struct store_column store_columns[C_COUNT] = {
     [C_REASON_CODE] = {"reason_code", true},
     [C_REASON_JOB] = {"reason_job", true},
     [C_UMASK] = {"umask", true}, /* -1: none given (the job runs with 0077) */
+    [C_MIG_PROFILE] = {"mig_profile", true},
+    [C_MIG_COUNT] = {"mig_count", true},
+    [C_MIG_UUIDS] = {"mig_uuids", true}, /* the instances held while running */
     [C_SCRIPT] = {"script", false},
     [C_ENV] = {"env", false},
     [C_PARAMS] = {"params", false},
@@ -115,6 +118,12 @@ int store_bind_column(sqlite3_stmt *st, enum col c, const struct job *j, const c
         return sqlite3_bind_int64(st, i, j->reason_job);
     case C_UMASK:
         return sqlite3_bind_int(st, i, j->umask);
+    case C_MIG_PROFILE:
+        return store_bind_text(st, i, j->mig_profile);
+    case C_MIG_COUNT:
+        return sqlite3_bind_int(st, i, j->mig_count);
+    case C_MIG_UUIDS:
+        return store_bind_text(st, i, j->mig_uuids);
     case C_END_REQUEST:
         return sqlite3_bind_int(st, i, (int)j->end_request);
     case C_SHIM_PID:
@@ -259,6 +268,15 @@ static void read_column(sqlite3_stmt *st, enum col c, struct job *j)
         break;
     case C_UMASK:
         j->umask = sqlite3_column_int(st, i);
+        break;
+    case C_MIG_PROFILE:
+        j->mig_profile = store_col_str(st, i);
+        break;
+    case C_MIG_COUNT:
+        j->mig_count = sqlite3_column_int(st, i);
+        break;
+    case C_MIG_UUIDS:
+        j->mig_uuids = store_col_str(st, i);
         break;
     case C_END_REQUEST:
         j->end_request = (enum job_end_request)sqlite3_column_int(st, i);
