@@ -43,7 +43,9 @@ static void ginfo_help(void)
            "\n"
            "States: idle, allocated (gflow jobs), mixed (shared jobs with room left),\n"
            "unmanaged (busy with processes outside gflow; gflow never uses or stops them),\n"
-           "restricted (not in the allowed set, see 'gctl show-gpus'), lost.\n"
+           "restricted (not in the allowed set, see 'gctl show-gpus'), lost; mig (MIG\n"
+           "mode: its instances are listed below the table, each with its own state),\n"
+           "unusable (MIG mode without instances).\n"
            "Unknown metrics are shown as '?'.\n");
 }
 
@@ -86,6 +88,12 @@ static json_t *ginfo_job_names(const json_t *gpus)
     json_array_foreach (gpus, i, g) {
         if (json_array_size(json_object_get(g, "jobs")) > 0)
             any = true;
+        size_t k;
+        const json_t *m;
+        json_array_foreach (json_object_get(g, "mig_instances"), k, m) {
+            if (json_is_integer(json_object_get(m, "job")))
+                any = true;
+        }
     }
     json_t *names = json_object();
     if (!any)
@@ -342,6 +350,59 @@ static void ginfo_topology(const json_t *gpus, const json_t *topo)
            "  SYS   across NUMA nodes (QPI/UPI, Infinity Fabric)\n");
 }
 
+/* The MIG instances, one row each under its GPU (profile, UUID, memory, state, job),
+ * and the MIG GPUs without instances; nothing when no GPU is in MIG mode. */
+static void ginfo_mig(const json_t *gpus, const json_t *names)
+{
+    static const char *const headers[] = {"GPU", "PROFILE", "UUID", "MEMORY", "STATE", "JOB"};
+    struct output_table *t = output_table_new(6, headers);
+    size_t i, k;
+    const json_t *g, *m;
+    json_array_foreach (gpus, i, g) {
+        if (!json_is_true(json_object_get(g, "mig_enabled")))
+            continue;
+        int64_t index = ginfo_int(g, "index");
+        const json_t *list = json_object_get(g, "mig_instances");
+        if (json_array_size(list) == 0) {
+            char *cells[6] = {xasprintf("%lld", (long long)index), xstrdup("-"), xstrdup("-"),
+                              xstrdup("-"), xstrdup("unusable"),
+                              xstrdup("(MIG mode, no instances)")};
+            output_table_add_row_owned(t, cells);
+            continue;
+        }
+        json_array_foreach (list, k, m) {
+            char *u = output_mib_or_unknown(ginfo_int(m, "memory_used_mib"));
+            char *tot = output_mib_or_unknown(ginfo_int(m, "memory_total_mib"));
+            const json_t *job = json_object_get(m, "job");
+            char *who;
+            if (json_is_integer(job)) {
+                char key[32];
+                snprintf(key, sizeof(key), "%lld", (long long)json_integer_value(job));
+                const char *name = json_string_value(json_object_get(names, key));
+                who = name ? xasprintf("%s (%s)", key, name) : xstrdup(key);
+            } else {
+                who = xstrdup("-");
+            }
+            const char *profile = ginfo_str(m, "profile");
+            const char *uuid = ginfo_str(m, "uuid");
+            char *cells[6] = {xasprintf("%lld", (long long)index),
+                              xstrdup(profile && *profile ? profile : "?"),
+                              xstrdup(uuid ? uuid : "?"),
+                              xasprintf("%s/%s MiB", u, tot),
+                              xstrdup(ginfo_state_label(ginfo_str(m, "state"))),
+                              who};
+            free(u);
+            free(tot);
+            output_table_add_row_owned(t, cells);
+        }
+    }
+    if (output_table_rows(t) > 0) {
+        printf("\nMIG instances (ask for them with gbatch --mig PROFILE[:N]):\n");
+        output_table_print(t, stdout);
+    }
+    output_table_free(t);
+}
+
 int main(int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -409,6 +470,7 @@ int main(int argc, char **argv)
             ginfo_verbose(gpus, names);
         else
             ginfo_summary(gpus, names);
+        ginfo_mig(gpus, names);
         json_decref(names);
     }
     json_decref(reply);

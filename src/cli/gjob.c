@@ -130,6 +130,33 @@ static void gjob_field_owned(const char *key, char *value)
     free(value);
 }
 
+/* A MIG job: "MIG: 1g.18gb:1", then one line per instance it holds with its memory
+ * ("MIG 0: MIG-<uuid> 1g.18gb 2048/18176 MiB"). */
+static void gjob_print_mig(const json_t *raw, const struct job *j)
+{
+    if (!j->mig_profile)
+        return;
+    gjob_field_owned("MIG", xasprintf("%s:%d", j->mig_profile, j->mig_count));
+    size_t i;
+    const json_t *m;
+    json_array_foreach (json_object_get(raw, "mig_detail"), i, m) {
+        const json_t *used = json_object_get(m, "memory_used_mib");
+        char *key = xasprintf("MIG %zu", i);
+        char *usedtxt = json_is_integer(used)
+                            ? xasprintf("%lld", (long long)json_integer_value(used))
+                            : xstrdup("?");
+        gjob_field_owned(key, xasprintf("%s %s on GPU %lld, %s/%lld MiB",
+                                        json_string_value(json_object_get(m, "uuid")),
+                                        json_string_value(json_object_get(m, "profile")),
+                                        (long long)json_integer_value(json_object_get(m, "parent")),
+                                        usedtxt,
+                                        (long long)json_integer_value(
+                                            json_object_get(m, "memory_total_mib"))));
+        free(usedtxt);
+        free(key);
+    }
+}
+
 /* The GPU request ("GPUs: 2 (shared, 20480 MiB each)"), the ids once allocated, and
  * one line per allocated GPU from gpus_detail ("GPU 0: GPU-<uuid> 00000000:3B:00.0")
  * so the physical GPU is never in doubt. Read from the raw reply: the shared and
@@ -228,6 +255,7 @@ static void gjob_print_job(const json_t *raw, const struct job *j)
             gjob_field_owned("RetriedAs", xasprintf("%lld", (long long)json_integer_value(next)));
     }
     gjob_print_gpus(raw, j);
+    gjob_print_mig(raw, j);
     gjob_field_owned("Memory", j->memory_mb > 0 ? xasprintf("%lld MiB", (long long)j->memory_mb)
                                                 : xstrdup("-"));
     gjob_field("CondaEnv", j->conda_env);

@@ -58,6 +58,8 @@ static char *gqueue_timelimit(const struct job *j, double now)
 
 static char *gqueue_nodes(const struct job *j, double now)
 {
+    if (j->mig_profile) /* MIG instances, not whole GPUs: "1g.18gb:2" */
+        return xasprintf("%s:%d", j->mig_profile, j->mig_count);
     return xstrdup_int(j->gpus);
 }
 
@@ -136,9 +138,9 @@ static const struct gqueue_field gqueue_fields[] = {
     {"STATE", gqueue_state, "state"},
     {"TIME", gqueue_time, "start_time,end_time"},
     {"TIMELIMIT", gqueue_timelimit, "time_limit"},
-    {"NODES", gqueue_nodes, "gpus"},
-    {"NODELIST(REASON)", gqueue_nodelist, "state,gpu_ids,reason"},
-    {"NODELIST", gqueue_nodelist, "state,gpu_ids,reason"},
+    {"NODES", gqueue_nodes, "gpus,mig_profile,mig_count"},
+    {"NODELIST(REASON)", gqueue_nodelist, "state,gpu_ids,reason,mig_devices"},
+    {"NODELIST", gqueue_nodelist, "state,gpu_ids,reason,mig_devices"},
     {"REASON", gqueue_reason, "state,reason"},
     {"PRIORITY", gqueue_priority, "priority"},
     {"USER", gqueue_user, "user"},

@@ -35,6 +35,7 @@ enum {
     JOBOPT_DEPENDS_ANY,
     JOBOPT_NO_AUTO_CANCEL,
     JOBOPT_UMASK,
+    JOBOPT_MIG,
 };
 
 struct jobopt;
@@ -60,7 +61,7 @@ struct jobopt {
 
 static jobopt_parse_fn jo_name, jo_priority, jo_time, jo_begin, jo_signal, jo_hold, jo_max_retries,
     jo_memory, jo_conda_env, jo_gpus, jo_gres, jo_gpu_memory, jo_shared, jo_gpus_per_task,
-    jo_depends, jo_depends_mode, jo_no_auto_cancel, jo_umask;
+    jo_depends, jo_depends_mode, jo_no_auto_cancel, jo_umask, jo_mig;
 
 /* In the order of the help. (Kept out of clang-format: one row per option reads as a table.) */
 /* clang-format off */
@@ -122,9 +123,17 @@ static const struct jobopt jo_table[] = {
              "; with 0 the job sees CUDA_VISIBLE_DEVICES=\"\"",
      .submit_help = " (default 0)", .parse = jo_gpus},
     {.val = JOBOPT_GRES, .longs = {"gres"}, .has_arg = true, .cmds = JO_ALL,
-     .section = JOBOPTS_GPUS, .synopsis = "--gres N, --gres gpu:N",
-     .help = "the same as --gpus N, as Slurm spells it (--gres gpu is one GPU)",
+     .section = JOBOPTS_GPUS, .synopsis = "--gres N, --gres gpu:N, --gres mig:PROFILE:N",
+     .help = "the same as --gpus N, as Slurm spells it (--gres gpu is one GPU); "
+             "mig:PROFILE[:N] is --mig PROFILE:N",
      .parse = jo_gres},
+    {.val = JOBOPT_MIG, .longs = {"mig"}, .has_arg = true, .cmds = JO_ALL,
+     .clear = {"none"}, .cleared = "no MIG instances", .section = JOBOPTS_GPUS,
+     .arg = "PROFILE[:N]",
+     .help = "N MIG instances (default 1) of a MIG profile such as 1g.18gb or 3g.71gb (see "
+             "ginfo) instead of whole GPUs; the job sees them as CUDA_VISIBLE_DEVICES=MIG-<uuid>. "
+             "Not with --gpus",
+     .parse = jo_mig},
     {.val = JOBOPT_GPU_MEMORY, .longs = {"gpu-memory", "max-gpu-mem", "max-gpu-memory"},
      .has_arg = true, .cmds = JO_ALL, .section = JOBOPTS_GPUS, .arg = "M",
      .help = "GPU memory per GPU (512, 512M, 24G): an exclusive job waits until M is actually "
@@ -413,7 +422,39 @@ static void jo_gpus(const struct jobopts_ctx *ctx, const struct jobopt *o, const
     json_object_set_new(spec, "gpus", json_integer(jo_gpu_count(ctx, "--gpus", arg)));
 }
 
-/* Slurm's --gres for GPUs: "N", "gpu" (one GPU) or "gpu:N". */
+/* "PROFILE[:N]" into mig_profile and mig_count; opt names the option for errors. */
+static void jo_mig_request(const struct jobopts_ctx *ctx, const char *opt, const char *arg,
+                           json_t *spec)
+{
+    char profile[GPUINFO_MIG_PROFILE_MAX];
+    const char *colon = strchr(arg, ':');
+    size_t len = colon ? (size_t)(colon - arg) : strlen(arg);
+    int64_t n = 1;
+    if (len >= sizeof(profile))
+        len = sizeof(profile) - 1;
+    memcpy(profile, arg, len);
+    profile[len] = '\0';
+    if (!gpu_mig_profile_valid(profile))
+        jobopts_error(ctx, "invalid %s '%s': use a MIG profile like 1g.18gb, optionally :N", opt,
+                      arg);
+    if (colon && (parse_int64(colon + 1, &n) < 0 || n < 1 || n > GPUINFO_MAX_MIGS))
+        jobopts_error(ctx, "invalid %s '%s': the count after ':' must be 1 to %d", opt, arg,
+                      GPUINFO_MAX_MIGS);
+    json_object_set_new(spec, "mig_profile", json_string(profile));
+    json_object_set_new(spec, "mig_count", json_integer(n));
+}
+
+static void jo_mig(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
+                   json_t *spec)
+{
+    if (jo_clears(ctx, o, arg)) {
+        json_object_set_new(spec, "mig_profile", json_null());
+        return;
+    }
+    jo_mig_request(ctx, "--mig", arg, spec);
+}
+
+/* Slurm's --gres for GPUs: "N", "gpu" (one GPU), "gpu:N" or "mig:PROFILE[:N]". */
 static void jo_gres(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
                     json_t *spec)
 {
@@ -424,6 +465,10 @@ static void jo_gres(const struct jobopts_ctx *ctx, const struct jobopt *o, const
         json_object_set_new(spec, "gpus", json_integer(v));
         return;
     }
+    if (str_starts_with(arg, "mig:")) { /* Slurm's mig:PROFILE:N (the MIG device plugin) */
+        jo_mig_request(ctx, "--gres", arg + 4, spec);
+        return;
+    }
     if (str_starts_with(arg, "gpu:")) {
         count = arg + 4;
         if (strchr(count, ':'))
@@ -432,7 +477,9 @@ static void jo_gres(const struct jobopts_ctx *ctx, const struct jobopt *o, const
                           "one pool of GPUs); use --gres gpu:N",
                           arg);
     } else if (*arg && !(*arg >= '0' && *arg <= '9')) {
-        jobopts_error(ctx, "invalid --gres '%s': only GPUs can be requested; use --gres gpu:N",
+        jobopts_error(ctx,
+                      "invalid --gres '%s': only GPUs can be requested; use --gres gpu:N or "
+                      "--gres mig:PROFILE:N",
                       arg);
     }
     if (parse_int64(count, &v) < 0 || v < 0)

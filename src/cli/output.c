@@ -217,6 +217,8 @@ char *output_job_reason(const struct job *j)
 
 char *output_job_nodelist(const struct job *j)
 {
+    if (j->state == JOB_RUNNING && j->mig_uuids && *j->mig_uuids)
+        return xstrdup(j->mig_uuids); /* MIG instances are known by UUID only */
     if (j->state == JOB_RUNNING)
         return j->gpu_mask ? gpu_mask_format(j->gpu_mask) : xstrdup("-");
     char *reason = output_job_reason(j);
