@@ -291,6 +291,142 @@ static void test_submissions(void **state)
     jobspec_submission_free(&sub);
 }
 
+/* The MIG machine of the e2e fixture: GPU 0 in MIG mode (2x 1g.18gb, 1x 3g.71gb), GPU 1
+ * a plain one. */
+static struct gpu_info mig_gpus[2] = {
+    {.index = 0, .memory_total_mib = 81920, .memory_used_mib = 0, .mig_enabled = true},
+    {.index = 1, .memory_total_mib = 81920, .memory_used_mib = 0},
+};
+static struct gpu_mig mig_list[3] = {
+    {.parent = 0, .profile = "1g.18gb", .uuid = "MIG-a"},
+    {.parent = 0, .profile = "1g.18gb", .uuid = "MIG-b"},
+    {.parent = 0, .profile = "3g.71gb", .uuid = "MIG-c"},
+};
+static const struct gpu_set mig_machine = {
+    .gpus = mig_gpus, .n_gpus = 2, .migs = mig_list, .n_migs = 3};
+static const struct jobspec_limits mig_lim = {.memory_total_mb = 1000, .gpus = &mig_machine};
+
+static struct job *mig_job_of(const char *text, char **err)
+{
+    json_t *spec = json_loads(text, 0, NULL);
+    assert_non_null(spec);
+    bool dry = false;
+    struct job *j = jobspec_to_job(spec, &mig_lim, &bob, &dry, err);
+    json_decref(spec);
+    return j;
+}
+
+static void mig_refused(const char *text, const char *want)
+{
+    char *err = NULL;
+    struct job *j = mig_job_of(text, &err);
+    if (j)
+        fail_msg("accepted: %s", text);
+    if (!err || !strstr(err, want))
+        fail_msg("%s: got '%s', want '%s'", text, err ? err : "(none)", want);
+    free(err);
+}
+
+static const char *env_get(const struct strbuf *sb, const char *key);
+
+static void test_mig_spec(void **state)
+{
+    (void)state;
+    assert_true(gpu_mig_profile_valid("1g.18gb"));
+    assert_true(gpu_mig_profile_valid("3g.71gb"));
+    assert_true(gpu_mig_profile_valid("1g.10gb+me"));
+    assert_false(gpu_mig_profile_valid("1g"));
+    assert_false(gpu_mig_profile_valid("0g.10gb"));
+    assert_false(gpu_mig_profile_valid("1g.10GB"));
+    assert_false(gpu_mig_profile_valid("1g.10gb "));
+    assert_false(gpu_mig_profile_valid(""));
+    char prof[GPUINFO_MIG_PROFILE_MAX];
+    gpu_mig_profile_from_name("NVIDIA H100 80GB HBM3 MIG 1g.10gb", prof, sizeof(prof));
+    assert_string_equal(prof, "1g.10gb");
+    gpu_mig_profile_from_name("NVIDIA H100 80GB HBM3", prof, sizeof(prof));
+    assert_string_equal(prof, "");
+
+    char *err = NULL;
+    struct job *j = mig_job_of("{\"command\": \"x\", \"workdir\": \"/w\", \"mig_profile\": "
+                               "\"1g.18gb\"}",
+                               &err);
+    assert_non_null(j);
+    assert_string_equal(j->mig_profile, "1g.18gb");
+    assert_int_equal(j->mig_count, 1);
+    assert_int_equal(j->gpus, 0);
+    /* As a spec and back: the same job. */
+    json_t *spec = jobspec_from_job(j);
+    bool dry = false;
+    struct job *again = jobspec_to_job(spec, &mig_lim, &bob, &dry, &err);
+    assert_non_null(again);
+    json_t *changes = jobspec_changes(j, again, spec);
+    assert_int_equal(json_array_size(changes), 0);
+    json_decref(changes);
+    job_free(again);
+    /* Whole GPUs instead: the MIG request goes. */
+    json_t *over = json_pack("{s:i}", "gpus", 1);
+    assert_int_equal(jobspec_merge(spec, over, false, &err), 0);
+    json_decref(over);
+    again = jobspec_to_job(spec, &mig_lim, &bob, &dry, &err);
+    assert_non_null(again);
+    assert_null(again->mig_profile);
+    assert_int_equal(again->gpus, 1);
+    job_free(again);
+    /* And back to MIG: the GPUs go. */
+    over = json_pack("{s:s, s:i}", "mig_profile", "3g.71gb", "mig_count", 1);
+    assert_int_equal(jobspec_merge(spec, over, false, &err), 0);
+    json_decref(over);
+    again = jobspec_to_job(spec, &mig_lim, &bob, &dry, &err);
+    assert_non_null(again);
+    assert_string_equal(again->mig_profile, "3g.71gb");
+    assert_int_equal(again->gpus, 0);
+    job_free(again);
+    json_decref(spec);
+    job_free(j);
+
+    j = mig_job_of("{\"command\": \"x\", \"workdir\": \"/w\", \"mig_profile\": \"1g.18gb\", "
+                   "\"mig_count\": 2}",
+                   &err);
+    assert_non_null(j);
+    assert_int_equal(j->mig_count, 2);
+    job_free(j);
+
+    mig_refused("{\"command\": \"x\", \"workdir\": \"/w\", \"mig_profile\": \"1g\"}",
+                "'mig_profile' must be a MIG profile");
+    mig_refused("{\"command\": \"x\", \"workdir\": \"/w\", \"mig_profile\": \"1g.18gb\", "
+                "\"mig_count\": 0}",
+                "'mig_count' must be an integer from 1 to 64");
+    mig_refused("{\"command\": \"x\", \"workdir\": \"/w\", \"mig_count\": 2}",
+                "'mig_count' needs 'mig_profile'");
+    mig_refused("{\"command\": \"x\", \"workdir\": \"/w\", \"mig_profile\": \"1g.18gb\", "
+                "\"gpus\": 1}",
+                "--mig and --gpus cannot be combined");
+    mig_refused("{\"command\": \"x\", \"workdir\": \"/w\", \"mig_profile\": \"7g.80gb\"}",
+                "requests MIG profile 7g.80gb but this machine has none (MIG profiles here: "
+                "1g.18gb, 3g.71gb)");
+    mig_refused("{\"command\": \"x\", \"workdir\": \"/w\", \"gpus\": 2}",
+                "requests 2 GPUs but this machine has 1 without MIG");
+    /* A MIG job sees its instances by UUID, whatever gpu_id_format says. */
+    j = job_new();
+    j->id = 6;
+    j->mig_profile = xstrdup("1g.18gb");
+    j->mig_count = 2;
+    j->mig_uuids = xstrdup("MIG-a,MIG-b");
+    j->env = json_object();
+    struct strbuf sb;
+    strbuf_init(&sb);
+    struct jobenv_input in = {.uuids = "MIG-a,MIG-b", .uuid_format = false};
+    jobenv_build(j, &in, &sb);
+    assert_string_equal(env_get(&sb, "CUDA_VISIBLE_DEVICES"), "MIG-a,MIG-b");
+    assert_string_equal(env_get(&sb, "NVIDIA_VISIBLE_DEVICES"), "MIG-a,MIG-b");
+    assert_string_equal(env_get(&sb, "GFLOW_GPU_UUIDS"), "MIG-a,MIG-b");
+    strbuf_free(&sb);
+    job_free(j);
+    /* A machine without MIG. */
+    refused("{\"command\": \"x\", \"workdir\": \"/w\", \"mig_profile\": \"1g.18gb\"}",
+            "this machine has no MIG instances");
+}
+
 static void test_spec_round_trip_and_merge(void **state)
 {
     (void)state;
@@ -446,6 +582,7 @@ int main(void)
         cmocka_unit_test(test_spec_round_trip_and_merge),
         cmocka_unit_test(test_jobenv),
         cmocka_unit_test(test_umask),
+        cmocka_unit_test(test_mig_spec),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -31,12 +31,16 @@ struct fixture {
     uint64_t unmanaged;
     int64_t memory_total_mb;
     struct scheduler_policy policy;
+    uint64_t mig_unmanaged;
 };
 
 static void fixture_make(struct fixture *f, const char *states, const int *prio)
 {
-    for (size_t i = 0; i < MAXJ; i++)
+    for (size_t i = 0; i < MAXJ; i++) {
         free(f->jobs[i].deps);
+        free(f->jobs[i].mig_profile);
+        free(f->jobs[i].mig_uuids);
+    }
     memset(f, 0, sizeof(*f));
     for (const char *c = states; *c; c++, f->n++) {
         struct job *j = &f->jobs[f->n];
@@ -70,7 +74,8 @@ static size_t fixture_pass(struct fixture *f)
                                  .gpus = f->gpus,
                                  .unmanaged = f->unmanaged,
                                  .memory_total_mb = f->memory_total_mb,
-                                 .now = 1000.0};
+                                 .now = 1000.0,
+                                 .mig_unmanaged = f->mig_unmanaged};
     size_t n = scheduler_pass(&in, &f->policy, f->start);
     scheduler_queue_free(&q);
     return n;
@@ -569,6 +574,137 @@ static void test_gpu_topology_and_strategies(void **state)
     fixture_make(&f, "", NULL); /* a fresh queue */
 }
 
+/* A machine like the e2e fixture: GPU 0 in MIG mode with 2x 1g.18gb and 1x 3g.71gb,
+ * GPU 1 in MIG mode without instances, GPU 2 a plain GPU. */
+static struct gpu_info mig_gpus[3];
+static struct gpu_mig mig_list[3];
+static struct gpu_set mig_machine(void)
+{
+    memset(mig_gpus, 0, sizeof(mig_gpus));
+    memset(mig_list, 0, sizeof(mig_list));
+    for (int i = 0; i < 3; i++) {
+        mig_gpus[i].index = i;
+        mig_gpus[i].memory_total_mib = 81559;
+        mig_gpus[i].memory_used_mib = 0;
+        mig_gpus[i].mig_enabled = i < 2;
+    }
+    static const char *const profiles[] = {"1g.18gb", "1g.18gb", "3g.71gb"};
+    for (int i = 0; i < 3; i++) {
+        mig_list[i].parent = 0;
+        snprintf(mig_list[i].profile, sizeof(mig_list[i].profile), "%s", profiles[i]);
+        snprintf(mig_list[i].uuid, sizeof(mig_list[i].uuid), "MIG-%d", i);
+    }
+    return (struct gpu_set){.gpus = mig_gpus, .n_gpus = 3, .migs = mig_list, .n_migs = 3};
+}
+
+static void mig_job(struct job *j, const char *profile, int n)
+{
+    free(j->mig_profile);
+    j->mig_profile = strdup(profile);
+    j->mig_count = n;
+}
+
+static void test_mig_choice(void **state)
+{
+    (void)state;
+    struct gpu_set g = mig_machine();
+    static struct fixture f;
+    fixture_make(&f, "QQQQQ", NULL);
+    f.gpus = &g;
+    mig_job(&f.jobs[0], "1g.18gb", 1);
+    mig_job(&f.jobs[1], "1g.18gb", 1);
+    mig_job(&f.jobs[2], "1g.18gb", 1);
+    f.jobs[3].gpus = 1;
+    f.jobs[4].gpus = 2;
+    assert_int_equal(fixture_pass(&f), 3);
+    /* Two jobs, two different instances; whole GPUs only from the plain GPU. */
+    assert_ptr_equal(f.start[0], &f.jobs[0]);
+    assert_string_equal(f.jobs[0].mig_uuids, "MIG-0");
+    assert_int_equal(f.jobs[0].gpu_mask, 0);
+    assert_ptr_equal(f.start[1], &f.jobs[1]);
+    assert_string_equal(f.jobs[1].mig_uuids, "MIG-1");
+    assert_null(f.jobs[2].mig_uuids);
+    assert_string_equal(f.jobs[2].wait_reason, SCHEDULER_REASON_PRIORITY);
+    assert_ptr_equal(f.start[2], &f.jobs[3]);
+    assert_int_equal(f.jobs[3].gpu_mask, 1u << 2);
+    assert_string_equal(f.jobs[4].wait_reason, SCHEDULER_REASON_RESOURCES);
+
+    /* The two hold their instances while running (by UUID): the third waits. */
+    f.jobs[0].state = f.jobs[1].state = f.jobs[3].state = JOB_RUNNING;
+    assert_int_equal(fixture_pass(&f), 0);
+    assert_string_equal(f.jobs[2].wait_reason, SCHEDULER_REASON_RESOURCES);
+    /* One ends: the third gets its instance. */
+    f.jobs[1].state = JOB_FINISHED;
+    assert_int_equal(fixture_pass(&f), 1);
+    assert_string_equal(f.jobs[2].mig_uuids, "MIG-1");
+
+    /* Outside processes on an instance keep jobs off it. */
+    fixture_make(&f, "QQ", NULL);
+    f.gpus = &g;
+    mig_job(&f.jobs[0], "1g.18gb", 2);
+    mig_job(&f.jobs[1], "3g.71gb", 1);
+    f.mig_unmanaged = 1u << 0 | 1u << 2;
+    assert_int_equal(fixture_pass(&f), 0);
+    assert_string_equal(f.jobs[0].wait_reason, SCHEDULER_REASON_UNMANAGED);
+    assert_string_equal(f.jobs[1].wait_reason, SCHEDULER_REASON_UNMANAGED);
+    f.mig_unmanaged = 0;
+    assert_int_equal(fixture_pass(&f), 2);
+    assert_string_equal(f.jobs[0].mig_uuids, "MIG-0,MIG-1");
+    assert_string_equal(f.jobs[1].mig_uuids, "MIG-2");
+
+    /* Instances of a GPU that may not be used are not given out. */
+    fixture_make(&f, "Q", NULL);
+    f.gpus = &g;
+    mig_job(&f.jobs[0], "3g.71gb", 1);
+    f.policy.allowed_gpus = 1u << 2;
+    assert_int_equal(fixture_pass(&f), 0);
+    assert_string_equal(f.jobs[0].wait_reason, SCHEDULER_REASON_GPUS_RESTRICTED);
+    /* Nor those of a lost GPU. */
+    f.policy.allowed_gpus = 0;
+    mig_gpus[0].lost = true;
+    assert_int_equal(fixture_pass(&f), 0);
+    mig_gpus[0].lost = false;
+    fixture_make(&f, "", NULL);
+}
+
+static void test_mig_feasible(void **state)
+{
+    (void)state;
+    struct gpu_set g = mig_machine();
+    struct job j;
+    char *reason;
+    job_init(&j);
+    j.mig_profile = strdup("7g.80gb");
+    j.mig_count = 1;
+    assert_int_equal(scheduler_check_feasible(&j, &g, 0, &reason), -1);
+    assert_string_equal(reason, "requests MIG profile 7g.80gb but this machine has none (MIG "
+                                "profiles here: 1g.18gb, 3g.71gb)");
+    free(reason);
+    free(j.mig_profile);
+    j.mig_profile = strdup("1g.18gb");
+    j.mig_count = 3;
+    assert_int_equal(scheduler_check_feasible(&j, &g, 0, &reason), -1);
+    assert_string_equal(reason, "requests 3 MIG instances of 1g.18gb but this machine has 2");
+    free(reason);
+    j.mig_count = 2;
+    assert_int_equal(scheduler_check_feasible(&j, &g, 0, &reason), 0);
+    /* Only the allowed GPUs' instances count. */
+    assert_int_equal(scheduler_check_feasible(&j, &g, 1u << 2, &reason), -1);
+    assert_string_equal(reason,
+                        "requests MIG profile 1g.18gb but this machine has no MIG instances");
+    free(reason);
+    free(j.mig_profile);
+    j.mig_profile = NULL;
+    /* Whole GPUs: the MIG GPUs do not count. */
+    j.gpus = 1;
+    assert_int_equal(scheduler_check_feasible(&j, &g, 0, &reason), 0);
+    j.gpus = 2;
+    assert_int_equal(scheduler_check_feasible(&j, &g, 0, &reason), -1);
+    assert_string_equal(reason, "requests 2 GPUs but this machine has 1 without MIG (2 GPUs are "
+                                "in MIG mode: ask for instances with --mig PROFILE)");
+    free(reason);
+}
+
 static void test_feasible(void **state)
 {
     (void)state;
@@ -925,6 +1061,8 @@ int main(void)
         cmocka_unit_test(test_gpu_max_running_and_cpu_jobs),
         cmocka_unit_test(test_gpu_topology_and_strategies),
         cmocka_unit_test(test_feasible),
+        cmocka_unit_test(test_mig_choice),
+        cmocka_unit_test(test_mig_feasible),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

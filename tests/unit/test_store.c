@@ -311,7 +311,7 @@ static void test_open_pragmas_and_schema(void **state)
     char *mode = peek_text(db, "PRAGMA journal_mode");
     assert_string_equal(mode, "wal|\n");
     free(mode);
-    assert_int_equal(peek_int(db, "PRAGMA user_version"), 7);
+    assert_int_equal(peek_int(db, "PRAGMA user_version"), 8);
     assert_int_equal(peek_int(db, "SELECT value FROM meta WHERE key='next_job_id'"), 2);
     char *objs = peek_text(db, "SELECT type, name FROM sqlite_schema WHERE name NOT LIKE "
                                "'sqlite_%' ORDER BY type, name");
@@ -338,7 +338,7 @@ static void test_open_pragmas_and_schema(void **state)
                               "gpus gpu_ids memory_mb gpu_memory_mb shared group_id "
                               "array_task max_retries attempt retry_of gpus_per_task "
                               "depends_on depends_any auto_cancel conda_env signal_spec "
-                              "begin_time reason_code reason_job umask|\n");
+                              "begin_time reason_code reason_job umask mig_profile mig_count mig_uuids|\n");
     free(objs);
     /* The payload: a sweep's values and templates after script and env (step 5). */
     objs = peek_text(db, "SELECT group_concat(name, ' ') FROM pragma_table_info('job_payload')");
@@ -368,7 +368,7 @@ static void test_refuses_newer_schema(void **state)
     free(err);
     /* Let teardown work. */
     db = peek_open(f->path);
-    sqlite3_exec(db, "PRAGMA user_version=7", NULL, NULL, NULL);
+    sqlite3_exec(db, "PRAGMA user_version=8", NULL, NULL, NULL);
     sqlite3_close(db);
     f->s = open_ok(f->path);
 }
@@ -383,7 +383,12 @@ static void test_migrate_umask(void **state)
     job_free(j);
     store_close(f->s);
     sqlite3 *db = peek_open(f->path);
-    assert_int_equal(sqlite3_exec(db, "ALTER TABLE jobs DROP COLUMN umask; PRAGMA user_version=6",
+    assert_int_equal(sqlite3_exec(db,
+                                  "ALTER TABLE jobs DROP COLUMN umask;"
+                                  "ALTER TABLE jobs DROP COLUMN mig_profile;"
+                                  "ALTER TABLE jobs DROP COLUMN mig_count;"
+                                  "ALTER TABLE jobs DROP COLUMN mig_uuids;"
+                                  "PRAGMA user_version=6",
                                   NULL, NULL, NULL),
                      SQLITE_OK);
     sqlite3_close(db);
@@ -392,6 +397,53 @@ static void test_migrate_umask(void **state)
     assert_int_equal(store_get_job(f->s, 1, &got, false), 0);
     assert_int_equal(got.umask, -1);
     assert_string_equal(got.conda_env, "torch-env"); /* the rest as it was */
+    job_clear(&got);
+}
+
+/* Step 8 of the schema: jobs stored before it ask for no MIG instances and hold none;
+ * a MIG job's request and the instances it holds survive a reopen (a daemon restart). */
+static void test_migrate_and_keep_mig(void **state)
+{
+    struct fixture *f = *state;
+    struct job *j = full_job(1);
+    assert_int_equal(store_insert_job(f->s, j, NULL), 0);
+    job_free(j);
+    store_close(f->s);
+    sqlite3 *db = peek_open(f->path);
+    assert_int_equal(sqlite3_exec(db,
+                                  "ALTER TABLE jobs DROP COLUMN mig_profile;"
+                                  "ALTER TABLE jobs DROP COLUMN mig_count;"
+                                  "ALTER TABLE jobs DROP COLUMN mig_uuids;"
+                                  "PRAGMA user_version=7",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(db);
+    f->s = open_ok(f->path);
+    struct job got;
+    assert_int_equal(store_get_job(f->s, 1, &got, false), 0);
+    assert_null(got.mig_profile);
+    assert_int_equal(got.mig_count, 0);
+    assert_null(got.mig_uuids);
+    job_clear(&got);
+
+    j = full_job(2);
+    j->gpus = 0;
+    j->gpu_mask = 0;
+    j->mig_profile = xstrdup("1g.18gb");
+    j->mig_count = 2;
+    assert_int_equal(store_insert_job(f->s, j, NULL), 0);
+    j->state = JOB_RUNNING;
+    j->mig_uuids = xstrdup("MIG-aaaa,MIG-bbbb");
+    assert_int_equal(store_begin(f->s), 0);
+    assert_int_equal(store_update_job(f->s, j), 0);
+    assert_int_equal(store_commit(f->s), 0);
+    job_free(j);
+    store_close(f->s);
+    f->s = open_ok(f->path);
+    assert_int_equal(store_get_job(f->s, 2, &got, false), 0);
+    assert_string_equal(got.mig_profile, "1g.18gb");
+    assert_int_equal(got.mig_count, 2);
+    assert_string_equal(got.mig_uuids, "MIG-aaaa,MIG-bbbb");
     job_clear(&got);
 }
 
@@ -421,6 +473,9 @@ static void test_migrate_reasons(void **state)
                                   "ALTER TABLE jobs DROP COLUMN reason_code;"
                                   "ALTER TABLE jobs DROP COLUMN reason_job;"
                                   "ALTER TABLE jobs DROP COLUMN umask;"
+                                  "ALTER TABLE jobs DROP COLUMN mig_profile;"
+                                  "ALTER TABLE jobs DROP COLUMN mig_count;"
+                                  "ALTER TABLE jobs DROP COLUMN mig_uuids;"
                                   "PRAGMA user_version=5",
                                   NULL, NULL, NULL),
                      SQLITE_OK);
@@ -1197,6 +1252,7 @@ int main(void)
         T(test_refuses_newer_schema),
         T(test_migrate_reasons),
         T(test_migrate_umask),
+        T(test_migrate_and_keep_mig),
         T(test_statement_failure_loses_the_transaction),
         T(test_group_payload),
         cmocka_unit_test(test_open_bad_path),
