@@ -377,6 +377,59 @@ static int teardown(void **state)
     return rmdir(tmpdir);
 }
 
+/* MIG: GPU 0 in MIG mode with two 1g.18gb instances and one 3g.71gb whose process the
+ * loader reads with the instance; GPU 1 in MIG mode without instances; GPU 2 without MIG
+ * support. The legacy library (pre-r450) has no MIG calls: every GPU is a plain one. */
+static const char *const fixture_mig =
+    "{\"gpus\": ["
+    " {\"name\": \"NVIDIA H100 80GB HBM3\", \"uuid\": \"GPU-m0\", \"memory_total_mib\": 81559,"
+    "  \"mig_mode\": 1, \"mig_instances\": ["
+    "  {\"profile\": \"1g.18gb\", \"uuid\": \"MIG-a\", \"memory_total_mib\": 16384, \"gi_id\": 9,"
+    "   \"ci_id\": 0},"
+    "  {\"profile\": \"1g.18gb\", \"memory_total_mib\": 16384},"
+    "  {\"profile\": \"3g.71gb\", \"uuid\": \"MIG-c\", \"memory_total_mib\": 71000,"
+    "   \"processes\": [{\"pid\": 4242, \"used_memory_mib\": 700}]}]},"
+    " {\"name\": \"NVIDIA H100 80GB HBM3\", \"uuid\": \"GPU-m1\", \"memory_total_mib\": 81559,"
+    "  \"mig_mode\": 1, \"mig_instances\": []},"
+    " {\"name\": \"NVIDIA L4\", \"uuid\": \"GPU-p2\", \"memory_total_mib\": 23034}]}";
+
+static void test_mig_read(void **state)
+{
+    (void)state;
+    put_fixture(fixture_mig);
+    struct nvml *n = open_ok("NVML_SIM_LIB");
+    struct gpu_set s;
+    read_ok(n, &s);
+    assert_int_equal(s.n_gpus, 3);
+    assert_true(s.gpus[0].mig_enabled);
+    assert_true(s.gpus[1].mig_enabled);
+    assert_false(s.gpus[2].mig_enabled);
+    assert_int_equal(s.n_migs, 3);
+    assert_int_equal(s.migs[0].parent, 0);
+    assert_string_equal(s.migs[0].uuid, "MIG-a");
+    assert_string_equal(s.migs[0].name, "NVIDIA H100 80GB HBM3 MIG 1g.18gb");
+    assert_string_equal(s.migs[0].profile, "1g.18gb");
+    assert_int_equal(s.migs[0].gi_id, 9);
+    assert_int_equal(s.migs[0].memory_total_mib, 16384);
+    assert_int_equal(s.migs[0].memory_used_mib, 0);
+    assert_true(str_starts_with(s.migs[1].uuid, "MIG-")); /* the simulator's default */
+    assert_string_equal(s.migs[2].profile, "3g.71gb");
+    assert_int_equal(s.migs[2].n_procs, 1);
+    assert_int_equal(s.migs[2].procs[0].pid, 4242);
+    assert_int_equal(s.migs[2].procs[0].used_mib, 700);
+    assert_int_equal(s.migs[2].memory_used_mib, 700);
+    gpu_set_free(&s);
+    nvml_close(n);
+
+    n = open_ok("NVML_SIM_LEGACY_LIB");
+    read_ok(n, &s);
+    assert_int_equal(s.n_gpus, 3);
+    assert_false(s.gpus[0].mig_enabled);
+    assert_int_equal(s.n_migs, 0);
+    gpu_set_free(&s);
+    nvml_close(n);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -385,6 +438,7 @@ int main(void)
         cmocka_unit_test(test_count_failure),    cmocka_unit_test(test_proc32),
         cmocka_unit_test(test_many_processes),   cmocka_unit_test(test_lost_gpu),
         cmocka_unit_test(test_fixture_change),   cmocka_unit_test(test_missing_library),
+        cmocka_unit_test(test_mig_read),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
