@@ -364,8 +364,11 @@ static void ginfo_mig(const json_t *gpus, const json_t *names)
         int64_t index = ginfo_int(g, "index");
         const json_t *list = json_object_get(g, "mig_instances");
         if (json_array_size(list) == 0) {
-            char *cells[6] = {xasprintf("%lld", (long long)index), xstrdup("-"), xstrdup("-"),
-                              xstrdup("-"), xstrdup("unusable"),
+            char *cells[6] = {xasprintf("%lld", (long long)index),
+                              xstrdup("-"),
+                              xstrdup("-"),
+                              xstrdup("-"),
+                              xstrdup("unusable"),
                               xstrdup("(MIG mode, no instances)")};
             output_table_add_row_owned(t, cells);
             continue;

@@ -145,13 +145,12 @@ static void gjob_print_mig(const json_t *raw, const struct job *j)
         char *usedtxt = json_is_integer(used)
                             ? xasprintf("%lld", (long long)json_integer_value(used))
                             : xstrdup("?");
-        gjob_field_owned(key, xasprintf("%s %s on GPU %lld, %s/%lld MiB",
-                                        json_string_value(json_object_get(m, "uuid")),
-                                        json_string_value(json_object_get(m, "profile")),
-                                        (long long)json_integer_value(json_object_get(m, "parent")),
-                                        usedtxt,
-                                        (long long)json_integer_value(
-                                            json_object_get(m, "memory_total_mib"))));
+        gjob_field_owned(
+            key, xasprintf("%s %s on GPU %lld, %s/%lld MiB",
+                           json_string_value(json_object_get(m, "uuid")),
+                           json_string_value(json_object_get(m, "profile")),
+                           (long long)json_integer_value(json_object_get(m, "parent")), usedtxt,
+                           (long long)json_integer_value(json_object_get(m, "memory_total_mib"))));
         free(usedtxt);
         free(key);
     }

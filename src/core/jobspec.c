@@ -55,7 +55,8 @@ static int jobspec_mig(const json_t *spec, struct job *j, char **err)
         profile = NULL;
     if (json_is_null(count))
         count = NULL;
-    if (profile && (!json_is_string(profile) || !gpu_mig_profile_valid(json_string_value(profile)))) {
+    if (profile &&
+        (!json_is_string(profile) || !gpu_mig_profile_valid(json_string_value(profile)))) {
         *err = xstrdup("'mig_profile' must be a MIG profile like \"1g.18gb\" or \"3g.71gb\"");
         return -1;
     }
@@ -625,8 +626,9 @@ static const char *const update_fields[] = {
     "params",        "name",       "command",      "script_path",   "workdir",
     "priority",      "time_limit", "gpus",         "gpu_memory_mb", "shared",
     "gpus_per_task", "memory_mb",  "conda_env",    "signal_spec",   "begin_time",
-    "max_retries",   "depends_on", "depends_mode", "auto_cancel",   "umask",
-    "mig_profile",   "mig_count"};
+    "max_retries",   "depends_on", "depends_mode", "auto_cancel",   "umask"};
+/* And the MIG request (kept apart so the table above stays as it was). */
+static const char *const update_fields_mig[] = {"mig_profile", "mig_count"};
 
 static json_t *change(const char *field, json_t *old, json_t *new)
 {
@@ -645,6 +647,12 @@ json_t *jobspec_changes(const struct job *before_job, const struct job *after_jo
         json_t *b = json_object_get(after, update_fields[i]);
         if (!json_equal(a ? a : json_null(), b ? b : json_null()) && (a || b))
             json_array_append_new(changes, change(update_fields[i], a, b));
+    }
+    for (size_t i = 0; i < sizeof(update_fields_mig) / sizeof(update_fields_mig[0]); i++) {
+        json_t *a = json_object_get(before, update_fields_mig[i]);
+        json_t *b = json_object_get(after, update_fields_mig[i]);
+        if (!json_equal(a ? a : json_null(), b ? b : json_null()) && (a || b))
+            json_array_append_new(changes, change(update_fields_mig[i], a, b));
     }
     /* A new script from the same path shows as a change of the script. */
     json_t *sa = json_object_get(before, "script"), *sb = json_object_get(after, "script");

@@ -545,8 +545,8 @@ static int mig_check_feasible(const struct job *j, const struct gpu_set *gpus, u
                                         j->mig_profile);
     } else if (j->mig_count > n) {
         rc = -1;
-        *reason = xasprintf("requests %d MIG instances of %s but this machine has %d",
-                            j->mig_count, j->mig_profile, n);
+        *reason = xasprintf("requests %d MIG instances of %s but this machine has %d", j->mig_count,
+                            j->mig_profile, n);
     }
     strbuf_free(&there);
     return rc;

@@ -36,12 +36,11 @@ static json_t *instance_json(const struct gpus *gs, size_t k, bool gpu_lost,
     json_t *procs = json_array();
     for (size_t i = 0; i < m->n_procs; i++) {
         struct job *owner = gpu_process_owner(m->procs[i].pid, running, n);
-        json_array_append_new(procs, json_pack("{s:I, s:o, s:o, s:b}", "pid",
-                                               (json_int_t)m->procs[i].pid, "used_memory_mib",
-                                               known_mib(m->procs[i].used_mib), "job",
-                                               owner ? json_integer(owner->id) : json_null(),
-                                               "ignored",
-                                               gpu_is_ignored(gs, m->parent, m->procs[i].pid)));
+        json_array_append_new(procs,
+                              json_pack("{s:I, s:o, s:o, s:b}", "pid", (json_int_t)m->procs[i].pid,
+                                        "used_memory_mib", known_mib(m->procs[i].used_mib), "job",
+                                        owner ? json_integer(owner->id) : json_null(), "ignored",
+                                        gpu_is_ignored(gs, m->parent, m->procs[i].pid)));
     }
     const char *state = "idle";
     bool parent_ok = m->parent >= 0 && m->parent < GPUINFO_MAX_GPUS;
@@ -54,10 +53,9 @@ static json_t *instance_json(const struct gpus *gs, size_t k, bool gpu_lost,
     else if (k < GPUINFO_MAX_MIGS && (gpu_mig_unmanaged(gs) & (1ULL << k)))
         state = "unmanaged";
     return json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:I, s:o, s:s, s:o, s:o}", "uuid", m->uuid,
-                     "profile", m->profile, "name", m->name, "parent", m->parent, "gi_id",
-                     m->gi_id, "ci_id", m->ci_id, "memory_total_mib",
-                     (json_int_t)m->memory_total_mib, "memory_used_mib",
-                     known_mib(m->memory_used_mib), "state", state, "job",
+                     "profile", m->profile, "name", m->name, "parent", m->parent, "gi_id", m->gi_id,
+                     "ci_id", m->ci_id, "memory_total_mib", (json_int_t)m->memory_total_mib,
+                     "memory_used_mib", known_mib(m->memory_used_mib), "state", state, "job",
                      holder ? json_integer(holder->id) : json_null(), "processes", procs);
 }
 
@@ -88,11 +86,11 @@ json_t *gpu_report_mig_detail(const struct gpus *gs, const char *uuids)
     for (size_t k = 0; k < cur->n_migs; k++) {
         const struct gpu_mig *m = &cur->migs[k];
         if (names_uuid(uuids, m->uuid))
-            json_array_append_new(
-                list, json_pack("{s:s, s:s, s:i, s:I, s:o}", "uuid", m->uuid, "profile",
-                                m->profile, "parent", m->parent, "memory_total_mib",
-                                (json_int_t)m->memory_total_mib, "memory_used_mib",
-                                known_mib(m->memory_used_mib)));
+            json_array_append_new(list,
+                                  json_pack("{s:s, s:s, s:i, s:I, s:o}", "uuid", m->uuid, "profile",
+                                            m->profile, "parent", m->parent, "memory_total_mib",
+                                            (json_int_t)m->memory_total_mib, "memory_used_mib",
+                                            known_mib(m->memory_used_mib)));
     }
     return list;
 }

@@ -84,8 +84,7 @@ static void mig_read_gpu(struct nvml *n, const struct mig_syms *m, nvmlDevice_t 
                 g->lost = true;
                 return;
             }
-            log_warn("GPU %d: MIG device %u unreadable: %s", g->index, k,
-                     nvml_error_text(n, rc));
+            log_warn("GPU %d: MIG device %u unreadable: %s", g->index, k, nvml_error_text(n, rc));
             continue;
         }
         struct gpu_mig mig;

@@ -29,11 +29,6 @@ bool sim_mig_is_handle(nvmlDevice_t dev)
     return ((uintptr_t)dev & SIM_MIG_TAG) != 0;
 }
 
-__attribute__((unused)) static nvmlDevice_t sim_mig_handle(size_t gpu, size_t pos)
-{
-    return (nvmlDevice_t)(SIM_MIG_TAG | (uintptr_t)gpu << 8 | (uintptr_t)(pos + 1));
-}
-
 static void sim_mig_decode(nvmlDevice_t dev, size_t *gpu, size_t *pos)
 {
     uintptr_t v = (uintptr_t)dev & ~SIM_MIG_TAG;
@@ -113,6 +108,11 @@ nvmlReturn_t sim_mig_begin_dev(const char *fn, nvmlDevice_t dev, json_t **root, 
 
 #if !defined(NVML_SIM_NO_OPTIONAL) && !defined(NVML_SIM_LEGACY)
 
+static nvmlDevice_t sim_mig_handle(size_t gpu, size_t pos)
+{
+    return (nvmlDevice_t)(SIM_MIG_TAG | (uintptr_t)gpu << 8 | (uintptr_t)(pos + 1));
+}
+
 SIM_EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t dev, unsigned int *current,
                                              unsigned int *pending)
 {
@@ -179,8 +179,8 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_
     if (!sim_mig_is_handle(mig) || !dev)
         return NVML_ERROR_INVALID_ARGUMENT;
     json_t *r, *inst;
-    nvmlReturn_t rc = sim_mig_begin_dev("nvmlDeviceGetDeviceHandleFromMigDeviceHandle", mig, &r,
-                                        &inst);
+    nvmlReturn_t rc =
+        sim_mig_begin_dev("nvmlDeviceGetDeviceHandleFromMigDeviceHandle", mig, &r, &inst);
     if (rc != NVML_SUCCESS)
         return rc;
     json_decref(r);
