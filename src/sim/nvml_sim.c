@@ -265,6 +265,8 @@ static nvmlReturn_t sim_handle(const char *fn, unsigned int index, nvmlDevice_t 
 
 static nvmlReturn_t sim_pci(const char *fn, nvmlDevice_t dev, void *pci, bool legacy)
 {
+    if (sim_mig_is_handle(dev)) /* a MIG device has no PCI function of its own */
+        return NVML_ERROR_INVALID_ARGUMENT;
     json_t *r, *g;
     nvmlReturn_t rc = sim_begin_dev(fn, dev, &r, &g);
     if (rc != NVML_SUCCESS)
