@@ -24,7 +24,8 @@ json_t *gpu_report_foreign(const struct gpus *g, int64_t job_id, uint64_t mask,
 /* MIG (gpu_report_mig.c). Adds to GPU g's object o "mig_enabled" and "mig_instances"
  * (each instance: uuid, profile, name, gi_id, ci_id, memory, state "idle", "busy",
  * "unmanaged", "restricted" or "lost", the job holding it and its processes); a GPU in
- * MIG mode becomes state "mig", or "unusable" when it has no instances, with the reason. */
+ * MIG mode becomes state "mig", or "unusable" when it has no instances, with the reason,
+ * and the jobs holding its instances join its "jobs" (their processes on it are theirs). */
 void gpu_report_mig(const struct gpus *g, size_t gpu, struct job *const *running, size_t n,
                     json_t *o);
 /* [{"uuid","profile","parent","memory_total_mib","memory_used_mib"}] of the instances

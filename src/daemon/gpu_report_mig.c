@@ -68,6 +68,25 @@ void gpu_report_mig(const struct gpus *gs, size_t gpu, struct job *const *runnin
     for (size_t k = 0; k < cur->n_migs; k++)
         if (cur->migs[k].parent == info->index)
             json_array_append_new(list, instance_json(gs, k, info->lost, running, n));
+    /* The jobs holding its instances are the GPU's jobs too. Real drivers list every
+     * instance's processes on the parent as well: those are the jobs' own, not foreign. */
+    json_t *jobs = json_object_get(o, "jobs");
+    for (size_t i = 0; i < n; i++) {
+        bool here = false;
+        for (size_t k = 0; k < cur->n_migs && !here; k++)
+            here = cur->migs[k].parent == info->index &&
+                   names_uuid(running[i]->mig_uuids, cur->migs[k].uuid);
+        if (!here)
+            continue;
+        json_array_append_new(jobs, json_integer(running[i]->id));
+        size_t pi;
+        json_t *p;
+        json_array_foreach (json_object_get(o, "processes"), pi, p) {
+            json_t *job = json_object_get(p, "job");
+            if (json_is_integer(job) && json_integer_value(job) == running[i]->id)
+                json_object_del(p, "foreign");
+        }
+    }
     json_object_set_new(o, "mig_enabled", json_boolean(info->mig_enabled));
     if (info->mig_enabled && !info->lost) {
         bool none = json_array_size(list) == 0;

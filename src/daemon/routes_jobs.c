@@ -270,7 +270,9 @@ void route_show(const struct route_req *r, int64_t id, struct reply *rep)
         size_t n;
         struct job **running = jobs_running(d->jobs, &n);
         json_object_set_new(o, "foreign_gpus",
-                            gpu_report_foreign(d->gpus, j.id, j.gpu_mask, running, n));
+                            gpu_report_foreign(d->gpus, j.id,
+                                               j.gpu_mask | gpu_mig_parents(d->gpus, j.mig_uuids),
+                                               running, n));
     }
     reply_json(rep, 200, o);
     job_clear(&j);

@@ -152,6 +152,8 @@ def test_outside_process_on_an_instance_blocks_it_the_jobs_own_do_not(make_gflow
     g.wait_state(k, "R")
     child = wait_for(lambda: read_pid_file(g.work / "child.pid"), "the job's child pid")
     fx["gpus"][0]["mig_instances"][2]["processes"] = [{"pid": child, "used_memory_mib": 700}]
+    # Real drivers list an instance's processes on its GPU too.
+    fx["gpus"][0]["processes"] = [{"pid": child, "used_memory_mib": 700}]
     write_json_atomic(g.fixture_path, fx)
 
     def seen():
@@ -161,6 +163,12 @@ def test_outside_process_on_an_instance_blocks_it_the_jobs_own_do_not(make_gflow
     assert m["processes"][0]["job"] == k and m["state"] == "busy", m
     assert m["memory_used_mib"] == 700, m
     assert g.job(k)["mig_detail"][0]["memory_used_mib"] == 700
+    parent = gpus_json(g)["gpus"][0]
+    assert parent["jobs"] == [k] and parent["state"] == "mig", parent
+    assert [p["job"] for p in parent["processes"]] == [k], parent
+    assert "foreign" not in parent["processes"][0], parent
+    assert g.job(k)["foreign_gpus"] == []
+    assert "not its GPU" not in g.run("ginfo", "-v", check=True).stdout
 
 
 def test_restart_keeps_the_assignment(make_gflow):
