@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@
 #include "files.h"
 #include "gpuinfo.h"
 #include "nvml.h"
+#include "nvml_types.h"
 #include "util.h"
 
 static char tmpdir[] = "/tmp/gflow-test-nvml-XXXXXX";
@@ -430,6 +432,84 @@ static void test_mig_read(void **state)
     nvml_close(n);
 }
 
+/* The simulator's MIG calls themselves, as a program other than gflow would use them:
+ * handles by index (NOT_FOUND past the instances), the way back to the parent, which
+ * handle is which, the ids, and the instance answering the per-device calls. */
+typedef nvmlReturn_t (*sim_mode_fn)(nvmlDevice_t, unsigned int *, unsigned int *);
+typedef nvmlReturn_t (*sim_uint_fn)(nvmlDevice_t, unsigned int *);
+typedef nvmlReturn_t (*sim_by_index_fn)(nvmlDevice_t, unsigned int, nvmlDevice_t *);
+typedef nvmlReturn_t (*sim_parent_fn)(nvmlDevice_t, nvmlDevice_t *);
+typedef nvmlReturn_t (*sim_handle_fn)(unsigned int, nvmlDevice_t *);
+typedef nvmlReturn_t (*sim_str_fn)(nvmlDevice_t, char *, unsigned int);
+typedef nvmlReturn_t (*sim_pci_fn)(nvmlDevice_t, nvmlPciInfo_t *);
+typedef nvmlReturn_t (*sim_init_fn)(void);
+#define SIM_FN(type, lib, name) ((type)(uintptr_t)dlsym(lib, name))
+
+static void test_sim_mig_calls(void **state)
+{
+    (void)state;
+    put_fixture(fixture_mig);
+    void *lib = dlopen(lib_path("NVML_SIM_LIB"), RTLD_NOW | RTLD_LOCAL);
+    assert_non_null(lib);
+    sim_mode_fn mode = SIM_FN(sim_mode_fn, lib, "nvmlDeviceGetMigMode");
+    sim_uint_fn max = SIM_FN(sim_uint_fn, lib, "nvmlDeviceGetMaxMigDeviceCount");
+    sim_by_index_fn by_index = SIM_FN(sim_by_index_fn, lib, "nvmlDeviceGetMigDeviceHandleByIndex");
+    sim_parent_fn parent =
+        SIM_FN(sim_parent_fn, lib, "nvmlDeviceGetDeviceHandleFromMigDeviceHandle");
+    sim_uint_fn is_mig = SIM_FN(sim_uint_fn, lib, "nvmlDeviceIsMigDeviceHandle");
+    sim_uint_fn gi = SIM_FN(sim_uint_fn, lib, "nvmlDeviceGetGpuInstanceId");
+    sim_uint_fn ci = SIM_FN(sim_uint_fn, lib, "nvmlDeviceGetComputeInstanceId");
+    sim_handle_fn handle = SIM_FN(sim_handle_fn, lib, "nvmlDeviceGetHandleByIndex_v2");
+    sim_str_fn uuid = SIM_FN(sim_str_fn, lib, "nvmlDeviceGetUUID");
+    sim_pci_fn pci = SIM_FN(sim_pci_fn, lib, "nvmlDeviceGetPciInfo_v3");
+    sim_init_fn init = SIM_FN(sim_init_fn, lib, "nvmlInit_v2");
+    sim_init_fn shutdown = SIM_FN(sim_init_fn, lib, "nvmlShutdown");
+    assert_true(mode && max && by_index && parent && is_mig && gi && ci && handle && uuid && pci);
+    assert_int_equal(init(), NVML_SUCCESS);
+
+    nvmlDevice_t g0, g1, g2, m0, m2, back;
+    assert_int_equal(handle(0, &g0), NVML_SUCCESS);
+    assert_int_equal(handle(1, &g1), NVML_SUCCESS);
+    assert_int_equal(handle(2, &g2), NVML_SUCCESS);
+    unsigned int cur = 9, pending = 9, v = 0;
+    assert_int_equal(mode(g0, &cur, &pending), NVML_SUCCESS);
+    assert_int_equal(cur, NVML_DEVICE_MIG_ENABLE);
+    assert_int_equal(pending, NVML_DEVICE_MIG_ENABLE);
+    assert_int_equal(mode(g2, &cur, &pending), NVML_ERROR_NOT_SUPPORTED);
+    assert_int_equal(max(g0, &v), NVML_SUCCESS);
+    assert_int_equal(v, 7);
+    assert_int_equal(by_index(g0, 0, &m0), NVML_SUCCESS);
+    assert_int_equal(by_index(g0, 2, &m2), NVML_SUCCESS);
+    assert_int_equal(by_index(g0, 3, &back), NVML_ERROR_NOT_FOUND);
+    assert_int_equal(by_index(g1, 0, &back), NVML_ERROR_NOT_FOUND);
+    assert_int_equal(by_index(m0, 0, &back), NVML_ERROR_INVALID_ARGUMENT);
+    assert_true(m0 != g0 && m0 != g1 && m0 != g2 && m0 != m2);
+    assert_int_equal(is_mig(m0, &v), NVML_SUCCESS);
+    assert_int_equal(v, 1);
+    assert_int_equal(is_mig(g0, &v), NVML_SUCCESS);
+    assert_int_equal(v, 0);
+    assert_int_equal(parent(m2, &back), NVML_SUCCESS);
+    assert_ptr_equal(back, g0);
+    assert_int_equal(parent(g0, &back), NVML_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(gi(m0, &v), NVML_SUCCESS);
+    assert_int_equal(v, 9);
+    assert_int_equal(gi(m2, &v), NVML_SUCCESS);
+    assert_int_equal(v, 2); /* its position, by default */
+    assert_int_equal(ci(m2, &v), NVML_SUCCESS);
+    assert_int_equal(v, 0);
+    assert_int_equal(gi(g0, &v), NVML_ERROR_NOT_SUPPORTED);
+    char buf[96];
+    assert_int_equal(uuid(m2, buf, sizeof(buf)), NVML_SUCCESS);
+    assert_string_equal(buf, "MIG-c");
+    nvmlPciInfo_t p;
+    assert_int_equal(pci(m0, &p), NVML_ERROR_INVALID_ARGUMENT);
+    /* The instance is gone once the fixture says so: the handle is stale. */
+    put_fixture("{\"gpus\": [{\"mig_mode\": 1, \"mig_instances\": []}]}");
+    assert_int_equal(uuid(m0, buf, sizeof(buf)), NVML_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(shutdown(), NVML_SUCCESS);
+    dlclose(lib);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -438,7 +518,7 @@ int main(void)
         cmocka_unit_test(test_count_failure),    cmocka_unit_test(test_proc32),
         cmocka_unit_test(test_many_processes),   cmocka_unit_test(test_lost_gpu),
         cmocka_unit_test(test_fixture_change),   cmocka_unit_test(test_missing_library),
-        cmocka_unit_test(test_mig_read),
+        cmocka_unit_test(test_mig_read),         cmocka_unit_test(test_sim_mig_calls),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
