@@ -656,6 +656,44 @@ def test_topology_prefers_an_nvlink_pair_over_lower_indices(make_gflow):
     assert ids(pair) == [4, 5], pair          # 3 and 4 have no NVLink between them
 
 
+
+def test_topology_one_gpu_jobs_keep_an_island_whole(make_gflow):
+    """Issue 9, defect 8: 1-GPU jobs coming and going go into the island already in use, so
+    each 4-GPU job gets one whole island (lowest-free placement gave it 1,2,3,5)."""
+    g = sim(make_gflow, fixture=two_islands())
+    islands = ([0, 1, 2, 3], [4, 5, 6, 7])
+    first = sleeper(g, "-g", 4)
+    assert ids(first) == islands[0], first
+    one = sleeper(g, "-g", 1)
+    assert ids(one) == [4], one
+    g.run("gcancel", first["id"], check=True)
+    g.wait_state(first["id"], TERMINAL)
+    # Island A is wholly free, island B partly used: the next 1-GPU jobs join B.
+    singles = [one]
+    for want in (5, 6):
+        j = sleeper(g, "-g", 1)
+        assert ids(j) == [want], j
+        singles.append(j)
+    four = g.wait_state(g.submit("-g", 4, SHOW_GPU_ENV + "; sleep 60"), "R")
+    assert ids(four) == islands[0], four
+    rows = gqueue_rows(g)
+    assert rows[four["id"]]["NODELIST(REASON)"] == "0,1,2,3", rows[four["id"]]
+    env = wait_for(lambda: log_vars(g, four["id"]).get("NVIDIA_VISIBLE_DEVICES") and
+                   log_vars(g, four["id"]), "the 4-GPU job to print its GPUs")
+    assert env["CUDA_VISIBLE_DEVICES"] == "0,1,2,3", env
+    g.run("gcancel", four["id"], check=True)
+    g.wait_state(four["id"], TERMINAL)
+    # The island-B jobs end; 1-GPU jobs now all go to one island, the other stays whole.
+    for j in singles:
+        g.run("gcancel", j["id"], check=True)
+        g.wait_state(j["id"], TERMINAL)
+    placed = [ids(sleeper(g, "-g", 1))[0] for _ in range(3)]
+    side = {i // 4 for i in placed}
+    assert len(side) == 1, placed
+    last = sleeper(g, "-g", 4)
+    assert ids(last) == islands[1 - side.pop()], last
+
+
 # ---------------------------------------------------------------- --gpus-per-task
 
 RANK_SCRIPT = ('echo "$RANK $LOCAL_RANK $WORLD_SIZE $CUDA_VISIBLE_DEVICES $MASTER_ADDR '
