@@ -42,6 +42,8 @@ struct gpus {
     struct ignored *ignored;
     size_t n_ignored;
     struct cudavis visible_read; /* visible_spec as CUDA reads it, once the GPUs are known */
+    /* Per GPU: MiB taken by other than the running jobs' processes (gpu_outside_mib). */
+    int64_t outside_mib[GPUINFO_MAX_GPUS];
 };
 
 /* ---- GPU lists ---- */
@@ -230,6 +232,30 @@ static uint64_t compute_unmanaged(const struct gpus *g, struct job *const *runni
     return m;
 }
 
+/* Per GPU, the memory shared jobs cannot pack into: all that is not free (so the
+ * driver's reservation too) less what the running jobs' own processes use. Outside
+ * processes count whether ignored or not: ignoring one lets jobs share its GPU, it does
+ * not free its memory. */
+static void compute_outside(struct gpus *g, struct job *const *running, size_t n)
+{
+    memset(g->outside_mib, 0, sizeof(g->outside_mib));
+    for (size_t k = 0; k < g->cur.n_gpus && k < GPUINFO_MAX_GPUS; k++) {
+        const struct gpu_info *info = &g->cur.gpus[k];
+        if (info->memory_free_mib < 0)
+            continue; /* no memory reading: the GPU is unavailable anyway */
+        int64_t taken = info->memory_total_mib - info->memory_free_mib;
+        for (size_t i = 0; i < info->n_procs; i++)
+            if (info->procs[i].used_mib > 0 && gpu_process_owner(info->procs[i].pid, running, n))
+                taken -= info->procs[i].used_mib;
+        g->outside_mib[k] = taken > 0 ? taken : 0;
+    }
+}
+
+const int64_t *gpu_outside_mib(const struct gpus *g)
+{
+    return g->outside_mib;
+}
+
 /* ---- reading ---- */
 
 /* What the scheduler depends on: which GPUs exist, their memory and their processes. */
@@ -241,7 +267,8 @@ static bool differs(const struct gpu_set *a, const struct gpu_set *b)
         const struct gpu_info *x = &a->gpus[i], *y = &b->gpus[i];
         if (x->memory_total_mib != y->memory_total_mib ||
             x->memory_used_mib != y->memory_used_mib || x->n_procs != y->n_procs ||
-            x->lost != y->lost)
+            x->lost != y->lost || x->memory_free_mib != y->memory_free_mib ||
+            strcmp(x->unavailable, y->unavailable) != 0)
             return true;
         for (size_t k = 0; k < x->n_procs; k++)
             if (x->procs[k].pid != y->procs[k].pid)
@@ -271,6 +298,7 @@ bool gpu_refresh(struct gpus *g, struct job *const *running, size_t n)
     uint64_t um = compute_unmanaged(g, running, n);
     changed |= um != g->unmanaged;
     g->unmanaged = um;
+    compute_outside(g, running, n);
     return changed;
 }
 
