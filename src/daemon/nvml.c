@@ -4,13 +4,19 @@
  *
  * Symbols are split in two: required ones (init, count, handle, uuid, name, pci,
  * memory, shutdown, errorString) without which there are no GPUs, and optional ones
- * (utilisation, temperature, power, processes, topology, NVLink, NUMA, driver version)
- * whose absence, or a NOT_SUPPORTED answer, leaves that metric unknown (-1), never 0.
+ * (utilisation, temperature, power, processes, topology, NVLink, NUMA, minor, driver
+ * version) whose absence, or a NOT_SUPPORTED answer, leaves that metric unknown (-1),
+ * never 0. What scheduling cannot do without is different: a GPU whose handle, UUID,
+ * memory or process lists cannot be read is unavailable, with the NVML error and the
+ * call as the reason ("NVML: Insufficient Permissions (nvmlDeviceGetHandleByIndex)"),
+ * never idle.
  *
  * Driver quirks handled here, each next to its workaround:
  *  - versioned structs need `sizeof | ver << 24` in their version field;
- *  - the compute-process list is 24 or 32 bytes per entry depending on the driver
- *    (535-series), so the stride is probed;
+ *  - the process lists (compute, graphics, MPS) are 24 or 32 bytes per entry depending
+ *    on the driver (535-series), so the stride is probed;
+ *  - on NVSwitch systems every NVLink's far end is a switch, not a GPU: the GPUs are
+ *    joined by asking NVML whether each pair can talk over NVLink (P2P status);
  *  - the process list can grow between the size query and the read, so reads loop on
  *    INSUFFICIENT_SIZE;
  *  - usedGpuMemory == ~0ULL means "not available", not 16 EiB. */
