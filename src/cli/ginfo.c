@@ -43,9 +43,10 @@ static void ginfo_help(void)
            "\n"
            "States: idle, allocated (gflow jobs), mixed (shared jobs with room left),\n"
            "unmanaged (busy with processes outside gflow; gflow never uses or stops them),\n"
-           "restricted (not in the allowed set, see 'gctl show-gpus'), lost; mig (MIG\n"
-           "mode: its instances are listed below the table, each with its own state),\n"
-           "unusable (MIG mode without instances).\n"
+           "restricted (not in the allowed set, see 'gctl show-gpus'), unavailable (NVML\n"
+           "cannot tell its state: the reason names the NVML error; no job gets it),\n"
+           "mig (MIG mode: its instances are listed below the table, each with its own\n"
+           "state; a GPU in MIG mode without instances is unavailable).\n"
            "Unknown metrics are shown as '?'.\n");
 }
 
@@ -148,8 +149,8 @@ static char *ginfo_job_reason(const json_t *gpu, const json_t *names)
         strbuf_adds(&sb, "(Unmanaged)");
     else if (state && !strcmp(state, "restricted"))
         strbuf_adds(&sb, "(GpusRestricted)");
-    else if (state && !strcmp(state, "lost"))
-        strbuf_adds(&sb, "(Lost)");
+    else if (state && (!strcmp(state, "unavailable") || !strcmp(state, "lost")))
+        strbuf_adds(&sb, "(Unavailable)");
     else
         strbuf_adds(&sb, "-");
     return strbuf_detach(&sb);
@@ -275,6 +276,8 @@ static void ginfo_verbose(const json_t *gpus, const json_t *names)
         int64_t index = ginfo_int(g, "index");
         int64_t used = ginfo_int(g, "memory_used_mib");
         int64_t total = ginfo_int(g, "memory_total_mib");
+        if (total == 0)
+            total = -1; /* no reading (an unavailable GPU), not a GPU without memory */
         int64_t util = ginfo_int(g, "utilization_gpu");
         int64_t temp = ginfo_int(g, "temperature_c");
         const char *uuid = ginfo_str(g, "uuid");
@@ -368,7 +371,7 @@ static void ginfo_mig(const json_t *gpus, const json_t *names)
                               xstrdup("-"),
                               xstrdup("-"),
                               xstrdup("-"),
-                              xstrdup("unusable"),
+                              xstrdup("unavailable"),
                               xstrdup("(MIG mode, no instances)")};
             output_table_add_row_owned(t, cells);
             continue;

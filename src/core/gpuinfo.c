@@ -19,6 +19,7 @@ void gpu_set_free(struct gpu_set *s)
         free(s->migs[i].procs);
     free(s->migs);
     free(s->link);
+    free(s->nvlinks);
     free(s->error);
     memset(s, 0, sizeof(*s));
 }

@@ -11,7 +11,7 @@
 #include "job.h"
 
 /* GET /v1/gpus: every GPU with its state ("idle", "busy", "shared", "restricted",
- * "unmanaged", "lost" and why), metrics, jobs and processes; the allowed set, the
+ * "unmanaged", "unavailable" and why), metrics, jobs and processes; the allowed set, the
  * allocation strategy and the topology matrix. */
 json_t *gpu_report_status(const struct gpus *g, struct job *const *running, size_t n,
                           const char *strategy);
@@ -23,8 +23,9 @@ json_t *gpu_report_foreign(const struct gpus *g, int64_t job_id, uint64_t mask,
 
 /* MIG (gpu_report_mig.c). Adds to GPU g's object o "mig_enabled" and "mig_instances"
  * (each instance: uuid, profile, name, gi_id, ci_id, memory, state "idle", "busy",
- * "unmanaged", "restricted" or "lost", the job holding it and its processes); a GPU in
- * MIG mode becomes state "mig", or "unusable" when it has no instances, with the reason,
+ * "unmanaged", "restricted" or "unavailable", the job holding it and its processes); a
+ * GPU in MIG mode becomes state "mig", or "unavailable" when it has no instances, with
+ * the reason,
  * and the jobs holding its instances join its "jobs" (their processes on it are theirs). */
 void gpu_report_mig(const struct gpus *g, size_t gpu, struct job *const *running, size_t n,
                     json_t *o);

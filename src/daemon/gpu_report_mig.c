@@ -44,19 +44,23 @@ static json_t *instance_json(const struct gpus *gs, size_t k, bool gpu_lost,
     }
     const char *state = "idle";
     bool parent_ok = m->parent >= 0 && m->parent < GPUINFO_MAX_GPUS;
-    if (gpu_lost)
-        state = "lost";
-    else if (holder)
+    const char *reason = NULL;
+    if (gpu_lost || m->unavailable[0]) {
+        state = "unavailable";
+        reason = m->unavailable[0] ? m->unavailable : "NVML: GPU is lost";
+    } else if (holder)
         state = "busy";
     else if (!parent_ok || !(gpu_allowed(gs) & (1ULL << m->parent)))
         state = "restricted";
     else if (k < GPUINFO_MAX_MIGS && (gpu_mig_unmanaged(gs) & (1ULL << k)))
         state = "unmanaged";
-    return json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:I, s:o, s:s, s:o, s:o}", "uuid", m->uuid,
-                     "profile", m->profile, "name", m->name, "parent", m->parent, "gi_id", m->gi_id,
-                     "ci_id", m->ci_id, "memory_total_mib", (json_int_t)m->memory_total_mib,
-                     "memory_used_mib", known_mib(m->memory_used_mib), "state", state, "job",
-                     holder ? json_integer(holder->id) : json_null(), "processes", procs);
+    return json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:I, s:o, s:s, s:o, s:o, s:o}", "uuid",
+                     m->uuid, "profile", m->profile, "name", m->name, "parent", m->parent, "gi_id",
+                     m->gi_id, "ci_id", m->ci_id, "memory_total_mib",
+                     (json_int_t)m->memory_total_mib, "memory_used_mib",
+                     known_mib(m->memory_used_mib), "state", state, "job",
+                     holder ? json_integer(holder->id) : json_null(), "processes", procs, "reason",
+                     reason ? json_string(reason) : json_null());
 }
 
 void gpu_report_mig(const struct gpus *gs, size_t gpu, struct job *const *running, size_t n,
@@ -88,12 +92,16 @@ void gpu_report_mig(const struct gpus *gs, size_t gpu, struct job *const *runnin
         }
     }
     json_object_set_new(o, "mig_enabled", json_boolean(info->mig_enabled));
-    if (info->mig_enabled && !info->lost) {
-        bool none = json_array_size(list) == 0;
-        json_object_set_new(o, "state", json_string(none ? "unusable" : "mig"));
+    /* A GPU in MIG mode is "mig" even when NVML refuses its own process list (it does
+     * without root): its instances have states of their own. */
+    bool none = json_array_size(list) == 0;
+    if (info->mig_enabled && !info->lost && !none) {
+        json_object_set_new(o, "state", json_string("mig"));
+        json_object_set_new(o, "reason", json_string("MIG mode: jobs get its instances (--mig)"));
+    } else if (info->mig_enabled && none && gpu_info_usable(info)) {
+        json_object_set_new(o, "state", json_string("unavailable"));
         json_object_set_new(o, "reason",
-                            json_string(none ? "MIG mode is on but the GPU has no MIG instances"
-                                             : "MIG mode: jobs get its instances (--mig)"));
+                            json_string("MIG mode is on but the GPU has no MIG instances"));
     }
     json_object_set_new(o, "mig_instances", list);
 }

@@ -115,7 +115,8 @@ struct jobs_machine {
     int64_t memory_total_mb;    /* 0: unknown */
     int64_t max_running_jobs;   /* 0: no limit */
     enum gpualloc_strategy strategy;
-    uint64_t mig_unmanaged; /* MIG instances (positions in gpus->migs) with outside processes */
+    const int64_t *outside_mib; /* per GPU, memory not for shared jobs; NULL: none */
+    uint64_t mig_unmanaged;     /* MIG instances (positions in gpus->migs) with outside processes */
 };
 
 /* Something changed that may let a queued job start. */

@@ -11,6 +11,7 @@
 
 #include <dlfcn.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,6 +43,14 @@ static bool mig_resolve(struct nvml *n, struct mig_syms *m)
     return m->get_mode && m->get_max && m->get_handle;
 }
 
+/* The GPU fell off the bus while its MIG devices were read. */
+static void mig_lost(struct gpu_info *g, const char *fn)
+{
+    g->lost = true;
+    if (!g->unavailable[0])
+        snprintf(g->unavailable, sizeof(g->unavailable), "NVML: GPU is lost (%s)", fn);
+}
+
 /* Appends one instance; false when the array is full. */
 static bool mig_add(struct gpu_set *out, size_t *cap, const struct gpu_mig *mig)
 {
@@ -63,14 +72,14 @@ static void mig_read_gpu(struct nvml *n, const struct mig_syms *m, nvmlDevice_t 
     nvmlReturn_t rc = m->get_max(h, &max);
     if (rc != NVML_SUCCESS) {
         if (rc == NVML_ERROR_GPU_IS_LOST)
-            g->lost = true;
+            mig_lost(g, "nvmlDeviceGetMaxMigDeviceCount");
         return;
     }
     for (unsigned int k = 0; k < max; k++) {
         nvmlDevice_t mh;
         rc = m->get_handle(h, k, &mh);
         if (rc == NVML_ERROR_GPU_IS_LOST) {
-            g->lost = true;
+            mig_lost(g, "nvmlDeviceGetMigDeviceHandleByIndex");
             return;
         }
         if (rc != NVML_SUCCESS) /* NOT_FOUND: no device at this index */
@@ -81,7 +90,7 @@ static void mig_read_gpu(struct nvml *n, const struct mig_syms *m, nvmlDevice_t 
         if (rc != NVML_SUCCESS) {
             free(scratch.procs);
             if (rc == NVML_ERROR_GPU_IS_LOST) {
-                g->lost = true;
+                mig_lost(g, "nvmlDeviceGetUUID");
                 return;
             }
             log_warn("GPU %d: MIG device %u unreadable: %s", g->index, k, nvml_error_text(n, rc));
@@ -97,6 +106,7 @@ static void mig_read_gpu(struct nvml *n, const struct mig_syms *m, nvmlDevice_t 
         mig.memory_used_mib = scratch.memory_used_mib;
         mig.procs = scratch.procs;
         mig.n_procs = scratch.n_procs;
+        memcpy(mig.unavailable, scratch.unavailable, sizeof(mig.unavailable));
         unsigned int id;
         mig.gi_id = m->get_gi && m->get_gi(mh, &id) == NVML_SUCCESS ? (int)id : -1;
         mig.ci_id = m->get_ci && m->get_ci(mh, &id) == NVML_SUCCESS ? (int)id : -1;
@@ -121,7 +131,7 @@ void nvml_mig_read(struct nvml *n, struct gpu_set *out)
         unsigned int cur = 0, pending = 0;
         nvmlReturn_t rc = m.get_mode(h, &cur, &pending);
         if (rc == NVML_ERROR_GPU_IS_LOST)
-            g->lost = true;
+            mig_lost(g, "nvmlDeviceGetMigMode");
         /* NOT_SUPPORTED: a board without MIG. */
         if (rc != NVML_SUCCESS || cur != NVML_DEVICE_MIG_ENABLE)
             continue;

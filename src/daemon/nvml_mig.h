@@ -17,8 +17,9 @@ void nvml_mig_read(struct nvml *n, struct gpu_set *out);
 /* Offered by nvml.c. */
 void *nvml_library(const struct nvml *n);
 nvmlReturn_t nvml_device_handle(struct nvml *n, unsigned int index, nvmlDevice_t *h);
-/* Reads a MIG device's UUID (required), name, memory and compute processes into g
- * (zeroed by the caller; g->procs is the caller's to free). */
+/* Reads a MIG device's UUID (required), name, memory and processes into g (zeroed by
+ * the caller; g->procs is the caller's to free); a memory or process list NVML does not
+ * give sets g->unavailable. Returns the UUID's error, or GPU_IS_LOST. */
 nvmlReturn_t nvml_read_instance(struct nvml *n, nvmlDevice_t h, struct gpu_info *g);
 const char *nvml_error_text(const struct nvml *n, nvmlReturn_t rc);
 

@@ -46,7 +46,7 @@ def test_ginfo_lists_the_instances_under_their_gpu(make_gflow):
     gpus = gpus_json(g)["gpus"]
     assert [x["mig_enabled"] for x in gpus] == [True, True, False], gpus
     assert gpus[0]["state"] == "mig", gpus[0]
-    assert gpus[1]["state"] == "unusable" and "no MIG instances" in gpus[1]["reason"], gpus[1]
+    assert gpus[1]["state"] == "unavailable" and "no MIG instances" in gpus[1]["reason"], gpus[1]
     assert gpus[2]["state"] == "idle" and gpus[2]["mig_instances"] == [], gpus[2]
     inst = gpus[0]["mig_instances"]
     assert [(m["profile"], m["uuid"], m["memory_total_mib"], m["state"]) for m in inst] == [
@@ -60,7 +60,7 @@ def test_ginfo_lists_the_instances_under_their_gpu(make_gflow):
     rows = [dict(zip(lines[0], l)) for l in lines[1:]]
     assert [(r["GPU"], r["PROFILE"], r["UUID"], r["STATE"]) for r in rows] == [
         ("0", "1g.18gb", MIG_A, "idle"), ("0", "1g.18gb", MIG_B, "idle"),
-        ("0", "3g.71gb", MIG_C, "idle"), ("1", "-", "-", "unusable")], out
+        ("0", "3g.71gb", MIG_C, "idle"), ("1", "-", "-", "unavailable")], out
     assert "0/16384 MiB" in tail, out
 
 
