@@ -25,8 +25,8 @@ bool sim_mig_is_handle(nvmlDevice_t dev);
 /* As sim_begin_dev for a MIG handle: *obj is the instance's fixture object, with its
  * "name", "uuid", "gi_id" (its position) and "ci_id" (0) filled in when the fixture leaves
  * them out, so the per-device calls
- * (UUID, name, memory, processes) answer for the instance. The parent's "fail" map
- * applies, then the instance's own. */
+ * (UUID, name, memory, processes) answer for the instance. The global "fail" map
+ * applies, then the instance's own (not its GPU's). */
 nvmlReturn_t sim_mig_begin_dev(const char *fn, nvmlDevice_t dev, json_t **root, json_t **obj);
 
 #endif

@@ -36,30 +36,6 @@ static void sim_mig_decode(nvmlDevice_t dev, size_t *gpu, size_t *pos)
     *pos = (size_t)(v & 0xff) - 1;
 }
 
-/* The parent GPU of a GPU handle (not a MIG one), after the global and its own "fail"
- * maps. */
-static nvmlReturn_t sim_mig_parent(const char *fn, nvmlDevice_t dev, json_t **root, json_t **gpu)
-{
-    if (sim_mig_is_handle(dev))
-        return NVML_ERROR_INVALID_ARGUMENT;
-    nvmlReturn_t rc = sim_begin(fn, root, true);
-    if (rc != NVML_SUCCESS)
-        return rc;
-    size_t idx = (size_t)(uintptr_t)dev;
-    json_t *gpus = json_object_get(*root, "gpus");
-    if (idx == 0 || idx > json_array_size(gpus)) {
-        rc = NVML_ERROR_INVALID_ARGUMENT;
-    } else {
-        *gpu = json_array_get(gpus, idx - 1);
-        rc = sim_fail_in(json_object_get(*gpu, "fail"), fn);
-    }
-    if (rc != NVML_SUCCESS) {
-        json_decref(*root);
-        *root = NULL;
-    }
-    return rc;
-}
-
 /* 1 or 0 from the fixture, -1 when the GPU has no MIG support. */
 static int sim_mig_mode(json_t *gpu)
 {
@@ -71,10 +47,12 @@ nvmlReturn_t sim_mig_begin_dev(const char *fn, nvmlDevice_t dev, json_t **root, 
 {
     size_t gi, pos;
     sim_mig_decode(dev, &gi, &pos);
-    json_t *gpu;
-    nvmlReturn_t rc = sim_mig_parent(fn, (nvmlDevice_t)(uintptr_t)(gi + 1), root, &gpu);
+    /* The parent's own "fail" map is not applied: a driver may refuse the GPU's process
+     * list (without root) and still answer for its instances. */
+    nvmlReturn_t rc = sim_begin(fn, root, true);
     if (rc != NVML_SUCCESS)
         return rc;
+    json_t *gpu = json_array_get(json_object_get(*root, "gpus"), gi);
     json_t *list = json_object_get(gpu, "mig_instances");
     json_t *inst = json_array_get(list, pos);
     if (sim_mig_mode(gpu) != 1 || !json_is_object(inst))
@@ -107,6 +85,30 @@ nvmlReturn_t sim_mig_begin_dev(const char *fn, nvmlDevice_t dev, json_t **root, 
 }
 
 #if !defined(NVML_SIM_NO_OPTIONAL) && !defined(NVML_SIM_LEGACY)
+
+/* The parent GPU of a GPU handle (not a MIG one), after the global and its own "fail"
+ * maps. */
+static nvmlReturn_t sim_mig_parent(const char *fn, nvmlDevice_t dev, json_t **root, json_t **gpu)
+{
+    if (sim_mig_is_handle(dev))
+        return NVML_ERROR_INVALID_ARGUMENT;
+    nvmlReturn_t rc = sim_begin(fn, root, true);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    size_t idx = (size_t)(uintptr_t)dev;
+    json_t *gpus = json_object_get(*root, "gpus");
+    if (idx == 0 || idx > json_array_size(gpus)) {
+        rc = NVML_ERROR_INVALID_ARGUMENT;
+    } else {
+        *gpu = json_array_get(gpus, idx - 1);
+        rc = sim_fail_in(json_object_get(*gpu, "fail"), fn);
+    }
+    if (rc != NVML_SUCCESS) {
+        json_decref(*root);
+        *root = NULL;
+    }
+    return rc;
+}
 
 static nvmlDevice_t sim_mig_handle(size_t gpu, size_t pos)
 {

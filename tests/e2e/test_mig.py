@@ -201,3 +201,23 @@ def test_update_switches_between_mig_and_gpus(make_gflow):
     done = g.wait_state(j)
     assert done["state"] == "CD" and mig_of(done) == [MIG_C], done
     assert json.loads(json.dumps(done))["mig_count"] == 1
+
+
+def test_instances_usable_when_the_gpus_own_process_list_is_refused(make_gflow):
+    """Without root a driver refuses a MIG GPU's own process list: the GPU is no use
+    whole, but its instances that NVML reports are; one whose process list is refused
+    too is unavailable, and a request only it could meet is refused at submit."""
+    fx = mig_fixture()
+    refused = {"nvmlDeviceGetComputeRunningProcesses": 4}  # NO_PERMISSION
+    fx["gpus"][0]["fail"] = refused
+    fx["gpus"][0]["mig_instances"][2]["fail"] = refused
+    g = sim(make_gflow, fixture=fx)
+    gpu = gpus_json(g)["gpus"][0]
+    assert gpu["state"] == "mig", gpu
+    states = [(m["uuid"], m["state"]) for m in gpu["mig_instances"]]
+    assert states == [(MIG_A, "idle"), (MIG_B, "idle"), (MIG_C, "unavailable")], gpu
+    assert "Insufficient Permissions" in gpu["mig_instances"][2]["reason"], gpu
+    done = g.wait_state(g.submit("--mig", "1g.18gb", "true"))
+    assert done["state"] == "CD" and mig_of(done) == [MIG_A], done
+    cp = g.run("gbatch", "--mig", "3g.71gb", "true")
+    assert cp.returncode != 0 and "usable" in cp.stderr and "Permissions" in cp.stderr, cp

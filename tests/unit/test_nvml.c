@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include <dlfcn.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -630,6 +631,31 @@ static void test_mig_read(void **state)
     gpu_set_free(&s);
     nvml_close(n);
 
+    /* Without root the driver refuses the MIG GPU's own process list: the GPU is
+     * unavailable for whole-GPU use, its instances are read all the same; an instance
+     * whose process list is refused is unavailable on its own. */
+    json_t *fx = json_loads(fixture_mig, 0, NULL);
+    json_t *g0 = json_array_get(json_object_get(fx, "gpus"), 0);
+    json_object_set_new(g0, "fail", json_pack("{s:i}", "nvmlDeviceGetComputeRunningProcesses", 4));
+    json_object_set_new(json_array_get(json_object_get(g0, "mig_instances"), 1), "fail",
+                        json_pack("{s:i}", "nvmlDeviceGetComputeRunningProcesses", 4));
+    char *text = json_dumps(fx, 0);
+    put_fixture(text);
+    free(text);
+    json_decref(fx);
+    n = open_ok("NVML_SIM_LIB");
+    read_ok(n, &s);
+    assert_true(s.gpus[0].unavailable[0] != 0);
+    assert_true(s.gpus[0].mig_enabled);
+    assert_int_equal(s.n_migs, 3);
+    assert_string_equal(s.migs[0].unavailable, "");
+    assert_non_null(strstr(s.migs[1].unavailable, "Insufficient Permissions"));
+    assert_string_equal(s.migs[2].unavailable, "");
+    assert_int_equal(s.migs[2].n_procs, 1);
+    gpu_set_free(&s);
+    nvml_close(n);
+
+    put_fixture(fixture_mig);
     n = open_ok("NVML_SIM_LEGACY_LIB");
     read_ok(n, &s);
     assert_int_equal(s.n_gpus, 3);

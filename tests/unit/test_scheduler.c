@@ -668,6 +668,17 @@ static void test_mig_choice(void **state)
     mig_gpus[0].lost = true;
     assert_int_equal(fixture_pass(&f), 0);
     mig_gpus[0].lost = false;
+    /* Nor one whose state NVML does not give; its GPU's own process list does not matter
+     * (a driver refuses it to non-root callers on a MIG GPU). */
+    snprintf(mig_list[2].unavailable, sizeof(mig_list[2].unavailable),
+             "NVML: Insufficient Permissions (nvmlDeviceGetComputeRunningProcesses)");
+    assert_int_equal(fixture_pass(&f), 0);
+    mig_list[2].unavailable[0] = '\0';
+    snprintf(mig_gpus[0].unavailable, sizeof(mig_gpus[0].unavailable),
+             "NVML: Insufficient Permissions (nvmlDeviceGetComputeRunningProcesses)");
+    assert_int_equal(fixture_pass(&f), 1);
+    assert_string_equal(f.jobs[0].mig_uuids, "MIG-2");
+    mig_gpus[0].unavailable[0] = '\0';
     fixture_make(&f, "", NULL);
 }
 
@@ -697,6 +708,16 @@ static void test_mig_feasible(void **state)
     assert_string_equal(reason,
                         "requests MIG profile 1g.18gb but this machine has no MIG instances");
     free(reason);
+    /* Instances NVML cannot report do not count, and the refusal says why. */
+    snprintf(mig_list[1].unavailable, sizeof(mig_list[1].unavailable),
+             "NVML: Insufficient "
+             "Permissions (nvmlDeviceGetComputeRunningProcesses)");
+    assert_int_equal(scheduler_check_feasible(&j, &g, 0, &reason), -1);
+    assert_string_equal(reason, "requests 2 MIG instances of 1g.18gb but only 1 of the 2 there "
+                                "are usable (NVML: Insufficient Permissions "
+                                "(nvmlDeviceGetComputeRunningProcesses))");
+    free(reason);
+    mig_list[1].unavailable[0] = '\0';
     free(j.mig_profile);
     j.mig_profile = NULL;
     /* Whole GPUs: the MIG GPUs do not count. */
