@@ -22,7 +22,14 @@
 #include "util.h"
 
 static struct gpu_info fuzz_gpus[4];
-static struct gpu_set fuzz_set = {.gpus = fuzz_gpus, .n_gpus = 4};
+/* MIG instances too, so that MIG requests can be accepted (their parent's mode does not
+ * matter to the spec). */
+static struct gpu_mig fuzz_migs[3] = {
+    {.parent = 0, .profile = "1g.10gb", .uuid = "MIG-0"},
+    {.parent = 0, .profile = "1g.10gb", .uuid = "MIG-1"},
+    {.parent = 0, .profile = "3g.40gb", .uuid = "MIG-2"},
+};
+static struct gpu_set fuzz_set = {.gpus = fuzz_gpus, .n_gpus = 4, .migs = fuzz_migs, .n_migs = 3};
 static const struct jobspec_limits fuzz_limits = {.memory_total_mb = 64 * 1024, .gpus = &fuzz_set};
 static const struct jobspec_owner fuzz_owner = {
     .user = "fuzz", .uid = 1000, .gid = 1000, .now = 1700000000.25};
