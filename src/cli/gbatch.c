@@ -130,6 +130,7 @@ static void gbatch_help(void)
            "  gbatch --gpus 2 python train.py\n"
            "  gbatch --gpus 1 --shared --gpu-memory 20G python eval.py\n"
            "  gbatch --gpus 4 --gpus-per-task 1 python ddp_train.py\n"
+           "  gbatch --mig 1g.18gb python small.py      one MIG instance (see ginfo)\n"
            "  gbatch --memory 24G --conda-env torch python preprocess.py\n"
            "  gbatch --hold 'make -j8 && ./bench'\n"
            "  gbatch --begin 22:00 train.sh              tonight at 10 pm\n"

@@ -422,9 +422,10 @@ static void jo_gpus(const struct jobopts_ctx *ctx, const struct jobopt *o, const
     json_object_set_new(spec, "gpus", json_integer(jo_gpu_count(ctx, "--gpus", arg)));
 }
 
-/* "PROFILE[:N]" into mig_profile and mig_count; opt names the option for errors. */
-static void jo_mig_request(const struct jobopts_ctx *ctx, const char *opt, const char *arg,
-                           json_t *spec)
+/* "PROFILE[:N]" into mig_profile and mig_count; opt and shown (the value as given) are
+ * for errors. */
+static void jo_mig_request(const struct jobopts_ctx *ctx, const char *opt, const char *shown,
+                           const char *arg, json_t *spec)
 {
     char profile[GPUINFO_MIG_PROFILE_MAX];
     const char *colon = strchr(arg, ':');
@@ -436,9 +437,9 @@ static void jo_mig_request(const struct jobopts_ctx *ctx, const char *opt, const
     profile[len] = '\0';
     if (!gpu_mig_profile_valid(profile))
         jobopts_error(ctx, "invalid %s '%s': use a MIG profile like 1g.18gb, optionally :N", opt,
-                      arg);
+                      shown);
     if (colon && (parse_int64(colon + 1, &n) < 0 || n < 1 || n > GPUINFO_MAX_MIGS))
-        jobopts_error(ctx, "invalid %s '%s': the count after ':' must be 1 to %d", opt, arg,
+        jobopts_error(ctx, "invalid %s '%s': the count after ':' must be 1 to %d", opt, shown,
                       GPUINFO_MAX_MIGS);
     json_object_set_new(spec, "mig_profile", json_string(profile));
     json_object_set_new(spec, "mig_count", json_integer(n));
@@ -451,7 +452,7 @@ static void jo_mig(const struct jobopts_ctx *ctx, const struct jobopt *o, const 
         json_object_set_new(spec, "mig_profile", json_null());
         return;
     }
-    jo_mig_request(ctx, "--mig", arg, spec);
+    jo_mig_request(ctx, "--mig", arg, arg, spec);
 }
 
 /* Slurm's --gres for GPUs: "N", "gpu" (one GPU), "gpu:N" or "mig:PROFILE[:N]". */
@@ -466,7 +467,7 @@ static void jo_gres(const struct jobopts_ctx *ctx, const struct jobopt *o, const
         return;
     }
     if (str_starts_with(arg, "mig:")) { /* Slurm's mig:PROFILE:N (the MIG device plugin) */
-        jo_mig_request(ctx, "--gres", arg + 4, spec);
+        jo_mig_request(ctx, "--gres", arg, arg + 4, spec);
         return;
     }
     if (str_starts_with(arg, "gpu:")) {

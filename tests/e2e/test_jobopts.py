@@ -52,6 +52,11 @@ BAD_VALUES = [
     ["--max-retries", "1001"],
     ["--gpus-per-task", "2"],
     ["--name="],
+    ["--mig", "big"],
+    ["--mig", "1g.10gb:0"],
+    ["--mig", "1g.10gb:x"],
+    ["--gres", "mig:1g"],
+    ["--gres", "mig:1g.10gb:65"],
 ]
 
 
