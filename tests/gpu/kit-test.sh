@@ -20,7 +20,7 @@ kit=$(find "$tmp" -mindepth 1 -maxdepth 1 -type d -name 'gflow-gpu-kit-*')
 [ -x "$kit/check.sh" ] && [ -f "$kit/README.md" ] || fail "check.sh or README.md missing"
 unset LD_LIBRARY_PATH
 for p in gflowd gbatch gqueue ginfo gjob gctl gcancel gflow-shim nvml_probe cuda_probe \
-    gflow-json-flat; do
+    gflow-json-flat gflow-nvml-dump; do
     f=$kit/bin/$p
     [ -x "$f" ] || fail "bin/$p missing"
     runpath=$(readelf -d "$f" | sed -n 's/.*(RUNPATH).*\[\(.*\)\]/\1/p')
@@ -38,7 +38,7 @@ for lib in "$kit"/lib/*; do
     case $(basename "$lib") in
     libc.so.* | libm.so.* | libpthread.so.* | libdl.so.* | librt.so.* | ld-linux*)
         fail "glibc library $(basename "$lib") in the kit" ;;
-    libcuda* | libnvidia* | libcudart* | libpython*) fail "$(basename "$lib") in the kit" ;;
+    libcuda* | libnvidia* | libpython*) fail "$(basename "$lib") in the kit" ;;
     esac
     ldd "$lib" | grep -q 'not found' && fail "lib/$(basename "$lib"): $(ldd "$lib" | grep 'not found')"
 done
