@@ -62,11 +62,12 @@ static void *sym(void *lib, const char *a, const char *b)
 
 static void usage(FILE *to)
 {
-    fprintf(to, "Usage: cuda_probe [--list] [--hold SECS] [--device N] [--alloc MIB] [--ready FILE]\n"
-                "Prints the CUDA devices this process sees (count, PCI bus ids, names, UUIDs).\n"
-                "--hold SECS   create a context on --device N (default 0), allocate --alloc MIB,\n"
-                "              write the pid to --ready FILE and keep it SECS s or until SIGTERM\n"
-                "Library: $GFLOW_CUDA_LIBRARY, else libcuda.so.1.\n");
+    fprintf(to,
+            "Usage: cuda_probe [--list] [--hold SECS] [--device N] [--alloc MIB] [--ready FILE]\n"
+            "Prints the CUDA devices this process sees (count, PCI bus ids, names, UUIDs).\n"
+            "--hold SECS   create a context on --device N (default 0), allocate --alloc MIB,\n"
+            "              write the pid to --ready FILE and keep it SECS s or until SIGTERM\n"
+            "Library: $GFLOW_CUDA_LIBRARY, else libcuda.so.1.\n");
 }
 
 /* Writes the pid to path through a temp file, so a reader never sees half of it. */

@@ -12,6 +12,8 @@
  *           gpu_uuid, gpu_bus_id, process_name
  *   topo -m                                 the matrix (NV#, NODE, SYS)
  *   -q                                      a short report
+ * $GFLOW_FAKE_SMI_FIXTURE, when set, is read instead: a second opinion that disagrees,
+ * for the test that check.sh notices (tests/gpu/check-sim.sh).
  * Exit status as nvidia-smi: 0, 9 no driver (fixture unreadable), 2 bad arguments. */
 #include <jansson.h>
 #include <stdbool.h>
@@ -347,7 +349,9 @@ static int report(void)
 
 int main(int argc, char **argv)
 {
-    const char *path = getenv("GFLOW_NVML_SIM");
+    const char *path = getenv("GFLOW_FAKE_SMI_FIXTURE");
+    if (!path || !*path)
+        path = getenv("GFLOW_NVML_SIM");
     root = path && *path ? json_load_file(path, 0, NULL) : NULL;
     if (!root) {
         fprintf(stderr, "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA "
