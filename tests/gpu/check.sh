@@ -118,6 +118,13 @@ daemon_stop() {
     done
     "$BIN/gctl" show-gpus >>"$LOG" 2>&1
     stop_pid "$dpid"
+    # A shim removes its job's cgroup; one that could not leaves it named in its lock file.
+    for _l in "$T/$dname/data/run/"*.lock; do
+        [ -f "$_l" ] || continue
+        sed -n 's/^cgroup: //p' "$_l" | while read -r _cg; do
+            rmdir "$_cg" 2>/dev/null && log "removed the leftover cgroup $_cg"
+        done
+    done
     cp "$T/$dname/data/gflowd.log" "$OUT/daemon-$dname.log" 2>/dev/null
     log "daemon $dname stopped"
     dpid=""
@@ -254,6 +261,24 @@ else
     fail nvml_probe "nvml_probe failed: $(tail -n 1 "$OUT/nvml_probe.txt")"
 fi
 
+# The GPUs that take whole-GPU jobs: not in MIG mode (their instances are what jobs get).
+whole=""
+i=0
+while [ $i -lt "$n" ]; do
+    if grep -q "^gpu\.$i\.mig_mode=current:1" "$OUT/nvml_probe.txt" 2>/dev/null; then
+        note "pinned-gpu-$i" "GPU $i is in MIG mode: no whole-GPU job checks on it"
+    else
+        whole="$whole $i"
+    fi
+    i=$((i + 1))
+done
+first=$(echo $whole | cut -d' ' -f1)
+second=$(echo $whole | cut -d' ' -f2 -s)
+last=$(echo $whole | tr ' ' '\n' | tail -n 1)
+if [ -z "$whole" ]; then
+    note gpus "every GPU is in MIG mode: only the MIG checks run"
+fi
+
 # gflow's own NVML reading without a daemon, for a person to compare (not a check).
 [ ! -x "$BIN/gflow-nvml-dump" ] || "$BIN/gflow-nvml-dump" -v >"$OUT/gflow-nvml-dump.txt" 2>&1
 
@@ -324,15 +349,20 @@ fi
 
 # An outside process (not under gflow) holding a context: seen with its pid and MiB,
 # and it blocks its GPU until ignored.
-CUDA_DEVICE_ORDER=PCI_BUS_ID "$BIN/cuda_probe" --hold 240 --device 0 --alloc 64 \
-    --ready "$T/outside.ready" >"$OUT/outside-process.txt" 2>&1 &
-opid=$!
-bg_pids="$bg_pids $opid"
-if ! wait_for 60 test -s "$T/outside.ready"; then
+opid=""
+[ -z "$first" ] || {
+    CUDA_VISIBLE_DEVICES=$(cat "$T/smi_uuid_$first") "$BIN/cuda_probe" --hold 240 --alloc 64 \
+        --ready "$T/outside.ready" >"$OUT/outside-process.txt" 2>&1 &
+    opid=$!
+    bg_pids="$bg_pids $opid"
+}
+if [ -z "$opid" ]; then
+    :
+elif ! wait_for 60 test -s "$T/outside.ready"; then
     fail outside-process "cuda_probe could not hold a context: $(tail -n 1 "$OUT/outside-process.txt")"
 else
     og=$(smi_index_of_bus "$(val 'device\.0\.bus_id' "$OUT/outside-process.txt")")
-    [ -n "$og" ] || og=0
+    [ -n "$og" ] || og=$first
     "$BIN/nvml_probe" >"$OUT/nvml_probe-busy.txt" 2>&1
     "$SMI" --query-compute-apps=pid,used_memory,gpu_bus_id --format=csv >"$OUT/nvidia-smi-apps.csv" 2>&1
     smi_mib=$("$SMI" --query-compute-apps=pid,used_memory --format=csv,noheader,nounits 2>/dev/null |
@@ -375,10 +405,10 @@ else
     fi
     "$BIN/gctl" set-gpus all >>"$LOG" 2>&1
 fi
-stop_pid "$opid"
+[ -z "$opid" ] || stop_pid "$opid"
 
 # A job's own CUDA process is the job's.
-if submit job-process --gpus 1 "$BIN/cuda_probe" --hold 240 --alloc 32 --ready "$T/job.ready"; then
+if [ -n "$whole" ] && submit job-process --gpus 1 "$BIN/cuda_probe" --hold 240 --alloc 32 --ready "$T/job.ready"; then
     aj=$jid
     if wait_for 60 test -s "$T/job.ready"; then
         apid=$(cat "$T/job.ready")
@@ -442,15 +472,17 @@ pin_check() {
         pass "$_name" "job $jid on GPU $_g $_seen"
     fi
 }
-i=0
-while [ $i -lt "$n" ]; do
-    pin_check "pinned-gpu-$i" $i -
-    i=$((i + 1))
+for i in $whole; do
+    pin_check "pinned-gpu-$i" "$i" -
 done
-if [ "$n" -ge 2 ]; then
-    pin_check order-unset 1 -
-    pin_check order-fastest-first 1 FASTEST_FIRST
-    pin_check order-pci-bus-id 1 PCI_BUS_ID
+# The second GPU (index 1 unless that one is in MIG mode), where an index is wrong
+# unless CUDA numbers GPUs as NVML does.
+if [ -n "$second" ]; then
+    pin_check order-unset "$second" -
+    pin_check order-fastest-first "$second" FASTEST_FIRST
+    pin_check order-pci-bus-id "$second" PCI_BUS_ID
+elif [ "$n" -ge 2 ]; then
+    note ordering "fewer than two GPUs take whole-GPU jobs: device ordering cannot be tested"
 fi
 "$BIN/gctl" set-gpus all >>"$LOG" 2>&1
 
@@ -492,8 +524,8 @@ fi
 daemon_stop
 
 # ---- daemon "reuse": no polling, so a GPU is free again only through the job's end ----
-if daemon_start reuse 600 index; then
-    "$BIN/gctl" set-gpus 0 >>"$LOG" 2>&1
+if [ -n "$whole" ] && daemon_start reuse 600 index; then
+    "$BIN/gctl" set-gpus "$first" >>"$LOG" 2>&1
     rm -f "$T/reuse.ready"
     if submit reuse-after-cancel --gpus 1 "$BIN/cuda_probe" --hold 240 --ready "$T/reuse.ready"; then
         rj=$jid
@@ -505,7 +537,7 @@ if daemon_start reuse 600 index; then
                 nj=$jid
                 # The poll interval is 600 s: 60 s is "at once" with a wide margin.
                 if finish_job reuse-after-cancel "$nj" 60; then
-                    pass reuse-after-cancel "GPU 0 ran job $nj right after job $rj was cancelled"
+                    pass reuse-after-cancel "GPU $first ran job $nj right after job $rj was cancelled"
                 fi
             else
                 fail reuse-after-cancel "job $rj did not end after gcancel (state $(job_state "$rj"))"
@@ -516,8 +548,7 @@ if daemon_start reuse 600 index; then
 fi
 
 # ---- daemon "uuid": gpu_id_format = "uuid" ----
-if daemon_start uuid 1 uuid; then
-    last=$((n - 1))
+if [ -n "$whole" ] && daemon_start uuid 1 uuid; then
     pin_check gpu-id-format-uuid $last - "$(cat "$T/smi_uuid_$last")"
     daemon_stop
 fi
