@@ -144,7 +144,6 @@ trap 'exit 1' INT TERM HUP
 job_state() { "$BIN/gqueue" -a -j "$1" -f ST -o csv 2>/dev/null | tail -n 1; }
 job_reason() { "$BIN/gqueue" -a -j "$1" -f REASON -o csv 2>/dev/null | tail -n 1; }
 job_ended() { case $(job_state "$1") in CD | F | CA | TO) return 0 ;; esac; return 1; }
-job_running() { [ "$(job_state "$1")" = R ]; }
 job_reason_is() { [ "$(job_reason "$1")" = "$2" ]; }
 
 # Submits a job (gbatch ARGS...); its id in $jid, or "" with a FAIL for check $1.
@@ -176,7 +175,7 @@ finish_job() {
     return 0
 }
 
-# ginfo -o json flattened to path=value lines in $T/ginfo.flat (and saved as $2).
+# ginfo -o json flattened to path=value lines in $T/ginfo.flat (and saved as $OUT/$1).
 ginfo_read() {
     "$BIN/ginfo" -o json >"$T/ginfo.json" 2>"$T/ginfo.err" &&
         "$BIN/gflow-json-flat" "$T/ginfo.json" >"$T/ginfo.flat" || return 1
