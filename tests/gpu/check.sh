@@ -211,9 +211,15 @@ fields=index,name,uuid,pci.bus_id,memory.total,memory.used
 "$SMI" --query-gpu=$fields --format=csv >"$OUT/nvidia-smi-query.csv" 2>&1
 "$SMI" topo -m >"$OUT/nvidia-smi-topo.txt" 2>&1
 "$SMI" -q >"$OUT/nvidia-smi-q.txt" 2>&1
-if ! "$SMI" --query-gpu=$fields --format=csv,noheader,nounits >"$T/smi.csv" 2>"$T/smi.err"; then
-    fail nvidia-smi "$SMI --query-gpu failed: $(head -n 1 "$T/smi.err" "$T/smi.csv" | tail -n 1)"
+# Without nvidia-smi nothing can be compared; the probes' evidence is still worth having.
+smi_missing() {
+    fail nvidia-smi "$1"
+    "$BIN/nvml_probe" >"$OUT/nvml_probe.txt" 2>&1
+    "$BIN/cuda_probe" >"$OUT/cuda_probe.txt" 2>&1
     exit 1
+}
+if ! "$SMI" --query-gpu=$fields --format=csv,noheader,nounits >"$T/smi.csv" 2>"$T/smi.err"; then
+    smi_missing "$SMI --query-gpu failed: $(cat "$T/smi.err" "$T/smi.csv" | head -n 1)"
 fi
 # One file per field: smi_<field>_<index>.
 n=0
@@ -225,10 +231,7 @@ while IFS=, read -r s_index s_name s_uuid s_bus s_total _; do
     echo "$s_total" | tr -d ' ' >"$T/smi_total_$i"
     n=$((n + 1))
 done <"$T/smi.csv"
-if [ "$n" -eq 0 ]; then
-    fail nvidia-smi "nvidia-smi lists no GPU"
-    exit 1
-fi
+[ "$n" -gt 0 ] || smi_missing "nvidia-smi lists no GPU"
 pass nvidia-smi "$n GPU(s): $(cat "$T"/smi_name_* | sort | uniq -c | sed 's/^ *//' | tr '\n' ';')"
 smi_bus() { cat "$T/smi_bus_$1"; }
 # The nvidia-smi index of a bus id (any form), or "".
@@ -374,6 +377,8 @@ else
             fail outside-process "ginfo shows pid $opid on GPU $og ($g_mib MiB) but nvidia-smi does not list it"
         elif [ "$g_mib" = "$smi_mib" ]; then
             pass outside-process "pid $opid on GPU $og with $g_mib MiB, as nvidia-smi says"
+        elif [ "$g_mib" = null ] && [ "$smi_mib" = "[N/A]" ]; then
+            pass outside-process "pid $opid on GPU $og, its memory unknown to NVML (nvidia-smi: [N/A])"
         else
             fail outside-process "pid $opid on GPU $og: ginfo $g_mib MiB, nvidia-smi $smi_mib MiB"
         fi
