@@ -58,7 +58,7 @@ while [ $i -lt "$n" ]; do
     want="$want pinned-gpu-$i"
     i=$((i + 1))
 done
-[ "$n" -ge 2 ] && want="$want order-unset order-fastest-first order-pci-bus-id"
+[ "$n" -ge 2 ] && want="$want order-unset order-fastest-first order-pci-bus-id topology"
 for c in $want; do
     if ! grep -q "^PASS $c:" "$tmp/out/summary.txt"; then
         echo "check-sim: no PASS line for '$c'"

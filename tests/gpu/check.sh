@@ -347,6 +347,32 @@ else
     if [ "$n" -eq 1 ]; then
         note ordering "one GPU: the count is checked, device ordering cannot be"
     fi
+    # The link between each pair, as `nvidia-smi topo -m` gives it (NV# for NVLink, also
+    # through NVSwitch; else the PCIe level): ginfo's matrix says the same (NV, or NV#).
+    if [ "$n" -ge 2 ]; then
+        # Rows start with their GPU at column 0 (the header is indented); nvidia-smi
+        # may underline labels with terminal escapes.
+        esc=$(printf '\033')
+        sed "s/$esc\[[0-9;]*m//g" "$OUT/nvidia-smi-topo.txt" |
+            awk -v n="$n" '/^GPU[0-9]+[ \t]/ { a = substr($1, 4); for (b = 0; b < n; b++) print a, b, $(b + 2) }' >"$T/smi-topo"
+        bad=""
+        while read -r a b want; do
+            [ "$a" != "$b" ] || continue
+            got=$(val "topology\.$a\.$b" "$F")
+            case $want in
+            NV*) case $got in NV | "$want") continue ;; esac ;;
+            *) [ "$got" != "$want" ] || continue ;;
+            esac
+            bad="$bad $a-$b: ginfo ${got:-?}, nvidia-smi $want;"
+        done <"$T/smi-topo"
+        if [ ! -s "$T/smi-topo" ]; then
+            fail topology "no GPU rows in nvidia-smi topo -m (see nvidia-smi-topo.txt)"
+        elif [ -z "$bad" ]; then
+            pass topology "ginfo's links equal nvidia-smi topo -m for every pair ($(cut -d' ' -f3 "$T/smi-topo" | grep -v '^X$' | sort | uniq -c | sed 's/^ *//' | tr '\n' ' '| sed 's/ $//'))"
+        else
+            fail topology "ginfo's links differ from nvidia-smi topo -m:$bad"
+        fi
+    fi
 fi
 
 # An outside process (not under gflow) holding a context: seen with its pid and MiB,
