@@ -316,14 +316,16 @@ fi
 # ---- daemon "main": polls every second ----
 daemon_start main 1 index || exit 1
 
-# ginfo equals nvidia-smi.
-if ! wait_for 30 ginfo_read ginfo.json; then
+# ginfo equals nvidia-smi (waiting, within reason, for the daemon's first reading).
+ginfo_count_is() { ginfo_read && [ "$(grep -c '^gpus\.[0-9]*\.index=' "$T/ginfo.flat")" = "$1" ]; }
+wait_for 30 ginfo_count_is "$n"
+if ! ginfo_read ginfo.json; then
     fail ginfo "ginfo -o json failed: $(head -n 1 "$T/ginfo.err")"
 else
     F=$T/ginfo.flat
     g_n=$(grep -c '^gpus\.[0-9]*\.index=' "$F")
     bad=""
-    [ "$g_n" = "$n" ] || bad="$bad count $g_n (nvidia-smi $n);"
+    [ "$g_n" = "$n" ] || bad="$bad count $g_n (nvidia-smi $n; ginfo's error: $(val error "$F"));"
     i=0
     while [ $i -lt "$n" ]; do
         [ "$(val "gpus\.$i\.name" "$F")" = "$(cat "$T/smi_name_$i")" ] ||
