@@ -225,6 +225,20 @@ int ctl_status(const struct gflowd *d)
                json_is_true(json_object_get(g, "constrain_devices"))
                    ? ", device isolation on (cgroup v1 devices)"
                    : "");
+    json_t *vis = json_object_get(g, "visible_devices");
+    if (json_is_object(vis)) {
+        printf("%s\n", json_string_value(json_object_get(vis, "understood")));
+        const char *warn = json_string_value(json_object_get(vis, "warning"));
+        if (warn)
+            printf("Warning: %s\n", warn);
+    }
+    size_t ui;
+    json_t *u;
+    json_array_foreach (json_object_get(g, "unavailable"), ui, u) {
+        printf("GPU %lld unavailable: %s\n",
+               (long long)json_integer_value(json_object_get(u, "index")),
+               json_string_value(json_object_get(u, "reason")));
+    }
     json_t *mem = json_object_get(st, "memory");
     if (mem)
         printf("Memory: %lld MiB, job limits (--memory) held by %s\n",

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cudavis.h"
 #include "files.h"
 #include "gflow_build.h"
 #include "log.h"
@@ -40,6 +41,9 @@ struct gpus {
     uint64_t unmanaged;
     struct ignored *ignored;
     size_t n_ignored;
+    struct cudavis visible_read; /* visible_spec as CUDA reads it, once the GPUs are known */
+    /* Per GPU: MiB taken by other than the running jobs' processes (gpu_outside_mib). */
+    int64_t outside_mib[GPUINFO_MAX_GPUS];
 };
 
 /* ---- GPU lists ---- */
@@ -83,28 +87,23 @@ bad:
     return -1;
 }
 
-/* CUDA_VISIBLE_DEVICES of the daemon (a container's GPUs): indices or UUIDs. */
+/* CUDA_VISIBLE_DEVICES of the daemon (a container's GPUs), read as CUDA reads it
+ * (cudavis.c), again whenever the GPUs are read; what it means is logged when it changes
+ * and shown by `gflowd status`. */
 static void resolve_visible(struct gpus *g)
 {
     if (!g->visible_spec)
         return;
-    uint64_t m = 0;
-    char *copy = xstrdup(g->visible_spec), *save = NULL;
-    for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        while (isspace((unsigned char)*t))
-            t++;
-        char *end;
-        long i = strtol(t, &end, 10);
-        if (end != t && !*end && i >= 0 && i < GPUINFO_MAX_GPUS) {
-            m |= 1ULL << i;
-            continue;
-        }
-        for (size_t k = 0; k < g->cur.n_gpus; k++)
-            if (str_starts_with(g->cur.gpus[k].uuid, t) || strcmp(g->cur.gpus[k].uuid, t) == 0)
-                m |= 1ULL << k;
+    struct cudavis v;
+    cudavis_parse(g->visible_spec, &g->cur, getenv("CUDA_DEVICE_ORDER"), &v);
+    if (!g->visible_read.understood || strcmp(v.understood, g->visible_read.understood) != 0) {
+        log_info("%s", v.understood);
+        if (v.warning)
+            log_warn("%s", v.warning);
     }
-    free(copy);
-    g->visible = m;
+    cudavis_free(&g->visible_read);
+    g->visible_read = v;
+    g->visible = v.mask;
 }
 
 /* ---- simulator ---- */
@@ -233,6 +232,30 @@ static uint64_t compute_unmanaged(const struct gpus *g, struct job *const *runni
     return m;
 }
 
+/* Per GPU, the memory shared jobs cannot pack into: all that is not free (so the
+ * driver's reservation too) less what the running jobs' own processes use. Outside
+ * processes count whether ignored or not: ignoring one lets jobs share its GPU, it does
+ * not free its memory. */
+static void compute_outside(struct gpus *g, struct job *const *running, size_t n)
+{
+    memset(g->outside_mib, 0, sizeof(g->outside_mib));
+    for (size_t k = 0; k < g->cur.n_gpus && k < GPUINFO_MAX_GPUS; k++) {
+        const struct gpu_info *info = &g->cur.gpus[k];
+        if (info->memory_free_mib < 0)
+            continue; /* no memory reading: the GPU is unavailable anyway */
+        int64_t taken = info->memory_total_mib - info->memory_free_mib;
+        for (size_t i = 0; i < info->n_procs; i++)
+            if (info->procs[i].used_mib > 0 && gpu_process_owner(info->procs[i].pid, running, n))
+                taken -= info->procs[i].used_mib;
+        g->outside_mib[k] = taken > 0 ? taken : 0;
+    }
+}
+
+const int64_t *gpu_outside_mib(const struct gpus *g)
+{
+    return g->outside_mib;
+}
+
 /* ---- reading ---- */
 
 /* What the scheduler depends on: which GPUs exist, their memory and their processes. */
@@ -244,7 +267,8 @@ static bool differs(const struct gpu_set *a, const struct gpu_set *b)
         const struct gpu_info *x = &a->gpus[i], *y = &b->gpus[i];
         if (x->memory_total_mib != y->memory_total_mib ||
             x->memory_used_mib != y->memory_used_mib || x->n_procs != y->n_procs ||
-            x->lost != y->lost)
+            x->lost != y->lost || x->memory_free_mib != y->memory_free_mib ||
+            strcmp(x->unavailable, y->unavailable) != 0)
             return true;
         for (size_t k = 0; k < x->n_procs; k++)
             if (x->procs[k].pid != y->procs[k].pid)
@@ -274,6 +298,7 @@ bool gpu_refresh(struct gpus *g, struct job *const *running, size_t n)
     uint64_t um = compute_unmanaged(g, running, n);
     changed |= um != g->unmanaged;
     g->unmanaged = um;
+    compute_outside(g, running, n);
     return changed;
 }
 
@@ -355,6 +380,7 @@ void gpu_stop(struct gpus *g)
     gpu_set_free(&g->cur);
     free(g->no_gpus);
     free(g->visible_spec);
+    cudavis_free(&g->visible_read);
     free(g->ignored);
     free(g);
 }
@@ -489,6 +515,11 @@ int gpu_unignore(struct gpus *g, int gpu, long long pid, struct job *const *runn
 const char *gpu_visible_spec(const struct gpus *g)
 {
     return g->visible_spec;
+}
+
+const struct cudavis *gpu_visible_read(const struct gpus *g)
+{
+    return g->visible_read.understood ? &g->visible_read : NULL;
 }
 
 char *gpu_uuids(const struct gpus *g, uint64_t mask)

@@ -21,6 +21,7 @@
 
 struct store;
 struct gpus;
+struct cudavis;
 
 struct gpu_start_opts {
     const char *simulate;       /* --simulate-gpus N|FILE, NULL if none */
@@ -52,8 +53,15 @@ uint64_t gpu_allowed(const struct gpus *g);
 uint64_t gpu_visible(const struct gpus *g);
 /* The daemon's CUDA_VISIBLE_DEVICES as given, NULL if unset. */
 const char *gpu_visible_spec(const struct gpus *g);
+/* The daemon's CUDA_VISIBLE_DEVICES as CUDA reads it (the GPUs, MIG entries, the line
+ * saying what was understood, a warning), NULL while unset or no GPUs were read yet. */
+const struct cudavis *gpu_visible_read(const struct gpus *g);
 /* GPUs with compute processes that belong to no running job and are not ignored. */
 uint64_t gpu_unmanaged(const struct gpus *g);
+/* Per GPU (by position): MiB of its memory not free and not used by the running jobs'
+ * processes (outside processes, ignored ones too, and the driver's reservation), as of
+ * the last read; for the scheduler's shared packing (scheduler_input.outside_mib). */
+const int64_t *gpu_outside_mib(const struct gpus *g);
 
 /* gctl set-gpus: "0,2" or "all"; kept in the database for later restarts. The caller
  * lets the scheduler know (jobs_mark_dirty). 0, or -1 with *err. */
