@@ -62,6 +62,8 @@ static void gpu_bus(size_t i, char *out, size_t len)
     snprintf(out, len, "%08X:%02X:%02X.%X", dom, bus, dev, fn);
 }
 
+/* As the simulator: "memory_used_mib", else the known memory of the processes of all
+ * three lists, a pid counted once. */
 static long long gpu_used(size_t i)
 {
     json_t *g = gpu_at(i);
@@ -69,13 +71,21 @@ static long long gpu_used(size_t i)
     if (used >= 0)
         return used;
     used = 0;
-    size_t k;
-    json_t *p;
-    json_array_foreach (json_object_get(g, "processes"), k, p) {
-        long long m = int_of(p, "used_memory_mib", -1);
-        if (m > 0)
-            used += m;
+    static const char *const lists[] = {"processes", "graphics_processes", "mps_processes"};
+    json_t *seen = json_object();
+    for (size_t l = 0; l < 3; l++) {
+        size_t k;
+        json_t *p;
+        json_array_foreach (json_object_get(g, lists[l]), k, p) {
+            char pid[32];
+            snprintf(pid, sizeof(pid), "%lld", int_of(p, "pid", 0));
+            long long m = int_of(p, "used_memory_mib", -1);
+            if (m > 0 && !json_object_get(seen, pid))
+                used += m;
+            json_object_set_new(seen, pid, json_true());
+        }
     }
+    json_decref(seen);
     return used;
 }
 
@@ -295,11 +305,16 @@ static int topo(void)
                 printf(" X \t");
                 continue;
             }
+            /* Direct links to b; through NVSwitches nvidia-smi shows the switch links
+             * (NV18 on an HGX H100) for any two GPUs that have them. */
             long long links = 0;
             size_t k;
             json_t *peer;
             json_array_foreach (json_object_get(gpu_at(a), "nvlink"), k, peer)
-                links += json_integer_value(peer) == (json_int_t)b;
+                links += json_is_integer(peer) && json_integer_value(peer) == (json_int_t)b;
+            long long sw_a = int_of(gpu_at(a), "nvswitch_links", 0);
+            if (sw_a > 0 && int_of(gpu_at(b), "nvswitch_links", 0) > 0)
+                links = sw_a;
             if (links)
                 printf("NV%lld\t", links);
             else if (int_of(gpu_at(a), "numa_node", 0) == int_of(gpu_at(b), "numa_node", 0))
@@ -330,7 +345,12 @@ static int report(void)
         printf("    Product Name                          : %s\n",
                str_of(gpu_at(i), "name", "Simulated GPU"));
         printf("    GPU UUID                              : %s\n", uuid);
-        printf("    Minor Number                          : %zu\n", i);
+        json_t *minor = json_object_get(gpu_at(i), "minor_number");
+        if (json_is_null(minor))
+            printf("    Minor Number                          : N/A\n");
+        else
+            printf("    Minor Number                          : %lld\n",
+                   int_of(gpu_at(i), "minor_number", (long long)i));
         printf("    FB Memory Usage\n");
         printf("        Total                             : %lld MiB\n", total);
         printf("        Used                              : %lld MiB\n", used);
