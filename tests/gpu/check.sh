@@ -341,6 +341,15 @@ else
             bad="$bad GPU $i memory $(val "gpus\.$i\.memory_total_mib" "$F") MiB (nvidia-smi $(cat "$T/smi_total_$i"));"
         i=$((i + 1))
     done
+    states=""
+    i=0
+    while [ $i -lt "$g_n" ]; do
+        states="$states $i:$(val "gpus\.$i\.state" "$F")"
+        r=$(val "gpus\.$i\.reason" "$F")
+        [ -z "$r" ] || [ "$r" = null ] || states="$states ($r)"
+        i=$((i + 1))
+    done
+    note gpu-states "as the daemon first saw them:$states"
     if [ -z "$bad" ]; then
         pass ginfo "ginfo equals nvidia-smi for $n GPU(s): names, UUIDs, bus ids, memory"
     else
