@@ -289,7 +289,8 @@ static void pass_init(struct pass *p, const struct scheduler_input *in,
 struct mig_pass {
     const struct gpu_set *set;
     int n;
-    uint64_t usable;    /* mig_usable, on an allowed GPU */
+    uint64_t ok;        /* mig_usable: NVML reports it */
+    uint64_t usable;    /* ok, on an allowed GPU */
     uint64_t unmanaged; /* outside processes */
     uint64_t held;      /* by running jobs and those started in this pass */
     uint64_t base_held; /* by running jobs */
@@ -337,6 +338,8 @@ static void mig_pass_init(struct mig_pass *mp, const struct scheduler_input *in,
         bool usable = mig_usable(mp->set, &mp->set->migs[i]);
         bool allowed = !policy->allowed_gpus ||
                        (parent >= 0 && parent < 64 && (policy->allowed_gpus >> parent & 1));
+        if (usable)
+            mp->ok |= 1ULL << i;
         if (usable && allowed)
             mp->usable |= 1ULL << i;
     }
@@ -376,6 +379,7 @@ static bool mig_choose(struct mig_pass *mp, struct job *j)
     return true;
 }
 
+/* Why MIG job j, which does not fit now, waits (the reasons of whole-GPU jobs). */
 static const char *mig_wait_reason(const struct mig_pass *mp, const struct job *j)
 {
     uint64_t match = mig_matching(mp, j);
@@ -384,8 +388,10 @@ static const char *mig_wait_reason(const struct mig_pass *mp, const struct job *
         return SCHEDULER_REASON_PRIORITY;
     if (popcount(match & mp->usable & ~mp->held) >= k)
         return SCHEDULER_REASON_UNMANAGED;
-    if (popcount(match & ~mp->unmanaged & ~mp->held) >= k)
+    if (popcount(match & mp->ok & ~mp->unmanaged & ~mp->held) >= k)
         return SCHEDULER_REASON_GPUS_RESTRICTED;
+    if (popcount(match & ~mp->unmanaged & ~mp->held) >= k)
+        return SCHEDULER_REASON_GPUS_UNAVAILABLE;
     return SCHEDULER_REASON_RESOURCES;
 }
 

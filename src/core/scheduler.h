@@ -129,7 +129,8 @@ struct scheduler_input {
  * no outside processes, on a GPU that is allowed and not lost. The pass sets a started
  * MIG job's mig_uuids (malloc'd, the old value freed) and leaves its gpu_mask 0; a GPU
  * in MIG mode is never given to a job that asks for whole GPUs. A MIG job that waits
- * gets the reasons above: Priority, Unmanaged, GpusRestricted or Resources. */
+ * gets the reasons above: Priority, Unmanaged, GpusRestricted, GpusUnavailable (its
+ * instances' state is unknown to NVML) or Resources. */
 
 /* Writes the jobs to start into start[] (capacity in->n_queued) in the order they should
  * start, sets each one's gpu_mask (0 for a job without GPUs) and clears its

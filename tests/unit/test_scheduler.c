@@ -667,12 +667,14 @@ static void test_mig_choice(void **state)
     f.policy.allowed_gpus = 0;
     mig_gpus[0].lost = true;
     assert_int_equal(fixture_pass(&f), 0);
+    assert_string_equal(f.jobs[0].wait_reason, SCHEDULER_REASON_GPUS_UNAVAILABLE);
     mig_gpus[0].lost = false;
     /* Nor one whose state NVML does not give; its GPU's own process list does not matter
      * (a driver refuses it to non-root callers on a MIG GPU). */
     snprintf(mig_list[2].unavailable, sizeof(mig_list[2].unavailable),
              "NVML: Insufficient Permissions (nvmlDeviceGetComputeRunningProcesses)");
     assert_int_equal(fixture_pass(&f), 0);
+    assert_string_equal(f.jobs[0].wait_reason, SCHEDULER_REASON_GPUS_UNAVAILABLE);
     mig_list[2].unavailable[0] = '\0';
     snprintf(mig_gpus[0].unavailable, sizeof(mig_gpus[0].unavailable),
              "NVML: Insufficient Permissions (nvmlDeviceGetComputeRunningProcesses)");
