@@ -85,8 +85,10 @@ static json_t *gpu_json(const struct gpus *gs, size_t g, struct job *const *runn
         json_array_append_new(procs, o);
     }
     const char *state = "idle";
-    const char *reason = NULL;
-    if (info->lost) {
+    const char *reason = gpu_unavailable_reason(gs, g);
+    if (reason) {
+        state = "unavailable"; /* a read hangs: its GPUs cannot be seen */
+    } else if (info->lost) {
         state = "lost";
         reason = "the GPU does not answer (NVML: GPU is lost)";
     } else if (json_array_size(jobs)) { /* even where no longer allowed: it is in use */

@@ -66,6 +66,8 @@ static void route_status(const struct gflowd *d, struct reply *rep)
     json_t *gpus = json_pack("{s:I, s:b, s:o, s:b}", "count", (json_int_t)set->n_gpus, "simulated",
                              set->simulated, "error", gpu_err ? json_string(gpu_err) : json_null(),
                              "constrain_devices", d->cfg.constrain_devices);
+    json_object_set_new(gpus, "nvml", json_string(gpu_nvml_state(d->gpus)));
+    json_object_set_new(gpus, "id_format", json_string(gpu_id_format(d->gpus)));
     json_t *body =
         json_pack("{s:s, s:s, s:i, s:i, s:s, s:b, s:f, s:I, s:o, s:I, s:s, s:s, s:o}", "version",
                   GFLOW_VERSION, "commit", GFLOW_COMMIT, "pid", (int)getpid(), "uid", (int)d->uid,
