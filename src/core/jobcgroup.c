@@ -48,9 +48,8 @@ static bool jobcgroup_in_path(const char *path, const char *end, struct jobcgrou
         if (len > sizeof(v2) - 1 && memcmp(c, v2, sizeof(v2) - 1) == 0 &&
             jobcgroup_ids(c + sizeof(v2) - 1, ce, ref))
             return true;
-        if (prev && prev_end - prev == 5 && memcmp(prev, "gflow", 5) == 0 &&
-            len > sizeof(v1) - 1 && memcmp(c, v1, sizeof(v1) - 1) == 0 &&
-            jobcgroup_ids(c + sizeof(v1) - 1, ce, ref))
+        if (prev && prev_end - prev == 5 && memcmp(prev, "gflow", 5) == 0 && len > sizeof(v1) - 1 &&
+            memcmp(c, v1, sizeof(v1) - 1) == 0 && jobcgroup_ids(c + sizeof(v1) - 1, ce, ref))
             return true;
         prev = c;
         prev_end = ce;

@@ -47,23 +47,23 @@ struct gpus {
 
     /* NVML's life (gpu_worker.c makes the calls). */
     struct gpu_worker *worker;
-    bool nvml_open;                /* as of the last answer */
-    bool lib_found;                /* the library loads (it may still fail to initialise) */
-    bool answered;                 /* an answer came since start */
-    char *open_error;              /* why NVML would not open ("no GPUs: ..."), as logged */
-    int open_tries;                /* failed opens in a row */
-    double retry_delay;            /* the current back-off, seconds */
-    double retry_at;               /* monotonic time of the next try; 0: none planned */
-    double retry_max;              /* daemon.nvml_retry_max_secs */
-    double timeout;                /* daemon.nvml_timeout_secs */
-    double asked_at;               /* when the request in progress was made; 0: none */
-    bool ask_again;                /* read again once the request in progress is answered */
-    bool overdue;                  /* the request in progress is past the timeout */
+    bool nvml_open;     /* as of the last answer */
+    bool lib_found;     /* the library loads (it may still fail to initialise) */
+    bool answered;      /* an answer came since start */
+    char *open_error;   /* why NVML would not open ("no GPUs: ..."), as logged */
+    int open_tries;     /* failed opens in a row */
+    double retry_delay; /* the current back-off, seconds */
+    double retry_at;    /* monotonic time of the next try; 0: none planned */
+    double retry_max;   /* daemon.nvml_retry_max_secs */
+    double timeout;     /* daemon.nvml_timeout_secs */
+    double asked_at;    /* when the request in progress was made; 0: none */
+    bool ask_again;     /* read again once the request in progress is answered */
+    bool overdue;       /* the request in progress is past the timeout */
     struct loop_timer *retry_timer, *overdue_timer;
-    struct gpu_set blind;          /* cur with every GPU unavailable, while overdue */
-    bool uuid_ids;                 /* CUDA_VISIBLE_DEVICES by UUID (gpu_id_format) */
-    char *id_format_why;           /* the decision and why, for gflowd status */
-    char text[3][GPU_MSG_MAX];     /* what gpu_error, gpu_nvml_state and
+    struct gpu_set blind;      /* cur with every GPU unavailable, while overdue */
+    bool uuid_ids;             /* CUDA_VISIBLE_DEVICES by UUID (gpu_id_format) */
+    char *id_format_why;       /* the decision and why, for gflowd status */
+    char text[3][GPU_MSG_MAX]; /* what gpu_error, gpu_nvml_state and
                                     * gpu_unavailable_reason return */
 };
 
@@ -388,8 +388,8 @@ static bool take_reading(struct gpus *g, struct gpu_worker_result *r, struct job
     if (!g->nvml_open) {
         if (g->open_tries)
             log_info("NVML is ready after %d failed tr%s: %zu GPU%s%s", g->open_tries,
-                     g->open_tries == 1 ? "y" : "ies", r->set.n_gpus,
-                     r->set.n_gpus == 1 ? "" : "s", r->simulated ? " (simulated)" : "");
+                     g->open_tries == 1 ? "y" : "ies", r->set.n_gpus, r->set.n_gpus == 1 ? "" : "s",
+                     r->simulated ? " (simulated)" : "");
         else
             log_info("%zu GPU%s%s", r->set.n_gpus, r->set.n_gpus == 1 ? "" : "s",
                      r->simulated ? " (simulated)" : "");
@@ -596,10 +596,9 @@ static void decide_id_format(struct gpus *g, const char *format, const char *con
         g->id_format_why =
             xstrdup("uuid (auto: the daemon's CUDA_VISIBLE_DEVICES names GPUs by UUID)");
     } else {
-        g->id_format_why = xasprintf("index (auto: not in a container%s)",
-                                     container && strcmp(container, "no") == 0
-                                         ? ", daemon.container = \"no\""
-                                         : "");
+        g->id_format_why = xasprintf(
+            "index (auto: not in a container%s)",
+            container && strcmp(container, "no") == 0 ? ", daemon.container = \"no\"" : "");
     }
 }
 

@@ -39,9 +39,9 @@ struct gpu_start_opts {
     struct store *store;        /* keeps gctl set-gpus */
     struct job *const *running; /* the running jobs (re-adopted after a restart) */
     size_t n_running;
-    const char *gpu_id_format;  /* daemon.gpu_id_format: auto, index, uuid */
-    const char *container;      /* daemon.container: auto, yes, no */
-    int64_t nvml_timeout_secs;  /* daemon.nvml_timeout_secs */
+    const char *gpu_id_format;   /* daemon.gpu_id_format: auto, index, uuid */
+    const char *container;       /* daemon.container: auto, yes, no */
+    int64_t nvml_timeout_secs;   /* daemon.nvml_timeout_secs */
     int64_t nvml_retry_max_secs; /* daemon.nvml_retry_max_secs */
 };
 

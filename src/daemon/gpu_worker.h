@@ -19,13 +19,13 @@ struct gpu_worker;
 
 /* What one request came to. */
 struct gpu_worker_result {
-    bool open;            /* NVML is loaded and initialised (after this request) */
-    bool found;           /* the library was there (when not open: it failed after loading) */
-    bool simulated;       /* the library is gflow's simulator */
-    bool read;            /* set holds a fresh reading */
-    bool topology_read;   /* the topology was read again (the GPU set changed) */
-    char *error;          /* why NVML would not open or the read failed, NULL if fine */
-    struct gpu_set set;   /* the GPUs, when read */
+    bool open;          /* NVML is loaded and initialised (after this request) */
+    bool found;         /* the library was there (when not open: it failed after loading) */
+    bool simulated;     /* the library is gflow's simulator */
+    bool read;          /* set holds a fresh reading */
+    bool topology_read; /* the topology was read again (the GPU set changed) */
+    char *error;        /* why NVML would not open or the read failed, NULL if fine */
+    struct gpu_set set; /* the GPUs, when read */
 };
 
 void gpu_worker_result_free(struct gpu_worker_result *r);

@@ -112,8 +112,7 @@ static void shim_args(const struct gflowd *d, const struct job *j, const struct 
         strvec_push(argv, "--tasks");
         strvec_pushf(argv, "%d", j->gpus);
         strvec_push(argv, "--task-gpus");
-        char *cuda =
-            jobenv_cuda_devices(j->gpu_mask, uuids, gpu_uuid_ids(d->gpus));
+        char *cuda = jobenv_cuda_devices(j->gpu_mask, uuids, gpu_uuid_ids(d->gpus));
         strvec_push(argv, cuda);
         free(cuda);
     }

@@ -13,8 +13,7 @@ static void test_v2_job_cgroup(void **state)
 {
     (void)state;
     struct jobcgroup_ref r[4];
-    assert_int_equal(jobcgroup_find("0::/user.slice/session-3.scope/gflow-job-42.9876\n", r, 4),
-                     1);
+    assert_int_equal(jobcgroup_find("0::/user.slice/session-3.scope/gflow-job-42.9876\n", r, 4), 1);
     assert_int_equal(r[0].job_id, 42);
     assert_int_equal(r[0].shim_pid, 9876);
     /* A cgroup the job made below its own is still the job's. */
@@ -53,14 +52,14 @@ static void test_other_cgroups_name_no_job(void **state)
     const char *none[] = {
         "0::/\n",
         "0::/system.slice/docker-0123.scope\n",
-        "0::/gflow-job-12\n",           /* no shim pid */
-        "0::/gflow-job-.5\n",           /* no job id */
-        "0::/gflow-job-3.1\n",          /* pid 1 is no shim */
-        "0::/xgflow-job-3.44\n",        /* not the whole name */
-        "0::/gflow-job-3.44x\n",        /* trailing garbage */
-        "6:freezer:/job-5.321\n",       /* v1 job cgroups live under gflow/ */
+        "0::/gflow-job-12\n",     /* no shim pid */
+        "0::/gflow-job-.5\n",     /* no job id */
+        "0::/gflow-job-3.1\n",    /* pid 1 is no shim */
+        "0::/xgflow-job-3.44\n",  /* not the whole name */
+        "0::/gflow-job-3.44x\n",  /* trailing garbage */
+        "6:freezer:/job-5.321\n", /* v1 job cgroups live under gflow/ */
         "6:freezer:/notgflow/job-5.321\n",
-        "5:devices:/gflow/job-5\n",     /* the devices cgroup of constrain_devices */
+        "5:devices:/gflow/job-5\n", /* the devices cgroup of constrain_devices */
         "garbage without colons\n",
         "",
     };
