@@ -431,9 +431,7 @@ bool gpu_collect(struct gpus *g, struct job *const *running, size_t n)
     g->overdue_timer = NULL;
     if (r.read) {
         changed |= take_reading(g, &r, running, n);
-    } else if (r.open) {
-        log_warn("reading GPUs failed: %s", r.error ? r.error : "unknown error");
-    } else {
+    } else { /* NVML would not open, or failed and was closed (gpu_worker.c) */
         changed |= g->nvml_open;
         if (g->nvml_open) {
             gpu_set_free(&g->cur); /* what NVML no longer answers for is unknown */

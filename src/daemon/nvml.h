@@ -5,7 +5,9 @@
  *
  * Everything lives in a struct nvml (no global state). Calls go straight to the driver;
  * NVML calls themselves are quick (tens of microseconds each) except on a wedged GPU,
- * which NVML reports as GPU_IS_LOST and we mark `lost` rather than retry. */
+ * which NVML reports as GPU_IS_LOST and we mark `lost` rather than retry, or where a
+ * call hangs: gflowd therefore makes every call from one worker thread
+ * (gpu_worker.c), never from its loop. */
 #ifndef GFLOWD_NVML_H
 #define GFLOWD_NVML_H
 
