@@ -23,6 +23,8 @@
 
 #define SETTING_ALLOWED "gpus.allowed"
 #define GPU_MSG_MAX 512
+/* The longest start-up waits for NVML's first answer (`gflowd up` waits 30 s). */
+#define START_WAIT_MAX 10.0
 #define ALL_GPUS (~0ULL)
 
 struct ignored {
@@ -678,11 +680,12 @@ struct gpus *gpu_start(const struct gpu_start_opts *o, char **err)
     /* The first reading is awaited (bounded), so that the GPUs are known when the
      * daemon starts serving; one that takes longer is collected by the loop. */
     ask(g);
-    if (gpu_worker_wait(g->worker, g->timeout))
+    double wait = g->timeout < START_WAIT_MAX ? g->timeout : START_WAIT_MAX;
+    if (gpu_worker_wait(g->worker, wait))
         gpu_collect(g, o->running, o->n_running);
     else
         log_warn("NVML gives no answer within %.0f s at start; serving without GPUs meanwhile",
-                 g->timeout);
+                 wait);
     return g;
 fail:
     free(library);
