@@ -62,11 +62,11 @@ struct gpus {
     bool ask_again;     /* read again once the request in progress is answered */
     bool overdue;       /* the request in progress is past the timeout */
     struct loop_timer *retry_timer, *overdue_timer;
-    struct gpu_set blind;      /* cur with every GPU unavailable, while overdue */
-    bool uuid_ids;             /* CUDA_VISIBLE_DEVICES by UUID (gpu_id_format) */
-    char *id_format_why;       /* the decision and why, for gflowd status */
-    char text[3][GPU_MSG_MAX]; /* what gpu_error, gpu_nvml_state and
-                                    * gpu_unavailable_reason return */
+    struct gpu_set blind; /* cur with every GPU unavailable, while overdue */
+    bool uuid_ids;        /* CUDA_VISIBLE_DEVICES by UUID (gpu_id_format) */
+    char *id_format_why;  /* the decision and why, for gflowd status */
+    /* What gpu_error, gpu_nvml_state and gpu_unavailable_reason return. */
+    char text[3][GPU_MSG_MAX];
 };
 
 enum { TEXT_ERROR, TEXT_STATE, TEXT_REASON };
