@@ -368,7 +368,9 @@ static void not_ready(struct gpus *g, const struct gpu_worker_result *r)
     if (g->nvml_open)
         log_warn("NVML stopped working (%s); the GPUs are unknown until it answers again", why);
     else if (!g->open_error || strcmp(g->open_error, why) != 0)
-        log_warn("%s; trying again with a back-off of up to %.0f s", why, g->retry_max);
+        /* No library at all is the normal state of a machine without NVIDIA GPUs. */
+        log_msg(r->found ? LOG_WARN : LOG_INFO, "%s; trying again with a back-off of up to %.0f s",
+                why, g->retry_max);
     free(g->open_error);
     g->open_error = xstrdup(why);
     g->nvml_open = false;
@@ -510,11 +512,15 @@ const char *gpu_nvml_state(const struct gpus *g)
         if (str_starts_with(why, "no GPUs: "))
             why += strlen("no GPUs: ");
         int tries = g->open_tries;
+        /* A library that is not there at all is a machine without NVIDIA software
+         * (still looked for now and then); one that loads but fails is a driver that is
+         * not ready (yet). */
+        const char *what = g->lib_found ? "not ready" : "not installed";
         if (g->asked_at)
-            snprintf(buf, GPU_MSG_MAX, "not ready (%s); trying again now, %d tr%s so far", why,
+            snprintf(buf, GPU_MSG_MAX, "%s (%s); trying again now, %d tr%s so far", what, why,
                      tries, tries == 1 ? "y" : "ies");
         else
-            snprintf(buf, GPU_MSG_MAX, "not ready (%s); retrying in %.0f s, %d tr%s so far", why,
+            snprintf(buf, GPU_MSG_MAX, "%s (%s); retrying in %.0f s, %d tr%s so far", what, why,
                      g->retry_at > now ? ceil(g->retry_at - now) : 0, tries,
                      tries == 1 ? "y" : "ies");
     }
