@@ -333,18 +333,23 @@ static void retry_cb(void *arg)
     ask(g);
 }
 
-/* The read in progress is past daemon.nvml_timeout_secs: its GPUs are unavailable
- * until it answers (gpu_unavailable_reason). */
-static void overdue_cb(void *arg)
+/* The request in progress is past daemon.nvml_timeout_secs: the GPUs are unavailable
+ * until it answers (gpu_unavailable_reason). Said once. */
+static void mark_overdue(struct gpus *g)
 {
-    struct gpus *g = arg;
-    g->overdue_timer = NULL;
     if (!g->asked_at || g->overdue)
         return;
     g->overdue = true;
     log_warn("NVML gives no answer for %.0f s: the GPUs count as unavailable until it does "
              "(a failing GPU?)",
              now_mono() - g->asked_at);
+}
+
+static void overdue_cb(void *arg)
+{
+    struct gpus *g = arg;
+    g->overdue_timer = NULL;
+    mark_overdue(g);
 }
 
 /* Hands a request to the worker (one at a time) and starts its clock. */
@@ -687,11 +692,13 @@ struct gpus *gpu_start(const struct gpu_start_opts *o, char **err)
      * daemon starts serving; one that takes longer is collected by the loop. */
     ask(g);
     double wait = g->timeout < START_WAIT_MAX ? g->timeout : START_WAIT_MAX;
-    if (gpu_worker_wait(g->worker, wait))
+    if (gpu_worker_wait(g->worker, wait)) {
         gpu_collect(g, o->running, o->n_running);
-    else
-        log_warn("NVML gives no answer within %.0f s at start; serving without GPUs meanwhile",
-                 wait);
+    } else {
+        loop_cancel_timer(g->overdue_timer);
+        g->overdue_timer = NULL;
+        mark_overdue(g);
+    }
     return g;
 fail:
     free(library);
