@@ -1,10 +1,16 @@
-/* gpualloc: the GPU choice for one job. The topology strategy looks, for each link level
- * from the closest outwards, for the lowest set of k candidates whose every pair is at
- * least that close (a k-clique of the "close enough" graph), found by a depth-first
- * search over bitmasks in ascending order, so the first set found is the lowest one.
- * Real link matrices are nearly hierarchical (PCIe trees, NVLink islands), which keeps
- * the search short; a step budget bounds the odd case, which then falls to the next
- * level (whose graph is denser). */
+/* gpualloc: the GPU choice for one job. The topology strategy works in two steps.
+ * 1. The link level: for each level from the closest outwards, is there a set of k
+ *    candidates whose every pair is at least that close (a k-clique of the "close enough"
+ *    graph)? A depth-first search over bitmasks answers; real link matrices are nearly
+ *    hierarchical (PCIe trees, NVLink islands), which keeps it short, and a step budget
+ *    bounds the odd case, which then falls to the next level (whose graph is denser).
+ * 2. Best fit at that level: the job goes into the group (the GPUs close enough to one
+ *    seed GPU) with the fewest free GPUs that still holds k, ties broken by the groups
+ *    around it at the wider levels, then by the lowest position; inside that group the k
+ *    GPUs are taken one at a time from the tightest free subgroups. So a 1-GPU job lands
+ *    in an NVLink island that is already partly used, and whole islands stay free for
+ *    the jobs that need them (issue 9, defect 8: lowest-free placement fragmented them).
+ * Cost: O(levels * n^2) for the neighbour masks plus O(levels * k * n) for the choice. */
 #include "gpualloc.h"
 
 #include <strings.h>
@@ -99,28 +105,90 @@ static uint64_t clique_dfs(struct clique_search *cs, uint64_t chosen, int n, uin
     return 0;
 }
 
+/* The lowest k-clique of within at this level, or 0 (none, or over the step budget). */
+static uint64_t lowest_clique(uint64_t (*close)[GPUINFO_MAX_GPUS], int level, uint64_t within,
+                              int k)
+{
+    uint64_t adj[GPUINFO_MAX_GPUS];
+    for (uint64_t a = within; a; a &= a - 1) {
+        int i = lowest_bit(a);
+        adj[i] = close[level][i] & within & ~((2ULL << i) - 1); /* above i */
+    }
+    struct clique_search cs = {.adj = adj, .k = k, .budget = 100000};
+    return clique_dfs(&cs, 0, 0, within);
+}
+
+#define N_LEVELS (GPU_LINK_UNKNOWN + 1)
+
+/* Compares GPUs a and b as homes for one more GPU of a job: the one whose free group is
+ * smaller at the first level (from..GPU_LINK_UNKNOWN) where they differ is the better
+ * fit, then the lower position. <0: a is better. */
+static int fit_cmp(uint64_t (*close)[GPUINFO_MAX_GPUS], uint64_t free, int from, int a, int b)
+{
+    for (int l = from; l < N_LEVELS; l++) {
+        int fa = popcount(close[l][a] & free), fb = popcount(close[l][b] & free);
+        if (fa != fb)
+            return fa - fb;
+    }
+    return a - b;
+}
+
 static uint64_t choose_topology(const struct gpu_set *set, uint64_t candidates, int k)
 {
-    if (k == 1 || !set->link)
+    if (!set->link)
         return lowest_k(candidates, k);
-    uint64_t adj[GPUINFO_MAX_GPUS];
-    for (int level = GPU_LINK_NVLINK; level < GPU_LINK_UNKNOWN; level++) {
-        for (uint64_t a = candidates; a; a &= a - 1) {
-            int i = lowest_bit(a);
-            adj[i] = 0;
-            for (uint64_t b = a & (a - 1); b; b &= b - 1) {
-                int j = lowest_bit(b);
-                if ((int)link_at(set, (size_t)i, (size_t)j) <= level)
-                    adj[i] |= 1ULL << j;
-            }
+    /* close[l][i]: the candidates linked to i at level l or closer, i included. */
+    uint64_t close[N_LEVELS][GPUINFO_MAX_GPUS];
+    for (uint64_t a = candidates; a; a &= a - 1) {
+        int i = lowest_bit(a);
+        for (int l = 0; l < N_LEVELS; l++)
+            close[l][i] = 1ULL << i;
+        for (uint64_t b = candidates & ~(1ULL << i); b; b &= b - 1) {
+            int j = lowest_bit(b);
+            for (int l = (int)link_at(set, (size_t)i, (size_t)j); l < N_LEVELS; l++)
+                close[l][i] |= 1ULL << j;
         }
-        struct clique_search cs = {.adj = adj, .k = k, .budget = 100000};
-        uint64_t r = clique_dfs(&cs, 0, 0, candidates);
-        if (r)
-            return r;
     }
-    /* Every pair counts at the last level (unknown links included). */
-    return lowest_k(candidates, k);
+    /* 1. The closest level that holds k; every pair counts at GPU_LINK_UNKNOWN. */
+    int level = k == 1 ? GPU_LINK_SELF : GPU_LINK_UNKNOWN;
+    uint64_t lowest = lowest_k(candidates, k);
+    for (int l = GPU_LINK_NVLINK; k > 1 && l < GPU_LINK_UNKNOWN; l++) {
+        uint64_t r = lowest_clique(close, l, candidates, k);
+        if (r) {
+            level = l;
+            lowest = r;
+            break;
+        }
+    }
+    /* 2a. The seed whose group at this level is the tightest that still holds k. */
+    int seed = -1;
+    for (uint64_t a = candidates; a; a &= a - 1) {
+        int i = lowest_bit(a);
+        if (popcount(close[level][i]) >= k &&
+            (seed < 0 || fit_cmp(close, candidates, level, i, seed) < 0))
+            seed = i;
+    }
+    if (seed < 0)
+        return lowest;
+    /* 2b. Its members one at a time, each from the tightest free subgroup, keeping every
+     * pair within the level (a non-hierarchical matrix may leave no way on: then any
+     * clique of the group, else the lowest one overall). */
+    uint64_t group = close[level][seed], pool = group, chosen = 0;
+    for (int n = 0; n < k; n++) {
+        if (popcount(pool) < k - n) {
+            uint64_t r = lowest_clique(close, level, group, k);
+            return r ? r : lowest;
+        }
+        int best = -1;
+        for (uint64_t a = pool; a; a &= a - 1) {
+            int i = lowest_bit(a);
+            if (best < 0 || fit_cmp(close, candidates & ~chosen, GPU_LINK_NVLINK, i, best) < 0)
+                best = i;
+        }
+        chosen |= 1ULL << best;
+        pool &= close[level][best] & ~(1ULL << best);
+    }
+    return chosen;
 }
 
 /* splitmix64: small, seedable, good enough to spread jobs over GPUs. */

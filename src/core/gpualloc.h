@@ -3,8 +3,12 @@
  * gpu_set, not the NVML index) and the set's interconnect matrix.
  *
  * Strategies (daemon.gpu_allocation_strategy):
- *   topology   (default) the set whose worst pairwise link is closest (NVLink before one
- *              PCIe switch before ... before across NUMA nodes); ties go to the lowest
+ *   topology   (default) a set whose worst pairwise link is closest (NVLink before one
+ *              PCIe switch before ... before across NUMA nodes), placed best fit: in the
+ *              group of candidates close enough to each other with the fewest members
+ *              that still holds k (wider levels break ties), members taken from the
+ *              tightest subgroups first, so a 1-GPU job goes into a partly used NVLink
+ *              island and leaves whole islands whole. Remaining ties go to the lowest
  *              positions, so on a uniform machine (or with no link matrix) it equals
  *              sequential.
  *   sequential the lowest free positions.

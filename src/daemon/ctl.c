@@ -225,12 +225,19 @@ int ctl_status(const struct gflowd *d)
                json_is_true(json_object_get(g, "constrain_devices"))
                    ? ", device isolation on (cgroup v1 devices)"
                    : "");
+    json_t *vis = json_object_get(g, "visible_devices");
+    if (json_is_object(vis)) {
+        printf("%s\n", json_string_value(json_object_get(vis, "understood")));
+        const char *warn = json_string_value(json_object_get(vis, "warning"));
+        if (warn)
+            printf("Warning: %s\n", warn);
+    }
     const char *nvml = json_string_value(json_object_get(g, "nvml"));
     if (nvml && !gpu_error) /* the error already says it */
         printf("NVML: %s\n", nvml);
     const char *id_format = json_string_value(json_object_get(g, "id_format"));
     if (id_format)
-        printf("GPU ids in CUDA_VISIBLE_DEVICES: %s\n", id_format);
+        printf("GPU ids for jobs: %s\n", id_format);
     json_t *mem = json_object_get(st, "memory");
     if (mem)
         printf("Memory: %lld MiB, job limits (--memory) held by %s\n",

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "cudavis.h"
 #include "files.h"
 #include "gflow_build.h"
 #include "gpu_worker.h"
@@ -46,6 +47,7 @@ struct gpus {
     uint64_t unmanaged;
     struct ignored *ignored;
     size_t n_ignored;
+    struct cudavis visible_read; /* visible_spec as CUDA reads it, once the GPUs are known */
 
     /* NVML's life (gpu_worker.c makes the calls). */
     struct gpu_worker *worker;
@@ -118,28 +120,23 @@ bad:
     return -1;
 }
 
-/* CUDA_VISIBLE_DEVICES of the daemon (a container's GPUs): indices or UUIDs. */
+/* CUDA_VISIBLE_DEVICES of the daemon (a container's GPUs), read as CUDA reads it
+ * (cudavis.c), again whenever the GPUs are read; what it means is logged when it changes
+ * and shown by `gflowd status`. */
 static void resolve_visible(struct gpus *g)
 {
     if (!g->visible_spec)
         return;
-    uint64_t m = 0;
-    char *copy = xstrdup(g->visible_spec), *save = NULL;
-    for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        while (isspace((unsigned char)*t))
-            t++;
-        char *end;
-        long i = strtol(t, &end, 10);
-        if (end != t && !*end && i >= 0 && i < GPUINFO_MAX_GPUS) {
-            m |= 1ULL << i;
-            continue;
-        }
-        for (size_t k = 0; k < g->cur.n_gpus; k++)
-            if (str_starts_with(g->cur.gpus[k].uuid, t) || strcmp(g->cur.gpus[k].uuid, t) == 0)
-                m |= 1ULL << k;
+    struct cudavis v;
+    cudavis_parse(g->visible_spec, &g->cur, getenv("CUDA_DEVICE_ORDER"), &v);
+    if (!g->visible_read.understood || strcmp(v.understood, g->visible_read.understood) != 0) {
+        log_info("%s", v.understood);
+        if (v.warning)
+            log_warn("%s", v.warning);
     }
-    free(copy);
-    g->visible = m;
+    cudavis_free(&g->visible_read);
+    g->visible_read = v;
+    g->visible = v.mask;
 }
 
 /* ---- simulator ---- */
@@ -718,6 +715,7 @@ void gpu_stop(struct gpus *g)
     free(g->open_error);
     free(g->id_format_why);
     free(g->visible_spec);
+    cudavis_free(&g->visible_read);
     free(g->ignored);
     free(g);
 }
@@ -856,6 +854,11 @@ int gpu_unignore(struct gpus *g, int gpu, long long pid, struct job *const *runn
 const char *gpu_visible_spec(const struct gpus *g)
 {
     return g->visible_spec;
+}
+
+const struct cudavis *gpu_visible_read(const struct gpus *g)
+{
+    return g->visible_read.understood ? &g->visible_read : NULL;
 }
 
 char *gpu_uuids(const struct gpus *g, uint64_t mask)

@@ -29,6 +29,7 @@
 
 struct store;
 struct gpus;
+struct cudavis;
 
 struct gpu_start_opts {
     const char *simulate;       /* --simulate-gpus N|FILE, NULL if none */
@@ -88,6 +89,9 @@ uint64_t gpu_allowed(const struct gpus *g);
 uint64_t gpu_visible(const struct gpus *g);
 /* The daemon's CUDA_VISIBLE_DEVICES as given, NULL if unset. */
 const char *gpu_visible_spec(const struct gpus *g);
+/* The daemon's CUDA_VISIBLE_DEVICES as CUDA reads it (the GPUs, MIG entries, the line
+ * saying what was understood, a warning), NULL while unset or no GPUs were read yet. */
+const struct cudavis *gpu_visible_read(const struct gpus *g);
 /* GPUs with compute processes that belong to no running job and are not ignored. */
 uint64_t gpu_unmanaged(const struct gpus *g);
 

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "cudavis.h"
 #include "daemon.h"
 #include "disk.h"
 #include "gflow_build.h"
@@ -52,6 +53,26 @@ static void route_health(struct reply *rep)
     reply_json(rep, 200, json_pack("{s:s}", "status", "ok"));
 }
 
+/* The daemon's own CUDA_VISIBLE_DEVICES and what CUDA makes of it; null when unset. */
+static json_t *visible_devices_json(const struct gpus *g)
+{
+    const char *spec = gpu_visible_spec(g);
+    if (!spec)
+        return json_null();
+    const struct cudavis *v = gpu_visible_read(g);
+    json_t *mig = json_array();
+    for (size_t i = 0; v && i < v->n_mig; i++)
+        json_array_append_new(mig, json_string(v->mig[i]));
+    char *not_yet = v ? NULL
+                      : xasprintf("CUDA_VISIBLE_DEVICES=%s: not read yet (no GPUs known)",
+                                  *spec ? spec : "\"\"");
+    json_t *o =
+        json_pack("{s:s, s:s, s:o, s:o}", "value", spec, "understood", v ? v->understood : not_yet,
+                  "mig", mig, "warning", v && v->warning ? json_string(v->warning) : json_null());
+    free(not_yet);
+    return o;
+}
+
 static void route_status(const struct gflowd *d, struct reply *rep)
 {
     int64_t counts[JOB_STATE_COUNT] = {0};
@@ -66,6 +87,7 @@ static void route_status(const struct gflowd *d, struct reply *rep)
     json_t *gpus = json_pack("{s:I, s:b, s:o, s:b}", "count", (json_int_t)set->n_gpus, "simulated",
                              set->simulated, "error", gpu_err ? json_string(gpu_err) : json_null(),
                              "constrain_devices", d->cfg.constrain_devices);
+    json_object_set_new(gpus, "visible_devices", visible_devices_json(d->gpus));
     json_object_set_new(gpus, "nvml", json_string(gpu_nvml_state(d->gpus)));
     json_object_set_new(gpus, "id_format", json_string(gpu_id_format(d->gpus)));
     json_t *body =

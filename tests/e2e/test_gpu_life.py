@@ -197,7 +197,7 @@ def test_auto_ids_are_uuids_when_the_daemon_sees_gpus_by_uuid(make_gflow):
     g = sim(make_gflow, fixture=fx, up_env={"CUDA_VISIBLE_DEVICES": uuid2},
             env={"GFLOW_DAEMON__GPU_ID_FORMAT": "auto"})
     st = status(g)
-    assert "GPU ids in CUDA_VISIBLE_DEVICES: uuid (auto: the daemon's CUDA_VISIBLE_DEVICES " \
+    assert "GPU ids for jobs: uuid (auto: the daemon's CUDA_VISIBLE_DEVICES " \
            "names GPUs by UUID)" in st, st
     j = g.wait_state(g.submit("-g", 1, SHOW_GPU_ENV))
     assert j["state"] == "CD" and j["gpu_ids"] == "2", j

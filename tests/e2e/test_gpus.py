@@ -593,11 +593,16 @@ def test_daemon_cuda_visible_devices_limits_the_gpus(make_gflow):
     assert info[0] == info[2] == "restricted", info
 
 
-def test_daemon_cuda_visible_devices_by_uuid(make_gflow):
+@pytest.mark.parametrize("prefix", [None, 12])
+def test_daemon_cuda_visible_devices_by_uuid(make_gflow, prefix):
+    """A full UUID, or a prefix of it that names one GPU only (as CUDA takes it)."""
     fx = fixture_of([sim_gpu(i) for i in range(4)])
     uuid2 = fx["gpus"][2]["uuid"]
-    g = sim(make_gflow, fixture=fx, up_env={"CUDA_VISIBLE_DEVICES": uuid2})
+    given = uuid2[:prefix] if prefix else uuid2
+    assert [x["uuid"].startswith(given) for x in fx["gpus"]].count(True) == 1
+    g = sim(make_gflow, fixture=fx, up_env={"CUDA_VISIBLE_DEVICES": given})
     assert gpus_json(g)["allowed"] == [2]
+    assert f"CUDA_VISIBLE_DEVICES={given}: GPU 2\n" in gflowd_status(g)
     cp = g.run("gbatch", "-g", 2, "true")
     assert cp.returncode != 0 and "GPU" in cp.stderr, cp
     j = g.wait_state(g.submit("-g", 1, SHOW_GPU_ENV))
@@ -610,10 +615,72 @@ def test_daemon_cuda_visible_devices_naming_no_gpu(make_gflow, visible):
     g = sim(make_gflow, 4, up_env={"CUDA_VISIBLE_DEVICES": visible})
     assert gpus_json(g)["allowed"] == []
     assert {x["state"] for x in gpus_json(g)["gpus"]} == {"restricted"}
+    said = ('CUDA_VISIBLE_DEVICES="": no GPUs (an empty value hides them all)' if not visible
+            else f"CUDA_VISIBLE_DEVICES=7: no GPUs ('7' is no GPU (there are 4): {IGNORED})")
+    assert said in gflowd_status(g)
     cp = g.run("gbatch", "-g", 1, "true")
     assert cp.returncode != 0 and "GPU" in cp.stderr, cp
     # CPU jobs still run.
     assert g.wait_state(g.submit("true"))["state"] == "CD"
+
+
+def gflowd_status(g):
+    return g.run("gflowd", "status", check=True).stdout
+
+
+IGNORED = "it and the entries after it are ignored, as CUDA does"
+MIG_UUID = "MIG-4f1b1d5c-8ac6-5a4b-9c8e-2f5a6c0b1d2e"
+
+
+@pytest.mark.parametrize("visible, allowed, said", [
+    # CUDA stops at the first invalid entry (the old reader skipped it: 1 and 3).
+    ("1,foo,3", [1], f"GPU 1 ('foo' is no GPU index or UUID: {IGNORED})"),
+    # A device named twice is invalid too.
+    ("3,1,3,0", [1, 3], f"GPUs 3, 1 ('3' names GPU 3 a second time: {IGNORED})"),
+    # A UUID prefix shared by every GPU names none (the old reader took all 4).
+    ("GPU-5e1f0000", [], f"no GPUs ('GPU-5e1f0000' matches 4 GPUs: {IGNORED})"),
+    # A MIG instance is recorded and said, not silently dropped.
+    (MIG_UUID, [], f"MIG instance {MIG_UUID} (MIG instances are not yet whole GPUs"),
+])
+def test_daemon_cuda_visible_devices_read_as_cuda_does(make_gflow, visible, allowed, said):
+    g = sim(make_gflow, 4, up_env={"CUDA_VISIBLE_DEVICES": visible})
+    uuids = [x["uuid"] for x in gpus_json(g)["gpus"]]
+    assert all(u.startswith("GPU-5e1f0000") for u in uuids), uuids
+    assert gpus_json(g)["allowed"] == allowed
+    out = gflowd_status(g)
+    assert f"CUDA_VISIBLE_DEVICES={visible}: {said}" in out, out
+    assert "Warning:" not in out, out
+    vis = g.api("GET", "/v1/status").json()["gpus"]["visible_devices"]
+    assert vis["value"] == visible and said in vis["understood"], vis
+    assert vis["mig"] == ([MIG_UUID] if visible == MIG_UUID else []), vis
+    if allowed:
+        j = g.wait_state(g.submit("-g", len(allowed), SHOW_GPU_ENV))
+        assert ids(j) == allowed, j
+    cp = g.run("gbatch", "-g", len(allowed) + 1, "true")
+    assert cp.returncode != 0 and "GPU" in cp.stderr, cp
+
+
+@pytest.mark.parametrize("order", [None, "FASTEST_FIRST", "PCI_BUS_ID"])
+def test_daemon_cuda_visible_devices_index_on_mixed_models(make_gflow, order):
+    """CUDA's default order numbers mixed models fastest first, which gflowd cannot know:
+    it reads the index in PCI order and says so, unless CUDA_DEVICE_ORDER=PCI_BUS_ID."""
+    fx = fixture_of([sim_gpu(i, name="Tesla T4" if i >= 2 else "NVIDIA A100-SXM4-80GB")
+                     for i in range(4)])
+    env = {"CUDA_VISIBLE_DEVICES": "2"}
+    if order:
+        env["CUDA_DEVICE_ORDER"] = order
+    g = sim(make_gflow, fixture=fx, up_env=env)
+    assert gpus_json(g)["allowed"] == [2]
+    out = gflowd_status(g)
+    assert "CUDA_VISIBLE_DEVICES=2: GPU 2\n" in out, out
+    warned = "Warning: CUDA_DEVICE_ORDER is not PCI_BUS_ID and the GPUs are of different models"
+    assert (warned in out) == (order != "PCI_BUS_ID"), out
+
+
+def test_daemon_without_cuda_visible_devices_says_nothing_of_it(make_gflow):
+    g = sim(make_gflow, 2)
+    assert "CUDA_VISIBLE_DEVICES" not in gflowd_status(g)
+    assert g.api("GET", "/v1/status").json()["gpus"]["visible_devices"] is None
 
 
 # ---------------------------------------------------------------- topology
@@ -654,6 +721,44 @@ def test_topology_prefers_an_nvlink_pair_over_lower_indices(make_gflow):
         sleeper(g, "-g", 1)                   # GPUs 0, 1, 2
     pair = g.wait_state(g.submit("-g", 2, "sleep", 60), "R")
     assert ids(pair) == [4, 5], pair          # 3 and 4 have no NVLink between them
+
+
+
+def test_topology_one_gpu_jobs_keep_an_island_whole(make_gflow):
+    """Issue 9, defect 8: 1-GPU jobs coming and going go into the island already in use, so
+    each 4-GPU job gets one whole island (lowest-free placement gave it 1,2,3,5)."""
+    g = sim(make_gflow, fixture=two_islands())
+    islands = ([0, 1, 2, 3], [4, 5, 6, 7])
+    first = sleeper(g, "-g", 4)
+    assert ids(first) == islands[0], first
+    one = sleeper(g, "-g", 1)
+    assert ids(one) == [4], one
+    g.run("gcancel", first["id"], check=True)
+    g.wait_state(first["id"], TERMINAL)
+    # Island A is wholly free, island B partly used: the next 1-GPU jobs join B.
+    singles = [one]
+    for want in (5, 6):
+        j = sleeper(g, "-g", 1)
+        assert ids(j) == [want], j
+        singles.append(j)
+    four = g.wait_state(g.submit("-g", 4, SHOW_GPU_ENV + "; sleep 60"), "R")
+    assert ids(four) == islands[0], four
+    rows = gqueue_rows(g)
+    assert rows[four["id"]]["NODELIST(REASON)"] == "0,1,2,3", rows[four["id"]]
+    env = wait_for(lambda: log_vars(g, four["id"]).get("NVIDIA_VISIBLE_DEVICES") and
+                   log_vars(g, four["id"]), "the 4-GPU job to print its GPUs")
+    assert env["CUDA_VISIBLE_DEVICES"] == "0,1,2,3", env
+    g.run("gcancel", four["id"], check=True)
+    g.wait_state(four["id"], TERMINAL)
+    # The island-B jobs end; 1-GPU jobs now all go to one island, the other stays whole.
+    for j in singles:
+        g.run("gcancel", j["id"], check=True)
+        g.wait_state(j["id"], TERMINAL)
+    placed = [ids(sleeper(g, "-g", 1))[0] for _ in range(3)]
+    side = {i // 4 for i in placed}
+    assert len(side) == 1, placed
+    last = sleeper(g, "-g", 4)
+    assert ids(last) == islands[1 - side.pop()], last
 
 
 # ---------------------------------------------------------------- --gpus-per-task

@@ -205,6 +205,18 @@ def parse_seeds():
         write("parse", f"9-{i}", bytes([9]) + "\0".join(words).encode())
 
 
+def cudavis_seeds():
+    # First byte: GPUs (low 4 bits), mixed models (16), CUDA_DEVICE_ORDER=PCI_BUS_ID (32).
+    cases = [(8, "1,3"), (8, "1,foo,3"), (8, "3,1,3,0"), (8, ""), (8, "0,,2"), (8, "4,"),
+             (4, "GPU-00000001-0000-4000-8000-000000000002"), (4, "GPU-00000001"),
+             (4, "gpu-00000000-0000-4000-8000-00000000000"), (4, "GPU-ffff,1"),
+             (2, "MIG-4f1b1d5c-8ac6-5a4b-9c8e-2f5a6c0b1d2e,0"), (2, "MIG-a,MIG-a"),
+             (8 | 16, "1,7"), (8 | 16 | 32, "1,7"), (0, "0"), (8, " 5 , 0"), (8, "-1"),
+             (8, "99999999999999999999999")]
+    for i, (shape, spec) in enumerate(cases):
+        write("cudavis", f"{i:02d}", bytes([shape]) + spec.encode())
+
+
 def client_seeds():
     body = b'{"jobs":[{"id":7,"name":"train","state":"PD"}]}'
     ok = (b"HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: "
@@ -241,6 +253,7 @@ def main():
     jobcodec_seeds()
     exitfile_seeds()
     parse_seeds()
+    cudavis_seeds()
     client_seeds()
     for d in sorted(CORPUS.iterdir()):
         files = list(d.iterdir())

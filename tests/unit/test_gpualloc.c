@@ -1,6 +1,8 @@
 /* test_gpualloc: the GPU choice of src/core/gpualloc.c: sequential, topology on an 8-GPU
- * machine with two NVLink islands of four (0-3, 4-7; SYS between them), topology on a
- * uniform machine and without a link matrix (both equal sequential), seeded random. */
+ * machine with two NVLink islands of four (0-3, 4-7; SYS between them), its best fit
+ * (small jobs go into partly used islands, also over a random run of jobs coming and
+ * going), topology on a uniform machine and without a link matrix (both equal
+ * sequential), seeded random. */
 /* cmocka needs these first. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -9,6 +11,7 @@
 
 #include <cmocka.h>
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -97,11 +100,130 @@ static void test_topology_islands(void **state)
     /* No island has room: the job spans both, lowest indices. */
     assert_int_equal(gpualloc_choose(&s, all & ~M(0, 4), 4, GPUALLOC_TOPOLOGY, NULL),
                      M(1, 2, 3, 5));
-    /* One GPU: the lowest free. */
+    /* One GPU: the lowest free of the island already in use. */
     assert_int_equal(gpualloc_choose(&s, all & ~M(0), 1, GPUALLOC_TOPOLOGY, NULL), M(1));
     assert_int_equal(gpualloc_worst_link(&s, M(4, 5, 6, 7)), GPU_LINK_NVLINK);
     assert_int_equal(gpualloc_worst_link(&s, M(3, 4)), GPU_LINK_SYSTEM);
     assert_int_equal(gpualloc_worst_link(&s, M(3)), GPU_LINK_SELF);
+}
+
+/* Defect 8 of issue 9: a 4-GPU job on island A, a 1-GPU job on 4, the 4-GPU job ends: the
+ * next 1-GPU job must join island B (not take 0), so island A stays whole. */
+static void test_topology_best_fit_keeps_islands_whole(void **state)
+{
+    (void)state;
+    struct gpu_set s = islands();
+    uint64_t all = 0xff;
+    assert_int_equal(gpualloc_choose(&s, all & ~M(4), 1, GPUALLOC_TOPOLOGY, NULL), M(5));
+    assert_int_equal(gpualloc_choose(&s, all & ~M(4, 5), 4, GPUALLOC_TOPOLOGY, NULL),
+                     M(0, 1, 2, 3));
+    /* The fullest island that still has room, whichever side it is on. */
+    assert_int_equal(gpualloc_choose(&s, all & ~M(0, 5, 6), 1, GPUALLOC_TOPOLOGY, NULL), M(4));
+    assert_int_equal(gpualloc_choose(&s, all & ~M(1, 2, 4), 1, GPUALLOC_TOPOLOGY, NULL), M(0));
+    /* Idle machine: the lowest GPU. */
+    assert_int_equal(gpualloc_choose(&s, all, 1, GPUALLOC_TOPOLOGY, NULL), M(0));
+    /* A 2-GPU job: the tightest island that holds two (B has 3 free, A 4). */
+    assert_int_equal(gpualloc_choose(&s, all & ~M(4), 2, GPUALLOC_TOPOLOGY, NULL), M(5, 6));
+    assert_int_equal(gpualloc_choose(&s, all & ~M(4, 5, 6), 2, GPUALLOC_TOPOLOGY, NULL), M(0, 1));
+}
+
+/* Wider levels break ties: 8 GPUs, NVLink pairs (0,1) (2,3) on NUMA node 0 and (4,5) (6,7)
+ * on node 1, one PCIe switch per node. */
+static void test_topology_best_fit_levels(void **state)
+{
+    (void)state;
+    struct gpu_set s = islands();
+    for (int i = 0; i < 8; i++)
+        for (int j = 0; j < 8; j++)
+            links8[i * 8 + j] = i == j             ? GPU_LINK_SELF
+                                : (i / 2 == j / 2) ? GPU_LINK_NVLINK
+                                : (i / 4 == j / 4) ? GPU_LINK_SINGLE
+                                                   : GPU_LINK_SYSTEM;
+    uint64_t all = 0xff;
+    /* Pairs (0,1) and (6,7) half used: node 1's is chosen only on a tie, so the lowest. */
+    assert_int_equal(gpualloc_choose(&s, all & ~M(0, 6), 1, GPUALLOC_TOPOLOGY, NULL), M(1));
+    /* Both pairs half used, node 1 busier: its pair. */
+    assert_int_equal(gpualloc_choose(&s, all & ~M(0, 6, 4, 5), 1, GPUALLOC_TOPOLOGY, NULL), M(7));
+    /* No pair half used: the whole pair on the busier node. */
+    assert_int_equal(gpualloc_choose(&s, all & ~M(0, 1), 1, GPUALLOC_TOPOLOGY, NULL), M(2));
+    assert_int_equal(gpualloc_choose(&s, all & ~M(4, 5), 2, GPUALLOC_TOPOLOGY, NULL), M(6, 7));
+    /* A 3-GPU job on a node (PIX): the half-free pair first, then a whole pair, leaving the
+     * other node whole. */
+    assert_int_equal(gpualloc_choose(&s, all & ~M(1), 3, GPUALLOC_TOPOLOGY, NULL), M(0, 2, 3));
+}
+
+/* Members come from the tightest subgroups, even when their indices interleave: NVLink
+ * pairs (0,3) (1,4) (2,5), NODE between them. */
+static void test_topology_best_fit_members(void **state)
+{
+    (void)state;
+    struct gpu_info g[6];
+    enum gpu_link l[36];
+    memset(g, 0, sizeof(g));
+    for (int i = 0; i < 6; i++) {
+        g[i].index = i;
+        for (int j = 0; j < 6; j++)
+            l[i * 6 + j] = i == j           ? GPU_LINK_SELF
+                           : i % 3 == j % 3 ? GPU_LINK_NVLINK
+                                            : GPU_LINK_NODE;
+    }
+    struct gpu_set s = {.gpus = g, .n_gpus = 6, .link = l};
+    /* 5 is busy: the job takes the lone 2 and the pair (0,3), leaving (1,4) whole. */
+    assert_int_equal(gpualloc_choose(&s, M(0, 1, 2, 3, 4), 3, GPUALLOC_TOPOLOGY, NULL), M(0, 2, 3));
+    assert_int_equal(gpualloc_choose(&s, M(0, 1, 2, 3, 4), 2, GPUALLOC_TOPOLOGY, NULL), M(0, 3));
+    assert_int_equal(gpualloc_choose(&s, M(0, 1, 2, 3, 4), 1, GPUALLOC_TOPOLOGY, NULL), M(2));
+}
+
+static uint64_t lcg(uint64_t *x)
+{
+    *x = *x * 6364136223846793005ULL + 1442695040888963407ULL;
+    return *x >> 33;
+}
+
+/* 1-GPU and 4-GPU jobs come and go at random on the two islands. Whenever the free GPUs
+ * include a whole island, a 4-GPU job gets a whole island; and a 1-GPU job never takes a
+ * GPU of a wholly free island while the other island has room. */
+static void test_topology_best_fit_random_run(void **state)
+{
+    (void)state;
+    struct gpu_set s = islands();
+    const uint64_t island[2] = {0x0f, 0xf0};
+    uint64_t jobs[64];
+    int n_jobs = 0, placed4 = 0, placed1 = 0, whole_probes = 0;
+    uint64_t busy = 0, x = 12345;
+    for (int step = 0; step < 20000; step++) {
+        uint64_t free = 0xff & ~busy;
+        bool whole_free = (free & island[0]) == island[0] || (free & island[1]) == island[1];
+        /* A 4-GPU probe at every step, placed or not. */
+        uint64_t four = gpualloc_choose(&s, free, 4, GPUALLOC_TOPOLOGY, NULL);
+        if (whole_free) {
+            whole_probes++;
+            assert_true(four == island[0] || four == island[1]);
+        }
+        int r = (int)(lcg(&x) % 100);
+        if (n_jobs > 0 && (r < 45 || n_jobs == 64)) { /* a job ends */
+            int j = (int)(lcg(&x) % (uint64_t)n_jobs);
+            busy &= ~jobs[j];
+            jobs[j] = jobs[--n_jobs];
+        } else if (r < 85) { /* a 1-GPU job */
+            uint64_t one = gpualloc_choose(&s, free, 1, GPUALLOC_TOPOLOGY, NULL);
+            if (!one)
+                continue;
+            int side = (one & island[0]) ? 0 : 1;
+            bool other_has_room = (free & island[!side]) && (busy & island[!side]);
+            if ((free & island[side]) == island[side])
+                assert_false(other_has_room);
+            busy |= one;
+            jobs[n_jobs++] = one;
+            placed1++;
+        } else if (four) {
+            busy |= four;
+            jobs[n_jobs++] = four;
+            placed4++;
+        }
+    }
+    /* The run did exercise both kinds. */
+    assert_true(placed1 > 1000 && placed4 > 100 && whole_probes > 1000);
 }
 
 static void test_topology_mixed_levels(void **state)
@@ -180,6 +302,10 @@ int main(void)
         cmocka_unit_test(test_strategy_names),
         cmocka_unit_test(test_sequential),
         cmocka_unit_test(test_topology_islands),
+        cmocka_unit_test(test_topology_best_fit_keeps_islands_whole),
+        cmocka_unit_test(test_topology_best_fit_levels),
+        cmocka_unit_test(test_topology_best_fit_members),
+        cmocka_unit_test(test_topology_best_fit_random_run),
         cmocka_unit_test(test_topology_mixed_levels),
         cmocka_unit_test(test_topology_uniform_is_sequential),
         cmocka_unit_test(test_random),
