@@ -20,7 +20,10 @@ import subprocess
 from conftest import TERMINAL, read_pid_file, wait_for, write_json_atomic
 from test_gpus import SHOW_GPU_ENV, fixture_of, gpus_json, log_vars, sim, sim_gpu, wait_reason
 
-FAST = {"GFLOW_DAEMON__NVML_RETRY_MAX_SECS": "1", "GFLOW_DAEMON__NVML_TIMEOUT_SECS": "1"}
+# NVML that does not open is tried again every second (not up to every minute).
+FAST = {"GFLOW_DAEMON__NVML_RETRY_MAX_SECS": "1"}
+# A read that takes 2 s counts as hung (not 10 s).
+HANG = {**FAST, "GFLOW_DAEMON__NVML_TIMEOUT_SECS": "2"}
 
 
 def status(g):
@@ -79,7 +82,7 @@ def test_nvml_that_goes_away_is_opened_again(make_gflow):
 
 def test_hanging_nvml_read_does_not_freeze_the_daemon(make_gflow):
     fx = fixture_of([sim_gpu(i) for i in range(2)])
-    g = sim(make_gflow, fixture=fx, env=FAST)
+    g = sim(make_gflow, fixture=fx, env=HANG)
     fx["gpus"][1]["hang"] = {"nvmlDeviceGetMemoryInfo": 600}
     write_json_atomic(g.fixture_path, fx)
 
