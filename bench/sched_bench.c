@@ -37,6 +37,7 @@ static struct gpu_set machine(void)
         gpus[i].index = i;
         gpus[i].memory_total_mib = 81559;
         gpus[i].memory_used_mib = 0;
+        gpus[i].memory_free_mib = 81559; /* NVML free: what exclusive jobs check */
         for (int j = 0; j < 8; j++)
             links[i * 8 + j] = i == j           ? GPU_LINK_SELF
                                : i / 4 == j / 4 ? GPU_LINK_NVLINK

@@ -43,7 +43,8 @@ static void ginfo_help(void)
            "\n"
            "States: idle, allocated (gflow jobs), mixed (shared jobs with room left),\n"
            "unmanaged (busy with processes outside gflow; gflow never uses or stops them),\n"
-           "restricted (not in the allowed set, see 'gctl show-gpus'), lost.\n"
+           "restricted (not in the allowed set, see 'gctl show-gpus'), unavailable (NVML\n"
+           "cannot tell its state: the reason names the NVML error; no job gets it).\n"
            "Unknown metrics are shown as '?'.\n");
 }
 
@@ -140,8 +141,8 @@ static char *ginfo_job_reason(const json_t *gpu, const json_t *names)
         strbuf_adds(&sb, "(Unmanaged)");
     else if (state && !strcmp(state, "restricted"))
         strbuf_adds(&sb, "(GpusRestricted)");
-    else if (state && !strcmp(state, "lost"))
-        strbuf_adds(&sb, "(Lost)");
+    else if (state && (!strcmp(state, "unavailable") || !strcmp(state, "lost")))
+        strbuf_adds(&sb, "(Unavailable)");
     else
         strbuf_adds(&sb, "-");
     return strbuf_detach(&sb);
@@ -267,6 +268,8 @@ static void ginfo_verbose(const json_t *gpus, const json_t *names)
         int64_t index = ginfo_int(g, "index");
         int64_t used = ginfo_int(g, "memory_used_mib");
         int64_t total = ginfo_int(g, "memory_total_mib");
+        if (total == 0)
+            total = -1; /* no reading (an unavailable GPU), not a GPU without memory */
         int64_t util = ginfo_int(g, "utilization_gpu");
         int64_t temp = ginfo_int(g, "temperature_c");
         const char *uuid = ginfo_str(g, "uuid");

@@ -14,6 +14,7 @@ void gpu_set_free(struct gpu_set *s)
         free(s->gpus[i].procs);
     free(s->gpus);
     free(s->link);
+    free(s->nvlinks);
     free(s->error);
     memset(s, 0, sizeof(*s));
 }

@@ -11,7 +11,7 @@
 
 #define GPUINFO_MAX_GPUS 64
 
-/* A compute process on a GPU. */
+/* A process on a GPU (compute, graphics or MPS; one entry per pid). */
 struct gpu_proc {
     int64_t pid;
     int64_t used_mib; /* -1: unknown (NVML reports ~0ULL when it cannot tell) */
@@ -42,8 +42,20 @@ struct gpu_info {
     int numa_node;           /* -1: unknown */
     struct gpu_proc *procs;
     size_t n_procs;
-    bool lost; /* NVML says the GPU fell off the bus / cannot be read */
+    bool lost; /* NVML answered GPU_IS_LOST (the GPU fell off the bus); implies unavailable */
+    /* NVML's free memory (excludes the driver's reservation), -1: unknown. */
+    int64_t memory_free_mib;
+    int minor; /* the /dev/nvidia<minor> node (nvmlDeviceGetMinorNumber), -1: unknown */
+    /* Why the GPU's state cannot be known, "NVML: <error> (<function>)"; "" when it can.
+     * An unavailable GPU is never given to a job and does not count at submit. */
+    char unavailable[160];
 };
+
+/* Whether the GPU's state is known well enough to give it to a job. */
+static inline bool gpu_info_usable(const struct gpu_info *g)
+{
+    return !g->lost && !g->unavailable[0];
+}
 
 struct gpu_set {
     struct gpu_info *gpus;
@@ -53,6 +65,9 @@ struct gpu_set {
     char driver_version[64];
     bool simulated; /* read from libgflow-nvml-sim.so */
     char *error;    /* why there are no GPUs ("no GPUs: <reason>"), NULL if fine */
+    /* nvlinks[i * n_gpus + j]: NVLinks joining gpus[i] and gpus[j] (through NVSwitches:
+     * the links of the GPU to the switches), 0 none; NULL when unknown. */
+    int *nvlinks;
 };
 
 void gpu_set_free(struct gpu_set *s);

@@ -2,8 +2,8 @@
  *
  * The pass walks the queued jobs once, in order. It keeps the GPUs' occupancy as
  * bitmasks over positions in the gpu_set (at most 64 GPUs): GPUs held by exclusive jobs,
- * GPUs with shared jobs (and their declared memory), and the usable ones (allowed, not
- * lost, no outside processes). A job fits when enough usable GPUs accept it; otherwise
+ * GPUs with shared jobs (and their declared memory), and the usable ones (allowed, state
+ * known, no outside processes). A job fits when enough usable GPUs accept it; otherwise
  * its reason comes from a few more popcounts. Jobs with the same request (GPUs, shared,
  * memory) get the same answer until the next start changes the occupancy, so a small
  * cache keyed by request makes a queue of 10,000 waiting GPU jobs cost one lookup each. */
@@ -119,11 +119,14 @@ struct gpu_state {
 struct pass {
     const struct gpu_set *set;
     int n;                              /* GPUs considered (positions 0..n-1) */
-    uint64_t all;                       /* positions 0..n-1, not lost */
+    uint64_t all;                       /* positions 0..n-1, usable (state known) */
+    uint64_t present;                   /* positions 0..n-1 */
     uint64_t allowed;                   /* positions */
     uint64_t unmanaged;                 /* positions */
-    int64_t free_mib[GPUINFO_MAX_GPUS]; /* memory_total - memory_used */
-    struct gpu_state now, base;         /* base: at the start of the pass */
+    int64_t free_mib[GPUINFO_MAX_GPUS]; /* NVML's free memory */
+    /* Memory a shared job cannot have: used by other than gflow jobs (in->outside_mib). */
+    int64_t outside_mib[GPUINFO_MAX_GPUS];
+    struct gpu_state now, base; /* base: at the start of the pass */
 };
 
 static int popcount(uint64_t m)
@@ -180,8 +183,8 @@ static uint64_t gflow_free(const struct pass *p, const struct gpu_state *g, cons
     return job_is_shared(j) ? ~g->excl : ~(g->excl | g->shared);
 }
 
-/* GPUs with memory for j: actually free memory for an exclusive job, room beside the
- * other shared jobs for a shared one. */
+/* GPUs with memory for j: actually free memory for an exclusive job; for a shared one,
+ * room beside the other shared jobs' declarations in what is not used outside gflow. */
 static uint64_t memory_ok(const struct pass *p, const struct gpu_state *g, const struct job *j)
 {
     if (j->gpu_memory_mb <= 0)
@@ -189,8 +192,9 @@ static uint64_t memory_ok(const struct pass *p, const struct gpu_state *g, const
     uint64_t ok = 0;
     for (uint64_t a = p->all; a; a &= a - 1) {
         int i = __builtin_ctzll(a);
-        int64_t room =
-            job_is_shared(j) ? p->set->gpus[i].memory_total_mib - g->shared_mib[i] : p->free_mib[i];
+        int64_t room = job_is_shared(j)
+                           ? p->set->gpus[i].memory_total_mib - p->outside_mib[i] - g->shared_mib[i]
+                           : p->free_mib[i];
         if (room >= j->gpu_memory_mb)
             ok |= 1ULL << i;
     }
@@ -201,6 +205,9 @@ static uint64_t memory_ok(const struct pass *p, const struct gpu_state *g, const
 static const char *wait_reason(const struct pass *p, const struct job *j)
 {
     int k = j->gpus;
+    /* Only GPUs whose state is unknown stand between it and the machine it fits. */
+    if (popcount(p->all & p->allowed) < k && popcount(p->present & p->allowed) >= k)
+        return SCHEDULER_REASON_GPUS_UNAVAILABLE;
     uint64_t usable = p->all & p->allowed & ~p->unmanaged;
     if (popcount(usable & gflow_free(p, &p->base, j) & memory_ok(p, &p->base, j)) >= k)
         return SCHEDULER_REASON_PRIORITY;
@@ -256,10 +263,16 @@ static void pass_init(struct pass *p, const struct scheduler_input *in,
                : 0;
     for (int i = 0; i < p->n; i++) {
         const struct gpu_info *g = &p->set->gpus[i];
-        if (!g->lost)
+        p->present |= 1ULL << i;
+        if (gpu_info_usable(g))
             p->all |= 1ULL << i;
-        /* Unknown used memory: nothing to go by but the total. */
-        p->free_mib[i] = g->memory_total_mib - (g->memory_used_mib > 0 ? g->memory_used_mib : 0);
+        /* NVML's free excludes the driver's reservation; without it, total - used (and
+         * with unknown used memory, nothing to go by but the total). */
+        p->free_mib[i] =
+            g->memory_free_mib >= 0
+                ? g->memory_free_mib
+                : g->memory_total_mib - (g->memory_used_mib > 0 ? g->memory_used_mib : 0);
+        p->outside_mib[i] = in->outside_mib && in->outside_mib[i] > 0 ? in->outside_mib[i] : 0;
     }
     p->allowed = policy->allowed_gpus ? mask_from_indices(p, policy->allowed_gpus) : ~0ULL;
     p->unmanaged = mask_from_indices(p, in->unmanaged);
@@ -392,6 +405,40 @@ size_t scheduler_pass(const struct scheduler_input *in, const struct scheduler_p
 
 /* ---- feasibility at submit ---- */
 
+static bool index_allowed(int index, uint64_t allowed)
+{
+    return !allowed || (index >= 0 && index < 64 && (allowed >> index & 1));
+}
+
+/* "GPU 2, 5: NVML: GPU is lost; GPU 3: NVML: ..." for the unavailable GPUs among those in
+ * `allowed` (one group per reason). Malloc'd. */
+static char *unavailable_list(const struct gpu_set *gpus, uint64_t allowed)
+{
+    struct strbuf sb;
+    strbuf_init(&sb);
+    bool *done = xcalloc(gpus->n_gpus + 1, sizeof(bool));
+    for (size_t i = 0; i < gpus->n_gpus; i++) {
+        const struct gpu_info *g = &gpus->gpus[i];
+        if (done[i] || gpu_info_usable(g) || !index_allowed(g->index, allowed))
+            continue;
+        const char *why = g->unavailable[0] ? g->unavailable : "NVML: GPU is lost";
+        strbuf_addf(&sb, "%sGPU ", sb.len ? "; " : "");
+        bool first = true;
+        for (size_t k = i; k < gpus->n_gpus; k++) {
+            const struct gpu_info *o = &gpus->gpus[k];
+            if (done[k] || gpu_info_usable(o) || !index_allowed(o->index, allowed) ||
+                strcmp(o->unavailable[0] ? o->unavailable : "NVML: GPU is lost", why) != 0)
+                continue;
+            strbuf_addf(&sb, "%s%d", first ? "" : ", ", o->index);
+            first = false;
+            done[k] = true;
+        }
+        strbuf_addf(&sb, ": %s", why);
+    }
+    free(done);
+    return strbuf_detach(&sb);
+}
+
 int scheduler_check_feasible(const struct job *j, const struct gpu_set *gpus, uint64_t allowed,
                              char **reason)
 {
@@ -407,13 +454,16 @@ int scheduler_check_feasible(const struct job *j, const struct gpu_set *gpus, ui
     if (j->gpus == 0)
         return 0;
     size_t n_all = gpus ? gpus->n_gpus : 0;
-    int n = 0, n_mem = 0;
+    int n = 0, n_usable = 0, n_mem = 0;
     int64_t largest = 0;
     for (size_t i = 0; i < n_all; i++) {
         const struct gpu_info *g = &gpus->gpus[i];
-        if (allowed && (g->index < 0 || g->index >= 64 || !(allowed >> g->index & 1)))
+        if (!index_allowed(g->index, allowed))
             continue;
         n++;
+        if (!gpu_info_usable(g))
+            continue; /* its memory reading is not to be trusted */
+        n_usable++;
         if (g->memory_total_mib > largest)
             largest = g->memory_total_mib;
         if (g->memory_total_mib >= j->gpu_memory_mb)
@@ -435,6 +485,13 @@ int scheduler_check_feasible(const struct job *j, const struct gpu_set *gpus, ui
             *reason =
                 xasprintf("requests %d GPU%s but only %d of this machine's %zu GPUs may be used",
                           j->gpus, s, n, n_all);
+        return -1;
+    }
+    if (j->gpus > n_usable) {
+        char *which = unavailable_list(gpus, allowed);
+        *reason = xasprintf("requests %d GPU%s but only %d of the %d GPUs are usable (%s)", j->gpus,
+                            s, n_usable, n, which);
+        free(which);
         return -1;
     }
     if (j->gpu_memory_mb > largest) {

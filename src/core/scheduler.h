@@ -8,13 +8,16 @@
  * sorts. Greedy: a job that fits starts even if a job ahead of it waits.
  *
  * GPUs: a job asks for `gpus` GPUs. An exclusive job holds its GPUs wholly and, with
- * gpu_memory_mb, needs that much actually free (memory_total - memory_used) on each.
- * A shared job (shared, gpu_memory_mb > 0) shares a GPU only with other shared jobs,
- * while the sum of their declared gpu_memory_mb fits the GPU's memory_total_mib. Running
- * jobs hold the GPUs in their gpu_mask (NVML indices). A GPU is usable when
- * it is allowed by the policy, not lost and not in the unmanaged mask (compute processes
- * that belong to no running gflow job; computed by the caller). The chosen GPUs are
- * picked by gpualloc. */
+ * gpu_memory_mb, needs that much actually free on each (NVML's free memory, which
+ * excludes the driver's reservation; total - used where free is unknown). A shared job
+ * (shared, gpu_memory_mb > 0) shares a GPU only with other shared jobs, while the sum of
+ * their declared gpu_memory_mb fits in the GPU's memory_total_mib less what is used by
+ * other than gflow jobs (in->outside_mib: outside processes, ignored ones included, and
+ * the driver's reservation; computed by the caller). Running jobs hold the GPUs in their
+ * gpu_mask (NVML indices). A GPU is usable when its state is known (gpu_info_usable: not
+ * lost, not unavailable), it is allowed by the policy and not in the unmanaged mask
+ * (compute processes that belong to no running gflow job; computed by the caller). The
+ * chosen GPUs are picked by gpualloc. */
 #ifndef GFLOW_SCHEDULER_H
 #define GFLOW_SCHEDULER_H
 
@@ -54,6 +57,8 @@ struct scheduler_policy {
  *                   exceeds memory_total_mb;
  *   Priority        the job would have fit, but jobs ahead of it in the order took the
  *                   GPUs in this pass;
+ *   GpusUnavailable it would fit if the GPUs whose state NVML cannot tell (unavailable,
+ *                   lost: ginfo shows why) were usable; checked first;
  *   GpuMemory       enough GPUs are free of gflow jobs, but not with enough memory: an
  *                   exclusive job's gpu_memory_mb is not actually free, or a shared job's
  *                   declared memory does not fit beside the shared jobs already there;
@@ -69,6 +74,7 @@ struct scheduler_policy {
 #define SCHEDULER_REASON_GPU_MEMORY "GpuMemory"
 #define SCHEDULER_REASON_GPUS_RESTRICTED "GpusRestricted"
 #define SCHEDULER_REASON_UNMANAGED "Unmanaged"
+#define SCHEDULER_REASON_GPUS_UNAVAILABLE "GpusUnavailable"
 /* JobArrayTaskLimit (Slurm's name): the job's group (j->group) has max_concurrent > 0 and
  * that many of its jobs are running (group->running, kept by the caller) or starting in
  * this pass. Checked after BeginTime and before MaxRunningJobs. */
@@ -110,6 +116,10 @@ struct scheduler_input {
      * reason is BeginTime), 0 if none: when the caller must run a pass again. */
     double *next_begin;
     double now;
+    /* Per position in gpus: MiB of the GPU's memory taken by other than gflow jobs (total
+     * - free - what the running jobs' processes use), which shared jobs cannot pack
+     * into; NULL: none. */
+    const int64_t *outside_mib;
 };
 
 /* Writes the jobs to start into start[] (capacity in->n_queued) in the order they should
@@ -122,8 +132,10 @@ size_t scheduler_pass(const struct scheduler_input *in, const struct scheduler_p
 /* Whether j's request can ever be met on this machine, checked at submit: j->gpus within
  * the GPUs in `allowed` (NVML-index mask, 0 = all; meant for the fixed restriction such
  * as the daemon's CUDA_VISIBLE_DEVICES, not the runtime one that only makes jobs wait),
- * gpu_memory_mb within their memory, and a shared job declares its memory. 0, or -1 with
- * *reason (the caller frees it), e.g. "requests 5 GPUs but this machine has 4". */
+ * gpu_memory_mb within their memory, and a shared job declares its memory. Unavailable
+ * GPUs (gpu_info_usable false) do not count. 0, or -1 with *reason (the caller frees it),
+ * e.g. "requests 5 GPUs but this machine has 4", "requests 6 GPUs but only 4 of the 6
+ * GPUs are usable (GPU 2, 5: NVML: GPU is lost)". */
 int scheduler_check_feasible(const struct job *j, const struct gpu_set *gpus, uint64_t allowed,
                              char **reason);
 

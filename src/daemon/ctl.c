@@ -232,6 +232,13 @@ int ctl_status(const struct gflowd *d)
         if (warn)
             printf("Warning: %s\n", warn);
     }
+    size_t ui;
+    json_t *u;
+    json_array_foreach (json_object_get(g, "unavailable"), ui, u) {
+        printf("GPU %lld unavailable: %s\n",
+               (long long)json_integer_value(json_object_get(u, "index")),
+               json_string_value(json_object_get(u, "reason")));
+    }
     const char *nvml = json_string_value(json_object_get(g, "nvml"));
     if (nvml && !gpu_error) /* the error already says it */
         printf("NVML: %s\n", nvml);

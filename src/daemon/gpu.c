@@ -48,6 +48,8 @@ struct gpus {
     struct ignored *ignored;
     size_t n_ignored;
     struct cudavis visible_read; /* visible_spec as CUDA reads it, once the GPUs are known */
+    /* Per GPU: MiB taken by other than the running jobs' processes (gpu_outside_mib). */
+    int64_t outside_mib[GPUINFO_MAX_GPUS];
 
     /* NVML's life (gpu_worker.c makes the calls). */
     struct gpu_worker *worker;
@@ -298,6 +300,30 @@ static uint64_t compute_unmanaged(const struct gpus *g, struct job *const *runni
     return m;
 }
 
+/* Per GPU, the memory shared jobs cannot pack into: all that is not free (so the
+ * driver's reservation too) less what the running jobs' own processes use. Outside
+ * processes count whether ignored or not: ignoring one lets jobs share its GPU, it does
+ * not free its memory. */
+static void compute_outside(struct gpus *g, struct job *const *running, size_t n)
+{
+    memset(g->outside_mib, 0, sizeof(g->outside_mib));
+    for (size_t k = 0; k < g->cur.n_gpus && k < GPUINFO_MAX_GPUS; k++) {
+        const struct gpu_info *info = &g->cur.gpus[k];
+        if (info->memory_free_mib < 0)
+            continue; /* no memory reading: the GPU is unavailable anyway */
+        int64_t taken = info->memory_total_mib - info->memory_free_mib;
+        for (size_t i = 0; i < info->n_procs; i++)
+            if (info->procs[i].used_mib > 0 && gpu_process_owner(info->procs[i].pid, running, n))
+                taken -= info->procs[i].used_mib;
+        g->outside_mib[k] = taken > 0 ? taken : 0;
+    }
+}
+
+const int64_t *gpu_outside_mib(const struct gpus *g)
+{
+    return g->outside_mib;
+}
+
 /* ---- reading ---- */
 
 /* What the scheduler depends on: which GPUs exist, their memory and their processes. */
@@ -309,7 +335,8 @@ static bool differs(const struct gpu_set *a, const struct gpu_set *b)
         const struct gpu_info *x = &a->gpus[i], *y = &b->gpus[i];
         if (x->memory_total_mib != y->memory_total_mib ||
             x->memory_used_mib != y->memory_used_mib || x->n_procs != y->n_procs ||
-            x->lost != y->lost)
+            x->lost != y->lost || x->memory_free_mib != y->memory_free_mib ||
+            strcmp(x->unavailable, y->unavailable) != 0)
             return true;
         for (size_t k = 0; k < x->n_procs; k++)
             if (x->procs[k].pid != y->procs[k].pid)
@@ -417,6 +444,7 @@ static bool take_reading(struct gpus *g, struct gpu_worker_result *r, struct job
     uint64_t um = compute_unmanaged(g, running, n);
     changed |= um != g->unmanaged;
     g->unmanaged = um;
+    compute_outside(g, running, n);
     return changed;
 }
 
@@ -442,6 +470,7 @@ bool gpu_collect(struct gpus *g, struct job *const *running, size_t n)
         if (g->nvml_open) {
             gpu_set_free(&g->cur); /* what NVML no longer answers for is unknown */
             g->unmanaged = 0;
+            memset(g->outside_mib, 0, sizeof(g->outside_mib));
         }
         not_ready(g, &r);
     }
@@ -458,6 +487,7 @@ bool gpu_refresh(struct gpus *g, struct job *const *running, size_t n)
     uint64_t um = compute_unmanaged(g, running, n);
     bool changed = um != g->unmanaged;
     g->unmanaged = um;
+    compute_outside(g, running, n);
     if (g->nvml_open)
         ask(g);
     return changed;
@@ -487,13 +517,14 @@ const struct gpu_set *gpu_schedulable(struct gpus *g)
 {
     if (!g->overdue)
         return &g->cur;
-    /* The pass sees every GPU as lost: it starts nothing on a GPU it cannot see. */
+    /* The pass sees every GPU as unavailable: it starts nothing on a GPU it cannot see. */
     free(g->blind.gpus);
     g->blind = g->cur;
     g->blind.gpus = g->cur.n_gpus ? xcalloc(g->cur.n_gpus, sizeof(*g->blind.gpus)) : NULL;
     for (size_t i = 0; i < g->cur.n_gpus; i++) {
         g->blind.gpus[i] = g->cur.gpus[i];
-        g->blind.gpus[i].lost = true;
+        snprintf(g->blind.gpus[i].unavailable, sizeof(g->blind.gpus[i].unavailable), "%s",
+                 gpu_unavailable_reason(g, i));
     }
     return &g->blind;
 }

@@ -73,7 +73,8 @@ bool gpu_pending(const struct gpus *g);
  * Valid until the next call. */
 const char *gpu_unavailable_reason(const struct gpus *g, size_t index);
 /* The GPUs as the scheduling pass must see them: gpu_current(), except while a read is
- * overdue, when every GPU is marked lost (nothing is placed on a GPU we cannot see). */
+ * overdue, when every GPU is marked unavailable (nothing is placed on a GPU we cannot
+ * see). */
 const struct gpu_set *gpu_schedulable(struct gpus *g);
 /* Whether jobs get CUDA_VISIBLE_DEVICES as UUIDs (else NVML indices), and that decision
  * with its reason ("uuid (auto: gflowd runs in a container: /.dockerenv)"). */
@@ -94,6 +95,10 @@ const char *gpu_visible_spec(const struct gpus *g);
 const struct cudavis *gpu_visible_read(const struct gpus *g);
 /* GPUs with compute processes that belong to no running job and are not ignored. */
 uint64_t gpu_unmanaged(const struct gpus *g);
+/* Per GPU (by position): MiB of its memory not free and not used by the running jobs'
+ * processes (outside processes, ignored ones too, and the driver's reservation), as of
+ * the last read; for the scheduler's shared packing (scheduler_input.outside_mib). */
+const int64_t *gpu_outside_mib(const struct gpus *g);
 
 /* gctl set-gpus: "0,2" or "all"; kept in the database for later restarts. The caller
  * lets the scheduler know (jobs_mark_dirty). 0, or -1 with *err. */

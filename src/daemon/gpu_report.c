@@ -87,10 +87,11 @@ static json_t *gpu_json(const struct gpus *gs, size_t g, struct job *const *runn
     const char *state = "idle";
     const char *reason = gpu_unavailable_reason(gs, g);
     if (reason) {
-        state = "unavailable"; /* a read hangs: its GPUs cannot be seen */
-    } else if (info->lost) {
-        state = "lost";
-        reason = "the GPU does not answer (NVML: GPU is lost)";
+        state = "unavailable"; /* a read hangs: no GPU can be seen */
+    } else if (!gpu_info_usable(info)) {
+        /* Whatever else it shows, gflow cannot know its state and gives it to no job. */
+        state = "unavailable";
+        reason = info->unavailable[0] ? info->unavailable : "NVML: GPU is lost";
     } else if (json_array_size(jobs)) { /* even where no longer allowed: it is in use */
         state = shared_only ? "shared" : "busy";
     } else if (!(gpu_allowed(gs) & (1ULL << g))) {
@@ -101,7 +102,7 @@ static json_t *gpu_json(const struct gpus *gs, size_t g, struct job *const *runn
         state = "unmanaged";
         reason = "compute processes outside gflow";
     }
-    return json_pack(
+    json_t *o = json_pack(
         "{s:i, s:s, s:s, s:s, s:I, s:o, s:o, s:o, s:o, s:o, s:b, s:s, s:o, s:o, "
         "s:o}",
         "index", (int)g, "uuid", info->uuid, "name", info->name, "pci_bus_id", info->pci_bus_id,
@@ -110,6 +111,9 @@ static json_t *gpu_json(const struct gpus *gs, size_t g, struct job *const *runn
         "temperature_c", known_int(info->temperature_c), "power_w", known_int(info->power_w),
         "numa_node", known_int(info->numa_node), "lost", info->lost, "state", state, "jobs", jobs,
         "reason", reason ? json_string(reason) : json_null(), "processes", procs);
+    json_object_set_new(o, "memory_free_mib", known_int(info->memory_free_mib));
+    json_object_set_new(o, "minor", known_int(info->minor));
+    return o;
 }
 
 static json_t *topology_json(const struct gpu_set *cur)
@@ -121,8 +125,12 @@ static json_t *topology_json(const struct gpu_set *cur)
         json_t *row = json_array();
         for (size_t j = 0; j < cur->n_gpus; j++) {
             enum gpu_link l = cur->link[i * cur->n_gpus + j];
-            json_array_append_new(
-                row, json_string(link_names[l <= GPU_LINK_UNKNOWN ? l : GPU_LINK_UNKNOWN]));
+            int links = cur->nvlinks ? cur->nvlinks[i * cur->n_gpus + j] : 0;
+            if (l == GPU_LINK_NVLINK && links > 0) /* "NV18", as nvidia-smi topo -m */
+                json_array_append_new(row, json_sprintf("NV%d", links));
+            else
+                json_array_append_new(
+                    row, json_string(link_names[l <= GPU_LINK_UNKNOWN ? l : GPU_LINK_UNKNOWN]));
         }
         json_array_append_new(rows, row);
     }

@@ -11,7 +11,7 @@
 #include "job.h"
 
 /* GET /v1/gpus: every GPU with its state ("idle", "busy", "shared", "restricted",
- * "unmanaged", "lost" and why), metrics, jobs and processes; the allowed set, the
+ * "unmanaged", "unavailable" and why), metrics, jobs and processes; the allowed set, the
  * allocation strategy and the topology matrix. */
 json_t *gpu_report_status(const struct gpus *g, struct job *const *running, size_t n,
                           const char *strategy);

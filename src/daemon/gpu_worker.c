@@ -17,12 +17,14 @@
 #include "nvml.h"
 #include "util.h"
 
-/* The GPU set a topology was read for: count, UUIDs and which GPUs were lost. */
+/* The GPU set a topology was read for: count, UUIDs and which GPUs could be read
+ * (topology is not read for a lost or unavailable GPU), and the matrices read. */
 struct worker_topo {
     size_t n;
     char (*uuid)[96];
-    bool *lost;
+    bool *usable;
     enum gpu_link *link; /* NULL: none read */
+    int *nvlinks;        /* NULL: none read */
 };
 
 struct gpu_worker {
@@ -53,9 +55,15 @@ void gpu_worker_result_free(struct gpu_worker_result *r)
 static void topo_clear(struct worker_topo *t)
 {
     free(t->uuid);
-    free(t->lost);
+    free(t->usable);
     free(t->link);
+    free(t->nvlinks);
     memset(t, 0, sizeof(*t));
+}
+
+static bool topo_usable(const struct gpu_info *g)
+{
+    return !g->lost && !g->unavailable[0];
 }
 
 static bool topo_same_set(const struct worker_topo *t, const struct gpu_set *s)
@@ -63,9 +71,19 @@ static bool topo_same_set(const struct worker_topo *t, const struct gpu_set *s)
     if (!t->uuid || t->n != s->n_gpus)
         return false;
     for (size_t i = 0; i < s->n_gpus; i++)
-        if (strcmp(t->uuid[i], s->gpus[i].uuid) != 0 || t->lost[i] != s->gpus[i].lost)
+        if (strcmp(t->uuid[i], s->gpus[i].uuid) != 0 || t->usable[i] != topo_usable(&s->gpus[i]))
             return false;
     return true;
+}
+
+/* A copy of an n x n matrix, NULL for NULL. */
+static void *topo_copy(const void *m, size_t n, size_t size)
+{
+    if (!m)
+        return NULL;
+    void *c = xcalloc(n > 0 ? n * n : 1, size);
+    memcpy(c, m, n * n * size);
+    return c;
 }
 
 static void topo_remember(struct worker_topo *t, const struct gpu_set *s)
@@ -73,15 +91,13 @@ static void topo_remember(struct worker_topo *t, const struct gpu_set *s)
     topo_clear(t);
     t->n = s->n_gpus;
     t->uuid = xcalloc(t->n ? t->n : 1, sizeof(*t->uuid));
-    t->lost = xcalloc(t->n ? t->n : 1, sizeof(*t->lost));
+    t->usable = xcalloc(t->n ? t->n : 1, sizeof(*t->usable));
     for (size_t i = 0; i < t->n; i++) {
         memcpy(t->uuid[i], s->gpus[i].uuid, sizeof(t->uuid[i]));
-        t->lost[i] = s->gpus[i].lost;
+        t->usable[i] = topo_usable(&s->gpus[i]);
     }
-    if (s->link) {
-        t->link = xcalloc(t->n * t->n, sizeof(*t->link));
-        memcpy(t->link, s->link, t->n * t->n * sizeof(*t->link));
-    }
+    t->link = topo_copy(s->link, t->n, sizeof(*t->link));
+    t->nvlinks = topo_copy(s->nvlinks, t->n, sizeof(*t->nvlinks));
 }
 
 /* One request, on the thread: open NVML if needed, then read. */
@@ -110,11 +126,9 @@ static void worker_serve(struct gpu_worker *w, struct gpu_worker_result *r)
     }
     r->read = true;
     if (topo_same_set(&w->topo, &r->set)) {
-        if (w->topo.link) {
-            size_t n = r->set.n_gpus;
-            r->set.link = xcalloc(n * n, sizeof(*r->set.link));
-            memcpy(r->set.link, w->topo.link, n * n * sizeof(*r->set.link));
-        }
+        size_t n = r->set.n_gpus;
+        r->set.link = topo_copy(w->topo.link, n, sizeof(*r->set.link));
+        r->set.nvlinks = topo_copy(w->topo.nvlinks, n, sizeof(*r->set.nvlinks));
     } else {
         nvml_read_links(w->nv, &r->set);
         topo_remember(&w->topo, &r->set);

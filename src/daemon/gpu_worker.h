@@ -6,8 +6,8 @@
  * (gpu_worker_take). How long a read may take before its GPUs count as unavailable is
  * the caller's business (gpu.c), as is the retry of an NVML that would not open.
  *
- * The topology is read only when the GPU set (count, UUIDs, lost GPUs) differs from the
- * previous read's; otherwise the previous matrix is copied. */
+ * The topology is read only when the GPU set (count, UUIDs, which GPUs could be read)
+ * differs from the previous read's; otherwise the previous matrices are copied. */
 #ifndef GFLOWD_GPU_WORKER_H
 #define GFLOWD_GPU_WORKER_H
 

@@ -858,6 +858,7 @@ size_t jobs_schedule(struct jobs *t, const struct jobs_machine *m, double now,
         .memory_total_mb = m->memory_total_mb,
         .now = now,
         .next_begin = next_begin,
+        .outside_mib = m->outside_mib,
     };
     size_t n = scheduler_pass(&in, &policy, start);
     /* Out of the queue in one sweep (jobs_set_state then finds them gone). */

@@ -115,6 +115,7 @@ struct jobs_machine {
     int64_t memory_total_mb;    /* 0: unknown */
     int64_t max_running_jobs;   /* 0: no limit */
     enum gpualloc_strategy strategy;
+    const int64_t *outside_mib; /* per GPU, memory not for shared jobs; NULL: none */
 };
 
 /* Something changed that may let a queued job start. */

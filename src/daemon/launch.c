@@ -15,7 +15,6 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "daemon.h"
@@ -32,32 +31,44 @@ bool launch_short_of(int e)
     return e == EMFILE || e == ENFILE || e == EAGAIN || e == ENOMEM;
 }
 
-/* The device minor of the GPU with NVML index i: the node /dev/nvidia<i> when it is an
- * NVIDIA character device (major 195), else i. The driver numbers its device nodes
- * in the order it probed the GPUs, and NVML indices follow the same (PCI) order, so
- * index i is /dev/nvidia<i> with minor i on the usual setups; the node is read because
- * that is what the job would open. */
-static int gpu_minor(int index)
+/* For daemon.constrain_devices: the GPUs the job was not given, to be denied. */
+static bool gpu_denied(const struct job *j, int index)
 {
-    char path[32];
-    struct stat st;
-    snprintf(path, sizeof(path), "/dev/nvidia%d", index);
-    if (stat(path, &st) == 0 && S_ISCHR(st.st_mode) && major(st.st_rdev) == 195)
-        return (int)minor(st.st_rdev);
-    return index;
+    return index >= 0 && index < GPUINFO_MAX_GPUS && !(j->gpu_mask & (1ULL << index));
+}
+
+/* Whether every GPU the job must be denied has a known /dev/nvidia minor; if not, *err
+ * says which. The minor is NVML's (nvmlDeviceGetMinorNumber), not the index: the two
+ * differ on some servers and in containers, and denying by index would hide the job's
+ * own GPU and leave another open. */
+static bool denied_minors_known(const struct gflowd *d, const struct job *j, char **err)
+{
+    const struct gpu_set *set = gpu_current(d->gpus);
+    for (size_t i = 0; i < set->n_gpus; i++) {
+        const struct gpu_info *g = &set->gpus[i];
+        if (gpu_denied(j, g->index) && g->minor < 0) {
+            *err = xasprintf("cannot constrain the job to its GPUs (daemon.constrain_devices): "
+                             "the /dev/nvidia minor of GPU %d is unknown%s%s%s",
+                             g->index, g->unavailable[0] ? " (" : "", g->unavailable,
+                             g->unavailable[0] ? ")" : "");
+            return false;
+        }
+    }
+    return true;
 }
 
 /* For daemon.constrain_devices: the minors of the GPUs the job was not given, "1,3",
- * as the shim's --deny-devices wants them; NULL when it was given them all. */
+ * as the shim's --deny-devices wants them; NULL when it was given them all. The caller
+ * has checked denied_minors_known(). */
 static char *denied_gpu_minors(const struct gflowd *d, const struct job *j)
 {
     const struct gpu_set *set = gpu_current(d->gpus);
     struct strbuf sb;
     strbuf_init(&sb);
     for (size_t i = 0; i < set->n_gpus; i++) {
-        int index = set->gpus[i].index;
-        if (index >= 0 && index < GPUINFO_MAX_GPUS && !(j->gpu_mask & (1ULL << index)))
-            strbuf_addf(&sb, "%s%d", sb.len ? "," : "", gpu_minor(index));
+        const struct gpu_info *g = &set->gpus[i];
+        if (gpu_denied(j, g->index) && g->minor >= 0)
+            strbuf_addf(&sb, "%s%d", sb.len ? "," : "", g->minor);
     }
     if (sb.len == 0) {
         strbuf_free(&sb);
@@ -289,6 +300,8 @@ enum launch_result launch_shim(struct gflowd *d, const struct job *j, pid_t *pid
             goto out;
         }
     }
+    if (d->cfg.constrain_devices && !denied_minors_known(d, j, err))
+        goto out;
     uuids = gpu_uuids(d->gpus, j->gpu_mask);
     full.gpu_mask = j->gpu_mask; /* chosen by the pass that started it */
     shim_args(d, j, &full, pw, uuids, &argv);

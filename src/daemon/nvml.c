@@ -4,13 +4,19 @@
  *
  * Symbols are split in two: required ones (init, count, handle, uuid, name, pci,
  * memory, shutdown, errorString) without which there are no GPUs, and optional ones
- * (utilisation, temperature, power, processes, topology, NVLink, NUMA, driver version)
- * whose absence, or a NOT_SUPPORTED answer, leaves that metric unknown (-1), never 0.
+ * (utilisation, temperature, power, processes, topology, NVLink, NUMA, minor, driver
+ * version) whose absence, or a NOT_SUPPORTED answer, leaves that metric unknown (-1),
+ * never 0. What scheduling cannot do without is different: a GPU whose handle, UUID,
+ * memory or process lists cannot be read is unavailable, with the NVML error and the
+ * call as the reason ("NVML: Insufficient Permissions (nvmlDeviceGetHandleByIndex)"),
+ * never idle.
  *
  * Driver quirks handled here, each next to its workaround:
  *  - versioned structs need `sizeof | ver << 24` in their version field;
- *  - the compute-process list is 24 or 32 bytes per entry depending on the driver
- *    (535-series), so the stride is probed;
+ *  - the process lists (compute, graphics, MPS) are 24 or 32 bytes per entry depending
+ *    on the driver (535-series), so the stride is probed;
+ *  - on NVSwitch systems every NVLink's far end is a switch, not a GPU: the GPUs are
+ *    joined by asking NVML whether each pair can talk over NVLink (P2P status);
  *  - the process list can grow between the size query and the read, so reads loop on
  *    INSUFFICIENT_SIZE;
  *  - usedGpuMemory == ~0ULL means "not available", not 16 EiB. */
@@ -54,6 +60,9 @@ typedef nvmlReturn_t (*nvml_link_pci_fn)(nvmlDevice_t, unsigned int, nvmlPciInfo
 typedef nvmlReturn_t (*nvml_affinity_fn)(nvmlDevice_t, unsigned int, unsigned long *,
                                          nvmlAffinityScope_t);
 typedef nvmlReturn_t (*nvml_sysstr_fn)(char *, unsigned int);
+typedef nvmlReturn_t (*nvml_link_type_fn)(nvmlDevice_t, unsigned int, nvmlIntNvLinkDeviceType_t *);
+typedef nvmlReturn_t (*nvml_p2p_fn)(nvmlDevice_t, nvmlDevice_t, nvmlGpuP2PCapsIndex_t,
+                                    nvmlGpuP2PStatus_t *);
 
 struct nvml {
     void *lib;
@@ -86,6 +95,18 @@ struct nvml {
     nvml_uint_fn get_numa_node;
     nvml_affinity_fn get_memory_affinity;
     nvml_sysstr_fn get_driver_version;
+
+    /* Optional, read like the compute list (same layouts per version); their processes
+     * hold the GPU as much as compute ones do. */
+    nvml_procs_fn get_graphics_procs;
+    enum nvml_ver graphics_ver;
+    size_t graphics_stride;
+    nvml_procs_fn get_mps_procs;
+    enum nvml_ver mps_ver;
+    size_t mps_stride;
+    nvml_uint_fn get_minor;
+    nvml_link_type_fn get_link_remote_type;
+    nvml_p2p_fn get_p2p;
 
     /* The devices of the last nvml_read_devices(), for nvml_read_links(). */
     struct nvml_dev *devs;
@@ -125,6 +146,15 @@ static const char *nvml_strerror(const struct nvml *n, nvmlReturn_t rc)
 {
     const char *s = n->error_string ? n->error_string(rc) : NULL;
     return s ? s : "unknown NVML error";
+}
+
+/* The layout of a process-list symbol found at position `which` of (_v3, _v2, legacy). */
+static enum nvml_ver nvml_procs_ver(int which)
+{
+    return which == 0   ? NVML_VER_3
+           : which == 1 ? NVML_VER_2
+           : which == 2 ? NVML_VER_1
+                        : NVML_VER_NONE;
 }
 
 /* Resolves every symbol. Returns the name of the first missing required one, or NULL. */
@@ -202,6 +232,26 @@ static const char *nvml_resolve(struct nvml *n)
     n->get_memory_affinity =
         NVML_FN(nvml_affinity_fn, dlsym(n->lib, "nvmlDeviceGetMemoryAffinity"));
     n->get_driver_version = NVML_FN(nvml_sysstr_fn, dlsym(n->lib, "nvmlSystemGetDriverVersion"));
+    p = nvml_sym(n->lib,
+                 NVML_NAMES("nvmlDeviceGetGraphicsRunningProcesses_v3",
+                            "nvmlDeviceGetGraphicsRunningProcesses_v2",
+                            "nvmlDeviceGetGraphicsRunningProcesses"),
+                 &which);
+    n->get_graphics_procs = NVML_FN(nvml_procs_fn, p);
+    n->graphics_ver = nvml_procs_ver(which);
+    n->graphics_stride = n->graphics_ver == NVML_VER_1 ? sizeof(nvmlProcessInfo_v1_t) : 0;
+    p = nvml_sym(n->lib,
+                 NVML_NAMES("nvmlDeviceGetMPSComputeRunningProcesses_v3",
+                            "nvmlDeviceGetMPSComputeRunningProcesses_v2",
+                            "nvmlDeviceGetMPSComputeRunningProcesses"),
+                 &which);
+    n->get_mps_procs = NVML_FN(nvml_procs_fn, p);
+    n->mps_ver = nvml_procs_ver(which);
+    n->mps_stride = n->mps_ver == NVML_VER_1 ? sizeof(nvmlProcessInfo_v1_t) : 0;
+    n->get_minor = NVML_FN(nvml_uint_fn, dlsym(n->lib, "nvmlDeviceGetMinorNumber"));
+    n->get_link_remote_type =
+        NVML_FN(nvml_link_type_fn, dlsym(n->lib, "nvmlDeviceGetNvLinkRemoteDeviceType"));
+    n->get_p2p = NVML_FN(nvml_p2p_fn, dlsym(n->lib, "nvmlDeviceGetP2PStatus"));
 #undef NVML_NAMES
     return NULL;
 }
@@ -278,14 +328,24 @@ static void nvml_copy(char *dst, size_t cap, const char *src)
     snprintf(dst, cap, "%s", src);
 }
 
-/* Whether rc means the GPU is gone; marks it so. */
-static bool nvml_lost(struct gpu_info *g, nvmlReturn_t rc)
+/* Records why the GPU's state cannot be known (the first reason is kept: it is the
+ * cause, later failures follow from it), and marks GPU_IS_LOST as lost. */
+static void nvml_unavailable(const struct nvml *n, struct gpu_info *g, nvmlReturn_t rc,
+                             const char *fn)
 {
-    if (rc == NVML_ERROR_GPU_IS_LOST) {
+    if (rc == NVML_ERROR_GPU_IS_LOST)
         g->lost = true;
-        return true;
-    }
-    return false;
+    if (!g->unavailable[0])
+        snprintf(g->unavailable, sizeof(g->unavailable), "NVML: %s (%s)", nvml_strerror(n, rc), fn);
+}
+
+/* Whether rc of `fn` means the GPU is gone; marks it lost and unavailable. */
+static bool nvml_lost(const struct nvml *n, struct gpu_info *g, nvmlReturn_t rc, const char *fn)
+{
+    if (rc != NVML_ERROR_GPU_IS_LOST)
+        return false;
+    nvml_unavailable(n, g, rc, fn);
+    return true;
 }
 
 /* Reads the PCI identity. The bus id is rebuilt from the integers as
@@ -310,13 +370,16 @@ static nvmlReturn_t nvml_read_pci(struct nvml *n, struct nvml_dev *d, struct gpu
     return NVML_SUCCESS;
 }
 
-/* Total and used memory in MiB. The _v2 call is tried first; a driver that exports it
- * but rejects our struct version (ARGUMENT_VERSION_MISMATCH, or FUNCTION_NOT_FOUND from
- * a stub) falls back to the legacy call. */
-static nvmlReturn_t nvml_read_memory(struct nvml *n, nvmlDevice_t h, struct gpu_info *g)
+/* Total, used and free memory in MiB. The _v2 call is tried first; any answer but
+ * success or GPU_IS_LOST (NOT_SUPPORTED on some boards, ARGUMENT_VERSION_MISMATCH from a
+ * driver that wants another struct version, FUNCTION_NOT_FOUND from a stub) falls back
+ * to the legacy call. *fn names the call whose answer is returned. */
+static nvmlReturn_t nvml_read_memory(struct nvml *n, nvmlDevice_t h, struct gpu_info *g,
+                                     const char **fn)
 {
     nvmlReturn_t rc = NVML_ERROR_FUNCTION_NOT_FOUND;
     if (n->get_memory_v2) {
+        *fn = "nvmlDeviceGetMemoryInfo_v2";
         nvmlMemory_v2_t m;
         memset(&m, 0, sizeof(m));
         m.version = NVML_MEMORY_V2_VERSION;
@@ -324,18 +387,20 @@ static nvmlReturn_t nvml_read_memory(struct nvml *n, nvmlDevice_t h, struct gpu_
         if (rc == NVML_SUCCESS) {
             g->memory_total_mib = (int64_t)(m.total >> 20);
             g->memory_used_mib = (int64_t)(m.used >> 20);
+            g->memory_free_mib = (int64_t)(m.free >> 20);
             return rc;
         }
-        if ((rc != NVML_ERROR_ARGUMENT_VERSION_MISMATCH && rc != NVML_ERROR_FUNCTION_NOT_FOUND) ||
-            !n->get_memory)
+        if (rc == NVML_ERROR_GPU_IS_LOST || !n->get_memory)
             return rc;
     }
+    *fn = "nvmlDeviceGetMemoryInfo";
     nvmlMemory_t m;
     memset(&m, 0, sizeof(m));
     rc = n->get_memory(h, &m);
     if (rc == NVML_SUCCESS) {
         g->memory_total_mib = (int64_t)(m.total >> 20);
         g->memory_used_mib = (int64_t)(m.used >> 20);
+        g->memory_free_mib = (int64_t)(m.free >> 20);
     }
     return rc;
 }
@@ -374,10 +439,12 @@ static size_t nvml_probe_stride(const unsigned char *buf, unsigned int count)
     return !guess_ok && other_ok ? other : guess;
 }
 
-/* Reads the compute processes of one GPU. Grows the buffer and retries while the driver
- * answers INSUFFICIENT_SIZE (it sets the count it needs; processes may start between
- * the two calls, hence the extra room and the bounded loop). */
-static nvmlReturn_t nvml_read_procs(struct nvml *n, nvmlDevice_t h, struct gpu_info *g)
+/* Reads one process list (compute, graphics or MPS) of a GPU into *out. Grows the
+ * buffer and retries while the driver answers INSUFFICIENT_SIZE (it sets the count it
+ * needs; processes may start between the two calls, hence the extra room and the
+ * bounded loop). *stride is the list's entry size, probed on first use for _v2/_v3. */
+static nvmlReturn_t nvml_read_proclist(nvml_procs_fn get, size_t *stride, nvmlDevice_t h,
+                                       struct gpu_proc **out, size_t *n_out)
 {
     unsigned int cap = NVML_PROCS_INITIAL;
     unsigned char *buf = NULL;
@@ -386,11 +453,13 @@ static nvmlReturn_t nvml_read_procs(struct nvml *n, nvmlDevice_t h, struct gpu_i
     /* Room for the widest entry we know of, whichever the driver writes. */
     const size_t room = sizeof(nvmlProcessInfo_cc_t);
 
+    *out = NULL;
+    *n_out = 0;
     for (int tries = 0; tries < NVML_PROCS_TRIES; tries++) {
         buf = xrealloc(buf, (size_t)cap * room);
         memset(buf, NVML_PROBE_BYTE, (size_t)cap * room);
         count = cap;
-        rc = n->get_procs(h, &count, buf);
+        rc = get(h, &count, buf);
         if (rc != NVML_ERROR_INSUFFICIENT_SIZE)
             break;
         unsigned int want = count > cap ? count : cap * 2;
@@ -403,25 +472,78 @@ static nvmlReturn_t nvml_read_procs(struct nvml *n, nvmlDevice_t h, struct gpu_i
     if (count > cap)
         count = cap;
 
-    size_t stride = n->procs_stride;
-    if (!stride && count > 0) {
-        stride = nvml_probe_stride(buf, count);
-        n->procs_stride = stride; /* one driver, one layout: probe once */
-    }
+    if (!*stride && count > 0)
+        *stride = nvml_probe_stride(buf, count); /* one driver, one layout: probe once */
 
-    g->procs = count ? xcalloc(count, sizeof(*g->procs)) : NULL;
-    g->n_procs = count;
+    *out = count ? xcalloc(count, sizeof(**out)) : NULL;
+    *n_out = count;
     for (unsigned int i = 0; i < count; i++) {
         unsigned int pid;
         unsigned long long used;
         /* pid and usedGpuMemory sit at the same offsets in every layout. */
-        memcpy(&pid, buf + i * stride + offsetof(nvmlProcessInfo_t, pid), sizeof(pid));
-        memcpy(&used, buf + i * stride + offsetof(nvmlProcessInfo_t, usedGpuMemory), sizeof(used));
-        g->procs[i].pid = pid;
-        g->procs[i].used_mib = used == NVML_VALUE_NOT_AVAILABLE ? -1 : (int64_t)(used >> 20);
+        memcpy(&pid, buf + i * *stride + offsetof(nvmlProcessInfo_t, pid), sizeof(pid));
+        memcpy(&used, buf + i * *stride + offsetof(nvmlProcessInfo_t, usedGpuMemory), sizeof(used));
+        (*out)[i].pid = pid;
+        (*out)[i].used_mib = used == NVML_VALUE_NOT_AVAILABLE ? -1 : (int64_t)(used >> 20);
     }
     free(buf);
     return NVML_SUCCESS;
+}
+
+/* Adds procs[0..n) to g's list, one entry per pid (a process that renders and computes
+ * is in two lists; the larger memory figure is kept). */
+static void nvml_merge_procs(struct gpu_info *g, const struct gpu_proc *procs, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        size_t k = 0;
+        while (k < g->n_procs && g->procs[k].pid != procs[i].pid)
+            k++;
+        if (k < g->n_procs) {
+            if (procs[i].used_mib > g->procs[k].used_mib)
+                g->procs[k].used_mib = procs[i].used_mib;
+            continue;
+        }
+        g->procs = xrealloc(g->procs, (g->n_procs + 1) * sizeof(*g->procs));
+        g->procs[g->n_procs++] = procs[i];
+    }
+}
+
+/* Reads the compute, graphics and MPS processes of one GPU. Not knowing them is not
+ * knowing whether the GPU is busy: any error of the compute list (NO_PERMISSION is what
+ * a non-root caller gets on a MIG GPU) makes the GPU unavailable; so does any error but
+ * NOT_SUPPORTED of the other two, which older drivers and some boards lack. */
+static void nvml_read_procs(struct nvml *n, nvmlDevice_t h, struct gpu_info *g)
+{
+    struct gpu_proc *procs;
+    size_t count;
+    nvmlReturn_t rc;
+    if (n->get_procs) {
+        rc = nvml_read_proclist(n->get_procs, &n->procs_stride, h, &procs, &count);
+        if (rc != NVML_SUCCESS) {
+            nvml_unavailable(n, g, rc, "nvmlDeviceGetComputeRunningProcesses");
+            return;
+        }
+        nvml_merge_procs(g, procs, count);
+        free(procs);
+    }
+    if (n->get_graphics_procs) {
+        rc = nvml_read_proclist(n->get_graphics_procs, &n->graphics_stride, h, &procs, &count);
+        if (rc != NVML_SUCCESS && rc != NVML_ERROR_NOT_SUPPORTED) {
+            nvml_unavailable(n, g, rc, "nvmlDeviceGetGraphicsRunningProcesses");
+            return;
+        }
+        nvml_merge_procs(g, procs, count);
+        free(procs);
+    }
+    if (n->get_mps_procs) {
+        rc = nvml_read_proclist(n->get_mps_procs, &n->mps_stride, h, &procs, &count);
+        if (rc != NVML_SUCCESS && rc != NVML_ERROR_NOT_SUPPORTED) {
+            nvml_unavailable(n, g, rc, "nvmlDeviceGetMPSComputeRunningProcesses");
+            return;
+        }
+        nvml_merge_procs(g, procs, count);
+        free(procs);
+    }
 }
 
 /* The NUMA node nearest the GPU's memory: nvmlDeviceGetNumaNodeId (r535+), else the
@@ -454,67 +576,97 @@ static nvmlReturn_t nvml_read_numa(struct nvml *n, nvmlDevice_t h, struct gpu_in
 }
 
 /* Reads one device into g. Stops at the first GPU_IS_LOST, leaving g->lost set and the
- * remaining metrics unknown. */
+ * remaining metrics unknown. What the scheduler cannot do without (handle, UUID, memory,
+ * processes) makes the GPU unavailable when it cannot be read, with the NVML error as
+ * the reason; a metric that cannot be read is only unknown. */
 static void nvml_read_device(struct nvml *n, unsigned int index, struct nvml_dev *d,
                              struct gpu_info *g)
 {
     nvmlReturn_t rc;
     g->index = (int)index;
     g->memory_used_mib = -1;
+    g->memory_free_mib = -1;
     g->utilization_gpu = -1;
     g->temperature_c = -1;
     g->power_w = -1;
     g->numa_node = -1;
+    g->minor = -1;
 
     rc = n->get_handle(index, &d->handle);
     if (rc != NVML_SUCCESS) {
-        /* No handle, nothing readable: for the scheduler that is a lost GPU. */
-        g->lost = true;
+        nvml_unavailable(n, g, rc, "nvmlDeviceGetHandleByIndex");
         return;
     }
     d->have_handle = true;
 
     char buf[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
     buf[0] = 0;
-    if (nvml_lost(g, rc = n->get_uuid(d->handle, buf, sizeof(buf))))
-        return;
-    if (rc == NVML_SUCCESS)
+    rc = n->get_uuid(d->handle, buf, sizeof(buf));
+    if (rc == NVML_SUCCESS && buf[0]) {
         nvml_copy(g->uuid, sizeof(g->uuid), buf);
+    } else {
+        /* Without a UUID a job given the GPU by UUID would get CUDA_VISIBLE_DEVICES="". */
+        if (rc == NVML_SUCCESS)
+            snprintf(g->unavailable, sizeof(g->unavailable),
+                     "NVML: empty UUID (nvmlDeviceGetUUID)");
+        else
+            nvml_unavailable(n, g, rc, "nvmlDeviceGetUUID");
+        if (g->lost)
+            return;
+    }
     buf[0] = 0;
-    if (nvml_lost(g, rc = n->get_name(d->handle, buf, sizeof(buf))))
+    if (nvml_lost(n, g, rc = n->get_name(d->handle, buf, sizeof(buf)), "nvmlDeviceGetName"))
         return;
     if (rc == NVML_SUCCESS)
         nvml_copy(g->name, sizeof(g->name), buf);
-    if (nvml_lost(g, nvml_read_pci(n, d, g)))
+    if (nvml_lost(n, g, nvml_read_pci(n, d, g), "nvmlDeviceGetPciInfo"))
         return;
-    if (nvml_lost(g, nvml_read_memory(n, d->handle, g)))
-        return;
+    const char *mem_fn = "nvmlDeviceGetMemoryInfo";
+    rc = nvml_read_memory(n, d->handle, g, &mem_fn);
+    if (rc != NVML_SUCCESS) {
+        nvml_unavailable(n, g, rc, mem_fn);
+        if (g->lost)
+            return;
+    } else if (g->memory_total_mib <= 0) {
+        /* "?/0 MiB, idle" would take any job; nothing real has no memory. */
+        if (!g->unavailable[0])
+            snprintf(g->unavailable, sizeof(g->unavailable), "NVML: total memory is 0 (%s)",
+                     mem_fn);
+    }
 
     if (n->get_utilization) {
         nvmlUtilization_t u;
-        if (nvml_lost(g, rc = n->get_utilization(d->handle, &u)))
+        if (nvml_lost(n, g, rc = n->get_utilization(d->handle, &u),
+                      "nvmlDeviceGetUtilizationRates"))
             return;
         if (rc == NVML_SUCCESS)
             g->utilization_gpu = (int)u.gpu;
     }
     if (n->get_temperature) {
         unsigned int t;
-        if (nvml_lost(g, rc = n->get_temperature(d->handle, NVML_TEMPERATURE_GPU, &t)))
+        if (nvml_lost(n, g, rc = n->get_temperature(d->handle, NVML_TEMPERATURE_GPU, &t),
+                      "nvmlDeviceGetTemperature"))
             return;
         if (rc == NVML_SUCCESS)
             g->temperature_c = (int)t;
     }
     if (n->get_power) {
         unsigned int mw;
-        if (nvml_lost(g, rc = n->get_power(d->handle, &mw)))
+        if (nvml_lost(n, g, rc = n->get_power(d->handle, &mw), "nvmlDeviceGetPowerUsage"))
             return;
         if (rc == NVML_SUCCESS)
             g->power_w = (int)((mw + 500) / 1000);
     }
-    if (nvml_lost(g, nvml_read_numa(n, d->handle, g)))
+    if (nvml_lost(n, g, nvml_read_numa(n, d->handle, g), "nvmlDeviceGetNumaNodeId"))
         return;
-    if (n->get_procs && nvml_lost(g, nvml_read_procs(n, d->handle, g)))
-        return;
+    if (n->get_minor) {
+        unsigned int minor;
+        if (nvml_lost(n, g, rc = n->get_minor(d->handle, &minor), "nvmlDeviceGetMinorNumber"))
+            return;
+        if (rc == NVML_SUCCESS)
+            g->minor = (int)minor;
+    }
+    nvml_read_procs(n, d->handle, g);
 }
 
 static enum gpu_link nvml_link_from_level(nvmlGpuTopologyLevel_t level)
@@ -535,41 +687,74 @@ static enum gpu_link nvml_link_from_level(nvmlGpuTopologyLevel_t level)
     return GPU_LINK_UNKNOWN;
 }
 
-/* Marks the NVLink peers of GPU i in the matrix: each active link's remote PCI
- * address is matched against the other GPUs' (NVSwitch ports match none and are
- * skipped). NOT_SUPPORTED / INVALID_ARGUMENT on a link number means no more links. */
-static void nvml_read_nvlinks(struct nvml *n, struct nvml_dev *devs, struct gpu_set *s, size_t i)
+/* Counts the NVLinks of GPU i: cnt[i * count + j] links whose far end is GPU j (matched
+ * by PCI address), *switch_links those that go to an NVSwitch. Every link number up to
+ * NVML_NVLINK_MAX_LINKS is asked: boards number their links with gaps, and a link
+ * that answers INVALID_ARGUMENT or NOT_SUPPORTED says nothing of the next. */
+static void nvml_read_nvlinks(struct nvml *n, struct nvml_dev *devs, size_t count, size_t i,
+                              int *cnt, int *switch_links)
 {
-    size_t count = s->n_gpus;
+    *switch_links = 0;
     for (unsigned int l = 0; l < NVML_NVLINK_MAX_LINKS; l++) {
         nvmlEnableState_t on = NVML_FEATURE_DISABLED;
-        nvmlReturn_t rc = n->get_link_state(devs[i].handle, l, &on);
-        if (rc == NVML_ERROR_NOT_SUPPORTED || rc == NVML_ERROR_INVALID_ARGUMENT)
-            break;
-        if (rc != NVML_SUCCESS || on != NVML_FEATURE_ENABLED)
+        if (n->get_link_state(devs[i].handle, l, &on) != NVML_SUCCESS || on != NVML_FEATURE_ENABLED)
             continue;
+        nvmlIntNvLinkDeviceType_t type = NVML_NVLINK_DEVICE_TYPE_UNKNOWN;
+        if (n->get_link_remote_type &&
+            n->get_link_remote_type(devs[i].handle, l, &type) == NVML_SUCCESS &&
+            type == NVML_NVLINK_DEVICE_TYPE_SWITCH) {
+            (*switch_links)++;
+            continue;
+        }
         nvmlPciInfo_t pci;
         memset(&pci, 0, sizeof(pci));
-        if (n->get_link_pci(devs[i].handle, l, &pci) != NVML_SUCCESS)
+        if (!n->get_link_pci || n->get_link_pci(devs[i].handle, l, &pci) != NVML_SUCCESS)
             continue;
         for (size_t j = 0; j < count; j++) {
-            if (j == i || !devs[j].have_pci)
-                continue;
-            if (devs[j].domain == pci.domain && devs[j].bus == pci.bus &&
-                devs[j].device == pci.device) {
-                s->link[i * count + j] = GPU_LINK_NVLINK;
-                s->link[j * count + i] = GPU_LINK_NVLINK;
-            }
+            if (j != i && devs[j].have_pci && devs[j].domain == pci.domain &&
+                devs[j].bus == pci.bus && devs[j].device == pci.device)
+                cnt[i * count + j]++;
         }
     }
 }
 
-/* Fills s->link from the PCIe common ancestors, then overlays NVLink peers. Left NULL
- * when the library offers neither call. */
+/* Fills s->nvlinks: direct links as counted from either end; GPUs whose links go to
+ * NVSwitches are joined with each other when NVML says their pair can talk over NVLink
+ * (P2P status OK), by the links each has to the fabric (all pairs NV18 on an HGX H100). */
+static void nvml_read_nvlink_matrix(struct nvml *n, struct nvml_dev *devs, struct gpu_set *s)
+{
+    size_t count = s->n_gpus;
+    int *cnt = xcalloc(count * count, sizeof(*cnt));
+    int *sw = xcalloc(count, sizeof(*sw));
+    for (size_t i = 0; i < count; i++)
+        if (devs[i].have_handle && !s->gpus[i].lost)
+            nvml_read_nvlinks(n, devs, count, i, cnt, &sw[i]);
+    s->nvlinks = xcalloc(count * count, sizeof(*s->nvlinks));
+    for (size_t i = 0; i < count; i++) {
+        for (size_t j = i + 1; j < count; j++) {
+            int c =
+                cnt[i * count + j] > cnt[j * count + i] ? cnt[i * count + j] : cnt[j * count + i];
+            nvmlGpuP2PStatus_t st = NVML_P2P_STATUS_UNKNOWN;
+            if (sw[i] > 0 && sw[j] > 0 && n->get_p2p &&
+                n->get_p2p(devs[i].handle, devs[j].handle, NVML_P2P_CAPS_INDEX_NVLINK, &st) ==
+                    NVML_SUCCESS &&
+                st == NVML_P2P_STATUS_OK)
+                c += sw[i] < sw[j] ? sw[i] : sw[j];
+            s->nvlinks[i * count + j] = s->nvlinks[j * count + i] = c;
+            if (c > 0)
+                s->link[i * count + j] = s->link[j * count + i] = GPU_LINK_NVLINK;
+        }
+    }
+    free(cnt);
+    free(sw);
+}
+
+/* Fills s->link from the PCIe common ancestors, then overlays NVLink peers (and
+ * s->nvlinks with their link counts). Left NULL when the library offers neither call. */
 static void nvml_read_topology(struct nvml *n, struct nvml_dev *devs, struct gpu_set *s)
 {
     size_t count = s->n_gpus;
-    bool have_links = n->get_link_state && n->get_link_pci;
+    bool have_links = n->get_link_state && (n->get_link_pci || n->get_link_remote_type);
     if (count == 0 || (!n->get_topology && !have_links))
         return;
     s->link = xcalloc(count * count, sizeof(*s->link));
@@ -590,9 +775,8 @@ static void nvml_read_topology(struct nvml *n, struct nvml_dev *devs, struct gpu
             }
         }
     }
-    for (size_t i = 0; have_links && i < count; i++)
-        if (devs[i].have_handle && !s->gpus[i].lost)
-            nvml_read_nvlinks(n, devs, s, i);
+    if (have_links)
+        nvml_read_nvlink_matrix(n, devs, s);
 }
 
 int nvml_read_devices(struct nvml *n, struct gpu_set *out, char **err)
@@ -633,6 +817,8 @@ void nvml_read_links(struct nvml *n, struct gpu_set *s)
 {
     free(s->link);
     s->link = NULL;
+    free(s->nvlinks);
+    s->nvlinks = NULL;
     if (s->n_gpus != n->n_devs)
         return; /* not the set of the last device read */
     nvml_read_topology(n, n->devs, s);

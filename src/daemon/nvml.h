@@ -5,8 +5,10 @@
  *
  * Everything lives in a struct nvml (no global state). Calls go straight to the driver;
  * NVML calls themselves are quick (tens of microseconds each) except on a wedged GPU,
- * which NVML reports as GPU_IS_LOST and we mark `lost` rather than retry, or where a
- * call hangs: gflowd therefore makes every call from one worker thread
+ * which NVML reports as GPU_IS_LOST and we mark `lost` rather than retry. A GPU whose
+ * state cannot be known (no handle, UUID, memory reading or process list) is kept with
+ * `unavailable` saying which call failed and how: gflow gives it to no job.
+ * A call can also hang: gflowd therefore makes every call from one worker thread
  * (gpu_worker.c), never from its loop. */
 #ifndef GFLOWD_NVML_H
 #define GFLOWD_NVML_H
@@ -31,7 +33,8 @@ struct nvml *nvml_open_found(const char *library, bool *found, char **err);
 
 /* Reads every GPU: identity, memory, metrics, compute processes, topology. *out is
  * overwritten (free its previous contents first) and must be released with
- * gpu_set_free(). A GPU whose calls answer GPU_IS_LOST is kept with `lost` set.
+ * gpu_set_free(). A GPU whose calls answer GPU_IS_LOST is kept with `lost` set; any GPU
+ * that cannot be read well enough to schedule on has `unavailable` set.
  * Returns 0, or -1 with *err (caller frees) when not even the GPU count can be read. */
 int nvml_read(struct nvml *n, struct gpu_set *out, char **err);
 

@@ -261,6 +261,7 @@ static void schedule(struct server *s)
         .unmanaged = gpu_unmanaged(d->gpus),
         .memory_total_mb = d->mem_total_mb,
         .max_running_jobs = d->cfg.max_running_jobs,
+        .outside_mib = gpu_outside_mib(d->gpus),
     };
     if (m.max_running_jobs == 0 || m.max_running_jobs > s->job_fd_cap)
         m.max_running_jobs = s->job_fd_cap;

@@ -11,8 +11,8 @@
  *   NVML_SIM_LEGACY       only the unversioned names (nvmlInit, nvmlDeviceGetCount, ...),
  *                         with their old struct layouts (16-byte processes, busId first);
  *   NVML_SIM_NO_OPTIONAL  only the required symbols;
- *   NVML_SIM_PROC32       _v2/_v3 process lists with the 32-byte entries of some
- *                         535-series drivers.
+ *   NVML_SIM_PROC32       _v2/_v3 process lists (compute, graphics, MPS) with the
+ *                         32-byte entries of some 535-series drivers.
  * Failures (init failure, a lost GPU, NOT_SUPPORTED) come from the fixture's "fail" maps,
  * calls that hang (a failing GPU) from its "hang" maps.
  *
@@ -66,6 +66,21 @@ nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo(nvmlDevice_t d, unsigned int link,
 nvmlReturn_t nvmlDeviceGetMemoryAffinity(nvmlDevice_t dev, unsigned int size, unsigned long *set,
                                          nvmlAffinityScope_t scope);
 nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int len);
+nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t d, unsigned int *c, void *infos);
+nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v2(nvmlDevice_t d, unsigned int *c, void *infos);
+nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses(nvmlDevice_t d, unsigned int *c,
+                                                   nvmlProcessInfo_v1_t *infos);
+nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v3(nvmlDevice_t d, unsigned int *c,
+                                                        void *infos);
+nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v2(nvmlDevice_t d, unsigned int *c,
+                                                        void *infos);
+nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses(nvmlDevice_t d, unsigned int *c,
+                                                     nvmlProcessInfo_v1_t *infos);
+nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t dev, unsigned int *minor);
+nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t dev, unsigned int link,
+                                                 nvmlIntNvLinkDeviceType_t *type);
+nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t a, nvmlDevice_t b, nvmlGpuP2PCapsIndex_t index,
+                                    nvmlGpuP2PStatus_t *status);
 
 /* The loader looks this up to say "simulated" in gflowd status and ginfo. */
 SIM_EXPORT const int gflowNvmlSimulated = 1;
@@ -254,18 +269,37 @@ static void sim_fill_pci(json_t *gpu, size_t index, void *out, bool legacy)
     }
 }
 
+/* The process lists of a GPU, each like "processes". */
+static const char *const sim_proc_keys[] = {"processes", "graphics_processes", "mps_processes"};
+
+/* Whether pid is in list `k` of sim_proc_keys before position `before` of it, or in an
+ * earlier list: a process listed twice uses its memory once. */
+static bool sim_pid_seen(json_t *gpu, size_t k, size_t before, long long pid)
+{
+    for (size_t l = 0; l <= k; l++) {
+        json_t *list = json_object_get(gpu, sim_proc_keys[l]);
+        size_t end = l == k ? before : json_array_size(list);
+        for (size_t i = 0; i < end; i++)
+            if (sim_int(json_array_get(list, i), "pid", 0) == pid)
+                return true;
+    }
+    return false;
+}
+
 /* Used memory in bytes: "memory_used_mib", else the sum of the known process memory. */
 static unsigned long long sim_used_bytes(json_t *gpu)
 {
     long long used = sim_int(gpu, "memory_used_mib", -1);
     if (used < 0) {
         used = 0;
-        size_t i;
-        json_t *p;
-        json_array_foreach (json_object_get(gpu, "processes"), i, p) {
-            long long m = sim_int(p, "used_memory_mib", -1);
-            if (m > 0)
-                used += m;
+        for (size_t k = 0; k < sizeof(sim_proc_keys) / sizeof(*sim_proc_keys); k++) {
+            size_t i;
+            json_t *p;
+            json_array_foreach (json_object_get(gpu, sim_proc_keys[k]), i, p) {
+                long long m = sim_int(p, "used_memory_mib", -1);
+                if (m > 0 && !sim_pid_seen(gpu, k, i, sim_int(p, "pid", 0)))
+                    used += m;
+            }
         }
     }
     return (unsigned long long)used << 20;
@@ -515,8 +549,8 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t dev, unsigned int *
 /* The process list, NVML style: with too small a capacity, the count needed and
  * INSUFFICIENT_SIZE. `stride` is the entry size of the entry point called. A
  * "used_memory_mib" of null or below 0 is written as ~0ULL (not available). */
-static nvmlReturn_t sim_procs(const char *fn, nvmlDevice_t dev, unsigned int *count, void *infos,
-                              size_t stride)
+static nvmlReturn_t sim_procs(const char *fn, const char *key, nvmlDevice_t dev,
+                              unsigned int *count, void *infos, size_t stride)
 {
     json_t *r, *g;
     nvmlReturn_t rc = sim_begin_dev(fn, dev, &r, &g);
@@ -526,7 +560,7 @@ static nvmlReturn_t sim_procs(const char *fn, nvmlDevice_t dev, unsigned int *co
         json_decref(r);
         return NVML_ERROR_INVALID_ARGUMENT;
     }
-    json_t *procs = json_object_get(g, "processes");
+    json_t *procs = json_object_get(g, key);
     unsigned int n = (unsigned int)json_array_size(procs);
     if (*count < n || (n > 0 && !infos)) {
         *count = n;
@@ -561,19 +595,76 @@ static nvmlReturn_t sim_procs(const char *fn, nvmlDevice_t dev, unsigned int *co
 SIM_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned int *c,
                                                                 void *infos)
 {
-    return sim_procs("nvmlDeviceGetComputeRunningProcesses_v3", d, c, infos, SIM_PROC_STRIDE);
+    return sim_procs("nvmlDeviceGetComputeRunningProcesses_v3", "processes", d, c, infos,
+                     SIM_PROC_STRIDE);
 }
 SIM_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t d, unsigned int *c,
                                                                 void *infos)
 {
-    return sim_procs("nvmlDeviceGetComputeRunningProcesses_v2", d, c, infos, SIM_PROC_STRIDE);
+    return sim_procs("nvmlDeviceGetComputeRunningProcesses_v2", "processes", d, c, infos,
+                     SIM_PROC_STRIDE);
+}
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t d, unsigned int *c,
+                                                                 void *infos)
+{
+    return sim_procs("nvmlDeviceGetGraphicsRunningProcesses_v3", "graphics_processes", d, c, infos,
+                     SIM_PROC_STRIDE);
+}
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v2(nvmlDevice_t d, unsigned int *c,
+                                                                 void *infos)
+{
+    return sim_procs("nvmlDeviceGetGraphicsRunningProcesses_v2", "graphics_processes", d, c, infos,
+                     SIM_PROC_STRIDE);
+}
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v3(nvmlDevice_t d, unsigned int *c,
+                                                                   void *infos)
+{
+    return sim_procs("nvmlDeviceGetMPSComputeRunningProcesses_v3", "mps_processes", d, c, infos,
+                     SIM_PROC_STRIDE);
+}
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v2(nvmlDevice_t d, unsigned int *c,
+                                                                   void *infos)
+{
+    return sim_procs("nvmlDeviceGetMPSComputeRunningProcesses_v2", "mps_processes", d, c, infos,
+                     SIM_PROC_STRIDE);
 }
 #endif
 SIM_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t d, unsigned int *c,
                                                              nvmlProcessInfo_v1_t *infos)
 {
-    return sim_procs("nvmlDeviceGetComputeRunningProcesses", d, c, infos,
+    return sim_procs("nvmlDeviceGetComputeRunningProcesses", "processes", d, c, infos,
                      sizeof(nvmlProcessInfo_v1_t));
+}
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses(nvmlDevice_t d, unsigned int *c,
+                                                              nvmlProcessInfo_v1_t *infos)
+{
+    return sim_procs("nvmlDeviceGetGraphicsRunningProcesses", "graphics_processes", d, c, infos,
+                     sizeof(nvmlProcessInfo_v1_t));
+}
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses(nvmlDevice_t d, unsigned int *c,
+                                                                nvmlProcessInfo_v1_t *infos)
+{
+    return sim_procs("nvmlDeviceGetMPSComputeRunningProcesses", "mps_processes", d, c, infos,
+                     sizeof(nvmlProcessInfo_v1_t));
+}
+
+/* The /dev/nvidia<minor> of the GPU: "minor_number", the index when absent, NOT_SUPPORTED
+ * when null (a GPU whose device node NVML cannot tell). */
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t dev, unsigned int *minor)
+{
+    json_t *r, *g;
+    nvmlReturn_t rc = sim_begin_dev("nvmlDeviceGetMinorNumber", dev, &r, &g);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    json_t *v = json_object_get(g, "minor_number");
+    if (!minor)
+        rc = NVML_ERROR_INVALID_ARGUMENT;
+    else if (json_is_null(v))
+        rc = NVML_ERROR_NOT_SUPPORTED;
+    else
+        *minor = (unsigned int)sim_int(g, "minor_number", (long long)(uintptr_t)dev - 1);
+    json_decref(r);
+    return rc;
 }
 
 /* PCIe topology from the fixture: the same numa_node (absent counts as 0) is NODE,
@@ -605,8 +696,33 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t a, nvml
     return NVML_SUCCESS;
 }
 
-/* Link k of a GPU is up when its "nvlink" list has a k-th peer; a GPU without the list
- * has no NVLink (NOT_SUPPORTED), like a PCIe-only board. */
+/* What link k of a GPU is: the k-th entry of its "nvlink" list (a peer GPU, or null for
+ * a link number the board lacks), then its "nvswitch_links" links to NVSwitches, then
+ * nothing. */
+enum sim_link { SIM_LINK_NONE, SIM_LINK_GAP, SIM_LINK_GPU, SIM_LINK_SWITCH };
+
+static enum sim_link sim_link_kind(json_t *gpu, unsigned int link, long long *peer)
+{
+    json_t *peers = json_object_get(gpu, "nvlink");
+    size_t n = json_array_size(peers);
+    if (link < n) {
+        json_t *p = json_array_get(peers, link);
+        if (!json_is_integer(p))
+            return SIM_LINK_GAP;
+        *peer = json_integer_value(p);
+        return SIM_LINK_GPU;
+    }
+    return link < n + (size_t)sim_int(gpu, "nvswitch_links", 0) ? SIM_LINK_SWITCH : SIM_LINK_NONE;
+}
+
+/* Whether the GPU has NVLink at all: without "nvlink" and "nvswitch_links" it is a
+ * PCIe-only board (NOT_SUPPORTED). */
+static bool sim_has_nvlink(json_t *gpu)
+{
+    return json_is_array(json_object_get(gpu, "nvlink")) || sim_int(gpu, "nvswitch_links", 0) > 0;
+}
+
+/* A link number the board lacks answers INVALID_ARGUMENT, as on boards with gaps. */
 SIM_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t dev, unsigned int link,
                                                  nvmlEnableState_t *on)
 {
@@ -614,15 +730,70 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t dev, unsigned int 
     nvmlReturn_t rc = sim_begin_dev("nvmlDeviceGetNvLinkState", dev, &r, &g);
     if (rc != NVML_SUCCESS)
         return rc;
-    json_t *peers = json_object_get(g, "nvlink");
-    if (!json_is_array(peers))
+    long long peer;
+    enum sim_link kind = sim_link_kind(g, link, &peer);
+    if (!sim_has_nvlink(g))
         rc = NVML_ERROR_NOT_SUPPORTED;
-    else if (link >= NVML_NVLINK_MAX_LINKS || !on)
+    else if (link >= NVML_NVLINK_MAX_LINKS || !on || kind == SIM_LINK_GAP)
         rc = NVML_ERROR_INVALID_ARGUMENT;
     else
-        *on = link < json_array_size(peers) ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+        *on = kind != SIM_LINK_NONE ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
     json_decref(r);
     return rc;
+}
+
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t dev, unsigned int link,
+                                                            nvmlIntNvLinkDeviceType_t *type)
+{
+    json_t *r, *g;
+    nvmlReturn_t rc = sim_begin_dev("nvmlDeviceGetNvLinkRemoteDeviceType", dev, &r, &g);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    long long peer;
+    enum sim_link kind = sim_link_kind(g, link, &peer);
+    if (!sim_has_nvlink(g))
+        rc = NVML_ERROR_NOT_SUPPORTED;
+    else if (!type || kind == SIM_LINK_GAP || kind == SIM_LINK_NONE)
+        rc = NVML_ERROR_INVALID_ARGUMENT;
+    else
+        *type =
+            kind == SIM_LINK_SWITCH ? NVML_NVLINK_DEVICE_TYPE_SWITCH : NVML_NVLINK_DEVICE_TYPE_GPU;
+    json_decref(r);
+    return rc;
+}
+
+/* NVLink P2P is OK between two GPUs that both have NVSwitch links, or when one lists the
+ * other in "nvlink"; the other capabilities (PCIe) are always OK. */
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t a, nvmlDevice_t b,
+                                               nvmlGpuP2PCapsIndex_t index,
+                                               nvmlGpuP2PStatus_t *status)
+{
+    json_t *r, *ga, *gb;
+    nvmlReturn_t rc = sim_begin_dev("nvmlDeviceGetP2PStatus", a, &r, &ga);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    json_decref(r);
+    rc = sim_begin_dev("nvmlDeviceGetP2PStatus", b, &r, &gb);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    ga = json_array_get(json_object_get(r, "gpus"), (size_t)(uintptr_t)a - 1);
+    if (!status || index >= NVML_P2P_CAPS_INDEX_UNKNOWN) {
+        json_decref(r);
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    bool ok = true;
+    if (index == NVML_P2P_CAPS_INDEX_NVLINK) {
+        ok = sim_int(ga, "nvswitch_links", 0) > 0 && sim_int(gb, "nvswitch_links", 0) > 0;
+        size_t i;
+        json_t *p;
+        json_array_foreach (json_object_get(ga, "nvlink"), i, p) {
+            if (json_is_integer(p) && json_integer_value(p) == (long long)(uintptr_t)b - 1)
+                ok = true;
+        }
+    }
+    *status = ok ? NVML_P2P_STATUS_OK : NVML_P2P_STATUS_NOT_SUPPORTED;
+    json_decref(r);
+    return NVML_SUCCESS;
 }
 
 static nvmlReturn_t sim_link_pci(const char *fn, nvmlDevice_t dev, unsigned int link, void *pci,
@@ -632,19 +803,22 @@ static nvmlReturn_t sim_link_pci(const char *fn, nvmlDevice_t dev, unsigned int 
     nvmlReturn_t rc = sim_begin_dev(fn, dev, &r, &g);
     if (rc != NVML_SUCCESS)
         return rc;
-    json_t *peers = json_object_get(g, "nvlink");
     json_t *gpus = json_object_get(r, "gpus");
-    if (!json_is_array(peers))
+    long long peer = -1;
+    enum sim_link kind = sim_link_kind(g, link, &peer);
+    if (!sim_has_nvlink(g))
         rc = NVML_ERROR_NOT_SUPPORTED;
-    else if (link >= json_array_size(peers) || !pci)
+    else if (!pci || kind == SIM_LINK_GAP || kind == SIM_LINK_NONE)
         rc = NVML_ERROR_INVALID_ARGUMENT;
-    else {
-        long long peer = json_integer_value(json_array_get(peers, link));
-        if (peer < 0 || (size_t)peer >= json_array_size(gpus))
-            rc = NVML_ERROR_INVALID_ARGUMENT;
-        else
-            sim_fill_pci(json_array_get(gpus, (size_t)peer), (size_t)peer, pci, legacy);
-    }
+    else if (kind == SIM_LINK_SWITCH) {
+        /* An NVSwitch's own PCI function, on a domain no simulated GPU uses. */
+        json_t *sw = json_pack("{s:s}", "pci_bus_id", "0000FFFF:00:00.0");
+        sim_fill_pci(sw, 0, pci, legacy);
+        json_decref(sw);
+    } else if (peer < 0 || (size_t)peer >= json_array_size(gpus))
+        rc = NVML_ERROR_INVALID_ARGUMENT;
+    else
+        sim_fill_pci(json_array_get(gpus, (size_t)peer), (size_t)peer, pci, legacy);
     json_decref(r);
     return rc;
 }

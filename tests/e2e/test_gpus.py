@@ -493,15 +493,18 @@ def test_lost_gpu_is_not_used(make_gflow):
     fx = fixture_of([sim_gpu(0), sim_gpu(1, fail={"nvmlDeviceGetMemoryInfo": 15})])
     g = sim(make_gflow, fixture=fx)
     info = gpus_json(g)["gpus"]
-    assert info[1]["state"] == "lost" and info[1]["lost"] is True, info[1]
-    assert "lost" in g.run("ginfo", "-v", check=True).stdout
-    both = g.submit("-g", 2, "true")
+    assert info[1]["state"] == "unavailable" and info[1]["lost"] is True, info[1]
+    assert info[1]["reason"] == "NVML: GPU is lost (nvmlDeviceGetMemoryInfo_v2)", info[1]
+    assert "unavailable" in g.run("ginfo", "-v", check=True).stdout
+    # It does not count at submit (a queued job that needs it waits: test_gpu_truth.py).
+    cp = g.run("gbatch", "-g", 2, "true")
+    assert cp.returncode != 0 and "only 1 of the 2 GPUs are usable (GPU 1: " in cp.stderr, cp
     one = g.wait_state(g.submit("-g", 1, "true"))
     assert one["state"] == "CD" and ids(one) == [0], one
-    still_queued(g, both, g.wait_state(both, "PD")["reason"])
-    # The GPU comes back: the 2-GPU job can run.
+    # The GPU comes back: a 2-GPU job can run.
     write_json_atomic(g.fixture_path, fixture_of([sim_gpu(0), sim_gpu(1)]))
-    done = g.wait_state(both, TERMINAL, timeout=5)
+    wait_for(lambda: gpus_json(g)["gpus"][1]["state"] == "idle", "GPU 1 back", timeout=5)
+    done = g.wait_state(g.submit("-g", 2, "true"), TERMINAL, timeout=5)
     assert done["state"] == "CD" and ids(done) == [0, 1], done
 
 

@@ -296,15 +296,222 @@ static void test_lost_gpu(void **state)
     assert_false(s.gpus[0].lost);
     assert_int_equal(s.gpus[0].utilization_gpu, 5);
     assert_true(s.gpus[1].lost);
+    assert_string_equal(s.gpus[1].unavailable, "NVML: GPU is lost (nvmlDeviceGetMemoryInfo_v2)");
     assert_string_equal(s.gpus[1].uuid, "GPU-1"); /* read before it failed */
     assert_int_equal(s.gpus[1].memory_used_mib, -1);
     assert_int_equal(s.gpus[1].utilization_gpu, -1);
     assert_true(s.gpus[2].lost);
+    assert_string_equal(s.gpus[2].unavailable, "NVML: GPU is lost (nvmlDeviceGetHandleByIndex)");
     assert_int_equal(s.gpus[2].index, 2);
     assert_int_equal(link_of(&s, 0, 1), GPU_LINK_UNKNOWN);
     assert_int_equal(link_of(&s, 1, 1), GPU_LINK_SELF);
     gpu_set_free(&s);
     nvml_close(n);
+}
+
+/* Whatever keeps gflow from knowing a GPU's state makes it unavailable, with the NVML
+ * error and the call: never a GPU that looks idle. */
+static void test_unavailable_reasons(void **state)
+{
+    put_fixture("{\"gpus\": ["
+                /* 0: a 70 GB process the caller may not see (MIG, not root) */
+                " {\"uuid\": \"GPU-0\", \"memory_total_mib\": 81920,"
+                "  \"processes\": [{\"pid\": 4242, \"used_memory_mib\": 70000}],"
+                "  \"fail\": {\"nvmlDeviceGetComputeRunningProcesses\": 4}},"
+                /* 1: no handle for us */
+                " {\"uuid\": \"GPU-1\", \"memory_total_mib\": 81920,"
+                "  \"fail\": {\"nvmlDeviceGetHandleByIndex\": 4}},"
+                /* 2: no UUID */
+                " {\"uuid\": \"GPU-2\", \"memory_total_mib\": 81920,"
+                "  \"fail\": {\"nvmlDeviceGetUUID\": 999}},"
+                /* 3: an empty UUID */
+                " {\"uuid\": \"\", \"memory_total_mib\": 81920},"
+                /* 4: no memory call works */
+                " {\"uuid\": \"GPU-4\", \"memory_total_mib\": 81920,"
+                "  \"fail\": {\"nvmlDeviceGetMemoryInfo\": 999}},"
+                /* 5: _v2 NOT_SUPPORTED: the legacy call answers, reservation as used */
+                " {\"uuid\": \"GPU-5\", \"memory_total_mib\": 81920,"
+                "  \"memory_reserved_mib\": 500, \"memory_used_mib\": 1000,"
+                "  \"fail\": {\"nvmlDeviceGetMemoryInfo_v2\": 3}},"
+                /* 6: a memory total of 0 */
+                " {\"uuid\": \"GPU-6\", \"memory_total_mib\": 0},"
+                /* 7: graphics list NOT_SUPPORTED (fine), MPS list in error */
+                " {\"uuid\": \"GPU-7\", \"memory_total_mib\": 81920,"
+                "  \"fail\": {\"nvmlDeviceGetGraphicsRunningProcesses\": 3,"
+                "           \"nvmlDeviceGetMPSComputeRunningProcesses\": 999}},"
+                /* 8: graphics NOT_SUPPORTED, nothing else wrong */
+                " {\"uuid\": \"GPU-8\", \"memory_total_mib\": 81920,"
+                "  \"memory_reserved_mib\": 300,"
+                "  \"fail\": {\"nvmlDeviceGetGraphicsRunningProcesses\": 3}}]}");
+    const char *libs[] = {"NVML_SIM_LIB", "NVML_SIM_LEGACY_LIB"};
+    for (size_t l = 0; l < 2; l++) {
+        bool legacy = l == 1;
+        struct nvml *n = open_ok(libs[l]);
+        struct gpu_set s;
+        read_ok(n, &s);
+        assert_int_equal(s.n_gpus, 9);
+        assert_string_equal(s.gpus[0].unavailable, "NVML: Insufficient Permissions "
+                                                   "(nvmlDeviceGetComputeRunningProcesses)");
+        assert_false(s.gpus[0].lost);
+        assert_false(gpu_info_usable(&s.gpus[0]));
+        assert_string_equal(s.gpus[1].unavailable,
+                            "NVML: Insufficient Permissions (nvmlDeviceGetHandleByIndex)");
+        assert_false(s.gpus[1].lost);
+        assert_int_equal(s.gpus[1].index, 1);
+        assert_string_equal(s.gpus[2].unavailable, "NVML: Unknown Error (nvmlDeviceGetUUID)");
+        assert_string_equal(s.gpus[2].uuid, "");
+        assert_int_equal(s.gpus[2].memory_total_mib, 81920); /* the rest is read */
+        assert_string_equal(s.gpus[3].unavailable, "NVML: empty UUID (nvmlDeviceGetUUID)");
+        assert_string_equal(s.gpus[4].unavailable, "NVML: Unknown Error (nvmlDeviceGetMemoryInfo)");
+        assert_int_equal(s.gpus[4].memory_used_mib, -1);
+        assert_int_equal(s.gpus[4].memory_free_mib, -1);
+        assert_string_equal(s.gpus[5].unavailable, "");
+        assert_int_equal(s.gpus[5].memory_total_mib, 81920);
+        assert_int_equal(s.gpus[5].memory_used_mib, 1500);
+        assert_int_equal(s.gpus[5].memory_free_mib, 81920 - 1500);
+        assert_string_equal(s.gpus[6].unavailable,
+                            legacy ? "NVML: total memory is 0 (nvmlDeviceGetMemoryInfo)"
+                                   : "NVML: total memory is 0 (nvmlDeviceGetMemoryInfo_v2)");
+        assert_string_equal(s.gpus[7].unavailable,
+                            "NVML: Unknown Error (nvmlDeviceGetMPSComputeRunningProcesses)");
+        assert_string_equal(s.gpus[8].unavailable, "");
+        assert_true(gpu_info_usable(&s.gpus[8]));
+        /* NVML's free: the _v2 call leaves the reservation out of both used and free. */
+        assert_int_equal(s.gpus[8].memory_used_mib, legacy ? 300 : 0);
+        assert_int_equal(s.gpus[8].memory_free_mib, 81920 - 300);
+        gpu_set_free(&s);
+        nvml_close(n);
+    }
+}
+
+/* The graphics and MPS lists count like the compute one, one entry per pid; a library
+ * without them (the required symbols only) reads the compute list alone. */
+static void test_graphics_and_mps_processes(void **state)
+{
+    put_fixture("{\"gpus\": [{\"uuid\": \"GPU-0\", \"memory_total_mib\": 81920,"
+                " \"processes\": [{\"pid\": 10, \"used_memory_mib\": 100}],"
+                " \"graphics_processes\": [{\"pid\": 20, \"used_memory_mib\": 200},"
+                "  {\"pid\": 10, \"used_memory_mib\": 150}],"
+                " \"mps_processes\": [{\"pid\": 30, \"used_memory_mib\": null}]}]}");
+    const char *libs[] = {"NVML_SIM_LIB", "NVML_SIM_LEGACY_LIB", "NVML_SIM_PROC32_LIB"};
+    for (size_t l = 0; l < 3; l++) {
+        struct nvml *n = open_ok(libs[l]);
+        struct gpu_set s;
+        read_ok(n, &s);
+        const struct gpu_info *g = &s.gpus[0];
+        assert_string_equal(g->unavailable, "");
+        assert_int_equal(g->n_procs, 3);
+        assert_int_equal(g->procs[0].pid, 10);
+        assert_int_equal(g->procs[0].used_mib, 150);
+        assert_int_equal(g->procs[1].pid, 20);
+        assert_int_equal(g->procs[1].used_mib, 200);
+        assert_int_equal(g->procs[2].pid, 30);
+        assert_int_equal(g->procs[2].used_mib, -1);
+        assert_int_equal(g->memory_used_mib, 300); /* pid 10 counted once, as listed first */
+        gpu_set_free(&s);
+        nvml_close(n);
+    }
+}
+
+/* The /dev/nvidia minor comes from NVML: the index by default, what the fixture says,
+ * unknown (-1) when NVML cannot tell or lacks the call. */
+static void test_minor_number(void **state)
+{
+    put_fixture("{\"gpus\": [{\"uuid\": \"GPU-0\", \"memory_total_mib\": 1000},"
+                " {\"uuid\": \"GPU-1\", \"memory_total_mib\": 1000, \"minor_number\": 7},"
+                " {\"uuid\": \"GPU-2\", \"memory_total_mib\": 1000, \"minor_number\": null}]}");
+    struct nvml *n = open_ok("NVML_SIM_LIB");
+    struct gpu_set s;
+    read_ok(n, &s);
+    assert_int_equal(s.gpus[0].minor, 0);
+    assert_int_equal(s.gpus[1].minor, 7);
+    assert_int_equal(s.gpus[2].minor, -1);
+    assert_true(gpu_info_usable(&s.gpus[2])); /* only device isolation needs it */
+    gpu_set_free(&s);
+    nvml_close(n);
+    n = open_ok("NVML_SIM_NOOPT_LIB");
+    read_ok(n, &s);
+    assert_int_equal(s.gpus[1].minor, -1);
+    gpu_set_free(&s);
+    nvml_close(n);
+}
+
+static int nvlinks_of(const struct gpu_set *s, size_t i, size_t j)
+{
+    assert_non_null(s->nvlinks);
+    return s->nvlinks[i * s->n_gpus + j];
+}
+
+/* NVSwitch systems: every link goes to a switch; GPUs whose pair is P2P-NVLink OK are
+ * joined by their switch links (an HGX H100 is all pairs NV18). */
+static void test_nvswitch_topology(void **state)
+{
+    struct strbuf sb;
+    strbuf_init(&sb);
+    strbuf_adds(&sb, "{\"gpus\": [");
+    for (int i = 0; i < 4; i++)
+        strbuf_addf(&sb,
+                    "%s{\"uuid\": \"GPU-%d\", \"memory_total_mib\": 81559,"
+                    " \"pci_bus_id\": \"00000000:%02X:00.0\", \"numa_node\": %d,"
+                    " \"nvswitch_links\": %d}",
+                    i ? "," : "", i, 0x18 + i * 0x20, i / 2, i == 3 ? 0 : 18);
+    strbuf_adds(&sb, "]}");
+    put_fixture(sb.buf);
+    strbuf_free(&sb);
+    struct nvml *n = open_ok("NVML_SIM_LIB");
+    struct gpu_set s;
+    read_ok(n, &s);
+    for (size_t i = 0; i < 3; i++)
+        for (size_t j = 0; j < 3; j++) {
+            if (i == j)
+                continue;
+            assert_int_equal(link_of(&s, i, j), GPU_LINK_NVLINK);
+            assert_int_equal(nvlinks_of(&s, i, j), 18);
+        }
+    /* GPU 3 has no NVLink: PCIe only. */
+    assert_int_equal(link_of(&s, 0, 3), GPU_LINK_SYSTEM);
+    assert_int_equal(link_of(&s, 2, 3), GPU_LINK_NODE);
+    assert_int_equal(nvlinks_of(&s, 0, 3), 0);
+    gpu_set_free(&s);
+    nvml_close(n);
+
+    /* P2P over NVLink refused (e.g. a fabric manager not running): no NV. */
+    put_fixture("{\"gpus\": [{\"uuid\": \"GPU-0\", \"memory_total_mib\": 1000,"
+                " \"nvswitch_links\": 18}, {\"uuid\": \"GPU-1\", \"memory_total_mib\": 1000,"
+                " \"nvswitch_links\": 18}], \"fail\": {\"nvmlDeviceGetP2PStatus\": 3}}");
+    n = open_ok("NVML_SIM_LIB");
+    read_ok(n, &s);
+    assert_int_equal(link_of(&s, 0, 1), GPU_LINK_NODE);
+    assert_int_equal(nvlinks_of(&s, 0, 1), 0);
+    gpu_set_free(&s);
+    nvml_close(n);
+}
+
+/* Direct links are counted, and a link number that answers INVALID_ARGUMENT does not end
+ * the scan. */
+static void test_nvlink_counts_and_gaps(void **state)
+{
+    put_fixture("{\"gpus\": ["
+                " {\"uuid\": \"GPU-0\", \"memory_total_mib\": 1000, \"nvlink\": [1, 1, 2]},"
+                " {\"uuid\": \"GPU-1\", \"memory_total_mib\": 1000, \"nvlink\": [0, 0]},"
+                " {\"uuid\": \"GPU-2\", \"memory_total_mib\": 1000, \"nvlink\": [0]},"
+                " {\"uuid\": \"GPU-3\", \"memory_total_mib\": 1000, \"nvlink\": [null, 4]},"
+                " {\"uuid\": \"GPU-4\", \"memory_total_mib\": 1000, \"nvlink\": [null, 3]}]}");
+    const char *libs[] = {"NVML_SIM_LIB", "NVML_SIM_LEGACY_LIB"};
+    for (size_t l = 0; l < 2; l++) {
+        struct nvml *n = open_ok(libs[l]);
+        struct gpu_set s;
+        read_ok(n, &s);
+        assert_int_equal(nvlinks_of(&s, 0, 1), 2);
+        assert_int_equal(nvlinks_of(&s, 1, 0), 2);
+        assert_int_equal(nvlinks_of(&s, 0, 2), 1);
+        assert_int_equal(nvlinks_of(&s, 1, 2), 0);
+        assert_int_equal(link_of(&s, 3, 4), GPU_LINK_NVLINK);
+        assert_int_equal(nvlinks_of(&s, 3, 4), 1);
+        assert_int_equal(nvlinks_of(&s, 4, 3), 1);
+        gpu_set_free(&s);
+        nvml_close(n);
+    }
 }
 
 /* The simulator re-reads its fixture on each call: a rewrite shows in the next read. */
@@ -380,11 +587,21 @@ static int teardown(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_normal_read),      cmocka_unit_test(test_legacy_symbols),
-        cmocka_unit_test(test_optional_missing), cmocka_unit_test(test_init_failure),
-        cmocka_unit_test(test_count_failure),    cmocka_unit_test(test_proc32),
-        cmocka_unit_test(test_many_processes),   cmocka_unit_test(test_lost_gpu),
-        cmocka_unit_test(test_fixture_change),   cmocka_unit_test(test_missing_library),
+        cmocka_unit_test(test_normal_read),
+        cmocka_unit_test(test_legacy_symbols),
+        cmocka_unit_test(test_optional_missing),
+        cmocka_unit_test(test_init_failure),
+        cmocka_unit_test(test_count_failure),
+        cmocka_unit_test(test_proc32),
+        cmocka_unit_test(test_many_processes),
+        cmocka_unit_test(test_lost_gpu),
+        cmocka_unit_test(test_fixture_change),
+        cmocka_unit_test(test_missing_library),
+        cmocka_unit_test(test_unavailable_reasons),
+        cmocka_unit_test(test_graphics_and_mps_processes),
+        cmocka_unit_test(test_minor_number),
+        cmocka_unit_test(test_nvswitch_topology),
+        cmocka_unit_test(test_nvlink_counts_and_gaps),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

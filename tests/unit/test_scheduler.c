@@ -30,6 +30,7 @@ struct fixture {
     const struct gpu_set *gpus;
     uint64_t unmanaged;
     int64_t memory_total_mb;
+    const int64_t *outside_mib;
     struct scheduler_policy policy;
 };
 
@@ -70,7 +71,8 @@ static size_t fixture_pass(struct fixture *f)
                                  .gpus = f->gpus,
                                  .unmanaged = f->unmanaged,
                                  .memory_total_mb = f->memory_total_mb,
-                                 .now = 1000.0};
+                                 .now = 1000.0,
+                                 .outside_mib = f->outside_mib};
     size_t n = scheduler_pass(&in, &f->policy, f->start);
     scheduler_queue_free(&q);
     return n;
@@ -252,6 +254,7 @@ static struct gpu_set gpus_make(size_t n, int64_t total_mib, bool islands)
     for (size_t i = 0; i < n; i++) {
         gpu_arr[i].index = (int)i;
         gpu_arr[i].memory_total_mib = total_mib;
+        gpu_arr[i].memory_free_mib = -1; /* the tests below set used memory, or free */
         for (size_t k = 0; k < n; k++)
             gpu_links[i * n + k] = i == k           ? GPU_LINK_SELF
                                    : i / 4 == k / 4 ? GPU_LINK_NVLINK
@@ -339,7 +342,8 @@ static void test_gpu_exclusive_and_priority(void **state)
     gpu_arr[3].lost = true;
     assert_int_equal(fixture_pass(&f), 0);
     assert_reason(&f, 1, SCHEDULER_REASON_RESOURCES);
-    assert_reason(&f, 2, SCHEDULER_REASON_RESOURCES);
+    /* It fits the machine, but not without the GPU whose state is unknown. */
+    assert_reason(&f, 2, SCHEDULER_REASON_GPUS_UNAVAILABLE);
     fixture_make(&f, "", NULL); /* a fresh queue */
 }
 
@@ -614,6 +618,120 @@ static void test_feasible(void **state)
     assert_int_equal(scheduler_check_feasible(&j, &none, 0, &reason), -1);
     assert_string_equal(reason,
                         "requests 1 GPU but this machine has none (no GPUs: NVML not found)");
+    free(reason);
+}
+
+/* A GPU whose state NVML cannot tell is never given to a job: the job waits with
+ * GpusUnavailable while only the unavailable GPUs stand in its way. */
+static void test_gpu_unavailable(void **state)
+{
+    (void)state;
+    struct fixture f = {.n = 0};
+    struct gpu_set g = gpus_make(4, 81559, false);
+    snprintf(gpu_arr[1].unavailable, sizeof(gpu_arr[1].unavailable),
+             "NVML: Insufficient Permissions (nvmlDeviceGetComputeRunningProcesses)");
+    fixture_make(&f, "QQQ", NULL);
+    f.gpus = &g;
+    job_gpus(&f, 1, 4, NULL); /* would need GPU 1 */
+    job_gpus(&f, 2, 3, NULL); /* fits on 0, 2, 3 */
+    job_gpus(&f, 3, 1, NULL); /* the others are taken: Resources, not GpusUnavailable */
+    assert_int_equal(fixture_pass(&f), 1);
+    assert_reason(&f, 1, SCHEDULER_REASON_GPUS_UNAVAILABLE);
+    assert_gpu_ids(&f, 2, "0,2,3");
+    fixture_commit(&f, 1);
+    assert_int_equal(fixture_pass(&f), 0);
+    assert_reason(&f, 3, SCHEDULER_REASON_RESOURCES);
+    /* The GPU answers again: job 3 gets it. */
+    gpu_arr[1].unavailable[0] = '\0';
+    assert_int_equal(fixture_pass(&f), 1);
+    assert_gpu_ids(&f, 3, "1");
+    fixture_make(&f, "", NULL); /* a fresh queue */
+}
+
+/* An exclusive job's --gpu-memory must be free as NVML counts it: the driver's
+ * reservation is in neither "used" nor "free". */
+static void test_gpu_memory_free(void **state)
+{
+    (void)state;
+    struct fixture f = {.n = 0};
+    struct gpu_set g = gpus_make(1, 81559, false);
+    gpu_arr[0].memory_used_mib = 60000;
+    gpu_arr[0].memory_free_mib = 20559 - 600; /* 600 MiB reserved */
+    fixture_make(&f, "Q", NULL);
+    f.gpus = &g;
+    job_gpus(&f, 1, 1, NULL);
+    job_mem(&f, 1, 20559, false); /* total - used, but not free */
+    assert_int_equal(fixture_pass(&f), 0);
+    assert_reason(&f, 1, SCHEDULER_REASON_GPU_MEMORY);
+    job_mem(&f, 1, 19959, false);
+    assert_int_equal(fixture_pass(&f), 1);
+    fixture_make(&f, "", NULL); /* a fresh queue */
+}
+
+/* Shared packing counts what outside processes (ignored ones too: not unmanaged) and
+ * the driver take, not only the declarations: an 80 GB GPU with an ignored 60 GB
+ * process has no room for two shared 40 GB jobs, nor for one. */
+static void test_gpu_shared_outside_memory(void **state)
+{
+    (void)state;
+    struct fixture f = {.n = 0};
+    struct gpu_set g = gpus_make(1, 81920, false);
+    int64_t outside[1] = {61440};
+    gpu_arr[0].memory_used_mib = 61440;
+    fixture_make(&f, "QQ", NULL);
+    f.gpus = &g;
+    f.outside_mib = outside;
+    for (int64_t id = 1; id <= 2; id++) {
+        job_gpus(&f, id, 1, NULL);
+        job_mem(&f, id, 40960, true);
+    }
+    assert_int_equal(fixture_pass(&f), 0);
+    assert_reason(&f, 1, SCHEDULER_REASON_GPU_MEMORY);
+    assert_reason(&f, 2, SCHEDULER_REASON_GPU_MEMORY);
+    /* 20 GB taken outside: one 40 GB job fits beside it, the second does not. */
+    outside[0] = 20480;
+    assert_int_equal(fixture_pass(&f), 1);
+    assert_int_equal(f.start[0]->id, 1);
+    assert_reason(&f, 2, SCHEDULER_REASON_PRIORITY);
+    fixture_commit(&f, 1);
+    assert_int_equal(fixture_pass(&f), 0);
+    assert_reason(&f, 2, SCHEDULER_REASON_GPU_MEMORY);
+    fixture_make(&f, "", NULL); /* a fresh queue */
+}
+
+static void test_feasible_unavailable(void **state)
+{
+    (void)state;
+    struct gpu_set g = gpus_make(6, 81559, false);
+    struct job j;
+    char *reason;
+    job_init(&j);
+    gpu_arr[2].lost = true;
+    snprintf(gpu_arr[2].unavailable, sizeof(gpu_arr[2].unavailable), "NVML: GPU is lost");
+    snprintf(gpu_arr[5].unavailable, sizeof(gpu_arr[5].unavailable), "NVML: GPU is lost");
+    snprintf(gpu_arr[4].unavailable, sizeof(gpu_arr[4].unavailable),
+             "NVML: Insufficient Permissions (nvmlDeviceGetHandleByIndex)");
+    j.gpus = 3;
+    assert_int_equal(scheduler_check_feasible(&j, &g, 0, &reason), 0);
+    j.gpus = 6;
+    assert_int_equal(scheduler_check_feasible(&j, &g, 0, &reason), -1);
+    assert_string_equal(reason, "requests 6 GPUs but only 3 of the 6 GPUs are usable (GPU 2, 5: "
+                                "NVML: GPU is lost; GPU 4: NVML: Insufficient Permissions "
+                                "(nvmlDeviceGetHandleByIndex))");
+    free(reason);
+    /* Only the visible GPUs count, and only their reasons are told. */
+    j.gpus = 3;
+    assert_int_equal(scheduler_check_feasible(&j, &g, 0x3 | 1 << 5, &reason), -1);
+    assert_string_equal(reason,
+                        "requests 3 GPUs but only 2 of the 3 GPUs are usable (GPU 5: NVML: GPU is "
+                        "lost)");
+    free(reason);
+    /* An unavailable GPU's memory does not make a request feasible. */
+    j.gpus = 1;
+    j.gpu_memory_mb = 90000;
+    gpu_arr[4].memory_total_mib = 95000;
+    assert_int_equal(scheduler_check_feasible(&j, &g, 0, &reason), -1);
+    assert_string_equal(reason, "needs 90000 MiB of GPU memory but the largest GPU has 81559 MiB");
     free(reason);
 }
 
@@ -925,6 +1043,10 @@ int main(void)
         cmocka_unit_test(test_gpu_max_running_and_cpu_jobs),
         cmocka_unit_test(test_gpu_topology_and_strategies),
         cmocka_unit_test(test_feasible),
+        cmocka_unit_test(test_gpu_unavailable),
+        cmocka_unit_test(test_gpu_memory_free),
+        cmocka_unit_test(test_gpu_shared_outside_memory),
+        cmocka_unit_test(test_feasible_unavailable),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
