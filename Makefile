@@ -6,8 +6,11 @@ FUZZ_BUILD ?= build-fuzz
 FUZZ_SECS ?= 60
 PYTEST ?= /usr/bin/python3 -m pytest
 MESON_FLAGS ?= -Dwerror=true
+KIT_DIR ?= $(BUILD)
+VERSION := $(shell cat VERSION)
 
-.PHONY: all deps build check check-asan fuzz fuzz-build fuzz-smoke stress demo bench install clean
+.PHONY: all deps build check check-asan fuzz fuzz-build fuzz-smoke stress demo bench install clean \
+	gpu-kit
 
 all: build
 
@@ -24,6 +27,7 @@ check: build
 	scripts/check-format.sh
 	meson test -C $(BUILD) --print-errorlogs --verbose
 	GFLOW_BUILD_DIR=$(abspath $(BUILD)) $(PYTEST) -q tests/e2e
+	$(MAKE) gpu-kit KIT_DIR=$(abspath $(BUILD))/kit-check
 	$(MAKE) check-asan
 	$(MAKE) fuzz-smoke
 
@@ -57,6 +61,13 @@ fuzz-smoke: fuzz-build
 # Crash and fault injection against the real binaries (tests/stress); not part of check.
 stress: build
 	/usr/bin/python3 tests/stress/stress.py --build $(abspath $(BUILD))
+
+# The offline kit that proves gflow on a machine's real GPUs (docs/gpu-kit.md), then
+# checked where it is unpacked: relocatable, and its check.sh passes on the simulator.
+gpu-kit: build
+	scripts/make-gpu-kit.sh $(BUILD) $(KIT_DIR)
+	tests/gpu/kit-test.sh $(KIT_DIR)/gflow-gpu-kit-$(VERSION).tar.gz $(BUILD) \
+		tests/gpu/fixtures/1gpu.json
 
 demo: build
 	scripts/demo.sh $(BUILD)

@@ -4,7 +4,7 @@
 # Idempotent and fast when everything is present (dpkg is asked first).
 set -e
 PKGS="build-essential meson ninja-build pkg-config libmicrohttpd-dev libjansson-dev
-libsqlite3-dev libcmocka-dev python3 python3-pytest util-linux procps passwd clang-format
+libsqlite3-dev libcmocka-dev python3 python3-pytest util-linux procps passwd clang-format patchelf
 clang libclang-rt-14-dev"
 missing=""
 for p in $PKGS; do

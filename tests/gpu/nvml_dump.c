@@ -1,7 +1,7 @@
 /* nvml_dump (gflow-nvml-dump): prints gflow's reading of the GPUs in the CSV form of
- * `nvidia-smi --query-gpu=index,uuid,pci.bus_id,memory.total --format=csv`, so that
- * tests/gpu/real-nvml.sh can compare the two line for line. With -v it adds the other
- * fields and the topology, for a person to look at.
+ * `nvidia-smi --query-gpu=index,uuid,pci.bus_id,memory.total --format=csv`, so that a
+ * person can compare the two line for line (tests/gpu/check.sh compares ginfo, through
+ * the daemon). With -v it adds the other fields and the topology.
  * Exit status: 0 read, 2 no GPUs (the reason on stderr), 1 usage. */
 #include <stdio.h>
 #include <stdlib.h>
