@@ -46,7 +46,8 @@ static const char *const config_log_levels[] = {"error", "warn", "info", "debug"
     }
 
 static const char *const config_gpu_strategies[] = {"topology", "sequential", "random", NULL};
-static const char *const config_gpu_id_formats[] = {"index", "uuid", NULL};
+static const char *const config_gpu_id_formats[] = {"auto", "index", "uuid", NULL};
+static const char *const config_container[] = {"auto", "yes", "no", NULL};
 
 static const struct config_key config_keys[] = {
     CONFIG_STRING_KEY("daemon.socket_path", socket_path, NULL, NULL),
@@ -62,7 +63,10 @@ static const struct config_key config_keys[] = {
     CONFIG_STRING_KEY("daemon.gpu_allocation_strategy", gpu_allocation_strategy,
                       config_gpu_strategies, "topology"),
     CONFIG_INT_KEY("daemon.gpu_poll_interval_secs", gpu_poll_interval_secs, 1, "10"),
-    CONFIG_STRING_KEY("daemon.gpu_id_format", gpu_id_format, config_gpu_id_formats, "index"),
+    CONFIG_STRING_KEY("daemon.gpu_id_format", gpu_id_format, config_gpu_id_formats, "auto"),
+    CONFIG_STRING_KEY("daemon.container", container, config_container, "auto"),
+    CONFIG_INT_KEY("daemon.nvml_timeout_secs", nvml_timeout_secs, 1, "10"),
+    CONFIG_INT_KEY("daemon.nvml_retry_max_secs", nvml_retry_max_secs, 1, "60"),
     CONFIG_BOOL_KEY("daemon.constrain_devices", constrain_devices, "false"),
     CONFIG_STRING_KEY("daemon.log_dir", log_dir, NULL, NULL),
     CONFIG_INT_KEY("daemon.max_log_bytes", max_log_bytes, 0, "1073741824"),

@@ -35,7 +35,8 @@ struct gflow_config {
     char *nvml_library;             /* daemon.nvml_library; NULL = libnvidia-ml.so.1 */
     char *gpu_allocation_strategy;  /* topology (default) | sequential | random */
     int64_t gpu_poll_interval_secs; /* daemon.gpu_poll_interval_secs; default 10, >= 1 */
-    char *gpu_id_format;            /* CUDA_VISIBLE_DEVICES as "index" (default) or "uuid" */
+    char *gpu_id_format;            /* CUDA_VISIBLE_DEVICES as "auto" (default: UUIDs in a
+                                     * container), "index" or "uuid" */
     bool constrain_devices;         /* daemon.constrain_devices: deny jobs the GPUs they were not
                                 * given through the cgroup v1 devices controller; default
                                 * false */
@@ -44,6 +45,11 @@ struct gflow_config {
                                      * 0 = no cap */
     struct gflow_limits limits;     /* [limits] */
     char *source_path;              /* the file that was read, NULL if none */
+    char *container;                /* daemon.container: auto (detect), yes, no */
+    int64_t nvml_timeout_secs;      /* daemon.nvml_timeout_secs: a read taking longer makes
+                                     * the GPUs unavailable; default 10, >= 1 */
+    int64_t nvml_retry_max_secs;    /* daemon.nvml_retry_max_secs: the longest wait between
+                                     * tries to open NVML; default 60, >= 1 */
 };
 
 void config_init(struct gflow_config *c); /* defaults */

@@ -346,7 +346,8 @@ struct job *jobspec_to_job(const json_t *spec, const struct jobspec_limits *lim,
     j->shared = json_is_true(shared);
     j->gpus_per_task = per_task && j->gpus > 0 ? (int)json_integer_value(per_task) : 0;
     char *why = NULL;
-    if (scheduler_check_feasible(j, lim->gpus, lim->visible, &why) < 0) {
+    if (!(lim->gpus_pending && j->gpus > 0) &&
+        scheduler_check_feasible(j, lim->gpus, lim->visible, &why) < 0) {
         *err = why;
         goto bad;
     }

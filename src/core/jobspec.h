@@ -24,6 +24,8 @@ struct jobspec_limits {
     int64_t memory_total_mb;    /* MemTotal; 0 = unknown (no check) */
     const struct gpu_set *gpus; /* the GPUs (NULL: none) */
     uint64_t visible;           /* the GPUs a job may ever get (NVML-index mask, 0 = all) */
+    bool gpus_pending;          /* the GPUs are not known yet (NVML not ready): a GPU
+                                 * request is not checked against them, it waits */
 };
 
 /* Who submits, and when. */

@@ -239,6 +239,12 @@ int ctl_status(const struct gflowd *d)
                (long long)json_integer_value(json_object_get(u, "index")),
                json_string_value(json_object_get(u, "reason")));
     }
+    const char *nvml = json_string_value(json_object_get(g, "nvml"));
+    if (nvml && !gpu_error) /* the error already says it */
+        printf("NVML: %s\n", nvml);
+    const char *id_format = json_string_value(json_object_get(g, "id_format"));
+    if (id_format)
+        printf("GPU ids for jobs: %s\n", id_format);
     json_t *mem = json_object_get(st, "memory");
     if (mem)
         printf("Memory: %lld MiB, job limits (--memory) held by %s\n",

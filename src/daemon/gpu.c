@@ -3,21 +3,29 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "cudavis.h"
 #include "files.h"
 #include "gflow_build.h"
+#include "gpu_worker.h"
+#include "jobcgroup.h"
 #include "log.h"
+#include "loop.h"
 #include "nvml.h"
 #include "procinfo.h"
 #include "store.h"
 #include "util.h"
 
 #define SETTING_ALLOWED "gpus.allowed"
+#define GPU_MSG_MAX 512
+/* The longest start-up waits for NVML's first answer (`gflowd up` waits 30 s). */
+#define START_WAIT_MAX 10.0
 #define ALL_GPUS (~0ULL)
 
 struct ignored {
@@ -28,9 +36,7 @@ struct ignored {
 
 struct gpus {
     struct store *store; /* where gctl set-gpus is kept */
-    struct nvml *nv;
     struct gpu_set cur;
-    char *no_gpus;      /* "no GPUs: <reason>" */
     uint64_t visible;   /* the daemon's own CUDA_VISIBLE_DEVICES */
     char *visible_spec; /* as given, resolved once the GPUs are known */
     uint64_t allowed;
@@ -44,8 +50,37 @@ struct gpus {
     struct cudavis visible_read; /* visible_spec as CUDA reads it, once the GPUs are known */
     /* Per GPU: MiB taken by other than the running jobs' processes (gpu_outside_mib). */
     int64_t outside_mib[GPUINFO_MAX_GPUS];
+
+    /* NVML's life (gpu_worker.c makes the calls). */
+    struct gpu_worker *worker;
+    bool nvml_open;     /* as of the last answer */
+    bool lib_found;     /* the library loads (it may still fail to initialise) */
+    bool answered;      /* an answer came since start */
+    char *open_error;   /* why NVML would not open ("no GPUs: ..."), as logged */
+    int open_tries;     /* failed opens in a row */
+    double retry_delay; /* the current back-off, seconds */
+    double retry_at;    /* monotonic time of the next try; 0: none planned */
+    double retry_max;   /* daemon.nvml_retry_max_secs */
+    double timeout;     /* daemon.nvml_timeout_secs */
+    double asked_at;    /* when the request in progress was made; 0: none */
+    bool ask_again;     /* read again once the request in progress is answered */
+    bool overdue;       /* the request in progress is past the timeout */
+    struct loop_timer *retry_timer, *overdue_timer;
+    struct gpu_set blind; /* cur with every GPU unavailable, while overdue */
+    bool uuid_ids;        /* CUDA_VISIBLE_DEVICES by UUID (gpu_id_format) */
+    char *id_format_why;  /* the decision and why, for gflowd status */
+    /* What gpu_error, gpu_nvml_state and gpu_unavailable_reason return. */
+    char text[3][GPU_MSG_MAX];
     uint64_t mig_unmanaged; /* by position in cur.migs */
 };
+
+enum { TEXT_ERROR, TEXT_STATE, TEXT_REASON };
+
+/* A buffer for a text computed when asked for (it says how long ago, how soon). */
+static char *text_buf(const struct gpus *g, int which)
+{
+    return ((struct gpus *)g)->text[which]; /* scratch space, not the state */
+}
 
 /* ---- GPU lists ---- */
 
@@ -209,8 +244,41 @@ static void prune_ignored(struct gpus *g)
     g->n_ignored = k;
 }
 
+/* The running job whose cgroup holds pid (gflow-shim puts every process of a job in a
+ * cgroup named after the job and its shim, src/shim/jobcg.c), NULL if none. */
+static struct job *owner_by_cgroup(pid_t pid, struct job *const *running, size_t n)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%ld/cgroup", (long)pid);
+    char *text = read_file(path, NULL);
+    if (!text)
+        return NULL;
+    struct jobcgroup_ref refs[4];
+    size_t k = jobcgroup_find(text, refs, 4);
+    free(text);
+    for (size_t r = 0; r < k; r++)
+        for (size_t i = 0; i < n; i++)
+            if (running[i]->id == refs[r].job_id && running[i]->shim_pid == refs[r].shim_pid)
+                return running[i];
+    return NULL;
+}
+
 struct job *gpu_process_owner(long long pid, struct job *const *running, size_t n)
 {
+    if (pid <= 1)
+        return NULL;
+    /* The cgroup first: it holds what the job started in a container runtime that keeps
+     * it (apptainer, podman's crun), after setsid, or re-parented to init. */
+    struct job *owner = owner_by_cgroup((pid_t)pid, running, n);
+    if (owner)
+        return owner;
+    /* Then the session: the shim leads the job's session. */
+    struct proc_stat st;
+    if (proc_stat_read((pid_t)pid, &st) == 0)
+        for (size_t i = 0; i < n; i++)
+            if (running[i]->shim_pid > 1 && running[i]->shim_pid == st.sid)
+                return running[i];
+    /* Then the ancestry (a job without a cgroup that left the session stays its child). */
     pid_t p = (pid_t)pid;
     for (int depth = 0; p > 1 && depth < 64; depth++) {
         for (size_t i = 0; i < n; i++)
@@ -313,22 +381,100 @@ static bool differs(const struct gpu_set *a, const struct gpu_set *b)
     return false;
 }
 
-bool gpu_refresh(struct gpus *g, struct job *const *running, size_t n)
+/* ---- NVML's life: open with back-off, reads on the worker with a timeout ---- */
+
+static void ask(struct gpus *g);
+
+static void retry_cb(void *arg)
 {
-    if (!g->nv)
-        return false;
-    struct gpu_set next = {0};
-    char *err = NULL;
-    if (nvml_read(g->nv, &next, &err) < 0) {
-        log_warn("reading GPUs failed: %s", err);
-        free(err);
-        gpu_set_free(&next);
-        return false;
+    struct gpus *g = arg;
+    g->retry_timer = NULL;
+    g->retry_at = 0;
+    ask(g);
+}
+
+/* The request in progress is past daemon.nvml_timeout_secs: the GPUs are unavailable
+ * until it answers (gpu_unavailable_reason). Said once. */
+static void mark_overdue(struct gpus *g)
+{
+    if (!g->asked_at || g->overdue)
+        return;
+    g->overdue = true;
+    log_warn("NVML gives no answer for %.0f s: the GPUs count as unavailable until it does "
+             "(a failing GPU?)",
+             now_mono() - g->asked_at);
+}
+
+static void overdue_cb(void *arg)
+{
+    struct gpus *g = arg;
+    g->overdue_timer = NULL;
+    mark_overdue(g);
+}
+
+/* Hands a request to the worker (one at a time) and starts its clock. */
+static void ask(struct gpus *g)
+{
+    if (!gpu_worker_request(g->worker)) {
+        g->ask_again = true; /* read again once the one in progress is answered */
+        return;
     }
-    next.simulated = nvml_is_simulated(g->nv);
-    bool changed = differs(&g->cur, &next) || mig_differs(&g->cur, &next);
+    g->ask_again = false;
+    g->asked_at = now_mono();
+    loop_cancel_timer(g->overdue_timer);
+    g->overdue_timer = loop_add_timer(g->timeout, overdue_cb, g);
+}
+
+/* NVML would not open (or went away): try again later, 1 s doubling up to the
+ * maximum. Logged when the reason changes, not at every try. */
+static void not_ready(struct gpus *g, const struct gpu_worker_result *r)
+{
+    const char *why = r->error ? r->error : "no GPUs: NVML failed";
+    if (g->nvml_open)
+        log_warn("NVML stopped working (%s); the GPUs are unknown until it answers again", why);
+    else if (!g->open_error || strcmp(g->open_error, why) != 0)
+        /* No library at all is the normal state of a machine without NVIDIA GPUs. */
+        log_msg(r->found ? LOG_WARN : LOG_INFO, "%s; trying again with a back-off of up to %.0f s",
+                why, g->retry_max);
+    free(g->open_error);
+    g->open_error = xstrdup(why);
+    g->nvml_open = false;
+    g->lib_found = r->found;
+    g->open_tries++;
+    g->retry_delay = g->retry_delay > 0 ? g->retry_delay * 2 : 1;
+    if (g->retry_delay > g->retry_max)
+        g->retry_delay = g->retry_max;
+    g->retry_at = now_mono() + g->retry_delay;
+    loop_cancel_timer(g->retry_timer);
+    g->retry_timer = loop_add_timer(g->retry_delay, retry_cb, g);
+}
+
+/* Applies a reading: the GPUs, the daemon's CUDA_VISIBLE_DEVICES, outside processes. */
+static bool take_reading(struct gpus *g, struct gpu_worker_result *r, struct job *const *running,
+                         size_t n)
+{
+    bool changed = differs(&g->cur, &r->set) || mig_differs(&g->cur, &r->set) || !g->nvml_open;
+    if (!g->nvml_open) {
+        if (g->open_tries)
+            log_info("NVML is ready after %d failed tr%s: %zu GPU%s%s", g->open_tries,
+                     g->open_tries == 1 ? "y" : "ies", r->set.n_gpus, r->set.n_gpus == 1 ? "" : "s",
+                     r->simulated ? " (simulated)" : "");
+        else
+            log_info("%zu GPU%s%s", r->set.n_gpus, r->set.n_gpus == 1 ? "" : "s",
+                     r->simulated ? " (simulated)" : "");
+    } else if (r->topology_read) {
+        log_info("the GPUs changed (%zu now): topology read again", r->set.n_gpus);
+    }
+    g->nvml_open = true;
+    g->lib_found = true;
+    g->open_tries = 0;
+    g->retry_delay = 0;
+    free(g->open_error);
+    g->open_error = NULL;
     gpu_set_free(&g->cur);
-    g->cur = next;
+    g->cur = r->set;
+    memset(&r->set, 0, sizeof(r->set));
+    g->cur.simulated = r->simulated;
     resolve_visible(g);
     prune_ignored(g);
     uint64_t um = compute_unmanaged(g, running, n);
@@ -339,6 +485,221 @@ bool gpu_refresh(struct gpus *g, struct job *const *running, size_t n)
     changed |= mum != g->mig_unmanaged;
     g->mig_unmanaged = mum;
     return changed;
+}
+
+bool gpu_collect(struct gpus *g, struct job *const *running, size_t n)
+{
+    struct gpu_worker_result r;
+    if (!gpu_worker_take(g->worker, &r))
+        return false;
+    bool changed = false;
+    if (g->overdue) {
+        log_info("NVML answers again, after %.0f s", now_mono() - g->asked_at);
+        changed = true;
+    }
+    g->overdue = false;
+    g->asked_at = 0;
+    g->answered = true;
+    loop_cancel_timer(g->overdue_timer);
+    g->overdue_timer = NULL;
+    if (r.read) {
+        changed |= take_reading(g, &r, running, n);
+    } else { /* NVML would not open, or failed and was closed (gpu_worker.c) */
+        changed |= g->nvml_open;
+        if (g->nvml_open) {
+            gpu_set_free(&g->cur); /* what NVML no longer answers for is unknown */
+            g->unmanaged = 0;
+            g->mig_unmanaged = 0;
+            memset(g->outside_mib, 0, sizeof(g->outside_mib));
+        }
+        not_ready(g, &r);
+    }
+    gpu_worker_result_free(&r);
+    if (g->ask_again && g->nvml_open)
+        ask(g);
+    return changed;
+}
+
+bool gpu_refresh(struct gpus *g, struct job *const *running, size_t n)
+{
+    /* The running jobs changed (a job ended, the table was reloaded): whose processes
+     * are outside ones changes with them at once; the GPUs are read again meanwhile. */
+    uint64_t um = compute_unmanaged(g, running, n);
+    bool changed = um != g->unmanaged;
+    g->unmanaged = um;
+    compute_outside(g, running, n);
+    uint64_t mum = compute_mig_unmanaged(g, running, n);
+    changed |= mum != g->mig_unmanaged;
+    g->mig_unmanaged = mum;
+    if (g->nvml_open)
+        ask(g);
+    return changed;
+}
+
+int gpu_fd(const struct gpus *g)
+{
+    return gpu_worker_fd(g->worker);
+}
+
+bool gpu_pending(const struct gpus *g)
+{
+    return !g->nvml_open && (g->lib_found || !g->answered);
+}
+
+const char *gpu_unavailable_reason(const struct gpus *g, size_t index)
+{
+    (void)index; /* one read covers every GPU: while it hangs, none is seen */
+    if (!g->overdue)
+        return NULL;
+    char *buf = text_buf(g, TEXT_REASON);
+    snprintf(buf, GPU_MSG_MAX, "NVML: no answer for %.0f s", now_mono() - g->asked_at);
+    return buf;
+}
+
+const struct gpu_set *gpu_schedulable(struct gpus *g)
+{
+    if (!g->overdue)
+        return &g->cur;
+    /* The pass sees every GPU as unavailable: it starts nothing on a GPU it cannot see. */
+    free(g->blind.gpus);
+    free(g->blind.migs);
+    g->blind = g->cur;
+    g->blind.gpus = g->cur.n_gpus ? xcalloc(g->cur.n_gpus, sizeof(*g->blind.gpus)) : NULL;
+    for (size_t i = 0; i < g->cur.n_gpus; i++) {
+        g->blind.gpus[i] = g->cur.gpus[i];
+        snprintf(g->blind.gpus[i].unavailable, sizeof(g->blind.gpus[i].unavailable), "%s",
+                 gpu_unavailable_reason(g, i));
+    }
+    /* And every MIG instance (their state is part of the same read). */
+    g->blind.migs = g->cur.n_migs ? xcalloc(g->cur.n_migs, sizeof(*g->blind.migs)) : NULL;
+    for (size_t i = 0; i < g->cur.n_migs; i++) {
+        g->blind.migs[i] = g->cur.migs[i];
+        snprintf(g->blind.migs[i].unavailable, sizeof(g->blind.migs[i].unavailable), "%s",
+                 gpu_unavailable_reason(g, 0));
+    }
+    return &g->blind;
+}
+
+const char *gpu_nvml_state(const struct gpus *g)
+{
+    char *buf = text_buf(g, TEXT_STATE);
+    double now = now_mono();
+    if (g->asked_at && g->overdue) {
+        snprintf(buf, GPU_MSG_MAX, "%s: no answer for %.0f s", g->nvml_open ? "busy" : "not ready",
+                 now - g->asked_at);
+    } else if (g->nvml_open) {
+        snprintf(buf, GPU_MSG_MAX, "ready");
+    } else if (!g->answered) {
+        snprintf(buf, GPU_MSG_MAX, "not ready: opening");
+    } else {
+        const char *why = g->open_error ? g->open_error : "unknown";
+        if (str_starts_with(why, "no GPUs: "))
+            why += strlen("no GPUs: ");
+        int tries = g->open_tries;
+        /* A library that is not there at all is a machine without NVIDIA software
+         * (still looked for now and then); one that loads but fails is a driver that is
+         * not ready (yet). */
+        const char *what = g->lib_found ? "not ready" : "not installed";
+        if (g->asked_at)
+            snprintf(buf, GPU_MSG_MAX, "%s (%s); trying again now, %d tr%s so far", what, why,
+                     tries, tries == 1 ? "y" : "ies");
+        else
+            snprintf(buf, GPU_MSG_MAX, "%s (%s); retrying in %.0f s, %d tr%s so far", what, why,
+                     g->retry_at > now ? ceil(g->retry_at - now) : 0, tries,
+                     tries == 1 ? "y" : "ies");
+    }
+    return buf;
+}
+
+/* ---- gpu_id_format ---- */
+
+/* Whether gflowd runs in a container, the way systemd-detect-virt tells: the files
+ * docker and podman leave, systemd's own note, `container=` in pid 1's environment.
+ * Returns what gave it away, or NULL. */
+static const char *container_marker(void)
+{
+    static char found[128];
+    if (access("/.dockerenv", F_OK) == 0)
+        return "/.dockerenv";
+    if (access("/run/.containerenv", F_OK) == 0)
+        return "/run/.containerenv";
+    char *note = read_file("/run/systemd/container", NULL);
+    if (note) {
+        note[strcspn(note, "\n")] = '\0';
+        snprintf(found, sizeof(found), "/run/systemd/container says %s", note);
+        free(note);
+        return found;
+    }
+    size_t len = 0;
+    char *env = read_file("/proc/1/environ", &len);
+    for (size_t i = 0; env && i < len; i += strlen(env + i) + 1) {
+        if (strncmp(env + i, "container=", 10) == 0 && env[i + 10]) {
+            snprintf(found, sizeof(found), "pid 1 has %.100s", env + i);
+            free(env);
+            return found;
+        }
+    }
+    free(env);
+    return NULL;
+}
+
+/* Whether the daemon's own CUDA_VISIBLE_DEVICES names a device by UUID. */
+static bool visible_by_uuid(const char *spec)
+{
+    for (const char *p = spec; p && *p; p++) {
+        while (*p == ' ' || *p == ',')
+            p++;
+        if (strncmp(p, "GPU-", 4) == 0 || strncmp(p, "MIG-", 4) == 0)
+            return true;
+        p += strcspn(p, ",");
+        if (!*p)
+            break;
+    }
+    return false;
+}
+
+/* daemon.gpu_id_format: "index" and "uuid" say it; "auto" takes UUIDs where host
+ * indices mean nothing: in a container (which may have been given some of the host's
+ * GPUs, renumbered), or when the daemon's own CUDA_VISIBLE_DEVICES names GPUs by UUID.
+ * daemon.container ("auto", "yes", "no") overrides the container detection. */
+static void decide_id_format(struct gpus *g, const char *format, const char *container)
+{
+    if (format && strcmp(format, "index") == 0) {
+        g->id_format_why = xstrdup("index (daemon.gpu_id_format)");
+        return;
+    }
+    if (format && strcmp(format, "uuid") == 0) {
+        g->uuid_ids = true;
+        g->id_format_why = xstrdup("uuid (daemon.gpu_id_format)");
+        return;
+    }
+    const char *marker = NULL;
+    if (container && strcmp(container, "yes") == 0)
+        marker = "daemon.container = \"yes\"";
+    else if (!container || strcmp(container, "no") != 0)
+        marker = container_marker();
+    if (marker) {
+        g->uuid_ids = true;
+        g->id_format_why = xasprintf("uuid (auto: gflowd runs in a container: %s)", marker);
+    } else if (visible_by_uuid(g->visible_spec)) {
+        g->uuid_ids = true;
+        g->id_format_why =
+            xstrdup("uuid (auto: the daemon's CUDA_VISIBLE_DEVICES names GPUs by UUID)");
+    } else {
+        g->id_format_why = xasprintf(
+            "index (auto: not in a container%s)",
+            container && strcmp(container, "no") == 0 ? ", daemon.container = \"no\"" : "");
+    }
+}
+
+bool gpu_uuid_ids(const struct gpus *g)
+{
+    return g->uuid_ids;
+}
+
+const char *gpu_id_format(const struct gpus *g)
+{
+    return g->id_format_why;
 }
 
 /* ---- start ---- */
@@ -394,19 +755,32 @@ struct gpus *gpu_start(const struct gpu_start_opts *o, char **err)
         /* The environment wins over the config file, as for every other setting. */
         library = xstrdup(o->nvml_library);
     }
-    char *why = NULL;
-    g->nv = nvml_open(library, &why);
+    g->timeout = (double)o->nvml_timeout_secs;
+    g->retry_max = (double)o->nvml_retry_max_secs;
+    if (g->timeout <= 0)
+        g->timeout = 10;
+    if (g->retry_max <= 0)
+        g->retry_max = 60;
+    decide_id_format(g, o->gpu_id_format, o->container);
+    g->worker = gpu_worker_new(library, err);
     free(library);
-    if (!g->nv) {
-        g->no_gpus = why;
-        log_info("%s", g->no_gpus);
+    library = NULL;
+    if (!g->worker)
+        goto fail;
+    /* The first reading is awaited (bounded), so that the GPUs are known when the
+     * daemon starts serving; one that takes longer is collected by the loop. */
+    ask(g);
+    double wait = g->timeout < START_WAIT_MAX ? g->timeout : START_WAIT_MAX;
+    if (gpu_worker_wait(g->worker, wait)) {
+        gpu_collect(g, o->running, o->n_running);
     } else {
-        gpu_refresh(g, o->running, o->n_running);
-        log_info("%zu GPU%s%s", g->cur.n_gpus, g->cur.n_gpus == 1 ? "" : "s",
-                 g->cur.simulated ? " (simulated)" : "");
+        loop_cancel_timer(g->overdue_timer);
+        g->overdue_timer = NULL;
+        mark_overdue(g);
     }
     return g;
 fail:
+    free(library);
     gpu_stop(g);
     return NULL;
 }
@@ -415,9 +789,14 @@ void gpu_stop(struct gpus *g)
 {
     if (!g)
         return;
-    nvml_close(g->nv);
+    gpu_worker_free(g->worker);
+    loop_cancel_timer(g->retry_timer);
+    loop_cancel_timer(g->overdue_timer);
     gpu_set_free(&g->cur);
-    free(g->no_gpus);
+    free(g->blind.gpus);
+    free(g->blind.migs);
+    free(g->open_error);
+    free(g->id_format_why);
     free(g->visible_spec);
     cudavis_free(&g->visible_read);
     free(g->ignored);
@@ -426,7 +805,7 @@ void gpu_stop(struct gpus *g)
 
 bool gpu_have_nvml(const struct gpus *g)
 {
-    return g->nv != NULL;
+    return g->nvml_open;
 }
 
 const struct gpu_set *gpu_current(const struct gpus *g)
@@ -446,7 +825,11 @@ uint64_t gpu_allowed(const struct gpus *g)
 
 const char *gpu_error(const struct gpus *g)
 {
-    return g->no_gpus;
+    if (g->nvml_open)
+        return NULL;
+    char *buf = text_buf(g, TEXT_ERROR);
+    snprintf(buf, GPU_MSG_MAX, "no GPUs: NVML %s", gpu_nvml_state(g));
+    return buf;
 }
 
 uint64_t gpu_visible(const struct gpus *g)

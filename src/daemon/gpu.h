@@ -1,6 +1,14 @@
 /* gpu: the daemon's view of the GPUs. NVML (or the shipped simulator) is read at start
  * and at every poll (serve.c's timer, daemon.gpu_poll_interval_secs) to notice
- * processes outside gflow; a GPU freed by a job is read again at once (the runner). Also:
+ * processes outside gflow; a GPU freed by a job is read again at once (the runner).
+ *
+ * Every NVML call runs on one worker thread (gpu_worker.c), so a hanging GPU cannot
+ * freeze the loop: a read is asked for, and its answer comes back through gpu_fd(),
+ * which the loop watches and hands to gpu_collect(). A read that takes longer than
+ * daemon.nvml_timeout_secs makes every GPU unavailable ("NVML: no answer for N s")
+ * until it answers. NVML that will not open (a driver not loaded yet at boot) is tried
+ * again, 1 s doubling up to daemon.nvml_retry_max_secs, and its GPUs are taken up when
+ * it answers. Also: whether jobs get GPU indices or UUIDs (daemon.gpu_id_format). Also:
  * which GPUs may be used (flag > runtime setting > config > all, within the daemon's
  * own CUDA_VISIBLE_DEVICES), outside processes and the ones an admin chose to ignore.
  *
@@ -32,20 +40,49 @@ struct gpu_start_opts {
     struct store *store;        /* keeps gctl set-gpus */
     struct job *const *running; /* the running jobs (re-adopted after a restart) */
     size_t n_running;
+    const char *gpu_id_format;   /* daemon.gpu_id_format: auto, index, uuid */
+    const char *container;       /* daemon.container: auto, yes, no */
+    int64_t nvml_timeout_secs;   /* daemon.nvml_timeout_secs */
+    int64_t nvml_retry_max_secs; /* daemon.nvml_retry_max_secs */
 };
 
-/* Loads NVML and reads the GPUs. Missing NVML is not an error (0 GPUs, and the reason
- * is kept); a bad --simulate-gpus or --gpus is (NULL and *err). */
+/* Starts the NVML worker and waits (at most daemon.nvml_timeout_secs) for the first
+ * reading. NVML that does not open is not an error (0 GPUs, the reason kept, tried
+ * again later); a bad --simulate-gpus or --gpus is (NULL and *err). */
 struct gpus *gpu_start(const struct gpu_start_opts *o, char **err);
 void gpu_stop(struct gpus *g);
-/* Whether NVML (or the simulator) is loaded: then the GPUs are worth polling. */
+/* Whether NVML (or the simulator) is open: then the GPUs are worth polling. */
 bool gpu_have_nvml(const struct gpus *g);
 
-/* Reads the GPUs again. Returns true if anything the scheduler uses changed. */
+/* The running jobs changed or the GPUs may have: recomputes which GPUs have outside
+ * processes now and asks for the GPUs to be read again (the answer comes through
+ * gpu_collect). Returns true if anything the scheduler uses changed already. */
 bool gpu_refresh(struct gpus *g, struct job *const *running, size_t n);
+/* Readable when the worker has an answer: the loop then calls gpu_collect(). */
+int gpu_fd(const struct gpus *g);
+/* Takes the worker's answer, if any. True if anything the scheduler uses changed. */
+bool gpu_collect(struct gpus *g, struct job *const *running, size_t n);
+/* NVML's state in a few words, for gflowd status: "ready", "not ready (nvmlInit
+ * failed: Driver Not Loaded); retrying in 8 s, 3 tries so far", "busy: no answer for
+ * 12 s". Valid until the next call. */
+const char *gpu_nvml_state(const struct gpus *g);
+/* Whether the GPUs are yet to come: NVML loads but does not initialise (yet), or has
+ * not answered at all. GPU jobs are then accepted and wait instead of being refused. */
+bool gpu_pending(const struct gpus *g);
+/* Why GPU index cannot be seen now ("NVML: no answer for 12 s"), NULL if it can.
+ * Valid until the next call. */
+const char *gpu_unavailable_reason(const struct gpus *g, size_t index);
+/* The GPUs as the scheduling pass must see them: gpu_current(), except while a read is
+ * overdue, when every GPU is marked unavailable (nothing is placed on a GPU we cannot
+ * see). */
+const struct gpu_set *gpu_schedulable(struct gpus *g);
+/* Whether jobs get CUDA_VISIBLE_DEVICES as UUIDs (else NVML indices), and that decision
+ * with its reason ("uuid (auto: gflowd runs in a container: /.dockerenv)"). */
+bool gpu_uuid_ids(const struct gpus *g);
+const char *gpu_id_format(const struct gpus *g);
 
 const struct gpu_set *gpu_current(const struct gpus *g);
-/* "no GPUs: <reason>" when NVML could not be used, else NULL. */
+/* "no GPUs: NVML <state>" while NVML is not open, else NULL. Valid until the next call. */
 const char *gpu_error(const struct gpus *g);
 /* GPUs that may be used now. */
 uint64_t gpu_allowed(const struct gpus *g);
@@ -83,7 +120,8 @@ int gpu_unignore(struct gpus *g, int gpu, long long pid, struct job *const *runn
 json_t *gpu_ignored_json(struct gpus *g);
 bool gpu_is_ignored(const struct gpus *g, int gpu, long long pid);
 
-/* The running job whose process tree holds pid (its shim is an ancestor), or NULL. */
+/* The running job that pid belongs to: the job's cgroup holds it, else the job's session
+ * (the shim's) does, else its shim is an ancestor. NULL if none. */
 struct job *gpu_process_owner(long long pid, struct job *const *running, size_t n);
 /* The NVML indices of the GPUs that hold the MIG instances named in uuids
  * ("MIG-a,MIG-b"; NULL: none). */

@@ -85,8 +85,10 @@ static json_t *gpu_json(const struct gpus *gs, size_t g, struct job *const *runn
         json_array_append_new(procs, o);
     }
     const char *state = "idle";
-    const char *reason = NULL;
-    if (!gpu_info_usable(info)) {
+    const char *reason = gpu_unavailable_reason(gs, g);
+    if (reason) {
+        state = "unavailable"; /* a read hangs: no GPU can be seen */
+    } else if (!gpu_info_usable(info)) {
         /* Whatever else it shows, gflow cannot know its state and gives it to no job. */
         state = "unavailable";
         reason = info->unavailable[0] ? info->unavailable : "NVML: GPU is lost";

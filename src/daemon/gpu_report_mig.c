@@ -25,7 +25,8 @@ static bool names_uuid(const char *uuids, const char *uuid)
     return false;
 }
 
-static json_t *instance_json(const struct gpus *gs, size_t k, bool gpu_lost,
+/* unseen: why no GPU can be seen now (a read hangs), else NULL. */
+static json_t *instance_json(const struct gpus *gs, size_t k, bool gpu_lost, const char *unseen,
                              struct job *const *running, size_t n)
 {
     const struct gpu_mig *m = &gpu_current(gs)->migs[k];
@@ -45,9 +46,9 @@ static json_t *instance_json(const struct gpus *gs, size_t k, bool gpu_lost,
     const char *state = "idle";
     bool parent_ok = m->parent >= 0 && m->parent < GPUINFO_MAX_GPUS;
     const char *reason = NULL;
-    if (gpu_lost || m->unavailable[0]) {
+    if (unseen || gpu_lost || m->unavailable[0]) {
         state = "unavailable";
-        reason = m->unavailable[0] ? m->unavailable : "NVML: GPU is lost";
+        reason = unseen ? unseen : m->unavailable[0] ? m->unavailable : "NVML: GPU is lost";
     } else if (holder)
         state = "busy";
     else if (!parent_ok || !(gpu_allowed(gs) & (1ULL << m->parent)))
@@ -68,10 +69,11 @@ void gpu_report_mig(const struct gpus *gs, size_t gpu, struct job *const *runnin
 {
     const struct gpu_set *cur = gpu_current(gs);
     const struct gpu_info *info = &cur->gpus[gpu];
+    const char *unseen = gpu_unavailable_reason(gs, gpu);
     json_t *list = json_array();
     for (size_t k = 0; k < cur->n_migs; k++)
         if (cur->migs[k].parent == info->index)
-            json_array_append_new(list, instance_json(gs, k, info->lost, running, n));
+            json_array_append_new(list, instance_json(gs, k, info->lost, unseen, running, n));
     /* The jobs holding its instances are the GPU's jobs too. Real drivers list every
      * instance's processes on the parent as well: those are the jobs' own, not foreign. */
     json_t *jobs = json_object_get(o, "jobs");
@@ -95,7 +97,9 @@ void gpu_report_mig(const struct gpus *gs, size_t gpu, struct job *const *runnin
     /* A GPU in MIG mode is "mig" even when NVML refuses its own process list (it does
      * without root): its instances have states of their own. */
     bool none = json_array_size(list) == 0;
-    if (info->mig_enabled && !info->lost && !none) {
+    if (unseen) {
+        /* A read hangs: the GPU keeps its "unavailable" and its instances are too. */
+    } else if (info->mig_enabled && !info->lost && !none) {
         json_object_set_new(o, "state", json_string("mig"));
         json_object_set_new(o, "reason", json_string("MIG mode: jobs get its instances (--mig)"));
     } else if (info->mig_enabled && none && gpu_info_usable(info)) {

@@ -125,8 +125,7 @@ static void shim_args(const struct gflowd *d, const struct job *j, const struct 
         strvec_push(argv, "--tasks");
         strvec_pushf(argv, "%d", j->gpus);
         strvec_push(argv, "--task-gpus");
-        char *cuda =
-            jobenv_cuda_devices(j->gpu_mask, uuids, strcmp(d->cfg.gpu_id_format, "uuid") == 0);
+        char *cuda = jobenv_cuda_devices(j->gpu_mask, uuids, gpu_uuid_ids(d->gpus));
         strvec_push(argv, cuda);
         free(cuda);
     }
@@ -163,7 +162,7 @@ static int prepare_inputs(const struct gflowd *d, const struct job *full, const 
     strbuf_init(&env);
     struct jobenv_input in = {
         .uuids = uuids,
-        .uuid_format = strcmp(d->cfg.gpu_id_format, "uuid") == 0,
+        .uuid_format = gpu_uuid_ids(d->gpus),
         .user = pw ? pw->pw_name : NULL,
         .home = pw ? pw->pw_dir : NULL,
         .shell = pw ? pw->pw_shell : NULL,

@@ -108,6 +108,10 @@ struct nvml {
     nvml_uint_fn get_minor;
     nvml_link_type_fn get_link_remote_type;
     nvml_p2p_fn get_p2p;
+
+    /* The devices of the last nvml_read_devices(), for nvml_read_links(). */
+    struct nvml_dev *devs;
+    size_t n_devs;
 };
 
 /* Per-GPU facts used while reading and then dropped. */
@@ -255,6 +259,13 @@ static const char *nvml_resolve(struct nvml *n)
 
 struct nvml *nvml_open(const char *library, char **err)
 {
+    bool found;
+    return nvml_open_found(library, &found, err);
+}
+
+struct nvml *nvml_open_found(const char *library, bool *found, char **err)
+{
+    *found = false;
     const char *path = library;
     if (!path || !*path) {
         const char *env = getenv("GFLOW_NVML_LIBRARY");
@@ -274,6 +285,7 @@ struct nvml *nvml_open(const char *library, char **err)
         return NULL;
     }
 
+    *found = true;
     struct nvml *n = xcalloc(1, sizeof(*n));
     n->lib = lib;
     n->simulated = dlsym(lib, "gflowNvmlSimulated") != NULL;
@@ -302,6 +314,7 @@ void nvml_close(struct nvml *n)
         return;
     n->shutdown();
     dlclose(n->lib);
+    free(n->devs);
     free(n);
 }
 
@@ -767,10 +780,13 @@ static void nvml_read_topology(struct nvml *n, struct nvml_dev *devs, struct gpu
         nvml_read_nvlink_matrix(n, devs, s);
 }
 
-int nvml_read(struct nvml *n, struct gpu_set *out, char **err)
+int nvml_read_devices(struct nvml *n, struct gpu_set *out, char **err)
 {
     memset(out, 0, sizeof(*out));
     out->simulated = n->simulated;
+    free(n->devs);
+    n->devs = NULL;
+    n->n_devs = 0;
 
     unsigned int count = 0;
     nvmlReturn_t rc = n->get_count(&count);
@@ -790,12 +806,31 @@ int nvml_read(struct nvml *n, struct gpu_set *out, char **err)
 
     out->n_gpus = count;
     out->gpus = count ? xcalloc(count, sizeof(*out->gpus)) : NULL;
-    struct nvml_dev *devs = count ? xcalloc(count, sizeof(*devs)) : NULL;
+    /* Kept for nvml_read_links(): the handles and PCI addresses of this read. */
+    n->devs = count ? xcalloc(count, sizeof(*n->devs)) : NULL;
+    n->n_devs = count;
     for (unsigned int i = 0; i < count; i++)
-        nvml_read_device(n, i, &devs[i], &out->gpus[i]);
-    nvml_read_topology(n, devs, out);
-    free(devs);
+        nvml_read_device(n, i, &n->devs[i], &out->gpus[i]);
     nvml_mig_read(n, out);
+    return 0;
+}
+
+void nvml_read_links(struct nvml *n, struct gpu_set *s)
+{
+    free(s->link);
+    s->link = NULL;
+    free(s->nvlinks);
+    s->nvlinks = NULL;
+    if (s->n_gpus != n->n_devs)
+        return; /* not the set of the last device read */
+    nvml_read_topology(n, n->devs, s);
+}
+
+int nvml_read(struct nvml *n, struct gpu_set *out, char **err)
+{
+    if (nvml_read_devices(n, out, err) < 0)
+        return -1;
+    nvml_read_links(n, out);
     return 0;
 }
 

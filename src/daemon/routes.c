@@ -88,14 +88,18 @@ static void route_status(const struct gflowd *d, struct reply *rep)
                              set->simulated, "error", gpu_err ? json_string(gpu_err) : json_null(),
                              "constrain_devices", d->cfg.constrain_devices);
     json_object_set_new(gpus, "visible_devices", visible_devices_json(d->gpus));
+    json_object_set_new(gpus, "nvml", json_string(gpu_nvml_state(d->gpus)));
+    json_object_set_new(gpus, "id_format", json_string(gpu_id_format(d->gpus)));
     /* The GPUs no job gets because NVML cannot tell their state, with why. */
     json_t *unavailable = json_array();
-    for (size_t i = 0; i < set->n_gpus; i++)
-        if (!gpu_info_usable(&set->gpus[i]))
-            json_array_append_new(unavailable,
-                                  json_pack("{s:i, s:s}", "index", set->gpus[i].index, "reason",
-                                            set->gpus[i].unavailable[0] ? set->gpus[i].unavailable
-                                                                        : "NVML: GPU is lost"));
+    for (size_t i = 0; i < set->n_gpus; i++) {
+        const char *why = gpu_unavailable_reason(d->gpus, i); /* a read that hangs */
+        if (!why && !gpu_info_usable(&set->gpus[i]))
+            why = set->gpus[i].unavailable[0] ? set->gpus[i].unavailable : "NVML: GPU is lost";
+        if (why)
+            json_array_append_new(
+                unavailable, json_pack("{s:i, s:s}", "index", set->gpus[i].index, "reason", why));
+    }
     json_object_set_new(gpus, "unavailable", unavailable);
     json_t *body =
         json_pack("{s:s, s:s, s:i, s:i, s:s, s:b, s:f, s:I, s:o, s:I, s:s, s:s, s:o}", "version",

@@ -29,6 +29,7 @@ static struct jobspec_limits limits_of(const struct gflowd *d)
         .memory_total_mb = d->mem_total_mb,
         .gpus = gpu_current(d->gpus),
         .visible = scheduler_allowed_mask(gpu_visible(d->gpus)),
+        .gpus_pending = gpu_pending(d->gpus),
     };
 }
 

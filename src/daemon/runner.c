@@ -173,8 +173,9 @@ static void finish(struct gflowd *d, struct job *j, enum job_state state, enum j
                    const char *detail)
 {
     run_free(j);
-    /* Its GPUs are free now: re-read their memory and processes for the next pass
-     * rather than waiting for the poll (the state change marks the pass due). */
+    /* Its GPUs are free now: have their memory and processes read again rather than
+     * waiting for the poll (the state change marks the pass due; the answer, from
+     * gpu.c's NVML thread, marks it due again). */
     if (j->gpu_mask || j->mig_uuids) {
         size_t n;
         struct job **running = jobs_running(d->jobs, &n);

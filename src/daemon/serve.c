@@ -109,7 +109,8 @@ static void checkpoint_cb(void *arg)
         store_checkpoint(s->d->store);
 }
 
-/* Every daemon.gpu_poll_interval_secs: outside processes and memory change without us. */
+/* Every daemon.gpu_poll_interval_secs: outside processes and memory change without us.
+ * The read runs on gpu.c's worker; its answer comes through gpu_ready_cb. */
 static void poll_cb(void *arg)
 {
     struct server *s = arg;
@@ -118,6 +119,18 @@ static void poll_cb(void *arg)
     if (gpu_refresh(s->d->gpus, running, n))
         jobs_mark_dirty(s->d->jobs);
     s->poll_timer = loop_add_timer((double)s->d->cfg.gpu_poll_interval_secs, poll_cb, s);
+}
+
+/* The NVML worker answered (a read, or NVML opening at last). */
+static void gpu_ready_cb(int fd, uint32_t events, void *arg)
+{
+    (void)fd;
+    (void)events;
+    struct server *s = arg;
+    size_t n;
+    struct job **running = jobs_running(s->d->jobs, &n);
+    if (gpu_collect(s->d->gpus, running, n))
+        jobs_mark_dirty(s->d->jobs);
 }
 
 /* --begin: one timer, at the earliest begin time of the jobs waiting for theirs, that
@@ -243,7 +256,7 @@ static void schedule(struct server *s)
     if (s->launch_timer)
         return; /* launches are held back: the pass waits (launch_cb marks it due) */
     struct jobs_machine m = {
-        .gpus = gpu_current(d->gpus),
+        .gpus = gpu_schedulable(d->gpus),
         .allowed = scheduler_allowed_mask(gpu_allowed(d->gpus)),
         .unmanaged = gpu_unmanaged(d->gpus),
         .memory_total_mb = d->mem_total_mb,
@@ -451,6 +464,10 @@ static void start_gpus(struct gflowd *d, const struct serve_opts *o)
         .store = d->store,
         .running = running,
         .n_running = n,
+        .gpu_id_format = d->cfg.gpu_id_format,
+        .container = d->cfg.container,
+        .nvml_timeout_secs = d->cfg.nvml_timeout_secs,
+        .nvml_retry_max_secs = d->cfg.nvml_retry_max_secs,
     };
     char *err = NULL;
     d->gpus = gpu_start(&g, &err);
@@ -490,8 +507,11 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     if (jobs_load(d->jobs, &err) < 0)
         startup_failed(o, err);
     start_gpus(d, o);
-    if (gpu_have_nvml(d->gpus))
-        s.poll_timer = loop_add_timer((double)d->cfg.gpu_poll_interval_secs, poll_cb, &s);
+    if (loop_add_fd(gpu_fd(d->gpus), EPOLLIN, gpu_ready_cb, &s) < 0)
+        startup_failed(o, "cannot watch the NVML thread");
+    /* Also without NVML yet: gpu.c tries to open it on its own timer, and polls once
+     * it is open. */
+    s.poll_timer = loop_add_timer((double)d->cfg.gpu_poll_interval_secs, poll_cb, &s);
     runner_recover(d);
     if (jobs_commit(d->jobs) < 0)
         startup_failed(o, "cannot commit the recovered state");
@@ -517,6 +537,7 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     loop_cancel_timer(s.checkpoint_timer);
     loop_cancel_timer(s.retry_timer);
     loop_cancel_timer(s.launch_timer);
+    loop_del_fd(gpu_fd(d->gpus));
     gpu_stop(d->gpus);
     d->gpus = NULL;
     store_checkpoint(d->store);

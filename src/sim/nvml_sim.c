@@ -13,16 +13,18 @@
  *   NVML_SIM_NO_OPTIONAL  only the required symbols;
  *   NVML_SIM_PROC32       _v2/_v3 process lists (compute, graphics, MPS) with the
  *                         32-byte entries of some 535-series drivers.
- * Failures (init failure, a lost GPU, NOT_SUPPORTED) come from the fixture's "fail" maps.
+ * Failures (init failure, a lost GPU, NOT_SUPPORTED) come from the fixture's "fail" maps,
+ * calls that hang (a failing GPU) from its "hang" maps.
  *
  * This is a fake: it keeps one global init count, like NVML does, and is not
- * thread-safe beyond what the single-threaded daemon needs. */
+ * thread-safe: gflowd makes its NVML calls from one thread (src/daemon/gpu_worker.c). */
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "nvml_sim.h"
 #include "nvml_types.h"
@@ -112,6 +114,40 @@ nvmlReturn_t sim_fail_in(json_t *map, const char *fn)
     return json_is_integer(v) ? (nvmlReturn_t)json_integer_value(v) : NVML_SUCCESS;
 }
 
+/* The seconds configured for `fn` in a "hang" map (looked up as in "fail"), 0 if none. */
+static double sim_hang_in(json_t *map, const char *fn)
+{
+    if (!json_is_object(map))
+        return 0;
+    json_t *v = json_object_get(map, fn);
+    if (!v) {
+        char base[128];
+        snprintf(base, sizeof(base), "%s", fn);
+        char *u = strrchr(base, '_');
+        if (u && u[1] == 'v' && u[2] >= '0' && u[2] <= '9')
+            *u = 0;
+        v = json_object_get(map, base);
+    }
+    return json_is_number(v) ? json_number_value(v) : 0;
+}
+
+/* "hang": {"<function>": SECONDS} at the top level (gpu 0) or in GPU gpu's entry (its
+ * index + 1): the call does not return for that long, as a failing GPU's calls do; the
+ * fixture is read again every 50 ms, so removing the entry ends the hang at once. */
+static void sim_hang(const char *fn, size_t gpu)
+{
+    const struct timespec step = {0, 50 * 1000 * 1000};
+    for (double waited = 0;; waited += 0.05) {
+        json_t *r = sim_load();
+        json_t *scope = gpu ? json_array_get(json_object_get(r, "gpus"), gpu - 1) : r;
+        double secs = sim_hang_in(json_object_get(scope, "hang"), fn);
+        json_decref(r);
+        if (secs <= waited)
+            return;
+        nanosleep(&step, NULL);
+    }
+}
+
 /* Starts a call: loads the fixture and applies the global "fail" map. On success *root
  * holds the fixture (caller json_decref()s). */
 nvmlReturn_t sim_begin(const char *fn, json_t **root, bool need_init)
@@ -119,6 +155,7 @@ nvmlReturn_t sim_begin(const char *fn, json_t **root, bool need_init)
     *root = NULL;
     if (need_init && sim_init_count <= 0)
         return NVML_ERROR_UNINITIALIZED;
+    sim_hang(fn, 0);
     json_t *r = sim_load();
     if (!r)
         return NVML_ERROR_DRIVER_NOT_LOADED;
@@ -148,6 +185,19 @@ static nvmlReturn_t sim_begin_dev(const char *fn, nvmlDevice_t dev, json_t **roo
         return NVML_ERROR_INVALID_ARGUMENT;
     }
     *gpu = json_array_get(gpus, idx - 1);
+    if (json_object_get(*gpu, "hang")) {
+        json_decref(*root);
+        sim_hang(fn, idx);
+        if ((rc = sim_begin(fn, root, true)) != NVML_SUCCESS)
+            return rc; /* the fixture changed meanwhile */
+        gpus = json_object_get(*root, "gpus");
+        if (idx > json_array_size(gpus)) {
+            json_decref(*root);
+            *root = NULL;
+            return NVML_ERROR_INVALID_ARGUMENT;
+        }
+        *gpu = json_array_get(gpus, idx - 1);
+    }
     rc = sim_fail_in(json_object_get(*gpu, "fail"), fn);
     if (rc != NVML_SUCCESS) {
         json_decref(*root);

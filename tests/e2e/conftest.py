@@ -292,6 +292,9 @@ class Gflow:
             "GFLOW_DAEMON__SOCKET_PATH": str(self.sock),
             "GFLOW_SOCKET": str(self.sock),
             "GFLOW_E2E_SANDBOX": str(self.root),
+            # The tests may run in a container: gpu_id_format "auto" would then give jobs
+            # UUIDs. Tests of that set GFLOW_DAEMON__CONTAINER themselves.
+            "GFLOW_DAEMON__CONTAINER": "no",
         })
         base.update(env or {})
         self.env = base
