@@ -94,11 +94,3 @@ void gpu_mig_profile_from_name(const char *name, char *out, size_t cap)
     else if (cap)
         out[0] = '\0';
 }
-
-int gpu_mig_find(const struct gpu_set *s, const char *uuid)
-{
-    for (size_t i = 0; s && uuid && i < s->n_migs; i++)
-        if (strcmp(s->migs[i].uuid, uuid) == 0)
-            return (int)i;
-    return -1;
-}

@@ -104,8 +104,6 @@ void gpu_mig_profile_from_name(const char *name, char *out, size_t cap);
 /* Whether s is a MIG profile as nvidia-smi names them: "<N>g.<M>gb", optionally with
  * "+me" or similar suffixes after a '+' ("1g.10gb+me"); N and M are 1..999. */
 bool gpu_mig_profile_valid(const char *s);
-/* The position in s->migs of the instance with this UUID, or -1. */
-int gpu_mig_find(const struct gpu_set *s, const char *uuid);
 
 /* A set of GPUs by NVML index (bit i: GPU i) in its text form, the one of the API, the
  * database and CUDA_VISIBLE_DEVICES: "0,2" (malloc'd; "" for none). */
