@@ -231,18 +231,26 @@ struct listener *listener_start(const struct gflowd *d, listener_accept_cb cb, v
         *err = xasprintf("socket path too long: %s", path);
         return NULL;
     }
-    strcpy(sa.sun_path, path);
     if (socket_dir(d, path, err) < 0)
         return NULL;
-    unlink(path); /* a stale socket: the daemon lock is held, so no live daemon uses it */
+    /* Bound under a temporary name and renamed once listening: a client that finds the
+     * socket can connect (else it could meet the window between bind and listen). */
+    char *tmp = xasprintf("%s.new", path);
+    const char *bound = strlen(tmp) < sizeof(sa.sun_path) ? tmp : path;
+    strcpy(sa.sun_path, bound);
+    unlink(bound); /* a stale socket: the daemon lock is held, so no live daemon uses it */
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-        chmod(path, d->system ? 0666 : 0600) < 0 || listen(fd, 4096) < 0) {
+        chmod(bound, d->system ? 0666 : 0600) < 0 || listen(fd, 4096) < 0 ||
+        (bound != path && rename(bound, path) < 0)) {
         *err = xasprintf("cannot listen on %s: %s", path, strerror(errno));
         if (fd >= 0)
             close(fd);
+        unlink(bound);
+        free(tmp);
         return NULL;
     }
+    free(tmp);
     struct listener *l = xcalloc(1, sizeof(*l));
     l->d = d;
     l->fd = fd;
