@@ -456,16 +456,8 @@ size_t scheduler_pass(const struct scheduler_input *in, const struct scheduler_p
                 j->wait_reason = mig_wait_reason(&mp, j);
                 continue;
             }
-            j->gpu_mask = 0;
-            j->wait_reason = NULL;
-            start[nstart++] = j;
-            if (g)
-                g->pass_started++;
-            running++;
-            mem_used += j->memory_mb > 0 ? j->memory_mb : 0;
-            continue;
         }
-        if (j->gpus <= 0) {
+        if (j->mig_profile || j->gpus <= 0) { /* its instances chosen above, or no GPUs */
             j->gpu_mask = 0;
             j->wait_reason = NULL;
             start[nstart++] = j;

@@ -239,6 +239,22 @@ int ctl_status(const struct gflowd *d)
                (long long)json_integer_value(json_object_get(u, "index")),
                json_string_value(json_object_get(u, "reason")));
     }
+    json_t *mg;
+    json_array_foreach (json_object_get(g, "mig"), ui, mg) {
+        json_t *profiles = json_object_get(mg, "profiles");
+        printf("GPU %lld MIG instances:",
+               (long long)json_integer_value(json_object_get(mg, "index")));
+        if (!json_object_size(profiles))
+            printf(" none (no job can use the GPU until some are created)");
+        const char *name;
+        json_t *n;
+        const char *sep = " ";
+        json_object_foreach (profiles, name, n) {
+            printf("%s%lld x %s", sep, (long long)json_integer_value(n), name);
+            sep = ", ";
+        }
+        printf("\n");
+    }
     const char *nvml = json_string_value(json_object_get(g, "nvml"));
     if (nvml && !gpu_error) /* the error already says it */
         printf("NVML: %s\n", nvml);

@@ -73,6 +73,28 @@ static json_t *visible_devices_json(const struct gpus *g)
     return o;
 }
 
+/* The GPUs in MIG mode with how many instances of each profile they have:
+ * [{"index": 0, "profiles": {"1g.18gb": 2, "3g.71gb": 1}}]. */
+static json_t *mig_status_json(const struct gpu_set *set)
+{
+    json_t *out = json_array();
+    for (size_t i = 0; i < set->n_gpus; i++) {
+        if (!set->gpus[i].mig_enabled)
+            continue;
+        json_t *profiles = json_object();
+        for (size_t m = 0; m < set->n_migs; m++) {
+            if (set->migs[m].parent != set->gpus[i].index)
+                continue;
+            const char *p = set->migs[m].profile;
+            json_object_set_new(profiles, p,
+                                json_integer(json_integer_value(json_object_get(profiles, p)) + 1));
+        }
+        json_array_append_new(
+            out, json_pack("{s:i, s:o}", "index", set->gpus[i].index, "profiles", profiles));
+    }
+    return out;
+}
+
 static void route_status(const struct gflowd *d, struct reply *rep)
 {
     int64_t counts[JOB_STATE_COUNT] = {0};
@@ -101,6 +123,7 @@ static void route_status(const struct gflowd *d, struct reply *rep)
                 unavailable, json_pack("{s:i, s:s}", "index", set->gpus[i].index, "reason", why));
     }
     json_object_set_new(gpus, "unavailable", unavailable);
+    json_object_set_new(gpus, "mig", mig_status_json(set));
     json_t *body =
         json_pack("{s:s, s:s, s:i, s:i, s:s, s:b, s:f, s:I, s:o, s:I, s:s, s:s, s:o}", "version",
                   GFLOW_VERSION, "commit", GFLOW_COMMIT, "pid", (int)getpid(), "uid", (int)d->uid,

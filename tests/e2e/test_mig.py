@@ -243,3 +243,13 @@ def test_no_instance_is_given_while_an_nvml_read_hangs(make_gflow):
     write_json_atomic(g.fixture_path, fx)
     done = g.wait_state(j, timeout=20)
     assert done["state"] == "CD" and mig_of(done) == [MIG_A], done
+
+
+def test_gflowd_status_names_the_mig_gpus(make_gflow):
+    g = mig_sim(make_gflow)
+    st = g.api("GET", "/v1/status").json()
+    assert st["gpus"]["mig"] == [{"index": 0, "profiles": {"1g.18gb": 2, "3g.71gb": 1}},
+                                 {"index": 1, "profiles": {}}], st["gpus"]
+    out = g.gflowd("status", check=True).stdout
+    assert "GPU 0 MIG instances: 2 x 1g.18gb, 1 x 3g.71gb" in out, out
+    assert "GPU 1 MIG instances: none" in out, out
