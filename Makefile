@@ -72,7 +72,10 @@ gpu-kit: build
 demo: build
 	scripts/demo.sh $(BUILD)
 
+# Side by side with task-spooler (installed here as a bench dependency), then gflow's own
+# figures; the method is in docs/design.md (performance).
 bench: build
+	@scripts/install-deps.sh --bench
 	bench/run.sh $(BUILD)
 
 install: build
