@@ -160,11 +160,15 @@ class Tsp:
     def close(self):
         subprocess.run([self.bin, "-K"], env=self.env, stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL)
+        # Its server and any client still waiting: tsp processes started with our socket.
         mine = f"TS_SOCKET={self.sock}".encode()
         for pid in os.listdir("/proc"):
-            if not pid.isdigit() or int(pid) == os.getpid():
+            if not pid.isdigit():
                 continue
             try:
+                with open(f"/proc/{pid}/comm") as f:
+                    if f.read().strip() != "tsp":
+                        continue
                 with open(f"/proc/{pid}/environ", "rb") as f:
                     if mine in f.read().split(b"\0"):
                         os.kill(int(pid), signal.SIGKILL)
