@@ -471,6 +471,7 @@ def bench_gpu_poll(secs=6, step=0.01):
 
 
 def main():
+    start = time.monotonic()
     print(f"gflow benchmarks ({BUILD}), medians of several rounds\n")
     tsp = shutil.which("tsp")
     if tsp:
@@ -485,6 +486,8 @@ def main():
     bench_freed_gpu()
     bench_idle()
     bench_gpu_poll()
+    print(f"\n(make bench took {time.monotonic() - start:.0f} s; load average "
+          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")
 
 
 if __name__ == "__main__":
