@@ -102,8 +102,8 @@ def mark(ok):
 
 def report(name, value, unit, target, ok=None):
     """One of gflow's own figures, with its goal and, where it has one, PASS/MISS."""
-    m = mark(ok) if ok is not None else ""
-    print(f"{name:<52} {value:>9.2f} {unit:<7} {m:<4}  goal {target}", flush=True)
+    tail = f"{mark(ok)}  goal {target}" if ok is not None else f"      {target}"
+    print(f"{name:<52} {value:>9.2f} {unit:<7} {tail}", flush=True)
 
 
 def compare(name, ours, theirs, unit, goal, ratio_ok, samples=None):
@@ -429,7 +429,7 @@ def bench_idle(secs=10):
         report(f"idle daemon CPU, loop thread ({(wb - wa) / secs * 60:.0f} wake-ups/min)", pct,
                "%", "0%", pct < 0.05)
         report("idle daemon CPU, all threads (incl. simulated NVML)", all_ns / (secs * 1e9) * 100,
-               "%", "none: 0% + the GPU polls")
+               "%", "(no goal: the GPU polls' cost)")
     finally:
         sb.close()
 
@@ -463,10 +463,10 @@ def bench_gpu_poll(secs=6, step=0.01):
         loop_ns = last[pid] - first[pid]
         if polls:
             report(f"GPU poll, 8 simulated GPUs: NVML thread ({polls} polls)",
-                   nvml_ns / polls / 1e6, "ms CPU", "none: reported (mostly the simulator, "
-                   "which re-reads its JSON fixture on every call)")
+                   nvml_ns / polls / 1e6, "ms CPU", "(no goal: the simulator's cost, it re-reads "
+                   "its JSON fixture per call)")
             report("GPU poll, 8 simulated GPUs: loop thread", loop_ns / polls / 1e6, "ms CPU",
-                   "none: reported (taking the reading, the scheduling pass)")
+                   "(no goal: taking the reading, the scheduling pass)")
     finally:
         sb.close()
 
