@@ -471,22 +471,36 @@ def bench_gpu_poll(secs=6, step=0.01):
         sb.close()
 
 
+SECTIONS = {
+    "queue": lambda: bench_queue_10k(),
+    "array": lambda: bench_array_100k(),
+    "sched": lambda: bench_scheduler(),
+    "ginfo": lambda: bench_ginfo(),
+    "freed-gpu": lambda: bench_freed_gpu(),
+    "idle": lambda: bench_idle(),
+    "gpu-poll": lambda: bench_gpu_poll(),
+}
+
+
 def main():
+    """bench.py [BUILD [SECTION...]]: every section, or those named (peers and SECTIONS)."""
     start = time.monotonic()
+    only = sys.argv[2:]
+    unknown = set(only) - set(SECTIONS) - {"peers"}
+    if unknown:
+        sys.exit(f"bench: unknown section(s) {' '.join(sorted(unknown))}; "
+                 f"sections: peers {' '.join(SECTIONS)}")
     print(f"gflow benchmarks ({BUILD}), medians of several rounds\n")
-    tsp = shutil.which("tsp")
-    if tsp:
-        bench_peers(tsp)
-    else:
-        print("task-spooler (tsp) not installed: no side-by-side figures "
-              "(scripts/install-deps.sh --bench installs it)\n")
-    bench_queue_10k()
-    bench_array_100k()
-    bench_scheduler()
-    bench_ginfo()
-    bench_freed_gpu()
-    bench_idle()
-    bench_gpu_poll()
+    if not only or "peers" in only:
+        tsp = shutil.which("tsp")
+        if tsp:
+            bench_peers(tsp)
+        else:
+            print("task-spooler (tsp) not installed: no side-by-side figures "
+                  "(scripts/install-deps.sh --bench installs it)\n")
+    for name, fn in SECTIONS.items():
+        if not only or name in only:
+            fn()
     print(f"\n(make bench took {time.monotonic() - start:.0f} s; load average "
           f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")
 
