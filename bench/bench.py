@@ -141,7 +141,8 @@ class Tsp:
 
     def run(self, *args):
         return subprocess.run([self.bin, *args], env=self.env, cwd=self.dir, check=True,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              timeout=300)
 
     def submit(self, *cmd):
         return int(self.run(*cmd).stdout.strip())
