@@ -72,8 +72,12 @@ gpu-kit: build
 demo: build
 	scripts/demo.sh $(BUILD)
 
+# Side by side with task-spooler (installed here as a bench dependency), then gflow's own
+# figures; the method is in docs/design.md (performance). BENCH="peers idle": only those
+# sections (peers queue array sched ginfo freed-gpu idle gpu-poll).
 bench: build
-	bench/run.sh $(BUILD)
+	@scripts/install-deps.sh --bench
+	bench/run.sh $(BUILD) $(BENCH)
 
 install: build
 	meson configure $(BUILD) --prefix=$(PREFIX)
