@@ -49,6 +49,9 @@ int store_insert_job(struct store *s, const struct job *j, const struct job *lea
 /* Writes every mutable field of j (state, times, outcome, reason, end_request, shim
  * pid and start, max_rss_kb, priority, time_limit, name, gpu_ids, ...). Not the payload. */
 int store_update_job(struct store *s, const struct job *j);
+/* Writes only j's state, reason, end and begin times and GPUs (a move between PD, H and
+ * CA changes nothing else); as store_update_job. */
+int store_update_state(struct store *s, const struct job *j);
 
 typedef void (*store_job_cb)(struct job *j, void *arg); /* the callback owns j */
 
