@@ -181,6 +181,9 @@ static const char *const migrations[] = {
     "ALTER TABLE jobs ADD COLUMN mig_profile TEXT;"
     "ALTER TABLE jobs ADD COLUMN mig_count INTEGER NOT NULL DEFAULT 0;"
     "ALTER TABLE jobs ADD COLUMN mig_uuids TEXT;",
+    /* 9: the members of a group, found from its first job (history retention keeps that
+     * job, which holds the group's payload, while any member is left). */
+    "CREATE INDEX jobs_group ON jobs(group_id) WHERE group_id > 0;",
 };
 /* The codes migration 6 writes are enum job_reason's. */
 _Static_assert(JOB_REASON_LAUNCH_FAILED == 6 && JOB_REASON_SHIM_LOST == 7 &&
