@@ -462,6 +462,12 @@ void route_bulk(const struct route_req *r, const char *action, struct reply *rep
         json_decref(o);
         return;
     }
+    if ((int64_t)json_array_size(ids) > r->d->cfg.limits.max_ids_per_request) {
+        reply_error(rep, 413, "%zu ids in one request; at most %lld (limits.max_ids_per_request)",
+                    json_array_size(ids), (long long)r->d->cfg.limits.max_ids_per_request);
+        json_decref(o);
+        return;
+    }
     bool dry = cancel && dry_run_of(r);
     json_t *results = json_array();
     jobs_bulk_begin(r->d->jobs);
