@@ -183,7 +183,7 @@ static const char *const migrations[] = {
     "ALTER TABLE jobs ADD COLUMN mig_uuids TEXT;",
     /* 9: the members of a group, found from its first job (history retention keeps that
      * job, which holds the group's payload, while any member is left). */
-    "CREATE INDEX jobs_group ON jobs(group_id) WHERE group_id > 0;",
+    "CREATE INDEX IF NOT EXISTS jobs_group ON jobs(group_id) WHERE group_id > 0;",
 };
 /* The codes migration 6 writes are enum job_reason's. */
 _Static_assert(JOB_REASON_LAUNCH_FAILED == 6 && JOB_REASON_SHIM_LOST == 7 &&
