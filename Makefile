@@ -9,7 +9,7 @@ MESON_FLAGS ?= -Dwerror=true
 KIT_DIR ?= $(BUILD)
 VERSION := $(shell cat VERSION)
 
-.PHONY: all deps build check check-asan fuzz fuzz-build fuzz-smoke stress demo bench install clean \
+.PHONY: all deps build check check-asan fuzz fuzz-build fuzz-smoke stress demo bench bench-scale install clean \
 	gpu-kit
 
 all: build
@@ -78,6 +78,10 @@ demo: build
 bench: build
 	@scripts/install-deps.sh --bench
 	bench/run.sh $(BUILD) $(BENCH)
+
+# 1,000,000 finished + 100,000 queued jobs: recovery, RSS, listing, bulk ops (bench/scale.py).
+bench-scale: build
+	python3 bench/scale.py $(BUILD)
 
 install: build
 	meson configure $(BUILD) --prefix=$(PREFIX)
