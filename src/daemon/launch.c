@@ -97,8 +97,6 @@ static void shim_args(const struct gflowd *d, const struct job *j, const struct 
     strvec_push(argv, d->shim_path);
     strvec_push(argv, "--job-id");
     strvec_pushf(argv, "%lld", (long long)j->id);
-    strvec_push(argv, "--exit-file");
-    strvec_pushf(argv, "%s/%lld.json", d->paths.exit_dir, (long long)j->id);
     strvec_push(argv, "--log");
     strvec_pushf(argv, "%s/%lld.log", d->paths.log_dir, (long long)j->id);
     if (d->cfg.max_log_bytes > 0) {
@@ -242,34 +240,31 @@ static pid_t spawn_shim(char *const *argv, int lock_fd, int env_fd)
 }
 
 /* Takes the lock (fd 3 of the shim) and reserves the room for the shim's lock lines
- * and exit record (src/core/exitfile.h), so that a job whose filesystem fills up while
- * it runs still has its outcome recorded. The lock's fd, or -1 with *err and *why (an
- * errno). A reservation that fails for another reason than space is only logged: the
- * shim reports what it cannot write, as ever. */
+ * and its exit record, which it writes into the lock file (src/core/exitfile.h): the
+ * blocks are allocated, the size stays 0. So a job whose filesystem fills up while it
+ * runs still has its outcome recorded, and a job has one file besides its log. The
+ * lock's fd, or -1 with *err and *why (an errno). A reservation that fails for another
+ * reason than space is only logged (once for a filesystem that cannot allocate ahead):
+ * the shim reports what it cannot write, as ever. */
 static int lock_and_reserve(const struct gflowd *d, int64_t id, int *why, char **err)
 {
+    static bool unsupported_logged;
     char *lock_path = xasprintf("%s/%lld.lock", d->paths.run_dir, (long long)id);
-    char *exit_path = xasprintf("%s/%lld.json", d->paths.exit_dir, (long long)id);
     int fd = high_fd(open(lock_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
-    const char *what = NULL;
-    int rc;
     if (fd < 0 || flock(fd, LOCK_EX) < 0) {
         *why = errno;
         *err = xasprintf("cannot lock %s: %s", lock_path, strerror(errno));
-    } else if ((rc = posix_fallocate(fd, 0, EXITFILE_LOCK_MAX)) != 0) {
-        errno = rc;
-        what = lock_path;
-    } else if (reserve_file(exit_path, EXITFILE_RESERVE, 0600) < 0) {
-        what = exit_path;
-    }
-    if (what && (errno == ENOSPC || errno == EDQUOT)) {
-        *why = errno;
-        *err = xasprintf("cannot reserve room for %s: %s", what, strerror(errno));
-    } else if (what) {
-        log_warn("job %lld: cannot reserve room for %s: %s", (long long)id, what, strerror(errno));
+    } else if (fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, EXITFILE_RECORD_AT + EXITFILE_RESERVE) < 0) {
+        if (errno == ENOSPC || errno == EDQUOT) {
+            *why = errno;
+            *err = xasprintf("cannot reserve room for %s: %s", lock_path, strerror(errno));
+        } else if (errno != EOPNOTSUPP || !unsupported_logged) {
+            unsupported_logged = unsupported_logged || errno == EOPNOTSUPP;
+            log_warn("job %lld: cannot reserve room for %s: %s", (long long)id, lock_path,
+                     strerror(errno));
+        }
     }
     free(lock_path);
-    free(exit_path);
     if (*err && fd >= 0) {
         close(fd);
         fd = -1;

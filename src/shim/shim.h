@@ -193,9 +193,12 @@ int shim_report_lock(int fd, char **err);
 void shim_report_lock_cgroup(const struct shim_opts *o, const char *dir);
 /* Appends "forwarded: <sig>" to the lock file, the first time only. */
 void shim_report_lock_forwarded(int lock_fd, int sig);
-/* Writes rec to the exit file atomically, else (no space) into its reserved room. 0 or
- * -1 with errno set. */
+/* Writes rec into the lock file's room for it (src/core/exitfile.h); with --exit-file,
+ * to that file atomically, else (no space) into its reserved room. 0 or -1 with errno
+ * set. */
 int shim_report_exit(const struct shim_opts *o, const struct exit_record *rec);
+/* Where the record goes, in words, for messages (caller frees). */
+char *shim_report_exit_name(const struct shim_opts *o);
 /* Reports a failure of the shim's own, which makes it exit SHIM_EXIT_FAIL or
  * SHIM_EXIT_USAGE: one line on stderr, and msg as the lock file's error line. With
  * before_job, also the exit file (exit_code JOB_EXIT_SETUP with msg as the error). */

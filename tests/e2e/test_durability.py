@@ -90,14 +90,16 @@ def test_job_finished_while_daemon_down_is_finalized(gflow):
     cp = gflow.down()
     assert cp.returncode == 0, cp.stderr
     (gflow.work / "go").touch()
-    exit_file = gflow.data / "exits" / f"{job}.json"
+    lock_file = gflow.data / "run" / f"{job}.lock"
 
     def exit_record():
+        # The shim writes its exit record into the lock file, at byte 8192.
         try:
-            return json.loads(exit_file.read_text())
+            return json.loads(lock_file.read_bytes()[8192:])
         except (FileNotFoundError, ValueError):
             return None
-    rec = wait_for(exit_record, "the shim's exit file", timeout=10)
+    rec = wait_for(exit_record, "the shim's exit record", timeout=10)
+    assert not (gflow.data / "exits" / f"{job}.json").exists()
     assert rec["job_id"] == job and rec["exit_code"] == 7 and rec["signal"] is None
 
     gflow.up()
