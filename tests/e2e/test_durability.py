@@ -5,6 +5,7 @@ import collections
 import json
 import subprocess
 import threading
+import time
 
 from conftest import TERMINAL, alive, binary, read_pid_file, start_time, wait_for
 
@@ -106,6 +107,33 @@ def test_job_finished_while_daemon_down_is_finalized(gflow):
     j = gflow.wait_state(job, timeout=10)
     assert (j["state"], j["exit_code"], j["reason"]) == ("F", 7, "NonZeroExitCode"), j
     assert j["end_time"] >= j["start_time"]
+
+
+def test_job_of_a_previous_versions_shim_is_finalized_from_its_exit_file(gflow):
+    """Shims of the previous version, still running across an upgrade, write their exit
+    record to exits/<id>.json and leave only their lines in the lock file: the restarted
+    daemon reads the record from there."""
+    job = gflow.submit(f"{WAIT_GO}; exit 0")
+    gflow.wait_state(job, "R")
+    cp = gflow.down()
+    assert cp.returncode == 0, cp.stderr
+    (gflow.work / "go").touch()
+    lock_file = gflow.data / "run" / f"{job}.lock"
+    wait_for(lambda: len(lock_file.read_bytes()) > 8192, "the shim's exit record", timeout=10)
+    # Make the files what an old shim leaves: lines only in the lock file, the record
+    # in its own file (an outcome this job did not have, to tell where it came from).
+    lines = lock_file.read_bytes()[:8192].split(b"\0")[0]
+    lock_file.write_bytes(lines)
+    rec = {"job_id": job, "exit_code": 9, "signal": None, "oom": False,
+           "started_at": time.time() - 1, "finished_at": time.time(), "max_rss_kb": 100,
+           "error": None}
+    (gflow.data / "exits" / f"{job}.json").write_text(json.dumps(rec) + "\n")
+
+    gflow.up()
+    j = gflow.wait_state(job, timeout=10)
+    assert (j["state"], j["exit_code"], j["reason"]) == ("F", 9, "NonZeroExitCode"), j
+    wait_for(lambda: not (gflow.data / "exits" / f"{job}.json").exists(), "exit file removed")
+    assert not lock_file.exists()
 
 
 def test_running_job_is_readopted_and_can_be_cancelled(gflow):
