@@ -4,6 +4,7 @@
  * job waits and is tried again) and which are the job's (it fails). */
 #include "launch.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pwd.h>
@@ -246,11 +247,73 @@ static pid_t spawn_shim(char *const *argv, int lock_fd, int env_fd)
  * lock's fd, or -1 with *err and *why (an errno). A reservation that fails for another
  * reason than space is only logged (once for a filesystem that cannot allocate ahead):
  * the shim reports what it cannot write, as ever. */
+/* The spare lock files (launch_keep_lock): their ids, the last kept on top. */
+static int64_t spares[LAUNCH_SPARE_MAX];
+static size_t n_spares;
+
+static char *spare_path(const struct gflowd *d, int64_t id)
+{
+    return xasprintf("%s/spare/%lld", d->paths.run_dir, (long long)id);
+}
+
+int launch_spares_init(const struct gflowd *d, char **err)
+{
+    n_spares = 0;
+    char *dir = xasprintf("%s/spare", d->paths.run_dir);
+    int rc = 0;
+    if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+        *err = xasprintf("cannot create %s: %s", dir, strerror(errno));
+        rc = -1;
+    }
+    DIR *dp = rc == 0 ? opendir(dir) : NULL;
+    struct dirent *e;
+    while (dp && (e = readdir(dp))) {
+        if (e->d_name[0] == '.')
+            continue;
+        char *path = xasprintf("%s/%s", dir, e->d_name);
+        unlink(path);
+        free(path);
+    }
+    if (dp)
+        closedir(dp);
+    free(dir);
+    return rc;
+}
+
+void launch_keep_lock(const struct gflowd *d, int64_t id)
+{
+    char *lock_path = xasprintf("%s/%lld.lock", d->paths.run_dir, (long long)id);
+    if (n_spares == LAUNCH_SPARE_MAX) {
+        unlink(lock_path);
+    } else {
+        char *to = spare_path(d, id);
+        if (rename(lock_path, to) == 0)
+            spares[n_spares++] = id;
+        else if (errno != ENOENT)
+            unlink(lock_path);
+        free(to);
+    }
+    free(lock_path);
+}
+
+/* Renames a spare lock file to lock_path, if there is one. */
+static void take_spare(const struct gflowd *d, const char *lock_path)
+{
+    while (n_spares > 0) {
+        char *from = spare_path(d, spares[--n_spares]);
+        int rc = rename(from, lock_path);
+        free(from);
+        if (rc == 0)
+            return;
+    }
+}
+
 static int lock_and_reserve(const struct gflowd *d, int64_t id, int *why, char **err)
 {
     static bool unsupported_logged;
     char *lock_path = xasprintf("%s/%lld.lock", d->paths.run_dir, (long long)id);
-    int fd = high_fd(open(lock_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+    take_spare(d, lock_path);
+    int fd = high_fd(open(lock_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
     if (fd < 0 || flock(fd, LOCK_EX) < 0) {
         *why = errno;
         *err = xasprintf("cannot lock %s: %s", lock_path, strerror(errno));

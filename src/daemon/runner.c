@@ -117,7 +117,7 @@ int runner_init(const struct gflowd *d, char **err)
         *err = xasprintf("cannot create %s: %s", d->paths.run_dir, strerror(errno));
         return -1;
     }
-    return 0;
+    return launch_spares_init(d, err);
 }
 
 static struct run *run_new(struct gflowd *d, struct job *j)
@@ -161,10 +161,20 @@ static void run_free(struct job *j)
     j->runtime = NULL;
 }
 
-static void cleanup_files_after_commit(struct gflowd *d, int64_t id)
+static void keep_lock_cb(void *arg, int64_t id)
+{
+    launch_keep_lock(arg, id);
+}
+
+/* Once the commit is done: the job's files go, its lock file is kept for a next job
+ * (launch_keep_lock) when keep_lock. */
+static void cleanup_files_after_commit(struct gflowd *d, int64_t id, bool keep_lock)
 {
     jobs_after_commit_unlink(d->jobs, job_file(d->paths.exit_dir, id, ".json"));
-    jobs_after_commit_unlink(d->jobs, job_file(d->paths.run_dir, id, ".lock"));
+    if (keep_lock)
+        jobs_after_commit_call(d->jobs, keep_lock_cb, d, id);
+    else
+        jobs_after_commit_unlink(d->jobs, job_file(d->paths.run_dir, id, ".lock"));
     jobs_after_commit_unlink(d->jobs, job_file(d->paths.run_dir, id, ".script"));
 }
 
@@ -183,7 +193,7 @@ static void finish(struct gflowd *d, struct job *j, enum job_state state, enum j
     }
     if (jobs_set_state(d->jobs, j, state, reason, 0, detail) < 0)
         log_error("job %lld: refused transition to %s", (long long)j->id, job_state_short(state));
-    cleanup_files_after_commit(d, j->id);
+    cleanup_files_after_commit(d, j->id, true); /* its shim is gone: nobody holds the lock */
     char *why = job_reason_string(j);
     log_info("job %lld ended: %s%s%s", (long long)j->id, job_state_short(state), why ? " " : "",
              why ? why : "");
@@ -498,7 +508,7 @@ static void put_back(struct gflowd *d, struct job *j)
     j->shim_pid = 0;
     j->shim_start = 0;
     jobs_set_state(d->jobs, j, JOB_QUEUED, JOB_REASON_NONE, 0, NULL);
-    cleanup_files_after_commit(d, j->id);
+    cleanup_files_after_commit(d, j->id, false);
 }
 
 void runner_postpone(struct gflowd *d, struct job *j)

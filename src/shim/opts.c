@@ -287,13 +287,11 @@ static void shim_opts_one(struct shim_opts *o, int c, const char *arg, char **er
 /* Checks that the options form a complete invocation. */
 static void shim_opts_check(const struct shim_opts *o, char **err)
 {
-    static const char *const names[] = {
-        "--job-id", "--exit-file or --lock-fd", "--log", "--workdir", "--env-file or --env-fd",
-        "--kill-grace"};
-    const bool present[] = {o->job_id >= 0,
-                            o->exit_file != NULL || o->lock_fd >= 0,
-                            o->log_path != NULL,
-                            o->workdir != NULL, o->env_file || o->env_fd >= 0, o->kill_grace >= 0};
+    static const char *const names[] = {"--job-id",  "--exit-file or --lock-fd", "--log",
+                                        "--workdir", "--env-file or --env-fd",   "--kill-grace"};
+    const bool present[] = {
+        o->job_id >= 0,     o->exit_file != NULL || o->lock_fd >= 0, o->log_path != NULL,
+        o->workdir != NULL, o->env_file || o->env_fd >= 0,           o->kill_grace >= 0};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if (!present[i])
             shim_opts_error(err, xasprintf("missing %s", names[i]));
