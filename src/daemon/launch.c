@@ -287,10 +287,14 @@ void launch_keep_lock(const struct gflowd *d, int64_t id)
         unlink(lock_path);
     } else {
         char *to = spare_path(d, id);
-        if (rename(lock_path, to) == 0)
+        if (rename(lock_path, to) < 0) {
+            if (errno != ENOENT)
+                unlink(lock_path);
+        } else if (truncate(to, 0) < 0) { /* a spare keeps no blocks */
+            unlink(to);
+        } else {
             spares[n_spares++] = id;
-        else if (errno != ENOENT)
-            unlink(lock_path);
+        }
         free(to);
     }
     free(lock_path);

@@ -136,6 +136,29 @@ def test_job_of_a_previous_versions_shim_is_finalized_from_its_exit_file(gflow):
     assert not lock_file.exists()
 
 
+def test_lock_files_are_reused(gflow):
+    """An ended job's lock file is kept, empty, as a spare (run/spare/<id>) and becomes
+    the next job's: no file is created or removed for it per job."""
+    first = gflow.submit("true")
+    assert gflow.wait_state(first)["state"] == "CD"
+    spare = gflow.data / "run" / "spare" / str(first)
+    wait_for(spare.exists, "the spare lock file")
+    assert spare.stat().st_size == 0
+    inode = spare.stat().st_ino
+    assert not (gflow.data / "run" / f"{first}.lock").exists()
+    second = gflow.submit(f"{WAIT_GO}; exit 3")
+    gflow.wait_state(second, "R")
+    assert (gflow.data / "run" / f"{second}.lock").stat().st_ino == inode
+    assert not spare.exists()
+    (gflow.work / "go").touch()
+    j = gflow.wait_state(second)
+    assert (j["state"], j["exit_code"]) == ("F", 3), j
+    # A restart starts with no spares.
+    gflow.down()
+    gflow.up()
+    assert list((gflow.data / "run" / "spare").iterdir()) == []
+
+
 def test_running_job_is_readopted_and_can_be_cancelled(gflow):
     job = gflow.submit("echo $$ > job.pid; sleep 300 & echo $! > child.pid; wait")
     gflow.wait_state(job, "R")
