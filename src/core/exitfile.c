@@ -309,7 +309,9 @@ int exitfile_lock_record(const char *text, size_t len, struct exit_record *rec)
         exit_record_init(rec);
         return -1;
     }
-    return exit_record_decode(text + EXITFILE_RECORD_AT, len - EXITFILE_RECORD_AT, rec);
+    /* A reused lock file holds NULs past the record. */
+    const char *r = text + EXITFILE_RECORD_AT;
+    return exit_record_decode(r, strnlen(r, len - EXITFILE_RECORD_AT), rec);
 }
 
 void exitfile_lock_free(struct exit_lock *lock)

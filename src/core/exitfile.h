@@ -135,8 +135,9 @@ char *exitfile_lock_forwarded_line(int sig);
  * holds no pid (the shim has not written it yet: pid and start are 0; the other lines
  * are still read). */
 int exitfile_lock_parse(const char *text, size_t len, struct exit_lock *lock);
-/* Reads the exit record in the lock file's text (len bytes, the whole file) into *rec
- * (initialised here). 0, or -1 when it holds no complete record (then *rec is empty). */
+/* Reads the exit record in the lock file's text (len bytes, the whole file; the record
+ * ends at the first NUL) into *rec (initialised here). 0, or -1 when it holds no
+ * complete record (then *rec is empty). */
 int exitfile_lock_record(const char *text, size_t len, struct exit_record *rec);
 void exitfile_lock_free(struct exit_lock *lock);
 

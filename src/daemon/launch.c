@@ -290,8 +290,6 @@ void launch_keep_lock(const struct gflowd *d, int64_t id)
         if (rename(lock_path, to) < 0) {
             if (errno != ENOENT)
                 unlink(lock_path);
-        } else if (truncate(to, 0) < 0) { /* a spare keeps no blocks */
-            unlink(to);
         } else {
             spares[n_spares++] = id;
         }
@@ -300,25 +298,42 @@ void launch_keep_lock(const struct gflowd *d, int64_t id)
     free(lock_path);
 }
 
-/* Renames a spare lock file to lock_path, if there is one. */
-static void take_spare(const struct gflowd *d, const char *lock_path)
+/* Renames a spare lock file to lock_path, if there is one: true if it did. */
+static bool take_spare(const struct gflowd *d, const char *lock_path)
 {
     while (n_spares > 0) {
         char *from = spare_path(d, spares[--n_spares]);
         int rc = rename(from, lock_path);
         free(from);
         if (rc == 0)
-            return;
+            return true;
     }
+    return false;
+}
+
+/* Empties a reused lock file for its new shim: NULs over what its last job's shim
+ * wrote (the lines end at the first NUL, and so does the record). Not a truncation,
+ * which would free the blocks allocated for the record and cost as much as a new file
+ * to allocate them again. 0 or -1 (errno). */
+static int blank_lock(int fd)
+{
+    static const char zeros[EXITFILE_RECORD_AT + EXITFILE_RESERVE];
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return -1;
+    if (st.st_size > (off_t)sizeof(zeros))
+        return ftruncate(fd, 0);
+    size_t n = (size_t)st.st_size;
+    return pwrite(fd, zeros, n, 0) == (ssize_t)n ? 0 : -1;
 }
 
 static int lock_and_reserve(const struct gflowd *d, int64_t id, int *why, char **err)
 {
     static bool unsupported_logged;
     char *lock_path = xasprintf("%s/%lld.lock", d->paths.run_dir, (long long)id);
-    take_spare(d, lock_path);
-    int fd = high_fd(open(lock_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
-    if (fd < 0 || flock(fd, LOCK_EX) < 0) {
+    int flags = take_spare(d, lock_path) ? 0 : O_TRUNC;
+    int fd = high_fd(open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | flags, 0600));
+    if (fd < 0 || flock(fd, LOCK_EX) < 0 || (!flags && blank_lock(fd) < 0)) {
         *why = errno;
         *err = xasprintf("cannot lock %s: %s", lock_path, strerror(errno));
     } else if (fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, EXITFILE_RECORD_AT + EXITFILE_RESERVE) < 0) {

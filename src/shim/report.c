@@ -23,7 +23,8 @@
 /* Replaces the lock file's lines with text. 0 or -1 with errno set. When the lock
  * file is to hold the exit record (in_lock), what is left of longer lines is overwritten
  * with NULs rather than cut off, so that the blocks the daemon allocated for the record
- * stay allocated: a truncation frees them (even one to the same size). */
+ * stay allocated: a truncation frees them (even one to the same size). (A lock file the
+ * daemon reused holds NULs up to its old size: the lines end at the first NUL.) */
 static int shim_report_lock_text(int fd, const char *text, bool in_lock)
 {
     ssize_t n = (ssize_t)strlen(text);
@@ -45,7 +46,7 @@ static int shim_report_lock_text(int fd, const char *text, bool in_lock)
 
 /* Writes "<pid> <starttime>\n" into the daemon's lock file, which the shim keeps open
  * (and so locked) until it exits. */
-int shim_report_lock(int fd, char **err)
+int shim_report_lock(int fd, bool in_lock, char **err)
 {
     if (fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) {
         *err = xasprintf("--lock-fd %d: %s", fd, strerror(errno));
@@ -53,7 +54,10 @@ int shim_report_lock(int fd, char **err)
     }
     struct exit_lock lock = {.pid = getpid(), .start = proc_start_time(getpid())};
     char *text = exitfile_lock_format(&lock);
-    int rc = shim_report_lock_text(fd, text, false); /* the daemon made it empty */
+    /* The daemon gave it empty, or (in_lock) NULs where a reused file held more. */
+    ssize_t n = (ssize_t)strlen(text);
+    int rc = in_lock ? (pwrite(fd, text, (size_t)n, 0) == n ? 0 : -1)
+                     : shim_report_lock_text(fd, text, false);
     free(text);
     if (rc < 0) {
         *err = xasprintf("cannot write lock file (fd %d): %s", fd, strerror(errno));
@@ -62,16 +66,18 @@ int shim_report_lock(int fd, char **err)
     return 0;
 }
 
-/* Appends line to the lock file. Best effort, as what it says is for a daemon that has
- * lost the shim; the shim itself goes on either way. */
+/* Appends line to the lock file's lines, which end at the first NUL or the end of the
+ * file (a lock file the daemon reused is NULs past them). Best effort, as what it says
+ * is for a daemon that has lost the shim; the shim itself goes on either way. */
 static void shim_report_lock_append(int fd, char *line)
 {
-    struct stat st;
+    static char buf[EXITFILE_LOCK_MAX];
     if (fd < 0 || !line)
         goto out;
     size_t n = strlen(line);
-    if (fstat(fd, &st) < 0 || st.st_size + (off_t)n > EXITFILE_LOCK_MAX ||
-        pwrite(fd, line, n, st.st_size) != (ssize_t)n)
+    ssize_t got = pread(fd, buf, sizeof(buf), 0);
+    size_t end = got > 0 ? strnlen(buf, (size_t)got) : 0;
+    if (got < 0 || end + n > EXITFILE_LOCK_MAX || pwrite(fd, line, n, (off_t)end) != (ssize_t)n)
         fprintf(stderr, "gflow-shim: cannot add to lock file (fd %d): %s", fd, line);
 out:
     free(line);

@@ -186,8 +186,9 @@ void shim_opts_usage(void);
 
 /* ---- report.c: what the shim tells the daemon (exit file, lock file, stderr) ---- */
 /* Step 1: writes the lock file's first line into the daemon's lock fd and makes the fd
- * close-on-exec. 0, or -1 with *err. */
-int shim_report_lock(int fd, char **err);
+ * close-on-exec. in_lock: the exit record goes into the lock file too (no --exit-file),
+ * whose room must stay allocated. 0, or -1 with *err. */
+int shim_report_lock(int fd, bool in_lock, char **err);
 /* Appends "cgroup: <dir>" to the lock file (best effort: without it a daemon that
  * finds the shim gone looks for the job's processes by their marker alone). */
 void shim_report_lock_cgroup(const struct shim_opts *o, const char *dir);

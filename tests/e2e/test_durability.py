@@ -137,18 +137,22 @@ def test_job_of_a_previous_versions_shim_is_finalized_from_its_exit_file(gflow):
 
 
 def test_lock_files_are_reused(gflow):
-    """An ended job's lock file is kept, empty, as a spare (run/spare/<id>) and becomes
-    the next job's: no file is created or removed for it per job."""
+    """An ended job's lock file is kept as a spare (run/spare/<id>) and becomes the next
+    job's, blanked (what the last shim wrote is not read as the new one's): no file is
+    created or removed for it per job."""
     first = gflow.submit("true")
     assert gflow.wait_state(first)["state"] == "CD"
     spare = gflow.data / "run" / "spare" / str(first)
     wait_for(spare.exists, "the spare lock file")
-    assert spare.stat().st_size == 0
     inode = spare.stat().st_ino
     assert not (gflow.data / "run" / f"{first}.lock").exists()
     second = gflow.submit(f"{WAIT_GO}; exit 3")
     gflow.wait_state(second, "R")
-    assert (gflow.data / "run" / f"{second}.lock").stat().st_ino == inode
+    lock = gflow.data / "run" / f"{second}.lock"
+    assert lock.stat().st_ino == inode
+    # Its shim's pid line, and no record yet (the first job's is gone).
+    wait_for(lambda: lock.read_bytes()[:1] not in (b"", b"\0"), "the shim's pid line")
+    assert lock.read_bytes()[8192:].strip(b"\0") == b""
     assert not spare.exists()
     (gflow.work / "go").touch()
     j = gflow.wait_state(second)

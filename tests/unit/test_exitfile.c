@@ -583,6 +583,13 @@ static void test_record_in_the_lock_file(void **state)
     assert_int_equal(back.job_id, 12);
     assert_int_equal(back.exit_code, 3);
     exit_record_free(&back);
+    /* A reused lock file: NULs past the record. */
+    char *padded = xcalloc(1, len + 100);
+    memcpy(padded, file, len);
+    assert_int_equal(exitfile_lock_record(padded, len + 100, &back), 0);
+    assert_int_equal(back.exit_code, 3);
+    exit_record_free(&back);
+    free(padded);
     /* Cut short (the shim died writing it), absent, or no lock file at all: none. */
     assert_int_equal(exitfile_lock_record(file, len - 5, &back), -1);
     assert_int_equal(back.job_id, -1);
