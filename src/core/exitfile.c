@@ -284,6 +284,11 @@ int exitfile_lock_parse(const char *text, size_t len, struct exit_lock *lock)
     memset(lock, 0, sizeof(*lock));
     if (!text)
         return -1;
+    if (len > EXITFILE_RECORD_AT)
+        len = EXITFILE_RECORD_AT;
+    const char *nul = memchr(text, '\0', len);
+    if (nul)
+        len = (size_t)(nul - text);
     const char *end = text + len;
     const char *eol = memchr(text, '\n', len);
     bool have_pid = lock_pid_line(text, eol ? eol : end, &lock->pid, &lock->start);
@@ -296,6 +301,17 @@ int exitfile_lock_parse(const char *text, size_t len, struct exit_lock *lock)
         l = le + 1;
     }
     return have_pid ? 0 : -1;
+}
+
+int exitfile_lock_record(const char *text, size_t len, struct exit_record *rec)
+{
+    if (!text || len <= EXITFILE_RECORD_AT) {
+        exit_record_init(rec);
+        return -1;
+    }
+    /* A reused lock file holds NULs past the record. */
+    const char *r = text + EXITFILE_RECORD_AT;
+    return exit_record_decode(r, strnlen(r, len - EXITFILE_RECORD_AT), rec);
 }
 
 void exitfile_lock_free(struct exit_lock *lock)

@@ -1,24 +1,34 @@
 /* exitfile: the one definition of what gflow-shim and gflowd tell each other, included
  * by both sides (src/shim and the daemon's runner), so that neither can drift:
  *
- *  - the exit file: one JSON object the shim writes atomically when the job is over
- *    (docs/design.md §4), as struct exit_record, with its encoder and decoder. Before
- *    it starts the shim, the daemon creates the exit file as EXITFILE_RESERVE zero
- *    bytes whose blocks are allocated, and the lock file as EXITFILE_LOCK_MAX: a job
- *    whose filesystem fills up while it runs still gets its outcome recorded. The shim
- *    writes the record atomically (temp file, rename over the reserved one) and, when
- *    that fails for want of space, in place into the reserved file (then cut to the
- *    record's length). A file that holds no complete record reads as no exit file;
+ *  - the exit record: one JSON object the shim writes when the job is over
+ *    (docs/design.md §4), as struct exit_record, with its encoder and decoder. The
+ *    daemon's shims write it into the lock file itself, at offset EXITFILE_RECORD_AT
+ *    (after the room of the lock's lines), so that a job needs one file of its own
+ *    besides its log: before it starts the shim, the daemon allocates the blocks of
+ *    the lock file's first EXITFILE_LOCK_MAX + EXITFILE_RESERVE bytes (its size stays
+ *    0), and a job whose filesystem fills up while it runs still gets its outcome
+ *    recorded. The shim writes the record with one pwrite (cut to fit
+ *    EXITFILE_RESERVE) and fdatasync; the daemon reads it once the shim has exited.
+ *    A lock file that holds no complete record there has none (the shim died while
+ *    writing it, or it is from a shim of a previous version). Given --exit-file (a
+ *    shim run by hand, and the shims of versions before this one, whose files a
+ *    restarted daemon still reads), the shim writes the record to that file instead:
+ *    atomically (temp file, rename) and, when that fails for want of space, in place
+ *    into the file (which such a daemon had reserved), cut to the record's length.
+ *    A file that holds no complete record reads as no exit file;
  *  - the lock file: the daemon flock()s <run>/<id>.lock and passes it on --lock-fd; the
  *    shim writes "<pid> <starttime>\n" into it first thing; then, while it runs, a
  *    "cgroup: <dir>\n" line for the job's own cgroup (so that a daemon that finds the
  *    shim dead can still find and kill what is left of the job), and "forwarded: <sig>\n" once it has passed on a signal the daemon
  *    queued (a restarted daemon does not send the --signal warning twice); when it
  *    fails (it exits SHIM_EXIT_FAIL or SHIM_EXIT_USAGE) it rewrites the file as the
- *    first line and one with the one-line reason, which the daemon reads once the lock
- *    is free when there is no exit file to read: "error: ..." when the job never
- *    started, "lost: ..." when it ran but its outcome could not be recorded (the exit
- *    file could not be written);
+ *    first line and one with the one-line reason (when it writes its record into the
+ *    lock file: padded with NULs to the old end of the lines, so that the reserved
+ *    blocks stay allocated; the lines end at the first NUL), which the daemon reads
+ *    once the lock is free when there is no exit record to read: "error: ..." when
+ *    the job never started, "lost: ..." when it ran but its outcome could not be
+ *    recorded (the exit record could not be written);
  *  - the marker every process of the job carries in its environment,
  *    GFLOW_SHIM_ID=<shim pid>:<shim starttime>: it names this run of the job on this
  *    machine, survives setsid and reparenting, and is how the daemon recognises the
@@ -98,6 +108,8 @@ int exit_record_decode(const char *text, size_t len, struct exit_record *rec);
 /* The room reserved for the exit record; a record written in place is cut to fit it
  * (exit_record_encode_max). */
 #define EXITFILE_RESERVE 16384
+/* Where the exit record starts in the lock file; its lines end before. */
+#define EXITFILE_RECORD_AT EXITFILE_LOCK_MAX
 /* What the lock file says. */
 struct exit_lock {
     int64_t pid, start; /* the shim (0: not written yet) */
@@ -118,10 +130,15 @@ char *exitfile_lock_format(const struct exit_lock *lock);
 char *exitfile_lock_cgroup_line(const char *dir);
 /* The line a running shim appends once it has passed on signal sig (caller frees). */
 char *exitfile_lock_forwarded_line(int sig);
-/* Reads the lock file's text (len bytes) into *lock (strings malloc'd). 0, or -1 when
- * the first line holds no pid (the shim has not written it yet: pid and start are 0;
- * the other lines are still read). */
+/* Reads the lock file's text (len bytes; the lines are what comes before the first NUL
+ * and EXITFILE_RECORD_AT) into *lock (strings malloc'd). 0, or -1 when the first line
+ * holds no pid (the shim has not written it yet: pid and start are 0; the other lines
+ * are still read). */
 int exitfile_lock_parse(const char *text, size_t len, struct exit_lock *lock);
+/* Reads the exit record in the lock file's text (len bytes, the whole file; the record
+ * ends at the first NUL) into *rec (initialised here). 0, or -1 when it holds no
+ * complete record (then *rec is empty). */
+int exitfile_lock_record(const char *text, size_t len, struct exit_record *rec);
 void exitfile_lock_free(struct exit_lock *lock);
 
 /* The job's marker: the name of the variable, and the entry "GFLOW_SHIM_ID=<pid>:<start>"

@@ -24,12 +24,14 @@
 #include "store.h"
 #include "util.h"
 
-enum action_kind { ACTION_UNLINK, ACTION_SIGNAL };
+enum action_kind { ACTION_UNLINK, ACTION_SIGNAL, ACTION_CALL };
 struct action {
     enum action_kind kind;
     char *path;
     int64_t job_id;
     int sig;
+    void (*fn)(void *arg, int64_t job_id); /* ACTION_CALL */
+    void *arg;
 };
 
 struct jobs {
@@ -959,6 +961,15 @@ void jobs_after_commit_signal(struct jobs *t, int64_t job_id, int sig)
     a->sig = sig;
 }
 
+void jobs_after_commit_call(struct jobs *t, void (*fn)(void *arg, int64_t job_id), void *arg,
+                            int64_t job_id)
+{
+    struct action *a = action_new(t, ACTION_CALL);
+    a->fn = fn;
+    a->arg = arg;
+    a->job_id = job_id;
+}
+
 int jobs_commit(struct jobs *t)
 {
     if (store_in_transaction(t->store) && store_commit(t->store) < 0) {
@@ -976,6 +987,8 @@ int jobs_commit(struct jobs *t)
         if (a->kind == ACTION_UNLINK) {
             unlink(a->path);
             free(a->path);
+        } else if (a->kind == ACTION_CALL) {
+            a->fn(a->arg, a->job_id);
         } else {
             struct job *j = jobs_get(t, a->job_id);
             if (j && j->state == JOB_RUNNING && t->signal_cb)

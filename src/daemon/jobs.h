@@ -138,6 +138,8 @@ size_t jobs_schedule(struct jobs *t, const struct jobs_machine *m, double now,
 /* Actions that must wait until the current transaction is committed. */
 void jobs_after_commit_unlink(struct jobs *t, char *path); /* takes ownership of path */
 void jobs_after_commit_signal(struct jobs *t, int64_t job_id, int sig);
+void jobs_after_commit_call(struct jobs *t, void (*fn)(void *arg, int64_t job_id), void *arg,
+                            int64_t job_id);
 /* Commits the transaction (if any) and then runs the waiting actions. 0, or -1 if the
  * commit failed (it is retried on the next call; nothing waiting is done). */
 int jobs_commit(struct jobs *t);

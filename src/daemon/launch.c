@@ -4,6 +4,7 @@
  * job waits and is tried again) and which are the job's (it fails). */
 #include "launch.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pwd.h>
@@ -97,8 +98,6 @@ static void shim_args(const struct gflowd *d, const struct job *j, const struct 
     strvec_push(argv, d->shim_path);
     strvec_push(argv, "--job-id");
     strvec_pushf(argv, "%lld", (long long)j->id);
-    strvec_push(argv, "--exit-file");
-    strvec_pushf(argv, "%s/%lld.json", d->paths.exit_dir, (long long)j->id);
     strvec_push(argv, "--log");
     strvec_pushf(argv, "%s/%lld.log", d->paths.log_dir, (long long)j->id);
     if (d->cfg.max_log_bytes > 0) {
@@ -242,34 +241,112 @@ static pid_t spawn_shim(char *const *argv, int lock_fd, int env_fd)
 }
 
 /* Takes the lock (fd 3 of the shim) and reserves the room for the shim's lock lines
- * and exit record (src/core/exitfile.h), so that a job whose filesystem fills up while
- * it runs still has its outcome recorded. The lock's fd, or -1 with *err and *why (an
- * errno). A reservation that fails for another reason than space is only logged: the
- * shim reports what it cannot write, as ever. */
-static int lock_and_reserve(const struct gflowd *d, int64_t id, int *why, char **err)
+ * and its exit record, which it writes into the lock file (src/core/exitfile.h): the
+ * blocks are allocated, the size stays 0. So a job whose filesystem fills up while it
+ * runs still has its outcome recorded, and a job has one file besides its log. The
+ * lock's fd, or -1 with *err and *why (an errno). A reservation that fails for another
+ * reason than space is only logged (once for a filesystem that cannot allocate ahead):
+ * the shim reports what it cannot write, as ever. */
+/* The spare lock files (launch_keep_lock): their ids, the last kept on top. */
+static int64_t spares[LAUNCH_SPARE_MAX];
+static size_t n_spares;
+
+static char *spare_path(const struct gflowd *d, int64_t id)
+{
+    return xasprintf("%s/spare/%lld", d->paths.run_dir, (long long)id);
+}
+
+int launch_spares_init(const struct gflowd *d, char **err)
+{
+    n_spares = 0;
+    char *dir = xasprintf("%s/spare", d->paths.run_dir);
+    int rc = 0;
+    if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+        *err = xasprintf("cannot create %s: %s", dir, strerror(errno));
+        rc = -1;
+    }
+    DIR *dp = rc == 0 ? opendir(dir) : NULL;
+    struct dirent *e;
+    while (dp && (e = readdir(dp))) {
+        if (e->d_name[0] == '.')
+            continue;
+        char *path = xasprintf("%s/%s", dir, e->d_name);
+        unlink(path);
+        free(path);
+    }
+    if (dp)
+        closedir(dp);
+    free(dir);
+    return rc;
+}
+
+void launch_keep_lock(const struct gflowd *d, int64_t id)
 {
     char *lock_path = xasprintf("%s/%lld.lock", d->paths.run_dir, (long long)id);
-    char *exit_path = xasprintf("%s/%lld.json", d->paths.exit_dir, (long long)id);
-    int fd = high_fd(open(lock_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
-    const char *what = NULL;
-    int rc;
-    if (fd < 0 || flock(fd, LOCK_EX) < 0) {
-        *why = errno;
-        *err = xasprintf("cannot lock %s: %s", lock_path, strerror(errno));
-    } else if ((rc = posix_fallocate(fd, 0, EXITFILE_LOCK_MAX)) != 0) {
-        errno = rc;
-        what = lock_path;
-    } else if (reserve_file(exit_path, EXITFILE_RESERVE, 0600) < 0) {
-        what = exit_path;
-    }
-    if (what && (errno == ENOSPC || errno == EDQUOT)) {
-        *why = errno;
-        *err = xasprintf("cannot reserve room for %s: %s", what, strerror(errno));
-    } else if (what) {
-        log_warn("job %lld: cannot reserve room for %s: %s", (long long)id, what, strerror(errno));
+    if (n_spares == LAUNCH_SPARE_MAX) {
+        unlink(lock_path);
+    } else {
+        char *to = spare_path(d, id);
+        if (rename(lock_path, to) < 0) {
+            if (errno != ENOENT)
+                unlink(lock_path);
+        } else {
+            spares[n_spares++] = id;
+        }
+        free(to);
     }
     free(lock_path);
-    free(exit_path);
+}
+
+/* Renames a spare lock file to lock_path, if there is one: true if it did. */
+static bool take_spare(const struct gflowd *d, const char *lock_path)
+{
+    while (n_spares > 0) {
+        char *from = spare_path(d, spares[--n_spares]);
+        int rc = rename(from, lock_path);
+        free(from);
+        if (rc == 0)
+            return true;
+    }
+    return false;
+}
+
+/* Empties a reused lock file for its new shim: NULs over what its last job's shim
+ * wrote (the lines end at the first NUL, and so does the record). Not a truncation,
+ * which would free the blocks allocated for the record and cost as much as a new file
+ * to allocate them again. 0 or -1 (errno). */
+static int blank_lock(int fd)
+{
+    static const char zeros[EXITFILE_RECORD_AT + EXITFILE_RESERVE];
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return -1;
+    if (st.st_size > (off_t)sizeof(zeros))
+        return ftruncate(fd, 0);
+    size_t n = (size_t)st.st_size;
+    return pwrite(fd, zeros, n, 0) == (ssize_t)n ? 0 : -1;
+}
+
+static int lock_and_reserve(const struct gflowd *d, int64_t id, int *why, char **err)
+{
+    static bool unsupported_logged;
+    char *lock_path = xasprintf("%s/%lld.lock", d->paths.run_dir, (long long)id);
+    int flags = take_spare(d, lock_path) ? 0 : O_TRUNC;
+    int fd = high_fd(open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | flags, 0600));
+    if (fd < 0 || flock(fd, LOCK_EX) < 0 || (!flags && blank_lock(fd) < 0)) {
+        *why = errno;
+        *err = xasprintf("cannot lock %s: %s", lock_path, strerror(errno));
+    } else if (fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, EXITFILE_RECORD_AT + EXITFILE_RESERVE) < 0) {
+        if (errno == ENOSPC || errno == EDQUOT) {
+            *why = errno;
+            *err = xasprintf("cannot reserve room for %s: %s", lock_path, strerror(errno));
+        } else if (errno != EOPNOTSUPP || !unsupported_logged) {
+            unsupported_logged = unsupported_logged || errno == EOPNOTSUPP;
+            log_warn("job %lld: cannot reserve room for %s: %s", (long long)id, lock_path,
+                     strerror(errno));
+        }
+    }
+    free(lock_path);
     if (*err && fd >= 0) {
         close(fd);
         fd = -1;

@@ -26,4 +26,15 @@ bool launch_short_of(int e);
  * LAUNCH_OK with *pid; otherwise *err (to free) says why. */
 enum launch_result launch_shim(struct gflowd *d, const struct job *j, pid_t *pid, char **err);
 
+/* Lock files are reused: creating a file costs the filesystem an inode allocation (on
+ * ext4 without a journal, one that steps over every inode freed in the last 30 s, so
+ * that a stream of jobs that each create and remove one makes every create slower),
+ * so the lock file of an ended job, once its end is committed, is kept as a spare
+ * (run/spare/<id>, at most LAUNCH_SPARE_MAX) and renamed to the next job's lock file,
+ * where NULs overwrite what it held (its blocks stay allocated). launch_keep_lock keeps ended job id's lock file (removes it when there are
+ * enough); launch_spares_init empties run/spare (the daemon's start). */
+#define LAUNCH_SPARE_MAX 1024
+void launch_keep_lock(const struct gflowd *d, int64_t id);
+int launch_spares_init(const struct gflowd *d, char **err);
+
 #endif

@@ -117,7 +117,7 @@ int runner_init(const struct gflowd *d, char **err)
         *err = xasprintf("cannot create %s: %s", d->paths.run_dir, strerror(errno));
         return -1;
     }
-    return 0;
+    return launch_spares_init(d, err);
 }
 
 static struct run *run_new(struct gflowd *d, struct job *j)
@@ -161,10 +161,20 @@ static void run_free(struct job *j)
     j->runtime = NULL;
 }
 
-static void cleanup_files_after_commit(struct gflowd *d, int64_t id)
+static void keep_lock_cb(void *arg, int64_t id)
+{
+    launch_keep_lock(arg, id);
+}
+
+/* Once the commit is done: the job's files go, its lock file is kept for a next job
+ * (launch_keep_lock) when keep_lock. */
+static void cleanup_files_after_commit(struct gflowd *d, int64_t id, bool keep_lock)
 {
     jobs_after_commit_unlink(d->jobs, job_file(d->paths.exit_dir, id, ".json"));
-    jobs_after_commit_unlink(d->jobs, job_file(d->paths.run_dir, id, ".lock"));
+    if (keep_lock)
+        jobs_after_commit_call(d->jobs, keep_lock_cb, d, id);
+    else
+        jobs_after_commit_unlink(d->jobs, job_file(d->paths.run_dir, id, ".lock"));
     jobs_after_commit_unlink(d->jobs, job_file(d->paths.run_dir, id, ".script"));
 }
 
@@ -183,7 +193,7 @@ static void finish(struct gflowd *d, struct job *j, enum job_state state, enum j
     }
     if (jobs_set_state(d->jobs, j, state, reason, 0, detail) < 0)
         log_error("job %lld: refused transition to %s", (long long)j->id, job_state_short(state));
-    cleanup_files_after_commit(d, j->id);
+    cleanup_files_after_commit(d, j->id, true); /* its shim is gone: nobody holds the lock */
     char *why = job_reason_string(j);
     log_info("job %lld ended: %s%s%s", (long long)j->id, job_state_short(state), why ? " " : "",
              why ? why : "");
@@ -197,10 +207,26 @@ static void apply_verdict(struct gflowd *d, struct job *j, struct exit_verdict *
     exit_verdict_free(v);
 }
 
-/* Reads the shim's exit file into j and ends it. 0; -1 if there is none (or it cannot
- * be read at all); -2 (errno set) if it cannot be read for lack of a resource (out of
- * file descriptors, ...): look again later, as "none" would end a job that finished as
- * lost. */
+/* Ends j as its exit record says (and frees the record). */
+static void apply_record(struct gflowd *d, struct job *j, struct exit_record *rec_)
+{
+    struct exit_record rec = *rec_;
+    j->exit_code = rec.exit_code;
+    j->signal = rec.signal;
+    j->oom = rec.oom;
+    if (rec.finished_at > 0)
+        j->end_time = rec.finished_at;
+    if (rec.max_rss_kb > 0)
+        j->max_rss_kb = rec.max_rss_kb;
+    struct exit_verdict v = exit_verdict_of(&rec, j->end_request);
+    exit_record_free(&rec);
+    apply_verdict(d, j, &v);
+}
+
+/* Reads the exit file of a shim of a previous version (exits/<id>.json) into j and
+ * ends it. 0; -1 if there is none (or it cannot be read at all); -2 (errno set) if it
+ * cannot be read for lack of a resource (out of file descriptors, ...): look again
+ * later, as "none" would end a job that finished as lost. */
 static int apply_exit_file(struct gflowd *d, struct job *j)
 {
     char *path = job_file(d->paths.exit_dir, j->id, ".json");
@@ -218,33 +244,21 @@ static int apply_exit_file(struct gflowd *d, struct job *j)
         return -1;
     }
     free(text);
-    j->exit_code = rec.exit_code;
-    j->signal = rec.signal;
-    j->oom = rec.oom;
-    if (rec.finished_at > 0)
-        j->end_time = rec.finished_at;
-    if (rec.max_rss_kb > 0)
-        j->max_rss_kb = rec.max_rss_kb;
-    struct exit_verdict v = exit_verdict_of(&rec, j->end_request);
-    exit_record_free(&rec);
-    apply_verdict(d, j, &v);
+    apply_record(d, j, &rec);
     return 0;
 }
 
-/* What job id's lock file says (a shim leaves its cgroup and the reason of its own
- * failure there). 0, also when there is none; -1 with errno if it cannot be read for
- * lack of a resource now. */
-static int read_lock(const struct gflowd *d, int64_t id, struct exit_lock *lock)
+/* The text of job id's lock file (*text NULL when there is none). 0, also when there is
+ * none; -1 with errno if it cannot be read for lack of a resource now. */
+static int read_lock_text(const struct gflowd *d, int64_t id, char **text, size_t *len)
 {
     char *path = job_file(d->paths.run_dir, id, ".lock");
-    size_t len = 0;
-    char *text = read_file(path, &len);
+    *len = 0;
+    *text = read_file(path, len);
     int e = errno;
     free(path);
-    exitfile_lock_parse(text, len, lock);
-    free(text);
     errno = e;
-    return text || !launch_short_of(e) ? 0 : -1;
+    return *text || !launch_short_of(e) ? 0 : -1;
 }
 
 /* ---- the shim's end ---- */
@@ -271,14 +285,13 @@ static void collect_later(struct run *r, const char *what)
     r->gone_timer = loop_add_timer(r->gone_delay, gone_cb, r);
 }
 
-/* The shim is gone without an exit file: from its lock file, the verdict and what may
- * be left of the job. false when the lock file cannot be read now. */
-static bool collect_lost(struct gflowd *d, struct job *j)
+/* The shim is gone without an exit record: from its lock file (text, len bytes; NULL:
+ * none), the verdict and what may be left of the job. */
+static void collect_lost(struct job *j, const char *text, size_t len)
 {
     struct run *r = j->runtime;
     struct exit_lock lock;
-    if (read_lock(d, j->id, &lock) < 0)
-        return false;
+    exitfile_lock_parse(text, len, &lock);
     enum shim_end how = SHIM_END_UNKNOWN;
     int value = 0;
     if (r->have_status && WIFEXITED(r->wait_status)) {
@@ -298,26 +311,36 @@ static bool collect_lost(struct gflowd *d, struct job *j)
         r->orphans = orphans_new(j->id, (pid_t)lock.pid, lock.start, lock.cgroups, lock.n_cgroups);
     }
     exitfile_lock_free(&lock);
-    return true;
 }
 
-/* Ends a job whose shim is gone: by its exit file; else, once nothing of the job is
- * left, by its lock file. Until then the job stays R and keeps its GPUs. */
+/* Ends a job whose shim is gone: by the exit record in its lock file (or, from a shim
+ * of a previous version, in its exit file); else, once nothing of the job is left, by
+ * its lock file's lines. Until then the job stays R and keeps its GPUs. */
 static void collect(struct gflowd *d, struct job *j)
 {
     struct run *r = j->runtime;
     if (!r->lost) {
-        int rc = apply_exit_file(d, j);
-        if (rc == 0)
-            return;
-        if (rc == -2) {
-            collect_later(r, "exit file");
-            return;
-        }
-        if (!collect_lost(d, j)) {
+        char *text;
+        size_t len;
+        if (read_lock_text(d, j->id, &text, &len) < 0) {
             collect_later(r, "lock file");
             return;
         }
+        struct exit_record rec;
+        if (exitfile_lock_record(text, len, &rec) == 0) {
+            free(text);
+            apply_record(d, j, &rec);
+            return;
+        }
+        int rc = apply_exit_file(d, j);
+        if (rc == 0 || rc == -2) {
+            free(text);
+            if (rc == -2)
+                collect_later(r, "exit file");
+            return;
+        }
+        collect_lost(j, text, len);
+        free(text);
     }
     if (r->orphans && !orphans_round(r->orphans)) {
         r->round_delay = r->round_delay ? r->round_delay * 2 : RUNNER_ROUND_MIN_SECS;
@@ -485,7 +508,7 @@ static void put_back(struct gflowd *d, struct job *j)
     j->shim_pid = 0;
     j->shim_start = 0;
     jobs_set_state(d->jobs, j, JOB_QUEUED, JOB_REASON_NONE, 0, NULL);
-    cleanup_files_after_commit(d, j->id);
+    cleanup_files_after_commit(d, j->id, false);
 }
 
 void runner_postpone(struct gflowd *d, struct job *j)

@@ -1,19 +1,20 @@
 /* runner: starts each job under gflow-shim, learns when it ends (pidfd of the shim and
- * the exit file it writes), ends jobs on request (cancel, time limit) and, after a
+ * the exit record it writes into its lock file), ends jobs on request (cancel, time limit) and, after a
  * daemon restart, re-adopts the shims still running and finalizes those that ended.
  *
- * A shim that is gone without an exit file (killed, crashed) may have left the job
+ * A shim that is gone without an exit record (killed, crashed) may have left the job
  * running: the job stays R, holding its GPUs, while the daemon kills what is left of it
  * (orphans.h), and only then ends as the lock file says (ShimLost, with how many
  * processes were killed). A launch that fails for lack of a resource (file descriptors,
  * memory, processes) puts the job back in the queue instead of failing it.
  *
  * Exactly-once start: a job is committed as R before its shim is forked. The daemon
- * creates and flock()s run/<id>.lock before the fork and the shim inherits that lock and
+ * creates (or takes a spare one, launch.h) and flock()s run/<id>.lock before the fork and the shim inherits that lock and
  * writes "<pid> <starttime>" into it first thing. A restarted daemon that finds an R job
- * then knows: lock held -> the shim is alive (adopt it); lock free and an exit file ->
- * it ended (finalize); lock free, file empty or absent -> the shim never started (queue
- * the job again); lock free with a pid and no exit file -> the shim died (ShimLost). */
+ * then knows: lock held -> the shim is alive (adopt it); lock free and an exit record
+ * (in the lock file; from a shim of a previous version, exits/<id>.json) -> it ended
+ * (finalize); lock free, file empty or absent -> the shim never started (queue
+ * the job again); lock free with a pid and no exit record -> the shim died (ShimLost). */
 #ifndef GFLOWD_RUNNER_H
 #define GFLOWD_RUNNER_H
 

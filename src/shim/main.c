@@ -1,7 +1,7 @@
 /* gflow-shim: the per-job supervisor. gflowd starts one per job; it outlives daemon
  * restarts and reports the job's outcome in an exit file.
  *
- *   gflow-shim --job-id N --exit-file PATH --log PATH --workdir DIR
+ *   gflow-shim --job-id N (--exit-file PATH | --lock-fd FD) --log PATH --workdir DIR
  *              (--env-file PATH | --env-fd FD) --kill-grace SECS [--lock-fd FD]
  *              [--uid UID --gid GID --user NAME]
  *              [--tasks N --task-gpus GPU,GPU,...] [--deny-devices MINOR,MINOR,...]
@@ -107,10 +107,12 @@
  *     others still run, they get the same treatment. Once every copy has exited,
  *     leftovers get it too (the wait ends early once none are left): nothing the job
  *     started outlives it.
- *  6. The outcome is written to --exit-file atomically (temp, fsync, rename, fsync dir),
- *     or, when that fails for want of space (ENOSPC, EDQUOT), in place into the file
- *     already at --exit-file, whose room the daemon reserved before starting the shim
- *     (src/core/exitfile.h; the record's error is cut to fit EXITFILE_RESERVE):
+ *  6. The outcome is written into the lock file at byte EXITFILE_RECORD_AT (8192), in
+ *     the room the daemon reserved there before starting the shim (pwrite, fdatasync;
+ *     the record's error is cut to fit EXITFILE_RESERVE; src/core/exitfile.h). With
+ *     --exit-file it goes to that file instead, atomically (temp, fsync, rename, fsync
+ *     dir), or, when that fails for want of space (ENOSPC, EDQUOT), in place into the
+ *     file already there:
  *       {"job_id": N, "exit_code": int|null, "signal": int|null, "oom": bool,
  *        "started_at": secs, "finished_at": secs, "max_rss_kb": int,
  *        "error": string|null[, "memory_enforcement": string]}
@@ -305,7 +307,10 @@ static int shim_main(const struct shim_opts *o, const sigset_t *mask)
     rec.memory_enforcement = method ? xstrdup(method) : NULL;
     int rc = SHIM_EXIT_OK;
     if (shim_report_exit(o, &rec) < 0) {
-        char *why = xasprintf("cannot write %s: %s", o->exit_file, strerror(errno));
+        int e = errno;
+        char *what = shim_report_exit_name(o);
+        char *why = xasprintf("cannot write %s: %s", what, strerror(e));
+        free(what);
         shim_report_fail(o, why, false);
         free(why);
         rc = SHIM_EXIT_FAIL;

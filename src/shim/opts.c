@@ -17,14 +17,15 @@
 #define SHIM_MAX_MINOR ((1 << 20) - 1)
 
 static const char shim_opts_usage_text[] =
-    "usage: gflow-shim --job-id N --exit-file PATH --log PATH --workdir DIR\n"
+    "usage: gflow-shim --job-id N (--exit-file PATH | --lock-fd FD) --log PATH --workdir DIR\n"
     "                  (--env-file PATH | --env-fd FD) --kill-grace SECS [--lock-fd FD]\n"
     "                  [--uid UID --gid GID --user NAME]\n"
     "                  [--tasks N --task-gpus GPU,GPU,...] [--deny-devices MINOR,...]\n"
     "                  [--memory-limit MIB] [--conda-env NAME|PATH] [--umask MODE]\n"
     "                  [--log-max-bytes N] [--nofile N]\n"
     "                  (--command \"shell command line\" | --script PATH)\n"
-    "Runs and supervises one gflow job and writes its outcome to the exit file.\n"
+    "Runs and supervises one gflow job and writes its outcome to the exit file (without\n"
+    "--exit-file: into the lock file of --lock-fd, at byte 8192).\n"
     "--tasks N starts N copies of the job, copy i with CUDA_VISIBLE_DEVICES set to the\n"
     "i-th entry of --task-gpus and RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,\n"
     "MASTER_ADDR, MASTER_PORT as torchrun sets them; if one fails, the others are stopped.\n"
@@ -286,10 +287,11 @@ static void shim_opts_one(struct shim_opts *o, int c, const char *arg, char **er
 /* Checks that the options form a complete invocation. */
 static void shim_opts_check(const struct shim_opts *o, char **err)
 {
-    static const char *const names[] = {
-        "--job-id", "--exit-file", "--log", "--workdir", "--env-file or --env-fd", "--kill-grace"};
-    const bool present[] = {o->job_id >= 0,     o->exit_file != NULL,          o->log_path != NULL,
-                            o->workdir != NULL, o->env_file || o->env_fd >= 0, o->kill_grace >= 0};
+    static const char *const names[] = {"--job-id",  "--exit-file or --lock-fd", "--log",
+                                        "--workdir", "--env-file or --env-fd",   "--kill-grace"};
+    const bool present[] = {
+        o->job_id >= 0,     o->exit_file != NULL || o->lock_fd >= 0, o->log_path != NULL,
+        o->workdir != NULL, o->env_file || o->env_fd >= 0,           o->kill_grace >= 0};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if (!present[i])
             shim_opts_error(err, xasprintf("missing %s", names[i]));

@@ -26,7 +26,7 @@ static int shim_prepare_detach(const struct shim_opts *o, char **err)
         *err = xasprintf("setsid: %s", strerror(errno));
         return -1;
     }
-    if (o->lock_fd >= 0 && shim_report_lock(o->lock_fd, err) < 0)
+    if (o->lock_fd >= 0 && shim_report_lock(o->lock_fd, !o->exit_file, err) < 0)
         return -1;
     if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0) {
         *err = xasprintf("cannot become a subreaper: %s", strerror(errno));

@@ -1,8 +1,9 @@
 /* report: what the shim tells the daemon, in the forms src/core/exitfile.h defines: the
  * lock file's lines (its pid and start time first, then the job's cgroups and that a
- * signal was forwarded, the reason of a failure of its own last), the exit file
- * (written atomically, or in place into the room the daemon reserved for it when the
- * filesystem is full), and one line on stderr (the daemon's log) for each failure. */
+ * signal was forwarded, the reason of a failure of its own last), the exit record
+ * (into the room the daemon reserved for it in the lock file; with --exit-file, that
+ * file, written atomically, or in place when the filesystem is full), and one line on
+ * stderr (the daemon's log) for each failure. */
 #include "shim.h"
 
 #include <errno.h>
@@ -19,18 +20,33 @@
 #include "procinfo.h"
 #include "util.h"
 
-/* Replaces the lock file's content with text. 0 or -1 with errno set. */
-static int shim_report_lock_text(int fd, const char *text)
+/* Replaces the lock file's lines with text. 0 or -1 with errno set. When the lock
+ * file is to hold the exit record (in_lock), what is left of longer lines is overwritten
+ * with NULs rather than cut off, so that the blocks the daemon allocated for the record
+ * stay allocated: a truncation frees them (even one to the same size). (A lock file the
+ * daemon reused holds NULs up to its old size: the lines end at the first NUL.) */
+static int shim_report_lock_text(int fd, const char *text, bool in_lock)
 {
     ssize_t n = (ssize_t)strlen(text);
-    if (pwrite(fd, text, (size_t)n, 0) != n || ftruncate(fd, n) < 0)
+    if (pwrite(fd, text, (size_t)n, 0) != n)
+        return -1;
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return -1;
+    if (st.st_size <= n)
+        return 0;
+    if (!in_lock)
+        return ftruncate(fd, n);
+    static const char zeros[EXITFILE_LOCK_MAX];
+    size_t pad = (size_t)(st.st_size < EXITFILE_RECORD_AT ? st.st_size : EXITFILE_RECORD_AT);
+    if (pad > (size_t)n && pwrite(fd, zeros, pad - (size_t)n, n) != (ssize_t)(pad - (size_t)n))
         return -1;
     return 0;
 }
 
 /* Writes "<pid> <starttime>\n" into the daemon's lock file, which the shim keeps open
  * (and so locked) until it exits. */
-int shim_report_lock(int fd, char **err)
+int shim_report_lock(int fd, bool in_lock, char **err)
 {
     if (fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) {
         *err = xasprintf("--lock-fd %d: %s", fd, strerror(errno));
@@ -38,7 +54,10 @@ int shim_report_lock(int fd, char **err)
     }
     struct exit_lock lock = {.pid = getpid(), .start = proc_start_time(getpid())};
     char *text = exitfile_lock_format(&lock);
-    int rc = shim_report_lock_text(fd, text);
+    /* The daemon gave it empty, or (in_lock) NULs where a reused file held more. */
+    ssize_t n = (ssize_t)strlen(text);
+    int rc = in_lock ? (pwrite(fd, text, (size_t)n, 0) == n ? 0 : -1)
+                     : shim_report_lock_text(fd, text, false);
     free(text);
     if (rc < 0) {
         *err = xasprintf("cannot write lock file (fd %d): %s", fd, strerror(errno));
@@ -47,16 +66,18 @@ int shim_report_lock(int fd, char **err)
     return 0;
 }
 
-/* Appends line to the lock file. Best effort, as what it says is for a daemon that has
- * lost the shim; the shim itself goes on either way. */
+/* Appends line to the lock file's lines, which end at the first NUL or the end of the
+ * file (a lock file the daemon reused is NULs past them). Best effort, as what it says
+ * is for a daemon that has lost the shim; the shim itself goes on either way. */
 static void shim_report_lock_append(int fd, char *line)
 {
-    struct stat st;
+    static char buf[EXITFILE_LOCK_MAX];
     if (fd < 0 || !line)
         goto out;
     size_t n = strlen(line);
-    if (fstat(fd, &st) < 0 || st.st_size + (off_t)n > EXITFILE_LOCK_MAX ||
-        pwrite(fd, line, n, st.st_size) != (ssize_t)n)
+    ssize_t got = pread(fd, buf, sizeof(buf), 0);
+    size_t end = got > 0 ? strnlen(buf, (size_t)got) : 0;
+    if (got < 0 || end + n > EXITFILE_LOCK_MAX || pwrite(fd, line, n, (off_t)end) != (ssize_t)n)
         fprintf(stderr, "gflow-shim: cannot add to lock file (fd %d): %s", fd, line);
 out:
     free(line);
@@ -72,8 +93,24 @@ void shim_report_lock_forwarded(int lock_fd, int sig)
     shim_report_lock_append(lock_fd, exitfile_lock_forwarded_line(sig));
 }
 
+/* The exit record, into the room the daemon reserved for it in the lock file. */
+static int shim_report_exit_in_lock(int fd, const struct exit_record *rec)
+{
+    char *text = exit_record_encode_max(rec, EXITFILE_RESERVE);
+    size_t n = strlen(text);
+    ssize_t w = pwrite(fd, text, n, EXITFILE_RECORD_AT);
+    free(text);
+    if (w >= 0 && (size_t)w != n)
+        errno = ENOSPC;
+    if ((size_t)w != n || fdatasync(fd) < 0)
+        return -1;
+    return 0;
+}
+
 int shim_report_exit(const struct shim_opts *o, const struct exit_record *rec)
 {
+    if (!o->exit_file)
+        return shim_report_exit_in_lock(o->lock_fd, rec);
     char *text = exit_record_encode(rec);
     int rc = write_file_atomic(o->exit_file, text, strlen(text), 0644);
     if (rc < 0 && (errno == ENOSPC || errno == EDQUOT)) {
@@ -86,6 +123,13 @@ int shim_report_exit(const struct shim_opts *o, const struct exit_record *rec)
     free(text);
     errno = e;
     return rc;
+}
+
+char *shim_report_exit_name(const struct shim_opts *o)
+{
+    if (o->exit_file)
+        return xstrdup(o->exit_file);
+    return xasprintf("the exit record into the lock file (fd %d)", o->lock_fd);
 }
 
 /* The lock file's error line: the daemon reads it when there is no exit file (this one
@@ -101,7 +145,7 @@ static void shim_report_lock_error(const struct shim_opts *o, const char *msg, b
                              .error = (char *)msg,
                              .job_ran = job_ran};
     char *text = exitfile_lock_format(&lock);
-    if (shim_report_lock_text(o->lock_fd, text) < 0)
+    if (shim_report_lock_text(o->lock_fd, text, !o->exit_file) < 0)
         fprintf(stderr, "gflow-shim: cannot write lock file (fd %d): %s\n", o->lock_fd,
                 strerror(errno));
     free(text);
@@ -120,7 +164,7 @@ void shim_report_fail(const struct shim_opts *o, const char *msg, bool before_jo
     if (before_job && o->env_file)
         unlink(o->env_file);
     shim_report_lock_error(o, msg, !before_job);
-    if (!before_job || !o->exit_file)
+    if (!before_job || (!o->exit_file && (o->lock_fd < 0 || fcntl(o->lock_fd, F_GETFD) < 0)))
         return;
     double now = now_wall();
     struct exit_record rec;
@@ -130,8 +174,11 @@ void shim_report_fail(const struct shim_opts *o, const char *msg, bool before_jo
     rec.started_at = now;
     rec.finished_at = now;
     rec.error = xstrdup(msg);
-    if (shim_report_exit(o, &rec) < 0)
-        fprintf(stderr, "gflow-shim: cannot write %s: %s\n", o->exit_file, strerror(errno));
+    if (shim_report_exit(o, &rec) < 0) {
+        char *what = shim_report_exit_name(o);
+        fprintf(stderr, "gflow-shim: cannot write %s: %s\n", what, strerror(errno));
+        free(what);
+    }
     exit_record_free(&rec);
 }
 

@@ -186,16 +186,20 @@ void shim_opts_usage(void);
 
 /* ---- report.c: what the shim tells the daemon (exit file, lock file, stderr) ---- */
 /* Step 1: writes the lock file's first line into the daemon's lock fd and makes the fd
- * close-on-exec. 0, or -1 with *err. */
-int shim_report_lock(int fd, char **err);
+ * close-on-exec. in_lock: the exit record goes into the lock file too (no --exit-file),
+ * whose room must stay allocated. 0, or -1 with *err. */
+int shim_report_lock(int fd, bool in_lock, char **err);
 /* Appends "cgroup: <dir>" to the lock file (best effort: without it a daemon that
  * finds the shim gone looks for the job's processes by their marker alone). */
 void shim_report_lock_cgroup(const struct shim_opts *o, const char *dir);
 /* Appends "forwarded: <sig>" to the lock file, the first time only. */
 void shim_report_lock_forwarded(int lock_fd, int sig);
-/* Writes rec to the exit file atomically, else (no space) into its reserved room. 0 or
- * -1 with errno set. */
+/* Writes rec into the lock file's room for it (src/core/exitfile.h); with --exit-file,
+ * to that file atomically, else (no space) into its reserved room. 0 or -1 with errno
+ * set. */
 int shim_report_exit(const struct shim_opts *o, const struct exit_record *rec);
+/* Where the record goes, in words, for messages (caller frees). */
+char *shim_report_exit_name(const struct shim_opts *o);
 /* Reports a failure of the shim's own, which makes it exit SHIM_EXIT_FAIL or
  * SHIM_EXIT_USAGE: one line on stderr, and msg as the lock file's error line. With
  * before_job, also the exit file (exit_code JOB_EXIT_SETUP with msg as the error). */

@@ -5,6 +5,7 @@ import collections
 import json
 import subprocess
 import threading
+import time
 
 from conftest import TERMINAL, alive, binary, read_pid_file, start_time, wait_for
 
@@ -90,20 +91,76 @@ def test_job_finished_while_daemon_down_is_finalized(gflow):
     cp = gflow.down()
     assert cp.returncode == 0, cp.stderr
     (gflow.work / "go").touch()
-    exit_file = gflow.data / "exits" / f"{job}.json"
+    lock_file = gflow.data / "run" / f"{job}.lock"
 
     def exit_record():
+        # The shim writes its exit record into the lock file, at byte 8192.
         try:
-            return json.loads(exit_file.read_text())
+            return json.loads(lock_file.read_bytes()[8192:])
         except (FileNotFoundError, ValueError):
             return None
-    rec = wait_for(exit_record, "the shim's exit file", timeout=10)
+    rec = wait_for(exit_record, "the shim's exit record", timeout=10)
+    assert not (gflow.data / "exits" / f"{job}.json").exists()
     assert rec["job_id"] == job and rec["exit_code"] == 7 and rec["signal"] is None
 
     gflow.up()
     j = gflow.wait_state(job, timeout=10)
     assert (j["state"], j["exit_code"], j["reason"]) == ("F", 7, "NonZeroExitCode"), j
     assert j["end_time"] >= j["start_time"]
+
+
+def test_job_of_a_previous_versions_shim_is_finalized_from_its_exit_file(gflow):
+    """Shims of the previous version, still running across an upgrade, write their exit
+    record to exits/<id>.json and leave only their lines in the lock file: the restarted
+    daemon reads the record from there."""
+    job = gflow.submit(f"{WAIT_GO}; exit 0")
+    gflow.wait_state(job, "R")
+    cp = gflow.down()
+    assert cp.returncode == 0, cp.stderr
+    (gflow.work / "go").touch()
+    lock_file = gflow.data / "run" / f"{job}.lock"
+    wait_for(lambda: len(lock_file.read_bytes()) > 8192, "the shim's exit record", timeout=10)
+    # Make the files what an old shim leaves: lines only in the lock file, the record
+    # in its own file (an outcome this job did not have, to tell where it came from).
+    lines = lock_file.read_bytes()[:8192].split(b"\0")[0]
+    lock_file.write_bytes(lines)
+    rec = {"job_id": job, "exit_code": 9, "signal": None, "oom": False,
+           "started_at": time.time() - 1, "finished_at": time.time(), "max_rss_kb": 100,
+           "error": None}
+    (gflow.data / "exits" / f"{job}.json").write_text(json.dumps(rec) + "\n")
+
+    gflow.up()
+    j = gflow.wait_state(job, timeout=10)
+    assert (j["state"], j["exit_code"], j["reason"]) == ("F", 9, "NonZeroExitCode"), j
+    wait_for(lambda: not (gflow.data / "exits" / f"{job}.json").exists(), "exit file removed")
+    assert not lock_file.exists()
+
+
+def test_lock_files_are_reused(gflow):
+    """An ended job's lock file is kept as a spare (run/spare/<id>) and becomes the next
+    job's, blanked (what the last shim wrote is not read as the new one's): no file is
+    created or removed for it per job."""
+    first = gflow.submit("true")
+    assert gflow.wait_state(first)["state"] == "CD"
+    spare = gflow.data / "run" / "spare" / str(first)
+    wait_for(spare.exists, "the spare lock file")
+    inode = spare.stat().st_ino
+    assert not (gflow.data / "run" / f"{first}.lock").exists()
+    second = gflow.submit(f"{WAIT_GO}; exit 3")
+    gflow.wait_state(second, "R")
+    lock = gflow.data / "run" / f"{second}.lock"
+    assert lock.stat().st_ino == inode
+    # Its shim's pid line, and no record yet (the first job's is gone).
+    wait_for(lambda: lock.read_bytes()[:1] not in (b"", b"\0"), "the shim's pid line")
+    assert lock.read_bytes()[8192:].strip(b"\0") == b""
+    assert not spare.exists()
+    (gflow.work / "go").touch()
+    j = gflow.wait_state(second)
+    assert (j["state"], j["exit_code"]) == ("F", 3), j
+    # A restart starts with no spares.
+    gflow.down()
+    gflow.up()
+    assert list((gflow.data / "run" / "spare").iterdir()) == []
 
 
 def test_running_job_is_readopted_and_can_be_cancelled(gflow):

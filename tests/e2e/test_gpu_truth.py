@@ -181,8 +181,8 @@ def test_queued_job_waits_gpus_unavailable_while_a_gpu_is_lost(make_gflow):
 # ---------------------------------------------------------------- 6. device minors
 
 def shim_args(g, job_id):
-    """The command line of the job's gflow-shim (found by its --exit-file in our sandbox)."""
-    exit_file = str(g.data / "exits" / f"{job_id}.json")
+    """The command line of the job's gflow-shim (found by its --log in our sandbox)."""
+    log_file = str(g.data / "logs" / f"{job_id}.log")
 
     def find():
         for pid in filter(str.isdigit, os.listdir("/proc")):
@@ -191,11 +191,10 @@ def shim_args(g, job_id):
             except OSError:
                 continue
             argv = [a.decode(errors="replace") for a in argv]
-            if "--job-id" in argv and str(job_id) in argv and any(
-                    a.startswith(str(g.data)) and a.endswith(f"/{job_id}.json") for a in argv):
+            if "--job-id" in argv and str(job_id) in argv and log_file in argv:
                 return argv
         return None
-    return wait_for(find, f"the shim of job {job_id} ({exit_file})", timeout=5)
+    return wait_for(find, f"the shim of job {job_id} ({log_file})", timeout=5)
 
 
 def test_constrain_devices_denies_nvml_minors(make_gflow):

@@ -37,13 +37,16 @@ class Shim:
 
     def __init__(self, tmp, cleanup, *, command=None, script=None, env=(JOB_PATH,),
                  kill_grace=5, workdir=None, log=None, extra=(), pass_fds=(), shim_env=None,
-                 preexec_fn=None, exit_file=None):
+                 preexec_fn=None, exit_file=None, record_in_lock=False):
         self.dir = tmp
         self.exit_file = exit_file or tmp / "exit.json"
         self.log = log or tmp / "job.log"
         self.env_file = tmp / "job.env"
         self.env_file.write_bytes(b"".join(e.encode() + b"\0" for e in env))
-        args = [str(SHIM), "--job-id", "42", "--exit-file", str(self.exit_file),
+        # record_in_lock: no --exit-file, as gflowd runs it: the record goes into the
+        # lock file of --lock-fd.
+        exit_args = [] if record_in_lock else ["--exit-file", str(self.exit_file)]
+        args = [str(SHIM), "--job-id", "42", *exit_args,
                 "--log", str(self.log), "--workdir", str(workdir or tmp),
                 "--env-file", str(self.env_file), "--kill-grace", str(kill_grace), *extra]
         if command is not None:
@@ -719,6 +722,51 @@ def test_shim_that_fails_before_the_job_says_why_in_the_lock_file(tmp_path, clea
     assert s.finish() == 1, s.stderr
     assert lock_lines(lock_path, s.proc.pid) == [
         f"error: cannot open log {log}: No such file or directory"]
+    assert not (tmp_path / "ran").exists()
+
+
+def lock_record(path):
+    """The lock file's lines (up to the first NUL, before byte 8192) and the exit record
+    the shim wrote at byte 8192 (None: none)."""
+    data = path.read_bytes()
+    lines = data[:8192].split(b"\0")[0].decode()
+    return lines, (json.loads(data[8192:]) if len(data) > 8192 else None)
+
+
+def test_exit_record_goes_into_the_lock_file_without_exit_file(tmp_path, cleanup):
+    lock_path, fd = locked_file(tmp_path)
+    s = Shim(tmp_path, cleanup, command="echo ran; exit 3", record_in_lock=True,
+             extra=("--lock-fd", str(fd)), pass_fds=(fd,))
+    os.close(fd)
+    assert s.finish() == 0, s.stderr
+    lines, rec = lock_record(lock_path)
+    pid, st = lines.split("\n")[0].split()
+    assert int(pid) == s.proc.pid and int(st) > 0
+    assert not any(l.startswith(("error:", "lost:")) for l in lines.splitlines()), lines
+    assert (rec["job_id"], rec["exit_code"], rec["signal"], rec["error"]) == (42, 3, None, None)
+    assert rec["finished_at"] >= rec["started_at"] > 0
+    assert not s.exit_file.exists()
+    assert s.log_text() == "ran\n"
+
+
+def test_failure_before_the_job_with_the_record_in_the_lock_file(tmp_path, cleanup):
+    lock_path, fd = locked_file(tmp_path)
+    log = tmp_path / "nolog" / "job.log"
+    s = Shim(tmp_path, cleanup, command="touch ran", log=log, record_in_lock=True,
+             extra=("--lock-fd", str(fd)), pass_fds=(fd,))
+    os.close(fd)
+    assert s.finish() == 1, s.stderr
+    why = f"cannot open log {log}: No such file or directory"
+    lines, rec = lock_record(lock_path)
+    assert lines.split("\n")[1:] == [f"error: {why}", ""], lines
+    assert (rec["exit_code"], rec["error"]) == (125, why)
+    assert not (tmp_path / "ran").exists()
+
+
+def test_shim_needs_an_exit_file_or_a_lock_fd(tmp_path, cleanup):
+    s = Shim(tmp_path, cleanup, command="touch ran", record_in_lock=True)
+    assert s.finish() == 2
+    assert "missing --exit-file or --lock-fd" in s.stderr, s.stderr
     assert not (tmp_path / "ran").exists()
 
 

@@ -549,6 +549,57 @@ static void test_marker_and_killed_count(void **state)
     exit_verdict_free(&v);
 }
 
+/* The lock file with the record at EXITFILE_RECORD_AT: the lines end at the first NUL
+ * (what is left of longer lines padded away), the record is read from its offset, and a
+ * record cut short or missing is none. */
+static void test_record_in_the_lock_file(void **state)
+{
+    (void)state;
+    struct exit_record rec;
+    exit_record_init(&rec);
+    rec.job_id = 12;
+    rec.exit_code = 3;
+    rec.started_at = 100;
+    rec.finished_at = 101;
+    char *text = exit_record_encode(&rec);
+    size_t rlen = strlen(text);
+    size_t len = EXITFILE_RECORD_AT + rlen;
+    char *file = xcalloc(1, len);
+    const char *lines = "77 1234\nerror: no log\n";
+    memcpy(file, lines, strlen(lines));
+    memcpy(file + strlen(lines) + 5, "cgroup: /stale\n", 15); /* after the NUL padding */
+    memcpy(file + EXITFILE_RECORD_AT, text, rlen);
+
+    struct exit_lock lock;
+    assert_int_equal(exitfile_lock_parse(file, len, &lock), 0);
+    assert_int_equal(lock.pid, 77);
+    assert_int_equal(lock.start, 1234);
+    assert_string_equal(lock.error, "no log");
+    assert_int_equal(lock.n_cgroups, 0);
+    exitfile_lock_free(&lock);
+
+    struct exit_record back;
+    assert_int_equal(exitfile_lock_record(file, len, &back), 0);
+    assert_int_equal(back.job_id, 12);
+    assert_int_equal(back.exit_code, 3);
+    exit_record_free(&back);
+    /* A reused lock file: NULs past the record. */
+    char *padded = xcalloc(1, len + 100);
+    memcpy(padded, file, len);
+    assert_int_equal(exitfile_lock_record(padded, len + 100, &back), 0);
+    assert_int_equal(back.exit_code, 3);
+    exit_record_free(&back);
+    free(padded);
+    /* Cut short (the shim died writing it), absent, or no lock file at all: none. */
+    assert_int_equal(exitfile_lock_record(file, len - 5, &back), -1);
+    assert_int_equal(back.job_id, -1);
+    assert_int_equal(exitfile_lock_record(file, EXITFILE_RECORD_AT, &back), -1);
+    assert_int_equal(exitfile_lock_record(file, strlen(lines), &back), -1);
+    assert_int_equal(exitfile_lock_record(NULL, 0, &back), -1);
+    free(file);
+    free(text);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -566,6 +617,7 @@ int main(void)
         cmocka_unit_test(test_verdict_without_exit_file),
         cmocka_unit_test(test_lock_cgroup_and_forwarded_lines),
         cmocka_unit_test(test_marker_and_killed_count),
+        cmocka_unit_test(test_record_in_the_lock_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
