@@ -72,10 +72,16 @@ static int shim_prepare_want_creds(const struct shim_opts *o, bool *set_creds, c
     return -1;
 }
 
-/* Resolves the job user's supplementary groups now, because the NSS lookup
- * (initgroups) has no place in the child between fork and exec. */
+/* The job user's supplementary groups: those gflowd resolved (--groups), else looked
+ * up now, because the NSS lookup has no place in the child between fork and exec. */
 static int shim_prepare_groups(const struct shim_opts *o, struct shim_exec *ex, char **err)
 {
+    if (o->ngroups > 0) {
+        ex->groups = xcalloc((size_t)o->ngroups, sizeof(gid_t));
+        memcpy(ex->groups, o->groups, (size_t)o->ngroups * sizeof(gid_t));
+        ex->ngroups = o->ngroups;
+        return 0;
+    }
     int n = 32;
     gid_t *groups = xmalloc((size_t)n * sizeof(*groups));
     while (getgrouplist(o->user, (gid_t)o->gid, groups, &n) < 0) {
@@ -91,6 +97,38 @@ static int shim_prepare_groups(const struct shim_opts *o, struct shim_exec *ex, 
     ex->groups = groups;
     ex->ngroups = n;
     return 0;
+}
+
+/* Whether the shim already is the job user: real, effective and saved uid and gid, and
+ * the same supplementary groups. Then there are no credentials to change, in the child
+ * or for the checks. */
+static bool shim_prepare_is_own(const struct shim_exec *ex)
+{
+    uid_t ru, eu, su;
+    gid_t rg, eg, sg;
+    if (getresuid(&ru, &eu, &su) < 0 || getresgid(&rg, &eg, &sg) < 0 || ru != ex->uid ||
+        eu != ex->uid || su != ex->uid || rg != ex->gid || eg != ex->gid || sg != ex->gid)
+        return false;
+    gid_t own[256];
+    int n = getgroups(256, own);
+    if (n < 0)
+        return false;
+    /* The same set: every group of each list is in the other. */
+    for (int i = 0; i < n; i++) {
+        int k = 0;
+        while (k < ex->ngroups && ex->groups[k] != own[i])
+            k++;
+        if (k == ex->ngroups)
+            return false;
+    }
+    for (int k = 0; k < ex->ngroups; k++) {
+        int i = 0;
+        while (i < n && own[i] != ex->groups[k])
+            i++;
+        if (i == n)
+            return false;
+    }
+    return true;
 }
 
 /* The filesystem checks made for the job before it starts (conda and its environment,
@@ -204,7 +242,10 @@ int shim_prepare(const struct shim_opts *o, struct shim_exec *ex, char **err)
         if (shim_prepare_groups(o, ex, err) < 0)
             return -1;
     }
+    /* The log is the job user's either way (it may be left from an earlier run). */
     ex->log_fd = shim_prepare_log(o, ex->set_creds, err);
+    if (ex->set_creds && shim_prepare_is_own(ex))
+        ex->set_creds = false;
     if (ex->log_fd < 0)
         return -1;
     ex->null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
