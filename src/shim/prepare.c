@@ -99,9 +99,23 @@ static int shim_prepare_groups(const struct shim_opts *o, struct shim_exec *ex, 
     return 0;
 }
 
+/* Whether gid is in the list, or is the primary group: for access checks the kernel
+ * counts the effective gid whether or not it is also a supplementary group, and a
+ * process whose real, effective and saved gid are all the primary one has no other to
+ * change to (root excepted, which can set any groups anyway). */
+static bool shim_prepare_has_group(const gid_t *list, int n, gid_t primary, gid_t gid)
+{
+    if (gid == primary)
+        return true;
+    for (int i = 0; i < n; i++)
+        if (list[i] == gid)
+            return true;
+    return false;
+}
+
 /* Whether the shim already is the job user: real, effective and saved uid and gid, and
- * the same supplementary groups. Then there are no credentials to change, in the child
- * or for the checks. */
+ * the same supplementary groups (up to the primary group). Then there are no
+ * credentials to change, in the child or for the checks. */
 static bool shim_prepare_is_own(const struct shim_exec *ex)
 {
     uid_t ru, eu, su;
@@ -113,21 +127,12 @@ static bool shim_prepare_is_own(const struct shim_exec *ex)
     int n = getgroups(256, own);
     if (n < 0)
         return false;
-    /* The same set: every group of each list is in the other. */
-    for (int i = 0; i < n; i++) {
-        int k = 0;
-        while (k < ex->ngroups && ex->groups[k] != own[i])
-            k++;
-        if (k == ex->ngroups)
+    for (int i = 0; i < n; i++)
+        if (!shim_prepare_has_group(ex->groups, ex->ngroups, ex->gid, own[i]))
             return false;
-    }
-    for (int k = 0; k < ex->ngroups; k++) {
-        int i = 0;
-        while (i < n && own[i] != ex->groups[k])
-            i++;
-        if (i == n)
+    for (int k = 0; k < ex->ngroups; k++)
+        if (!shim_prepare_has_group(own, n, ex->gid, ex->groups[k]))
             return false;
-    }
     return true;
 }
 
