@@ -69,13 +69,14 @@ static int shim_command_words(const char *command, char *buf, char **argv)
 }
 
 /* Whether the first word, as bash will look it up, is a program of the job's PATH or a
- * path: not empty, not an assignment, not a reserved word, builtin or exported
+ * path: not empty, not an assignment or job ("%1"), not a reserved word, builtin or exported
  * function. `true` and `false` alone are builtins that do exactly what their programs
  * do (no output, status 0 or 1). */
 static bool shim_command_program(const char *raw, const char *word, int nwords, char *const *envp)
 {
     size_t rawlen = strcspn(raw + strspn(raw, " "), " ");
-    if (!*word || memchr(raw + strspn(raw, " "), '=', rawlen))
+    /* A first word "%..." is a job for bash (`%1` is `fg %1`). */
+    if (!*word || *word == '%' || memchr(raw + strspn(raw, " "), '=', rawlen))
         return false;
     if (shim_lookup_is_bash_word(word) &&
         !(nwords == 1 && (strcmp(word, "true") == 0 || strcmp(word, "false") == 0)))
@@ -113,7 +114,8 @@ static void shim_command_direct(const char *command, struct shim_exec *ex)
     int n = shim_command_words(command, buf, argv);
     const char *path = shim_env_get(ex->envp, "PATH");
     if (n <= 0 || !shim_command_program(command, argv[0], n, ex->envp) ||
-        (!strchr(argv[0], '/') && (!path || !shim_command_path_absolute(path)))) {
+        (!strchr(argv[0], '/') && !shim_lookup_is_bash_word(argv[0]) &&
+         (!path || !shim_command_path_absolute(path)))) {
         free(buf);
         free(argv);
         return;
@@ -121,6 +123,14 @@ static void shim_command_direct(const char *command, struct shim_exec *ex)
     ex->direct_buf = buf;
     ex->direct_argv = argv;
     const char *prog = argv[0];
+    if (shim_lookup_is_bash_word(prog)) {
+        /* A lone true or false: bash's builtin, never a program of that name on the
+         * job's PATH; the system's own does the same. */
+        ex->direct_paths = xcalloc(3, sizeof(char *));
+        ex->direct_paths[0] = xasprintf("/usr/bin/%s", prog);
+        ex->direct_paths[1] = xasprintf("/bin/%s", prog);
+        return;
+    }
     if (strchr(prog, '/')) {
         ex->direct_paths = xcalloc(2, sizeof(char *));
         ex->direct_paths[0] = xstrdup(prog);

@@ -264,6 +264,7 @@ def test_quoted_words_are_executed_without_a_shell(tmp_path, cleanup):
     """true""",
     """false""",
     """true --version""",                        # the builtin, not coreutils' true
+    """%1 x""",                                  # a job for bash: fg
 ])
 def test_quoted_commands_behave_as_bash(tmp_path, cleanup, command):
     home = tmp_path / "home"
@@ -276,6 +277,16 @@ def test_quoted_commands_behave_as_bash(tmp_path, cleanup, command):
     s = run(tmp_path, cleanup, command=command, env=(JOB_PATH, f"HOME={home}"))
     assert s.result()["exit_code"] == want.returncode, s.log_text()
     assert s.log_text() == want.stdout
+
+
+def test_lone_true_is_the_builtin_not_a_program_on_path(tmp_path, cleanup):
+    # bash runs its builtin before any `true` on PATH; so does the direct exec.
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "true").write_text("#!/bin/sh\necho fake true\nexit 3\n")
+    (bindir / "true").chmod(0o755)
+    s = run(tmp_path, cleanup, command="true", env=(f"PATH={bindir}:/usr/bin:/bin",))
+    assert s.result()["exit_code"] == 0 and s.log_text() == ""
 
 
 def test_job_does_not_inherit_ignored_signals(tmp_path, cleanup):
