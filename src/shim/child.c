@@ -1,6 +1,6 @@
 /* child: the job's copies from fork to exec (step 4): forking them into one process
- * group, what each child does before exec (signals, cgroups, credentials, workdir, log;
- * only system calls after fork), and the pipe on which a child that cannot start says
+ * group (vfork), what each child does before exec (signals, cgroups, credentials,
+ * workdir, log; only system calls after fork), and the pipe on which a child that cannot start says
  * why. */
 #include "shim.h"
 
@@ -167,7 +167,12 @@ int shim_child_spawn(struct shim_exec *ex, struct shim_run *r, char **err)
     r->tasks = xcalloc((size_t)ex->ntasks, sizeof(*r->tasks));
     int n;
     for (n = 0; n < ex->ntasks; n++) {
-        pid_t pid = fork();
+        /* vfork: the shim waits until the copy has exec'd (or exited), and neither its
+         * page tables are copied nor its pages copied on write afterwards. The child
+         * only makes system calls on its own stack frame below this one and never
+         * returns; the shim catches signals through a signalfd, so no handler can run
+         * in the shared memory. */
+        pid_t pid = vfork();
         if (pid == 0)
             shim_child(ex, ex->task_envp ? ex->task_envp[n] : ex->envp);
         if (pid < 0) {
