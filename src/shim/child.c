@@ -1,7 +1,7 @@
 /* child: the job's copies from fork to exec (step 4): forking them into one process
  * group (vfork), what each child does before exec (signals, cgroups, credentials,
- * workdir, log; only system calls after fork), and the pipe on which a child that cannot start says
- * why. */
+ * workdir, log; only system calls after fork), and the pipe on which a child that
+ * cannot start says why. */
 #include "shim.h"
 
 #include <errno.h>
