@@ -9,7 +9,7 @@ MESON_FLAGS ?= -Dwerror=true
 KIT_DIR ?= $(BUILD)
 VERSION := $(shell cat VERSION)
 
-.PHONY: all deps build check check-asan fuzz fuzz-build fuzz-smoke stress demo bench install clean \
+.PHONY: all deps build check check-asan fuzz fuzz-build fuzz-smoke stress demo bench bench-scale install clean \
 	gpu-kit
 
 all: build
@@ -72,8 +72,16 @@ gpu-kit: build
 demo: build
 	scripts/demo.sh $(BUILD)
 
+# Side by side with task-spooler (installed here as a bench dependency), then gflow's own
+# figures; the method is in docs/design.md (performance). BENCH="peers idle": only those
+# sections (peers queue array sched ginfo freed-gpu idle gpu-poll).
 bench: build
-	bench/run.sh $(BUILD)
+	@scripts/install-deps.sh --bench
+	bench/run.sh $(BUILD) $(BENCH)
+
+# 1,000,000 finished + 100,000 queued jobs: recovery, RSS, listing, bulk ops (bench/scale.py).
+bench-scale: build
+	python3 bench/scale.py $(BUILD)
 
 install: build
 	meson configure $(BUILD) --prefix=$(PREFIX)

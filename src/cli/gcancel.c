@@ -1,6 +1,6 @@
 /* gcancel: cancels jobs, like scancel / gflow's gcancel.
  *
- * Each id is one POST /v1/jobs/{id}/cancel. A queued or held job is cancelled at once;
+ * All the ids go in one POST /v1/jobs/cancel (one transaction in the daemon). A queued or held job is cancelled at once;
  * a running one is stopped by the daemon (SIGTERM, then SIGKILL after the grace time),
  * which is irrevocable once accepted. An id the daemon refuses (unknown, already ended,
  * not yours) gets the daemon's one-line reason on stderr, makes the exit status 1, and
@@ -84,7 +84,19 @@ int main(int argc, char **argv)
     size_t n;
     int64_t *ids = cli_parse_ids(argc - optind, argv + optind, &n);
     int status = 0;
-    /* Jobs already cancelled (or listed) along with an earlier one. */
+    /* One request for all the ids (POST /v1/jobs/cancel): one result per id, in order. */
+    json_t *body = json_object();
+    json_t *arr = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(arr, json_integer(ids[i]));
+    json_object_set_new(body, "ids", arr);
+    json_t *all = NULL;
+    if (cli_request_json("POST", dry_run ? "/v1/jobs/cancel?dry_run=1" : "/v1/jobs/cancel", body,
+                         NULL, &all) < 0)
+        cli_die(1, "%s", cli_error_text(all));
+    json_decref(body);
+    const json_t *results = json_object_get(all, "results");
+    /* Jobs already cancelled (or listed) along with an earlier one: sorted, searched. */
     int64_t *done = NULL;
     size_t n_done = 0, cap_done = 0;
     for (size_t i = 0; i < n; i++) {
@@ -93,10 +105,13 @@ int main(int argc, char **argv)
             seen = done[k] == ids[i];
         if (seen)
             continue;
-        char *path =
-            xasprintf("/v1/jobs/%lld/cancel%s", (long long)ids[i], dry_run ? "?dry_run=1" : "");
-        json_t *reply = NULL;
-        if (cli_request_json("POST", path, NULL, NULL, &reply) < 0) {
+        const json_t *reply = json_array_get(results, i);
+        if (json_is_integer(reply)) { /* done as asked */
+            printf(dry_run ? "Would cancel job %lld.\n" : "Job %lld cancelled.\n",
+                   (long long)ids[i]);
+            continue;
+        }
+        if (json_object_get(reply, "error")) {
             fflush(stdout);
             cli_warn("%s", cli_error_text(reply));
             status = 1;
@@ -138,9 +153,8 @@ int main(int argc, char **argv)
             }
             done[n_done++] = id;
         }
-        json_decref(reply);
-        free(path);
     }
+    json_decref(all);
     free(done);
     free(ids);
     return cli_finish(status);

@@ -438,7 +438,7 @@ static int gjob_log(int argc, char **argv)
     return status;
 }
 
-/* hold and release: one POST per id. */
+/* hold and release: one POST /v1/jobs/hold|release for all the ids. */
 static int gjob_transition(const char *cmd, int argc, char **argv)
 {
     static const struct option hold_opts[] = {
@@ -487,13 +487,23 @@ static int gjob_transition(const char *cmd, int argc, char **argv)
     size_t n;
     int64_t *ids = cli_parse_ids(argc - optind, argv + optind, &n);
     int status = 0;
+    json_t *body = json_object();
+    json_t *arr = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(arr, json_integer(ids[i]));
+    json_object_set_new(body, "ids", arr);
+    if (at >= 0)
+        json_object_set_new(body, "begin_time", json_real(at));
+    char *path = xasprintf("/v1/jobs/%s", cmd);
+    json_t *all = NULL;
+    if (cli_request_json("POST", path, body, NULL, &all) < 0)
+        cli_die(CLI_EXIT_FAIL, "%s", cli_error_text(all));
+    json_decref(body);
+    free(path);
+    const json_t *results = json_object_get(all, "results");
     for (size_t i = 0; i < n; i++) {
-        char *path = xasprintf("/v1/jobs/%lld/%s", (long long)ids[i], cmd);
-        json_t *reply = NULL;
-        json_t *body = at >= 0 ? json_pack("{s:f}", "begin_time", at) : NULL;
-        int rc = cli_request_json("POST", path, body, NULL, &reply);
-        json_decref(body);
-        if (rc < 0) {
+        const json_t *reply = json_array_get(results, i);
+        if (!json_is_integer(reply)) { /* refused: bare ids are done */
             fflush(stdout);
             cli_warn("%s", cli_error_text(reply));
             status = CLI_EXIT_FAIL;
@@ -508,9 +518,8 @@ static int gjob_transition(const char *cmd, int argc, char **argv)
                        (long long)ids[i]);
             }
         }
-        json_decref(reply);
-        free(path);
     }
+    json_decref(all);
     free(ids);
     return status;
 }

@@ -70,6 +70,7 @@ static const struct config_key config_keys[] = {
     CONFIG_BOOL_KEY("daemon.constrain_devices", constrain_devices, "false"),
     CONFIG_STRING_KEY("daemon.log_dir", log_dir, NULL, NULL),
     CONFIG_INT_KEY("daemon.max_log_bytes", max_log_bytes, 0, "1073741824"),
+    CONFIG_STRING_KEY("daemon.keep_finished", keep_finished, NULL, NULL),
     CONFIG_INT_KEY("limits.max_request_bytes", limits.max_request_bytes, 1, "8388608"),
     CONFIG_INT_KEY("limits.max_body_bytes_in_flight", limits.max_body_bytes_in_flight, 1,
                    "67108864"),

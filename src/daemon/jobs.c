@@ -66,6 +66,12 @@ struct jobs {
 
     jobs_signal_cb signal_cb;
     void *signal_arg;
+
+    /* Between jobs_bulk_begin and jobs_bulk_end: ended jobs stay in the table (jobs_get
+     * skips them) and the queue is not kept in order, so that changing many jobs costs no
+     * memmove per job; jobs_bulk_end compacts the table and rebuilds the queue once. */
+    bool bulk;
+    bool table_stale, queue_stale;
 };
 
 /* ---- the table ---- */
@@ -219,6 +225,11 @@ static ssize_t table_index(const struct jobs *t, int64_t id)
 
 static void table_remove(struct jobs *t, struct job *j)
 {
+    if (t->bulk) { /* left in place (jobs_get skips it); jobs_bulk_end compacts */
+        t->table_stale = true;
+        user_count(t, j->uid)->n--;
+        return;
+    }
     ssize_t i = table_index(t, j->id);
     if (i < 0)
         return;
@@ -230,7 +241,31 @@ static void table_remove(struct jobs *t, struct job *j)
 struct job *jobs_get(const struct jobs *t, int64_t id)
 {
     ssize_t i = table_index(t, id);
-    return i < 0 ? NULL : t->table[i];
+    if (i < 0 || (t->table_stale && job_state_is_terminal(t->table[i]->state)))
+        return NULL;
+    return t->table[i];
+}
+
+void jobs_bulk_begin(struct jobs *t)
+{
+    t->bulk = true;
+}
+
+void jobs_bulk_end(struct jobs *t)
+{
+    t->bulk = false;
+    if (t->table_stale) {
+        size_t out = 0;
+        for (size_t i = 0; i < t->table_len; i++)
+            if (!job_state_is_terminal(t->table[i]->state))
+                t->table[out++] = t->table[i];
+        t->table_len = out;
+        t->table_stale = false;
+    }
+    if (t->queue_stale) {
+        scheduler_queue_rebuild(&t->queue, t->table, t->table_len);
+        t->queue_stale = false;
+    }
 }
 
 struct job **jobs_active(const struct jobs *t, size_t *n)
@@ -790,8 +825,11 @@ int jobs_set_state(struct jobs *t, struct job *j, enum job_state to, enum job_re
 {
     if (!job_transition_allowed(j->state, to))
         return -1;
+    enum job_state from = j->state;
     if (j->state == JOB_RUNNING)
         run_list_remove(t, j);
+    else if (j->state == JOB_QUEUED && t->bulk)
+        t->queue_stale = true; /* rebuilt by jobs_bulk_end */
     else if (j->state == JOB_QUEUED)
         scheduler_queue_remove(&t->queue, j);
     if (to == JOB_RUNNING) {
@@ -802,7 +840,10 @@ int jobs_set_state(struct jobs *t, struct job *j, enum job_state to, enum job_re
         j->gpu_mask = 0;
         free(j->mig_uuids);
         j->mig_uuids = NULL;
-        scheduler_queue_insert(&t->queue, j);
+        if (t->bulk)
+            t->queue_stale = true;
+        else
+            scheduler_queue_insert(&t->queue, j);
     }
     j->state = to;
     job_set_reason(j, reason, reason_job, detail);
@@ -819,7 +860,14 @@ int jobs_set_state(struct jobs *t, struct job *j, enum job_state to, enum job_re
         t->ended[t->ended_len++] = j;
     }
     t->dirty = true;
-    int rc = jobs_save(t, j);
+    int rc;
+    if (t->bulk && from != JOB_RUNNING && to != JOB_RUNNING) { /* nothing else changed */
+        rc = store_begin(t->store) < 0 || store_update_state(t->store, j) < 0 ? -1 : 0;
+        if (rc < 0)
+            log_error("job %lld: cannot store: %s", (long long)j->id, store_error(t->store));
+    } else {
+        rc = jobs_save(t, j);
+    }
     if (to == JOB_QUEUED && j->n_deps)
         deps_update(t, j); /* e.g. released: DependencyFailed shows again */
     if (rc == 0 && jobs_retryable(j))

@@ -201,6 +201,10 @@ void routes_dispatch(const struct route_req *r, struct reply *rep)
             route_submit(r, rep);
         else if (route_method(r, "GET", rep))
             route_list(r, rep);
+    } else if (strcmp(url, "/v1/jobs/cancel") == 0 || strcmp(url, "/v1/jobs/hold") == 0 ||
+               strcmp(url, "/v1/jobs/release") == 0) {
+        if (route_method(r, "POST", rep))
+            route_bulk(r, url + strlen("/v1/jobs/"), rep);
     } else if (str_starts_with(url, "/v1/jobs/")) {
         dispatch_job(r, rep);
     } else {

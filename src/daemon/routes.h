@@ -44,6 +44,8 @@ void route_submit(const struct route_req *r, struct reply *rep);
 void route_show(const struct route_req *r, int64_t id, struct reply *rep);
 void route_cancel(const struct route_req *r, int64_t id, struct reply *rep);
 void route_hold_release(const struct route_req *r, int64_t id, bool hold, struct reply *rep);
+/* POST /v1/jobs/cancel|hold|release {"ids": [...]}: many jobs in one request. */
+void route_bulk(const struct route_req *r, const char *action, struct reply *rep);
 void route_limit(const struct route_req *r, int64_t id, struct reply *rep);
 void route_update(const struct route_req *r, int64_t id, struct reply *rep);
 void route_redo(const struct route_req *r, int64_t id, struct reply *rep);

@@ -6,6 +6,7 @@
 
 #include <fcntl.h>
 #include <microhttpd.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -55,25 +56,61 @@ static int load_job(const struct route_req *r, int64_t id, bool with_payload, st
     return 0;
 }
 
-/* The active job id, if the caller may act on it; else NULL with the reply set. */
-static struct job *own_active_job(const struct route_req *r, int64_t id, const char *verb,
-                                  struct reply *rep)
+/* An error result of an action on one job: {"error": msg}, *status set. */
+static json_t *error_result(unsigned *status, unsigned code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static json_t *error_result(unsigned *status, unsigned code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *msg = xvasprintf(fmt, ap);
+    va_end(ap);
+    *status = code;
+    json_t *o = json_pack("{s:s}", "error", msg);
+    free(msg);
+    return o;
+}
+
+/* The active job id, if the caller may act on it; else NULL with *errp set to an error
+ * result (error_result). */
+static struct job *active_job_for(const struct route_req *r, int64_t id, const char *verb,
+                                  unsigned *status, json_t **errp)
 {
     struct job *j = jobs_get(r->d->jobs, id);
     if (!j) {
         struct job old;
         job_init(&old);
-        if (load_job(r, id, false, &old, rep) == 0)
-            reply_error(rep, 409, "job %lld has already ended (%s); nothing to %s", (long long)id,
-                        job_state_short(old.state), verb);
+        int rc = store_get_job(r->d->store, id, &old, false);
+        if (rc == 1)
+            *errp = error_result(status, 404, "job %lld not found; 'gqueue -a' lists your jobs",
+                                 (long long)id);
+        else if (rc < 0)
+            *errp = error_result(status, 500, "cannot read job %lld: %s", (long long)id,
+                                 store_error(r->d->store));
+        else
+            *errp = error_result(status, 409, "job %lld has already ended (%s); nothing to %s",
+                                 (long long)id, job_state_short(old.state), verb);
         job_clear(&old);
         return NULL;
     }
     if (!auth_may_act_on(r->who, j->uid)) {
-        reply_error(rep, 403, "job %lld belongs to %s; only its owner or an admin may %s it",
-                    (long long)id, j->user, verb);
+        *errp = error_result(status, 403,
+                             "job %lld belongs to %s; only its owner or an admin may %s it",
+                             (long long)id, j->user, verb);
         return NULL;
     }
+    return j;
+}
+
+/* The active job id, if the caller may act on it; else NULL with the reply set. */
+static struct job *own_active_job(const struct route_req *r, int64_t id, const char *verb,
+                                  struct reply *rep)
+{
+    unsigned status;
+    json_t *err = NULL;
+    struct job *j = active_job_for(r, id, verb, &status, &err);
+    if (!j)
+        reply_json(rep, status, err);
     return j;
 }
 
@@ -294,15 +331,17 @@ static json_t *cancel_reply(const struct job *j, const struct jobs_cascade *also
     return o;
 }
 
-void route_cancel(const struct route_req *r, int64_t id, struct reply *rep)
+/* Cancels job id (dry: only says what would happen): the reply's body, *status set. */
+static json_t *cancel_one(const struct route_req *r, int64_t id, bool dry, bool bulk,
+                          unsigned *status)
 {
-    struct job *j = own_active_job(r, id, "cancel", rep);
+    json_t *err = NULL;
+    struct job *j = active_job_for(r, id, "cancel", status, &err);
     if (!j)
-        return;
+        return err;
     struct jobs_cascade *also;
     size_t n_also = jobs_cascade_preview(r->d->jobs, j, &also);
-    const char *dry = route_query(r, "dry_run");
-    if (!dry || strcmp(dry, "0") == 0) {
+    if (!dry) {
         if (j->state == JOB_RUNNING) {
             runner_request_end(r->d, j, JOB_END_CANCEL);
         } else {
@@ -310,8 +349,66 @@ void route_cancel(const struct route_req *r, int64_t id, struct reply *rep)
             jobs_set_state(r->d->jobs, j, JOB_CANCELLED, JOB_REASON_CANCELLED_BY_USER, 0, NULL);
         }
     }
-    reply_json(rep, 200, cancel_reply(j, also, n_also));
+    *status = 200;
+    json_t *o;
+    if (bulk && !n_also && (dry || j->state == JOB_CANCELLED))
+        o = json_integer(id); /* route_bulk's short form: done as asked */
+    else
+        o = cancel_reply(j, also, n_also);
     free(also);
+    return o;
+}
+
+static bool dry_run_of(const struct route_req *r)
+{
+    const char *dry = route_query(r, "dry_run");
+    return dry && strcmp(dry, "0") != 0;
+}
+
+void route_cancel(const struct route_req *r, int64_t id, struct reply *rep)
+{
+    unsigned status;
+    json_t *o = cancel_one(r, id, dry_run_of(r), false, &status);
+    reply_json(rep, status, o);
+}
+
+/* Holds (hold) or releases job id (begin >= 0: not started before then): the reply's
+ * body, *status set. */
+static json_t *hold_one(const struct route_req *r, int64_t id, bool hold, double begin, bool bulk,
+                        unsigned *status)
+{
+    json_t *err = NULL;
+    struct job *j = active_job_for(r, id, hold ? "hold" : "release", status, &err);
+    if (!j)
+        return err;
+    enum job_state from = hold ? JOB_QUEUED : JOB_HELD;
+    if (j->state != from)
+        return error_result(status, 409, "job %lld is %s (%s); only %s jobs can be %s",
+                            (long long)id, job_state_name(j->state), job_state_short(j->state),
+                            hold ? "queued (PD)" : "held (H)", hold ? "held" : "released");
+    if (begin >= 0)
+        j->begin_time = begin;
+    jobs_set_state(r->d->jobs, j, hold ? JOB_HELD : JOB_QUEUED,
+                   hold ? JOB_REASON_HELD_BY_USER : JOB_REASON_NONE, 0, NULL);
+    *status = 200;
+    return bulk ? json_integer(id) : state_reply(j);
+}
+
+/* A release's optional begin_time in body o (a member of it, or the whole body): 0 with
+ * *begin set (-1: none), or -1 if o has other members (beyond ids, when bulk). */
+static int release_begin(json_t *o, bool bulk, double *begin)
+{
+    json_t *b = json_object_get(o, "begin_time");
+    const char *key;
+    json_t *v;
+    bool ok = json_is_object(o) && (!b || (json_is_number(b) && json_number_value(b) >= 0));
+    json_object_foreach (o, key, v) {
+        if (strcmp(key, "begin_time") != 0 && !(bulk && strcmp(key, "ids") == 0))
+            ok = false;
+    }
+    if (b && ok)
+        *begin = json_number_value(b);
+    return ok ? 0 : -1;
 }
 
 /* A release takes an optional body {"begin_time": unix seconds}: released now, but not
@@ -321,37 +418,73 @@ void route_hold_release(const struct route_req *r, int64_t id, bool hold, struct
     double begin = -1;
     if (!hold && r->body_len) {
         json_t *o = json_loadb(r->body, r->body_len, 0, NULL);
-        json_t *b = json_object_get(o, "begin_time");
-        const char *key;
-        json_t *v;
-        bool ok = json_is_object(o) && (!b || (json_is_number(b) && json_number_value(b) >= 0));
-        json_object_foreach (o, key, v) {
-            if (strcmp(key, "begin_time") != 0)
-                ok = false;
-        }
-        if (b && ok)
-            begin = json_number_value(b);
+        int ok = release_begin(o, false, &begin);
         json_decref(o);
-        if (!ok) {
+        if (ok < 0) {
             reply_error(rep, 400, "a release takes no body or {\"begin_time\": unix seconds}");
             return;
         }
     }
-    struct job *j = own_active_job(r, id, hold ? "hold" : "release", rep);
-    if (!j)
+    unsigned status;
+    json_t *o = hold_one(r, id, hold, begin, false, &status);
+    reply_json(rep, status, o);
+}
+
+/* POST /v1/jobs/cancel|hold|release {"ids": [...]} (release: and "begin_time"): the
+ * action on each job in order, as one request and one transaction (the table and queue
+ * are updated once at the end, jobs_bulk_begin). The reply is {"results": [...]}, one
+ * per id, in order: the bare id when done as asked (cancelled, with no dependents taken
+ * along; held; released) -- the short form keeps 100,000 results cheap to build and
+ * read --, else what the single-job endpoint answers, with "id" and, for a refused id,
+ * "status" (its HTTP status). 200 unless the body is malformed. */
+void route_bulk(const struct route_req *r, const char *action, struct reply *rep)
+{
+    json_t *o = route_body_object(r, rep);
+    if (!o)
         return;
-    enum job_state from = hold ? JOB_QUEUED : JOB_HELD;
-    if (j->state != from) {
-        reply_error(rep, 409, "job %lld is %s (%s); only %s jobs can be %s", (long long)id,
-                    job_state_name(j->state), job_state_short(j->state),
-                    hold ? "queued (PD)" : "held (H)", hold ? "held" : "released");
+    bool cancel = strcmp(action, "cancel") == 0, hold = strcmp(action, "hold") == 0;
+    json_t *ids = json_object_get(o, "ids");
+    double begin = -1;
+    bool ok = json_is_array(ids);
+    if (!cancel && !hold)
+        ok = ok && release_begin(o, true, &begin) == 0;
+    else
+        ok = ok && json_object_size(o) == 1;
+    size_t i;
+    json_t *v;
+    json_array_foreach (ids, i, v) {
+        if (!json_is_integer(v) || json_integer_value(v) <= 0)
+            ok = false;
+    }
+    if (!ok) {
+        reply_error(rep, 400, "the body must be {\"ids\": [job ids]}%s",
+                    !cancel && !hold ? ", with an optional \"begin_time\": unix seconds" : "");
+        json_decref(o);
         return;
     }
-    if (begin >= 0)
-        j->begin_time = begin;
-    jobs_set_state(r->d->jobs, j, hold ? JOB_HELD : JOB_QUEUED,
-                   hold ? JOB_REASON_HELD_BY_USER : JOB_REASON_NONE, 0, NULL);
-    reply_json(rep, 200, state_reply(j));
+    if ((int64_t)json_array_size(ids) > r->d->cfg.limits.max_ids_per_request) {
+        reply_error(rep, 413, "%zu ids in one request; at most %lld (limits.max_ids_per_request)",
+                    json_array_size(ids), (long long)r->d->cfg.limits.max_ids_per_request);
+        json_decref(o);
+        return;
+    }
+    bool dry = cancel && dry_run_of(r);
+    json_t *results = json_array();
+    jobs_bulk_begin(r->d->jobs);
+    json_array_foreach (ids, i, v) {
+        int64_t id = (int64_t)json_integer_value(v);
+        unsigned status;
+        json_t *res = cancel ? cancel_one(r, id, dry, true, &status)
+                             : hold_one(r, id, hold, begin, true, &status);
+        if (status != 200) {
+            json_object_set_new(res, "id", json_integer(id));
+            json_object_set_new(res, "status", json_integer(status));
+        }
+        json_array_append_new(results, res);
+    }
+    jobs_bulk_end(r->d->jobs);
+    json_decref(o);
+    reply_json(rep, 200, json_pack("{s:o}", "results", results));
 }
 
 /* POST /v1/jobs/{id}/limit {"max_concurrent": K}: how many jobs of the submission group

@@ -68,7 +68,20 @@ struct server {
     double begin_timer_at;
     double last_commit;
     int lost_in_a_row; /* transactions lost since the last commit that worked */
+    /* History retention (daemon.keep_finished; -1: not by count, not by age). */
+    struct loop_timer *prune_timer;
+    int64_t keep_count, keep_age, prune_cursor;
 };
+
+/* Pruning the history: PRUNE_ROWS jobs looked at per step, PRUNE_BUSY_SECS apart while
+ * there is more to look at (the loop serves requests between steps); once the whole
+ * history has been looked at, again after PRUNE_IDLE_COUNT_SECS (by count: a cheap look at
+ * the counts first) or PRUNE_IDLE_AGE_SECS (by age: the history is read again). */
+#define PRUNE_ROWS 1000
+#define PRUNE_BUSY_SECS 0.02
+#define PRUNE_FIRST_SECS 1.0
+#define PRUNE_IDLE_COUNT_SECS 10.0
+#define PRUNE_IDLE_AGE_SECS 300.0
 
 static void report_ready(const struct serve_opts *o, const char *msg)
 {
@@ -107,6 +120,22 @@ static void checkpoint_cb(void *arg)
     }
     if (!store_in_transaction(s->d->store))
         store_checkpoint(s->d->store);
+}
+
+static void prune_cb(void *arg)
+{
+    struct server *s = arg;
+    s->prune_timer = NULL;
+    double before = s->keep_age >= 0 ? now_wall() - (double)s->keep_age : 0;
+    int64_t n = store_prune(s->d->store, s->keep_count, before, &s->prune_cursor, PRUNE_ROWS);
+    if (n < 0)
+        log_error("pruning the history: %s", store_error(s->d->store));
+    else if (n > 0)
+        log_info("history: %lld finished jobs pruned (daemon.keep_finished)", (long long)n);
+    double next = n >= 0 && s->prune_cursor ? PRUNE_BUSY_SECS
+                  : s->keep_count >= 0      ? PRUNE_IDLE_COUNT_SECS
+                                            : PRUNE_IDLE_AGE_SECS;
+    s->prune_timer = loop_add_timer(next, prune_cb, s);
 }
 
 /* Every daemon.gpu_poll_interval_secs: outside processes and memory change without us.
@@ -512,6 +541,10 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     /* Also without NVML yet: gpu.c tries to open it on its own timer, and polls once
      * it is open. */
     s.poll_timer = loop_add_timer((double)d->cfg.gpu_poll_interval_secs, poll_cb, &s);
+    if (store_keep_parse(d->cfg.keep_finished, &s.keep_count, &s.keep_age, &err) < 0)
+        startup_failed(o, err);
+    if (s.keep_count >= 0 || s.keep_age >= 0)
+        s.prune_timer = loop_add_timer(PRUNE_FIRST_SECS, prune_cb, &s);
     runner_recover(d);
     if (jobs_commit(d->jobs) < 0)
         startup_failed(o, "cannot commit the recovered state");
@@ -537,6 +570,7 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     loop_cancel_timer(s.checkpoint_timer);
     loop_cancel_timer(s.retry_timer);
     loop_cancel_timer(s.launch_timer);
+    loop_cancel_timer(s.prune_timer);
     loop_del_fd(gpu_fd(d->gpus));
     gpu_stop(d->gpus);
     d->gpus = NULL;

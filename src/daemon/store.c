@@ -181,6 +181,9 @@ static const char *const migrations[] = {
     "ALTER TABLE jobs ADD COLUMN mig_profile TEXT;"
     "ALTER TABLE jobs ADD COLUMN mig_count INTEGER NOT NULL DEFAULT 0;"
     "ALTER TABLE jobs ADD COLUMN mig_uuids TEXT;",
+    /* 9: the members of a group, found from its first job (history retention keeps that
+     * job, which holds the group's payload, while any member is left). */
+    "CREATE INDEX IF NOT EXISTS jobs_group ON jobs(group_id) WHERE group_id > 0;",
 };
 /* The codes migration 6 writes are enum job_reason's. */
 _Static_assert(JOB_REASON_LAUNCH_FAILED == 6 && JOB_REASON_SHIM_LOST == 7 &&
@@ -220,6 +223,11 @@ static void note_failure(struct store *s)
     s->lost_full = code == SQLITE_FULL;
     snprintf(s->lost_err, sizeof(s->lost_err), "%s", s->err);
 }
+
+/* What a job's move between PD, H and an end (CA) changes (store_update_state): its state,
+ * reason, end and begin times, and the GPUs it gives back when queued again. */
+static const int state_columns[] = {C_STATE,      C_END_TIME,   C_REASON,  C_REASON_CODE,
+                                    C_REASON_JOB, C_BEGIN_TIME, C_GPU_IDS, C_MIG_UUIDS};
 
 /* "context: sqlite's message" */
 int store_db_err(struct store *s, const char *context)
@@ -313,6 +321,16 @@ static int prepare_statements(struct store *s)
     }
     strbuf_addf(&sb, " WHERE id=?%d", C_ID + 1);
     rc |= prepare_sb(s, &s->st_update, &sb);
+
+    first = true;
+    strbuf_adds(&sb, "UPDATE jobs SET ");
+    for (size_t i = 0; i < sizeof(state_columns) / sizeof(state_columns[0]); i++) {
+        int c = state_columns[i];
+        strbuf_addf(&sb, "%s%s=?%d", first ? "" : ",", store_columns[c].name, c + 1);
+        first = false;
+    }
+    strbuf_addf(&sb, " WHERE id=?%d", C_ID + 1);
+    rc |= prepare_sb(s, &s->st_update_state, &sb);
 
     strbuf_adds(&sb, "SELECT ");
     store_add_column_list(&sb, C_LIGHT_COUNT);
@@ -500,11 +518,11 @@ void store_close(struct store *s)
     if (!s)
         return;
     sqlite3_stmt *all[] = {
-        s->st_begin,          s->st_commit,      s->st_rollback,   s->st_insert,
-        s->st_insert_payload, s->st_update,      s->st_get,        s->st_get_full,
-        s->st_load_active,    s->st_count,       s->st_meta_next,  s->st_setting_get,
-        s->st_setting_set,    s->st_setting_del, s->st_dep_insert, s->st_dependents,
-        s->st_state,
+        s->st_begin,          s->st_commit,       s->st_rollback,   s->st_insert,
+        s->st_insert_payload, s->st_update,       s->st_get,        s->st_get_full,
+        s->st_load_active,    s->st_count,        s->st_meta_next,  s->st_setting_get,
+        s->st_setting_set,    s->st_setting_del,  s->st_dep_insert, s->st_dependents,
+        s->st_state,          s->st_update_state,
     };
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
         sqlite3_finalize(all[i]);
@@ -717,6 +735,29 @@ int store_update_job(struct store *s, const struct job *j)
         if (c == C_ID || store_columns[c].mutable)
             rc = store_bind_column(st, (enum col)c, j, NULL);
     }
+    if (rc != SQLITE_OK) {
+        store_finish(st);
+        return store_db_err(s, "binding a job update");
+    }
+    char context[64];
+    snprintf(context, sizeof(context), "updating job %lld", (long long)j->id);
+    if (store_step_done(s, st, context) < 0)
+        return -1;
+    if (sqlite3_changes(s->db) == 0) {
+        store_set_err(s, "updating job %lld: no such job", (long long)j->id);
+        return -1;
+    }
+    return 0;
+}
+
+int store_update_state(struct store *s, const struct job *j)
+{
+    if (store_refuse_if_lost(s) < 0)
+        return -1;
+    sqlite3_stmt *st = s->st_update_state;
+    int rc = store_bind_column(st, C_ID, j, NULL);
+    for (size_t i = 0; i < sizeof(state_columns) / sizeof(state_columns[0]) && rc == SQLITE_OK; i++)
+        rc = store_bind_column(st, (enum col)state_columns[i], j, NULL);
     if (rc != SQLITE_OK) {
         store_finish(st);
         return store_db_err(s, "binding a job update");

@@ -49,6 +49,9 @@ int store_insert_job(struct store *s, const struct job *j, const struct job *lea
 /* Writes every mutable field of j (state, times, outcome, reason, end_request, shim
  * pid and start, max_rss_kb, priority, time_limit, name, gpu_ids, ...). Not the payload. */
 int store_update_job(struct store *s, const struct job *j);
+/* Writes only j's state, reason, end and begin times and GPUs (a move between PD, H and
+ * CA changes nothing else); as store_update_job. */
+int store_update_state(struct store *s, const struct job *j);
 
 typedef void (*store_job_cb)(struct job *j, void *arg); /* the callback owns j */
 
@@ -98,4 +101,18 @@ int store_set_group(struct store *s, int64_t id, int64_t max_concurrent);
 typedef void (*store_group_cb)(int64_t id, int64_t max_concurrent, void *arg);
 /* Every group with active (PD, H, R) jobs, ascending. */
 int store_load_groups(struct store *s, store_group_cb cb, void *arg);
+/* History retention (daemon.keep_finished): parses "90d" (an age: N followed by s, m, h
+ * or d) or "100000" (a count); NULL or "" keeps everything (*count = *age = -1). 0, or -1
+ * with *err. */
+int store_keep_parse(const char *text, int64_t *count, int64_t *age_secs, char **err);
+/* One small step of pruning finished jobs (CD, F, CA, TO): reads at most max_rows jobs
+ * with ids above *cursor, oldest first, and deletes those beyond the newest keep_count
+ * finished ones (keep_count >= 0) or ended before end_before (> 0), with their payload
+ * and dependency rows. Kept regardless: a group's first job while other jobs of the group
+ * remain (it holds their payload), and a job an active job depends on. *cursor moves on,
+ * to 0 once the end is reached (the caller then waits longer). In the open transaction.
+ * The number deleted, or -1. */
+int64_t store_prune(struct store *s, int64_t keep_count, double end_before, int64_t *cursor,
+                    int max_rows);
+
 #endif

@@ -96,6 +96,8 @@ struct store {
     sqlite3_stmt *st_count;
     sqlite3_stmt *st_meta_next;
     sqlite3_stmt *st_setting_get, *st_setting_set, *st_setting_del;
+    /* store_update_state: only what a change of state from PD or H writes. */
+    sqlite3_stmt *st_update_state;
 };
 
 /* Errors: the message store_error returns. */

@@ -3,6 +3,8 @@
  * state, runtime settings and submission groups. */
 #include "store_internal.h"
 
+#include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -290,4 +292,142 @@ int store_load_groups(struct store *s, store_group_cb cb, void *arg)
     if (rc != SQLITE_DONE)
         return store_db_err(s, "loading groups");
     return 0;
+}
+
+/* ---- history retention ---- */
+
+int store_keep_parse(const char *text, int64_t *count, int64_t *age_secs, char **err)
+{
+    *count = *age_secs = -1;
+    if (!text || !*text)
+        return 0;
+    char *end;
+    errno = 0;
+    long long n = strtoll(text, &end, 10);
+    if (end == text || errno || n < 0 || (text[0] < '0' || text[0] > '9')) {
+        *err = xasprintf("daemon.keep_finished: '%s' is not an age (e.g. 90d) or a count "
+                         "(e.g. 100000)",
+                         text);
+        return -1;
+    }
+    if (!*end) {
+        *count = n;
+        return 0;
+    }
+    long long unit = !strcmp(end, "s")   ? 1
+                     : !strcmp(end, "m") ? 60
+                     : !strcmp(end, "h") ? 3600
+                     : !strcmp(end, "d") ? 86400
+                                         : 0;
+    if (!unit || n > INT64_MAX / unit) {
+        *err = xasprintf("daemon.keep_finished: '%s': an age is N followed by s, m, h or d "
+                         "(e.g. 90d); a count is a plain number",
+                         text);
+        return -1;
+    }
+    *age_secs = n * unit;
+    return 0;
+}
+
+/* Whether finished job id must stay (store_prune). */
+static int prune_keep(struct store *s, sqlite3_stmt *members, sqlite3_stmt *waiting, int64_t id,
+                      int64_t group_id)
+{
+    int keep = 0;
+    if (group_id == id) {
+        sqlite3_bind_int64(members, 1, id);
+        int rc = sqlite3_step(members);
+        keep = rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : -1;
+        sqlite3_reset(members);
+    }
+    if (keep == 0) {
+        sqlite3_bind_int64(waiting, 1, id);
+        int rc = sqlite3_step(waiting);
+        keep = rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : -1;
+        sqlite3_reset(waiting);
+    }
+    return keep < 0 ? store_db_err(s, "pruning the history") : keep;
+}
+
+int64_t store_prune(struct store *s, int64_t keep_count, double end_before, int64_t *cursor,
+                    int max_rows)
+{
+    if (store_refuse_if_lost(s) < 0)
+        return -1;
+    int64_t excess = INT64_MAX;
+    if (keep_count >= 0) {
+        int64_t counts[JOB_STATE_COUNT];
+        if (store_count_states(s, counts) < 0)
+            return -1;
+        int64_t finished = 0;
+        for (int i = 0; i < JOB_STATE_COUNT; i++)
+            if (job_state_is_terminal((enum job_state)i))
+                finished += counts[i];
+        excess = finished - keep_count;
+        if (excess <= 0) {
+            *cursor = 0;
+            return 0;
+        }
+    }
+    sqlite3_stmt *scan = NULL, *members = NULL, *waiting = NULL, *del_deps = NULL, *del = NULL;
+    int64_t *ids = xmalloc((size_t)max_rows * sizeof(*ids));
+    int64_t n_ids = 0, n_read = 0, last = *cursor, deleted = -1;
+    if (store_adhoc(s, &scan,
+                    "SELECT id, state, end_time, group_id FROM jobs WHERE id > ?1 ORDER BY id "
+                    "LIMIT ?2") < 0 ||
+        store_adhoc(s, &members, "SELECT 1 FROM jobs WHERE group_id = ?1 AND id <> ?1 LIMIT 1") <
+            0 ||
+        store_adhoc(s, &waiting,
+                    "SELECT 1 FROM job_deps d JOIN jobs j ON j.id = d.job_id WHERE d.dep_id = ?1 "
+                    "AND j.state IN (0, 1, 2) LIMIT 1") < 0 ||
+        store_adhoc(s, &del_deps, "DELETE FROM job_deps WHERE dep_id = ?1") < 0 ||
+        store_adhoc(s, &del, "DELETE FROM jobs WHERE id = ?1") < 0)
+        goto out;
+    sqlite3_bind_int64(scan, 1, *cursor);
+    sqlite3_bind_int(scan, 2, max_rows);
+    int rc;
+    while ((rc = sqlite3_step(scan)) == SQLITE_ROW) {
+        int64_t id = sqlite3_column_int64(scan, 0);
+        int state = sqlite3_column_int(scan, 1);
+        double end = sqlite3_column_double(scan, 2);
+        n_read++;
+        last = id;
+        if (state < 0 || state >= JOB_STATE_COUNT || !job_state_is_terminal((enum job_state)state))
+            continue;
+        if (end_before > 0 && end >= end_before)
+            continue;
+        if (n_ids >= excess) {
+            n_read = -1; /* stopped short: start from the oldest again next time */
+            break;
+        }
+        int keep = prune_keep(s, members, waiting, id, sqlite3_column_int64(scan, 3));
+        if (keep < 0)
+            goto out;
+        if (!keep)
+            ids[n_ids++] = id;
+    }
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+        store_db_err(s, "pruning the history");
+        goto out;
+    }
+    sqlite3_reset(scan);
+    if (n_ids && store_begin(s) < 0)
+        goto out;
+    for (int64_t i = 0; i < n_ids; i++) {
+        sqlite3_bind_int64(del_deps, 1, ids[i]);
+        sqlite3_bind_int64(del, 1, ids[i]);
+        if (store_step_done(s, del_deps, "pruning dependencies") < 0 ||
+            store_step_done(s, del, "pruning a job") < 0)
+            goto out;
+    }
+    *cursor = n_read < max_rows ? 0 : last; /* the end reached, or stopped short */
+    deleted = n_ids;
+out:
+    sqlite3_finalize(scan);
+    sqlite3_finalize(members);
+    sqlite3_finalize(waiting);
+    sqlite3_finalize(del_deps);
+    sqlite3_finalize(del);
+    free(ids);
+    return deleted;
 }

@@ -1,0 +1,240 @@
+"""make bench-scale: the scale figures of issue 10 with 1,000,000 finished and 100,000
+queued jobs in one daemon (DESIGN.md §5).
+
+The state is built through the daemon itself, the way users would make it: 100,000-task
+arrays submitted held and cancelled at once with one gcancel of the range (the bulk
+cancel), ten times; then a 100,000-task array submitted with a begin time a year ahead
+(queued, PD, reason BeginTime). The finished jobs are cancelled (CA) ones: their rows are
+what any ended job's are. The built data directory is cached under build/bench-scale-state
+(keyed by the store's source, so a schema change rebuilds it); GFLOW_SCALE_FINISHED and
+GFLOW_SCALE_QUEUED make a smaller state for a quick look.
+
+Printed: daemon start (recovery) time, RSS, submit → running latency next to an empty
+daemon's (the scheduling pass over the 100,000 queued is inside it), the submission rate
+next to an empty daemon's, `gjob show` of any job, `gqueue` (active only) with the history
+alone, `gqueue -a -n 10000` to a file, the database size per finished job, and bulk cancel,
+hold and release of the 100,000 queued. Medians of several samples; the empty daemon's
+samples are interleaved with the full one's so the machine's drift cancels.
+"""
+import hashlib
+import json
+import os
+import random
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+BUILD = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
+SRC = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FINISHED = int(os.environ.get("GFLOW_SCALE_FINISHED", "1000000"))
+QUEUED = int(os.environ.get("GFLOW_SCALE_QUEUED", "100000"))
+CHUNK = 100000
+
+
+class Sandbox:
+    def __init__(self, data=None):
+        self.dir = tempfile.mkdtemp(prefix="gflow-scale.")
+        os.chmod(self.dir, 0o755)
+        self.sock = os.path.join(self.dir, "gflowd.sock")
+        self.data = os.path.join(self.dir, "data")
+        self.conf = os.path.join(self.dir, "gflow.toml")
+        open(self.conf, "w").close()
+        if data:
+            shutil.copytree(data, self.data)
+        self.env = dict(os.environ)
+        self.env.update({
+            "XDG_DATA_HOME": os.path.join(self.dir, "xdg-data"),
+            "XDG_CONFIG_HOME": os.path.join(self.dir, "xdg-config"),
+            "XDG_RUNTIME_DIR": os.path.join(self.dir, "xdg-run"),
+            "GFLOW_DAEMON__DATA_DIR": self.data,
+            "GFLOW_DAEMON__SOCKET_PATH": self.sock,
+            "GFLOW_SOCKET": self.sock,
+            "GFLOW_DAEMON__LOG_LEVEL": "warn",
+        })
+        self.up()
+
+    def up(self):
+        t0 = time.perf_counter()
+        self.run("gflowd", "-c", self.conf, "up")
+        elapsed = time.perf_counter() - t0
+        self.pid = self.api("GET", "/v1/status")["pid"]
+        return elapsed
+
+    def down(self):
+        self.run("gflowd", "-c", self.conf, "down", check=False)
+
+    def run(self, *args, check=True, stdout=subprocess.PIPE):
+        return subprocess.run([os.path.join(BUILD, args[0]), *args[1:]], env=self.env,
+                              cwd=self.dir, check=check, stdout=stdout,
+                              stderr=subprocess.PIPE, text=True)
+
+    def timed(self, *args, stdout=subprocess.DEVNULL):
+        t0 = time.perf_counter()
+        self.run(*args, stdout=stdout)
+        return (time.perf_counter() - t0) * 1000
+
+    def api(self, method, path, body=None):
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(self.sock)
+        data = json.dumps(body).encode() if body is not None else b""
+        s.sendall(f"{method} {path} HTTP/1.1\r\nHost: gflow\r\nConnection: close\r\n"
+                  f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n"
+                  .encode() + data)
+        chunks = []
+        while True:
+            b = s.recv(1 << 20)
+            if not b:
+                break
+            chunks.append(b)
+        s.close()
+        head, _, payload = b"".join(chunks).partition(b"\r\n\r\n")
+        return json.loads(payload) if payload.strip() else None
+
+    def rss_mb(self):
+        with open(f"/proc/{self.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+        return 0
+
+    def db_bytes(self):
+        return sum(os.path.getsize(os.path.join(self.data, f)) for f in os.listdir(self.data)
+                   if f.startswith("gflow.db"))
+
+    def close(self):
+        self.down()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def report(name, value, unit, target=""):
+    t = f"(target {target})" if target else ""
+    print(f"{name:<56} {value:>10.2f} {unit:<6} {t}", flush=True)
+
+
+def med(xs):
+    return statistics.median(xs)
+
+
+def state_key():
+    h = hashlib.sha1()
+    for f in ("store.c", "store_row.c", "store_internal.h"):
+        with open(os.path.join(SRC, "src", "daemon", f), "rb") as fh:
+            h.update(fh.read())
+    h.update(f"{FINISHED}/{QUEUED}".encode())
+    return h.hexdigest()[:12]
+
+
+def build_state(sb):
+    """FINISHED cancelled jobs (held arrays cancelled by range), then QUEUED queued ones."""
+    left = FINISHED
+    t0 = time.perf_counter()
+    cancels = []
+    while left > 0:
+        n = min(CHUNK, left)
+        first = int(sb.run("gbatch", "-H", "--parsable", "--array", f"1-{n}", "true")
+                    .stdout.split()[0])
+        t1 = time.perf_counter()
+        sb.run("gcancel", f"{first}-{first + n - 1}", stdout=subprocess.DEVNULL)
+        cancels.append((time.perf_counter() - t1, n))
+        left -= n
+    print(f"built {FINISHED} finished jobs in {time.perf_counter() - t0:.1f} s", flush=True)
+    return cancels
+
+
+def queue_jobs(sb):
+    out = sb.run("gbatch", "--parsable", "--begin", "now+365d", "--array", f"1-{QUEUED}",
+                 "true").stdout.split()[0]
+    return int(out)
+
+
+def latency_ms(sb):
+    """gbatch returned → the job is running (polling its state)."""
+    jid = int(sb.run("gbatch", "--parsable", "-p", "255", "sleep", "0.2").stdout.split()[0])
+    t0 = time.perf_counter()
+    while sb.api("GET", f"/v1/jobs/{jid}")["state"] == "PD":
+        pass
+    return (time.perf_counter() - t0) * 1000
+
+
+def submit_rate(sb, n=50):
+    t0 = time.perf_counter()
+    for _ in range(n):
+        sb.run("gbatch", "-H", "true")
+    return n / (time.perf_counter() - t0)
+
+
+def main():
+    cache = os.path.join(BUILD, "bench-scale-state")
+    key = state_key()
+    cached = os.path.join(cache, key)
+    if os.path.isdir(os.path.join(cached, "data")):
+        print(f"using the cached state {cached}", flush=True)
+        sb = Sandbox(os.path.join(cached, "data"))
+        cancels = []
+    else:
+        sb = Sandbox()
+        cancels = build_state(sb)
+        sb.down()
+        shutil.rmtree(cache, ignore_errors=True)
+        shutil.copytree(sb.data, os.path.join(cached, "data"))
+        sb.up()
+    empty = Sandbox()
+    try:
+        if cancels:
+            report("gcancel of a 100,000-task array (median, building)",
+                   med([t for t, n in cancels if n == CHUNK] or [0]), "s", "<= 1 s")
+        report("database size per finished job", sb.db_bytes() / max(FINISHED, 1), "bytes")
+        # Listing with the history alone (nothing active but what the bench submits).
+        ids = [random.randint(1, FINISHED) for _ in range(21)]
+        report("gjob show of any job (1M finished)",
+               med([sb.timed("gjob", "show", str(i)) for i in ids]), "ms", "<= 5 ms")
+        report("gqueue, active only (1M finished)", med([sb.timed("gqueue") for _ in range(11)]),
+               "ms", "<= 5 ms")
+        out = os.path.join(sb.dir, "list.txt")
+        samples = []
+        for _ in range(11):
+            with open(out, "w") as f:
+                samples.append(sb.timed("gqueue", "-a", "-n", "10000", stdout=f))
+        report("gqueue -a -n 10000 to a file (1M finished)", med(samples), "ms", "<= 15 ms")
+
+        first_q = queue_jobs(sb)
+        rng = f"{first_q}-{first_q + QUEUED - 1}"
+        print(f"state: {FINISHED} finished, {QUEUED} queued", flush=True)
+        starts = []
+        for _ in range(3):
+            sb.down()
+            starts.append(sb.up())
+        report("daemon start (recovery), 1M finished + 100k queued", med(starts), "s", "<= 2 s")
+        report("daemon RSS after start", sb.rss_mb(), "MB", "<= 150 MB")
+        report("gjob show of any job (full state)",
+               med([sb.timed("gjob", "show", str(i)) for i in ids]), "ms", "<= 5 ms")
+        full, base = [], []
+        for _ in range(7):
+            full.append(latency_ms(sb))
+            base.append(latency_ms(empty))
+        report("submit -> running, full state", med(full), "ms")
+        report("submit -> running, empty daemon", med(base), "ms")
+        report("  difference (bounds the scheduling pass)", med(full) - med(base), "ms",
+               "pass <= 2 ms")
+        rf, re_ = [], []
+        for _ in range(3):
+            rf.append(submit_rate(sb))
+            re_.append(submit_rate(empty))
+        report("sequential submissions, full / empty daemon", med(rf) / med(re_), "ratio",
+               ">= 0.9")
+        for verb in (("gjob", "hold"), ("gjob", "release", "--at", "now+365d"), ("gcancel",)):
+            t0 = time.perf_counter()
+            sb.run(*verb, rng, stdout=subprocess.DEVNULL)
+            report(f"{' '.join(verb[:2])} of the 100,000 queued (one request)",
+                   time.perf_counter() - t0, "s", "<= 1 s")
+    finally:
+        empty.close()
+        sb.close()
+
+
+if __name__ == "__main__":
+    main()
