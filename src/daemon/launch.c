@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <pwd.h>
 #include <signal.h>
 #include <spawn.h>
@@ -18,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "daemon.h"
 #include "exitfile.h"
 #include "files.h"
@@ -90,6 +92,76 @@ static int high_fd(int fd)
     return moved;
 }
 
+/* The supplementary groups of the users whose jobs started lately ("GID,GID,...", as
+ * the shim's --groups wants them), so that neither gflowd nor each shim goes through
+ * NSS (initgroups, getgrouplist) per job. An entry is used only while /etc/group is the
+ * same file, unchanged (device, inode, size, modification and change times), and for
+ * at most LAUNCH_GROUPS_TTL seconds for groups that come from elsewhere (sssd, LDAP):
+ * a stale entry must not grant a group the user no longer has (DESIGN.md §6). */
+#define LAUNCH_GROUPS_SLOTS 16
+#define LAUNCH_GROUPS_TTL 10.0
+
+struct launch_groups {
+    uid_t uid;
+    gid_t gid;
+    char *user;
+    char *list; /* NULL: a free slot */
+    struct stat etc_group;
+    double at; /* monotonic */
+};
+
+static struct launch_groups launch_groups_cache[LAUNCH_GROUPS_SLOTS];
+static size_t launch_groups_next;
+
+static bool launch_same_file(const struct stat *a, const struct stat *b)
+{
+    return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+           a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
+           a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}
+
+/* The groups of pw as getgrouplist gives them (a string the cache keeps), or NULL when
+ * they cannot be listed (the shim then looks them up itself and fails as it says). */
+static const char *launch_user_groups(const struct passwd *pw)
+{
+    struct stat st;
+    if (stat("/etc/group", &st) < 0)
+        memset(&st, 0, sizeof(st));
+    double now = now_mono();
+    for (size_t i = 0; i < LAUNCH_GROUPS_SLOTS; i++) {
+        struct launch_groups *c = &launch_groups_cache[i];
+        if (c->list && c->uid == pw->pw_uid && c->gid == pw->pw_gid &&
+            strcmp(c->user, pw->pw_name) == 0 && launch_same_file(&c->etc_group, &st) &&
+            now - c->at < LAUNCH_GROUPS_TTL && now >= c->at)
+            return c->list;
+    }
+    int n = 32;
+    gid_t *groups = xmalloc((size_t)n * sizeof(*groups));
+    while (getgrouplist(pw->pw_name, pw->pw_gid, groups, &n) < 0) {
+        if (n <= 0 || n > 65536) {
+            free(groups);
+            return NULL;
+        }
+        groups = xrealloc(groups, (size_t)n * sizeof(*groups));
+    }
+    struct strbuf sb;
+    strbuf_init(&sb);
+    for (int i = 0; i < n; i++)
+        strbuf_addf(&sb, "%s%u", i ? "," : "", (unsigned)groups[i]);
+    free(groups);
+    struct launch_groups *c = &launch_groups_cache[launch_groups_next];
+    launch_groups_next = (launch_groups_next + 1) % LAUNCH_GROUPS_SLOTS;
+    free(c->user);
+    free(c->list);
+    *c = (struct launch_groups){.uid = pw->pw_uid,
+                                .gid = pw->pw_gid,
+                                .user = xstrdup(pw->pw_name),
+                                .list = strbuf_detach(&sb),
+                                .etc_group = st,
+                                .at = now};
+    return c->list;
+}
+
 /* The shim's command line up to what the job runs (gflow-shim --help; the protocol is
  * in src/shim). */
 static void shim_args(const struct gflowd *d, const struct job *j, const struct job *full,
@@ -119,6 +191,11 @@ static void shim_args(const struct gflowd *d, const struct job *j, const struct 
         strvec_pushf(argv, "%u", (unsigned)pw->pw_gid);
         strvec_push(argv, "--user");
         strvec_push(argv, pw->pw_name);
+        const char *groups = launch_user_groups(pw);
+        if (groups) {
+            strvec_push(argv, "--groups");
+            strvec_push(argv, groups);
+        }
     }
     if (j->gpus_per_task && j->gpus > 1) { /* one copy of the command per GPU */
         strvec_push(argv, "--tasks");

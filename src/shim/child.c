@@ -1,7 +1,7 @@
 /* child: the job's copies from fork to exec (step 4): forking them into one process
- * group, what each child does before exec (signals, cgroups, credentials, workdir, log;
- * only system calls after fork), and the pipe on which a child that cannot start says
- * why. */
+ * group (vfork), what each child does before exec (signals, cgroups, credentials,
+ * workdir, log; only system calls after fork), and the pipe on which a child that
+ * cannot start says why. */
 #include "shim.h"
 
 #include <errno.h>
@@ -55,13 +55,41 @@ static void shim_child_default_signal(int sig)
     syscall(SYS_rt_sigaction, sig, &ksa, NULL, sizeof(ksa.mask));
 }
 
+/* The signals this process ignores (bit s-1 for signal s), from the SigIgn line of
+ * /proc/self/status: one read instead of a query per signal. All of them when it
+ * cannot be read, so that the child then resets every one. */
+static uint64_t shim_child_ignored_signals(void)
+{
+    uint64_t all = ~(uint64_t)0;
+    int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return all;
+    char buf[4096];
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return all;
+    buf[n] = '\0';
+    const char *line = strstr(buf, "\nSigIgn:\t");
+    if (!line)
+        return all;
+    char *end;
+    errno = 0;
+    unsigned long long mask = strtoull(line + strlen("\nSigIgn:\t"), &end, 16);
+    if (errno || *end != '\n')
+        return all;
+    return (uint64_t)mask;
+}
+
 /* Runs in the forked child: becomes the job, or one copy of it with envp. Only
  * system calls from here on. */
 __attribute__((noreturn)) static void shim_child(const struct shim_exec *ex, char *const *envp)
 {
-    /* Handlers are reset by exec, but ignored signals and the mask are inherited. */
-    for (int s = 1; s < NSIG; s++)
-        shim_child_default_signal(s);
+    /* Handlers are reset by exec, but ignored signals and the mask are inherited: only
+     * the ignored ones need resetting. */
+    for (int s = 1; s < NSIG && s <= 64; s++)
+        if (ex->sig_ignored & ((uint64_t)1 << (s - 1)))
+            shim_child_default_signal(s);
     sigset_t empty;
     sigemptyset(&empty);
     sigprocmask(SIG_SETMASK, &empty, NULL);
@@ -107,9 +135,15 @@ __attribute__((noreturn)) static void shim_child(const struct shim_exec *ex, cha
      * Best effort: kernels before 5.11 lack the flag, and the daemon opens its fds
      * close-on-exec anyway. */
     close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
-    if (ex->direct_paths) /* returns only if no candidate could be executed */
-        for (char **p = ex->direct_paths; *p; p++)
+    /* The direct exec tries the candidates as bash's search would pick them: the first
+     * that is there and executable. Any other failure (ENOEXEC: a file bash would run
+     * as a script) leaves the decision to bash itself. */
+    if (ex->direct_paths)
+        for (char **p = ex->direct_paths; *p; p++) {
             execve(*p, ex->direct_argv, envp);
+            if (errno != ENOENT && errno != ENOTDIR && errno != EACCES)
+                break;
+        }
     execve(ex->path, (char *const *)ex->argv, envp);
     int e = errno;
     shim_child_fail(ex, e == ENOENT || e == ENOTDIR ? JOB_EXIT_NOTFOUND : JOB_EXIT_NOEXEC,
@@ -129,10 +163,16 @@ int shim_child_spawn(struct shim_exec *ex, struct shim_run *r, char **err)
      * pipe meanwhile (a lost line costs nothing, the first is what counts). */
     fcntl(p[1], F_SETFL, O_NONBLOCK);
     ex->report_fd = p[1];
+    ex->sig_ignored = shim_child_ignored_signals();
     r->tasks = xcalloc((size_t)ex->ntasks, sizeof(*r->tasks));
     int n;
     for (n = 0; n < ex->ntasks; n++) {
-        pid_t pid = fork();
+        /* vfork: the shim waits until the copy has exec'd (or exited), and neither its
+         * page tables are copied nor its pages copied on write afterwards. The child
+         * only makes system calls on its own stack frame below this one and never
+         * returns; the shim catches signals through a signalfd, so no handler can run
+         * in the shared memory. */
+        pid_t pid = vfork();
         if (pid == 0)
             shim_child(ex, ex->task_envp ? ex->task_envp[n] : ex->envp);
         if (pid < 0) {

@@ -24,60 +24,130 @@ bool shim_command_has_shebang(const char *path)
     return n == 2 && head[0] == '#' && head[1] == '!';
 }
 
-/* Whether bash would run `command` as nothing but a program with literal arguments:
- * only characters without meaning to the shell, a first word that is neither an
- * assignment nor a reserved word, no exported function of that name and no BASH_ENV.
- * Then executing it directly gives the same result without the shell's start-up
- * (milliseconds per job). */
-static bool shim_command_is_plain(const char *command, char *const *envp)
+/* Characters that mean nothing to bash outside quotes (a space separates words). */
+static const char shim_command_safe[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                        "0123456789_./=:,+@%^-";
+
+/* Splits `command` into words the way bash does when it holds nothing but literal
+ * words: unquoted characters of shim_command_safe, '...' (any text but '), "..."
+ * without $, ` or \ inside (so nothing is expanded and no backslash removed), the
+ * words separated by spaces. The words, quotes removed, go into buf (strlen(command)
+ * + 1 bytes, NUL after each) and argv (strlen(command) / 2 + 2 entries, NULL-ended).
+ * Returns the number of words, or -1 when bash would do more than split the words
+ * (anything else: a tab or newline, $, globs, ~, redirections, operators, comments,
+ * backslashes, an unterminated quote). */
+static int shim_command_words(const char *command, char *buf, char **argv)
 {
-    static const char safe[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                               "0123456789_./=:,+@%^- ";
-    static const char *const reserved[] = {"time", "if",   "then",     "else",   "elif",  "fi",
-                                           "case", "esac", "for",      "select", "while", "until",
-                                           "do",   "done", "function", "coproc"};
-    if (command[strspn(command, safe)] != '\0' || shim_env_get(envp, "BASH_ENV"))
+    int n = 0;
+    const char *p = command;
+    char *out = buf;
+    for (;;) {
+        p += strspn(p, " ");
+        if (!*p)
+            break;
+        argv[n] = out;
+        while (*p && *p != ' ') {
+            if (*p == '\'' || *p == '"') {
+                char q = *p++;
+                const char *end = strchr(p, q);
+                if (!end || (q == '"' && strcspn(p, "$`\\") < (size_t)(end - p)))
+                    return -1;
+                memcpy(out, p, (size_t)(end - p));
+                out += end - p;
+                p = end + 1;
+            } else if (strchr(shim_command_safe, *p)) {
+                *out++ = *p++;
+            } else {
+                return -1;
+            }
+        }
+        *out++ = '\0';
+        n++;
+    }
+    argv[n] = NULL;
+    return n;
+}
+
+/* Whether the first word, as bash will look it up, is a program of the job's PATH or a
+ * path: not empty, not an assignment or job ("%1"), not a reserved word, builtin or exported
+ * function. `true` and `false` alone are builtins that do exactly what their programs
+ * do (no output, status 0 or 1). */
+static bool shim_command_program(const char *raw, const char *word, int nwords, char *const *envp)
+{
+    size_t rawlen = strcspn(raw + strspn(raw, " "), " ");
+    /* A first word "%..." is a job for bash (`%1` is `fg %1`). */
+    if (!*word || *word == '%' || memchr(raw + strspn(raw, " "), '=', rawlen))
         return false;
-    const char *first = command + strspn(command, " ");
-    size_t len = strcspn(first, " ");
-    if (len == 0 || memchr(first, '=', len))
+    if (shim_lookup_is_bash_word(word) &&
+        !(nwords == 1 && (strcmp(word, "true") == 0 || strcmp(word, "false") == 0)))
         return false;
-    for (size_t i = 0; i < sizeof(reserved) / sizeof(reserved[0]); i++)
-        if (strlen(reserved[i]) == len && strncmp(first, reserved[i], len) == 0)
-            return false;
-    char *func = xasprintf("BASH_FUNC_%.*s%%%%", (int)len, first);
+    char *func = xasprintf("BASH_FUNC_%s%%%%", word);
     bool exported = shim_env_get(envp, func) != NULL;
     free(func);
     return !exported;
 }
 
-/* Splits a plain command into words and lists where its program may be. */
+/* Whether every entry of PATH is an absolute directory: bash also searches relative
+ * (and empty: the workdir) entries, in their order, which the direct exec does not. */
+static bool shim_command_path_absolute(const char *path)
+{
+    for (const char *d = path;; d++) {
+        if (*d != '/')
+            return false;
+        d += strcspn(d, ":");
+        if (!*d)
+            return true;
+    }
+}
+
+/* When bash would run `command` as nothing but a program with literal arguments (the
+ * words above, a first word that is a program, no BASH_ENV, PATH set and absolute when
+ * it is searched), executing it directly gives the same result without the shell's
+ * start-up (milliseconds per job): sets ex->direct_argv and the paths the program may
+ * be at, in bash's order. Quotes count: `sh -c 'date > f'` is sh with two arguments. */
 static void shim_command_direct(const char *command, struct shim_exec *ex)
 {
-    ex->direct_buf = xstrdup(command);
-    size_t n = 0;
-    ex->direct_argv = xcalloc(strlen(command) / 2 + 2, sizeof(char *));
-    char *save = NULL;
-    for (char *w = strtok_r(ex->direct_buf, " ", &save); w; w = strtok_r(NULL, " ", &save))
-        ex->direct_argv[n++] = w;
-    const char *prog = ex->direct_argv[0];
+    if (shim_env_get(ex->envp, "BASH_ENV"))
+        return;
+    char *buf = xmalloc(strlen(command) + 1);
+    char **argv = xcalloc(strlen(command) / 2 + 2, sizeof(char *));
+    int n = shim_command_words(command, buf, argv);
+    const char *path = shim_env_get(ex->envp, "PATH");
+    if (n <= 0 || !shim_command_program(command, argv[0], n, ex->envp) ||
+        (!strchr(argv[0], '/') && !shim_lookup_is_bash_word(argv[0]) &&
+         (!path || !shim_command_path_absolute(path)))) {
+        free(buf);
+        free(argv);
+        return;
+    }
+    ex->direct_buf = buf;
+    ex->direct_argv = argv;
+    const char *prog = argv[0];
+    if (shim_lookup_is_bash_word(prog)) {
+        /* A lone true or false: bash's builtin, never a program of that name on the
+         * job's PATH; the system's own does the same. */
+        ex->direct_paths = xcalloc(3, sizeof(char *));
+        ex->direct_paths[0] = xasprintf("/usr/bin/%s", prog);
+        ex->direct_paths[1] = xasprintf("/bin/%s", prog);
+        return;
+    }
     if (strchr(prog, '/')) {
         ex->direct_paths = xcalloc(2, sizeof(char *));
         ex->direct_paths[0] = xstrdup(prog);
         return;
     }
-    const char *path = shim_env_get(ex->envp, "PATH");
-    char *dirs = xstrdup(path ? path : "/usr/local/bin:/usr/bin:/bin");
     size_t cap = 2;
-    for (const char *c = dirs; *c; c++)
+    for (const char *c = path; *c; c++)
         cap += *c == ':';
     ex->direct_paths = xcalloc(cap, sizeof(char *));
     size_t k = 0;
-    char *dsave = NULL;
-    for (char *d = strtok_r(dirs, ":", &dsave); d; d = strtok_r(NULL, ":", &dsave))
-        if (*d == '/') /* relative PATH entries are left to the shell */
-            ex->direct_paths[k++] = xasprintf("%s/%s", d, prog);
-    free(dirs);
+    for (const char *d = path;;) {
+        size_t len = strcspn(d, ":");
+        ex->direct_paths[k++] = xasprintf("%.*s/%s", (int)len, d, prog);
+        d += len;
+        if (!*d++)
+            break;
+    }
 }
 
 /* Step 4 (before fork): the job's program and arguments. */
@@ -98,8 +168,7 @@ void shim_command_prepare(const struct shim_opts *o, struct shim_exec *ex)
         ex->argv[1] = "-c";
         ex->argv[2] = o->command;
         ex->argv[3] = NULL;
-        if (shim_command_is_plain(o->command, ex->envp))
-            shim_command_direct(o->command, ex);
+        shim_command_direct(o->command, ex);
     } else if (shim_command_has_shebang(o->script) ||
                faccessat(AT_FDCWD, o->script, F_OK, AT_EACCESS) < 0) {
         /* A missing script is exec'd anyway, so that the job fails the way any

@@ -177,15 +177,23 @@ static char *shim_lookup_first_word(const char *command)
     return NULL;
 }
 
-/* Whether word is the shell's own: a reserved word, a builtin, a function exported in
- * the job's environment (BASH_FUNC_name%%), or under conda the `conda` function its
- * shell hook defines. */
-static bool shim_lookup_is_shell_word(const char *word, const struct shim_exec *ex)
+/* Whether word is one of bash's reserved words or builtins. */
+bool shim_lookup_is_bash_word(const char *word)
 {
     size_t n = sizeof(shim_lookup_shell_words) / sizeof(shim_lookup_shell_words[0]);
     for (size_t i = 0; i < n; i++)
         if (strcmp(word, shim_lookup_shell_words[i]) == 0)
             return true;
+    return false;
+}
+
+/* Whether word is the shell's own: a reserved word, a builtin, a function exported in
+ * the job's environment (BASH_FUNC_name%%), or under conda the `conda` function its
+ * shell hook defines. */
+static bool shim_lookup_is_shell_word(const char *word, const struct shim_exec *ex)
+{
+    if (shim_lookup_is_bash_word(word))
+        return true;
     if (ex->conda_prefix && strcmp(word, "conda") == 0)
         return true;
     char *func = xasprintf("BASH_FUNC_%s%%%%", word);

@@ -3,7 +3,7 @@
  *
  *   gflow-shim --job-id N (--exit-file PATH | --lock-fd FD) --log PATH --workdir DIR
  *              (--env-file PATH | --env-fd FD) --kill-grace SECS [--lock-fd FD]
- *              [--uid UID --gid GID --user NAME]
+ *              [--uid UID --gid GID --user NAME [--groups GID,GID,...]]
  *              [--tasks N --task-gpus GPU,GPU,...] [--deny-devices MINOR,MINOR,...]
  *              [--memory-limit MIB] [--conda-env NAME|PATH] [--umask MODE]
  *              [--log-max-bytes N] [--nofile N]
@@ -48,10 +48,14 @@
  *     the one line saying that device isolation is unavailable (step 7), the one line
  *     saying that the job exceeded its memory limit (step 8), and the two above.
  *  4. The job runs in its own process group, as --uid/--gid/--user when the shim is
- *     root, with --umask if given (else the shim's own umask), with its soft
+ *     root (with the supplementary groups --groups lists, else those getgrouplist
+ *     gives; no credentials are changed when the shim already has that uid, gid and
+ *     those groups, up to the primary one), with --umask if given (else the shim's
+ *     own umask), with its soft
  *     RLIMIT_NOFILE set to --nofile when given (gflowd passes the limit it was started
- *     with, before it raised its own), in --workdir: `/bin/bash -c COMMAND`, or the
- *     script itself when it starts
+ *     with, before it raised its own), in --workdir: `/bin/bash -c COMMAND` (or
+ *     COMMAND's words executed directly when that is all bash would do: command.c),
+ *     or the script itself when it starts
  *     with "#!", else `/bin/bash SCRIPT`. A job that cannot be started exits 125
  *     (credentials, chdir), 126 (cannot execute) or 127 (not found), and the exit
  *     file's error says why. For --command, bash itself is what cannot find (127) or

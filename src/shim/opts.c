@@ -19,7 +19,7 @@
 static const char shim_opts_usage_text[] =
     "usage: gflow-shim --job-id N (--exit-file PATH | --lock-fd FD) --log PATH --workdir DIR\n"
     "                  (--env-file PATH | --env-fd FD) --kill-grace SECS [--lock-fd FD]\n"
-    "                  [--uid UID --gid GID --user NAME]\n"
+    "                  [--uid UID --gid GID --user NAME [--groups GID,GID,...]]\n"
     "                  [--tasks N --task-gpus GPU,GPU,...] [--deny-devices MINOR,...]\n"
     "                  [--memory-limit MIB] [--conda-env NAME|PATH] [--umask MODE]\n"
     "                  [--log-max-bytes N] [--nofile N]\n"
@@ -43,6 +43,8 @@ static const char shim_opts_usage_text[] =
     "--log-max-bytes N keeps at most N bytes of the job's output in the log; the rest is\n"
     "dropped after one line saying so (0 or absent: no cap).\n"
     "--nofile N sets the job's soft limit of open files (RLIMIT_NOFILE) to N.\n"
+    "--groups lists the job user's groups (as getgrouplist gives them), which the job\n"
+    "gets instead of the shim looking them up.\n"
     "Started by gflowd; not meant to be run by hand.\n";
 
 enum {
@@ -67,6 +69,7 @@ enum {
     OPT_UMASK,
     OPT_LOG_MAX_BYTES,
     OPT_NOFILE,
+    OPT_GROUPS,
 };
 
 static const struct option shim_opts_long[] = {
@@ -91,6 +94,7 @@ static const struct option shim_opts_long[] = {
     {"umask", required_argument, NULL, OPT_UMASK},
     {"log-max-bytes", required_argument, NULL, OPT_LOG_MAX_BYTES},
     {"nofile", required_argument, NULL, OPT_NOFILE},
+    {"groups", required_argument, NULL, OPT_GROUPS},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -124,6 +128,30 @@ static void shim_opts_error(char **err, char *msg)
         free(msg);
     else
         *err = msg;
+}
+
+/* --groups GID,GID,...: at least one (getgrouplist always gives the primary group). */
+static void shim_opts_groups(struct shim_opts *o, const char *arg, char **err)
+{
+    size_t cap = 1;
+    for (const char *c = arg; *c; c++)
+        cap += *c == ',';
+    free(o->groups);
+    o->groups = xcalloc(cap, sizeof(gid_t));
+    o->ngroups = 0;
+    char *copy = xstrdup(arg);
+    char *save = NULL;
+    for (char *g = strtok_r(copy, ",", &save); g; g = strtok_r(NULL, ",", &save)) {
+        int64_t v;
+        if (shim_opts_range(g, 0, (int64_t)UINT32_MAX - 1, &v) < 0) {
+            shim_opts_error(err, xasprintf("bad --groups '%s'", arg));
+            break;
+        }
+        o->groups[o->ngroups++] = (gid_t)v;
+    }
+    free(copy);
+    if (o->ngroups == 0)
+        shim_opts_error(err, xasprintf("bad --groups '%s'", arg));
 }
 
 /* Splits --task-gpus at commas into o->task_gpus. Empty and repeated entries are
@@ -281,6 +309,9 @@ static void shim_opts_one(struct shim_opts *o, int c, const char *arg, char **er
         if (shim_opts_range(arg, 1, INT64_MAX, &o->nofile) < 0)
             shim_opts_error(err, xasprintf("bad --nofile '%s' (> 0)", arg));
         break;
+    case OPT_GROUPS:
+        shim_opts_groups(o, arg, err);
+        break;
     }
 }
 
@@ -301,6 +332,8 @@ static void shim_opts_check(const struct shim_opts *o, char **err)
     bool all_id = o->uid >= 0 && o->gid >= 0 && o->user;
     if (any_id && !all_id)
         shim_opts_error(err, xstrdup("--uid, --gid and --user go together"));
+    if (o->ngroups >= 0 && !all_id)
+        shim_opts_error(err, xstrdup("--groups needs --uid, --gid and --user"));
     if (o->ntasks > 1 && !o->task_gpus)
         shim_opts_error(
             err, xasprintf("--tasks %d needs --task-gpus with %d GPUs", o->ntasks, o->ntasks));
@@ -322,7 +355,8 @@ int shim_opts_parse(int argc, char **argv, struct shim_opts *o, char **err)
                             .gid = -1,
                             .ntasks = 1,
                             .umask = -1,
-                            .nofile = -1};
+                            .nofile = -1,
+                            .ngroups = -1};
     *err = NULL;
     opterr = 0; /* one line of our own instead of getopt's */
     int c;
@@ -351,6 +385,7 @@ void shim_opts_free(struct shim_opts *o)
             free(*g);
     free(o->task_gpus);
     free(o->deny_minors);
+    free(o->groups);
 }
 
 void shim_opts_usage(void)

@@ -72,10 +72,16 @@ static int shim_prepare_want_creds(const struct shim_opts *o, bool *set_creds, c
     return -1;
 }
 
-/* Resolves the job user's supplementary groups now, because the NSS lookup
- * (initgroups) has no place in the child between fork and exec. */
+/* The job user's supplementary groups: those gflowd resolved (--groups), else looked
+ * up now, because the NSS lookup has no place in the child between fork and exec. */
 static int shim_prepare_groups(const struct shim_opts *o, struct shim_exec *ex, char **err)
 {
+    if (o->ngroups > 0) {
+        ex->groups = xcalloc((size_t)o->ngroups, sizeof(gid_t));
+        memcpy(ex->groups, o->groups, (size_t)o->ngroups * sizeof(gid_t));
+        ex->ngroups = o->ngroups;
+        return 0;
+    }
     int n = 32;
     gid_t *groups = xmalloc((size_t)n * sizeof(*groups));
     while (getgrouplist(o->user, (gid_t)o->gid, groups, &n) < 0) {
@@ -91,6 +97,43 @@ static int shim_prepare_groups(const struct shim_opts *o, struct shim_exec *ex, 
     ex->groups = groups;
     ex->ngroups = n;
     return 0;
+}
+
+/* Whether gid is in the list, or is the primary group: for access checks the kernel
+ * counts the effective gid whether or not it is also a supplementary group, and a
+ * process whose real, effective and saved gid are all the primary one has no other to
+ * change to (root excepted, which can set any groups anyway). */
+static bool shim_prepare_has_group(const gid_t *list, int n, gid_t primary, gid_t gid)
+{
+    if (gid == primary)
+        return true;
+    for (int i = 0; i < n; i++)
+        if (list[i] == gid)
+            return true;
+    return false;
+}
+
+/* Whether the shim already is the job user: real, effective and saved uid and gid, and
+ * the same supplementary groups (up to the primary group). Then there are no
+ * credentials to change, in the child or for the checks. */
+static bool shim_prepare_is_own(const struct shim_exec *ex)
+{
+    uid_t ru, eu, su;
+    gid_t rg, eg, sg;
+    if (getresuid(&ru, &eu, &su) < 0 || getresgid(&rg, &eg, &sg) < 0 || ru != ex->uid ||
+        eu != ex->uid || su != ex->uid || rg != ex->gid || eg != ex->gid || sg != ex->gid)
+        return false;
+    gid_t own[256];
+    int n = getgroups(256, own);
+    if (n < 0)
+        return false;
+    for (int i = 0; i < n; i++)
+        if (!shim_prepare_has_group(ex->groups, ex->ngroups, ex->gid, own[i]))
+            return false;
+    for (int k = 0; k < ex->ngroups; k++)
+        if (!shim_prepare_has_group(own, n, ex->gid, ex->groups[k]))
+            return false;
+    return true;
 }
 
 /* The filesystem checks made for the job before it starts (conda and its environment,
@@ -204,7 +247,10 @@ int shim_prepare(const struct shim_opts *o, struct shim_exec *ex, char **err)
         if (shim_prepare_groups(o, ex, err) < 0)
             return -1;
     }
+    /* The log is the job user's either way (it may be left from an earlier run). */
     ex->log_fd = shim_prepare_log(o, ex->set_creds, err);
+    if (ex->set_creds && shim_prepare_is_own(ex))
+        ex->set_creds = false;
     if (ex->log_fd < 0)
         return -1;
     ex->null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);

@@ -54,6 +54,8 @@ struct shim_opts {
     int umask;               /* --umask: the job's umask, -1: the shim's own */
     int64_t log_max_bytes;   /* --log-max-bytes: the job log's cap, 0: none */
     int64_t nofile;          /* --nofile: the job's soft RLIMIT_NOFILE (-1: as inherited) */
+    gid_t *groups;           /* --groups: the job user's groups as gflowd resolved them */
+    int ngroups;             /* -1: not given (the shim looks them up) */
 };
 
 /* Everything the job child needs, prepared before fork so the child only makes
@@ -105,6 +107,9 @@ struct shim_exec {
      * means (allocated); 0 and NULL when any status is the job's own. */
     int lookup_code;
     char *lookup_error;
+    /* The signals the shim ignores when it forks the job (bit s-1 for signal s; from
+     * /proc/self/status), which the job would inherit; all 64 when that is unknown. */
+    uint64_t sig_ignored;
 };
 
 /* One copy of the job. */
@@ -248,6 +253,8 @@ void shim_command_prepare(const struct shim_opts *o, struct shim_exec *ex);
  * permissions), setting ex->lookup_code and ex->lookup_error when bash will not be
  * able to run it. */
 void shim_lookup_prepare(const struct shim_opts *o, struct shim_exec *ex);
+/* Whether word is one of bash's reserved words or builtins (bash 5.2). */
+bool shim_lookup_is_bash_word(const char *word);
 
 /* ---- cgroup.c: cgroup hierarchies and files ---- */
 /* Finds a cgroup hierarchy in /proc/self/mountinfo: v1 with controller, or the unified

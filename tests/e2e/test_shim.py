@@ -243,6 +243,65 @@ def test_plain_and_shell_commands_behave_as_bash(tmp_path, cleanup, command, cod
         assert s.log_text() == out
 
 
+def test_quoted_words_are_executed_without_a_shell(tmp_path, cleanup):
+    # Quotes alone need no shell: `env 'A=a b' ...` is env with those words.
+    s = run(tmp_path, cleanup, command="""env 'A=a b' "B=c'd" B2=x'y'"z" env -0""")
+    assert s.result()["exit_code"] == 0
+    got = dict(e.split("=", 1) for e in s.log_text().split("\0") if e)
+    assert got.pop("GFLOW_SHIM_ID").startswith(f"{s.proc.pid}:")
+    assert got == {"PATH": JOB_PATH.split("=", 1)[1], "A": "a b", "B": "c'd", "B2": "xyz"}
+
+
+@pytest.mark.parametrize("command", [
+    """/usr/bin/printf '%s|' 'a b' "c'd" '' x'y'"z" "a*" '$HOME' "~" a"b c"d""",
+    """sh -c 'echo "$0" "$1" > out; cat out' zero 'one  two'""",
+    """'/usr/bin/printf' '[%s]' "x" """,
+    """/usr/bin/printf '%s|' "$HOME" a*""",     # expansions: the shell
+    """'nosuch prog' x""",                       # not found, quoted: 127
+    """'' x""",                                  # an empty command word: 127
+    """'echo' hi""",                             # a builtin, even quoted
+    """'exit' 3""",
+    """ls 'no such file'""",                     # the program's own status
+    """/usr/bin/printf '%s' 'abc""",             # unterminated: bash's syntax error
+    """/usr/bin/printf '%s|' "a\"b" 'x'\''y'""",  # backslashes: the shell
+    """true""",
+    """false""",
+    """true --version""",                        # the builtin, not coreutils' true
+    """%1 x""",                                  # a job for bash: fg
+])
+def test_quoted_commands_behave_as_bash(tmp_path, cleanup, command):
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {"PATH": JOB_PATH.split("=", 1)[1], "HOME": str(home)}
+    want = subprocess.run(["bash", "-c", command], executable="/bin/bash", cwd=tmp_path, env=env,
+                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True)
+    (tmp_path / "out").unlink(missing_ok=True)
+    s = run(tmp_path, cleanup, command=command, env=(JOB_PATH, f"HOME={home}"))
+    assert s.result()["exit_code"] == want.returncode, s.log_text()
+    assert s.log_text() == want.stdout
+
+
+def test_lone_true_is_the_builtin_not_a_program_on_path(tmp_path, cleanup):
+    # bash runs its builtin before any `true` on PATH; so does the direct exec.
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "true").write_text("#!/bin/sh\necho fake true\nexit 3\n")
+    (bindir / "true").chmod(0o755)
+    s = run(tmp_path, cleanup, command="true", env=(f"PATH={bindir}:/usr/bin:/bin",))
+    assert s.result()["exit_code"] == 0 and s.log_text() == ""
+
+
+def test_job_does_not_inherit_ignored_signals(tmp_path, cleanup):
+    # Whatever the shim's starter ignored is the default again in the job.
+    def ignore():
+        for sig in (signal.SIGUSR2, signal.SIGQUIT, signal.SIGRTMIN + 3, signal.SIGRTMAX):
+            signal.signal(sig, signal.SIG_IGN)
+    s = run(tmp_path, cleanup, command="grep -E '^Sig(Ign|Blk)' /proc/self/status",
+            preexec_fn=ignore)
+    assert s.log_text() == "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n"
+
+
 def test_exported_function_still_runs_through_bash(tmp_path, cleanup):
     env = [JOB_PATH, "BASH_FUNC_greet%%=() {  echo hello from function\n}"]
     s = run(tmp_path, cleanup, env=env, command="greet")
@@ -791,6 +850,31 @@ def test_runs_as_the_given_user(tmp_path, cleanup):
     assert "ids=65534 65534 65534" in s.log_text()
     st = s.log.stat()
     assert (st.st_uid, st.st_gid) == (65534, 65534)
+
+
+def test_groups_option_sets_the_jobs_groups(tmp_path, cleanup):
+    if os.geteuid() != 0:
+        pytest.skip("needs a root shim")
+    s = run(tmp_path, cleanup, workdir="/",
+            extra=("--uid", "65534", "--gid", "65534", "--user", "nobody",
+                   "--groups", "65534,4242"),
+            command="echo ids=$(id -u) $(id -g) $(id -G)")
+    assert s.result()["exit_code"] == 0
+    assert "ids=65534 65534 65534 4242" in s.log_text()
+
+
+@pytest.mark.parametrize("bad", ["", ",", "1,x", "-1", "4294967295"])
+def test_bad_groups_are_usage_errors(tmp_path, cleanup, bad):
+    s = Shim(tmp_path, cleanup, command="true",
+             extra=("--uid", "65534", "--gid", "65534", "--user", "nobody", "--groups", bad))
+    assert s.finish() == 2
+    assert "bad --groups" in s.stderr
+
+
+def test_groups_needs_the_user(tmp_path, cleanup):
+    s = Shim(tmp_path, cleanup, command="true", extra=("--groups", "1"))
+    assert s.finish() == 2
+    assert "--groups needs --uid" in s.stderr
 
 
 # ---- device isolation (--deny-devices, cgroup v1 devices controller) ---------------
