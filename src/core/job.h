@@ -201,6 +201,10 @@ struct job {
     char *mig_profile;
     int mig_count;
     char *mig_uuids;
+
+    /* The daemon's bookkeeping (not stored): 1 + the job's position in the daemon's
+     * scheduler_begin_heap (a queued job whose begin_time is to come), 0: not there. */
+    size_t begin_heap_pos;
 };
 
 /* Sets j's reason (detail copied, may be NULL; job: the job a DependencyFailed names). */

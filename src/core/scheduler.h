@@ -104,6 +104,27 @@ void scheduler_queue_rebuild(struct scheduler_queue *q, struct job *const *jobs,
 /* <0 if a goes before b in the scheduling order, >0 after, 0 same job id. */
 int scheduler_order(const struct job *a, const struct job *b);
 
+/* The queued jobs whose begin_time (--begin) is to come, which the daemon keeps out of
+ * the queue (and so out of every pass) until their time: a min-heap by begin_time, then
+ * id. Each job's begin_heap_pos is 1 + its position (0: not in the heap), so any job
+ * leaves it (hold, cancel, a changed begin time or priority) in O(log n). The heap does
+ * not own the jobs. */
+struct scheduler_begin_heap {
+    struct job **jobs;
+    size_t len, cap;
+};
+
+void scheduler_begin_heap_init(struct scheduler_begin_heap *h);
+void scheduler_begin_heap_free(struct scheduler_begin_heap *h); /* the array, not the jobs */
+void scheduler_begin_heap_push(struct scheduler_begin_heap *h, struct job *j);
+/* 0, or -1 if j is not in the heap. */
+int scheduler_begin_heap_remove(struct scheduler_begin_heap *h, struct job *j);
+/* The earliest begin_time in the heap, 0 if it is empty. */
+double scheduler_begin_heap_next(const struct scheduler_begin_heap *h);
+/* Takes out and returns the job with the earliest begin_time if that is <= now, else
+ * NULL (call until NULL to take every job whose time has come). */
+struct job *scheduler_begin_heap_pop_due(struct scheduler_begin_heap *h, double now);
+
 struct scheduler_input {
     struct job *const *queued; /* PD jobs in scheduling order (a scheduler_queue) */
     size_t n_queued;
