@@ -117,8 +117,6 @@ void scheduler_begin_heap_init(struct scheduler_begin_heap *h)
 
 void scheduler_begin_heap_free(struct scheduler_begin_heap *h)
 {
-    for (size_t i = 0; i < h->len; i++)
-        h->jobs[i]->begin_heap_pos = 0;
     free(h->jobs);
     memset(h, 0, sizeof(*h));
 }

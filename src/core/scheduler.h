@@ -115,7 +115,8 @@ struct scheduler_begin_heap {
 };
 
 void scheduler_begin_heap_init(struct scheduler_begin_heap *h);
-void scheduler_begin_heap_free(struct scheduler_begin_heap *h); /* the array, not the jobs */
+/* Frees the array; the jobs are neither freed nor touched (they may be gone). */
+void scheduler_begin_heap_free(struct scheduler_begin_heap *h);
 void scheduler_begin_heap_push(struct scheduler_begin_heap *h, struct job *j);
 /* 0, or -1 if j is not in the heap. */
 int scheduler_begin_heap_remove(struct scheduler_begin_heap *h, struct job *j);

@@ -45,7 +45,7 @@ struct jobs {
     size_t table_len, table_cap;
     struct job **run_list; /* R jobs, any order */
     size_t running, run_cap;
-    struct scheduler_queue queue; /* PD jobs that may start, in scheduling order */
+    struct scheduler_queue queue;      /* PD jobs that may start, in scheduling order */
     struct scheduler_begin_heap begin; /* PD jobs whose begin_time is to come */
     int64_t next_id;
     bool dirty; /* something changed that may let a queued job start */
