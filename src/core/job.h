@@ -186,8 +186,9 @@ struct job {
     size_t n_deps;
     bool deps_any;    /* "any": one met dependency suffices; else all must be met */
     bool auto_cancel; /* cancel the job when its dependencies can never be met */
-    /* The daemon's bookkeeping (not stored): the job waits for its dependencies (the
-     * scheduling pass skips it), and the active jobs that depend on this one. */
+    /* The daemon's bookkeeping (not stored): the job waits for its dependencies (kept
+     * out of the scheduling queue; a pass skips it), and the active jobs that depend on
+     * this one. */
     bool deps_blocked;
     int64_t *dependents;
     size_t n_dependents, cap_dependents;

@@ -5,7 +5,9 @@
  * Order: higher priority first, then lower id (submission order). The order is kept
  * incrementally in a struct scheduler_queue by its owner (the daemon inserts a job when
  * it becomes PD and removes it when it leaves PD), so a pass walks it once and never
- * sorts. Greedy: a job that fits starts even if a job ahead of it waits.
+ * sorts. The daemon keeps jobs that wait for their begin time (a scheduler_begin_heap)
+ * or their dependencies out of the queue; the pass still gives such jobs their reason
+ * if it meets them. Greedy: a job that fits starts even if a job ahead of it waits.
  *
  * GPUs: a job asks for `gpus` GPUs. An exclusive job holds its GPUs wholly and, with
  * gpu_memory_mb, needs that much actually free on each (NVML's free memory, which
