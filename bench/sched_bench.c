@@ -5,7 +5,11 @@
  *   - the same with the GPUs free (the pass chooses GPUs for the jobs that fit; they are
  *     not moved to R, so every round does the same work);
  *   - 10,000 and 100,000 queued CPU jobs at the running-jobs limit, and 10,000 that all
- *     start.
+ *     start;
+ *   - 100,000 jobs waiting for their --begin time and 8 CPU jobs that start: with all of
+ *     them in the queue (as the daemon had them before the begin-time heap), and with the
+ *     waiting ones in a scheduler_begin_heap (as the daemon keeps them: a pass then costs
+ *     a look at the heap's top and the 8 jobs).
  * Usage: sched_bench [rounds]   (default 101) */
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,6 +56,8 @@ struct scenario {
     bool gpu_jobs;
     bool gpus_busy; /* 8 running 1-GPU jobs hold every GPU */
     int64_t max_running;
+    size_t begin_blocked; /* the first ones wait for their begin time */
+    bool heap;            /* those are in a begin-time heap, not in the queue */
 };
 
 static double run(const struct scenario *sc, int rounds, size_t *started)
@@ -79,6 +85,8 @@ static double run(const struct scenario *sc, int rounds, size_t *started)
                 j->gpu_memory_mb = 40000;
             }
         }
+        if (i < sc->begin_blocked)
+            j->begin_time = 100; /* the pass runs at now = 0 */
         queued[i] = j;
     }
     if (sc->gpus_busy)
@@ -93,7 +101,14 @@ static double run(const struct scenario *sc, int rounds, size_t *started)
         }
     struct scheduler_queue q;
     scheduler_queue_init(&q);
-    scheduler_queue_rebuild(&q, queued, n);
+    struct scheduler_begin_heap heap;
+    scheduler_begin_heap_init(&heap);
+    size_t skip = 0;
+    if (sc->heap) {
+        for (; skip < sc->begin_blocked; skip++)
+            scheduler_begin_heap_push(&heap, queued[skip]);
+    }
+    scheduler_queue_rebuild(&q, queued + skip, n - skip);
     struct scheduler_policy policy = {.max_running_jobs = sc->max_running};
     double *t = malloc((size_t)rounds * sizeof(*t));
     for (int r = 0; r < rounds; r++) {
@@ -103,6 +118,13 @@ static double run(const struct scenario *sc, int rounds, size_t *started)
                                      .n_running = n_running,
                                      .gpus = sc->gpu_jobs ? &set : NULL};
         double t0 = now_s();
+        if (sc->heap) { /* as jobs_schedule: take the jobs whose time has come (none) */
+            struct job *due;
+            while ((due = scheduler_begin_heap_pop_due(&heap, 0)))
+                scheduler_queue_insert(&q, due);
+            in.queued = q.jobs;
+            in.n_queued = q.len;
+        }
         *started = scheduler_pass(&in, &policy, start);
         t[r] = now_s() - t0;
     }
@@ -111,6 +133,7 @@ static double run(const struct scenario *sc, int rounds, size_t *started)
     for (size_t i = 0; i < n + n_running; i++)
         job_clear(&jobs[i]);
     scheduler_queue_free(&q);
+    scheduler_begin_heap_free(&heap);
     free(t);
     free(jobs);
     free(queued);
@@ -124,16 +147,18 @@ int main(int argc, char **argv)
     if (rounds < 1)
         rounds = 1;
     const struct scenario scenarios[] = {
-        {"10k queued GPU jobs, 8 GPUs all busy", 10000, true, true, 0},
-        {"10k queued GPU jobs, 8 GPUs free", 10000, true, false, 0},
-        {"10k queued CPU jobs, running limit reached", 10000, false, false, 1},
-        {"100k queued CPU jobs, running limit reached", 100000, false, false, 1},
-        {"10k queued CPU jobs, no limit (all start)", 10000, false, false, 0},
+        {"10k queued GPU jobs, 8 GPUs all busy", 10000, true, true, 0, 0, false},
+        {"10k queued GPU jobs, 8 GPUs free", 10000, true, false, 0, 0, false},
+        {"10k queued CPU jobs, running limit reached", 10000, false, false, 1, 0, false},
+        {"100k queued CPU jobs, running limit reached", 100000, false, false, 1, 0, false},
+        {"10k queued CPU jobs, no limit (all start)", 10000, false, false, 0, 0, false},
+        {"100k --begin waiting + 8 start, all in queue", 100008, false, false, 0, 100000, false},
+        {"100k --begin waiting in heap + 8 start", 100008, false, false, 0, 100000, true},
     };
     for (size_t i = 0; i < sizeof(scenarios) / sizeof(*scenarios); i++) {
         size_t started = 0;
         double m = run(&scenarios[i], rounds, &started);
-        printf("scheduling pass, %-45s median %8.3f ms (%zu start)\n", scenarios[i].name, m * 1e3,
+        printf("scheduling pass, %-45s median %9.4f ms (%zu start)\n", scenarios[i].name, m * 1e3,
                started);
     }
     return 0;

@@ -186,8 +186,9 @@ struct job {
     size_t n_deps;
     bool deps_any;    /* "any": one met dependency suffices; else all must be met */
     bool auto_cancel; /* cancel the job when its dependencies can never be met */
-    /* The daemon's bookkeeping (not stored): the job waits for its dependencies (the
-     * scheduling pass skips it), and the active jobs that depend on this one. */
+    /* The daemon's bookkeeping (not stored): the job waits for its dependencies (kept
+     * out of the scheduling queue; a pass skips it), and the active jobs that depend on
+     * this one. */
     bool deps_blocked;
     int64_t *dependents;
     size_t n_dependents, cap_dependents;
@@ -201,6 +202,10 @@ struct job {
     char *mig_profile;
     int mig_count;
     char *mig_uuids;
+
+    /* The daemon's bookkeeping (not stored): 1 + the job's position in the daemon's
+     * scheduler_begin_heap (a queued job whose begin_time is to come), 0: not there. */
+    size_t begin_heap_pos;
 };
 
 /* Sets j's reason (detail copied, may be NULL; job: the job a DependencyFailed names). */

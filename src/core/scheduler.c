@@ -108,6 +108,92 @@ void scheduler_queue_rebuild(struct scheduler_queue *q, struct job *const *jobs,
         qsort(q->jobs, q->len, sizeof(*q->jobs), queue_qsort_cmp);
 }
 
+/* ---- begin-time heap ---- */
+
+void scheduler_begin_heap_init(struct scheduler_begin_heap *h)
+{
+    memset(h, 0, sizeof(*h));
+}
+
+void scheduler_begin_heap_free(struct scheduler_begin_heap *h)
+{
+    free(h->jobs);
+    memset(h, 0, sizeof(*h));
+}
+
+static bool begin_before(const struct job *a, const struct job *b)
+{
+    if (a->begin_time != b->begin_time)
+        return a->begin_time < b->begin_time;
+    return a->id < b->id;
+}
+
+static void heap_set(struct scheduler_begin_heap *h, size_t i, struct job *j)
+{
+    h->jobs[i] = j;
+    j->begin_heap_pos = i + 1;
+}
+
+/* Moves the job at i up or down to its place. */
+static void heap_fix(struct scheduler_begin_heap *h, size_t i)
+{
+    struct job *j = h->jobs[i];
+    while (i > 0 && begin_before(j, h->jobs[(i - 1) / 2])) {
+        heap_set(h, i, h->jobs[(i - 1) / 2]);
+        i = (i - 1) / 2;
+    }
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= h->len)
+            break;
+        if (c + 1 < h->len && begin_before(h->jobs[c + 1], h->jobs[c]))
+            c++;
+        if (!begin_before(h->jobs[c], j))
+            break;
+        heap_set(h, i, h->jobs[c]);
+        i = c;
+    }
+    heap_set(h, i, j);
+}
+
+void scheduler_begin_heap_push(struct scheduler_begin_heap *h, struct job *j)
+{
+    if (h->len == h->cap) {
+        h->cap = h->cap ? h->cap * 2 : 256;
+        h->jobs = xrealloc(h->jobs, h->cap * sizeof(*h->jobs));
+    }
+    h->jobs[h->len++] = j;
+    heap_fix(h, h->len - 1);
+}
+
+int scheduler_begin_heap_remove(struct scheduler_begin_heap *h, struct job *j)
+{
+    size_t pos = j->begin_heap_pos;
+    if (pos == 0 || pos > h->len || h->jobs[pos - 1] != j)
+        return -1;
+    j->begin_heap_pos = 0;
+    struct job *last = h->jobs[--h->len];
+    if (last != j) {
+        h->jobs[pos - 1] = last;
+        heap_fix(h, pos - 1);
+    }
+    return 0;
+}
+
+double scheduler_begin_heap_next(const struct scheduler_begin_heap *h)
+{
+    return h->len ? h->jobs[0]->begin_time : 0;
+}
+
+struct job *scheduler_begin_heap_pop_due(struct scheduler_begin_heap *h, double now)
+{
+    if (h->len == 0 || h->jobs[0]->begin_time > now)
+        return NULL;
+    struct job *j = h->jobs[0];
+    scheduler_begin_heap_remove(h, j);
+    return j;
+}
+
 /* ---- the pass ---- */
 
 struct gpu_state {

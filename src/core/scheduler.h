@@ -5,7 +5,9 @@
  * Order: higher priority first, then lower id (submission order). The order is kept
  * incrementally in a struct scheduler_queue by its owner (the daemon inserts a job when
  * it becomes PD and removes it when it leaves PD), so a pass walks it once and never
- * sorts. Greedy: a job that fits starts even if a job ahead of it waits.
+ * sorts. The daemon keeps jobs that wait for their begin time (a scheduler_begin_heap)
+ * or their dependencies out of the queue; the pass still gives such jobs their reason
+ * if it meets them. Greedy: a job that fits starts even if a job ahead of it waits.
  *
  * GPUs: a job asks for `gpus` GPUs. An exclusive job holds its GPUs wholly and, with
  * gpu_memory_mb, needs that much actually free on each (NVML's free memory, which
@@ -103,6 +105,28 @@ size_t scheduler_queue_remove_many(struct scheduler_queue *q, struct job *const 
 void scheduler_queue_rebuild(struct scheduler_queue *q, struct job *const *jobs, size_t n);
 /* <0 if a goes before b in the scheduling order, >0 after, 0 same job id. */
 int scheduler_order(const struct job *a, const struct job *b);
+
+/* The queued jobs whose begin_time (--begin) is to come, which the daemon keeps out of
+ * the queue (and so out of every pass) until their time: a min-heap by begin_time, then
+ * id. Each job's begin_heap_pos is 1 + its position (0: not in the heap), so any job
+ * leaves it (hold, cancel, a changed begin time or priority) in O(log n). The heap does
+ * not own the jobs. */
+struct scheduler_begin_heap {
+    struct job **jobs;
+    size_t len, cap;
+};
+
+void scheduler_begin_heap_init(struct scheduler_begin_heap *h);
+/* Frees the array; the jobs are neither freed nor touched (they may be gone). */
+void scheduler_begin_heap_free(struct scheduler_begin_heap *h);
+void scheduler_begin_heap_push(struct scheduler_begin_heap *h, struct job *j);
+/* 0, or -1 if j is not in the heap. */
+int scheduler_begin_heap_remove(struct scheduler_begin_heap *h, struct job *j);
+/* The earliest begin_time in the heap, 0 if it is empty. */
+double scheduler_begin_heap_next(const struct scheduler_begin_heap *h);
+/* Takes out and returns the job with the earliest begin_time if that is <= now, else
+ * NULL (call until NULL to take every job whose time has come). */
+struct job *scheduler_begin_heap_pop_due(struct scheduler_begin_heap *h, double now);
 
 struct scheduler_input {
     struct job *const *queued; /* PD jobs in scheduling order (a scheduler_queue) */

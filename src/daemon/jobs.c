@@ -5,6 +5,13 @@
  * scheduler_queue, updated whenever a job enters or leaves PD) and the running jobs in an
  * unordered list, so a scheduling pass neither sorts nor scans the whole table.
  *
+ * Only queued jobs that may start now are in that queue: a job waiting for its begin
+ * time (--begin) is in a min-heap by begin time instead, and enters the queue in the
+ * first pass at or after that time (the daemon's begin timer makes one run then); a
+ * job waiting for its dependencies (deps_blocked) is in neither until they are met.
+ * Their wait reason (BeginTime, Dependency) is set when they are put aside. So 100,000
+ * jobs submitted with a future --begin cost a pass nothing.
+ *
  * Dependencies: each active job knows the active jobs that depend on it (dependents),
  * and each dependency of a job has a status (pending, met, never). When a job ends, only
  * its dependents are looked at: their statuses are updated and their deps_blocked flag
@@ -40,7 +47,8 @@ struct jobs {
     size_t table_len, table_cap;
     struct job **run_list; /* R jobs, any order */
     size_t running, run_cap;
-    struct scheduler_queue queue; /* PD jobs in scheduling order */
+    struct scheduler_queue queue;      /* PD jobs that may start, in scheduling order */
+    struct scheduler_begin_heap begin; /* PD jobs whose begin_time is to come */
     int64_t next_id;
     bool dirty; /* something changed that may let a queued job start */
 
@@ -76,6 +84,8 @@ struct jobs {
     bool table_stale, queue_stale;
 };
 
+static void queue_rebuild(struct jobs *t);
+
 /* ---- the table ---- */
 
 struct jobs *jobs_new(struct store *store)
@@ -84,6 +94,7 @@ struct jobs *jobs_new(struct store *store)
     t->store = store;
     t->dirty = true;
     scheduler_queue_init(&t->queue);
+    scheduler_begin_heap_init(&t->begin);
     return t;
 }
 
@@ -265,7 +276,7 @@ void jobs_bulk_end(struct jobs *t)
         t->table_stale = false;
     }
     if (t->queue_stale) {
-        scheduler_queue_rebuild(&t->queue, t->table, t->table_len);
+        queue_rebuild(t);
         t->queue_stale = false;
     }
 }
@@ -292,6 +303,63 @@ int64_t jobs_next_id(const struct jobs *t)
     return t->next_id;
 }
 
+/* ---- where a queued job waits ---- */
+
+/* j has become queued (or changed while queued, out of everything below): into the
+ * queue, or aside if it cannot start for a reason no GPU or slot change alters. */
+static void sched_add(struct jobs *t, struct job *j)
+{
+    if (j->deps_blocked) {
+        j->wait_reason = SCHEDULER_REASON_DEPENDENCY;
+        return;
+    }
+    if (j->begin_time > now_wall()) {
+        j->wait_reason = SCHEDULER_REASON_BEGIN_TIME;
+        scheduler_begin_heap_push(&t->begin, j);
+        return;
+    }
+    if (t->bulk)
+        t->queue_stale = true; /* rebuilt by jobs_bulk_end */
+    else
+        scheduler_queue_insert(&t->queue, j);
+}
+
+/* j, queued, leaves wherever sched_add put it. */
+static void sched_remove(struct jobs *t, struct job *j)
+{
+    if (scheduler_begin_heap_remove(&t->begin, j) == 0)
+        return;
+    if (t->bulk)
+        t->queue_stale = true;
+    else
+        scheduler_queue_remove(&t->queue, j); /* -1 (nothing) for a job set aside */
+}
+
+/* Makes the queue hold the queued jobs that may start, in order, sorting once; those
+ * waiting for their begin time or dependencies go aside (the heap is kept current
+ * otherwise, even in bulk changes, so only jobs not in it are looked at). */
+static void queue_rebuild(struct jobs *t)
+{
+    struct job **cand = xmalloc((t->table_len ? t->table_len : 1) * sizeof(*cand));
+    size_t n = 0;
+    double now = now_wall();
+    for (size_t i = 0; i < t->table_len; i++) {
+        struct job *j = t->table[i];
+        if (j->state != JOB_QUEUED || j->begin_heap_pos)
+            continue;
+        if (j->deps_blocked) {
+            j->wait_reason = SCHEDULER_REASON_DEPENDENCY;
+        } else if (j->begin_time > now) {
+            j->wait_reason = SCHEDULER_REASON_BEGIN_TIME;
+            scheduler_begin_heap_push(&t->begin, j);
+        } else {
+            cand[n++] = j;
+        }
+    }
+    scheduler_queue_rebuild(&t->queue, cand, n);
+    free(cand);
+}
+
 /* ---- dependencies ---- */
 
 /* Recomputes j's deps_blocked after a change of its dependencies' statuses; a queued
@@ -302,8 +370,14 @@ static void deps_update(struct jobs *t, struct job *j)
     int64_t failed = 0;
     enum job_deps_outcome o = job_deps_outcome(j, &failed);
     bool blocked = o != JOB_DEPS_READY;
-    if (blocked != j->deps_blocked)
+    if (blocked != j->deps_blocked) {
         t->dirty = true;
+        if (j->state == JOB_QUEUED) {
+            sched_remove(t, j);
+            j->deps_blocked = blocked;
+            sched_add(t, j);
+        }
+    }
     j->deps_blocked = blocked;
     if (o != JOB_DEPS_FAILED || (j->state != JOB_QUEUED && j->state != JOB_HELD))
         return;
@@ -505,7 +579,6 @@ int jobs_load(struct jobs *t, char **err)
         return -1;
     }
     t->next_id = store_next_job_id(t->store);
-    scheduler_queue_rebuild(&t->queue, t->table, t->table_len);
     t->dirty = true;
     /* Dependencies: statuses from the jobs depended on, then the verdict for each job
      * (which may cancel some, changing the table: walk a copy). */
@@ -530,6 +603,13 @@ int jobs_load(struct jobs *t, char **err)
         }
         with_deps[n++] = j;
     }
+    /* Which jobs wait for their dependencies, known before the queue is made so that
+     * none is put in and taken out again. */
+    for (size_t i = 0; i < n; i++) {
+        int64_t failed;
+        with_deps[i]->deps_blocked = job_deps_outcome(with_deps[i], &failed) != JOB_DEPS_READY;
+    }
+    queue_rebuild(t);
     for (size_t i = 0; i < n; i++)
         if (jobs_get(t, with_deps[i]->id) == with_deps[i])
             deps_update(t, with_deps[i]);
@@ -563,6 +643,7 @@ void jobs_free(struct jobs *t)
         job_free(t->table[i]);
     free(t->table);
     scheduler_queue_free(&t->queue);
+    scheduler_begin_heap_free(&t->begin);
     free(t->run_list);
     free(t->ended);
     for (size_t i = 0; i < t->groups_len; i++)
@@ -602,8 +683,9 @@ static int submit_one(struct jobs *t, struct job *j, const struct job *leader)
     free(j->name_template);
     j->command_template = j->script_template = j->name_template = NULL;
     table_append(t, j);
+    j->begin_heap_pos = 0;
     if (j->state == JOB_QUEUED)
-        scheduler_queue_insert(&t->queue, j);
+        sched_add(t, j);
     t->dirty = true;
     if (j->n_deps) {
         /* Statuses were set by jobs_check_deps. */
@@ -684,7 +766,7 @@ int jobs_update(struct jobs *t, struct job *j, struct job *n, bool deps_changed,
         rc = -1;
     bool queued = j->state == JOB_QUEUED;
     if (queued)
-        scheduler_queue_remove(&t->queue, j);
+        sched_remove(t, j);
     take_str(&j->name, &n->name);
     take_str(&j->command, &n->command);
     take_str(&j->script_path, &n->script_path);
@@ -727,7 +809,7 @@ int jobs_update(struct jobs *t, struct job *j, struct job *n, bool deps_changed,
             job_set_reason(j, JOB_REASON_NONE, 0, NULL);
     }
     if (queued)
-        scheduler_queue_insert(&t->queue, j);
+        sched_add(t, j);
     t->dirty = true;
     if ((deps_changed ? store_replace_deps(t->store, j) : store_update_job(t->store, j)) < 0) {
         log_error("job %lld: cannot store the update: %s", (long long)j->id, store_error(t->store));
@@ -830,10 +912,8 @@ int jobs_set_state(struct jobs *t, struct job *j, enum job_state to, enum job_re
     enum job_state from = j->state;
     if (j->state == JOB_RUNNING)
         run_list_remove(t, j);
-    else if (j->state == JOB_QUEUED && t->bulk)
-        t->queue_stale = true; /* rebuilt by jobs_bulk_end */
     else if (j->state == JOB_QUEUED)
-        scheduler_queue_remove(&t->queue, j);
+        sched_remove(t, j);
     if (to == JOB_RUNNING) {
         run_list_add(t, j);
     } else if (to == JOB_QUEUED) {
@@ -842,15 +922,13 @@ int jobs_set_state(struct jobs *t, struct job *j, enum job_state to, enum job_re
         j->gpu_mask = 0;
         free(j->mig_uuids);
         j->mig_uuids = NULL;
-        if (t->bulk)
-            t->queue_stale = true;
-        else
-            scheduler_queue_insert(&t->queue, j);
     }
     j->state = to;
     job_set_reason(j, reason, reason_job, detail);
     if (to != JOB_QUEUED)
         j->wait_reason = NULL;
+    else
+        sched_add(t, j); /* after the state: a release's begin time may put it aside */
     if (job_state_is_terminal(to)) {
         if (j->end_time <= 0)
             j->end_time = now_wall();
@@ -886,6 +964,35 @@ void jobs_mark_dirty(struct jobs *t)
     t->dirty = true;
 }
 
+/* The jobs whose begin time has come go from the heap into the queue: one by one if
+ * few, else appended and sorted once (inserting many in the middle of a long queue
+ * would move it once per job). */
+static void begin_due(struct jobs *t, double now)
+{
+    size_t n = 0, cap = 0;
+    struct job **due = NULL;
+    struct job *j;
+    while ((j = scheduler_begin_heap_pop_due(&t->begin, now))) {
+        if (n == cap) {
+            cap = cap ? cap * 2 : 64;
+            due = xrealloc(due, cap * sizeof(*due));
+        }
+        due[n++] = j;
+    }
+    if (n <= 64) {
+        for (size_t i = 0; i < n; i++)
+            scheduler_queue_insert(&t->queue, due[i]);
+    } else {
+        size_t all = t->queue.len + n;
+        struct job **list = xmalloc(all * sizeof(*list));
+        memcpy(list, t->queue.jobs, t->queue.len * sizeof(*list));
+        memcpy(list + t->queue.len, due, n * sizeof(*list));
+        scheduler_queue_rebuild(&t->queue, list, all);
+        free(list);
+    }
+    free(due);
+}
+
 size_t jobs_schedule(struct jobs *t, const struct jobs_machine *m, double now,
                      struct job ***started, double *next_begin)
 {
@@ -894,7 +1001,11 @@ size_t jobs_schedule(struct jobs *t, const struct jobs_machine *m, double now,
     if (!t->dirty)
         return 0;
     t->dirty = false;
-    *next_begin = 0;
+    begin_due(t, now);
+    /* The jobs put aside for their begin time wait for the earliest of theirs; the pass
+     * adds any job in the queue whose begin time is to come (the clock went back). */
+    double heap_next = scheduler_begin_heap_next(&t->begin);
+    *next_begin = heap_next;
     if (t->queue.len == 0)
         return 0;
     struct job **start = xmalloc(t->queue.len * sizeof(*start));
@@ -918,6 +1029,8 @@ size_t jobs_schedule(struct jobs *t, const struct jobs_machine *m, double now,
         .outside_mib = m->outside_mib,
     };
     size_t n = scheduler_pass(&in, &policy, start);
+    if (heap_next > 0 && (*next_begin == 0 || heap_next < *next_begin))
+        *next_begin = heap_next;
     /* Out of the queue in one sweep (jobs_set_state then finds them gone). */
     scheduler_queue_remove_many(&t->queue, start, n);
     for (size_t i = 0; i < n; i++) {

@@ -1,7 +1,9 @@
 """Time and control through the real binaries: --signal [B:]SIG@SECS sent before the
 time limit (received by the job, re-armed after a daemon restart, sent late and then the
 limit enforced when both passed while the daemon was down, never sent twice); --begin and
-gjob release --at (an exact start, surviving a restart)."""
+gjob release --at (an exact start, surviving a restart); jobs waiting for their begin
+time or dependencies, kept out of the scheduling pass, keep their reasons through hold,
+release, update, cancel and a restart."""
 import time
 
 from conftest import parse_show, parse_table, wait_for
@@ -125,6 +127,64 @@ def test_begin_starts_at_the_time(gflow):
     assert j["begin_time"] <= j["start_time"] < j["begin_time"] + 3, j
     show = parse_show(gflow.run("gjob", "show", job, check=True).stdout)[0]
     assert show["BeginTime"] != "-"
+
+
+def test_begin_waiting_jobs_among_many(gflow):
+    """The daemon keeps jobs that wait for --begin or for dependencies out of the
+    scheduling pass: among 200 far-off jobs one whose time comes starts, its dependent
+    after it, and the waiting jobs show BeginTime / Dependency throughout: held and
+    released, updated (begin time, priority), cancelled, and after a restart."""
+    far = gflow.submit("--begin", "now+365d", "true")
+    gflow.run("gbatch", "--begin", "now+365d", "--array", "1-199", "true", check=True)
+    last = far + 199
+    assert gflow.job(last)["state"] == "PD"
+    near = gflow.submit("--begin", "now+3s", "--priority", "1", "true")  # behind them all
+    dep = gflow.submit("--depends-on", near, "true")
+    on_far = gflow.submit("--depends-on", far, "true")
+
+    def reason(job):
+        return gflow.job(job)["reason"]
+    wait_for(lambda: reason(near) == "BeginTime", "the BeginTime reason")
+    rows = {r["JOBID"]: r for r in parse_table(gflow.run("gqueue", check=True).stdout)}
+    assert rows[str(near)]["NODELIST(REASON)"] == "(BeginTime)", rows[str(near)]
+    assert rows[str(dep)]["NODELIST(REASON)"] == "(Dependency)", rows[str(dep)]
+    assert rows[str(last)]["NODELIST(REASON)"] == "(BeginTime)", rows[str(last)]
+    j = gflow.wait_state(near, timeout=20)
+    assert j["state"] == "CD" and j["start_time"] >= j["begin_time"], j
+    assert gflow.wait_state(dep, timeout=20)["state"] == "CD"
+    assert (gflow.job(far)["state"], reason(far)) == ("PD", "BeginTime")
+    assert (gflow.job(on_far)["state"], reason(on_far)) == ("PD", "Dependency")
+
+    # Held and released with a new time; its begin time moved by gjob update.
+    gflow.run("gjob", "hold", far + 1, check=True)
+    assert gflow.job(far + 1)["state"] == "H"
+    gflow.run("gjob", "release", far + 1, "--at", "now+1s", check=True)
+    assert gflow.job(far + 1)["state"] == "PD"
+    gflow.run("gjob", "update", far + 2, "--begin", "now+1s", check=True)
+    # A priority change keeps it waiting; a cancelled one leaves.
+    gflow.run("gjob", "update", far + 3, "--priority", "200", check=True)
+    gflow.run("gcancel", far + 4, check=True)
+    for job in (far + 1, far + 2):
+        j = gflow.wait_state(job, timeout=20)
+        assert j["state"] == "CD" and j["start_time"] >= j["begin_time"], j
+    assert gflow.job(far + 4)["state"] == "CA"
+    wait_for(lambda: reason(far + 3) == "BeginTime", "BeginTime after a priority change")
+    assert gflow.job(far + 3)["state"] == "PD"
+
+    # A restart rebuilds where each job waits.
+    gflow.down(check=True)
+    gflow.up()
+    for job in (far, far + 3, last):
+        wait_for(lambda: reason(job) == "BeginTime", f"job {job}'s BeginTime after a restart")
+        assert gflow.job(job)["state"] == "PD"
+    assert reason(on_far) == "Dependency"
+    soon = gflow.submit("--begin", "now+1s", "true")
+    now = gflow.submit("true")
+    assert gflow.wait_state(now, timeout=20)["state"] == "CD"
+    assert gflow.wait_state(soon, timeout=20)["state"] == "CD"
+    # Its dependency cancelled, the dependent goes too (auto-cancel).
+    gflow.run("gcancel", far, check=True)
+    assert gflow.wait_state(on_far, timeout=20)["state"] == "CA"
 
 
 def test_begin_survives_a_restart(gflow):

@@ -3,7 +3,8 @@
  * dependency cascade (auto-cancel down a chain in one change, or waiting with
  * DependencyFailed), its preview, retries (dependents moved to the new attempt), the
  * scheduling pass and what waits for the commit, group limits, gjob update, gjob redo
- * with its cascade, and the reload that undoes a lost transaction. */
+ * with its cascade, the reload that undoes a lost transaction, and jobs waiting for their
+ * begin time or dependencies kept out of the queue. */
 /* clang-format off */
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "jobedit.h"
@@ -516,6 +518,99 @@ static void test_reload_after_a_lost_transaction(void **state)
     assert_int_equal(jobs_get(f->t, d)->deps[0].id, again);
 }
 
+/* A job of bob's with a begin time. */
+static int64_t submit_at(struct fixture *f, double begin)
+{
+    char *spec =
+        xasprintf("{\"command\": \"true\", \"workdir\": \"/\", \"begin_time\": %.0f}", begin);
+    int64_t id = submit(f, spec);
+    free(spec);
+    return id;
+}
+
+/* Runs a pass at time now: how many start (the first in *first), the next begin time. */
+static size_t pass_at(struct fixture *f, double now, int64_t *first, double *next_begin)
+{
+    struct jobs_machine m = {.gpus = &no_gpus};
+    struct job **started;
+    jobs_mark_dirty(f->t);
+    size_t n = jobs_schedule(f->t, &m, now, &started, next_begin);
+    *first = n ? started[0]->id : 0;
+    free(started);
+    return n;
+}
+
+/* Jobs waiting for their begin time (a heap) or their dependencies are kept out of the
+ * queue with their reason, and come back when it is over: after a hold and a release, a
+ * changed priority, a bulk hold and release, a reload. */
+static void test_begin_and_deps_aside(void **state)
+{
+    struct fixture *f = *state;
+    double now = (double)time(NULL);
+    int64_t far = submit_at(f, now + 1000), far2 = submit_at(f, now + 1000);
+    int64_t soon = submit_at(f, now + 100);
+    char ids[32];
+    snprintf(ids, sizeof(ids), "%lld", (long long)far);
+    int64_t dep = submit_after(f, ids, true);
+    int64_t ready = submit(f, "{\"command\": \"true\", \"workdir\": \"/\"}");
+    int64_t first;
+    double next;
+    assert_int_equal(pass_at(f, now, &first, &next), 1);
+    assert_int_equal(first, ready);
+    assert_true(next == now + 100);
+    assert_string_equal(jobs_get(f->t, far)->wait_reason, "BeginTime");
+    assert_string_equal(jobs_get(f->t, soon)->wait_reason, "BeginTime");
+    assert_string_equal(jobs_get(f->t, dep)->wait_reason, "Dependency");
+
+    /* Held, then released with a begin time already passed: it starts. */
+    struct job *j = jobs_get(f->t, far2);
+    assert_int_equal(jobs_set_state(f->t, j, JOB_HELD, JOB_REASON_HELD_BY_USER, 0, NULL), 0);
+    assert_null(j->wait_reason);
+    j->begin_time = now - 1;
+    assert_int_equal(jobs_set_state(f->t, j, JOB_QUEUED, JOB_REASON_NONE, 0, NULL), 0);
+    assert_int_equal(pass_at(f, now, &first, &next), 1);
+    assert_int_equal(first, far2);
+
+    /* A changed priority keeps it waiting. */
+    struct jobedit_ctx c = {f->t, &lim, &bob, 0};
+    json_t *changes, *over = json_pack("{s:i}", "priority", 99);
+    char *err = NULL;
+    assert_int_equal(jobedit_update(&c, jobs_get(f->t, far), over, 1, &changes, &err), 0);
+    json_decref(changes);
+    json_decref(over);
+    assert_string_equal(jobs_get(f->t, far)->wait_reason, "BeginTime");
+
+    /* Its time come, soon starts; far still waits, and the next begin is its. */
+    assert_int_equal(pass_at(f, now + 100, &first, &next), 1);
+    assert_int_equal(first, soon);
+    assert_true(next == now + 1000);
+
+    /* Held and released in bulk. */
+    jobs_bulk_begin(f->t);
+    j = jobs_get(f->t, far);
+    assert_int_equal(jobs_set_state(f->t, j, JOB_HELD, JOB_REASON_HELD_BY_USER, 0, NULL), 0);
+    assert_int_equal(jobs_set_state(f->t, j, JOB_QUEUED, JOB_REASON_NONE, 0, NULL), 0);
+    jobs_bulk_end(f->t);
+    assert_string_equal(jobs_get(f->t, far)->wait_reason, "BeginTime");
+    assert_int_equal(pass_at(f, now + 100, &first, &next), 0);
+    assert_true(next == now + 1000);
+
+    /* A reload puts each where it waits. */
+    assert_int_equal(jobs_commit(f->t), 0);
+    assert_int_equal(jobs_reload(f->t, &err), 0);
+    assert_string_equal(jobs_get(f->t, far)->wait_reason, "BeginTime");
+    assert_string_equal(jobs_get(f->t, dep)->wait_reason, "Dependency");
+    assert_int_equal(pass_at(f, now + 100, &first, &next), 0);
+    assert_true(next == now + 1000);
+    assert_int_equal(pass_at(f, now + 1000, &first, &next), 1);
+    assert_int_equal(first, far);
+    assert_true(next == 0);
+    /* far done, its dependent goes into the queue and starts. */
+    end(f, far, JOB_FINISHED, JOB_REASON_NONE);
+    assert_int_equal(pass_at(f, now + 1000, &first, &next), 1);
+    assert_int_equal(first, dep);
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -527,6 +622,7 @@ int main(void)
         T(test_update),
         T(test_redo_cascade),
         T(test_reload_after_a_lost_transaction),
+        T(test_begin_and_deps_aside),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,7 @@
 /* test_scheduler: the scheduling pass of src/core/scheduler.c: start order (priority,
  * then submission), the running-jobs limit, held jobs, the incremental queue, GPU
  * allocation (exclusive and shared, memory, allowed and unmanaged GPUs, topology), every
- * wait reason, feasibility at submit, and 100k jobs. */
+ * wait reason, feasibility at submit, 100k jobs, and the begin-time heap. */
 /* cmocka needs these first. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -1081,6 +1081,75 @@ static void test_dependency_outcome(void **state)
     job_clear(&j);
 }
 
+/* Checks the heap property and every job's begin_heap_pos. */
+static void heap_check(const struct scheduler_begin_heap *h)
+{
+    for (size_t i = 0; i < h->len; i++) {
+        assert_int_equal(h->jobs[i]->begin_heap_pos, i + 1);
+        if (i > 0) {
+            const struct job *p = h->jobs[(i - 1) / 2], *c = h->jobs[i];
+            assert_true(p->begin_time < c->begin_time ||
+                        (p->begin_time == c->begin_time && p->id < c->id));
+        }
+    }
+}
+
+/* The begin-time heap: jobs come out by begin time (then id), only once due; any job
+ * can be removed (hold, cancel, a changed begin time) and pushed again. */
+static void test_begin_heap(void **state)
+{
+    (void)state;
+    enum { N = 1000 };
+    struct job *jobs = calloc(N, sizeof(*jobs));
+    struct scheduler_begin_heap h;
+    scheduler_begin_heap_init(&h);
+    assert_true(scheduler_begin_heap_next(&h) == 0);
+    assert_null(scheduler_begin_heap_pop_due(&h, 1e12));
+    srand(7);
+    for (int i = 0; i < N; i++) {
+        job_init(&jobs[i]);
+        jobs[i].id = i + 1;
+        jobs[i].begin_time = 1000 + rand() % 500; /* many equal times */
+        scheduler_begin_heap_push(&h, &jobs[i]);
+    }
+    heap_check(&h);
+    /* Remove every third job, from anywhere in the heap; removing twice fails. */
+    for (int i = 0; i < N; i += 3) {
+        assert_int_equal(scheduler_begin_heap_remove(&h, &jobs[i]), 0);
+        assert_int_equal(jobs[i].begin_heap_pos, 0);
+        assert_int_equal(scheduler_begin_heap_remove(&h, &jobs[i]), -1);
+    }
+    heap_check(&h);
+    /* A changed begin time: out, changed, in again. */
+    assert_int_equal(scheduler_begin_heap_remove(&h, &jobs[1]), 0);
+    jobs[1].begin_time = 999;
+    scheduler_begin_heap_push(&h, &jobs[1]);
+    heap_check(&h);
+    assert_true(scheduler_begin_heap_next(&h) == 999);
+    /* Nothing is due before its time. */
+    assert_null(scheduler_begin_heap_pop_due(&h, 998.5));
+    size_t left = h.len, popped = 0;
+    struct job *prev = NULL, *j;
+    while ((j = scheduler_begin_heap_pop_due(&h, 1200))) {
+        assert_true(j->begin_time <= 1200);
+        assert_int_equal(j->begin_heap_pos, 0);
+        if (prev)
+            assert_true(prev->begin_time < j->begin_time ||
+                        (prev->begin_time == j->begin_time && prev->id < j->id));
+        prev = j;
+        popped++;
+    }
+    heap_check(&h);
+    assert_true(h.len == 0 || scheduler_begin_heap_next(&h) > 1200);
+    /* What is left comes out at the end, all of it. */
+    while ((j = scheduler_begin_heap_pop_due(&h, 1e12)))
+        popped++;
+    assert_int_equal(popped, left);
+    assert_int_equal(h.len, 0);
+    scheduler_begin_heap_free(&h);
+    free(jobs);
+}
+
 static void test_queue(void **state)
 {
     (void)state;
@@ -1194,6 +1263,7 @@ int main(void)
         cmocka_unit_test(test_begin_time),
         cmocka_unit_test(test_group_limit),
         cmocka_unit_test(test_queue),
+        cmocka_unit_test(test_begin_heap),
         cmocka_unit_test(test_gpu_exclusive_and_priority),
         cmocka_unit_test(test_gpu_shared_packing),
         cmocka_unit_test(test_gpu_memory_used),
