@@ -311,13 +311,14 @@ static void test_open_pragmas_and_schema(void **state)
     char *mode = peek_text(db, "PRAGMA journal_mode");
     assert_string_equal(mode, "wal|\n");
     free(mode);
-    assert_int_equal(peek_int(db, "PRAGMA user_version"), 9);
+    assert_int_equal(peek_int(db, "PRAGMA user_version"), 10);
     assert_int_equal(peek_int(db, "SELECT value FROM meta WHERE key='next_job_id'"), 2);
     char *objs = peek_text(db, "SELECT type, name FROM sqlite_schema WHERE name NOT LIKE "
                                "'sqlite_%' ORDER BY type, name");
     assert_string_equal(objs, "index|job_deps_dep|\n"
                               "index|jobs_active|\n"
                               "index|jobs_group|\n"
+                              "index|jobs_retry|\n"
                               "index|jobs_submit|\n"
                               "index|jobs_user|\n"
                               "table|job_counts|\n"
@@ -352,6 +353,11 @@ static void test_open_pragmas_and_schema(void **state)
                                "AND state IN (0,1,2) ORDER BY id");
     assert_non_null(strstr(plan, "jobs_active"));
     free(plan);
+    /* A failed job's next attempt too, by its own partial index. */
+    plan = peek_text(db, "EXPLAIN QUERY PLAN SELECT id FROM jobs WHERE retry_of=?1 AND "
+                         "retry_of > 0 ORDER BY id LIMIT 1");
+    assert_non_null(strstr(plan, "jobs_retry"));
+    free(plan);
     sqlite3_close(db);
 }
 
@@ -370,7 +376,7 @@ static void test_refuses_newer_schema(void **state)
     free(err);
     /* Let teardown work. */
     db = peek_open(f->path);
-    sqlite3_exec(db, "PRAGMA user_version=9", NULL, NULL, NULL);
+    sqlite3_exec(db, "PRAGMA user_version=10", NULL, NULL, NULL);
     sqlite3_close(db);
     f->s = open_ok(f->path);
 }
