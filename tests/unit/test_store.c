@@ -843,6 +843,44 @@ static void test_list_filters(void **state)
     list_is(f->s, &q, IDS(1, 2, 3, 4, 5, 6, 7));
 }
 
+/* A listing that names its fields reads their columns (and id, state), nothing else;
+ * one with a field stored nowhere (max_concurrent) reads every column. */
+static void one_job_cb(struct job *j, void *arg)
+{
+    struct job **out = arg;
+    *out = j;
+}
+
+static void test_list_fields(void **state)
+{
+    struct fixture *f = *state;
+    struct job *full = full_job(42);
+    insert_free(f->s, full_job(42));
+    bool want[JOB_FIELD_COUNT] = {[JOB_FIELD_NAME] = true, [JOB_FIELD_REASON] = true};
+    struct store_query q = {.fields = want};
+    struct job *j = NULL;
+    assert_int_equal(store_list(f->s, &q, one_job_cb, &j), 0);
+    assert_non_null(j);
+    assert_int_equal(j->id, 42);
+    assert_string_equal(j->name, full->name);
+    assert_int_equal(j->state, full->state);
+    assert_int_equal(j->reason, JOB_REASON_SHIM_LOST);
+    assert_string_equal(j->reason_detail, "gflow-shim killed by SIGKILL");
+    assert_null(j->workdir); /* not asked for */
+    assert_int_equal(j->gpus, 0);
+    assert_int_equal(j->exit_code, -1);
+    job_free(j);
+
+    memset(want, 0, sizeof(want));
+    want[JOB_FIELD_MAX_CONCURRENT] = true;
+    j = NULL;
+    assert_int_equal(store_list(f->s, &q, one_job_cb, &j), 0);
+    assert_non_null(j);
+    assert_light_equal(j, full);
+    job_free(full);
+    job_free(j);
+}
+
 static void test_list_sort(void **state)
 {
     struct fixture *f = *state;
@@ -1270,6 +1308,7 @@ int main(void)
         T(test_load_active),
         T(test_load_active_callback_updates),
         T(test_list_filters),
+        T(test_list_fields),
         T(test_list_sort),
         T(test_list_limit),
         T(test_counts),
