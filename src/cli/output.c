@@ -158,7 +158,7 @@ void output_table_print(const struct output_table *t, FILE *out)
                 put_spaces(&o, t->width[c] - text_width(s, len) + 2);
         }
         strbuf_addc(&o, '\n');
-        if (o.len >= 1 << 20) {
+        if (o.len >= 1 << 16) { /* a small buffer, written as it fills */
             fwrite(o.buf, 1, o.len, out);
             strbuf_reset(&o);
         }
@@ -198,7 +198,7 @@ void output_table_print_csv(const struct output_table *t, FILE *out)
             put_csv_field(&o, s, len);
         }
         strbuf_addc(&o, '\n');
-        if (o.len >= 1 << 20) {
+        if (o.len >= 1 << 16) { /* a small buffer, written as it fills */
             fwrite(o.buf, 1, o.len, out);
             strbuf_reset(&o);
         }
