@@ -137,7 +137,7 @@ static void put_spaces(struct strbuf *o, size_t n)
     }
 }
 
-/* The whole text is built first and written at once. */
+/* The text is built in a buffer written out each time it passes 64 KiB, and at the end. */
 static void flush_out(struct strbuf *o, FILE *out)
 {
     fwrite(o->buf, 1, o->len, out);
