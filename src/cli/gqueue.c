@@ -20,115 +20,153 @@
 #include "parse.h"
 #include "util.h"
 
+/* Each column appends its cell's text to sb (the table's buffer: no allocation per cell). */
 struct gqueue_field {
     const char *name; /* as given to -f and shown as the header */
-    char *(*format)(const struct job *j, double now);
+    void (*format)(struct strbuf *sb, const struct job *j, double now);
     const char *needs; /* the job fields it reads (API field names) */
 };
 
-static char *gqueue_jobid(const struct job *j, double now)
+/* Appends a malloc'd display form and frees it. */
+static void gqueue_put_owned(struct strbuf *sb, char *s)
 {
-    return xstrdup_int(j->id);
+    strbuf_adds(sb, s);
+    free(s);
 }
 
-static char *gqueue_name(const struct job *j, double now)
+static void gqueue_put_int(struct strbuf *sb, long long v)
 {
-    return xstrdup(j->name && *j->name ? j->name : "-");
+    char buf[24];
+    char *p = buf + sizeof(buf);
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    do {
+        *--p = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        *--p = '-';
+    strbuf_add(sb, p, (size_t)(buf + sizeof(buf) - p));
 }
 
-static char *gqueue_st(const struct job *j, double now)
+static void gqueue_jobid(struct strbuf *sb, const struct job *j, double now)
 {
-    return xstrdup(job_state_short(j->state));
+    gqueue_put_int(sb, j->id);
 }
 
-static char *gqueue_state(const struct job *j, double now)
+static void gqueue_name(struct strbuf *sb, const struct job *j, double now)
 {
-    return xstrdup(job_state_name(j->state));
+    strbuf_adds(sb, j->name && *j->name ? j->name : "-");
 }
 
-static char *gqueue_time(const struct job *j, double now)
+static void gqueue_st(struct strbuf *sb, const struct job *j, double now)
 {
-    return output_job_elapsed(j, now);
+    strbuf_adds(sb, job_state_short(j->state));
 }
 
-static char *gqueue_timelimit(const struct job *j, double now)
+static void gqueue_state(struct strbuf *sb, const struct job *j, double now)
 {
-    return output_job_time_limit(j);
+    strbuf_adds(sb, job_state_name(j->state));
 }
 
-static char *gqueue_nodes(const struct job *j, double now)
+static void gqueue_time(struct strbuf *sb, const struct job *j, double now)
 {
-    if (j->mig_profile) /* MIG instances, not whole GPUs: "1g.18gb:2" */
-        return xasprintf("%s:%d", j->mig_profile, j->mig_count);
-    return xstrdup_int(j->gpus);
+    if (j->start_time <= 0) /* not started: most rows of a long queue */
+        strbuf_adds(sb, "0:00");
+    else
+        gqueue_put_owned(sb, output_job_elapsed(j, now));
 }
 
-static char *gqueue_nodelist(const struct job *j, double now)
+static void gqueue_timelimit(struct strbuf *sb, const struct job *j, double now)
 {
-    return output_job_nodelist(j);
+    gqueue_put_owned(sb, output_job_time_limit(j));
 }
 
-static char *gqueue_reason(const struct job *j, double now)
+static void gqueue_nodes(struct strbuf *sb, const struct job *j, double now)
+{
+    if (j->mig_profile) { /* MIG instances, not whole GPUs: "1g.18gb:2" */
+        strbuf_adds(sb, j->mig_profile);
+        strbuf_addc(sb, ':');
+        gqueue_put_int(sb, j->mig_count);
+        return;
+    }
+    gqueue_put_int(sb, j->gpus);
+}
+
+static void gqueue_nodelist(struct strbuf *sb, const struct job *j, double now)
+{
+    /* The defaults of a waiting job without a reason, the common case, written directly. */
+    if (j->reason == JOB_REASON_NONE && j->state == JOB_QUEUED)
+        strbuf_adds(sb, "(Priority)");
+    else if (j->reason == JOB_REASON_NONE && j->state == JOB_HELD)
+        strbuf_adds(sb, "(JobHeldUser)");
+    else
+        gqueue_put_owned(sb, output_job_nodelist(j));
+}
+
+static void gqueue_reason(struct strbuf *sb, const struct job *j, double now)
 {
     char *r = output_job_reason(j);
-    return r ? r : xstrdup("-");
+    gqueue_put_owned(sb, r ? r : xstrdup("-"));
 }
 
-static char *gqueue_priority(const struct job *j, double now)
+static void gqueue_priority(struct strbuf *sb, const struct job *j, double now)
 {
-    return xstrdup_int(j->priority);
+    gqueue_put_int(sb, j->priority);
 }
 
-static char *gqueue_user(const struct job *j, double now)
+static void gqueue_user(struct strbuf *sb, const struct job *j, double now)
 {
-    return xstrdup(j->user && *j->user ? j->user : "-");
+    strbuf_adds(sb, j->user && *j->user ? j->user : "-");
 }
 
-static char *gqueue_exitcode(const struct job *j, double now)
+static void gqueue_exitcode(struct strbuf *sb, const struct job *j, double now)
 {
-    return output_job_exit_code(j);
+    gqueue_put_owned(sb, output_job_exit_code(j));
 }
 
-static char *gqueue_submit(const struct job *j, double now)
+static void gqueue_submit(struct strbuf *sb, const struct job *j, double now)
 {
-    return output_time(j->submit_time);
+    gqueue_put_owned(sb, output_time(j->submit_time));
 }
 
-static char *gqueue_start(const struct job *j, double now)
+static void gqueue_start(struct strbuf *sb, const struct job *j, double now)
 {
-    return output_time(j->start_time);
+    gqueue_put_owned(sb, output_time(j->start_time));
 }
 
-static char *gqueue_end(const struct job *j, double now)
+static void gqueue_end(struct strbuf *sb, const struct job *j, double now)
 {
-    return output_time(j->end_time);
+    gqueue_put_owned(sb, output_time(j->end_time));
 }
 
-static char *gqueue_workdir(const struct job *j, double now)
+static void gqueue_workdir(struct strbuf *sb, const struct job *j, double now)
 {
-    return xstrdup(j->workdir ? j->workdir : "-");
+    strbuf_adds(sb, j->workdir ? j->workdir : "-");
 }
 
-static char *gqueue_command(const struct job *j, double now)
+static void gqueue_command(struct strbuf *sb, const struct job *j, double now)
 {
     if (j->command)
-        return xstrdup(j->command);
-    return xstrdup(j->script_path ? j->script_path : "-");
+        strbuf_adds(sb, j->command);
+    else
+        strbuf_adds(sb, j->script_path ? j->script_path : "-");
 }
 
 /* "24G", "512M", "-" for none. */
-static char *gqueue_memory(const struct job *j, double now)
+static void gqueue_memory(struct strbuf *sb, const struct job *j, double now)
 {
-    if (j->memory_mb <= 0)
-        return xstrdup("-");
-    if (j->memory_mb % 1024 == 0)
-        return xasprintf("%lldG", (long long)(j->memory_mb / 1024));
-    return xasprintf("%lldM", (long long)j->memory_mb);
+    if (j->memory_mb <= 0) {
+        strbuf_adds(sb, "-");
+        return;
+    }
+    bool gib = j->memory_mb % 1024 == 0;
+    gqueue_put_int(sb, gib ? j->memory_mb / 1024 : j->memory_mb);
+    strbuf_addc(sb, gib ? 'G' : 'M');
 }
 
-static char *gqueue_begin(const struct job *j, double now)
+static void gqueue_begin(struct strbuf *sb, const struct job *j, double now)
 {
-    return output_time(j->begin_time);
+    gqueue_put_owned(sb, output_time(j->begin_time));
 }
 
 static const struct gqueue_field gqueue_fields[] = {
@@ -330,11 +368,11 @@ struct gqueue_row {
 };
 
 /* Tables only need the fields, not JSON: the line format is far cheaper to read when
- * there are 10,000 jobs (docs/api.md, format=tsv). */
-/* The rows' strings point into *body, which the caller frees after the rows. */
-static struct gqueue_row *gqueue_fetch_tsv(struct strbuf *path, const struct gqueue_field **columns,
-                                           size_t ncolumns, bool tree, size_t *count,
-                                           struct client_response *r)
+ * there are 10,000 jobs (docs/api.md, format=tsv). Returns the job lines (the body after
+ * the header, in r's buffer) and the fields of each line in fields / *nfields. */
+static char *gqueue_fetch_tsv(struct strbuf *path, const struct gqueue_field **columns,
+                              size_t ncolumns, bool tree, int *fields, size_t *nfields,
+                              struct client_response *r)
 {
     /* Only the fields the columns read (plus id and gpus, for sorting). */
     bool want[JOB_FIELD_COUNT] = {[JOB_FIELD_ID] = true,
@@ -365,20 +403,45 @@ static struct gqueue_row *gqueue_fetch_tsv(struct strbuf *path, const struct gqu
     char *text = r->body.buf ? r->body.buf : "";
     char *save = NULL;
     char *header = strtok_r(text, "\n", &save);
-    int fields[JOB_FIELD_COUNT];
-    size_t nfields = 0;
+    *nfields = 0;
     if (!header)
         cli_die(CLI_EXIT_FAIL, "gflowd sent an empty job list");
     char *hs = NULL;
     for (char *h = strtok_r(header, "\t", &hs); h; h = strtok_r(NULL, "\t", &hs)) {
         int f = job_field_parse(h);
-        if (f < 0 || nfields == JOB_FIELD_COUNT)
+        if (f < 0 || *nfields == JOB_FIELD_COUNT)
             cli_die(CLI_EXIT_FAIL, "gflowd sent an unknown field '%s'", h);
-        fields[nfields++] = f;
+        fields[(*nfields)++] = f;
     }
+    return save ? save : "";
+}
+
+/* The next job line of lines (NUL-terminated in place), or NULL at the end. */
+static char *gqueue_next_line(char **lines)
+{
+    char *p = *lines;
+    while (*p == '\n')
+        p++;
+    if (!*p)
+        return NULL;
+    char *nl = strchr(p, '\n');
+    if (nl) {
+        *nl = '\0';
+        *lines = nl + 1;
+    } else {
+        *lines = p + strlen(p);
+    }
+    return p;
+}
+
+/* Every job line as a row (for the tree and the sort by GPUs, which need them all); the
+ * rows' strings point into the lines. */
+static struct gqueue_row *gqueue_tsv_rows(char *lines, const int *fields, size_t nfields,
+                                          size_t *count)
+{
     size_t n = 0, cap = 64;
     struct gqueue_row *rows = xcalloc(cap, sizeof(*rows));
-    for (char *line; (line = strtok_r(NULL, "\n", &save));) {
+    for (char *line; (line = gqueue_next_line(&lines));) {
         if (n == cap) {
             cap *= 2;
             rows = xrealloc(rows, cap * sizeof(*rows));
@@ -672,9 +735,15 @@ int main(int argc, char **argv)
         strbuf_addf(&path, "%climit=%lld", strchr(path.buf, '?') ? '&' : '?', (long long)limit);
 
     json_t *reply = NULL;
-    struct gqueue_row *rows;
-    size_t n;
+    struct gqueue_row *rows = NULL;
+    size_t n = 0;
     struct client_response tsv = {0}; /* owns the strings of TSV rows */
+    char *lines = NULL;
+    int tsv_fields[JOB_FIELD_COUNT];
+    size_t tsv_nfields = 0;
+    /* A plain table or CSV goes straight from the daemon's lines to the table's text, one
+     * job at a time; the tree, the sort by GPUs and JSON need every job first. */
+    bool stream = outfmt != OUTPUT_JSON && !tree && !local_sort;
     if (outfmt == OUTPUT_JSON) {
         reply = cli_call("GET", path.buf, NULL);
         json_t *jobs_json = json_object_get(reply, "jobs");
@@ -689,7 +758,9 @@ int main(int argc, char **argv)
                 cli_die(CLI_EXIT_FAIL, "gflowd sent a job this gqueue cannot read");
         }
     } else {
-        rows = gqueue_fetch_tsv(&path, fields, nfields, tree, &n, &tsv);
+        lines = gqueue_fetch_tsv(&path, fields, nfields, tree, tsv_fields, &tsv_nfields, &tsv);
+        if (!stream)
+            rows = gqueue_tsv_rows(lines, tsv_fields, tsv_nfields, &n);
     }
     strbuf_free(&path);
     size_t first = 0, count = n;
@@ -710,39 +781,49 @@ int main(int argc, char **argv)
             json_array_append(arr, rows[i].raw);
         output_json(arr, stdout);
         json_decref(arr);
-    } else if (count == 0 && outfmt == OUTPUT_TABLE) {
-        printf("No jobs found.\n");
     } else {
         const char **headers = xmalloc(nfields * sizeof(char *));
         for (size_t f = 0; f < nfields; f++)
             headers[f] = fields[f]->name;
         struct output_table *t = output_table_new(nfields, headers);
-        char **cells = xmalloc(nfields * sizeof(char *));
         double now = now_wall();
-        struct gqueue_tree tr = {0};
-        if (tree)
-            gqueue_tree_build(&tr, rows, first, count);
-        size_t shown = tree ? tr.n : count;
-        for (size_t o = 0; o < shown; o++) {
-            size_t i = tree ? tr.order[o] : first + o;
-            for (size_t f = 0; f < nfields; f++) {
-                cells[f] = fields[f]->format(&rows[i].job, now);
-                if (tree && fields[f]->format == gqueue_name && *tr.prefix[i - first]) {
-                    char *cell = xasprintf("%s%s", tr.prefix[i - first], cells[f]);
-                    free(cells[f]);
-                    cells[f] = cell;
+        if (stream) {
+            struct job j;
+            for (char *line; (line = gqueue_next_line(&lines));) {
+                if (job_from_tsv(&j, tsv_fields, tsv_nfields, line, true) < 0)
+                    cli_die(CLI_EXIT_FAIL, "gflowd sent a job this gqueue cannot read");
+                for (size_t f = 0; f < nfields; f++) {
+                    fields[f]->format(output_table_cell(t), &j, now);
+                    output_table_cell_end(t);
+                }
+                free(j.deps); /* the one owned part of a borrowed TSV row */
+            }
+            count = output_table_rows(t);
+        } else {
+            struct gqueue_tree tr = {0};
+            if (tree)
+                gqueue_tree_build(&tr, rows, first, count);
+            size_t shown = tree ? tr.n : count;
+            for (size_t o = 0; o < shown; o++) {
+                size_t i = tree ? tr.order[o] : first + o;
+                for (size_t f = 0; f < nfields; f++) {
+                    struct strbuf *cell = output_table_cell(t);
+                    if (tree && fields[f]->format == gqueue_name)
+                        strbuf_adds(cell, tr.prefix[i - first]);
+                    fields[f]->format(cell, &rows[i].job, now);
+                    output_table_cell_end(t);
                 }
             }
-            output_table_add_row_owned(t, cells);
+            if (tree)
+                gqueue_tree_free(&tr);
         }
-        if (tree)
-            gqueue_tree_free(&tr);
-        if (outfmt == OUTPUT_CSV)
+        if (count == 0 && outfmt == OUTPUT_TABLE)
+            printf("No jobs found.\n");
+        else if (outfmt == OUTPUT_CSV)
             output_table_print_csv(t, stdout);
         else
             output_table_print(t, stdout);
         output_table_free(t);
-        free(cells);
         free(headers);
     }
 

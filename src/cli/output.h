@@ -22,6 +22,12 @@ struct output_table *output_table_new(size_t ncols, const char *const *headers);
 void output_table_free(struct output_table *t);
 /* Adds a row taking ownership of the malloc'd cells (the array itself is not freed). */
 void output_table_add_row_owned(struct output_table *t, char **cells);
+/* Or cell by cell, without an allocation per cell: append the next cell's text to the
+ * buffer output_table_cell returns, then call output_table_cell_end (a row is ncols
+ * cells, filled left to right). */
+struct strbuf;
+struct strbuf *output_table_cell(struct output_table *t);
+void output_table_cell_end(struct output_table *t);
 size_t output_table_rows(const struct output_table *t);
 /* Columns separated by two spaces, no trailing blanks; control characters in cells are
  * shown as '?' so one job stays one line. */

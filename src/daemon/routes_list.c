@@ -283,6 +283,12 @@ void route_list(const struct route_req *r, struct reply *rep)
     unsigned status = 400;
     if (parse_query(r, &q, states, &ids, &status, &err) < 0 || parse_format(r, &ctx, &err) < 0)
         goto bad;
+    bool want[JOB_FIELD_COUNT] = {false};
+    if (ctx.tsv) { /* the store reads only the columns these fields show */
+        for (size_t i = 0; i < ctx.n_fields; i++)
+            want[ctx.fields[i]] = true;
+        q.fields = want;
+    }
     strbuf_init(&ctx.out);
     if (ctx.tsv) {
         for (size_t i = 0; i < ctx.n_fields; i++) {

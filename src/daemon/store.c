@@ -184,6 +184,8 @@ static const char *const migrations[] = {
     /* 9: the members of a group, found from its first job (history retention keeps that
      * job, which holds the group's payload, while any member is left). */
     "CREATE INDEX IF NOT EXISTS jobs_group ON jobs(group_id) WHERE group_id > 0;",
+    /* 10: a failed job's next attempt (gjob show), found without reading the history. */
+    "CREATE INDEX IF NOT EXISTS jobs_retry ON jobs(retry_of) WHERE retry_of > 0;",
 };
 /* The codes migration 6 writes are enum job_reason's. */
 _Static_assert(JOB_REASON_LAUNCH_FAILED == 6 && JOB_REASON_SHIM_LOST == 7 &&
@@ -919,7 +921,9 @@ int store_retried_as(struct store *s, int64_t id, int64_t *out)
 {
     sqlite3_stmt *st;
     *out = 0;
-    if (store_adhoc(s, &st, "SELECT id FROM jobs WHERE retry_of=?1 ORDER BY id LIMIT 1") < 0)
+    if (store_adhoc(s, &st,
+                    "SELECT id FROM jobs WHERE retry_of=?1 AND retry_of > 0 "
+                    "ORDER BY id LIMIT 1") < 0)
         return -1;
     sqlite3_bind_int64(st, 1, id);
     int rc = sqlite3_step(st);

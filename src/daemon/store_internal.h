@@ -125,6 +125,9 @@ int store_bind_column(sqlite3_stmt *st, enum col c, const struct job *j, const c
 /* Fills j (initialised here) from the current row of a statement that selects columns
  * 0..C_LIGHT_COUNT-1, or every column with payload. 0 or -1. */
 int store_read_job(struct store *s, sqlite3_stmt *st, struct job *j, bool payload);
+/* Fills j (initialised here) from the current row of a statement that selects the n
+ * light columns cols (enum col), in that order. */
+void store_read_columns(sqlite3_stmt *st, const int *cols, size_t n, struct job *j);
 /* Appends "id,name,...": the first n columns. */
 void store_add_column_list(struct strbuf *sb, int n);
 

@@ -72,10 +72,81 @@ static const char *const sort_sql[JOB_SORT_COUNT] = {
                       " ELSE ? END) - start_time ELSE 0 END",
 };
 
+/* The columns each job field is read from (n 0: one without a column of its own, for
+ * which every column is read, so that a field added later cannot come out empty). */
+static const struct {
+    int n;
+    int c[4];
+} field_cols[JOB_FIELD_COUNT] = {
+    [JOB_FIELD_ID] = {1, {C_ID}},
+    [JOB_FIELD_NAME] = {1, {C_NAME}},
+    [JOB_FIELD_USER] = {1, {C_USER}},
+    [JOB_FIELD_UID] = {1, {C_UID}},
+    [JOB_FIELD_STATE] = {1, {C_STATE}},
+    [JOB_FIELD_STATE_NAME] = {1, {C_STATE}},
+    [JOB_FIELD_PRIORITY] = {1, {C_PRIORITY}},
+    [JOB_FIELD_TIME_LIMIT] = {1, {C_TIME_LIMIT}},
+    [JOB_FIELD_SUBMIT_TIME] = {1, {C_SUBMIT_TIME}},
+    [JOB_FIELD_START_TIME] = {1, {C_START_TIME}},
+    [JOB_FIELD_END_TIME] = {1, {C_END_TIME}},
+    [JOB_FIELD_EXIT_CODE] = {1, {C_EXIT_CODE}},
+    [JOB_FIELD_SIGNAL] = {1, {C_SIGNAL}},
+    [JOB_FIELD_SIGNAL_NAME] = {1, {C_SIGNAL}},
+    [JOB_FIELD_OOM] = {1, {C_OOM}},
+    [JOB_FIELD_REASON] = {4, {C_REASON, C_REASON_CODE, C_REASON_JOB, C_STATE}},
+    [JOB_FIELD_COMMAND] = {1, {C_COMMAND}},
+    [JOB_FIELD_SCRIPT_PATH] = {1, {C_SCRIPT_PATH}},
+    [JOB_FIELD_WORKDIR] = {1, {C_WORKDIR}},
+    [JOB_FIELD_GPUS] = {1, {C_GPUS}},
+    [JOB_FIELD_GPU_IDS] = {1, {C_GPU_IDS}},
+    [JOB_FIELD_SHIM_PID] = {1, {C_SHIM_PID}},
+    [JOB_FIELD_MAX_RSS_KB] = {1, {C_MAX_RSS_KB}},
+    [JOB_FIELD_GPU_MEMORY_MB] = {1, {C_GPU_MEMORY_MB}},
+    [JOB_FIELD_SHARED] = {1, {C_SHARED}},
+    [JOB_FIELD_GPUS_PER_TASK] = {1, {C_GPUS_PER_TASK}},
+    [JOB_FIELD_DEPENDS_ON] = {1, {C_DEPENDS_ON}},
+    [JOB_FIELD_DEPENDS_MODE] = {1, {C_DEPENDS_ANY}},
+    [JOB_FIELD_AUTO_CANCEL] = {1, {C_AUTO_CANCEL}},
+    [JOB_FIELD_MEMORY_MB] = {1, {C_MEMORY_MB}},
+    [JOB_FIELD_CONDA_ENV] = {1, {C_CONDA_ENV}},
+    [JOB_FIELD_SIGNAL_SPEC] = {1, {C_SIGNAL_SPEC}},
+    [JOB_FIELD_BEGIN_TIME] = {1, {C_BEGIN_TIME}},
+    [JOB_FIELD_MAX_RETRIES] = {1, {C_MAX_RETRIES}},
+    [JOB_FIELD_ATTEMPT] = {1, {C_ATTEMPT}},
+    [JOB_FIELD_RETRY_OF] = {1, {C_RETRY_OF}},
+    [JOB_FIELD_GROUP_ID] = {1, {C_GROUP_ID}},
+    [JOB_FIELD_ARRAY_TASK] = {1, {C_ARRAY_TASK}},
+    /* max_concurrent: the live group's, not stored with the job: n 0 */
+    [JOB_FIELD_UMASK] = {1, {C_UMASK}},
+    [JOB_FIELD_MIG_PROFILE] = {1, {C_MIG_PROFILE}},
+    [JOB_FIELD_MIG_COUNT] = {1, {C_MIG_COUNT}},
+    [JOB_FIELD_MIG_DEVICES] = {1, {C_MIG_UUIDS}},
+};
+
+/* The columns q->fields need (id and state always), or all light ones; returns n. */
+static size_t list_columns(const struct store_query *q, int cols[C_LIGHT_COUNT])
+{
+    bool want[C_LIGHT_COUNT] = {[C_ID] = true, [C_STATE] = true};
+    bool all = !q->fields;
+    for (int f = 0; f < JOB_FIELD_COUNT && !all; f++) {
+        if (!q->fields[f])
+            continue;
+        if (field_cols[f].n == 0)
+            all = true;
+        for (int i = 0; i < field_cols[f].n; i++)
+            want[field_cols[f].c[i]] = true;
+    }
+    size_t n = 0;
+    for (int c = 0; c < C_LIGHT_COUNT; c++)
+        if (all || want[c])
+            cols[n++] = c;
+    return n;
+}
+
 /* Builds the listing query for q; *now_param tells whether the sort expression takes the
  * current time. Returns -1 with the error set for a bad query. */
 static int build_list_sql(struct store *s, const struct store_query *q, bool reverse,
-                          struct strbuf *sb, bool *now_param)
+                          const int *cols, size_t ncols, struct strbuf *sb, bool *now_param)
 {
     if ((unsigned)q->sort >= JOB_SORT_COUNT) {
         store_set_err(s, "listing jobs: invalid sort key %d", (int)q->sort);
@@ -85,7 +156,11 @@ static int build_list_sql(struct store *s, const struct store_query *q, bool rev
     *now_param = expr && strchr(expr, '?') != NULL;
 
     strbuf_adds(sb, "SELECT ");
-    store_add_column_list(sb, C_LIGHT_COUNT);
+    for (size_t i = 0; i < ncols; i++) {
+        if (i)
+            strbuf_addc(sb, ',');
+        strbuf_adds(sb, store_columns[cols[i]].name);
+    }
     strbuf_adds(sb, " FROM jobs");
     const char *glue = " WHERE ";
     if (q->states && q->n_states) {
@@ -142,7 +217,9 @@ int store_list(struct store *s, const struct store_query *q, store_job_cb cb, vo
     struct strbuf sb;
     strbuf_init(&sb);
     bool now_param = false;
-    if (build_list_sql(s, q, reverse, &sb, &now_param) < 0) {
+    int cols[C_LIGHT_COUNT];
+    size_t ncols = list_columns(q, cols);
+    if (build_list_sql(s, q, reverse, cols, ncols, &sb, &now_param) < 0) {
         strbuf_free(&sb);
         return -1;
     }
@@ -187,7 +264,7 @@ int store_list(struct store *s, const struct store_query *q, store_job_cb cb, vo
     struct job_vec jv = {0};
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         struct job *j = xmalloc(sizeof(*j));
-        store_read_job(s, st, j, false);
+        store_read_columns(st, cols, ncols, j);
         if (reverse)
             job_vec_push(&jv, j);
         else

@@ -199,10 +199,9 @@ char *store_col_str(sqlite3_stmt *st, int i)
     return t ? xstrndup((const char *)t, (size_t)sqlite3_column_bytes(st, i)) : NULL;
 }
 
-/* Reads result column i (= table column c) into j. */
-static void read_column(sqlite3_stmt *st, enum col c, struct job *j)
+/* Reads result column i (table column c) into j. */
+static void read_column(sqlite3_stmt *st, enum col c, int i, struct job *j)
 {
-    int i = (int)c;
     switch (c) {
     case C_ID:
         j->id = sqlite3_column_int64(st, i);
@@ -368,7 +367,7 @@ int store_read_job(struct store *s, sqlite3_stmt *st, struct job *j, bool payloa
     job_init(j);
     int n = payload ? C_COUNT : C_LIGHT_COUNT;
     for (int c = 0; c < n; c++)
-        read_column(st, (enum col)c, j);
+        read_column(st, (enum col)c, c, j);
     if (payload) {
         const char *env = (const char *)sqlite3_column_text(st, C_ENV);
         if (env) {
@@ -394,6 +393,13 @@ int store_read_job(struct store *s, sqlite3_stmt *st, struct job *j, bool payloa
         }
     }
     return 0;
+}
+
+void store_read_columns(sqlite3_stmt *st, const int *cols, size_t n, struct job *j)
+{
+    job_init(j);
+    for (size_t i = 0; i < n; i++)
+        read_column(st, (enum col)cols[i], (int)i, j);
 }
 
 /* "id,name,...": the first n columns. */

@@ -311,13 +311,14 @@ static void test_open_pragmas_and_schema(void **state)
     char *mode = peek_text(db, "PRAGMA journal_mode");
     assert_string_equal(mode, "wal|\n");
     free(mode);
-    assert_int_equal(peek_int(db, "PRAGMA user_version"), 9);
+    assert_int_equal(peek_int(db, "PRAGMA user_version"), 10);
     assert_int_equal(peek_int(db, "SELECT value FROM meta WHERE key='next_job_id'"), 2);
     char *objs = peek_text(db, "SELECT type, name FROM sqlite_schema WHERE name NOT LIKE "
                                "'sqlite_%' ORDER BY type, name");
     assert_string_equal(objs, "index|job_deps_dep|\n"
                               "index|jobs_active|\n"
                               "index|jobs_group|\n"
+                              "index|jobs_retry|\n"
                               "index|jobs_submit|\n"
                               "index|jobs_user|\n"
                               "table|job_counts|\n"
@@ -352,6 +353,11 @@ static void test_open_pragmas_and_schema(void **state)
                                "AND state IN (0,1,2) ORDER BY id");
     assert_non_null(strstr(plan, "jobs_active"));
     free(plan);
+    /* A failed job's next attempt too, by its own partial index. */
+    plan = peek_text(db, "EXPLAIN QUERY PLAN SELECT id FROM jobs WHERE retry_of=?1 AND "
+                         "retry_of > 0 ORDER BY id LIMIT 1");
+    assert_non_null(strstr(plan, "jobs_retry"));
+    free(plan);
     sqlite3_close(db);
 }
 
@@ -370,7 +376,7 @@ static void test_refuses_newer_schema(void **state)
     free(err);
     /* Let teardown work. */
     db = peek_open(f->path);
-    sqlite3_exec(db, "PRAGMA user_version=9", NULL, NULL, NULL);
+    sqlite3_exec(db, "PRAGMA user_version=10", NULL, NULL, NULL);
     sqlite3_close(db);
     f->s = open_ok(f->path);
 }
@@ -837,6 +843,44 @@ static void test_list_filters(void **state)
     list_is(f->s, &q, IDS(1, 2, 3, 4, 5, 6, 7));
 }
 
+/* A listing that names its fields reads their columns (and id, state), nothing else;
+ * one with a field stored nowhere (max_concurrent) reads every column. */
+static void one_job_cb(struct job *j, void *arg)
+{
+    struct job **out = arg;
+    *out = j;
+}
+
+static void test_list_fields(void **state)
+{
+    struct fixture *f = *state;
+    struct job *full = full_job(42);
+    insert_free(f->s, full_job(42));
+    bool want[JOB_FIELD_COUNT] = {[JOB_FIELD_NAME] = true, [JOB_FIELD_REASON] = true};
+    struct store_query q = {.fields = want};
+    struct job *j = NULL;
+    assert_int_equal(store_list(f->s, &q, one_job_cb, &j), 0);
+    assert_non_null(j);
+    assert_int_equal(j->id, 42);
+    assert_string_equal(j->name, full->name);
+    assert_int_equal(j->state, full->state);
+    assert_int_equal(j->reason, JOB_REASON_SHIM_LOST);
+    assert_string_equal(j->reason_detail, "gflow-shim killed by SIGKILL");
+    assert_null(j->workdir); /* not asked for */
+    assert_int_equal(j->gpus, 0);
+    assert_int_equal(j->exit_code, -1);
+    job_free(j);
+
+    memset(want, 0, sizeof(want));
+    want[JOB_FIELD_MAX_CONCURRENT] = true;
+    j = NULL;
+    assert_int_equal(store_list(f->s, &q, one_job_cb, &j), 0);
+    assert_non_null(j);
+    assert_light_equal(j, full);
+    job_free(full);
+    job_free(j);
+}
+
 static void test_list_sort(void **state)
 {
     struct fixture *f = *state;
@@ -1264,6 +1308,7 @@ int main(void)
         T(test_load_active),
         T(test_load_active_callback_updates),
         T(test_list_filters),
+        T(test_list_fields),
         T(test_list_sort),
         T(test_list_limit),
         T(test_counts),
