@@ -317,7 +317,6 @@ static void test_open_pragmas_and_schema(void **state)
                                "'sqlite_%' ORDER BY type, name");
     assert_string_equal(objs, "index|job_deps_dep|\n"
                               "index|jobs_active|\n"
-                              "index|jobs_group|\n"
                               "index|jobs_retry|\n"
                               "index|jobs_submit|\n"
                               "index|jobs_user|\n"
