@@ -21,6 +21,25 @@ import time
 BUILD = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
 
 
+def api_request(sock, method, path, body=None):
+    """One request to gflowd's socket; the JSON answer (None if empty)."""
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(sock)
+    data = json.dumps(body).encode() if body is not None else b""
+    s.sendall(f"{method} {path} HTTP/1.1\r\nHost: gflow\r\nConnection: close\r\n"
+              f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n"
+              .encode() + data)
+    chunks = []
+    while True:
+        b = s.recv(1 << 20)
+        if not b:
+            break
+        chunks.append(b)
+    s.close()
+    head, _, payload = b"".join(chunks).partition(b"\r\n\r\n")
+    return json.loads(payload) if payload.strip() else None
+
+
 class Sandbox:
     def __init__(self, **extra_env):
         self.dir = tempfile.mkdtemp(prefix="gflow-bench.")
@@ -47,21 +66,7 @@ class Sandbox:
                               stderr=subprocess.PIPE, text=True)
 
     def api(self, method, path, body=None):
-        s = socket.socket(socket.AF_UNIX)
-        s.connect(self.sock)
-        data = json.dumps(body).encode() if body is not None else b""
-        s.sendall(f"{method} {path} HTTP/1.1\r\nHost: gflow\r\nConnection: close\r\n"
-                  f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n"
-                  .encode() + data)
-        chunks = []
-        while True:
-            b = s.recv(1 << 20)
-            if not b:
-                break
-            chunks.append(b)
-        s.close()
-        head, _, payload = b"".join(chunks).partition(b"\r\n\r\n")
-        return json.loads(payload) if payload.strip() else None
+        return api_request(self.sock, method, path, body)
 
     def spec(self, command, **kw):
         d = {"command": command, "workdir": self.dir, "env": {"PATH": "/usr/bin:/bin"}}

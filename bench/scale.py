@@ -21,12 +21,13 @@ import json
 import os
 import random
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+
+from bench import api_request  # bench.py, beside this file
 
 BUILD = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
 SRC = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -78,21 +79,7 @@ class Sandbox:
         return (time.perf_counter() - t0) * 1000
 
     def api(self, method, path, body=None):
-        s = socket.socket(socket.AF_UNIX)
-        s.connect(self.sock)
-        data = json.dumps(body).encode() if body is not None else b""
-        s.sendall(f"{method} {path} HTTP/1.1\r\nHost: gflow\r\nConnection: close\r\n"
-                  f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n"
-                  .encode() + data)
-        chunks = []
-        while True:
-            b = s.recv(1 << 20)
-            if not b:
-                break
-            chunks.append(b)
-        s.close()
-        head, _, payload = b"".join(chunks).partition(b"\r\n\r\n")
-        return json.loads(payload) if payload.strip() else None
+        return api_request(self.sock, method, path, body)
 
     def rss_mb(self):
         with open(f"/proc/{self.pid}/status") as f:

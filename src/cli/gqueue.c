@@ -37,15 +37,7 @@ static void gqueue_put_owned(struct strbuf *sb, char *s)
 static void gqueue_put_int(struct strbuf *sb, long long v)
 {
     char buf[24];
-    char *p = buf + sizeof(buf);
-    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
-    do {
-        *--p = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
-    if (v < 0)
-        *--p = '-';
-    strbuf_add(sb, p, (size_t)(buf + sizeof(buf) - p));
+    strbuf_add(sb, buf, format_int(buf, v));
 }
 
 static void gqueue_jobid(struct strbuf *sb, const struct job *j, double now)

@@ -61,19 +61,28 @@ char *xvasprintf(const char *fmt, va_list ap)
     return p;
 }
 
-char *xstrdup_int(long long v)
+size_t format_int(char out[24], long long v)
 {
     char buf[24];
     char *p = buf + sizeof(buf);
     unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
-    *--p = '\0';
     do {
         *--p = (char)('0' + u % 10);
         u /= 10;
     } while (u);
     if (v < 0)
         *--p = '-';
-    return xstrdup(p);
+    size_t n = (size_t)(buf + sizeof(buf) - p);
+    memcpy(out, p, n);
+    out[n] = '\0';
+    return n;
+}
+
+char *xstrdup_int(long long v)
+{
+    char buf[24];
+    format_int(buf, v);
+    return xstrdup(buf);
 }
 
 char *xasprintf(const char *fmt, ...)
