@@ -728,16 +728,9 @@ int store_insert_job(struct store *s, const struct job *j, const struct job *lea
     return ret;
 }
 
-int store_update_job(struct store *s, const struct job *j)
+/* Runs an UPDATE of job j whose columns were bound (rc: how binding went). */
+static int store_step_update(struct store *s, sqlite3_stmt *st, int rc, const struct job *j)
 {
-    if (store_refuse_if_lost(s) < 0)
-        return -1;
-    sqlite3_stmt *st = s->st_update;
-    int rc = SQLITE_OK;
-    for (int c = 0; c < C_COUNT && rc == SQLITE_OK; c++) {
-        if (c == C_ID || store_columns[c].mutable)
-            rc = store_bind_column(st, (enum col)c, j, NULL);
-    }
     if (rc != SQLITE_OK) {
         store_finish(st);
         return store_db_err(s, "binding a job update");
@@ -753,6 +746,19 @@ int store_update_job(struct store *s, const struct job *j)
     return 0;
 }
 
+int store_update_job(struct store *s, const struct job *j)
+{
+    if (store_refuse_if_lost(s) < 0)
+        return -1;
+    sqlite3_stmt *st = s->st_update;
+    int rc = SQLITE_OK;
+    for (int c = 0; c < C_COUNT && rc == SQLITE_OK; c++) {
+        if (c == C_ID || store_columns[c].mutable)
+            rc = store_bind_column(st, (enum col)c, j, NULL);
+    }
+    return store_step_update(s, st, rc, j);
+}
+
 int store_update_state(struct store *s, const struct job *j)
 {
     if (store_refuse_if_lost(s) < 0)
@@ -761,19 +767,7 @@ int store_update_state(struct store *s, const struct job *j)
     int rc = store_bind_column(st, C_ID, j, NULL);
     for (size_t i = 0; i < sizeof(state_columns) / sizeof(state_columns[0]) && rc == SQLITE_OK; i++)
         rc = store_bind_column(st, (enum col)state_columns[i], j, NULL);
-    if (rc != SQLITE_OK) {
-        store_finish(st);
-        return store_db_err(s, "binding a job update");
-    }
-    char context[64];
-    snprintf(context, sizeof(context), "updating job %lld", (long long)j->id);
-    if (store_step_done(s, st, context) < 0)
-        return -1;
-    if (sqlite3_changes(s->db) == 0) {
-        store_set_err(s, "updating job %lld: no such job", (long long)j->id);
-        return -1;
-    }
-    return 0;
+    return store_step_update(s, st, rc, j);
 }
 
 /* The tasks of an array or a sweep usually share the first job's environment (and script):
