@@ -1,8 +1,9 @@
-/* exitfile: the shim<->daemon protocol: exit file codec, lock file lines, verdicts (see
- * exitfile.h). */
+/* exitfile: the shim<->daemon protocol (exitfile.h), the parts both sides use: the exit
+ * record's encoder, the lock file's lines. The daemon's own part (reading records, the
+ * verdict on a job that ended) is exitfile_read.c. */
 #include "exitfile.h"
 
-#include <jansson.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,44 +44,86 @@ static char *utf8_clean(const char *s)
     return strbuf_detach(&sb);
 }
 
-/* A JSON string of s (cleaned to UTF-8), or null for NULL. */
-static json_t *json_text(const char *s)
+/* A JSON string of s (cleaned to UTF-8: error texts hold paths, which are bytes, not
+ * text), or null for NULL. */
+static void json_put_text(struct strbuf *sb, const char *s)
 {
-    if (!s)
-        return json_null();
+    if (!s) {
+        strbuf_adds(sb, "null");
+        return;
+    }
     char *clean = utf8_clean(s);
-    json_t *v = json_string(clean);
+    strbuf_addc(sb, '"');
+    for (const unsigned char *p = (const unsigned char *)clean; *p; p++) {
+        if (*p == '"' || *p == '\\') {
+            strbuf_addc(sb, '\\');
+            strbuf_addc(sb, (char)*p);
+        } else if (*p == '\n') {
+            strbuf_adds(sb, "\\n");
+        } else if (*p == '\t') {
+            strbuf_adds(sb, "\\t");
+        } else if (*p < 0x20 || *p == 0x7f) {
+            strbuf_addf(sb, "\\u%04x", *p);
+        } else {
+            strbuf_addc(sb, (char)*p);
+        }
+    }
+    strbuf_addc(sb, '"');
     free(clean);
-    return v;
 }
 
-/* A JSON number of seconds; 0 for what JSON cannot hold (NaN, infinities). */
-static json_t *json_secs(double v)
+/* A JSON number of seconds, the shortest text that reads back as the same double, with
+ * a fraction ("0.0", not "0") as a real; 0.0 for what JSON cannot hold (NaN, infinities). */
+static void json_put_secs(struct strbuf *sb, double v)
 {
-    return json_real(isfinite(v) ? v : 0.0);
+    if (!isfinite(v))
+        v = 0.0;
+    char text[40];
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(text, sizeof(text), "%.*g", prec, v);
+        if (strtod(text, NULL) == v)
+            break;
+    }
+    strbuf_adds(sb, text);
+    if (!strpbrk(text, ".eEn"))
+        strbuf_adds(sb, ".0");
 }
 
+/* An integer, or null when it is negative (not set). */
+static void json_put_int_or_null(struct strbuf *sb, int64_t v)
+{
+    if (v < 0)
+        strbuf_adds(sb, "null");
+    else
+        strbuf_addf(sb, "%" PRId64, v);
+}
+
+/* Written by hand, not with jansson: the shim, which only writes records, then links no
+ * JSON library (it starts once per job; every library it loads costs each job). */
 char *exit_record_encode(const struct exit_record *rec)
 {
-    json_t *j = json_object();
-    json_object_set_new(j, "job_id", rec->job_id >= 0 ? json_integer(rec->job_id) : json_null());
-    json_object_set_new(j, "exit_code",
-                        rec->exit_code >= 0 ? json_integer(rec->exit_code) : json_null());
-    json_object_set_new(j, "signal", rec->signal > 0 ? json_integer(rec->signal) : json_null());
-    json_object_set_new(j, "oom", json_boolean(rec->oom));
-    json_object_set_new(j, "started_at", json_secs(rec->started_at));
-    json_object_set_new(j, "finished_at", json_secs(rec->finished_at));
-    json_object_set_new(j, "max_rss_kb", json_integer(rec->max_rss_kb));
-    json_object_set_new(j, "error", json_text(rec->error));
-    if (rec->memory_enforcement)
-        json_object_set_new(j, "memory_enforcement", json_text(rec->memory_enforcement));
-    char *s = json_dumps(j, JSON_COMPACT);
-    json_decref(j);
-    if (!s)
-        abort(); /* out of memory: what xmalloc does too */
-    char *out = xasprintf("%s\n", s);
-    free(s);
-    return out;
+    struct strbuf sb;
+    strbuf_init(&sb);
+    strbuf_adds(&sb, "{\"job_id\":");
+    json_put_int_or_null(&sb, rec->job_id);
+    strbuf_adds(&sb, ",\"exit_code\":");
+    json_put_int_or_null(&sb, rec->exit_code);
+    strbuf_adds(&sb, ",\"signal\":");
+    json_put_int_or_null(&sb, rec->signal > 0 ? rec->signal : -1);
+    strbuf_adds(&sb, rec->oom ? ",\"oom\":true" : ",\"oom\":false");
+    strbuf_adds(&sb, ",\"started_at\":");
+    json_put_secs(&sb, rec->started_at);
+    strbuf_adds(&sb, ",\"finished_at\":");
+    json_put_secs(&sb, rec->finished_at);
+    strbuf_addf(&sb, ",\"max_rss_kb\":%" PRId64, rec->max_rss_kb);
+    strbuf_adds(&sb, ",\"error\":");
+    json_put_text(&sb, rec->error);
+    if (rec->memory_enforcement) {
+        strbuf_adds(&sb, ",\"memory_enforcement\":");
+        json_put_text(&sb, rec->memory_enforcement);
+    }
+    strbuf_adds(&sb, "}\n");
+    return strbuf_detach(&sb);
 }
 
 char *exit_record_encode_max(const struct exit_record *rec, size_t max)
@@ -100,55 +143,6 @@ char *exit_record_encode_max(const struct exit_record *rec, size_t max)
         free(cut.error);
     }
     return text;
-}
-
-/* The integer at key if it is one within [min, max]; else dflt. */
-static int64_t json_int_in(const json_t *o, const char *key, int64_t min, int64_t max, int64_t dflt)
-{
-    const json_t *v = json_object_get(o, key);
-    if (!json_is_integer(v))
-        return dflt;
-    json_int_t i = json_integer_value(v);
-    return i >= min && i <= max ? (int64_t)i : dflt;
-}
-
-/* The number of seconds at key (integer or real, finite, >= 0); else 0. */
-static double json_secs_at(const json_t *o, const char *key)
-{
-    const json_t *v = json_object_get(o, key);
-    double d = json_is_number(v) ? json_number_value(v) : 0.0;
-    return isfinite(d) && d >= 0 ? d : 0.0;
-}
-
-/* A copy of the string at key, or NULL. */
-static char *json_str_at(const json_t *o, const char *key)
-{
-    const char *s = json_string_value(json_object_get(o, key));
-    return s ? xstrdup(s) : NULL;
-}
-
-int exit_record_decode(const char *text, size_t len, struct exit_record *rec)
-{
-    exit_record_init(rec);
-    json_error_t jerr;
-    json_t *o = text ? json_loadb(text, len, 0, &jerr) : NULL;
-    if (!json_is_object(o)) {
-        json_decref(o);
-        return -1;
-    }
-    rec->job_id = json_int_in(o, "job_id", 0, INT64_MAX, -1);
-    /* Exit statuses are 0-255 and signals 1-255 (Linux has 64): anything else is not
-     * one the shim wrote, so it reads as null. */
-    rec->exit_code = (int)json_int_in(o, "exit_code", 0, 255, -1);
-    rec->signal = (int)json_int_in(o, "signal", 1, 255, 0);
-    rec->oom = json_is_true(json_object_get(o, "oom"));
-    rec->started_at = json_secs_at(o, "started_at");
-    rec->finished_at = json_secs_at(o, "finished_at");
-    rec->max_rss_kb = json_int_in(o, "max_rss_kb", 0, INT64_MAX, 0);
-    rec->error = json_str_at(o, "error");
-    rec->memory_enforcement = json_str_at(o, "memory_enforcement");
-    json_decref(o);
-    return 0;
 }
 
 /* ---- the lock file ---- */
@@ -303,17 +297,6 @@ int exitfile_lock_parse(const char *text, size_t len, struct exit_lock *lock)
     return have_pid ? 0 : -1;
 }
 
-int exitfile_lock_record(const char *text, size_t len, struct exit_record *rec)
-{
-    if (!text || len <= EXITFILE_RECORD_AT) {
-        exit_record_init(rec);
-        return -1;
-    }
-    /* A reused lock file holds NULs past the record. */
-    const char *r = text + EXITFILE_RECORD_AT;
-    return exit_record_decode(r, strnlen(r, len - EXITFILE_RECORD_AT), rec);
-}
-
 void exitfile_lock_free(struct exit_lock *lock)
 {
     for (size_t i = 0; i < lock->n_cgroups; i++)
@@ -325,84 +308,4 @@ void exitfile_lock_free(struct exit_lock *lock)
 char *exitfile_marker(int64_t shim_pid, int64_t shim_start)
 {
     return xasprintf(EXITFILE_MARKER_VAR "=%lld:%lld", (long long)shim_pid, (long long)shim_start);
-}
-
-/* ---- verdicts ---- */
-
-void exit_verdict_free(struct exit_verdict *v)
-{
-    free(v->detail);
-    v->detail = NULL;
-}
-
-static struct exit_verdict verdict(enum job_state state, enum job_reason reason, char *detail)
-{
-    return (struct exit_verdict){.state = state, .reason = reason, .detail = detail};
-}
-
-/* The verdict when the daemon asked the job to end: that request is why it ended,
- * whatever the job's last words were. Returns false when there was none. */
-static bool requested_end(enum job_end_request req, struct exit_verdict *v)
-{
-    if (req == JOB_END_CANCEL)
-        *v = verdict(JOB_CANCELLED, JOB_REASON_CANCELLED_BY_USER, NULL);
-    else if (req == JOB_END_TIMEOUT)
-        *v = verdict(JOB_TIMEOUT, JOB_REASON_TIME_LIMIT, NULL);
-    else
-        return false;
-    return true;
-}
-
-struct exit_verdict exit_verdict_of(const struct exit_record *rec, enum job_end_request req)
-{
-    struct exit_verdict v;
-    if (requested_end(req, &v))
-        return v;
-    if (rec->oom)
-        return verdict(JOB_FAILED, JOB_REASON_OUT_OF_MEMORY, NULL);
-    if (rec->error && *rec->error)
-        return verdict(JOB_FAILED, JOB_REASON_LAUNCH_FAILED, xstrdup(rec->error));
-    if (rec->signal > 0)
-        return verdict(JOB_FAILED, JOB_REASON_SIGNAL, NULL);
-    if (rec->exit_code == 0)
-        return verdict(JOB_FINISHED, JOB_REASON_NONE, NULL);
-    return verdict(JOB_FAILED, JOB_REASON_NON_ZERO_EXIT, NULL);
-}
-
-struct exit_verdict exit_verdict_lost(enum shim_end how, int value, const struct exit_lock *lock,
-                                      enum job_end_request req)
-{
-    struct exit_verdict v;
-    if (requested_end(req, &v))
-        return v;
-    if (lock && lock->error && *lock->error)
-        return verdict(JOB_FAILED, lock->job_ran ? JOB_REASON_SHIM_LOST : JOB_REASON_LAUNCH_FAILED,
-                       xstrdup(lock->error));
-    switch (how) {
-    case SHIM_END_EXITED:
-        if (value == SHIM_EXIT_FAIL || value == SHIM_EXIT_USAGE)
-            return verdict(JOB_FAILED, JOB_REASON_LAUNCH_FAILED,
-                           xasprintf("gflow-shim exited with status %d before starting the "
-                                     "job; see gflowd.log",
-                                     value));
-        return verdict(JOB_FAILED, JOB_REASON_SHIM_LOST,
-                       xasprintf("gflow-shim exited with status %d without an exit file", value));
-    case SHIM_END_SIGNALED:
-        return verdict(JOB_FAILED, JOB_REASON_SHIM_LOST,
-                       xasprintf("gflow-shim killed by %s", job_signal_name(value)));
-    case SHIM_END_UNKNOWN:
-    default:
-        return verdict(JOB_FAILED, JOB_REASON_SHIM_LOST,
-                       xstrdup("gflow-shim ended without an exit file"));
-    }
-}
-
-void exit_verdict_add_killed(struct exit_verdict *v, size_t n)
-{
-    if (n == 0 || !v->detail)
-        return;
-    char *detail =
-        xasprintf("%s; its %zu process%s killed", v->detail, n, n == 1 ? " was" : "es were");
-    free(v->detail);
-    v->detail = detail;
 }

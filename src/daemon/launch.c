@@ -121,7 +121,8 @@ static bool launch_same_file(const struct stat *a, const struct stat *b)
 }
 
 /* The groups of pw as getgrouplist gives them (a string the cache keeps), or NULL when
- * they cannot be listed (the shim then looks them up itself and fails as it says). */
+ * they cannot be listed (more than the kernel allows a process: the shim, given no
+ * --groups, then refuses to start the job). */
 static const char *launch_user_groups(const struct passwd *pw)
 {
     struct stat st;

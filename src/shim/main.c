@@ -48,10 +48,9 @@
  *     the one line saying that device isolation is unavailable (step 7), the one line
  *     saying that the job exceeded its memory limit (step 8), and the two above.
  *  4. The job runs in its own process group, as --uid/--gid/--user when the shim is
- *     root (with the supplementary groups --groups lists, else those getgrouplist
- *     gives; no credentials are changed when the shim already has that uid, gid and
- *     those groups, up to the primary one), with --umask if given (else the shim's
- *     own umask), with its soft
+ *     root (with the supplementary groups --groups lists; no credentials are changed
+ *     when the shim already has that uid, gid and those groups, up to the primary
+ *     one), with --umask if given (else the shim's own umask), with its soft
  *     RLIMIT_NOFILE set to --nofile when given (gflowd passes the limit it was started
  *     with, before it raised its own), in --workdir: `/bin/bash -c COMMAND` (or
  *     COMMAND's words executed directly when that is all bash would do: command.c),

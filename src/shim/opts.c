@@ -19,7 +19,7 @@
 static const char shim_opts_usage_text[] =
     "usage: gflow-shim --job-id N (--exit-file PATH | --lock-fd FD) --log PATH --workdir DIR\n"
     "                  (--env-file PATH | --env-fd FD) --kill-grace SECS [--lock-fd FD]\n"
-    "                  [--uid UID --gid GID --user NAME [--groups GID,GID,...]]\n"
+    "                  [--uid UID --gid GID --user NAME --groups GID,GID,...]\n"
     "                  [--tasks N --task-gpus GPU,GPU,...] [--deny-devices MINOR,...]\n"
     "                  [--memory-limit MIB] [--conda-env NAME|PATH] [--umask MODE]\n"
     "                  [--log-max-bytes N] [--nofile N]\n"
@@ -44,7 +44,7 @@ static const char shim_opts_usage_text[] =
     "dropped after one line saying so (0 or absent: no cap).\n"
     "--nofile N sets the job's soft limit of open files (RLIMIT_NOFILE) to N.\n"
     "--groups lists the job user's groups (as getgrouplist gives them), which the job\n"
-    "gets instead of the shim looking them up.\n"
+    "gets: the shim never looks them up (it is linked statically, without NSS).\n"
     "Started by gflowd; not meant to be run by hand.\n";
 
 enum {
@@ -334,6 +334,9 @@ static void shim_opts_check(const struct shim_opts *o, char **err)
         shim_opts_error(err, xstrdup("--uid, --gid and --user go together"));
     if (o->ngroups >= 0 && !all_id)
         shim_opts_error(err, xstrdup("--groups needs --uid, --gid and --user"));
+    else if (all_id && o->ngroups < 0)
+        shim_opts_error(err, xstrdup("--uid needs --groups (the user's groups, as "
+                                     "getgrouplist gives them)"));
     if (o->ntasks > 1 && !o->task_gpus)
         shim_opts_error(
             err, xasprintf("--tasks %d needs --task-gpus with %d GPUs", o->ntasks, o->ntasks));

@@ -72,31 +72,14 @@ static int shim_prepare_want_creds(const struct shim_opts *o, bool *set_creds, c
     return -1;
 }
 
-/* The job user's supplementary groups: those gflowd resolved (--groups), else looked
- * up now, because the NSS lookup has no place in the child between fork and exec. */
-static int shim_prepare_groups(const struct shim_opts *o, struct shim_exec *ex, char **err)
+/* The job user's supplementary groups: those gflowd resolved (--groups, which opts.c
+ * requires with --uid). The shim never looks them up: it has no NSS (it is linked
+ * statically), and the lookup has no place in the child between fork and exec. */
+static void shim_prepare_groups(const struct shim_opts *o, struct shim_exec *ex)
 {
-    if (o->ngroups > 0) {
-        ex->groups = xcalloc((size_t)o->ngroups, sizeof(gid_t));
-        memcpy(ex->groups, o->groups, (size_t)o->ngroups * sizeof(gid_t));
-        ex->ngroups = o->ngroups;
-        return 0;
-    }
-    int n = 32;
-    gid_t *groups = xmalloc((size_t)n * sizeof(*groups));
-    while (getgrouplist(o->user, (gid_t)o->gid, groups, &n) < 0) {
-        int want = n;
-        if (want <= 0 || want > 65536) {
-            free(groups);
-            *err = xasprintf("cannot list the groups of user %s", o->user);
-            return -1;
-        }
-        groups = xrealloc(groups, (size_t)want * sizeof(*groups));
-        n = want;
-    }
-    ex->groups = groups;
-    ex->ngroups = n;
-    return 0;
+    ex->groups = xcalloc((size_t)o->ngroups, sizeof(gid_t));
+    memcpy(ex->groups, o->groups, (size_t)o->ngroups * sizeof(gid_t));
+    ex->ngroups = o->ngroups;
 }
 
 /* Whether gid is in the list, or is the primary group: for access checks the kernel
@@ -244,8 +227,7 @@ int shim_prepare(const struct shim_opts *o, struct shim_exec *ex, char **err)
         ex->uid = (uid_t)o->uid;
         ex->gid = (gid_t)o->gid;
         ex->user = o->user;
-        if (shim_prepare_groups(o, ex, err) < 0)
-            return -1;
+        shim_prepare_groups(o, ex);
     }
     /* The log is the job user's either way (it may be left from an earlier run). */
     ex->log_fd = shim_prepare_log(o, ex->set_creds, err);

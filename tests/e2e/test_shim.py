@@ -503,7 +503,7 @@ def test_not_executable_is_judged_as_the_job_user(tmp_path, cleanup):
         prog = shared / "rootonly.sh"
         prog.write_text("#!/bin/sh\necho ran\n")
         prog.chmod(0o744)
-        user = ("--uid", "65534", "--gid", "65534", "--user", "nobody")
+        user = ("--uid", "65534", "--gid", "65534", "--user", "nobody", "--groups", "65534")
         s = run(tmp_path, cleanup, workdir="/", extra=user, command=f"{prog} now")
         r = s.result()
         assert (r["exit_code"], r["error"]) == (126, f"not executable: {prog}"), s.log_text()
@@ -844,7 +844,7 @@ def test_usage_error_is_in_the_lock_file_and_the_exit_file(tmp_path, cleanup):
 @pytest.mark.skipif(os.geteuid() != 0, reason="switching users needs root")
 def test_runs_as_the_given_user(tmp_path, cleanup):
     s = run(tmp_path, cleanup, workdir="/",
-            extra=("--uid", "65534", "--gid", "65534", "--user", "nobody"),
+            extra=("--uid", "65534", "--gid", "65534", "--user", "nobody", "--groups", "65534"),
             command="echo ids=$(id -u) $(id -g) $(id -G); pwd")
     assert s.result()["exit_code"] == 0
     assert "ids=65534 65534 65534" in s.log_text()
@@ -875,6 +875,14 @@ def test_groups_needs_the_user(tmp_path, cleanup):
     s = Shim(tmp_path, cleanup, command="true", extra=("--groups", "1"))
     assert s.finish() == 2
     assert "--groups needs --uid" in s.stderr
+
+
+def test_the_user_needs_groups(tmp_path, cleanup):
+    """The shim never looks groups up (it is static, without NSS): gflowd passes them."""
+    s = Shim(tmp_path, cleanup, command="true",
+             extra=("--uid", "65534", "--gid", "65534", "--user", "nobody"))
+    assert s.finish() == 2
+    assert "--uid needs --groups" in s.stderr
 
 
 # ---- device isolation (--deny-devices, cgroup v1 devices controller) ---------------
@@ -1019,7 +1027,7 @@ def test_job_user_is_denied_too(tmp_path, cleanup):
         path, directory = job_cgroup(job_id)
         s = run(tmp_path, cleanup, workdir=shared, command=f"python3 probe.py {dev}",
                 extra=("--job-id", str(job_id), "--deny-devices", "7", "--uid", "65534",
-                       "--gid", "65534", "--user", "nobody"))
+                       "--gid", "65534", "--user", "nobody", "--groups", "65534"))
         assert probe_results(s.log_text()) == ["open=EPERM", f"cgroup={path}"], s.log_text()
         assert not directory.exists()
     finally:
