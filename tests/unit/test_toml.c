@@ -1,7 +1,8 @@
-/* test_toml: unit tests of the TOML reader (src/core/toml.c): value types, nested and
- * dotted tables, arrays of tables, the line recorded for each key, and errors that
- * carry a line and a readable message. The full conformance suite is toml-test
- * (tests/toml/run_toml_test.py); these pin the API that the config module relies on. */
+/* test_toml: unit tests of the TOML reader (src/core/toml.c, toml_lex.c, toml_scalar.c):
+ * value types, nested and dotted tables, arrays of tables, the line recorded for each
+ * key, and errors that carry a line and a readable message. The full conformance suite
+ * is toml-test (tests/toml/run_toml_test.py); these pin the API that the config module
+ * relies on. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
