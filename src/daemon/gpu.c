@@ -1,7 +1,9 @@
-/* gpu: NVML state, allowed GPUs, outside processes and the ignore list (see gpu.h). */
-#include "gpu.h"
+/* gpu: NVML's state and life (open retried with back-off, reads on the worker thread
+ * with a timeout, the simulator), the GPUs as last read, gpu_id_format (see gpu.h).
+ * Which GPUs may be used is gpu_allowed.c; their processes and the ignore list are
+ * gpu_procs.c; gpu_internal.h is what the three share. */
+#include "gpu_internal.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -10,69 +12,15 @@
 #include <unistd.h>
 
 #include "clock.h"
-#include "cudavis.h"
 #include "files.h"
 #include "gflow_build.h"
 #include "gpu_worker.h"
-#include "jobcgroup.h"
 #include "log.h"
 #include "loop.h"
-#include "nvml.h"
-#include "procinfo.h"
-#include "store.h"
 #include "util.h"
 
-#define SETTING_ALLOWED "gpus.allowed"
-#define GPU_MSG_MAX 512
 /* The longest start-up waits for NVML's first answer (`gflowd up` waits 30 s). */
 #define START_WAIT_MAX 10.0
-#define ALL_GPUS (~0ULL)
-
-struct ignored {
-    int gpu;
-    long long pid;
-    int64_t start; /* the process's start time: a recycled pid is not ignored */
-};
-
-struct gpus {
-    struct store *store; /* where gctl set-gpus is kept */
-    struct gpu_set cur;
-    uint64_t visible;   /* the daemon's own CUDA_VISIBLE_DEVICES */
-    char *visible_spec; /* as given, resolved once the GPUs are known */
-    uint64_t allowed;
-    const char *allowed_source;
-    /* The allowed set as last committed, put back when a commit is lost. */
-    uint64_t committed_allowed;
-    const char *committed_source;
-    uint64_t unmanaged;
-    struct ignored *ignored;
-    size_t n_ignored;
-    struct cudavis visible_read; /* visible_spec as CUDA reads it, once the GPUs are known */
-    /* Per GPU: MiB taken by other than the running jobs' processes (gpu_outside_mib). */
-    int64_t outside_mib[GPUINFO_MAX_GPUS];
-
-    /* NVML's life (gpu_worker.c makes the calls). */
-    struct gpu_worker *worker;
-    bool nvml_open;     /* as of the last answer */
-    bool lib_found;     /* the library loads (it may still fail to initialise) */
-    bool answered;      /* an answer came since start */
-    char *open_error;   /* why NVML would not open ("no GPUs: ..."), as logged */
-    int open_tries;     /* failed opens in a row */
-    double retry_delay; /* the current back-off, seconds */
-    double retry_at;    /* monotonic time of the next try; 0: none planned */
-    double retry_max;   /* daemon.nvml_retry_max_secs */
-    double timeout;     /* daemon.nvml_timeout_secs */
-    double asked_at;    /* when the request in progress was made; 0: none */
-    bool ask_again;     /* read again once the request in progress is answered */
-    bool overdue;       /* the request in progress is past the timeout */
-    struct loop_timer *retry_timer, *overdue_timer;
-    struct gpu_set blind; /* cur with every GPU unavailable, while overdue */
-    bool uuid_ids;        /* CUDA_VISIBLE_DEVICES by UUID (gpu_id_format) */
-    char *id_format_why;  /* the decision and why, for gflowd status */
-    /* What gpu_error, gpu_nvml_state and gpu_unavailable_reason return. */
-    char text[3][GPU_MSG_MAX];
-    uint64_t mig_unmanaged; /* by position in cur.migs */
-};
 
 enum { TEXT_ERROR, TEXT_STATE, TEXT_REASON };
 
@@ -80,66 +28,6 @@ enum { TEXT_ERROR, TEXT_STATE, TEXT_REASON };
 static char *text_buf(const struct gpus *g, int which)
 {
     return ((struct gpus *)g)->text[which]; /* scratch space, not the state */
-}
-
-/* ---- GPU lists ---- */
-
-/* "all", or indices and ranges "0,2-3" (below 64) into a mask. */
-static int parse_gpu_list(const char *s, uint64_t *mask, char **err)
-{
-    if (strcmp(s, "all") == 0) {
-        *mask = ALL_GPUS;
-        return 0;
-    }
-    uint64_t m = 0;
-    const char *p = s;
-    while (*p) {
-        char *end;
-        long a = strtol(p, &end, 10), b = a;
-        if (end == p || a < 0)
-            goto bad;
-        if (*end == '-') {
-            p = end + 1;
-            b = strtol(p, &end, 10);
-            if (end == p || b < a)
-                goto bad;
-        }
-        if (b >= GPUINFO_MAX_GPUS)
-            goto bad;
-        for (long i = a; i <= b; i++)
-            m |= 1ULL << i;
-        if (*end == ',' && end[1])
-            end++;
-        else if (*end)
-            goto bad;
-        p = end;
-    }
-    if (!m)
-        goto bad;
-    *mask = m;
-    return 0;
-bad:
-    *err = xasprintf("invalid GPU list '%s': use indices and ranges like 0,2-3, or all", s);
-    return -1;
-}
-
-/* CUDA_VISIBLE_DEVICES of the daemon (a container's GPUs), read as CUDA reads it
- * (cudavis.c), again whenever the GPUs are read; what it means is logged when it changes
- * and shown by `gflowd status`. */
-static void resolve_visible(struct gpus *g)
-{
-    if (!g->visible_spec)
-        return;
-    struct cudavis v;
-    cudavis_parse(g->visible_spec, &g->cur, getenv("CUDA_DEVICE_ORDER"), &v);
-    if (!g->visible_read.understood || strcmp(v.understood, g->visible_read.understood) != 0) {
-        log_info("%s", v.understood);
-        if (v.warning)
-            log_warn("%s", v.warning);
-    }
-    cudavis_free(&g->visible_read);
-    g->visible_read = v;
-    g->visible = v.mask;
 }
 
 /* ---- simulator ---- */
@@ -223,120 +111,25 @@ static char *setup_simulation(const char *simulate, const char *data_dir, char *
     return sim_library();
 }
 
-/* ---- processes ---- */
+/* ---- reading ---- */
 
-bool gpu_is_ignored(const struct gpus *g, int gpu, long long pid)
+/* What the scheduler depends on: which GPUs exist, their memory and their processes. */
+static bool differs(const struct gpu_set *a, const struct gpu_set *b)
 {
-    for (size_t i = 0; i < g->n_ignored; i++)
-        if (g->ignored[i].gpu == gpu && g->ignored[i].pid == pid &&
-            proc_start_time((pid_t)pid) == g->ignored[i].start)
+    if (a->n_gpus != b->n_gpus)
+        return true;
+    for (size_t i = 0; i < a->n_gpus; i++) {
+        const struct gpu_info *x = &a->gpus[i], *y = &b->gpus[i];
+        if (x->memory_total_mib != y->memory_total_mib ||
+            x->memory_used_mib != y->memory_used_mib || x->n_procs != y->n_procs ||
+            x->lost != y->lost || x->memory_free_mib != y->memory_free_mib ||
+            strcmp(x->unavailable, y->unavailable) != 0)
             return true;
+        for (size_t k = 0; k < x->n_procs; k++)
+            if (x->procs[k].pid != y->procs[k].pid)
+                return true;
+    }
     return false;
-}
-
-/* Drops ignore entries whose process has exited. */
-static void prune_ignored(struct gpus *g)
-{
-    size_t k = 0;
-    for (size_t i = 0; i < g->n_ignored; i++)
-        if (proc_start_time((pid_t)g->ignored[i].pid) == g->ignored[i].start)
-            g->ignored[k++] = g->ignored[i];
-    g->n_ignored = k;
-}
-
-/* The running job whose cgroup holds pid (gflow-shim puts every process of a job in a
- * cgroup named after the job and its shim, src/shim/jobcg.c), NULL if none. */
-static struct job *owner_by_cgroup(pid_t pid, struct job *const *running, size_t n)
-{
-    char path[64];
-    snprintf(path, sizeof(path), "/proc/%ld/cgroup", (long)pid);
-    char *text = read_file(path, NULL);
-    if (!text)
-        return NULL;
-    struct jobcgroup_ref refs[4];
-    size_t k = jobcgroup_find(text, refs, 4);
-    free(text);
-    for (size_t r = 0; r < k; r++)
-        for (size_t i = 0; i < n; i++)
-            if (running[i]->id == refs[r].job_id && running[i]->shim_pid == refs[r].shim_pid)
-                return running[i];
-    return NULL;
-}
-
-struct job *gpu_process_owner(long long pid, struct job *const *running, size_t n)
-{
-    if (pid <= 1)
-        return NULL;
-    /* The cgroup first: it holds what the job started in a container runtime that keeps
-     * it (apptainer, podman's crun), after setsid, or re-parented to init. */
-    struct job *owner = owner_by_cgroup((pid_t)pid, running, n);
-    if (owner)
-        return owner;
-    /* Then the session: the shim leads the job's session. */
-    struct proc_stat st;
-    if (proc_stat_read((pid_t)pid, &st) == 0)
-        for (size_t i = 0; i < n; i++)
-            if (running[i]->shim_pid > 1 && running[i]->shim_pid == st.sid)
-                return running[i];
-    /* Then the ancestry (a job without a cgroup that left the session stays its child). */
-    pid_t p = (pid_t)pid;
-    for (int depth = 0; p > 1 && depth < 64; depth++) {
-        for (size_t i = 0; i < n; i++)
-            if (running[i]->shim_pid == p)
-                return running[i];
-        p = proc_parent(p);
-    }
-    return NULL;
-}
-
-static uint64_t compute_unmanaged(const struct gpus *g, struct job *const *running, size_t n)
-{
-    uint64_t m = 0;
-    for (size_t k = 0; k < g->cur.n_gpus; k++)
-        for (size_t i = 0; i < g->cur.gpus[k].n_procs; i++) {
-            long long pid = g->cur.gpus[k].procs[i].pid;
-            if (!gpu_is_ignored(g, (int)k, pid) && !gpu_process_owner(pid, running, n))
-                m |= 1ULL << k;
-        }
-    return m;
-}
-
-/* Per GPU, the memory shared jobs cannot pack into: all that is not free (so the
- * driver's reservation too) less what the running jobs' own processes use. Outside
- * processes count whether ignored or not: ignoring one lets jobs share its GPU, it does
- * not free its memory. */
-static void compute_outside(struct gpus *g, struct job *const *running, size_t n)
-{
-    memset(g->outside_mib, 0, sizeof(g->outside_mib));
-    for (size_t k = 0; k < g->cur.n_gpus && k < GPUINFO_MAX_GPUS; k++) {
-        const struct gpu_info *info = &g->cur.gpus[k];
-        if (info->memory_free_mib < 0)
-            continue; /* no memory reading: the GPU is unavailable anyway */
-        int64_t taken = info->memory_total_mib - info->memory_free_mib;
-        for (size_t i = 0; i < info->n_procs; i++)
-            if (info->procs[i].used_mib > 0 && gpu_process_owner(info->procs[i].pid, running, n))
-                taken -= info->procs[i].used_mib;
-        g->outside_mib[k] = taken > 0 ? taken : 0;
-    }
-}
-
-const int64_t *gpu_outside_mib(const struct gpus *g)
-{
-    return g->outside_mib;
-}
-
-static uint64_t compute_mig_unmanaged(const struct gpus *g, struct job *const *running, size_t n)
-{
-    uint64_t m = 0;
-    for (size_t k = 0; k < g->cur.n_migs && k < GPUINFO_MAX_MIGS; k++) {
-        const struct gpu_mig *mig = &g->cur.migs[k];
-        for (size_t i = 0; i < mig->n_procs; i++) {
-            long long pid = mig->procs[i].pid;
-            if (!gpu_is_ignored(g, mig->parent, pid) && !gpu_process_owner(pid, running, n))
-                m |= 1ULL << k;
-        }
-    }
-    return m;
 }
 
 /* What the scheduler depends on of the MIG instances: which exist (by UUID), in which
@@ -352,27 +145,6 @@ static bool mig_differs(const struct gpu_set *a, const struct gpu_set *b)
         const struct gpu_mig *x = &a->migs[i], *y = &b->migs[i];
         if (strcmp(x->uuid, y->uuid) != 0 || strcmp(x->profile, y->profile) != 0 ||
             x->n_procs != y->n_procs || x->memory_used_mib != y->memory_used_mib)
-            return true;
-        for (size_t k = 0; k < x->n_procs; k++)
-            if (x->procs[k].pid != y->procs[k].pid)
-                return true;
-    }
-    return false;
-}
-
-/* ---- reading ---- */
-
-/* What the scheduler depends on: which GPUs exist, their memory and their processes. */
-static bool differs(const struct gpu_set *a, const struct gpu_set *b)
-{
-    if (a->n_gpus != b->n_gpus)
-        return true;
-    for (size_t i = 0; i < a->n_gpus; i++) {
-        const struct gpu_info *x = &a->gpus[i], *y = &b->gpus[i];
-        if (x->memory_total_mib != y->memory_total_mib ||
-            x->memory_used_mib != y->memory_used_mib || x->n_procs != y->n_procs ||
-            x->lost != y->lost || x->memory_free_mib != y->memory_free_mib ||
-            strcmp(x->unavailable, y->unavailable) != 0)
             return true;
         for (size_t k = 0; k < x->n_procs; k++)
             if (x->procs[k].pid != y->procs[k].pid)
@@ -475,13 +247,13 @@ static bool take_reading(struct gpus *g, struct gpu_worker_result *r, struct job
     g->cur = r->set;
     memset(&r->set, 0, sizeof(r->set));
     g->cur.simulated = r->simulated;
-    resolve_visible(g);
-    prune_ignored(g);
-    uint64_t um = compute_unmanaged(g, running, n);
+    gpu_resolve_visible(g);
+    gpu_prune_ignored(g);
+    uint64_t um = gpu_compute_unmanaged(g, running, n);
     changed |= um != g->unmanaged;
     g->unmanaged = um;
-    compute_outside(g, running, n);
-    uint64_t mum = compute_mig_unmanaged(g, running, n);
+    gpu_compute_outside(g, running, n);
+    uint64_t mum = gpu_compute_mig_unmanaged(g, running, n);
     changed |= mum != g->mig_unmanaged;
     g->mig_unmanaged = mum;
     return changed;
@@ -524,11 +296,11 @@ bool gpu_refresh(struct gpus *g, struct job *const *running, size_t n)
 {
     /* The running jobs changed (a job ended, the table was reloaded): whose processes
      * are outside ones changes with them at once; the GPUs are read again meanwhile. */
-    uint64_t um = compute_unmanaged(g, running, n);
+    uint64_t um = gpu_compute_unmanaged(g, running, n);
     bool changed = um != g->unmanaged;
     g->unmanaged = um;
-    compute_outside(g, running, n);
-    uint64_t mum = compute_mig_unmanaged(g, running, n);
+    gpu_compute_outside(g, running, n);
+    uint64_t mum = gpu_compute_mig_unmanaged(g, running, n);
     changed |= mum != g->mig_unmanaged;
     g->mig_unmanaged = mum;
     if (g->nvml_open)
@@ -704,32 +476,6 @@ const char *gpu_id_format(const struct gpus *g)
 
 /* ---- start ---- */
 
-static int load_allowed(struct gpus *g, const char *flag_gpus, const char *config_gpus, char **err)
-{
-    char *saved = NULL;
-    if (flag_gpus) {
-        /* A --gpus given at start wins over an earlier runtime setting. */
-        if (parse_gpu_list(flag_gpus, &g->allowed, err) < 0)
-            return -1;
-        g->allowed_source = "flag";
-        store_begin(g->store);
-        store_set_setting(g->store, SETTING_ALLOWED, NULL);
-        return 0;
-    }
-    if (store_get_setting(g->store, SETTING_ALLOWED, &saved) == 0 && saved) {
-        int r = parse_gpu_list(saved, &g->allowed, err);
-        free(saved);
-        g->allowed_source = "runtime";
-        return r;
-    }
-    if (config_gpus && strcmp(config_gpus, "all") != 0) {
-        if (parse_gpu_list(config_gpus, &g->allowed, err) < 0)
-            return -1;
-        g->allowed_source = "config";
-    }
-    return 0;
-}
-
 struct gpus *gpu_start(const struct gpu_start_opts *o, char **err)
 {
     struct gpus *g = xcalloc(1, sizeof(*g));
@@ -743,7 +489,7 @@ struct gpus *gpu_start(const struct gpu_start_opts *o, char **err)
         g->visible = 0; /* resolved once the GPUs are read */
     }
     char *library = NULL;
-    if (load_allowed(g, o->flag_gpus, o->config_gpus, err) < 0)
+    if (gpu_load_allowed(g, o->flag_gpus, o->config_gpus, err) < 0)
         goto fail;
     gpu_settings_committed(g);
     if (o->simulate) {
@@ -813,16 +559,6 @@ const struct gpu_set *gpu_current(const struct gpus *g)
     return &g->cur;
 }
 
-static uint64_t present_mask(const struct gpus *g)
-{
-    return g->cur.n_gpus >= 64 ? ALL_GPUS : (1ULL << g->cur.n_gpus) - 1;
-}
-
-uint64_t gpu_allowed(const struct gpus *g)
-{
-    return g->allowed & g->visible & present_mask(g);
-}
-
 const char *gpu_error(const struct gpus *g)
 {
     if (g->nvml_open)
@@ -832,124 +568,7 @@ const char *gpu_error(const struct gpus *g)
     return buf;
 }
 
-uint64_t gpu_visible(const struct gpus *g)
-{
-    return g->visible & present_mask(g);
-}
-
-uint64_t gpu_unmanaged(const struct gpus *g)
-{
-    return g->unmanaged;
-}
-
-uint64_t gpu_mig_unmanaged(const struct gpus *g)
-{
-    return g->mig_unmanaged;
-}
-
-/* ---- runtime controls ---- */
-
-json_t *gpu_allowed_json(const struct gpus *g)
-{
-    json_t *list = json_array();
-    for (size_t i = 0; i < g->cur.n_gpus; i++)
-        if (gpu_allowed(g) & (1ULL << i))
-            json_array_append_new(list, json_integer((json_int_t)i));
-    return json_pack("{s:o, s:s}", "allowed", list, "source", g->allowed_source);
-}
-
-int gpu_set_allowed(struct gpus *g, const char *spec, char **err)
-{
-    uint64_t m;
-    if (parse_gpu_list(spec, &m, err) < 0)
-        return -1;
-    if (m != ALL_GPUS && (m & ~present_mask(g))) {
-        *err = xasprintf("no GPU %s on this machine (it has %zu)", spec, g->cur.n_gpus);
-        return -1;
-    }
-    if (m != ALL_GPUS && !(m & gpu_visible(g))) {
-        *err = xasprintf("GPUs %s are outside the daemon's CUDA_VISIBLE_DEVICES (%s): no job "
-                         "could use them",
-                         spec, g->visible_spec ? g->visible_spec : "");
-        return -1;
-    }
-    if (store_begin(g->store) < 0 ||
-        store_set_setting(g->store, SETTING_ALLOWED, m == ALL_GPUS ? NULL : spec) < 0) {
-        *err = xasprintf("cannot store the setting: %s", store_error(g->store));
-        return -1;
-    }
-    g->allowed = m;
-    g->allowed_source = m == ALL_GPUS ? "all" : "runtime";
-    return 0;
-}
-
-void gpu_settings_committed(struct gpus *g)
-{
-    g->committed_allowed = g->allowed;
-    g->committed_source = g->allowed_source;
-}
-
-void gpu_settings_undo(struct gpus *g)
-{
-    g->allowed = g->committed_allowed;
-    g->allowed_source = g->committed_source;
-}
-
-json_t *gpu_ignored_json(struct gpus *g)
-{
-    prune_ignored(g);
-    json_t *list = json_array();
-    for (size_t i = 0; i < g->n_ignored; i++)
-        json_array_append_new(list, json_pack("{s:i, s:I}", "gpu", g->ignored[i].gpu, "pid",
-                                              (json_int_t)g->ignored[i].pid));
-    return json_pack("{s:o}", "ignored", list);
-}
-
-int gpu_ignore(struct gpus *g, int gpu, long long pid, struct job *const *running, size_t n,
-               char **err)
-{
-    if (gpu < 0 || (size_t)gpu >= g->cur.n_gpus) {
-        *err = xasprintf("no GPU %d on this machine", gpu);
-        return -1;
-    }
-    int64_t start = proc_start_time((pid_t)pid);
-    if (start < 0) {
-        *err = xasprintf("no process %lld", pid);
-        return -1;
-    }
-    if (!gpu_is_ignored(g, gpu, pid)) {
-        g->ignored = xrealloc(g->ignored, (g->n_ignored + 1) * sizeof(*g->ignored));
-        g->ignored[g->n_ignored++] = (struct ignored){gpu, pid, start};
-    }
-    g->unmanaged = compute_unmanaged(g, running, n);
-    g->mig_unmanaged = compute_mig_unmanaged(g, running, n);
-    return 0;
-}
-
-int gpu_unignore(struct gpus *g, int gpu, long long pid, struct job *const *running, size_t n,
-                 char **err)
-{
-    for (size_t i = 0; i < g->n_ignored; i++) {
-        if (g->ignored[i].gpu == gpu && g->ignored[i].pid == pid) {
-            g->ignored[i] = g->ignored[--g->n_ignored];
-            g->unmanaged = compute_unmanaged(g, running, n);
-            g->mig_unmanaged = compute_mig_unmanaged(g, running, n);
-            return 0;
-        }
-    }
-    *err = xasprintf("process %lld on GPU %d is not ignored", pid, gpu);
-    return -1;
-}
-
-const char *gpu_visible_spec(const struct gpus *g)
-{
-    return g->visible_spec;
-}
-
-const struct cudavis *gpu_visible_read(const struct gpus *g)
-{
-    return g->visible_read.understood ? &g->visible_read : NULL;
-}
+/* ---- the GPUs as last read ---- */
 
 char *gpu_uuids(const struct gpus *g, uint64_t mask)
 {

@@ -10,7 +10,8 @@
  * again, 1 s doubling up to daemon.nvml_retry_max_secs, and its GPUs are taken up when
  * it answers. Also: whether jobs get GPU indices or UUIDs (daemon.gpu_id_format). Also:
  * which GPUs may be used (flag > runtime setting > config > all, within the daemon's
- * own CUDA_VISIBLE_DEVICES), outside processes and the ones an admin chose to ignore.
+ * own CUDA_VISIBLE_DEVICES: gpu_allowed.c), outside processes and the ones an admin
+ * chose to ignore (gpu_procs.c).
  *
  * GPU masks are by NVML index (bit i: the GPU at position i of the gpu_set, which is
  * its NVML index). The running jobs, whose processes are not outside ones, are passed

@@ -1,0 +1,83 @@
+/* gpu_internal: what gpu.h's files share (gpu.c: NVML's life and the GPU table;
+ * gpu_allowed.c: which GPUs may be used; gpu_procs.c: the GPUs' processes and the ignore
+ * list). Not for the rest of the daemon: that is gpu.h. */
+#ifndef GFLOWD_GPU_INTERNAL_H
+#define GFLOWD_GPU_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cudavis.h"
+#include "gpu.h"
+#include "gpuinfo.h"
+#include "job.h"
+
+struct gpu_worker;
+struct loop_timer;
+
+#define GPU_MSG_MAX 512
+#define ALL_GPUS (~0ULL)
+
+struct ignored {
+    int gpu;
+    long long pid;
+    int64_t start; /* the process's start time: a recycled pid is not ignored */
+};
+
+struct gpus {
+    struct store *store; /* where gctl set-gpus is kept */
+    struct gpu_set cur;
+    uint64_t visible;   /* the daemon's own CUDA_VISIBLE_DEVICES */
+    char *visible_spec; /* as given, resolved once the GPUs are known */
+    uint64_t allowed;
+    const char *allowed_source;
+    /* The allowed set as last committed, put back when a commit is lost. */
+    uint64_t committed_allowed;
+    const char *committed_source;
+    uint64_t unmanaged;
+    struct ignored *ignored;
+    size_t n_ignored;
+    struct cudavis visible_read; /* visible_spec as CUDA reads it, once the GPUs are known */
+    /* Per GPU: MiB taken by other than the running jobs' processes (gpu_outside_mib). */
+    int64_t outside_mib[GPUINFO_MAX_GPUS];
+
+    /* NVML's life (gpu_worker.c makes the calls). */
+    struct gpu_worker *worker;
+    bool nvml_open;     /* as of the last answer */
+    bool lib_found;     /* the library loads (it may still fail to initialise) */
+    bool answered;      /* an answer came since start */
+    char *open_error;   /* why NVML would not open ("no GPUs: ..."), as logged */
+    int open_tries;     /* failed opens in a row */
+    double retry_delay; /* the current back-off, seconds */
+    double retry_at;    /* monotonic time of the next try; 0: none planned */
+    double retry_max;   /* daemon.nvml_retry_max_secs */
+    double timeout;     /* daemon.nvml_timeout_secs */
+    double asked_at;    /* when the request in progress was made; 0: none */
+    bool ask_again;     /* read again once the request in progress is answered */
+    bool overdue;       /* the request in progress is past the timeout */
+    struct loop_timer *retry_timer, *overdue_timer;
+    struct gpu_set blind; /* cur with every GPU unavailable, while overdue */
+    bool uuid_ids;        /* CUDA_VISIBLE_DEVICES by UUID (gpu_id_format) */
+    char *id_format_why;  /* the decision and why, for gflowd status */
+    /* What gpu_error, gpu_nvml_state and gpu_unavailable_reason return. */
+    char text[3][GPU_MSG_MAX];
+    uint64_t mig_unmanaged; /* by position in cur.migs */
+};
+
+/* gpu_allowed.c. The allowed set at start: --gpus, else gctl set-gpus as saved, else
+ * daemon.gpus. 0, or -1 with *err. */
+int gpu_load_allowed(struct gpus *g, const char *flag_gpus, const char *config_gpus, char **err);
+/* Reads the daemon's CUDA_VISIBLE_DEVICES again against the GPUs just read (g->visible). */
+void gpu_resolve_visible(struct gpus *g);
+
+/* gpu_procs.c. Forgets ignore entries whose process is gone. */
+void gpu_prune_ignored(struct gpus *g);
+/* The GPUs with outside processes, not ignored (g->unmanaged is not changed). */
+uint64_t gpu_compute_unmanaged(const struct gpus *g, struct job *const *running, size_t n);
+/* Fills g->outside_mib from the GPUs as last read. */
+void gpu_compute_outside(struct gpus *g, struct job *const *running, size_t n);
+/* The MIG instances with outside processes, not ignored (by position in g->cur.migs). */
+uint64_t gpu_compute_mig_unmanaged(const struct gpus *g, struct job *const *running, size_t n);
+
+#endif
