@@ -139,7 +139,7 @@ __attribute__((noreturn)) static void shim_child(const struct shim_exec *ex, cha
      * that is there and executable. Any other failure (ENOEXEC: a file bash would run
      * as a script) leaves the decision to bash itself. */
     if (ex->direct_paths)
-        for (char **p = ex->direct_paths; *p; p++) {
+        for (char **p = ex->direct_paths + ex->direct_first; *p; p++) {
             execve(*p, ex->direct_argv, envp);
             if (errno != ENOENT && errno != ENOTDIR && errno != EACCES)
                 break;

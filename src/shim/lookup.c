@@ -239,8 +239,10 @@ static enum shim_lookup_file shim_lookup_file(const char *path, const struct shi
 
 /* Searches name along the job's PATH as bash does: the first executable file wins;
  * without one, a file that is there but not executable makes bash fail with 126, and
- * nothing at all with 127 ("command not found"). An empty entry is the workdir. */
-static enum shim_lookup_file shim_lookup_search(const char *name, const struct shim_exec *ex)
+ * nothing at all with 127 ("command not found"). An empty entry is the workdir. Adds
+ * to *n_missing the number of entries before the first where something is. */
+static enum shim_lookup_file shim_lookup_search(const char *name, const struct shim_exec *ex,
+                                                size_t *n_missing)
 {
     const char *path = shim_env_get(ex->envp, "PATH");
     char *dirs;
@@ -249,13 +251,16 @@ static enum shim_lookup_file shim_lookup_search(const char *name, const struct s
                          path ? path : SHIM_LOOKUP_BASH_PATH);
     else
         dirs = xstrdup(path ? path : SHIM_LOOKUP_BASH_PATH);
-    bool noexec = false, unknown = false;
+    bool noexec = false, unknown = false, any = false;
     enum shim_lookup_file found = SHIM_FILE_MISSING;
     for (char *d = dirs; found != SHIM_FILE_EXEC; d++) {
         size_t len = strcspn(d, ":");
         char *cand = xasprintf("%.*s%s%s", (int)len, d, len ? "/" : "", name);
         enum shim_lookup_file f = shim_lookup_file(cand, ex);
         free(cand);
+        any = any || f != SHIM_FILE_MISSING;
+        if (!any)
+            ++*n_missing;
         if (f == SHIM_FILE_EXEC)
             found = f;
         noexec = noexec || f == SHIM_FILE_NOEXEC;
@@ -283,8 +288,10 @@ void shim_lookup_prepare(const struct shim_opts *o, struct shim_exec *ex)
         f = shim_lookup_file(word, ex);
     else if (shim_lookup_is_shell_word(word, ex))
         f = SHIM_FILE_EXEC;
-    else
-        f = shim_lookup_search(word, ex);
+    else if (ex->conda_prefix)
+        f = shim_lookup_search(word, ex, &(size_t){0});
+    else /* the direct exec (command.c) skips the entries of PATH where nothing is */
+        f = shim_lookup_search(word, ex, &ex->direct_first);
     /* bash runs this function instead of saying "command not found". */
     if (f == SHIM_FILE_MISSING && shim_env_get(ex->envp, "BASH_FUNC_command_not_found_handle%%"))
         f = SHIM_FILE_UNKNOWN;

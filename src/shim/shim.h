@@ -68,6 +68,7 @@ struct shim_exec {
      * shell as the fallback (builtins such as `exit`, `cd`). */
     char **direct_argv;
     char **direct_paths;
+    size_t direct_first; /* direct_paths before this one are not there (lookup.c) */
     char *direct_buf;
     char **envp;
     char *env_buf; /* envp points into it */
