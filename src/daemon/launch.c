@@ -8,8 +8,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
-#include <pwd.h>
 #include <pthread.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -278,8 +278,8 @@ static int prepare_inputs(const struct gflowd *d, const struct job *full, const 
 
 /* The child of spawn_shim, sharing the daemon's memory until it execs: only system
  * calls, on its own frames. Sets *err to the errno of what failed and exits. */
-__attribute__((noreturn)) static void spawn_child(char *const *argv, char *const *envp,
-                                                  int lock_fd, int env_fd, volatile int *err)
+__attribute__((noreturn)) static void spawn_child(char *const *argv, char *const *envp, int lock_fd,
+                                                  int env_fd, volatile int *err)
 {
     /* Above 4 first, so that no dup2 below overwrites another's source (/dev/null may
      * open as 3 or 4: it is on 0 before those are taken). */
