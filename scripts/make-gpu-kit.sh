@@ -54,6 +54,9 @@ for p in $programs; do
 done
 chmod u+w "$root"/lib/*
 for f in "$root"/bin/*; do
+    # The shim and the commands are static (no interpreter, nothing to find; patchelf
+    # would break them).
+    patchelf --print-interpreter "$f" >/dev/null 2>&1 || continue
     patchelf --set-rpath '$ORIGIN/../lib' "$f"
 done
 for f in "$root"/lib/*; do

@@ -1,10 +1,11 @@
 #!/bin/sh
 # kit-test.sh: checks a GPU kit tarball (make gpu-kit) the way the GPU machine will use
-# it: unpacked into a fresh temp dir, with LD_LIBRARY_PATH unset, every program's RUNPATH
-# is $ORIGIN/../lib and ldd resolves every library that is not glibc's from the kit's
-# lib/; the kit holds no python and no CUDA or NVML library; the programs run; and the
-# kit's own check.sh, with its own bin/, passes against the NVML simulator, the fake
-# libcuda and the fake nvidia-smi of BUILD_DIR on FIXTURE.
+# it: unpacked into a fresh temp dir, with LD_LIBRARY_PATH unset, every dynamic program's
+# RUNPATH is $ORIGIN/../lib and ldd resolves every library that is not glibc's from the
+# kit's lib/ (the static ones need none); the kit holds no python and no CUDA or NVML
+# library; the programs run; and the kit's own check.sh, with its own bin/, passes
+# against the NVML simulator, the fake libcuda and the fake nvidia-smi of BUILD_DIR on
+# FIXTURE.
 # Usage: kit-test.sh TARBALL BUILD_DIR FIXTURE.json
 set -u
 [ $# -eq 3 ] || { echo "usage: kit-test.sh TARBALL BUILD_DIR FIXTURE.json" >&2; exit 2; }
@@ -23,6 +24,11 @@ for p in gflowd gbatch gqueue ginfo gjob gctl gcancel gflow-shim nvml_probe cuda
     gflow-json-flat gflow-nvml-dump; do
     f=$kit/bin/$p
     [ -x "$f" ] || fail "bin/$p missing"
+    # The shim and the commands are static: they must need no library at all.
+    if ! readelf -l "$f" | grep -q 'program interpreter'; then
+        readelf -d "$f" | grep -q '(NEEDED)' && fail "bin/$p: static, yet needs $(readelf -d "$f" | grep '(NEEDED)')"
+        continue
+    fi
     runpath=$(readelf -d "$f" | sed -n 's/.*(RUNPATH).*\[\(.*\)\]/\1/p')
     [ "$runpath" = '$ORIGIN/../lib' ] || fail "bin/$p: RUNPATH '$runpath', want \$ORIGIN/../lib"
     ldd "$f" >"$tmp/ldd" 2>&1 || fail "ldd bin/$p: $(cat "$tmp/ldd")"
