@@ -132,6 +132,20 @@ static int insert_columns(struct store *s, sqlite3_stmt *st, const struct job *j
     return store_step_done(s, st, context);
 }
 
+/* Records j's dependencies (job_deps). */
+static int insert_deps(struct store *s, const struct job *j)
+{
+    for (size_t i = 0; i < j->n_deps; i++) {
+        sqlite3_bind_int64(s->st_dep_insert, 1, j->id);
+        sqlite3_bind_int64(s->st_dep_insert, 2, j->deps[i].id);
+        sqlite3_bind_text(s->st_dep_insert, 3, job_dep_kind_name(j->deps[i].kind), -1,
+                          SQLITE_STATIC);
+        if (store_step_done(s, s->st_dep_insert, "recording a dependency") < 0)
+            return -1;
+    }
+    return 0;
+}
+
 static int insert_row(struct store *s, const struct job *j)
 {
     if (insert_columns(s, s->st_insert, j, NULL, 0, C_LIGHT_COUNT) < 0)
@@ -143,14 +157,8 @@ static int insert_row(struct store *s, const struct job *j)
         if (ret < 0)
             return -1;
     }
-    for (size_t i = 0; i < j->n_deps; i++) {
-        sqlite3_bind_int64(s->st_dep_insert, 1, j->id);
-        sqlite3_bind_int64(s->st_dep_insert, 2, j->deps[i].id);
-        sqlite3_bind_text(s->st_dep_insert, 3, job_dep_kind_name(j->deps[i].kind), -1,
-                          SQLITE_STATIC);
-        if (store_step_done(s, s->st_dep_insert, "recording a dependency") < 0)
-            return -1;
-    }
+    if (insert_deps(s, j) < 0)
+        return -1;
     if (j->id < s->next_id)
         return 0;
 
@@ -352,14 +360,8 @@ int store_replace_deps(struct store *s, const struct job *j)
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE)
         return store_db_err(s, "replacing dependencies");
-    for (size_t i = 0; i < j->n_deps; i++) {
-        sqlite3_bind_int64(s->st_dep_insert, 1, j->id);
-        sqlite3_bind_int64(s->st_dep_insert, 2, j->deps[i].id);
-        sqlite3_bind_text(s->st_dep_insert, 3, job_dep_kind_name(j->deps[i].kind), -1,
-                          SQLITE_STATIC);
-        if (store_step_done(s, s->st_dep_insert, "recording a dependency") < 0)
-            return -1;
-    }
+    if (insert_deps(s, j) < 0)
+        return -1;
     return store_update_job(s, j);
 }
 
