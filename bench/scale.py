@@ -108,7 +108,7 @@ def med(xs):
 
 def state_key():
     h = hashlib.sha1()
-    for f in ("store.c", "store_row.c", "store_internal.h"):
+    for f in ("store.c", "store_schema.c", "store_job.c", "store_row.c", "store_internal.h"):
         with open(os.path.join(SRC, "src", "daemon", f), "rb") as fh:
             h.update(fh.read())
     h.update(f"{FINISHED}/{QUEUED}".encode())

@@ -1,6 +1,7 @@
-/* store_internal: what the store's files share (store.c: opening, the schema,
- * transactions, one job's rows; store_row.c: the column table; store_list.c: many jobs
- * and the small tables). Not for the rest of the daemon: that is store.h. */
+/* store_internal: what the store's files share (store.c: opening, errors, transactions;
+ * store_schema.c: the tables and their migrations; store_job.c: the kept statements and
+ * one job's rows; store_row.c: the column table; store_list.c: many jobs and the small
+ * tables). Not for the rest of the daemon: that is store.h. */
 #ifndef GFLOWD_STORE_INTERNAL_H
 #define GFLOWD_STORE_INTERNAL_H
 
@@ -115,6 +116,16 @@ void store_finish(sqlite3_stmt *st);
 int store_step_done(struct store *s, sqlite3_stmt *st, const char *context);
 /* -1 (with the error set) once a commit was lost until the daemon restarts. */
 int store_refuse_if_lost(struct store *s);
+/* Runs sql (one or more statements, no rows wanted); context prefixes the error. 0 or -1. */
+int store_exec(struct store *s, const char *sql, const char *context);
+/* The first column of sql's first row into *out (left as it is when there is no row).
+ * 0 or -1. */
+int store_query_int(struct store *s, const char *sql, int64_t *out);
+
+/* Opening (store_open), in this order: brings the schema up to date (store_schema.c),
+ * then prepares the statements kept for the store's life (store_job.c). 0 or -1. */
+int store_migrate(struct store *s);
+int store_prepare_statements(struct store *s);
 
 /* Binds text (NULL: SQL NULL) to ?idx, without a copy. */
 int store_bind_text(sqlite3_stmt *st, int idx, const char *v);

@@ -1,0 +1,180 @@
+/* store_schema: the store's tables and their migrations (store_migrate, at open).
+ *
+ * Tables (schema version in PRAGMA user_version, upgraded by store_migrate()):
+ *   jobs         one column per field of struct job, except the payload.
+ *   job_payload  script and env (JSON object text) by job id; for a sweep's job also its
+ *                params (JSON object text) and the templates they fill
+ *                (command_template, script_template, name_template). Kept out of jobs because
+ *                a captured environment is 2-5 KB: inline, every jobs row fills a page
+ *                of its own, and counting, sorting or scanning the history reads 10-20x
+ *                more pages (measured 3-4x slower scans; bench/store_bench.c).
+ *   job_counts   jobs per state, kept by triggers, so counts cost nothing at 100k jobs.
+ *   job_deps     dependencies (job_id, dep_id, kind), indexed by dep_id: which jobs
+ *                depend on a given one. A job's own list is also in its depends_on
+ *                column ("afterok:1,afterany:3"), so that reading jobs needs no join.
+ *   settings     runtime controls that survive restarts.
+ *   meta         next_job_id, so ids are never reused even if rows are deleted. */
+#include "store_internal.h"
+
+#include <sqlite3.h>
+#include <stdio.h>
+
+/* Schema migrations: migrations[v] upgrades user_version v to v + 1. Never edit a
+ * released step; append one (ALTER TABLE jobs ADD COLUMN ..., then add the column to
+ * `columns`). A step that needs code rather than SQL can get a function pointer here. */
+static const char *const migrations[] = {
+    /* 1: the initial schema. */
+    "CREATE TABLE jobs ("
+    " id INTEGER PRIMARY KEY,"
+    " name TEXT,"
+    " user TEXT,"
+    " uid INTEGER NOT NULL DEFAULT 0,"
+    " gid INTEGER NOT NULL DEFAULT 0,"
+    " state INTEGER NOT NULL,"
+    " priority INTEGER NOT NULL DEFAULT 10,"
+    " time_limit INTEGER NOT NULL DEFAULT 0,"
+    " command TEXT,"
+    " script_path TEXT,"
+    " workdir TEXT,"
+    " submit_time REAL NOT NULL DEFAULT 0,"
+    " start_time REAL NOT NULL DEFAULT 0,"
+    " end_time REAL NOT NULL DEFAULT 0,"
+    " exit_code INTEGER NOT NULL DEFAULT -1,"
+    " signal INTEGER NOT NULL DEFAULT 0,"
+    " oom INTEGER NOT NULL DEFAULT 0,"
+    " reason TEXT,"
+    " end_request INTEGER NOT NULL DEFAULT 0,"
+    " shim_pid INTEGER NOT NULL DEFAULT 0,"
+    " shim_start INTEGER NOT NULL DEFAULT 0,"
+    " max_rss_kb INTEGER NOT NULL DEFAULT 0,"
+    " gpus INTEGER NOT NULL DEFAULT 0,"
+    " gpu_ids TEXT,"
+    " memory_mb INTEGER NOT NULL DEFAULT 0,"
+    " gpu_memory_mb INTEGER NOT NULL DEFAULT 0,"
+    " shared INTEGER NOT NULL DEFAULT 0,"
+    " group_id INTEGER NOT NULL DEFAULT 0,"
+    " array_task INTEGER NOT NULL DEFAULT -1,"
+    " max_retries INTEGER NOT NULL DEFAULT 0,"
+    " attempt INTEGER NOT NULL DEFAULT 1,"
+    " retry_of INTEGER NOT NULL DEFAULT 0,"
+    " gpus_per_task INTEGER NOT NULL DEFAULT 0"
+    ");"
+    "CREATE TABLE job_payload ("
+    " job_id INTEGER PRIMARY KEY REFERENCES jobs(id) ON DELETE CASCADE,"
+    " script TEXT,"
+    " env TEXT"
+    ");"
+    /* PD=0, H=1, R=2: the jobs the daemon works on, a small part of a long history.
+     * Keyed on id so that they come out in id order without a sort. */
+    "CREATE INDEX jobs_active ON jobs(id) WHERE state IN (0,1,2);"
+    "CREATE INDEX jobs_user ON jobs(user, id);"
+    "CREATE INDEX jobs_submit ON jobs(submit_time);"
+    "CREATE TABLE job_deps ("
+    " job_id INTEGER NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,"
+    " dep_id INTEGER NOT NULL REFERENCES jobs(id),"
+    " kind TEXT NOT NULL,"
+    " PRIMARY KEY (job_id, dep_id, kind)"
+    ") WITHOUT ROWID;"
+    "CREATE INDEX job_deps_dep ON job_deps(dep_id);"
+    "CREATE TABLE job_counts (state INTEGER PRIMARY KEY, n INTEGER NOT NULL);"
+    "CREATE TRIGGER jobs_count_insert AFTER INSERT ON jobs BEGIN"
+    " INSERT INTO job_counts(state, n) VALUES (new.state, 1)"
+    "  ON CONFLICT(state) DO UPDATE SET n = n + 1;"
+    " END;"
+    "CREATE TRIGGER jobs_count_update AFTER UPDATE OF state ON jobs"
+    " WHEN old.state IS NOT new.state BEGIN"
+    " UPDATE job_counts SET n = n - 1 WHERE state = old.state;"
+    " INSERT INTO job_counts(state, n) VALUES (new.state, 1)"
+    "  ON CONFLICT(state) DO UPDATE SET n = n + 1;"
+    " END;"
+    "CREATE TRIGGER jobs_count_delete AFTER DELETE ON jobs BEGIN"
+    " UPDATE job_counts SET n = n - 1 WHERE state = old.state;"
+    " END;"
+    "CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID;"
+    "CREATE TABLE meta (key TEXT PRIMARY KEY, value) WITHOUT ROWID;"
+    "INSERT INTO meta(key, value) VALUES ('next_job_id', 1);",
+    /* 2: dependencies: the list (also in job_deps), its mode and auto-cancel. */
+    "ALTER TABLE jobs ADD COLUMN depends_on TEXT;"
+    "ALTER TABLE jobs ADD COLUMN depends_any INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE jobs ADD COLUMN auto_cancel INTEGER NOT NULL DEFAULT 1;",
+    /* 3: the conda environment a job activates, its --signal ("B:USR1@60") and its
+     * --begin time (unix seconds, 0 = none). */
+    "ALTER TABLE jobs ADD COLUMN conda_env TEXT;"
+    "ALTER TABLE jobs ADD COLUMN signal_spec TEXT;"
+    "ALTER TABLE jobs ADD COLUMN begin_time REAL NOT NULL DEFAULT 0;",
+    /* 4: submission groups (arrays, sweeps, batches; jobs.group_id) and how many of each
+     * group's jobs may run at once (0 = no limit). */
+    "CREATE TABLE job_groups (id INTEGER PRIMARY KEY,"
+    " max_concurrent INTEGER NOT NULL DEFAULT 0);",
+    /* 5: a sweep's job keeps its parameter values (JSON object) and the unsubstituted
+     * command, script and name templates, so that gjob update --param fills them again. */
+    "ALTER TABLE job_payload ADD COLUMN params TEXT;"
+    "ALTER TABLE job_payload ADD COLUMN command_template TEXT;"
+    "ALTER TABLE job_payload ADD COLUMN script_template TEXT;"
+    "ALTER TABLE job_payload ADD COLUMN name_template TEXT;",
+    /* 6: a job's reason as a code (enum job_reason) and the job it names
+     * (DependencyFailed); the reason column keeps only the free text (LaunchFailed's,
+     * ShimLost's). Rows of earlier versions are converted from their text. */
+    "ALTER TABLE jobs ADD COLUMN reason_code INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE jobs ADD COLUMN reason_job INTEGER NOT NULL DEFAULT 0;"
+    "UPDATE jobs SET reason_code = CASE"
+    " WHEN reason IS NULL OR reason = '' THEN 0"
+    " WHEN reason = 'CancelledByUser' THEN 1"
+    " WHEN reason = 'TimeLimit' THEN 2"
+    " WHEN reason = 'NonZeroExitCode' THEN 3"
+    " WHEN reason = 'Signal' THEN 4"
+    " WHEN reason = 'OutOfMemory' THEN 5"
+    " WHEN reason = 'LaunchFailed' OR reason LIKE 'LaunchFailed: %' THEN 6"
+    " WHEN reason = 'ShimLost' OR reason LIKE 'ShimLost: %' THEN 7"
+    " WHEN reason GLOB 'DependencyFailed:[0-9]*' THEN 8"
+    " WHEN reason = 'JobHeldUser' THEN 9"
+    " ELSE 10 END;"
+    "UPDATE jobs SET reason_job = CAST(substr(reason, 18) AS INTEGER) WHERE reason_code = 8;"
+    "UPDATE jobs SET reason = NULLIF(substr(reason, 15), '') WHERE reason_code = 6;"
+    "UPDATE jobs SET reason = NULLIF(substr(reason, 11), '') WHERE reason_code = 7;"
+    "UPDATE jobs SET reason = NULL WHERE reason_code NOT IN (6, 7, 10);",
+    /* 7: the umask a job runs with (the submitter's; -1: none given, 0077). */
+    "ALTER TABLE jobs ADD COLUMN umask INTEGER NOT NULL DEFAULT -1;",
+    /* 8: MIG requests (--mig PROFILE[:N]) and the instances (UUIDs) a running job holds. */
+    "ALTER TABLE jobs ADD COLUMN mig_profile TEXT;"
+    "ALTER TABLE jobs ADD COLUMN mig_count INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE jobs ADD COLUMN mig_uuids TEXT;",
+    /* 9: none. It was the index jobs_group, which made every array task's insert ~2.5x
+     * dearer (100k array accepted 1.0 -> 2.8 s); history retention creates it on its
+     * first round instead (store_prune), so only those who prune pay for it. */
+    "DROP INDEX IF EXISTS jobs_group;",
+    /* 10: a failed job's next attempt (gjob show), found without reading the history. */
+    "CREATE INDEX IF NOT EXISTS jobs_retry ON jobs(retry_of) WHERE retry_of > 0;",
+};
+/* The codes migration 6 writes are enum job_reason's. */
+_Static_assert(JOB_REASON_LAUNCH_FAILED == 6 && JOB_REASON_SHIM_LOST == 7 &&
+                   JOB_REASON_DEPENDENCY_FAILED == 8 && JOB_REASON_HELD_BY_USER == 9 &&
+                   JOB_REASON_OTHER == 10,
+               "migration 6 maps reason texts to these codes");
+#define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
+
+/* Brings the schema to SCHEMA_VERSION, one step per transaction. */
+int store_migrate(struct store *s)
+{
+    int64_t version = 0;
+    if (store_query_int(s, "PRAGMA user_version", &version) < 0)
+        return -1;
+    if (version > SCHEMA_VERSION) {
+        store_set_err(s, "database schema version %lld is newer than this gflowd supports (%d)",
+                      (long long)version, SCHEMA_VERSION);
+        return -1;
+    }
+    for (int v = (int)version; v < SCHEMA_VERSION; v++) {
+        char context[64], bump[64];
+        snprintf(context, sizeof(context), "migrating the schema to version %d", v + 1);
+        snprintf(bump, sizeof(bump), "PRAGMA user_version=%d", v + 1);
+        if (store_exec(s, "BEGIN IMMEDIATE", context) < 0)
+            return -1;
+        if (store_exec(s, migrations[v], context) < 0 || store_exec(s, bump, context) < 0 ||
+            store_exec(s, "COMMIT", context) < 0) {
+            sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+            return -1;
+        }
+    }
+    return 0;
+}
