@@ -5,21 +5,9 @@
  * scheduler_queue, updated whenever a job enters or leaves PD) and the running jobs in an
  * unordered list, so a scheduling pass neither sorts nor scans the whole table.
  *
- * Only queued jobs that may start now are in that queue: a job waiting for its begin
- * time (--begin) is in a min-heap by begin time instead, and enters the queue in the
- * first pass at or after that time (the daemon's begin timer makes one run then); a
- * job waiting for its dependencies (deps_blocked) is in neither until they are met.
- * Their wait reason (BeginTime, Dependency) is set when they are put aside. So 100,000
- * jobs submitted with a future --begin cost a pass nothing.
- *
- * Dependencies: each active job knows the active jobs that depend on it (dependents),
- * and each dependency of a job has a status (pending, met, never). When a job ends, only
- * its dependents are looked at: their statuses are updated and their deps_blocked flag
- * recomputed, so the pass just skips blocked jobs. A dependent that can no longer run is
- * cancelled (DependencyFailed:<id>) at once, which ends it in turn: the whole chain goes
- * within the same loop iteration, through a work list rather than recursion (a chain
- * may be long). */
-#include "jobs.h"
+ * Where a queued job waits and the scheduling pass are jobs_sched.c's; the dependency
+ * cascade is jobs_deps.c's (jobs_internal.h: what the three share). */
+#include "jobs_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,51 +28,6 @@ struct action {
     void (*fn)(void *arg, int64_t job_id); /* ACTION_CALL */
     void *arg;
 };
-
-struct jobs {
-    struct store *store;
-    struct job **table; /* the active jobs, ascending by id */
-    size_t table_len, table_cap;
-    struct job **run_list; /* R jobs, any order */
-    size_t running, run_cap;
-    struct scheduler_queue queue;      /* PD jobs that may start, in scheduling order */
-    struct scheduler_begin_heap begin; /* PD jobs whose begin_time is to come */
-    int64_t next_id;
-    bool dirty; /* something changed that may let a queued job start */
-
-    struct job **ended; /* left the table this iteration; freed by jobs_collect */
-    size_t ended_len, ended_cap;
-    struct action *actions; /* waiting for the commit */
-    size_t actions_len, actions_cap;
-    struct job **cascade; /* ended jobs whose dependents are still to be updated */
-    size_t cascade_len, cascade_cap;
-    bool cascading;
-
-    /* Submission groups with a record in the daemon, ascending by id (groups are made
-     * with growing ids, so a new one is appended). Kept for the daemon's life: small,
-     * and a job copy may still point at its group. */
-    struct job_group **groups;
-    size_t groups_len, groups_cap;
-
-    /* How many active jobs each user has (limits.max_active_jobs_per_user); a lab has
-     * few users, so a short list searched in order. */
-    struct user_count {
-        uint32_t uid;
-        size_t n;
-    } * users;
-    size_t users_len, users_cap;
-
-    jobs_signal_cb signal_cb;
-    void *signal_arg;
-
-    /* Between jobs_bulk_begin and jobs_bulk_end: ended jobs stay in the table (jobs_get
-     * skips them) and the queue is not kept in order, so that changing many jobs costs no
-     * memmove per job; jobs_bulk_end compacts the table and rebuilds the queue once. */
-    bool bulk;
-    bool table_stale, queue_stale;
-};
-
-static void queue_rebuild(struct jobs *t);
 
 /* ---- the table ---- */
 
@@ -276,7 +219,7 @@ void jobs_bulk_end(struct jobs *t)
         t->table_stale = false;
     }
     if (t->queue_stale) {
-        queue_rebuild(t);
+        jobs_queue_rebuild(t);
         t->queue_stale = false;
     }
 }
@@ -301,264 +244,6 @@ struct store *jobs_store(const struct jobs *t)
 int64_t jobs_next_id(const struct jobs *t)
 {
     return t->next_id;
-}
-
-/* ---- where a queued job waits ---- */
-
-/* j has become queued (or changed while queued, out of everything below): into the
- * queue, or aside if it cannot start for a reason no GPU or slot change alters. */
-static void sched_add(struct jobs *t, struct job *j)
-{
-    if (j->deps_blocked) {
-        j->wait_reason = SCHEDULER_REASON_DEPENDENCY;
-        return;
-    }
-    if (j->begin_time > now_wall()) {
-        j->wait_reason = SCHEDULER_REASON_BEGIN_TIME;
-        scheduler_begin_heap_push(&t->begin, j);
-        return;
-    }
-    if (t->bulk)
-        t->queue_stale = true; /* rebuilt by jobs_bulk_end */
-    else
-        scheduler_queue_insert(&t->queue, j);
-}
-
-/* j, queued, leaves wherever sched_add put it. */
-static void sched_remove(struct jobs *t, struct job *j)
-{
-    if (scheduler_begin_heap_remove(&t->begin, j) == 0)
-        return;
-    if (t->bulk)
-        t->queue_stale = true;
-    else
-        scheduler_queue_remove(&t->queue, j); /* -1 (nothing) for a job set aside */
-}
-
-/* Makes the queue hold the queued jobs that may start, in order, sorting once; those
- * waiting for their begin time or dependencies go aside (the heap is kept current
- * otherwise, even in bulk changes, so only jobs not in it are looked at). */
-static void queue_rebuild(struct jobs *t)
-{
-    struct job **cand = xmalloc((t->table_len ? t->table_len : 1) * sizeof(*cand));
-    size_t n = 0;
-    double now = now_wall();
-    for (size_t i = 0; i < t->table_len; i++) {
-        struct job *j = t->table[i];
-        if (j->state != JOB_QUEUED || j->begin_heap_pos)
-            continue;
-        if (j->deps_blocked) {
-            j->wait_reason = SCHEDULER_REASON_DEPENDENCY;
-        } else if (j->begin_time > now) {
-            j->wait_reason = SCHEDULER_REASON_BEGIN_TIME;
-            scheduler_begin_heap_push(&t->begin, j);
-        } else {
-            cand[n++] = j;
-        }
-    }
-    scheduler_queue_rebuild(&t->queue, cand, n);
-    free(cand);
-}
-
-/* ---- dependencies ---- */
-
-/* Recomputes j's deps_blocked after a change of its dependencies' statuses; a queued
- * or held job whose dependencies can no longer be met is cancelled (auto_cancel) or
- * keeps waiting with reason DependencyFailed:<id>. */
-static void deps_update(struct jobs *t, struct job *j)
-{
-    int64_t failed = 0;
-    enum job_deps_outcome o = job_deps_outcome(j, &failed);
-    bool blocked = o != JOB_DEPS_READY;
-    if (blocked != j->deps_blocked) {
-        t->dirty = true;
-        if (j->state == JOB_QUEUED) {
-            sched_remove(t, j);
-            j->deps_blocked = blocked;
-            sched_add(t, j);
-        }
-    }
-    j->deps_blocked = blocked;
-    if (o != JOB_DEPS_FAILED || (j->state != JOB_QUEUED && j->state != JOB_HELD))
-        return;
-    if (j->auto_cancel) {
-        log_info("job %lld: cancelled, dependency on job %lld can no longer be met",
-                 (long long)j->id, (long long)failed);
-        j->end_time = now_wall();
-        jobs_set_state(t, j, JOB_CANCELLED, JOB_REASON_DEPENDENCY_FAILED, failed, NULL);
-    } else if (j->state == JOB_QUEUED &&
-               (j->reason != JOB_REASON_DEPENDENCY_FAILED || j->reason_job != failed)) {
-        job_set_reason(j, JOB_REASON_DEPENDENCY_FAILED, failed, NULL);
-        jobs_save(t, j);
-    }
-}
-
-/* x has ended: updates its dependents, and theirs if they are cancelled in turn. */
-static void deps_job_ended(struct jobs *t, struct job *x)
-{
-    if (!x->n_dependents)
-        return;
-    if (t->cascade_len == t->cascade_cap) {
-        t->cascade_cap = t->cascade_cap ? t->cascade_cap * 2 : 16;
-        t->cascade = xrealloc(t->cascade, t->cascade_cap * sizeof(*t->cascade));
-    }
-    t->cascade[t->cascade_len++] = x;
-    if (t->cascading)
-        return; /* the loop below takes it */
-    t->cascading = true;
-    while (t->cascade_len) {
-        struct job *e = t->cascade[--t->cascade_len]; /* ended this iteration: still readable */
-        for (size_t i = 0; i < e->n_dependents; i++) {
-            struct job *d = jobs_get(t, e->dependents[i]);
-            if (!d)
-                continue;
-            bool changed = false;
-            for (size_t k = 0; k < d->n_deps; k++) {
-                if (d->deps[k].id != e->id)
-                    continue;
-                d->deps[k].status = job_dep_status_for(d->deps[k].kind, e->state);
-                changed = true;
-            }
-            if (changed)
-                deps_update(t, d);
-        }
-    }
-    t->cascading = false;
-}
-
-/* Whether following dependencies from j's (through active jobs) reaches job id. */
-static bool deps_reach(const struct jobs *t, const struct job *j, int64_t id)
-{
-    size_t cap = 64, len = 0, seen_len = 0, seen_cap = 64;
-    int64_t *stack = xmalloc(cap * sizeof(*stack));
-    int64_t *seen = xmalloc(seen_cap * sizeof(*seen));
-    bool found = false;
-    for (size_t k = 0; k < j->n_deps; k++) {
-        if (len == cap)
-            stack = xrealloc(stack, (cap *= 2) * sizeof(*stack));
-        stack[len++] = j->deps[k].id;
-    }
-    while (len && !found) {
-        int64_t cur = stack[--len];
-        if (cur == id) {
-            found = true;
-            break;
-        }
-        bool dup = false;
-        for (size_t i = 0; i < seen_len && !dup; i++)
-            dup = seen[i] == cur;
-        struct job *x = dup ? NULL : jobs_get(t, cur);
-        if (!x)
-            continue;
-        if (seen_len == seen_cap)
-            seen = xrealloc(seen, (seen_cap *= 2) * sizeof(*seen));
-        seen[seen_len++] = cur;
-        for (size_t k = 0; k < x->n_deps; k++) {
-            if (len == cap)
-                stack = xrealloc(stack, (cap *= 2) * sizeof(*stack));
-            stack[len++] = x->deps[k].id;
-        }
-    }
-    free(stack);
-    free(seen);
-    return found;
-}
-
-int jobs_check_deps(struct jobs *t, struct job *j, int64_t own_id, char **err)
-{
-    struct strbuf unknown;
-    strbuf_init(&unknown);
-    size_t n_unknown = 0;
-    for (size_t k = 0; k < j->n_deps; k++) {
-        struct job_dep *d = &j->deps[k];
-        enum job_state st;
-        int rc = 1;
-        if (jobs_get(t, d->id)) {
-            d->status = JOB_DEP_PENDING;
-            continue;
-        }
-        if (d->id > 0 && d->id < t->next_id)
-            rc = store_job_state(t->store, d->id, &st);
-        if (rc < 0) {
-            *err = xasprintf("cannot read job %lld: %s", (long long)d->id, store_error(t->store));
-            strbuf_free(&unknown);
-            return -1;
-        }
-        if (rc == 0) {
-            d->status = job_dep_status_for(d->kind, st);
-            continue;
-        }
-        bool listed = false;
-        for (size_t i = 0; i < k && !listed; i++)
-            listed = j->deps[i].id == d->id;
-        if (!listed) {
-            strbuf_addf(&unknown, "%s%lld", n_unknown ? ", " : "", (long long)d->id);
-            n_unknown++;
-        }
-    }
-    if (n_unknown) {
-        *err = xasprintf("depends_on: no job %s %s (a job can depend only on jobs that exist "
-                         "already; in one request, jobs cannot depend on each other)",
-                         n_unknown == 1 ? "with id" : "with ids", unknown.buf);
-        strbuf_free(&unknown);
-        return -1;
-    }
-    strbuf_free(&unknown);
-    /* New jobs depend only on existing ones, so this cannot happen today; it guards
-     * against a cycle made by later changes of dependencies. */
-    if (deps_reach(t, j, own_id)) {
-        *err = xasprintf("depends_on: job %lld would depend on itself through its "
-                         "dependencies (a cycle)",
-                         (long long)own_id);
-        return -1;
-    }
-    return 0;
-}
-
-static bool sim_find(const struct jobs_cascade *sim, size_t n, int64_t id)
-{
-    for (size_t i = 0; i < n; i++)
-        if (sim[i].id == id)
-            return true;
-    return false;
-}
-
-size_t jobs_cascade_preview(const struct jobs *t, const struct job *x, struct jobs_cascade **out)
-{
-    /* sim[0] is x itself (ending as CA); the rest are the jobs it would take along. */
-    size_t n = 1, cap = 16;
-    struct jobs_cascade *sim = xmalloc(cap * sizeof(*sim));
-    sim[0] = (struct jobs_cascade){x->id, 0};
-    for (size_t k = 0; k < n; k++) {
-        const struct job *e = k == 0 ? x : jobs_get(t, sim[k].id);
-        if (!e)
-            continue;
-        for (size_t i = 0; i < e->n_dependents; i++) {
-            struct job *d = jobs_get(t, e->dependents[i]);
-            if (!d || !d->auto_cancel || (d->state != JOB_QUEUED && d->state != JOB_HELD) ||
-                sim_find(sim, n, d->id))
-                continue;
-            struct job tmp;
-            job_init(&tmp);
-            tmp.deps_any = d->deps_any;
-            tmp.n_deps = d->n_deps;
-            tmp.deps = xmalloc(d->n_deps * sizeof(*tmp.deps));
-            for (size_t m = 0; m < d->n_deps; m++) {
-                tmp.deps[m] = d->deps[m];
-                if (sim_find(sim, n, d->deps[m].id))
-                    tmp.deps[m].status = job_dep_status_for(d->deps[m].kind, JOB_CANCELLED);
-            }
-            if (job_deps_outcome(&tmp, NULL) == JOB_DEPS_FAILED) {
-                if (n == cap)
-                    sim = xrealloc(sim, (cap *= 2) * sizeof(*sim));
-                sim[n++] = (struct jobs_cascade){d->id, e->id};
-            }
-            free(tmp.deps);
-        }
-    }
-    memmove(sim, sim + 1, (n - 1) * sizeof(*sim));
-    *out = sim;
-    return n - 1;
 }
 
 /* ---- loading and freeing ---- */
@@ -609,10 +294,10 @@ int jobs_load(struct jobs *t, char **err)
         int64_t failed;
         with_deps[i]->deps_blocked = job_deps_outcome(with_deps[i], &failed) != JOB_DEPS_READY;
     }
-    queue_rebuild(t);
+    jobs_queue_rebuild(t);
     for (size_t i = 0; i < n; i++)
         if (jobs_get(t, with_deps[i]->id) == with_deps[i])
-            deps_update(t, with_deps[i]);
+            jobs_deps_update(t, with_deps[i]);
     free(with_deps);
     return 0;
 }
@@ -685,7 +370,7 @@ static int submit_one(struct jobs *t, struct job *j, const struct job *leader)
     table_append(t, j);
     j->begin_heap_pos = 0;
     if (j->state == JOB_QUEUED)
-        sched_add(t, j);
+        jobs_sched_add(t, j);
     t->dirty = true;
     if (j->n_deps) {
         /* Statuses were set by jobs_check_deps. */
@@ -694,7 +379,7 @@ static int submit_one(struct jobs *t, struct job *j, const struct job *leader)
             if (x)
                 job_add_dependent(x, j->id);
         }
-        deps_update(t, j);
+        jobs_deps_update(t, j);
     }
     return 0;
 }
@@ -766,7 +451,7 @@ int jobs_update(struct jobs *t, struct job *j, struct job *n, bool deps_changed,
         rc = -1;
     bool queued = j->state == JOB_QUEUED;
     if (queued)
-        sched_remove(t, j);
+        jobs_sched_remove(t, j);
     take_str(&j->name, &n->name);
     take_str(&j->command, &n->command);
     take_str(&j->script_path, &n->script_path);
@@ -809,14 +494,14 @@ int jobs_update(struct jobs *t, struct job *j, struct job *n, bool deps_changed,
             job_set_reason(j, JOB_REASON_NONE, 0, NULL);
     }
     if (queued)
-        sched_add(t, j);
+        jobs_sched_add(t, j);
     t->dirty = true;
     if ((deps_changed ? store_replace_deps(t->store, j) : store_update_job(t->store, j)) < 0) {
         log_error("job %lld: cannot store the update: %s", (long long)j->id, store_error(t->store));
         rc = -1;
     }
     if (deps_changed || j->n_deps)
-        deps_update(t, j); /* also for a changed auto_cancel */
+        jobs_deps_update(t, j); /* also for a changed auto_cancel */
     return rc;
 }
 
@@ -898,7 +583,7 @@ static struct job *retry_job(struct jobs *t, struct job *j)
         if (store_begin(t->store) < 0 || store_replace_deps(t->store, d) < 0)
             log_error("job %lld: cannot store its dependencies: %s", (long long)d->id,
                       store_error(t->store));
-        deps_update(t, d);
+        jobs_deps_update(t, d);
     }
     j->n_dependents = 0; /* they wait on the new attempt now */
     return n;
@@ -913,7 +598,7 @@ int jobs_set_state(struct jobs *t, struct job *j, enum job_state to, enum job_re
     if (j->state == JOB_RUNNING)
         run_list_remove(t, j);
     else if (j->state == JOB_QUEUED)
-        sched_remove(t, j);
+        jobs_sched_remove(t, j);
     if (to == JOB_RUNNING) {
         run_list_add(t, j);
     } else if (to == JOB_QUEUED) {
@@ -928,7 +613,7 @@ int jobs_set_state(struct jobs *t, struct job *j, enum job_state to, enum job_re
     if (to != JOB_QUEUED)
         j->wait_reason = NULL;
     else
-        sched_add(t, j); /* after the state: a release's begin time may put it aside */
+        jobs_sched_add(t, j); /* after the state: a release's begin time may put it aside */
     if (job_state_is_terminal(to)) {
         if (j->end_time <= 0)
             j->end_time = now_wall();
@@ -949,103 +634,12 @@ int jobs_set_state(struct jobs *t, struct job *j, enum job_state to, enum job_re
         rc = jobs_save(t, j);
     }
     if (to == JOB_QUEUED && j->n_deps)
-        deps_update(t, j); /* e.g. released: DependencyFailed shows again */
+        jobs_deps_update(t, j); /* e.g. released: DependencyFailed shows again */
     if (rc == 0 && jobs_retryable(j))
         retry_job(t, j);
     if (job_state_is_terminal(to))
-        deps_job_ended(t, j);
+        jobs_deps_job_ended(t, j);
     return rc;
-}
-
-/* ---- the scheduling pass ---- */
-
-void jobs_mark_dirty(struct jobs *t)
-{
-    t->dirty = true;
-}
-
-/* The jobs whose begin time has come go from the heap into the queue: one by one if
- * few, else appended and sorted once (inserting many in the middle of a long queue
- * would move it once per job). */
-static void begin_due(struct jobs *t, double now)
-{
-    size_t n = 0, cap = 0;
-    struct job **due = NULL;
-    struct job *j;
-    while ((j = scheduler_begin_heap_pop_due(&t->begin, now))) {
-        if (n == cap) {
-            cap = cap ? cap * 2 : 64;
-            due = xrealloc(due, cap * sizeof(*due));
-        }
-        due[n++] = j;
-    }
-    if (n <= 64) {
-        for (size_t i = 0; i < n; i++)
-            scheduler_queue_insert(&t->queue, due[i]);
-    } else {
-        size_t all = t->queue.len + n;
-        struct job **list = xmalloc(all * sizeof(*list));
-        memcpy(list, t->queue.jobs, t->queue.len * sizeof(*list));
-        memcpy(list + t->queue.len, due, n * sizeof(*list));
-        scheduler_queue_rebuild(&t->queue, list, all);
-        free(list);
-    }
-    free(due);
-}
-
-size_t jobs_schedule(struct jobs *t, const struct jobs_machine *m, double now,
-                     struct job ***started, double *next_begin)
-{
-    *started = NULL;
-    *next_begin = -1;
-    if (!t->dirty)
-        return 0;
-    t->dirty = false;
-    begin_due(t, now);
-    /* The jobs put aside for their begin time wait for the earliest of theirs; the pass
-     * adds any job in the queue whose begin time is to come (the clock went back). */
-    double heap_next = scheduler_begin_heap_next(&t->begin);
-    *next_begin = heap_next;
-    if (t->queue.len == 0)
-        return 0;
-    struct job **start = xmalloc(t->queue.len * sizeof(*start));
-    struct scheduler_policy policy = {
-        .max_running_jobs = m->max_running_jobs,
-        .allowed_gpus = m->allowed,
-        .gpu_strategy = m->strategy,
-        .random_seed = (uint64_t)(now * 1e6),
-    };
-    struct scheduler_input in = {
-        .queued = t->queue.jobs,
-        .n_queued = t->queue.len,
-        .running = t->run_list,
-        .n_running = t->running,
-        .gpus = m->gpus,
-        .unmanaged = m->unmanaged,
-        .mig_unmanaged = m->mig_unmanaged,
-        .memory_total_mb = m->memory_total_mb,
-        .now = now,
-        .next_begin = next_begin,
-        .outside_mib = m->outside_mib,
-    };
-    size_t n = scheduler_pass(&in, &policy, start);
-    if (heap_next > 0 && (*next_begin == 0 || heap_next < *next_begin))
-        *next_begin = heap_next;
-    /* Out of the queue in one sweep (jobs_set_state then finds them gone). */
-    scheduler_queue_remove_many(&t->queue, start, n);
-    for (size_t i = 0; i < n; i++) {
-        struct job *j = start[i];
-        j->start_time = now;
-        j->shim_pid = 0;
-        j->shim_start = 0;
-        jobs_set_state(t, j, JOB_RUNNING, JOB_REASON_NONE, 0, NULL);
-    }
-    if (n == 0) {
-        free(start);
-        return 0;
-    }
-    *started = start;
-    return n;
 }
 
 /* ---- the commit and what waits for it ---- */

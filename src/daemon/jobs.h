@@ -4,11 +4,11 @@
  * removal of finished jobs' files). Ended jobs live only in the store.
  *
  * Everything is in a struct jobs that works on a struct store alone: no loop, no GPUs,
- * no processes. The scheduling pass gets the machine's state as a parameter, and the
- * one thing that reaches outside (signalling a running job's shim once a change is
- * committed) goes through a callback the daemon registers (jobs_set_signal_cb: the
- * runner). So the dependency cascade and retries are unit-tested on a store in a temp
- * directory (tests/unit/test_jobs.c). */
+ * no processes. The scheduling pass (jobs_sched.c) gets the machine's state as a
+ * parameter, and the one thing that reaches outside (signalling a running job's shim
+ * once a change is committed) goes through a callback the daemon registers
+ * (jobs_set_signal_cb: the runner). So the dependency cascade (jobs_deps.c) and retries
+ * are unit-tested on a store in a temp directory (tests/unit/test_jobs.c). */
 #ifndef GFLOWD_JOBS_H
 #define GFLOWD_JOBS_H
 

@@ -1,4 +1,4 @@
-/* test_jobs: the daemon's job table (src/daemon/jobs.c) and job edits
+/* test_jobs: the daemon's job table (src/daemon/jobs*.c) and job edits
  * (src/daemon/jobedit.c) on a store in a temp dir, with no loop, GPUs or processes: the
  * dependency cascade (auto-cancel down a chain in one change, or waiting with
  * DependencyFailed), its preview, retries (dependents moved to the new attempt), the

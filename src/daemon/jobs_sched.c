@@ -1,0 +1,164 @@
+/* jobs_sched: where a queued job waits, and the scheduling pass (see jobs.h).
+ *
+ * The queued jobs are kept in scheduling order (a scheduler_queue, updated whenever a
+ * job enters or leaves PD), but only those that may start now are in that queue: a job
+ * waiting for its begin time (--begin) is in a min-heap by begin time instead, and
+ * enters the queue in the first pass at or after that time (the daemon's begin timer
+ * makes one run then); a job waiting for its dependencies (deps_blocked) is in neither
+ * until they are met. Their wait reason (BeginTime, Dependency) is set when they are
+ * put aside. So 100,000 jobs submitted with a future --begin cost a pass nothing. */
+#include "jobs_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "util.h"
+
+/* ---- where a queued job waits ---- */
+
+/* j has become queued (or changed while queued, out of everything below): into the
+ * queue, or aside if it cannot start for a reason no GPU or slot change alters. */
+void jobs_sched_add(struct jobs *t, struct job *j)
+{
+    if (j->deps_blocked) {
+        j->wait_reason = SCHEDULER_REASON_DEPENDENCY;
+        return;
+    }
+    if (j->begin_time > now_wall()) {
+        j->wait_reason = SCHEDULER_REASON_BEGIN_TIME;
+        scheduler_begin_heap_push(&t->begin, j);
+        return;
+    }
+    if (t->bulk)
+        t->queue_stale = true; /* rebuilt by jobs_bulk_end */
+    else
+        scheduler_queue_insert(&t->queue, j);
+}
+
+/* j, queued, leaves wherever jobs_sched_add put it. */
+void jobs_sched_remove(struct jobs *t, struct job *j)
+{
+    if (scheduler_begin_heap_remove(&t->begin, j) == 0)
+        return;
+    if (t->bulk)
+        t->queue_stale = true;
+    else
+        scheduler_queue_remove(&t->queue, j); /* -1 (nothing) for a job set aside */
+}
+
+/* Makes the queue hold the queued jobs that may start, in order, sorting once; those
+ * waiting for their begin time or dependencies go aside (the heap is kept current
+ * otherwise, even in bulk changes, so only jobs not in it are looked at). */
+void jobs_queue_rebuild(struct jobs *t)
+{
+    struct job **cand = xmalloc((t->table_len ? t->table_len : 1) * sizeof(*cand));
+    size_t n = 0;
+    double now = now_wall();
+    for (size_t i = 0; i < t->table_len; i++) {
+        struct job *j = t->table[i];
+        if (j->state != JOB_QUEUED || j->begin_heap_pos)
+            continue;
+        if (j->deps_blocked) {
+            j->wait_reason = SCHEDULER_REASON_DEPENDENCY;
+        } else if (j->begin_time > now) {
+            j->wait_reason = SCHEDULER_REASON_BEGIN_TIME;
+            scheduler_begin_heap_push(&t->begin, j);
+        } else {
+            cand[n++] = j;
+        }
+    }
+    scheduler_queue_rebuild(&t->queue, cand, n);
+    free(cand);
+}
+
+/* ---- the scheduling pass ---- */
+
+void jobs_mark_dirty(struct jobs *t)
+{
+    t->dirty = true;
+}
+
+/* The jobs whose begin time has come go from the heap into the queue: one by one if
+ * few, else appended and sorted once (inserting many in the middle of a long queue
+ * would move it once per job). */
+static void begin_due(struct jobs *t, double now)
+{
+    size_t n = 0, cap = 0;
+    struct job **due = NULL;
+    struct job *j;
+    while ((j = scheduler_begin_heap_pop_due(&t->begin, now))) {
+        if (n == cap) {
+            cap = cap ? cap * 2 : 64;
+            due = xrealloc(due, cap * sizeof(*due));
+        }
+        due[n++] = j;
+    }
+    if (n <= 64) {
+        for (size_t i = 0; i < n; i++)
+            scheduler_queue_insert(&t->queue, due[i]);
+    } else {
+        size_t all = t->queue.len + n;
+        struct job **list = xmalloc(all * sizeof(*list));
+        memcpy(list, t->queue.jobs, t->queue.len * sizeof(*list));
+        memcpy(list + t->queue.len, due, n * sizeof(*list));
+        scheduler_queue_rebuild(&t->queue, list, all);
+        free(list);
+    }
+    free(due);
+}
+
+size_t jobs_schedule(struct jobs *t, const struct jobs_machine *m, double now,
+                     struct job ***started, double *next_begin)
+{
+    *started = NULL;
+    *next_begin = -1;
+    if (!t->dirty)
+        return 0;
+    t->dirty = false;
+    begin_due(t, now);
+    /* The jobs put aside for their begin time wait for the earliest of theirs; the pass
+     * adds any job in the queue whose begin time is to come (the clock went back). */
+    double heap_next = scheduler_begin_heap_next(&t->begin);
+    *next_begin = heap_next;
+    if (t->queue.len == 0)
+        return 0;
+    struct job **start = xmalloc(t->queue.len * sizeof(*start));
+    struct scheduler_policy policy = {
+        .max_running_jobs = m->max_running_jobs,
+        .allowed_gpus = m->allowed,
+        .gpu_strategy = m->strategy,
+        .random_seed = (uint64_t)(now * 1e6),
+    };
+    struct scheduler_input in = {
+        .queued = t->queue.jobs,
+        .n_queued = t->queue.len,
+        .running = t->run_list,
+        .n_running = t->running,
+        .gpus = m->gpus,
+        .unmanaged = m->unmanaged,
+        .mig_unmanaged = m->mig_unmanaged,
+        .memory_total_mb = m->memory_total_mb,
+        .now = now,
+        .next_begin = next_begin,
+        .outside_mib = m->outside_mib,
+    };
+    size_t n = scheduler_pass(&in, &policy, start);
+    if (heap_next > 0 && (*next_begin == 0 || heap_next < *next_begin))
+        *next_begin = heap_next;
+    /* Out of the queue in one sweep (jobs_set_state then finds them gone). */
+    scheduler_queue_remove_many(&t->queue, start, n);
+    for (size_t i = 0; i < n; i++) {
+        struct job *j = start[i];
+        j->start_time = now;
+        j->shim_pid = 0;
+        j->shim_start = 0;
+        jobs_set_state(t, j, JOB_RUNNING, JOB_REASON_NONE, 0, NULL);
+    }
+    if (n == 0) {
+        free(start);
+        return 0;
+    }
+    *started = start;
+    return n;
+}
