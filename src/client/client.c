@@ -28,6 +28,8 @@
 #define CLIENT_IDLE_TIMEOUT_SECS 120
 /* Status line plus headers larger than this are a protocol error. */
 #define CLIENT_MAX_HEAD 65536
+/* The most room made for a body at once from its Content-Length (it grows past it). */
+#define CLIENT_PRESIZE_MAX (64u << 20)
 
 static struct {
     const char *prog;
@@ -304,6 +306,36 @@ static int read_body_bytes(struct body_sink *s, uint64_t len, bool until_eof, ch
     }
 }
 
+/* A body of len bytes into sb: room for it at once (up to CLIENT_PRESIZE_MAX, as the
+ * length is the server's word), and what the socket still holds read straight into it
+ * rather than through cl.buf. A listing of 10,000 jobs is half a megabyte: growing the
+ * buffer step by step and copying it twice took a fifth of gqueue's time. */
+static int read_body_into(struct strbuf *sb, uint64_t len, char **err)
+{
+    strbuf_reserve(sb, len < CLIENT_PRESIZE_MAX ? (size_t)len : CLIENT_PRESIZE_MAX);
+    size_t avail = cl.len - cl.pos;
+    size_t take = avail < len ? avail : (size_t)len;
+    strbuf_add(sb, cl.buf + cl.pos, take);
+    cl.pos += take;
+    len -= take;
+    while (len > 0) {
+        size_t want = len < sizeof(cl.buf) * 16 ? (size_t)len : sizeof(cl.buf) * 16;
+        strbuf_reserve(sb, want);
+        ssize_t n = recv(cl.fd, sb->buf + sb->len, want, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            *err = n == 0 ? xstrdup("gflowd closed the connection in the middle of a response")
+                          : read_error(errno);
+            return -1;
+        }
+        sb->len += (size_t)n;
+        sb->buf[sb->len] = '\0';
+        len -= (uint64_t)n;
+    }
+    return 0;
+}
+
 static int read_chunked(struct body_sink *s, char **err)
 {
     struct strbuf line;
@@ -450,6 +482,8 @@ static int read_response(struct client_response *r, client_chunk_cb cb, void *ar
             rc = 0;
         } else if (chunked) {
             rc = read_chunked(&sink, err);
+        } else if (have_len && !sink.cb) {
+            rc = read_body_into(&r->body, content_len, err);
         } else if (have_len) {
             rc = read_body_bytes(&sink, content_len, false, err);
         } else {

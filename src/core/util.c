@@ -114,7 +114,7 @@ void strbuf_reset(struct strbuf *sb)
         sb->buf[0] = '\0';
 }
 
-static void strbuf_grow(struct strbuf *sb, size_t extra)
+void strbuf_reserve(struct strbuf *sb, size_t extra)
 {
     if (sb->len + extra + 1 <= sb->cap)
         return;
@@ -127,7 +127,7 @@ static void strbuf_grow(struct strbuf *sb, size_t extra)
 
 void strbuf_add(struct strbuf *sb, const void *data, size_t n)
 {
-    strbuf_grow(sb, n);
+    strbuf_reserve(sb, n);
     if (n)
         memcpy(sb->buf + sb->len, data, n);
     sb->len += n;
@@ -152,7 +152,7 @@ void strbuf_addf(struct strbuf *sb, const char *fmt, ...)
     int n = vsnprintf(NULL, 0, fmt, ap);
     va_end(ap);
     if (n > 0) {
-        strbuf_grow(sb, (size_t)n);
+        strbuf_reserve(sb, (size_t)n);
         vsnprintf(sb->buf + sb->len, (size_t)n + 1, fmt, ap2);
         sb->len += (size_t)n;
     }

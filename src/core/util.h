@@ -29,6 +29,7 @@ struct strbuf {
 void strbuf_init(struct strbuf *sb);
 void strbuf_free(struct strbuf *sb);
 void strbuf_reset(struct strbuf *sb);
+void strbuf_reserve(struct strbuf *sb, size_t extra); /* room for extra more bytes */
 void strbuf_add(struct strbuf *sb, const void *data, size_t n);
 void strbuf_adds(struct strbuf *sb, const char *s);
 void strbuf_addc(struct strbuf *sb, char c);
