@@ -69,6 +69,13 @@
  * to its main process(es) (Slurm's "B:"), else to every process of the job. */
 #define SHIM_FORWARD_MAIN_ONLY 0x100
 
+/* A standby shim (gflow-shim --standby, src/shim/standby.c) takes at most this many
+ * bytes of arguments in its one message; gflowd starts a shim for a longer command line. */
+#define EXITFILE_STANDBY_MAX (64 * 1024)
+/* gflowd starts a standby with a third argument of this many spaces: the room the shim
+ * then writes its job's arguments over (what ps shows). */
+#define EXITFILE_STANDBY_ROOM 4096
+
 /* The exit file's content. A record owns its strings (exit_record_free frees them). */
 struct exit_record {
     int64_t job_id;           /* -1: null */

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -338,6 +339,103 @@ static pid_t spawn_shim(char *const *argv, int lock_fd, int env_fd)
     return pid;
 }
 
+/* ---- the standby shim ---- */
+
+/* One shim started ahead of its job (gflow-shim --standby, src/shim/standby.c): a job's
+ * start hands it the arguments and fds instead of waiting for a shim's exec and start-up
+ * (~1.5 ms here, the largest step between a submission and its job running). Used
+ * once; serve.c has the next one started a moment after (launch_standby_start). */
+static pid_t standby_pid = -1;
+static int standby_sock = -1; /* our end of its SOCK_SEQPACKET socket */
+
+/* Reaps the standby (it exits at the end of its socket, or is gone already). */
+static void standby_drop(void)
+{
+    close(standby_sock);
+    waitpid(standby_pid, NULL, 0);
+    standby_pid = -1;
+    standby_sock = -1;
+}
+
+bool launch_standby_ready(void)
+{
+    return standby_pid > 0;
+}
+
+void launch_standby_start(const struct gflowd *d)
+{
+    if (standby_pid > 0)
+        return;
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+        return;
+    int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    /* Room for the job's arguments in its command line (ps shows them; standby.c). */
+    static char room[EXITFILE_STANDBY_ROOM + 1];
+    memset(room, ' ', EXITFILE_STANDBY_ROOM);
+    char *argv[] = {d->shim_path, "--standby", room, NULL};
+    pid_t pid = null < 0 ? -1 : spawn_shim(argv, sv[1], null);
+    if (null >= 0)
+        close(null);
+    close(sv[1]);
+    if (pid < 0) {
+        log_debug("cannot start a standby shim: %s", strerror(errno));
+        close(sv[0]);
+        return;
+    }
+    standby_pid = pid;
+    standby_sock = sv[0];
+}
+
+void launch_standby_stop(void)
+{
+    if (standby_pid > 0)
+        standby_drop();
+}
+
+/* Hands argv (less argv[0]) and the two fds to the standby: its pid, or -1 when there
+ * is none, the arguments are too long for it, or it is gone (then it is reaped). */
+static pid_t standby_take(char *const *argv, int lock_fd, int env_fd)
+{
+    if (standby_pid <= 0)
+        return -1;
+    struct strbuf args;
+    strbuf_init(&args);
+    for (char *const *a = argv + 1; *a; a++)
+        strbuf_add(&args, *a, strlen(*a) + 1);
+    pid_t pid = -1;
+    if (args.len <= EXITFILE_STANDBY_MAX) {
+        int fds[2] = {lock_fd, env_fd};
+        union {
+            struct cmsghdr h;
+            char space[CMSG_SPACE(sizeof(fds))];
+        } control;
+        memset(&control, 0, sizeof(control));
+        struct iovec iov = {.iov_base = args.buf, .iov_len = args.len};
+        struct msghdr m = {.msg_iov = &iov,
+                           .msg_iovlen = 1,
+                           .msg_control = control.space,
+                           .msg_controllen = sizeof(control.space)};
+        struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+        h->cmsg_level = SOL_SOCKET;
+        h->cmsg_type = SCM_RIGHTS;
+        h->cmsg_len = CMSG_LEN(sizeof(fds));
+        memcpy(CMSG_DATA(h), fds, sizeof(fds));
+        if (sendmsg(standby_sock, &m, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)args.len) {
+            pid = standby_pid;
+            close(standby_sock); /* it has its message; no further one */
+            standby_pid = -1;
+            standby_sock = -1;
+        } else {
+            log_debug("the standby shim is gone (%s): starting one", strerror(errno));
+            kill(standby_pid, SIGKILL); /* our unreaped child: the pid is still its own */
+            standby_drop();
+        }
+    }
+    strbuf_free(&args);
+    return pid;
+}
+
 /* Takes the lock (fd 3 of the shim) and reserves the room for the shim's lock lines
  * and its exit record, which it writes into the lock file (src/core/exitfile.h): the
  * blocks are allocated, the size stays 0. So a job whose filesystem fills up while it
@@ -491,7 +589,9 @@ enum launch_result launch_shim(struct gflowd *d, const struct job *j, pid_t *pid
     lock_fd = lock_and_reserve(d, j->id, &why, err);
     if (lock_fd < 0)
         goto out;
-    *pid = spawn_shim(argv.v, lock_fd, env_fd);
+    *pid = standby_take(argv.v, lock_fd, env_fd);
+    if (*pid < 0)
+        *pid = spawn_shim(argv.v, lock_fd, env_fd);
     if (*pid < 0) {
         why = errno;
         *err = xasprintf("cannot start %s: %s", d->shim_path, strerror(errno));

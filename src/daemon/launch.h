@@ -37,4 +37,11 @@ enum launch_result launch_shim(struct gflowd *d, const struct job *j, pid_t *pid
 void launch_keep_lock(const struct gflowd *d, int64_t id);
 int launch_spares_init(const struct gflowd *d, char **err);
 
+/* The standby shim, started before its job (launch.c): launch_shim hands the next job to
+ * it when there is one. launch_standby_start starts one if there is none (a failure is
+ * only logged: jobs then start their own shim); launch_standby_stop ends it. */
+bool launch_standby_ready(void);
+void launch_standby_start(const struct gflowd *d);
+void launch_standby_stop(void);
+
 #endif

@@ -38,6 +38,7 @@
 #include "gflow_build.h"
 #include "gpu.h"
 #include "jobs.h"
+#include "launch.h"
 #include "lockfile.h"
 #include "log.h"
 #include "loop.h"
@@ -55,6 +56,9 @@
 /* Descriptors kept free for connections and a launch in progress (besides those open
  * after start-up); every running job holds one more, its shim's pidfd. */
 #define FD_HEADROOM 16
+/* The next standby shim is started this long after the last one was handed a job: not
+ * in the middle of that job's start, which it would compete with for the CPU. */
+#define STANDBY_DELAY_SECS 0.01
 
 /* The loop's state between iterations. */
 struct server {
@@ -62,9 +66,10 @@ struct server {
     struct job **to_launch; /* committed as R, shims not forked yet */
     size_t to_launch_len;
     struct loop_timer *retry_timer, *checkpoint_timer, *poll_timer, *begin_timer;
-    struct loop_timer *launch_timer; /* launches held back until it fires */
-    double launch_hold;              /* how long the last hold was (0: none) */
-    int64_t job_fd_cap;              /* at most this many jobs run: the open-file limit */
+    struct loop_timer *launch_timer;  /* launches held back until it fires */
+    struct loop_timer *standby_timer; /* starts the next standby shim (launch.h) */
+    double launch_hold;               /* how long the last hold was (0: none) */
+    int64_t job_fd_cap;               /* at most this many jobs run: the open-file limit */
     double begin_timer_at;
     double last_commit;
     int lost_in_a_row; /* transactions lost since the last commit that worked */
@@ -191,6 +196,13 @@ static void launch_cb(void *arg)
     struct server *s = arg;
     s->launch_timer = NULL;
     jobs_mark_dirty(s->d->jobs);
+}
+
+static void standby_cb(void *arg)
+{
+    struct server *s = arg;
+    s->standby_timer = NULL;
+    launch_standby_start(s->d);
 }
 
 /* A launch was put off for lack of a resource: none for a while, longer each time. */
@@ -335,6 +347,8 @@ static void before_sleep(void *arg)
             }
         }
         free(list);
+        if (!launch_standby_ready() && !s->standby_timer)
+            s->standby_timer = loop_add_timer(STANDBY_DELAY_SECS, standby_cb, s);
         if (!commit(s))
             return;
         api_release_waiting(d->api);
@@ -556,6 +570,7 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     loop_set_before_sleep(before_sleep, &s);
     log_info("gflowd %s started: pid %ld, socket %s, data %s%s", GFLOW_VERSION, (long)getpid(),
              d->paths.socket_path, d->paths.data_dir, d->system ? " (system daemon)" : "");
+    launch_standby_start(d);
     report_ready(o, "ok\n");
 
     loop_run();
@@ -570,6 +585,8 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     loop_cancel_timer(s.checkpoint_timer);
     loop_cancel_timer(s.retry_timer);
     loop_cancel_timer(s.launch_timer);
+    loop_cancel_timer(s.standby_timer);
+    launch_standby_stop();
     loop_cancel_timer(s.prune_timer);
     loop_del_fd(gpu_fd(d->gpus));
     gpu_stop(d->gpus);

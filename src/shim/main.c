@@ -362,6 +362,8 @@ int main(int argc, char **argv)
 {
     if (argc == 2 && strcmp(argv[1], "--probe-memory") == 0)
         return shim_main_probe_memory();
+    if (argc >= 2 && strcmp(argv[1], "--standby") == 0 && shim_standby_wait(&argc, &argv) < 0)
+        return 0;
     sigset_t mask;
     shim_main_block_signals(&mask);
     shim_main_std_fds();

@@ -180,6 +180,11 @@ struct shim_run {
     bool forwarded; /* a signal was passed on (and the lock file says so) */
 };
 
+/* ---- standby.c: gflow-shim --standby, started before its job ---- */
+/* Waits on fd 3 for the job's arguments and fds; then argc and argv are the shim's command
+ * line (argv[0] kept) and fds 3 and 4 the lock and the environment. -1: nothing came. */
+int shim_standby_wait(int *argc, char ***argv);
+
 /* ---- opts.c: the command line ---- */
 /* Parses argv into *o. Returns 0, 1 for --help, or -1 with *err set (caller frees).
  * Parsing goes on after an error so that the exit file and job id are known to

@@ -356,3 +356,63 @@ def connect(path):
     s.settimeout(10)
     s.connect(str(path))
     return s
+
+
+# ---------------------------------------------------------------- the standby shim
+
+def standby_shims(daemon_pid):
+    """(pid, start) of the daemon's children that are a standby shim (not yet a job's)."""
+    found = []
+    for name in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+            with open(f"/proc/{name}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == daemon_pid and len(argv) > 1 and argv[1] == b"--standby":
+            start = start_time(int(name))
+            if start is not None and alive(int(name), start):
+                found.append((int(name), start))
+    return found
+
+
+def test_standby_shim_runs_the_next_job_and_a_new_one_follows(make_gflow):
+    """The daemon keeps one shim started ahead of its job: the next job is that process
+    (its command line then shows the job's arguments), and another standby follows."""
+    g = make_gflow()
+    pid = g.daemon_pid()
+    first = wait_for(lambda: standby_shims(pid), "a standby shim")
+    assert len(first) == 1, first
+    j = g.submit("sleep", "300")
+    shim_pid = wait_for(lambda: g.job(j).get("shim_pid"), "the job's shim pid")
+    assert shim_pid == first[0][0]
+    with open(f"/proc/{shim_pid}/cmdline", "rb") as f:
+        argv = [a.decode() for a in f.read().split(b"\0") if a]
+    assert argv[1:3] == ["--job-id", str(j)], argv
+    second = wait_for(lambda: standby_shims(pid), "the next standby shim")
+    assert second[0][0] != shim_pid
+    g.run("gcancel", str(j), check=True)
+    assert g.wait_state(j)["state"] == "CA"
+
+
+def test_standby_shim_killed_jobs_still_start(make_gflow):
+    """A standby that died (killed by someone) is noticed at the next launch, which
+    starts a shim of its own; the job runs and a new standby follows."""
+    g = make_gflow()
+    pid = g.daemon_pid()
+    (standby,) = wait_for(lambda: standby_shims(pid), "a standby shim")
+    kill_pid(*standby)
+    wait_for(lambda: not alive(*standby), "the standby to die")
+    j = g.submit("true")
+    assert g.wait_state(j)["state"] == "CD"
+    wait_for(lambda: [s for s in standby_shims(pid) if s != standby], "a new standby")
+
+
+def test_standby_shim_ends_with_the_daemon(make_gflow):
+    """gflowd down: the standby, which has no job, exits (running jobs' shims stay)."""
+    g = make_gflow()
+    (standby,) = wait_for(lambda: standby_shims(g.daemon_pid()), "a standby shim")
+    assert g.down().returncode == 0
+    wait_for(lambda: not alive(*standby), "the standby to exit with the daemon")
