@@ -45,6 +45,8 @@ static const char shim_opts_usage_text[] =
     "--nofile N sets the job's soft limit of open files (RLIMIT_NOFILE) to N.\n"
     "--groups lists the job user's groups (as getgrouplist gives them), which the job\n"
     "gets: the shim never looks them up (it is linked statically, without NSS).\n"
+    "gflow-shim --standby waits on fd 3 for a job's arguments and its lock and environment\n"
+    "fds (gflowd's standby shim, started before its job).\n"
     "Started by gflowd; not meant to be run by hand.\n";
 
 enum {
