@@ -358,12 +358,9 @@ static int shim_main_probe_memory(void)
     return rc;
 }
 
-int main(int argc, char **argv)
+/* The shim from its command line on. */
+static int shim_main_args(int argc, char **argv)
 {
-    if (argc == 2 && strcmp(argv[1], "--probe-memory") == 0)
-        return shim_main_probe_memory();
-    if (argc >= 2 && strcmp(argv[1], "--standby") == 0 && shim_standby_wait(&argc, &argv) < 0)
-        return 0;
     sigset_t mask;
     shim_main_block_signals(&mask);
     shim_main_std_fds();
@@ -385,5 +382,18 @@ int main(int argc, char **argv)
     }
     int rc = shim_main(&o, &mask);
     shim_opts_free(&o);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 2 && strcmp(argv[1], "--probe-memory") == 0)
+        return shim_main_probe_memory();
+    if (argc < 2 || strcmp(argv[1], "--standby") != 0)
+        return shim_main_args(argc, argv);
+    if (shim_standby_wait(&argc, &argv) < 0)
+        return 0;
+    int rc = shim_main_args(argc, argv);
+    free(argv); /* the array standby.c made (its strings are static) */
     return rc;
 }
