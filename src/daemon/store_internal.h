@@ -68,12 +68,20 @@ enum col {
     C_COMMAND_TEMPLATE,
     C_SCRIPT_TEMPLATE,
     C_NAME_TEMPLATE,
+    C_ENV_ID,
     C_COUNT
 };
 
 struct store_column {
     const char *name;
-    bool mutable; /* written by store_update_job (the payload and submitter are fixed) */
+    bool mutable;        /* written by store_update_job (the payload and submitter are fixed) */
+    const char *read_as; /* what a SELECT reads for it, when not the column itself */
+};
+
+/* A job's environment as its payload row stores it: the id of its row in envs
+ * (store_job.c), or none (0) with no environment. */
+struct store_env {
+    int64_t id;
 };
 extern const struct store_column store_columns[C_COUNT];
 
@@ -99,6 +107,7 @@ struct store {
     sqlite3_stmt *st_setting_get, *st_setting_set, *st_setting_del;
     /* store_update_state: only what a change of state from PD or H writes. */
     sqlite3_stmt *st_update_state;
+    sqlite3_stmt *st_env_find, *st_env_insert;
 };
 
 /* Errors: the message store_error returns. */
@@ -132,14 +141,16 @@ int store_bind_text(sqlite3_stmt *st, int idx, const char *v);
 /* Column i of the current row as a malloc'd string, NULL for SQL NULL. */
 char *store_col_str(sqlite3_stmt *st, int i);
 /* Binds column c of j (env: its environment as JSON text) to ?c+1 of st. */
-int store_bind_column(sqlite3_stmt *st, enum col c, const struct job *j, const char *env);
+int store_bind_column(sqlite3_stmt *st, enum col c, const struct job *j,
+                      const struct store_env *env);
 /* Fills j (initialised here) from the current row of a statement that selects columns
  * 0..C_LIGHT_COUNT-1, or every column with payload. 0 or -1. */
 int store_read_job(struct store *s, sqlite3_stmt *st, struct job *j, bool payload);
 /* Fills j (initialised here) from the current row of a statement that selects the n
  * light columns cols (enum col), in that order. */
 void store_read_columns(sqlite3_stmt *st, const int *cols, size_t n, struct job *j);
-/* Appends "id,name,...": the first n columns. */
+/* Appends "id,name,...": what a SELECT reads for the first n columns (for the light
+ * ones, which an INSERT lists too, their names). */
 void store_add_column_list(struct strbuf *sb, int n);
 
 #endif

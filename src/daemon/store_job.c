@@ -106,6 +106,8 @@ int store_prepare_statements(struct store *s)
                         "INSERT INTO settings(key, value) VALUES (?1, ?2)"
                         " ON CONFLICT(key) DO UPDATE SET value=excluded.value");
     rc |= store_prepare(s, &s->st_setting_del, "DELETE FROM settings WHERE key=?1");
+    rc |= store_prepare(s, &s->st_env_find, "SELECT id FROM envs WHERE hash=?1 AND text=?2");
+    rc |= store_prepare(s, &s->st_env_insert, "INSERT INTO envs(hash, text) VALUES (?1, ?2)");
     return rc ? -1 : 0;
 }
 
@@ -117,8 +119,8 @@ int64_t store_next_job_id(struct store *s)
 }
 
 /* Binds columns [from, to) of j and runs st. */
-static int insert_columns(struct store *s, sqlite3_stmt *st, const struct job *j, const char *env,
-                          int from, int to)
+static int insert_columns(struct store *s, sqlite3_stmt *st, const struct job *j,
+                          const struct store_env *env, int from, int to)
 {
     int rc = sqlite3_bind_int64(st, C_ID + 1, j->id);
     for (int c = from; c < to && rc == SQLITE_OK; c++)
@@ -130,6 +132,55 @@ static int insert_columns(struct store *s, sqlite3_stmt *st, const struct job *j
     char context[64];
     snprintf(context, sizeof(context), "inserting job %lld", (long long)j->id);
     return store_step_done(s, st, context);
+}
+
+/* 64-bit FNV-1a: the envs row's hash (its index finds the candidates, the text decides). */
+static int64_t env_hash(const char *text)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (const unsigned char *p = (const unsigned char *)text; *p; p++)
+        h = (h ^ *p) * 0x100000001b3ULL;
+    return (int64_t)h;
+}
+
+/* The envs row of j's environment, made if there is none yet: env->id (0 without an
+ * environment). Each distinct environment is stored once, so a history of jobs
+ * submitted from the same shell holds its 2-5 KB once rather than per job. */
+static int env_ref(struct store *s, const struct job *j, struct store_env *env)
+{
+    env->id = 0;
+    if (!j->env)
+        return 0;
+    char *text = json_dumps(j->env, JSON_COMPACT);
+    if (!text)
+        abort(); /* out of memory: what xmalloc does too */
+    int64_t hash = env_hash(text);
+    sqlite3_bind_int64(s->st_env_find, 1, hash);
+    sqlite3_bind_text(s->st_env_find, 2, text, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(s->st_env_find);
+    if (rc == SQLITE_ROW)
+        env->id = sqlite3_column_int64(s->st_env_find, 0);
+    store_finish(s->st_env_find);
+    int ret = 0;
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+        ret = store_db_err(s, "looking up an environment");
+    } else if (!env->id) {
+        sqlite3_bind_int64(s->st_env_insert, 1, hash);
+        sqlite3_bind_text(s->st_env_insert, 2, text, -1, SQLITE_STATIC);
+        ret = store_step_done(s, s->st_env_insert, "storing an environment");
+        env->id = sqlite3_last_insert_rowid(s->db);
+    }
+    free(text);
+    return ret;
+}
+
+/* j's payload row (script, environment, a sweep's params and templates), replacing any. */
+static int insert_payload(struct store *s, const struct job *j)
+{
+    struct store_env env;
+    if (env_ref(s, j, &env) < 0)
+        return -1;
+    return insert_columns(s, s->st_insert_payload, j, &env, C_LIGHT_COUNT, C_COUNT);
 }
 
 /* Records j's dependencies (job_deps). */
@@ -150,13 +201,8 @@ static int insert_row(struct store *s, const struct job *j)
 {
     if (insert_columns(s, s->st_insert, j, NULL, 0, C_LIGHT_COUNT) < 0)
         return -1;
-    if (j->script || j->env || j->params) {
-        char *env = j->env ? json_dumps(j->env, JSON_COMPACT) : NULL;
-        int ret = insert_columns(s, s->st_insert_payload, j, env, C_LIGHT_COUNT, C_COUNT);
-        free(env);
-        if (ret < 0)
-            return -1;
-    }
+    if ((j->script || j->env || j->params) && insert_payload(s, j) < 0)
+        return -1;
     if (insert_deps(s, j) < 0)
         return -1;
     if (j->id < s->next_id)
@@ -383,11 +429,7 @@ int store_update_what(struct store *s, const struct job *j, bool payload)
         return store_db_err(s, "updating a job's command");
     if (!payload)
         return 0;
-    /* The whole payload row (script, env, a sweep's params and templates). */
-    char *env = j->env ? json_dumps(j->env, JSON_COMPACT) : NULL;
-    int ret = insert_columns(s, s->st_insert_payload, j, env, C_LIGHT_COUNT, C_COUNT);
-    free(env);
-    return ret;
+    return insert_payload(s, j);
 }
 
 int store_retried_as(struct store *s, int64_t id, int64_t *out)

@@ -509,6 +509,12 @@ int64_t store_prune(struct store *s, int64_t keep_count, double end_before, int6
             store_step_done(s, del, "pruning a job") < 0)
             goto out;
     }
+    /* The environments no payload names any more (few rows: one per distinct env). */
+    if (n_ids && store_exec(s,
+                            "DELETE FROM envs WHERE NOT EXISTS "
+                            "(SELECT 1 FROM job_payload WHERE env_id = envs.id)",
+                            "pruning environments") < 0)
+        goto out;
     *cursor = n_read < max_rows ? 0 : last; /* the end reached, or stopped short */
     deleted = n_ids;
 out:

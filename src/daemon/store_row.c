@@ -58,11 +58,13 @@ const struct store_column store_columns[C_COUNT] = {
     [C_MIG_COUNT] = {"mig_count", true},
     [C_MIG_UUIDS] = {"mig_uuids", true}, /* the instances held while running */
     [C_SCRIPT] = {"script", false},
-    [C_ENV] = {"env", false},
+    /* Rows written before schema 11 hold the text; later ones name an envs row. */
+    [C_ENV] = {"env", false, "COALESCE(env,(SELECT text FROM envs WHERE envs.id=env_id))"},
     [C_PARAMS] = {"params", false},
     [C_COMMAND_TEMPLATE] = {"command_template", false},
     [C_SCRIPT_TEMPLATE] = {"script_template", false},
     [C_NAME_TEMPLATE] = {"name_template", false},
+    [C_ENV_ID] = {"env_id", false},
 };
 
 /* ---- binding and reading job rows ---- */
@@ -72,7 +74,8 @@ int store_bind_text(sqlite3_stmt *st, int idx, const char *v)
     return v ? sqlite3_bind_text(st, idx, v, -1, SQLITE_STATIC) : sqlite3_bind_null(st, idx);
 }
 
-int store_bind_column(sqlite3_stmt *st, enum col c, const struct job *j, const char *env)
+int store_bind_column(sqlite3_stmt *st, enum col c, const struct job *j,
+                      const struct store_env *env)
 {
     int i = (int)c + 1; /* ?N is column N-1 in every generated statement */
     switch (c) {
@@ -176,7 +179,7 @@ int store_bind_column(sqlite3_stmt *st, enum col c, const struct job *j, const c
     case C_SCRIPT:
         return store_bind_text(st, i, j->script);
     case C_ENV:
-        return store_bind_text(st, i, env);
+        return sqlite3_bind_null(st, i); /* the text is in envs (C_ENV_ID) */
     case C_PARAMS:
         if (!j->params)
             return sqlite3_bind_null(st, i);
@@ -187,6 +190,10 @@ int store_bind_column(sqlite3_stmt *st, enum col c, const struct job *j, const c
         return store_bind_text(st, i, j->script_template);
     case C_NAME_TEMPLATE:
         return store_bind_text(st, i, j->name_template);
+    case C_ENV_ID:
+        if (!env || env->id <= 0)
+            return sqlite3_bind_null(st, i);
+        return sqlite3_bind_int64(st, i, env->id);
     case C_COUNT:
         break;
     }
@@ -355,6 +362,7 @@ static void read_column(sqlite3_stmt *st, enum col c, int i, struct job *j)
     case C_NAME_TEMPLATE:
         j->name_template = store_col_str(st, i);
         break;
+    case C_ENV_ID: /* C_ENV reads the text */
     case C_COUNT:
         break;
     }
@@ -402,12 +410,13 @@ void store_read_columns(sqlite3_stmt *st, const int *cols, size_t n, struct job 
         read_column(st, (enum col)cols[i], (int)i, j);
 }
 
-/* "id,name,...": the first n columns. */
+/* "id,name,...": what a SELECT reads for the first n columns. */
 void store_add_column_list(struct strbuf *sb, int n)
 {
     for (int c = 0; c < n; c++) {
         if (c)
             strbuf_addc(sb, ',');
-        strbuf_adds(sb, store_columns[c].name);
+        strbuf_adds(sb,
+                    store_columns[c].read_as ? store_columns[c].read_as : store_columns[c].name);
     }
 }

@@ -8,6 +8,11 @@
  *                a captured environment is 2-5 KB: inline, every jobs row fills a page
  *                of its own, and counting, sorting or scanning the history reads 10-20x
  *                more pages (measured 3-4x slower scans; bench/store_bench.c).
+ *   envs         each distinct environment once (id, hash of the text, text): a payload
+ *                row names its env by env_id (its env column is then NULL; rows written
+ *                before schema 11 keep the text there). Jobs submitted from the same
+ *                shell share one row instead of 2-5 KB each; pruning removes the rows no
+ *                payload names any more.
  *   job_counts   jobs per state, kept by triggers, so counts cost nothing at 100k jobs.
  *   job_deps     dependencies (job_id, dep_id, kind), indexed by dep_id: which jobs
  *                depend on a given one. A job's own list is also in its depends_on
@@ -145,6 +150,11 @@ static const char *const migrations[] = {
     "DROP INDEX IF EXISTS jobs_group;",
     /* 10: a failed job's next attempt (gjob show), found without reading the history. */
     "CREATE INDEX IF NOT EXISTS jobs_retry ON jobs(retry_of) WHERE retry_of > 0;",
+    /* 11: each distinct environment stored once (envs), named by job_payload.env_id. */
+    "CREATE TABLE envs (id INTEGER PRIMARY KEY, hash INTEGER NOT NULL, text TEXT NOT NULL);"
+    "CREATE INDEX envs_hash ON envs(hash);"
+    "ALTER TABLE job_payload ADD COLUMN env_id INTEGER;"
+    "CREATE INDEX job_payload_env ON job_payload(env_id) WHERE env_id IS NOT NULL;",
 };
 /* The codes migration 6 writes are enum job_reason's. */
 _Static_assert(JOB_REASON_LAUNCH_FAILED == 6 && JOB_REASON_SHIM_LOST == 7 &&

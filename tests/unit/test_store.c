@@ -311,15 +311,18 @@ static void test_open_pragmas_and_schema(void **state)
     char *mode = peek_text(db, "PRAGMA journal_mode");
     assert_string_equal(mode, "wal|\n");
     free(mode);
-    assert_int_equal(peek_int(db, "PRAGMA user_version"), 10);
+    assert_int_equal(peek_int(db, "PRAGMA user_version"), 11);
     assert_int_equal(peek_int(db, "SELECT value FROM meta WHERE key='next_job_id'"), 2);
     char *objs = peek_text(db, "SELECT type, name FROM sqlite_schema WHERE name NOT LIKE "
                                "'sqlite_%' ORDER BY type, name");
-    assert_string_equal(objs, "index|job_deps_dep|\n"
+    assert_string_equal(objs, "index|envs_hash|\n"
+                              "index|job_deps_dep|\n"
+                              "index|job_payload_env|\n"
                               "index|jobs_active|\n"
                               "index|jobs_retry|\n"
                               "index|jobs_submit|\n"
                               "index|jobs_user|\n"
+                              "table|envs|\n"
                               "table|job_counts|\n"
                               "table|job_deps|\n"
                               "table|job_groups|\n"
@@ -345,7 +348,7 @@ static void test_open_pragmas_and_schema(void **state)
     /* The payload: a sweep's values and templates after script and env (step 5). */
     objs = peek_text(db, "SELECT group_concat(name, ' ') FROM pragma_table_info('job_payload')");
     assert_string_equal(objs, "job_id script env params command_template script_template "
-                              "name_template|\n");
+                              "name_template env_id|\n");
     free(objs);
     /* The active-jobs query is served by the partial index. */
     char *plan = peek_text(db, "EXPLAIN QUERY PLAN SELECT id FROM jobs WHERE state IN (?) "
@@ -375,10 +378,19 @@ static void test_refuses_newer_schema(void **state)
     free(err);
     /* Let teardown work. */
     db = peek_open(f->path);
-    sqlite3_exec(db, "PRAGMA user_version=10", NULL, NULL, NULL);
+    sqlite3_exec(db, "PRAGMA user_version=11", NULL, NULL, NULL);
     sqlite3_close(db);
     f->s = open_ok(f->path);
 }
+
+/* SQL that takes a database back from schema 11 (environments stored once, in envs)
+ * to 10 (each payload row holds its environment's text), for the tests of the steps
+ * before it. */
+#define BACK_BEFORE_ENVS                                                                           \
+    "UPDATE job_payload SET env = (SELECT text FROM envs WHERE envs.id = env_id) "                 \
+    "WHERE env_id IS NOT NULL;"                                                                    \
+    "DROP INDEX job_payload_env; ALTER TABLE job_payload DROP COLUMN env_id;"                      \
+    "DROP TABLE envs;"
 
 /* Step 7 of the schema: jobs stored before it have no umask (-1: they run with 0077, as
  * they did). */
@@ -391,11 +403,11 @@ static void test_migrate_umask(void **state)
     store_close(f->s);
     sqlite3 *db = peek_open(f->path);
     assert_int_equal(sqlite3_exec(db,
-                                  "ALTER TABLE jobs DROP COLUMN umask;"
-                                  "ALTER TABLE jobs DROP COLUMN mig_profile;"
-                                  "ALTER TABLE jobs DROP COLUMN mig_count;"
-                                  "ALTER TABLE jobs DROP COLUMN mig_uuids;"
-                                  "PRAGMA user_version=6",
+                                  BACK_BEFORE_ENVS "ALTER TABLE jobs DROP COLUMN umask;"
+                                                   "ALTER TABLE jobs DROP COLUMN mig_profile;"
+                                                   "ALTER TABLE jobs DROP COLUMN mig_count;"
+                                                   "ALTER TABLE jobs DROP COLUMN mig_uuids;"
+                                                   "PRAGMA user_version=6",
                                   NULL, NULL, NULL),
                      SQLITE_OK);
     sqlite3_close(db);
@@ -418,10 +430,10 @@ static void test_migrate_and_keep_mig(void **state)
     store_close(f->s);
     sqlite3 *db = peek_open(f->path);
     assert_int_equal(sqlite3_exec(db,
-                                  "ALTER TABLE jobs DROP COLUMN mig_profile;"
-                                  "ALTER TABLE jobs DROP COLUMN mig_count;"
-                                  "ALTER TABLE jobs DROP COLUMN mig_uuids;"
-                                  "PRAGMA user_version=7",
+                                  BACK_BEFORE_ENVS "ALTER TABLE jobs DROP COLUMN mig_profile;"
+                                                   "ALTER TABLE jobs DROP COLUMN mig_count;"
+                                                   "ALTER TABLE jobs DROP COLUMN mig_uuids;"
+                                                   "PRAGMA user_version=7",
                                   NULL, NULL, NULL),
                      SQLITE_OK);
     sqlite3_close(db);
@@ -477,13 +489,13 @@ static void test_migrate_reasons(void **state)
     }
     /* Back to the schema of version 5. */
     assert_int_equal(sqlite3_exec(db,
-                                  "ALTER TABLE jobs DROP COLUMN reason_code;"
-                                  "ALTER TABLE jobs DROP COLUMN reason_job;"
-                                  "ALTER TABLE jobs DROP COLUMN umask;"
-                                  "ALTER TABLE jobs DROP COLUMN mig_profile;"
-                                  "ALTER TABLE jobs DROP COLUMN mig_count;"
-                                  "ALTER TABLE jobs DROP COLUMN mig_uuids;"
-                                  "PRAGMA user_version=5",
+                                  BACK_BEFORE_ENVS "ALTER TABLE jobs DROP COLUMN reason_code;"
+                                                   "ALTER TABLE jobs DROP COLUMN reason_job;"
+                                                   "ALTER TABLE jobs DROP COLUMN umask;"
+                                                   "ALTER TABLE jobs DROP COLUMN mig_profile;"
+                                                   "ALTER TABLE jobs DROP COLUMN mig_count;"
+                                                   "ALTER TABLE jobs DROP COLUMN mig_uuids;"
+                                                   "PRAGMA user_version=5",
                                   NULL, NULL, NULL),
                      SQLITE_OK);
     sqlite3_close(db);
@@ -579,7 +591,7 @@ static void test_group_payload(void **state)
             fail_msg("insert: %s", store_error(f->s));
     sqlite3 *db = peek_open(f->path);
     /* Job 11 has no payload row of its own; 12 stores its environment, not the script. */
-    char *rows = peek_text(db, "SELECT job_id, script IS NOT NULL, env IS NOT NULL FROM "
+    char *rows = peek_text(db, "SELECT job_id, script IS NOT NULL, env_id IS NOT NULL FROM "
                                "job_payload ORDER BY job_id");
     assert_string_equal(rows, "10|1|1|\n12|0|1|\n");
     free(rows);
@@ -594,6 +606,47 @@ static void test_group_payload(void **state)
     for (int i = 0; i < 3; i++)
         job_free(jobs[i]);
     json_decref(env);
+}
+
+/* Schema 11: each distinct environment is stored once (envs), however many jobs carry it;
+ * each job reads its own back; pruning removes those no job names any more. */
+static void test_envs_stored_once(void **state)
+{
+    struct fixture *f = *state;
+    for (int i = 0; i < 4; i++) {
+        struct job *j = mkjob(i + 1, JOB_CANCELLED, "bob", 10, 1);
+        j->end_time = 2;
+        j->env = json_pack("{s:s,s:s}", "HOME", "/home/bob", "SHELL", i == 3 ? "zsh" : "sh");
+        insert_free(f->s, j);
+    }
+    sqlite3 *db = peek_open(f->path);
+    assert_int_equal(peek_int(db, "SELECT count(*) FROM envs"), 2);
+    assert_int_equal(peek_int(db, "SELECT count(*) FROM job_payload WHERE env IS NULL AND "
+                                  "env_id IS NOT NULL"),
+                     4);
+    /* A row written before schema 11 holds the text itself: job 1 as such a row. */
+    assert_int_equal(sqlite3_exec(db,
+                                  "UPDATE job_payload SET env = (SELECT text FROM envs WHERE "
+                                  "envs.id = env_id), env_id = NULL WHERE job_id = 1",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(db);
+    for (int i = 0; i < 4; i++) {
+        struct job got;
+        assert_int_equal(store_get_job(f->s, i + 1, &got, true), 0);
+        assert_string_equal(json_string_value(json_object_get(got.env, "SHELL")),
+                            i == 3 ? "zsh" : "sh");
+        job_clear(&got);
+    }
+    /* All but the newest pruned: the zsh environment stays, the sh one goes. */
+    int64_t cursor = 0;
+    assert_int_equal(store_prune(f->s, 1, 0, &cursor, 1000), 3);
+    assert_int_equal(store_commit(f->s), 0);
+    db = peek_open(f->path);
+    char *left = peek_text(db, "SELECT text FROM envs");
+    assert_string_equal(left, "{\"HOME\":\"/home/bob\",\"SHELL\":\"zsh\"}|\n");
+    free(left);
+    sqlite3_close(db);
 }
 
 static void test_insert_get(void **state)
@@ -1300,6 +1353,7 @@ int main(void)
         T(test_migrate_and_keep_mig),
         T(test_statement_failure_loses_the_transaction),
         T(test_group_payload),
+        T(test_envs_stored_once),
         cmocka_unit_test(test_open_bad_path),
         T(test_insert_get),
         T(test_sweep_payload),
