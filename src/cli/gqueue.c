@@ -780,6 +780,10 @@ int main(int argc, char **argv)
         struct output_table *t = output_table_new(nfields, headers);
         double now = now_wall();
         if (stream) {
+            size_t nlines = 0, len = strlen(lines);
+            for (const char *p = lines; (p = memchr(p, '\n', len - (size_t)(p - lines))); p++)
+                nlines++;
+            output_table_reserve(t, nlines + 1, len);
             struct job j;
             for (char *line; (line = gqueue_next_line(&lines));) {
                 if (job_from_tsv(&j, tsv_fields, tsv_nfields, line, true) < 0)

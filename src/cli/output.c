@@ -18,6 +18,7 @@ struct output_table {
     struct strbuf text;
     size_t *end;
     size_t ncells, cap;
+    size_t col;    /* the column of the next cell (ncells % ncols, without a division) */
     size_t *width; /* per column: the widest cell so far */
 };
 
@@ -76,6 +77,16 @@ struct strbuf *output_table_cell(struct output_table *t)
     return &t->text;
 }
 
+void output_table_reserve(struct output_table *t, size_t rows, size_t bytes)
+{
+    size_t cells = t->ncells + rows * t->ncols;
+    if (cells > t->cap) {
+        t->cap = cells;
+        t->end = xrealloc(t->end, t->cap * sizeof(*t->end));
+    }
+    strbuf_reserve(&t->text, bytes);
+}
+
 void output_table_cell_end(struct output_table *t)
 {
     if (t->ncells == t->cap) {
@@ -84,9 +95,10 @@ void output_table_cell_end(struct output_table *t)
     }
     size_t start = t->ncells ? t->end[t->ncells - 1] : 0;
     size_t w = text_width(t->text.buf + start, t->text.len - start);
-    size_t c = t->ncells % t->ncols;
-    if (w > t->width[c])
-        t->width[c] = w;
+    if (w > t->width[t->col])
+        t->width[t->col] = w;
+    if (++t->col == t->ncols)
+        t->col = 0;
     t->end[t->ncells++] = t->text.len;
 }
 

@@ -27,6 +27,9 @@ void output_table_add_row_owned(struct output_table *t, char **cells);
  * cells, filled left to right). */
 struct strbuf;
 struct strbuf *output_table_cell(struct output_table *t);
+/* Room for rows more rows of about bytes of text in all (growing by doubling copies
+ * a large table several times). */
+void output_table_reserve(struct output_table *t, size_t rows, size_t bytes);
 void output_table_cell_end(struct output_table *t);
 size_t output_table_rows(const struct output_table *t);
 /* Columns separated by two spaces, no trailing blanks; control characters in cells are
