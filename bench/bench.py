@@ -41,28 +41,48 @@ def api_request(sock, method, path, body=None):
 
 
 class Sandbox:
-    def __init__(self, **extra_env):
-        self.dir = tempfile.mkdtemp(prefix="gflow-bench.")
+    """A daemon of its own: data, socket, config file (-c, an empty one: as root gflowd
+    would read /etc/gflow/gflow.toml otherwise) and XDG dirs in a temp dir. data: a data
+    directory to start from (copied)."""
+
+    def __init__(self, up_args=(), data=None, prefix="gflow-bench.", **extra_env):
+        self.dir = tempfile.mkdtemp(prefix=prefix)
         os.chmod(self.dir, 0o755)
         self.sock = os.path.join(self.dir, "gflowd.sock")
+        self.data = os.path.join(self.dir, "data")
+        self.conf = os.path.join(self.dir, "gflow.toml")
+        open(self.conf, "w").close()
+        if data:
+            shutil.copytree(data, self.data)
+        self.up_args = up_args
         self.env = dict(os.environ)
         self.env.update({
             "XDG_DATA_HOME": os.path.join(self.dir, "xdg-data"),
             "XDG_CONFIG_HOME": os.path.join(self.dir, "xdg-config"),
             "XDG_RUNTIME_DIR": os.path.join(self.dir, "xdg-run"),
-            "GFLOW_DAEMON__DATA_DIR": os.path.join(self.dir, "data"),
+            "GFLOW_DAEMON__DATA_DIR": self.data,
             "GFLOW_DAEMON__SOCKET_PATH": self.sock,
             "GFLOW_SOCKET": self.sock,
             "GFLOW_DAEMON__LOG_LEVEL": "warn",
             "PATH": BUILD + ":" + os.environ.get("PATH", "/usr/bin:/bin"),
         })
         self.env.update(extra_env)
-        self.run("gflowd", "up")
-        self.pid = self.api("GET", "/v1/status")["pid"]
+        self.up()
 
-    def run(self, *args, check=True):
+    def up(self):
+        """Starts the daemon; the seconds `gflowd up` took."""
+        t0 = time.perf_counter()
+        self.run("gflowd", "-c", self.conf, "up", *self.up_args)
+        elapsed = time.perf_counter() - t0
+        self.pid = self.api("GET", "/v1/status")["pid"]
+        return elapsed
+
+    def down(self):
+        self.run("gflowd", "-c", self.conf, "down", check=False)
+
+    def run(self, *args, check=True, stdout=subprocess.PIPE):
         return subprocess.run([os.path.join(BUILD, args[0]), *args[1:]], env=self.env,
-                              cwd=self.dir, check=check, stdout=subprocess.PIPE,
+                              cwd=self.dir, check=check, stdout=stdout,
                               stderr=subprocess.PIPE, text=True)
 
     def api(self, method, path, body=None):
@@ -86,15 +106,20 @@ class Sandbox:
         raise RuntimeError("timed out waiting for jobs")
 
     def rss_kb(self):
-        with open(f"/proc/{self.pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-        return 0
+        return proc_status(f"/proc/{self.pid}/status", "VmRSS:")
 
     def close(self):
-        self.run("gflowd", "down", check=False)
+        self.down()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def proc_status(path, key):
+    """The number after `key` in a /proc status file (0 if absent)."""
+    with open(path) as f:
+        for line in f:
+            if line.startswith(key):
+                return int(line.split()[1])
+    return 0
 
 
 def median(xs):
@@ -348,10 +373,8 @@ def bench_scheduler():
 
 
 def bench_ginfo():
-    sb = Sandbox()
+    sb = Sandbox(up_args=("--simulate-gpus", "8"))
     try:
-        sb.run("gflowd", "down")
-        sb.run("gflowd", "up", "--simulate-gpus", "8")
         ginfo = os.path.join(BUILD, "ginfo")
         times = []
         for _ in range(11):
@@ -369,10 +392,8 @@ def bench_freed_gpu(rounds=11):
     daemon records them, on one simulated GPU whose NVML poll is far away (60 s): once
     for an exclusive job, once for a shared one that waited for GPU memory."""
     for label, extra in (("exclusive", {}), ("shared", {"shared": True, "gpu_memory_mb": 51200})):
-        sb = Sandbox(GFLOW_DAEMON__GPU_POLL_INTERVAL_SECS="60")
+        sb = Sandbox(up_args=("--simulate-gpus", "1"), GFLOW_DAEMON__GPU_POLL_INTERVAL_SECS="60")
         try:
-            sb.run("gflowd", "down")
-            sb.run("gflowd", "up", "--simulate-gpus", "1")
             go = os.path.join(sb.dir, "go")
             gaps = []
             for _ in range(rounds):
@@ -413,22 +434,16 @@ def thread_cpu(pid):
 
 def wakeups(pid):
     """Voluntary context switches of the loop thread (its sleeps in epoll_wait and on I/O)."""
-    with open(f"/proc/{pid}/task/{pid}/status") as f:
-        for line in f:
-            if line.startswith("voluntary_ctxt_switches:"):
-                return int(line.split()[1])
-    return 0
+    return proc_status(f"/proc/{pid}/task/{pid}/status", "voluntary_ctxt_switches:")
 
 
 def bench_idle(secs=10):
     """An idle daemon on 8 simulated GPUs with the default GPU poll (every 10 s): CPU of
     its loop thread and of its NVML thread (src/daemon/gpu_worker.c) over `secs`, read
     from /proc/<pid>/task/*/schedstat."""
-    sb = Sandbox()
+    sb = Sandbox(up_args=("--simulate-gpus", "8"))
     try:
-        sb.run("gflowd", "down")
-        sb.run("gflowd", "up", "--simulate-gpus", "8")
-        pid = sb.api("GET", "/v1/status")["pid"]
+        pid = sb.pid
         time.sleep(1)  # the start-up's first GPU read and scheduling pass are done
         a, wa = thread_cpu(pid), wakeups(pid)
         time.sleep(secs)
@@ -450,11 +465,9 @@ def bench_gpu_poll(secs=6, step=0.01):
     least half a second after the last one: a burst the scheduler cut in two is one poll),
     its cost that thread's CPU over the polls, plus the loop thread's (taking the reading,
     the scheduling pass it triggers) over the same polls."""
-    sb = Sandbox(GFLOW_DAEMON__GPU_POLL_INTERVAL_SECS="1")
+    sb = Sandbox(up_args=("--simulate-gpus", "8"), GFLOW_DAEMON__GPU_POLL_INTERVAL_SECS="1")
     try:
-        sb.run("gflowd", "down")
-        sb.run("gflowd", "up", "--simulate-gpus", "8")
-        pid = sb.api("GET", "/v1/status")["pid"]
+        pid = sb.pid
         time.sleep(0.5)
         first = prev = thread_cpu(pid)
         workers = [t for t in first if t != pid]
@@ -482,13 +495,13 @@ def bench_gpu_poll(secs=6, step=0.01):
 
 
 SECTIONS = {
-    "queue": lambda: bench_queue_10k(),
-    "array": lambda: bench_array_100k(),
-    "sched": lambda: bench_scheduler(),
-    "ginfo": lambda: bench_ginfo(),
-    "freed-gpu": lambda: bench_freed_gpu(),
-    "idle": lambda: bench_idle(),
-    "gpu-poll": lambda: bench_gpu_poll(),
+    "queue": bench_queue_10k,
+    "array": bench_array_100k,
+    "sched": bench_scheduler,
+    "ginfo": bench_ginfo,
+    "freed-gpu": bench_freed_gpu,
+    "idle": bench_idle,
+    "gpu-poll": bench_gpu_poll,
 }
 
 

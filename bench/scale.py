@@ -16,18 +16,16 @@ alone, `gqueue -a -n 10000` to a file, the database size per finished job, and b
 hold and release of the 100,000 queued. Medians of several samples; the empty daemon's
 samples are interleaved with the full one's so the machine's drift cancels.
 """
+import glob
 import hashlib
-import json
 import os
 import random
 import shutil
-import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
-from bench import api_request  # bench.py, beside this file
+import bench  # bench.py, beside this file
 
 BUILD = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
 SRC = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -36,65 +34,21 @@ QUEUED = int(os.environ.get("GFLOW_SCALE_QUEUED", "100000"))
 CHUNK = 100000
 
 
-class Sandbox:
+class Sandbox(bench.Sandbox):
     def __init__(self, data=None):
-        self.dir = tempfile.mkdtemp(prefix="gflow-scale.")
-        os.chmod(self.dir, 0o755)
-        self.sock = os.path.join(self.dir, "gflowd.sock")
-        self.data = os.path.join(self.dir, "data")
-        self.conf = os.path.join(self.dir, "gflow.toml")
-        open(self.conf, "w").close()
-        if data:
-            shutil.copytree(data, self.data)
-        self.env = dict(os.environ)
-        self.env.update({
-            "XDG_DATA_HOME": os.path.join(self.dir, "xdg-data"),
-            "XDG_CONFIG_HOME": os.path.join(self.dir, "xdg-config"),
-            "XDG_RUNTIME_DIR": os.path.join(self.dir, "xdg-run"),
-            "GFLOW_DAEMON__DATA_DIR": self.data,
-            "GFLOW_DAEMON__SOCKET_PATH": self.sock,
-            "GFLOW_SOCKET": self.sock,
-            "GFLOW_DAEMON__LOG_LEVEL": "warn",
-        })
-        self.up()
-
-    def up(self):
-        t0 = time.perf_counter()
-        self.run("gflowd", "-c", self.conf, "up")
-        elapsed = time.perf_counter() - t0
-        self.pid = self.api("GET", "/v1/status")["pid"]
-        return elapsed
-
-    def down(self):
-        self.run("gflowd", "-c", self.conf, "down", check=False)
-
-    def run(self, *args, check=True, stdout=subprocess.PIPE):
-        return subprocess.run([os.path.join(BUILD, args[0]), *args[1:]], env=self.env,
-                              cwd=self.dir, check=check, stdout=stdout,
-                              stderr=subprocess.PIPE, text=True)
+        super().__init__(data=data, prefix="gflow-scale.")
 
     def timed(self, *args, stdout=subprocess.DEVNULL):
         t0 = time.perf_counter()
         self.run(*args, stdout=stdout)
         return (time.perf_counter() - t0) * 1000
 
-    def api(self, method, path, body=None):
-        return api_request(self.sock, method, path, body)
-
     def rss_mb(self):
-        with open(f"/proc/{self.pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-        return 0
+        return self.rss_kb() / 1024
 
     def db_bytes(self):
         return sum(os.path.getsize(os.path.join(self.data, f)) for f in os.listdir(self.data)
                    if f.startswith("gflow.db"))
-
-    def close(self):
-        self.down()
-        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def report(name, value, unit, target=""):
@@ -102,14 +56,10 @@ def report(name, value, unit, target=""):
     print(f"{name:<56} {value:>10.2f} {unit:<6} {t}", flush=True)
 
 
-def med(xs):
-    return statistics.median(xs)
-
-
 def state_key():
     h = hashlib.sha1()
-    for f in ("store.c", "store_schema.c", "store_job.c", "store_row.c", "store_internal.h"):
-        with open(os.path.join(SRC, "src", "daemon", f), "rb") as fh:
+    for f in sorted(glob.glob(os.path.join(SRC, "src", "daemon", "store*"))):
+        with open(f, "rb") as fh:
             h.update(fh.read())
     h.update(f"{FINISHED}/{QUEUED}".encode())
     return h.hexdigest()[:12]
@@ -173,20 +123,20 @@ def main():
     try:
         if cancels:
             report("gcancel of a 100,000-task array (median, building)",
-                   med([t for t, n in cancels if n == CHUNK] or [0]), "s", "<= 1 s")
+                   bench.median([t for t, n in cancels if n == CHUNK] or [0]), "s", "<= 1 s")
         report("database size per finished job", sb.db_bytes() / max(FINISHED, 1), "bytes")
         # Listing with the history alone (nothing active but what the bench submits).
         ids = [random.randint(1, FINISHED) for _ in range(21)]
         report("gjob show of any job (1M finished)",
-               med([sb.timed("gjob", "show", str(i)) for i in ids]), "ms", "<= 5 ms")
-        report("gqueue, active only (1M finished)", med([sb.timed("gqueue") for _ in range(11)]),
+               bench.median([sb.timed("gjob", "show", str(i)) for i in ids]), "ms", "<= 5 ms")
+        report("gqueue, active only (1M finished)", bench.median([sb.timed("gqueue") for _ in range(11)]),
                "ms", "<= 5 ms")
         out = os.path.join(sb.dir, "list.txt")
         samples = []
         for _ in range(11):
             with open(out, "w") as f:
                 samples.append(sb.timed("gqueue", "-a", "-n", "10000", stdout=f))
-        report("gqueue -a -n 10000 to a file (1M finished)", med(samples), "ms", "<= 15 ms")
+        report("gqueue -a -n 10000 to a file (1M finished)", bench.median(samples), "ms", "<= 15 ms")
 
         first_q = queue_jobs(sb)
         rng = f"{first_q}-{first_q + QUEUED - 1}"
@@ -195,23 +145,23 @@ def main():
         for _ in range(3):
             sb.down()
             starts.append(sb.up())
-        report("daemon start (recovery), 1M finished + 100k queued", med(starts), "s", "<= 2 s")
+        report("daemon start (recovery), 1M finished + 100k queued", bench.median(starts), "s", "<= 2 s")
         report("daemon RSS after start", sb.rss_mb(), "MB", "<= 150 MB")
         report("gjob show of any job (full state)",
-               med([sb.timed("gjob", "show", str(i)) for i in ids]), "ms", "<= 5 ms")
+               bench.median([sb.timed("gjob", "show", str(i)) for i in ids]), "ms", "<= 5 ms")
         full, base = [], []
         for _ in range(7):
             full.append(latency_ms(sb))
             base.append(latency_ms(empty))
-        report("submit -> running, full state", med(full), "ms")
-        report("submit -> running, empty daemon", med(base), "ms")
-        report("  difference (bounds the scheduling pass)", med(full) - med(base), "ms",
+        report("submit -> running, full state", bench.median(full), "ms")
+        report("submit -> running, empty daemon", bench.median(base), "ms")
+        report("  difference (bounds the scheduling pass)", bench.median(full) - bench.median(base), "ms",
                "pass <= 2 ms")
         rf, re_ = [], []
         for _ in range(3):
             rf.append(submit_rate(sb))
             re_.append(submit_rate(empty))
-        report("sequential submissions, full / empty daemon", med(rf) / med(re_), "ratio",
+        report("sequential submissions, full / empty daemon", bench.median(rf) / bench.median(re_), "ratio",
                ">= 0.9")
         for verb in (("gjob", "hold"), ("gjob", "release", "--at", "now+365d"), ("gcancel",)):
             t0 = time.perf_counter()

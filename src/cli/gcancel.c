@@ -96,7 +96,8 @@ int main(int argc, char **argv)
         cli_die(1, "%s", cli_error_text(all));
     json_decref(body);
     const json_t *results = json_object_get(all, "results");
-    /* Jobs already cancelled (or listed) along with an earlier one: sorted, searched. */
+    /* Jobs already cancelled (or listed) along with an earlier one: only the dependents
+     * those took along, so few; searched in order. */
     int64_t *done = NULL;
     size_t n_done = 0, cap_done = 0;
     for (size_t i = 0; i < n; i++) {

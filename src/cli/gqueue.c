@@ -62,10 +62,11 @@ static void gqueue_state(struct strbuf *sb, const struct job *j, double now)
 
 static void gqueue_time(struct strbuf *sb, const struct job *j, double now)
 {
-    if (j->start_time <= 0) /* not started: most rows of a long queue */
-        strbuf_adds(sb, "0:00");
-    else
+    static char *not_started; /* most rows of a long queue: made once */
+    if (j->start_time > 0)
         gqueue_put_owned(sb, output_job_elapsed(j, now));
+    else
+        strbuf_adds(sb, not_started ? not_started : (not_started = output_job_elapsed(j, now)));
 }
 
 static void gqueue_timelimit(struct strbuf *sb, const struct job *j, double now)
@@ -86,13 +87,7 @@ static void gqueue_nodes(struct strbuf *sb, const struct job *j, double now)
 
 static void gqueue_nodelist(struct strbuf *sb, const struct job *j, double now)
 {
-    /* The defaults of a waiting job without a reason, the common case, written directly. */
-    if (j->reason == JOB_REASON_NONE && j->state == JOB_QUEUED)
-        strbuf_adds(sb, "(Priority)");
-    else if (j->reason == JOB_REASON_NONE && j->state == JOB_HELD)
-        strbuf_adds(sb, "(JobHeldUser)");
-    else
-        gqueue_put_owned(sb, output_job_nodelist(j));
+    output_job_nodelist(sb, j);
 }
 
 static void gqueue_reason(struct strbuf *sb, const struct job *j, double now)

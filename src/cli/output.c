@@ -262,34 +262,46 @@ char *output_job_exit_code(const struct job *j)
     return xstrdup("-");
 }
 
+/* The reason a job without a recorded one shows: why a pending or held job waits. */
+static const char *default_reason(const struct job *j)
+{
+    if (j->state == JOB_QUEUED)
+        return "Priority";
+    if (j->state == JOB_HELD)
+        return "JobHeldUser";
+    return NULL;
+}
+
 char *output_job_reason(const struct job *j)
 {
     if (j->reason != JOB_REASON_NONE)
         return job_reason_string(j);
-    if (j->state == JOB_QUEUED)
-        return xstrdup("Priority");
-    if (j->state == JOB_HELD)
-        return xstrdup("JobHeldUser");
-    return NULL;
+    const char *r = default_reason(j);
+    return r ? xstrdup(r) : NULL;
 }
 
-char *output_job_nodelist(const struct job *j)
+void output_job_nodelist(struct strbuf *sb, const struct job *j)
 {
-    if (j->state == JOB_RUNNING && j->mig_uuids && *j->mig_uuids)
-        return xstrdup(j->mig_uuids); /* MIG instances are known by UUID only */
-    if (j->state == JOB_RUNNING)
-        return j->gpu_mask ? gpu_mask_format(j->gpu_mask) : xstrdup("-");
-    char *reason = output_job_reason(j);
-    if (!reason)
-        return xstrdup("-");
-    size_t n = strlen(reason);
-    char *out = xmalloc(n + 3);
-    out[0] = '(';
-    memcpy(out + 1, reason, n);
-    out[n + 1] = ')';
-    out[n + 2] = '\0';
-    free(reason);
-    return out;
+    if (j->state == JOB_RUNNING && j->mig_uuids && *j->mig_uuids) {
+        strbuf_adds(sb, j->mig_uuids); /* MIG instances are known by UUID only */
+    } else if (j->state == JOB_RUNNING && j->gpu_mask) {
+        char *gpus = gpu_mask_format(j->gpu_mask);
+        strbuf_adds(sb, gpus);
+        free(gpus);
+    } else if (j->state == JOB_RUNNING) {
+        strbuf_adds(sb, "-");
+    } else {
+        char *recorded = j->reason != JOB_REASON_NONE ? job_reason_string(j) : NULL;
+        const char *reason = recorded ? recorded : default_reason(j);
+        if (reason) {
+            strbuf_addc(sb, '(');
+            strbuf_adds(sb, reason);
+            strbuf_addc(sb, ')');
+        } else {
+            strbuf_adds(sb, "-");
+        }
+        free(recorded);
+    }
 }
 
 char *output_gpu_request(int64_t gpus, bool shared, int64_t gpu_memory_mb)

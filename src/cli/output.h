@@ -51,9 +51,9 @@ char *output_job_time_limit(const struct job *j);
 /* The exit code ("0", "3"), the signal name for a job killed by a signal ("SIGKILL"),
  * or "-" while unknown. */
 char *output_job_exit_code(const struct job *j);
-/* NODELIST(REASON): GPU ids of a running job ("-" if none), "(Reason)" for a waiting
- * or ended job, "-" when there is no reason. */
-char *output_job_nodelist(const struct job *j);
+/* NODELIST(REASON), appended to sb: GPU ids of a running job ("-" if none), "(Reason)"
+ * for a waiting or ended job, "-" when there is no reason. */
+void output_job_nodelist(struct strbuf *sb, const struct job *j);
 /* The reason without parentheses, with the defaults a waiting job gets when the daemon
  * sent none (PD: Priority, H: JobHeldUser); NULL if none. Malloc'd. */
 char *output_job_reason(const struct job *j);

@@ -104,20 +104,6 @@ fail:;
     return -1;
 }
 
-int reserve_file(const char *path, size_t len, unsigned mode)
-{
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
-    if (fd < 0)
-        return -1;
-    int rc = posix_fallocate(fd, 0, (off_t)len);
-    close(fd);
-    if (rc != 0) {
-        errno = rc;
-        return -1;
-    }
-    return 0;
-}
-
 int write_file_in_place(const char *path, const void *data, size_t len)
 {
     int fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);

@@ -11,12 +11,8 @@ char *read_file(const char *path, size_t *len);
 int write_file(const char *path, const void *data, size_t len, unsigned mode);
 /* Writes data to path atomically (temp file, fsync, rename, fsync dir). 0 or -1. */
 int write_file_atomic(const char *path, const void *data, size_t len, unsigned mode);
-/* Creates path (or empties it) as len zero bytes whose blocks are allocated now
- * (posix_fallocate), so that writing up to len bytes into it later needs no free space.
- * 0, or -1 with errno (ENOSPC: no room). */
-int reserve_file(const char *path, size_t len, unsigned mode);
-/* Writes data over the start of the existing file path (space reserved with
- * reserve_file), cuts it to len and fsyncs it: for when write_file_atomic finds no room
+/* Writes data over the start of the existing file path (its space allocated
+ * beforehand), cuts it to len and fsyncs it: for when write_file_atomic finds no room
  * for its temp file. Not atomic: a reader must tolerate a partial file. 0 or -1. */
 int write_file_in_place(const char *path, const void *data, size_t len);
 /* mkdir -p with the given mode for created directories. 0 or -1. */

@@ -470,6 +470,7 @@ struct job *job_dup(const struct job *src, bool with_payload)
     j->dependents = NULL;
     j->n_dependents = j->cap_dependents = 0;
     j->runtime = NULL;
+    j->begin_heap_pos = 0;
     return j;
 }
 

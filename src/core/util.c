@@ -78,13 +78,6 @@ size_t format_int(char out[24], long long v)
     return n;
 }
 
-char *xstrdup_int(long long v)
-{
-    char buf[24];
-    format_int(buf, v);
-    return xstrdup(buf);
-}
-
 char *xasprintf(const char *fmt, ...)
 {
     va_list ap;

@@ -16,9 +16,8 @@ char *xstrndup(const char *s, size_t n);
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 char *xvasprintf(const char *fmt, va_list ap) __attribute__((format(printf, 1, 0)));
 /* The decimal text of v, without printf (cheap enough for 10,000-row tables): into out,
- * terminated, returning its length; or a malloc'd copy. */
+ * terminated, returning its length. */
 size_t format_int(char out[24], long long v);
-char *xstrdup_int(long long v);
 
 /* A growable NUL-terminated byte buffer. */
 struct strbuf {

@@ -368,7 +368,6 @@ static int submit_one(struct jobs *t, struct job *j, const struct job *leader)
     free(j->name_template);
     j->command_template = j->script_template = j->name_template = NULL;
     table_append(t, j);
-    j->begin_heap_pos = 0;
     if (j->state == JOB_QUEUED)
         jobs_sched_add(t, j);
     t->dirty = true;
@@ -416,13 +415,20 @@ int jobs_submit_all(struct jobs *t, struct job **jobs, size_t n, size_t *done)
     return rc;
 }
 
-int jobs_save(struct jobs *t, struct job *j)
+/* Writes j, all of it or (state_only) its state columns, in the open transaction. */
+static int jobs_save_cols(struct jobs *t, struct job *j, bool state_only)
 {
-    if (store_begin(t->store) < 0 || store_update_job(t->store, j) < 0) {
+    if (store_begin(t->store) < 0 ||
+        (state_only ? store_update_state(t->store, j) : store_update_job(t->store, j)) < 0) {
         log_error("job %lld: cannot store: %s", (long long)j->id, store_error(t->store));
         return -1;
     }
     return 0;
+}
+
+int jobs_save(struct jobs *t, struct job *j)
+{
+    return jobs_save_cols(t, j, false);
 }
 
 static void dependents_remove(struct job *x, int64_t id)
@@ -625,14 +631,8 @@ int jobs_set_state(struct jobs *t, struct job *j, enum job_state to, enum job_re
         t->ended[t->ended_len++] = j;
     }
     t->dirty = true;
-    int rc;
-    if (t->bulk && from != JOB_RUNNING && to != JOB_RUNNING) { /* nothing else changed */
-        rc = store_begin(t->store) < 0 || store_update_state(t->store, j) < 0 ? -1 : 0;
-        if (rc < 0)
-            log_error("job %lld: cannot store: %s", (long long)j->id, store_error(t->store));
-    } else {
-        rc = jobs_save(t, j);
-    }
+    /* In a bulk change between PD, H and CA nothing but the state columns changed. */
+    int rc = jobs_save_cols(t, j, t->bulk && from != JOB_RUNNING && to != JOB_RUNNING);
     if (to == JOB_QUEUED && j->n_deps)
         jobs_deps_update(t, j); /* e.g. released: DependencyFailed shows again */
     if (rc == 0 && jobs_retryable(j))

@@ -17,19 +17,29 @@
 
 /* ---- where a queued job waits ---- */
 
-/* j has become queued (or changed while queued, out of everything below): into the
- * queue, or aside if it cannot start for a reason no GPU or slot change alters. */
-void jobs_sched_add(struct jobs *t, struct job *j)
+/* Puts queued j aside when it cannot start for a reason no GPU or slot change alters:
+ * blocked dependencies (no structure: a job's end updates its dependents) or a begin
+ * time to come (the heap). True if it did. */
+static bool sched_set_aside(struct jobs *t, struct job *j, double now)
 {
     if (j->deps_blocked) {
         j->wait_reason = SCHEDULER_REASON_DEPENDENCY;
-        return;
+        return true;
     }
-    if (j->begin_time > now_wall()) {
+    if (j->begin_time > now) {
         j->wait_reason = SCHEDULER_REASON_BEGIN_TIME;
         scheduler_begin_heap_push(&t->begin, j);
-        return;
+        return true;
     }
+    return false;
+}
+
+/* j has become queued (or changed while queued, out of everything below): into the
+ * queue, or aside (sched_set_aside). */
+void jobs_sched_add(struct jobs *t, struct job *j)
+{
+    if (sched_set_aside(t, j, j->begin_time > 0 ? now_wall() : 0))
+        return;
     if (t->bulk)
         t->queue_stale = true; /* rebuilt by jobs_bulk_end */
     else
@@ -57,16 +67,8 @@ void jobs_queue_rebuild(struct jobs *t)
     double now = now_wall();
     for (size_t i = 0; i < t->table_len; i++) {
         struct job *j = t->table[i];
-        if (j->state != JOB_QUEUED || j->begin_heap_pos)
-            continue;
-        if (j->deps_blocked) {
-            j->wait_reason = SCHEDULER_REASON_DEPENDENCY;
-        } else if (j->begin_time > now) {
-            j->wait_reason = SCHEDULER_REASON_BEGIN_TIME;
-            scheduler_begin_heap_push(&t->begin, j);
-        } else {
+        if (j->state == JOB_QUEUED && !j->begin_heap_pos && !sched_set_aside(t, j, now))
             cand[n++] = j;
-        }
     }
     scheduler_queue_rebuild(&t->queue, cand, n);
     free(cand);

@@ -436,13 +436,6 @@ static pid_t standby_take(char *const *argv, int lock_fd, int env_fd)
     return pid;
 }
 
-/* Takes the lock (fd 3 of the shim) and reserves the room for the shim's lock lines
- * and its exit record, which it writes into the lock file (src/core/exitfile.h): the
- * blocks are allocated, the size stays 0. So a job whose filesystem fills up while it
- * runs still has its outcome recorded, and a job has one file besides its log. The
- * lock's fd, or -1 with *err and *why (an errno). A reservation that fails for another
- * reason than space is only logged (once for a filesystem that cannot allocate ahead):
- * the shim reports what it cannot write, as ever. */
 /* The spare lock files (launch_keep_lock): their ids, the last kept on top. */
 static int64_t spares[LAUNCH_SPARE_MAX];
 static size_t n_spares;
@@ -523,6 +516,13 @@ static int blank_lock(int fd)
     return pwrite(fd, zeros, n, 0) == (ssize_t)n ? 0 : -1;
 }
 
+/* Takes the lock (fd 3 of the shim) and reserves the room for the shim's lock lines
+ * and its exit record, which it writes into the lock file (src/core/exitfile.h): the
+ * blocks are allocated, the size stays 0. So a job whose filesystem fills up while it
+ * runs still has its outcome recorded, and a job has one file besides its log. The
+ * lock's fd, or -1 with *err and *why (an errno). A reservation that fails for another
+ * reason than space is only logged (once for a filesystem that cannot allocate ahead):
+ * the shim reports what it cannot write, as ever. */
 static int lock_and_reserve(const struct gflowd *d, int64_t id, int *why, char **err)
 {
     static bool unsupported_logged;

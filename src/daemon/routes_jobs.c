@@ -40,22 +40,6 @@ static struct jobspec_owner owner_of(const struct route_req *r)
         .user = r->who->user, .uid = r->who->uid, .gid = r->who->gid, .now = now_wall()};
 }
 
-/* Loads job id: 0 and *out filled, or -1 with the reply set (404, 500). */
-static int load_job(const struct route_req *r, int64_t id, bool with_payload, struct job *out,
-                    struct reply *rep)
-{
-    int rc = store_get_job(r->d->store, id, out, with_payload);
-    if (rc == 1) {
-        reply_error(rep, 404, "job %lld not found; 'gqueue -a' lists your jobs", (long long)id);
-        return -1;
-    }
-    if (rc < 0) {
-        reply_error(rep, 500, "cannot read job %lld: %s", (long long)id, store_error(r->d->store));
-        return -1;
-    }
-    return 0;
-}
-
 /* An error result of an action on one job: {"error": msg}, *status set. */
 static json_t *error_result(unsigned *status, unsigned code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -71,6 +55,29 @@ static json_t *error_result(unsigned *status, unsigned code, const char *fmt, ..
     return o;
 }
 
+/* The error result of store_get_job's rc for job id (1: not found; < 0: it failed). */
+static json_t *load_error(const struct route_req *r, int64_t id, int rc, unsigned *status)
+{
+    if (rc == 1)
+        return error_result(status, 404, "job %lld not found; 'gqueue -a' lists your jobs",
+                            (long long)id);
+    return error_result(status, 500, "cannot read job %lld: %s", (long long)id,
+                        store_error(r->d->store));
+}
+
+/* Loads job id: 0 and *out filled, or -1 with the reply set (404, 500). */
+static int load_job(const struct route_req *r, int64_t id, bool with_payload, struct job *out,
+                    struct reply *rep)
+{
+    int rc = store_get_job(r->d->store, id, out, with_payload);
+    if (rc == 0)
+        return 0;
+    unsigned status;
+    json_t *err = load_error(r, id, rc, &status);
+    reply_json(rep, status, err);
+    return -1;
+}
+
 /* The active job id, if the caller may act on it; else NULL with *errp set to an error
  * result (error_result). */
 static struct job *active_job_for(const struct route_req *r, int64_t id, const char *verb,
@@ -81,12 +88,8 @@ static struct job *active_job_for(const struct route_req *r, int64_t id, const c
         struct job old;
         job_init(&old);
         int rc = store_get_job(r->d->store, id, &old, false);
-        if (rc == 1)
-            *errp = error_result(status, 404, "job %lld not found; 'gqueue -a' lists your jobs",
-                                 (long long)id);
-        else if (rc < 0)
-            *errp = error_result(status, 500, "cannot read job %lld: %s", (long long)id,
-                                 store_error(r->d->store));
+        if (rc != 0)
+            *errp = load_error(r, id, rc, status);
         else
             *errp = error_result(status, 409, "job %lld has already ended (%s); nothing to %s",
                                  (long long)id, job_state_short(old.state), verb);

@@ -170,7 +170,6 @@ static void keep_lock_cb(void *arg, int64_t id)
  * (launch_keep_lock) when keep_lock. */
 static void cleanup_files_after_commit(struct gflowd *d, int64_t id, bool keep_lock)
 {
-    jobs_after_commit_unlink(d->jobs, job_file(d->paths.exit_dir, id, ".json"));
     if (keep_lock)
         jobs_after_commit_call(d->jobs, keep_lock_cb, d, id);
     else
@@ -233,12 +232,15 @@ static int apply_exit_file(struct gflowd *d, struct job *j)
     size_t len;
     char *text = read_file(path, &len);
     int e = errno;
-    free(path);
     struct exit_record rec;
     if (!text) {
+        free(path);
         errno = e;
         return launch_short_of(e) ? -2 : -1;
     }
+    /* Read: it goes once the job's end is committed (a shim of this version writes no
+     * such file, so ending a job costs no unlink for it; runner_sweep clears the rest). */
+    jobs_after_commit_unlink(d->jobs, path);
     if (exit_record_decode(text, len, &rec) < 0) {
         free(text);
         return -1;

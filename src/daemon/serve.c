@@ -523,6 +523,9 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     char *err = NULL;
     struct server s = {.d = d};
     umask(077);
+    /* A bad setting stops the start before the slow parts (a large history's load). */
+    if (store_keep_parse(d->cfg.keep_finished, &s.keep_count, &s.keep_age, &err) < 0)
+        startup_failed(o, err);
     raise_nofile(d);
     d->started_at = now_wall();
     d->shim_path = find_shim();
@@ -555,8 +558,6 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     /* Also without NVML yet: gpu.c tries to open it on its own timer, and polls once
      * it is open. */
     s.poll_timer = loop_add_timer((double)d->cfg.gpu_poll_interval_secs, poll_cb, &s);
-    if (store_keep_parse(d->cfg.keep_finished, &s.keep_count, &s.keep_age, &err) < 0)
-        startup_failed(o, err);
     if (s.keep_count >= 0 || s.keep_age >= 0)
         s.prune_timer = loop_add_timer(PRUNE_FIRST_SECS, prune_cb, &s);
     runner_recover(d);

@@ -78,11 +78,6 @@ struct store_column {
     const char *read_as; /* what a SELECT reads for it, when not the column itself */
 };
 
-/* A job's environment as its payload row stores it: the id of its row in envs
- * (store_job.c), or none (0) with no environment. */
-struct store_env {
-    int64_t id;
-};
 extern const struct store_column store_columns[C_COUNT];
 
 struct store {
@@ -140,9 +135,9 @@ int store_prepare_statements(struct store *s);
 int store_bind_text(sqlite3_stmt *st, int idx, const char *v);
 /* Column i of the current row as a malloc'd string, NULL for SQL NULL. */
 char *store_col_str(sqlite3_stmt *st, int i);
-/* Binds column c of j (env: its environment as JSON text) to ?c+1 of st. */
-int store_bind_column(sqlite3_stmt *st, enum col c, const struct job *j,
-                      const struct store_env *env);
+/* Binds column c of j to ?c+1 of st; env_id: the envs row of its environment (0: none;
+ * store_job.c). */
+int store_bind_column(sqlite3_stmt *st, enum col c, const struct job *j, int64_t env_id);
 /* Fills j (initialised here) from the current row of a statement that selects columns
  * 0..C_LIGHT_COUNT-1, or every column with payload. 0 or -1. */
 int store_read_job(struct store *s, sqlite3_stmt *st, struct job *j, bool payload);

@@ -119,12 +119,12 @@ int64_t store_next_job_id(struct store *s)
 }
 
 /* Binds columns [from, to) of j and runs st. */
-static int insert_columns(struct store *s, sqlite3_stmt *st, const struct job *j,
-                          const struct store_env *env, int from, int to)
+static int insert_columns(struct store *s, sqlite3_stmt *st, const struct job *j, int64_t env_id,
+                          int from, int to)
 {
     int rc = sqlite3_bind_int64(st, C_ID + 1, j->id);
     for (int c = from; c < to && rc == SQLITE_OK; c++)
-        rc = store_bind_column(st, (enum col)c, j, env);
+        rc = store_bind_column(st, (enum col)c, j, env_id);
     if (rc != SQLITE_OK) {
         store_finish(st);
         return store_db_err(s, "binding a new job");
@@ -143,12 +143,12 @@ static int64_t env_hash(const char *text)
     return (int64_t)h;
 }
 
-/* The envs row of j's environment, made if there is none yet: env->id (0 without an
+/* The envs row of j's environment, made if there is none yet: *id (0 without an
  * environment). Each distinct environment is stored once, so a history of jobs
  * submitted from the same shell holds its 2-5 KB once rather than per job. */
-static int env_ref(struct store *s, const struct job *j, struct store_env *env)
+static int env_ref(struct store *s, const struct job *j, int64_t *id)
 {
-    env->id = 0;
+    *id = 0;
     if (!j->env)
         return 0;
     char *text = json_dumps(j->env, JSON_COMPACT);
@@ -159,16 +159,16 @@ static int env_ref(struct store *s, const struct job *j, struct store_env *env)
     sqlite3_bind_text(s->st_env_find, 2, text, -1, SQLITE_STATIC);
     int rc = sqlite3_step(s->st_env_find);
     if (rc == SQLITE_ROW)
-        env->id = sqlite3_column_int64(s->st_env_find, 0);
+        *id = sqlite3_column_int64(s->st_env_find, 0);
     store_finish(s->st_env_find);
     int ret = 0;
     if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
         ret = store_db_err(s, "looking up an environment");
-    } else if (!env->id) {
+    } else if (!*id) {
         sqlite3_bind_int64(s->st_env_insert, 1, hash);
         sqlite3_bind_text(s->st_env_insert, 2, text, -1, SQLITE_STATIC);
         ret = store_step_done(s, s->st_env_insert, "storing an environment");
-        env->id = sqlite3_last_insert_rowid(s->db);
+        *id = sqlite3_last_insert_rowid(s->db);
     }
     free(text);
     return ret;
@@ -177,10 +177,10 @@ static int env_ref(struct store *s, const struct job *j, struct store_env *env)
 /* j's payload row (script, environment, a sweep's params and templates), replacing any. */
 static int insert_payload(struct store *s, const struct job *j)
 {
-    struct store_env env;
-    if (env_ref(s, j, &env) < 0)
+    int64_t env_id;
+    if (env_ref(s, j, &env_id) < 0)
         return -1;
-    return insert_columns(s, s->st_insert_payload, j, &env, C_LIGHT_COUNT, C_COUNT);
+    return insert_columns(s, s->st_insert_payload, j, env_id, C_LIGHT_COUNT, C_COUNT);
 }
 
 /* Records j's dependencies (job_deps). */
@@ -199,7 +199,7 @@ static int insert_deps(struct store *s, const struct job *j)
 
 static int insert_row(struct store *s, const struct job *j)
 {
-    if (insert_columns(s, s->st_insert, j, NULL, 0, C_LIGHT_COUNT) < 0)
+    if (insert_columns(s, s->st_insert, j, 0, 0, C_LIGHT_COUNT) < 0)
         return -1;
     if ((j->script || j->env || j->params) && insert_payload(s, j) < 0)
         return -1;
@@ -292,7 +292,7 @@ int store_update_job(struct store *s, const struct job *j)
     int rc = SQLITE_OK;
     for (int c = 0; c < C_COUNT && rc == SQLITE_OK; c++) {
         if (c == C_ID || store_columns[c].mutable)
-            rc = store_bind_column(st, (enum col)c, j, NULL);
+            rc = store_bind_column(st, (enum col)c, j, 0);
     }
     return store_step_update(s, st, rc, j);
 }
@@ -302,9 +302,9 @@ int store_update_state(struct store *s, const struct job *j)
     if (store_refuse_if_lost(s) < 0)
         return -1;
     sqlite3_stmt *st = s->st_update_state;
-    int rc = store_bind_column(st, C_ID, j, NULL);
+    int rc = store_bind_column(st, C_ID, j, 0);
     for (size_t i = 0; i < sizeof(state_columns) / sizeof(state_columns[0]) && rc == SQLITE_OK; i++)
-        rc = store_bind_column(st, (enum col)state_columns[i], j, NULL);
+        rc = store_bind_column(st, (enum col)state_columns[i], j, 0);
     return store_step_update(s, st, rc, j);
 }
 

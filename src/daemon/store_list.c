@@ -434,15 +434,9 @@ int64_t store_prune(struct store *s, int64_t keep_count, double end_before, int6
     /* The members of a group are found from its first job (kept, as it holds the group's
      * payload, while any member is left) through this index, made only when pruning is
      * on: it costs every array task's insert. A large history takes a while, once. */
-    char *msg = NULL;
-    if (sqlite3_exec(s->db,
-                     "CREATE INDEX IF NOT EXISTS jobs_group ON jobs(group_id) WHERE group_id > 0",
-                     NULL, NULL, &msg) != SQLITE_OK) {
-        store_set_err(s, "pruning the history: creating its index: %s",
-                      msg ? msg : sqlite3_errmsg(s->db));
-        sqlite3_free(msg);
+    if (store_exec(s, "CREATE INDEX IF NOT EXISTS jobs_group ON jobs(group_id) WHERE group_id > 0",
+                   "pruning the history: creating its index") < 0)
         return -1;
-    }
     int64_t excess = INT64_MAX;
     if (keep_count >= 0) {
         int64_t counts[JOB_STATE_COUNT];

@@ -74,8 +74,7 @@ int store_bind_text(sqlite3_stmt *st, int idx, const char *v)
     return v ? sqlite3_bind_text(st, idx, v, -1, SQLITE_STATIC) : sqlite3_bind_null(st, idx);
 }
 
-int store_bind_column(sqlite3_stmt *st, enum col c, const struct job *j,
-                      const struct store_env *env)
+int store_bind_column(sqlite3_stmt *st, enum col c, const struct job *j, int64_t env_id)
 {
     int i = (int)c + 1; /* ?N is column N-1 in every generated statement */
     switch (c) {
@@ -191,9 +190,9 @@ int store_bind_column(sqlite3_stmt *st, enum col c, const struct job *j,
     case C_NAME_TEMPLATE:
         return store_bind_text(st, i, j->name_template);
     case C_ENV_ID:
-        if (!env || env->id <= 0)
+        if (env_id <= 0)
             return sqlite3_bind_null(st, i);
-        return sqlite3_bind_int64(st, i, env->id);
+        return sqlite3_bind_int64(st, i, env_id);
     case C_COUNT:
         break;
     }

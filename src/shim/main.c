@@ -3,7 +3,7 @@
  *
  *   gflow-shim --job-id N (--exit-file PATH | --lock-fd FD) --log PATH --workdir DIR
  *              (--env-file PATH | --env-fd FD) --kill-grace SECS [--lock-fd FD]
- *              [--uid UID --gid GID --user NAME [--groups GID,GID,...]]
+ *              [--uid UID --gid GID --user NAME --groups GID,GID,...]
  *              [--tasks N --task-gpus GPU,GPU,...] [--deny-devices MINOR,MINOR,...]
  *              [--memory-limit MIB] [--conda-env NAME|PATH] [--umask MODE]
  *              [--log-max-bytes N] [--nofile N]

@@ -221,6 +221,14 @@ def ensure_test_user():
     return ensure_user(TEST_USER, (TEST_GROUP,) if os.geteuid() == 0 else ())
 
 
+@pytest.fixture
+def owner():
+    """ensure_test_user() for tests that switch uids (skipped unless root)."""
+    if os.geteuid() != 0:
+        pytest.skip("these tests switch uids with setpriv and need root")
+    return ensure_test_user()
+
+
 def pytest_sessionfinish(session, exitstatus):
     for kind, name in reversed(_created):
         cmd = ["userdel", "-r", name] if kind == "user" else ["groupdel", name]

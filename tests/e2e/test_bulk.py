@@ -4,8 +4,7 @@ binaries; per-id refusals (unknown, ended, wrong state) reported while the rest 
 through; dependents cancelled along; the API's reply and its 400s; the table and queue
 consistent afterwards (a daemon restart sees the same states)."""
 def held_array(gflow, n):
-    cp = gflow.run("gbatch", "-H", "--parsable", "--array", f"1-{n}", "true", check=True)
-    first = int(cp.stdout.strip())
+    first = gflow.submit("-H", "--array", f"1-{n}", "true")
     return first, first + n - 1
 
 

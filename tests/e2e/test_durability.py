@@ -85,13 +85,19 @@ def test_sigkill_during_submission_burst(gflow):
     assert gflow.submit("true") > max(ids)
 
 
-def test_job_finished_while_daemon_down_is_finalized(gflow):
-    job = gflow.submit(f"{WAIT_GO}; exit 7")
+def end_while_down(gflow, code):
+    """A job that runs, then ends with exit code `code` while the daemon is down: its id
+    and its lock file."""
+    job = gflow.submit(f"{WAIT_GO}; exit {code}")
     gflow.wait_state(job, "R")
     cp = gflow.down()
     assert cp.returncode == 0, cp.stderr
     (gflow.work / "go").touch()
-    lock_file = gflow.data / "run" / f"{job}.lock"
+    return job, gflow.data / "run" / f"{job}.lock"
+
+
+def test_job_finished_while_daemon_down_is_finalized(gflow):
+    job, lock_file = end_while_down(gflow, 7)
 
     def exit_record():
         # The shim writes its exit record into the lock file, at byte 8192.
@@ -113,12 +119,7 @@ def test_job_of_a_previous_versions_shim_is_finalized_from_its_exit_file(gflow):
     """Shims of the previous version, still running across an upgrade, write their exit
     record to exits/<id>.json and leave only their lines in the lock file: the restarted
     daemon reads the record from there."""
-    job = gflow.submit(f"{WAIT_GO}; exit 0")
-    gflow.wait_state(job, "R")
-    cp = gflow.down()
-    assert cp.returncode == 0, cp.stderr
-    (gflow.work / "go").touch()
-    lock_file = gflow.data / "run" / f"{job}.lock"
+    job, lock_file = end_while_down(gflow, 0)
     wait_for(lambda: len(lock_file.read_bytes()) > 8192, "the shim's exit record", timeout=10)
     # Make the files what an old shim leaves: lines only in the lock file, the record
     # in its own file (an outcome this job did not have, to tell where it came from).

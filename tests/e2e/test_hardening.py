@@ -12,18 +12,10 @@ import threading
 
 import pytest
 
-from conftest import (NOBODY, TEST_USER, as_user, binary, ensure_test_user, ensure_user,
-                      wait_for)
+from conftest import NOBODY, TEST_USER, as_user, binary, ensure_user, wait_for
 
 ADMIN_USER = "gflowtest-adm"
 ADMIN_GROUP = "gflowtest-admins"
-
-
-@pytest.fixture
-def owner():
-    if os.geteuid() != 0:
-        pytest.skip("these tests switch uids with setpriv and need root")
-    return ensure_test_user()
 
 
 def one_line(text):

@@ -9,16 +9,9 @@ import subprocess
 
 import pytest
 
-from conftest import as_user, ensure_group, ensure_test_user
+from conftest import as_user, ensure_group
 
 NEW_GROUP = "gflowtest-late"
-
-
-@pytest.fixture
-def owner():
-    if os.geteuid() != 0:
-        pytest.skip("these tests switch uids with setpriv and need root")
-    return ensure_test_user()
 
 
 def job_groups(g, uid, gid, home, workdir):

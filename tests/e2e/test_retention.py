@@ -44,8 +44,7 @@ def test_keep_an_age(make_gflow):
 
 def test_group_first_job_and_dependencies_kept(make_gflow):
     g = make_gflow(env={"GFLOW_DAEMON__KEEP_FINISHED": "0"})
-    cp = g.run("gbatch", "-H", "--parsable", "--array", "1-3", "echo task", check=True)
-    first = int(cp.stdout.strip())
+    first = g.submit("-H", "--array", "1-3", "echo task")
     dep = g.submit("true")
     g.wait_state(dep)
     waiter = g.submit("-H", "--depends-on", str(dep), "true")
