@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -24,11 +25,12 @@
 #include "gpuinfo.h"
 #include "job.h"
 #include "jobopts.h"
+#include "jobshow.h"
 #include "output.h"
 #include "parse.h"
 #include "util.h"
 
-enum { OPT_SOCKET = 256, OPT_FOLLOW };
+enum { OPT_SOCKET = 256, OPT_FOLLOW, OPT_FIRST };
 
 static void gjob_help(void)
 {
@@ -64,8 +66,12 @@ static void gjob_help_show(void)
 {
     printf("Usage: gjob show [options] <ids...>\n"
            "\n"
-           "Shows every field of each job, one 'Key: value' per line, a blank line\n"
-           "between jobs.\n"
+           "Shows every field of each job (all that -o json has), one 'Key: value' per\n"
+           "line, named as gflow's gjob show names them where gflow has the field\n"
+           "(SubmittedBy, GroupID, TaskID, WorkingDir, MemoryLimit, DependsOn, ...); a\n"
+           "blank line between jobs. DependsOn lists each dependency with its kind and\n"
+           "the state of the job it waits for ('5 (afterok: R, pending)').\n"
+           "Ids: 42, 1,3,5-7, @, @~N; several arguments may be given.\n"
            "\n"
            "Options:\n"
            "  -o, --output FORMAT  table (the default 'Key: value' form) or json (an array\n"
@@ -77,12 +83,18 @@ static void gjob_help_log(void)
 {
     printf("Usage: gjob log [options] <id | @ | @~N>\n"
            "\n"
-           "Prints the job's output (stdout and stderr) as it was written.\n"
+           "Prints the job's output (stdout and stderr) as it was written. For a job that\n"
+           "has not started yet it says so (exit status 0).\n"
            "\n"
            "Options:\n"
            "  -f, --first N  only the first N lines\n"
            "  -l, --last N   only the last N lines\n"
-           "      --follow   keep printing new output until the job has ended\n"
+           "      --follow   (or -f with no job id after it: 'gjob log -f 42', as tail -f)\n"
+           "                 keep printing new output until the job has ended, then its\n"
+           "                 final state on stderr ('gjob: job 5 ended: CD (Finished),\n"
+           "                 exit code 0'); exits with the job's exit code: 0 for CD,\n"
+           "                 1 for a signal, a time limit (TO) or a cancellation (CA),\n"
+           "                 so that 'gjob log --follow @ && next' runs next on success\n"
            "  -h, --help     show this help\n");
 }
 
@@ -103,170 +115,6 @@ gjob_bad_option(const char *cmd, char **argv, int c, const struct option *longop
 {
     cli_die(CLI_EXIT_USAGE, "%s for 'gjob %s'; see 'gjob %s --help'",
             cli_option_error(argv, c, longopts), cmd, cmd);
-}
-
-/* "123 KiB", "12.3 MiB", "1.50 GiB". */
-static char *gjob_kib(int64_t kb)
-{
-    if (kb < 1024)
-        return xasprintf("%lld KiB", (long long)kb);
-    if (kb < 1024 * 1024)
-        return xasprintf("%.1f MiB", kb / 1024.0);
-    return xasprintf("%.2f GiB", kb / (1024.0 * 1024.0));
-}
-
-static void gjob_field(const char *key, const char *value)
-{
-    fputs(key, stdout);
-    fputs(": ", stdout);
-    for (const unsigned char *p = (const unsigned char *)(value ? value : "-"); *p; p++)
-        putchar(*p == '\n' ? ' ' : *p);
-    putchar('\n');
-}
-
-static void gjob_field_owned(const char *key, char *value)
-{
-    gjob_field(key, value);
-    free(value);
-}
-
-/* A MIG job: "MIG: 1g.18gb:1", then one line per instance it holds with its memory
- * ("MIG 0: MIG-<uuid> 1g.18gb 2048/18176 MiB"). */
-static void gjob_print_mig(const json_t *raw, const struct job *j)
-{
-    if (!j->mig_profile)
-        return;
-    gjob_field_owned("MIG", xasprintf("%s:%d", j->mig_profile, j->mig_count));
-    size_t i;
-    const json_t *m;
-    json_array_foreach (json_object_get(raw, "mig_detail"), i, m) {
-        const json_t *used = json_object_get(m, "memory_used_mib");
-        char *key = xasprintf("MIG %zu", i);
-        char *usedtxt = json_is_integer(used)
-                            ? xasprintf("%lld", (long long)json_integer_value(used))
-                            : xstrdup("?");
-        gjob_field_owned(
-            key, xasprintf("%s %s on GPU %lld, %s/%lld MiB",
-                           json_string_value(json_object_get(m, "uuid")),
-                           json_string_value(json_object_get(m, "profile")),
-                           (long long)json_integer_value(json_object_get(m, "parent")), usedtxt,
-                           (long long)json_integer_value(json_object_get(m, "memory_total_mib"))));
-        free(usedtxt);
-        free(key);
-    }
-}
-
-/* The GPU request ("GPUs: 2 (shared, 20480 MiB each)"), the ids once allocated, and
- * one line per allocated GPU from gpus_detail ("GPU 0: GPU-<uuid> 00000000:3B:00.0")
- * so the physical GPU is never in doubt. Read from the raw reply: the shared and
- * memory fields are not part of every job form. */
-static void gjob_print_gpus(const json_t *raw, const struct job *j)
-{
-    const json_t *mem = json_object_get(raw, "gpu_memory_mb");
-    gjob_field_owned("GPUs",
-                     output_gpu_request(j->gpus, json_is_true(json_object_get(raw, "shared")),
-                                        json_is_integer(mem) ? json_integer_value(mem) : 0));
-    const json_t *per_task = json_object_get(raw, "gpus_per_task");
-    if (json_is_integer(per_task) && json_integer_value(per_task) > 0)
-        gjob_field_owned("GPUsPerTask", xasprintf("%lld", (long long)json_integer_value(per_task)));
-    gjob_field_owned("GPUIDs", j->gpu_mask ? gpu_mask_format(j->gpu_mask) : NULL);
-    const json_t *detail = json_object_get(raw, "gpus_detail");
-    size_t i;
-    const json_t *g;
-    json_array_foreach (detail, i, g) {
-        const json_t *index = json_object_get(g, "index");
-        const char *uuid = json_string_value(json_object_get(g, "uuid"));
-        const char *bus = json_string_value(json_object_get(g, "pci_bus_id"));
-        char *key = json_is_integer(index)
-                        ? xasprintf("GPU %lld", (long long)json_integer_value(index))
-                        : xstrdup("GPU ?");
-        gjob_field_owned(key, xasprintf("%s %s", uuid ? uuid : "?", bus ? bus : "?"));
-        free(key);
-    }
-    /* Processes of this job seen on GPUs it was not given (a program that ignores
-     * CUDA_VISIBLE_DEVICES): worth a warning line. */
-    const json_t *foreign = json_object_get(raw, "foreign_gpus");
-    if (json_array_size(foreign)) {
-        struct strbuf sb;
-        strbuf_init(&sb);
-        json_array_foreach (foreign, i, g)
-            strbuf_addf(&sb, "%s%lld", i ? "," : "", (long long)json_integer_value(g));
-        gjob_field_owned("ForeignGPUs",
-                         xasprintf("%s (the job runs processes on GPUs it was not given)", sb.buf));
-        strbuf_free(&sb);
-    }
-}
-
-/* A sweep's parameters as "lr=0.1 bs=32" (each value shell-quoted if it needs it). */
-static char *gjob_params_text(const json_t *params)
-{
-    struct strbuf sb;
-    strbuf_init(&sb);
-    const char *key;
-    const json_t *v;
-    json_object_foreach ((json_t *)params, key, v) {
-        char *q = shell_quote(json_is_string(v) ? json_string_value(v) : "");
-        strbuf_addf(&sb, "%s%s=%s", sb.len ? " " : "", key, q);
-        free(q);
-    }
-    return strbuf_detach(&sb);
-}
-
-static void gjob_print_job(const json_t *raw, const struct job *j)
-{
-    gjob_field_owned("ID", xasprintf("%lld", (long long)j->id));
-    gjob_field("Name", j->name);
-    gjob_field("User", j->user);
-    gjob_field_owned("State",
-                     xasprintf("%s (%s)", job_state_short(j->state), job_state_name(j->state)));
-    gjob_field_owned("Priority", xasprintf("%d", j->priority));
-    if (j->command)
-        gjob_field("Command", j->command);
-    else
-        gjob_field("Script", j->script_path);
-    const json_t *params = json_object_get(raw, "params");
-    if (json_is_object(params))
-        gjob_field_owned("Params", gjob_params_text(params));
-    gjob_field("WorkDir", j->workdir);
-    gjob_field_owned("SubmitTime", output_time(j->submit_time));
-    gjob_field_owned("StartTime", output_time(j->start_time));
-    gjob_field_owned("EndTime", output_time(j->end_time));
-    gjob_field_owned("Elapsed", output_job_elapsed(j, now_wall()));
-    gjob_field_owned("TimeLimit", output_job_time_limit(j));
-    gjob_field_owned("ExitCode", j->exit_code >= 0 ? xasprintf("%d", j->exit_code) : xstrdup("-"));
-    const char *sig = json_string_value(json_object_get(raw, "signal_name"));
-    if (j->signal > 0)
-        gjob_field_owned("Signal",
-                         xasprintf("%s (%d)", sig ? sig : job_signal_name(j->signal), j->signal));
-    else
-        gjob_field("Signal", "-");
-    gjob_field("OOM", j->oom ? "yes" : "no");
-    gjob_field_owned("Reason", output_job_reason(j));
-    if (json_is_true(json_object_get(raw, "cancelling")))
-        gjob_field("Cancelling", "yes");
-    /* Retries: "Attempt: 2 of 4", then where it came from and what replaced it. */
-    if (j->max_retries > 0 || j->attempt > 1 || j->retry_of > 0) {
-        gjob_field_owned("Attempt", xasprintf("%d of %d", j->attempt, j->max_retries + 1));
-        if (j->retry_of > 0)
-            gjob_field_owned("RetryOf", xasprintf("%lld", (long long)j->retry_of));
-        const json_t *next = json_object_get(raw, "retried_as");
-        if (json_is_integer(next))
-            gjob_field_owned("RetriedAs", xasprintf("%lld", (long long)json_integer_value(next)));
-    }
-    gjob_print_gpus(raw, j);
-    gjob_print_mig(raw, j);
-    gjob_field_owned("Memory", j->memory_mb > 0 ? xasprintf("%lld MiB", (long long)j->memory_mb)
-                                                : xstrdup("-"));
-    gjob_field("CondaEnv", j->conda_env);
-    gjob_field("WarnSignal", json_string_value(json_object_get(raw, "signal_spec")));
-    gjob_field_owned("BeginTime", output_time(j->begin_time));
-    /* A job stored without one runs with gflowd's own (docs/usage.md). */
-    const char *mask = json_string_value(json_object_get(raw, "umask"));
-    gjob_field_owned("Umask", mask ? xstrdup(mask) : xstrdup("0077 (none given)"));
-    gjob_field_owned("ShimPID",
-                     j->shim_pid > 0 ? xasprintf("%lld", (long long)j->shim_pid) : xstrdup("-"));
-    gjob_field_owned("MaxRSS", j->max_rss_kb > 0 ? gjob_kib(j->max_rss_kb) : xstrdup("-"));
-    gjob_field("LogPath", json_string_value(json_object_get(raw, "log_path")));
 }
 
 static int gjob_show(int argc, char **argv)
@@ -316,10 +164,12 @@ static int gjob_show(int argc, char **argv)
                 cli_warn("gflowd sent job %lld in a form this gjob cannot read", (long long)ids[i]);
                 status = CLI_EXIT_FAIL;
             } else {
+                json_t *dep_states = jobshow_dep_states(reply);
                 if (!first)
                     putchar('\n');
                 first = false;
-                gjob_print_job(reply, &j);
+                jobshow_print(reply, &j, dep_states);
+                json_decref(dep_states);
                 job_clear(&j);
             }
         }
@@ -330,6 +180,84 @@ static int gjob_show(int argc, char **argv)
         output_json(all, stdout);
     json_decref(all);
     free(ids);
+    return status;
+}
+
+/* ---- log ---- */
+
+/* GET /v1/jobs/{id}, or die with the daemon's message. */
+static json_t *gjob_get(int64_t id)
+{
+    char *path = xasprintf("/v1/jobs/%lld", (long long)id);
+    json_t *job = cli_call("GET", path, NULL);
+    free(path);
+    return job;
+}
+
+static enum job_state gjob_state_of(const json_t *job)
+{
+    enum job_state st = JOB_QUEUED;
+    job_state_parse(json_string_value(json_object_get(job, "state")), &st);
+    return st;
+}
+
+static bool gjob_has_started(const json_t *job)
+{
+    return json_is_number(json_object_get(job, "start_time"));
+}
+
+/* "CD (Completed), exit code 0", "F (Failed), signal SIGKILL, reason Signal". */
+static char *gjob_state_text(const json_t *job)
+{
+    enum job_state st = gjob_state_of(job);
+    struct strbuf sb;
+    strbuf_init(&sb);
+    strbuf_addf(&sb, "%s (%s)", job_state_short(st), job_state_name(st));
+    const char *sig = json_string_value(json_object_get(job, "signal_name"));
+    const json_t *code = json_object_get(job, "exit_code");
+    if (sig)
+        strbuf_addf(&sb, ", signal %s", sig);
+    else if (json_is_integer(code))
+        strbuf_addf(&sb, ", exit code %lld", (long long)json_integer_value(code));
+    const char *reason = json_string_value(json_object_get(job, "reason"));
+    if (reason && st != JOB_FINISHED)
+        strbuf_addf(&sb, ", reason %s", reason);
+    return strbuf_detach(&sb);
+}
+
+/* What gjob log --follow exits with, so that 'gjob log -f @ && next' runs next only
+ * after a success: 0 for CD, the job's exit code for a failed job, 1 for the rest (a
+ * signal, a time limit, a cancellation). */
+static int gjob_exit_status(const json_t *job)
+{
+    enum job_state st = gjob_state_of(job);
+    const json_t *code = json_object_get(job, "exit_code");
+    if (st == JOB_FINISHED)
+        return 0;
+    if (st == JOB_FAILED && json_is_integer(code) && json_integer_value(code) > 0 &&
+        json_integer_value(code) < 256 && !json_is_integer(json_object_get(job, "signal")))
+        return (int)json_integer_value(code);
+    return CLI_EXIT_FAIL;
+}
+
+/* The end of gjob log --follow: the log ends when the job has left the queue, so its
+ * final state is stored or about to be; prints it and returns gjob_exit_status. */
+static int gjob_follow_end(int64_t id)
+{
+    double deadline = now_mono() + 10;
+    json_t *job = gjob_get(id);
+    while (!job_state_is_terminal(gjob_state_of(job)) && now_mono() < deadline) {
+        json_decref(job);
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        job = gjob_get(id);
+    }
+    char *text = gjob_state_text(job);
+    fflush(stdout);
+    cli_warn("job %lld ended: %s", (long long)id, text);
+    free(text);
+    int status = gjob_exit_status(job);
+    json_decref(job);
     return status;
 }
 
@@ -360,13 +288,14 @@ static int64_t gjob_lines_arg(const char *opt, const char *s)
 static int gjob_log(int argc, char **argv)
 {
     static const struct option longopts[] = {
-        {"first", required_argument, NULL, 'f'},
+        {"first", required_argument, NULL, OPT_FIRST},
         {"last", required_argument, NULL, 'l'},
         {"follow", no_argument, NULL, OPT_FOLLOW},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     int64_t first = -1, last = -1;
+    const char *short_f = NULL; /* -f's word: --first N, or the job of -f ID */
     bool follow = false;
     int c;
     optind = 0;
@@ -374,6 +303,9 @@ static int gjob_log(int argc, char **argv)
     while ((c = getopt_long(argc, argv, ":f:l:h", longopts, NULL)) != -1) {
         switch (c) {
         case 'f':
+            short_f = optarg;
+            break;
+        case OPT_FIRST:
             first = gjob_lines_arg("--first", optarg);
             break;
         case 'l':
@@ -389,7 +321,15 @@ static int gjob_log(int argc, char **argv)
             gjob_bad_option("log", argv, c, longopts);
         }
     }
-    if (optind >= argc)
+    const char *which = optind < argc ? argv[optind] : NULL;
+    if (short_f && !which) {
+        /* 'gjob log -f 42': no job besides -f's word, so -f is tail's --follow. */
+        which = short_f;
+        follow = true;
+    } else if (short_f) {
+        first = gjob_lines_arg("-f/--first", short_f); /* gflow's -f N */
+    }
+    if (!which)
         cli_die(CLI_EXIT_USAGE, "which job? e.g. 'gjob log 42' or 'gjob log @'");
     if (argc - optind > 1)
         cli_die(CLI_EXIT_USAGE, "'gjob log' shows one job's log; got %d arguments", argc - optind);
@@ -399,21 +339,41 @@ static int gjob_log(int argc, char **argv)
         cli_die(CLI_EXIT_USAGE, "--follow prints the whole log as it grows; it cannot "
                                 "be combined with --first or --last");
     size_t n;
-    int64_t *ids = cli_parse_ids(1, argv + optind, &n);
+    int64_t *ids = cli_parse_ids(1, (char **)&which, &n);
     if (n != 1)
-        cli_die(CLI_EXIT_USAGE, "'gjob log' shows one job's log; '%s' names %zu jobs", argv[optind],
-                n);
+        cli_die(CLI_EXIT_USAGE, "'gjob log' shows one job's log; '%s' names %zu jobs", which, n);
+
+    int64_t id = ids[0];
+    free(ids);
+    json_t *job = gjob_get(id);
+    if (!gjob_has_started(job)) {
+        enum job_state st = gjob_state_of(job);
+        if (job_state_is_terminal(st)) { /* it never will */
+            char *why = gjob_state_text(job);
+            cli_warn("job %lld never started: %s", (long long)id, why);
+            free(why);
+            int status = follow ? gjob_exit_status(job) : 0;
+            json_decref(job);
+            return status;
+        }
+        cli_warn("job %lld has not started yet (%s)%s", (long long)id, job_state_short(st),
+                 follow ? "; its log follows once it runs" : "");
+        if (!follow) {
+            json_decref(job);
+            return 0;
+        }
+    }
+    json_decref(job);
 
     struct strbuf path;
     strbuf_init(&path);
-    strbuf_addf(&path, "/v1/jobs/%lld/log", (long long)ids[0]);
+    strbuf_addf(&path, "/v1/jobs/%lld/log", (long long)id);
     if (first >= 0)
         strbuf_addf(&path, "?first=%lld", (long long)first);
     if (last >= 0)
         strbuf_addf(&path, "?last=%lld", (long long)last);
     if (follow)
         strbuf_adds(&path, "?follow=1");
-    free(ids);
 
     struct client_response r;
     char *err = NULL;
@@ -433,6 +393,8 @@ static int gjob_log(int argc, char **argv)
             cli_warn("HTTP %d from gflowd", r.status);
         json_decref(j);
         status = CLI_EXIT_FAIL;
+    } else if (follow) {
+        status = gjob_follow_end(id);
     }
     client_response_free(&r);
     return status;
@@ -527,28 +489,88 @@ static int gjob_transition(const char *cmd, int argc, char **argv)
 /* ---- update and redo: gbatch's job options (jobopts), sent as spec fields ---- */
 
 enum {
-    OPT_UP_SCRIPT = 300,
-    OPT_UP_NO_SHARED,
+    OPT_UP_NO_SHARED = 300,
     OPT_UP_NO_DEPS,
     OPT_UP_AUTO_CANCEL,
+    OPT_UP_NO_AUTO_CANCEL,
     OPT_UP_MAX_CONCURRENT,
     OPT_UP_PARAM,
-    OPT_UP_CASCADE
+    OPT_UP_CASCADE,
+    OPT_UP_CLEAR_CONDA_ENV,
+    OPT_UP_CLEAR_TIME_LIMIT,
+    OPT_UP_CLEAR_MEMORY_LIMIT,
+    OPT_UP_CLEAR_GPU_MEMORY_LIMIT,
+    OPT_UP_CLEAR_MAX_CONCURRENT,
+    OPT_UP_CLEAR_MAX_RETRIES,
 };
 
-/* update's and redo's own options; the job options are jobopts'. */
+/* update's and redo's own options, gflow's spellings among them; the job options are
+ * jobopts'. */
 static const struct option gjob_spec_own_longopts[] = {
     {"command", required_argument, NULL, 'c'},
-    {"script", required_argument, NULL, OPT_UP_SCRIPT},
+    {"script", required_argument, NULL, 's'},
+    {"memory-limit", required_argument, NULL, 'm'}, /* gflow's name of --memory */
     {"no-shared", no_argument, NULL, OPT_UP_NO_SHARED},
     {"no-dependencies", no_argument, NULL, OPT_UP_NO_DEPS},
+    {"clear-deps", no_argument, NULL, OPT_UP_NO_DEPS},
     {"auto-cancel", no_argument, NULL, OPT_UP_AUTO_CANCEL},
+    {"auto-cancel-on-dep-failure", no_argument, NULL, OPT_UP_AUTO_CANCEL},
+    {"no-auto-cancel-on-dep-failure", no_argument, NULL, OPT_UP_NO_AUTO_CANCEL},
     {"max-concurrent", required_argument, NULL, OPT_UP_MAX_CONCURRENT},
     {"param", required_argument, NULL, OPT_UP_PARAM},
     {"cascade", no_argument, NULL, OPT_UP_CASCADE},
+    {"clear-conda-env", no_argument, NULL, OPT_UP_CLEAR_CONDA_ENV},
+    {"clear-time-limit", no_argument, NULL, OPT_UP_CLEAR_TIME_LIMIT},
+    {"clear-memory-limit", no_argument, NULL, OPT_UP_CLEAR_MEMORY_LIMIT},
+    {"clear-gpu-memory-limit", no_argument, NULL, OPT_UP_CLEAR_GPU_MEMORY_LIMIT},
+    {"clear-max-concurrent", no_argument, NULL, OPT_UP_CLEAR_MAX_CONCURRENT},
+    {"clear-max-retries", no_argument, NULL, OPT_UP_CLEAR_MAX_RETRIES},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
+
+/* gflow's --clear-* options: each removes one field, which the same command line may not
+ * also set. */
+static const struct gjob_clear {
+    int opt;
+    const char *name;   /* the option */
+    const char *setter; /* the option that sets the field, for the message */
+    const char *field;  /* the spec field */
+    bool to_null;       /* null removes it, else 0 */
+} gjob_clears[] = {
+    {OPT_UP_CLEAR_CONDA_ENV, "--clear-conda-env", "-e/--conda-env", "conda_env", true},
+    {OPT_UP_CLEAR_TIME_LIMIT, "--clear-time-limit", "-t/--time", "time_limit", false},
+    {OPT_UP_CLEAR_MEMORY_LIMIT, "--clear-memory-limit", "-m/--memory", "memory_mb", false},
+    {OPT_UP_CLEAR_GPU_MEMORY_LIMIT, "--clear-gpu-memory-limit", "--gpu-memory", "gpu_memory_mb",
+     false},
+    {OPT_UP_CLEAR_MAX_CONCURRENT, "--clear-max-concurrent", "--max-concurrent", "max_concurrent",
+     false},
+    {OPT_UP_CLEAR_MAX_RETRIES, "--clear-max-retries", "--max-retries", "max_retries", false},
+};
+#define GJOB_CLEARS (sizeof(gjob_clears) / sizeof(gjob_clears[0]))
+
+/* The getopt value of a long option of longopts (jobopts' own values are private). */
+static int gjob_long_val(const struct option *longopts, const char *name)
+{
+    for (const struct option *o = longopts; o->name; o++)
+        if (!strcmp(o->name, name))
+            return o->val;
+    abort(); /* a name of jobopts' table that is gone: a bug */
+}
+
+/* Applies the --clear-* options given (after the others, so that setting and clearing
+ * the same field is caught whatever the order). */
+static void gjob_apply_clears(const struct jobopts_ctx *ctx, const bool *given, json_t *spec)
+{
+    for (size_t i = 0; i < GJOB_CLEARS; i++) {
+        const struct gjob_clear *c = &gjob_clears[i];
+        if (!given[i])
+            continue;
+        if (json_object_get(spec, c->field))
+            jobopts_error(ctx, "%s and %s cannot be used together", c->setter, c->name);
+        json_object_set_new(spec, c->field, c->to_null ? json_null() : json_integer(0));
+    }
+}
 
 /* Parses the options of gjob update / redo into a JSON object of spec fields.
  * redo: also --cascade. Returns optind. */
@@ -559,13 +581,37 @@ static int gjob_spec_parse(const char *cmd, int argc, char **argv, json_t *spec,
     const struct jobopts_ctx ctx = {redo ? JOBOPTS_REDO : JOBOPTS_UPDATE, usage, NULL, 0};
     struct option *longopts = jobopts_longopts(gjob_spec_own_longopts);
     /* No '+': ids may come before the options, getopt permutes them. */
-    char *shortopts = jobopts_shortopts(":", "c:h");
+    char *shortopts = jobopts_shortopts(":", "c:s:e:h");
+    bool clears[GJOB_CLEARS] = {false};
+    int auto_cancel = -1; /* -1: not given; 0, 1: the last given, to catch contradictions */
     int c;
     optind = 0;
     opterr = 0;
     while ((c = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
+        if (c == 'e') /* gflow's short -e for --conda-env */
+            c = gjob_long_val(longopts, "conda-env");
+        if (c == OPT_UP_NO_AUTO_CANCEL)
+            c = gjob_long_val(longopts, "no-auto-cancel");
+        if (c == gjob_long_val(longopts, "no-auto-cancel") || c == OPT_UP_AUTO_CANCEL) {
+            int on = c == OPT_UP_AUTO_CANCEL;
+            if (auto_cancel == !on)
+                jobopts_error(&ctx, "--auto-cancel-on-dep-failure and "
+                                    "--no-auto-cancel-on-dep-failure cannot be used together");
+            auto_cancel = on;
+        }
         if (jobopts_apply(&ctx, c, optarg, spec))
             continue;
+        bool cleared = false;
+        for (size_t i = 0; i < GJOB_CLEARS; i++) {
+            if (gjob_clears[i].opt == c)
+                clears[i] = cleared = true;
+        }
+        if (cleared) {
+            if (c == OPT_UP_CLEAR_MAX_CONCURRENT && redo)
+                jobopts_error(&ctx, "--clear-max-concurrent is for 'gjob update' and 'gctl "
+                                    "set-limit'");
+            continue;
+        }
         int64_t v;
         switch (c) {
         case 'c': {
@@ -577,11 +623,12 @@ static int gjob_spec_parse(const char *cmd, int argc, char **argv, json_t *spec,
             json_object_set_new(spec, "command", command);
             break;
         }
-        case OPT_UP_SCRIPT: {
+        case 's': {
             size_t len;
             char *text = read_file(optarg, &len);
             if (!text)
-                cli_die(CLI_EXIT_FAIL, "cannot read script %s: %s", optarg, strerror(errno));
+                cli_die(CLI_EXIT_USAGE, "cannot read the script %s given to --script: %s", optarg,
+                        strerror(errno));
             char *path = realpath(optarg, NULL);
             json_object_set_new(spec, "script", json_stringn(text, len));
             json_object_set_new(spec, "script_path", json_string(path ? path : optarg));
@@ -640,6 +687,7 @@ static int gjob_spec_parse(const char *cmd, int argc, char **argv, json_t *spec,
             gjob_bad_option(cmd, argv, c, longopts);
         }
     }
+    gjob_apply_clears(&ctx, clears, spec);
     free(shortopts);
     free(longopts);
     free(usage);
@@ -653,9 +701,11 @@ static void gjob_help_spec(bool redo)
     enum jobopts_cmd cmd = redo ? JOBOPTS_REDO : JOBOPTS_UPDATE;
     printf("Options:\n");
     jobopts_help(JOBOPTS_GENERAL, cmd);
+    jobopts_help_line("    --memory-limit M", "the same as --memory (gflow's name)");
+    jobopts_help_line("-e NAME", "the same as --conda-env NAME");
     jobopts_help_line("-c, --command CMD",
                       "run CMD instead of the job's command or script (by /bin/bash)");
-    jobopts_help_line("    --script FILE",
+    jobopts_help_line("-s, --script FILE",
                       "run this script file instead (its directives are not read)");
     jobopts_help_line("    --param NAME=VALUE",
                       "(a sweep's job, gbatch --param) a new value for one of its parameters "
@@ -666,15 +716,29 @@ static void gjob_help_spec(bool redo)
         jobopts_help_line("    --max-concurrent K",
                           "at most K jobs of the job's submission run at once, 0 for no limit "
                           "(as 'gctl set-limit')");
+    printf("\nRemoving a setting (gflow's options; not together with the option that sets "
+           "it):\n");
+    jobopts_help_line("    --clear-time-limit", "no time limit (the same as -t 0)");
+    jobopts_help_line("    --clear-memory-limit", "no memory limit (the same as -m 0)");
+    jobopts_help_line("    --clear-gpu-memory-limit",
+                      "no GPU memory per GPU (a --shared job needs one)");
+    jobopts_help_line("    --clear-conda-env", "no conda environment (the same as -e '')");
+    jobopts_help_line("    --clear-max-retries", "no retries (the same as --max-retries 0)");
+    if (!redo)
+        jobopts_help_line("    --clear-max-concurrent",
+                          "no limit on the submission's running jobs (--max-concurrent 0)");
     printf("\nGPUs:\n");
     jobopts_help(JOBOPTS_GPUS, cmd);
     jobopts_help_line("    --no-shared", "do not share GPUs (undoes --shared)");
     printf("\nDependencies (X: a job id, @ for your latest job, @~N for the N-th before it):\n");
     jobopts_help(JOBOPTS_DEPS, cmd);
-    jobopts_help_line("    --no-dependencies", "remove every dependency (the same as -d none)");
-    jobopts_help_line("    --auto-cancel",
+    jobopts_help_line("    --no-dependencies, --clear-deps",
+                      redo ? "do not wait for the old job's dependencies (the same as -d none)"
+                           : "remove every dependency (the same as -d none)");
+    jobopts_help_line("    --auto-cancel, --auto-cancel-on-dep-failure",
                       "cancel the job if a dependency can no longer be met (undoes "
                       "--no-auto-cancel)");
+    jobopts_help_line("    --no-auto-cancel-on-dep-failure", "the same as --no-auto-cancel");
     printf("\nOther options:\n");
     if (redo)
         jobopts_help_line("    --cascade",
@@ -689,7 +753,8 @@ static void gjob_help_update(void)
            "\n"
            "Changes queued (PD) or held (H) jobs; running and ended jobs cannot be changed\n"
            "(see 'gjob redo'). The options are gbatch's; the changes are checked like a\n"
-           "submission; prints the changed fields.\n"
+           "submission; prints each change as the option that makes it, old -> new\n"
+           "('--memory: none -> 1G').\n"
            "Ids: 42, 1,3,5-7, @, @~N.\n"
            "\n");
     gjob_help_spec(false);
@@ -698,7 +763,8 @@ static void gjob_help_update(void)
            "  gjob update 12 -p 50 -t 2:00:00\n"
            "  gjob update 12 --depends-on none       run without waiting for anything\n"
            "  gjob update 12 -c 'python train.py --lr 0.01'\n"
-           "  gjob update 12 --param lr=0.2          a sweep's job: new value, new command\n");
+           "  gjob update 12 --param lr=0.2          a sweep's job: new value, new command\n"
+           "  gjob update 12-15 --clear-time-limit   several jobs at once\n");
 }
 
 static void gjob_help_redo(void)
@@ -710,21 +776,74 @@ static void gjob_help_redo(void)
            "(gbatch's).\n"
            "\n");
     gjob_help_spec(true);
+    printf("\n"
+           "Examples:\n"
+           "  gjob redo 42 -t 8:00:00                more time this round\n"
+           "  gjob redo @ -e torch2 --clear-deps     another conda env, start at once\n"
+           "  gjob redo 42 --cascade                 with what its failure cancelled\n");
 }
 
-/* "1:00:00" for time limits, "lr=0.1 bs=32" for params, else the JSON value as text. */
+/* The option that changes each field an update reports, as the user would type it. */
+static const struct {
+    const char *field, *option;
+} gjob_change_options[] = {
+    {"params", "--param"},
+    {"name", "--name"},
+    {"command", "--command"},
+    {"script_path", "--script"},
+    {"script", "--script"},
+    {"priority", "--priority"},
+    {"time_limit", "--time"},
+    {"gpus", "--gpus"},
+    {"gpu_memory_mb", "--gpu-memory"},
+    {"shared", "--shared"},
+    {"gpus_per_task", "--gpus-per-task"},
+    {"memory_mb", "--memory"},
+    {"conda_env", "--conda-env"},
+    {"signal_spec", "--signal"},
+    {"begin_time", "--begin"},
+    {"max_retries", "--max-retries"},
+    {"depends_on", "--depends-on"},
+    {"auto_cancel", "--auto-cancel-on-dep-failure"},
+    {"umask", "--umask"},
+    {"mig_profile", "--mig"},
+    {"mig_count", "--mig"},
+    {"max_concurrent", "--max-concurrent"},
+};
+
+/* "--memory" for memory_mb; the field itself for one no option changes (workdir, env). */
+static const char *gjob_change_option(const char *field, const json_t *new_value)
+{
+    if (!strcmp(field, "depends_mode")) /* --depends-on-all or --depends-on-any */
+        return json_is_string(new_value) && !strcmp(json_string_value(new_value), "any")
+                   ? "--depends-on-any"
+                   : "--depends-on-all";
+    for (size_t i = 0; i < sizeof(gjob_change_options) / sizeof(gjob_change_options[0]); i++)
+        if (!strcmp(field, gjob_change_options[i].field))
+            return gjob_change_options[i].option;
+    return field;
+}
+
+/* A value as the option takes it: "1G" for sizes, "1:00:00" for time limits, "none"
+ * where the field is unset, "lr=0.1 bs=32" for params, "yes"/"no", else the value. */
 static char *gjob_change_text(const char *field, const json_t *v)
 {
     if (!v || json_is_null(v))
-        return xstrdup("-");
+        return xstrdup("none");
+    if ((!strcmp(field, "memory_mb") || !strcmp(field, "gpu_memory_mb")) && json_is_integer(v))
+        return jobshow_mib(json_integer_value(v));
     if (!strcmp(field, "time_limit") && json_is_integer(v))
         return json_integer_value(v) ? format_duration(json_integer_value(v)) : xstrdup("none");
+    if (!strcmp(field, "max_concurrent") && json_is_integer(v) && json_integer_value(v) == 0)
+        return xstrdup("none");
     if (!strcmp(field, "begin_time") && json_is_number(v))
-        return json_number_value(v) > 0 ? output_time(json_number_value(v)) : xstrdup("-");
+        return json_number_value(v) > 0 ? output_time(json_number_value(v)) : xstrdup("none");
+    if (json_is_boolean(v))
+        return xstrdup(json_is_true(v) ? "yes" : "no");
     if (json_is_string(v))
         return xstrdup(json_string_value(v));
     if (!strcmp(field, "params") && json_is_object(v))
-        return gjob_params_text(v);
+        return jobshow_params(v);
     if (!strcmp(field, "depends_on")) {
         struct strbuf sb;
         strbuf_init(&sb);
@@ -740,6 +859,28 @@ static char *gjob_change_text(const char *field, const json_t *v)
     }
     char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
     return s ? s : xstrdup("?");
+}
+
+/* "Job 5 updated: --memory: none -> 1G, --time: 10:00 -> none". */
+static void gjob_print_changes(int64_t id, const json_t *changes)
+{
+    if (!json_array_size(changes)) {
+        printf("Job %lld unchanged.\n", (long long)id);
+        return;
+    }
+    printf("Job %lld updated: ", (long long)id);
+    size_t k;
+    const json_t *ch;
+    json_array_foreach (changes, k, ch) {
+        const char *f = json_string_value(json_object_get(ch, "field"));
+        const json_t *new_value = json_object_get(ch, "new");
+        char *a = gjob_change_text(f ? f : "", json_object_get(ch, "old"));
+        char *b = gjob_change_text(f ? f : "", new_value);
+        printf("%s%s: %s -> %s", k ? ", " : "", gjob_change_option(f ? f : "?", new_value), a, b);
+        free(a);
+        free(b);
+    }
+    putchar('\n');
 }
 
 static int gjob_update(int argc, char **argv)
@@ -762,28 +903,7 @@ static int gjob_update(int argc, char **argv)
             cli_warn("%s", cli_error_text(reply));
             status = CLI_EXIT_FAIL;
         } else {
-            const json_t *changes = json_object_get(reply, "changes");
-            if (!json_array_size(changes)) {
-                printf("Job %lld unchanged.\n", (long long)ids[i]);
-            } else {
-                printf("Job %lld updated: ", (long long)ids[i]);
-                size_t k;
-                const json_t *ch;
-                json_array_foreach (changes, k, ch) {
-                    const char *f = json_string_value(json_object_get(ch, "field"));
-                    char *a = gjob_change_text(f, json_object_get(ch, "old"));
-                    char *b = gjob_change_text(f, json_object_get(ch, "new"));
-                    char *label = xstrdup(f ? f : "?");
-                    for (char *p = label; *p; p++)
-                        if (*p == '_')
-                            *p = ' ';
-                    printf("%s%s %s -> %s", k ? ", " : "", label, a, b);
-                    free(label);
-                    free(a);
-                    free(b);
-                }
-                putchar('\n');
-            }
+            gjob_print_changes(ids[i], json_object_get(reply, "changes"));
         }
         json_decref(reply);
         free(path);

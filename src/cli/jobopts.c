@@ -304,12 +304,20 @@ static void jo_priority(const struct jobopts_ctx *ctx, const struct jobopt *o, c
     json_object_set_new(spec, "priority", json_integer(prio));
 }
 
+/* "0", "0:00", "00:00:00", "0-0": a time limit of zero in any of its forms. */
+static bool jo_zero_duration(const char *s)
+{
+    return s[0] == '0' && strspn(s, "0:-") == strlen(s);
+}
+
 static void jo_time(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
                     json_t *spec)
 {
     int64_t secs = 0;
     char *err = NULL;
-    if (!jo_clears(ctx, o, arg) && parse_time_limit(arg, &secs, &err) < 0)
+    /* update and redo: zero is "no limit", however it is written. */
+    bool zero = ctx->cmd != JOBOPTS_SUBMIT && jo_zero_duration(arg);
+    if (!zero && !jo_clears(ctx, o, arg) && parse_time_limit(arg, &secs, &err) < 0)
         jobopts_error(ctx, "%s", err);
     json_object_set_new(spec, "time_limit", json_integer(secs));
 }

@@ -1,0 +1,362 @@
+/* jobshow: gjob show's "Key: value" form of a job (see jobshow.h). The lines come in
+ * gflow's order (the job, what it runs, resources, dependencies, timing) followed by
+ * what only we have (outcome details, supervision, notifications). A field the daemon
+ * may not send (older daemons, fields added later) is printed when it is there. */
+#include "jobshow.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "clock.h"
+#include "gpuinfo.h"
+#include "output.h"
+#include "parse.h"
+#include "util.h"
+
+char *jobshow_mib(int64_t mb)
+{
+    if (mb <= 0)
+        return xstrdup("none");
+    if (mb % 1024 == 0)
+        return xasprintf("%lldG", (long long)(mb / 1024));
+    return xasprintf("%lldM", (long long)mb);
+}
+
+/* "123 KiB", "12.3 MiB", "1.50 GiB". */
+static char *kib_text(int64_t kb)
+{
+    if (kb < 1024)
+        return xasprintf("%lld KiB", (long long)kb);
+    if (kb < 1024 * 1024)
+        return xasprintf("%.1f MiB", kb / 1024.0);
+    return xasprintf("%.2f GiB", kb / (1024.0 * 1024.0));
+}
+
+/* One line; a newline in the value is shown as a space so one field stays one line. */
+static void field(const char *key, const char *value)
+{
+    fputs(key, stdout);
+    fputs(": ", stdout);
+    for (const unsigned char *p = (const unsigned char *)(value ? value : "-"); *p; p++)
+        putchar(*p == '\n' ? ' ' : *p);
+    putchar('\n');
+}
+
+static void field_owned(const char *key, char *value)
+{
+    field(key, value);
+    free(value);
+}
+
+static const char *get_str(const json_t *raw, const char *key)
+{
+    return json_string_value(json_object_get(raw, key));
+}
+
+/* An integer field as text, or "-" when null or absent. */
+static char *int_text(const json_t *raw, const char *key)
+{
+    const json_t *v = json_object_get(raw, key);
+    return json_is_integer(v) ? xasprintf("%lld", (long long)json_integer_value(v)) : xstrdup("-");
+}
+
+/* A list of strings or numbers as "a,b,c"; "-" when empty. */
+static char *list_text(const json_t *arr)
+{
+    struct strbuf sb;
+    strbuf_init(&sb);
+    size_t i;
+    const json_t *v;
+    json_array_foreach (arr, i, v) {
+        if (i)
+            strbuf_addc(&sb, ',');
+        if (json_is_string(v))
+            strbuf_adds(&sb, json_string_value(v));
+        else if (json_is_integer(v))
+            strbuf_addf(&sb, "%lld", (long long)json_integer_value(v));
+    }
+    if (!sb.len)
+        strbuf_adds(&sb, "-");
+    return strbuf_detach(&sb);
+}
+
+char *jobshow_params(const json_t *params)
+{
+    struct strbuf sb;
+    strbuf_init(&sb);
+    const char *key;
+    const json_t *v;
+    json_object_foreach ((json_t *)params, key, v) {
+        char *q = shell_quote(json_is_string(v) ? json_string_value(v) : "");
+        strbuf_addf(&sb, "%s%s=%s", sb.len ? " " : "", key, q);
+        free(q);
+    }
+    return strbuf_detach(&sb);
+}
+
+/* ---- the job, what it runs ---- */
+
+static void print_identity(const json_t *raw, const struct job *j)
+{
+    field_owned("ID", xasprintf("%lld", (long long)j->id));
+    field("Name", j->name);
+    field_owned("State", xasprintf("%s (%s)", job_state_short(j->state), job_state_name(j->state)));
+    field_owned("Priority", xasprintf("%d", j->priority));
+    if (json_object_get(raw, "nice"))
+        field_owned("Nice", int_text(raw, "nice"));
+    field_owned("SubmittedBy",
+                xasprintf("%s (uid %lld)", j->user ? j->user : "?",
+                          (long long)json_integer_value(json_object_get(raw, "uid"))));
+    if (json_object_get(raw, "project"))
+        field("Project", get_str(raw, "project"));
+    field_owned("GroupID", int_text(raw, "group_id"));
+    field_owned("TaskID", int_text(raw, "array_task"));
+    /* The limit of the job's group (gbatch --max-concurrent, gctl set-limit). */
+    const json_t *mc = json_object_get(raw, "max_concurrent");
+    field_owned("MaxConcurrent", json_is_integer(mc) && json_integer_value(mc) > 0
+                                     ? xasprintf("%lld", (long long)json_integer_value(mc))
+                                     : xstrdup("-"));
+}
+
+/* Retries: the limit, then "Attempt: 2 of 4", where it came from and what replaced it. */
+static void print_retries(const json_t *raw, const struct job *j)
+{
+    field_owned("MaxRetries", xasprintf("%d", j->max_retries));
+    if (j->max_retries > 0 || j->attempt > 1 || j->retry_of > 0) {
+        field_owned("Attempt", xasprintf("%d of %d", j->attempt, j->max_retries + 1));
+        if (j->retry_of > 0)
+            field_owned("RetryOf", xasprintf("%lld", (long long)j->retry_of));
+        const json_t *next = json_object_get(raw, "retried_as");
+        if (json_is_integer(next))
+            field_owned("RetriedAs", xasprintf("%lld", (long long)json_integer_value(next)));
+    }
+}
+
+static void print_what(const json_t *raw, const struct job *j)
+{
+    if (j->command) {
+        field("Command", j->command);
+    } else {
+        const char *text = get_str(raw, "script");
+        size_t lines = 0;
+        for (const char *p = text; p && *p; p++)
+            lines += *p == '\n';
+        field_owned("Script", text ? xasprintf("%s (%zu lines stored; -o json has the text)",
+                                               j->script_path ? j->script_path : "-", lines)
+                                   : xstrdup(j->script_path));
+    }
+    const json_t *params = json_object_get(raw, "params");
+    if (json_is_object(params))
+        field_owned("Parameters", jobshow_params(params));
+    field("WorkingDir", j->workdir);
+    const json_t *env = json_object_get(raw, "env");
+    if (json_is_object(env))
+        field_owned("Env", xasprintf("%zu variables (-o json lists them)", json_object_size(env)));
+    else
+        field("Env", "- (not shown to other users)");
+    /* A job stored without one runs with gflowd's own (docs/usage.md). */
+    const char *mask = get_str(raw, "umask");
+    field_owned("Umask", mask ? xstrdup(mask) : xstrdup("0077 (none given)"));
+}
+
+/* ---- resources ---- */
+
+/* A MIG job: "MIG: 1g.18gb:1", then one line per instance it holds with its memory
+ * ("MIG 0: MIG-<uuid> 1g.18gb on GPU 0, 2048/18176 MiB"). */
+static void print_mig(const json_t *raw, const struct job *j)
+{
+    if (!j->mig_profile)
+        return;
+    field_owned("MIG", xasprintf("%s:%d", j->mig_profile, j->mig_count));
+    size_t i;
+    const json_t *m;
+    json_array_foreach (json_object_get(raw, "mig_detail"), i, m) {
+        const json_t *used = json_object_get(m, "memory_used_mib");
+        char *key = xasprintf("MIG %zu", i);
+        char *usedtxt = json_is_integer(used)
+                            ? xasprintf("%lld", (long long)json_integer_value(used))
+                            : xstrdup("?");
+        field_owned(
+            key,
+            xasprintf("%s %s on GPU %lld, %s/%lld MiB", get_str(m, "uuid"), get_str(m, "profile"),
+                      (long long)json_integer_value(json_object_get(m, "parent")), usedtxt,
+                      (long long)json_integer_value(json_object_get(m, "memory_total_mib"))));
+        free(usedtxt);
+        free(key);
+    }
+    if (!json_array_size(json_object_get(raw, "mig_detail")) &&
+        json_array_size(json_object_get(raw, "mig_devices")))
+        field_owned("MIGDevices", list_text(json_object_get(raw, "mig_devices")));
+}
+
+/* The GPU request as gflow shows it (GPUs, GPUSharing, GPUMemoryLimit), the ids once
+ * allocated, and one line per allocated GPU from gpus_detail ("GPU 0: GPU-<uuid>
+ * 00000000:3B:00.0") so the physical GPU is never in doubt. */
+static void print_gpus(const json_t *raw, const struct job *j)
+{
+    field_owned("GPUs", xasprintf("%d", j->gpus));
+    if (j->gpus > 0) {
+        field("GPUSharing", json_is_true(json_object_get(raw, "shared")) ? "shared" : "exclusive");
+        const json_t *mem = json_object_get(raw, "gpu_memory_mb");
+        field_owned("GPUMemoryLimit",
+                    jobshow_mib(json_is_integer(mem) ? json_integer_value(mem) : 0));
+        const json_t *per_task = json_object_get(raw, "gpus_per_task");
+        field_owned("GPUsPerTask", xasprintf("%lld", json_is_integer(per_task)
+                                                         ? (long long)json_integer_value(per_task)
+                                                         : 0LL));
+    }
+    field_owned("GPUIDs", j->gpu_mask ? gpu_mask_format(j->gpu_mask) : NULL);
+    size_t i;
+    const json_t *g;
+    json_array_foreach (json_object_get(raw, "gpus_detail"), i, g) {
+        const json_t *index = json_object_get(g, "index");
+        const char *uuid = get_str(g, "uuid");
+        const char *bus = get_str(g, "pci_bus_id");
+        char *key = json_is_integer(index)
+                        ? xasprintf("GPU %lld", (long long)json_integer_value(index))
+                        : xstrdup("GPU ?");
+        field_owned(key, xasprintf("%s %s", uuid ? uuid : "?", bus ? bus : "?"));
+        free(key);
+    }
+    /* Processes of this job seen on GPUs it was not given (a program that ignores
+     * CUDA_VISIBLE_DEVICES): worth a warning line. */
+    const json_t *foreign = json_object_get(raw, "foreign_gpus");
+    if (json_array_size(foreign)) {
+        char *ids = list_text(foreign);
+        field_owned("ForeignGPUs",
+                    xasprintf("%s (the job runs processes on GPUs it was not given)", ids));
+        free(ids);
+    }
+    print_mig(raw, j);
+    field_owned("MemoryLimit", jobshow_mib(j->memory_mb));
+    field("CondaEnv", j->conda_env);
+}
+
+/* ---- dependencies ---- */
+
+json_t *jobshow_dep_states(const json_t *raw)
+{
+    const json_t *deps = json_object_get(raw, "depends_on");
+    if (!json_array_size(deps))
+        return NULL;
+    struct strbuf path;
+    strbuf_init(&path);
+    strbuf_adds(&path, "/v1/jobs?user=all&id=");
+    size_t i;
+    const json_t *d;
+    json_array_foreach (deps, i, d) {
+        if (i == JOBSHOW_DEPS_MAX)
+            break;
+        strbuf_addf(&path, "%s%lld", i ? "," : "",
+                    (long long)json_integer_value(json_object_get(d, "id")));
+    }
+    json_t *reply = NULL;
+    json_t *states = NULL;
+    if (cli_request_json("GET", path.buf, NULL, NULL, &reply) == 0) {
+        states = json_object();
+        json_array_foreach (json_object_get(reply, "jobs"), i, d) {
+            char key[24];
+            format_int(key, (long long)json_integer_value(json_object_get(d, "id")));
+            json_object_set(states, key, json_object_get(d, "state"));
+        }
+    }
+    json_decref(reply);
+    strbuf_free(&path);
+    return states;
+}
+
+/* "5 (afterok: CD, met), 7 (afterany: R, pending)": each dependency with its kind, the
+ * state of the job it waits for and, while this job waits, whether it is met. */
+static char *deps_text(const json_t *deps, const json_t *dep_states)
+{
+    struct strbuf sb;
+    strbuf_init(&sb);
+    size_t i;
+    const json_t *d;
+    json_array_foreach (deps, i, d) {
+        if (i == JOBSHOW_DEPS_MAX) {
+            strbuf_addf(&sb, ", ... and %zu more (-o json lists them)", json_array_size(deps) - i);
+            break;
+        }
+        char key[24];
+        format_int(key, (long long)json_integer_value(json_object_get(d, "id")));
+        const char *state = json_string_value(json_object_get(dep_states, key));
+        const char *status = get_str(d, "status");
+        strbuf_addf(&sb, "%s%s (%s: %s%s%s)", i ? ", " : "", key, get_str(d, "kind"),
+                    state ? state : "?", status ? ", " : "", status ? status : "");
+    }
+    if (!sb.len)
+        strbuf_adds(&sb, "-");
+    return strbuf_detach(&sb);
+}
+
+static void print_deps(const json_t *raw, const struct job *j, const json_t *dep_states)
+{
+    const json_t *deps = json_object_get(raw, "depends_on");
+    field_owned("DependsOn", deps_text(deps, dep_states));
+    if (json_array_size(deps)) {
+        field("Mode",
+              j->deps_any ? "any (one dependency suffices)" : "all (every dependency must be met)");
+        field("AutoCancel", j->auto_cancel ? "enabled" : "disabled");
+    }
+    field_owned("Dependents", list_text(json_object_get(raw, "dependents")));
+}
+
+/* ---- timing, outcome, supervision ---- */
+
+static void print_timing(const json_t *raw, const struct job *j)
+{
+    field_owned("TimeLimit", output_job_time_limit(j));
+    field("WarnSignal", get_str(raw, "signal_spec"));
+    field_owned("BeginTime", output_time(j->begin_time));
+    field_owned("Submitted", output_time(j->submit_time));
+    field_owned("Started", output_time(j->start_time));
+    field_owned("Finished", output_time(j->end_time));
+    field_owned("Elapsed", output_job_elapsed(j, now_wall()));
+}
+
+static void print_outcome(const json_t *raw, const struct job *j)
+{
+    field_owned("ExitCode", j->exit_code >= 0 ? xasprintf("%d", j->exit_code) : xstrdup("-"));
+    const char *sig = get_str(raw, "signal_name");
+    if (j->signal > 0)
+        field_owned("Signal",
+                    xasprintf("%s (%d)", sig ? sig : job_signal_name(j->signal), j->signal));
+    else
+        field("Signal", "-");
+    field("OOM", j->oom ? "yes" : "no");
+    field_owned("Reason", output_job_reason(j));
+    if (json_is_true(json_object_get(raw, "cancelling")))
+        field("Cancelling", "yes (being stopped; CA once its processes are gone)");
+    field_owned("ShimPID",
+                j->shim_pid > 0 ? xasprintf("%lld", (long long)j->shim_pid) : xstrdup("-"));
+    field_owned("MaxRSS", j->max_rss_kb > 0 ? kib_text(j->max_rss_kb) : xstrdup("-"));
+    field("LogPath", get_str(raw, "log_path"));
+}
+
+/* Mail on job events (gbatch --notify-email/--notify-on/--auto-close), when the daemon
+ * sends these fields. */
+static void print_notify(const json_t *raw)
+{
+    if (json_object_get(raw, "notify_email"))
+        field("NotifyEmail", get_str(raw, "notify_email"));
+    if (json_object_get(raw, "notify_on"))
+        field_owned("NotifyOn", list_text(json_object_get(raw, "notify_on")));
+    const json_t *close = json_object_get(raw, "auto_close");
+    if (close)
+        field("AutoClose", json_is_true(close) ? "yes" : "no");
+}
+
+void jobshow_print(const json_t *raw, const struct job *j, const json_t *dep_states)
+{
+    print_identity(raw, j);
+    print_retries(raw, j);
+    print_what(raw, j);
+    print_gpus(raw, j);
+    print_deps(raw, j, dep_states);
+    print_timing(raw, j);
+    print_outcome(raw, j);
+    print_notify(raw);
+}
