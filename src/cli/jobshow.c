@@ -120,18 +120,16 @@ static void print_identity(const json_t *raw, const struct job *j)
                                      : xstrdup("-"));
 }
 
-/* Retries: the limit, then "Attempt: 2 of 4", where it came from and what replaced it. */
+/* Retries: the limit, "Attempt: 2 of 4", where it came from and what replaced it. */
 static void print_retries(const json_t *raw, const struct job *j)
 {
     field_owned("MaxRetries", xasprintf("%d", j->max_retries));
-    if (j->max_retries > 0 || j->attempt > 1 || j->retry_of > 0) {
-        field_owned("Attempt", xasprintf("%d of %d", j->attempt, j->max_retries + 1));
-        if (j->retry_of > 0)
-            field_owned("RetryOf", xasprintf("%lld", (long long)j->retry_of));
-        const json_t *next = json_object_get(raw, "retried_as");
-        if (json_is_integer(next))
-            field_owned("RetriedAs", xasprintf("%lld", (long long)json_integer_value(next)));
-    }
+    field_owned("Attempt", xasprintf("%d of %d", j->attempt, j->max_retries + 1));
+    if (j->retry_of > 0)
+        field_owned("RetryOf", xasprintf("%lld", (long long)j->retry_of));
+    const json_t *next = json_object_get(raw, "retried_as");
+    if (json_is_integer(next))
+        field_owned("RetriedAs", xasprintf("%lld", (long long)json_integer_value(next)));
 }
 
 static void print_what(const json_t *raw, const struct job *j)

@@ -153,12 +153,13 @@ def test_update_param_refills_command_and_name_and_runs(gflow):
     assert j["params"] == {"lr": "0.1", "bs": "32"}
     assert (j["name"], j["command"]) == ("r_lr0.1", "echo lr=0.1 bs=32")
     show = gflow.run("gjob", "show", str(first), check=True).stdout
-    assert "Params: lr=0.1 bs=32" in show, show
+    assert "Parameters: lr=0.1 bs=32" in show, show
     cp = gflow.run("gjob", "update", str(first), "--param", "lr=0.5", check=True)
     out = cp.stdout
     assert f"Job {first} updated" in out, out
-    assert "params lr=0.1 bs=32 -> lr=0.5 bs=32" in out, out
-    assert "name r_lr0.1 -> r_lr0.5" in out and "command echo lr=0.1 bs=32 -> echo lr=0.5 bs=32" in out, out
+    assert "--param: lr=0.1 bs=32 -> lr=0.5 bs=32" in out, out
+    assert "--name: r_lr0.1 -> r_lr0.5" in out, out
+    assert "--command: echo lr=0.1 bs=32 -> echo lr=0.5 bs=32" in out, out
     j = gflow.job(first)
     assert (j["params"], j["name"], j["command"]) == ({"lr": "0.5", "bs": "32"}, "r_lr0.5",
                                                      "echo lr=0.5 bs=32")

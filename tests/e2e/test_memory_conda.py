@@ -28,7 +28,7 @@ def test_job_over_its_memory_ends_out_of_memory(gflow):
     assert row == {"JOBID": str(job), "ST": "F", "MEMORY": "100M",
                    "NODELIST(REASON)": "(OutOfMemory)"}, row
     show = parse_show(gflow.run("gjob", "show", job, check=True).stdout)[0]
-    assert (show["Reason"], show["OOM"], show["Memory"]) == ("OutOfMemory", "yes", "100 MiB"), show
+    assert (show["Reason"], show["OOM"], show["MemoryLimit"]) == ("OutOfMemory", "yes", "100M"), show
 
 
 def test_memory_aliases_directive_and_under_the_limit(gflow):

@@ -112,13 +112,13 @@ def test_update_priority_time_and_command_of_queued_and_held_jobs(gflow):
                    "-c", "echo new > out.txt", check=True)
     line = cp.stdout.strip()
     assert line.startswith(f"Job {queued} updated: "), line
-    assert "priority 10 -> 50" in line and "time limit 1:00:00 -> 2:00:00" in line, line
-    assert "command echo old > out.txt -> echo new > out.txt" in line, line
+    assert "--priority: 10 -> 50" in line and "--time: 1:00:00 -> 2:00:00" in line, line
+    assert "--command: echo old > out.txt -> echo new > out.txt" in line, line
     j = gflow.job(queued)
     assert (j["priority"], j["time_limit"], j["command"], j["state"]) == (
         50, 7200, "echo new > out.txt", "PD")
     cp = gflow.run("gjob", "update", held, "--name", "renamed", "--max-retries", "2", check=True)
-    assert "name h -> renamed" in cp.stdout and "max retries 0 -> 2" in cp.stdout
+    assert "--name: h -> renamed" in cp.stdout and "--max-retries: 0 -> 2" in cp.stdout
     h = gflow.job(held)
     assert (h["name"], h["max_retries"], h["state"]) == ("renamed", 2, "H")
     # Invalid values are refused like a submission, and nothing changes.
@@ -154,7 +154,7 @@ def test_update_that_removes_a_dependency_lets_the_job_run(gflow):
     waiting = gflow.submit("--depends-on", blocker, "echo ran > ran.txt")
     wait_for(lambda: gflow.job(waiting)["reason"] == "Dependency", "waiting on Dependency")
     cp = gflow.run("gjob", "update", waiting, "--depends-on", "none", check=True)
-    assert f"depends on afterok:{blocker} -> none" in cp.stdout, cp.stdout
+    assert f"--depends-on: afterok:{blocker} -> none" in cp.stdout, cp.stdout
     assert gflow.wait_state(waiting)["state"] == "CD"
     assert (gflow.work / "ran.txt").exists()
     assert gflow.job(waiting)["depends_on"] == []
