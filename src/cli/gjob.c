@@ -206,7 +206,7 @@ static bool gjob_has_started(const json_t *job)
     return json_is_number(json_object_get(job, "start_time"));
 }
 
-/* "CD (Completed), exit code 0", "F (Failed), signal SIGKILL, reason Signal". */
+/* "CD (Finished), exit code 0", "F (Failed), signal SIGKILL, reason Signal". */
 static char *gjob_state_text(const json_t *job)
 {
     enum job_state st = gjob_state_of(job);
