@@ -137,13 +137,15 @@ static void print_what(const json_t *raw, const struct job *j)
     if (j->command) {
         field("Command", j->command);
     } else {
+        /* The text is in -o json (for its owner); here its path and size. */
         const char *text = get_str(raw, "script");
+        const char *path = j->script_path ? j->script_path : "-";
         size_t lines = 0;
         for (const char *p = text; p && *p; p++)
             lines += *p == '\n';
-        field_owned("Script", text ? xasprintf("%s (%zu lines stored; -o json has the text)",
-                                               j->script_path ? j->script_path : "-", lines)
-                                   : xstrdup(j->script_path));
+        field_owned("Script",
+                    text ? xasprintf("%s (%zu lines stored; -o json has the text)", path, lines)
+                         : xstrdup(path));
     }
     const json_t *params = json_object_get(raw, "params");
     if (json_is_object(params))
