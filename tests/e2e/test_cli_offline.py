@@ -63,6 +63,11 @@ def test_help_documents_every_option(cmd, flag, env):
         ("log", ["--first", "--last", "--follow"]),
         ("hold", ["@"]),
         ("release", ["@"]),
+        ("update", ["-s, --script", "-e NAME", "--memory-limit", "--clear-conda-env",
+                    "--clear-time-limit", "--clear-memory-limit", "--clear-gpu-memory-limit",
+                    "--clear-max-concurrent", "--clear-max-retries",
+                    "--auto-cancel-on-dep-failure", "--no-auto-cancel-on-dep-failure"]),
+        ("redo", ["-e NAME", "--clear-deps", "--cascade"]),
     ],
 )
 def test_gjob_subcommand_help(sub, words, env):
