@@ -152,7 +152,10 @@ static void gctl_help_show_gpus(void)
 {
     printf("Usage: gctl show-gpus\n"
            "\n"
-           "Shows the GPUs jobs may use and where that setting came from: runtime\n"
+           "One line per GPU, as gflow prints it:\n"
+           "  <index> TAB available|in_use [TAB restricted] [TAB <reason>]\n"
+           "(restricted: jobs may not use it; the reason: its jobs, or what blocks it), then\n"
+           "the GPUs jobs may use and where that setting came from: runtime\n"
            "('gctl set-gpus'), flag ('gflowd up --gpus'), config (daemon.gpus) or all.\n");
 }
 
@@ -202,11 +205,70 @@ static int gctl_set_limit(int argc, char **argv)
     return 0;
 }
 
+static bool gctl_list_has(const json_t *arr, json_int_t v)
+{
+    size_t i;
+    const json_t *x;
+    json_array_foreach (arr, i, x)
+        if (json_integer_value(x) == v)
+            return true;
+    return false;
+}
+
+/* Why a GPU is not available, for the last column: its jobs, or what blocks it. NULL
+ * for an idle GPU. Malloc'd. */
+static char *gctl_gpu_reason(const json_t *gpu)
+{
+    const char *state = json_string_value(json_object_get(gpu, "state"));
+    const json_t *jobs = json_object_get(gpu, "jobs");
+    if (json_array_size(jobs)) {
+        char *list = gctl_index_list(jobs);
+        char *r = xasprintf("job%s %s", json_array_size(jobs) == 1 ? "" : "s", list);
+        free(list);
+        return r;
+    }
+    const char *reason = json_string_value(json_object_get(gpu, "reason"));
+    if (!reason || !state || !strcmp(state, "idle"))
+        return NULL;
+    if (strcmp(state, "unmanaged") != 0)
+        return xstrdup(reason);
+    /* Name the outside processes, so that 'gctl gpu-process ignore' has its --pid. */
+    struct strbuf sb;
+    strbuf_init(&sb);
+    strbuf_addf(&sb, "%s:", reason);
+    size_t i;
+    const json_t *p;
+    json_array_foreach (json_object_get(gpu, "processes"), i, p) {
+        if (json_is_null(json_object_get(p, "job")) && !json_is_true(json_object_get(p, "ignored")))
+            strbuf_addf(&sb, " pid %lld", (long long)json_integer_value(json_object_get(p, "pid")));
+    }
+    return strbuf_detach(&sb);
+}
+
+/* gflow's lines, one per GPU: "<index>\t<available|in_use>[\trestricted][\t<reason>]";
+ * then which GPUs are allowed and where that was set. */
 static int gctl_show_gpus(int argc, char **argv)
 {
     int first = gctl_simple_opts("show-gpus", argc, argv, gctl_help_show_gpus);
     if (first < argc)
         cli_usage_error("'gctl show-gpus' takes no arguments; got '%s'", argv[first]);
+    json_t *gpus = cli_call("GET", "/v1/gpus", NULL);
+    size_t i;
+    const json_t *gpu;
+    json_array_foreach (json_object_get(gpus, "gpus"), i, gpu) {
+        const char *state = json_string_value(json_object_get(gpu, "state"));
+        json_int_t index = json_integer_value(json_object_get(gpu, "index"));
+        bool restricted = !gctl_list_has(json_object_get(gpus, "allowed"), index);
+        bool available = state && (!strcmp(state, "idle") || !strcmp(state, "restricted"));
+        char *reason = gctl_gpu_reason(gpu);
+        printf("%lld\t%s%s%s%s\n", (long long)index, available ? "available" : "in_use",
+               restricted ? "\trestricted" : "", reason ? "\t" : "", reason ? reason : "");
+        free(reason);
+    }
+    const char *error = json_string_value(json_object_get(gpus, "error"));
+    if (error)
+        printf("GPUs: %s\n", error);
+    json_decref(gpus);
     json_t *reply = cli_call("GET", "/v1/gpus/allowed", NULL);
     gctl_print_allowed(reply, true);
     json_decref(reply);
