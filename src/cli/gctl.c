@@ -215,6 +215,21 @@ static bool gctl_list_has(const json_t *arr, json_int_t v)
     return false;
 }
 
+/* " pid 4242 pid 4343": the GPU's processes that belong to no job and are not ignored;
+ * "" if none. Malloc'd. */
+static char *gctl_outside_pids(const json_t *gpu)
+{
+    struct strbuf sb;
+    strbuf_init(&sb);
+    size_t i;
+    const json_t *p;
+    json_array_foreach (json_object_get(gpu, "processes"), i, p) {
+        if (json_is_null(json_object_get(p, "job")) && !json_is_true(json_object_get(p, "ignored")))
+            strbuf_addf(&sb, " pid %lld", (long long)json_integer_value(json_object_get(p, "pid")));
+    }
+    return strbuf_detach(&sb);
+}
+
 /* Why a GPU is not available, for the last column: its jobs, or what blocks it. NULL
  * for an idle GPU. Malloc'd. */
 static char *gctl_gpu_reason(const json_t *gpu)
@@ -233,16 +248,10 @@ static char *gctl_gpu_reason(const json_t *gpu)
     if (strcmp(state, "unmanaged") != 0)
         return xstrdup(reason);
     /* Name the outside processes, so that 'gctl gpu-process ignore' has its --pid. */
-    struct strbuf sb;
-    strbuf_init(&sb);
-    strbuf_addf(&sb, "%s:", reason);
-    size_t i;
-    const json_t *p;
-    json_array_foreach (json_object_get(gpu, "processes"), i, p) {
-        if (json_is_null(json_object_get(p, "job")) && !json_is_true(json_object_get(p, "ignored")))
-            strbuf_addf(&sb, " pid %lld", (long long)json_integer_value(json_object_get(p, "pid")));
-    }
-    return strbuf_detach(&sb);
+    char *pids = gctl_outside_pids(gpu);
+    char *r = xasprintf("%s:%s", reason, pids);
+    free(pids);
+    return r;
 }
 
 /* gflow's lines, one per GPU: "<index>\t<available|in_use>[\trestricted][\t<reason>]";
@@ -259,7 +268,11 @@ static int gctl_show_gpus(int argc, char **argv)
         const char *state = json_string_value(json_object_get(gpu, "state"));
         json_int_t index = json_integer_value(json_object_get(gpu, "index"));
         bool restricted = !gctl_list_has(json_object_get(gpus, "allowed"), index);
-        bool available = state && (!strcmp(state, "idle") || !strcmp(state, "restricted"));
+        /* A restricted GPU is still in use while outside processes hold it. */
+        char *outside = gctl_outside_pids(gpu);
+        bool available =
+            state && (!strcmp(state, "idle") || (!strcmp(state, "restricted") && !*outside));
+        free(outside);
         char *reason = gctl_gpu_reason(gpu);
         printf("%lld\t%s%s%s%s\n", (long long)index, available ? "available" : "in_use",
                restricted ? "\trestricted" : "", reason ? "\t" : "", reason ? reason : "");

@@ -121,6 +121,8 @@ void gpu_settings_committed(struct gpus *g);
 /* The commit was lost: the allowed set goes back to what was last committed. */
 void gpu_settings_undo(struct gpus *g);
 json_t *gpu_allowed_json(const struct gpus *g);
+/* Why an existing GPU is not allowed, naming what chose the allowed set. */
+const char *gpu_allowed_reason(const struct gpus *g);
 /* gctl gpu-process ignore / unignore; the caller lets the scheduler know. */
 int gpu_ignore(struct gpus *g, int gpu, long long pid, struct job *const *running, size_t n,
                char **err);

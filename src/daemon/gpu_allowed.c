@@ -184,6 +184,15 @@ int gpu_reload_config(struct gpus *g, const char *spec, char **err)
     return 1;
 }
 
+const char *gpu_allowed_reason(const struct gpus *g)
+{
+    if (!strcmp(g->allowed_source, "flag"))
+        return "not in the allowed GPUs (gflowd --gpus)";
+    if (!strcmp(g->allowed_source, "config"))
+        return "not in the allowed GPUs (daemon.gpus in the config)";
+    return "not in the allowed GPUs (gctl set-gpus)";
+}
+
 int gpu_set_allowed(struct gpus *g, const char *spec, char **err)
 {
     uint64_t m;

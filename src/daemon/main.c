@@ -158,6 +158,7 @@ struct flag_list {
     size_t n;
     const char *keys[32];
     const char *values[32];
+    const char *options[32]; /* the option that set it ("--max-running-jobs"), for errors */
 };
 
 static void flag_add(struct flag_list *f, const char *key, const char *value)
@@ -171,7 +172,23 @@ static void flag_add(struct flag_list *f, const char *key, const char *value)
     if (f->n == sizeof(f->keys) / sizeof(f->keys[0]))
         usage_error("too many options");
     f->keys[f->n] = key;
+    f->options[f->n] = NULL;
     f->values[f->n++] = value;
+}
+
+/* A flag's value set into the config: a bad one is named by the option the user typed
+ * ("--max-running-jobs must be ..."), not by the config key it sets. */
+static void flags_apply(const struct flag_list *f, struct gflow_config *cfg)
+{
+    char *err = NULL;
+    for (size_t i = 0; i < f->n; i++) {
+        if (config_set(cfg, f->keys[i], f->values[i], &err) == 0)
+            continue;
+        size_t klen = strlen(f->keys[i]);
+        if (f->options[i] && !strncmp(err, f->keys[i], klen))
+            die("%s%s", f->options[i], err + klen);
+        die("%s", err);
+    }
 }
 
 static bool flag_given(const struct flag_list *f, const char *key)
@@ -292,6 +309,10 @@ int main(int argc, char **argv)
         default:
             bad_option(argv, opt);
         }
+        if (flags.n && !flags.options[flags.n - 1] && opt >= OPT_DATA_DIR)
+            for (const struct option *o = long_opts; o->name; o++)
+                if (o->val == opt)
+                    flags.options[flags.n - 1] = xasprintf("--%s", o->name);
     }
     if (optind >= argc)
         usage_error("missing command: use up, down, restart, status, run, reload or init");
@@ -330,18 +351,16 @@ int main(int argc, char **argv)
     d.config_path = config_path ? xstrdup(config_path) : config_default_path(d.system);
     d.config_required = config_path != NULL;
     if (config_load_file(&d.cfg, d.config_path, d.config_required, &err) < 0 ||
-        config_load_env(&d.cfg, environ, &err) < 0)
+        config_load_env(&d.cfg, environ, &err) < 0) {
+        if (!strcmp(cmd, "reload"))
+            die("%s; nothing was reloaded (the daemon keeps its settings)", err);
         die("%s", err);
-    for (size_t i = 0; i < flags.n; i++) {
-        if (config_set(&d.cfg, flags.keys[i], flags.values[i], &err) < 0)
-            die("%s", err);
     }
+    flags_apply(&flags, &d.cfg);
     paths_resolve(&d.paths, &d.cfg, d.system);
     if (!strcmp(cmd, "restart")) {
         restore_start_options(d.paths.data_dir, &flags, &so);
-        for (size_t i = 0; i < flags.n; i++)
-            if (config_set(&d.cfg, flags.keys[i], flags.values[i], &err) < 0)
-                die("%s", err);
+        flags_apply(&flags, &d.cfg);
     }
     if (verbose || quiet) {
         flag_add(&flags, "daemon.log_level", shifted_level(d.cfg.log_level, verbose, quiet));
