@@ -1,7 +1,8 @@
 /* gctl: runtime controls of the daemon, like gflow's gctl (admins only on a system
  * daemon: root, the daemon's own user, daemon.admin_group).
  *
- *   gctl show-gpus                          the allowed GPUs and where the setting came from
+ *   gctl show-gpus                          gflow's line per GPU, the allowed GPUs and where the
+ *                                           setting came from
  *   gctl set-gpus 0,2 | all                 change them now (kept across a restart that
  *                                           names no --gpus)
  *   gctl gpu-process ignore --gpu G --pid P a process outside gflow stops blocking GPU G
@@ -32,13 +33,16 @@ static void gctl_help(void)
            "Usage: gctl [--socket PATH] <command> [options]\n"
            "\n"
            "Commands:\n"
-           "  show-gpus                   the GPUs jobs may use, and where that was set\n"
+           "  show-gpus                   one line per GPU as gflow prints it (available or\n"
+           "                              in_use, restricted, why), then the GPUs jobs may\n"
+           "                              use and where that was set\n"
            "  set-gpus <0,2 | 0-3 | all>  let jobs use only these GPUs (physical NVML\n"
            "                              indices); 'all' lifts the restriction. Running\n"
            "                              jobs keep their GPUs. Kept across a restart that\n"
            "                              names no --gpus\n"
            "  gpu-process ignore --gpu G --pid P\n"
            "                              a process outside gflow no longer blocks GPU G\n"
+           "                              (only a process NVML lists on GPU G)\n"
            "                              (the entry goes away when the process exits)\n"
            "  gpu-process unignore --gpu G --pid P\n"
            "                              undo 'ignore'\n"
