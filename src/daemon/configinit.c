@@ -70,7 +70,8 @@ char *configinit_text(void)
                      "# Every key is listed with its default, commented out: uncomment a line\n"
                      "# to change it. GFLOW_<SECTION>__<KEY> variables and gflowd's flags win\n"
                      "# over this file. 'gflowd reload' (or SIGHUP) reads it again; it says\n"
-                     "# which changes need 'gflowd restart'.\n");
+                     "# which changes need 'gflowd restart'. A key shown without a value is\n"
+                     "# unset by default: the daemon picks, as its comment says.\n");
     size_t section_len = 0;
     const char *section = NULL;
     for (size_t i = 0; config_key_name(i); i++) {
