@@ -18,7 +18,7 @@ import stat
 import sys
 from pathlib import Path
 
-from conftest import REPO, assert_one_line_error, parse_show, parse_table, wait_for
+from conftest import REPO, assert_one_line_error, parse_show, parse_table, run_cli, wait_for
 
 sys.path.insert(0, os.path.dirname(__file__))
 from test_gpus import fixture_of, sim, sim_gpu  # noqa: E402  (the NVML simulator fixtures)
@@ -156,10 +156,15 @@ def test_gcancel_summary_counts_dependents_and_cancelling_jobs(make_gflow):
     g.wait_state(run, "CA", timeout=20)
 
 
-def test_gcancel_points_completion_to_gbatch(env):
-    from conftest import run_cli
-    r = run_cli("gcancel", "completion", "bash", env=env)
-    assert_one_line_error(r, "gcancel", 2, "gbatch completion bash|zsh|fish")
+def test_gcancel_and_ginfo_point_completion_to_gbatch(env):
+    for prog in ("gcancel", "ginfo"):
+        r = run_cli(prog, "completion", "bash", env=env)
+        assert_one_line_error(r, prog, 2, "gbatch completion bash|zsh|fish")
+
+
+def test_ginfo_without_a_daemon_fails_naming_the_socket(env):
+    r = run_cli("ginfo", env=env)
+    assert_one_line_error(r, "ginfo", 1, env["GFLOW_SOCKET"])
 
 
 def test_ginfo_topology_legend_explains_exactly_the_codes_shown(make_gflow):
