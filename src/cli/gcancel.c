@@ -138,23 +138,39 @@ struct gcancel_tally {
     char *first_refusal; /* the daemon's reason for the first refused id */
 };
 
-/* One job's outcome: a line per job (list) or a count (summary). */
-static void gcancel_failed(struct gcancel_tally *t, const json_t *reply, bool list)
+/* A job not cancelled: its reason on stderr (list) or counted (summary). */
+static void gcancel_warn(const char *text, bool list)
 {
-    const char *text = cli_error_text(reply);
-    json_int_t status = json_integer_value(json_object_get(reply, "status"));
-    if (status == 409)
-        t->ended++;
-    else if (status == 404)
-        t->not_found++;
-    else if (t->refused++ == 0)
-        t->first_refusal = xstrdup(text);
     if (list) {
         fflush(stdout);
         cli_warn("%s", text);
     }
 }
 
+static void gcancel_refused(struct gcancel_tally *t, const char *text, bool list)
+{
+    if (t->refused++ == 0)
+        t->first_refusal = xstrdup(text);
+    gcancel_warn(text, list);
+}
+
+/* An id the daemon refused: already ended (409), unknown (404), or another reason. */
+static void gcancel_failed(struct gcancel_tally *t, const json_t *reply, bool list)
+{
+    const char *text = cli_error_text(reply);
+    json_int_t status = json_integer_value(json_object_get(reply, "status"));
+    if (status != 409 && status != 404) {
+        gcancel_refused(t, text, list);
+        return;
+    }
+    if (status == 409)
+        t->ended++;
+    else
+        t->not_found++;
+    gcancel_warn(text, list);
+}
+
+/* One job's outcome: a line per job (list) or a count (summary). */
 static void gcancel_one(struct gcancel_tally *t, int64_t id, const json_t *reply, bool dry_run,
                         bool list)
 {
@@ -186,12 +202,7 @@ static void gcancel_one(struct gcancel_tally *t, int64_t id, const json_t *reply
         /* The daemon answered 2xx without cancelling; say what it did. */
         char *text = xasprintf("job %lld was not cancelled (it is in state %s)", (long long)id,
                                state ? state : "unknown");
-        if (t->refused++ == 0)
-            t->first_refusal = xstrdup(text);
-        if (list) {
-            fflush(stdout);
-            cli_warn("%s", text);
-        }
+        gcancel_refused(t, text, list);
         free(text);
     }
     /* The jobs its cancellation takes along. */

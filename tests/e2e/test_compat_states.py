@@ -2,7 +2,8 @@
 the documented exit codes, and the README quick start run as written.
 
 - A running job that gcancel stops shows CG (Cancelling) from the request until it is
-  gone: in the API's job JSON, gqueue (-s CG, -s R), gjob show; then CA.
+  gone: in the API's job JSON, gqueue (-s CG, -s R), gjob show, across a daemon restart;
+  then CA.
 - gcancel says "cancelling" for a running job it signalled, "cancelled" for one that ended
   at once; an id given twice counts once; more than 20 jobs print one summary line
   (-v: one line per job); gflow's --kill is accepted; 'completion' is pointed elsewhere.
@@ -84,6 +85,24 @@ def test_a_cancelled_running_job_is_cg_until_it_has_ended(make_gflow):
         "Cancelled", "CancelledByUser", None), j
     assert g.jobs(state="CG") == []
     assert [r["ST"] for r in gqueue_rows(g, "-a", "-j", job)] == ["CA"]
+
+
+def test_cg_is_kept_across_a_daemon_restart(make_gflow):
+    """The cancel request is stored before the signal: a restarted daemon still shows the
+    job as CG, and it ends as CA."""
+    g = make_gflow(env=LONG_GRACE)
+    job = g.submit("bash", "-c", TRAPS_TERM)
+    g.wait_state(job, "R")
+    wait_for(lambda: "started" in g.log(job), "the job to set its trap")
+    g.run("gcancel", job, check=True)
+    wait_for(lambda: "got-term" in g.log(job), "the job to get SIGTERM")
+    assert g.down().returncode == 0
+    g.up()
+    j = g.job(job)
+    assert (j["state"], j["state_name"]) == ("CG", "Cancelling"), j
+    assert [r["ST"] for r in gqueue_rows(g, "-j", job)] == ["CG"]
+    (g.work / "release").touch()
+    assert g.wait_state(job, "CA", timeout=20)["reason"] == "CancelledByUser"
 
 
 def test_gcancel_says_cancelled_for_a_queued_job_and_counts_a_repeated_id_once(gflow):
