@@ -102,7 +102,8 @@ static void print_identity(const json_t *raw, const struct job *j)
 {
     field_owned("ID", xasprintf("%lld", (long long)j->id));
     field("Name", j->name);
-    field_owned("State", xasprintf("%s (%s)", job_state_short(j->state), job_state_name(j->state)));
+    /* CG (Cancelling) for a running job being cancelled, as gqueue shows it. */
+    field_owned("State", xasprintf("%s (%s)", job_display_state(j), job_display_state_name(j)));
     field_owned("Priority", xasprintf("%d", j->priority));
     if (json_object_get(raw, "nice"))
         field_owned("Nice", int_text(raw, "nice"));
