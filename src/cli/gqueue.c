@@ -398,13 +398,10 @@ static char *gqueue_fetch_tsv(struct strbuf *path, const struct gqueue_field **c
 {
     /* Only the fields the columns read (plus id and gpus, for sorting; what the tree and
      * the filters applied here read). */
-    bool want[JOB_FIELD_COUNT] = {[JOB_FIELD_ID] = true,
-                                  [JOB_FIELD_GPUS] = true,
-                                  [JOB_FIELD_DEPENDS_ON] = tree,
-                                  [JOB_FIELD_RETRY_OF] = tree,
-                                  [JOB_FIELD_USER] = filters,
-                                  [JOB_FIELD_NAME] = filters,
-                                  [JOB_FIELD_GROUP_ID] = filters};
+    bool want[JOB_FIELD_COUNT] = {
+        [JOB_FIELD_ID] = true,         [JOB_FIELD_GPUS] = true,    [JOB_FIELD_DEPENDS_ON] = tree,
+        [JOB_FIELD_RETRY_OF] = tree,   [JOB_FIELD_USER] = filters, [JOB_FIELD_NAME] = filters,
+        [JOB_FIELD_GROUP_ID] = filters};
     for (size_t c = 0; c < ncolumns; c++) {
         char *needs = xstrdup(columns[c]->needs), *save = NULL;
         for (char *f = strtok_r(needs, ",", &save); f; f = strtok_r(NULL, ",", &save))
@@ -636,13 +633,13 @@ struct gqueue_opts {
     int64_t limit;
     bool desc, local_sort;
     const char *api_sort;
-    char *filters;      /* the query's filters: "?state=...&user=..." */
-    char **users;       /* with more than one user: the users (filtered here) */
+    char *filters; /* the query's filters: "?state=...&user=..." */
+    char **users;  /* with more than one user: the users (filtered here) */
     size_t n_users;
-    char **names;       /* -N: the names (filtered here) */
+    char **names; /* -N: the names (filtered here) */
     size_t n_names;
-    int64_t group;      /* -g: the group id (filtered here); 0 none */
-    size_t width;       /* a terminal's width (cells cut to fit), or 0 */
+    int64_t group; /* -g: the group id (filtered here); 0 none */
+    size_t width;  /* a terminal's width (cells cut to fit), or 0 */
     bool colour;
 };
 
@@ -1191,8 +1188,7 @@ int main(int argc, char **argv)
             if (!strcasecmp(optarg, "yaml"))
                 o.outfmt = OUTPUT_YAML;
             else if (output_format_parse(optarg, &o.outfmt) < 0)
-                cli_usage_error("unknown output format '%s'; use table, csv, json or yaml",
-                                optarg);
+                cli_usage_error("unknown output format '%s'; use table, csv, json or yaml", optarg);
             break;
         case OPT_SOCKET:
             client_set_socket(optarg);

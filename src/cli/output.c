@@ -19,10 +19,10 @@ struct output_table {
     struct strbuf text;
     size_t *end;
     size_t ncells, cap;
-    size_t col;    /* the column of the next cell (ncells % ncols, without a division) */
-    size_t *width; /* per column: the widest cell so far */
-    size_t max_width;                /* 0, or the terminal's width: cells are cut to fit */
-    output_cell_style_fn **style;    /* per column: NULL, or the cell's colour */
+    size_t col;       /* the column of the next cell (ncells % ncols, without a division) */
+    size_t *width;    /* per column: the widest cell so far */
+    size_t max_width; /* 0, or the terminal's width: cells are cut to fit */
+    output_cell_style_fn **style; /* per column: NULL, or the cell's colour */
 };
 
 int output_format_parse(const char *s, enum output_format *out)
@@ -355,17 +355,18 @@ void output_json(const json_t *j, FILE *out)
  * characters with a meaning in YAML. */
 static bool yaml_needs_quotes(const char *s)
 {
-    static const char *const words[] = {"null", "Null", "NULL", "~",  "true", "True", "TRUE",
-                                        "false", "False", "FALSE", "yes", "no", "on", "off",
-                                        "Yes", "No", "On", "Off", "y", "n"};
-    if (!*s || s[0] == ' ' || s[strlen(s) - 1] == ' ' || strchr("-?:,[]{}#&*!|>'\"%@`.+0123456789", s[0]))
+    static const char *const words[] = {"null",  "Null",  "NULL",  "~",   "true", "True", "TRUE",
+                                        "false", "False", "FALSE", "yes", "no",   "on",   "off",
+                                        "Yes",   "No",    "On",    "Off", "y",    "n"};
+    if (!*s || s[0] == ' ' || s[strlen(s) - 1] == ' ' ||
+        strchr("-?:,[]{}#&*!|>'\"%@`.+0123456789", s[0]))
         return true;
     for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++)
         if (!strcmp(s, words[i]))
             return true;
     for (const char *p = s; *p; p++)
-        if ((unsigned char)*p < 0x20 || *p == '"' || *p == '\\' || (*p == ':' && (!p[1] || p[1] == ' ')) ||
-            (*p == '#' && p > s && p[-1] == ' '))
+        if ((unsigned char)*p < 0x20 || *p == '"' || *p == '\\' ||
+            (*p == ':' && (!p[1] || p[1] == ' ')) || (*p == '#' && p > s && p[-1] == ' '))
             return true;
     return false;
 }
@@ -407,8 +408,7 @@ static void yaml_value(const json_t *v, int indent, bool after_dash, FILE *out)
         const json_t *item;
         if (!after_dash)
             fputc('\n', out);
-        json_object_foreach((json_t *)v, key, item)
-        {
+        json_object_foreach ((json_t *)v, key, item) {
             if (!first || !after_dash)
                 fprintf(out, "%*s", indent, "");
             first = false;
@@ -426,8 +426,7 @@ static void yaml_value(const json_t *v, int indent, bool after_dash, FILE *out)
     const json_t *item;
     if (!after_dash)
         fputc('\n', out);
-    json_array_foreach(v, i, item)
-    {
+    json_array_foreach (v, i, item) {
         if (!first || !after_dash)
             fprintf(out, "%*s", indent, "");
         first = false;
