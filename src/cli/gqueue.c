@@ -1118,7 +1118,7 @@ static int gqueue_watch(struct gqueue_opts *o, const char *title, double interva
 int main(int argc, char **argv)
 {
     cli_init(argv[0]);
-    bool all = false, completed = false, watch = false;
+    bool all = false, completed = false, watch = false, interval_given = false;
     const char *states = NULL, *jobs = NULL, *user = NULL, *sort = NULL, *names = NULL;
     const char *format = GQUEUE_DEFAULT_FORMAT, *since = NULL;
     double interval = 2;
@@ -1166,6 +1166,7 @@ int main(int argc, char **argv)
         case OPT_INTERVAL: {
             char *end;
             interval = strtod(optarg, &end);
+            interval_given = true;
             if (end == optarg || *end || !(interval >= 0.1 && interval <= 86400))
                 cli_usage_error("invalid --interval '%s': give seconds between 0.1 and 86400, "
                                 "e.g. --interval 5",
@@ -1208,7 +1209,7 @@ int main(int argc, char **argv)
     if (completed && states)
         cli_usage_error("--completed and --states cannot be used together; "
                         "use -s CD,F,CA,TO");
-    if (interval != 2 && !watch)
+    if (interval_given && !watch)
         cli_usage_error("--interval needs --watch; e.g. gqueue -w --interval %g", interval);
 
     o.fields = gqueue_format(format, &o.nfields);
