@@ -638,8 +638,9 @@ struct gqueue_opts {
     size_t n_users;
     char **names; /* -N: the names (filtered here) */
     size_t n_names;
-    int64_t group; /* -g: the group id (filtered here); 0 none */
-    size_t width;  /* a terminal's width (cells cut to fit), or 0 */
+    int64_t group;    /* -g: the group id (filtered here); 0 none */
+    bool active_only; /* only PD, H, R: counted from the daemon's memory, for free */
+    size_t width;     /* a terminal's width (cells cut to fit), or 0 */
     bool colour;
 };
 
@@ -829,8 +830,14 @@ static void gqueue_list(const struct gqueue_opts *o, FILE *out, FILE *notes)
         client_query_add(&path, "sort", sort);
         free(sort);
     }
+    /* History lists are not counted (a COUNT over a long history costs more than the
+     * listing): one job more is asked for, to know whether the limit hid any. */
+    bool probe = o->limit != 0 && !local_limit && !o->active_only;
+    size_t want = o->limit < 0 ? (size_t)-o->limit : (size_t)o->limit;
     if (o->limit != 0 && !local_limit)
-        strbuf_addf(&path, "%climit=%lld", strchr(path.buf, '?') ? '&' : '?', (long long)o->limit);
+        strbuf_addf(&path, "%climit=%lld", strchr(path.buf, '?') ? '&' : '?',
+                    (long long)(o->limit + (probe ? (o->limit < 0 ? -1 : 1) : 0)));
+    bool more = false; /* probe: the daemon had more than the limit */
 
     json_t *reply = NULL;
     struct gqueue_row *rows = NULL;
@@ -877,6 +884,11 @@ static void gqueue_list(const struct gqueue_opts *o, FILE *out, FILE *notes)
     }
     strbuf_free(&path);
     size_t first = 0, count = n;
+    if (probe && n > want) { /* the extra job: the last of the first N, or the first */
+        more = true;
+        first = o->limit < 0 ? 1 : 0;
+        count = want;
+    }
     if (o->local_sort) {
         gqueue_gpus_desc = o->desc;
         qsort(rows, n, sizeof(*rows), gqueue_cmp_gpus);
@@ -912,7 +924,13 @@ static void gqueue_list(const struct gqueue_opts *o, FILE *out, FILE *notes)
                 nlines++;
             output_table_reserve(t, nlines + 1, len);
             struct job j;
-            for (char *line; (line = gqueue_next_line(&lines));) {
+            if (probe && nlines > want) {
+                more = true;
+                if (o->limit < 0) /* the last N: the first line is the extra one */
+                    gqueue_next_line(&lines);
+            }
+            for (char *line; (line = gqueue_next_line(&lines)) &&
+                             !(more && o->limit > 0 && output_table_rows(t) == want);) {
                 if (job_from_tsv(&j, tsv_fields, tsv_nfields, line, true) < 0)
                     cli_die(CLI_EXIT_FAIL, "gflowd sent a job this gqueue cannot read");
                 for (size_t f = 0; f < o->nfields; f++) {
@@ -941,14 +959,16 @@ static void gqueue_list(const struct gqueue_opts *o, FILE *out, FILE *notes)
                 gqueue_tree_free(&tr);
         }
         /* gflow's note when the limit hid jobs (table only: CSV stays data). */
-        size_t want = o->limit < 0 ? (size_t)-o->limit : (size_t)o->limit;
         if (o->outfmt == OUTPUT_TABLE && o->limit != 0 && count == want) {
-            int64_t total = local_limit ? (int64_t)n : gqueue_total(o);
-            if (total > (int64_t)count) {
-                fflush(out);
-                fprintf(notes, "Showing %s %zu of %lld jobs (use -n 0 to show all)\n",
-                        o->limit > 0 ? "first" : "last", count, (long long)total);
-            }
+            const char *which = o->limit > 0 ? "first" : "last";
+            int64_t total = local_limit ? (int64_t)n : probe ? 0 : gqueue_total(o);
+            fflush(out);
+            if (more)
+                fprintf(notes, "Showing %s %zu jobs; more were not shown (use -n 0 to show all)\n",
+                        which, count);
+            else if (total > (int64_t)count)
+                fprintf(notes, "Showing %s %zu of %lld jobs (use -n 0 to show all)\n", which, count,
+                        (long long)total);
         }
         if (count == 0 && o->outfmt == OUTPUT_TABLE)
             fprintf(out, "No jobs found.\n");
@@ -1240,8 +1260,18 @@ int main(int argc, char **argv)
         state_list = xstrdup("CD,F,CA,TO");
     else if (!all && !jobs)
         state_list = xstrdup("PD,H,R");
-    if (state_list)
+    if (state_list) {
         client_query_add(&path, "state", state_list);
+        o.active_only = true;
+        size_t n_states;
+        char **list = gqueue_split(state_list, &n_states);
+        for (size_t i = 0; i < n_states; i++) {
+            enum job_state st;
+            o.active_only &= job_state_parse(list[i], &st) == 0 && job_state_is_active(st);
+            free(list[i]);
+        }
+        free(list);
+    }
     free(state_list);
     if (jobs) {
         char *err = NULL;
