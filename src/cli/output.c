@@ -220,9 +220,9 @@ void output_table_set_style(struct output_table *t, size_t col, output_cell_styl
         t->style[col] = style;
 }
 
-/* Column widths that fit max_width: the widest column gives up a column at a time, no
- * column below its header's width (or 1); a table that cannot fit stays as narrow as
- * that. */
+/* Column widths that fit max_width: the widest column gives up a column at a time (so a
+ * long name or reason goes first, short columns such as TIME last), none below its
+ * header's width; a table that cannot fit stays as narrow as that. */
 static size_t *fitted_widths(const struct output_table *t)
 {
     size_t *w = xmalloc((t->ncols ? t->ncols : 1) * sizeof(*w));
@@ -232,14 +232,11 @@ static size_t *fitted_widths(const struct output_table *t)
         total += w[c];
     }
     while (t->max_width && total > t->max_width) {
-        size_t widest = t->ncols, room = 0;
+        size_t widest = t->ncols;
         for (size_t c = 0; c < t->ncols; c++) {
             size_t floor = text_width(t->headers[c], strlen(t->headers[c]));
-            floor = floor < 1 ? 1 : floor;
-            if (w[c] > floor && w[c] - floor > room) {
-                room = w[c] - floor;
+            if (w[c] > (floor < 1 ? 1 : floor) && (widest == t->ncols || w[c] > w[widest]))
                 widest = c;
-            }
         }
         if (widest == t->ncols)
             break;
