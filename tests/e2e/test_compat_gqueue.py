@@ -326,3 +326,31 @@ def test_watch_on_a_pipe(gflow):
     assert cp.returncode == 2 and "--interval needs --watch" in cp.stderr
     cp = gflow.run("gqueue", "-w", "--interval", "0")
     assert cp.returncode == 2 and "invalid --interval '0'" in cp.stderr
+
+
+def test_a_long_reason_does_not_widen_the_table(gflow):
+    # A LaunchFailed reason of some 250 characters: the job's directory is gone when it
+    # is released.
+    gone = gflow.work / ("d" * 200)
+    gone.mkdir()
+    job = gflow.submit("-H", "true", cwd=gone)
+    short = gflow.submit("-H", "-J", "short", "true")
+    gone.rmdir()
+    gflow.run("gjob", "release", job, check=True)
+    j = gflow.wait_state(job)
+    reason = j["reason"]
+    assert reason.startswith("LaunchFailed") and len(reason) > 200, j
+
+    rc, out = run_pty(gflow, "-a", cols=80, env={"NO_COLOR": "1"})
+    assert rc == 0, out
+    lines = [l for l in out.splitlines() if l.strip()]
+    assert all(display_width(l) <= 80 for l in lines), lines
+    failed = next(l for l in lines if l.startswith(str(job)))
+    assert failed.endswith("…") and "(LaunchFailed" in failed
+    assert next(l for l in lines if l.startswith(str(short))).endswith("(JobHeldUser)")
+
+    # Whole to a file, and in -o json.
+    cp = gflow.run("gqueue", "-a", "-f", "JOBID,REASON", check=True)
+    assert reason in cp.stdout
+    cp = gflow.run("gqueue", "-a", "-o", "json", check=True)
+    assert json.loads(cp.stdout)["jobs"][0]["reason"] == reason
