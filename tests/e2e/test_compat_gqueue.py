@@ -213,6 +213,14 @@ def test_showing_n_of_m(gflow):
     cp = gflow.run("gqueue", "-a", "-n", "2", "-o", "json", check=True)
     assert [j["id"] for j in json.loads(cp.stdout)["jobs"]] == ids[:2]
 
+    # The count gqueue asks for: from memory for active states, from the database else.
+    for query, total in (("state=H", 5), ("state=PD,R", 0), ("state=CD", 3), ("", 8),
+                         ("state=CD&limit=1&sort=-id", 3), (f"id={done[0]}-{done[-1]}", 3)):
+        r = gflow.api("GET", f"/v1/jobs?format=count&{query}")
+        assert r.status == 200 and r.json() == {"total": total}, (query, r)
+    r = gflow.api("GET", "/v1/jobs?format=xml")
+    assert r.status == 400 and "use json, tsv or count" in r.json()["error"]
+
 
 def test_time_column_as_gflow(gflow):
     held = gflow.submit("-H", "true")
