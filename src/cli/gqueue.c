@@ -3,7 +3,9 @@
  * By default the caller's active jobs (PD, H, R) with the columns
  * JOBID NAME ST TIME NODES NODELIST(REASON). Filtering, sorting and the limit are done
  * by the daemon (GET /v1/jobs) so that a long history costs the client nothing; only
- * the display (and a sort by GPU count, which the API does not offer) happens here. */
+ * the display, a sort by GPU count, and the filters the API does not offer (several
+ * users, -N names, -g group; the limit then too) happen here. On a terminal the table is
+ * coloured and fitted to its width, and -w redraws it in place. */
 #include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
