@@ -3,14 +3,24 @@
  * By default the caller's active jobs (PD, H, R) with the columns
  * JOBID NAME ST TIME NODES NODELIST(REASON). Filtering, sorting and the limit are done
  * by the daemon (GET /v1/jobs) so that a long history costs the client nothing; only
- * the display (and a sort by GPU count, which the API does not offer) happens here. */
+ * the display, a sort by GPU count, and the filters the API does not offer (several
+ * users, -N names, -g group; the limit then too) happen here. On a terminal the table is
+ * coloured and fitted to its width, and -w redraws it in place. */
 #include <ctype.h>
+#include <errno.h>
 #include <getopt.h>
+#include <poll.h>
+#include <pwd.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/ioctl.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "clock.h"
@@ -60,13 +70,20 @@ static void gqueue_state(struct strbuf *sb, const struct job *j, double now)
     strbuf_adds(sb, job_display_state_name(j));
 }
 
+/* gflow's elapsed time: "00:15:23", "1-04:30:00" with days; "-" before the job starts. */
 static void gqueue_time(struct strbuf *sb, const struct job *j, double now)
 {
-    static char *not_started; /* most rows of a long queue: made once */
-    if (j->start_time > 0)
-        gqueue_put_owned(sb, output_job_elapsed(j, now));
-    else
-        strbuf_adds(sb, not_started ? not_started : (not_started = output_job_elapsed(j, now)));
+    if (j->start_time <= 0) {
+        strbuf_addc(sb, '-');
+        return;
+    }
+    double end = j->end_time > 0 ? j->end_time : (j->state == JOB_RUNNING ? now : j->start_time);
+    int64_t secs = end > j->start_time ? (int64_t)(end - j->start_time) : 0;
+    int64_t days = secs / 86400;
+    if (days > 0)
+        strbuf_addf(sb, "%lld-", (long long)days);
+    strbuf_addf(sb, "%02d:%02d:%02d", (int)(secs % 86400 / 3600), (int)(secs % 3600 / 60),
+                (int)(secs % 60));
 }
 
 static void gqueue_timelimit(struct strbuf *sb, const struct job *j, double now)
@@ -161,7 +178,7 @@ static const struct gqueue_field gqueue_fields[] = {
     {"NAME", gqueue_name, "name"},
     {"ST", gqueue_st, "state"},
     {"STATE", gqueue_state, "state"},
-    {"TIME", gqueue_time, "start_time,end_time"},
+    {"TIME", gqueue_time, "state,start_time,end_time"},
     {"TIMELIMIT", gqueue_timelimit, "time_limit"},
     {"NODES", gqueue_nodes, "gpus,mig_profile,mig_count"},
     {"NODELIST(REASON)", gqueue_nodelist, "state,gpu_ids,reason,mig_devices"},
@@ -212,9 +229,9 @@ static const char *gqueue_sort_key(const char *key, const char *given)
                     job_sort_names());
 }
 
-enum { OPT_SOCKET = 256 };
+enum { OPT_SOCKET = 256, OPT_SINCE, OPT_INTERVAL };
 
-static const char gqueue_shortopts[] = "+:acts:j:u:n:r:f:o:hV";
+static const char gqueue_shortopts[] = "+:acts:j:u:N:g:wn:r:f:o:hV";
 static const struct option gqueue_longopts[] = {
     {"all", no_argument, NULL, 'a'},
     {"completed", no_argument, NULL, 'c'},
@@ -223,6 +240,12 @@ static const struct option gqueue_longopts[] = {
     {"state", required_argument, NULL, 's'},
     {"jobs", required_argument, NULL, 'j'},
     {"user", required_argument, NULL, 'u'},
+    {"users", required_argument, NULL, 'u'},
+    {"names", required_argument, NULL, 'N'},
+    {"group", required_argument, NULL, 'g'},
+    {"since", required_argument, NULL, OPT_SINCE},
+    {"watch", no_argument, NULL, 'w'},
+    {"interval", required_argument, NULL, OPT_INTERVAL},
     {"limit", required_argument, NULL, 'n'},
     {"sort", required_argument, NULL, 'r'},
     {"format", required_argument, NULL, 'f'},
@@ -250,10 +273,18 @@ static void gqueue_help(void)
            "                        running job being cancelled (R includes it)\n"
            "  -j, --jobs IDS        only these jobs: 1,3,5-7, @ (your latest), @~N;\n"
            "                        shows them in any state unless -s/-c is given\n"
-           "  -u, --user NAME       jobs of this user, or 'all' for everyone's\n"
-           "                        (default: yours)\n"
+           "  -u, --user, --users LIST\n"
+           "                        jobs of these users (comma-separated login names),\n"
+           "                        or '*' / 'all' for everyone's (default: yours)\n"
+           "  -N, --names LIST      only jobs with these names (comma-separated, exact)\n"
+           "  -g, --group ID        only the jobs of one submission (an array or sweep):\n"
+           "                        its group id, the id of its first job\n"
+           "      --since WHEN      only jobs submitted since WHEN: a duration ago (30m,\n"
+           "                        1h, 2d, 1w; also s), today, yesterday, a date or time\n"
+           "                        (2026-03-01, 2026-03-01T09:30, '2026-03-01 09:30:00',\n"
+           "                        local; Z for UTC) or unix seconds\n"
            "  -n, --limit N         the first N jobs after sorting; -N: the last N;\n"
-           "                        0: all (default)\n"
+           "                        0: all (default); says how many were not shown\n"
            "  -r, --sort FIELD      sort by id (default), name, state, priority, user,\n"
            "                        submit, start, end, time or gpus; prefix '-' for\n"
            "                        descending, e.g. -r -priority\n"
@@ -263,24 +294,30 @@ static void gqueue_help(void)
            "                        NODELIST(REASON) NODELIST REASON PRIORITY USER\n"
            "                        EXITCODE SUBMIT START END WORKDIR COMMAND MEMORY\n"
            "                        BEGIN\n"
-           "  -o, --output FORMAT   table (default), csv or json (json prints the whole\n"
-           "                        job objects and ignores -f)\n"
+           "  -o, --output FORMAT   table (default), csv, json or yaml; json and yaml are\n"
+           "                        {jobs: [the whole job objects], total, timestamp}\n"
+           "                        and ignore -f\n"
            "  -t, --tree            show dependencies as a tree: each job under the first\n"
            "                        listed job it depends on (NAME drawn with ├─ └─);\n"
            "                        a retry (--max-retries) under the attempt it\n"
            "                        retries (with -a, to see failed attempts)\n"
+           "  -w, --watch           refresh the listing every --interval seconds; on a\n"
+           "                        terminal full-screen (q or Ctrl-C quits), otherwise\n"
+           "                        one table after another\n"
+           "      --interval SECS   seconds between refreshes with --watch (default 2)\n"
            "      --socket PATH     the daemon's socket\n"
            "  -h, --help            show this help\n"
            "  -V, --version         show the version\n"
            "\n"
-           "Columns: TIME is the run time (0:00 before the job starts); NODES the GPUs\n"
-           "requested; NODELIST(REASON) the GPUs of a running job, or why a job waits or\n"
-           "ended, e.g. (Priority), (JobHeldUser), (NonZeroExitCode), (Signal),\n"
-           "(TimeLimit), (Memory), (BeginTime), (OutOfMemory); EXITCODE the exit status, or the "
-           "signal\n"
-           "that killed the job (e.g. SIGKILL); TIMELIMIT is UNLIMITED when none;\n"
-           "MEMORY the host memory requested (--memory), - when none; SUBMIT/START/END are\n"
-           "local times.\n");
+           "Columns: TIME is the run time, HH:MM:SS or D-HH:MM:SS (- before the job\n"
+           "starts); NODES the GPUs requested; NODELIST(REASON) the GPUs of a running job,\n"
+           "or why a job waits or ended, e.g. (Priority), (JobHeldUser),\n"
+           "(NonZeroExitCode), (Signal), (TimeLimit), (Memory), (BeginTime),\n"
+           "(OutOfMemory); EXITCODE the exit status, or the signal that killed the job\n"
+           "(e.g. SIGKILL); TIMELIMIT is UNLIMITED when none; MEMORY the host memory\n"
+           "requested (--memory), - when none; SUBMIT/START/END are local times.\n"
+           "On a terminal, states are coloured (not with NO_COLOR set) and cells are cut\n"
+           "with … to fit its width (the whole text: gjob show, -o json).\n");
 }
 
 /* "PD,running" -> "PD,R" (validated). */
@@ -360,14 +397,15 @@ struct gqueue_row {
  * there are 10,000 jobs (docs/api.md, format=tsv). Returns the job lines (the body after
  * the header, in r's buffer) and the fields of each line in fields / *nfields. */
 static char *gqueue_fetch_tsv(struct strbuf *path, const struct gqueue_field **columns,
-                              size_t ncolumns, bool tree, int *fields, size_t *nfields,
-                              struct client_response *r)
+                              size_t ncolumns, bool tree, bool filters, int *fields,
+                              size_t *nfields, struct client_response *r)
 {
-    /* Only the fields the columns read (plus id and gpus, for sorting). */
-    bool want[JOB_FIELD_COUNT] = {[JOB_FIELD_ID] = true,
-                                  [JOB_FIELD_GPUS] = true,
-                                  [JOB_FIELD_DEPENDS_ON] = tree,
-                                  [JOB_FIELD_RETRY_OF] = tree};
+    /* Only the fields the columns read (plus id and gpus, for sorting; what the tree and
+     * the filters applied here read). */
+    bool want[JOB_FIELD_COUNT] = {
+        [JOB_FIELD_ID] = true,         [JOB_FIELD_GPUS] = true,    [JOB_FIELD_DEPENDS_ON] = tree,
+        [JOB_FIELD_RETRY_OF] = tree,   [JOB_FIELD_USER] = filters, [JOB_FIELD_NAME] = filters,
+        [JOB_FIELD_GROUP_ID] = filters};
     for (size_t c = 0; c < ncolumns; c++) {
         char *needs = xstrdup(columns[c]->needs), *save = NULL;
         for (char *f = strtok_r(needs, ",", &save); f; f = strtok_r(NULL, ",", &save))
@@ -589,14 +627,526 @@ static int gqueue_cmp_gpus(const void *a, const void *b)
     return x->order < y->order ? -1 : x->order > y->order;
 }
 
+/* ---- what to list ---- */
+
+struct gqueue_opts {
+    bool tree;
+    const struct gqueue_field **fields;
+    size_t nfields;
+    enum output_format outfmt;
+    int64_t limit;
+    bool desc, local_sort;
+    const char *api_sort;
+    char *filters; /* the query's filters: "?state=...&user=..." */
+    char **users;  /* with more than one user: the users (filtered here) */
+    size_t n_users;
+    char **names; /* -N: the names (filtered here) */
+    size_t n_names;
+    int64_t group;    /* -g: the group id (filtered here); 0 none */
+    bool active_only; /* only PD, H, R: counted from the daemon's memory, for free */
+    size_t width;     /* a terminal's width (cells cut to fit), or 0 */
+    bool colour;
+};
+
+/* Splits a comma list into its non-empty items, blanks around them trimmed. */
+static char **gqueue_split(const char *list, size_t *n)
+{
+    char *copy = xstrdup(list), *save = NULL;
+    char **out = xcalloc(strlen(list) / 2 + 2, sizeof(*out));
+    *n = 0;
+    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        while (*tok == ' ')
+            tok++;
+        size_t l = strlen(tok);
+        while (l && tok[l - 1] == ' ')
+            tok[--l] = '\0';
+        if (l)
+            out[(*n)++] = xstrdup(tok);
+    }
+    free(copy);
+    return out;
+}
+
+static bool gqueue_in(char *const *list, size_t n, const char *s)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(list[i], s ? s : ""))
+            return true;
+    return false;
+}
+
+/* Whether a job passes the filters the daemon does not apply (several users, -N, -g). */
+static bool gqueue_wanted(const struct gqueue_opts *o, const struct job *j)
+{
+    if (o->n_users > 1 && !gqueue_in(o->users, o->n_users, j->user))
+        return false;
+    if (o->n_names && !gqueue_in(o->names, o->n_names, j->name))
+        return false;
+    return !o->group || j->group_id == o->group || j->id == o->group;
+}
+
+static bool gqueue_local_filter(const struct gqueue_opts *o)
+{
+    return o->n_users > 1 || o->n_names || o->group;
+}
+
+/* Whether name is a user: a line of /etc/passwd, or else the owner of some job the daemon
+ * knows (a directory user). Not getpwnam: these programs are linked statically, and glibc's
+ * NSS modules, loaded at run time, may crash in them on a name they do not know. */
+static bool gqueue_user_known(const char *name)
+{
+    FILE *f = fopen("/etc/passwd", "r");
+    bool found = false;
+    for (struct passwd *pw; f && !found && (pw = fgetpwent(f));)
+        found = !strcmp(pw->pw_name, name);
+    if (f)
+        fclose(f);
+    if (found)
+        return true;
+    struct strbuf path;
+    strbuf_init(&path);
+    strbuf_adds(&path, "/v1/jobs");
+    client_query_add(&path, "user", name);
+    client_query_add(&path, "format", "count");
+    json_t *reply = cli_call("GET", path.buf, NULL);
+    strbuf_free(&path);
+    found = json_integer_value(json_object_get(reply, "total")) > 0;
+    json_decref(reply);
+    return found;
+}
+
+/* --since: seconds since the epoch, or -1. */
+static double gqueue_since(const char *text, double now)
+{
+    char *end;
+    double n = strtod(text, &end);
+    if (end != text && isdigit((unsigned char)*text)) {
+        static const struct {
+            char unit;
+            double secs;
+        } units[] = {{'s', 1}, {'m', 60}, {'h', 3600}, {'d', 86400}, {'w', 604800}};
+        if (!*end)
+            return n; /* unix seconds, as gflow */
+        for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+            if (end[0] == units[i].unit && !end[1])
+                return now - n * units[i].secs;
+    }
+    time_t t = (time_t)now;
+    struct tm tm;
+    localtime_r(&t, &tm);
+    if (!strcasecmp(text, "today") || !strcasecmp(text, "yesterday")) {
+        tm.tm_hour = tm.tm_min = tm.tm_sec = 0;
+        tm.tm_mday -= !strcasecmp(text, "yesterday");
+        tm.tm_isdst = -1;
+        return (double)mktime(&tm);
+    }
+    static const char *const forms[] = {"%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M:%S",
+                                        "%Y-%m-%d %H:%M", "%Y-%m-%d"};
+    for (size_t i = 0; i < sizeof(forms) / sizeof(forms[0]); i++) {
+        memset(&tm, 0, sizeof(tm));
+        const char *rest = strptime(text, forms[i], &tm);
+        if (!rest || (*rest && strcmp(rest, "Z") != 0))
+            continue;
+        if (*rest)
+            return (double)timegm(&tm);
+        tm.tm_isdst = -1;
+        return (double)mktime(&tm);
+    }
+    return -1;
+}
+
+/* ---- output ---- */
+
+/* gflow's state styles: R green bold, CD dim, PD italic, H bold, F red bold, TO
+ * underlined, CA struck through. */
+static const char *gqueue_state_style(const char *cell, size_t len)
+{
+    char st[16];
+    enum job_state s;
+    if (len >= sizeof(st))
+        return NULL;
+    memcpy(st, cell, len);
+    st[len] = '\0';
+    if (job_state_parse(st, &s) < 0)
+        return NULL;
+    switch (s) {
+    case JOB_RUNNING:
+        return "\033[1;32m";
+    case JOB_FINISHED:
+        return "\033[2m";
+    case JOB_QUEUED:
+        return "\033[3m";
+    case JOB_HELD:
+        return "\033[1m";
+    case JOB_FAILED:
+        return "\033[1;31m";
+    case JOB_TIMEOUT:
+        return "\033[4m";
+    case JOB_CANCELLED:
+        return "\033[9m";
+    default:
+        return NULL;
+    }
+}
+
+/* gflow's -o json / yaml: {"jobs": [...], "total": N, "timestamp": RFC 3339}. */
+static void gqueue_print_document(const struct gqueue_opts *o, json_t *jobs, FILE *out)
+{
+    double now = now_wall();
+    time_t secs = (time_t)now;
+    struct tm tm;
+    char stamp[64], when[32];
+    gmtime_r(&secs, &tm);
+    strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(stamp, sizeof(stamp), "%s.%06d+00:00", when, (int)((now - (double)secs) * 1e6));
+    json_t *doc = json_pack("{s:O, s:I, s:s}", "jobs", jobs, "total",
+                            (json_int_t)json_array_size(jobs), "timestamp", stamp);
+    if (o->outfmt == OUTPUT_YAML)
+        output_yaml(doc, out);
+    else
+        output_json(doc, out);
+    json_decref(doc);
+}
+
+/* How many jobs match the filters (format=count), for "Showing first N of M". */
+static int64_t gqueue_total(const struct gqueue_opts *o)
+{
+    struct strbuf path;
+    strbuf_init(&path);
+    strbuf_addf(&path, "/v1/jobs%s", o->filters);
+    client_query_add(&path, "format", "count");
+    json_t *reply = cli_call("GET", path.buf, NULL);
+    strbuf_free(&path);
+    int64_t total = json_integer_value(json_object_get(reply, "total"));
+    json_decref(reply);
+    return total;
+}
+
+/* One listing of the jobs, to out; the "Showing N of M" note to notes. */
+static void gqueue_list(const struct gqueue_opts *o, FILE *out, FILE *notes)
+{
+    bool local_limit = o->local_sort || gqueue_local_filter(o);
+    struct strbuf path;
+    strbuf_init(&path);
+    strbuf_addf(&path, "/v1/jobs%s", o->filters);
+    if (strcmp(o->api_sort, "id") != 0 || (o->desc && !o->local_sort)) {
+        char *sort = xasprintf("%s%s", o->desc && !o->local_sort ? "-" : "", o->api_sort);
+        client_query_add(&path, "sort", sort);
+        free(sort);
+    }
+    /* History lists are not counted (a COUNT over a long history costs more than the
+     * listing): one job more is asked for, to know whether the limit hid any. */
+    bool probe = o->limit != 0 && !local_limit && !o->active_only;
+    size_t want = o->limit < 0 ? (size_t)-o->limit : (size_t)o->limit;
+    if (o->limit != 0 && !local_limit)
+        strbuf_addf(&path, "%climit=%lld", strchr(path.buf, '?') ? '&' : '?',
+                    (long long)(o->limit + (probe ? (o->limit < 0 ? -1 : 1) : 0)));
+    bool more = false; /* probe: the daemon had more than the limit */
+
+    json_t *reply = NULL;
+    struct gqueue_row *rows = NULL;
+    size_t n = 0;
+    struct client_response tsv = {0}; /* owns the strings of TSV rows */
+    char *lines = NULL;
+    int tsv_fields[JOB_FIELD_COUNT];
+    size_t tsv_nfields = 0;
+    bool machine = o->outfmt == OUTPUT_JSON || o->outfmt == OUTPUT_YAML;
+    /* A plain table or CSV goes straight from the daemon's lines to the table's text, one
+     * job at a time; the tree, the sort by GPUs, local filters and JSON need every job. */
+    bool stream = !machine && !o->tree && !local_limit;
+    if (machine) {
+        reply = cli_call("GET", path.buf, NULL);
+        json_t *jobs_json = json_object_get(reply, "jobs");
+        if (!json_is_array(jobs_json))
+            cli_die(CLI_EXIT_FAIL, "gflowd's answer has no job list");
+        size_t all = json_array_size(jobs_json);
+        rows = xcalloc(all ? all : 1, sizeof(*rows));
+        for (size_t i = 0; i < all; i++) {
+            rows[n].raw = json_array_get(jobs_json, i);
+            rows[n].order = n;
+            if (job_from_json(rows[n].raw, &rows[n].job) < 0)
+                cli_die(CLI_EXIT_FAIL, "gflowd sent a job this gqueue cannot read");
+            if (gqueue_wanted(o, &rows[n].job))
+                n++;
+            else
+                job_clear(&rows[n].job);
+        }
+    } else {
+        lines = gqueue_fetch_tsv(&path, o->fields, o->nfields, o->tree, gqueue_local_filter(o),
+                                 tsv_fields, &tsv_nfields, &tsv);
+        if (!stream) {
+            rows = gqueue_tsv_rows(lines, tsv_fields, tsv_nfields, &n);
+            size_t kept = 0;
+            for (size_t i = 0; i < n; i++) {
+                if (gqueue_wanted(o, &rows[i].job))
+                    rows[kept++] = rows[i];
+                else
+                    free(rows[i].job.deps);
+            }
+            n = kept;
+        }
+    }
+    strbuf_free(&path);
+    size_t first = 0, count = n;
+    if (probe && n > want) { /* the extra job: the last of the first N, or the first */
+        more = true;
+        first = o->limit < 0 ? 1 : 0;
+        count = want;
+    }
+    if (o->local_sort) {
+        gqueue_gpus_desc = o->desc;
+        qsort(rows, n, sizeof(*rows), gqueue_cmp_gpus);
+    }
+    if (local_limit) {
+        if (o->limit > 0 && (size_t)o->limit < n)
+            count = (size_t)o->limit;
+        else if (o->limit < 0 && (size_t)-o->limit < n) {
+            first = n - (size_t)-o->limit;
+            count = (size_t)-o->limit;
+        }
+    }
+
+    if (machine) {
+        json_t *arr = json_array();
+        for (size_t i = first; i < first + count; i++)
+            json_array_append(arr, rows[i].raw);
+        gqueue_print_document(o, arr, out);
+        json_decref(arr);
+    } else {
+        const char **headers = xmalloc(o->nfields * sizeof(char *));
+        for (size_t f = 0; f < o->nfields; f++)
+            headers[f] = o->fields[f]->name;
+        struct output_table *t = output_table_new(o->nfields, headers);
+        output_table_set_max_width(t, o->width);
+        for (size_t f = 0; f < o->nfields && o->colour; f++)
+            if (o->fields[f]->format == gqueue_st || o->fields[f]->format == gqueue_state)
+                output_table_set_style(t, f, gqueue_state_style);
+        double now = now_wall();
+        if (stream) {
+            size_t nlines = 0, len = strlen(lines);
+            for (const char *p = lines; (p = memchr(p, '\n', len - (size_t)(p - lines))); p++)
+                nlines++;
+            output_table_reserve(t, nlines + 1, len);
+            struct job j;
+            if (probe && nlines > want) {
+                more = true;
+                if (o->limit < 0) /* the last N: the first line is the extra one */
+                    gqueue_next_line(&lines);
+            }
+            for (char *line; (line = gqueue_next_line(&lines)) &&
+                             !(more && o->limit > 0 && output_table_rows(t) == want);) {
+                if (job_from_tsv(&j, tsv_fields, tsv_nfields, line, true) < 0)
+                    cli_die(CLI_EXIT_FAIL, "gflowd sent a job this gqueue cannot read");
+                for (size_t f = 0; f < o->nfields; f++) {
+                    o->fields[f]->format(output_table_cell(t), &j, now);
+                    output_table_cell_end(t);
+                }
+                free(j.deps); /* the one owned part of a borrowed TSV row */
+            }
+            count = output_table_rows(t);
+        } else {
+            struct gqueue_tree tr = {0};
+            if (o->tree)
+                gqueue_tree_build(&tr, rows, first, count);
+            size_t shown = o->tree ? tr.n : count;
+            for (size_t k = 0; k < shown; k++) {
+                size_t i = o->tree ? tr.order[k] : first + k;
+                for (size_t f = 0; f < o->nfields; f++) {
+                    struct strbuf *cell = output_table_cell(t);
+                    if (o->tree && o->fields[f]->format == gqueue_name)
+                        strbuf_adds(cell, tr.prefix[i - first]);
+                    o->fields[f]->format(cell, &rows[i].job, now);
+                    output_table_cell_end(t);
+                }
+            }
+            if (o->tree)
+                gqueue_tree_free(&tr);
+        }
+        /* gflow's note when the limit hid jobs (table only: CSV stays data). */
+        if (o->outfmt == OUTPUT_TABLE && o->limit != 0 && count == want) {
+            const char *which = o->limit > 0 ? "first" : "last";
+            int64_t total = local_limit ? (int64_t)n : probe ? 0 : gqueue_total(o);
+            fflush(out);
+            if (more)
+                fprintf(notes, "Showing %s %zu jobs; more were not shown (use -n 0 to show all)\n",
+                        which, count);
+            else if (total > (int64_t)count)
+                fprintf(notes, "Showing %s %zu of %lld jobs (use -n 0 to show all)\n", which, count,
+                        (long long)total);
+        }
+        if (count == 0 && o->outfmt == OUTPUT_TABLE)
+            fprintf(out, "No jobs found.\n");
+        else if (o->outfmt == OUTPUT_CSV)
+            output_table_print_csv(t, out);
+        else
+            output_table_print(t, out);
+        output_table_free(t);
+        free(headers);
+    }
+
+    for (size_t i = 0; i < n && reply; i++)
+        job_clear(&rows[i].job);
+    for (size_t i = 0; i < n && !reply; i++)
+        free(rows[i].job.deps); /* the one owned part of a borrowed TSV row */
+    client_response_free(&tsv);
+    free(rows);
+    json_decref(reply);
+}
+
+/* ---- --watch ---- */
+
+static struct termios gqueue_saved_tty;
+static bool gqueue_tty_changed, gqueue_screen_on;
+static volatile sig_atomic_t gqueue_stop, gqueue_resized;
+
+static void gqueue_signal_cb(int sig)
+{
+    if (sig == SIGWINCH)
+        gqueue_resized = 1;
+    else
+        gqueue_stop = 1;
+}
+
+/* Puts the terminal back as it was (at exit too, even after an error). */
+static void gqueue_restore_terminal(void)
+{
+    if (gqueue_screen_on) {
+        fputs("\033[?25h\033[?1049l", stdout); /* cursor back, main screen back */
+        fflush(stdout);
+        gqueue_screen_on = false;
+    }
+    if (gqueue_tty_changed) {
+        tcsetattr(STDIN_FILENO, TCSAFLUSH, &gqueue_saved_tty);
+        gqueue_tty_changed = false;
+    }
+}
+
+/* The terminal's width: COLUMNS when set, else what the terminal says, else 80. */
+static size_t gqueue_term_width(size_t *rows)
+{
+    struct winsize ws = {0};
+    bool known = ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0;
+    if (rows)
+        *rows = known && ws.ws_row ? ws.ws_row : 24;
+    const char *env = getenv("COLUMNS");
+    int64_t cols;
+    if (env && parse_int64(env, &cols) == 0 && cols > 0 && cols < 100000)
+        return (size_t)cols;
+    return known && ws.ws_col ? ws.ws_col : 80;
+}
+
+/* Waits up to secs for a key on a terminal's standard input; true when it was q (or
+ * the program was asked to stop). */
+static bool gqueue_wait_key(double secs, bool keys)
+{
+    struct pollfd p = {.fd = STDIN_FILENO, .events = POLLIN};
+    double until = now_mono() + secs;
+    while (!gqueue_stop && !gqueue_resized) {
+        double left = until - now_mono();
+        if (left <= 0)
+            return false;
+        int rc = poll(&p, keys ? 1 : 0, (int)(left * 1000) + 1);
+        if (rc < 0 && errno != EINTR)
+            return false;
+        if (rc > 0) {
+            char c;
+            ssize_t got = read(STDIN_FILENO, &c, 1);
+            if (got == 0 || (got < 0 && errno != EINTR && errno != EAGAIN))
+                keys = false; /* standard input closed: only time and signals end a wait */
+            else if (got == 1 && (c == 'q' || c == 'Q' || c == 3 /* Ctrl-C in raw mode */))
+                return true;
+        }
+    }
+    return gqueue_stop;
+}
+
+/* One screen: the title, then the listing, each line cleared to its end, cut to the
+ * terminal's height, the rest of the screen cleared. */
+static void gqueue_draw(const struct gqueue_opts *o, const char *title, double interval)
+{
+    char *frame = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&frame, &len);
+    if (!mem)
+        cli_die(CLI_EXIT_FAIL, "out of memory");
+    time_t now = time(NULL);
+    struct tm tm;
+    char when[16];
+    localtime_r(&now, &tm);
+    strftime(when, sizeof(when), "%H:%M:%S", &tm);
+    fprintf(mem, "Every %gs: %s    %s    (q to quit)\n\n", interval, title, when);
+    gqueue_list(o, mem, mem);
+    fclose(mem);
+    size_t rows;
+    gqueue_term_width(&rows);
+    struct strbuf screen;
+    strbuf_init(&screen);
+    strbuf_adds(&screen, "\033[H");
+    size_t line = 0;
+    for (char *p = frame; *p && line + 1 < rows; line++) {
+        char *nl = strchr(p, '\n');
+        size_t n = nl ? (size_t)(nl - p) : strlen(p);
+        strbuf_add(&screen, p, n);
+        strbuf_adds(&screen, "\033[K\r\n");
+        p += n + (nl ? 1 : 0);
+    }
+    strbuf_adds(&screen, "\033[J");
+    fwrite(screen.buf, 1, screen.len, stdout);
+    fflush(stdout);
+    strbuf_free(&screen);
+    free(frame);
+}
+
+/* -w: the listing again every interval seconds until q, Ctrl-C or a signal. */
+static int gqueue_watch(struct gqueue_opts *o, const char *title, double interval)
+{
+    struct sigaction sa = {.sa_handler = gqueue_signal_cb};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    if (!isatty(STDOUT_FILENO)) { /* a log or a pipe: one table after another */
+        for (bool first = true; !gqueue_stop; first = false) {
+            if (!first)
+                putchar('\n');
+            gqueue_list(o, stdout, stderr);
+            if (fflush(stdout) != 0)
+                return cli_finish(0);
+            gqueue_wait_key(interval, false);
+        }
+        return cli_finish(0);
+    }
+    sigaction(SIGWINCH, &sa, NULL);
+    bool keys = isatty(STDIN_FILENO) && tcgetattr(STDIN_FILENO, &gqueue_saved_tty) == 0;
+    atexit(gqueue_restore_terminal);
+    if (keys) { /* keys one at a time, not echoed */
+        struct termios raw = gqueue_saved_tty;
+        raw.c_lflag &= ~(tcflag_t)(ICANON | ECHO | ISIG); /* Ctrl-C: read as a key */
+        raw.c_cc[VMIN] = 1;
+        raw.c_cc[VTIME] = 0;
+        gqueue_tty_changed = tcsetattr(STDIN_FILENO, TCSAFLUSH, &raw) == 0;
+    }
+    fputs("\033[?1049h\033[?25l\033[2J", stdout); /* the alternate screen, no cursor */
+    gqueue_screen_on = true;
+    while (!gqueue_stop) {
+        gqueue_resized = 0;
+        o->width = gqueue_term_width(NULL);
+        gqueue_draw(o, title, interval);
+        if (gqueue_wait_key(interval, keys))
+            break;
+    }
+    gqueue_restore_terminal();
+    return cli_finish(0);
+}
+
 int main(int argc, char **argv)
 {
     cli_init(argv[0]);
-    bool all = false, completed = false, tree = false;
-    const char *states = NULL, *jobs = NULL, *user = NULL, *sort = NULL;
-    const char *format = GQUEUE_DEFAULT_FORMAT;
-    int64_t limit = 0;
-    enum output_format outfmt = OUTPUT_TABLE;
+    bool all = false, completed = false, watch = false, interval_given = false;
+    const char *states = NULL, *jobs = NULL, *user = NULL, *sort = NULL, *names = NULL;
+    const char *format = GQUEUE_DEFAULT_FORMAT, *since = NULL;
+    double interval = 2;
+    struct gqueue_opts o = {.outfmt = OUTPUT_TABLE, .api_sort = "id"};
     int c;
 
     opterr = 0;
@@ -609,7 +1159,7 @@ int main(int argc, char **argv)
             completed = true;
             break;
         case 't':
-            tree = true;
+            o.tree = true;
             break;
         case 's':
             states = optarg;
@@ -619,11 +1169,36 @@ int main(int argc, char **argv)
             break;
         case 'u':
             if (!*optarg)
-                cli_usage_error("empty user name for -u; give a login name or 'all'");
+                cli_usage_error("empty user name for -u; give login names, or '*' for all");
             user = optarg;
             break;
+        case 'N':
+            names = optarg;
+            break;
+        case 'g':
+            if (parse_int64(optarg, &o.group) < 0 || o.group <= 0)
+                cli_usage_error("invalid group '%s' for -g: give the id of the array or sweep "
+                                "(its first job's id)",
+                                optarg);
+            break;
+        case OPT_SINCE:
+            since = optarg;
+            break;
+        case 'w':
+            watch = true;
+            break;
+        case OPT_INTERVAL: {
+            char *end;
+            interval = strtod(optarg, &end);
+            interval_given = true;
+            if (end == optarg || *end || !(interval >= 0.1 && interval <= 86400))
+                cli_usage_error("invalid --interval '%s': give seconds between 0.1 and 86400, "
+                                "e.g. --interval 5",
+                                optarg);
+            break;
+        }
         case 'n':
-            if (parse_int64(optarg, &limit) < 0 || limit < -INT32_MAX || limit > INT32_MAX)
+            if (parse_int64(optarg, &o.limit) < 0 || o.limit < -INT32_MAX || o.limit > INT32_MAX)
                 cli_usage_error("invalid limit '%s' for -n: use a whole number (N: the "
                                 "first N, -N: the last N, 0: all)",
                                 optarg);
@@ -635,8 +1210,10 @@ int main(int argc, char **argv)
             format = optarg;
             break;
         case 'o':
-            if (output_format_parse(optarg, &outfmt) < 0)
-                cli_usage_error("unknown output format '%s'; use table, csv or json", optarg);
+            if (!strcasecmp(optarg, "yaml"))
+                o.outfmt = OUTPUT_YAML;
+            else if (output_format_parse(optarg, &o.outfmt) < 0)
+                cli_usage_error("unknown output format '%s'; use table, csv, json or yaml", optarg);
             break;
         case OPT_SOCKET:
             client_set_socket(optarg);
@@ -656,32 +1233,30 @@ int main(int argc, char **argv)
     if (completed && states)
         cli_usage_error("--completed and --states cannot be used together; "
                         "use -s CD,F,CA,TO");
+    if (interval_given && !watch)
+        cli_usage_error("--interval needs --watch; e.g. gqueue -w --interval %g", interval);
 
-    size_t nfields;
-    const struct gqueue_field **fields = gqueue_format(format, &nfields);
+    o.fields = gqueue_format(format, &o.nfields);
 
     /* The sort key. */
-    const char *api_sort = "id";
-    bool desc = false, local_sort = false;
     if (sort) {
         const char *key = sort;
         if (*key == '-') {
-            desc = true;
+            o.desc = true;
             key++;
         } else if (*key == '+') {
             key++;
         }
-        api_sort = gqueue_sort_key(key, sort);
-        if (!api_sort) {
-            local_sort = true;
-            api_sort = "id";
+        o.api_sort = gqueue_sort_key(key, sort);
+        if (!o.api_sort) {
+            o.local_sort = true;
+            o.api_sort = "id";
         }
     }
 
-    /* The request. */
+    /* The filters. */
     struct strbuf path;
     strbuf_init(&path);
-    strbuf_adds(&path, "/v1/jobs");
     char *state_list = NULL;
     if (states)
         state_list = gqueue_states(states);
@@ -689,8 +1264,19 @@ int main(int argc, char **argv)
         state_list = xstrdup("CD,F,CA,TO");
     else if (!all && !jobs)
         state_list = xstrdup("PD,H,R");
-    if (state_list)
+    if (state_list) {
         client_query_add(&path, "state", state_list);
+        o.active_only = true;
+        size_t n_states;
+        char **list = gqueue_split(state_list, &n_states);
+        for (size_t i = 0; i < n_states; i++) {
+            enum job_state st;
+            o.active_only &= job_state_parse(list[i], &st) == 0 && job_state_is_active(st);
+            free(list[i]);
+        }
+        free(list);
+    }
+    free(state_list);
     if (jobs) {
         char *err = NULL;
         int64_t *ids;
@@ -713,121 +1299,66 @@ int main(int argc, char **argv)
             free(ids);
         }
     }
-    if (user)
-        client_query_add(&path, "user", user);
-    if (strcmp(api_sort, "id") != 0 || (desc && !local_sort)) {
-        char *s = xasprintf("%s%s", desc && !local_sort ? "-" : "", api_sort);
-        client_query_add(&path, "sort", s);
-        free(s);
-    }
-    if (limit != 0 && !local_sort)
-        strbuf_addf(&path, "%climit=%lld", strchr(path.buf, '?') ? '&' : '?', (long long)limit);
-
-    json_t *reply = NULL;
-    struct gqueue_row *rows = NULL;
-    size_t n = 0;
-    struct client_response tsv = {0}; /* owns the strings of TSV rows */
-    char *lines = NULL;
-    int tsv_fields[JOB_FIELD_COUNT];
-    size_t tsv_nfields = 0;
-    /* A plain table or CSV goes straight from the daemon's lines to the table's text, one
-     * job at a time; the tree, the sort by GPUs and JSON need every job first. */
-    bool stream = outfmt != OUTPUT_JSON && !tree && !local_sort;
-    if (outfmt == OUTPUT_JSON) {
-        reply = cli_call("GET", path.buf, NULL);
-        json_t *jobs_json = json_object_get(reply, "jobs");
-        if (!json_is_array(jobs_json))
-            cli_die(CLI_EXIT_FAIL, "gflowd's answer has no job list");
-        n = json_array_size(jobs_json);
-        rows = xcalloc(n ? n : 1, sizeof(*rows));
-        for (size_t i = 0; i < n; i++) {
-            rows[i].raw = json_array_get(jobs_json, i);
-            rows[i].order = i;
-            if (job_from_json(rows[i].raw, &rows[i].job) < 0)
-                cli_die(CLI_EXIT_FAIL, "gflowd sent a job this gqueue cannot read");
+    if (user) {
+        o.users = gqueue_split(user, &o.n_users);
+        bool everyone = false;
+        for (size_t i = 0; i < o.n_users; i++) {
+            if (!strcmp(o.users[i], "*") || !strcmp(o.users[i], "all"))
+                everyone = true;
+            else if (!gqueue_user_known(o.users[i]))
+                cli_die(CLI_EXIT_FAIL, "no such user '%s'; give a login name, or '*' for all",
+                        o.users[i]);
         }
+        if (o.n_users == 0)
+            cli_usage_error("empty user name for -u; give login names, or '*' for all");
+        if (everyone)
+            o.n_users = 0; /* everyone's: no filter */
+        client_query_add(&path, "user", o.n_users == 1 ? o.users[0] : "all");
+    }
+    if (names) {
+        o.names = gqueue_split(names, &o.n_names);
+        if (!o.n_names)
+            cli_usage_error("empty name list for -N; e.g. -N train,eval");
+    }
+    if (since) {
+        double t = gqueue_since(since, now_wall());
+        if (t < 0)
+            cli_usage_error("invalid --since '%s': use a duration ago (30m, 1h, 2d, 1w), "
+                            "today, yesterday, a date or time (2026-03-01, "
+                            "2026-03-01T09:30) or unix seconds",
+                            since);
+        char secs[32];
+        snprintf(secs, sizeof(secs), "%.3f", t);
+        client_query_add(&path, "since", secs);
+    }
+    o.filters = strbuf_detach(&path);
+
+    bool tty = isatty(STDOUT_FILENO);
+    const char *no_color = getenv("NO_COLOR");
+    o.colour = tty && !(no_color && *no_color) && o.outfmt == OUTPUT_TABLE;
+    if (tty && o.outfmt == OUTPUT_TABLE)
+        o.width = gqueue_term_width(NULL);
+
+    int rc;
+    if (watch) {
+        struct strbuf title;
+        strbuf_init(&title);
+        strbuf_adds(&title, "gqueue");
+        for (int i = 1; i < argc; i++)
+            strbuf_addf(&title, " %s", argv[i]);
+        rc = gqueue_watch(&o, title.buf, interval);
+        strbuf_free(&title);
     } else {
-        lines = gqueue_fetch_tsv(&path, fields, nfields, tree, tsv_fields, &tsv_nfields, &tsv);
-        if (!stream)
-            rows = gqueue_tsv_rows(lines, tsv_fields, tsv_nfields, &n);
+        gqueue_list(&o, stdout, stderr);
+        rc = cli_finish(0);
     }
-    strbuf_free(&path);
-    size_t first = 0, count = n;
-    if (local_sort) {
-        gqueue_gpus_desc = desc;
-        qsort(rows, n, sizeof(*rows), gqueue_cmp_gpus);
-        if (limit > 0 && (size_t)limit < n)
-            count = (size_t)limit;
-        else if (limit < 0 && (size_t)-limit < n) {
-            first = n - (size_t)-limit;
-            count = (size_t)-limit;
-        }
-    }
-
-    if (outfmt == OUTPUT_JSON) {
-        json_t *arr = json_array();
-        for (size_t i = first; i < first + count; i++)
-            json_array_append(arr, rows[i].raw);
-        output_json(arr, stdout);
-        json_decref(arr);
-    } else {
-        const char **headers = xmalloc(nfields * sizeof(char *));
-        for (size_t f = 0; f < nfields; f++)
-            headers[f] = fields[f]->name;
-        struct output_table *t = output_table_new(nfields, headers);
-        double now = now_wall();
-        if (stream) {
-            size_t nlines = 0, len = strlen(lines);
-            for (const char *p = lines; (p = memchr(p, '\n', len - (size_t)(p - lines))); p++)
-                nlines++;
-            output_table_reserve(t, nlines + 1, len);
-            struct job j;
-            for (char *line; (line = gqueue_next_line(&lines));) {
-                if (job_from_tsv(&j, tsv_fields, tsv_nfields, line, true) < 0)
-                    cli_die(CLI_EXIT_FAIL, "gflowd sent a job this gqueue cannot read");
-                for (size_t f = 0; f < nfields; f++) {
-                    fields[f]->format(output_table_cell(t), &j, now);
-                    output_table_cell_end(t);
-                }
-                free(j.deps); /* the one owned part of a borrowed TSV row */
-            }
-            count = output_table_rows(t);
-        } else {
-            struct gqueue_tree tr = {0};
-            if (tree)
-                gqueue_tree_build(&tr, rows, first, count);
-            size_t shown = tree ? tr.n : count;
-            for (size_t o = 0; o < shown; o++) {
-                size_t i = tree ? tr.order[o] : first + o;
-                for (size_t f = 0; f < nfields; f++) {
-                    struct strbuf *cell = output_table_cell(t);
-                    if (tree && fields[f]->format == gqueue_name)
-                        strbuf_adds(cell, tr.prefix[i - first]);
-                    fields[f]->format(cell, &rows[i].job, now);
-                    output_table_cell_end(t);
-                }
-            }
-            if (tree)
-                gqueue_tree_free(&tr);
-        }
-        if (count == 0 && outfmt == OUTPUT_TABLE)
-            printf("No jobs found.\n");
-        else if (outfmt == OUTPUT_CSV)
-            output_table_print_csv(t, stdout);
-        else
-            output_table_print(t, stdout);
-        output_table_free(t);
-        free(headers);
-    }
-
-    for (size_t i = 0; i < n && reply; i++)
-        job_clear(&rows[i].job);
-    for (size_t i = 0; i < n && !reply; i++)
-        free(rows[i].job.deps); /* the one owned part of a borrowed TSV row */
-    client_response_free(&tsv);
-    free(rows);
-    free(fields);
-    free(state_list);
-    json_decref(reply);
-    return cli_finish(0);
+    for (size_t i = 0; o.users && o.users[i]; i++)
+        free(o.users[i]);
+    for (size_t i = 0; o.names && o.names[i]; i++)
+        free(o.names[i]);
+    free(o.users);
+    free(o.names);
+    free(o.filters);
+    free(o.fields);
+    return rc;
 }

@@ -1,6 +1,7 @@
 /* output: tables, CSV, JSON and job field display for the command-line programs. */
 #include "output.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -18,8 +19,10 @@ struct output_table {
     struct strbuf text;
     size_t *end;
     size_t ncells, cap;
-    size_t col;    /* the column of the next cell (ncells % ncols, without a division) */
-    size_t *width; /* per column: the widest cell so far */
+    size_t col;       /* the column of the next cell (ncells % ncols, without a division) */
+    size_t *width;    /* per column: the widest cell so far */
+    size_t max_width; /* 0, or the terminal's width: cells are cut to fit */
+    output_cell_style_fn **style; /* per column: NULL, or the cell's colour */
 };
 
 int output_format_parse(const char *s, enum output_format *out)
@@ -35,14 +38,62 @@ int output_format_parse(const char *s, enum output_format *out)
     return 0;
 }
 
-/* Display width: UTF-8 code points (continuation bytes do not count). */
-static size_t text_width(const char *s, size_t len)
+/* Display columns of code point c: 0 for combining marks, 2 for East Asian wide and
+ * full-width characters (CJK, Hangul, full-width forms, most emoji), else 1. The common
+ * ranges of Unicode's EastAsianWidth W/F: enough for names, no locale needed. */
+static size_t codepoint_width(uint32_t c)
+{
+    if ((c >= 0x300 && c <= 0x36F) || (c >= 0x200B && c <= 0x200F) || c == 0xFE0F)
+        return 0;
+    if ((c >= 0x1100 && c <= 0x115F) || (c >= 0x2E80 && c <= 0x303E) ||
+        (c >= 0x3041 && c <= 0x33FF) || (c >= 0x3400 && c <= 0x4DBF) ||
+        (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0xA000 && c <= 0xA4CF) ||
+        (c >= 0xAC00 && c <= 0xD7A3) || (c >= 0xF900 && c <= 0xFAFF) ||
+        (c >= 0xFE30 && c <= 0xFE4F) || (c >= 0xFF00 && c <= 0xFF60) ||
+        (c >= 0xFFE0 && c <= 0xFFE6) || (c >= 0x1F300 && c <= 0x1F64F) ||
+        (c >= 0x1F900 && c <= 0x1F9FF) || (c >= 0x20000 && c <= 0x3FFFD))
+        return 2;
+    return 1;
+}
+
+/* Decodes the UTF-8 sequence at s (len bytes left): the code point and its length in
+ * bytes; a malformed byte counts as one column-wide character of one byte. */
+static uint32_t utf8_next(const char *s, size_t len, size_t *bytes)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t n = u[0] >= 0xF0 ? 4 : u[0] >= 0xE0 ? 3 : u[0] >= 0xC0 ? 2 : 1;
+    if (n > len || u[0] < 0x80) {
+        *bytes = 1;
+        return u[0];
+    }
+    uint32_t c = u[0] & (0x7F >> n);
+    for (size_t i = 1; i < n; i++) {
+        if ((u[i] & 0xC0) != 0x80) {
+            *bytes = 1;
+            return '?';
+        }
+        c = (c << 6) | (u[i] & 0x3F);
+    }
+    *bytes = n;
+    return c;
+}
+
+static size_t wide_text_width(const char *s, size_t len)
 {
     size_t w = 0;
-    for (size_t i = 0; i < len; i++)
-        if (((unsigned char)s[i] & 0xC0) != 0x80)
-            w++;
+    for (size_t i = 0, n; i < len; i += n)
+        w += codepoint_width(utf8_next(s + i, len - i, &n));
     return w;
+}
+
+/* Display width in terminal columns. ASCII text (nearly every cell) costs one pass over
+ * its bytes; only text with other bytes is decoded. */
+static size_t text_width(const char *s, size_t len)
+{
+    for (size_t i = 0; i < len; i++)
+        if ((unsigned char)s[i] >= 0x80)
+            return wide_text_width(s, len);
+    return len;
 }
 
 struct output_table *output_table_new(size_t ncols, const char *const *headers)
@@ -51,6 +102,7 @@ struct output_table *output_table_new(size_t ncols, const char *const *headers)
     t->ncols = ncols;
     t->headers = xcalloc(ncols, sizeof(char *));
     t->width = xcalloc(ncols ? ncols : 1, sizeof(size_t));
+    t->style = xcalloc(ncols ? ncols : 1, sizeof(*t->style));
     for (size_t i = 0; i < ncols; i++) {
         t->headers[i] = xstrdup(headers[i]);
         t->width[i] = text_width(headers[i], strlen(headers[i]));
@@ -69,6 +121,7 @@ void output_table_free(struct output_table *t)
     strbuf_free(&t->text);
     free(t->end);
     free(t->width);
+    free(t->style);
     free(t);
 }
 
@@ -156,18 +209,86 @@ static void flush_out(struct strbuf *o, FILE *out)
     strbuf_free(o);
 }
 
+void output_table_set_max_width(struct output_table *t, size_t columns)
+{
+    t->max_width = columns;
+}
+
+void output_table_set_style(struct output_table *t, size_t col, output_cell_style_fn *style)
+{
+    if (col < t->ncols)
+        t->style[col] = style;
+}
+
+/* Column widths that fit max_width: the widest column gives up a column at a time (so a
+ * long name or reason goes first, short columns such as TIME last), none below its
+ * header's width; a table that cannot fit stays as narrow as that. */
+static size_t *fitted_widths(const struct output_table *t)
+{
+    size_t *w = xmalloc((t->ncols ? t->ncols : 1) * sizeof(*w));
+    size_t total = t->ncols ? 2 * (t->ncols - 1) : 0;
+    for (size_t c = 0; c < t->ncols; c++) {
+        w[c] = t->width[c];
+        total += w[c];
+    }
+    while (t->max_width && total > t->max_width) {
+        size_t widest = t->ncols;
+        for (size_t c = 0; c < t->ncols; c++) {
+            size_t floor = text_width(t->headers[c], strlen(t->headers[c]));
+            if (w[c] > (floor < 1 ? 1 : floor) && (widest == t->ncols || w[c] > w[widest]))
+                widest = c;
+        }
+        if (widest == t->ncols)
+            break;
+        w[widest]--;
+        total--;
+    }
+    return w;
+}
+
+/* The first bytes of s that fit in width columns with an ellipsis after them; the
+ * columns they take in *used. */
+static size_t fitting_prefix(const char *s, size_t len, size_t width, size_t *used)
+{
+    size_t i = 0, w = 0;
+    while (i < len) {
+        size_t n;
+        size_t cw = codepoint_width(utf8_next(s + i, len - i, &n));
+        if (w + cw + 1 > width)
+            break;
+        w += cw;
+        i += n;
+    }
+    *used = w;
+    return i;
+}
+
 void output_table_print(const struct output_table *t, FILE *out)
 {
     struct strbuf o;
     strbuf_init(&o);
     size_t rows = output_table_rows(t);
+    size_t *width = t->max_width ? fitted_widths(t) : t->width;
     for (size_t r = 0; r <= rows; r++) {
         for (size_t c = 0; c < t->ncols; c++) {
             size_t len;
             const char *s = cell_at(t, r, c, &len);
-            put_cell(&o, s, len);
+            size_t w = text_width(s, len);
+            const char *style = r && t->style[c] ? t->style[c](s, len) : NULL;
+            if (style)
+                strbuf_adds(&o, style);
+            if (w > width[c]) { /* only when fitting a terminal */
+                len = fitting_prefix(s, len, width[c], &w);
+                put_cell(&o, s, len);
+                strbuf_adds(&o, "\u2026");
+                w++;
+            } else {
+                put_cell(&o, s, len);
+            }
+            if (style)
+                strbuf_adds(&o, "\033[0m");
             if (c + 1 < t->ncols)
-                put_spaces(&o, t->width[c] - text_width(s, len) + 2);
+                put_spaces(&o, width[c] - w + 2);
         }
         strbuf_addc(&o, '\n');
         if (o.len >= 1 << 16) { /* a small buffer, written as it fills */
@@ -175,6 +296,8 @@ void output_table_print(const struct output_table *t, FILE *out)
             strbuf_reset(&o);
         }
     }
+    if (width != t->width)
+        free(width);
     flush_out(&o, out);
 }
 
@@ -222,6 +345,99 @@ void output_json(const json_t *j, FILE *out)
 {
     json_dumpf(j, out, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     fputc('\n', out);
+}
+
+/* Whether a string must be quoted to stay a string in YAML: empty, words YAML reads as
+ * null/bool, anything that looks like a number, leading or trailing blanks, and
+ * characters with a meaning in YAML. */
+static bool yaml_needs_quotes(const char *s)
+{
+    static const char *const words[] = {"null",  "Null",  "NULL",  "~",   "true", "True", "TRUE",
+                                        "false", "False", "FALSE", "yes", "no",   "on",   "off",
+                                        "Yes",   "No",    "On",    "Off", "y",    "n"};
+    if (!*s || s[0] == ' ' || s[strlen(s) - 1] == ' ' ||
+        strchr("-?:,[]{}#&*!|>'\"%@`.+0123456789", s[0]))
+        return true;
+    for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++)
+        if (!strcmp(s, words[i]))
+            return true;
+    for (const char *p = s; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == '"' || *p == '\\' ||
+            (*p == ':' && (!p[1] || p[1] == ' ')) || (*p == '#' && p > s && p[-1] == ' '))
+            return true;
+    return false;
+}
+
+/* A scalar: JSON's own text for numbers, booleans and null; a string plain or in
+ * double quotes (JSON's escapes are YAML's). */
+static void yaml_scalar(const json_t *v, FILE *out)
+{
+    if (json_is_string(v) && !yaml_needs_quotes(json_string_value(v))) {
+        fputs(json_string_value(v), out);
+        return;
+    }
+    char *text = json_dumps(v, JSON_ENCODE_ANY);
+    fputs(text ? text : "null", out);
+    free(text);
+}
+
+static bool yaml_is_block(const json_t *v)
+{
+    return (json_is_object(v) && json_object_size(v)) || (json_is_array(v) && json_array_size(v));
+}
+
+/* v at indent; the caller has written the key or the "- " before it. */
+static void yaml_value(const json_t *v, int indent, bool after_dash, FILE *out)
+{
+    if (!yaml_is_block(v)) {
+        if (json_is_object(v))
+            fputs("{}", out);
+        else if (json_is_array(v))
+            fputs("[]", out);
+        else
+            yaml_scalar(v, out);
+        fputc('\n', out);
+        return;
+    }
+    bool first = true;
+    if (json_is_object(v)) {
+        const char *key;
+        const json_t *item;
+        if (!after_dash)
+            fputc('\n', out);
+        json_object_foreach ((json_t *)v, key, item) {
+            if (!first || !after_dash)
+                fprintf(out, "%*s", indent, "");
+            first = false;
+            json_t *k = json_string(key);
+            yaml_scalar(k, out);
+            json_decref(k);
+            fputc(':', out);
+            if (!yaml_is_block(item))
+                fputc(' ', out);
+            yaml_value(item, indent + 2, false, out);
+        }
+        return;
+    }
+    size_t i;
+    const json_t *item;
+    if (!after_dash)
+        fputc('\n', out);
+    json_array_foreach (v, i, item) {
+        if (!first || !after_dash)
+            fprintf(out, "%*s", indent, "");
+        first = false;
+        fputs("- ", out);
+        yaml_value(item, indent + 2, true, out);
+    }
+}
+
+void output_yaml(const json_t *j, FILE *out)
+{
+    if (yaml_is_block(j))
+        yaml_value(j, 0, true, out);
+    else
+        yaml_value(j, 0, false, out);
 }
 
 char *output_time(double t)

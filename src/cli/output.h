@@ -12,9 +12,9 @@
 
 #include "job.h"
 
-enum output_format { OUTPUT_TABLE, OUTPUT_JSON, OUTPUT_CSV };
+enum output_format { OUTPUT_TABLE, OUTPUT_JSON, OUTPUT_CSV, OUTPUT_YAML };
 
-/* "table", "json" or "csv" (any case). 0, or -1 if unknown. */
+/* "table", "json" or "csv" (any case; yaml is gqueue's alone). 0, or -1 if unknown. */
 int output_format_parse(const char *s, enum output_format *out);
 
 struct output_table;
@@ -32,6 +32,14 @@ struct strbuf *output_table_cell(struct output_table *t);
 void output_table_reserve(struct output_table *t, size_t rows, size_t bytes);
 void output_table_cell_end(struct output_table *t);
 size_t output_table_rows(const struct output_table *t);
+/* For a terminal: the table is made to fit this many columns (0: no limit, the
+ * default), the widest columns giving way and cut cells ending in an ellipsis. Widths
+ * are display columns (CJK characters take two). */
+void output_table_set_max_width(struct output_table *t, size_t columns);
+/* Colour for a column's body cells: fn returns an SGR escape sequence for the cell (or
+ * NULL for none); the cell is followed by a reset. For terminals only. */
+typedef const char *output_cell_style_fn(const char *cell, size_t len);
+void output_table_set_style(struct output_table *t, size_t col, output_cell_style_fn *style);
 /* Columns separated by two spaces, no trailing blanks; control characters in cells are
  * shown as '?' so one job stays one line. */
 void output_table_print(const struct output_table *t, FILE *out);
@@ -40,6 +48,9 @@ void output_table_print_csv(const struct output_table *t, FILE *out);
 
 /* Pretty-printed JSON (two-space indent) and a newline. */
 void output_json(const json_t *j, FILE *out);
+/* The same value as a YAML document (block style; strings quoted when YAML would read
+ * them as something else). */
+void output_yaml(const json_t *j, FILE *out);
 
 /* Display forms of job fields; each returns a malloc'd string. */
 /* Local time "YYYY-MM-DDTHH:MM:SS", or "-" when t is 0 (not happened). */

@@ -19,6 +19,7 @@ struct list_ctx {
     struct strbuf out;
     size_t count;
     bool tsv;
+    bool count_only; /* format=count: {"total": N} */
     int fields[JOB_FIELD_COUNT];
     size_t n_fields;
 };
@@ -41,8 +42,12 @@ static int parse_format(const struct route_req *r, struct list_ctx *ctx, char **
     const char *format = route_query(r, "format");
     if (!format || !strcmp(format, "json"))
         return 0;
+    if (!strcmp(format, "count")) {
+        ctx->count_only = true;
+        return 0;
+    }
     if (strcmp(format, "tsv") != 0) {
-        *err = xasprintf("unknown format '%s': use json or tsv", format);
+        *err = xasprintf("unknown format '%s': use json, tsv or count", format);
         return -1;
     }
     ctx->tsv = true;
@@ -142,6 +147,11 @@ static void list_active(const struct store_query *q, struct list_ctx *ctx)
         if (matches(all[i], q, ids))
             hits[count++] = all[i];
     free(ids);
+    if (ctx->count_only) {
+        ctx->count = count;
+        free(hits);
+        return;
+    }
     struct sort_spec spec = {q->sort, q->descending, now_wall()};
     if (spec.key != JOB_SORT_ID || spec.descending)
         qsort_r(hits, count, sizeof(*hits), job_cmp, &spec);
@@ -299,6 +309,20 @@ void route_list(const struct route_req *r, struct reply *rep)
         for (size_t i = 0; i < ctx.n_fields; i++)
             want[ctx.fields[i]] = true;
         q.fields = want;
+    }
+    if (ctx.count_only) {
+        int64_t total = 0;
+        if (only_active_states(&q)) {
+            list_active(&q, &ctx);
+            total = (int64_t)ctx.count;
+        } else if (store_count(r->d->store, &q, &total) < 0) {
+            err = xstrdup(store_error(r->d->store));
+            status = 500;
+            goto bad;
+        }
+        free(ids);
+        reply_json(rep, 200, json_pack("{s:I}", "total", (json_int_t)total));
+        return;
     }
     strbuf_init(&ctx.out);
     if (ctx.tsv) {

@@ -93,6 +93,8 @@ struct store_query {
 };
 /* Jobs matching q, without payload, in the requested order. */
 int store_list(struct store *s, const struct store_query *q, store_job_cb cb, void *arg);
+/* How many jobs match q, its sort and limit aside. 0, or -1. */
+int store_count(struct store *s, const struct store_query *q, int64_t *total);
 /* Number of jobs per state. */
 int store_count_states(struct store *s, int64_t counts[JOB_STATE_COUNT]);
 

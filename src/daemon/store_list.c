@@ -146,7 +146,8 @@ static size_t list_columns(const struct store_query *q, int cols[C_LIGHT_COUNT])
 /* Builds the listing query for q; *now_param tells whether the sort expression takes the
  * current time. Returns -1 with the error set for a bad query. */
 static int build_list_sql(struct store *s, const struct store_query *q, bool reverse,
-                          const int *cols, size_t ncols, struct strbuf *sb, bool *now_param)
+                          const int *cols, size_t ncols, struct strbuf *sb, bool *now_param,
+                          bool count)
 {
     if ((unsigned)q->sort >= JOB_SORT_COUNT) {
         store_set_err(s, "listing jobs: invalid sort key %d", (int)q->sort);
@@ -155,8 +156,8 @@ static int build_list_sql(struct store *s, const struct store_query *q, bool rev
     const char *expr = sort_sql[q->sort];
     *now_param = expr && strchr(expr, '?') != NULL;
 
-    strbuf_adds(sb, "SELECT ");
-    for (size_t i = 0; i < ncols; i++) {
+    strbuf_adds(sb, count ? "SELECT COUNT(*)" : "SELECT ");
+    for (size_t i = 0; i < ncols && !count; i++) {
         if (i)
             strbuf_addc(sb, ',');
         strbuf_adds(sb, store_columns[cols[i]].name);
@@ -199,6 +200,10 @@ static int build_list_sql(struct store *s, const struct store_query *q, bool rev
         strbuf_addf(sb, "%ssubmit_time >= ?", glue);
         glue = " AND ";
     }
+    if (count) {
+        *now_param = false;
+        return 0;
+    }
     /* Ties are broken by id in the same direction, so descending is exactly ascending
      * reversed. */
     const char *dir = q->descending != reverse ? " DESC" : "";
@@ -211,29 +216,28 @@ static int build_list_sql(struct store *s, const struct store_query *q, bool rev
     return 0;
 }
 
-int store_list(struct store *s, const struct store_query *q, store_job_cb cb, void *arg)
+/* store_list's statement for q, its parameters bound (count: COUNT(*) of the matches,
+ * no order or limit); *reverse: the rows come in the opposite order. NULL on error. */
+static sqlite3_stmt *list_statement(struct store *s, const struct store_query *q, bool count,
+                                    const int *cols, size_t ncols, bool *reverse_out)
 {
-    static const struct store_query everything;
-    if (!q)
-        q = &everything;
     /* limit < 0 (the last N): read the first N in the opposite order, call back reversed. */
     bool reverse = q->limit < 0;
     int64_t limit = q->limit == INT64_MIN ? INT64_MAX : (q->limit < 0 ? -q->limit : q->limit);
     struct strbuf sb;
     strbuf_init(&sb);
     bool now_param = false;
-    int cols[C_LIGHT_COUNT];
-    size_t ncols = list_columns(q, cols);
-    if (build_list_sql(s, q, reverse, cols, ncols, &sb, &now_param) < 0) {
+    *reverse_out = reverse;
+    if (build_list_sql(s, q, reverse, cols, ncols, &sb, &now_param, count) < 0) {
         strbuf_free(&sb);
-        return -1;
+        return NULL;
     }
     sqlite3_stmt *st;
     /* Per call: SQLite caches nothing across prepares, but preparing is ~20 us. */
     if (sqlite3_prepare_v2(s->db, sb.buf, -1, &st, NULL) != SQLITE_OK) {
         store_db_err(s, "preparing the job listing");
         strbuf_free(&sb);
-        return -1;
+        return NULL;
     }
 
     int p = 1, rc = SQLITE_OK;
@@ -247,7 +251,7 @@ int store_list(struct store *s, const struct store_query *q, store_job_cb cb, vo
         for (size_t i = 0; i < q->n_ids; i++)
             strbuf_addf(&sb, "%s%lld", i ? "," : "", (long long)q->ids[i]);
         strbuf_addc(&sb, ']');
-        rc = sqlite3_bind_text(st, p++, sb.buf, (int)sb.len, SQLITE_STATIC);
+        rc = sqlite3_bind_text(st, p++, sb.buf, (int)sb.len, SQLITE_TRANSIENT);
     }
     if (q->user && rc == SQLITE_OK)
         rc = sqlite3_bind_text(st, p++, q->user, -1, SQLITE_STATIC);
@@ -255,14 +259,43 @@ int store_list(struct store *s, const struct store_query *q, store_job_cb cb, vo
         rc = sqlite3_bind_double(st, p++, q->since);
     if (now_param && rc == SQLITE_OK)
         rc = sqlite3_bind_double(st, p++, now_wall());
-    if (q->limit != 0 && rc == SQLITE_OK)
+    if (q->limit != 0 && !count && rc == SQLITE_OK)
         rc = sqlite3_bind_int64(st, p++, limit);
     if (rc != SQLITE_OK) {
         store_db_err(s, "binding the job listing");
         sqlite3_finalize(st);
         strbuf_free(&sb);
-        return -1;
+        return NULL;
     }
+    strbuf_free(&sb); /* bound as SQLITE_TRANSIENT copies */
+    return st;
+}
+
+int store_count(struct store *s, const struct store_query *q, int64_t *total)
+{
+    bool reverse;
+    sqlite3_stmt *st = list_statement(s, q, true, NULL, 0, &reverse);
+    if (!st)
+        return -1;
+    int rc = sqlite3_step(st);
+    *total = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+    int ret = rc == SQLITE_ROW ? 0 : store_db_err(s, "counting jobs");
+    sqlite3_finalize(st);
+    return ret;
+}
+
+int store_list(struct store *s, const struct store_query *q, store_job_cb cb, void *arg)
+{
+    static const struct store_query everything;
+    if (!q)
+        q = &everything;
+    int cols[C_LIGHT_COUNT];
+    size_t ncols = list_columns(q, cols);
+    bool reverse;
+    sqlite3_stmt *st = list_statement(s, q, false, cols, ncols, &reverse);
+    if (!st)
+        return -1;
+    int rc;
 
     /* Rows go to the callback as they are read; the statement is this call's own, so a
      * callback that calls into the store does no harm (but should not change jobs). */
@@ -285,7 +318,6 @@ int store_list(struct store *s, const struct store_query *q, store_job_cb cb, vo
         free(jv.v);
     }
     sqlite3_finalize(st);
-    strbuf_free(&sb);
     return ret;
 }
 

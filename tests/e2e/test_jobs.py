@@ -429,8 +429,9 @@ def test_gqueue_views(gflow):
     assert lines[5].split() == [str(held2), "echo", "H", "99"]
 
     cp = gflow.run("gqueue", "-a", "-o", "json", check=True)
-    data = json.loads(cp.stdout)
-    data = data["jobs"] if isinstance(data, dict) else data
+    doc = json.loads(cp.stdout)
+    data = doc["jobs"]
+    assert doc["total"] == len(everyone)
     assert [j["id"] for j in data] == everyone
     assert {j["id"]: j["state"] for j in data} == {
         done: "CD", failed: "F", held: "H", running: "R", held2: "H"}
@@ -444,7 +445,7 @@ def test_gqueue_views(gflow):
     cp = gflow.run("gqueue", "-s", "TO")
     assert cp.returncode == 0 and cp.stdout.strip() == "No jobs found."
 
-    for bad in (["-s", "XX"], ["-o", "yaml"], ["-f", "NOPE"], ["--bogus"]):
+    for bad in (["-s", "XX"], ["-o", "xml"], ["-f", "NOPE"], ["--bogus"]):
         cp = gflow.run("gqueue", *bad)
         assert cp.returncode != 0, bad
         one_line(cp.stderr)
