@@ -106,6 +106,11 @@ static void gqueue_user(struct strbuf *sb, const struct job *j, double now)
     strbuf_adds(sb, j->user && *j->user ? j->user : "-");
 }
 
+static void gqueue_project(struct strbuf *sb, const struct job *j, double now)
+{
+    strbuf_adds(sb, j->project && *j->project ? j->project : "-");
+}
+
 static void gqueue_exitcode(struct strbuf *sb, const struct job *j, double now)
 {
     gqueue_put_owned(sb, output_job_exit_code(j));
@@ -177,6 +182,7 @@ static const struct gqueue_field gqueue_fields[] = {
     {"COMMAND", gqueue_command, "command,script_path"},
     {"MEMORY", gqueue_memory, "memory_mb"},
     {"BEGIN", gqueue_begin, "begin_time"},
+    {"PROJECT", gqueue_project, "project"},
 };
 #define GQUEUE_NFIELDS (sizeof(gqueue_fields) / sizeof(gqueue_fields[0]))
 #define GQUEUE_DEFAULT_FORMAT "JOBID,NAME,ST,TIME,NODES,NODELIST(REASON)"
@@ -214,7 +220,7 @@ static const char *gqueue_sort_key(const char *key, const char *given)
 
 enum { OPT_SOCKET = 256 };
 
-static const char gqueue_shortopts[] = "+:acts:j:u:n:r:f:o:hV";
+static const char gqueue_shortopts[] = "+:acts:j:u:P:n:r:f:o:hV";
 static const struct option gqueue_longopts[] = {
     {"all", no_argument, NULL, 'a'},
     {"completed", no_argument, NULL, 'c'},
@@ -223,6 +229,7 @@ static const struct option gqueue_longopts[] = {
     {"state", required_argument, NULL, 's'},
     {"jobs", required_argument, NULL, 'j'},
     {"user", required_argument, NULL, 'u'},
+    {"project", required_argument, NULL, 'P'},
     {"limit", required_argument, NULL, 'n'},
     {"sort", required_argument, NULL, 'r'},
     {"format", required_argument, NULL, 'f'},
@@ -251,6 +258,7 @@ static void gqueue_help(void)
            "                        shows them in any state unless -s/-c is given\n"
            "  -u, --user NAME       jobs of this user, or 'all' for everyone's\n"
            "                        (default: yours)\n"
+           "  -P, --project LIST    only jobs of these projects (gbatch -P), e.g. a,b\n"
            "  -n, --limit N         the first N jobs after sorting; -N: the last N;\n"
            "                        0: all (default)\n"
            "  -r, --sort FIELD      sort by id (default), name, state, priority, user,\n"
@@ -261,7 +269,7 @@ static void gqueue_help(void)
            "                        JOBID NAME ST STATE TIME TIMELIMIT NODES\n"
            "                        NODELIST(REASON) NODELIST REASON PRIORITY USER\n"
            "                        EXITCODE SUBMIT START END WORKDIR COMMAND MEMORY\n"
-           "                        BEGIN\n"
+           "                        BEGIN PROJECT\n"
            "  -o, --output FORMAT   table (default), csv or json (json prints the whole\n"
            "                        job objects and ignores -f)\n"
            "  -t, --tree            show dependencies as a tree: each job under the first\n"
@@ -591,7 +599,7 @@ int main(int argc, char **argv)
 {
     cli_init(argv[0]);
     bool all = false, completed = false, tree = false;
-    const char *states = NULL, *jobs = NULL, *user = NULL, *sort = NULL;
+    const char *states = NULL, *jobs = NULL, *user = NULL, *sort = NULL, *project = NULL;
     const char *format = GQUEUE_DEFAULT_FORMAT;
     int64_t limit = 0;
     enum output_format outfmt = OUTPUT_TABLE;
@@ -619,6 +627,13 @@ int main(int argc, char **argv)
             if (!*optarg)
                 cli_usage_error("empty user name for -u; give a login name or 'all'");
             user = optarg;
+            break;
+        case 'P':
+            if (!*optarg || optarg[0] == ',' || strstr(optarg, ",,") ||
+                optarg[strlen(optarg) - 1] == ',')
+                cli_usage_error("invalid project list '%s' for -P: use names separated by ','",
+                                optarg);
+            project = optarg;
             break;
         case 'n':
             if (parse_int64(optarg, &limit) < 0 || limit < -INT32_MAX || limit > INT32_MAX)
@@ -713,6 +728,8 @@ int main(int argc, char **argv)
     }
     if (user)
         client_query_add(&path, "user", user);
+    if (project)
+        client_query_add(&path, "project", project);
     if (strcmp(api_sort, "id") != 0 || (desc && !local_sort)) {
         char *s = xasprintf("%s%s", desc && !local_sort ? "-" : "", api_sort);
         client_query_add(&path, "sort", s);

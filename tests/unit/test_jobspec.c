@@ -151,18 +151,19 @@ static void test_refusals(void **state)
     refused("{\"command\": \"x\", \"workdir\": \"/w\", \"name\": \"a\\nb\"}", "invalid job name");
     /* What this machine cannot give. */
     refused("{\"command\": \"x\", \"workdir\": \"/w\", \"memory_mb\": 2000}",
-            "requests 2000 MiB of memory but this machine has 1000 MiB");
+            "--memory asks for 2000 MiB but this machine has 1000 MiB");
     refused("{\"command\": \"x\", \"workdir\": \"/w\", \"gpus\": 3}",
             "requests 3 GPUs but this machine has 2");
     refused("{\"command\": \"x\", \"workdir\": \"/w\", \"gpus\": 1, \"gpu_memory_mb\": 90000}",
             "90000");
     refused("{\"command\": \"x\", \"workdir\": \"/w\", \"gpus\": 65}", "'gpus' (0 to 64)");
     /* Options that need others. */
-    refused("{\"command\": \"x\", \"workdir\": \"/w\", \"shared\": true}", "need 'gpus'");
+    refused("{\"command\": \"x\", \"workdir\": \"/w\", \"shared\": true}",
+            "--shared needs --gpus N");
     refused("{\"command\": \"x\", \"workdir\": \"/w\", \"gpus\": 1, \"shared\": true}",
-            "needs gpu_memory_mb");
+            "--shared needs --gpu-memory");
     refused("{\"command\": \"x\", \"workdir\": \"/w\", \"signal_spec\": \"USR1\"}",
-            "needs 'time_limit'");
+            "--signal needs --time");
     refused("{\"command\": \"x\", \"workdir\": \"/w\", \"time_limit\": 9, \"signal_spec\": "
             "\"NOPE\"}",
             "NOPE");
@@ -396,8 +397,7 @@ static void test_mig_spec(void **state)
     mig_refused("{\"command\": \"x\", \"workdir\": \"/w\", \"mig_profile\": \"1g.18gb\", "
                 "\"mig_count\": 0}",
                 "'mig_count' must be an integer from 1 to 64");
-    mig_refused("{\"command\": \"x\", \"workdir\": \"/w\", \"mig_count\": 2}",
-                "'mig_count' needs 'mig_profile'");
+    mig_refused("{\"command\": \"x\", \"workdir\": \"/w\", \"mig_count\": 2}", "--mig PROFILE[:N]");
     mig_refused("{\"command\": \"x\", \"workdir\": \"/w\", \"mig_profile\": \"1g.18gb\", "
                 "\"gpus\": 1}",
                 "--mig and --gpus cannot be combined");
