@@ -180,12 +180,17 @@ static void gbatch_bookkeeping(const struct jobopts_ctx *ctx, int c, const char 
 {
     json_t *v;
     switch (c) {
-    case 'P':
-        if (strlen(arg) > 1024 || !(v = json_string(arg)))
+    case 'P': { /* blanks around it do not count, as in gflow */
+        size_t len = strlen(arg);
+        while (len && (arg[len - 1] == ' ' || arg[len - 1] == '\t'))
+            len--;
+        size_t lead = strspn(arg, " \t");
+        if (len - (lead < len ? lead : len) > JOB_PROJECT_MAX || !(v = json_string(arg)))
             jobopts_error(ctx, "invalid --project: use text of at most %d characters",
                           JOB_PROJECT_MAX);
         json_object_set_new(spec, "project", v);
         break;
+    }
     case OPT_NICE: { /* gflow: an alias of --priority */
         int prio;
         char *err = NULL;
@@ -646,8 +651,9 @@ static const char gbatch_template[] =
     "#\n"
     "# Job configuration\n"
     "# -----------------\n"
-    "# GFLOW directives configure the job; options given to gbatch on the command line win\n"
-    "# over them. To activate a directive, change '## GFLOW' to '# GFLOW', e.g.\n"
+    "# Directives, lines '# GFLOW --option=value', configure the job; options given to\n"
+    "# gbatch on the command line win over them. To activate one below, change '## GFLOW'\n"
+    "# to '# GFLOW', e.g.\n"
     "#   ## GFLOW --gpus=1   becomes   # GFLOW --gpus=1\n"
     "# Every gbatch option works as a directive (see 'gbatch --help').\n"
     "\n"
@@ -783,7 +789,7 @@ static void gbatch_print_notes(const json_t *spec)
         time_t t = (time_t)json_number_value(begin);
         struct tm tm;
         char buf[64];
-        if (localtime_r(&t, &tm) && strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S %Z", &tm))
+        if (localtime_r(&t, &tm) && strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S", &tm))
             printf("Begins at %s\n", buf);
     }
     if (json_object_get(spec, "notify_email") || json_object_get(spec, "notify_on"))
