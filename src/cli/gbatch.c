@@ -102,22 +102,6 @@ static void gbatch_help(void)
            "\n"
            "Options:\n");
     jobopts_help(JOBOPTS_GENERAL, JOBOPTS_SUBMIT);
-    jobopts_help_line("-c NAME", "the same as --conda-env NAME (gflow's short form)");
-    jobopts_help_line("-P, --project NAME",
-                      "a project code to group and filter jobs by (gqueue -P); at most 64 "
-                      "characters, blanks around it dropped");
-    jobopts_help_line("    --nice N", "the same as --priority N, as in gflow (recorded as nice)");
-    jobopts_help_line("    --notify-email ADDR",
-                      "e-mail ADDR about this job (repeat for more addresses); stored with the "
-                      "job, not sent yet");
-    jobopts_help_line("    --notify-on EVENTS",
-                      "the events to e-mail about, comma-separated: job_submitted, job_updated, "
-                      "job_started, job_completed, job_failed, job_cancelled, job_timeout, "
-                      "job_held, job_released (default with --notify-email: job_completed, "
-                      "job_failed, job_timeout, job_cancelled); stored, not sent yet");
-    jobopts_help_line("    --auto-close",
-                      "gflow closes the job's tmux session when it succeeds; accepted and "
-                      "stored (jobs here run without tmux)");
     printf("\nGPUs:\n");
     jobopts_help(JOBOPTS_GPUS, JOBOPTS_SUBMIT);
     printf("\nDependencies (X: a job id, @ for your latest job, @~N for the N-th before it):\n");
@@ -138,6 +122,24 @@ static void gbatch_help(void)
            "      --max-concurrent K           at most K jobs of this submission run at once\n"
            "                                   (change it later with gctl set-limit)\n"
            "\n"
+           "gflow's options (gbatch only, stored with the job):\n");
+    jobopts_help_line("-c NAME", "the same as --conda-env NAME (gflow's short form)");
+    jobopts_help_line("-P, --project NAME",
+                      "a project code to group and filter jobs by (gqueue -P); at most 64 "
+                      "characters, blanks around it dropped");
+    jobopts_help_line("    --nice N", "the same as --priority N, as in gflow (recorded as nice)");
+    jobopts_help_line("    --notify-email ADDR",
+                      "e-mail ADDR about this job (repeat for more addresses); stored with the "
+                      "job, not sent yet");
+    jobopts_help_line("    --notify-on EVENTS",
+                      "the events to e-mail about, comma-separated: job_submitted, job_updated, "
+                      "job_started, job_completed, job_failed, job_cancelled, job_timeout, "
+                      "job_held, job_released (default with --notify-email: job_completed, "
+                      "job_failed, job_timeout, job_cancelled); stored, not sent yet");
+    jobopts_help_line("    --auto-close",
+                      "gflow closes the job's tmux session when it succeeds; accepted and "
+                      "stored (jobs here run without tmux)");
+    printf("\n"
            "Other options:\n"
            "      --dry-run                    check and show what would be submitted, submit\n"
            "                                   nothing\n"
@@ -725,14 +727,17 @@ static bool gbatch_is_subcommand(const char *word)
 }
 
 /* Refuses what would only fail when the job starts: a script or program given by a path
- * that does not exist, is a directory, or (a program) is not executable. */
+ * that does not exist, is a directory, or (a program with arguments) is not executable. */
 static void gbatch_check_path(int nwords, char **words)
 {
     const char *w = words[0];
     size_t len = strlen(w);
     bool is_path = strchr(w, '/') || (len > 3 && !strcmp(w + len - 3, ".sh"));
     struct stat st;
-    if (!is_path || (nwords > 1 && !strchr(w, '/')))
+    /* A single argument with shell syntax is a command line ('make && ./bench'), not a
+     * path; so is a first word without '/' among several (a program found in PATH). */
+    if (!is_path || (nwords == 1 && strpbrk(w, " \t\n;&|<>()$`'\"*?[]{}~=\\")) ||
+        (nwords > 1 && !strchr(w, '/')))
         return;
     if (stat(w, &st) < 0) {
         if (nwords == 1)

@@ -235,8 +235,10 @@ def test_obvious_mistakes_are_refused_at_submit(gflow):
     for args, needle in cases:
         assert_one_line_error(gflow.run("gbatch", *args), "gbatch", 2, needle)
     assert gflow.jobs(user="all") == []
-    # A script given alone is read and stored, executable or not.
+    # A script given alone is read and stored, executable or not; a single argument with
+    # shell syntax is a command line, left to the shell.
     gflow.submit("-H", "./plain.sh")
+    gflow.submit("-H", "./missing.sh && true")
     # A working directory that does not exist (API clients; gbatch sends its own).
     r = gflow.api("POST", "/v1/jobs", {"command": "true", "workdir": "/nonexistent/dir"})
     assert r.status == 400 and "/nonexistent/dir does not exist" in r.json()["error"], r
