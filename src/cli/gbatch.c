@@ -558,6 +558,9 @@ static void gbatch_print_dry_run(const json_t *spec, const json_t *reply)
     const char *conda = json_string_value(json_object_get(spec, "conda_env"));
     if (conda)
         printf("  CondaEnv:  %s\n", conda);
+    const char *project = json_string_value(json_object_get(spec, "project"));
+    if (project)
+        printf("  Project:   %s\n", project);
     const json_t *retries = json_object_get(spec, "max_retries");
     if (json_integer_value(retries) > 0)
         printf("  Retries:   up to %lld\n", (long long)json_integer_value(retries));
@@ -786,11 +789,12 @@ static void gbatch_print_many(const json_t *reply, bool parsable)
            count > GBATCH_LINES_MAX ? "; the lines above show the first 100" : "");
 }
 
-/* What the daemon understood of --begin, and that the notification fields wait. */
-static void gbatch_print_notes(const json_t *spec)
+/* What the daemon understood of --begin (not with parsable), and that the notification
+ * fields wait (on standard error). */
+static void gbatch_print_notes(const json_t *spec, bool parsable)
 {
     const json_t *begin = json_object_get(spec, "begin_time");
-    if (json_is_number(begin) && json_number_value(begin) > 0) {
+    if (!parsable && json_is_number(begin) && json_number_value(begin) > 0) {
         time_t t = (time_t)json_number_value(begin);
         struct tm tm;
         char buf[64];
@@ -954,8 +958,8 @@ int main(int argc, char **argv)
             printf("Submitted batch job %lld (%s)\n", (long long)json_integer_value(id),
                    name ? name : "-");
     }
-    if (!o.dry_run && !o.parsable)
-        gbatch_print_notes(spec);
+    if (!o.dry_run)
+        gbatch_print_notes(spec, o.parsable);
     json_decref(reply);
     json_decref(spec);
     free(script);

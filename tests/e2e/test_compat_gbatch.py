@@ -141,11 +141,15 @@ def test_gflow_flags_are_stored_shown_and_filtered(gflow):
     assert (job["notify_email"], job["notify_on"], job["auto_close"]) == \
         ("a@x.org,b@x.org", ["job_failed", "job_timeout"], True)
     # --notify-email alone: gflow's default events. Nothing given: null, 0, [], false.
-    alone = gflow.job(gflow.submit("-H", "--notify-email", "c@x.org", "true"))
+    cp = gflow.run("gbatch", "-H", "--parsable", "--notify-email", "c@x.org", "true", check=True)
+    assert re.fullmatch(r"\d+\n", cp.stdout) and "not sent" in cp.stderr, cp
+    alone = gflow.job(int(cp.stdout))
     assert alone["notify_on"] == ["job_completed", "job_failed", "job_timeout", "job_cancelled"]
     plain = gflow.job(gflow.submit("-H", "true"))
     assert (plain["project"], plain["nice"], plain["notify_email"], plain["notify_on"],
             plain["auto_close"]) == (None, 0, None, [], False)
+    cp = gflow.run("gbatch", "--dry-run", "-P", "ml", "true", check=True)
+    assert "  Project:   ml\n" in cp.stdout, cp.stdout
     # As directives in a script.
     script = gflow.work / "job.sh"
     script.write_text("#!/bin/bash\n# GFLOW -P vision\n# GFLOW --notify-on=job_started\n"
