@@ -32,7 +32,8 @@ static const struct completion_entry completion_table[] = {
     {"gqueue", NULL, NULL,
      "-a --all -c --completed -s --states -j --jobs -u --user -P --project -n --limit -r --sort "
      "-f --format -o --output -t --tree --socket -h --help -V --version"},
-    {"gcancel", NULL, NULL, "--dry-run --socket -h --help -V --version"},
+    {"gcancel", NULL, NULL,
+     "--dry-run -v --verbose --kill --cancel --socket -h --help -V --version"},
     {"ginfo", NULL, NULL, "-v --verbose --topology -o --output --socket -h --help -V --version"},
     {"gjob", NULL, "show s log l hold h release r update u redo",
      "--socket -h --help -V --version"},
@@ -48,9 +49,10 @@ static const struct completion_entry completion_table[] = {
                " --no-dependencies --auto-cancel --cascade -h --help"},
     {"gctl", NULL, "show-gpus set-gpus gpu-process set-limit", "--socket -h --help -V --version"},
     {"gctl", "gpu-process", "ignore unignore list", "--gpu --pid -h --help"},
-    {"gflowd", NULL, "up start down stop restart status run",
-     "-c --config --data-dir --socket --max-running-jobs --kill-grace-secs --log-level --gpus "
-     "--gpu-allocation-strategy --simulate-gpus -h --help -V --version"},
+    {"gflowd", NULL, "up start down stop restart status run reload init",
+     "-c --config --user --system --data-dir --socket --max-running-jobs --kill-grace-secs "
+     "--log-level -v --verbose -q --quiet --gpus --gpu-allocation-strategy "
+     "--gpu-poll-interval-secs --simulate-gpus --force -h --help -V --version"},
 };
 
 #define COMPLETION_COUNT (sizeof(completion_table) / sizeof(completion_table[0]))

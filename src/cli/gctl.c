@@ -1,7 +1,8 @@
 /* gctl: runtime controls of the daemon, like gflow's gctl (admins only on a system
  * daemon: root, the daemon's own user, daemon.admin_group).
  *
- *   gctl show-gpus                          the allowed GPUs and where the setting came from
+ *   gctl show-gpus                          gflow's line per GPU, the allowed GPUs and where the
+ *                                           setting came from
  *   gctl set-gpus 0,2 | all                 change them now (kept across a restart that
  *                                           names no --gpus)
  *   gctl gpu-process ignore --gpu G --pid P a process outside gflow stops blocking GPU G
@@ -32,13 +33,16 @@ static void gctl_help(void)
            "Usage: gctl [--socket PATH] <command> [options]\n"
            "\n"
            "Commands:\n"
-           "  show-gpus                   the GPUs jobs may use, and where that was set\n"
+           "  show-gpus                   one line per GPU as gflow prints it (available or\n"
+           "                              in_use, restricted, why), then the GPUs jobs may\n"
+           "                              use and where that was set\n"
            "  set-gpus <0,2 | 0-3 | all>  let jobs use only these GPUs (physical NVML\n"
            "                              indices); 'all' lifts the restriction. Running\n"
            "                              jobs keep their GPUs. Kept across a restart that\n"
            "                              names no --gpus\n"
            "  gpu-process ignore --gpu G --pid P\n"
            "                              a process outside gflow no longer blocks GPU G\n"
+           "                              (only a process NVML lists on GPU G)\n"
            "                              (the entry goes away when the process exits)\n"
            "  gpu-process unignore --gpu G --pid P\n"
            "                              undo 'ignore'\n"
@@ -152,7 +156,10 @@ static void gctl_help_show_gpus(void)
 {
     printf("Usage: gctl show-gpus\n"
            "\n"
-           "Shows the GPUs jobs may use and where that setting came from: runtime\n"
+           "One line per GPU, as gflow prints it:\n"
+           "  <index> TAB available|in_use [TAB restricted] [TAB <reason>]\n"
+           "(restricted: jobs may not use it; the reason: its jobs, or what blocks it), then\n"
+           "the GPUs jobs may use and where that setting came from: runtime\n"
            "('gctl set-gpus'), flag ('gflowd up --gpus'), config (daemon.gpus) or all.\n");
 }
 
@@ -202,11 +209,83 @@ static int gctl_set_limit(int argc, char **argv)
     return 0;
 }
 
+static bool gctl_list_has(const json_t *arr, json_int_t v)
+{
+    size_t i;
+    const json_t *x;
+    json_array_foreach (arr, i, x)
+        if (json_integer_value(x) == v)
+            return true;
+    return false;
+}
+
+/* " pid 4242 pid 4343": the GPU's processes that belong to no job and are not ignored;
+ * "" if none. Malloc'd. */
+static char *gctl_outside_pids(const json_t *gpu)
+{
+    struct strbuf sb;
+    strbuf_init(&sb);
+    size_t i;
+    const json_t *p;
+    json_array_foreach (json_object_get(gpu, "processes"), i, p) {
+        if (json_is_null(json_object_get(p, "job")) && !json_is_true(json_object_get(p, "ignored")))
+            strbuf_addf(&sb, " pid %lld", (long long)json_integer_value(json_object_get(p, "pid")));
+    }
+    return strbuf_detach(&sb);
+}
+
+/* Why a GPU is not available, for the last column: its jobs, or what blocks it. NULL
+ * for an idle GPU. Malloc'd. */
+static char *gctl_gpu_reason(const json_t *gpu)
+{
+    const char *state = json_string_value(json_object_get(gpu, "state"));
+    const json_t *jobs = json_object_get(gpu, "jobs");
+    if (json_array_size(jobs)) {
+        char *list = gctl_index_list(jobs);
+        char *r = xasprintf("job%s %s", json_array_size(jobs) == 1 ? "" : "s", list);
+        free(list);
+        return r;
+    }
+    const char *reason = json_string_value(json_object_get(gpu, "reason"));
+    if (!reason || !state || !strcmp(state, "idle"))
+        return NULL;
+    if (strcmp(state, "unmanaged") != 0)
+        return xstrdup(reason);
+    /* Name the outside processes, so that 'gctl gpu-process ignore' has its --pid. */
+    char *pids = gctl_outside_pids(gpu);
+    char *r = xasprintf("%s:%s", reason, pids);
+    free(pids);
+    return r;
+}
+
+/* gflow's lines, one per GPU: "<index>\t<available|in_use>[\trestricted][\t<reason>]";
+ * then which GPUs are allowed and where that was set. */
 static int gctl_show_gpus(int argc, char **argv)
 {
     int first = gctl_simple_opts("show-gpus", argc, argv, gctl_help_show_gpus);
     if (first < argc)
         cli_usage_error("'gctl show-gpus' takes no arguments; got '%s'", argv[first]);
+    json_t *gpus = cli_call("GET", "/v1/gpus", NULL);
+    size_t i;
+    const json_t *gpu;
+    json_array_foreach (json_object_get(gpus, "gpus"), i, gpu) {
+        const char *state = json_string_value(json_object_get(gpu, "state"));
+        json_int_t index = json_integer_value(json_object_get(gpu, "index"));
+        bool restricted = !gctl_list_has(json_object_get(gpus, "allowed"), index);
+        /* A restricted GPU is still in use while outside processes hold it. */
+        char *outside = gctl_outside_pids(gpu);
+        bool available =
+            state && (!strcmp(state, "idle") || (!strcmp(state, "restricted") && !*outside));
+        free(outside);
+        char *reason = gctl_gpu_reason(gpu);
+        printf("%lld\t%s%s%s%s\n", (long long)index, available ? "available" : "in_use",
+               restricted ? "\trestricted" : "", reason ? "\t" : "", reason ? reason : "");
+        free(reason);
+    }
+    const char *error = json_string_value(json_object_get(gpus, "error"));
+    if (error)
+        printf("GPUs: %s\n", error);
+    json_decref(gpus);
     json_t *reply = cli_call("GET", "/v1/gpus/allowed", NULL);
     gctl_print_allowed(reply, true);
     json_decref(reply);

@@ -304,6 +304,53 @@ static void ginfo_verbose(const json_t *gpus, const json_t *names)
     ginfo_processes(gpus);
 }
 
+/* Whether a topology cell is "NV<count>" (n: any count) or exactly code. */
+static bool ginfo_cell_is(const char *cell, const char *code)
+{
+    if (strcmp(code, "NV#") != 0)
+        return strcmp(cell, code) == 0;
+    if (strncmp(cell, "NV", 2) != 0 || !cell[2])
+        return false;
+    for (const char *p = cell + 2; *p; p++)
+        if (*p < '0' || *p > '9')
+            return false;
+    return true;
+}
+
+/* The legend of the codes the matrix shows, and only those: it is made from the cells,
+ * so the two cannot disagree (a bare "NV", an NVLink whose count the driver did not
+ * give, gets a line of its own). */
+static void ginfo_topology_legend(const json_t *topo)
+{
+    static const struct {
+        const char *code, *meaning;
+    } legend[] = {
+        {"X", "the GPU itself"},
+        {"NV#", "joined by # bonded NVLinks (through NVSwitches: the links to the fabric)"},
+        {"NV", "joined by NVLink (the driver did not say how many links)"},
+        {"PIX", "through at most one PCIe bridge"},
+        {"PXB", "through several PCIe bridges, not the host bridge"},
+        {"PHB", "through a PCIe host bridge (the CPU)"},
+        {"NODE", "between PCIe host bridges of one NUMA node"},
+        {"SYS", "across NUMA nodes (QPI/UPI, Infinity Fabric)"},
+        {"?", "not known (the driver did not answer)"},
+    };
+    printf("\nLegend:\n");
+    for (size_t l = 0; l < sizeof(legend) / sizeof(legend[0]); l++) {
+        bool shown = false;
+        size_t i, k;
+        const json_t *row, *cell;
+        json_array_foreach (topo, i, row) {
+            json_array_foreach (row, k, cell) {
+                const char *v = json_string_value(cell);
+                shown = shown || ginfo_cell_is(v ? v : "?", legend[l].code);
+            }
+        }
+        if (shown)
+            printf("  %-5s %s\n", legend[l].code, legend[l].meaning);
+    }
+}
+
 /* The matrix of GET /v1/gpus "topology" (rows and columns in the order of "gpus"), with
  * each GPU's NUMA node, as nvidia-smi topo -m lays it out. */
 static void ginfo_topology(const json_t *gpus, const json_t *topo)
@@ -342,15 +389,7 @@ static void ginfo_topology(const json_t *gpus, const json_t *topo)
         free(labels[i]);
     free(labels);
     free(headers);
-    printf("\n"
-           "Legend:\n"
-           "  X     the GPU itself\n"
-           "  NV#   joined by # bonded NVLinks\n"
-           "  PIX   through at most one PCIe bridge\n"
-           "  PXB   through several PCIe bridges, not the host bridge\n"
-           "  PHB   through a PCIe host bridge (the CPU)\n"
-           "  NODE  between PCIe host bridges of one NUMA node\n"
-           "  SYS   across NUMA nodes (QPI/UPI, Infinity Fabric)\n");
+    ginfo_topology_legend(topo);
 }
 
 /* The MIG instances, one row each under its GPU (profile, UUID, memory, state, job),
@@ -450,6 +489,9 @@ int main(int argc, char **argv)
             cli_usage_error("%s", cli_option_error(argv, c, longopts));
         }
     }
+    if (optind < argc && !strcmp(argv[optind], "completion"))
+        cli_usage_error("completion scripts for every gflow command come from 'gbatch "
+                        "completion bash|zsh|fish'");
     if (optind < argc)
         cli_usage_error("unexpected argument '%s'", argv[optind]);
     if (verbose && topology)

@@ -218,7 +218,7 @@ static void gjob_print_job(const json_t *raw, const struct job *j)
     gjob_field("Name", j->name);
     gjob_field("User", j->user);
     gjob_field_owned("State",
-                     xasprintf("%s (%s)", job_state_short(j->state), job_state_name(j->state)));
+                     xasprintf("%s (%s)", job_display_state(j), job_display_state_name(j)));
     gjob_field_owned("Priority", xasprintf("%d", j->priority));
     if (j->command)
         gjob_field("Command", j->command);

@@ -52,12 +52,12 @@ static void gqueue_name(struct strbuf *sb, const struct job *j, double now)
 
 static void gqueue_st(struct strbuf *sb, const struct job *j, double now)
 {
-    strbuf_adds(sb, job_state_short(j->state));
+    strbuf_adds(sb, job_display_state(j));
 }
 
 static void gqueue_state(struct strbuf *sb, const struct job *j, double now)
 {
-    strbuf_adds(sb, job_state_name(j->state));
+    strbuf_adds(sb, job_display_state_name(j));
 }
 
 static void gqueue_time(struct strbuf *sb, const struct job *j, double now)
@@ -252,8 +252,9 @@ static void gqueue_help(void)
            "  -a, --all             jobs in every state, finished ones too\n"
            "  -c, --completed       only ended jobs (CD, F, CA, TO)\n"
            "  -s, --states LIST     only these states, e.g. PD,R or Queued,Running\n"
-           "                        (PD H R CD F CA TO, or Queued Hold Running Finished\n"
-           "                        Failed Cancelled Timeout)\n"
+           "                        (PD H R CG CD F CA TO, or Queued Hold Running\n"
+           "                        Cancelling Finished Failed Cancelled Timeout); CG: a\n"
+           "                        running job being cancelled (R includes it)\n"
            "  -j, --jobs IDS        only these jobs: 1,3,5-7, @ (your latest), @~N;\n"
            "                        shows them in any state unless -s/-c is given\n"
            "  -u, --user NAME       jobs of this user, or 'all' for everyone's\n"
@@ -307,12 +308,13 @@ static char *gqueue_states(const char *list)
         while (l && tok[l - 1] == ' ')
             tok[--l] = '\0';
         if (job_state_parse(tok, &st) < 0)
-            cli_usage_error("unknown job state '%s'; use PD, H, R, CD, F, CA, TO or "
-                            "Queued, Hold, Running, Finished, Failed, Cancelled, Timeout",
+            cli_usage_error("unknown job state '%s'; use PD, H, R, CG, CD, F, CA, TO or "
+                            "Queued, Hold, Running, Cancelling, Finished, Failed, Cancelled, "
+                            "Timeout",
                             tok);
         if (sb.len)
             strbuf_addc(&sb, ',');
-        strbuf_adds(&sb, job_state_short(st));
+        strbuf_adds(&sb, job_state_is_cancelling_name(tok) ? "CG" : job_state_short(st));
     }
     free(copy);
     if (!sb.len)

@@ -35,6 +35,7 @@ static struct {
     const char *prog;
     char *flag_socket;
     char *socket_path;
+    const char *socket_source; /* what named socket_path: "--socket", "GFLOW_SOCKET", ... */
     int fd;
     bool used;      /* the connection has already carried a request */
     bool keepalive; /* the last response allows reusing the connection */
@@ -85,14 +86,17 @@ char *client_choose_socket(const char *user, const char *system)
 /* The search of DESIGN.md §4 once the flag and GFLOW_SOCKET are known to be unset. */
 static char *find_socket(const struct gflow_config *cfg)
 {
-    if (cfg->socket_path)
+    if (cfg->socket_path) {
+        cl.socket_source = "daemon.socket_path in the config";
         return xstrdup(cfg->socket_path);
+    }
     char *user = NULL;
     if (cfg->data_dir && !getenv("XDG_RUNTIME_DIR"))
         user = xasprintf("%s/gflowd.sock", cfg->data_dir);
     else
         user = paths_user_socket();
     char *path = client_choose_socket(user, GFLOW_SYSTEM_SOCKET);
+    cl.socket_source = strcmp(path, user) == 0 ? "the per-user socket" : "the system socket";
     free(user);
     return path;
 }
@@ -104,10 +108,12 @@ const char *client_socket_path(char **err)
     const char *env = getenv("GFLOW_SOCKET");
     if (cl.flag_socket && *cl.flag_socket) {
         cl.socket_path = xstrdup(cl.flag_socket);
+        cl.socket_source = "--socket";
         return cl.socket_path;
     }
     if (env && *env) { /* no need to read the config file: the variable wins anyway */
         cl.socket_path = xstrdup(env);
+        cl.socket_source = "GFLOW_SOCKET";
         return cl.socket_path;
     }
     struct gflow_config cfg;
@@ -129,11 +135,16 @@ void client_close(void)
     cl.pos = cl.len = 0;
 }
 
+/* Names the socket tried, what named it and the order of the search, so that a
+ * command that reached another daemon than meant says why. */
 static char *connect_error(const char *path, int e)
 {
-    return xasprintf("cannot connect to gflowd at %s (%s); is it running? "
-                     "Start it with 'gflowd up'.",
-                     path, strerror(e));
+    return xasprintf("cannot connect to gflowd at %s (%s), named by %s; is it running? "
+                     "Start it with 'gflowd up' (sockets are looked for in this order: "
+                     "--socket, GFLOW_SOCKET, daemon.socket_path, a live per-user socket, "
+                     "the system socket %s)",
+                     path, strerror(e), cl.socket_source ? cl.socket_source : "the caller",
+                     GFLOW_SYSTEM_SOCKET);
 }
 
 static int client_connect(char **err)

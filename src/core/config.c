@@ -423,3 +423,38 @@ int config_load_env(struct gflow_config *c, char *const *envp, char **err)
             return -1;
     return 0;
 }
+
+/* ---- the key table, read from outside ----------------------------------------------- */
+
+const char *config_key_name(size_t i)
+{
+    return i < CONFIG_NKEYS ? config_keys[i].name : NULL;
+}
+
+const char *config_key_default(size_t i)
+{
+    return i < CONFIG_NKEYS ? config_keys[i].def : NULL;
+}
+
+bool config_key_is_string(size_t i)
+{
+    return i < CONFIG_NKEYS && config_keys[i].kind == CONFIG_STRING;
+}
+
+char *config_get_text(const struct gflow_config *c, const char *dotted_key)
+{
+    const struct config_key *k = config_find_key(dotted_key);
+    if (!k)
+        return NULL;
+    struct gflow_config *m = (struct gflow_config *)c; /* the accessors only read here */
+    switch (k->kind) {
+    case CONFIG_INT:
+        return xasprintf("%lld", (long long)*config_int_field(m, k));
+    case CONFIG_BOOL:
+        return xstrdup(*config_bool_field(m, k) ? "true" : "false");
+    case CONFIG_STRING:
+        break;
+    }
+    const char *s = *config_string_field(m, k);
+    return s ? xstrdup(s) : NULL;
+}

@@ -71,4 +71,15 @@ int config_load_env(struct gflow_config *c, char *const *envp, char **err);
  * 0 or -1 with *err. */
 int config_set(struct gflow_config *c, const char *dotted_key, const char *value, char **err);
 
+/* The known keys, in the table's order (gflowd init writes them all; gflowd reload
+ * compares them): the i-th key's dotted name and its default in text form (NULL: unset,
+ * the daemon picks, e.g. a path), or NULL past the end. */
+const char *config_key_name(size_t i);
+const char *config_key_default(size_t i);
+/* True if the i-th key is a TOML string (its value is written quoted). */
+bool config_key_is_string(size_t i);
+
+/* The value of "section.key" in c, in text form; NULL if unset or unknown. Malloc'd. */
+char *config_get_text(const struct gflow_config *c, const char *dotted_key);
+
 #endif

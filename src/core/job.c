@@ -32,13 +32,15 @@ int job_state_parse(const char *s, enum job_state *out)
             return 0;
         }
     }
-    /* Common spellings of gflow and Slurm. */
+    /* Common spellings of gflow and Slurm, and CG (Cancelling), the display state of a
+     * running job being cancelled. */
     static const struct {
         const char *name;
         enum job_state state;
     } alias[] = {
         {"pending", JOB_QUEUED},     {"held", JOB_HELD},        {"completed", JOB_FINISHED},
         {"canceled", JOB_CANCELLED}, {"timedout", JOB_TIMEOUT}, {"cg", JOB_RUNNING},
+        {"cancelling", JOB_RUNNING},
     };
     for (size_t i = 0; i < sizeof(alias) / sizeof(alias[0]); i++) {
         if (strcasecmp(s, alias[i].name) == 0) {
@@ -47,6 +49,26 @@ int job_state_parse(const char *s, enum job_state *out)
         }
     }
     return -1;
+}
+
+bool job_state_is_cancelling_name(const char *s)
+{
+    return strcasecmp(s, "CG") == 0 || strcasecmp(s, "Cancelling") == 0;
+}
+
+bool job_is_cancelling(const struct job *j)
+{
+    return j->state == JOB_RUNNING && j->end_request == JOB_END_CANCEL;
+}
+
+const char *job_display_state(const struct job *j)
+{
+    return job_is_cancelling(j) ? "CG" : job_state_short(j->state);
+}
+
+const char *job_display_state_name(const struct job *j)
+{
+    return job_is_cancelling(j) ? "Cancelling" : job_state_name(j->state);
 }
 
 bool job_state_is_terminal(enum job_state s)

@@ -31,6 +31,9 @@ bool job_state_is_active(enum job_state s); /* PD, H or R */
 /* Whether the state machine allows from -> to (PD->H, H->PD, PD->R, PD->CA, H->CA,
  * R->CD/F/CA/TO, and R->PD for a launch that never happened). */
 bool job_transition_allowed(enum job_state from, enum job_state to);
+/* "CG" or "Cancelling" (any case): the display state of a running job whose cancel has
+ * been asked (job_is_cancelling). job_state_parse reads it as R: nothing stored has it. */
+bool job_state_is_cancelling_name(const char *s);
 
 #define JOB_PRIORITY_DEFAULT 10
 #define JOB_PRIORITY_MAX 255
@@ -227,6 +230,15 @@ extern const char *const job_notify_events[];
 bool job_notify_event_valid(const char *name);
 /* A --project is at most this many bytes (gflow's limit). */
 #define JOB_PROJECT_MAX 64
+
+/* A running job that a cancel is stopping: SIGTERM sent, not yet gone. Shown as the
+ * state "CG" (Cancelling, after Slurm's COMPLETING) until it has ended; it is R in the
+ * store, holds its GPUs, and a kill for its time limit is not this (it stays R). */
+bool job_is_cancelling(const struct job *j);
+/* The state a job is shown in: "CG" / "Cancelling" while job_is_cancelling, else its
+ * state's short code / name. The API's "state" and "state_name" are these. */
+const char *job_display_state(const struct job *j);
+const char *job_display_state_name(const struct job *j);
 
 /* Sets j's reason (detail copied, may be NULL; job: the job a DependencyFailed names). */
 void job_set_reason(struct job *j, enum job_reason r, int64_t job, const char *detail);

@@ -205,10 +205,10 @@ void job_append_field(struct strbuf *sb, const struct job *j, enum job_field f, 
         append_int(sb, j->uid, true, tsv);
         break;
     case JOB_FIELD_STATE:
-        append_text(sb, job_state_short(j->state), tsv);
+        append_text(sb, job_display_state(j), tsv);
         break;
     case JOB_FIELD_STATE_NAME:
-        append_text(sb, job_state_name(j->state), tsv);
+        append_text(sb, job_display_state_name(j), tsv);
         break;
     case JOB_FIELD_PRIORITY:
         append_int(sb, j->priority, true, tsv);
@@ -478,6 +478,8 @@ int job_from_json(const json_t *o, struct job *j)
     const char *st = json_string_value(json_object_get(o, "state"));
     if (!st || job_state_parse(st, &j->state) < 0)
         return -1;
+    if (job_state_is_cancelling_name(st))
+        j->end_request = JOB_END_CANCEL;
     j->name = get_str(o, "name");
     j->user = get_str(o, "user");
     j->uid = (uint32_t)get_int(o, "uid", 0);
@@ -583,8 +585,8 @@ static void set_field(struct job *j, enum job_field f, char *v, bool borrow)
         j->uid = (uint32_t)tsv_int(v, 0);
         break;
     case JOB_FIELD_STATE:
-        if (v)
-            job_state_parse(v, &j->state);
+        if (v && job_state_parse(v, &j->state) == 0 && job_state_is_cancelling_name(v))
+            j->end_request = JOB_END_CANCEL; /* "CG" */
         break;
     case JOB_FIELD_PRIORITY:
         j->priority = (int)tsv_int(v, JOB_PRIORITY_DEFAULT);

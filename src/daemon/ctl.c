@@ -33,6 +33,14 @@ static int fail(const char *what)
     return 1;
 }
 
+/* Which daemon a command acts on: "Daemon: system (all users), socket S, data D". A root
+ * shell reaches the system daemon, a user's shell that user's own. */
+static void print_which(const struct gflowd *d)
+{
+    printf("Daemon: %s, socket %s, data %s\n", d->system ? "system (all users)" : "per-user",
+           d->paths.socket_path, d->paths.data_dir);
+}
+
 static int ask_status(const struct gflowd *d, json_t **reply, char **err)
 {
     client_set_socket(d->paths.socket_path);
@@ -89,6 +97,7 @@ static int wait_ready(const struct gflowd *d, int fd)
     }
     printf("gflowd started (pid %lld, socket %s)\n",
            (long long)json_integer_value(json_object_get(st, "pid")), d->paths.socket_path);
+    print_which(d);
     json_decref(st);
     return 0;
 }
@@ -145,8 +154,10 @@ int ctl_down(const struct gflowd *d, bool quiet_if_stopped)
     pid_t pid;
     int64_t start;
     if (!lockfile_holder(d->paths.lock_path, &pid, &start)) {
-        if (!quiet_if_stopped)
+        if (!quiet_if_stopped) {
             printf("gflowd is not running.\n");
+            print_which(d);
+        }
         return 0;
     }
     /* The pidfd pins the process; checking its start time after opening it makes sure it is
@@ -169,6 +180,7 @@ int ctl_down(const struct gflowd *d, bool quiet_if_stopped)
     for (int i = 0; i < 500 && lockfile_holder(d->paths.lock_path, &pid, &start); i++)
         usleep(10000);
     printf("gflowd stopped.\n");
+    print_which(d);
     return 0;
 }
 
@@ -191,6 +203,7 @@ int ctl_status(const struct gflowd *d)
     char *err = NULL;
     if (ask_status(d, &st, &err) < 0) {
         printf("Status: Not running\n");
+        print_which(d);
         free(err);
         return 1;
     }
@@ -198,6 +211,7 @@ int ctl_status(const struct gflowd *d)
     format_uptime(json_integer_value(json_object_get(st, "uptime_secs")), up, sizeof(up));
     json_t *c = json_object_get(st, "counts");
     printf("Status: Running\n");
+    print_which(d);
     printf("Version: %s (%s)\n", json_string_value(json_object_get(st, "version")),
            json_string_value(json_object_get(st, "commit")));
     printf("PID: %lld\n", (long long)json_integer_value(json_object_get(st, "pid")));
@@ -275,5 +289,54 @@ int ctl_status(const struct gflowd *d)
     if (full)
         printf("Disk full: %s\n", full);
     json_decref(st);
+    return 0;
+}
+
+static void print_keys(const char *title, const json_t *keys)
+{
+    if (!json_array_size(keys))
+        return;
+    printf("%s:", title);
+    size_t i;
+    const json_t *k;
+    json_array_foreach (keys, i, k)
+        printf("%s %s", i ? "," : "", json_string_value(k));
+    printf("\n");
+}
+
+int ctl_reload(const struct gflowd *d)
+{
+    client_set_socket(d->paths.socket_path);
+    struct client_response r;
+    char *err = NULL;
+    if (client_request("POST", "/v1/daemon/reload", "{}", 2, NULL, &r, NULL, NULL, &err) < 0) {
+        fprintf(stderr, "gflowd: %s\n", err);
+        free(err);
+        return 1;
+    }
+    json_t *reply = json_loadb(r.body.buf ? r.body.buf : "", r.body.len, 0, NULL);
+    int status = r.status;
+    client_response_free(&r);
+    if (status != 200) {
+        const char *msg = json_string_value(json_object_get(reply, "error"));
+        fprintf(stderr, "gflowd: %s\n", msg ? msg : "the daemon refused the reload");
+        json_decref(reply);
+        return 1;
+    }
+    const char *file = json_string_value(json_object_get(reply, "config"));
+    printf("Reloaded the configuration%s%s; jobs were not touched.\n", file ? " from " : "",
+           file ? file : "");
+    print_which(d);
+    const json_t *applied = json_object_get(reply, "applied");
+    const json_t *restart = json_object_get(reply, "restart_needed");
+    if (!json_array_size(applied) && !json_array_size(restart))
+        printf("Nothing changed.\n");
+    print_keys("Applied now", applied);
+    print_keys("Need 'gflowd restart'", restart);
+    const char *key;
+    json_t *why;
+    json_object_foreach (json_object_get(reply, "kept"), key, why)
+        printf("Kept: %s: %s\n", key, json_string_value(why));
+    json_decref(reply);
     return 0;
 }

@@ -18,5 +18,7 @@ int ctl_down(const struct gflowd *d, bool quiet_if_stopped);
 /* Prints whether the daemon runs, its version, pid, uptime, job counts, GPUs, memory
  * enforcement and paths; 1 if it does not run. */
 int ctl_status(const struct gflowd *d);
+/* gflowd reload: asks the running daemon to read its config again; prints what changed. */
+int ctl_reload(const struct gflowd *d);
 
 #endif

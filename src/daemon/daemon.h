@@ -39,6 +39,13 @@ struct gflowd {
      * whether gflowd raised its own to the hard limit. */
     int64_t nofile_soft;
     bool nofile_raised;
+    /* How the settings were made, for gflowd reload: the config file (NULL: none; an
+     * explicit -c must exist) and the flags' config keys and values, which win over it. */
+    char *config_path;
+    bool config_required;
+    size_t n_flags;
+    const char **flag_keys;
+    const char **flag_values;
 };
 
 #endif

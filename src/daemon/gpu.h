@@ -108,11 +108,21 @@ uint64_t gpu_mig_unmanaged(const struct gpus *g);
 /* gctl set-gpus: "0,2" or "all"; kept in the database for later restarts. The caller
  * lets the scheduler know (jobs_mark_dirty). 0, or -1 with *err. */
 int gpu_set_allowed(struct gpus *g, const char *spec, char **err);
+/* The GPUs of mask (not "all") that this machine lacks, as "4,5"; NULL if there are
+ * none. Malloc'd. */
+char *gpu_missing_list(const struct gpus *g, uint64_t mask);
+/* gflowd --gpus: -1 with *err naming the GPUs of the flag that do not exist. */
+int gpu_check_flag(const struct gpus *g, char **err);
+/* gflowd reload: daemon.gpus changed to spec. Applied (1) unless --gpus or 'gctl
+ * set-gpus' chose the GPUs, which win (0); -1 with *err for a bad list. */
+int gpu_reload_config(struct gpus *g, const char *spec, char **err);
 /* The daemon committed its changes: the allowed set is saved as it is now. */
 void gpu_settings_committed(struct gpus *g);
 /* The commit was lost: the allowed set goes back to what was last committed. */
 void gpu_settings_undo(struct gpus *g);
 json_t *gpu_allowed_json(const struct gpus *g);
+/* Why an existing GPU is not allowed, naming what chose the allowed set. */
+const char *gpu_allowed_reason(const struct gpus *g);
 /* gctl gpu-process ignore / unignore; the caller lets the scheduler know. */
 int gpu_ignore(struct gpus *g, int gpu, long long pid, struct job *const *running, size_t n,
                char **err);

@@ -124,15 +124,83 @@ json_t *gpu_allowed_json(const struct gpus *g)
     return json_pack("{s:o, s:s}", "allowed", list, "source", g->allowed_source);
 }
 
+char *gpu_missing_list(const struct gpus *g, uint64_t mask)
+{
+    if (mask == ALL_GPUS || !(mask & ~present_mask(g)))
+        return NULL;
+    struct strbuf sb;
+    strbuf_init(&sb);
+    for (int i = 0; i < GPUINFO_MAX_GPUS; i++)
+        if (mask & ~present_mask(g) & (1ULL << i))
+            strbuf_addf(&sb, "%s%d", sb.len ? "," : "", i);
+    return strbuf_detach(&sb);
+}
+
+/* "it has 4: 0-3", or "it has none". */
+static char *present_text(const struct gpus *g)
+{
+    if (!g->cur.n_gpus)
+        return xstrdup("it has none");
+    if (g->cur.n_gpus == 1)
+        return xstrdup("it has 1: GPU 0");
+    return xasprintf("it has %zu: 0-%zu", g->cur.n_gpus, g->cur.n_gpus - 1);
+}
+
+/* "no GPU 7 on this machine (it has 4: 0-3)", or NULL if every GPU of mask exists. */
+static char *missing_error(const struct gpus *g, uint64_t mask)
+{
+    char *missing = gpu_missing_list(g, mask);
+    if (!missing)
+        return NULL;
+    char *has = present_text(g);
+    char *e = xasprintf("no GPU %s on this machine (%s)", missing, has);
+    free(has);
+    free(missing);
+    return e;
+}
+
+int gpu_check_flag(const struct gpus *g, char **err)
+{
+    if (strcmp(g->allowed_source, "flag") != 0 || !g->nvml_open)
+        return 0; /* NVML not ready yet: the GPUs are not known */
+    char *e = missing_error(g, g->allowed);
+    if (!e)
+        return 0;
+    *err = xasprintf("--gpus: %s; name only GPUs that exist ('ginfo' lists them)", e);
+    free(e);
+    return -1;
+}
+
+int gpu_reload_config(struct gpus *g, const char *spec, char **err)
+{
+    if (!strcmp(g->allowed_source, "flag") || !strcmp(g->allowed_source, "runtime"))
+        return 0;
+    uint64_t m;
+    if (parse_gpu_list(spec ? spec : "all", &m, err) < 0)
+        return -1;
+    g->allowed = m;
+    g->allowed_source = m == ALL_GPUS ? "all" : "config";
+    gpu_settings_committed(g);
+    return 1;
+}
+
+const char *gpu_allowed_reason(const struct gpus *g)
+{
+    if (!strcmp(g->allowed_source, "flag"))
+        return "not in the allowed GPUs (gflowd --gpus)";
+    if (!strcmp(g->allowed_source, "config"))
+        return "not in the allowed GPUs (daemon.gpus in the config)";
+    return "not in the allowed GPUs (gctl set-gpus)";
+}
+
 int gpu_set_allowed(struct gpus *g, const char *spec, char **err)
 {
     uint64_t m;
     if (parse_gpu_list(spec, &m, err) < 0)
         return -1;
-    if (m != ALL_GPUS && (m & ~present_mask(g))) {
-        *err = xasprintf("no GPU %s on this machine (it has %zu)", spec, g->cur.n_gpus);
+    *err = missing_error(g, m);
+    if (*err)
         return -1;
-    }
     if (m != ALL_GPUS && !(m & gpu_visible(g))) {
         *err = xasprintf("GPUs %s are outside the daemon's CUDA_VISIBLE_DEVICES (%s): no job "
                          "could use them",

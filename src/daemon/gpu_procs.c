@@ -138,6 +138,43 @@ uint64_t gpu_mig_unmanaged(const struct gpus *g)
 
 /* ---- the ignore list ---- */
 
+/* Whether NVML's last read lists pid on GPU gpu (or on one of its MIG instances). */
+static bool gpu_runs_process(const struct gpu_set *set, int gpu, long long pid)
+{
+    const struct gpu_info *info = &set->gpus[gpu];
+    for (size_t i = 0; i < info->n_procs; i++)
+        if (info->procs[i].pid == pid)
+            return true;
+    for (size_t k = 0; k < set->n_migs; k++) {
+        const struct gpu_mig *mig = &set->migs[k];
+        for (size_t i = 0; mig->parent == gpu && i < mig->n_procs; i++)
+            if (mig->procs[i].pid == pid)
+                return true;
+    }
+    return false;
+}
+
+/* Why 'gctl gpu-process ignore' is refused: where the process is, if on another GPU. */
+static char *not_on_gpu_error(const struct gpu_set *set, int gpu, long long pid)
+{
+    struct strbuf others;
+    strbuf_init(&others);
+    for (size_t k = 0; k < set->n_gpus; k++)
+        if ((int)k != gpu && gpu_runs_process(set, (int)k, pid))
+            strbuf_addf(&others, "%s%zu", others.len ? "," : "", k);
+    char *e;
+    if (others.len)
+        e = xasprintf("process %lld is not on GPU %d; NVML lists it on GPU %s", pid, gpu,
+                      others.buf);
+    else
+        e = xasprintf("process %lld is not on GPU %d: NVML lists it on no GPU ('ginfo -v' "
+                      "shows each GPU's processes; NVML is read every "
+                      "daemon.gpu_poll_interval_secs)",
+                      pid, gpu);
+    strbuf_free(&others);
+    return e;
+}
+
 json_t *gpu_ignored_json(struct gpus *g)
 {
     gpu_prune_ignored(g);
@@ -158,6 +195,10 @@ int gpu_ignore(struct gpus *g, int gpu, long long pid, struct job *const *runnin
     int64_t start = proc_start_time((pid_t)pid);
     if (start < 0) {
         *err = xasprintf("no process %lld", pid);
+        return -1;
+    }
+    if (!gpu_runs_process(&g->cur, gpu, pid)) {
+        *err = not_on_gpu_error(&g->cur, gpu, pid);
         return -1;
     }
     if (!gpu_is_ignored(g, gpu, pid)) {

@@ -96,7 +96,7 @@ static json_t *gpu_json(const struct gpus *gs, size_t g, struct job *const *runn
         state = shared_only ? "shared" : "busy";
     } else if (!(gpu_allowed(gs) & (1ULL << g))) {
         state = "restricted";
-        reason = (gpu_visible(gs) & (1ULL << g)) ? "not in the allowed GPUs (gctl set-gpus)"
+        reason = (gpu_visible(gs) & (1ULL << g)) ? gpu_allowed_reason(gs)
                                                  : "not in the daemon's CUDA_VISIBLE_DEVICES";
     } else if (gpu_unmanaged(gs) & (1ULL << g)) {
         state = "unmanaged";

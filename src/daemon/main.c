@@ -1,8 +1,10 @@
 /* gflowd: the daemon's command line. Options and the configuration (defaults, the
  * TOML file, GFLOW_<SECTION>__<KEY> variables, then flags) make the daemon's context;
- * the command then runs: up/start, down/stop, restart, status (ctl.c) or run, which
- * serves in the foreground for systemd and containers (serve.c). */
+ * the command then runs: up/start, down/stop, restart, status, reload (ctl.c), init
+ * (configinit.c) or run, which serves in the foreground for systemd and containers
+ * (serve.c). */
 #include <getopt.h>
+#include <jansson.h>
 #include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -12,12 +14,14 @@
 
 #include "client.h"
 #include "config_file.h"
+#include "configinit.h"
 #include "ctl.h"
 #include "daemon.h"
 #include "gflow_build.h"
 #include "gflow_commit.h"
 #include "log.h"
 #include "serve.h"
+#include "startopts.h"
 #include "util.h"
 
 extern char **environ;
@@ -30,26 +34,40 @@ static const char usage_text[] =
     "Commands:\n"
     "  up, start      start the daemon in the background (fails if one is running)\n"
     "  down, stop     stop the daemon (SIGTERM, then SIGKILL after 10 s); jobs keep running\n"
-    "  restart        stop the daemon if it runs, then start it\n"
+    "  restart        stop the daemon if it runs, then start it, with the options it was\n"
+    "                 started with (--simulate-gpus, --gpus, ...) unless new ones are given\n"
     "  status         say whether the daemon runs, its version, pid, uptime, job counts,\n"
     "                 GPUs, NVML's state, whether jobs get GPU indices or UUIDs (and why),\n"
     "                 and what its own CUDA_VISIBLE_DEVICES means (read as CUDA does)\n"
     "  run            serve in the foreground (for systemd and containers)\n"
+    "  reload         read the config file again without stopping (as SIGHUP); says which\n"
+    "                 changes apply now and which need 'gflowd restart'\n"
+    "  init           write a config file with every key and its default, commented out\n"
+    "                 (to -c FILE or the default path; --force replaces an existing one)\n"
+    "\n"
+    "up, down, restart and status say which daemon they act on: per-user or system, its\n"
+    "socket and data directory. Root runs the system daemon unless --user is given.\n"
     "\n"
     "Options (they override the config file and GFLOW_DAEMON__* variables):\n"
     "  -c, --config FILE          configuration file (default $XDG_CONFIG_HOME/gflow/gflow.toml,\n"
-    "                             /etc/gflow/gflow.toml for root)\n"
+    "                             /etc/gflow/gflow.toml for the system daemon)\n"
+    "      --user                 the per-user daemon of the caller (also for root)\n"
+    "      --system               the machine's daemon (root only; the default for root)\n"
     "      --data-dir DIR         state directory (database, logs)\n"
     "      --socket PATH          Unix socket to listen on\n"
     "      --max-running-jobs N   run at most N jobs at once (0 = no limit)\n"
     "      --kill-grace-secs N    seconds between SIGTERM and SIGKILL when ending a job\n"
     "      --log-level LEVEL      error, warn, info or debug\n"
+    "  -v, --verbose              log more (one level per -v: info -> debug)\n"
+    "  -q, --quiet                log less (one level per -q: info -> warn -> error)\n"
     "      --gpus LIST            GPUs jobs may use, e.g. 0-3 or 0,2 (or all); wins over\n"
     "                             an earlier 'gctl set-gpus'\n"
     "      --gpu-allocation-strategy S  topology (default: closest links, best fit),\n"
     "                             sequential or random\n"
+    "      --gpu-poll-interval-secs N  read NVML every N seconds (default 10)\n"
     "      --simulate-gpus N|FILE run on N simulated GPUs, or on the GPUs a simulator\n"
     "                             fixture describes (docs/simulator.md)\n"
+    "      --force                with init: replace an existing file\n"
     "  -h, --help                 show this help\n"
     "  -V, --version              show the version\n";
 
@@ -65,6 +83,19 @@ static void die(const char *fmt, ...)
     exit(1);
 }
 
+/* A mistake on the command line: one line and status 2. */
+static void usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("gflowd: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputs(" (see 'gflowd --help')\n", stderr);
+    va_end(ap);
+    exit(2);
+}
+
 enum {
     OPT_DATA_DIR = 256,
     OPT_SOCKET,
@@ -74,6 +105,10 @@ enum {
     OPT_GPUS,
     OPT_GPU_STRATEGY,
     OPT_SIMULATE_GPUS,
+    OPT_GPU_POLL,
+    OPT_USER,
+    OPT_SYSTEM,
+    OPT_FORCE,
 };
 
 static const struct option long_opts[] = {
@@ -85,53 +120,185 @@ static const struct option long_opts[] = {
     {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
     {"gpus", required_argument, NULL, OPT_GPUS},
     {"gpu-allocation-strategy", required_argument, NULL, OPT_GPU_STRATEGY},
+    {"gpu-poll-interval-secs", required_argument, NULL, OPT_GPU_POLL},
     {"simulate-gpus", required_argument, NULL, OPT_SIMULATE_GPUS},
+    {"verbose", no_argument, NULL, 'v'},
+    {"quiet", no_argument, NULL, 'q'},
+    {"user", no_argument, NULL, OPT_USER},
+    {"system", no_argument, NULL, OPT_SYSTEM},
+    {"force", no_argument, NULL, OPT_FORCE},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
 };
 
-struct flag_setting {
-    const char *key;
-    const char *value;
+/* The word getopt stopped at, as the user typed it: "--bogus", "-x". */
+static void bad_option(char **argv, int c)
+{
+    const char *a = optind > 0 ? argv[optind - 1] : NULL;
+    if (a && a[0] == '-' && a[1] == '-') {
+        size_t len = strcspn(a + 2, "=");
+        for (const struct option *o = long_opts; o->name; o++) {
+            if (strlen(o->name) != len || strncmp(o->name, a + 2, len) != 0)
+                continue;
+            if (c == ':')
+                usage_error("option '--%s' needs a value", o->name);
+            usage_error("option '--%s' takes no value", o->name);
+        }
+        usage_error("unknown option '--%.*s'", (int)len, a + 2);
+    }
+    if (c == ':')
+        usage_error("option '-%c' needs a value", optopt);
+    usage_error("unknown option '-%c'", optopt);
+}
+
+/* The config keys that flags set, in the order given; they win over file and
+ * environment, and again at every reload. */
+struct flag_list {
+    size_t n;
+    const char *keys[32];
+    const char *values[32];
+    const char *options[32]; /* the option that set it ("--max-running-jobs"), for errors */
 };
+
+static void flag_add(struct flag_list *f, const char *key, const char *value)
+{
+    for (size_t i = 0; i < f->n; i++) {
+        if (!strcmp(f->keys[i], key)) {
+            f->values[i] = value; /* the later one wins */
+            return;
+        }
+    }
+    if (f->n == sizeof(f->keys) / sizeof(f->keys[0]))
+        usage_error("too many options");
+    f->keys[f->n] = key;
+    f->options[f->n] = NULL;
+    f->values[f->n++] = value;
+}
+
+/* A flag's value set into the config: a bad one is named by the option the user typed
+ * ("--max-running-jobs must be ..."), not by the config key it sets. */
+static void flags_apply(const struct flag_list *f, struct gflow_config *cfg)
+{
+    char *err = NULL;
+    for (size_t i = 0; i < f->n; i++) {
+        if (config_set(cfg, f->keys[i], f->values[i], &err) == 0)
+            continue;
+        size_t klen = strlen(f->keys[i]);
+        if (f->options[i] && !strncmp(err, f->keys[i], klen))
+            die("%s%s", f->options[i], err + klen);
+        die("%s", err);
+    }
+}
+
+static bool flag_given(const struct flag_list *f, const char *key)
+{
+    for (size_t i = 0; i < f->n; i++)
+        if (!strcmp(f->keys[i], key))
+            return true;
+    return false;
+}
+
+/* --log-level moved by -v/-q, within error..debug. */
+static const char *shifted_level(const char *base, int verbose, int quiet)
+{
+    static const char *const names[] = {"error", "warn", "info", "debug"};
+    enum log_level l = LOG_INFO;
+    log_parse_level(base, &l);
+    int v = (int)l + verbose - quiet;
+    return names[v < 0 ? 0 : v > 3 ? 3 : v];
+}
+
+/* gflowd restart: what the daemon was started with, for each option not given now. */
+static void restore_start_options(const char *data_dir, struct flag_list *flags,
+                                  struct serve_opts *so)
+{
+    json_t *saved = startopts_load(data_dir);
+    if (!saved)
+        return;
+    struct strbuf said;
+    strbuf_init(&said);
+    const char *sim = json_string_value(json_object_get(saved, "simulate_gpus"));
+    if (sim && !so->simulate_gpus) {
+        so->simulate_gpus = xstrdup(sim);
+        strbuf_addf(&said, " --simulate-gpus %s", sim);
+    }
+    const char *gpus = json_string_value(json_object_get(saved, "gpus"));
+    if (gpus && !so->flag_gpus) {
+        so->flag_gpus = xstrdup(gpus);
+        strbuf_addf(&said, " --gpus %s", gpus);
+    }
+    const char *key;
+    json_t *v;
+    json_object_foreach (json_object_get(saved, "settings"), key, v) {
+        /* Where the daemon is was already decided by this command's own options. */
+        if (!json_is_string(v) || flag_given(flags, key) || !strcmp(key, "daemon.data_dir") ||
+            !strcmp(key, "daemon.socket_path"))
+            continue;
+        flag_add(flags, xstrdup(key), xstrdup(json_string_value(v)));
+        strbuf_addf(&said, " %s=%s", key, json_string_value(v));
+    }
+    if (said.len)
+        printf("Restarting with the options gflowd was started with:%s\n", said.buf);
+    strbuf_free(&said);
+    json_decref(saved);
+}
 
 int main(int argc, char **argv)
 {
     struct gflowd d = {0};
     struct serve_opts so = {.ready_fd = -1};
     const char *config_path = NULL;
-    struct flag_setting flags[16];
-    size_t n_flags = 0;
-    int opt;
-    while ((opt = getopt_long(argc, argv, "c:hV", long_opts, NULL)) != -1) {
+    struct flag_list flags = {0};
+    int verbose = 0, quiet = 0, opt;
+    bool want_user = false, want_system = false, force = false;
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, ":c:hVvq", long_opts, NULL)) != -1) {
         switch (opt) {
         case 'c':
             config_path = optarg;
             break;
         case OPT_DATA_DIR:
-            flags[n_flags++] = (struct flag_setting){"daemon.data_dir", optarg};
+            flag_add(&flags, "daemon.data_dir", optarg);
             break;
         case OPT_SOCKET:
-            flags[n_flags++] = (struct flag_setting){"daemon.socket_path", optarg};
+            flag_add(&flags, "daemon.socket_path", optarg);
             break;
         case OPT_MAX_RUNNING:
-            flags[n_flags++] = (struct flag_setting){"daemon.max_running_jobs", optarg};
+            flag_add(&flags, "daemon.max_running_jobs", optarg);
             break;
         case OPT_KILL_GRACE:
-            flags[n_flags++] = (struct flag_setting){"daemon.kill_grace_secs", optarg};
+            flag_add(&flags, "daemon.kill_grace_secs", optarg);
             break;
         case OPT_LOG_LEVEL:
-            flags[n_flags++] = (struct flag_setting){"daemon.log_level", optarg};
+            flag_add(&flags, "daemon.log_level", optarg);
             break;
         case OPT_GPUS:
             so.flag_gpus = optarg;
             break;
         case OPT_GPU_STRATEGY:
-            flags[n_flags++] = (struct flag_setting){"daemon.gpu_allocation_strategy", optarg};
+            flag_add(&flags, "daemon.gpu_allocation_strategy", optarg);
+            break;
+        case OPT_GPU_POLL:
+            flag_add(&flags, "daemon.gpu_poll_interval_secs", optarg);
             break;
         case OPT_SIMULATE_GPUS:
             so.simulate_gpus = optarg;
+            break;
+        case 'v':
+            verbose++;
+            break;
+        case 'q':
+            quiet++;
+            break;
+        case OPT_USER:
+            want_user = true;
+            break;
+        case OPT_SYSTEM:
+            want_system = true;
+            break;
+        case OPT_FORCE:
+            force = true;
             break;
         case 'h':
             fputs(usage_text, stdout);
@@ -140,46 +307,70 @@ int main(int argc, char **argv)
             printf("gflowd %s (%s)\n", GFLOW_VERSION, GFLOW_COMMIT);
             return 0;
         default:
-            fprintf(stderr, "gflowd: see 'gflowd --help' for the commands and options\n");
-            return 2;
+            bad_option(argv, opt);
         }
-        if (n_flags == sizeof(flags) / sizeof(flags[0])) {
-            fprintf(stderr, "gflowd: too many options\n");
-            return 2;
-        }
+        if (flags.n && !flags.options[flags.n - 1] && opt >= OPT_DATA_DIR)
+            for (const struct option *o = long_opts; o->name; o++)
+                if (o->val == opt)
+                    flags.options[flags.n - 1] = xasprintf("--%s", o->name);
     }
-    if (optind >= argc) {
-        fprintf(stderr, "gflowd: missing command: use up, down, restart, status or run "
-                        "(see 'gflowd --help')\n");
-        return 2;
-    }
+    if (optind >= argc)
+        usage_error("missing command: use up, down, restart, status, run, reload or init");
     const char *cmd = argv[optind];
-    if (optind + 1 < argc) {
-        fprintf(stderr, "gflowd: unexpected argument '%s' (see 'gflowd --help')\n",
-                argv[optind + 1]);
-        return 2;
-    }
+    if (optind + 1 < argc)
+        usage_error("unexpected argument '%s'", argv[optind + 1]);
+    static const char *const commands[] = {"up",     "start", "down",   "stop", "restart",
+                                           "status", "run",   "reload", "init", NULL};
+    bool known = false;
+    for (size_t i = 0; commands[i]; i++)
+        known |= !strcmp(commands[i], cmd);
+    if (!known)
+        usage_error("unknown command '%s': use up, down, restart, status, run, reload or init",
+                    cmd);
+    if (want_user && want_system)
+        usage_error("--user and --system exclude each other");
+    if (want_system && geteuid() != 0)
+        usage_error("--system needs root (the system daemon runs jobs as their submitters); "
+                    "drop it for your own per-user daemon");
+    if (force && strcmp(cmd, "init") != 0)
+        usage_error("--force is only for 'gflowd init'");
 
     client_init("gflowd");
-    d.system = geteuid() == 0;
+    d.system = want_system || (geteuid() == 0 && !want_user);
+    if (!strcmp(cmd, "init")) {
+        char *path = config_path ? xstrdup(config_path) : config_default_path(d.system);
+        int rc = configinit_write(path, force);
+        free(path);
+        return rc;
+    }
     d.uid = geteuid();
     struct passwd *pw = getpwuid(d.uid);
     d.user = pw ? xstrdup(pw->pw_name) : xasprintf("%u", (unsigned)d.uid);
     config_init(&d.cfg);
     char *err = NULL;
-    char *default_path = config_path ? NULL : config_default_path(d.system);
-    if (config_load_file(&d.cfg, config_path ? config_path : default_path, config_path != NULL,
-                         &err) < 0 ||
-        config_load_env(&d.cfg, environ, &err) < 0)
+    d.config_path = config_path ? xstrdup(config_path) : config_default_path(d.system);
+    d.config_required = config_path != NULL;
+    if (config_load_file(&d.cfg, d.config_path, d.config_required, &err) < 0 ||
+        config_load_env(&d.cfg, environ, &err) < 0) {
+        if (!strcmp(cmd, "reload"))
+            die("%s; nothing was reloaded (the daemon keeps its settings)", err);
         die("%s", err);
-    free(default_path);
-    for (size_t i = 0; i < n_flags; i++) {
-        if (config_set(&d.cfg, flags[i].key, flags[i].value, &err) < 0)
-            die("%s", err);
+    }
+    flags_apply(&flags, &d.cfg);
+    paths_resolve(&d.paths, &d.cfg, d.system);
+    if (!strcmp(cmd, "restart")) {
+        restore_start_options(d.paths.data_dir, &flags, &so);
+        flags_apply(&flags, &d.cfg);
+    }
+    if (verbose || quiet) {
+        flag_add(&flags, "daemon.log_level", shifted_level(d.cfg.log_level, verbose, quiet));
+        config_set(&d.cfg, "daemon.log_level", flags.values[flags.n - 1], &err);
     }
     if (log_parse_level(d.cfg.log_level, &log_threshold) < 0)
         die("unknown log level '%s': use error, warn, info or debug", d.cfg.log_level);
-    paths_resolve(&d.paths, &d.cfg, d.system);
+    d.n_flags = flags.n;
+    d.flag_keys = flags.keys;
+    d.flag_values = flags.values;
 
     int rc;
     if (!strcmp(cmd, "up") || !strcmp(cmd, "start"))
@@ -190,16 +381,14 @@ int main(int argc, char **argv)
         rc = ctl_down(&d, true) ? 1 : ctl_up(&d, &so);
     else if (!strcmp(cmd, "status"))
         rc = ctl_status(&d);
-    else if (!strcmp(cmd, "run"))
+    else if (!strcmp(cmd, "reload"))
+        rc = ctl_reload(&d);
+    else
         rc = serve(&d, &so);
-    else {
-        fprintf(stderr, "gflowd: unknown command '%s': use up, down, restart, status or run\n",
-                cmd);
-        rc = 2;
-    }
     paths_free(&d.paths);
     config_free(&d.cfg);
     free(d.user);
     free(d.shim_path);
+    free(d.config_path);
     return rc;
 }

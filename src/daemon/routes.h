@@ -56,5 +56,6 @@ void route_list(const struct route_req *r, struct reply *rep);
 void route_gpus(const struct route_req *r, struct reply *rep);
 void route_gpus_allowed(const struct route_req *r, struct reply *rep);
 void route_gpus_ignored(const struct route_req *r, struct reply *rep);
+void route_reload(const struct route_req *r, struct reply *rep);
 
 #endif

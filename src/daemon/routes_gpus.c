@@ -10,6 +10,8 @@
 #include "gpu.h"
 #include "gpu_report.h"
 #include "jobs.h"
+#include "reload.h"
+#include "startopts.h"
 #include "util.h"
 
 void route_gpus(const struct route_req *r, struct reply *rep)
@@ -59,6 +61,7 @@ void route_gpus_allowed(const struct route_req *r, struct reply *rep)
         reply_error(rep, 400, "%s", err);
     } else {
         jobs_mark_dirty(r->d->jobs);
+        startopts_forget_gpus(r->d->paths.data_dir); /* a restart keeps this setting */
         reply_json(rep, 200, gpu_allowed_json(r->d->gpus));
     }
     free(err);
@@ -123,4 +126,24 @@ void route_gpus_ignored(const struct route_req *r, struct reply *rep)
     }
     free(err);
     json_decref(o);
+}
+
+/* POST /v1/daemon/reload: gflowd reload, for admins (as SIGHUP). */
+void route_reload(const struct route_req *r, struct reply *rep)
+{
+    if (!route_method(r, "POST", rep))
+        return;
+    if (!r->who->is_admin) {
+        reply_error(rep, 403,
+                    "only root, the daemon's user or members of daemon.admin_group may reload "
+                    "the configuration");
+        return;
+    }
+    char *err = NULL;
+    json_t *report = daemon_reload(r->d, &err);
+    if (report)
+        reply_json(rep, 200, report);
+    else
+        reply_error(rep, 400, "%s; nothing changed", err);
+    free(err);
 }

@@ -120,8 +120,7 @@ static struct job *own_active_job(const struct route_req *r, int64_t id, const c
 
 static json_t *state_reply(const struct job *j)
 {
-    json_t *o =
-        json_pack("{s:I, s:s}", "id", (json_int_t)j->id, "state", job_state_short(j->state));
+    json_t *o = json_pack("{s:I, s:s}", "id", (json_int_t)j->id, "state", job_display_state(j));
     if (j->state == JOB_RUNNING && j->end_request != JOB_END_NONE)
         json_object_set_new(o, "cancelling", json_true());
     return o;

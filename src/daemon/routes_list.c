@@ -132,6 +132,8 @@ static bool matches(const struct job *j, const struct store_query *q, const int6
         state_ok = j->state == q->states[i];
     if (!state_ok || (q->user && strcmp(j->user ? j->user : "", q->user) != 0))
         return false;
+    if (q->running_cancelling_only && j->state == JOB_RUNNING && !job_is_cancelling(j))
+        return false;
     if (q->since > 0 && j->submit_time < q->since)
         return false;
     if (q->projects && !in_list(q->projects, j->project))
@@ -168,21 +170,31 @@ static void list_active(const struct store_query *q, struct list_ctx *ctx)
     free(hits);
 }
 
-static int parse_states(const char *s, enum job_state *states, size_t *n, char **err)
+/* The states of a state=... filter. CG (a running job being cancelled) is R narrowed to
+ * those jobs, unless R itself is asked too: R includes them (they still run). */
+static int parse_states(const char *s, struct store_query *q, enum job_state *states, char **err)
 {
-    *n = 0;
+    size_t n = 0;
+    bool running = false, cancelling = false;
     char *copy = xstrdup(s), *save = NULL;
     for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         enum job_state st;
         if (job_state_parse(tok, &st) < 0) {
-            *err = xasprintf("unknown state '%s': use PD, H, R, CD, F, CA or TO", tok);
+            *err = xasprintf("unknown state '%s': use PD, H, R, CG, CD, F, CA or TO", tok);
             free(copy);
             return -1;
         }
-        if (*n < 64)
-            states[(*n)++] = st;
+        if (job_state_is_cancelling_name(tok))
+            cancelling = true;
+        else if (st == JOB_RUNNING)
+            running = true;
+        if (n < 64)
+            states[n++] = st;
     }
     free(copy);
+    q->states = states;
+    q->n_states = n;
+    q->running_cancelling_only = cancelling && !running;
     return 0;
 }
 
@@ -254,9 +266,8 @@ static int parse_query(const struct route_req *r, struct store_query *q, enum jo
     *status = 400;
     const char *v;
     if ((v = route_query(r, "state")) && *v) {
-        if (parse_states(v, states, &q->n_states, err) < 0)
+        if (parse_states(v, q, states, err) < 0)
             return -1;
-        q->states = states;
     }
     if ((v = route_query(r, "id")) && *v) {
         if (existing_ids(r, v, ids, &q->n_ids, status, err) < 0)

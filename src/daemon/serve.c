@@ -44,7 +44,9 @@
 #include "loop.h"
 #include "parse.h"
 #include "procinfo.h"
+#include "reload.h"
 #include "runner.h"
+#include "startopts.h"
 #include "store.h"
 #include "util.h"
 
@@ -358,19 +360,27 @@ static void before_sleep(void *arg)
 
 /* ---- set-up ---- */
 
+/* SIGTERM/SIGINT stop the daemon; SIGHUP reloads the configuration (gflowd reload). */
 static void signal_cb(int fd, uint32_t events, void *arg)
 {
+    (void)events;
+    struct gflowd *d = arg;
     struct signalfd_siginfo si;
     while (read(fd, &si, sizeof(si)) == sizeof(si)) {
         if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) {
             log_info("received %s; stopping (running jobs keep running)",
                      job_signal_name((int)si.ssi_signo));
             loop_stop();
+        } else if (si.ssi_signo == SIGHUP) {
+            log_info("received SIGHUP; reloading the configuration");
+            char *err = NULL;
+            json_decref(daemon_reload(d, &err));
+            free(err);
         }
     }
 }
 
-static int setup_signals(void)
+static int setup_signals(struct gflowd *d)
 {
     signal(SIGPIPE, SIG_IGN);
     /* An ignored signal never reaches a signalfd (nohup ignores SIGHUP, say). */
@@ -384,7 +394,7 @@ static int setup_signals(void)
     sigaddset(&set, SIGHUP);
     sigprocmask(SIG_BLOCK, &set, NULL);
     int fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
-    if (fd < 0 || loop_add_fd(fd, EPOLLIN, signal_cb, NULL) < 0)
+    if (fd < 0 || loop_add_fd(fd, EPOLLIN, signal_cb, d) < 0)
         return -1;
     return fd;
 }
@@ -514,7 +524,7 @@ static void start_gpus(struct gflowd *d, const struct serve_opts *o)
     };
     char *err = NULL;
     d->gpus = gpu_start(&g, &err);
-    if (!d->gpus)
+    if (!d->gpus || gpu_check_flag(d->gpus, &err) < 0)
         startup_failed(o, err);
 }
 
@@ -540,13 +550,14 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     int lock_fd = lockfile_acquire(d->paths.lock_path, &holder, &err);
     if (lock_fd < 0)
         startup_failed(o, err);
+    startopts_save(d, o);
     if (runner_init(d, &err) < 0)
         startup_failed(o, err);
     d->disk = disk_new(d->paths.data_dir, d->paths.log_dir);
     d->store = store_open(d->paths.db_path, &err);
     if (!d->store)
         startup_failed(o, err);
-    if (loop_init() < 0 || setup_signals() < 0)
+    if (loop_init() < 0 || setup_signals(d) < 0)
         startup_failed(o, "cannot set up the event loop");
     d->jobs = jobs_new(d->store);
     jobs_set_signal_cb(d->jobs, runner_signal_cb, NULL);

@@ -77,6 +77,8 @@ int store_retried_as(struct store *s, int64_t id, int64_t *out);
 struct store_query {
     const enum job_state *states; /* NULL/0 = every state */
     size_t n_states;
+    /* Of the R jobs, only those being cancelled (the display state CG, job.h). */
+    bool running_cancelling_only;
     const int64_t *ids; /* NULL/0 = every id */
     size_t n_ids;
     const char *user;     /* NULL = every user */

@@ -82,8 +82,8 @@ static const struct {
     [JOB_FIELD_NAME] = {1, {C_NAME}},
     [JOB_FIELD_USER] = {1, {C_USER}},
     [JOB_FIELD_UID] = {1, {C_UID}},
-    [JOB_FIELD_STATE] = {1, {C_STATE}},
-    [JOB_FIELD_STATE_NAME] = {1, {C_STATE}},
+    [JOB_FIELD_STATE] = {2, {C_STATE, C_END_REQUEST}}, /* CG: R with a cancel asked */
+    [JOB_FIELD_STATE_NAME] = {2, {C_STATE, C_END_REQUEST}},
     [JOB_FIELD_PRIORITY] = {1, {C_PRIORITY}},
     [JOB_FIELD_TIME_LIMIT] = {1, {C_TIME_LIMIT}},
     [JOB_FIELD_SUBMIT_TIME] = {1, {C_SUBMIT_TIME}},
@@ -184,6 +184,11 @@ static int build_list_sql(struct store *s, const struct store_query *q, bool rev
          * (it cannot know what the parameters will hold). */
         if (all_active)
             strbuf_adds(sb, " AND state IN (0,1,2)");
+        glue = " AND ";
+    }
+    if (q->running_cancelling_only) {
+        strbuf_addf(sb, "%s(state != %d OR end_request = %d)", glue, (int)JOB_RUNNING,
+                    (int)JOB_END_CANCEL);
         glue = " AND ";
     }
     if (q->ids && q->n_ids) {

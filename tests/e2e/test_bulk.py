@@ -16,7 +16,7 @@ def states(gflow, first, last):
 
 def test_gcancel_of_a_range_in_one_request(gflow):
     first, last = held_array(gflow, 2000)
-    cp = gflow.run("gcancel", f"{first}-{last}")
+    cp = gflow.run("gcancel", "-v", f"{first}-{last}")
     assert cp.returncode == 0, cp.stderr
     lines = cp.stdout.splitlines()
     assert len(lines) == 2000

@@ -146,7 +146,7 @@ def test_root_daemon_runs_job_as_submitter(make_gflow, user):
 
     # Root (an admin) may.
     cp = g.run("gcancel", running)
-    assert (cp.returncode, cp.stdout) == (0, f"Job {running} cancelled.\n"), cp.stderr
+    assert (cp.returncode, cp.stdout) == (0, f"Job {running} cancelling (SIGTERM sent; CG until it has stopped).\n"), cp.stderr
     j = g.wait_state(running)
     assert j["state"] == "CA", j
 
@@ -166,6 +166,6 @@ def test_owner_can_cancel_own_job_on_root_daemon(make_gflow, user):
     cp = g.run("gjob", "release", held, user=as_test_user, cwd=workdir, env=env)
     assert cp.returncode == 0, cp.stderr
     cp = g.run("gcancel", running, user=as_test_user, cwd=workdir, env=env)
-    assert (cp.returncode, cp.stdout) == (0, f"Job {running} cancelled.\n"), cp.stderr
+    assert (cp.returncode, cp.stdout) == (0, f"Job {running} cancelling (SIGTERM sent; CG until it has stopped).\n"), cp.stderr
     assert g.wait_state(running)["state"] == "CA"
     assert g.wait_state(held)["state"] == "CD"

@@ -218,7 +218,7 @@ def test_cancel_kills_process_group_and_setsid_grandchild(gflow):
 
     cp = gflow.run("gcancel", job)
     assert cp.returncode == 0, cp.stderr
-    assert one_line(cp.stdout) == f"Job {job} cancelled."
+    assert one_line(cp.stdout) == f"Job {job} cancelling (SIGTERM sent; CG until it has stopped)."
     j = gflow.wait_state(job)
     assert j["state"] == "CA"
     assert j["reason"] == "CancelledByUser"

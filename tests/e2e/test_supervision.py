@@ -388,9 +388,14 @@ def test_standby_shim_runs_the_next_job_and_a_new_one_follows(make_gflow):
     j = g.submit("sleep", "300")
     shim_pid = wait_for(lambda: g.job(j).get("shim_pid"), "the job's shim pid")
     assert shim_pid == first[0][0]
-    with open(f"/proc/{shim_pid}/cmdline", "rb") as f:
-        argv = [a.decode() for a in f.read().split(b"\0") if a]
-    assert argv[1:3] == ["--job-id", str(j)], argv
+    # The standby writes the job's arguments over its command line once it has read
+    # them, which may come after the daemon has recorded its pid.
+    def job_args():
+        with open(f"/proc/{shim_pid}/cmdline", "rb") as f:
+            argv = [a.decode() for a in f.read().split(b"\0") if a]
+        return argv if argv[1:3] == ["--job-id", str(j)] else None
+
+    wait_for(job_args, "the job's arguments in the shim's command line")
     second = wait_for(lambda: standby_shims(pid), "the next standby shim")
     assert second[0][0] != shim_pid
     g.run("gcancel", str(j), check=True)

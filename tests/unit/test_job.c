@@ -64,6 +64,40 @@ static void test_state_parse(void **state)
     assert_int_equal(got, JOB_FAILED);
 }
 
+/* CG: a running job with a cancel asked is shown as Cancelling, and read back so. */
+static void test_display_state_cancelling(void **state)
+{
+    (void)state;
+    struct job j;
+    job_init(&j);
+    j.state = JOB_RUNNING;
+    assert_string_equal(job_display_state(&j), "R");
+    j.end_request = JOB_END_TIMEOUT; /* a time-limit kill stays R */
+    assert_false(job_is_cancelling(&j));
+    assert_string_equal(job_display_state_name(&j), "Running");
+    j.end_request = JOB_END_CANCEL;
+    assert_true(job_is_cancelling(&j));
+    assert_string_equal(job_display_state(&j), "CG");
+    assert_string_equal(job_display_state_name(&j), "Cancelling");
+    json_t *o = job_to_json(&j, false, NULL);
+    assert_string_equal(json_string_value(json_object_get(o, "state")), "CG");
+    assert_string_equal(json_string_value(json_object_get(o, "state_name")), "Cancelling");
+    json_object_del(o, "cancelling"); /* the state alone says it */
+    struct job back;
+    assert_int_equal(job_from_json(o, &back), 0);
+    assert_int_equal(back.state, JOB_RUNNING);
+    assert_true(job_is_cancelling(&back));
+    job_clear(&back);
+    json_decref(o);
+    j.state = JOB_CANCELLED; /* once ended, its own state */
+    assert_string_equal(job_display_state(&j), "CA");
+    assert_true(job_state_is_cancelling_name("cancelling"));
+    assert_true(job_state_is_cancelling_name("cg"));
+    assert_false(job_state_is_cancelling_name("R"));
+    parses_to("Cancelling", JOB_RUNNING);
+    job_clear(&j);
+}
+
 static void test_state_classes(void **state)
 {
     (void)state;
@@ -366,12 +400,19 @@ static void test_init_defaults(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_state_names),     cmocka_unit_test(test_state_parse),
-        cmocka_unit_test(test_state_classes),   cmocka_unit_test(test_transitions),
-        cmocka_unit_test(test_json_round_trip), cmocka_unit_test(test_json_nulls),
-        cmocka_unit_test(test_json_huge_times), cmocka_unit_test(test_json_bad_input),
-        cmocka_unit_test(test_reason_fallback), cmocka_unit_test(test_dup),
-        cmocka_unit_test(test_signal_name),     cmocka_unit_test(test_init_defaults),
+        cmocka_unit_test(test_state_names),
+        cmocka_unit_test(test_state_parse),
+        cmocka_unit_test(test_state_classes),
+        cmocka_unit_test(test_transitions),
+        cmocka_unit_test(test_display_state_cancelling),
+        cmocka_unit_test(test_json_round_trip),
+        cmocka_unit_test(test_json_nulls),
+        cmocka_unit_test(test_json_huge_times),
+        cmocka_unit_test(test_json_bad_input),
+        cmocka_unit_test(test_reason_fallback),
+        cmocka_unit_test(test_dup),
+        cmocka_unit_test(test_signal_name),
+        cmocka_unit_test(test_init_defaults),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

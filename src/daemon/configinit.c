@@ -1,0 +1,131 @@
+/* configinit: gflowd init (see configinit.h). The keys and defaults come from config.c's
+ * table, so a new key shows up here by itself; this file only adds a line of help. */
+#include "configinit.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "files.h"
+#include "util.h"
+
+struct key_help {
+    const char *key;
+    const char *help; /* NULL: left out of the file (an older name of another key) */
+};
+
+static const struct key_help key_helps[] = {
+    {"daemon.socket_path", "Unix socket (default: $XDG_RUNTIME_DIR/gflow/gflowd.sock, "
+                           "/run/gflow/gflowd.sock for the system daemon)  --socket"},
+    {"daemon.data_dir", "database and logs (default: ~/.local/share/gflow, /var/lib/gflow "
+                        "for the system daemon)  --data-dir"},
+    {"daemon.max_running_jobs", "run at most this many jobs at once; 0 = no limit  "
+                                "--max-running-jobs"},
+    {"daemon.kill_grace_secs", "seconds between SIGTERM and SIGKILL  --kill-grace-secs"},
+    {"daemon.max_request_bytes", NULL},
+    {"daemon.admin_group", "members may act on every job and change GPU settings"},
+    {"daemon.log_level", "error, warn, info or debug  --log-level, -v, -q"},
+    {"daemon.gpus", "GPUs jobs may use: \"all\" or a list like \"0,2-3\"  --gpus"},
+    {"daemon.nvml_library", "NVML library to load (default: libnvidia-ml.so.1)"},
+    {"daemon.gpu_allocation_strategy", "topology, sequential or random  "
+                                       "--gpu-allocation-strategy"},
+    {"daemon.gpu_poll_interval_secs", "how often NVML is read  --gpu-poll-interval-secs"},
+    {"daemon.gpu_id_format", "CUDA_VISIBLE_DEVICES of jobs: auto, index or uuid"},
+    {"daemon.container", "whether gflowd runs in a container: auto (detect), yes or no"},
+    {"daemon.nvml_timeout_secs", "an NVML read that takes longer makes the GPUs unavailable"},
+    {"daemon.nvml_retry_max_secs", "longest wait between tries to open NVML"},
+    {"daemon.constrain_devices", "deny jobs the GPUs they were not given (cgroup v1 devices)"},
+    {"daemon.log_dir", "where job logs go (default: <data_dir>/logs)"},
+    {"daemon.max_log_bytes", "cap of one job log; 0 = no cap"},
+    {"daemon.keep_finished", "finished jobs kept: an age (\"90d\") or a count (\"100000\"); "
+                             "default: all"},
+    {"limits.max_request_bytes", "largest request body"},
+    {"limits.max_body_bytes_in_flight", "request bodies being received, all connections"},
+    {"limits.max_connections", "open connections, all users"},
+    {"limits.max_connections_per_user", "open connections of one user"},
+    {"limits.idle_timeout_secs", "a connection that sends nothing is closed after this"},
+    {"limits.max_jobs_per_request", "jobs one submission makes (an array, a sweep)"},
+    {"limits.max_active_jobs_per_user", "queued, held and running jobs of one user"},
+    {"limits.max_ids_per_request", "job ids one id list names"},
+    {"limits.max_log_scan_bytes", "what gjob log --first/--last reads of a log"},
+};
+
+/* The help of key; "" if it has none yet, NULL if it is left out. */
+static const char *key_help(const char *key)
+{
+    for (size_t i = 0; i < sizeof(key_helps) / sizeof(key_helps[0]); i++)
+        if (!strcmp(key_helps[i].key, key))
+            return key_helps[i].help;
+    return "";
+}
+
+char *configinit_text(void)
+{
+    struct strbuf sb;
+    strbuf_init(&sb);
+    strbuf_adds(&sb, "# gflow configuration, written by 'gflowd init'.\n"
+                     "# Every key is listed with its default, commented out: uncomment a line\n"
+                     "# to change it. GFLOW_<SECTION>__<KEY> variables and gflowd's flags win\n"
+                     "# over this file. 'gflowd reload' (or SIGHUP) reads it again; it says\n"
+                     "# which changes need 'gflowd restart'. A key shown without a value is\n"
+                     "# unset by default: the daemon picks, as its comment says.\n");
+    size_t section_len = 0;
+    const char *section = NULL;
+    for (size_t i = 0; config_key_name(i); i++) {
+        const char *name = config_key_name(i), *dot = strchr(name, '.');
+        const char *help = key_help(name);
+        if (!help || !dot)
+            continue;
+        if (!section || section_len != (size_t)(dot - name) ||
+            strncmp(section, name, section_len)) {
+            section = name;
+            section_len = (size_t)(dot - name);
+            strbuf_addf(&sb, "\n[%.*s]\n", (int)section_len, name);
+        }
+        if (*help)
+            strbuf_addf(&sb, "# %s\n", help);
+        const char *def = config_key_default(i);
+        if (!def)
+            strbuf_addf(&sb, "# %s =\n", dot + 1);
+        else if (config_key_is_string(i))
+            strbuf_addf(&sb, "# %s = \"%s\"\n", dot + 1, def);
+        else
+            strbuf_addf(&sb, "# %s = %s\n", dot + 1, def);
+    }
+    return strbuf_detach(&sb);
+}
+
+/* The folder of path, made if missing. */
+static int make_parent(const char *path)
+{
+    char *dir = xstrdup(path);
+    char *slash = strrchr(dir, '/');
+    int r = 0;
+    if (slash && slash != dir) {
+        *slash = '\0';
+        r = mkdir_p(dir, 0755);
+    }
+    free(dir);
+    return r;
+}
+
+int configinit_write(const char *path, bool force)
+{
+    if (!force && access(path, F_OK) == 0) {
+        fprintf(stderr, "gflowd: %s already exists; use 'gflowd init --force' to replace it\n",
+                path);
+        return 1;
+    }
+    char *text = configinit_text();
+    int r = make_parent(path) < 0 ? -1 : write_file_atomic(path, text, strlen(text), 0644);
+    free(text);
+    if (r < 0) {
+        fprintf(stderr, "gflowd: cannot write %s: %s\n", path, strerror(errno));
+        return 1;
+    }
+    printf("Wrote %s (every key with its default, commented out)\n", path);
+    return 0;
+}

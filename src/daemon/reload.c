@@ -1,0 +1,143 @@
+/* reload: gflowd reload (see reload.h). Every key whose value differs after reading
+ * the file again is either applied (the ones in live_keys: read where they are used,
+ * or re-applied here) or reported as needing a restart. */
+#include "reload.h"
+
+#include <grp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config_file.h"
+#include "daemon.h"
+#include "gpu.h"
+#include "jobs.h"
+#include "log.h"
+#include "util.h"
+
+extern char **environ;
+
+/* Settings read where they are used: the new value counts from the next scheduling
+ * pass, request, poll or job start. The rest (paths, the HTTP server's limits, NVML's
+ * set-up) are read once at start. */
+static const char *const live_keys[] = {
+    "daemon.max_running_jobs",
+    "daemon.kill_grace_secs",
+    "daemon.log_level",
+    "daemon.gpu_allocation_strategy",
+    "daemon.gpu_poll_interval_secs",
+    "daemon.admin_group",
+    "daemon.max_log_bytes",
+    "daemon.gpus",
+    "limits.max_jobs_per_request",
+    "limits.max_active_jobs_per_user",
+    "limits.max_ids_per_request",
+    "limits.max_log_scan_bytes",
+    NULL,
+};
+
+static bool reload_key_is_live(const char *key)
+{
+    for (size_t i = 0; live_keys[i]; i++)
+        if (!strcmp(live_keys[i], key))
+            return true;
+    return false;
+}
+
+/* The settings as a start would make them now: defaults, the file, the environment,
+ * then the daemon's own flags. */
+static int reload_read(const struct gflowd *d, struct gflow_config *c, char **err)
+{
+    config_init(c);
+    if (config_load_file(c, d->config_path, d->config_required, err) < 0 ||
+        config_load_env(c, environ, err) < 0)
+        return -1;
+    for (size_t i = 0; i < d->n_flags; i++)
+        if (config_set(c, d->flag_keys[i], d->flag_values[i], err) < 0)
+            return -1;
+    return 0;
+}
+
+static void reload_admin_group(struct gflowd *d)
+{
+    d->has_admin_gid = false;
+    if (!d->cfg.admin_group)
+        return;
+    struct group *g = getgrnam(d->cfg.admin_group);
+    if (!g) {
+        log_warn("daemon.admin_group '%s' does not exist; only root is admin", d->cfg.admin_group);
+        return;
+    }
+    d->has_admin_gid = true;
+    d->admin_gid = g->gr_gid;
+}
+
+static bool same_text(const char *a, const char *b)
+{
+    return (!a && !b) || (a && b && !strcmp(a, b));
+}
+
+/* Applies one changed live key to the daemon. 0, or -1 with *err. */
+static int reload_apply(struct gflowd *d, const char *key, const char *value, json_t *kept,
+                        char **err)
+{
+    if (!strcmp(key, "daemon.gpus")) {
+        int r = gpu_reload_config(d->gpus, value, err);
+        if (r < 0)
+            return -1;
+        if (r == 0)
+            json_object_set_new(kept, key,
+                                json_string("the GPUs chosen by --gpus or 'gctl set-gpus' "
+                                            "stay; 'gctl set-gpus all' goes back to the config"));
+    }
+    if (value)
+        config_set(&d->cfg, key, value, err); /* checked already by reload_read */
+    else if (!strcmp(key, "daemon.admin_group")) {
+        free(d->cfg.admin_group);
+        d->cfg.admin_group = NULL;
+    }
+    if (!strcmp(key, "daemon.log_level"))
+        log_parse_level(d->cfg.log_level, &log_threshold);
+    if (!strcmp(key, "daemon.admin_group"))
+        reload_admin_group(d);
+    return 0;
+}
+
+json_t *daemon_reload(struct gflowd *d, char **err)
+{
+    struct gflow_config c;
+    if (reload_read(d, &c, err) < 0) {
+        config_free(&c);
+        log_warn("reload refused, nothing changed: %s", *err);
+        return NULL;
+    }
+    json_t *applied = json_array(), *restart = json_array(), *kept = json_object();
+    for (size_t i = 0; config_key_name(i); i++) {
+        const char *key = config_key_name(i);
+        char *old = config_get_text(&d->cfg, key), *now = config_get_text(&c, key);
+        if (!same_text(old, now)) {
+            if (!reload_key_is_live(key)) {
+                json_array_append_new(restart, json_string(key));
+                log_warn("reload: %s changed to %s; it takes effect at the next restart", key,
+                         now ? now : "(unset)");
+            } else if (reload_apply(d, key, now, kept, err) < 0) {
+                log_warn("reload: %s: %s", key, *err);
+                free(*err);
+                *err = NULL;
+                json_array_append_new(restart, json_string(key));
+            } else {
+                json_array_append_new(applied, json_string(key));
+                log_info("reload: %s is now %s", key, now ? now : "(unset)");
+            }
+        }
+        free(old);
+        free(now);
+    }
+    config_free(&c);
+    jobs_mark_dirty(d->jobs);
+    log_info("configuration reloaded from %s: %zu setting%s applied, %zu need a restart",
+             d->config_path ? d->config_path : "(no file)", json_array_size(applied),
+             json_array_size(applied) == 1 ? "" : "s", json_array_size(restart));
+    return json_pack("{s:o, s:o, s:o, s:o}", "config",
+                     d->config_path ? json_string(d->config_path) : json_null(), "applied", applied,
+                     "restart_needed", restart, "kept", kept);
+}
