@@ -10,14 +10,17 @@
  * --gpus, --depends-on, ...) are the ones gjob update and redo take too (jobopts.c);
  * arrays, sweeps and the submission's own switches are here. */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
+#include "completion.h"
 #include "files.h"
 #include "gflow_build.h"
 #include "job.h"
@@ -47,8 +50,15 @@ enum {
     OPT_MAX_CONCURRENT,
     OPT_PARAM,
     OPT_PARAM_FILE,
-    OPT_NAME_TEMPLATE
+    OPT_NAME_TEMPLATE,
+    OPT_NICE,
+    OPT_AUTO_CLOSE,
+    OPT_NOTIFY_EMAIL,
+    OPT_NOTIFY_ON,
 };
+
+/* A sweep or array prints one "Submitted batch job" line per job up to this many. */
+#define GBATCH_LINES_MAX 100
 
 /* gbatch's own options; the job options it shares with gjob update/redo are jobopts'. */
 static const struct option gbatch_own_longopts[] = {
@@ -59,6 +69,11 @@ static const struct option gbatch_own_longopts[] = {
     {"param-file", required_argument, NULL, OPT_PARAM_FILE},
     {"name-template", required_argument, NULL, OPT_NAME_TEMPLATE},
     {"parsable", no_argument, NULL, OPT_PARSABLE},
+    {"project", required_argument, NULL, 'P'},
+    {"nice", required_argument, NULL, OPT_NICE},
+    {"auto-close", no_argument, NULL, OPT_AUTO_CLOSE},
+    {"notify-email", required_argument, NULL, OPT_NOTIFY_EMAIL},
+    {"notify-on", required_argument, NULL, OPT_NOTIFY_ON},
     {"socket", required_argument, NULL, OPT_SOCKET},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
@@ -77,9 +92,13 @@ static void gbatch_help(void)
            "  gbatch [options] <script>            submit a script file\n"
            "  gbatch [options] <command> [args...] submit a command (run by /bin/bash -c)\n"
            "  gbatch [options] [-] < script        submit a script read from standard input\n"
+           "  gbatch new NAME                      write a job script template NAME.sh\n"
+           "  gbatch completion bash|zsh|fish      print a shell completion script\n"
            "\n"
            "Options end at the first word that is not an option; everything after it\n"
            "belongs to the job. A single argument naming an existing file is a script.\n"
+           "A first word 'new' or 'completion' is a subcommand; to submit a command of that\n"
+           "name write 'gbatch -- new' or 'gbatch ./new'.\n"
            "\n"
            "Options:\n");
     jobopts_help(JOBOPTS_GENERAL, JOBOPTS_SUBMIT);
@@ -103,10 +122,28 @@ static void gbatch_help(void)
            "      --max-concurrent K           at most K jobs of this submission run at once\n"
            "                                   (change it later with gctl set-limit)\n"
            "\n"
+           "gflow's options (gbatch only, stored with the job):\n");
+    jobopts_help_line("-c NAME", "the same as --conda-env NAME (gflow's short form)");
+    jobopts_help_line("-P, --project NAME",
+                      "a project code to group and filter jobs by (gqueue -P); at most 64 "
+                      "characters, blanks around it dropped");
+    jobopts_help_line("    --nice N", "the same as --priority N, as in gflow (recorded as nice)");
+    jobopts_help_line("    --notify-email ADDR",
+                      "e-mail ADDR about this job (repeat for more addresses); stored with the "
+                      "job, not sent yet");
+    jobopts_help_line("    --notify-on EVENTS",
+                      "the events to e-mail about, comma-separated: job_submitted, job_updated, "
+                      "job_started, job_completed, job_failed, job_cancelled, job_timeout, "
+                      "job_held, job_released (default with --notify-email: job_completed, "
+                      "job_failed, job_timeout, job_cancelled); stored, not sent yet");
+    jobopts_help_line("    --auto-close",
+                      "gflow closes the job's tmux session when it succeeds; accepted and "
+                      "stored (jobs here run without tmux)");
+    printf("\n"
            "Other options:\n"
            "      --dry-run                    check and show what would be submitted, submit\n"
            "                                   nothing\n"
-           "      --parsable                   print only the job id\n"
+           "      --parsable                   print only the job ids, one per line\n"
            "      --socket PATH                the daemon's socket (default: $GFLOW_SOCKET,\n"
            "                                   the config, then the usual places)\n"
            "  -h, --help                       show this help\n"
@@ -115,8 +152,9 @@ static void gbatch_help(void)
     char *names = jobopts_names(JOBOPTS_SUBMIT);
     char *directives = xasprintf(
         "Script directives: lines '# GFLOW --key value' or '# GFLOW --key=value' in a script "
-        "set the same options (%s, --array and --max-concurrent); options on the command line "
-        "win over them.",
+        "set the same options (%s, -c, --project, --nice, --notify-email, --notify-on, "
+        "--auto-close, --array and --max-concurrent); options on the command line win over "
+        "them. 'gbatch new NAME' writes a template with them.",
         names);
     jobopts_help_paragraph(directives);
     free(directives);
@@ -138,6 +176,70 @@ static void gbatch_help(void)
            "  gbatch --dependency afternotok:12 notify.sh\n");
 }
 
+/* gflow's bookkeeping options: -P/--project, --nice, --auto-close, --notify-email,
+ * --notify-on, into their spec fields (the daemon checks them again). */
+static void gbatch_bookkeeping(const struct jobopts_ctx *ctx, int c, const char *arg, json_t *spec)
+{
+    json_t *v;
+    switch (c) {
+    case 'P': { /* blanks around it do not count, as in gflow */
+        size_t len = strlen(arg);
+        while (len && (arg[len - 1] == ' ' || arg[len - 1] == '\t'))
+            len--;
+        size_t lead = strspn(arg, " \t");
+        if (len - (lead < len ? lead : len) > JOB_PROJECT_MAX || !(v = json_string(arg)))
+            jobopts_error(ctx, "invalid --project: use text of at most %d characters",
+                          JOB_PROJECT_MAX);
+        json_object_set_new(spec, "project", v);
+        break;
+    }
+    case OPT_NICE: { /* gflow: an alias of --priority */
+        int prio;
+        char *err = NULL;
+        if (parse_priority(arg, &prio, &err) < 0)
+            jobopts_error(ctx, "--nice is the priority: %s", err);
+        json_object_set_new(spec, "priority", json_integer(prio));
+        json_object_set_new(spec, "nice", json_integer(prio));
+        break;
+    }
+    case OPT_AUTO_CLOSE:
+        json_object_set_new(spec, "auto_close", json_true());
+        break;
+    case OPT_NOTIFY_EMAIL: {
+        const char *old = json_string_value(json_object_get(spec, "notify_email"));
+        if (!*arg || strchr(arg, ' ') || !strchr(arg, '@'))
+            jobopts_error(ctx, "invalid --notify-email '%s': use an address like name@host", arg);
+        char *joined = old ? xasprintf("%s,%s", old, arg) : xstrdup(arg);
+        if (!(v = json_string(joined)))
+            jobopts_error(ctx, "--notify-email is not valid UTF-8");
+        json_object_set_new(spec, "notify_email", v);
+        free(joined);
+        break;
+    }
+    case OPT_NOTIFY_ON: {
+        json_t *list = json_object_get(spec, "notify_on");
+        if (!list) {
+            list = json_array();
+            json_object_set_new(spec, "notify_on", list);
+        }
+        char *copy = xstrdup(arg), *save = NULL;
+        for (char *e = strtok_r(copy, ",", &save); e; e = strtok_r(NULL, ",", &save)) {
+            if (!job_notify_event_valid(e))
+                jobopts_error(ctx,
+                              "invalid --notify-on event '%s': use job_submitted, job_updated, "
+                              "job_started, job_completed, job_failed, job_cancelled, "
+                              "job_timeout, job_held or job_released",
+                              e);
+            json_array_append_new(list, json_string(e));
+        }
+        free(copy);
+        if (!json_array_size(list))
+            jobopts_error(ctx, "--notify-on needs at least one event, e.g. job_failed");
+        break;
+    }
+    }
+}
+
 /* Parses argv[0..argc) into o: the job options through jobopts, gbatch's own here.
  * ctx names the script and line for a "# GFLOW" directive. Returns optind (the first
  * non-option word). */
@@ -148,9 +250,18 @@ static int gbatch_parse(int argc, char **argv, struct gbatch_opts *o, const stru
     optind = 0; /* glibc: full reinitialisation, the directives parse a second argv */
     opterr = 0;
     while ((c = getopt_long(argc, argv, gbatch_shortopts, gbatch_longopts, NULL)) != -1) {
+        if (c == 'c') /* gflow's gbatch -c; gjob's -c is --command */
+            c = jobopts_val("conda-env");
         if (jobopts_apply(ctx, c, optarg, o->spec))
             continue;
         switch (c) {
+        case 'P':
+        case OPT_NICE:
+        case OPT_AUTO_CLOSE:
+        case OPT_NOTIFY_EMAIL:
+        case OPT_NOTIFY_ON:
+            gbatch_bookkeeping(ctx, c, optarg, o->spec);
+            break;
         case OPT_ARRAY: {
             int64_t *tasks, k;
             size_t n;
@@ -447,6 +558,9 @@ static void gbatch_print_dry_run(const json_t *spec, const json_t *reply)
     const char *conda = json_string_value(json_object_get(spec, "conda_env"));
     if (conda)
         printf("  CondaEnv:  %s\n", conda);
+    const char *project = json_string_value(json_object_get(spec, "project"));
+    if (project)
+        printf("  Project:   %s\n", project);
     const json_t *retries = json_object_get(spec, "max_retries");
     if (json_integer_value(retries) > 0)
         printf("  Retries:   up to %lld\n", (long long)json_integer_value(retries));
@@ -533,16 +647,185 @@ static json_t *gbatch_sweep_rows(const struct gbatch_opts *o)
     return json_pack("{s:o, s:o}", "names", names, "rows", rows);
 }
 
+/* gflow's job script template: its "## GFLOW" lines are examples (a '#' more than a
+ * directive), made active by deleting one '#'. */
+static const char gbatch_template[] =
+    "#!/bin/bash\n"
+    "#\n"
+    "# ==== gflow job script ====\n"
+    "#\n"
+    "# Job configuration\n"
+    "# -----------------\n"
+    "# Directives, lines '# GFLOW --option=value', configure the job; options given to\n"
+    "# gbatch on the command line win over them. To activate one below, change '## GFLOW'\n"
+    "# to '# GFLOW', e.g.\n"
+    "#   ## GFLOW --gpus=1   becomes   # GFLOW --gpus=1\n"
+    "# Every gbatch option works as a directive (see 'gbatch --help').\n"
+    "\n"
+    "## GFLOW --gpus=1\n"
+    "# The number of GPUs to request (default: 0)\n"
+    "\n"
+    "## GFLOW --time=1:30:00\n"
+    "# Time limit: HH:MM:SS, MM:SS or MM (a bare number is minutes) (default: unlimited)\n"
+    "\n"
+    "## GFLOW --priority=50\n"
+    "# Priority 0-255, higher runs first (default: 10)\n"
+    "\n"
+    "## GFLOW --conda-env=myenv\n"
+    "# The conda environment to activate (default: none)\n"
+    "\n"
+    "## GFLOW --depends-on=123\n"
+    "# Start only after job 123 succeeded; @ is your latest job (default: none)\n"
+    "\n"
+    "## GFLOW --memory=4G\n"
+    "# Host memory limit (default: unlimited)\n"
+    "\n"
+    "## GFLOW --project=my-project\n"
+    "# A project code to filter jobs by (gqueue -P) (default: none)\n"
+    "\n"
+    "# --- Your script starts here ---\n"
+    "echo \"Starting gflow job...\"\n"
+    "echo \"Running on node: $HOSTNAME\"\n"
+    "\n"
+    "# Add your commands here, e.g.\n"
+    "# python train.py --epochs 100\n"
+    "\n"
+    "echo \"Job finished successfully.\"\n";
+
+/* gbatch new NAME: writes the template to NAME.sh (NAME if it ends in .sh), never over
+ * an existing file, executable. */
+static int gbatch_new(int argc, char **argv)
+{
+    if (argc != 1 || !argv[0][0] || argv[0][0] == '-')
+        cli_usage_error("usage: gbatch new NAME (writes the job script template NAME.sh)");
+    const char *name = argv[0];
+    size_t len = strlen(name);
+    char *path =
+        len > 3 && !strcmp(name + len - 3, ".sh") ? xstrdup(name) : xasprintf("%s.sh", name);
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0755);
+    if (fd < 0 && errno == EEXIST)
+        cli_die(CLI_EXIT_FAIL, "%s already exists; choose another name or remove it", path);
+    if (fd < 0)
+        cli_die(CLI_EXIT_FAIL, "cannot create %s: %s", path, strerror(errno));
+    size_t n = sizeof(gbatch_template) - 1;
+    if (write(fd, gbatch_template, n) != (ssize_t)n || close(fd) < 0)
+        cli_die(CLI_EXIT_FAIL, "cannot write %s: %s", path, strerror(errno));
+    printf("Created template: %s (activate its '## GFLOW' lines, then 'gbatch %s')\n", path, path);
+    free(path);
+    return 0;
+}
+
+/* gbatch completion SHELL. */
+static int gbatch_completion(int argc, char **argv)
+{
+    if (argc != 1 || completion_print(argv[0]) < 0)
+        cli_usage_error("usage: gbatch completion bash|zsh|fish");
+    return 0;
+}
+
+/* gflow's gbatch subcommands: a first word that names one is never a command to submit. */
+static bool gbatch_is_subcommand(const char *word)
+{
+    return !strcmp(word, "new") || !strcmp(word, "completion");
+}
+
+/* Refuses what would only fail when the job starts: a script or program given by a path
+ * that does not exist, is a directory, or (a program with arguments) is not executable. */
+static void gbatch_check_path(int nwords, char **words)
+{
+    const char *w = words[0];
+    size_t len = strlen(w);
+    bool is_path = strchr(w, '/') || (len > 3 && !strcmp(w + len - 3, ".sh"));
+    struct stat st;
+    /* A single argument with shell syntax is a command line ('make && ./bench'), not a
+     * path; so is a first word without '/' among several (a program found in PATH). */
+    if (!is_path || (nwords == 1 && strpbrk(w, " \t\n;&|<>()$`'\"*?[]{}~=\\")) ||
+        (nwords > 1 && !strchr(w, '/')))
+        return;
+    if (stat(w, &st) < 0) {
+        if (nwords == 1)
+            cli_die(CLI_EXIT_USAGE, "%s: no such file; give an existing script, or a command", w);
+        cli_die(CLI_EXIT_USAGE, "%s: no such file; the job could not run it", w);
+    }
+    if (S_ISDIR(st.st_mode))
+        cli_die(CLI_EXIT_USAGE, "%s is a directory; give a script or a command", w);
+    if (nwords > 1 && access(w, X_OK) < 0)
+        cli_die(CLI_EXIT_USAGE,
+                "%s is not executable; chmod +x it, or run it with its "
+                "interpreter (gbatch bash %s ...)",
+                w, w);
+}
+
+/* Prints the submission's jobs as gflow does: one "Submitted batch job ID (NAME)" line
+ * each, up to GBATCH_LINES_MAX, then one line with the count and the id range; with
+ * parsable only the ids, one per line. */
+static void gbatch_print_many(const json_t *reply, bool parsable)
+{
+    const json_t *list = json_object_get(reply, "jobs");
+    long long first_id = json_integer_value(json_object_get(reply, "first_id"));
+    long long last = json_integer_value(json_object_get(reply, "last_id"));
+    long long count = json_integer_value(json_object_get(reply, "count"));
+    size_t i;
+    const json_t *jb;
+    if (parsable) {
+        if (last - first_id + 1 == count) { /* the reply lists only the first jobs */
+            for (long long id = first_id; id <= last; id++)
+                printf("%lld\n", id);
+        } else {
+            json_array_foreach (list, i, jb)
+                printf("%lld\n", (long long)json_integer_value(json_object_get(jb, "id")));
+        }
+        return;
+    }
+    json_array_foreach (list, i, jb) {
+        if (i >= GBATCH_LINES_MAX)
+            break;
+        const char *name = json_string_value(json_object_get(jb, "name"));
+        printf("Submitted batch job %lld (%s)\n",
+               (long long)json_integer_value(json_object_get(jb, "id")), name ? name : "-");
+    }
+    printf("Submitted %lld batch jobs %lld-%lld (group %lld)%s\n", count, first_id, last,
+           (long long)json_integer_value(json_object_get(reply, "group_id")),
+           count > GBATCH_LINES_MAX ? "; the lines above show the first 100" : "");
+}
+
+/* What the daemon understood of --begin (not with parsable), and that the notification
+ * fields wait (on standard error). */
+static void gbatch_print_notes(const json_t *spec, bool parsable)
+{
+    const json_t *begin = json_object_get(spec, "begin_time");
+    if (!parsable && json_is_number(begin) && json_number_value(begin) > 0) {
+        time_t t = (time_t)json_number_value(begin);
+        struct tm tm;
+        char buf[64];
+        if (localtime_r(&t, &tm) && strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S", &tm))
+            printf("Begins at %s\n", buf);
+    }
+    if (json_object_get(spec, "notify_email") || json_object_get(spec, "notify_on"))
+        fprintf(stderr, "gbatch: note: --notify-email/--notify-on are stored with the job; "
+                        "e-mail is not sent yet (it comes with notifications)\n");
+}
+
 int main(int argc, char **argv)
 {
     cli_init(argv[0]);
     gbatch_longopts = jobopts_longopts(gbatch_own_longopts);
-    gbatch_shortopts = jobopts_shortopts("+:", "hV");
+    gbatch_shortopts = jobopts_shortopts("+:", "hVc:P:");
     struct gbatch_opts o = {.spec = json_object(), .max_concurrent = -1};
     const struct jobopts_ctx ctx = {JOBOPTS_SUBMIT, "gbatch", NULL, 0};
+    if (argc > 1 && !strcmp(argv[1], "new"))
+        return gbatch_new(argc - 2, argv + 2);
+    if (argc > 1 && !strcmp(argv[1], "completion"))
+        return gbatch_completion(argc - 2, argv + 2);
     int first = gbatch_parse(argc, argv, &o, &ctx);
     int nwords = argc - first;
     char **words = argv + first;
+    if (nwords > 0 && gbatch_is_subcommand(words[0]) && strcmp(argv[first - 1], "--") != 0)
+        cli_usage_error("'%s' is a gbatch subcommand and takes no options before it; to "
+                        "submit a command named %s write 'gbatch [options] -- %s' or './%s'",
+                        words[0], words[0], words[0], words[0]);
+    if (nwords > 0 && strcmp(words[0], "-") != 0)
+        gbatch_check_path(nwords, words);
 
     json_t *spec = o.spec;
     char *script = NULL;
@@ -660,14 +943,7 @@ int main(int argc, char **argv)
         }
     } else if (!o.dry_run && json_is_integer(json_object_get(reply, "count")) &&
                json_integer_value(json_object_get(reply, "count")) > 1) {
-        long long first_id = json_integer_value(json_object_get(reply, "first_id"));
-        long long last = json_integer_value(json_object_get(reply, "last_id"));
-        long long count = json_integer_value(json_object_get(reply, "count"));
-        if (o.parsable)
-            printf("%lld\n", first_id);
-        else
-            printf("Submitted %lld batch jobs %lld-%lld (group %lld)\n", count, first_id, last,
-                   (long long)json_integer_value(json_object_get(reply, "group_id")));
+        gbatch_print_many(reply, o.parsable);
     } else if (o.dry_run) {
         gbatch_print_dry_run(spec, reply);
     } else {
@@ -682,6 +958,8 @@ int main(int argc, char **argv)
             printf("Submitted batch job %lld (%s)\n", (long long)json_integer_value(id),
                    name ? name : "-");
     }
+    if (!o.dry_run)
+        gbatch_print_notes(spec, o.parsable);
     json_decref(reply);
     json_decref(spec);
     free(script);

@@ -435,6 +435,7 @@ static int gjob_transition(const char *cmd, int argc, char **argv)
                        "      --at T  released now, but started no earlier than T (reason\n"
                        "              BeginTime until then): HH:MM[:SS] (today, or tomorrow\n"
                        "              once passed), YYYY-MM-DD[THH:MM[:SS]] or now+N[s|m|h|d]\n"
+                       "              (also +N; a bare N is minutes, as in gflow)\n"
                        "  -h, --help  show this help\n");
             return 0;
         }

@@ -123,6 +123,11 @@ static void gqueue_user(struct strbuf *sb, const struct job *j, double now)
     strbuf_adds(sb, j->user && *j->user ? j->user : "-");
 }
 
+static void gqueue_project(struct strbuf *sb, const struct job *j, double now)
+{
+    strbuf_adds(sb, j->project && *j->project ? j->project : "-");
+}
+
 static void gqueue_exitcode(struct strbuf *sb, const struct job *j, double now)
 {
     gqueue_put_owned(sb, output_job_exit_code(j));
@@ -194,6 +199,7 @@ static const struct gqueue_field gqueue_fields[] = {
     {"COMMAND", gqueue_command, "command,script_path"},
     {"MEMORY", gqueue_memory, "memory_mb"},
     {"BEGIN", gqueue_begin, "begin_time"},
+    {"PROJECT", gqueue_project, "project"},
 };
 #define GQUEUE_NFIELDS (sizeof(gqueue_fields) / sizeof(gqueue_fields[0]))
 #define GQUEUE_DEFAULT_FORMAT "JOBID,NAME,ST,TIME,NODES,NODELIST(REASON)"
@@ -231,7 +237,7 @@ static const char *gqueue_sort_key(const char *key, const char *given)
 
 enum { OPT_SOCKET = 256, OPT_SINCE, OPT_INTERVAL };
 
-static const char gqueue_shortopts[] = "+:acts:j:u:N:g:wn:r:f:o:hV";
+static const char gqueue_shortopts[] = "+:acts:j:u:N:g:P:wn:r:f:o:hV";
 static const struct option gqueue_longopts[] = {
     {"all", no_argument, NULL, 'a'},
     {"completed", no_argument, NULL, 'c'},
@@ -246,6 +252,7 @@ static const struct option gqueue_longopts[] = {
     {"since", required_argument, NULL, OPT_SINCE},
     {"watch", no_argument, NULL, 'w'},
     {"interval", required_argument, NULL, OPT_INTERVAL},
+    {"project", required_argument, NULL, 'P'},
     {"limit", required_argument, NULL, 'n'},
     {"sort", required_argument, NULL, 'r'},
     {"format", required_argument, NULL, 'f'},
@@ -283,6 +290,7 @@ static void gqueue_help(void)
            "                        1h, 2d, 1w; also s), today, yesterday, a date or time\n"
            "                        (2026-03-01, 2026-03-01T09:30, '2026-03-01 09:30:00',\n"
            "                        local; Z for UTC) or unix seconds\n"
+           "  -P, --project LIST    only jobs of these projects (gbatch -P), e.g. a,b\n"
            "  -n, --limit N         the first N jobs after sorting; -N: the last N;\n"
            "                        0: all (default); says how many were not shown\n"
            "  -r, --sort FIELD      sort by id (default), name, state, priority, user,\n"
@@ -293,7 +301,7 @@ static void gqueue_help(void)
            "                        JOBID NAME ST STATE TIME TIMELIMIT NODES\n"
            "                        NODELIST(REASON) NODELIST REASON PRIORITY USER\n"
            "                        EXITCODE SUBMIT START END WORKDIR COMMAND MEMORY\n"
-           "                        BEGIN\n"
+           "                        BEGIN PROJECT\n"
            "  -o, --output FORMAT   table (default), csv, json or yaml; json and yaml are\n"
            "                        {jobs: [the whole job objects], total, timestamp}\n"
            "                        and ignore -f\n"
@@ -1144,6 +1152,7 @@ int main(int argc, char **argv)
     cli_init(argv[0]);
     bool all = false, completed = false, watch = false, interval_given = false;
     const char *states = NULL, *jobs = NULL, *user = NULL, *sort = NULL, *names = NULL;
+    const char *project = NULL;
     const char *format = GQUEUE_DEFAULT_FORMAT, *since = NULL;
     double interval = 2;
     struct gqueue_opts o = {.outfmt = OUTPUT_TABLE, .api_sort = "id"};
@@ -1197,6 +1206,13 @@ int main(int argc, char **argv)
                                 optarg);
             break;
         }
+        case 'P':
+            if (!*optarg || optarg[0] == ',' || strstr(optarg, ",,") ||
+                optarg[strlen(optarg) - 1] == ',')
+                cli_usage_error("invalid project list '%s' for -P: use names separated by ','",
+                                optarg);
+            project = optarg;
+            break;
         case 'n':
             if (parse_int64(optarg, &o.limit) < 0 || o.limit < -INT32_MAX || o.limit > INT32_MAX)
                 cli_usage_error("invalid limit '%s' for -n: use a whole number (N: the "
@@ -1315,6 +1331,8 @@ int main(int argc, char **argv)
             o.n_users = 0; /* everyone's: no filter */
         client_query_add(&path, "user", o.n_users == 1 ? o.users[0] : "all");
     }
+    if (project)
+        client_query_add(&path, "project", project);
     if (names) {
         o.names = gqueue_split(names, &o.n_names);
         if (!o.n_names)

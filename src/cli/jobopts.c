@@ -81,8 +81,8 @@ static const struct jobopt jo_table[] = {
     {.val = JOBOPT_BEGIN, .longs = {"begin"}, .has_arg = true, .cmds = JO_ALL,
      .clear = {"now"}, .cleared = "no wait", .arg = "T",
      .help = "start no earlier than T: HH:MM[:SS] (today, or tomorrow once passed), "
-             "YYYY-MM-DD[THH:MM[:SS]] or now+N[s|m|h|d]; it waits with reason BeginTime "
-             "until then",
+             "YYYY-MM-DD[THH:MM[:SS]] or now+N[s|m|h|d] (also +N; a bare N is minutes, as in "
+             "gflow); it waits with reason BeginTime until then",
      .parse = jo_begin},
     {.val = JOBOPT_SIGNAL, .longs = {"signal"}, .has_arg = true, .cmds = JO_ALL,
      .clear = {"", "none"}, .cleared = "none", .arg = "[B:]SIG[@SECS]",
@@ -195,6 +195,15 @@ static const struct jobopt *jo_find(int c)
             return &jo_table[i];
     }
     return NULL;
+}
+
+int jobopts_val(const char *long_name)
+{
+    for (size_t i = 0; i < JO_COUNT; i++)
+        for (const char *const *l = jo_table[i].longs; *l; l++)
+            if (!strcmp(*l, long_name))
+                return jo_table[i].val;
+    return -1;
 }
 
 struct option *jobopts_longopts(const struct option *extra)

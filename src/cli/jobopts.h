@@ -48,6 +48,10 @@ struct option *jobopts_longopts(const struct option *extra);
  * frees. */
 char *jobopts_shortopts(const char *prefix, const char *extra);
 
+/* The getopt_long val of the shared option named long_name ("conda-env"), for a
+ * command's own short alias of it (gbatch -c); -1 if there is none. */
+int jobopts_val(const char *long_name);
+
 /* If c (from getopt_long over the tables above) is a shared option, parses arg into spec
  * and returns true; false for the caller's own options. A bad value is a usage error:
  * the message (jobopts_error) and exit 2. */

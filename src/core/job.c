@@ -423,6 +423,19 @@ void job_init(struct job *j)
     j->umask = -1;
 }
 
+const char *const job_notify_events[] = {
+    "job_submitted", "job_updated", "job_started", "job_completed", "job_failed",
+    "job_cancelled", "job_timeout", "job_held",    "job_released",  NULL,
+};
+
+bool job_notify_event_valid(const char *name)
+{
+    for (const char *const *e = job_notify_events; *e; e++)
+        if (!strcmp(name, *e))
+            return true;
+    return false;
+}
+
 void job_clear(struct job *j)
 {
     free(j->name);
@@ -442,6 +455,9 @@ void job_clear(struct job *j)
     free(j->name_template);
     free(j->mig_profile);
     free(j->mig_uuids);
+    free(j->project);
+    free(j->notify_email);
+    free(j->notify_on);
     job_init(j);
 }
 
@@ -478,6 +494,9 @@ struct job *job_dup(const struct job *src, bool with_payload)
     j->conda_env = dup_or_null(src->conda_env);
     j->mig_profile = dup_or_null(src->mig_profile);
     j->mig_uuids = dup_or_null(src->mig_uuids);
+    j->project = dup_or_null(src->project);
+    j->notify_email = dup_or_null(src->notify_email);
+    j->notify_on = dup_or_null(src->notify_on);
     j->script = with_payload ? dup_or_null(src->script) : NULL;
     j->env = with_payload && src->env ? json_deep_copy(src->env) : NULL;
     j->params = with_payload && src->params ? json_deep_copy(src->params) : NULL;

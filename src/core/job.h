@@ -184,6 +184,18 @@ struct job {
      * and the job runs with 0077, gflowd's own. */
     int umask;
 
+    /* gflow's bookkeeping options, stored and shown (nothing acts on them yet):
+     * project (-P; NULL: none), nice (the --nice value given; gflow treats it as the
+     * priority, which gbatch sets too; 0: not given), notify_email (--notify-email, the
+     * addresses joined by ','; NULL: none), notify_on (--notify-on, event names joined
+     * by ','; NULL: none), auto_close (--auto-close: gflow closes the job's tmux
+     * session; we have none). */
+    char *project;
+    int nice;
+    char *notify_email;
+    char *notify_on;
+    bool auto_close;
+
     /* Dependencies (on earlier jobs; at most one entry per id and kind). */
     struct job_dep *deps;
     size_t n_deps;
@@ -210,6 +222,14 @@ struct job {
      * scheduler_begin_heap (a queued job whose begin_time is to come), 0: not there. */
     size_t begin_heap_pos;
 };
+
+/* The job events a --notify-on may name (gflow's job-scoped ones), NULL-terminated, and
+ * those used when --notify-email comes without --notify-on (as gflow). */
+extern const char *const job_notify_events[];
+#define JOB_NOTIFY_DEFAULT "job_completed,job_failed,job_timeout,job_cancelled"
+bool job_notify_event_valid(const char *name);
+/* A --project is at most this many bytes (gflow's limit). */
+#define JOB_PROJECT_MAX 64
 
 /* A running job that a cancel is stopping: SIGTERM sent, not yet gone. Shown as the
  * state "CG" (Cancelling, after Slurm's COMPLETING) until it has ended; it is R in the
@@ -280,6 +300,11 @@ enum job_field {
     JOB_FIELD_MIG_PROFILE,
     JOB_FIELD_MIG_COUNT,
     JOB_FIELD_MIG_DEVICES,
+    JOB_FIELD_PROJECT,
+    JOB_FIELD_NICE,
+    JOB_FIELD_NOTIFY_EMAIL,
+    JOB_FIELD_NOTIFY_ON,
+    JOB_FIELD_AUTO_CLOSE,
     JOB_FIELD_COUNT
 };
 const char *job_field_name(enum job_field f);

@@ -67,7 +67,8 @@ static const char *const field_names[JOB_FIELD_COUNT] = {
     "max_retries",  "attempt",       "retry_of",
     "group_id",     "array_task",    "max_concurrent",
     "umask",        "mig_profile",   "mig_count",
-    "mig_devices",
+    "mig_devices",  "project",       "nice",
+    "notify_email", "notify_on",     "auto_close",
 };
 
 const char *job_field_name(enum job_field f)
@@ -152,6 +153,28 @@ static void append_text(struct strbuf *sb, const char *v, bool tsv)
         append_tsv_string(sb, v);
     else
         append_string(sb, v);
+}
+
+/* A ','-joined list (notify_on): a JSON array of strings ([] for none), in TSV the text. */
+static void append_list(struct strbuf *sb, const char *list, bool tsv)
+{
+    if (tsv) {
+        append_tsv_string(sb, list);
+        return;
+    }
+    strbuf_addc(sb, '[');
+    for (const char *p = list; p && *p;) {
+        size_t len = strcspn(p, ",");
+        char *item = xstrndup(p, len);
+        if (p != list)
+            strbuf_addc(sb, ',');
+        append_string(sb, item);
+        free(item);
+        p += len;
+        if (*p == ',')
+            p++;
+    }
+    strbuf_addc(sb, ']');
 }
 
 /* The reason as the API shows it: the recorded one, else why a queued job waits. */
@@ -325,6 +348,21 @@ void job_append_field(struct strbuf *sb, const struct job *j, enum job_field f, 
     case JOB_FIELD_MIG_DEVICES:
         append_text(sb, j->mig_uuids, tsv);
         break;
+    case JOB_FIELD_PROJECT:
+        append_text(sb, j->project, tsv);
+        break;
+    case JOB_FIELD_NICE:
+        append_int(sb, j->nice, true, tsv);
+        break;
+    case JOB_FIELD_NOTIFY_EMAIL:
+        append_text(sb, j->notify_email, tsv);
+        break;
+    case JOB_FIELD_NOTIFY_ON:
+        append_list(sb, j->notify_on, tsv);
+        break;
+    case JOB_FIELD_AUTO_CLOSE:
+        strbuf_adds(sb, j->auto_close ? "true" : "false");
+        break;
     case JOB_FIELD_SIGNAL_SPEC:
         if (j->warn_signal > 0) {
             char *spec = format_signal_spec(j->warn_signal, j->warn_secs, j->warn_main_only);
@@ -401,6 +439,24 @@ static double get_time(const json_t *o, const char *key)
     return json_is_number(v) ? json_number_value(v) : 0;
 }
 
+/* A JSON array of strings as one ','-joined string; NULL when empty or absent. */
+static char *get_list(const json_t *o, const char *key)
+{
+    struct strbuf sb;
+    strbuf_init(&sb);
+    size_t i;
+    const json_t *v;
+    json_array_foreach (json_object_get(o, key), i, v) {
+        if (json_is_string(v))
+            strbuf_addf(&sb, "%s%s", sb.len ? "," : "", json_string_value(v));
+    }
+    if (!sb.len) {
+        strbuf_free(&sb);
+        return NULL;
+    }
+    return strbuf_detach(&sb);
+}
+
 /* A umask's text form back; -1 when absent or not one. */
 static int read_umask(const char *s)
 {
@@ -461,6 +517,11 @@ int job_from_json(const json_t *o, struct job *j)
     j->mig_profile = get_str(o, "mig_profile");
     j->mig_count = (int)get_int(o, "mig_count", 0);
     j->mig_uuids = get_str(o, "mig_devices");
+    j->project = get_str(o, "project");
+    j->nice = (int)get_int(o, "nice", 0);
+    j->notify_email = get_str(o, "notify_email");
+    j->notify_on = get_list(o, "notify_on");
+    j->auto_close = json_is_true(json_object_get(o, "auto_close"));
     size_t di;
     const json_t *dep;
     json_array_foreach (json_object_get(o, "depends_on"), di, dep) {
@@ -639,6 +700,21 @@ static void set_field(struct job *j, enum job_field f, char *v, bool borrow)
         break;
     case JOB_FIELD_MIG_DEVICES:
         j->mig_uuids = borrow ? v : dup_or_null(v);
+        break;
+    case JOB_FIELD_PROJECT:
+        j->project = borrow ? v : dup_or_null(v);
+        break;
+    case JOB_FIELD_NICE:
+        j->nice = (int)tsv_int(v, 0);
+        break;
+    case JOB_FIELD_NOTIFY_EMAIL:
+        j->notify_email = borrow ? v : dup_or_null(v);
+        break;
+    case JOB_FIELD_NOTIFY_ON:
+        j->notify_on = borrow ? v : dup_or_null(v);
+        break;
+    case JOB_FIELD_AUTO_CLOSE:
+        j->auto_close = v && strcmp(v, "true") == 0;
         break;
     default: /* derived fields (state_name, signal_name) */
         break;

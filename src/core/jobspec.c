@@ -38,6 +38,11 @@ static const char *const spec_fields[] = {"command",
                                           "umask",
                                           "mig_profile",
                                           "mig_count",
+                                          "project",
+                                          "nice",
+                                          "notify_email",
+                                          "notify_on",
+                                          "auto_close",
                                           /* handled by route_submit: */ "array",
                                           "params",
                                           "name_template",
@@ -66,7 +71,7 @@ static int jobspec_mig(const json_t *spec, struct job *j, char **err)
         return -1;
     }
     if (count && !profile) {
-        *err = xstrdup("'mig_count' needs 'mig_profile' (--mig PROFILE[:N])");
+        *err = xstrdup("a MIG instance count needs a profile: --mig PROFILE[:N]");
         return -1;
     }
     if (!profile)
@@ -120,6 +125,119 @@ static bool valid_conda_env(const char *s)
         if (*p < 0x20 || *p == 0x7f)
             return false;
     return true;
+}
+
+/* Whether s has no control characters. */
+static bool printable_text(const char *s)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        if (*p < 0x20 || *p == 0x7f)
+            return false;
+    return true;
+}
+
+/* "project": trimmed of blanks, "" is none (as gflow); at most JOB_PROJECT_MAX bytes. */
+static int jobspec_project(const json_t *v, struct job *j, char **err)
+{
+    if (!v || json_is_null(v))
+        return 0;
+    const char *s = json_string_value(v);
+    if (!s || !printable_text(s)) {
+        *err = xstrdup("--project must be text without control characters");
+        return -1;
+    }
+    while (*s == ' ' || *s == '\t')
+        s++;
+    size_t len = strlen(s);
+    while (len && (s[len - 1] == ' ' || s[len - 1] == '\t'))
+        len--;
+    if (len > JOB_PROJECT_MAX) {
+        *err = xasprintf("--project: at most %d characters", JOB_PROJECT_MAX);
+        return -1;
+    }
+    j->project = len ? xstrndup(s, len) : NULL;
+    return 0;
+}
+
+/* "notify_email": addresses joined by ','; each needs an '@' and no blanks. */
+static int jobspec_notify_email(const json_t *v, struct job *j, char **err)
+{
+    if (!v || json_is_null(v))
+        return 0;
+    const char *s = json_string_value(v);
+    bool ok = s && *s && strlen(s) <= 4096 && printable_text(s);
+    for (const char *p = s; ok && *p;) {
+        size_t len = strcspn(p, ",");
+        const char *at = memchr(p, '@', len);
+        ok = len > 0 && at && at > p && at < p + len - 1 && !memchr(p, ' ', len);
+        p += len;
+        if (*p == ',' && !*++p)
+            ok = false;
+    }
+    if (!ok) {
+        *err = xasprintf("--notify-email '%s' is not an e-mail address (name@host)", s ? s : "");
+        return -1;
+    }
+    j->notify_email = xstrdup(s);
+    return 0;
+}
+
+/* "notify_on": a list of gflow's job event names. */
+static int jobspec_notify_on(const json_t *v, struct job *j, char **err)
+{
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_array(v)) {
+        *err = xstrdup("--notify-on must be a list of event names");
+        return -1;
+    }
+    struct strbuf sb;
+    strbuf_init(&sb);
+    size_t i;
+    const json_t *e;
+    json_array_foreach (v, i, e) {
+        const char *name = json_string_value(e);
+        if (!name || !job_notify_event_valid(name)) {
+            struct strbuf names;
+            strbuf_init(&names);
+            for (const char *const *n = job_notify_events; *n; n++)
+                strbuf_addf(&names, "%s%s", names.len ? ", " : "", *n);
+            *err =
+                xasprintf("--notify-on: unknown event '%s'; use %s", name ? name : "?", names.buf);
+            strbuf_free(&names);
+            strbuf_free(&sb);
+            return -1;
+        }
+        strbuf_addf(&sb, "%s%s", sb.len ? "," : "", name);
+    }
+    j->notify_on = sb.len ? strbuf_detach(&sb) : NULL;
+    strbuf_free(&sb);
+    return 0;
+}
+
+/* gflow's bookkeeping fields: project, nice, notify_email, notify_on, auto_close. */
+static int jobspec_bookkeeping(const json_t *spec, struct job *j, char **err)
+{
+    const json_t *nice = json_object_get(spec, "nice");
+    const json_t *auto_close = json_object_get(spec, "auto_close");
+    if (nice && (!json_is_integer(nice) || json_integer_value(nice) < 0 ||
+                 json_integer_value(nice) > JOB_PRIORITY_MAX)) {
+        *err = xstrdup("--nice must be an integer from 0 to 255 (gflow: the priority)");
+        return -1;
+    }
+    if (auto_close && !json_is_boolean(auto_close)) {
+        *err = xstrdup("'auto_close' must be true or false");
+        return -1;
+    }
+    j->nice = nice ? (int)json_integer_value(nice) : 0;
+    j->auto_close = json_is_true(auto_close);
+    if (jobspec_project(json_object_get(spec, "project"), j, err) < 0 ||
+        jobspec_notify_email(json_object_get(spec, "notify_email"), j, err) < 0 ||
+        jobspec_notify_on(json_object_get(spec, "notify_on"), j, err) < 0)
+        return -1;
+    if (j->notify_email && !j->notify_on)
+        j->notify_on = xstrdup(JOB_NOTIFY_DEFAULT);
+    return 0;
 }
 
 /* Builds a job from one spec. */
@@ -207,17 +325,20 @@ struct job *jobspec_to_job(const json_t *spec, const struct jobspec_limits *lim,
         goto bad;
     }
     bool wants_gpus = gpus && json_integer_value(gpus) > 0;
-    if (!wants_gpus && (json_is_true(shared) || (gpu_mem && json_integer_value(gpu_mem) > 0) ||
-                        (per_task && json_integer_value(per_task) > 0))) {
-        *err = xstrdup("'shared', 'gpu_memory_mb' and 'gpus_per_task' need 'gpus' (--gpus N)");
+    /* Named by the flags a user types (gbatch's messages, the same for API users). */
+    const char *needs_gpus = json_is_true(shared)                           ? "--shared"
+                             : gpu_mem && json_integer_value(gpu_mem) > 0   ? "--gpu-memory"
+                             : per_task && json_integer_value(per_task) > 0 ? "--gpus-per-task"
+                                                                            : NULL;
+    if (!wants_gpus && needs_gpus) {
+        *err = xasprintf("%s needs --gpus N", needs_gpus);
         goto bad;
     }
     if (json_is_true(shared) && !(gpu_mem && json_integer_value(gpu_mem) > 0)) {
-        *err = xstrdup("a shared GPU job needs gpu_memory_mb (--gpu-memory): the share of each "
-                       "GPU it may use");
+        *err = xstrdup("--shared needs --gpu-memory (the share of each GPU the job may use)");
         goto bad;
     }
-    if (jobspec_mig(spec, j, err) < 0)
+    if (jobspec_mig(spec, j, err) < 0 || jobspec_bookkeeping(spec, j, err) < 0)
         goto bad;
     json_t *mem = json_object_get(spec, "memory_mb");
     if (mem && (!json_is_integer(mem) || json_integer_value(mem) < 0)) {
@@ -225,7 +346,7 @@ struct job *jobspec_to_job(const json_t *spec, const struct jobspec_limits *lim,
         goto bad;
     }
     if (mem && lim->memory_total_mb > 0 && json_integer_value(mem) > lim->memory_total_mb) {
-        *err = xasprintf("requests %lld MiB of memory but this machine has %lld MiB",
+        *err = xasprintf("--memory asks for %lld MiB but this machine has %lld MiB",
                          (long long)json_integer_value(mem), (long long)lim->memory_total_mb);
         goto bad;
     }
@@ -275,8 +396,7 @@ struct job *jobspec_to_job(const json_t *spec, const struct jobspec_limits *lim,
             goto bad;
         }
         if (!limit || json_integer_value(limit) <= 0) {
-            *err = xstrdup("'signal_spec' (--signal) is sent before the time limit: it needs "
-                           "'time_limit' (--time)");
+            *err = xstrdup("--signal needs --time (the signal is sent before the time limit)");
             goto bad;
         }
         j->warn_signal = sig;
@@ -569,6 +689,22 @@ json_t *jobspec_from_job(const struct job *f)
     json_object_set_new(s, "depends_on", deps);
     json_object_set_new(s, "depends_mode", json_string(f->deps_any ? "any" : "all"));
     json_object_set_new(s, "auto_cancel", json_boolean(f->auto_cancel));
+    if (f->project)
+        json_object_set_new(s, "project", json_string(f->project));
+    if (f->nice)
+        json_object_set_new(s, "nice", json_integer(f->nice));
+    if (f->notify_email)
+        json_object_set_new(s, "notify_email", json_string(f->notify_email));
+    if (f->notify_on) {
+        json_t *events = json_array();
+        char *copy = xstrdup(f->notify_on), *save = NULL;
+        for (char *e = strtok_r(copy, ",", &save); e; e = strtok_r(NULL, ",", &save))
+            json_array_append_new(events, json_string(e));
+        free(copy);
+        json_object_set_new(s, "notify_on", events);
+    }
+    if (f->auto_close)
+        json_object_set_new(s, "auto_close", json_true());
     return s;
 }
 

@@ -434,8 +434,10 @@ static size_t clock_time(const char *s, int *h, int *m, int *sec)
 
 int parse_begin_time(const char *s, double now, double *at, char **err)
 {
-    if (strncasecmp(s, "now", 3) == 0) {
-        const char *p = s + 3;
+    /* "now+N" and gflow's shorter "+N"; a bare N is minutes, as gflow reads it. */
+    bool relative = s[0] == '+' || strncasecmp(s, "now", 3) == 0;
+    if (relative) {
+        const char *p = s[0] == '+' ? s : s + 3;
         if (!*p) {
             *at = now;
             return 0;
@@ -444,7 +446,7 @@ int parse_begin_time(const char *s, double now, double *at, char **err)
             goto bad;
         char *end;
         long long n = strtoll(p + 1, &end, 10);
-        long long mult = 1;
+        long long mult = 60;
         if (*end && !end[1]) {
             switch (*end) {
             case 's':
@@ -518,7 +520,7 @@ int parse_begin_time(const char *s, double now, double *at, char **err)
     return 0;
 bad:
     *err = xasprintf("invalid time '%s': use HH:MM[:SS], YYYY-MM-DD[THH:MM[:SS]] or "
-                     "now+N[s|m|h|d]",
+                     "now+N[s|m|h|d] (a bare N is minutes; +N for short)",
                      s);
     return -1;
 }

@@ -45,8 +45,8 @@ char *format_signal_spec(int sig, int64_t secs, bool main_only);
 
 /* Begin times (--begin, gjob release --at), in local time: "HH:MM[:SS]" (today, or
  * tomorrow if that moment has passed), "YYYY-MM-DD[THH:MM[:SS]]" (midnight without a
- * time), "now", "now+N[s|m|h|d]" (a bare N is seconds). now: the current unix time.
- * Result in *at, unix seconds. */
+ * time; also "YYYY-MM-DD HH:MM[:SS]"), "now", "now+N[s|m|h|d]" or "+N[s|m|h|d]" (a
+ * bare N is minutes, as in gflow). now: the current unix time. Result in *at, unix seconds. */
 int parse_begin_time(const char *s, double now, double *at, char **err);
 
 /* Priority 0..255. */

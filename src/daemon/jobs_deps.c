@@ -154,9 +154,9 @@ int jobs_check_deps(struct jobs *t, struct job *j, int64_t own_id, char **err)
         }
     }
     if (n_unknown) {
-        *err = xasprintf("depends_on: no job %s %s (a job can depend only on jobs that exist "
+        *err = xasprintf("--depends-on: no job %s (a job can depend only on jobs that exist "
                          "already; in one request, jobs cannot depend on each other)",
-                         n_unknown == 1 ? "with id" : "with ids", unknown.buf);
+                         unknown.buf);
         strbuf_free(&unknown);
         return -1;
     }
@@ -164,7 +164,7 @@ int jobs_check_deps(struct jobs *t, struct job *j, int64_t own_id, char **err)
     /* New jobs depend only on existing ones, so this cannot happen today; it guards
      * against a cycle made by later changes of dependencies. */
     if (deps_reach(t, j, own_id)) {
-        *err = xasprintf("depends_on: job %lld would depend on itself through its "
+        *err = xasprintf("--depends-on: job %lld would depend on itself through its "
                          "dependencies (a cycle)",
                          (long long)own_id);
         return -1;

@@ -4,6 +4,7 @@
  * jobs.c's and jobedit.c's, and ending a running one is the runner's. */
 #include "routes.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <microhttpd.h>
 #include <stdarg.h>
@@ -160,6 +161,29 @@ static int check_deps(const struct route_req *r, const struct jobspec_submission
     return 0;
 }
 
+/* Refuses a working directory that does not exist (the job could never start in it);
+ * one that cannot be looked into (EACCES, e.g. root-squashed NFS) is left to the run.
+ * 0, or -1 with the reply set. */
+static int check_workdirs(const struct jobspec_submission *sub, struct reply *rep)
+{
+    for (size_t i = 0; i < sub->n; i++) {
+        const char *dir = sub->jobs[i]->workdir;
+        struct stat st;
+        if (!dir || (i > 0 && !strcmp(dir, sub->jobs[i - 1]->workdir)))
+            continue;
+        bool missing =
+            stat(dir, &st) < 0 ? errno == ENOENT || errno == ENOTDIR : !S_ISDIR(st.st_mode);
+        if (missing) {
+            reply_error(rep, 400,
+                        "the working directory %s does not exist (or is not a "
+                        "directory); submit from an existing one",
+                        dir);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* Whether the submission stays within limits.max_jobs_per_request and its owner within
  * limits.max_active_jobs_per_user, counted before any job is made. 0, or -1 with the
  * reply set (413, 429). */
@@ -205,7 +229,8 @@ void route_submit(const struct route_req *r, struct reply *rep)
         free(err);
         return;
     }
-    if (check_counts(r, &sub, rep) < 0 || check_deps(r, &sub, rep) < 0)
+    if (check_counts(r, &sub, rep) < 0 || check_workdirs(&sub, rep) < 0 ||
+        check_deps(r, &sub, rep) < 0)
         goto out;
     if (jobspec_expand(&sub, &err) < 0) {
         reply_error(rep, 400, "%s", err);

@@ -117,6 +117,19 @@ static bool only_active_states(const struct store_query *q)
     return true;
 }
 
+/* Whether name is one of the ','-separated list's items (NULL is none of them). */
+static bool in_list(const char *list, const char *name)
+{
+    size_t len = name ? strlen(name) : 0;
+    for (const char *p = list; name && *p;) {
+        size_t n = strcspn(p, ",");
+        if (n == len && !strncmp(p, name, n))
+            return true;
+        p += n + (p[n] == ',');
+    }
+    return false;
+}
+
 static bool matches(const struct job *j, const struct store_query *q, const int64_t *sorted_ids)
 {
     bool state_ok = false;
@@ -127,6 +140,8 @@ static bool matches(const struct job *j, const struct store_query *q, const int6
     if (q->running_cancelling_only && j->state == JOB_RUNNING && !job_is_cancelling(j))
         return false;
     if (q->since > 0 && j->submit_time < q->since)
+        return false;
+    if (q->projects && !in_list(q->projects, j->project))
         return false;
     return !sorted_ids || bsearch(&j->id, sorted_ids, q->n_ids, sizeof(int64_t), cmp_id);
 }
@@ -271,6 +286,8 @@ static int parse_query(const struct route_req *r, struct store_query *q, enum jo
     }
     v = route_query(r, "user");
     q->user = !v || !*v ? r->who->user : (strcmp(v, "all") == 0 ? NULL : v);
+    if ((v = route_query(r, "project")) && *v)
+        q->projects = v;
     if ((v = route_query(r, "since")) && *v) {
         char *end;
         q->since = strtod(v, &end);

@@ -81,9 +81,10 @@ struct store_query {
     bool running_cancelling_only;
     const int64_t *ids; /* NULL/0 = every id */
     size_t n_ids;
-    const char *user;   /* NULL = every user */
-    double since;       /* submit_time >= since; 0 = no bound */
-    enum job_sort sort; /* by this key, then id (job.h) */
+    const char *user;     /* NULL = every user */
+    const char *projects; /* "a,b": jobs of these projects (gqueue -P); NULL = any */
+    double since;         /* submit_time >= since; 0 = no bound */
+    enum job_sort sort;   /* by this key, then id (job.h) */
     bool descending;
     int64_t limit; /* > 0 first N, < 0 last N (after sorting), 0 = all */
     /* NULL: every light column is read; else JOB_FIELD_COUNT flags (job.h), and only the

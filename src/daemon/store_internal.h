@@ -61,6 +61,11 @@ enum col {
     C_MIG_PROFILE,
     C_MIG_COUNT,
     C_MIG_UUIDS,
+    C_PROJECT,
+    C_NICE,
+    C_NOTIFY_EMAIL,
+    C_NOTIFY_ON,
+    C_AUTO_CLOSE,
     C_LIGHT_COUNT, /* the columns read without payload are those before this one */
     C_SCRIPT = C_LIGHT_COUNT,
     C_ENV,

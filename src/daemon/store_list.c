@@ -121,6 +121,11 @@ static const struct {
     [JOB_FIELD_MIG_PROFILE] = {1, {C_MIG_PROFILE}},
     [JOB_FIELD_MIG_COUNT] = {1, {C_MIG_COUNT}},
     [JOB_FIELD_MIG_DEVICES] = {1, {C_MIG_UUIDS}},
+    [JOB_FIELD_PROJECT] = {1, {C_PROJECT}},
+    [JOB_FIELD_NICE] = {1, {C_NICE}},
+    [JOB_FIELD_NOTIFY_EMAIL] = {1, {C_NOTIFY_EMAIL}},
+    [JOB_FIELD_NOTIFY_ON] = {1, {C_NOTIFY_ON}},
+    [JOB_FIELD_AUTO_CLOSE] = {1, {C_AUTO_CLOSE}},
 };
 
 /* The columns q->fields need (id and state always), or all light ones; returns n. */
@@ -196,6 +201,10 @@ static int build_list_sql(struct store *s, const struct store_query *q, bool rev
         strbuf_addf(sb, "%suser = ?", glue);
         glue = " AND ";
     }
+    if (q->projects) { /* one parameter: a JSON array */
+        strbuf_addf(sb, "%sproject IN (SELECT value FROM json_each(?))", glue);
+        glue = " AND ";
+    }
     if (q->since > 0) {
         strbuf_addf(sb, "%ssubmit_time >= ?", glue);
         glue = " AND ";
@@ -255,6 +264,15 @@ static sqlite3_stmt *list_statement(struct store *s, const struct store_query *q
     }
     if (q->user && rc == SQLITE_OK)
         rc = sqlite3_bind_text(st, p++, q->user, -1, SQLITE_STATIC);
+    if (q->projects && rc == SQLITE_OK) {
+        json_t *list = json_array();
+        char *copy = xstrdup(q->projects), *save = NULL;
+        for (char *n = strtok_r(copy, ",", &save); n; n = strtok_r(NULL, ",", &save))
+            json_array_append_new(list, json_string(n));
+        free(copy);
+        rc = sqlite3_bind_text(st, p++, json_dumps(list, JSON_COMPACT), -1, free);
+        json_decref(list);
+    }
     if (q->since > 0 && rc == SQLITE_OK)
         rc = sqlite3_bind_double(st, p++, q->since);
     if (now_param && rc == SQLITE_OK)

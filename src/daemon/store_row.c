@@ -57,6 +57,11 @@ const struct store_column store_columns[C_COUNT] = {
     [C_MIG_PROFILE] = {"mig_profile", true},
     [C_MIG_COUNT] = {"mig_count", true},
     [C_MIG_UUIDS] = {"mig_uuids", true}, /* the instances held while running */
+    [C_PROJECT] = {"project", true},
+    [C_NICE] = {"nice", true},
+    [C_NOTIFY_EMAIL] = {"notify_email", true},
+    [C_NOTIFY_ON] = {"notify_on", true}, /* event names joined by ',' */
+    [C_AUTO_CLOSE] = {"auto_close", true},
     [C_SCRIPT] = {"script", false},
     /* Rows written before schema 11 hold the text; later ones name an envs row. */
     [C_ENV] = {"env", false, "COALESCE(env,(SELECT text FROM envs WHERE envs.id=env_id))"},
@@ -126,6 +131,16 @@ int store_bind_column(sqlite3_stmt *st, enum col c, const struct job *j, int64_t
         return sqlite3_bind_int(st, i, j->mig_count);
     case C_MIG_UUIDS:
         return store_bind_text(st, i, j->mig_uuids);
+    case C_PROJECT:
+        return store_bind_text(st, i, j->project);
+    case C_NICE:
+        return sqlite3_bind_int(st, i, j->nice);
+    case C_NOTIFY_EMAIL:
+        return store_bind_text(st, i, j->notify_email);
+    case C_NOTIFY_ON:
+        return store_bind_text(st, i, j->notify_on);
+    case C_AUTO_CLOSE:
+        return sqlite3_bind_int(st, i, j->auto_close);
     case C_END_REQUEST:
         return sqlite3_bind_int(st, i, (int)j->end_request);
     case C_SHIM_PID:
@@ -282,6 +297,21 @@ static void read_column(sqlite3_stmt *st, enum col c, int i, struct job *j)
         break;
     case C_MIG_UUIDS:
         j->mig_uuids = store_col_str(st, i);
+        break;
+    case C_PROJECT:
+        j->project = store_col_str(st, i);
+        break;
+    case C_NICE:
+        j->nice = sqlite3_column_int(st, i);
+        break;
+    case C_NOTIFY_EMAIL:
+        j->notify_email = store_col_str(st, i);
+        break;
+    case C_NOTIFY_ON:
+        j->notify_on = store_col_str(st, i);
+        break;
+    case C_AUTO_CLOSE:
+        j->auto_close = sqlite3_column_int(st, i) != 0;
         break;
     case C_END_REQUEST:
         j->end_request = (enum job_end_request)sqlite3_column_int(st, i);

@@ -155,6 +155,13 @@ static const char *const migrations[] = {
     "CREATE INDEX envs_hash ON envs(hash);"
     "ALTER TABLE job_payload ADD COLUMN env_id INTEGER;"
     "CREATE INDEX job_payload_env ON job_payload(env_id) WHERE env_id IS NOT NULL;",
+    /* 12: gflow's bookkeeping options (gbatch -P, --nice, --notify-email, --notify-on,
+     * --auto-close): stored and shown, not acted on yet. */
+    "ALTER TABLE jobs ADD COLUMN project TEXT;"
+    "ALTER TABLE jobs ADD COLUMN nice INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE jobs ADD COLUMN notify_email TEXT;"
+    "ALTER TABLE jobs ADD COLUMN notify_on TEXT;"
+    "ALTER TABLE jobs ADD COLUMN auto_close INTEGER NOT NULL DEFAULT 0;",
 };
 /* The codes migration 6 writes are enum job_reason's. */
 _Static_assert(JOB_REASON_LAUNCH_FAILED == 6 && JOB_REASON_SHIM_LOST == 7 &&

@@ -344,10 +344,10 @@ class Gflow:
         return self.gflowd("down", **kw)
 
     def submit(self, *args, **kw):
-        """gbatch --parsable ARGS; returns the job id."""
+        """gbatch --parsable ARGS; returns the job id (an array's or sweep's first)."""
         cp = self.run("gbatch", "--parsable", *args, **kw)
         assert cp.returncode == 0, f"gbatch {args} failed ({cp.returncode}): {cp.stderr}"
-        return int(cp.stdout.strip())
+        return int(cp.stdout.split()[0])
 
     # -- daemon process
 

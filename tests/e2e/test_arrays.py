@@ -2,11 +2,17 @@
 environment; %K and --max-concurrent never exceeded; the limit API (gctl set-limit's
 endpoint); sweeps with substituted (and safely quoted) commands and names, --param-file,
 --dry-run; a 100,000-task array accepted within 2 s and listed by gqueue -j."""
+import re
 import time
 
 import pytest
 
 from conftest import wait_for
+
+
+def first_of(out):
+    """The first id of gbatch's summary line "Submitted N batch jobs A-B (group G)"."""
+    return int(re.search(r"^Submitted \d+ batch jobs (\d+)-\d+", out, re.M).group(1))
 
 
 def group_jobs(gflow, first, n):
@@ -17,7 +23,7 @@ def test_array_ids_names_env(gflow):
     cp = gflow.run("gbatch", "-J", "arr", "--array", "1-7:3,10",
                    'echo "$GFLOW_ARRAY_TASK_ID $SLURM_ARRAY_TASK_ID"', check=True)
     assert "Submitted 4 batch jobs" in cp.stdout
-    first = int(cp.stdout.split()[4].split("-")[0])
+    first = first_of(cp.stdout)
     jobs = group_jobs(gflow, first, 4)
     assert [j["array_task"] for j in jobs] == [1, 4, 7, 10]
     assert [j["name"] for j in jobs] == ["arr_1", "arr_4", "arr_7", "arr_10"]
@@ -50,7 +56,7 @@ def test_array_percent_limit_never_exceeded(gflow):
 def test_max_concurrent_and_set_limit(gflow):
     cp = gflow.run("gbatch", "--max-concurrent", "1", "--array", "1-4",
                    "while [ ! -e go_$GFLOW_ARRAY_TASK_ID ]; do sleep 0.02; done", check=True)
-    first = int(cp.stdout.split()[4].split("-")[0])
+    first = first_of(cp.stdout)
     wait_for(lambda: gflow.job(first)["state"] == "R", "task 1 running")
     # Not a sleep: a job outside the group starts and ends, so later scheduling passes
     # have run (a reply follows the pass of its iteration), and the limit held in them.
@@ -86,7 +92,7 @@ def test_sweep_substitution_and_injection(gflow):
                    "echo lr={lr} bs={bs} seed={seed} > out_{seed}_{bs}_$GFLOW_JOB_ID",
                    check=True)
     assert "Submitted 8 batch jobs" in cp.stdout
-    first = int(cp.stdout.split()[4].split("-")[0])
+    first = first_of(cp.stdout)
     jobs = group_jobs(gflow, first, 8)
     assert jobs[0]["name"] == "s1_bs32"
     assert jobs[0]["command"].startswith("echo lr=0.1 bs=32 seed=1 ")
@@ -117,7 +123,8 @@ def test_100k_array_accepted_quickly_and_listed(gflow):
     cp = gflow.run("gbatch", "-H", "--parsable", "--array", "0-99999", "true", check=True,
                    timeout=120)
     elapsed = time.monotonic() - t0
-    first = int(cp.stdout.strip())
+    first = int(cp.stdout.split()[0])
+    assert len(cp.stdout.split()) == 100000  # --parsable: every id, one per line
     out = gflow.run("gqueue", "-j", f"{first}-{first + 99999}", "-f", "JOBID,NAME,ST",
                     check=True).stdout.splitlines()
     assert len(out) == 100001, out[:3]
@@ -133,7 +140,7 @@ def test_100k_array_accepted_quickly_and_listed(gflow):
 
 def test_update_changes_the_group_limit(gflow):
     cp = gflow.run("gbatch", "-H", "--array", "1-3", "true", check=True)
-    first = int(cp.stdout.split()[4].split("-")[0])
+    first = first_of(cp.stdout)
     cp = gflow.run("gjob", "update", str(first + 1), "--max-concurrent", "2", check=True)
     assert f"Job {first + 1} updated" in cp.stdout and "2" in cp.stdout, cp.stdout
     assert [gflow.job(first + i)["max_concurrent"] for i in range(3)] == [2, 2, 2]

@@ -88,7 +88,9 @@ def test_show_covers_every_json_field(make_gflow):
     script = g.work / "train.sh"
     script.write_text("#!/bin/bash\necho training\n")
     scripted = g.submit("--hold", script)
-    for job in (done, blocker, flaky, retried, rich, sweep, scripted):
+    noted = g.submit("--hold", "-P", "ml", "--nice", "5", "--notify-email", "a@b.c",
+                     "--notify-on", "job_failed,job_started", "--auto-close", "true")
+    for job in (done, blocker, flaky, retried, rich, sweep, scripted, noted):
         assert_show_covers_json(g, job)
 
     data, s = assert_show_covers_json(g, rich)
@@ -106,6 +108,10 @@ def test_show_covers_every_json_field(make_gflow):
     assert b["GPUIDs"] == "0" and b["GPU 0"].startswith("GPU-") and b["Dependents"] == f"{rich},{rich + 1}"
     assert show_all(g, sweep)[0]["Parameters"] == "lr=0.1"
     assert show_all(g, scripted)[0]["Script"].startswith(f"{script} (2 lines stored")
+    n = show_all(g, noted)[0]
+    assert (n["Project"], n["Nice"], n["NotifyEmail"], n["NotifyOn"], n["AutoClose"]) == (
+        "ml", "5", "a@b.c", "job_failed,job_started", "yes"), n
+    assert show_all(g, done)[0]["Project"] == "-"
     f, r = show_all(g, flaky, retried)
     assert (f["RetriedAs"], r["RetryOf"], r["Attempt"]) == (str(retried), str(flaky), "2 of 2")
 
@@ -113,9 +119,9 @@ def test_show_covers_every_json_field(make_gflow):
     out = g.run("gjob", "show", f"{done}-{blocker}", f"{flaky},{retried}", "@", check=True)
     assert out.stdout.count("\n\n") == 4, out.stdout
     assert [j["ID"] for j in parse_show(out.stdout)] == [
-        str(done), str(blocker), str(flaky), str(retried), str(scripted)]
+        str(done), str(blocker), str(flaky), str(retried), str(noted)]
     (g.work / "go").touch()
-    g.run("gcancel", rich, rich + 1, sweep, scripted, check=True)
+    g.run("gcancel", rich, rich + 1, sweep, scripted, noted, check=True)
 
 
 # ---- gjob update ----

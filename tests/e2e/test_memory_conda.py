@@ -55,7 +55,7 @@ def test_request_larger_than_the_machine_is_refused(gflow):
     total = mem_total_mb()
     cp = gflow.run("gbatch", "--memory", f"{total + 1}M", "true")
     assert cp.returncode != 0
-    assert f"requests {total + 1} MiB of memory but this machine has {total} MiB" in cp.stderr, cp
+    assert f"--memory asks for {total + 1} MiB but this machine has {total} MiB" in cp.stderr, cp
     assert gflow.jobs() == []
 
 

@@ -24,7 +24,7 @@ def test_keep_a_count_prunes_the_oldest(make_gflow):
     assert (g.data / "logs" / f"{ids[0]}.log").exists()
     # A new job may not depend on a pruned one (its outcome is gone).
     cp = g.run("gbatch", "--depends-on", str(ids[0]), "true")
-    assert cp.returncode != 0 and f"no job with id {ids[0]}" in cp.stderr, cp.stderr
+    assert cp.returncode != 0 and f"--depends-on: no job {ids[0]}" in cp.stderr, cp.stderr
     # Counts (gflowd status / ginfo) follow.
     assert g.api("GET", "/v1/status").json()["counts"].get("CD", 0) == 3
 

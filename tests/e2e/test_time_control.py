@@ -103,7 +103,7 @@ def test_signal_needs_a_time_limit_and_a_valid_spec(gflow):
     assert cp.returncode == 2 and "invalid signal spec 'NOSUCH@10'" in cp.stderr, cp
     r = gflow.api("POST", "/v1/jobs", {"command": "true", "workdir": "/",
                                        "signal_spec": "USR1@10"})
-    assert r.status == 400 and "time_limit" in r.json()["error"], r
+    assert r.status == 400 and "--signal needs --time" in r.json()["error"], r
     # Defaults: 60 s, a number as SIG.
     job = gflow.submit("--hold", "--time", "5", "--signal", "10", "true")
     assert gflow.job(job)["signal_spec"] == "USR1@60"

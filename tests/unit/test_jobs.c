@@ -341,7 +341,7 @@ static void test_update(void **state)
     json_decref(over);
     over = json_pack("{s:[i]}", "depends_on", 99);
     assert_int_equal(jobedit_update(&c, jobs_get(f->t, b), over, -1, &changes, &err), 400);
-    assert_non_null(strstr(err, "no job with id 99"));
+    assert_non_null(strstr(err, "--depends-on: no job 99"));
     free(err);
     json_decref(over);
     assert_int_equal(jobs_get(f->t, b)->priority, 50);

@@ -151,18 +151,19 @@ static void test_refusals(void **state)
     refused("{\"command\": \"x\", \"workdir\": \"/w\", \"name\": \"a\\nb\"}", "invalid job name");
     /* What this machine cannot give. */
     refused("{\"command\": \"x\", \"workdir\": \"/w\", \"memory_mb\": 2000}",
-            "requests 2000 MiB of memory but this machine has 1000 MiB");
+            "--memory asks for 2000 MiB but this machine has 1000 MiB");
     refused("{\"command\": \"x\", \"workdir\": \"/w\", \"gpus\": 3}",
             "requests 3 GPUs but this machine has 2");
     refused("{\"command\": \"x\", \"workdir\": \"/w\", \"gpus\": 1, \"gpu_memory_mb\": 90000}",
             "90000");
     refused("{\"command\": \"x\", \"workdir\": \"/w\", \"gpus\": 65}", "'gpus' (0 to 64)");
     /* Options that need others. */
-    refused("{\"command\": \"x\", \"workdir\": \"/w\", \"shared\": true}", "need 'gpus'");
+    refused("{\"command\": \"x\", \"workdir\": \"/w\", \"shared\": true}",
+            "--shared needs --gpus N");
     refused("{\"command\": \"x\", \"workdir\": \"/w\", \"gpus\": 1, \"shared\": true}",
-            "needs gpu_memory_mb");
+            "--shared needs --gpu-memory");
     refused("{\"command\": \"x\", \"workdir\": \"/w\", \"signal_spec\": \"USR1\"}",
-            "needs 'time_limit'");
+            "--signal needs --time");
     refused("{\"command\": \"x\", \"workdir\": \"/w\", \"time_limit\": 9, \"signal_spec\": "
             "\"NOPE\"}",
             "NOPE");
@@ -212,6 +213,66 @@ static void test_umask(void **state)
     json_decref(o);
     json_decref(spec);
     job_free(j);
+}
+
+/* gflow's bookkeeping fields: checked, stored, round-tripped through the API's JSON and
+ * back into a spec (redo). */
+static void test_bookkeeping(void **state)
+{
+    (void)state;
+    char *err = NULL;
+    struct job *j = job_of("{\"command\": \"x\", \"workdir\": \"/w\", \"project\": \"  ml \", "
+                           "\"nice\": 5, \"notify_email\": \"a@x.org,b@y.org\", "
+                           "\"notify_on\": [\"job_failed\", \"job_held\"], \"auto_close\": true}",
+                           &err);
+    assert_non_null(j);
+    assert_string_equal(j->project, "ml");
+    assert_int_equal(j->nice, 5);
+    assert_string_equal(j->notify_email, "a@x.org,b@y.org");
+    assert_string_equal(j->notify_on, "job_failed,job_held");
+    assert_true(j->auto_close);
+    json_t *o = job_to_json(j, false, NULL);
+    json_t *events = json_object_get(o, "notify_on");
+    assert_int_equal(json_array_size(events), 2);
+    assert_string_equal(json_string_value(json_array_get(events, 1)), "job_held");
+    struct job back;
+    assert_int_equal(job_from_json(o, &back), 0);
+    assert_string_equal(back.notify_on, "job_failed,job_held");
+    assert_string_equal(back.project, "ml");
+    job_clear(&back);
+    json_t *spec = jobspec_from_job(j);
+    char *text = json_dumps(spec, 0);
+    struct job *again = job_of(text, &err);
+    free(text);
+    assert_non_null(again);
+    assert_string_equal(again->notify_on, "job_failed,job_held");
+    assert_true(again->auto_close);
+    job_free(again);
+    json_decref(spec);
+    json_decref(o);
+    job_free(j);
+    /* Defaults: nothing; an address alone gets gflow's default events; blank project. */
+    j = job_of("{\"command\": \"x\", \"workdir\": \"/w\", \"notify_email\": \"a@x.org\", "
+               "\"project\": \"  \"}",
+               &err);
+    assert_string_equal(j->notify_on, JOB_NOTIFY_DEFAULT);
+    assert_null(j->project);
+    o = job_to_json(j, false, NULL);
+    assert_true(json_is_null(json_object_get(o, "project")));
+    assert_false(json_is_true(json_object_get(o, "auto_close")));
+    json_decref(o);
+    job_free(j);
+    refused("{\"command\": \"x\", \"workdir\": \"/w\", \"notify_on\": [\"job_boom\"]}",
+            "--notify-on: unknown event 'job_boom'");
+    refused("{\"command\": \"x\", \"workdir\": \"/w\", \"notify_email\": \"nobody\"}",
+            "--notify-email");
+    refused("{\"command\": \"x\", \"workdir\": \"/w\", \"notify_email\": \"a@x.org,\"}",
+            "--notify-email");
+    refused("{\"command\": \"x\", \"workdir\": \"/w\", \"nice\": 256}", "--nice");
+    refused("{\"command\": \"x\", \"workdir\": \"/w\", \"project\": "
+            "\"12345678901234567890123456789012345678901234567890123456789012345\"}",
+            "--project: at most 64");
+    refused("{\"command\": \"x\", \"workdir\": \"/w\", \"auto_close\": 1}", "'auto_close'");
 }
 
 /* A submission from JSON text: 0 and *sub, or -1 and *err. */
@@ -396,8 +457,7 @@ static void test_mig_spec(void **state)
     mig_refused("{\"command\": \"x\", \"workdir\": \"/w\", \"mig_profile\": \"1g.18gb\", "
                 "\"mig_count\": 0}",
                 "'mig_count' must be an integer from 1 to 64");
-    mig_refused("{\"command\": \"x\", \"workdir\": \"/w\", \"mig_count\": 2}",
-                "'mig_count' needs 'mig_profile'");
+    mig_refused("{\"command\": \"x\", \"workdir\": \"/w\", \"mig_count\": 2}", "--mig PROFILE[:N]");
     mig_refused("{\"command\": \"x\", \"workdir\": \"/w\", \"mig_profile\": \"1g.18gb\", "
                 "\"gpus\": 1}",
                 "--mig and --gpus cannot be combined");
@@ -582,6 +642,7 @@ int main(void)
         cmocka_unit_test(test_spec_round_trip_and_merge),
         cmocka_unit_test(test_jobenv),
         cmocka_unit_test(test_umask),
+        cmocka_unit_test(test_bookkeeping),
         cmocka_unit_test(test_mig_spec),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -383,7 +383,13 @@ static void test_begin_time(void **state)
     const double now = 1764475200.25; /* 2025-11-30 04:00:00.25 UTC */
     assert_true(begin_ok("now", now) == now);
     assert_true(begin_ok("now+2s", now) == now + 2);
-    assert_true(begin_ok("now+2", now) == now + 2);
+    assert_true(begin_ok("now+30", now) == now + 30 * 60); /* gflow: a bare N is minutes */
+    assert_true(begin_ok("now+90s", now) == now + 90);
+    assert_true(begin_ok("+30m", now) == now + 1800);
+    assert_true(begin_ok("+2h", now) == now + 7200);
+    assert_true(begin_ok("+1d", now) == now + 86400);
+    assert_true(begin_ok("+45", now) == now + 45 * 60);
+    assert_true(begin_ok("2025-12-01 10:20", now) == 1764547200 + 10 * 3600 + 20 * 60);
     assert_true(begin_ok("NOW+5m", now) == now + 300);
     assert_true(begin_ok("now+1h", now) == now + 3600);
     assert_true(begin_ok("now+2d", now) == now + 2 * 86400);
@@ -412,7 +418,11 @@ static void test_begin_time(void **state)
                          "2025-12-01T25:00",
                          "2025-12-1",
                          "12:00 ",
-                         "now+1y"};
+                         "now+1y",
+                         "+",
+                         "+-5",
+                         "+5x",
+                         "++5"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         double at;
         char *err = NULL;

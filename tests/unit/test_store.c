@@ -311,7 +311,7 @@ static void test_open_pragmas_and_schema(void **state)
     char *mode = peek_text(db, "PRAGMA journal_mode");
     assert_string_equal(mode, "wal|\n");
     free(mode);
-    assert_int_equal(peek_int(db, "PRAGMA user_version"), 11);
+    assert_int_equal(peek_int(db, "PRAGMA user_version"), 12);
     assert_int_equal(peek_int(db, "SELECT value FROM meta WHERE key='next_job_id'"), 2);
     char *objs = peek_text(db, "SELECT type, name FROM sqlite_schema WHERE name NOT LIKE "
                                "'sqlite_%' ORDER BY type, name");
@@ -336,14 +336,15 @@ static void test_open_pragmas_and_schema(void **state)
     free(objs);
     /* One column per field of struct job, payload apart. */
     objs = peek_text(db, "SELECT group_concat(name, ' ') FROM pragma_table_info('jobs')");
-    assert_string_equal(
-        objs, "id name user uid gid state priority time_limit command "
-              "script_path workdir submit_time start_time end_time exit_code "
-              "signal oom reason end_request shim_pid shim_start max_rss_kb "
-              "gpus gpu_ids memory_mb gpu_memory_mb shared group_id "
-              "array_task max_retries attempt retry_of gpus_per_task "
-              "depends_on depends_any auto_cancel conda_env signal_spec "
-              "begin_time reason_code reason_job umask mig_profile mig_count mig_uuids|\n");
+    assert_string_equal(objs,
+                        "id name user uid gid state priority time_limit command "
+                        "script_path workdir submit_time start_time end_time exit_code "
+                        "signal oom reason end_request shim_pid shim_start max_rss_kb "
+                        "gpus gpu_ids memory_mb gpu_memory_mb shared group_id "
+                        "array_task max_retries attempt retry_of gpus_per_task "
+                        "depends_on depends_any auto_cancel conda_env signal_spec "
+                        "begin_time reason_code reason_job umask mig_profile mig_count mig_uuids "
+                        "project nice notify_email notify_on auto_close|\n");
     free(objs);
     /* The payload: a sweep's values and templates after script and env (step 5). */
     objs = peek_text(db, "SELECT group_concat(name, ' ') FROM pragma_table_info('job_payload')");
@@ -378,15 +379,18 @@ static void test_refuses_newer_schema(void **state)
     free(err);
     /* Let teardown work. */
     db = peek_open(f->path);
-    sqlite3_exec(db, "PRAGMA user_version=11", NULL, NULL, NULL);
+    sqlite3_exec(db, "PRAGMA user_version=12", NULL, NULL, NULL);
     sqlite3_close(db);
     f->s = open_ok(f->path);
 }
 
-/* SQL that takes a database back from schema 11 (environments stored once, in envs)
- * to 10 (each payload row holds its environment's text), for the tests of the steps
- * before it. */
+/* SQL that takes a database back from schema 12 through 11 (environments stored once,
+ * in envs) to 10 (each payload row holds its environment's text), for the tests of the
+ * steps before it. */
 #define BACK_BEFORE_ENVS                                                                           \
+    "ALTER TABLE jobs DROP COLUMN project; ALTER TABLE jobs DROP COLUMN nice;"                     \
+    "ALTER TABLE jobs DROP COLUMN notify_email; ALTER TABLE jobs DROP COLUMN notify_on;"           \
+    "ALTER TABLE jobs DROP COLUMN auto_close;"                                                     \
     "UPDATE job_payload SET env = (SELECT text FROM envs WHERE envs.id = env_id) "                 \
     "WHERE env_id IS NOT NULL;"                                                                    \
     "DROP INDEX job_payload_env; ALTER TABLE job_payload DROP COLUMN env_id;"                      \
