@@ -359,13 +359,11 @@ static char *gqueue_states(const char *list)
     return strbuf_detach(&sb);
 }
 
-/* Parses -f into field pointers. */
-static const struct gqueue_field **gqueue_format(const char *spec, size_t *n)
+/* Splits a comma list into its non-empty items, blanks around them trimmed. */
+static char **gqueue_split(const char *list, size_t *n)
 {
-    char *copy = xstrdup(spec);
-    char *save = NULL;
-    size_t cap = 8;
-    const struct gqueue_field **out = xmalloc(cap * sizeof(*out));
+    char *copy = xstrdup(list), *save = NULL;
+    char **out = xcalloc(strlen(list) / 2 + 2, sizeof(*out));
     *n = 0;
     for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         while (*tok == ' ')
@@ -373,23 +371,31 @@ static const struct gqueue_field **gqueue_format(const char *spec, size_t *n)
         size_t l = strlen(tok);
         while (l && tok[l - 1] == ' ')
             tok[--l] = '\0';
-        const struct gqueue_field *f = NULL;
-        for (size_t i = 0; i < GQUEUE_NFIELDS; i++)
-            if (!strcasecmp(tok, gqueue_fields[i].name))
-                f = &gqueue_fields[i];
-        if (!f)
+        if (l)
+            out[(*n)++] = xstrdup(tok);
+    }
+    free(copy);
+    return out;
+}
+
+/* Parses -f into field pointers. */
+static const struct gqueue_field **gqueue_format(const char *spec, size_t *n)
+{
+    char **names = gqueue_split(spec, n);
+    const struct gqueue_field **out = xcalloc(*n + 1, sizeof(*out));
+    for (size_t k = 0; k < *n; k++) {
+        for (size_t i = 0; i < GQUEUE_NFIELDS && !out[k]; i++)
+            if (!strcasecmp(names[k], gqueue_fields[i].name))
+                out[k] = &gqueue_fields[i];
+        if (!out[k])
             cli_usage_error("unknown field '%s' in -f; use JOBID, NAME, ST, STATE, TIME, "
                             "TIMELIMIT, NODES, NODELIST(REASON), NODELIST, REASON, "
                             "PRIORITY, USER, EXITCODE, SUBMIT, START, END, WORKDIR, "
-                            "COMMAND, MEMORY, BEGIN",
-                            tok);
-        if (*n == cap) {
-            cap *= 2;
-            out = xrealloc(out, cap * sizeof(*out));
-        }
-        out[(*n)++] = f;
+                            "COMMAND, MEMORY, BEGIN, PROJECT",
+                            names[k]);
+        free(names[k]);
     }
-    free(copy);
+    free(names);
     if (*n == 0)
         cli_usage_error("no fields in -f; e.g. -f " GQUEUE_DEFAULT_FORMAT);
     return out;
@@ -655,25 +661,6 @@ struct gqueue_opts {
     size_t width;     /* a terminal's width (cells cut to fit), or 0 */
     bool colour;
 };
-
-/* Splits a comma list into its non-empty items, blanks around them trimmed. */
-static char **gqueue_split(const char *list, size_t *n)
-{
-    char *copy = xstrdup(list), *save = NULL;
-    char **out = xcalloc(strlen(list) / 2 + 2, sizeof(*out));
-    *n = 0;
-    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        while (*tok == ' ')
-            tok++;
-        size_t l = strlen(tok);
-        while (l && tok[l - 1] == ' ')
-            tok[--l] = '\0';
-        if (l)
-            out[(*n)++] = xstrdup(tok);
-    }
-    free(copy);
-    return out;
-}
 
 static bool gqueue_in(char *const *list, size_t n, const char *s)
 {

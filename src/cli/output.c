@@ -454,13 +454,13 @@ char *output_time(double t)
 
 char *output_job_elapsed(const struct job *j, double now)
 {
+    if (j->start_time <= 0)
+        return xstrdup("-"); /* never started */
     double secs = 0;
-    if (j->start_time > 0) {
-        if (j->end_time > 0)
-            secs = j->end_time - j->start_time;
-        else if (j->state == JOB_RUNNING)
-            secs = now - j->start_time;
-    }
+    if (j->end_time > 0)
+        secs = j->end_time - j->start_time;
+    else if (j->state == JOB_RUNNING)
+        secs = now - j->start_time;
     return format_duration(secs > 0 ? (int64_t)secs : 0);
 }
 

@@ -55,7 +55,8 @@ void output_yaml(const json_t *j, FILE *out);
 /* Display forms of job fields; each returns a malloc'd string. */
 /* Local time "YYYY-MM-DDTHH:MM:SS", or "-" when t is 0 (not happened). */
 char *output_time(double t);
-/* Elapsed run time: now - start while running, end - start once ended, 0:00 before. */
+/* Elapsed run time: now - start while running, end - start once ended, "-"
+ * before it started (as gqueue's TIME). */
 char *output_job_elapsed(const struct job *j, double now);
 /* "1:00:00" or "UNLIMITED". */
 char *output_job_time_limit(const struct job *j);

@@ -3,7 +3,6 @@
  * or re-applied here) or reported as needing a restart. */
 #include "reload.h"
 
-#include <grp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,6 +11,7 @@
 #include "gpu.h"
 #include "jobs.h"
 #include "log.h"
+#include "serve.h"
 #include "util.h"
 
 extern char **environ;
@@ -57,20 +57,6 @@ static int reload_read(const struct gflowd *d, struct gflow_config *c, char **er
     return 0;
 }
 
-static void reload_admin_group(struct gflowd *d)
-{
-    d->has_admin_gid = false;
-    if (!d->cfg.admin_group)
-        return;
-    struct group *g = getgrnam(d->cfg.admin_group);
-    if (!g) {
-        log_warn("daemon.admin_group '%s' does not exist; only root is admin", d->cfg.admin_group);
-        return;
-    }
-    d->has_admin_gid = true;
-    d->admin_gid = g->gr_gid;
-}
-
 static bool same_text(const char *a, const char *b)
 {
     return (!a && !b) || (a && b && !strcmp(a, b));
@@ -98,7 +84,7 @@ static int reload_apply(struct gflowd *d, const char *key, const char *value, js
     if (!strcmp(key, "daemon.log_level"))
         log_parse_level(d->cfg.log_level, &log_threshold);
     if (!strcmp(key, "daemon.admin_group"))
-        reload_admin_group(d);
+        serve_resolve_admin_group(d);
     return 0;
 }
 

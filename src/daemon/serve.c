@@ -491,8 +491,9 @@ static char *find_shim(void)
     return xstrdup(GFLOW_LIBEXECDIR "/gflow-shim");
 }
 
-static void resolve_admin_group(struct gflowd *d)
+void serve_resolve_admin_group(struct gflowd *d)
 {
+    d->has_admin_gid = false;
     if (!d->cfg.admin_group)
         return;
     struct group *g = getgrnam(d->cfg.admin_group);
@@ -541,7 +542,7 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     d->shim_path = find_shim();
     d->mem_total_mb = proc_mem_total_mb();
     d->memory_enforcement = probe_memory_enforcement(d->shim_path);
-    resolve_admin_group(d);
+    serve_resolve_admin_group(d);
     if (mkdir_p(d->paths.data_dir, 0700) < 0) {
         err = xasprintf("cannot create %s: %s", d->paths.data_dir, strerror(errno));
         startup_failed(o, err);
