@@ -9,7 +9,7 @@ MESON_FLAGS ?= -Dwerror=true
 KIT_DIR ?= $(BUILD)
 VERSION := $(shell cat VERSION)
 
-.PHONY: all deps build check check-asan fuzz fuzz-build fuzz-smoke stress demo bench bench-scale install clean \
+.PHONY: all deps build check check-asan fuzz fuzz-build fuzz-smoke stress demo bench bench-scale replay install clean \
 	gpu-kit
 
 all: build
@@ -78,6 +78,13 @@ demo: build
 bench: build
 	@scripts/install-deps.sh --bench
 	bench/run.sh $(BUILD) $(BENCH)
+
+# gflow-replay (docs/replay.md): the Philly subset and the synthetic lab trace, each at two
+# loads, every policy; CSV tables and wait-cdf.png (drawn with gnuplot, installed as a bench
+# dependency) in $(BUILD)/replay.
+replay: build
+	@scripts/install-deps.sh --bench
+	scripts/replay.sh $(BUILD) $(BUILD)/replay
 
 # 1,000,000 finished + 100,000 queued jobs: recovery, RSS, listing, bulk ops (bench/scale.py).
 bench-scale: build

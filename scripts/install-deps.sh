@@ -2,13 +2,13 @@
 # Installs every Debian package the build, the tests and the demo need (clang and its
 # libFuzzer/sanitizer runtimes for the fuzz harnesses of make check).
 # Idempotent and fast when everything is present (dpkg is asked first).
-# --bench: also the peers that make bench measures gflow against (task-spooler); not
-# needed by the build or make check.
+# --bench: also the peers that make bench measures gflow against (task-spooler) and gnuplot
+# for make replay's plot; not needed by the build or make check.
 set -e
 PKGS="build-essential meson ninja-build pkg-config libmicrohttpd-dev libjansson-dev
 libsqlite3-dev libcmocka-dev python3 python3-pytest util-linux procps passwd clang-format patchelf
 clang libclang-rt-14-dev"
-if [ "${1:-}" = "--bench" ]; then PKGS="$PKGS task-spooler"; fi
+if [ "${1:-}" = "--bench" ]; then PKGS="$PKGS task-spooler gnuplot-nox"; fi
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
