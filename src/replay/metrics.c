@@ -37,32 +37,111 @@ static struct replay_waits waits_summary(double *waits, size_t n)
     return w;
 }
 
-/* Jain's index (sum x)^2 / (n sum x^2) over the users' GPU-seconds; jobs without a
- * user count as one user. 1 when there is at most one user or nobody used a GPU. */
-static double jain_index(const struct replay_trace *t, const struct replay_outcome *o,
+/* Jain's index (sum x)^2 / (n sum x^2) of x[0..n); 1 when all are 0. */
+static double jain_of(const double *x, size_t n)
+{
+    double sum = 0, sum_sq = 0;
+    for (size_t i = 0; i < n; i++) {
+        sum += x[i];
+        sum_sq += x[i] * x[i];
+    }
+    return sum_sq > 0 ? sum * sum / ((double)n * sum_sq) : 1;
+}
+
+/* The user slot of job i: its user, or one slot after the names for jobs without. */
+static size_t user_slot(const struct replay_trace *t, size_t i)
+{
+    return t->recs[i].user >= 0 ? (size_t)t->recs[i].user : t->n_names;
+}
+
+/* Jain's index over the users' GPU-seconds of the whole trace; *users: how many. */
+static double jain_total(const struct replay_trace *t, const struct replay_outcome *o,
                          size_t *users)
 {
-    size_t slots = t->n_names + 1; /* the last one: no user given */
+    size_t slots = t->n_names + 1;
     double *gpu_s = xcalloc(slots, sizeof(*gpu_s));
     char *seen = xcalloc(slots, 1);
     for (size_t i = 0; i < o->n; i++) {
         if (!o->jobs[i].started)
             continue;
-        size_t u = t->recs[i].user >= 0 ? (size_t)t->recs[i].user : t->n_names;
-        gpu_s[u] += t->recs[i].gpus * o->jobs[i].run;
-        seen[u] = 1;
+        gpu_s[user_slot(t, i)] += t->recs[i].gpus * o->jobs[i].run;
+        seen[user_slot(t, i)] = 1;
     }
-    double sum = 0, sum_sq = 0;
     *users = 0;
     for (size_t u = 0; u < slots; u++)
-        if (seen[u]) {
-            (*users)++;
-            sum += gpu_s[u];
-            sum_sq += gpu_s[u] * gpu_s[u];
-        }
+        if (seen[u])
+            gpu_s[(*users)++] = gpu_s[u];
+    double j = jain_of(gpu_s, *users);
     free(gpu_s);
     free(seen);
-    return sum_sq > 0 ? sum * sum / ((double)*users * sum_sq) : 1;
+    return j;
+}
+
+/* The windows [w0, w1] that the interval [a, b) (seconds from the start) touches. */
+static void window_span(double a, double b, double width, size_t *w0, size_t *w1)
+{
+    *w0 = (size_t)(a / width);
+    *w1 = b > a ? (size_t)(nextafter(b, a) / width) : *w0;
+}
+
+/* The windowed index of struct replay_metrics.jain. Per window: each user's GPU-seconds
+ * (the overlap of their jobs' runs), whether they had a job waiting or running (a
+ * difference array per user), and whether any job waited. */
+static double jain_windowed(const struct replay_trace *t, const struct replay_outcome *o,
+                            double first, double last, size_t *contended)
+{
+    size_t slots = t->n_names + 1;
+    double width = REPLAY_FAIR_WINDOW;
+    /* Wider windows for a very long trace with many users (memory: slots x windows). */
+    while ((last - first) / width * (double)slots > 2e7)
+        width *= 2;
+    size_t nw = (size_t)((last - first) / width) + 1;
+    double *gpu_s = xcalloc(slots * nw, sizeof(*gpu_s));
+    int *active = xcalloc(slots * (nw + 1), sizeof(*active));
+    int *waiting = xcalloc(nw + 1, sizeof(*waiting));
+    for (size_t i = 0; i < o->n; i++) {
+        const struct replay_job_result *r = &o->jobs[i];
+        if (!r->started)
+            continue;
+        size_t u = user_slot(t, i), w0, w1;
+        double submit = t->recs[i].submit - first, start = submit + r->wait, end = start + r->run;
+        window_span(submit, end, width, &w0, &w1);
+        active[u * (nw + 1) + w0]++;
+        active[u * (nw + 1) + w1 + 1]--;
+        if (r->wait > 0) {
+            window_span(submit, start, width, &w0, &w1);
+            waiting[w0]++;
+            waiting[w1 + 1]--;
+        }
+        window_span(start, end, width, &w0, &w1);
+        for (size_t w = w0; w <= w1 && end > start; w++) {
+            double overlap = fmin(end, (double)(w + 1) * width) - fmax(start, (double)w * width);
+            gpu_s[u * nw + w] += t->recs[i].gpus * fmax(overlap, 0);
+        }
+    }
+    double sum = 0, *x = xmalloc(slots * sizeof(*x));
+    int *users_active = xcalloc(slots, sizeof(*users_active));
+    int waits = 0;
+    *contended = 0;
+    for (size_t w = 0; w < nw; w++) {
+        waits += waiting[w];
+        size_t n = 0;
+        for (size_t u = 0; u < slots; u++) {
+            users_active[u] += active[u * (nw + 1) + w];
+            if (users_active[u] > 0)
+                x[n++] = gpu_s[u * nw + w];
+        }
+        if (waits > 0 && n >= 2) {
+            sum += jain_of(x, n);
+            (*contended)++;
+        }
+    }
+    free(users_active);
+    free(x);
+    free(waiting);
+    free(active);
+    free(gpu_s);
+    return *contended ? sum / (double)*contended : NAN;
 }
 
 void replay_metrics_compute(const struct replay_trace *t, const struct replay_outcome *o,
@@ -94,7 +173,8 @@ void replay_metrics_compute(const struct replay_trace *t, const struct replay_ou
     m->makespan = m->jobs ? last - first : 0;
     m->utilisation = m->makespan > 0 ? gpu_s / (o->n_gpus * m->makespan) : 0;
     m->slowdown = m->jobs ? slowdown / (double)m->jobs : NAN;
-    m->jain = jain_index(t, o, &m->users);
+    m->jain_total = jain_total(t, o, &m->users);
+    m->jain = m->jobs ? jain_windowed(t, o, first, last, &m->contended_windows) : NAN;
     free(all);
     free(big);
 }

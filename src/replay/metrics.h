@@ -12,6 +12,9 @@
 /* Bounded slowdown's floor on the run time (Feitelson): short jobs do not dominate. */
 #define REPLAY_SLOWDOWN_BOUND 10.0
 
+/* The window of the fairness index: what each user got per hour. */
+#define REPLAY_FAIR_WINDOW 3600.0
+
 struct replay_waits {
     size_t jobs;
     double mean, p50, p95, p99; /* seconds; NAN when there are no jobs */
@@ -25,8 +28,15 @@ struct replay_metrics {
     double utilisation; /* GPU-seconds used / (GPUs x makespan), 0..1 */
     double makespan;    /* first submission to last end, seconds */
     double slowdown;    /* mean bounded slowdown */
-    double jain;        /* Jain's index over users' GPU-seconds (1: equal) */
-    size_t users;       /* users with started jobs (jobs without a user: one user) */
+    /* Jain's index over users' GPU-seconds, per REPLAY_FAIR_WINDOW window in which jobs
+     * waited and two users or more had jobs waiting or running, averaged over those
+     * windows (NAN: no such window). Over the whole trace every user gets the GPU-time
+     * they asked for once all jobs have run, whatever the policy; fairness is what they
+     * got while competing. */
+    double jain;
+    size_t contended_windows;
+    double jain_total; /* the same over the whole trace's GPU-seconds (policy-blind) */
+    size_t users;      /* users with started jobs (jobs without a user: one user) */
 };
 
 void replay_metrics_compute(const struct replay_trace *t, const struct replay_outcome *o,

@@ -201,19 +201,22 @@ static void print_text_header(void)
 static void print_text_row(const char *policy, const struct replay_metrics *m)
 {
     char b[10][32];
-    printf("%-10s %7zu %8s %8s %8s %8s | %6zu %8s %8s %8s %8s | %8s %5.1f%% %7.2f %6.3f\n", policy,
+    if (isnan(m->jain))
+        snprintf(b[9], 32, "-");
+    else
+        snprintf(b[9], 32, "%.3f", m->jain);
+    printf("%-10s %7zu %8s %8s %8s %8s | %6zu %8s %8s %8s %8s | %8s %5.1f%% %7.2f %6s\n", policy,
            m->jobs, fmt_duration(b[0], 32, m->all.mean), fmt_duration(b[1], 32, m->all.p50),
            fmt_duration(b[2], 32, m->all.p95), fmt_duration(b[3], 32, m->all.p99), m->big.jobs,
            fmt_duration(b[4], 32, m->big.mean), fmt_duration(b[5], 32, m->big.p50),
            fmt_duration(b[6], 32, m->big.p95), fmt_duration(b[7], 32, m->big.p99),
-           fmt_duration(b[8], 32, m->max_wait), 100 * m->utilisation, m->slowdown, m->jain);
+           fmt_duration(b[8], 32, m->max_wait), 100 * m->utilisation, m->slowdown, b[9]);
 }
 
 static const char csv_header[] =
-    "policy,load,offered_load,gpus,jobs,skipped,wait_mean_s,wait_p50_s,wait_p95_s,wait_p99_s,big_"
-    "jobs,"
-    "big_wait_mean_s,big_wait_p50_s,big_wait_p95_s,big_wait_p99_s,max_wait_s,utilisation,"
-    "bounded_slowdown,jain,users";
+    "policy,load,offered_load,gpus,jobs,skipped,wait_mean_s,wait_p50_s,wait_p95_s,wait_p99_s,"
+    "big_jobs,big_wait_mean_s,big_wait_p50_s,big_wait_p95_s,big_wait_p99_s,max_wait_s,utilisation,"
+    "bounded_slowdown,jain,jain_total,contended_windows,users";
 
 /* A number for the CSV table; an undefined one (no such jobs) is an empty field. */
 static void csv_num(double v)
@@ -232,11 +235,11 @@ static void print_csv_row(const char *policy, const struct options *o, double of
     for (int i = 0; i < 4; i++)
         csv_num(waits[i]);
     printf(",%zu", m->big.jobs);
-    const double rest[] = {m->big.mean, m->big.p50,     m->big.p95,  m->big.p99,
-                           m->max_wait, m->utilisation, m->slowdown, m->jain};
-    for (int i = 0; i < 8; i++)
+    const double rest[] = {m->big.mean,    m->big.p50,  m->big.p95, m->big.p99,   m->max_wait,
+                           m->utilisation, m->slowdown, m->jain,    m->jain_total};
+    for (int i = 0; i < 9; i++)
         csv_num(rest[i]);
-    printf(",%zu\n", m->users);
+    printf(",%zu,%zu\n", m->contended_windows, m->users);
 }
 
 static double seconds_since(const struct timespec *t0)

@@ -18,7 +18,7 @@ CSV_COLUMNS = [
     "policy", "load", "offered_load", "gpus", "jobs", "skipped", "wait_mean_s", "wait_p50_s",
     "wait_p95_s", "wait_p99_s", "big_jobs", "big_wait_mean_s", "big_wait_p50_s",
     "big_wait_p95_s", "big_wait_p99_s", "max_wait_s", "utilisation", "bounded_slowdown",
-    "jain", "users",
+    "jain", "jain_total", "contended_windows", "users",
 ]
 TEXT_COLUMNS = ["POLICY", "JOBS", "WAIT", "P50", "P95", "P99", "JOBS4+", "WAIT4+", "MAXWAIT",
                 "UTIL", "BSLD", "JAIN"]
@@ -81,7 +81,8 @@ def test_csv_table(trace):
     assert row["policy"] == "greedy" and row["load"] == "1" and row["gpus"] == "8"
     assert row["jobs"] == "300" and row["skipped"] == "7" and row["users"] == "3"
     assert 0 < float(row["utilisation"]) <= 1
-    assert 0 < float(row["jain"]) <= 1
+    assert 0 < float(row["jain"]) <= 1 and 0 < float(row["jain_total"]) <= 1
+    assert int(row["contended_windows"]) > 0
     assert float(row["bounded_slowdown"]) >= 1
     assert float(row["wait_p50_s"]) <= float(row["wait_p95_s"]) <= float(row["wait_p99_s"])
     assert float(row["wait_p99_s"]) <= float(row["max_wait_s"])
@@ -102,6 +103,7 @@ def test_hand_computed_trace(tmp_path):
     assert float(row["utilisation"]) == pytest.approx(0.9)
     assert float(row["bounded_slowdown"]) == pytest.approx((1 + 2.8 + 5) / 3)
     assert float(row["jain"]) == pytest.approx(270 ** 2 / (2 * (200 ** 2 + 70 ** 2)))
+    assert row["jain_total"] == row["jain"] and row["contended_windows"] == "1"
 
 
 def test_cdf_file(trace, tmp_path):
@@ -149,7 +151,9 @@ def test_philly_subset_by_header_names():
     its jobs of more than 8 GPUs are skipped."""
     rows = csv_rows(replay(PHILLY, "--csv", "--load", 0.01))
     assert rows[0]["jobs"] == "2811" and rows[0]["skipped"] == "223"
-    assert rows[0]["users"] == "1" and rows[0]["jain"] == "1"
+    # No users in the trace: one user, so no window where users compete.
+    assert rows[0]["users"] == "1" and rows[0]["jain_total"] == "1"
+    assert rows[0]["jain"] == "" and rows[0]["contended_windows"] == "0"
 
 
 def test_bad_trace_input(tmp_path):

@@ -81,7 +81,9 @@ static void test_hand_computed_metrics(void **state)
     assert_float_equal(m.slowdown, (1 + 2.8 + 5) / 3, EPS);
     /* alice 200, bob 70 GPU-seconds: 270^2 / (2 (200^2 + 70^2)). */
     assert_int_equal(m.users, 2);
-    assert_float_equal(m.jain, 72900.0 / 89800, EPS);
+    assert_float_equal(m.jain, 72900.0 / 89800, EPS); /* one window: the same as the total */
+    assert_float_equal(m.jain_total, 72900.0 / 89800, EPS);
+    assert_int_equal(m.contended_windows, 1);
     replay_outcome_free(&o);
     replay_trace_free(&t);
 }
@@ -106,8 +108,29 @@ static void test_greedy_overtakes_and_skips(void **state)
     assert_float_equal(m.max_wait, 99, EPS);
     /* No users given: all jobs are one user's. */
     assert_int_equal(m.users, 1);
-    assert_float_equal(m.jain, 1, EPS);
+    assert_float_equal(m.jain_total, 1, EPS);
+    assert_true(isnan(m.jain)); /* no window with two users */
+    assert_int_equal(m.contended_windows, 0);
     assert_int_equal(o.unstarted, 0);
+    replay_outcome_free(&o);
+    replay_trace_free(&t);
+}
+
+/* Fairness is what users got while competing: on 1 GPU, alice runs for the first hour
+ * while bob's job (submitted with hers) waits, then bob runs for the second. Both got an
+ * hour in total (index 1), but in the first hour, the only one in which a job waited,
+ * alice had it all: (3600 + 0)^2 / (2 (3600^2 + 0^2)) = 0.5. */
+static void test_fairness_per_window(void **state)
+{
+    (void)state;
+    struct replay_trace t;
+    struct replay_outcome o;
+    struct replay_metrics m;
+    replay_text("submit_s,gpus,runtime_s,user\n0,1,3600,alice\n0,1,3600,bob\n", 1, &t, &o, &m);
+    assert_float_equal(o.jobs[1].wait, 3600, EPS);
+    assert_float_equal(m.jain_total, 1, EPS);
+    assert_int_equal(m.contended_windows, 1);
+    assert_float_equal(m.jain, 0.5, EPS);
     replay_outcome_free(&o);
     replay_trace_free(&t);
 }
@@ -224,6 +247,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hand_computed_metrics),
         cmocka_unit_test(test_greedy_overtakes_and_skips),
+        cmocka_unit_test(test_fairness_per_window),
         cmocka_unit_test(test_columns_by_name),
         cmocka_unit_test(test_read_errors),
         cmocka_unit_test(test_synthetic),
