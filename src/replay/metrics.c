@@ -71,7 +71,7 @@ static double jain_total(const struct replay_trace *t, const struct replay_outco
     for (size_t u = 0; u < slots; u++)
         if (seen[u])
             gpu_s[(*users)++] = gpu_s[u];
-    double j = jain_of(gpu_s, *users);
+    double j = *users ? jain_of(gpu_s, *users) : NAN;
     free(gpu_s);
     free(seen);
     return j;

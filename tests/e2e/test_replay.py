@@ -137,6 +137,18 @@ def test_synthetic_is_seeded_and_load_compresses():
     assert int(e["skipped"]) > 0 and int(e["jobs"]) + int(e["skipped"]) == 3000
 
 
+def test_every_job_too_big(tmp_path):
+    """Nothing can run: every job is counted as skipped and the figures are empty."""
+    path = tmp_path / "big.csv"
+    path.write_text("submit_s,gpus,runtime_s,user\n0,16,10,a\n5,9,10,b\n")
+    row = csv_rows(replay(path, "--csv"))[0]
+    assert row["jobs"] == "0" and row["skipped"] == "2" and row["users"] == "0"
+    assert row["wait_mean_s"] == row["jain"] == row["jain_total"] == row["bounded_slowdown"] == ""
+    r = replay(path)
+    assert r.returncode == 0
+    assert "skipped: 2 jobs ask for more than 8 GPUs (not replayed)" in r.stdout
+
+
 def test_100k_jobs_under_10_seconds():
     t0 = time.monotonic()
     row = csv_rows(replay("--synthetic", 100000, "--csv", timeout=120))[0]
