@@ -136,7 +136,7 @@ static void parse_options(int argc, char **argv, struct options *o)
             parse_policies(o, optarg);
             break;
         case OPT_SYNTHETIC:
-            o->synthetic = parse_count("--synthetic", optarg, 1, 100000000);
+            o->synthetic = parse_count("--synthetic", optarg, 1, 10000000);
             break;
         case OPT_SEED:
             o->seed = (unsigned long long)parse_count("--seed", optarg, 0, INT64_MAX);
