@@ -879,18 +879,26 @@ static void gqueue_feed_line(struct gqueue_feed *f, char *line)
     free(j.deps); /* the one owned part of a borrowed TSV row */
 }
 
-/* client_chunk_cb: takes the complete lines of what came so far. */
-static int gqueue_feed_chunk(const char *data, size_t len, void *arg)
+/* Takes the complete lines of text (NUL-terminating them in place); returns how many
+ * bytes that was (all of them once the limit's probe is answered). */
+static size_t gqueue_feed_text(struct gqueue_feed *f, char *text, size_t len)
 {
-    struct gqueue_feed *f = arg;
-    strbuf_add(&f->pending, data, len);
-    char *p = f->pending.buf, *end = p + f->pending.len;
+    char *p = text, *end = text + len;
     for (char *nl; !f->more && (nl = memchr(p, '\n', (size_t)(end - p))); p = nl + 1) {
         *nl = '\0';
         gqueue_feed_line(f, p);
     }
-    f->pending.len = f->more ? 0 : (size_t)(end - p);
-    memmove(f->pending.buf, p, f->pending.len);
+    return f->more ? len : (size_t)(p - text);
+}
+
+/* client_chunk_cb: the lines of what came so far; the start of the next one waits. */
+static int gqueue_feed_chunk(const char *data, size_t len, void *arg)
+{
+    struct gqueue_feed *f = arg;
+    strbuf_add(&f->pending, data, len);
+    size_t taken = gqueue_feed_text(f, f->pending.buf, f->pending.len);
+    f->pending.len -= taken;
+    memmove(f->pending.buf, f->pending.buf + taken, f->pending.len);
     return f->more ? -1 : 0; /* one line beyond the limit is all a probe needs */
 }
 
@@ -914,7 +922,10 @@ static void gqueue_feed_table(const struct gqueue_opts *o, const char *path, boo
             f.skip = 1;
             *more = true;
         }
-        gqueue_feed_chunk(r.body.buf ? r.body.buf : "", r.body.len, &f);
+        if (r.body.len) { /* in place; a last line without its newline goes on below */
+            size_t taken = gqueue_feed_text(&f, r.body.buf, r.body.len);
+            strbuf_add(&f.pending, r.body.buf + taken, r.body.len - taken);
+        }
     } else {
         gqueue_get_tsv(path, &r, gqueue_feed_chunk, &f);
     }
