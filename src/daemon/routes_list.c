@@ -1,7 +1,7 @@
 /* routes_list: GET /v1/jobs, the job list (docs/api.md): filters (state, id, user,
  * since), a sort key and a limit, as JSON or as TSV with chosen fields. Active jobs are
  * all in memory and listed from there (the common case: gqueue); history is read from
- * the store. */
+ * the store, merged with the active jobs by id when a listing has both (gqueue -a). */
 #include "routes.h"
 
 #include <stdlib.h>
