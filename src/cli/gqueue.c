@@ -408,11 +408,10 @@ struct gqueue_row {
 };
 
 /* Tables only need the fields, not JSON: the line format is far cheaper to read when
- * there are 10,000 jobs (docs/api.md, format=tsv). Returns the job lines (the body after
- * the header, in r's buffer) and the fields of each line in fields / *nfields. */
-static char *gqueue_fetch_tsv(struct strbuf *path, const struct gqueue_field **columns,
-                              size_t ncolumns, bool tree, bool filters, int *fields,
-                              size_t *nfields, struct client_response *r)
+ * there are 10,000 jobs (docs/api.md, format=tsv). Adds format=tsv and the fields to
+ * path. */
+static void gqueue_tsv_query(struct strbuf *path, const struct gqueue_field **columns,
+                             size_t ncolumns, bool tree, bool filters)
 {
     /* Only the fields the columns read (plus id and gpus, for sorting; what the tree and
      * the filters applied here read). */
@@ -434,19 +433,26 @@ static char *gqueue_fetch_tsv(struct strbuf *path, const struct gqueue_field **c
     client_query_add(path, "format", "tsv");
     client_query_add(path, "fields", list.buf);
     strbuf_free(&list);
+}
+
+/* GET path into r (the body whole, or through chunk_cb as it arrives); exits on an
+ * error. */
+static void gqueue_get_tsv(const char *path, struct client_response *r, client_chunk_cb chunk_cb,
+                           void *arg)
+{
     char *err = NULL;
-    if (client_request("GET", path->buf, NULL, 0, NULL, r, NULL, NULL, &err) < 0)
+    if (client_request("GET", path, NULL, 0, NULL, r, chunk_cb, arg, &err) < 0)
         cli_die(CLI_EXIT_FAIL, "%s", err);
     if (r->status != 200) {
         json_t *e = json_loadb(r->body.buf ? r->body.buf : "", r->body.len, 0, NULL);
         cli_die(CLI_EXIT_FAIL, "%s", cli_error_text(e));
     }
-    char *text = r->body.buf ? r->body.buf : "";
-    char *save = NULL;
-    char *header = strtok_r(text, "\n", &save);
+}
+
+/* The fields of the TSV header line (tab-separated names) into fields / *nfields. */
+static void gqueue_tsv_header(char *header, int *fields, size_t *nfields)
+{
     *nfields = 0;
-    if (!header)
-        cli_die(CLI_EXIT_FAIL, "gflowd sent an empty job list");
     char *hs = NULL;
     for (char *h = strtok_r(header, "\t", &hs); h; h = strtok_r(NULL, "\t", &hs)) {
         int f = job_field_parse(h);
@@ -454,6 +460,19 @@ static char *gqueue_fetch_tsv(struct strbuf *path, const struct gqueue_field **c
             cli_die(CLI_EXIT_FAIL, "gflowd sent an unknown field '%s'", h);
         fields[(*nfields)++] = f;
     }
+}
+
+/* The whole TSV answer for path: returns the job lines (the body after the header, in r's
+ * buffer) and the fields of each line in fields / *nfields. */
+static char *gqueue_fetch_tsv(const char *path, int *fields, size_t *nfields,
+                              struct client_response *r)
+{
+    gqueue_get_tsv(path, r, NULL, NULL);
+    char *save = NULL;
+    char *header = strtok_r(r->body.buf ? r->body.buf : "", "\n", &save);
+    if (!header)
+        cli_die(CLI_EXIT_FAIL, "gflowd sent an empty job list");
+    gqueue_tsv_header(header, fields, nfields);
     return save ? save : "";
 }
 
@@ -817,6 +836,110 @@ static int64_t gqueue_total(const struct gqueue_opts *o)
     return total;
 }
 
+/* A plain table or CSV is made from the daemon's lines as they arrive, without keeping the
+ * answer (for 10,000 jobs half a megabyte of fresh memory, dear here: ~15 us a page on
+ * this VM): each line is parsed into one reused job, and its cells appended to the table. */
+struct gqueue_feed {
+    const struct gqueue_opts *o;
+    struct output_table *t;
+    int fields[JOB_FIELD_COUNT];
+    size_t nfields;
+    bool header_seen;
+    size_t skip; /* job lines to drop first */
+    size_t cap;  /* at most this many rows (0: all); a line beyond sets more */
+    bool more;
+    double now;
+    struct strbuf pending; /* received text not yet taken: the start of a line */
+};
+
+static void gqueue_feed_line(struct gqueue_feed *f, char *line)
+{
+    if (!*line)
+        return;
+    if (!f->header_seen) {
+        gqueue_tsv_header(line, f->fields, &f->nfields);
+        f->header_seen = true;
+        return;
+    }
+    if (f->skip) {
+        f->skip--;
+        return;
+    }
+    if (f->cap && output_table_rows(f->t) == f->cap) {
+        f->more = true;
+        return;
+    }
+    struct job j;
+    if (job_from_tsv(&j, f->fields, f->nfields, line, true) < 0)
+        cli_die(CLI_EXIT_FAIL, "gflowd sent a job this gqueue cannot read");
+    for (size_t c = 0; c < f->o->nfields; c++) {
+        f->o->fields[c]->format(output_table_cell(f->t), &j, f->now);
+        output_table_cell_end(f->t);
+    }
+    free(j.deps); /* the one owned part of a borrowed TSV row */
+}
+
+/* Takes the complete lines of text (NUL-terminating them in place); returns how many
+ * bytes that was (all of them once the limit's probe is answered). */
+static size_t gqueue_feed_text(struct gqueue_feed *f, char *text, size_t len)
+{
+    char *p = text, *end = text + len;
+    for (char *nl; !f->more && (nl = memchr(p, '\n', (size_t)(end - p))); p = nl + 1) {
+        *nl = '\0';
+        gqueue_feed_line(f, p);
+    }
+    return f->more ? len : (size_t)(p - text);
+}
+
+/* client_chunk_cb: the lines of what came so far; the start of the next one waits. */
+static int gqueue_feed_chunk(const char *data, size_t len, void *arg)
+{
+    struct gqueue_feed *f = arg;
+    strbuf_add(&f->pending, data, len);
+    size_t taken = gqueue_feed_text(f, f->pending.buf, f->pending.len);
+    f->pending.len -= taken;
+    memmove(f->pending.buf, f->pending.buf + taken, f->pending.len);
+    return f->more ? -1 : 0; /* one line beyond the limit is all a probe needs */
+}
+
+/* The rows of a plain table or CSV into t; *more: the limit's probe found more jobs. */
+static void gqueue_feed_table(const struct gqueue_opts *o, const char *path, bool probe,
+                              size_t want, struct output_table *t, bool *more)
+{
+    struct gqueue_feed f = {.o = o, .t = t, .now = now_wall()};
+    struct client_response r = {0};
+    strbuf_init(&f.pending);
+    if (probe && o->limit > 0)
+        f.cap = want;
+    if (probe && o->limit < 0) {
+        /* The last N and one before them, if there are more: whether the first line is
+         * the extra one is known only from the count, so the answer is read whole. */
+        gqueue_get_tsv(path, &r, NULL, NULL);
+        size_t lines = 0;
+        for (const char *p = r.body.buf; p && (p = strchr(p, '\n')); p++)
+            lines++;
+        if (lines > want + 1) { /* the header and more than N jobs */
+            f.skip = 1;
+            *more = true;
+        }
+        if (r.body.len) { /* in place; a last line without its newline goes on below */
+            size_t taken = gqueue_feed_text(&f, r.body.buf, r.body.len);
+            strbuf_add(&f.pending, r.body.buf + taken, r.body.len - taken);
+        }
+    } else {
+        gqueue_get_tsv(path, &r, gqueue_feed_chunk, &f);
+    }
+    if (f.pending.len) { /* a last line without its newline */
+        strbuf_addc(&f.pending, '\0');
+        gqueue_feed_line(&f, f.pending.buf);
+    }
+    if (!f.header_seen)
+        cli_die(CLI_EXIT_FAIL, "gflowd sent an empty job list");
+    *more = *more || f.more;
+    strbuf_free(&f.pending);
+    client_response_free(&r);
+}
+
 /* One listing of the jobs, to out; the "Showing N of M" note to notes. */
 static void gqueue_list(const struct gqueue_opts *o, FILE *out, FILE *notes)
 {
@@ -842,7 +965,6 @@ static void gqueue_list(const struct gqueue_opts *o, FILE *out, FILE *notes)
     struct gqueue_row *rows = NULL;
     size_t n = 0;
     struct client_response tsv = {0}; /* owns the strings of TSV rows */
-    char *lines = NULL;
     int tsv_fields[JOB_FIELD_COUNT];
     size_t tsv_nfields = 0;
     bool machine = o->outfmt == OUTPUT_JSON || o->outfmt == OUTPUT_YAML;
@@ -866,22 +988,19 @@ static void gqueue_list(const struct gqueue_opts *o, FILE *out, FILE *notes)
             else
                 job_clear(&rows[n].job);
         }
-    } else {
-        lines = gqueue_fetch_tsv(&path, o->fields, o->nfields, o->tree, gqueue_local_filter(o),
-                                 tsv_fields, &tsv_nfields, &tsv);
-        if (!stream) {
-            rows = gqueue_tsv_rows(lines, tsv_fields, tsv_nfields, &n);
-            size_t kept = 0;
-            for (size_t i = 0; i < n; i++) {
-                if (gqueue_wanted(o, &rows[i].job))
-                    rows[kept++] = rows[i];
-                else
-                    free(rows[i].job.deps);
-            }
-            n = kept;
+    } else if (!stream) {
+        gqueue_tsv_query(&path, o->fields, o->nfields, o->tree, gqueue_local_filter(o));
+        char *lines = gqueue_fetch_tsv(path.buf, tsv_fields, &tsv_nfields, &tsv);
+        rows = gqueue_tsv_rows(lines, tsv_fields, tsv_nfields, &n);
+        size_t kept = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (gqueue_wanted(o, &rows[i].job))
+                rows[kept++] = rows[i];
+            else
+                free(rows[i].job.deps);
         }
+        n = kept;
     }
-    strbuf_free(&path);
     size_t first = 0, count = n;
     if (probe && n > want) { /* the extra job: the last of the first N, or the first */
         more = true;
@@ -918,26 +1037,8 @@ static void gqueue_list(const struct gqueue_opts *o, FILE *out, FILE *notes)
                 output_table_set_style(t, f, gqueue_state_style);
         double now = now_wall();
         if (stream) {
-            size_t nlines = 0, len = strlen(lines);
-            for (const char *p = lines; (p = memchr(p, '\n', len - (size_t)(p - lines))); p++)
-                nlines++;
-            output_table_reserve(t, nlines + 1, len);
-            struct job j;
-            if (probe && nlines > want) {
-                more = true;
-                if (o->limit < 0) /* the last N: the first line is the extra one */
-                    gqueue_next_line(&lines);
-            }
-            for (char *line; (line = gqueue_next_line(&lines)) &&
-                             !(more && o->limit > 0 && output_table_rows(t) == want);) {
-                if (job_from_tsv(&j, tsv_fields, tsv_nfields, line, true) < 0)
-                    cli_die(CLI_EXIT_FAIL, "gflowd sent a job this gqueue cannot read");
-                for (size_t f = 0; f < o->nfields; f++) {
-                    o->fields[f]->format(output_table_cell(t), &j, now);
-                    output_table_cell_end(t);
-                }
-                free(j.deps); /* the one owned part of a borrowed TSV row */
-            }
+            gqueue_tsv_query(&path, o->fields, o->nfields, false, false);
+            gqueue_feed_table(o, path.buf, probe, want, t, &more);
             count = output_table_rows(t);
         } else {
             struct gqueue_tree tr = {0};
@@ -978,6 +1079,7 @@ static void gqueue_list(const struct gqueue_opts *o, FILE *out, FILE *notes)
         output_table_free(t);
         free(headers);
     }
+    strbuf_free(&path);
 
     for (size_t i = 0; i < n && reply; i++)
         job_clear(&rows[i].job);

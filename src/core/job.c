@@ -222,23 +222,47 @@ const char *job_reason_name(enum job_reason r)
 
 char *job_reason_text(enum job_reason r, int64_t job, const char *detail)
 {
+    if (r == JOB_REASON_NONE)
+        return NULL;
+    struct strbuf sb;
+    strbuf_init(&sb);
+    job_reason_append(&sb, r, job, detail);
+    return strbuf_detach(&sb);
+}
+
+void job_reason_append(struct strbuf *sb, enum job_reason r, int64_t job, const char *detail)
+{
     switch (r) {
     case JOB_REASON_NONE:
-        return NULL;
+        return;
     case JOB_REASON_DEPENDENCY_FAILED:
-        return xasprintf("DependencyFailed:%lld", (long long)job);
+        strbuf_addf(sb, "DependencyFailed:%lld", (long long)job);
+        return;
     case JOB_REASON_LAUNCH_FAILED:
     case JOB_REASON_SHIM_LOST:
-        return detail && *detail ? xasprintf("%s: %s", reason_names[r], detail)
-                                 : xstrdup(reason_names[r]);
+        strbuf_adds(sb, reason_names[r]);
+        if (detail && *detail) {
+            strbuf_adds(sb, ": ");
+            strbuf_adds(sb, detail);
+        }
+        return;
     case JOB_REASON_OTHER:
-        return xstrdup(detail ? detail : "");
+        strbuf_adds(sb, detail ? detail : "");
+        return;
     default:
-        return xstrdup(job_reason_name(r));
+        strbuf_adds(sb, job_reason_name(r));
     }
 }
 
 enum job_reason job_reason_parse(const char *text, int64_t *job, char **detail)
+{
+    const char *in;
+    enum job_reason r = job_reason_parse_in(text, job, &in);
+    *detail = in ? xstrdup(in) : NULL;
+    return r;
+}
+
+enum job_reason job_reason_parse_in(const char *text, int64_t *job, const char **detail)
 {
     *job = 0;
     *detail = NULL;
@@ -246,8 +270,10 @@ enum job_reason job_reason_parse(const char *text, int64_t *job, char **detail)
         return JOB_REASON_NONE;
     for (int r = JOB_REASON_NONE + 1; r < JOB_REASON_COUNT; r++) {
         const char *name = reason_names[r];
+        if (name[0] != text[0]) /* most texts differ at once; "" never matches */
+            continue;
         size_t n = strlen(name);
-        if (!n || strncmp(text, name, n) != 0)
+        if (strncmp(text, name, n) != 0)
             continue;
         const char *rest = text + n;
         if (r == JOB_REASON_DEPENDENCY_FAILED) {
@@ -257,14 +283,14 @@ enum job_reason job_reason_parse(const char *text, int64_t *job, char **detail)
             if (!*rest)
                 return (enum job_reason)r;
             if (rest[0] == ':' && rest[1] == ' ') {
-                *detail = xstrdup(rest + 2);
+                *detail = rest + 2;
                 return (enum job_reason)r;
             }
         } else if (!*rest) {
             return (enum job_reason)r;
         }
     }
-    *detail = xstrdup(text);
+    *detail = text;
     return JOB_REASON_OTHER;
 }
 

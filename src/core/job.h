@@ -70,10 +70,15 @@ const char *job_reason_name(enum job_reason r);
 /* The text form of a reason: "TimeLimit", "DependencyFailed:5", "LaunchFailed: why";
  * NULL for NONE. Caller frees. */
 char *job_reason_text(enum job_reason r, int64_t job, const char *detail);
+/* The same text appended to sb (nothing for NONE): no allocation for a listing's rows. */
+struct strbuf;
+void job_reason_append(struct strbuf *sb, enum job_reason r, int64_t job, const char *detail);
 /* Reads a text form back (an API reply, a row of an old database): *job and *detail
  * (malloc'd, NULL when none) as they fit the code. Unknown text is OTHER with the text
  * as detail; NULL or "" is NONE. */
 enum job_reason job_reason_parse(const char *text, int64_t *job, char **detail);
+/* The same, *detail pointing into text (the end of it), without an allocation. */
+enum job_reason job_reason_parse_in(const char *text, int64_t *job, const char **detail);
 
 /* Why a job ended or is being ended (recorded before signalling, so a restarted
  * daemon knows whether a dying job was cancelled or timed out). */

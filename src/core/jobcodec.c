@@ -551,8 +551,10 @@ static char *tsv_value(char *v)
 {
     if (strcmp(v, "\\N") == 0)
         return NULL;
-    char *w = v;
-    for (char *r = v; *r; r++) {
+    char *w = strchr(v, '\\'); /* nearly every value has no escape: left as it is */
+    if (!w)
+        return v;
+    for (char *r = w; *r; r++) {
         if (*r == '\\' && r[1]) {
             r++;
             *w++ = *r == 't' ? '\t' : *r == 'n' ? '\n' : *r;
@@ -566,7 +568,14 @@ static char *tsv_value(char *v)
 
 static long long tsv_int(const char *v, long long dflt)
 {
-    return v ? strtoll(v, NULL, 10) : dflt;
+    if (!v)
+        return dflt;
+    /* A short run of digits (nearly every value) without strtoll's generality. */
+    long long n = 0;
+    const char *p = v;
+    while (*p >= '0' && *p <= '9' && p - v < 18)
+        n = n * 10 + (*p++ - '0');
+    return !*p && p != v ? n : strtoll(v, NULL, 10);
 }
 
 static void set_field(struct job *j, enum job_field f, char *v, bool borrow)
@@ -613,14 +622,9 @@ static void set_field(struct job *j, enum job_field f, char *v, bool borrow)
         j->oom = v && strcmp(v, "true") == 0;
         break;
     case JOB_FIELD_REASON: {
-        char *detail;
-        j->reason = job_reason_parse(v, &j->reason_job, &detail);
-        if (borrow && detail) { /* the detail is the end of v */
-            j->reason_detail = v + strlen(v) - strlen(detail);
-            free(detail);
-        } else {
-            j->reason_detail = detail;
-        }
+        const char *detail; /* the end of v */
+        j->reason = job_reason_parse_in(v, &j->reason_job, &detail);
+        j->reason_detail = borrow || !detail ? (char *)detail : xstrdup(detail);
         break;
     }
     case JOB_FIELD_COMMAND:

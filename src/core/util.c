@@ -134,7 +134,10 @@ void strbuf_adds(struct strbuf *sb, const char *s)
 
 void strbuf_addc(struct strbuf *sb, char c)
 {
-    strbuf_add(sb, &c, 1);
+    if (sb->len + 2 > sb->cap)
+        strbuf_reserve(sb, 1);
+    sb->buf[sb->len++] = c;
+    sb->buf[sb->len] = '\0';
 }
 
 void strbuf_addf(struct strbuf *sb, const char *fmt, ...)

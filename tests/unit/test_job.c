@@ -330,6 +330,57 @@ static void test_reason_fallback(void **state)
     job_free(j);
 }
 
+/* Every reason's text reads back as itself: parsed with a copied detail
+ * (job_reason_parse) or one pointing into the text (job_reason_parse_in), and written
+ * with or without an allocation (job_reason_text, job_reason_append). */
+static void test_reason_text_round_trip(void **state)
+{
+    (void)state;
+    static const char *const texts[] = {
+        "TimeLimit",
+        "CancelledByUser",
+        "DependencyFailed:42",
+        "LaunchFailed",
+        "LaunchFailed: why",
+        "ShimLost: gone",
+        "JobHeldUser",
+        "MaxRunningJobs",
+        "Priority",
+        "DependencyFailed:x",
+        "Launch",
+    };
+    for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
+        int64_t job, job_in;
+        char *detail;
+        const char *detail_in;
+        enum job_reason r = job_reason_parse(texts[i], &job, &detail);
+        assert_int_equal(job_reason_parse_in(texts[i], &job_in, &detail_in), r);
+        assert_int_equal(job_in, job);
+        if (detail) {
+            assert_non_null(detail_in);
+            assert_string_equal(detail_in, detail);
+            assert_true(detail_in >= texts[i] && detail_in < texts[i] + strlen(texts[i]));
+        } else {
+            assert_null(detail_in);
+        }
+        char *text = job_reason_text(r, job, detail);
+        assert_string_equal(text, texts[i]);
+        struct strbuf sb;
+        strbuf_init(&sb);
+        strbuf_adds(&sb, "(");
+        job_reason_append(&sb, r, job, detail_in);
+        assert_string_equal(sb.buf + 1, texts[i]);
+        strbuf_free(&sb);
+        free(text);
+        free(detail);
+    }
+    int64_t job;
+    char *detail;
+    assert_int_equal(job_reason_parse("MaxRunningJobs", &job, &detail), JOB_REASON_OTHER);
+    free(detail);
+    assert_null(job_reason_text(JOB_REASON_NONE, 0, NULL));
+}
+
 static void test_dup(void **state)
 {
     (void)state;
@@ -410,6 +461,7 @@ int main(void)
         cmocka_unit_test(test_json_huge_times),
         cmocka_unit_test(test_json_bad_input),
         cmocka_unit_test(test_reason_fallback),
+        cmocka_unit_test(test_reason_text_round_trip),
         cmocka_unit_test(test_dup),
         cmocka_unit_test(test_signal_name),
         cmocka_unit_test(test_init_defaults),
