@@ -1,7 +1,8 @@
 /* test_scheduler: the scheduling pass of src/core/scheduler.c: start order (priority,
  * then submission), the running-jobs limit, held jobs, the incremental queue, GPU
  * allocation (exclusive and shared, memory, allowed and unmanaged GPUs, topology), every
- * wait reason, feasibility at submit, 100k jobs, and the begin-time heap. */
+ * wait reason, feasibility at submit, 100k jobs, the begin-time heap, and backfill
+ * (reservations, expected start, depth, a big job never overtaken forever). */
 /* cmocka needs these first. */
 #include <setjmp.h>
 #include <stdarg.h>
