@@ -101,6 +101,25 @@ int parse_time_limit(const char *s, int64_t *secs, char **err)
     return 0;
 }
 
+int parse_duration(const char *s, int64_t *secs, char **err)
+{
+    size_t len = strlen(s);
+    const char *units = "smhd";
+    const char *u = len > 1 ? strchr(units, s[len - 1]) : NULL;
+    if (!u || !s[len - 1])
+        return parse_time_limit(s, secs, err);
+    static const int64_t scale[] = {1, 60, 3600, 86400};
+    int64_t n;
+    if (parse_digits(s, len - 1, &n) < 0 || n <= 0 || n > INT64_MAX / scale[u - units]) {
+        *err = xasprintf("invalid duration '%s': N followed by s, m, h or d (e.g. 24h), or "
+                         "D-HH:MM:SS",
+                         s);
+        return -1;
+    }
+    *secs = n * scale[u - units];
+    return 0;
+}
+
 char *format_duration(int64_t secs)
 {
     if (secs < 0)
