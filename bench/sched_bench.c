@@ -13,7 +13,8 @@
  *   - with backfill on (depth 1 and 8): 10,000 and 100,000 queued GPU jobs, half of them
  *     with a time limit (1 to 60 min), on the 8 GPUs busy (running jobs with time limits)
  *     and free.
- * Usage: sched_bench [rounds]   (default 101) */
+ * Usage: sched_bench [rounds [FILTER]]   (default 101 rounds; FILTER: only the scenarios
+ * whose name contains it) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -172,7 +173,10 @@ int main(int argc, char **argv)
         {"backfill depth 8: 100k queued GPU jobs, all busy", 100000, true, true, 0, 0, false, 8},
         {"backfill depth 8: 100k queued GPU jobs, free", 100000, true, false, 0, 0, false, 8},
     };
+    const char *filter = argc > 2 ? argv[2] : NULL;
     for (size_t i = 0; i < sizeof(scenarios) / sizeof(*scenarios); i++) {
+        if (filter && !strstr(scenarios[i].name, filter))
+            continue;
         size_t started = 0;
         double m = run(&scenarios[i], rounds, &started);
         printf("scheduling pass, %-50s median %9.4f ms (%zu start)\n", scenarios[i].name, m * 1e3,

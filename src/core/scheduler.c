@@ -330,6 +330,7 @@ struct reason_cache_entry {
     bool shared;
     int64_t gpu_memory_mb;
     uint64_t blocked; /* the reserved GPUs the job may not use (backfill; else 0) */
+    bool any;         /* the answer holds whatever blocked is: it does not fit anyway */
     const char *reason;
 };
 
@@ -339,6 +340,14 @@ static size_t cache_slot(const struct job *j, uint64_t blocked)
                  (uint64_t)j->gpu_memory_mb * 0xC2B2AE3D27D4EB4FULL ^ (uint64_t)job_is_shared(j) ^
                  blocked * 0x165667B19E3779F9ULL;
     return (size_t)(h >> 58) % REASON_CACHE_SIZE;
+}
+
+/* Whether c answers for j's request, with `blocked` GPUs reserved from it. */
+static inline __attribute__((always_inline)) bool
+cache_hit(const struct reason_cache_entry *c, uint64_t epoch, const struct job *j, uint64_t blocked)
+{
+    return c->epoch == epoch && c->gpus == j->gpus && c->shared == job_is_shared(j) &&
+           c->gpu_memory_mb == j->gpu_memory_mb && (c->any || c->blocked == blocked);
 }
 
 static void pass_init(struct pass *p, const struct scheduler_input *in,
@@ -638,8 +647,12 @@ static const char *mig_wait_reason(const struct mig_pass *mp, const struct job *
     return SCHEDULER_REASON_RESOURCES;
 }
 
-size_t scheduler_pass(const struct scheduler_input *in, const struct scheduler_policy *policy,
-                      struct job **start)
+/* The pass, compiled twice (always inlined with a constant `backfill`), so the greedy
+ * one has none of backfill's per-job work. */
+static inline __attribute__((always_inline)) size_t pass_walk(const struct scheduler_input *in,
+                                                              const struct scheduler_policy *policy,
+                                                              struct job **start,
+                                                              const bool backfill)
 {
     struct pass p;
     pass_init(&p, in, policy);
@@ -665,7 +678,8 @@ size_t scheduler_pass(const struct scheduler_input *in, const struct scheduler_p
     double next_begin = 0;
     for (; i < in->n_queued; i++) {
         struct job *j = in->queued[i];
-        j->expected_start = 0;
+        if (backfill) /* greedy leaves it alone */
+            j->expected_start = 0;
         if (j->deps_blocked) {
             j->wait_reason = SCHEDULER_REASON_DEPENDENCY;
             continue;
@@ -714,11 +728,16 @@ size_t scheduler_pass(const struct scheduler_input *in, const struct scheduler_p
             mem_used += j->memory_mb > 0 ? j->memory_mb : 0;
             continue;
         }
-        /* With backfill, the reserved GPUs it would delay are not its to take. */
-        uint64_t blocked = bf.n_res ? backfill_blocked(&bf, j) : 0;
-        struct reason_cache_entry *c = &cache[cache_slot(j, blocked)];
-        if (c->epoch == epoch && c->gpus == j->gpus && c->shared == job_is_shared(j) &&
-            c->gpu_memory_mb == j->gpu_memory_mb && c->blocked == blocked) {
+        /* With backfill, the reserved GPUs it would delay are not its to take. A job
+         * whose request does not fit even without reservations finds its answer in the
+         * request's slot (any: its time limit is not even read). */
+        uint64_t blocked = 0;
+        struct reason_cache_entry *c = &cache[cache_slot(j, 0)];
+        if (backfill && bf.n_res && !cache_hit(c, epoch, j, ~0ULL)) {
+            blocked = backfill_blocked(&bf, j);
+            c = &cache[cache_slot(j, blocked)];
+        }
+        if (cache_hit(c, epoch, j, blocked)) {
             j->wait_reason = c->reason;
             continue;
         }
@@ -731,15 +750,17 @@ size_t scheduler_pass(const struct scheduler_input *in, const struct scheduler_p
             bool fits_but_reserved = blocked && j->gpus <= p.n && popcount(cand) >= j->gpus;
             const char *reason = fits_but_reserved ? NULL : wait_reason(&p, j);
             bool reserved = false;
-            if (bf.on)
+            if (backfill && bf.on)
                 reason = backfill_wait(&bf, &p, j, reason, &reserved);
             j->wait_reason = reason;
             if (reserved) {
                 epoch++; /* the jobs behind it see the reservation */
                 continue;
             }
-            *c = (struct reason_cache_entry){epoch,   j->gpus, job_is_shared(j), j->gpu_memory_mb,
-                                             blocked, reason};
+            bool any = backfill && (j->gpus > p.n || popcount(cand) < j->gpus);
+            c = &cache[cache_slot(j, any ? 0 : blocked)];
+            *c = (struct reason_cache_entry){
+                epoch, j->gpus, job_is_shared(j), j->gpu_memory_mb, any ? 0 : blocked, any, reason};
             continue;
         }
         for (uint64_t a = chosen; a; a &= a - 1) {
@@ -752,7 +773,7 @@ size_t scheduler_pass(const struct scheduler_input *in, const struct scheduler_p
             }
         }
         epoch++;
-        if (bf.on)
+        if (backfill && bf.on)
             backfill_hold(&bf, chosen, job_is_shared(j), in->now + planned_runtime(&bf, j));
         j->gpu_mask = nvml_mask(&p, chosen);
         j->wait_reason = NULL;
@@ -765,7 +786,8 @@ size_t scheduler_pass(const struct scheduler_input *in, const struct scheduler_p
     /* The running-jobs limit is reached: nothing more can start. */
     for (; i < in->n_queued; i++) {
         struct job *j = in->queued[i];
-        j->expected_start = 0;
+        if (backfill) /* greedy leaves it alone */
+            j->expected_start = 0;
         if (j->deps_blocked) {
             j->wait_reason = SCHEDULER_REASON_DEPENDENCY;
         } else if (j->begin_time > in->now) {
@@ -784,6 +806,13 @@ size_t scheduler_pass(const struct scheduler_input *in, const struct scheduler_p
     if (in->next_begin)
         *in->next_begin = next_begin;
     return nstart;
+}
+
+size_t scheduler_pass(const struct scheduler_input *in, const struct scheduler_policy *policy,
+                      struct job **start)
+{
+    return policy->backfill ? pass_walk(in, policy, start, true)
+                            : pass_walk(in, policy, start, false);
 }
 
 /* ---- feasibility at submit ---- */

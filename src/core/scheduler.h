@@ -179,8 +179,9 @@ struct scheduler_input {
 
 /* Writes the jobs to start into start[] (capacity in->n_queued) in the order they should
  * start, sets each one's gpu_mask (0 for a job without GPUs) and clears its
- * wait_reason, sets wait_reason of every other queued job and expected_start of every
- * queued job (0 unless backfill reserved GPUs for it), and returns how many start.
+ * wait_reason, sets wait_reason of every other queued job and, with backfill, the
+ * expected_start of every queued job (0 unless it reserved GPUs for it; greedy leaves
+ * expected_start as it is), and returns how many start.
  * Nothing else is changed (the caller moves the jobs to R). */
 size_t scheduler_pass(const struct scheduler_input *in, const struct scheduler_policy *policy,
                       struct job **start);

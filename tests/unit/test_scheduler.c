@@ -1382,13 +1382,14 @@ static void test_backfill_short_job(void **state)
     assert_int_equal(fixture_pass(&f), 0);
     assert_true(job_by_id(&f, 2)->expected_start == 1201.0);
 
-    /* Off, the same queue is greedy: job 3 starts. */
+    /* Off, the same queue is greedy: job 3 starts; expected_start is left alone (the
+     * daemon shows none without backfill). */
     f.now = 0;
     f.policy.backfill = false;
     assert_int_equal(fixture_pass(&f), 1);
     assert_int_equal(f.start[0]->id, 3);
     assert_reason(&f, 2, SCHEDULER_REASON_RESOURCES);
-    assert_true(job_by_id(&f, 2)->expected_start == 0);
+    assert_true(job_by_id(&f, 2)->expected_start == 1201.0);
     fixture_make(&f, "", NULL);
 }
 
