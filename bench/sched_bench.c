@@ -9,8 +9,12 @@
  *   - 100,000 jobs waiting for their --begin time and 8 CPU jobs that start: with all of
  *     them in the queue (as the daemon had them before the begin-time heap), and with the
  *     waiting ones in a scheduler_begin_heap (as the daemon keeps them: a pass then costs
- *     a look at the heap's top and the 8 jobs).
- * Usage: sched_bench [rounds]   (default 101) */
+ *     a look at the heap's top and the 8 jobs);
+ *   - with backfill on (depth 1 and 8): 10,000 and 100,000 queued GPU jobs, half of them
+ *     with a time limit (1 to 60 min), on the 8 GPUs busy (running jobs with time limits)
+ *     and free.
+ * Usage: sched_bench [rounds [FILTER]]   (default 101 rounds; FILTER: only the scenarios
+ * whose name contains it) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +62,7 @@ struct scenario {
     int64_t max_running;
     size_t begin_blocked; /* the first ones wait for their begin time */
     bool heap;            /* those are in a begin-time heap, not in the queue */
+    int backfill_depth;   /* 0: greedy */
 };
 
 static double run(const struct scenario *sc, int rounds, size_t *started)
@@ -85,6 +90,8 @@ static double run(const struct scenario *sc, int rounds, size_t *started)
                 j->gpu_memory_mb = 40000;
             }
         }
+        if (sc->backfill_depth && i % 2 == 0)
+            j->time_limit = 60 * (1 + rand() % 60);
         if (i < sc->begin_blocked)
             j->begin_time = 100; /* the pass runs at now = 0 */
         queued[i] = j;
@@ -97,6 +104,8 @@ static double run(const struct scenario *sc, int rounds, size_t *started)
             j->state = JOB_RUNNING;
             j->gpus = 1;
             j->gpu_mask = 1ULL << g;
+            j->start_time = -600.0 * g; /* the pass runs at now = 0 */
+            j->time_limit = 3600;
             running[n_running++] = j;
         }
     struct scheduler_queue q;
@@ -109,7 +118,9 @@ static double run(const struct scenario *sc, int rounds, size_t *started)
             scheduler_begin_heap_push(&heap, queued[skip]);
     }
     scheduler_queue_rebuild(&q, queued + skip, n - skip);
-    struct scheduler_policy policy = {.max_running_jobs = sc->max_running};
+    struct scheduler_policy policy = {.max_running_jobs = sc->max_running,
+                                      .backfill = sc->backfill_depth > 0,
+                                      .backfill_depth = sc->backfill_depth};
     double *t = malloc((size_t)rounds * sizeof(*t));
     for (int r = 0; r < rounds; r++) {
         struct scheduler_input in = {.queued = q.jobs,
@@ -147,18 +158,28 @@ int main(int argc, char **argv)
     if (rounds < 1)
         rounds = 1;
     const struct scenario scenarios[] = {
-        {"10k queued GPU jobs, 8 GPUs all busy", 10000, true, true, 0, 0, false},
-        {"10k queued GPU jobs, 8 GPUs free", 10000, true, false, 0, 0, false},
-        {"10k queued CPU jobs, running limit reached", 10000, false, false, 1, 0, false},
-        {"100k queued CPU jobs, running limit reached", 100000, false, false, 1, 0, false},
-        {"10k queued CPU jobs, no limit (all start)", 10000, false, false, 0, 0, false},
-        {"100k --begin waiting + 8 start, all in queue", 100008, false, false, 0, 100000, false},
-        {"100k --begin waiting in heap + 8 start", 100008, false, false, 0, 100000, true},
+        {"10k queued GPU jobs, 8 GPUs all busy", 10000, true, true, 0, 0, false, 0},
+        {"10k queued GPU jobs, 8 GPUs free", 10000, true, false, 0, 0, false, 0},
+        {"10k queued CPU jobs, running limit reached", 10000, false, false, 1, 0, false, 0},
+        {"100k queued CPU jobs, running limit reached", 100000, false, false, 1, 0, false, 0},
+        {"10k queued CPU jobs, no limit (all start)", 10000, false, false, 0, 0, false, 0},
+        {"100k --begin waiting + 8 start, all in queue", 100008, false, false, 0, 100000, false, 0},
+        {"100k --begin waiting in heap + 8 start", 100008, false, false, 0, 100000, true, 0},
+        {"100k queued GPU jobs, 8 GPUs all busy", 100000, true, true, 0, 0, false, 0},
+        {"backfill: 10k queued GPU jobs, 8 GPUs all busy", 10000, true, true, 0, 0, false, 1},
+        {"backfill: 10k queued GPU jobs, 8 GPUs free", 10000, true, false, 0, 0, false, 1},
+        {"backfill: 100k queued GPU jobs, 8 GPUs all busy", 100000, true, true, 0, 0, false, 1},
+        {"backfill: 100k queued GPU jobs, 8 GPUs free", 100000, true, false, 0, 0, false, 1},
+        {"backfill depth 8: 100k queued GPU jobs, all busy", 100000, true, true, 0, 0, false, 8},
+        {"backfill depth 8: 100k queued GPU jobs, free", 100000, true, false, 0, 0, false, 8},
     };
+    const char *filter = argc > 2 ? argv[2] : NULL;
     for (size_t i = 0; i < sizeof(scenarios) / sizeof(*scenarios); i++) {
+        if (filter && !strstr(scenarios[i].name, filter))
+            continue;
         size_t started = 0;
         double m = run(&scenarios[i], rounds, &started);
-        printf("scheduling pass, %-45s median %9.4f ms (%zu start)\n", scenarios[i].name, m * 1e3,
+        printf("scheduling pass, %-50s median %9.4f ms (%zu start)\n", scenarios[i].name, m * 1e3,
                started);
     }
     return 0;

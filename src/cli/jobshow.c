@@ -314,6 +314,10 @@ static void print_timing(const json_t *raw, const struct job *j)
     field_owned("BeginTime", output_time(j->begin_time));
     field_owned("Submitted", output_time(j->submit_time));
     field_owned("Started", output_time(j->start_time));
+    /* As Slurm's squeue --start: when backfill expects the queued job to start. */
+    const json_t *expected = json_object_get(raw, "expected_start");
+    field_owned("StartTime (expected)",
+                json_is_number(expected) ? output_time(json_number_value(expected)) : xstrdup("-"));
     field_owned("Finished", output_time(j->end_time));
     field_owned("Elapsed", output_job_elapsed(j, now_wall()));
 }

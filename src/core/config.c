@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "parse.h"
 #include "toml.h"
 #include "util.h"
 
@@ -27,23 +28,37 @@ struct config_key {
     int64_t min;                /* CONFIG_INT: the smallest allowed value */
     const char *const *choices; /* CONFIG_STRING: the allowed words; NULL = any string */
     const char *def;            /* the default in text form; NULL = unset */
+    /* CONFIG_STRING: checks a value (0, or -1 with *err); NULL = any. */
+    int (*check)(const char *s, char **err);
 };
 
 static const char *const config_log_levels[] = {"error", "warn", "info", "debug", NULL};
 
 #define CONFIG_INT_KEY(name, field, min, def)                                                      \
     {                                                                                              \
-        name, CONFIG_INT, offsetof(struct gflow_config, field), min, NULL, def                     \
+        name, CONFIG_INT, offsetof(struct gflow_config, field), min, NULL, def, NULL               \
     }
 #define CONFIG_STRING_KEY(name, field, choices, def)                                               \
     {                                                                                              \
-        name, CONFIG_STRING, offsetof(struct gflow_config, field), 0, choices, def                 \
+        name, CONFIG_STRING, offsetof(struct gflow_config, field), 0, choices, def, NULL           \
     }
 
 #define CONFIG_BOOL_KEY(name, field, def)                                                          \
     {                                                                                              \
-        name, CONFIG_BOOL, offsetof(struct gflow_config, field), 0, NULL, def                      \
+        name, CONFIG_BOOL, offsetof(struct gflow_config, field), 0, NULL, def, NULL                \
     }
+
+/* A string that parse_duration reads ("24h"). */
+#define CONFIG_DURATION_KEY(name, field, def)                                                      \
+    {                                                                                              \
+        name, CONFIG_STRING, offsetof(struct gflow_config, field), 0, NULL, def, config_duration   \
+    }
+
+static int config_duration(const char *s, char **err)
+{
+    int64_t secs;
+    return parse_duration(s, &secs, err);
+}
 
 static const char *const config_gpu_strategies[] = {"topology", "sequential", "random", NULL};
 static const char *const config_gpu_id_formats[] = {"auto", "index", "uuid", NULL};
@@ -71,6 +86,9 @@ static const struct config_key config_keys[] = {
     CONFIG_STRING_KEY("daemon.log_dir", log_dir, NULL, NULL),
     CONFIG_INT_KEY("daemon.max_log_bytes", max_log_bytes, 0, "1073741824"),
     CONFIG_STRING_KEY("daemon.keep_finished", keep_finished, NULL, NULL),
+    CONFIG_BOOL_KEY("scheduler.backfill", scheduler_backfill, "true"),
+    CONFIG_INT_KEY("scheduler.backfill_depth", scheduler_backfill_depth, 1, "1"),
+    CONFIG_DURATION_KEY("scheduler.default_time_limit", scheduler_default_time_limit, "24h"),
     CONFIG_INT_KEY("limits.max_request_bytes", limits.max_request_bytes, 1, "8388608"),
     CONFIG_INT_KEY("limits.max_body_bytes_in_flight", limits.max_body_bytes_in_flight, 1,
                    "67108864"),
@@ -177,6 +195,12 @@ static int config_store_string(struct gflow_config *c, const struct config_key *
 {
     if (!config_choice_ok(k, s)) {
         *err = config_type_error(k);
+        return -1;
+    }
+    char *why = NULL;
+    if (k->check && k->check(s, &why) < 0) {
+        *err = xasprintf("%s: %s", k->name, why);
+        free(why);
         return -1;
     }
     char **field = config_string_field(c, k);

@@ -53,6 +53,13 @@ struct gflow_config {
     char *keep_finished;            /* daemon.keep_finished: "90d" (age: s, m, h, d) or a
                                      * count ("100000") of finished jobs kept in the
                                      * history; NULL or "" = all (default) */
+    /* [scheduler] */
+    bool scheduler_backfill;            /* scheduler.backfill: default true */
+    int64_t scheduler_backfill_depth;   /* scheduler.backfill_depth: jobs that get a
+                                            * reservation; default 1, >= 1 */
+    char *scheduler_default_time_limit; /* scheduler.default_time_limit: a job without a
+                                            * time limit is planned to run this long ("24h",
+                                            * parse_duration; default 24h) */
 };
 
 void config_init(struct gflow_config *c); /* defaults */

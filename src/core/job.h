@@ -153,6 +153,9 @@ struct job {
     int64_t reason_job;
     char *reason_detail;
     const char *wait_reason; /* why a PD job waits, set by the scheduling pass (static) */
+    /* When a PD job is expected to start (unix seconds; 0 = unknown), set by a pass with
+     * backfill (a greedy pass leaves it as it is); not stored. */
+    double expected_start;
     enum job_end_request end_request;
 
     /* The supervising shim while running. */

@@ -101,6 +101,28 @@ int parse_time_limit(const char *s, int64_t *secs, char **err)
     return 0;
 }
 
+int parse_duration(const char *s, int64_t *secs, char **err)
+{
+    static const char units[] = "smhd";
+    static const int64_t scale[] = {1, 60, 3600, 86400};
+    size_t len = strlen(s);
+    const char *u = len > 1 ? strchr(units, s[len - 1]) : NULL;
+    int64_t n;
+    char *why = NULL;
+    if (u && *u && parse_digits(s, len - 1, &n) == 0 && n > 0 &&
+        n <= INT64_MAX / scale[u - units]) {
+        *secs = n * scale[u - units];
+        return 0;
+    }
+    if (!u && parse_time_limit(s, secs, &why) == 0)
+        return 0;
+    free(why);
+    *err = xasprintf("invalid duration '%s': use N followed by s, m, h or d (e.g. 24h), or "
+                     "D-HH:MM:SS",
+                     s);
+    return -1;
+}
+
 char *format_duration(int64_t secs)
 {
     if (secs < 0)

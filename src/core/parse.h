@@ -12,6 +12,10 @@
  * a bare number is minutes. Result in seconds, > 0. */
 int parse_time_limit(const char *s, int64_t *secs, char **err);
 
+/* A duration in a setting: N followed by s, m, h or d ("24h"), or a Slurm time limit
+ * as above ("1-00:00:00"; a bare number is minutes). Result in seconds, > 0. */
+int parse_duration(const char *s, int64_t *secs, char **err);
+
 /* Elapsed time as Slurm shows it: "0:05", "12:34", "1:02:03", "2-03:04:05". */
 char *format_duration(int64_t secs);
 

@@ -329,14 +329,25 @@ struct reason_cache_entry {
     int gpus;
     bool shared;
     int64_t gpu_memory_mb;
+    uint64_t blocked; /* the reserved GPUs the job may not use (backfill; else 0) */
+    bool any;         /* the answer holds whatever blocked is: it does not fit anyway */
     const char *reason;
 };
 
-static size_t cache_slot(const struct job *j)
+static size_t cache_slot(const struct job *j, uint64_t blocked)
 {
     uint64_t h = (uint64_t)j->gpus * 0x9E3779B97F4A7C15ULL ^
-                 (uint64_t)j->gpu_memory_mb * 0xC2B2AE3D27D4EB4FULL ^ (uint64_t)job_is_shared(j);
+                 (uint64_t)j->gpu_memory_mb * 0xC2B2AE3D27D4EB4FULL ^ (uint64_t)job_is_shared(j) ^
+                 blocked * 0x165667B19E3779F9ULL;
     return (size_t)(h >> 58) % REASON_CACHE_SIZE;
+}
+
+/* Whether c answers for j's request, with `blocked` GPUs reserved from it. */
+static inline __attribute__((always_inline)) bool
+cache_hit(const struct reason_cache_entry *c, uint64_t epoch, const struct job *j, uint64_t blocked)
+{
+    return c->epoch == epoch && c->gpus == j->gpus && c->shared == job_is_shared(j) &&
+           c->gpu_memory_mb == j->gpu_memory_mb && (c->any || c->blocked == blocked);
 }
 
 static void pass_init(struct pass *p, const struct scheduler_input *in,
@@ -367,6 +378,161 @@ static void pass_init(struct pass *p, const struct scheduler_input *in,
     for (size_t i = 0; i < in->n_running; i++)
         hold_gpus(p, in->running[i]);
     p->base = p->now;
+}
+
+/* ---- backfill ---- */
+
+/* A running job past its expected end is expected to end this much after now. */
+#define BACKFILL_EPSILON 1.0
+
+/* GPUs reserved for a blocked job from its shadow time until it would end. */
+struct reservation {
+    double shadow, until;
+    uint64_t mask; /* positions */
+};
+
+/* The plan a pass with backfill keeps: when each GPU is expected to be free of the jobs
+ * holding it (0: free now), and the reservations made so far. */
+struct backfill {
+    bool on;
+    int depth;
+    double default_limit;
+    double now;
+    double end_excl[GPUINFO_MAX_GPUS];   /* latest expected end of its exclusive jobs */
+    double end_shared[GPUINFO_MAX_GPUS]; /* ... of its shared jobs */
+    double until[GPUINFO_MAX_GPUS];      /* latest end of the reservations on it */
+    struct reservation res[SCHEDULER_BACKFILL_MAX_DEPTH];
+    int n_res;
+};
+
+/* How long j is planned to run: its time limit, or the policy's default. */
+static double planned_runtime(const struct backfill *b, const struct job *j)
+{
+    return j->time_limit > 0 ? (double)j->time_limit : b->default_limit;
+}
+
+/* Marks the GPUs at `positions` as held until `end`. */
+static void backfill_hold(struct backfill *b, uint64_t positions, bool shared, double end)
+{
+    double *ends = shared ? b->end_shared : b->end_excl;
+    for (; positions; positions &= positions - 1) {
+        int pos = __builtin_ctzll(positions);
+        if (end > ends[pos])
+            ends[pos] = end;
+    }
+}
+
+static void backfill_init(struct backfill *b, const struct pass *p,
+                          const struct scheduler_input *in, const struct scheduler_policy *policy)
+{
+    b->on = policy->backfill && p->n > 0;
+    b->n_res = 0;
+    if (!b->on)
+        return;
+    b->depth = policy->backfill_depth <= 0 ? 1
+               : policy->backfill_depth > SCHEDULER_BACKFILL_MAX_DEPTH
+                   ? SCHEDULER_BACKFILL_MAX_DEPTH
+                   : policy->backfill_depth;
+    b->default_limit =
+        policy->default_time_limit > 0 ? policy->default_time_limit : SCHEDULER_DEFAULT_TIME_LIMIT;
+    b->now = in->now;
+    memset(b->end_excl, 0, sizeof(b->end_excl));
+    memset(b->end_shared, 0, sizeof(b->end_shared));
+    memset(b->until, 0, sizeof(b->until));
+    for (size_t r = 0; r < in->n_running; r++) {
+        const struct job *j = in->running[r];
+        uint64_t positions = mask_from_indices(p, j->gpu_mask);
+        if (!positions)
+            continue;
+        double start = j->start_time > 0 ? j->start_time : in->now;
+        double end = start + planned_runtime(b, j);
+        backfill_hold(b, positions, job_is_shared(j),
+                      end > in->now ? end : in->now + BACKFILL_EPSILON);
+    }
+}
+
+/* The reserved GPUs j may not use: those of every reservation whose shadow time it would
+ * still run at. A job without a time limit may run past any. */
+static uint64_t backfill_blocked(const struct backfill *b, const struct job *j)
+{
+    double end = j->time_limit > 0 ? b->now + (double)j->time_limit : -1;
+    uint64_t m = 0;
+    for (int r = 0; r < b->n_res; r++)
+        if (end < 0 || end > b->res[r].shadow)
+            m |= b->res[r].mask;
+    return m;
+}
+
+/* Reserves for j, which cannot start now, j->gpus GPUs among `usable` from the earliest
+ * time that many are expected to be free for it (after the earlier reservations on
+ * them): its shadow time, which becomes its expected_start. Of the GPUs free by then it
+ * takes those that free up last, so GPUs free earlier stay open to backfill (the GPUs
+ * it gets when it starts are chosen then, by gpualloc). False (nothing reserved) if
+ * there are not enough GPUs. */
+static bool backfill_reserve(struct backfill *b, const struct pass *p, uint64_t usable,
+                             struct job *j)
+{
+    /* A GPU free of gflow jobs now but short of memory (outside use) is not counted on. */
+    uint64_t mem_now = memory_ok(p, &p->now, j);
+    double avail[GPUINFO_MAX_GPUS], sorted[GPUINFO_MAX_GPUS];
+    int n = 0;
+    for (uint64_t a = usable; a; a &= a - 1) {
+        int pos = __builtin_ctzll(a);
+        double t = b->end_excl[pos];
+        if (!job_is_shared(j) && b->end_shared[pos] > t)
+            t = b->end_shared[pos];
+        if (t == 0 && !(mem_now >> pos & 1)) {
+            usable &= ~(1ULL << pos);
+            continue;
+        }
+        if (b->until[pos] > t)
+            t = b->until[pos];
+        avail[pos] = t < b->now ? b->now : t;
+        int k = n++; /* insertion sort: at most 64 values */
+        for (; k > 0 && sorted[k - 1] > avail[pos]; k--)
+            sorted[k] = sorted[k - 1];
+        sorted[k] = avail[pos];
+    }
+    if (j->gpus < 1 || n < j->gpus)
+        return false;
+    double shadow = sorted[j->gpus - 1];
+    uint64_t mask = 0;
+    for (int taken = 0; taken < j->gpus; taken++) {
+        int best = -1;
+        for (uint64_t a = usable & ~mask; a; a &= a - 1) {
+            int pos = __builtin_ctzll(a);
+            if (avail[pos] <= shadow && (best < 0 || avail[pos] > avail[best]))
+                best = pos;
+        }
+        mask |= 1ULL << best;
+    }
+    struct reservation *r = &b->res[b->n_res++];
+    *r = (struct reservation){shadow, shadow + planned_runtime(b, j), mask};
+    for (uint64_t a = mask; a; a &= a - 1) {
+        int pos = __builtin_ctzll(a);
+        if (r->until > b->until[pos])
+            b->until[pos] = r->until;
+    }
+    j->expected_start = shadow;
+    return true;
+}
+
+/* Why GPU job j waits in a pass with backfill, given the reason without reservations
+ * (NULL when it would fit but for them); reserves GPUs for it when it waits for GPUs and
+ * fewer than depth jobs have a reservation. *reserved says whether it did. */
+static const char *backfill_wait(struct backfill *b, const struct pass *p, struct job *j,
+                                 const char *reason, bool *reserved)
+{
+    *reserved = false;
+    bool for_gpus = !reason || strcmp(reason, SCHEDULER_REASON_RESOURCES) == 0 ||
+                    strcmp(reason, SCHEDULER_REASON_PRIORITY) == 0;
+    if (!for_gpus)
+        return reason;
+    /* A job behind another's reservation waits for priority, as Slurm says. */
+    const char *out = b->n_res > 0 || !reason ? SCHEDULER_REASON_PRIORITY : reason;
+    if (b->n_res < b->depth)
+        *reserved = backfill_reserve(b, p, p->all & p->allowed & ~p->unmanaged, j);
+    return out;
 }
 
 /* ---- MIG instances ---- */
@@ -481,8 +647,12 @@ static const char *mig_wait_reason(const struct mig_pass *mp, const struct job *
     return SCHEDULER_REASON_RESOURCES;
 }
 
-size_t scheduler_pass(const struct scheduler_input *in, const struct scheduler_policy *policy,
-                      struct job **start)
+/* The pass, compiled twice (always inlined with a constant `backfill`), so the greedy
+ * one has none of backfill's per-job work. */
+static inline __attribute__((always_inline)) size_t pass_walk(const struct scheduler_input *in,
+                                                              const struct scheduler_policy *policy,
+                                                              struct job **start,
+                                                              const bool backfill)
 {
     struct pass p;
     pass_init(&p, in, policy);
@@ -499,12 +669,17 @@ size_t scheduler_pass(const struct scheduler_input *in, const struct scheduler_p
     for (size_t r = 0; r < in->n_running; r++)
         mem_used += in->running[r]->memory_mb > 0 ? in->running[r]->memory_mb : 0;
 
+    struct backfill bf;
+    backfill_init(&bf, &p, in, policy);
+
     /* Groups' counts of jobs started in this pass are valid for this epoch only. */
     static uint64_t pass_epoch_counter;
     uint64_t pass_epoch = ++pass_epoch_counter;
     double next_begin = 0;
     for (; i < in->n_queued; i++) {
         struct job *j = in->queued[i];
+        if (backfill) /* greedy leaves it alone */
+            j->expected_start = 0;
         if (j->deps_blocked) {
             j->wait_reason = SCHEDULER_REASON_DEPENDENCY;
             continue;
@@ -553,25 +728,39 @@ size_t scheduler_pass(const struct scheduler_input *in, const struct scheduler_p
             mem_used += j->memory_mb > 0 ? j->memory_mb : 0;
             continue;
         }
-        struct reason_cache_entry *c = &cache[cache_slot(j)];
-        if (c->epoch == epoch && c->gpus == j->gpus && c->shared == job_is_shared(j) &&
-            c->gpu_memory_mb == j->gpu_memory_mb) {
+        /* With backfill, the reserved GPUs it would delay are not its to take. A job
+         * whose request does not fit even without reservations finds its answer in the
+         * request's slot (any: its time limit is not even read). */
+        uint64_t blocked = 0;
+        struct reason_cache_entry *c = &cache[cache_slot(j, 0)];
+        if (backfill && bf.n_res && !cache_hit(c, epoch, j, ~0ULL)) {
+            blocked = backfill_blocked(&bf, j);
+            c = &cache[cache_slot(j, blocked)];
+        }
+        if (cache_hit(c, epoch, j, blocked)) {
             j->wait_reason = c->reason;
             continue;
         }
         uint64_t cand =
             p.all & p.allowed & ~p.unmanaged & gflow_free(&p, &p.now, j) & memory_ok(&p, &p.now, j);
-        uint64_t chosen =
-            j->gpus <= p.n ? gpualloc_choose(p.set, cand, j->gpus, policy->gpu_strategy, &rng) : 0;
+        uint64_t chosen = j->gpus <= p.n ? gpualloc_choose(p.set, cand & ~blocked, j->gpus,
+                                                           policy->gpu_strategy, &rng)
+                                         : 0;
         if (!chosen) {
-            /* Backfill goes here (a later issue): the first job of the order that does
-             * not fit gets a reservation (the earliest time enough GPUs free up, from
-             * the running jobs' time limits), and a job behind it starts only if it
-             * ends before that time or uses GPUs the reservation does not need;
-             * otherwise it waits with Priority. Today the pass is greedy. */
-            *c = (struct reason_cache_entry){epoch, j->gpus, job_is_shared(j), j->gpu_memory_mb,
-                                             wait_reason(&p, j)};
-            j->wait_reason = c->reason;
+            bool fits_but_reserved = blocked && j->gpus <= p.n && popcount(cand) >= j->gpus;
+            const char *reason = fits_but_reserved ? NULL : wait_reason(&p, j);
+            bool reserved = false;
+            if (backfill && bf.on)
+                reason = backfill_wait(&bf, &p, j, reason, &reserved);
+            j->wait_reason = reason;
+            if (reserved) {
+                epoch++; /* the jobs behind it see the reservation */
+                continue;
+            }
+            bool any = backfill && (j->gpus > p.n || popcount(cand) < j->gpus);
+            c = &cache[cache_slot(j, any ? 0 : blocked)];
+            *c = (struct reason_cache_entry){
+                epoch, j->gpus, job_is_shared(j), j->gpu_memory_mb, any ? 0 : blocked, any, reason};
             continue;
         }
         for (uint64_t a = chosen; a; a &= a - 1) {
@@ -584,6 +773,8 @@ size_t scheduler_pass(const struct scheduler_input *in, const struct scheduler_p
             }
         }
         epoch++;
+        if (backfill && bf.on)
+            backfill_hold(&bf, chosen, job_is_shared(j), in->now + planned_runtime(&bf, j));
         j->gpu_mask = nvml_mask(&p, chosen);
         j->wait_reason = NULL;
         start[nstart++] = j;
@@ -595,6 +786,8 @@ size_t scheduler_pass(const struct scheduler_input *in, const struct scheduler_p
     /* The running-jobs limit is reached: nothing more can start. */
     for (; i < in->n_queued; i++) {
         struct job *j = in->queued[i];
+        if (backfill) /* greedy leaves it alone */
+            j->expected_start = 0;
         if (j->deps_blocked) {
             j->wait_reason = SCHEDULER_REASON_DEPENDENCY;
         } else if (j->begin_time > in->now) {
@@ -613,6 +806,13 @@ size_t scheduler_pass(const struct scheduler_input *in, const struct scheduler_p
     if (in->next_begin)
         *in->next_begin = next_begin;
     return nstart;
+}
+
+size_t scheduler_pass(const struct scheduler_input *in, const struct scheduler_policy *policy,
+                      struct job **start)
+{
+    return policy->backfill ? pass_walk(in, policy, start, true)
+                            : pass_walk(in, policy, start, false);
 }
 
 /* ---- feasibility at submit ---- */

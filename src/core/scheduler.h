@@ -46,7 +46,28 @@ struct scheduler_policy {
      * CUDA_VISIBLE_DEVICES). 0 means all GPUs (an empty allowed set is not a setting). */
     uint64_t allowed_gpus;
     uint64_t random_seed; /* the random strategy's seed for this pass */
+    /* Backfill (off: greedy, every job that fits starts). On: a GPU job that cannot start
+     * for lack of GPUs (reason Resources or Priority) gets a reservation: the earliest
+     * time (shadow time) at which enough GPUs are free for it, planned from the expected
+     * ends of the running jobs and of those started in this pass (start_time +
+     * time_limit, or + default_time_limit for a job without one; now + 1 s if that is
+     * past), and which GPUs. The first backfill_depth such jobs get one (conservative
+     * backfill; a later reservation plans after the earlier ones on their GPUs, it does
+     * not fill holes before them). A job behind a reservation starts only if it does not
+     * delay it: it ends (now + its time_limit) by the shadow time, or it uses no reserved
+     * GPU. A job without a time limit is backfilled only outside the reservations. A
+     * reserved job's expected_start is its shadow time; a GPU job that waits for GPUs
+     * behind a reservation gets the reason Priority (as Slurm). Host memory (Memory),
+     * MIG instances and GPU memory are not planned: such jobs wait as in greedy. */
+    bool backfill;
+    int backfill_depth;        /* jobs that get a reservation; 0 means 1; at most 64 */
+    double default_time_limit; /* seconds, for planning only; 0 means 24 h */
 };
+
+/* The most reservations a pass makes (backfill_depth above it counts as this). */
+#define SCHEDULER_BACKFILL_MAX_DEPTH 64
+/* Planning's default_time_limit when the policy gives 0: 24 h. */
+#define SCHEDULER_DEFAULT_TIME_LIMIT (24.0 * 3600.0)
 
 /* Reasons a queued job waits (static strings, shown in NODELIST(REASON)). When several
  * hold, the first that applies is given:
@@ -158,7 +179,9 @@ struct scheduler_input {
 
 /* Writes the jobs to start into start[] (capacity in->n_queued) in the order they should
  * start, sets each one's gpu_mask (0 for a job without GPUs) and clears its
- * wait_reason, sets wait_reason of every other queued job, and returns how many start.
+ * wait_reason, sets wait_reason of every other queued job and, with backfill, the
+ * expected_start of every queued job (0 unless it reserved GPUs for it; greedy leaves
+ * expected_start as it is), and returns how many start.
  * Nothing else is changed (the caller moves the jobs to R). */
 size_t scheduler_pass(const struct scheduler_input *in, const struct scheduler_policy *policy,
                       struct job **start);

@@ -42,6 +42,15 @@ static const struct key_help key_helps[] = {
     {"daemon.max_log_bytes", "cap of one job log; 0 = no cap"},
     {"daemon.keep_finished", "finished jobs kept: an age (\"90d\") or a count (\"100000\"); "
                              "default: all"},
+    {"scheduler.backfill", "true: a job that waits for GPUs gets them reserved at the earliest "
+                           "time the running jobs' time limits free them, and later jobs start "
+                           "only if they do not delay it; false: greedy (every job that fits "
+                           "starts)"},
+    {"scheduler.backfill_depth", "how many waiting jobs get a reservation (the first ones in "
+                                 "the queue)"},
+    {"scheduler.default_time_limit", "how long a job without --time is planned to run (for "
+                                     "backfill only, not enforced): \"24h\", \"90m\", "
+                                     "\"1-00:00:00\""},
     {"limits.max_request_bytes", "largest request body"},
     {"limits.max_body_bytes_in_flight", "request bodies being received, all connections"},
     {"limits.max_connections", "open connections, all users"},

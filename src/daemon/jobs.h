@@ -123,6 +123,10 @@ struct jobs_machine {
     enum gpualloc_strategy strategy;
     const int64_t *outside_mib; /* per GPU, memory not for shared jobs; NULL: none */
     uint64_t mig_unmanaged;     /* MIG instances (positions in gpus->migs) with outside processes */
+    /* Backfill (scheduler.*; see struct scheduler_policy): off = greedy. */
+    bool backfill;
+    int backfill_depth;
+    double default_time_limit; /* seconds; 0: the scheduler's default */
 };
 
 /* Something changed that may let a queued job start. */

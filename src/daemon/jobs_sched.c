@@ -131,6 +131,9 @@ size_t jobs_schedule(struct jobs *t, const struct jobs_machine *m, double now,
         .allowed_gpus = m->allowed,
         .gpu_strategy = m->strategy,
         .random_seed = (uint64_t)(now * 1e6),
+        .backfill = m->backfill,
+        .backfill_depth = m->backfill_depth,
+        .default_time_limit = m->default_time_limit,
     };
     struct scheduler_input in = {
         .queued = t->queue.jobs,

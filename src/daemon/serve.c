@@ -306,7 +306,16 @@ static void schedule(struct server *s)
         .mig_unmanaged = gpu_mig_unmanaged(d->gpus),
         .max_running_jobs = d->cfg.max_running_jobs,
         .outside_mib = gpu_outside_mib(d->gpus),
+        .backfill = d->cfg.scheduler_backfill,
+        .backfill_depth = (int)(d->cfg.scheduler_backfill_depth < SCHEDULER_BACKFILL_MAX_DEPTH
+                                    ? d->cfg.scheduler_backfill_depth
+                                    : SCHEDULER_BACKFILL_MAX_DEPTH),
     };
+    int64_t limit;
+    char *err = NULL;
+    if (parse_duration(d->cfg.scheduler_default_time_limit, &limit, &err) == 0)
+        m.default_time_limit = (double)limit; /* checked when the config was read */
+    free(err);
     if (m.max_running_jobs == 0 || m.max_running_jobs > s->job_fd_cap)
         m.max_running_jobs = s->job_fd_cap;
     gpualloc_strategy_parse(d->cfg.gpu_allocation_strategy, &m.strategy);

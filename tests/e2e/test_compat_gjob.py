@@ -26,6 +26,7 @@ SHOW_LINE = {
     "depends_mode": "Mode", "auto_cancel": "AutoCancel", "dependents": "Dependents",
     "time_limit": "TimeLimit", "signal_spec": "WarnSignal", "begin_time": "BeginTime",
     "submit_time": "Submitted", "start_time": "Started", "end_time": "Finished",
+    "expected_start": "StartTime",
     "exit_code": "ExitCode", "signal": "Signal", "signal_name": "Signal", "oom": "OOM",
     "reason": "Reason", "cancelling": "Cancelling", "shim_pid": "ShimPID",
     "max_rss_kb": "MaxRSS", "log_path": "LogPath", "notify_email": "NotifyEmail",

@@ -18,6 +18,8 @@ from conftest import (TERMINAL, alive, as_user, ensure_test_user, parse_show, pa
                       read_pid_file, wait_for, write_json_atomic)
 
 POLL_ENV = {"GFLOW_DAEMON__GPU_POLL_INTERVAL_SECS": "1"}
+# Backfill off ([scheduler] backfill = false), for tests of greedy's behaviour.
+GREEDY_ENV = {"GFLOW_SCHEDULER__BACKFILL": "false"}
 MIB_80G = 81920
 
 
@@ -509,7 +511,9 @@ def test_lost_gpu_is_not_used(make_gflow):
 
 
 def test_restarted_daemon_keeps_the_gpus_of_running_jobs(make_gflow):
-    g = sim(make_gflow, 2)
+    # Greedy: the 1-GPU job takes the GPU the waiting 2-GPU job would get (with backfill
+    # that GPU is reserved for it: test_compat_backfill.py).
+    g = sim(make_gflow, 2, env=GREEDY_ENV)
     a = sleeper(g, "-g", 1)
     assert g.down().returncode == 0
     g.up("--simulate-gpus", 2)
@@ -523,7 +527,9 @@ def test_restarted_daemon_keeps_the_gpus_of_running_jobs(make_gflow):
 # ---------------------------------------------------------------- allowed GPUs
 
 def test_set_gpus_restricts_new_jobs(make_gflow):
-    g = sim(make_gflow, 4)
+    # Greedy: once GPUs 1 and 3 are allowed, the 1-GPU job takes one though the 3-GPU job
+    # waits ahead of it (with backfill they are reserved for it).
+    g = sim(make_gflow, 4, env=GREEDY_ENV)
     g.run("gctl", "set-gpus", "0,2", check=True)
     show = g.run("gctl", "show-gpus", check=True).stdout
     assert "0,2" in show and "runtime" in show, show

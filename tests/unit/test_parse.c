@@ -62,6 +62,31 @@ static void test_time_limit_forms(void **state)
     assert_int_equal(time_ok("0-0:0:1"), 1);
 }
 
+/* Settings' durations (scheduler.default_time_limit): N with a unit, or a time limit. */
+static void test_duration(void **state)
+{
+    (void)state;
+    int64_t secs = 0;
+    char *err = NULL;
+    const struct {
+        const char *s;
+        int64_t secs;
+    } ok[] = {{"24h", 86400},        {"90m", 5400}, {"30s", 30}, {"2d", 172800},
+              {"1-00:00:00", 86400}, {"90", 5400},  {"1:30", 90}};
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        assert_int_equal(parse_duration(ok[i].s, &secs, &err), 0);
+        assert_int_equal(secs, ok[i].secs);
+    }
+    const char *bad[] = {"",     "h",    "0h", "-1h", "1w",
+                         "1.5h", "soon", "h1", "0",   "99999999999999999d"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_int_equal(parse_duration(bad[i], &secs, &err), -1);
+        assert_non_null(strstr(err, "N followed by s, m, h or d"));
+        free(err);
+        err = NULL;
+    }
+}
+
 static void test_time_limit_errors(void **state)
 {
     (void)state;
@@ -614,6 +639,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_time_limit_forms),
         cmocka_unit_test(test_time_limit_errors),
+        cmocka_unit_test(test_duration),
         cmocka_unit_test(test_format_duration),
         cmocka_unit_test(test_id_list),
         cmocka_unit_test(test_id_list_errors),

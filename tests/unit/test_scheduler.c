@@ -1,7 +1,8 @@
 /* test_scheduler: the scheduling pass of src/core/scheduler.c: start order (priority,
  * then submission), the running-jobs limit, held jobs, the incremental queue, GPU
  * allocation (exclusive and shared, memory, allowed and unmanaged GPUs, topology), every
- * wait reason, feasibility at submit, 100k jobs, and the begin-time heap. */
+ * wait reason, feasibility at submit, 100k jobs, the begin-time heap, and backfill
+ * (reservations, expected start, depth, a big job never overtaken forever). */
 /* cmocka needs these first. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -33,6 +34,7 @@ struct fixture {
     const int64_t *outside_mib;
     struct scheduler_policy policy;
     uint64_t mig_unmanaged;
+    double now; /* the pass's time; 0: 1000 */
 };
 
 static void fixture_make(struct fixture *f, const char *states, const int *prio)
@@ -75,7 +77,7 @@ static size_t fixture_pass(struct fixture *f)
                                  .gpus = f->gpus,
                                  .unmanaged = f->unmanaged,
                                  .memory_total_mb = f->memory_total_mb,
-                                 .now = 1000.0,
+                                 .now = f->now ? f->now : 1000.0,
                                  .outside_mib = f->outside_mib,
                                  .mig_unmanaged = f->mig_unmanaged};
     size_t n = scheduler_pass(&in, &f->policy, f->start);
@@ -1248,6 +1250,228 @@ static void test_group_limit(void **state)
     fixture_make(&f, "", NULL);
 }
 
+/* ---- backfill ---- */
+
+/* Job id runs on `ids` (as job_gpus), started at `start` with a time limit of `limit`
+ * seconds (0: none). */
+static void job_running(struct fixture *f, int64_t id, int gpus, const char *ids, double start,
+                        int64_t limit)
+{
+    job_gpus(f, id, gpus, ids);
+    job_by_id(f, id)->start_time = start;
+    job_by_id(f, id)->time_limit = limit;
+}
+
+static void job_queued(struct fixture *f, int64_t id, int gpus, int64_t limit)
+{
+    job_gpus(f, id, gpus, NULL);
+    job_by_id(f, id)->time_limit = limit;
+}
+
+/* A stream of 1-GPU jobs on a 4-GPU machine and one 4-GPU job ahead of them: greedy lets
+ * the stream take every GPU that frees up, forever; backfill reserves the machine for the
+ * big job at the time the running jobs end and starts it then. Passes every 5 s over
+ * 1000 s: a 1-GPU job (time limit 100 s, runs 100 s) arrives every 10 s. */
+static double stream_big_job_start(bool backfill)
+{
+    enum { MAXS = 128 };
+    static struct job jobs[MAXS];
+    struct job *running[MAXS], *start[MAXS];
+    struct gpu_set g = gpus_make(4, 81559, false);
+    size_t n = 0;
+    for (size_t i = 0; i < MAXS; i++) {
+        job_init(&jobs[i]);
+        jobs[i].id = (int64_t)i + 1;
+        jobs[i].state = JOB_HELD; /* not yet submitted */
+    }
+    /* Four 1-GPU jobs run, ending at 100, 125, 150, 175. */
+    for (int k = 0; k < 4; k++, n++) {
+        jobs[n].state = JOB_RUNNING;
+        jobs[n].gpus = 1;
+        jobs[n].gpu_mask = 1ULL << k;
+        jobs[n].start_time = 25.0 * k;
+        jobs[n].time_limit = 100;
+    }
+    struct job *big = &jobs[n++];
+    big->state = JOB_QUEUED;
+    big->gpus = 4;
+    big->time_limit = 100;
+    big->priority = 20; /* ahead of the stream */
+    struct scheduler_policy policy = {.backfill = backfill};
+    double big_start = -1;
+    for (double now = 0; now <= 1000 && n < MAXS; now += 5) {
+        if ((int)now % 10 == 0) {
+            struct job *j = &jobs[n++];
+            j->state = JOB_QUEUED;
+            j->gpus = 1;
+            j->time_limit = 100;
+            j->submit_time = now;
+        }
+        size_t nr = 0;
+        for (size_t i = 0; i < n; i++) {
+            struct job *j = &jobs[i];
+            if (j->state == JOB_RUNNING && j->start_time + (double)j->time_limit <= now) {
+                j->state = JOB_FINISHED; /* ran its 100 s */
+                j->gpu_mask = 0;
+            }
+            if (j->state == JOB_RUNNING)
+                running[nr++] = j;
+        }
+        struct scheduler_queue q;
+        scheduler_queue_init(&q);
+        for (size_t i = 0; i < n; i++)
+            if (jobs[i].state == JOB_QUEUED)
+                scheduler_queue_insert(&q, &jobs[i]);
+        struct scheduler_input in = {.queued = q.jobs,
+                                     .n_queued = q.len,
+                                     .running = running,
+                                     .n_running = nr,
+                                     .gpus = &g,
+                                     .now = now};
+        size_t ns = scheduler_pass(&in, &policy, start);
+        if (backfill && big->state == JOB_QUEUED && ns == 0 && now >= 100 && now < 175) {
+            /* GPUs are idle, kept for the big job: it expects them at 175. */
+            assert_string_equal(big->wait_reason, SCHEDULER_REASON_RESOURCES);
+            assert_true(big->expected_start == 175.0);
+            assert_string_equal(q.jobs[1]->wait_reason, SCHEDULER_REASON_PRIORITY);
+        }
+        for (size_t i = 0; i < ns; i++) {
+            start[i]->state = JOB_RUNNING;
+            start[i]->start_time = now;
+            if (start[i] == big)
+                big_start = now;
+        }
+        scheduler_queue_free(&q);
+    }
+    return big_start;
+}
+
+static void test_backfill_no_starvation(void **state)
+{
+    (void)state;
+    assert_true(stream_big_job_start(false) < 0); /* greedy: never in 1000 s */
+    assert_true(stream_big_job_start(true) == 175.0);
+}
+
+/* A short job whose time limit ends before the blocked job's shadow time starts on its
+ * reserved GPUs; a longer one waits with Priority. */
+static void test_backfill_short_job(void **state)
+{
+    (void)state;
+    struct fixture f = {.n = 0};
+    struct gpu_set g = gpus_make(4, 81559, false);
+    fixture_make(&f, "RQQQ", NULL);
+    f.gpus = &g;
+    f.policy.backfill = true;
+    job_running(&f, 1, 3, "0,1,2", 900, 200); /* ends at 1100 */
+    job_queued(&f, 2, 4, 3600);
+    job_queued(&f, 3, 1, 500); /* would end at 1500: delays job 2 */
+    job_queued(&f, 4, 1, 50);  /* ends at 1050: before the shadow time */
+    assert_int_equal(fixture_pass(&f), 1);
+    assert_int_equal(f.start[0]->id, 4);
+    assert_gpu_ids(&f, 4, "3");
+    assert_reason(&f, 2, SCHEDULER_REASON_RESOURCES);
+    assert_true(job_by_id(&f, 2)->expected_start == 1100.0);
+    assert_reason(&f, 3, SCHEDULER_REASON_PRIORITY);
+    assert_true(job_by_id(&f, 3)->expected_start == 0);
+    assert_true(job_by_id(&f, 4)->expected_start == 0);
+
+    /* A running job past its time limit is expected to end at any moment. */
+    f.now = 1200;
+    job_by_id(&f, 4)->state = JOB_FINISHED;
+    assert_int_equal(fixture_pass(&f), 0);
+    assert_true(job_by_id(&f, 2)->expected_start == 1201.0);
+
+    /* Off, the same queue is greedy: job 3 starts; expected_start is left alone (the
+     * daemon shows none without backfill). */
+    f.now = 0;
+    f.policy.backfill = false;
+    assert_int_equal(fixture_pass(&f), 1);
+    assert_int_equal(f.start[0]->id, 3);
+    assert_reason(&f, 2, SCHEDULER_REASON_RESOURCES);
+    assert_true(job_by_id(&f, 2)->expected_start == 1201.0);
+    fixture_make(&f, "", NULL);
+}
+
+/* A job without a time limit may run past any shadow time: it starts only on GPUs the
+ * reservation leaves out. Running jobs without a time limit are planned with the
+ * policy's default_time_limit. */
+static void test_backfill_no_time_limit(void **state)
+{
+    (void)state;
+    struct fixture f = {.n = 0};
+    struct gpu_set g = gpus_make(4, 81559, false);
+    fixture_make(&f, "RQQQQ", NULL);
+    f.gpus = &g;
+    f.policy.backfill = true;
+    job_running(&f, 1, 2, "0,1", 900, 200); /* ends at 1100 */
+    job_queued(&f, 2, 3, 600);              /* shadow 1100 on 0, 1 and one free GPU (2) */
+    job_queued(&f, 3, 1, 0);                /* no limit: outside the reservation, GPU 3 */
+    job_queued(&f, 4, 1, 0);                /* no limit and nothing outside: waits */
+    job_queued(&f, 5, 1, 100);              /* ends at 1100: may use reserved GPU 2 */
+    assert_int_equal(fixture_pass(&f), 2);
+    assert_int_equal(f.start[0]->id, 3);
+    assert_gpu_ids(&f, 3, "3");
+    assert_int_equal(f.start[1]->id, 5);
+    assert_gpu_ids(&f, 5, "2");
+    assert_reason(&f, 2, SCHEDULER_REASON_RESOURCES);
+    assert_true(job_by_id(&f, 2)->expected_start == 1100.0);
+    assert_reason(&f, 4, SCHEDULER_REASON_PRIORITY);
+
+    /* The running job has no time limit: it is planned to run default_time_limit. */
+    fixture_make(&f, "RQ", NULL);
+    f.gpus = &g;
+    f.policy.backfill = true;
+    job_running(&f, 1, 4, "0,1,2,3", 900, 0);
+    job_queued(&f, 2, 1, 60);
+    assert_int_equal(fixture_pass(&f), 0);
+    assert_true(job_by_id(&f, 2)->expected_start == 900.0 + SCHEDULER_DEFAULT_TIME_LIMIT);
+    f.policy.default_time_limit = 300;
+    assert_int_equal(fixture_pass(&f), 0);
+    assert_true(job_by_id(&f, 2)->expected_start == 1200.0);
+    fixture_make(&f, "", NULL);
+}
+
+/* Depth 2: the second blocked job gets a reservation too (after the first's on shared
+ * GPUs), so a job that would delay it no longer starts; with depth 1 it does. */
+static void test_backfill_depth(void **state)
+{
+    (void)state;
+    struct fixture f = {.n = 0};
+    struct gpu_set g = gpus_make(4, 81559, false);
+    for (int depth = 1; depth <= 2; depth++) {
+        fixture_make(&f, "RQQQ", NULL);
+        f.gpus = &g;
+        f.policy.backfill = true;
+        f.policy.backfill_depth = depth;
+        job_running(&f, 1, 2, "0,1", 1000, 500); /* ends at 1500 */
+        job_queued(&f, 2, 3, 100);               /* shadow 1500 on 0, 1, 2 until 1600; GPU 3 left */
+        /* Would end at 2000, delaying job 2; with depth 2 it reserves all four GPUs from
+         * 1600 (GPU 3 included, which job 2 leaves out). */
+        job_queued(&f, 3, 4, 1000);
+        job_queued(&f, 4, 1, 1000); /* ends at 2000: after job 3's shadow time */
+        size_t n = fixture_pass(&f);
+        assert_reason(&f, 2, SCHEDULER_REASON_RESOURCES);
+        assert_true(job_by_id(&f, 2)->expected_start == 1500.0);
+        assert_reason(&f, 3, SCHEDULER_REASON_PRIORITY);
+        if (depth == 1) {
+            assert_int_equal(n, 1);
+            assert_int_equal(f.start[0]->id, 4);
+            assert_gpu_ids(&f, 4, "3");
+            assert_true(job_by_id(&f, 3)->expected_start == 0);
+        } else {
+            assert_int_equal(n, 0);
+            assert_true(job_by_id(&f, 3)->expected_start == 1600.0);
+            assert_reason(&f, 4, SCHEDULER_REASON_PRIORITY);
+            /* A job that ends by 1500 delays neither. */
+            job_by_id(&f, 4)->time_limit = 500;
+            assert_int_equal(fixture_pass(&f), 1);
+            assert_int_equal(f.start[0]->id, 4);
+        }
+    }
+    fixture_make(&f, "", NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1265,6 +1489,10 @@ int main(void)
         cmocka_unit_test(test_queue),
         cmocka_unit_test(test_begin_heap),
         cmocka_unit_test(test_gpu_exclusive_and_priority),
+        cmocka_unit_test(test_backfill_no_starvation),
+        cmocka_unit_test(test_backfill_short_job),
+        cmocka_unit_test(test_backfill_no_time_limit),
+        cmocka_unit_test(test_backfill_depth),
         cmocka_unit_test(test_gpu_shared_packing),
         cmocka_unit_test(test_gpu_memory_used),
         cmocka_unit_test(test_gpu_allowed_mask),
