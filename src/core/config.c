@@ -86,7 +86,7 @@ static const struct config_key config_keys[] = {
     CONFIG_STRING_KEY("daemon.log_dir", log_dir, NULL, NULL),
     CONFIG_INT_KEY("daemon.max_log_bytes", max_log_bytes, 0, "1073741824"),
     CONFIG_STRING_KEY("daemon.keep_finished", keep_finished, NULL, NULL),
-    CONFIG_BOOL_KEY("scheduler.backfill", scheduler_backfill, "true"),
+    CONFIG_BOOL_KEY("scheduler.backfill", scheduler_backfill, "false"),
     CONFIG_INT_KEY("scheduler.backfill_depth", scheduler_backfill_depth, 1, "1"),
     CONFIG_DURATION_KEY("scheduler.default_time_limit", scheduler_default_time_limit, "24h"),
     CONFIG_INT_KEY("limits.max_request_bytes", limits.max_request_bytes, 1, "8388608"),

@@ -54,7 +54,7 @@ struct gflow_config {
                                      * count ("100000") of finished jobs kept in the
                                      * history; NULL or "" = all (default) */
     /* [scheduler] */
-    bool scheduler_backfill;            /* scheduler.backfill: default true */
+    bool scheduler_backfill;            /* scheduler.backfill: default false */
     int64_t scheduler_backfill_depth;   /* scheduler.backfill_depth: jobs that get a
                                             * reservation; default 1, >= 1 */
     char *scheduler_default_time_limit; /* scheduler.default_time_limit: a job without a

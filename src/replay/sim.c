@@ -10,13 +10,20 @@
 
 #include "util.h"
 
-const char *const replay_policy_names[] = {"greedy", NULL};
+const char *const replay_policy_names[] = {"greedy", "backfill", NULL};
 
 int replay_policy(const char *name, struct scheduler_policy *out)
 {
     memset(out, 0, sizeof(*out)); /* no running-jobs limit, every GPU, topology */
     if (strcmp(name, "greedy") == 0)
-        return 0; /* today's pass: in order, every job that fits starts */
+        return 0; /* in order, every job that fits starts (gflow's, and ours with
+                   * scheduler.backfill = false) */
+    if (strcmp(name, "backfill") == 0) {
+        /* the daemon's default: the head blocked job holds a reservation, later jobs
+         * start only if they do not delay it (its default_time_limit: 24 h) */
+        out->backfill = true;
+        return 0;
+    }
     return -1;
 }
 

@@ -68,15 +68,16 @@ def test_text_table_on_a_generated_trace(trace):
     assert lines[2].replace("|", " ").split()[:8] == TEXT_COLUMNS[:8]
     for col in TEXT_COLUMNS:
         assert col in lines[2]
-    row = lines[3].replace("|", " ").split()
-    assert row[0] == "greedy" and row[1] == "300"
-    assert len(lines) == 4
-    assert "greedy: 300 jobs" in r.stderr and "replayed in" in r.stderr
+    rows = [ln.replace("|", " ").split() for ln in lines[3:]]
+    assert [row[0] for row in rows] == ["greedy", "backfill"]  # every policy by default
+    assert all(row[1] == "300" for row in rows)
+    assert "greedy: 300 jobs" in r.stderr and "backfill: 300 jobs" in r.stderr
+    assert "replayed in" in r.stderr
 
 
 def test_csv_table(trace):
     rows = csv_rows(replay(trace, "--csv"))
-    assert len(rows) == 1
+    assert [row["policy"] for row in rows] == ["greedy", "backfill"]
     row = rows[0]
     assert row["policy"] == "greedy" and row["load"] == "1" and row["gpus"] == "8"
     assert row["jobs"] == "300" and row["skipped"] == "7" and row["users"] == "3"
@@ -111,7 +112,8 @@ def test_cdf_file(trace, tmp_path):
     r = replay(trace, "--cdf", out, "--policy", "all")
     assert r.returncode == 0, r.stderr
     blocks = [b for b in out.read_text().split("\n\n\n") if b.strip()]
-    assert len(blocks) == 1  # one per policy: greedy is all there is today
+    assert len(blocks) == 2  # one per policy: greedy, backfill
+    assert blocks[1].strip().startswith("# policy backfill:")
     lines = blocks[0].strip().splitlines()
     assert lines[0].startswith("# policy greedy:")
     points = [tuple(map(float, ln.split())) for ln in lines[1:]]
@@ -217,3 +219,18 @@ def test_help_and_version():
         assert word in r.stdout
     r = replay("--version")
     assert r.returncode == 0 and r.stdout == f"gflow-replay {VERSION}\n"
+
+
+def test_backfill_bounds_the_wait_of_a_job_greedy_starves(tmp_path):
+    """2 GPUs: a 1-GPU job runs, a 2-GPU job comes, then a 1-GPU job every 10 s (all with
+    time limits). Greedy hands each freed GPU to the stream, so the 2-GPU job waits until
+    the stream ends; backfill reserves both GPUs for it from the first job's limit."""
+    lines = ["submit_s,gpus,runtime_s,time_limit_s,user,project",
+             "0,1,100,110,a,p", "1,2,10,20,b,p"]
+    lines += [f"{t},1,50,60,c,p" for t in range(2, 400, 10)]
+    path = tmp_path / "stream.csv"
+    path.write_text("\n".join(lines) + "\n")
+    rows = {row["policy"]: row for row in csv_rows(replay(path, "--gpus", 2, "--csv"))}
+    greedy, backfill = float(rows["greedy"]["max_wait_s"]), float(rows["backfill"]["max_wait_s"])
+    assert greedy > 1000  # the 2-GPU job waits behind the whole stream
+    assert backfill < 700, rows["backfill"]
