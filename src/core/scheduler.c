@@ -446,8 +446,12 @@ static void backfill_init(struct backfill *b, const struct pass *p,
             continue;
         double start = j->start_time > 0 ? j->start_time : in->now;
         double end = start + planned_runtime(b, j);
-        backfill_hold(b, positions, job_is_shared(j),
-                      end > in->now ? end : in->now + BACKFILL_EPSILON);
+        /* Past its planned end: a job with a time limit is about to be stopped; one
+         * without may run on, planned for another default period (taking it as ending
+         * now would hold a reservation's free GPUs idle for as long as it runs). */
+        if (end <= in->now)
+            end = in->now + (j->time_limit > 0 ? BACKFILL_EPSILON : b->default_limit);
+        backfill_hold(b, positions, job_is_shared(j), end);
     }
 }
 

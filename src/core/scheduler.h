@@ -50,8 +50,9 @@ struct scheduler_policy {
      * for lack of GPUs (reason Resources or Priority) gets a reservation: the earliest
      * time (shadow time) at which enough GPUs are free for it, planned from the expected
      * ends of the running jobs and of those started in this pass (start_time +
-     * time_limit, or + default_time_limit for a job without one; now + 1 s if that is
-     * past), and which GPUs. The first backfill_depth such jobs get one (conservative
+     * time_limit, or + default_time_limit for a job without one; if that is past, now +
+     * 1 s for a job with a time limit (it is being stopped) and now + default_time_limit
+     * for one without), and which GPUs. The first backfill_depth such jobs get one (conservative
      * backfill; a later reservation plans after the earlier ones on their GPUs, it does
      * not fill holes before them). A job behind a reservation starts only if it does not
      * delay it: it ends (now + its time_limit) by the shadow time, or it uses no reserved

@@ -33,10 +33,12 @@ static const char usage[] =
     "Options:\n"
     "  --gpus N          GPUs of the simulated machine, 1-64 (default 8); jobs asking more\n"
     "                    are skipped and counted\n"
-    "  --policy NAME     a policy, several joined by ',', or all (default): greedy\n"
+    "  --policy NAME     a policy, several joined by ',', or all (default): greedy, backfill\n"
     "  --synthetic N     replay a synthetic lab trace of N jobs instead of a file\n"
     "  --seed S          the synthetic trace's seed (default 1)\n"
     "  --load K          compress arrival times K-fold (K > 0, default 1)\n"
+    "  --time-limits H   the jobs' time limits: trace (as given, default), exact (each\n"
+    "                    job's run time: perfect estimates) or none (no job has one)\n"
     "  --csv             print a CSV table (one row per policy) instead of the text table\n"
     "  --cdf FILE        write the wait-time CDF of each policy to FILE (gnuplot data)\n"
     "  -h, --help        show this help\n"
@@ -50,6 +52,7 @@ struct options {
     long long synthetic; /* 0: a file */
     unsigned long long seed;
     double load;
+    enum replay_limits limits;
     bool csv;
     const char *cdf;
 };
@@ -107,13 +110,23 @@ static void parse_policies(struct options *o, const char *arg)
 
 static void parse_options(int argc, char **argv, struct options *o)
 {
-    enum { OPT_GPUS = 256, OPT_POLICY, OPT_SYNTHETIC, OPT_SEED, OPT_LOAD, OPT_CSV, OPT_CDF };
+    enum {
+        OPT_GPUS = 256,
+        OPT_POLICY,
+        OPT_SYNTHETIC,
+        OPT_SEED,
+        OPT_LOAD,
+        OPT_LIMITS,
+        OPT_CSV,
+        OPT_CDF
+    };
     static const struct option longopts[] = {
         {"gpus", required_argument, NULL, OPT_GPUS},
         {"policy", required_argument, NULL, OPT_POLICY},
         {"synthetic", required_argument, NULL, OPT_SYNTHETIC},
         {"seed", required_argument, NULL, OPT_SEED},
         {"load", required_argument, NULL, OPT_LOAD},
+        {"time-limits", required_argument, NULL, OPT_LIMITS},
         {"csv", no_argument, NULL, OPT_CSV},
         {"cdf", required_argument, NULL, OPT_CDF},
         {"help", no_argument, NULL, 'h'},
@@ -146,6 +159,16 @@ static void parse_options(int argc, char **argv, struct options *o)
             o->load = strtod(optarg, &end);
             if (!*optarg || *end || errno || !isfinite(o->load) || o->load <= 0)
                 die_usage("--load '%s' is not a number > 0 (2 = arrivals twice as dense)", optarg);
+            break;
+        case OPT_LIMITS:
+            if (!strcmp(optarg, "trace"))
+                o->limits = REPLAY_LIMITS_TRACE;
+            else if (!strcmp(optarg, "exact"))
+                o->limits = REPLAY_LIMITS_EXACT;
+            else if (!strcmp(optarg, "none"))
+                o->limits = REPLAY_LIMITS_NONE;
+            else
+                die_usage("--time-limits '%s': use trace, exact or none", optarg);
             break;
         case OPT_CSV:
             o->csv = true;
@@ -262,6 +285,7 @@ int main(int argc, char **argv)
     if (o.synthetic)
         replay_trace_synthetic(&t, (size_t)o.synthetic, o.seed);
     replay_trace_compress(&t, o.load);
+    replay_trace_set_limits(&t, o.limits);
     replay_trace_sort(&t);
 
     double offered = replay_offered_load(&t, o.gpus);

@@ -292,6 +292,14 @@ void replay_trace_compress(struct replay_trace *t, double load)
         t->recs[i].submit /= load;
 }
 
+void replay_trace_set_limits(struct replay_trace *t, enum replay_limits limits)
+{
+    if (limits == REPLAY_LIMITS_TRACE)
+        return;
+    for (size_t i = 0; i < t->n; i++)
+        t->recs[i].time_limit = limits == REPLAY_LIMITS_EXACT ? ceil(t->recs[i].runtime) : 0;
+}
+
 /* Stable: a merge sort by submission time (qsort is not stable). */
 static void sort_range(struct replay_rec *a, struct replay_rec *tmp, size_t n)
 {

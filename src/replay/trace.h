@@ -39,6 +39,10 @@ int replay_trace_load(struct replay_trace *t, const char *path, char **err);
 void replay_trace_synthetic(struct replay_trace *t, size_t n, uint64_t seed);
 /* Divides every submission time by load (> 0): load 2 = arrivals twice as dense. */
 void replay_trace_compress(struct replay_trace *t, double load);
+/* What-ifs on the users' estimates: the time limits as the trace gives them, each job's
+ * own run time (perfect estimates), or none at all. */
+enum replay_limits { REPLAY_LIMITS_TRACE, REPLAY_LIMITS_EXACT, REPLAY_LIMITS_NONE };
+void replay_trace_set_limits(struct replay_trace *t, enum replay_limits limits);
 /* Sorts the jobs by submission time, keeping the file's order among equal times. */
 void replay_trace_sort(struct replay_trace *t);
 

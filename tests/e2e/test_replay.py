@@ -200,6 +200,7 @@ def test_bad_trace_input(tmp_path):
     ([], ["no trace", "--synthetic N"]),
     (["a.csv", "b.csv"], ["one trace at most"]),
     (["--bogus"], ["unknown option --bogus"]),
+    (["--synthetic", 10, "--time-limits", "some"], ["--time-limits 'some'", "exact"]),
     (["--synthetic"], ["--synthetic needs a value"]),
 ])
 def test_bad_options(args, needles):
@@ -234,3 +235,12 @@ def test_backfill_bounds_the_wait_of_a_job_greedy_starves(tmp_path):
     greedy, backfill = float(rows["greedy"]["max_wait_s"]), float(rows["backfill"]["max_wait_s"])
     assert greedy > 1000  # the 2-GPU job waits behind the whole stream
     assert backfill < 700, rows["backfill"]
+    # Without time limits no stream job may be backfilled into the 2-GPU job's GPUs, and
+    # the first job's end is planned at 24 h: the 2-GPU job still starts when it ends.
+    rows = {row["policy"]: row for row in
+            csv_rows(replay(path, "--gpus", 2, "--csv", "--time-limits", "none"))}
+    assert float(rows["backfill"]["max_wait_s"]) < 700
+    # With exact limits greedy is unchanged (it never reads them).
+    exact = csv_rows(replay(path, "--gpus", 2, "--csv", "--policy", "greedy",
+                            "--time-limits", "exact"))[0]
+    assert float(exact["max_wait_s"]) == greedy
