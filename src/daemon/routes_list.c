@@ -146,16 +146,22 @@ static bool matches(const struct job *j, const struct store_query *q, const int6
     return !sorted_ids || bsearch(&j->id, sorted_ids, q->n_ids, sizeof(int64_t), cmp_id);
 }
 
+/* The query's ids sorted for matches()'s bsearch; NULL when it names none. */
+static int64_t *query_ids_sorted(const struct store_query *q)
+{
+    if (!q->n_ids)
+        return NULL;
+    int64_t *ids = xmalloc(q->n_ids * sizeof(*ids));
+    memcpy(ids, q->ids, q->n_ids * sizeof(*ids));
+    qsort(ids, q->n_ids, sizeof(*ids), cmp_id);
+    return ids;
+}
+
 static void list_active(const struct store_query *q, struct list_ctx *ctx)
 {
     size_t n;
     struct job **all = jobs_active(ctx->jobs, &n);
-    int64_t *ids = NULL;
-    if (q->n_ids) {
-        ids = xmalloc(q->n_ids * sizeof(*ids));
-        memcpy(ids, q->ids, q->n_ids * sizeof(*ids));
-        qsort(ids, q->n_ids, sizeof(*ids), cmp_id);
-    }
+    int64_t *ids = query_ids_sorted(q);
     struct job **hits = xmalloc((n ? n : 1) * sizeof(*hits));
     size_t count = 0;
     for (size_t i = 0; i < n; i++)
@@ -260,12 +266,7 @@ static int list_merged(struct store *store, const struct store_query *q, struct 
     aq.n_states = n_active_states;
     size_t n;
     struct job **all = jobs_active(ctx->jobs, &n);
-    int64_t *ids = NULL;
-    if (q->n_ids) {
-        ids = xmalloc(q->n_ids * sizeof(*ids));
-        memcpy(ids, q->ids, q->n_ids * sizeof(*ids));
-        qsort(ids, q->n_ids, sizeof(*ids), cmp_id);
-    }
+    int64_t *ids = query_ids_sorted(q);
     struct merge_ctx m = {
         .ctx = ctx, .descending = q->descending, .left = q->limit > 0 ? q->limit : -1};
     m.active = xmalloc((n ? n : 1) * sizeof(*m.active));
