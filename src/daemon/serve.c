@@ -99,9 +99,20 @@ static void report_ready(const struct serve_opts *o, const char *msg)
     close(o->ready_fd);
 }
 
+/* The daemon's lock while it starts: a failed start empties and releases it before
+ * saying so, so that `gflowd up` returns with no holder named (and a new start may
+ * follow at once). */
+static int starting_lock_fd = -1;
+
 static void startup_failed(const struct serve_opts *o, const char *msg)
 {
     log_error("%s", msg);
+    if (starting_lock_fd >= 0) {
+        if (ftruncate(starting_lock_fd, 0) < 0)
+            log_warn("cannot empty the lock file: %s", strerror(errno));
+        close(starting_lock_fd);
+        starting_lock_fd = -1;
+    }
     char *line = xasprintf("error: %s\n", msg);
     report_ready(o, line);
     free(line);
@@ -560,6 +571,7 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     int lock_fd = lockfile_acquire(d->paths.lock_path, &holder, &err);
     if (lock_fd < 0)
         startup_failed(o, err);
+    starting_lock_fd = lock_fd;
     startopts_save(d, o);
     if (runner_init(d, &err) < 0)
         startup_failed(o, err);
@@ -593,6 +605,7 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     log_info("gflowd %s started: pid %ld, socket %s, data %s%s", GFLOW_VERSION, (long)getpid(),
              d->paths.socket_path, d->paths.data_dir, d->system ? " (system daemon)" : "");
     launch_standby_start(d);
+    starting_lock_fd = -1; /* started: the lock is held until the daemon exits */
     report_ready(o, "ok\n");
 
     loop_run();
