@@ -81,25 +81,6 @@ gctl_bad_option(const char *cmd, char **argv, int c, const struct option *longop
             cli_option_error(argv, c, longopts), cmd, cmd);
 }
 
-/* "0,2" from a JSON array of indices. Malloc'd. */
-static char *gctl_index_list(const json_t *arr)
-{
-    struct strbuf sb;
-    strbuf_init(&sb);
-    strbuf_adds(&sb, "");
-    size_t i;
-    const json_t *v;
-    json_array_foreach (arr, i, v) {
-        if (i)
-            strbuf_addc(&sb, ',');
-        if (json_is_integer(v))
-            strbuf_addf(&sb, "%lld", (long long)json_integer_value(v));
-        else
-            strbuf_addc(&sb, '?');
-    }
-    return strbuf_detach(&sb);
-}
-
 /* Prints an allowed-GPUs reply: "Allowed GPUs: 0,2" and, with source, where it came
  * from. */
 static void gctl_print_allowed(const json_t *reply, bool with_source)
@@ -107,14 +88,14 @@ static void gctl_print_allowed(const json_t *reply, bool with_source)
     const char *source = json_string_value(json_object_get(reply, "source"));
     const json_t *allowed = json_object_get(reply, "allowed");
     if (source && !strcmp(source, "all")) {
-        char *list = gctl_index_list(allowed);
+        char *list = output_json_list(allowed, "");
         if (*list)
             printf("Allowed GPUs: all (%s)\n", list);
         else
             printf("Allowed GPUs: all\n");
         free(list);
     } else {
-        char *list = gctl_index_list(allowed);
+        char *list = output_json_list(allowed, "");
         printf("Allowed GPUs: %s\n", *list ? list : "none");
         free(list);
     }
@@ -241,7 +222,7 @@ static char *gctl_gpu_reason(const json_t *gpu)
     const char *state = json_string_value(json_object_get(gpu, "state"));
     const json_t *jobs = json_object_get(gpu, "jobs");
     if (json_array_size(jobs)) {
-        char *list = gctl_index_list(jobs);
+        char *list = output_json_list(jobs, "");
         char *r = xasprintf("job%s %s", json_array_size(jobs) == 1 ? "" : "s", list);
         free(list);
         return r;

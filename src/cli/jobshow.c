@@ -62,26 +62,6 @@ static char *int_text(const json_t *raw, const char *key)
     return json_is_integer(v) ? xasprintf("%lld", (long long)json_integer_value(v)) : xstrdup("-");
 }
 
-/* A list of strings or numbers as "a,b,c"; "-" when empty. */
-static char *list_text(const json_t *arr)
-{
-    struct strbuf sb;
-    strbuf_init(&sb);
-    size_t i;
-    const json_t *v;
-    json_array_foreach (arr, i, v) {
-        if (i)
-            strbuf_addc(&sb, ',');
-        if (json_is_string(v))
-            strbuf_adds(&sb, json_string_value(v));
-        else if (json_is_integer(v))
-            strbuf_addf(&sb, "%lld", (long long)json_integer_value(v));
-    }
-    if (!sb.len)
-        strbuf_adds(&sb, "-");
-    return strbuf_detach(&sb);
-}
-
 char *jobshow_params(const json_t *params)
 {
     struct strbuf sb;
@@ -189,7 +169,7 @@ static void print_mig(const json_t *raw, const struct job *j)
     }
     if (!json_array_size(json_object_get(raw, "mig_detail")) &&
         json_array_size(json_object_get(raw, "mig_devices")))
-        field_owned("MIGDevices", list_text(json_object_get(raw, "mig_devices")));
+        field_owned("MIGDevices", output_json_list(json_object_get(raw, "mig_devices"), "-"));
 }
 
 /* The GPU request as gflow shows it (GPUs, GPUSharing, GPUMemoryLimit), the ids once
@@ -225,7 +205,7 @@ static void print_gpus(const json_t *raw, const struct job *j)
      * CUDA_VISIBLE_DEVICES): worth a warning line. */
     const json_t *foreign = json_object_get(raw, "foreign_gpus");
     if (json_array_size(foreign)) {
-        char *ids = list_text(foreign);
+        char *ids = output_json_list(foreign, "-");
         field_owned("ForeignGPUs",
                     xasprintf("%s (the job runs processes on GPUs it was not given)", ids));
         free(ids);
@@ -302,7 +282,7 @@ static void print_deps(const json_t *raw, const struct job *j, const json_t *dep
               j->deps_any ? "any (one dependency suffices)" : "all (every dependency must be met)");
         field("AutoCancel", j->auto_cancel ? "enabled" : "disabled");
     }
-    field_owned("Dependents", list_text(json_object_get(raw, "dependents")));
+    field_owned("Dependents", output_json_list(json_object_get(raw, "dependents"), "-"));
 }
 
 /* ---- timing, outcome, supervision ---- */
@@ -348,7 +328,7 @@ static void print_notify(const json_t *raw)
     if (json_object_get(raw, "notify_email"))
         field("NotifyEmail", get_str(raw, "notify_email"));
     if (json_object_get(raw, "notify_on"))
-        field_owned("NotifyOn", list_text(json_object_get(raw, "notify_on")));
+        field_owned("NotifyOn", output_json_list(json_object_get(raw, "notify_on"), "-"));
     const json_t *close = json_object_get(raw, "auto_close");
     if (close)
         field("AutoClose", json_is_true(close) ? "yes" : "no");

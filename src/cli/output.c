@@ -517,6 +517,27 @@ char *output_time(double t)
     return xstrdup(buf);
 }
 
+char *output_json_list(const json_t *arr, const char *if_empty)
+{
+    struct strbuf sb;
+    strbuf_init(&sb);
+    size_t i;
+    const json_t *v;
+    json_array_foreach (arr, i, v) {
+        if (i)
+            strbuf_addc(&sb, ',');
+        if (json_is_string(v))
+            strbuf_adds(&sb, json_string_value(v));
+        else if (json_is_integer(v))
+            strbuf_addf(&sb, "%lld", (long long)json_integer_value(v));
+        else
+            strbuf_addc(&sb, '?');
+    }
+    if (!sb.len)
+        strbuf_adds(&sb, if_empty);
+    return strbuf_detach(&sb);
+}
+
 char *output_job_elapsed(const struct job *j, double now)
 {
     if (j->start_time <= 0)

@@ -53,6 +53,9 @@ void output_json(const json_t *j, FILE *out);
 void output_yaml(const json_t *j, FILE *out);
 
 /* Display forms of job fields; each returns a malloc'd string. */
+/* A JSON array of strings and integers as "a,1,b" (anything else shows as '?');
+ * if_empty when it has none (or is not an array). Caller frees. */
+char *output_json_list(const json_t *arr, const char *if_empty);
 /* Local time "YYYY-MM-DDTHH:MM:SS", or "-" when t is 0 (not happened). */
 char *output_time(double t);
 /* Elapsed run time: now - start while running, end - start once ended, "-"
