@@ -96,18 +96,12 @@ static size_t gcancel_unique(int64_t *ids, size_t n)
     return m;
 }
 
-static int id_cmp(const void *pa, const void *pb)
-{
-    int64_t a = *(const int64_t *)pa, b = *(const int64_t *)pb;
-    return (a > b) - (a < b);
-}
-
 /* The (distinct) ids as ranges, "80-5078" or "1,3,5-7"; after four ranges, ",...". */
 static char *gcancel_ranges(const int64_t *ids, size_t n)
 {
     int64_t *s = xmalloc((n ? n : 1) * sizeof(*s));
     memcpy(s, ids, n * sizeof(*s));
-    qsort(s, n, sizeof(*s), id_cmp);
+    qsort(s, n, sizeof(*s), int64_cmp);
     struct strbuf sb;
     strbuf_init(&sb);
     strbuf_adds(&sb, "");

@@ -59,23 +59,18 @@ static size_t codepoint_width(uint32_t c)
 }
 
 /* Decodes the UTF-8 sequence at s (len bytes left): the code point and its length in
- * bytes; a malformed byte counts as one column-wide character of one byte. */
+ * bytes; a byte that starts no valid sequence counts as a one-column character. */
 static uint32_t utf8_next(const char *s, size_t len, size_t *bytes)
 {
     const unsigned char *u = (const unsigned char *)s;
-    size_t n = u[0] >= 0xF0 ? 4 : u[0] >= 0xE0 ? 3 : u[0] >= 0xC0 ? 2 : 1;
-    if (n > len || u[0] < 0x80) {
+    size_t n = u[0] < 0x80 ? 1 : utf8_sequence_len(u, len);
+    if (n <= 1) {
         *bytes = 1;
-        return u[0];
+        return u[0] < 0x80 ? u[0] : '?';
     }
     uint32_t c = u[0] & (0x7F >> n);
-    for (size_t i = 1; i < n; i++) {
-        if ((u[i] & 0xC0) != 0x80) {
-            *bytes = 1;
-            return '?';
-        }
+    for (size_t i = 1; i < n; i++)
         c = (c << 6) | (u[i] & 0x3F);
-    }
     *bytes = n;
     return c;
 }

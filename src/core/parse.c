@@ -549,12 +549,6 @@ bad:
 
 /* ---- arrays and sweeps ---- */
 
-static int cmp_int64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
 #define ARRAY_FORMS "use e.g. 1-10, 1-10:2, 1,3,7 or 0-99%%4"
 
 int parse_array_spec(const char *s, int64_t **tasks, size_t *n, int64_t *max_concurrent, char **err)
@@ -626,7 +620,7 @@ int parse_array_spec(const char *s, int64_t **tasks, size_t *n, int64_t *max_con
         if (p == end)
             goto bad; /* trailing comma */
     }
-    qsort(out, count, sizeof(*out), cmp_int64);
+    qsort(out, count, sizeof(*out), int64_cmp);
     size_t u = 0;
     for (size_t i = 0; i < count; i++)
         if (u == 0 || out[u - 1] != out[i])

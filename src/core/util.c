@@ -232,6 +232,12 @@ bool str_starts_with(const char *s, const char *prefix)
     return strncmp(s, prefix, strlen(prefix)) == 0;
 }
 
+int int64_cmp(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
 int parse_int64(const char *s, int64_t *out)
 {
     if (!s || !*s)

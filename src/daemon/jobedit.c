@@ -155,12 +155,6 @@ static json_t *redo_entry(const struct job *n, int64_t redo_of)
                      job_state_short(n->state), "redo_of", (json_int_t)redo_of);
 }
 
-static int cmp_i64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
 /* The caller's jobs cancelled because of job id (DependencyFailed:<id>), transitively,
  * ascending by id: a job's dependencies have lower ids, so they are redone first. */
 static size_t cancelled_chain(const struct jobedit_ctx *c, int64_t id, int64_t **out)
@@ -200,7 +194,7 @@ static size_t cancelled_chain(const struct jobedit_ctx *c, int64_t id, int64_t *
         free(ids);
     }
     free(todo);
-    qsort(set, n_set, sizeof(*set), cmp_i64);
+    qsort(set, n_set, sizeof(*set), int64_cmp);
     *out = set;
     return n_set;
 }

@@ -101,12 +101,6 @@ static int job_cmp(const void *pa, const void *pb, void *arg)
     return s->descending ? -c : c;
 }
 
-static int cmp_id(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
 static bool only_active_states(const struct store_query *q)
 {
     if (q->n_states == 0)
@@ -143,7 +137,7 @@ static bool matches(const struct job *j, const struct store_query *q, const int6
         return false;
     if (q->projects && !in_list(q->projects, j->project))
         return false;
-    return !sorted_ids || bsearch(&j->id, sorted_ids, q->n_ids, sizeof(int64_t), cmp_id);
+    return !sorted_ids || bsearch(&j->id, sorted_ids, q->n_ids, sizeof(int64_t), int64_cmp);
 }
 
 /* The query's ids sorted for matches()'s bsearch; NULL when it names none. */
@@ -153,7 +147,7 @@ static int64_t *query_ids_sorted(const struct store_query *q)
         return NULL;
     int64_t *ids = xmalloc(q->n_ids * sizeof(*ids));
     memcpy(ids, q->ids, q->n_ids * sizeof(*ids));
-    qsort(ids, q->n_ids, sizeof(*ids), cmp_id);
+    qsort(ids, q->n_ids, sizeof(*ids), int64_cmp);
     return ids;
 }
 
