@@ -1,0 +1,135 @@
+/* gbatch_print: what a submission prints: the "Submitted batch job" lines (one job;
+ * an array's or sweep's, up to GBATCH_LINES_MAX, then a summary line; --parsable: the
+ * ids alone), a dry run's description of the job, and the notes after a submission. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "gbatch_internal.h"
+#include "job.h"
+#include "output.h"
+#include "parse.h"
+#include "util.h"
+
+void gbatch_print_dry_run(const json_t *spec, const json_t *reply)
+{
+    const json_t *job = json_array_get(json_object_get(reply, "jobs"), 0);
+    const char *name = json_string_value(json_object_get(job, "name"));
+    if (!name)
+        name = json_string_value(json_object_get(spec, "name"));
+    const char *state = json_string_value(json_object_get(job, "state"));
+    const json_t *prio = json_object_get(spec, "priority");
+    const json_t *tl = json_object_get(spec, "time_limit");
+    char *limit = json_is_integer(tl) && json_integer_value(tl) > 0
+                      ? format_duration(json_integer_value(tl))
+                      : xstrdup("UNLIMITED");
+    printf("Dry run: nothing was submitted. The job would be:\n");
+    printf("  Name:      %s\n", name ? name : "(chosen by the daemon)");
+    if (json_object_get(spec, "command"))
+        printf("  Command:   %s\n", json_string_value(json_object_get(spec, "command")));
+    else
+        printf("  Script:    %s\n", json_string_value(json_object_get(spec, "script_path")));
+    printf("  Priority:  %lld\n",
+           json_is_integer(prio) ? (long long)json_integer_value(prio) : JOB_PRIORITY_DEFAULT);
+    printf("  TimeLimit: %s\n", limit);
+    const json_t *gpus = json_object_get(spec, "gpus");
+    char *gpu_req = output_gpu_request(json_is_integer(gpus) ? json_integer_value(gpus) : 0,
+                                       json_is_true(json_object_get(spec, "shared")),
+                                       json_integer_value(json_object_get(spec, "gpu_memory_mb")));
+    printf("  GPUs:      %s%s\n", gpu_req,
+           json_integer_value(json_object_get(spec, "gpus_per_task")) > 0
+               ? ", one copy of the command per GPU (--gpus-per-task 1)"
+               : "");
+    free(gpu_req);
+    const json_t *deps = json_object_get(spec, "depends_on");
+    if (json_array_size(deps)) {
+        printf("  Depends:   ");
+        size_t i;
+        const json_t *d;
+        json_array_foreach (deps, i, d) {
+            printf("%s%s:%lld", i ? "," : "", json_string_value(json_object_get(d, "kind")),
+                   (long long)json_integer_value(json_object_get(d, "id")));
+        }
+        const char *mode = json_string_value(json_object_get(spec, "depends_mode"));
+        printf(" (%s)%s\n", mode && !strcmp(mode, "any") ? "any one" : "all",
+               json_is_false(json_object_get(spec, "auto_cancel")) ? ", no auto-cancel" : "");
+    }
+    const json_t *begin = json_object_get(spec, "begin_time");
+    if (begin) {
+        char *when = output_time(json_number_value(begin));
+        printf("  Begin:     %s\n", when);
+        free(when);
+    }
+    const char *sigspec = json_string_value(json_object_get(spec, "signal_spec"));
+    if (sigspec)
+        printf("  Signal:    %s (before the time limit)\n", sigspec);
+    const json_t *mem = json_object_get(spec, "memory_mb");
+    if (json_integer_value(mem) > 0)
+        printf("  Memory:    %lld MiB\n", (long long)json_integer_value(mem));
+    const char *conda = json_string_value(json_object_get(spec, "conda_env"));
+    if (conda)
+        printf("  CondaEnv:  %s\n", conda);
+    const char *project = json_string_value(json_object_get(spec, "project"));
+    if (project)
+        printf("  Project:   %s\n", project);
+    const json_t *retries = json_object_get(spec, "max_retries");
+    if (json_integer_value(retries) > 0)
+        printf("  Retries:   up to %lld\n", (long long)json_integer_value(retries));
+    printf("  WorkDir:   %s\n", json_string_value(json_object_get(spec, "workdir")));
+    printf("  State:     %s\n", state                                         ? state
+                                : json_is_true(json_object_get(spec, "hold")) ? "H"
+                                                                              : "PD");
+    free(limit);
+}
+
+/* Prints the submission's jobs as gflow does: one "Submitted batch job ID (NAME)" line
+ * each, up to GBATCH_LINES_MAX, then one line with the count and the id range; with
+ * parsable only the ids, one per line. */
+void gbatch_print_many(const json_t *reply, bool parsable)
+{
+    const json_t *list = json_object_get(reply, "jobs");
+    long long first_id = json_integer_value(json_object_get(reply, "first_id"));
+    long long last = json_integer_value(json_object_get(reply, "last_id"));
+    long long count = json_integer_value(json_object_get(reply, "count"));
+    size_t i;
+    const json_t *jb;
+    if (parsable) {
+        if (last - first_id + 1 == count) { /* the reply lists only the first jobs */
+            for (long long id = first_id; id <= last; id++)
+                printf("%lld\n", id);
+        } else {
+            json_array_foreach (list, i, jb)
+                printf("%lld\n", (long long)json_integer_value(json_object_get(jb, "id")));
+        }
+        return;
+    }
+    json_array_foreach (list, i, jb) {
+        if (i >= GBATCH_LINES_MAX)
+            break;
+        const char *name = json_string_value(json_object_get(jb, "name"));
+        printf("Submitted batch job %lld (%s)\n",
+               (long long)json_integer_value(json_object_get(jb, "id")), name ? name : "-");
+    }
+    printf("Submitted %lld batch jobs %lld-%lld (group %lld)%s\n", count, first_id, last,
+           (long long)json_integer_value(json_object_get(reply, "group_id")),
+           count > GBATCH_LINES_MAX ? "; the lines above show the first 100" : "");
+}
+
+/* What the daemon understood of --begin (not with parsable), and that the notification
+ * fields wait (on standard error). */
+void gbatch_print_notes(const json_t *spec, bool parsable)
+{
+    const json_t *begin = json_object_get(spec, "begin_time");
+    if (!parsable && json_is_number(begin) && json_number_value(begin) > 0) {
+        time_t t = (time_t)json_number_value(begin);
+        struct tm tm;
+        char buf[64];
+        if (localtime_r(&t, &tm) && strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S", &tm))
+            printf("Begins at %s\n", buf);
+    }
+    if (json_object_get(spec, "notify_email") || json_object_get(spec, "notify_on"))
+        fprintf(stderr, "gbatch: note: --notify-email/--notify-on are stored with the job; "
+                        "e-mail is not sent yet (it comes with notifications)\n");
+}
