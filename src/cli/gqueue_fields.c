@@ -1,0 +1,287 @@
+/* gqueue_fields: the columns -f may name (the field table and each cell's formatter),
+ * the sort keys -r takes beyond the API's own, and the parsing of -s states, comma lists
+ * and -f formats. */
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "cli.h"
+#include "clock.h"
+#include "gqueue_internal.h"
+#include "job.h"
+#include "output.h"
+#include "parse.h"
+#include "util.h"
+
+/* Appends a malloc'd display form and frees it. */
+static void gqueue_put_owned(struct strbuf *sb, char *s)
+{
+    strbuf_adds(sb, s);
+    free(s);
+}
+
+static void gqueue_put_int(struct strbuf *sb, long long v)
+{
+    char buf[24];
+    strbuf_add(sb, buf, format_int(buf, v));
+}
+
+static void gqueue_jobid(struct strbuf *sb, const struct job *j, double now)
+{
+    gqueue_put_int(sb, j->id);
+}
+
+void gqueue_name(struct strbuf *sb, const struct job *j, double now)
+{
+    strbuf_adds(sb, j->name && *j->name ? j->name : "-");
+}
+
+void gqueue_st(struct strbuf *sb, const struct job *j, double now)
+{
+    strbuf_adds(sb, job_display_state(j));
+}
+
+void gqueue_state(struct strbuf *sb, const struct job *j, double now)
+{
+    strbuf_adds(sb, job_display_state_name(j));
+}
+
+/* gflow's elapsed time: "00:15:23", "1-04:30:00" with days; "-" before the job starts. */
+static void gqueue_time(struct strbuf *sb, const struct job *j, double now)
+{
+    if (j->start_time <= 0) {
+        strbuf_addc(sb, '-');
+        return;
+    }
+    double end = j->end_time > 0 ? j->end_time : (j->state == JOB_RUNNING ? now : j->start_time);
+    int64_t secs = end > j->start_time ? (int64_t)(end - j->start_time) : 0;
+    int64_t days = secs / 86400;
+    if (days > 0)
+        strbuf_addf(sb, "%lld-", (long long)days);
+    strbuf_addf(sb, "%02d:%02d:%02d", (int)(secs % 86400 / 3600), (int)(secs % 3600 / 60),
+                (int)(secs % 60));
+}
+
+static void gqueue_timelimit(struct strbuf *sb, const struct job *j, double now)
+{
+    gqueue_put_owned(sb, output_job_time_limit(j));
+}
+
+static void gqueue_nodes(struct strbuf *sb, const struct job *j, double now)
+{
+    if (j->mig_profile) { /* MIG instances, not whole GPUs: "1g.18gb:2" */
+        strbuf_adds(sb, j->mig_profile);
+        strbuf_addc(sb, ':');
+        gqueue_put_int(sb, j->mig_count);
+        return;
+    }
+    gqueue_put_int(sb, j->gpus);
+}
+
+static void gqueue_nodelist(struct strbuf *sb, const struct job *j, double now)
+{
+    output_job_nodelist(sb, j);
+}
+
+static void gqueue_reason(struct strbuf *sb, const struct job *j, double now)
+{
+    char *r = output_job_reason(j);
+    gqueue_put_owned(sb, r ? r : xstrdup("-"));
+}
+
+static void gqueue_priority(struct strbuf *sb, const struct job *j, double now)
+{
+    gqueue_put_int(sb, j->priority);
+}
+
+static void gqueue_user(struct strbuf *sb, const struct job *j, double now)
+{
+    strbuf_adds(sb, j->user && *j->user ? j->user : "-");
+}
+
+static void gqueue_project(struct strbuf *sb, const struct job *j, double now)
+{
+    strbuf_adds(sb, j->project && *j->project ? j->project : "-");
+}
+
+static void gqueue_exitcode(struct strbuf *sb, const struct job *j, double now)
+{
+    gqueue_put_owned(sb, output_job_exit_code(j));
+}
+
+static void gqueue_submit(struct strbuf *sb, const struct job *j, double now)
+{
+    gqueue_put_owned(sb, output_time(j->submit_time));
+}
+
+static void gqueue_start(struct strbuf *sb, const struct job *j, double now)
+{
+    gqueue_put_owned(sb, output_time(j->start_time));
+}
+
+static void gqueue_end(struct strbuf *sb, const struct job *j, double now)
+{
+    gqueue_put_owned(sb, output_time(j->end_time));
+}
+
+static void gqueue_workdir(struct strbuf *sb, const struct job *j, double now)
+{
+    strbuf_adds(sb, j->workdir ? j->workdir : "-");
+}
+
+static void gqueue_command(struct strbuf *sb, const struct job *j, double now)
+{
+    if (j->command)
+        strbuf_adds(sb, j->command);
+    else
+        strbuf_adds(sb, j->script_path ? j->script_path : "-");
+}
+
+/* "24G", "512M", "-" for none. */
+static void gqueue_memory(struct strbuf *sb, const struct job *j, double now)
+{
+    if (j->memory_mb <= 0) {
+        strbuf_adds(sb, "-");
+        return;
+    }
+    bool gib = j->memory_mb % 1024 == 0;
+    gqueue_put_int(sb, gib ? j->memory_mb / 1024 : j->memory_mb);
+    strbuf_addc(sb, gib ? 'G' : 'M');
+}
+
+static void gqueue_begin(struct strbuf *sb, const struct job *j, double now)
+{
+    gqueue_put_owned(sb, output_time(j->begin_time));
+}
+
+static const struct gqueue_field gqueue_fields[] = {
+    {"JOBID", gqueue_jobid, "id"},
+    {"NAME", gqueue_name, "name"},
+    {"ST", gqueue_st, "state"},
+    {"STATE", gqueue_state, "state"},
+    {"TIME", gqueue_time, "state,start_time,end_time"},
+    {"TIMELIMIT", gqueue_timelimit, "time_limit"},
+    {"NODES", gqueue_nodes, "gpus,mig_profile,mig_count"},
+    {"NODELIST(REASON)", gqueue_nodelist, "state,gpu_ids,reason,mig_devices"},
+    {"NODELIST", gqueue_nodelist, "state,gpu_ids,reason,mig_devices"},
+    {"REASON", gqueue_reason, "state,reason"},
+    {"PRIORITY", gqueue_priority, "priority"},
+    {"USER", gqueue_user, "user"},
+    {"EXITCODE", gqueue_exitcode, "exit_code,signal"},
+    {"SUBMIT", gqueue_submit, "submit_time"},
+    {"START", gqueue_start, "start_time"},
+    {"END", gqueue_end, "end_time"},
+    {"WORKDIR", gqueue_workdir, "workdir"},
+    {"COMMAND", gqueue_command, "command,script_path"},
+    {"MEMORY", gqueue_memory, "memory_mb"},
+    {"BEGIN", gqueue_begin, "begin_time"},
+    {"PROJECT", gqueue_project, "project"},
+};
+#define GQUEUE_NFIELDS (sizeof(gqueue_fields) / sizeof(gqueue_fields[0]))
+
+/* Sort keys beyond the API's own (job_sort_parse): the column names gqueue shows, and
+ * the GPU count, which the API does not sort by (api NULL: sorted here). */
+static const struct {
+    const char *name;
+    const char *api;
+} gqueue_sort_aliases[] = {
+    {"jobid", "id"},
+    {"st", "state"},
+    {"gpus", NULL},
+    {"nodes", NULL},
+};
+
+/* The API's name for a sort key the user typed (any case); NULL for one sorted here.
+ * A usage error if it is none. */
+const char *gqueue_sort_key(const char *key, const char *given)
+{
+    char lower[32];
+    size_t n = strlen(key);
+    for (size_t i = 0; i < n && i + 1 < sizeof(lower); i++)
+        lower[i] = (char)tolower((unsigned char)key[i]);
+    lower[n < sizeof(lower) ? n : sizeof(lower) - 1] = '\0';
+    enum job_sort k;
+    if (job_sort_parse(lower, &k) == 0)
+        return job_sort_name(k);
+    for (size_t i = 0; i < sizeof(gqueue_sort_aliases) / sizeof(gqueue_sort_aliases[0]); i++)
+        if (!strcmp(lower, gqueue_sort_aliases[i].name))
+            return gqueue_sort_aliases[i].api;
+    cli_usage_error("unknown sort field '%s'; use %s, or gpus (prefix '-' for descending)", given,
+                    job_sort_names());
+}
+
+/* "PD,running" -> "PD,R" (validated). */
+char *gqueue_states(const char *list)
+{
+    struct strbuf sb;
+    strbuf_init(&sb);
+    char *copy = xstrdup(list);
+    char *save = NULL;
+    if (!*list)
+        cli_usage_error("empty state list for -s");
+    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        enum job_state st;
+        while (*tok == ' ')
+            tok++;
+        size_t l = strlen(tok);
+        while (l && tok[l - 1] == ' ')
+            tok[--l] = '\0';
+        if (job_state_parse(tok, &st) < 0)
+            cli_usage_error("unknown job state '%s'; use PD, H, R, CG, CD, F, CA, TO or "
+                            "Queued, Hold, Running, Cancelling, Finished, Failed, Cancelled, "
+                            "Timeout",
+                            tok);
+        if (sb.len)
+            strbuf_addc(&sb, ',');
+        strbuf_adds(&sb, job_state_is_cancelling_name(tok) ? "CG" : job_state_short(st));
+    }
+    free(copy);
+    if (!sb.len)
+        cli_usage_error("empty state list for -s");
+    return strbuf_detach(&sb);
+}
+
+/* Splits a comma list into its non-empty items, blanks around them trimmed. */
+char **gqueue_split(const char *list, size_t *n)
+{
+    char *copy = xstrdup(list), *save = NULL;
+    char **out = xcalloc(strlen(list) / 2 + 2, sizeof(*out));
+    *n = 0;
+    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        while (*tok == ' ')
+            tok++;
+        size_t l = strlen(tok);
+        while (l && tok[l - 1] == ' ')
+            tok[--l] = '\0';
+        if (l)
+            out[(*n)++] = xstrdup(tok);
+    }
+    free(copy);
+    return out;
+}
+
+/* Parses -f into field pointers. */
+const struct gqueue_field **gqueue_format(const char *spec, size_t *n)
+{
+    char **names = gqueue_split(spec, n);
+    const struct gqueue_field **out = xcalloc(*n + 1, sizeof(*out));
+    for (size_t k = 0; k < *n; k++) {
+        for (size_t i = 0; i < GQUEUE_NFIELDS && !out[k]; i++)
+            if (!strcasecmp(names[k], gqueue_fields[i].name))
+                out[k] = &gqueue_fields[i];
+        if (!out[k])
+            cli_usage_error("unknown field '%s' in -f; use JOBID, NAME, ST, STATE, TIME, "
+                            "TIMELIMIT, NODES, NODELIST(REASON), NODELIST, REASON, "
+                            "PRIORITY, USER, EXITCODE, SUBMIT, START, END, WORKDIR, "
+                            "COMMAND, MEMORY, BEGIN, PROJECT",
+                            names[k]);
+        free(names[k]);
+    }
+    free(names);
+    if (*n == 0)
+        cli_usage_error("no fields in -f; e.g. -f " GQUEUE_DEFAULT_FORMAT);
+    return out;
+}
