@@ -1,0 +1,20 @@
+/* gjob's own parts (not part of the cli library): gjob.c holds the dispatch, show, hold and
+ * release; gjob_log.c gjob log; gjob_update.c gjob update and redo. */
+#ifndef GFLOW_GJOB_INTERNAL_H
+#define GFLOW_GJOB_INTERNAL_H
+
+#include <getopt.h>
+
+/* getopt values of the long options that have no short letter. */
+enum { OPT_SOCKET = 256, OPT_FOLLOW, OPT_FIRST };
+
+/* Dies with usage status for an unknown option or a missing argument of 'gjob <cmd>'. */
+void __attribute__((noreturn))
+gjob_bad_option(const char *cmd, char **argv, int c, const struct option *longopts);
+
+/* The subcommands: argv[0] is the subcommand's name; each returns the exit status. */
+int gjob_log(int argc, char **argv);
+int gjob_update(int argc, char **argv);
+int gjob_redo(int argc, char **argv);
+
+#endif

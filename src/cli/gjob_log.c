@@ -1,0 +1,253 @@
+/* gjob log: a job's output, whole or its --first/--last N lines, and --follow, which
+ * streams it until the job leaves the queue and then prints the job's final state line
+ * and exits with the job's status. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "clock.h"
+#include "gjob_internal.h"
+#include "job.h"
+#include "parse.h"
+#include "util.h"
+
+static void gjob_help_log(void)
+{
+    printf("Usage: gjob log [options] <id | @ | @~N>\n"
+           "\n"
+           "Prints the job's output (stdout and stderr) as it was written. For a job that\n"
+           "has not started yet it says so (exit status 0).\n"
+           "\n"
+           "Options:\n"
+           "  -f, --first N  only the first N lines\n"
+           "  -l, --last N   only the last N lines\n"
+           "      --follow   (or -f with no job id after it: 'gjob log -f 42', as tail -f)\n"
+           "                 keep printing new output until the job has ended, then its\n"
+           "                 final state on stderr ('gjob: job 5 ended: CD (Finished),\n"
+           "                 exit code 0'); exits with the job's exit code: 0 for CD,\n"
+           "                 1 for a signal, a time limit (TO) or a cancellation (CA),\n"
+           "                 so that 'gjob log --follow @ && next' runs next on success\n"
+           "  -h, --help     show this help\n");
+}
+
+/* ---- log ---- */
+
+/* GET /v1/jobs/{id}, or die with the daemon's message. */
+static json_t *gjob_get(int64_t id)
+{
+    char *path = xasprintf("/v1/jobs/%lld", (long long)id);
+    json_t *job = cli_call("GET", path, NULL);
+    free(path);
+    return job;
+}
+
+static enum job_state gjob_state_of(const json_t *job)
+{
+    enum job_state st = JOB_QUEUED;
+    job_state_parse(json_string_value(json_object_get(job, "state")), &st);
+    return st;
+}
+
+static bool gjob_has_started(const json_t *job)
+{
+    return json_is_number(json_object_get(job, "start_time"));
+}
+
+/* "CD (Finished), exit code 0", "F (Failed), signal SIGKILL, reason Signal". */
+static char *gjob_state_text(const json_t *job)
+{
+    enum job_state st = gjob_state_of(job);
+    struct strbuf sb;
+    strbuf_init(&sb);
+    strbuf_addf(&sb, "%s (%s)", job_state_short(st), job_state_name(st));
+    const char *sig = json_string_value(json_object_get(job, "signal_name"));
+    const json_t *code = json_object_get(job, "exit_code");
+    if (sig)
+        strbuf_addf(&sb, ", signal %s", sig);
+    else if (json_is_integer(code))
+        strbuf_addf(&sb, ", exit code %lld", (long long)json_integer_value(code));
+    const char *reason = json_string_value(json_object_get(job, "reason"));
+    if (reason && st != JOB_FINISHED)
+        strbuf_addf(&sb, ", reason %s", reason);
+    return strbuf_detach(&sb);
+}
+
+/* What gjob log --follow exits with, so that 'gjob log -f @ && next' runs next only
+ * after a success: 0 for CD, the job's exit code for a failed job, 1 for the rest (a
+ * signal, a time limit, a cancellation). */
+static int gjob_exit_status(const json_t *job)
+{
+    enum job_state st = gjob_state_of(job);
+    const json_t *code = json_object_get(job, "exit_code");
+    if (st == JOB_FINISHED)
+        return 0;
+    if (st == JOB_FAILED && json_is_integer(code) && json_integer_value(code) > 0 &&
+        json_integer_value(code) < 256 && !json_is_integer(json_object_get(job, "signal")))
+        return (int)json_integer_value(code);
+    return CLI_EXIT_FAIL;
+}
+
+/* The end of gjob log --follow: the log ends when the job has left the queue, so its
+ * final state is stored or about to be; prints it and returns gjob_exit_status. */
+static int gjob_follow_end(int64_t id)
+{
+    double deadline = now_mono() + 10;
+    json_t *job = gjob_get(id);
+    while (!job_state_is_terminal(gjob_state_of(job)) && now_mono() < deadline) {
+        json_decref(job);
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        job = gjob_get(id);
+    }
+    char *text = gjob_state_text(job);
+    fflush(stdout);
+    cli_warn("job %lld ended: %s", (long long)id, text);
+    free(text);
+    int status = gjob_exit_status(job);
+    json_decref(job);
+    return status;
+}
+
+static int gjob_write_cb(const char *data, size_t len, void *arg)
+{
+    while (len > 0) {
+        ssize_t n = write(STDOUT_FILENO, data, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            *(int *)arg = errno;
+            return -1;
+        }
+        data += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+static int64_t gjob_lines_arg(const char *opt, const char *s)
+{
+    int64_t v;
+    if (parse_int64(s, &v) < 0 || v < 0)
+        cli_die(CLI_EXIT_USAGE, "invalid line count '%s' for %s: use a whole number >= 0", s, opt);
+    return v;
+}
+
+int gjob_log(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"first", required_argument, NULL, OPT_FIRST},
+        {"last", required_argument, NULL, 'l'},
+        {"follow", no_argument, NULL, OPT_FOLLOW},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    int64_t first = -1, last = -1;
+    const char *short_f = NULL; /* -f's word: --first N, or the job of -f ID */
+    bool follow = false;
+    int c;
+    optind = 0;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":f:l:h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'f':
+            short_f = optarg;
+            break;
+        case OPT_FIRST:
+            first = gjob_lines_arg("--first", optarg);
+            break;
+        case 'l':
+            last = gjob_lines_arg("--last", optarg);
+            break;
+        case OPT_FOLLOW:
+            follow = true;
+            break;
+        case 'h':
+            gjob_help_log();
+            return 0;
+        default:
+            gjob_bad_option("log", argv, c, longopts);
+        }
+    }
+    const char *which = optind < argc ? argv[optind] : NULL;
+    if (short_f && !which) {
+        /* 'gjob log -f 42': no job besides -f's word, so -f is tail's --follow. */
+        which = short_f;
+        follow = true;
+    } else if (short_f) {
+        first = gjob_lines_arg("-f/--first", short_f); /* gflow's -f N */
+    }
+    if (!which)
+        cli_die(CLI_EXIT_USAGE, "which job? e.g. 'gjob log 42' or 'gjob log @'");
+    if (argc - optind > 1)
+        cli_die(CLI_EXIT_USAGE, "'gjob log' shows one job's log; got %d arguments", argc - optind);
+    if (first >= 0 && last >= 0)
+        cli_die(CLI_EXIT_USAGE, "--first and --last cannot be used together");
+    if (follow && (first >= 0 || last >= 0))
+        cli_die(CLI_EXIT_USAGE, "--follow prints the whole log as it grows; it cannot "
+                                "be combined with --first or --last");
+    size_t n;
+    int64_t *ids = cli_parse_ids(1, (char **)&which, &n);
+    if (n != 1)
+        cli_die(CLI_EXIT_USAGE, "'gjob log' shows one job's log; '%s' names %zu jobs", which, n);
+
+    int64_t id = ids[0];
+    free(ids);
+    json_t *job = gjob_get(id);
+    if (!gjob_has_started(job)) {
+        enum job_state st = gjob_state_of(job);
+        if (job_state_is_terminal(st)) { /* it never will */
+            char *why = gjob_state_text(job);
+            cli_warn("job %lld never started: %s", (long long)id, why);
+            free(why);
+            int status = follow ? gjob_exit_status(job) : 0;
+            json_decref(job);
+            return status;
+        }
+        cli_warn("job %lld has not started yet (%s)%s", (long long)id, job_state_short(st),
+                 follow ? "; its log follows once it runs" : "");
+        if (!follow) {
+            json_decref(job);
+            return 0;
+        }
+    }
+    json_decref(job);
+
+    struct strbuf path;
+    strbuf_init(&path);
+    strbuf_addf(&path, "/v1/jobs/%lld/log", (long long)id);
+    if (first >= 0)
+        strbuf_addf(&path, "?first=%lld", (long long)first);
+    if (last >= 0)
+        strbuf_addf(&path, "?last=%lld", (long long)last);
+    if (follow)
+        strbuf_adds(&path, "?follow=1");
+
+    struct client_response r;
+    char *err = NULL;
+    int write_errno = 0;
+    if (client_request("GET", path.buf, NULL, 0, NULL, &r, gjob_write_cb, &write_errno, &err) < 0)
+        cli_die(CLI_EXIT_FAIL, "%s", err);
+    strbuf_free(&path);
+    if (write_errno)
+        cli_die(CLI_EXIT_FAIL, "cannot write the log: %s", strerror(write_errno));
+    int status = 0;
+    if (r.status < 200 || r.status >= 300) {
+        json_t *j = json_loadb(r.body.buf ? r.body.buf : "", r.body.len, 0, NULL);
+        const char *e = json_string_value(json_object_get(j, "error"));
+        if (e)
+            cli_warn("%s", e);
+        else
+            cli_warn("HTTP %d from gflowd", r.status);
+        json_decref(j);
+        status = CLI_EXIT_FAIL;
+    } else if (follow) {
+        status = gjob_follow_end(id);
+    }
+    client_response_free(&r);
+    return status;
+}
