@@ -69,6 +69,7 @@ static const char *const field_names[JOB_FIELD_COUNT] = {
     "umask",        "mig_profile",   "mig_count",
     "mig_devices",  "project",       "nice",
     "notify_email", "notify_on",     "auto_close",
+    "requeue",      "requeue_count", "preempted_by",
 };
 
 const char *job_field_name(enum job_field f)
@@ -363,6 +364,15 @@ void job_append_field(struct strbuf *sb, const struct job *j, enum job_field f, 
     case JOB_FIELD_AUTO_CLOSE:
         strbuf_adds(sb, j->auto_close ? "true" : "false");
         break;
+    case JOB_FIELD_REQUEUE:
+        strbuf_adds(sb, j->requeue ? "true" : "false");
+        break;
+    case JOB_FIELD_REQUEUE_COUNT:
+        append_int(sb, j->requeue_count, true, tsv);
+        break;
+    case JOB_FIELD_PREEMPTED_BY:
+        append_int(sb, j->preempted_by, j->preempted_by > 0, tsv);
+        break;
     case JOB_FIELD_SIGNAL_SPEC:
         if (j->warn_signal > 0) {
             char *spec = format_signal_spec(j->warn_signal, j->warn_secs, j->warn_main_only);
@@ -388,8 +398,12 @@ void job_append_json(struct strbuf *sb, const struct job *j)
         strbuf_adds(sb, "\":");
         job_append_field(sb, j, (enum job_field)f, false);
     }
-    if (j->end_request != JOB_END_NONE && j->state == JOB_RUNNING)
+    /* A preempted job being stopped is not cancelled: it will be queued again. */
+    if (j->end_request != JOB_END_NONE && j->end_request != JOB_END_PREEMPT &&
+        j->state == JOB_RUNNING)
         strbuf_adds(sb, ",\"cancelling\":true");
+    if (j->end_request == JOB_END_PREEMPT && j->state == JOB_RUNNING)
+        strbuf_adds(sb, ",\"preempting\":true");
     strbuf_addc(sb, '}');
 }
 
@@ -522,6 +536,9 @@ int job_from_json(const json_t *o, struct job *j)
     j->notify_email = get_str(o, "notify_email");
     j->notify_on = get_list(o, "notify_on");
     j->auto_close = json_is_true(json_object_get(o, "auto_close"));
+    j->requeue = json_is_true(json_object_get(o, "requeue"));
+    j->requeue_count = (int)get_int(o, "requeue_count", 0);
+    j->preempted_by = get_int(o, "preempted_by", 0);
     size_t di;
     const json_t *dep;
     json_array_foreach (json_object_get(o, "depends_on"), di, dep) {
@@ -537,6 +554,8 @@ int job_from_json(const json_t *o, struct job *j)
     j->auto_cancel = !json_is_false(json_object_get(o, "auto_cancel"));
     if (json_is_true(json_object_get(o, "cancelling")))
         j->end_request = JOB_END_CANCEL;
+    else if (json_is_true(json_object_get(o, "preempting")))
+        j->end_request = JOB_END_PREEMPT;
     json_t *env = json_object_get(o, "env");
     if (json_is_object(env))
         j->env = json_incref(env);
@@ -719,6 +738,15 @@ static void set_field(struct job *j, enum job_field f, char *v, bool borrow)
         break;
     case JOB_FIELD_AUTO_CLOSE:
         j->auto_close = v && strcmp(v, "true") == 0;
+        break;
+    case JOB_FIELD_REQUEUE:
+        j->requeue = v && strcmp(v, "true") == 0;
+        break;
+    case JOB_FIELD_REQUEUE_COUNT:
+        j->requeue_count = (int)tsv_int(v, 0);
+        break;
+    case JOB_FIELD_PREEMPTED_BY:
+        j->preempted_by = tsv_int(v, 0);
         break;
     default: /* derived fields (state_name, signal_name) */
         break;

@@ -51,6 +51,12 @@ static const struct key_help key_helps[] = {
     {"scheduler.default_time_limit", "how long a job without --time is planned to run (for "
                                      "backfill only, not enforced): \"24h\", \"90m\", "
                                      "\"1-00:00:00\""},
+    {"scheduler.preempt", "true: a waiting job may stop running --requeue jobs of much lower "
+                          "priority to get their GPUs (they are queued again); default false"},
+    {"scheduler.preempt_priority_gap", "how much lower a job's priority must be for it to be "
+                                       "preempted"},
+    {"scheduler.preempt_grace", "a preempted job gets SIGTERM, then SIGKILL after this: "
+                                "\"30s\", \"2m\""},
     {"limits.max_request_bytes", "largest request body"},
     {"limits.max_body_bytes_in_flight", "request bodies being received, all connections"},
     {"limits.max_connections", "open connections, all users"},

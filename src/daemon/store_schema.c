@@ -162,6 +162,11 @@ static const char *const migrations[] = {
     "ALTER TABLE jobs ADD COLUMN notify_email TEXT;"
     "ALTER TABLE jobs ADD COLUMN notify_on TEXT;"
     "ALTER TABLE jobs ADD COLUMN auto_close INTEGER NOT NULL DEFAULT 0;",
+    /* 13: preemption (gbatch --requeue): whether a job may be preempted, how many times
+     * it was requeued, and the job it was last stopped for. */
+    "ALTER TABLE jobs ADD COLUMN requeue INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE jobs ADD COLUMN requeue_count INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE jobs ADD COLUMN preempted_by INTEGER NOT NULL DEFAULT 0;",
 };
 /* The codes migration 6 writes are enum job_reason's. */
 _Static_assert(JOB_REASON_LAUNCH_FAILED == 6 && JOB_REASON_SHIM_LOST == 7 &&
