@@ -45,6 +45,7 @@
 #include "parse.h"
 #include "procinfo.h"
 #include "reload.h"
+#include "preemption.h"
 #include "runner.h"
 #include "startopts.h"
 #include "store.h"
@@ -330,11 +331,14 @@ static void schedule(struct server *s)
     if (m.max_running_jobs == 0 || m.max_running_jobs > s->job_fd_cap)
         m.max_running_jobs = s->job_fd_cap;
     gpualloc_strategy_parse(d->cfg.gpu_allocation_strategy, &m.strategy);
+    m.held_gpus = preemption_held_gpus(d, &m);
     struct job **started;
     double next_begin;
     size_t n = jobs_schedule(d->jobs, &m, now_wall(), &started, &next_begin);
-    if (next_begin >= 0)
+    if (next_begin >= 0) { /* a pass ran */
         arm_begin_timer(s, next_begin);
+        preemption_run(d, &m);
+    }
     if (!n)
         return;
     s->to_launch = xrealloc(s->to_launch, (s->to_launch_len + n) * sizeof(*s->to_launch));
