@@ -51,8 +51,8 @@ static const struct completion_entry completion_table[] = {
     {"gjob", "release", NULL, "--at -h --help"},
     {"gjob", "update", NULL,
      JOB_FLAGS " --memory-limit -e -c --command -s --script --param --max-concurrent " CLEAR_FLAGS
-               " --clear-max-concurrent --no-requeue " GPU_FLAGS " --no-shared " DEP_FLAGS " " GJOB_DEP_FLAGS
-               " -h --help"},
+               " --clear-max-concurrent --no-requeue " GPU_FLAGS " --no-shared " DEP_FLAGS
+               " " GJOB_DEP_FLAGS " -h --help"},
     {"gjob", "redo", NULL,
      JOB_FLAGS " --memory-limit -e -H --hold -c --command -s --script --param " CLEAR_FLAGS
                " --no-requeue " GPU_FLAGS " --no-shared " DEP_FLAGS " " GJOB_DEP_FLAGS

@@ -60,12 +60,14 @@ struct gflow_config {
     char *scheduler_default_time_limit; /* scheduler.default_time_limit: a job without a
                                             * time limit is planned to run this long ("24h",
                                             * parse_duration; default 24h) */
-    bool scheduler_preempt;                /* scheduler.preempt: default false */
-    int64_t scheduler_preempt_priority_gap; /* scheduler.preempt_priority_gap: a job preempts
-                                            * --requeue jobs at least this much lower in
-                                            * priority; default 10, >= 1 */
-    char *scheduler_preempt_grace;         /* scheduler.preempt_grace: SIGTERM, then SIGKILL
-                                            * after this ("30s", parse_duration) */
+
+    /* Preemption (docs/usage.md "Preemption"). */
+    bool scheduler_preempt; /* scheduler.preempt: default false */
+    /* scheduler.preempt_priority_gap: a job preempts --requeue jobs at least this much
+     * lower in priority; default 10, >= 1 */
+    int64_t scheduler_preempt_priority_gap;
+    /* scheduler.preempt_grace: SIGTERM, then SIGKILL after this ("30s", parse_duration) */
+    char *scheduler_preempt_grace;
 };
 
 void config_init(struct gflow_config *c); /* defaults */

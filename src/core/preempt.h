@@ -20,12 +20,12 @@
 #include "job.h"
 
 struct preempt_request {
-    int gpus;              /* count mode: GPUs needed (used when mask is 0) */
-    uint64_t mask;         /* mask mode: these GPUs (NVML indices) must be free */
-    uint64_t usable;       /* NVML indices that count once freed (allowed, state known,
-                            * no outside processes); count mode only */
-    uint64_t free;         /* NVML indices free now (usable and held by no job) */
-    int max_priority;      /* victims have priority <= this */
+    int gpus;         /* count mode: GPUs needed (used when mask is 0) */
+    uint64_t mask;    /* mask mode: these GPUs (NVML indices) must be free */
+    uint64_t usable;  /* NVML indices that count once freed (allowed, state known,
+                       * no outside processes); count mode only */
+    uint64_t free;    /* NVML indices free now (usable and held by no job) */
+    int max_priority; /* victims have priority <= this */
 };
 
 /* Whether j may be preempted for a request with this threshold. */

@@ -209,9 +209,8 @@ static void requeue_preempted(struct gflowd *d, struct job *j)
     j->shim_start = 0;
     jobs_set_state(d->jobs, j, JOB_QUEUED, JOB_REASON_NONE, 0, NULL);
     cleanup_files_after_commit(d, j->id, true);
-    log_info("job %lld preempted for job %lld; queued again (requeued %d time%s)",
-             (long long)j->id, (long long)j->preempted_by, j->requeue_count,
-             j->requeue_count == 1 ? "" : "s");
+    log_info("job %lld preempted for job %lld; queued again (requeued %d time%s)", (long long)j->id,
+             (long long)j->preempted_by, j->requeue_count, j->requeue_count == 1 ? "" : "s");
 }
 
 /* Ends j in a terminal state and schedules its files for removal. */

@@ -71,8 +71,8 @@ static void test_fewest_then_priority_then_latest(void **state)
 {
     (void)state;
     struct fixture f = {0};
-    add_running(&f, 0, 0x1, 100, true); /* 1 GPU, lowest priority */
-    add_running(&f, 0, 0x2, 200, true); /* 1 GPU, lowest priority, later */
+    add_running(&f, 0, 0x1, 100, true);                   /* 1 GPU, lowest priority */
+    add_running(&f, 0, 0x2, 200, true);                   /* 1 GPU, lowest priority, later */
     struct job *big = add_running(&f, 5, 0xc, 100, true); /* 2 GPUs */
     /* 2 GPUs: one job (the 2-GPU one) beats two 1-GPU jobs of lower priority. */
     assert_int_equal(pick(&f, 2, 0, 10), 1);

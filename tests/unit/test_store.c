@@ -389,7 +389,7 @@ static void test_refuses_newer_schema(void **state)
  * in envs) to 10 (each payload row holds its environment's text), for the tests of the
  * steps before it. */
 #define BACK_BEFORE_ENVS                                                                           \
-    "ALTER TABLE jobs DROP COLUMN requeue; ALTER TABLE jobs DROP COLUMN requeue_count;"             \
+    "ALTER TABLE jobs DROP COLUMN requeue; ALTER TABLE jobs DROP COLUMN requeue_count;"            \
     "ALTER TABLE jobs DROP COLUMN preempted_by;"                                                   \
     "ALTER TABLE jobs DROP COLUMN project; ALTER TABLE jobs DROP COLUMN nice;"                     \
     "ALTER TABLE jobs DROP COLUMN notify_email; ALTER TABLE jobs DROP COLUMN notify_on;"           \
