@@ -116,14 +116,32 @@ size_t preempt_select(const struct preempt_request *req, struct job *const *runn
     return out;
 }
 
+/* Whether a wait reason is about GPUs (of any kind): the job waits for the machine,
+ * not for something of its own (dependencies, begin time, array limit, memory). */
+static bool waits_for_gpus(const char *r)
+{
+    static const char *const gpu_reasons[] = {
+        SCHEDULER_REASON_RESOURCES,       SCHEDULER_REASON_PRIORITY,
+        SCHEDULER_REASON_GPU_MEMORY,      SCHEDULER_REASON_UNMANAGED,
+        SCHEDULER_REASON_GPUS_RESTRICTED, SCHEDULER_REASON_GPUS_UNAVAILABLE};
+    for (size_t i = 0; r && i < sizeof(gpu_reasons) / sizeof(gpu_reasons[0]); i++)
+        if (strcmp(r, gpu_reasons[i]) == 0)
+            return true;
+    return false;
+}
+
 struct job *preempt_pick_head(struct job *const *queued, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         const struct job *j = queued[i];
         const char *r = j->wait_reason;
-        if (!r || (strcmp(r, SCHEDULER_REASON_RESOURCES) != 0 &&
-                   strcmp(r, SCHEDULER_REASON_PRIORITY) != 0))
+        if (!waits_for_gpus(r))
             continue;
+        /* Only a lack of free GPUs is helped by stopping jobs: not memory short on them,
+         * outside processes (which may be a stopped job's, not yet seen gone) or GPUs
+         * that may not or cannot be used. */
+        if (strcmp(r, SCHEDULER_REASON_RESOURCES) != 0 && strcmp(r, SCHEDULER_REASON_PRIORITY) != 0)
+            return NULL;
         if (j->gpus <= 0 || j->mig_profile || (j->shared && j->gpu_memory_mb > 0))
             return NULL;
         return queued[i];

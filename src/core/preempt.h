@@ -38,9 +38,9 @@ size_t preempt_select(const struct preempt_request *req, struct job *const *runn
                       struct job **victims);
 
 /* The queued job preemption acts for: the first of queued[0..n) (scheduling order,
- * after a pass) that waits for whole GPUs (reason Resources or Priority, gpus > 0, not
- * a MIG or shared job); NULL if the first job waiting for GPUs is not such a job or
- * there is none. */
+ * after a pass) that waits for GPUs (any GPU reason: Resources, Priority, GpuMemory,
+ * Unmanaged, GpusRestricted, GpusUnavailable), if it waits for free whole GPUs
+ * (Resources or Priority; gpus > 0, not a MIG or shared job); else NULL. */
 struct job *preempt_pick_head(struct job *const *queued, size_t n);
 
 #endif

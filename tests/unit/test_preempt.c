@@ -156,6 +156,10 @@ static void test_pick_head(void **state)
     b.gpu_memory_mb = 100;
     assert_null(preempt_pick_head(q, 3));
     b.shared = false;
+    /* Outside processes stand in its way (perhaps a stopped job's, not yet seen gone):
+     * stopping jobs would not help, and it is not passed over for a job behind it. */
+    b.wait_reason = SCHEDULER_REASON_UNMANAGED;
+    assert_null(preempt_pick_head(q, 3));
     b.wait_reason = SCHEDULER_REASON_MAX_RUNNING;
     assert_ptr_equal(preempt_pick_head(q, 3), &c);
     assert_null(preempt_pick_head(q, 1));
