@@ -169,3 +169,28 @@ def test_requeue_directive_and_update(make_gflow):
     assert g.job(job)["requeue"] is True
     plain = g.submit("--hold", "true")
     assert g.job(plain)["requeue"] is False
+
+
+def test_preemption_survives_a_daemon_restart(make_gflow):
+    """gflowd killed during the grace: the restarted daemon still knows the job is being
+    preempted, stops it through its shim (SIGKILL after daemon.kill_grace_secs) and
+    queues it again."""
+    g = make_gflow(start=False, env={"GFLOW_SCHEDULER__PREEMPT": "true",
+                                     "GFLOW_SCHEDULER__PREEMPT_GRACE": "10m",
+                                     "GFLOW_DAEMON__KILL_GRACE_SECS": "1"})
+    g.up("--simulate-gpus", 1)
+    low = g.submit("-g", "1", "-p", "0", "--requeue", stubborn("low"))
+    g.wait_state(low, "R")
+    wait_for(lambda: (g.work / "low.runs").exists(), "the low job to run")
+    high = g.submit("-g", "1", "-p", "50", wait_go("high"))
+    wait_for(lambda: (g.work / "low.term").exists(), "SIGTERM to reach the job")
+    assert g.job(low).get("preempting") is True
+    g.kill_daemon()
+    g.up("--simulate-gpus", 1)
+    j = g.wait_state(low, "PD", timeout=15)
+    assert j["requeue_count"] == 1 and j["preempted_by"] == high, j
+    g.wait_state(high, "R")
+    (g.work / "high").touch()
+    (g.work / "low").touch()
+    assert g.wait_state(high)["state"] == "CD"
+    assert g.wait_state(low)["state"] == "CD"
