@@ -131,6 +131,11 @@ static int gjob_spec_parse(const char *cmd, int argc, char **argv, json_t *spec,
                                     "--no-auto-cancel-on-dep-failure cannot be used together");
             auto_cancel = on;
         }
+        if (c == OPT_UP_NO_REQUEUE || c == gjob_long_val(longopts, "requeue")) {
+            const json_t *was = json_object_get(spec, "requeue");
+            if (was && json_is_true(was) != (c != OPT_UP_NO_REQUEUE))
+                jobopts_error(&ctx, "--requeue and --no-requeue cannot be used together");
+        }
         if (jobopts_apply(&ctx, c, optarg, spec))
             continue;
         bool cleared = false;

@@ -169,6 +169,15 @@ def test_requeue_directive_and_update(make_gflow):
     assert g.job(job)["requeue"] is True
     plain = g.submit("--hold", "true")
     assert g.job(plain)["requeue"] is False
+    for args in (("--requeue", "--no-requeue"), ("--no-requeue", "--requeue")):
+        r = g.run("gjob", "update", job, *args)
+        assert r.returncode == 2 and r.stdout == "", r
+        assert r.stderr.strip().splitlines() == [
+            "gjob: --requeue and --no-requeue cannot be used together; "
+            "see 'gjob update --help'"], r.stderr
+    assert g.job(job)["requeue"] is True
+    dry = g.run("gbatch", "--dry-run", "--requeue", "true", check=True)
+    assert "Requeue:   yes" in dry.stdout, dry.stdout
 
 
 def test_preemption_survives_a_daemon_restart(make_gflow):
