@@ -217,9 +217,9 @@ static const char *fmt_duration(char *buf, size_t cap, double s)
 /* The POLICY column is as wide as the longest name asked for. */
 static void print_text_header(int width)
 {
-    printf("%-*s %7s %8s %8s %8s %8s | %6s %8s %8s %8s %8s | %8s %6s %7s %6s\n", width, "POLICY", "JOBS",
-           "WAIT", "P50", "P95", "P99", "JOBS4+", "WAIT4+", "P50", "P95", "P99", "MAXWAIT", "UTIL",
-           "BSLD", "JAIN");
+    printf("%-*s %7s %8s %8s %8s %8s | %6s %8s %8s %8s %8s | %8s %6s %7s %6s\n", width, "POLICY",
+           "JOBS", "WAIT", "P50", "P95", "P99", "JOBS4+", "WAIT4+", "P50", "P95", "P99", "MAXWAIT",
+           "UTIL", "BSLD", "JAIN");
 }
 
 static void print_text_row(int width, const char *policy, const struct replay_metrics *m)
@@ -229,8 +229,8 @@ static void print_text_row(int width, const char *policy, const struct replay_me
         snprintf(b[9], 32, "-");
     else
         snprintf(b[9], 32, "%.3f", m->jain);
-    printf("%-*s %7zu %8s %8s %8s %8s | %6zu %8s %8s %8s %8s | %8s %5.1f%% %7.2f %6s\n", width, policy,
-           m->jobs, fmt_duration(b[0], 32, m->all.mean), fmt_duration(b[1], 32, m->all.p50),
+    printf("%-*s %7zu %8s %8s %8s %8s | %6zu %8s %8s %8s %8s | %8s %5.1f%% %7.2f %6s\n", width,
+           policy, m->jobs, fmt_duration(b[0], 32, m->all.mean), fmt_duration(b[1], 32, m->all.p50),
            fmt_duration(b[2], 32, m->all.p95), fmt_duration(b[3], 32, m->all.p99), m->big.jobs,
            fmt_duration(b[4], 32, m->big.mean), fmt_duration(b[5], 32, m->big.p50),
            fmt_duration(b[6], 32, m->big.p95), fmt_duration(b[7], 32, m->big.p99),

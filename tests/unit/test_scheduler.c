@@ -1407,7 +1407,7 @@ static void test_backfill_no_time_limit(void **state)
     f.gpus = &g;
     f.policy.backfill = true;
     f.policy.untimed_outside = true;
-    f.policy.default_time_limit = 50; /* would end before the shadow: still kept out */
+    f.policy.default_time_limit = 50;       /* would end before the shadow: still kept out */
     job_running(&f, 1, 2, "0,1", 900, 200); /* ends at 1100 */
     job_queued(&f, 2, 3, 600);              /* shadow 1100 on 0, 1 and one free GPU (2) */
     job_queued(&f, 3, 1, 0);                /* no limit: outside the reservation, GPU 3 */
