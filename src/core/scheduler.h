@@ -127,7 +127,7 @@ struct scheduler_queue {
 void scheduler_queue_init(struct scheduler_queue *q);
 void scheduler_queue_free(struct scheduler_queue *q); /* frees the array, not the jobs */
 void scheduler_queue_insert(struct scheduler_queue *q, struct job *j);
-/* 0, or -1 if j is not in the queue. */
+/* 0, or -1 if j is not in the queue. Clears j->expected_start (a plan for its place). */
 int scheduler_queue_remove(struct scheduler_queue *q, struct job *j);
 /* Removes jobs[0..n), which must be in queue order (as scheduler_pass returns the jobs
  * to start), in one sweep; returns how many were removed. Removing the started jobs one

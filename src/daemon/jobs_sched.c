@@ -125,6 +125,10 @@ size_t jobs_schedule(struct jobs *t, const struct jobs_machine *m, double now,
     *next_pass = heap_next;
     if (t->queue.len == 0)
         return 0;
+    if (t->planned && !m->backfill) /* backfill turned off: its plan is void */
+        for (size_t i = 0; i < t->queue.len; i++)
+            t->queue.jobs[i]->expected_start = 0;
+    t->planned = m->backfill;
     struct job **start = xmalloc(t->queue.len * sizeof(*start));
     struct scheduler_policy policy = {
         .max_running_jobs = m->max_running_jobs,
