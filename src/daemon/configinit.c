@@ -51,6 +51,9 @@ static const struct key_help key_helps[] = {
     {"scheduler.default_time_limit", "how long a job without --time is planned to run (for "
                                      "backfill only, not enforced): \"24h\", \"90m\", "
                                      "\"1-00:00:00\""},
+    {"scheduler.backfill_untimed", "planned: a job without --time is backfilled as if it "
+                                   "ran default_time_limit (it may delay a reserved job by "
+                                   "its overrun); outside: only onto GPUs nobody reserved"},
     {"scheduler.preempt", "true: a waiting job may stop running --requeue jobs of much lower "
                           "priority to get their GPUs (they are queued again); default false"},
     {"scheduler.preempt_priority_gap", "how much lower a job's priority must be for it to be "

@@ -31,6 +31,7 @@ static const char *const live_keys[] = {
     "scheduler.backfill",
     "scheduler.backfill_depth",
     "scheduler.default_time_limit",
+    "scheduler.backfill_untimed",
     "scheduler.preempt",
     "scheduler.preempt_priority_gap",
     "scheduler.preempt_grace",
