@@ -61,8 +61,9 @@ def blocks(text):
 
 def render_lines(lines):
     """Paragraphs at column 0 as text; indented lines as tagged paragraphs (the tag, then
-    its description and the deeper-indented lines that continue it)."""
-    roff, item_col = [], None
+    its description and the lines indented as far as the description, which continue
+    it; a line indented less is the next tag)."""
+    roff, item_col, desc_col = [], None, None
     for line in lines:
         if not line.strip():
             roff.append(".PP")
@@ -73,10 +74,14 @@ def render_lines(lines):
         if indent == 0:
             roff.append(esc(line.strip()))
             item_col = None
-        elif item_col is not None and indent > item_col:
+        elif item_col is not None and indent > item_col and \
+                (desc_col is None or indent >= desc_col):
+            desc_col = desc_col or indent
             roff.append(esc(line.strip()))
         elif m:
             item_col = len(m.group(1))
+            desc_col = line.index(m.group(3), len(m.group(1)) + len(m.group(2))) \
+                if m.group(3) else None
             roff += [".TP", bold_flags(m.group(2))]
             if m.group(3):
                 roff.append(esc(m.group(3)))

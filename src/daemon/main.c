@@ -406,8 +406,8 @@ int main(int argc, char **argv)
         usage_error("unknown service action '%s': use install, uninstall or status", action);
     if (optind + 1 + service < argc)
         usage_error("unexpected argument '%s'", argv[optind + 1 + service]);
-    static const char *const commands[] = {"up",   "start",  "down", "stop",    "restart", "status",
-                                           "run",  "reload", "init", "service", NULL};
+    static const char *const commands[] = {"up",  "start",  "down", "stop",    "restart", "status",
+                                           "run", "reload", "init", "service", NULL};
     bool known = false;
     for (size_t i = 0; commands[i]; i++)
         known |= !strcmp(commands[i], cmd);

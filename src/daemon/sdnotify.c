@@ -34,8 +34,8 @@ int sdnotify_send(const char *msg)
     int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -1;
-    ssize_t n = sendto(fd, msg, strlen(msg), MSG_NOSIGNAL, (struct sockaddr *)&notify_addr,
-                       notify_len);
+    ssize_t n =
+        sendto(fd, msg, strlen(msg), MSG_NOSIGNAL, (struct sockaddr *)&notify_addr, notify_len);
     int saved = errno;
     close(fd);
     errno = saved;

@@ -110,8 +110,8 @@ static bool systemd_running(const struct service_request *r)
 
 /* "systemctl [--user] VERB [--now] [gflowd.service]": argv filled (room for 6), and the
  * line as a user would type it returned. */
-static char *systemctl_words(const struct service_request *r, const char *verb, bool now,
-                             bool unit, const char **argv)
+static char *systemctl_words(const struct service_request *r, const char *verb, bool now, bool unit,
+                             const char **argv)
 {
     size_t n = 0;
     argv[n++] = "systemctl";
@@ -236,8 +236,10 @@ static int service_install(const struct service_request *r)
 {
     char *cmd = exec_start(r);
     if (!cmd) {
-        fprintf(stderr, "gflowd: cannot tell where gflowd itself is (/proc/self/exe: %s); "
-                        "is /proc mounted?\n", strerror(errno));
+        fprintf(stderr,
+                "gflowd: cannot tell where gflowd itself is (/proc/self/exe: %s); "
+                "is /proc mounted?\n",
+                strerror(errno));
         return 1;
     }
     char *text = service_unit_text(r->system, cmd);
@@ -264,10 +266,12 @@ static int service_install(const struct service_request *r)
             rc = systemctl_steps(r, steps);
             if (rc == 0)
                 printf("gflowd.service is enabled and started: it starts at %s and "
-                       "restarts if it fails.\n", r->system ? "boot" : "login");
+                       "restarts if it fails.\n",
+                       r->system ? "boot" : "login");
         } else {
             printf("systemd is not running here (no %s/run/systemd/system): nothing was "
-                   "enabled. Where it runs:\n", r->root ? r->root : "");
+                   "enabled. Where it runs:\n",
+                   r->root ? r->root : "");
             tell_steps(r, steps);
         }
         if (rc == 0 && !r->system) {
