@@ -95,6 +95,7 @@ static const struct config_key config_keys[] = {
     CONFIG_BOOL_KEY("scheduler.preempt", scheduler_preempt, "false"),
     CONFIG_INT_KEY("scheduler.preempt_priority_gap", scheduler_preempt_priority_gap, 1, "10"),
     CONFIG_DURATION_KEY("scheduler.preempt_grace", scheduler_preempt_grace, "30s"),
+    CONFIG_STRING_KEY("metrics.listen", metrics_listen, NULL, NULL),
     CONFIG_INT_KEY("limits.max_request_bytes", limits.max_request_bytes, 1, "8388608"),
     CONFIG_INT_KEY("limits.max_body_bytes_in_flight", limits.max_body_bytes_in_flight, 1,
                    "67108864"),

@@ -60,6 +60,8 @@ static const struct key_help key_helps[] = {
                                        "preempted"},
     {"scheduler.preempt_grace", "a preempted job gets SIGTERM, then SIGKILL after this: "
                                 "\"30s\", \"2m\""},
+    {"metrics.listen", "\"127.0.0.1:9400\": also serve GET /metrics (only) on this TCP "
+                       "port, for Prometheus; default: the Unix socket only"},
     {"limits.max_request_bytes", "largest request body"},
     {"limits.max_body_bytes_in_flight", "request bodies being received, all connections"},
     {"limits.max_connections", "open connections, all users"},
