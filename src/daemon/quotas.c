@@ -55,12 +55,9 @@ static void refresh_all(struct quotas *q)
 
 void quotas_set_config(struct quotas *q, const struct quota_config *c)
 {
-    enum quota_period before = q->config.period;
     quota_config_free(&q->config);
     quota_config_copy(&q->config, c);
     refresh_all(q);
-    if (before != c->period)
-        q->period_end = 0; /* quotas_tick starts the new kind of period */
 }
 
 const struct quota_config *quotas_config(const struct quotas *q)

@@ -24,7 +24,8 @@ struct quotas;
 struct quotas *quotas_new(void);
 void quotas_free(struct quotas *q);
 
-/* Sets the baseline (copied) and recomputes every record's limits. */
+/* Sets the baseline (copied) and recomputes every record's limits. Its period counts
+ * from quotas_load (start-up): the daemon does not change it while it runs. */
 void quotas_set_config(struct quotas *q, const struct quota_config *c);
 const struct quota_config *quotas_config(const struct quotas *q);
 /* Reads the overrides and the ended jobs' GPU time in the current period from the store

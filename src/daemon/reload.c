@@ -93,11 +93,19 @@ static int reload_apply(struct gflowd *d, const char *key, const char *value, js
     return 0;
 }
 
-/* [quota] (not in the key table): applied whole when it changed. Whether it did. */
-static bool reload_quota(struct gflowd *d, struct gflow_config *c)
+/* [quota] (not in the key table): its limits are applied whole when they changed; a
+ * changed quota.period needs a restart (the ended jobs' GPU time is read for the period
+ * at start-up). Whether the limits changed. */
+static bool reload_quota(struct gflowd *d, struct gflow_config *c, json_t *restart)
 {
+    if (c->quota.period != d->cfg.quota.period) {
+        json_array_append_new(restart, json_string("quota.period"));
+        log_warn("reload: quota.period changed to %s; it takes effect at the next restart",
+                 quota_period_name(c->quota.period));
+        c->quota.period = d->cfg.quota.period;
+    }
     json_t *a = quota_set_to_json(&d->cfg.quota.limits), *b = quota_set_to_json(&c->quota.limits);
-    bool same = json_equal(a, b) && d->cfg.quota.period == c->quota.period;
+    bool same = json_equal(a, b);
     json_decref(a);
     json_decref(b);
     if (same)
@@ -140,7 +148,7 @@ json_t *daemon_reload(struct gflowd *d, char **err)
         free(old);
         free(now);
     }
-    if (reload_quota(d, &c))
+    if (reload_quota(d, &c, restart))
         json_array_append_new(applied, json_string("quota"));
     config_free(&c);
     jobs_mark_dirty(d->jobs);

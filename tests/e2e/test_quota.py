@@ -223,6 +223,13 @@ max_queued_jobs = 5
     assert (lim["max_running_jobs"], lim["max_running_gpus"]) == (2, 3), lim
     (g.work / "go").touch()
     g.wait_state(a)
+    # gflowd reload applies a changed [quota]; a changed period needs a restart.
+    write_conf(g, "[quota]\nperiod = \"month\"\ndefault_user = { max_running_gpus = 1 }\n")
+    out = g.gflowd("-c", conf, "reload", check=True)
+    assert "quota.period" in out.stdout + out.stderr, out
+    st = status(g, user=user)
+    assert st["period"] == "day" and st["default_user"]["max_running_gpus"] == 1, st
+    assert st["subjects"][0]["limits"]["max_running_jobs"] == 2  # the override stays
     # A bad [quota] is refused at start with the file, line and key.
     bad = write_conf(g, "[quota.users.x]\nmax_running_jobs = -1\n")
     assert g.down().returncode == 0
