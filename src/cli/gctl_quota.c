@@ -39,35 +39,34 @@ static const char *const limit_flags[] = {"--max-running-jobs", "--max-running-g
 
 static void quota_help(void)
 {
-    printf(
-        "Usage: gctl quota show [--user U | --project P | U]\n"
-        "       gctl quota set TARGET [--max-running-jobs N] [--max-running-gpus N]\n"
-        "                             [--max-queued-jobs N] [--max-gpu-hours H]\n"
-        "       gctl quota clear TARGET [--limits LIST]\n"
-        "\n"
-        "Per-user and per-project limits. The [quota] section of gflow.toml is the\n"
-        "baseline; 'set' adds runtime overrides on top (kept across restarts), 'clear'\n"
-        "removes them. Jobs over a running limit wait with reason Quota; a submission\n"
-        "over max_queued_jobs is refused. 'show' is open to everyone; 'set' and 'clear'\n"
-        "are for admins (root, the daemon's user, daemon.admin_group).\n"
-        "\n"
-        "TARGET:\n"
-        "      --user U            one user\n"
-        "      --project P         one project (gbatch -P)\n"
-        "      --default-user      every user without a limit of their own\n"
-        "      --default-project   every project without a limit of its own\n"
-        "\n"
-        "Limits (set):\n"
-        "      --max-running-jobs N  jobs running at once\n"
-        "      --max-running-gpus N  GPUs held by running jobs at once\n"
-        "      --max-queued-jobs N   queued and held jobs (checked at submit)\n"
-        "      --max-gpu-hours H     GPU-hours per period (quota.period: day, week or\n"
-        "                            month; ended and running jobs count)\n"
-        "\n"
-        "Options (clear):\n"
-        "      --limits LIST       only these overrides, e.g. max_running_jobs,max_gpu_hours\n"
-        "                          (default: all of the target's)\n"
-        "  -h, --help              show this help\n");
+    printf("Usage: gctl quota show [--user U | --project P | U]\n"
+           "       gctl quota set TARGET [--max-running-jobs N] [--max-running-gpus N]\n"
+           "                             [--max-queued-jobs N] [--max-gpu-hours H]\n"
+           "       gctl quota clear TARGET [--limits LIST]\n"
+           "\n"
+           "Per-user and per-project limits. The [quota] section of gflow.toml is the\n"
+           "baseline; 'set' adds runtime overrides on top (kept across restarts), 'clear'\n"
+           "removes them. Jobs over a running limit wait with reason Quota; a submission\n"
+           "over max_queued_jobs is refused. 'show' is open to everyone; 'set' and 'clear'\n"
+           "are for admins (root, the daemon's user, daemon.admin_group).\n"
+           "\n"
+           "TARGET:\n"
+           "      --user U            one user\n"
+           "      --project P         one project (gbatch -P)\n"
+           "      --default-user      every user without a limit of their own\n"
+           "      --default-project   every project without a limit of its own\n"
+           "\n"
+           "Limits (set):\n"
+           "      --max-running-jobs N  jobs running at once\n"
+           "      --max-running-gpus N  GPUs held by running jobs at once\n"
+           "      --max-queued-jobs N   queued and held jobs (checked at submit)\n"
+           "      --max-gpu-hours H     GPU-hours per period (quota.period: day, week or\n"
+           "                            month; ended and running jobs count)\n"
+           "\n"
+           "Options (clear):\n"
+           "      --limits LIST       only these overrides, e.g. max_running_jobs,max_gpu_hours\n"
+           "                          (default: all of the target's)\n"
+           "  -h, --help              show this help\n");
 }
 
 /* "3/10", "3/-" (no limit). */
@@ -290,8 +289,7 @@ int gctl_quota(int argc, char **argv)
             return 0;
         default: {
             char *why = cli_option_error(argv + 1, c, longopts);
-            cli_die(CLI_EXIT_USAGE, "%s for 'gctl quota %s'; see 'gctl quota --help'", why,
-                    action);
+            cli_die(CLI_EXIT_USAGE, "%s for 'gctl quota %s'; see 'gctl quota --help'", why, action);
         }
         }
     }
@@ -319,8 +317,10 @@ int gctl_quota(int argc, char **argv)
         char *name = query_escape(tg.user ? tg.user : tg.project ? tg.project : tg.def);
         char *list = limit_list ? query_escape(limit_list) : NULL;
         char *path = xasprintf("/v1/quotas?%s=%s%s%s",
-                               tg.user ? "user" : tg.project ? "project" : "default", name,
-                               list ? "&limits=" : "", list ? list : "");
+                               tg.user      ? "user"
+                               : tg.project ? "project"
+                                            : "default",
+                               name, list ? "&limits=" : "", list ? list : "");
         reply = cli_call("DELETE", path, NULL);
         free(path);
         free(name);

@@ -310,9 +310,9 @@ static int limits_from_toml(struct quota_limits *l, const struct toml_value *t, 
 {
     *line = toml_line(t);
     if (toml_type_of(t) != TOML_TABLE) {
-        *err = xasprintf("%s must be a table of limits (%s, %s, %s, %s)", where,
-                         quota_limit_names[0], quota_limit_names[1], quota_limit_names[2],
-                         quota_limit_names[3]);
+        *err =
+            xasprintf("%s must be a table of limits (%s, %s, %s, %s)", where, quota_limit_names[0],
+                      quota_limit_names[1], quota_limit_names[2], quota_limit_names[3]);
         return -1;
     }
     for (size_t i = 0; i < toml_table_len(t); i++) {
@@ -378,8 +378,8 @@ int quota_config_from_toml(struct quota_config *c, const struct toml_value *t, c
         *line = toml_line(v);
         int rc;
         if (strcmp(key, "period") == 0) {
-            rc = toml_type_of(v) == TOML_STRING && quota_period_parse(toml_string(v, NULL),
-                                                                      &c->period) == 0
+            rc = toml_type_of(v) == TOML_STRING &&
+                         quota_period_parse(toml_string(v, NULL), &c->period) == 0
                      ? 0
                      : -1;
             if (rc < 0)
@@ -387,8 +387,8 @@ int quota_config_from_toml(struct quota_config *c, const struct toml_value *t, c
         } else if (strcmp(key, "default_user") == 0) {
             rc = limits_from_toml(&c->limits.default_user, v, "quota.default_user", err, line);
         } else if (strcmp(key, "default_project") == 0) {
-            rc = limits_from_toml(&c->limits.default_project, v, "quota.default_project", err,
-                                  line);
+            rc =
+                limits_from_toml(&c->limits.default_project, v, "quota.default_project", err, line);
         } else if (strcmp(key, "users") == 0) {
             rc = entries_from_toml(&c->limits, QUOTA_USER, v, "quota.users", err, line);
         } else if (strcmp(key, "projects") == 0) {

@@ -196,8 +196,7 @@ bool quotas_tick(struct quotas *q, double now)
         return false;
     /* Everything ended before the new period; the running jobs count from its start. */
     for (size_t i = 0; i < q->n; i++)
-        q->subjects[i]->gpu_seconds_base =
-            -(double)q->subjects[i]->running_gpus * q->period_start;
+        q->subjects[i]->gpu_seconds_base = -(double)q->subjects[i]->running_gpus * q->period_start;
     log_info("quota period %s began: GPU-hours count from 0", quota_period_name(q->config.period));
     return true;
 }
@@ -216,8 +215,8 @@ static int save_overrides(struct quotas *q, struct store *s, char **err)
     return rc;
 }
 
-int quotas_override_set(struct quotas *q, struct store *s, enum quota_scope scope,
-                        const char *name, const struct quota_limits *l, char **err)
+int quotas_override_set(struct quotas *q, struct store *s, enum quota_scope scope, const char *name,
+                        const struct quota_limits *l, char **err)
 {
     quota_limits_merge(quota_set_entry(&q->overrides, scope, name, true), l);
     refresh_all(q);
@@ -270,8 +269,7 @@ static char *check_one(struct quotas *q, enum quota_scope scope, const char *nam
     int64_t have = u ? u->queued_jobs : 0;
     if (l.max_queued_jobs < 0 || have + (int64_t)n <= l.max_queued_jobs)
         return NULL;
-    return queued_refusal(scope == QUOTA_USER ? "user" : "project", name, u, n,
-                          l.max_queued_jobs);
+    return queued_refusal(scope == QUOTA_USER ? "user" : "project", name, u, n, l.max_queued_jobs);
 }
 
 char *quotas_check_submit(struct quotas *q, const char *user, size_t n, const char *project,
@@ -316,8 +314,8 @@ static void add_named(struct quotas *q, json_t *list, enum quota_scope scope, do
     /* Every record with use or limits, and entries of either layer without a record. */
     for (size_t i = 0; i < q->n; i++)
         if (q->subjects[i]->scope == scope && listed(q, q->subjects[i]))
-            json_array_append_new(list,
-                                  subject_json(q, q->subjects[i], q->subjects[i]->name, scope, now));
+            json_array_append_new(
+                list, subject_json(q, q->subjects[i], q->subjects[i]->name, scope, now));
     const struct quota_set *layers[2] = {&q->config.limits, &q->overrides};
     for (int k = 0; k < 2; k++) {
         const struct quota_entry *e = scope == QUOTA_USER ? layers[k]->users : layers[k]->projects;
@@ -339,13 +337,13 @@ json_t *quotas_status_json(struct quotas *q, const char *user, const char *proje
     json_t *subjects = json_array();
     if (user || project) {
         if (user)
-            json_array_append_new(subjects,
-                                  subject_json(q, quotas_subject(q, QUOTA_USER, user, false), user,
-                                               QUOTA_USER, now));
-        if (project)
             json_array_append_new(
-                subjects, subject_json(q, quotas_subject(q, QUOTA_PROJECT, project, false),
-                                       project, QUOTA_PROJECT, now));
+                subjects,
+                subject_json(q, quotas_subject(q, QUOTA_USER, user, false), user, QUOTA_USER, now));
+        if (project)
+            json_array_append_new(subjects,
+                                  subject_json(q, quotas_subject(q, QUOTA_PROJECT, project, false),
+                                               project, QUOTA_PROJECT, now));
     } else {
         add_named(q, subjects, QUOTA_USER, now);
         add_named(q, subjects, QUOTA_PROJECT, now);
@@ -357,7 +355,6 @@ json_t *quotas_status_json(struct quotas *q, const char *user, const char *proje
                      quota_period_name(q->config.period), "period_start", q->period_start,
                      "period_end", q->period_end, "default_user", quota_limits_to_json(&du),
                      "default_project", quota_limits_to_json(&dp), "default_user_overrides",
-                     quota_limits_to_json(&q->overrides.default_user),
-                     "default_project_overrides",
+                     quota_limits_to_json(&q->overrides.default_user), "default_project_overrides",
                      quota_limits_to_json(&q->overrides.default_project), "subjects", subjects);
 }

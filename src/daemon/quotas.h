@@ -48,8 +48,8 @@ bool quotas_tick(struct quotas *q, double now);
  * for a user or project (name; NULL: the default of the scope), or removes them (fields:
  * which limits, NULL = the whole entry), and writes them to the store (in the open
  * transaction). 0, or -1 with *err. */
-int quotas_override_set(struct quotas *q, struct store *s, enum quota_scope scope,
-                        const char *name, const struct quota_limits *l, char **err);
+int quotas_override_set(struct quotas *q, struct store *s, enum quota_scope scope, const char *name,
+                        const struct quota_limits *l, char **err);
 int quotas_override_clear(struct quotas *q, struct store *s, enum quota_scope scope,
                           const char *name, const bool *fields, char **err);
 

@@ -120,8 +120,8 @@ static void quota_clear(const struct route_req *r, struct reply *rep)
     }
     struct quotas *q = jobs_quotas(r->d->jobs);
     char *err = NULL;
-    if (quotas_override_clear(q, jobs_store(r->d->jobs), scope, name,
-                              list && *list ? fields : NULL, &err) < 0) {
+    if (quotas_override_clear(q, jobs_store(r->d->jobs), scope, name, list && *list ? fields : NULL,
+                              &err) < 0) {
         reply_error(rep, 500, "%s", err);
         free(err);
         return;

@@ -244,8 +244,7 @@ static void test_pass_gives_reason_quota(void **state)
     scheduler_queue_init(&q);
     for (int i = 0; i < 4; i++)
         scheduler_queue_insert(&q, queued[i]);
-    struct scheduler_input in = {
-        .queued = q.jobs, .n_queued = q.len, .gpus = &set, .now = 1000.0};
+    struct scheduler_input in = {.queued = q.jobs, .n_queued = q.len, .gpus = &set, .now = 1000.0};
     struct scheduler_policy policy = {0};
     size_t n = scheduler_pass(&in, &policy, start);
     /* Alice's first two start; her third waits for her quota; Bob's starts. */
