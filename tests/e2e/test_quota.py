@@ -70,7 +70,13 @@ def test_queued_limit_refuses_at_submit_and_counts_arrays(make_gflow):
     jid = g.submit("true")
     assert g.wait_state(jid)["state"] == "CD"
     assert subject(g, "user", user)["usage"]["queued_jobs"] == 2
-    g.run("gcancel", held[1], third, check=True)
+    fourth = g.submit("-H", "true")
+    # gjob redo makes a job too: refused the same way.
+    cp = g.run("gjob", "redo", jid)
+    assert_one_line_error(cp, "gjob", 1, f"user {user} has 3 queued jobs, the limit "
+                          "max_queued_jobs is 3")
+    assert len(g.jobs(state="PD,H")) == 3
+    g.run("gcancel", held[1], third, fourth, check=True)
 
 
 def test_running_limit_holds_job_with_reason_quota_until_another_ends(make_gflow):
