@@ -301,10 +301,11 @@ static json_t *subject_json(struct quotas *q, const struct quota_usage *u, const
                      (json_int_t)(u ? u->queued_jobs : 0), "gpu_hours", secs / 3600.0);
 }
 
-/* Whether u is worth listing: it has limits of its own or uses anything. */
-static bool listed(struct quotas *q, const struct quota_usage *u)
+/* Whether u is worth listing: it has limits of its own or uses anything (GPU time in
+ * the period included). */
+static bool listed(struct quotas *q, const struct quota_usage *u, double now)
 {
-    return u->running_jobs || u->queued_jobs ||
+    return u->running_jobs || u->queued_jobs || quota_gpu_seconds(u, now) > 0 ||
            quota_set_entry(&q->overrides, u->scope, u->name, false) ||
            quota_set_entry(&q->config.limits, u->scope, u->name, false);
 }
@@ -313,7 +314,7 @@ static void add_named(struct quotas *q, json_t *list, enum quota_scope scope, do
 {
     /* Every record with use or limits, and entries of either layer without a record. */
     for (size_t i = 0; i < q->n; i++)
-        if (q->subjects[i]->scope == scope && listed(q, q->subjects[i]))
+        if (q->subjects[i]->scope == scope && listed(q, q->subjects[i], now))
             json_array_append_new(
                 list, subject_json(q, q->subjects[i], q->subjects[i]->name, scope, now));
     const struct quota_set *layers[2] = {&q->config.limits, &q->overrides};
