@@ -311,7 +311,7 @@ static void test_open_pragmas_and_schema(void **state)
     char *mode = peek_text(db, "PRAGMA journal_mode");
     assert_string_equal(mode, "wal|\n");
     free(mode);
-    assert_int_equal(peek_int(db, "PRAGMA user_version"), 12);
+    assert_int_equal(peek_int(db, "PRAGMA user_version"), 13);
     assert_int_equal(peek_int(db, "SELECT value FROM meta WHERE key='next_job_id'"), 2);
     char *objs = peek_text(db, "SELECT type, name FROM sqlite_schema WHERE name NOT LIKE "
                                "'sqlite_%' ORDER BY type, name");
@@ -319,6 +319,7 @@ static void test_open_pragmas_and_schema(void **state)
                               "index|job_deps_dep|\n"
                               "index|job_payload_env|\n"
                               "index|jobs_active|\n"
+                              "index|jobs_gpu_end|\n"
                               "index|jobs_retry|\n"
                               "index|jobs_submit|\n"
                               "index|jobs_user|\n"
@@ -361,6 +362,13 @@ static void test_open_pragmas_and_schema(void **state)
                          "retry_of > 0 ORDER BY id LIMIT 1");
     assert_non_null(strstr(plan, "jobs_retry"));
     free(plan);
+    /* Quotas' GPU time of the period (store_gpu_seconds_since) reads the ended GPU jobs
+     * by end time. */
+    plan = peek_text(db, "EXPLAIN QUERY PLAN SELECT user, project, SUM(gpus * (end_time - "
+                         "MAX(start_time, ?1))) FROM jobs WHERE state IN (3, 4, 5, 6) AND gpus > 0"
+                         " AND start_time > 0 AND end_time > ?1 GROUP BY user, project");
+    assert_non_null(strstr(plan, "jobs_gpu_end"));
+    free(plan);
     sqlite3_close(db);
 }
 
@@ -379,7 +387,7 @@ static void test_refuses_newer_schema(void **state)
     free(err);
     /* Let teardown work. */
     db = peek_open(f->path);
-    sqlite3_exec(db, "PRAGMA user_version=12", NULL, NULL, NULL);
+    sqlite3_exec(db, "PRAGMA user_version=13", NULL, NULL, NULL);
     sqlite3_close(db);
     f->s = open_ok(f->path);
 }
