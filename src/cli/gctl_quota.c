@@ -9,6 +9,7 @@
 #include "gctl_quota.h"
 
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,9 @@ enum {
     OPT_MAX_GPU_HOURS,
     OPT_LIMITS,
 };
+
+/* The largest limit the daemon takes (a number, not infinity). */
+#define QUOTA_CLI_MAX 1e15
 
 /* The limits in the API's order, with their flags. */
 static const char *const limit_keys[] = {"max_running_jobs", "max_running_gpus", "max_queued_jobs",
@@ -162,14 +166,14 @@ static double limit_value(int i, const char *s)
         double v;
         char *end;
         v = strtod(s, &end);
-        if (!*s || *end || v < 0 || v != v)
+        if (!*s || *end || !isfinite(v) || v < 0 || v > QUOTA_CLI_MAX)
             cli_usage_error("invalid value '%s' for %s: use a number of hours >= 0, e.g. 100 "
                             "or 0.5",
                             s, limit_flags[i]);
         return v;
     }
     int64_t v;
-    if (parse_int64(s, &v) < 0 || v < 0)
+    if (parse_int64(s, &v) < 0 || v < 0 || v > QUOTA_CLI_MAX)
         cli_usage_error("invalid value '%s' for %s: use a whole number >= 0", s, limit_flags[i]);
     return (double)v;
 }

@@ -184,7 +184,7 @@ static int limits_from_json(struct quota_limits *l, const json_t *o, char **err)
         json_t *v = json_object_get(o, quota_limit_names[i]);
         if (!v || json_is_null(v))
             continue;
-        if (!json_is_number(v) || json_number_value(v) < 0) {
+        if (!json_is_number(v) || json_number_value(v) < 0 || json_number_value(v) > 1e15) {
             *err = xasprintf("%s must be a number >= 0", quota_limit_names[i]);
             return -1;
         }
@@ -330,7 +330,7 @@ static int limits_from_toml(struct quota_limits *l, const struct toml_value *t, 
         }
         bool is_float = k == 3 && toml_type_of(v) == TOML_FLOAT;
         if ((toml_type_of(v) != TOML_INTEGER && !is_float) ||
-            (is_float ? toml_float(v) < 0 : toml_integer(v) < 0)) {
+            (is_float ? !(toml_float(v) >= 0 && toml_float(v) <= 1e15) : toml_integer(v) < 0)) {
             *err = xasprintf("%s.%s must be %s", where, key,
                              k == 3 ? "a number >= 0" : "an integer >= 0");
             return -1;

@@ -67,8 +67,9 @@ static void quota_set(const struct route_req *r, struct reply *rep)
         if (!v)
             continue;
         bool whole = i == 3 || (json_is_integer(v));
-        if (!json_is_number(v) || json_number_value(v) < 0 || !whole) {
-            reply_error(rep, 400, "'%s' must be %s", quota_limit_names[i],
+        if (!json_is_number(v) || json_number_value(v) < 0 || json_number_value(v) > 1e15 ||
+            !whole) {
+            reply_error(rep, 400, "'%s' must be %s (at most 1e15)", quota_limit_names[i],
                         i == 3 ? "a number >= 0" : "an integer >= 0");
             goto out;
         }

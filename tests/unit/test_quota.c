@@ -136,6 +136,8 @@ static void test_toml_section(void **state)
         {"[quota.default_user]\nmax_jobs = 1\n",
          "gflow.toml:2: unknown key 'quota.default_user.max_jobs' (a limit is one of "
          "max_running_jobs, max_running_gpus, max_queued_jobs, max_gpu_hours)"},
+        {"[quota.projects.p]\nmax_gpu_hours = inf\n",
+         "gflow.toml:2: quota.projects.p.max_gpu_hours must be a number >= 0"},
         {"[quota]\nusers = 3\n", "gflow.toml:2: quota.users must be a table (name = { limits })"},
         {"[quota]\nmax_running_jobs = 3\n", "gflow.toml:2: unknown key 'quota.max_running_jobs' "
                                             "(the [quota] keys are period, default_user, "
