@@ -262,6 +262,7 @@ void config_init(struct gflow_config *c)
             abort();
         }
     }
+    quota_config_init(&c->quota);
 }
 
 void config_free(struct gflow_config *c)
@@ -270,6 +271,7 @@ void config_free(struct gflow_config *c)
         if (config_keys[i].kind == CONFIG_STRING)
             free(*config_string_field(c, &config_keys[i]));
     free(c->source_path);
+    quota_config_free(&c->quota);
     memset(c, 0, sizeof(*c));
 }
 
@@ -286,6 +288,7 @@ static void config_copy(struct gflow_config *dst, const struct gflow_config *src
     }
     if (dst->source_path)
         dst->source_path = xstrdup(dst->source_path);
+    quota_config_copy(&dst->quota, &src->quota);
 }
 
 int config_set(struct gflow_config *c, const char *dotted_key, const char *value, char **err)
@@ -368,6 +371,16 @@ static int config_apply_tree(struct gflow_config *c, const struct toml_value *ro
     for (size_t i = 0; i < toml_table_len(root); i++) {
         const char *section = config_toml_key(root, i);
         const struct toml_value *t = toml_table_value(root, i);
+        if (section && strcmp(section, "quota") == 0 && toml_type_of(t) == TOML_TABLE) {
+            char *why = NULL;
+            int line;
+            if (quota_config_from_toml(&c->quota, t, &why, &line) < 0) {
+                *err = xasprintf("%s:%d: %s", path, line, why);
+                free(why);
+                return -1;
+            }
+            continue;
+        }
         bool known = section && config_section_known(section);
         if (!known || toml_type_of(t) != TOML_TABLE) {
             *err = config_section_error(path, section, t, known);

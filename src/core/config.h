@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "quota.h"
+
 /* [limits]: what one request, one user and all of them together may take of a shared
  * daemon (docs/security.md). Each is a key limits.<name>. */
 struct gflow_limits {
@@ -73,6 +75,9 @@ struct gflow_config {
     int64_t scheduler_preempt_priority_gap;
     /* scheduler.preempt_grace: SIGTERM, then SIGKILL after this ("30s", parse_duration) */
     char *scheduler_preempt_grace;
+    /* [quota]: per-user and per-project limits (quota.h), read by quota_config_from_toml
+     * rather than the key table (its users and projects are named by the admin). */
+    struct quota_config quota;
 };
 
 void config_init(struct gflow_config *c); /* defaults */

@@ -239,6 +239,10 @@ struct job {
     /* The daemon's bookkeeping (not stored): 1 + the job's position in the daemon's
      * scheduler_begin_heap (a queued job whose begin_time is to come), 0: not there. */
     size_t begin_heap_pos;
+
+    /* The daemon's records of what the job's user and project use (quota.h; NULL: none),
+     * which the scheduling pass checks their quotas against; not owned, not stored. */
+    struct quota_usage *quota_user, *quota_project;
 };
 
 /* The job events a --notify-on may name (gflow's job-scoped ones), NULL-terminated, and

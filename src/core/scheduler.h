@@ -114,6 +114,10 @@ struct scheduler_policy {
  * that many of its jobs are running (group->running, kept by the caller) or starting in
  * this pass. Checked after BeginTime and before MaxRunningJobs. */
 #define SCHEDULER_REASON_GROUP_LIMIT "JobArrayTaskLimit"
+/* Quota: a running limit of the job's user or project (quota.h: max_running_jobs,
+ * max_running_gpus, max_gpu_hours; gctl quota show) is reached, counting the jobs started
+ * in this pass. Checked after JobArrayTaskLimit; other users' jobs keep starting. */
+#define SCHEDULER_REASON_QUOTA "Quota"
 
 /* The queued (PD) jobs in scheduling order: priority descending, then id ascending.
  * Insertion and removal are a binary search and a memmove; appending a new job (ids only

@@ -115,6 +115,16 @@ char *configinit_text(void)
         else
             strbuf_addf(&sb, "# %s = %s\n", dot + 1, def);
     }
+    /* [quota] is not in the key table: its users and projects are the admin's names. */
+    strbuf_adds(&sb, "\n[quota]\n"
+                     "# per-user and per-project limits (none by default); 'gctl quota set'\n"
+                     "# overrides them at runtime. Limits: max_running_jobs, max_running_gpus,\n"
+                     "# max_queued_jobs (refused at submit), max_gpu_hours (per period)\n"
+                     "# period = \"week\"   # day, week or month: max_gpu_hours' window\n"
+                     "# default_user = { max_running_gpus = 4, max_queued_jobs = 500 }\n"
+                     "# default_project = { max_gpu_hours = 1000 }\n"
+                     "# users = { alice = { max_running_jobs = 2 } }\n"
+                     "# projects = { nlp = { max_running_gpus = 6 } }\n");
     return strbuf_detach(&sb);
 }
 

@@ -16,6 +16,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "quotas.h"
 #include "store.h"
 #include "util.h"
 
@@ -38,6 +39,7 @@ struct jobs *jobs_new(struct store *store)
     t->dirty = true;
     scheduler_queue_init(&t->queue);
     scheduler_begin_heap_init(&t->begin);
+    t->quotas = quotas_new();
     return t;
 }
 
@@ -164,6 +166,7 @@ static void table_append(struct jobs *t, struct job *j)
         j->group = jobs_group(t, j->group_id, true);
     if (j->state == JOB_RUNNING)
         run_list_add(t, j);
+    quotas_job_added(t->quotas, j);
 }
 
 static ssize_t table_index(const struct jobs *t, int64_t id)
@@ -236,6 +239,11 @@ struct job **jobs_running(const struct jobs *t, size_t *n)
     return t->run_list;
 }
 
+struct quotas *jobs_quotas(const struct jobs *t)
+{
+    return t->quotas;
+}
+
 struct store *jobs_store(const struct jobs *t)
 {
     return t->store;
@@ -255,6 +263,8 @@ static void load_cb(struct job *j, void *arg)
 
 int jobs_load(struct jobs *t, char **err)
 {
+    if (quotas_load(t->quotas, t->store, now_wall(), err) < 0)
+        return -1;
     if (store_load_groups(t->store, groups_load_cb, t) < 0) {
         *err = xasprintf("cannot load job groups: %s", store_error(t->store));
         return -1;
@@ -307,6 +317,7 @@ int jobs_reload(struct jobs *t, char **err)
     struct jobs *fresh = jobs_new(t->store);
     fresh->signal_cb = t->signal_cb;
     fresh->signal_arg = t->signal_arg;
+    quotas_set_config(fresh->quotas, quotas_config(t->quotas));
     if (jobs_load(fresh, err) < 0) {
         jobs_free(fresh);
         return -1;
@@ -339,6 +350,7 @@ void jobs_free(struct jobs *t)
     for (size_t i = 0; i < t->actions_len; i++)
         free(t->actions[i].path);
     free(t->actions);
+    quotas_free(t->quotas);
     free(t);
 }
 
@@ -652,6 +664,7 @@ int jobs_set_state(struct jobs *t, struct job *j, enum job_state to, enum job_re
         }
         t->ended[t->ended_len++] = j;
     }
+    quotas_job_moved(t->quotas, j, from);
     t->dirty = true;
     /* In a bulk change between PD, H and CA nothing but the state columns changed. */
     int rc = jobs_save_cols(t, j, t->bulk && from != JOB_RUNNING && to != JOB_RUNNING);

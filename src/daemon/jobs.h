@@ -47,6 +47,8 @@ struct store *jobs_store(const struct jobs *t);
 /* What the jobs did since the daemon started (GET /metrics). */
 struct metrics_counters;
 const struct metrics_counters *jobs_counters(const struct jobs *t);
+/* The quota records (quotas.h), kept current by every job change. */
+struct quotas *jobs_quotas(const struct jobs *t);
 /* Many jobs changed by one request (bulk cancel, hold, release): between the two calls
  * ended jobs are dropped from the table and the queue is reordered once, at the end,
  * rather than per job. Only job changes (jobs_set_state, jobs_get) may come between;

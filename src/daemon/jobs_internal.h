@@ -50,6 +50,8 @@ struct jobs {
     } * users;
     size_t users_len, users_cap;
 
+    struct quotas *quotas; /* per-user and per-project limits and use (quotas.h) */
+
     jobs_signal_cb signal_cb;
     void *signal_arg;
 

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "quotas.h"
 #include "util.h"
 
 /* ---- where a queued job waits ---- */
@@ -121,6 +122,8 @@ size_t jobs_schedule(struct jobs *t, const struct jobs_machine *m, double now,
 {
     *started = NULL;
     *next_pass = -1;
+    if (quotas_tick(t->quotas, now)) /* a new period: GPU-hours count from 0 */
+        t->dirty = true;
     if (!t->dirty)
         return 0;
     t->dirty = false;

@@ -210,6 +210,8 @@ void routes_dispatch(const struct route_req *r, struct reply *rep)
         route_gpus_allowed(r, rep);
     } else if (strcmp(url, "/v1/gpus/ignored") == 0) {
         route_gpus_ignored(r, rep);
+    } else if (strcmp(url, "/v1/quotas") == 0) {
+        route_quotas(r, rep);
     } else if (strcmp(url, "/v1/daemon/reload") == 0) {
         route_reload(r, rep);
     } else if (strcmp(url, "/v1/jobs") == 0) {

@@ -237,6 +237,8 @@ void route_submit(const struct route_req *r, struct reply *rep)
         free(err);
         goto out;
     }
+    if (!sub.dry_run && route_check_quota(r, sub.jobs, sub.n, rep) < 0)
+        goto out;
     /* A group (its id: the first job's) when the submission makes several jobs or limits
      * how many run at once. */
     int64_t limit = sub.max_concurrent > 0 ? sub.max_concurrent : 0;

@@ -45,6 +45,7 @@
 #include "parse.h"
 #include "preemption.h"
 #include "procinfo.h"
+#include "quotas.h"
 #include "reload.h"
 #include "runner.h"
 #include "sdnotify.h"
@@ -591,6 +592,7 @@ int serve(struct gflowd *d, const struct serve_opts *o)
         startup_failed(o, "cannot set up the event loop");
     d->jobs = jobs_new(d->store);
     jobs_set_signal_cb(d->jobs, runner_signal_cb, NULL);
+    quotas_set_config(jobs_quotas(d->jobs), &d->cfg.quota);
     if (jobs_load(d->jobs, &err) < 0)
         startup_failed(o, err);
     start_gpus(d, o);

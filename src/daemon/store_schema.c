@@ -167,6 +167,11 @@ static const char *const migrations[] = {
     "ALTER TABLE jobs ADD COLUMN requeue INTEGER NOT NULL DEFAULT 0;"
     "ALTER TABLE jobs ADD COLUMN requeue_count INTEGER NOT NULL DEFAULT 0;"
     "ALTER TABLE jobs ADD COLUMN preempted_by INTEGER NOT NULL DEFAULT 0;",
+    /* 14 (quotas): ended GPU jobs by end time, so that start-up reads the GPU time of the
+     * quota period (store_gpu_seconds_since) without scanning the history. Partial: a
+     * queued job's insert only tests the condition. */
+    "CREATE INDEX IF NOT EXISTS jobs_gpu_end ON jobs(end_time) WHERE state IN (3, 4, 5, 6) AND "
+    "gpus > 0;",
 };
 /* The codes migration 6 writes are enum job_reason's. */
 _Static_assert(JOB_REASON_LAUNCH_FAILED == 6 && JOB_REASON_SHIM_LOST == 7 &&

@@ -311,7 +311,7 @@ static void test_open_pragmas_and_schema(void **state)
     char *mode = peek_text(db, "PRAGMA journal_mode");
     assert_string_equal(mode, "wal|\n");
     free(mode);
-    assert_int_equal(peek_int(db, "PRAGMA user_version"), 13);
+    assert_int_equal(peek_int(db, "PRAGMA user_version"), 14);
     assert_int_equal(peek_int(db, "SELECT value FROM meta WHERE key='next_job_id'"), 2);
     char *objs = peek_text(db, "SELECT type, name FROM sqlite_schema WHERE name NOT LIKE "
                                "'sqlite_%' ORDER BY type, name");
@@ -319,6 +319,7 @@ static void test_open_pragmas_and_schema(void **state)
                               "index|job_deps_dep|\n"
                               "index|job_payload_env|\n"
                               "index|jobs_active|\n"
+                              "index|jobs_gpu_end|\n"
                               "index|jobs_retry|\n"
                               "index|jobs_submit|\n"
                               "index|jobs_user|\n"
@@ -362,6 +363,13 @@ static void test_open_pragmas_and_schema(void **state)
                          "retry_of > 0 ORDER BY id LIMIT 1");
     assert_non_null(strstr(plan, "jobs_retry"));
     free(plan);
+    /* Quotas' GPU time of the period (store_gpu_seconds_since) reads the ended GPU jobs
+     * by end time. */
+    plan = peek_text(db, "EXPLAIN QUERY PLAN SELECT user, project, SUM(gpus * (end_time - "
+                         "MAX(start_time, ?1))) FROM jobs WHERE state IN (3, 4, 5, 6) AND gpus > 0"
+                         " AND start_time > 0 AND end_time > ?1 GROUP BY user, project");
+    assert_non_null(strstr(plan, "jobs_gpu_end"));
+    free(plan);
     sqlite3_close(db);
 }
 
@@ -380,15 +388,16 @@ static void test_refuses_newer_schema(void **state)
     free(err);
     /* Let teardown work. */
     db = peek_open(f->path);
-    sqlite3_exec(db, "PRAGMA user_version=13", NULL, NULL, NULL);
+    sqlite3_exec(db, "PRAGMA user_version=14", NULL, NULL, NULL);
     sqlite3_close(db);
     f->s = open_ok(f->path);
 }
 
-/* SQL that takes a database back from schema 13 through 12 and 11 (environments stored once,
+/* SQL that takes a database back from schema 14 through 12 and 11 (environments stored once,
  * in envs) to 10 (each payload row holds its environment's text), for the tests of the
  * steps before it. */
 #define BACK_BEFORE_ENVS                                                                           \
+    "DROP INDEX jobs_gpu_end;"                                                                     \
     "ALTER TABLE jobs DROP COLUMN requeue; ALTER TABLE jobs DROP COLUMN requeue_count;"            \
     "ALTER TABLE jobs DROP COLUMN preempted_by;"                                                   \
     "ALTER TABLE jobs DROP COLUMN project; ALTER TABLE jobs DROP COLUMN nice;"                     \
