@@ -56,7 +56,9 @@ static const struct completion_entry completion_table[] = {
     {"gjob", "redo", NULL,
      JOB_FLAGS " --memory-limit -e -H --hold -c --command -s --script --param " CLEAR_FLAGS
                " " GPU_FLAGS " --no-shared " DEP_FLAGS " " GJOB_DEP_FLAGS " --cascade -h --help"},
-    {"gctl", NULL, "show-gpus set-gpus gpu-process set-limit", "--socket -h --help -V --version"},
+    {"gctl", NULL, "show-gpus set-gpus gpu-process set-limit usage",
+     "--socket -h --help -V --version"},
+    {"gctl", "usage", NULL, "-o --output -h --help"},
     {"gctl", "gpu-process", "ignore unignore list", "--gpu --pid -h --help"},
     {"gflowd", NULL, "up start down stop restart status run reload init",
      "-c --config --user --system --data-dir --socket --max-running-jobs --kill-grace-secs "

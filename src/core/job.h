@@ -156,6 +156,9 @@ struct job {
     /* When a PD job is expected to start (unix seconds; 0 = unknown), set by a pass with
      * backfill (a greedy pass leaves it as it is); not stored. */
     double expected_start;
+    /* A queued or held job's effective priority (fairshare.h), set by the daemon when it
+     * lists jobs; < 0: not known (other states, jobs read from the store). Not stored. */
+    double effective_priority;
     enum job_end_request end_request;
 
     /* The supervising shim while running. */
@@ -313,6 +316,7 @@ enum job_field {
     JOB_FIELD_NOTIFY_EMAIL,
     JOB_FIELD_NOTIFY_ON,
     JOB_FIELD_AUTO_CLOSE,
+    JOB_FIELD_EFFECTIVE_PRIORITY, /* a waiting job's (fairshare.h); null otherwise */
     JOB_FIELD_COUNT
 };
 const char *job_field_name(enum job_field f);

@@ -53,22 +53,55 @@ static void append_string(struct strbuf *sb, const char *s)
 }
 
 static const char *const field_names[JOB_FIELD_COUNT] = {
-    "id",           "name",          "user",
-    "uid",          "state",         "state_name",
-    "priority",     "time_limit",    "submit_time",
-    "start_time",   "end_time",      "exit_code",
-    "signal",       "signal_name",   "oom",
-    "reason",       "command",       "script_path",
-    "workdir",      "gpus",          "gpu_ids",
-    "shim_pid",     "max_rss_kb",    "gpu_memory_mb",
-    "shared",       "gpus_per_task", "depends_on",
-    "depends_mode", "auto_cancel",   "memory_mb",
-    "conda_env",    "signal_spec",   "begin_time",
-    "max_retries",  "attempt",       "retry_of",
-    "group_id",     "array_task",    "max_concurrent",
-    "umask",        "mig_profile",   "mig_count",
-    "mig_devices",  "project",       "nice",
-    "notify_email", "notify_on",     "auto_close",
+    "id",
+    "name",
+    "user",
+    "uid",
+    "state",
+    "state_name",
+    "priority",
+    "time_limit",
+    "submit_time",
+    "start_time",
+    "end_time",
+    "exit_code",
+    "signal",
+    "signal_name",
+    "oom",
+    "reason",
+    "command",
+    "script_path",
+    "workdir",
+    "gpus",
+    "gpu_ids",
+    "shim_pid",
+    "max_rss_kb",
+    "gpu_memory_mb",
+    "shared",
+    "gpus_per_task",
+    "depends_on",
+    "depends_mode",
+    "auto_cancel",
+    "memory_mb",
+    "conda_env",
+    "signal_spec",
+    "begin_time",
+    "max_retries",
+    "attempt",
+    "retry_of",
+    "group_id",
+    "array_task",
+    "max_concurrent",
+    "umask",
+    "mig_profile",
+    "mig_count",
+    "mig_devices",
+    "project",
+    "nice",
+    "notify_email",
+    "notify_on",
+    "auto_close",
+    "effective_priority",
 };
 
 const char *job_field_name(enum job_field f)
@@ -363,6 +396,12 @@ void job_append_field(struct strbuf *sb, const struct job *j, enum job_field f, 
     case JOB_FIELD_AUTO_CLOSE:
         strbuf_adds(sb, j->auto_close ? "true" : "false");
         break;
+    case JOB_FIELD_EFFECTIVE_PRIORITY:
+        if (j->effective_priority >= 0 && isfinite(j->effective_priority))
+            strbuf_addf(sb, "%.4f", j->effective_priority);
+        else
+            append_null(sb, tsv);
+        break;
     case JOB_FIELD_SIGNAL_SPEC:
         if (j->warn_signal > 0) {
             char *spec = format_signal_spec(j->warn_signal, j->warn_secs, j->warn_main_only);
@@ -504,6 +543,8 @@ int job_from_json(const json_t *o, struct job *j)
     j->conda_env = get_str(o, "conda_env");
     job_set_signal_spec(j, json_string_value(json_object_get(o, "signal_spec")));
     j->begin_time = get_time(o, "begin_time");
+    const json_t *eff = json_object_get(o, "effective_priority");
+    j->effective_priority = json_is_number(eff) ? json_number_value(eff) : -1;
     j->umask = read_umask(json_string_value(json_object_get(o, "umask")));
     j->max_retries = (int)get_int(o, "max_retries", 0);
     j->attempt = (int)get_int(o, "attempt", 1);
@@ -707,6 +748,9 @@ static void set_field(struct job *j, enum job_field f, char *v, bool borrow)
         break;
     case JOB_FIELD_PROJECT:
         j->project = borrow ? v : dup_or_null(v);
+        break;
+    case JOB_FIELD_EFFECTIVE_PRIORITY:
+        j->effective_priority = v ? strtod(v, NULL) : -1;
         break;
     case JOB_FIELD_NICE:
         j->nice = (int)tsv_int(v, 0);

@@ -27,6 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fairshare.h"
 #include "gpualloc.h"
 #include "gpuinfo.h"
 #include "job.h"
@@ -63,6 +64,9 @@ struct scheduler_policy {
     bool backfill;
     int backfill_depth;        /* jobs that get a reservation; 0 means 1; at most 64 */
     double default_time_limit; /* seconds, for planning only; 0 means 24 h */
+    /* The weights of the queue's order (fairshare.h): not used by the pass, which walks
+     * in->queued as given; the caller orders it (fairshare_order) when they reorder. */
+    struct priority_weights priority;
 };
 
 /* The most reservations a pass makes (backfill_depth above it counts as this). */

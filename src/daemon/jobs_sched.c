@@ -110,6 +110,12 @@ static void begin_due(struct jobs *t, double now)
     free(due);
 }
 
+/* Orders by scheduler_order (the queue's), for scheduler_queue_remove_many. */
+static int queue_order_cmp(const void *a, const void *b)
+{
+    return scheduler_order(*(struct job *const *)a, *(struct job *const *)b);
+}
+
 size_t jobs_schedule(struct jobs *t, const struct jobs_machine *m, double now,
                      struct job ***started, double *next_begin)
 {
@@ -134,9 +140,18 @@ size_t jobs_schedule(struct jobs *t, const struct jobs_machine *m, double now,
         .backfill = m->backfill,
         .backfill_depth = m->backfill_depth,
         .default_time_limit = m->default_time_limit,
+        .priority = m->priority,
     };
+    /* Fair-share or age weights: the pass walks the queue in effective-priority order,
+     * sorted here (O(n log n)); else the queue's own order, with no sort. */
+    struct job **ordered = NULL;
+    if (priority_weights_reorder(&m->priority)) {
+        ordered = xmalloc(t->queue.len * sizeof(*ordered));
+        fairshare_order(&t->fs, &m->priority, t->queue.jobs, t->queue.len, t->run_list, t->running,
+                        now, ordered);
+    }
     struct scheduler_input in = {
-        .queued = t->queue.jobs,
+        .queued = ordered ? ordered : t->queue.jobs,
         .n_queued = t->queue.len,
         .running = t->run_list,
         .n_running = t->running,
@@ -151,8 +166,18 @@ size_t jobs_schedule(struct jobs *t, const struct jobs_machine *m, double now,
     size_t n = scheduler_pass(&in, &policy, start);
     if (heap_next > 0 && (*next_begin == 0 || heap_next < *next_begin))
         *next_begin = heap_next;
-    /* Out of the queue in one sweep (jobs_set_state then finds them gone). */
-    scheduler_queue_remove_many(&t->queue, start, n);
+    free(ordered);
+    /* Out of the queue in one sweep (jobs_set_state then finds them gone), which needs
+     * them in the queue's order; they start in the pass's. */
+    if (ordered && n > 1) {
+        struct job **by_queue = xmalloc(n * sizeof(*by_queue));
+        memcpy(by_queue, start, n * sizeof(*by_queue));
+        qsort(by_queue, n, sizeof(*by_queue), queue_order_cmp);
+        scheduler_queue_remove_many(&t->queue, by_queue, n);
+        free(by_queue);
+    } else {
+        scheduler_queue_remove_many(&t->queue, start, n);
+    }
     for (size_t i = 0; i < n; i++) {
         struct job *j = start[i];
         j->start_time = now;

@@ -15,6 +15,7 @@
 #include "gflow_build.h"
 #include "gflow_commit.h"
 #include "gpu.h"
+#include "priority.h"
 #include "store.h"
 #include "util.h"
 
@@ -196,6 +197,8 @@ void routes_dispatch(const struct route_req *r, struct reply *rep)
         route_gpus_allowed(r, rep);
     } else if (strcmp(url, "/v1/gpus/ignored") == 0) {
         route_gpus_ignored(r, rep);
+    } else if (strcmp(url, "/v1/usage") == 0) {
+        route_usage(r, rep);
     } else if (strcmp(url, "/v1/daemon/reload") == 0) {
         route_reload(r, rep);
     } else if (strcmp(url, "/v1/jobs") == 0) {

@@ -43,6 +43,7 @@
 #include "log.h"
 #include "loop.h"
 #include "parse.h"
+#include "priority.h"
 #include "procinfo.h"
 #include "reload.h"
 #include "runner.h"
@@ -321,6 +322,7 @@ static void schedule(struct server *s)
         .backfill_depth = (int)(d->cfg.scheduler_backfill_depth < SCHEDULER_BACKFILL_MAX_DEPTH
                                     ? d->cfg.scheduler_backfill_depth
                                     : SCHEDULER_BACKFILL_MAX_DEPTH),
+        .priority = priority_weights_of(&d->cfg),
     };
     int64_t limit;
     char *err = NULL;
@@ -582,6 +584,7 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     if (loop_init() < 0 || setup_signals(d) < 0)
         startup_failed(o, "cannot set up the event loop");
     d->jobs = jobs_new(d->store);
+    priority_configure(d);
     jobs_set_signal_cb(d->jobs, runner_signal_cb, NULL);
     if (jobs_load(d->jobs, &err) < 0)
         startup_failed(o, err);

@@ -104,6 +104,14 @@ int store_count_states(struct store *s, int64_t counts[JOB_STATE_COUNT]);
 int store_get_setting(struct store *s, const char *key, char **value);
 int store_set_setting(struct store *s, const char *key, const char *value);
 
+/* Fair-share accounts (store_usage.c; kind is enum fairshare_kind): every stored row,
+ * and one written (made or replaced). 0 or -1. */
+typedef void (*store_usage_cb)(int kind, const char *name, double usage, double at, double raw,
+                               void *arg);
+int store_load_usage(struct store *s, store_usage_cb cb, void *arg);
+int store_put_usage(struct store *s, int kind, const char *name, double usage, double at,
+                    double raw);
+
 /* Submission groups (job_groups): records group id with its max_concurrent (0 = no
  * limit), or changes the limit of an existing one. */
 int store_set_group(struct store *s, int64_t id, int64_t max_concurrent);

@@ -126,6 +126,8 @@ static const struct {
     [JOB_FIELD_NOTIFY_EMAIL] = {1, {C_NOTIFY_EMAIL}},
     [JOB_FIELD_NOTIFY_ON] = {1, {C_NOTIFY_ON}},
     [JOB_FIELD_AUTO_CLOSE] = {1, {C_AUTO_CLOSE}},
+    /* Computed for active jobs (in memory); a stored job has none. */
+    [JOB_FIELD_EFFECTIVE_PRIORITY] = {1, {C_PRIORITY}},
 };
 
 /* The columns q->fields need (id and state always), or all light ones; returns n. */

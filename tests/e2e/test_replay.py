@@ -69,7 +69,7 @@ def test_text_table_on_a_generated_trace(trace):
     for col in TEXT_COLUMNS:
         assert col in lines[2]
     rows = [ln.replace("|", " ").split() for ln in lines[3:]]
-    assert [row[0] for row in rows] == ["greedy", "backfill"]  # every policy by default
+    assert [row[0] for row in rows] == ["greedy", "backfill", "fairshare", "backfill+fairshare"]  # every policy by default
     assert all(row[1] == "300" for row in rows)
     assert "greedy: 300 jobs" in r.stderr and "backfill: 300 jobs" in r.stderr
     assert "replayed in" in r.stderr
@@ -77,7 +77,7 @@ def test_text_table_on_a_generated_trace(trace):
 
 def test_csv_table(trace):
     rows = csv_rows(replay(trace, "--csv"))
-    assert [row["policy"] for row in rows] == ["greedy", "backfill"]
+    assert [row["policy"] for row in rows] == ["greedy", "backfill", "fairshare", "backfill+fairshare"]
     row = rows[0]
     assert row["policy"] == "greedy" and row["load"] == "1" and row["gpus"] == "8"
     assert row["jobs"] == "300" and row["skipped"] == "7" and row["users"] == "3"
@@ -112,7 +112,7 @@ def test_cdf_file(trace, tmp_path):
     r = replay(trace, "--cdf", out, "--policy", "all")
     assert r.returncode == 0, r.stderr
     blocks = [b for b in out.read_text().split("\n\n\n") if b.strip()]
-    assert len(blocks) == 2  # one per policy: greedy, backfill
+    assert len(blocks) == 4  # one per policy: greedy, backfill, fairshare, backfill+fairshare
     assert blocks[1].strip().startswith("# policy backfill:")
     lines = blocks[0].strip().splitlines()
     assert lines[0].startswith("# policy greedy:")
@@ -244,3 +244,31 @@ def test_backfill_bounds_the_wait_of_a_job_greedy_starves(tmp_path):
     exact = csv_rows(replay(path, "--gpus", 2, "--csv", "--policy", "greedy",
                             "--time-limits", "exact"))[0]
     assert float(exact["max_wait_s"]) == greedy
+
+
+# ---- fair-share (issue 12): the policies charge users' GPU time in virtual time ----
+
+def test_fairshare_raises_jain_under_contention():
+    """At twice the synthetic trace's load the queue is long enough for the order to
+    matter: fair-share gives users' GPU time more evenly per hour than greedy, and
+    backfill+fairshare more evenly than backfill."""
+    rows = {row["policy"]: row for row in
+            csv_rows(replay("--synthetic", 20000, "--load", 2, "--csv"))}
+    assert float(rows["fairshare"]["jain"]) > float(rows["greedy"]["jain"]) + 0.03, rows
+    assert float(rows["backfill+fairshare"]["jain"]) > float(rows["backfill"]["jain"]) + 0.03
+    # every job still runs, and the machine stays as busy as under greedy
+    assert all(row["jobs"] == "20000" for row in rows.values())
+    assert abs(float(rows["fairshare"]["utilisation"]) -
+               float(rows["greedy"]["utilisation"])) < 0.03
+
+
+def test_fairshare_half_life_option():
+    a = csv_rows(replay("--synthetic", 5000, "--load", 2, "--csv", "--policy", "fairshare"))[0]
+    b = csv_rows(replay("--synthetic", 5000, "--load", 2, "--csv", "--policy", "fairshare",
+                        "--half-life", "7d"))[0]
+    assert a["jain"] != b["jain"]  # the half-life changes the order
+    g = csv_rows(replay("--synthetic", 5000, "--csv", "--policy", "greedy",
+                        "--half-life", "7d"))[0]
+    assert g == csv_rows(replay("--synthetic", 5000, "--csv", "--policy", "greedy"))[0]
+    r = replay("--synthetic", 10, "--half-life", "soon")
+    assert_one_line_error(r, "gflow-replay", 2, "--half-life 'soon'", "1h")
