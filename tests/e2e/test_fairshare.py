@@ -6,6 +6,7 @@ PRIORITY`, the API's fields and `gctl usage`. On the NVML simulator, as root (th
 user is a throwaway one)."""
 import json
 import os
+import time
 
 from conftest import (TEST_USER, as_user, assert_one_line_error, ensure_test_user,
                       parse_show, parse_table, wait_for)
@@ -173,3 +174,32 @@ def test_shares_and_bad_settings(make_gflow):
     assert_one_line_error(cp, "gctl", 2, "takes no arguments")
     cp = g.run("gctl", "usage", "-o", "yaml")
     assert_one_line_error(cp, "gctl", 2, "-o json")
+
+
+def test_age_factor_lets_a_long_wait_overtake_a_higher_priority(make_gflow):
+    """Weights apply on reload; with an age weight the job that has waited longer goes
+    before a later one of higher --priority (by --priority alone it would not)."""
+    g = sim(make_gflow, conf_text="")
+    blocker = g.submit("-g", "1", wait_go("go"))
+    g.wait_state(blocker, "R")
+    old = g.submit("-g", "1", "-p", "10", "true")
+    submitted = g.job(old)["submit_time"]
+    wait_for(lambda: time.time() - submitted > 1.5, "the first job to wait 1.5 s")
+    new = g.submit("-g", "1", "-p", "20", "true")
+    rows = {int(r["JOBID"]): r["PRIORITY"] for r in
+            parse_table(g.run("gqueue", "-f", "JOBID,PRIORITY", check=True).stdout)}
+    assert (rows[old], rows[new]) == ("10", "20")  # default weights: --priority
+
+    # 1000 x (1.5 s more wait) / 30 s = 50 more than the newer job's 10 more priority.
+    g.conf.write_text('[scheduler]\npriority_weight_age = 1000\npriority_max_age = "30s"\n')
+    out = g.gflowd("-c", g.conf, "reload", check=True)
+    assert "scheduler.priority_weight_age" in out.stdout + out.stderr, out
+    assert g.job(old)["effective_priority"] > g.job(new)["effective_priority"]
+    detail = g.job(old)["priority_detail"]
+    assert detail["weights"]["age"] == 1000 and detail["weights"]["max_age_s"] == 30
+    assert 0 < detail["factors"]["age"] <= 1
+    show = parse_show(g.run("gjob", "show", old, check=True).stdout)[0]
+    assert "+ 1000 x " in show["EffectivePriority"] and "(age)" in show["EffectivePriority"]
+    (g.work / "go").touch()
+    a, b = g.wait_state(old), g.wait_state(new)
+    assert a["start_time"] < b["start_time"], (a, b)
