@@ -166,10 +166,11 @@ size_t jobs_schedule(struct jobs *t, const struct jobs_machine *m, double now,
     size_t n = scheduler_pass(&in, &policy, start);
     if (heap_next > 0 && (*next_begin == 0 || heap_next < *next_begin))
         *next_begin = heap_next;
+    bool reordered = ordered != NULL;
     free(ordered);
     /* Out of the queue in one sweep (jobs_set_state then finds them gone), which needs
      * them in the queue's order; they start in the pass's. */
-    if (ordered && n > 1) {
+    if (reordered && n > 1) {
         struct job **by_queue = xmalloc(n * sizeof(*by_queue));
         memcpy(by_queue, start, n * sizeof(*by_queue));
         qsort(by_queue, n, sizeof(*by_queue), queue_order_cmp);
