@@ -69,6 +69,7 @@ static int config_shares(const char *s, char **err)
 static const char *const config_gpu_strategies[] = {"topology", "sequential", "random", NULL};
 static const char *const config_gpu_id_formats[] = {"auto", "index", "uuid", NULL};
 static const char *const config_container[] = {"auto", "yes", "no", NULL};
+static const char *const config_backfill_untimed[] = {"planned", "outside", NULL};
 
 static const struct config_key config_keys[] = {
     CONFIG_STRING_KEY("daemon.socket_path", socket_path, NULL, NULL),
@@ -95,6 +96,8 @@ static const struct config_key config_keys[] = {
     CONFIG_BOOL_KEY("scheduler.backfill", scheduler_backfill, "false"),
     CONFIG_INT_KEY("scheduler.backfill_depth", scheduler_backfill_depth, 1, "1"),
     CONFIG_DURATION_KEY("scheduler.default_time_limit", scheduler_default_time_limit, "24h"),
+    CONFIG_STRING_KEY("scheduler.backfill_untimed", scheduler_backfill_untimed,
+                      config_backfill_untimed, "planned"),
     CONFIG_INT_KEY("scheduler.priority_weight_priority", scheduler_priority_weight_priority, 0,
                    "255"),
     CONFIG_INT_KEY("scheduler.priority_weight_fairshare", scheduler_priority_weight_fairshare, 0,

@@ -101,6 +101,7 @@ static const char *const field_names[JOB_FIELD_COUNT] = {
     "notify_email",
     "notify_on",
     "auto_close",
+    "expected_start",
     "effective_priority",
 };
 
@@ -396,6 +397,9 @@ void job_append_field(struct strbuf *sb, const struct job *j, enum job_field f, 
     case JOB_FIELD_AUTO_CLOSE:
         strbuf_adds(sb, j->auto_close ? "true" : "false");
         break;
+    case JOB_FIELD_EXPECTED_START: /* a job that left the queue keeps its last plan */
+        append_time(sb, j->state == JOB_QUEUED ? j->expected_start : 0, tsv);
+        break;
     case JOB_FIELD_EFFECTIVE_PRIORITY:
         if (j->effective_priority >= 0 && isfinite(j->effective_priority))
             strbuf_addf(sb, "%.4f", j->effective_priority);
@@ -563,6 +567,7 @@ int job_from_json(const json_t *o, struct job *j)
     j->notify_email = get_str(o, "notify_email");
     j->notify_on = get_list(o, "notify_on");
     j->auto_close = json_is_true(json_object_get(o, "auto_close"));
+    j->expected_start = get_time(o, "expected_start");
     size_t di;
     const json_t *dep;
     json_array_foreach (json_object_get(o, "depends_on"), di, dep) {
@@ -763,6 +768,9 @@ static void set_field(struct job *j, enum job_field f, char *v, bool borrow)
         break;
     case JOB_FIELD_AUTO_CLOSE:
         j->auto_close = v && strcmp(v, "true") == 0;
+        break;
+    case JOB_FIELD_EXPECTED_START:
+        j->expected_start = v ? strtod(v, NULL) : 0;
         break;
     default: /* derived fields (state_name, signal_name) */
         break;

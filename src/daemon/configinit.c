@@ -51,6 +51,9 @@ static const struct key_help key_helps[] = {
     {"scheduler.default_time_limit", "how long a job without --time is planned to run (for "
                                      "backfill only, not enforced): \"24h\", \"90m\", "
                                      "\"1-00:00:00\""},
+    {"scheduler.backfill_untimed", "planned: a job without --time is backfilled as if it "
+                                   "ran default_time_limit (it may delay a reserved job by "
+                                   "its overrun); outside: only onto GPUs nobody reserved"},
     {"scheduler.priority_weight_priority", "weight of --priority (0..255 as 0..1) in a waiting "
                                            "job's effective priority; 255: it is --priority"},
     {"scheduler.priority_weight_fairshare", "weight of the fair-share factor (0..1: 1 = unused "

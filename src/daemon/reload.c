@@ -32,6 +32,7 @@ static const char *const live_keys[] = {
     "scheduler.backfill",
     "scheduler.backfill_depth",
     "scheduler.default_time_limit",
+    "scheduler.backfill_untimed",
     "scheduler.priority_weight_priority",
     "scheduler.priority_weight_fairshare",
     "scheduler.priority_weight_age",

@@ -318,10 +318,6 @@ void route_show(const struct route_req *r, int64_t id, struct reply *rep)
             json_array_append_new(dl, json_integer(dependents[i]));
     free(dependents);
     json_object_set_new(o, "dependents", dl);
-    /* When backfill expects the queued job to start (unix seconds); null: unknown. A
-     * greedy pass leaves the value of the last pass with backfill: not shown. */
-    bool expected = d->cfg.scheduler_backfill && j.state == JOB_QUEUED && j.expected_start > 0;
-    json_object_set_new(o, "expected_start", expected ? json_real(j.expected_start) : json_null());
     json_t *prio = priority_breakdown_json(d, &j);
     json_object_set_new(o, "effective_priority",
                         json_is_object(prio) ? json_incref(json_object_get(prio, "effective"))

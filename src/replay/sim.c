@@ -10,8 +10,8 @@
 
 #include "util.h"
 
-const char *const replay_policy_names[] = {"greedy", "backfill", "fairshare", "backfill+fairshare",
-                                           NULL};
+const char *const replay_policy_names[] = {"greedy",    "backfill",           "backfill-outside",
+                                           "fairshare", "backfill+fairshare", NULL};
 
 /* The fair-share policies' usage half-life (--half-life). */
 static double replay_half_life = REPLAY_HALF_LIFE_DEFAULT;
@@ -38,7 +38,8 @@ int replay_policy(const char *name, struct scheduler_policy *out)
     out->priority = (struct priority_weights){.priority = PRIORITY_WEIGHT_PRIORITY_DEFAULT};
     if (strcmp(name, "fairshare") == 0 || strcmp(name, "backfill+fairshare") == 0) {
         /* as greedy or backfill, the queue in effective-priority order: users' decayed
-         * GPU time (half-life 7 days) charged in virtual time by the daemon's code */
+         * GPU time (--half-life, 1 h by default) charged in virtual time by the daemon's
+         * code */
         out->priority = replay_fairshare_weights;
         out->backfill = strcmp(name, "backfill+fairshare") == 0;
         return 0;
@@ -46,10 +47,13 @@ int replay_policy(const char *name, struct scheduler_policy *out)
     if (strcmp(name, "greedy") == 0)
         return 0; /* in order, every job that fits starts (gflow's, and ours with
                    * scheduler.backfill = false) */
-    if (strcmp(name, "backfill") == 0) {
-        /* the daemon's default: the head blocked job holds a reservation, later jobs
-         * start only if they do not delay it (its default_time_limit: 24 h) */
+    if (strcmp(name, "backfill") == 0 || strcmp(name, "backfill-outside") == 0) {
+        /* scheduler.backfill = true: the head blocked job holds a reservation, later jobs
+         * start only if they do not delay it (default_time_limit 24 h, depth 1); a job
+         * without a time limit is planned as 24 h (backfill_untimed = "planned") or kept
+         * off reserved GPUs ("outside") */
         out->backfill = true;
+        out->untimed_outside = strcmp(name, "backfill-outside") == 0;
         return 0;
     }
     return -1;
