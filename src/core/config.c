@@ -109,6 +109,7 @@ static const struct config_key config_keys[] = {
      offsetof(struct gflow_config, scheduler_fairshare_user_shares), 0, NULL, "", config_shares},
     {"scheduler.fairshare_project_shares", CONFIG_STRING,
      offsetof(struct gflow_config, scheduler_fairshare_project_shares), 0, NULL, "", config_shares},
+    CONFIG_STRING_KEY("metrics.listen", metrics_listen, NULL, NULL),
     CONFIG_INT_KEY("limits.max_request_bytes", limits.max_request_bytes, 1, "8388608"),
     CONFIG_INT_KEY("limits.max_body_bytes_in_flight", limits.max_body_bytes_in_flight, 1,
                    "67108864"),

@@ -66,6 +66,8 @@ static const struct key_help key_helps[] = {
     {"scheduler.fairshare_user_shares", "shares of users, e.g. \"alice=2,bob=1\" (others: 1)"},
     {"scheduler.fairshare_project_shares", "shares of projects (gbatch -P), e.g. "
                                            "\"vision=3\" (others: 1)"},
+    {"metrics.listen", "\"127.0.0.1:9400\": also serve GET /metrics (only) on this TCP "
+                       "port, for Prometheus; default: the Unix socket only"},
     {"limits.max_request_bytes", "largest request body"},
     {"limits.max_body_bytes_in_flight", "request bodies being received, all connections"},
     {"limits.max_connections", "open connections, all users"},
