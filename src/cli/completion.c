@@ -57,8 +57,9 @@ static const struct completion_entry completion_table[] = {
      JOB_FLAGS " --memory-limit -e -H --hold -c --command -s --script --param " CLEAR_FLAGS
                " --no-requeue " GPU_FLAGS " --no-shared " DEP_FLAGS " " GJOB_DEP_FLAGS
                " --cascade -h --help"},
-    {"gctl", NULL, "show-gpus set-gpus gpu-process set-limit quota",
+    {"gctl", NULL, "show-gpus set-gpus gpu-process set-limit quota usage",
      "--socket -h --help -V --version"},
+    {"gctl", "usage", NULL, "-o --output -h --help"},
     {"gctl", "gpu-process", "ignore unignore list", "--gpu --pid -h --help"},
     {"gctl", "quota", "show set clear",
      "--user --project --default-user --default-project --max-running-jobs --max-running-gpus "

@@ -18,6 +18,7 @@
 
 #include "cli.h"
 #include "gctl_quota.h"
+#include "gctl_usage.h"
 #include "gflow_build.h"
 #include "output.h"
 #include "util.h"
@@ -54,9 +55,11 @@ static void gctl_help(void)
            "                              what each uses now (everyone), override or\n"
            "                              clear them at runtime (admins; 'gctl quota\n"
            "                              --help')\n"
+           "  usage [-o json]             fair-share accounts per user and project: GPU-hours,\n"
+           "                              shares, fair-share factor (everyone may look)\n"
            "\n"
            "On a daemon started as root only admins (root, daemon.admin_group) may use\n"
-           "these commands; 'ginfo' shows the GPUs to everyone.\n"
+           "the other commands; 'ginfo' shows the GPUs to everyone.\n"
            "\n"
            "Options:\n"
            "      --socket PATH  the daemon's socket\n"
@@ -477,7 +480,7 @@ int main(int argc, char **argv)
     }
     if (optind >= argc)
         cli_usage_error("no command given; use show-gpus, set-gpus, gpu-process, "
-                        "set-limit or quota");
+                        "set-limit, quota or usage");
     const char *cmd = argv[optind];
     int sub_argc = argc - optind;
     char **sub_argv = argv + optind;
@@ -492,11 +495,13 @@ int main(int argc, char **argv)
         status = gctl_set_limit(sub_argc, sub_argv);
     else if (!strcmp(cmd, "quota"))
         status = gctl_quota(sub_argc, sub_argv);
+    else if (!strcmp(cmd, "usage"))
+        status = gctl_usage(sub_argc, sub_argv);
     else if (!strcmp(cmd, "help"))
         gctl_help(), status = 0;
     else
         cli_usage_error("unknown command '%s'; use show-gpus, set-gpus, gpu-process, "
-                        "set-limit or quota",
+                        "set-limit, quota or usage",
                         cmd);
     return cli_finish(status);
 }

@@ -78,6 +78,24 @@ char *jobshow_params(const json_t *params)
 
 /* ---- the job, what it runs ---- */
 
+/* A waiting job's effective priority and its parts, as Slurm's sprio: "522.50 = 255 x
+ * 0.0392 (priority) + 1000 x 0.5125 (fairshare) + 0 x 0.0012 (age)"; "-" for a job that
+ * no longer waits. */
+static char *priority_text(const json_t *detail)
+{
+    if (!json_is_object(detail))
+        return xstrdup("-");
+    const json_t *w = json_object_get(detail, "weights"), *f = json_object_get(detail, "factors");
+    double eff = json_number_value(json_object_get(detail, "effective"));
+    return xasprintf("%.2f = %lld x %.4f (priority) + %lld x %.4f (fairshare) + %lld x %.4f (age)",
+                     eff, (long long)json_integer_value(json_object_get(w, "priority")),
+                     json_number_value(json_object_get(f, "priority")),
+                     (long long)json_integer_value(json_object_get(w, "fairshare")),
+                     json_number_value(json_object_get(f, "fairshare")),
+                     (long long)json_integer_value(json_object_get(w, "age")),
+                     json_number_value(json_object_get(f, "age")));
+}
+
 static void print_identity(const json_t *raw, const struct job *j)
 {
     field_owned("ID", xasprintf("%lld", (long long)j->id));
@@ -85,6 +103,7 @@ static void print_identity(const json_t *raw, const struct job *j)
     /* CG (Cancelling) for a running job being cancelled, as gqueue shows it. */
     field_owned("State", xasprintf("%s (%s)", job_display_state(j), job_display_state_name(j)));
     field_owned("Priority", xasprintf("%d", j->priority));
+    field_owned("EffectivePriority", priority_text(json_object_get(raw, "priority_detail")));
     if (json_object_get(raw, "nice"))
         field_owned("Nice", int_text(raw, "nice"));
     field_owned("SubmittedBy",

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fairshare.h"
 #include "parse.h"
 #include "toml.h"
 #include "util.h"
@@ -60,6 +61,11 @@ static int config_duration(const char *s, char **err)
     return parse_duration(s, &secs, err);
 }
 
+static int config_shares(const char *s, char **err)
+{
+    return fairshare_set_shares(NULL, FAIRSHARE_USER, s, err);
+}
+
 static const char *const config_gpu_strategies[] = {"topology", "sequential", "random", NULL};
 static const char *const config_gpu_id_formats[] = {"auto", "index", "uuid", NULL};
 static const char *const config_container[] = {"auto", "yes", "no", NULL};
@@ -95,6 +101,17 @@ static const struct config_key config_keys[] = {
     CONFIG_BOOL_KEY("scheduler.preempt", scheduler_preempt, "false"),
     CONFIG_INT_KEY("scheduler.preempt_priority_gap", scheduler_preempt_priority_gap, 1, "10"),
     CONFIG_DURATION_KEY("scheduler.preempt_grace", scheduler_preempt_grace, "30s"),
+    CONFIG_INT_KEY("scheduler.priority_weight_priority", scheduler_priority_weight_priority, 0,
+                   "255"),
+    CONFIG_INT_KEY("scheduler.priority_weight_fairshare", scheduler_priority_weight_fairshare, 0,
+                   "0"),
+    CONFIG_INT_KEY("scheduler.priority_weight_age", scheduler_priority_weight_age, 0, "0"),
+    CONFIG_DURATION_KEY("scheduler.priority_max_age", scheduler_priority_max_age, "7d"),
+    CONFIG_DURATION_KEY("scheduler.fairshare_half_life", scheduler_fairshare_half_life, "7d"),
+    {"scheduler.fairshare_user_shares", CONFIG_STRING,
+     offsetof(struct gflow_config, scheduler_fairshare_user_shares), 0, NULL, "", config_shares},
+    {"scheduler.fairshare_project_shares", CONFIG_STRING,
+     offsetof(struct gflow_config, scheduler_fairshare_project_shares), 0, NULL, "", config_shares},
     CONFIG_STRING_KEY("metrics.listen", metrics_listen, NULL, NULL),
     CONFIG_INT_KEY("limits.max_request_bytes", limits.max_request_bytes, 1, "8388608"),
     CONFIG_INT_KEY("limits.max_body_bytes_in_flight", limits.max_body_bytes_in_flight, 1,

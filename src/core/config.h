@@ -78,6 +78,14 @@ struct gflow_config {
     /* [quota]: per-user and per-project limits (quota.h), read by quota_config_from_toml
      * rather than the key table (its users and projects are named by the admin). */
     struct quota_config quota;
+    /* Fair-share and the multifactor priority (docs/usage.md, "Fair-share and priority"). */
+    char *scheduler_fairshare_half_life;         /* usage's half-life ("7d") */
+    char *scheduler_fairshare_user_shares;       /* "alice=2,bob=1"; others have 1 */
+    char *scheduler_fairshare_project_shares;    /* the same for projects */
+    char *scheduler_priority_max_age;            /* the wait that gives the full age factor */
+    int64_t scheduler_priority_weight_priority;  /* default 255 */
+    int64_t scheduler_priority_weight_fairshare; /* default 0 */
+    int64_t scheduler_priority_weight_age;       /* default 0 */
 };
 
 void config_init(struct gflow_config *c); /* defaults */

@@ -159,6 +159,9 @@ struct job {
      * backfill (a greedy pass leaves it as it is; leaving the queue clears it); not
      * stored. */
     double expected_start;
+    /* A queued or held job's effective priority (fairshare.h), set by the daemon when it
+     * lists jobs; < 0: not known (other states, jobs read from the store). Not stored. */
+    double effective_priority;
     enum job_end_request end_request;
 
     /* The supervising shim while running. */
@@ -331,6 +334,7 @@ enum job_field {
     JOB_FIELD_REQUEUE,
     JOB_FIELD_REQUEUE_COUNT,
     JOB_FIELD_PREEMPTED_BY,
+    JOB_FIELD_EFFECTIVE_PRIORITY, /* a waiting job's (fairshare.h); null otherwise */
     JOB_FIELD_COUNT
 };
 const char *job_field_name(enum job_field f);

@@ -105,6 +105,7 @@ static const char *const field_names[JOB_FIELD_COUNT] = {
     "requeue",
     "requeue_count",
     "preempted_by",
+    "effective_priority",
 };
 
 const char *job_field_name(enum job_field f)
@@ -411,6 +412,12 @@ void job_append_field(struct strbuf *sb, const struct job *j, enum job_field f, 
     case JOB_FIELD_PREEMPTED_BY:
         append_int(sb, j->preempted_by, j->preempted_by > 0, tsv);
         break;
+    case JOB_FIELD_EFFECTIVE_PRIORITY:
+        if (j->effective_priority >= 0 && isfinite(j->effective_priority))
+            strbuf_addf(sb, "%.4f", j->effective_priority);
+        else
+            append_null(sb, tsv);
+        break;
     case JOB_FIELD_SIGNAL_SPEC:
         if (j->warn_signal > 0) {
             char *spec = format_signal_spec(j->warn_signal, j->warn_secs, j->warn_main_only);
@@ -556,6 +563,8 @@ int job_from_json(const json_t *o, struct job *j)
     j->conda_env = get_str(o, "conda_env");
     job_set_signal_spec(j, json_string_value(json_object_get(o, "signal_spec")));
     j->begin_time = get_time(o, "begin_time");
+    const json_t *eff = json_object_get(o, "effective_priority");
+    j->effective_priority = json_is_number(eff) ? json_number_value(eff) : -1;
     j->umask = read_umask(json_string_value(json_object_get(o, "umask")));
     j->max_retries = (int)get_int(o, "max_retries", 0);
     j->attempt = (int)get_int(o, "attempt", 1);
@@ -765,6 +774,9 @@ static void set_field(struct job *j, enum job_field f, char *v, bool borrow)
         break;
     case JOB_FIELD_PROJECT:
         j->project = borrow ? v : dup_or_null(v);
+        break;
+    case JOB_FIELD_EFFECTIVE_PRIORITY:
+        j->effective_priority = v ? strtod(v, NULL) : -1;
         break;
     case JOB_FIELD_NICE:
         j->nice = (int)tsv_int(v, 0);

@@ -27,6 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fairshare.h"
 #include "gpualloc.h"
 #include "gpuinfo.h"
 #include "job.h"
@@ -74,6 +75,9 @@ struct scheduler_policy {
      * synthetic lab trace, where 30% of jobs have no limit, the mean wait grows from 10 h
      * to 4 days: docs/replay.md). */
     bool untimed_outside;
+    /* The weights of the queue's order (fairshare.h): not used by the pass, which walks
+     * in->queued as given; the caller orders it (fairshare_order) when they reorder. */
+    struct priority_weights priority;
 };
 
 /* The most reservations a pass makes (backfill_depth above it counts as this). */

@@ -60,6 +60,18 @@ static const struct key_help key_helps[] = {
                                        "preempted"},
     {"scheduler.preempt_grace", "a preempted job gets SIGTERM, then SIGKILL after this: "
                                 "\"30s\", \"2m\""},
+    {"scheduler.priority_weight_priority", "weight of --priority (0..255 as 0..1) in a waiting "
+                                           "job's effective priority; 255: it is --priority"},
+    {"scheduler.priority_weight_fairshare", "weight of the fair-share factor (0..1: 1 = unused "
+                                            "share); 0 with priority_weight_age 0 keeps the "
+                                            "order priority, then submission"},
+    {"scheduler.priority_weight_age", "weight of the age factor (0..1: the wait over "
+                                      "priority_max_age)"},
+    {"scheduler.priority_max_age", "the wait that gives the full age factor"},
+    {"scheduler.fairshare_half_life", "GPU time used this long ago counts half"},
+    {"scheduler.fairshare_user_shares", "shares of users, e.g. \"alice=2,bob=1\" (others: 1)"},
+    {"scheduler.fairshare_project_shares", "shares of projects (gbatch -P), e.g. "
+                                           "\"vision=3\" (others: 1)"},
     {"metrics.listen", "\"127.0.0.1:9400\": also serve GET /metrics (only) on this TCP "
                        "port, for Prometheus; default: the Unix socket only"},
     {"limits.max_request_bytes", "largest request body"},

@@ -40,6 +40,7 @@ struct jobs *jobs_new(struct store *store)
     scheduler_queue_init(&t->queue);
     scheduler_begin_heap_init(&t->begin);
     t->quotas = quotas_new();
+    fairshare_init(&t->fs, FAIRSHARE_HALF_LIFE_DEFAULT);
     return t;
 }
 
@@ -273,6 +274,8 @@ int jobs_load(struct jobs *t, char **err)
         *err = xasprintf("cannot load jobs: %s", store_error(t->store));
         return -1;
     }
+    if (jobs_fairshare_load(t, err) < 0)
+        return -1;
     t->next_id = store_next_job_id(t->store);
     t->dirty = true;
     /* Dependencies: statuses from the jobs depended on, then the verdict for each job
@@ -318,6 +321,10 @@ int jobs_reload(struct jobs *t, char **err)
     fresh->signal_cb = t->signal_cb;
     fresh->signal_arg = t->signal_arg;
     quotas_set_config(fresh->quotas, quotas_config(t->quotas));
+    char *ignored = NULL; /* the shares were checked when t got them */
+    jobs_fairshare_configure(fresh, t->fs.half_life, t->fs.shares_text[FAIRSHARE_USER],
+                             t->fs.shares_text[FAIRSHARE_PROJECT], &ignored);
+    free(ignored);
     if (jobs_load(fresh, err) < 0) {
         jobs_free(fresh);
         return -1;
@@ -340,6 +347,7 @@ void jobs_free(struct jobs *t)
     free(t->table);
     scheduler_queue_free(&t->queue);
     scheduler_begin_heap_free(&t->begin);
+    fairshare_free(&t->fs);
     free(t->run_list);
     free(t->ended);
     for (size_t i = 0; i < t->groups_len; i++)
@@ -634,6 +642,7 @@ int jobs_set_state(struct jobs *t, struct job *j, enum job_state to, enum job_re
     if (!job_transition_allowed(j->state, to))
         return -1;
     enum job_state from = j->state;
+    int charge_rc = 0;
     if (j->state == JOB_RUNNING)
         run_list_remove(t, j);
     else if (j->state == JOB_QUEUED)
@@ -657,6 +666,8 @@ int jobs_set_state(struct jobs *t, struct job *j, enum job_state to, enum job_re
     if (job_state_is_terminal(to)) {
         if (j->end_time <= 0)
             j->end_time = now_wall();
+        if (from == JOB_RUNNING)
+            charge_rc = jobs_fairshare_charge(t, j);
         table_remove(t, j);
         if (t->ended_len == t->ended_cap) {
             t->ended_cap = t->ended_cap ? t->ended_cap * 2 : 64;
@@ -668,6 +679,7 @@ int jobs_set_state(struct jobs *t, struct job *j, enum job_state to, enum job_re
     t->dirty = true;
     /* In a bulk change between PD, H and CA nothing but the state columns changed. */
     int rc = jobs_save_cols(t, j, t->bulk && from != JOB_RUNNING && to != JOB_RUNNING);
+    rc |= charge_rc;
     if (to == JOB_QUEUED && j->n_deps)
         jobs_deps_update(t, j); /* e.g. released: DependencyFailed shows again */
     if (rc == 0 && jobs_retryable(j))

@@ -136,6 +136,9 @@ struct jobs_machine {
     /* GPUs (NVML indices) no job may take in this pass: those kept for the job that
      * preempted others while they stop (preemption.h); 0: none. */
     uint64_t held_gpus;
+    /* The queue's order (scheduler.priority_weight_*; fairshare.h): when the weights
+     * reorder, the pass walks the queue sorted by effective priority. */
+    struct priority_weights priority;
 };
 
 /* The queued jobs that may start, in scheduling order (after a pass, with their wait
@@ -152,6 +155,16 @@ void jobs_mark_dirty(struct jobs *t);
  * plan changes (scheduler_input.next_pass). */
 size_t jobs_schedule(struct jobs *t, const struct jobs_machine *m, double now,
                      struct job ***started, double *next_pass);
+
+/* Fair-share (jobs_fairshare.c): the accounts, charged as running jobs end. */
+struct fairshare *jobs_fairshare(struct jobs *t);
+/* Sets the usage half-life (seconds) and the configured shares ("alice=2,bob=1"; NULL or
+ * "": none). 0, or -1 with *err (nothing changed). */
+int jobs_fairshare_configure(struct jobs *t, double half_life, const char *user_shares,
+                             const char *project_shares, char **err);
+/* Updates the accounts' factors at now (with the running jobs' usage so far) and sets
+ * the effective_priority of every queued and held job. O(active jobs x users). */
+void jobs_priority_refresh(struct jobs *t, const struct priority_weights *w, double now);
 
 /* Actions that must wait until the current transaction is committed. */
 void jobs_after_commit_unlink(struct jobs *t, char *path); /* takes ownership of path */

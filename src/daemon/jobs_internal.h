@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fairshare.h"
 #include "job.h"
 #include "jobs.h"
 #include "metrics.h"
@@ -60,6 +61,9 @@ struct jobs {
      * memmove per job; jobs_bulk_end compacts the table and rebuilds the queue once. */
     bool bulk;
     bool table_stale, queue_stale;
+
+    /* Fair-share accounts (jobs_fairshare.c), charged when a running job ends. */
+    struct fairshare fs;
 };
 
 /* jobs_sched.c. j has become queued (or changed while queued): into the queue, or
@@ -76,5 +80,11 @@ void jobs_queue_rebuild(struct jobs *t);
 void jobs_deps_update(struct jobs *t, struct job *j);
 /* x has ended: updates its dependents, and theirs if they are cancelled in turn. */
 void jobs_deps_job_ended(struct jobs *t, struct job *x);
+
+/* jobs_fairshare.c. Loads the stored accounts into t->fs (jobs_load). 0, or -1 with *err. */
+int jobs_fairshare_load(struct jobs *t, char **err);
+/* j, running, has ended (end_time set): charges its run to its user and project, in the
+ * store too. 0 or -1. */
+int jobs_fairshare_charge(struct jobs *t, struct job *j);
 
 #endif

@@ -11,6 +11,7 @@
 #include "gpu.h"
 #include "jobs.h"
 #include "log.h"
+#include "priority.h"
 #include "quotas.h"
 #include "serve.h"
 #include "util.h"
@@ -36,6 +37,13 @@ static const char *const live_keys[] = {
     "scheduler.preempt",
     "scheduler.preempt_priority_gap",
     "scheduler.preempt_grace",
+    "scheduler.priority_weight_priority",
+    "scheduler.priority_weight_fairshare",
+    "scheduler.priority_weight_age",
+    "scheduler.priority_max_age",
+    "scheduler.fairshare_half_life",
+    "scheduler.fairshare_user_shares",
+    "scheduler.fairshare_project_shares",
     "limits.max_jobs_per_request",
     "limits.max_active_jobs_per_user",
     "limits.max_ids_per_request",
@@ -93,6 +101,8 @@ static int reload_apply(struct gflowd *d, const char *key, const char *value, js
         log_parse_level(d->cfg.log_level, &log_threshold);
     if (!strcmp(key, "daemon.admin_group"))
         serve_resolve_admin_group(d);
+    if (!strncmp(key, "scheduler.fairshare_", strlen("scheduler.fairshare_")))
+        priority_configure(d);
     return 0;
 }
 

@@ -16,6 +16,7 @@
 #include "gflow_commit.h"
 #include "gpu.h"
 #include "metrics.h"
+#include "priority.h"
 #include "store.h"
 #include "util.h"
 
@@ -212,6 +213,8 @@ void routes_dispatch(const struct route_req *r, struct reply *rep)
         route_gpus_ignored(r, rep);
     } else if (strcmp(url, "/v1/quotas") == 0) {
         route_quotas(r, rep);
+    } else if (strcmp(url, "/v1/usage") == 0) {
+        route_usage(r, rep);
     } else if (strcmp(url, "/v1/daemon/reload") == 0) {
         route_reload(r, rep);
     } else if (strcmp(url, "/v1/jobs") == 0) {

@@ -44,6 +44,7 @@
 #include "loop.h"
 #include "parse.h"
 #include "preemption.h"
+#include "priority.h"
 #include "procinfo.h"
 #include "quotas.h"
 #include "reload.h"
@@ -325,6 +326,7 @@ static void schedule(struct server *s)
         .backfill_depth = (int)(d->cfg.scheduler_backfill_depth < SCHEDULER_BACKFILL_MAX_DEPTH
                                     ? d->cfg.scheduler_backfill_depth
                                     : SCHEDULER_BACKFILL_MAX_DEPTH),
+        .priority = priority_weights_of(&d->cfg),
     };
     int64_t limit;
     char *err = NULL;
@@ -591,6 +593,7 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     if (loop_init() < 0 || setup_signals(d) < 0)
         startup_failed(o, "cannot set up the event loop");
     d->jobs = jobs_new(d->store);
+    priority_configure(d);
     jobs_set_signal_cb(d->jobs, runner_signal_cb, NULL);
     quotas_set_config(jobs_quotas(d->jobs), &d->cfg.quota);
     if (jobs_load(d->jobs, &err) < 0)

@@ -3,7 +3,7 @@
  * start-up. The runtime overrides are a setting (store_get_setting). */
 #include "store_internal.h"
 
-int store_gpu_seconds_since(struct store *s, double since, store_usage_cb cb, void *arg)
+int store_gpu_seconds_since(struct store *s, double since, store_gpu_seconds_cb cb, void *arg)
 {
     sqlite3_stmt *st;
     /* Ended states (CD, F, CA, TO); the part of each run after `since`. */

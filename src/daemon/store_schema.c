@@ -18,6 +18,8 @@
  *                depend on a given one. A job's own list is also in its depends_on
  *                column ("afterok:1,afterany:3"), so that reading jobs needs no join.
  *   settings     runtime controls that survive restarts.
+ *   usage        fair-share accounts (kind 0 user, 1 project; name): decayed GPU-seconds
+ *                of ended jobs as of `at`, and raw GPU-seconds (store_usage.c).
  *   meta         next_job_id, so ids are never reused even if rows are deleted. */
 #include "store_internal.h"
 
@@ -172,6 +174,9 @@ static const char *const migrations[] = {
      * queued job's insert only tests the condition. */
     "CREATE INDEX IF NOT EXISTS jobs_gpu_end ON jobs(end_time) WHERE state IN (3, 4, 5, 6) AND "
     "gpus > 0;",
+    /* 15: fair-share usage per user and project (store_usage.c). */
+    "CREATE TABLE usage (kind INTEGER NOT NULL, name TEXT NOT NULL, usage REAL NOT NULL,"
+    " at REAL NOT NULL, raw REAL NOT NULL, PRIMARY KEY (kind, name)) WITHOUT ROWID;",
 };
 /* The codes migration 6 writes are enum job_reason's. */
 _Static_assert(JOB_REASON_LAUNCH_FAILED == 6 && JOB_REASON_SHIM_LOST == 7 &&
