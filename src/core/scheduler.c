@@ -318,8 +318,7 @@ static bool backfill_reserve(struct backfill *b, const struct pass *p, uint64_t 
         if (b->until[pos] > t)
             t = b->until[pos];
         avail[pos] = reservation_free_from(b->windows, b->n_windows, p->set->gpus[pos].index,
-                                           j->user, t < b->now ? b->now : t,
-                                           planned_runtime(b, j));
+                                           j->user, t < b->now ? b->now : t, planned_runtime(b, j));
         int k = n++; /* insertion sort: at most 64 values */
         for (; k > 0 && sorted[k - 1] > avail[pos]; k--)
             sorted[k] = sorted[k - 1];
@@ -373,11 +372,11 @@ static const char *backfill_wait(struct backfill *b, const struct pass *p, struc
 static uint64_t reserved_from(const struct pass *p, const struct scheduler_input *in,
                               const struct scheduler_policy *policy, const struct job *j)
 {
-    double runtime = j->time_limit > 0                  ? (double)j->time_limit
+    double runtime = j->time_limit > 0                ? (double)j->time_limit
                      : policy->default_time_limit > 0 ? policy->default_time_limit
                                                       : SCHEDULER_DEFAULT_TIME_LIMIT;
-    return mask_from_indices(p, reservation_blocked(in->reservations, in->n_reservations, j->user,
-                                                    in->now, runtime));
+    return mask_from_indices(
+        p, reservation_blocked(in->reservations, in->n_reservations, j->user, in->now, runtime));
 }
 
 /* The positions of j's user's reservations that are active now (taken first). */
@@ -602,8 +601,8 @@ static inline __attribute__((always_inline)) size_t pass_walk(const struct sched
             p.all & p.allowed & ~p.unmanaged & gflow_free(&p, &p.now, j) & memory_ok(&p, &p.now, j);
         uint64_t chosen = 0, mine = in->n_reservations ? reserved_for(&p, in, j) : 0;
         if (mine && popcount(cand & ~blocked & mine) >= j->gpus) /* its own first */
-            chosen = gpualloc_choose(p.set, cand & ~blocked & mine, j->gpus, policy->gpu_strategy,
-                                     &rng);
+            chosen =
+                gpualloc_choose(p.set, cand & ~blocked & mine, j->gpus, policy->gpu_strategy, &rng);
         if (!chosen && j->gpus <= p.n)
             chosen = gpualloc_choose(p.set, cand & ~blocked, j->gpus, policy->gpu_strategy, &rng);
         if (!chosen) {
