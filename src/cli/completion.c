@@ -56,8 +56,11 @@ static const struct completion_entry completion_table[] = {
     {"gjob", "redo", NULL,
      JOB_FLAGS " --memory-limit -e -H --hold -c --command -s --script --param " CLEAR_FLAGS
                " " GPU_FLAGS " --no-shared " DEP_FLAGS " " GJOB_DEP_FLAGS " --cascade -h --help"},
-    {"gctl", NULL, "show-gpus set-gpus gpu-process set-limit", "--socket -h --help -V --version"},
+    {"gctl", NULL, "show-gpus set-gpus gpu-process set-limit reserve",
+     "--socket -h --help -V --version"},
     {"gctl", "gpu-process", "ignore unignore list", "--gpu --pid -h --help"},
+    {"gctl", "reserve", "create list get cancel",
+     "--user --gpus --gpu-spec --start --duration --status --active -h --help"},
     {"gflowd", NULL, "up start down stop restart status run reload init",
      "-c --config --user --system --data-dir --socket --max-running-jobs --kill-grace-secs "
      "--log-level -v --verbose -q --quiet --gpus --gpu-allocation-strategy "

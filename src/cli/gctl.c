@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "gctl_reserve.h"
 #include "gflow_build.h"
 #include "output.h"
 #include "util.h"
@@ -49,9 +50,13 @@ static void gctl_help(void)
            "  gpu-process list            the ignored processes\n"
            "  set-limit <job|group> <K>   at most K jobs of that submission (array,\n"
            "                              sweep) run at once; 0: no limit\n"
+           "  reserve create|list|get|cancel\n"
+           "                              GPU reservations: book GPUs for a user over a\n"
+           "                              window ('gctl reserve --help')\n"
            "\n"
            "On a daemon started as root only admins (root, daemon.admin_group) may use\n"
-           "these commands; 'ginfo' shows the GPUs to everyone.\n"
+           "these commands (but 'reserve': see its help); 'ginfo' shows the GPUs to\n"
+           "everyone.\n"
            "\n"
            "Options:\n"
            "      --socket PATH  the daemon's socket\n"
@@ -471,8 +476,8 @@ int main(int argc, char **argv)
         }
     }
     if (optind >= argc)
-        cli_usage_error("no command given; use show-gpus, set-gpus, gpu-process or "
-                        "set-limit");
+        cli_usage_error("no command given; use show-gpus, set-gpus, gpu-process, "
+                        "set-limit or reserve");
     const char *cmd = argv[optind];
     int sub_argc = argc - optind;
     char **sub_argv = argv + optind;
@@ -485,11 +490,13 @@ int main(int argc, char **argv)
         status = gctl_gpu_process(sub_argc, sub_argv);
     else if (!strcmp(cmd, "set-limit"))
         status = gctl_set_limit(sub_argc, sub_argv);
+    else if (!strcmp(cmd, "reserve"))
+        status = gctl_reserve(sub_argc, sub_argv);
     else if (!strcmp(cmd, "help"))
         gctl_help(), status = 0;
     else
-        cli_usage_error("unknown command '%s'; use show-gpus, set-gpus, gpu-process or "
-                        "set-limit",
+        cli_usage_error("unknown command '%s'; use show-gpus, set-gpus, gpu-process, "
+                        "set-limit or reserve",
                         cmd);
     return cli_finish(status);
 }

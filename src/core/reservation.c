@@ -117,10 +117,10 @@ int reservation_pick_gpus(const struct scheduler_reservation *others, size_t n, 
             uint64_t clash = want_mask & others[i].gpus;
             if (clash && others[i].start < end && start < others[i].end) {
                 char *list = index_list(clash);
-                *err = xasprintf("GPU %s already reserved in that window by reservation %lld "
-                                 "(%s); pick other GPUs or another time",
-                                 list, (long long)others[i].id,
-                                 others[i].user ? others[i].user : "?");
+                *err =
+                    xasprintf("GPU %s already reserved in that window by reservation %lld "
+                              "(%s); pick other GPUs or another time",
+                              list, (long long)others[i].id, others[i].user ? others[i].user : "?");
                 free(list);
                 return -1;
             }

@@ -17,6 +17,7 @@ struct jobs;
 struct gpus;
 struct api;
 struct disk;
+struct resv_table;
 
 struct gflowd {
     struct gflow_config cfg;
@@ -26,6 +27,7 @@ struct gflowd {
     struct gpus *gpus;
     struct api *api;
     struct disk *disk; /* room on the data and log filesystems */
+    struct resv_table *resv; /* GPU reservations (gctl reserve; resv.h) */
     bool system;       /* started as root: serves every user, runs jobs as their submitters */
     uid_t uid;         /* the daemon's own uid */
     char *user;        /* and its login name */

@@ -127,6 +127,9 @@ struct jobs_machine {
     bool backfill;
     int backfill_depth;
     double default_time_limit; /* seconds; 0: the scheduler's default */
+    /* GPU reservations not cancelled and not over (gctl reserve; resv.h). */
+    const struct scheduler_reservation *reservations;
+    size_t n_reservations;
 };
 
 /* Something changed that may let a queued job start. */

@@ -147,6 +147,8 @@ size_t jobs_schedule(struct jobs *t, const struct jobs_machine *m, double now,
         .now = now,
         .next_begin = next_begin,
         .outside_mib = m->outside_mib,
+        .reservations = m->reservations,
+        .n_reservations = m->n_reservations,
     };
     size_t n = scheduler_pass(&in, &policy, start);
     if (heap_next > 0 && (*next_begin == 0 || heap_next < *next_begin))

@@ -57,5 +57,7 @@ void route_gpus(const struct route_req *r, struct reply *rep);
 void route_gpus_allowed(const struct route_req *r, struct reply *rep);
 void route_gpus_ignored(const struct route_req *r, struct reply *rep);
 void route_reload(const struct route_req *r, struct reply *rep);
+/* routes_resv.c: /v1/reservations and below (gctl reserve) */
+void route_reservations(const struct route_req *r, struct reply *rep);
 
 #endif

@@ -45,6 +45,7 @@
 #include "parse.h"
 #include "procinfo.h"
 #include "reload.h"
+#include "resv.h"
 #include "runner.h"
 #include "startopts.h"
 #include "store.h"
@@ -263,6 +264,12 @@ static void undo_lost(struct server *s)
     s->to_launch = NULL;
     s->to_launch_len = 0;
     runner_reload(d);
+    resv_free(d->resv);
+    char *resv_err = NULL;
+    if (resv_load(d->resv, d->store, &resv_err) < 0) {
+        log_error("%s", resv_err);
+        free(resv_err);
+    }
     gpu_settings_undo(d->gpus);
     size_t n;
     struct job **running = jobs_running(d->jobs, &n);
@@ -330,11 +337,18 @@ static void schedule(struct server *s)
     if (m.max_running_jobs == 0 || m.max_running_jobs > s->job_fd_cap)
         m.max_running_jobs = s->job_fd_cap;
     gpualloc_strategy_parse(d->cfg.gpu_allocation_strategy, &m.strategy);
+    double now = now_wall();
+    m.reservations = resv_current(d->resv, now, &m.n_reservations);
     struct job **started;
     double next_begin;
-    size_t n = jobs_schedule(d->jobs, &m, now_wall(), &started, &next_begin);
-    if (next_begin >= 0)
+    size_t n = jobs_schedule(d->jobs, &m, now, &started, &next_begin);
+    if (next_begin >= 0) {
+        /* A reservation's start or end changes what may run: a pass then too. */
+        double change = resv_next_change(d->resv, now);
+        if (change > 0 && (next_begin == 0 || change < next_begin))
+            next_begin = change;
         arm_begin_timer(s, next_begin);
+    }
     if (!n)
         return;
     s->to_launch = xrealloc(s->to_launch, (s->to_launch_len + n) * sizeof(*s->to_launch));
@@ -579,6 +593,9 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     d->store = store_open(d->paths.db_path, &err);
     if (!d->store)
         startup_failed(o, err);
+    d->resv = xcalloc(1, sizeof(*d->resv));
+    if (resv_load(d->resv, d->store, &err) < 0)
+        startup_failed(o, err);
     if (loop_init() < 0 || setup_signals(d) < 0)
         startup_failed(o, "cannot set up the event loop");
     d->jobs = jobs_new(d->store);
@@ -629,6 +646,9 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     store_checkpoint(d->store);
     store_close(d->store);
     d->store = NULL;
+    resv_free(d->resv);
+    free(d->resv);
+    d->resv = NULL;
     disk_free(d->disk);
     d->disk = NULL;
     jobs_free(d->jobs);

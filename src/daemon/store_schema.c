@@ -18,6 +18,7 @@
  *                depend on a given one. A job's own list is also in its depends_on
  *                column ("afterok:1,afterany:3"), so that reading jobs needs no join.
  *   settings     runtime controls that survive restarts.
+ *   reservations GPU reservations (gctl reserve), history included (resv.h).
  *   meta         next_job_id, so ids are never reused even if rows are deleted. */
 #include "store_internal.h"
 
@@ -162,6 +163,11 @@ static const char *const migrations[] = {
     "ALTER TABLE jobs ADD COLUMN notify_email TEXT;"
     "ALTER TABLE jobs ADD COLUMN notify_on TEXT;"
     "ALTER TABLE jobs ADD COLUMN auto_close INTEGER NOT NULL DEFAULT 0;",
+    /* 13: GPU reservations (gctl reserve; resv.h), kept as history: gpus is the mask of
+     * NVML indices, gpu_count the --gpus N asked for (0: --gpu-spec), cancelled 0 or when. */
+    "CREATE TABLE reservations (id INTEGER PRIMARY KEY, user TEXT NOT NULL,"
+    " gpu_count INTEGER NOT NULL DEFAULT 0, gpus INTEGER NOT NULL, start REAL NOT NULL,"
+    " end REAL NOT NULL, created REAL NOT NULL, cancelled REAL NOT NULL DEFAULT 0);",
 };
 /* The codes migration 6 writes are enum job_reason's. */
 _Static_assert(JOB_REASON_LAUNCH_FAILED == 6 && JOB_REASON_SHIM_LOST == 7 &&

@@ -70,9 +70,8 @@ static struct job *fx_job(struct fixture *f, const char *user, int gpus, int64_t
 
 static void fx_resv(struct fixture *f, const char *user, const char *ids, double start, double end)
 {
-    f->resv[f->n_resv++] =
-        (struct scheduler_reservation){(int64_t)f->n_resv + 1, user, start, end,
-                                       gpu_mask_parse(ids)};
+    f->resv[f->n_resv++] = (struct scheduler_reservation){(int64_t)f->n_resv + 1, user, start, end,
+                                                          gpu_mask_parse(ids)};
 }
 
 static size_t fx_pass(struct fixture *f)
@@ -242,7 +241,7 @@ static void test_backfill_plans_around_window(void **state)
     fx_init(&f, 1000);
     f.policy.backfill = true;
     fx_resv(&f, "alice", "0,1,2,3", 1100, 1200);
-    fx_job(&f, "carol", 2, 50, "0,1", 1000);             /* ends at 1050 */
+    fx_job(&f, "carol", 2, 50, "0,1", 1000);              /* ends at 1050 */
     struct job *big = fx_job(&f, "bob", 4, 300, NULL, 0); /* 300 s: not before 1100 */
     assert_int_equal(fx_pass(&f), 0);
     assert_string_equal(big->wait_reason, SCHEDULER_REASON_RESOURCES);
