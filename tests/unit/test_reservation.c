@@ -252,6 +252,35 @@ static void test_backfill_plans_around_window(void **state)
     assert_true(big->expected_start == 1050.0);
 }
 
+/* Jobs with the same request but different users get their own answers: a Reservation
+ * for one is not reused for the holder (the reason cache), and a greedy pass keeps it. */
+static void test_same_request_mixed_users(void **state)
+{
+    (void)state;
+    for (int backfill = 0; backfill <= 1; backfill++) {
+        struct fixture f;
+        fx_init(&f, 1500);
+        f.policy.backfill = backfill;
+        fx_resv(&f, "alice", "2,3", 1000, 2000);
+        struct job *b[3], *a[2];
+        b[0] = fx_job(&f, "bob", 1, 60, NULL, 0);
+        b[1] = fx_job(&f, "bob", 1, 60, NULL, 0);
+        b[2] = fx_job(&f, "bob", 1, 60, NULL, 0);
+        a[0] = fx_job(&f, "alice", 1, 60, NULL, 0);
+        struct job *c = fx_job(&f, "carol", 1, 60, NULL, 0);
+        a[1] = fx_job(&f, "alice", 1, 60, NULL, 0);
+        assert_int_equal(fx_pass(&f), 4);
+        assert_null(b[0]->wait_reason);
+        assert_null(b[1]->wait_reason);
+        assert_string_equal(b[2]->wait_reason, SCHEDULER_REASON_RESERVATION);
+        assert_null(a[0]->wait_reason);
+        assert_ids(a[0], "2");
+        assert_string_equal(c->wait_reason, SCHEDULER_REASON_RESERVATION);
+        assert_null(a[1]->wait_reason);
+        assert_ids(a[1], "3");
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -260,6 +289,7 @@ int main(void)
         cmocka_unit_test(test_pass_during_window),
         cmocka_unit_test(test_pass_before_window),
         cmocka_unit_test(test_backfill_plans_around_window),
+        cmocka_unit_test(test_same_request_mixed_users),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
