@@ -165,7 +165,7 @@ static const char *const migrations[] = {
     "ALTER TABLE jobs ADD COLUMN auto_close INTEGER NOT NULL DEFAULT 0;",
     /* 13: GPU reservations (gctl reserve; resv.h), kept as history: gpus is the mask of
      * NVML indices, gpu_count the --gpus N asked for (0: --gpu-spec), cancelled 0 or when. */
-    "CREATE TABLE reservations (id INTEGER PRIMARY KEY, user TEXT NOT NULL,"
+    "CREATE TABLE IF NOT EXISTS reservations (id INTEGER PRIMARY KEY, user TEXT NOT NULL,"
     " gpu_count INTEGER NOT NULL DEFAULT 0, gpus INTEGER NOT NULL, start REAL NOT NULL,"
     " end REAL NOT NULL, created REAL NOT NULL, cancelled REAL NOT NULL DEFAULT 0);",
 };
