@@ -113,8 +113,10 @@ static const char *status_text(const json_t *x)
                                      : s;
 }
 
-/* ReservationID, User, GPUs, Start, End, Duration, Status, ... one "Key: value" a line. */
-static void print_one(const json_t *x)
+/* gflow's fields, one "Key: value" a line: ID (unless with_id is false), User, GPUCount
+ * (for --gpus N), GPUIndices (the GPUs held, also for --gpus N: picked at creation),
+ * StartTime, EndTime, Duration, Status, CreatedAt and CancelledAt (once cancelled). */
+static void print_one(const json_t *x, bool with_id)
 {
     char *gpus = gpus_text(x);
     char *start = output_time(json_number_value(json_object_get(x, "start")));
@@ -122,13 +124,13 @@ static void print_one(const json_t *x)
     char *created = output_time(json_number_value(json_object_get(x, "created")));
     char *dur = format_duration(json_integer_value(json_object_get(x, "duration")));
     const json_t *count = json_object_get(x, "gpu_count");
-    printf("ReservationID: %lld\n", (long long)json_integer_value(json_object_get(x, "id")));
+    if (with_id)
+        printf("ID: %lld\n", (long long)json_integer_value(json_object_get(x, "id")));
     printf("User: %s\n", json_string_value(json_object_get(x, "user")));
     if (json_is_integer(count))
-        printf("GPUs: %s (--gpus %lld)\n", gpus, (long long)json_integer_value(count));
-    else
-        printf("GPUs: %s\n", gpus);
-    printf("Start: %s\nEnd: %s\nDuration: %s\nStatus: %s\nCreated: %s\n", start, end, dur,
+        printf("GPUCount: %lld\n", (long long)json_integer_value(count));
+    printf("GPUIndices: %s\n", gpus);
+    printf("StartTime: %s\nEndTime: %s\nDuration: %s\nStatus: %s\nCreatedAt: %s\n", start, end, dur,
            status_text(x), created);
     const json_t *cancelled = json_object_get(x, "cancelled_at");
     if (json_is_number(cancelled)) {
@@ -212,7 +214,8 @@ static int reserve_create(int argc, char **argv)
     json_object_set_new(body, "duration", json_integer(secs));
     json_t *reply = cli_call("POST", "/v1/reservations", body);
     printf("Reservation created successfully.\n");
-    print_one(reply);
+    printf("ReservationID: %lld\n", (long long)json_integer_value(json_object_get(reply, "id")));
+    print_one(reply, false);
     json_decref(reply);
     json_decref(body);
     return 0;
@@ -319,10 +322,12 @@ static int reserve_one(const char *sub, int argc, char **argv)
     bool cancel = !strcmp(sub, "cancel");
     char *path = xasprintf("/v1/reservations/%lld%s", (long long)id, cancel ? "/cancel" : "");
     json_t *reply = cli_call(cancel ? "POST" : "GET", path, NULL);
-    if (cancel)
-        printf("Reservation %lld cancelled.\n", (long long)id);
-    else
-        print_one(reply);
+    if (cancel) {
+        printf("Reservation %lld cancelled successfully\n", (long long)id);
+    } else {
+        printf("Reservation Details:\n");
+        print_one(reply, true);
+    }
     json_decref(reply);
     free(path);
     return 0;

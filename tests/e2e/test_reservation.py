@@ -75,7 +75,7 @@ def test_reservation_blocks_others_only_during_its_window(make_gflow, holder, ba
     r = reserve(g, "--user", TEST_USER, "--gpu-spec", "1", "--start", f"now+{lead}s",
                 "--duration", "6s")
     rid = r["ReservationID"]
-    assert r["GPUs"] == "1" and r["Status"] == "Pending", r
+    assert r["GPUIndices"] == "1" and r["Status"] == "Pending" and "GPUCount" not in r, r
     # A job without --time would run into the window: it is kept off GPU 1.
     a = g.submit("-g", "1", wait_go("goA"))
     assert g.wait_state(a, "R")["gpu_ids"] == "0"
@@ -143,7 +143,8 @@ def test_only_admins_reserve_for_others(make_gflow, holder):
 def test_list_get_cancel_history_and_clashes(make_gflow):
     g = sim(make_gflow, n=4)
     short = reserve(g, "--gpus", "2", "--start", "now", "--duration", "2s")
-    assert short["GPUs"] == "2,3 (--gpus 2)", short   # the highest free ones
+    # The highest free ones.
+    assert (short["GPUCount"], short["GPUIndices"]) == ("2", "2,3"), short
     later = reserve(g, "--gpu-spec", "0-1", "--start", "now+1h", "--duration", "30m")
     gone = reserve(g, "--gpus", "1", "--start", "now+2h", "--duration", "1h")
     # Clashes: named GPUs already reserved, more GPUs than are free, than exist.
@@ -174,7 +175,7 @@ def test_list_get_cancel_history_and_clashes(make_gflow):
     assert_one_line_error(cp, "gctl", 2, "invalid --status")
 
     cp = g.run("gctl", "reserve", "cancel", gone["ReservationID"], check=True)
-    assert cp.stdout == f"Reservation {gone['ReservationID']} cancelled.\n"
+    assert cp.stdout == f"Reservation {gone['ReservationID']} cancelled successfully\n"
     cp = g.run("gctl", "reserve", "cancel", gone["ReservationID"])
     assert_one_line_error(cp, "gctl", 1, "already cancelled")
     cp = g.run("gctl", "reserve", "cancel", "99")
@@ -192,8 +193,13 @@ def test_list_get_cancel_history_and_clashes(make_gflow):
     assert reservations(g, "--active") == []
     assert reservations(g, "--user", "nobody") == []
     cp = g.run("gctl", "reserve", "get", later["ReservationID"], check=True)
-    got = dict(l.split(": ", 1) for l in cp.stdout.splitlines())
-    assert got["GPUs"] == "0,1" and got["Duration"] == "30:00" and got["Status"] == "Pending"
+    assert cp.stdout.startswith("Reservation Details:\nID: ")
+    got = dict(l.split(": ", 1) for l in cp.stdout.splitlines()[1:])
+    assert got["ID"] == later["ReservationID"] and got["User"] == "root"
+    assert got["GPUIndices"] == "0,1" and "GPUCount" not in got
+    assert got["Duration"] == "30:00" and got["Status"] == "Pending"
+    assert set(got) == {"ID", "User", "GPUIndices", "StartTime", "EndTime", "Duration",
+                        "Status", "CreatedAt"}
     cp = g.run("gctl", "reserve", "cancel", short["ReservationID"])
     assert_one_line_error(cp, "gctl", 1, "already completed")
 
