@@ -222,3 +222,21 @@ def test_reservations_survive_a_restart(make_gflow, holder):
     assert g.wait_state(job)["state"] == "CD"
     new = reserve(g, "--gpus", "1", "--start", "now+1h", "--duration", "1h")
     assert int(new["ReservationID"]) == int(r["ReservationID"]) + 1
+
+
+def test_backfill_plans_other_users_jobs_after_the_window(make_gflow, holder):
+    """With backfill on, a window counts as busy GPUs in the plan: another user's job that
+    waits for GPUs and would overlap the window is expected to start after it."""
+    g = sim(make_gflow, backfill="true")
+    a = g.submit("-g", "2", "-t", "1:00", wait_go("goA"))  # planned to end in 60 s
+    started = g.wait_state(a, "R")["start_time"]
+    r = reserve(g, "--user", TEST_USER, "--gpu-spec", "0,1", "--start", "now+90s",
+                "--duration", "1h")
+    info = g.api("GET", f"/v1/reservations/{r['ReservationID']}").json()
+    assert info["start"] > started + 60
+    b = g.submit("-g", "2", "-t", "1:00", "true")  # [60 s, 120 s] would overlap it
+    wait_for(lambda: g.job(b)["expected_start"] is not None, "job B to be planned")
+    assert gqueue_reason(g, b) == "(Resources)"
+    assert abs(g.job(b)["expected_start"] - info["end"]) < 1, (g.job(b), info)
+    (g.work / "goA").touch()
+    g.wait_state(a)
