@@ -24,7 +24,7 @@
 #include "parse.h"
 #include "util.h"
 
-enum { OPT_SOCKET = 256, OPT_SINCE, OPT_INTERVAL };
+enum { OPT_SOCKET = 256, OPT_SINCE, OPT_INTERVAL, OPT_START };
 
 static const char gqueue_shortopts[] = "+:acts:j:u:N:g:P:wn:r:f:o:hV";
 static const struct option gqueue_longopts[] = {
@@ -41,6 +41,7 @@ static const struct option gqueue_longopts[] = {
     {"since", required_argument, NULL, OPT_SINCE},
     {"watch", no_argument, NULL, 'w'},
     {"interval", required_argument, NULL, OPT_INTERVAL},
+    {"start", no_argument, NULL, OPT_START},
     {"project", required_argument, NULL, 'P'},
     {"limit", required_argument, NULL, 'n'},
     {"sort", required_argument, NULL, 'r'},
@@ -83,17 +84,23 @@ static void gqueue_help(void)
            "  -n, --limit N         the first N jobs after sorting; -N: the last N;\n"
            "                        0: all (default); says how many were not shown\n"
            "  -r, --sort FIELD      sort by id (default), name, state, priority, user,\n"
-           "                        submit, start, end, time or gpus; prefix '-' for\n"
+           "                        submit, start, end, time, gpus or start_time\n"
+           "                        (expected start, unknown last); prefix '-' for\n"
            "                        descending, e.g. -r -priority\n"
            "  -f, --format FIELDS   columns, comma-separated (default\n"
            "                        " GQUEUE_DEFAULT_FORMAT "):\n"
            "                        JOBID NAME ST STATE TIME TIMELIMIT NODES\n"
            "                        NODELIST(REASON) NODELIST REASON PRIORITY USER\n"
            "                        EXITCODE SUBMIT START END WORKDIR COMMAND MEMORY\n"
-           "                        BEGIN PROJECT\n"
+           "                        BEGIN PROJECT START_TIME\n"
            "  -o, --output FORMAT   table (default), csv, json or yaml; json and yaml are\n"
            "                        {jobs: [the whole job objects], total, timestamp}\n"
            "                        and ignore -f\n"
+           "      --start           queued jobs by expected start, as squeue --start:\n"
+           "                        -s PD, -r start_time and -f JOBID,NAME,USER,ST,\n"
+           "                        START_TIME,NODES,NODELIST(REASON) unless given;\n"
+           "                        START_TIME is known with backfill ([scheduler]\n"
+           "                        backfill = true), otherwise -\n"
            "  -t, --tree            show dependencies as a tree: each job under the first\n"
            "                        listed job it depends on (NAME drawn with ├─ └─);\n"
            "                        a retry (--max-retries) under the attempt it\n"
@@ -112,7 +119,9 @@ static void gqueue_help(void)
            "(NonZeroExitCode), (Signal), (TimeLimit), (Memory), (BeginTime),\n"
            "(OutOfMemory); EXITCODE the exit status, or the signal that killed the job\n"
            "(e.g. SIGKILL); TIMELIMIT is UNLIMITED when none; MEMORY the host memory\n"
-           "requested (--memory), - when none; SUBMIT/START/END are local times.\n"
+           "requested (--memory), - when none; SUBMIT/START/END are local times;\n"
+           "START_TIME a queued job's expected start (backfill's plan; - when unknown)\n"
+           "or a started job's start.\n"
            "On a terminal, states are coloured (not with NO_COLOR set) and cells are cut\n"
            "with … to fit its width (the whole text: gjob show, -o json).\n");
 }
@@ -120,10 +129,10 @@ static void gqueue_help(void)
 int main(int argc, char **argv)
 {
     cli_init(argv[0]);
-    bool all = false, completed = false, watch = false, interval_given = false;
+    bool all = false, completed = false, watch = false, interval_given = false, start = false;
     const char *states = NULL, *jobs = NULL, *user = NULL, *sort = NULL, *names = NULL;
     const char *project = NULL;
-    const char *format = GQUEUE_DEFAULT_FORMAT, *since = NULL;
+    const char *format = NULL, *since = NULL;
     double interval = 2;
     struct gqueue_opts o = {.outfmt = OUTPUT_TABLE, .api_sort = "id"};
     int c;
@@ -165,6 +174,9 @@ int main(int argc, char **argv)
             break;
         case 'w':
             watch = true;
+            break;
+        case OPT_START:
+            start = true;
             break;
         case OPT_INTERVAL: {
             char *end;
@@ -222,6 +234,14 @@ int main(int argc, char **argv)
     if (interval_given && !watch)
         cli_usage_error("--interval needs --watch; e.g. gqueue -w --interval %g", interval);
 
+    if (start && completed)
+        cli_usage_error("--start lists queued jobs and --completed ended ones; use one");
+    if (start && !states)
+        states = "PD";
+    if (!format)
+        format = start ? GQUEUE_START_FORMAT : GQUEUE_DEFAULT_FORMAT;
+    if (start && !sort)
+        sort = "start_time";
     o.fields = gqueue_format(format, &o.nfields);
 
     /* The sort key. */
@@ -233,11 +253,9 @@ int main(int argc, char **argv)
         } else if (*key == '+') {
             key++;
         }
-        o.api_sort = gqueue_sort_key(key, sort);
-        if (!o.api_sort) {
-            o.local_sort = true;
+        o.api_sort = gqueue_sort_key(key, sort, &o.local_sort);
+        if (!o.api_sort)
             o.api_sort = "id";
-        }
     }
 
     /* The filters. */

@@ -152,6 +152,14 @@ static void gqueue_memory(struct strbuf *sb, const struct job *j, double now)
     strbuf_addc(sb, gib ? 'G' : 'M');
 }
 
+/* squeue --start's START_TIME: when a queued job is expected to start (backfill's plan),
+ * or when a job started. */
+static void gqueue_start_time(struct strbuf *sb, const struct job *j, double now)
+{
+    double t = j->state == JOB_QUEUED ? j->expected_start : j->start_time;
+    gqueue_put_owned(sb, output_time(t));
+}
+
 static void gqueue_begin(struct strbuf *sb, const struct job *j, double now)
 {
     gqueue_put_owned(sb, output_time(j->begin_time));
@@ -179,25 +187,30 @@ static const struct gqueue_field gqueue_fields[] = {
     {"MEMORY", gqueue_memory, "memory_mb"},
     {"BEGIN", gqueue_begin, "begin_time"},
     {"PROJECT", gqueue_project, "project"},
+    {"START_TIME", gqueue_start_time, "state,expected_start,start_time"},
 };
 #define GQUEUE_NFIELDS (sizeof(gqueue_fields) / sizeof(gqueue_fields[0]))
 
 /* Sort keys beyond the API's own (job_sort_parse): the column names gqueue shows, and
- * the GPU count, which the API does not sort by (api NULL: sorted here). */
+ * the GPU count and expected start, which the API does not sort by (sorted here). */
 static const struct {
     const char *name;
     const char *api;
+    gqueue_cmp_fn local;
 } gqueue_sort_aliases[] = {
-    {"jobid", "id"},
-    {"st", "state"},
-    {"gpus", NULL},
-    {"nodes", NULL},
+    {"jobid", "id", NULL},
+    {"st", "state", NULL},
+    {"gpus", NULL, gqueue_cmp_gpus},
+    {"nodes", NULL, gqueue_cmp_gpus},
+    {"start_time", NULL, gqueue_cmp_expected},
+    {"expected", NULL, gqueue_cmp_expected},
 };
 
-/* The API's name for a sort key the user typed (any case); NULL for one sorted here.
- * A usage error if it is none. */
-const char *gqueue_sort_key(const char *key, const char *given)
+/* The API's name for a sort key the user typed (any case), or NULL and *local for one
+ * sorted here. A usage error if it is none. */
+const char *gqueue_sort_key(const char *key, const char *given, gqueue_cmp_fn *local)
 {
+    *local = NULL;
     char lower[32];
     size_t n = strlen(key);
     for (size_t i = 0; i < n && i + 1 < sizeof(lower); i++)
@@ -207,10 +220,13 @@ const char *gqueue_sort_key(const char *key, const char *given)
     if (job_sort_parse(lower, &k) == 0)
         return job_sort_name(k);
     for (size_t i = 0; i < sizeof(gqueue_sort_aliases) / sizeof(gqueue_sort_aliases[0]); i++)
-        if (!strcmp(lower, gqueue_sort_aliases[i].name))
+        if (!strcmp(lower, gqueue_sort_aliases[i].name)) {
+            *local = gqueue_sort_aliases[i].local;
             return gqueue_sort_aliases[i].api;
-    cli_usage_error("unknown sort field '%s'; use %s, or gpus (prefix '-' for descending)", given,
-                    job_sort_names());
+        }
+    cli_usage_error("unknown sort field '%s'; use %s, gpus or start_time (prefix '-' for "
+                    "descending)",
+                    given, job_sort_names());
 }
 
 /* "PD,running" -> "PD,R" (validated). */

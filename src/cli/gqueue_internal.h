@@ -15,6 +15,11 @@
 #include "util.h"
 
 #define GQUEUE_DEFAULT_FORMAT "JOBID,NAME,ST,TIME,NODES,NODELIST(REASON)"
+/* --start (Slurm's squeue --start): queued jobs by expected start. */
+#define GQUEUE_START_FORMAT "JOBID,NAME,USER,ST,START_TIME,NODES,NODELIST(REASON)"
+
+/* A sort done here (the API cannot), over struct gqueue_row. */
+typedef int (*gqueue_cmp_fn)(const void *a, const void *b);
 
 /* Each column appends its cell's text to sb (the table's buffer: no allocation per cell). */
 struct gqueue_field {
@@ -41,7 +46,8 @@ struct gqueue_opts {
     size_t nfields;
     enum output_format outfmt;
     int64_t limit;
-    bool desc, local_sort;
+    bool desc;
+    gqueue_cmp_fn local_sort; /* NULL: the API sorts (api_sort) */
     const char *api_sort;
     char *filters; /* the query's filters: "?state=...&user=..." */
     char **users;  /* with more than one user: the users (filtered here) */
@@ -58,7 +64,7 @@ struct gqueue_opts {
 void gqueue_name(struct strbuf *sb, const struct job *j, double now);
 void gqueue_st(struct strbuf *sb, const struct job *j, double now);
 void gqueue_state(struct strbuf *sb, const struct job *j, double now);
-const char *gqueue_sort_key(const char *key, const char *given);
+const char *gqueue_sort_key(const char *key, const char *given, gqueue_cmp_fn *local);
 char *gqueue_states(const char *list);
 char **gqueue_split(const char *list, size_t *n);
 const struct gqueue_field **gqueue_format(const char *spec, size_t *n);
@@ -74,8 +80,9 @@ struct gqueue_row *gqueue_tsv_rows(char *lines, const int *fields, size_t nfield
 void gqueue_tree_build(struct gqueue_tree *t, const struct gqueue_row *rows, size_t first,
                        size_t count);
 void gqueue_tree_free(struct gqueue_tree *t);
-extern bool gqueue_gpus_desc;
+extern bool gqueue_sort_desc; /* the local sort is descending */
 int gqueue_cmp_gpus(const void *a, const void *b);
+int gqueue_cmp_expected(const void *a, const void *b);
 
 /* gqueue_list.c */
 bool gqueue_user_known(const char *name);

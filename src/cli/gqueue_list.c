@@ -347,8 +347,8 @@ void gqueue_list(const struct gqueue_opts *o, FILE *out, FILE *notes)
         count = want;
     }
     if (o->local_sort) {
-        gqueue_gpus_desc = o->desc;
-        qsort(rows, n, sizeof(*rows), gqueue_cmp_gpus);
+        gqueue_sort_desc = o->desc;
+        qsort(rows, n, sizeof(*rows), o->local_sort);
     }
     if (local_limit) {
         if (o->limit > 0 && (size_t)o->limit < n)

@@ -18,12 +18,12 @@
 void gqueue_tsv_query(struct strbuf *path, const struct gqueue_field **columns, size_t ncolumns,
                       bool tree, bool filters)
 {
-    /* Only the fields the columns read (plus id and gpus, for sorting; what the tree and
+    /* Only the fields the columns read (plus id, gpus and expected_start, for sorting; what the tree and
      * the filters applied here read). */
-    bool want[JOB_FIELD_COUNT] = {
-        [JOB_FIELD_ID] = true,         [JOB_FIELD_GPUS] = true,    [JOB_FIELD_DEPENDS_ON] = tree,
-        [JOB_FIELD_RETRY_OF] = tree,   [JOB_FIELD_USER] = filters, [JOB_FIELD_NAME] = filters,
-        [JOB_FIELD_GROUP_ID] = filters};
+    bool want[JOB_FIELD_COUNT] = {[JOB_FIELD_ID] = true,         [JOB_FIELD_GPUS] = true,
+                                  [JOB_FIELD_DEPENDS_ON] = tree, [JOB_FIELD_EXPECTED_START] = true,
+                                  [JOB_FIELD_RETRY_OF] = tree,   [JOB_FIELD_USER] = filters,
+                                  [JOB_FIELD_NAME] = filters,    [JOB_FIELD_GROUP_ID] = filters};
     for (size_t c = 0; c < ncolumns; c++) {
         char *needs = xstrdup(columns[c]->needs), *save = NULL;
         for (char *f = strtok_r(needs, ",", &save); f; f = strtok_r(NULL, ",", &save))
@@ -246,12 +246,30 @@ void gqueue_tree_free(struct gqueue_tree *t)
     free(t->order);
 }
 
-bool gqueue_gpus_desc;
+bool gqueue_sort_desc;
+
+static int gqueue_cmp_order(const struct gqueue_row *x, const struct gqueue_row *y)
+{
+    return x->order < y->order ? -1 : x->order > y->order;
+}
 
 int gqueue_cmp_gpus(const void *a, const void *b)
 {
     const struct gqueue_row *x = a, *y = b;
     if (x->job.gpus != y->job.gpus)
-        return (x->job.gpus < y->job.gpus ? -1 : 1) * (gqueue_gpus_desc ? -1 : 1);
-    return x->order < y->order ? -1 : x->order > y->order;
+        return (x->job.gpus < y->job.gpus ? -1 : 1) * (gqueue_sort_desc ? -1 : 1);
+    return gqueue_cmp_order(x, y);
+}
+
+/* By expected start (START_TIME), jobs without one after the others in either direction,
+ * as squeue --start. */
+int gqueue_cmp_expected(const void *a, const void *b)
+{
+    const struct gqueue_row *x = a, *y = b;
+    double s = x->job.expected_start, t = y->job.expected_start;
+    if ((s > 0) != (t > 0))
+        return s > 0 ? -1 : 1;
+    if (s != t)
+        return (s < t ? -1 : 1) * (gqueue_sort_desc ? -1 : 1);
+    return gqueue_cmp_order(x, y);
 }

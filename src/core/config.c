@@ -63,6 +63,7 @@ static int config_duration(const char *s, char **err)
 static const char *const config_gpu_strategies[] = {"topology", "sequential", "random", NULL};
 static const char *const config_gpu_id_formats[] = {"auto", "index", "uuid", NULL};
 static const char *const config_container[] = {"auto", "yes", "no", NULL};
+static const char *const config_backfill_untimed[] = {"planned", "outside", NULL};
 
 static const struct config_key config_keys[] = {
     CONFIG_STRING_KEY("daemon.socket_path", socket_path, NULL, NULL),
@@ -89,6 +90,8 @@ static const struct config_key config_keys[] = {
     CONFIG_BOOL_KEY("scheduler.backfill", scheduler_backfill, "false"),
     CONFIG_INT_KEY("scheduler.backfill_depth", scheduler_backfill_depth, 1, "1"),
     CONFIG_DURATION_KEY("scheduler.default_time_limit", scheduler_default_time_limit, "24h"),
+    CONFIG_STRING_KEY("scheduler.backfill_untimed", scheduler_backfill_untimed,
+                      config_backfill_untimed, "planned"),
     CONFIG_INT_KEY("limits.max_request_bytes", limits.max_request_bytes, 1, "8388608"),
     CONFIG_INT_KEY("limits.max_body_bytes_in_flight", limits.max_body_bytes_in_flight, 1,
                    "67108864"),

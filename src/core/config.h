@@ -60,6 +60,8 @@ struct gflow_config {
     char *scheduler_default_time_limit; /* scheduler.default_time_limit: a job without a
                                             * time limit is planned to run this long ("24h",
                                             * parse_duration; default 24h) */
+    char *scheduler_backfill_untimed;   /* scheduler.backfill_untimed: planned (default) |
+                                         * outside (struct scheduler_policy) */
 };
 
 void config_init(struct gflow_config *c); /* defaults */

@@ -154,7 +154,8 @@ struct job {
     char *reason_detail;
     const char *wait_reason; /* why a PD job waits, set by the scheduling pass (static) */
     /* When a PD job is expected to start (unix seconds; 0 = unknown), set by a pass with
-     * backfill (a greedy pass leaves it as it is); not stored. */
+     * backfill (a greedy pass leaves it as it is; leaving the queue clears it); not
+     * stored. */
     double expected_start;
     enum job_end_request end_request;
 
@@ -313,6 +314,7 @@ enum job_field {
     JOB_FIELD_NOTIFY_EMAIL,
     JOB_FIELD_NOTIFY_ON,
     JOB_FIELD_AUTO_CLOSE,
+    JOB_FIELD_EXPECTED_START, /* not stored: a queued job's, from backfill's plan */
     JOB_FIELD_COUNT
 };
 const char *job_field_name(enum job_field f);

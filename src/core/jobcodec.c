@@ -53,22 +53,55 @@ static void append_string(struct strbuf *sb, const char *s)
 }
 
 static const char *const field_names[JOB_FIELD_COUNT] = {
-    "id",           "name",          "user",
-    "uid",          "state",         "state_name",
-    "priority",     "time_limit",    "submit_time",
-    "start_time",   "end_time",      "exit_code",
-    "signal",       "signal_name",   "oom",
-    "reason",       "command",       "script_path",
-    "workdir",      "gpus",          "gpu_ids",
-    "shim_pid",     "max_rss_kb",    "gpu_memory_mb",
-    "shared",       "gpus_per_task", "depends_on",
-    "depends_mode", "auto_cancel",   "memory_mb",
-    "conda_env",    "signal_spec",   "begin_time",
-    "max_retries",  "attempt",       "retry_of",
-    "group_id",     "array_task",    "max_concurrent",
-    "umask",        "mig_profile",   "mig_count",
-    "mig_devices",  "project",       "nice",
-    "notify_email", "notify_on",     "auto_close",
+    "id",
+    "name",
+    "user",
+    "uid",
+    "state",
+    "state_name",
+    "priority",
+    "time_limit",
+    "submit_time",
+    "start_time",
+    "end_time",
+    "exit_code",
+    "signal",
+    "signal_name",
+    "oom",
+    "reason",
+    "command",
+    "script_path",
+    "workdir",
+    "gpus",
+    "gpu_ids",
+    "shim_pid",
+    "max_rss_kb",
+    "gpu_memory_mb",
+    "shared",
+    "gpus_per_task",
+    "depends_on",
+    "depends_mode",
+    "auto_cancel",
+    "memory_mb",
+    "conda_env",
+    "signal_spec",
+    "begin_time",
+    "max_retries",
+    "attempt",
+    "retry_of",
+    "group_id",
+    "array_task",
+    "max_concurrent",
+    "umask",
+    "mig_profile",
+    "mig_count",
+    "mig_devices",
+    "project",
+    "nice",
+    "notify_email",
+    "notify_on",
+    "auto_close",
+    "expected_start",
 };
 
 const char *job_field_name(enum job_field f)
@@ -363,6 +396,9 @@ void job_append_field(struct strbuf *sb, const struct job *j, enum job_field f, 
     case JOB_FIELD_AUTO_CLOSE:
         strbuf_adds(sb, j->auto_close ? "true" : "false");
         break;
+    case JOB_FIELD_EXPECTED_START: /* a job that left the queue keeps its last plan */
+        append_time(sb, j->state == JOB_QUEUED ? j->expected_start : 0, tsv);
+        break;
     case JOB_FIELD_SIGNAL_SPEC:
         if (j->warn_signal > 0) {
             char *spec = format_signal_spec(j->warn_signal, j->warn_secs, j->warn_main_only);
@@ -522,6 +558,7 @@ int job_from_json(const json_t *o, struct job *j)
     j->notify_email = get_str(o, "notify_email");
     j->notify_on = get_list(o, "notify_on");
     j->auto_close = json_is_true(json_object_get(o, "auto_close"));
+    j->expected_start = get_time(o, "expected_start");
     size_t di;
     const json_t *dep;
     json_array_foreach (json_object_get(o, "depends_on"), di, dep) {
@@ -719,6 +756,9 @@ static void set_field(struct job *j, enum job_field f, char *v, bool borrow)
         break;
     case JOB_FIELD_AUTO_CLOSE:
         j->auto_close = v && strcmp(v, "true") == 0;
+        break;
+    case JOB_FIELD_EXPECTED_START:
+        j->expected_start = v ? strtod(v, NULL) : 0;
         break;
     default: /* derived fields (state_name, signal_name) */
         break;

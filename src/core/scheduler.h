@@ -57,13 +57,24 @@ struct scheduler_policy {
      * backfill; a later reservation plans after the earlier ones on their GPUs, it does
      * not fill holes before them). A job behind a reservation starts only if it does not
      * delay it: it ends (now + its time_limit) by the shadow time, or it uses no reserved
-     * GPU. A job without a time limit is backfilled only outside the reservations. A
+     * GPU. A job without a time limit is planned to run default_time_limit, and with
+     * untimed_outside it is backfilled only outside the reservations (see below). A
      * reserved job's expected_start is its shadow time; a GPU job that waits for GPUs
      * behind a reservation gets the reason Priority (as Slurm). Host memory (Memory),
      * MIG instances and GPU memory are not planned: such jobs wait as in greedy. */
     bool backfill;
     int backfill_depth;        /* jobs that get a reservation; 0 means 1; at most 64 */
     double default_time_limit; /* seconds, for planning only; 0 means 24 h */
+    /* scheduler.backfill_untimed: false ("planned", the default) backfills a job without a
+     * time limit like one whose limit is default_time_limit. It may then run past the
+     * shadow time and delay the reserved job, but only by its own overrun: once the
+     * shadow is closer than default_time_limit, no untimed job is backfilled onto the
+     * reserved GPUs, so the reserved job waits at most for the jobs already running. True
+     * ("outside") never lets an untimed job onto reserved GPUs: the reserved job is
+     * never delayed, but while a big job waits every untimed job does too (on the
+     * synthetic lab trace, where 30% of jobs have no limit, the mean wait grows from 10 h
+     * to 4 days: docs/replay.md). */
+    bool untimed_outside;
 };
 
 /* The most reservations a pass makes (backfill_depth above it counts as this). */
@@ -121,7 +132,7 @@ struct scheduler_queue {
 void scheduler_queue_init(struct scheduler_queue *q);
 void scheduler_queue_free(struct scheduler_queue *q); /* frees the array, not the jobs */
 void scheduler_queue_insert(struct scheduler_queue *q, struct job *j);
-/* 0, or -1 if j is not in the queue. */
+/* 0, or -1 if j is not in the queue. Clears j->expected_start (a plan for its place). */
 int scheduler_queue_remove(struct scheduler_queue *q, struct job *j);
 /* Removes jobs[0..n), which must be in queue order (as scheduler_pass returns the jobs
  * to start), in one sweep; returns how many were removed. Removing the started jobs one
@@ -163,9 +174,12 @@ struct scheduler_input {
     const struct gpu_set *gpus; /* NULL: no GPUs */
     uint64_t unmanaged;         /* bit i: GPU with NVML index i has outside processes */
     int64_t memory_total_mb;    /* the machine's memory (MemTotal); 0 = unknown, no check */
-    /* Out (may be NULL): the earliest begin_time of the jobs that wait for it (their
-     * reason is BeginTime), 0 if none: when the caller must run a pass again. */
-    double *next_begin;
+    /* Out (may be NULL): when the caller must run a pass again although nothing else
+     * changes, 0 if never: the earliest begin_time of the jobs that wait for it (their
+     * reason is BeginTime) or, with reservations (backfill), the next time the plan
+     * changes by itself (a running job without a time limit reaches its planned end, a
+     * reserved job has waited default_time_limit). */
+    double *next_pass;
     double now;
     /* Per position in gpus: MiB of the GPU's memory taken by other than gflow jobs (total
      * - free - what the running jobs' processes use), which shared jobs cannot pack

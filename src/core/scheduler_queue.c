@@ -65,6 +65,7 @@ int scheduler_queue_remove(struct scheduler_queue *q, struct job *j)
         return -1;
     memmove(q->jobs + i, q->jobs + i + 1, (q->len - i - 1) * sizeof(*q->jobs));
     q->len--;
+    j->expected_start = 0; /* held, waiting for its begin time...: no plan until it is back */
     return 0;
 }
 

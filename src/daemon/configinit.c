@@ -51,6 +51,9 @@ static const struct key_help key_helps[] = {
     {"scheduler.default_time_limit", "how long a job without --time is planned to run (for "
                                      "backfill only, not enforced): \"24h\", \"90m\", "
                                      "\"1-00:00:00\""},
+    {"scheduler.backfill_untimed", "planned: a job without --time is backfilled as if it "
+                                   "ran default_time_limit (it may delay a reserved job by "
+                                   "its overrun); outside: only onto GPUs nobody reserved"},
     {"limits.max_request_bytes", "largest request body"},
     {"limits.max_body_bytes_in_flight", "request bodies being received, all connections"},
     {"limits.max_connections", "open connections, all users"},

@@ -127,6 +127,7 @@ struct jobs_machine {
     bool backfill;
     int backfill_depth;
     double default_time_limit; /* seconds; 0: the scheduler's default */
+    bool untimed_outside;      /* scheduler.backfill_untimed = "outside" */
     /* GPU reservations not cancelled and not over (gctl reserve; resv.h). */
     const struct scheduler_reservation *reservations;
     size_t n_reservations;
@@ -137,10 +138,11 @@ void jobs_mark_dirty(struct jobs *t);
 /* Runs the scheduling pass if anything changed since the last one; moves the jobs that
  * start to R (with their GPUs; not launched yet: the caller launches them once the
  * change is committed) and returns them in *started (the caller frees the array).
- * *next_begin: -1 when no pass ran, else the earliest --begin time a job waits for (0:
- * none), when a pass must run again. */
+ * *next_pass: -1 when no pass ran, else when a pass must run again although nothing
+ * changes (0: never): the earliest --begin time a job waits for, or when backfill's
+ * plan changes (scheduler_input.next_pass). */
 size_t jobs_schedule(struct jobs *t, const struct jobs_machine *m, double now,
-                     struct job ***started, double *next_begin);
+                     struct job ***started, double *next_pass);
 
 /* Actions that must wait until the current transaction is committed. */
 void jobs_after_commit_unlink(struct jobs *t, char *path); /* takes ownership of path */

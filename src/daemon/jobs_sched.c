@@ -111,10 +111,10 @@ static void begin_due(struct jobs *t, double now)
 }
 
 size_t jobs_schedule(struct jobs *t, const struct jobs_machine *m, double now,
-                     struct job ***started, double *next_begin)
+                     struct job ***started, double *next_pass)
 {
     *started = NULL;
-    *next_begin = -1;
+    *next_pass = -1;
     if (!t->dirty)
         return 0;
     t->dirty = false;
@@ -122,9 +122,13 @@ size_t jobs_schedule(struct jobs *t, const struct jobs_machine *m, double now,
     /* The jobs put aside for their begin time wait for the earliest of theirs; the pass
      * adds any job in the queue whose begin time is to come (the clock went back). */
     double heap_next = scheduler_begin_heap_next(&t->begin);
-    *next_begin = heap_next;
+    *next_pass = heap_next;
     if (t->queue.len == 0)
         return 0;
+    if (t->planned && !m->backfill) /* backfill turned off: its plan is void */
+        for (size_t i = 0; i < t->queue.len; i++)
+            t->queue.jobs[i]->expected_start = 0;
+    t->planned = m->backfill;
     struct job **start = xmalloc(t->queue.len * sizeof(*start));
     struct scheduler_policy policy = {
         .max_running_jobs = m->max_running_jobs,
@@ -134,6 +138,7 @@ size_t jobs_schedule(struct jobs *t, const struct jobs_machine *m, double now,
         .backfill = m->backfill,
         .backfill_depth = m->backfill_depth,
         .default_time_limit = m->default_time_limit,
+        .untimed_outside = m->untimed_outside,
     };
     struct scheduler_input in = {
         .queued = t->queue.jobs,
@@ -145,14 +150,14 @@ size_t jobs_schedule(struct jobs *t, const struct jobs_machine *m, double now,
         .mig_unmanaged = m->mig_unmanaged,
         .memory_total_mb = m->memory_total_mb,
         .now = now,
-        .next_begin = next_begin,
+        .next_pass = next_pass,
         .outside_mib = m->outside_mib,
         .reservations = m->reservations,
         .n_reservations = m->n_reservations,
     };
     size_t n = scheduler_pass(&in, &policy, start);
-    if (heap_next > 0 && (*next_begin == 0 || heap_next < *next_begin))
-        *next_begin = heap_next;
+    if (heap_next > 0 && (*next_pass == 0 || heap_next < *next_pass))
+        *next_pass = heap_next;
     /* Out of the queue in one sweep (jobs_set_state then finds them gone). */
     scheduler_queue_remove_many(&t->queue, start, n);
     for (size_t i = 0; i < n; i++) {

@@ -31,6 +31,7 @@ static const char *const live_keys[] = {
     "scheduler.backfill",
     "scheduler.backfill_depth",
     "scheduler.default_time_limit",
+    "scheduler.backfill_untimed",
     "limits.max_jobs_per_request",
     "limits.max_active_jobs_per_user",
     "limits.max_ids_per_request",

@@ -317,10 +317,6 @@ void route_show(const struct route_req *r, int64_t id, struct reply *rep)
             json_array_append_new(dl, json_integer(dependents[i]));
     free(dependents);
     json_object_set_new(o, "dependents", dl);
-    /* When backfill expects the queued job to start (unix seconds); null: unknown. A
-     * greedy pass leaves the value of the last pass with backfill: not shown. */
-    bool expected = d->cfg.scheduler_backfill && j.state == JOB_QUEUED && j.expected_start > 0;
-    json_object_set_new(o, "expected_start", expected ? json_real(j.expected_start) : json_null());
     int64_t retried_as = 0;
     if (j.state == JOB_FAILED && store_retried_as(d->store, id, &retried_as) == 0 && retried_as)
         json_object_set_new(o, "retried_as", json_integer(retried_as));

@@ -68,12 +68,12 @@ struct server {
     struct gflowd *d;
     struct job **to_launch; /* committed as R, shims not forked yet */
     size_t to_launch_len;
-    struct loop_timer *retry_timer, *checkpoint_timer, *poll_timer, *begin_timer;
+    struct loop_timer *retry_timer, *checkpoint_timer, *poll_timer, *pass_timer;
     struct loop_timer *launch_timer;  /* launches held back until it fires */
     struct loop_timer *standby_timer; /* starts the next standby shim (launch.h) */
     double launch_hold;               /* how long the last hold was (0: none) */
     int64_t job_fd_cap;               /* at most this many jobs run: the open-file limit */
-    double begin_timer_at;
+    double pass_timer_at;
     double last_commit;
     int lost_in_a_row; /* transactions lost since the last commit that worked */
     /* History retention (daemon.keep_finished; -1: not by count, not by age). */
@@ -181,26 +181,27 @@ static void gpu_ready_cb(int fd, uint32_t events, void *arg)
         jobs_mark_dirty(s->d->jobs);
 }
 
-/* --begin: one timer, at the earliest begin time of the jobs waiting for theirs, that
- * makes the next loop iteration run a pass (no polling). */
-static void begin_cb(void *arg)
+/* One timer, at the earliest time the pass itself said it must run again (a --begin
+ * time, backfill's plan changing), that makes the next loop iteration run a pass (no
+ * polling). */
+static void pass_cb(void *arg)
 {
     struct server *s = arg;
-    s->begin_timer = NULL;
-    s->begin_timer_at = 0;
+    s->pass_timer = NULL;
+    s->pass_timer_at = 0;
     jobs_mark_dirty(s->d->jobs);
 }
 
-static void arm_begin_timer(struct server *s, double at)
+static void arm_pass_timer(struct server *s, double at)
 {
-    if (at == s->begin_timer_at && (s->begin_timer || at == 0))
+    if (at == s->pass_timer_at && (s->pass_timer || at == 0))
         return;
-    loop_cancel_timer(s->begin_timer);
-    s->begin_timer = NULL;
-    s->begin_timer_at = at;
+    loop_cancel_timer(s->pass_timer);
+    s->pass_timer = NULL;
+    s->pass_timer_at = at;
     if (at > 0) {
         double delay = at - now_wall();
-        s->begin_timer = loop_add_timer(delay > 0 ? delay : 0, begin_cb, s);
+        s->pass_timer = loop_add_timer(delay > 0 ? delay : 0, pass_cb, s);
     }
 }
 
@@ -337,17 +338,18 @@ static void schedule(struct server *s)
     if (m.max_running_jobs == 0 || m.max_running_jobs > s->job_fd_cap)
         m.max_running_jobs = s->job_fd_cap;
     gpualloc_strategy_parse(d->cfg.gpu_allocation_strategy, &m.strategy);
+    m.untimed_outside = strcmp(d->cfg.scheduler_backfill_untimed, "outside") == 0;
     double now = now_wall();
     m.reservations = resv_current(d->resv, now, &m.n_reservations);
     struct job **started;
-    double next_begin;
-    size_t n = jobs_schedule(d->jobs, &m, now, &started, &next_begin);
-    if (next_begin >= 0) {
+    double next_pass;
+    size_t n = jobs_schedule(d->jobs, &m, now, &started, &next_pass);
+    if (next_pass >= 0) {
         /* A reservation's start or end changes what may run: a pass then too. */
         double change = resv_next_change(d->resv, now);
-        if (change > 0 && (next_begin == 0 || change < next_begin))
-            next_begin = change;
-        arm_begin_timer(s, next_begin);
+        if (change > 0 && (next_pass == 0 || change < next_pass))
+            next_pass = change;
+        arm_pass_timer(s, next_pass);
     }
     if (!n)
         return;
@@ -633,7 +635,7 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     jobs_commit(d->jobs);
     runner_shutdown(d);
     loop_cancel_timer(s.poll_timer);
-    loop_cancel_timer(s.begin_timer);
+    loop_cancel_timer(s.pass_timer);
     loop_cancel_timer(s.checkpoint_timer);
     loop_cancel_timer(s.retry_timer);
     loop_cancel_timer(s.launch_timer);

@@ -126,6 +126,8 @@ static const struct {
     [JOB_FIELD_NOTIFY_EMAIL] = {1, {C_NOTIFY_EMAIL}},
     [JOB_FIELD_NOTIFY_ON] = {1, {C_NOTIFY_ON}},
     [JOB_FIELD_AUTO_CLOSE] = {1, {C_AUTO_CLOSE}},
+    /* Not stored (a plan of the running daemon): a job read from the store has none. */
+    [JOB_FIELD_EXPECTED_START] = {1, {C_ID}},
 };
 
 /* The columns q->fields need (id and state always), or all light ones; returns n. */

@@ -214,22 +214,23 @@ static const char *fmt_duration(char *buf, size_t cap, double s)
     return buf;
 }
 
-static void print_text_header(void)
+/* The POLICY column is as wide as the longest name asked for. */
+static void print_text_header(int width)
 {
-    printf("%-10s %7s %8s %8s %8s %8s | %6s %8s %8s %8s %8s | %8s %6s %7s %6s\n", "POLICY", "JOBS",
-           "WAIT", "P50", "P95", "P99", "JOBS4+", "WAIT4+", "P50", "P95", "P99", "MAXWAIT", "UTIL",
-           "BSLD", "JAIN");
+    printf("%-*s %7s %8s %8s %8s %8s | %6s %8s %8s %8s %8s | %8s %6s %7s %6s\n", width, "POLICY",
+           "JOBS", "WAIT", "P50", "P95", "P99", "JOBS4+", "WAIT4+", "P50", "P95", "P99", "MAXWAIT",
+           "UTIL", "BSLD", "JAIN");
 }
 
-static void print_text_row(const char *policy, const struct replay_metrics *m)
+static void print_text_row(int width, const char *policy, const struct replay_metrics *m)
 {
     char b[10][32];
     if (isnan(m->jain))
         snprintf(b[9], 32, "-");
     else
         snprintf(b[9], 32, "%.3f", m->jain);
-    printf("%-10s %7zu %8s %8s %8s %8s | %6zu %8s %8s %8s %8s | %8s %5.1f%% %7.2f %6s\n", policy,
-           m->jobs, fmt_duration(b[0], 32, m->all.mean), fmt_duration(b[1], 32, m->all.p50),
+    printf("%-*s %7zu %8s %8s %8s %8s | %6zu %8s %8s %8s %8s | %8s %5.1f%% %7.2f %6s\n", width,
+           policy, m->jobs, fmt_duration(b[0], 32, m->all.mean), fmt_duration(b[1], 32, m->all.p50),
            fmt_duration(b[2], 32, m->all.p95), fmt_duration(b[3], 32, m->all.p99), m->big.jobs,
            fmt_duration(b[4], 32, m->big.mean), fmt_duration(b[5], 32, m->big.p50),
            fmt_duration(b[6], 32, m->big.p95), fmt_duration(b[7], 32, m->big.p99),
@@ -303,6 +304,10 @@ int main(int argc, char **argv)
         printf(" (offered load %.2f); machine: %d GPUs\n", offered, o.gpus);
     }
     bool header_done = false;
+    int width = 10;
+    for (size_t p = 0; p < o.n_policies; p++)
+        if ((int)strlen(o.policies[p]) > width)
+            width = (int)strlen(o.policies[p]);
     for (size_t p = 0; p < o.n_policies; p++) {
         struct scheduler_policy policy;
         replay_policy(o.policies[p], &policy);
@@ -320,9 +325,9 @@ int main(int argc, char **argv)
                 printf("skipped: %zu jobs ask for more than %d GPUs (not replayed)\n", m.skipped,
                        o.gpus);
             if (!header_done)
-                print_text_header();
+                print_text_header(width);
             header_done = true;
-            print_text_row(o.policies[p], &m);
+            print_text_row(width, o.policies[p], &m);
             fprintf(stderr, "%s: %zu jobs, %zu passes, replayed in %.2f s\n", o.policies[p], m.jobs,
                     out.passes, elapsed);
         }

@@ -10,7 +10,7 @@
 
 #include "util.h"
 
-const char *const replay_policy_names[] = {"greedy", "backfill", NULL};
+const char *const replay_policy_names[] = {"greedy", "backfill", "backfill-outside", NULL};
 
 int replay_policy(const char *name, struct scheduler_policy *out)
 {
@@ -18,10 +18,13 @@ int replay_policy(const char *name, struct scheduler_policy *out)
     if (strcmp(name, "greedy") == 0)
         return 0; /* in order, every job that fits starts (gflow's, and ours with
                    * scheduler.backfill = false) */
-    if (strcmp(name, "backfill") == 0) {
-        /* the daemon's default: the head blocked job holds a reservation, later jobs
-         * start only if they do not delay it (its default_time_limit: 24 h) */
+    if (strcmp(name, "backfill") == 0 || strcmp(name, "backfill-outside") == 0) {
+        /* scheduler.backfill = true: the head blocked job holds a reservation, later jobs
+         * start only if they do not delay it (default_time_limit 24 h, depth 1); a job
+         * without a time limit is planned as 24 h (backfill_untimed = "planned") or kept
+         * off reserved GPUs ("outside") */
         out->backfill = true;
+        out->untimed_outside = strcmp(name, "backfill-outside") == 0;
         return 0;
     }
     return -1;

@@ -97,6 +97,61 @@ def test_short_job_backfilled_while_big_job_waits(make_gflow):
         assert g.wait_state(job, timeout=20)["state"] == "CD"
 
 
+def test_gqueue_start_lists_expected_starts(make_gflow):
+    """gqueue --start (squeue --start): queued jobs, the reserved one with its expected
+    start first; held and running jobs are left out; a held job loses its plan."""
+    g = sim(make_gflow, n=2, backfill_depth="2")
+    a = g.submit("-g", "2", "-t", "10:00", wait_go("go"))
+    started = g.wait_state(a, "R")["start_time"]
+    first = g.submit("-g", "2", "-t", "5:00", "true")
+    second = g.submit("-g", "1", "-t", "5:00", "true")
+    third = g.submit("-g", "1", "true")  # the third blocked job: depth 2 plans none
+    held = g.submit("-H", "-g", "1", "true")
+    wait_for(lambda: g.job(second)["expected_start"] is not None, "depth 2's reservations")
+    out = g.run("gqueue", "--start", check=True).stdout.splitlines()
+    assert out[0].split() == ["JOBID", "NAME", "USER", "ST", "START_TIME", "NODES",
+                              "NODELIST(REASON)"], out
+    rows = [line.split() for line in out[1:]]
+    assert [r[0] for r in rows] == [str(first), str(second), str(third)], out
+    assert all(r[3] == "PD" for r in rows), out
+    assert rows[2][4] == "-", out  # no reservation: unknown, listed last
+    exp = [g.job(j)["expected_start"] for j in (first, second)]
+    assert abs(exp[0] - (started + 600)) < 1 and abs(exp[1] - (exp[0] + 300)) < 1, exp
+    # -r -start_time: latest expected start first, the unknown ones still last.
+    out = g.run("gqueue", "--start", "-r", "-start_time", "-f", "JOBID", check=True).stdout
+    assert out.split()[1:] == [str(second), str(first), str(third)], out
+    # -o json carries the same field; a job that leaves the queue loses its plan.
+    g.run("gjob", "hold", first, check=True)
+    assert g.job(first)["expected_start"] is None
+    cp = g.run("gqueue", "--start", "--completed")
+    assert cp.returncode == 2 and "--start lists queued jobs" in cp.stderr, cp.stderr
+    (g.work / "go").touch()
+    g.run("gjob", "release", first, check=True)
+    for job in (a, first, second, third):
+        assert g.wait_state(job, timeout=20)["state"] == "CD"
+    g.run("gcancel", held, check=True)
+
+
+def test_untimed_job_planned_or_kept_outside(make_gflow):
+    """A job without --time is backfilled as if it ran scheduler.default_time_limit
+    (backfill_untimed = "planned", the default), or never onto reserved GPUs ("outside")."""
+    for mode in ("planned", "outside"):
+        g = sim(make_gflow, default_time_limit="1m", backfill_untimed=mode)
+        a = g.submit("-g", "3", "-t", "10:00", wait_go("go"))
+        g.wait_state(a, "R")
+        big = g.submit("-g", "4", "-t", "10:00", "true")
+        untimed = g.submit("-g", "1", "true")  # planned 1 minute: before the big job's start
+        if mode == "planned":
+            assert g.wait_state(untimed)["state"] == "CD"
+        else:
+            wait_for(lambda: g.job(untimed)["reason"] == "Priority", "the untimed job to wait")
+        assert g.job(big)["reason"] == "Resources"
+        (g.work / "go").touch()
+        for job in (a, big, untimed):
+            assert g.wait_state(job, timeout=20)["state"] == "CD"
+        g.down()
+
+
 def test_default_time_limit_plans_jobs_without_time(make_gflow):
     """A running job without --time is planned to run scheduler.default_time_limit."""
     g = sim(make_gflow, n=1, default_time_limit="2h", backfill_depth="2")
@@ -122,11 +177,17 @@ def test_config_keys(make_gflow):
     g.env["GFLOW_SCHEDULER__BACKFILL_DEPTH"] = "0"
     cp = g.gflowd("up")
     assert cp.returncode != 0 and "scheduler.backfill_depth must be an integer > 0" in cp.stderr
+    g.env["GFLOW_SCHEDULER__BACKFILL_DEPTH"] = "2"
+    g.env["GFLOW_SCHEDULER__BACKFILL_UNTIMED"] = "never"
+    cp = g.gflowd("up")
+    assert cp.returncode != 0 and "scheduler.backfill_untimed" in cp.stderr, cp.stderr
+    assert "planned" in cp.stderr and "outside" in cp.stderr, cp.stderr
     conf = g.root / "gflow.toml"
     g.gflowd("-c", conf, "init", check=True)
     text = conf.read_text()
     assert "[scheduler]" in text and "# backfill = false" in text, text
     assert "# backfill_depth = 1" in text and '# default_time_limit = "24h"' in text, text
+    assert '# backfill_untimed = "planned"' in text, text
 
 
 def test_reload_turns_backfill_off(make_gflow):

@@ -20,6 +20,8 @@ CSV_COLUMNS = [
     "big_wait_p95_s", "big_wait_p99_s", "max_wait_s", "utilisation", "bounded_slowdown",
     "jain", "jain_total", "contended_windows", "users",
 ]
+# Every policy, in the order `--policy all` (the default) replays them.
+ALL_POLICIES = ["greedy", "backfill", "backfill-outside"]
 TEXT_COLUMNS = ["POLICY", "JOBS", "WAIT", "P50", "P95", "P99", "JOBS4+", "WAIT4+", "MAXWAIT",
                 "UTIL", "BSLD", "JAIN"]
 
@@ -69,7 +71,7 @@ def test_text_table_on_a_generated_trace(trace):
     for col in TEXT_COLUMNS:
         assert col in lines[2]
     rows = [ln.replace("|", " ").split() for ln in lines[3:]]
-    assert [row[0] for row in rows] == ["greedy", "backfill"]  # every policy by default
+    assert [row[0] for row in rows] == ALL_POLICIES  # every policy by default
     assert all(row[1] == "300" for row in rows)
     assert "greedy: 300 jobs" in r.stderr and "backfill: 300 jobs" in r.stderr
     assert "replayed in" in r.stderr
@@ -77,7 +79,7 @@ def test_text_table_on_a_generated_trace(trace):
 
 def test_csv_table(trace):
     rows = csv_rows(replay(trace, "--csv"))
-    assert [row["policy"] for row in rows] == ["greedy", "backfill"]
+    assert [row["policy"] for row in rows] == ALL_POLICIES
     row = rows[0]
     assert row["policy"] == "greedy" and row["load"] == "1" and row["gpus"] == "8"
     assert row["jobs"] == "300" and row["skipped"] == "7" and row["users"] == "3"
@@ -112,7 +114,7 @@ def test_cdf_file(trace, tmp_path):
     r = replay(trace, "--cdf", out, "--policy", "all")
     assert r.returncode == 0, r.stderr
     blocks = [b for b in out.read_text().split("\n\n\n") if b.strip()]
-    assert len(blocks) == 2  # one per policy: greedy, backfill
+    assert len(blocks) == len(ALL_POLICIES)  # one per policy
     assert blocks[1].strip().startswith("# policy backfill:")
     lines = blocks[0].strip().splitlines()
     assert lines[0].startswith("# policy greedy:")
@@ -235,11 +237,13 @@ def test_backfill_bounds_the_wait_of_a_job_greedy_starves(tmp_path):
     greedy, backfill = float(rows["greedy"]["max_wait_s"]), float(rows["backfill"]["max_wait_s"])
     assert greedy > 1000  # the 2-GPU job waits behind the whole stream
     assert backfill < 700, rows["backfill"]
-    # Without time limits no stream job may be backfilled into the 2-GPU job's GPUs, and
-    # the first job's end is planned at 24 h: the 2-GPU job still starts when it ends.
+    # Without time limits every job is planned as 24 h: no stream job may be backfilled
+    # into the 2-GPU job's GPUs (under either rule for untimed jobs), and the first job's
+    # end is planned at 24 h: the 2-GPU job still starts when it ends.
     rows = {row["policy"]: row for row in
             csv_rows(replay(path, "--gpus", 2, "--csv", "--time-limits", "none"))}
     assert float(rows["backfill"]["max_wait_s"]) < 700
+    assert float(rows["backfill-outside"]["max_wait_s"]) < 700
     # With exact limits greedy is unchanged (it never reads them).
     exact = csv_rows(replay(path, "--gpus", 2, "--csv", "--policy", "greedy",
                             "--time-limits", "exact"))[0]

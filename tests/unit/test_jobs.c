@@ -136,8 +136,8 @@ static size_t pass(struct fixture *f)
 {
     struct jobs_machine m = {.gpus = &no_gpus};
     struct job **started;
-    double next_begin;
-    size_t n = jobs_schedule(f->t, &m, 1e9, &started, &next_begin);
+    double next_pass;
+    size_t n = jobs_schedule(f->t, &m, 1e9, &started, &next_pass);
     free(started);
     return n;
 }
@@ -260,24 +260,24 @@ static void test_pass_and_commit(void **state)
                               "\"priority\": 0}");
     struct jobs_machine m = {.gpus = &no_gpus, .max_running_jobs = 1};
     struct job **started;
-    double next_begin;
+    double next_pass;
     /* The running-jobs limit: the higher priority first. */
-    assert_int_equal(jobs_schedule(f->t, &m, 1e9, &started, &next_begin), 1);
+    assert_int_equal(jobs_schedule(f->t, &m, 1e9, &started, &next_pass), 1);
     assert_int_equal(started[0]->id, b);
     free(started);
-    assert_true(next_begin == 2e9); /* when the --begin job must be looked at again */
+    assert_true(next_pass == 2e9); /* when the --begin job must be looked at again */
     /* Starting a job is a change (one more pass, which starts nothing); then nothing
      * changed: no pass at all. */
-    assert_int_equal(jobs_schedule(f->t, &m, 1e9, &started, &next_begin), 0);
+    assert_int_equal(jobs_schedule(f->t, &m, 1e9, &started, &next_pass), 0);
     assert_string_equal(jobs_get(f->t, a)->wait_reason, "MaxRunningJobs");
-    assert_int_equal(jobs_schedule(f->t, &m, 1e9, &started, &next_begin), 0);
-    assert_true(next_begin == -1);
+    assert_int_equal(jobs_schedule(f->t, &m, 1e9, &started, &next_pass), 0);
+    assert_true(next_pass == -1);
     m.max_running_jobs = 0;
     jobs_mark_dirty(f->t);
-    assert_int_equal(jobs_schedule(f->t, &m, 1e9, &started, &next_begin), 1);
+    assert_int_equal(jobs_schedule(f->t, &m, 1e9, &started, &next_pass), 1);
     assert_int_equal(started[0]->id, a);
     free(started);
-    assert_true(next_begin == 2e9);
+    assert_true(next_pass == 2e9);
     assert_string_equal(jobs_get(f->t, later)->wait_reason, "BeginTime");
     assert_int_equal(jobs_get(f->t, h)->state, JOB_HELD);
 
@@ -529,12 +529,12 @@ static int64_t submit_at(struct fixture *f, double begin)
 }
 
 /* Runs a pass at time now: how many start (the first in *first), the next begin time. */
-static size_t pass_at(struct fixture *f, double now, int64_t *first, double *next_begin)
+static size_t pass_at(struct fixture *f, double now, int64_t *first, double *next_pass)
 {
     struct jobs_machine m = {.gpus = &no_gpus};
     struct job **started;
     jobs_mark_dirty(f->t);
-    size_t n = jobs_schedule(f->t, &m, now, &started, next_begin);
+    size_t n = jobs_schedule(f->t, &m, now, &started, next_pass);
     *first = n ? started[0]->id : 0;
     free(started);
     return n;

@@ -23,6 +23,7 @@
 /* A set of jobs described by one letter per job (Q queued, H held, R running) and
  * their priorities; ids are 1, 2, ... in order. */
 struct fixture {
+    double next_pass; /* out: scheduler_input.next_pass of the last pass */
     struct job jobs[MAXJ];
     struct job *ptrs[MAXJ]; /* every job, in any order */
     struct job *start[MAXJ];
@@ -79,7 +80,8 @@ static size_t fixture_pass(struct fixture *f)
                                  .memory_total_mb = f->memory_total_mb,
                                  .now = f->now ? f->now : 1000.0,
                                  .outside_mib = f->outside_mib,
-                                 .mig_unmanaged = f->mig_unmanaged};
+                                 .mig_unmanaged = f->mig_unmanaged,
+                                 .next_pass = &f->next_pass};
     size_t n = scheduler_pass(&in, &f->policy, f->start);
     scheduler_queue_free(&q);
     return n;
@@ -995,7 +997,7 @@ static void test_begin_time(void **state)
         scheduler_queue_insert(&q, f.ptrs[i]);
     double next = -1;
     struct scheduler_input in = {
-        .queued = q.jobs, .n_queued = q.len, .now = 1000.0, .next_begin = &next};
+        .queued = q.jobs, .n_queued = q.len, .now = 1000.0, .next_pass = &next};
     assert_int_equal(scheduler_pass(&in, &f.policy, f.start), 1);
     assert_int_equal(f.start[0]->id, 3);
     assert_string_equal(job_by_id(&f, 1)->wait_reason, SCHEDULER_REASON_BEGIN_TIME);
@@ -1393,9 +1395,9 @@ static void test_backfill_short_job(void **state)
     fixture_make(&f, "", NULL);
 }
 
-/* A job without a time limit may run past any shadow time: it starts only on GPUs the
- * reservation leaves out. Running jobs without a time limit are planned with the
- * policy's default_time_limit. */
+/* With backfill_untimed = "outside", a job without a time limit may run past any shadow
+ * time: it starts only on GPUs the reservation leaves out. Running jobs without a time
+ * limit are planned with the policy's default_time_limit. */
 static void test_backfill_no_time_limit(void **state)
 {
     (void)state;
@@ -1404,6 +1406,8 @@ static void test_backfill_no_time_limit(void **state)
     fixture_make(&f, "RQQQQ", NULL);
     f.gpus = &g;
     f.policy.backfill = true;
+    f.policy.untimed_outside = true;
+    f.policy.default_time_limit = 50;       /* would end before the shadow: still kept out */
     job_running(&f, 1, 2, "0,1", 900, 200); /* ends at 1100 */
     job_queued(&f, 2, 3, 600);              /* shadow 1100 on 0, 1 and one free GPU (2) */
     job_queued(&f, 3, 1, 0);                /* no limit: outside the reservation, GPU 3 */
@@ -1427,8 +1431,55 @@ static void test_backfill_no_time_limit(void **state)
     assert_int_equal(fixture_pass(&f), 0);
     assert_true(job_by_id(&f, 2)->expected_start == 900.0 + SCHEDULER_DEFAULT_TIME_LIMIT);
     f.policy.default_time_limit = 300;
+    job_by_id(&f, 2)->submit_time = 990;
     assert_int_equal(fixture_pass(&f), 0);
     assert_true(job_by_id(&f, 2)->expected_start == 1200.0);
+    /* The plan changes when job 1 reaches its planned end, or job 2 has waited 300 s. */
+    assert_true(f.next_pass == 1200.0);
+    job_by_id(&f, 2)->submit_time = 850;
+    assert_int_equal(fixture_pass(&f), 0);
+    assert_true(f.next_pass == 1150.0);
+    f.policy.backfill = false; /* greedy plans nothing */
+    assert_int_equal(fixture_pass(&f), 0);
+    assert_true(f.next_pass == 0);
+    fixture_make(&f, "", NULL);
+}
+
+/* backfill_untimed = "planned" (the default): a job without a time limit is planned to
+ * run default_time_limit; it may end at the shadow time itself while the reserved job has
+ * waited less than default_time_limit, and must end strictly before it after. */
+static void test_backfill_untimed_planned(void **state)
+{
+    (void)state;
+    struct fixture f = {.n = 0};
+    struct gpu_set g = gpus_make(2, 81559, false);
+    for (int waited = 0; waited < 2; waited++) {
+        fixture_make(&f, "RQQ", NULL);
+        f.gpus = &g;
+        f.policy.backfill = true;
+        f.policy.default_time_limit = 100;
+        job_running(&f, 1, 1, "0", 500, 0); /* past its planned end (600): now + 100 */
+        job_queued(&f, 2, 2, 600);          /* shadow 1100 on both GPUs */
+        job_by_id(&f, 2)->submit_time = waited ? 900 : 950; /* waited 100 s or 50 s */
+        job_queued(&f, 3, 1, 0);                            /* planned to end at 1100 */
+        assert_int_equal(fixture_pass(&f), waited ? 0 : 1);
+        assert_true(job_by_id(&f, 2)->expected_start == 1100.0);
+        if (waited)
+            assert_reason(&f, 3, SCHEDULER_REASON_PRIORITY);
+        else
+            assert_gpu_ids(&f, 3, "1");
+    }
+    /* A planned end past the shadow is never backfilled onto the reserved GPUs. */
+    fixture_make(&f, "RQQ", NULL);
+    f.gpus = &g;
+    f.policy.backfill = true;
+    f.policy.default_time_limit = 101;
+    job_running(&f, 1, 1, "0", 900, 200); /* ends at 1100 */
+    job_queued(&f, 2, 2, 600);
+    job_by_id(&f, 2)->submit_time = 999;
+    job_queued(&f, 3, 1, 0);
+    assert_int_equal(fixture_pass(&f), 0);
+    assert_reason(&f, 3, SCHEDULER_REASON_PRIORITY);
     fixture_make(&f, "", NULL);
 }
 
@@ -1492,6 +1543,7 @@ int main(void)
         cmocka_unit_test(test_backfill_no_starvation),
         cmocka_unit_test(test_backfill_short_job),
         cmocka_unit_test(test_backfill_no_time_limit),
+        cmocka_unit_test(test_backfill_untimed_planned),
         cmocka_unit_test(test_backfill_depth),
         cmocka_unit_test(test_gpu_shared_packing),
         cmocka_unit_test(test_gpu_memory_used),
