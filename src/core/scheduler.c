@@ -153,6 +153,9 @@ struct reason_cache_entry {
     uint64_t blocked; /* the reserved GPUs the job may not use (backfill; else 0) */
     bool any;         /* the answer holds whatever blocked is: it does not fit anyway */
     const char *reason;
+    /* The part of blocked that is other users' gctl reserve reservations: the same
+     * blocked GPUs mean Reservation or Priority depending on it. */
+    uint64_t rblocked;
 };
 
 static size_t cache_slot(const struct job *j, uint64_t blocked)
@@ -637,16 +640,14 @@ static inline __attribute__((always_inline)) size_t pass_walk(const struct sched
          * whose request does not fit even without reservations finds its answer in the
          * request's slot (any: its time limit is not even read). */
         uint64_t blocked = 0;
-        /* Other users' reservations (gctl reserve): a cached answer for the same blocked
-         * GPUs may be Priority where this job's is Reservation, so only the "does not
-         * fit anyway" answers are shared with such a job. */
+        /* Other users' reservations (gctl reserve) block GPUs too. */
         uint64_t rblocked = in->n_reservations ? reserved_from(&p, in, policy, j) : 0;
         struct reason_cache_entry *c = &cache[cache_slot(j, 0)];
         if (((backfill && bf.n_res) || rblocked) && !cache_hit(c, epoch, j, ~0ULL)) {
             blocked = (backfill && bf.n_res ? backfill_blocked(&bf, j) : 0) | rblocked;
             c = &cache[cache_slot(j, blocked)];
         }
-        if (cache_hit(c, epoch, j, blocked) && (!rblocked || c->any)) {
+        if (cache_hit(c, epoch, j, blocked) && (c->any || c->rblocked == rblocked)) {
             j->wait_reason = c->reason;
             continue;
         }
@@ -672,11 +673,10 @@ static inline __attribute__((always_inline)) size_t pass_walk(const struct sched
                 continue;
             }
             bool any = (backfill || rblocked) && (j->gpus > p.n || popcount(cand) < j->gpus);
-            if (rblocked && !any)
-                continue; /* see above: not shared */
             c = &cache[cache_slot(j, any ? 0 : blocked)];
             *c = (struct reason_cache_entry){
-                epoch, j->gpus, job_is_shared(j), j->gpu_memory_mb, any ? 0 : blocked, any, reason};
+                epoch, j->gpus, job_is_shared(j),  j->gpu_memory_mb, any ? 0 : blocked,
+                any,   reason,  any ? 0 : rblocked};
             continue;
         }
         for (uint64_t a = chosen; a; a &= a - 1) {

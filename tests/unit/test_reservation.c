@@ -262,10 +262,11 @@ static void test_same_request_mixed_users(void **state)
         fx_init(&f, 1500);
         f.policy.backfill = backfill;
         fx_resv(&f, "alice", "2,3", 1000, 2000);
-        struct job *b[3], *a[2];
+        struct job *b[4], *a[2];
         b[0] = fx_job(&f, "bob", 1, 60, NULL, 0);
         b[1] = fx_job(&f, "bob", 1, 60, NULL, 0);
         b[2] = fx_job(&f, "bob", 1, 60, NULL, 0);
+        b[3] = fx_job(&f, "bob", 1, 60, NULL, 0); /* b[2]'s answer, from the cache */
         a[0] = fx_job(&f, "alice", 1, 60, NULL, 0);
         struct job *c = fx_job(&f, "carol", 1, 60, NULL, 0);
         a[1] = fx_job(&f, "alice", 1, 60, NULL, 0);
@@ -273,6 +274,7 @@ static void test_same_request_mixed_users(void **state)
         assert_null(b[0]->wait_reason);
         assert_null(b[1]->wait_reason);
         assert_string_equal(b[2]->wait_reason, SCHEDULER_REASON_RESERVATION);
+        assert_string_equal(b[3]->wait_reason, SCHEDULER_REASON_RESERVATION);
         assert_null(a[0]->wait_reason);
         assert_ids(a[0], "2");
         assert_string_equal(c->wait_reason, SCHEDULER_REASON_RESERVATION);
