@@ -122,7 +122,7 @@ int reservation_pick_gpus(const struct scheduler_reservation *others, size_t n, 
                               "(%s); pick other GPUs or another time",
                               list, (long long)others[i].id, others[i].user ? others[i].user : "?");
                 free(list);
-                return -1;
+                return -2;
             }
         }
         *out = want_mask;
@@ -143,7 +143,7 @@ int reservation_pick_gpus(const struct scheduler_reservation *others, size_t n, 
         *err = xasprintf("--gpus %d: only %d of the %d GPUs are free of other reservations in "
                          "that window; ask for fewer or another time (gctl reserve list)",
                          count, n_free, n_present);
-        return -1;
+        return -2;
     }
     for (int k = 0; k < count; k++) {
         int top = 63 - __builtin_clzll(free_gpus);

@@ -61,8 +61,9 @@ enum reservation_status reservation_status_at(double start, double end, double c
  * caller) and the machine's GPU indices (`present`): with want_mask (--gpu-spec) those
  * GPUs, each present and reserved by none of the overlapping ones; else `count` GPUs
  * (--gpus N) among the free ones, the highest indices first (so that the low ones,
- * which gpualloc fills first, stay with the jobs). 0, or -1 with *err (one line,
- * malloc'd). */
+ * which gpualloc fills first, stay with the jobs). 0; -1 with *err (one line, malloc'd)
+ * for a request this machine cannot meet; -2 with *err when other reservations hold the
+ * GPUs in that window. */
 int reservation_pick_gpus(const struct scheduler_reservation *others, size_t n, double start,
                           double end, uint64_t present, uint64_t want_mask, int count,
                           uint64_t *out, char **err);

@@ -82,8 +82,9 @@ const struct resv *resv_create(struct resv_table *t, struct store *s, const char
     size_t n;
     const struct scheduler_reservation *others = resv_current(t, now, &n);
     uint64_t gpus;
-    if (reservation_pick_gpus(others, n, start, end, present, want_mask, count, &gpus, err) < 0) {
-        *status = strstr(*err, "already reserved") || strstr(*err, "free of other") ? 409 : 400;
+    int rc = reservation_pick_gpus(others, n, start, end, present, want_mask, count, &gpus, err);
+    if (rc < 0) {
+        *status = rc == -2 ? 409 : 400;
         return NULL;
     }
     struct resv r = {

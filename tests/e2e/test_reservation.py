@@ -158,6 +158,13 @@ def test_list_get_cancel_history_and_clashes(make_gflow):
     cp = g.run("gctl", "reserve", "create", "--gpus", "5", "--start", "now+5h",
                "--duration", "10m")
     assert_one_line_error(cp, "gctl", 1, "this machine has 4 GPUs")
+    # The API says which: 409 for a clash with another reservation, 400 for a bad request.
+    t = g.api("GET", f"/v1/reservations/{later['ReservationID']}").json()["start"]
+    clash = g.api("POST", "/v1/reservations", {"gpu_spec": [0], "start": t, "duration": 60})
+    assert clash.status == 409, clash
+    assert g.api("POST", "/v1/reservations", {"gpus": 5, "start": t, "duration": 60}).status == 400
+    assert g.api("POST", "/v1/reservations", {"gpus": 1, "gpu_spec": [0], "start": t,
+                                              "duration": 60}).status == 400
     # Bad command lines.
     for args, needle in [(("--gpus", "1", "--gpu-spec", "0"), "either --gpus"),
                          (("--gpus", "1", "--duration", "1h"), "--start is required"),

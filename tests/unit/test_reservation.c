@@ -154,14 +154,14 @@ static void test_pick_gpus(void **state)
     assert_int_equal(out, 0x3);
     assert_int_equal(reservation_pick_gpus(r, 1, 2000, 2500, 0xF, 0, 2, &out, &err), 0);
     assert_int_equal(out, 0xC);
-    assert_int_equal(reservation_pick_gpus(r, 1, 1500, 2500, 0xF, 0, 3, &out, &err), -1);
+    assert_int_equal(reservation_pick_gpus(r, 1, 1500, 2500, 0xF, 0, 3, &out, &err), -2);
     assert_non_null(strstr(err, "only 2 of the 4 GPUs are free"));
     free(err);
     assert_int_equal(reservation_pick_gpus(r, 1, 1500, 2500, 0xF, 0, 5, &out, &err), -1);
     assert_non_null(strstr(err, "this machine has 4 GPUs"));
     free(err);
     /* --gpu-spec: those GPUs, present and not reserved in the window. */
-    assert_int_equal(reservation_pick_gpus(r, 1, 500, 1001, 0xF, 0x5, 0, &out, &err), -1);
+    assert_int_equal(reservation_pick_gpus(r, 1, 500, 1001, 0xF, 0x5, 0, &out, &err), -2);
     assert_non_null(strstr(err, "GPU 2 already reserved in that window by reservation 3"));
     free(err);
     assert_int_equal(reservation_pick_gpus(r, 1, 500, 1000, 0xF, 0x5, 0, &out, &err), 0);
