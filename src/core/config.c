@@ -92,6 +92,7 @@ static const struct config_key config_keys[] = {
     CONFIG_DURATION_KEY("scheduler.default_time_limit", scheduler_default_time_limit, "24h"),
     CONFIG_STRING_KEY("scheduler.backfill_untimed", scheduler_backfill_untimed,
                       config_backfill_untimed, "planned"),
+    CONFIG_STRING_KEY("metrics.listen", metrics_listen, NULL, NULL),
     CONFIG_INT_KEY("limits.max_request_bytes", limits.max_request_bytes, 1, "8388608"),
     CONFIG_INT_KEY("limits.max_body_bytes_in_flight", limits.max_body_bytes_in_flight, 1,
                    "67108864"),

@@ -60,7 +60,10 @@ struct gflow_config {
     char *scheduler_default_time_limit; /* scheduler.default_time_limit: a job without a
                                             * time limit is planned to run this long ("24h",
                                             * parse_duration; default 24h) */
-    char *scheduler_backfill_untimed;   /* scheduler.backfill_untimed: planned (default) |
+    /* [metrics] listen: "HOST:PORT" of a TCP port serving GET /metrics only; NULL or
+     * "": none (the Unix socket serves it anyway). */
+    char *metrics_listen;
+    char *scheduler_backfill_untimed; /* scheduler.backfill_untimed: planned (default) |
                                          * outside (struct scheduler_policy) */
 };
 

@@ -54,6 +54,8 @@ static const struct key_help key_helps[] = {
     {"scheduler.backfill_untimed", "planned: a job without --time is backfilled as if it "
                                    "ran default_time_limit (it may delay a reserved job by "
                                    "its overrun); outside: only onto GPUs nobody reserved"},
+    {"metrics.listen", "\"127.0.0.1:9400\": also serve GET /metrics (only) on this TCP "
+                       "port, for Prometheus; default: the Unix socket only"},
     {"limits.max_request_bytes", "largest request body"},
     {"limits.max_body_bytes_in_flight", "request bodies being received, all connections"},
     {"limits.max_connections", "open connections, all users"},

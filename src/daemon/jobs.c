@@ -371,6 +371,7 @@ static int submit_one(struct jobs *t, struct job *j, const struct job *leader)
     if (j->state == JOB_QUEUED)
         jobs_sched_add(t, j);
     t->dirty = true;
+    t->counters.submitted++;
     if (j->n_deps) {
         /* Statuses were set by jobs_check_deps. */
         for (size_t k = 0; k < j->n_deps; k++) {
@@ -381,6 +382,11 @@ static int submit_one(struct jobs *t, struct job *j, const struct job *leader)
         jobs_deps_update(t, j);
     }
     return 0;
+}
+
+const struct metrics_counters *jobs_counters(const struct jobs *t)
+{
+    return &t->counters;
 }
 
 int jobs_submit(struct jobs *t, struct job *j)
@@ -595,6 +601,20 @@ static struct job *retry_job(struct jobs *t, struct job *j)
     return n;
 }
 
+/* The metrics of a change of state (j has its new state and reason). */
+static void count_change(struct jobs *t, const struct job *j, enum job_state from)
+{
+    if (j->state == JOB_RUNNING) {
+        t->counters.started++;
+        metrics_observe_wait(&t->counters, j->start_time - j->submit_time);
+    } else if (job_state_is_terminal(j->state)) {
+        t->counters.ended[j->state][j->reason]++;
+        if (from == JOB_RUNNING && j->start_time > 0)
+            metrics_observe_run(&t->counters,
+                                (j->end_time > 0 ? j->end_time : now_wall()) - j->start_time);
+    }
+}
+
 int jobs_set_state(struct jobs *t, struct job *j, enum job_state to, enum job_reason reason,
                    int64_t reason_job, const char *detail)
 {
@@ -616,6 +636,7 @@ int jobs_set_state(struct jobs *t, struct job *j, enum job_state to, enum job_re
     }
     j->state = to;
     job_set_reason(j, reason, reason_job, detail);
+    count_change(t, j, from);
     if (to != JOB_QUEUED)
         j->wait_reason = NULL;
     else

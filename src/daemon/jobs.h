@@ -44,6 +44,9 @@ struct job *jobs_get(const struct jobs *t, int64_t id);     /* active jobs only;
 struct job **jobs_active(const struct jobs *t, size_t *n);  /* ascending by id */
 struct job **jobs_running(const struct jobs *t, size_t *n); /* the R jobs, any order */
 struct store *jobs_store(const struct jobs *t);
+/* What the jobs did since the daemon started (GET /metrics). */
+struct metrics_counters;
+const struct metrics_counters *jobs_counters(const struct jobs *t);
 /* Many jobs changed by one request (bulk cancel, hold, release): between the two calls
  * ended jobs are dropped from the table and the queue is reordered once, at the end,
  * rather than per job. Only job changes (jobs_set_state, jobs_get) may come between;

@@ -10,6 +10,7 @@
 
 #include "job.h"
 #include "jobs.h"
+#include "metrics.h"
 #include "scheduler.h"
 
 struct action; /* jobs.c: what waits for the commit */
@@ -25,6 +26,7 @@ struct jobs {
     int64_t next_id;
     bool dirty;   /* something changed that may let a queued job start */
     bool planned; /* the last pass ran with backfill (queued jobs have expected starts) */
+    struct metrics_counters counters; /* GET /metrics */
 
     struct job **ended; /* left the table this iteration; freed by jobs_collect */
     size_t ended_len, ended_cap;

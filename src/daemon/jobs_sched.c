@@ -155,7 +155,9 @@ size_t jobs_schedule(struct jobs *t, const struct jobs_machine *m, double now,
         .reservations = m->reservations,
         .n_reservations = m->n_reservations,
     };
+    double t0 = now_mono();
     size_t n = scheduler_pass(&in, &policy, start);
+    metrics_observe_pass(&t->counters, now_mono() - t0);
     if (heap_next > 0 && (*next_pass == 0 || heap_next < *next_pass))
         *next_pass = heap_next;
     /* Out of the queue in one sweep (jobs_set_state then finds them gone). */

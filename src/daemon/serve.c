@@ -47,6 +47,7 @@
 #include "reload.h"
 #include "resv.h"
 #include "runner.h"
+#include "sdnotify.h"
 #include "startopts.h"
 #include "store.h"
 #include "util.h"
@@ -570,6 +571,7 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     char *err = NULL;
     struct server s = {.d = d};
     umask(077);
+    sdnotify_init();
     /* A bad setting stops the start before the slow parts (a large history's load). */
     if (store_keep_parse(d->cfg.keep_finished, &s.keep_count, &s.keep_age, &err) < 0)
         startup_failed(o, err);
@@ -626,8 +628,16 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     launch_standby_start(d);
     starting_lock_fd = -1; /* started: the lock is held until the daemon exits */
     report_ready(o, "ok\n");
+    /* The socket answers from here on: systemd (Type=notify) may start what needs it. */
+    char *ready = xasprintf("READY=1\nMAINPID=%ld\nSTATUS=serving on %s", (long)getpid(),
+                            d->paths.socket_path);
+    if (sdnotify_send(ready) < 0)
+        log_warn("cannot tell systemd that gflowd is ready: %s", strerror(errno));
+    free(ready);
 
     loop_run();
+
+    sdnotify_send("STOPPING=1\nSTATUS=stopping; running jobs keep running");
 
     jobs_commit(d->jobs);
     api_stop(d->api);
