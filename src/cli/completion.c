@@ -18,7 +18,7 @@ struct completion_entry {
 
 #define JOB_FLAGS                                                                                  \
     "-J -n --name --job-name -p --priority -t --time --time-limit --timelimit --begin --signal "   \
-    "--max-retries -m --memory --mem --max-mem --max-memory --conda-env --umask"
+    "--max-retries -m --memory --mem --max-mem --max-memory --conda-env --umask --requeue"
 #define GPU_FLAGS                                                                                  \
     "-g --gpus --gres --mig --gpu-memory --max-gpu-mem --max-gpu-memory --shared --gpus-per-task"
 #define DEP_FLAGS "-d --depends-on --dependency --depends-on-all --depends-on-any --no-auto-cancel"
@@ -51,11 +51,12 @@ static const struct completion_entry completion_table[] = {
     {"gjob", "release", NULL, "--at -h --help"},
     {"gjob", "update", NULL,
      JOB_FLAGS " --memory-limit -e -c --command -s --script --param --max-concurrent " CLEAR_FLAGS
-               " --clear-max-concurrent " GPU_FLAGS " --no-shared " DEP_FLAGS " " GJOB_DEP_FLAGS
-               " -h --help"},
+               " --clear-max-concurrent --no-requeue " GPU_FLAGS " --no-shared " DEP_FLAGS
+               " " GJOB_DEP_FLAGS " -h --help"},
     {"gjob", "redo", NULL,
      JOB_FLAGS " --memory-limit -e -H --hold -c --command -s --script --param " CLEAR_FLAGS
-               " " GPU_FLAGS " --no-shared " DEP_FLAGS " " GJOB_DEP_FLAGS " --cascade -h --help"},
+               " --no-requeue " GPU_FLAGS " --no-shared " DEP_FLAGS " " GJOB_DEP_FLAGS
+               " --cascade -h --help"},
     {"gctl", NULL, "show-gpus set-gpus gpu-process set-limit reserve",
      "--socket -h --help -V --version"},
     {"gctl", "gpu-process", "ignore unignore list", "--gpu --pid -h --help"},

@@ -321,6 +321,23 @@ static void print_outcome(const json_t *raw, const struct job *j)
     field("LogPath", get_str(raw, "log_path"));
 }
 
+/* Preemption (gbatch --requeue): whether the job may be preempted, how often it was
+ * requeued and for which job; while it is being stopped, that it is. */
+static void print_requeue(const json_t *raw, const struct job *j)
+{
+    field("Requeue", j->requeue ? "yes (may be preempted)" : "no");
+    if (j->requeue_count > 0)
+        field_owned("Requeued", xasprintf("%d time%s (preempted)", j->requeue_count,
+                                          j->requeue_count == 1 ? "" : "s"));
+    if (j->preempted_by > 0)
+        field_owned("PreemptedBy", xasprintf("job %lld (the last job it was stopped for)",
+                                             (long long)j->preempted_by));
+    if (json_is_true(json_object_get(raw, "preempting")))
+        field_owned("Preempting", xasprintf("yes (being stopped for job %lld; queued again once "
+                                            "its processes are gone)",
+                                            (long long)j->preempted_by));
+}
+
 /* Mail on job events (gbatch --notify-email/--notify-on/--auto-close), when the daemon
  * sends these fields. */
 static void print_notify(const json_t *raw)
@@ -343,5 +360,6 @@ void jobshow_print(const json_t *raw, const struct job *j, const json_t *dep_sta
     print_deps(raw, j, dep_states);
     print_timing(raw, j);
     print_outcome(raw, j);
+    print_requeue(raw, j);
     print_notify(raw);
 }

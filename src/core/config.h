@@ -65,6 +65,14 @@ struct gflow_config {
     char *metrics_listen;
     char *scheduler_backfill_untimed; /* scheduler.backfill_untimed: planned (default) |
                                          * outside (struct scheduler_policy) */
+
+    /* Preemption (docs/usage.md "Preemption"). */
+    bool scheduler_preempt; /* scheduler.preempt: default false */
+    /* scheduler.preempt_priority_gap: a job preempts --requeue jobs at least this much
+     * lower in priority; default 10, >= 1 */
+    int64_t scheduler_preempt_priority_gap;
+    /* scheduler.preempt_grace: SIGTERM, then SIGKILL after this ("30s", parse_duration) */
+    char *scheduler_preempt_grace;
 };
 
 void config_init(struct gflow_config *c); /* defaults */

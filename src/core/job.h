@@ -82,7 +82,9 @@ enum job_reason job_reason_parse_in(const char *text, int64_t *job, const char *
 
 /* Why a job ended or is being ended (recorded before signalling, so a restarted
  * daemon knows whether a dying job was cancelled or timed out). */
-enum job_end_request { JOB_END_NONE, JOB_END_CANCEL, JOB_END_TIMEOUT };
+enum job_end_request { JOB_END_NONE, JOB_END_CANCEL, JOB_END_TIMEOUT, JOB_END_PREEMPT };
+/* JOB_END_PREEMPT (stored as 3): the job is being stopped to make room for a higher
+ * priority job (preempted_by); once it has ended it goes back to PD with the same id. */
 
 /* Dependencies: a job may wait for earlier jobs. afterok: the job finished (CD);
  * afterany: it ended in any state; afternotok: it failed, timed out or was cancelled
@@ -205,6 +207,13 @@ struct job {
     char *notify_on;
     bool auto_close;
 
+    /* Preemption (gbatch --requeue): requeue says the job may be stopped for a job of
+     * much higher priority and queued again (same id); requeue_count is how many times
+     * that happened; preempted_by is the job it was (last) stopped for (0: never). */
+    bool requeue;
+    int requeue_count;
+    int64_t preempted_by;
+
     /* Dependencies (on earlier jobs; at most one entry per id and kind). */
     struct job_dep *deps;
     size_t n_deps;
@@ -315,6 +324,9 @@ enum job_field {
     JOB_FIELD_NOTIFY_ON,
     JOB_FIELD_AUTO_CLOSE,
     JOB_FIELD_EXPECTED_START, /* not stored: a queued job's, from backfill's plan */
+    JOB_FIELD_REQUEUE,
+    JOB_FIELD_REQUEUE_COUNT,
+    JOB_FIELD_PREEMPTED_BY,
     JOB_FIELD_COUNT
 };
 const char *job_field_name(enum job_field f);

@@ -54,6 +54,12 @@ static const struct key_help key_helps[] = {
     {"scheduler.backfill_untimed", "planned: a job without --time is backfilled as if it "
                                    "ran default_time_limit (it may delay a reserved job by "
                                    "its overrun); outside: only onto GPUs nobody reserved"},
+    {"scheduler.preempt", "true: a waiting job may stop running --requeue jobs of much lower "
+                          "priority to get their GPUs (they are queued again); default false"},
+    {"scheduler.preempt_priority_gap", "how much lower a job's priority must be for it to be "
+                                       "preempted"},
+    {"scheduler.preempt_grace", "a preempted job gets SIGTERM, then SIGKILL after this: "
+                                "\"30s\", \"2m\""},
     {"metrics.listen", "\"127.0.0.1:9400\": also serve GET /metrics (only) on this TCP "
                        "port, for Prometheus; default: the Unix socket only"},
     {"limits.max_request_bytes", "largest request body"},

@@ -131,10 +131,17 @@ struct jobs_machine {
     int backfill_depth;
     double default_time_limit; /* seconds; 0: the scheduler's default */
     bool untimed_outside;      /* scheduler.backfill_untimed = "outside" */
+    /* GPUs (NVML indices) no job may take in this pass: those kept for the job that
+     * preempted others while they stop (preemption.h); 0: none. */
+    uint64_t held_gpus;
     /* GPU reservations not cancelled and not over (gctl reserve; resv.h). */
     const struct scheduler_reservation *reservations;
     size_t n_reservations;
 };
+
+/* The queued jobs that may start, in scheduling order (after a pass, with their wait
+ * reasons); those waiting for their begin time or dependencies are not among them. */
+struct job *const *jobs_queued(const struct jobs *t, size_t *n);
 
 /* Something changed that may let a queued job start. */
 void jobs_mark_dirty(struct jobs *t);

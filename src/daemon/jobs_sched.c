@@ -110,6 +110,12 @@ static void begin_due(struct jobs *t, double now)
     free(due);
 }
 
+struct job *const *jobs_queued(const struct jobs *t, size_t *n)
+{
+    *n = t->queue.len;
+    return t->queue.jobs;
+}
+
 size_t jobs_schedule(struct jobs *t, const struct jobs_machine *m, double now,
                      struct job ***started, double *next_pass)
 {
@@ -140,11 +146,26 @@ size_t jobs_schedule(struct jobs *t, const struct jobs_machine *m, double now,
         .default_time_limit = m->default_time_limit,
         .untimed_outside = m->untimed_outside,
     };
+    /* Held GPUs: a job that holds them, as the pass sees it, expected to end soon. */
+    struct job holder;
+    struct job **running = t->run_list;
+    size_t n_running = t->running;
+    if (m->held_gpus) {
+        job_init(&holder);
+        holder.state = JOB_RUNNING;
+        holder.gpu_mask = m->held_gpus;
+        holder.gpus = __builtin_popcountll(m->held_gpus);
+        holder.start_time = now;
+        holder.time_limit = 1;
+        running = xmalloc((n_running + 1) * sizeof(*running));
+        memcpy(running, t->run_list, n_running * sizeof(*running));
+        running[n_running++] = &holder;
+    }
     struct scheduler_input in = {
         .queued = t->queue.jobs,
         .n_queued = t->queue.len,
-        .running = t->run_list,
-        .n_running = t->running,
+        .running = running,
+        .n_running = n_running,
         .gpus = m->gpus,
         .unmanaged = m->unmanaged,
         .mig_unmanaged = m->mig_unmanaged,
@@ -157,6 +178,8 @@ size_t jobs_schedule(struct jobs *t, const struct jobs_machine *m, double now,
     };
     double t0 = now_mono();
     size_t n = scheduler_pass(&in, &policy, start);
+    if (running != t->run_list)
+        free(running);
     metrics_observe_pass(&t->counters, now_mono() - t0);
     if (heap_next > 0 && (*next_pass == 0 || heap_next < *next_pass))
         *next_pass = heap_next;

@@ -43,6 +43,7 @@
 #include "log.h"
 #include "loop.h"
 #include "parse.h"
+#include "preemption.h"
 #include "procinfo.h"
 #include "reload.h"
 #include "resv.h"
@@ -342,15 +343,17 @@ static void schedule(struct server *s)
     m.untimed_outside = strcmp(d->cfg.scheduler_backfill_untimed, "outside") == 0;
     double now = now_wall();
     m.reservations = resv_current(d->resv, now, &m.n_reservations);
+    m.held_gpus = preemption_held_gpus(d, &m);
     struct job **started;
     double next_pass;
     size_t n = jobs_schedule(d->jobs, &m, now, &started, &next_pass);
-    if (next_pass >= 0) {
+    if (next_pass >= 0) { /* a pass ran */
         /* A reservation's start or end changes what may run: a pass then too. */
         double change = resv_next_change(d->resv, now);
         if (change > 0 && (next_pass == 0 || change < next_pass))
             next_pass = change;
         arm_pass_timer(s, next_pass);
+        preemption_run(d, &m);
     }
     if (!n)
         return;

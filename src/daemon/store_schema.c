@@ -163,7 +163,12 @@ static const char *const migrations[] = {
     "ALTER TABLE jobs ADD COLUMN notify_email TEXT;"
     "ALTER TABLE jobs ADD COLUMN notify_on TEXT;"
     "ALTER TABLE jobs ADD COLUMN auto_close INTEGER NOT NULL DEFAULT 0;",
-    /* 13: GPU reservations (gctl reserve; resv.h), kept as history: gpus is the mask of
+    /* 13: preemption (gbatch --requeue): whether a job may be preempted, how many times
+     * it was requeued, and the job it was last stopped for. */
+    "ALTER TABLE jobs ADD COLUMN requeue INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE jobs ADD COLUMN requeue_count INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE jobs ADD COLUMN preempted_by INTEGER NOT NULL DEFAULT 0;",
+    /* 14: GPU reservations (gctl reserve; resv.h), kept as history: gpus is the mask of
      * NVML indices, gpu_count the --gpus N asked for (0: --gpu-spec), cancelled 0 or when. */
     "CREATE TABLE IF NOT EXISTS reservations (id INTEGER PRIMARY KEY, user TEXT NOT NULL,"
     " gpu_count INTEGER NOT NULL DEFAULT 0, gpus INTEGER NOT NULL, start REAL NOT NULL,"
