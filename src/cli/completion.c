@@ -57,13 +57,15 @@ static const struct completion_entry completion_table[] = {
      JOB_FLAGS " --memory-limit -e -H --hold -c --command -s --script --param " CLEAR_FLAGS
                " --no-requeue " GPU_FLAGS " --no-shared " DEP_FLAGS " " GJOB_DEP_FLAGS
                " --cascade -h --help"},
-    {"gctl", NULL, "show-gpus set-gpus gpu-process set-limit quota usage",
+    {"gctl", NULL, "show-gpus set-gpus gpu-process set-limit quota usage reserve",
      "--socket -h --help -V --version"},
     {"gctl", "usage", NULL, "-o --output -h --help"},
     {"gctl", "gpu-process", "ignore unignore list", "--gpu --pid -h --help"},
     {"gctl", "quota", "show set clear",
      "--user --project --default-user --default-project --max-running-jobs --max-running-gpus "
      "--max-queued-jobs --max-gpu-hours --limits -h --help"},
+    {"gctl", "reserve", "create list get cancel",
+     "--user --gpus --gpu-spec --start --duration --status --active -h --help"},
     {"gflowd", NULL, "up start down stop restart status run reload init service",
      "-c --config --user --system --data-dir --socket --max-running-jobs --kill-grace-secs "
      "--log-level -v --verbose -q --quiet --gpus --gpu-allocation-strategy "

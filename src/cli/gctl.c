@@ -19,6 +19,7 @@
 #include "cli.h"
 #include "gctl_quota.h"
 #include "gctl_usage.h"
+#include "gctl_reserve.h"
 #include "gflow_build.h"
 #include "output.h"
 #include "util.h"
@@ -57,9 +58,13 @@ static void gctl_help(void)
            "                              --help')\n"
            "  usage [-o json]             fair-share accounts per user and project: GPU-hours,\n"
            "                              shares, fair-share factor (everyone may look)\n"
+           "  reserve create|list|get|cancel\n"
+           "                              GPU reservations: book GPUs for a user over a\n"
+           "                              window ('gctl reserve --help')\n"
            "\n"
            "On a daemon started as root only admins (root, daemon.admin_group) may use\n"
-           "the other commands; 'ginfo' shows the GPUs to everyone.\n"
+           "the other commands (but 'reserve': see its help); 'ginfo' shows the GPUs to\n"
+           "everyone.\n"
            "\n"
            "Options:\n"
            "      --socket PATH  the daemon's socket\n"
@@ -480,7 +485,7 @@ int main(int argc, char **argv)
     }
     if (optind >= argc)
         cli_usage_error("no command given; use show-gpus, set-gpus, gpu-process, "
-                        "set-limit, quota or usage");
+                        "set-limit, quota, usage or reserve");
     const char *cmd = argv[optind];
     int sub_argc = argc - optind;
     char **sub_argv = argv + optind;
@@ -497,11 +502,13 @@ int main(int argc, char **argv)
         status = gctl_quota(sub_argc, sub_argv);
     else if (!strcmp(cmd, "usage"))
         status = gctl_usage(sub_argc, sub_argv);
+    else if (!strcmp(cmd, "reserve"))
+        status = gctl_reserve(sub_argc, sub_argv);
     else if (!strcmp(cmd, "help"))
         gctl_help(), status = 0;
     else
         cli_usage_error("unknown command '%s'; use show-gpus, set-gpus, gpu-process, "
-                        "set-limit, quota or usage",
+                        "set-limit, quota, usage or reserve",
                         cmd);
     return cli_finish(status);
 }

@@ -154,6 +154,9 @@ struct reason_cache_entry {
     uint64_t blocked; /* the reserved GPUs the job may not use (backfill; else 0) */
     bool any;         /* the answer holds whatever blocked is: it does not fit anyway */
     const char *reason;
+    /* The part of blocked that is other users' gctl reserve reservations: the same
+     * blocked GPUs mean Reservation or Priority depending on it. */
+    uint64_t rblocked;
 };
 
 static size_t cache_slot(const struct job *j, uint64_t blocked)
@@ -228,6 +231,9 @@ struct backfill {
     double until[GPUINFO_MAX_GPUS];      /* latest end of the reservations on it */
     struct reservation res[SCHEDULER_BACKFILL_MAX_DEPTH];
     int n_res;
+    /* gctl reserve's windows, planned as busy for other users' jobs. */
+    const struct scheduler_reservation *windows;
+    size_t n_windows;
 };
 
 /* How long j is planned to run: its time limit, or the policy's default. */
@@ -262,6 +268,8 @@ static void backfill_init(struct backfill *b, const struct pass *p,
         policy->default_time_limit > 0 ? policy->default_time_limit : SCHEDULER_DEFAULT_TIME_LIMIT;
     b->untimed_outside = policy->untimed_outside;
     b->now = in->now;
+    b->windows = in->reservations;
+    b->n_windows = in->n_reservations;
     memset(b->end_excl, 0, sizeof(b->end_excl));
     memset(b->end_shared, 0, sizeof(b->end_shared));
     memset(b->until, 0, sizeof(b->until));
@@ -364,7 +372,8 @@ static bool backfill_reserve(struct backfill *b, const struct pass *p, uint64_t 
         }
         if (b->until[pos] > t)
             t = b->until[pos];
-        avail[pos] = t < b->now ? b->now : t;
+        avail[pos] = reservation_free_from(b->windows, b->n_windows, p->set->gpus[pos].index,
+                                           j->user, t < b->now ? b->now : t, planned_runtime(b, j));
         int k = n++; /* insertion sort: at most 64 values */
         for (; k > 0 && sorted[k - 1] > avail[pos]; k--)
             sorted[k] = sorted[k - 1];
@@ -412,6 +421,27 @@ static const char *backfill_wait(struct backfill *b, const struct pass *p, struc
     if (b->n_res < b->depth)
         *reserved = backfill_reserve(b, p, p->all & p->allowed & ~p->unmanaged, j);
     return out;
+}
+
+/* ---- gctl reserve's reservations ---- */
+
+/* The positions j may not start on: other users' reservations it would run into. */
+static uint64_t reserved_from(const struct pass *p, const struct scheduler_input *in,
+                              const struct scheduler_policy *policy, const struct job *j)
+{
+    double runtime = j->time_limit > 0                ? (double)j->time_limit
+                     : policy->default_time_limit > 0 ? policy->default_time_limit
+                                                      : SCHEDULER_DEFAULT_TIME_LIMIT;
+    return mask_from_indices(
+        p, reservation_blocked(in->reservations, in->n_reservations, j->user, in->now, runtime));
+}
+
+/* The positions of j's user's reservations that are active now (taken first). */
+static uint64_t reserved_for(const struct pass *p, const struct scheduler_input *in,
+                             const struct job *j)
+{
+    return mask_from_indices(
+        p, reservation_held(in->reservations, in->n_reservations, j->user, in->now));
 }
 
 /* ---- MIG instances ---- */
@@ -616,23 +646,30 @@ static inline __attribute__((always_inline)) size_t pass_walk(const struct sched
          * whose request does not fit even without reservations finds its answer in the
          * request's slot (any: its time limit is not even read). */
         uint64_t blocked = 0;
+        /* Other users' reservations (gctl reserve) block GPUs too. */
+        uint64_t rblocked = in->n_reservations ? reserved_from(&p, in, policy, j) : 0;
         struct reason_cache_entry *c = &cache[cache_slot(j, 0)];
-        if (backfill && bf.n_res && !cache_hit(c, epoch, j, ~0ULL)) {
-            blocked = backfill_blocked(&bf, j);
+        if (((backfill && bf.n_res) || rblocked) && !cache_hit(c, epoch, j, ~0ULL)) {
+            blocked = (backfill && bf.n_res ? backfill_blocked(&bf, j) : 0) | rblocked;
             c = &cache[cache_slot(j, blocked)];
         }
-        if (cache_hit(c, epoch, j, blocked)) {
+        if (cache_hit(c, epoch, j, blocked) && (c->any || c->rblocked == rblocked)) {
             j->wait_reason = c->reason;
             continue;
         }
         uint64_t cand =
             p.all & p.allowed & ~p.unmanaged & gflow_free(&p, &p.now, j) & memory_ok(&p, &p.now, j);
-        uint64_t chosen = j->gpus <= p.n ? gpualloc_choose(p.set, cand & ~blocked, j->gpus,
-                                                           policy->gpu_strategy, &rng)
-                                         : 0;
+        uint64_t chosen = 0, mine = in->n_reservations ? reserved_for(&p, in, j) : 0;
+        if (mine && popcount(cand & ~blocked & mine) >= j->gpus) /* its own first */
+            chosen =
+                gpualloc_choose(p.set, cand & ~blocked & mine, j->gpus, policy->gpu_strategy, &rng);
+        if (!chosen && j->gpus <= p.n)
+            chosen = gpualloc_choose(p.set, cand & ~blocked, j->gpus, policy->gpu_strategy, &rng);
         if (!chosen) {
             bool fits_but_reserved = blocked && j->gpus <= p.n && popcount(cand) >= j->gpus;
             const char *reason = fits_but_reserved ? NULL : wait_reason(&p, j);
+            if (fits_but_reserved && popcount(cand & ~rblocked) < j->gpus)
+                reason = SCHEDULER_REASON_RESERVATION;
             bool reserved = false;
             if (backfill && bf.on)
                 reason = backfill_wait(&bf, &p, j, reason, &reserved);
@@ -641,10 +678,11 @@ static inline __attribute__((always_inline)) size_t pass_walk(const struct sched
                 epoch++; /* the jobs behind it see the reservation */
                 continue;
             }
-            bool any = backfill && (j->gpus > p.n || popcount(cand) < j->gpus);
+            bool any = (backfill || rblocked) && (j->gpus > p.n || popcount(cand) < j->gpus);
             c = &cache[cache_slot(j, any ? 0 : blocked)];
             *c = (struct reason_cache_entry){
-                epoch, j->gpus, job_is_shared(j), j->gpu_memory_mb, any ? 0 : blocked, any, reason};
+                epoch, j->gpus, job_is_shared(j),  j->gpu_memory_mb, any ? 0 : blocked,
+                any,   reason,  any ? 0 : rblocked};
             continue;
         }
         for (uint64_t a = chosen; a; a &= a - 1) {

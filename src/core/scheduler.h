@@ -31,6 +31,7 @@
 #include "gpualloc.h"
 #include "gpuinfo.h"
 #include "job.h"
+#include "reservation.h"
 
 /* The allowed masks below take 0 as "every GPU". An exact set of allowed GPUs that
  * may be empty (gctl set-gpus, CUDA_VISIBLE_DEVICES naming none) goes through this: an
@@ -114,6 +115,10 @@ struct scheduler_policy {
 #define SCHEDULER_REASON_GPUS_RESTRICTED "GpusRestricted"
 #define SCHEDULER_REASON_UNMANAGED "Unmanaged"
 #define SCHEDULER_REASON_GPUS_UNAVAILABLE "GpusUnavailable"
+/* Reservation: the job would fit now, but only on GPUs reserved for another user
+ * (gctl reserve): during the reservation's window, or before it when the job would
+ * still run at its start (reservation.h). Checked where Priority is. */
+#define SCHEDULER_REASON_RESERVATION "Reservation"
 /* JobArrayTaskLimit (Slurm's name): the job's group (j->group) has max_concurrent > 0 and
  * that many of its jobs are running (group->running, kept by the caller) or starting in
  * this pass. Checked after BeginTime and before MaxRunningJobs. */
@@ -190,6 +195,13 @@ struct scheduler_input {
     const int64_t *outside_mib;
     /* Bit i: MIG instance gpus->migs[i] has processes of no running job (outside ones). */
     uint64_t mig_unmanaged;
+    /* GPU reservations not cancelled and not over (gctl reserve; reservation.h): another
+     * user's job does not start on their GPUs if it would run inside their window (it
+     * waits with Reservation when it fits nowhere else); the holder's job takes its
+     * active reservations' GPUs first; backfill plans jobs around the windows. Whole-GPU
+     * jobs only: MIG and GPU-less jobs are not affected. */
+    const struct scheduler_reservation *reservations;
+    size_t n_reservations;
 };
 
 /* MIG jobs (j->mig_profile set) take j->mig_count free instances of their profile: free

@@ -139,6 +139,9 @@ struct jobs_machine {
     /* The queue's order (scheduler.priority_weight_*; fairshare.h): when the weights
      * reorder, the pass walks the queue sorted by effective priority. */
     struct priority_weights priority;
+    /* GPU reservations not cancelled and not over (gctl reserve; resv.h). */
+    const struct scheduler_reservation *reservations;
+    size_t n_reservations;
 };
 
 /* The queued jobs that may start, in scheduling order (after a pass, with their wait

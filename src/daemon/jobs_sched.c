@@ -191,6 +191,8 @@ size_t jobs_schedule(struct jobs *t, const struct jobs_machine *m, double now,
         .now = now,
         .next_pass = next_pass,
         .outside_mib = m->outside_mib,
+        .reservations = m->reservations,
+        .n_reservations = m->n_reservations,
     };
     double t0 = now_mono();
     size_t n = scheduler_pass(&in, &policy, start);

@@ -228,6 +228,8 @@ void routes_dispatch(const struct route_req *r, struct reply *rep)
             route_bulk(r, url + strlen("/v1/jobs/"), rep);
     } else if (str_starts_with(url, "/v1/jobs/")) {
         dispatch_job(r, rep);
+    } else if (str_starts_with(url, "/v1/reservations")) {
+        route_reservations(r, rep);
     } else {
         reply_error(rep, 404, "no such endpoint: %s %s (see docs/api.md)", r->method, url);
     }

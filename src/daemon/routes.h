@@ -63,5 +63,7 @@ struct job;
 void route_quotas(const struct route_req *r, struct reply *rep);
 int route_check_quota(const struct route_req *r, struct job *const *jobs, size_t n,
                       struct reply *rep);
+/* routes_resv.c: /v1/reservations and below (gctl reserve) */
+void route_reservations(const struct route_req *r, struct reply *rep);
 
 #endif

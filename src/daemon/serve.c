@@ -48,6 +48,7 @@
 #include "procinfo.h"
 #include "quotas.h"
 #include "reload.h"
+#include "resv.h"
 #include "runner.h"
 #include "sdnotify.h"
 #include "startopts.h"
@@ -268,6 +269,12 @@ static void undo_lost(struct server *s)
     s->to_launch = NULL;
     s->to_launch_len = 0;
     runner_reload(d);
+    resv_free(d->resv);
+    char *resv_err = NULL;
+    if (resv_load(d->resv, d->store, &resv_err) < 0) {
+        log_error("%s", resv_err);
+        free(resv_err);
+    }
     gpu_settings_undo(d->gpus);
     size_t n;
     struct job **running = jobs_running(d->jobs, &n);
@@ -337,11 +344,17 @@ static void schedule(struct server *s)
         m.max_running_jobs = s->job_fd_cap;
     gpualloc_strategy_parse(d->cfg.gpu_allocation_strategy, &m.strategy);
     m.untimed_outside = strcmp(d->cfg.scheduler_backfill_untimed, "outside") == 0;
+    double now = now_wall();
+    m.reservations = resv_current(d->resv, now, &m.n_reservations);
     m.held_gpus = preemption_held_gpus(d, &m);
     struct job **started;
     double next_pass;
-    size_t n = jobs_schedule(d->jobs, &m, now_wall(), &started, &next_pass);
+    size_t n = jobs_schedule(d->jobs, &m, now, &started, &next_pass);
     if (next_pass >= 0) { /* a pass ran */
+        /* A reservation's start or end changes what may run: a pass then too. */
+        double change = resv_next_change(d->resv, now);
+        if (change > 0 && (next_pass == 0 || change < next_pass))
+            next_pass = change;
         arm_pass_timer(s, next_pass);
         preemption_run(d, &m);
     }
@@ -590,6 +603,9 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     d->store = store_open(d->paths.db_path, &err);
     if (!d->store)
         startup_failed(o, err);
+    d->resv = xcalloc(1, sizeof(*d->resv));
+    if (resv_load(d->resv, d->store, &err) < 0)
+        startup_failed(o, err);
     if (loop_init() < 0 || setup_signals(d) < 0)
         startup_failed(o, "cannot set up the event loop");
     d->jobs = jobs_new(d->store);
@@ -650,6 +666,9 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     store_checkpoint(d->store);
     store_close(d->store);
     d->store = NULL;
+    resv_free(d->resv);
+    free(d->resv);
+    d->resv = NULL;
     disk_free(d->disk);
     d->disk = NULL;
     jobs_free(d->jobs);

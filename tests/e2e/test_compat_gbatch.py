@@ -112,7 +112,8 @@ def test_bash_completion_offers_every_flag_of_each_help(env):
         if subs:
             assert complete(script, f"{cmd} ") == subs, cmd
     for cmd, sub in (("gjob", "show"), ("gjob", "log"), ("gjob", "release"),
-                     ("gjob", "update"), ("gjob", "redo"), ("gctl", "gpu-process")):
+                     ("gjob", "update"), ("gjob", "redo"), ("gctl", "gpu-process"),
+                     ("gctl", "reserve")):
         assert complete(script, f"{cmd} {sub} -") == help_flags([binary(cmd), sub]), (cmd, sub)
     # A few prefixes as a user types them.
     assert complete(script, "gbatch --pa") == {"--param", "--param-file", "--parsable"}

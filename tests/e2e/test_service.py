@@ -242,7 +242,7 @@ def test_man_pages_render_without_warnings_and_name_every_flag(tmp_path):
         rendered = re.sub(r"(?<=\w)-\n +(?=\w)", "-", rendered)  # hyphenated words
         flags = help_flags([binary(cmd)])
         for sub in {"gjob": ["show", "log", "release", "update", "redo"],
-                    "gctl": ["gpu-process"]}.get(cmd, []):
+                    "gctl": ["gpu-process", "reserve"]}.get(cmd, []):
             flags |= help_flags([binary(cmd), sub])
             assert f"{cmd.upper()} {sub.upper()}" in rendered, (cmd, sub)
         missing = [f for f in flags if not re.search(rf"(?<![\w-]){re.escape(f)}(?![\w-])",

@@ -311,7 +311,7 @@ static void test_open_pragmas_and_schema(void **state)
     char *mode = peek_text(db, "PRAGMA journal_mode");
     assert_string_equal(mode, "wal|\n");
     free(mode);
-    assert_int_equal(peek_int(db, "PRAGMA user_version"), 15);
+    assert_int_equal(peek_int(db, "PRAGMA user_version"), 16);
     assert_int_equal(peek_int(db, "SELECT value FROM meta WHERE key='next_job_id'"), 2);
     char *objs = peek_text(db, "SELECT type, name FROM sqlite_schema WHERE name NOT LIKE "
                                "'sqlite_%' ORDER BY type, name");
@@ -330,6 +330,7 @@ static void test_open_pragmas_and_schema(void **state)
                               "table|job_payload|\n"
                               "table|jobs|\n"
                               "table|meta|\n"
+                              "table|reservations|\n"
                               "table|settings|\n"
                               "table|usage|\n"
                               "trigger|jobs_count_delete|\n"
@@ -389,7 +390,7 @@ static void test_refuses_newer_schema(void **state)
     free(err);
     /* Let teardown work. */
     db = peek_open(f->path);
-    sqlite3_exec(db, "PRAGMA user_version=15", NULL, NULL, NULL);
+    sqlite3_exec(db, "PRAGMA user_version=16", NULL, NULL, NULL);
     sqlite3_close(db);
     f->s = open_ok(f->path);
 }
@@ -401,7 +402,7 @@ static void test_refuses_newer_schema(void **state)
     "DROP INDEX jobs_gpu_end;"                                                                     \
     "ALTER TABLE jobs DROP COLUMN requeue; ALTER TABLE jobs DROP COLUMN requeue_count;"            \
     "ALTER TABLE jobs DROP COLUMN preempted_by;"                                                   \
-    "DROP TABLE usage;"                                                                            \
+    "DROP TABLE usage; DROP TABLE reservations;"                                                   \
     "ALTER TABLE jobs DROP COLUMN project; ALTER TABLE jobs DROP COLUMN nice;"                     \
     "ALTER TABLE jobs DROP COLUMN notify_email; ALTER TABLE jobs DROP COLUMN notify_on;"           \
     "ALTER TABLE jobs DROP COLUMN auto_close;"                                                     \
