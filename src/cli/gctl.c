@@ -18,8 +18,8 @@
 
 #include "cli.h"
 #include "gctl_quota.h"
-#include "gctl_usage.h"
 #include "gctl_reserve.h"
+#include "gctl_usage.h"
 #include "gflow_build.h"
 #include "output.h"
 #include "util.h"
