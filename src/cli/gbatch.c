@@ -425,12 +425,12 @@ int main(int argc, char **argv)
     cli_init(argv[0]);
     gbatch_longopts = jobopts_longopts(gbatch_own_longopts);
     gbatch_shortopts = jobopts_shortopts("+:", "hVc:P:");
-    struct gbatch_opts o = {.spec = json_object(), .max_concurrent = -1};
-    const struct jobopts_ctx ctx = {JOBOPTS_SUBMIT, "gbatch", NULL, 0};
     if (argc > 1 && !strcmp(argv[1], "new"))
         return gbatch_new(argc - 2, argv + 2);
     if (argc > 1 && !strcmp(argv[1], "completion"))
         return gbatch_completion(argc - 2, argv + 2);
+    struct gbatch_opts o = {.spec = json_object(), .max_concurrent = -1};
+    const struct jobopts_ctx ctx = {JOBOPTS_SUBMIT, "gbatch", NULL, 0};
     int first = gbatch_parse(argc, argv, &o, &ctx);
     int nwords = argc - first;
     char **words = argv + first;
