@@ -2,7 +2,9 @@
  * highest-ranked queued job that waits for whole GPUs may have running --requeue jobs of
  * priority at least scheduler.preempt_priority_gap below its own stopped (SIGTERM, then
  * SIGKILL after scheduler.preempt_grace) and queued again, when that frees enough GPUs
- * (src/core/preempt.h chooses them). One preemption at a time: while its jobs stop, the
+ * (src/core/preempt.h chooses them). First, to honour a reservation: while one is
+ * active and its holder has a job waiting for GPUs, other users' --requeue jobs on its
+ * GPUs are preempted, whatever their priority. One preemption at a time: while its jobs stop, the
  * GPUs free then and those they free are held (no job starts on them), so the waiting
  * job, first in the queue, gets them in the pass after the last of them ended. The
  * state is the jobs' own (end_request PREEMPT, preempted_by), so it survives a restart. */

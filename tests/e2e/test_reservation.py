@@ -247,3 +247,32 @@ def test_backfill_plans_other_users_jobs_after_the_window(make_gflow, holder):
     assert abs(g.job(b)["expected_start"] - info["end"]) < 1, (g.job(b), info)
     (g.work / "goA").touch()
     g.wait_state(a)
+
+
+def test_preemption_honours_an_active_reservation(make_gflow, holder):
+    """With scheduler.preempt on, a --requeue job of another user that holds a reserved GPU
+    when the window is active and the holder waits is preempted (SIGTERM, requeued with its
+    id), whatever its priority; a job without --requeue is left alone."""
+    g = sim(make_gflow, n=2, preempt="true", preempt_grace="5s")
+    trap = f"trap 'touch {g.work}/termed; exit 143' TERM; " + wait_go("never") + " & wait"
+    victim = g.submit("-g", "1", "--requeue", "-p", "250", trap)
+    keeper = g.submit("-g", "1", wait_go("go"))  # no --requeue: never preempted
+    gpu_of = {j: g.wait_state(j, "R")["gpu_ids"] for j in (victim, keeper)}
+    r = reserve(g, "--user", TEST_USER, "--gpu-spec", f"{gpu_of[victim]},{gpu_of[keeper]}",
+                "--start", "now", "--duration", "1h")
+    kw = as_holder(g, holder)
+    mine = g.submit("-g", "1", "true", **kw)
+    wait_for(lambda: (g.work / "termed").exists(), "the requeue job to get SIGTERM", timeout=20)
+    wait_for(lambda: g.job(victim)["state"] == "PD", "the victim back in the queue", timeout=20)
+    v = g.job(victim)
+    assert v["requeue_count"] == 1 and v["preempted_by"] == int(mine), v
+    assert g.wait_state(mine, timeout=20)["state"] == "CD"
+    assert g.job(mine)["gpu_ids"] == gpu_of[victim]
+    assert g.job(keeper)["state"] == "R"  # not --requeue: it runs on
+    # The victim may not go back onto the reserved GPUs while the window lasts.
+    wait_for(lambda: gqueue_reason(g, victim) == "(Reservation)", "the victim to wait")
+    g.run("gctl", "reserve", "cancel", r["ReservationID"], check=True)
+    (g.work / "go").touch()
+    (g.work / "never").touch()
+    assert g.wait_state(keeper)["state"] == "CD"
+    assert g.wait_state(victim, timeout=20)["state"] == "CD"
