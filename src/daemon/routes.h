@@ -57,5 +57,7 @@ void route_gpus(const struct route_req *r, struct reply *rep);
 void route_gpus_allowed(const struct route_req *r, struct reply *rep);
 void route_gpus_ignored(const struct route_req *r, struct reply *rep);
 void route_reload(const struct route_req *r, struct reply *rep);
+/* routes_stats.c: GET /v1/stats (gstats) */
+void route_stats(const struct route_req *r, struct reply *rep);
 
 #endif

@@ -18,7 +18,9 @@
  *                depend on a given one. A job's own list is also in its depends_on
  *                column ("afterok:1,afterany:3"), so that reading jobs needs no join.
  *   settings     runtime controls that survive restarts.
- *   meta         next_job_id, so ids are never reused even if rows are deleted. */
+ *   meta         next_job_id, so ids are never reused even if rows are deleted.
+ *   gpu_samples  GPU utilisation as NVML reported it at each poll (gstats --gpu): a ring
+ *                per GPU (gpu, slot), bounded by daemon.gpu_samples_max. */
 #include "store_internal.h"
 
 #include <sqlite3.h>
@@ -162,6 +164,13 @@ static const char *const migrations[] = {
     "ALTER TABLE jobs ADD COLUMN notify_email TEXT;"
     "ALTER TABLE jobs ADD COLUMN notify_on TEXT;"
     "ALTER TABLE jobs ADD COLUMN auto_close INTEGER NOT NULL DEFAULT 0;",
+    /* 13: gstats. Finished jobs by end time (a period's jobs without reading the whole
+     * history), and sampled GPU utilisation: a ring of at most daemon.gpu_samples_max
+     * rows per GPU, slot = sample number modulo that, the oldest overwritten. */
+    "CREATE INDEX IF NOT EXISTS jobs_end ON jobs(end_time) WHERE state IN (3,4,5,6);"
+    "CREATE TABLE IF NOT EXISTS gpu_samples (gpu INTEGER NOT NULL, slot INTEGER NOT NULL,"
+    " time REAL NOT NULL, util INTEGER NOT NULL, PRIMARY KEY (gpu, slot)) WITHOUT ROWID;"
+    "CREATE INDEX IF NOT EXISTS gpu_samples_time ON gpu_samples(time);",
 };
 /* The codes migration 6 writes are enum job_reason's. */
 _Static_assert(JOB_REASON_LAUNCH_FAILED == 6 && JOB_REASON_SHIM_LOST == 7 &&

@@ -311,18 +311,21 @@ static void test_open_pragmas_and_schema(void **state)
     char *mode = peek_text(db, "PRAGMA journal_mode");
     assert_string_equal(mode, "wal|\n");
     free(mode);
-    assert_int_equal(peek_int(db, "PRAGMA user_version"), 12);
+    assert_int_equal(peek_int(db, "PRAGMA user_version"), 13);
     assert_int_equal(peek_int(db, "SELECT value FROM meta WHERE key='next_job_id'"), 2);
     char *objs = peek_text(db, "SELECT type, name FROM sqlite_schema WHERE name NOT LIKE "
                                "'sqlite_%' ORDER BY type, name");
     assert_string_equal(objs, "index|envs_hash|\n"
+                              "index|gpu_samples_time|\n"
                               "index|job_deps_dep|\n"
                               "index|job_payload_env|\n"
                               "index|jobs_active|\n"
+                              "index|jobs_end|\n"
                               "index|jobs_retry|\n"
                               "index|jobs_submit|\n"
                               "index|jobs_user|\n"
                               "table|envs|\n"
+                              "table|gpu_samples|\n"
                               "table|job_counts|\n"
                               "table|job_deps|\n"
                               "table|job_groups|\n"
@@ -379,7 +382,7 @@ static void test_refuses_newer_schema(void **state)
     free(err);
     /* Let teardown work. */
     db = peek_open(f->path);
-    sqlite3_exec(db, "PRAGMA user_version=12", NULL, NULL, NULL);
+    sqlite3_exec(db, "PRAGMA user_version=13", NULL, NULL, NULL);
     sqlite3_close(db);
     f->s = open_ok(f->path);
 }
