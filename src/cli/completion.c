@@ -57,8 +57,8 @@ static const struct completion_entry completion_table[] = {
      JOB_FLAGS " --memory-limit -e -H --hold -c --command -s --script --param " CLEAR_FLAGS
                " " GPU_FLAGS " --no-shared " DEP_FLAGS " " GJOB_DEP_FLAGS " --cascade -h --help"},
     {"gstats", NULL, NULL,
-     "--since --until --by -u --user --gpu --buckets -o --output --socket -h --help -V "
-     "--version"},
+     "-t --since --until --by -u --user -a --all-users --gpu --buckets -o --output --socket -h "
+     "--help -V --version"},
     {"gctl", NULL, "show-gpus set-gpus gpu-process set-limit", "--socket -h --help -V --version"},
     {"gctl", "gpu-process", "ignore unignore list", "--gpu --pid -h --help"},
     {"gflowd", NULL, "up start down stop restart status run reload init",

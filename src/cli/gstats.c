@@ -35,7 +35,7 @@ static void gstats_help(void)
           "ran. Everyone sees everyone's numbers (as gqueue shows everyone's jobs).\n"
           "\n"
           "Options:\n"
-          "      --since WHEN      start of the period (default: 7 days before --until): a\n"
+          "  -t, --since WHEN      start of the period (default: 7 days before --until): a\n"
           "                        duration ago (30m, 1h, 2d, 1w; also s), today,\n"
           "                        yesterday, a date or time (2026-03-01,\n"
           "                        2026-03-01T09:30, '2026-03-01 09:30:00', local; Z for\n"
@@ -45,6 +45,7 @@ static void gstats_help(void)
           "                        two GPUs counts on both, with one GPU's hours each;\n"
           "                        '(none)': jobs without a project, or without GPUs)\n"
           "  -u, --user USER       only this user's jobs\n"
+          "  -a, --all-users       everyone's jobs (the default; gflow's flag)\n"
           "      --gpu             GPU utilisation instead: each GPU's mean and max over\n"
           "                        the samples taken at every poll (daemon.gpu_poll_\n"
           "                        interval_secs; at most daemon.gpu_samples_max kept per\n"
@@ -264,6 +265,7 @@ int main(int argc, char **argv)
         {"until", required_argument, NULL, OPT_UNTIL},
         {"by", required_argument, NULL, OPT_BY},
         {"user", required_argument, NULL, 'u'},
+        {"all-users", no_argument, NULL, 'a'},
         {"gpu", no_argument, NULL, OPT_GPU},
         {"buckets", required_argument, NULL, OPT_BUCKETS},
         {"output", required_argument, NULL, 'o'},
@@ -274,12 +276,13 @@ int main(int argc, char **argv)
     };
     cli_init(argv[0]);
     const char *since = NULL, *until = NULL, *by = NULL, *user = NULL, *buckets = NULL;
-    bool gpu = false;
+    bool gpu = false, all_users = false;
     enum output_format fmt = OUTPUT_TABLE;
     int c;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, ":u:o:hV", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":t:u:ao:hV", longopts, NULL)) != -1) {
         switch (c) {
+        case 't':
         case OPT_SINCE:
             since = optarg;
             break;
@@ -295,6 +298,9 @@ int main(int argc, char **argv)
             user = optarg;
             if (!*user)
                 cli_usage_error("empty user for -u; e.g. -u alice");
+            break;
+        case 'a':
+            all_users = true;
             break;
         case OPT_GPU:
             gpu = true;
@@ -324,8 +330,13 @@ int main(int argc, char **argv)
             cli_usage_error("%s", cli_option_error(argv, c, longopts));
         }
     }
+    if (optind < argc && !strcmp(argv[optind], "completion"))
+        cli_usage_error("completion scripts for every gflow command come from 'gbatch "
+                        "completion bash|zsh|fish'");
     if (optind < argc)
         cli_usage_error("unexpected argument '%s'", argv[optind]);
+    if (all_users && user)
+        cli_usage_error("-a (everyone) and -u %s (one user) contradict each other; use one", user);
     if (gpu && by)
         cli_usage_error("--by does not apply to --gpu (its rows are the GPUs); use one");
     if (gpu && user)

@@ -169,7 +169,7 @@ def test_gstats_period_filters_and_formats(make_gflow):
     assert [x["name"] for x in s["groups"]] == ["beta"]
     s = stats(g, "--until", f"{j2['end_time'] - 0.01:.3f}", "--by", "project")
     assert [x["name"] for x in s["groups"]] == ["alpha"]
-    s = stats(g, "--since", "1h", "--until", f"{time.time() + 60:.0f}")
+    s = stats(g, "-t", "1h", "-a", "--until", f"{time.time() + 60:.0f}")
     assert s["total"]["jobs"] == 2 and s["total"]["failed"] == 1
     assert abs(s["since"] - (time.time() - 3600)) < 30
     # A period before anything ran: an empty answer, and the table says so.
@@ -248,6 +248,8 @@ def test_gstats_bad_input(gflow):
         (["--gpu", "-u", "root"], "-u does not apply to --gpu"),
         (["-u", ""], "empty user for -u"),
         (["extra"], "unexpected argument 'extra'"),
+        (["completion", "bash"], "gbatch completion"),
+        (["-a", "-u", "root"], "-a (everyone) and -u root (one user) contradict"),
         (["--frobnicate"], "--frobnicate"),
     ]:
         assert_one_line_error(g.run("gstats", *args), "gstats", 2, needle)
