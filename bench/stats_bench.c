@@ -3,7 +3,7 @@
  * ended over 7 days. Prints the best of 3 runs per grouping, and the same for a one-day
  * period and one user.
  *
- * Usage: stats_bench [N_JOBS] (default 1000000) */
+ * Usage: stats_bench [N_JOBS] (default 1000000); STATS_BENCH_KEEP=1 keeps the database. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -28,6 +28,7 @@ static void fill(struct store *s, int64_t n, double now)
                                           " project) VALUES (?1, 'job', ?2, ?3, ?4, ?5, ?6, ?7,"
                                           " ?8, ?9, ?10)";
     sqlite3_stmt *st;
+    sqlite3_exec(s->db, "PRAGMA cache_size=-262144", NULL, NULL, NULL); /* a faster fill */
     if (sqlite3_exec(s->db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(s->db, states_sql, -1, &st, NULL) != SQLITE_OK)
         die("insert", sqlite3_errmsg(s->db));
@@ -114,6 +115,11 @@ int main(int argc, char **argv)
     q.since = now - 86400;
     bench("1 day, by user", path, q);
     store_close(s);
+    if (getenv("STATS_BENCH_KEEP")) {
+        printf("kept %s\n", path);
+        free(path);
+        return 0;
+    }
     char *cmd = xasprintf("rm -rf %s", dir);
     if (system(cmd) != 0)
         fprintf(stderr, "stats_bench: could not remove %s\n", dir);

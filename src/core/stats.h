@@ -39,7 +39,7 @@ void stats_add(struct stats *s, const struct stats_job *j);
 json_t *stats_json(const struct stats *s);
 
 /* The p-th percentile (0 < p <= 100) of v[0..n) by nearest rank (the smallest value with
- * at least p% of the values at or below it); v is sorted in place. 0 when n is 0. */
+ * at least p% of the values at or below it); v is reordered. 0 when n is 0. */
 double stats_percentile(double *v, size_t n, double p);
 
 /* GPU utilisation samples. */

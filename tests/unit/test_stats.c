@@ -9,10 +9,18 @@
 
 #include <cmocka.h>
 
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "job.h"
 #include "stats.h"
+
+static int double_cmp(const void *pa, const void *pb)
+{
+    double a = *(const double *)pa, b = *(const double *)pb;
+    return a < b ? -1 : a > b;
+}
 
 static void test_percentile(void **state)
 {
@@ -30,6 +38,18 @@ static void test_percentile(void **state)
     assert_float_equal(stats_percentile(v, 20, 50), 10, 0);
     double w[] = {5, 1, 3};
     assert_float_equal(stats_percentile(w, 3, 95), 5, 0);
+    /* The selection agrees with sorting, duplicates and all. */
+    srand(7);
+    for (int round = 0; round < 200; round++) {
+        size_t n = 1 + (size_t)(rand() % 300);
+        double a[300], sorted[300];
+        for (size_t i = 0; i < n; i++)
+            a[i] = sorted[i] = rand() % (round % 2 ? 5 : 1000);
+        qsort(sorted, n, sizeof(double), double_cmp);
+        double p = 1 + rand() % 100;
+        size_t rank = (size_t)ceil(p / 100.0 * (double)n);
+        assert_float_equal(stats_percentile(a, n, p), sorted[rank - 1], 0);
+    }
 }
 
 static const json_t *group(const json_t *out, const char *name)
