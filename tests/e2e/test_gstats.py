@@ -151,6 +151,11 @@ def test_gstats_numbers_by_project_user_and_gpu(make_gflow):
     assert rows["alpha"][1:7] == ["2", "0", "1", "1", "0", "0"], rows
     assert rows["beta"][1:7] == ["4", "1", "0", "0", "2", "1"], rows
     assert rows["TOTAL"][1] == "6" and rows["alpha"][11] == "50.0%", rows
+    alpha = next(x for x in by_project["groups"] if x["name"] == "alpha")
+    assert rows["alpha"][7] == f"{alpha['gpu_hours']:.2f}", (rows, alpha)
+    assert rows["alpha"][8] == f"{alpha['wait_mean_secs']:.1f}s", (rows, alpha)
+    assert rows["alpha"][12] == "NonZeroExitCode:1", rows
+    assert set(rows["beta"][12].split(",")) == {"CancelledByUser:2", "TimeLimit:1"}, rows
     assert stats(g, "-u", user)["total"]["jobs"] == 6
     assert stats(g, "-u", "nobody-here")["groups"] == []
     assert g.run("gcancel", running).returncode == 0
