@@ -387,10 +387,11 @@ static void test_refuses_newer_schema(void **state)
     f->s = open_ok(f->path);
 }
 
-/* SQL that takes a database back from schema 12 through 11 (environments stored once,
- * in envs) to 10 (each payload row holds its environment's text), for the tests of the
- * steps before it. */
+/* SQL that takes a database back from schema 13 (gstats' index and samples) through 12
+ * and 11 (environments stored once, in envs) to 10 (each payload row holds its
+ * environment's text), for the tests of the steps before it. */
 #define BACK_BEFORE_ENVS                                                                           \
+    "DROP INDEX jobs_end; DROP TABLE gpu_samples;"                                                 \
     "ALTER TABLE jobs DROP COLUMN project; ALTER TABLE jobs DROP COLUMN nice;"                     \
     "ALTER TABLE jobs DROP COLUMN notify_email; ALTER TABLE jobs DROP COLUMN notify_on;"           \
     "ALTER TABLE jobs DROP COLUMN auto_close;"                                                     \
