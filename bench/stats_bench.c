@@ -3,7 +3,8 @@
  * ended over 7 days. Prints the best of 3 runs per grouping, and the same for a one-day
  * period and one user.
  *
- * Usage: stats_bench [N_JOBS] (default 1000000); STATS_BENCH_KEEP=1 keeps the database. */
+ * Usage: stats_bench [N_JOBS] (default 1000000); STATS_BENCH_KEEP=1 keeps the database,
+ * STATS_BENCH_DB=PATH measures a kept one again (its jobs ended within 7 days of then). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -87,17 +88,20 @@ int main(int argc, char **argv)
 {
     int64_t n = argc > 1 ? atoll(argv[1]) : 1000000;
     char dir[] = "/tmp/stats_bench.XXXXXX";
-    if (!mkdtemp(dir))
+    const char *reuse = getenv("STATS_BENCH_DB"); /* a database a kept run left */
+    if (!reuse && !mkdtemp(dir))
         die("mkdtemp", "failed");
-    char *path = xasprintf("%s/gflow.db", dir);
+    char *path = reuse ? xstrdup(reuse) : xasprintf("%s/gflow.db", dir);
     char *err = NULL;
     struct store *s = store_open(path, &err);
     if (!s)
         die("open", err);
     double now = now_wall();
     double t0 = now_mono();
-    fill(s, n, now);
-    printf("inserted %lld finished jobs in %.1f s\n", (long long)n, now_mono() - t0);
+    if (!reuse) {
+        fill(s, n, now);
+        printf("inserted %lld finished jobs in %.1f s\n", (long long)n, now_mono() - t0);
+    }
     struct store_stats_query q = {.by = STATS_BY_USER,
                                   .since = now - 8 * 86400.0,
                                   .until = now + 1,
@@ -115,7 +119,7 @@ int main(int argc, char **argv)
     q.since = now - 86400;
     bench("1 day, by user", path, q);
     store_close(s);
-    if (getenv("STATS_BENCH_KEEP")) {
+    if (reuse || getenv("STATS_BENCH_KEEP")) {
         printf("kept %s\n", path);
         free(path);
         return 0;

@@ -139,9 +139,9 @@ json_t *store_stats_read(const char *db_path, const struct store_stats_query *q,
         sqlite3_close(db);
         return NULL;
     }
+    /* No mmap: a connection opened per request would fault every page in anew, which
+     * measured twice as slow as reading them (bench/stats_bench.c). */
     sqlite3_busy_timeout(db, 5000);
-    /* Pages read straight from the page cache, without a read() each. */
-    sqlite3_exec(db, "PRAGMA mmap_size=1073741824", NULL, NULL, NULL);
     json_t *out = NULL;
     if (q->gpu)
         read_samples(db, q, &out, err);
