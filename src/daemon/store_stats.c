@@ -2,7 +2,12 @@
  * GPU utilisation samples, read on a connection of the caller's own, opened read-only
  * (WAL lets it read what is committed while the daemon writes), so that a worker thread
  * can aggregate a million jobs without holding the daemon's event loop; and the samples'
- * ring, written on the daemon's connection. */
+ * ring, written on the daemon's connection.
+ *
+ * The jobs are aggregated in C (stats.c) in one pass over the covering index jobs_end
+ * rather than with GROUP BY: the p95 wait needs every job's wait per group anyway, and
+ * one read of the rows gives the counts, sums and waits together, where GROUP BY would
+ * read them a second time (or sort them). 1M jobs: ~0.4 s (bench/stats_bench.c). */
 #include <sqlite3.h>
 #include <stdlib.h>
 
