@@ -11,7 +11,7 @@ import os
 import sys
 import time
 
-from conftest import assert_one_line_error, wait_for
+from conftest import TEST_USER, as_user, assert_one_line_error, wait_for
 
 sys.path.insert(0, os.path.dirname(__file__))
 from test_gpus import fixture_of, sim, sim_gpu  # noqa: E402  (the NVML simulator fixtures)
@@ -270,3 +270,30 @@ def test_gstats_bad_input(gflow):
     g.down()
     cp = g.run("gstats")
     assert cp.returncode == 1 and cp.stderr.startswith("gstats: "), cp.stderr
+
+
+def test_gstats_two_users_and_everyone_sees_everyones_numbers(make_gflow, owner):
+    """Jobs of root and of an unprivileged user: one row each; the unprivileged user's
+    gstats shows both (as gqueue -u all does), and -u narrows to one."""
+    uid, gid, _ = owner
+    g = make_gflow()
+    os.chmod(g.root, 0o755)
+    workdir = g.root / "userwork"
+    workdir.mkdir()
+    os.chown(workdir, uid, gid)
+    them = as_user(uid, gid)
+    mine = g.submit("true")
+    theirs = [g.submit("true", user=them, cwd=workdir),
+              g.submit("exit 4", user=them, cwd=workdir)]
+    for jid in [mine, *theirs]:
+        g.wait_state(jid)
+    cp = g.run("gstats", "-o", "json", user=them, cwd=workdir)
+    assert cp.returncode == 0, cp.stderr
+    rows = {x["name"]: x for x in json.loads(cp.stdout)["groups"]}
+    root_name = g.job(mine)["user"]
+    assert set(rows) == {root_name, TEST_USER}, rows
+    assert (rows[root_name]["jobs"], rows[root_name]["completed"]) == (1, 1)
+    assert (rows[TEST_USER]["jobs"], rows[TEST_USER]["failed"]) == (2, 1)
+    assert rows[TEST_USER]["failure_rate"] == 0.5
+    s = stats(g, "-u", TEST_USER)
+    assert [x["name"] for x in s["groups"]] == [TEST_USER] and s["total"]["jobs"] == 2
