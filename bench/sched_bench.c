@@ -12,7 +12,10 @@
  *     a look at the heap's top and the 8 jobs);
  *   - with backfill on (depth 1 and 8): 10,000 and 100,000 queued GPU jobs, half of them
  *     with a time limit (1 to 60 min), on the 8 GPUs busy (running jobs with time limits)
- *     and free.
+ *     and free;
+ *   - with fair-share and age weights (scheduler.priority_weight_*): 10,000 and 100,000
+ *     queued GPU jobs of 5 users, the queue sorted by effective priority
+ *     (fairshare_order, as jobs_schedule does) and then the pass, both timed.
  * Usage: sched_bench [rounds [FILTER]]   (default 101 rounds; FILTER: only the scenarios
  * whose name contains it) */
 #include <stdio.h>
@@ -65,6 +68,13 @@ struct scenario {
     int backfill_depth;   /* 0: greedy */
 };
 
+/* Scenarios named "fair-share..." order the queue by effective priority first, as
+ * jobs_schedule does with fair-share or age weights (timed with the pass). */
+static bool fairshare_scenario(const struct scenario *sc)
+{
+    return strncmp(sc->name, "fair-share", 10) == 0;
+}
+
 static double run(const struct scenario *sc, int rounds, size_t *started)
 {
     size_t n = sc->n_queued;
@@ -94,6 +104,9 @@ static double run(const struct scenario *sc, int rounds, size_t *started)
             j->time_limit = 60 * (1 + rand() % 60);
         if (i < sc->begin_blocked)
             j->begin_time = 100; /* the pass runs at now = 0 */
+        static const char *const users[] = {"alice", "bob", "carol", "dave", "erin"};
+        j->user = strdup(users[rand() % 5]);
+        j->submit_time = -(double)(n - i); /* one a second, the last just now */
         queued[i] = j;
     }
     if (sc->gpus_busy)
@@ -106,6 +119,7 @@ static double run(const struct scenario *sc, int rounds, size_t *started)
             j->gpu_mask = 1ULL << g;
             j->start_time = -600.0 * g; /* the pass runs at now = 0 */
             j->time_limit = 3600;
+            j->user = strdup("alice");
             running[n_running++] = j;
         }
     struct scheduler_queue q;
@@ -121,6 +135,15 @@ static double run(const struct scenario *sc, int rounds, size_t *started)
     struct scheduler_policy policy = {.max_running_jobs = sc->max_running,
                                       .backfill = sc->backfill_depth > 0,
                                       .backfill_depth = sc->backfill_depth};
+    struct fairshare fs;
+    fairshare_init(&fs, FAIRSHARE_HALF_LIFE_DEFAULT);
+    fairshare_load(&fs, FAIRSHARE_USER, "alice", 3600 * 20, -3600, 3600 * 20);
+    fairshare_load(&fs, FAIRSHARE_USER, "bob", 3600 * 5, -3600, 3600 * 5);
+    struct priority_weights weights = {.priority = PRIORITY_WEIGHT_PRIORITY_DEFAULT,
+                                       .fairshare = 1000,
+                                       .age = 100,
+                                       .max_age = PRIORITY_MAX_AGE_DEFAULT};
+    struct job **ordered = malloc(n * sizeof(*ordered));
     double *t = malloc((size_t)rounds * sizeof(*t));
     for (int r = 0; r < rounds; r++) {
         struct scheduler_input in = {.queued = q.jobs,
@@ -136,6 +159,10 @@ static double run(const struct scenario *sc, int rounds, size_t *started)
             in.queued = q.jobs;
             in.n_queued = q.len;
         }
+        if (fairshare_scenario(sc)) {
+            fairshare_order(&fs, &weights, q.jobs, q.len, running, n_running, 0, ordered);
+            in.queued = ordered;
+        }
         *started = scheduler_pass(&in, &policy, start);
         t[r] = now_s() - t0;
     }
@@ -145,6 +172,8 @@ static double run(const struct scenario *sc, int rounds, size_t *started)
         job_clear(&jobs[i]);
     scheduler_queue_free(&q);
     scheduler_begin_heap_free(&heap);
+    fairshare_free(&fs);
+    free(ordered);
     free(t);
     free(jobs);
     free(queued);
@@ -172,6 +201,9 @@ int main(int argc, char **argv)
         {"backfill: 100k queued GPU jobs, 8 GPUs free", 100000, true, false, 0, 0, false, 1},
         {"backfill depth 8: 100k queued GPU jobs, all busy", 100000, true, true, 0, 0, false, 8},
         {"backfill depth 8: 100k queued GPU jobs, free", 100000, true, false, 0, 0, false, 8},
+        {"fair-share order: 10k queued GPU jobs, all busy", 10000, true, true, 0, 0, false, 0},
+        {"fair-share order: 100k queued GPU jobs, all busy", 100000, true, true, 0, 0, false, 0},
+        {"fair-share + backfill: 10k GPU jobs, all busy", 10000, true, true, 0, 0, false, 1},
     };
     const char *filter = argc > 2 ? argv[2] : NULL;
     for (size_t i = 0; i < sizeof(scenarios) / sizeof(*scenarios); i++) {

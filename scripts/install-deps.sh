@@ -1,13 +1,14 @@
 #!/bin/sh
 # Installs every Debian package the build, the tests and the demo need (clang and its
 # libFuzzer/sanitizer runtimes for the fuzz harnesses of make check).
+# systemd (systemd-analyze verify), groff and man-db: tests/e2e/test_service.py.
 # Idempotent and fast when everything is present (dpkg is asked first).
 # --bench: also the peers that make bench measures gflow against (task-spooler) and gnuplot
 # for make replay's plot; not needed by the build or make check.
 set -e
 PKGS="build-essential meson ninja-build pkg-config libmicrohttpd-dev libjansson-dev
 libsqlite3-dev libcmocka-dev python3 python3-pytest util-linux procps passwd clang-format patchelf
-clang libclang-rt-14-dev"
+clang libclang-rt-14-dev systemd groff man-db"
 if [ "${1:-}" = "--bench" ]; then PKGS="$PKGS task-spooler gnuplot-nox"; fi
 missing=""
 for p in $PKGS; do

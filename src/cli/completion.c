@@ -18,7 +18,7 @@ struct completion_entry {
 
 #define JOB_FLAGS                                                                                  \
     "-J -n --name --job-name -p --priority -t --time --time-limit --timelimit --begin --signal "   \
-    "--max-retries -m --memory --mem --max-mem --max-memory --conda-env --umask"
+    "--max-retries -m --memory --mem --max-mem --max-memory --conda-env --umask --requeue"
 #define GPU_FLAGS                                                                                  \
     "-g --gpus --gres --mig --gpu-memory --max-gpu-mem --max-gpu-memory --shared --gpus-per-task"
 #define DEP_FLAGS "-d --depends-on --dependency --depends-on-all --depends-on-any --no-auto-cancel"
@@ -51,20 +51,28 @@ static const struct completion_entry completion_table[] = {
     {"gjob", "release", NULL, "--at -h --help"},
     {"gjob", "update", NULL,
      JOB_FLAGS " --memory-limit -e -c --command -s --script --param --max-concurrent " CLEAR_FLAGS
-               " --clear-max-concurrent " GPU_FLAGS " --no-shared " DEP_FLAGS " " GJOB_DEP_FLAGS
-               " -h --help"},
+               " --clear-max-concurrent --no-requeue " GPU_FLAGS " --no-shared " DEP_FLAGS
+               " " GJOB_DEP_FLAGS " -h --help"},
     {"gjob", "redo", NULL,
      JOB_FLAGS " --memory-limit -e -H --hold -c --command -s --script --param " CLEAR_FLAGS
-               " " GPU_FLAGS " --no-shared " DEP_FLAGS " " GJOB_DEP_FLAGS " --cascade -h --help"},
+               " --no-requeue " GPU_FLAGS " --no-shared " DEP_FLAGS " " GJOB_DEP_FLAGS
+               " --cascade -h --help"},
     {"gstats", NULL, NULL,
      "-t --since --until --by -u --user -a --all-users --gpu --buckets -o --output --socket -h "
      "--help -V --version"},
-    {"gctl", NULL, "show-gpus set-gpus gpu-process set-limit", "--socket -h --help -V --version"},
+    {"gctl", NULL, "show-gpus set-gpus gpu-process set-limit quota usage",
+     "--socket -h --help -V --version"},
+    {"gctl", "usage", NULL, "-o --output -h --help"},
     {"gctl", "gpu-process", "ignore unignore list", "--gpu --pid -h --help"},
-    {"gflowd", NULL, "up start down stop restart status run reload init",
+    {"gctl", "quota", "show set clear",
+     "--user --project --default-user --default-project --max-running-jobs --max-running-gpus "
+     "--max-queued-jobs --max-gpu-hours --limits -h --help"},
+    {"gflowd", NULL, "up start down stop restart status run reload init service",
      "-c --config --user --system --data-dir --socket --max-running-jobs --kill-grace-secs "
      "--log-level -v --verbose -q --quiet --gpus --gpu-allocation-strategy "
-     "--gpu-poll-interval-secs --simulate-gpus --force -h --help -V --version"},
+     "--gpu-poll-interval-secs --simulate-gpus --force --root -h --help -V --version"},
+    {"gflowd", "service", "install uninstall status",
+     "-c --config --user --system --root -h --help"},
 };
 
 #define COMPLETION_COUNT (sizeof(completion_table) / sizeof(completion_table[0]))
@@ -82,16 +90,70 @@ static void completion_commands(char *buf, size_t size)
     }
 }
 
-/* bash: a case on "command subcommand", then on the command alone. Flags are offered
- * for a word starting with '-', subcommands for the first word; otherwise file names
- * (-o default), e.g. a script for gbatch. */
+/* The values bash completes, asked of the daemon when completing: the ids of the
+ * user's own active jobs (gqueue's default listing), the GPUs' indices (ginfo -o json);
+ * and the job states gqueue -s takes. */
+#define STATE_WORDS                                                                                \
+    "PD H R CG CD F CA TO Queued Hold Running Cancelling Finished Failed Cancelled Timeout"
+
+static void completion_bash_values(void)
+{
+    printf("_gflow_job_ids() {\n"
+           "    local id\n"
+           "    gqueue -f JOBID 2>/dev/null | while read -r id; do\n"
+           "        [[ $id =~ ^[0-9]+$ ]] && printf '%%s\\n' \"$id\"\n"
+           "    done\n"
+           "}\n"
+           "_gflow_gpu_indices() {\n"
+           "    ginfo -o json 2>/dev/null | grep -oE '\"index\": *[0-9]+' | grep -oE '[0-9]+$' "
+           "| sort -nu\n"
+           "}\n"
+           "# Values: 0 when it completed one (COMPREPLY set), 1 for flags and subcommands.\n"
+           "_gflow_complete_value() {\n"
+           "    local cmd=\"$1\" sub=\"$2\" prev=\"$3\" cur=\"$4\" words=\"\"\n"
+           "    case \"$cmd $prev\" in\n"
+           "    \"gqueue -s\"|\"gqueue --states\") words=\"%s\" ;;\n"
+           "    \"gqueue -j\"|\"gqueue --jobs\"|\"gbatch -d\"|\"gbatch --depends-on\"|"
+           "\"gbatch --dependency\"|\"gbatch --depends-on-all\"|\"gbatch --depends-on-any\"|"
+           "\"gjob -d\"|\"gjob --depends-on\"|\"gjob --dependency\"|\"gjob --depends-on-all\"|"
+           "\"gjob --depends-on-any\")\n"
+           "        words=\"$(_gflow_job_ids)\" ;;\n"
+           "    \"gctl --gpu\"|\"gflowd --gpus\") words=\"$(_gflow_gpu_indices) all\" ;;\n"
+           "    *)\n"
+           "        [[ $cur == -* || $prev == --socket ]] && return 1\n"
+           "        case \"$cmd $sub\" in\n"
+           "        \"gctl set-gpus\") ((COMP_CWORD == 2)) || return 1\n"
+           "            words=\"$(_gflow_gpu_indices) all\" ;;\n"
+           "        \"gctl set-limit\") ((COMP_CWORD == 2)) || return 1\n"
+           "            words=\"$(_gflow_job_ids)\" ;;\n"
+           "        gcancel*) words=\"$(_gflow_job_ids)\" ;;\n"
+           "        \"gjob \"*)\n"
+           "            ((COMP_CWORD >= 2)) || return 1\n"
+           "            [[ $prev == \"$sub\" || $prev =~ ^[0-9@~,-]+$ ]] || return 1\n"
+           "            words=\"$(_gflow_job_ids)\" ;;\n"
+           "        *) return 1 ;;\n"
+           "        esac ;;\n"
+           "    esac\n"
+           "    COMPREPLY=($(compgen -W \"$words\" -- \"$cur\"))\n"
+           "    return 0\n"
+           "}\n",
+           STATE_WORDS);
+}
+
+/* bash: values first (job ids, GPU indices, states: completion_bash_values), then a
+ * case on "command subcommand", then on the command alone. Flags are offered for a word
+ * starting with '-', subcommands for the first word; otherwise file names (-o default),
+ * e.g. a script for gbatch. */
 static void completion_bash(void)
 {
-    printf("# gflow completion for bash: eval \"$(gbatch completion bash)\"\n"
-           "_gflow_complete() {\n"
+    printf("# gflow completion for bash: eval \"$(gbatch completion bash)\"\n");
+    completion_bash_values();
+    printf("_gflow_complete() {\n"
            "    local cur=\"${COMP_WORDS[COMP_CWORD]}\" cmd=\"${COMP_WORDS[0]##*/}\" sub=\"\"\n"
-           "    local flags=\"\" subs=\"\"\n"
+           "    local flags=\"\" subs=\"\" prev=\"\"\n"
            "    if ((COMP_CWORD > 1)); then sub=\"${COMP_WORDS[1]}\"; fi\n"
+           "    if ((COMP_CWORD > 0)); then prev=\"${COMP_WORDS[COMP_CWORD - 1]}\"; fi\n"
+           "    _gflow_complete_value \"$cmd\" \"$sub\" \"$prev\" \"$cur\" && return 0\n"
            "    case \"$cmd $sub\" in\n");
     for (size_t i = 0; i < COMPLETION_COUNT; i++) {
         const struct completion_entry *e = &completion_table[i];

@@ -17,6 +17,8 @@
 #include <string.h>
 
 #include "cli.h"
+#include "gctl_quota.h"
+#include "gctl_usage.h"
 #include "gflow_build.h"
 #include "output.h"
 #include "util.h"
@@ -49,9 +51,15 @@ static void gctl_help(void)
            "  gpu-process list            the ignored processes\n"
            "  set-limit <job|group> <K>   at most K jobs of that submission (array,\n"
            "                              sweep) run at once; 0: no limit\n"
+           "  quota <show | set | clear>  per-user and per-project limits: show them with\n"
+           "                              what each uses now (everyone), override or\n"
+           "                              clear them at runtime (admins; 'gctl quota\n"
+           "                              --help')\n"
+           "  usage [-o json]             fair-share accounts per user and project: GPU-hours,\n"
+           "                              shares, fair-share factor (everyone may look)\n"
            "\n"
            "On a daemon started as root only admins (root, daemon.admin_group) may use\n"
-           "these commands; 'ginfo' shows the GPUs to everyone.\n"
+           "the other commands; 'ginfo' shows the GPUs to everyone.\n"
            "\n"
            "Options:\n"
            "      --socket PATH  the daemon's socket\n"
@@ -471,8 +479,8 @@ int main(int argc, char **argv)
         }
     }
     if (optind >= argc)
-        cli_usage_error("no command given; use show-gpus, set-gpus, gpu-process or "
-                        "set-limit");
+        cli_usage_error("no command given; use show-gpus, set-gpus, gpu-process, "
+                        "set-limit, quota or usage");
     const char *cmd = argv[optind];
     int sub_argc = argc - optind;
     char **sub_argv = argv + optind;
@@ -485,11 +493,15 @@ int main(int argc, char **argv)
         status = gctl_gpu_process(sub_argc, sub_argv);
     else if (!strcmp(cmd, "set-limit"))
         status = gctl_set_limit(sub_argc, sub_argv);
+    else if (!strcmp(cmd, "quota"))
+        status = gctl_quota(sub_argc, sub_argv);
+    else if (!strcmp(cmd, "usage"))
+        status = gctl_usage(sub_argc, sub_argv);
     else if (!strcmp(cmd, "help"))
         gctl_help(), status = 0;
     else
-        cli_usage_error("unknown command '%s'; use show-gpus, set-gpus, gpu-process or "
-                        "set-limit",
+        cli_usage_error("unknown command '%s'; use show-gpus, set-gpus, gpu-process, "
+                        "set-limit, quota or usage",
                         cmd);
     return cli_finish(status);
 }

@@ -32,6 +32,7 @@ enum {
     OPT_UP_CLEAR_GPU_MEMORY_LIMIT,
     OPT_UP_CLEAR_MAX_CONCURRENT,
     OPT_UP_CLEAR_MAX_RETRIES,
+    OPT_UP_NO_REQUEUE,
 };
 
 /* update's and redo's own options, gflow's spellings among them; the job options are
@@ -41,6 +42,7 @@ static const struct option gjob_spec_own_longopts[] = {
     {"script", required_argument, NULL, 's'},
     {"memory-limit", required_argument, NULL, 'm'}, /* gflow's name of --memory */
     {"no-shared", no_argument, NULL, OPT_UP_NO_SHARED},
+    {"no-requeue", no_argument, NULL, OPT_UP_NO_REQUEUE},
     {"no-dependencies", no_argument, NULL, OPT_UP_NO_DEPS},
     {"clear-deps", no_argument, NULL, OPT_UP_NO_DEPS},
     {"auto-cancel", no_argument, NULL, OPT_UP_AUTO_CANCEL},
@@ -129,6 +131,11 @@ static int gjob_spec_parse(const char *cmd, int argc, char **argv, json_t *spec,
                                     "--no-auto-cancel-on-dep-failure cannot be used together");
             auto_cancel = on;
         }
+        if (c == OPT_UP_NO_REQUEUE || c == gjob_long_val(longopts, "requeue")) {
+            const json_t *was = json_object_get(spec, "requeue");
+            if (was && json_is_true(was) != (c != OPT_UP_NO_REQUEUE))
+                jobopts_error(&ctx, "--requeue and --no-requeue cannot be used together");
+        }
         if (jobopts_apply(&ctx, c, optarg, spec))
             continue;
         bool cleared = false;
@@ -168,6 +175,9 @@ static int gjob_spec_parse(const char *cmd, int argc, char **argv, json_t *spec,
         }
         case OPT_UP_NO_SHARED:
             json_object_set_new(spec, "shared", json_false());
+            break;
+        case OPT_UP_NO_REQUEUE:
+            json_object_set_new(spec, "requeue", json_false());
             break;
         case OPT_UP_NO_DEPS:
             json_object_set_new(spec, "depends_on", json_array());
@@ -246,6 +256,7 @@ static void gjob_help_spec(bool redo)
         jobopts_help_line("    --max-concurrent K",
                           "at most K jobs of the job's submission run at once, 0 for no limit "
                           "(as 'gctl set-limit')");
+    jobopts_help_line("    --no-requeue", "the job may no longer be preempted (undoes --requeue)");
     printf("\nRemoving a setting (gflow's options; not together with the option that sets "
            "it):\n");
     jobopts_help_line("    --clear-time-limit", "no time limit (the same as -t 0)");
@@ -336,6 +347,7 @@ static const struct {
     {"depends_on", "--depends-on"},
     {"auto_cancel", "--auto-cancel-on-dep-failure"},
     {"umask", "--umask"},
+    {"requeue", "--requeue"},
     {"mig_profile", "--mig"},
     {"mig_count", "--mig"},
     {"max_concurrent", "--max-concurrent"},

@@ -93,6 +93,7 @@ static void gqueue_help(void)
            "                        NODELIST(REASON) NODELIST REASON PRIORITY USER\n"
            "                        EXITCODE SUBMIT START END WORKDIR COMMAND MEMORY\n"
            "                        BEGIN PROJECT START_TIME\n"
+           "                        (PRIORITY: a waiting job's effective priority)\n"
            "  -o, --output FORMAT   table (default), csv, json or yaml; json and yaml are\n"
            "                        {jobs: [the whole job objects], total, timestamp}\n"
            "                        and ignore -f\n"

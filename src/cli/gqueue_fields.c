@@ -3,6 +3,7 @@
  * and -f formats. */
 
 #include <ctype.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,9 +93,12 @@ static void gqueue_reason(struct strbuf *sb, const struct job *j, double now)
     gqueue_put_owned(sb, r ? r : xstrdup("-"));
 }
 
+/* A waiting job's effective priority (rounded; with the default weights, its
+ * --priority), other jobs' --priority. */
 static void gqueue_priority(struct strbuf *sb, const struct job *j, double now)
 {
-    gqueue_put_int(sb, j->priority);
+    gqueue_put_int(sb, j->effective_priority >= 0 ? (long long)llround(j->effective_priority)
+                                                  : j->priority);
 }
 
 static void gqueue_user(struct strbuf *sb, const struct job *j, double now)
@@ -176,7 +180,7 @@ static const struct gqueue_field gqueue_fields[] = {
     {"NODELIST(REASON)", gqueue_nodelist, "state,gpu_ids,reason,mig_devices"},
     {"NODELIST", gqueue_nodelist, "state,gpu_ids,reason,mig_devices"},
     {"REASON", gqueue_reason, "state,reason"},
-    {"PRIORITY", gqueue_priority, "priority"},
+    {"PRIORITY", gqueue_priority, "priority,effective_priority"},
     {"USER", gqueue_user, "user"},
     {"EXITCODE", gqueue_exitcode, "exit_code,signal"},
     {"SUBMIT", gqueue_submit, "submit_time"},

@@ -25,7 +25,7 @@ enum { OPT_SOCKET = 256, OPT_SINCE, OPT_UNTIL, OPT_BY, OPT_GPU, OPT_BUCKETS };
 
 static void gstats_help(void)
 {
-    fputs("gstats - usage statistics: jobs, GPU-hours, waits and failures over a period\n"
+    fputs("gstats - jobs, GPU-hours, waits and failures over a period\n"
           "\n"
           "Usage: gstats [options]\n"
           "\n"

@@ -36,6 +36,7 @@ enum {
     JOBOPT_NO_AUTO_CANCEL,
     JOBOPT_UMASK,
     JOBOPT_MIG,
+    JOBOPT_REQUEUE,
 };
 
 struct jobopt;
@@ -61,7 +62,7 @@ struct jobopt {
 
 static jobopt_parse_fn jo_name, jo_priority, jo_time, jo_begin, jo_signal, jo_hold, jo_max_retries,
     jo_memory, jo_conda_env, jo_gpus, jo_gres, jo_gpu_memory, jo_shared, jo_gpus_per_task,
-    jo_depends, jo_depends_mode, jo_no_auto_cancel, jo_umask, jo_mig;
+    jo_depends, jo_depends_mode, jo_no_auto_cancel, jo_umask, jo_mig, jo_requeue;
 
 /* In the order of the help. (Kept out of clang-format: one row per option reads as a table.) */
 /* clang-format off */
@@ -116,6 +117,12 @@ static const struct jobopt jo_table[] = {
      .help = "the umask the job runs with, in octal (022, 0077): the permissions files it "
              "creates do not get",
      .submit_help = " (default: this shell's umask)", .parse = jo_umask},
+    {.val = JOBOPT_REQUEUE, .longs = {"requeue"}, .cmds = JO_ALL,
+     .help = "the job may be preempted: with scheduler.preempt on, a job of much higher "
+             "priority that waits for GPUs may stop it (SIGTERM, SIGKILL after "
+             "scheduler.preempt_grace) and it is queued again with the same id, its log "
+             "continued; see 'gjob show' (Requeued)",
+     .parse = jo_requeue},
 
     {.val = 'g', .shorts = "g", .longs = {"gpus"}, .has_arg = true, .cmds = JO_ALL,
      .section = JOBOPTS_GPUS, .arg = "N",
@@ -505,6 +512,13 @@ static void jo_gres(const struct jobopts_ctx *ctx, const struct jobopt *o, const
     if (v > GPUINFO_MAX_GPUS)
         jobopts_error(ctx, "invalid --gres '%s': at most %d GPUs", arg, GPUINFO_MAX_GPUS);
     json_object_set_new(spec, "gpus", json_integer(v));
+}
+
+static void jo_requeue(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
+                       json_t *spec)
+{
+    (void)ctx, (void)o, (void)arg;
+    json_object_set_new(spec, "requeue", json_true());
 }
 
 static void jo_shared(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,

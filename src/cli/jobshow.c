@@ -78,6 +78,24 @@ char *jobshow_params(const json_t *params)
 
 /* ---- the job, what it runs ---- */
 
+/* A waiting job's effective priority and its parts, as Slurm's sprio: "522.50 = 255 x
+ * 0.0392 (priority) + 1000 x 0.5125 (fairshare) + 0 x 0.0012 (age)"; "-" for a job that
+ * no longer waits. */
+static char *priority_text(const json_t *detail)
+{
+    if (!json_is_object(detail))
+        return xstrdup("-");
+    const json_t *w = json_object_get(detail, "weights"), *f = json_object_get(detail, "factors");
+    double eff = json_number_value(json_object_get(detail, "effective"));
+    return xasprintf("%.2f = %lld x %.4f (priority) + %lld x %.4f (fairshare) + %lld x %.4f (age)",
+                     eff, (long long)json_integer_value(json_object_get(w, "priority")),
+                     json_number_value(json_object_get(f, "priority")),
+                     (long long)json_integer_value(json_object_get(w, "fairshare")),
+                     json_number_value(json_object_get(f, "fairshare")),
+                     (long long)json_integer_value(json_object_get(w, "age")),
+                     json_number_value(json_object_get(f, "age")));
+}
+
 static void print_identity(const json_t *raw, const struct job *j)
 {
     field_owned("ID", xasprintf("%lld", (long long)j->id));
@@ -85,6 +103,7 @@ static void print_identity(const json_t *raw, const struct job *j)
     /* CG (Cancelling) for a running job being cancelled, as gqueue shows it. */
     field_owned("State", xasprintf("%s (%s)", job_display_state(j), job_display_state_name(j)));
     field_owned("Priority", xasprintf("%d", j->priority));
+    field_owned("EffectivePriority", priority_text(json_object_get(raw, "priority_detail")));
     if (json_object_get(raw, "nice"))
         field_owned("Nice", int_text(raw, "nice"));
     field_owned("SubmittedBy",
@@ -321,6 +340,23 @@ static void print_outcome(const json_t *raw, const struct job *j)
     field("LogPath", get_str(raw, "log_path"));
 }
 
+/* Preemption (gbatch --requeue): whether the job may be preempted, how often it was
+ * requeued and for which job; while it is being stopped, that it is. */
+static void print_requeue(const json_t *raw, const struct job *j)
+{
+    field("Requeue", j->requeue ? "yes (may be preempted)" : "no");
+    if (j->requeue_count > 0)
+        field_owned("Requeued", xasprintf("%d time%s (preempted)", j->requeue_count,
+                                          j->requeue_count == 1 ? "" : "s"));
+    if (j->preempted_by > 0)
+        field_owned("PreemptedBy", xasprintf("job %lld (the last job it was stopped for)",
+                                             (long long)j->preempted_by));
+    if (json_is_true(json_object_get(raw, "preempting")))
+        field_owned("Preempting", xasprintf("yes (being stopped for job %lld; queued again once "
+                                            "its processes are gone)",
+                                            (long long)j->preempted_by));
+}
+
 /* Mail on job events (gbatch --notify-email/--notify-on/--auto-close), when the daemon
  * sends these fields. */
 static void print_notify(const json_t *raw)
@@ -343,5 +379,6 @@ void jobshow_print(const json_t *raw, const struct job *j, const json_t *dep_sta
     print_deps(raw, j, dep_states);
     print_timing(raw, j);
     print_outcome(raw, j);
+    print_requeue(raw, j);
     print_notify(raw);
 }

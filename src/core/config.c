@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fairshare.h"
 #include "parse.h"
 #include "toml.h"
 #include "util.h"
@@ -60,6 +61,11 @@ static int config_duration(const char *s, char **err)
     return parse_duration(s, &secs, err);
 }
 
+static int config_shares(const char *s, char **err)
+{
+    return fairshare_set_shares(NULL, FAIRSHARE_USER, s, err);
+}
+
 static const char *const config_gpu_strategies[] = {"topology", "sequential", "random", NULL};
 static const char *const config_gpu_id_formats[] = {"auto", "index", "uuid", NULL};
 static const char *const config_container[] = {"auto", "yes", "no", NULL};
@@ -93,6 +99,21 @@ static const struct config_key config_keys[] = {
     CONFIG_DURATION_KEY("scheduler.default_time_limit", scheduler_default_time_limit, "24h"),
     CONFIG_STRING_KEY("scheduler.backfill_untimed", scheduler_backfill_untimed,
                       config_backfill_untimed, "planned"),
+    CONFIG_BOOL_KEY("scheduler.preempt", scheduler_preempt, "false"),
+    CONFIG_INT_KEY("scheduler.preempt_priority_gap", scheduler_preempt_priority_gap, 1, "10"),
+    CONFIG_DURATION_KEY("scheduler.preempt_grace", scheduler_preempt_grace, "30s"),
+    CONFIG_INT_KEY("scheduler.priority_weight_priority", scheduler_priority_weight_priority, 0,
+                   "255"),
+    CONFIG_INT_KEY("scheduler.priority_weight_fairshare", scheduler_priority_weight_fairshare, 0,
+                   "0"),
+    CONFIG_INT_KEY("scheduler.priority_weight_age", scheduler_priority_weight_age, 0, "0"),
+    CONFIG_DURATION_KEY("scheduler.priority_max_age", scheduler_priority_max_age, "7d"),
+    CONFIG_DURATION_KEY("scheduler.fairshare_half_life", scheduler_fairshare_half_life, "7d"),
+    {"scheduler.fairshare_user_shares", CONFIG_STRING,
+     offsetof(struct gflow_config, scheduler_fairshare_user_shares), 0, NULL, "", config_shares},
+    {"scheduler.fairshare_project_shares", CONFIG_STRING,
+     offsetof(struct gflow_config, scheduler_fairshare_project_shares), 0, NULL, "", config_shares},
+    CONFIG_STRING_KEY("metrics.listen", metrics_listen, NULL, NULL),
     CONFIG_INT_KEY("limits.max_request_bytes", limits.max_request_bytes, 1, "8388608"),
     CONFIG_INT_KEY("limits.max_body_bytes_in_flight", limits.max_body_bytes_in_flight, 1,
                    "67108864"),
@@ -259,6 +280,7 @@ void config_init(struct gflow_config *c)
             abort();
         }
     }
+    quota_config_init(&c->quota);
 }
 
 void config_free(struct gflow_config *c)
@@ -267,6 +289,7 @@ void config_free(struct gflow_config *c)
         if (config_keys[i].kind == CONFIG_STRING)
             free(*config_string_field(c, &config_keys[i]));
     free(c->source_path);
+    quota_config_free(&c->quota);
     memset(c, 0, sizeof(*c));
 }
 
@@ -283,6 +306,7 @@ static void config_copy(struct gflow_config *dst, const struct gflow_config *src
     }
     if (dst->source_path)
         dst->source_path = xstrdup(dst->source_path);
+    quota_config_copy(&dst->quota, &src->quota);
 }
 
 int config_set(struct gflow_config *c, const char *dotted_key, const char *value, char **err)
@@ -365,6 +389,16 @@ static int config_apply_tree(struct gflow_config *c, const struct toml_value *ro
     for (size_t i = 0; i < toml_table_len(root); i++) {
         const char *section = config_toml_key(root, i);
         const struct toml_value *t = toml_table_value(root, i);
+        if (section && strcmp(section, "quota") == 0 && toml_type_of(t) == TOML_TABLE) {
+            char *why = NULL;
+            int line;
+            if (quota_config_from_toml(&c->quota, t, &why, &line) < 0) {
+                *err = xasprintf("%s:%d: %s", path, line, why);
+                free(why);
+                return -1;
+            }
+            continue;
+        }
         bool known = section && config_section_known(section);
         if (!known || toml_type_of(t) != TOML_TABLE) {
             *err = config_section_error(path, section, t, known);

@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "quota.h"
+
 /* [limits]: what one request, one user and all of them together may take of a shared
  * daemon (docs/security.md). Each is a key limits.<name>. */
 struct gflow_limits {
@@ -62,8 +64,30 @@ struct gflow_config {
     char *scheduler_default_time_limit; /* scheduler.default_time_limit: a job without a
                                             * time limit is planned to run this long ("24h",
                                             * parse_duration; default 24h) */
-    char *scheduler_backfill_untimed;   /* scheduler.backfill_untimed: planned (default) |
+    /* [metrics] listen: "HOST:PORT" of a TCP port serving GET /metrics only; NULL or
+     * "": none (the Unix socket serves it anyway). */
+    char *metrics_listen;
+    char *scheduler_backfill_untimed; /* scheduler.backfill_untimed: planned (default) |
                                          * outside (struct scheduler_policy) */
+
+    /* Preemption (docs/usage.md "Preemption"). */
+    bool scheduler_preempt; /* scheduler.preempt: default false */
+    /* scheduler.preempt_priority_gap: a job preempts --requeue jobs at least this much
+     * lower in priority; default 10, >= 1 */
+    int64_t scheduler_preempt_priority_gap;
+    /* scheduler.preempt_grace: SIGTERM, then SIGKILL after this ("30s", parse_duration) */
+    char *scheduler_preempt_grace;
+    /* [quota]: per-user and per-project limits (quota.h), read by quota_config_from_toml
+     * rather than the key table (its users and projects are named by the admin). */
+    struct quota_config quota;
+    /* Fair-share and the multifactor priority (docs/usage.md, "Fair-share and priority"). */
+    char *scheduler_fairshare_half_life;         /* usage's half-life ("7d") */
+    char *scheduler_fairshare_user_shares;       /* "alice=2,bob=1"; others have 1 */
+    char *scheduler_fairshare_project_shares;    /* the same for projects */
+    char *scheduler_priority_max_age;            /* the wait that gives the full age factor */
+    int64_t scheduler_priority_weight_priority;  /* default 255 */
+    int64_t scheduler_priority_weight_fairshare; /* default 0 */
+    int64_t scheduler_priority_weight_age;       /* default 0 */
 };
 
 void config_init(struct gflow_config *c); /* defaults */

@@ -164,7 +164,8 @@ struct exit_verdict {
 /* Frees the detail. */
 void exit_verdict_free(struct exit_verdict *v);
 /* The verdict on a job whose shim wrote rec, in this order: a cancel request gives
- * CA CancelledByUser, a time-limit request TO TimeLimit; then oom gives F OutOfMemory,
+ * CA CancelledByUser, a time-limit request TO TimeLimit, a preemption PD (queued again,
+ * whatever the job's last words); then oom gives F OutOfMemory,
  * an error F LaunchFailed: <error>, a signal F Signal, exit code 0 CD, anything else F
  * NonZeroExitCode. */
 struct exit_verdict exit_verdict_of(const struct exit_record *rec, enum job_end_request req);

@@ -443,6 +443,7 @@ void job_init(struct job *j)
     j->state = JOB_QUEUED;
     j->auto_cancel = true;
     j->priority = JOB_PRIORITY_DEFAULT;
+    j->effective_priority = -1;
     j->exit_code = -1;
     j->array_task = -1;
     j->attempt = 1;

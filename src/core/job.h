@@ -82,7 +82,9 @@ enum job_reason job_reason_parse_in(const char *text, int64_t *job, const char *
 
 /* Why a job ended or is being ended (recorded before signalling, so a restarted
  * daemon knows whether a dying job was cancelled or timed out). */
-enum job_end_request { JOB_END_NONE, JOB_END_CANCEL, JOB_END_TIMEOUT };
+enum job_end_request { JOB_END_NONE, JOB_END_CANCEL, JOB_END_TIMEOUT, JOB_END_PREEMPT };
+/* JOB_END_PREEMPT (stored as 3): the job is being stopped to make room for a higher
+ * priority job (preempted_by); once it has ended it goes back to PD with the same id. */
 
 /* Dependencies: a job may wait for earlier jobs. afterok: the job finished (CD);
  * afterany: it ended in any state; afternotok: it failed, timed out or was cancelled
@@ -157,6 +159,9 @@ struct job {
      * backfill (a greedy pass leaves it as it is; leaving the queue clears it); not
      * stored. */
     double expected_start;
+    /* A queued or held job's effective priority (fairshare.h), set by the daemon when it
+     * lists jobs; < 0: not known (other states, jobs read from the store). Not stored. */
+    double effective_priority;
     enum job_end_request end_request;
 
     /* The supervising shim while running. */
@@ -205,6 +210,13 @@ struct job {
     char *notify_on;
     bool auto_close;
 
+    /* Preemption (gbatch --requeue): requeue says the job may be stopped for a job of
+     * much higher priority and queued again (same id); requeue_count is how many times
+     * that happened; preempted_by is the job it was (last) stopped for (0: never). */
+    bool requeue;
+    int requeue_count;
+    int64_t preempted_by;
+
     /* Dependencies (on earlier jobs; at most one entry per id and kind). */
     struct job_dep *deps;
     size_t n_deps;
@@ -230,6 +242,10 @@ struct job {
     /* The daemon's bookkeeping (not stored): 1 + the job's position in the daemon's
      * scheduler_begin_heap (a queued job whose begin_time is to come), 0: not there. */
     size_t begin_heap_pos;
+
+    /* The daemon's records of what the job's user and project use (quota.h; NULL: none),
+     * which the scheduling pass checks their quotas against; not owned, not stored. */
+    struct quota_usage *quota_user, *quota_project;
 };
 
 /* The job events a --notify-on may name (gflow's job-scoped ones), NULL-terminated, and
@@ -315,6 +331,10 @@ enum job_field {
     JOB_FIELD_NOTIFY_ON,
     JOB_FIELD_AUTO_CLOSE,
     JOB_FIELD_EXPECTED_START, /* not stored: a queued job's, from backfill's plan */
+    JOB_FIELD_REQUEUE,
+    JOB_FIELD_REQUEUE_COUNT,
+    JOB_FIELD_PREEMPTED_BY,
+    JOB_FIELD_EFFECTIVE_PRIORITY, /* a waiting job's (fairshare.h); null otherwise */
     JOB_FIELD_COUNT
 };
 const char *job_field_name(enum job_field f);

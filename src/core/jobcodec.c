@@ -102,6 +102,10 @@ static const char *const field_names[JOB_FIELD_COUNT] = {
     "notify_on",
     "auto_close",
     "expected_start",
+    "requeue",
+    "requeue_count",
+    "preempted_by",
+    "effective_priority",
 };
 
 const char *job_field_name(enum job_field f)
@@ -399,6 +403,21 @@ void job_append_field(struct strbuf *sb, const struct job *j, enum job_field f, 
     case JOB_FIELD_EXPECTED_START: /* a job that left the queue keeps its last plan */
         append_time(sb, j->state == JOB_QUEUED ? j->expected_start : 0, tsv);
         break;
+    case JOB_FIELD_REQUEUE:
+        strbuf_adds(sb, j->requeue ? "true" : "false");
+        break;
+    case JOB_FIELD_REQUEUE_COUNT:
+        append_int(sb, j->requeue_count, true, tsv);
+        break;
+    case JOB_FIELD_PREEMPTED_BY:
+        append_int(sb, j->preempted_by, j->preempted_by > 0, tsv);
+        break;
+    case JOB_FIELD_EFFECTIVE_PRIORITY:
+        if (j->effective_priority >= 0 && isfinite(j->effective_priority))
+            strbuf_addf(sb, "%.4f", j->effective_priority);
+        else
+            append_null(sb, tsv);
+        break;
     case JOB_FIELD_SIGNAL_SPEC:
         if (j->warn_signal > 0) {
             char *spec = format_signal_spec(j->warn_signal, j->warn_secs, j->warn_main_only);
@@ -424,8 +443,12 @@ void job_append_json(struct strbuf *sb, const struct job *j)
         strbuf_adds(sb, "\":");
         job_append_field(sb, j, (enum job_field)f, false);
     }
-    if (j->end_request != JOB_END_NONE && j->state == JOB_RUNNING)
+    /* A preempted job being stopped is not cancelled: it will be queued again. */
+    if (j->end_request != JOB_END_NONE && j->end_request != JOB_END_PREEMPT &&
+        j->state == JOB_RUNNING)
         strbuf_adds(sb, ",\"cancelling\":true");
+    if (j->end_request == JOB_END_PREEMPT && j->state == JOB_RUNNING)
+        strbuf_adds(sb, ",\"preempting\":true");
     strbuf_addc(sb, '}');
 }
 
@@ -540,6 +563,8 @@ int job_from_json(const json_t *o, struct job *j)
     j->conda_env = get_str(o, "conda_env");
     job_set_signal_spec(j, json_string_value(json_object_get(o, "signal_spec")));
     j->begin_time = get_time(o, "begin_time");
+    const json_t *eff = json_object_get(o, "effective_priority");
+    j->effective_priority = json_is_number(eff) ? json_number_value(eff) : -1;
     j->umask = read_umask(json_string_value(json_object_get(o, "umask")));
     j->max_retries = (int)get_int(o, "max_retries", 0);
     j->attempt = (int)get_int(o, "attempt", 1);
@@ -559,6 +584,9 @@ int job_from_json(const json_t *o, struct job *j)
     j->notify_on = get_list(o, "notify_on");
     j->auto_close = json_is_true(json_object_get(o, "auto_close"));
     j->expected_start = get_time(o, "expected_start");
+    j->requeue = json_is_true(json_object_get(o, "requeue"));
+    j->requeue_count = (int)get_int(o, "requeue_count", 0);
+    j->preempted_by = get_int(o, "preempted_by", 0);
     size_t di;
     const json_t *dep;
     json_array_foreach (json_object_get(o, "depends_on"), di, dep) {
@@ -574,6 +602,8 @@ int job_from_json(const json_t *o, struct job *j)
     j->auto_cancel = !json_is_false(json_object_get(o, "auto_cancel"));
     if (json_is_true(json_object_get(o, "cancelling")))
         j->end_request = JOB_END_CANCEL;
+    else if (json_is_true(json_object_get(o, "preempting")))
+        j->end_request = JOB_END_PREEMPT;
     json_t *env = json_object_get(o, "env");
     if (json_is_object(env))
         j->env = json_incref(env);
@@ -745,6 +775,9 @@ static void set_field(struct job *j, enum job_field f, char *v, bool borrow)
     case JOB_FIELD_PROJECT:
         j->project = borrow ? v : dup_or_null(v);
         break;
+    case JOB_FIELD_EFFECTIVE_PRIORITY:
+        j->effective_priority = v ? strtod(v, NULL) : -1;
+        break;
     case JOB_FIELD_NICE:
         j->nice = (int)tsv_int(v, 0);
         break;
@@ -759,6 +792,15 @@ static void set_field(struct job *j, enum job_field f, char *v, bool borrow)
         break;
     case JOB_FIELD_EXPECTED_START:
         j->expected_start = v ? strtod(v, NULL) : 0;
+        break;
+    case JOB_FIELD_REQUEUE:
+        j->requeue = v && strcmp(v, "true") == 0;
+        break;
+    case JOB_FIELD_REQUEUE_COUNT:
+        j->requeue_count = (int)tsv_int(v, 0);
+        break;
+    case JOB_FIELD_PREEMPTED_BY:
+        j->preempted_by = tsv_int(v, 0);
         break;
     default: /* derived fields (state_name, signal_name) */
         break;

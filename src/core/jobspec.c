@@ -43,6 +43,7 @@ static const char *const spec_fields[] = {"command",
                                           "notify_email",
                                           "notify_on",
                                           "auto_close",
+                                          "requeue",
                                           /* handled by route_submit: */ "array",
                                           "params",
                                           "name_template",
@@ -229,6 +230,12 @@ static int jobspec_bookkeeping(const json_t *spec, struct job *j, char **err)
         *err = xstrdup("'auto_close' must be true or false");
         return -1;
     }
+    const json_t *requeue = json_object_get(spec, "requeue");
+    if (requeue && !json_is_boolean(requeue)) {
+        *err = xstrdup("'requeue' must be true or false");
+        return -1;
+    }
+    j->requeue = json_is_true(requeue);
     j->nice = nice ? (int)json_integer_value(nice) : 0;
     j->auto_close = json_is_true(auto_close);
     if (jobspec_project(json_object_get(spec, "project"), j, err) < 0 ||
@@ -705,6 +712,8 @@ json_t *jobspec_from_job(const struct job *f)
     }
     if (f->auto_close)
         json_object_set_new(s, "auto_close", json_true());
+    if (f->requeue)
+        json_object_set_new(s, "requeue", json_true());
     return s;
 }
 
@@ -764,8 +773,8 @@ static const char *const update_fields[] = {
     "priority",      "time_limit", "gpus",         "gpu_memory_mb", "shared",
     "gpus_per_task", "memory_mb",  "conda_env",    "signal_spec",   "begin_time",
     "max_retries",   "depends_on", "depends_mode", "auto_cancel",   "umask"};
-/* And the MIG request (kept apart so the table above stays as it was). */
-static const char *const update_fields_mig[] = {"mig_profile", "mig_count"};
+/* And the MIG request and --requeue (kept apart so the table above stays as it was). */
+static const char *const update_fields_mig[] = {"mig_profile", "mig_count", "requeue"};
 
 static json_t *change(const char *field, json_t *old, json_t *new)
 {

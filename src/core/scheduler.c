@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "quota.h"
 #include "util.h"
 
 /* ---- the pass ---- */
@@ -579,6 +580,10 @@ static inline __attribute__((always_inline)) size_t pass_walk(const struct sched
                 continue;
             }
         }
+        if ((j->quota_user || j->quota_project) && quota_blocks(j, in->now, pass_epoch)) {
+            j->wait_reason = SCHEDULER_REASON_QUOTA;
+            continue;
+        }
         if (policy->max_running_jobs > 0 && running >= policy->max_running_jobs)
             break;
         if (j->memory_mb > 0 && in->memory_total_mb > 0 &&
@@ -602,6 +607,7 @@ static inline __attribute__((always_inline)) size_t pass_walk(const struct sched
             start[nstart++] = j;
             if (g)
                 g->pass_started++;
+            quota_pass_started(j, pass_epoch);
             running++;
             mem_used += j->memory_mb > 0 ? j->memory_mb : 0;
             continue;
@@ -658,6 +664,7 @@ static inline __attribute__((always_inline)) size_t pass_walk(const struct sched
         start[nstart++] = j;
         if (g)
             g->pass_started++;
+        quota_pass_started(j, pass_epoch);
         running++;
         mem_used += j->memory_mb > 0 ? j->memory_mb : 0;
     }

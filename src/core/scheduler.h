@@ -27,6 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fairshare.h"
 #include "gpualloc.h"
 #include "gpuinfo.h"
 #include "job.h"
@@ -74,6 +75,9 @@ struct scheduler_policy {
      * synthetic lab trace, where 30% of jobs have no limit, the mean wait grows from 10 h
      * to 4 days: docs/replay.md). */
     bool untimed_outside;
+    /* The weights of the queue's order (fairshare.h): not used by the pass, which walks
+     * in->queued as given; the caller orders it (fairshare_order) when they reorder. */
+    struct priority_weights priority;
 };
 
 /* The most reservations a pass makes (backfill_depth above it counts as this). */
@@ -114,6 +118,10 @@ struct scheduler_policy {
  * that many of its jobs are running (group->running, kept by the caller) or starting in
  * this pass. Checked after BeginTime and before MaxRunningJobs. */
 #define SCHEDULER_REASON_GROUP_LIMIT "JobArrayTaskLimit"
+/* Quota: a running limit of the job's user or project (quota.h: max_running_jobs,
+ * max_running_gpus, max_gpu_hours; gctl quota show) is reached, counting the jobs started
+ * in this pass. Checked after JobArrayTaskLimit; other users' jobs keep starting. */
+#define SCHEDULER_REASON_QUOTA "Quota"
 
 /* The queued (PD) jobs in scheduling order: priority descending, then id ascending.
  * Insertion and removal are a binary search and a memmove; appending a new job (ids only

@@ -47,6 +47,7 @@
 #include "listener.h"
 #include "log.h"
 #include "loop.h"
+#include "metrics_listen.h"
 #include "reply.h"
 #include "routes.h"
 #include "store.h"
@@ -63,6 +64,7 @@ struct conn {
     uid_t uid; /* as the listener counted it */
     struct caller who;
     bool identified;
+    bool metrics_only; /* came through metrics.listen (TCP): GET /metrics only */
 };
 
 /* One request on a connection. */
@@ -108,9 +110,11 @@ struct api {
     struct gflowd *d;
     struct MHD_Daemon *mhd;
     struct listener *listener;
-    uid_t adding_uid;    /* the connection being handed to libmicrohttpd */
-    bool adding_started; /* ...and libmicrohttpd has started it */
-    uint64_t body_bytes; /* reserved by the bodies being received */
+    uid_t adding_uid;               /* the connection being handed to libmicrohttpd */
+    bool adding_started;            /* ...and libmicrohttpd has started it */
+    bool adding_metrics;            /* ...and it came through metrics.listen */
+    struct metrics_listen *metrics; /* NULL: metrics.listen not set */
+    uint64_t body_bytes;            /* reserved by the bodies being received */
     int mhd_epoll_fd;
     struct request *waiting;
     struct follower *suspended_followers;
@@ -251,7 +255,16 @@ static void build_reply(struct request *r, struct reply *rep)
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
     struct conn *cn = ci ? ci->socket_context : NULL;
-    if (!cn || !cn->identified) {
+    if (cn && cn->metrics_only) {
+        struct route_req req = {
+            .d = d, .conn = r->conn, .method = r->method, .url = r->url, .body = ""};
+        if (strcmp(r->url, "/metrics") != 0)
+            reply_error(rep, 403,
+                        "only GET /metrics is served on metrics.listen; use the Unix "
+                        "socket for the API");
+        else
+            routes_dispatch(&req, rep); /* no identity: the route reads none */
+    } else if (!cn || !cn->identified) {
         reply_error(rep, 403, "cannot identify the caller (SO_PEERCRED failed)");
     } else if (!auth_may_use(d, &cn->who)) {
         reply_error(rep, 403,
@@ -516,17 +529,21 @@ static void connection_cb(void *cls, struct MHD_Connection *c, void **socket_con
     if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
         struct conn *cn = xcalloc(1, sizeof(*cn));
         cn->uid = a->adding_uid;
+        cn->metrics_only = a->adding_metrics;
         a->adding_started = true;
         const union MHD_ConnectionInfo *ci =
             MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-        cn->identified = ci && auth_identify(a->d, ci->connect_fd, &cn->who) == 0;
+        cn->identified =
+            !cn->metrics_only && ci && auth_identify(a->d, ci->connect_fd, &cn->who) == 0;
         *socket_context = cn;
         return;
     }
     struct conn *cn = *socket_context;
     if (!cn)
         return;
-    if (a->listener) /* NULL once stopping: nothing is counted any more */
+    if (cn->metrics_only)
+        metrics_listen_closed(a->metrics);
+    else if (a->listener) /* NULL once stopping: nothing is counted any more */
         listener_closed(a->listener, cn->uid);
     auth_caller_free(&cn->who);
     free(cn);
@@ -540,12 +557,26 @@ static void accepted_cb(void *arg, int fd, uid_t uid)
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     a->adding_uid = uid;
     a->adding_started = false;
+    a->adding_metrics = false;
     if (MHD_add_connection(a->mhd, fd, (struct sockaddr *)&sa, sizeof(sa)) != MHD_YES) {
         log_warn("uid %u: libmicrohttpd could not take a connection: %s", (unsigned)uid,
                  strerror(errno));
         if (!a->adding_started) /* closed without a notification: no end will be told */
             listener_closed(a->listener, uid);
     }
+}
+
+/* A connection to metrics.listen: libmicrohttpd takes it over, for GET /metrics only. */
+static void metrics_accepted_cb(void *arg, int fd)
+{
+    struct api *a = arg;
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    a->adding_started = false;
+    a->adding_metrics = true;
+    if (MHD_add_connection(a->mhd, fd, (struct sockaddr *)&sa, sizeof(sa)) != MHD_YES &&
+        !a->adding_started)
+        metrics_listen_closed(a->metrics);
+    a->adding_metrics = false;
 }
 
 void api_release_waiting(struct api *a)
@@ -677,6 +708,16 @@ struct api *api_start(struct gflowd *d, char **err)
         free(a);
         return NULL;
     }
+    if (d->cfg.metrics_listen && *d->cfg.metrics_listen) {
+        a->metrics = metrics_listen_start(d->cfg.metrics_listen, metrics_accepted_cb, a, err);
+        if (!a->metrics) {
+            listener_stop(a->listener);
+            loop_del_fd(a->mhd_epoll_fd);
+            MHD_stop_daemon(a->mhd);
+            free(a);
+            return NULL;
+        }
+    }
     loop_set_timeout_source(mhd_timeout_ms, a);
     return a;
 }
@@ -711,6 +752,8 @@ void api_stop(struct api *a)
         return;
     listener_stop(a->listener); /* no new connections */
     a->listener = NULL;
+    metrics_listen_stop(a->metrics);
+    a->metrics = NULL;
     /* Suspended connections must be resumed before the server can stop. */
     loop_cancel_timer(a->follow_timer);
     follow_timer_cb(a);

@@ -56,6 +56,26 @@ static const struct key_help key_helps[] = {
     {"scheduler.backfill_untimed", "planned: a job without --time is backfilled as if it "
                                    "ran default_time_limit (it may delay a reserved job by "
                                    "its overrun); outside: only onto GPUs nobody reserved"},
+    {"scheduler.preempt", "true: a waiting job may stop running --requeue jobs of much lower "
+                          "priority to get their GPUs (they are queued again); default false"},
+    {"scheduler.preempt_priority_gap", "how much lower a job's priority must be for it to be "
+                                       "preempted"},
+    {"scheduler.preempt_grace", "a preempted job gets SIGTERM, then SIGKILL after this: "
+                                "\"30s\", \"2m\""},
+    {"scheduler.priority_weight_priority", "weight of --priority (0..255 as 0..1) in a waiting "
+                                           "job's effective priority; 255: it is --priority"},
+    {"scheduler.priority_weight_fairshare", "weight of the fair-share factor (0..1: 1 = unused "
+                                            "share); 0 with priority_weight_age 0 keeps the "
+                                            "order priority, then submission"},
+    {"scheduler.priority_weight_age", "weight of the age factor (0..1: the wait over "
+                                      "priority_max_age)"},
+    {"scheduler.priority_max_age", "the wait that gives the full age factor"},
+    {"scheduler.fairshare_half_life", "GPU time used this long ago counts half"},
+    {"scheduler.fairshare_user_shares", "shares of users, e.g. \"alice=2,bob=1\" (others: 1)"},
+    {"scheduler.fairshare_project_shares", "shares of projects (gbatch -P), e.g. "
+                                           "\"vision=3\" (others: 1)"},
+    {"metrics.listen", "\"127.0.0.1:9400\": also serve GET /metrics (only) on this TCP "
+                       "port, for Prometheus; default: the Unix socket only"},
     {"limits.max_request_bytes", "largest request body"},
     {"limits.max_body_bytes_in_flight", "request bodies being received, all connections"},
     {"limits.max_connections", "open connections, all users"},
@@ -109,6 +129,16 @@ char *configinit_text(void)
         else
             strbuf_addf(&sb, "# %s = %s\n", dot + 1, def);
     }
+    /* [quota] is not in the key table: its users and projects are the admin's names. */
+    strbuf_adds(&sb, "\n[quota]\n"
+                     "# per-user and per-project limits (none by default); 'gctl quota set'\n"
+                     "# overrides them at runtime. Limits: max_running_jobs, max_running_gpus,\n"
+                     "# max_queued_jobs (refused at submit), max_gpu_hours (per period)\n"
+                     "# period = \"week\"   # day, week or month: max_gpu_hours' window\n"
+                     "# default_user = { max_running_gpus = 4, max_queued_jobs = 500 }\n"
+                     "# default_project = { max_gpu_hours = 1000 }\n"
+                     "# users = { alice = { max_running_jobs = 2 } }\n"
+                     "# projects = { nlp = { max_running_gpus = 6 } }\n");
     return strbuf_detach(&sb);
 }
 

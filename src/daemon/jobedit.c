@@ -6,6 +6,7 @@
 
 #include "jobs.h"
 #include "log.h"
+#include "quotas.h"
 #include "store.h"
 #include "sweep.h"
 #include "util.h"
@@ -275,6 +276,12 @@ int jobedit_redo(const struct jobedit_ctx *c, int64_t id, json_t *over, bool cas
     job_clear(&f);
     if (!n)
         return 400;
+    /* The new job counts against max_queued_jobs like a submission. */
+    if ((*err = quotas_check_submit(jobs_quotas(c->jobs), n->user, 1, n->project, 1))) {
+        job_free(n);
+        free(map.pairs);
+        return 429;
+    }
     if (jobs_submit(c->jobs, n) < 0) {
         job_free(n);
         *err = xstrdup("cannot store the new job; see gflowd.log");

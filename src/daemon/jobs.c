@@ -16,6 +16,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "quotas.h"
 #include "store.h"
 #include "util.h"
 
@@ -38,6 +39,8 @@ struct jobs *jobs_new(struct store *store)
     t->dirty = true;
     scheduler_queue_init(&t->queue);
     scheduler_begin_heap_init(&t->begin);
+    t->quotas = quotas_new();
+    fairshare_init(&t->fs, FAIRSHARE_HALF_LIFE_DEFAULT);
     return t;
 }
 
@@ -164,6 +167,7 @@ static void table_append(struct jobs *t, struct job *j)
         j->group = jobs_group(t, j->group_id, true);
     if (j->state == JOB_RUNNING)
         run_list_add(t, j);
+    quotas_job_added(t->quotas, j);
 }
 
 static ssize_t table_index(const struct jobs *t, int64_t id)
@@ -236,6 +240,11 @@ struct job **jobs_running(const struct jobs *t, size_t *n)
     return t->run_list;
 }
 
+struct quotas *jobs_quotas(const struct jobs *t)
+{
+    return t->quotas;
+}
+
 struct store *jobs_store(const struct jobs *t)
 {
     return t->store;
@@ -255,6 +264,8 @@ static void load_cb(struct job *j, void *arg)
 
 int jobs_load(struct jobs *t, char **err)
 {
+    if (quotas_load(t->quotas, t->store, now_wall(), err) < 0)
+        return -1;
     if (store_load_groups(t->store, groups_load_cb, t) < 0) {
         *err = xasprintf("cannot load job groups: %s", store_error(t->store));
         return -1;
@@ -263,6 +274,8 @@ int jobs_load(struct jobs *t, char **err)
         *err = xasprintf("cannot load jobs: %s", store_error(t->store));
         return -1;
     }
+    if (jobs_fairshare_load(t, err) < 0)
+        return -1;
     t->next_id = store_next_job_id(t->store);
     t->dirty = true;
     /* Dependencies: statuses from the jobs depended on, then the verdict for each job
@@ -307,6 +320,11 @@ int jobs_reload(struct jobs *t, char **err)
     struct jobs *fresh = jobs_new(t->store);
     fresh->signal_cb = t->signal_cb;
     fresh->signal_arg = t->signal_arg;
+    quotas_set_config(fresh->quotas, quotas_config(t->quotas));
+    char *ignored = NULL; /* the shares were checked when t got them */
+    jobs_fairshare_configure(fresh, t->fs.half_life, t->fs.shares_text[FAIRSHARE_USER],
+                             t->fs.shares_text[FAIRSHARE_PROJECT], &ignored);
+    free(ignored);
     if (jobs_load(fresh, err) < 0) {
         jobs_free(fresh);
         return -1;
@@ -329,6 +347,7 @@ void jobs_free(struct jobs *t)
     free(t->table);
     scheduler_queue_free(&t->queue);
     scheduler_begin_heap_free(&t->begin);
+    fairshare_free(&t->fs);
     free(t->run_list);
     free(t->ended);
     for (size_t i = 0; i < t->groups_len; i++)
@@ -339,6 +358,7 @@ void jobs_free(struct jobs *t)
     for (size_t i = 0; i < t->actions_len; i++)
         free(t->actions[i].path);
     free(t->actions);
+    quotas_free(t->quotas);
     free(t);
 }
 
@@ -371,6 +391,7 @@ static int submit_one(struct jobs *t, struct job *j, const struct job *leader)
     if (j->state == JOB_QUEUED)
         jobs_sched_add(t, j);
     t->dirty = true;
+    t->counters.submitted++;
     if (j->n_deps) {
         /* Statuses were set by jobs_check_deps. */
         for (size_t k = 0; k < j->n_deps; k++) {
@@ -381,6 +402,11 @@ static int submit_one(struct jobs *t, struct job *j, const struct job *leader)
         jobs_deps_update(t, j);
     }
     return 0;
+}
+
+const struct metrics_counters *jobs_counters(const struct jobs *t)
+{
+    return &t->counters;
 }
 
 int jobs_submit(struct jobs *t, struct job *j)
@@ -480,6 +506,7 @@ int jobs_update(struct jobs *t, struct job *j, struct job *n, bool deps_changed,
     j->umask = n->umask;
     j->auto_cancel = n->auto_cancel;
     j->deps_any = n->deps_any;
+    j->requeue = n->requeue;
     if (deps_changed) {
         for (size_t k = 0; k < j->n_deps; k++) {
             struct job *x = jobs_get(t, j->deps[k].id);
@@ -595,12 +622,27 @@ static struct job *retry_job(struct jobs *t, struct job *j)
     return n;
 }
 
+/* The metrics of a change of state (j has its new state and reason). */
+static void count_change(struct jobs *t, const struct job *j, enum job_state from)
+{
+    if (j->state == JOB_RUNNING) {
+        t->counters.started++;
+        metrics_observe_wait(&t->counters, j->start_time - j->submit_time);
+    } else if (job_state_is_terminal(j->state)) {
+        t->counters.ended[j->state][j->reason]++;
+        if (from == JOB_RUNNING && j->start_time > 0)
+            metrics_observe_run(&t->counters,
+                                (j->end_time > 0 ? j->end_time : now_wall()) - j->start_time);
+    }
+}
+
 int jobs_set_state(struct jobs *t, struct job *j, enum job_state to, enum job_reason reason,
                    int64_t reason_job, const char *detail)
 {
     if (!job_transition_allowed(j->state, to))
         return -1;
     enum job_state from = j->state;
+    int charge_rc = 0;
     if (j->state == JOB_RUNNING)
         run_list_remove(t, j);
     else if (j->state == JOB_QUEUED)
@@ -616,6 +658,7 @@ int jobs_set_state(struct jobs *t, struct job *j, enum job_state to, enum job_re
     }
     j->state = to;
     job_set_reason(j, reason, reason_job, detail);
+    count_change(t, j, from);
     if (to != JOB_QUEUED)
         j->wait_reason = NULL;
     else
@@ -623,6 +666,8 @@ int jobs_set_state(struct jobs *t, struct job *j, enum job_state to, enum job_re
     if (job_state_is_terminal(to)) {
         if (j->end_time <= 0)
             j->end_time = now_wall();
+        if (from == JOB_RUNNING)
+            charge_rc = jobs_fairshare_charge(t, j);
         table_remove(t, j);
         if (t->ended_len == t->ended_cap) {
             t->ended_cap = t->ended_cap ? t->ended_cap * 2 : 64;
@@ -630,9 +675,11 @@ int jobs_set_state(struct jobs *t, struct job *j, enum job_state to, enum job_re
         }
         t->ended[t->ended_len++] = j;
     }
+    quotas_job_moved(t->quotas, j, from);
     t->dirty = true;
     /* In a bulk change between PD, H and CA nothing but the state columns changed. */
     int rc = jobs_save_cols(t, j, t->bulk && from != JOB_RUNNING && to != JOB_RUNNING);
+    rc |= charge_rc;
     if (to == JOB_QUEUED && j->n_deps)
         jobs_deps_update(t, j); /* e.g. released: DependencyFailed shows again */
     if (rc == 0 && jobs_retryable(j))

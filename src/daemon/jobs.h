@@ -44,6 +44,11 @@ struct job *jobs_get(const struct jobs *t, int64_t id);     /* active jobs only;
 struct job **jobs_active(const struct jobs *t, size_t *n);  /* ascending by id */
 struct job **jobs_running(const struct jobs *t, size_t *n); /* the R jobs, any order */
 struct store *jobs_store(const struct jobs *t);
+/* What the jobs did since the daemon started (GET /metrics). */
+struct metrics_counters;
+const struct metrics_counters *jobs_counters(const struct jobs *t);
+/* The quota records (quotas.h), kept current by every job change. */
+struct quotas *jobs_quotas(const struct jobs *t);
 /* Many jobs changed by one request (bulk cancel, hold, release): between the two calls
  * ended jobs are dropped from the table and the queue is reordered once, at the end,
  * rather than per job. Only job changes (jobs_set_state, jobs_get) may come between;
@@ -128,7 +133,17 @@ struct jobs_machine {
     int backfill_depth;
     double default_time_limit; /* seconds; 0: the scheduler's default */
     bool untimed_outside;      /* scheduler.backfill_untimed = "outside" */
+    /* GPUs (NVML indices) no job may take in this pass: those kept for the job that
+     * preempted others while they stop (preemption.h); 0: none. */
+    uint64_t held_gpus;
+    /* The queue's order (scheduler.priority_weight_*; fairshare.h): when the weights
+     * reorder, the pass walks the queue sorted by effective priority. */
+    struct priority_weights priority;
 };
+
+/* The queued jobs that may start, in scheduling order (after a pass, with their wait
+ * reasons); those waiting for their begin time or dependencies are not among them. */
+struct job *const *jobs_queued(const struct jobs *t, size_t *n);
 
 /* Something changed that may let a queued job start. */
 void jobs_mark_dirty(struct jobs *t);
@@ -140,6 +155,16 @@ void jobs_mark_dirty(struct jobs *t);
  * plan changes (scheduler_input.next_pass). */
 size_t jobs_schedule(struct jobs *t, const struct jobs_machine *m, double now,
                      struct job ***started, double *next_pass);
+
+/* Fair-share (jobs_fairshare.c): the accounts, charged as running jobs end. */
+struct fairshare *jobs_fairshare(struct jobs *t);
+/* Sets the usage half-life (seconds) and the configured shares ("alice=2,bob=1"; NULL or
+ * "": none). 0, or -1 with *err (nothing changed). */
+int jobs_fairshare_configure(struct jobs *t, double half_life, const char *user_shares,
+                             const char *project_shares, char **err);
+/* Updates the accounts' factors at now (with the running jobs' usage so far) and sets
+ * the effective_priority of every queued and held job. O(active jobs x users). */
+void jobs_priority_refresh(struct jobs *t, const struct priority_weights *w, double now);
 
 /* Actions that must wait until the current transaction is committed. */
 void jobs_after_commit_unlink(struct jobs *t, char *path); /* takes ownership of path */

@@ -8,8 +8,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fairshare.h"
 #include "job.h"
 #include "jobs.h"
+#include "metrics.h"
 #include "scheduler.h"
 
 struct action; /* jobs.c: what waits for the commit */
@@ -25,6 +27,7 @@ struct jobs {
     int64_t next_id;
     bool dirty;   /* something changed that may let a queued job start */
     bool planned; /* the last pass ran with backfill (queued jobs have expected starts) */
+    struct metrics_counters counters; /* GET /metrics */
 
     struct job **ended; /* left the table this iteration; freed by jobs_collect */
     size_t ended_len, ended_cap;
@@ -48,6 +51,8 @@ struct jobs {
     } * users;
     size_t users_len, users_cap;
 
+    struct quotas *quotas; /* per-user and per-project limits and use (quotas.h) */
+
     jobs_signal_cb signal_cb;
     void *signal_arg;
 
@@ -56,6 +61,9 @@ struct jobs {
      * memmove per job; jobs_bulk_end compacts the table and rebuilds the queue once. */
     bool bulk;
     bool table_stale, queue_stale;
+
+    /* Fair-share accounts (jobs_fairshare.c), charged when a running job ends. */
+    struct fairshare fs;
 };
 
 /* jobs_sched.c. j has become queued (or changed while queued): into the queue, or
@@ -72,5 +80,11 @@ void jobs_queue_rebuild(struct jobs *t);
 void jobs_deps_update(struct jobs *t, struct job *j);
 /* x has ended: updates its dependents, and theirs if they are cancelled in turn. */
 void jobs_deps_job_ended(struct jobs *t, struct job *x);
+
+/* jobs_fairshare.c. Loads the stored accounts into t->fs (jobs_load). 0, or -1 with *err. */
+int jobs_fairshare_load(struct jobs *t, char **err);
+/* j, running, has ended (end_time set): charges its run to its user and project, in the
+ * store too. 0 or -1. */
+int jobs_fairshare_charge(struct jobs *t, struct job *j);
 
 #endif

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "quotas.h"
 #include "util.h"
 
 /* ---- where a queued job waits ---- */
@@ -110,11 +111,25 @@ static void begin_due(struct jobs *t, double now)
     free(due);
 }
 
+struct job *const *jobs_queued(const struct jobs *t, size_t *n)
+{
+    *n = t->queue.len;
+    return t->queue.jobs;
+}
+
+/* Orders by scheduler_order (the queue's), for scheduler_queue_remove_many. */
+static int queue_order_cmp(const void *a, const void *b)
+{
+    return scheduler_order(*(struct job *const *)a, *(struct job *const *)b);
+}
+
 size_t jobs_schedule(struct jobs *t, const struct jobs_machine *m, double now,
                      struct job ***started, double *next_pass)
 {
     *started = NULL;
     *next_pass = -1;
+    if (quotas_tick(t->quotas, now)) /* a new period: GPU-hours count from 0 */
+        t->dirty = true;
     if (!t->dirty)
         return 0;
     t->dirty = false;
@@ -139,12 +154,36 @@ size_t jobs_schedule(struct jobs *t, const struct jobs_machine *m, double now,
         .backfill_depth = m->backfill_depth,
         .default_time_limit = m->default_time_limit,
         .untimed_outside = m->untimed_outside,
+        .priority = m->priority,
     };
+    /* Held GPUs: a job that holds them, as the pass sees it, expected to end soon. */
+    struct job holder;
+    struct job **running = t->run_list;
+    size_t n_running = t->running;
+    if (m->held_gpus) {
+        job_init(&holder);
+        holder.state = JOB_RUNNING;
+        holder.gpu_mask = m->held_gpus;
+        holder.gpus = __builtin_popcountll(m->held_gpus);
+        holder.start_time = now;
+        holder.time_limit = 1;
+        running = xmalloc((n_running + 1) * sizeof(*running));
+        memcpy(running, t->run_list, n_running * sizeof(*running));
+        running[n_running++] = &holder;
+    }
+    /* Fair-share or age weights: the pass walks the queue in effective-priority order,
+     * sorted here (O(n log n)); else the queue's own order, with no sort. */
+    struct job **ordered = NULL;
+    if (priority_weights_reorder(&m->priority)) {
+        ordered = xmalloc(t->queue.len * sizeof(*ordered));
+        fairshare_order(&t->fs, &m->priority, t->queue.jobs, t->queue.len, t->run_list, t->running,
+                        now, ordered);
+    }
     struct scheduler_input in = {
-        .queued = t->queue.jobs,
+        .queued = ordered ? ordered : t->queue.jobs,
         .n_queued = t->queue.len,
-        .running = t->run_list,
-        .n_running = t->running,
+        .running = running,
+        .n_running = n_running,
         .gpus = m->gpus,
         .unmanaged = m->unmanaged,
         .mig_unmanaged = m->mig_unmanaged,
@@ -153,11 +192,26 @@ size_t jobs_schedule(struct jobs *t, const struct jobs_machine *m, double now,
         .next_pass = next_pass,
         .outside_mib = m->outside_mib,
     };
+    double t0 = now_mono();
     size_t n = scheduler_pass(&in, &policy, start);
+    if (running != t->run_list)
+        free(running);
+    metrics_observe_pass(&t->counters, now_mono() - t0);
     if (heap_next > 0 && (*next_pass == 0 || heap_next < *next_pass))
         *next_pass = heap_next;
-    /* Out of the queue in one sweep (jobs_set_state then finds them gone). */
-    scheduler_queue_remove_many(&t->queue, start, n);
+    bool reordered = ordered != NULL;
+    free(ordered);
+    /* Out of the queue in one sweep (jobs_set_state then finds them gone), which needs
+     * them in the queue's order; they start in the pass's. */
+    if (reordered && n > 1) {
+        struct job **by_queue = xmalloc(n * sizeof(*by_queue));
+        memcpy(by_queue, start, n * sizeof(*by_queue));
+        qsort(by_queue, n, sizeof(*by_queue), queue_order_cmp);
+        scheduler_queue_remove_many(&t->queue, by_queue, n);
+        free(by_queue);
+    } else {
+        scheduler_queue_remove_many(&t->queue, start, n);
+    }
     for (size_t i = 0; i < n; i++) {
         struct job *j = start[i];
         j->start_time = now;

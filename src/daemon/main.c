@@ -21,6 +21,7 @@
 #include "gflow_commit.h"
 #include "log.h"
 #include "serve.h"
+#include "service.h"
 #include "startopts.h"
 #include "util.h"
 
@@ -44,6 +45,13 @@ static const char usage_text[] =
     "                 changes apply now and which need 'gflowd restart'\n"
     "  init           write a config file with every key and its default, commented out\n"
     "                 (to -c FILE or the default path; --force replaces an existing one)\n"
+    "  service install|uninstall|status\n"
+    "                 gflowd as a systemd service: install writes gflowd.service (the\n"
+    "                 system unit in /etc/systemd/system, or with --user the caller's in\n"
+    "                 ~/.config/systemd/user; its ExecStart keeps the options given here)\n"
+    "                 and, where systemd runs, enables and starts it; uninstall stops,\n"
+    "                 disables and removes it (running jobs keep running); status says\n"
+    "                 whether it is installed, enabled and active\n"
     "\n"
     "up, down, restart and status say which daemon they act on: per-user or system, its\n"
     "socket and data directory. Root runs the system daemon unless --user is given.\n"
@@ -68,6 +76,9 @@ static const char usage_text[] =
     "      --simulate-gpus N|FILE run on N simulated GPUs, or on the GPUs a simulator\n"
     "                             fixture describes (docs/simulator.md)\n"
     "      --force                with init: replace an existing file\n"
+    "      --root DIR             with service: write and remove the unit under DIR (as if\n"
+    "                             DIR were /); systemd counts as running only if\n"
+    "                             DIR/run/systemd/system exists\n"
     "  -h, --help                 show this help\n"
     "  -V, --version              show the version\n";
 
@@ -109,6 +120,7 @@ enum {
     OPT_USER,
     OPT_SYSTEM,
     OPT_FORCE,
+    OPT_ROOT,
 };
 
 static const struct option long_opts[] = {
@@ -127,6 +139,7 @@ static const struct option long_opts[] = {
     {"user", no_argument, NULL, OPT_USER},
     {"system", no_argument, NULL, OPT_SYSTEM},
     {"force", no_argument, NULL, OPT_FORCE},
+    {"root", required_argument, NULL, OPT_ROOT},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
@@ -244,6 +257,68 @@ static void restore_start_options(const char *data_dir, struct flag_list *flags,
     json_decref(saved);
 }
 
+/* A path given on the command line made absolute (the service runs in /). */
+static char *absolute(const char *path)
+{
+    if (path[0] == '/')
+        return xstrdup(path);
+    char *cwd = getcwd(NULL, 0);
+    char *abs = xasprintf("%s/%s", cwd ? cwd : "", path);
+    free(cwd);
+    return abs;
+}
+
+/* Whether the option (as typed: "-c", "--config") takes a path that the service must get
+ * absolute; --simulate-gpus only when its value is a file, not a count. */
+static bool path_option(const char *opt, const char *value)
+{
+    if (!strcmp(opt, "--simulate-gpus"))
+        return value[strspn(value, "0123456789")] != '\0';
+    return !strcmp(opt, "-c") || !strcmp(opt, "--config") || !strcmp(opt, "--data-dir") ||
+           !strcmp(opt, "--socket");
+}
+
+/* The options the unit's ExecStart passes on: those given (getopt moved them before
+ * optind), without --root, --user and --system (the unit says which daemon it runs),
+ * paths made absolute. NULL-terminated. */
+static char **service_args(int argc, char **argv, int end)
+{
+    char **out = xcalloc((size_t)argc + 1, sizeof(*out));
+    size_t n = 0;
+    for (int i = 1; i < end && i < argc; i++) {
+        const char *w = argv[i];
+        if (!strcmp(w, "--root")) {
+            i++;
+            continue;
+        }
+        if (!strncmp(w, "--root=", 7) || !strcmp(w, "--user") || !strcmp(w, "--system"))
+            continue;
+        const char *eq = strchr(w, '=');
+        if (w[0] == '-' && w[1] == '-' && eq) {
+            char *opt = xstrndup(w, (size_t)(eq - w));
+            if (path_option(opt, eq + 1)) {
+                char *abs = absolute(eq + 1);
+                out[n++] = xasprintf("%s=%s", opt, abs);
+                free(abs);
+            } else {
+                out[n++] = xstrdup(w);
+            }
+            free(opt);
+        } else if (!strncmp(w, "-c", 2) && w[2]) {
+            char *abs = absolute(w + 2);
+            out[n++] = xasprintf("-c%s", abs);
+            free(abs);
+        } else if (i + 1 < end && path_option(w, argv[i + 1])) {
+            out[n++] = xstrdup(w);
+            out[n++] = absolute(argv[++i]);
+        } else {
+            out[n++] = xstrdup(w);
+        }
+    }
+    out[n] = NULL;
+    return out;
+}
+
 int main(int argc, char **argv)
 {
     struct gflowd d = {0};
@@ -252,6 +327,7 @@ int main(int argc, char **argv)
     struct flag_list flags = {0};
     int verbose = 0, quiet = 0, opt;
     bool want_user = false, want_system = false, force = false;
+    const char *root = NULL;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, ":c:hVvq", long_opts, NULL)) != -1) {
         switch (opt) {
@@ -300,6 +376,9 @@ int main(int argc, char **argv)
         case OPT_FORCE:
             force = true;
             break;
+        case OPT_ROOT:
+            root = optarg;
+            break;
         case 'h':
             fputs(usage_text, stdout);
             return 0;
@@ -315,21 +394,35 @@ int main(int argc, char **argv)
                     flags.options[flags.n - 1] = xasprintf("--%s", o->name);
     }
     if (optind >= argc)
-        usage_error("missing command: use up, down, restart, status, run, reload or init");
+        usage_error("missing command: use up, down, restart, status, run, reload, init or "
+                    "service");
     const char *cmd = argv[optind];
-    if (optind + 1 < argc)
-        usage_error("unexpected argument '%s'", argv[optind + 1]);
-    static const char *const commands[] = {"up",     "start", "down",   "stop", "restart",
-                                           "status", "run",   "reload", "init", NULL};
+    bool service = !strcmp(cmd, "service");
+    const char *action = service ? argv[optind + 1] : NULL;
+    if (service && !action)
+        usage_error("'service' needs an action: install, uninstall or status");
+    if (service && strcmp(action, "install") && strcmp(action, "uninstall") &&
+        strcmp(action, "status"))
+        usage_error("unknown service action '%s': use install, uninstall or status", action);
+    if (optind + 1 + service < argc)
+        usage_error("unexpected argument '%s'", argv[optind + 1 + service]);
+    static const char *const commands[] = {"up",  "start",  "down", "stop",    "restart", "status",
+                                           "run", "reload", "init", "service", NULL};
     bool known = false;
     for (size_t i = 0; commands[i]; i++)
         known |= !strcmp(commands[i], cmd);
     if (!known)
-        usage_error("unknown command '%s': use up, down, restart, status, run, reload or init",
+        usage_error("unknown command '%s': use up, down, restart, status, run, reload, init "
+                    "or service",
                     cmd);
     if (want_user && want_system)
         usage_error("--user and --system exclude each other");
-    if (want_system && geteuid() != 0)
+    if (root && !service)
+        usage_error("--root is only for 'gflowd service'");
+    if (root && root[0] != '/')
+        usage_error("--root needs an absolute directory, not '%s'", root);
+    /* A system unit may be written into a directory of one's own (--root). */
+    if (want_system && geteuid() != 0 && !(service && root))
         usage_error("--system needs root (the system daemon runs jobs as their submitters); "
                     "drop it for your own per-user daemon");
     if (force && strcmp(cmd, "init") != 0)
@@ -358,6 +451,23 @@ int main(int argc, char **argv)
     }
     flags_apply(&flags, &d.cfg);
     paths_resolve(&d.paths, &d.cfg, d.system);
+    if (service) {
+        char **args = service_args(argc, argv, optind);
+        struct service_request r = {.action = action,
+                                    .system = d.system,
+                                    .root = root,
+                                    .daemon_args = (const char *const *)args,
+                                    .paths = &d.paths};
+        int rc = service_run(&r);
+        for (size_t i = 0; args[i]; i++)
+            free(args[i]);
+        free(args);
+        paths_free(&d.paths);
+        config_free(&d.cfg);
+        free(d.user);
+        free(d.config_path);
+        return rc;
+    }
     if (!strcmp(cmd, "restart")) {
         restore_start_options(d.paths.data_dir, &flags, &so);
         flags_apply(&flags, &d.cfg);

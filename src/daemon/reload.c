@@ -11,6 +11,8 @@
 #include "gpu.h"
 #include "jobs.h"
 #include "log.h"
+#include "priority.h"
+#include "quotas.h"
 #include "serve.h"
 #include "util.h"
 
@@ -32,6 +34,16 @@ static const char *const live_keys[] = {
     "scheduler.backfill_depth",
     "scheduler.default_time_limit",
     "scheduler.backfill_untimed",
+    "scheduler.preempt",
+    "scheduler.preempt_priority_gap",
+    "scheduler.preempt_grace",
+    "scheduler.priority_weight_priority",
+    "scheduler.priority_weight_fairshare",
+    "scheduler.priority_weight_age",
+    "scheduler.priority_max_age",
+    "scheduler.fairshare_half_life",
+    "scheduler.fairshare_user_shares",
+    "scheduler.fairshare_project_shares",
     "limits.max_jobs_per_request",
     "limits.max_active_jobs_per_user",
     "limits.max_ids_per_request",
@@ -89,7 +101,34 @@ static int reload_apply(struct gflowd *d, const char *key, const char *value, js
         log_parse_level(d->cfg.log_level, &log_threshold);
     if (!strcmp(key, "daemon.admin_group"))
         serve_resolve_admin_group(d);
+    if (!strncmp(key, "scheduler.fairshare_", strlen("scheduler.fairshare_")))
+        priority_configure(d);
     return 0;
+}
+
+/* [quota] (not in the key table): its limits are applied whole when they changed; a
+ * changed quota.period needs a restart (the ended jobs' GPU time is read for the period
+ * at start-up). Whether the limits changed. */
+static bool reload_quota(struct gflowd *d, struct gflow_config *c, json_t *restart)
+{
+    if (c->quota.period != d->cfg.quota.period) {
+        json_array_append_new(restart, json_string("quota.period"));
+        log_warn("reload: quota.period changed to %s; it takes effect at the next restart",
+                 quota_period_name(c->quota.period));
+        c->quota.period = d->cfg.quota.period;
+    }
+    json_t *a = quota_set_to_json(&d->cfg.quota.limits), *b = quota_set_to_json(&c->quota.limits);
+    bool same = json_equal(a, b);
+    json_decref(a);
+    json_decref(b);
+    if (same)
+        return false;
+    struct quota_config old = d->cfg.quota;
+    d->cfg.quota = c->quota;
+    c->quota = old; /* freed with c */
+    quotas_set_config(jobs_quotas(d->jobs), &d->cfg.quota);
+    log_info("reload: [quota] applied");
+    return true;
 }
 
 json_t *daemon_reload(struct gflowd *d, char **err)
@@ -122,6 +161,8 @@ json_t *daemon_reload(struct gflowd *d, char **err)
         free(old);
         free(now);
     }
+    if (reload_quota(d, &c, restart))
+        json_array_append_new(applied, json_string("quota"));
     config_free(&c);
     jobs_mark_dirty(d->jobs);
     log_info("configuration reloaded from %s: %zu setting%s applied, %zu need a restart",

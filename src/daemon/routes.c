@@ -15,6 +15,8 @@
 #include "gflow_build.h"
 #include "gflow_commit.h"
 #include "gpu.h"
+#include "metrics.h"
+#include "priority.h"
 #include "store.h"
 #include "util.h"
 
@@ -141,6 +143,16 @@ static void route_status(const struct gflowd *d, struct reply *rep)
     reply_json(rep, 200, body);
 }
 
+/* GET /metrics: Prometheus' text format (metrics.h). */
+static void route_metrics(const struct gflowd *d, struct reply *rep)
+{
+    struct strbuf sb;
+    strbuf_init(&sb);
+    metrics_render(d, &sb);
+    size_t len = sb.len;
+    reply_text(rep, 200, strbuf_detach(&sb), len, "text/plain; version=0.0.4; charset=utf-8");
+}
+
 /* ---- dispatch ---- */
 
 /* /v1/jobs/{id}[/action] */
@@ -189,6 +201,9 @@ void routes_dispatch(const struct route_req *r, struct reply *rep)
     } else if (strcmp(url, "/v1/status") == 0) {
         if (route_method(r, "GET", rep))
             route_status(r->d, rep);
+    } else if (strcmp(url, "/metrics") == 0) {
+        if (route_method(r, "GET", rep))
+            route_metrics(r->d, rep);
     } else if (strcmp(url, "/v1/gpus") == 0) {
         if (route_method(r, "GET", rep))
             route_gpus(r, rep);
@@ -196,6 +211,10 @@ void routes_dispatch(const struct route_req *r, struct reply *rep)
         route_gpus_allowed(r, rep);
     } else if (strcmp(url, "/v1/gpus/ignored") == 0) {
         route_gpus_ignored(r, rep);
+    } else if (strcmp(url, "/v1/quotas") == 0) {
+        route_quotas(r, rep);
+    } else if (strcmp(url, "/v1/usage") == 0) {
+        route_usage(r, rep);
     } else if (strcmp(url, "/v1/daemon/reload") == 0) {
         route_reload(r, rep);
     } else if (strcmp(url, "/v1/stats") == 0) {

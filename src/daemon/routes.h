@@ -57,6 +57,12 @@ void route_gpus(const struct route_req *r, struct reply *rep);
 void route_gpus_allowed(const struct route_req *r, struct reply *rep);
 void route_gpus_ignored(const struct route_req *r, struct reply *rep);
 void route_reload(const struct route_req *r, struct reply *rep);
+/* routes_quota.c: GET/PUT/DELETE /v1/quotas; and the max_queued_jobs check of a
+ * submission of jobs[0..n) (0, or -1 with a 429 in rep). */
+struct job;
+void route_quotas(const struct route_req *r, struct reply *rep);
+int route_check_quota(const struct route_req *r, struct job *const *jobs, size_t n,
+                      struct reply *rep);
 /* routes_stats.c: GET /v1/stats (gstats) */
 void route_stats(const struct route_req *r, struct reply *rep);
 

@@ -2,6 +2,7 @@
  * cancel, hold, release, limit, update, redo and the log. Owners act on their own jobs,
  * admins on all (auth.c); what a job may be is checked by jobspec.c, changes to it are
  * jobs.c's and jobedit.c's, and ending a running one is the runner's. */
+#include "priority.h"
 #include "routes.h"
 
 #include <errno.h>
@@ -237,6 +238,8 @@ void route_submit(const struct route_req *r, struct reply *rep)
         free(err);
         goto out;
     }
+    if (!sub.dry_run && route_check_quota(r, sub.jobs, sub.n, rep) < 0)
+        goto out;
     /* A group (its id: the first job's) when the submission makes several jobs or limits
      * how many run at once. */
     int64_t limit = sub.max_concurrent > 0 ? sub.max_concurrent : 0;
@@ -317,6 +320,11 @@ void route_show(const struct route_req *r, int64_t id, struct reply *rep)
             json_array_append_new(dl, json_integer(dependents[i]));
     free(dependents);
     json_object_set_new(o, "dependents", dl);
+    json_t *prio = priority_breakdown_json(d, &j);
+    json_object_set_new(o, "effective_priority",
+                        json_is_object(prio) ? json_incref(json_object_get(prio, "effective"))
+                                             : json_null());
+    json_object_set_new(o, "priority_detail", prio);
     int64_t retried_as = 0;
     if (j.state == JOB_FAILED && store_retried_as(d->store, id, &retried_as) == 0 && retried_as)
         json_object_set_new(o, "retried_as", json_integer(retried_as));

@@ -11,6 +11,7 @@
 #include "daemon.h"
 #include "jobs.h"
 #include "parse.h"
+#include "priority.h"
 #include "store.h"
 #include "util.h"
 
@@ -462,6 +463,11 @@ void route_list(const struct route_req *r, struct reply *rep)
         }
     } else {
         strbuf_adds(&ctx.out, "{\"jobs\":[");
+    }
+    /* The waiting jobs' effective priority, when the listing shows it. */
+    if (!ctx.tsv || want[JOB_FIELD_EFFECTIVE_PRIORITY]) {
+        struct priority_weights w = priority_weights_of(&r->d->cfg);
+        jobs_priority_refresh(r->d->jobs, &w, now_wall());
     }
     /* Active jobs are all in memory; only history needs the database. */
     int rc = 0;

@@ -49,6 +49,8 @@ struct run {
     bool our_child; /* forked by this daemon, so we reap it */
     struct loop_timer *limit_timer;
     struct loop_timer *warn_timer; /* --signal: SECS before the time limit */
+    struct loop_timer *kill_timer; /* preemption: SIGKILL once its grace is over */
+    double preempt_grace;          /* seconds between the preemption's SIGTERM and SIGKILL */
     /* Adoption waiting for the shim to write its pid; a pidfd that could not be opened. */
     struct loop_timer *retry_timer;
     /* Once the shim is gone (the job stays R, with its GPUs, until this is done): */
@@ -146,6 +148,7 @@ static void run_destroy(struct run *r)
     unwatch_shim(r);
     loop_cancel_timer(r->limit_timer);
     loop_cancel_timer(r->warn_timer);
+    loop_cancel_timer(r->kill_timer);
     loop_cancel_timer(r->retry_timer);
     loop_cancel_timer(r->gone_timer);
     orphans_free(r->orphans);
@@ -177,19 +180,44 @@ static void cleanup_files_after_commit(struct gflowd *d, int64_t id, bool keep_l
     jobs_after_commit_unlink(d->jobs, job_file(d->paths.run_dir, id, ".script"));
 }
 
-/* Ends j in a terminal state and schedules its files for removal. */
-static void finish(struct gflowd *d, struct job *j, enum job_state state, enum job_reason reason,
-                   const char *detail)
+/* j's shim is gone: no more watching; its GPUs are free now: have their memory and
+ * processes read again rather than waiting for the poll (the state change marks the
+ * pass due; the answer, from gpu.c's NVML thread, marks it due again). */
+static void release(struct gflowd *d, struct job *j)
 {
     run_free(j);
-    /* Its GPUs are free now: have their memory and processes read again rather than
-     * waiting for the poll (the state change marks the pass due; the answer, from
-     * gpu.c's NVML thread, marks it due again). */
     if (j->gpu_mask || j->mig_uuids) {
         size_t n;
         struct job **running = jobs_running(d->jobs, &n);
         gpu_refresh(d->gpus, running, n);
     }
+}
+
+/* A preempted job has stopped: back to PD with the same id (Slurm's requeue), counted;
+ * its next run appends to the same log. */
+static void requeue_preempted(struct gflowd *d, struct job *j)
+{
+    release(d, j);
+    j->requeue_count++;
+    j->end_request = JOB_END_NONE;
+    j->exit_code = -1;
+    j->signal = 0;
+    j->oom = false;
+    j->start_time = 0;
+    j->end_time = 0;
+    j->shim_pid = 0;
+    j->shim_start = 0;
+    jobs_set_state(d->jobs, j, JOB_QUEUED, JOB_REASON_NONE, 0, NULL);
+    cleanup_files_after_commit(d, j->id, true);
+    log_info("job %lld preempted for job %lld; queued again (requeued %d time%s)", (long long)j->id,
+             (long long)j->preempted_by, j->requeue_count, j->requeue_count == 1 ? "" : "s");
+}
+
+/* Ends j in a terminal state and schedules its files for removal. */
+static void finish(struct gflowd *d, struct job *j, enum job_state state, enum job_reason reason,
+                   const char *detail)
+{
+    release(d, j);
     if (jobs_set_state(d->jobs, j, state, reason, 0, detail) < 0)
         log_error("job %lld: refused transition to %s", (long long)j->id, job_state_short(state));
     cleanup_files_after_commit(d, j->id, true); /* its shim is gone: nobody holds the lock */
@@ -202,7 +230,10 @@ static void finish(struct gflowd *d, struct job *j, enum job_state state, enum j
 /* Ends j as the verdict says, with what the exit record tells of the run. */
 static void apply_verdict(struct gflowd *d, struct job *j, struct exit_verdict *v)
 {
-    finish(d, j, v->state, v->reason, v->detail);
+    if (v->state == JOB_QUEUED)
+        requeue_preempted(d, j);
+    else
+        finish(d, j, v->state, v->reason, v->detail);
     exit_verdict_free(v);
 }
 
@@ -375,8 +406,9 @@ static void shim_gone(struct gflowd *d, struct job *j, int status, bool have_sta
     unwatch_shim(r);
     loop_cancel_timer(r->limit_timer);
     loop_cancel_timer(r->warn_timer);
+    loop_cancel_timer(r->kill_timer);
     loop_cancel_timer(r->retry_timer);
-    r->limit_timer = r->warn_timer = r->retry_timer = NULL;
+    r->limit_timer = r->warn_timer = r->kill_timer = r->retry_timer = NULL;
     r->gone = true;
     r->have_status = have_status;
     r->wait_status = status;
@@ -522,6 +554,10 @@ void runner_postpone(struct gflowd *d, struct job *j)
 
 bool runner_launch(struct gflowd *d, struct job *j)
 {
+    if (j->end_request == JOB_END_PREEMPT) { /* preempted before it was launched */
+        requeue_preempted(d, j);
+        return true;
+    }
     if (j->end_request != JOB_END_NONE) { /* cancelled while its launch waited for a commit */
         bool timeout = j->end_request == JOB_END_TIMEOUT;
         finish(d, j, timeout ? JOB_TIMEOUT : JOB_CANCELLED,
@@ -578,11 +614,63 @@ void runner_signal_cb(void *arg, struct job *j, int sig)
 
 void runner_request_end(struct gflowd *d, struct job *j, enum job_end_request why)
 {
-    if (j->end_request == JOB_END_NONE) {
+    /* A cancel wins over a preemption in progress: the job ends instead of being queued
+     * again. */
+    if (j->end_request == JOB_END_NONE ||
+        (j->end_request == JOB_END_PREEMPT && why == JOB_END_CANCEL)) {
         j->end_request = why;
         jobs_save(d->jobs, j);
     }
     jobs_after_commit_signal(d->jobs, j->id, SIGTERM);
+}
+
+/* ---- preemption ---- */
+
+/* Passes sig on to the job's processes through the shim (which stays to report). */
+static void forward_signal(struct run *r, struct job *j, int sig)
+{
+    if (r->pidfd < 0 || sys_pidfd_queue(r->pidfd, sig) == 0 || errno == ESRCH)
+        return;
+    log_warn("job %lld: queueing %s for the job: %m", (long long)j->id, job_signal_name(sig));
+}
+
+static void preempt_kill_cb(void *arg)
+{
+    struct run *r = arg;
+    r->kill_timer = NULL;
+    struct job *j = timer_job(r);
+    if (!j || j->end_request != JOB_END_PREEMPT)
+        return;
+    log_info("job %lld: still running %g s after the preemption's SIGTERM; sending SIGKILL",
+             (long long)j->id, r->preempt_grace);
+    forward_signal(r, j, SIGKILL);
+}
+
+/* Once the preemption is committed: SIGTERM now, SIGKILL after the grace. */
+static void preempt_term_cb(void *arg, int64_t id)
+{
+    struct gflowd *d = arg;
+    struct job *j = jobs_get(d->jobs, id);
+    if (!j || j->state != JOB_RUNNING || j->end_request != JOB_END_PREEMPT || !j->runtime)
+        return;
+    struct run *r = j->runtime;
+    if (r->gone)
+        return;
+    forward_signal(r, j, SIGTERM);
+    loop_cancel_timer(r->kill_timer);
+    r->kill_timer = loop_add_timer(r->preempt_grace, preempt_kill_cb, r);
+}
+
+void runner_preempt(struct gflowd *d, struct job *j, int64_t by, double grace)
+{
+    struct run *r = j->runtime;
+    if (!r || j->end_request != JOB_END_NONE)
+        return;
+    j->end_request = JOB_END_PREEMPT;
+    j->preempted_by = by;
+    jobs_save(d->jobs, j);
+    r->preempt_grace = grace;
+    jobs_after_commit_call(d->jobs, preempt_term_cb, d, j->id);
 }
 
 /* ---- recovery after a restart ---- */

@@ -49,6 +49,13 @@ void runner_request_end(struct gflowd *d, struct job *j, enum job_end_request wh
 void runner_reload(struct gflowd *d);
 /* Forgets the running jobs' watches at daemon exit (the jobs keep running). */
 void runner_shutdown(struct gflowd *d);
+/* Preempts launched job j for job `by` (scheduler.preempt): records it (end_request
+ * PREEMPT, preempted_by; committed first), then has the shim pass SIGTERM on to the
+ * job's processes and SIGKILL after `grace` seconds. Once the job has ended it is
+ * queued again with the same id (requeue_count + 1), its GPUs released. A cancel meanwhile
+ * wins (the job ends CA). After a restart a job still being preempted gets SIGTERM
+ * through its shim (which escalates after daemon.kill_grace_secs). */
+void runner_preempt(struct gflowd *d, struct job *j, int64_t by, double grace);
 /* Sends sig to the job's shim (through its pidfd, so never to a recycled pid). */
 void runner_signal(struct job *j, int sig);
 /* runner_signal in the form jobs_set_signal_cb registers. */

@@ -43,9 +43,13 @@
 #include "log.h"
 #include "loop.h"
 #include "parse.h"
+#include "preemption.h"
+#include "priority.h"
 #include "procinfo.h"
+#include "quotas.h"
 #include "reload.h"
 #include "runner.h"
+#include "sdnotify.h"
 #include "startopts.h"
 #include "store.h"
 #include "util.h"
@@ -357,6 +361,7 @@ static void schedule(struct server *s)
         .backfill_depth = (int)(d->cfg.scheduler_backfill_depth < SCHEDULER_BACKFILL_MAX_DEPTH
                                     ? d->cfg.scheduler_backfill_depth
                                     : SCHEDULER_BACKFILL_MAX_DEPTH),
+        .priority = priority_weights_of(&d->cfg),
     };
     int64_t limit;
     char *err = NULL;
@@ -367,11 +372,14 @@ static void schedule(struct server *s)
         m.max_running_jobs = s->job_fd_cap;
     gpualloc_strategy_parse(d->cfg.gpu_allocation_strategy, &m.strategy);
     m.untimed_outside = strcmp(d->cfg.scheduler_backfill_untimed, "outside") == 0;
+    m.held_gpus = preemption_held_gpus(d, &m);
     struct job **started;
     double next_pass;
     size_t n = jobs_schedule(d->jobs, &m, now_wall(), &started, &next_pass);
-    if (next_pass >= 0)
+    if (next_pass >= 0) { /* a pass ran */
         arm_pass_timer(s, next_pass);
+        preemption_run(d, &m);
+    }
     if (!n)
         return;
     s->to_launch = xrealloc(s->to_launch, (s->to_launch_len + n) * sizeof(*s->to_launch));
@@ -591,6 +599,7 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     char *err = NULL;
     struct server s = {.d = d};
     umask(077);
+    sdnotify_init();
     /* A bad setting stops the start before the slow parts (a large history's load). */
     if (store_keep_parse(d->cfg.keep_finished, &s.keep_count, &s.keep_age, &err) < 0)
         startup_failed(o, err);
@@ -621,7 +630,9 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     if (loop_init() < 0 || setup_signals(d) < 0)
         startup_failed(o, "cannot set up the event loop");
     d->jobs = jobs_new(d->store);
+    priority_configure(d);
     jobs_set_signal_cb(d->jobs, runner_signal_cb, NULL);
+    quotas_set_config(jobs_quotas(d->jobs), &d->cfg.quota);
     if (jobs_load(d->jobs, &err) < 0)
         startup_failed(o, err);
     start_gpus(d, o);
@@ -646,8 +657,16 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     launch_standby_start(d);
     starting_lock_fd = -1; /* started: the lock is held until the daemon exits */
     report_ready(o, "ok\n");
+    /* The socket answers from here on: systemd (Type=notify) may start what needs it. */
+    char *ready = xasprintf("READY=1\nMAINPID=%ld\nSTATUS=serving on %s", (long)getpid(),
+                            d->paths.socket_path);
+    if (sdnotify_send(ready) < 0)
+        log_warn("cannot tell systemd that gflowd is ready: %s", strerror(errno));
+    free(ready);
 
     loop_run();
+
+    sdnotify_send("STOPPING=1\nSTATUS=stopping; running jobs keep running");
 
     jobs_commit(d->jobs);
     api_stop(d->api);

@@ -105,12 +105,25 @@ int store_count_states(struct store *s, int64_t counts[JOB_STATE_COUNT]);
 int store_get_setting(struct store *s, const char *key, char **value);
 int store_set_setting(struct store *s, const char *key, const char *value);
 
+/* Fair-share accounts (store_usage.c; kind is enum fairshare_kind): every stored row,
+ * and one written (made or replaced). 0 or -1. */
+typedef void (*store_usage_cb)(int kind, const char *name, double usage, double at, double raw,
+                               void *arg);
+int store_load_usage(struct store *s, store_usage_cb cb, void *arg);
+int store_put_usage(struct store *s, int kind, const char *name, double usage, double at,
+                    double raw);
+
 /* Submission groups (job_groups): records group id with its max_concurrent (0 = no
  * limit), or changes the limit of an existing one. */
 int store_set_group(struct store *s, int64_t id, int64_t max_concurrent);
 typedef void (*store_group_cb)(int64_t id, int64_t max_concurrent, void *arg);
 /* Every group with active (PD, H, R) jobs, ascending. */
 int store_load_groups(struct store *s, store_group_cb cb, void *arg);
+/* store_quota.c: the GPU-seconds (gpus x run time after `since`) of the ended jobs that
+ * ran after since, per (user, project) pair (project NULL: none). 0 or -1. */
+typedef void (*store_gpu_seconds_cb)(const char *user, const char *project, double gpu_seconds,
+                                     void *arg);
+int store_gpu_seconds_since(struct store *s, double since, store_gpu_seconds_cb cb, void *arg);
 /* History retention (daemon.keep_finished): parses "90d" (an age: N followed by s, m, h
  * or d) or "100000" (a count); NULL or "" keeps everything (*count = *age = -1). 0, or -1
  * with *err. */

@@ -66,6 +66,9 @@ enum col {
     C_NOTIFY_EMAIL,
     C_NOTIFY_ON,
     C_AUTO_CLOSE,
+    C_REQUEUE,
+    C_REQUEUE_COUNT,
+    C_PREEMPTED_BY,
     C_LIGHT_COUNT, /* the columns read without payload are those before this one */
     C_SCRIPT = C_LIGHT_COUNT,
     C_ENV,

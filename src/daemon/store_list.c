@@ -128,6 +128,8 @@ static const struct {
     [JOB_FIELD_AUTO_CLOSE] = {1, {C_AUTO_CLOSE}},
     /* Not stored (a plan of the running daemon): a job read from the store has none. */
     [JOB_FIELD_EXPECTED_START] = {1, {C_ID}},
+    /* Computed for active jobs (in memory); a stored job has none. */
+    [JOB_FIELD_EFFECTIVE_PRIORITY] = {1, {C_PRIORITY}},
 };
 
 /* The columns q->fields need (id and state always), or all light ones; returns n. */

@@ -62,6 +62,9 @@ const struct store_column store_columns[C_COUNT] = {
     [C_NOTIFY_EMAIL] = {"notify_email", true},
     [C_NOTIFY_ON] = {"notify_on", true}, /* event names joined by ',' */
     [C_AUTO_CLOSE] = {"auto_close", true},
+    [C_REQUEUE] = {"requeue", true},
+    [C_REQUEUE_COUNT] = {"requeue_count", true},
+    [C_PREEMPTED_BY] = {"preempted_by", true},
     [C_SCRIPT] = {"script", false},
     /* Rows written before schema 11 hold the text; later ones name an envs row. */
     [C_ENV] = {"env", false, "COALESCE(env,(SELECT text FROM envs WHERE envs.id=env_id))"},
@@ -141,6 +144,12 @@ int store_bind_column(sqlite3_stmt *st, enum col c, const struct job *j, int64_t
         return store_bind_text(st, i, j->notify_on);
     case C_AUTO_CLOSE:
         return sqlite3_bind_int(st, i, j->auto_close);
+    case C_REQUEUE:
+        return sqlite3_bind_int(st, i, j->requeue);
+    case C_REQUEUE_COUNT:
+        return sqlite3_bind_int(st, i, j->requeue_count);
+    case C_PREEMPTED_BY:
+        return sqlite3_bind_int64(st, i, j->preempted_by);
     case C_END_REQUEST:
         return sqlite3_bind_int(st, i, (int)j->end_request);
     case C_SHIM_PID:
@@ -312,6 +321,15 @@ static void read_column(sqlite3_stmt *st, enum col c, int i, struct job *j)
         break;
     case C_AUTO_CLOSE:
         j->auto_close = sqlite3_column_int(st, i) != 0;
+        break;
+    case C_REQUEUE:
+        j->requeue = sqlite3_column_int(st, i) != 0;
+        break;
+    case C_REQUEUE_COUNT:
+        j->requeue_count = sqlite3_column_int(st, i);
+        break;
+    case C_PREEMPTED_BY:
+        j->preempted_by = sqlite3_column_int64(st, i);
         break;
     case C_END_REQUEST:
         j->end_request = (enum job_end_request)sqlite3_column_int(st, i);

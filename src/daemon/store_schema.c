@@ -18,6 +18,8 @@
  *                depend on a given one. A job's own list is also in its depends_on
  *                column ("afterok:1,afterany:3"), so that reading jobs needs no join.
  *   settings     runtime controls that survive restarts.
+ *   usage        fair-share accounts (kind 0 user, 1 project; name): decayed GPU-seconds
+ *                of ended jobs as of `at`, and raw GPU-seconds (store_usage.c).
  *   meta         next_job_id, so ids are never reused even if rows are deleted.
  *   gpu_samples  GPU utilisation as NVML reported it at each poll (gstats --gpu): a ring
  *                per GPU (gpu, slot), bounded by daemon.gpu_samples_max. */
@@ -164,7 +166,20 @@ static const char *const migrations[] = {
     "ALTER TABLE jobs ADD COLUMN notify_email TEXT;"
     "ALTER TABLE jobs ADD COLUMN notify_on TEXT;"
     "ALTER TABLE jobs ADD COLUMN auto_close INTEGER NOT NULL DEFAULT 0;",
-    /* 13: gstats. Finished jobs by end time with every column the statistics read, so
+    /* 13: preemption (gbatch --requeue): whether a job may be preempted, how many times
+     * it was requeued, and the job it was last stopped for. */
+    "ALTER TABLE jobs ADD COLUMN requeue INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE jobs ADD COLUMN requeue_count INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE jobs ADD COLUMN preempted_by INTEGER NOT NULL DEFAULT 0;",
+    /* 14 (quotas): ended GPU jobs by end time, so that start-up reads the GPU time of the
+     * quota period (store_gpu_seconds_since) without scanning the history. Partial: a
+     * queued job's insert only tests the condition. */
+    "CREATE INDEX IF NOT EXISTS jobs_gpu_end ON jobs(end_time) WHERE state IN (3, 4, 5, 6) AND "
+    "gpus > 0;",
+    /* 15: fair-share usage per user and project (store_usage.c). */
+    "CREATE TABLE usage (kind INTEGER NOT NULL, name TEXT NOT NULL, usage REAL NOT NULL,"
+    " at REAL NOT NULL, raw REAL NOT NULL, PRIMARY KEY (kind, name)) WITHOUT ROWID;",
+    /* 16: gstats. Finished jobs by end time with every column the statistics read, so
      * that a period's jobs are one sequential read of the index, not a table lookup per
      * job (1M jobs: ~30 s of random reads without; bench/stats_bench.c). Partial: a job
      * enters it once, when it ends. And sampled GPU utilisation: a ring of at most

@@ -13,6 +13,7 @@
 
 #include "gflow_build.h"
 #include "metrics.h"
+#include "parse.h"
 #include "sim.h"
 #include "trace.h"
 #include "util.h"
@@ -33,7 +34,8 @@ static const char usage[] =
     "Options:\n"
     "  --gpus N          GPUs of the simulated machine, 1-64 (default 8); jobs asking more\n"
     "                    are skipped and counted\n"
-    "  --policy NAME     a policy, several joined by ',', or all (default): greedy, backfill\n"
+    "  --policy NAME     a policy, several joined by ',', or all (default): greedy, backfill,\n"
+    "                    backfill-outside, fairshare, backfill+fairshare\n"
     "  --synthetic N     replay a synthetic lab trace of N jobs instead of a file\n"
     "  --seed S          the synthetic trace's seed (default 1)\n"
     "  --load K          compress arrival times K-fold (K > 0, default 1)\n"
@@ -41,6 +43,8 @@ static const char usage[] =
     "                    job's run time: perfect estimates) or none (no job has one)\n"
     "  --csv             print a CSV table (one row per policy) instead of the text table\n"
     "  --cdf FILE        write the wait-time CDF of each policy to FILE (gnuplot data)\n"
+    "  --half-life D     usage half-life of the fair-share policies (default 1h; the\n"
+    "                    daemon's scheduler.fairshare_half_life is 7d): 30m, 1h, 7d\n"
     "  -h, --help        show this help\n"
     "  -V, --version     show the version\n";
 
@@ -118,7 +122,8 @@ static void parse_options(int argc, char **argv, struct options *o)
         OPT_LOAD,
         OPT_LIMITS,
         OPT_CSV,
-        OPT_CDF
+        OPT_CDF,
+        OPT_HALF_LIFE
     };
     static const struct option longopts[] = {
         {"gpus", required_argument, NULL, OPT_GPUS},
@@ -129,6 +134,7 @@ static void parse_options(int argc, char **argv, struct options *o)
         {"time-limits", required_argument, NULL, OPT_LIMITS},
         {"csv", no_argument, NULL, OPT_CSV},
         {"cdf", required_argument, NULL, OPT_CDF},
+        {"half-life", required_argument, NULL, OPT_HALF_LIFE},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
@@ -176,6 +182,14 @@ static void parse_options(int argc, char **argv, struct options *o)
         case OPT_CDF:
             o->cdf = optarg;
             break;
+        case OPT_HALF_LIFE: {
+            int64_t secs;
+            char *err = NULL;
+            if (parse_duration(optarg, &secs, &err) < 0)
+                die_usage("--half-life '%s' is not a duration: use e.g. 1h, 30m or 7d", optarg);
+            replay_set_half_life((double)secs);
+            break;
+        }
         case 'h':
             fputs(usage, stdout);
             exit(0);

@@ -10,11 +10,40 @@
 
 #include "util.h"
 
-const char *const replay_policy_names[] = {"greedy", "backfill", "backfill-outside", NULL};
+const char *const replay_policy_names[] = {"greedy",    "backfill",           "backfill-outside",
+                                           "fairshare", "backfill+fairshare", NULL};
+
+/* The fair-share policies' usage half-life (--half-life). */
+static double replay_half_life = REPLAY_HALF_LIFE_DEFAULT;
+
+void replay_set_half_life(double secs)
+{
+    replay_half_life = secs;
+}
+
+/* The fair-share policies' weights: fair-share outweighs the --priority factor (every
+ * job of a trace has the default priority), and a day's wait outweighs fair-share, so
+ * that a heavy user's job is not held back for ever (without the age factor fair-share
+ * raises the synthetic trace's maximum wait from 22 to 52 days; docs/replay.md). */
+static const struct priority_weights replay_fairshare_weights = {
+    .priority = PRIORITY_WEIGHT_PRIORITY_DEFAULT,
+    .fairshare = 1000,
+    .age = 2000,
+    .max_age = 86400,
+};
 
 int replay_policy(const char *name, struct scheduler_policy *out)
 {
     memset(out, 0, sizeof(*out)); /* no running-jobs limit, every GPU, topology */
+    out->priority = (struct priority_weights){.priority = PRIORITY_WEIGHT_PRIORITY_DEFAULT};
+    if (strcmp(name, "fairshare") == 0 || strcmp(name, "backfill+fairshare") == 0) {
+        /* as greedy or backfill, the queue in effective-priority order: users' decayed
+         * GPU time (--half-life, 1 h by default) charged in virtual time by the daemon's
+         * code */
+        out->priority = replay_fairshare_weights;
+        out->backfill = strcmp(name, "backfill+fairshare") == 0;
+        return 0;
+    }
     if (strcmp(name, "greedy") == 0)
         return 0; /* in order, every job that fits starts (gflow's, and ours with
                    * scheduler.backfill = false) */
@@ -54,6 +83,7 @@ struct sim {
     size_t *heap;        /* running jobs by end time (indices into jobs) */
     size_t heap_len;
     struct scheduler_queue queue;
+    struct fairshare fs; /* charged as jobs end, with a fair-share policy */
     size_t queued_by_gpus[GPUINFO_MAX_GPUS + 1];
     int free_gpus;
 };
@@ -106,6 +136,7 @@ static void sim_finish(struct sim *s, size_t idx, double now)
     struct job *j = &s->jobs[idx];
     j->state = JOB_FINISHED;
     j->end_time = now;
+    fairshare_charge_job(&s->fs, j, NULL);
     s->free_gpus += __builtin_popcountll(j->gpu_mask);
     size_t pos = s->running_pos[idx];
     struct job *last = s->running[--s->n_running];
@@ -147,6 +178,11 @@ static void sim_make_jobs(struct sim *s, const struct replay_trace *t)
     }
 }
 
+static int queue_order_cmp(const void *a, const void *b)
+{
+    return scheduler_order(*(struct job *const *)a, *(struct job *const *)b);
+}
+
 void replay_simulate(const struct replay_trace *t, int n_gpus,
                      const struct scheduler_policy *policy, struct replay_outcome *out)
 {
@@ -163,6 +199,9 @@ void replay_simulate(const struct replay_trace *t, int n_gpus,
     s.running_pos = xcalloc(n ? n : 1, sizeof(*s.running_pos));
     s.heap = xcalloc(n ? n : 1, sizeof(*s.heap));
     struct job **start = xcalloc(n ? n : 1, sizeof(*start));
+    bool reorder = priority_weights_reorder(&policy->priority);
+    struct job **ordered = reorder ? xcalloc(n ? n : 1, sizeof(*ordered)) : NULL;
+    fairshare_init(&s.fs, replay_half_life);
     scheduler_queue_init(&s.queue);
     sim_make_jobs(&s, t);
 
@@ -187,7 +226,10 @@ void replay_simulate(const struct replay_trace *t, int n_gpus,
         }
         if (!sim_may_start(&s))
             continue;
-        struct scheduler_input in = {.queued = s.queue.jobs,
+        if (reorder) /* the daemon's order: effective priority at this pass */
+            fairshare_order(&s.fs, &policy->priority, s.queue.jobs, s.queue.len, s.running,
+                            s.n_running, now, ordered);
+        struct scheduler_input in = {.queued = reorder ? ordered : s.queue.jobs,
                                      .n_queued = s.queue.len,
                                      .running = s.running,
                                      .n_running = s.n_running,
@@ -195,13 +237,17 @@ void replay_simulate(const struct replay_trace *t, int n_gpus,
                                      .now = now};
         size_t n_start = scheduler_pass(&in, policy, start);
         out->passes++;
-        scheduler_queue_remove_many(&s.queue, start, n_start);
         for (size_t k = 0; k < n_start; k++)
             sim_start(&s, t, start[k], now, &out->jobs[start[k] - s.jobs]);
+        if (reorder) /* remove_many wants the queue's order */
+            qsort(start, n_start, sizeof(*start), queue_order_cmp);
+        scheduler_queue_remove_many(&s.queue, start, n_start);
     }
     out->unstarted = s.queue.len;
 
     scheduler_queue_free(&s.queue);
+    fairshare_free(&s.fs);
+    free(ordered);
     free(start);
     free(s.heap);
     free(s.running_pos);

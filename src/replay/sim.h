@@ -22,6 +22,12 @@ extern const char *const replay_policy_names[];
  * struct scheduler_policy. 0, or -1 if the name is unknown. */
 int replay_policy(const char *name, struct scheduler_policy *out);
 
+/* The fair-share policies' usage half-life (seconds; --half-life): 1 h by default,
+ * shorter than the daemon's 7 days because the fairness index (JAIN) is measured per
+ * hour, and a week's memory holds back in this hour a user who ran much last week. */
+#define REPLAY_HALF_LIFE_DEFAULT 3600.0
+void replay_set_half_life(double secs);
+
 /* What happened to one job of the trace (same index as the trace's records). */
 struct replay_job_result {
     bool skipped; /* asked for more GPUs than the machine has: never queued */

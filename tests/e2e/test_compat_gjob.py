@@ -31,6 +31,9 @@ SHOW_LINE = {
     "reason": "Reason", "cancelling": "Cancelling", "shim_pid": "ShimPID",
     "max_rss_kb": "MaxRSS", "log_path": "LogPath", "notify_email": "NotifyEmail",
     "notify_on": "NotifyOn", "auto_close": "AutoClose",
+    "requeue": "Requeue", "requeue_count": "Requeued", "preempted_by": "PreemptedBy",
+    "preempting": "Preempting",
+    "effective_priority": "EffectivePriority", "priority_detail": "EffectivePriority",
 }
 # Lines shown only when another field is set (gflow shows the mode and auto-cancel of a
 # job's dependencies only when it has some).

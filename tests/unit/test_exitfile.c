@@ -417,6 +417,12 @@ static void test_verdict_rules(void **state)
     expect_verdict(&r, JOB_END_CANCEL, JOB_CANCELLED, JOB_REASON_CANCELLED_BY_USER,
                    "CancelledByUser");
     expect_verdict(&r, JOB_END_TIMEOUT, JOB_TIMEOUT, JOB_REASON_TIME_LIMIT, "TimeLimit");
+    /* A preempted job goes back to the queue, whatever it did (here: out of memory). */
+    struct exit_verdict pv = exit_verdict_of(&r, JOB_END_PREEMPT);
+    assert_int_equal(pv.state, JOB_QUEUED);
+    assert_int_equal(pv.reason, JOB_REASON_NONE);
+    assert_null(pv.detail);
+    exit_verdict_free(&pv);
     exit_record_free(&r);
     r.exit_code = 0;
     expect_verdict(&r, JOB_END_CANCEL, JOB_CANCELLED, JOB_REASON_CANCELLED_BY_USER,
@@ -461,6 +467,9 @@ static void test_verdict_without_exit_file(void **state)
     expect_lost(SHIM_END_SIGNALED, SIGKILL, NULL, JOB_END_CANCEL, JOB_CANCELLED, "CancelledByUser");
     expect_lost(SHIM_END_EXITED, SHIM_EXIT_FAIL, "why", JOB_END_TIMEOUT, JOB_TIMEOUT, "TimeLimit");
     expect_lost(SHIM_END_UNKNOWN, 0, NULL, JOB_END_CANCEL, JOB_CANCELLED, "CancelledByUser");
+    struct exit_verdict pv = exit_verdict_lost(SHIM_END_SIGNALED, SIGKILL, NULL, JOB_END_PREEMPT);
+    assert_int_equal(pv.state, JOB_QUEUED);
+    exit_verdict_free(&pv);
     /* The job ran and only its outcome was lost: not a launch failure. */
     struct exit_lock ran = {.error = (char *)"cannot write /x: No space left on device",
                             .job_ran = true};

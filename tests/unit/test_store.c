@@ -311,7 +311,7 @@ static void test_open_pragmas_and_schema(void **state)
     char *mode = peek_text(db, "PRAGMA journal_mode");
     assert_string_equal(mode, "wal|\n");
     free(mode);
-    assert_int_equal(peek_int(db, "PRAGMA user_version"), 13);
+    assert_int_equal(peek_int(db, "PRAGMA user_version"), 16);
     assert_int_equal(peek_int(db, "SELECT value FROM meta WHERE key='next_job_id'"), 2);
     char *objs = peek_text(db, "SELECT type, name FROM sqlite_schema WHERE name NOT LIKE "
                                "'sqlite_%' ORDER BY type, name");
@@ -321,6 +321,7 @@ static void test_open_pragmas_and_schema(void **state)
                               "index|job_payload_env|\n"
                               "index|jobs_active|\n"
                               "index|jobs_end|\n"
+                              "index|jobs_gpu_end|\n"
                               "index|jobs_retry|\n"
                               "index|jobs_submit|\n"
                               "index|jobs_user|\n"
@@ -333,6 +334,7 @@ static void test_open_pragmas_and_schema(void **state)
                               "table|jobs|\n"
                               "table|meta|\n"
                               "table|settings|\n"
+                              "table|usage|\n"
                               "trigger|jobs_count_delete|\n"
                               "trigger|jobs_count_insert|\n"
                               "trigger|jobs_count_update|\n");
@@ -347,7 +349,8 @@ static void test_open_pragmas_and_schema(void **state)
                         "array_task max_retries attempt retry_of gpus_per_task "
                         "depends_on depends_any auto_cancel conda_env signal_spec "
                         "begin_time reason_code reason_job umask mig_profile mig_count mig_uuids "
-                        "project nice notify_email notify_on auto_close|\n");
+                        "project nice notify_email notify_on auto_close requeue requeue_count "
+                        "preempted_by|\n");
     free(objs);
     /* The payload: a sweep's values and templates after script and env (step 5). */
     objs = peek_text(db, "SELECT group_concat(name, ' ') FROM pragma_table_info('job_payload')");
@@ -363,6 +366,13 @@ static void test_open_pragmas_and_schema(void **state)
     plan = peek_text(db, "EXPLAIN QUERY PLAN SELECT id FROM jobs WHERE retry_of=?1 AND "
                          "retry_of > 0 ORDER BY id LIMIT 1");
     assert_non_null(strstr(plan, "jobs_retry"));
+    free(plan);
+    /* Quotas' GPU time of the period (store_gpu_seconds_since) reads the ended GPU jobs
+     * by end time: through jobs_gpu_end, or gstats' jobs_end, which covers the query. */
+    plan = peek_text(db, "EXPLAIN QUERY PLAN SELECT user, project, SUM(gpus * (end_time - "
+                         "MAX(start_time, ?1))) FROM jobs WHERE state IN (3, 4, 5, 6) AND gpus > 0"
+                         " AND start_time > 0 AND end_time > ?1 GROUP BY user, project");
+    assert_true(strstr(plan, "jobs_gpu_end") || strstr(plan, "COVERING INDEX jobs_end"));
     free(plan);
     sqlite3_close(db);
 }
@@ -382,16 +392,19 @@ static void test_refuses_newer_schema(void **state)
     free(err);
     /* Let teardown work. */
     db = peek_open(f->path);
-    sqlite3_exec(db, "PRAGMA user_version=13", NULL, NULL, NULL);
+    sqlite3_exec(db, "PRAGMA user_version=16", NULL, NULL, NULL);
     sqlite3_close(db);
     f->s = open_ok(f->path);
 }
 
-/* SQL that takes a database back from schema 13 (gstats' index and samples) through 12
- * and 11 (environments stored once, in envs) to 10 (each payload row holds its
- * environment's text), for the tests of the steps before it. */
+/* SQL that takes a database back from schema 16 (gstats' index and samples) through 12 and 11 (environments stored once,
+ * in envs) to 10 (each payload row holds its environment's text), for the tests of the
+ * steps before it. */
 #define BACK_BEFORE_ENVS                                                                           \
-    "DROP INDEX jobs_end; DROP TABLE gpu_samples;"                                                 \
+    "DROP INDEX jobs_end; DROP TABLE gpu_samples; DROP INDEX jobs_gpu_end;"                        \
+    "ALTER TABLE jobs DROP COLUMN requeue; ALTER TABLE jobs DROP COLUMN requeue_count;"            \
+    "ALTER TABLE jobs DROP COLUMN preempted_by;"                                                   \
+    "DROP TABLE usage;"                                                                            \
     "ALTER TABLE jobs DROP COLUMN project; ALTER TABLE jobs DROP COLUMN nice;"                     \
     "ALTER TABLE jobs DROP COLUMN notify_email; ALTER TABLE jobs DROP COLUMN notify_on;"           \
     "ALTER TABLE jobs DROP COLUMN auto_close;"                                                     \

@@ -1,0 +1,103 @@
+/* preemption: when to preempt and for whom (see preemption.h); the victims are chosen by
+ * preempt_select (src/core/preempt.c) and stopped by runner_preempt. */
+#include "preemption.h"
+
+#include <stdbool.h>
+#include <stdlib.h>
+
+#include "daemon.h"
+#include "jobs.h"
+#include "log.h"
+#include "parse.h"
+#include "preempt.h"
+#include "runner.h"
+#include "util.h"
+
+/* Whether some running job is being stopped by a preemption. */
+static bool preemption_in_progress(struct gflowd *d)
+{
+    size_t n;
+    struct job **running = jobs_running(d->jobs, &n);
+    for (size_t i = 0; i < n; i++)
+        if (running[i]->end_request == JOB_END_PREEMPT)
+            return true;
+    return false;
+}
+
+/* The GPUs held by running jobs (NVML indices). */
+static uint64_t held_by_jobs(struct gflowd *d)
+{
+    size_t n;
+    struct job **running = jobs_running(d->jobs, &n);
+    uint64_t held = 0;
+    for (size_t i = 0; i < n; i++)
+        held |= running[i]->gpu_mask;
+    return held;
+}
+
+/* The GPUs a job may be given (NVML indices): state known, whole (not in MIG mode),
+ * allowed, without outside processes. */
+static uint64_t usable_gpus(const struct jobs_machine *m)
+{
+    uint64_t usable = 0;
+    for (size_t i = 0; m->gpus && i < m->gpus->n_gpus; i++) {
+        const struct gpu_info *g = &m->gpus->gpus[i];
+        if (g->index < 0 || g->index >= 64 || g->mig_enabled || !gpu_info_usable(g))
+            continue;
+        uint64_t bit = 1ULL << g->index;
+        if ((m->allowed & bit) && !(m->unmanaged & bit))
+            usable |= bit;
+    }
+    return usable;
+}
+
+uint64_t preemption_held_gpus(struct gflowd *d, const struct jobs_machine *m)
+{
+    if (!preemption_in_progress(d))
+        return 0;
+    return usable_gpus(m) & ~held_by_jobs(d);
+}
+
+void preemption_run(struct gflowd *d, const struct jobs_machine *m)
+{
+    if (!d->cfg.scheduler_preempt || preemption_in_progress(d))
+        return;
+    size_t n_queued;
+    struct job *const *queued = jobs_queued(d->jobs, &n_queued);
+    struct job *head = preempt_pick_head(queued, n_queued);
+    if (!head)
+        return;
+    int64_t threshold = head->priority - d->cfg.scheduler_preempt_priority_gap;
+    if (threshold < 0)
+        return;
+    /* Only launched jobs: those started in this pass are not running anything yet. */
+    size_t n;
+    struct job **running = jobs_running(d->jobs, &n);
+    struct job **launched = xmalloc((n ? n : 1) * sizeof(*launched));
+    size_t n_launched = 0;
+    for (size_t i = 0; i < n; i++)
+        if (running[i]->runtime)
+            launched[n_launched++] = running[i];
+    uint64_t usable = usable_gpus(m);
+    struct preempt_request req = {
+        .gpus = head->gpus,
+        .usable = usable,
+        .free = usable & ~held_by_jobs(d),
+        .max_priority = (int)threshold,
+    };
+    struct job **victims = xmalloc((n_launched ? n_launched : 1) * sizeof(*victims));
+    size_t n_victims = preempt_select(&req, launched, n_launched, victims);
+    int64_t grace = 30;
+    char *err = NULL;
+    if (parse_duration(d->cfg.scheduler_preempt_grace, &grace, &err) < 0)
+        grace = 30; /* checked when the config was read */
+    free(err);
+    for (size_t i = 0; i < n_victims; i++) {
+        log_info("job %lld (priority %d) preempted for job %lld (priority %d, %d GPU%s)",
+                 (long long)victims[i]->id, victims[i]->priority, (long long)head->id,
+                 head->priority, head->gpus, head->gpus == 1 ? "" : "s");
+        runner_preempt(d, victims[i], head->id, (double)grace);
+    }
+    free(victims);
+    free(launched);
+}

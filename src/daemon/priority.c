@@ -1,0 +1,87 @@
+/* priority: fair-share's settings, a job's priority breakdown and GET /v1/usage (see
+ * priority.h). */
+#include "priority.h"
+
+#include <stdlib.h>
+
+#include "clock.h"
+#include "daemon.h"
+#include "jobs.h"
+#include "log.h"
+#include "parse.h"
+#include "routes.h"
+#include "util.h"
+
+/* A duration setting in seconds (checked when the config was read), or def. */
+static double duration_of(const char *text, double def)
+{
+    int64_t secs;
+    char *err = NULL;
+    if (!text || parse_duration(text, &secs, &err) < 0) {
+        free(err);
+        return def;
+    }
+    return (double)secs;
+}
+
+struct priority_weights priority_weights_of(const struct gflow_config *c)
+{
+    return (struct priority_weights){
+        .priority = c->scheduler_priority_weight_priority,
+        .fairshare = c->scheduler_priority_weight_fairshare,
+        .age = c->scheduler_priority_weight_age,
+        .max_age = duration_of(c->scheduler_priority_max_age, PRIORITY_MAX_AGE_DEFAULT),
+    };
+}
+
+void priority_configure(struct gflowd *d)
+{
+    char *err = NULL;
+    double h = duration_of(d->cfg.scheduler_fairshare_half_life, FAIRSHARE_HALF_LIFE_DEFAULT);
+    if (jobs_fairshare_configure(d->jobs, h, d->cfg.scheduler_fairshare_user_shares,
+                                 d->cfg.scheduler_fairshare_project_shares, &err) < 0) {
+        log_warn("fair-share shares not applied: %s", err); /* checked when read: not seen */
+        free(err);
+    }
+}
+
+json_t *priority_breakdown_json(struct gflowd *d, const struct job *j)
+{
+    if (j->state != JOB_QUEUED && j->state != JOB_HELD)
+        return json_null();
+    struct priority_weights w = priority_weights_of(&d->cfg);
+    jobs_priority_refresh(d->jobs, &w, now_wall()); /* the accounts' factors now */
+    struct priority_factors f;
+    fairshare_job_priority(jobs_fairshare(d->jobs), &w, j, now_wall(), &f);
+    return json_pack("{s:f, s:{s:I, s:I, s:I, s:f}, s:{s:f, s:f, s:f}}", "effective", f.effective,
+                     "weights", "priority", (json_int_t)w.priority, "fairshare",
+                     (json_int_t)w.fairshare, "age", (json_int_t)w.age, "max_age_s", w.max_age,
+                     "factors", "priority", f.priority, "fairshare", f.fairshare, "age", f.age);
+}
+
+static json_t *accounts_json(struct fairshare *fs, enum fairshare_kind kind)
+{
+    json_t *arr = json_array();
+    for (size_t i = 0; i < fs->n[kind]; i++) {
+        const struct fairshare_account *a = &fs->acct[kind][i];
+        json_array_append_new(arr, json_pack("{s:s, s:f, s:f, s:f, s:f, s:f, s:f}", "name", a->name,
+                                             "raw_gpu_s", a->now_raw, "usage_gpu_s", a->now_usage,
+                                             "shares", a->shares, "norm_shares", a->norm_shares,
+                                             "norm_usage", a->norm_usage, "fairshare", a->factor));
+    }
+    return arr;
+}
+
+void route_usage(const struct route_req *r, struct reply *rep)
+{
+    if (!route_method(r, "GET", rep))
+        return;
+    struct gflowd *d = r->d;
+    struct priority_weights w = priority_weights_of(&d->cfg);
+    jobs_priority_refresh(d->jobs, &w, now_wall());
+    struct fairshare *fs = jobs_fairshare(d->jobs);
+    reply_json(rep, 200,
+               json_pack("{s:f, s:o, s:o}", "half_life_s", fs->half_life, "users",
+                         accounts_json(fs, FAIRSHARE_USER), "projects",
+                         accounts_json(fs, FAIRSHARE_PROJECT)));
+}
