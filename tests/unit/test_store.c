@@ -374,6 +374,13 @@ static void test_open_pragmas_and_schema(void **state)
                          " AND start_time > 0 AND end_time > ?1 GROUP BY user, project");
     assert_true(strstr(plan, "jobs_gpu_end") || strstr(plan, "COVERING INDEX jobs_end"));
     free(plan);
+    /* gstats' period (store_stats.c) is one read of its covering index, no table lookup. */
+    plan = peek_text(db, "EXPLAIN QUERY PLAN SELECT user, project, gpu_ids, state, submit_time,"
+                         " start_time, end_time, gpus, reason_code FROM jobs WHERE state IN"
+                         " (3,4,5,6) AND end_time >= ?1 AND end_time < ?2"
+                         " AND (?3 IS NULL OR user = ?3)");
+    assert_non_null(strstr(plan, "COVERING INDEX jobs_end"));
+    free(plan);
     sqlite3_close(db);
 }
 
