@@ -23,16 +23,19 @@ def probe():
     while not stop:
         t = time.monotonic(); c.request("GET", "/v1/health"); c.getresponse().read()
         lat.append(time.monotonic() - t); time.sleep(0.005)
-th = threading.Thread(target=probe); th.start(); time.sleep(0.2)
-base = max(lat)
-for args in (["--since", "8d"], ["--since", "8d", "--by", "gpu"]):
-    lat.clear(); t = time.monotonic()
-    cp = subprocess.run([f"{build}/gstats", *args, "-o", "json"], env=env, capture_output=True, text=True)
-    took = time.monotonic() - t
-    import json; n = json.loads(cp.stdout)["total"]["jobs"]
-    print(f"gstats {' '.join(args)}: {n} jobs in {took*1000:.0f} ms (client to answer); "
-          f"longest /v1/health meanwhile {max(lat)*1000:.1f} ms over {len(lat)} probes")
-stop = True; th.join()
-print(f"longest /v1/health before: {base*1000:.1f} ms")
-subprocess.run([f"{build}/gflowd", "down"], env=env)
-shutil.rmtree(root)
+try:
+    th = threading.Thread(target=probe); th.start(); time.sleep(0.2)
+    base = max(lat)
+    for args in (["--since", "8d"], ["--since", "8d", "--by", "gpu"]):
+        lat.clear(); t = time.monotonic()
+        cp = subprocess.run([f"{build}/gstats", *args, "-o", "json"], env=env, capture_output=True, text=True)
+        took = time.monotonic() - t
+        import json; n = json.loads(cp.stdout)["total"]["jobs"]
+        print(f"gstats {' '.join(args)}: {n} jobs in {took*1000:.0f} ms (client to answer); "
+              f"longest /v1/health meanwhile {max(lat)*1000:.1f} ms over {len(lat)} probes")
+    stop = True; th.join()
+    print(f"longest /v1/health before: {base*1000:.1f} ms")
+finally:  # the daemon goes down whatever happened
+    stop = True
+    subprocess.run([f"{build}/gflowd", "down"], env=env)
+    shutil.rmtree(root)
