@@ -55,6 +55,12 @@ int64_t cli_resolve_ref(int back);
  * ("@", "@~2"). Bad syntax is a usage error (exit 2). Returns a malloc'd array. */
 int64_t *cli_parse_ids(int argc, char **argv, size_t *n);
 
+/* A point in time as --since and --until take it (gqueue, gstats): a duration ago (30m,
+ * 1h, 2d, 1w; also s), today, yesterday, a date or time (2026-03-01, 2026-03-01T09:30,
+ * '2026-03-01 09:30:00', local; Z for UTC) or unix seconds. Seconds since the epoch, or
+ * -1 when text is none of these. */
+double cli_parse_when(const char *text, double now);
+
 /* The end of a command: closes the connection and flushes stdout. Returns status, or 1
  * with a message if the output could not be written (a full disk, a closed pipe). */
 int cli_finish(int status);

@@ -57,6 +57,9 @@ static const struct completion_entry completion_table[] = {
      JOB_FLAGS " --memory-limit -e -H --hold -c --command -s --script --param " CLEAR_FLAGS
                " --no-requeue " GPU_FLAGS " --no-shared " DEP_FLAGS " " GJOB_DEP_FLAGS
                " --cascade -h --help"},
+    {"gstats", NULL, NULL,
+     "-t --since --until --by -u --user -a --all-users --gpu --buckets -o --output --socket -h "
+     "--help -V --version"},
     {"gctl", NULL, "show-gpus set-gpus gpu-process set-limit quota usage reserve",
      "--socket -h --help -V --version"},
     {"gctl", "usage", NULL, "-o --output -h --help"},

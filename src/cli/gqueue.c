@@ -328,7 +328,7 @@ int main(int argc, char **argv)
             cli_usage_error("empty name list for -N; e.g. -N train,eval");
     }
     if (since) {
-        double t = gqueue_since(since, now_wall());
+        double t = cli_parse_when(since, now_wall());
         if (t < 0)
             cli_usage_error("invalid --since '%s': use a duration ago (30m, 1h, 2d, 1w), "
                             "today, yesterday, a date or time (2026-03-01, "

@@ -86,7 +86,6 @@ int gqueue_cmp_expected(const void *a, const void *b);
 
 /* gqueue_list.c */
 bool gqueue_user_known(const char *name);
-double gqueue_since(const char *text, double now);
 void gqueue_list(const struct gqueue_opts *o, FILE *out, FILE *notes);
 
 /* gqueue_watch.c */

@@ -68,46 +68,6 @@ bool gqueue_user_known(const char *name)
     return found;
 }
 
-/* --since: seconds since the epoch, or -1. */
-double gqueue_since(const char *text, double now)
-{
-    char *end;
-    double n = strtod(text, &end);
-    if (end != text && isdigit((unsigned char)*text)) {
-        static const struct {
-            char unit;
-            double secs;
-        } units[] = {{'s', 1}, {'m', 60}, {'h', 3600}, {'d', 86400}, {'w', 604800}};
-        if (!*end)
-            return n; /* unix seconds, as gflow */
-        for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
-            if (end[0] == units[i].unit && !end[1])
-                return now - n * units[i].secs;
-    }
-    time_t t = (time_t)now;
-    struct tm tm;
-    localtime_r(&t, &tm);
-    if (!strcasecmp(text, "today") || !strcasecmp(text, "yesterday")) {
-        tm.tm_hour = tm.tm_min = tm.tm_sec = 0;
-        tm.tm_mday -= !strcasecmp(text, "yesterday");
-        tm.tm_isdst = -1;
-        return (double)mktime(&tm);
-    }
-    static const char *const forms[] = {"%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M:%S",
-                                        "%Y-%m-%d %H:%M", "%Y-%m-%d"};
-    for (size_t i = 0; i < sizeof(forms) / sizeof(forms[0]); i++) {
-        memset(&tm, 0, sizeof(tm));
-        const char *rest = strptime(text, forms[i], &tm);
-        if (!rest || (*rest && strcmp(rest, "Z") != 0))
-            continue;
-        if (*rest)
-            return (double)timegm(&tm);
-        tm.tm_isdst = -1;
-        return (double)mktime(&tm);
-    }
-    return -1;
-}
-
 /* ---- output ---- */
 
 /* gflow's state styles: R green bold, CD dim, PD italic, H bold, F red bold, TO

@@ -85,6 +85,7 @@ static const struct config_key config_keys[] = {
     CONFIG_STRING_KEY("daemon.gpu_allocation_strategy", gpu_allocation_strategy,
                       config_gpu_strategies, "topology"),
     CONFIG_INT_KEY("daemon.gpu_poll_interval_secs", gpu_poll_interval_secs, 1, "10"),
+    CONFIG_INT_KEY("daemon.gpu_samples_max", gpu_samples_max, 1, "60480"),
     CONFIG_STRING_KEY("daemon.gpu_id_format", gpu_id_format, config_gpu_id_formats, "auto"),
     CONFIG_STRING_KEY("daemon.container", container, config_container, "auto"),
     CONFIG_INT_KEY("daemon.nvml_timeout_secs", nvml_timeout_secs, 1, "10"),

@@ -16,12 +16,19 @@
  * While the data directory's filesystem (or, for new jobs, the logs') is full, a request
  * that would write is refused with 507 before it is dispatched (disk.c); a cancel goes
  * ahead (it frees space, and its change fits the room the database keeps), and so does a
- * dry run. */
+ * dry run.
+ *
+ * A reply a handler defers (reply_defer: a long read such as GET /v1/stats) is computed
+ * on a detached worker thread while its connection is suspended; the thread hands the
+ * result back through a pipe the loop watches, and the connection is resumed with it. At
+ * most API_MAX_WORKERS run at once (503 beyond). */
 #include "api.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <microhttpd.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,6 +56,8 @@
 #define FOLLOW_POLL_SECS 0.05
 /* How long a connection may stay idle once it has sent a request (keep-alive). */
 #define API_IDLE_AFTER_REQUEST_SECS 120
+/* Deferred replies computed at once; each holds a read-only database connection. */
+#define API_MAX_WORKERS 4
 
 /* One connection: who is on the other end (its socket context). */
 struct conn {
@@ -70,6 +79,20 @@ struct request {
     struct MHD_Response *response; /* ready, waiting for the commit */
     struct MHD_Connection *conn;
     struct request *next_waiting;
+    struct deferred *deferred; /* its reply is being computed on a worker */
+};
+
+/* A deferred reply on its worker thread. The thread owns it until it writes its address
+ * to the pipe; then the loop does (work_done_cb). */
+struct deferred {
+    struct request *request; /* NULL once the connection is gone */
+    int notify_fd;           /* the pipe's write end */
+    reply_work_fn fn;
+    void *arg;
+    void (*free_arg)(void *arg);
+    unsigned status;
+    json_t *body;
+    struct deferred *next; /* in api.workers (the loop's thread only) */
 };
 
 /* A client following a job's log. */
@@ -96,6 +119,9 @@ struct api {
     struct request *waiting;
     struct follower *suspended_followers;
     struct loop_timer *follow_timer;
+    int work_pipe[2]; /* deferred replies done: their addresses, from the workers */
+    int n_workers;
+    struct deferred *workers; /* running */
 };
 
 /* ---- log following ---- */
@@ -268,16 +294,112 @@ static void build_reply(struct request *r, struct reply *rep)
     }
     if (rep->follow_path)
         follow_response(r->api, r->conn, rep);
-    if (!rep->response)
+    if (!rep->response && !rep->work)
         reply_error(rep, 500, "internal error: no reply");
+}
+
+static void *work_main(void *arg)
+{
+    struct deferred *w = arg;
+    w->body = w->fn(w->arg, &w->status);
+    ssize_t n;
+    do
+        n = write(w->notify_fd, &w, sizeof(w)); /* < PIPE_BUF: written whole */
+    while (n < 0 && errno == EINTR);
+    return NULL;
+}
+
+/* Runs rep's work on a worker thread, the connection suspended until it is done. A 503
+ * instead when too many run or no thread can start. */
+static void start_work(struct request *r, struct reply *rep)
+{
+    struct api *a = r->api;
+    if (a->n_workers >= API_MAX_WORKERS || a->work_pipe[1] < 0) {
+        reply_error(rep, 503, "gflowd is busy with %d statistics requests; retry in a moment",
+                    a->n_workers);
+        return;
+    }
+    struct deferred *w = xcalloc(1, sizeof(*w));
+    w->request = r;
+    w->notify_fd = a->work_pipe[1];
+    w->fn = rep->work;
+    w->arg = rep->work_arg;
+    w->free_arg = rep->work_free;
+    rep->work_arg = NULL;
+    /* The loop's signals (signalfd) stay with the loop's thread. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_t t;
+    int rc = pthread_create(&t, &attr, work_main, w);
+    pthread_attr_destroy(&attr);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        if (w->free_arg)
+            w->free_arg(w->arg);
+        free(w);
+        reply_error(rep, 503, "cannot start a worker thread: %s; retry in a moment", strerror(rc));
+        return;
+    }
+    a->n_workers++;
+    w->next = a->workers;
+    a->workers = w;
+    r->deferred = w;
+    MHD_suspend_connection(r->conn);
 }
 
 static void answer(struct request *r)
 {
     struct reply rep = {0};
     build_reply(r, &rep);
-    queue_or_wait(r, &rep);
+    if (rep.work)
+        start_work(r, &rep);
+    if (!rep.work || rep.response)
+        queue_or_wait(r, &rep);
     reply_clear(&rep);
+}
+
+/* Workers are done: their connections are resumed with the replies. */
+static void work_done_cb(int fd, uint32_t events, void *arg)
+{
+    (void)events;
+    struct api *a = arg;
+    struct deferred *w;
+    bool resumed = false;
+    while (read(fd, &w, sizeof(w)) == (ssize_t)sizeof(w)) {
+        a->n_workers--;
+        for (struct deferred **p = &a->workers; *p; p = &(*p)->next) {
+            if (*p == w) {
+                *p = w->next;
+                break;
+            }
+        }
+        struct request *r = w->request;
+        if (r) {
+            struct reply rep = {0};
+            if (w->body)
+                reply_json(&rep, w->status, w->body);
+            else
+                reply_error(&rep, 500, "internal error: no reply");
+            w->body = NULL;
+            r->status = rep.status;
+            r->response = rep.response;
+            rep.response = NULL;
+            reply_clear(&rep);
+            r->deferred = NULL;
+            MHD_resume_connection(r->conn);
+            resumed = true;
+        }
+        json_decref(w->body);
+        if (w->free_arg)
+            w->free_arg(w->arg);
+        free(w);
+    }
+    if (resumed)
+        MHD_run(a->mhd);
 }
 
 /* Gives back the in-flight bytes a request's body held. */
@@ -384,6 +506,8 @@ static void completed_cb(void *cls, struct MHD_Connection *c, void **con_cls,
     struct request *r = *con_cls;
     if (!r)
         return;
+    if (r->deferred) /* its worker's answer will find no one */
+        r->deferred->request = NULL;
     for (struct request **p = &a->waiting; *p; p = &(*p)->next_waiting) {
         if (*p == r) {
             *p = r->next_waiting;
@@ -550,6 +674,13 @@ struct api *api_start(struct gflowd *d, char **err)
     struct api *a = xcalloc(1, sizeof(*a));
     a->d = d;
     a->mhd_epoll_fd = -1;
+    a->work_pipe[0] = a->work_pipe[1] = -1;
+    if (pipe2(a->work_pipe, O_CLOEXEC | O_NONBLOCK) < 0 ||
+        loop_add_fd(a->work_pipe[0], EPOLLIN, work_done_cb, a) < 0) {
+        *err = xasprintf("cannot make the workers' pipe: %s", strerror(errno));
+        free(a);
+        return NULL;
+    }
     a->mhd = MHD_start_daemon(
         MHD_USE_EPOLL | MHD_USE_NO_LISTEN_SOCKET | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0,
         NULL, NULL, handler_cb, a, MHD_OPTION_NOTIFY_COMPLETED, completed_cb, a,
@@ -591,6 +722,30 @@ struct api *api_start(struct gflowd *d, char **err)
     return a;
 }
 
+/* At stop: the requests whose workers still run get a 503 now; the workers' results are
+ * dropped (the pipe stays open for them: the process is ending). */
+static void resume_workers_requests(struct api *a)
+{
+    loop_del_fd(a->work_pipe[0]);
+    for (struct deferred *w = a->workers; w; w = w->next) {
+        struct request *r = w->request;
+        if (!r)
+            continue;
+        struct reply rep = {0};
+        reply_error(&rep, 503, "gflowd is stopping");
+        r->status = rep.status;
+        r->response = rep.response;
+        rep.response = NULL;
+        r->deferred = NULL;
+        w->request = NULL;
+        MHD_resume_connection(r->conn);
+    }
+    if (a->n_workers == 0) {
+        close(a->work_pipe[0]);
+        close(a->work_pipe[1]);
+    }
+}
+
 void api_stop(struct api *a)
 {
     if (!a)
@@ -607,6 +762,7 @@ void api_stop(struct api *a)
         a->waiting = r->next_waiting;
         MHD_resume_connection(r->conn);
     }
+    resume_workers_requests(a);
     loop_del_fd(a->mhd_epoll_fd);
     loop_set_timeout_source(NULL, NULL);
     MHD_run(a->mhd);

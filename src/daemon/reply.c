@@ -59,5 +59,16 @@ void reply_clear(struct reply *rep)
     if (rep->response)
         MHD_destroy_response(rep->response);
     free(rep->follow_path);
+    if (rep->work_arg && rep->work_free)
+        rep->work_free(rep->work_arg);
     memset(rep, 0, sizeof(*rep));
+}
+
+void reply_defer(struct reply *rep, reply_work_fn fn, void *arg, void (*free_arg)(void *arg))
+{
+    reply_clear(rep);
+    rep->status = 200;
+    rep->work = fn;
+    rep->work_arg = arg;
+    rep->work_free = free_arg;
 }

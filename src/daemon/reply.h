@@ -10,6 +10,11 @@
 
 struct MHD_Response;
 
+/* A long read done on a thread of its own (GET /v1/stats over a million jobs), so that
+ * the event loop goes on meanwhile: it returns the reply's body and sets *status. It
+ * must touch nothing of the daemon's but what arg holds. */
+typedef json_t *(*reply_work_fn)(void *arg, unsigned *status);
+
 struct reply {
     unsigned status;
     struct MHD_Response *response;
@@ -18,6 +23,11 @@ struct reply {
     int64_t follow_job;
     char *follow_path;
     uint64_t follow_offset;
+    /* Deferred work (reply_defer): api.c runs work(work_arg) on a worker thread, the
+     * connection waiting, and frees work_arg with work_free once it is answered. */
+    reply_work_fn work;
+    void *work_arg;
+    void (*work_free)(void *arg);
 };
 
 /* Each of these replaces whatever the reply held. */
@@ -31,6 +41,8 @@ void reply_response(struct reply *rep, unsigned status, struct MHD_Response *res
                     const char *type);
 /* Streams job_id's log at path from offset until the job has ended (chunked). */
 void reply_follow_log(struct reply *rep, int64_t job_id, const char *path, uint64_t offset);
+/* The reply is fn's answer, computed on a worker thread (see reply_work_fn). */
+void reply_defer(struct reply *rep, reply_work_fn fn, void *arg, void (*free_arg)(void *arg));
 /* Frees what the reply holds (a response not queued, the stream's path). */
 void reply_clear(struct reply *rep);
 

@@ -65,5 +65,7 @@ int route_check_quota(const struct route_req *r, struct job *const *jobs, size_t
                       struct reply *rep);
 /* routes_resv.c: /v1/reservations and below (gctl reserve) */
 void route_reservations(const struct route_req *r, struct reply *rep);
+/* routes_stats.c: GET /v1/stats (gstats) */
+void route_stats(const struct route_req *r, struct reply *rep);
 
 #endif

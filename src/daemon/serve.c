@@ -83,6 +83,10 @@ struct server {
     /* History retention (daemon.keep_finished; -1: not by count, not by age). */
     struct loop_timer *prune_timer;
     int64_t keep_count, keep_age, prune_cursor;
+    /* GPU utilisation samples (gstats --gpu): the next sample's number (its slot in the
+     * ring: modulo daemon.gpu_samples_max) and when the last was taken (monotonic). */
+    int64_t sample_seq;
+    double last_sample;
 };
 
 /* Pruning the history: PRUNE_ROWS jobs looked at per step, PRUNE_BUSY_SECS apart while
@@ -173,6 +177,36 @@ static void poll_cb(void *arg)
     s->poll_timer = loop_add_timer((double)s->d->cfg.gpu_poll_interval_secs, poll_cb, s);
 }
 
+/* One utilisation sample per GPU per poll (reads that come sooner, after a job started
+ * or ended, are not sampled): a row of the ring, written with the iteration's commit. */
+static void record_gpu_samples(struct server *s)
+{
+    struct gflowd *d = s->d;
+    double now = now_mono();
+    if (disk_full(d->disk) ||
+        (s->last_sample > 0 && now - s->last_sample < d->cfg.gpu_poll_interval_secs * 0.5))
+        return;
+    const struct gpu_set *set = gpu_current(d->gpus);
+    int64_t slot = s->sample_seq % d->cfg.gpu_samples_max;
+    bool any = false;
+    double t = now_wall();
+    for (size_t i = 0; i < set->n_gpus; i++) {
+        int util = set->gpus[i].utilization_gpu;
+        if (util < 0)
+            continue;
+        if (store_begin(d->store) < 0 ||
+            store_gpu_sample(d->store, set->gpus[i].index, slot, t, util) < 0) {
+            log_debug("recording GPU utilisation: %s", store_error(d->store));
+            return;
+        }
+        any = true;
+    }
+    if (any) {
+        s->sample_seq++;
+        s->last_sample = now;
+    }
+}
+
 /* The NVML worker answered (a read, or NVML opening at last). */
 static void gpu_ready_cb(int fd, uint32_t events, void *arg)
 {
@@ -183,6 +217,7 @@ static void gpu_ready_cb(int fd, uint32_t events, void *arg)
     struct job **running = jobs_running(s->d->jobs, &n);
     if (gpu_collect(s->d->gpus, running, n))
         jobs_mark_dirty(s->d->jobs);
+    record_gpu_samples(s);
 }
 
 /* One timer, at the earliest time the pass itself said it must run again (a --begin
@@ -606,6 +641,8 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     d->resv = xcalloc(1, sizeof(*d->resv));
     if (resv_load(d->resv, d->store, &err) < 0)
         startup_failed(o, err);
+    if (store_gpu_samples_start(d->store, d->cfg.gpu_samples_max, &s.sample_seq) < 0)
+        startup_failed(o, store_error(d->store));
     if (loop_init() < 0 || setup_signals(d) < 0)
         startup_failed(o, "cannot set up the event loop");
     d->jobs = jobs_new(d->store);

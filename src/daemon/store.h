@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "job.h"
+#include "stats.h"
 
 struct store;
 
@@ -136,5 +137,26 @@ int store_keep_parse(const char *text, int64_t *count, int64_t *age_secs, char *
  * The number deleted, or -1. */
 int64_t store_prune(struct store *s, int64_t keep_count, double end_before, int64_t *cursor,
                     int max_rows);
+
+/* ---- Statistics (store_stats.c; gstats, GET /v1/stats) ---- */
+
+/* GPU utilisation samples: a ring of max rows per GPU (daemon.gpu_samples_max). At
+ * start: drops the slots a smaller max leaves out and says which slot comes next. */
+int store_gpu_samples_start(struct store *s, int64_t max, int64_t *next);
+/* Records GPU gpu's utilisation (percent) at time in slot (overwriting what was there). */
+int store_gpu_sample(struct store *s, int gpu, int64_t slot, double time, int util);
+
+struct store_stats_query {
+    enum stats_by by;
+    double since, until; /* the period [since, until) */
+    double now;          /* running jobs' time is counted up to min(now, until) */
+    const char *user;    /* NULL: every user */
+    bool gpu;            /* the GPU samples instead of the jobs */
+    int buckets;         /* slices of the samples' time series */
+};
+/* Reads the database at db_path on a read-only connection of its own (safe on any
+ * thread, while the daemon writes): stats_json() of the period's jobs, or
+ * stats_gpu_json() of its samples. NULL + *err on a database error. */
+json_t *store_stats_read(const char *db_path, const struct store_stats_query *q, char **err);
 
 #endif

@@ -21,7 +21,9 @@
  *   usage        fair-share accounts (kind 0 user, 1 project; name): decayed GPU-seconds
  *                of ended jobs as of `at`, and raw GPU-seconds (store_usage.c).
  *   reservations GPU reservations (gctl reserve), history included (resv.h).
- *   meta         next_job_id, so ids are never reused even if rows are deleted. */
+ *   meta         next_job_id, so ids are never reused even if rows are deleted.
+ *   gpu_samples  GPU utilisation as NVML reported it at each poll (gstats --gpu): a ring
+ *                per GPU (gpu, slot), bounded by daemon.gpu_samples_max. */
 #include "store_internal.h"
 
 #include <sqlite3.h>
@@ -183,6 +185,16 @@ static const char *const migrations[] = {
     "CREATE TABLE IF NOT EXISTS reservations (id INTEGER PRIMARY KEY, user TEXT NOT NULL,"
     " gpu_count INTEGER NOT NULL DEFAULT 0, gpus INTEGER NOT NULL, start REAL NOT NULL,"
     " end REAL NOT NULL, created REAL NOT NULL, cancelled REAL NOT NULL DEFAULT 0);",
+    /* 17: gstats. Finished jobs by end time with every column the statistics read, so
+     * that a period's jobs are one sequential read of the index, not a table lookup per
+     * job (1M jobs: ~30 s of random reads without; bench/stats_bench.c). Partial: a job
+     * enters it once, when it ends. And sampled GPU utilisation: a ring of at most
+     * daemon.gpu_samples_max rows per GPU, slot = sample number modulo that. */
+    "CREATE INDEX IF NOT EXISTS jobs_end ON jobs(end_time, user, project, gpu_ids, state,"
+    " submit_time, start_time, gpus, reason_code) WHERE state IN (3,4,5,6);"
+    "CREATE TABLE IF NOT EXISTS gpu_samples (gpu INTEGER NOT NULL, slot INTEGER NOT NULL,"
+    " time REAL NOT NULL, util INTEGER NOT NULL, PRIMARY KEY (gpu, slot)) WITHOUT ROWID;"
+    "CREATE INDEX IF NOT EXISTS gpu_samples_time ON gpu_samples(time);",
 };
 /* The codes migration 6 writes are enum job_reason's. */
 _Static_assert(JOB_REASON_LAUNCH_FAILED == 6 && JOB_REASON_SHIM_LOST == 7 &&

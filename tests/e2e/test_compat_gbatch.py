@@ -11,7 +11,7 @@ from datetime import datetime
 
 from conftest import assert_one_line_error, binary
 
-COMMANDS = ["gbatch", "gqueue", "gcancel", "ginfo", "gjob", "gctl", "gflowd"]
+COMMANDS = ["gbatch", "gqueue", "gcancel", "ginfo", "gjob", "gctl", "gflowd", "gstats"]
 
 
 # -- bullet 1: gbatch new, gbatch completion, subcommands never submitted

@@ -17,7 +17,7 @@ import pytest
 
 from conftest import BUILD_DIR, REPO, alive, assert_one_line_error, binary, start_time, wait_for
 
-COMMANDS = ["gbatch", "gqueue", "gjob", "gcancel", "ginfo", "gctl", "gflowd"]
+COMMANDS = ["gbatch", "gqueue", "gjob", "gcancel", "ginfo", "gctl", "gstats", "gflowd"]
 
 
 def install(gflow_or_env, root, *args, env=None):

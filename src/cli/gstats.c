@@ -1,0 +1,379 @@
+/* gstats: usage accounting over a period, like gflow's gstats and Slurm's sreport:
+ *
+ *   gstats                    the last 7 days, one row per user: jobs by final state,
+ *                             GPU-hours, mean and p95 wait, mean run time, failure rate,
+ *                             commonest reasons; then the total
+ *   gstats --by project|gpu   one row per project, or per GPU
+ *   gstats --gpu              each GPU's sampled utilisation (mean, max) over the period
+ *   -o json|csv               the numbers for scripts (--gpu: with a coarse time series)
+ *
+ * The daemon computes them (GET /v1/stats, docs/api.md) from its database. Everyone sees
+ * everyone's numbers, as gqueue shows everyone's jobs. */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "clock.h"
+#include "gflow_build.h"
+#include "output.h"
+#include "util.h"
+
+enum { OPT_SOCKET = 256, OPT_SINCE, OPT_UNTIL, OPT_BY, OPT_GPU, OPT_BUCKETS };
+
+static void gstats_help(void)
+{
+    fputs("gstats - jobs, GPU-hours, waits and failures over a period\n"
+          "\n"
+          "Usage: gstats [options]\n"
+          "\n"
+          "A period's jobs are those that ended in it (CD, F, CA, TO) and those running\n"
+          "that started before its end. Running jobs count with their time so far (up to\n"
+          "--until) in GPU-hours and with their wait; mean run time is over ended jobs that\n"
+          "ran. Everyone sees everyone's numbers (as gqueue shows everyone's jobs).\n"
+          "\n"
+          "Options:\n"
+          "  -t, --since WHEN      start of the period (default: 7 days before --until): a\n"
+          "                        duration ago (30m, 1h, 2d, 1w; also s), today,\n"
+          "                        yesterday, a date or time (2026-03-01,\n"
+          "                        2026-03-01T09:30, '2026-03-01 09:30:00', local; Z for\n"
+          "                        UTC) or unix seconds\n"
+          "      --until WHEN      end of the period (default: now), same forms\n"
+          "      --by KEY          one row per user (default), project or gpu (a job on\n"
+          "                        two GPUs counts on both, with one GPU's hours each;\n"
+          "                        '(none)': jobs without a project, or without GPUs)\n"
+          "  -u, --user USER       only this user's jobs\n"
+          "  -a, --all-users       everyone's jobs (the default; gflow's flag)\n"
+          "      --gpu             GPU utilisation instead: each GPU's mean and max over\n"
+          "                        the samples taken at every poll (daemon.gpu_poll_\n"
+          "                        interval_secs; at most daemon.gpu_samples_max kept per\n"
+          "                        GPU); -o json/csv add a time series\n"
+          "      --buckets N       slices of that time series (default 24)\n"
+          "  -o, --output FORMAT   table (default), json or csv (the groups, no total)\n"
+          "      --socket PATH     the daemon's socket\n"
+          "  -h, --help            show this help\n"
+          "  -V, --version         show the version\n"
+          "\n"
+          "Columns: JOBS (ended + running), R, CD, F, CA, TO, GPU_HOURS (GPUs x run time),\n"
+          "WAIT_MEAN and WAIT_P95 (start - submit, of the jobs that started), RUN_MEAN,\n"
+          "FAIL% ((F + TO) / ended), TOP_REASONS (of F, CA and TO jobs).\n",
+          stdout);
+}
+
+static double num(const json_t *o, const char *key)
+{
+    return json_number_value(json_object_get(o, key));
+}
+
+static bool has(const json_t *o, const char *key)
+{
+    return json_is_number(json_object_get(o, key));
+}
+
+/* A duration for people: "4.2s", "3m12s", "2h05m", "1d03h"; "-" without a value. */
+static char *human_secs(const json_t *o, const char *key)
+{
+    if (!has(o, key))
+        return xstrdup("-");
+    double s = num(o, key);
+    long t = lround(s);
+    if (s < 60)
+        return xasprintf("%.1fs", s);
+    if (t < 3600)
+        return xasprintf("%ldm%02lds", t / 60, t % 60);
+    if (t < 86400)
+        return xasprintf("%ldh%02ldm", t / 3600, t % 3600 / 60);
+    return xasprintf("%ldd%02ldh", t / 86400, t % 86400 / 3600);
+}
+
+/* "NonZeroExitCode:2,TimeLimit:1" (sep between them), "-" when none. */
+static char *reasons_text(const json_t *g, const char *sep)
+{
+    struct strbuf sb;
+    strbuf_init(&sb);
+    size_t i;
+    const json_t *r;
+    json_array_foreach (json_object_get(g, "top_reasons"), i, r) {
+        strbuf_addf(&sb, "%s%s:%lld", i ? sep : "", json_string_value(json_object_get(r, "reason")),
+                    (long long)json_integer_value(json_object_get(r, "count")));
+    }
+    if (!sb.len)
+        strbuf_adds(&sb, "-");
+    return strbuf_detach(&sb);
+}
+
+static const char *const count_keys[] = {"jobs",   "running",   "completed",
+                                         "failed", "cancelled", "timeout"};
+#define N_COUNTS (sizeof(count_keys) / sizeof(count_keys[0]))
+
+static void add_group_row(struct output_table *t, const json_t *g, const char *name, bool csv)
+{
+    char **cells = xcalloc(13, sizeof(*cells));
+    size_t c = 0;
+    cells[c++] = xstrdup(name);
+    for (size_t k = 0; k < N_COUNTS; k++)
+        cells[c++] =
+            xasprintf("%lld", (long long)json_integer_value(json_object_get(g, count_keys[k])));
+    if (csv) {
+        static const char *const keys[] = {"gpu_hours", "wait_mean_secs", "wait_p95_secs",
+                                           "run_mean_secs", "failure_rate"};
+        for (size_t k = 0; k < 5; k++)
+            cells[c++] = has(g, keys[k]) ? xasprintf("%.6g", num(g, keys[k])) : xstrdup("");
+        cells[c++] = reasons_text(g, ";");
+    } else {
+        cells[c++] = xasprintf("%.2f", num(g, "gpu_hours"));
+        cells[c++] = human_secs(g, "wait_mean_secs");
+        cells[c++] = human_secs(g, "wait_p95_secs");
+        cells[c++] = human_secs(g, "run_mean_secs");
+        cells[c++] = has(g, "failure_rate") ? xasprintf("%.1f%%", 100 * num(g, "failure_rate"))
+                                            : xstrdup("-");
+        cells[c++] = reasons_text(g, ",");
+    }
+    output_table_add_row_owned(t, cells);
+    free(cells);
+}
+
+static void print_period(const json_t *reply, const char *what)
+{
+    char *from = output_time(num(reply, "since")), *to = output_time(num(reply, "until"));
+    printf("%s from %s to %s\n", what, from, to);
+    free(from);
+    free(to);
+}
+
+static void print_jobs(const json_t *reply, enum output_format fmt)
+{
+    const char *by = json_string_value(json_object_get(reply, "by"));
+    bool csv = fmt == OUTPUT_CSV;
+    const char *table_headers[] = {!strcmp(by, "gpu")       ? "GPU"
+                                   : !strcmp(by, "project") ? "PROJECT"
+                                                            : "USER",
+                                   "JOBS",
+                                   "R",
+                                   "CD",
+                                   "F",
+                                   "CA",
+                                   "TO",
+                                   "GPU_HOURS",
+                                   "WAIT_MEAN",
+                                   "WAIT_P95",
+                                   "RUN_MEAN",
+                                   "FAIL%",
+                                   "TOP_REASONS"};
+    const char *csv_headers[] = {by,
+                                 "jobs",
+                                 "running",
+                                 "completed",
+                                 "failed",
+                                 "cancelled",
+                                 "timeout",
+                                 "gpu_hours",
+                                 "wait_mean_secs",
+                                 "wait_p95_secs",
+                                 "run_mean_secs",
+                                 "failure_rate",
+                                 "top_reasons"};
+    struct output_table *t = output_table_new(13, csv ? csv_headers : table_headers);
+    const json_t *groups = json_object_get(reply, "groups");
+    size_t i;
+    const json_t *g;
+    json_array_foreach (groups, i, g)
+        add_group_row(t, g, json_string_value(json_object_get(g, "name")), csv);
+    if (csv) {
+        output_table_print_csv(t, stdout);
+    } else {
+        print_period(reply, "Jobs");
+        if (json_array_size(groups) == 0) {
+            printf("no job ended or ran in this period\n");
+        } else {
+            add_group_row(t, json_object_get(reply, "total"), "TOTAL", false);
+            output_table_print(t, stdout);
+        }
+    }
+    output_table_free(t);
+}
+
+static void print_gpus(const json_t *reply, enum output_format fmt)
+{
+    const json_t *gpus = json_object_get(reply, "gpus");
+    size_t i;
+    const json_t *g;
+    if (fmt == OUTPUT_CSV) {
+        static const char *const headers[] = {"gpu", "start", "samples", "mean", "max"};
+        struct output_table *t = output_table_new(5, headers);
+        json_array_foreach (gpus, i, g) {
+            size_t k;
+            const json_t *b;
+            json_array_foreach (json_object_get(g, "series"), k, b) {
+                char **cells = xcalloc(5, sizeof(*cells));
+                cells[0] =
+                    xasprintf("%lld", (long long)json_integer_value(json_object_get(g, "index")));
+                cells[1] = output_time(num(b, "start"));
+                cells[2] =
+                    xasprintf("%lld", (long long)json_integer_value(json_object_get(b, "samples")));
+                cells[3] = xasprintf("%.2f", num(b, "mean"));
+                cells[4] =
+                    xasprintf("%lld", (long long)json_integer_value(json_object_get(b, "max")));
+                output_table_add_row_owned(t, cells);
+                free(cells);
+            }
+        }
+        output_table_print_csv(t, stdout);
+        output_table_free(t);
+        return;
+    }
+    print_period(reply, "GPU utilisation");
+    if (json_array_size(gpus) == 0) {
+        printf("no GPU utilisation samples in this period\n");
+        return;
+    }
+    static const char *const headers[] = {"GPU", "SAMPLES", "MEAN", "MAX", "FIRST", "LAST"};
+    struct output_table *t = output_table_new(6, headers);
+    json_array_foreach (gpus, i, g) {
+        char **cells = xcalloc(6, sizeof(*cells));
+        cells[0] = xasprintf("%lld", (long long)json_integer_value(json_object_get(g, "index")));
+        cells[1] = xasprintf("%lld", (long long)json_integer_value(json_object_get(g, "samples")));
+        cells[2] = xasprintf("%.1f%%", num(g, "mean"));
+        cells[3] = xasprintf("%lld%%", (long long)json_integer_value(json_object_get(g, "max")));
+        cells[4] = output_time(num(g, "first"));
+        cells[5] = output_time(num(g, "last"));
+        output_table_add_row_owned(t, cells);
+        free(cells);
+    }
+    output_table_print(t, stdout);
+    output_table_free(t);
+}
+
+/* --since/--until: seconds since the epoch, or a usage error naming the flag. */
+static double when_or_die(const char *flag, const char *text, double now)
+{
+    double t = cli_parse_when(text, now);
+    if (t < 0)
+        cli_usage_error("invalid %s '%s': use a duration ago (30m, 1h, 2d, 1w), today, "
+                        "yesterday, a date or time (2026-03-01, 2026-03-01T09:30) or unix "
+                        "seconds",
+                        flag, text);
+    return t;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"since", required_argument, NULL, OPT_SINCE},
+        {"until", required_argument, NULL, OPT_UNTIL},
+        {"by", required_argument, NULL, OPT_BY},
+        {"user", required_argument, NULL, 'u'},
+        {"all-users", no_argument, NULL, 'a'},
+        {"gpu", no_argument, NULL, OPT_GPU},
+        {"buckets", required_argument, NULL, OPT_BUCKETS},
+        {"output", required_argument, NULL, 'o'},
+        {"socket", required_argument, NULL, OPT_SOCKET},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
+        {NULL, 0, NULL, 0},
+    };
+    cli_init(argv[0]);
+    const char *since = NULL, *until = NULL, *by = NULL, *user = NULL, *buckets = NULL;
+    bool gpu = false, all_users = false;
+    enum output_format fmt = OUTPUT_TABLE;
+    int c;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":t:u:ao:hV", longopts, NULL)) != -1) {
+        switch (c) {
+        case 't':
+        case OPT_SINCE:
+            since = optarg;
+            break;
+        case OPT_UNTIL:
+            until = optarg;
+            break;
+        case OPT_BY:
+            by = optarg;
+            if (strcmp(by, "user") && strcmp(by, "project") && strcmp(by, "gpu"))
+                cli_usage_error("unknown --by '%s'; use user, project or gpu", by);
+            break;
+        case 'u':
+            user = optarg;
+            if (!*user)
+                cli_usage_error("empty user for -u; e.g. -u alice");
+            break;
+        case 'a':
+            all_users = true;
+            break;
+        case OPT_GPU:
+            gpu = true;
+            break;
+        case OPT_BUCKETS: {
+            char *end;
+            long n = strtol(optarg, &end, 10);
+            if (end == optarg || *end || n < 1 || n > 1000)
+                cli_usage_error("invalid --buckets '%s'; use a number from 1 to 1000", optarg);
+            buckets = optarg;
+            break;
+        }
+        case 'o':
+            if (output_format_parse(optarg, &fmt) < 0 || fmt == OUTPUT_YAML)
+                cli_usage_error("unknown output format '%s'; use table, json or csv", optarg);
+            break;
+        case OPT_SOCKET:
+            client_set_socket(optarg);
+            break;
+        case 'h':
+            gstats_help();
+            return 0;
+        case 'V':
+            printf("gstats %s\n", GFLOW_VERSION);
+            return 0;
+        default:
+            cli_usage_error("%s", cli_option_error(argv, c, longopts));
+        }
+    }
+    if (optind < argc && !strcmp(argv[optind], "completion"))
+        cli_usage_error("completion scripts for every gflow command come from 'gbatch "
+                        "completion bash|zsh|fish'");
+    if (optind < argc)
+        cli_usage_error("unexpected argument '%s'", argv[optind]);
+    if (all_users && user)
+        cli_usage_error("-a (everyone) and -u %s (one user) contradict each other; use one", user);
+    if (gpu && by)
+        cli_usage_error("--by does not apply to --gpu (its rows are the GPUs); use one");
+    if (gpu && user)
+        cli_usage_error("-u does not apply to --gpu (utilisation is not per user); use one");
+    if (buckets && !gpu)
+        cli_usage_error("--buckets needs --gpu (it slices the utilisation time series)");
+
+    double now = now_wall();
+    double t_until = until ? when_or_die("--until", until, now) : now;
+    double t_since = since ? when_or_die("--since", since, now) : t_until - 7 * 86400.0;
+    if (t_since >= t_until)
+        cli_usage_error("--since must be before --until (the period is empty)");
+
+    struct strbuf path;
+    strbuf_init(&path);
+    strbuf_adds(&path, "/v1/stats");
+    char secs[32];
+    snprintf(secs, sizeof(secs), "%.6f", t_since);
+    client_query_add(&path, "since", secs);
+    snprintf(secs, sizeof(secs), "%.6f", t_until);
+    client_query_add(&path, "until", secs);
+    if (by)
+        client_query_add(&path, "by", by);
+    if (user)
+        client_query_add(&path, "user", user);
+    if (gpu)
+        client_query_add(&path, "gpu", "1");
+    if (buckets)
+        client_query_add(&path, "buckets", buckets);
+    json_t *reply = cli_call("GET", path.buf, NULL);
+    strbuf_free(&path);
+    if (fmt == OUTPUT_JSON)
+        output_json(reply, stdout);
+    else if (gpu)
+        print_gpus(reply, fmt);
+    else
+        print_jobs(reply, fmt);
+    json_decref(reply);
+    return cli_finish(0);
+}

@@ -1,0 +1,110 @@
+/* routes_stats: GET /v1/stats (docs/api.md), gstats' numbers: the jobs of a period
+ * grouped by user, project or GPU, or (gpu=1) the GPUs' sampled utilisation. The query
+ * runs on a worker thread with a read-only connection of its own (reply_defer): a
+ * million finished jobs take most of a second to aggregate, which the event loop must
+ * not wait for. Everyone may read everyone's numbers, as gqueue shows everyone's jobs
+ * (and Slurm's sreport everyone's usage). */
+#include "routes.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "daemon.h"
+#include "stats.h"
+#include "store.h"
+#include "util.h"
+
+#define DEFAULT_PERIOD_SECS (7 * 86400.0)
+#define DEFAULT_BUCKETS 24
+#define MAX_BUCKETS 1000
+
+struct stats_work {
+    char *db_path;
+    char *user;
+    struct store_stats_query q;
+};
+
+static void stats_work_free(void *arg)
+{
+    struct stats_work *w = arg;
+    free(w->db_path);
+    free(w->user);
+    free(w);
+}
+
+/* On the worker thread. */
+static json_t *stats_work_run(void *arg, unsigned *status)
+{
+    struct stats_work *w = arg;
+    char *err = NULL;
+    json_t *out = store_stats_read(w->db_path, &w->q, &err);
+    if (out) {
+        *status = 200;
+        return out;
+    }
+    *status = 500;
+    out = json_pack("{s:s}", "error", err ? err : "cannot read the statistics");
+    free(err);
+    return out;
+}
+
+/* ?key=seconds: 0 with *out untouched when absent; -1 with a 400 when not a time. */
+static int query_time(const struct route_req *r, const char *key, double *out, struct reply *rep)
+{
+    const char *v = route_query(r, key);
+    if (!v)
+        return 0;
+    char *end;
+    errno = 0;
+    double t = strtod(v, &end);
+    if (end == v || *end || errno || !isfinite(t) || t < 0) {
+        reply_error(rep, 400, "invalid %s '%s': use unix seconds", key, v);
+        return -1;
+    }
+    *out = t;
+    return 0;
+}
+
+void route_stats(const struct route_req *r, struct reply *rep)
+{
+    struct store_stats_query q = {
+        .by = STATS_BY_USER, .now = now_wall(), .buckets = DEFAULT_BUCKETS};
+    q.until = q.now;
+    bool since_given = route_query(r, "since") != NULL;
+    if (query_time(r, "since", &q.since, rep) < 0 || query_time(r, "until", &q.until, rep) < 0)
+        return;
+    if (!since_given)
+        q.since = q.until - DEFAULT_PERIOD_SECS;
+    if (q.since >= q.until) {
+        reply_error(rep, 400, "since (%.0f) must be before until (%.0f)", q.since, q.until);
+        return;
+    }
+    const char *by = route_query(r, "by");
+    if (by && stats_by_parse(by, &q.by) < 0) {
+        reply_error(rep, 400, "unknown by '%s': use user, project or gpu", by);
+        return;
+    }
+    const char *gpu = route_query(r, "gpu");
+    q.gpu = gpu && strcmp(gpu, "0") != 0;
+    const char *buckets = route_query(r, "buckets");
+    if (buckets) {
+        char *end;
+        long n = strtol(buckets, &end, 10);
+        if (end == buckets || *end || n < 1 || n > MAX_BUCKETS) {
+            reply_error(rep, 400, "invalid buckets '%s': use 1 to %d", buckets, MAX_BUCKETS);
+            return;
+        }
+        q.buckets = (int)n;
+    }
+    const char *user = route_query(r, "user");
+    struct stats_work *w = xcalloc(1, sizeof(*w));
+    w->db_path = xstrdup(r->d->paths.db_path);
+    if (user && *user && strcmp(user, "all") != 0 && strcmp(user, "*") != 0)
+        w->user = xstrdup(user);
+    q.user = w->user;
+    w->q = q;
+    reply_defer(rep, stats_work_run, w, stats_work_free);
+}
