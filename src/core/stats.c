@@ -318,7 +318,8 @@ static int group_cmp(const void *pa, const void *pb, void *arg)
 json_t *stats_json(const struct stats *s)
 {
     struct stats *m = (struct stats *)s; /* the percentiles sort the waits in place */
-    qsort_r(m->groups, m->n_groups, sizeof(*m->groups), group_cmp, &m->by);
+    if (m->n_groups > 1) /* none: groups is NULL, which qsort_r may not be given */
+        qsort_r(m->groups, m->n_groups, sizeof(*m->groups), group_cmp, &m->by);
     json_t *groups = json_array();
     for (size_t i = 0; i < m->n_groups; i++)
         json_array_append_new(groups, group_json(m->groups[i], m->groups[i]->name));
@@ -415,7 +416,8 @@ static int series_cmp(const void *pa, const void *pb)
 
 json_t *stats_gpu_json(const struct stats_gpu *g)
 {
-    qsort(g->gpus, g->n_gpus, sizeof(*g->gpus), series_cmp);
+    if (g->n_gpus > 1) /* none: gpus is NULL, which qsort may not be given */
+        qsort(g->gpus, g->n_gpus, sizeof(*g->gpus), series_cmp);
     double width = (g->until - g->since) / g->n_buckets;
     json_t *gpus = json_array();
     for (size_t i = 0; i < g->n_gpus; i++) {

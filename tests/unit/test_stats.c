@@ -216,6 +216,23 @@ static void test_many_groups(void **state)
     stats_free(s);
 }
 
+/* A period without jobs or samples: empty groups, a total of zero (nothing to sort). */
+static void test_empty_period(void **state)
+{
+    (void)state;
+    struct stats *s = stats_new(STATS_BY_USER, 1000, 2000, 2000);
+    json_t *o = stats_json(s);
+    assert_int_equal(json_array_size(json_object_get(o, "groups")), 0);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(o, "total"), "jobs")), 0);
+    json_decref(o);
+    stats_free(s);
+    struct stats_gpu *g = stats_gpu_new(1000, 2000, 4);
+    o = stats_gpu_json(g);
+    assert_non_null(o);
+    json_decref(o);
+    stats_gpu_free(g);
+}
+
 static void test_gpu_samples(void **state)
 {
     (void)state;
@@ -255,6 +272,7 @@ int main(void)
         cmocka_unit_test(test_running_time_stops_at_until),
         cmocka_unit_test(test_by_project_and_gpu),
         cmocka_unit_test(test_many_groups),
+        cmocka_unit_test(test_empty_period),
         cmocka_unit_test(test_gpu_samples),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
