@@ -318,7 +318,7 @@ static int group_cmp(const void *pa, const void *pb, void *arg)
 json_t *stats_json(const struct stats *s)
 {
     struct stats *m = (struct stats *)s; /* the percentiles sort the waits in place */
-    if (m->n_groups > 1) /* none: groups is NULL, which qsort_r may not be given */
+    if (m->n_groups > 1)                 /* none: groups is NULL, which qsort_r may not be given */
         qsort_r(m->groups, m->n_groups, sizeof(*m->groups), group_cmp, &m->by);
     json_t *groups = json_array();
     for (size_t i = 0; i < m->n_groups; i++)
