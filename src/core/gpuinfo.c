@@ -94,3 +94,17 @@ void gpu_mig_profile_from_name(const char *name, char *out, size_t cap)
     else if (cap)
         out[0] = '\0';
 }
+
+/* Whether instance m can be given out: its GPU is there and not lost, and NVML reports
+ * the instance's own state (its memory and processes). The GPU's other readings do not
+ * matter: without root the driver refuses a MIG GPU's own process list, not its
+ * instances'. */
+bool gpu_mig_usable(const struct gpu_set *set, const struct gpu_mig *m)
+{
+    if (m->unavailable[0])
+        return false;
+    for (size_t k = 0; k < set->n_gpus; k++)
+        if (set->gpus[k].index == m->parent)
+            return !set->gpus[k].lost;
+    return false;
+}

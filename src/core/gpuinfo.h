@@ -96,6 +96,10 @@ struct gpu_set {
     size_t n_migs;
 };
 
+/* Whether MIG instance m of set can be given out: its GPU is there and not lost, and
+ * NVML reports the instance's own state. */
+bool gpu_mig_usable(const struct gpu_set *set, const struct gpu_mig *m);
+
 void gpu_set_free(struct gpu_set *s);
 
 /* The MIG profile in a MIG device's name: the last word when it looks like one
