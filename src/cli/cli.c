@@ -63,6 +63,13 @@ void cli_usage_error(const char *fmt, ...)
     exit(CLI_EXIT_USAGE);
 }
 
+void cli_refuse_completion(const char *word)
+{
+    if (word && !strcmp(word, "completion"))
+        cli_usage_error("completion scripts for every gflow command come from 'gbatch "
+                        "completion bash|zsh|fish'");
+}
+
 char *cli_option_error(char **argv, int c, const struct option *longopts)
 {
     const char *a = optind > 0 ? argv[optind - 1] : NULL;

@@ -293,9 +293,7 @@ int main(int argc, char **argv)
     }
     if (optind >= argc)
         cli_usage_error("which jobs? give job ids, e.g. 'gcancel 42' or 'gcancel 3-7'");
-    if (!strcmp(argv[optind], "completion"))
-        cli_usage_error("completion scripts for every gflow command come from 'gbatch "
-                        "completion bash|zsh|fish'");
+    cli_refuse_completion(argv[optind]);
 
     size_t n;
     int64_t *ids = cli_parse_ids(argc - optind, argv + optind, &n);

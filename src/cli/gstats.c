@@ -330,9 +330,7 @@ int main(int argc, char **argv)
             cli_usage_error("%s", cli_option_error(argv, c, longopts));
         }
     }
-    if (optind < argc && !strcmp(argv[optind], "completion"))
-        cli_usage_error("completion scripts for every gflow command come from 'gbatch "
-                        "completion bash|zsh|fish'");
+    cli_refuse_completion(optind < argc ? argv[optind] : NULL);
     if (optind < argc)
         cli_usage_error("unexpected argument '%s'", argv[optind]);
     if (all_users && user)
