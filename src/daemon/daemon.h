@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "cgdelegate.h"
 #include "config.h"
 #include "paths.h"
 
@@ -37,6 +38,7 @@ struct gflowd {
     char *shim_path;                /* gflow-shim next to gflowd, else the installed one */
     int64_t mem_total_mb;           /* MemTotal at start; 0 = unknown (no memory checks) */
     const char *memory_enforcement; /* how the shim holds jobs to --memory (its probe) */
+    struct cgdelegate cgroup;       /* gflowd's leaf in a delegated cgroup v2 (cgleaf.c) */
     /* RLIMIT_NOFILE: the soft limit gflowd was started with, which its jobs get, and
      * whether gflowd raised its own to the hard limit. */
     int64_t nofile_soft;

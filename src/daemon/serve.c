@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "api.h"
+#include "cgleaf.h"
 #include "clock.h"
 #include "daemon.h"
 #include "disk.h"
@@ -112,10 +113,14 @@ static void report_ready(const struct serve_opts *o, const char *msg)
  * saying so, so that `gflowd up` returns with no holder named (and a new start may
  * follow at once). */
 static int starting_lock_fd = -1;
+/* The daemon while it starts: a failed start gives its cgroup leaf's controllers back. */
+static struct gflowd *starting_daemon;
 
 static void startup_failed(const struct serve_opts *o, const char *msg)
 {
     log_error("%s", msg);
+    if (starting_daemon)
+        cgleaf_leave(starting_daemon);
     if (starting_lock_fd >= 0) {
         if (ftruncate(starting_lock_fd, 0) < 0)
             log_warn("cannot empty the lock file: %s", strerror(errno));
@@ -620,7 +625,6 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     d->started_at = now_wall();
     d->shim_path = find_shim();
     d->mem_total_mb = proc_mem_total_mb();
-    d->memory_enforcement = probe_memory_enforcement(d->shim_path);
     serve_resolve_admin_group(d);
     if (mkdir_p(d->paths.data_dir, 0700) < 0) {
         err = xasprintf("cannot create %s: %s", d->paths.data_dir, strerror(errno));
@@ -631,6 +635,10 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     if (lock_fd < 0)
         startup_failed(o, err);
     starting_lock_fd = lock_fd;
+    /* Once this is the only gflowd, and before any shim starts (the probe's too). */
+    cgleaf_enter(d);
+    starting_daemon = d;
+    d->memory_enforcement = probe_memory_enforcement(d->shim_path);
     startopts_save(d, o);
     if (runner_init(d, &err) < 0)
         startup_failed(o, err);
@@ -672,6 +680,7 @@ int serve(struct gflowd *d, const struct serve_opts *o)
              d->paths.socket_path, d->paths.data_dir, d->system ? " (system daemon)" : "");
     launch_standby_start(d);
     starting_lock_fd = -1; /* started: the lock is held until the daemon exits */
+    starting_daemon = NULL;
     report_ready(o, "ok\n");
     /* The socket answers from here on: systemd (Type=notify) may start what needs it. */
     char *ready = xasprintf("READY=1\nMAINPID=%ld\nSTATUS=serving on %s", (long)getpid(),
@@ -689,6 +698,7 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     d->api = NULL;
     jobs_commit(d->jobs);
     runner_shutdown(d);
+    cgleaf_leave(d);
     loop_cancel_timer(s.poll_timer);
     loop_cancel_timer(s.pass_timer);
     loop_cancel_timer(s.checkpoint_timer);

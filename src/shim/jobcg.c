@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cgdelegate.h"
 #include "files.h"
 #include "util.h"
 
@@ -39,9 +40,22 @@ static int shim_jobcg_make(const char *base, const char *dir, int *procs_fd, cha
     return -1;
 }
 
-/* cgroup v2: <the shim's own cgroup>/gflow-job-<id>.<shim pid> in the unified
- * hierarchy. No controller needs to be enabled for it: membership is what counts (and
- * cgroup.kill). Returns its directory, or NULL with *why. */
+/* The cgroup a v2 job cgroup goes in: the one gflowd names in GFLOW_SHIM_CGROUP_BASE
+ * (the service's cgroup, when gflowd moved itself and its shims into a leaf of it:
+ * src/common/cgdelegate.h) if it is in this hierarchy, else the shim's own cgroup. */
+static char *shim_jobcg_v2_base(const char *point, const char *root)
+{
+    const char *given = getenv(CGDELEGATE_ENV);
+    size_t n = strlen(point);
+    if (given && strncmp(given, point, n) == 0 && given[n] == '/')
+        return xstrdup(given);
+    return shim_cgroup_base(NULL, point, root);
+}
+
+/* cgroup v2: <base>/gflow-job-<id>.<shim pid> in the unified hierarchy, base being the
+ * shim's own cgroup or the one gflowd names. No controller needs to be enabled for it:
+ * membership is what counts (and cgroup.kill). Returns its directory, or NULL with
+ * *why. */
 static char *shim_jobcg_v2(int64_t job_id, int *procs_fd, char **why)
 {
     char *point, *root;
@@ -49,7 +63,7 @@ static char *shim_jobcg_v2(int64_t job_id, int *procs_fd, char **why)
         *why = xstrdup("no cgroup2 hierarchy is mounted");
         return NULL;
     }
-    char *base = shim_cgroup_base(NULL, point, root);
+    char *base = shim_jobcg_v2_base(point, root);
     free(point);
     free(root);
     char *dir = xasprintf("%s/gflow-job-%lld.%ld", base, (long long)job_id, (long)getpid());

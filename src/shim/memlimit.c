@@ -58,6 +58,26 @@ static int shim_memlimit_make(const char *dir, const struct shim_memlimit_settin
     return -1;
 }
 
+/* Writes memory.max (and memory.swap.max = 0, memory.oom.group = 1 where they exist) of
+ * the job's v2 cgroup dir. 0, or -1 with *why (NULL: not wanted). */
+static int shim_memlimit_v2_write(const char *dir, long long bytes, char **why)
+{
+    char limit[32];
+    snprintf(limit, sizeof(limit), "%lld", bytes);
+    const struct shim_memlimit_setting set[] = {{"memory.max", limit, false},
+                                                {"memory.swap.max", "0", true},
+                                                {"memory.oom.group", "1", true}};
+    for (size_t i = 0; i < sizeof(set) / sizeof(set[0]); i++) {
+        if (shim_cgroup_write(dir, set[i].file, set[i].value) < 0 &&
+            !(set[i].optional && errno == ENOENT)) {
+            if (why)
+                *why = xasprintf("cannot write %s/%s: %s", dir, set[i].file, strerror(errno));
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* cgroup v2: the job's own cgroup (step 9) with memory.max. Its parent, the shim's own
  * cgroup, must have the memory controller and enable it for its children; a cgroup
  * with processes in it (the shim's, unless it is the root) cannot enable controllers
@@ -82,19 +102,7 @@ static int shim_memlimit_v2(const struct shim_jobcg *cg, long long bytes, char *
         *why = xasprintf("cannot enable the memory controller in %s/cgroup.subtree_control: %s",
                          base, strerror(errno));
     } else {
-        char limit[32];
-        snprintf(limit, sizeof(limit), "%lld", bytes);
-        const struct shim_memlimit_setting set[] = {{"memory.max", limit, false},
-                                                    {"memory.swap.max", "0", true},
-                                                    {"memory.oom.group", "1", true}};
-        rc = 0;
-        for (size_t i = 0; rc == 0 && i < sizeof(set) / sizeof(set[0]); i++) {
-            if (shim_cgroup_write(cg->dir, set[i].file, set[i].value) < 0 &&
-                !(set[i].optional && errno == ENOENT)) {
-                *why = xasprintf("cannot write %s/%s: %s", cg->dir, set[i].file, strerror(errno));
-                rc = -1;
-            }
-        }
+        rc = shim_memlimit_v2_write(cg->dir, bytes, why);
     }
     free(base);
     return rc;
@@ -170,15 +178,42 @@ int shim_memlimit_setup(const struct shim_opts *o, struct shim_exec *ex,
     return 0;
 }
 
+/* Whether the job's processes together hold more than its limit (the watchdog's sum). */
+static bool shim_memlimit_rss_over(const struct shim_run *r)
+{
+    return shim_proctree_rss_kb(r->self) > (long long)r->mem.limit_mb * 1024;
+}
+
+/* cgroup v2: whether the OOM killer struck in the job's cgroup. A gflowd in a leaf of
+ * its service's cgroup turns the memory controller off there when it exits (systemd
+ * could not start the next one in that cgroup otherwise): memory.max is gone until
+ * the next gflowd turns it on again, with the limit reset to "max". Meanwhile the
+ * watchdog's sum holds the job to its limit, and the limit is written again once the
+ * controller is back. */
+static bool shim_memlimit_v2_over(struct shim_run *r)
+{
+    long long kills = shim_cgroup_read_num(r->mem.dir, "memory.events", "oom_kill");
+    if (kills > 0)
+        return true;
+    if (kills < 0) {
+        r->mem.lapsed = true;
+        return shim_memlimit_rss_over(r);
+    }
+    if (r->mem.lapsed &&
+        shim_memlimit_v2_write(r->mem.dir, (long long)r->mem.limit_mb * 1048576, NULL) == 0)
+        r->mem.lapsed = false;
+    return false;
+}
+
 /* Whether the job is over its memory limit now: for the watchdog its RSS, for a
  * memory cgroup whether the kernel's OOM killer has struck in it. */
-static bool shim_memlimit_over(const struct shim_run *r)
+static bool shim_memlimit_over(struct shim_run *r)
 {
     switch (r->mem.method) {
     case SHIM_MEM_WATCHDOG:
-        return shim_proctree_rss_kb(r->self) > (long long)r->mem.limit_mb * 1024;
+        return shim_memlimit_rss_over(r);
     case SHIM_MEM_V2:
-        return shim_cgroup_read_num(r->mem.dir, "memory.events", "oom_kill") > 0;
+        return shim_memlimit_v2_over(r);
     case SHIM_MEM_V1:
         /* "oom_kill N" exists since Linux 4.13; before, only the end can tell. */
         return shim_cgroup_read_num(r->mem.dir, "memory.oom_control", "oom_kill") > 0;

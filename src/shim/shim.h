@@ -136,6 +136,8 @@ struct shim_memlimit {
     char *dir;        /* the job's memory cgroup (v2, v1); NULL: none */
     bool own_dir;     /* dir was made for the limit (v1), not the job's cgroup (v2) */
     bool oom;         /* the job was killed for memory */
+    bool lapsed;      /* v2: the memory controller was turned off above the job (a
+                       * gflowd restarting in a leaf): memory.max to write again */
 };
 
 /* The job's output on its way to the log (relay.c). */
