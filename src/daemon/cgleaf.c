@@ -29,8 +29,7 @@ void cgleaf_enter(struct gflowd *d)
         log_info("cgroup v2 leaf: gflowd is in %s; job cgroups go in %s (%s enabled there)",
                  d->cgroup.leaf_dir, d->cgroup.service_dir, d->cgroup.enabled);
     } else {
-        log_info("cgroup v2 leaf: not used, job cgroups stay below the shim's own cgroup: %s",
-                 why);
+        log_info("cgroup v2 leaf: not used, job cgroups stay below the shim's own cgroup: %s", why);
     }
     free(why);
     free(dir);

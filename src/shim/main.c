@@ -159,13 +159,19 @@
  *     unless the job's main process had already exited), "oom" is true, and its log
  *     gets one line "gflow-shim: job exceeded its memory limit of MIB MiB (<method>)".
  *     A v1 cgroup is removed once nothing of the job is left. The method used goes into
- *     the exit file as "memory_enforcement". For tests, GFLOW_SHIM_MEMORY_METHOD=v2,
+ *     the exit file as "memory_enforcement". Should the memory controller be turned
+ *     off above a v2 job meanwhile (memory.events gone: a gflowd in a leaf of its
+ *     service's cgroup gives the controllers back when it stops), the shim holds the
+ *     job to its limit by the watchdog's sum until it is back, then writes memory.max
+ *     and the rest again. For tests, GFLOW_SHIM_MEMORY_METHOD=v2,
  *     v1 or watchdog in the shim's environment allows only that method; if it is
  *     unavailable, the job does not start (exit_code 125, the error says why).
  *  9. Every job gets a cgroup of its own where one can be made, which each copy joins
  *     in the forked child before it changes user and execs (a copy that cannot join
  *     exits 125), so that everything the job starts stays in it: gflow-job-<id>.<shim
- *     pid> below the shim's own cgroup in the unified (cgroup2) hierarchy, else
+ *     pid> below the shim's own cgroup in the unified (cgroup2) hierarchy (below the
+ *     cgroup GFLOW_SHIM_CGROUP_BASE names instead, when gflowd sets it: the service's
+ *     cgroup, gflowd and its shims being in a leaf of it, src/common/cgdelegate.h), else
  *     gflow/job-<id>.<shim pid> below the shim's own cgroup of the v1 freezer
  *     hierarchy. No controller is needed; a non-root shim makes one only where its own
  *     cgroup is writable to it (a delegated subtree). Where none can be made the job

@@ -127,8 +127,8 @@ static void test_own_dir_hybrid_and_namespaced(void **state)
     free(dir);
     assert_null(cgdelegate_own_dir(sub, "0::/elsewhere\n", &is_root));
     /* No cgroup2 mount, or no unified line. */
-    assert_null(cgdelegate_own_dir("31 25 0:27 / /a rw - cgroup cgroup rw,memory\n", "0::/\n",
-                                   &is_root));
+    assert_null(
+        cgdelegate_own_dir("31 25 0:27 / /a rw - cgroup cgroup rw,memory\n", "0::/\n", &is_root));
     assert_null(cgdelegate_own_dir(hybrid, "4:memory:/x\n", &is_root));
 }
 
@@ -216,8 +216,7 @@ static void test_root_needs_delegate_mark(void **state)
 static void test_not_writable_is_not_delegated(void **state)
 {
     struct fixture *f = *state;
-    if (geteuid() == 0)
-    {
+    if (geteuid() == 0) {
         print_message("skipped: run as root, which access() lets write anything\n");
         skip();
     }
