@@ -90,13 +90,20 @@ def delegated():
     remove_cgroup_tree(cg)
 
 
+def run_log(g):
+    """What `gflowd run` printed (its log goes to stderr, the journal under systemd)."""
+    p = g.root / "gflowd-run.log"
+    return p.read_text(errors="replace") if p.exists() else ""
+
+
 def run_daemon_in(g, cg):
     """`gflowd run` as the unit starts it, born in cg (the child joins it before exec)."""
     def join():
         (cg / "cgroup.procs").write_text(str(os.getpid()))
-    p = subprocess.Popen([binary("gflowd"), "run"], env=g.env, cwd=g.work,
-                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL, preexec_fn=join)
+    with open(g.root / "gflowd-run.log", "ab") as log:
+        p = subprocess.Popen([binary("gflowd"), "run"], env=g.env, cwd=g.work,
+                             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                             preexec_fn=join)
     wait_for(lambda: g.sock.exists() and g.health_ok(), "gflowd run to answer", timeout=15)
     g.started = True
     return p
@@ -133,7 +140,7 @@ def test_daemon_moves_into_a_leaf_and_jobs_get_memory_max(make_gflow, delegated)
         assert own_cgroup(p.pid) == f"{rel}/gflowd", own_cgroup(p.pid)
         assert words(cg / "cgroup.procs") == []
         assert "memory" in words(cg / "cgroup.subtree_control")
-        assert f"cgroup v2 leaf: gflowd is in {cg}/gflowd" in g.daemon_log()
+        assert f"cgroup v2 leaf: gflowd is in {cg}/gflowd" in run_log(g)
         status = g.gflowd("status", check=True).stdout
         line = next(l for l in status.splitlines() if l.startswith("Memory:"))
         assert "cgroup v2" in line, line
@@ -185,7 +192,7 @@ def test_shared_cgroup_is_left_alone(make_gflow, delegated):
         try:
             assert not (cg / "gflowd").exists()
             assert "memory" not in words(cg / "cgroup.subtree_control")
-            assert f"also holds process {other.pid}" in g.daemon_log(), g.daemon_log()
+            assert f"also holds process {other.pid}" in run_log(g), run_log(g)
         finally:
             stop_daemon(p)
     finally:
@@ -206,6 +213,6 @@ def test_unmarked_cgroup_is_not_touched(make_gflow, delegated):
     try:
         assert not (cg / "gflowd").exists()
         assert own_cgroup(p.pid) == "/" + str(cg.relative_to(cgroup2_mount()))
-        assert "is not marked as delegated" in g.daemon_log(), g.daemon_log()
+        assert "is not marked as delegated" in run_log(g), run_log(g)
     finally:
         stop_daemon(p)
