@@ -82,6 +82,8 @@ def remove_cgroup_tree(cg):
 
 @pytest.fixture
 def delegated():
+    """The delegated cgroup; requested before make_gflow, so that it is removed after the
+    sandbox's processes are gone."""
     cg = delegated_cgroup_or_skip()
     yield cg
     wait_for(lambda: not any(words(p / "cgroup.procs") for p in [cg, *cg.rglob("*")]
@@ -129,7 +131,7 @@ def job_cgroup(g, job):
     return wait_for(find, f"job {job}'s cgroup line in its lock file")
 
 
-def test_daemon_moves_into_a_leaf_and_jobs_get_memory_max(make_gflow, delegated):
+def test_daemon_moves_into_a_leaf_and_jobs_get_memory_max(delegated, make_gflow):
     cg = delegated
     mount = cgroup2_mount()
     g = make_gflow(start=False)
@@ -180,7 +182,7 @@ def test_daemon_moves_into_a_leaf_and_jobs_get_memory_max(make_gflow, delegated)
             stop_daemon(p)
 
 
-def test_shared_cgroup_is_left_alone(make_gflow, delegated):
+def test_shared_cgroup_is_left_alone(delegated, make_gflow):
     """A cgroup gflowd does not have to itself (another process in it) is not
     rearranged: today's layout, and one log line says why."""
     cg = delegated
@@ -200,7 +202,7 @@ def test_shared_cgroup_is_left_alone(make_gflow, delegated):
         other.wait()
 
 
-def test_unmarked_cgroup_is_not_touched(make_gflow, delegated):
+def test_unmarked_cgroup_is_not_touched(delegated, make_gflow):
     """Root's gflowd in a cgroup without systemd's delegation mark keeps today's layout."""
     cg = delegated
     try:
