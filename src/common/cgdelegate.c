@@ -101,7 +101,7 @@ bool cgdelegate_is_delegated(const char *dir, uid_t euid, char **why)
         if (cgdelegate_marked(dir, "trusted.delegate") || cgdelegate_marked(dir, "user.delegate"))
             return true;
         *why = xasprintf("%s is not marked as delegated (no trusted.delegate xattr: the unit "
-                         "needs Delegate=yes, systemd >= 251)",
+                         "needs Delegate=yes and a systemd that marks it)",
                          dir);
         return false;
     }

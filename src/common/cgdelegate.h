@@ -35,7 +35,7 @@ struct cgdelegate {
 char *cgdelegate_own_dir(const char *mountinfo, const char *proc_cgroup, bool *is_root);
 
 /* Whether dir was given to this process to manage: root needs systemd's mark
- * (the trusted.delegate or user.delegate xattr = "1", systemd >= 251), anyone else
+ * (the trusted.delegate or user.delegate xattr = "1", which recent systemd sets), anyone else
  * needs dir, its cgroup.procs and cgroup.subtree_control writable (systemd chowns them
  * to a User= service with Delegate=yes). *why says why not. */
 bool cgdelegate_is_delegated(const char *dir, uid_t euid, char **why);
