@@ -184,6 +184,16 @@ static bool shim_memlimit_rss_over(const struct shim_run *r)
     return shim_proctree_rss_kb(r->self) > (long long)r->mem.limit_mb * 1024;
 }
 
+/* Whether the memory controller's files are gone from the job's v2 cgroup (turned off
+ * above it), rather than only an old kernel's memory.events lacking "oom_kill". */
+static bool shim_memlimit_v2_gone(const char *dir)
+{
+    char *path = xasprintf("%s/memory.max", dir);
+    bool gone = access(path, F_OK) < 0 && errno == ENOENT;
+    free(path);
+    return gone;
+}
+
 /* cgroup v2: whether the OOM killer struck in the job's cgroup. A gflowd in a leaf of
  * its service's cgroup turns the memory controller off there when it exits (systemd
  * could not start the next one in that cgroup otherwise): memory.max is gone until
@@ -195,7 +205,7 @@ static bool shim_memlimit_v2_over(struct shim_run *r)
     long long kills = shim_cgroup_read_num(r->mem.dir, "memory.events", "oom_kill");
     if (kills > 0)
         return true;
-    if (kills < 0) {
+    if (kills < 0 && shim_memlimit_v2_gone(r->mem.dir)) {
         r->mem.lapsed = true;
         return shim_memlimit_rss_over(r);
     }
