@@ -5,7 +5,11 @@
  * crash of the daemon, and against power loss up to the last checkpoint), automatic
  * checkpoints off (they stall a commit for 5-10 ms; the daemon calls store_checkpoint
  * when idle, and a WAL hook forces one only if the log grows past STORE_WAL_FORCE_PAGES
- * because the daemon never got idle), foreign keys on, a busy timeout.
+ * because the daemon never got idle), foreign keys on, a busy timeout, and no cache
+ * spill: a transaction keeps its dirty pages in memory until it commits, beyond
+ * cache_size if it must (freed again after). With spills, the pages of a large
+ * transaction went to the WAL again and again (a 100,000-job sweep: 592,374 pwrites
+ * instead of 9,942, a third of the daemon's time).
  *
  * Room kept for commits on a full disk (reserve()): the WAL file is made
  * STORE_WAL_RESERVE bytes long at open, its blocks allocated. SQLite writes the log
@@ -188,7 +192,8 @@ static int configure(struct store *s)
              "PRAGMA synchronous=NORMAL;"
              "PRAGMA wal_autocheckpoint=0;"
              "PRAGMA foreign_keys=ON;"
-             "PRAGMA journal_size_limit=%d;",
+             "PRAGMA journal_size_limit=%d;"
+             "PRAGMA cache_spill=OFF;",
              STORE_JOURNAL_SIZE_LIMIT);
     if (store_exec(s, sql, "configuring the database") < 0)
         return -1;
