@@ -338,7 +338,7 @@ int store_commit(struct store *s)
         return -1;
     if (sqlite3_get_autocommit(s->db))
         return 0;
-    if (store_step_done(s, s->st_commit, "committing") == 0) {
+    if (store_save_next_id(s) == 0 && store_step_done(s, s->st_commit, "committing") == 0) {
         s->tx_open = false;
         return 0;
     }

@@ -54,11 +54,11 @@ int store_gpu_sample(struct store *s, int gpu, int64_t slot, double time, int ut
  * those running that started before its end (jobs_active). */
 static const char jobs_sql[] =
     "SELECT user, project, gpu_ids, state, submit_time, start_time, end_time, gpus, reason_code"
-    " FROM jobs WHERE state IN (3,4,5,6) AND end_time >= ?1 AND end_time < ?2"
+    " FROM jobs WHERE " STORE_ENDED " AND end_time >= ?1 AND end_time < ?2"
     " AND (?3 IS NULL OR user = ?3)"
     " UNION ALL "
     "SELECT user, project, gpu_ids, state, submit_time, start_time, end_time, gpus, reason_code"
-    " FROM jobs WHERE state IN (0,1,2) AND state = 2 AND start_time < ?2"
+    " FROM jobs WHERE " STORE_ACTIVE " AND state = 2 AND start_time < ?2"
     " AND (?3 IS NULL OR user = ?3)";
 
 static const char samples_sql[] =
