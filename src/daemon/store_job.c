@@ -316,8 +316,9 @@ int store_update_state(struct store *s, const struct job *j)
     return store_step_update(s, st, rc, j);
 }
 
-/* The tasks of an array or a sweep usually share the first job's environment (and script):
- * it is stored once, with that job (the group's id), and read from there. */
+/* The tasks of an array or a sweep usually share the first job's environment (and
+ * script, and a sweep's templates): stored once, with that job (the group's id), and
+ * read from there. */
 static int read_group_payload(struct store *s, struct job *j)
 {
     struct job leader;
@@ -336,6 +337,8 @@ static int read_group_payload(struct store *s, struct job *j)
         j->script_template = xstrdup(leader.script_template);
     if (j->params && j->command && !j->command_template && leader.command_template)
         j->command_template = xstrdup(leader.command_template);
+    if (j->params && !j->name_template && leader.name_template)
+        j->name_template = xstrdup(leader.name_template);
     job_clear(&leader);
     return 0;
 }
