@@ -11,10 +11,15 @@
 #include "util.h"
 
 /* A copy of base for one task of an array or a sweep (the payload shared or copied). */
-static struct job *task_of(const struct job *base)
+/* A task of base. Only the first (the group's leader) gets its own copy of the script;
+ * the others share the environment object and leave the script (an array's) and the
+ * templates (a sweep's) to the first: the store keeps those once, with the group's
+ * leader, and reads them from there (store_job.c, payload_beside), so 100,000 copies
+ * would only be compared and freed. */
+static struct job *task_of(const struct job *base, bool first)
 {
     struct job *t = job_dup(base, false);
-    t->script = base->script ? xstrdup(base->script) : NULL;
+    t->script = first && base->script ? xstrdup(base->script) : NULL;
     t->env = base->env ? json_incref(base->env) : NULL;
     return t;
 }
@@ -37,7 +42,7 @@ int sweep_expand(struct job *base, const json_t *array, const json_t *params,
             goto fail;
         jobs = xmalloc(n * sizeof(*jobs));
         for (size_t i = 0; i < n; i++) {
-            struct job *t = task_of(base);
+            struct job *t = task_of(base, i == 0);
             t->array_task = tasks[i];
             char suffix[24];
             snprintf(suffix, sizeof(suffix), "_%lld", (long long)tasks[i]);
@@ -81,23 +86,27 @@ int sweep_expand(struct job *base, const json_t *array, const json_t *params,
                 free(pv);
                 goto fail;
             }
-            struct job *t = task_of(base);
+            bool first = r == 0;
+            struct job *t = task_of(base, first);
             jobs[n++] = t;
-            /* The job keeps its values and the templates (gjob update --param). */
+            /* The job keeps its values and (through the first) the templates (gjob
+             * update --param). */
             t->params = json_object();
             for (size_t k = 0; k < nn; k++)
                 json_object_set_new(t->params, pn[k], json_string(pv[k]));
-            if (name_tmpl)
+            if (name_tmpl && first)
                 t->name_template = xstrdup(json_string_value(name_tmpl));
             if (base->command) {
                 free(t->command);
                 t->command = sweep_fill_command(base->command, pn, pv, nn);
-                t->command_template = xstrdup(base->command);
+                if (first)
+                    t->command_template = xstrdup(base->command);
             }
             if (base->script) {
                 free(t->script);
                 t->script = sweep_fill_command(base->script, pn, pv, nn);
-                t->script_template = xstrdup(base->script);
+                if (first)
+                    t->script_template = xstrdup(base->script);
             }
             free(t->name);
             char suffix[24];

@@ -29,6 +29,7 @@ struct gflowd {
     struct api *api;
     struct disk *disk;       /* room on the data and log filesystems */
     struct resv_table *resv; /* GPU reservations (gctl reserve; resv.h) */
+    struct gpu_samples *samples; /* GPU utilisation for gstats --gpu (gpu_samples.h) */
     bool system;             /* started as root: serves every user, runs jobs as their submitters */
     uid_t uid;               /* the daemon's own uid */
     char *user;              /* and its login name */

@@ -13,6 +13,7 @@
 
 #include "clock.h"
 #include "daemon.h"
+#include "gpu_samples.h"
 #include "stats.h"
 #include "store.h"
 #include "util.h"
@@ -24,6 +25,7 @@
 struct stats_work {
     char *db_path;
     char *user;
+    struct gpu_sample *pending; /* a copy: the loop goes on taking samples */
     struct store_stats_query q;
 };
 
@@ -32,6 +34,7 @@ static void stats_work_free(void *arg)
     struct stats_work *w = arg;
     free(w->db_path);
     free(w->user);
+    free(w->pending);
     free(w);
 }
 
@@ -105,6 +108,13 @@ void route_stats(const struct route_req *r, struct reply *rep)
     if (user && *user && strcmp(user, "all") != 0 && strcmp(user, "*") != 0)
         w->user = xstrdup(user);
     q.user = w->user;
+    const struct gpu_samples *g = r->d->samples;
+    if (q.gpu && g && g->n_pending) {
+        w->pending = xmalloc(g->n_pending * sizeof(*w->pending));
+        memcpy(w->pending, g->pending, g->n_pending * sizeof(*w->pending));
+        q.pending = w->pending;
+        q.n_pending = g->n_pending;
+    }
     w->q = q;
     reply_defer(rep, stats_work_run, w, stats_work_free);
 }

@@ -38,6 +38,7 @@
 #include "files.h"
 #include "gflow_build.h"
 #include "gpu.h"
+#include "gpu_samples.h"
 #include "jobs.h"
 #include "launch.h"
 #include "lockfile.h"
@@ -84,10 +85,7 @@ struct server {
     /* History retention (daemon.keep_finished; -1: not by count, not by age). */
     struct loop_timer *prune_timer;
     int64_t keep_count, keep_age, prune_cursor;
-    /* GPU utilisation samples (gstats --gpu): the next sample's number (its slot in the
-     * ring: modulo daemon.gpu_samples_max) and when the last was taken (monotonic). */
-    int64_t sample_seq;
-    double last_sample;
+    struct gpu_samples samples; /* GPU utilisation for gstats --gpu (d->samples) */
 };
 
 /* Pruning the history: PRUNE_ROWS jobs looked at per step, PRUNE_BUSY_SECS apart while
@@ -183,33 +181,15 @@ static void poll_cb(void *arg)
 }
 
 /* One utilisation sample per GPU per poll (reads that come sooner, after a job started
- * or ended, are not sampled): a row of the ring, written with the iteration's commit. */
+ * or ended, are not sampled). */
 static void record_gpu_samples(struct server *s)
 {
     struct gflowd *d = s->d;
     double now = now_mono();
     if (disk_full(d->disk) ||
-        (s->last_sample > 0 && now - s->last_sample < d->cfg.gpu_poll_interval_secs * 0.5))
+        (s->samples.last > 0 && now - s->samples.last < d->cfg.gpu_poll_interval_secs * 0.5))
         return;
-    const struct gpu_set *set = gpu_current(d->gpus);
-    int64_t slot = s->sample_seq % d->cfg.gpu_samples_max;
-    bool any = false;
-    double t = now_wall();
-    for (size_t i = 0; i < set->n_gpus; i++) {
-        int util = set->gpus[i].utilization_gpu;
-        if (util < 0)
-            continue;
-        if (store_begin(d->store) < 0 ||
-            store_gpu_sample(d->store, set->gpus[i].index, slot, t, util) < 0) {
-            log_debug("recording GPU utilisation: %s", store_error(d->store));
-            return;
-        }
-        any = true;
-    }
-    if (any) {
-        s->sample_seq++;
-        s->last_sample = now;
-    }
+    gpu_samples_take(&s->samples, d->store, gpu_current(d->gpus), now, now_wall());
 }
 
 /* The NVML worker answered (a read, or NVML opening at last). */
@@ -649,8 +629,9 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     d->resv = xcalloc(1, sizeof(*d->resv));
     if (resv_load(d->resv, d->store, &err) < 0)
         startup_failed(o, err);
-    if (store_gpu_samples_start(d->store, d->cfg.gpu_samples_max, &s.sample_seq) < 0)
+    if (gpu_samples_start(&s.samples, d->store, d->cfg.gpu_samples_max) < 0)
         startup_failed(o, store_error(d->store));
+    d->samples = &s.samples;
     if (loop_init() < 0 || setup_signals(d) < 0)
         startup_failed(o, "cannot set up the event loop");
     d->jobs = jobs_new(d->store);
@@ -693,6 +674,8 @@ int serve(struct gflowd *d, const struct serve_opts *o)
 
     sdnotify_send("STOPPING=1\nSTATUS=stopping; running jobs keep running");
 
+    if (!disk_full(d->disk) && gpu_samples_flush(&s.samples, d->store) < 0)
+        log_debug("recording GPU utilisation: %s", store_error(d->store));
     jobs_commit(d->jobs);
     api_stop(d->api);
     d->api = NULL;
@@ -716,6 +699,8 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     resv_free(d->resv);
     free(d->resv);
     d->resv = NULL;
+    gpu_samples_free(&s.samples);
+    d->samples = NULL;
     disk_free(d->disk);
     d->disk = NULL;
     jobs_free(d->jobs);

@@ -5,7 +5,11 @@
  * crash of the daemon, and against power loss up to the last checkpoint), automatic
  * checkpoints off (they stall a commit for 5-10 ms; the daemon calls store_checkpoint
  * when idle, and a WAL hook forces one only if the log grows past STORE_WAL_FORCE_PAGES
- * because the daemon never got idle), foreign keys on, a busy timeout.
+ * because the daemon never got idle), foreign keys on, a busy timeout, and no cache
+ * spill: a transaction keeps its dirty pages in memory until it commits, beyond
+ * cache_size if it must (freed again after). With spills, the pages of a large
+ * transaction went to the WAL again and again (a 100,000-job sweep: 592,374 pwrites
+ * instead of 9,942, a third of the daemon's time).
  *
  * Room kept for commits on a full disk (reserve()): the WAL file is made
  * STORE_WAL_RESERVE bytes long at open, its blocks allocated. SQLite writes the log
@@ -24,6 +28,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <sqlite3.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -35,6 +40,7 @@
 #include "util.h"
 
 #define STORE_BUSY_TIMEOUT_MS 5000
+#define STORE_TRIM_BYTES (8 * 1024 * 1024)
 /* The WAL's reserved length, and the chunks the database file grows by. */
 #define STORE_WAL_RESERVE (4 * 1024 * 1024)
 #define STORE_CHUNK_BYTES (1024 * 1024)
@@ -188,7 +194,8 @@ static int configure(struct store *s)
              "PRAGMA synchronous=NORMAL;"
              "PRAGMA wal_autocheckpoint=0;"
              "PRAGMA foreign_keys=ON;"
-             "PRAGMA journal_size_limit=%d;",
+             "PRAGMA journal_size_limit=%d;"
+             "PRAGMA cache_spill=OFF;",
              STORE_JOURNAL_SIZE_LIMIT);
     if (store_exec(s, sql, "configuring the database") < 0)
         return -1;
@@ -315,6 +322,17 @@ const char *store_lost_error(const struct store *s)
     return s->lost ? s->lost_err : NULL;
 }
 
+/* The bytes SQLite's page cache holds. A large transaction keeps its pages there until
+ * it commits (no spill), and they go back to malloc then; beyond STORE_TRIM_BYTES,
+ * store_commit gives them back to the system too, so that one 100,000-job submission
+ * does not leave the daemon ~20 MB larger. */
+static int cache_used(struct store *s)
+{
+    int used = 0, peak;
+    sqlite3_db_status(s->db, SQLITE_DBSTATUS_CACHE_USED, &used, &peak, 0);
+    return used;
+}
+
 int store_begin(struct store *s)
 {
     if (store_refuse_if_lost(s) < 0)
@@ -333,8 +351,11 @@ int store_commit(struct store *s)
         return -1;
     if (sqlite3_get_autocommit(s->db))
         return 0;
-    if (store_step_done(s, s->st_commit, "committing") == 0) {
+    bool large = cache_used(s) > STORE_TRIM_BYTES;
+    if (store_save_next_id(s) == 0 && store_step_done(s, s->st_commit, "committing") == 0) {
         s->tx_open = false;
+        if (large)
+            malloc_trim(0);
         return 0;
     }
     /* Still open (SQLITE_BUSY, say): the caller may retry the commit or roll back. Rolled

@@ -146,6 +146,14 @@ int store_gpu_samples_start(struct store *s, int64_t max, int64_t *next);
 /* Records GPU gpu's utilisation (percent) at time in slot (overwriting what was there). */
 int store_gpu_sample(struct store *s, int gpu, int64_t slot, double time, int util);
 
+/* A GPU utilisation sample: a row of the ring. */
+struct gpu_sample {
+    int gpu;
+    int64_t slot;
+    double time; /* unix seconds */
+    int util;    /* percent */
+};
+
 struct store_stats_query {
     enum stats_by by;
     double since, until; /* the period [since, until) */
@@ -153,6 +161,9 @@ struct store_stats_query {
     const char *user;    /* NULL: every user */
     bool gpu;            /* the GPU samples instead of the jobs */
     int buckets;         /* slices of the samples' time series */
+    /* Samples not written yet (gpu_samples.h), counted as if they were. */
+    const struct gpu_sample *pending;
+    size_t n_pending;
 };
 /* Reads the database at db_path on a read-only connection of its own (safe on any
  * thread, while the daemon writes): stats_json() of the period's jobs, or

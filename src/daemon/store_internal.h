@@ -12,6 +12,13 @@
 #include "store.h"
 #include "util.h"
 
+/* The conditions of the partial indexes jobs_active (PD, H, R) and jobs_end (CD, F, CA,
+ * TO), as queries must spell them for the planner to use those (store_schema.c, 18). */
+#define STORE_ACTIVE "state < 3"
+#define STORE_ENDED "state > 2"
+_Static_assert(JOB_QUEUED == 0 && JOB_HELD == 1 && JOB_RUNNING == 2 && JOB_STATE_COUNT == 7,
+               "STORE_ACTIVE and STORE_ENDED split the states here");
+
 /* The columns of a job: jobs' own in table order, then the payload's (job_payload).
  * Every statement on job rows is generated from this list, with ?N = column N-1, so
  * binding and reading cannot drift apart. */
@@ -92,6 +99,9 @@ struct store {
     sqlite3 *db;
     char err[512];
     int64_t next_id;
+    /* Jobs inserted in the open transaction raised next_id: store_commit writes it to
+     * meta then, once per transaction rather than once per job. */
+    bool next_id_unsaved;
     /* A COMMIT (or a statement inside the transaction) failed and SQLite rolled the
      * transaction back by itself (I/O error, disk full): its changes are gone, but the
      * caller has not acknowledged that yet. lost_full: for want of space. */
@@ -130,6 +140,8 @@ int store_step_done(struct store *s, sqlite3_stmt *st, const char *context);
 int store_refuse_if_lost(struct store *s);
 /* Runs sql (one or more statements, no rows wanted); context prefixes the error. 0 or -1. */
 int store_exec(struct store *s, const char *sql, const char *context);
+/* Writes next_id to meta if inserts raised it in the open transaction (store_commit). */
+int store_save_next_id(struct store *s);
 /* The first column of sql's first row into *out (left as it is when there is no row).
  * 0 or -1. */
 int store_query_int(struct store *s, const char *sql, int64_t *out);

@@ -86,7 +86,7 @@ int store_prepare_statements(struct store *s)
 
     strbuf_adds(&sb, "SELECT ");
     store_add_column_list(&sb, C_LIGHT_COUNT);
-    strbuf_adds(&sb, " FROM jobs WHERE state IN (0,1,2) ORDER BY id");
+    strbuf_adds(&sb, " FROM jobs WHERE " STORE_ACTIVE " ORDER BY id");
     rc |= prepare_sb(s, &s->st_load_active, &sb);
     strbuf_free(&sb);
 
@@ -205,13 +205,21 @@ static int insert_row(struct store *s, const struct job *j)
         return -1;
     if (insert_deps(s, j) < 0)
         return -1;
-    if (j->id < s->next_id)
-        return 0;
+    if (j->id >= s->next_id) {
+        s->next_id = j->id + 1;
+        s->next_id_unsaved = true;
+    }
+    return 0;
+}
 
-    sqlite3_bind_int64(s->st_meta_next, 1, j->id + 1);
+int store_save_next_id(struct store *s)
+{
+    if (!s->next_id_unsaved)
+        return 0;
+    sqlite3_bind_int64(s->st_meta_next, 1, s->next_id);
     if (store_step_done(s, s->st_meta_next, "recording the next job id") < 0)
         return -1;
-    s->next_id = j->id + 1;
+    s->next_id_unsaved = false;
     return 0;
 }
 
@@ -308,8 +316,9 @@ int store_update_state(struct store *s, const struct job *j)
     return store_step_update(s, st, rc, j);
 }
 
-/* The tasks of an array or a sweep usually share the first job's environment (and script):
- * it is stored once, with that job (the group's id), and read from there. */
+/* The tasks of an array or a sweep usually share the first job's environment (and
+ * script, and a sweep's templates): stored once, with that job (the group's id), and
+ * read from there. */
 static int read_group_payload(struct store *s, struct job *j)
 {
     struct job leader;
@@ -328,6 +337,8 @@ static int read_group_payload(struct store *s, struct job *j)
         j->script_template = xstrdup(leader.script_template);
     if (j->params && j->command && !j->command_template && leader.command_template)
         j->command_template = xstrdup(leader.command_template);
+    if (j->params && !j->name_template && leader.name_template)
+        j->name_template = xstrdup(leader.name_template);
     job_clear(&leader);
     return 0;
 }

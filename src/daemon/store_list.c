@@ -188,7 +188,7 @@ static int build_list_sql(struct store *s, const struct store_query *q, bool rev
         /* A constant copy of the partial index's condition, so the planner may use it
          * (it cannot know what the parameters will hold). */
         if (all_active)
-            strbuf_adds(sb, " AND state IN (0,1,2)");
+            strbuf_adds(sb, " AND " STORE_ACTIVE);
         glue = " AND ";
     }
     if (q->running_cancelling_only) {
@@ -418,7 +418,7 @@ int store_load_groups(struct store *s, store_group_cb cb, void *arg)
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(s->db,
                            "SELECT id, max_concurrent FROM job_groups WHERE id IN"
-                           " (SELECT group_id FROM jobs WHERE state IN (0,1,2)) ORDER BY id",
+                           " (SELECT group_id FROM jobs WHERE " STORE_ACTIVE ") ORDER BY id",
                            -1, &st, NULL) != SQLITE_OK)
         return store_db_err(s, "preparing to load groups");
     int rc;
@@ -521,7 +521,7 @@ int64_t store_prune(struct store *s, int64_t keep_count, double end_before, int6
             0 ||
         store_adhoc(s, &waiting,
                     "SELECT 1 FROM job_deps d JOIN jobs j ON j.id = d.job_id WHERE d.dep_id = ?1 "
-                    "AND j.state IN (0, 1, 2) LIMIT 1") < 0 ||
+                    "AND j.state < 3 LIMIT 1") < 0 ||
         store_adhoc(s, &del_deps, "DELETE FROM job_deps WHERE dep_id = ?1") < 0 ||
         store_adhoc(s, &del, "DELETE FROM jobs WHERE id = ?1") < 0)
         goto out;

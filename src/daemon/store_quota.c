@@ -9,7 +9,7 @@ int store_gpu_seconds_since(struct store *s, double since, store_gpu_seconds_cb 
     /* Ended states (CD, F, CA, TO); the part of each run after `since`. */
     if (store_adhoc(s, &st,
                     "SELECT user, project, SUM(gpus * (end_time - MAX(start_time, ?1))) FROM jobs"
-                    " WHERE state IN (3, 4, 5, 6) AND gpus > 0 AND start_time > 0"
+                    " WHERE " STORE_ENDED " AND gpus > 0 AND start_time > 0"
                     " AND end_time > ?1 GROUP BY user, project") < 0)
         return -1;
     sqlite3_bind_double(st, 1, since);

@@ -10,6 +10,7 @@
  * read them a second time (or sort them). 1M jobs: ~0.4 s (bench/stats_bench.c). */
 #include <sqlite3.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "store_internal.h"
 
@@ -54,15 +55,15 @@ int store_gpu_sample(struct store *s, int gpu, int64_t slot, double time, int ut
  * those running that started before its end (jobs_active). */
 static const char jobs_sql[] =
     "SELECT user, project, gpu_ids, state, submit_time, start_time, end_time, gpus, reason_code"
-    " FROM jobs WHERE state IN (3,4,5,6) AND end_time >= ?1 AND end_time < ?2"
+    " FROM jobs WHERE " STORE_ENDED " AND end_time >= ?1 AND end_time < ?2"
     " AND (?3 IS NULL OR user = ?3)"
     " UNION ALL "
     "SELECT user, project, gpu_ids, state, submit_time, start_time, end_time, gpus, reason_code"
-    " FROM jobs WHERE state IN (0,1,2) AND state = 2 AND start_time < ?2"
+    " FROM jobs WHERE " STORE_ACTIVE " AND state = 2 AND start_time < ?2"
     " AND (?3 IS NULL OR user = ?3)";
 
 static const char samples_sql[] =
-    "SELECT gpu, time, util FROM gpu_samples WHERE time >= ?1 AND time < ?2";
+    "SELECT gpu, time, util, slot FROM gpu_samples WHERE time >= ?1 AND time < ?2";
 
 static char *db_error(sqlite3 *db, const char *what)
 {
@@ -109,6 +110,50 @@ static int read_jobs(sqlite3 *db, const struct store_stats_query *q, json_t **ou
     return 0;
 }
 
+/* By GPU and slot, then time. */
+static int sample_cmp(const void *a, const void *b)
+{
+    const struct gpu_sample *x = a, *y = b;
+    if (x->gpu != y->gpu)
+        return x->gpu < y->gpu ? -1 : 1;
+    if (x->slot != y->slot)
+        return x->slot < y->slot ? -1 : 1;
+    return (x->time > y->time) - (x->time < y->time);
+}
+
+/* The samples not written yet as the ring will hold them: sorted by GPU and slot, the
+ * latest of each slot only. *n: how many. */
+static struct gpu_sample *pending_ring(const struct store_stats_query *q, size_t *n)
+{
+    *n = 0;
+    if (!q->n_pending)
+        return NULL;
+    struct gpu_sample *p = xmalloc(q->n_pending * sizeof(*p));
+    memcpy(p, q->pending, q->n_pending * sizeof(*p));
+    qsort(p, q->n_pending, sizeof(*p), sample_cmp);
+    for (size_t i = 0; i < q->n_pending; i++) {
+        if (*n && p[*n - 1].gpu == p[i].gpu && p[*n - 1].slot == p[i].slot)
+            (*n)--; /* a later sample overwrites the slot */
+        p[(*n)++] = p[i];
+    }
+    return p;
+}
+
+/* The sample of key's GPU and slot in p (pending_ring's), or NULL. */
+static const struct gpu_sample *pending_ring_find(const struct gpu_sample *p, size_t n,
+                                                  const struct gpu_sample *key)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (p[mid].gpu < key->gpu || (p[mid].gpu == key->gpu && p[mid].slot < key->slot))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && p[lo].gpu == key->gpu && p[lo].slot == key->slot ? &p[lo] : NULL;
+}
+
 static int read_samples(sqlite3 *db, const struct store_stats_query *q, json_t **out, char **err)
 {
     sqlite3_stmt *st = NULL;
@@ -119,10 +164,22 @@ static int read_samples(sqlite3 *db, const struct store_stats_query *q, json_t *
     sqlite3_bind_double(st, 1, q->since);
     sqlite3_bind_double(st, 2, q->until);
     struct stats_gpu *g = stats_gpu_new(q->since, q->until, q->buckets);
+    size_t n_pending;
+    struct gpu_sample *pending = pending_ring(q, &n_pending);
     int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
-        stats_gpu_add(g, sqlite3_column_int(st, 0), sqlite3_column_double(st, 1),
-                      sqlite3_column_int(st, 2));
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        struct gpu_sample row = {.gpu = sqlite3_column_int(st, 0),
+                                 .slot = sqlite3_column_int64(st, 3)};
+        /* A slot that a sample not written yet overwrites is not counted. */
+        if (!pending_ring_find(pending, n_pending, &row))
+            stats_gpu_add(g, row.gpu, sqlite3_column_double(st, 1), sqlite3_column_int(st, 2));
+    }
+    for (size_t i = 0; i < n_pending; i++) {
+        const struct gpu_sample *p = &pending[i];
+        if (p->time >= q->since && p->time < q->until)
+            stats_gpu_add(g, p->gpu, p->time, p->util);
+    }
+    free(pending);
     if (rc != SQLITE_DONE) {
         *err = db_error(db, "reading the GPU samples");
         sqlite3_finalize(st);

@@ -172,6 +172,11 @@ def test_update_param_refills_command_and_name_and_runs(gflow):
                                                      "echo lr=0.5 bs=32")
     # The other job of the sweep is untouched.
     assert gflow.job(first + 1)["params"] == {"lr": "0.2", "bs": "32"}
+    # Its templates are stored once, with the first job: its own update fills them too.
+    cp = gflow.run("gjob", "update", str(first + 1), "--param", "lr=0.7", check=True)
+    assert "--name: r_lr0.2 -> r_lr0.7" in cp.stdout, cp.stdout
+    second = gflow.job(first + 1)
+    assert (second["name"], second["command"]) == ("r_lr0.7", "echo lr=0.7 bs=32")
     # The same values again: nothing changes.
     cp = gflow.run("gjob", "update", str(first), "--param", "lr=0.5", check=True)
     assert f"Job {first} unchanged" in cp.stdout, cp.stdout

@@ -102,12 +102,14 @@ static void test_expand_params(void **state)
     assert_string_equal(jobs[1]->command, "python t.py --lr 'a b' --opt=sgd");
     assert_string_equal(jobs[0]->name, "lr0.1-adam");
     assert_string_equal(jobs[1]->name, "lra b-sgd");
-    for (size_t i = 0; i < n; i++) {
-        /* The values and templates are kept for gjob update --param. */
-        assert_string_equal(jobs[i]->command_template, "python t.py --lr {lr} --opt={opt}");
-        assert_string_equal(jobs[i]->name_template, "lr{lr}-{opt}");
+    /* The values and templates are kept for gjob update --param: the values by each job,
+     * the templates by the first, the group's leader, whose payload the store shares. */
+    assert_string_equal(jobs[0]->command_template, "python t.py --lr {lr} --opt={opt}");
+    assert_string_equal(jobs[0]->name_template, "lr{lr}-{opt}");
+    assert_null(jobs[1]->command_template);
+    assert_null(jobs[1]->name_template);
+    for (size_t i = 0; i < n; i++)
         assert_int_equal(json_object_size(jobs[i]->params), 2);
-    }
     assert_string_equal(json_string_value(json_object_get(jobs[1]->params, "lr")), "a b");
     free_jobs(jobs, n);
 
