@@ -192,25 +192,32 @@ static int jobspec_notify_on(const json_t *v, struct job *j, char **err)
         *err = xstrdup("--notify-on must be a list of event names");
         return -1;
     }
-    struct strbuf sb;
-    strbuf_init(&sb);
+    /* gflow's short names (begin, end, fail, timeout, all) become the canonical ones;
+     * each event is kept once, in job_notify_events' order. */
+    uint32_t events = 0;
     size_t i;
     const json_t *e;
     json_array_foreach (v, i, e) {
         const char *name = json_string_value(e);
-        if (!name || !job_notify_event_valid(name)) {
-            struct strbuf names;
-            strbuf_init(&names);
-            for (const char *const *n = job_notify_events; *n; n++)
-                strbuf_addf(&names, "%s%s", names.len ? ", " : "", *n);
-            *err =
-                xasprintf("--notify-on: unknown event '%s'; use %s", name ? name : "?", names.buf);
-            strbuf_free(&names);
-            strbuf_free(&sb);
+        const char *alias = name ? job_notify_event_alias(name) : NULL;
+        int idx = name ? job_notify_event_index(alias ? alias : name) : -1;
+        if (name && !strcmp(name, "all")) {
+            events = JOB_NOTIFY_ALL;
+            continue;
+        }
+        if (idx < 0) {
+            *err = xasprintf("--notify-on: unknown event '%s'; use %s (or begin, end, fail, "
+                             "timeout, all)",
+                             name ? name : "?", JOB_NOTIFY_EVENT_LIST);
             return -1;
         }
-        strbuf_addf(&sb, "%s%s", sb.len ? "," : "", name);
+        events |= 1u << idx;
     }
+    struct strbuf sb;
+    strbuf_init(&sb);
+    for (int k = 0; k < JOB_EVENT_COUNT; k++)
+        if (events & (1u << k))
+            strbuf_addf(&sb, "%s%s", sb.len ? "," : "", job_notify_events[k]);
     j->notify_on = sb.len ? strbuf_detach(&sb) : NULL;
     strbuf_free(&sb);
     return 0;

@@ -18,6 +18,7 @@ struct gpus;
 struct api;
 struct disk;
 struct resv_table;
+struct notifier;
 
 struct gflowd {
     struct gflow_config cfg;
@@ -28,6 +29,7 @@ struct gflowd {
     struct api *api;
     struct disk *disk;       /* room on the data and log filesystems */
     struct resv_table *resv; /* GPU reservations (gctl reserve; resv.h) */
+    struct notifier *notifier; /* webhooks and e-mail (notify.h) */
     bool system;             /* started as root: serves every user, runs jobs as their submitters */
     uid_t uid;               /* the daemon's own uid */
     char *user;              /* and its login name */

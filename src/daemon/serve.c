@@ -42,6 +42,7 @@
 #include "lockfile.h"
 #include "log.h"
 #include "loop.h"
+#include "notify.h"
 #include "parse.h"
 #include "preemption.h"
 #include "priority.h"
@@ -336,6 +337,7 @@ static bool commit(struct server *s)
         s->lost_in_a_row = 0;
     }
     if (had_changes) {
+        notifier_after_commit(s->d->notifier);
         gpu_settings_committed(s->d->gpus);
         s->last_commit = now_mono();
         if (!s->checkpoint_timer)
@@ -663,6 +665,7 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     if (jobs_commit(d->jobs) < 0)
         startup_failed(o, "cannot commit the recovered state");
     runner_sweep(d);
+    d->notifier = notifier_start(d);
     d->api = api_start(d, &err);
     if (!d->api)
         startup_failed(o, err);
@@ -689,6 +692,9 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     d->api = NULL;
     jobs_commit(d->jobs);
     runner_shutdown(d);
+    notifier_stop(d->notifier);
+    d->notifier = NULL;
+    jobs_commit(d->jobs);
     loop_cancel_timer(s.poll_timer);
     loop_cancel_timer(s.pass_timer);
     loop_cancel_timer(s.checkpoint_timer);
