@@ -93,8 +93,7 @@ bool notify_config_equal(const struct notify_config *a, const struct notify_conf
     for (size_t i = 0; i < a->n_webhooks; i++) {
         const struct notify_webhook *x = &a->webhooks[i], *y = &b->webhooks[i];
         if (strcmp(x->url, y->url) || x->events != y->events ||
-            !same_strings(x->filter_users, x->n_filter_users, y->filter_users,
-                          y->n_filter_users) ||
+            !same_strings(x->filter_users, x->n_filter_users, y->filter_users, y->n_filter_users) ||
             !same_strings(x->headers, x->n_headers, y->headers, y->n_headers) ||
             x->timeout_secs != y->timeout_secs || x->max_retries != y->max_retries ||
             !same_str(x->secret, y->secret))
@@ -115,8 +114,7 @@ bool notify_webhook_wants(const struct notify_webhook *w, int event, const char 
     return false;
 }
 
-const struct notify_webhook *notify_config_webhook(const struct notify_config *c,
-                                                   const char *url)
+const struct notify_webhook *notify_config_webhook(const struct notify_config *c, const char *url)
 {
     for (size_t i = 0; i < c->n_webhooks; i++)
         if (!strcmp(c->webhooks[i].url, url))
@@ -163,8 +161,8 @@ static int url_check(const char *url, const char *where, char **err)
     return 0;
 }
 
-static int events_from_toml(struct notify_webhook *w, const struct toml_value *v,
-                            const char *where, char **err, int *line)
+static int events_from_toml(struct notify_webhook *w, const struct toml_value *v, const char *where,
+                            char **err, int *line)
 {
     if (toml_type_of(v) != TOML_ARRAY || !toml_array_len(v)) {
         *err = xasprintf("%s.events must be a non-empty list of event names, or [\"*\"]", where);
@@ -190,8 +188,8 @@ static int events_from_toml(struct notify_webhook *w, const struct toml_value *v
     return 0;
 }
 
-static int users_from_toml(struct notify_webhook *w, const struct toml_value *v,
-                           const char *where, char **err)
+static int users_from_toml(struct notify_webhook *w, const struct toml_value *v, const char *where,
+                           char **err)
 {
     if (toml_type_of(v) != TOML_ARRAY) {
         *err = xasprintf("%s.filter_users must be a list of user names", where);
@@ -225,8 +223,8 @@ static int headers_from_toml(struct notify_webhook *w, const struct toml_value *
                              const char *where, char **err)
 {
     if (toml_type_of(v) != TOML_TABLE) {
-        *err = xasprintf("%s.headers must be a table, e.g. { Authorization = \"Bearer x\" }",
-                         where);
+        *err =
+            xasprintf("%s.headers must be a table, e.g. { Authorization = \"Bearer x\" }", where);
         return -1;
     }
     for (size_t i = 0; i < toml_table_len(v); i++) {
@@ -234,8 +232,8 @@ static int headers_from_toml(struct notify_webhook *w, const struct toml_value *
         const char *name = toml_table_key(v, i, &len);
         const char *value = plain_string(toml_table_value(v, i));
         if (strlen(name) != len || !header_name_ok(name) || !value) {
-            *err = xasprintf("%s.headers: '%s' must be a header name with a one-line string",
-                             where, name);
+            *err = xasprintf("%s.headers: '%s' must be a header name with a one-line string", where,
+                             name);
             return -1;
         }
         w->headers = xrealloc(w->headers, (w->n_headers + 1) * sizeof(char *));
@@ -350,8 +348,7 @@ int notify_config_from_toml(struct notify_config *c, const struct toml_value *t,
         } else if (!strcmp(key, "email_max_retries")) {
             rc = int_key(v, 0, &c->email_max_retries, "notifications.email_max_retries", err);
         } else if (!strcmp(key, "max_pending_per_user")) {
-            rc = int_key(v, 1, &c->max_pending_per_user, "notifications.max_pending_per_user",
-                         err);
+            rc = int_key(v, 1, &c->max_pending_per_user, "notifications.max_pending_per_user", err);
         } else if (!strcmp(key, "keep_secs")) {
             rc = int_key(v, 0, &c->keep_secs, "notifications.keep_secs", err);
         } else if (!strcmp(key, "sendmail")) {

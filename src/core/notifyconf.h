@@ -46,7 +46,6 @@ bool notify_config_equal(const struct notify_config *a, const struct notify_conf
 /* Whether webhook w wants event (index into job_notify_events) of user's job. */
 bool notify_webhook_wants(const struct notify_webhook *w, int event, const char *user);
 /* The webhook whose URL is url, or NULL (a row outlives a reload that removed it). */
-const struct notify_webhook *notify_config_webhook(const struct notify_config *c,
-                                                   const char *url);
+const struct notify_webhook *notify_config_webhook(const struct notify_config *c, const char *url);
 
 #endif

@@ -32,8 +32,8 @@ char *notify_payload(const struct job *j, enum job_event event, const char *host
     json_object_set_new(o, "reason",
                         j->reason != JOB_REASON_NONE ? json_string(job_reason_name(j->reason))
                                                      : json_null());
-    json_object_set_new(o, "exit_code", j->exit_code >= 0 ? json_integer(j->exit_code)
-                                                          : json_null());
+    json_object_set_new(o, "exit_code",
+                        j->exit_code >= 0 ? json_integer(j->exit_code) : json_null());
     json_object_set_new(o, "signal", j->signal ? json_integer(j->signal) : json_null());
     json_object_set_new(o, "submit_time", time_or_null(j->submit_time));
     json_object_set_new(o, "start_time", time_or_null(j->start_time));
@@ -152,7 +152,8 @@ char *notify_mail_message(const struct job *j, enum job_event event, const char 
     if (j->gpus)
         strbuf_addf(&sb, "%-11s%d\n", "GPUs:", j->gpus);
     add_line(&sb, "Host:", hostname);
-    strbuf_addf(&sb, "\n-- \ngflow (gbatch --notify-email); see gjob show %lld\n", (long long)j->id);
+    strbuf_addf(&sb, "\n-- \ngflow (gbatch --notify-email); see gjob show %lld\n",
+                (long long)j->id);
     return strbuf_detach(&sb);
 }
 

@@ -85,7 +85,8 @@ static bool under_cap(struct notifier *n, const struct job *j, enum job_event e)
         n->last_cap_warning = now;
         log_warn("notifications: user %s has %lld undelivered notifications "
                  "(notifications.max_pending_per_user); job %lld's %s is not sent",
-                 j->user ? j->user : "?", (long long)pending, (long long)j->id, job_notify_events[e]);
+                 j->user ? j->user : "?", (long long)pending, (long long)j->id,
+                 job_notify_events[e]);
     }
     return false;
 }
@@ -93,8 +94,8 @@ static bool under_cap(struct notifier *n, const struct job *j, enum job_event e)
 static void record(struct notifier *n, struct store_notify_row *r)
 {
     if (store_notify_add(n->d->store, r) < 0)
-        log_error("job %lld: cannot record its %s notification: %s", (long long)r->job_id,
-                  r->event, store_error(n->d->store));
+        log_error("job %lld: cannot record its %s notification: %s", (long long)r->job_id, r->event,
+                  store_error(n->d->store));
     else
         n->recorded = true;
 }
@@ -270,8 +271,9 @@ static int text_fd(const char *text)
 static char *path_entry(void)
 {
     const char *path = getenv("PATH");
-    return xasprintf("PATH=%s", path && *path ? path : "/usr/local/sbin:/usr/local/bin:/usr/sbin:"
-                                                       "/usr/bin:/sbin:/bin");
+    return xasprintf("PATH=%s", path && *path ? path
+                                              : "/usr/local/sbin:/usr/local/bin:/usr/sbin:"
+                                                "/usr/bin:/sbin:/bin");
 }
 
 /* Starts gflow-notify with argv and input on its standard input. 0, or -1 with errno. */
@@ -344,8 +346,9 @@ static char *webhook_request(const struct notify_webhook *w, const struct store_
     }
     struct strbuf sb;
     strbuf_init(&sb);
-    strbuf_addf(&sb, "%s\nContent-Type: application/json\nX-Gflow-Event: %s\n"
-                     "X-Gflow-Delivery: %s\n",
+    strbuf_addf(&sb,
+                "%s\nContent-Type: application/json\nX-Gflow-Event: %s\n"
+                "X-Gflow-Delivery: %s\n",
                 w->url, r->event, id);
     if (w->secret) {
         char *sig = notify_signature(w->secret, body, strlen(body));
@@ -572,6 +575,6 @@ void notifier_metrics(struct notifier *n, struct strbuf *out)
                 "# TYPE gflow_notifications_in_flight gauge\n"
                 "gflow_notifications_in_flight %zu\n",
                 (unsigned long long)n->sent, (unsigned long long)n->failed,
-                (unsigned long long)n->retried, (unsigned long long)n->dropped,
-                (long long)pending, n->n_flight);
+                (unsigned long long)n->retried, (unsigned long long)n->dropped, (long long)pending,
+                n->n_flight);
 }

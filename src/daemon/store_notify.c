@@ -128,8 +128,8 @@ int64_t store_notify_prune(struct store *s, double before)
     if (store_refuse_if_lost(s) < 0)
         return -1;
     sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(s->db, "DELETE FROM notify_outbox WHERE state != 0 AND done_at < ?1",
-                           -1, &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(s->db, "DELETE FROM notify_outbox WHERE state != 0 AND done_at < ?1", -1,
+                           &st, NULL) != SQLITE_OK)
         return store_db_err(s, "preparing to prune notifications");
     sqlite3_bind_double(st, 1, before);
     int rc = sqlite3_step(st);

@@ -109,7 +109,7 @@ static int webhook(long timeout)
     if (rc != CURLE_OK) {
         fprintf(stderr, "%s\n", errbuf[0] ? errbuf : curl_easy_strerror(rc));
         ret = rc == CURLE_UNSUPPORTED_PROTOCOL || rc == CURLE_URL_MALFORMAT ? EXIT_PERMANENT
-                                                                             : EXIT_RETRY;
+                                                                            : EXIT_RETRY;
     } else if (status >= 200 && status < 300) {
         ret = 0;
     } else {
