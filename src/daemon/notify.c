@@ -50,6 +50,7 @@ struct notifier {
     size_t n_flight, cap_flight;
     struct loop_timer *timer;
     double timer_at;
+    struct loop_timer *wake; /* a loop iteration soon, whose commit takes our writes */
     bool recorded; /* rows written since the last pump */
     double last_prune;
     double last_cap_warning;
@@ -174,6 +175,21 @@ static const char *kind_name(int kind)
     return kind == STORE_NOTIFY_EMAIL ? "e-mail" : "webhook";
 }
 
+static void wake_cb(void *arg)
+{
+    struct notifier *n = arg;
+    n->wake = NULL;
+}
+
+/* A write outside a request: the loop commits what is open before it sleeps, but a
+ * write made after that commit (from the pump that follows it) would wait for whatever
+ * wakes the loop next. An immediate timer makes that now. */
+static void wrote(struct notifier *n)
+{
+    if (!n->wake)
+        n->wake = loop_add_timer(0, wake_cb, n);
+}
+
 /* Records the outcome of an attempt (or of one that could not start). */
 static void finish(struct notifier *n, int64_t id, int64_t job_id, const char *event,
                    const char *dest, int kind, int attempts, int max_retries, bool ok,
@@ -207,6 +223,7 @@ static void finish(struct notifier *n, int64_t id, int64_t job_id, const char *e
     if (rc < 0)
         log_error("notification %lld: cannot record the delivery: %s", (long long)id,
                   store_error(s));
+    wrote(n);
 }
 
 static void kill_cb(void *arg)
@@ -304,10 +321,18 @@ static int spawn(struct delivery *v, char *const *argv, const char *input)
     posix_spawnattr_setsigmask(&attr, &none);
     posix_spawnattr_setsigdefault(&attr, &dfl);
     posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    /* PATH, and the sanitizers' settings of a test build (none otherwise). */
+    struct strvec env;
+    strvec_init(&env);
     char *path = path_entry();
-    char *envp[] = {path, NULL};
-    int rc = posix_spawn(&v->pid, argv[0], &fa, &attr, argv, envp);
+    strvec_push(&env, path);
     free(path);
+    static const char *const keep[] = {"ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"};
+    for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++)
+        if (getenv(keep[i]))
+            strvec_pushf(&env, "%s=%s", keep[i], getenv(keep[i]));
+    int rc = posix_spawn(&v->pid, argv[0], &fa, &attr, argv, env.v);
+    strvec_free(&env);
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&attr);
     close(in);
@@ -459,6 +484,7 @@ static void prune(struct notifier *n, double now)
     if (store_begin(n->d->store) < 0 ||
         store_notify_prune(n->d->store, now - (double)n->d->cfg.notify.keep_secs) < 0)
         log_error("notifications: cannot prune the outbox: %s", store_error(n->d->store));
+    wrote(n);
 }
 
 /* Starts what is due, as far as the limit allows, and sets the timer for what is not. */
@@ -466,6 +492,8 @@ static void pump(struct notifier *n)
 {
     const struct notify_config *c = &n->d->cfg.notify;
     n->recorded = false;
+    if (!c->enabled)
+        return; /* what is pending waits until they are enabled again */
     double now = now_wall();
     if (n->n_flight < (size_t)c->max_concurrent_deliveries &&
         store_notify_due(n->d->store, now, (int)(c->max_concurrent_deliveries + n->n_flight),
@@ -532,6 +560,7 @@ void notifier_stop(struct notifier *n)
     }
     free(n->flight);
     loop_cancel_timer(n->timer);
+    loop_cancel_timer(n->wake);
     free(n->program);
     free(n);
 }

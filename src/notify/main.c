@@ -118,6 +118,7 @@ static int webhook(long timeout)
     }
     if (devnull)
         fclose(devnull);
+    curl_global_cleanup();
     free(in);
     return ret;
 }
