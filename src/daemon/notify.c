@@ -51,7 +51,7 @@ struct notifier {
     struct loop_timer *timer;
     double timer_at;
     struct loop_timer *wake; /* a loop iteration soon, whose commit takes our writes */
-    bool recorded; /* rows written since the last pump */
+    bool recorded;           /* rows written since the last pump */
     double last_prune;
     double last_cap_warning;
     uint64_t sent, failed, retried, dropped;
