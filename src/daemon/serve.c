@@ -653,6 +653,8 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     quotas_set_config(jobs_quotas(d->jobs), &d->cfg.quota);
     if (jobs_load(d->jobs, &err) < 0)
         startup_failed(o, err);
+    /* Before runner_recover: the jobs that ended while gflowd was away notify too. */
+    d->notifier = notifier_start(d);
     start_gpus(d, o);
     if (loop_add_fd(gpu_fd(d->gpus), EPOLLIN, gpu_ready_cb, &s) < 0)
         startup_failed(o, "cannot watch the NVML thread");
@@ -665,7 +667,7 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     if (jobs_commit(d->jobs) < 0)
         startup_failed(o, "cannot commit the recovered state");
     runner_sweep(d);
-    d->notifier = notifier_start(d);
+    notifier_after_commit(d->notifier); /* jobs that ended while gflowd was away */
     d->api = api_start(d, &err);
     if (!d->api)
         startup_failed(o, err);

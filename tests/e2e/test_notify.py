@@ -249,6 +249,20 @@ def test_nothing_lost_across_sigkill(make_gflow, receivers):
     wait_for(lambda: outbox(g)[0][6] == 1, "the row marked sent")
 
 
+def test_job_that_ends_while_the_daemon_is_down_is_notified(make_gflow, receivers):
+    r = receivers()
+    g = start(make_gflow, [{"url": r.url, "events": ["job_completed"]}])
+    done = g.work / "done"
+    job = g.submit(f"sleep 0.5; touch {done}")
+    g.wait_state(job, "R")
+    g.kill_daemon()
+    wait_for(lambda: done.exists(), "the job to finish without the daemon")
+    g.up("-c", g.conf)
+    got = r.wait(1)
+    p = json.loads(got[0][2])
+    assert (p["job_id"], p["event"], p["state"]) == (job, "job_completed", "CD")
+
+
 def test_hanging_receiver_does_not_delay_scheduling(make_gflow, receivers):
     r = receivers(hang=True)
     g = start(make_gflow, [{"url": r.url, "events": ["*"], "timeout_secs": 30}],
