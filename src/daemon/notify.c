@@ -35,6 +35,7 @@ extern char **environ;
 struct delivery {
     struct notifier *n;
     int64_t id, job_id;
+    uint32_t uid;
     char *event, *dest;
     int kind, attempts, max_retries;
     pid_t pid;
@@ -55,7 +56,39 @@ struct notifier {
     double last_prune;
     double last_cap_warning;
     uint64_t sent, failed, retried, dropped;
+    /* Pending notifications per uid (notifications.max_pending_per_user), counted from
+     * the outbox at start and at each pruning, kept in step in between. */
+    struct uid_pending {
+        uint32_t uid;
+        int64_t n;
+    } * pending;
+    size_t n_pending, cap_pending;
 };
+
+static int64_t *pending_of(struct notifier *n, uint32_t uid)
+{
+    for (size_t i = 0; i < n->n_pending; i++)
+        if (n->pending[i].uid == uid)
+            return &n->pending[i].n;
+    if (n->n_pending == n->cap_pending) {
+        n->cap_pending = n->cap_pending ? n->cap_pending * 2 : 8;
+        n->pending = xrealloc(n->pending, n->cap_pending * sizeof(*n->pending));
+    }
+    n->pending[n->n_pending] = (struct uid_pending){uid, 0};
+    return &n->pending[n->n_pending++].n;
+}
+
+static void count_cb(uint32_t uid, int64_t count, void *arg)
+{
+    *pending_of(arg, uid) = count;
+}
+
+static void recount(struct notifier *n)
+{
+    n->n_pending = 0;
+    if (store_notify_pending_by_uid(n->d->store, count_cb, n) < 0)
+        log_error("notifications: %s", store_error(n->d->store));
+}
 
 /* ---- recording events ---- */
 
@@ -75,9 +108,7 @@ static bool webhook_wants(const struct notify_config *c, const struct job *j, en
 /* Whether uid may queue one more notification (notifications.max_pending_per_user). */
 static bool under_cap(struct notifier *n, const struct job *j, enum job_event e)
 {
-    int64_t pending = 0;
-    if (store_notify_pending_of(n->d->store, j->uid, &pending) < 0)
-        return true; /* the insert will tell */
+    int64_t pending = *pending_of(n, j->uid);
     if (pending < n->d->cfg.notify.max_pending_per_user)
         return true;
     n->dropped++;
@@ -97,8 +128,10 @@ static void record(struct notifier *n, struct store_notify_row *r)
     if (store_notify_add(n->d->store, r) < 0)
         log_error("job %lld: cannot record its %s notification: %s", (long long)r->job_id, r->event,
                   store_error(n->d->store));
-    else
+    else {
         n->recorded = true;
+        (*pending_of(n, r->uid))++;
+    }
 }
 
 /* The jobs' event callback: inside the transaction of the change. */
@@ -191,15 +224,19 @@ static void wrote(struct notifier *n)
 }
 
 /* Records the outcome of an attempt (or of one that could not start). */
-static void finish(struct notifier *n, int64_t id, int64_t job_id, const char *event,
-                   const char *dest, int kind, int attempts, int max_retries, bool ok,
-                   bool retryable, const char *why)
+static void finish(struct notifier *n, const struct delivery *v, int attempts, int max_retries,
+                   bool ok, bool retryable, const char *why)
 {
     struct store *s = n->d->store;
     double now = now_wall();
-    int rc;
+    int64_t id = v->id, job_id = v->job_id;
+    const char *event = v->event, *dest = v->dest;
+    int kind = v->kind, rc;
     if (store_begin(s) < 0)
         return;
+    int64_t *pending = pending_of(n, v->uid);
+    if ((ok || !retryable || attempts > max_retries) && *pending > 0)
+        (*pending)--; /* it leaves the pending rows */
     if (ok) {
         n->sent++;
         log_debug("notification %lld: job %lld %s sent by %s to %s", (long long)id,
@@ -258,8 +295,7 @@ static void exited_cb(int fd, uint32_t events, void *arg)
     if (!ok && !why[0])
         snprintf(why, sizeof(why), "%s",
                  WIFSIGNALED(status) ? "killed (took too long)" : "gflow-notify failed");
-    finish(n, v->id, v->job_id, v->event, v->dest, v->kind, v->attempts + 1, v->max_retries, ok,
-           retryable, why);
+    finish(n, v, v->attempts + 1, v->max_retries, ok, retryable, why);
     flight_remove(n, v);
     delivery_free(v);
     pump(n);
@@ -398,6 +434,7 @@ static void start_one(const struct store_notify_row *r, void *arg)
     v->n = n;
     v->id = r->id;
     v->job_id = r->job_id;
+    v->uid = r->uid;
     v->event = xstrdup(r->event);
     v->dest = xstrdup(r->dest);
     v->kind = r->kind;
@@ -445,8 +482,7 @@ static void start_one(const struct store_notify_row *r, void *arg)
     free(input);
     if (err) {
         /* Nothing was attempted that a retry could fix. */
-        finish(n, v->id, v->job_id, v->event, v->dest, v->kind, v->attempts + 1, 0, false, false,
-               err);
+        finish(n, v, v->attempts + 1, 0, false, false, err);
         free(err);
         delivery_free(v);
         return;
@@ -485,6 +521,7 @@ static void prune(struct notifier *n, double now)
         store_notify_prune(n->d->store, now - (double)n->d->cfg.notify.keep_secs) < 0)
         log_error("notifications: cannot prune the outbox: %s", store_error(n->d->store));
     wrote(n);
+    recount(n); /* what a lost transaction took along is forgotten here */
 }
 
 /* Starts what is due, as far as the limit allows, and sets the timer for what is not. */
@@ -541,6 +578,7 @@ struct notifier *notifier_start(struct gflowd *d)
     n->program = find_program();
     n->last_prune = now_wall() - NOTIFY_PRUNE_EVERY; /* a first round at start */
     jobs_set_event_cb(d->jobs, on_event, n);
+    recount(n);
     pump(n);
     return n;
 }
@@ -559,6 +597,7 @@ void notifier_stop(struct notifier *n)
         delivery_free(v);
     }
     free(n->flight);
+    free(n->pending);
     loop_cancel_timer(n->timer);
     loop_cancel_timer(n->wake);
     free(n->program);

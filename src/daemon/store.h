@@ -156,8 +156,9 @@ struct store_notify_row {
 };
 /* Records a pending notification due at r->next_at; sets r->id. 0 or -1. */
 int store_notify_add(struct store *s, struct store_notify_row *r);
-/* How many notifications of uid are pending. 0 or -1. */
-int store_notify_pending_of(struct store *s, uint32_t uid, int64_t *n);
+/* How many notifications are pending, per uid (those with none are left out). 0 or -1. */
+int store_notify_pending_by_uid(struct store *s, void (*cb)(uint32_t uid, int64_t n, void *arg),
+                                void *arg);
 /* The pending rows due at now, oldest first, at most limit (the row's strings live for
  * the callback only). 0 or -1. */
 typedef void (*store_notify_cb)(const struct store_notify_row *r, void *arg);

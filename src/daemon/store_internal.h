@@ -112,7 +112,7 @@ struct store {
     sqlite3_stmt *st_update_state;
     sqlite3_stmt *st_env_find, *st_env_insert;
     /* store_notify.c: prepared on first use (a daemon without notifications never does). */
-    sqlite3_stmt *st_notify_add, *st_notify_of_uid;
+    sqlite3_stmt *st_notify_add;
 };
 
 /* Errors: the message store_error returns. */

@@ -29,18 +29,19 @@ int store_notify_add(struct store *s, struct store_notify_row *r)
     return 0;
 }
 
-int store_notify_pending_of(struct store *s, uint32_t uid, int64_t *n)
+int store_notify_pending_by_uid(struct store *s, void (*cb)(uint32_t uid, int64_t n, void *arg),
+                                void *arg)
 {
-    if (!s->st_notify_of_uid &&
-        store_prepare(s, &s->st_notify_of_uid,
-                      "SELECT count(*) FROM notify_outbox WHERE state = 0 AND uid = ?1") < 0)
-        return -1;
-    sqlite3_stmt *st = s->st_notify_of_uid;
-    sqlite3_bind_int64(st, 1, uid);
-    int rc = sqlite3_step(st);
-    *n = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
-    store_finish(st);
-    return rc == SQLITE_ROW ? 0 : store_db_err(s, "counting a user's notifications");
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(s->db,
+                           "SELECT uid, count(*) FROM notify_outbox WHERE state = 0 GROUP BY uid",
+                           -1, &st, NULL) != SQLITE_OK)
+        return store_db_err(s, "preparing to count the notifications pending");
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+        cb((uint32_t)sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1), arg);
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : store_db_err(s, "counting the notifications pending");
 }
 
 int store_notify_due(struct store *s, double now, int limit, store_notify_cb cb, void *arg)
