@@ -150,14 +150,15 @@ char *configinit_text(void)
                 "# email_max_retries = 3\n"
                 "# max_pending_per_user = 1000   # undelivered notifications kept per user\n"
                 "# keep_secs = 86400   # sent and failed ones are forgotten after this\n"
+                "# A webhook (an example, not a default: none is set):\n"
                 "# [[notifications.webhooks]]\n"
-                "# url = \"https://api.example.com/gflow/events\"\n"
-                "# events = [\"job_completed\", \"job_failed\", \"job_timeout\"]   # or [\"*\"]\n"
-                "# filter_users = [\"alice\", \"bob\"]   # default: every user's jobs\n"
-                "# headers = { Authorization = \"Bearer token123\" }\n"
-                "# timeout_secs = 10\n"
-                "# max_retries = 3\n"
-                "# secret = \"...\"   # X-Gflow-Signature: sha256=<HMAC-SHA256 of the body>\n");
+                "#   url = \"https://api.example.com/gflow/events\"\n"
+                "#   events = [\"job_completed\", \"job_failed\", \"job_timeout\"]   # or [\"*\"]\n"
+                "#   filter_users = [\"alice\", \"bob\"]   # default: every user's jobs\n"
+                "#   headers = { Authorization = \"Bearer token123\" }\n"
+                "#   timeout_secs = 10\n"
+                "#   max_retries = 3\n"
+                "#   secret = \"...\"   # X-Gflow-Signature: sha256=<HMAC-SHA256 of the body>\n");
     return strbuf_detach(&sb);
 }
 
