@@ -128,8 +128,7 @@ void jsonrpc_parse(const char *line, size_t len, struct jsonrpc_msg *msg, json_t
             msg->id = id;
             return;
         }
-        *error = jsonrpc_error(reply_id, JSONRPC_INVALID_REQUEST,
-                               "invalid request: no \"method\"");
+        *error = jsonrpc_error(reply_id, JSONRPC_INVALID_REQUEST, "invalid request: no \"method\"");
         return;
     }
     if (!json_is_string(method)) {

@@ -29,8 +29,8 @@ struct jsonrpc_reader {
     size_t max;         /* the longest line kept */
     struct strbuf line; /* the line being read */
     char buf[65536];
-    size_t pos, len;  /* unread bytes are buf[pos..len) */
-    bool overlong;    /* the current line passed max: its bytes are being dropped */
+    size_t pos, len; /* unread bytes are buf[pos..len) */
+    bool overlong;   /* the current line passed max: its bytes are being dropped */
 };
 void jsonrpc_reader_init(struct jsonrpc_reader *r, int fd, size_t max);
 void jsonrpc_reader_free(struct jsonrpc_reader *r);

@@ -61,7 +61,7 @@ static void mcp_help(void)
            "  -h, --help         show this help\n"
            "  -V, --version      show the version\n"
            "\n"
-           "Registering it (see README.md):\n"
+           "Registering it with an assistant:\n"
            "  claude mcp add gflow -- gflow-mcp\n"
            "  {\"mcpServers\": {\"gflow\": {\"command\": \"gflow-mcp\"}}}\n");
 }
@@ -119,12 +119,12 @@ static json_t *method_initialize(const json_t *id, const json_t *params)
     for (size_t i = 0; i < sizeof(protocol_versions) / sizeof(protocol_versions[0]); i++)
         if (!strcmp(asked, protocol_versions[i]))
             version = protocol_versions[i];
-    return jsonrpc_result(
-        id, json_pack("{s:s, s:{s:{s:b}, s:{s:b, s:b}}, s:{s:s, s:s, s:s}, s:s}",
-                      "protocolVersion", version, "capabilities", "tools", "listChanged", 0,
-                      "resources", "subscribe", 0, "listChanged", 0, "serverInfo", "name",
-                      "gflow-mcp", "title", "gflow GPU job scheduler", "version", GFLOW_VERSION,
-                      "instructions", instructions));
+    return jsonrpc_result(id, json_pack("{s:s, s:{s:{s:b}, s:{s:b, s:b}}, s:{s:s, s:s, s:s}, s:s}",
+                                        "protocolVersion", version, "capabilities", "tools",
+                                        "listChanged", 0, "resources", "subscribe", 0,
+                                        "listChanged", 0, "serverInfo", "name", "gflow-mcp",
+                                        "title", "gflow GPU job scheduler", "version",
+                                        GFLOW_VERSION, "instructions", instructions));
 }
 
 static json_t *method_tools_list(const json_t *id)
@@ -137,13 +137,13 @@ static json_t *method_tools_list(const json_t *id)
         if (!schema) /* a bug in the table: say so rather than send a broken list */
             return jsonrpc_error(id, JSONRPC_INTERNAL_ERROR, "the schema of tool %s is broken",
                                  tools[i].name);
-        json_array_append_new(
-            list, json_pack("{s:s, s:s, s:s, s:o, s:{s:s, s:b, s:b, s:b, s:b}}", "name",
-                            tools[i].name, "title", tools[i].title, "description",
-                            tools[i].description, "inputSchema", schema, "annotations", "title",
-                            tools[i].title, "readOnlyHint", tools[i].read_only, "destructiveHint",
-                            tools[i].destructive, "idempotentHint", tools[i].idempotent,
-                            "openWorldHint", 0));
+        json_array_append_new(list,
+                              json_pack("{s:s, s:s, s:s, s:o, s:{s:s, s:b, s:b, s:b, s:b}}", "name",
+                                        tools[i].name, "title", tools[i].title, "description",
+                                        tools[i].description, "inputSchema", schema, "annotations",
+                                        "title", tools[i].title, "readOnlyHint", tools[i].read_only,
+                                        "destructiveHint", tools[i].destructive, "idempotentHint",
+                                        tools[i].idempotent, "openWorldHint", 0));
     }
     return jsonrpc_result(id, json_pack("{s:o}", "tools", list));
 }

@@ -100,12 +100,14 @@ static int check_bounds(const json_t *schema, const json_t *v, const char *what,
         }
     }
     const json_t *min_len = json_object_get(schema, "minLength");
-    if (json_is_string(v) && min_len && json_string_length(v) < (size_t)json_integer_value(min_len)) {
+    if (json_is_string(v) && min_len &&
+        json_string_length(v) < (size_t)json_integer_value(min_len)) {
         *err = xasprintf("%s must not be empty", what);
         return -1;
     }
     const json_t *max_items = json_object_get(schema, "maxItems");
-    if (json_is_array(v) && max_items && json_array_size(v) > (size_t)json_integer_value(max_items)) {
+    if (json_is_array(v) && max_items &&
+        json_array_size(v) > (size_t)json_integer_value(max_items)) {
         *err = xasprintf("%s has more than %lld items", what,
                          (long long)json_integer_value(max_items));
         return -1;

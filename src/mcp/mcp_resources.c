@@ -15,11 +15,10 @@ json_t *mcp_resource_templates(void)
 {
     return json_pack(
         "{s:[{s:s, s:s, s:s, s:s, s:s}, {s:s, s:s, s:s, s:s, s:s}]}", "resourceTemplates",
-        "uriTemplate", URI_PREFIX "{id}/log", "name", "job-log", "title", "Job log",
-        "description", "a gflow job's output (stdout and stderr), its last 64 KiB", "mimeType",
-        "text/plain", "uriTemplate", URI_PREFIX "{id}", "name", "job", "title", "Job",
-        "description", "everything gflow knows about a job (as show_job)", "mimeType",
-        "application/json");
+        "uriTemplate", URI_PREFIX "{id}/log", "name", "job-log", "title", "Job log", "description",
+        "a gflow job's output (stdout and stderr), its last 64 KiB", "mimeType", "text/plain",
+        "uriTemplate", URI_PREFIX "{id}", "name", "job", "title", "Job", "description",
+        "everything gflow knows about a job (as show_job)", "mimeType", "application/json");
 }
 
 json_t *mcp_resources_list(char **err)
@@ -83,9 +82,8 @@ json_t *mcp_resource_read(const char *uri, int *code, char **err)
     int part = parse_uri(uri, &id);
     if (part < 0) {
         *code = MCP_RESOURCE_NOT_FOUND;
-        *err = xasprintf("no such resource: %s (gflow-mcp has " URI_PREFIX "ID and " URI_PREFIX
-                         "ID/log)",
-                         uri);
+        *err = xasprintf(
+            "no such resource: %s (gflow-mcp has " URI_PREFIX "ID and " URI_PREFIX "ID/log)", uri);
         return NULL;
     }
     int status = 0;

@@ -202,10 +202,9 @@ static json_t *submit_spec(const json_t *args, struct mcp_reply *reply)
         json_object_set_new(spec, "script_path", json_string("-"));
     }
     /* The arguments that are spec fields as they are. */
-    static const char *const same[] = {"name",       "gpus",       "shared",  "mig_profile",
-                                       "priority",   "hold",       "project", "max_retries",
-                                       "requeue",    "array",      "max_concurrent",
-                                       "conda_env",  "dry_run",    NULL};
+    static const char *const same[] = {
+        "name",        "gpus",    "shared", "mig_profile",    "priority",  "hold",    "project",
+        "max_retries", "requeue", "array",  "max_concurrent", "conda_env", "dry_run", NULL};
     for (const char *const *f = same; *f; f++) {
         json_t *v = json_object_get(args, *f);
         if (v)
@@ -289,7 +288,8 @@ void mcp_tool_submit(const json_t *args, struct mcp_reply *reply)
         bool dry = mcp_arg_bool(args, "dry_run", false);
         json_object_set_new(answer, "dry_run", json_boolean(dry));
         if (dry) /* what would run, as gbatch --dry-run shows it */
-            json_object_set_new(answer, "workdir", json_deep_copy(json_object_get(spec, "workdir")));
+            json_object_set_new(answer, "workdir",
+                                json_deep_copy(json_object_get(spec, "workdir")));
         reply->structured = answer;
     }
     json_decref(spec);

@@ -39,10 +39,10 @@ static void tool_request(const char *method, const char *path, const json_t *bod
 
 /* The fields of a job a listing shows (show_job gives all of them). */
 static const char *const list_fields[] = {
-    "id",         "name",       "user",     "state",    "state_name", "reason",
-    "priority",   "gpus",       "gpu_ids",  "mig_profile", "memory_mb", "time_limit",
-    "submit_time", "start_time", "end_time", "exit_code", "command",  "script_path",
-    "workdir",    "project",    "depends_on", NULL,
+    "id",          "name",       "user",       "state",       "state_name", "reason",
+    "priority",    "gpus",       "gpu_ids",    "mig_profile", "memory_mb",  "time_limit",
+    "submit_time", "start_time", "end_time",   "exit_code",   "command",    "script_path",
+    "workdir",     "project",    "depends_on", NULL,
 };
 
 static void tool_list_jobs(const json_t *args, struct mcp_reply *reply)
@@ -102,9 +102,9 @@ static void tool_show_job(const json_t *args, struct mcp_reply *reply)
      * when asked for. */
     if (reply->structured && !mcp_arg_bool(args, "include_env", false) &&
         json_object_get(reply->structured, "env")) {
-        json_object_set_new(reply->structured, "env_vars",
-                            json_integer((json_int_t)json_object_size(
-                                json_object_get(reply->structured, "env"))));
+        json_object_set_new(
+            reply->structured, "env_vars",
+            json_integer((json_int_t)json_object_size(json_object_get(reply->structured, "env"))));
         json_object_del(reply->structured, "env");
     }
 }
@@ -179,8 +179,9 @@ static void tool_job_log(const json_t *args, struct mcp_reply *reply)
     struct strbuf shown;
     strbuf_init(&shown);
     if (cut && tail)
-        strbuf_addf(&shown, "[gflow-mcp: only the last %zu bytes of these lines; ask for "
-                            "fewer lines or more max_bytes]\n",
+        strbuf_addf(&shown,
+                    "[gflow-mcp: only the last %zu bytes of these lines; ask for "
+                    "fewer lines or more max_bytes]\n",
                     max);
     strbuf_adds(&shown, json_string_value(log));
     if (cut && !tail)

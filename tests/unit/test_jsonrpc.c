@@ -212,9 +212,9 @@ static void test_args(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_reader_lines),     cmocka_unit_test(test_parse_kinds),
+        cmocka_unit_test(test_reader_lines),       cmocka_unit_test(test_parse_kinds),
         cmocka_unit_test(test_error_keeps_the_id), cmocka_unit_test(test_write_one_line),
-        cmocka_unit_test(test_text_not_utf8),    cmocka_unit_test(test_args),
+        cmocka_unit_test(test_text_not_utf8),      cmocka_unit_test(test_args),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
