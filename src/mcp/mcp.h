@@ -3,7 +3,7 @@
  * user who runs it: every tool is a request to gflowd over its Unix socket (the client
  * library, src/client), so it can do nothing that user cannot. mcp_tools.c: the tools;
  * mcp_submit.c: submit_job's spec, built as gbatch builds it; mcp_resources.c: job logs
- * and jobs as resources; mcp_daemon.c: requests that report errors instead of exiting;
+ * and jobs as resources; mcp_directives.c: a script's "# GFLOW" lines; mcp_daemon.c: requests that report errors instead of exiting;
  * mcp_args.c: tool arguments checked against each tool's input schema; jsonrpc.c: the
  * framing. */
 #ifndef GFLOW_MCP_H
@@ -27,6 +27,8 @@
 #define MCP_RESOURCE_JOBS 20
 /* A sweep given to submit_job makes at most this many jobs. */
 #define MCP_SWEEP_MAX 100000
+/* submit_job reads a script_file of at most this many bytes. */
+#define MCP_SCRIPT_MAX (16 << 20)
 
 /* ---- mcp_daemon.c ---- */
 
@@ -85,6 +87,12 @@ void mcp_reply_error(struct mcp_reply *reply, const char *fmt, ...)
 /* submit_job: the spec gbatch would send for these arguments, posted to /v1/jobs. */
 void mcp_tool_submit(const json_t *args, struct mcp_reply *reply);
 extern const char mcp_submit_schema[];
+
+/* ---- mcp_directives.c ---- */
+
+/* The spec fields of text's "# GFLOW" directives, parsed as gbatch parses them (file
+ * names the script in messages); NULL with *err, gbatch's one-line message. */
+json_t *mcp_directives(const char *text, const char *file, char **err);
 
 /* ---- mcp_resources.c ---- */
 

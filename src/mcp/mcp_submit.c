@@ -3,7 +3,8 @@
  * workdir (an argument, or gflow-mcp's own directory) with gflow-mcp's environment, as a
  * job submitted from the shell that started it, with that shell's umask and conda
  * environment. Values in gbatch's own syntax ("1:30:00", "24G", "22:00") go through the
- * same parsers (src/core/parse.c), so they mean the same. */
+ * same parsers (src/core/parse.c), so they mean the same; a script's "# GFLOW" lines
+ * are read as gbatch reads them (mcp_directives.c), under the arguments. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,8 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "files.h"
+#include "jobopts.h"
 #include "mcp.h"
 #include "parse.h"
 
@@ -19,11 +22,15 @@ extern char **environ;
 const char mcp_submit_schema[] =
     "{\"type\": \"object\", \"additionalProperties\": false, \"properties\": {"
     "\"command\": {\"type\": \"string\", \"minLength\": 1, \"description\": \"a shell command "
-    "line, run by /bin/bash -c (give this or script)\"},"
+    "line, run by /bin/bash -c (give this, script or script_file)\"},"
     "\"script\": {\"type\": \"string\", \"minLength\": 1, \"description\": \"the text of a job "
-    "script, stored with the job (give this or command)\"},"
+    "script, stored with the job; its # GFLOW lines count as in gbatch (give this, command or "
+    "script_file)\"},"
+    "\"script_file\": {\"type\": \"string\", \"minLength\": 1, \"description\": \"a job "
+    "script to read, as 'gbatch FILE' (relative to workdir; give this, command or "
+    "script)\"},"
     "\"name\": {\"type\": \"string\", \"description\": \"the job's name (default: the "
-    "command's first word)\"},"
+    "command's first word, or the script's file name)\"},"
     "\"workdir\": {\"type\": \"string\", \"description\": \"absolute directory the job runs in "
     "(default: gflow-mcp's current directory)\"},"
     "\"gpus\": {\"type\": \"integer\", \"minimum\": 0, \"description\": \"number of whole "
@@ -184,23 +191,110 @@ static int submit_check_gpus(const json_t *spec, struct mcp_reply *reply)
     return reply->error ? -1 : 0;
 }
 
+/* The job's script from script_file (relative to workdir) into spec: its text and its
+ * real path, as gbatch sends them. -1 with the error set. */
+static int submit_script_file(const char *file, const char *workdir, json_t *spec,
+                              struct mcp_reply *reply)
+{
+    char *path = file[0] == '/' ? xstrdup(file) : xasprintf("%s/%s", workdir, file);
+    char *real = realpath(path, NULL);
+    struct stat st;
+    size_t len = 0;
+    char *text = NULL;
+    json_t *t = NULL, *p = NULL;
+    if (!real || stat(real, &st) < 0) {
+        mcp_reply_error(reply, "cannot read script %s: %s", path, strerror(errno));
+    } else if (!S_ISREG(st.st_mode)) {
+        mcp_reply_error(reply, "%s is not a file; give a job script", path);
+    } else if (st.st_size > MCP_SCRIPT_MAX) {
+        mcp_reply_error(reply, "%s is larger than %d bytes; a job script is text", path,
+                        MCP_SCRIPT_MAX);
+    } else if (!(text = read_file(real, &len))) {
+        mcp_reply_error(reply, "cannot read script %s: %s", path, strerror(errno));
+    } else if (memchr(text, '\0', len) || !(t = json_stringn(text, len))) {
+        mcp_reply_error(reply, "%s is not a text file (NUL bytes, or not UTF-8)", path);
+    } else if (!(p = json_string(real))) {
+        mcp_reply_error(reply, "the script's path is not valid UTF-8");
+    } else {
+        json_object_set_new(spec, "script", t);
+        json_object_set_new(spec, "script_path", p);
+        t = NULL;
+    }
+    json_decref(t);
+    free(text);
+    free(real);
+    free(path);
+    return reply->error ? -1 : 0;
+}
+
+/* The job's command or script into spec (its directives are read later, once the
+ * arguments' fields are in: submit_directives). */
+static int submit_what(const json_t *args, const char *workdir, json_t *spec,
+                       struct mcp_reply *reply)
+{
+    const json_t *command = json_object_get(args, "command");
+    const json_t *script = json_object_get(args, "script");
+    const char *file = mcp_arg_str(args, "script_file", NULL);
+    if (!!command + !!script + !!file != 1) {
+        mcp_reply_error(reply, "give exactly one of command (a shell command line), script (a "
+                               "script's text) and script_file (a script to read)");
+        return -1;
+    }
+    if (command) {
+        json_object_set(spec, "command", (json_t *)command);
+        return 0;
+    }
+    if (script) {
+        json_object_set(spec, "script", (json_t *)script);
+        json_object_set_new(spec, "script_path", json_string("-"));
+        return 0;
+    }
+    return submit_script_file(file, workdir, spec, reply);
+}
+
+/* The directives of spec's script under the fields already there; -1 with the error. */
+static int submit_directives(json_t *spec, struct mcp_reply *reply)
+{
+    const char *script = json_string_value(json_object_get(spec, "script"));
+    if (!script)
+        return 0;
+    const char *path = json_string_value(json_object_get(spec, "script_path"));
+    char *err = NULL;
+    json_t *d = mcp_directives(script, strcmp(path, "-") ? path : "script", &err);
+    if (!d) {
+        mcp_reply_error(reply, "%s", err);
+        free(err);
+        return -1;
+    }
+    jobopts_merge(spec, d);
+    json_decref(d);
+    if (json_is_null(json_object_get(spec, "conda_env"))) /* --conda-env '': none */
+        json_object_del(spec, "conda_env");
+    return 0;
+}
+
 /* The spec for args, or NULL with reply's error set. */
 static json_t *submit_spec(const json_t *args, struct mcp_reply *reply)
 {
     json_t *spec = json_object();
-    const json_t *command = json_object_get(args, "command");
-    const json_t *script = json_object_get(args, "script");
-    if (!!command == !!script) {
-        mcp_reply_error(reply, "give exactly one of command (a shell command line) and script "
-                               "(a script's text)");
+    const char *workdir = mcp_arg_str(args, "workdir", NULL);
+    char *cwd = workdir ? NULL : getcwd(NULL, 0);
+    if (!workdir && !cwd) {
+        mcp_reply_error(reply, "cannot determine gflow-mcp's current directory (%s); give workdir",
+                        strerror(errno));
         goto bad;
     }
-    if (command) {
-        json_object_set(spec, "command", (json_t *)command);
-    } else {
-        json_object_set(spec, "script", (json_t *)script);
-        json_object_set_new(spec, "script_path", json_string("-"));
+    json_t *wd = json_string(workdir ? workdir : cwd);
+    if (!wd) {
+        mcp_reply_error(reply, "gflow-mcp's current directory is not valid UTF-8; give workdir");
+        free(cwd);
+        goto bad;
     }
+    json_object_set_new(spec, "workdir", wd);
+    int rc = submit_what(args, json_string_value(wd), spec, reply);
+    free(cwd);
+    if (rc < 0)
+        goto bad;
     /* The arguments that are spec fields as they are. */
     static const char *const same[] = {
         "name",        "gpus",    "shared", "mig_profile",    "priority",  "hold",    "project",
@@ -210,8 +304,6 @@ static json_t *submit_spec(const json_t *args, struct mcp_reply *reply)
         if (v)
             json_object_set(spec, *f, v);
     }
-    if (submit_parsed_fields(args, spec, reply) < 0 || submit_check_gpus(spec, reply) < 0)
-        goto bad;
     const json_t *deps = json_object_get(args, "depends_on");
     if (json_array_size(deps)) {
         const char *kind = mcp_arg_str(args, "dependency_kind", "afterok");
@@ -224,32 +316,22 @@ static json_t *submit_spec(const json_t *args, struct mcp_reply *reply)
         json_object_set_new(spec, "depends_mode",
                             json_string(mcp_arg_str(args, "dependency_mode", "all")));
     }
-
-    const char *workdir = mcp_arg_str(args, "workdir", NULL);
-    char *cwd = workdir ? NULL : getcwd(NULL, 0);
-    if (!workdir && !cwd) {
-        mcp_reply_error(reply, "cannot determine gflow-mcp's current directory (%s); give workdir",
-                        strerror(errno));
+    if (submit_parsed_fields(args, spec, reply) < 0 || submit_directives(spec, reply) < 0 ||
+        submit_check_gpus(spec, reply) < 0)
         goto bad;
-    }
-    json_t *wd = json_string(workdir ? workdir : cwd);
-    free(cwd);
-    if (!wd) {
-        mcp_reply_error(reply, "gflow-mcp's current directory is not valid UTF-8; give workdir");
-        goto bad;
-    }
-    json_object_set_new(spec, "workdir", wd);
     json_object_set_new(spec, "env", submit_environment(json_object_get(args, "env")));
-    mode_t mask = umask(0);
-    umask(mask);
-    char text[8];
-    format_umask((int)mask, text);
-    json_object_set_new(spec, "umask", json_string(text));
+    if (!json_object_get(spec, "umask")) { /* a directive's --umask wins */
+        mode_t mask = umask(0);
+        umask(mask);
+        char text[8];
+        format_umask((int)mask, text);
+        json_object_set_new(spec, "umask", json_string(text));
+    }
     /* A command job runs in the starting shell's conda environment, as with gbatch. */
     const char *conda = getenv("CONDA_DEFAULT_ENV");
     json_t *conda_json;
-    if (!json_object_get(spec, "conda_env") && command && conda && *conda &&
-        (conda_json = json_string(conda)))
+    if (!json_object_get(spec, "conda_env") && json_object_get(spec, "command") && conda &&
+        *conda && (conda_json = json_string(conda)))
         json_object_set_new(spec, "conda_env", conda_json);
 
     const json_t *params = json_object_get(args, "params");

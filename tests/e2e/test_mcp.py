@@ -413,3 +413,38 @@ def test_acts_as_the_user_who_runs_it(sim_gflow):
         assert m.ok("job_log", id=theirs)["text"] == f"{uid}\n{workdir}\n"
     finally:
         m.close()
+
+
+def test_scripts_and_their_directives(mcp, sim_gflow):
+    """A script (text or file) is submitted as gbatch submits it: its "# GFLOW" lines are
+    read with gbatch's parsers, under the arguments; a bad one is gbatch's message."""
+    g = sim_gflow
+    mcp.initialize()
+    script = ("#!/bin/bash\n# GFLOW --time 5\n# GFLOW -J from-directive --priority 7\n"
+              "#GFLOW --gpus 1 --umask 027\necho script ran; umask\n")
+    job = mcp.ok("submit_job", script=script, priority=20)["jobs"][0]["id"]
+    j = g.wait_state(job)
+    assert j["state"] == "CD", (j, g.log(job))
+    assert (j["name"], j["time_limit"], j["priority"], j["gpus"], j["umask"]) == \
+        ("from-directive", 300, 20, 1, "0027")  # the argument's priority wins
+    assert j["script_path"] == "-" and g.log(job) == "script ran\n0027\n"
+
+    path = g.work / "train.sh"
+    path.write_text("#!/bin/bash\n# GFLOW --depends-on @\necho from file\n")
+    sub = mcp.ok("submit_job", script_file="train.sh", hold=True)
+    j = g.job(sub["jobs"][0]["id"])
+    assert j["script_path"] == str(path) and j["name"] == "train.sh" and j["state"] == "H"
+    assert [d["id"] for d in j["depends_on"]] == [job]  # '@' asked the daemon: the latest
+
+    bad = mcp.call("submit_job", script="#!/bin/sh\n# GFLOW --time soon\ntrue\n")
+    assert bad["isError"] is True
+    text = bad["content"][0]["text"]
+    assert text.startswith("script:2: ") and "soon" in text and "directive" in text, text
+    bad = mcp.call("submit_job", script="#!/bin/sh\n# GFLOW --notify-email a@b\ntrue\n")
+    assert bad["isError"] is True and "--notify-email" in bad["content"][0]["text"]
+    missing = mcp.call("submit_job", script_file="nope.sh")
+    assert missing["isError"] is True and "nope.sh" in missing["content"][0]["text"]
+    both = mcp.call("submit_job", command="true", script="true")
+    assert both["isError"] is True and "exactly one" in both["content"][0]["text"]
+    assert len(g.jobs(user="all")) == 2, "a refused submission made a job"
+    assert mcp.result("ping") == {}
