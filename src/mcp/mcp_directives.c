@@ -62,12 +62,14 @@ static void directive_apply(int argc, char **argv, const struct jobopts_ctx *ctx
             json_object_set_new(spec, "max_concurrent", json_integer(k));
             break;
         default:
-            jobopts_error(ctx,
-                          "%s; gflow-mcp reads the job options of a directive (those of "
-                          "'gbatch --help' under Options, GPUs and Dependencies, and -P, "
-                          "--array, --max-concurrent): give this one as an argument of "
-                          "submit_job, or submit with gbatch",
-                          cli_option_error(argv, c, longopts));
+            if (c == '?') /* an option gbatch may know but not a job option */
+                jobopts_error(ctx,
+                              "%s; gflow-mcp reads the job options of a directive (those of "
+                              "'gbatch --help' under Options, GPUs and Dependencies, and -P, "
+                              "--array, --max-concurrent): give this one as an argument of "
+                              "submit_job, or submit with gbatch",
+                              cli_option_error(argv, c, longopts));
+            jobopts_error(ctx, "%s", cli_option_error(argv, c, longopts));
         }
     }
     if (optind < argc)

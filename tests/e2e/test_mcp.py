@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from conftest import TERMINAL, as_user, binary, ensure_test_user, wait_for
+from conftest import SANITIZER_MARKS, as_user, binary, ensure_test_user, wait_for
 
 TIMEOUT = 20  # seconds one answer may take
 TOOLS = {"list_jobs", "show_job", "submit_job", "cancel_job", "hold_job", "release_job",
@@ -22,6 +22,8 @@ class Mcp:
     """One gflow-mcp process and the client side of its session."""
 
     def __init__(self, g, user=None, env=None, cwd=None):
+        if not os.path.exists(binary("gflow-mcp")):
+            pytest.fail(f"{binary('gflow-mcp')} is missing; build with 'ninja -C build'")
         argv = [binary("gflow-mcp")]
         if user:
             argv = list(user) + argv
@@ -93,6 +95,8 @@ class Mcp:
         err = self.proc.stderr.read().decode(errors="replace")
         self.proc.stdout.close()
         self.proc.stderr.close()
+        for bad in SANITIZER_MARKS:
+            assert bad not in err, f"sanitizer report from gflow-mcp:\n{err[-4000:]}"
         return err
 
 
