@@ -182,12 +182,15 @@ static json_t *method_tools_call(const json_t *id, const json_t *params)
                             json_pack("[{s:s, s:o}]", "type", "text", "text",
                                       jsonrpc_text(reply.error, strlen(reply.error))));
         json_object_set_new(result, "isError", json_true());
+        json_decref(reply.structured);
     } else {
+        if (!reply.structured) /* structuredContent is always an object */
+            reply.structured = json_object();
         char *text = reply.text ? reply.text : json_dumps(reply.structured, JSON_COMPACT);
         reply.text = NULL;
-        json_object_set_new(
-            result, "content",
-            json_pack("[{s:s, s:o}]", "type", "text", "text", jsonrpc_text(text, strlen(text))));
+        json_object_set_new(result, "content",
+                            json_pack("[{s:s, s:o}]", "type", "text", "text",
+                                      jsonrpc_text(text ? text : "", text ? strlen(text) : 0)));
         free(text);
         json_object_set_new(result, "structuredContent", reply.structured);
         json_object_set_new(result, "isError", json_false());

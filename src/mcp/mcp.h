@@ -16,9 +16,10 @@
 
 #include "util.h"
 
-/* The bounds of what one call reads from the daemon and returns to the assistant. */
-#define MCP_LOG_BYTES_DEFAULT (64u << 10)
-#define MCP_LOG_BYTES_MAX (1u << 20)
+/* The bounds of what one call reads from the daemon and returns to the assistant (plain
+ * numbers: the tools' schemas spell them with MCP_STR). */
+#define MCP_LOG_BYTES_DEFAULT 65536
+#define MCP_LOG_BYTES_MAX 1048576
 #define MCP_LOG_LINES_DEFAULT 200
 #define MCP_LOG_LINES_MAX 100000
 #define MCP_LIST_DEFAULT 50
@@ -27,6 +28,9 @@
 #define MCP_RESOURCE_JOBS 20
 /* A sweep given to submit_job makes at most this many jobs. */
 #define MCP_SWEEP_MAX 100000
+
+#define MCP_STR_(x) #x
+#define MCP_STR(x) MCP_STR_(x)
 /* submit_job reads a script_file of at most this many bytes. */
 #define MCP_SCRIPT_MAX (16 << 20)
 

@@ -117,7 +117,7 @@ json_t *mcp_resource_read(const char *uri, int *code, char **err)
         strbuf_init(&shown);
         if (cut)
             strbuf_addf(&shown,
-                        "[gflow-mcp: the last %u bytes; earlier output left out (the job_log "
+                        "[gflow-mcp: the last %d bytes; earlier output left out (the job_log "
                         "tool reads any part)]\n",
                         MCP_LOG_BYTES_DEFAULT);
         strbuf_add(&shown, log.buf ? log.buf : "", log.len);

@@ -239,8 +239,9 @@ static const struct mcp_tool tools[] = {
      "\"user\": {\"type\": \"string\", \"description\": \"a login name, or all; default "
      "you\"},"
      "\"project\": {\"type\": \"string\", \"description\": \"comma list of project codes\"},"
-     "\"limit\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": 1000, \"description\": "
-     "\"at most this many jobs (default 50)\"}}}",
+     "\"limit\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": " MCP_STR(
+         MCP_LIST_MAX) ", \"description\": "
+                       "\"at most this many jobs (default 50)\"}}}",
      true, false, true, tool_list_jobs},
     {"show_job", "Show a job",
      "Everything gflow knows about one job: its state and reason, command or script, "
@@ -278,14 +279,25 @@ static const struct mcp_tool tools[] = {
      "max_bytes (up to 1 MiB) the size.",
      "{\"type\": \"object\", \"additionalProperties\": false, \"required\": [\"id\"], "
      "\"properties\": {" ID_ARG ","
-     "\"last_lines\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": 100000, "
-     "\"description\": \"the last N lines (default 200)\"},"
-     "\"first_lines\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": 100000, "
-     "\"description\": \"the first N lines instead\"},"
-     "\"offset\": {\"type\": \"integer\", \"minimum\": 0, \"description\": \"read from this "
-     "byte offset instead (to page through a long log)\"},"
-     "\"max_bytes\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": 1048576, "
-     "\"description\": \"at most this many bytes (default 65536)\"}}}",
+     "\"last_lines\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": " MCP_STR(
+         MCP_LOG_LINES_MAX) ", "
+                            "\"description\": \"the last N lines (default 200)\"},"
+                            "\"first_lines\": {\"type\": \"integer\", \"minimum\": 1, "
+                            "\"maximum\": " MCP_STR(
+                                MCP_LOG_LINES_MAX) ", "
+                                                   "\"description\": \"the first N lines "
+                                                   "instead\"},"
+                                                   "\"offset\": {\"type\": \"integer\", "
+                                                   "\"minimum\": 0, \"description\": \"read from "
+                                                   "this "
+                                                   "byte offset instead (to page through a long "
+                                                   "log)\"},"
+                                                   "\"max_bytes\": {\"type\": \"integer\", "
+                                                   "\"minimum\": 1, \"maximum\": " MCP_STR(
+                                                       MCP_LOG_BYTES_MAX) ", "
+                                                                          "\"description\": \"at "
+                                                                          "most this many bytes "
+                                                                          "(default 65536)\"}}}",
      true, false, true, tool_job_log},
     {"list_gpus", "List GPUs",
      "The machine's GPUs as gflow sees them: index, name, memory, utilization, "

@@ -266,6 +266,17 @@ def test_job_log_is_bounded(mcp, sim_gflow):
     assert both["isError"] is True and "one of" in both["content"][0]["text"]
 
 
+def test_log_that_is_not_utf8_is_made_valid(mcp, sim_gflow):
+    g = sim_gflow
+    mcp.initialize()
+    job = mcp.ok("submit_job", command=r"printf 'caf\303\251 \377\376 end\n'")["jobs"][0]["id"]
+    assert g.wait_state(job)["state"] == "CD"
+    assert (g.data / "logs" / f"{job}.log").read_bytes() == b"caf\xc3\xa9 \xff\xfe end\n"
+    assert mcp.ok("job_log", id=job)["text"] == "caf\u00e9 \ufffd\ufffd end\n"
+    contents = mcp.result("resources/read", {"uri": f"gflow://jobs/{job}/log"})["contents"]
+    assert contents[0]["text"] == "caf\u00e9 \ufffd\ufffd end\n"
+
+
 def test_cancel_hold_release(mcp, sim_gflow):
     g = sim_gflow
     mcp.initialize()
