@@ -2,8 +2,9 @@
  * stdio (mcp.c: the session and its methods) that lets an AI assistant use gflow as the
  * user who runs it: every tool is a request to gflowd over its Unix socket (the client
  * library, src/client), so it can do nothing that user cannot. mcp_tools.c: the tools;
- * mcp_submit.c: submit_job's spec, built as gbatch builds it; mcp_resources.c: job logs
- * and jobs as resources; mcp_directives.c: a script's "# GFLOW" lines; mcp_daemon.c: requests that report errors instead of exiting;
+ * mcp_submit.c: submit_job's spec, built as gbatch builds it; mcp_directives.c: a
+ * script's "# GFLOW" lines, read with gbatch's parsers; mcp_resources.c: job logs and
+ * jobs as resources; mcp_daemon.c: requests that report errors instead of exiting;
  * mcp_args.c: tool arguments checked against each tool's input schema; jsonrpc.c: the
  * framing. */
 #ifndef GFLOW_MCP_H
