@@ -32,6 +32,8 @@
 
 #define MCP_STR_(x) #x
 #define MCP_STR(x) MCP_STR_(x)
+/* show_job shows at most this many bytes of a job's script. */
+#define MCP_SCRIPT_SHOWN 65536
 /* submit_job reads a script_file of at most this many bytes. */
 #define MCP_SCRIPT_MAX (16 << 20)
 

@@ -107,6 +107,13 @@ static void tool_show_job(const json_t *args, struct mcp_reply *reply)
             json_integer((json_int_t)json_object_size(json_object_get(reply->structured, "env"))));
         json_object_del(reply->structured, "env");
     }
+    /* A script can be megabytes: its start is what an assistant needs. */
+    const json_t *script = json_object_get(reply->structured, "script");
+    if (json_string_length(script) > MCP_SCRIPT_SHOWN) {
+        json_object_set_new(reply->structured, "script",
+                            jsonrpc_text(json_string_value(script), MCP_SCRIPT_SHOWN));
+        json_object_set_new(reply->structured, "script_truncated", json_true());
+    }
 }
 
 static void job_action(const json_t *args, const char *action, struct mcp_reply *reply)
@@ -246,7 +253,7 @@ static const struct mcp_tool tools[] = {
     {"show_job", "Show a job",
      "Everything gflow knows about one job: its state and reason, command or script, "
      "resources, times, exit code, dependencies and log path. The submitter's "
-     "environment is left out unless include_env is true.",
+     "environment is left out unless include_env is true, and a script is cut at 64 KiB.",
      "{\"type\": \"object\", \"additionalProperties\": false, \"required\": [\"id\"], "
      "\"properties\": {" ID_ARG ", \"include_env\": {\"type\": \"boolean\", \"description\": "
      "\"also the job's environment variables (may hold secrets)\"}}}",

@@ -463,3 +463,13 @@ def test_scripts_and_their_directives(mcp, sim_gflow):
     assert both["isError"] is True and "exactly one" in both["content"][0]["text"]
     assert len(g.jobs(user="all")) == 2, "a refused submission made a job"
     assert mcp.result("ping") == {}
+
+
+def test_show_job_cuts_a_long_script(mcp, sim_gflow):
+    mcp.initialize()
+    script = "#!/bin/bash\n" + "# padding line of a long script\n" * 2500 + "true\n"
+    assert len(script) > 70000
+    job = mcp.ok("submit_job", script=script, hold=True)["jobs"][0]["id"]
+    shown = mcp.ok("show_job", id=job)
+    assert shown["script"] == script[:65536] and shown["script_truncated"] is True
+    assert sim_gflow.job(job)["script"] == script, "the stored script is whole"
