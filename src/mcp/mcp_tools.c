@@ -59,6 +59,14 @@ static void tool_list_jobs(const json_t *args, struct mcp_reply *reply)
         client_query_add(&path, "user", user);
     if (project)
         client_query_add(&path, "project", project);
+    int64_t before = mcp_arg_int(args, "before_id", 0);
+    if (before == 1) { /* nothing is older than job 1 */
+        reply->structured = json_pack("{s:[], s:i, s:b}", "jobs", "count", 0, "more", 0);
+        strbuf_free(&path);
+        return;
+    }
+    if (before > 1)
+        strbuf_addf(&path, "%cid=1-%lld", strchr(path.buf, '?') ? '&' : '?', (long long)before - 1);
     /* The newest first: what an assistant asks about is usually recent. */
     client_query_add(&path, "sort", "-id");
     int64_t limit = mcp_arg_int(args, "limit", MCP_LIST_DEFAULT);
@@ -237,7 +245,8 @@ static void tool_stats(const json_t *args, struct mcp_reply *reply)
 
 static const struct mcp_tool tools[] = {
     {"list_jobs", "List jobs",
-     "Lists gflow jobs, newest first: by default your own jobs in every state. Each job "
+     "Lists gflow jobs, newest first: by default your own jobs in every state; more says "
+     "whether older ones matched too (ask again with before_id). Each job "
      "has its id, name, state (PD queued, H held, R running, CD finished, F failed, CA "
      "cancelled, TO timed out), reason, GPUs and times (unix seconds).",
      "{\"type\": \"object\", \"additionalProperties\": false, \"properties\": {"
@@ -246,6 +255,8 @@ static const struct mcp_tool tools[] = {
      "\"user\": {\"type\": \"string\", \"description\": \"a login name, or all; default "
      "you\"},"
      "\"project\": {\"type\": \"string\", \"description\": \"comma list of project codes\"},"
+     "\"before_id\": {\"type\": \"integer\", \"minimum\": 1, \"description\": \"only jobs "
+     "with a smaller id: the next page when more is true\"},"
      "\"limit\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": " MCP_STR(
          MCP_LIST_MAX) ", \"description\": "
                        "\"at most this many jobs (default 50)\"}}}",

@@ -473,3 +473,15 @@ def test_show_job_cuts_a_long_script(mcp, sim_gflow):
     shown = mcp.ok("show_job", id=job)
     assert shown["script"] == script[:65536] and shown["script_truncated"] is True
     assert sim_gflow.job(job)["script"] == script, "the stored script is whole"
+
+
+def test_list_jobs_pages_with_before_id(mcp, sim_gflow):
+    mcp.initialize()
+    ids = [mcp.ok("submit_job", command="true", hold=True)["jobs"][0]["id"] for _ in range(3)]
+    page = mcp.ok("list_jobs", limit=2)
+    assert [j["id"] for j in page["jobs"]] == ids[:0:-1] and page["more"] is True
+    page = mcp.ok("list_jobs", limit=2, before_id=page["jobs"][-1]["id"])
+    assert [j["id"] for j in page["jobs"]] == [ids[0]] and page["more"] is False
+    assert mcp.ok("list_jobs", before_id=1) == {"jobs": [], "count": 0, "more": False}
+    held = mcp.ok("list_jobs", state="H", user="all")
+    assert held["count"] == 3 and {j["state"] for j in held["jobs"]} == {"H"}
