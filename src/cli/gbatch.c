@@ -334,51 +334,6 @@ static int gbatch_parse(int argc, char **argv, struct gbatch_opts *o, const stru
     return optind;
 }
 
-/* Splits a directive's text into words: blanks separate, quotes group ('...' and
- * "..." with \" inside). Returns -1 on an unterminated quote. */
-static int gbatch_split_words(const char *s, char ***words, int *n)
-{
-    int cap = 8;
-    *words = xmalloc((size_t)cap * sizeof(char *));
-    *n = 0;
-    struct strbuf w;
-    strbuf_init(&w);
-    const char *p = s;
-    for (;;) {
-        while (*p == ' ' || *p == '\t')
-            p++;
-        if (!*p)
-            break;
-        strbuf_reset(&w);
-        strbuf_adds(&w, "");
-        while (*p && *p != ' ' && *p != '\t') {
-            if (*p == '\'' || *p == '"') {
-                char q = *p++;
-                while (*p && *p != q) {
-                    if (q == '"' && *p == '\\' && (p[1] == '"' || p[1] == '\\'))
-                        p++;
-                    strbuf_addc(&w, *p++);
-                }
-                if (!*p) {
-                    strbuf_free(&w);
-                    return -1;
-                }
-                p++;
-            } else {
-                strbuf_addc(&w, *p++);
-            }
-        }
-        if (*n + 2 > cap) {
-            cap *= 2;
-            *words = xrealloc(*words, (size_t)cap * sizeof(char *));
-        }
-        (*words)[(*n)++] = strbuf_detach(&w);
-    }
-    strbuf_free(&w);
-    (*words)[*n] = NULL;
-    return 0;
-}
-
 /* Applies the "# GFLOW" lines of a script to o (options already set stay). */
 static void gbatch_directives(const char *text, const char *file, struct gbatch_opts *o)
 {
@@ -397,7 +352,7 @@ static void gbatch_directives(const char *text, const char *file, struct gbatch_
             struct jobopts_ctx ctx = {JOBOPTS_SUBMIT, "gbatch", file, lineno};
             char **words;
             int n;
-            if (gbatch_split_words(body, &words, &n) < 0)
+            if (jobopts_split_words(body, &words, &n) < 0)
                 jobopts_error(&ctx, "unterminated quote");
             /* getopt wants a program name in argv[0]. */
             char **argv = xmalloc((size_t)(n + 2) * sizeof(char *));

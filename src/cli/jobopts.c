@@ -749,6 +749,49 @@ void jobopts_merge(json_t *spec, const json_t *from)
     }
 }
 
+int jobopts_split_words(const char *s, char ***words, int *n)
+{
+    int cap = 8;
+    *words = xmalloc((size_t)cap * sizeof(char *));
+    *n = 0;
+    struct strbuf w;
+    strbuf_init(&w);
+    const char *p = s;
+    for (;;) {
+        while (*p == ' ' || *p == '\t')
+            p++;
+        if (!*p)
+            break;
+        strbuf_reset(&w);
+        strbuf_adds(&w, "");
+        while (*p && *p != ' ' && *p != '\t') {
+            if (*p == '\'' || *p == '"') {
+                char q = *p++;
+                while (*p && *p != q) {
+                    if (q == '"' && *p == '\\' && (p[1] == '"' || p[1] == '\\'))
+                        p++;
+                    strbuf_addc(&w, *p++);
+                }
+                if (!*p) {
+                    strbuf_free(&w);
+                    return -1;
+                }
+                p++;
+            } else {
+                strbuf_addc(&w, *p++);
+            }
+        }
+        if (*n + 2 > cap) {
+            cap *= 2;
+            *words = xrealloc(*words, (size_t)cap * sizeof(char *));
+        }
+        (*words)[(*n)++] = strbuf_detach(&w);
+    }
+    strbuf_free(&w);
+    (*words)[*n] = NULL;
+    return 0;
+}
+
 /* ---- help ---- */
 
 #define JO_HELP_COL 35   /* where an option's text starts */

@@ -73,6 +73,11 @@ void jobopts_deps(const struct jobopts_ctx *ctx, const char *opt, const char *ar
  * spec does not have; "depends_on" and "depends_mode" go together. */
 void jobopts_merge(json_t *spec, const json_t *from);
 
+/* Splits a "# GFLOW" directive's text into words (gbatch's and gflow-mcp's): blanks
+ * separate, quotes group ('...' and "..." with \" inside). *words is a malloc'd,
+ * NULL-terminated array of *n malloc'd words. Returns -1 on an unterminated quote. */
+int jobopts_split_words(const char *s, char ***words, int *n);
+
 /* The sections of the help the shared options fall in. */
 enum jobopts_section { JOBOPTS_GENERAL, JOBOPTS_GPUS, JOBOPTS_DEPS };
 
