@@ -23,6 +23,9 @@ struct gflow_limits {
     int64_t max_active_jobs_per_user; /* queued, held and running jobs of one uid */
     int64_t max_ids_per_request;      /* job ids one id list names (after clipping) */
     int64_t max_log_scan_bytes;       /* what gjob log --first/--last reads of a log */
+    int64_t max_event_clients;          /* GET /v1/events streams, all users */
+    int64_t max_event_clients_per_user; /* GET /v1/events streams of one uid */
+    int64_t event_buffer_bytes;         /* what a stream may fall behind before it is dropped */
 };
 
 struct gflow_config {

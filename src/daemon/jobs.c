@@ -50,6 +50,19 @@ void jobs_set_signal_cb(struct jobs *t, jobs_signal_cb cb, void *arg)
     t->signal_arg = arg;
 }
 
+void jobs_set_event_cb(struct jobs *t, jobs_event_cb cb, void *arg)
+{
+    t->event_cb = cb;
+    t->event_arg = arg;
+}
+
+/* Tells the event stream about a change of j (GET /v1/events). */
+static void jobs_event(struct jobs *t, const struct job *j, const char *type)
+{
+    if (t->event_cb)
+        t->event_cb(t->event_arg, j, type);
+}
+
 struct job_group *jobs_group(struct jobs *t, int64_t id, bool create)
 {
     size_t lo = 0, hi = t->groups_len;
@@ -320,6 +333,8 @@ int jobs_reload(struct jobs *t, char **err)
     struct jobs *fresh = jobs_new(t->store);
     fresh->signal_cb = t->signal_cb;
     fresh->signal_arg = t->signal_arg;
+    fresh->event_cb = t->event_cb;
+    fresh->event_arg = t->event_arg;
     quotas_set_config(fresh->quotas, quotas_config(t->quotas));
     char *ignored = NULL; /* the shares were checked when t got them */
     jobs_fairshare_configure(fresh, t->fs.half_life, t->fs.shares_text[FAIRSHARE_USER],
@@ -392,6 +407,7 @@ static int submit_one(struct jobs *t, struct job *j, const struct job *leader)
         jobs_sched_add(t, j);
     t->dirty = true;
     t->counters.submitted++;
+    jobs_event(t, j, "job_submitted"); /* before an auto-cancel by its dependencies */
     if (j->n_deps) {
         /* Statuses were set by jobs_check_deps. */
         for (size_t k = 0; k < j->n_deps; k++) {
@@ -533,6 +549,7 @@ int jobs_update(struct jobs *t, struct job *j, struct job *n, bool deps_changed,
         log_error("job %lld: cannot store the update: %s", (long long)j->id, store_error(t->store));
         rc = -1;
     }
+    jobs_event(t, j, "job_updated");
     if (deps_changed || j->n_deps)
         jobs_deps_update(t, j); /* also for a changed auto_cancel */
     return rc;
@@ -680,6 +697,10 @@ int jobs_set_state(struct jobs *t, struct job *j, enum job_state to, enum job_re
     /* In a bulk change between PD, H and CA nothing but the state columns changed. */
     int rc = jobs_save_cols(t, j, t->bulk && from != JOB_RUNNING && to != JOB_RUNNING);
     rc |= charge_rc;
+    jobs_event(t, j,
+               to == JOB_RUNNING                ? "job_started"
+               : job_state_is_terminal(to) ? "job_ended"
+                                                : "job_updated");
     if (to == JOB_QUEUED && j->n_deps)
         jobs_deps_update(t, j); /* e.g. released: DependencyFailed shows again */
     if (rc == 0 && jobs_retryable(j))

@@ -8,6 +8,7 @@
 
 #include "config_file.h"
 #include "daemon.h"
+#include "events.h"
 #include "gpu.h"
 #include "jobs.h"
 #include "log.h"
@@ -165,6 +166,7 @@ json_t *daemon_reload(struct gflowd *d, char **err)
         json_array_append_new(applied, json_string("quota"));
     config_free(&c);
     jobs_mark_dirty(d->jobs);
+    events_daemon(d->events, "reloaded");
     log_info("configuration reloaded from %s: %zu setting%s applied, %zu need a restart",
              d->config_path ? d->config_path : "(no file)", json_array_size(applied),
              json_array_size(applied) == 1 ? "" : "s", json_array_size(restart));
