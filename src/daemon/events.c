@@ -87,19 +87,20 @@ static bool sub_wants(const struct event_sub *s, const struct event *e)
     return false;
 }
 
-static void sub_append(struct event_sub *s, const char *type, uint64_t seq, const char *data,
-                       size_t data_len)
+static void sub_append(struct event_sub *s, const char *type, bool with_id, uint64_t seq,
+                       const char *data, size_t data_len)
 {
-    if (seq)
+    if (with_id)
         strbuf_addf(&s->out, "id: %s-%llu\n", s->ev->run, (unsigned long long)seq);
     strbuf_addf(&s->out, "event: %s\ndata: ", type);
     strbuf_add(&s->out, data, data_len);
     strbuf_adds(&s->out, "\n\n");
 }
 
-void events_sub_send_raw(struct event_sub *s, const char *type, uint64_t seq, const char *data)
+void events_sub_send_raw(struct event_sub *s, const char *type, bool with_id, uint64_t seq,
+                         const char *data)
 {
-    sub_append(s, type, seq, data, strlen(data));
+    sub_append(s, type, with_id, seq, data, strlen(data));
 }
 
 /* s has fallen too far behind: what it has not taken yet is dropped, it gets a "resync"
@@ -115,7 +116,7 @@ static void sub_drop(struct event_sub *s)
                            "behind; read the state again, then reconnect\","
                            "\"last_event_id\":\"%s-%llu\"}",
                            ev->run, (unsigned long long)ev->ring.last_seq);
-    events_sub_send_raw(s, "resync", ev->ring.last_seq, data);
+    events_sub_send_raw(s, "resync", true, ev->ring.last_seq, data);
     free(data);
     s->ending = true;
     /* A client that does not read at all is not waited for: libmicrohttpd closes it
@@ -133,7 +134,17 @@ void events_sub_send(struct event_sub *s, const struct event *e)
         sub_drop(s);
         return;
     }
-    sub_append(s, e->type, e->seq, e->data, e->data_len);
+    sub_append(s, e->type, true, e->seq, e->data, e->data_len);
+}
+
+void events_sub_resume(struct event_sub *s)
+{
+    if (!s->suspended)
+        return;
+    s->suspended = false;
+    if (s->fd >= 0)
+        loop_del_fd(s->fd);
+    MHD_resume_connection(s->conn);
 }
 
 static void kick_cb(void *arg)
@@ -143,8 +154,7 @@ static void kick_cb(void *arg)
     bool resumed = false;
     for (struct event_sub *s = ev->subs; s; s = s->next) {
         if (s->suspended && (s->out.len > s->out_pos || s->ending)) {
-            s->suspended = false;
-            MHD_resume_connection(s->conn);
+            events_sub_resume(s);
             resumed = true;
         }
     }
@@ -314,9 +324,6 @@ void events_stop(struct events *ev)
     ev->kick_timer = NULL;
     for (struct event_sub *s = ev->subs; s; s = s->next) {
         s->ending = true;
-        if (s->suspended) { /* api_stop runs libmicrohttpd once more, then closes */
-            s->suspended = false;
-            MHD_resume_connection(s->conn);
-        }
+        events_sub_resume(s); /* api_stop runs libmicrohttpd once more, then closes */
     }
 }

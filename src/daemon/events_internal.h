@@ -34,6 +34,7 @@ struct event_sub {
     struct strbuf out; /* text not taken by libmicrohttpd yet, from out_pos on */
     size_t out_pos;
     bool suspended; /* waiting for text (its content reader suspended it) */
+    int fd;         /* the connection's, watched while suspended: a client that hangs up */
     bool ending;    /* its stream ends once out is sent (dropped, or gflowd stops) */
     struct event_sub *prev, *next;
 };
@@ -59,8 +60,11 @@ void events_start_recording(struct events *ev);
 /* Appends e to s's text if s's filters want it; a client that has fallen more than
  * limits.event_buffer_bytes behind is dropped with a "resync" event instead. */
 void events_sub_send(struct event_sub *s, const struct event *e);
-/* Appends a stream-only event (hello, resync), with "id: <run>-<seq>" when seq is set. */
-void events_sub_send_raw(struct event_sub *s, const char *type, uint64_t seq, const char *data);
+/* Appends a stream-only event (hello, resync), with "id: <run>-<seq>" when with_id. */
+void events_sub_send_raw(struct event_sub *s, const char *type, bool with_id, uint64_t seq,
+                         const char *data);
+/* Resumes s (suspended), no longer watching its socket. */
+void events_sub_resume(struct event_sub *s);
 /* Resumes the clients that have text waiting, from the loop (never inside
  * libmicrohttpd's callbacks). */
 void events_kick(struct events *ev);

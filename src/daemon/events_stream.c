@@ -17,13 +17,29 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/epoll.h>
+
+#include "api.h"
 #include "daemon.h"
 #include "events_internal.h"
 #include "gflow_build.h"
+#include "loop.h"
 #include "parse.h"
 #include "routes.h"
 
 #define EVENTS_READ_BLOCK 16384
+
+/* A suspended client hung up: libmicrohttpd, which does not watch a suspended
+ * connection, would only notice at the next ping. Its stream ends now. */
+static void sub_gone_cb(int fd, uint32_t events, void *arg)
+{
+    (void)fd;
+    (void)events;
+    struct event_sub *s = arg;
+    s->ending = true;
+    events_sub_resume(s);
+    api_run(s->ev->d->api);
+}
 
 static ssize_t sub_read_cb(void *cls, uint64_t pos, char *buf, size_t max)
 {
@@ -44,6 +60,8 @@ static ssize_t sub_read_cb(void *cls, uint64_t pos, char *buf, size_t max)
         return MHD_CONTENT_READER_END_OF_STREAM;
     s->suspended = true;
     MHD_suspend_connection(s->conn);
+    if (s->fd >= 0 && loop_add_fd(s->fd, EPOLLRDHUP, sub_gone_cb, s) < 0)
+        s->fd = -1; /* not watched: the next ping finds it gone */
     return 0;
 }
 
@@ -52,6 +70,8 @@ static void sub_free_cb(void *cls)
 {
     struct event_sub *s = cls;
     struct events *ev = s->ev;
+    if (s->suspended && s->fd >= 0)
+        loop_del_fd(s->fd);
     if (s->prev)
         s->prev->next = s->next;
     else
@@ -168,13 +188,13 @@ static void start_stream(const struct route_req *r, struct event_sub *s, const c
                             r->who->is_admin ? "true" : "false", GFLOW_VERSION);
     /* Its id makes a client that reconnects resume from here, unless it resumes an
      * earlier id now. */
-    events_sub_send_raw(s, "hello", resume ? 0 : last, hello);
+    events_sub_send_raw(s, "hello", !resume, last, hello);
     free(hello);
     if (why) {
         char *data = xasprintf("{\"reason\":\"%s; read the state again\",\"last_event_id\":"
                                "\"%s-%llu\"}",
                                why, ev->run, (unsigned long long)last);
-        events_sub_send_raw(s, "resync", last, data);
+        events_sub_send_raw(s, "resync", true, last, data);
         free(data);
     } else if (resume) {
         for (uint64_t q = seen + 1; q <= last && !s->ending; q++)
@@ -197,6 +217,9 @@ void route_events(const struct route_req *r, struct reply *rep)
     s->ev = ev;
     s->conn = r->conn;
     s->uid = r->who->uid;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    s->fd = ci ? ci->connect_fd : -1;
     strbuf_init(&s->out);
     if (read_filters(r, s, rep) < 0) {
         free(s->user);
