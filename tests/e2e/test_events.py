@@ -323,31 +323,47 @@ def test_stop_ends_streams(make_gflow):
 
 
 def test_gqueue_watch_redraws_on_events(gflow):
+    before = gflow.submit("--hold", "true")
     p = subprocess.Popen([binary("gqueue"), "-w", "--interval", "60"], env=gflow.env,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    out = b""
+
+    def wait_line_with(job_id, timeout):
+        """Reads gqueue's output until a line starts with job_id."""
+        nonlocal out
+        deadline = time.monotonic() + timeout
+        while not any(l.split()[:1] == [str(job_id).encode()] for l in out.splitlines()):
+            r, _, _ = select.select([p.stdout], [], [], max(0, deadline - time.monotonic()))
+            assert r, f"no line for job {job_id} in time; gqueue printed {out!r}"
+            b = os.read(p.stdout.fileno(), 65536)
+            assert b, f"gqueue ended; it printed {out!r}"
+            out += b
+
     try:
-        first = p.stdout.readline()
-        assert first.strip(), first
+        wait_line_with(before, 10)
+        out = b""
         jid = gflow.submit("--hold", "true")
-        # Well within the 60 s interval: the new job shows up in a later table.
-        deadline = time.monotonic() + 10
-        seen = ""
-        while time.monotonic() < deadline and f"{jid}" not in seen.split():
-            r, _, _ = select.select([p.stdout], [], [], deadline - time.monotonic())
-            if not r:
-                break
-            seen += p.stdout.readline()
-        assert str(jid) in seen.split(), seen
+        # Well within the 60 s interval: the new job shows up in the next table.
+        wait_line_with(jid, 10)
     finally:
         p.terminate()
         p.wait(timeout=10)
 
 
 def test_gjob_log_follow_exits_when_the_job_ends(gflow):
-    jid = gflow.submit("sh", "-c", "echo one; sleep 0.5; echo two; exit 4")
+    jid = gflow.submit("sh", "-c", "echo one; sleep 1; echo two; exit 4")
     t0 = time.monotonic()
-    cp = gflow.run("gjob", "log", "--follow", jid, timeout=20)
-    assert cp.stdout == "one\ntwo\n", cp
-    assert f"job {jid} ended: F" in cp.stderr, cp.stderr
-    assert cp.returncode != 0
+    p = subprocess.Popen([binary("gjob"), "log", "--follow", str(jid)], env=gflow.env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        # It learns the job's end from the event stream: it holds one while following.
+        wait_for(lambda: event_clients(gflow) == 1, "gjob to subscribe to the job's end")
+        out, err = p.communicate(timeout=20)
+    finally:
+        p.kill()
+        p.wait()
+    assert out == "one\ntwo\n", (out, err)
+    assert f"job {jid} ended: F (Failed), exit code 4" in err, err
+    assert p.returncode == 4
     assert time.monotonic() - t0 < 10
+    wait_for(lambda: event_clients(gflow) == 0, "gjob's stream to close")
