@@ -71,8 +71,7 @@ static void gqueue_events_open(void)
     int status;
     char *err = NULL;
     gqueue_events = client_events_open(
-        "/v1/events?user=all&types=job_submitted,job_started,job_ended,job_updated", &status,
-        &err);
+        "/v1/events?user=all&types=job_submitted,job_started,job_ended,job_updated", &status, &err);
     free(err); /* an older gflowd (404), or none: the interval alone redraws */
 }
 

@@ -12,8 +12,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "clock.h"
 #include "client.h"
+#include "clock.h"
 #include "gflow_build.h"
 #include "util.h"
 
@@ -159,8 +159,7 @@ int client_events_buffered(const struct client_events *s)
     return s->raw.len > 0 || (s->body.buf && strstr(s->body.buf, "\n\n"));
 }
 
-int client_events_next(struct client_events *s, int timeout_ms, struct client_event *ev,
-                       char **err)
+int client_events_next(struct client_events *s, int timeout_ms, struct client_event *ev, char **err)
 {
     double deadline = timeout_ms < 0 ? 0 : now_mono() + timeout_ms / 1000.0;
     for (;;) {

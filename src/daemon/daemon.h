@@ -28,13 +28,13 @@ struct gflowd {
     struct jobs *jobs;
     struct gpus *gpus;
     struct api *api;
-    struct events *events; /* GET /v1/events (events.h) */
-    struct disk *disk;       /* room on the data and log filesystems */
-    struct resv_table *resv; /* GPU reservations (gctl reserve; resv.h) */
+    struct events *events;       /* GET /v1/events (events.h) */
+    struct disk *disk;           /* room on the data and log filesystems */
+    struct resv_table *resv;     /* GPU reservations (gctl reserve; resv.h) */
     struct gpu_samples *samples; /* GPU utilisation for gstats --gpu (gpu_samples.h) */
-    bool system;             /* started as root: serves every user, runs jobs as their submitters */
-    uid_t uid;               /* the daemon's own uid */
-    char *user;              /* and its login name */
+    bool system; /* started as root: serves every user, runs jobs as their submitters */
+    uid_t uid;   /* the daemon's own uid */
+    char *user;  /* and its login name */
     bool has_admin_gid;
     gid_t admin_gid;                /* daemon.admin_group */
     double started_at;              /* wall clock */

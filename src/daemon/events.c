@@ -238,8 +238,8 @@ static void gpus_compare(struct events *ev)
     for (size_t i = 0; i < n; i++)
         busy |= running[i]->gpu_mask | gpu_mig_parents(d->gpus, running[i]->mig_uuids);
     uint64_t outside = gpu_unmanaged(d->gpus), allowed = gpu_allowed(d->gpus);
-    uint64_t changed = (busy ^ ev->gpu_busy) | (outside ^ ev->gpu_outside) |
-                       (allowed ^ ev->gpu_allowed);
+    uint64_t changed =
+        (busy ^ ev->gpu_busy) | (outside ^ ev->gpu_outside) | (allowed ^ ev->gpu_allowed);
     bool first = !ev->gpu_known;
     if (count != ev->gpu_count)
         changed = ~0ull;

@@ -27,10 +27,10 @@ struct event_sub {
     struct events *ev;
     struct MHD_Connection *conn;
     uid_t uid;
-    char *user;      /* only this user's jobs; NULL: everyone's */
-    int64_t *jobs;   /* only these jobs (n_jobs 0: any) */
+    char *user;    /* only this user's jobs; NULL: everyone's */
+    int64_t *jobs; /* only these jobs (n_jobs 0: any) */
     size_t n_jobs;
-    unsigned types;  /* bits of event_type_names */
+    unsigned types;    /* bits of event_type_names */
     struct strbuf out; /* text not taken by libmicrohttpd yet, from out_pos on */
     size_t out_pos;
     bool suspended; /* waiting for text (its content reader suspended it) */
@@ -43,7 +43,7 @@ struct events {
     struct gflowd *d;
     char run[32]; /* this daemon run, the first part of every event id */
     struct event_ring ring;
-    bool recording; /* a client has connected: events are kept */
+    bool recording;        /* a client has connected: events are kept */
     struct event *pending; /* job events waiting for the commit */
     size_t n_pending, cap_pending;
     struct event_sub *subs;

@@ -698,9 +698,9 @@ int jobs_set_state(struct jobs *t, struct job *j, enum job_state to, enum job_re
     int rc = jobs_save_cols(t, j, t->bulk && from != JOB_RUNNING && to != JOB_RUNNING);
     rc |= charge_rc;
     jobs_event(t, j,
-               to == JOB_RUNNING                ? "job_started"
+               to == JOB_RUNNING           ? "job_started"
                : job_state_is_terminal(to) ? "job_ended"
-                                                : "job_updated");
+                                           : "job_updated");
     if (to == JOB_QUEUED && j->n_deps)
         jobs_deps_update(t, j); /* e.g. released: DependencyFailed shows again */
     if (rc == 0 && jobs_retryable(j))

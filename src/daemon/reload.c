@@ -49,6 +49,9 @@ static const char *const live_keys[] = {
     "limits.max_active_jobs_per_user",
     "limits.max_ids_per_request",
     "limits.max_log_scan_bytes",
+    "limits.max_event_clients",
+    "limits.max_event_clients_per_user",
+    "limits.event_buffer_bytes",
     NULL,
 };
 
