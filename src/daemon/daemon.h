@@ -20,6 +20,7 @@ struct api;
 struct events;
 struct disk;
 struct resv_table;
+struct notifier;
 
 struct gflowd {
     struct gflow_config cfg;
@@ -32,6 +33,7 @@ struct gflowd {
     struct disk *disk;           /* room on the data and log filesystems */
     struct resv_table *resv;     /* GPU reservations (gctl reserve; resv.h) */
     struct gpu_samples *samples; /* GPU utilisation for gstats --gpu (gpu_samples.h) */
+    struct notifier *notifier;   /* webhooks and e-mail (notify.h) */
     bool system; /* started as root: serves every user, runs jobs as their submitters */
     uid_t uid;   /* the daemon's own uid */
     char *user;  /* and its login name */

@@ -203,11 +203,30 @@ static void publish(struct events *ev, struct event e)
 
 /* ---- from the daemon ---- */
 
-void events_job_cb(void *arg, const struct job *j, const char *type)
+/* The stream's name of a job event (JOB_EVENT_COUNT: a change that is no job event). */
+static const char *job_event_type(enum job_event e)
+{
+    switch (e) {
+    case JOB_EVENT_SUBMITTED:
+        return "job_submitted";
+    case JOB_EVENT_STARTED:
+        return "job_started";
+    case JOB_EVENT_COMPLETED:
+    case JOB_EVENT_FAILED:
+    case JOB_EVENT_CANCELLED:
+    case JOB_EVENT_TIMEOUT:
+        return "job_ended";
+    default: /* updated, held, released, queued again */
+        return "job_updated";
+    }
+}
+
+void events_job_cb(void *arg, const struct job *j, enum job_event event)
 {
     struct events *ev = arg;
     if (!ev->recording)
         return;
+    const char *type = job_event_type(event);
     struct strbuf sb;
     strbuf_init(&sb);
     job_append_json(&sb, j); /* what GET /v1/jobs shows of it, to anyone */

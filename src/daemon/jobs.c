@@ -56,11 +56,42 @@ void jobs_set_event_cb(struct jobs *t, jobs_event_cb cb, void *arg)
     t->event_arg = arg;
 }
 
-/* Tells the event stream about a change of j (GET /v1/events). */
-static void jobs_event(struct jobs *t, const struct job *j, const char *type)
+void jobs_set_stream_cb(struct jobs *t, jobs_event_cb cb, void *arg)
 {
-    if (t->event_cb)
-        t->event_cb(t->event_arg, j, type);
+    t->stream_cb = cb;
+    t->stream_arg = arg;
+}
+
+static void raise_event(struct jobs *t, const struct job *j, enum job_event e)
+{
+    if (t->event_cb && e != JOB_EVENT_COUNT)
+        t->event_cb(t->event_arg, j, e);
+    if (t->stream_cb)
+        t->stream_cb(t->stream_arg, j, e);
+}
+
+/* The event a move from `from` to j's state is (JOB_EVENT_COUNT: none, e.g. a launch
+ * that never happened putting a job back in the queue). */
+static enum job_event state_event(enum job_state from, enum job_state to)
+{
+    switch (to) {
+    case JOB_RUNNING:
+        return JOB_EVENT_STARTED;
+    case JOB_FINISHED:
+        return JOB_EVENT_COMPLETED;
+    case JOB_FAILED:
+        return JOB_EVENT_FAILED;
+    case JOB_CANCELLED:
+        return JOB_EVENT_CANCELLED;
+    case JOB_TIMEOUT:
+        return JOB_EVENT_TIMEOUT;
+    case JOB_HELD:
+        return JOB_EVENT_HELD;
+    case JOB_QUEUED:
+        return from == JOB_HELD ? JOB_EVENT_RELEASED : JOB_EVENT_COUNT;
+    default:
+        return JOB_EVENT_COUNT;
+    }
 }
 
 struct job_group *jobs_group(struct jobs *t, int64_t id, bool create)
@@ -335,6 +366,8 @@ int jobs_reload(struct jobs *t, char **err)
     fresh->signal_arg = t->signal_arg;
     fresh->event_cb = t->event_cb;
     fresh->event_arg = t->event_arg;
+    fresh->stream_cb = t->stream_cb;
+    fresh->stream_arg = t->stream_arg;
     quotas_set_config(fresh->quotas, quotas_config(t->quotas));
     char *ignored = NULL; /* the shares were checked when t got them */
     jobs_fairshare_configure(fresh, t->fs.half_life, t->fs.shares_text[FAIRSHARE_USER],
@@ -391,6 +424,7 @@ static int submit_one(struct jobs *t, struct job *j, const struct job *leader)
         return -1;
     }
     t->next_id++;
+    raise_event(t, j, JOB_EVENT_SUBMITTED);
     /* The script and environment are read back from the store at launch. */
     free(j->script);
     j->script = NULL;
@@ -407,7 +441,6 @@ static int submit_one(struct jobs *t, struct job *j, const struct job *leader)
         jobs_sched_add(t, j);
     t->dirty = true;
     t->counters.submitted++;
-    jobs_event(t, j, "job_submitted"); /* before an auto-cancel by its dependencies */
     if (j->n_deps) {
         /* Statuses were set by jobs_check_deps. */
         for (size_t k = 0; k < j->n_deps; k++) {
@@ -548,8 +581,9 @@ int jobs_update(struct jobs *t, struct job *j, struct job *n, bool deps_changed,
     if ((deps_changed ? store_replace_deps(t->store, j) : store_update_job(t->store, j)) < 0) {
         log_error("job %lld: cannot store the update: %s", (long long)j->id, store_error(t->store));
         rc = -1;
+    } else {
+        raise_event(t, j, JOB_EVENT_UPDATED);
     }
-    jobs_event(t, j, "job_updated");
     if (deps_changed || j->n_deps)
         jobs_deps_update(t, j); /* also for a changed auto_cancel */
     return rc;
@@ -696,11 +730,9 @@ int jobs_set_state(struct jobs *t, struct job *j, enum job_state to, enum job_re
     t->dirty = true;
     /* In a bulk change between PD, H and CA nothing but the state columns changed. */
     int rc = jobs_save_cols(t, j, t->bulk && from != JOB_RUNNING && to != JOB_RUNNING);
+    if (rc == 0)
+        raise_event(t, j, state_event(from, to));
     rc |= charge_rc;
-    jobs_event(t, j,
-               to == JOB_RUNNING           ? "job_started"
-               : job_state_is_terminal(to) ? "job_ended"
-                                           : "job_updated");
     if (to == JOB_QUEUED && j->n_deps)
         jobs_deps_update(t, j); /* e.g. released: DependencyFailed shows again */
     if (rc == 0 && jobs_retryable(j))
