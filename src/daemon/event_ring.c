@@ -45,6 +45,14 @@ const struct event *event_ring_push(struct event_ring *r, struct event e)
     return &r->slots[at];
 }
 
+void event_ring_forget(struct event_ring *r)
+{
+    for (size_t i = 0; i < r->len; i++)
+        event_clear(&r->slots[(r->head + i) % r->cap]);
+    r->len = r->head = 0;
+    r->last_seq++; /* the gap: the oldest kept is now past every id given */
+}
+
 uint64_t event_ring_oldest(const struct event_ring *r)
 {
     return r->last_seq - r->len + 1;

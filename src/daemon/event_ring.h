@@ -37,6 +37,9 @@ const struct event *event_ring_get(const struct event_ring *r, uint64_t seq);
 /* Whether every event after seq is still kept: a client that saw seq can be given
  * exactly what it missed. */
 bool event_ring_can_resume(const struct event_ring *r, uint64_t seq);
+/* Forgets every event and leaves a gap in the numbers: no id given so far can be
+ * resumed (event_ring_can_resume), since what follows is not kept from its start. */
+void event_ring_forget(struct event_ring *r);
 /* Frees an event's strings. */
 void event_clear(struct event *e);
 

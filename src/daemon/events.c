@@ -20,6 +20,10 @@
 /* A comment line this often keeps idle streams (and proxies) from timing out, and shows
  * up clients that have gone away. */
 #define EVENTS_PING_SECS 15.0
+/* Once the last client has been gone this long, events are no longer kept: a daemon
+ * nobody watches any more pays nothing again (a client that comes back later with an
+ * old id gets a resync). Long enough for a reconnect. */
+#define EVENTS_FORGET_SECS 60.0
 
 const char *const event_type_names[EVENT_TYPE_COUNT] = {
     "job_submitted", "job_started", "job_ended", "job_updated", "gpu", "daemon",
@@ -57,6 +61,7 @@ void events_free(struct events *ev)
         return;
     loop_cancel_timer(ev->ping_timer);
     loop_cancel_timer(ev->kick_timer);
+    loop_cancel_timer(ev->forget_timer);
     pending_clear(ev);
     free(ev->pending);
     event_ring_free(&ev->ring);
@@ -178,17 +183,35 @@ static void ping_cb(void *arg)
         if (!s->ending)
             strbuf_adds(&s->out, ": ping\n\n");
     kick_cb(ev);
-    events_ping_arm(ev);
+    events_clients_changed(ev);
 }
 
-void events_ping_arm(struct events *ev)
+/* Nobody has listened for EVENTS_FORGET_SECS: the events kept go, and no more are. */
+static void forget_cb(void *arg)
 {
-    if (ev->subs && !ev->ping_timer)
-        ev->ping_timer = loop_add_timer(EVENTS_PING_SECS, ping_cb, ev);
-    else if (!ev->subs && ev->ping_timer) {
-        loop_cancel_timer(ev->ping_timer);
-        ev->ping_timer = NULL;
+    struct events *ev = arg;
+    ev->forget_timer = NULL;
+    if (ev->subs)
+        return;
+    ev->recording = false;
+    ev->gpu_known = false;
+    pending_clear(ev);
+    event_ring_forget(&ev->ring);
+}
+
+void events_clients_changed(struct events *ev)
+{
+    if (ev->subs) {
+        if (!ev->ping_timer)
+            ev->ping_timer = loop_add_timer(EVENTS_PING_SECS, ping_cb, ev);
+        loop_cancel_timer(ev->forget_timer);
+        ev->forget_timer = NULL;
+        return;
     }
+    loop_cancel_timer(ev->ping_timer);
+    ev->ping_timer = NULL;
+    if (ev->recording && !ev->forget_timer)
+        ev->forget_timer = loop_add_timer(EVENTS_FORGET_SECS, forget_cb, ev);
 }
 
 /* Numbers e, keeps it and hands it to the clients. */
@@ -341,6 +364,8 @@ void events_stop(struct events *ev)
     ev->ping_timer = NULL;
     loop_cancel_timer(ev->kick_timer);
     ev->kick_timer = NULL;
+    loop_cancel_timer(ev->forget_timer);
+    ev->forget_timer = NULL;
     for (struct event_sub *s = ev->subs; s; s = s->next) {
         s->ending = true;
         events_sub_resume(s); /* api_stop runs libmicrohttpd once more, then closes */

@@ -3,9 +3,9 @@
  * held until the loop's transaction commits (a lost transaction is undone, and so are
  * its events), then numbered, kept in a ring of the last EVENTS_RING_SIZE events (for
  * Last-Event-ID) and handed to every client whose filters want it. Nothing is kept
- * before the first client connects: no one can resume from an id that was never sent,
- * and a daemon nobody watches pays nothing. The connections themselves are
- * events_stream.c's. */
+ * before a client connects, nor from a minute after the last one left (the ring is
+ * emptied, with a gap in the numbers so that no old id resumes): a daemon nobody
+ * watches pays nothing. The connections themselves are events_stream.c's. */
 #ifndef GFLOWD_EVENTS_H
 #define GFLOWD_EVENTS_H
 

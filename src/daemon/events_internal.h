@@ -48,7 +48,7 @@ struct events {
     size_t n_pending, cap_pending;
     struct event_sub *subs;
     size_t n_subs;
-    struct loop_timer *ping_timer, *kick_timer;
+    struct loop_timer *ping_timer, *kick_timer, *forget_timer;
     /* The GPUs as last told (bit i: GPU i). */
     bool gpu_known;
     size_t gpu_count;
@@ -68,7 +68,8 @@ void events_sub_resume(struct event_sub *s);
 /* Resumes the clients that have text waiting, from the loop (never inside
  * libmicrohttpd's callbacks). */
 void events_kick(struct events *ev);
-/* The ping timer runs while there are clients. */
-void events_ping_arm(struct events *ev);
+/* A client came or went: the ping timer runs while there are clients; once the last
+ * has been gone EVENTS_FORGET_SECS, events are no longer kept (events.h). */
+void events_clients_changed(struct events *ev);
 
 #endif

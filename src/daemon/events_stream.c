@@ -79,7 +79,7 @@ static void sub_free_cb(void *cls)
     if (s->next)
         s->next->prev = s->prev;
     ev->n_subs--;
-    events_ping_arm(ev);
+    events_clients_changed(ev);
     strbuf_free(&s->out);
     free(s->user);
     free(s->jobs);
@@ -241,5 +241,5 @@ void route_events(const struct route_req *r, struct reply *rep)
         MHD_SIZE_UNKNOWN, EVENTS_READ_BLOCK, sub_read_cb, s, sub_free_cb);
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
     reply_response(rep, 200, resp, "text/event-stream");
-    events_ping_arm(ev);
+    events_clients_changed(ev);
 }

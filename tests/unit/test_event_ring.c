@@ -72,12 +72,31 @@ static void test_can_resume(void **state)
     event_ring_free(&r);
 }
 
+static void test_forget_leaves_a_gap(void **state)
+{
+    (void)state;
+    struct event_ring r;
+    event_ring_init(&r, 4);
+    for (int i = 1; i <= 3; i++)
+        event_ring_push(&r, make(i));
+    event_ring_forget(&r);
+    /* A client that saw everything up to 3 missed what came while nothing was kept. */
+    assert_false(event_ring_can_resume(&r, 3));
+    assert_null(event_ring_get(&r, 3));
+    const struct event *e = event_ring_push(&r, make(9));
+    assert_int_equal(e->seq, 5);
+    assert_true(event_ring_can_resume(&r, 4)); /* one given after the gap */
+    assert_false(event_ring_can_resume(&r, 3));
+    event_ring_free(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_numbers_and_lookup),
         cmocka_unit_test(test_oldest_gives_way),
         cmocka_unit_test(test_can_resume),
+        cmocka_unit_test(test_forget_leaves_a_gap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
