@@ -311,10 +311,23 @@ def test_too_many_streams_per_user(make_gflow):
     d.close()
 
 
-def test_stop_ends_streams(make_gflow):
-    g = make_gflow()
-    s = Stream(g)
+def test_hold_release_are_updates(gflow):
+    s = Stream(gflow, "/v1/events?types=job_updated")
     s.hello()
+    jid = gflow.submit("--hold", "true")
+    gflow.run("gjob", "release", jid, check=True)
+    ev = s.next()
+    assert ev["event"] == "job_updated" and ev["data"]["id"] == jid
+    assert ev["data"]["state"] in ("PD", "R")  # released; it may start at once
+    s.close()
+
+
+def test_reload_and_stop_are_daemon_events(make_gflow):
+    g = make_gflow()
+    s = Stream(g, "/v1/events?types=daemon")
+    s.hello()
+    g.gflowd("reload", check=True)
+    assert s.next()["data"] == {"status": "reloaded"}
     g.down(check=True)
     got = s.until(lambda e: e["event"] == "daemon", "the daemon event")
     assert got[-1]["data"] == {"status": "stopping"}
