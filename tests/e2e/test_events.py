@@ -15,7 +15,8 @@ import time
 
 import pytest
 
-from conftest import as_user, binary, ensure_test_user, wait_for
+from conftest import as_user, binary, ensure_test_user, wait_for, write_json_atomic
+from test_gpus import fixture_of, outside_process, sim, sim_gpu  # noqa: F401
 
 # Copies a stream's raw bytes to stdout: the test reads them as the user it ran as.
 _COPY = r"""
@@ -181,6 +182,25 @@ def test_job_lifecycle_in_order_with_gpu_events(make_gflow):
     assert gpu[-1]["index"] == gpu[0]["index"] and gpu[-1]["jobs"] == []
     ids = [seq_of(e["id"]) for e in got]
     assert ids == sorted(ids) and len(set(ids)) == len(ids)  # increasing, no repeats
+    s.close()
+
+
+def test_outside_process_is_a_gpu_event(make_gflow, outside_process):
+    fx = fixture_of([sim_gpu(0), sim_gpu(1)])
+    g = sim(make_gflow, fixture=fx)
+    s = Stream(g, "/v1/events?types=gpu")
+    s.hello()
+    p = outside_process()
+    fx["gpus"][1]["processes"] = [{"pid": p.pid, "used_memory_mib": 500}]
+    write_json_atomic(g.fixture_path, fx)
+    ev = s.next()
+    assert ev["event"] == "gpu" and ev["data"]["index"] == 1, ev
+    assert ev["data"]["outside_processes"] is True and ev["data"]["busy"] is False
+    fx["gpus"][1]["processes"] = []
+    write_json_atomic(g.fixture_path, fx)
+    ev = s.next()
+    assert ev["data"] == {"index": 1, "busy": False, "jobs": [], "outside_processes": False,
+                          "allowed": True}, ev
     s.close()
 
 
