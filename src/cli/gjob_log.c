@@ -1,6 +1,8 @@
 /* gjob log: a job's output, whole or its --first/--last N lines, and --follow, which
  * streams it until the job leaves the queue and then prints the job's final state line
- * and exits with the job's status. */
+ * and exits with the job's status. The final state comes with the job's job_ended
+ * event (GET /v1/events, subscribed before anything is read, so the end cannot slip
+ * by); from an older gflowd without events it is polled. */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -10,6 +12,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "client_events.h"
 #include "clock.h"
 #include "gjob_internal.h"
 #include "job.h"
@@ -92,12 +95,45 @@ static int gjob_exit_status(const json_t *job)
     return CLI_EXIT_FAIL;
 }
 
+/* The job as its job_ended event shows it, or NULL when the stream has none for it
+ * before the deadline (or broke). */
+static json_t *gjob_ended_event(struct client_events *events, double deadline)
+{
+    struct client_event ev;
+    char *err = NULL;
+    for (;;) {
+        double left = deadline - now_mono();
+        if (left <= 0 || client_events_next(events, (int)(left * 1000) + 1, &ev, &err) != 1) {
+            free(err);
+            return NULL;
+        }
+        json_t *job = strcmp(ev.type, "job_ended") == 0 ? json_loads(ev.data, 0, NULL) : NULL;
+        client_event_clear(&ev);
+        if (job)
+            return job;
+    }
+}
+
+/* Subscribes to id's end (NULL: the daemon has no event stream). */
+static struct client_events *gjob_watch_end(int64_t id)
+{
+    char *path = xasprintf("/v1/events?job=%lld&types=job_ended", (long long)id);
+    int status;
+    char *err = NULL;
+    struct client_events *events = client_events_open(path, &status, &err);
+    free(err);
+    free(path);
+    return events;
+}
+
 /* The end of gjob log --follow: the log ends when the job has left the queue, so its
  * final state is stored or about to be; prints it and returns gjob_exit_status. */
-static int gjob_follow_end(int64_t id)
+static int gjob_follow_end(int64_t id, struct client_events *events)
 {
     double deadline = now_mono() + 10;
-    json_t *job = gjob_get(id);
+    json_t *job = events ? gjob_ended_event(events, deadline) : NULL;
+    if (!job)
+        job = gjob_get(id);
     while (!job_state_is_terminal(gjob_state_of(job)) && now_mono() < deadline) {
         json_decref(job);
         struct timespec ts = {0, 50 * 1000 * 1000};
@@ -197,6 +233,7 @@ int gjob_log(int argc, char **argv)
 
     int64_t id = ids[0];
     free(ids);
+    struct client_events *events = follow ? gjob_watch_end(id) : NULL;
     json_t *job = gjob_get(id);
     if (!gjob_has_started(job)) {
         enum job_state st = gjob_state_of(job);
@@ -206,6 +243,7 @@ int gjob_log(int argc, char **argv)
             free(why);
             int status = follow ? gjob_exit_status(job) : 0;
             json_decref(job);
+            client_events_close(events);
             return status;
         }
         cli_warn("job %lld has not started yet (%s)%s", (long long)id, job_state_short(st),
@@ -246,8 +284,9 @@ int gjob_log(int argc, char **argv)
         json_decref(j);
         status = CLI_EXIT_FAIL;
     } else if (follow) {
-        status = gjob_follow_end(id);
+        status = gjob_follow_end(id, events);
     }
+    client_events_close(events);
     client_response_free(&r);
     return status;
 }

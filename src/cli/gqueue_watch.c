@@ -1,5 +1,7 @@
 /* gqueue_watch: -w, the listing redrawn in place: the terminal's size, raw mode and
- * alternate screen (restored on exit and on signals), and the wait for a key. */
+ * alternate screen (restored on exit and on signals), and the wait for a key, a job
+ * event (GET /v1/events: the listing is redrawn as soon as a job changes) or the
+ * interval (times shown move on; and an older gflowd has no events). */
 
 #include <errno.h>
 #include <poll.h>
@@ -13,6 +15,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "client_events.h"
 #include "clock.h"
 #include "gqueue_internal.h"
 #include "output.h"
@@ -58,20 +61,64 @@ size_t gqueue_term_width(size_t *rows)
     return known && ws.ws_col ? ws.ws_col : 80;
 }
 
-/* Waits up to secs for a key on a terminal's standard input; true when it was q (or
- * the program was asked to stop). */
+/* The job events that redraw the listing; NULL: none (opened again at each redraw). */
+static struct client_events *gqueue_events;
+
+static void gqueue_events_open(void)
+{
+    if (gqueue_events)
+        return;
+    int status;
+    char *err = NULL;
+    gqueue_events = client_events_open(
+        "/v1/events?user=all&types=job_submitted,job_started,job_ended,job_updated", &status, &err);
+    free(err); /* an older gflowd (404), or none: the interval alone redraws */
+}
+
+/* Reads the events that are there; true when a job changed (or the stream asks for the
+ * state to be read again). A stream that ends is closed. */
+static bool gqueue_events_drain(void)
+{
+    bool changed = false;
+    struct client_event ev;
+    char *err = NULL;
+    int rc;
+    while ((rc = client_events_next(gqueue_events, 0, &ev, &err)) == 1) {
+        changed |= strcmp(ev.type, "hello") != 0;
+        client_event_clear(&ev);
+    }
+    if (rc < 0) {
+        free(err);
+        client_events_close(gqueue_events);
+        gqueue_events = NULL;
+        changed = true;
+    }
+    return changed;
+}
+
+/* Waits up to secs for a key on a terminal's standard input or a job event; true when
+ * the key was q (or the program was asked to stop). */
 static bool gqueue_wait_key(double secs, bool keys)
 {
-    struct pollfd p = {.fd = STDIN_FILENO, .events = POLLIN};
+    struct pollfd p[2] = {{.fd = STDIN_FILENO, .events = POLLIN}, {.fd = -1, .events = POLLIN}};
     double until = now_mono() + secs;
     while (!gqueue_stop && !gqueue_resized) {
+        if (gqueue_events && client_events_buffered(gqueue_events) && gqueue_events_drain())
+            return false;
+        p[0].fd = keys ? STDIN_FILENO : -1;
+        p[1].fd = gqueue_events ? client_events_fd(gqueue_events) : -1;
         double left = until - now_mono();
         if (left <= 0)
             return false;
-        int rc = poll(&p, keys ? 1 : 0, (int)(left * 1000) + 1);
+        int rc = poll(p, 2, (int)(left * 1000) + 1);
         if (rc < 0 && errno != EINTR)
             return false;
-        if (rc > 0) {
+        if (rc > 0 && p[1].revents) {
+            if (gqueue_events_drain())
+                return false;
+            continue;
+        }
+        if (rc > 0 && p[0].revents) {
             char c;
             ssize_t got = read(STDIN_FILENO, &c, 1);
             if (got == 0 || (got < 0 && errno != EINTR && errno != EAGAIN))
@@ -132,6 +179,7 @@ int gqueue_watch(struct gqueue_opts *o, const char *title, double interval)
         for (bool first = true; !gqueue_stop; first = false) {
             if (!first)
                 putchar('\n');
+            gqueue_events_open(); /* first: no change is missed between list and stream */
             gqueue_list(o, stdout, stderr);
             if (fflush(stdout) != 0)
                 return cli_finish(0);
@@ -154,6 +202,7 @@ int gqueue_watch(struct gqueue_opts *o, const char *title, double interval)
     while (!gqueue_stop) {
         gqueue_resized = 0;
         o->width = gqueue_term_width(NULL);
+        gqueue_events_open();
         gqueue_draw(o, title, interval);
         if (gqueue_wait_key(interval, keys))
             break;

@@ -124,6 +124,9 @@ static const struct config_key config_keys[] = {
     CONFIG_INT_KEY("limits.max_active_jobs_per_user", limits.max_active_jobs_per_user, 1, "500000"),
     CONFIG_INT_KEY("limits.max_ids_per_request", limits.max_ids_per_request, 1, "1000000"),
     CONFIG_INT_KEY("limits.max_log_scan_bytes", limits.max_log_scan_bytes, 4096, "16777216"),
+    CONFIG_INT_KEY("limits.max_event_clients", limits.max_event_clients, 1, "256"),
+    CONFIG_INT_KEY("limits.max_event_clients_per_user", limits.max_event_clients_per_user, 1, "16"),
+    CONFIG_INT_KEY("limits.event_buffer_bytes", limits.event_buffer_bytes, 4096, "262144"),
 };
 
 #define CONFIG_NKEYS (sizeof(config_keys) / sizeof(config_keys[0]))

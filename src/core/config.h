@@ -15,15 +15,18 @@
 /* [limits]: what one request, one user and all of them together may take of a shared
  * daemon (docs/security.md). Each is a key limits.<name>. */
 struct gflow_limits {
-    int64_t max_request_bytes;        /* a request body (also daemon.max_request_bytes) */
-    int64_t max_body_bytes_in_flight; /* the bodies being received, all connections */
-    int64_t max_connections;          /* open connections, all users */
-    int64_t max_connections_per_user; /* open connections of one uid */
-    int64_t idle_timeout_secs;        /* a connection that has sent no request yet */
-    int64_t max_jobs_per_request;     /* jobs one submission makes (an array, a sweep) */
-    int64_t max_active_jobs_per_user; /* queued, held and running jobs of one uid */
-    int64_t max_ids_per_request;      /* job ids one id list names (after clipping) */
-    int64_t max_log_scan_bytes;       /* what gjob log --first/--last reads of a log */
+    int64_t max_request_bytes;          /* a request body (also daemon.max_request_bytes) */
+    int64_t max_body_bytes_in_flight;   /* the bodies being received, all connections */
+    int64_t max_connections;            /* open connections, all users */
+    int64_t max_connections_per_user;   /* open connections of one uid */
+    int64_t idle_timeout_secs;          /* a connection that has sent no request yet */
+    int64_t max_jobs_per_request;       /* jobs one submission makes (an array, a sweep) */
+    int64_t max_active_jobs_per_user;   /* queued, held and running jobs of one uid */
+    int64_t max_ids_per_request;        /* job ids one id list names (after clipping) */
+    int64_t max_log_scan_bytes;         /* what gjob log --first/--last reads of a log */
+    int64_t max_event_clients;          /* GET /v1/events streams, all users */
+    int64_t max_event_clients_per_user; /* GET /v1/events streams of one uid */
+    int64_t event_buffer_bytes;         /* what a stream may fall behind before it is dropped */
 };
 
 struct gflow_config {

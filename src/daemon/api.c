@@ -650,6 +650,12 @@ static int mhd_timeout_ms(void *arg)
     return t > 60000 ? 60000 : (int)t;
 }
 
+void api_run(struct api *a)
+{
+    if (a)
+        MHD_run(a->mhd);
+}
+
 void api_poll(struct api *a)
 {
     MHD_UNSIGNED_LONG_LONG t;

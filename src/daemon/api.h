@@ -23,5 +23,8 @@ void api_release_waiting(struct api *a);
  * a read is answered again from memory and waits, as ever, for the next commit if a
  * change is pending. */
 void api_redo_waiting(struct api *a, unsigned status, const char *msg);
+/* Runs libmicrohttpd now: connections resumed outside its callbacks (an event stream
+ * with new text) are taken up only by its next run. Never from inside its callbacks. */
+void api_run(struct api *a);
 
 #endif

@@ -85,6 +85,9 @@ static const struct key_help key_helps[] = {
     {"limits.max_active_jobs_per_user", "queued, held and running jobs of one user"},
     {"limits.max_ids_per_request", "job ids one id list names"},
     {"limits.max_log_scan_bytes", "what gjob log --first/--last reads of a log"},
+    {"limits.max_event_clients", "GET /v1/events streams (gqueue -w, gjob log -f), all users"},
+    {"limits.max_event_clients_per_user", "GET /v1/events streams of one user"},
+    {"limits.event_buffer_bytes", "what an event stream may fall behind before it is dropped"},
 };
 
 /* The help of key; "" if it has none yet, NULL if it is left out. */

@@ -17,6 +17,7 @@ struct store;
 struct jobs;
 struct gpus;
 struct api;
+struct events;
 struct disk;
 struct resv_table;
 struct notifier;
@@ -28,6 +29,7 @@ struct gflowd {
     struct jobs *jobs;
     struct gpus *gpus;
     struct api *api;
+    struct events *events;       /* GET /v1/events (events.h) */
     struct disk *disk;           /* room on the data and log filesystems */
     struct resv_table *resv;     /* GPU reservations (gctl reserve; resv.h) */
     struct gpu_samples *samples; /* GPU utilisation for gstats --gpu (gpu_samples.h) */

@@ -56,10 +56,18 @@ void jobs_set_event_cb(struct jobs *t, jobs_event_cb cb, void *arg)
     t->event_arg = arg;
 }
 
+void jobs_set_stream_cb(struct jobs *t, jobs_event_cb cb, void *arg)
+{
+    t->stream_cb = cb;
+    t->stream_arg = arg;
+}
+
 static void raise_event(struct jobs *t, const struct job *j, enum job_event e)
 {
-    if (t->event_cb)
+    if (t->event_cb && e != JOB_EVENT_COUNT)
         t->event_cb(t->event_arg, j, e);
+    if (t->stream_cb)
+        t->stream_cb(t->stream_arg, j, e);
 }
 
 /* The event a move from `from` to j's state is (JOB_EVENT_COUNT: none, e.g. a launch
@@ -356,6 +364,10 @@ int jobs_reload(struct jobs *t, char **err)
     struct jobs *fresh = jobs_new(t->store);
     fresh->signal_cb = t->signal_cb;
     fresh->signal_arg = t->signal_arg;
+    fresh->event_cb = t->event_cb;
+    fresh->event_arg = t->event_arg;
+    fresh->stream_cb = t->stream_cb;
+    fresh->stream_arg = t->stream_arg;
     quotas_set_config(fresh->quotas, quotas_config(t->quotas));
     char *ignored = NULL; /* the shares were checked when t got them */
     jobs_fairshare_configure(fresh, t->fs.half_life, t->fs.shares_text[FAIRSHARE_USER],
@@ -718,9 +730,8 @@ int jobs_set_state(struct jobs *t, struct job *j, enum job_state to, enum job_re
     t->dirty = true;
     /* In a bulk change between PD, H and CA nothing but the state columns changed. */
     int rc = jobs_save_cols(t, j, t->bulk && from != JOB_RUNNING && to != JOB_RUNNING);
-    enum job_event ev = state_event(from, to);
-    if (rc == 0 && ev != JOB_EVENT_COUNT)
-        raise_event(t, j, ev);
+    if (rc == 0)
+        raise_event(t, j, state_event(from, to));
     rc |= charge_rc;
     if (to == JOB_QUEUED && j->n_deps)
         jobs_deps_update(t, j); /* e.g. released: DependencyFailed shows again */

@@ -45,6 +45,10 @@ void jobs_set_signal_cb(struct jobs *t, jobs_signal_cb cb, void *arg);
  * (notify.c's outbox rows) commits or is lost with the change. NULL: none. */
 typedef void (*jobs_event_cb)(void *arg, const struct job *j, enum job_event event);
 void jobs_set_event_cb(struct jobs *t, jobs_event_cb cb, void *arg);
+/* A second listener of the same events: GET /v1/events' (events.c). It is also told of
+ * the changes that are no job_event (JOB_EVENT_COUNT: a job put back in the queue by a
+ * preemption or a launch put off). */
+void jobs_set_stream_cb(struct jobs *t, jobs_event_cb cb, void *arg);
 
 struct job *jobs_get(const struct jobs *t, int64_t id);     /* active jobs only; NULL otherwise */
 struct job **jobs_active(const struct jobs *t, size_t *n);  /* ascending by id */

@@ -57,6 +57,8 @@ struct jobs {
     void *signal_arg;
     jobs_event_cb event_cb; /* notifications (notify.c); NULL: none */
     void *event_arg;
+    jobs_event_cb stream_cb; /* GET /v1/events (events.c); NULL: none */
+    void *stream_arg;
 
     /* Between jobs_bulk_begin and jobs_bulk_end: ended jobs stay in the table (jobs_get
      * skips them) and the queue is not kept in order, so that changing many jobs costs no

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "daemon.h"
+#include "events.h"
 #include "gpu.h"
 #include "jobs.h"
 #include "store.h"
@@ -162,6 +163,8 @@ static void process(const struct gflowd *d, struct strbuf *out)
             rss = 0;
         fclose(f);
     }
+    head(out, "gflow_event_clients", "gauge", "Clients streaming GET /v1/events.");
+    strbuf_addf(out, "gflow_event_clients %zu\n", events_clients(d->events));
     head(out, "process_resident_memory_bytes", "gauge", "Resident memory of gflowd.");
     strbuf_addf(out, "process_resident_memory_bytes %lld\n",
                 (long long)rss * (long long)sysconf(_SC_PAGESIZE));

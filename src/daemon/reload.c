@@ -8,6 +8,7 @@
 
 #include "config_file.h"
 #include "daemon.h"
+#include "events.h"
 #include "gpu.h"
 #include "jobs.h"
 #include "log.h"
@@ -49,6 +50,9 @@ static const char *const live_keys[] = {
     "limits.max_active_jobs_per_user",
     "limits.max_ids_per_request",
     "limits.max_log_scan_bytes",
+    "limits.max_event_clients",
+    "limits.max_event_clients_per_user",
+    "limits.event_buffer_bytes",
     NULL,
 };
 
@@ -183,6 +187,7 @@ json_t *daemon_reload(struct gflowd *d, char **err)
         json_array_append_new(applied, json_string("notifications"));
     config_free(&c);
     jobs_mark_dirty(d->jobs);
+    events_daemon(d->events, "reloaded");
     log_info("configuration reloaded from %s: %zu setting%s applied, %zu need a restart",
              d->config_path ? d->config_path : "(no file)", json_array_size(applied),
              json_array_size(applied) == 1 ? "" : "s", json_array_size(restart));

@@ -217,6 +217,8 @@ void routes_dispatch(const struct route_req *r, struct reply *rep)
         route_usage(r, rep);
     } else if (strcmp(url, "/v1/daemon/reload") == 0) {
         route_reload(r, rep);
+    } else if (strcmp(url, "/v1/events") == 0) {
+        route_events(r, rep);
     } else if (strcmp(url, "/v1/stats") == 0) {
         if (route_method(r, "GET", rep))
             route_stats(r, rep);

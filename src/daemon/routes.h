@@ -67,5 +67,7 @@ int route_check_quota(const struct route_req *r, struct job *const *jobs, size_t
 void route_reservations(const struct route_req *r, struct reply *rep);
 /* routes_stats.c: GET /v1/stats (gstats) */
 void route_stats(const struct route_req *r, struct reply *rep);
+/* events_stream.c */
+void route_events(const struct route_req *r, struct reply *rep);
 
 #endif

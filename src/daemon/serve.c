@@ -35,6 +35,7 @@
 #include "clock.h"
 #include "daemon.h"
 #include "disk.h"
+#include "events.h"
 #include "files.h"
 #include "gflow_build.h"
 #include "gpu.h"
@@ -204,6 +205,7 @@ static void gpu_ready_cb(int fd, uint32_t events, void *arg)
     if (gpu_collect(s->d->gpus, running, n))
         jobs_mark_dirty(s->d->jobs);
     record_gpu_samples(s);
+    events_gpus_read(s->d->events);
 }
 
 /* One timer, at the earliest time the pass itself said it must run again (a --begin
@@ -286,6 +288,7 @@ static void undo_lost(struct server *s)
                         store_lost_error(d->store));
     }
     store_rollback(d->store);
+    events_lost(d->events);
     free(s->to_launch); /* committed as R in the lost transaction only */
     s->to_launch = NULL;
     s->to_launch_len = 0;
@@ -322,6 +325,7 @@ static bool commit(struct server *s)
         s->lost_in_a_row = 0;
     }
     if (had_changes) {
+        events_committed(s->d->events);
         notifier_after_commit(s->d->notifier);
         gpu_settings_committed(s->d->gpus);
         s->last_commit = now_mono();
@@ -637,6 +641,8 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     if (loop_init() < 0 || setup_signals(d) < 0)
         startup_failed(o, "cannot set up the event loop");
     d->jobs = jobs_new(d->store);
+    d->events = events_new(d);
+    jobs_set_stream_cb(d->jobs, events_job_cb, d->events);
     priority_configure(d);
     jobs_set_signal_cb(d->jobs, runner_signal_cb, NULL);
     quotas_set_config(jobs_quotas(d->jobs), &d->cfg.quota);
@@ -682,8 +688,11 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     if (!disk_full(d->disk) && gpu_samples_flush(&s.samples, d->store) < 0)
         log_debug("recording GPU utilisation: %s", store_error(d->store));
     jobs_commit(d->jobs);
+    events_stop(d->events);
     api_stop(d->api);
     d->api = NULL;
+    events_free(d->events);
+    d->events = NULL;
     jobs_commit(d->jobs);
     runner_shutdown(d);
     notifier_stop(d->notifier);

@@ -52,6 +52,9 @@ static const struct {
     L(max_active_jobs_per_user),
     L(max_ids_per_request),
     L(max_log_scan_bytes),
+    L(max_event_clients),
+    L(max_event_clients_per_user),
+    L(event_buffer_bytes),
 };
 #define N_SETTINGS (sizeof(settings) / sizeof(settings[0]))
 
