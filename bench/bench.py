@@ -494,6 +494,19 @@ def bench_gpu_poll(secs=6, step=0.01):
         sb.close()
 
 
+def bench_replay(rounds=3):
+    """gflow-replay of 100,000 synthetic jobs (docs/replay.md), every policy."""
+    exe = os.path.join(BUILD, "gflow-replay")
+    times = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        subprocess.run([exe, "--synthetic", "100000", "--csv"], check=True,
+                       stdout=subprocess.DEVNULL)
+        times.append(time.perf_counter() - t0)
+    report("gflow-replay, 100,000 synthetic jobs, every policy", median(times), "s", "< 10 s",
+           median(times) < 10)
+
+
 SECTIONS = {
     "queue": bench_queue_10k,
     "array": bench_array_100k,
@@ -502,6 +515,7 @@ SECTIONS = {
     "freed-gpu": bench_freed_gpu,
     "idle": bench_idle,
     "gpu-poll": bench_gpu_poll,
+    "replay": bench_replay,
 }
 
 

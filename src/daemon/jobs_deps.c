@@ -121,8 +121,44 @@ static bool deps_reach(const struct jobs *t, const struct job *j, int64_t id)
     return found;
 }
 
+/* A dependency on a job that failed and was retried is one on its latest attempt: the
+ * jobs that depended on it when it failed were moved onto the retry (jobs.c), and a job
+ * submitted a moment later must not depend on which came first. Entries that then name
+ * the same job with the same kind are one. 0, or -1 with *err. */
+static int follow_retries(struct jobs *t, struct job *j, char **err)
+{
+    size_t n = 0;
+    for (size_t k = 0; k < j->n_deps; k++) {
+        struct job_dep d = j->deps[k];
+        int64_t next = 0;
+        enum job_state st;
+        while (!jobs_get(t, d.id) && d.id > 0 && d.id < t->next_id) {
+            int rc = store_job_state(t->store, d.id, &st);
+            if (rc == 0 && st == JOB_FAILED)
+                rc = store_retried_as(t->store, d.id, &next);
+            if (rc < 0) {
+                *err = xasprintf("cannot read job %lld: %s", (long long)d.id,
+                                 store_error(t->store));
+                return -1;
+            }
+            if (rc > 0 || st != JOB_FAILED || !next)
+                break;
+            d.id = next;
+        }
+        bool dup = false;
+        for (size_t i = 0; i < n && !dup; i++)
+            dup = j->deps[i].id == d.id && j->deps[i].kind == d.kind;
+        if (!dup)
+            j->deps[n++] = d;
+    }
+    j->n_deps = n;
+    return 0;
+}
+
 int jobs_check_deps(struct jobs *t, struct job *j, int64_t own_id, char **err)
 {
+    if (follow_retries(t, j, err) < 0)
+        return -1;
     struct strbuf unknown;
     strbuf_init(&unknown);
     size_t n_unknown = 0;

@@ -157,8 +157,11 @@ def test_outside_process_on_an_instance_blocks_it_the_jobs_own_do_not(make_gflow
     write_json_atomic(g.fixture_path, fx)
 
     def seen():
-        m = gpus_json(g)["gpus"][0]["mig_instances"][2]
-        return m if m["processes"] else None
+        # Both lists: the simulator reads its fixture once per NVML call, so one poll can
+        # straddle the write above.
+        gpu = gpus_json(g)["gpus"][0]
+        m = gpu["mig_instances"][2]
+        return m if m["processes"] and gpu["processes"] else None
     m = wait_for(seen, "the job's process on its instance", timeout=5)
     assert m["processes"][0]["job"] == k and m["state"] == "busy", m
     assert m["memory_used_mib"] == 700, m

@@ -61,6 +61,19 @@ def test_retry_rewiring_survives_a_restart(gflow):
     assert gflow.wait_state(dep)["state"] == "CD"
 
 
+def test_a_dependency_on_a_retried_job_follows_to_its_latest_attempt(gflow):
+    # Submitted after the first attempt failed: the dependency is on the second.
+    first = gflow.submit("--max-retries", "1",
+                         f"if [ -e marker ]; then {WAIT_GO}; else touch marker; exit 1; fi")
+    second = gflow.wait_state(first)["retried_as"]
+    dep = gflow.submit("--depends-on", f"afterok:{first}", "--depends-on", second, "true")
+    j = gflow.job(dep)
+    assert [(d["id"], d["kind"]) for d in j["depends_on"]] == [(second, "afterok")], j
+    assert j["state"] == "PD" and gflow.job(second)["dependents"] == [dep]
+    (gflow.work / "go").touch()
+    assert gflow.wait_state(dep)["state"] == "CD"
+
+
 def test_retries_are_bounded_and_dependents_cancelled_at_the_end(gflow):
     first = gflow.submit("--max-retries", "1", "exit 3")
     dep = gflow.submit("--depends-on", first, "true")
