@@ -206,6 +206,8 @@ static const char *const migrations[] = {
     "DROP INDEX IF EXISTS jobs_end;"
     "CREATE INDEX jobs_end ON jobs(end_time, user, project, gpu_ids, state, submit_time,"
     " start_time, gpus, reason_code) WHERE " STORE_ENDED ";",
+    /* 19: gbatch --pty, the job runs on a terminal its shim serves to `gjob attach`. */
+    "ALTER TABLE jobs ADD COLUMN pty INTEGER NOT NULL DEFAULT 0;",
 };
 /* The codes migration 6 writes are enum job_reason's. */
 _Static_assert(JOB_REASON_LAUNCH_FAILED == 6 && JOB_REASON_SHIM_LOST == 7 &&

@@ -312,7 +312,7 @@ static void test_open_pragmas_and_schema(void **state)
     char *mode = peek_text(db, "PRAGMA journal_mode");
     assert_string_equal(mode, "wal|\n");
     free(mode);
-    assert_int_equal(peek_int(db, "PRAGMA user_version"), 18);
+    assert_int_equal(peek_int(db, "PRAGMA user_version"), 19);
     assert_int_equal(peek_int(db, "SELECT value FROM meta WHERE key='next_job_id'"), 2);
     char *objs = peek_text(db, "SELECT type, name FROM sqlite_schema WHERE name NOT LIKE "
                                "'sqlite_%' ORDER BY type, name");
@@ -351,7 +351,7 @@ static void test_open_pragmas_and_schema(void **state)
                         "depends_on depends_any auto_cancel conda_env signal_spec "
                         "begin_time reason_code reason_job umask mig_profile mig_count mig_uuids "
                         "project nice notify_email notify_on auto_close requeue requeue_count "
-                        "preempted_by|\n");
+                        "preempted_by pty|\n");
     free(objs);
     /* The payload: a sweep's values and templates after script and env (step 5). */
     objs = peek_text(db, "SELECT group_concat(name, ' ') FROM pragma_table_info('job_payload')");
@@ -400,7 +400,7 @@ static void test_refuses_newer_schema(void **state)
     free(err);
     /* Let teardown work. */
     db = peek_open(f->path);
-    sqlite3_exec(db, "PRAGMA user_version=18", NULL, NULL, NULL);
+    sqlite3_exec(db, "PRAGMA user_version=19", NULL, NULL, NULL);
     sqlite3_close(db);
     f->s = open_ok(f->path);
 }
@@ -412,7 +412,7 @@ static void test_refuses_newer_schema(void **state)
 #define BACK_BEFORE_ENVS                                                                           \
     "DROP INDEX jobs_end; DROP TABLE gpu_samples;"                                                 \
     "ALTER TABLE jobs DROP COLUMN requeue; ALTER TABLE jobs DROP COLUMN requeue_count;"            \
-    "ALTER TABLE jobs DROP COLUMN preempted_by;"                                                   \
+    "ALTER TABLE jobs DROP COLUMN preempted_by; ALTER TABLE jobs DROP COLUMN pty;"                                                \
     "DROP TABLE usage; DROP TABLE reservations;"                                                   \
     "ALTER TABLE jobs DROP COLUMN project; ALTER TABLE jobs DROP COLUMN nice;"                     \
     "ALTER TABLE jobs DROP COLUMN notify_email; ALTER TABLE jobs DROP COLUMN notify_on;"           \
