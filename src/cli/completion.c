@@ -33,7 +33,7 @@ struct completion_entry {
 static const struct completion_entry completion_table[] = {
     {"gbatch", NULL, "new completion",
      JOB_FLAGS
-     " -H --hold -c -P --project --nice --auto-close --notify-email --notify-on " GPU_FLAGS
+     " -H --hold -c -P --project --nice --auto-close --notify-email --notify-on --pty " GPU_FLAGS
      " " DEP_FLAGS " --array --param --param-file --name-template --max-concurrent "
      "--dry-run --parsable --socket -h --help -V --version"},
     {"gqueue", NULL, NULL,
@@ -43,10 +43,11 @@ static const struct completion_entry completion_table[] = {
     {"gcancel", NULL, NULL,
      "--dry-run -v --verbose --kill --cancel --socket -h --help -V --version"},
     {"ginfo", NULL, NULL, "-v --verbose --topology -o --output --socket -h --help -V --version"},
-    {"gjob", NULL, "show s log l hold h release r update u redo",
+    {"gjob", NULL, "show s log l attach a hold h release r update u redo",
      "--socket -h --help -V --version"},
     {"gjob", "show", NULL, "-o --output -h --help"},
     {"gjob", "log", NULL, "-f --first -l --last --follow -h --help"},
+    {"gjob", "attach", NULL, "-r --read-only --detach-keys -h --help"},
     {"gjob", "hold", NULL, "-h --help"},
     {"gjob", "release", NULL, "--at -h --help"},
     {"gjob", "update", NULL,
