@@ -9,7 +9,6 @@ import os
 import re
 import select
 import signal
-import socket
 import struct
 import subprocess
 import termios
@@ -134,6 +133,8 @@ def test_type_detach_reattach_and_log(gflow, terminals):
     sock = shown["attach_socket"]
     assert sock == str(g.data / "run" / f"{job}.attach" / "sock")
     wait_for(lambda: os.path.exists(sock), "the shim's attach socket")
+    show = g.run("gjob", "show", job, check=True).stdout
+    assert f"Pty: yes ('gjob attach {job}'; {sock})" in show
     assert oct(os.stat(sock).st_mode & 0o777) == "0o600"
     assert oct(os.stat(os.path.dirname(sock)).st_mode & 0o777) == "0o700"
 
@@ -362,3 +363,21 @@ def test_attach_right_away(gflow, terminals):
     t.expect(rb"got:early\r\n")
     t.type("quit\r")
     assert t.wait() == 0
+
+
+def test_a_killed_shims_socket_is_removed(gflow, terminals):
+    """A shim killed outright cannot clean up: the daemon removes the attach directory
+    once the job has ended (ShimLost), and an attached client is told the connection is
+    lost."""
+    g = gflow
+    job = submit_loop(g)
+    sock = g.data / "run" / f"{job}.attach" / "sock"
+    t = attach(g, terminals, job)
+    t.type("x\r")
+    t.expect(rb"got:x\r\n")
+    os.kill(g.job(job)["shim_pid"], signal.SIGKILL)
+    assert t.wait() == 1
+    assert f"connection to job {job}'s terminal lost".encode() in t.out
+    g.wait_state(job)
+    assert g.job(job)["reason"].startswith("ShimLost")
+    wait_for(lambda: not sock.parent.exists(), "the attach directory removed")
