@@ -301,6 +301,7 @@ int main(int argc, char **argv)
     else if (!strcmp(cmd, "help"))
         gjob_help(), status = 0;
     else
-        cli_usage_error("unknown command '%s'; use show, log, attach, hold, release, update or redo", cmd);
+        cli_usage_error(
+            "unknown command '%s'; use show, log, attach, hold, release, update or redo", cmd);
     return cli_finish(status);
 }

@@ -174,7 +174,8 @@ static int gjob_attach_connect(int64_t id, const char *path)
                 "may attach",
                 (long long)id, path);
     if (e == ENOENT || e == ECONNREFUSED)
-        cli_die(CLI_EXIT_FAIL, "job %lld's terminal is gone: the job is ending (see 'gjob log %lld')",
+        cli_die(CLI_EXIT_FAIL,
+                "job %lld's terminal is gone: the job is ending (see 'gjob log %lld')",
                 (long long)id, (long long)id);
     cli_die(CLI_EXIT_FAIL, "cannot connect to job %lld's terminal (%s): %s", (long long)id, path,
             strerror(e));
@@ -196,8 +197,9 @@ static char *gjob_attach_socket_of(int64_t id)
                 "--pty' (its output: 'gjob log %lld')",
                 (long long)id, (long long)id);
     if (job_state_is_terminal(st))
-        cli_die(CLI_EXIT_FAIL, "job %lld has ended (%s): nothing to attach to; its output: 'gjob "
-                               "log %lld'",
+        cli_die(CLI_EXIT_FAIL,
+                "job %lld has ended (%s): nothing to attach to; its output: 'gjob "
+                "log %lld'",
                 (long long)id, job_state_short(st), (long long)id);
     if (st != JOB_RUNNING)
         cli_die(CLI_EXIT_FAIL, "job %lld is not running yet (%s): attach once it runs",

@@ -124,7 +124,7 @@ static const struct jobopt jo_table[] = {
              "scheduler.preempt_grace) and it is queued again with the same id, its log "
              "continued; see 'gjob show' (Requeued)",
      .parse = jo_requeue},
-    {.val = JOBOPT_PTY, .longs = {"pty"}, .cmds = JOBOPTS_SUBMIT,
+    {.val = JOBOPT_PTY, .longs = {"pty"}, .cmds = JO_ALL,
      .help = "run the job on a pseudo-terminal (its stdin, stdout and stderr) that "
              "'gjob attach ID' connects to, to type into it and watch it; its output still "
              "goes to the log",

@@ -27,8 +27,8 @@ long attach_parse(const uint8_t *buf, size_t n, struct attach_frame *f)
         return -1;
     if (n < ATTACH_HEADER)
         return 0;
-    uint32_t len = (uint32_t)buf[1] << 24 | (uint32_t)buf[2] << 16 | (uint32_t)buf[3] << 8 |
-                   (uint32_t)buf[4];
+    uint32_t len =
+        (uint32_t)buf[1] << 24 | (uint32_t)buf[2] << 16 | (uint32_t)buf[3] << 8 | (uint32_t)buf[4];
     if (len > ATTACH_MAX_PAYLOAD)
         return -1;
     if (n - ATTACH_HEADER < len)

@@ -126,8 +126,8 @@ static int shim_attach_listen(struct shim_attach *a, bool chown_to, uid_t uid, g
 
 /* The terminal: master kept here, slave for the job (owned by its user, 0620 as a
  * login's), 24x80 until a writer says otherwise. */
-static int shim_attach_pty(struct shim_attach *a, struct shim_exec *ex, bool chown_to,
-                           uid_t uid, char **err)
+static int shim_attach_pty(struct shim_attach *a, struct shim_exec *ex, bool chown_to, uid_t uid,
+                           char **err)
 {
     a->master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
     char name[PATH_MAX];

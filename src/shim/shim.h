@@ -92,7 +92,7 @@ struct shim_exec {
     gid_t *groups;
     int ngroups;
     int log_fd;
-    int out_fd; /* the job's stdout and stderr: the write end of the relay's pipe */
+    int out_fd;    /* the job's stdout and stderr: the write end of the relay's pipe */
     int pty_slave; /* --pty: the terminal's slave, the job's stdin, stdout and stderr; -1 */
     int null_fd;
     int report_fd;       /* write end of a close-on-exec pipe: why the job did not start */
@@ -186,8 +186,8 @@ struct shim_run {
     struct shim_memlimit mem;
     int mem_tfd; /* timerfd: the memory check period (-1 without --memory-limit) */
     struct shim_relay relay;
-    int lock_fd;    /* --lock-fd (-1: none) */
-    bool forwarded; /* a signal was passed on (and the lock file says so) */
+    int lock_fd;                /* --lock-fd (-1: none) */
+    bool forwarded;             /* a signal was passed on (and the lock file says so) */
     struct shim_attach *attach; /* --pty: the terminal and its clients; NULL: none */
 };
 

@@ -381,3 +381,27 @@ def test_a_killed_shims_socket_is_removed(gflow, terminals):
     g.wait_state(job)
     assert g.job(job)["reason"].startswith("ShimLost")
     wait_for(lambda: not sock.parent.exists(), "the attach directory removed")
+
+
+def test_update_and_redo_set_the_terminal(gflow, terminals):
+    g = gflow
+    held = g.submit("-H", LOOP)
+    assert g.job(held)["pty"] is False
+    cp = g.run("gjob", "update", held, "--pty", check=True)
+    assert "--pty" in cp.stdout
+    assert g.job(held)["pty"] is True
+    g.run("gjob", "release", held, check=True)
+    g.wait_state(held, ("R",))
+    t = attach(g, terminals, held)
+    t.type("updated\r")
+    t.expect(rb"got:updated\r\n")
+    t.type("quit\r")
+    assert t.wait() == 0
+    g.wait_state(held)
+    # redo without a terminal; both at once is refused.
+    cp = g.run("gjob", "redo", held, "--no-pty", "-H", check=True)
+    redone = int(re.search(r"\d+", cp.stdout).group())
+    assert g.job(redone)["pty"] is False
+    cp = g.run("gjob", "update", redone, "--pty", "--no-pty")
+    assert cp.returncode == 2 and "--pty and --no-pty cannot be used together" in cp.stderr
+    g.run("gcancel", redone, check=True)

@@ -90,8 +90,8 @@ static void test_keys_parse(void **state)
     assert_int_equal(k.key[1], 0x11);
     assert_int_equal(k.key[2], 0x1b);
     assert_int_equal(k.key[3], 'x');
-    static const char *const bad[] = {"", "ctrl-", "ctrl-b,", ",d", "ctrl-b,,d", "ab",
-                                      "ctrl-1", "a,b,c,d,e,f,g,h,i"};
+    static const char *const bad[] = {"",          "ctrl-", "ctrl-b,", ",d",
+                                      "ctrl-b,,d", "ab",    "ctrl-1",  "a,b,c,d,e,f,g,h,i"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         err = NULL;
         assert_int_equal(attach_keys_parse(bad[i], &k, &err), -1);
@@ -133,7 +133,11 @@ static void test_keys_feed(void **state)
         assert_int_equal(n, 7); /* a failed match gives its keys back, in order */
         assert_memory_equal(out, "ab\x02x\x02\x02y", 7);
         k.matched = 0;
-        assert_true(feed(&k, "hi\x02\x02" "d" "tail", step, out, &n));
+        assert_true(feed(&k,
+                         "hi\x02\x02"
+                         "d"
+                         "tail",
+                         step, out, &n));
         assert_int_equal(n, 3); /* the first ctrl-b was the user's; the rest detaches */
         assert_memory_equal(out, "hi\x02", 3);
         k.matched = 0;
@@ -145,7 +149,10 @@ static void test_keys_feed(void **state)
     /* A single key detaches at once. */
     assert_int_equal(attach_keys_parse("ctrl-q", &k, &err), 0);
     k.matched = 0;
-    assert_true(feed(&k, "ab\x11" "c", 8, out, &n));
+    assert_true(feed(&k,
+                     "ab\x11"
+                     "c",
+                     8, out, &n));
     assert_int_equal(n, 2);
 }
 

@@ -405,14 +405,14 @@ static void test_refuses_newer_schema(void **state)
     f->s = open_ok(f->path);
 }
 
-/* SQL that takes a database back from schema 18 (jobs_gpu_end is gone; step 18 makes
+/* SQL that takes a database back from schema 19 (pty goes), 18 (jobs_gpu_end is gone; step 18 makes
  * jobs_active and jobs_end again), 17 (gstats' index and samples) through 12 and 11
  * (environments stored once, in envs) to 10 (each payload row holds its environment's text), for the tests of the
  * steps before it. */
 #define BACK_BEFORE_ENVS                                                                           \
     "DROP INDEX jobs_end; DROP TABLE gpu_samples;"                                                 \
     "ALTER TABLE jobs DROP COLUMN requeue; ALTER TABLE jobs DROP COLUMN requeue_count;"            \
-    "ALTER TABLE jobs DROP COLUMN preempted_by; ALTER TABLE jobs DROP COLUMN pty;"                                                \
+    "ALTER TABLE jobs DROP COLUMN preempted_by; ALTER TABLE jobs DROP COLUMN pty;"                 \
     "DROP TABLE usage; DROP TABLE reservations;"                                                   \
     "ALTER TABLE jobs DROP COLUMN project; ALTER TABLE jobs DROP COLUMN nice;"                     \
     "ALTER TABLE jobs DROP COLUMN notify_email; ALTER TABLE jobs DROP COLUMN notify_on;"           \
