@@ -110,11 +110,13 @@ static int shim_attach_listen(struct shim_attach *a, bool chown_to, uid_t uid, g
         return -1;
     }
     /* Made as sock.new and renamed once it is the user's and listens: a client never
-     * finds a socket it may not connect to yet (it waits while there is none). */
+     * finds a socket it may not connect to yet (it waits while there is none). The
+     * directory is the user's already: lchown, so that a symbolic link the user puts in
+     * the socket's place meanwhile gets the ownership, not what it points to. */
     a->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     int rc = 0;
     if (a->listen_fd < 0 || shim_attach_bind(a->listen_fd, a->dir, "sock.new") < 0 ||
-        (chown_to && chown(tmp, uid, gid) < 0) ||
+        (chown_to && lchown(tmp, uid, gid) < 0) ||
         listen(a->listen_fd, SHIM_ATTACH_MAX_CLIENTS) < 0 || rename(tmp, a->sock) < 0) {
         *err = xasprintf("cannot listen on %s: %s", a->sock, strerror(errno));
         unlink(tmp);
