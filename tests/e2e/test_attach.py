@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from conftest import TEST_USER, as_user, binary, ensure_test_user, ensure_user, wait_for
+from conftest import SANITIZER_MARKS, TEST_USER, as_user, binary, ensure_test_user, ensure_user, wait_for
 
 # The job: a read loop on its terminal. "size" prints what `stty size` says, "quit" ends it.
 LOOP = ('while IFS= read -r line; do case "$line" in size) stty size;; '
@@ -94,6 +94,8 @@ class Terminal:
         while self._read(0) is True:
             pass
         assert self.proc.poll() is not None, f"gjob attach still runs; output: {self.out!r}"
+        for bad in SANITIZER_MARKS:
+            assert bad.encode() not in self.out, self.out.decode(errors="replace")[-4000:]
         return self.proc.returncode
 
     def close(self):
@@ -219,7 +221,6 @@ def test_window_size_reaches_the_job(gflow, terminals):
     t.type("size\r")
     t.expect(rb"\n30 100\r\n")
     t.resize(41, 133)
-    t.proc.send_signal(signal.SIGWINCH)  # as the kernel does for a foreground job
     deadline = time.monotonic() + 10
     while True:
         t.type("size\r")
