@@ -22,7 +22,10 @@ from conftest import SANITIZER_MARKS, TEST_USER, as_user, binary, ensure_test_us
 LOOP = ('while IFS= read -r line; do case "$line" in size) stty size;; '
         'quit) echo bye; exit 0;; *) echo "got:$line";; esac; done')
 
-OTHER_USER = "gflowattach2"
+# A second user, named per pytest-xdist worker as conftest names its own (workers never
+# share, or remove, one another's users).
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+OTHER_USER = f"gflowattach2-{_WORKER}" if _WORKER else "gflowattach2"
 
 
 class Terminal:
