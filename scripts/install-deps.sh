@@ -7,7 +7,7 @@
 # for make replay's plot; not needed by the build or make check.
 set -e
 PKGS="build-essential meson ninja-build pkg-config libmicrohttpd-dev libjansson-dev
-libsqlite3-dev libcmocka-dev python3 python3-pytest util-linux procps passwd clang-format patchelf
+libsqlite3-dev libcurl4-openssl-dev libcmocka-dev python3 python3-pytest python3-pytest-xdist util-linux procps passwd clang-format patchelf
 clang libclang-rt-14-dev systemd groff man-db"
 if [ "${1:-}" = "--bench" ]; then PKGS="$PKGS task-spooler gnuplot-nox"; fi
 missing=""

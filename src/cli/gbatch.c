@@ -114,13 +114,14 @@ static void gbatch_help(void)
                       "characters, blanks around it dropped");
     jobopts_help_line("    --nice N", "the same as --priority N, as in gflow (recorded as nice)");
     jobopts_help_line("    --notify-email ADDR",
-                      "e-mail ADDR about this job (repeat for more addresses); stored with the "
-                      "job, not sent yet");
+                      "e-mail ADDR about this job (repeat for more addresses), through the "
+                      "local MTA (sendmail -t), sent as you");
     jobopts_help_line("    --notify-on EVENTS",
                       "the events to e-mail about, comma-separated: job_submitted, job_updated, "
                       "job_started, job_completed, job_failed, job_cancelled, job_timeout, "
-                      "job_held, job_released (default with --notify-email: job_completed, "
-                      "job_failed, job_timeout, job_cancelled); stored, not sent yet");
+                      "job_held, job_released, or gflow's begin, end, fail, timeout, all "
+                      "(default with --notify-email: job_completed, job_failed, job_timeout, "
+                      "job_cancelled)");
     jobopts_help_line("    --auto-close",
                       "gflow closes the job's tmux session when it succeeds; accepted and "
                       "stored (jobs here run without tmux)");
@@ -209,11 +210,21 @@ static void gbatch_bookkeeping(const struct jobopts_ctx *ctx, int c, const char 
         }
         char *copy = xstrdup(arg), *save = NULL;
         for (char *e = strtok_r(copy, ",", &save); e; e = strtok_r(NULL, ",", &save)) {
+            /* gflow's short names are stored as the canonical ones */
+            const char *alias = job_notify_event_alias(e);
+            if (alias)
+                e = (char *)alias;
+            if (!strcmp(e, "all")) {
+                for (const char *const *n = job_notify_events; *n; n++)
+                    json_array_append_new(list, json_string(*n));
+                continue;
+            }
             if (!job_notify_event_valid(e))
                 jobopts_error(ctx,
                               "invalid --notify-on event '%s': use job_submitted, job_updated, "
                               "job_started, job_completed, job_failed, job_cancelled, "
-                              "job_timeout, job_held or job_released",
+                              "job_timeout, job_held, job_released, or gflow's begin, end, "
+                              "fail, timeout, all",
                               e);
             json_array_append_new(list, json_string(e));
         }

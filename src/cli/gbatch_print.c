@@ -121,8 +121,7 @@ void gbatch_print_many(const json_t *reply, bool parsable)
            count > GBATCH_LINES_MAX ? "; the lines above show the first 100" : "");
 }
 
-/* What the daemon understood of --begin (not with parsable), and that the notification
- * fields wait (on standard error). */
+/* What the daemon understood of --begin (not with parsable). */
 void gbatch_print_notes(const json_t *spec, bool parsable)
 {
     const json_t *begin = json_object_get(spec, "begin_time");
@@ -133,7 +132,4 @@ void gbatch_print_notes(const json_t *spec, bool parsable)
         if (localtime_r(&t, &tm) && strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S", &tm))
             printf("Begins at %s\n", buf);
     }
-    if (json_object_get(spec, "notify_email") || json_object_get(spec, "notify_on"))
-        fprintf(stderr, "gbatch: note: --notify-email/--notify-on are stored with the job; "
-                        "e-mail is not sent yet (it comes with notifications)\n");
 }

@@ -281,6 +281,7 @@ void config_init(struct gflow_config *c)
         }
     }
     quota_config_init(&c->quota);
+    notify_config_init(&c->notify);
 }
 
 void config_free(struct gflow_config *c)
@@ -290,6 +291,7 @@ void config_free(struct gflow_config *c)
             free(*config_string_field(c, &config_keys[i]));
     free(c->source_path);
     quota_config_free(&c->quota);
+    notify_config_free(&c->notify);
     memset(c, 0, sizeof(*c));
 }
 
@@ -307,6 +309,7 @@ static void config_copy(struct gflow_config *dst, const struct gflow_config *src
     if (dst->source_path)
         dst->source_path = xstrdup(dst->source_path);
     quota_config_copy(&dst->quota, &src->quota);
+    notify_config_copy(&dst->notify, &src->notify);
 }
 
 int config_set(struct gflow_config *c, const char *dotted_key, const char *value, char **err)
@@ -393,6 +396,16 @@ static int config_apply_tree(struct gflow_config *c, const struct toml_value *ro
             char *why = NULL;
             int line;
             if (quota_config_from_toml(&c->quota, t, &why, &line) < 0) {
+                *err = xasprintf("%s:%d: %s", path, line, why);
+                free(why);
+                return -1;
+            }
+            continue;
+        }
+        if (section && strcmp(section, "notifications") == 0 && toml_type_of(t) == TOML_TABLE) {
+            char *why = NULL;
+            int line;
+            if (notify_config_from_toml(&c->notify, t, &why, &line) < 0) {
                 *err = xasprintf("%s:%d: %s", path, line, why);
                 free(why);
                 return -1;

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "notifyconf.h"
 #include "quota.h"
 
 /* [limits]: what one request, one user and all of them together may take of a shared
@@ -80,6 +81,9 @@ struct gflow_config {
     /* [quota]: per-user and per-project limits (quota.h), read by quota_config_from_toml
      * rather than the key table (its users and projects are named by the admin). */
     struct quota_config quota;
+    /* [notifications]: webhooks and e-mail (notifyconf.h), read by
+     * notify_config_from_toml like [quota]. */
+    struct notify_config notify;
     /* Fair-share and the multifactor priority (docs/usage.md, "Fair-share and priority"). */
     char *scheduler_fairshare_half_life;         /* usage's half-life ("7d") */
     char *scheduler_fairshare_user_shares;       /* "alice=2,bob=1"; others have 1 */

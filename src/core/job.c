@@ -454,12 +454,48 @@ const char *const job_notify_events[] = {
     "job_submitted", "job_updated", "job_started", "job_completed", "job_failed",
     "job_cancelled", "job_timeout", "job_held",    "job_released",  NULL,
 };
+_Static_assert(sizeof(job_notify_events) / sizeof(job_notify_events[0]) == JOB_EVENT_COUNT + 1,
+               "enum job_event follows job_notify_events");
 
 bool job_notify_event_valid(const char *name)
 {
-    for (const char *const *e = job_notify_events; *e; e++)
-        if (!strcmp(name, *e))
+    return job_notify_event_index(name) >= 0;
+}
+
+int job_notify_event_index(const char *name)
+{
+    for (int i = 0; job_notify_events[i]; i++)
+        if (!strcmp(name, job_notify_events[i]))
+            return i;
+    return -1;
+}
+
+const char *job_notify_event_alias(const char *name)
+{
+    static const char *const aliases[][2] = {
+        {"begin", "job_started"},
+        {"end", "job_completed"},
+        {"fail", "job_failed"},
+        {"timeout", "job_timeout"},
+    };
+    for (size_t i = 0; i < sizeof(aliases) / sizeof(aliases[0]); i++)
+        if (!strcmp(name, aliases[i][0]))
+            return aliases[i][1];
+    return NULL;
+}
+
+bool job_notify_on_has(const char *notify_on, enum job_event event)
+{
+    const char *name = job_notify_events[event];
+    size_t n = strlen(name);
+    for (const char *p = notify_on; p && *p;) {
+        size_t len = strcspn(p, ",");
+        if (len == n && !memcmp(p, name, n))
             return true;
+        p += len;
+        if (*p == ',')
+            p++;
+    }
     return false;
 }
 

@@ -255,7 +255,31 @@ struct job {
  * those used when --notify-email comes without --notify-on (as gflow). */
 extern const char *const job_notify_events[];
 #define JOB_NOTIFY_DEFAULT "job_completed,job_failed,job_timeout,job_cancelled"
+#define JOB_NOTIFY_EVENT_LIST                                                                      \
+    "job_submitted, job_updated, job_started, job_completed, job_failed, job_cancelled, "          \
+    "job_timeout, job_held, job_released"
 bool job_notify_event_valid(const char *name);
+/* The events in job_notify_events' order, as the daemon raises them (notify.c). */
+enum job_event {
+    JOB_EVENT_SUBMITTED,
+    JOB_EVENT_UPDATED,
+    JOB_EVENT_STARTED,
+    JOB_EVENT_COMPLETED,
+    JOB_EVENT_FAILED,
+    JOB_EVENT_CANCELLED,
+    JOB_EVENT_TIMEOUT,
+    JOB_EVENT_HELD,
+    JOB_EVENT_RELEASED,
+    JOB_EVENT_COUNT,
+};
+#define JOB_NOTIFY_ALL ((1u << JOB_EVENT_COUNT) - 1)
+/* The index of an event name in job_notify_events, or -1. */
+int job_notify_event_index(const char *name);
+/* gflow's short names for --notify-on: begin, end, fail, timeout (the canonical name, or
+ * NULL); "all" is handled by the callers (every event). */
+const char *job_notify_event_alias(const char *name);
+/* Whether the list notify_on ("job_failed,job_completed") names event. */
+bool job_notify_on_has(const char *notify_on, enum job_event event);
 /* A --project is at most this many bytes (gflow's limit). */
 #define JOB_PROJECT_MAX 64
 

@@ -193,24 +193,31 @@ static int jobspec_notify_on(const json_t *v, struct job *j, char **err)
         *err = xstrdup("--notify-on must be a list of event names");
         return -1;
     }
+    /* gflow's short names (begin, end, fail, timeout, all) become the canonical ones;
+     * each event is kept once, in the order given. */
+    uint32_t events = 0;
     struct strbuf sb;
     strbuf_init(&sb);
     size_t i;
     const json_t *e;
     json_array_foreach (v, i, e) {
         const char *name = json_string_value(e);
-        if (!name || !job_notify_event_valid(name)) {
-            struct strbuf names;
-            strbuf_init(&names);
-            for (const char *const *n = job_notify_events; *n; n++)
-                strbuf_addf(&names, "%s%s", names.len ? ", " : "", *n);
-            *err =
-                xasprintf("--notify-on: unknown event '%s'; use %s", name ? name : "?", names.buf);
-            strbuf_free(&names);
+        const char *alias = name ? job_notify_event_alias(name) : NULL;
+        int idx = name ? job_notify_event_index(alias ? alias : name) : -1;
+        bool all = name && !strcmp(name, "all");
+        if (idx < 0 && !all) {
+            *err = xasprintf("--notify-on: unknown event '%s'; use %s (or begin, end, fail, "
+                             "timeout, all)",
+                             name ? name : "?", JOB_NOTIFY_EVENT_LIST);
             strbuf_free(&sb);
             return -1;
         }
-        strbuf_addf(&sb, "%s%s", sb.len ? "," : "", name);
+        for (int k = 0; k < JOB_EVENT_COUNT; k++) {
+            if ((all || k == idx) && !(events & (1u << k))) {
+                events |= 1u << k;
+                strbuf_addf(&sb, "%s%s", sb.len ? "," : "", job_notify_events[k]);
+            }
+        }
     }
     j->notify_on = sb.len ? strbuf_detach(&sb) : NULL;
     strbuf_free(&sb);

@@ -139,6 +139,26 @@ char *configinit_text(void)
                      "# default_project = { max_gpu_hours = 1000 }\n"
                      "# users = { alice = { max_running_jobs = 2 } }\n"
                      "# projects = { nlp = { max_running_gpus = 6 } }\n");
+    /* Nor is [notifications]: its webhooks are a list of tables. */
+    strbuf_adds(&sb,
+                "\n[notifications]\n"
+                "# job notifications: e-mail for gbatch --notify-email (sendmail -t, run as\n"
+                "# the submitter) and the webhooks below (each delivery retried with backoff)\n"
+                "# enabled = true\n"
+                "# max_concurrent_deliveries = 16\n"
+                "# sendmail = \"/usr/sbin/sendmail\"   # default: sendmail found on PATH\n"
+                "# email_max_retries = 3\n"
+                "# max_pending_per_user = 1000   # undelivered notifications kept per user\n"
+                "# keep_secs = 86400   # sent and failed ones are forgotten after this\n"
+                "# A webhook (an example, not a default: none is set):\n"
+                "# [[notifications.webhooks]]\n"
+                "#   url = \"https://api.example.com/gflow/events\"\n"
+                "#   events = [\"job_completed\", \"job_failed\", \"job_timeout\"]   # or [\"*\"]\n"
+                "#   filter_users = [\"alice\", \"bob\"]   # default: every user's jobs\n"
+                "#   headers = { Authorization = \"Bearer token123\" }\n"
+                "#   timeout_secs = 10\n"
+                "#   max_retries = 3\n"
+                "#   secret = \"...\"   # X-Gflow-Signature: sha256=<HMAC-SHA256 of the body>\n");
     return strbuf_detach(&sb);
 }
 

@@ -19,6 +19,7 @@ struct gpus;
 struct api;
 struct disk;
 struct resv_table;
+struct notifier;
 
 struct gflowd {
     struct gflow_config cfg;
@@ -27,12 +28,13 @@ struct gflowd {
     struct jobs *jobs;
     struct gpus *gpus;
     struct api *api;
-    struct disk *disk;       /* room on the data and log filesystems */
-    struct resv_table *resv; /* GPU reservations (gctl reserve; resv.h) */
+    struct disk *disk;           /* room on the data and log filesystems */
+    struct resv_table *resv;     /* GPU reservations (gctl reserve; resv.h) */
     struct gpu_samples *samples; /* GPU utilisation for gstats --gpu (gpu_samples.h) */
-    bool system;             /* started as root: serves every user, runs jobs as their submitters */
-    uid_t uid;               /* the daemon's own uid */
-    char *user;              /* and its login name */
+    struct notifier *notifier;   /* webhooks and e-mail (notify.h) */
+    bool system; /* started as root: serves every user, runs jobs as their submitters */
+    uid_t uid;   /* the daemon's own uid */
+    char *user;  /* and its login name */
     bool has_admin_gid;
     gid_t admin_gid;                /* daemon.admin_group */
     double started_at;              /* wall clock */

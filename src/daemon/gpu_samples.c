@@ -29,8 +29,8 @@ void gpu_samples_take(struct gpu_samples *g, struct store *s, const struct gpu_s
             g->cap = g->cap ? 2 * g->cap : 64;
             g->pending = xrealloc(g->pending, g->cap * sizeof(*g->pending));
         }
-        g->pending[g->n_pending++] =
-            (struct gpu_sample){.gpu = set->gpus[i].index, .slot = slot, .time = wall, .util = util};
+        g->pending[g->n_pending++] = (struct gpu_sample){
+            .gpu = set->gpus[i].index, .slot = slot, .time = wall, .util = util};
         any = true;
     }
     if (!any)

@@ -17,10 +17,10 @@ struct gpu_set;
 #define GPU_SAMPLES_BATCH 30 /* polls: 5 minutes at the default 10 s */
 
 struct gpu_samples {
-    int64_t max;  /* daemon.gpu_samples_max */
-    int64_t seq;  /* the next sample's number */
-    double last;  /* when the last was taken (monotonic; 0: never) */
-    int polls;    /* polls in pending */
+    int64_t max; /* daemon.gpu_samples_max */
+    int64_t seq; /* the next sample's number */
+    double last; /* when the last was taken (monotonic; 0: never) */
+    int polls;   /* polls in pending */
     struct gpu_sample *pending;
     size_t n_pending, cap;
 };

@@ -50,6 +50,42 @@ void jobs_set_signal_cb(struct jobs *t, jobs_signal_cb cb, void *arg)
     t->signal_arg = arg;
 }
 
+void jobs_set_event_cb(struct jobs *t, jobs_event_cb cb, void *arg)
+{
+    t->event_cb = cb;
+    t->event_arg = arg;
+}
+
+static void raise_event(struct jobs *t, const struct job *j, enum job_event e)
+{
+    if (t->event_cb)
+        t->event_cb(t->event_arg, j, e);
+}
+
+/* The event a move from `from` to j's state is (JOB_EVENT_COUNT: none, e.g. a launch
+ * that never happened putting a job back in the queue). */
+static enum job_event state_event(enum job_state from, enum job_state to)
+{
+    switch (to) {
+    case JOB_RUNNING:
+        return JOB_EVENT_STARTED;
+    case JOB_FINISHED:
+        return JOB_EVENT_COMPLETED;
+    case JOB_FAILED:
+        return JOB_EVENT_FAILED;
+    case JOB_CANCELLED:
+        return JOB_EVENT_CANCELLED;
+    case JOB_TIMEOUT:
+        return JOB_EVENT_TIMEOUT;
+    case JOB_HELD:
+        return JOB_EVENT_HELD;
+    case JOB_QUEUED:
+        return from == JOB_HELD ? JOB_EVENT_RELEASED : JOB_EVENT_COUNT;
+    default:
+        return JOB_EVENT_COUNT;
+    }
+}
+
 struct job_group *jobs_group(struct jobs *t, int64_t id, bool create)
 {
     size_t lo = 0, hi = t->groups_len;
@@ -376,6 +412,7 @@ static int submit_one(struct jobs *t, struct job *j, const struct job *leader)
         return -1;
     }
     t->next_id++;
+    raise_event(t, j, JOB_EVENT_SUBMITTED);
     /* The script and environment are read back from the store at launch. */
     free(j->script);
     j->script = NULL;
@@ -533,6 +570,8 @@ int jobs_update(struct jobs *t, struct job *j, struct job *n, bool deps_changed,
     if ((deps_changed ? store_replace_deps(t->store, j) : store_update_job(t->store, j)) < 0) {
         log_error("job %lld: cannot store the update: %s", (long long)j->id, store_error(t->store));
         rc = -1;
+    } else {
+        raise_event(t, j, JOB_EVENT_UPDATED);
     }
     if (deps_changed || j->n_deps)
         jobs_deps_update(t, j); /* also for a changed auto_cancel */
@@ -680,6 +719,9 @@ int jobs_set_state(struct jobs *t, struct job *j, enum job_state to, enum job_re
     t->dirty = true;
     /* In a bulk change between PD, H and CA nothing but the state columns changed. */
     int rc = jobs_save_cols(t, j, t->bulk && from != JOB_RUNNING && to != JOB_RUNNING);
+    enum job_event ev = state_event(from, to);
+    if (rc == 0 && ev != JOB_EVENT_COUNT)
+        raise_event(t, j, ev);
     rc |= charge_rc;
     if (to == JOB_QUEUED && j->n_deps)
         jobs_deps_update(t, j); /* e.g. released: DependencyFailed shows again */

@@ -40,6 +40,12 @@ int jobs_reload(struct jobs *t, char **err);
 typedef void (*jobs_signal_cb)(void *arg, struct job *j, int sig);
 void jobs_set_signal_cb(struct jobs *t, jobs_signal_cb cb, void *arg);
 
+/* Called for each job event (job.h: submitted, started, completed, ...) right after
+ * the change is written, inside the same transaction, so that what it records
+ * (notify.c's outbox rows) commits or is lost with the change. NULL: none. */
+typedef void (*jobs_event_cb)(void *arg, const struct job *j, enum job_event event);
+void jobs_set_event_cb(struct jobs *t, jobs_event_cb cb, void *arg);
+
 struct job *jobs_get(const struct jobs *t, int64_t id);     /* active jobs only; NULL otherwise */
 struct job **jobs_active(const struct jobs *t, size_t *n);  /* ascending by id */
 struct job **jobs_running(const struct jobs *t, size_t *n); /* the R jobs, any order */

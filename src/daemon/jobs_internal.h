@@ -55,6 +55,8 @@ struct jobs {
 
     jobs_signal_cb signal_cb;
     void *signal_arg;
+    jobs_event_cb event_cb; /* notifications (notify.c); NULL: none */
+    void *event_arg;
 
     /* Between jobs_bulk_begin and jobs_bulk_end: ended jobs stay in the table (jobs_get
      * skips them) and the queue is not kept in order, so that changing many jobs costs no

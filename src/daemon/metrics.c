@@ -1,5 +1,6 @@
 /* metrics: the Prometheus exposition of GET /metrics (see metrics.h). */
 #include "metrics.h"
+#include "notify.h"
 
 #include <dirent.h>
 #include <stdio.h>
@@ -235,6 +236,7 @@ void metrics_render(const struct gflowd *d, struct strbuf *out)
 {
     active_jobs(d, out);
     counters(jobs_counters(d->jobs), out);
+    notifier_metrics(d->notifier, out);
     process(d, out);
     gpu_series(d, out);
 }

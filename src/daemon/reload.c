@@ -11,6 +11,7 @@
 #include "gpu.h"
 #include "jobs.h"
 #include "log.h"
+#include "notify.h"
 #include "priority.h"
 #include "quotas.h"
 #include "serve.h"
@@ -131,6 +132,21 @@ static bool reload_quota(struct gflowd *d, struct gflow_config *c, json_t *resta
     return true;
 }
 
+/* [notifications] (not in the key table): applied whole when it changed; rows already
+ * recorded go to a webhook only while its URL is still configured. */
+static bool reload_notifications(struct gflowd *d, struct gflow_config *c)
+{
+    if (notify_config_equal(&d->cfg.notify, &c->notify))
+        return false;
+    struct notify_config old = d->cfg.notify;
+    d->cfg.notify = c->notify;
+    c->notify = old; /* freed with c */
+    notifier_reconfigured(d->notifier);
+    log_info("reload: [notifications] applied (%zu webhook%s)", d->cfg.notify.n_webhooks,
+             d->cfg.notify.n_webhooks == 1 ? "" : "s");
+    return true;
+}
+
 json_t *daemon_reload(struct gflowd *d, char **err)
 {
     struct gflow_config c;
@@ -163,6 +179,8 @@ json_t *daemon_reload(struct gflowd *d, char **err)
     }
     if (reload_quota(d, &c, restart))
         json_array_append_new(applied, json_string("quota"));
+    if (reload_notifications(d, &c))
+        json_array_append_new(applied, json_string("notifications"));
     config_free(&c);
     jobs_mark_dirty(d->jobs);
     log_info("configuration reloaded from %s: %zu setting%s applied, %zu need a restart",

@@ -44,6 +44,7 @@
 #include "lockfile.h"
 #include "log.h"
 #include "loop.h"
+#include "notify.h"
 #include "parse.h"
 #include "preemption.h"
 #include "priority.h"
@@ -321,6 +322,7 @@ static bool commit(struct server *s)
         s->lost_in_a_row = 0;
     }
     if (had_changes) {
+        notifier_after_commit(s->d->notifier);
         gpu_settings_committed(s->d->gpus);
         s->last_commit = now_mono();
         if (!s->checkpoint_timer)
@@ -640,6 +642,8 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     quotas_set_config(jobs_quotas(d->jobs), &d->cfg.quota);
     if (jobs_load(d->jobs, &err) < 0)
         startup_failed(o, err);
+    /* Before runner_recover: the jobs that ended while gflowd was away notify too. */
+    d->notifier = notifier_start(d);
     start_gpus(d, o);
     if (loop_add_fd(gpu_fd(d->gpus), EPOLLIN, gpu_ready_cb, &s) < 0)
         startup_failed(o, "cannot watch the NVML thread");
@@ -652,6 +656,7 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     if (jobs_commit(d->jobs) < 0)
         startup_failed(o, "cannot commit the recovered state");
     runner_sweep(d);
+    notifier_after_commit(d->notifier); /* jobs that ended while gflowd was away */
     d->api = api_start(d, &err);
     if (!d->api)
         startup_failed(o, err);
@@ -681,6 +686,9 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     d->api = NULL;
     jobs_commit(d->jobs);
     runner_shutdown(d);
+    notifier_stop(d->notifier);
+    d->notifier = NULL;
+    jobs_commit(d->jobs);
     cgleaf_leave(d);
     loop_cancel_timer(s.poll_timer);
     loop_cancel_timer(s.pass_timer);

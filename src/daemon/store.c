@@ -278,6 +278,7 @@ void store_close(struct store *s)
         s->st_load_active,    s->st_count,        s->st_meta_next,  s->st_setting_get,
         s->st_setting_set,    s->st_setting_del,  s->st_dep_insert, s->st_dependents,
         s->st_state,          s->st_update_state, s->st_env_find,   s->st_env_insert,
+        s->st_notify_add,
     };
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
         sqlite3_finalize(all[i]);

@@ -138,6 +138,41 @@ int store_keep_parse(const char *text, int64_t *count, int64_t *age_secs, char *
 int64_t store_prune(struct store *s, int64_t keep_count, double end_before, int64_t *cursor,
                     int max_rows);
 
+/* ---- The notification outbox (store_notify.c; notify.h) ---- */
+
+enum store_notify_state { STORE_NOTIFY_PENDING, STORE_NOTIFY_SENT, STORE_NOTIFY_FAILED };
+enum store_notify_kind { STORE_NOTIFY_WEBHOOK, STORE_NOTIFY_EMAIL };
+struct store_notify_row {
+    int64_t id; /* set by store_notify_add */
+    int64_t job_id;
+    const char *event;
+    int kind;         /* enum store_notify_kind */
+    const char *dest; /* the webhook's URL, or the addresses */
+    const char *user;
+    uint32_t uid, gid; /* the submitter (e-mail is sent as them) */
+    const char *payload;
+    int attempts;   /* made so far */
+    double next_at; /* when the next may start (unix seconds) */
+};
+/* Records a pending notification due at r->next_at; sets r->id. 0 or -1. */
+int store_notify_add(struct store *s, struct store_notify_row *r);
+/* How many notifications are pending, per uid (those with none are left out). 0 or -1. */
+int store_notify_pending_by_uid(struct store *s, void (*cb)(uint32_t uid, int64_t n, void *arg),
+                                void *arg);
+/* The pending rows due at now, oldest first, at most limit (the row's strings live for
+ * the callback only). 0 or -1. */
+typedef void (*store_notify_cb)(const struct store_notify_row *r, void *arg);
+int store_notify_due(struct store *s, double now, int limit, store_notify_cb cb, void *arg);
+/* The earliest next_at after `after` of a pending row: 0, 1 if none, -1 on error. */
+int store_notify_next_after(struct store *s, double after, double *out);
+/* Records an attempt's outcome: the row's state, attempts, next due time, last error
+ * (NULL: none) and when it was done (sent or failed; 0 while pending). 0 or -1. */
+int store_notify_set(struct store *s, int64_t id, int state, int attempts, double next_at,
+                     const char *last_error, double done_at);
+int store_notify_count_pending(struct store *s, int64_t *n);
+/* Deletes sent and failed rows done before `before`. How many, or -1. */
+int64_t store_notify_prune(struct store *s, double before);
+
 /* ---- Statistics (store_stats.c; gstats, GET /v1/stats) ---- */
 
 /* GPU utilisation samples: a ring of max rows per GPU (daemon.gpu_samples_max). At

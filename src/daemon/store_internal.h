@@ -122,6 +122,8 @@ struct store {
     /* store_update_state: only what a change of state from PD or H writes. */
     sqlite3_stmt *st_update_state;
     sqlite3_stmt *st_env_find, *st_env_insert;
+    /* store_notify.c: prepared on first use (a daemon without notifications never does). */
+    sqlite3_stmt *st_notify_add;
 };
 
 /* Errors: the message store_error returns. */

@@ -23,7 +23,8 @@
  *   reservations GPU reservations (gctl reserve), history included (resv.h).
  *   meta         next_job_id, so ids are never reused even if rows are deleted.
  *   gpu_samples  GPU utilisation as NVML reported it at each poll (gstats --gpu): a ring
- *                per GPU (gpu, slot), bounded by daemon.gpu_samples_max. */
+ *                per GPU (gpu, slot), bounded by daemon.gpu_samples_max.
+ *   notify_outbox notifications to deliver and their outcome (store_notify.c). */
 #include "store_internal.h"
 
 #include <sqlite3.h>
@@ -206,7 +207,23 @@ static const char *const migrations[] = {
     "DROP INDEX IF EXISTS jobs_end;"
     "CREATE INDEX jobs_end ON jobs(end_time, user, project, gpu_ids, state, submit_time,"
     " start_time, gpus, reason_code) WHERE " STORE_ENDED ";",
-    /* 19: gbatch --pty, the job runs on a terminal its shim serves to `gjob attach`. */
+    /* 19: the notification outbox (store_notify.c): one row per destination, job and
+     * event, written in the transaction that records the event, so that a notification
+     * survives a crash (at-least-once). kind 0: webhook (dest is its URL, payload the
+     * JSON without delivery id), 1: e-mail (dest the addresses, payload the message).
+     * state 0 pending, 1 sent, 2 failed. Indexed for what the daemon asks: the pending
+     * rows by due time and by user (the per-user cap), the done rows by age (pruning). */
+    "CREATE TABLE IF NOT EXISTS notify_outbox (id INTEGER PRIMARY KEY,"
+    " job_id INTEGER NOT NULL, event TEXT NOT NULL, kind INTEGER NOT NULL,"
+    " dest TEXT NOT NULL, user TEXT, uid INTEGER NOT NULL DEFAULT 0,"
+    " gid INTEGER NOT NULL DEFAULT 0, payload TEXT NOT NULL,"
+    " attempts INTEGER NOT NULL DEFAULT 0, next_at REAL NOT NULL,"
+    " state INTEGER NOT NULL DEFAULT 0, last_error TEXT, created REAL NOT NULL,"
+    " done_at REAL NOT NULL DEFAULT 0);"
+    "CREATE INDEX IF NOT EXISTS notify_outbox_due ON notify_outbox(next_at) WHERE state = 0;"
+    "CREATE INDEX IF NOT EXISTS notify_outbox_uid ON notify_outbox(uid) WHERE state = 0;"
+    "CREATE INDEX IF NOT EXISTS notify_outbox_done ON notify_outbox(done_at) WHERE state != 0;",
+    /* 20: gbatch --pty, the job runs on a terminal its shim serves to `gjob attach`. */
     "ALTER TABLE jobs ADD COLUMN pty INTEGER NOT NULL DEFAULT 0;",
 };
 /* The codes migration 6 writes are enum job_reason's. */

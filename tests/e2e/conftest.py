@@ -32,8 +32,18 @@ PROGRAMS = ("gflowd", "gbatch", "gqueue", "gjob", "gcancel", "gflow-shim", "ginf
 TERMINAL = ("CD", "F", "CA", "TO")
 ACTIVE = ("PD", "H", "R")
 CMD_TIMEOUT = 30          # seconds any one CLI command may take before the test fails
-TEST_USER = "gflowtest"
-TEST_GROUP = "gflowtest-extra"
+# Under pytest-xdist (make check runs the e2e tests in several workers) each worker is a
+# session of its own: the users and groups it makes carry its name, so that workers never
+# share, or remove, one another's.
+WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+
+
+def per_worker(name):
+    return f"{name}-{WORKER}" if WORKER else name
+
+
+TEST_USER = per_worker("gflowtest")
+TEST_GROUP = per_worker("gflowtest-extra")
 NOBODY = 65534
 SANITIZER_MARKS = ("ERROR: AddressSanitizer", "runtime error:", "ERROR: LeakSanitizer")
 

@@ -12,10 +12,10 @@ import threading
 
 import pytest
 
-from conftest import NOBODY, TEST_USER, as_user, binary, ensure_user, wait_for
+from conftest import NOBODY, TEST_USER, as_user, binary, ensure_user, per_worker, wait_for
 
-ADMIN_USER = "gflowtest-adm"
-ADMIN_GROUP = "gflowtest-admins"
+ADMIN_USER = per_worker("gflowtest-adm")
+ADMIN_GROUP = per_worker("gflowtest-admins")
 
 
 def one_line(text):

@@ -9,9 +9,9 @@ import subprocess
 
 import pytest
 
-from conftest import as_user, ensure_group
+from conftest import as_user, ensure_group, per_worker
 
-NEW_GROUP = "gflowtest-late"
+NEW_GROUP = per_worker("gflowtest-late")
 
 
 def job_groups(g, uid, gid, home, workdir):

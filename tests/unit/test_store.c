@@ -312,7 +312,7 @@ static void test_open_pragmas_and_schema(void **state)
     char *mode = peek_text(db, "PRAGMA journal_mode");
     assert_string_equal(mode, "wal|\n");
     free(mode);
-    assert_int_equal(peek_int(db, "PRAGMA user_version"), 19);
+    assert_int_equal(peek_int(db, "PRAGMA user_version"), 20);
     assert_int_equal(peek_int(db, "SELECT value FROM meta WHERE key='next_job_id'"), 2);
     char *objs = peek_text(db, "SELECT type, name FROM sqlite_schema WHERE name NOT LIKE "
                                "'sqlite_%' ORDER BY type, name");
@@ -325,6 +325,9 @@ static void test_open_pragmas_and_schema(void **state)
                               "index|jobs_retry|\n"
                               "index|jobs_submit|\n"
                               "index|jobs_user|\n"
+                              "index|notify_outbox_done|\n"
+                              "index|notify_outbox_due|\n"
+                              "index|notify_outbox_uid|\n"
                               "table|envs|\n"
                               "table|gpu_samples|\n"
                               "table|job_counts|\n"
@@ -333,6 +336,7 @@ static void test_open_pragmas_and_schema(void **state)
                               "table|job_payload|\n"
                               "table|jobs|\n"
                               "table|meta|\n"
+                              "table|notify_outbox|\n"
                               "table|reservations|\n"
                               "table|settings|\n"
                               "table|usage|\n"
@@ -400,15 +404,16 @@ static void test_refuses_newer_schema(void **state)
     free(err);
     /* Let teardown work. */
     db = peek_open(f->path);
-    sqlite3_exec(db, "PRAGMA user_version=19", NULL, NULL, NULL);
+    sqlite3_exec(db, "PRAGMA user_version=20", NULL, NULL, NULL);
     sqlite3_close(db);
     f->s = open_ok(f->path);
 }
 
-/* SQL that takes a database back from schema 19 (pty goes), 18 (jobs_gpu_end is gone; step 18 makes
- * jobs_active and jobs_end again), 17 (gstats' index and samples) through 12 and 11
- * (environments stored once, in envs) to 10 (each payload row holds its environment's text), for the tests of the
- * steps before it. */
+/* SQL that takes a database back from schema 20 (pty goes), 19 (the notification outbox stays: its step
+ * makes it only if it is missing), 18 (jobs_gpu_end is gone; step 18 makes jobs_active
+ * and jobs_end again), 17 (gstats' index and samples) through 12 and 11 (environments
+ * stored once, in envs) to 10 (each payload row holds its environment's text), for the
+ * tests of the steps before it. */
 #define BACK_BEFORE_ENVS                                                                           \
     "DROP INDEX jobs_end; DROP TABLE gpu_samples;"                                                 \
     "ALTER TABLE jobs DROP COLUMN requeue; ALTER TABLE jobs DROP COLUMN requeue_count;"            \
