@@ -9,6 +9,7 @@ import os
 import re
 import select
 import signal
+import socket
 import struct
 import subprocess
 import termios
@@ -409,3 +410,40 @@ def test_update_and_redo_set_the_terminal(gflow, terminals):
     cp = g.run("gjob", "update", redone, "--pty", "--no-pty")
     assert cp.returncode == 2 and "--pty and --no-pty cannot be used together" in cp.stderr
     g.run("gcancel", redone, check=True)
+
+
+def _frame(kind, payload=b""):
+    return kind + len(payload).to_bytes(4, "big") + payload
+
+
+def test_a_viewer_that_does_not_read_is_dropped(gflow):
+    """A client that never reads must not hold the job up: past 1 MiB behind, the shim
+    drops it, and the job writes on to its end."""
+    g = gflow
+    job = g.submit("--pty", "while [ ! -e go ]; do sleep 0.02; done; "
+                   "head -c 6000000 /dev/zero | tr '\\0' x; echo; echo finished")
+    g.wait_state(job, ("R",))
+    sock = g.data / "run" / f"{job}.attach" / "sock"
+    wait_for(sock.exists, "the shim's attach socket")
+    s = socket.socket(socket.AF_UNIX)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.connect(str(sock))
+    s.sendall(_frame(b"H", b"\x01"))
+    (g.work / "go").touch()
+    g.wait_state(job, timeout=60)
+    assert g.job(job)["state"] == "CD"
+    assert g.log(job).rstrip().endswith("finished")
+    # What the client did get ends without the shim's END: it was dropped, not served.
+    s.settimeout(10)
+    got = b""
+    while True:
+        try:
+            data = s.recv(1 << 20)
+        except ConnectionResetError:
+            break
+        if not data:
+            break
+        got += data
+    s.close()
+    assert 0 < len(got) < 6000000
+    assert b"finished" not in got
