@@ -447,3 +447,22 @@ def test_a_viewer_that_does_not_read_is_dropped(gflow):
     s.close()
     assert 0 < len(got) < 6000000
     assert b"finished" not in got
+
+
+def test_ctrl_c_reaches_the_jobs_foreground(gflow, terminals):
+    """The terminal is the job's controlling terminal: Ctrl-C typed there is SIGINT to the
+    job (not to gjob attach, whose terminal is raw)."""
+    g = gflow
+    (g.work / "sleeper.py").write_text(
+        "import sys, time\nprint('ready', flush=True)\ntry:\n    time.sleep(60)\n"
+        "except KeyboardInterrupt:\n    print('interrupted', flush=True)\n    sys.exit(3)\n")
+    job = g.submit("--pty", "/usr/bin/python3 sleeper.py")
+    g.wait_state(job, ("R",))
+    t = attach(g, terminals, job)
+    t.expect(rb"ready\r\n")
+    t.type(b"\x03")
+    t.expect(rb"interrupted\r\n")
+    assert t.wait() == 0
+    g.wait_state(job)
+    j = g.job(job)
+    assert (j["state"], j["exit_code"]) == ("F", 3)
