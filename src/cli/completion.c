@@ -18,7 +18,7 @@ struct completion_entry {
 
 #define JOB_FLAGS                                                                                  \
     "-J -n --name --job-name -p --priority -t --time --time-limit --timelimit --begin --signal "   \
-    "--max-retries -m --memory --mem --max-mem --max-memory --conda-env --umask --requeue"
+    "--max-retries -m --memory --mem --max-mem --max-memory --conda-env --umask --requeue --pty"
 #define GPU_FLAGS                                                                                  \
     "-g --gpus --gres --mig --gpu-memory --max-gpu-mem --max-gpu-memory --shared --gpus-per-task"
 #define DEP_FLAGS "-d --depends-on --dependency --depends-on-all --depends-on-any --no-auto-cancel"
@@ -43,19 +43,20 @@ static const struct completion_entry completion_table[] = {
     {"gcancel", NULL, NULL,
      "--dry-run -v --verbose --kill --cancel --socket -h --help -V --version"},
     {"ginfo", NULL, NULL, "-v --verbose --topology -o --output --socket -h --help -V --version"},
-    {"gjob", NULL, "show s log l hold h release r update u redo",
+    {"gjob", NULL, "show s log l attach a hold h release r update u redo",
      "--socket -h --help -V --version"},
     {"gjob", "show", NULL, "-o --output -h --help"},
     {"gjob", "log", NULL, "-f --first -l --last --follow -h --help"},
+    {"gjob", "attach", NULL, "-r --read-only --detach-keys -h --help"},
     {"gjob", "hold", NULL, "-h --help"},
     {"gjob", "release", NULL, "--at -h --help"},
     {"gjob", "update", NULL,
      JOB_FLAGS " --memory-limit -e -c --command -s --script --param --max-concurrent " CLEAR_FLAGS
-               " --clear-max-concurrent --no-requeue " GPU_FLAGS " --no-shared " DEP_FLAGS
+               " --clear-max-concurrent --no-requeue --no-pty " GPU_FLAGS " --no-shared " DEP_FLAGS
                " " GJOB_DEP_FLAGS " -h --help"},
     {"gjob", "redo", NULL,
      JOB_FLAGS " --memory-limit -e -H --hold -c --command -s --script --param " CLEAR_FLAGS
-               " --no-requeue " GPU_FLAGS " --no-shared " DEP_FLAGS " " GJOB_DEP_FLAGS
+               " --no-requeue --no-pty " GPU_FLAGS " --no-shared " DEP_FLAGS " " GJOB_DEP_FLAGS
                " --cascade -h --help"},
     {"gstats", NULL, NULL,
      "-t --since --until --by -u --user -a --all-users --gpu --buckets -o --output --socket -h "

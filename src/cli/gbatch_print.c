@@ -79,6 +79,8 @@ void gbatch_print_dry_run(const json_t *spec, const json_t *reply)
         printf("  Retries:   up to %lld\n", (long long)json_integer_value(retries));
     if (json_is_true(json_object_get(spec, "requeue")))
         printf("  Requeue:   yes (may be preempted)\n");
+    if (json_is_true(json_object_get(spec, "pty")))
+        printf("  Pty:       yes (gjob attach ID while it runs)\n");
     printf("  WorkDir:   %s\n", json_string_value(json_object_get(spec, "workdir")));
     printf("  State:     %s\n", state                                         ? state
                                 : json_is_true(json_object_get(spec, "hold")) ? "H"

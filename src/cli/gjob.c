@@ -6,6 +6,7 @@
  *   gjob release <ids...>    held -> queued
  *   gjob update <ids...>     change queued or held jobs (PATCH /v1/jobs/{id})
  *   gjob redo <id>           a new job from an old one (--cascade: its cancelled chain)
+ *   gjob attach <id>         the terminal of a --pty job (gjob_attach.c)
  *
  * Commands that take several ids go through all of them: a job that fails (unknown,
  * wrong state, not yours) gets one line on stderr and makes the exit status 1, and the
@@ -40,6 +41,8 @@ static void gjob_help(void)
            "  log, l <id>            print a job's output: -f/--first N, -l/--last N lines,\n"
            "                         --follow (gjob log -f <id>) to stream it until the job\n"
            "                         ends, exiting with the job's exit code\n"
+           "  attach, a <id>         connect this terminal to a running 'gbatch --pty' job\n"
+           "                         (Ctrl-b d detaches; see gjob attach --help)\n"
            "  hold, h <ids...>       put queued jobs on hold\n"
            "  release, r <ids...>    release held jobs back to the queue; --at T: start\n"
            "                         them no earlier than T (see gjob release --help)\n"
@@ -276,7 +279,7 @@ int main(int argc, char **argv)
         }
     }
     if (optind >= argc)
-        cli_usage_error("no command given; use show, log, hold, release, update or redo");
+        cli_usage_error("no command given; use show, log, attach, hold, release, update or redo");
     const char *cmd = argv[optind];
     int sub_argc = argc - optind;
     char **sub_argv = argv + optind;
@@ -293,9 +296,12 @@ int main(int argc, char **argv)
         status = gjob_update(sub_argc, sub_argv);
     else if (!strcmp(cmd, "redo"))
         status = gjob_redo(sub_argc, sub_argv);
+    else if (!strcmp(cmd, "attach") || !strcmp(cmd, "a"))
+        status = gjob_attach(sub_argc, sub_argv);
     else if (!strcmp(cmd, "help"))
         gjob_help(), status = 0;
     else
-        cli_usage_error("unknown command '%s'; use show, log, hold, release, update or redo", cmd);
+        cli_usage_error(
+            "unknown command '%s'; use show, log, attach, hold, release, update or redo", cmd);
     return cli_finish(status);
 }

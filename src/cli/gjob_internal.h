@@ -16,5 +16,6 @@ gjob_bad_option(const char *cmd, char **argv, int c, const struct option *longop
 int gjob_log(int argc, char **argv);
 int gjob_update(int argc, char **argv);
 int gjob_redo(int argc, char **argv);
+int gjob_attach(int argc, char **argv);
 
 #endif

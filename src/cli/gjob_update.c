@@ -33,6 +33,7 @@ enum {
     OPT_UP_CLEAR_MAX_CONCURRENT,
     OPT_UP_CLEAR_MAX_RETRIES,
     OPT_UP_NO_REQUEUE,
+    OPT_UP_NO_PTY,
 };
 
 /* update's and redo's own options, gflow's spellings among them; the job options are
@@ -43,6 +44,7 @@ static const struct option gjob_spec_own_longopts[] = {
     {"memory-limit", required_argument, NULL, 'm'}, /* gflow's name of --memory */
     {"no-shared", no_argument, NULL, OPT_UP_NO_SHARED},
     {"no-requeue", no_argument, NULL, OPT_UP_NO_REQUEUE},
+    {"no-pty", no_argument, NULL, OPT_UP_NO_PTY},
     {"no-dependencies", no_argument, NULL, OPT_UP_NO_DEPS},
     {"clear-deps", no_argument, NULL, OPT_UP_NO_DEPS},
     {"auto-cancel", no_argument, NULL, OPT_UP_AUTO_CANCEL},
@@ -136,6 +138,11 @@ static int gjob_spec_parse(const char *cmd, int argc, char **argv, json_t *spec,
             if (was && json_is_true(was) != (c != OPT_UP_NO_REQUEUE))
                 jobopts_error(&ctx, "--requeue and --no-requeue cannot be used together");
         }
+        if (c == OPT_UP_NO_PTY || c == gjob_long_val(longopts, "pty")) {
+            const json_t *was = json_object_get(spec, "pty");
+            if (was && json_is_true(was) != (c != OPT_UP_NO_PTY))
+                jobopts_error(&ctx, "--pty and --no-pty cannot be used together");
+        }
         if (jobopts_apply(&ctx, c, optarg, spec))
             continue;
         bool cleared = false;
@@ -178,6 +185,9 @@ static int gjob_spec_parse(const char *cmd, int argc, char **argv, json_t *spec,
             break;
         case OPT_UP_NO_REQUEUE:
             json_object_set_new(spec, "requeue", json_false());
+            break;
+        case OPT_UP_NO_PTY:
+            json_object_set_new(spec, "pty", json_false());
             break;
         case OPT_UP_NO_DEPS:
             json_object_set_new(spec, "depends_on", json_array());
@@ -257,6 +267,7 @@ static void gjob_help_spec(bool redo)
                           "at most K jobs of the job's submission run at once, 0 for no limit "
                           "(as 'gctl set-limit')");
     jobopts_help_line("    --no-requeue", "the job may no longer be preempted (undoes --requeue)");
+    jobopts_help_line("    --no-pty", "the job runs without a terminal (undoes --pty)");
     printf("\nRemoving a setting (gflow's options; not together with the option that sets "
            "it):\n");
     jobopts_help_line("    --clear-time-limit", "no time limit (the same as -t 0)");
@@ -348,6 +359,7 @@ static const struct {
     {"auto_cancel", "--auto-cancel-on-dep-failure"},
     {"umask", "--umask"},
     {"requeue", "--requeue"},
+    {"pty", "--pty"},
     {"mig_profile", "--mig"},
     {"mig_count", "--mig"},
     {"max_concurrent", "--max-concurrent"},

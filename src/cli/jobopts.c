@@ -37,6 +37,7 @@ enum {
     JOBOPT_UMASK,
     JOBOPT_MIG,
     JOBOPT_REQUEUE,
+    JOBOPT_PTY,
 };
 
 struct jobopt;
@@ -62,7 +63,7 @@ struct jobopt {
 
 static jobopt_parse_fn jo_name, jo_priority, jo_time, jo_begin, jo_signal, jo_hold, jo_max_retries,
     jo_memory, jo_conda_env, jo_gpus, jo_gres, jo_gpu_memory, jo_shared, jo_gpus_per_task,
-    jo_depends, jo_depends_mode, jo_no_auto_cancel, jo_umask, jo_mig, jo_requeue;
+    jo_depends, jo_depends_mode, jo_no_auto_cancel, jo_umask, jo_mig, jo_requeue, jo_pty;
 
 /* In the order of the help. (Kept out of clang-format: one row per option reads as a table.) */
 /* clang-format off */
@@ -123,6 +124,11 @@ static const struct jobopt jo_table[] = {
              "scheduler.preempt_grace) and it is queued again with the same id, its log "
              "continued; see 'gjob show' (Requeued)",
      .parse = jo_requeue},
+    {.val = JOBOPT_PTY, .longs = {"pty"}, .cmds = JO_ALL,
+     .help = "run the job on a pseudo-terminal (its stdin, stdout and stderr) that "
+             "'gjob attach ID' connects to, to type into it and watch it; its output still "
+             "goes to the log",
+     .parse = jo_pty},
 
     {.val = 'g', .shorts = "g", .longs = {"gpus"}, .has_arg = true, .cmds = JO_ALL,
      .section = JOBOPTS_GPUS, .arg = "N",
@@ -519,6 +525,13 @@ static void jo_requeue(const struct jobopts_ctx *ctx, const struct jobopt *o, co
 {
     (void)ctx, (void)o, (void)arg;
     json_object_set_new(spec, "requeue", json_true());
+}
+
+static void jo_pty(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
+                   json_t *spec)
+{
+    (void)ctx, (void)o, (void)arg;
+    json_object_set_new(spec, "pty", json_true());
 }
 
 static void jo_shared(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,

@@ -338,6 +338,12 @@ static void print_outcome(const json_t *raw, const struct job *j)
                 j->shim_pid > 0 ? xasprintf("%lld", (long long)j->shim_pid) : xstrdup("-"));
     field_owned("MaxRSS", j->max_rss_kb > 0 ? kib_text(j->max_rss_kb) : xstrdup("-"));
     field("LogPath", get_str(raw, "log_path"));
+    /* gbatch --pty: the terminal, and where `gjob attach` reaches it while it runs. */
+    const char *sock = json_string_value(json_object_get(raw, "attach_socket"));
+    if (sock)
+        field_owned("Pty", xasprintf("yes ('gjob attach %lld'; %s)", (long long)j->id, sock));
+    else
+        field("Pty", j->pty ? "yes (gjob attach while it runs)" : "no");
 }
 
 /* Preemption (gbatch --requeue): whether the job may be preempted, how often it was

@@ -217,6 +217,9 @@ struct job {
     int requeue_count;
     int64_t preempted_by;
 
+    /* gbatch --pty: the job runs on a pseudo-terminal its shim owns, for `gjob attach`. */
+    bool pty;
+
     /* Dependencies (on earlier jobs; at most one entry per id and kind). */
     struct job_dep *deps;
     size_t n_deps;
@@ -359,6 +362,7 @@ enum job_field {
     JOB_FIELD_REQUEUE_COUNT,
     JOB_FIELD_PREEMPTED_BY,
     JOB_FIELD_EFFECTIVE_PRIORITY, /* a waiting job's (fairshare.h); null otherwise */
+    JOB_FIELD_PTY,
     JOB_FIELD_COUNT
 };
 const char *job_field_name(enum job_field f);

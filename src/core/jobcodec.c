@@ -106,6 +106,7 @@ static const char *const field_names[JOB_FIELD_COUNT] = {
     "requeue_count",
     "preempted_by",
     "effective_priority",
+    "pty",
 };
 
 const char *job_field_name(enum job_field f)
@@ -412,6 +413,9 @@ void job_append_field(struct strbuf *sb, const struct job *j, enum job_field f, 
     case JOB_FIELD_PREEMPTED_BY:
         append_int(sb, j->preempted_by, j->preempted_by > 0, tsv);
         break;
+    case JOB_FIELD_PTY:
+        strbuf_adds(sb, j->pty ? "true" : "false");
+        break;
     case JOB_FIELD_EFFECTIVE_PRIORITY:
         if (j->effective_priority >= 0 && isfinite(j->effective_priority))
             strbuf_addf(sb, "%.4f", j->effective_priority);
@@ -587,6 +591,7 @@ int job_from_json(const json_t *o, struct job *j)
     j->requeue = json_is_true(json_object_get(o, "requeue"));
     j->requeue_count = (int)get_int(o, "requeue_count", 0);
     j->preempted_by = get_int(o, "preempted_by", 0);
+    j->pty = json_is_true(json_object_get(o, "pty"));
     size_t di;
     const json_t *dep;
     json_array_foreach (json_object_get(o, "depends_on"), di, dep) {
@@ -801,6 +806,9 @@ static void set_field(struct job *j, enum job_field f, char *v, bool borrow)
         break;
     case JOB_FIELD_PREEMPTED_BY:
         j->preempted_by = tsv_int(v, 0);
+        break;
+    case JOB_FIELD_PTY:
+        j->pty = v && strcmp(v, "true") == 0;
         break;
     default: /* derived fields (state_name, signal_name) */
         break;

@@ -44,6 +44,7 @@ static const char *const spec_fields[] = {"command",
                                           "notify_on",
                                           "auto_close",
                                           "requeue",
+                                          "pty",
                                           /* handled by route_submit: */ "array",
                                           "params",
                                           "name_template",
@@ -243,6 +244,12 @@ static int jobspec_bookkeeping(const json_t *spec, struct job *j, char **err)
         return -1;
     }
     j->requeue = json_is_true(requeue);
+    const json_t *pty = json_object_get(spec, "pty");
+    if (pty && !json_is_boolean(pty)) {
+        *err = xstrdup("'pty' must be true or false");
+        return -1;
+    }
+    j->pty = json_is_true(pty);
     j->nice = nice ? (int)json_integer_value(nice) : 0;
     j->auto_close = json_is_true(auto_close);
     if (jobspec_project(json_object_get(spec, "project"), j, err) < 0 ||
@@ -479,6 +486,10 @@ struct job *jobspec_to_job(const json_t *spec, const struct jobspec_limits *lim,
     j->gpu_memory_mb = gpu_mem ? (int64_t)json_integer_value(gpu_mem) : 0;
     j->shared = json_is_true(shared);
     j->gpus_per_task = per_task && j->gpus > 0 ? (int)json_integer_value(per_task) : 0;
+    if (j->pty && j->gpus_per_task && j->gpus > 1) { /* the shim: one process, one terminal */
+        *err = xstrdup("--pty runs one process on the job's terminal: not with --gpus-per-task");
+        goto bad;
+    }
     char *why = NULL;
     if (!(lim->gpus_pending && j->gpus > 0) &&
         scheduler_check_feasible(j, lim->gpus, lim->visible, &why) < 0) {
@@ -721,6 +732,8 @@ json_t *jobspec_from_job(const struct job *f)
         json_object_set_new(s, "auto_close", json_true());
     if (f->requeue)
         json_object_set_new(s, "requeue", json_true());
+    if (f->pty)
+        json_object_set_new(s, "pty", json_true());
     return s;
 }
 
@@ -781,7 +794,7 @@ static const char *const update_fields[] = {
     "gpus_per_task", "memory_mb",  "conda_env",    "signal_spec",   "begin_time",
     "max_retries",   "depends_on", "depends_mode", "auto_cancel",   "umask"};
 /* And the MIG request and --requeue (kept apart so the table above stays as it was). */
-static const char *const update_fields_mig[] = {"mig_profile", "mig_count", "requeue"};
+static const char *const update_fields_mig[] = {"mig_profile", "mig_count", "requeue", "pty"};
 
 static json_t *change(const char *field, json_t *old, json_t *new)
 {

@@ -556,6 +556,7 @@ int jobs_update(struct jobs *t, struct job *j, struct job *n, bool deps_changed,
     j->auto_cancel = n->auto_cancel;
     j->deps_any = n->deps_any;
     j->requeue = n->requeue;
+    j->pty = n->pty;
     if (deps_changed) {
         for (size_t k = 0; k < j->n_deps; k++) {
             struct job *x = jobs_get(t, j->deps[k].id);

@@ -225,6 +225,10 @@ static void shim_args(const struct gflowd *d, const struct job *j, const struct 
         strvec_push(argv, "--conda-env");
         strvec_push(argv, j->conda_env);
     }
+    if (j->pty) { /* the shim owns the job's terminal and serves it to `gjob attach` */
+        strvec_push(argv, "--pty");
+        strvec_pushf(argv, "%s/%lld.attach", d->paths.run_dir, (long long)j->id);
+    }
     if (d->nofile_raised) { /* the job gets the limit gflowd was started with */
         strvec_push(argv, "--nofile");
         strvec_pushf(argv, "%lld", (long long)d->nofile_soft);

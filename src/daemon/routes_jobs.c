@@ -338,6 +338,12 @@ void route_show(const struct route_req *r, int64_t id, struct reply *rep)
             json_object_set_new(json_array_get(arr, i), "status",
                                 json_string(names[live->deps[i].status]));
     }
+    /* A --pty job's attach socket (gflow-shim --pty), to its user and root only: the
+     * socket itself lets no one else in either. */
+    json_object_set_new(o, "attach_socket",
+                        j.pty && j.state == JOB_RUNNING && auth_may_act_on(r->who, j.uid)
+                            ? json_sprintf("%s/%lld.attach/sock", d->paths.run_dir, (long long)id)
+                            : json_null());
     json_object_set_new(o, "gpus_detail", gpu_report_detail(d->gpus, j.gpu_mask));
     json_object_set_new(o, "mig_detail", gpu_report_mig_detail(d->gpus, j.mig_uuids));
     if (j.state == JOB_RUNNING) {

@@ -169,10 +169,25 @@ static void keep_lock_cb(void *arg, int64_t id)
     launch_keep_lock(arg, id);
 }
 
+/* A --pty job's attach directory, when its shim could not remove it (it was killed). */
+static void remove_attach_dir_cb(void *arg, int64_t id)
+{
+    struct gflowd *d = arg;
+    char *dir = job_file(d->paths.run_dir, id, ".attach");
+    char *sock = xasprintf("%s/sock", dir);
+    unlink(sock);
+    rmdir(dir);
+    free(sock);
+    free(dir);
+}
+
 /* Once the commit is done: the job's files go, its lock file is kept for a next job
  * (launch_keep_lock) when keep_lock. */
-static void cleanup_files_after_commit(struct gflowd *d, int64_t id, bool keep_lock)
+static void cleanup_files_after_commit(struct gflowd *d, const struct job *j, bool keep_lock)
 {
+    int64_t id = j->id;
+    if (j->pty) /* a shim that ended removed it already; one that was killed did not */
+        jobs_after_commit_call(d->jobs, remove_attach_dir_cb, d, id);
     if (keep_lock)
         jobs_after_commit_call(d->jobs, keep_lock_cb, d, id);
     else
@@ -208,7 +223,7 @@ static void requeue_preempted(struct gflowd *d, struct job *j)
     j->shim_pid = 0;
     j->shim_start = 0;
     jobs_set_state(d->jobs, j, JOB_QUEUED, JOB_REASON_NONE, 0, NULL);
-    cleanup_files_after_commit(d, j->id, true);
+    cleanup_files_after_commit(d, j, true);
     log_info("job %lld preempted for job %lld; queued again (requeued %d time%s)", (long long)j->id,
              (long long)j->preempted_by, j->requeue_count, j->requeue_count == 1 ? "" : "s");
 }
@@ -220,7 +235,7 @@ static void finish(struct gflowd *d, struct job *j, enum job_state state, enum j
     release(d, j);
     if (jobs_set_state(d->jobs, j, state, reason, 0, detail) < 0)
         log_error("job %lld: refused transition to %s", (long long)j->id, job_state_short(state));
-    cleanup_files_after_commit(d, j->id, true); /* its shim is gone: nobody holds the lock */
+    cleanup_files_after_commit(d, j, true); /* its shim is gone: nobody holds the lock */
     char *why = job_reason_string(j);
     log_info("job %lld ended: %s%s%s", (long long)j->id, job_state_short(state), why ? " " : "",
              why ? why : "");
@@ -542,7 +557,7 @@ static void put_back(struct gflowd *d, struct job *j)
     j->shim_pid = 0;
     j->shim_start = 0;
     jobs_set_state(d->jobs, j, JOB_QUEUED, JOB_REASON_NONE, 0, NULL);
-    cleanup_files_after_commit(d, j->id, false);
+    cleanup_files_after_commit(d, j, false);
 }
 
 void runner_postpone(struct gflowd *d, struct job *j)

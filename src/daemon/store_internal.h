@@ -76,6 +76,7 @@ enum col {
     C_REQUEUE,
     C_REQUEUE_COUNT,
     C_PREEMPTED_BY,
+    C_PTY,
     C_LIGHT_COUNT, /* the columns read without payload are those before this one */
     C_SCRIPT = C_LIGHT_COUNT,
     C_ENV,

@@ -130,6 +130,7 @@ static const struct {
     [JOB_FIELD_EXPECTED_START] = {1, {C_ID}},
     /* Computed for active jobs (in memory); a stored job has none. */
     [JOB_FIELD_EFFECTIVE_PRIORITY] = {1, {C_PRIORITY}},
+    [JOB_FIELD_PTY] = {1, {C_PTY}},
 };
 
 /* The columns q->fields need (id and state always), or all light ones; returns n. */

@@ -65,6 +65,7 @@ const struct store_column store_columns[C_COUNT] = {
     [C_REQUEUE] = {"requeue", true},
     [C_REQUEUE_COUNT] = {"requeue_count", true},
     [C_PREEMPTED_BY] = {"preempted_by", true},
+    [C_PTY] = {"pty", true},
     [C_SCRIPT] = {"script", false},
     /* Rows written before schema 11 hold the text; later ones name an envs row. */
     [C_ENV] = {"env", false, "COALESCE(env,(SELECT text FROM envs WHERE envs.id=env_id))"},
@@ -150,6 +151,8 @@ int store_bind_column(sqlite3_stmt *st, enum col c, const struct job *j, int64_t
         return sqlite3_bind_int(st, i, j->requeue_count);
     case C_PREEMPTED_BY:
         return sqlite3_bind_int64(st, i, j->preempted_by);
+    case C_PTY:
+        return sqlite3_bind_int(st, i, j->pty);
     case C_END_REQUEST:
         return sqlite3_bind_int(st, i, (int)j->end_request);
     case C_SHIM_PID:
@@ -330,6 +333,9 @@ static void read_column(sqlite3_stmt *st, enum col c, int i, struct job *j)
         break;
     case C_PREEMPTED_BY:
         j->preempted_by = sqlite3_column_int64(st, i);
+        break;
+    case C_PTY:
+        j->pty = sqlite3_column_int(st, i) != 0;
         break;
     case C_END_REQUEST:
         j->end_request = (enum job_end_request)sqlite3_column_int(st, i);

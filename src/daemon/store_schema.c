@@ -223,6 +223,8 @@ static const char *const migrations[] = {
     "CREATE INDEX IF NOT EXISTS notify_outbox_due ON notify_outbox(next_at) WHERE state = 0;"
     "CREATE INDEX IF NOT EXISTS notify_outbox_uid ON notify_outbox(uid) WHERE state = 0;"
     "CREATE INDEX IF NOT EXISTS notify_outbox_done ON notify_outbox(done_at) WHERE state != 0;",
+    /* 20: gbatch --pty, the job runs on a terminal its shim serves to `gjob attach`. */
+    "ALTER TABLE jobs ADD COLUMN pty INTEGER NOT NULL DEFAULT 0;",
 };
 /* The codes migration 6 writes are enum job_reason's. */
 _Static_assert(JOB_REASON_LAUNCH_FAILED == 6 && JOB_REASON_SHIM_LOST == 7 &&

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -93,8 +94,15 @@ __attribute__((noreturn)) static void shim_child(const struct shim_exec *ex, cha
     sigset_t empty;
     sigemptyset(&empty);
     sigprocmask(SIG_SETMASK, &empty, NULL);
-    /* Own process group, or the first copy's: one kill(-pgid) reaches the whole job. */
-    setpgid(0, ex->pgid);
+    /* Own process group, or the first copy's: one kill(-pgid) reaches the whole job.
+     * With --pty, a session of its own instead (its group too), whose controlling
+     * terminal is the shim's pseudo-terminal: Ctrl-C typed there reaches the job. */
+    if (ex->pty_slave >= 0) {
+        if (setsid() < 0 || ioctl(ex->pty_slave, TIOCSCTTY, 0) < 0)
+            shim_child_fail(ex, JOB_EXIT_SETUP, "cannot take the terminal", "of the job", errno);
+    } else {
+        setpgid(0, ex->pgid);
+    }
     /* Step 9, while still root and before exec: the job never runs outside its own
      * cgroup ("0" is the writer itself), so nothing it starts can leave supervision
      * unseen. Failing closed: the shim has told the daemon the job is in it. */
@@ -129,7 +137,9 @@ __attribute__((noreturn)) static void shim_child(const struct shim_exec *ex, cha
     /* After setuid: the directory must be one the job user may enter. */
     if (chdir(ex->workdir) < 0)
         shim_child_fail(ex, JOB_EXIT_SETUP, "cannot chdir to", ex->workdir, errno);
-    if (dup2(ex->null_fd, 0) < 0 || dup2(ex->out_fd, 1) < 0 || dup2(ex->out_fd, 2) < 0)
+    int in_fd = ex->pty_slave >= 0 ? ex->pty_slave : ex->null_fd;
+    int out_fd = ex->pty_slave >= 0 ? ex->pty_slave : ex->out_fd;
+    if (dup2(in_fd, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(out_fd, 2) < 0)
         shim_child_fail(ex, JOB_EXIT_SETUP, "cannot redirect output to", "log", errno);
     /* Whatever the daemon leaked to us without close-on-exec stays out of the job.
      * Best effort: kernels before 5.11 lack the flag, and the daemon opens its fds

@@ -6,7 +6,7 @@
  *              [--uid UID --gid GID --user NAME --groups GID,GID,...]
  *              [--tasks N --task-gpus GPU,GPU,...] [--deny-devices MINOR,MINOR,...]
  *              [--memory-limit MIB] [--conda-env NAME|PATH] [--umask MODE]
- *              [--log-max-bytes N] [--nofile N]
+ *              [--log-max-bytes N] [--nofile N] [--pty DIR]
  *              (--command "shell command line" | --script PATH)
  *
  * Protocol with the daemon (its runner is written against exactly this; the definitions
@@ -37,7 +37,10 @@
  *     marker by which the job's processes are known wherever they go (with
  *     --conda-env, also the GFLOW_* variables of step 4).
  *  3. Job stdout and stderr go to the end of --log (0600, owned by the job user); stdin
- *     is /dev/null. They are the write end of a pipe that the shim relays into the log
+ *     is /dev/null. With --pty DIR, all three are a pseudo-terminal whose master the
+ *     shim reads into the log (a relay as below, without splice) and serves to
+ *     `gjob attach` on the socket DIR/sock (attach.c); the job's first process leads a
+ *     session of its own with that terminal as its controlling terminal. They are the write end of a pipe that the shim relays into the log
  *     (splice), so that with --log-max-bytes N (> 0) at most N bytes of the job's
  *     output are kept: then one line "gflow-shim: log truncated at N bytes ..." and the
  *     rest is read and dropped (the job is not stopped, and no other file it writes is
@@ -235,6 +238,7 @@ static int shim_main(const struct shim_opts *o, const sigset_t *mask)
 {
     struct shim_exec ex = {.log_fd = -1,
                            .out_fd = -1,
+                           .pty_slave = -1,
                            .null_fd = -1,
                            .report_fd = -1,
                            .jobcg_procs_fd = -1,
@@ -253,7 +257,8 @@ static int shim_main(const struct shim_opts *o, const sigset_t *mask)
     if (shim_prepare(o, &ex, &err) < 0 || shim_relay_open(&r.relay, o, &ex, &err) < 0 ||
         shim_supervise_open(&r, mask, &err) < 0 || shim_jobcg_setup(o, &ex, &r.jobcg, &err) < 0 ||
         shim_memlimit_setup(o, &ex, &r.jobcg, &r.mem, &err) < 0 ||
-        shim_memlimit_open(&r, &ex, &err) < 0) {
+        shim_memlimit_open(&r, &ex, &err) < 0 ||
+        (o->pty_dir && !(r.attach = shim_attach_open(o, &ex, &r.relay, &err)))) {
         shim_relay_close(&r.relay);
         shim_memlimit_end(&r, o->job_id);
         shim_jobcg_end(&r.jobcg, o->job_id);
@@ -273,6 +278,7 @@ static int shim_main(const struct shim_opts *o, const sigset_t *mask)
     shim_prepare_free(&ex); /* the job holds its own copies now */
     if (started == 0) {
         shim_relay_close(&r.relay);
+        shim_attach_close(r.attach);
         shim_devices_end(&r, o->job_id);
         shim_memlimit_end(&r, o->job_id);
         shim_jobcg_end(&r.jobcg, o->job_id);
@@ -298,6 +304,7 @@ static int shim_main(const struct shim_opts *o, const sigset_t *mask)
     shim_memlimit_end(&r, o->job_id);
     /* The log is complete before the exit file says the job is over. */
     shim_relay_close(&r.relay);
+    shim_attach_close(r.attach);
     shim_jobcg_end(&r.jobcg, o->job_id);
     /* A failure of the shim's own outranks the child's report. */
     char *report = shim_child_report(r.report_rd);

@@ -22,7 +22,7 @@ static const char shim_opts_usage_text[] =
     "                  [--uid UID --gid GID --user NAME --groups GID,GID,...]\n"
     "                  [--tasks N --task-gpus GPU,GPU,...] [--deny-devices MINOR,...]\n"
     "                  [--memory-limit MIB] [--conda-env NAME|PATH] [--umask MODE]\n"
-    "                  [--log-max-bytes N] [--nofile N]\n"
+    "                  [--log-max-bytes N] [--nofile N] [--pty DIR]\n"
     "                  (--command \"shell command line\" | --script PATH)\n"
     "Runs and supervises one gflow job and writes its outcome to the exit file (without\n"
     "--exit-file: into the lock file of --lock-fd, at byte 8192).\n"
@@ -42,6 +42,9 @@ static const char shim_opts_usage_text[] =
     "shim's.\n"
     "--log-max-bytes N keeps at most N bytes of the job's output in the log; the rest is\n"
     "dropped after one line saying so (0 or absent: no cap).\n"
+    "--pty DIR runs the job on a pseudo-terminal that the shim owns (its output still\n"
+    "goes to the log) and serves it on the socket DIR/sock (DIR is made, owned by the job\n"
+    "user, 0700) for `gjob attach`; not with --tasks > 1.\n"
     "--nofile N sets the job's soft limit of open files (RLIMIT_NOFILE) to N.\n"
     "--groups lists the job user's groups (as getgrouplist gives them), which the job\n"
     "gets: the shim never looks them up (it is linked statically, without NSS).\n"
@@ -72,6 +75,7 @@ enum {
     OPT_LOG_MAX_BYTES,
     OPT_NOFILE,
     OPT_GROUPS,
+    OPT_PTY,
 };
 
 static const struct option shim_opts_long[] = {
@@ -97,6 +101,7 @@ static const struct option shim_opts_long[] = {
     {"log-max-bytes", required_argument, NULL, OPT_LOG_MAX_BYTES},
     {"nofile", required_argument, NULL, OPT_NOFILE},
     {"groups", required_argument, NULL, OPT_GROUPS},
+    {"pty", required_argument, NULL, OPT_PTY},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -314,6 +319,12 @@ static void shim_opts_one(struct shim_opts *o, int c, const char *arg, char **er
     case OPT_GROUPS:
         shim_opts_groups(o, arg, err);
         break;
+    case OPT_PTY:
+        if (arg[0] != '/')
+            shim_opts_error(err, xasprintf("bad --pty '%s' (an absolute directory)", arg));
+        else
+            o->pty_dir = arg;
+        break;
     }
 }
 
@@ -345,6 +356,8 @@ static void shim_opts_check(const struct shim_opts *o, char **err)
     else if (o->task_gpus && o->n_task_gpus != o->ntasks)
         shim_opts_error(
             err, xasprintf("--task-gpus names %d GPUs for --tasks %d", o->n_task_gpus, o->ntasks));
+    if (o->pty_dir && o->ntasks > 1)
+        shim_opts_error(err, xstrdup("--pty runs one process on its terminal: not with --tasks"));
 }
 
 /* Parses argv into *o. Returns 0, 1 for --help, or -1 with *err set (caller frees).

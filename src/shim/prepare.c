@@ -203,6 +203,8 @@ void shim_prepare_free(struct shim_exec *ex)
         close(ex->log_fd);
     if (ex->out_fd >= 0)
         close(ex->out_fd);
+    if (ex->pty_slave >= 0) /* the job's own now: its last close ends the terminal */
+        close(ex->pty_slave);
     if (ex->null_fd >= 0)
         close(ex->null_fd);
     if (ex->jobcg_procs_fd >= 0)

@@ -10,6 +10,10 @@
  * job's output alone. RLIMIT_FSIZE would also cap every other file the job writes. The
  * cost is one pipe per job and a wakeup of the shim per burst of output.
  *
+ * With --pty the job's terminal takes the pipe's place: the relay reads its master
+ * (read and write, no splice) and every byte also goes to the clients of `gjob attach`
+ * (attach.c), past the cap too.
+ *
  * The log is opened without O_APPEND (splice refuses a file in append mode); the shim is
  * its only writer and writes at its end. */
 #include "shim.h"
@@ -54,6 +58,20 @@ static int shim_relay_null(struct shim_relay *rl)
     return rl->null_fd;
 }
 
+/* Reads the job's output; with --pty also hands it to the attached clients. A
+ * terminal's master reads EIO once no process holds its slave: the end, as EOF. */
+static ssize_t shim_relay_read(struct shim_relay *rl, char *buf, size_t want)
+{
+    ssize_t n = read(rl->rd, buf, want);
+    if (!rl->tap)
+        return n;
+    if (n < 0 && errno == EIO)
+        return 0;
+    if (n > 0)
+        shim_attach_output(rl->tap, (const uint8_t *)buf, (size_t)n);
+    return n;
+}
+
 /* Moves up to want bytes from the pipe to fd: splice, else read and write (a file system
  * without splice support). The count, 0 at the end of the output, or -1 with errno
  * (EAGAIN: nothing waiting). *wrote_err: the bytes were taken from the pipe but fd did
@@ -61,14 +79,14 @@ static int shim_relay_null(struct shim_relay *rl)
 static ssize_t shim_relay_move(struct shim_relay *rl, int fd, size_t want, bool *wrote_err)
 {
     *wrote_err = false;
-    if (rl->can_splice) {
+    if (rl->can_splice && !rl->tap) {
         ssize_t n = splice(rl->rd, NULL, fd, NULL, want, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
         if (n >= 0 || errno != EINVAL)
             return n;
         rl->can_splice = false;
     }
     char buf[SHIM_RELAY_CHUNK];
-    ssize_t n = read(rl->rd, buf, want < sizeof(buf) ? want : sizeof(buf));
+    ssize_t n = shim_relay_read(rl, buf, want < sizeof(buf) ? want : sizeof(buf));
     if (n <= 0)
         return n;
     for (ssize_t off = 0; off < n;) {
@@ -94,7 +112,7 @@ static ssize_t shim_relay_drop(struct shim_relay *rl, size_t want)
     if (fd >= 0)
         return shim_relay_move(rl, fd, want, &wrote_err);
     char buf[SHIM_RELAY_CHUNK];
-    return read(rl->rd, buf, want < sizeof(buf) ? want : sizeof(buf));
+    return shim_relay_read(rl, buf, want < sizeof(buf) ? want : sizeof(buf));
 }
 
 /* Writes one line of the shim's own into the log: after what the job wrote before it. A

@@ -12,6 +12,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+struct pollfd;
+struct shim_attach;
+
 #include "exitfile.h"
 
 /* Upper bound of --tasks: far above the GPUs of one machine, low enough that a typo
@@ -56,6 +59,7 @@ struct shim_opts {
     int64_t nofile;          /* --nofile: the job's soft RLIMIT_NOFILE (-1: as inherited) */
     gid_t *groups;           /* --groups: the job user's groups as gflowd resolved them */
     int ngroups;             /* -1: not given (the shim looks them up) */
+    const char *pty_dir;     /* --pty: the attach directory; NULL: no terminal */
 };
 
 /* Everything the job child needs, prepared before fork so the child only makes
@@ -88,7 +92,8 @@ struct shim_exec {
     gid_t *groups;
     int ngroups;
     int log_fd;
-    int out_fd; /* the job's stdout and stderr: the write end of the relay's pipe */
+    int out_fd;    /* the job's stdout and stderr: the write end of the relay's pipe */
+    int pty_slave; /* --pty: the terminal's slave, the job's stdin, stdout and stderr; -1 */
     int null_fd;
     int report_fd;       /* write end of a close-on-exec pipe: why the job did not start */
     int jobcg_procs_fd;  /* the job's own cgroup's cgroup.procs, -1: none (step 9) */
@@ -151,6 +156,9 @@ struct shim_relay {
     int64_t lost;    /* bytes dropped because the log could not take them, not told yet */
     int lost_errno;  /* why */
     bool can_splice; /* false once splice said the log's filesystem cannot */
+    /* --pty: rd is (a copy of) the terminal's master, whose end is EIO, not EOF; every
+     * byte read is also handed to the attached clients (attach.c). NULL: a pipe. */
+    struct shim_attach *tap;
 };
 
 /* The job's own cgroup (step 9). */
@@ -178,8 +186,9 @@ struct shim_run {
     struct shim_memlimit mem;
     int mem_tfd; /* timerfd: the memory check period (-1 without --memory-limit) */
     struct shim_relay relay;
-    int lock_fd;    /* --lock-fd (-1: none) */
-    bool forwarded; /* a signal was passed on (and the lock file says so) */
+    int lock_fd;                /* --lock-fd (-1: none) */
+    bool forwarded;             /* a signal was passed on (and the lock file says so) */
+    struct shim_attach *attach; /* --pty: the terminal and its clients; NULL: none */
 };
 
 /* ---- standby.c: gflow-shim --standby, started before its job ---- */
@@ -345,6 +354,22 @@ void shim_relay_pump(struct shim_relay *rl);
 void shim_relay_line(struct shim_relay *rl, const char *line);
 /* After the job: moves what is left, says how much was lost if any, closes its fds. */
 void shim_relay_close(struct shim_relay *rl);
+
+/* ---- attach.c: --pty, the job's terminal and the clients of `gjob attach` ---- */
+/* Before fork: opens the pseudo-terminal (its slave, owned by the job user, in
+ * ex->pty_slave), makes the attach directory and listens on its socket. The relay reads
+ * the master (a copy in rl->rd). NULL with *err when that cannot be done. */
+struct shim_attach *shim_attach_open(const struct shim_opts *o, struct shim_exec *ex,
+                                     struct shim_relay *rl, char **err);
+/* How many pollfds the attach needs now, and fills them into p. */
+int shim_attach_pollfds(struct shim_attach *a, struct pollfd *p, int room);
+/* Handles what poll found on the fds shim_attach_pollfds gave. */
+void shim_attach_events(struct shim_attach *a, const struct pollfd *p, int n);
+/* The job's terminal output, from the relay: to every client, and to the replay ring. */
+void shim_attach_output(struct shim_attach *a, const uint8_t *buf, size_t n);
+/* After the job: END to every client (best effort), then the socket, its directory and
+ * the terminal are gone. */
+void shim_attach_close(struct shim_attach *a);
 
 /* ---- child.c: the job's copies, from fork to exec ---- */
 /* Step 4: forks the copies of the job into r->tasks, all in the first one's process

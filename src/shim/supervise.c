@@ -1,6 +1,6 @@
 /* supervise: the loop (step 5): signals from the daemon (cancel, forwarded signals) on a
  * signalfd, the kill grace and re-kill period on a timerfd, the memory check tick, the
- * job's output (relay.c),
+ * job's output (relay.c), the clients of `gjob attach` (attach.c, --pty),
  * reaping the copies (the first to fail decides and stops the others), and waiting for
  * leftovers until nothing of the job is left. */
 #include "shim.h"
@@ -21,6 +21,9 @@
 #include "procinfo.h"
 #include "prockill.h"
 #include "util.h"
+
+/* --pty: the attach socket and its clients (attach.c keeps at most 16). */
+#define SHIM_SUPERVISE_ATTACH_FDS 17
 
 /* Arms the timer: first expiry after `first` seconds, then every interval_ns (0: once). */
 void shim_supervise_arm(int tfd, double first, long interval_ns)
@@ -182,11 +185,12 @@ int shim_supervise_run(struct shim_run *r, char **err)
             return 0;
         /* poll skips a negative fd: no memory tick without --memory-limit, no output
          * once every writer of the pipe is gone. */
-        struct pollfd p[4] = {{.fd = r->sfd, .events = POLLIN},
-                              {.fd = r->tfd, .events = POLLIN},
-                              {.fd = r->mem_tfd, .events = POLLIN},
-                              {.fd = r->relay.rd, .events = POLLIN}};
-        if (poll(p, 4, -1) < 0) {
+        struct pollfd p[4 + SHIM_SUPERVISE_ATTACH_FDS] = {{.fd = r->sfd, .events = POLLIN},
+                                                          {.fd = r->tfd, .events = POLLIN},
+                                                          {.fd = r->mem_tfd, .events = POLLIN},
+                                                          {.fd = r->relay.rd, .events = POLLIN}};
+        int na = r->attach ? shim_attach_pollfds(r->attach, p + 4, SHIM_SUPERVISE_ATTACH_FDS) : 0;
+        if (poll(p, (nfds_t)(4 + na), -1) < 0) {
             if (errno == EINTR)
                 continue;
             *err = xasprintf("poll: %s", strerror(errno));
@@ -200,6 +204,8 @@ int shim_supervise_run(struct shim_run *r, char **err)
             shim_memlimit_tick(r);
         if (p[3].revents)
             shim_relay_pump(&r->relay);
+        if (na)
+            shim_attach_events(r->attach, p + 4, na);
     }
 }
 

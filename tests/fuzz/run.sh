@@ -28,7 +28,7 @@ else
     secs=${1:?usage: run.sh BUILD SECS [HARNESS...]}
     shift
 fi
-harnesses=${*:-toml config jobspec jobcodec exitfile parse cudavis client}
+harnesses=${*:-toml config jobspec jobcodec exitfile parse cudavis client attachproto}
 
 # Leaks are reported at exit and on every input libFuzzer finds suspicious.
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}"

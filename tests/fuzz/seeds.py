@@ -245,6 +245,18 @@ def client_seeds():
           b"Content-Type: b\r\nContent-Length: 0\r\n\r\n")
 
 
+def attachproto_seeds():
+    def frame(t, payload=b""):
+        return t + len(payload).to_bytes(4, "big") + payload
+    keys = b"ctrl-b,d"
+    stream = frame(b"H", b"\1") + frame(b"D", b"hello\r") + frame(b"W", bytes([0, 24, 0, 80]))
+    write("attachproto", "frames", bytes([len(keys) | 0x30]) + keys + stream)
+    write("attachproto", "detach", bytes([len(keys)]) + keys + b"ab\x02x\x02\x02dtail")
+    write("attachproto", "partial", bytes([len(keys) | 0x10]) + keys + b"ok\x02")
+    write("attachproto", "bad-keys", bytes([5]) + b"ctrl-" + frame(b"E"))
+    write("attachproto", "oversized", bytes([1]) + b"q" + b"D\x00\x01\x00\x01")
+
+
 def main():
     if CORPUS.exists():
         shutil.rmtree(CORPUS)
@@ -255,6 +267,7 @@ def main():
     parse_seeds()
     cudavis_seeds()
     client_seeds()
+    attachproto_seeds()
     for d in sorted(CORPUS.iterdir()):
         files = list(d.iterdir())
         print(f"{d.name}: {len(files)} files, {sum(f.stat().st_size for f in files)} bytes")
