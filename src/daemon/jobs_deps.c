@@ -137,8 +137,8 @@ static int follow_retries(struct jobs *t, struct job *j, char **err)
             if (rc == 0 && st == JOB_FAILED)
                 rc = store_retried_as(t->store, d.id, &next);
             if (rc < 0) {
-                *err = xasprintf("cannot read job %lld: %s", (long long)d.id,
-                                 store_error(t->store));
+                *err =
+                    xasprintf("cannot read job %lld: %s", (long long)d.id, store_error(t->store));
                 return -1;
             }
             if (rc > 0 || st != JOB_FAILED || !next)
