@@ -127,11 +127,13 @@ static struct client_events *gjob_watch_end(int64_t id)
 }
 
 /* The end of gjob log --follow: the log ends when the job has left the queue, so its
- * final state is stored or about to be; prints it and returns gjob_exit_status. */
-static int gjob_follow_end(int64_t id, struct client_events *events)
+ * final state is stored or about to be; prints it and returns gjob_exit_status. ended:
+ * the job as read after subscribing, when it had ended already (no event will come for
+ * it; NULL: it had not, and its job_ended event is on its way). */
+static int gjob_follow_end(int64_t id, struct client_events *events, json_t *ended)
 {
     double deadline = now_mono() + 10;
-    json_t *job = events ? gjob_ended_event(events, deadline) : NULL;
+    json_t *job = ended ? json_incref(ended) : events ? gjob_ended_event(events, deadline) : NULL;
     if (!job)
         job = gjob_get(id);
     while (!job_state_is_terminal(gjob_state_of(job)) && now_mono() < deadline) {
@@ -235,6 +237,7 @@ int gjob_log(int argc, char **argv)
     free(ids);
     struct client_events *events = follow ? gjob_watch_end(id) : NULL;
     json_t *job = gjob_get(id);
+    json_t *ended = job_state_is_terminal(gjob_state_of(job)) ? json_incref(job) : NULL;
     if (!gjob_has_started(job)) {
         enum job_state st = gjob_state_of(job);
         if (job_state_is_terminal(st)) { /* it never will */
@@ -243,6 +246,7 @@ int gjob_log(int argc, char **argv)
             free(why);
             int status = follow ? gjob_exit_status(job) : 0;
             json_decref(job);
+            json_decref(ended);
             client_events_close(events);
             return status;
         }
@@ -250,6 +254,7 @@ int gjob_log(int argc, char **argv)
                  follow ? "; its log follows once it runs" : "");
         if (!follow) {
             json_decref(job);
+            json_decref(ended);
             return 0;
         }
     }
@@ -284,8 +289,9 @@ int gjob_log(int argc, char **argv)
         json_decref(j);
         status = CLI_EXIT_FAIL;
     } else if (follow) {
-        status = gjob_follow_end(id, events);
+        status = gjob_follow_end(id, events, ended);
     }
+    json_decref(ended);
     client_events_close(events);
     client_response_free(&r);
     return status;

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from conftest import as_user, binary, ensure_test_user, wait_for, write_json_atomic
+from conftest import TEST_USER, as_user, binary, ensure_test_user, wait_for, write_json_atomic
 from test_gpus import fixture_of, outside_process, sim, sim_gpu  # noqa: F401
 
 # Copies a stream's raw bytes to stdout: the test reads them as the user it ran as.
@@ -300,13 +300,13 @@ def test_visibility_per_user(make_gflow):
     assert hello["data"]["admin"] is False
     everyone = Stream(g, "/v1/events?user=all&types=job_submitted", user=user)
     everyone.hello()
-    admin = Stream(g, "/v1/events?user=gflowtest&types=job_submitted")
+    admin = Stream(g, f"/v1/events?user={TEST_USER}&types=job_submitted")
     admin.hello()
     roots = g.submit("--hold", "true")
     theirs = g.submit("--hold", "true", user=user)
     # The user's default stream: their own job only.
     ev = own.until(lambda e: e["event"] == "job_submitted", "their submission")[-1]
-    assert ev["data"]["id"] == theirs and ev["data"]["user"] == "gflowtest"
+    assert ev["data"]["id"] == theirs and ev["data"]["user"] == TEST_USER
     # With user=all: root's job too, as GET /v1/jobs shows it (no environment or script).
     evs = [everyone.next(), everyone.next()]
     assert sorted(e["data"]["id"] for e in evs) == [roots, theirs]
