@@ -334,43 +334,19 @@ static int gbatch_parse(int argc, char **argv, struct gbatch_opts *o, const stru
     return optind;
 }
 
+/* One directive's words into the options d. */
+static void gbatch_directive(int argc, char **argv, const struct jobopts_ctx *ctx, void *d)
+{
+    int first = gbatch_parse(argc, argv, d, ctx);
+    if (first < argc)
+        jobopts_error(ctx, "unexpected '%s': a directive holds only options", argv[first]);
+}
+
 /* Applies the "# GFLOW" lines of a script to o (options already set stay). */
 static void gbatch_directives(const char *text, const char *file, struct gbatch_opts *o)
 {
     struct gbatch_opts d = {.spec = json_object(), .max_concurrent = -1};
-    const char *line = text;
-    for (int lineno = 1; *line; lineno++) {
-        size_t len = strcspn(line, "\n");
-        const char *rest = NULL;
-        if (!strncmp(line, "# GFLOW", 7))
-            rest = line + 7;
-        else if (!strncmp(line, "#GFLOW", 6))
-            rest = line + 6;
-        if (rest && (rest == line + len || *rest == ' ' || *rest == '\t' || *rest == '\r')) {
-            char *body = xstrndup(rest, (size_t)(line + len - rest));
-            body[strcspn(body, "\r")] = '\0';
-            struct jobopts_ctx ctx = {JOBOPTS_SUBMIT, "gbatch", file, lineno};
-            char **words;
-            int n;
-            if (jobopts_split_words(body, &words, &n) < 0)
-                jobopts_error(&ctx, "unterminated quote");
-            /* getopt wants a program name in argv[0]. */
-            char **argv = xmalloc((size_t)(n + 2) * sizeof(char *));
-            argv[0] = "gbatch";
-            memcpy(argv + 1, words, (size_t)(n + 1) * sizeof(char *));
-            int first = gbatch_parse(n + 1, argv, &d, &ctx);
-            if (first < n + 1)
-                jobopts_error(&ctx, "unexpected '%s': a directive holds only options", argv[first]);
-            for (int i = 0; i < n; i++)
-                free(words[i]);
-            free(words);
-            free(argv);
-            free(body);
-        }
-        line += len;
-        if (*line == '\n')
-            line++;
-    }
+    jobopts_each_directive(text, file, gbatch_directive, &d);
     jobopts_merge(o->spec, d.spec);
     json_decref(d.spec);
     if (d.array && !o->array)

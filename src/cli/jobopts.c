@@ -912,3 +912,38 @@ char *jobopts_names(enum jobopts_cmd cmd)
     }
     return strbuf_detach(&sb);
 }
+
+void jobopts_each_directive(const char *text, const char *file, jobopts_directive_fn fn, void *arg)
+{
+    const char *line = text;
+    for (int lineno = 1; *line; lineno++) {
+        size_t len = strcspn(line, "\n");
+        const char *rest = NULL;
+        if (!strncmp(line, "# GFLOW", 7))
+            rest = line + 7;
+        else if (!strncmp(line, "#GFLOW", 6))
+            rest = line + 6;
+        if (rest && (rest == line + len || *rest == ' ' || *rest == '\t' || *rest == '\r')) {
+            char *body = xstrndup(rest, (size_t)(line + len - rest));
+            body[strcspn(body, "\r")] = '\0';
+            struct jobopts_ctx ctx = {JOBOPTS_SUBMIT, "gbatch", file, lineno};
+            char **words;
+            int n;
+            if (jobopts_split_words(body, &words, &n) < 0)
+                jobopts_error(&ctx, "unterminated quote");
+            /* getopt wants a program name in argv[0]. */
+            char **argv = xmalloc((size_t)(n + 2) * sizeof(char *));
+            argv[0] = "gbatch";
+            memcpy(argv + 1, words, (size_t)(n + 1) * sizeof(char *));
+            fn(n + 1, argv, &ctx, arg);
+            free(argv);
+            for (int i = 0; i < n; i++)
+                free(words[i]);
+            free(words);
+            free(body);
+        }
+        line += len;
+        if (*line == '\n')
+            line++;
+    }
+}

@@ -78,6 +78,13 @@ void jobopts_merge(json_t *spec, const json_t *from);
  * NULL-terminated array of *n malloc'd words. Returns -1 on an unterminated quote. */
 int jobopts_split_words(const char *s, char ***words, int *n);
 
+/* Calls fn once per "# GFLOW" (or "#GFLOW") line of a script's text, with the line's
+ * words after a program name "gbatch" (argv[argc] is NULL) and a context that names
+ * file and the line, for fn's messages; an unterminated quote is jobopts_error's. */
+typedef void (*jobopts_directive_fn)(int argc, char **argv, const struct jobopts_ctx *ctx,
+                                     void *arg);
+void jobopts_each_directive(const char *text, const char *file, jobopts_directive_fn fn, void *arg);
+
 /* The sections of the help the shared options fall in. */
 enum jobopts_section { JOBOPTS_GENERAL, JOBOPTS_GPUS, JOBOPTS_DEPS };
 

@@ -27,14 +27,23 @@ static const struct option directive_own_longopts[] = {
     {NULL, 0, NULL, 0},
 };
 
-/* One directive's words (argv[0] is a program name) into spec. */
-static void directive_apply(int argc, char **argv, const struct jobopts_ctx *ctx,
-                            const struct option *longopts, const char *shortopts, json_t *spec)
+/* The options a directive is read with, and the spec it fills. */
+struct directive_parse {
+    const struct option *longopts;
+    const char *shortopts;
+    json_t *spec;
+};
+
+/* One directive's words (argv[0] is a program name) into the spec. */
+static void directive_apply(int argc, char **argv, const struct jobopts_ctx *ctx, void *arg)
 {
+    const struct directive_parse *p = arg;
+    const struct option *longopts = p->longopts;
+    json_t *spec = p->spec;
     int c;
     optind = 0; /* glibc: full reinitialisation for each argv */
     opterr = 0;
-    while ((c = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, p->shortopts, longopts, NULL)) != -1) {
         if (c == 'c') /* gbatch's -c */
             c = jobopts_val("conda-env");
         if (jobopts_apply(ctx, c, optarg, spec))
@@ -83,36 +92,8 @@ static void directives_child(const char *text, const char *file, int fd)
     struct option *longopts = jobopts_longopts(directive_own_longopts);
     char *shortopts = jobopts_shortopts("+:", "c:P:");
     json_t *spec = json_object();
-    const char *line = text;
-    for (int lineno = 1; *line; lineno++) {
-        size_t len = strcspn(line, "\n");
-        const char *rest = NULL;
-        if (!strncmp(line, "# GFLOW", 7))
-            rest = line + 7;
-        else if (!strncmp(line, "#GFLOW", 6))
-            rest = line + 6;
-        if (rest && (rest == line + len || *rest == ' ' || *rest == '\t' || *rest == '\r')) {
-            char *body = xstrndup(rest, (size_t)(line + len - rest));
-            body[strcspn(body, "\r")] = '\0';
-            struct jobopts_ctx ctx = {JOBOPTS_SUBMIT, "gbatch", file, lineno};
-            char **words;
-            int n;
-            if (jobopts_split_words(body, &words, &n) < 0)
-                jobopts_error(&ctx, "unterminated quote");
-            char **argv = xmalloc((size_t)(n + 2) * sizeof(char *));
-            argv[0] = "gbatch";
-            memcpy(argv + 1, words, (size_t)(n + 1) * sizeof(char *));
-            directive_apply(n + 1, argv, &ctx, longopts, shortopts, spec);
-            free(argv);
-            for (int i = 0; i < n; i++)
-                free(words[i]);
-            free(words);
-            free(body);
-        }
-        line += len;
-        if (*line == '\n')
-            line++;
-    }
+    struct directive_parse parse = {longopts, shortopts, spec};
+    jobopts_each_directive(text, file, directive_apply, &parse);
     char *out = json_dumps(spec, JSON_COMPACT);
     size_t left = out ? strlen(out) : 0;
     for (const char *p = out; left;) {
