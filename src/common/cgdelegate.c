@@ -141,8 +141,7 @@ static int cgdelegate_write(const char *dir, const char *file, const char *value
     return rc;
 }
 
-/* Whether the space-separated list in dir/file holds word. */
-static bool cgdelegate_has_word(const char *dir, const char *file, const char *word)
+bool cgdelegate_has_word(const char *dir, const char *file, const char *word)
 {
     char *path = xasprintf("%s/%s", dir, file);
     char *buf = read_file(path, NULL);

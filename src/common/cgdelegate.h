@@ -56,4 +56,8 @@ int cgdelegate_release(const struct cgdelegate *d, char **why);
 
 void cgdelegate_free(struct cgdelegate *d);
 
+/* Whether the space-separated list in dir/file (cgroup.controllers,
+ * cgroup.subtree_control) holds word. */
+bool cgdelegate_has_word(const char *dir, const char *file, const char *word);
+
 #endif

@@ -178,22 +178,6 @@ long long shim_cgroup_read_num(const char *dir, const char *file, const char *ke
     return v;
 }
 
-/* Whether the space-separated list in dir/file (cgroup.controllers,
- * cgroup.subtree_control) holds word. */
-bool shim_cgroup_has_word(const char *dir, const char *file, const char *word)
-{
-    char *path = xasprintf("%s/%s", dir, file);
-    char *buf = read_file(path, NULL);
-    free(path);
-    bool found = false;
-    char *save = NULL;
-    for (char *w = buf ? strtok_r(buf, " \n", &save) : NULL; w && !found;
-         w = strtok_r(NULL, " \n", &save))
-        found = strcmp(w, word) == 0;
-    free(buf);
-    return found;
-}
-
 /* After the job: removes one of its cgroups. A process the shim just reaped may still
  * count as a member for a moment (EBUSY), so it tries for about a second. */
 void shim_cgroup_remove(const char *dir, int64_t job_id)

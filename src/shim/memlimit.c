@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cgdelegate.h"
 #include "files.h"
 #include "util.h"
 
@@ -93,11 +94,11 @@ static int shim_memlimit_v2(const struct shim_jobcg *cg, long long bytes, char *
     char *base = xstrdup(cg->dir);
     *strrchr(base, '/') = '\0';
     int rc = -1;
-    if (!shim_cgroup_has_word(base, "cgroup.controllers", "memory")) {
+    if (!cgdelegate_has_word(base, "cgroup.controllers", "memory")) {
         *why = xasprintf("the memory controller is not available in %s (bound to cgroup v1, "
                          "or not delegated)",
                          base);
-    } else if (!shim_cgroup_has_word(base, "cgroup.subtree_control", "memory") &&
+    } else if (!cgdelegate_has_word(base, "cgroup.subtree_control", "memory") &&
                shim_cgroup_write(base, "cgroup.subtree_control", "+memory") < 0) {
         *why = xasprintf("cannot enable the memory controller in %s/cgroup.subtree_control: %s",
                          base, strerror(errno));

@@ -287,8 +287,6 @@ int shim_cgroup_write(const char *dir, const char *file, const char *value);
 int shim_cgroup_open_procs(const char *dir, int *procs_fd, char **why);
 /* The number in dir/file (the whole file, or after "key " on its line); -1 if missing. */
 long long shim_cgroup_read_num(const char *dir, const char *file, const char *key);
-/* Whether the space-separated list in dir/file holds word. */
-bool shim_cgroup_has_word(const char *dir, const char *file, const char *word);
 /* After the job: removes one of its cgroups (retrying while it is busy). */
 void shim_cgroup_remove(const char *dir, int64_t job_id);
 
