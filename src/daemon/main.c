@@ -432,8 +432,7 @@ int main(int argc, char **argv)
     if (optind + 1 + service < argc)
         usage_error("unexpected argument '%s'", argv[optind + 1 + service]);
     static const char *const commands[] = {"up",  "start",  "down", "stop",    "restart", "status",
-                                           "run", "reload", "init", "service", "web",
-                                           NULL};
+                                           "run", "reload", "init", "service", "web",     NULL};
     bool known = false;
     for (size_t i = 0; commands[i]; i++)
         known |= !strcmp(commands[i], cmd);

@@ -11,8 +11,8 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <microhttpd.h>
-#include <pthread.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -126,11 +126,10 @@ static enum MHD_Result login(const struct web *w, struct MHD_Connection *c)
 {
     const char *token = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "token");
     if (!secret_equal(token, w->token))
-        return reply_error(c, 403,
-                           "wrong token: open the exact URL that 'gflowd web' printed");
+        return reply_error(c, 403, "wrong token: open the exact URL that 'gflowd web' printed");
     struct MHD_Response *r = MHD_create_response_from_buffer(0, "", MHD_RESPMEM_PERSISTENT);
-    char *cookie = xasprintf("%s=%s; HttpOnly; SameSite=Strict; Path=/", w->cookie_name,
-                             w->session);
+    char *cookie =
+        xasprintf("%s=%s; HttpOnly; SameSite=Strict; Path=/", w->cookie_name, w->session);
     MHD_add_response_header(r, MHD_HTTP_HEADER_SET_COOKIE, cookie);
     MHD_add_response_header(r, MHD_HTTP_HEADER_LOCATION, "/");
     security_headers(r);
@@ -166,10 +165,10 @@ static enum MHD_Result proxy(const struct web *w, struct MHD_Connection *c, cons
     MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, add_query_arg, &path);
     unsigned status = 0;
     char *err = NULL;
-    struct MHD_Response *r = web_proxy(
-        w->socket_path, method, path.buf, body->buf, body->len,
-        MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE),
-        MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Last-Event-ID"), &status, &err);
+    struct MHD_Response *r =
+        web_proxy(w->socket_path, method, path.buf, body->buf, body->len,
+                  MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE),
+                  MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Last-Event-ID"), &status, &err);
     strbuf_free(&path);
     if (!r) {
         enum MHD_Result ret = reply_error(c, 502, err);
@@ -188,8 +187,8 @@ static enum MHD_Result serve_asset(struct MHD_Connection *c, const char *url)
         url = "/index.html";
     for (size_t i = 0; i < web_assets_count; i++)
         if (!strcmp(web_assets[i].path, url))
-            return reply(c, 200, web_assets[i].content_type, web_assets[i].data,
-                         web_assets[i].len, false);
+            return reply(c, 200, web_assets[i].content_type, web_assets[i].data, web_assets[i].len,
+                         false);
     return reply_error(c, 404, "no such page");
 }
 
@@ -228,9 +227,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
                            "printed");
     if (!read_only && !origin_ok(w, c))
         return reply_error(c, 403, "cross-origin request refused: wrong or missing Origin");
-    if (!read_only && !secret_equal(MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-                                                                "X-Gflow-Web"),
-                                    "1"))
+    if (!read_only &&
+        !secret_equal(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Gflow-Web"), "1"))
         return reply_error(c, 403, "request refused: the header X-Gflow-Web: 1 is missing");
     if (rq->too_big)
         return reply_error(c, 413, "request body too large for the dashboard (4 MiB)");

@@ -104,10 +104,9 @@ static void free_upstream(void *cls)
     free(u);
 }
 
-struct MHD_Response *web_proxy(const char *socket_path, const char *method,
-                               const char *path_query, const char *body, size_t body_len,
-                               const char *content_type, const char *last_event_id,
-                               unsigned *status, char **err)
+struct MHD_Response *web_proxy(const char *socket_path, const char *method, const char *path_query,
+                               const char *body, size_t body_len, const char *content_type,
+                               const char *last_event_id, unsigned *status, char **err)
 {
     int fd = connect_unix(socket_path, err);
     if (fd < 0)

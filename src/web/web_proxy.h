@@ -10,9 +10,8 @@
  * the daemon at socket_path on a connection of its own, and makes the response that
  * streams its answer back. NULL with *err (caller frees) when the daemon cannot be
  * reached or answered no HTTP; *status gets the daemon's status. */
-struct MHD_Response *web_proxy(const char *socket_path, const char *method,
-                               const char *path_query, const char *body, size_t body_len,
-                               const char *content_type, const char *last_event_id,
-                               unsigned *status, char **err);
+struct MHD_Response *web_proxy(const char *socket_path, const char *method, const char *path_query,
+                               const char *body, size_t body_len, const char *content_type,
+                               const char *last_event_id, unsigned *status, char **err);
 
 #endif
