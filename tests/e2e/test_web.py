@@ -331,10 +331,18 @@ def test_dashboard_in_a_browser(web4, browser):
 
     b.js("location.hash = '#/queue'; window.e2eNoReload = true")
     b.wait_css("table#queue", "the queue page")
-    job = g.submit("--name", "webjob", "sleep", "300")
+    job = g.submit("--name", "webjob", "--gpus", "1", "sleep", "300")
     b.wait_css(f'tr[data-job="{job}"]', "the submitted job in the queue without a reload")
     assert b.js("return window.e2eNoReload") is True
+    b.wait_css(f'tr[data-job="{job}"] [data-state="R"]', "the job shown running")
     b.screenshot("queue")
+
+    # The board shows the job on the GPU it got.
+    gpu = int(g.wait_state(job, "R")["gpu_ids"])
+    b.js("location.hash = '#/gpus'")
+    b.wait_css(f'article.gpu[data-gpu="{gpu}"] a[href="#/job/{job}"]', "the job on its GPU's card")
+    b.screenshot("gpus-busy")
+    b.js("location.hash = '#/queue'")
 
     # A change without the CSRF header is refused, even from the page's own origin.
     status = b.js_async("const done = arguments[arguments.length - 1];"
@@ -358,5 +366,10 @@ def test_dashboard_in_a_browser(web4, browser):
 
     b.js("location.hash = '#/history'")
     b.wait_css("#history h2", "the history page")
+    rows = b.js("return [...document.querySelectorAll('#history tbody th')].map(e => e.textContent)")
+    assert "root" in rows, rows  # the job cancelled above
     b.screenshot("history")
+    b.click(b.find_all("#theme")[0])  # the other theme than the system's
+    wait_for(lambda: b.js("return document.documentElement.dataset.theme"), "the theme switch")
+    b.screenshot("history-" + b.js("return document.documentElement.dataset.theme"))
     assert b.js("return window.e2eNoReload") is True

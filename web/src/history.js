@@ -52,9 +52,14 @@ function utilChart(r) {
   const W = 560, H = 160, span = r.until - r.since;
   const px = (t) => 40 + ((t - r.since) / span) * (W - 50);
   const py = (v) => H - 20 - (v / 100) * (H - 30);
-  const lines = gpus.map((g, i) => s("polyline", { fill: "none", "stroke-width": 2,
-    stroke: `hsl(${(i * 83) % 360} 70% 50%)`,
-    points: g.series.map((p) => `${px(p.start + r.bucket_secs / 2).toFixed(1)},${py(p.mean).toFixed(1)}`).join(" ") }));
+  // A line per GPU, with a dot per slice (a slice alone makes no line).
+  const lines = gpus.map((g, i) => {
+    const color = `hsl(${(i * 83) % 360} 70% 50%)`;
+    const pts = g.series.map((p) => [px(p.start + r.bucket_secs / 2), py(p.mean)]);
+    return s("g", null, s("polyline", { fill: "none", "stroke-width": 2, stroke: color,
+      points: pts.map(([x, y]) => `${x.toFixed(1)},${y.toFixed(1)}`).join(" ") }),
+    ...pts.map(([x, y]) => s("circle", { cx: x.toFixed(1), cy: y.toFixed(1), r: 3, fill: color })));
+  });
   return h("figure", null,
     s("svg", { width: W, height: H, role: "img", "aria-label": "GPU utilisation: " +
       gpus.map((g) => `GPU ${g.index} mean ${Math.round(g.mean)} percent`).join(", ") },
@@ -73,8 +78,8 @@ export function historyPage(main) {
     h("div", { class: "filters" }, h("label", null, "Period", period)), body);
   let stopped = false;
   const load = async () => {
-    const until = Math.floor(Date.now() / 1000), since = until - Number(days) * 86400;
-    const q = `since=${since}&until=${until}`;
+    // Until the daemon's now (the default): a job that ended a moment ago counts.
+    const q = `since=${Math.floor(Date.now() / 1000) - Number(days) * 86400}`;
     try {
       const [users, gpus, util] = await Promise.all([api("GET", `/v1/stats?${q}&by=user`),
         api("GET", `/v1/stats?${q}&by=gpu`), api("GET", `/v1/stats?${q}&gpu=1&buckets=48`)]);
