@@ -55,7 +55,7 @@ static const char usage_text[] =
     "                 whether it is installed, enabled and active\n"
     "  web            serve the web dashboard for the user who runs it (not the daemon):\n"
     "                 listens on 127.0.0.1 only (--port N, default 8080; 0 picks a free\n"
-    "                 one), prints the URL with a one-time token to open in a browser, and\n"
+    "                 one), prints the URL with a secret token to open in a browser, and\n"
     "                 passes the page's requests to the daemon as that user; runs until\n"
     "                 Ctrl-C\n"
     "\n"

@@ -350,18 +350,24 @@ def test_dashboard_in_a_browser(web4, browser):
                         ".then(r => done(r.status))")
     assert status == 403
 
+    after = g.submit("--name", "after", "--depends-on", job, "true")
+    b.wait_css(f'tr[data-job="{after}"]', "the dependent job in the queue")
     b.click(b.wait_css(f'tr[data-job="{job}"] a', "the job's link")[0])
     g.wait_state(job, "R")
     cancel = b.wait_css("#job-cancel", "the job page's Cancel button")[0]
+    b.wait_css(f'svg a[href="#/job/{after}"]', "the dependent in the dependency graph")
     b.screenshot("job")
     b.click(cancel)
     wait_for(lambda: b.js("return document.getElementById('confirm').open"),
              "the confirm dialog", timeout=5)
+    question = b.js("return document.getElementById('confirm-text').textContent")
+    assert f"Cancel job {job} (webjob)?" in question and f"depend on it: {after}" in question
     b.screenshot("job-confirm")
     b.click(b.find_all("#confirm-yes")[0])
     b.wait_css('dd[data-field="state"] [data-state="CA"]', "the job shown Cancelled",
                timeout=15)
     assert g.job(job)["state"] == "CA"
+    assert g.wait_state(after, "CA")["reason"] == f"DependencyFailed:{job}"
     b.screenshot("job-cancelled")
 
     b.js("location.hash = '#/history'")

@@ -109,7 +109,14 @@ export function jobPage(main, id) {
     actions.replaceChildren(...ACTIONS.filter(([, , ok]) => ok(j)).map(([act, label, , q]) =>
       h("button", { type: "button", id: `job-${act}`, class: act === "cancel" ? "danger" : null,
         onclick: async () => {
-          if (!(await confirmDialog(`${q} ${j.id} (${j.name || j.command || ""})?`))) return;
+          let also = "";
+          if (act === "cancel") {
+            // What the cancel takes along (dependents that could then never run).
+            const dry = await api("POST", `/v1/jobs/${j.id}/cancel?dry_run=1`).catch(() => null);
+            const ids = ((dry && dry.dependents_cancelled) || []).map((d) => d.id);
+            if (ids.length) also = ` This also cancels the jobs that depend on it: ${ids.join(", ")}.`;
+          }
+          if (!(await confirmDialog(`${q} ${j.id} (${j.name || j.command || ""})?${also}`))) return;
           try {
             const r = await api("POST", `/v1/jobs/${j.id}/${act}`, act === "redo" ? {} : undefined);
             if (act === "redo") location.hash = `#/job/${r.jobs[0].id}`;
