@@ -215,6 +215,18 @@ def test_requests_carry_the_identity_of_who_runs_it(make_gflow):
         user_web.stop()
 
 
+def test_a_stopped_daemon_is_a_502_and_the_dashboard_keeps_serving(web4):
+    g, w = web4
+    w.login()
+    assert g.down().returncode == 0
+    status, _, body = w.request("GET", "/v1/gpus")
+    assert status == 502 and "cannot reach gflowd" in error_of(body), body
+    assert w.request("GET", "/")[0] == 200
+    g.up("--simulate-gpus", "4")
+    status, _, body = w.request("GET", "/v1/gpus")
+    assert status == 200 and len(json.loads(body)["gpus"]) == 4
+
+
 def test_bad_options_are_one_line_errors(make_gflow):
     g = make_gflow(start=False)
     cp = g.gflowd("web", "--bind", "0.0.0.0")
