@@ -60,10 +60,10 @@ static bool secret_equal(const char *given, const char *secret)
 {
     if (!given)
         return false;
-    size_t n = strlen(secret);
-    unsigned char diff = strlen(given) != n;
+    size_t n = strlen(secret), len = strnlen(given, n + 1);
+    unsigned char diff = len != n;
     for (size_t i = 0; i < n; i++)
-        diff |= (unsigned char)(given[i] ^ secret[i]) | (unsigned char)!given[i];
+        diff |= (unsigned char)((i < len ? given[i] : 0) ^ secret[i]);
     return diff == 0;
 }
 
