@@ -25,7 +25,8 @@ import urllib.request
 
 import pytest
 
-from conftest import BUILD_DIR, TEST_USER, as_user, binary, ensure_test_user, wait_for
+from conftest import (BUILD_DIR, SANITIZER_MARKS, TEST_USER, as_user, binary, ensure_test_user,
+                      wait_for)
 
 URL_RE = re.compile(r"^http://127\.0\.0\.1:(\d+)/\?token=([0-9a-f]{64})$", re.M)
 SCREENSHOTS = BUILD_DIR / "web-screenshots"
@@ -53,11 +54,15 @@ class Web:
         self.cookie = None
 
     def stop(self):
+        """SIGTERM; fails on a sanitizer report (the ASan build's run of these tests)."""
         if self.proc.poll() is None:
             self.proc.terminate()
             self.proc.wait(timeout=10)
+        err = self.proc.stderr.read()
         for f in (self.proc.stdout, self.proc.stderr):
             f.close()
+        for bad in SANITIZER_MARKS:
+            assert bad not in err, err[-4000:]
 
     def request(self, method, path, body=None, headers=None, host=None, cookie=True):
         """One request; Host defaults to 127.0.0.1:PORT, the cookie to the session's."""
