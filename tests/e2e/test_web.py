@@ -353,6 +353,11 @@ def test_dashboard_in_a_browser(web4, browser):
     assert b.js("return window.e2eNoReload") is True
     b.wait_css(f'tr[data-job="{job}"] [data-state="R"]', "the job shown running")
     b.screenshot("queue")
+    # Screen readers: every control has a name (its text, a label around it, aria-label).
+    unnamed = b.js("""return [...document.querySelectorAll('a, button, input, select')]
+        .filter(e => !(e.textContent.trim() || e.closest('label') || e.getAttribute('aria-label')))
+        .map(e => e.outerHTML)""")
+    assert unnamed == [], unnamed
 
     # The board shows the job on the GPU it got.
     gpu = int(g.wait_state(job, "R")["gpu_ids"])
