@@ -12,7 +12,7 @@ MESON_FLAGS ?= -Dwerror=true
 KIT_DIR ?= $(BUILD)
 VERSION := $(shell cat VERSION)
 
-.PHONY: all deps build check check-asan fuzz fuzz-build fuzz-smoke stress demo bench bench-scale replay install clean \
+.PHONY: all deps build web check check-asan fuzz fuzz-build fuzz-smoke stress demo bench bench-scale replay install clean \
 	gpu-kit
 
 all: build
@@ -95,6 +95,11 @@ replay: build
 # 1,000,000 finished + 100,000 queued jobs: recovery, RSS, listing, bulk ops (bench/scale.py).
 bench-scale: build
 	python3 bench/scale.py $(BUILD)
+
+# The web dashboard's bundle (web/dist, committed, built into gflowd) from web/src, with
+# esbuild from npm; only for someone changing the dashboard: the build itself needs no npm.
+web:
+	cd web && npm ci --no-audit --no-fund && npm run build
 
 install: build
 	meson configure $(BUILD) --prefix=$(PREFIX)

@@ -2,13 +2,14 @@
 # Installs every Debian package the build, the tests and the demo need (clang and its
 # libFuzzer/sanitizer runtimes for the fuzz harnesses of make check).
 # systemd (systemd-analyze verify), groff and man-db: tests/e2e/test_service.py.
+# chromium and chromium-driver: the web dashboard tested in a browser (tests/e2e/test_web.py).
 # Idempotent and fast when everything is present (dpkg is asked first).
 # --bench: also the peers that make bench measures gflow against (task-spooler) and gnuplot
 # for make replay's plot; not needed by the build or make check.
 set -e
 PKGS="build-essential meson ninja-build pkg-config libmicrohttpd-dev libjansson-dev
 libsqlite3-dev libcurl4-openssl-dev libcmocka-dev python3 python3-pytest python3-pytest-xdist util-linux procps passwd clang-format patchelf
-clang libclang-rt-14-dev systemd groff man-db"
+clang libclang-rt-14-dev systemd groff man-db chromium chromium-driver"
 if [ "${1:-}" = "--bench" ]; then PKGS="$PKGS task-spooler gnuplot-nox"; fi
 missing=""
 for p in $PKGS; do

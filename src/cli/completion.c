@@ -70,10 +70,12 @@ static const struct completion_entry completion_table[] = {
      "--max-queued-jobs --max-gpu-hours --limits -h --help"},
     {"gctl", "reserve", "create list get cancel",
      "--user --gpus --gpu-spec --start --duration --status --active -h --help"},
-    {"gflowd", NULL, "up start down stop restart status run reload init service",
+    {"gflowd", NULL, "up start down stop restart status run reload init service web",
      "-c --config --user --system --data-dir --socket --max-running-jobs --kill-grace-secs "
      "--log-level -v --verbose -q --quiet --gpus --gpu-allocation-strategy "
-     "--gpu-poll-interval-secs --simulate-gpus --force --root -h --help -V --version"},
+     "--gpu-poll-interval-secs --simulate-gpus --force --root --port --bind -h --help -V "
+     "--version"},
+    {"gflowd", "web", NULL, "--port --bind --socket -h --help"},
     {"gflowd", "service", "install uninstall status",
      "-c --config --user --system --root -h --help"},
 };

@@ -24,6 +24,7 @@
 #include "service.h"
 #include "startopts.h"
 #include "util.h"
+#include "web.h"
 
 extern char **environ;
 
@@ -52,6 +53,11 @@ static const char usage_text[] =
     "                 and, where systemd runs, enables and starts it; uninstall stops,\n"
     "                 disables and removes it (running jobs keep running); status says\n"
     "                 whether it is installed, enabled and active\n"
+    "  web            serve the web dashboard for the user who runs it (not the daemon):\n"
+    "                 listens on 127.0.0.1 only (--port N, default 8080; 0 picks a free\n"
+    "                 one), prints the URL with a secret token to open in a browser, and\n"
+    "                 passes the page's requests to the daemon as that user; runs until\n"
+    "                 Ctrl-C\n"
     "\n"
     "up, down, restart and status say which daemon they act on: per-user or system, its\n"
     "socket and data directory. Root runs the system daemon unless --user is given.\n"
@@ -79,6 +85,9 @@ static const char usage_text[] =
     "      --root DIR             with service: write and remove the unit under DIR (as if\n"
     "                             DIR were /); systemd counts as running only if\n"
     "                             DIR/run/systemd/system exists\n"
+    "      --port N               with web: the TCP port on 127.0.0.1 (default 8080)\n"
+    "      --bind ADDR            with web: 127.0.0.1 (the default) or localhost; other\n"
+    "                             addresses are refused (use ssh -L to reach it remotely)\n"
     "  -h, --help                 show this help\n"
     "  -V, --version              show the version\n";
 
@@ -121,6 +130,8 @@ enum {
     OPT_SYSTEM,
     OPT_FORCE,
     OPT_ROOT,
+    OPT_PORT,
+    OPT_BIND,
 };
 
 static const struct option long_opts[] = {
@@ -140,6 +151,8 @@ static const struct option long_opts[] = {
     {"system", no_argument, NULL, OPT_SYSTEM},
     {"force", no_argument, NULL, OPT_FORCE},
     {"root", required_argument, NULL, OPT_ROOT},
+    {"port", required_argument, NULL, OPT_PORT},
+    {"bind", required_argument, NULL, OPT_BIND},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
@@ -328,6 +341,9 @@ int main(int argc, char **argv)
     int verbose = 0, quiet = 0, opt;
     bool want_user = false, want_system = false, force = false;
     const char *root = NULL;
+    struct web_opts web = {0};
+    int64_t port = 8080;
+    bool port_given = false;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, ":c:hVvq", long_opts, NULL)) != -1) {
         switch (opt) {
@@ -338,6 +354,7 @@ int main(int argc, char **argv)
             flag_add(&flags, "daemon.data_dir", optarg);
             break;
         case OPT_SOCKET:
+            web.socket = optarg;
             flag_add(&flags, "daemon.socket_path", optarg);
             break;
         case OPT_MAX_RUNNING:
@@ -379,6 +396,14 @@ int main(int argc, char **argv)
         case OPT_ROOT:
             root = optarg;
             break;
+        case OPT_PORT:
+            if (parse_int64(optarg, &port) < 0 || port < 0 || port > 65535)
+                usage_error("--port needs a TCP port 0-65535, not '%s'", optarg);
+            port_given = true;
+            break;
+        case OPT_BIND:
+            web.bind = optarg;
+            break;
         case 'h':
             fputs(usage_text, stdout);
             return 0;
@@ -394,8 +419,8 @@ int main(int argc, char **argv)
                     flags.options[flags.n - 1] = xasprintf("--%s", o->name);
     }
     if (optind >= argc)
-        usage_error("missing command: use up, down, restart, status, run, reload, init or "
-                    "service");
+        usage_error("missing command: use up, down, restart, status, run, reload, init, "
+                    "service or web");
     const char *cmd = argv[optind];
     bool service = !strcmp(cmd, "service");
     const char *action = service ? argv[optind + 1] : NULL;
@@ -407,13 +432,13 @@ int main(int argc, char **argv)
     if (optind + 1 + service < argc)
         usage_error("unexpected argument '%s'", argv[optind + 1 + service]);
     static const char *const commands[] = {"up",  "start",  "down", "stop",    "restart", "status",
-                                           "run", "reload", "init", "service", NULL};
+                                           "run", "reload", "init", "service", "web",     NULL};
     bool known = false;
     for (size_t i = 0; commands[i]; i++)
         known |= !strcmp(commands[i], cmd);
     if (!known)
-        usage_error("unknown command '%s': use up, down, restart, status, run, reload, init "
-                    "or service",
+        usage_error("unknown command '%s': use up, down, restart, status, run, reload, init, "
+                    "service or web",
                     cmd);
     if (want_user && want_system)
         usage_error("--user and --system exclude each other");
@@ -428,7 +453,14 @@ int main(int argc, char **argv)
     if (force && strcmp(cmd, "init") != 0)
         usage_error("--force is only for 'gflowd init'");
 
+    if ((port_given || web.bind) && strcmp(cmd, "web") != 0)
+        usage_error("--port and --bind are only for 'gflowd web'");
+
     client_init("gflowd");
+    if (!strcmp(cmd, "web")) {
+        web.port = (int)port;
+        return web_run(&web);
+    }
     d.system = want_system || (geteuid() == 0 && !want_user);
     if (!strcmp(cmd, "init")) {
         char *path = config_path ? xstrdup(config_path) : config_default_path(d.system);

@@ -1,0 +1,66 @@
+// The GPU board: one card per GPU (memory, utilisation, temperature, what runs on it)
+// and the topology matrix. Redrawn on `gpu` events and every 10 s (utilisation moves
+// without events).
+import { api, h, notice } from "./ui.js";
+import { subscribe } from "./events.js";
+
+function card(g) {
+  const memPct = g.memory_total_mib ? (100 * g.memory_used_mib) / g.memory_total_mib : 0;
+  const util = g.utilization_gpu ?? null;
+  const procs = (g.processes || []).map((p) =>
+    h("li", null,
+      p.job ? h("a", { href: `#/job/${p.job}` }, `job ${p.job}`) : h("strong", null, "outside process"),
+      ` · pid ${p.pid} · ${p.user ?? "?"} · ${p.used_memory_mib ?? "?"} MiB`,
+      p.command ? h("div", { class: "muted" }, p.command) : null));
+  const jobs = (g.jobs || []).map((id) => h("a", { href: `#/job/${id}` }, `job ${id}`));
+  return h("article", { class: "gpu", "aria-label": `GPU ${g.index}`, "data-gpu": g.index },
+    h("h2", null, `GPU ${g.index} `, h("span", { class: `badge st-${g.state}` }, g.state)),
+    h("div", { class: "muted" }, g.name || ""),
+    h("div", null, `Memory ${g.memory_used_mib ?? "?"} / ${g.memory_total_mib ?? "?"} MiB`),
+    h("div", { class: "bar", role: "img",
+      "aria-label": `memory ${Math.round(memPct)} percent used` },
+      h("span", { "width%": memPct.toFixed(1) })),
+    h("div", null, `Utilisation ${util === null ? "?" : util + " %"}`),
+    h("div", { class: "bar", role: "img", "aria-label": `utilisation ${util ?? 0} percent` },
+      h("span", { "width%": util ?? 0 })),
+    h("div", null, `Temperature ${g.temperature_c ?? "?"} °C`,
+      g.power_w !== null && g.power_w !== undefined ? ` · Power ${g.power_w} W` : ""),
+    g.reason ? h("div", { class: "muted" }, g.reason) : null,
+    jobs.length ? h("div", null, "Jobs: ", ...jobs.flatMap((a, i) => (i ? [", ", a] : [a]))) : null,
+    procs.length ? h("ul", { "aria-label": "processes" }, procs) : null);
+}
+
+function topology(m, gpus) {
+  if (!m || !m.length) return null;
+  return h("table", { "aria-label": "GPU topology (nvidia-smi topo -m)" },
+    h("thead", null, h("tr", null, h("th", { scope: "col" }, ""),
+      gpus.map((g) => h("th", { scope: "col" }, `GPU ${g.index}`)))),
+    h("tbody", null, m.map((row, i) => h("tr", null,
+      h("th", { scope: "row" }, `GPU ${gpus[i] ? gpus[i].index : i}`),
+      row.map((cell) => h("td", null, cell))))));
+}
+
+export function gpusPage(main) {
+  const board = h("div", { class: "gpus", id: "gpu-board" });
+  const topo = h("div");
+  const head = h("p", { class: "muted" });
+  main.replaceChildren(h("h1", null, "GPUs"), head, board, h("h2", null, "Topology"), topo);
+  let stopped = false;
+  const load = async () => {
+    try {
+      const r = await api("GET", "/v1/gpus");
+      if (stopped) return;
+      head.textContent = [r.simulated ? "Simulated GPUs" : null,
+        r.driver_version ? `driver ${r.driver_version}` : null,
+        `allocation ${r.strategy}`, r.error].filter(Boolean).join(" · ");
+      board.replaceChildren(...r.gpus.map(card));
+      topo.replaceChildren(topology(r.topology, r.gpus) || h("p", { class: "muted" }, "none"));
+    } catch (e) {
+      notice(e.message);
+    }
+  };
+  load();
+  const timer = setInterval(load, 10000);
+  const unsub = subscribe((type) => { if (type === "gpu" || type === "resync") load(); });
+  return () => { stopped = true; clearInterval(timer); unsub(); };
+}
