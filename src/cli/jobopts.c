@@ -762,49 +762,6 @@ void jobopts_merge(json_t *spec, const json_t *from)
     }
 }
 
-int jobopts_split_words(const char *s, char ***words, int *n)
-{
-    int cap = 8;
-    *words = xmalloc((size_t)cap * sizeof(char *));
-    *n = 0;
-    struct strbuf w;
-    strbuf_init(&w);
-    const char *p = s;
-    for (;;) {
-        while (*p == ' ' || *p == '\t')
-            p++;
-        if (!*p)
-            break;
-        strbuf_reset(&w);
-        strbuf_adds(&w, "");
-        while (*p && *p != ' ' && *p != '\t') {
-            if (*p == '\'' || *p == '"') {
-                char q = *p++;
-                while (*p && *p != q) {
-                    if (q == '"' && *p == '\\' && (p[1] == '"' || p[1] == '\\'))
-                        p++;
-                    strbuf_addc(&w, *p++);
-                }
-                if (!*p) {
-                    strbuf_free(&w);
-                    return -1;
-                }
-                p++;
-            } else {
-                strbuf_addc(&w, *p++);
-            }
-        }
-        if (*n + 2 > cap) {
-            cap *= 2;
-            *words = xrealloc(*words, (size_t)cap * sizeof(char *));
-        }
-        (*words)[(*n)++] = strbuf_detach(&w);
-    }
-    strbuf_free(&w);
-    (*words)[*n] = NULL;
-    return 0;
-}
-
 /* ---- help ---- */
 
 #define JO_HELP_COL 35   /* where an option's text starts */
@@ -911,39 +868,4 @@ char *jobopts_names(enum jobopts_cmd cmd)
             strbuf_addf(&sb, "%s--%s", sb.len ? ", " : "", jo_table[i].longs[0]);
     }
     return strbuf_detach(&sb);
-}
-
-void jobopts_each_directive(const char *text, const char *file, jobopts_directive_fn fn, void *arg)
-{
-    const char *line = text;
-    for (int lineno = 1; *line; lineno++) {
-        size_t len = strcspn(line, "\n");
-        const char *rest = NULL;
-        if (!strncmp(line, "# GFLOW", 7))
-            rest = line + 7;
-        else if (!strncmp(line, "#GFLOW", 6))
-            rest = line + 6;
-        if (rest && (rest == line + len || *rest == ' ' || *rest == '\t' || *rest == '\r')) {
-            char *body = xstrndup(rest, (size_t)(line + len - rest));
-            body[strcspn(body, "\r")] = '\0';
-            struct jobopts_ctx ctx = {JOBOPTS_SUBMIT, "gbatch", file, lineno};
-            char **words;
-            int n;
-            if (jobopts_split_words(body, &words, &n) < 0)
-                jobopts_error(&ctx, "unterminated quote");
-            /* getopt wants a program name in argv[0]. */
-            char **argv = xmalloc((size_t)(n + 2) * sizeof(char *));
-            argv[0] = "gbatch";
-            memcpy(argv + 1, words, (size_t)(n + 1) * sizeof(char *));
-            fn(n + 1, argv, &ctx, arg);
-            free(argv);
-            for (int i = 0; i < n; i++)
-                free(words[i]);
-            free(words);
-            free(body);
-        }
-        line += len;
-        if (*line == '\n')
-            line++;
-    }
 }
