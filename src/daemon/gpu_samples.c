@@ -43,18 +43,33 @@ void gpu_samples_take(struct gpu_samples *g, struct store *s, const struct gpu_s
 
 int gpu_samples_flush(struct gpu_samples *g, struct store *s)
 {
-    if (!g->n_pending)
+    if (g->n_written == g->n_pending)
         return 0;
     if (store_begin(s) < 0)
         return -1;
-    for (size_t i = 0; i < g->n_pending; i++) {
+    for (size_t i = g->n_written; i < g->n_pending; i++) {
         const struct gpu_sample *p = &g->pending[i];
         if (store_gpu_sample(s, p->gpu, p->slot, p->time, p->util) < 0)
             return -1;
     }
-    g->n_pending = 0;
+    g->n_written = g->n_pending;
     g->polls = 0;
     return 0;
+}
+
+void gpu_samples_committed(struct gpu_samples *g)
+{
+    if (!g->n_written)
+        return;
+    memmove(g->pending, g->pending + g->n_written,
+            (g->n_pending - g->n_written) * sizeof(*g->pending));
+    g->n_pending -= g->n_written;
+    g->n_written = 0;
+}
+
+void gpu_samples_lost(struct gpu_samples *g)
+{
+    g->n_written = 0;
 }
 
 void gpu_samples_free(struct gpu_samples *g)

@@ -20,9 +20,12 @@ struct gpu_samples {
     int64_t max; /* daemon.gpu_samples_max */
     int64_t seq; /* the next sample's number */
     double last; /* when the last was taken (monotonic; 0: never) */
-    int polls;   /* polls in pending */
+    int polls;   /* polls in pending not written yet */
+    /* The samples not committed yet, oldest first; the first n_written of them are in
+     * the store's open transaction. They stay here until it commits, so that a stats
+     * reader (which sees only what is committed) never misses them. */
     struct gpu_sample *pending;
-    size_t n_pending, cap;
+    size_t n_pending, n_written, cap;
 };
 
 /* Trims the stored ring to max rows per GPU and finds where it goes on. 0, or -1 (the
@@ -36,6 +39,10 @@ void gpu_samples_take(struct gpu_samples *g, struct store *s, const struct gpu_s
 /* Writes the pending samples into the store's open transaction. 0, or -1 (the store's
  * error; they stay pending). */
 int gpu_samples_flush(struct gpu_samples *g, struct store *s);
+/* The loop's transaction committed: the written samples are the store's now. */
+void gpu_samples_committed(struct gpu_samples *g);
+/* It was lost: the written samples are pending again (written at the next flush). */
+void gpu_samples_lost(struct gpu_samples *g);
 void gpu_samples_free(struct gpu_samples *g);
 
 #endif

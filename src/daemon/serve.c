@@ -289,6 +289,7 @@ static void undo_lost(struct server *s)
     }
     store_rollback(d->store);
     events_lost(d->events);
+    gpu_samples_lost(d->samples);
     free(s->to_launch); /* committed as R in the lost transaction only */
     s->to_launch = NULL;
     s->to_launch_len = 0;
@@ -326,6 +327,7 @@ static bool commit(struct server *s)
     }
     if (had_changes) {
         events_committed(s->d->events);
+        gpu_samples_committed(&s->samples);
         notifier_after_commit(s->d->notifier);
         gpu_settings_committed(s->d->gpus);
         s->last_commit = now_mono();
