@@ -5,9 +5,9 @@ Everything lives under one directory: munge's key, socket, pid and log; slurm.co
 gres.conf (generated here); the state, spool, pid and log files of both Slurm daemons. The
 daemons listen on free ports of 127.0.0.1, are started in the foreground as children of
 this process and stopped by their pids, so nothing of the system's own munge or Slurm is
-read or touched. The node has fake GPUs: gres.conf names plain files made here as their
-devices, which is enough for Slurm to count them and set CUDA_VISIBLE_DEVICES (there are no
-cgroups to constrain them with).
+read or touched. The node has fake GPUs: gres.conf names links made here to harmless
+character devices (/dev/null, ...), which is enough for Slurm to count them and set
+CUDA_VISIBLE_DEVICES (there are no cgroups to constrain them with).
 
 Run directly (python3 tests/slurm/cluster.py) it starts a cluster, runs
 `sbatch --wrap hostname`, waits for the job and prints its output: a smoke test of the
@@ -23,7 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
-GPUS = 4
+FAKE_GPU_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/urandom")
+GPUS = len(FAKE_GPU_DEVICES)
 PARTITION = "gflow"
 NEEDED = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "scancel")
 
@@ -78,11 +79,10 @@ class SlurmCluster:
         etc.mkdir(parents=True)
         for sub in ("state", "spool", "log", "run", "dev"):
             (self.root / sub).mkdir()
-        devices = []
+        # Slurm wants each GPU's File to be a character device: links to harmless ones
+        # (nothing opens them, and without cgroups nothing is constrained by them).
         for i in range(GPUS):
-            dev = self.root / "dev" / f"gpu{i}"
-            dev.write_text("")
-            devices.append(dev)
+            (self.root / "dev" / f"gpu{i}").symlink_to(FAKE_GPU_DEVICES[i])
         (etc / "gres.conf").write_text(
             f"NodeName={self.node} Name=gpu File={self.root}/dev/gpu[0-{GPUS - 1}]\n")
         (etc / "cgroup.conf").write_text("CgroupPlugin=autodetect\nIgnoreSystemd=yes\n")
