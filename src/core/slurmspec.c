@@ -51,12 +51,13 @@ static void push_site_args(struct strvec *argv, const char *args)
     free(copy);
 }
 
-void slurmspec_sbatch_args(const struct job *j, const struct slurm_site *site,
-                           const char *log_path, bool as_uid, struct strvec *argv)
+void slurmspec_sbatch_args(const struct job *j, const struct slurm_site *site, const char *log_path,
+                           bool as_uid, struct strvec *argv)
 {
     strvec_push(argv, "--parsable");
     strvec_pushf(argv, "--job-name=%s", j->name && j->name[0] ? j->name : "gflow");
-    strvec_pushf(argv, "--comment=" SLURMSPEC_COMMENT_PREFIX "%s:%lld", site->tag, (long long)j->id);
+    strvec_pushf(argv, "--comment=" SLURMSPEC_COMMENT_PREFIX "%s:%lld", site->tag,
+                 (long long)j->id);
     if (j->workdir)
         strvec_pushf(argv, "--chdir=%s", j->workdir);
     /* Both streams into the one log gjob log reads, appended to (a requeue keeps it). */

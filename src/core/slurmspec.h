@@ -33,8 +33,8 @@ char *slurmspec_refusal(const struct job *j);
  * comes last, added by the caller): --parsable, the name, working directory, log,
  * comment tag, GPUs, time, memory, signal, the site's options. as_uid: pass --uid/--gid
  * (a root daemon submitting for another user). */
-void slurmspec_sbatch_args(const struct job *j, const struct slurm_site *site,
-                           const char *log_path, bool as_uid, struct strvec *argv);
+void slurmspec_sbatch_args(const struct job *j, const struct slurm_site *site, const char *log_path,
+                           bool as_uid, struct strvec *argv);
 
 /* The batch script sbatch gets for j (a command runs through bash -c; a script as it
  * is, with a bash shebang added if it has none; --conda-env activates first). */
@@ -50,10 +50,10 @@ int64_t slurmspec_parse_sbatch(const char *out);
 /* One job as `scontrol show job -o` tells it. */
 struct slurm_job_info {
     int64_t slurm_id;
-    char comment[128];  /* Comment ("" when none) */
-    char state[32];     /* JobState: PENDING, RUNNING, COMPLETED, ... */
-    char reason[64];    /* Reason ("None" when none) */
-    int exit_code;      /* ExitCode=E:S */
+    char comment[128]; /* Comment ("" when none) */
+    char state[32];    /* JobState: PENDING, RUNNING, COMPLETED, ... */
+    char reason[64];   /* Reason ("None" when none) */
+    int exit_code;     /* ExitCode=E:S */
     int exit_signal;
 };
 

@@ -55,9 +55,9 @@
 #include "resv.h"
 #include "runner.h"
 #include "sdnotify.h"
+#include "slurm.h"
 #include "startopts.h"
 #include "store.h"
-#include "slurm.h"
 #include "util.h"
 
 #define CHECKPOINT_IDLE_SECS 0.5

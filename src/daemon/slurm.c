@@ -176,7 +176,7 @@ static struct {
     bool polling;
     bool reconciled; /* a first poll has answered */
     size_t submitting;
-    char *tag; /* slurm_site.tag */
+    char *tag;        /* slurm_site.tag */
     int64_t *backlog; /* jobs waiting for a free sbatch slot (SLURM_MAX_SUBMITS) */
     size_t backlog_len, backlog_cap;
 } sl;
