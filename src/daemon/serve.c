@@ -293,7 +293,10 @@ static void undo_lost(struct server *s)
     free(s->to_launch); /* committed as R in the lost transaction only */
     s->to_launch = NULL;
     s->to_launch_len = 0;
-    runner_reload(d);
+    if (slurm_mode(d))
+        slurm_reload(d);
+    else
+        runner_reload(d);
     resv_free(d->resv);
     char *resv_err = NULL;
     if (resv_load(d->resv, d->store, &resv_err) < 0) {

@@ -297,7 +297,7 @@ static void submit(struct gflowd *d, struct job *j)
         end_job(d, j, JOB_CANCELLED, JOB_REASON_CANCELLED_BY_USER, NULL);
         return;
     }
-    if (!sl.reconciled) {
+    if (!sl.reconciled && sl.submitting == 0) { /* (an sbatch still running gives its id) */
         j->backend_id = 0; /* the first poll submits it if Slurm does not know it */
         return;
     }
@@ -452,7 +452,7 @@ static void polled_cb(struct child *c, bool ok)
     }
     size_t n;
     struct job **running = jobs_running(d->jobs, &n);
-    if (!sl.reconciled) {
+    if (!sl.reconciled && sl.submitting == 0) { /* (an sbatch still running gives its id) */
         /* R jobs Slurm does not know were never submitted: now they are. */
         sl.reconciled = true;
         struct job **todo = xmalloc((n ? n : 1) * sizeof(*todo));
@@ -503,6 +503,21 @@ void slurm_start(struct gflowd *d)
              d->cfg.backend_partition[0] ? " to partition " : "", d->cfg.backend_partition, sl.tag,
              (long long)d->cfg.backend_poll_secs);
     arm_poll(0);
+}
+
+void slurm_reload(struct gflowd *d)
+{
+    char *err = NULL;
+    if (jobs_reload(d->jobs, &err) < 0) {
+        log_error("cannot read the jobs back from the database (%s); exiting so that a restart "
+                  "recovers them (Slurm's jobs keep running)",
+                  err);
+        exit(1);
+    }
+    sl.reconciled = false;
+    sl.backlog_len = 0; /* their jobs are R with no Slurm id: the poll submits them */
+    if (!sl.polling)
+        arm_poll(0);
 }
 
 void slurm_stop(void)

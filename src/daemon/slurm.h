@@ -23,6 +23,9 @@ void slurm_launch(struct gflowd *d, struct job *j);
 /* j is to end (gcancel, gjob update of a limit...): scancel (sig SIGTERM or SIGKILL), or
  * scancel --signal for another signal. */
 void slurm_signal(struct gflowd *d, struct job *j, int sig);
+/* After a lost transaction: the jobs are read back from the store (their Slurm ids with
+ * them lost), and the next poll reconciles them as after a restart. */
+void slurm_reload(struct gflowd *d);
 /* The same as a jobs_signal_cb (arg: the daemon). */
 void slurm_signal_cb(void *arg, struct job *j, int sig);
 

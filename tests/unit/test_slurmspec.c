@@ -40,17 +40,32 @@ static void test_sbatch_args_of_a_full_job(void **state)
     j.warn_main_only = true;
     j.uid = 1001;
     j.gid = 1002;
-    struct slurm_site site = {.partition = "gpu", .account = "lab", .qos = "",
-                              .sbatch_args = " --nodes=1  --constraint=a100 ", .tag = "abc"};
+    struct slurm_site site = {.partition = "gpu",
+                              .account = "lab",
+                              .qos = "",
+                              .sbatch_args = " --nodes=1  --constraint=a100 ",
+                              .tag = "abc"};
     struct strvec v;
     strvec_init(&v);
     slurmspec_sbatch_args(&j, &site, "/data/logs/42.log", true, &v);
-    const char *want[] = {"--parsable", "--job-name=train", "--comment=gflow:abc:42",
-                          "--chdir=/home/a/run", "--output=/data/logs/42.log",
-                          "--error=/data/logs/42.log", "--open-mode=append", "--export=ALL",
-                          "--gres=gpu:2", "--time=3:05:07", "--mem=4096M", "--signal=B:10@90",
-                          "--uid=1001", "--gid=1002", "--partition=gpu", "--account=lab",
-                          "--nodes=1", "--constraint=a100"};
+    const char *want[] = {"--parsable",
+                          "--job-name=train",
+                          "--comment=gflow:abc:42",
+                          "--chdir=/home/a/run",
+                          "--output=/data/logs/42.log",
+                          "--error=/data/logs/42.log",
+                          "--open-mode=append",
+                          "--export=ALL",
+                          "--gres=gpu:2",
+                          "--time=3:05:07",
+                          "--mem=4096M",
+                          "--signal=B:10@90",
+                          "--uid=1001",
+                          "--gid=1002",
+                          "--partition=gpu",
+                          "--account=lab",
+                          "--nodes=1",
+                          "--constraint=a100"};
     for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
         assert_true(has_arg(&v, want[i]));
     for (size_t i = 0; i < v.n; i++) { /* an empty qos gives no option, no empty word */
@@ -194,8 +209,8 @@ static void test_state_table(void **state)
     enum job_state st;
     enum job_reason r;
     const char *detail;
-    static const char *const active[] = {"PENDING", "RUNNING", "COMPLETING", "CONFIGURING",
-                                         "SUSPENDED", "REQUEUED"};
+    static const char *const active[] = {"PENDING",     "RUNNING",   "COMPLETING",
+                                         "CONFIGURING", "SUSPENDED", "REQUEUED"};
     for (size_t i = 0; i < sizeof(active) / sizeof(active[0]); i++) {
         strcpy(s.state, active[i]);
         assert_false(slurmspec_ended(&s, false, &st, &r, &detail));
