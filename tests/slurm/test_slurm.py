@@ -34,6 +34,16 @@ def test_command_runs_on_slurm_and_its_log_is_readable(sgflow, cluster):
     assert f"hello from {sids[0]} as gflow {jid}" in log
 
 
+def test_what_slurm_cannot_be_told_is_refused_at_submit(sgflow, cluster):
+    before = slurm_jobs(cluster, sgflow)
+    cp = sgflow.run("gbatch", "--gpus", "1", "--gpu-memory", "20G", "true")
+    assert cp.returncode != 0
+    assert len(cp.stderr.strip().splitlines()) == 1, cp.stderr
+    assert "--gpu-memory" in cp.stderr and "--gpus" in cp.stderr, cp.stderr
+    assert slurm_jobs(cluster, sgflow) == before
+    assert sgflow.health_ok()  # and the daemon keeps serving
+
+
 def test_exit_code_comes_back_as_failed(sgflow):
     jid = sgflow.submit("exit 3")
     job = sgflow.wait_state(jid, timeout=JOB_TIMEOUT)
@@ -94,6 +104,25 @@ def test_array_with_throttle_runs_at_most_two_at_once(sgflow):
         peak = max(peak, running)
     assert len(events) == 8
     assert peak <= 2, sorted(events)
+
+
+def test_sweep_with_max_concurrent(sgflow, cluster):
+    cp = sgflow.run("gbatch", "--parsable", "--param", "lr=0.1,0.01,0.001", "--max-concurrent",
+                    "1", "--name-template", "lr{lr}", "echo lr={lr}", check=True)
+    first = int(cp.stdout.split()[0])
+    ids = list(range(first, first + 3))
+    logs = set()
+    for jid in ids:
+        assert sgflow.wait_state(jid, timeout=JOB_TIMEOUT)["state"] == "CD"
+        logs.add(sgflow.log(jid).strip())
+        sid = slurm_jobs(cluster, sgflow)[jid][0]
+        assert cluster.job_field(sid, "JobName") == sgflow.job(jid)["name"]
+    assert logs == {"lr=0.1", "lr=0.01", "lr=0.001"}
+    # --max-concurrent 1: each ran after the one before had ended.
+    spans = sorted((cluster.job_field(s, "StartTime"), cluster.job_field(s, "EndTime"))
+                   for jid in ids for s in slurm_jobs(cluster, sgflow)[jid])
+    for (_, end), (start, _) in zip(spans, spans[1:]):
+        assert end <= start, spans
 
 
 def test_cancel_reaches_slurm(sgflow, cluster):
