@@ -12,7 +12,7 @@ MESON_FLAGS ?= -Dwerror=true
 KIT_DIR ?= $(BUILD)
 VERSION := $(shell cat VERSION)
 
-.PHONY: all deps build web check check-asan fuzz fuzz-build fuzz-smoke stress demo bench bench-scale replay install clean \
+.PHONY: all deps build web check check-slurm check-asan fuzz fuzz-build fuzz-smoke stress demo bench bench-scale replay install clean \
 	gpu-kit
 
 all: build
@@ -33,6 +33,13 @@ check: build
 	$(MAKE) gpu-kit KIT_DIR=$(abspath $(BUILD))/kit-check
 	$(MAKE) check-asan
 	$(MAKE) fuzz-smoke
+
+# The slurm backend against a real single-node Slurm cluster that tests/slurm starts in a
+# temp dir (Debian's munge, slurmctld, slurmd); not part of check. Needs root (Slurm's
+# daemons run as root there).
+check-slurm: build
+	@scripts/install-deps.sh --slurm
+	GFLOW_BUILD_DIR=$(abspath $(BUILD)) $(PYTEST) -q tests/slurm
 
 $(ASAN_BUILD)/build.ninja:
 	meson setup $(ASAN_BUILD) $(MESON_FLAGS) -Db_sanitize=address,undefined -Db_lundef=false --buildtype=debug

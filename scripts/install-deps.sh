@@ -6,11 +6,16 @@
 # Idempotent and fast when everything is present (dpkg is asked first).
 # --bench: also the peers that make bench measures gflow against (task-spooler) and gnuplot
 # for make replay's plot; not needed by the build or make check.
+# --slurm: also Debian's Slurm daemons, client and munge, for make check-slurm (tests/slurm
+# starts a throwaway single-node cluster from them); not needed by make check.
 set -e
 PKGS="build-essential meson ninja-build pkg-config libmicrohttpd-dev libjansson-dev
 libsqlite3-dev libcurl4-openssl-dev libcmocka-dev python3 python3-pytest python3-pytest-xdist util-linux procps passwd clang-format patchelf
 clang libclang-rt-14-dev systemd groff man-db chromium chromium-driver"
-if [ "${1:-}" = "--bench" ]; then PKGS="$PKGS task-spooler gnuplot-nox"; fi
+case "${1:-}" in
+--bench) PKGS="$PKGS task-spooler gnuplot-nox" ;;
+--slurm) PKGS="$PKGS slurmctld slurmd slurm-client munge" ;;
+esac
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -70,6 +70,7 @@ static const char *const config_gpu_strategies[] = {"topology", "sequential", "r
 static const char *const config_gpu_id_formats[] = {"auto", "index", "uuid", NULL};
 static const char *const config_container[] = {"auto", "yes", "no", NULL};
 static const char *const config_backfill_untimed[] = {"planned", "outside", NULL};
+static const char *const config_backend_kinds[] = {"local", "slurm", NULL};
 
 static const struct config_key config_keys[] = {
     CONFIG_STRING_KEY("daemon.socket_path", socket_path, NULL, NULL),
@@ -114,6 +115,12 @@ static const struct config_key config_keys[] = {
     {"scheduler.fairshare_project_shares", CONFIG_STRING,
      offsetof(struct gflow_config, scheduler_fairshare_project_shares), 0, NULL, "", config_shares},
     CONFIG_STRING_KEY("metrics.listen", metrics_listen, NULL, NULL),
+    CONFIG_STRING_KEY("backend.kind", backend_kind, config_backend_kinds, "local"),
+    CONFIG_STRING_KEY("backend.partition", backend_partition, NULL, ""),
+    CONFIG_STRING_KEY("backend.account", backend_account, NULL, ""),
+    CONFIG_STRING_KEY("backend.qos", backend_qos, NULL, ""),
+    CONFIG_STRING_KEY("backend.sbatch_args", backend_sbatch_args, NULL, ""),
+    CONFIG_INT_KEY("backend.poll_secs", backend_poll_secs, 1, "5"),
     CONFIG_INT_KEY("limits.max_request_bytes", limits.max_request_bytes, 1, "8388608"),
     CONFIG_INT_KEY("limits.max_body_bytes_in_flight", limits.max_body_bytes_in_flight, 1,
                    "67108864"),

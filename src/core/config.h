@@ -95,6 +95,14 @@ struct gflow_config {
     int64_t scheduler_priority_weight_priority;  /* default 255 */
     int64_t scheduler_priority_weight_fairshare; /* default 0 */
     int64_t scheduler_priority_weight_age;       /* default 0 */
+    /* [backend]: where jobs run (docs/slurm.md). "local" (default): this machine's GPUs,
+     * through gflow-shim; "slurm": each job is submitted to Slurm with sbatch. */
+    char *backend_kind;
+    char *backend_partition;   /* sbatch --partition; "" = Slurm's default */
+    char *backend_account;     /* sbatch --account; "" = none */
+    char *backend_qos;         /* sbatch --qos; "" = none */
+    char *backend_sbatch_args; /* more sbatch options, split at spaces; "" = none */
+    int64_t backend_poll_secs; /* how often Slurm's job states are read; default 5 */
 };
 
 void config_init(struct gflow_config *c); /* defaults */

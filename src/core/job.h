@@ -233,6 +233,10 @@ struct job {
     size_t n_dependents, cap_dependents;
 
     void *runtime; /* the daemon's per-run state (runner.c); never copied or freed here */
+    /* The slurm backend's job id of an R job handed to Slurm: > 0 known, 0 not (yet)
+     * known, -1 sbatch is running for it. Not stored: the comment tag (slurmspec.h)
+     * finds it again after a restart. */
+    int64_t backend_id;
 
     /* MIG (--mig PROFILE[:N]): the job asks for mig_count instances of the MIG profile
      * mig_profile ("1g.18gb"; NULL: not a MIG job, and then gpus may be asked instead).

@@ -1,5 +1,6 @@
 /* jobspec: job specs checked into jobs, and jobs back into specs (see jobspec.h). */
 #include "jobspec.h"
+#include "slurmspec.h"
 
 #include <libgen.h>
 #include <stdio.h>
@@ -366,7 +367,8 @@ struct job *jobspec_to_job(const json_t *spec, const struct jobspec_limits *lim,
         *err = xstrdup("'memory_mb' must be an integer number of MiB >= 0 (0: no limit)");
         goto bad;
     }
-    if (mem && lim->memory_total_mb > 0 && json_integer_value(mem) > lim->memory_total_mb) {
+    if (mem && !lim->on_slurm && lim->memory_total_mb > 0 &&
+        json_integer_value(mem) > lim->memory_total_mb) {
         *err = xasprintf("--memory asks for %lld MiB but this machine has %lld MiB",
                          (long long)json_integer_value(mem), (long long)lim->memory_total_mb);
         goto bad;
@@ -491,8 +493,13 @@ struct job *jobspec_to_job(const json_t *spec, const struct jobspec_limits *lim,
         goto bad;
     }
     char *why = NULL;
-    if (!(lim->gpus_pending && j->gpus > 0) &&
-        scheduler_check_feasible(j, lim->gpus, lim->visible, &why) < 0) {
+    if (lim->on_slurm) { /* Slurm knows its nodes; what it cannot be told is refused */
+        if ((why = slurmspec_refusal(j))) {
+            *err = why;
+            goto bad;
+        }
+    } else if (!(lim->gpus_pending && j->gpus > 0) &&
+               scheduler_check_feasible(j, lim->gpus, lim->visible, &why) < 0) {
         *err = why;
         goto bad;
     }

@@ -26,6 +26,8 @@ struct jobspec_limits {
     uint64_t visible;           /* the GPUs a job may ever get (NVML-index mask, 0 = all) */
     bool gpus_pending;          /* the GPUs are not known yet (NVML not ready): a GPU
                                  * request is not checked against them, it waits */
+    bool on_slurm;              /* jobs run on Slurm (the slurm backend): not checked
+                                 * against this machine, but against slurmspec_refusal */
 };
 
 /* Who submits, and when. */

@@ -76,6 +76,13 @@ static const struct key_help key_helps[] = {
                                            "\"vision=3\" (others: 1)"},
     {"metrics.listen", "\"127.0.0.1:9400\": also serve GET /metrics (only) on this TCP "
                        "port, for Prometheus; default: the Unix socket only"},
+    {"backend.kind", "where jobs run: local (this machine's GPUs) or slurm (each job is "
+                     "submitted with sbatch; see docs/slurm.md)"},
+    {"backend.partition", "slurm: sbatch --partition (\"\": Slurm's default)"},
+    {"backend.account", "slurm: sbatch --account (\"\": none)"},
+    {"backend.qos", "slurm: sbatch --qos (\"\": none)"},
+    {"backend.sbatch_args", "slurm: more sbatch options, separated by spaces"},
+    {"backend.poll_secs", "slurm: how often job states are read from Slurm"},
     {"limits.max_request_bytes", "largest request body"},
     {"limits.max_body_bytes_in_flight", "request bodies being received, all connections"},
     {"limits.max_connections", "open connections, all users"},

@@ -169,6 +169,12 @@ void jobs_mark_dirty(struct jobs *t);
 size_t jobs_schedule(struct jobs *t, const struct jobs_machine *m, double now,
                      struct job ***started, double *next_pass);
 
+/* The pass of the slurm backend (src/daemon/slurm.c): every queued job that may start
+ * as far as gflow knows (dependencies met, begin time come, its group's throttle not
+ * reached) moves to R, meaning handed to the other scheduler, and is returned like
+ * jobs_schedule's started jobs (same *next_pass). */
+size_t jobs_hand_over(struct jobs *t, double now, struct job ***started, double *next_pass);
+
 /* Fair-share (jobs_fairshare.c): the accounts, charged as running jobs end. */
 struct fairshare *jobs_fairshare(struct jobs *t);
 /* Sets the usage half-life (seconds) and the configured shares ("alice=2,bob=1"; NULL or

@@ -228,3 +228,53 @@ size_t jobs_schedule(struct jobs *t, const struct jobs_machine *m, double now,
     *started = start;
     return n;
 }
+
+/* ---- handing jobs to another scheduler (the slurm backend) ---- */
+
+size_t jobs_hand_over(struct jobs *t, double now, struct job ***started, double *next_pass)
+{
+    *started = NULL;
+    *next_pass = -1;
+    if (!t->dirty)
+        return 0;
+    t->dirty = false;
+    begin_due(t, now);
+    *next_pass = scheduler_begin_heap_next(&t->begin);
+    if (t->queue.len == 0)
+        return 0;
+    /* Only a group's throttle (--max-concurrent, an array's %K) is gflow's to keep: the
+     * rest (GPUs, memory, order) is the other scheduler's. */
+    static uint64_t epoch;
+    epoch++;
+    struct job **start = xmalloc(t->queue.len * sizeof(*start));
+    size_t n = 0;
+    for (size_t i = 0; i < t->queue.len; i++) {
+        struct job *j = t->queue.jobs[i];
+        struct job_group *g = j->group;
+        if (g && g->pass_epoch != epoch) {
+            g->pass_epoch = epoch;
+            g->pass_started = 0;
+        }
+        if (g && g->max_concurrent > 0 && g->running + g->pass_started >= g->max_concurrent) {
+            j->wait_reason = SCHEDULER_REASON_GROUP_LIMIT;
+            continue;
+        }
+        if (g)
+            g->pass_started++;
+        start[n++] = j;
+    }
+    scheduler_queue_remove_many(&t->queue, start, n);
+    for (size_t i = 0; i < n; i++) {
+        struct job *j = start[i];
+        j->start_time = now;
+        j->shim_pid = 0;
+        j->shim_start = 0;
+        jobs_set_state(t, j, JOB_RUNNING, JOB_REASON_NONE, 0, NULL);
+    }
+    if (n == 0) {
+        free(start);
+        return 0;
+    }
+    *started = start;
+    return n;
+}

@@ -22,6 +22,7 @@
 #include "jobs.h"
 #include "jobspec.h"
 #include "runner.h"
+#include "slurm.h"
 #include "store.h"
 #include "util.h"
 
@@ -33,6 +34,7 @@ static struct jobspec_limits limits_of(const struct gflowd *d)
         .gpus = gpu_current(d->gpus),
         .visible = scheduler_allowed_mask(gpu_visible(d->gpus)),
         .gpus_pending = gpu_pending(d->gpus),
+        .on_slurm = slurm_mode(d),
     };
 }
 

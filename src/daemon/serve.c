@@ -55,6 +55,7 @@
 #include "resv.h"
 #include "runner.h"
 #include "sdnotify.h"
+#include "slurm.h"
 #include "startopts.h"
 #include "store.h"
 #include "util.h"
@@ -293,7 +294,10 @@ static void undo_lost(struct server *s)
     free(s->to_launch); /* committed as R in the lost transaction only */
     s->to_launch = NULL;
     s->to_launch_len = 0;
-    runner_reload(d);
+    if (slurm_mode(d))
+        slurm_reload(d);
+    else
+        runner_reload(d);
     resv_free(d->resv);
     char *resv_err = NULL;
     if (resv_load(d->resv, d->store, &resv_err) < 0) {
@@ -349,6 +353,15 @@ static void schedule(struct server *s)
     }
     if (s->launch_timer)
         return; /* launches are held back: the pass waits (launch_cb marks it due) */
+    struct job **started;
+    double next_pass;
+    size_t n;
+    if (slurm_mode(d)) { /* Slurm places them: every job that may start is handed over */
+        n = jobs_hand_over(d->jobs, now_wall(), &started, &next_pass);
+        if (next_pass >= 0)
+            arm_pass_timer(s, next_pass);
+        goto launch;
+    }
     struct jobs_machine m = {
         .gpus = gpu_schedulable(d->gpus),
         .allowed = scheduler_allowed_mask(gpu_allowed(d->gpus)),
@@ -375,9 +388,7 @@ static void schedule(struct server *s)
     double now = now_wall();
     m.reservations = resv_current(d->resv, now, &m.n_reservations);
     m.held_gpus = preemption_held_gpus(d, &m);
-    struct job **started;
-    double next_pass;
-    size_t n = jobs_schedule(d->jobs, &m, now, &started, &next_pass);
+    n = jobs_schedule(d->jobs, &m, now, &started, &next_pass);
     if (next_pass >= 0) { /* a pass ran */
         /* A reservation's start or end changes what may run: a pass then too. */
         double change = resv_next_change(d->resv, now);
@@ -386,6 +397,7 @@ static void schedule(struct server *s)
         arm_pass_timer(s, next_pass);
         preemption_run(d, &m);
     }
+launch:
     if (!n)
         return;
     s->to_launch = xrealloc(s->to_launch, (s->to_launch_len + n) * sizeof(*s->to_launch));
@@ -410,7 +422,9 @@ static void before_sleep(void *arg)
         s->to_launch_len = 0;
         bool held = false;
         for (size_t i = 0; i < count; i++) {
-            if (held) {
+            if (slurm_mode(d)) {
+                slurm_launch(d, list[i]);
+            } else if (held) {
                 runner_postpone(d, list[i]);
             } else if (!runner_launch(d, list[i])) {
                 held = true;
@@ -420,7 +434,7 @@ static void before_sleep(void *arg)
             }
         }
         free(list);
-        if (!launch_standby_ready() && !s->standby_timer)
+        if (!slurm_mode(d) && !launch_standby_ready() && !s->standby_timer)
             s->standby_timer = loop_add_timer(STANDBY_DELAY_SECS, standby_cb, s);
         if (!commit(s))
             return;
@@ -646,7 +660,10 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     d->events = events_new(d);
     jobs_set_stream_cb(d->jobs, events_job_cb, d->events);
     priority_configure(d);
-    jobs_set_signal_cb(d->jobs, runner_signal_cb, NULL);
+    if (slurm_mode(d))
+        jobs_set_signal_cb(d->jobs, slurm_signal_cb, d);
+    else
+        jobs_set_signal_cb(d->jobs, runner_signal_cb, NULL);
     quotas_set_config(jobs_quotas(d->jobs), &d->cfg.quota);
     if (jobs_load(d->jobs, &err) < 0)
         startup_failed(o, err);
@@ -660,10 +677,12 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     s.poll_timer = loop_add_timer((double)d->cfg.gpu_poll_interval_secs, poll_cb, &s);
     if (s.keep_count >= 0 || s.keep_age >= 0)
         s.prune_timer = loop_add_timer(PRUNE_FIRST_SECS, prune_cb, &s);
-    runner_recover(d);
+    if (!slurm_mode(d)) /* Slurm's jobs are found again by the first poll (slurm.h) */
+        runner_recover(d);
     if (jobs_commit(d->jobs) < 0)
         startup_failed(o, "cannot commit the recovered state");
-    runner_sweep(d);
+    if (!slurm_mode(d))
+        runner_sweep(d);
     notifier_after_commit(d->notifier); /* jobs that ended while gflowd was away */
     d->api = api_start(d, &err);
     if (!d->api)
@@ -672,7 +691,10 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     loop_set_before_sleep(before_sleep, &s);
     log_info("gflowd %s started: pid %ld, socket %s, data %s%s", GFLOW_VERSION, (long)getpid(),
              d->paths.socket_path, d->paths.data_dir, d->system ? " (system daemon)" : "");
-    launch_standby_start(d);
+    if (slurm_mode(d))
+        slurm_start(d);
+    else
+        launch_standby_start(d);
     starting_lock_fd = -1; /* started: the lock is held until the daemon exits */
     starting_daemon = NULL;
     report_ready(o, "ok\n");
@@ -697,6 +719,7 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     d->events = NULL;
     jobs_commit(d->jobs);
     runner_shutdown(d);
+    slurm_stop();
     notifier_stop(d->notifier);
     d->notifier = NULL;
     jobs_commit(d->jobs);

@@ -311,6 +311,54 @@ static void test_group_limit(void **state)
     assert_int_equal(pass(f), 1);
 }
 
+/* The slurm backend's pass: jobs asking more GPUs than this machine has (none) are handed
+ * over all the same, jobs waiting on a dependency are not, and a group's throttle holds
+ * across passes. */
+static size_t hand_over(struct fixture *f)
+{
+    struct job **started;
+    double next_pass;
+    jobs_mark_dirty(f->t);
+    size_t n = jobs_hand_over(f->t, 1e9, &started, &next_pass);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(started[i]->state, JOB_RUNNING);
+    free(started);
+    return n;
+}
+
+static void test_hand_over(void **state)
+{
+    struct fixture *f = *state;
+    struct jobspec_limits on_slurm = {.gpus = &no_gpus, .on_slurm = true};
+    json_t *spec = json_loads("{\"command\": \"true\", \"workdir\": \"/\", \"gpus\": 4}", 0, NULL);
+    char *err = NULL;
+    bool dry = false;
+    struct job *gj = jobspec_to_job(spec, &on_slurm, &bob, &dry, &err);
+    json_decref(spec);
+    assert_non_null(gj); /* not checked against this machine's (no) GPUs */
+    assert_int_equal(jobs_submit(f->t, gj), 0);
+    int64_t g = gj->id;
+    int64_t a = submit(f, "{\"command\": \"true\", \"workdir\": \"/\"}");
+    int64_t b = submit(f, "{\"command\": \"true\", \"workdir\": \"/\"}");
+    char *deps = xasprintf("%lld", (long long)g);
+    int64_t d = submit_after(f, deps, true);
+    free(deps);
+    assert_int_equal(jobs_limit_group(f->t, jobs_get(f->t, a), 0, 1, &err), 0);
+    struct job *bj = jobs_get(f->t, b);
+    bj->group_id = a;
+    bj->group = jobs_group(f->t, a, false);
+    assert_int_equal(hand_over(f), 2); /* g and a; b waits for a, d for g */
+    assert_int_equal(jobs_get(f->t, g)->state, JOB_RUNNING);
+    assert_string_equal(bj->wait_reason, "JobArrayTaskLimit");
+    assert_int_equal(jobs_get(f->t, d)->state, JOB_QUEUED);
+    assert_int_equal(hand_over(f), 0); /* the throttle holds in the next pass too */
+    end(f, a, JOB_FINISHED, JOB_REASON_NONE);
+    end(f, g, JOB_FINISHED, JOB_REASON_NONE);
+    assert_int_equal(hand_over(f), 2); /* b, and d now that g is done */
+    assert_int_equal(jobs_commit(f->t), 0);
+    assert_int_equal(stored_state(f, d), JOB_RUNNING);
+}
+
 static void test_update(void **state)
 {
     struct fixture *f = *state;
@@ -619,6 +667,7 @@ int main(void)
         T(test_retries),
         T(test_pass_and_commit),
         T(test_group_limit),
+        T(test_hand_over),
         T(test_update),
         T(test_redo_cascade),
         T(test_reload_after_a_lost_transaction),

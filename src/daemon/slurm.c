@@ -1,0 +1,532 @@
+/* slurm: the slurm backend (see slurm.h). */
+#include "slurm.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "daemon.h"
+#include "files.h"
+#include "jobenv.h"
+#include "jobs.h"
+#include "log.h"
+#include "loop.h"
+#include "runner.h"
+#include "slurmspec.h"
+#include "store.h"
+#include "util.h"
+
+extern char **environ;
+
+/* A Slurm command that takes longer is killed (and counts as failed). */
+#define SLURM_CMD_TIMEOUT_SECS 60.0
+/* sbatch commands running at once, so that a burst of submissions does not fork
+ * thousands of processes; the rest wait for the next pass. */
+#define SLURM_MAX_SUBMITS 8
+
+/* ---- a command run as a child, its output collected ---- */
+
+struct child;
+typedef void (*child_done_cb)(struct child *c, bool ok);
+
+struct child {
+    pid_t pid;
+    int out_fd, pidfd;
+    struct strbuf out; /* stdout and stderr together */
+    struct loop_timer *kill_timer;
+    child_done_cb done;
+    struct gflowd *d;
+    int64_t job_id;
+    char *script_path; /* sbatch's batch script, removed after */
+};
+
+static void child_free(struct child *c)
+{
+    loop_cancel_timer(c->kill_timer);
+    strbuf_free(&c->out);
+    if (c->script_path) {
+        unlink(c->script_path);
+        free(c->script_path);
+    }
+    free(c);
+}
+
+static void child_exited_cb(int fd, uint32_t events, void *arg)
+{
+    (void)fd;
+    (void)events;
+    struct child *c = arg;
+    int status = 0;
+    pid_t w = waitpid(c->pid, &status, WNOHANG);
+    if (w == 0)
+        return;
+    loop_del_fd(c->pidfd);
+    close(c->pidfd);
+    bool ok = w == c->pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    c->done(c, ok);
+    child_free(c);
+}
+
+static void child_output_cb(int fd, uint32_t events, void *arg)
+{
+    (void)events;
+    struct child *c = arg;
+    char buf[8192];
+    ssize_t got;
+    while ((got = read(fd, buf, sizeof(buf))) > 0)
+        strbuf_add(&c->out, buf, (size_t)got);
+    if (got < 0 && (errno == EAGAIN || errno == EINTR))
+        return;
+    /* EOF: the command is done writing; its exit comes through its pidfd. */
+    loop_del_fd(fd);
+    close(fd);
+    c->out_fd = -1;
+    if (loop_add_fd(c->pidfd, EPOLLIN, child_exited_cb, c) < 0) {
+        log_error("slurm: cannot watch a command's exit; waiting for it");
+        waitpid(c->pid, NULL, 0);
+        close(c->pidfd);
+        c->done(c, false);
+        child_free(c);
+    }
+}
+
+static void child_kill_cb(void *arg)
+{
+    struct child *c = arg;
+    c->kill_timer = NULL;
+    syscall(SYS_pidfd_send_signal, c->pidfd, SIGKILL, NULL, 0);
+}
+
+/* Runs argv (found in PATH) with envp (NULL: the daemon's), calling done when it has
+ * exited. 0, or -1 (done is not called). */
+static int child_run(struct child *c, char *const *argv, char *const *envp)
+{
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return -1;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&fa, p[1], 1);
+    posix_spawn_file_actions_adddup2(&fa, p[1], 2);
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    sigset_t none;
+    sigemptyset(&none);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+    int rc = posix_spawnp(&c->pid, argv[0], &fa, &attr, argv, envp ? envp : environ);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    close(p[1]);
+    if (rc != 0) {
+        close(p[0]);
+        errno = rc;
+        return -1;
+    }
+    c->out_fd = p[0];
+    fcntl(c->out_fd, F_SETFL, O_NONBLOCK);
+    c->pidfd = (int)syscall(SYS_pidfd_open, c->pid, 0);
+    if (c->pidfd < 0 || loop_add_fd(c->out_fd, EPOLLIN, child_output_cb, c) < 0) {
+        int e = errno;
+        kill(c->pid, SIGKILL);
+        waitpid(c->pid, NULL, 0);
+        if (c->pidfd >= 0)
+            close(c->pidfd);
+        close(c->out_fd);
+        errno = e;
+        return -1;
+    }
+    c->kill_timer = loop_add_timer(SLURM_CMD_TIMEOUT_SECS, child_kill_cb, c);
+    return 0;
+}
+
+static struct child *child_new(struct gflowd *d, int64_t job_id, child_done_cb done)
+{
+    struct child *c = xcalloc(1, sizeof(*c));
+    c->d = d;
+    c->job_id = job_id;
+    c->done = done;
+    c->out_fd = c->pidfd = -1;
+    strbuf_init(&c->out);
+    return c;
+}
+
+/* The first line of a command's output, for a log line or a job's reason. */
+static char *first_line(const struct child *c)
+{
+    const char *s = c->out.len ? c->out.buf : "";
+    size_t n = strcspn(s, "\n");
+    return xasprintf("%.*s", (int)(n > 300 ? 300 : n), s);
+}
+
+/* ---- the backend's state ---- */
+
+static struct {
+    struct gflowd *d;
+    struct loop_timer *poll_timer;
+    bool polling;
+    bool reconciled; /* a first poll has answered */
+    size_t submitting;
+    char *tag;        /* slurm_site.tag */
+    int64_t *backlog; /* jobs waiting for a free sbatch slot (SLURM_MAX_SUBMITS) */
+    size_t backlog_len, backlog_cap;
+} sl;
+
+bool slurm_mode(const struct gflowd *d)
+{
+    return d->cfg.backend_kind && strcmp(d->cfg.backend_kind, "slurm") == 0;
+}
+
+/* Ends j as Slurm says it ended. */
+static void end_job(struct gflowd *d, struct job *j, enum job_state state, enum job_reason reason,
+                    const char *detail)
+{
+    if (jobs_set_state(d->jobs, j, state, reason, 0, detail) < 0)
+        log_error("job %lld: refused transition to %s", (long long)j->id, job_state_short(state));
+    jobs_mark_dirty(d->jobs); /* its dependents and its group may go on */
+    char *why = job_reason_string(j);
+    log_info("job %lld (Slurm %lld) ended: %s%s%s", (long long)j->id, (long long)j->backend_id,
+             job_state_short(state), why ? " " : "", why ? why : "");
+    free(why);
+}
+
+/* ---- submitting ---- */
+
+static void drain_backlog(struct gflowd *d);
+
+static void submitted_cb(struct child *c, bool ok)
+{
+    struct gflowd *d = c->d;
+    sl.submitting--;
+    struct job *j = jobs_get(d->jobs, c->job_id);
+    int64_t sid = ok && c->out.len ? slurmspec_parse_sbatch(c->out.buf) : -1;
+    if (!j || j->state != JOB_RUNNING) {
+        drain_backlog(d);
+        if (sid > 0) { /* it ended (cancelled) while sbatch ran */
+            log_info("job %lld: submitted as Slurm %lld after it ended; cancelling that",
+                     (long long)c->job_id, (long long)sid);
+            struct job gone = {.id = c->job_id, .backend_id = sid};
+            slurm_signal(d, &gone, SIGTERM);
+        }
+        return;
+    }
+    if (sid <= 0) {
+        char *why = first_line(c);
+        log_error("job %lld: sbatch failed: %s", (long long)j->id, why);
+        char *detail = xasprintf("sbatch: %s", why);
+        j->backend_id = 0;
+        end_job(d, j, JOB_FAILED, JOB_REASON_LAUNCH_FAILED, detail);
+        free(detail);
+        free(why);
+    } else {
+        j->backend_id = sid;
+        log_info("job %lld submitted to Slurm as job %lld", (long long)j->id, (long long)sid);
+        if (j->end_request != JOB_END_NONE) /* cancelled while sbatch ran */
+            slurm_signal(d, j, SIGTERM);
+    }
+    drain_backlog(d);
+    if (jobs_commit(d->jobs) < 0)
+        log_error("slurm: cannot commit a submission's outcome");
+}
+
+/* The environment sbatch runs with, which it exports to the job: the job's (gflow's
+ * variables included) less gflow's word on GPUs (Slurm sets its own) and any Slurm or
+ * sbatch setting the submitter's shell carried, plus the daemon's SLURM_CONF. */
+static void sbatch_env(const struct gflowd *d, const struct job *full, struct strvec *env)
+{
+    struct strbuf built;
+    strbuf_init(&built);
+    struct jobenv_input in = {.uuids = ""};
+    jobenv_build(full, &in, &built);
+    for (size_t at = 0; at < built.len; at += strlen(built.buf + at) + 1) {
+        const char *e = built.buf + at;
+        if (!slurmspec_env_is_local_gpu(e) && !str_starts_with(e, "SLURM_") &&
+            !str_starts_with(e, "SBATCH_"))
+            strvec_push(env, e);
+    }
+    strbuf_free(&built);
+    (void)d;
+    const char *conf = getenv("SLURM_CONF");
+    if (conf)
+        strvec_pushf(env, "SLURM_CONF=%s", conf);
+    if (!env->v)
+        strvec_push(env, "GFLOW_BACKEND=slurm");
+}
+
+static void submit(struct gflowd *d, struct job *j);
+
+/* Submits the jobs that wait for a free sbatch slot, in order, while there are slots. */
+static void drain_backlog(struct gflowd *d)
+{
+    size_t done = 0;
+    while (done < sl.backlog_len && sl.submitting < SLURM_MAX_SUBMITS) {
+        struct job *j = jobs_get(d->jobs, sl.backlog[done++]);
+        if (j && j->state == JOB_RUNNING && j->backend_id == 0)
+            submit(d, j);
+    }
+    memmove(sl.backlog, sl.backlog + done, (sl.backlog_len - done) * sizeof(*sl.backlog));
+    sl.backlog_len -= done;
+}
+
+void slurm_launch(struct gflowd *d, struct job *j)
+{
+    if (j->end_request == JOB_END_NONE && sl.reconciled && sl.submitting >= SLURM_MAX_SUBMITS) {
+        if (sl.backlog_len == sl.backlog_cap) {
+            sl.backlog_cap = sl.backlog_cap ? sl.backlog_cap * 2 : 64;
+            sl.backlog = xrealloc(sl.backlog, sl.backlog_cap * sizeof(*sl.backlog));
+        }
+        sl.backlog[sl.backlog_len++] = j->id;
+        j->backend_id = 0;
+        return;
+    }
+    submit(d, j);
+}
+
+static void submit(struct gflowd *d, struct job *j)
+{
+    if (j->end_request != JOB_END_NONE) { /* cancelled while its start waited for a commit */
+        end_job(d, j, JOB_CANCELLED, JOB_REASON_CANCELLED_BY_USER, NULL);
+        return;
+    }
+    if (!sl.reconciled && sl.submitting == 0) { /* (an sbatch still running gives its id) */
+        j->backend_id = 0; /* the first poll submits it if Slurm does not know it */
+        return;
+    }
+    struct job full;
+    job_init(&full);
+    if (store_get_job(d->store, j->id, &full, true) != 0) {
+        job_clear(&full);
+        end_job(d, j, JOB_FAILED, JOB_REASON_LAUNCH_FAILED, "cannot read the job from the store");
+        return;
+    }
+    char *refusal = slurmspec_refusal(&full);
+    if (refusal) { /* refused at submit; this is for a job from before the switch */
+        end_job(d, j, JOB_FAILED, JOB_REASON_LAUNCH_FAILED, refusal);
+        free(refusal);
+        job_clear(&full);
+        return;
+    }
+    char *script = slurmspec_batch_script(&full);
+    char *script_path = xasprintf("%s/%lld.slurm", d->paths.run_dir, (long long)j->id);
+    if (write_file(script_path, script, strlen(script), 0755) < 0 ||
+        (d->system && j->uid && chown(script_path, j->uid, j->gid) < 0)) {
+        char *why = xasprintf("cannot write %s: %s", script_path, strerror(errno));
+        end_job(d, j, JOB_FAILED, JOB_REASON_LAUNCH_FAILED, why);
+        free(why);
+        free(script);
+        free(script_path);
+        job_clear(&full);
+        return;
+    }
+    free(script);
+    struct slurm_site site = {
+        .partition = d->cfg.backend_partition,
+        .account = d->cfg.backend_account,
+        .qos = d->cfg.backend_qos,
+        .sbatch_args = d->cfg.backend_sbatch_args,
+        .tag = sl.tag,
+    };
+    struct strvec argv, env;
+    strvec_init(&argv);
+    strvec_init(&env);
+    strvec_push(&argv, "sbatch");
+    char *log_path = runner_log_path(d, j->id);
+    slurmspec_sbatch_args(&full, &site, log_path, d->system && j->uid != d->uid, &argv);
+    free(log_path);
+    strvec_push(&argv, script_path);
+    sbatch_env(d, &full, &env);
+    job_clear(&full);
+    struct child *c = child_new(d, j->id, submitted_cb);
+    c->script_path = script_path;
+    if (child_run(c, argv.v, env.v) < 0) {
+        char *why = xasprintf("cannot run sbatch: %s", strerror(errno));
+        end_job(d, j, JOB_FAILED, JOB_REASON_LAUNCH_FAILED, why);
+        free(why);
+        child_free(c);
+    } else {
+        j->backend_id = -1;
+        sl.submitting++;
+    }
+    strvec_free(&argv);
+    strvec_free(&env);
+}
+
+/* ---- cancelling ---- */
+
+static void scancel_done_cb(struct child *c, bool ok)
+{
+    if (!ok) {
+        char *why = first_line(c);
+        log_warn("job %lld: scancel failed: %s", (long long)c->job_id, why);
+        free(why);
+    }
+}
+
+void slurm_signal(struct gflowd *d, struct job *j, int sig)
+{
+    if (j->backend_id <= 0)
+        return; /* not in Slurm yet: submitted_cb or the poll cancels it when it is */
+    struct strvec argv;
+    strvec_init(&argv);
+    strvec_push(&argv, "scancel");
+    if (sig != SIGTERM && sig != SIGKILL)
+        strvec_pushf(&argv, "--signal=%d", sig);
+    strvec_pushf(&argv, "%lld", (long long)j->backend_id);
+    struct child *c = child_new(d, j->id, scancel_done_cb);
+    if (child_run(c, argv.v, NULL) < 0) {
+        log_error("job %lld: cannot run scancel: %s", (long long)j->id, strerror(errno));
+        child_free(c);
+    }
+    strvec_free(&argv);
+}
+
+void slurm_signal_cb(void *arg, struct job *j, int sig)
+{
+    slurm_signal(arg, j, sig);
+}
+
+/* ---- the poll ---- */
+
+static void poll_cb(void *arg);
+
+static void arm_poll(double delay)
+{
+    loop_cancel_timer(sl.poll_timer);
+    sl.poll_timer = loop_add_timer(delay, poll_cb, NULL);
+}
+
+/* Applies what Slurm says of one job. */
+static void apply_info(struct gflowd *d, const struct slurm_job_info *s, int64_t id)
+{
+    struct job *j = jobs_get(d->jobs, id);
+    if (!j || j->state != JOB_RUNNING)
+        return; /* another daemon's, or long gone */
+    if (j->backend_id == 0 || j->backend_id == -1) {
+        if (j->backend_id == 0)
+            log_info("job %lld found in Slurm as job %lld", (long long)j->id,
+                     (long long)s->slurm_id);
+        j->backend_id = s->slurm_id;
+        if (j->end_request != JOB_END_NONE)
+            slurm_signal(d, j, SIGTERM);
+    } else if (j->backend_id != s->slurm_id) {
+        return; /* an older submission of the same gflow job (cancelled) */
+    }
+    enum job_state state;
+    enum job_reason reason;
+    const char *detail;
+    if (!slurmspec_ended(s, j->end_request == JOB_END_CANCEL, &state, &reason, &detail))
+        return;
+    j->exit_code = s->exit_signal ? -1 : s->exit_code;
+    j->signal = s->exit_signal;
+    end_job(d, j, state, reason, detail);
+}
+
+static void polled_cb(struct child *c, bool ok)
+{
+    struct gflowd *d = c->d;
+    sl.polling = false;
+    arm_poll((double)d->cfg.backend_poll_secs);
+    if (!ok) {
+        char *why = first_line(c);
+        log_warn("slurm: scontrol show job failed: %s", why);
+        free(why);
+        return;
+    }
+    strbuf_adds(&c->out, ""); /* NUL-terminated */
+    char *save = NULL;
+    for (char *line = strtok_r(c->out.buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        struct slurm_job_info s;
+        int64_t id;
+        if (slurmspec_parse_job_line(line, &s) == 0 &&
+            (id = slurmspec_comment_id(s.comment, sl.tag)) > 0)
+            apply_info(d, &s, id);
+    }
+    size_t n;
+    struct job **running = jobs_running(d->jobs, &n);
+    if (!sl.reconciled && sl.submitting == 0) { /* (an sbatch still running gives its id) */
+        /* R jobs Slurm does not know were never submitted: now they are. */
+        sl.reconciled = true;
+        struct job **todo = xmalloc((n ? n : 1) * sizeof(*todo));
+        size_t m = 0;
+        for (size_t i = 0; i < n; i++)
+            if (running[i]->backend_id == 0)
+                todo[m++] = running[i];
+        for (size_t i = 0; i < m; i++)
+            slurm_launch(d, todo[i]);
+        free(todo);
+        if (m)
+            log_info("slurm: %zu job%s submitted after the restart", m, m == 1 ? "" : "s");
+    }
+    if (jobs_commit(d->jobs) < 0)
+        log_error("slurm: cannot commit the states read from Slurm");
+}
+
+static void poll_cb(void *arg)
+{
+    (void)arg;
+    sl.poll_timer = NULL;
+    struct gflowd *d = sl.d;
+    size_t n;
+    jobs_running(d->jobs, &n);
+    if (n == 0 && sl.reconciled) {
+        arm_poll((double)d->cfg.backend_poll_secs);
+        return;
+    }
+    char *argv[] = {"scontrol", "show", "job", "--oneliner", NULL};
+    struct child *c = child_new(d, 0, polled_cb);
+    if (child_run(c, argv, NULL) < 0) {
+        log_warn("slurm: cannot run scontrol: %s", strerror(errno));
+        child_free(c);
+        arm_poll((double)d->cfg.backend_poll_secs);
+        return;
+    }
+    sl.polling = true;
+}
+
+void slurm_start(struct gflowd *d)
+{
+    sl.d = d;
+    char host[256] = "";
+    gethostname(host, sizeof(host) - 1);
+    sl.tag = slurmspec_daemon_tag(host, d->paths.data_dir);
+    log_info("backend slurm: jobs are submitted with sbatch%s%s, comment tag %s; states polled "
+             "every %lld s",
+             d->cfg.backend_partition[0] ? " to partition " : "", d->cfg.backend_partition, sl.tag,
+             (long long)d->cfg.backend_poll_secs);
+    arm_poll(0);
+}
+
+void slurm_reload(struct gflowd *d)
+{
+    char *err = NULL;
+    if (jobs_reload(d->jobs, &err) < 0) {
+        log_error("cannot read the jobs back from the database (%s); exiting so that a restart "
+                  "recovers them (Slurm's jobs keep running)",
+                  err);
+        exit(1);
+    }
+    sl.reconciled = false;
+    sl.backlog_len = 0; /* their jobs are R with no Slurm id: the poll submits them */
+    if (!sl.polling)
+        arm_poll(0);
+}
+
+void slurm_stop(void)
+{
+    loop_cancel_timer(sl.poll_timer);
+    sl.poll_timer = NULL;
+    free(sl.backlog);
+    sl.backlog = NULL;
+    free(sl.tag);
+    sl.tag = NULL;
+    sl.backlog_len = sl.backlog_cap = 0;
+}

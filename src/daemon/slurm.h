@@ -1,0 +1,32 @@
+/* slurm: the slurm backend ([backend] kind = "slurm", docs/slurm.md). The daemon runs no
+ * job itself: each job that may start (jobs_hand_over) is submitted with sbatch from a
+ * child process, its state is read back by a poll of `scontrol show job` every
+ * backend.poll_secs, and a cancel is scancel. Nothing here waits on a command: each runs
+ * as a child the loop watches. */
+#ifndef GFLOWD_SLURM_H
+#define GFLOWD_SLURM_H
+
+#include <stdbool.h>
+
+#include "job.h"
+
+struct gflowd;
+
+bool slurm_mode(const struct gflowd *d);
+/* Starts the poll (after the jobs are loaded). The first poll also reconciles: an R job
+ * Slurm does not know (gflowd stopped before its sbatch ran or answered) is submitted
+ * then, one it knows by its comment tag is not submitted again. */
+void slurm_start(struct gflowd *d);
+void slurm_stop(void);
+/* Submits j (committed as R by jobs_hand_over) with sbatch. */
+void slurm_launch(struct gflowd *d, struct job *j);
+/* j is to end (gcancel, gjob update of a limit...): scancel (sig SIGTERM or SIGKILL), or
+ * scancel --signal for another signal. */
+void slurm_signal(struct gflowd *d, struct job *j, int sig);
+/* After a lost transaction: the jobs are read back from the store (their Slurm ids with
+ * them lost), and the next poll reconciles them as after a restart. */
+void slurm_reload(struct gflowd *d);
+/* The same as a jobs_signal_cb (arg: the daemon). */
+void slurm_signal_cb(void *arg, struct job *j, int sig);
+
+#endif
