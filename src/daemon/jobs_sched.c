@@ -117,6 +117,27 @@ struct job *const *jobs_queued(const struct jobs *t, size_t *n)
     return t->queue.jobs;
 }
 
+/* The jobs the pass took out of the queue, start[0..n), become R as of now (the runner
+ * launches them, or the backend hands them over); *started gets start, or NULL (freed)
+ * when there are none. Returns n. */
+static size_t mark_started(struct jobs *t, struct job **start, size_t n, double now,
+                           struct job ***started)
+{
+    for (size_t i = 0; i < n; i++) {
+        struct job *j = start[i];
+        j->start_time = now;
+        j->shim_pid = 0;
+        j->shim_start = 0;
+        jobs_set_state(t, j, JOB_RUNNING, JOB_REASON_NONE, 0, NULL);
+    }
+    if (n == 0) {
+        free(start);
+        return 0;
+    }
+    *started = start;
+    return n;
+}
+
 /* Orders by scheduler_order (the queue's), for scheduler_queue_remove_many. */
 static int queue_order_cmp(const void *a, const void *b)
 {
@@ -214,19 +235,7 @@ size_t jobs_schedule(struct jobs *t, const struct jobs_machine *m, double now,
     } else {
         scheduler_queue_remove_many(&t->queue, start, n);
     }
-    for (size_t i = 0; i < n; i++) {
-        struct job *j = start[i];
-        j->start_time = now;
-        j->shim_pid = 0;
-        j->shim_start = 0;
-        jobs_set_state(t, j, JOB_RUNNING, JOB_REASON_NONE, 0, NULL);
-    }
-    if (n == 0) {
-        free(start);
-        return 0;
-    }
-    *started = start;
-    return n;
+    return mark_started(t, start, n, now, started);
 }
 
 /* ---- handing jobs to another scheduler (the slurm backend) ---- */
@@ -264,17 +273,5 @@ size_t jobs_hand_over(struct jobs *t, double now, struct job ***started, double 
         start[n++] = j;
     }
     scheduler_queue_remove_many(&t->queue, start, n);
-    for (size_t i = 0; i < n; i++) {
-        struct job *j = start[i];
-        j->start_time = now;
-        j->shim_pid = 0;
-        j->shim_start = 0;
-        jobs_set_state(t, j, JOB_RUNNING, JOB_REASON_NONE, 0, NULL);
-    }
-    if (n == 0) {
-        free(start);
-        return 0;
-    }
-    *started = start;
-    return n;
+    return mark_started(t, start, n, now, started);
 }
