@@ -438,7 +438,7 @@ int main(int argc, char **argv)
     if (!wd)
         cli_die(CLI_EXIT_FAIL, "the current directory's path is not valid UTF-8");
     json_object_set_new(spec, "workdir", wd);
-    json_object_set_new(spec, "env", gbatch_environment());
+    json_object_set_new(spec, "env", jobopts_environment());
     /* The job creates its files as this shell would (unless --umask says otherwise). */
     if (!json_object_get(spec, "umask")) {
         mode_t mask = umask(0);

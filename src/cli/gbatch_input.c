@@ -15,8 +15,6 @@
 #include "parse.h"
 #include "util.h"
 
-extern char **environ;
-
 /* The GPU options that only make sense together, checked once the command line and
  * the directives are merged. */
 void gbatch_check_gpus(const json_t *spec)
@@ -64,22 +62,6 @@ char *gbatch_read_stdin(size_t *len)
     *len = sb.len;
     strbuf_adds(&sb, ""); /* make sure buf is allocated */
     return strbuf_detach(&sb);
-}
-
-json_t *gbatch_environment(void)
-{
-    json_t *env = json_object();
-    for (char **e = environ; e && *e; e++) {
-        const char *eq = strchr(*e, '=');
-        if (!eq || eq == *e)
-            continue;
-        char *key = xstrndup(*e, (size_t)(eq - *e));
-        json_t *v = json_string(eq + 1);
-        if (v) /* a value that is not UTF-8 cannot travel in JSON; leave it out */
-            json_object_set_new_nocheck(env, key, v);
-        free(key);
-    }
-    return env;
 }
 
 /* The sweep's rows: the cartesian product of the --param-file rows (if any) and each

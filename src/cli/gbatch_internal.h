@@ -33,7 +33,6 @@ bool gbatch_is_subcommand(const char *word);
 void gbatch_check_gpus(const json_t *spec);
 void gbatch_check_text(const char *text, size_t len, const char *what);
 char *gbatch_read_stdin(size_t *len);
-json_t *gbatch_environment(void);
 json_t *gbatch_sweep_rows(const struct gbatch_opts *o);
 void gbatch_check_path(int nwords, char **words);
 

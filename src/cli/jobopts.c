@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "clock.h"
@@ -868,4 +869,20 @@ char *jobopts_names(enum jobopts_cmd cmd)
             strbuf_addf(&sb, "%s--%s", sb.len ? ", " : "", jo_table[i].longs[0]);
     }
     return strbuf_detach(&sb);
+}
+
+json_t *jobopts_environment(void)
+{
+    json_t *env = json_object();
+    for (char **e = environ; e && *e; e++) {
+        const char *eq = strchr(*e, '=');
+        if (!eq || eq == *e)
+            continue;
+        char *key = xstrndup(*e, (size_t)(eq - *e));
+        json_t *v = json_string(eq + 1);
+        if (v) /* a value that is not UTF-8 cannot travel in JSON; leave it out */
+            json_object_set_new_nocheck(env, key, v);
+        free(key);
+    }
+    return env;
 }

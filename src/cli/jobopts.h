@@ -103,4 +103,8 @@ char *jobopts_names(enum jobopts_cmd cmd);
 void jobopts_error(const struct jobopts_ctx *ctx, const char *fmt, ...)
     __attribute__((format(printf, 2, 3), noreturn));
 
+/* This process's environment as a job spec's "env" (gbatch's and gflow-mcp's): values
+ * that are not UTF-8 cannot travel in JSON and are left out. */
+json_t *jobopts_environment(void);
+
 #endif

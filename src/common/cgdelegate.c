@@ -14,8 +14,7 @@
 #include "files.h"
 #include "util.h"
 
-/* Undoes the octal escapes of a path in /proc/self/mountinfo ("\040" for a space). */
-static void cgdelegate_unescape(char *s)
+void cgdelegate_unescape(char *s)
 {
     char *w = s;
     for (char *r = s; *r; r++) {

@@ -60,4 +60,7 @@ void cgdelegate_free(struct cgdelegate *d);
  * cgroup.subtree_control) holds word. */
 bool cgdelegate_has_word(const char *dir, const char *file, const char *word);
 
+/* Undoes the octal escapes of a path in /proc/self/mountinfo ("\040" for a space). */
+void cgdelegate_unescape(char *s);
+
 #endif

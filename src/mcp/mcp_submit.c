@@ -17,8 +17,6 @@
 #include "mcp.h"
 #include "parse.h"
 
-extern char **environ;
-
 const char mcp_submit_schema[] =
     "{\"type\": \"object\", \"additionalProperties\": false, \"properties\": {"
     "\"command\": {\"type\": \"string\", \"minLength\": 1, \"description\": \"a shell command "
@@ -83,17 +81,7 @@ const char mcp_submit_schema[] =
  * cannot travel in JSON and are left out), with the caller's additions on top. */
 static json_t *submit_environment(const json_t *extra)
 {
-    json_t *env = json_object();
-    for (char **e = environ; e && *e; e++) {
-        const char *eq = strchr(*e, '=');
-        if (!eq || eq == *e)
-            continue;
-        char *key = xstrndup(*e, (size_t)(eq - *e));
-        json_t *v = json_string(eq + 1);
-        if (v)
-            json_object_set_new_nocheck(env, key, v);
-        free(key);
-    }
+    json_t *env = jobopts_environment();
     json_object_update(env, (json_t *)extra);
     return env;
 }

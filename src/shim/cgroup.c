@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cgdelegate.h"
 #include "files.h"
 #include "util.h"
 
@@ -27,22 +28,6 @@ static bool shim_cgroup_has_option(const char *opts, const char *word)
         if (!*p)
             return false;
     }
-}
-
-/* Undoes the octal escapes of a path in /proc/self/mountinfo ("\040" for a space). */
-static void shim_cgroup_unescape(char *s)
-{
-    char *w = s;
-    for (char *r = s; *r; r++) {
-        if (r[0] == '\\' && r[1] >= '0' && r[1] <= '3' && r[2] >= '0' && r[2] <= '7' &&
-            r[3] >= '0' && r[3] <= '7') {
-            *w++ = (char)((r[1] - '0') * 64 + (r[2] - '0') * 8 + (r[3] - '0'));
-            r += 3;
-        } else {
-            *w++ = *r;
-        }
-    }
-    *w = '\0';
 }
 
 /* Finds a cgroup hierarchy in /proc/self/mountinfo: fstype "cgroup" with controller
@@ -72,8 +57,8 @@ int shim_cgroup_mount(const char *controller, char **mount_point, char **mount_r
         char root[PATH_MAX], point[PATH_MAX];
         if (sscanf(line, "%*s %*s %*s %4095s %4095s", root, point) != 2)
             continue;
-        shim_cgroup_unescape(root);
-        shim_cgroup_unescape(point);
+        cgdelegate_unescape(root);
+        cgdelegate_unescape(point);
         *mount_root = xstrdup(root);
         *mount_point = xstrdup(point);
         rc = 0;
