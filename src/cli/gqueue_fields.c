@@ -111,6 +111,15 @@ static void gqueue_project(struct strbuf *sb, const struct job *j, double now)
     strbuf_adds(sb, j->project && *j->project ? j->project : "-");
 }
 
+/* The slurm backend's job id ("-": none). */
+static void gqueue_slurm_id(struct strbuf *sb, const struct job *j, double now)
+{
+    if (j->backend_id > 0)
+        gqueue_put_int(sb, j->backend_id);
+    else
+        strbuf_adds(sb, "-");
+}
+
 static void gqueue_exitcode(struct strbuf *sb, const struct job *j, double now)
 {
     gqueue_put_owned(sb, output_job_exit_code(j));
@@ -192,6 +201,7 @@ static const struct gqueue_field gqueue_fields[] = {
     {"BEGIN", gqueue_begin, "begin_time"},
     {"PROJECT", gqueue_project, "project"},
     {"START_TIME", gqueue_start_time, "state,expected_start,start_time"},
+    {"SLURMID", gqueue_slurm_id, "slurm_id"},
 };
 #define GQUEUE_NFIELDS (sizeof(gqueue_fields) / sizeof(gqueue_fields[0]))
 

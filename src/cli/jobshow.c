@@ -334,6 +334,8 @@ static void print_outcome(const json_t *raw, const struct job *j)
     field_owned("Reason", output_job_reason(j));
     if (json_is_true(json_object_get(raw, "cancelling")))
         field("Cancelling", "yes (being stopped; CA once its processes are gone)");
+    if (j->backend_id > 0)
+        field_owned("SlurmJobId", xasprintf("%lld", (long long)j->backend_id));
     field_owned("ShimPID",
                 j->shim_pid > 0 ? xasprintf("%lld", (long long)j->shim_pid) : xstrdup("-"));
     field_owned("MaxRSS", j->max_rss_kb > 0 ? kib_text(j->max_rss_kb) : xstrdup("-"));

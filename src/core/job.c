@@ -61,14 +61,23 @@ bool job_is_cancelling(const struct job *j)
     return j->state == JOB_RUNNING && j->end_request == JOB_END_CANCEL;
 }
 
+bool job_backend_pending(const struct job *j)
+{
+    return j->state == JOB_RUNNING && j->backend_reason && !job_is_cancelling(j);
+}
+
 const char *job_display_state(const struct job *j)
 {
-    return job_is_cancelling(j) ? "CG" : job_state_short(j->state);
+    return job_is_cancelling(j)     ? "CG"
+           : job_backend_pending(j) ? job_state_short(JOB_QUEUED)
+                                    : job_state_short(j->state);
 }
 
 const char *job_display_state_name(const struct job *j)
 {
-    return job_is_cancelling(j) ? "Cancelling" : job_state_name(j->state);
+    return job_is_cancelling(j)     ? "Cancelling"
+           : job_backend_pending(j) ? job_state_name(JOB_QUEUED)
+                                    : job_state_name(j->state);
 }
 
 bool job_state_is_terminal(enum job_state s)
@@ -518,6 +527,7 @@ void job_clear(struct job *j)
     free(j->name_template);
     free(j->mig_profile);
     free(j->mig_uuids);
+    free(j->backend_reason);
     free(j->project);
     free(j->notify_email);
     free(j->notify_on);
@@ -557,6 +567,7 @@ struct job *job_dup(const struct job *src, bool with_payload)
     j->conda_env = dup_or_null(src->conda_env);
     j->mig_profile = dup_or_null(src->mig_profile);
     j->mig_uuids = dup_or_null(src->mig_uuids);
+    j->backend_reason = dup_or_null(src->backend_reason);
     j->project = dup_or_null(src->project);
     j->notify_email = dup_or_null(src->notify_email);
     j->notify_on = dup_or_null(src->notify_on);

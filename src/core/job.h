@@ -233,10 +233,13 @@ struct job {
     size_t n_dependents, cap_dependents;
 
     void *runtime; /* the daemon's per-run state (runner.c); never copied or freed here */
-    /* The slurm backend's job id of an R job handed to Slurm: > 0 known, 0 not (yet)
-     * known, -1 sbatch is running for it. Not stored: the comment tag (slurmspec.h)
-     * finds it again after a restart. */
+    /* The slurm backend's job id of a job handed to Slurm: > 0 known, 0 not (yet)
+     * known, -1 sbatch is running for it (stored as 0). Stored (slurm_id) once sbatch
+     * has answered; the comment tag (slurmspec.h) finds a job whose id was not committed.
+     * backend_reason: while Slurm has not started the R job, why ("Slurm: Priority",
+     * ...; NULL: running there, or no backend); the job is then shown as PD. Stored. */
     int64_t backend_id;
+    char *backend_reason;
 
     /* MIG (--mig PROFILE[:N]): the job asks for mig_count instances of the MIG profile
      * mig_profile ("1g.18gb"; NULL: not a MIG job, and then gpus may be asked instead).
@@ -293,6 +296,9 @@ bool job_notify_on_has(const char *notify_on, enum job_event event);
 bool job_is_cancelling(const struct job *j);
 /* The state a job is shown in: "CG" / "Cancelling" while job_is_cancelling, else its
  * state's short code / name. The API's "state" and "state_name" are these. */
+/* An R job handed to another scheduler (the slurm backend) that has not started it there
+ * yet (backend_reason set): shown as PD, with backend_reason as its REASON. */
+bool job_backend_pending(const struct job *j);
 const char *job_display_state(const struct job *j);
 const char *job_display_state_name(const struct job *j);
 
@@ -367,6 +373,7 @@ enum job_field {
     JOB_FIELD_PREEMPTED_BY,
     JOB_FIELD_EFFECTIVE_PRIORITY, /* a waiting job's (fairshare.h); null otherwise */
     JOB_FIELD_PTY,
+    JOB_FIELD_SLURM_ID, /* the slurm backend's job id (null: none) */
     JOB_FIELD_COUNT
 };
 const char *job_field_name(enum job_field f);

@@ -107,6 +107,7 @@ static const char *const field_names[JOB_FIELD_COUNT] = {
     "preempted_by",
     "effective_priority",
     "pty",
+    "slurm_id",
 };
 
 const char *job_field_name(enum job_field f)
@@ -219,7 +220,11 @@ static void append_list(struct strbuf *sb, const char *list, bool tsv)
 static void append_reason(struct strbuf *sb, const struct job *j, bool tsv)
 {
     if (j->reason == JOB_REASON_NONE) {
-        append_text(sb, j->state == JOB_QUEUED ? j->wait_reason : NULL, tsv);
+        append_text(sb,
+                    j->state == JOB_QUEUED   ? j->wait_reason
+                    : job_backend_pending(j) ? j->backend_reason
+                                             : NULL,
+                    tsv);
         return;
     }
     char *text = job_reason_string(j);
@@ -416,6 +421,9 @@ void job_append_field(struct strbuf *sb, const struct job *j, enum job_field f, 
     case JOB_FIELD_PTY:
         strbuf_adds(sb, j->pty ? "true" : "false");
         break;
+    case JOB_FIELD_SLURM_ID:
+        append_int(sb, j->backend_id, j->backend_id > 0, tsv);
+        break;
     case JOB_FIELD_EFFECTIVE_PRIORITY:
         if (j->effective_priority >= 0 && isfinite(j->effective_priority))
             strbuf_addf(sb, "%.4f", j->effective_priority);
@@ -592,6 +600,7 @@ int job_from_json(const json_t *o, struct job *j)
     j->requeue_count = (int)get_int(o, "requeue_count", 0);
     j->preempted_by = get_int(o, "preempted_by", 0);
     j->pty = json_is_true(json_object_get(o, "pty"));
+    j->backend_id = get_int(o, "slurm_id", 0);
     size_t di;
     const json_t *dep;
     json_array_foreach (json_object_get(o, "depends_on"), di, dep) {
@@ -809,6 +818,9 @@ static void set_field(struct job *j, enum job_field f, char *v, bool borrow)
         break;
     case JOB_FIELD_PTY:
         j->pty = v && strcmp(v, "true") == 0;
+        break;
+    case JOB_FIELD_SLURM_ID:
+        j->backend_id = tsv_int(v, 0);
         break;
     default: /* derived fields (state_name, signal_name) */
         break;

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Whether a script's first line names a shell (bash, sh, ...) that the activation lines
  * of --conda-env can be put after. */
@@ -77,6 +78,8 @@ void slurmspec_sbatch_args(const struct job *j, const struct slurm_site *site, c
                      (long long)j->warn_secs);
     if (j->requeue)
         strvec_push(argv, "--requeue");
+    if (slurmspec_nice(j->priority) > 0)
+        strvec_pushf(argv, "--nice=%d", slurmspec_nice(j->priority));
     if (as_uid) {
         strvec_pushf(argv, "--uid=%u", j->uid);
         strvec_pushf(argv, "--gid=%u", j->gid);
@@ -88,6 +91,11 @@ void slurmspec_sbatch_args(const struct job *j, const struct slurm_site *site, c
     if (site->qos && site->qos[0])
         strvec_pushf(argv, "--qos=%s", site->qos);
     push_site_args(argv, site->sbatch_args);
+}
+
+int slurmspec_nice(int priority)
+{
+    return priority < JOB_PRIORITY_DEFAULT ? (JOB_PRIORITY_DEFAULT - priority) * 100 : 0;
 }
 
 /* s in single quotes for a shell. */
@@ -188,6 +196,18 @@ int64_t slurmspec_comment_id(const char *comment, const char *tag)
     return *end || id <= 0 ? 0 : id;
 }
 
+/* Slurm's local time "2026-12-02T08:50:00" in unix seconds; 0: "Unknown", "None"... */
+static double slurm_time(const char *s)
+{
+    struct tm tm = {0};
+    const char *end = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
+    if (!end || *end)
+        return 0;
+    tm.tm_isdst = -1;
+    time_t t = mktime(&tm);
+    return t > 0 ? (double)t : 0;
+}
+
 int slurmspec_parse_job_line(const char *line, struct slurm_job_info *out)
 {
     memset(out, 0, sizeof(*out));
@@ -201,7 +221,57 @@ int slurmspec_parse_job_line(const char *line, struct slurm_job_info *out)
         strcpy(out->reason, "None");
     if (field(line, "ExitCode", buf, sizeof(buf)))
         sscanf(buf, "%d:%d", &out->exit_code, &out->exit_signal);
+    if (!slurmspec_pending(out)) {
+        if (field(line, "StartTime", buf, sizeof(buf)))
+            out->start_time = slurm_time(buf);
+        if (field(line, "EndTime", buf, sizeof(buf)) && slurmspec_ended_state(out->state))
+            out->end_time = slurm_time(buf);
+    }
     return 0;
+}
+
+int slurmspec_parse_sacct_line(const char *line, struct slurm_job_info *out)
+{
+    memset(out, 0, sizeof(*out));
+    char *end;
+    long long id = strtoll(line, &end, 10);
+    if (end == line || id <= 0 || *end != '|')
+        return -1;
+    out->slurm_id = id;
+    const char *p = end + 1;
+    size_t n = strcspn(p, "| "); /* "CANCELLED by 0": the first word */
+    if (n == 0 || n >= sizeof(out->state))
+        return -1;
+    memcpy(out->state, p, n);
+    p = strchr(p, '|');
+    if (!p)
+        return -1;
+    sscanf(p + 1, "%d:%d", &out->exit_code, &out->exit_signal);
+    p = strchr(p + 1, '|');
+    n = p ? strcspn(p + 1, "|\n") : 0;
+    if (n == 0 || n >= sizeof(out->reason))
+        strcpy(out->reason, "None");
+    else
+        memcpy(out->reason, p + 1, n);
+    return 0;
+}
+
+bool slurmspec_pending(const struct slurm_job_info *s)
+{
+    return strcmp(s->state, "PENDING") == 0 || str_starts_with(s->state, "REQUEUE") ||
+           strcmp(s->state, "RESV_DEL_HOLD") == 0;
+}
+
+bool slurmspec_ended_state(const char *state)
+{
+    static const char *const ended[] = {
+        "COMPLETED", "FAILED",    "OUT_OF_MEMORY", "TIMEOUT",   "DEADLINE",
+        "CANCELLED", "NODE_FAIL", "BOOT_FAIL",     "PREEMPTED", NULL,
+    };
+    for (size_t i = 0; ended[i]; i++)
+        if (strcmp(state, ended[i]) == 0)
+            return true;
+    return false;
 }
 
 bool slurmspec_ended(const struct slurm_job_info *s, bool cancel_requested, enum job_state *state,

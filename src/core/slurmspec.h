@@ -36,6 +36,11 @@ char *slurmspec_refusal(const struct job *j);
 void slurmspec_sbatch_args(const struct job *j, const struct slurm_site *site, const char *log_path,
                            bool as_uid, struct strvec *argv);
 
+/* Slurm's --nice for a gflow priority (0..255, default 10, higher first): 100 per step
+ * below the default (priority 0: 1000); 0 at or above it, since only Slurm's operators
+ * may give a negative nice. */
+int slurmspec_nice(int priority);
+
 /* The batch script sbatch gets for j (a command runs through bash -c; a script as it
  * is, with a bash shebang added if it has none; --conda-env activates first). */
 char *slurmspec_batch_script(const struct job *j);
@@ -55,10 +60,25 @@ struct slurm_job_info {
     char reason[64];   /* Reason ("None" when none) */
     int exit_code;     /* ExitCode=E:S */
     int exit_signal;
+    /* StartTime and EndTime of a job Slurm has started (unix seconds; 0: not known,
+     * or only planned: a pending job's). */
+    double start_time, end_time;
 };
 
 /* Reads one line of `scontrol show job -o`: 0, or -1 if it names no job. */
 int slurmspec_parse_job_line(const char *line, struct slurm_job_info *out);
+
+/* Reads one line of `sacct --noheader --parsable2 --format=JobIDRaw,State,ExitCode,Reason`
+ * ("123|CANCELLED by 0|0:15|None"; the state's first word is kept): 0, or -1 if it names
+ * no job (or a step: "123.batch"). */
+int slurmspec_parse_sacct_line(const char *line, struct slurm_job_info *out);
+
+/* Whether a Slurm state is an end (COMPLETED, FAILED, ... as slurmspec_ended maps). */
+bool slurmspec_ended_state(const char *state);
+
+/* Whether Slurm has not started the job (PENDING, or queued again: REQUEUED...): gflow
+ * shows it as PD with Slurm's reason. */
+bool slurmspec_pending(const struct slurm_job_info *s);
 
 /* The gflow id a comment tag names for the daemon of tag, or 0 (none, or another's). */
 int64_t slurmspec_comment_id(const char *comment, const char *tag);

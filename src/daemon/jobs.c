@@ -628,6 +628,9 @@ static struct job *retry_job(struct jobs *t, struct job *j)
     n->gpu_mask = 0;
     free(n->mig_uuids);
     n->mig_uuids = NULL;
+    n->backend_id = 0;
+    free(n->backend_reason);
+    n->backend_reason = NULL;
     n->submit_time = now_wall();
     n->attempt = j->attempt + 1;
     n->retry_of = j->id;

@@ -273,5 +273,10 @@ size_t jobs_hand_over(struct jobs *t, double now, struct job ***started, double 
         start[n++] = j;
     }
     scheduler_queue_remove_many(&t->queue, start, n);
+    for (size_t i = 0; i < n; i++) { /* PD until Slurm has started it (slurm.c) */
+        free(start[i]->backend_reason);
+        start[i]->backend_reason = xstrdup("Slurm: not submitted yet");
+        start[i]->backend_id = 0;
+    }
     return mark_started(t, start, n, now, started);
 }

@@ -426,6 +426,16 @@ static json_t *hold_one(const struct route_req *r, int64_t id, bool hold, double
     if (!j)
         return err;
     enum job_state from = hold ? JOB_QUEUED : JOB_HELD;
+    if (j->state == JOB_RUNNING && slurm_mode(r->d)) { /* in Slurm: scontrol hold|release */
+        char *why = slurm_hold(r->d, j, hold);
+        if (why) {
+            json_t *o = error_result(status, 409, "%s", why);
+            free(why);
+            return o;
+        }
+        *status = 200;
+        return bulk ? json_integer(id) : state_reply(j);
+    }
     if (j->state != from)
         return error_result(status, 409, "job %lld is %s (%s); only %s jobs can be %s",
                             (long long)id, job_state_name(j->state), job_state_short(j->state),
@@ -604,6 +614,37 @@ void route_update(const struct route_req *r, int64_t id, struct reply *rep)
     struct job *j = own_active_job(r, id, "update", rep);
     if (!j) {
         json_decref(over);
+        return;
+    }
+    if (j->state == JOB_RUNNING && slurm_mode(r->d)) { /* in Slurm: scontrol update */
+        json_t *changes = json_array();
+        const char *key;
+        json_t *v;
+        json_object_foreach (over, key, v) {
+            json_t *old = !strcmp(key, "name")         ? json_string(j->name ? j->name : "")
+                          : !strcmp(key, "time_limit") ? json_integer(j->time_limit)
+                          : !strcmp(key, "priority")   ? json_integer(j->priority)
+                                                       : json_integer(j->nice);
+            json_array_append_new(changes,
+                                  json_pack("{s:s, s:o, s:O}", "field", key, "old", old, "new", v));
+        }
+        char *why = max_concurrent >= 0
+                        ? xasprintf("job %lld is in Slurm: set --max-concurrent on a queued job of "
+                                    "its group",
+                                    (long long)id)
+                        : slurm_update(r->d, j, over);
+        json_decref(over);
+        if (why) {
+            json_decref(changes);
+            reply_error(rep, 409, "%s", why);
+            free(why);
+            return;
+        }
+        json_t *o = state_reply(j);
+        json_object_set_new(o, "changes", changes);
+        json_object_set_new(o, "slurm",
+                            json_string("scontrol update sent; gflow's record follows"));
+        reply_json(rep, 202, o);
         return;
     }
     struct jobspec_limits lim = limits_of(r->d);

@@ -46,12 +46,14 @@ struct child {
     struct gflowd *d;
     int64_t job_id;
     char *script_path; /* sbatch's batch script, removed after */
+    json_t *update;    /* scontrol update: the gflow fields it changes */
 };
 
 static void child_free(struct child *c)
 {
     loop_cancel_timer(c->kill_timer);
     strbuf_free(&c->out);
+    json_decref(c->update);
     if (c->script_path) {
         unlink(c->script_path);
         free(c->script_path);
@@ -176,7 +178,11 @@ static struct {
     bool polling;
     bool reconciled; /* a first poll has answered */
     size_t submitting;
-    char *tag;        /* slurm_site.tag */
+    bool querying; /* an sacct runs */
+    char *tag;     /* slurm_site.tag */
+    /* Jobs whose Slurm id came while a poll ran (its answer may predate them). */
+    int64_t *fresh;
+    size_t fresh_len, fresh_cap;
     int64_t *backlog; /* jobs waiting for a free sbatch slot (SLURM_MAX_SUBMITS) */
     size_t backlog_len, backlog_cap;
 } sl;
@@ -186,10 +192,32 @@ bool slurm_mode(const struct gflowd *d)
     return d->cfg.backend_kind && strcmp(d->cfg.backend_kind, "slurm") == 0;
 }
 
+static void push_id(int64_t **v, size_t *len, size_t *cap, int64_t id)
+{
+    if (*len == *cap) {
+        *cap = *cap ? *cap * 2 : 16;
+        *v = xrealloc(*v, *cap * sizeof(**v));
+    }
+    (*v)[(*len)++] = id;
+}
+
+/* Sets j's backend_reason (reason copied; NULL: none); whether it changed. */
+static bool set_backend_reason(struct job *j, const char *reason)
+{
+    if (reason && j->backend_reason && strcmp(reason, j->backend_reason) == 0)
+        return false;
+    if (!reason && !j->backend_reason)
+        return false;
+    free(j->backend_reason);
+    j->backend_reason = reason ? xstrdup(reason) : NULL;
+    return true;
+}
+
 /* Ends j as Slurm says it ended. */
 static void end_job(struct gflowd *d, struct job *j, enum job_state state, enum job_reason reason,
                     const char *detail)
 {
+    set_backend_reason(j, NULL);
     if (jobs_set_state(d->jobs, j, state, reason, 0, detail) < 0)
         log_error("job %lld: refused transition to %s", (long long)j->id, job_state_short(state));
     jobs_mark_dirty(d->jobs); /* its dependents and its group may go on */
@@ -229,6 +257,11 @@ static void submitted_cb(struct child *c, bool ok)
         free(why);
     } else {
         j->backend_id = sid;
+        set_backend_reason(j, "Slurm: submitted");
+        if (jobs_save(d->jobs, j) < 0) /* the comment tag finds it if this is lost */
+            log_error("job %lld: cannot store its Slurm id %lld", (long long)j->id, (long long)sid);
+        if (sl.polling)
+            push_id(&sl.fresh, &sl.fresh_len, &sl.fresh_cap, j->id);
         log_info("job %lld submitted to Slurm as job %lld", (long long)j->id, (long long)sid);
         if (j->end_request != JOB_END_NONE) /* cancelled while sbatch ran */
             slurm_signal(d, j, SIGTERM);
@@ -280,11 +313,7 @@ static void drain_backlog(struct gflowd *d)
 void slurm_launch(struct gflowd *d, struct job *j)
 {
     if (j->end_request == JOB_END_NONE && sl.reconciled && sl.submitting >= SLURM_MAX_SUBMITS) {
-        if (sl.backlog_len == sl.backlog_cap) {
-            sl.backlog_cap = sl.backlog_cap ? sl.backlog_cap * 2 : 64;
-            sl.backlog = xrealloc(sl.backlog, sl.backlog_cap * sizeof(*sl.backlog));
-        }
-        sl.backlog[sl.backlog_len++] = j->id;
+        push_id(&sl.backlog, &sl.backlog_len, &sl.backlog_cap, j->id);
         j->backend_id = 0;
         return;
     }
@@ -394,6 +423,123 @@ void slurm_signal_cb(void *arg, struct job *j, int sig)
     slurm_signal(arg, j, sig);
 }
 
+/* ---- hold, release, update: scontrol ---- */
+
+static void arm_poll(double delay);
+
+static void scontrol_done_cb(struct child *c, bool ok)
+{
+    struct gflowd *d = c->d;
+    struct job *j = jobs_get(d->jobs, c->job_id);
+    if (!ok) {
+        char *why = first_line(c);
+        log_warn("job %lld: scontrol failed: %s", (long long)c->job_id, why);
+        free(why);
+        return;
+    }
+    if (!sl.polling) /* its new reason soon */
+        arm_poll(0.2);
+    if (!c->update || !j)
+        return;
+    json_t *v;
+    if ((v = json_object_get(c->update, "name"))) {
+        free(j->name);
+        j->name = xstrdup(json_string_value(v));
+    }
+    if ((v = json_object_get(c->update, "time_limit")))
+        j->time_limit = (int64_t)json_integer_value(v);
+    if ((v = json_object_get(c->update, "priority")))
+        j->priority = (int)json_integer_value(v);
+    if ((v = json_object_get(c->update, "nice")))
+        j->nice = (int)json_integer_value(v);
+    if (jobs_save(d->jobs, j) < 0 || jobs_commit(d->jobs) < 0)
+        log_error("job %lld: cannot store its update", (long long)j->id);
+}
+
+static char *run_scontrol(struct gflowd *d, struct job *j, struct strvec *argv, json_t *update)
+{
+    struct child *c = child_new(d, j->id, scontrol_done_cb);
+    c->update = update ? json_incref(update) : NULL;
+    if (child_run(c, argv->v, NULL) < 0) {
+        char *why = xasprintf("cannot run scontrol: %s", strerror(errno));
+        child_free(c);
+        return why;
+    }
+    return NULL;
+}
+
+/* Why j cannot be changed in Slurm now, or NULL. */
+static char *not_in_slurm(const struct job *j, const char *what)
+{
+    if (j->backend_id <= 0)
+        return xasprintf("job %lld is being submitted to Slurm; %s it once it is there (a "
+                         "moment)",
+                         (long long)j->id, what);
+    return NULL;
+}
+
+char *slurm_hold(struct gflowd *d, struct job *j, bool hold)
+{
+    char *why = not_in_slurm(j, hold ? "hold" : "release");
+    if (why)
+        return why;
+    if (!job_backend_pending(j))
+        return xasprintf("job %lld runs in Slurm (job %lld); only a job Slurm has not started "
+                         "can be %s",
+                         (long long)j->id, (long long)j->backend_id, hold ? "held" : "released");
+    struct strvec argv;
+    strvec_init(&argv);
+    strvec_push(&argv, "scontrol");
+    /* uhold: a user's hold (JobHeldUser), which the user may release; a plain hold by
+     * root would be an admin's (JobHeldAdmin). */
+    strvec_push(&argv, hold ? "uhold" : "release");
+    strvec_pushf(&argv, "%lld", (long long)j->backend_id);
+    why = run_scontrol(d, j, &argv, NULL);
+    strvec_free(&argv);
+    if (!why)
+        log_info("job %lld: scontrol %s %lld", (long long)j->id, hold ? "uhold" : "release",
+                 (long long)j->backend_id);
+    return why;
+}
+
+char *slurm_update(struct gflowd *d, struct job *j, json_t *over)
+{
+    char *why = not_in_slurm(j, "update");
+    if (why)
+        return why;
+    const char *key;
+    json_t *v;
+    json_object_foreach (over, key, v) {
+        bool ok = strcmp(key, "name") == 0 ? json_is_string(v) && *json_string_value(v) &&
+                                                 !strpbrk(json_string_value(v), " \t\n")
+                  : strcmp(key, "time_limit") == 0 ? json_is_integer(v) && json_integer_value(v) > 0
+                  : strcmp(key, "priority") == 0 || strcmp(key, "nice") == 0
+                      ? json_is_integer(v) && json_integer_value(v) >= 0 &&
+                            json_integer_value(v) <= JOB_PRIORITY_MAX
+                      : false;
+        if (!ok)
+            return xasprintf("job %lld is in Slurm (job %lld): only --time (> 0), --name (no "
+                             "spaces) and --priority/--nice can be changed there, not '%s'",
+                             (long long)j->id, (long long)j->backend_id, key);
+    }
+    struct strvec argv;
+    strvec_init(&argv);
+    strvec_push(&argv, "scontrol");
+    strvec_push(&argv, "update");
+    strvec_pushf(&argv, "JobId=%lld", (long long)j->backend_id);
+    if ((v = json_object_get(over, "name")))
+        strvec_pushf(&argv, "JobName=%s", json_string_value(v));
+    if ((v = json_object_get(over, "time_limit"))) {
+        long long s = (long long)json_integer_value(v);
+        strvec_pushf(&argv, "TimeLimit=%lld:%02lld:%02lld", s / 3600, s / 60 % 60, s % 60);
+    }
+    if ((v = json_object_get(over, "priority")) || (v = json_object_get(over, "nice")))
+        strvec_pushf(&argv, "Nice=%d", slurmspec_nice((int)json_integer_value(v)));
+    why = run_scontrol(d, j, &argv, over);
+    strvec_free(&argv);
+    return why;
+}
+
 /* ---- the poll ---- */
 
 static void poll_cb(void *arg);
@@ -404,31 +550,93 @@ static void arm_poll(double delay)
     sl.poll_timer = loop_add_timer(delay, poll_cb, NULL);
 }
 
-/* Applies what Slurm says of one job. */
-static void apply_info(struct gflowd *d, const struct slurm_job_info *s, int64_t id)
+/* Applies what Slurm says of j (its job s->slurm_id). */
+static void apply_info(struct gflowd *d, struct job *j, const struct slurm_job_info *s)
 {
-    struct job *j = jobs_get(d->jobs, id);
-    if (!j || j->state != JOB_RUNNING)
-        return; /* another daemon's, or long gone */
-    if (j->backend_id == 0 || j->backend_id == -1) {
-        if (j->backend_id == 0)
-            log_info("job %lld found in Slurm as job %lld", (long long)j->id,
-                     (long long)s->slurm_id);
-        j->backend_id = s->slurm_id;
-        if (j->end_request != JOB_END_NONE)
-            slurm_signal(d, j, SIGTERM);
-    } else if (j->backend_id != s->slurm_id) {
-        return; /* an older submission of the same gflow job (cancelled) */
-    }
     enum job_state state;
     enum job_reason reason;
     const char *detail;
-    if (!slurmspec_ended(s, j->end_request == JOB_END_CANCEL, &state, &reason, &detail))
+    if (slurmspec_ended(s, j->end_request == JOB_END_CANCEL, &state, &reason, &detail)) {
+        if (s->start_time > 0)
+            j->start_time = s->start_time;
+        if (s->end_time > 0)
+            j->end_time = s->end_time;
+        j->exit_code = s->exit_signal ? -1 : s->exit_code;
+        j->signal = s->exit_signal;
+        end_job(d, j, state, reason, detail);
         return;
-    j->exit_code = s->exit_signal ? -1 : s->exit_code;
-    j->signal = s->exit_signal;
-    end_job(d, j, state, reason, detail);
+    }
+    bool changed;
+    if (slurmspec_pending(s)) { /* PD in gflow, with Slurm's reason */
+        char *why = xasprintf("Slurm: %s", s->reason);
+        changed = set_backend_reason(j, why);
+        free(why);
+    } else if ((changed = set_backend_reason(j, NULL))) { /* Slurm has started it */
+        j->start_time = s->start_time > 0 ? s->start_time : now_wall();
+        log_info("job %lld (Slurm %lld) started", (long long)j->id, (long long)j->backend_id);
+    }
+    if (changed && jobs_save(d->jobs, j) < 0)
+        log_error("job %lld: cannot store its state in Slurm", (long long)j->id);
 }
+
+/* Applies what Slurm says of its job s, which names the gflow job id in its comment tag
+ * (a job whose Slurm id gflow does not know: sbatch answered while gflowd was away). */
+static void adopt(struct gflowd *d, const struct slurm_job_info *s, int64_t id)
+{
+    struct job *j = jobs_get(d->jobs, id);
+    if (!j || j->state != JOB_RUNNING || j->backend_id > 0)
+        return; /* another daemon's, long gone, or an older submission (cancelled) */
+    if (j->backend_id == 0)
+        log_info("job %lld found in Slurm as job %lld", (long long)j->id, (long long)s->slurm_id);
+    j->backend_id = s->slurm_id;
+    if (jobs_save(d->jobs, j) < 0)
+        log_error("job %lld: cannot store its Slurm id", (long long)j->id);
+    if (j->end_request != JOB_END_NONE)
+        slurm_signal(d, j, SIGTERM);
+    apply_info(d, j, s);
+}
+
+/* The R jobs with a Slurm id, by it (for the poll's lookups). */
+struct by_sid {
+    int64_t sid;
+    int64_t id;
+    bool seen;
+};
+
+static int by_sid_cmp(const void *a, const void *b)
+{
+    int64_t x = ((const struct by_sid *)a)->sid, y = ((const struct by_sid *)b)->sid;
+    return x < y ? -1 : x > y;
+}
+
+static struct by_sid *by_sid_build(struct gflowd *d, size_t *n)
+{
+    size_t nr;
+    struct job **running = jobs_running(d->jobs, &nr);
+    struct by_sid *v = xmalloc((nr ? nr : 1) * sizeof(*v));
+    *n = 0;
+    for (size_t i = 0; i < nr; i++)
+        if (running[i]->backend_id > 0)
+            v[(*n)++] = (struct by_sid){running[i]->backend_id, running[i]->id, false};
+    qsort(v, *n, sizeof(*v), by_sid_cmp);
+    return v;
+}
+
+static struct by_sid *by_sid_find(struct by_sid *v, size_t n, int64_t sid)
+{
+    struct by_sid key = {.sid = sid};
+    return bsearch(&key, v, n, sizeof(*v), by_sid_cmp);
+}
+
+static bool is_fresh(int64_t id)
+{
+    for (size_t i = 0; i < sl.fresh_len; i++)
+        if (sl.fresh[i] == id)
+            return true;
+    return false;
+}
+
+static void query_sacct(struct gflowd *d, const int64_t *sids, size_t n);
 
 static void polled_cb(struct child *c, bool ok)
 {
@@ -439,17 +647,44 @@ static void polled_cb(struct child *c, bool ok)
         char *why = first_line(c);
         log_warn("slurm: scontrol show job failed: %s", why);
         free(why);
+        sl.fresh_len = 0;
         return;
     }
     strbuf_adds(&c->out, ""); /* NUL-terminated */
+    size_t nk;
+    struct by_sid *known = by_sid_build(d, &nk);
     char *save = NULL;
     for (char *line = strtok_r(c->out.buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         struct slurm_job_info s;
+        if (slurmspec_parse_job_line(line, &s) < 0)
+            continue;
+        struct by_sid *k = by_sid_find(known, nk, s.slurm_id);
+        struct job *j;
         int64_t id;
-        if (slurmspec_parse_job_line(line, &s) == 0 &&
-            (id = slurmspec_comment_id(s.comment, sl.tag)) > 0)
-            apply_info(d, &s, id);
+        if (k) {
+            k->seen = true;
+            if ((j = jobs_get(d->jobs, k->id)) && j->state == JOB_RUNNING &&
+                j->backend_id == s.slurm_id)
+                apply_info(d, j, &s);
+        } else if ((id = slurmspec_comment_id(s.comment, sl.tag)) > 0) {
+            adopt(d, &s, id);
+        }
     }
+    /* Jobs Slurm no longer shows (ended longer than its MinJobAge ago, while gflowd was
+     * away or slow): their end is asked of sacct. */
+    int64_t *gone = xmalloc((nk ? nk : 1) * sizeof(*gone));
+    size_t ng = 0;
+    for (size_t i = 0; i < nk; i++) {
+        struct job *j = jobs_get(d->jobs, known[i].id);
+        if (!known[i].seen && !is_fresh(known[i].id) && j && j->state == JOB_RUNNING &&
+            j->backend_id == known[i].sid)
+            gone[ng++] = known[i].sid;
+    }
+    sl.fresh_len = 0;
+    free(known);
+    if (ng && !sl.querying)
+        query_sacct(d, gone, ng);
+    free(gone);
     size_t n;
     struct job **running = jobs_running(d->jobs, &n);
     if (!sl.reconciled && sl.submitting == 0) { /* (an sbatch still running gives its id) */
@@ -468,6 +703,107 @@ static void polled_cb(struct child *c, bool ok)
     }
     if (jobs_commit(d->jobs) < 0)
         log_error("slurm: cannot commit the states read from Slurm");
+}
+
+/* ---- jobs Slurm has forgotten: sacct ---- */
+
+#define PURGED_REASON "Slurm: job purged before gflow read its end"
+
+/* The jobs the running sacct was asked of (by Slurm id). */
+struct sacct_ask {
+    int64_t *sids;
+    size_t n;
+};
+static struct sacct_ask asked;
+
+/* Ends an R job Slurm no longer knows and sacct cannot tell of: its end is unknown,
+ * so it is F (its dependents on success do not run). */
+static void end_purged(struct gflowd *d, int64_t sid, const char *why)
+{
+    size_t nr;
+    struct job **running = jobs_running(d->jobs, &nr);
+    for (size_t i = 0; i < nr; i++) {
+        struct job *j = running[i];
+        if (j->backend_id != sid)
+            continue;
+        log_warn("job %lld: Slurm job %lld is gone from scontrol and %s", (long long)j->id,
+                 (long long)sid, why);
+        end_job(d, j, JOB_FAILED, JOB_REASON_OTHER, PURGED_REASON);
+        return;
+    }
+}
+
+static void sacct_done_cb(struct child *c, bool ok)
+{
+    struct gflowd *d = c->d;
+    sl.querying = false;
+    strbuf_adds(&c->out, "");
+    if (!ok && !strstr(c->out.buf, "disabled")) { /* a passing failure: asked again */
+        char *why = first_line(c);
+        log_warn("slurm: sacct failed: %s", why);
+        free(why);
+    } else if (!ok) { /* no accounting storage: their ends are lost */
+        for (size_t i = 0; i < asked.n; i++)
+            end_purged(d, asked.sids[i], "sacct has no accounting storage");
+    } else {
+        bool *found = xcalloc(asked.n ? asked.n : 1, sizeof(*found));
+        char *save = NULL;
+        for (char *line = strtok_r(c->out.buf, "\n", &save); line;
+             line = strtok_r(NULL, "\n", &save)) {
+            struct slurm_job_info s;
+            if (slurmspec_parse_sacct_line(line, &s) < 0)
+                continue;
+            for (size_t i = 0; i < asked.n; i++) {
+                if (asked.sids[i] != s.slurm_id || found[i])
+                    continue;
+                size_t nr;
+                struct job **running = jobs_running(d->jobs, &nr);
+                for (size_t r = 0; r < nr; r++)
+                    if (running[r]->backend_id == s.slurm_id) {
+                        found[i] = true;
+                        apply_info(d, running[r], &s);
+                        break;
+                    }
+            }
+        }
+        for (size_t i = 0; i < asked.n; i++)
+            if (!found[i])
+                end_purged(d, asked.sids[i], "sacct does not know it");
+        free(found);
+    }
+    free(asked.sids);
+    asked.sids = NULL;
+    asked.n = 0;
+    if (jobs_commit(d->jobs) < 0)
+        log_error("slurm: cannot commit the states read from sacct");
+}
+
+static void query_sacct(struct gflowd *d, const int64_t *sids, size_t n)
+{
+    struct strbuf list;
+    strbuf_init(&list);
+    for (size_t i = 0; i < n; i++)
+        strbuf_addf(&list, "%s%lld", i ? "," : "", (long long)sids[i]);
+    char *jobs = strbuf_detach(&list);
+    char *argv[] = {"sacct",
+                    "--noheader",
+                    "--parsable2",
+                    "--allocations",
+                    "--format=JobIDRaw,State,ExitCode,Reason",
+                    "--jobs",
+                    jobs,
+                    NULL};
+    struct child *c = child_new(d, 0, sacct_done_cb);
+    if (child_run(c, argv, NULL) < 0) {
+        log_warn("slurm: cannot run sacct: %s", strerror(errno));
+        child_free(c);
+    } else {
+        sl.querying = true;
+        asked.sids = xmalloc(n * sizeof(*asked.sids));
+        memcpy(asked.sids, sids, n * sizeof(*asked.sids));
+        asked.n = n;
+    }
+    free(jobs);
 }
 
 static void poll_cb(void *arg)
@@ -526,6 +862,12 @@ void slurm_stop(void)
     sl.poll_timer = NULL;
     free(sl.backlog);
     sl.backlog = NULL;
+    free(sl.fresh);
+    sl.fresh = NULL;
+    sl.fresh_len = sl.fresh_cap = 0;
+    free(asked.sids);
+    asked.sids = NULL;
+    asked.n = 0;
     free(sl.tag);
     sl.tag = NULL;
     sl.backlog_len = sl.backlog_cap = 0;

@@ -8,6 +8,8 @@
 
 #include <stdbool.h>
 
+#include <jansson.h>
+
 #include "job.h"
 
 struct gflowd;
@@ -23,8 +25,18 @@ void slurm_launch(struct gflowd *d, struct job *j);
 /* j is to end (gcancel, gjob update of a limit...): scancel (sig SIGTERM or SIGKILL), or
  * scancel --signal for another signal. */
 void slurm_signal(struct gflowd *d, struct job *j, int sig);
+/* gjob hold / release of j, an R job in Slurm that Slurm has not started
+ * (job_backend_pending): scontrol uhold|release <its Slurm id>, run in the background
+ * (the next poll shows Slurm's reason). NULL, or why it cannot be done (one line, a
+ * 409; caller frees). */
+char *slurm_hold(struct gflowd *d, struct job *j, bool hold);
+/* gjob update of j, an R job in Slurm: only its name, time limit and priority (nice) can
+ * change there (scontrol update JobId=<id> JobName= TimeLimit= Nice=); gflow's record
+ * follows once scontrol has succeeded. NULL, or why not (one line, a 409). */
+char *slurm_update(struct gflowd *d, struct job *j, json_t *over);
+
 /* After a lost transaction: the jobs are read back from the store (their Slurm ids with
- * them lost), and the next poll reconciles them as after a restart. */
+ * them), and the next poll reconciles them as after a restart. */
 void slurm_reload(struct gflowd *d);
 /* The same as a jobs_signal_cb (arg: the daemon). */
 void slurm_signal_cb(void *arg, struct job *j, int sig);

@@ -77,6 +77,8 @@ enum col {
     C_REQUEUE_COUNT,
     C_PREEMPTED_BY,
     C_PTY,
+    C_SLURM_ID,
+    C_SLURM_REASON,
     C_LIGHT_COUNT, /* the columns read without payload are those before this one */
     C_SCRIPT = C_LIGHT_COUNT,
     C_ENV,

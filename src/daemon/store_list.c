@@ -76,14 +76,15 @@ static const char *const sort_sql[JOB_SORT_COUNT] = {
  * which every column is read, so that a field added later cannot come out empty). */
 static const struct {
     int n;
-    int c[4];
+    int c[6];
 } field_cols[JOB_FIELD_COUNT] = {
     [JOB_FIELD_ID] = {1, {C_ID}},
     [JOB_FIELD_NAME] = {1, {C_NAME}},
     [JOB_FIELD_USER] = {1, {C_USER}},
     [JOB_FIELD_UID] = {1, {C_UID}},
-    [JOB_FIELD_STATE] = {2, {C_STATE, C_END_REQUEST}}, /* CG: R with a cancel asked */
-    [JOB_FIELD_STATE_NAME] = {2, {C_STATE, C_END_REQUEST}},
+    /* CG: R with a cancel asked; PD: R not started by Slurm yet (slurm_reason) */
+    [JOB_FIELD_STATE] = {3, {C_STATE, C_END_REQUEST, C_SLURM_REASON}},
+    [JOB_FIELD_STATE_NAME] = {3, {C_STATE, C_END_REQUEST, C_SLURM_REASON}},
     [JOB_FIELD_PRIORITY] = {1, {C_PRIORITY}},
     [JOB_FIELD_TIME_LIMIT] = {1, {C_TIME_LIMIT}},
     [JOB_FIELD_SUBMIT_TIME] = {1, {C_SUBMIT_TIME}},
@@ -93,7 +94,9 @@ static const struct {
     [JOB_FIELD_SIGNAL] = {1, {C_SIGNAL}},
     [JOB_FIELD_SIGNAL_NAME] = {1, {C_SIGNAL}},
     [JOB_FIELD_OOM] = {1, {C_OOM}},
-    [JOB_FIELD_REASON] = {4, {C_REASON, C_REASON_CODE, C_REASON_JOB, C_STATE}},
+    [JOB_FIELD_REASON] = {6,
+                          {C_REASON, C_REASON_CODE, C_REASON_JOB, C_STATE, C_END_REQUEST,
+                           C_SLURM_REASON}},
     [JOB_FIELD_COMMAND] = {1, {C_COMMAND}},
     [JOB_FIELD_SCRIPT_PATH] = {1, {C_SCRIPT_PATH}},
     [JOB_FIELD_WORKDIR] = {1, {C_WORKDIR}},
@@ -131,6 +134,7 @@ static const struct {
     /* Computed for active jobs (in memory); a stored job has none. */
     [JOB_FIELD_EFFECTIVE_PRIORITY] = {1, {C_PRIORITY}},
     [JOB_FIELD_PTY] = {1, {C_PTY}},
+    [JOB_FIELD_SLURM_ID] = {1, {C_SLURM_ID}},
 };
 
 /* The columns q->fields need (id and state always), or all light ones; returns n. */

@@ -66,6 +66,8 @@ const struct store_column store_columns[C_COUNT] = {
     [C_REQUEUE_COUNT] = {"requeue_count", true},
     [C_PREEMPTED_BY] = {"preempted_by", true},
     [C_PTY] = {"pty", true},
+    [C_SLURM_ID] = {"slurm_id", true},         /* the slurm backend's job id; 0: none */
+    [C_SLURM_REASON] = {"slurm_reason", true}, /* why Slurm has not started it */
     [C_SCRIPT] = {"script", false},
     /* Rows written before schema 11 hold the text; later ones name an envs row. */
     [C_ENV] = {"env", false, "COALESCE(env,(SELECT text FROM envs WHERE envs.id=env_id))"},
@@ -153,6 +155,10 @@ int store_bind_column(sqlite3_stmt *st, enum col c, const struct job *j, int64_t
         return sqlite3_bind_int64(st, i, j->preempted_by);
     case C_PTY:
         return sqlite3_bind_int(st, i, j->pty);
+    case C_SLURM_ID:
+        return sqlite3_bind_int64(st, i, j->backend_id > 0 ? j->backend_id : 0);
+    case C_SLURM_REASON:
+        return store_bind_text(st, i, j->backend_reason);
     case C_END_REQUEST:
         return sqlite3_bind_int(st, i, (int)j->end_request);
     case C_SHIM_PID:
@@ -336,6 +342,12 @@ static void read_column(sqlite3_stmt *st, enum col c, int i, struct job *j)
         break;
     case C_PTY:
         j->pty = sqlite3_column_int(st, i) != 0;
+        break;
+    case C_SLURM_ID:
+        j->backend_id = sqlite3_column_int64(st, i);
+        break;
+    case C_SLURM_REASON:
+        j->backend_reason = store_col_str(st, i);
         break;
     case C_END_REQUEST:
         j->end_request = (enum job_end_request)sqlite3_column_int(st, i);

@@ -225,6 +225,11 @@ static const char *const migrations[] = {
     "CREATE INDEX IF NOT EXISTS notify_outbox_done ON notify_outbox(done_at) WHERE state != 0;",
     /* 20: gbatch --pty, the job runs on a terminal its shim serves to `gjob attach`. */
     "ALTER TABLE jobs ADD COLUMN pty INTEGER NOT NULL DEFAULT 0;",
+    /* 21: the slurm backend (docs/slurm.md): the Slurm job id of a job handed to Slurm
+     * (0: none, or not known yet) and, while Slurm has not started it, why (its pending
+     * reason, shown as the PD job's REASON; NULL: none). */
+    "ALTER TABLE jobs ADD COLUMN slurm_id INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE jobs ADD COLUMN slurm_reason TEXT;",
 };
 /* The codes migration 6 writes are enum job_reason's. */
 _Static_assert(JOB_REASON_LAUNCH_FAILED == 6 && JOB_REASON_SHIM_LOST == 7 &&

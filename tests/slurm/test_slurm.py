@@ -160,3 +160,101 @@ def test_daemon_sigkill_during_submissions_submits_each_job_once(make_slurm_gflo
         assert len(known.get(jid, [])) == 1, (jid, known.get(jid))
     assert "submitted after the restart" in g.daemon_log() or \
         "found in Slurm" in g.daemon_log(), g.daemon_log()[-3000:]
+
+
+def _gqueue_row(g, jid, fields="JOBID,SLURMID,ST,REASON"):
+    """One job's row of `gqueue -f FIELDS` as a dict (REASON last: it may hold spaces)."""
+    names = fields.split(",")
+    out = g.run("gqueue", "-a", "-f", fields, check=True).stdout
+    for line in out.splitlines()[1:]:
+        words = line.split(None, len(names) - 1)
+        if words and words[0] == str(jid):
+            return dict(zip(names, words))
+    return None
+
+
+def test_slurm_id_stored_pending_reason_hold_release_update(make_slurm_gflow, cluster):
+    g = make_slurm_gflow()
+    # All the node's GPUs taken: the next GPU job pends in Slurm (Resources).
+    big = g.submit("--gpus", "4", "sleep 300")
+    e2e.wait_for(lambda: g.job(big)["state"] == "R", "the first job to run in Slurm",
+                 timeout=JOB_TIMEOUT)
+    small = g.submit("--gpus", "1", "echo small ran")
+    e2e.wait_for(lambda: g.job(small)["slurm_id"], "its Slurm id", timeout=JOB_TIMEOUT)
+    job = g.job(small)
+    sid = job["slurm_id"]
+    assert sid and slurm_jobs(cluster, g)[small] == [sid], (job, slurm_jobs(cluster, g))
+    assert job["state"] == "PD", job  # pending in Slurm: not R
+    e2e.wait_for(lambda: g.job(small)["reason"] in ("Slurm: Resources", "Slurm: Priority"),
+                 "Resources", timeout=JOB_TIMEOUT)
+    row = _gqueue_row(g, small)
+    assert row["SLURMID"] == str(sid) and row["ST"] == "PD", row
+    assert row["REASON"].startswith("Slurm: "), row
+    show = g.run("gjob", "show", small, check=True).stdout
+    assert f"SlurmJobId" in show and str(sid) in show, show
+    assert _gqueue_row(g, big)["ST"] == "R"
+
+    # gjob hold / release -> scontrol hold / release.
+    g.run("gjob", "hold", small, check=True)
+    e2e.wait_for(lambda: cluster.job_field(sid, "Reason") == "JobHeldUser", "Slurm's hold",
+                 timeout=JOB_TIMEOUT)
+    e2e.wait_for(lambda: g.job(small)["reason"] == "Slurm: JobHeldUser", "the hold in gflow",
+                 timeout=JOB_TIMEOUT)
+    g.run("gjob", "release", small, check=True)
+    e2e.wait_for(lambda: cluster.job_field(sid, "Reason") != "JobHeldUser", "Slurm's release",
+                 timeout=JOB_TIMEOUT)
+    # A running job cannot be held: one line saying so.
+    cp = g.run("gjob", "hold", big)
+    assert cp.returncode != 0 and "runs in Slurm" in cp.stderr, cp
+    assert len(cp.stderr.strip().splitlines()) == 1, cp.stderr
+
+    # gjob update -> scontrol update of what Slurm can change; the rest refused.
+    g.run("gjob", "update", small, "--time", "7", "--name", "renamed", check=True)
+    e2e.wait_for(lambda: cluster.job_field(sid, "TimeLimit") == "00:07:00", "Slurm's time limit",
+                 timeout=JOB_TIMEOUT)
+    assert cluster.job_field(sid, "JobName") == "renamed"
+    e2e.wait_for(lambda: g.job(small)["name"] == "renamed", "gflow's record",
+                 timeout=JOB_TIMEOUT)
+    assert g.job(small)["time_limit"] == 420
+    cp = g.run("gjob", "update", small, "--memory", "1G")
+    assert cp.returncode != 0, cp
+    assert len(cp.stderr.strip().splitlines()) == 1 and "memory" in cp.stderr, cp.stderr
+    g.run("gjob", "update", small, "--priority", "5", check=True)
+    e2e.wait_for(lambda: cluster.job_field(sid, "Nice") == "500", "Slurm's nice",
+                 timeout=JOB_TIMEOUT)
+
+    # The id survives a restart (stored), and the poll follows it: R once Slurm runs it.
+    g.kill_daemon()
+    g.up()
+    assert g.job(small)["slurm_id"] == sid
+    g.run("gcancel", big, check=True)
+    job = g.wait_state(small, timeout=JOB_TIMEOUT)
+    assert job["state"] == "CD", job
+    assert "small ran" in g.log(small)
+    assert slurm_jobs(cluster, g)[small] == [sid]  # never submitted twice
+
+
+def test_job_purged_while_daemon_away(make_slurm_gflow, cluster):
+    """A job that ended and left scontrol (older than MinJobAge) while gflowd was down is
+    asked of sacct; the test cluster has no accounting storage, so its end is unknown and
+    REASON says so. Run last: it lowers the cluster's MinJobAge for a while."""
+    g = make_slurm_gflow()
+    jid = g.submit("sleep 2")
+    e2e.wait_for(lambda: g.job(jid)["slurm_id"], "its Slurm id", timeout=JOB_TIMEOUT)
+    sid = g.job(jid)["slurm_id"]
+    g.kill_daemon()
+    conf = cluster.conf.read_text()
+    cluster.conf.write_text(conf.replace("MinJobAge=600", "MinJobAge=2"))
+    try:
+        assert cluster.run("scontrol", "reconfigure").returncode == 0
+        e2e.wait_for(lambda: cluster.run("scontrol", "show", "job", str(sid)).returncode != 0,
+                     "Slurm to purge the job", timeout=150)
+    finally:
+        cluster.conf.write_text(conf)
+        cluster.run("scontrol", "reconfigure")
+    g.up()
+    job = g.wait_state(jid, timeout=JOB_TIMEOUT)
+    assert job["state"] == "F", job
+    assert job["reason"] == "Slurm: job purged before gflow read its end", job
+    assert slurm_jobs(cluster, g).get(jid) is None  # not submitted again
+    assert "sacct" in g.daemon_log()

@@ -312,7 +312,7 @@ static void test_open_pragmas_and_schema(void **state)
     char *mode = peek_text(db, "PRAGMA journal_mode");
     assert_string_equal(mode, "wal|\n");
     free(mode);
-    assert_int_equal(peek_int(db, "PRAGMA user_version"), 20);
+    assert_int_equal(peek_int(db, "PRAGMA user_version"), 21);
     assert_int_equal(peek_int(db, "SELECT value FROM meta WHERE key='next_job_id'"), 2);
     char *objs = peek_text(db, "SELECT type, name FROM sqlite_schema WHERE name NOT LIKE "
                                "'sqlite_%' ORDER BY type, name");
@@ -355,7 +355,7 @@ static void test_open_pragmas_and_schema(void **state)
                         "depends_on depends_any auto_cancel conda_env signal_spec "
                         "begin_time reason_code reason_job umask mig_profile mig_count mig_uuids "
                         "project nice notify_email notify_on auto_close requeue requeue_count "
-                        "preempted_by pty|\n");
+                        "preempted_by pty slurm_id slurm_reason|\n");
     free(objs);
     /* The payload: a sweep's values and templates after script and env (step 5). */
     objs = peek_text(db, "SELECT group_concat(name, ' ') FROM pragma_table_info('job_payload')");
@@ -404,12 +404,12 @@ static void test_refuses_newer_schema(void **state)
     free(err);
     /* Let teardown work. */
     db = peek_open(f->path);
-    sqlite3_exec(db, "PRAGMA user_version=20", NULL, NULL, NULL);
+    sqlite3_exec(db, "PRAGMA user_version=21", NULL, NULL, NULL);
     sqlite3_close(db);
     f->s = open_ok(f->path);
 }
 
-/* SQL that takes a database back from schema 20 (pty goes), 19 (the notification outbox stays: its step
+/* SQL that takes a database back from schema 21 (slurm_id, slurm_reason go), 20 (pty goes), 19 (the notification outbox stays: its step
  * makes it only if it is missing), 18 (jobs_gpu_end is gone; step 18 makes jobs_active
  * and jobs_end again), 17 (gstats' index and samples) through 12 and 11 (environments
  * stored once, in envs) to 10 (each payload row holds its environment's text), for the
@@ -418,6 +418,7 @@ static void test_refuses_newer_schema(void **state)
     "DROP INDEX jobs_end; DROP TABLE gpu_samples;"                                                 \
     "ALTER TABLE jobs DROP COLUMN requeue; ALTER TABLE jobs DROP COLUMN requeue_count;"            \
     "ALTER TABLE jobs DROP COLUMN preempted_by; ALTER TABLE jobs DROP COLUMN pty;"                 \
+    "ALTER TABLE jobs DROP COLUMN slurm_id; ALTER TABLE jobs DROP COLUMN slurm_reason;"            \
     "DROP TABLE usage; DROP TABLE reservations;"                                                   \
     "ALTER TABLE jobs DROP COLUMN project; ALTER TABLE jobs DROP COLUMN nice;"                     \
     "ALTER TABLE jobs DROP COLUMN notify_email; ALTER TABLE jobs DROP COLUMN notify_on;"           \
