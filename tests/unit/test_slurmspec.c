@@ -202,6 +202,48 @@ static void test_scontrol_line_and_comment_tag(void **state)
     free(b);
 }
 
+/* A pending job's reason, a running one's start, sacct's lines and the nice mapping. */
+static void test_pending_sacct_and_nice(void **state)
+{
+    (void)state;
+    struct slurm_job_info s;
+    assert_int_equal(slurmspec_parse_job_line("JobId=5 JobName=x JobState=PENDING "
+                                              "Reason=Resources StartTime=2030-01-01T00:00:00 "
+                                              "EndTime=Unknown Comment=gflow:t:1",
+                                              &s),
+                     0);
+    assert_true(slurmspec_pending(&s));
+    assert_string_equal(s.reason, "Resources");
+    assert_true(s.start_time == 0); /* a pending job's StartTime is only a plan */
+    assert_int_equal(
+        slurmspec_parse_job_line("JobId=6 JobState=RUNNING Reason=None "
+                                 "StartTime=2026-12-02T08:50:00 EndTime=2027-01-01T00:00:00",
+                                 &s),
+        0);
+    assert_false(slurmspec_pending(&s));
+    assert_true(s.start_time > 1.7e9);
+    assert_true(s.end_time == 0); /* not ended: EndTime is the limit's */
+    assert_int_equal(slurmspec_parse_job_line("JobId=7 JobState=COMPLETED Reason=None "
+                                              "StartTime=2026-12-02T08:50:00 "
+                                              "EndTime=2026-12-02T08:50:09",
+                                              &s),
+                     0);
+    assert_true(s.end_time - s.start_time == 9);
+    assert_int_equal(slurmspec_parse_sacct_line("41|CANCELLED by 0|0:15|None", &s), 0);
+    assert_int_equal(s.slurm_id, 41);
+    assert_string_equal(s.state, "CANCELLED");
+    assert_int_equal(s.exit_signal, 15);
+    assert_int_equal(slurmspec_parse_sacct_line("42|FAILED|3:0|NonZeroExitCode", &s), 0);
+    assert_int_equal(s.exit_code, 3);
+    assert_string_equal(s.reason, "NonZeroExitCode");
+    assert_int_equal(slurmspec_parse_sacct_line("42.batch|FAILED|3:0|None", &s), -1);
+    assert_int_equal(slurmspec_parse_sacct_line("", &s), -1);
+    assert_int_equal(slurmspec_nice(JOB_PRIORITY_DEFAULT), 0);
+    assert_int_equal(slurmspec_nice(200), 0);
+    assert_int_equal(slurmspec_nice(5), 500);
+    assert_int_equal(slurmspec_nice(0), 1000);
+}
+
 static void test_state_table(void **state)
 {
     (void)state;
@@ -252,6 +294,7 @@ int main(void)
         cmocka_unit_test(test_local_gpu_variables_are_left_out),
         cmocka_unit_test(test_sbatch_answer),
         cmocka_unit_test(test_scontrol_line_and_comment_tag),
+        cmocka_unit_test(test_pending_sacct_and_nice),
         cmocka_unit_test(test_state_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
