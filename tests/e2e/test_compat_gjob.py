@@ -32,7 +32,7 @@ SHOW_LINE = {
     "max_rss_kb": "MaxRSS", "log_path": "LogPath", "notify_email": "NotifyEmail",
     "notify_on": "NotifyOn", "auto_close": "AutoClose",
     "requeue": "Requeue", "requeue_count": "Requeued", "preempted_by": "PreemptedBy",
-    "preempting": "Preempting", "pty": "Pty", "attach_socket": "Pty",
+    "preempting": "Preempting", "pty": "Pty", "attach_socket": "Pty", "slurm_id": "SlurmJobId",
     "effective_priority": "EffectivePriority", "priority_detail": "EffectivePriority",
 }
 # Lines shown only when another field is set (gflow shows the mode and auto-cancel of a
