@@ -78,6 +78,14 @@ void slurmspec_sbatch_args(const struct job *j, const struct slurm_site *site, c
                      (long long)j->warn_secs);
     if (j->requeue)
         strvec_push(argv, "--requeue");
+    if (j->begin_time > 0) { /* Slurm reads it in its local time, as gflowd's */
+        time_t t = (time_t)j->begin_time;
+        struct tm tm;
+        char buf[32];
+        localtime_r(&t, &tm);
+        strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
+        strvec_pushf(argv, "--begin=%s", buf);
+    }
     if (slurmspec_nice(j->priority) > 0)
         strvec_pushf(argv, "--nice=%d", slurmspec_nice(j->priority));
     if (as_uid) {
@@ -91,6 +99,21 @@ void slurmspec_sbatch_args(const struct job *j, const struct slurm_site *site, c
     if (site->qos && site->qos[0])
         strvec_pushf(argv, "--qos=%s", site->qos);
     push_site_args(argv, site->sbatch_args);
+}
+
+void slurmspec_dependency_args(const struct slurm_dep *deps, size_t n, bool any, bool kill,
+                               struct strvec *argv)
+{
+    if (n == 0)
+        return;
+    struct strbuf sb;
+    strbuf_init(&sb);
+    for (size_t i = 0; i < n; i++)
+        strbuf_addf(&sb, "%s%s:%lld", i ? (any ? "?" : ",") : "", deps[i].kind,
+                    (long long)deps[i].slurm_id);
+    strvec_pushf(argv, "--dependency=%s", sb.buf);
+    strvec_pushf(argv, "--kill-on-invalid-dep=%s", kill ? "yes" : "no");
+    strbuf_free(&sb);
 }
 
 int slurmspec_nice(int priority)

@@ -36,6 +36,19 @@ char *slurmspec_refusal(const struct job *j);
 void slurmspec_sbatch_args(const struct job *j, const struct slurm_site *site, const char *log_path,
                            bool as_uid, struct strvec *argv);
 
+/* One dependency of a job on a job in Slurm: its kind (afterok, afterany, afternotok:
+ * the same words in Slurm) and that job's Slurm id. */
+struct slurm_dep {
+    const char *kind;
+    int64_t slurm_id;
+};
+/* Appends --dependency for deps[0..n) ("afterok:12,afterany:13"; any: one suffices,
+ * "afterok:12?afterok:13") and --kill-on-invalid-dep (kill: yes, Slurm cancels the job
+ * when they can never be met, as gflow's auto-cancel; no: it stays pending there).
+ * Nothing when n is 0. */
+void slurmspec_dependency_args(const struct slurm_dep *deps, size_t n, bool any, bool kill,
+                               struct strvec *argv);
+
 /* Slurm's --nice for a gflow priority (0..255, default 10, higher first): 100 per step
  * below the default (priority 0: 1000); 0 at or above it, since only Slurm's operators
  * may give a negative nice. */

@@ -44,6 +44,11 @@ struct jobs *jobs_new(struct store *store)
     return t;
 }
 
+void jobs_set_hand_over_early(struct jobs *t, bool on)
+{
+    t->hand_over_early = on;
+}
+
 void jobs_set_signal_cb(struct jobs *t, jobs_signal_cb cb, void *arg)
 {
     t->signal_cb = cb;
@@ -362,6 +367,7 @@ int jobs_load(struct jobs *t, char **err)
 int jobs_reload(struct jobs *t, char **err)
 {
     struct jobs *fresh = jobs_new(t->store);
+    fresh->hand_over_early = t->hand_over_early;
     fresh->signal_cb = t->signal_cb;
     fresh->signal_arg = t->signal_arg;
     fresh->event_cb = t->event_cb;

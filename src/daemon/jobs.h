@@ -169,6 +169,13 @@ void jobs_mark_dirty(struct jobs *t);
 size_t jobs_schedule(struct jobs *t, const struct jobs_machine *m, double now,
                      struct job ***started, double *next_pass);
 
+/* The slurm backend: a queued job is not set aside for its begin time (sbatch --begin
+ * waits), nor for dependencies whose jobs are all in Slurm already (R with a Slurm id
+ * and no retry left: sbatch --dependency waits). Set before jobs_load. */
+void jobs_set_hand_over_early(struct jobs *t, bool on);
+/* x (R) has just got its Slurm id: its dependents may now be handed over. */
+void jobs_deps_handed_over(struct jobs *t, struct job *x);
+
 /* The pass of the slurm backend (src/daemon/slurm.c): every queued job that may start
  * as far as gflow knows (dependencies met, begin time come, its group's throttle not
  * reached) moves to R, meaning handed to the other scheduler, and is returned like

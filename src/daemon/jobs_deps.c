@@ -19,6 +19,32 @@
 
 /* ---- dependencies ---- */
 
+/* With the slurm backend: whether every dependency of j still pending is on a job in
+ * Slurm (R with a Slurm id, and no retry left that would move j onto a new attempt), so
+ * that j can wait for them in Slurm's queue (sbatch --dependency). */
+static bool deps_in_backend(struct jobs *t, const struct job *j)
+{
+    if (!t->hand_over_early)
+        return false;
+    for (size_t k = 0; k < j->n_deps; k++) {
+        if (j->deps[k].status != JOB_DEP_PENDING)
+            continue;
+        const struct job *x = jobs_get(t, j->deps[k].id);
+        if (!x || x->state != JOB_RUNNING || x->backend_id <= 0 || x->attempt <= x->max_retries)
+            return false;
+    }
+    return true;
+}
+
+void jobs_deps_handed_over(struct jobs *t, struct job *x)
+{
+    for (size_t i = 0; i < x->n_dependents; i++) {
+        struct job *d = jobs_get(t, x->dependents[i]);
+        if (d && d->deps_blocked)
+            jobs_deps_update(t, d);
+    }
+}
+
 /* Recomputes j's deps_blocked after a change of its dependencies' statuses; a queued
  * or held job whose dependencies can no longer be met is cancelled (auto_cancel) or
  * keeps waiting with reason DependencyFailed:<id>. */
@@ -26,7 +52,7 @@ void jobs_deps_update(struct jobs *t, struct job *j)
 {
     int64_t failed = 0;
     enum job_deps_outcome o = job_deps_outcome(j, &failed);
-    bool blocked = o != JOB_DEPS_READY;
+    bool blocked = o != JOB_DEPS_READY && !(o == JOB_DEPS_WAIT && deps_in_backend(t, j));
     if (blocked != j->deps_blocked) {
         t->dirty = true;
         if (j->state == JOB_QUEUED) {

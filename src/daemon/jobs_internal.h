@@ -53,6 +53,9 @@ struct jobs {
 
     struct quotas *quotas; /* per-user and per-project limits and use (quotas.h) */
 
+    /* The slurm backend (jobs_set_hand_over_early): a begin time and dependencies on
+     * jobs already in Slurm are Slurm's to wait for. */
+    bool hand_over_early;
     jobs_signal_cb signal_cb;
     void *signal_arg;
     jobs_event_cb event_cb; /* notifications (notify.c); NULL: none */

@@ -27,7 +27,7 @@ static bool sched_set_aside(struct jobs *t, struct job *j, double now)
         j->wait_reason = SCHEDULER_REASON_DEPENDENCY;
         return true;
     }
-    if (j->begin_time > now) {
+    if (j->begin_time > now && !t->hand_over_early) {
         j->wait_reason = SCHEDULER_REASON_BEGIN_TIME;
         scheduler_begin_heap_push(&t->begin, j);
         return true;

@@ -660,6 +660,7 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     d->events = events_new(d);
     jobs_set_stream_cb(d->jobs, events_job_cb, d->events);
     priority_configure(d);
+    jobs_set_hand_over_early(d->jobs, slurm_mode(d));
     if (slurm_mode(d))
         jobs_set_signal_cb(d->jobs, slurm_signal_cb, d);
     else

@@ -20,155 +20,14 @@
 #include "log.h"
 #include "loop.h"
 #include "runner.h"
+#include "slurm_cmd.h"
 #include "slurmspec.h"
 #include "store.h"
 #include "util.h"
 
-extern char **environ;
-
-/* A Slurm command that takes longer is killed (and counts as failed). */
-#define SLURM_CMD_TIMEOUT_SECS 60.0
 /* sbatch commands running at once, so that a burst of submissions does not fork
  * thousands of processes; the rest wait for the next pass. */
 #define SLURM_MAX_SUBMITS 8
-
-/* ---- a command run as a child, its output collected ---- */
-
-struct child;
-typedef void (*child_done_cb)(struct child *c, bool ok);
-
-struct child {
-    pid_t pid;
-    int out_fd, pidfd;
-    struct strbuf out; /* stdout and stderr together */
-    struct loop_timer *kill_timer;
-    child_done_cb done;
-    struct gflowd *d;
-    int64_t job_id;
-    char *script_path; /* sbatch's batch script, removed after */
-    json_t *update;    /* scontrol update: the gflow fields it changes */
-};
-
-static void child_free(struct child *c)
-{
-    loop_cancel_timer(c->kill_timer);
-    strbuf_free(&c->out);
-    json_decref(c->update);
-    if (c->script_path) {
-        unlink(c->script_path);
-        free(c->script_path);
-    }
-    free(c);
-}
-
-static void child_exited_cb(int fd, uint32_t events, void *arg)
-{
-    (void)fd;
-    (void)events;
-    struct child *c = arg;
-    int status = 0;
-    pid_t w = waitpid(c->pid, &status, WNOHANG);
-    if (w == 0)
-        return;
-    loop_del_fd(c->pidfd);
-    close(c->pidfd);
-    bool ok = w == c->pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-    c->done(c, ok);
-    child_free(c);
-}
-
-static void child_output_cb(int fd, uint32_t events, void *arg)
-{
-    (void)events;
-    struct child *c = arg;
-    char buf[8192];
-    ssize_t got;
-    while ((got = read(fd, buf, sizeof(buf))) > 0)
-        strbuf_add(&c->out, buf, (size_t)got);
-    if (got < 0 && (errno == EAGAIN || errno == EINTR))
-        return;
-    /* EOF: the command is done writing; its exit comes through its pidfd. */
-    loop_del_fd(fd);
-    close(fd);
-    c->out_fd = -1;
-    if (loop_add_fd(c->pidfd, EPOLLIN, child_exited_cb, c) < 0) {
-        log_error("slurm: cannot watch a command's exit; waiting for it");
-        waitpid(c->pid, NULL, 0);
-        close(c->pidfd);
-        c->done(c, false);
-        child_free(c);
-    }
-}
-
-static void child_kill_cb(void *arg)
-{
-    struct child *c = arg;
-    c->kill_timer = NULL;
-    syscall(SYS_pidfd_send_signal, c->pidfd, SIGKILL, NULL, 0);
-}
-
-/* Runs argv (found in PATH) with envp (NULL: the daemon's), calling done when it has
- * exited. 0, or -1 (done is not called). */
-static int child_run(struct child *c, char *const *argv, char *const *envp)
-{
-    int p[2];
-    if (pipe2(p, O_CLOEXEC) < 0)
-        return -1;
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_adddup2(&fa, p[1], 1);
-    posix_spawn_file_actions_adddup2(&fa, p[1], 2);
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    sigset_t none;
-    sigemptyset(&none);
-    posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
-    int rc = posix_spawnp(&c->pid, argv[0], &fa, &attr, argv, envp ? envp : environ);
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&attr);
-    close(p[1]);
-    if (rc != 0) {
-        close(p[0]);
-        errno = rc;
-        return -1;
-    }
-    c->out_fd = p[0];
-    fcntl(c->out_fd, F_SETFL, O_NONBLOCK);
-    c->pidfd = (int)syscall(SYS_pidfd_open, c->pid, 0);
-    if (c->pidfd < 0 || loop_add_fd(c->out_fd, EPOLLIN, child_output_cb, c) < 0) {
-        int e = errno;
-        kill(c->pid, SIGKILL);
-        waitpid(c->pid, NULL, 0);
-        if (c->pidfd >= 0)
-            close(c->pidfd);
-        close(c->out_fd);
-        errno = e;
-        return -1;
-    }
-    c->kill_timer = loop_add_timer(SLURM_CMD_TIMEOUT_SECS, child_kill_cb, c);
-    return 0;
-}
-
-static struct child *child_new(struct gflowd *d, int64_t job_id, child_done_cb done)
-{
-    struct child *c = xcalloc(1, sizeof(*c));
-    c->d = d;
-    c->job_id = job_id;
-    c->done = done;
-    c->out_fd = c->pidfd = -1;
-    strbuf_init(&c->out);
-    return c;
-}
-
-/* The first line of a command's output, for a log line or a job's reason. */
-static char *first_line(const struct child *c)
-{
-    const char *s = c->out.len ? c->out.buf : "";
-    size_t n = strcspn(s, "\n");
-    return xasprintf("%.*s", (int)(n > 300 ? 300 : n), s);
-}
 
 /* ---- the backend's state ---- */
 
@@ -214,17 +73,38 @@ static bool set_backend_reason(struct job *j, const char *reason)
 }
 
 /* Ends j as Slurm says it ended. */
-static void end_job(struct gflowd *d, struct job *j, enum job_state state, enum job_reason reason,
-                    const char *detail)
+static void end_job_for(struct gflowd *d, struct job *j, enum job_state state,
+                        enum job_reason reason, int64_t reason_job, const char *detail)
 {
     set_backend_reason(j, NULL);
-    if (jobs_set_state(d->jobs, j, state, reason, 0, detail) < 0)
+    if (jobs_set_state(d->jobs, j, state, reason, reason_job, detail) < 0)
         log_error("job %lld: refused transition to %s", (long long)j->id, job_state_short(state));
     jobs_mark_dirty(d->jobs); /* its dependents and its group may go on */
     char *why = job_reason_string(j);
     log_info("job %lld (Slurm %lld) ended: %s%s%s", (long long)j->id, (long long)j->backend_id,
              job_state_short(state), why ? " " : "", why ? why : "");
     free(why);
+}
+
+static void end_job(struct gflowd *d, struct job *j, enum job_state state, enum job_reason reason,
+                    const char *detail)
+{
+    end_job_for(d, j, state, reason, 0, detail);
+}
+
+/* The job j (cancelled by Slurm, not by gflow) waited for in Slurm and that can never
+ * be met (Slurm's --kill-on-invalid-dep), or 0. */
+static int64_t failed_dependency(const struct job *j, const struct slurm_job_info *s)
+{
+    int64_t failed = 0;
+    if (j->n_deps && job_deps_outcome(j, &failed) == JOB_DEPS_FAILED && failed)
+        return failed;
+    if (strcmp(s->reason, "DependencyNeverSatisfied") != 0)
+        return 0;
+    for (size_t k = 0; k < j->n_deps; k++) /* gflow has not seen it end yet */
+        if (j->deps[k].status != JOB_DEP_MET)
+            return j->deps[k].id;
+    return 0;
 }
 
 /* ---- submitting ---- */
@@ -263,6 +143,7 @@ static void submitted_cb(struct child *c, bool ok)
         if (sl.polling)
             push_id(&sl.fresh, &sl.fresh_len, &sl.fresh_cap, j->id);
         log_info("job %lld submitted to Slurm as job %lld", (long long)j->id, (long long)sid);
+        jobs_deps_handed_over(d->jobs, j);
         if (j->end_request != JOB_END_NONE) /* cancelled while sbatch ran */
             slurm_signal(d, j, SIGTERM);
     }
@@ -320,6 +201,24 @@ void slurm_launch(struct gflowd *d, struct job *j)
     submit(d, j);
 }
 
+/* --dependency on the Slurm ids of the jobs j still waits for (each in Slurm: the pass
+ * hands j over only then, jobs_set_hand_over_early); those already ended were judged by
+ * gflow. */
+static void push_dependency(struct gflowd *d, const struct job *j, struct strvec *argv)
+{
+    if (job_deps_outcome(j, NULL) == JOB_DEPS_READY) /* met (for --depends-on-any: one) */
+        return;
+    struct slurm_dep *deps = xmalloc((j->n_deps ? j->n_deps : 1) * sizeof(*deps));
+    size_t n = 0;
+    for (size_t k = 0; k < j->n_deps; k++) {
+        const struct job *x = jobs_get(d->jobs, j->deps[k].id);
+        if (j->deps[k].status == JOB_DEP_PENDING && x && x->backend_id > 0)
+            deps[n++] = (struct slurm_dep){job_dep_kind_name(j->deps[k].kind), x->backend_id};
+    }
+    slurmspec_dependency_args(deps, n, j->deps_any, j->auto_cancel, argv);
+    free(deps);
+}
+
 static void submit(struct gflowd *d, struct job *j)
 {
     if (j->end_request != JOB_END_NONE) { /* cancelled while its start waited for a commit */
@@ -371,6 +270,7 @@ static void submit(struct gflowd *d, struct job *j)
     char *log_path = runner_log_path(d, j->id);
     slurmspec_sbatch_args(&full, &site, log_path, d->system && j->uid != d->uid, &argv);
     free(log_path);
+    push_dependency(d, j, &argv);
     strvec_push(&argv, script_path);
     sbatch_env(d, &full, &env);
     job_clear(&full);
@@ -563,7 +463,13 @@ static void apply_info(struct gflowd *d, struct job *j, const struct slurm_job_i
             j->end_time = s->end_time;
         j->exit_code = s->exit_signal ? -1 : s->exit_code;
         j->signal = s->exit_signal;
-        end_job(d, j, state, reason, detail);
+        int64_t failed = state == JOB_CANCELLED && j->end_request != JOB_END_CANCEL
+                             ? failed_dependency(j, s)
+                             : 0;
+        if (failed) /* as gflow's auto-cancel says it */
+            end_job_for(d, j, state, JOB_REASON_DEPENDENCY_FAILED, failed, NULL);
+        else
+            end_job(d, j, state, reason, detail);
         return;
     }
     bool changed;
@@ -591,6 +497,7 @@ static void adopt(struct gflowd *d, const struct slurm_job_info *s, int64_t id)
     j->backend_id = s->slurm_id;
     if (jobs_save(d->jobs, j) < 0)
         log_error("job %lld: cannot store its Slurm id", (long long)j->id);
+    jobs_deps_handed_over(d->jobs, j);
     if (j->end_request != JOB_END_NONE)
         slurm_signal(d, j, SIGTERM);
     apply_info(d, j, s);

@@ -2,6 +2,8 @@
 
 Each test submits through gflow's own commands and checks what gflow reports and what
 Slurm did (its job's state, comment tag and environment)."""
+import time
+
 from conftest import e2e
 
 TERMINAL = e2e.TERMINAL
@@ -73,14 +75,51 @@ def test_two_gpu_job_gets_cuda_visible_devices_from_slurm(sgflow):
 
 
 def test_dependency_chain_failure_cancels_dependents(sgflow, cluster):
-    a = sgflow.submit("true")
+    a = sgflow.submit("sleep 6")
     b = sgflow.submit("--depends-on", str(a), "exit 1")
     c = sgflow.submit("--depends-on", str(b), "echo never")
+    # Each is handed to Slurm as soon as its parent has a Slurm id, with --dependency on
+    # it: b and c wait in Slurm's queue (PD, Slurm: Dependency) while a runs.
+    e2e.wait_for(lambda: sgflow.job(c)["slurm_id"], "c in Slurm", timeout=JOB_TIMEOUT)
+    sa, sb, sc = (sgflow.job(x)["slurm_id"] for x in (a, b, c))
+    assert cluster.job_field(sb, "Dependency") == f"afterok:{sa}(unfulfilled)"
+    assert cluster.job_field(sc, "Dependency") == f"afterok:{sb}(unfulfilled)"
+    e2e.wait_for(lambda: sgflow.job(c)["reason"] == "Slurm: Dependency", "c's reason",
+                 timeout=JOB_TIMEOUT)
+    assert sgflow.job(c)["state"] == "PD"
     assert sgflow.wait_state(a, timeout=JOB_TIMEOUT)["state"] == "CD"
     assert sgflow.wait_state(b, timeout=JOB_TIMEOUT)["state"] == "F"
+    # Slurm cancels c (--kill-on-invalid-dep=yes); gflow says why, as in local mode.
     jc = sgflow.wait_state(c, timeout=JOB_TIMEOUT)
     assert jc["state"] == "CA", jc
-    assert c not in slurm_jobs(cluster, sgflow)  # never submitted
+    assert jc["reason"] == f"DependencyFailed:{b}", jc
+    assert cluster.job_field(sc, "JobState") == "CANCELLED"
+    assert "never" not in sgflow.log(c)
+    assert slurm_jobs(cluster, sgflow)[c] == [sc]
+
+
+def test_begin_and_any_dependency_wait_in_slurm(sgflow, cluster):
+    begin = int(time.time()) + 3600
+    late = sgflow.submit("--begin", time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(begin)),
+                         "echo late")
+    e2e.wait_for(lambda: sgflow.job(late)["reason"] == "Slurm: BeginTime", "Slurm's BeginTime",
+                 timeout=JOB_TIMEOUT)
+    sl = sgflow.job(late)["slurm_id"]
+    assert sgflow.job(late)["state"] == "PD"
+    start = cluster.job_field(sl, "StartTime")
+    assert start == time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(begin)), start
+    # --depends-on-any: one of the two suffices ("?" in Slurm).
+    ok = sgflow.submit("sleep 5")
+    e2e.wait_for(lambda: sgflow.job(ok)["slurm_id"], "ok in Slurm", timeout=JOB_TIMEOUT)
+    either = sgflow.submit("--depends-on-any", f"{late},{ok}", "echo either ran")
+    e2e.wait_for(lambda: sgflow.job(either)["slurm_id"], "either in Slurm", timeout=JOB_TIMEOUT)
+    dep = cluster.job_field(sgflow.job(either)["slurm_id"], "Dependency")
+    assert dep and "?" in dep and str(sl) in dep, dep
+    job = sgflow.wait_state(either, timeout=JOB_TIMEOUT)
+    assert job["state"] == "CD", job
+    assert "either ran" in sgflow.log(either)
+    sgflow.run("gcancel", late, check=True)
+    assert sgflow.wait_state(late, timeout=JOB_TIMEOUT)["state"] == "CA"
 
 
 def test_array_with_throttle_runs_at_most_two_at_once(sgflow):

@@ -244,6 +244,27 @@ static void test_pending_sacct_and_nice(void **state)
     assert_int_equal(slurmspec_nice(0), 1000);
 }
 
+/* --dependency: all (",") or any ("?"), and whether Slurm cancels the job on a failure. */
+static void test_dependency_args(void **state)
+{
+    (void)state;
+    struct strvec v;
+    strvec_init(&v);
+    slurmspec_dependency_args(NULL, 0, false, true, &v);
+    assert_int_equal(v.n, 0);
+    struct slurm_dep deps[] = {{"afterok", 12}, {"afternotok", 13}};
+    slurmspec_dependency_args(deps, 2, false, true, &v);
+    assert_int_equal(v.n, 2);
+    assert_string_equal(v.v[0], "--dependency=afterok:12,afternotok:13");
+    assert_string_equal(v.v[1], "--kill-on-invalid-dep=yes");
+    strvec_free(&v);
+    strvec_init(&v);
+    slurmspec_dependency_args(deps, 2, true, false, &v);
+    assert_string_equal(v.v[0], "--dependency=afterok:12?afternotok:13");
+    assert_string_equal(v.v[1], "--kill-on-invalid-dep=no");
+    strvec_free(&v);
+}
+
 static void test_state_table(void **state)
 {
     (void)state;
@@ -295,6 +316,7 @@ int main(void)
         cmocka_unit_test(test_sbatch_answer),
         cmocka_unit_test(test_scontrol_line_and_comment_tag),
         cmocka_unit_test(test_pending_sacct_and_nice),
+        cmocka_unit_test(test_dependency_args),
         cmocka_unit_test(test_state_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
