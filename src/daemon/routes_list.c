@@ -128,8 +128,10 @@ static bool in_list(const char *list, const char *name)
 static bool matches(const struct job *j, const struct store_query *q, const int64_t *sorted_ids)
 {
     bool state_ok = false;
+    /* A job Slurm has not started is listed as it is shown: PD (job_backend_pending). */
+    enum job_state shown = job_backend_pending(j) ? JOB_QUEUED : j->state;
     for (size_t i = 0; i < q->n_states && !state_ok; i++)
-        state_ok = j->state == q->states[i];
+        state_ok = shown == q->states[i];
     if (!state_ok || (q->user && strcmp(j->user ? j->user : "", q->user) != 0))
         return false;
     if (q->running_cancelling_only && j->state == JOB_RUNNING && !job_is_cancelling(j))

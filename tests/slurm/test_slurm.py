@@ -201,10 +201,11 @@ def test_daemon_sigkill_during_submissions_submits_each_job_once(make_slurm_gflo
         "found in Slurm" in g.daemon_log(), g.daemon_log()[-3000:]
 
 
-def _gqueue_row(g, jid, fields="JOBID,SLURMID,ST,REASON"):
+def _gqueue_row(g, jid, fields="JOBID,SLURMID,ST,REASON", states=None):
     """One job's row of `gqueue -f FIELDS` as a dict (REASON last: it may hold spaces)."""
     names = fields.split(",")
-    out = g.run("gqueue", "-a", "-f", fields, check=True).stdout
+    out = g.run("gqueue", "-a", "-f", fields, *(["-s", states] if states else []),
+                check=True).stdout
     for line in out.splitlines()[1:]:
         words = line.split(None, len(names) - 1)
         if words and words[0] == str(jid):
@@ -232,6 +233,9 @@ def test_slurm_id_stored_pending_reason_hold_release_update(make_slurm_gflow, cl
     show = g.run("gjob", "show", small, check=True).stdout
     assert f"SlurmJobId" in show and str(sid) in show, show
     assert _gqueue_row(g, big)["ST"] == "R"
+    # gqueue -s filters on the state shown.
+    assert _gqueue_row(g, small, states="PD") and not _gqueue_row(g, small, states="R")
+    assert _gqueue_row(g, big, states="R") and not _gqueue_row(g, big, states="PD")
 
     # gjob hold / release -> scontrol hold / release.
     g.run("gjob", "hold", small, check=True)
