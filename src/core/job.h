@@ -294,11 +294,12 @@ bool job_notify_on_has(const char *notify_on, enum job_event event);
  * state "CG" (Cancelling, after Slurm's COMPLETING) until it has ended; it is R in the
  * store, holds its GPUs, and a kill for its time limit is not this (it stays R). */
 bool job_is_cancelling(const struct job *j);
-/* The state a job is shown in: "CG" / "Cancelling" while job_is_cancelling, else its
- * state's short code / name. The API's "state" and "state_name" are these. */
 /* An R job handed to another scheduler (the slurm backend) that has not started it there
  * yet (backend_reason set): shown as PD, with backend_reason as its REASON. */
 bool job_backend_pending(const struct job *j);
+/* The state a job is shown in: "CG" / "Cancelling" while job_is_cancelling, PD while
+ * job_backend_pending, else its state's short code / name. The API's "state" and
+ * "state_name" are these. */
 const char *job_display_state(const struct job *j);
 const char *job_display_state_name(const struct job *j);
 
