@@ -32,6 +32,9 @@ int shim_standby_wait(int *argc, char ***argv)
                        .msg_iovlen = 1,
                        .msg_control = control.space,
                        .msg_controllen = sizeof(control.space)};
+    /* What the job's start needs and no job changes, read while there is no job. */
+    shim_report_self_start();
+    shim_cgroup_mount_warm();
     ssize_t n;
     do
         n = recvmsg(3, &m, MSG_CMSG_CLOEXEC);
