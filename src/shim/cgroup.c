@@ -68,18 +68,18 @@ static int shim_cgroup_mount_read(const char *controller, char **mount_point, ch
     return rc;
 }
 
-/* The unified hierarchy's mount, once read (rc 1: not yet). Mounts are the system's
- * set-up, not something that changes under a job's start. */
+/* The unified hierarchy's mount, once found (point NULL: not yet). Mounts are the
+ * system's set-up, not something that changes under a job's start; a failed read (none
+ * mounted, or /proc/self/mountinfo not readable then) is not kept: the job's start reads
+ * again. */
 static struct {
-    int rc;
     char *point, *root;
-} shim_cgroup_unified = {.rc = 1};
+} shim_cgroup_unified;
 
 void shim_cgroup_mount_warm(void)
 {
-    if (shim_cgroup_unified.rc == 1)
-        shim_cgroup_unified.rc =
-            shim_cgroup_mount_read(NULL, &shim_cgroup_unified.point, &shim_cgroup_unified.root);
+    if (!shim_cgroup_unified.point) /* set only when found */
+        shim_cgroup_mount_read(NULL, &shim_cgroup_unified.point, &shim_cgroup_unified.root);
 }
 
 int shim_cgroup_mount(const char *controller, char **mount_point, char **mount_root)
@@ -87,7 +87,7 @@ int shim_cgroup_mount(const char *controller, char **mount_point, char **mount_r
     if (controller)
         return shim_cgroup_mount_read(controller, mount_point, mount_root);
     shim_cgroup_mount_warm();
-    if (shim_cgroup_unified.rc < 0)
+    if (!shim_cgroup_unified.point)
         return -1;
     *mount_point = xstrdup(shim_cgroup_unified.point);
     *mount_root = xstrdup(shim_cgroup_unified.root);
