@@ -34,7 +34,7 @@ static bool shim_cgroup_has_option(const char *opts, const char *word)
  * among its super options (v1), or fstype "cgroup2" when controller is NULL (the
  * unified hierarchy). Sets its mount point and the cgroup its root shows (fields 5
  * and 4). 0, or -1 if none. */
-int shim_cgroup_mount(const char *controller, char **mount_point, char **mount_root)
+static int shim_cgroup_mount_read(const char *controller, char **mount_point, char **mount_root)
 {
     FILE *f = fopen("/proc/self/mountinfo", "re");
     if (!f)
@@ -66,6 +66,32 @@ int shim_cgroup_mount(const char *controller, char **mount_point, char **mount_r
     free(line);
     fclose(f);
     return rc;
+}
+
+/* The unified hierarchy's mount, once found (point NULL: not yet). Mounts are the
+ * system's set-up, not something that changes under a job's start; a failed read (none
+ * mounted, or /proc/self/mountinfo not readable then) is not kept: the job's start reads
+ * again. */
+static struct {
+    char *point, *root;
+} shim_cgroup_unified;
+
+void shim_cgroup_mount_warm(void)
+{
+    if (!shim_cgroup_unified.point) /* set only when found */
+        shim_cgroup_mount_read(NULL, &shim_cgroup_unified.point, &shim_cgroup_unified.root);
+}
+
+int shim_cgroup_mount(const char *controller, char **mount_point, char **mount_root)
+{
+    if (controller)
+        return shim_cgroup_mount_read(controller, mount_point, mount_root);
+    shim_cgroup_mount_warm();
+    if (!shim_cgroup_unified.point)
+        return -1;
+    *mount_point = xstrdup(shim_cgroup_unified.point);
+    *mount_root = xstrdup(shim_cgroup_unified.root);
+    return 0;
 }
 
 /* The shim's own cgroup in the v1 hierarchy of controller ("5:devices:/a/b" in

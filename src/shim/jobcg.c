@@ -17,7 +17,7 @@
 #include "util.h"
 
 /* Creates dir afresh (an empty leftover of a dead shim with our pid goes; one still in
- * use is not shared) and opens its cgroup.procs. Only where this process may move its
+ * use is not shared: its rmdir fails) and opens its cgroup.procs. Only where this process may move its
  * children into it: root, or the owner of the cgroup it is in (a delegated subtree).
  * 0, or -1 with *why. */
 static int shim_jobcg_make(const char *base, const char *dir, int *procs_fd, char **why)
@@ -29,8 +29,7 @@ static int shim_jobcg_make(const char *base, const char *dir, int *procs_fd, cha
         *why = xasprintf("%s is not ours to manage", base);
         return -1;
     }
-    rmdir(dir);
-    if (mkdir(dir, 0755) < 0) {
+    if (mkdir(dir, 0755) < 0 && (errno != EEXIST || rmdir(dir) < 0 || mkdir(dir, 0755) < 0)) {
         *why = xasprintf("cannot create %s: %s", dir, strerror(errno));
         return -1;
     }

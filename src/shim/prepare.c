@@ -13,7 +13,6 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
-#include "procinfo.h"
 #include "util.h"
 
 /* Step 1: own session, lock file, subreaper. */
@@ -222,7 +221,7 @@ int shim_prepare(const struct shim_opts *o, struct shim_exec *ex, char **err)
         shim_prepare_want_creds(o, &ex->set_creds, err) < 0)
         return -1;
     /* Step 2: the marker that names this run of the job in every process of it. */
-    ex->marker = exitfile_marker(getpid(), proc_start_time(getpid()));
+    ex->marker = exitfile_marker(getpid(), shim_report_self_start());
     shim_env_set(ex, &ex->marker, 1);
     ex->nofile = o->nofile;
     if (ex->set_creds) {

@@ -44,6 +44,14 @@ static int shim_report_lock_text(int fd, const char *text, bool in_lock)
     return 0;
 }
 
+int64_t shim_report_self_start(void)
+{
+    static int64_t start = -1;
+    if (start < 0)
+        start = proc_start_time(getpid());
+    return start;
+}
+
 /* Writes "<pid> <starttime>\n" into the daemon's lock file, which the shim keeps open
  * (and so locked) until it exits. */
 int shim_report_lock(int fd, bool in_lock, char **err)
@@ -52,7 +60,7 @@ int shim_report_lock(int fd, bool in_lock, char **err)
         *err = xasprintf("--lock-fd %d: %s", fd, strerror(errno));
         return -1;
     }
-    struct exit_lock lock = {.pid = getpid(), .start = proc_start_time(getpid())};
+    struct exit_lock lock = {.pid = getpid(), .start = shim_report_self_start()};
     char *text = exitfile_lock_format(&lock);
     /* The daemon gave it empty, or (in_lock) NULs where a reused file held more. */
     ssize_t n = (ssize_t)strlen(text);
@@ -141,7 +149,7 @@ static void shim_report_lock_error(const struct shim_opts *o, const char *msg, b
     if (o->lock_fd < 0 || fcntl(o->lock_fd, F_GETFD) < 0)
         return;
     struct exit_lock lock = {.pid = getpid(),
-                             .start = proc_start_time(getpid()),
+                             .start = shim_report_self_start(),
                              .error = (char *)msg,
                              .job_ran = job_ran};
     char *text = exitfile_lock_format(&lock);

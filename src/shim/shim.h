@@ -211,6 +211,9 @@ void shim_opts_usage(void);
  * close-on-exec. in_lock: the exit record goes into the lock file too (no --exit-file),
  * whose room must stay allocated. 0, or -1 with *err. */
 int shim_report_lock(int fd, bool in_lock, char **err);
+/* This process's start time (/proc/self/stat), read once: the lock line, the marker and
+ * the error line all need it. */
+int64_t shim_report_self_start(void);
 /* Appends "cgroup: <dir>" to the lock file (best effort: without it a daemon that
  * finds the shim gone looks for the job's processes by their marker alone). */
 void shim_report_lock_cgroup(const struct shim_opts *o, const char *dir);
@@ -278,6 +281,9 @@ bool shim_lookup_is_bash_word(const char *word);
  * one (cgroup2) when controller is NULL. 0 with its mount point and the cgroup its root
  * shows (to free), or -1 if none. */
 int shim_cgroup_mount(const char *controller, char **mount_point, char **mount_root);
+/* Reads the unified hierarchy's mount once for the rest of this process (a standby does
+ * it while it waits, off the job's start). */
+void shim_cgroup_mount_warm(void);
 /* The directory of the shim's own cgroup (of controller, NULL: unified) under the mount
  * point (to free). */
 char *shim_cgroup_base(const char *controller, const char *mount_point, const char *mount_root);

@@ -415,6 +415,58 @@ def test_standby_shim_killed_jobs_still_start(make_gflow):
     wait_for(lambda: [s for s in standby_shims(pid) if s != standby], "a new standby")
 
 
+@pytest.mark.parametrize("busy", [False, True])
+def test_standby_shim_job_cgroup_over_a_leftover_of_its_name(make_gflow, busy):
+    """The job cgroup a standby shim makes for its job (with the cgroup2 mount it read
+    while it waited) replaces an empty leftover of the same name, gflow-job-<id>.<pid>
+    (a dead shim with the same pid); one that still holds a process is not shared: with
+    v2 forced, the job does not start and says why, and that process is left alone."""
+    why = cgroup_kind_unavailable("v2")
+    if why:
+        pytest.skip(f"job cgroup v2 unavailable: {why}")
+    g = make_gflow(env={"GFLOW_SHIM_CGROUP": "v2"})
+    pid = g.daemon_pid()
+    # Where this daemon's shims make job cgroups: the parent of a first job's.
+    first = g.submit("sleep", "300")
+    g.wait_state(first, "R")
+    (cg,) = wait_for(lambda: lock_cgroups(g, first), "the first job's cgroup line")
+    base = Path(cg).parent
+    first_shim = shim_of(g, first)
+    g.run("gcancel", str(first), check=True)
+    g.wait_state(first)
+    (standby,) = wait_for(lambda: [s for s in standby_shims(pid) if s != first_shim],
+                          "the next standby shim")
+    leftover = base / f"gflow-job-{first + 1}.{standby[0]}"
+    leftover.mkdir()
+    squatter = None
+    try:
+        if busy:
+            squatter = subprocess.Popen(["sleep", "300"])
+            (leftover / "cgroup.procs").write_text(str(squatter.pid))
+        j = g.submit("sh", "-c", "cat /proc/self/cgroup > cg")
+        assert j == first + 1
+        job = g.wait_state(j)
+        if busy:
+            assert job["state"] == "F" and job["exit_code"] == 125, job
+            assert job["reason"] == (f"LaunchFailed: job cgroup v2 unavailable: cannot create "
+                                     f"{leftover}: Device or resource busy"), job
+            assert squatter.poll() is None
+            assert str(squatter.pid) in (leftover / "cgroup.procs").read_text().split()
+        else:
+            assert job["state"] == "CD", job
+            line = [l for l in (g.work / "cg").read_text().splitlines() if l.startswith("0::")]
+            assert line and line[0].endswith(f"/{leftover.name}"), line
+            wait_for(lambda: not leftover.exists(), "the job's cgroup to be removed")
+    finally:
+        if squatter:
+            squatter.kill()
+            squatter.wait()
+        if leftover.exists():
+            wait_for(lambda: not (leftover / "cgroup.procs").read_text().split(),
+                     "the leftover to empty")
+            leftover.rmdir()
+
+
 def test_standby_shim_ends_with_the_daemon(make_gflow):
     """gflowd down: the standby, which has no job, exits (running jobs' shims stay)."""
     g = make_gflow()
