@@ -5,7 +5,7 @@
  * crash of the daemon, and against power loss up to the last checkpoint), automatic
  * checkpoints off (they stall a commit for 5-10 ms; the daemon calls store_checkpoint
  * when idle, and a WAL hook forces one only if the log grows past STORE_WAL_FORCE_PAGES
- * because the daemon never got idle), foreign keys on, a busy timeout, and no cache
+ * because the daemon never got idle, wal_hook_cb), foreign keys on, a busy timeout, and no cache
  * spill: a transaction keeps its dirty pages in memory until it commits, beyond
  * cache_size if it must (freed again after). With spills, the pages of a large
  * transaction went to the WAL again and again (a 100,000-job sweep: 592,374 pwrites
@@ -169,11 +169,18 @@ int store_query_int(struct store *s, const char *sql, int64_t *out)
     return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : -1;
 }
 
+/* After each commit, with the log's length in pages. The forced checkpoint waits for a
+ * commit that finds the log long already before it: so a large transaction (a 100,000-job
+ * submission writes ~10,000 pages) is not checkpointed while its reply waits, the idle
+ * checkpoint takes it half a second later, and a daemon that is never idle still
+ * checkpoints at the next commit (the log then holds at most STORE_WAL_FORCE_PAGES pages
+ * and two transactions' worth). */
 static int wal_hook_cb(void *arg, sqlite3 *db, const char *name, int pages)
 {
-    (void)arg;
-    if (pages >= STORE_WAL_FORCE_PAGES)
+    struct store *s = arg;
+    if (pages >= STORE_WAL_FORCE_PAGES && s->wal_pages >= STORE_WAL_FORCE_PAGES)
         sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+    s->wal_pages = pages;
     return SQLITE_OK;
 }
 
@@ -212,7 +219,7 @@ static int configure(struct store *s)
     if (store_exec(s, sql, "configuring the database") < 0)
         return -1;
     /* After wal_autocheckpoint=0, which removed SQLite's own hook. */
-    sqlite3_wal_hook(s->db, wal_hook_cb, NULL);
+    sqlite3_wal_hook(s->db, wal_hook_cb, s);
     return 0;
 }
 

@@ -111,6 +111,7 @@ struct store {
     char lost_err[512]; /* the error that lost it */
     bool tx_open;       /* store_begin opened a transaction not committed or rolled back yet */
     bool cache_large;   /* store_expect_large: the larger cache until the transaction ends */
+    int wal_pages;      /* the log's length after the last commit (wal_hook_cb) */
 
     sqlite3_stmt *st_begin, *st_commit, *st_rollback;
     sqlite3_stmt *st_insert, *st_insert_payload, *st_update;

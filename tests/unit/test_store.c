@@ -1380,6 +1380,54 @@ static void test_dependencies(void **state)
     job_free(j);
 }
 
+/* How many of the log's frames were copied into the database (nBackfill in the -shm
+ * file, after the two copies of the WAL index header), and how many there are. */
+static void wal_frames(const char *db_path, uint32_t *backfilled, uint32_t *frames)
+{
+    char shm[160];
+    snprintf(shm, sizeof(shm), "%s-shm", db_path);
+    FILE *fp = fopen(shm, "rb");
+    assert_non_null(fp);
+    unsigned char head[100];
+    assert_int_equal(fread(head, 1, sizeof(head), fp), sizeof(head));
+    fclose(fp);
+    memcpy(frames, head + 16, 4);     /* WalIndexHdr.mxFrame */
+    memcpy(backfilled, head + 96, 4); /* WalCkptInfo.nBackfill */
+}
+
+/* Commits a transaction of 1,100 jobs with a 40 KB script each: ~11,000 pages, more than
+ * the log's length that forces a checkpoint (STORE_WAL_FORCE_PAGES). */
+static void large_commit(struct store *s, int64_t first)
+{
+    char *script = xmalloc(40001);
+    memset(script, '#', 40000);
+    script[40000] = '\0';
+    assert_int_equal(store_begin(s), 0);
+    for (int64_t id = first; id < first + 1100; id++) {
+        struct job *j = mkjob(id, JOB_HELD, "u", 10, 1);
+        j->script = xstrdup(script);
+        insert_free(s, j);
+    }
+    assert_int_equal(store_commit(s), 0);
+    free(script);
+}
+
+/* A large transaction is not checkpointed as it commits (its reply would wait for it):
+ * the next commit, finding the log long already, checkpoints it. */
+static void test_forced_checkpoint_waits_a_commit(void **state)
+{
+    struct fixture *f = *state;
+    uint32_t done, frames;
+    large_commit(f->s, 1);
+    wal_frames(f->path, &done, &frames);
+    assert_true(frames >= 10000);
+    assert_int_equal(done, 0);
+    insert_free(f->s, mkjob(5000, JOB_HELD, "u", 10, 1));
+    wal_frames(f->path, &done, &frames);
+    assert_true(frames > 10000);
+    assert_int_equal(done, frames);
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -1409,6 +1457,7 @@ int main(void)
         T(test_commit_failure),
         T(test_reopen_keeps_everything),
         T(test_dependencies),
+        T(test_forced_checkpoint_waits_a_commit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
