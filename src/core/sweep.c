@@ -16,9 +16,14 @@
  * templates (a sweep's) to the first: the store keeps those once, with the group's
  * leader, and reads them from there (store_job.c, payload_beside), so 100,000 copies
  * would only be compared and freed. */
-static struct job *task_of(const struct job *base, bool first)
+static struct job *task_of(const struct job *base, bool first, bool own_command)
 {
-    struct job *t = job_dup(base, false);
+    /* Its name (and a sweep's command) are made for it: not copied only to be freed. */
+    struct job view = *base;
+    view.name = NULL;
+    if (own_command)
+        view.command = NULL;
+    struct job *t = job_dup(&view, false);
     t->script = first && base->script ? xstrdup(base->script) : NULL;
     t->env = base->env ? json_incref(base->env) : NULL;
     return t;
@@ -42,11 +47,10 @@ int sweep_expand(struct job *base, const json_t *array, const json_t *params,
             goto fail;
         jobs = xmalloc(n * sizeof(*jobs));
         for (size_t i = 0; i < n; i++) {
-            struct job *t = task_of(base, i == 0);
+            struct job *t = task_of(base, i == 0, false);
             t->array_task = tasks[i];
             char suffix[24];
             snprintf(suffix, sizeof(suffix), "_%lld", (long long)tasks[i]);
-            free(t->name);
             t->name = job_name_fit(base->name, suffix); /* a long NAME is cut to fit */
             jobs[i] = t;
         }
@@ -87,7 +91,7 @@ int sweep_expand(struct job *base, const json_t *array, const json_t *params,
                 goto fail;
             }
             bool first = r == 0;
-            struct job *t = task_of(base, first);
+            struct job *t = task_of(base, first, true);
             jobs[n++] = t;
             /* The job keeps its values and (through the first) the templates (gjob
              * update --param). */
@@ -97,7 +101,6 @@ int sweep_expand(struct job *base, const json_t *array, const json_t *params,
             if (name_tmpl && first)
                 t->name_template = xstrdup(json_string_value(name_tmpl));
             if (base->command) {
-                free(t->command);
                 t->command = sweep_fill_command(base->command, pn, pv, nn);
                 if (first)
                     t->command_template = xstrdup(base->command);
@@ -108,7 +111,6 @@ int sweep_expand(struct job *base, const json_t *array, const json_t *params,
                 if (first)
                     t->script_template = xstrdup(base->script);
             }
-            free(t->name);
             char suffix[24];
             snprintf(suffix, sizeof(suffix), "_%zu", r + 1);
             t->name = name_tmpl ? sweep_fill_name(json_string_value(name_tmpl), pn, pv, nn)

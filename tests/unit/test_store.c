@@ -1428,6 +1428,34 @@ static void test_forced_checkpoint_waits_a_commit(void **state)
     assert_int_equal(done, frames);
 }
 
+/* A sweep's params are stored as json_dumps would write them, whatever the values hold. */
+static void test_params_text(void **state)
+{
+    (void)state;
+    json_t *p = json_object();
+    json_object_set_new(p, "x", json_string("1"));
+    json_object_set_new(p, "lr", json_string("a \"quoted\" \\ back/slash"));
+    json_object_set_new(p, "ctl", json_string("\x01\b\f\n\r\t\x1f\x7f end"));
+    json_object_set_new(p, "utf8", json_string("caf\xc3\xa9 \xf0\x9f\x99\x82 \xe2\x80\xa8"));
+    json_object_set_new(p, "empty", json_string(""));
+    char *want = json_dumps(p, JSON_COMPACT), *got = store_params_text(p);
+    assert_string_equal(got, want);
+    free(want);
+    free(got);
+    json_object_set_new(p, "n", json_integer(3)); /* not all strings: jansson's text */
+    want = json_dumps(p, JSON_COMPACT);
+    got = store_params_text(p);
+    assert_string_equal(got, want);
+    free(want);
+    free(got);
+    json_decref(p);
+    p = json_object();
+    got = store_params_text(p);
+    assert_string_equal(got, "{}");
+    free(got);
+    json_decref(p);
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -1458,6 +1486,7 @@ int main(void)
         T(test_reopen_keeps_everything),
         T(test_dependencies),
         T(test_forced_checkpoint_waits_a_commit),
+        cmocka_unit_test(test_params_text),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
