@@ -29,6 +29,25 @@ static struct job *task_of(const struct job *base, bool first, bool own_command)
     return t;
 }
 
+/* "_N" into out (24 bytes): a task's name suffix, once per task (no printf). */
+static void task_suffix(char *out, long long v)
+{
+    char digits[24];
+    size_t n = 0;
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    do {
+        digits[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    size_t k = 0;
+    out[k++] = '_';
+    if (v < 0)
+        out[k++] = '-';
+    while (n)
+        out[k++] = digits[--n];
+    out[k] = '\0';
+}
+
 int sweep_expand(struct job *base, const json_t *array, const json_t *params,
                  const json_t *name_tmpl, struct job ***out, size_t *n_out, int64_t *limit,
                  char **err)
@@ -50,7 +69,7 @@ int sweep_expand(struct job *base, const json_t *array, const json_t *params,
             struct job *t = task_of(base, i == 0, false);
             t->array_task = tasks[i];
             char suffix[24];
-            snprintf(suffix, sizeof(suffix), "_%lld", (long long)tasks[i]);
+            task_suffix(suffix, (long long)tasks[i]);
             t->name = job_name_fit(base->name, suffix); /* a long NAME is cut to fit */
             jobs[i] = t;
         }
@@ -112,7 +131,7 @@ int sweep_expand(struct job *base, const json_t *array, const json_t *params,
                     t->script_template = xstrdup(base->script);
             }
             char suffix[24];
-            snprintf(suffix, sizeof(suffix), "_%zu", r + 1);
+            task_suffix(suffix, (long long)(r + 1));
             t->name = name_tmpl ? sweep_fill_name(json_string_value(name_tmpl), pn, pv, nn)
                                 : job_name_fit(base->name, suffix);
             if (!job_name_valid(t->name)) {
@@ -286,28 +305,24 @@ char *sweep_fill_command(const char *tmpl, char *const *names, char *const *valu
         if (k >= 0 && q == SQ && t > tmpl && t[-1] == '\'' && t[skip] == '\'') {
             /* A whole single-quoted word '{x}' (gbatch quotes the {x} it is given):
              * the value's own quoting replaces it, so 7 reads 7, not ''7''. */
-            char *v = shell_quote(values[k]);
             sb.buf[--sb.len] = '\0';
-            strbuf_adds(&sb, v);
-            free(v);
+            shell_quote_add(&sb, values[k]);
             t += skip + 1;
             q = NONE;
             continue;
         }
         if (k >= 0) {
-            char *v = shell_quote(values[k]);
             /* Never leave a value bare next to other text that could merge with it:
              * shell_quote keeps safe words unquoted, which is fine, they hold no syntax. */
             if (q == SQ)
                 strbuf_addc(&sb, '\'');
             else if (q == DQ)
                 strbuf_addc(&sb, '"');
-            strbuf_adds(&sb, v);
+            shell_quote_add(&sb, values[k]);
             if (q == SQ)
                 strbuf_addc(&sb, '\'');
             else if (q == DQ)
                 strbuf_addc(&sb, '"');
-            free(v);
             t += skip;
             continue;
         }
