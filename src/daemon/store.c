@@ -365,6 +365,10 @@ static void cache_size(struct store *s, int kb)
 
 void store_expect_large(struct store *s)
 {
+    /* Opened here if need be, so that its commit (or rollback) certainly comes and puts
+     * the usual cache back, even if nothing is changed in it after all. */
+    if (store_begin(s) < 0)
+        return;
     if (!s->cache_large)
         cache_size(s, STORE_CACHE_LARGE_KB);
 }

@@ -35,9 +35,9 @@ bool store_transaction_lost(const struct store *s);
 bool store_lost_for_space(const struct store *s);
 const char *store_lost_error(const struct store *s);
 void store_rollback(struct store *s);
-/* The open (or next) transaction will change many rows (a bulk change, a large
- * submission): until it is committed or rolled back, the page cache may grow well beyond
- * its usual 1 MiB (store.c says why). */
+/* The open transaction (opened if none is) will change many rows (a bulk change, a
+ * large submission): until it is committed or rolled back, the page cache may grow well
+ * beyond its usual 1 MiB (store.c says why). */
 void store_expect_large(struct store *s);
 /* PRAGMA wal_checkpoint(PASSIVE); called when the daemon is idle. */
 int store_checkpoint(struct store *s);

@@ -1428,6 +1428,28 @@ static void test_forced_checkpoint_waits_a_commit(void **state)
     assert_int_equal(done, frames);
 }
 
+/* A large transaction has the larger page cache until it ends, however it ends, and the
+ * hint opens one if none is open (so that its end, and the usual cache, certainly come). */
+static void test_cache_for_large(void **state)
+{
+    struct fixture *f = *state;
+    assert_int_equal(peek_int(f->s->db, "PRAGMA cache_size"), -1024);
+    store_expect_large(f->s);
+    assert_true(store_in_transaction(f->s));
+    assert_int_equal(peek_int(f->s->db, "PRAGMA cache_size"), -262144);
+    insert_free(f->s, mkjob(1, JOB_HELD, "u", 10, 1));
+    store_expect_large(f->s); /* again: the same */
+    assert_int_equal(store_commit(f->s), 0);
+    assert_int_equal(peek_int(f->s->db, "PRAGMA cache_size"), -1024);
+    store_expect_large(f->s);
+    store_rollback(f->s);
+    assert_false(store_in_transaction(f->s));
+    assert_int_equal(peek_int(f->s->db, "PRAGMA cache_size"), -1024);
+    store_expect_large(f->s); /* nothing changed in it: committed all the same */
+    assert_int_equal(store_commit(f->s), 0);
+    assert_int_equal(peek_int(f->s->db, "PRAGMA cache_size"), -1024);
+}
+
 /* A sweep's params are stored as json_dumps would write them, whatever the values hold. */
 static void test_params_text(void **state)
 {
@@ -1487,6 +1509,7 @@ int main(void)
         T(test_dependencies),
         T(test_forced_checkpoint_waits_a_commit),
         cmocka_unit_test(test_params_text),
+        T(test_cache_for_large),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
