@@ -125,7 +125,10 @@ char *job_name_fit(const char *name, const char *suffix)
         while (n > 0 && ((unsigned char)name[n] & 0xc0) == 0x80)
             n--;
     }
-    char *out = xasprintf("%.*s%s", (int)n, name, suffix);
+    size_t ns = strlen(suffix);
+    char *out = xmalloc(n + ns + 1); /* once per task of an array: no printf */
+    memcpy(out, name, n);
+    memcpy(out + n, suffix, ns + 1);
     for (unsigned char *p = (unsigned char *)out; *p; p++)
         if (*p < 0x20 || *p == 0x7f)
             *p = '_';

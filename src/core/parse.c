@@ -329,20 +329,27 @@ static bool shell_is_safe(const char *w)
     return true;
 }
 
-char *shell_quote(const char *word)
+void shell_quote_add(struct strbuf *sb, const char *word)
 {
-    if (shell_is_safe(word))
-        return xstrdup(word);
-    struct strbuf sb;
-    strbuf_init(&sb);
-    strbuf_addc(&sb, '\'');
+    if (shell_is_safe(word)) {
+        strbuf_adds(sb, word);
+        return;
+    }
+    strbuf_addc(sb, '\'');
     for (const char *p = word; *p; p++) {
         if (*p == '\'')
-            strbuf_adds(&sb, "'\\''");
+            strbuf_adds(sb, "'\\''");
         else
-            strbuf_addc(&sb, *p);
+            strbuf_addc(sb, *p);
     }
-    strbuf_addc(&sb, '\'');
+    strbuf_addc(sb, '\'');
+}
+
+char *shell_quote(const char *word)
+{
+    struct strbuf sb;
+    strbuf_init(&sb);
+    shell_quote_add(&sb, word);
     return strbuf_detach(&sb);
 }
 

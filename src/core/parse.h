@@ -63,6 +63,9 @@ void format_umask(int mask, char buf[8]);
 
 /* A word quoted for /bin/sh if it needs it ("a b" -> "'a b'", "x" -> "x"). */
 char *shell_quote(const char *word);
+struct strbuf;
+/* shell_quote(word) appended to sb (no copy of its own). */
+void shell_quote_add(struct strbuf *sb, const char *word);
 
 /* Command words joined into one shell command line: a single word is used as it is
  * (it may hold shell syntax); several words are each quoted as needed. */

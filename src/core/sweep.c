@@ -16,12 +16,36 @@
  * templates (a sweep's) to the first: the store keeps those once, with the group's
  * leader, and reads them from there (store_job.c, payload_beside), so 100,000 copies
  * would only be compared and freed. */
-static struct job *task_of(const struct job *base, bool first)
+static struct job *task_of(const struct job *base, bool first, bool own_command)
 {
-    struct job *t = job_dup(base, false);
+    /* Its name (and a sweep's command) are made for it: not copied only to be freed. */
+    struct job view = *base;
+    view.name = NULL;
+    if (own_command)
+        view.command = NULL;
+    struct job *t = job_dup(&view, false);
     t->script = first && base->script ? xstrdup(base->script) : NULL;
     t->env = base->env ? json_incref(base->env) : NULL;
     return t;
+}
+
+/* "_N" into out (24 bytes): a task's name suffix, once per task (no printf). */
+static void task_suffix(char *out, long long v)
+{
+    char digits[24];
+    size_t n = 0;
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    do {
+        digits[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    size_t k = 0;
+    out[k++] = '_';
+    if (v < 0)
+        out[k++] = '-';
+    while (n)
+        out[k++] = digits[--n];
+    out[k] = '\0';
 }
 
 int sweep_expand(struct job *base, const json_t *array, const json_t *params,
@@ -42,11 +66,10 @@ int sweep_expand(struct job *base, const json_t *array, const json_t *params,
             goto fail;
         jobs = xmalloc(n * sizeof(*jobs));
         for (size_t i = 0; i < n; i++) {
-            struct job *t = task_of(base, i == 0);
+            struct job *t = task_of(base, i == 0, false);
             t->array_task = tasks[i];
             char suffix[24];
-            snprintf(suffix, sizeof(suffix), "_%lld", (long long)tasks[i]);
-            free(t->name);
+            task_suffix(suffix, (long long)tasks[i]);
             t->name = job_name_fit(base->name, suffix); /* a long NAME is cut to fit */
             jobs[i] = t;
         }
@@ -87,7 +110,7 @@ int sweep_expand(struct job *base, const json_t *array, const json_t *params,
                 goto fail;
             }
             bool first = r == 0;
-            struct job *t = task_of(base, first);
+            struct job *t = task_of(base, first, true);
             jobs[n++] = t;
             /* The job keeps its values and (through the first) the templates (gjob
              * update --param). */
@@ -97,7 +120,6 @@ int sweep_expand(struct job *base, const json_t *array, const json_t *params,
             if (name_tmpl && first)
                 t->name_template = xstrdup(json_string_value(name_tmpl));
             if (base->command) {
-                free(t->command);
                 t->command = sweep_fill_command(base->command, pn, pv, nn);
                 if (first)
                     t->command_template = xstrdup(base->command);
@@ -108,9 +130,8 @@ int sweep_expand(struct job *base, const json_t *array, const json_t *params,
                 if (first)
                     t->script_template = xstrdup(base->script);
             }
-            free(t->name);
             char suffix[24];
-            snprintf(suffix, sizeof(suffix), "_%zu", r + 1);
+            task_suffix(suffix, (long long)(r + 1));
             t->name = name_tmpl ? sweep_fill_name(json_string_value(name_tmpl), pn, pv, nn)
                                 : job_name_fit(base->name, suffix);
             if (!job_name_valid(t->name)) {
@@ -284,28 +305,24 @@ char *sweep_fill_command(const char *tmpl, char *const *names, char *const *valu
         if (k >= 0 && q == SQ && t > tmpl && t[-1] == '\'' && t[skip] == '\'') {
             /* A whole single-quoted word '{x}' (gbatch quotes the {x} it is given):
              * the value's own quoting replaces it, so 7 reads 7, not ''7''. */
-            char *v = shell_quote(values[k]);
             sb.buf[--sb.len] = '\0';
-            strbuf_adds(&sb, v);
-            free(v);
+            shell_quote_add(&sb, values[k]);
             t += skip + 1;
             q = NONE;
             continue;
         }
         if (k >= 0) {
-            char *v = shell_quote(values[k]);
             /* Never leave a value bare next to other text that could merge with it:
              * shell_quote keeps safe words unquoted, which is fine, they hold no syntax. */
             if (q == SQ)
                 strbuf_addc(&sb, '\'');
             else if (q == DQ)
                 strbuf_addc(&sb, '"');
-            strbuf_adds(&sb, v);
+            shell_quote_add(&sb, values[k]);
             if (q == SQ)
                 strbuf_addc(&sb, '\'');
             else if (q == DQ)
                 strbuf_addc(&sb, '"');
-            free(v);
             t += skip;
             continue;
         }

@@ -255,14 +255,34 @@ struct job *jobs_get(const struct jobs *t, int64_t id)
     return t->table[i];
 }
 
-void jobs_bulk_begin(struct jobs *t)
+void jobs_bulk_begin(struct jobs *t, size_t n)
 {
     t->bulk = true;
+    if (n >= JOBS_LARGE)
+        store_expect_large(t->store);
+}
+
+/* Writes the state columns that the bulk change changed: a run of consecutive ids with
+ * the same values (a range held, released or cancelled) is one UPDATE, not one per job.
+ * A failure loses the transaction, which the daemon undoes (serve.c). */
+static void bulk_save(struct jobs *t)
+{
+    struct job **v = t->bulk_saves;
+    size_t n = t->bulk_saves_len;
+    for (size_t i = 0, k; i < n; i = k) {
+        for (k = i + 1; k < n && v[k]->id == v[k - 1]->id + 1 && store_same_state(v[i], v[k]); k++)
+            ;
+        if (store_update_state(t->store, v[i], v[k - 1]->id) < 0)
+            log_error("jobs %lld-%lld: cannot store: %s", (long long)v[i]->id,
+                      (long long)v[k - 1]->id, store_error(t->store));
+    }
+    t->bulk_saves_len = 0;
 }
 
 void jobs_bulk_end(struct jobs *t)
 {
     t->bulk = false;
+    bulk_save(t);
     if (t->table_stale) {
         size_t out = 0;
         for (size_t i = 0; i < t->table_len; i++)
@@ -409,6 +429,7 @@ void jobs_free(struct jobs *t)
     free(t->groups);
     free(t->users);
     free(t->cascade);
+    free(t->bulk_saves);
     for (size_t i = 0; i < t->actions_len; i++)
         free(t->actions[i].path);
     free(t->actions);
@@ -484,6 +505,8 @@ int jobs_submit_all(struct jobs *t, struct job **jobs, size_t n, size_t *done)
         leader.command_template =
             jobs[0]->command_template ? xstrdup(jobs[0]->command_template) : NULL;
     }
+    if (n >= JOBS_LARGE)
+        store_expect_large(t->store);
     size_t i;
     int rc = 0;
     for (i = 0; i < n && rc == 0; i++) {
@@ -496,13 +519,20 @@ int jobs_submit_all(struct jobs *t, struct job **jobs, size_t n, size_t *done)
     return rc;
 }
 
-/* Writes j, all of it or (state_only) its state columns, in the open transaction. */
+/* Writes j, all of it or (state_only, in a bulk change) its state columns, in the open
+ * transaction. The state columns of a bulk change are written by jobs_bulk_end. */
 static int jobs_save_cols(struct jobs *t, struct job *j, bool state_only)
 {
-    if (store_begin(t->store) < 0 ||
-        (state_only ? store_update_state(t->store, j) : store_update_job(t->store, j)) < 0) {
+    if (store_begin(t->store) < 0 || (!state_only && store_update_job(t->store, j) < 0)) {
         log_error("job %lld: cannot store: %s", (long long)j->id, store_error(t->store));
         return -1;
+    }
+    if (state_only) {
+        if (t->bulk_saves_len == t->bulk_saves_cap) {
+            t->bulk_saves_cap = t->bulk_saves_cap ? t->bulk_saves_cap * 2 : 256;
+            t->bulk_saves = xrealloc(t->bulk_saves, t->bulk_saves_cap * sizeof(*t->bulk_saves));
+        }
+        t->bulk_saves[t->bulk_saves_len++] = j;
     }
     return 0;
 }

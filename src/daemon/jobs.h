@@ -23,6 +23,9 @@
 struct store;
 struct jobs;
 
+/* A submission or bulk change of this many jobs is a large transaction for the store. */
+#define JOBS_LARGE 1000
+
 struct jobs *jobs_new(struct store *store);
 void jobs_free(struct jobs *t); /* the jobs too */
 /* Loads the active jobs and groups from the store. 0, or -1 with *err. */
@@ -62,8 +65,9 @@ struct quotas *jobs_quotas(const struct jobs *t);
 /* Many jobs changed by one request (bulk cancel, hold, release): between the two calls
  * ended jobs are dropped from the table and the queue is reordered once, at the end,
  * rather than per job. Only job changes (jobs_set_state, jobs_get) may come between;
- * no scheduling pass and no jobs_active. */
-void jobs_bulk_begin(struct jobs *t);
+ * no scheduling pass and no jobs_active. n: how many jobs it names (from JOBS_LARGE on,
+ * the store is told to expect a large transaction, store_expect_large). */
+void jobs_bulk_begin(struct jobs *t, size_t n);
 void jobs_bulk_end(struct jobs *t);
 /* How many active jobs (PD, H, R) user uid has. */
 size_t jobs_active_of(const struct jobs *t, uint32_t uid);

@@ -68,6 +68,10 @@ struct jobs {
      * memmove per job; jobs_bulk_end compacts the table and rebuilds the queue once. */
     bool bulk;
     bool table_stale, queue_stale;
+    /* The jobs whose state columns the bulk change changed, in order: written by
+     * jobs_bulk_end, a run of consecutive ids with the same values in one statement. */
+    struct job **bulk_saves;
+    size_t bulk_saves_len, bulk_saves_cap;
 
     /* Fair-share accounts (jobs_fairshare.c), charged when a running job ends. */
     struct fairshare fs;

@@ -375,8 +375,9 @@ static json_t *cancel_reply(const struct job *j, const struct jobs_cascade *also
     return o;
 }
 
-/* Cancels job id (dry: only says what would happen): the reply's body, *status set. */
-static json_t *cancel_one(const struct route_req *r, int64_t id, bool dry, bool bulk,
+/* Cancels job id (dry: only says what would happen) at time now: the reply's body,
+ * *status set. */
+static json_t *cancel_one(const struct route_req *r, int64_t id, bool dry, bool bulk, double now,
                           unsigned *status)
 {
     json_t *err = NULL;
@@ -389,7 +390,7 @@ static json_t *cancel_one(const struct route_req *r, int64_t id, bool dry, bool 
         if (j->state == JOB_RUNNING) {
             runner_request_end(r->d, j, JOB_END_CANCEL);
         } else {
-            j->end_time = now_wall();
+            j->end_time = now;
             jobs_set_state(r->d->jobs, j, JOB_CANCELLED, JOB_REASON_CANCELLED_BY_USER, 0, NULL);
         }
     }
@@ -412,7 +413,7 @@ static bool dry_run_of(const struct route_req *r)
 void route_cancel(const struct route_req *r, int64_t id, struct reply *rep)
 {
     unsigned status;
-    json_t *o = cancel_one(r, id, dry_run_of(r), false, &status);
+    json_t *o = cancel_one(r, id, dry_run_of(r), false, now_wall(), &status);
     reply_json(rep, status, o);
 }
 
@@ -523,12 +524,15 @@ void route_bulk(const struct route_req *r, const char *action, struct reply *rep
         return;
     }
     bool dry = cancel && dry_run_of(r);
+    /* One request, one moment: the jobs it cancels end at the same time (and a run of
+     * them is then one UPDATE, jobs_bulk_end). */
+    double now = now_wall();
     json_t *results = json_array();
-    jobs_bulk_begin(r->d->jobs);
+    jobs_bulk_begin(r->d->jobs, json_array_size(ids));
     json_array_foreach (ids, i, v) {
         int64_t id = (int64_t)json_integer_value(v);
         unsigned status;
-        json_t *res = cancel ? cancel_one(r, id, dry, true, &status)
+        json_t *res = cancel ? cancel_one(r, id, dry, true, now, &status)
                              : hold_one(r, id, hold, begin, true, &status);
         if (status != 200) {
             json_object_set_new(res, "id", json_integer(id));

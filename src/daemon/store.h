@@ -35,6 +35,10 @@ bool store_transaction_lost(const struct store *s);
 bool store_lost_for_space(const struct store *s);
 const char *store_lost_error(const struct store *s);
 void store_rollback(struct store *s);
+/* The open transaction (opened if none is) will change many rows (a bulk change, a
+ * large submission): until it is committed or rolled back, the page cache may grow well
+ * beyond its usual 1 MiB (store.c says why). */
+void store_expect_large(struct store *s);
 /* PRAGMA wal_checkpoint(PASSIVE); called when the daemon is idle. */
 int store_checkpoint(struct store *s);
 
@@ -51,8 +55,12 @@ int store_insert_job(struct store *s, const struct job *j, const struct job *lea
  * pid and start, max_rss_kb, priority, time_limit, name, gpu_ids, ...). Not the payload. */
 int store_update_job(struct store *s, const struct job *j);
 /* Writes only j's state, reason, end and begin times and GPUs (a move between PD, H and
- * CA changes nothing else); as store_update_job. */
-int store_update_state(struct store *s, const struct job *j);
+ * CA changes nothing else); as store_update_job. The same values go to the jobs after j
+ * up to id last (last == j->id: j alone), in one statement: each of them must exist
+ * and be meant to get them (store_same_state), as a bulk change's run of jobs is. */
+int store_update_state(struct store *s, const struct job *j, int64_t last);
+/* Whether store_update_state of a would write what it writes for b (but the id). */
+bool store_same_state(const struct job *a, const struct job *b);
 
 typedef void (*store_job_cb)(struct job *j, void *arg); /* the callback owns j */
 

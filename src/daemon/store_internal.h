@@ -112,6 +112,8 @@ struct store {
     bool lost_full;
     char lost_err[512]; /* the error that lost it */
     bool tx_open;       /* store_begin opened a transaction not committed or rolled back yet */
+    bool cache_large;   /* store_expect_large: the larger cache until the transaction ends */
+    int wal_pages;      /* the log's length after the last commit (wal_hook_cb) */
 
     sqlite3_stmt *st_begin, *st_commit, *st_rollback;
     sqlite3_stmt *st_insert, *st_insert_payload, *st_update;
@@ -158,6 +160,10 @@ int store_prepare_statements(struct store *s);
 
 /* Binds text (NULL: SQL NULL) to ?idx, without a copy. */
 int store_bind_text(sqlite3_stmt *st, int idx, const char *v);
+/* A job's params (a sweep's values) as stored: json_dumps(params, JSON_COMPACT), the same
+ * text, written by hand when every value is a string (a 100,000-job sweep dumps 100,000
+ * of them: json_dumps took ~3,000 instructions for {"x":"1"}). Freed by the caller. */
+char *store_params_text(const json_t *params);
 /* Column i of the current row as a malloc'd string, NULL for SQL NULL. */
 char *store_col_str(sqlite3_stmt *st, int i);
 /* Binds column c of j to ?c+1 of st; env_id: the envs row of its environment (0: none;

@@ -80,6 +80,59 @@ const struct store_column store_columns[C_COUNT] = {
 
 /* ---- binding and reading job rows ---- */
 
+/* Appends s as a JSON string, escaped as jansson escapes it (its text is valid UTF-8). */
+static void add_json_string(struct strbuf *sb, const char *s)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    strbuf_addc(sb, '"');
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') {
+            strbuf_addc(sb, '\\');
+            strbuf_addc(sb, (char)*p);
+        } else if (*p < 0x20) {
+            const char *short_form = *p == '\b'   ? "\\b"
+                                     : *p == '\f' ? "\\f"
+                                     : *p == '\n' ? "\\n"
+                                     : *p == '\r' ? "\\r"
+                                     : *p == '\t' ? "\\t"
+                                                  : NULL;
+            if (short_form) {
+                strbuf_adds(sb, short_form);
+            } else {
+                char u[7] = {'\\', 'u', '0', '0', hex[*p >> 4], hex[*p & 15], '\0'};
+                strbuf_adds(sb, u);
+            }
+        } else {
+            strbuf_addc(sb, (char)*p);
+        }
+    }
+    strbuf_addc(sb, '"');
+}
+
+char *store_params_text(const json_t *params)
+{
+    struct strbuf sb;
+    strbuf_init(&sb);
+    strbuf_addc(&sb, '{');
+    const char *key;
+    json_t *v;
+    bool first = true;
+    json_object_foreach ((json_t *)params, key, v) {
+        if (!json_is_string(v)) {
+            strbuf_free(&sb);
+            return json_dumps(params, JSON_COMPACT);
+        }
+        if (!first)
+            strbuf_addc(&sb, ',');
+        first = false;
+        add_json_string(&sb, key);
+        strbuf_addc(&sb, ':');
+        add_json_string(&sb, json_string_value(v));
+    }
+    strbuf_addc(&sb, '}');
+    return strbuf_detach(&sb);
+}
+
 int store_bind_text(sqlite3_stmt *st, int idx, const char *v)
 {
     return v ? sqlite3_bind_text(st, idx, v, -1, SQLITE_STATIC) : sqlite3_bind_null(st, idx);
@@ -215,7 +268,7 @@ int store_bind_column(sqlite3_stmt *st, enum col c, const struct job *j, int64_t
     case C_PARAMS:
         if (!j->params)
             return sqlite3_bind_null(st, i);
-        return sqlite3_bind_text(st, i, json_dumps(j->params, JSON_COMPACT), -1, free);
+        return sqlite3_bind_text(st, i, store_params_text(j->params), -1, free);
     case C_COMMAND_TEMPLATE:
         return store_bind_text(st, i, j->command_template);
     case C_SCRIPT_TEMPLATE:

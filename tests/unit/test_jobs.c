@@ -3,8 +3,8 @@
  * dependency cascade (auto-cancel down a chain in one change, or waiting with
  * DependencyFailed), its preview, retries (dependents moved to the new attempt), the
  * scheduling pass and what waits for the commit, group limits, gjob update, gjob redo
- * with its cascade, the reload that undoes a lost transaction, and jobs waiting for their
- * begin time or dependencies kept out of the queue. */
+ * with its cascade, the reload that undoes a lost transaction, jobs waiting for their
+ * begin time or dependencies kept out of the queue, and what a bulk change writes. */
 /* clang-format off */
 #include <stdarg.h>
 #include <stddef.h>
@@ -634,7 +634,7 @@ static void test_begin_and_deps_aside(void **state)
     assert_true(next == now + 1000);
 
     /* Held and released in bulk. */
-    jobs_bulk_begin(f->t);
+    jobs_bulk_begin(f->t, 3);
     j = jobs_get(f->t, far);
     assert_int_equal(jobs_set_state(f->t, j, JOB_HELD, JOB_REASON_HELD_BY_USER, 0, NULL), 0);
     assert_int_equal(jobs_set_state(f->t, j, JOB_QUEUED, JOB_REASON_NONE, 0, NULL), 0);
@@ -659,6 +659,62 @@ static void test_begin_and_deps_aside(void **state)
     assert_int_equal(first, dep);
 }
 
+/* A bulk change writes its state changes at its end, a run of consecutive ids with the
+ * same values in one statement: what the store then holds is each job's own state,
+ * reason and times, whether it was in a run, alone, or changed twice. */
+static void test_bulk_saves(void **state)
+{
+    struct fixture *f = *state;
+    int64_t id[7];
+    for (int i = 0; i < 7; i++)
+        id[i] = submit(f, "{\"command\": \"true\", \"workdir\": \"/\"}");
+    assert_int_equal(id[6], id[0] + 6);
+    jobs_get(f->t, id[4])->begin_time = 2e9; /* breaks the run 3-5 (released below) */
+    assert_int_equal(jobs_commit(f->t), 0);
+
+    jobs_bulk_begin(f->t, 7);
+    for (int i = 0; i < 7; i++) {
+        struct job *j = jobs_get(f->t, id[i]);
+        if (i == 2) { /* cancelled amid the held: its own values */
+            j->end_time = 1e9 + 5;
+            assert_int_equal(
+                jobs_set_state(f->t, j, JOB_CANCELLED, JOB_REASON_CANCELLED_BY_USER, 0, NULL), 0);
+        } else {
+            assert_int_equal(jobs_set_state(f->t, j, JOB_HELD, JOB_REASON_HELD_BY_USER, 0, NULL),
+                             0);
+        }
+    }
+    /* Held, then released in the same change. */
+    for (int i = 3; i < 6; i++)
+        assert_int_equal(
+            jobs_set_state(f->t, jobs_get(f->t, id[i]), JOB_QUEUED, JOB_REASON_NONE, 0, NULL), 0);
+    jobs_bulk_end(f->t);
+    assert_null(jobs_get(f->t, id[2]));
+    assert_int_equal(jobs_commit(f->t), 0);
+    jobs_collect(f->t);
+
+    enum job_state want[] = {JOB_HELD,   JOB_HELD,   JOB_CANCELLED, JOB_QUEUED,
+                             JOB_QUEUED, JOB_QUEUED, JOB_HELD};
+    for (int i = 0; i < 7; i++) {
+        struct job j = stored(f, id[i]);
+        assert_int_equal(j.state, want[i]);
+        assert_int_equal(j.reason, want[i] == JOB_HELD        ? JOB_REASON_HELD_BY_USER
+                                   : want[i] == JOB_CANCELLED ? JOB_REASON_CANCELLED_BY_USER
+                                                              : JOB_REASON_NONE);
+        assert_true(j.begin_time == (i == 4 ? 2e9 : 0));
+        assert_true(j.end_time == (i == 2 ? 1e9 + 5 : 0));
+        job_clear(&j);
+    }
+
+    /* A run whose rows are not all there is refused, and so is one that is no range. */
+    struct job *j = jobs_get(f->t, id[0]);
+    assert_int_equal(store_update_state(f->s, j, id[0] + 100), -1);
+    assert_int_equal(store_update_state(f->s, j, id[0] - 1), -1);
+    assert_true(store_same_state(jobs_get(f->t, id[0]), jobs_get(f->t, id[1])));
+    assert_false(store_same_state(jobs_get(f->t, id[3]), jobs_get(f->t, id[4])));
+    store_rollback(f->s);
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -672,6 +728,7 @@ int main(void)
         T(test_redo_cascade),
         T(test_reload_after_a_lost_transaction),
         T(test_begin_and_deps_aside),
+        T(test_bulk_saves),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1381,6 +1381,104 @@ static void test_dependencies(void **state)
     job_free(j);
 }
 
+/* How many of the log's frames were copied into the database (nBackfill in the -shm
+ * file, after the two copies of the WAL index header), and how many there are. */
+static void wal_frames(const char *db_path, uint32_t *backfilled, uint32_t *frames)
+{
+    char shm[160];
+    snprintf(shm, sizeof(shm), "%s-shm", db_path);
+    FILE *fp = fopen(shm, "rb");
+    assert_non_null(fp);
+    unsigned char head[100];
+    assert_int_equal(fread(head, 1, sizeof(head), fp), sizeof(head));
+    fclose(fp);
+    memcpy(frames, head + 16, 4);     /* WalIndexHdr.mxFrame */
+    memcpy(backfilled, head + 96, 4); /* WalCkptInfo.nBackfill */
+}
+
+/* Commits a transaction of 1,100 jobs with a 40 KB script each: ~11,000 pages, more than
+ * the log's length that forces a checkpoint (STORE_WAL_FORCE_PAGES). */
+static void large_commit(struct store *s, int64_t first)
+{
+    char *script = xmalloc(40001);
+    memset(script, '#', 40000);
+    script[40000] = '\0';
+    assert_int_equal(store_begin(s), 0);
+    for (int64_t id = first; id < first + 1100; id++) {
+        struct job *j = mkjob(id, JOB_HELD, "u", 10, 1);
+        j->script = xstrdup(script);
+        insert_free(s, j);
+    }
+    assert_int_equal(store_commit(s), 0);
+    free(script);
+}
+
+/* A large transaction is not checkpointed as it commits (its reply would wait for it):
+ * the next commit, finding the log long already, checkpoints it. */
+static void test_forced_checkpoint_waits_a_commit(void **state)
+{
+    struct fixture *f = *state;
+    uint32_t done, frames;
+    large_commit(f->s, 1);
+    wal_frames(f->path, &done, &frames);
+    assert_true(frames >= 10000);
+    assert_int_equal(done, 0);
+    insert_free(f->s, mkjob(5000, JOB_HELD, "u", 10, 1));
+    wal_frames(f->path, &done, &frames);
+    assert_true(frames > 10000);
+    assert_int_equal(done, frames);
+}
+
+/* A large transaction has the larger page cache until it ends, however it ends, and the
+ * hint opens one if none is open (so that its end, and the usual cache, certainly come). */
+static void test_cache_for_large(void **state)
+{
+    struct fixture *f = *state;
+    assert_int_equal(peek_int(f->s->db, "PRAGMA cache_size"), -1024);
+    store_expect_large(f->s);
+    assert_true(store_in_transaction(f->s));
+    assert_int_equal(peek_int(f->s->db, "PRAGMA cache_size"), -262144);
+    insert_free(f->s, mkjob(1, JOB_HELD, "u", 10, 1));
+    store_expect_large(f->s); /* again: the same */
+    assert_int_equal(store_commit(f->s), 0);
+    assert_int_equal(peek_int(f->s->db, "PRAGMA cache_size"), -1024);
+    store_expect_large(f->s);
+    store_rollback(f->s);
+    assert_false(store_in_transaction(f->s));
+    assert_int_equal(peek_int(f->s->db, "PRAGMA cache_size"), -1024);
+    store_expect_large(f->s); /* nothing changed in it: committed all the same */
+    assert_int_equal(store_commit(f->s), 0);
+    assert_int_equal(peek_int(f->s->db, "PRAGMA cache_size"), -1024);
+}
+
+/* A sweep's params are stored as json_dumps would write them, whatever the values hold. */
+static void test_params_text(void **state)
+{
+    (void)state;
+    json_t *p = json_object();
+    json_object_set_new(p, "x", json_string("1"));
+    json_object_set_new(p, "lr", json_string("a \"quoted\" \\ back/slash"));
+    json_object_set_new(p, "ctl", json_string("\x01\b\f\n\r\t\x1f\x7f end"));
+    json_object_set_new(p, "utf8", json_string("caf\xc3\xa9 \xf0\x9f\x99\x82 \xe2\x80\xa8"));
+    json_object_set_new(p, "empty", json_string(""));
+    char *want = json_dumps(p, JSON_COMPACT), *got = store_params_text(p);
+    assert_string_equal(got, want);
+    free(want);
+    free(got);
+    json_object_set_new(p, "n", json_integer(3)); /* not all strings: jansson's text */
+    want = json_dumps(p, JSON_COMPACT);
+    got = store_params_text(p);
+    assert_string_equal(got, want);
+    free(want);
+    free(got);
+    json_decref(p);
+    p = json_object();
+    got = store_params_text(p);
+    assert_string_equal(got, "{}");
+    free(got);
+    json_decref(p);
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -1410,6 +1508,9 @@ int main(void)
         T(test_commit_failure),
         T(test_reopen_keeps_everything),
         T(test_dependencies),
+        T(test_forced_checkpoint_waits_a_commit),
+        cmocka_unit_test(test_params_text),
+        T(test_cache_for_large),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
