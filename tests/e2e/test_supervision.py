@@ -312,6 +312,10 @@ def test_launch_put_off_while_descriptors_run_out(make_gflow):
     def open_fds():
         return sorted(int(fd) for fd in os.listdir(f"/proc/{pid}/fd"))
     try:
+        # One answer on the release connection first: the daemon has accepted it then, so
+        # the limit below cannot make that accept the one refused.
+        release.sendall(b"GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert read_answer(release).startswith(b"HTTP/1.1 200")
         # Below the lowest free number, less a few a connection still closing may free.
         fds = open_fds()
         lowest_free = next(i for i in range(len(fds) + 1) if i not in fds)
@@ -349,6 +353,22 @@ def test_launch_put_off_while_descriptors_run_out(make_gflow):
     log = g.daemon_log()
     assert re.search(rf"job {job}: launch put off: .*Too many open files; queued again", log), log
     assert "launch failed" not in log, log
+
+
+def read_answer(s):
+    """One whole HTTP answer (headers and its Content-Length body) from socket s."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = s.recv(4096)
+        assert chunk, f"connection closed mid-answer: {data!r}"
+        data += chunk
+    head, body = data.split(b"\r\n\r\n", 1)
+    m = re.search(rb"(?i)content-length:\s*(\d+)", head)
+    while m and len(body) < int(m.group(1)):
+        chunk = s.recv(4096)
+        assert chunk, f"connection closed mid-answer: {data!r}"
+        body += chunk
+    return head + b"\r\n\r\n" + body
 
 
 def connect(path):
