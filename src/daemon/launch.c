@@ -491,19 +491,6 @@ void launch_keep_lock(const struct gflowd *d, int64_t id)
     free(lock_path);
 }
 
-/* Renames a spare lock file to lock_path, if there is one: true if it did. */
-static bool take_spare(const struct gflowd *d, const char *lock_path)
-{
-    while (n_spares > 0) {
-        char *from = spare_path(d, spares[--n_spares]);
-        int rc = rename(from, lock_path);
-        free(from);
-        if (rc == 0)
-            return true;
-    }
-    return false;
-}
-
 /* Empties a reused lock file for its new shim: NULs over what its last job's shim
  * wrote (the lines end at the first NUL, and so does the record). Not a truncation,
  * which would free the blocks allocated for the record and cost as much as a new file
@@ -520,6 +507,28 @@ static int blank_lock(int fd)
     return pwrite(fd, zeros, n, 0) == (ssize_t)n ? 0 : -1;
 }
 
+/* A spare lock file, blanked, renamed to lock_path: its fd, or -1 when there is none
+ * (or none could be used). It is blanked while it is still in run/spare, which a
+ * restarted daemon empties: a crash at any point never leaves lock_path holding an
+ * ended job's lines and exit record, which the restarted daemon would take for those
+ * of the job it names (a job that never ran would end CD, by another job's record). */
+static int take_spare(const struct gflowd *d, const char *lock_path)
+{
+    while (n_spares > 0) {
+        char *from = spare_path(d, spares[--n_spares]);
+        int fd = high_fd(open(from, O_RDWR | O_CLOEXEC | O_NOFOLLOW));
+        if (fd >= 0 && (blank_lock(fd) < 0 || rename(from, lock_path) < 0)) {
+            close(fd);
+            unlink(from);
+            fd = -1;
+        }
+        free(from);
+        if (fd >= 0)
+            return fd;
+    }
+    return -1;
+}
+
 /* Takes the lock (fd 3 of the shim) and reserves the room for the shim's lock lines
  * and its exit record, which it writes into the lock file (src/core/exitfile.h): the
  * blocks are allocated, the size stays 0. So a job whose filesystem fills up while it
@@ -531,9 +540,10 @@ static int lock_and_reserve(const struct gflowd *d, int64_t id, int *why, char *
 {
     static bool unsupported_logged;
     char *lock_path = xasprintf("%s/%lld.lock", d->paths.run_dir, (long long)id);
-    int flags = take_spare(d, lock_path) ? 0 : O_TRUNC;
-    int fd = high_fd(open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | flags, 0600));
-    if (fd < 0 || flock(fd, LOCK_EX) < 0 || (!flags && blank_lock(fd) < 0)) {
+    int fd = take_spare(d, lock_path);
+    if (fd < 0)
+        fd = high_fd(open(lock_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
+    if (fd < 0 || flock(fd, LOCK_EX) < 0) {
         *why = errno;
         *err = xasprintf("cannot lock %s: %s", lock_path, strerror(errno));
     } else if (fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, EXITFILE_RECORD_AT + EXITFILE_RESERVE) < 0) {

@@ -30,9 +30,11 @@ enum launch_result launch_shim(struct gflowd *d, const struct job *j, pid_t *pid
  * ext4 without a journal, one that steps over every inode freed in the last 30 s, so
  * that a stream of jobs that each create and remove one makes every create slower),
  * so the lock file of an ended job, once its end is committed, is kept as a spare
- * (run/spare/<id>, at most LAUNCH_SPARE_MAX) and renamed to the next job's lock file,
- * where NULs overwrite what it held (its blocks stay allocated). launch_keep_lock keeps ended job id's lock file (removes it when there are
- * enough); launch_spares_init empties run/spare (the daemon's start). */
+ * (run/spare/<id>, at most LAUNCH_SPARE_MAX); the next launch overwrites what it held
+ * with NULs (its blocks stay allocated) while it is still there, then renames it to the
+ * job's lock file, so that a crash never leaves a job's lock file holding an ended job's
+ * lines and exit record. launch_keep_lock keeps ended job id's lock file (removes it when
+ * there are enough); launch_spares_init empties run/spare (the daemon's start). */
 #define LAUNCH_SPARE_MAX 1024
 void launch_keep_lock(const struct gflowd *d, int64_t id);
 int launch_spares_init(const struct gflowd *d, char **err);

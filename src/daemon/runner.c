@@ -714,6 +714,23 @@ static void adopt_later(struct run *r, double delay)
     r->retry_timer = loop_add_timer(delay, adopt_retry_cb, r);
 }
 
+/* False when the lock file of job j (whose shim is gone) holds the exit record of
+ * another job: an ended job's lock file, reused for j by a daemon that crashed before
+ * it had blanked it, so before j's shim started (earlier builds renamed the spare into
+ * place first and blanked it there, launch.c); its lines are that job's too. */
+static bool lock_is_its_own(const struct gflowd *d, const struct job *j)
+{
+    char *text;
+    size_t len;
+    if (read_lock_text(d, j->id, &text, &len) < 0 || !text)
+        return true; /* nothing to tell otherwise: as before */
+    struct exit_record rec;
+    bool own = exitfile_lock_record(text, len, &rec) < 0 || rec.job_id < 0 || rec.job_id == j->id;
+    exit_record_free(&rec);
+    free(text);
+    return own;
+}
+
 static void adopt(struct gflowd *d, struct job *j)
 {
     struct run *r = j->runtime ? j->runtime : run_new(d, j);
@@ -742,6 +759,12 @@ static void adopt(struct gflowd *d, struct job *j)
     exitfile_lock_free(&lock);
     bool alive = flock(fd, LOCK_EX | LOCK_NB) < 0 && errno == EWOULDBLOCK;
     close(fd);
+    if (!alive && have_pid && !lock_is_its_own(d, j)) {
+        log_warn("job %lld: its lock file still holds the exit record of another job (an "
+                 "ended job's lock file, taken for it before its shim started): it never ran",
+                 (long long)j->id);
+        have_pid = false;
+    }
     if (!alive) {
         if (have_pid) { /* it ran: its exit file, or what is left of the job */
             shim_gone(d, j, 0, false);

@@ -7,7 +7,8 @@ import subprocess
 import threading
 import time
 
-from conftest import TERMINAL, alive, binary, read_pid_file, start_time, wait_for
+from conftest import (TERMINAL, alive, binary, kill_pid, read_pid_file, sandbox_processes,
+                      start_time, wait_for)
 
 WAIT_GO = "while [ ! -e go ]; do sleep 0.02; done"
 
@@ -162,6 +163,42 @@ def test_lock_files_are_reused(gflow):
     gflow.down()
     gflow.up()
     assert list((gflow.data / "run" / "spare").iterdir()) == []
+
+
+def test_lock_file_of_another_job_is_not_taken_for_the_jobs_outcome(gflow):
+    """A daemon killed after it had taken an ended job's lock file for the next job, but
+    before it had blanked it (an earlier build blanked it after renaming it into place),
+    left that job R with another job's lines and exit record (exit 0) in its lock file:
+    its restart took them for the job's, and the job ended CD without having run (the
+    flake of test_sigkill_during_submission_burst). The job is queued again and runs."""
+    ran = gflow.root / "ran.txt"
+    first = gflow.submit("true")
+    assert gflow.wait_state(first)["state"] == "CD"
+    spare = gflow.data / "run" / "spare" / str(first)
+    wait_for(spare.exists, "the spare lock file")
+    old = spare.read_bytes()
+    assert json.loads(old[8192:].split(b"\0")[0])["job_id"] == first
+    job = gflow.submit(f'{WAIT_GO}; echo "$GFLOW_JOB_ID" >> {ran}')
+    gflow.wait_state(job, "R")
+    # What the crash left: the job R in the database, no shim, the first job's lock file.
+    cp = gflow.down()
+    assert cp.returncode == 0, cp.stderr
+    deadline = time.monotonic() + 10
+    while procs := sandbox_processes(gflow.root):
+        assert time.monotonic() < deadline, f"processes survived SIGKILL: {procs}"
+        for pid, st in procs:
+            kill_pid(pid, st)
+        time.sleep(0.02)
+    assert not ran.exists()
+    (gflow.data / "run" / f"{job}.lock").write_bytes(old)
+
+    (gflow.work / "go").touch()
+    gflow.up()
+    j = gflow.wait_state(job, timeout=15)
+    assert (j["state"], j["exit_code"]) == ("CD", 0), j
+    assert ran.read_text().split() == [str(job)]
+    assert f"job {job}: its lock file still holds the exit record of another job" in \
+        gflow.daemon_log()
 
 
 def test_running_job_is_readopted_and_can_be_cancelled(gflow):
