@@ -1,10 +1,9 @@
 /* runner: the life of a running job around its shim: launch (launch.c starts the
  * shim), the shim's end (its exit file, else its lock file and what is left of the job:
- * orphans.c), time limits and --signal, ending jobs on request, and re-adoption after
- * a restart (see runner.h). */
+ * orphans.c), time limits and --signal, ending jobs on request (see runner.h);
+ * re-adoption after a restart is runner_adopt.c. */
 #include "runner.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -30,6 +29,7 @@
 #include "loop.h"
 #include "orphans.h"
 #include "procinfo.h"
+#include "runner_internal.h"
 #include "util.h"
 
 /* How soon the daemon looks again at a lost shim's job: the next round of killing what
@@ -38,33 +38,6 @@
 #define RUNNER_ROUND_MAX_SECS 0.5   /* something that takes long to die (D state, frozen) */
 #define RUNNER_STUCK_SECS 1.0       /* something left that it may not kill: it must end itself */
 #define RUNNER_RETRY_MAX_SECS 2.0
-
-/* Per running job, in job->runtime. */
-struct run {
-    struct gflowd *d;
-    int64_t job_id;
-    pid_t pid;
-    int64_t start;  /* the shim's /proc start time */
-    int pidfd;      /* -1 while an adopted shim's pid is not known yet, and once it is gone */
-    bool our_child; /* forked by this daemon, so we reap it */
-    struct loop_timer *limit_timer;
-    struct loop_timer *warn_timer; /* --signal: SECS before the time limit */
-    struct loop_timer *kill_timer; /* preemption: SIGKILL once its grace is over */
-    double preempt_grace;          /* seconds between the preemption's SIGTERM and SIGKILL */
-    /* Adoption waiting for the shim to write its pid; a pidfd that could not be opened. */
-    struct loop_timer *retry_timer;
-    /* Once the shim is gone (the job stays R, with its GPUs, until this is done): */
-    bool gone;
-    bool have_status; /* our child: how it ended */
-    int wait_status;
-    struct loop_timer *gone_timer; /* the next look at what it left */
-    double gone_delay;             /* backoff while its files cannot be read */
-    double round_delay;            /* backoff between rounds of killing what it left */
-    double gone_at;                /* monotonic, when the daemon noticed */
-    bool lost;                     /* no exit file: the verdict below is set */
-    struct exit_verdict verdict;   /* how the job ends once nothing is left */
-    struct orphans *orphans;       /* what is left of the job (NULL: nothing ran) */
-};
 
 static int sys_pidfd_open(pid_t pid)
 {
@@ -91,14 +64,14 @@ static int sys_pidfd_queue(int pidfd, int value)
     return (int)syscall(SYS_pidfd_send_signal, pidfd, SIGUSR1, &si, 0);
 }
 
-static char *job_file(const char *dir, int64_t id, const char *suffix)
+char *run_job_file(const char *dir, int64_t id, const char *suffix)
 {
     return xasprintf("%s/%lld%s", dir, (long long)id, suffix);
 }
 
 char *runner_log_path(const struct gflowd *d, int64_t job_id)
 {
-    return job_file(d->paths.log_dir, job_id, ".log");
+    return run_job_file(d->paths.log_dir, job_id, ".log");
 }
 
 int runner_init(const struct gflowd *d, char **err)
@@ -122,7 +95,7 @@ int runner_init(const struct gflowd *d, char **err)
     return launch_spares_init(d, err);
 }
 
-static struct run *run_new(struct gflowd *d, struct job *j)
+struct run *run_new(struct gflowd *d, struct job *j)
 {
     struct run *r = xcalloc(1, sizeof(*r));
     r->d = d;
@@ -133,7 +106,7 @@ static struct run *run_new(struct gflowd *d, struct job *j)
 }
 
 /* Stops watching the shim's pidfd. */
-static void unwatch_shim(struct run *r)
+void run_unwatch_shim(struct run *r)
 {
     if (r->pidfd < 0)
         return;
@@ -145,7 +118,7 @@ static void unwatch_shim(struct run *r)
 /* Stops watching a shim and forgets it (its files stay). */
 static void run_destroy(struct run *r)
 {
-    unwatch_shim(r);
+    run_unwatch_shim(r);
     loop_cancel_timer(r->limit_timer);
     loop_cancel_timer(r->warn_timer);
     loop_cancel_timer(r->kill_timer);
@@ -173,7 +146,7 @@ static void keep_lock_cb(void *arg, int64_t id)
 static void remove_attach_dir_cb(void *arg, int64_t id)
 {
     struct gflowd *d = arg;
-    char *dir = job_file(d->paths.run_dir, id, ".attach");
+    char *dir = run_job_file(d->paths.run_dir, id, ".attach");
     char *sock = xasprintf("%s/sock", dir);
     unlink(sock);
     rmdir(dir);
@@ -191,8 +164,8 @@ static void cleanup_files_after_commit(struct gflowd *d, const struct job *j, bo
     if (keep_lock)
         jobs_after_commit_call(d->jobs, keep_lock_cb, d, id);
     else
-        jobs_after_commit_unlink(d->jobs, job_file(d->paths.run_dir, id, ".lock"));
-    jobs_after_commit_unlink(d->jobs, job_file(d->paths.run_dir, id, ".script"));
+        jobs_after_commit_unlink(d->jobs, run_job_file(d->paths.run_dir, id, ".lock"));
+    jobs_after_commit_unlink(d->jobs, run_job_file(d->paths.run_dir, id, ".script"));
 }
 
 /* j's shim is gone: no more watching; its GPUs are free now: have their memory and
@@ -272,9 +245,9 @@ static void apply_record(struct gflowd *d, struct job *j, struct exit_record *re
  * ends it. 0; -1 if there is none (or it cannot be read at all); -2 (errno set) if it
  * cannot be read for lack of a resource (out of file descriptors, ...): look again
  * later, as "none" would end a job that finished as lost. */
-static int apply_exit_file(struct gflowd *d, struct job *j)
+int run_apply_exit_file(struct gflowd *d, struct job *j)
 {
-    char *path = job_file(d->paths.exit_dir, j->id, ".json");
+    char *path = run_job_file(d->paths.exit_dir, j->id, ".json");
     size_t len;
     char *text = read_file(path, &len);
     int e = errno;
@@ -300,7 +273,7 @@ static int apply_exit_file(struct gflowd *d, struct job *j)
  * none; -1 with errno if it cannot be read for lack of a resource now. */
 static int read_lock_text(const struct gflowd *d, int64_t id, char **text, size_t *len)
 {
-    char *path = job_file(d->paths.run_dir, id, ".lock");
+    char *path = run_job_file(d->paths.run_dir, id, ".lock");
     *len = 0;
     *text = read_file(path, len);
     int e = errno;
@@ -380,7 +353,7 @@ static void collect(struct gflowd *d, struct job *j)
             apply_record(d, j, &rec);
             return;
         }
-        int rc = apply_exit_file(d, j);
+        int rc = run_apply_exit_file(d, j);
         if (rc == 0 || rc == -2) {
             free(text);
             if (rc == -2)
@@ -415,10 +388,10 @@ static void collect(struct gflowd *d, struct job *j)
 
 /* The shim has ended (status: our child's wait status, when have_status): no more
  * watching, no more timers; then collect what it left. */
-static void shim_gone(struct gflowd *d, struct job *j, int status, bool have_status)
+void run_shim_gone(struct gflowd *d, struct job *j, int status, bool have_status)
 {
     struct run *r = j->runtime ? j->runtime : run_new(d, j);
-    unwatch_shim(r);
+    run_unwatch_shim(r);
     loop_cancel_timer(r->limit_timer);
     loop_cancel_timer(r->warn_timer);
     loop_cancel_timer(r->kill_timer);
@@ -448,13 +421,13 @@ static void pidfd_cb(int fd, uint32_t events, void *arg)
             return; /* not yet reapable; epoll will tell again */
         have_status = w == r->pid;
     }
-    shim_gone(r->d, j, status, have_status);
+    run_shim_gone(r->d, j, status, have_status);
 }
 
 /* ---- time limits and --signal ---- */
 
 /* The job of a timer's run, if it still runs under that run. */
-static struct job *timer_job(struct run *r)
+struct job *run_timer_job(struct run *r)
 {
     struct job *j = jobs_get(r->d->jobs, r->job_id);
     return j && j->state == JOB_RUNNING && j->runtime == r && !r->gone ? j : NULL;
@@ -464,7 +437,7 @@ static void limit_cb(void *arg)
 {
     struct run *r = arg;
     r->limit_timer = NULL;
-    struct job *j = timer_job(r);
+    struct job *j = run_timer_job(r);
     if (!j || j->end_request != JOB_END_NONE)
         return;
     log_info("job %lld reached its time limit", (long long)j->id);
@@ -492,7 +465,7 @@ static void warn_cb(void *arg)
 {
     struct run *r = arg;
     r->warn_timer = NULL;
-    struct job *j = timer_job(r);
+    struct job *j = run_timer_job(r);
     if (j)
         send_warning(r, j, false);
 }
@@ -503,7 +476,7 @@ static void warn_cb(void *arg)
  * passed while no daemon ran gets it at once, before anything else; if its time limit
  * passed too, the limit's timer fires on the next loop iteration, so the SIGTERM that
  * ends it follows the warning. */
-static void arm_time_limit(struct job *j, struct run *r, bool warned)
+void run_arm_time_limit(struct job *j, struct run *r, bool warned)
 {
     if (j->time_limit <= 0)
         return;
@@ -523,7 +496,7 @@ static void arm_time_limit(struct job *j, struct run *r, bool warned)
 
 /* Starts watching the shim through a pidfd. 0, or -1 if it is already gone (or no
  * pidfd can be opened now: errno). */
-static int watch_shim(struct run *r, pid_t pid)
+int run_watch_shim(struct run *r, pid_t pid)
 {
     r->pid = pid;
     r->pidfd = sys_pidfd_open(pid);
@@ -544,13 +517,13 @@ static void watch_retry_cb(void *arg)
 {
     struct run *r = arg;
     r->retry_timer = NULL;
-    struct job *j = timer_job(r);
-    if (j && watch_shim(r, r->pid) < 0)
+    struct job *j = run_timer_job(r);
+    if (j && run_watch_shim(r, r->pid) < 0)
         r->retry_timer = loop_add_timer(0.1, watch_retry_cb, r);
 }
 
 /* Puts a job that was committed as R but never launched back in the queue. */
-static void put_back(struct gflowd *d, struct job *j)
+void run_put_back(struct gflowd *d, struct job *j)
 {
     run_free(j);
     j->start_time = 0;
@@ -564,7 +537,7 @@ void runner_postpone(struct gflowd *d, struct job *j)
 {
     log_info("job %lld: launch put off (launches wait for resources); queued again",
              (long long)j->id);
-    put_back(d, j);
+    run_put_back(d, j);
 }
 
 bool runner_launch(struct gflowd *d, struct job *j)
@@ -587,7 +560,7 @@ bool runner_launch(struct gflowd *d, struct job *j)
         free(err);
         if (lr == LAUNCH_NO_SPACE) /* no job starts until there is room */
             disk_note_full(d->disk, d->paths.data_dir);
-        put_back(d, j);
+        run_put_back(d, j);
         return false;
     }
     if (lr == LAUNCH_FAILED) {
@@ -601,11 +574,11 @@ bool runner_launch(struct gflowd *d, struct job *j)
     j->shim_pid = pid;
     j->shim_start = proc_start_time(pid);
     r->start = j->shim_start;
-    if (watch_shim(r, pid) < 0) {
+    if (run_watch_shim(r, pid) < 0) {
         log_warn("job %lld: pidfd_open(%ld): %m; trying again", (long long)j->id, (long)pid);
         r->retry_timer = loop_add_timer(0.1, watch_retry_cb, r);
     }
-    arm_time_limit(j, r, false);
+    run_arm_time_limit(j, r, false);
     jobs_save(d->jobs, j);
     log_info("job %lld started (shim pid %ld)", (long long)j->id, (long)pid);
     return true;
@@ -653,7 +626,7 @@ static void preempt_kill_cb(void *arg)
 {
     struct run *r = arg;
     r->kill_timer = NULL;
-    struct job *j = timer_job(r);
+    struct job *j = run_timer_job(r);
     if (!j || j->end_request != JOB_END_PREEMPT)
         return;
     log_info("job %lld: still running %g s after the preemption's SIGTERM; sending SIGKILL",
@@ -688,163 +661,12 @@ void runner_preempt(struct gflowd *d, struct job *j, int64_t by, double grace)
     jobs_after_commit_call(d->jobs, preempt_term_cb, d, j->id);
 }
 
-/* ---- recovery after a restart ---- */
-
-static void adopt(struct gflowd *d, struct job *j);
-
-static void adopt_retry_cb(void *arg)
-{
-    struct run *r = arg;
-    r->retry_timer = NULL;
-    struct job *j = timer_job(r);
-    if (j)
-        adopt(r->d, j);
-}
-
-/* Requeues a job whose shim never started: it has not run at all. */
-static void requeue(struct gflowd *d, struct job *j)
-{
-    log_info("job %lld: shim never started; queued again", (long long)j->id);
-    put_back(d, j);
-}
-
-/* Adoption cannot go on now: again shortly. */
-static void adopt_later(struct run *r, double delay)
-{
-    r->retry_timer = loop_add_timer(delay, adopt_retry_cb, r);
-}
-
-/* False when the lock file of job j (whose shim is gone) holds the exit record of
- * another job: an ended job's lock file, reused for j by a daemon that crashed before
- * it had blanked it, so before j's shim started (earlier builds renamed the spare into
- * place first and blanked it there, launch.c); its lines are that job's too. */
-static bool lock_is_its_own(const struct gflowd *d, const struct job *j)
-{
-    char *text;
-    size_t len;
-    if (read_lock_text(d, j->id, &text, &len) < 0 || !text)
-        return true; /* nothing to tell otherwise: as before */
-    struct exit_record rec;
-    bool own = exitfile_lock_record(text, len, &rec) < 0 || rec.job_id < 0 || rec.job_id == j->id;
-    exit_record_free(&rec);
-    free(text);
-    return own;
-}
-
-static void adopt(struct gflowd *d, struct job *j)
-{
-    struct run *r = j->runtime ? j->runtime : run_new(d, j);
-    char *lock_path = job_file(d->paths.run_dir, j->id, ".lock");
-    int fd = open(lock_path, O_RDWR | O_CLOEXEC);
-    int e = errno;
-    free(lock_path);
-    if (fd < 0 && launch_short_of(e)) { /* out of descriptors: nothing can be concluded */
-        adopt_later(r, 0.1);
-        return;
-    }
-    if (fd < 0) {
-        int rc = apply_exit_file(d, j);
-        if (rc == -2)
-            adopt_later(r, 0.1);
-        else if (rc == -1)
-            requeue(d, j);
-        return;
-    }
-    char buf[EXITFILE_LOCK_MAX];
-    ssize_t n = pread(fd, buf, sizeof(buf), 0);
-    struct exit_lock lock;
-    bool have_pid = exitfile_lock_parse(buf, n > 0 ? (size_t)n : 0, &lock) == 0;
-    int64_t pid = lock.pid, start = lock.start;
-    bool warned = lock.forwarded > 0;
-    exitfile_lock_free(&lock);
-    bool alive = flock(fd, LOCK_EX | LOCK_NB) < 0 && errno == EWOULDBLOCK;
-    close(fd);
-    if (!alive && have_pid && !lock_is_its_own(d, j)) {
-        log_warn("job %lld: its lock file still holds the exit record of another job (an "
-                 "ended job's lock file, taken for it before its shim started): it never ran",
-                 (long long)j->id);
-        have_pid = false;
-    }
-    if (!alive) {
-        if (have_pid) { /* it ran: its exit file, or what is left of the job */
-            shim_gone(d, j, 0, false);
-            return;
-        }
-        int rc = apply_exit_file(d, j);
-        if (rc == -2)
-            adopt_later(r, 0.1);
-        else if (rc == -1)
-            requeue(d, j);
-        return;
-    }
-    if (!have_pid) { /* the shim is starting up: look again shortly */
-        adopt_later(r, 0.02);
-        return;
-    }
-    if (proc_start_time((pid_t)pid) != start || watch_shim(r, (pid_t)pid) < 0 ||
-        proc_start_time((pid_t)pid) != start) {
-        /* Not the process that holds the lock: it ended between the checks. */
-        unwatch_shim(r);
-        adopt_later(r, 0.02);
-        return;
-    }
-    j->shim_pid = pid;
-    j->shim_start = start;
-    r->start = start;
-    log_info("job %lld re-adopted (shim pid %lld)", (long long)j->id, (long long)pid);
-    arm_time_limit(j, r, warned);
-    if (j->end_request != JOB_END_NONE)
-        runner_signal(j, SIGTERM);
-}
-
-/* Removes exit, lock, env and script files of jobs that are no longer running. */
-static void sweep_dir(const struct gflowd *d, const char *dir)
-{
-    DIR *dp = opendir(dir);
-    if (!dp)
-        return;
-    struct dirent *e;
-    while ((e = readdir(dp))) {
-        char *end;
-        long long id = strtoll(e->d_name, &end, 10);
-        if (end == e->d_name || *end != '.')
-            continue;
-        struct job *j = jobs_get(d->jobs, id);
-        if (!j || j->state != JOB_RUNNING) {
-            char *path = xasprintf("%s/%s", dir, e->d_name);
-            unlink(path);
-            free(path);
-        }
-    }
-    closedir(dp);
-}
-
-void runner_recover(struct gflowd *d)
-{
-    size_t n;
-    struct job **running = jobs_running(d->jobs, &n);
-    /* adopt() may move jobs out of the table, so walk a copy. */
-    if (n == 0)
-        return;
-    struct job **copy = xmalloc(n * sizeof(*copy));
-    memcpy(copy, running, n * sizeof(*copy));
-    for (size_t i = 0; i < n; i++)
-        adopt(d, copy[i]);
-    free(copy);
-}
-
 void runner_shutdown(struct gflowd *d)
 {
     size_t n;
     struct job **running = jobs_running(d->jobs, &n);
     for (size_t i = 0; i < n; i++)
         run_free(running[i]); /* the shims go on; a restarted daemon re-adopts them */
-}
-
-void runner_sweep(const struct gflowd *d)
-{
-    sweep_dir(d, d->paths.exit_dir);
-    sweep_dir(d, d->paths.run_dir);
 }
 
 /* ---- a lost transaction ---- */
@@ -885,7 +707,7 @@ void runner_reload(struct gflowd *d)
             /* Its end (or its launch's failure) was undone: the shim has gone, and its
              * exit or lock file says how the job ended; look again shortly. */
             r = run_new(d, j);
-            r->retry_timer = loop_add_timer(RUNNER_REDO_SECS, adopt_retry_cb, r);
+            run_adopt_later(r, RUNNER_REDO_SECS);
             continue;
         }
         j->runtime = r;
