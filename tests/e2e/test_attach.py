@@ -454,7 +454,9 @@ def test_ctrl_c_reaches_the_jobs_foreground(gflow, terminals):
     job (not to gjob attach, whose terminal is raw)."""
     g = gflow
     (g.work / "sleeper.py").write_text(
-        "import sys, time\nprint('ready', flush=True)\ntry:\n    time.sleep(60)\n"
+        # "ready" is printed inside the try: a Ctrl-C that lands while print is still
+        # returning must reach the handler too.
+        "import sys, time\ntry:\n    print('ready', flush=True)\n    time.sleep(60)\n"
         "except KeyboardInterrupt:\n    print('interrupted', flush=True)\n    sys.exit(3)\n")
     job = g.submit("--pty", "/usr/bin/python3 sleeper.py")
     g.wait_state(job, ("R",))
