@@ -90,6 +90,7 @@ static void note_failure(struct store *s)
     if (!rolled_back)
         return;
     s->tx_open = false;
+    memset(s->inserted, 0, sizeof(s->inserted));
     s->lost = true;
     s->lost_full = code == SQLITE_FULL;
     snprintf(s->lost_err, sizeof(s->lost_err), "%s", s->err);
@@ -292,12 +293,12 @@ void store_close(struct store *s)
     if (!s)
         return;
     sqlite3_stmt *all[] = {
-        s->st_begin,          s->st_commit,       s->st_rollback,   s->st_insert,
-        s->st_insert_payload, s->st_update,       s->st_get,        s->st_get_full,
-        s->st_load_active,    s->st_count,        s->st_meta_next,  s->st_setting_get,
-        s->st_setting_set,    s->st_setting_del,  s->st_dep_insert, s->st_dependents,
-        s->st_state,          s->st_update_state, s->st_env_find,   s->st_env_insert,
-        s->st_notify_add,
+        s->st_begin,          s->st_commit,      s->st_rollback,     s->st_insert,
+        s->st_insert_payload, s->st_update,      s->st_get,          s->st_get_full,
+        s->st_load_active,    s->st_count,       s->st_count_add,    s->st_meta_next,
+        s->st_setting_get,    s->st_setting_set, s->st_setting_del,  s->st_dep_insert,
+        s->st_dependents,     s->st_state,       s->st_update_state, s->st_env_find,
+        s->st_env_insert,     s->st_notify_add,
     };
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
         sqlite3_finalize(all[i]);
@@ -399,7 +400,8 @@ int store_commit(struct store *s)
     if (sqlite3_get_autocommit(s->db))
         return 0;
     bool large = cache_used(s) > STORE_TRIM_BYTES;
-    if (store_save_next_id(s) == 0 && store_step_done(s, s->st_commit, "committing") == 0) {
+    if (store_save_next_id(s) == 0 && store_save_counts(s) == 0 &&
+        store_step_done(s, s->st_commit, "committing") == 0) {
         s->tx_open = false;
         cache_usual(s);
         if (large)
@@ -421,6 +423,7 @@ void store_rollback(struct store *s)
     s->lost = false;
     s->lost_full = false;
     s->tx_open = false;
+    memset(s->inserted, 0, sizeof(s->inserted));
     cache_usual(s);
     if (sqlite3_get_autocommit(s->db))
         return;

@@ -98,6 +98,9 @@ int store_prepare_statements(struct store *s)
     rc |= store_prepare(s, &s->st_commit, "COMMIT");
     rc |= store_prepare(s, &s->st_rollback, "ROLLBACK");
     rc |= store_prepare(s, &s->st_count, "SELECT state, n FROM job_counts");
+    rc |= store_prepare(s, &s->st_count_add,
+                        "INSERT INTO job_counts(state, n) VALUES (?1, ?2)"
+                        " ON CONFLICT(state) DO UPDATE SET n = n + excluded.n");
     rc |= store_prepare(s, &s->st_dep_insert,
                         "INSERT OR IGNORE INTO job_deps(job_id, dep_id, kind) VALUES (?1, ?2, ?3)");
     rc |= store_prepare(s, &s->st_dependents,
@@ -213,6 +216,8 @@ static int insert_row(struct store *s, const struct job *j)
 {
     if (insert_columns(s, s->st_insert, j, 0, 0, C_LIGHT_COUNT) < 0)
         return -1;
+    if (j->state >= 0 && j->state < JOB_STATE_COUNT)
+        s->inserted[j->state]++;
     if ((j->script || j->env || j->params) && insert_payload(s, j) < 0)
         return -1;
     if (insert_deps(s, j) < 0)
@@ -220,6 +225,20 @@ static int insert_row(struct store *s, const struct job *j)
     if (j->id >= s->next_id) {
         s->next_id = j->id + 1;
         s->next_id_unsaved = true;
+    }
+    return 0;
+}
+
+int store_save_counts(struct store *s)
+{
+    for (int i = 0; i < JOB_STATE_COUNT; i++) {
+        if (!s->inserted[i])
+            continue;
+        sqlite3_bind_int(s->st_count_add, 1, i);
+        sqlite3_bind_int64(s->st_count_add, 2, s->inserted[i]);
+        if (store_step_done(s, s->st_count_add, "counting the new jobs") < 0)
+            return -1;
+        s->inserted[i] = 0; /* in the transaction now, whatever becomes of it */
     }
     return 0;
 }

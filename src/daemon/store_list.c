@@ -361,6 +361,8 @@ int store_count_states(struct store *s, int64_t counts[JOB_STATE_COUNT])
     }
     int ret = rc == SQLITE_DONE ? 0 : store_db_err(s, "counting jobs");
     store_finish(st);
+    for (int i = 0; i < JOB_STATE_COUNT; i++)
+        counts[i] += s->inserted[i]; /* not in job_counts before the commit */
     return ret;
 }
 

@@ -13,7 +13,8 @@
  *                before schema 11 keep the text there). Jobs submitted from the same
  *                shell share one row instead of 2-5 KB each; pruning removes the rows no
  *                payload names any more.
- *   job_counts   jobs per state, kept by triggers, so counts cost nothing at 100k jobs.
+ *   job_counts   jobs per state, so counts cost nothing at 100k jobs: kept by triggers on
+ *                update and delete, and by store_commit for the jobs inserted.
  *   job_deps     dependencies (job_id, dep_id, kind), indexed by dep_id: which jobs
  *                depend on a given one. A job's own list is also in its depends_on
  *                column ("afterok:1,afterany:3"), so that reading jobs needs no join.
@@ -230,6 +231,9 @@ static const char *const migrations[] = {
      * reason, shown as the PD job's REASON; NULL: none). */
     "ALTER TABLE jobs ADD COLUMN slurm_id INTEGER NOT NULL DEFAULT 0;"
     "ALTER TABLE jobs ADD COLUMN slurm_reason TEXT;",
+    /* 22: store_commit adds a transaction's new jobs to job_counts, one statement per
+     * state (store_save_counts), instead of this trigger once per row. */
+    "DROP TRIGGER IF EXISTS jobs_count_insert;",
 };
 /* The codes migration 6 writes are enum job_reason's. */
 _Static_assert(JOB_REASON_LAUNCH_FAILED == 6 && JOB_REASON_SHIM_LOST == 7 &&

@@ -312,7 +312,7 @@ static void test_open_pragmas_and_schema(void **state)
     char *mode = peek_text(db, "PRAGMA journal_mode");
     assert_string_equal(mode, "wal|\n");
     free(mode);
-    assert_int_equal(peek_int(db, "PRAGMA user_version"), 21);
+    assert_int_equal(peek_int(db, "PRAGMA user_version"), 22);
     assert_int_equal(peek_int(db, "SELECT value FROM meta WHERE key='next_job_id'"), 2);
     char *objs = peek_text(db, "SELECT type, name FROM sqlite_schema WHERE name NOT LIKE "
                                "'sqlite_%' ORDER BY type, name");
@@ -341,7 +341,6 @@ static void test_open_pragmas_and_schema(void **state)
                               "table|settings|\n"
                               "table|usage|\n"
                               "trigger|jobs_count_delete|\n"
-                              "trigger|jobs_count_insert|\n"
                               "trigger|jobs_count_update|\n");
     free(objs);
     /* One column per field of struct job, payload apart. */
@@ -389,6 +388,35 @@ static void test_open_pragmas_and_schema(void **state)
     sqlite3_close(db);
 }
 
+/* Step 22: the insert trigger of job_counts goes (store_commit counts new jobs), so a
+ * database made before it does not count its new jobs twice. */
+static void test_migrate_counts_without_insert_trigger(void **state)
+{
+    struct fixture *f = *state;
+    insert_free(f->s, mkjob(1, JOB_QUEUED, "u", 10, 1));
+    store_close(f->s);
+    sqlite3 *db = peek_open(f->path);
+    assert_int_equal(sqlite3_exec(db,
+                                  "CREATE TRIGGER jobs_count_insert AFTER INSERT ON jobs BEGIN"
+                                  " INSERT INTO job_counts(state, n) VALUES (new.state, 1)"
+                                  "  ON CONFLICT(state) DO UPDATE SET n = n + 1;"
+                                  " END; PRAGMA user_version=21",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(db);
+    f->s = open_ok(f->path);
+    insert_free(f->s, mkjob(2, JOB_QUEUED, "u", 10, 1));
+    int64_t c[JOB_STATE_COUNT];
+    assert_int_equal(store_count_states(f->s, c), 0);
+    assert_int_equal(c[JOB_QUEUED], 2);
+    db = peek_open(f->path);
+    assert_int_equal(peek_int(db, "SELECT count(*) FROM sqlite_schema WHERE name = "
+                                  "'jobs_count_insert'"),
+                     0);
+    assert_int_equal(peek_int(db, "SELECT n FROM job_counts WHERE state = 0"), 2);
+    sqlite3_close(db);
+}
+
 static void test_refuses_newer_schema(void **state)
 {
     struct fixture *f = *state;
@@ -404,7 +432,7 @@ static void test_refuses_newer_schema(void **state)
     free(err);
     /* Let teardown work. */
     db = peek_open(f->path);
-    sqlite3_exec(db, "PRAGMA user_version=21", NULL, NULL, NULL);
+    sqlite3_exec(db, "PRAGMA user_version=22", NULL, NULL, NULL);
     sqlite3_close(db);
     f->s = open_ok(f->path);
 }
@@ -1077,6 +1105,35 @@ static void test_counts(void **state)
     store_rollback(f->s);
     assert_int_equal(store_count_states(f->s, c), 0);
     assert_int_equal(c[JOB_QUEUED], 2);
+    /* Jobs inserted in an open transaction count at once, and are in job_counts (no
+     * trigger since schema 22: store_commit adds them) once it is committed. */
+    assert_int_equal(store_begin(f->s), 0);
+    insert_free(f->s, mkjob(51, JOB_QUEUED, "u", 10, 1));
+    insert_free(f->s, mkjob(52, JOB_QUEUED, "u", 10, 1));
+    insert_free(f->s, mkjob(53, JOB_HELD, "u", 10, 1));
+    assert_int_equal(store_count_states(f->s, c), 0);
+    assert_int_equal(c[JOB_QUEUED], 4);
+    assert_int_equal(c[JOB_HELD], 2);
+    assert_int_equal(store_commit(f->s), 0);
+    assert_int_equal(store_count_states(f->s, c), 0);
+    assert_int_equal(c[JOB_QUEUED], 4);
+    assert_int_equal(c[JOB_HELD], 2);
+    {
+        sqlite3 *peek = peek_open(f->path);
+        assert_int_equal(peek_int(peek, "SELECT n FROM job_counts WHERE state = 0"), 4);
+        assert_int_equal(peek_int(peek, "SELECT sum(n) FROM job_counts"),
+                         peek_int(peek, "SELECT count(*) FROM jobs"));
+        sqlite3_close(peek);
+    }
+    /* A job inserted on its own (no transaction open) is counted by its own commit. */
+    insert_free(f->s, mkjob(54, JOB_QUEUED, "u", 10, 1));
+    assert_int_equal(store_count_states(f->s, c), 0);
+    assert_int_equal(c[JOB_QUEUED], 5);
+    {
+        sqlite3 *peek = peek_open(f->path);
+        assert_int_equal(peek_int(peek, "SELECT n FROM job_counts WHERE state = 0"), 5);
+        sqlite3_close(peek);
+    }
 
     /* The counts follow rows deleted behind the store's back (a future purge), and
      * deleting a job deletes its payload. */
@@ -1093,7 +1150,7 @@ static void test_counts(void **state)
                      peek_int(db, "SELECT count(*) FROM jobs"));
     sqlite3_close(db);
     assert_int_equal(store_count_states(f->s, c), 0);
-    assert_int_equal(c[JOB_QUEUED], 1);
+    assert_int_equal(c[JOB_QUEUED], 4);
     assert_int_equal(c[JOB_FINISHED], 0);
 }
 
@@ -1485,6 +1542,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         T(test_open_pragmas_and_schema),
         T(test_refuses_newer_schema),
+        T(test_migrate_counts_without_insert_trigger),
         T(test_migrate_reasons),
         T(test_migrate_umask),
         T(test_migrate_and_keep_mig),
