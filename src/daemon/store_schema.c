@@ -232,8 +232,24 @@ static const char *const migrations[] = {
     "ALTER TABLE jobs ADD COLUMN slurm_id INTEGER NOT NULL DEFAULT 0;"
     "ALTER TABLE jobs ADD COLUMN slurm_reason TEXT;",
     /* 22: store_commit adds a transaction's new jobs to job_counts, one statement per
-     * state (store_save_counts), instead of this trigger once per row. */
-    "DROP TRIGGER IF EXISTS jobs_count_insert;",
+     * state (store_save_counts), instead of a trigger once per row. A job inserted and
+     * then changed or deleted in the same transaction is not in job_counts yet when the
+     * other triggers take it off its state, so they count down with an upsert: the count
+     * may be below zero until the commit adds the new jobs. */
+    "DROP TRIGGER IF EXISTS jobs_count_insert;"
+    "DROP TRIGGER IF EXISTS jobs_count_update;"
+    "CREATE TRIGGER jobs_count_update AFTER UPDATE OF state ON jobs"
+    " WHEN old.state IS NOT new.state BEGIN"
+    " INSERT INTO job_counts(state, n) VALUES (old.state, -1)"
+    "  ON CONFLICT(state) DO UPDATE SET n = n - 1;"
+    " INSERT INTO job_counts(state, n) VALUES (new.state, 1)"
+    "  ON CONFLICT(state) DO UPDATE SET n = n + 1;"
+    " END;"
+    "DROP TRIGGER IF EXISTS jobs_count_delete;"
+    "CREATE TRIGGER jobs_count_delete AFTER DELETE ON jobs BEGIN"
+    " INSERT INTO job_counts(state, n) VALUES (old.state, -1)"
+    "  ON CONFLICT(state) DO UPDATE SET n = n - 1;"
+    " END;",
 };
 /* The codes migration 6 writes are enum job_reason's. */
 _Static_assert(JOB_REASON_LAUNCH_FAILED == 6 && JOB_REASON_SHIM_LOST == 7 &&

@@ -1125,6 +1125,21 @@ static void test_counts(void **state)
                          peek_int(peek, "SELECT count(*) FROM jobs"));
         sqlite3_close(peek);
     }
+    /* A job inserted and started in one transaction: the update's trigger counts it
+     * off PD before the commit counts it in. */
+    assert_int_equal(store_begin(f->s), 0);
+    insert_free(f->s, mkjob(55, JOB_QUEUED, "u", 10, 1));
+    assert_int_equal(store_get_job(f->s, 55, &j, false), 0);
+    j.state = JOB_RUNNING;
+    assert_int_equal(store_update_job(f->s, &j), 0);
+    job_clear(&j);
+    assert_int_equal(store_count_states(f->s, c), 0);
+    assert_int_equal(c[JOB_QUEUED], 4);
+    assert_int_equal(c[JOB_RUNNING], 1);
+    assert_int_equal(store_commit(f->s), 0);
+    assert_int_equal(store_count_states(f->s, c), 0);
+    assert_int_equal(c[JOB_QUEUED], 4);
+    assert_int_equal(c[JOB_RUNNING], 1);
     /* A job inserted on its own (no transaction open) is counted by its own commit. */
     insert_free(f->s, mkjob(54, JOB_QUEUED, "u", 10, 1));
     assert_int_equal(store_count_states(f->s, c), 0);
