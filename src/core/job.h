@@ -144,14 +144,15 @@ struct job {
 
     double submit_time, start_time, end_time; /* unix seconds; 0 = not yet */
 
-    /* Outcome. exit_code is -1 until known; signal 0 = not killed by a signal. */
+    /* Outcome. exit_code is -1 until known; signal 0 = not killed by a signal; oom
+     * (with the flags at the end). */
     int exit_code;
     int signal;
-    bool oom;
     /* Why it ended (terminal), was held, or waits on a failed dependency; persisted.
      * reason_job: the job a DependencyFailed names; reason_detail: the text of a
      * LaunchFailed or ShimLost (NULL: none). Set with job_set_reason. */
     enum job_reason reason;
+    enum job_end_request end_request;
     int64_t reason_job;
     char *reason_detail;
     const char *wait_reason; /* why a PD job waits, set by the scheduling pass (static) */
@@ -162,20 +163,19 @@ struct job {
     /* A queued or held job's effective priority (fairshare.h), set by the daemon when it
      * lists jobs; < 0: not known (other states, jobs read from the store). Not stored. */
     double effective_priority;
-    enum job_end_request end_request;
 
     /* The supervising shim while running. */
     int64_t shim_pid;
     int64_t shim_start; /* /proc start time of shim_pid, guards against pid reuse */
     int64_t max_rss_kb;
 
-    /* Later capabilities (stored now, scheduled by their own issue). */
-    int gpus;              /* GPUs requested */
-    uint64_t gpu_mask;     /* the GPUs it holds while running, by NVML index; 0: none */
-    int64_t memory_mb;     /* host memory limit; 0 = none */
-    int64_t gpu_memory_mb; /* per-GPU memory; 0 = none */
-    bool shared;
+    /* Later capabilities (stored now, scheduled by their own issue). shared: with the
+     * flags at the end. */
+    int gpus;                /* GPUs requested */
     int gpus_per_task;       /* 1: one copy of the command per GPU (torchrun style) */
+    uint64_t gpu_mask;       /* the GPUs it holds while running, by NVML index; 0: none */
+    int64_t memory_mb;       /* host memory limit; 0 = none */
+    int64_t gpu_memory_mb;   /* per-GPU memory; 0 = none */
     int64_t group_id;        /* submission group (arrays, sweeps); 0 = none */
     struct job_group *group; /* the daemon's record of group_id (NULL: none); not owned */
     int64_t array_task;      /* -1 = not an array task */
@@ -187,48 +187,40 @@ struct job {
      * none. */
     char *conda_env;
     /* Slurm's --signal: send warn_signal (0 = none) warn_secs seconds before the time
-     * limit; warn_main_only ("B:") to the job's main processes only. */
+     * limit; warn_main_only ("B:", with the flags at the end) to the job's main
+     * processes only. */
     int warn_signal;
-    int64_t warn_secs;
-    bool warn_main_only;
-    /* --begin: the job does not start before this unix time (0 = no such wait). */
-    double begin_time;
     /* The umask the job runs with: the submitter's, as gbatch captured it (0 to 0777);
      * -1: none was given (jobs of earlier versions, API clients that leave it out),
      * and the job runs with 0077, gflowd's own. */
     int umask;
+    int64_t warn_secs;
+    /* --begin: the job does not start before this unix time (0 = no such wait). */
+    double begin_time;
 
     /* gflow's bookkeeping options, stored and shown (nothing acts on them yet):
      * project (-P; NULL: none), nice (the --nice value given; gflow treats it as the
      * priority, which gbatch sets too; 0: not given), notify_email (--notify-email, the
      * addresses joined by ','; NULL: none), notify_on (--notify-on, event names joined
-     * by ','; NULL: none), auto_close (--auto-close: gflow closes the job's tmux
-     * session; we have none). */
+     * by ','; NULL: none), auto_close (--auto-close, with the flags at the end: gflow
+     * closes the job's tmux session; we have none). */
     char *project;
-    int nice;
     char *notify_email;
     char *notify_on;
-    bool auto_close;
+    int nice;
 
-    /* Preemption (gbatch --requeue): requeue says the job may be stopped for a job of
-     * much higher priority and queued again (same id); requeue_count is how many times
-     * that happened; preempted_by is the job it was (last) stopped for (0: never). */
-    bool requeue;
+    /* Preemption (gbatch --requeue): requeue (a flag at the end) says the job may be
+     * stopped for a job of much higher priority and queued again (same id);
+     * requeue_count is how many times that happened; preempted_by is the job it was
+     * (last) stopped for (0: never). */
     int requeue_count;
     int64_t preempted_by;
 
-    /* gbatch --pty: the job runs on a pseudo-terminal its shim owns, for `gjob attach`. */
-    bool pty;
-
-    /* Dependencies (on earlier jobs; at most one entry per id and kind). */
+    /* Dependencies (on earlier jobs; at most one entry per id and kind). deps_any,
+     * auto_cancel and deps_blocked are flags at the end. */
     struct job_dep *deps;
     size_t n_deps;
-    bool deps_any;    /* "any": one met dependency suffices; else all must be met */
-    bool auto_cancel; /* cancel the job when its dependencies can never be met */
-    /* The daemon's bookkeeping (not stored): the job waits for its dependencies (kept
-     * out of the scheduling queue; a pass skips it), and the active jobs that depend on
-     * this one. */
-    bool deps_blocked;
+    /* The daemon's bookkeeping (not stored): the active jobs that depend on this one. */
     int64_t *dependents;
     size_t n_dependents, cap_dependents;
 
@@ -241,14 +233,6 @@ struct job {
     int64_t backend_id;
     char *backend_reason;
 
-    /* MIG (--mig PROFILE[:N]): the job asks for mig_count instances of the MIG profile
-     * mig_profile ("1g.18gb"; NULL: not a MIG job, and then gpus may be asked instead).
-     * mig_uuids: the instances it holds while running, "MIG-a,MIG-b" (NULL: none);
-     * stored, so a restarted daemon knows them even if instance positions moved. */
-    char *mig_profile;
-    int mig_count;
-    char *mig_uuids;
-
     /* The daemon's bookkeeping (not stored): 1 + the job's position in the daemon's
      * scheduler_begin_heap (a queued job whose begin_time is to come), 0: not there. */
     size_t begin_heap_pos;
@@ -256,6 +240,28 @@ struct job {
     /* The daemon's records of what the job's user and project use (quota.h; NULL: none),
      * which the scheduling pass checks their quotas against; not owned, not stored. */
     struct quota_usage *quota_user, *quota_project;
+
+    /* MIG (--mig PROFILE[:N]): the job asks for mig_count instances of the MIG profile
+     * mig_profile ("1g.18gb"; NULL: not a MIG job, and then gpus may be asked instead).
+     * mig_uuids: the instances it holds while running, "MIG-a,MIG-b" (NULL: none);
+     * stored, so a restarted daemon knows them even if instance positions moved. */
+    char *mig_profile;
+    char *mig_uuids;
+    int mig_count;
+
+    /* The flags, together at the end so that the struct has no padding between its
+     * fields (536 -> 488 bytes: the daemon keeps every queued job). */
+    bool oom;            /* the job was killed for exceeding its memory limit */
+    bool shared;         /* may share its GPUs with other shared jobs */
+    bool warn_main_only; /* --signal B: */
+    bool auto_close;     /* --auto-close */
+    bool requeue;        /* --requeue: may be preempted and queued again */
+    bool pty;            /* gbatch --pty: on a pseudo-terminal its shim owns (gjob attach) */
+    bool deps_any;       /* "any": one met dependency suffices; else all must be met */
+    bool auto_cancel;    /* cancel the job when its dependencies can never be met */
+    /* The daemon's bookkeeping (not stored): the job waits for its dependencies (kept
+     * out of the scheduling queue; a pass skips it). */
+    bool deps_blocked;
 };
 
 /* The job events a --notify-on may name (gflow's job-scoped ones), NULL-terminated, and

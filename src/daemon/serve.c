@@ -648,6 +648,8 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     d->store = store_open(d->paths.db_path, &err);
     if (!d->store)
         startup_failed(o, err);
+    if (store_ckpt_start(d->store) < 0)
+        log_warn("checkpoints run on the loop's thread: %s", store_error(d->store));
     d->resv = xcalloc(1, sizeof(*d->resv));
     if (resv_load(d->resv, d->store, &err) < 0)
         startup_failed(o, err);

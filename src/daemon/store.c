@@ -4,8 +4,9 @@
  * Settings made at open: WAL journal, synchronous=NORMAL (a commit is durable against a
  * crash of the daemon, and against power loss up to the last checkpoint), automatic
  * checkpoints off (they stall a commit for 5-10 ms; the daemon calls store_checkpoint
- * when idle, and a WAL hook forces one only if the log grows past STORE_WAL_FORCE_PAGES
- * because the daemon never got idle, wal_hook_cb), foreign keys on, a busy timeout, and no cache
+ * when idle, and a WAL hook asks for one once the log grows past STORE_WAL_FORCE_PAGES,
+ * wal_hook_cb; in gflowd both run on a thread of their own, store_ckpt.c), foreign keys
+ * on, a busy timeout, and no cache
  * spill: a transaction keeps its dirty pages in memory until it commits, beyond
  * cache_size if it must (freed again after). With spills, the pages of a large
  * transaction went to the WAL again and again (a 100,000-job sweep: 592,374 pwrites
@@ -52,9 +53,8 @@
  * the pages are allocated as they are read; 100,000 jobs held use ~70 MB). */
 #define STORE_CACHE_KB 1024
 #define STORE_CACHE_LARGE_KB (256 * 1024)
-/* The WAL's reserved length, and the chunks the database file grows by. */
+/* The WAL's reserved length (the chunks the database file grows by: store_internal.h). */
 #define STORE_WAL_RESERVE (4 * 1024 * 1024)
-#define STORE_CHUNK_BYTES (1024 * 1024)
 /* The WAL file is truncated back to this size when it is reset after a checkpoint. */
 #define STORE_JOURNAL_SIZE_LIMIT (16 * 1024 * 1024)
 /* Safety net: a daemon that is never idle still checkpoints once the log is this long
@@ -170,16 +170,19 @@ int store_query_int(struct store *s, const char *sql, int64_t *out)
     return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : -1;
 }
 
-/* After each commit, with the log's length in pages. The forced checkpoint waits for a
- * commit that finds the log long already before it: so a large transaction (a 100,000-job
- * submission writes ~10,000 pages) is not checkpointed while its reply waits, the idle
- * checkpoint takes it half a second later, and a daemon that is never idle still
- * checkpoints at the next commit (the log then holds at most STORE_WAL_FORCE_PAGES pages
- * and two transactions' worth). */
+/* After each commit, with the log's length in pages. With the checkpoint thread
+ * (store_ckpt.c), a long log is handed to it at once. Without, the forced checkpoint
+ * runs here and waits for a commit that finds the log long already before it: so a large
+ * transaction (a 100,000-job submission writes ~10,000 pages) is not checkpointed while
+ * its reply waits, the idle checkpoint takes it half a second later, and a daemon that is
+ * never idle still checkpoints at the next commit (the log then holds at most
+ * STORE_WAL_FORCE_PAGES pages and two transactions' worth). */
 static int wal_hook_cb(void *arg, sqlite3 *db, const char *name, int pages)
 {
     struct store *s = arg;
-    if (pages >= STORE_WAL_FORCE_PAGES && s->wal_pages >= STORE_WAL_FORCE_PAGES)
+    if (pages >= STORE_WAL_FORCE_PAGES && s->ckpt)
+        store_ckpt_request(s);
+    else if (pages >= STORE_WAL_FORCE_PAGES && s->wal_pages >= STORE_WAL_FORCE_PAGES)
         sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
     s->wal_pages = pages;
     return SQLITE_OK;
@@ -292,6 +295,7 @@ void store_close(struct store *s)
 {
     if (!s)
         return;
+    store_ckpt_stop(s); /* its connection first: the last one removes the WAL */
     sqlite3_stmt *all[] = {
         s->st_begin,          s->st_commit,      s->st_rollback,     s->st_insert,
         s->st_insert_payload, s->st_update,      s->st_get,          s->st_get_full,
@@ -435,10 +439,7 @@ void store_rollback(struct store *s)
 
 int store_checkpoint(struct store *s)
 {
-    if (!sqlite3_get_autocommit(s->db))
+    if (!s->ckpt && !sqlite3_get_autocommit(s->db))
         return 0; /* the daemon is not idle after all; try at the next idle moment */
-    int rc = sqlite3_wal_checkpoint_v2(s->db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
-    if (rc != SQLITE_OK && rc != SQLITE_BUSY)
-        return store_db_err(s, "checkpointing");
-    return 0;
+    return store_ckpt_request(s);
 }

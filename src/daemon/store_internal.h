@@ -98,6 +98,9 @@ struct store_column {
 
 extern const struct store_column store_columns[C_COUNT];
 
+/* The chunks the database file grows by (SQLITE_FCNTL_CHUNK_SIZE), on every connection. */
+#define STORE_CHUNK_BYTES (1024 * 1024)
+
 struct store {
     sqlite3 *db;
     char err[512];
@@ -118,6 +121,7 @@ struct store {
     bool tx_open;       /* store_begin opened a transaction not committed or rolled back yet */
     bool cache_large;   /* store_expect_large: the larger cache until the transaction ends */
     int wal_pages;      /* the log's length after the last commit (wal_hook_cb) */
+    struct store_ckpt *ckpt; /* the checkpoint thread (store_ckpt.c); NULL: none */
 
     sqlite3_stmt *st_begin, *st_commit, *st_rollback;
     sqlite3_stmt *st_insert, *st_insert_payload, *st_update;

@@ -1501,6 +1501,42 @@ static void test_forced_checkpoint_waits_a_commit(void **state)
     assert_int_equal(done, frames);
 }
 
+/* With the checkpoint thread, a large transaction's log is copied into the database
+ * without another commit and off the committing thread; an idle checkpoint is only asked
+ * for; closing the store stops the thread (and removes the log, the last connection). */
+static void test_checkpoint_thread(void **state)
+{
+    struct fixture *f = *state;
+    assert_int_equal(store_ckpt_start(f->s), 0);
+    large_commit(f->s, 1);
+    uint32_t done = 0, frames = 0;
+    double deadline = now_mono() + 20;
+    while (now_mono() < deadline) {
+        wal_frames(f->path, &done, &frames);
+        if (frames >= 10000 && done == frames)
+            break;
+        usleep(10 * 1000);
+    }
+    assert_true(frames >= 10000);
+    assert_int_equal(done, frames);
+    assert_true(store_ckpt_done(f->s) >= 1);
+    uint64_t before = store_ckpt_done(f->s);
+    insert_free(f->s, mkjob(5000, JOB_HELD, "u", 10, 1));
+    assert_int_equal(store_checkpoint(f->s), 0);
+    deadline = now_mono() + 20;
+    while (store_ckpt_done(f->s) == before && now_mono() < deadline)
+        usleep(10 * 1000);
+    assert_true(store_ckpt_done(f->s) > before);
+    store_close(f->s);
+    char wal[160];
+    snprintf(wal, sizeof(wal), "%s-wal", f->path);
+    assert_int_equal(access(wal, F_OK), -1);
+    f->s = open_ok(f->path);
+    struct job j;
+    assert_int_equal(store_get_job(f->s, 5000, &j, false), 0);
+    job_clear(&j);
+}
+
 /* A large transaction has the larger page cache until it ends, however it ends, and the
  * hint opens one if none is open (so that its end, and the usual cache, certainly come). */
 static void test_cache_for_large(void **state)
@@ -1582,6 +1618,7 @@ int main(void)
         T(test_reopen_keeps_everything),
         T(test_dependencies),
         T(test_forced_checkpoint_waits_a_commit),
+        T(test_checkpoint_thread),
         cmocka_unit_test(test_params_text),
         T(test_cache_for_large),
     };
