@@ -117,10 +117,10 @@ struct store {
      * caller has not acknowledged that yet. lost_full: for want of space. */
     bool lost;
     bool lost_full;
-    char lost_err[512]; /* the error that lost it */
-    bool tx_open;       /* store_begin opened a transaction not committed or rolled back yet */
-    bool cache_large;   /* store_expect_large: the larger cache until the transaction ends */
-    int wal_pages;      /* the log's length after the last commit (wal_hook_cb) */
+    char lost_err[512];      /* the error that lost it */
+    bool tx_open;            /* store_begin opened a transaction not committed or rolled back yet */
+    bool cache_large;        /* store_expect_large: the larger cache until the transaction ends */
+    int wal_pages;           /* the log's length after the last commit (wal_hook_cb) */
     struct store_ckpt *ckpt; /* the checkpoint thread (store_ckpt.c); NULL: none */
 
     sqlite3_stmt *st_begin, *st_commit, *st_rollback;
