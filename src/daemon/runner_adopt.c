@@ -46,6 +46,18 @@ void run_adopt_later(struct run *r, double delay)
     r->retry_timer = loop_add_timer(delay, adopt_retry_cb, r);
 }
 
+/* A job whose shim is gone without a pid line of its own: its exit file says how it
+ * ended, else the shim never started and it is queued again (or, when the file cannot
+ * be read now, adoption tries again shortly). */
+static void adopt_by_exit_file(struct gflowd *d, struct job *j, struct run *r)
+{
+    int rc = run_apply_exit_file(d, j);
+    if (rc == -2)
+        run_adopt_later(r, 0.1);
+    else if (rc == -1)
+        requeue(d, j);
+}
+
 /* False when the exit record in a dead shim's lock file (text, len bytes) is another
  * job's: an ended job's lock file, reused for job id by a daemon that crashed before it
  * had blanked it, so before id's shim started (earlier builds renamed the spare into
@@ -70,11 +82,7 @@ static void adopt(struct gflowd *d, struct job *j)
         return;
     }
     if (fd < 0) {
-        int rc = run_apply_exit_file(d, j);
-        if (rc == -2)
-            run_adopt_later(r, 0.1);
-        else if (rc == -1)
-            requeue(d, j);
+        adopt_by_exit_file(d, j, r);
         return;
     }
     /* The lock lines and the exit record: one read (the loop's thread only). */
@@ -94,16 +102,12 @@ static void adopt(struct gflowd *d, struct job *j)
                  (long long)j->id);
         have_pid = false;
     }
+    if (!alive && have_pid) { /* it ran: its exit file, or what is left of the job */
+        run_shim_gone(d, j, 0, false);
+        return;
+    }
     if (!alive) {
-        if (have_pid) { /* it ran: its exit file, or what is left of the job */
-            run_shim_gone(d, j, 0, false);
-            return;
-        }
-        int rc = run_apply_exit_file(d, j);
-        if (rc == -2)
-            run_adopt_later(r, 0.1);
-        else if (rc == -1)
-            requeue(d, j);
+        adopt_by_exit_file(d, j, r);
         return;
     }
     if (!have_pid) { /* the shim is starting up: look again shortly */

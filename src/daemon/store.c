@@ -180,9 +180,8 @@ int store_query_int(struct store *s, const char *sql, int64_t *out)
 static int wal_hook_cb(void *arg, sqlite3 *db, const char *name, int pages)
 {
     struct store *s = arg;
-    if (pages >= STORE_WAL_FORCE_PAGES && s->ckpt)
-        store_ckpt_request(s);
-    else if (pages >= STORE_WAL_FORCE_PAGES && s->wal_pages >= STORE_WAL_FORCE_PAGES)
+    if (pages >= STORE_WAL_FORCE_PAGES && !store_ckpt_request(s) &&
+        s->wal_pages >= STORE_WAL_FORCE_PAGES)
         sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
     s->wal_pages = pages;
     return SQLITE_OK;
@@ -439,7 +438,12 @@ void store_rollback(struct store *s)
 
 int store_checkpoint(struct store *s)
 {
-    if (!s->ckpt && !sqlite3_get_autocommit(s->db))
+    if (store_ckpt_request(s))
+        return 0;
+    if (!sqlite3_get_autocommit(s->db))
         return 0; /* the daemon is not idle after all; try at the next idle moment */
-    return store_ckpt_request(s);
+    int rc = sqlite3_wal_checkpoint_v2(s->db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+    if (rc != SQLITE_OK && rc != SQLITE_BUSY)
+        return store_db_err(s, "checkpointing");
+    return 0;
 }

@@ -42,15 +42,10 @@ void store_expect_large(struct store *s);
 /* PRAGMA wal_checkpoint(PASSIVE); called when the daemon is idle. With the checkpoint
  * thread it is only asked for (it runs there). */
 int store_checkpoint(struct store *s);
-/* The daemon's checkpoint thread (store_ckpt.c): from store_ckpt_start on, checkpoints
- * run on a connection of its own, off the caller's thread; store_close stops it. 0, or
- * -1 (store_error says why; checkpoints then run on the caller's thread, as without). */
+/* The daemon's checkpoint thread (store_ckpt.c): from here on, checkpoints run on a
+ * connection of its own, off the caller's thread; store_close stops it. 0, or -1
+ * (store_error says why; checkpoints then run on the caller's thread, as without). */
 int store_ckpt_start(struct store *s);
-void store_ckpt_stop(struct store *s);
-/* Asks the thread for a checkpoint (without it: runs one, as store_checkpoint). */
-int store_ckpt_request(struct store *s);
-/* How many checkpoints the thread has run (tests). */
-uint64_t store_ckpt_done(struct store *s);
 
 /* The next job id: one more than any id ever assigned (ids are never reused). */
 int64_t store_next_job_id(struct store *s);

@@ -9,7 +9,7 @@
  * Requests are coalesced (one flag): a request made while a checkpoint runs gets one
  * more after it. Failures are not reported: the next request tries again, and the log
  * only grows meanwhile. Without the thread (store_ckpt_start not called: tools and
- * tests), store_ckpt_request checkpoints on the caller's connection as before. */
+ * tests), store.c checkpoints on the caller's connection as before. */
 #include "store_internal.h"
 
 #include <pthread.h>
@@ -106,18 +106,16 @@ void store_ckpt_stop(struct store *s)
     s->ckpt = NULL;
 }
 
-int store_ckpt_request(struct store *s)
+bool store_ckpt_request(struct store *s)
 {
     struct store_ckpt *c = s->ckpt;
-    if (!c) {
-        int rc = sqlite3_wal_checkpoint_v2(s->db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
-        return rc == SQLITE_OK || rc == SQLITE_BUSY ? 0 : store_db_err(s, "checkpointing");
-    }
+    if (!c)
+        return false;
     pthread_mutex_lock(&c->mu);
     c->requested = true;
     pthread_cond_signal(&c->cv);
     pthread_mutex_unlock(&c->mu);
-    return 0;
+    return true;
 }
 
 uint64_t store_ckpt_done(struct store *s)

@@ -159,6 +159,11 @@ int store_exec(struct store *s, const char *sql, const char *context);
 int store_save_next_id(struct store *s);
 /* Adds the jobs inserted in the open transaction to job_counts. 0, or -1 (store_db_err). */
 int store_save_counts(struct store *s);
+/* The checkpoint thread (store_ckpt.c): asks it for a checkpoint, false when there is
+ * none (the caller checkpoints itself); stops it; how many checkpoints it ran (tests). */
+bool store_ckpt_request(struct store *s);
+void store_ckpt_stop(struct store *s);
+uint64_t store_ckpt_done(struct store *s);
 /* The first column of sql's first row into *out (left as it is when there is no row).
  * 0 or -1. */
 int store_query_int(struct store *s, const char *sql, int64_t *out);
