@@ -3,6 +3,7 @@
 # libFuzzer/sanitizer runtimes for the fuzz harnesses of make check).
 # systemd (systemd-analyze verify), groff and man-db: tests/e2e/test_service.py.
 # chromium and chromium-driver: the web dashboard tested in a browser (tests/e2e/test_web.py).
+# musl-tools: gflow-shim is linked against musl where it is there (meson.build).
 # Idempotent and fast when everything is present (dpkg is asked first).
 # --bench: also the peers that make bench measures gflow against (task-spooler) and gnuplot
 # for make replay's plot; not needed by the build or make check.
@@ -11,7 +12,7 @@
 set -e
 PKGS="build-essential meson ninja-build pkg-config libmicrohttpd-dev libjansson-dev
 libsqlite3-dev libcurl4-openssl-dev libcmocka-dev python3 python3-pytest python3-pytest-xdist util-linux procps passwd clang-format patchelf
-clang libclang-rt-14-dev systemd groff man-db chromium chromium-driver"
+musl-tools clang libclang-rt-14-dev systemd groff man-db chromium chromium-driver"
 case "${1:-}" in
 --bench) PKGS="$PKGS task-spooler gnuplot-nox" ;;
 --slurm) PKGS="$PKGS slurmctld slurmd slurm-client munge" ;;

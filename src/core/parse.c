@@ -369,6 +369,20 @@ char *shell_join(int argc, char **argv)
     return strbuf_detach(&sb);
 }
 
+/* The signals' names without "SIG", as glibc's sigabbrev_np gives them (ours, so that
+ * the shim, which links this file, builds with musl too). */
+static const char *const signal_names[] = {
+    NULL,   "HUP",  "INT",  "QUIT", "ILL",    "TRAP",   "ABRT",  "BUS",  "FPE",  "KILL", "USR1",
+    "SEGV", "USR2", "PIPE", "ALRM", "TERM",   "STKFLT", "CHLD",  "CONT", "STOP", "TSTP", "TTIN",
+    "TTOU", "URG",  "XCPU", "XFSZ", "VTALRM", "PROF",   "WINCH", "POLL", "PWR",  "SYS",
+};
+
+static const char *signal_name(int sig)
+{
+    return sig > 0 && sig < (int)(sizeof(signal_names) / sizeof(*signal_names)) ? signal_names[sig]
+                                                                                : NULL;
+}
+
 int parse_signal_spec(const char *s, int *sig, int64_t *secs, bool *main_only, char **err)
 {
     const char *p = s;
@@ -393,11 +407,9 @@ int parse_signal_spec(const char *s, int *sig, int64_t *secs, bool *main_only, c
         num = (int)v;
     } else {
         const char *bare = strncasecmp(name, "SIG", 3) == 0 ? name + 3 : name;
-        for (int i = 1; i < 65 && num < 0; i++) {
-            const char *abbrev = sigabbrev_np(i);
-            if (abbrev && strcasecmp(abbrev, bare) == 0)
+        for (int i = 1; signal_name(i) && num < 0; i++)
+            if (strcasecmp(signal_name(i), bare) == 0)
                 num = i;
-        }
         if (num < 0)
             goto bad;
     }
@@ -423,7 +435,7 @@ bad:
 
 char *format_signal_spec(int sig, int64_t secs, bool main_only)
 {
-    const char *abbrev = sigabbrev_np(sig);
+    const char *abbrev = signal_name(sig);
     if (abbrev)
         return xasprintf("%s%s@%lld", main_only ? "B:" : "", abbrev, (long long)secs);
     return xasprintf("%s%d@%lld", main_only ? "B:" : "", sig, (long long)secs);

@@ -18,6 +18,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <linux/close_range.h>
+
 #include "util.h"
 
 /* Reports why the job could not start, to its log and to the shim, and exits. */
@@ -144,7 +146,7 @@ __attribute__((noreturn)) static void shim_child(const struct shim_exec *ex, cha
     /* Whatever the daemon leaked to us without close-on-exec stays out of the job.
      * Best effort: kernels before 5.11 lack the flag, and the daemon opens its fds
      * close-on-exec anyway. */
-    close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
+    syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC);
     /* The direct exec tries the candidates as bash's search would pick them: the first
      * that is there and executable. Any other failure (ENOEXEC: a file bash would run
      * as a script) leaves the decision to bash itself. */
