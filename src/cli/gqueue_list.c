@@ -148,6 +148,7 @@ struct gqueue_feed {
     size_t cap;  /* at most this many rows (0: all); a line beyond sets more */
     bool more;
     double now;
+    const struct client_response *r; /* its Content-Length sizes the table */
     struct strbuf pending; /* received text not yet taken: the start of a line */
 };
 
@@ -194,6 +195,8 @@ static size_t gqueue_feed_text(struct gqueue_feed *f, char *text, size_t len)
 static int gqueue_feed_chunk(const char *data, size_t len, void *arg)
 {
     struct gqueue_feed *f = arg;
+    if (!f->header_seen && !f->pending.len) /* the first piece: a table of about its size */
+        output_table_reserve(f->t, 0, (size_t)f->r->content_length);
     strbuf_add(&f->pending, data, len);
     size_t taken = gqueue_feed_text(f, f->pending.buf, f->pending.len);
     f->pending.len -= taken;
@@ -205,8 +208,8 @@ static int gqueue_feed_chunk(const char *data, size_t len, void *arg)
 static void gqueue_feed_table(const struct gqueue_opts *o, const char *path, bool probe,
                               size_t want, struct output_table *t, bool *more)
 {
-    struct gqueue_feed f = {.o = o, .t = t, .now = now_wall()};
     struct client_response r = {0};
+    struct gqueue_feed f = {.o = o, .t = t, .now = now_wall(), .r = &r};
     strbuf_init(&f.pending);
     if (probe && o->limit > 0)
         f.cap = want;
@@ -221,6 +224,7 @@ static void gqueue_feed_table(const struct gqueue_opts *o, const char *path, boo
             f.skip = 1;
             *more = true;
         }
+        output_table_reserve(t, 0, r.body.len);
         if (r.body.len) { /* in place; a last line without its newline goes on below */
             size_t taken = gqueue_feed_text(&f, r.body.buf, r.body.len);
             strbuf_add(&f.pending, r.body.buf + taken, r.body.len - taken);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "gpuinfo.h"
@@ -142,7 +143,13 @@ struct strbuf *output_table_cell(struct output_table *t)
 
 void output_table_reserve(struct output_table *t, size_t rows, size_t bytes)
 {
-    strbuf_reserve(&t->text, bytes + rows * t->ncols);
+    size_t room = bytes + rows * t->ncols;
+    strbuf_reserve(&t->text, room);
+    /* The whole pages of the new room; best effort (MADV_POPULATE_WRITE is Linux 5.14). */
+    uintptr_t page = 4096, from = (uintptr_t)(t->text.buf + t->text.len + page - 1) & ~(page - 1);
+    uintptr_t to = (uintptr_t)(t->text.buf + t->text.len + room) & ~(page - 1);
+    if (to > from)
+        madvise((void *)from, to - from, MADV_POPULATE_WRITE);
 }
 
 void output_table_cell_end(struct output_table *t)

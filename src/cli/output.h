@@ -28,7 +28,8 @@ void output_table_add_row_owned(struct output_table *t, char **cells);
 struct strbuf;
 struct strbuf *output_table_cell(struct output_table *t);
 /* Room for rows more rows of about bytes of text in all (growing by doubling copies
- * a large table several times). */
+ * a large table several times), its memory touched at once: on a VM a page faulted in
+ * one by one costs ~10 us, one of many populated by one madvise ~4 us. */
 void output_table_reserve(struct output_table *t, size_t rows, size_t bytes);
 void output_table_cell_end(struct output_table *t);
 size_t output_table_rows(const struct output_table *t);

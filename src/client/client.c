@@ -484,6 +484,7 @@ static int read_response(struct client_response *r, client_chunk_cb cb, void *ar
         if (status >= 100 && status < 200)
             continue;
         r->status = status;
+        r->content_length = have_len ? content_len : 0;
         struct body_sink sink = {
             .sb = &r->body,
             .cb = status >= 200 && status < 300 ? cb : NULL,

@@ -39,6 +39,7 @@ struct client_response {
     int status;         /* HTTP status code */
     char *content_type; /* NULL if absent */
     struct strbuf body; /* the body, unless it was streamed to a callback */
+    uint64_t content_length; /* the body's length as its header gave it, else 0 */
 };
 void client_response_free(struct client_response *r);
 
