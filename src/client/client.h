@@ -36,9 +36,9 @@ char *client_choose_socket(const char *user, const char *system);
 typedef int (*client_chunk_cb)(const char *data, size_t len, void *arg);
 
 struct client_response {
-    int status;         /* HTTP status code */
-    char *content_type; /* NULL if absent */
-    struct strbuf body; /* the body, unless it was streamed to a callback */
+    int status;              /* HTTP status code */
+    char *content_type;      /* NULL if absent */
+    struct strbuf body;      /* the body, unless it was streamed to a callback */
     uint64_t content_length; /* the body's length as its header gave it, else 0 */
 };
 void client_response_free(struct client_response *r);
