@@ -149,7 +149,7 @@ struct gqueue_feed {
     bool more;
     double now;
     const struct client_response *r; /* its Content-Length sizes the table */
-    struct strbuf pending; /* received text not yet taken: the start of a line */
+    struct strbuf pending;           /* received text not yet taken: the start of a line */
 };
 
 static void gqueue_feed_line(struct gqueue_feed *f, char *line)
