@@ -146,8 +146,8 @@ void output_table_reserve(struct output_table *t, size_t rows, size_t bytes)
     size_t room = bytes + rows * t->ncols;
     strbuf_reserve(&t->text, room);
     /* The whole pages of the new room; best effort (MADV_POPULATE_WRITE is Linux 5.14). */
-    uintptr_t page = 4096, from = (uintptr_t)(t->text.buf + t->text.len + page - 1) & ~(page - 1);
-    uintptr_t to = (uintptr_t)(t->text.buf + t->text.len + room) & ~(page - 1);
+    uintptr_t page = 4096, start = (uintptr_t)(t->text.buf + t->text.len);
+    uintptr_t from = (start + page - 1) & ~(page - 1), to = (start + room) & ~(page - 1);
     if (to > from)
         madvise((void *)from, to - from, MADV_POPULATE_WRITE);
 }
