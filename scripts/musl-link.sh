@@ -5,7 +5,7 @@
 # ~25 page faults), a musl one ~0.3 ms (docs/design.md §7, issue 10); the shim starts once
 # per job.
 #
-#   musl-link.sh MUSL_GCC OUTPUT DEPFILE WORKDIR [-I DIR | -D X ...] -- SOURCE...
+#   musl-link.sh MUSL_GCC OUTPUT DEPFILE WORKDIR [COMPILER FLAG ...] -- SOURCE...
 #
 # Each source is compiled into WORKDIR, and DEPFILE lists every header they read.
 # musl-gcc searches musl's own headers only; the kernel's (linux/, asm/) and jansson's
@@ -35,8 +35,7 @@ objs=
 for src; do
     obj="$dir/$(basename "$src" .c).o"
     # shellcheck disable=SC2086 # flags are words
-    "$cc" -std=gnu11 -O2 -g -fPIE -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Wshadow \
-        -Wmissing-prototypes -Wstrict-prototypes -Wformat=2 $flags -isystem "$inc" \
+    "$cc" -std=gnu11 -O2 -g -fPIE -Wall -Wextra $flags -isystem "$inc" \
         -MD -MF "$obj.d" -c "$src" -o "$obj"
     objs="$objs $obj"
 done

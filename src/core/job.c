@@ -1,7 +1,6 @@
 /* job: states, transitions, the job record and its JSON form (docs/api.md). */
 #include "job.h"
 
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -616,7 +615,7 @@ int job_set_signal_spec(struct job *j, const char *spec)
 const char *job_signal_name(int sig)
 {
     static char buf[16];
-    const char *abbrev = sigabbrev_np(sig);
+    const char *abbrev = signal_name(sig);
     if (abbrev) {
         snprintf(buf, sizeof(buf), "SIG%s", abbrev);
         return buf;

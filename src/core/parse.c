@@ -369,15 +369,15 @@ char *shell_join(int argc, char **argv)
     return strbuf_detach(&sb);
 }
 
-/* The signals' names without "SIG", as glibc's sigabbrev_np gives them (ours, so that
- * the shim, which links this file, builds with musl too). */
+/* Ours rather than sigabbrev_np, so that the shim, which links this file, builds with
+ * musl too. */
 static const char *const signal_names[] = {
     NULL,   "HUP",  "INT",  "QUIT", "ILL",    "TRAP",   "ABRT",  "BUS",  "FPE",  "KILL", "USR1",
     "SEGV", "USR2", "PIPE", "ALRM", "TERM",   "STKFLT", "CHLD",  "CONT", "STOP", "TSTP", "TTIN",
     "TTOU", "URG",  "XCPU", "XFSZ", "VTALRM", "PROF",   "WINCH", "POLL", "PWR",  "SYS",
 };
 
-static const char *signal_name(int sig)
+const char *signal_name(int sig)
 {
     return sig > 0 && sig < (int)(sizeof(signal_names) / sizeof(*signal_names)) ? signal_names[sig]
                                                                                 : NULL;

@@ -44,6 +44,9 @@ int parse_memory_mb(const char *s, int64_t *mb, char **err);
  * "B:" (main_only): to the job's main processes only, not to every process it started. */
 #define PARSE_SIGNAL_DEFAULT_SECS 60
 int parse_signal_spec(const char *s, int *sig, int64_t *secs, bool *main_only, char **err);
+/* A signal's name without "SIG" ("USR1", as glibc's sigabbrev_np gives it), or NULL for
+ * a number without one (real-time signals). */
+const char *signal_name(int sig);
 /* The canonical text of a signal spec: "B:USR1@60", "TERM@10", "40@5" (malloc'd). */
 char *format_signal_spec(int sig, int64_t secs, bool main_only);
 

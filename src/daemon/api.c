@@ -28,7 +28,6 @@
 #include <fcntl.h>
 #include <microhttpd.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -326,17 +325,12 @@ static void start_work(struct request *r, struct reply *rep)
     w->arg = rep->work_arg;
     w->free_arg = rep->work_free;
     rep->work_arg = NULL;
-    /* The loop's signals (signalfd) stay with the loop's thread. */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     pthread_t t;
-    int rc = pthread_create(&t, &attr, work_main, w);
+    int rc = loop_thread_create(&t, &attr, work_main, w);
     pthread_attr_destroy(&attr);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) {
         if (w->free_arg)
             w->free_arg(w->arg);

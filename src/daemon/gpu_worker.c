@@ -6,7 +6,6 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +13,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "loop.h"
 #include "nvml.h"
 #include "util.h"
 
@@ -180,12 +180,7 @@ struct gpu_worker *gpu_worker_new(const char *library, char **err)
     }
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->cv, NULL);
-    /* Signals stay with the loop (signalfd): the thread blocks them all. */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = pthread_create(&w->thread, NULL, worker_main, w);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    int rc = loop_thread_create(&w->thread, NULL, worker_main, w);
     if (rc != 0) {
         *err = xasprintf("cannot start the NVML thread: %s", strerror(rc));
         close(w->efd);

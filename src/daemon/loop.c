@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
@@ -252,4 +253,14 @@ void loop_run(void)
 void loop_stop(void)
 {
     running = false;
+}
+
+int loop_thread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
+{
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(t, attr, fn, arg);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return rc;
 }

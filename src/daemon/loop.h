@@ -6,6 +6,7 @@
 #ifndef GFLOWD_LOOP_H
 #define GFLOWD_LOOP_H
 
+#include <pthread.h>
 #include <stdint.h>
 
 typedef void (*loop_fd_cb)(int fd, uint32_t events, void *arg);
@@ -29,6 +30,9 @@ void loop_set_before_sleep(loop_hook_cb cb, void *arg);
 /* Lets a component cap the next sleep: cb(arg) gives ms, -1 = no cap (libmicrohttpd's
  * timeout). */
 void loop_set_timeout_source(int (*cb)(void *arg), void *arg);
+/* pthread_create with every signal blocked in the new thread: the daemon's signals are
+ * the loop's, read from its signalfd on its own thread. pthread_create's result. */
+int loop_thread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg);
 /* Runs until loop_stop. */
 void loop_run(void);
 void loop_stop(void);

@@ -13,10 +13,10 @@
 #include "store_internal.h"
 
 #include <pthread.h>
-#include <signal.h>
 #include <sqlite3.h>
 #include <stdlib.h>
 
+#include "loop.h"
 #include "util.h"
 
 struct store_ckpt {
@@ -27,6 +27,15 @@ struct store_ckpt {
     bool requested, stopping;
     uint64_t done; /* checkpoints run, for tests */
 };
+
+/* What store_ckpt_start made; the thread is not running (any more). */
+static void ckpt_free(struct store_ckpt *c)
+{
+    pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->cv);
+    sqlite3_close(c->db);
+    free(c);
+}
 
 static void *ckpt_main(void *arg)
 {
@@ -54,6 +63,8 @@ int store_ckpt_start(struct store *s)
         return 0;
     const char *path = sqlite3_db_filename(s->db, "main");
     struct store_ckpt *c = xcalloc(1, sizeof(*c));
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->cv, NULL);
     /* One read, so that the connection has read the file's header and knows it is in WAL
      * mode: until then a checkpoint on it does nothing. */
     if (!path ||
@@ -62,27 +73,15 @@ int store_ckpt_start(struct store *s)
         sqlite3_exec(c->db, "SELECT 1 FROM sqlite_schema LIMIT 1", NULL, NULL, NULL) != SQLITE_OK) {
         store_set_err(s, "opening the database for checkpoints: %s",
                       c->db ? sqlite3_errmsg(c->db) : "out of memory");
-        sqlite3_close(c->db);
-        free(c);
+        ckpt_free(c);
         return -1;
     }
     /* The database file grows in the same allocated chunks as the writer's (store.c). */
     int chunk = STORE_CHUNK_BYTES;
     sqlite3_file_control(c->db, "main", SQLITE_FCNTL_CHUNK_SIZE, &chunk);
-    pthread_mutex_init(&c->mu, NULL);
-    pthread_cond_init(&c->cv, NULL);
-    /* The thread takes no signal: the daemon reads its own from a signalfd. */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = pthread_create(&c->thread, NULL, ckpt_main, c);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (rc != 0) {
+    if (loop_thread_create(&c->thread, NULL, ckpt_main, c) != 0) {
         store_set_err(s, "starting the checkpoint thread failed");
-        pthread_mutex_destroy(&c->mu);
-        pthread_cond_destroy(&c->cv);
-        sqlite3_close(c->db);
-        free(c);
+        ckpt_free(c);
         return -1;
     }
     s->ckpt = c;
@@ -99,10 +98,7 @@ void store_ckpt_stop(struct store *s)
     pthread_cond_signal(&c->cv);
     pthread_mutex_unlock(&c->mu);
     pthread_join(c->thread, NULL);
-    pthread_mutex_destroy(&c->mu);
-    pthread_cond_destroy(&c->cv);
-    sqlite3_close(c->db);
-    free(c);
+    ckpt_free(c);
     s->ckpt = NULL;
 }
 
