@@ -72,6 +72,13 @@
 /* A standby shim (gflow-shim --standby, src/shim/standby.c) takes at most this many
  * bytes of arguments in its one message; gflowd starts a shim for a longer command line. */
 #define EXITFILE_STANDBY_MAX (64 * 1024)
+/* The messages of a standby's socket besides a job (src/shim/standby.c), one byte each:
+ * from gflowd during a job, end it (as SIGTERM to a shim of one job would) or pass a
+ * signal on (the byte, then the value of SIGUSR1's above in decimal); from the shim, its
+ * job is over (its record is in the lock file and its lock free). */
+#define SHIM_CTL_TERM 'T'
+#define SHIM_CTL_FORWARD 'F'
+#define SHIM_CTL_DONE 'D'
 /* gflowd starts a standby with a third argument of this many spaces: the room the shim
  * then writes its job's arguments over (what ps shows). */
 #define EXITFILE_STANDBY_ROOM 4096

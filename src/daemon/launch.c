@@ -11,13 +11,16 @@
 #include <pthread.h>
 #include <pwd.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -28,6 +31,8 @@
 #include "gpu.h"
 #include "jobenv.h"
 #include "log.h"
+#include "loop.h"
+#include "procinfo.h"
 #include "store.h"
 #include "util.h"
 
@@ -343,32 +348,60 @@ static pid_t spawn_shim(char *const *argv, int lock_fd, int env_fd)
     return pid;
 }
 
-/* ---- the standby shim ---- */
+/* ---- standby shims ---- */
 
-/* One shim started ahead of its job (gflow-shim --standby, src/shim/standby.c): a job's
- * start hands it the arguments and fds instead of waiting for a shim's exec and start-up
- * (~1.5 ms here, the largest step between a submission and its job running). Used
- * once; serve.c has the next one started a moment after (launch_standby_start). */
-static pid_t standby_pid = -1;
-static int standby_sock = -1; /* our end of its SOCK_SEQPACKET socket */
+/* Shims started ahead of their jobs (gflow-shim --standby, src/shim/standby.c): a job's
+ * start hands one the arguments and fds instead of waiting for a shim's exec and start-up
+ * (~1.5 ms here, the largest step between a submission and its job running), and a
+ * standby whose job is over comes back (launch_standby_back) for the next one. At most
+ * LAUNCH_IDLE_MAX wait; serve.c has one started a moment after a launch took the last. */
+#define LAUNCH_IDLE_MAX 8
 
-/* Reaps the standby (it exits at the end of its socket, or is gone already). */
-static void standby_drop(void)
+struct standby {
+    pid_t pid;
+    int64_t start; /* its /proc start time */
+    int sock;      /* our end of its SOCK_SEQPACKET socket */
+};
+static struct standby idle[LAUNCH_IDLE_MAX];
+static size_t n_idle;
+
+/* Reaps a standby that exits at the end of its socket. */
+static void standby_reap_cb(int fd, uint32_t events, void *arg)
 {
-    close(standby_sock);
-    waitpid(standby_pid, NULL, 0);
-    standby_pid = -1;
-    standby_sock = -1;
+    (void)events;
+    pid_t pid = (pid_t)(intptr_t)arg;
+    if (waitpid(pid, NULL, WNOHANG) == 0)
+        return; /* not yet reapable; epoll will tell again */
+    loop_del_fd(fd);
+    close(fd);
+}
+
+/* Closes a standby's socket, which ends it, and reaps it once it has exited: at once when
+ * wait (it is idle or killed: a moment), else when its pidfd says so. */
+static void standby_drop(pid_t pid, int sock, bool wait)
+{
+    close(sock);
+    if (wait) {
+        waitpid(pid, NULL, 0);
+        return;
+    }
+    int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (pidfd >= 0 && fcntl(pidfd, F_SETFD, FD_CLOEXEC) == 0 &&
+        loop_add_fd(pidfd, EPOLLIN, standby_reap_cb, (void *)(intptr_t)pid) == 0)
+        return;
+    if (pidfd >= 0)
+        close(pidfd);
+    waitpid(pid, NULL, 0); /* no pidfd now: wait for it (it exits at once) */
 }
 
 bool launch_standby_ready(void)
 {
-    return standby_pid > 0;
+    return n_idle > 0;
 }
 
 void launch_standby_start(const struct gflowd *d)
 {
-    if (standby_pid > 0)
+    if (n_idle > 0)
         return;
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
@@ -387,28 +420,37 @@ void launch_standby_start(const struct gflowd *d)
         close(sv[0]);
         return;
     }
-    standby_pid = pid;
-    standby_sock = sv[0];
+    idle[n_idle++] = (struct standby){pid, proc_start_time(pid), sv[0]};
+}
+
+void launch_standby_back(pid_t pid, int64_t start, int sock)
+{
+    if (n_idle < LAUNCH_IDLE_MAX)
+        idle[n_idle++] = (struct standby){pid, start, sock};
+    else
+        standby_drop(pid, sock, false);
 }
 
 void launch_standby_stop(void)
 {
-    if (standby_pid > 0)
-        standby_drop();
+    while (n_idle > 0) {
+        n_idle--;
+        standby_drop(idle[n_idle].pid, idle[n_idle].sock, true);
+    }
 }
 
-/* Hands argv (less argv[0]) and the two fds to the standby: its pid, or -1 when there
- * is none, the arguments are too long for it, or it is gone (then it is reaped). */
-static pid_t standby_take(char *const *argv, int lock_fd, int env_fd)
+/* Hands argv (less argv[0]) and the two fds to a waiting standby, the last to come back
+ * (its pages are the likeliest to be in memory): 0 with *taken, or -1 when there is none,
+ * the arguments are too long for one, or each is gone (then it is reaped). */
+static int standby_take(char *const *argv, int lock_fd, int env_fd, struct standby *taken)
 {
-    if (standby_pid <= 0)
-        return -1;
     struct strbuf args;
     strbuf_init(&args);
     for (char *const *a = argv + 1; *a; a++)
         strbuf_add(&args, *a, strlen(*a) + 1);
-    pid_t pid = -1;
-    if (args.len <= EXITFILE_STANDBY_MAX) {
+    int rc = -1;
+    while (rc < 0 && n_idle > 0 && args.len <= EXITFILE_STANDBY_MAX) {
+        struct standby s = idle[--n_idle];
         int fds[2] = {lock_fd, env_fd};
         union {
             struct cmsghdr h;
@@ -425,19 +467,17 @@ static pid_t standby_take(char *const *argv, int lock_fd, int env_fd)
         h->cmsg_type = SCM_RIGHTS;
         h->cmsg_len = CMSG_LEN(sizeof(fds));
         memcpy(CMSG_DATA(h), fds, sizeof(fds));
-        if (sendmsg(standby_sock, &m, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)args.len) {
-            pid = standby_pid;
-            close(standby_sock); /* it has its message; no further one */
-            standby_pid = -1;
-            standby_sock = -1;
+        if (sendmsg(s.sock, &m, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)args.len) {
+            *taken = s;
+            rc = 0;
         } else {
-            log_debug("the standby shim is gone (%s): starting one", strerror(errno));
-            kill(standby_pid, SIGKILL); /* our unreaped child: the pid is still its own */
-            standby_drop();
+            log_debug("a standby shim is gone (%s)", strerror(errno));
+            kill(s.pid, SIGKILL); /* our unreaped child: the pid is still its own */
+            standby_drop(s.pid, s.sock, true);
         }
     }
     strbuf_free(&args);
-    return pid;
+    return rc;
 }
 
 /* The spare lock files (launch_keep_lock): their ids, the last kept on top. */
@@ -564,8 +604,10 @@ static int lock_and_reserve(const struct gflowd *d, int64_t id, int *why, char *
     return fd;
 }
 
-enum launch_result launch_shim(struct gflowd *d, const struct job *j, pid_t *pid, char **err)
+enum launch_result launch_shim(struct gflowd *d, const struct job *j, pid_t *pid, int64_t *start,
+                               int *sock, char **err)
 {
+    *sock = -1;
     struct job full;
     job_init(&full);
     char *uuids = NULL;
@@ -603,9 +645,15 @@ enum launch_result launch_shim(struct gflowd *d, const struct job *j, pid_t *pid
     lock_fd = lock_and_reserve(d, j->id, &why, err);
     if (lock_fd < 0)
         goto out;
-    *pid = standby_take(argv.v, lock_fd, env_fd);
-    if (*pid < 0)
+    struct standby taken;
+    if (standby_take(argv.v, lock_fd, env_fd, &taken) == 0) {
+        *pid = taken.pid;
+        *start = taken.start;
+        *sock = taken.sock;
+    } else {
         *pid = spawn_shim(argv.v, lock_fd, env_fd);
+        *start = *pid > 0 ? proc_start_time(*pid) : 0;
+    }
     if (*pid < 0) {
         why = errno;
         *err = xasprintf("cannot start %s: %s", d->shim_path, strerror(errno));

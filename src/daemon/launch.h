@@ -5,6 +5,7 @@
 #define GFLOWD_LAUNCH_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "job.h"
@@ -23,8 +24,10 @@ enum launch_result {
 bool launch_short_of(int e);
 
 /* Starts j's shim, with run/<id>.lock created and flock()ed for it to inherit.
- * LAUNCH_OK with *pid; otherwise *err (to free) says why. */
-enum launch_result launch_shim(struct gflowd *d, const struct job *j, pid_t *pid, char **err);
+ * LAUNCH_OK with *pid and its /proc start time, and *sock our end of a standby's socket
+ * (-1: a shim of this job alone); otherwise *err (to free) says why. */
+enum launch_result launch_shim(struct gflowd *d, const struct job *j, pid_t *pid, int64_t *start,
+                               int *sock, char **err);
 
 /* Lock files are reused: creating a file costs the filesystem an inode allocation (on
  * ext4 without a journal, one that steps over every inode freed in the last 30 s, so
@@ -39,11 +42,14 @@ enum launch_result launch_shim(struct gflowd *d, const struct job *j, pid_t *pid
 void launch_keep_lock(const struct gflowd *d, int64_t id);
 int launch_spares_init(const struct gflowd *d, char **err);
 
-/* The standby shim, started before its job (launch.c): launch_shim hands the next job to
- * it when there is one. launch_standby_start starts one if there is none (a failure is
- * only logged: jobs then start their own shim); launch_standby_stop ends it. */
+/* Standby shims, started before their jobs, each serving job after job (launch.c):
+ * launch_shim hands the next job to one when one waits. launch_standby_start starts one
+ * if none waits (a failure is only logged: jobs then start their own shim);
+ * launch_standby_back takes back one whose job is over (SHIM_CTL_DONE: its socket is
+ * ours again); launch_standby_stop ends those waiting. */
 bool launch_standby_ready(void);
 void launch_standby_start(const struct gflowd *d);
+void launch_standby_back(pid_t pid, int64_t start, int sock);
 void launch_standby_stop(void);
 
 #endif

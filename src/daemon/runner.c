@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/file.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -101,6 +102,7 @@ struct run *run_new(struct gflowd *d, struct job *j)
     r->d = d;
     r->job_id = j->id;
     r->pidfd = -1;
+    r->sock = -1;
     j->runtime = r;
     return r;
 }
@@ -115,10 +117,21 @@ void run_unwatch_shim(struct run *r)
     r->pidfd = -1;
 }
 
+/* Stops listening to a standby's socket: closed, it ends the shim once its job is over. */
+static void run_close_sock(struct run *r)
+{
+    if (r->sock < 0)
+        return;
+    loop_del_fd(r->sock);
+    close(r->sock);
+    r->sock = -1;
+}
+
 /* Stops watching a shim and forgets it (its files stay). */
 static void run_destroy(struct run *r)
 {
     run_unwatch_shim(r);
+    run_close_sock(r);
     loop_cancel_timer(r->limit_timer);
     loop_cancel_timer(r->warn_timer);
     loop_cancel_timer(r->kill_timer);
@@ -424,6 +437,57 @@ static void pidfd_cb(int fd, uint32_t events, void *arg)
     run_shim_gone(r->d, j, status, have_status);
 }
 
+/* A standby's socket is readable: its job is over (SHIM_CTL_DONE), the record in the lock
+ * file; the shim waits for its next job. Or the socket's end: the shim is gone, which
+ * its pidfd tells. */
+static void sock_cb(int fd, uint32_t events, void *arg)
+{
+    (void)events;
+    struct run *r = arg;
+    char msg;
+    ssize_t n = recv(fd, &msg, 1, MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return;
+    struct job *j = jobs_get(r->d->jobs, r->job_id);
+    if (n != 1 || msg != SHIM_CTL_DONE || !j || j->runtime != r || r->gone) {
+        run_close_sock(r);
+        return;
+    }
+    char *text;
+    size_t len;
+    struct exit_record rec;
+    if (read_lock_text(r->d, j->id, &text, &len) < 0 || exitfile_lock_record(text, len, &rec) < 0) {
+        free(text);
+        run_close_sock(r); /* the shim exits: its pidfd tells, and collect() looks again */
+        return;
+    }
+    free(text);
+    pid_t pid = r->pid;
+    int64_t start = r->start;
+    loop_del_fd(fd);
+    r->sock = -1;
+    run_unwatch_shim(r);
+    r->gone = true;
+    apply_record(r->d, j, &rec);
+    launch_standby_back(pid, start, fd);
+}
+
+/* Tells a standby's job to end (SHIM_CTL_TERM), or passes a signal on (SHIM_CTL_FORWARD
+ * and value): 0, or -1 when the socket cannot take it (the shim is gone). */
+static int sock_send(struct run *r, char what, int value)
+{
+    char msg[16];
+    int n = what == SHIM_CTL_TERM ? snprintf(msg, sizeof(msg), "%c", what)
+                                  : snprintf(msg, sizeof(msg), "%c%d", what, value);
+    return send(r->sock, msg, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) == n ? 0 : -1;
+}
+
+/* Queues SIGUSR1 with value to the shim, or says it on a standby's socket. */
+static int shim_queue(struct run *r, int value)
+{
+    return r->sock >= 0 ? sock_send(r, SHIM_CTL_FORWARD, value) : sys_pidfd_queue(r->pidfd, value);
+}
+
 /* ---- time limits and --signal ---- */
 
 /* The job of a timer's run, if it still runs under that run. */
@@ -450,8 +514,8 @@ static void send_warning(struct run *r, struct job *j, bool late)
     if (j->end_request != JOB_END_NONE || r->pidfd < 0)
         return;
     int value = j->warn_signal | (j->warn_main_only ? SHIM_FORWARD_MAIN_ONLY : 0);
-    if (sys_pidfd_queue(r->pidfd, value) < 0) {
-        if (errno != ESRCH)
+    if (shim_queue(r, value) < 0) {
+        if (errno != ESRCH && errno != EPIPE)
             log_warn("job %lld: queueing %s for the job: %m", (long long)j->id,
                      job_signal_name(j->warn_signal));
         return;
@@ -553,8 +617,10 @@ bool runner_launch(struct gflowd *d, struct job *j)
         return true;
     }
     pid_t pid;
+    int64_t start;
+    int sock;
     char *err;
-    enum launch_result lr = launch_shim(d, j, &pid, &err);
+    enum launch_result lr = launch_shim(d, j, &pid, &start, &sock, &err);
     if (lr == LAUNCH_SHORT || lr == LAUNCH_NO_SPACE) { /* not the job's fault */
         log_warn("job %lld: launch put off: %s; queued again", (long long)j->id, err);
         free(err);
@@ -572,8 +638,12 @@ bool runner_launch(struct gflowd *d, struct job *j)
     struct run *r = run_new(d, j);
     r->our_child = true;
     j->shim_pid = pid;
-    j->shim_start = proc_start_time(pid);
-    r->start = j->shim_start;
+    j->shim_start = start;
+    r->start = start;
+    if (sock >= 0 && loop_add_fd(sock, EPOLLIN, sock_cb, r) < 0)
+        close(sock); /* the shim exits once its job is over, as a shim of one job does */
+    else
+        r->sock = sock;
     if (run_watch_shim(r, pid) < 0) {
         log_warn("job %lld: pidfd_open(%ld): %m; trying again", (long long)j->id, (long)pid);
         r->retry_timer = loop_add_timer(0.1, watch_retry_cb, r);
@@ -591,6 +661,11 @@ void runner_signal(struct job *j, int sig)
     struct run *r = j->runtime;
     if (!r || r->pidfd < 0)
         return;
+    if (r->sock >= 0 && sig == SIGTERM) {
+        if (sock_send(r, SHIM_CTL_TERM, 0) < 0)
+            log_warn("job %lld: cannot tell its shim to end it: %m", (long long)j->id);
+        return;
+    }
     if (sys_pidfd_send_signal(r->pidfd, sig) < 0 && errno != ESRCH)
         log_warn("job %lld: signal %d: %m", (long long)j->id, sig);
 }
@@ -617,7 +692,7 @@ void runner_request_end(struct gflowd *d, struct job *j, enum job_end_request wh
 /* Passes sig on to the job's processes through the shim (which stays to report). */
 static void forward_signal(struct run *r, struct job *j, int sig)
 {
-    if (r->pidfd < 0 || sys_pidfd_queue(r->pidfd, sig) == 0 || errno == ESRCH)
+    if (r->pidfd < 0 || shim_queue(r, sig) == 0 || errno == ESRCH || errno == EPIPE)
         return;
     log_warn("job %lld: queueing %s for the job: %m", (long long)j->id, job_signal_name(sig));
 }

@@ -252,7 +252,8 @@ static int shim_main(const struct shim_opts *o, const sigset_t *mask)
                          .kill_grace = o->kill_grace,
                          .mem_tfd = -1,
                          .relay = {.rd = -1, .log_fd = -1, .null_fd = -1},
-                         .lock_fd = o->lock_fd};
+                         .lock_fd = o->lock_fd,
+                         .ctl_fd = shim_standby_sock()};
     char *err = NULL;
     if (shim_prepare(o, &ex, &err) < 0 || shim_relay_open(&r.relay, o, &ex, &err) < 0 ||
         shim_supervise_open(&r, mask, &err) < 0 || shim_jobcg_setup(o, &ex, &r.jobcg, &err) < 0 ||
@@ -404,9 +405,14 @@ int main(int argc, char **argv)
         return shim_main_probe_memory();
     if (argc < 2 || strcmp(argv[1], "--standby") != 0)
         return shim_main_args(argc, argv);
-    if (shim_standby_wait(&argc, &argv) < 0)
-        return 0;
-    int rc = shim_main_args(argc, argv);
-    free(argv); /* the array standby.c made (its strings are static) */
-    return rc;
+    for (;;) {
+        int job_argc = argc;
+        char **job_argv = argv;
+        if (shim_standby_wait(&job_argc, &job_argv) < 0)
+            return 0;
+        int rc = shim_main_args(job_argc, job_argv);
+        free(job_argv); /* the array standby.c made (its strings are static) */
+        if (rc != SHIM_EXIT_OK || shim_standby_done() < 0)
+            return rc;
+    }
 }

@@ -377,6 +377,7 @@ int shim_opts_parse(int argc, char **argv, struct shim_opts *o, char **err)
                             .ngroups = -1};
     *err = NULL;
     opterr = 0; /* one line of our own instead of getopt's */
+    optind = 0; /* from the start: a standby parses one command line per job */
     int c;
     /* '+': stop at the first non-option; ':': report a missing argument as ':'. */
     while ((c = getopt_long(argc, argv, "+:h", shim_opts_long, NULL)) != -1) {

@@ -189,12 +189,20 @@ struct shim_run {
     int lock_fd;                /* --lock-fd (-1: none) */
     bool forwarded;             /* a signal was passed on (and the lock file says so) */
     struct shim_attach *attach; /* --pty: the terminal and its clients; NULL: none */
+    int ctl_fd;                 /* a standby's socket (SHIM_CTL_*); -1: none */
 };
 
-/* ---- standby.c: gflow-shim --standby, started before its job ---- */
-/* Waits on fd 3 for the job's arguments and fds; then argc and argv are the shim's command
- * line (argv[0] kept) and fds 3 and 4 the lock and the environment. -1: nothing came. */
+/* ---- standby.c: gflow-shim --standby, started before its jobs ---- */
+/* Waits on gflowd's socket (fd 3 at first) for the next job's arguments and fds; then argc
+ * and argv are the shim's command line (argv[0] kept; the first call's argv names the
+ * room for it) and fds 3 and 4 the lock and the environment. -1: no job came. */
 int shim_standby_wait(int *argc, char ***argv);
+/* gflowd's socket, on which a standby's job hears SHIM_CTL_TERM and _FORWARD; -1 when
+ * this shim is not a standby. */
+int shim_standby_sock(void);
+/* The job's record is written: closes the job's fds and tells gflowd. 0, or -1 when the
+ * shim is to exit instead (it cannot tell gflowd, or has run its last job). */
+int shim_standby_done(void);
 
 /* ---- opts.c: the command line ---- */
 /* Parses argv into *o. Returns 0, 1 for --help, or -1 with *err set (caller frees).

@@ -1,64 +1,130 @@
 /* standby: `gflow-shim --standby`, a shim gflowd starts before it has a job for it, so
- * that a job's start does not wait for the shim's exec and start-up. It waits on fd 3, a
- * SOCK_SEQPACKET socket, for one message: the arguments a shim would get (after argv[0],
+ * that a job's start does not wait for the shim's exec and start-up, and which serves
+ * job after job, so that a job's end costs no process's exit and its successor no
+ * process's start (docs/design.md). It waits on fd 3, a SOCK_SEQPACKET socket (kept
+ * above fd 4 from then on), for a job: the arguments a shim would get (after argv[0],
  * each NUL-terminated) with the job's lock and environment fds attached (SCM_RIGHTS).
  * Those fds then become 3 and 4, as gflowd's own start of a shim gives them, and the shim
- * goes on as if started with those arguments, which it also writes over its own command
- * line (gflowd starts it with room for them: a third argument of spaces), so that ps and
- * /proc/PID/cmdline show the job's shim as they would have. While it waits it reads what no
- * job changes and the job's start needs (its own start time, the cgroup2 mount: 0.28 ms
- * of the shim's CPU up to the job's exec, docs/design.md). The end of the stream (gflowd
- * stopped, or closed its end) or anything malformed: the standby exits having done
- * nothing. */
+ * runs the job as if started with those arguments, which it also writes over its own
+ * command line (gflowd starts it with room for them: a third argument of spaces), so that
+ * ps and /proc/PID/cmdline show the job's shim as they would have. While the job runs,
+ * gflowd ends it or passes a signal on through the socket (SHIM_CTL_TERM, _FORWARD:
+ * supervise.c), not by signals, which could reach the next job. Once the job's record is
+ * in its lock file, the shim closes every fd the job had (the lock's is its flock), says
+ * SHIM_CTL_DONE, and waits for the next job; a shim whose job failed in the shim's own
+ * way, or that cannot say so, exits as a shim of one job does.
+ *
+ * While it waits it reads what no job changes and the job's start needs (its own start
+ * time, the cgroup2 mount: 0.28 ms of the shim's CPU up to the job's exec). The end of
+ * the stream (gflowd stopped, or closed its end), SIGTERM, SIGINT or SIGHUP, or anything
+ * malformed: the standby exits having done nothing. */
 #include "shim.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "exitfile.h"
 #include "util.h"
 
+/* A standby runs at most this many jobs, then exits (gflowd starts another): what a job
+ * may leave in the shim's memory stays bounded. */
+#define SHIM_STANDBY_JOBS_MAX 1000
+
+static int standby_sock = -1;
+static unsigned standby_jobs;
+/* The command line's room: from argv[1] to the end of the last argument. */
+static char *room, *room_end;
+
+int shim_standby_sock(void)
+{
+    return standby_sock;
+}
+
+/* Waits for the next message on the socket. The signals that end a shim are let through
+ * while it waits without a job (their default action: exit), and SIGUSR1 queued for a
+ * job that is over is dropped. n bytes, or -1 at the end of the stream. */
+static ssize_t shim_standby_recv(struct msghdr *m)
+{
+    sigset_t waiting;
+    sigprocmask(SIG_SETMASK, NULL, &waiting);
+    sigdelset(&waiting, SIGTERM);
+    sigdelset(&waiting, SIGINT);
+    sigdelset(&waiting, SIGHUP);
+    sigset_t usr1;
+    sigemptyset(&usr1);
+    sigaddset(&usr1, SIGUSR1);
+    struct pollfd p = {.fd = standby_sock, .events = POLLIN};
+    for (;;) {
+        if (ppoll(&p, 1, NULL, &waiting) < 0 && errno != EINTR)
+            return -1;
+        ssize_t n = recvmsg(standby_sock, m, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+            continue;
+        struct timespec zero = {0, 0};
+        while (sigtimedwait(&usr1, NULL, &zero) > 0)
+            ;
+        return n > 0 ? n : -1;
+    }
+}
+
 int shim_standby_wait(int *argc, char ***argv)
 {
     /* Longer argument lists are not sent to a standby (launch.c starts a shim instead). */
     static char buf[EXITFILE_STANDBY_MAX + 1];
+    if (standby_sock < 0) {
+        /* What the job's start needs and no job changes, read while there is no job. */
+        shim_report_self_start();
+        shim_cgroup_mount_warm();
+        standby_sock = fcntl(3, F_DUPFD_CLOEXEC, 5);
+        if (standby_sock < 0)
+            return -1;
+        close(3);
+        room = (*argv)[1];
+        room_end = (*argv)[*argc - 1] + strlen((*argv)[*argc - 1]);
+    }
     union {
         struct cmsghdr h;
         char space[CMSG_SPACE(2 * sizeof(int))];
     } control;
-    struct iovec iov = {.iov_base = buf, .iov_len = EXITFILE_STANDBY_MAX};
-    struct msghdr m = {.msg_iov = &iov,
-                       .msg_iovlen = 1,
-                       .msg_control = control.space,
-                       .msg_controllen = sizeof(control.space)};
-    /* What the job's start needs and no job changes, read while there is no job. */
-    shim_report_self_start();
-    shim_cgroup_mount_warm();
+    struct cmsghdr *h;
     ssize_t n;
-    do
-        n = recvmsg(3, &m, MSG_CMSG_CLOEXEC);
-    while (n < 0 && errno == EINTR);
-    struct cmsghdr *h = n > 0 ? CMSG_FIRSTHDR(&m) : NULL;
-    if (!h || h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS ||
-        h->cmsg_len != CMSG_LEN(2 * sizeof(int)) || (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ||
-        buf[n - 1] != '\0')
+    do { /* a control message for a job that is over is dropped */
+        struct iovec iov = {.iov_base = buf, .iov_len = EXITFILE_STANDBY_MAX};
+        struct msghdr m = {.msg_iov = &iov,
+                           .msg_iovlen = 1,
+                           .msg_control = control.space,
+                           .msg_controllen = sizeof(control.space)};
+        n = shim_standby_recv(&m);
+        if (n < 0)
+            return -1;
+        h = CMSG_FIRSTHDR(&m);
+        if (h && (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)))
+            return -1;
+    } while (!h);
+    if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS ||
+        h->cmsg_len != CMSG_LEN(2 * sizeof(int)) || buf[n - 1] != '\0')
         return -1;
     int fds[2];
     memcpy(fds, CMSG_DATA(h), sizeof(fds));
-    /* Received fds are above 4 (0-4 are open: gflowd gives the standby /dev/null as 4). */
-    if (dup2(fds[0], 3) < 0 || dup2(fds[1], 4) < 0)
-        return -1;
-    close(fds[0]);
-    close(fds[1]);
-    /* The command line's room: from argv[1] to the end of the last argument. What does
-     * not fit is left out of ps (the shim itself reads buf). */
-    char *room = (*argv)[1], *end = (*argv)[*argc - 1] + strlen((*argv)[*argc - 1]);
-    size_t fit = (size_t)n < (size_t)(end - room) ? (size_t)n : (size_t)(end - room);
+    /* The received fds are the lowest free ones, in order: 3 and 4 once a job is over,
+     * above 4 before the first (0-4 are open: gflowd gives the standby /dev/null as 4). */
+    for (int i = 0; i < 2; i++) {
+        if (fds[i] == 3 + i)
+            continue;
+        if (dup2(fds[i], 3 + i) < 0)
+            return -1;
+        close(fds[i]);
+    }
+    size_t fit = (size_t)n < (size_t)(room_end - room) ? (size_t)n : (size_t)(room_end - room);
     memcpy(room, buf, fit);
-    memset(room + fit, 0, (size_t)(end - room) - fit + 1);
+    memset(room + fit, 0, (size_t)(room_end - room) - fit + 1);
     int count = 1;
     for (ssize_t i = 0; i < n; i++)
         count += buf[i] == '\0';
@@ -70,4 +136,20 @@ int shim_standby_wait(int *argc, char ***argv)
     *argc = k;
     *argv = v;
     return 0;
+}
+
+int shim_standby_done(void)
+{
+    if (++standby_jobs == SHIM_STANDBY_JOBS_MAX)
+        return -1;
+    /* Every fd of the job's, the lock's first (its flock ends with it): no job leaves
+     * one behind for the next. */
+    syscall(SYS_close_range, 3, (unsigned)standby_sock - 1, 0);
+    syscall(SYS_close_range, (unsigned)standby_sock + 1, ~0U, 0);
+    static const char idle[] = "--standby";
+    size_t fit = sizeof(idle) < (size_t)(room_end - room) ? sizeof(idle) : (size_t)(room_end - room);
+    memcpy(room, idle, fit);
+    memset(room + fit, 0, (size_t)(room_end - room) - fit + 1);
+    char done = SHIM_CTL_DONE;
+    return send(standby_sock, &done, 1, MSG_NOSIGNAL) == 1 ? 0 : -1;
 }

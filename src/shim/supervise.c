@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/signalfd.h>
 #include <sys/timerfd.h>
 #include <sys/wait.h>
@@ -105,6 +106,25 @@ static void shim_supervise_forward(struct shim_run *r, int value)
     free(procs);
 }
 
+/* gflowd's word on a standby's socket (SHIM_CTL_*, standby.c). At its end (gflowd is
+ * gone) the job goes on; a restarted gflowd signals the shim instead. */
+static void shim_supervise_control(struct shim_run *r)
+{
+    char msg[32];
+    ssize_t n = recv(r->ctl_fd, msg, sizeof(msg) - 1, MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return;
+    if (n <= 0) {
+        r->ctl_fd = -1; /* standby.c closes it */
+        return;
+    }
+    msg[n] = '\0';
+    if (msg[0] == SHIM_CTL_TERM)
+        shim_supervise_terminate(r);
+    else if (msg[0] == SHIM_CTL_FORWARD)
+        shim_supervise_forward(r, atoi(msg + 1));
+}
+
 static void shim_supervise_signals(struct shim_run *r)
 {
     struct signalfd_siginfo si;
@@ -185,12 +205,13 @@ int shim_supervise_run(struct shim_run *r, char **err)
             return 0;
         /* poll skips a negative fd: no memory tick without --memory-limit, no output
          * once every writer of the pipe is gone. */
-        struct pollfd p[4 + SHIM_SUPERVISE_ATTACH_FDS] = {{.fd = r->sfd, .events = POLLIN},
+        struct pollfd p[5 + SHIM_SUPERVISE_ATTACH_FDS] = {{.fd = r->sfd, .events = POLLIN},
                                                           {.fd = r->tfd, .events = POLLIN},
                                                           {.fd = r->mem_tfd, .events = POLLIN},
-                                                          {.fd = r->relay.rd, .events = POLLIN}};
-        int na = r->attach ? shim_attach_pollfds(r->attach, p + 4, SHIM_SUPERVISE_ATTACH_FDS) : 0;
-        if (poll(p, (nfds_t)(4 + na), -1) < 0) {
+                                                          {.fd = r->relay.rd, .events = POLLIN},
+                                                          {.fd = r->ctl_fd, .events = POLLIN}};
+        int na = r->attach ? shim_attach_pollfds(r->attach, p + 5, SHIM_SUPERVISE_ATTACH_FDS) : 0;
+        if (poll(p, (nfds_t)(5 + na), -1) < 0) {
             if (errno == EINTR)
                 continue;
             *err = xasprintf("poll: %s", strerror(errno));
@@ -204,8 +225,10 @@ int shim_supervise_run(struct shim_run *r, char **err)
             shim_memlimit_tick(r);
         if (p[3].revents)
             shim_relay_pump(&r->relay);
+        if (p[4].revents)
+            shim_supervise_control(r);
         if (na)
-            shim_attach_events(r->attach, p + 4, na);
+            shim_attach_events(r->attach, p + 5, na);
     }
 }
 

@@ -422,6 +422,39 @@ def test_standby_shim_runs_the_next_job_and_a_new_one_follows(make_gflow):
     assert g.wait_state(j)["state"] == "CA"
 
 
+def test_standby_shim_serves_job_after_job(make_gflow):
+    """A standby shim whose job is over waits for the next one: jobs run one after another
+    share the shims (the one started ahead of the first job and at most one more), each
+    back as a standby with its command line restored and no fd of its jobs left (the
+    lock's among them: its flock). One whose daemon went down meanwhile exits after its
+    job, which the restarted daemon collects."""
+    g = make_gflow()
+    pid = g.daemon_pid()
+    shims = []
+    for i in range(6):
+        j = g.submit("sh", "-c", f"echo {i} > out{i}")
+        job = g.wait_state(j)
+        assert job["state"] == "CD", job
+        assert (g.work / f"out{i}").read_text() == f"{i}\n"
+        shims.append(job["shim_pid"])
+    assert len(set(shims)) <= 2, shims
+    wait_for(lambda: set(shims) <= {s[0] for s in standby_shims(pid)}, "the shims back as standbys")
+    for shim in set(shims):
+        fds = {fd: os.readlink(f"/proc/{shim}/fd/{fd}") for fd in os.listdir(f"/proc/{shim}/fd")}
+        others = [link for fd, link in fds.items() if fd not in ("0", "1", "2")]
+        assert len(others) == 1 and others[0].startswith("socket:"), fds
+
+    j = g.submit("sh", "-c", "while [ ! -e go ]; do sleep 0.02; done")
+    g.wait_state(j, "R")
+    shim = shim_of(g, j)
+    assert shim[0] in shims
+    assert g.down().returncode == 0
+    g.up()
+    (g.work / "go").touch()
+    assert g.wait_state(j)["state"] == "CD"
+    wait_for(lambda: not alive(*shim), "the shim to exit after its job")
+
+
 def test_standby_shim_killed_jobs_still_start(make_gflow):
     """A standby that died (killed by someone) is noticed at the next launch, which
     starts a shim of its own; the job runs and a new standby follows."""
@@ -454,39 +487,46 @@ def test_standby_shim_job_cgroup_over_a_leftover_of_its_name(make_gflow, busy):
     first_shim = shim_of(g, first)
     g.run("gcancel", str(first), check=True)
     g.wait_state(first)
-    (standby,) = wait_for(lambda: [s for s in standby_shims(pid) if s != first_shim],
-                          "the next standby shim")
-    leftover = base / f"gflow-job-{first + 1}.{standby[0]}"
-    leftover.mkdir()
-    squatter = None
+    # The next job's shim is one of those waiting: the one that started ahead of it, or
+    # the first job's, back for another. A leftover for each.
+    standbys = wait_for(lambda: len(standby_shims(pid)) == 2 and standby_shims(pid),
+                        "the next standby shim and the first job's, back")
+    assert first_shim in standbys
+    leftovers = {s[0]: base / f"gflow-job-{first + 1}.{s[0]}" for s in standbys}
+    squatters = []
     try:
-        if busy:
-            squatter = subprocess.Popen(["sleep", "300"])
-            (leftover / "cgroup.procs").write_text(str(squatter.pid))
+        for leftover in leftovers.values():
+            leftover.mkdir()
+            if busy:
+                squatters.append(subprocess.Popen(["sleep", "300"]))
+                (leftover / "cgroup.procs").write_text(str(squatters[-1].pid))
         j = g.submit("sh", "-c", "cat /proc/self/cgroup > cg")
         assert j == first + 1
         job = g.wait_state(j)
+        leftover = leftovers[job["shim_pid"]]
         if busy:
             assert job["state"] == "F" and job["exit_code"] == 125, job
             # EBUSY in the words of the shim's libc: glibc's, or musl's (meson.build).
             assert job["reason"] in (
                 f"LaunchFailed: job cgroup v2 unavailable: cannot create {leftover}: {text}"
                 for text in ("Device or resource busy", "Resource busy")), job
-            assert squatter.poll() is None
-            assert str(squatter.pid) in (leftover / "cgroup.procs").read_text().split()
+            for squatter, other in zip(squatters, leftovers.values()):
+                assert squatter.poll() is None
+                assert str(squatter.pid) in (other / "cgroup.procs").read_text().split()
         else:
             assert job["state"] == "CD", job
             line = [l for l in (g.work / "cg").read_text().splitlines() if l.startswith("0::")]
             assert line and line[0].endswith(f"/{leftover.name}"), line
             wait_for(lambda: not leftover.exists(), "the job's cgroup to be removed")
     finally:
-        if squatter:
+        for squatter in squatters:
             squatter.kill()
             squatter.wait()
-        if leftover.exists():
-            wait_for(lambda: not (leftover / "cgroup.procs").read_text().split(),
-                     "the leftover to empty")
-            leftover.rmdir()
+        for leftover in leftovers.values():
+            if leftover.exists():
+                wait_for(lambda: not (leftover / "cgroup.procs").read_text().split(),
+                         "the leftover to empty")
+                leftover.rmdir()
 
 
 def test_standby_shim_ends_with_the_daemon(make_gflow):
