@@ -151,6 +151,7 @@ char *exit_record_encode_max(const struct exit_record *rec, size_t max)
 #define LOCK_LOST_PREFIX "lost: "           /* the job ran; its outcome could not be recorded */
 #define LOCK_CGROUP_PREFIX "cgroup: "       /* a cgroup that holds the job's processes */
 #define LOCK_FORWARDED_PREFIX "forwarded: " /* the shim passed on a signal */
+#define LOCK_SUPERVISOR_PREFIX "supervisor: " /* the shim serves several jobs: its socket */
 
 /* Whether s holds a byte that cannot be on one line of the file. */
 static bool has_control(const char *s)
@@ -178,6 +179,8 @@ char *exitfile_lock_format(const struct exit_lock *lock)
     struct strbuf sb;
     strbuf_init(&sb);
     strbuf_addf(&sb, "%lld %lld\n", (long long)lock->pid, (long long)lock->start);
+    if (lock->supervisor)
+        strbuf_addf(&sb, LOCK_SUPERVISOR_PREFIX "%s\n", lock->supervisor);
     for (size_t i = 0; i < lock->n_cgroups; i++) {
         char *line = exitfile_lock_cgroup_line(lock->cgroups[i]);
         if (line && sb.len + strlen(line) < EXITFILE_LOCK_MAX / 2)
@@ -263,6 +266,11 @@ static void lock_other_line(const char *l, const char *le, struct exit_lock *loc
             lock->cgroups[lock->n_cgroups++] = text;
         else
             free(text);
+    } else if (!lock->supervisor && (text = lock_line_text(l, le, LOCK_SUPERVISOR_PREFIX))) {
+        if (text[0] == '/')
+            lock->supervisor = text;
+        else
+            free(text);
     } else if ((text = lock_line_text(l, le, LOCK_FORWARDED_PREFIX))) {
         const char *p = text;
         int64_t sig;
@@ -302,10 +310,17 @@ void exitfile_lock_free(struct exit_lock *lock)
     for (size_t i = 0; i < lock->n_cgroups; i++)
         free(lock->cgroups[i]);
     free(lock->error);
+    free(lock->supervisor);
     memset(lock, 0, sizeof(*lock));
 }
 
 char *exitfile_marker(int64_t shim_pid, int64_t shim_start)
 {
     return xasprintf(EXITFILE_MARKER_VAR "=%lld:%lld", (long long)shim_pid, (long long)shim_start);
+}
+
+char *exitfile_job_marker(int64_t shim_pid, int64_t shim_start, int64_t job_id)
+{
+    return xasprintf(EXITFILE_MARKER_VAR "=%lld:%lld:%lld", (long long)shim_pid,
+                     (long long)shim_start, (long long)job_id);
 }

@@ -133,8 +133,12 @@ struct exit_lock {
     int forwarded; /* the first signal the shim passed on for the daemon (0: none) */
     char *error;   /* the shim's own failure, one line (NULL: none) */
     bool job_ran;  /* the failure came after the job ran: its outcome is unknown */
+    /* The shim is a supervisor of several jobs (gflow-shim --supervisor): the socket
+     * gflowd reaches it on (an absolute path, malloc'd); NULL: a shim of one job. */
+    char *supervisor;
 };
-/* The lock file's content (caller frees): "<pid> <start>\n", then a "cgroup: <dir>\n"
+/* The lock file's content (caller frees): "<pid> <start>\n", "supervisor: <socket>\n"
+ * for a supervisor's job, then a "cgroup: <dir>\n"
  * line for each cgroup, "forwarded: <sig>\n" when forwarded, and with an error
  * "error: <error>\n" (or "lost: <error>\n" when job_ran), the error on one line (line
  * breaks and other control characters become spaces) and cut to fit EXITFILE_LOCK_MAX. */
@@ -159,6 +163,9 @@ void exitfile_lock_free(struct exit_lock *lock);
  * for the shim pid with that start time (caller frees). */
 #define EXITFILE_MARKER_VAR "GFLOW_SHIM_ID"
 char *exitfile_marker(int64_t shim_pid, int64_t shim_start);
+/* The marker of a job of a supervisor, which serves several: "GFLOW_SHIM_ID=<pid>:<start>:<job>"
+ * (caller frees). */
+char *exitfile_job_marker(int64_t shim_pid, int64_t shim_start, int64_t job_id);
 
 /* How a job ended, as the daemon records it: state, reason code and the reason's detail
  * text (malloc'd; LaunchFailed and ShimLost only, else NULL). The reason's text form is

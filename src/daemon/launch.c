@@ -17,10 +17,12 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -33,6 +35,8 @@
 #include "log.h"
 #include "loop.h"
 #include "procinfo.h"
+#include "runner.h"
+#include "slurm.h"
 #include "store.h"
 #include "util.h"
 
@@ -439,18 +443,18 @@ void launch_standby_stop(void)
     }
 }
 
-/* Hands argv (less argv[0]) and the two fds to a waiting standby, the last to come back
- * (its pages are the likeliest to be in memory): 0 with *taken, or -1 when there is none,
- * the arguments are too long for one, or each is gone (then it is reaped). */
-static int standby_take(char *const *argv, int lock_fd, int env_fd, struct standby *taken)
+/* Sends a job to a standby or the supervisor: argv (less argv[0]), each NUL-terminated,
+ * with the two fds. 0, or -1 (errno) when the socket cannot take it now, or the
+ * arguments are longer than a shim takes in a message (EXITFILE_STANDBY_MAX). */
+static int send_job(int sock, char *const *argv, int lock_fd, int env_fd)
 {
     struct strbuf args;
     strbuf_init(&args);
     for (char *const *a = argv + 1; *a; a++)
         strbuf_add(&args, *a, strlen(*a) + 1);
     int rc = -1;
-    while (rc < 0 && n_idle > 0 && args.len <= EXITFILE_STANDBY_MAX) {
-        struct standby s = idle[--n_idle];
+    errno = E2BIG;
+    if (args.len <= EXITFILE_STANDBY_MAX) {
         int fds[2] = {lock_fd, env_fd};
         union {
             struct cmsghdr h;
@@ -467,17 +471,259 @@ static int standby_take(char *const *argv, int lock_fd, int env_fd, struct stand
         h->cmsg_type = SCM_RIGHTS;
         h->cmsg_len = CMSG_LEN(sizeof(fds));
         memcpy(CMSG_DATA(h), fds, sizeof(fds));
-        if (sendmsg(s.sock, &m, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)args.len) {
-            *taken = s;
+        if (sendmsg(sock, &m, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)args.len)
             rc = 0;
-        } else {
-            log_debug("a standby shim is gone (%s)", strerror(errno));
-            kill(s.pid, SIGKILL); /* our unreaped child: the pid is still its own */
-            standby_drop(s.pid, s.sock, true);
-        }
     }
     strbuf_free(&args);
     return rc;
+}
+
+/* Hands argv and the two fds to a waiting standby, the last to come back (its pages are
+ * the likeliest to be in memory): 0 with *taken, or -1 when there is none, the
+ * arguments are too long for one, or each is gone (then it is reaped). */
+static int standby_take(char *const *argv, int lock_fd, int env_fd, struct standby *taken)
+{
+    while (n_idle > 0) {
+        struct standby s = idle[--n_idle];
+        if (send_job(s.sock, argv, lock_fd, env_fd) == 0) {
+            *taken = s;
+            return 0;
+        }
+        if (errno == E2BIG) {
+            idle[n_idle++] = s;
+            return -1;
+        }
+        log_debug("a standby shim is gone (%s)", strerror(errno));
+        kill(s.pid, SIGKILL); /* our unreaped child: the pid is still its own */
+        standby_drop(s.pid, s.sock, true);
+    }
+    return -1;
+}
+
+/* ---- the supervisor ---- */
+
+/* gflow-shim --supervisor (src/shim/supervisor.c): one process that supervises the jobs
+ * that need nothing a shim of their own gives (no --tasks, --pty, --memory-limit or
+ * --deny-devices), so that a job costs no shim process. Ours (started by this daemon,
+ * our child) takes new jobs; those of an earlier daemon, still running jobs it
+ * adopted, are reached on their control socket (launch_supervisor_attach) until their
+ * last job here is over. */
+struct supervisor {
+    struct supervisor *next;
+    struct gflowd *d;
+    pid_t pid;
+    int64_t start;
+    int sock;     /* -1 once it is gone */
+    int pidfd;    /* ours, gone: waiting for it to be reapable; else -1 */
+    bool ours;       /* our child, for new jobs */
+    size_t users;    /* the runs that name it (job->runtime->sup) */
+    size_t capacity; /* ours: the jobs its open-file limit (our own) leaves room for */
+};
+
+/* The supervisor's descriptors: those it keeps whatever it runs (and a job's while it
+ * starts), and those each running job keeps there (lock, output pipe, log; a timer
+ * when it is ended). */
+#define SUPERVISOR_BASE_FDS 32
+#define SUPERVISOR_JOB_FDS 4
+static struct supervisor *supervisors;
+static struct supervisor *supervisor_ours(struct gflowd *d);
+
+static void supervisor_free(struct supervisor *s)
+{
+    struct supervisor **p = &supervisors;
+    while (*p != s)
+        p = &(*p)->next;
+    *p = s->next;
+    if (s->sock >= 0) {
+        loop_del_fd(s->sock);
+        close(s->sock);
+    }
+    if (s->pidfd >= 0) {
+        loop_del_fd(s->pidfd);
+        close(s->pidfd);
+    }
+    free(s);
+}
+
+/* Ours has exited (its pidfd): its jobs are lost, with how it ended. */
+static void supervisor_exit_cb(int fd, uint32_t events, void *arg)
+{
+    (void)fd;
+    (void)events;
+    struct supervisor *s = arg;
+    int status;
+    if (waitpid(s->pid, &status, WNOHANG) == 0)
+        return; /* not yet reapable; epoll will tell again */
+    runner_supervisor_gone(s->d, s, status, true);
+    supervisor_free(s);
+}
+
+/* What the supervisor says: "D<id>", a job is over. The end of the socket: it is gone,
+ * and so is the supervision of every job it had (ours: once it is reaped). */
+static void supervisor_cb(int fd, uint32_t events, void *arg)
+{
+    (void)fd;
+    (void)events;
+    struct supervisor *s = arg;
+    char msg[32];
+    ssize_t n = recv(s->sock, msg, sizeof(msg) - 1, MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return;
+    if (n > 0) {
+        msg[n] = '\0';
+        char *end;
+        long long id = strtoll(msg + 1, &end, 10);
+        if (msg[0] == SHIM_CTL_DONE && end > msg + 1)
+            runner_supervised_done(s->d, id);
+        return;
+    }
+    if (s->ours || s->users)
+        log_warn("the job supervisor (pid %ld) is gone", (long)s->pid);
+    loop_del_fd(s->sock);
+    close(s->sock);
+    s->sock = -1;
+    if (s->ours) {
+        s->ours = false; /* no new jobs for it */
+        s->pidfd = (int)syscall(SYS_pidfd_open, s->pid, 0);
+        if (s->pidfd >= 0 && fcntl(s->pidfd, F_SETFD, FD_CLOEXEC) == 0 &&
+            loop_add_fd(s->pidfd, EPOLLIN, supervisor_exit_cb, s) == 0)
+            return;
+        int status;
+        bool reaped = waitpid(s->pid, &status, 0) == s->pid; /* no pidfd: it is exiting */
+        runner_supervisor_gone(s->d, s, status, reaped);
+    } else {
+        runner_supervisor_gone(s->d, s, 0, false);
+    }
+    supervisor_free(s);
+}
+
+static struct supervisor *supervisor_add(struct gflowd *d, pid_t pid, int64_t start, int sock,
+                                         bool ours)
+{
+    struct supervisor *s = xcalloc(1, sizeof(*s));
+    *s = (struct supervisor){supervisors, d, pid, start, sock, -1, ours, 0, 0};
+    struct rlimit rl;
+    if (ours && getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur > SUPERVISOR_BASE_FDS)
+        s->capacity = (rl.rlim_cur - SUPERVISOR_BASE_FDS) / SUPERVISOR_JOB_FDS;
+    if (loop_add_fd(sock, EPOLLIN, supervisor_cb, s) < 0) {
+        close(sock);
+        free(s);
+        return NULL;
+    }
+    supervisors = s;
+    return s;
+}
+
+void launch_supervisor_start(struct gflowd *d)
+{
+    supervisor_ours(d);
+}
+
+/* Ours, started if there is none. NULL when it cannot be started (then jobs get shims). */
+static struct supervisor *supervisor_ours(struct gflowd *d)
+{
+    for (struct supervisor *s = supervisors; s; s = s->next)
+        if (s->ours)
+            return s;
+    if (slurm_mode(d))
+        return NULL;
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+        return NULL;
+    /* Room for a burst of jobs while it starts them (a full socket: they get shims). */
+    int room = 4 << 20;
+    setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &room, sizeof(room));
+    int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    char *argv[] = {d->shim_path, "--supervisor", d->paths.run_dir, NULL};
+    pid_t pid = null < 0 ? -1 : spawn_shim(argv, sv[1], null);
+    if (null >= 0)
+        close(null);
+    close(sv[1]);
+    if (pid < 0) {
+        log_warn("cannot start the job supervisor: %s", strerror(errno));
+        close(sv[0]);
+        return NULL;
+    }
+    return supervisor_add(d, pid, proc_start_time(pid), sv[0], true);
+}
+
+struct supervisor *launch_supervisor_attach(struct gflowd *d, const char *path, pid_t pid,
+                                            int64_t start)
+{
+    for (struct supervisor *s = supervisors; s; s = s->next)
+        if (s->pid == pid && s->start == start)
+            return s;
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof(a.sun_path))
+        return NULL;
+    strcpy(a.sun_path, path);
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+        log_warn("cannot reach the job supervisor (pid %ld) at %s: %s", (long)pid, path,
+                 strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return NULL;
+    }
+    log_info("reached the job supervisor of an earlier gflowd (pid %ld)", (long)pid);
+    return supervisor_add(d, pid, start, fd, false);
+}
+
+void launch_supervisor_use(struct supervisor *s)
+{
+    s->users++;
+}
+
+void launch_supervisor_unuse(struct supervisor *s)
+{
+    /* An earlier daemon's, with no job of ours left: closing its socket ends it. */
+    if (--s->users == 0 && !s->ours && s->pidfd < 0)
+        supervisor_free(s);
+}
+
+int launch_supervisor_send(struct supervisor *s, char what, int64_t id, int value)
+{
+    if (s->sock < 0) {
+        errno = EPIPE;
+        return -1;
+    }
+    char msg[48];
+    int n = what == SHIM_CTL_FORWARD
+                ? snprintf(msg, sizeof(msg), "%c%lld %d", what, (long long)id, value)
+                : snprintf(msg, sizeof(msg), "%c%lld", what, (long long)id);
+    return send(s->sock, msg, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) == n ? 0 : -1;
+}
+
+void launch_supervisor_stop(void)
+{
+    while (supervisors) {
+        supervisors->ours = false; /* not killed: it goes on with its jobs */
+        supervisor_free(supervisors);
+    }
+}
+
+/* Whether the job needs a shim of its own (options the supervisor does not take). */
+static bool needs_own_shim(char *const *argv)
+{
+    static const char *const own[] = {"--tasks", "--pty", "--memory-limit", "--deny-devices"};
+    for (char *const *a = argv + 1; *a; a++)
+        for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++)
+            if (strcmp(*a, own[i]) == 0)
+                return true;
+    return false;
+}
+
+/* Hands the job to our supervisor: 0 with it in *sup, or -1 (it gets a shim). */
+static int supervisor_take(struct gflowd *d, char *const *argv, int lock_fd, int env_fd,
+                           struct supervisor **sup)
+{
+    if (needs_own_shim(argv))
+        return -1;
+    struct supervisor *s = supervisor_ours(d);
+    if (!s || s->users >= s->capacity || send_job(s->sock, argv, lock_fd, env_fd) < 0)
+        return -1;
+    *sup = s;
+    return 0;
 }
 
 /* The spare lock files (launch_keep_lock): their ids, the last kept on top. */
@@ -605,9 +851,10 @@ static int lock_and_reserve(const struct gflowd *d, int64_t id, int *why, char *
 }
 
 enum launch_result launch_shim(struct gflowd *d, const struct job *j, pid_t *pid, int64_t *start,
-                               int *sock, char **err)
+                               int *sock, struct supervisor **sup, char **err)
 {
     *sock = -1;
+    *sup = NULL;
     struct job full;
     job_init(&full);
     char *uuids = NULL;
@@ -646,7 +893,10 @@ enum launch_result launch_shim(struct gflowd *d, const struct job *j, pid_t *pid
     if (lock_fd < 0)
         goto out;
     struct standby taken;
-    if (standby_take(argv.v, lock_fd, env_fd, &taken) == 0) {
+    if (supervisor_take(d, argv.v, lock_fd, env_fd, sup) == 0) {
+        *pid = (*sup)->pid;
+        *start = (*sup)->start;
+    } else if (standby_take(argv.v, lock_fd, env_fd, &taken) == 0) {
         *pid = taken.pid;
         *start = taken.start;
         *sock = taken.sock;

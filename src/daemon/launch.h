@@ -11,6 +11,7 @@
 #include "job.h"
 
 struct gflowd;
+struct supervisor;
 
 enum launch_result {
     LAUNCH_OK,
@@ -24,10 +25,11 @@ enum launch_result {
 bool launch_short_of(int e);
 
 /* Starts j's shim, with run/<id>.lock created and flock()ed for it to inherit.
- * LAUNCH_OK with *pid and its /proc start time, and *sock our end of a standby's socket
- * (-1: a shim of this job alone); otherwise *err (to free) says why. */
+ * LAUNCH_OK with *pid and its /proc start time, and either *sup, the supervisor that
+ * took the job (below), or *sock, our end of a standby's socket (-1: a shim of this job
+ * alone); otherwise *err (to free) says why. */
 enum launch_result launch_shim(struct gflowd *d, const struct job *j, pid_t *pid, int64_t *start,
-                               int *sock, char **err);
+                               int *sock, struct supervisor **sup, char **err);
 
 /* Lock files are reused: creating a file costs the filesystem an inode allocation (on
  * ext4 without a journal, one that steps over every inode freed in the last 30 s, so
@@ -51,5 +53,22 @@ bool launch_standby_ready(void);
 void launch_standby_start(const struct gflowd *d);
 void launch_standby_back(pid_t pid, int64_t start, int sock);
 void launch_standby_stop(void);
+
+/* The job supervisor (gflow-shim --supervisor), which supervises the jobs that need no
+ * shim of their own: launch_shim hands it those (starting it when there is none).
+ * Messages to it name the job (SHIM_CTL_TERM, _FORWARD with value): 0, or -1 (errno)
+ * when it cannot take one. A supervisor of an earlier daemon, running jobs this one
+ * adopted, is reached at the socket its jobs' lock files name (NULL: it cannot be).
+ * Each run that names one holds it (use, unuse): an earlier daemon's goes once no run
+ * holds it. runner.c hears from them (runner_supervised_done, _gone). stop: at the
+ * daemon's end; supervisors go on with their jobs. */
+struct supervisor;
+void launch_supervisor_start(struct gflowd *d);
+struct supervisor *launch_supervisor_attach(struct gflowd *d, const char *path, pid_t pid,
+                                            int64_t start);
+void launch_supervisor_use(struct supervisor *s);
+void launch_supervisor_unuse(struct supervisor *s);
+int launch_supervisor_send(struct supervisor *s, char what, int64_t id, int value);
+void launch_supervisor_stop(void);
 
 #endif

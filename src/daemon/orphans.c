@@ -19,7 +19,8 @@ struct orphans {
     int64_t job_id;
     pid_t shim_pid;
     int64_t shim_start;
-    char *marker; /* GFLOW_SHIM_ID=<pid>:<start> */
+    char *marker; /* GFLOW_SHIM_ID=<pid>:<start>, or <pid>:<start>:<job> for a supervisor's */
+    bool supervisor; /* the shim served several jobs: its session is not this job's alone */
     char **cgroups;
     size_t n_cgroups;
     struct prockill_procs killed;
@@ -27,14 +28,16 @@ struct orphans {
     bool warned_stuck;
 };
 
-struct orphans *orphans_new(int64_t job_id, pid_t shim_pid, int64_t shim_start,
+struct orphans *orphans_new(int64_t job_id, pid_t shim_pid, int64_t shim_start, bool supervisor,
                             char *const *cgroups, size_t n_cgroups)
 {
     struct orphans *o = xcalloc(1, sizeof(*o));
     o->job_id = job_id;
     o->shim_pid = shim_pid;
     o->shim_start = shim_start;
-    o->marker = exitfile_marker(shim_pid, shim_start);
+    o->supervisor = supervisor;
+    o->marker = supervisor ? exitfile_job_marker(shim_pid, shim_start, job_id)
+                           : exitfile_marker(shim_pid, shim_start);
     o->cgroups = xcalloc(n_cgroups ? n_cgroups : 1, sizeof(*o->cgroups));
     for (size_t i = 0; i < n_cgroups; i++)
         o->cgroups[i] = xstrdup(cgroups[i]);
@@ -109,7 +112,7 @@ static bool orphans_scan(struct orphans *o, bool *unsure)
             *unsure = true;
         return false;
     }
-    bool session_ok = orphans_session_is_jobs(o);
+    bool session_ok = !o->supervisor && orphans_session_is_jobs(o);
     bool found = false;
     struct dirent *e;
     while ((e = readdir(dp))) {

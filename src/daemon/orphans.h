@@ -10,7 +10,8 @@
  *  - every process under /proc that started after the shim and carries the job's marker
  *    (GFLOW_SHIM_ID=<shim pid>:<start>, exitfile.h) in its environment, which survives
  *    setsid and reparenting, or is in the shim's session while that session id can only
- *    be the shim's (no other process has the shim's pid): this is how a job is found
+ *    be the shim's (no other process has the shim's pid; not for a supervisor's job,
+ *    whose session all its jobs share): this is how a job is found
  *    where no cgroup could be made, and what it moved out of its cgroup.
  *
  * Every process is signalled through a pidfd after its start time is checked
@@ -29,8 +30,10 @@
 struct orphans;
 
 /* Starts the cleanup after the shim (pid, start time) of job_id, with the cgroups its
- * lock file names (copied). */
-struct orphans *orphans_new(int64_t job_id, pid_t shim_pid, int64_t shim_start,
+ * lock file names (copied). supervisor: the shim served several jobs (its lock file's
+ * "supervisor:" line), whose processes carry GFLOW_SHIM_ID=<pid>:<start>:<job> and share
+ * its session: only this job's marker and cgroups are the job's. */
+struct orphans *orphans_new(int64_t job_id, pid_t shim_pid, int64_t shim_start, bool supervisor,
                             char *const *cgroups, size_t n_cgroups);
 /* One round: SIGKILL to every process of the job that is left. 1 when nothing is left;
  * 0 when something was found (or could not be checked: out of file descriptors, an

@@ -132,6 +132,8 @@ static void run_destroy(struct run *r)
 {
     run_unwatch_shim(r);
     run_close_sock(r);
+    if (r->sup)
+        launch_supervisor_unuse(r->sup);
     loop_cancel_timer(r->limit_timer);
     loop_cancel_timer(r->warn_timer);
     loop_cancel_timer(r->kill_timer);
@@ -342,7 +344,8 @@ static void collect_lost(struct job *j, const char *text, size_t len)
         log_info("job %lld: gflow-shim (pid %lld) is gone without an exit file; killing what "
                  "is left of the job",
                  (long long)j->id, (long long)lock.pid);
-        r->orphans = orphans_new(j->id, (pid_t)lock.pid, lock.start, lock.cgroups, lock.n_cgroups);
+        r->orphans = orphans_new(j->id, (pid_t)lock.pid, lock.start, lock.supervisor != NULL,
+                                 lock.cgroups, lock.n_cgroups);
     }
     exitfile_lock_free(&lock);
 }
@@ -482,10 +485,45 @@ static int sock_send(struct run *r, char what, int value)
     return send(r->sock, msg, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) == n ? 0 : -1;
 }
 
-/* Queues SIGUSR1 with value to the shim, or says it on a standby's socket. */
+/* Queues SIGUSR1 with value to the shim, or says it on a standby's or the supervisor's
+ * socket. */
 static int shim_queue(struct run *r, int value)
 {
+    if (r->sup)
+        return launch_supervisor_send(r->sup, SHIM_CTL_FORWARD, r->job_id, value);
     return r->sock >= 0 ? sock_send(r, SHIM_CTL_FORWARD, value) : sys_pidfd_queue(r->pidfd, value);
+}
+
+/* Whether the run's shim can be told anything: watched, or the supervisor's job. */
+static bool run_reachable(const struct run *r)
+{
+    return r->pidfd >= 0 || r->sup;
+}
+
+void runner_supervised_done(struct gflowd *d, int64_t id)
+{
+    struct job *j = jobs_get(d->jobs, id);
+    struct run *r = j && j->state == JOB_RUNNING ? j->runtime : NULL;
+    if (!r || !r->sup || r->gone)
+        return;
+    run_shim_gone(d, j, 0, false); /* reads the record from the lock file */
+}
+
+void runner_supervisor_gone(struct gflowd *d, struct supervisor *s, int status, bool have_status)
+{
+    size_t n;
+    struct job **running = jobs_running(d->jobs, &n);
+    struct job **copy = xmalloc((n ? n : 1) * sizeof(*copy));
+    memcpy(copy, running, n * sizeof(*copy));
+    for (size_t i = 0; i < n; i++) {
+        struct run *r = copy[i]->runtime;
+        if (!r || r->sup != s)
+            continue;
+        r->sup = NULL; /* s goes with this */
+        if (!r->gone)
+            run_shim_gone(d, copy[i], status, have_status);
+    }
+    free(copy);
 }
 
 /* ---- time limits and --signal ---- */
@@ -511,7 +549,7 @@ static void limit_cb(void *arg)
 /* Sends the --signal warning (through the shim, which notes it in the lock file). */
 static void send_warning(struct run *r, struct job *j, bool late)
 {
-    if (j->end_request != JOB_END_NONE || r->pidfd < 0)
+    if (j->end_request != JOB_END_NONE || !run_reachable(r))
         return;
     int value = j->warn_signal | (j->warn_main_only ? SHIM_FORWARD_MAIN_ONLY : 0);
     if (shim_queue(r, value) < 0) {
@@ -619,8 +657,9 @@ bool runner_launch(struct gflowd *d, struct job *j)
     pid_t pid;
     int64_t start;
     int sock;
+    struct supervisor *sup;
     char *err;
-    enum launch_result lr = launch_shim(d, j, &pid, &start, &sock, &err);
+    enum launch_result lr = launch_shim(d, j, &pid, &start, &sock, &sup, &err);
     if (lr == LAUNCH_SHORT || lr == LAUNCH_NO_SPACE) { /* not the job's fault */
         log_warn("job %lld: launch put off: %s; queued again", (long long)j->id, err);
         free(err);
@@ -644,7 +683,10 @@ bool runner_launch(struct gflowd *d, struct job *j)
         close(sock); /* the shim exits once its job is over, as a shim of one job does */
     else
         r->sock = sock;
-    if (run_watch_shim(r, pid) < 0) {
+    if (sup) { /* its socket says when the job is over */
+        r->sup = sup;
+        launch_supervisor_use(sup);
+    } else if (run_watch_shim(r, pid) < 0) {
         log_warn("job %lld: pidfd_open(%ld): %m; trying again", (long long)j->id, (long)pid);
         r->retry_timer = loop_add_timer(0.1, watch_retry_cb, r);
     }
@@ -659,8 +701,13 @@ bool runner_launch(struct gflowd *d, struct job *j)
 void runner_signal(struct job *j, int sig)
 {
     struct run *r = j->runtime;
-    if (!r || r->pidfd < 0)
+    if (!r || !run_reachable(r))
         return;
+    if (r->sup && sig == SIGTERM) {
+        if (launch_supervisor_send(r->sup, SHIM_CTL_TERM, j->id, 0) < 0)
+            log_warn("job %lld: cannot tell the supervisor to end it: %m", (long long)j->id);
+        return;
+    }
     if (r->sock >= 0 && sig == SIGTERM) {
         if (sock_send(r, SHIM_CTL_TERM, 0) < 0)
             log_warn("job %lld: cannot tell its shim to end it: %m", (long long)j->id);
@@ -692,7 +739,7 @@ void runner_request_end(struct gflowd *d, struct job *j, enum job_end_request wh
 /* Passes sig on to the job's processes through the shim (which stays to report). */
 static void forward_signal(struct run *r, struct job *j, int sig)
 {
-    if (r->pidfd < 0 || shim_queue(r, sig) == 0 || errno == ESRCH || errno == EPIPE)
+    if (!run_reachable(r) || shim_queue(r, sig) == 0 || errno == ESRCH || errno == EPIPE)
         return;
     log_warn("job %lld: queueing %s for the job: %m", (long long)j->id, job_signal_name(sig));
 }

@@ -19,6 +19,7 @@
 #define GFLOWD_RUNNER_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "job.h"
 
@@ -58,6 +59,13 @@ void runner_shutdown(struct gflowd *d);
 void runner_preempt(struct gflowd *d, struct job *j, int64_t by, double grace);
 /* Sends sig to the job's shim (through its pidfd, so never to a recycled pid). */
 void runner_signal(struct job *j, int sig);
+
+/* From the job supervisor (launch.h): job id is over, its record in its lock file; the
+ * supervisor s is gone (its jobs are lost, as when a shim dies; status: its wait status,
+ * when have_status). */
+struct supervisor;
+void runner_supervised_done(struct gflowd *d, int64_t id);
+void runner_supervisor_gone(struct gflowd *d, struct supervisor *s, int status, bool have_status);
 /* runner_signal in the form jobs_set_signal_cb registers. */
 void runner_signal_cb(void *arg, struct job *j, int sig);
 /* Path of the job's log (caller frees). */

@@ -93,8 +93,16 @@ static void adopt(struct gflowd *d, struct job *j)
     bool have_pid = exitfile_lock_parse(buf, len, &lock) == 0;
     int64_t pid = lock.pid, start = lock.start;
     bool warned = lock.forwarded > 0;
-    exitfile_lock_free(&lock);
     bool alive = flock(fd, LOCK_EX | LOCK_NB) < 0 && errno == EWOULDBLOCK;
+    /* A supervisor's job: its socket first, then the lock again, so that an end between
+     * the two is not missed (the supervisor tells the end to whoever is connected). */
+    if (alive && have_pid && lock.supervisor && !r->sup &&
+        proc_start_time((pid_t)pid) == start &&
+        (r->sup = launch_supervisor_attach(d, lock.supervisor, (pid_t)pid, start))) {
+        launch_supervisor_use(r->sup);
+        alive = flock(fd, LOCK_EX | LOCK_NB) < 0 && errno == EWOULDBLOCK;
+    }
+    exitfile_lock_free(&lock);
     close(fd);
     if (!alive && have_pid && !record_is_its_own(buf, len, j->id)) {
         log_warn("job %lld: its lock file still holds the exit record of another job (an "
@@ -114,8 +122,10 @@ static void adopt(struct gflowd *d, struct job *j)
         run_adopt_later(r, 0.02);
         return;
     }
-    if (proc_start_time((pid_t)pid) != start || run_watch_shim(r, (pid_t)pid) < 0 ||
-        proc_start_time((pid_t)pid) != start) {
+    /* A supervisor that cannot be reached: its pidfd, as a shim's (it exits once it has
+     * no job left and no gflowd). */
+    if (!r->sup && (proc_start_time((pid_t)pid) != start || run_watch_shim(r, (pid_t)pid) < 0 ||
+                    proc_start_time((pid_t)pid) != start)) {
         /* Not the process that holds the lock: it ended between the checks. */
         run_unwatch_shim(r);
         run_adopt_later(r, 0.02);

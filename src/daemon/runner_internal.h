@@ -23,6 +23,7 @@ struct run {
     int pidfd;      /* -1 while an adopted shim's pid is not known yet, and once it is gone */
     bool our_child; /* forked by this daemon, so we reap it */
     int sock;       /* a standby's socket (launch.h, SHIM_CTL_*); -1: none */
+    struct supervisor *sup; /* the supervisor that runs the job (launch.h); NULL: a shim */
     struct loop_timer *limit_timer;
     struct loop_timer *warn_timer; /* --signal: SECS before the time limit */
     struct loop_timer *kill_timer; /* preemption: SIGKILL once its grace is over */

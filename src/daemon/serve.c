@@ -694,10 +694,12 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     loop_set_before_sleep(before_sleep, &s);
     log_info("gflowd %s started: pid %ld, socket %s, data %s%s", GFLOW_VERSION, (long)getpid(),
              d->paths.socket_path, d->paths.data_dir, d->system ? " (system daemon)" : "");
-    if (slurm_mode(d))
+    if (slurm_mode(d)) {
         slurm_start(d);
-    else
+    } else {
+        launch_supervisor_start(d);
         launch_standby_start(d);
+    }
     starting_lock_fd = -1; /* started: the lock is held until the daemon exits */
     starting_daemon = NULL;
     report_ready(o, "ok\n");
@@ -734,6 +736,7 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     loop_cancel_timer(s.launch_timer);
     loop_cancel_timer(s.standby_timer);
     launch_standby_stop();
+    launch_supervisor_stop();
     loop_cancel_timer(s.prune_timer);
     loop_del_fd(gpu_fd(d->gpus));
     gpu_stop(d->gpus);

@@ -54,10 +54,7 @@ int shim_env_read(const struct shim_opts *o, struct shim_exec *ex, char **err)
         unlink(path);
         errno = read_errno;
     } else {
-        buf = shim_env_read_fd(o->env_fd, &len);
-        int read_errno = errno;
-        close(o->env_fd);
-        errno = read_errno;
+        buf = shim_env_read_fd(o->env_fd, &len); /* its owner closes the fd */
     }
     if (!buf) {
         *err = xasprintf("cannot read env file %s: %s", path, strerror(errno));

@@ -255,7 +255,10 @@ static int shim_main(const struct shim_opts *o, const sigset_t *mask)
                          .lock_fd = o->lock_fd,
                          .ctl_fd = shim_standby_sock()};
     char *err = NULL;
-    if (shim_prepare(o, &ex, &err) < 0 || shim_relay_open(&r.relay, o, &ex, &err) < 0 ||
+    int prepared = shim_prepare(o, &ex, &err);
+    if (o->env_fd >= 0)
+        close(o->env_fd); /* read: it may hold secrets */
+    if (prepared < 0 || shim_relay_open(&r.relay, o, &ex, &err) < 0 ||
         shim_supervise_open(&r, mask, &err) < 0 || shim_jobcg_setup(o, &ex, &r.jobcg, &err) < 0 ||
         shim_memlimit_setup(o, &ex, &r.jobcg, &r.mem, &err) < 0 ||
         shim_memlimit_open(&r, &ex, &err) < 0 ||
@@ -403,6 +406,12 @@ int main(int argc, char **argv)
 {
     if (argc == 2 && strcmp(argv[1], "--probe-memory") == 0)
         return shim_main_probe_memory();
+    if (argc == 3 && strcmp(argv[1], "--supervisor") == 0) {
+        sigset_t mask;
+        shim_main_block_signals(&mask);
+        shim_main_std_fds();
+        return shim_supervisor_main(argv[2], &mask);
+    }
     if (argc < 2 || strcmp(argv[1], "--standby") != 0)
         return shim_main_args(argc, argv);
     for (;;) {

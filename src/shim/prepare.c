@@ -221,7 +221,9 @@ int shim_prepare(const struct shim_opts *o, struct shim_exec *ex, char **err)
         shim_prepare_want_creds(o, &ex->set_creds, err) < 0)
         return -1;
     /* Step 2: the marker that names this run of the job in every process of it. */
-    ex->marker = exitfile_marker(getpid(), shim_report_self_start());
+    ex->marker = shim_supervisor_path
+                     ? exitfile_job_marker(getpid(), shim_report_self_start(), o->job_id)
+                     : exitfile_marker(getpid(), shim_report_self_start());
     shim_env_set(ex, &ex->marker, 1);
     ex->nofile = o->nofile;
     if (ex->set_creds) {

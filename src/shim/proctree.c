@@ -89,6 +89,48 @@ size_t shim_proctree_descendants(pid_t root, struct shim_proc **out)
     return k;
 }
 
+/* A supervisor's job with a cgroup: the members of its cgroup.procs, with their start
+ * times (those gone meanwhile left out). */
+static size_t shim_proctree_cgroup(const char *dir, struct shim_proc **out)
+{
+    char *path = xasprintf("%s/cgroup.procs", dir);
+    char *text = read_file(path, NULL);
+    free(path);
+    size_t n = 0, cap = 8;
+    struct shim_proc *v = xmalloc(cap * sizeof(*v));
+    for (char *p = text, *end; p && *p; p = end) {
+        long pid = strtol(p, &end, 10);
+        if (end == p)
+            break;
+        struct proc_stat st;
+        if (pid <= 0 || proc_stat_read((pid_t)pid, &st) < 0)
+            continue;
+        if (n == cap) {
+            cap *= 2;
+            v = xrealloc(v, cap * sizeof(*v));
+        }
+        v[n++] = (struct shim_proc){(pid_t)pid, st.ppid, st.start};
+    }
+    free(text);
+    *out = v;
+    return n;
+}
+
+size_t shim_proctree_of_job(const struct shim_run *r, struct shim_proc **out)
+{
+    if (!r->marker)
+        return shim_proctree_descendants(r->self, out);
+    if (r->jobcg.dir)
+        return shim_proctree_cgroup(r->jobcg.dir, out);
+    struct shim_proc *v;
+    size_t n = shim_proctree_descendants(r->self, &v), k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (proc_environ_has(v[i].pid, r->marker) == 1)
+            v[k++] = v[i];
+    *out = v;
+    return k;
+}
+
 /* Sends sig to one descendant, through a pidfd and only if it is still the process the
  * scan found (same start time). A stopped process cannot act on SIGTERM, so it is
  * continued too. Its process group is not signalled: the group's id may belong to
@@ -115,7 +157,7 @@ size_t shim_proctree_signal(struct shim_run *r, int sig)
     if (sig == SIGKILL && r->jobcg.version == 2)
         prockill_cgroup(r->jobcg.dir, SIGKILL, NULL);
     struct shim_proc *procs;
-    size_t n = shim_proctree_descendants(r->self, &procs);
+    size_t n = shim_proctree_of_job(r, &procs);
     for (size_t i = 0; sig && i < n; i++)
         shim_proctree_kill(&procs[i], sig);
     free(procs);

@@ -60,7 +60,9 @@ int shim_report_lock(int fd, bool in_lock, char **err)
         *err = xasprintf("--lock-fd %d: %s", fd, strerror(errno));
         return -1;
     }
-    struct exit_lock lock = {.pid = getpid(), .start = shim_report_self_start()};
+    struct exit_lock lock = {.pid = getpid(),
+                             .start = shim_report_self_start(),
+                             .supervisor = (char *)shim_supervisor_path};
     char *text = exitfile_lock_format(&lock);
     /* The daemon gave it empty, or (in_lock) NULs where a reused file held more. */
     ssize_t n = (ssize_t)strlen(text);
@@ -151,7 +153,8 @@ static void shim_report_lock_error(const struct shim_opts *o, const char *msg, b
     struct exit_lock lock = {.pid = getpid(),
                              .start = shim_report_self_start(),
                              .error = (char *)msg,
-                             .job_ran = job_ran};
+                             .job_ran = job_ran,
+                             .supervisor = (char *)shim_supervisor_path};
     char *text = exitfile_lock_format(&lock);
     if (shim_report_lock_text(o->lock_fd, text, !o->exit_file) < 0)
         fprintf(stderr, "gflow-shim: cannot write lock file (fd %d): %s\n", o->lock_fd,

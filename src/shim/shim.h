@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 struct pollfd;
+struct rusage;
 struct shim_attach;
 
 #include "exitfile.h"
@@ -190,7 +191,19 @@ struct shim_run {
     bool forwarded;             /* a signal was passed on (and the lock file says so) */
     struct shim_attach *attach; /* --pty: the terminal and its clients; NULL: none */
     int ctl_fd;                 /* a standby's socket (SHIM_CTL_*); -1: none */
+    /* A supervisor's job (supervisor.c): its marker entry. Its processes are then its
+     * cgroup's, or where it has none, the supervisor's descendants with this marker
+     * (the supervisor's other jobs are its descendants too). NULL: the shim's own job. */
+    char *marker;
 };
+
+/* ---- supervisor.c: gflow-shim --supervisor, one process for many jobs ---- */
+/* Set in a supervisor: the socket gflowd reaches it on, which its jobs' lock files name
+ * ("supervisor:" line) and their markers then name the job too. NULL in a shim of one job. */
+extern const char *shim_supervisor_path;
+/* Runs the supervisor: jobs from gflowd's socket on fd 3 (mask: the signals blocked for
+ * the signalfd), the control socket in dir. Its exit status. */
+int shim_supervisor_main(const char *dir, const sigset_t *mask);
 
 /* ---- standby.c: gflow-shim --standby, started before its jobs ---- */
 /* Waits on gflowd's socket (fd 3 at first) for the next job's arguments and fds; then argc
@@ -346,6 +359,9 @@ struct shim_proc {
 };
 /* Every live descendant of root (to free; zombies included), sorted by pid. */
 size_t shim_proctree_descendants(pid_t root, struct shim_proc **out);
+/* The job's processes (to free; zombies included): the shim's descendants, or for a
+ * supervisor's job those of its cgroup or with its marker (struct shim_run). */
+size_t shim_proctree_of_job(const struct shim_run *r, struct shim_proc **out);
 /* Sends sig (0: none) to the job: its process group while the group's leader is
  * unreaped, every descendant of the shim through a pidfd (never a recycled pid), and
  * with SIGKILL its v2 cgroup at once (cgroup.kill). Returns how many descendants exist,
@@ -403,6 +419,12 @@ void shim_supervise_kill_now(struct shim_run *r);
 int shim_supervise_run(struct shim_run *r, char **err);
 /* Last resort when the loop itself failed: kill everything until nothing is left. */
 void shim_supervise_kill_all(struct shim_run *r);
+/* The grace or re-kill timer (r->tfd) is readable. */
+void shim_supervise_timer_fired(struct shim_run *r);
+/* Passes on a signal (value: SIG | SHIM_FORWARD_MAIN_ONLY) to the job. */
+void shim_supervise_forward(struct shim_run *r, int value);
+/* Records that pid was reaped (status, rusage), if it is a copy of the job. */
+void shim_supervise_reaped(struct shim_run *r, pid_t pid, int status, const struct rusage *ru);
 /* The copy whose status is the job's: the first that failed, else the first. */
 const struct shim_task *shim_supervise_deciding(const struct shim_run *r);
 

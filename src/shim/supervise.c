@@ -58,7 +58,7 @@ void shim_supervise_kill_now(struct shim_run *r)
 }
 
 /* The grace is over (or a re-kill tick): SIGKILL everything that is left. */
-static void shim_supervise_timer_fired(struct shim_run *r)
+void shim_supervise_timer_fired(struct shim_run *r)
 {
     uint64_t ticks;
     if (read(r->tfd, &ticks, sizeof(ticks)) < 0)
@@ -72,7 +72,7 @@ static void shim_supervise_timer_fired(struct shim_run *r)
 
 /* Passes on a signal the daemon queued with SIGUSR1 (step 5), and notes the first in
  * the lock file, so that a restarted daemon does not send the --signal warning again. */
-static void shim_supervise_forward(struct shim_run *r, int value)
+void shim_supervise_forward(struct shim_run *r, int value)
 {
     int sig = value & 0xff;
     if (sig <= 0 || sig >= NSIG)
@@ -93,7 +93,7 @@ static void shim_supervise_forward(struct shim_run *r, int value)
     if (group_alive)
         kill(-r->pgid, sig);
     struct shim_proc *procs;
-    size_t n = shim_proctree_descendants(r->self, &procs);
+    size_t n = shim_proctree_of_job(r, &procs);
     for (size_t i = 0; i < n; i++) {
         struct proc_stat st;
         /* Members of the group got it above; pgid and start read together, then the
@@ -144,8 +144,7 @@ static bool shim_supervise_failed(int status)
 
 /* Records that pid was reaped, if it is a copy of the job. The first copy to fail
  * decides the outcome, and the copies still running are stopped: the job failed. */
-static void shim_supervise_reaped(struct shim_run *r, pid_t pid, int status,
-                                  const struct rusage *ru)
+void shim_supervise_reaped(struct shim_run *r, pid_t pid, int status, const struct rusage *ru)
 {
     for (int i = 0; i < r->ntasks; i++) {
         struct shim_task *t = &r->tasks[i];

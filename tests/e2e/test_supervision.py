@@ -380,6 +380,12 @@ def connect(path):
 
 # ---------------------------------------------------------------- the standby shim
 
+# A job with a memory limit: one the supervisor does not take, so a standby shim runs it;
+# held to its limit by the watchdog, which works on any host.
+OWN_SHIM = ("--memory", "64M")
+WATCHDOG = {"GFLOW_SHIM_MEMORY_METHOD": "watchdog"}
+
+
 def standby_shims(daemon_pid):
     """(pid, start) of the daemon's children that are a standby shim (not yet a job's)."""
     found = []
@@ -399,13 +405,14 @@ def standby_shims(daemon_pid):
 
 
 def test_standby_shim_runs_the_next_job_and_a_new_one_follows(make_gflow):
-    """The daemon keeps one shim started ahead of its job: the next job is that process
-    (its command line then shows the job's arguments), and another standby follows."""
-    g = make_gflow()
+    """The daemon keeps one shim started ahead of its job: the next job that needs a shim
+    of its own is that process (its command line then shows the job's arguments), and
+    another standby follows."""
+    g = make_gflow(env=WATCHDOG)
     pid = g.daemon_pid()
     first = wait_for(lambda: standby_shims(pid), "a standby shim")
     assert len(first) == 1, first
-    j = g.submit("sleep", "300")
+    j = g.submit(*OWN_SHIM, "sleep", "300")
     shim_pid = wait_for(lambda: g.job(j).get("shim_pid"), "the job's shim pid")
     assert shim_pid == first[0][0]
     # The standby writes the job's arguments over its command line once it has read
@@ -428,11 +435,11 @@ def test_standby_shim_serves_job_after_job(make_gflow):
     back as a standby with its command line restored and no fd of its jobs left (the
     lock's among them: its flock). One whose daemon went down meanwhile exits after its
     job, which the restarted daemon collects."""
-    g = make_gflow()
+    g = make_gflow(env=WATCHDOG)
     pid = g.daemon_pid()
     shims = []
     for i in range(6):
-        j = g.submit("sh", "-c", f"echo {i} > out{i}")
+        j = g.submit(*OWN_SHIM, "sh", "-c", f"echo {i} > out{i}")
         job = g.wait_state(j)
         assert job["state"] == "CD", job
         assert (g.work / f"out{i}").read_text() == f"{i}\n"
@@ -444,7 +451,7 @@ def test_standby_shim_serves_job_after_job(make_gflow):
         others = [link for fd, link in fds.items() if fd not in ("0", "1", "2")]
         assert len(others) == 1 and others[0].startswith("socket:"), fds
 
-    j = g.submit("sh", "-c", "while [ ! -e go ]; do sleep 0.02; done")
+    j = g.submit(*OWN_SHIM, "sh", "-c", "while [ ! -e go ]; do sleep 0.02; done")
     g.wait_state(j, "R")
     shim = shim_of(g, j)
     assert shim[0] in shims
@@ -458,12 +465,12 @@ def test_standby_shim_serves_job_after_job(make_gflow):
 def test_standby_shim_killed_jobs_still_start(make_gflow):
     """A standby that died (killed by someone) is noticed at the next launch, which
     starts a shim of its own; the job runs and a new standby follows."""
-    g = make_gflow()
+    g = make_gflow(env=WATCHDOG)
     pid = g.daemon_pid()
     (standby,) = wait_for(lambda: standby_shims(pid), "a standby shim")
     kill_pid(*standby)
     wait_for(lambda: not alive(*standby), "the standby to die")
-    j = g.submit("true")
+    j = g.submit(*OWN_SHIM, "true")
     assert g.wait_state(j)["state"] == "CD"
     wait_for(lambda: [s for s in standby_shims(pid) if s != standby], "a new standby")
 
@@ -477,10 +484,10 @@ def test_standby_shim_job_cgroup_over_a_leftover_of_its_name(make_gflow, busy):
     why = cgroup_kind_unavailable("v2")
     if why:
         pytest.skip(f"job cgroup v2 unavailable: {why}")
-    g = make_gflow(env={"GFLOW_SHIM_CGROUP": "v2"})
+    g = make_gflow(env={"GFLOW_SHIM_CGROUP": "v2", **WATCHDOG})
     pid = g.daemon_pid()
     # Where this daemon's shims make job cgroups: the parent of a first job's.
-    first = g.submit("sleep", "300")
+    first = g.submit(*OWN_SHIM, "sleep", "300")
     g.wait_state(first, "R")
     (cg,) = wait_for(lambda: lock_cgroups(g, first), "the first job's cgroup line")
     base = Path(cg).parent
@@ -500,7 +507,7 @@ def test_standby_shim_job_cgroup_over_a_leftover_of_its_name(make_gflow, busy):
             if busy:
                 squatters.append(subprocess.Popen(["sleep", "300"]))
                 (leftover / "cgroup.procs").write_text(str(squatters[-1].pid))
-        j = g.submit("sh", "-c", "cat /proc/self/cgroup > cg")
+        j = g.submit(*OWN_SHIM, "sh", "-c", "cat /proc/self/cgroup > cg")
         assert j == first + 1
         job = g.wait_state(j)
         leftover = leftovers[job["shim_pid"]]
