@@ -79,6 +79,7 @@
 #define SHIM_CTL_TERM 'T'
 #define SHIM_CTL_FORWARD 'F'
 #define SHIM_CTL_DONE 'D'
+#define SHIM_CTL_HELLO 'H' /* a supervisor to a gflowd that connected to it */
 /* gflowd starts a standby with a third argument of this many spaces: the room the shim
  * then writes its job's arguments over (what ps shows). */
 #define EXITFILE_STANDBY_ROOM 4096

@@ -657,10 +657,17 @@ struct supervisor *launch_supervisor_attach(struct gflowd *d, const char *path, 
     if (strlen(path) >= sizeof(a.sun_path))
         return NULL;
     strcpy(a.sun_path, path);
+    /* Its "H" says it took the connection: a job that ends from then on is told here;
+     * the caller reads the lock files again for those that ended before. */
     int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+    struct timeval wait = {.tv_sec = 2};
+    char hello = 0;
+    errno = 0;
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof(wait)) < 0 ||
+        connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || recv(fd, &hello, 1, 0) != 1 ||
+        hello != SHIM_CTL_HELLO) {
         log_warn("cannot reach the job supervisor (pid %ld) at %s: %s", (long)pid, path,
-                 strerror(errno));
+                 hello ? "unexpected answer" : errno ? strerror(errno) : "refused");
         if (fd >= 0)
             close(fd);
         return NULL;

@@ -12,8 +12,10 @@
  *    record is in its lock file and its lock fd is closed.
  *  - The lock file's second line is "supervisor: DIR/shim-<pid>.sock", a socket this
  *    process listens on: once gflowd's end of fd 3 is gone (gflowd stopped), a restarted
- *    gflowd connects there (same uid, or root) and the messages go on over that
- *    connection; the supervisor exits once it has neither a gflowd nor a job.
+ *    gflowd connects there (same uid, or root), the supervisor says "H", and the
+ *    messages go on over that connection (a job that ended before the "H" was told to
+ *    nobody: its lock file says so); the supervisor exits once it has neither a gflowd
+ *    nor a job.
  *  - The job's marker is GFLOW_SHIM_ID=<pid>:<start>:<job id>. Its processes are those
  *    of its cgroup, or where it has none, the supervisor's descendants with its marker.
  *  - Signals to the supervisor itself end nothing (gflowd ends jobs by message); a
@@ -427,6 +429,10 @@ static void sup_accept(void)
         sup_gflowd_gone();
     gflowd_fd = fd;
     sup_watch(gflowd_fd, &gflowd_watch);
+    /* From here on each job's end is told to it: gflowd reads its jobs' lock files
+     * after this, for those that ended before. */
+    char hello = SHIM_CTL_HELLO;
+    send(gflowd_fd, &hello, 1, MSG_NOSIGNAL);
 }
 
 /* The control socket a restarted gflowd connects to: DIR/shim-<pid>.sock. */

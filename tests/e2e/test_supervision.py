@@ -542,3 +542,97 @@ def test_standby_shim_ends_with_the_daemon(make_gflow):
     (standby,) = wait_for(lambda: standby_shims(g.daemon_pid()), "a standby shim")
     assert g.down().returncode == 0
     wait_for(lambda: not alive(*standby), "the standby to exit with the daemon")
+
+
+# ---------------------------------------------------------------- the supervisor
+
+# A job for the supervisor: writes its marker and the pid (and start time) of a
+# background process it leaves behind, then waits for its gate file.
+def gated_job(name):
+    return (f"echo $GFLOW_SHIM_ID > id.{name}; sleep 300 & echo $! > bg.{name}; "
+            f"while [ ! -e go.{name} ]; do sleep 0.02; done")
+
+
+def bg_proc(g, name):
+    pid = int(wait_for(lambda: (g.work / f"bg.{name}").exists() and
+                       (g.work / f"bg.{name}").read_text().strip(), f"job {name}'s background pid"))
+    return pid, wait_for(lambda: start_time(pid), f"the start time of {pid}")
+
+
+def test_supervisor_runs_jobs_side_by_side(make_gflow):
+    """Jobs that need no shim of their own run under one supervisor process, each with a
+    marker of its own (GFLOW_SHIM_ID=<pid>:<start>:<job>) and a lock file that names the
+    supervisor's socket. Cancelling one ends it alone; a job whose main process exits has
+    what it left behind killed, and nothing of the other jobs."""
+    g = make_gflow()
+    jobs = {name: g.submit(gated_job(name)) for name in ("a", "b", "c")}
+    for j in jobs.values():
+        g.wait_state(j, "R")
+    bg = {name: bg_proc(g, name) for name in jobs}
+    sup = shim_of(g, jobs["a"])
+    for name, j in jobs.items():
+        assert shim_of(g, j) == sup
+        assert g.job(j)["shim_pid"] == sup[0]
+        assert (g.work / f"id.{name}").read_text().split() == [f"{sup[0]}:{sup[1]}:{j}"]
+        lines = (g.data / "run" / f"{j}.lock").read_text().split("\n")
+        assert f"supervisor: {g.data / 'run' / f'shim-{sup[0]}.sock'}" in lines, lines
+
+    g.run("gcancel", str(jobs["b"]), check=True)
+    assert g.wait_state(jobs["b"])["state"] == "CA"
+    assert not alive(*bg["b"])
+    assert all(alive(*bg[n]) for n in "ac") and g.job(jobs["a"])["state"] == "R"
+
+    (g.work / "go.a").touch()
+    assert g.wait_state(jobs["a"])["state"] == "CD"
+    assert not alive(*bg["a"]), "a job's leftover outlived it"
+    assert alive(*bg["c"]) and g.job(jobs["c"])["state"] == "R"
+    (g.work / "go.c").touch()
+    assert g.wait_state(jobs["c"])["state"] == "CD"
+    assert not alive(*bg["c"])
+    assert alive(*sup), "the supervisor stays for the next jobs"
+
+
+def test_supervisor_jobs_outlive_a_restart(make_gflow):
+    """gflowd down and up: the supervisor's jobs run on, and the restarted daemon reaches
+    it at the socket their lock files name: a cancel goes through it, and a job's end is
+    heard while the supervisor still runs another. Once its last job is over the old
+    supervisor exits; new jobs go to the new daemon's."""
+    g = make_gflow()
+    jobs = {name: g.submit(gated_job(name)) for name in ("a", "b", "c")}
+    for j in jobs.values():
+        g.wait_state(j, "R")
+    sup = shim_of(g, jobs["a"])
+    assert g.down().returncode == 0
+    g.up()
+    assert alive(*sup)
+    g.run("gcancel", str(jobs["a"]), check=True)
+    assert g.wait_state(jobs["a"])["state"] == "CA"
+    (g.work / "go.b").touch()
+    assert g.wait_state(jobs["b"])["state"] == "CD"
+    assert alive(*sup) and g.job(jobs["c"])["state"] == "R"
+    (g.work / "go.c").touch()
+    assert g.wait_state(jobs["c"])["state"] == "CD"
+    wait_for(lambda: not alive(*sup), "the old supervisor to exit after its last job")
+    d = g.submit("true")
+    assert g.wait_state(d)["state"] == "CD"
+    assert g.job(d)["shim_pid"] != sup[0]
+
+
+def test_supervisor_killed_its_jobs_are_lost_and_the_next_runs(make_gflow):
+    """The supervisor killed: each of its jobs ends F (ShimLost) with what was left of it
+    killed, and a new supervisor runs the next job."""
+    g = make_gflow()
+    jobs = {name: g.submit(gated_job(name)) for name in ("a", "b")}
+    for j in jobs.values():
+        g.wait_state(j, "R")
+    bg = {name: bg_proc(g, name) for name in jobs}
+    sup = shim_of(g, jobs["a"])
+    kill_pid(*sup)
+    for name, j in jobs.items():
+        job = g.wait_state(j)
+        assert job["state"] == "F" and job["reason"].startswith(
+            "ShimLost: gflow-shim killed by SIGKILL"), job
+        assert not alive(*bg[name])
+    d = g.submit("true")
+    assert g.wait_state(d)["state"] == "CD"
+    assert g.job(d)["shim_pid"] != sup[0]
