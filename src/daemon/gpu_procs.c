@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exitfile.h"
 #include "files.h"
 #include "jobcgroup.h"
 #include "procinfo.h"
@@ -50,6 +51,30 @@ static struct job *owner_by_cgroup(pid_t pid, struct job *const *running, size_t
     return NULL;
 }
 
+/* The running job of shim (pid) that pid belongs to, NULL if none: the job, when the
+ * shim runs one; when it is a supervisor running several, the one whose marker pid
+ * carries (exitfile.h). */
+static struct job *owner_by_shim(pid_t pid, pid_t shim, struct job *const *running, size_t n)
+{
+    struct job *first = NULL;
+    size_t count = 0;
+    for (size_t i = 0; i < n; i++)
+        if (running[i]->shim_pid == shim && count++ == 0)
+            first = running[i];
+    if (count <= 1)
+        return first;
+    for (size_t i = 0; i < n; i++) {
+        if (running[i]->shim_pid != shim)
+            continue;
+        char *marker = exitfile_job_marker(shim, running[i]->shim_start, running[i]->id);
+        int has = proc_environ_has(pid, marker);
+        free(marker);
+        if (has == 1)
+            return running[i];
+    }
+    return NULL;
+}
+
 struct job *gpu_process_owner(long long pid, struct job *const *running, size_t n)
 {
     if (pid <= 1)
@@ -61,16 +86,14 @@ struct job *gpu_process_owner(long long pid, struct job *const *running, size_t 
         return owner;
     /* Then the session: the shim leads the job's session. */
     struct proc_stat st;
-    if (proc_stat_read((pid_t)pid, &st) == 0)
-        for (size_t i = 0; i < n; i++)
-            if (running[i]->shim_pid > 1 && running[i]->shim_pid == st.sid)
-                return running[i];
+    if (proc_stat_read((pid_t)pid, &st) == 0 && st.sid > 1 &&
+        (owner = owner_by_shim((pid_t)pid, st.sid, running, n)))
+        return owner;
     /* Then the ancestry (a job without a cgroup that left the session stays its child). */
     pid_t p = (pid_t)pid;
     for (int depth = 0; p > 1 && depth < 64; depth++) {
-        for (size_t i = 0; i < n; i++)
-            if (running[i]->shim_pid == p)
-                return running[i];
+        if ((owner = owner_by_shim((pid_t)pid, p, running, n)))
+            return owner;
         p = proc_parent(p);
     }
     return NULL;
