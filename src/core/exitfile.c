@@ -147,10 +147,10 @@ char *exit_record_encode_max(const struct exit_record *rec, size_t max)
 
 /* ---- the lock file ---- */
 
-#define LOCK_ERROR_PREFIX "error: "         /* the job never started */
-#define LOCK_LOST_PREFIX "lost: "           /* the job ran; its outcome could not be recorded */
-#define LOCK_CGROUP_PREFIX "cgroup: "       /* a cgroup that holds the job's processes */
-#define LOCK_FORWARDED_PREFIX "forwarded: " /* the shim passed on a signal */
+#define LOCK_ERROR_PREFIX "error: "           /* the job never started */
+#define LOCK_LOST_PREFIX "lost: "             /* the job ran; its outcome could not be recorded */
+#define LOCK_CGROUP_PREFIX "cgroup: "         /* a cgroup that holds the job's processes */
+#define LOCK_FORWARDED_PREFIX "forwarded: "   /* the shim passed on a signal */
 #define LOCK_SUPERVISOR_PREFIX "supervisor: " /* the shim serves several jobs: its socket */
 
 /* Whether s holds a byte that cannot be on one line of the file. */

@@ -15,10 +15,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
-#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -513,8 +513,8 @@ struct supervisor {
     struct gflowd *d;
     pid_t pid;
     int64_t start;
-    int sock;     /* -1 once it is gone */
-    int pidfd;    /* ours, gone: waiting for it to be reapable; else -1 */
+    int sock;        /* -1 once it is gone */
+    int pidfd;       /* ours, gone: waiting for it to be reapable; else -1 */
     bool ours;       /* our child, for new jobs */
     size_t users;    /* the runs that name it (job->runtime->sup) */
     size_t capacity; /* ours: the jobs its open-file limit (our own) leaves room for */
@@ -667,7 +667,9 @@ struct supervisor *launch_supervisor_attach(struct gflowd *d, const char *path, 
         connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || recv(fd, &hello, 1, 0) != 1 ||
         hello != SHIM_CTL_HELLO) {
         log_warn("cannot reach the job supervisor (pid %ld) at %s: %s", (long)pid, path,
-                 hello ? "unexpected answer" : errno ? strerror(errno) : "refused");
+                 hello   ? "unexpected answer"
+                 : errno ? strerror(errno)
+                         : "refused");
         if (fd >= 0)
             close(fd);
         return NULL;

@@ -19,7 +19,7 @@ struct orphans {
     int64_t job_id;
     pid_t shim_pid;
     int64_t shim_start;
-    char *marker; /* GFLOW_SHIM_ID=<pid>:<start>, or <pid>:<start>:<job> for a supervisor's */
+    char *marker;    /* GFLOW_SHIM_ID=<pid>:<start>, or <pid>:<start>:<job> for a supervisor's */
     bool supervisor; /* the shim served several jobs: its session is not this job's alone */
     char **cgroups;
     size_t n_cgroups;

@@ -96,8 +96,7 @@ static void adopt(struct gflowd *d, struct job *j)
     bool alive = flock(fd, LOCK_EX | LOCK_NB) < 0 && errno == EWOULDBLOCK;
     /* A supervisor's job: its socket first, then the lock again, so that an end between
      * the two is not missed (the supervisor tells the end to whoever is connected). */
-    if (alive && have_pid && lock.supervisor && !r->sup &&
-        proc_start_time((pid_t)pid) == start &&
+    if (alive && have_pid && lock.supervisor && !r->sup && proc_start_time((pid_t)pid) == start &&
         (r->sup = launch_supervisor_attach(d, lock.supervisor, (pid_t)pid, start))) {
         launch_supervisor_use(r->sup);
         alive = flock(fd, LOCK_EX | LOCK_NB) < 0 && errno == EWOULDBLOCK;

@@ -147,7 +147,8 @@ int shim_standby_done(void)
     syscall(SYS_close_range, 3, (unsigned)standby_sock - 1, 0);
     syscall(SYS_close_range, (unsigned)standby_sock + 1, ~0U, 0);
     static const char idle[] = "--standby";
-    size_t fit = sizeof(idle) < (size_t)(room_end - room) ? sizeof(idle) : (size_t)(room_end - room);
+    size_t fit =
+        sizeof(idle) < (size_t)(room_end - room) ? sizeof(idle) : (size_t)(room_end - room);
     memcpy(room, idle, fit);
     memset(room + fit, 0, (size_t)(room_end - room) - fit + 1);
     char done = SHIM_CTL_DONE;

@@ -63,7 +63,7 @@ struct sup_job {
     struct shim_opts o;
     struct shim_run r;
     double started_at;
-    int lookup_code;    /* as shim_main's: what a 127 or 126 then means */
+    int lookup_code; /* as shim_main's: what a 127 or 126 then means */
     char *lookup_error;
     char *report; /* why the job did not start (the child's report), NULL: it did */
     struct sup_watch relay_watch, timer_watch;
@@ -475,8 +475,9 @@ int shim_supervisor_main(const char *dir, const sigset_t *mask)
     close(4); /* gflowd's /dev/null: a standby's room for the environment */
     sig_fd = signalfd(-1, mask, SFD_CLOEXEC | SFD_NONBLOCK);
     ep = epoll_create1(EPOLL_CLOEXEC);
-    if (!err && (sig_fd < 0 || ep < 0 || sup_watch(sig_fd, &sig_watch) < 0 ||
-                 sup_watch(gflowd_fd, &gflowd_watch) < 0 || sup_watch(listen_fd, &listen_watch) < 0))
+    if (!err &&
+        (sig_fd < 0 || ep < 0 || sup_watch(sig_fd, &sig_watch) < 0 ||
+         sup_watch(gflowd_fd, &gflowd_watch) < 0 || sup_watch(listen_fd, &listen_watch) < 0))
         err = xasprintf("signalfd/epoll: %s", strerror(errno));
     if (err) {
         fprintf(stderr, "gflow-shim: supervisor: %s\n", err);
