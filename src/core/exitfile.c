@@ -324,3 +324,33 @@ char *exitfile_job_marker(int64_t shim_pid, int64_t shim_start, int64_t job_id)
     return xasprintf(EXITFILE_MARKER_VAR "=%lld:%lld:%lld", (long long)shim_pid,
                      (long long)shim_start, (long long)job_id);
 }
+
+int exitfile_ctl_format(char *buf, char what, int64_t id, int value)
+{
+    return what == SHIM_CTL_FORWARD
+               ? snprintf(buf, SHIM_CTL_MAX, "%c%lld %d", what, (long long)id, value)
+               : snprintf(buf, SHIM_CTL_MAX, "%c%lld", what, (long long)id);
+}
+
+int exitfile_ctl_parse(const char *msg, size_t n, char *what, int64_t *id, int *value)
+{
+    char buf[SHIM_CTL_MAX];
+    if (n < 2 || n >= sizeof(buf))
+        return -1;
+    memcpy(buf, msg, n);
+    buf[n] = '\0';
+    *what = buf[0];
+    *value = 0;
+    const char *p = buf + 1;
+    if (lock_number(&p, buf + n, id) < 0)
+        return -1;
+    if (*what == SHIM_CTL_FORWARD) {
+        int64_t v;
+        if (*p++ != ' ' || lock_number(&p, buf + n, &v) < 0 || v > INT32_MAX)
+            return -1;
+        *value = (int)v;
+    }
+    return *p || (*what != SHIM_CTL_TERM && *what != SHIM_CTL_FORWARD && *what != SHIM_CTL_DONE)
+               ? -1
+               : 0;
+}

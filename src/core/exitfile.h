@@ -72,14 +72,22 @@
 /* A standby shim (gflow-shim --standby, src/shim/standby.c) takes at most this many
  * bytes of arguments in its one message; gflowd starts a shim for a longer command line. */
 #define EXITFILE_STANDBY_MAX (64 * 1024)
-/* The messages of a standby's socket besides a job (src/shim/standby.c), one byte each:
- * from gflowd during a job, end it (as SIGTERM to a shim of one job would) or pass a
- * signal on (the byte, then the value of SIGUSR1's above in decimal); from the shim, its
- * job is over (its record is in the lock file and its lock free). */
+/* The messages about a job on the socket of a standby or the supervisor besides the job
+ * itself (src/shim/standby.c, supervisor.c): a letter and the job's id in decimal, for
+ * SHIM_CTL_FORWARD then a space and a value as SIGUSR1's above. From gflowd: end the job
+ * (as SIGTERM to a shim of one job would), or pass a signal on; from the shim: the job is
+ * over (its record is in the lock file and its lock free). A supervisor says a lone 'H'
+ * to a gflowd that connected to it. */
 #define SHIM_CTL_TERM 'T'
 #define SHIM_CTL_FORWARD 'F'
 #define SHIM_CTL_DONE 'D'
-#define SHIM_CTL_HELLO 'H' /* a supervisor to a gflowd that connected to it */
+#define SHIM_CTL_HELLO 'H'
+#define SHIM_CTL_MAX 48 /* room for a message and its NUL */
+/* Writes the message into buf (SHIM_CTL_MAX bytes): its length. */
+int exitfile_ctl_format(char *buf, char what, int64_t id, int value);
+/* Reads a message (n bytes): 0 with *what, *id and *value (0 but for SHIM_CTL_FORWARD),
+ * or -1 when it is none. */
+int exitfile_ctl_parse(const char *msg, size_t n, char *what, int64_t *id, int *value);
 /* gflowd starts a standby with a third argument of this many spaces: the room the shim
  * then writes its job's arguments over (what ps shows). */
 #define EXITFILE_STANDBY_ROOM 4096

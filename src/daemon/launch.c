@@ -565,15 +565,14 @@ static void supervisor_cb(int fd, uint32_t events, void *arg)
     (void)fd;
     (void)events;
     struct supervisor *s = arg;
-    char msg[32];
-    ssize_t n = recv(s->sock, msg, sizeof(msg) - 1, MSG_DONTWAIT);
+    char msg[SHIM_CTL_MAX], what;
+    int64_t id;
+    int value;
+    ssize_t n = recv(s->sock, msg, sizeof(msg), MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EINTR))
         return;
     if (n > 0) {
-        msg[n] = '\0';
-        char *end;
-        long long id = strtoll(msg + 1, &end, 10);
-        if (msg[0] == SHIM_CTL_DONE && end > msg + 1)
+        if (exitfile_ctl_parse(msg, (size_t)n, &what, &id, &value) == 0 && what == SHIM_CTL_DONE)
             runner_supervised_done(s->d, id);
         return;
     }
@@ -690,17 +689,20 @@ void launch_supervisor_unuse(struct supervisor *s)
         supervisor_free(s);
 }
 
-int launch_supervisor_send(struct supervisor *s, char what, int64_t id, int value)
+int launch_ctl_send(int sock, char what, int64_t id, int value)
 {
-    if (s->sock < 0) {
+    if (sock < 0) {
         errno = EPIPE;
         return -1;
     }
-    char msg[48];
-    int n = what == SHIM_CTL_FORWARD
-                ? snprintf(msg, sizeof(msg), "%c%lld %d", what, (long long)id, value)
-                : snprintf(msg, sizeof(msg), "%c%lld", what, (long long)id);
-    return send(s->sock, msg, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) == n ? 0 : -1;
+    char msg[SHIM_CTL_MAX];
+    int n = exitfile_ctl_format(msg, what, id, value);
+    return send(sock, msg, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) == n ? 0 : -1;
+}
+
+int launch_supervisor_send(struct supervisor *s, char what, int64_t id, int value)
+{
+    return launch_ctl_send(s->sock, what, id, value);
 }
 
 void launch_supervisor_stop(void)

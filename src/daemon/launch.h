@@ -52,6 +52,9 @@ int launch_spares_init(const struct gflowd *d, char **err);
 bool launch_standby_ready(void);
 void launch_standby_start(const struct gflowd *d);
 void launch_standby_back(pid_t pid, int64_t start, int sock);
+/* Says what (SHIM_CTL_TERM, _FORWARD with value) about job id on a standby's or the
+ * supervisor's socket: 0, or -1 (errno) when it cannot take it. */
+int launch_ctl_send(int sock, char what, int64_t id, int value);
 void launch_standby_stop(void);
 
 /* The job supervisor (gflow-shim --supervisor), which supervises the jobs that need no

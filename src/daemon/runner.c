@@ -447,12 +447,15 @@ static void sock_cb(int fd, uint32_t events, void *arg)
 {
     (void)events;
     struct run *r = arg;
-    char msg;
-    ssize_t n = recv(fd, &msg, 1, MSG_DONTWAIT);
+    char msg[SHIM_CTL_MAX], what;
+    int64_t id;
+    int value;
+    ssize_t n = recv(fd, msg, sizeof(msg), MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EINTR))
         return;
     struct job *j = jobs_get(r->d->jobs, r->job_id);
-    if (n != 1 || msg != SHIM_CTL_DONE || !j || j->runtime != r || r->gone) {
+    if (n <= 0 || exitfile_ctl_parse(msg, (size_t)n, &what, &id, &value) < 0 ||
+        what != SHIM_CTL_DONE || id != r->job_id || !j || j->runtime != r || r->gone) {
         run_close_sock(r);
         return;
     }
@@ -475,23 +478,25 @@ static void sock_cb(int fd, uint32_t events, void *arg)
     launch_standby_back(pid, start, fd);
 }
 
-/* Tells a standby's job to end (SHIM_CTL_TERM), or passes a signal on (SHIM_CTL_FORWARD
- * and value): 0, or -1 when the socket cannot take it (the shim is gone). */
-static int sock_send(struct run *r, char what, int value)
+/* Whether the job's shim hears of it on a socket (the supervisor's, a standby's) rather
+ * than by signals, which a shim that runs job after job could get for the wrong one. */
+static bool run_has_ctl(const struct run *r)
 {
-    char msg[16];
-    int n = what == SHIM_CTL_TERM ? snprintf(msg, sizeof(msg), "%c", what)
-                                  : snprintf(msg, sizeof(msg), "%c%d", what, value);
-    return send(r->sock, msg, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) == n ? 0 : -1;
+    return r->sup || r->sock >= 0;
 }
 
-/* Queues SIGUSR1 with value to the shim, or says it on a standby's or the supervisor's
- * socket. */
+/* Says what (SHIM_CTL_TERM, _FORWARD with value) about the job on that socket. */
+static int run_ctl_send(struct run *r, char what, int value)
+{
+    return r->sup ? launch_supervisor_send(r->sup, what, r->job_id, value)
+                  : launch_ctl_send(r->sock, what, r->job_id, value);
+}
+
+/* Queues SIGUSR1 with value to the shim, or says it on its socket. */
 static int shim_queue(struct run *r, int value)
 {
-    if (r->sup)
-        return launch_supervisor_send(r->sup, SHIM_CTL_FORWARD, r->job_id, value);
-    return r->sock >= 0 ? sock_send(r, SHIM_CTL_FORWARD, value) : sys_pidfd_queue(r->pidfd, value);
+    return run_has_ctl(r) ? run_ctl_send(r, SHIM_CTL_FORWARD, value)
+                          : sys_pidfd_queue(r->pidfd, value);
 }
 
 /* Whether the run's shim can be told anything: watched, or the supervisor's job. */
@@ -703,13 +708,8 @@ void runner_signal(struct job *j, int sig)
     struct run *r = j->runtime;
     if (!r || !run_reachable(r))
         return;
-    if (r->sup && sig == SIGTERM) {
-        if (launch_supervisor_send(r->sup, SHIM_CTL_TERM, j->id, 0) < 0)
-            log_warn("job %lld: cannot tell the supervisor to end it: %m", (long long)j->id);
-        return;
-    }
-    if (r->sock >= 0 && sig == SIGTERM) {
-        if (sock_send(r, SHIM_CTL_TERM, 0) < 0)
+    if (run_has_ctl(r) && sig == SIGTERM) {
+        if (run_ctl_send(r, SHIM_CTL_TERM, 0) < 0)
             log_warn("job %lld: cannot tell its shim to end it: %m", (long long)j->id);
         return;
     }

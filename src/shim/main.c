@@ -253,7 +253,8 @@ static int shim_main(const struct shim_opts *o, const sigset_t *mask)
                          .mem_tfd = -1,
                          .relay = {.rd = -1, .log_fd = -1, .null_fd = -1},
                          .lock_fd = o->lock_fd,
-                         .ctl_fd = shim_standby_sock()};
+                         .ctl_fd = shim_standby_sock(),
+                         .job_id = o->job_id};
     char *err = NULL;
     int prepared = shim_prepare(o, &ex, &err);
     if (o->env_fd >= 0)
@@ -375,8 +376,8 @@ static int shim_main_probe_memory(void)
     return rc;
 }
 
-/* The shim from its command line on. */
-static int shim_main_args(int argc, char **argv)
+/* The shim from its command line on; *job_id: the job's (-1 if unknown). */
+static int shim_main_args(int argc, char **argv, int64_t *job_id)
 {
     sigset_t mask;
     shim_main_block_signals(&mask);
@@ -398,6 +399,7 @@ static int shim_main_args(int argc, char **argv)
         return SHIM_EXIT_USAGE;
     }
     int rc = shim_main(&o, &mask);
+    *job_id = o.job_id;
     shim_opts_free(&o);
     return rc;
 }
@@ -412,16 +414,17 @@ int main(int argc, char **argv)
         shim_main_std_fds();
         return shim_supervisor_main(argv[2], &mask);
     }
+    int64_t job_id;
     if (argc < 2 || strcmp(argv[1], "--standby") != 0)
-        return shim_main_args(argc, argv);
+        return shim_main_args(argc, argv, &job_id);
     for (;;) {
         int job_argc = argc;
         char **job_argv = argv;
         if (shim_standby_wait(&job_argc, &job_argv) < 0)
             return 0;
-        int rc = shim_main_args(job_argc, job_argv);
+        int rc = shim_main_args(job_argc, job_argv, &job_id);
         free(job_argv); /* the array standby.c made (its strings are static) */
-        if (rc != SHIM_EXIT_OK || shim_standby_done() < 0)
+        if (rc != SHIM_EXIT_OK || shim_standby_done(job_id) < 0)
             return rc;
     }
 }

@@ -191,6 +191,7 @@ struct shim_run {
     bool forwarded;             /* a signal was passed on (and the lock file says so) */
     struct shim_attach *attach; /* --pty: the terminal and its clients; NULL: none */
     int ctl_fd;                 /* a standby's socket (SHIM_CTL_*); -1: none */
+    int64_t job_id;             /* what the messages on it name */
     /* A supervisor's job (supervisor.c): its marker entry. Its processes are then its
      * cgroup's, or where it has none, the supervisor's descendants with this marker
      * (the supervisor's other jobs are its descendants too). NULL: the shim's own job. */
@@ -213,9 +214,9 @@ int shim_standby_wait(int *argc, char ***argv);
 /* gflowd's socket, on which a standby's job hears SHIM_CTL_TERM and _FORWARD; -1 when
  * this shim is not a standby. */
 int shim_standby_sock(void);
-/* The job's record is written: closes the job's fds and tells gflowd. 0, or -1 when the
+/* Job id's record is written: closes the job's fds and tells gflowd. 0, or -1 when the
  * shim is to exit instead (it cannot tell gflowd, or has run its last job). */
-int shim_standby_done(void);
+int shim_standby_done(int64_t job_id);
 
 /* ---- opts.c: the command line ---- */
 /* Parses argv into *o. Returns 0, 1 for --help, or -1 with *err set (caller frees).

@@ -8,10 +8,10 @@
  * runs the job as if started with those arguments, which it also writes over its own
  * command line (gflowd starts it with room for them: a third argument of spaces), so that
  * ps and /proc/PID/cmdline show the job's shim as they would have. While the job runs,
- * gflowd ends it or passes a signal on through the socket (SHIM_CTL_TERM, _FORWARD:
- * supervise.c), not by signals, which could reach the next job. Once the job's record is
- * in its lock file, the shim closes every fd the job had (the lock's is its flock), says
- * SHIM_CTL_DONE, and waits for the next job; a shim whose job failed in the shim's own
+ * gflowd ends it or passes a signal on through the socket ("T<id>", "F<id> <value>":
+ * supervise.c, exitfile.h), not by signals, which could reach the next job. Once the
+ * job's record is in its lock file, the shim closes every fd the job had (the lock's is
+ * its flock), says "D<id>", and waits for the next job; a shim whose job failed in the shim's own
  * way, or that cannot say so, exits as a shim of one job does.
  *
  * While it waits it reads what no job changes and the job's start needs (its own start
@@ -138,7 +138,7 @@ int shim_standby_wait(int *argc, char ***argv)
     return 0;
 }
 
-int shim_standby_done(void)
+int shim_standby_done(int64_t job_id)
 {
     if (++standby_jobs == SHIM_STANDBY_JOBS_MAX)
         return -1;
@@ -151,6 +151,7 @@ int shim_standby_done(void)
         sizeof(idle) < (size_t)(room_end - room) ? sizeof(idle) : (size_t)(room_end - room);
     memcpy(room, idle, fit);
     memset(room + fit, 0, (size_t)(room_end - room) - fit + 1);
-    char done = SHIM_CTL_DONE;
-    return send(standby_sock, &done, 1, MSG_NOSIGNAL) == 1 ? 0 : -1;
+    char msg[SHIM_CTL_MAX];
+    int n = exitfile_ctl_format(msg, SHIM_CTL_DONE, job_id, 0);
+    return send(standby_sock, msg, (size_t)n, MSG_NOSIGNAL) == n ? 0 : -1;
 }

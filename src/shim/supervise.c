@@ -106,23 +106,26 @@ void shim_supervise_forward(struct shim_run *r, int value)
     free(procs);
 }
 
-/* gflowd's word on a standby's socket (SHIM_CTL_*, standby.c). At its end (gflowd is
- * gone) the job goes on; a restarted gflowd signals the shim instead. */
+/* gflowd's word on a standby's socket (SHIM_CTL_*, standby.c), for this job only. At
+ * its end (gflowd is gone) the job goes on; a restarted gflowd signals the shim instead. */
 static void shim_supervise_control(struct shim_run *r)
 {
-    char msg[32];
-    ssize_t n = recv(r->ctl_fd, msg, sizeof(msg) - 1, MSG_DONTWAIT);
+    char msg[SHIM_CTL_MAX], what;
+    int64_t id;
+    int value;
+    ssize_t n = recv(r->ctl_fd, msg, sizeof(msg), MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EINTR))
         return;
     if (n <= 0) {
         r->ctl_fd = -1; /* standby.c closes it */
         return;
     }
-    msg[n] = '\0';
-    if (msg[0] == SHIM_CTL_TERM)
+    if (exitfile_ctl_parse(msg, (size_t)n, &what, &id, &value) < 0 || id != r->job_id)
+        return;
+    if (what == SHIM_CTL_TERM)
         shim_supervise_terminate(r);
-    else if (msg[0] == SHIM_CTL_FORWARD)
-        shim_supervise_forward(r, atoi(msg + 1));
+    else if (what == SHIM_CTL_FORWARD)
+        shim_supervise_forward(r, value);
 }
 
 static void shim_supervise_signals(struct shim_run *r)

@@ -91,8 +91,8 @@ static struct sup_job *sup_find(int64_t id)
 /* "D<id>" to gflowd, if one is connected (else a restarted one reads the lock file). */
 static void sup_say_done(int64_t id)
 {
-    char msg[32];
-    int n = snprintf(msg, sizeof(msg), "%c%lld", SHIM_CTL_DONE, (long long)id);
+    char msg[SHIM_CTL_MAX];
+    int n = exitfile_ctl_format(msg, SHIM_CTL_DONE, id, 0);
     if (gflowd_fd >= 0)
         send(gflowd_fd, msg, (size_t)n, MSG_NOSIGNAL);
 }
@@ -177,7 +177,8 @@ static void sup_job_start(const char *buf, size_t n, const int fds[2])
                              .report_rd = -1,
                              .mem_tfd = -1,
                              .relay = {.rd = -1, .log_fd = -1, .null_fd = -1},
-                             .ctl_fd = -1};
+                             .ctl_fd = -1,
+                             .job_id = -1};
     char *err = NULL;
     int pr = shim_opts_parse(k, j->argv, &j->o, &err);
     /* The fds that came with the message are the job's, whatever its arguments say. */
@@ -185,6 +186,7 @@ static void sup_job_start(const char *buf, size_t n, const int fds[2])
     j->o.env_fd = fds[1];
     j->r.lock_fd = fds[0];
     j->r.kill_grace = j->o.kill_grace;
+    j->r.job_id = j->o.job_id;
     const char *unsupported = pr == 0 ? sup_unsupported(&j->o) : NULL;
     if (pr == 0 && unsupported)
         err = xasprintf("%s is not for a supervisor", unsupported);
@@ -391,16 +393,17 @@ static void sup_message(void)
         }
         return;
     }
-    buf[n] = '\0';
-    char *end;
-    long long id = strtoll(buf + 1, &end, 10);
-    struct sup_job *j = end > buf + 1 ? sup_find(id) : NULL;
+    char what;
+    int64_t id;
+    int value;
+    struct sup_job *j =
+        exitfile_ctl_parse(buf, (size_t)n, &what, &id, &value) == 0 ? sup_find(id) : NULL;
     if (!j)
         return; /* over already: its "D" crossed this */
-    if (buf[0] == SHIM_CTL_TERM)
+    if (what == SHIM_CTL_TERM)
         sup_job_terminate(j);
-    else if (buf[0] == SHIM_CTL_FORWARD && *end == ' ')
-        shim_supervise_forward(&j->r, atoi(end + 1));
+    else if (what == SHIM_CTL_FORWARD)
+        shim_supervise_forward(&j->r, value);
 }
 
 /* Whether gflowd's end of its socket is gone (its EOF not read yet). */

@@ -609,6 +609,60 @@ static void test_record_in_the_lock_file(void **state)
     free(text);
 }
 
+static void test_supervisor_line_and_job_marker(void **state)
+{
+    (void)state;
+    /* A supervisor's job: the second line names its socket, and round-trips. */
+    struct exit_lock lock = {.pid = 7, .start = 8, .supervisor = "/run/gflow/run/shim-7.sock"};
+    char *text = exitfile_lock_format(&lock);
+    assert_string_equal(text, "7 8\nsupervisor: /run/gflow/run/shim-7.sock\n");
+    struct exit_lock back;
+    assert_int_equal(exitfile_lock_parse(text, strlen(text), &back), 0);
+    assert_string_equal(back.supervisor, "/run/gflow/run/shim-7.sock");
+    exitfile_lock_free(&back);
+    assert_null(back.supervisor);
+    free(text);
+    const char relative[] = "7 8\nsupervisor: shim-7.sock\n";
+    assert_int_equal(exitfile_lock_parse(relative, strlen(relative), &back), 0);
+    assert_null(back.supervisor);
+    exitfile_lock_free(&back);
+    char *m = exitfile_job_marker(4321, 98765, 12);
+    assert_string_equal(m, "GFLOW_SHIM_ID=4321:98765:12");
+    free(m);
+}
+
+static void test_ctl_messages(void **state)
+{
+    (void)state;
+    char buf[SHIM_CTL_MAX], what;
+    int64_t id;
+    int value;
+    int n = exitfile_ctl_format(buf, SHIM_CTL_FORWARD, 9007199254740993LL, 0x10a);
+    assert_string_equal(buf, "F9007199254740993 266");
+    assert_int_equal(exitfile_ctl_parse(buf, (size_t)n, &what, &id, &value), 0);
+    assert_int_equal(what, SHIM_CTL_FORWARD);
+    assert_int_equal(id, 9007199254740993LL);
+    assert_int_equal(value, 0x10a);
+    n = exitfile_ctl_format(buf, SHIM_CTL_TERM, 5, 99);
+    assert_string_equal(buf, "T5");
+    assert_int_equal(exitfile_ctl_parse(buf, (size_t)n, &what, &id, &value), 0);
+    assert_int_equal(what, SHIM_CTL_TERM);
+    assert_int_equal(id, 5);
+    assert_int_equal(value, 0);
+    n = exitfile_ctl_format(buf, SHIM_CTL_DONE, 6, 0);
+    assert_int_equal(exitfile_ctl_parse(buf, (size_t)n, &what, &id, &value), 0);
+    assert_int_equal(what, SHIM_CTL_DONE);
+    /* Anything else is none: no id, junk after it, an unknown letter, no value. */
+    const char *bad[] = {"T",   "Tx",    "T5x", "X5", "F5",
+                         "F5 ", "F5 1x", "D-1", "H",  "F5 99999999999"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_int_equal(exitfile_ctl_parse(bad[i], strlen(bad[i]), &what, &id, &value), -1);
+    char longer[SHIM_CTL_MAX + 4];
+    memset(longer, '1', sizeof(longer));
+    longer[0] = 'T';
+    assert_int_equal(exitfile_ctl_parse(longer, sizeof(longer), &what, &id, &value), -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -627,6 +681,8 @@ int main(void)
         cmocka_unit_test(test_lock_cgroup_and_forwarded_lines),
         cmocka_unit_test(test_marker_and_killed_count),
         cmocka_unit_test(test_record_in_the_lock_file),
+        cmocka_unit_test(test_supervisor_line_and_job_marker),
+        cmocka_unit_test(test_ctl_messages),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
