@@ -1,5 +1,9 @@
-/* gflow-shim: the per-job supervisor. gflowd starts one per job; it outlives daemon
- * restarts and reports the job's outcome in an exit file.
+/* gflow-shim: what supervises a job. It outlives daemon restarts and reports the job's
+ * outcome in an exit file. As below, one process supervises one job: gflowd starts it for
+ * the job, or hands the job to one started ahead (--standby, standby.c), which then
+ * serves job after job. gflowd hands the jobs that need none of --tasks, --pty,
+ * --memory-limit, --deny-devices to one process that supervises many at once
+ * (--supervisor, supervisor.c: what differs for its jobs is said there).
  *
  *   gflow-shim --job-id N (--exit-file PATH | --lock-fd FD) --log PATH --workdir DIR
  *              (--env-file PATH | --env-fd FD) --kill-grace SECS [--lock-fd FD]

@@ -49,7 +49,10 @@ static const char shim_opts_usage_text[] =
     "--groups lists the job user's groups (as getgrouplist gives them), which the job\n"
     "gets: the shim never looks them up (it is linked statically, without NSS).\n"
     "gflow-shim --standby waits on fd 3 for a job's arguments and its lock and environment\n"
-    "fds (gflowd's standby shim, started before its job).\n"
+    "fds (gflowd's standby shim, started before its job), and for the next job after it.\n"
+    "gflow-shim --supervisor DIR runs many jobs at once, each sent on fd 3 as to a standby\n"
+    "(none with --tasks, --pty, --memory-limit or --deny-devices), and listens on\n"
+    "DIR/shim-PID.sock for a restarted gflowd.\n"
     "Started by gflowd; not meant to be run by hand.\n";
 
 enum {
