@@ -240,25 +240,11 @@ static void shim_main_std_fds(void)
 /* Runs the job from its preparation to the exit file; the shim's exit status. */
 static int shim_main(const struct shim_opts *o, const sigset_t *mask)
 {
-    struct shim_exec ex = {.log_fd = -1,
-                           .out_fd = -1,
-                           .pty_slave = -1,
-                           .null_fd = -1,
-                           .report_fd = -1,
-                           .jobcg_procs_fd = -1,
-                           .cgroup_procs_fd = -1,
-                           .memcg_procs_fd = -1};
-    struct shim_run r = {.self = getpid(),
-                         .first_failed = -1,
-                         .sfd = -1,
-                         .tfd = -1,
-                         .report_rd = -1,
-                         .kill_grace = o->kill_grace,
-                         .mem_tfd = -1,
-                         .relay = {.rd = -1, .log_fd = -1, .null_fd = -1},
-                         .lock_fd = o->lock_fd,
-                         .ctl_fd = shim_standby_sock(),
-                         .job_id = o->job_id};
+    struct shim_exec ex;
+    shim_prepare_init(&ex);
+    struct shim_run r;
+    shim_supervise_init(&r, o);
+    r.ctl_fd = shim_standby_sock();
     char *err = NULL;
     int prepared = shim_prepare(o, &ex, &err);
     if (o->env_fd >= 0)
@@ -356,7 +342,8 @@ static int shim_main(const struct shim_opts *o, const sigset_t *mask)
 static int shim_main_probe_memory(void)
 {
     struct shim_opts o = {.job_id = 0, .memory_limit_mb = 1, .lock_fd = -1, .env_fd = -1};
-    struct shim_exec ex = {.jobcg_procs_fd = -1, .memcg_procs_fd = -1};
+    struct shim_exec ex;
+    shim_prepare_init(&ex);
     struct shim_jobcg cg = {0};
     struct shim_memlimit m = {0};
     char *err = NULL;

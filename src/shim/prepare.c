@@ -214,6 +214,18 @@ void shim_prepare_free(struct shim_exec *ex)
         close(ex->memcg_procs_fd);
 }
 
+void shim_prepare_init(struct shim_exec *ex)
+{
+    *ex = (struct shim_exec){.log_fd = -1,
+                             .out_fd = -1,
+                             .pty_slave = -1,
+                             .null_fd = -1,
+                             .report_fd = -1,
+                             .jobcg_procs_fd = -1,
+                             .cgroup_procs_fd = -1,
+                             .memcg_procs_fd = -1};
+}
+
 /* Steps 1-4 up to the fork. Returns 0 or -1 with *err set; fills ex. */
 int shim_prepare(const struct shim_opts *o, struct shim_exec *ex, char **err)
 {

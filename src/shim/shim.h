@@ -261,6 +261,8 @@ void shim_report_record(const struct shim_run *r, const struct shim_opts *o, dou
  * the job user and prepares conda, argv, the command's lookup and the copies'
  * environments. 0 or -1 with *err; ex holds what it did either way (shim_prepare_free). */
 int shim_prepare(const struct shim_opts *o, struct shim_exec *ex, char **err);
+/* An empty ex (no fds), for shim_prepare. */
+void shim_prepare_init(struct shim_exec *ex);
 /* Frees and closes what shim_prepare put in ex. */
 void shim_prepare_free(struct shim_exec *ex);
 
@@ -408,6 +410,8 @@ int shim_child_spawn(struct shim_exec *ex, struct shim_run *r, char **err);
 char *shim_child_report(int fd);
 
 /* ---- supervise.c: the loop (step 5) ---- */
+/* The state of o's job before anything is started (no fds, no copies). */
+void shim_supervise_init(struct shim_run *r, const struct shim_opts *o);
 /* Creates the signalfd and timerfd of the loop. 0, or -1 with *err. */
 int shim_supervise_open(struct shim_run *r, const sigset_t *mask, char **err);
 /* Arms a timerfd: first expiry after `first` seconds, then every interval_ns (0: once). */

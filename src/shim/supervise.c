@@ -251,6 +251,21 @@ void shim_supervise_kill_all(struct shim_run *r)
     }
 }
 
+void shim_supervise_init(struct shim_run *r, const struct shim_opts *o)
+{
+    *r = (struct shim_run){.self = getpid(),
+                           .first_failed = -1,
+                           .sfd = -1,
+                           .tfd = -1,
+                           .report_rd = -1,
+                           .kill_grace = o->kill_grace,
+                           .mem_tfd = -1,
+                           .relay = {.rd = -1, .log_fd = -1, .null_fd = -1},
+                           .lock_fd = o->lock_fd,
+                           .ctl_fd = -1,
+                           .job_id = o->job_id};
+}
+
 /* Creates the signalfd and timerfd of the loop. */
 int shim_supervise_open(struct shim_run *r, const sigset_t *mask, char **err)
 {

@@ -162,31 +162,14 @@ static void sup_job_start(const char *buf, size_t n, const int fds[2])
     int k = 1;
     for (char *p = j->args; p < j->args + n; p += strlen(p) + 1)
         j->argv[k++] = p;
-    struct shim_exec ex = {.log_fd = -1,
-                           .out_fd = -1,
-                           .pty_slave = -1,
-                           .null_fd = -1,
-                           .report_fd = -1,
-                           .jobcg_procs_fd = -1,
-                           .cgroup_procs_fd = -1,
-                           .memcg_procs_fd = -1};
-    j->r = (struct shim_run){.self = getpid(),
-                             .first_failed = -1,
-                             .sfd = -1,
-                             .tfd = -1,
-                             .report_rd = -1,
-                             .mem_tfd = -1,
-                             .relay = {.rd = -1, .log_fd = -1, .null_fd = -1},
-                             .ctl_fd = -1,
-                             .job_id = -1};
+    struct shim_exec ex;
+    shim_prepare_init(&ex);
     char *err = NULL;
     int pr = shim_opts_parse(k, j->argv, &j->o, &err);
     /* The fds that came with the message are the job's, whatever its arguments say. */
     j->o.lock_fd = fds[0];
     j->o.env_fd = fds[1];
-    j->r.lock_fd = fds[0];
-    j->r.kill_grace = j->o.kill_grace;
-    j->r.job_id = j->o.job_id;
+    shim_supervise_init(&j->r, &j->o);
     const char *unsupported = pr == 0 ? sup_unsupported(&j->o) : NULL;
     if (pr == 0 && unsupported)
         err = xasprintf("%s is not for a supervisor", unsupported);
