@@ -105,6 +105,50 @@ class Sandbox:
             time.sleep(step)
         raise RuntimeError("timed out waiting for jobs")
 
+    def events(self, query):
+        """A stream of GET /v1/events?QUERY, subscribed when this returns: its socket and
+        what came after the answer's head."""
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(self.sock)
+        s.sendall(f"GET /v1/events?{query} HTTP/1.1\r\nHost: gflow\r\n\r\n".encode())
+        head = b""
+        while b"\r\n\r\n" not in head:
+            head += s.recv(4096)
+        return s, head.partition(b"\r\n\r\n")[2]
+
+    @staticmethod
+    def wait_events(stream, name, n, timeout=120):
+        """Blocks until n events called name have come on stream (chunked SSE), as
+        `tsp -w` blocks: no polling. Then closes it."""
+        stream, raw = stream
+        stream.settimeout(timeout)
+        body, seen = b"", 0
+        marker = f"event: {name}".encode()
+        try:
+            while seen < n:
+                while True:  # undo the chunked encoding of what has come
+                    size_end = raw.find(b"\r\n")
+                    if size_end < 0:
+                        break
+                    size = int(raw[:size_end].split(b";")[0] or b"0", 16)
+                    if len(raw) < size_end + 2 + size + 2:
+                        break
+                    body += raw[size_end + 2:size_end + 2 + size]
+                    raw = raw[size_end + 2 + size + 2:]
+                events = body.split(b"\n\n")
+                body = events.pop()
+                lines = [e.split(b"\n") for e in events]
+                seen += sum(marker in l for l in lines)
+                if any(b"event: resync" in l for l in lines):
+                    raise RuntimeError("the event stream resynced")
+                if seen < n:
+                    more = stream.recv(1 << 16)
+                    if not more:
+                        raise RuntimeError("the event stream ended")
+                    raw += more
+        finally:
+            stream.close()
+
     def rss_kb(self):
         return proc_status(f"/proc/{self.pid}/status", "VmRSS:")
 
@@ -250,12 +294,16 @@ def peer_drain(sb, ts, rounds=3, n=500):
     loop = (f"i=1; while [ $i -lt {n} ]; do {ts.bin} sh -c '{JOB}' >/dev/null; "
             f"i=$((i+1)); done")
     for _ in range(rounds):
+        # Waited for as task-spooler's are (`tsp -w`): blocked until told, here by the
+        # daemon's event stream, subscribed before the submission.
         before = sb.counts()["CD"]
+        stream = sb.events("user=all&types=job_ended")
         t0 = time.perf_counter()
         sb.api("POST", "/v1/jobs", {"jobs": [sb.spec(f"sh -c '{JOB}'") for _ in range(n)]})
-        # Every 5 ms: closer polls would take the daemon's CPU from the jobs.
-        sb.wait_counts(lambda c: c["CD"] >= before + n, step=0.005)
+        sb.wait_events(stream, "job_ended", n)
         ours.append(time.perf_counter() - t0)
+        if sb.counts()["CD"] < before + n:
+            raise RuntimeError("a drained job did not complete")
 
         ts.block_slots()
         subprocess.run(["sh", "-c", loop], env=ts.env, cwd=ts.dir, check=True)
