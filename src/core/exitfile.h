@@ -77,7 +77,7 @@
  * SHIM_CTL_FORWARD then a space and a value as SIGUSR1's above. From gflowd: end the job
  * (as SIGTERM to a shim of one job would), or pass a signal on; from the shim: the job is
  * over (its record is in the lock file and its lock free). A supervisor says a lone 'H'
- * to a gflowd that connected to it. */
+ * once it is set up, and to a gflowd that connected to it. */
 #define SHIM_CTL_TERM 'T'
 #define SHIM_CTL_FORWARD 'F'
 #define SHIM_CTL_DONE 'D'

@@ -527,6 +527,9 @@ struct supervisor {
 #define SUPERVISOR_JOB_FDS 4
 static struct supervisor *supervisors;
 static struct supervisor *supervisor_ours(struct gflowd *d);
+/* When ours last exited before it was ready: another is not started for a while. */
+#define SUPERVISOR_RETRY_SECS 60.0
+static double supervisor_failed_at = -1e9;
 
 static void supervisor_free(struct supervisor *s)
 {
@@ -624,7 +627,7 @@ static struct supervisor *supervisor_ours(struct gflowd *d)
     for (struct supervisor *s = supervisors; s; s = s->next)
         if (s->ours)
             return s;
-    if (slurm_mode(d))
+    if (slurm_mode(d) || now_mono() - supervisor_failed_at < SUPERVISOR_RETRY_SECS)
         return NULL;
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
@@ -638,8 +641,21 @@ static struct supervisor *supervisor_ours(struct gflowd *d)
     if (null >= 0)
         close(null);
     close(sv[1]);
+    /* Its "H" says it is set up (a moment): no job goes to one that fails to start. */
+    struct timeval wait = {.tv_sec = 2};
+    char hello = 0;
+    if (pid > 0 && (setsockopt(sv[0], SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof(wait)) < 0 ||
+                    recv(sv[0], &hello, 1, 0) != 1 || hello != SHIM_CTL_HELLO)) {
+        kill(pid, SIGKILL); /* our unreaped child: the pid is still its own */
+        waitpid(pid, NULL, 0);
+        pid = -1;
+        errno = 0;
+    }
     if (pid < 0) {
-        log_warn("cannot start the job supervisor: %s", strerror(errno));
+        log_warn("cannot start the job supervisor (%s); jobs get shims of their own for %.0f s",
+                 errno ? strerror(errno) : "its reason is in gflowd's output",
+                 SUPERVISOR_RETRY_SECS);
+        supervisor_failed_at = now_mono();
         close(sv[0]);
         return NULL;
     }

@@ -5,7 +5,8 @@
  * each job gets exactly what a shim of its own gives it (steps 1-6, 9 of main.c), with
  * these differences:
  *
- *  - Messages, on fd 3 (SOCK_SEQPACKET): a job is a standby's message (its arguments,
+ *  - Messages, on fd 3 (SOCK_SEQPACKET). The supervisor says "H" once it is set up
+ *    (gflowd waits for it before it sends a job). A job is a standby's message (its arguments,
  *    NUL-terminated, with its lock and environment fds; those fds replace --lock-fd and
  *    --env-fd). "T<id>" ends job id (as SIGTERM to a shim of one job), "F<id> <value>"
  *    passes a signal on (as SIGUSR1's value). The supervisor says "D<id>" once job id's
@@ -472,6 +473,8 @@ int shim_supervisor_main(const char *dir, const sigset_t *mask)
             unlink(shim_supervisor_path);
         return SHIM_EXIT_FAIL;
     }
+    char hello = SHIM_CTL_HELLO; /* set up: gflowd may send jobs */
+    send(gflowd_fd, &hello, 1, MSG_NOSIGNAL);
     while (gflowd_fd >= 0 || jobs) {
         struct epoll_event evs[64];
         int n = epoll_wait(ep, evs, 64, -1);
