@@ -1,6 +1,7 @@
 /* launch: starting one job's gflow-shim: the shim's command line, the job's environment
  * in a memfd, its script file, the lock file the shim inherits (runner.h says what the
- * lock is for), and posix_spawn. */
+ * lock is for) (launch.c); and the process that takes the job: the supervisor, a standby
+ * shim, or a shim started for it (launch_shims.c). */
 #ifndef GFLOWD_LAUNCH_H
 #define GFLOWD_LAUNCH_H
 
