@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "clock.h"
-#include "store_internal.h"
+#include "store/store_internal.h"
 
 #define RUNS 3
 

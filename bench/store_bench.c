@@ -15,7 +15,7 @@
 
 #include "clock.h"
 #include "job.h"
-#include "store.h"
+#include "store/store.h"
 #include "util.h"
 
 #define N_JOBS 100000

@@ -49,7 +49,7 @@
 #include "metrics_listen.h"
 #include "reply.h"
 #include "routes.h"
-#include "store.h"
+#include "store/store.h"
 #include "util.h"
 
 #define FOLLOW_POLL_SECS 0.05

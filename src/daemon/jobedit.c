@@ -7,7 +7,7 @@
 #include "jobs.h"
 #include "log.h"
 #include "quotas.h"
-#include "store.h"
+#include "store/store.h"
 #include "sweep.h"
 #include "util.h"
 

@@ -17,7 +17,7 @@
 #include "clock.h"
 #include "log.h"
 #include "quotas.h"
-#include "store.h"
+#include "store/store.h"
 #include "util.h"
 
 enum action_kind { ACTION_UNLINK, ACTION_SIGNAL, ACTION_CALL };

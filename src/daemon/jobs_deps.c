@@ -14,7 +14,7 @@
 
 #include "clock.h"
 #include "log.h"
-#include "store.h"
+#include "store/store.h"
 #include "util.h"
 
 /* ---- dependencies ---- */

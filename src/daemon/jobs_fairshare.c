@@ -5,7 +5,7 @@
 
 #include <stdlib.h>
 
-#include "store.h"
+#include "store/store.h"
 #include "util.h"
 
 struct fairshare *jobs_fairshare(struct jobs *t)

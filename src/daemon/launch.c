@@ -27,7 +27,7 @@
 #include "gpu.h"
 #include "jobenv.h"
 #include "log.h"
-#include "store.h"
+#include "store/store.h"
 #include "util.h"
 
 bool launch_short_of(int e)

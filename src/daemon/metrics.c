@@ -11,7 +11,7 @@
 #include "events.h"
 #include "gpu.h"
 #include "jobs.h"
-#include "store.h"
+#include "store/store.h"
 #include "util.h"
 
 /* Bucket bounds (seconds) of the job histograms: a second to a week. */

@@ -20,7 +20,7 @@
 #include "log.h"
 #include "loop.h"
 #include "notifymsg.h"
-#include "store.h"
+#include "store/store.h"
 #include "util.h"
 
 extern char **environ;

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "log.h"
-#include "store.h"
+#include "store/store.h"
 #include "util.h"
 
 #define OVERRIDES_SETTING "quota_overrides"

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "store.h"
+#include "store/store.h"
 #include "util.h"
 
 static void append(struct resv_table *t, const struct resv *r)

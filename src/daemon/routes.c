@@ -17,7 +17,7 @@
 #include "gpu.h"
 #include "metrics.h"
 #include "priority.h"
-#include "store.h"
+#include "store/store.h"
 #include "util.h"
 
 const char *route_query(const struct route_req *r, const char *key)

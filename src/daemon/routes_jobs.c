@@ -23,7 +23,7 @@
 #include "jobspec.h"
 #include "runner.h"
 #include "slurm.h"
-#include "store.h"
+#include "store/store.h"
 #include "util.h"
 
 /* What a request may ask for on this machine, and who asks. */

@@ -12,7 +12,7 @@
 #include "jobs.h"
 #include "parse.h"
 #include "priority.h"
-#include "store.h"
+#include "store/store.h"
 #include "util.h"
 
 struct list_ctx {

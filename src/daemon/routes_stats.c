@@ -15,7 +15,7 @@
 #include "daemon.h"
 #include "gpu_samples.h"
 #include "stats.h"
-#include "store.h"
+#include "store/store.h"
 #include "util.h"
 
 #define DEFAULT_PERIOD_SECS (7 * 86400.0)

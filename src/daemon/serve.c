@@ -57,7 +57,7 @@
 #include "sdnotify.h"
 #include "slurm.h"
 #include "startopts.h"
-#include "store.h"
+#include "store/store.h"
 #include "util.h"
 
 #define CHECKPOINT_IDLE_SECS 0.5

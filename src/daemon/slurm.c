@@ -22,7 +22,7 @@
 #include "runner.h"
 #include "slurm_cmd.h"
 #include "slurmspec.h"
-#include "store.h"
+#include "store/store.h"
 #include "util.h"
 
 /* sbatch commands running at once, so that a burst of submissions does not fork

@@ -23,7 +23,7 @@
 #include "jobedit.h"
 #include "jobs.h"
 #include "log.h"
-#include "store.h"
+#include "store/store.h"
 #include "util.h"
 
 struct fixture {

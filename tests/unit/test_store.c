@@ -21,8 +21,8 @@
 
 #include "clock.h"
 #include "job.h"
-#include "store.h"
-#include "store_internal.h"
+#include "store/store.h"
+#include "store/store_internal.h"
 #include "util.h"
 
 struct fixture {

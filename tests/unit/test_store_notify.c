@@ -15,7 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "store.h"
+#include "store/store.h"
 #include "util.h"
 
 struct fixture {
