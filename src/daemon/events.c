@@ -9,7 +9,7 @@
 #include "api.h"
 #include "daemon.h"
 #include "events_internal.h"
-#include "gpu.h"
+#include "gpu/gpu.h"
 #include "jobs.h"
 #include "log.h"
 #include "loop.h"

@@ -24,7 +24,7 @@
 #include "daemon.h"
 #include "exitfile.h"
 #include "files.h"
-#include "gpu.h"
+#include "gpu/gpu.h"
 #include "jobenv.h"
 #include "log.h"
 #include "store/store.h"

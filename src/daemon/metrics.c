@@ -9,7 +9,7 @@
 
 #include "daemon.h"
 #include "events.h"
-#include "gpu.h"
+#include "gpu/gpu.h"
 #include "jobs.h"
 #include "store/store.h"
 #include "util.h"

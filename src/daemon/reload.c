@@ -9,7 +9,7 @@
 #include "config_file.h"
 #include "daemon.h"
 #include "events.h"
-#include "gpu.h"
+#include "gpu/gpu.h"
 #include "jobs.h"
 #include "log.h"
 #include "notify.h"

@@ -14,7 +14,7 @@
 #include "disk.h"
 #include "gflow_build.h"
 #include "gflow_commit.h"
-#include "gpu.h"
+#include "gpu/gpu.h"
 #include "metrics.h"
 #include "priority.h"
 #include "store/store.h"

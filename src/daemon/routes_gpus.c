@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "daemon.h"
-#include "gpu.h"
-#include "gpu_report.h"
+#include "gpu/gpu.h"
+#include "gpu/gpu_report.h"
 #include "jobs.h"
 #include "reload.h"
 #include "startopts.h"

@@ -16,8 +16,8 @@
 
 #include "clock.h"
 #include "daemon.h"
-#include "gpu.h"
-#include "gpu_report.h"
+#include "gpu/gpu.h"
+#include "gpu/gpu_report.h"
 #include "jobedit.h"
 #include "jobs.h"
 #include "jobspec.h"

@@ -12,7 +12,7 @@
 
 #include "clock.h"
 #include "daemon.h"
-#include "gpu.h"
+#include "gpu/gpu.h"
 #include "jobs.h"
 #include "resv.h"
 #include "util.h"

@@ -13,7 +13,7 @@
 
 #include "clock.h"
 #include "daemon.h"
-#include "gpu_samples.h"
+#include "gpu/gpu_samples.h"
 #include "stats.h"
 #include "store/store.h"
 #include "util.h"

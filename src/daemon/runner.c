@@ -23,7 +23,7 @@
 #include "disk.h"
 #include "exitfile.h"
 #include "files.h"
-#include "gpu.h"
+#include "gpu/gpu.h"
 #include "jobs.h"
 #include "launch.h"
 #include "log.h"

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu/nvml.h"
 #include "gpuinfo.h"
-#include "nvml.h"
 
 static const char *dump_link(enum gpu_link l)
 {

@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "files.h"
-#include "gpu_worker.h"
+#include "gpu/gpu_worker.h"
 #include "util.h"
 
 static char tmpdir[] = "/tmp/gflow-test-worker-XXXXXX";

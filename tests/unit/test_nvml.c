@@ -20,8 +20,8 @@
 #include <unistd.h>
 
 #include "files.h"
+#include "gpu/nvml.h"
 #include "gpuinfo.h"
-#include "nvml.h"
 #include "nvml_types.h"
 #include "util.h"
 
