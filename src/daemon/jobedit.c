@@ -6,7 +6,7 @@
 
 #include "jobs.h"
 #include "log.h"
-#include "quotas.h"
+#include "policy/quotas.h"
 #include "store/store.h"
 #include "sweep.h"
 #include "util.h"

@@ -16,7 +16,7 @@
 
 #include "clock.h"
 #include "log.h"
-#include "quotas.h"
+#include "policy/quotas.h"
 #include "store/store.h"
 #include "util.h"
 

@@ -13,8 +13,8 @@
 #include "jobs.h"
 #include "log.h"
 #include "notify.h"
+#include "policy/quotas.h"
 #include "priority.h"
-#include "quotas.h"
 #include "serve.h"
 #include "util.h"
 

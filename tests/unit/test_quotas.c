@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "quotas.h"
+#include "policy/quotas.h"
 #include "util.h"
 
 static void job_as(struct job *j, const char *user, const char *project, int gpus,
