@@ -42,7 +42,7 @@
 #include "daemon.h"
 #include "disk.h"
 #include "files.h"
-#include "jobs.h"
+#include "jobs/jobs.h"
 #include "listener.h"
 #include "log.h"
 #include "loop.h"

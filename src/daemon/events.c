@@ -10,7 +10,7 @@
 #include "daemon.h"
 #include "events_internal.h"
 #include "gpu/gpu.h"
-#include "jobs.h"
+#include "jobs/jobs.h"
 #include "log.h"
 #include "loop.h"
 

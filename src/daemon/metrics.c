@@ -10,7 +10,7 @@
 #include "daemon.h"
 #include "events.h"
 #include "gpu/gpu.h"
-#include "jobs.h"
+#include "jobs/jobs.h"
 #include "store/store.h"
 #include "util.h"
 

@@ -16,7 +16,7 @@
 #include "clock.h"
 #include "daemon.h"
 #include "gflow_build.h"
-#include "jobs.h"
+#include "jobs/jobs.h"
 #include "log.h"
 #include "loop.h"
 #include "notifymsg.h"

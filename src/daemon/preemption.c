@@ -9,7 +9,7 @@
 
 #include "clock.h"
 #include "daemon.h"
-#include "jobs.h"
+#include "jobs/jobs.h"
 #include "log.h"
 #include "parse.h"
 #include "preempt.h"

@@ -10,11 +10,11 @@
 #include "daemon.h"
 #include "events.h"
 #include "gpu/gpu.h"
-#include "jobs.h"
+#include "jobs/jobs.h"
+#include "jobs/priority.h"
 #include "log.h"
 #include "notify.h"
 #include "policy/quotas.h"
-#include "priority.h"
 #include "serve.h"
 #include "util.h"
 

@@ -15,8 +15,8 @@
 #include "gflow_build.h"
 #include "gflow_commit.h"
 #include "gpu/gpu.h"
+#include "jobs/priority.h"
 #include "metrics.h"
-#include "priority.h"
 #include "store/store.h"
 #include "util.h"
 

@@ -9,7 +9,7 @@
 #include "daemon.h"
 #include "gpu/gpu.h"
 #include "gpu/gpu_report.h"
-#include "jobs.h"
+#include "jobs/jobs.h"
 #include "reload.h"
 #include "startopts.h"
 #include "util.h"

@@ -2,7 +2,7 @@
  * cancel, hold, release, limit, update, redo and the log. Owners act on their own jobs,
  * admins on all (auth.c); what a job may be is checked by jobspec.c, changes to it are
  * jobs.c's and jobedit.c's, and ending a running one is the runner's. */
-#include "priority.h"
+#include "jobs/priority.h"
 #include "routes.h"
 
 #include <errno.h>
@@ -18,8 +18,8 @@
 #include "daemon.h"
 #include "gpu/gpu.h"
 #include "gpu/gpu_report.h"
-#include "jobedit.h"
-#include "jobs.h"
+#include "jobs/jobedit.h"
+#include "jobs/jobs.h"
 #include "jobspec.h"
 #include "runner.h"
 #include "slurm.h"

@@ -9,9 +9,9 @@
 
 #include "clock.h"
 #include "daemon.h"
-#include "jobs.h"
+#include "jobs/jobs.h"
+#include "jobs/priority.h"
 #include "parse.h"
-#include "priority.h"
 #include "store/store.h"
 #include "util.h"
 

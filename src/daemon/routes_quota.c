@@ -8,7 +8,7 @@
 
 #include "clock.h"
 #include "daemon.h"
-#include "jobs.h"
+#include "jobs/jobs.h"
 #include "policy/quotas.h"
 #include "util.h"
 

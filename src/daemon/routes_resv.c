@@ -13,7 +13,7 @@
 #include "clock.h"
 #include "daemon.h"
 #include "gpu/gpu.h"
-#include "jobs.h"
+#include "jobs/jobs.h"
 #include "policy/resv.h"
 #include "util.h"
 

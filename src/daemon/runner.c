@@ -24,7 +24,7 @@
 #include "exitfile.h"
 #include "files.h"
 #include "gpu/gpu.h"
-#include "jobs.h"
+#include "jobs/jobs.h"
 #include "launch.h"
 #include "log.h"
 #include "loop.h"

@@ -14,7 +14,7 @@
 
 #include "daemon.h"
 #include "exitfile.h"
-#include "jobs.h"
+#include "jobs/jobs.h"
 #include "launch.h"
 #include "log.h"
 #include "loop.h"

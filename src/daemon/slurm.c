@@ -16,7 +16,7 @@
 #include "daemon.h"
 #include "files.h"
 #include "jobenv.h"
-#include "jobs.h"
+#include "jobs/jobs.h"
 #include "log.h"
 #include "loop.h"
 #include "runner.h"

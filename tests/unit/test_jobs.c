@@ -20,8 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "jobedit.h"
-#include "jobs.h"
+#include "jobs/jobedit.h"
+#include "jobs/jobs.h"
 #include "log.h"
 #include "store/store.h"
 #include "util.h"
