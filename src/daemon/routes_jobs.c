@@ -21,7 +21,7 @@
 #include "jobs/jobedit.h"
 #include "jobs/jobs.h"
 #include "jobspec.h"
-#include "runner.h"
+#include "run/runner.h"
 #include "slurm.h"
 #include "store/store.h"
 #include "util.h"

@@ -19,7 +19,7 @@
 #include "jobs/jobs.h"
 #include "log.h"
 #include "loop.h"
-#include "runner.h"
+#include "run/runner.h"
 #include "slurm_cmd.h"
 #include "slurmspec.h"
 #include "store/store.h"
