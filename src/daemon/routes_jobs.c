@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "backend/slurm/slurm.h"
 #include "clock.h"
 #include "daemon.h"
 #include "gpu/gpu.h"
@@ -22,7 +23,6 @@
 #include "jobs/jobs.h"
 #include "jobspec.h"
 #include "run/runner.h"
-#include "slurm.h"
 #include "store/store.h"
 #include "util.h"
 

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "api.h"
+#include "backend/slurm/slurm.h"
 #include "clock.h"
 #include "daemon.h"
 #include "disk.h"
@@ -55,7 +56,6 @@
 #include "run/preemption.h"
 #include "run/runner.h"
 #include "sdnotify.h"
-#include "slurm.h"
 #include "startopts.h"
 #include "store/store.h"
 #include "util.h"

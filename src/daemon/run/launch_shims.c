@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "backend/slurm/slurm.h"
 #include "clock.h"
 #include "daemon.h"
 #include "exitfile.h"
@@ -28,7 +29,6 @@
 #include "loop.h"
 #include "procinfo.h"
 #include "runner.h"
-#include "slurm.h"
 #include "util.h"
 
 /* The child of spawn_shim, sharing the daemon's memory until it execs: only system
