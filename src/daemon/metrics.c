@@ -8,8 +8,8 @@
 #include <unistd.h>
 
 #include "daemon.h"
-#include "events.h"
 #include "gpu/gpu.h"
+#include "http/events.h"
 #include "jobs/jobs.h"
 #include "store/store.h"
 #include "util.h"

@@ -8,8 +8,8 @@
 
 #include "config_file.h"
 #include "daemon.h"
-#include "events.h"
 #include "gpu/gpu.h"
+#include "http/events.h"
 #include "jobs/jobs.h"
 #include "jobs/priority.h"
 #include "log.h"

@@ -30,16 +30,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "api.h"
 #include "backend/slurm/slurm.h"
 #include "clock.h"
 #include "daemon.h"
 #include "disk.h"
-#include "events.h"
 #include "files.h"
 #include "gflow_build.h"
 #include "gpu/gpu.h"
 #include "gpu/gpu_samples.h"
+#include "http/api.h"
+#include "http/events.h"
 #include "jobs/jobs.h"
 #include "jobs/priority.h"
 #include "lockfile.h"

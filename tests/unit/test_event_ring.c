@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "event_ring.h"
+#include "http/event_ring.h"
 #include "util.h"
 
 static struct event make(int64_t job_id)

@@ -6,10 +6,10 @@
 
 #include "clock.h"
 #include "daemon.h"
+#include "http/routes.h"
 #include "jobs.h"
 #include "log.h"
 #include "parse.h"
-#include "routes.h"
 #include "util.h"
 
 /* A duration setting in seconds (checked when the config was read), or def. */
