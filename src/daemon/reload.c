@@ -13,7 +13,7 @@
 #include "jobs/jobs.h"
 #include "jobs/priority.h"
 #include "log.h"
-#include "notify.h"
+#include "ops/notify.h"
 #include "policy/quotas.h"
 #include "serve.h"
 #include "util.h"

@@ -11,7 +11,7 @@
 #include "fairshare.h"
 #include "job.h"
 #include "jobs.h"
-#include "metrics.h"
+#include "ops/metrics.h"
 #include "scheduler.h"
 
 struct action; /* jobs.c: what waits for the commit */

@@ -20,7 +20,6 @@
 
 #include "clock.h"
 #include "daemon.h"
-#include "disk.h"
 #include "exitfile.h"
 #include "files.h"
 #include "gpu/gpu.h"
@@ -28,6 +27,7 @@
 #include "launch.h"
 #include "log.h"
 #include "loop.h"
+#include "ops/disk.h"
 #include "orphans.h"
 #include "procinfo.h"
 #include "runner_internal.h"
