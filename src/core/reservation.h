@@ -17,6 +17,16 @@
 
 struct gpu_set;
 
+/* A reservation as the daemon keeps and stores it (every one ever made, history too). */
+struct resv {
+    int64_t id;
+    char *user;
+    int gpu_count; /* --gpus N; 0 for --gpu-spec */
+    uint64_t gpus; /* NVML indices */
+    double start, end, created;
+    double cancelled; /* when; 0: not cancelled */
+};
+
 /* One reservation for the pass: not cancelled, not over. */
 struct scheduler_reservation {
     int64_t id;       /* for messages; the pass does not read it */

@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/types.h>
 
 #include "cgdelegate.h"
@@ -56,5 +57,11 @@ struct gflowd {
     const char **flag_keys;
     const char **flag_values;
 };
+
+/* Whether jobs run under the slurm backend ([backend] kind = "slurm") instead of here. */
+static inline bool daemon_on_slurm(const struct gflowd *d)
+{
+    return d->cfg.backend_kind && strcmp(d->cfg.backend_kind, "slurm") == 0;
+}
 
 #endif

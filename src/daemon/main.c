@@ -21,8 +21,8 @@
 #include "gflow_commit.h"
 #include "log.h"
 #include "ops/service.h"
+#include "ops/startopts.h"
 #include "serve.h"
-#include "startopts.h"
 #include "util.h"
 #include "web.h"
 

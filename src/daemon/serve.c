@@ -19,7 +19,6 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <grp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,17 +45,17 @@
 #include "loop.h"
 #include "ops/disk.h"
 #include "ops/notify.h"
+#include "ops/reload.h"
 #include "ops/sdnotify.h"
+#include "ops/startopts.h"
 #include "parse.h"
 #include "policy/quotas.h"
 #include "policy/resv.h"
 #include "procinfo.h"
-#include "reload.h"
 #include "run/cgleaf.h"
 #include "run/launch.h"
 #include "run/preemption.h"
 #include "run/runner.h"
-#include "startopts.h"
 #include "store/store.h"
 #include "util.h"
 
@@ -294,7 +293,7 @@ static void undo_lost(struct server *s)
     free(s->to_launch); /* committed as R in the lost transaction only */
     s->to_launch = NULL;
     s->to_launch_len = 0;
-    if (slurm_mode(d))
+    if (daemon_on_slurm(d))
         slurm_reload(d);
     else
         runner_reload(d);
@@ -356,7 +355,7 @@ static void schedule(struct server *s)
     struct job **started;
     double next_pass;
     size_t n;
-    if (slurm_mode(d)) { /* Slurm places them: every job that may start is handed over */
+    if (daemon_on_slurm(d)) { /* Slurm places them: every job that may start is handed over */
         n = jobs_hand_over(d->jobs, now_wall(), &started, &next_pass);
         if (next_pass >= 0)
             arm_pass_timer(s, next_pass);
@@ -422,7 +421,7 @@ static void before_sleep(void *arg)
         s->to_launch_len = 0;
         bool held = false;
         for (size_t i = 0; i < count; i++) {
-            if (slurm_mode(d)) {
+            if (daemon_on_slurm(d)) {
                 slurm_launch(d, list[i]);
             } else if (held) {
                 runner_postpone(d, list[i]);
@@ -434,7 +433,7 @@ static void before_sleep(void *arg)
             }
         }
         free(list);
-        if (!slurm_mode(d) && !launch_standby_ready() && !s->standby_timer)
+        if (!daemon_on_slurm(d) && !launch_standby_ready() && !s->standby_timer)
             s->standby_timer = loop_add_timer(STANDBY_DELAY_SECS, standby_cb, s);
         if (!commit(s))
             return;
@@ -459,7 +458,10 @@ static void signal_cb(int fd, uint32_t events, void *arg)
         } else if (si.ssi_signo == SIGHUP) {
             log_info("received SIGHUP; reloading the configuration");
             char *err = NULL;
-            json_decref(daemon_reload(d, &err));
+            json_t *report = daemon_reload(d, &err);
+            if (report)
+                events_daemon(d->events, "reloaded");
+            json_decref(report);
             free(err);
         }
     }
@@ -576,20 +578,6 @@ static char *find_shim(void)
     return xstrdup(GFLOW_LIBEXECDIR "/gflow-shim");
 }
 
-void serve_resolve_admin_group(struct gflowd *d)
-{
-    d->has_admin_gid = false;
-    if (!d->cfg.admin_group)
-        return;
-    struct group *g = getgrnam(d->cfg.admin_group);
-    if (!g) {
-        log_warn("daemon.admin_group '%s' does not exist; only root is admin", d->cfg.admin_group);
-        return;
-    }
-    d->has_admin_gid = true;
-    d->admin_gid = g->gr_gid;
-}
-
 static void start_gpus(struct gflowd *d, const struct serve_opts *o)
 {
     size_t n;
@@ -627,7 +615,7 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     d->started_at = now_wall();
     d->shim_path = find_shim();
     d->mem_total_mb = proc_mem_total_mb();
-    serve_resolve_admin_group(d);
+    daemon_resolve_admin_group(d);
     if (mkdir_p(d->paths.data_dir, 0700) < 0) {
         err = xasprintf("cannot create %s: %s", d->paths.data_dir, strerror(errno));
         startup_failed(o, err);
@@ -641,7 +629,7 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     cgleaf_enter(d);
     starting_daemon = d;
     d->memory_enforcement = probe_memory_enforcement(d->shim_path);
-    startopts_save(d, o);
+    startopts_save(d, o->simulate_gpus, o->flag_gpus);
     if (runner_init(d, &err) < 0)
         startup_failed(o, err);
     d->disk = disk_new(d->paths.data_dir, d->paths.log_dir);
@@ -662,8 +650,8 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     d->events = events_new(d);
     jobs_set_stream_cb(d->jobs, events_job_cb, d->events);
     priority_configure(d);
-    jobs_set_hand_over_early(d->jobs, slurm_mode(d));
-    if (slurm_mode(d))
+    jobs_set_hand_over_early(d->jobs, daemon_on_slurm(d));
+    if (daemon_on_slurm(d))
         jobs_set_signal_cb(d->jobs, slurm_signal_cb, d);
     else
         jobs_set_signal_cb(d->jobs, runner_signal_cb, NULL);
@@ -680,11 +668,11 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     s.poll_timer = loop_add_timer((double)d->cfg.gpu_poll_interval_secs, poll_cb, &s);
     if (s.keep_count >= 0 || s.keep_age >= 0)
         s.prune_timer = loop_add_timer(PRUNE_FIRST_SECS, prune_cb, &s);
-    if (!slurm_mode(d)) /* Slurm's jobs are found again by the first poll (slurm.h) */
+    if (!daemon_on_slurm(d)) /* Slurm's jobs are found again by the first poll (slurm.h) */
         runner_recover(d);
     if (jobs_commit(d->jobs) < 0)
         startup_failed(o, "cannot commit the recovered state");
-    if (!slurm_mode(d))
+    if (!daemon_on_slurm(d))
         runner_sweep(d);
     notifier_after_commit(d->notifier); /* jobs that ended while gflowd was away */
     d->api = api_start(d, &err);
@@ -694,7 +682,7 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     loop_set_before_sleep(before_sleep, &s);
     log_info("gflowd %s started: pid %ld, socket %s, data %s%s", GFLOW_VERSION, (long)getpid(),
              d->paths.socket_path, d->paths.data_dir, d->system ? " (system daemon)" : "");
-    if (slurm_mode(d)) {
+    if (daemon_on_slurm(d)) {
         slurm_start(d);
     } else {
         launch_supervisor_start(d);

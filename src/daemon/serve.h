@@ -15,8 +15,4 @@ struct serve_opts {
  * a failed start-up reports on ready_fd and exits 1. */
 int serve(struct gflowd *d, const struct serve_opts *o);
 
-/* Looks up daemon.admin_group's gid (at start and on reload); a group that does not
- * exist leaves only root as admin, with a warning. */
-void serve_resolve_admin_group(struct gflowd *d);
-
 #endif

@@ -13,10 +13,8 @@
  * answers again: a request that changed something gets an error, a read is answered anew
  * from what is now in memory.
  *
- * While the data directory's filesystem (or, for new jobs, the logs') is full, a request
- * that would write is refused with 507 before it is dispatched (disk.c); a cancel goes
- * ahead (it frees space, and its change fits the room the database keeps), and so does a
- * dry run.
+ * What a request means is the routes' (routes.c): this file knows no path but /metrics,
+ * the one metrics.listen serves.
  *
  * A reply a handler defers (reply_defer: a long read such as GET /v1/stats) is computed
  * on a detached worker thread while its connection is suspended; the thread hands the
@@ -41,18 +39,16 @@
 #include "auth.h"
 #include "daemon.h"
 #include "files.h"
-#include "jobs/jobs.h"
 #include "listener.h"
 #include "log.h"
 #include "loop.h"
-#include "ops/disk.h"
 #include "ops/metrics_listen.h"
 #include "reply.h"
 #include "routes.h"
 #include "store/store.h"
 #include "util.h"
 
-#define FOLLOW_POLL_SECS 0.05
+#define STREAM_POLL_SECS 0.05
 /* How long a connection may stay idle once it has sent a request (keep-alive). */
 #define API_IDLE_AFTER_REQUEST_SECS 120
 /* Deferred replies computed at once; each holds a read-only database connection. */
@@ -94,15 +90,15 @@ struct deferred {
     struct deferred *next; /* in api.workers (the loop's thread only) */
 };
 
-/* A client following a job's log. */
-struct follower {
+/* A streamed reply (reply_stream) whose source has nothing new: suspended, and polled
+ * again STREAM_POLL_SECS later. */
+struct stream {
     struct api *api;
-    int64_t job_id;
-    char *path;
-    int fd;
-    uint64_t offset;
+    reply_stream_fn read;
+    void *arg;
+    void (*free_arg)(void *arg);
     struct MHD_Connection *conn;
-    struct follower *next; /* in the suspended list */
+    struct stream *next; /* in the suspended list */
 };
 
 struct api {
@@ -116,78 +112,68 @@ struct api {
     uint64_t body_bytes;            /* reserved by the bodies being received */
     int mhd_epoll_fd;
     struct request *waiting;
-    struct follower *suspended_followers;
-    struct loop_timer *follow_timer;
+    struct stream *suspended_streams;
+    struct loop_timer *stream_timer;
     int work_pipe[2]; /* deferred replies done: their addresses, from the workers */
     int n_workers;
     struct deferred *workers; /* running */
 };
 
-/* ---- log following ---- */
+/* ---- streamed replies ---- */
 
-static void follow_timer_cb(void *arg)
+static void stream_timer_cb(void *arg)
 {
     struct api *a = arg;
-    a->follow_timer = NULL;
-    struct follower *f = a->suspended_followers;
+    a->stream_timer = NULL;
+    struct stream *f = a->suspended_streams;
     if (!f)
         return;
-    a->suspended_followers = NULL;
+    a->suspended_streams = NULL;
     for (; f; f = f->next)
         MHD_resume_connection(f->conn);
     MHD_run(a->mhd);
 }
 
-static ssize_t follow_read_cb(void *cls, uint64_t pos, char *buf, size_t max)
+static ssize_t stream_read_cb(void *cls, uint64_t pos, char *buf, size_t max)
 {
-    struct follower *f = cls;
-    if (f->fd < 0)
-        f->fd = open(f->path, O_RDONLY | O_CLOEXEC);
-    if (f->fd >= 0) {
-        ssize_t n = pread(f->fd, buf, max, (off_t)(f->offset + pos));
-        if (n > 0)
-            return n;
-    }
-    /* Nothing new. The job's output is complete once it has left the active table
-     * (the shim writes the exit file only after every process of the job is gone). */
-    if (!jobs_get(f->api->d->jobs, f->job_id))
-        return MHD_CONTENT_READER_END_OF_STREAM;
-    f->next = f->api->suspended_followers;
-    f->api->suspended_followers = f;
+    struct stream *f = cls;
+    ssize_t n = f->read(f->arg, pos, buf, max);
+    if (n != 0)
+        return n > 0 ? n : MHD_CONTENT_READER_END_OF_STREAM;
+    f->next = f->api->suspended_streams;
+    f->api->suspended_streams = f;
     MHD_suspend_connection(f->conn);
-    if (!f->api->follow_timer)
-        f->api->follow_timer = loop_add_timer(FOLLOW_POLL_SECS, follow_timer_cb, f->api);
+    if (!f->api->stream_timer)
+        f->api->stream_timer = loop_add_timer(STREAM_POLL_SECS, stream_timer_cb, f->api);
     return 0;
 }
 
-static void follow_free_cb(void *cls)
+static void stream_free_cb(void *cls)
 {
-    struct follower *f = cls;
-    for (struct follower **p = &f->api->suspended_followers; *p; p = &(*p)->next) {
+    struct stream *f = cls;
+    for (struct stream **p = &f->api->suspended_streams; *p; p = &(*p)->next) {
         if (*p == f) {
             *p = f->next;
             break;
         }
     }
-    if (f->fd >= 0)
-        close(f->fd);
-    free(f->path);
+    if (f->free_arg)
+        f->free_arg(f->arg);
     free(f);
 }
 
-/* The streaming response for a reply that asks to follow a log. */
-static void follow_response(struct api *a, struct MHD_Connection *c, struct reply *rep)
+/* The response of a streamed reply, now that its connection is known. */
+static void stream_response(struct api *a, struct MHD_Connection *c, struct reply *rep)
 {
-    struct follower *f = xcalloc(1, sizeof(*f));
+    struct stream *f = xcalloc(1, sizeof(*f));
     f->api = a;
-    f->job_id = rep->follow_job;
-    f->path = rep->follow_path;
-    rep->follow_path = NULL;
-    f->fd = -1;
-    f->offset = rep->follow_offset;
+    f->read = rep->stream;
+    f->arg = rep->stream_arg;
+    f->free_arg = rep->stream_free;
+    rep->stream_arg = NULL;
     f->conn = c;
     struct MHD_Response *resp = MHD_create_response_from_callback(
-        MHD_SIZE_UNKNOWN, 64 * 1024, follow_read_cb, f, follow_free_cb);
+        MHD_SIZE_UNKNOWN, 64 * 1024, stream_read_cb, f, stream_free_cb);
     reply_response(rep, 200, resp, "text/plain; charset=utf-8");
 }
 
@@ -205,45 +191,6 @@ static void queue_or_wait(struct request *r, struct reply *rep)
         return;
     }
     MHD_queue_response(r->conn, rep->status, rep->response);
-}
-
-/* Whether a request changes nothing: a read, or a dry run. */
-static bool request_is_read(struct request *r)
-{
-    if (!strcmp(r->method, "GET") || !strcmp(r->method, "HEAD"))
-        return true;
-    const char *dry = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "dry_run");
-    if (dry && strcmp(dry, "0") != 0)
-        return true;
-    if (strcmp(r->url, "/v1/jobs") != 0 || !r->body.len)
-        return false;
-    json_t *o = json_loadb(r->body.buf, r->body.len, 0, NULL);
-    bool dry_run = json_is_true(json_object_get(o, "dry_run"));
-    json_decref(o);
-    return dry_run;
-}
-
-static bool str_ends_with(const char *s, const char *suffix)
-{
-    size_t n = strlen(s), k = strlen(suffix);
-    return n >= k && strcmp(s + n - k, suffix) == 0;
-}
-
-/* 507 for a request that would write while a filesystem gflowd writes to is full. */
-static bool refuse_for_space(struct request *r, struct reply *rep)
-{
-    if (!strcmp(r->method, "GET") || !strcmp(r->method, "HEAD") ||
-        (str_starts_with(r->url, "/v1/jobs/") && str_ends_with(r->url, "/cancel")))
-        return false;
-    bool new_jobs = !strcmp(r->url, "/v1/jobs") || str_ends_with(r->url, "/redo");
-    char *msg = NULL;
-    if (disk_check_write(r->api->d->disk, new_jobs, &msg) == 0 || request_is_read(r)) {
-        free(msg);
-        return false;
-    }
-    reply_error(rep, 507, "not saved: %s", msg);
-    free(msg);
-    return true;
 }
 
 /* The request's reply, in rep. */
@@ -279,7 +226,7 @@ static void build_reply(struct request *r, struct reply *rep)
                     "gflowd is receiving too many large requests at once "
                     "(limits.max_body_bytes_in_flight, %lld bytes); retry in a moment",
                     (long long)lim->max_body_bytes_in_flight);
-    } else if (!refuse_for_space(r, rep)) {
+    } else {
         struct route_req req = {
             .d = d,
             .conn = r->conn,
@@ -291,8 +238,8 @@ static void build_reply(struct request *r, struct reply *rep)
         };
         routes_dispatch(&req, rep);
     }
-    if (rep->follow_path)
-        follow_response(r->api, r->conn, rep);
+    if (rep->stream)
+        stream_response(r->api, r->conn, rep);
     if (!rep->response && !rep->work)
         reply_error(rep, 500, "internal error: no reply");
 }
@@ -601,7 +548,15 @@ void api_redo_waiting(struct api *a, unsigned status, const char *msg)
         list = r->next_waiting;
         MHD_destroy_response(r->response);
         struct reply rep = {0};
-        bool read = request_is_read(r);
+        struct route_req req = {
+            .d = a->d,
+            .conn = r->conn,
+            .method = r->method,
+            .url = r->url,
+            .body = r->body.buf ? r->body.buf : "",
+            .body_len = r->body.len,
+        };
+        bool read = routes_is_read(&req);
         if (read)
             build_reply(r, &rep);
         else
@@ -755,8 +710,8 @@ void api_stop(struct api *a)
     metrics_listen_stop(a->metrics);
     a->metrics = NULL;
     /* Suspended connections must be resumed before the server can stop. */
-    loop_cancel_timer(a->follow_timer);
-    follow_timer_cb(a);
+    loop_cancel_timer(a->stream_timer);
+    stream_timer_cb(a);
     while (a->waiting) {
         struct request *r = a->waiting;
         a->waiting = r->next_waiting;

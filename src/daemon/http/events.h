@@ -5,7 +5,7 @@
  * Last-Event-ID) and handed to every client whose filters want it. Nothing is kept
  * before a client connects, nor from a minute after the last one left (the ring is
  * emptied, with a gap in the numbers so that no old id resumes): a daemon nobody
- * watches pays nothing. The connections themselves are events_stream.c's. */
+ * watches pays nothing. The connections themselves are routes_events.c's. */
 #ifndef GFLOWD_EVENTS_H
 #define GFLOWD_EVENTS_H
 

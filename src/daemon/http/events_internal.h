@@ -1,4 +1,4 @@
-/* events_internal: what events.c (the events) and events_stream.c (the connections
+/* events_internal: what events.c (the events) and routes_events.c (the connections
  * that stream them) share. Not for other modules. */
 #ifndef GFLOWD_EVENTS_INTERNAL_H
 #define GFLOWD_EVENTS_INTERNAL_H

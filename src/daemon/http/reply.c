@@ -45,20 +45,21 @@ void reply_text(struct reply *rep, unsigned status, char *text, size_t len, cons
                    type ? type : "text/plain; charset=utf-8");
 }
 
-void reply_follow_log(struct reply *rep, int64_t job_id, const char *path, uint64_t offset)
+void reply_stream(struct reply *rep, reply_stream_fn fn, void *arg, void (*free_arg)(void *arg))
 {
     reply_clear(rep);
     rep->status = 200;
-    rep->follow_job = job_id;
-    rep->follow_path = xstrdup(path);
-    rep->follow_offset = offset;
+    rep->stream = fn;
+    rep->stream_arg = arg;
+    rep->stream_free = free_arg;
 }
 
 void reply_clear(struct reply *rep)
 {
     if (rep->response)
         MHD_destroy_response(rep->response);
-    free(rep->follow_path);
+    if (rep->stream_arg && rep->stream_free)
+        rep->stream_free(rep->stream_arg);
     if (rep->work_arg && rep->work_free)
         rep->work_free(rep->work_arg);
     memset(rep, 0, sizeof(*rep));

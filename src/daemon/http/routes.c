@@ -1,5 +1,5 @@
-/* routes: the dispatch of the REST API, the helpers its handlers share, and the
- * daemon's own endpoints (see routes.h). */
+/* routes: the REST API's table, its matching, and the helpers its handlers share (see
+ * routes.h). */
 #include "routes.h"
 
 #include <errno.h>
@@ -8,16 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "cudavis.h"
 #include "daemon.h"
-#include "gflow_build.h"
-#include "gflow_commit.h"
-#include "gpu/gpu.h"
-#include "jobs/priority.h"
 #include "ops/disk.h"
-#include "ops/metrics.h"
-#include "store/store.h"
 #include "util.h"
 
 const char *route_query(const struct route_req *r, const char *key)
@@ -40,202 +32,205 @@ json_t *route_body_object(const struct route_req *r, struct reply *rep)
     return o;
 }
 
-bool route_method(const struct route_req *r, const char *want, struct reply *rep)
-{
-    if (strcmp(r->method, want) == 0)
-        return true;
-    reply_error(rep, 405, "use %s for this path", want);
-    return false;
-}
+/* What a request does to what gflowd keeps, for the 507 of a full disk (disk.h): READS
+ * nothing; WRITES the database; ADDS_JOBS also new log files; FREES (a cancel) goes
+ * ahead even then, since it frees room and its change fits the room the database keeps. */
+enum route_writes { ROUTE_READS, ROUTE_WRITES, ROUTE_ADDS_JOBS, ROUTE_FREES };
 
-/* ---- the daemon ---- */
+struct route {
+    const char *method;
+    /* Literal segments, and {job} or {reservation}: a positive id (route_req.id). */
+    const char *path;
+    route_fn *handler;
+    /* Who may call: NULL, anyone who may use the daemon (a job's owner is checked by the
+     * handler, which has the job); else only admins, and this says what they may do. */
+    const char *admins_only;
+    enum route_writes writes;
+};
 
-static void route_health(struct reply *rep)
-{
-    reply_json(rep, 200, json_pack("{s:s}", "status", "ok"));
-}
+#define GPU_SETTINGS "change GPU settings"
 
-/* The daemon's own CUDA_VISIBLE_DEVICES and what CUDA makes of it; null when unset. */
-static json_t *visible_devices_json(const struct gpus *g)
-{
-    const char *spec = gpu_visible_spec(g);
-    if (!spec)
-        return json_null();
-    const struct cudavis *v = gpu_visible_read(g);
-    json_t *mig = json_array();
-    for (size_t i = 0; v && i < v->n_mig; i++)
-        json_array_append_new(mig, json_string(v->mig[i]));
-    char *not_yet = v ? NULL
-                      : xasprintf("CUDA_VISIBLE_DEVICES=%s: not read yet (no GPUs known)",
-                                  *spec ? spec : "\"\"");
-    json_t *o =
-        json_pack("{s:s, s:s, s:o, s:o}", "value", spec, "understood", v ? v->understood : not_yet,
-                  "mig", mig, "warning", v && v->warning ? json_string(v->warning) : json_null());
-    free(not_yet);
-    return o;
-}
+/* First match wins: a literal path goes before a pattern that would take it as an id. */
+static const struct route routes[] = {
+    {"GET", "/v1/health", route_health, NULL, ROUTE_READS},
+    {"GET", "/v1/status", route_status, NULL, ROUTE_READS},
+    {"GET", "/metrics", route_metrics, NULL, ROUTE_READS},
+    {"POST", "/v1/daemon/reload", route_reload, "reload the configuration", ROUTE_WRITES},
+    {"GET", "/v1/events", route_events, NULL, ROUTE_READS},
+    {"GET", "/v1/stats", route_stats, NULL, ROUTE_READS},
+    {"GET", "/v1/usage", route_usage, NULL, ROUTE_READS},
+    {"GET", "/v1/gpus", route_gpus, NULL, ROUTE_READS},
+    {"GET", "/v1/gpus/allowed", route_gpus_allowed, NULL, ROUTE_READS},
+    {"PUT", "/v1/gpus/allowed", route_gpus_allowed_set, GPU_SETTINGS, ROUTE_WRITES},
+    {"GET", "/v1/gpus/ignored", route_gpus_ignored, NULL, ROUTE_READS},
+    {"POST", "/v1/gpus/ignored", route_gpus_ignore, GPU_SETTINGS, ROUTE_WRITES},
+    {"DELETE", "/v1/gpus/ignored", route_gpus_ignore, GPU_SETTINGS, ROUTE_WRITES},
+    {"GET", "/v1/quotas", route_quotas, NULL, ROUTE_READS},
+    {"PUT", "/v1/quotas", route_quotas_set, "change quotas", ROUTE_WRITES},
+    {"DELETE", "/v1/quotas", route_quotas_clear, "change quotas", ROUTE_WRITES},
+    {"GET", "/v1/jobs", route_list, NULL, ROUTE_READS},
+    {"POST", "/v1/jobs", route_submit, NULL, ROUTE_ADDS_JOBS},
+    {"POST", "/v1/jobs/cancel", route_bulk, NULL, ROUTE_FREES},
+    {"POST", "/v1/jobs/hold", route_bulk, NULL, ROUTE_WRITES},
+    {"POST", "/v1/jobs/release", route_bulk, NULL, ROUTE_WRITES},
+    {"GET", "/v1/jobs/{job}", route_show, NULL, ROUTE_READS},
+    {"PATCH", "/v1/jobs/{job}", route_update, NULL, ROUTE_WRITES},
+    {"POST", "/v1/jobs/{job}/cancel", route_cancel, NULL, ROUTE_FREES},
+    {"POST", "/v1/jobs/{job}/hold", route_hold, NULL, ROUTE_WRITES},
+    {"POST", "/v1/jobs/{job}/release", route_release, NULL, ROUTE_WRITES},
+    {"POST", "/v1/jobs/{job}/limit", route_limit, NULL, ROUTE_WRITES},
+    {"POST", "/v1/jobs/{job}/redo", route_redo, NULL, ROUTE_ADDS_JOBS},
+    {"GET", "/v1/jobs/{job}/log", route_log, NULL, ROUTE_READS},
+    {"GET", "/v1/reservations", route_resv_list, NULL, ROUTE_READS},
+    {"POST", "/v1/reservations", route_resv_create, NULL, ROUTE_WRITES},
+    {"GET", "/v1/reservations/{reservation}", route_resv_show, NULL, ROUTE_READS},
+    {"POST", "/v1/reservations/{reservation}/cancel", route_resv_cancel, NULL, ROUTE_WRITES},
+};
+#define N_ROUTES (sizeof(routes) / sizeof(routes[0]))
 
-/* The GPUs in MIG mode with how many instances of each profile they have:
- * [{"index": 0, "profiles": {"1g.18gb": 2, "3g.71gb": 1}}]. */
-static json_t *mig_status_json(const struct gpu_set *set)
+enum match { MATCH_NONE, MATCH_BAD_ID, MATCH };
+
+/* Whether url fits pattern; an {id} segment must be a positive integer (*id) for MATCH,
+ * and is MATCH_BAD_ID when it is anything else. */
+static enum match match_path(const char *pattern, const char *url, int64_t *id)
 {
-    json_t *out = json_array();
-    for (size_t i = 0; i < set->n_gpus; i++) {
-        if (!set->gpus[i].mig_enabled)
-            continue;
-        json_t *profiles = json_object();
-        for (size_t m = 0; m < set->n_migs; m++) {
-            if (set->migs[m].parent != set->gpus[i].index)
-                continue;
-            const char *p = set->migs[m].profile;
-            json_object_set_new(profiles, p,
-                                json_integer(json_integer_value(json_object_get(profiles, p)) + 1));
+    enum match m = MATCH;
+    *id = 0;
+    while (*pattern && *url) {
+        if (*pattern == '{') {
+            pattern = strchr(pattern, '}') + 1;
+            size_t n = strcspn(url, "/");
+            char *end;
+            errno = 0;
+            long long v = strtoll(url, &end, 10);
+            if (!n || end != url + n || errno || v <= 0 || url[0] == '+' || url[0] == ' ')
+                m = MATCH_BAD_ID;
+            else
+                *id = v;
+            url += n;
+        } else if (*pattern++ != *url++) {
+            return MATCH_NONE;
         }
-        json_array_append_new(
-            out, json_pack("{s:i, s:o}", "index", set->gpus[i].index, "profiles", profiles));
     }
-    return out;
+    return *pattern || *url ? MATCH_NONE : m;
 }
 
-static void route_status(const struct gflowd *d, struct reply *rep)
+/* The id's name in a pattern ("job" of "{job}"), for the 400. */
+static const char *id_name(const char *pattern, size_t *len)
 {
-    int64_t counts[JOB_STATE_COUNT] = {0};
-    store_count_states(d->store, counts);
-    json_t *c = json_object();
-    for (int i = 0; i < JOB_STATE_COUNT; i++)
-        json_object_set_new(c, job_state_short((enum job_state)i), json_integer(counts[i]));
-    double now = now_wall();
-    /* Cheap on purpose: `gflowd up` asks for it, and GET /v1/gpus has the details. */
-    const struct gpu_set *set = gpu_current(d->gpus);
-    const char *gpu_err = gpu_error(d->gpus);
-    json_t *gpus = json_pack("{s:I, s:b, s:o, s:b}", "count", (json_int_t)set->n_gpus, "simulated",
-                             set->simulated, "error", gpu_err ? json_string(gpu_err) : json_null(),
-                             "constrain_devices", d->cfg.constrain_devices);
-    json_object_set_new(gpus, "visible_devices", visible_devices_json(d->gpus));
-    json_object_set_new(gpus, "nvml", json_string(gpu_nvml_state(d->gpus)));
-    json_object_set_new(gpus, "id_format", json_string(gpu_id_format(d->gpus)));
-    /* The GPUs no job gets because NVML cannot tell their state, with why. */
-    json_t *unavailable = json_array();
-    for (size_t i = 0; i < set->n_gpus; i++) {
-        const char *why = gpu_unavailable_reason(d->gpus, i); /* a read that hangs */
-        if (!why && !gpu_info_usable(&set->gpus[i]))
-            why = set->gpus[i].unavailable[0] ? set->gpus[i].unavailable : "NVML: GPU is lost";
-        if (why)
-            json_array_append_new(
-                unavailable, json_pack("{s:i, s:s}", "index", set->gpus[i].index, "reason", why));
-    }
-    json_object_set_new(gpus, "unavailable", unavailable);
-    json_object_set_new(gpus, "mig", mig_status_json(set));
-    json_t *body =
-        json_pack("{s:s, s:s, s:i, s:i, s:s, s:b, s:f, s:I, s:o, s:I, s:s, s:s, s:o}", "version",
-                  GFLOW_VERSION, "commit", GFLOW_COMMIT, "pid", (int)getpid(), "uid", (int)d->uid,
-                  "user", d->user, "system", d->system, "started_at", d->started_at, "uptime_secs",
-                  (json_int_t)(now - d->started_at), "counts", c, "max_running_jobs",
-                  (json_int_t)d->cfg.max_running_jobs, "data_dir", d->paths.data_dir, "socket",
-                  d->paths.socket_path, "gpus", gpus);
-    json_object_set_new(body, "memory",
-                        json_pack("{s:I, s:s}", "total_mb", (json_int_t)d->mem_total_mb,
-                                  "enforcement", d->memory_enforcement));
-    json_object_set_new(body, "log_dir", json_string(d->paths.log_dir));
-    /* Why jobs wait and writes are refused (507) while the disk is full, else null. */
-    const char *full = disk_full(d->disk) ? disk_problem(d->disk) : NULL;
-    json_object_set_new(body, "disk_full", full ? json_string(full) : json_null());
-    reply_json(rep, 200, body);
+    const char *open = strchr(pattern, '{');
+    *len = open ? strcspn(open + 1, "}") : 0;
+    return open ? open + 1 : "";
 }
 
-/* GET /metrics: Prometheus' text format (metrics.h). */
-static void route_metrics(const struct gflowd *d, struct reply *rep)
+/* Whether the request changes nothing: a read, or a dry run (?dry_run=1, or a
+ * submission's "dry_run": true). */
+static bool request_is_read(const struct route_req *r, const struct route *rt)
+{
+    if (rt->writes == ROUTE_READS)
+        return true;
+    const char *dry = route_query(r, "dry_run");
+    if (dry && strcmp(dry, "0") != 0)
+        return true;
+    if (rt->handler != route_submit || !r->body_len)
+        return false;
+    json_t *o = json_loadb(r->body, r->body_len, 0, NULL);
+    bool dry_run = json_is_true(json_object_get(o, "dry_run"));
+    json_decref(o);
+    return dry_run;
+}
+
+/* 507 for a request that would write while a filesystem gflowd writes to is full. */
+static bool refuse_for_space(const struct route_req *r, const struct route *rt, struct reply *rep)
+{
+    if (rt->writes == ROUTE_READS || rt->writes == ROUTE_FREES)
+        return false;
+    char *msg = NULL;
+    if (disk_check_write(r->d->disk, rt->writes == ROUTE_ADDS_JOBS, &msg) == 0 ||
+        request_is_read(r, rt)) {
+        free(msg);
+        return false;
+    }
+    reply_error(rep, 507, "not saved: %s", msg);
+    free(msg);
+    return true;
+}
+
+static void call(const struct route_req *r, const struct route *rt, int64_t id, struct reply *rep)
+{
+    if (rt->admins_only && (!r->who || !r->who->is_admin)) {
+        reply_error(rep, 403,
+                    "only root, the daemon's user or members of daemon.admin_group may %s",
+                    rt->admins_only);
+        return;
+    }
+    if (refuse_for_space(r, rt, rep))
+        return;
+    struct route_req with_id = *r;
+    with_id.id = id;
+    rt->handler(&with_id, rep);
+}
+
+/* 405 with the methods the path has: "use GET, PUT or DELETE for this path". */
+static void wrong_method(const struct route_req *r, struct reply *rep)
 {
     struct strbuf sb;
     strbuf_init(&sb);
-    metrics_render(d, &sb);
-    size_t len = sb.len;
-    reply_text(rep, 200, strbuf_detach(&sb), len, "text/plain; version=0.0.4; charset=utf-8");
+    size_t n = 0, count = 0;
+    int64_t id;
+    for (size_t i = 0; i < N_ROUTES; i++)
+        count += match_path(routes[i].path, r->url, &id) == MATCH;
+    for (size_t i = 0; i < N_ROUTES; i++) {
+        if (match_path(routes[i].path, r->url, &id) != MATCH)
+            continue;
+        n++;
+        strbuf_adds(&sb, n == 1 ? "" : n == count ? " or " : ", ");
+        strbuf_adds(&sb, routes[i].method);
+    }
+    reply_error(rep, 405, "use %s for this path", sb.buf);
+    strbuf_free(&sb);
 }
 
-/* ---- dispatch ---- */
-
-/* /v1/jobs/{id}[/action] */
-static void dispatch_job(const struct route_req *r, struct reply *rep)
+/* The table's entry for r's method and path, or NULL (*id: the path's id). */
+static const struct route *route_of(const struct route_req *r, int64_t *id)
 {
-    const char *p = r->url + strlen("/v1/jobs/");
-    char *end;
-    errno = 0;
-    long long id = strtoll(p, &end, 10);
-    if (end == p || errno || id <= 0 || (*end && *end != '/')) {
-        reply_error(rep, 400, "invalid job id in %s", r->url);
-        return;
+    for (size_t i = 0; i < N_ROUTES; i++) {
+        if (match_path(routes[i].path, r->url, id) == MATCH && !strcmp(routes[i].method, r->method))
+            return &routes[i];
     }
-    const char *action = *end ? end + 1 : "";
-    if (!*action && strcmp(r->method, "PATCH") == 0) {
-        route_update(r, id, rep);
-    } else if (!*action) {
-        if (route_method(r, "GET", rep))
-            route_show(r, id, rep);
-    } else if (strcmp(action, "redo") == 0) {
-        if (route_method(r, "POST", rep))
-            route_redo(r, id, rep);
-    } else if (strcmp(action, "cancel") == 0) {
-        if (route_method(r, "POST", rep))
-            route_cancel(r, id, rep);
-    } else if (strcmp(action, "hold") == 0 || strcmp(action, "release") == 0) {
-        if (route_method(r, "POST", rep))
-            route_hold_release(r, id, strcmp(action, "hold") == 0, rep);
-    } else if (strcmp(action, "log") == 0) {
-        if (route_method(r, "GET", rep))
-            route_log(r, id, rep);
-    } else if (strcmp(action, "limit") == 0) {
-        if (route_method(r, "POST", rep))
-            route_limit(r, id, rep);
-    } else {
-        reply_error(rep, 404, "no such endpoint: %s %s (see docs/api.md)", r->method, r->url);
-    }
+    return NULL;
+}
+
+bool routes_is_read(const struct route_req *r)
+{
+    int64_t id;
+    const struct route *rt = route_of(r, &id);
+    return rt && request_is_read(r, rt);
 }
 
 void routes_dispatch(const struct route_req *r, struct reply *rep)
 {
-    const char *url = r->url;
-    if (strcmp(url, "/v1/health") == 0) {
-        if (route_method(r, "GET", rep))
-            route_health(rep);
-    } else if (strcmp(url, "/v1/status") == 0) {
-        if (route_method(r, "GET", rep))
-            route_status(r->d, rep);
-    } else if (strcmp(url, "/metrics") == 0) {
-        if (route_method(r, "GET", rep))
-            route_metrics(r->d, rep);
-    } else if (strcmp(url, "/v1/gpus") == 0) {
-        if (route_method(r, "GET", rep))
-            route_gpus(r, rep);
-    } else if (strcmp(url, "/v1/gpus/allowed") == 0) {
-        route_gpus_allowed(r, rep);
-    } else if (strcmp(url, "/v1/gpus/ignored") == 0) {
-        route_gpus_ignored(r, rep);
-    } else if (strcmp(url, "/v1/quotas") == 0) {
-        route_quotas(r, rep);
-    } else if (strcmp(url, "/v1/usage") == 0) {
-        route_usage(r, rep);
-    } else if (strcmp(url, "/v1/daemon/reload") == 0) {
-        route_reload(r, rep);
-    } else if (strcmp(url, "/v1/events") == 0) {
-        route_events(r, rep);
-    } else if (strcmp(url, "/v1/stats") == 0) {
-        if (route_method(r, "GET", rep))
-            route_stats(r, rep);
-    } else if (strcmp(url, "/v1/jobs") == 0) {
-        if (strcmp(r->method, "POST") == 0)
-            route_submit(r, rep);
-        else if (route_method(r, "GET", rep))
-            route_list(r, rep);
-    } else if (strcmp(url, "/v1/jobs/cancel") == 0 || strcmp(url, "/v1/jobs/hold") == 0 ||
-               strcmp(url, "/v1/jobs/release") == 0) {
-        if (route_method(r, "POST", rep))
-            route_bulk(r, url + strlen("/v1/jobs/"), rep);
-    } else if (str_starts_with(url, "/v1/jobs/")) {
-        dispatch_job(r, rep);
-    } else if (str_starts_with(url, "/v1/reservations")) {
-        route_reservations(r, rep);
+    int64_t id;
+    const struct route *rt = route_of(r, &id);
+    if (rt) {
+        call(r, rt, id, rep);
+        return;
+    }
+    bool path_known = false;
+    const struct route *bad_id = NULL;
+    for (size_t i = 0; i < N_ROUTES; i++) {
+        enum match m = match_path(routes[i].path, r->url, &id);
+        path_known |= m == MATCH;
+        if (m == MATCH_BAD_ID && !bad_id)
+            bad_id = &routes[i];
+    }
+    if (path_known) {
+        wrong_method(r, rep);
+    } else if (bad_id) {
+        size_t len;
+        const char *name = id_name(bad_id->path, &len);
+        reply_error(rep, 400, "invalid %.*s id in %s", (int)len, name, r->url);
     } else {
-        reply_error(rep, 404, "no such endpoint: %s %s (see docs/api.md)", r->method, url);
+        reply_error(rep, 404, "no such endpoint: %s %s (see docs/api.md)", r->method, r->url);
     }
 }

@@ -10,8 +10,7 @@
 #include "gpu/gpu.h"
 #include "gpu/gpu_report.h"
 #include "jobs/jobs.h"
-#include "reload.h"
-#include "startopts.h"
+#include "ops/startopts.h"
 #include "util.h"
 
 void route_gpus(const struct route_req *r, struct reply *rep)
@@ -22,24 +21,13 @@ void route_gpus(const struct route_req *r, struct reply *rep)
                gpu_report_status(r->d->gpus, running, n, r->d->cfg.gpu_allocation_strategy));
 }
 
-static bool require_admin(const struct route_req *r, struct reply *rep)
-{
-    if (r->who->is_admin)
-        return true;
-    reply_error(rep, 403,
-                "only root, the daemon's user or members of daemon.admin_group may "
-                "change GPU settings");
-    return false;
-}
-
 void route_gpus_allowed(const struct route_req *r, struct reply *rep)
 {
-    if (strcmp(r->method, "GET") == 0) {
-        reply_json(rep, 200, gpu_allowed_json(r->d->gpus));
-        return;
-    }
-    if (!route_method(r, "PUT", rep) || !require_admin(r, rep))
-        return;
+    reply_json(rep, 200, gpu_allowed_json(r->d->gpus));
+}
+
+void route_gpus_allowed_set(const struct route_req *r, struct reply *rep)
+{
     json_t *o = route_body_object(r, rep);
     if (!o)
         return;
@@ -95,17 +83,13 @@ static int ignored_args(const struct route_req *r, json_t *o, int *gpu, long lon
 
 void route_gpus_ignored(const struct route_req *r, struct reply *rep)
 {
-    if (strcmp(r->method, "GET") == 0) {
-        reply_json(rep, 200, gpu_ignored_json(r->d->gpus));
-        return;
-    }
+    reply_json(rep, 200, gpu_ignored_json(r->d->gpus));
+}
+
+/* POST adds an ignored process, DELETE removes one. */
+void route_gpus_ignore(const struct route_req *r, struct reply *rep)
+{
     bool add = strcmp(r->method, "POST") == 0;
-    if (!add && strcmp(r->method, "DELETE") != 0) {
-        reply_error(rep, 405, "use GET, POST or DELETE for this path");
-        return;
-    }
-    if (!require_admin(r, rep))
-        return;
     json_t *o = add ? route_body_object(r, rep) : NULL;
     if (add && !o)
         return;
@@ -126,24 +110,4 @@ void route_gpus_ignored(const struct route_req *r, struct reply *rep)
     }
     free(err);
     json_decref(o);
-}
-
-/* POST /v1/daemon/reload: gflowd reload, for admins (as SIGHUP). */
-void route_reload(const struct route_req *r, struct reply *rep)
-{
-    if (!route_method(r, "POST", rep))
-        return;
-    if (!r->who->is_admin) {
-        reply_error(rep, 403,
-                    "only root, the daemon's user or members of daemon.admin_group may reload "
-                    "the configuration");
-        return;
-    }
-    char *err = NULL;
-    json_t *report = daemon_reload(r->d, &err);
-    if (report)
-        reply_json(rep, 200, report);
-    else
-        reply_error(rep, 400, "%s; nothing changed", err);
-    free(err);
 }

@@ -1,5 +1,5 @@
 /* routes_jobs: the endpoints of one job and of submission (docs/api.md): submit, show,
- * cancel, hold, release, limit, update, redo and the log. Owners act on their own jobs,
+ * cancel, hold, release, limit, update and redo (the log is routes_log.c's). Owners act on their own jobs,
  * admins on all (auth.c); what a job may be is checked by jobspec.c, changes to it are
  * jobs.c's and jobedit.c's, and ending a running one is the runner's. */
 #include "jobs/priority.h"
@@ -34,7 +34,7 @@ static struct jobspec_limits limits_of(const struct gflowd *d)
         .gpus = gpu_current(d->gpus),
         .visible = scheduler_allowed_mask(gpu_visible(d->gpus)),
         .gpus_pending = gpu_pending(d->gpus),
-        .on_slurm = slurm_mode(d),
+        .on_slurm = daemon_on_slurm(d),
     };
 }
 
@@ -69,9 +69,8 @@ static json_t *load_error(const struct route_req *r, int64_t id, int rc, unsigne
                         store_error(r->d->store));
 }
 
-/* Loads job id: 0 and *out filled, or -1 with the reply set (404, 500). */
-static int load_job(const struct route_req *r, int64_t id, bool with_payload, struct job *out,
-                    struct reply *rep)
+int route_load_job(const struct route_req *r, int64_t id, bool with_payload, struct job *out,
+                   struct reply *rep)
 {
     int rc = store_get_job(r->d->store, id, out, with_payload);
     if (rc == 0)
@@ -294,12 +293,13 @@ out:
 
 /* ---- show ---- */
 
-void route_show(const struct route_req *r, int64_t id, struct reply *rep)
+void route_show(const struct route_req *r, struct reply *rep)
 {
+    int64_t id = r->id;
     struct gflowd *d = r->d;
     struct job j;
     job_init(&j);
-    if (load_job(r, id, true, &j, rep) < 0)
+    if (route_load_job(r, id, true, &j, rep) < 0)
         return;
     struct job *live = jobs_get(d->jobs, id);
     if (live) {
@@ -410,8 +410,9 @@ static bool dry_run_of(const struct route_req *r)
     return dry && strcmp(dry, "0") != 0;
 }
 
-void route_cancel(const struct route_req *r, int64_t id, struct reply *rep)
+void route_cancel(const struct route_req *r, struct reply *rep)
 {
+    int64_t id = r->id;
     unsigned status;
     json_t *o = cancel_one(r, id, dry_run_of(r), false, now_wall(), &status);
     reply_json(rep, status, o);
@@ -427,7 +428,7 @@ static json_t *hold_one(const struct route_req *r, int64_t id, bool hold, double
     if (!j)
         return err;
     enum job_state from = hold ? JOB_QUEUED : JOB_HELD;
-    if (j->state == JOB_RUNNING && slurm_mode(r->d)) { /* in Slurm: scontrol hold|release */
+    if (j->state == JOB_RUNNING && daemon_on_slurm(r->d)) { /* in Slurm: scontrol hold|release */
         char *why = slurm_hold(r->d, j, hold);
         if (why) {
             json_t *o = error_result(status, 409, "%s", why);
@@ -468,7 +469,7 @@ static int release_begin(json_t *o, bool bulk, double *begin)
 
 /* A release takes an optional body {"begin_time": unix seconds}: released now, but not
  * started before then (gjob release --at). */
-void route_hold_release(const struct route_req *r, int64_t id, bool hold, struct reply *rep)
+static void hold_release(const struct route_req *r, bool hold, struct reply *rep)
 {
     double begin = -1;
     if (!hold && r->body_len) {
@@ -481,8 +482,18 @@ void route_hold_release(const struct route_req *r, int64_t id, bool hold, struct
         }
     }
     unsigned status;
-    json_t *o = hold_one(r, id, hold, begin, false, &status);
+    json_t *o = hold_one(r, r->id, hold, begin, false, &status);
     reply_json(rep, status, o);
+}
+
+void route_hold(const struct route_req *r, struct reply *rep)
+{
+    hold_release(r, true, rep);
+}
+
+void route_release(const struct route_req *r, struct reply *rep)
+{
+    hold_release(r, false, rep);
 }
 
 /* POST /v1/jobs/cancel|hold|release {"ids": [...]} (release: and "begin_time"): the
@@ -492,8 +503,9 @@ void route_hold_release(const struct route_req *r, int64_t id, bool hold, struct
  * along; held; released) -- the short form keeps 100,000 results cheap to build and
  * read --, else what the single-job endpoint answers, with "id" and, for a refused id,
  * "status" (its HTTP status). 200 unless the body is malformed. */
-void route_bulk(const struct route_req *r, const char *action, struct reply *rep)
+void route_bulk(const struct route_req *r, struct reply *rep)
 {
+    const char *action = r->url + strlen("/v1/jobs/");
     json_t *o = route_body_object(r, rep);
     if (!o)
         return;
@@ -548,8 +560,9 @@ void route_bulk(const struct route_req *r, const char *action, struct reply *rep
 /* POST /v1/jobs/{id}/limit {"max_concurrent": K}: how many jobs of the submission group
  * of job id (a group's id is its first job's id) may run at once; 0 = no limit. A job
  * submitted alone gets a group of its own. */
-void route_limit(const struct route_req *r, int64_t id, struct reply *rep)
+void route_limit(const struct route_req *r, struct reply *rep)
 {
+    int64_t id = r->id;
     json_t *o = route_body_object(r, rep);
     if (!o)
         return;
@@ -564,7 +577,7 @@ void route_limit(const struct route_req *r, int64_t id, struct reply *rep)
     struct job *j = jobs_get(r->d->jobs, id);
     struct job old;
     job_init(&old);
-    if (!j && load_job(r, id, false, &old, rep) < 0) {
+    if (!j && route_load_job(r, id, false, &old, rep) < 0) {
         job_clear(&old);
         return;
     }
@@ -597,8 +610,9 @@ void route_limit(const struct route_req *r, int64_t id, struct reply *rep)
 
 /* ---- update and redo ---- */
 
-void route_update(const struct route_req *r, int64_t id, struct reply *rep)
+void route_update(const struct route_req *r, struct reply *rep)
 {
+    int64_t id = r->id;
     json_t *over = route_body_object(r, rep);
     if (!over)
         return;
@@ -620,7 +634,7 @@ void route_update(const struct route_req *r, int64_t id, struct reply *rep)
         json_decref(over);
         return;
     }
-    if (j->state == JOB_RUNNING && slurm_mode(r->d)) { /* in Slurm: scontrol update */
+    if (j->state == JOB_RUNNING && daemon_on_slurm(r->d)) { /* in Slurm: scontrol update */
         json_t *changes = json_array();
         const char *key;
         json_t *v;
@@ -668,8 +682,9 @@ void route_update(const struct route_req *r, int64_t id, struct reply *rep)
     reply_json(rep, 200, o);
 }
 
-void route_redo(const struct route_req *r, int64_t id, struct reply *rep)
+void route_redo(const struct route_req *r, struct reply *rep)
 {
+    int64_t id = r->id;
     json_t *over = r->body_len ? route_body_object(r, rep) : json_object();
     if (!over)
         return;
@@ -694,132 +709,4 @@ void route_redo(const struct route_req *r, int64_t id, struct reply *rep)
         return;
     }
     reply_json(rep, 201, json_pack("{s:o}", "jobs", out));
-}
-
-/* ---- logs ---- */
-
-/* --first and --last read at most max_scan bytes of a log (limits.max_log_scan_bytes),
- * so that a huge log without newlines costs one bounded read: its answer is then the
- * first or last max_scan bytes. */
-
-/* Byte length of the first n lines of fd (at most max_scan). */
-static off_t first_lines_len(int fd, int64_t n, off_t max_scan)
-{
-    char buf[65536];
-    off_t pos = 0;
-    ssize_t got;
-    while (n > 0 && pos < max_scan) {
-        size_t want = max_scan - pos < (off_t)sizeof(buf) ? (size_t)(max_scan - pos) : sizeof(buf);
-        if ((got = pread(fd, buf, want, pos)) <= 0)
-            break;
-        for (ssize_t i = 0; i < got; i++) {
-            if (buf[i] == '\n' && --n == 0)
-                return pos + i + 1;
-        }
-        pos += got;
-    }
-    return pos;
-}
-
-/* Offset where the last n lines of a file of the given size begin (at most max_scan
- * before its end). */
-static off_t last_lines_start(int fd, off_t size, int64_t n, off_t max_scan)
-{
-    char buf[65536];
-    off_t end = size, floor = size > max_scan ? size - max_scan : 0;
-    bool skip_final_newline = true;
-    while (end > floor) {
-        off_t start = end - floor > (off_t)sizeof(buf) ? end - (off_t)sizeof(buf) : floor;
-        ssize_t got = pread(fd, buf, (size_t)(end - start), start);
-        if (got <= 0)
-            return floor;
-        for (ssize_t i = got - 1; i >= 0; i--) {
-            if (buf[i] != '\n')
-                continue;
-            if (skip_final_newline && start + i == size - 1)
-                continue;
-            if (--n == 0)
-                return start + i + 1;
-        }
-        skip_final_newline = false;
-        end = start;
-    }
-    return floor;
-}
-
-/* A count in ?key=N: 1 and *out, 0 if absent, -1 with *err if not a count. */
-static int query_count(const struct route_req *r, const char *key, int64_t *out, char **err)
-{
-    const char *v = route_query(r, key);
-    if (!v)
-        return 0;
-    if (parse_int64(v, out) < 0 || *out < 0) {
-        *err = xasprintf("'%s' must be a whole number >= 0, not '%s'", key, v);
-        return -1;
-    }
-    return 1;
-}
-
-void route_log(const struct route_req *r, int64_t id, struct reply *rep)
-{
-    struct job j;
-    job_init(&j);
-    if (load_job(r, id, false, &j, rep) < 0)
-        return;
-    uint32_t owner = j.uid;
-    job_clear(&j);
-    if (!auth_may_act_on(r->who, owner)) {
-        reply_error(rep, 403,
-                    "job %lld belongs to another user; only its owner or an admin may "
-                    "read its log",
-                    (long long)id);
-        return;
-    }
-    int64_t first = 0, last = 0, offset = 0, length = 0;
-    char *err = NULL;
-    int has_first = query_count(r, "first", &first, &err);
-    int has_last = has_first < 0 ? -1 : query_count(r, "last", &last, &err);
-    int has_offset = has_last < 0 ? -1 : query_count(r, "offset", &offset, &err);
-    int has_length = has_offset < 0 ? -1 : query_count(r, "length", &length, &err);
-    if (has_length < 0) {
-        reply_error(rep, 400, "%s", err);
-        free(err);
-        return;
-    }
-    char *path = runner_log_path(r->d, id);
-    const char *follow = route_query(r, "follow");
-    if (follow && strcmp(follow, "0") != 0) {
-        reply_follow_log(rep, id, path, (uint64_t)offset);
-        free(path);
-        return;
-    }
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    free(path);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) < 0 || st.st_size == 0) {
-        if (fd >= 0)
-            close(fd);
-        reply_text(rep, 200, xstrdup(""), 0, NULL);
-        return;
-    }
-    off_t start = 0, len = st.st_size, max_scan = (off_t)r->d->cfg.limits.max_log_scan_bytes;
-    if (has_first) {
-        len = first_lines_len(fd, first, max_scan);
-    } else if (has_last) {
-        start = last ? last_lines_start(fd, st.st_size, last, max_scan) : st.st_size;
-        len = st.st_size - start;
-    } else if (has_offset || has_length) {
-        start = offset < st.st_size ? offset : st.st_size;
-        len = st.st_size - start;
-        if (has_length && length < len)
-            len = length;
-    }
-    struct MHD_Response *resp =
-        MHD_create_response_from_fd_at_offset64((uint64_t)len, fd, (uint64_t)start);
-    if (!resp) {
-        close(fd);
-        reply_error(rep, 500, "cannot send the log");
-        return;
-    }
-    reply_response(rep, 200, resp, "text/plain; charset=utf-8");
 }

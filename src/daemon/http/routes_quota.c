@@ -38,17 +38,7 @@ static int quota_target(const char *user, const char *project, const char *def,
     return 0;
 }
 
-static bool quota_admin(const struct route_req *r, struct reply *rep)
-{
-    if (r->who->is_admin)
-        return true;
-    reply_error(rep, 403,
-                "only root, the daemon's user or members of daemon.admin_group may change "
-                "quotas");
-    return false;
-}
-
-static void quota_set(const struct route_req *r, struct reply *rep)
+void route_quotas_set(const struct route_req *r, struct reply *rep)
 {
     json_t *o = route_body_object(r, rep);
     if (!o)
@@ -94,7 +84,7 @@ out:
     json_decref(o);
 }
 
-static void quota_clear(const struct route_req *r, struct reply *rep)
+void route_quotas_clear(const struct route_req *r, struct reply *rep)
 {
     enum quota_scope scope;
     const char *name;
@@ -135,19 +125,9 @@ static void quota_clear(const struct route_req *r, struct reply *rep)
 
 void route_quotas(const struct route_req *r, struct reply *rep)
 {
-    if (strcmp(r->method, "GET") == 0) {
-        reply_json(rep, 200,
-                   quotas_status_json(jobs_quotas(r->d->jobs), route_query(r, "user"),
-                                      route_query(r, "project"), now_wall()));
-    } else if (strcmp(r->method, "PUT") == 0) {
-        if (quota_admin(r, rep))
-            quota_set(r, rep);
-    } else if (strcmp(r->method, "DELETE") == 0) {
-        if (quota_admin(r, rep))
-            quota_clear(r, rep);
-    } else {
-        reply_error(rep, 405, "use GET, PUT or DELETE for this path");
-    }
+    reply_json(rep, 200,
+               quotas_status_json(jobs_quotas(r->d->jobs), route_query(r, "user"),
+                                  route_query(r, "project"), now_wall()));
 }
 
 static bool same_project(const char *a, const char *b)

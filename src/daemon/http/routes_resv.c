@@ -36,7 +36,7 @@ static json_t *resv_json(const struct resv *r, double now)
     return o;
 }
 
-static void resv_list(const struct route_req *r, struct reply *rep)
+void route_resv_list(const struct route_req *r, struct reply *rep)
 {
     const char *status = route_query(r, "status"), *user = route_query(r, "user");
     int want = -1;
@@ -85,7 +85,7 @@ static bool spec_mask(const json_t *spec, uint64_t *mask)
     return true;
 }
 
-static void resv_create_route(const struct route_req *r, struct reply *rep)
+void route_resv_create(const struct route_req *r, struct reply *rep)
 {
     json_t *o = route_body_object(r, rep);
     if (!o)
@@ -158,30 +158,26 @@ static void resv_cancel_route(const struct route_req *r, struct resv *x, struct 
     free(err);
 }
 
-void route_reservations(const struct route_req *r, struct reply *rep)
+/* The reservation of the path's id, or NULL with a 404. */
+static struct resv *resv_of(const struct route_req *r, struct reply *rep)
 {
-    const char *p = r->url + strlen("/v1/reservations");
-    if (!*p) {
-        if (strcmp(r->method, "POST") == 0)
-            resv_create_route(r, rep);
-        else if (route_method(r, "GET", rep))
-            resv_list(r, rep);
-        return;
-    }
-    char *end;
-    errno = 0;
-    long long id = *p == '/' ? strtoll(p + 1, &end, 10) : 0;
-    if (*p != '/' || end == p + 1 || errno || id <= 0 || (*end && strcmp(end, "/cancel") != 0)) {
-        reply_error(rep, 404, "no such endpoint: %s %s (see docs/api.md)", r->method, r->url);
-        return;
-    }
-    struct resv *x = resv_find(r->d->resv, id);
-    if (!x) {
-        reply_error(rep, 404, "no reservation %lld (gctl reserve list shows them)", id);
-    } else if (*end) {
-        if (route_method(r, "POST", rep))
-            resv_cancel_route(r, x, rep);
-    } else if (route_method(r, "GET", rep)) {
+    struct resv *x = resv_find(r->d->resv, r->id);
+    if (!x)
+        reply_error(rep, 404, "no reservation %lld (gctl reserve list shows them)",
+                    (long long)r->id);
+    return x;
+}
+
+void route_resv_show(const struct route_req *r, struct reply *rep)
+{
+    struct resv *x = resv_of(r, rep);
+    if (x)
         reply_json(rep, 200, resv_json(x, now_wall()));
-    }
+}
+
+void route_resv_cancel(const struct route_req *r, struct reply *rep)
+{
+    struct resv *x = resv_of(r, rep);
+    if (x)
+        resv_cancel_route(r, x, rep);
 }

@@ -11,7 +11,7 @@
 #include "fairshare.h"
 #include "job.h"
 #include "jobs.h"
-#include "ops/metrics.h"
+#include "jobs_counters.h"
 #include "scheduler.h"
 
 struct action; /* jobs.c: what waits for the commit */

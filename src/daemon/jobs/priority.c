@@ -1,12 +1,10 @@
-/* priority: fair-share's settings, a job's priority breakdown and GET /v1/usage (see
- * priority.h). */
+/* priority: fair-share's settings and a job's priority breakdown (see priority.h). */
 #include "priority.h"
 
 #include <stdlib.h>
 
 #include "clock.h"
 #include "daemon.h"
-#include "http/routes.h"
 #include "jobs.h"
 #include "log.h"
 #include "parse.h"
@@ -57,31 +55,4 @@ json_t *priority_breakdown_json(struct gflowd *d, const struct job *j)
                      "weights", "priority", (json_int_t)w.priority, "fairshare",
                      (json_int_t)w.fairshare, "age", (json_int_t)w.age, "max_age_s", w.max_age,
                      "factors", "priority", f.priority, "fairshare", f.fairshare, "age", f.age);
-}
-
-static json_t *accounts_json(struct fairshare *fs, enum fairshare_kind kind)
-{
-    json_t *arr = json_array();
-    for (size_t i = 0; i < fs->n[kind]; i++) {
-        const struct fairshare_account *a = &fs->acct[kind][i];
-        json_array_append_new(arr, json_pack("{s:s, s:f, s:f, s:f, s:f, s:f, s:f}", "name", a->name,
-                                             "raw_gpu_s", a->now_raw, "usage_gpu_s", a->now_usage,
-                                             "shares", a->shares, "norm_shares", a->norm_shares,
-                                             "norm_usage", a->norm_usage, "fairshare", a->factor));
-    }
-    return arr;
-}
-
-void route_usage(const struct route_req *r, struct reply *rep)
-{
-    if (!route_method(r, "GET", rep))
-        return;
-    struct gflowd *d = r->d;
-    struct priority_weights w = priority_weights_of(&d->cfg);
-    jobs_priority_refresh(d->jobs, &w, now_wall());
-    struct fairshare *fs = jobs_fairshare(d->jobs);
-    reply_json(rep, 200,
-               json_pack("{s:f, s:o, s:o}", "half_life_s", fs->half_life, "users",
-                         accounts_json(fs, FAIRSHARE_USER), "projects",
-                         accounts_json(fs, FAIRSHARE_PROJECT)));
 }

@@ -1,6 +1,6 @@
 /* priority: the daemon's side of fair-share and the multifactor priority: the
- * scheduler.* settings turned into weights and the accounts' set-up, a job's priority
- * breakdown for the API, and GET /v1/usage (the accounts, for gctl usage). */
+ * scheduler.* settings turned into weights and the accounts' set-up, and a job's
+ * priority breakdown for the API (GET /v1/usage is http/routes_usage.c's). */
 #ifndef GFLOWD_PRIORITY_H
 #define GFLOWD_PRIORITY_H
 
@@ -11,8 +11,6 @@
 #include "job.h"
 
 struct gflowd;
-struct route_req;
-struct reply;
 
 /* The weights of scheduler.priority_weight_* and scheduler.priority_max_age. */
 struct priority_weights priority_weights_of(const struct gflow_config *c);
@@ -22,7 +20,5 @@ void priority_configure(struct gflowd *d);
 /* The priority breakdown of j now, for the API: {"effective", "weights": {...},
  * "factors": {...}}; null for a job that no longer waits (R or ended). */
 json_t *priority_breakdown_json(struct gflowd *d, const struct job *j);
-/* GET /v1/usage: every account, users and projects (docs/api.md). */
-void route_usage(const struct route_req *r, struct reply *rep);
 
 #endif

@@ -9,42 +9,9 @@
 
 #include "daemon.h"
 #include "gpu/gpu.h"
-#include "http/events.h"
 #include "jobs/jobs.h"
 #include "store/store.h"
 #include "util.h"
-
-/* Bucket bounds (seconds) of the job histograms: a second to a week. */
-static const double job_bounds[METRICS_BUCKETS - 1] = {
-    1, 10, 60, 300, 900, 3600, 4 * 3600, 12 * 3600, 86400, 3 * 86400, 7 * 86400};
-/* ... and of the scheduling pass: 10 us to a second. */
-static const double pass_bounds[METRICS_BUCKETS - 1] = {1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3,
-                                                        0.01, 0.05, 0.1,  0.5,  1};
-
-static void observe(struct metrics_histogram *h, const double *bounds, double v)
-{
-    int b = 0;
-    while (b < METRICS_BUCKETS - 1 && v > bounds[b])
-        b++;
-    h->buckets[b]++;
-    h->count++;
-    h->sum += v;
-}
-
-void metrics_observe_wait(struct metrics_counters *m, double seconds)
-{
-    observe(&m->wait, job_bounds, seconds < 0 ? 0 : seconds);
-}
-
-void metrics_observe_run(struct metrics_counters *m, double seconds)
-{
-    observe(&m->run, job_bounds, seconds < 0 ? 0 : seconds);
-}
-
-void metrics_observe_pass(struct metrics_counters *m, double seconds)
-{
-    observe(&m->pass, pass_bounds, seconds);
-}
 
 /* ---- the text format ---- */
 
@@ -146,15 +113,15 @@ static void counters(const struct metrics_counters *m, struct strbuf *out)
                             job_state_short((enum job_state)s), job_reason_name((enum job_reason)r),
                             (unsigned long long)m->ended[s][r]);
     histogram(out, "gflow_job_wait_seconds", "Time from submission to start.", &m->wait,
-              job_bounds);
+              jobs_counters_job_bounds);
     histogram(out, "gflow_job_run_seconds", "Run time of the jobs that ended after running.",
-              &m->run, job_bounds);
+              &m->run, jobs_counters_job_bounds);
     histogram(out, "gflow_scheduler_pass_seconds", "Duration of a scheduling pass.", &m->pass,
-              pass_bounds);
+              jobs_counters_pass_bounds);
 }
 
 /* The daemon process, under the names Prometheus' client libraries use. */
-static void process(const struct gflowd *d, struct strbuf *out)
+static void process(const struct gflowd *d, size_t event_clients, struct strbuf *out)
 {
     long pages = 0, rss = 0;
     FILE *f = fopen("/proc/self/statm", "r");
@@ -164,7 +131,7 @@ static void process(const struct gflowd *d, struct strbuf *out)
         fclose(f);
     }
     head(out, "gflow_event_clients", "gauge", "Clients streaming GET /v1/events.");
-    strbuf_addf(out, "gflow_event_clients %zu\n", events_clients(d->events));
+    strbuf_addf(out, "gflow_event_clients %zu\n", event_clients);
     head(out, "process_resident_memory_bytes", "gauge", "Resident memory of gflowd.");
     strbuf_addf(out, "process_resident_memory_bytes %lld\n",
                 (long long)rss * (long long)sysconf(_SC_PAGESIZE));
@@ -235,11 +202,11 @@ static void gpu_series(const struct gflowd *d, struct strbuf *out)
     }
 }
 
-void metrics_render(const struct gflowd *d, struct strbuf *out)
+void metrics_render(const struct gflowd *d, size_t event_clients, struct strbuf *out)
 {
     active_jobs(d, out);
     counters(jobs_counters(d->jobs), out);
     notifier_metrics(d->notifier, out);
-    process(d, out);
+    process(d, event_clients, out);
     gpu_series(d, out);
 }

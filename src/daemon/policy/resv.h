@@ -15,15 +15,6 @@
 
 struct store;
 
-struct resv {
-    int64_t id;
-    char *user;
-    int gpu_count; /* --gpus N; 0 for --gpu-spec */
-    uint64_t gpus; /* NVML indices */
-    double start, end, created;
-    double cancelled; /* when; 0: not cancelled */
-};
-
 struct resv_table {
     struct resv *v; /* by id ascending */
     size_t n, cap;
@@ -54,11 +45,5 @@ const struct resv *resv_create(struct resv_table *t, struct store *s, const char
 /* Marks r cancelled at now and stores it. 0, or -1 with *err. */
 int resv_cancel(struct resv_table *t, struct store *s, struct resv *r, double now, char **err);
 struct resv *resv_find(struct resv_table *t, int64_t id);
-
-/* The store's side (store_resv.c). */
-int store_insert_resv(struct store *s, const struct resv *r);
-int store_cancel_resv(struct store *s, int64_t id, double when);
-typedef void (*store_resv_cb)(struct resv *r, void *arg); /* the callback owns r's fields */
-int store_load_resvs(struct store *s, store_resv_cb cb, void *arg);
 
 #endif

@@ -21,7 +21,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "backend/slurm/slurm.h"
 #include "clock.h"
 #include "daemon.h"
 #include "exitfile.h"
@@ -368,7 +367,7 @@ static struct supervisor *supervisor_ours(struct gflowd *d)
     for (struct supervisor *s = supervisors; s; s = s->next)
         if (s->ours)
             return s;
-    if (slurm_mode(d) || now_mono() - supervisor_failed_at < SUPERVISOR_RETRY_SECS)
+    if (daemon_on_slurm(d) || now_mono() - supervisor_failed_at < SUPERVISOR_RETRY_SECS)
         return NULL;
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)

@@ -151,6 +151,14 @@ int store_keep_parse(const char *text, int64_t *count, int64_t *age_secs, char *
 int64_t store_prune(struct store *s, int64_t keep_count, double end_before, int64_t *cursor,
                     int max_rows);
 
+/* ---- Reservations (store_resv.c; policy/resv.h) ---- */
+
+struct resv;
+int store_insert_resv(struct store *s, const struct resv *r);
+int store_cancel_resv(struct store *s, int64_t id, double when);
+typedef void (*store_resv_cb)(struct resv *r, void *arg); /* the callback owns r's fields */
+int store_load_resvs(struct store *s, store_resv_cb cb, void *arg);
+
 /* ---- The notification outbox (store_notify.c; notify.h) ---- */
 
 enum store_notify_state { STORE_NOTIFY_PENDING, STORE_NOTIFY_SENT, STORE_NOTIFY_FAILED };

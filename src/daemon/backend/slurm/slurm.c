@@ -46,11 +46,6 @@ static struct {
     size_t backlog_len, backlog_cap;
 } sl;
 
-bool slurm_mode(const struct gflowd *d)
-{
-    return d->cfg.backend_kind && strcmp(d->cfg.backend_kind, "slurm") == 0;
-}
-
 static void push_id(int64_t **v, size_t *len, size_t *cap, int64_t id)
 {
     if (*len == *cap) {

@@ -14,7 +14,6 @@
 
 struct gflowd;
 
-bool slurm_mode(const struct gflowd *d);
 /* Starts the poll (after the jobs are loaded). The first poll also reconciles: an R job
  * Slurm does not know (gflowd stopped before its sbatch ran or answered) is submitted
  * then, one it knows by its comment tag is not submitted again. */

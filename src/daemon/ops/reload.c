@@ -3,19 +3,18 @@
  * or re-applied here) or reported as needing a restart. */
 #include "reload.h"
 
+#include <grp.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "config_file.h"
 #include "daemon.h"
 #include "gpu/gpu.h"
-#include "http/events.h"
 #include "jobs/jobs.h"
 #include "jobs/priority.h"
 #include "log.h"
 #include "ops/notify.h"
 #include "policy/quotas.h"
-#include "serve.h"
 #include "util.h"
 
 extern char **environ;
@@ -105,7 +104,7 @@ static int reload_apply(struct gflowd *d, const char *key, const char *value, js
     if (!strcmp(key, "daemon.log_level"))
         log_parse_level(d->cfg.log_level, &log_threshold);
     if (!strcmp(key, "daemon.admin_group"))
-        serve_resolve_admin_group(d);
+        daemon_resolve_admin_group(d);
     if (!strncmp(key, "scheduler.fairshare_", strlen("scheduler.fairshare_")))
         priority_configure(d);
     return 0;
@@ -187,11 +186,24 @@ json_t *daemon_reload(struct gflowd *d, char **err)
         json_array_append_new(applied, json_string("notifications"));
     config_free(&c);
     jobs_mark_dirty(d->jobs);
-    events_daemon(d->events, "reloaded");
     log_info("configuration reloaded from %s: %zu setting%s applied, %zu need a restart",
              d->config_path ? d->config_path : "(no file)", json_array_size(applied),
              json_array_size(applied) == 1 ? "" : "s", json_array_size(restart));
     return json_pack("{s:o, s:o, s:o, s:o}", "config",
                      d->config_path ? json_string(d->config_path) : json_null(), "applied", applied,
                      "restart_needed", restart, "kept", kept);
+}
+
+void daemon_resolve_admin_group(struct gflowd *d)
+{
+    d->has_admin_gid = false;
+    if (!d->cfg.admin_group)
+        return;
+    struct group *g = getgrnam(d->cfg.admin_group);
+    if (!g) {
+        log_warn("daemon.admin_group '%s' does not exist; only root is admin", d->cfg.admin_group);
+        return;
+    }
+    d->has_admin_gid = true;
+    d->admin_gid = g->gr_gid;
 }

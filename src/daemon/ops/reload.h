@@ -12,5 +12,8 @@ struct gflowd;
  * "kept": {"daemon.gpus": why}}; NULL with *err when the file is invalid (nothing
  * changes then). Logs what it did. */
 json_t *daemon_reload(struct gflowd *d, char **err);
+/* Looks up daemon.admin_group's gid (at start and on reload); a group that does not
+ * exist leaves only root as admin, with a warning. */
+void daemon_resolve_admin_group(struct gflowd *d);
 
 #endif

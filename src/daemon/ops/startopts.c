@@ -10,7 +10,6 @@
 #include "daemon.h"
 #include "files.h"
 #include "log.h"
-#include "serve.h"
 #include "util.h"
 
 #define STARTOPTS_FILE "gflowd.options.json"
@@ -40,16 +39,16 @@ static json_t *simulate_value(const char *s)
     return json_string(s);
 }
 
-void startopts_save(const struct gflowd *d, const struct serve_opts *o)
+void startopts_save(const struct gflowd *d, const char *simulate_gpus, const char *flag_gpus)
 {
     json_t *settings = json_object();
     for (size_t i = 0; i < d->n_flags; i++)
         json_object_set_new(settings, d->flag_keys[i], json_string(d->flag_values[i]));
     json_t *top = json_pack("{s:o}", "settings", settings);
-    if (o->simulate_gpus)
-        json_object_set_new(top, "simulate_gpus", simulate_value(o->simulate_gpus));
-    if (o->flag_gpus)
-        json_object_set_new(top, "gpus", json_string(o->flag_gpus));
+    if (simulate_gpus)
+        json_object_set_new(top, "simulate_gpus", simulate_value(simulate_gpus));
+    if (flag_gpus)
+        json_object_set_new(top, "gpus", json_string(flag_gpus));
     startopts_write(d->paths.data_dir, top);
     json_decref(top);
 }

@@ -1,4 +1,4 @@
-/* events_stream: GET /v1/events, the connections that stream events (docs/api.md).
+/* routes_events: GET /v1/events, the connections that stream events (docs/api.md).
  *
  * Each client has a buffer of text libmicrohttpd has not taken yet. Its content reader
  * hands that over; with nothing to hand over it suspends the connection, and events.c
@@ -204,8 +204,6 @@ static void start_stream(const struct route_req *r, struct event_sub *s, const c
 
 void route_events(const struct route_req *r, struct reply *rep)
 {
-    if (!route_method(r, "GET", rep))
-        return;
     struct events *ev = r->d->events;
     if (!ev) {
         reply_error(rep, 503, "gflowd is starting or stopping; retry in a moment");

@@ -7,10 +7,10 @@
 #include <jansson.h>
 
 struct gflowd;
-struct serve_opts;
 
-/* Writes the file for the daemon that is starting (atomically; a failure is logged). */
-void startopts_save(const struct gflowd *d, const struct serve_opts *o);
+/* Writes the file for the daemon that is starting, with its --simulate-gpus and --gpus
+ * (NULL: not given), atomically; a failure is logged. */
+void startopts_save(const struct gflowd *d, const char *simulate_gpus, const char *flag_gpus);
 
 /* The saved options, or NULL if there are none: {"simulate_gpus": S, "gpus": S,
  * "settings": {"daemon.key": "value", ...}}. */
