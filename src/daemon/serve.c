@@ -648,7 +648,7 @@ int serve(struct gflowd *d, const struct serve_opts *o)
         startup_failed(o, "cannot set up the event loop");
     d->jobs = jobs_new(d->store);
     d->events = events_new(d);
-    jobs_set_stream_cb(d->jobs, events_job_cb, d->events);
+    jobs_observe(d->jobs, events_job_cb, d->events);
     priority_configure(d);
     jobs_set_hand_over_early(d->jobs, daemon_on_slurm(d));
     if (daemon_on_slurm(d))

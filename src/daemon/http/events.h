@@ -23,7 +23,7 @@ struct events *events_new(struct gflowd *d);
 /* After api_stop: the streams are gone by then. */
 void events_free(struct events *ev);
 
-/* jobs_event_cb (jobs_set_stream_cb): a job changed, in the open transaction. */
+/* jobs_event_cb (an observer, jobs_observe): a job changed, in the open transaction. */
 void events_job_cb(void *arg, const struct job *j, enum job_event event);
 /* The transaction committed: its job events are published, then the GPUs' state is
  * compared with the last one told (a job started or ended, a setting changed). */

@@ -55,24 +55,29 @@ void jobs_set_signal_cb(struct jobs *t, jobs_signal_cb cb, void *arg)
     t->signal_arg = arg;
 }
 
-void jobs_set_event_cb(struct jobs *t, jobs_event_cb cb, void *arg)
+void jobs_observe(struct jobs *t, jobs_event_cb cb, void *arg)
 {
-    t->event_cb = cb;
-    t->event_arg = arg;
+    if (t->n_observers == JOBS_MAX_OBSERVERS)
+        abort(); /* a programming error: the daemon has a fixed few */
+    t->observers[t->n_observers++] = (struct jobs_observer){cb, arg};
 }
 
-void jobs_set_stream_cb(struct jobs *t, jobs_event_cb cb, void *arg)
+void jobs_unobserve(struct jobs *t, jobs_event_cb cb, void *arg)
 {
-    t->stream_cb = cb;
-    t->stream_arg = arg;
+    for (size_t i = 0; i < t->n_observers; i++) {
+        if (t->observers[i].cb == cb && t->observers[i].arg == arg) {
+            memmove(&t->observers[i], &t->observers[i + 1],
+                    (t->n_observers - i - 1) * sizeof(t->observers[0]));
+            t->n_observers--;
+            return;
+        }
+    }
 }
 
 static void raise_event(struct jobs *t, const struct job *j, enum job_event e)
 {
-    if (t->event_cb && e != JOB_EVENT_COUNT)
-        t->event_cb(t->event_arg, j, e);
-    if (t->stream_cb)
-        t->stream_cb(t->stream_arg, j, e);
+    for (size_t i = 0; i < t->n_observers; i++)
+        t->observers[i].cb(t->observers[i].arg, j, e);
 }
 
 /* The event a move from `from` to j's state is (JOB_EVENT_COUNT: none, e.g. a launch
@@ -390,10 +395,8 @@ int jobs_reload(struct jobs *t, char **err)
     fresh->hand_over_early = t->hand_over_early;
     fresh->signal_cb = t->signal_cb;
     fresh->signal_arg = t->signal_arg;
-    fresh->event_cb = t->event_cb;
-    fresh->event_arg = t->event_arg;
-    fresh->stream_cb = t->stream_cb;
-    fresh->stream_arg = t->stream_arg;
+    memcpy(fresh->observers, t->observers, sizeof(t->observers));
+    fresh->n_observers = t->n_observers;
     quotas_set_config(fresh->quotas, quotas_config(t->quotas));
     char *ignored = NULL; /* the shares were checked when t got them */
     jobs_fairshare_configure(fresh, t->fs.half_life, t->fs.shares_text[FAIRSHARE_USER],

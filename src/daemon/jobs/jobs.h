@@ -43,15 +43,18 @@ int jobs_reload(struct jobs *t, char **err);
 typedef void (*jobs_signal_cb)(void *arg, struct job *j, int sig);
 void jobs_set_signal_cb(struct jobs *t, jobs_signal_cb cb, void *arg);
 
-/* Called for each job event (job.h: submitted, started, completed, ...) right after
- * the change is written, inside the same transaction, so that what it records
- * (notify.c's outbox rows) commits or is lost with the change. NULL: none. */
+/* The observers of job changes: how the rooms above the job table (notifications,
+ * GET /v1/events) learn of them without the table calling them by name. Each is called,
+ * in the order they were added, for each job event (job.h: submitted, started,
+ * completed, ...) right after the change is written, inside the same transaction, so
+ * that what it records (ops/notify.c's outbox rows) commits or is lost with the change;
+ * and for the changes that are no job_event, with JOB_EVENT_COUNT (a job put back in the
+ * queue by a preemption or a launch put off). At most JOBS_MAX_OBSERVERS. */
+#define JOBS_MAX_OBSERVERS 4
 typedef void (*jobs_event_cb)(void *arg, const struct job *j, enum job_event event);
-void jobs_set_event_cb(struct jobs *t, jobs_event_cb cb, void *arg);
-/* A second listener of the same events: GET /v1/events' (events.c). It is also told of
- * the changes that are no job_event (JOB_EVENT_COUNT: a job put back in the queue by a
- * preemption or a launch put off). */
-void jobs_set_stream_cb(struct jobs *t, jobs_event_cb cb, void *arg);
+void jobs_observe(struct jobs *t, jobs_event_cb cb, void *arg);
+/* Removes the observer added with the same cb and arg. */
+void jobs_unobserve(struct jobs *t, jobs_event_cb cb, void *arg);
 
 struct job *jobs_get(const struct jobs *t, int64_t id);     /* active jobs only; NULL otherwise */
 struct job **jobs_active(const struct jobs *t, size_t *n);  /* ascending by id */

@@ -58,10 +58,11 @@ struct jobs {
     bool hand_over_early;
     jobs_signal_cb signal_cb;
     void *signal_arg;
-    jobs_event_cb event_cb; /* notifications (notify.c); NULL: none */
-    void *event_arg;
-    jobs_event_cb stream_cb; /* GET /v1/events (events.c); NULL: none */
-    void *stream_arg;
+    struct jobs_observer {
+        jobs_event_cb cb;
+        void *arg;
+    } observers[JOBS_MAX_OBSERVERS];
+    size_t n_observers;
 
     /* Between jobs_bulk_begin and jobs_bulk_end: ended jobs stay in the table (jobs_get
      * skips them) and the queue is not kept in order, so that changing many jobs costs no

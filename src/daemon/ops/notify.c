@@ -139,7 +139,7 @@ static void on_event(void *arg, const struct job *j, enum job_event e)
 {
     struct notifier *n = arg;
     const struct notify_config *c = &n->d->cfg.notify;
-    if (!c->enabled)
+    if (!c->enabled || e == JOB_EVENT_COUNT) /* no job_event: nothing to tell anyone */
         return;
     bool mail = wants_mail(j, e), hook = webhook_wants(c, j, e);
     if ((!mail && !hook) || !under_cap(n, j, e))
@@ -577,7 +577,7 @@ struct notifier *notifier_start(struct gflowd *d)
         snprintf(n->hostname, sizeof(n->hostname), "localhost");
     n->program = find_program();
     n->last_prune = now_wall() - NOTIFY_PRUNE_EVERY; /* a first round at start */
-    jobs_set_event_cb(d->jobs, on_event, n);
+    jobs_observe(d->jobs, on_event, n);
     recount(n);
     pump(n);
     return n;
@@ -587,7 +587,7 @@ void notifier_stop(struct notifier *n)
 {
     if (!n)
         return;
-    jobs_set_event_cb(n->d->jobs, NULL, NULL);
+    jobs_unobserve(n->d->jobs, on_event, n);
     for (size_t i = 0; i < n->n_flight; i++) {
         struct delivery *v = n->flight[i];
         loop_del_fd(v->pidfd);
