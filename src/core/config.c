@@ -31,28 +31,49 @@ struct config_key {
     const char *def;            /* the default in text form; NULL = unset */
     /* CONFIG_STRING: checks a value (0, or -1 with *err); NULL = any. */
     int (*check)(const char *s, char **err);
+    /* CONFIG_STRING: where its parsed form goes (struct gflow_parsed_settings): PARSED_SECS,
+     * the int64_t seconds of a duration; PARSED_CHOICE, the int index of the choice;
+     * PARSED_NONE: only the text is kept. */
+    enum { PARSED_NONE, PARSED_SECS, PARSED_CHOICE } parsed_kind;
+    size_t parsed;
 };
 
 static const char *const config_log_levels[] = {"error", "warn", "info", "debug", NULL};
 
-#define CONFIG_INT_KEY(name, field, min, def)                                                      \
+#define CONFIG_INT_KEY(name_, field, min_, def_)                                                   \
     {                                                                                              \
-        name, CONFIG_INT, offsetof(struct gflow_config, field), min, NULL, def, NULL               \
+        .name = name_, .kind = CONFIG_INT, .offset = offsetof(struct gflow_config, field),         \
+        .min = min_, .def = def_                                                                   \
     }
-#define CONFIG_STRING_KEY(name, field, choices, def)                                               \
+#define CONFIG_STRING_KEY(name_, field, choices_, def_)                                            \
     {                                                                                              \
-        name, CONFIG_STRING, offsetof(struct gflow_config, field), 0, choices, def, NULL           \
+        .name = name_, .kind = CONFIG_STRING, .offset = offsetof(struct gflow_config, field),      \
+        .choices = choices_, .def = def_                                                           \
     }
-
-#define CONFIG_BOOL_KEY(name, field, def)                                                          \
+#define CONFIG_BOOL_KEY(name_, field, def_)                                                        \
     {                                                                                              \
-        name, CONFIG_BOOL, offsetof(struct gflow_config, field), 0, NULL, def, NULL                \
+        .name = name_, .kind = CONFIG_BOOL, .offset = offsetof(struct gflow_config, field),        \
+        .def = def_                                                                                \
     }
-
-/* A string that parse_duration reads ("24h"). */
-#define CONFIG_DURATION_KEY(name, field, def)                                                      \
+/* A string that parse_duration reads ("24h"), also kept as seconds in parsed.secs. */
+#define CONFIG_DURATION_KEY(name_, field, def_, secs)                                              \
     {                                                                                              \
-        name, CONFIG_STRING, offsetof(struct gflow_config, field), 0, NULL, def, config_duration   \
+        .name = name_, .kind = CONFIG_STRING, .offset = offsetof(struct gflow_config, field),      \
+        .def = def_, .check = config_duration, .parsed_kind = PARSED_SECS,                         \
+        .parsed = offsetof(struct gflow_config, parsed.secs)                                       \
+    }
+/* One of choices, also kept as its index in parsed.index. */
+#define CONFIG_CHOICE_KEY(name_, field, choices_, def_, index)                                     \
+    {                                                                                              \
+        .name = name_, .kind = CONFIG_STRING, .offset = offsetof(struct gflow_config, field),      \
+        .choices = choices_, .def = def_, .parsed_kind = PARSED_CHOICE,                            \
+        .parsed = offsetof(struct gflow_config, parsed.index)                                      \
+    }
+/* A list of shares ("alice=2,bob=1"). */
+#define CONFIG_SHARES_KEY(name_, field)                                                            \
+    {                                                                                              \
+        .name = name_, .kind = CONFIG_STRING, .offset = offsetof(struct gflow_config, field),      \
+        .def = "", .check = config_shares                                                          \
     }
 
 static int config_duration(const char *s, char **err)
@@ -83,8 +104,8 @@ static const struct config_key config_keys[] = {
     CONFIG_STRING_KEY("daemon.log_level", log_level, config_log_levels, "info"),
     CONFIG_STRING_KEY("daemon.gpus", gpus, NULL, "all"),
     CONFIG_STRING_KEY("daemon.nvml_library", nvml_library, NULL, NULL),
-    CONFIG_STRING_KEY("daemon.gpu_allocation_strategy", gpu_allocation_strategy,
-                      config_gpu_strategies, "topology"),
+    CONFIG_CHOICE_KEY("daemon.gpu_allocation_strategy", gpu_allocation_strategy,
+                      config_gpu_strategies, "topology", gpu_allocation_strategy),
     CONFIG_INT_KEY("daemon.gpu_poll_interval_secs", gpu_poll_interval_secs, 1, "10"),
     CONFIG_INT_KEY("daemon.gpu_samples_max", gpu_samples_max, 1, "60480"),
     CONFIG_STRING_KEY("daemon.gpu_id_format", gpu_id_format, config_gpu_id_formats, "auto"),
@@ -97,25 +118,27 @@ static const struct config_key config_keys[] = {
     CONFIG_STRING_KEY("daemon.keep_finished", keep_finished, NULL, NULL),
     CONFIG_BOOL_KEY("scheduler.backfill", scheduler_backfill, "false"),
     CONFIG_INT_KEY("scheduler.backfill_depth", scheduler_backfill_depth, 1, "1"),
-    CONFIG_DURATION_KEY("scheduler.default_time_limit", scheduler_default_time_limit, "24h"),
-    CONFIG_STRING_KEY("scheduler.backfill_untimed", scheduler_backfill_untimed,
-                      config_backfill_untimed, "planned"),
+    CONFIG_DURATION_KEY("scheduler.default_time_limit", scheduler_default_time_limit, "24h",
+                        default_time_limit_secs),
+    CONFIG_CHOICE_KEY("scheduler.backfill_untimed", scheduler_backfill_untimed,
+                      config_backfill_untimed, "planned", backfill_untimed),
     CONFIG_BOOL_KEY("scheduler.preempt", scheduler_preempt, "false"),
     CONFIG_INT_KEY("scheduler.preempt_priority_gap", scheduler_preempt_priority_gap, 1, "10"),
-    CONFIG_DURATION_KEY("scheduler.preempt_grace", scheduler_preempt_grace, "30s"),
+    CONFIG_DURATION_KEY("scheduler.preempt_grace", scheduler_preempt_grace, "30s",
+                        preempt_grace_secs),
     CONFIG_INT_KEY("scheduler.priority_weight_priority", scheduler_priority_weight_priority, 0,
                    "255"),
     CONFIG_INT_KEY("scheduler.priority_weight_fairshare", scheduler_priority_weight_fairshare, 0,
                    "0"),
     CONFIG_INT_KEY("scheduler.priority_weight_age", scheduler_priority_weight_age, 0, "0"),
-    CONFIG_DURATION_KEY("scheduler.priority_max_age", scheduler_priority_max_age, "7d"),
-    CONFIG_DURATION_KEY("scheduler.fairshare_half_life", scheduler_fairshare_half_life, "7d"),
-    {"scheduler.fairshare_user_shares", CONFIG_STRING,
-     offsetof(struct gflow_config, scheduler_fairshare_user_shares), 0, NULL, "", config_shares},
-    {"scheduler.fairshare_project_shares", CONFIG_STRING,
-     offsetof(struct gflow_config, scheduler_fairshare_project_shares), 0, NULL, "", config_shares},
+    CONFIG_DURATION_KEY("scheduler.priority_max_age", scheduler_priority_max_age, "7d",
+                        priority_max_age_secs),
+    CONFIG_DURATION_KEY("scheduler.fairshare_half_life", scheduler_fairshare_half_life, "7d",
+                        fairshare_half_life_secs),
+    CONFIG_SHARES_KEY("scheduler.fairshare_user_shares", scheduler_fairshare_user_shares),
+    CONFIG_SHARES_KEY("scheduler.fairshare_project_shares", scheduler_fairshare_project_shares),
     CONFIG_STRING_KEY("metrics.listen", metrics_listen, NULL, NULL),
-    CONFIG_STRING_KEY("backend.kind", backend_kind, config_backend_kinds, "local"),
+    CONFIG_CHOICE_KEY("backend.kind", backend_kind, config_backend_kinds, "local", backend),
     CONFIG_STRING_KEY("backend.partition", backend_partition, NULL, ""),
     CONFIG_STRING_KEY("backend.account", backend_account, NULL, ""),
     CONFIG_STRING_KEY("backend.qos", backend_qos, NULL, ""),
@@ -225,6 +248,24 @@ static bool config_choice_ok(const struct config_key *k, const char *s)
     return false;
 }
 
+/* The parsed form of a string key's value s (checked already). */
+static void config_store_parsed(struct gflow_config *c, const struct config_key *k, const char *s)
+{
+    char *base = (char *)c + k->parsed;
+    if (k->parsed_kind == PARSED_SECS) {
+        int64_t secs = 0;
+        char *err = NULL;
+        parse_duration(s, &secs, &err);
+        free(err);
+        memcpy(base, &secs, sizeof(secs));
+    } else if (k->parsed_kind == PARSED_CHOICE) {
+        int i = 0;
+        while (strcmp(k->choices[i], s) != 0)
+            i++;
+        memcpy(base, &i, sizeof(i));
+    }
+}
+
 static int config_store_string(struct gflow_config *c, const struct config_key *k, const char *s,
                                char **err)
 {
@@ -241,6 +282,7 @@ static int config_store_string(struct gflow_config *c, const struct config_key *
     char **field = config_string_field(c, k);
     free(*field);
     *field = xstrdup(s);
+    config_store_parsed(c, k, s);
     return 0;
 }
 

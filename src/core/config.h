@@ -29,6 +29,10 @@ struct gflow_limits {
     int64_t event_buffer_bytes;         /* what a stream may fall behind before it is dropped */
 };
 
+/* The choices of scheduler.backfill_untimed and backend.kind, in their tables' order. */
+enum { CONFIG_UNTIMED_PLANNED, CONFIG_UNTIMED_OUTSIDE };
+enum { CONFIG_BACKEND_LOCAL, CONFIG_BACKEND_SLURM };
+
 struct gflow_config {
     /* [daemon] */
     char *socket_path;              /* daemon.socket_path; NULL = the default path */
@@ -98,6 +102,19 @@ struct gflow_config {
     /* [backend]: where jobs run (docs/slurm.md). "local" (default): this machine's GPUs,
      * through gflow-shim; "slurm": each job is submitted to Slurm with sbatch. */
     char *backend_kind;
+    /* The settings above that the daemon reads often, parsed once when their text is
+     * set (config.c: at load, and so at every reload), so that nothing parses a setting
+     * again on each scheduling pass. */
+    struct gflow_parsed_settings {
+        int64_t default_time_limit_secs;  /* scheduler.default_time_limit */
+        int64_t preempt_grace_secs;       /* scheduler.preempt_grace */
+        int64_t priority_max_age_secs;    /* scheduler.priority_max_age */
+        int64_t fairshare_half_life_secs; /* scheduler.fairshare_half_life */
+        int gpu_allocation_strategy;      /* daemon.gpu_allocation_strategy: an enum
+                                          * gpualloc_strategy */
+        int backfill_untimed;             /* scheduler.backfill_untimed: a CONFIG_UNTIMED_* */
+        int backend;                      /* backend.kind: a CONFIG_BACKEND_* */
+    } parsed;
     char *backend_partition;   /* sbatch --partition; "" = Slurm's default */
     char *backend_account;     /* sbatch --account; "" = none */
     char *backend_qos;         /* sbatch --qos; "" = none */

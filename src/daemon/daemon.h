@@ -7,7 +7,6 @@
 
 #include <stdbool.h>
 #include <stdint.h>
-#include <string.h>
 #include <sys/types.h>
 
 #include "cgdelegate.h"
@@ -61,7 +60,7 @@ struct gflowd {
 /* Whether jobs run under the slurm backend ([backend] kind = "slurm") instead of here. */
 static inline bool daemon_on_slurm(const struct gflowd *d)
 {
-    return d->cfg.backend_kind && strcmp(d->cfg.backend_kind, "slurm") == 0;
+    return d->cfg.parsed.backend == CONFIG_BACKEND_SLURM;
 }
 
 #endif

@@ -375,15 +375,11 @@ static void schedule(struct server *s)
                                     : SCHEDULER_BACKFILL_MAX_DEPTH),
         .priority = priority_weights_of(&d->cfg),
     };
-    int64_t limit;
-    char *err = NULL;
-    if (parse_duration(d->cfg.scheduler_default_time_limit, &limit, &err) == 0)
-        m.default_time_limit = (double)limit; /* checked when the config was read */
-    free(err);
+    m.default_time_limit = (double)d->cfg.parsed.default_time_limit_secs;
     if (m.max_running_jobs == 0 || m.max_running_jobs > s->job_fd_cap)
         m.max_running_jobs = s->job_fd_cap;
-    gpualloc_strategy_parse(d->cfg.gpu_allocation_strategy, &m.strategy);
-    m.untimed_outside = strcmp(d->cfg.scheduler_backfill_untimed, "outside") == 0;
+    m.strategy = (enum gpualloc_strategy)d->cfg.parsed.gpu_allocation_strategy;
+    m.untimed_outside = d->cfg.parsed.backfill_untimed == CONFIG_UNTIMED_OUTSIDE;
     double now = now_wall();
     m.reservations = resv_current(d->resv, now, &m.n_reservations);
     m.held_gpus = preemption_held_gpus(d, &m);

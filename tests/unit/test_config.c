@@ -16,6 +16,7 @@
 #include "config.h"
 #include "config_file.h"
 #include "files.h"
+#include "gpualloc.h"
 #include "paths.h"
 #include "util.h"
 
@@ -274,6 +275,44 @@ static void test_config_set(void **state)
     config_free(&c);
 }
 
+/* The settings the daemon reads often are parsed once, with their text: defaults, a
+ * change, and a refused change that leaves both as they were. */
+static void test_parsed_settings(void **state)
+{
+    struct gflow_config c;
+    config_init(&c);
+    assert_int_equal(c.parsed.default_time_limit_secs, 24 * 3600);
+    assert_int_equal(c.parsed.preempt_grace_secs, 30);
+    assert_int_equal(c.parsed.priority_max_age_secs, 7 * 86400);
+    assert_int_equal(c.parsed.fairshare_half_life_secs, 7 * 86400);
+    assert_int_equal(c.parsed.gpu_allocation_strategy, GPUALLOC_TOPOLOGY);
+    assert_int_equal(c.parsed.backfill_untimed, CONFIG_UNTIMED_PLANNED);
+    assert_int_equal(c.parsed.backend, CONFIG_BACKEND_LOCAL);
+    char *err = NULL;
+    assert_int_equal(config_set(&c, "scheduler.default_time_limit", "90m", &err), 0);
+    assert_int_equal(config_set(&c, "scheduler.preempt_grace", "2m", &err), 0);
+    assert_int_equal(config_set(&c, "scheduler.priority_max_age", "1d", &err), 0);
+    assert_int_equal(config_set(&c, "scheduler.fairshare_half_life", "12h", &err), 0);
+    assert_int_equal(config_set(&c, "daemon.gpu_allocation_strategy", "random", &err), 0);
+    assert_int_equal(config_set(&c, "scheduler.backfill_untimed", "outside", &err), 0);
+    assert_int_equal(config_set(&c, "backend.kind", "slurm", &err), 0);
+    assert_int_equal(c.parsed.default_time_limit_secs, 90 * 60);
+    assert_int_equal(c.parsed.preempt_grace_secs, 120);
+    assert_int_equal(c.parsed.priority_max_age_secs, 86400);
+    assert_int_equal(c.parsed.fairshare_half_life_secs, 12 * 3600);
+    assert_int_equal(c.parsed.gpu_allocation_strategy, GPUALLOC_RANDOM);
+    assert_int_equal(c.parsed.backfill_untimed, CONFIG_UNTIMED_OUTSIDE);
+    assert_int_equal(c.parsed.backend, CONFIG_BACKEND_SLURM);
+    assert_int_equal(config_set(&c, "scheduler.preempt_grace", "soon", &err), -1);
+    free(err);
+    assert_int_equal(config_set(&c, "backend.kind", "pbs", &err), -1);
+    free(err);
+    assert_string_equal(c.scheduler_preempt_grace, "2m");
+    assert_int_equal(c.parsed.preempt_grace_secs, 120);
+    assert_int_equal(c.parsed.backend, CONFIG_BACKEND_SLURM);
+    config_free(&c);
+}
+
 static void test_precedence_env_over_file(void **state)
 {
     struct fixture *f = *state;
@@ -374,6 +413,7 @@ int main(void)
         cmocka_unit_test(test_env_override),
         cmocka_unit_test(test_env_errors),
         cmocka_unit_test(test_config_set),
+        cmocka_unit_test(test_parsed_settings),
         cmocka_unit_test_setup_teardown(test_precedence_env_over_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_log_keys, setup, teardown),
         cmocka_unit_test(test_default_path),

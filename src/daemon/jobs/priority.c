@@ -10,32 +10,20 @@
 #include "parse.h"
 #include "util.h"
 
-/* A duration setting in seconds (checked when the config was read), or def. */
-static double duration_of(const char *text, double def)
-{
-    int64_t secs;
-    char *err = NULL;
-    if (!text || parse_duration(text, &secs, &err) < 0) {
-        free(err);
-        return def;
-    }
-    return (double)secs;
-}
-
 struct priority_weights priority_weights_of(const struct gflow_config *c)
 {
     return (struct priority_weights){
         .priority = c->scheduler_priority_weight_priority,
         .fairshare = c->scheduler_priority_weight_fairshare,
         .age = c->scheduler_priority_weight_age,
-        .max_age = duration_of(c->scheduler_priority_max_age, PRIORITY_MAX_AGE_DEFAULT),
+        .max_age = (double)c->parsed.priority_max_age_secs,
     };
 }
 
 void priority_configure(struct gflowd *d)
 {
     char *err = NULL;
-    double h = duration_of(d->cfg.scheduler_fairshare_half_life, FAIRSHARE_HALF_LIFE_DEFAULT);
+    double h = (double)d->cfg.parsed.fairshare_half_life_secs;
     if (jobs_fairshare_configure(d->jobs, h, d->cfg.scheduler_fairshare_user_shares,
                                  d->cfg.scheduler_fairshare_project_shares, &err) < 0) {
         log_warn("fair-share shares not applied: %s", err); /* checked when read: not seen */

@@ -120,11 +120,7 @@ void preemption_run(struct gflowd *d, const struct jobs_machine *m)
     for (size_t i = 0; i < n; i++)
         if (running[i]->runtime)
             launched[n_launched++] = running[i];
-    int64_t grace = 30;
-    char *err = NULL;
-    if (parse_duration(d->cfg.scheduler_preempt_grace, &grace, &err) < 0)
-        grace = 30; /* checked when the config was read */
-    free(err);
+    int64_t grace = d->cfg.parsed.preempt_grace_secs;
     struct job *head = preempt_pick_head(queued, n_queued);
     int64_t threshold = head ? head->priority - d->cfg.scheduler_preempt_priority_gap : -1;
     if (preempt_for_reservations(d, m, queued, n_queued, launched, n_launched, (double)grace) ||
