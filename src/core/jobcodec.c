@@ -341,9 +341,9 @@ json_t *job_to_json(const struct job *j, bool full, const char *log_dir)
     json_t *o = json_loadb(sb.buf, sb.len, 0, NULL);
     strbuf_free(&sb);
     if (full) {
-        json_object_set_new(o, "script", j->script ? json_string(j->script) : json_null());
-        json_object_set_new(o, "env", j->env ? json_incref(j->env) : json_object());
-        json_object_set_new(o, "params", j->params ? json_incref(j->params) : json_null());
+        json_object_set_new(o, JOB_KEY_SCRIPT, j->script ? json_string(j->script) : json_null());
+        json_object_set_new(o, JOB_KEY_ENV, j->env ? json_incref(j->env) : json_object());
+        json_object_set_new(o, JOB_KEY_PARAMS, j->params ? json_incref(j->params) : json_null());
         if (log_dir)
             json_object_set_new(o, "log_path",
                                 json_sprintf("%s/%lld.log", log_dir, (long long)j->id));
