@@ -334,8 +334,8 @@ enum job_field {
 #include "job_fields.def"
     JOB_FIELD_COUNT
 };
-/* Each field's name as a constant, JOB_KEY_NICE = "nice" (the API's, a spec's, a
- * column's): the code names a field through these, never by a literal of its own. */
+/* Each field's name as a constant (JOB_KEY_NICE: the API's, a spec's and the column's
+ * name of nice): the code names a field through these, never by a literal of its own. */
 #define JOB_FIELD(ID, ...) extern const char JOB_KEY_##ID[];
 #define JOB_API_FIELD(ID, ...) extern const char JOB_KEY_##ID[];
 #define JOB_PAYLOAD(ID, ...) extern const char JOB_KEY_##ID[];
