@@ -199,7 +199,7 @@ static void print_gpus(const json_t *raw, const struct job *j)
     field_owned("GPUs", xasprintf("%d", j->gpus));
     if (j->gpus > 0) {
         field("GPUSharing",
-              json_is_true(json_object_get(raw, JOB_KEY_SHARED)) ? JOB_KEY_SHARED : "exclusive");
+              json_is_true(json_object_get(raw, JOB_KEY_SHARED)) ? "shared" : "exclusive");
         const json_t *mem = json_object_get(raw, JOB_KEY_GPU_MEMORY_MB);
         field_owned("GPUMemoryLimit",
                     jobshow_mib(json_is_integer(mem) ? json_integer_value(mem) : 0));
