@@ -176,7 +176,7 @@ static void gbatch_bookkeeping(const struct jobopts_ctx *ctx, int c, const char 
         if (len - (lead < len ? lead : len) > JOB_PROJECT_MAX || !(v = json_string(arg)))
             jobopts_error(ctx, "invalid --project: use text of at most %d characters",
                           JOB_PROJECT_MAX);
-        json_object_set_new(spec, "project", v);
+        json_object_set_new(spec, JOB_KEY_PROJECT, v);
         break;
     }
     case OPT_NICE: { /* gflow: an alias of --priority */
@@ -184,29 +184,29 @@ static void gbatch_bookkeeping(const struct jobopts_ctx *ctx, int c, const char 
         char *err = NULL;
         if (parse_priority(arg, &prio, &err) < 0)
             jobopts_error(ctx, "--nice is the priority: %s", err);
-        json_object_set_new(spec, "priority", json_integer(prio));
-        json_object_set_new(spec, "nice", json_integer(prio));
+        json_object_set_new(spec, JOB_KEY_PRIORITY, json_integer(prio));
+        json_object_set_new(spec, JOB_KEY_NICE, json_integer(prio));
         break;
     }
     case OPT_AUTO_CLOSE:
-        json_object_set_new(spec, "auto_close", json_true());
+        json_object_set_new(spec, JOB_KEY_AUTO_CLOSE, json_true());
         break;
     case OPT_NOTIFY_EMAIL: {
-        const char *old = json_string_value(json_object_get(spec, "notify_email"));
+        const char *old = json_string_value(json_object_get(spec, JOB_KEY_NOTIFY_EMAIL));
         if (!*arg || strchr(arg, ' ') || !strchr(arg, '@'))
             jobopts_error(ctx, "invalid --notify-email '%s': use an address like name@host", arg);
         char *joined = old ? xasprintf("%s,%s", old, arg) : xstrdup(arg);
         if (!(v = json_string(joined)))
             jobopts_error(ctx, "--notify-email is not valid UTF-8");
-        json_object_set_new(spec, "notify_email", v);
+        json_object_set_new(spec, JOB_KEY_NOTIFY_EMAIL, v);
         free(joined);
         break;
     }
     case OPT_NOTIFY_ON: {
-        json_t *list = json_object_get(spec, "notify_on");
+        json_t *list = json_object_get(spec, JOB_KEY_NOTIFY_ON);
         if (!list) {
             list = json_array();
-            json_object_set_new(spec, "notify_on", list);
+            json_object_set_new(spec, JOB_KEY_NOTIFY_ON, list);
         }
         char *copy = xstrdup(arg), *save = NULL;
         for (char *e = strtok_r(copy, ",", &save); e; e = strtok_r(NULL, ",", &save)) {
@@ -418,15 +418,15 @@ int main(int argc, char **argv)
         json_t *c = json_string(command);
         if (!c)
             cli_die(CLI_EXIT_FAIL, "the command is not valid UTF-8 text");
-        json_object_set_new(spec, "command", c);
+        json_object_set_new(spec, JOB_KEY_COMMAND, c);
         free(command);
     }
     if (script) {
-        json_object_set_new(spec, "script", json_stringn(script, script_len));
+        json_object_set_new(spec, JOB_KEY_SCRIPT, json_stringn(script, script_len));
         json_t *p = json_string(script_path);
         if (!p)
             cli_die(CLI_EXIT_FAIL, "the script's path is not valid UTF-8");
-        json_object_set_new(spec, "script_path", p);
+        json_object_set_new(spec, JOB_KEY_SCRIPT_PATH, p);
     }
 
     gbatch_check_gpus(spec);
@@ -437,33 +437,34 @@ int main(int argc, char **argv)
     json_t *wd = json_string(cwd);
     if (!wd)
         cli_die(CLI_EXIT_FAIL, "the current directory's path is not valid UTF-8");
-    json_object_set_new(spec, "workdir", wd);
-    json_object_set_new(spec, "env", jobopts_environment());
+    json_object_set_new(spec, JOB_KEY_WORKDIR, wd);
+    json_object_set_new(spec, JOB_KEY_ENV, jobopts_environment());
     /* The job creates its files as this shell would (unless --umask says otherwise). */
-    if (!json_object_get(spec, "umask")) {
+    if (!json_object_get(spec, JOB_KEY_UMASK)) {
         mode_t mask = umask(0);
         umask(mask);
         char text[8];
         format_umask((int)mask, text);
-        json_object_set_new(spec, "umask", json_string(text));
+        json_object_set_new(spec, JOB_KEY_UMASK, json_string(text));
     }
-    const json_t *time_limit = json_object_get(spec, "time_limit");
-    if (json_is_string(json_object_get(spec, "signal_spec")) && json_integer_value(time_limit) <= 0)
+    const json_t *time_limit = json_object_get(spec, JOB_KEY_TIME_LIMIT);
+    if (json_is_string(json_object_get(spec, JOB_KEY_SIGNAL_SPEC)) &&
+        json_integer_value(time_limit) <= 0)
         cli_usage_error("--signal sends SIG before the time limit; it needs --time");
     /* A command job runs in the submitting shell's conda environment unless told
      * otherwise (--conda-env '' is null: none); a script says what it needs itself (a
      * directive). */
-    if (!json_object_get(spec, "conda_env") && !script) {
+    if (!json_object_get(spec, JOB_KEY_CONDA_ENV) && !script) {
         const char *conda = getenv("CONDA_DEFAULT_ENV");
         if (conda && *conda) {
             json_t *c = json_string(conda);
             if (!c)
                 cli_usage_error("the conda environment's name is not valid UTF-8");
-            json_object_set_new(spec, "conda_env", c);
+            json_object_set_new(spec, JOB_KEY_CONDA_ENV, c);
         }
     }
-    if (json_is_null(json_object_get(spec, "conda_env")))
-        json_object_del(spec, "conda_env");
+    if (json_is_null(json_object_get(spec, JOB_KEY_CONDA_ENV)))
+        json_object_del(spec, JOB_KEY_CONDA_ENV);
     json_t *rows = gbatch_sweep_rows(&o);
     if (o.array && rows)
         cli_usage_error("--array and --param/--param-file cannot be combined");
@@ -473,16 +474,16 @@ int main(int argc, char **argv)
     if (o.array)
         json_object_set_new(spec, "array", json_string(o.array));
     if (rows) {
-        json_object_set_new(spec, "params", rows);
+        json_object_set_new(spec, JOB_KEY_PARAMS, rows);
         if (o.name_template) {
             json_t *t = json_string(o.name_template);
             if (!t)
                 cli_usage_error("the name template is not valid UTF-8");
-            json_object_set_new(spec, "name_template", t);
+            json_object_set_new(spec, JOB_KEY_NAME_TEMPLATE, t);
         }
     }
     if (o.max_concurrent >= 0)
-        json_object_set_new(spec, "max_concurrent", json_integer(o.max_concurrent));
+        json_object_set_new(spec, JOB_KEY_MAX_CONCURRENT, json_integer(o.max_concurrent));
     if (o.dry_run)
         json_object_set_new(spec, "dry_run", json_true());
 
@@ -493,9 +494,9 @@ int main(int argc, char **argv)
         const json_t *jb;
         printf("Dry run: nothing was submitted. Would submit %zu job(s):\n", json_array_size(list));
         json_array_foreach (list, i, jb) {
-            const char *cmd = json_string_value(json_object_get(jb, "command"));
-            printf("  [%zu] %s: %s\n", i + 1, json_string_value(json_object_get(jb, "name")),
-                   cmd ? cmd : json_string_value(json_object_get(spec, "script_path")));
+            const char *cmd = json_string_value(json_object_get(jb, JOB_KEY_COMMAND));
+            printf("  [%zu] %s: %s\n", i + 1, json_string_value(json_object_get(jb, JOB_KEY_NAME)),
+                   cmd ? cmd : json_string_value(json_object_get(spec, JOB_KEY_SCRIPT_PATH)));
         }
     } else if (!o.dry_run && json_is_integer(json_object_get(reply, "count")) &&
                json_integer_value(json_object_get(reply, "count")) > 1) {
@@ -504,10 +505,10 @@ int main(int argc, char **argv)
         gbatch_print_dry_run(spec, reply);
     } else {
         const json_t *job = json_array_get(json_object_get(reply, "jobs"), 0);
-        const json_t *id = json_object_get(job, "id");
+        const json_t *id = json_object_get(job, JOB_KEY_ID);
         if (!json_is_integer(id))
             cli_die(CLI_EXIT_FAIL, "gflowd accepted the job but sent no job id");
-        const char *name = json_string_value(json_object_get(job, "name"));
+        const char *name = json_string_value(json_object_get(job, JOB_KEY_NAME));
         if (o.parsable)
             printf("%lld\n", (long long)json_integer_value(id));
         else

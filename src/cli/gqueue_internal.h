@@ -25,7 +25,8 @@ typedef int (*gqueue_cmp_fn)(const void *a, const void *b);
 struct gqueue_field {
     const char *name; /* as given to -f and shown as the header */
     void (*format)(struct strbuf *sb, const struct job *j, double now);
-    const char *needs; /* the job fields it reads (API field names) */
+    /* The job fields it reads; the entries left over are 0, the id, which is always read. */
+    enum job_field needs[4];
 };
 
 struct gqueue_row {

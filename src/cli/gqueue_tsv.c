@@ -24,12 +24,10 @@ void gqueue_tsv_query(struct strbuf *path, const struct gqueue_field **columns, 
                                   [JOB_FIELD_DEPENDS_ON] = tree, [JOB_FIELD_EXPECTED_START] = true,
                                   [JOB_FIELD_RETRY_OF] = tree,   [JOB_FIELD_USER] = filters,
                                   [JOB_FIELD_NAME] = filters,    [JOB_FIELD_GROUP_ID] = filters};
-    for (size_t c = 0; c < ncolumns; c++) {
-        char *needs = xstrdup(columns[c]->needs), *save = NULL;
-        for (char *f = strtok_r(needs, ",", &save); f; f = strtok_r(NULL, ",", &save))
-            want[job_field_parse(f)] = true;
-        free(needs);
-    }
+    _Static_assert(JOB_FIELD_ID == 0, "a column's unused needs name the id");
+    for (size_t c = 0; c < ncolumns; c++)
+        for (size_t i = 0; i < sizeof(columns[c]->needs) / sizeof(columns[c]->needs[0]); i++)
+            want[columns[c]->needs[i]] = true;
     struct strbuf list;
     strbuf_init(&list);
     for (int f = 0; f < JOB_FIELD_COUNT; f++)

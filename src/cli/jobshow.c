@@ -104,17 +104,17 @@ static void print_identity(const json_t *raw, const struct job *j)
     field_owned("State", xasprintf("%s (%s)", job_display_state(j), job_display_state_name(j)));
     field_owned("Priority", xasprintf("%d", j->priority));
     field_owned("EffectivePriority", priority_text(json_object_get(raw, "priority_detail")));
-    if (json_object_get(raw, "nice"))
-        field_owned("Nice", int_text(raw, "nice"));
+    if (json_object_get(raw, JOB_KEY_NICE))
+        field_owned("Nice", int_text(raw, JOB_KEY_NICE));
     field_owned("SubmittedBy",
                 xasprintf("%s (uid %lld)", j->user ? j->user : "?",
-                          (long long)json_integer_value(json_object_get(raw, "uid"))));
-    if (json_object_get(raw, "project"))
-        field("Project", get_str(raw, "project"));
-    field_owned("GroupID", int_text(raw, "group_id"));
-    field_owned("TaskID", int_text(raw, "array_task"));
+                          (long long)json_integer_value(json_object_get(raw, JOB_KEY_UID))));
+    if (json_object_get(raw, JOB_KEY_PROJECT))
+        field("Project", get_str(raw, JOB_KEY_PROJECT));
+    field_owned("GroupID", int_text(raw, JOB_KEY_GROUP_ID));
+    field_owned("TaskID", int_text(raw, JOB_KEY_ARRAY_TASK));
     /* The limit of the job's group (gbatch --max-concurrent, gctl set-limit). */
-    const json_t *mc = json_object_get(raw, "max_concurrent");
+    const json_t *mc = json_object_get(raw, JOB_KEY_MAX_CONCURRENT);
     field_owned("MaxConcurrent", json_is_integer(mc) && json_integer_value(mc) > 0
                                      ? xasprintf("%lld", (long long)json_integer_value(mc))
                                      : xstrdup("-"));
@@ -138,7 +138,7 @@ static void print_what(const json_t *raw, const struct job *j)
         field("Command", j->command);
     } else {
         /* The text is in -o json (for its owner); here its path and size. */
-        const char *text = get_str(raw, "script");
+        const char *text = get_str(raw, JOB_KEY_SCRIPT);
         const char *path = j->script_path ? j->script_path : "-";
         size_t lines = 0;
         for (const char *p = text; p && *p; p++)
@@ -147,17 +147,17 @@ static void print_what(const json_t *raw, const struct job *j)
                     text ? xasprintf("%s (%zu lines stored; -o json has the text)", path, lines)
                          : xstrdup(path));
     }
-    const json_t *params = json_object_get(raw, "params");
+    const json_t *params = json_object_get(raw, JOB_KEY_PARAMS);
     if (json_is_object(params))
         field_owned("Parameters", jobshow_params(params));
     field("WorkingDir", j->workdir);
-    const json_t *env = json_object_get(raw, "env");
+    const json_t *env = json_object_get(raw, JOB_KEY_ENV);
     if (json_is_object(env))
         field_owned("Env", xasprintf("%zu variables (-o json lists them)", json_object_size(env)));
     else
         field("Env", "- (not shown to other users)");
     /* A job stored without one runs with gflowd's own (docs/usage.md). */
-    const char *mask = get_str(raw, "umask");
+    const char *mask = get_str(raw, JOB_KEY_UMASK);
     field_owned("Umask", mask ? xstrdup(mask) : xstrdup("0077 (none given)"));
 }
 
@@ -187,8 +187,8 @@ static void print_mig(const json_t *raw, const struct job *j)
         free(key);
     }
     if (!json_array_size(json_object_get(raw, "mig_detail")) &&
-        json_array_size(json_object_get(raw, "mig_devices")))
-        field_owned("MIGDevices", output_json_list(json_object_get(raw, "mig_devices"), "-"));
+        json_array_size(json_object_get(raw, JOB_KEY_MIG_DEVICES)))
+        field_owned("MIGDevices", output_json_list(json_object_get(raw, JOB_KEY_MIG_DEVICES), "-"));
 }
 
 /* The GPU request as gflow shows it (GPUs, GPUSharing, GPUMemoryLimit), the ids once
@@ -198,11 +198,12 @@ static void print_gpus(const json_t *raw, const struct job *j)
 {
     field_owned("GPUs", xasprintf("%d", j->gpus));
     if (j->gpus > 0) {
-        field("GPUSharing", json_is_true(json_object_get(raw, "shared")) ? "shared" : "exclusive");
-        const json_t *mem = json_object_get(raw, "gpu_memory_mb");
+        field("GPUSharing",
+              json_is_true(json_object_get(raw, JOB_KEY_SHARED)) ? "shared" : "exclusive");
+        const json_t *mem = json_object_get(raw, JOB_KEY_GPU_MEMORY_MB);
         field_owned("GPUMemoryLimit",
                     jobshow_mib(json_is_integer(mem) ? json_integer_value(mem) : 0));
-        const json_t *per_task = json_object_get(raw, "gpus_per_task");
+        const json_t *per_task = json_object_get(raw, JOB_KEY_GPUS_PER_TASK);
         field_owned("GPUsPerTask", xasprintf("%lld", json_is_integer(per_task)
                                                          ? (long long)json_integer_value(per_task)
                                                          : 0LL));
@@ -238,7 +239,7 @@ static void print_gpus(const json_t *raw, const struct job *j)
 
 json_t *jobshow_dep_states(const json_t *raw)
 {
-    const json_t *deps = json_object_get(raw, "depends_on");
+    const json_t *deps = json_object_get(raw, JOB_KEY_DEPENDS_ON);
     if (!json_array_size(deps))
         return NULL;
     struct strbuf path;
@@ -258,8 +259,8 @@ json_t *jobshow_dep_states(const json_t *raw)
         states = json_object();
         json_array_foreach (json_object_get(reply, "jobs"), i, d) {
             char key[24];
-            format_int(key, (long long)json_integer_value(json_object_get(d, "id")));
-            json_object_set(states, key, json_object_get(d, "state"));
+            format_int(key, (long long)json_integer_value(json_object_get(d, JOB_KEY_ID)));
+            json_object_set(states, key, json_object_get(d, JOB_KEY_STATE));
         }
     }
     json_decref(reply);
@@ -294,7 +295,7 @@ static char *deps_text(const json_t *deps, const json_t *dep_states)
 
 static void print_deps(const json_t *raw, const struct job *j, const json_t *dep_states)
 {
-    const json_t *deps = json_object_get(raw, "depends_on");
+    const json_t *deps = json_object_get(raw, JOB_KEY_DEPENDS_ON);
     field_owned("DependsOn", deps_text(deps, dep_states));
     if (json_array_size(deps)) {
         field("Mode",
@@ -309,12 +310,12 @@ static void print_deps(const json_t *raw, const struct job *j, const json_t *dep
 static void print_timing(const json_t *raw, const struct job *j)
 {
     field_owned("TimeLimit", output_job_time_limit(j));
-    field("WarnSignal", get_str(raw, "signal_spec"));
+    field("WarnSignal", get_str(raw, JOB_KEY_SIGNAL_SPEC));
     field_owned("BeginTime", output_time(j->begin_time));
     field_owned("Submitted", output_time(j->submit_time));
     field_owned("Started", output_time(j->start_time));
     /* As Slurm's squeue --start: when backfill expects the queued job to start. */
-    const json_t *expected = json_object_get(raw, "expected_start");
+    const json_t *expected = json_object_get(raw, JOB_KEY_EXPECTED_START);
     field_owned("StartTime (expected)",
                 json_is_number(expected) ? output_time(json_number_value(expected)) : xstrdup("-"));
     field_owned("Finished", output_time(j->end_time));
@@ -324,7 +325,7 @@ static void print_timing(const json_t *raw, const struct job *j)
 static void print_outcome(const json_t *raw, const struct job *j)
 {
     field_owned("ExitCode", j->exit_code >= 0 ? xasprintf("%d", j->exit_code) : xstrdup("-"));
-    const char *sig = get_str(raw, "signal_name");
+    const char *sig = get_str(raw, JOB_KEY_SIGNAL_NAME);
     if (j->signal > 0)
         field_owned("Signal",
                     xasprintf("%s (%d)", sig ? sig : job_signal_name(j->signal), j->signal));
@@ -369,11 +370,11 @@ static void print_requeue(const json_t *raw, const struct job *j)
  * sends these fields. */
 static void print_notify(const json_t *raw)
 {
-    if (json_object_get(raw, "notify_email"))
-        field("NotifyEmail", get_str(raw, "notify_email"));
-    if (json_object_get(raw, "notify_on"))
-        field_owned("NotifyOn", output_json_list(json_object_get(raw, "notify_on"), "-"));
-    const json_t *close = json_object_get(raw, "auto_close");
+    if (json_object_get(raw, JOB_KEY_NOTIFY_EMAIL))
+        field("NotifyEmail", get_str(raw, JOB_KEY_NOTIFY_EMAIL));
+    if (json_object_get(raw, JOB_KEY_NOTIFY_ON))
+        field_owned("NotifyOn", output_json_list(json_object_get(raw, JOB_KEY_NOTIFY_ON), "-"));
+    const json_t *close = json_object_get(raw, JOB_KEY_AUTO_CLOSE);
     if (close)
         field("AutoClose", json_is_true(close) ? "yes" : "no");
 }

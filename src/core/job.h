@@ -324,65 +324,22 @@ struct job *job_dup(const struct job *j, bool with_payload);
 /* The job as JSON for the API (docs/api.md). With full, also command/script text,
  * env, params (null if none) and the log path; log_dir may be NULL. */
 json_t *job_to_json(const struct job *j, bool full, const char *log_dir);
-/* The fields of a job's list form, in the order of its JSON object. */
+/* What job_fields.def says of a field beyond its kinds: a job spec may give it
+ * (JOB_SPEC); store_update_job writes its column (JOB_MUT). */
+enum job_field_flag { JOB_SPEC = 1, JOB_MUT = 2 };
+/* The fields of a job's list form, in the order of its JSON object (job_fields.def). */
 enum job_field {
-    JOB_FIELD_ID,
-    JOB_FIELD_NAME,
-    JOB_FIELD_USER,
-    JOB_FIELD_UID,
-    JOB_FIELD_STATE,
-    JOB_FIELD_STATE_NAME,
-    JOB_FIELD_PRIORITY,
-    JOB_FIELD_TIME_LIMIT,
-    JOB_FIELD_SUBMIT_TIME,
-    JOB_FIELD_START_TIME,
-    JOB_FIELD_END_TIME,
-    JOB_FIELD_EXIT_CODE,
-    JOB_FIELD_SIGNAL,
-    JOB_FIELD_SIGNAL_NAME,
-    JOB_FIELD_OOM,
-    JOB_FIELD_REASON,
-    JOB_FIELD_COMMAND,
-    JOB_FIELD_SCRIPT_PATH,
-    JOB_FIELD_WORKDIR,
-    JOB_FIELD_GPUS,
-    JOB_FIELD_GPU_IDS,
-    JOB_FIELD_SHIM_PID,
-    JOB_FIELD_MAX_RSS_KB,
-    JOB_FIELD_GPU_MEMORY_MB,
-    JOB_FIELD_SHARED,
-    JOB_FIELD_GPUS_PER_TASK,
-    JOB_FIELD_DEPENDS_ON,
-    JOB_FIELD_DEPENDS_MODE,
-    JOB_FIELD_AUTO_CANCEL,
-    JOB_FIELD_MEMORY_MB,
-    JOB_FIELD_CONDA_ENV,
-    JOB_FIELD_SIGNAL_SPEC,
-    JOB_FIELD_BEGIN_TIME,
-    JOB_FIELD_MAX_RETRIES,
-    JOB_FIELD_ATTEMPT,
-    JOB_FIELD_RETRY_OF,
-    JOB_FIELD_GROUP_ID,
-    JOB_FIELD_ARRAY_TASK,
-    JOB_FIELD_MAX_CONCURRENT,
-    JOB_FIELD_UMASK,
-    JOB_FIELD_MIG_PROFILE,
-    JOB_FIELD_MIG_COUNT,
-    JOB_FIELD_MIG_DEVICES,
-    JOB_FIELD_PROJECT,
-    JOB_FIELD_NICE,
-    JOB_FIELD_NOTIFY_EMAIL,
-    JOB_FIELD_NOTIFY_ON,
-    JOB_FIELD_AUTO_CLOSE,
-    JOB_FIELD_EXPECTED_START, /* not stored: a queued job's, from backfill's plan */
-    JOB_FIELD_REQUEUE,
-    JOB_FIELD_REQUEUE_COUNT,
-    JOB_FIELD_PREEMPTED_BY,
-    JOB_FIELD_EFFECTIVE_PRIORITY, /* a waiting job's (fairshare.h); null otherwise */
-    JOB_FIELD_PTY,
-    JOB_FIELD_SLURM_ID, /* the slurm backend's job id (null: none) */
+#define JOB_FIELD(ID, ...) JOB_FIELD_##ID,
+#define JOB_API_FIELD(ID, ...) JOB_FIELD_##ID,
+#include "job_fields.def"
     JOB_FIELD_COUNT
 };
+/* Each field's name as a constant (JOB_KEY_NICE: the API's, a spec's and the column's
+ * name of nice): the code names a field through these, never by a literal of its own. */
+#define JOB_FIELD(ID, ...) extern const char JOB_KEY_##ID[];
+#define JOB_API_FIELD(ID, ...) extern const char JOB_KEY_##ID[];
+#define JOB_PAYLOAD(ID, ...) extern const char JOB_KEY_##ID[];
+#include "job_fields.def"
 const char *job_field_name(enum job_field f);
 int job_field_parse(const char *name); /* -1 if unknown */
 

@@ -52,62 +52,15 @@ static void append_string(struct strbuf *sb, const char *s)
     strbuf_addc(sb, '"');
 }
 
+#define JOB_FIELD(ID, name, ...) const char JOB_KEY_##ID[] = name;
+#define JOB_API_FIELD(ID, name, ...) const char JOB_KEY_##ID[] = name;
+#define JOB_PAYLOAD(ID, name, ...) const char JOB_KEY_##ID[] = name;
+#include "job_fields.def"
+
 static const char *const field_names[JOB_FIELD_COUNT] = {
-    "id",
-    "name",
-    "user",
-    "uid",
-    "state",
-    "state_name",
-    "priority",
-    "time_limit",
-    "submit_time",
-    "start_time",
-    "end_time",
-    "exit_code",
-    "signal",
-    "signal_name",
-    "oom",
-    "reason",
-    "command",
-    "script_path",
-    "workdir",
-    "gpus",
-    "gpu_ids",
-    "shim_pid",
-    "max_rss_kb",
-    "gpu_memory_mb",
-    "shared",
-    "gpus_per_task",
-    "depends_on",
-    "depends_mode",
-    "auto_cancel",
-    "memory_mb",
-    "conda_env",
-    "signal_spec",
-    "begin_time",
-    "max_retries",
-    "attempt",
-    "retry_of",
-    "group_id",
-    "array_task",
-    "max_concurrent",
-    "umask",
-    "mig_profile",
-    "mig_count",
-    "mig_devices",
-    "project",
-    "nice",
-    "notify_email",
-    "notify_on",
-    "auto_close",
-    "expected_start",
-    "requeue",
-    "requeue_count",
-    "preempted_by",
-    "effective_priority",
-    "pty",
-    "slurm_id",
+#define JOB_FIELD(ID, ...) JOB_KEY_##ID,
+#define JOB_API_FIELD(ID, ...) JOB_KEY_##ID,
+#include "job_fields.def"
 };
 
 const char *job_field_name(enum job_field f)
@@ -232,68 +185,70 @@ static void append_reason(struct strbuf *sb, const struct job *j, bool tsv)
     free(text);
 }
 
+/* The cases of job_append_field for the plain kinds of job_fields.def. */
+#define APPEND_TEXT(ID, m, d)                                                                      \
+    case JOB_FIELD_##ID:                                                                           \
+        append_text(sb, j->m, tsv);                                                                \
+        break;
+#define APPEND_INT(ID, m, d)                                                                       \
+    case JOB_FIELD_##ID:                                                                           \
+        append_int(sb, j->m, true, tsv);                                                           \
+        break;
+#define APPEND_OPT_INT(ID, m, d)                                                                   \
+    case JOB_FIELD_##ID:                                                                           \
+        append_int(sb, j->m, j->m > (d), tsv);                                                     \
+        break;
+#define APPEND_BOOL(ID, m, d)                                                                      \
+    case JOB_FIELD_##ID:                                                                           \
+        strbuf_adds(sb, j->m ? "true" : "false");                                                  \
+        break;
+#define APPEND_TIME(ID, m, d)                                                                      \
+    case JOB_FIELD_##ID:                                                                           \
+        append_time(sb, j->m, tsv);                                                                \
+        break;
+#define APPEND_SPECIAL(ID, m, d)
+
+/* A dependency list: [{"id":1,"kind":"afterok"}], in TSV "afterok:1". */
+static void append_deps(struct strbuf *sb, const struct job *j, bool tsv)
+{
+    if (tsv) {
+        for (size_t i = 0; i < j->n_deps; i++) {
+            if (i)
+                strbuf_addc(sb, ',');
+            strbuf_adds(sb, job_dep_kind_name(j->deps[i].kind));
+            strbuf_addc(sb, ':');
+            append_int(sb, j->deps[i].id, true, false);
+        }
+        return;
+    }
+    strbuf_addc(sb, '[');
+    for (size_t i = 0; i < j->n_deps; i++) {
+        strbuf_adds(sb, i ? ",{\"id\":" : "{\"id\":");
+        append_int(sb, j->deps[i].id, true, false);
+        strbuf_adds(sb, ",\"kind\":\"");
+        strbuf_adds(sb, job_dep_kind_name(j->deps[i].kind));
+        strbuf_adds(sb, "\"}");
+    }
+    strbuf_addc(sb, ']');
+}
+
 void job_append_field(struct strbuf *sb, const struct job *j, enum job_field f, bool tsv)
 {
     switch (f) {
-    case JOB_FIELD_ID:
-        append_int(sb, j->id, true, tsv);
-        break;
-    case JOB_FIELD_NAME:
-        append_text(sb, j->name, tsv);
-        break;
-    case JOB_FIELD_USER:
-        append_text(sb, j->user, tsv);
-        break;
-    case JOB_FIELD_UID:
-        append_int(sb, j->uid, true, tsv);
-        break;
+#define JOB_FIELD(ID, name, api, store, m, d, flags) APPEND_##api(ID, m, d)
+#define JOB_API_FIELD(ID, name, api, m, d, flags) APPEND_##api(ID, m, d)
+#include "job_fields.def"
     case JOB_FIELD_STATE:
         append_text(sb, job_display_state(j), tsv);
         break;
     case JOB_FIELD_STATE_NAME:
         append_text(sb, job_display_state_name(j), tsv);
         break;
-    case JOB_FIELD_PRIORITY:
-        append_int(sb, j->priority, true, tsv);
-        break;
-    case JOB_FIELD_TIME_LIMIT:
-        append_int(sb, j->time_limit, j->time_limit > 0, tsv);
-        break;
-    case JOB_FIELD_SUBMIT_TIME:
-        append_time(sb, j->submit_time, tsv);
-        break;
-    case JOB_FIELD_START_TIME:
-        append_time(sb, j->start_time, tsv);
-        break;
-    case JOB_FIELD_END_TIME:
-        append_time(sb, j->end_time, tsv);
-        break;
-    case JOB_FIELD_EXIT_CODE:
-        append_int(sb, j->exit_code, j->exit_code >= 0, tsv);
-        break;
-    case JOB_FIELD_SIGNAL:
-        append_int(sb, j->signal, j->signal > 0, tsv);
-        break;
     case JOB_FIELD_SIGNAL_NAME:
         append_text(sb, j->signal > 0 ? job_signal_name(j->signal) : NULL, tsv);
         break;
-    case JOB_FIELD_OOM:
-        strbuf_adds(sb, j->oom ? "true" : "false");
-        break;
     case JOB_FIELD_REASON:
         append_reason(sb, j, tsv);
-        break;
-    case JOB_FIELD_COMMAND:
-        append_text(sb, j->command, tsv);
-        break;
-    case JOB_FIELD_SCRIPT_PATH:
-        append_text(sb, j->script_path, tsv);
-        break;
-    case JOB_FIELD_WORKDIR:
-        append_text(sb, j->workdir, tsv);
-        break;
-    case JOB_FIELD_GPUS:
-        append_int(sb, j->gpus, true, tsv);
         break;
     case JOB_FIELD_GPU_IDS:
         if (j->gpu_mask) {
@@ -304,71 +259,11 @@ void job_append_field(struct strbuf *sb, const struct job *j, enum job_field f, 
             append_null(sb, tsv);
         }
         break;
-    case JOB_FIELD_SHIM_PID:
-        append_int(sb, j->shim_pid, j->shim_pid > 0, tsv);
-        break;
-    case JOB_FIELD_MAX_RSS_KB:
-        append_int(sb, j->max_rss_kb, j->max_rss_kb > 0, tsv);
-        break;
-    case JOB_FIELD_GPU_MEMORY_MB:
-        append_int(sb, j->gpu_memory_mb, true, tsv);
-        break;
-    case JOB_FIELD_SHARED:
-        strbuf_adds(sb, j->shared ? "true" : "false");
-        break;
-    case JOB_FIELD_GPUS_PER_TASK:
-        append_int(sb, j->gpus_per_task, true, tsv);
-        break;
     case JOB_FIELD_DEPENDS_ON:
-        if (tsv) {
-            for (size_t i = 0; i < j->n_deps; i++) {
-                if (i)
-                    strbuf_addc(sb, ',');
-                strbuf_adds(sb, job_dep_kind_name(j->deps[i].kind));
-                strbuf_addc(sb, ':');
-                append_int(sb, j->deps[i].id, true, false);
-            }
-            break;
-        }
-        strbuf_addc(sb, '[');
-        for (size_t i = 0; i < j->n_deps; i++) {
-            strbuf_adds(sb, i ? ",{\"id\":" : "{\"id\":");
-            append_int(sb, j->deps[i].id, true, false);
-            strbuf_adds(sb, ",\"kind\":\"");
-            strbuf_adds(sb, job_dep_kind_name(j->deps[i].kind));
-            strbuf_adds(sb, "\"}");
-        }
-        strbuf_addc(sb, ']');
+        append_deps(sb, j, tsv);
         break;
     case JOB_FIELD_DEPENDS_MODE:
         append_text(sb, j->deps_any ? "any" : "all", tsv);
-        break;
-    case JOB_FIELD_AUTO_CANCEL:
-        strbuf_adds(sb, j->auto_cancel ? "true" : "false");
-        break;
-    case JOB_FIELD_MEMORY_MB:
-        append_int(sb, j->memory_mb, true, tsv);
-        break;
-    case JOB_FIELD_CONDA_ENV:
-        append_text(sb, j->conda_env, tsv);
-        break;
-    case JOB_FIELD_BEGIN_TIME:
-        append_time(sb, j->begin_time, tsv);
-        break;
-    case JOB_FIELD_MAX_RETRIES:
-        append_int(sb, j->max_retries, true, tsv);
-        break;
-    case JOB_FIELD_ATTEMPT:
-        append_int(sb, j->attempt, true, tsv);
-        break;
-    case JOB_FIELD_RETRY_OF:
-        append_int(sb, j->retry_of, j->retry_of > 0, tsv);
-        break;
-    case JOB_FIELD_GROUP_ID:
-        append_int(sb, j->group_id, j->group_id > 0, tsv);
-        break;
-    case JOB_FIELD_ARRAY_TASK:
-        append_int(sb, j->array_task, j->array_task >= 0, tsv);
         break;
     case JOB_FIELD_MAX_CONCURRENT:
         append_int(sb, j->group ? j->group->max_concurrent : 0, j->group != NULL, tsv);
@@ -382,47 +277,11 @@ void job_append_field(struct strbuf *sb, const struct job *j, enum job_field f, 
             append_null(sb, tsv);
         }
         break;
-    case JOB_FIELD_MIG_PROFILE:
-        append_text(sb, j->mig_profile, tsv);
-        break;
-    case JOB_FIELD_MIG_COUNT:
-        append_int(sb, j->mig_count, true, tsv);
-        break;
-    case JOB_FIELD_MIG_DEVICES:
-        append_text(sb, j->mig_uuids, tsv);
-        break;
-    case JOB_FIELD_PROJECT:
-        append_text(sb, j->project, tsv);
-        break;
-    case JOB_FIELD_NICE:
-        append_int(sb, j->nice, true, tsv);
-        break;
-    case JOB_FIELD_NOTIFY_EMAIL:
-        append_text(sb, j->notify_email, tsv);
-        break;
     case JOB_FIELD_NOTIFY_ON:
         append_list(sb, j->notify_on, tsv);
         break;
-    case JOB_FIELD_AUTO_CLOSE:
-        strbuf_adds(sb, j->auto_close ? "true" : "false");
-        break;
     case JOB_FIELD_EXPECTED_START: /* a job that left the queue keeps its last plan */
         append_time(sb, j->state == JOB_QUEUED ? j->expected_start : 0, tsv);
-        break;
-    case JOB_FIELD_REQUEUE:
-        strbuf_adds(sb, j->requeue ? "true" : "false");
-        break;
-    case JOB_FIELD_REQUEUE_COUNT:
-        append_int(sb, j->requeue_count, true, tsv);
-        break;
-    case JOB_FIELD_PREEMPTED_BY:
-        append_int(sb, j->preempted_by, j->preempted_by > 0, tsv);
-        break;
-    case JOB_FIELD_PTY:
-        strbuf_adds(sb, j->pty ? "true" : "false");
-        break;
-    case JOB_FIELD_SLURM_ID:
-        append_int(sb, j->backend_id, j->backend_id > 0, tsv);
         break;
     case JOB_FIELD_EFFECTIVE_PRIORITY:
         if (j->effective_priority >= 0 && isfinite(j->effective_priority))
@@ -482,9 +341,9 @@ json_t *job_to_json(const struct job *j, bool full, const char *log_dir)
     json_t *o = json_loadb(sb.buf, sb.len, 0, NULL);
     strbuf_free(&sb);
     if (full) {
-        json_object_set_new(o, "script", j->script ? json_string(j->script) : json_null());
-        json_object_set_new(o, "env", j->env ? json_incref(j->env) : json_object());
-        json_object_set_new(o, "params", j->params ? json_incref(j->params) : json_null());
+        json_object_set_new(o, JOB_KEY_SCRIPT, j->script ? json_string(j->script) : json_null());
+        json_object_set_new(o, JOB_KEY_ENV, j->env ? json_incref(j->env) : json_object());
+        json_object_set_new(o, JOB_KEY_PARAMS, j->params ? json_incref(j->params) : json_null());
         if (log_dir)
             json_object_set_new(o, "log_path",
                                 json_sprintf("%s/%lld.log", log_dir, (long long)j->id));
@@ -540,70 +399,47 @@ static int read_umask(const char *s)
     return mask;
 }
 
+/* A boolean that is dflt unless the other value is given. */
+static bool get_bool(const json_t *o, const char *key, bool dflt)
+{
+    const json_t *v = json_object_get(o, key);
+    return dflt ? !json_is_false(v) : json_is_true(v);
+}
+
+/* The reads of job_from_json for the plain kinds of job_fields.def. */
+#define GET_TEXT(m, name, d) j->m = get_str(o, name);
+#define GET_INT(m, name, d) j->m = (__typeof__(j->m))get_int(o, name, d);
+#define GET_OPT_INT GET_INT
+#define GET_BOOL(m, name, d) j->m = get_bool(o, name, d);
+#define GET_TIME(m, name, d) j->m = get_time(o, name);
+#define GET_SPECIAL(m, name, d)
+
 int job_from_json(const json_t *o, struct job *j)
 {
     if (!json_is_object(o))
         return -1;
     job_init(j);
-    j->id = get_int(o, "id", 0);
-    const char *st = json_string_value(json_object_get(o, "state"));
+    const char *st = json_string_value(json_object_get(o, JOB_KEY_STATE));
     if (!st || job_state_parse(st, &j->state) < 0)
         return -1;
     if (job_state_is_cancelling_name(st))
         j->end_request = JOB_END_CANCEL;
-    j->name = get_str(o, "name");
-    j->user = get_str(o, "user");
-    j->uid = (uint32_t)get_int(o, "uid", 0);
-    j->priority = (int)get_int(o, "priority", JOB_PRIORITY_DEFAULT);
-    j->time_limit = get_int(o, "time_limit", 0);
-    j->submit_time = get_time(o, "submit_time");
-    j->start_time = get_time(o, "start_time");
-    j->end_time = get_time(o, "end_time");
-    j->exit_code = (int)get_int(o, "exit_code", -1);
-    j->signal = (int)get_int(o, "signal", 0);
-    j->oom = json_is_true(json_object_get(o, "oom"));
-    j->reason = job_reason_parse(json_string_value(json_object_get(o, "reason")), &j->reason_job,
-                                 &j->reason_detail);
-    j->command = get_str(o, "command");
-    j->script = get_str(o, "script");
-    j->script_path = get_str(o, "script_path");
-    j->workdir = get_str(o, "workdir");
-    j->gpus = (int)get_int(o, "gpus", 0);
-    j->gpu_mask = gpu_mask_parse(json_string_value(json_object_get(o, "gpu_ids")));
-    j->gpu_memory_mb = get_int(o, "gpu_memory_mb", 0);
-    j->memory_mb = get_int(o, "memory_mb", 0);
-    j->conda_env = get_str(o, "conda_env");
-    job_set_signal_spec(j, json_string_value(json_object_get(o, "signal_spec")));
-    j->begin_time = get_time(o, "begin_time");
-    const json_t *eff = json_object_get(o, "effective_priority");
+#define JOB_FIELD(ID, name, api, store, m, d, flags) GET_##api(m, name, d)
+#define JOB_API_FIELD(ID, name, api, m, d, flags) GET_##api(m, name, d)
+#include "job_fields.def"
+    j->reason = job_reason_parse(json_string_value(json_object_get(o, JOB_KEY_REASON)),
+                                 &j->reason_job, &j->reason_detail);
+    j->script = get_str(o, JOB_KEY_SCRIPT);
+    j->gpu_mask = gpu_mask_parse(json_string_value(json_object_get(o, JOB_KEY_GPU_IDS)));
+    job_set_signal_spec(j, json_string_value(json_object_get(o, JOB_KEY_SIGNAL_SPEC)));
+    const json_t *eff = json_object_get(o, JOB_KEY_EFFECTIVE_PRIORITY);
     j->effective_priority = json_is_number(eff) ? json_number_value(eff) : -1;
-    j->umask = read_umask(json_string_value(json_object_get(o, "umask")));
-    j->max_retries = (int)get_int(o, "max_retries", 0);
-    j->attempt = (int)get_int(o, "attempt", 1);
-    j->retry_of = get_int(o, "retry_of", 0);
-    j->group_id = get_int(o, "group_id", 0);
-    j->array_task = get_int(o, "array_task", -1);
-    j->shared = json_is_true(json_object_get(o, "shared"));
-    j->gpus_per_task = (int)get_int(o, "gpus_per_task", 0);
-    j->shim_pid = get_int(o, "shim_pid", 0);
-    j->max_rss_kb = get_int(o, "max_rss_kb", 0);
-    j->mig_profile = get_str(o, "mig_profile");
-    j->mig_count = (int)get_int(o, "mig_count", 0);
-    j->mig_uuids = get_str(o, "mig_devices");
-    j->project = get_str(o, "project");
-    j->nice = (int)get_int(o, "nice", 0);
-    j->notify_email = get_str(o, "notify_email");
-    j->notify_on = get_list(o, "notify_on");
-    j->auto_close = json_is_true(json_object_get(o, "auto_close"));
-    j->expected_start = get_time(o, "expected_start");
-    j->requeue = json_is_true(json_object_get(o, "requeue"));
-    j->requeue_count = (int)get_int(o, "requeue_count", 0);
-    j->preempted_by = get_int(o, "preempted_by", 0);
-    j->pty = json_is_true(json_object_get(o, "pty"));
-    j->backend_id = get_int(o, "slurm_id", 0);
+    j->umask = read_umask(json_string_value(json_object_get(o, JOB_KEY_UMASK)));
+    j->notify_on = get_list(o, JOB_KEY_NOTIFY_ON);
+    j->expected_start = get_time(o, JOB_KEY_EXPECTED_START);
     size_t di;
     const json_t *dep;
-    json_array_foreach (json_object_get(o, "depends_on"), di, dep) {
+    json_array_foreach (json_object_get(o, JOB_KEY_DEPENDS_ON), di, dep) {
         enum job_dep_kind kind = JOB_DEP_AFTEROK;
         const char *k = json_string_value(json_object_get(dep, "kind"));
         if (k)
@@ -611,17 +447,16 @@ int job_from_json(const json_t *o, struct job *j)
         if (json_is_integer(json_object_get(dep, "id")))
             job_deps_add(j, get_int(dep, "id", 0), kind);
     }
-    const char *mode = json_string_value(json_object_get(o, "depends_mode"));
+    const char *mode = json_string_value(json_object_get(o, JOB_KEY_DEPENDS_MODE));
     j->deps_any = mode && strcmp(mode, "any") == 0;
-    j->auto_cancel = !json_is_false(json_object_get(o, "auto_cancel"));
     if (json_is_true(json_object_get(o, "cancelling")))
         j->end_request = JOB_END_CANCEL;
     else if (json_is_true(json_object_get(o, "preempting")))
         j->end_request = JOB_END_PREEMPT;
-    json_t *env = json_object_get(o, "env");
+    json_t *env = json_object_get(o, JOB_KEY_ENV);
     if (json_is_object(env))
         j->env = json_incref(env);
-    json_t *params = json_object_get(o, "params");
+    json_t *params = json_object_get(o, JOB_KEY_PARAMS);
     if (json_is_object(params))
         j->params = json_incref(params);
     return 0;
@@ -659,48 +494,41 @@ static long long tsv_int(const char *v, long long dflt)
     return !*p && p != v ? n : strtoll(v, NULL, 10);
 }
 
+/* A boolean that is dflt unless the other value is given. */
+static bool tsv_bool(const char *v, bool dflt)
+{
+    return v && strcmp(v, dflt ? "false" : "true") == 0 ? !dflt : dflt;
+}
+
+/* The cases of set_field for the plain kinds of job_fields.def. */
+#define SET_TEXT(ID, m, d)                                                                         \
+    case JOB_FIELD_##ID:                                                                           \
+        j->m = borrow ? v : dup_or_null(v);                                                        \
+        break;
+#define SET_INT(ID, m, d)                                                                          \
+    case JOB_FIELD_##ID:                                                                           \
+        j->m = (__typeof__(j->m))tsv_int(v, d);                                                    \
+        break;
+#define SET_OPT_INT SET_INT
+#define SET_BOOL(ID, m, d)                                                                         \
+    case JOB_FIELD_##ID:                                                                           \
+        j->m = tsv_bool(v, d);                                                                     \
+        break;
+#define SET_TIME(ID, m, d)                                                                         \
+    case JOB_FIELD_##ID:                                                                           \
+        j->m = v ? strtod(v, NULL) : 0;                                                            \
+        break;
+#define SET_SPECIAL(ID, m, d)
+
 static void set_field(struct job *j, enum job_field f, char *v, bool borrow)
 {
     switch (f) {
-    case JOB_FIELD_ID:
-        j->id = tsv_int(v, 0);
-        break;
-    case JOB_FIELD_NAME:
-        j->name = borrow ? v : dup_or_null(v);
-        break;
-    case JOB_FIELD_USER:
-        j->user = borrow ? v : dup_or_null(v);
-        break;
-    case JOB_FIELD_UID:
-        j->uid = (uint32_t)tsv_int(v, 0);
-        break;
+#define JOB_FIELD(ID, name, api, store, m, d, flags) SET_##api(ID, m, d)
+#define JOB_API_FIELD(ID, name, api, m, d, flags) SET_##api(ID, m, d)
+#include "job_fields.def"
     case JOB_FIELD_STATE:
         if (v && job_state_parse(v, &j->state) == 0 && job_state_is_cancelling_name(v))
             j->end_request = JOB_END_CANCEL; /* "CG" */
-        break;
-    case JOB_FIELD_PRIORITY:
-        j->priority = (int)tsv_int(v, JOB_PRIORITY_DEFAULT);
-        break;
-    case JOB_FIELD_TIME_LIMIT:
-        j->time_limit = tsv_int(v, 0);
-        break;
-    case JOB_FIELD_SUBMIT_TIME:
-        j->submit_time = v ? strtod(v, NULL) : 0;
-        break;
-    case JOB_FIELD_START_TIME:
-        j->start_time = v ? strtod(v, NULL) : 0;
-        break;
-    case JOB_FIELD_END_TIME:
-        j->end_time = v ? strtod(v, NULL) : 0;
-        break;
-    case JOB_FIELD_EXIT_CODE:
-        j->exit_code = (int)tsv_int(v, -1);
-        break;
-    case JOB_FIELD_SIGNAL:
-        j->signal = (int)tsv_int(v, 0);
-        break;
-    case JOB_FIELD_OOM:
-        j->oom = v && strcmp(v, "true") == 0;
         break;
     case JOB_FIELD_REASON: {
         const char *detail; /* the end of v */
@@ -708,35 +536,8 @@ static void set_field(struct job *j, enum job_field f, char *v, bool borrow)
         j->reason_detail = borrow || !detail ? (char *)detail : xstrdup(detail);
         break;
     }
-    case JOB_FIELD_COMMAND:
-        j->command = borrow ? v : dup_or_null(v);
-        break;
-    case JOB_FIELD_SCRIPT_PATH:
-        j->script_path = borrow ? v : dup_or_null(v);
-        break;
-    case JOB_FIELD_WORKDIR:
-        j->workdir = borrow ? v : dup_or_null(v);
-        break;
-    case JOB_FIELD_GPUS:
-        j->gpus = (int)tsv_int(v, 0);
-        break;
     case JOB_FIELD_GPU_IDS:
         j->gpu_mask = gpu_mask_parse(v);
-        break;
-    case JOB_FIELD_SHIM_PID:
-        j->shim_pid = tsv_int(v, 0);
-        break;
-    case JOB_FIELD_MAX_RSS_KB:
-        j->max_rss_kb = tsv_int(v, 0);
-        break;
-    case JOB_FIELD_GPU_MEMORY_MB:
-        j->gpu_memory_mb = tsv_int(v, 0);
-        break;
-    case JOB_FIELD_SHARED:
-        j->shared = v && strcmp(v, "true") == 0;
-        break;
-    case JOB_FIELD_GPUS_PER_TASK:
-        j->gpus_per_task = (int)tsv_int(v, 0);
         break;
     case JOB_FIELD_DEPENDS_ON:
         job_deps_parse(j, v);
@@ -744,85 +545,22 @@ static void set_field(struct job *j, enum job_field f, char *v, bool borrow)
     case JOB_FIELD_DEPENDS_MODE:
         j->deps_any = v && strcmp(v, "any") == 0;
         break;
-    case JOB_FIELD_AUTO_CANCEL:
-        j->auto_cancel = !(v && strcmp(v, "false") == 0);
-        break;
-    case JOB_FIELD_MEMORY_MB:
-        j->memory_mb = tsv_int(v, 0);
-        break;
-    case JOB_FIELD_CONDA_ENV:
-        j->conda_env = borrow ? v : dup_or_null(v);
-        break;
     case JOB_FIELD_SIGNAL_SPEC:
         job_set_signal_spec(j, v);
-        break;
-    case JOB_FIELD_BEGIN_TIME:
-        j->begin_time = v ? strtod(v, NULL) : 0;
-        break;
-    case JOB_FIELD_MAX_RETRIES:
-        j->max_retries = (int)tsv_int(v, 0);
-        break;
-    case JOB_FIELD_ATTEMPT:
-        j->attempt = (int)tsv_int(v, 1);
-        break;
-    case JOB_FIELD_RETRY_OF:
-        j->retry_of = tsv_int(v, 0);
-        break;
-    case JOB_FIELD_GROUP_ID:
-        j->group_id = tsv_int(v, 0);
-        break;
-    case JOB_FIELD_ARRAY_TASK:
-        j->array_task = tsv_int(v, -1);
         break;
     case JOB_FIELD_UMASK:
         j->umask = read_umask(v);
         break;
-    case JOB_FIELD_MIG_PROFILE:
-        j->mig_profile = borrow ? v : dup_or_null(v);
-        break;
-    case JOB_FIELD_MIG_COUNT:
-        j->mig_count = (int)tsv_int(v, 0);
-        break;
-    case JOB_FIELD_MIG_DEVICES:
-        j->mig_uuids = borrow ? v : dup_or_null(v);
-        break;
-    case JOB_FIELD_PROJECT:
-        j->project = borrow ? v : dup_or_null(v);
-        break;
     case JOB_FIELD_EFFECTIVE_PRIORITY:
         j->effective_priority = v ? strtod(v, NULL) : -1;
-        break;
-    case JOB_FIELD_NICE:
-        j->nice = (int)tsv_int(v, 0);
-        break;
-    case JOB_FIELD_NOTIFY_EMAIL:
-        j->notify_email = borrow ? v : dup_or_null(v);
         break;
     case JOB_FIELD_NOTIFY_ON:
         j->notify_on = borrow ? v : dup_or_null(v);
         break;
-    case JOB_FIELD_AUTO_CLOSE:
-        j->auto_close = v && strcmp(v, "true") == 0;
-        break;
     case JOB_FIELD_EXPECTED_START:
         j->expected_start = v ? strtod(v, NULL) : 0;
         break;
-    case JOB_FIELD_REQUEUE:
-        j->requeue = v && strcmp(v, "true") == 0;
-        break;
-    case JOB_FIELD_REQUEUE_COUNT:
-        j->requeue_count = (int)tsv_int(v, 0);
-        break;
-    case JOB_FIELD_PREEMPTED_BY:
-        j->preempted_by = tsv_int(v, 0);
-        break;
-    case JOB_FIELD_PTY:
-        j->pty = v && strcmp(v, "true") == 0;
-        break;
-    case JOB_FIELD_SLURM_ID:
-        j->backend_id = tsv_int(v, 0);
-        break;
-    default: /* derived fields (state_name, signal_name) */
+    default: /* derived fields (state_name, signal_name, max_concurrent) */
         break;
     }
 }

@@ -14,51 +14,27 @@
 
 /* ---- one spec ---- */
 
-static const char *const spec_fields[] = {"command",
-                                          "script",
-                                          "script_path",
-                                          "name",
-                                          "workdir",
-                                          "env",
-                                          "priority",
-                                          "time_limit",
-                                          "hold",
-                                          "dry_run",
-                                          "gpus",
-                                          "gpu_memory_mb",
-                                          "shared",
-                                          "gpus_per_task",
-                                          "depends_on",
-                                          "depends_mode",
-                                          "auto_cancel",
-                                          "memory_mb",
-                                          "conda_env",
-                                          "signal_spec",
-                                          "begin_time",
-                                          "max_retries",
-                                          "umask",
-                                          "mig_profile",
-                                          "mig_count",
-                                          "project",
-                                          "nice",
-                                          "notify_email",
-                                          "notify_on",
-                                          "auto_close",
-                                          "requeue",
-                                          "pty",
-                                          /* handled by route_submit: */ "array",
-                                          "params",
-                                          "name_template",
-                                          "max_concurrent"};
+/* The keys of job_fields.def a spec may give (JOB_SPEC) and the spec's own; "array" is
+ * handled by route_submit, as are params, name_template and max_concurrent. */
+static const struct {
+    const char *name;
+    int flags;
+} job_keys[] = {
+#define JOB_FIELD(ID, name, api, store, m, d, flags) {name, flags},
+#define JOB_API_FIELD(ID, name, api, m, d, flags) {name, flags},
+#define JOB_PAYLOAD(ID, name, store, m, flags) {name, flags},
+#include "job_fields.def"
+};
+static const char *const spec_only_fields[] = {"hold", "dry_run", "array"};
 
-/* The MIG request of a spec: "mig_profile" (a profile like "1g.18gb"; null or absent:
- * none) and "mig_count" (instances, default 1), never together with whole GPUs. Sets
+/* The MIG request of a spec: mig_profile (a profile like "1g.18gb"; null or absent:
+ * none) and mig_count (instances, default 1), never together with whole GPUs. Sets
  * j->mig_profile and j->mig_count; 0, or -1 with *err. */
 static int jobspec_mig(const json_t *spec, struct job *j, char **err)
 {
-    json_t *profile = json_object_get(spec, "mig_profile");
-    json_t *count = json_object_get(spec, "mig_count");
-    json_t *gpus = json_object_get(spec, "gpus");
+    json_t *profile = json_object_get(spec, JOB_KEY_MIG_PROFILE);
+    json_t *count = json_object_get(spec, JOB_KEY_MIG_COUNT);
+    json_t *gpus = json_object_get(spec, JOB_KEY_GPUS);
     if (json_is_null(profile))
         profile = NULL;
     if (json_is_null(count))
@@ -91,8 +67,11 @@ static int jobspec_mig(const json_t *spec, struct job *j, char **err)
 
 bool jobspec_known_field(const char *key)
 {
-    for (size_t i = 0; i < sizeof(spec_fields) / sizeof(spec_fields[0]); i++)
-        if (strcmp(key, spec_fields[i]) == 0)
+    for (size_t i = 0; i < sizeof(job_keys) / sizeof(job_keys[0]); i++)
+        if ((job_keys[i].flags & JOB_SPEC) && strcmp(key, job_keys[i].name) == 0)
+            return true;
+    for (size_t i = 0; i < sizeof(spec_only_fields) / sizeof(spec_only_fields[0]); i++)
+        if (strcmp(key, spec_only_fields[i]) == 0)
             return true;
     return false;
 }
@@ -139,7 +118,7 @@ static bool printable_text(const char *s)
     return true;
 }
 
-/* "project": trimmed of blanks, "" is none (as gflow); at most JOB_PROJECT_MAX bytes. */
+/* project: trimmed of blanks, "" is none (as gflow); at most JOB_PROJECT_MAX bytes. */
 static int jobspec_project(const json_t *v, struct job *j, char **err)
 {
     if (!v || json_is_null(v))
@@ -162,7 +141,7 @@ static int jobspec_project(const json_t *v, struct job *j, char **err)
     return 0;
 }
 
-/* "notify_email": addresses joined by ','; each needs an '@' and no blanks. */
+/* notify_email: addresses joined by ','; each needs an '@' and no blanks. */
 static int jobspec_notify_email(const json_t *v, struct job *j, char **err)
 {
     if (!v || json_is_null(v))
@@ -185,7 +164,7 @@ static int jobspec_notify_email(const json_t *v, struct job *j, char **err)
     return 0;
 }
 
-/* "notify_on": a list of gflow's job event names. */
+/* notify_on: a list of gflow's job event names. */
 static int jobspec_notify_on(const json_t *v, struct job *j, char **err)
 {
     if (!v || json_is_null(v))
@@ -228,8 +207,8 @@ static int jobspec_notify_on(const json_t *v, struct job *j, char **err)
 /* gflow's bookkeeping fields: project, nice, notify_email, notify_on, auto_close. */
 static int jobspec_bookkeeping(const json_t *spec, struct job *j, char **err)
 {
-    const json_t *nice = json_object_get(spec, "nice");
-    const json_t *auto_close = json_object_get(spec, "auto_close");
+    const json_t *nice = json_object_get(spec, JOB_KEY_NICE);
+    const json_t *auto_close = json_object_get(spec, JOB_KEY_AUTO_CLOSE);
     if (nice && (!json_is_integer(nice) || json_integer_value(nice) < 0 ||
                  json_integer_value(nice) > JOB_PRIORITY_MAX)) {
         *err = xstrdup("--nice must be an integer from 0 to 255 (gflow: the priority)");
@@ -239,13 +218,13 @@ static int jobspec_bookkeeping(const json_t *spec, struct job *j, char **err)
         *err = xstrdup("'auto_close' must be true or false");
         return -1;
     }
-    const json_t *requeue = json_object_get(spec, "requeue");
+    const json_t *requeue = json_object_get(spec, JOB_KEY_REQUEUE);
     if (requeue && !json_is_boolean(requeue)) {
         *err = xstrdup("'requeue' must be true or false");
         return -1;
     }
     j->requeue = json_is_true(requeue);
-    const json_t *pty = json_object_get(spec, "pty");
+    const json_t *pty = json_object_get(spec, JOB_KEY_PTY);
     if (pty && !json_is_boolean(pty)) {
         *err = xstrdup("'pty' must be true or false");
         return -1;
@@ -253,9 +232,9 @@ static int jobspec_bookkeeping(const json_t *spec, struct job *j, char **err)
     j->pty = json_is_true(pty);
     j->nice = nice ? (int)json_integer_value(nice) : 0;
     j->auto_close = json_is_true(auto_close);
-    if (jobspec_project(json_object_get(spec, "project"), j, err) < 0 ||
-        jobspec_notify_email(json_object_get(spec, "notify_email"), j, err) < 0 ||
-        jobspec_notify_on(json_object_get(spec, "notify_on"), j, err) < 0)
+    if (jobspec_project(json_object_get(spec, JOB_KEY_PROJECT), j, err) < 0 ||
+        jobspec_notify_email(json_object_get(spec, JOB_KEY_NOTIFY_EMAIL), j, err) < 0 ||
+        jobspec_notify_on(json_object_get(spec, JOB_KEY_NOTIFY_ON), j, err) < 0)
         return -1;
     if (j->notify_email && !j->notify_on)
         j->notify_on = xstrdup(JOB_NOTIFY_DEFAULT);
@@ -279,14 +258,14 @@ struct job *jobspec_to_job(const json_t *spec, const struct jobspec_limits *lim,
         }
     }
     struct job *j = job_new();
-    json_t *command = json_object_get(spec, "command");
-    json_t *script = json_object_get(spec, "script");
-    json_t *script_path = json_object_get(spec, "script_path");
-    json_t *name = json_object_get(spec, "name");
-    json_t *workdir = json_object_get(spec, "workdir");
-    json_t *env = json_object_get(spec, "env");
-    json_t *prio = json_object_get(spec, "priority");
-    json_t *limit = json_object_get(spec, "time_limit");
+    json_t *command = json_object_get(spec, JOB_KEY_COMMAND);
+    json_t *script = json_object_get(spec, JOB_KEY_SCRIPT);
+    json_t *script_path = json_object_get(spec, JOB_KEY_SCRIPT_PATH);
+    json_t *name = json_object_get(spec, JOB_KEY_NAME);
+    json_t *workdir = json_object_get(spec, JOB_KEY_WORKDIR);
+    json_t *env = json_object_get(spec, JOB_KEY_ENV);
+    json_t *prio = json_object_get(spec, JOB_KEY_PRIORITY);
+    json_t *limit = json_object_get(spec, JOB_KEY_TIME_LIMIT);
     json_t *hold = json_object_get(spec, "hold");
     json_t *dry = json_object_get(spec, "dry_run");
 
@@ -331,10 +310,10 @@ struct job *jobspec_to_job(const json_t *spec, const struct jobspec_limits *lim,
         *err = xstrdup("'hold' and 'dry_run' must be true or false");
         goto bad;
     }
-    json_t *gpus = json_object_get(spec, "gpus");
-    json_t *gpu_mem = json_object_get(spec, "gpu_memory_mb");
-    json_t *shared = json_object_get(spec, "shared");
-    json_t *per_task = json_object_get(spec, "gpus_per_task");
+    json_t *gpus = json_object_get(spec, JOB_KEY_GPUS);
+    json_t *gpu_mem = json_object_get(spec, JOB_KEY_GPU_MEMORY_MB);
+    json_t *shared = json_object_get(spec, JOB_KEY_SHARED);
+    json_t *per_task = json_object_get(spec, JOB_KEY_GPUS_PER_TASK);
     if ((gpus && (!json_is_integer(gpus) || json_integer_value(gpus) < 0 ||
                   json_integer_value(gpus) > GPUINFO_MAX_GPUS)) ||
         (gpu_mem && (!json_is_integer(gpu_mem) || json_integer_value(gpu_mem) < 0)) ||
@@ -362,7 +341,7 @@ struct job *jobspec_to_job(const json_t *spec, const struct jobspec_limits *lim,
     }
     if (jobspec_mig(spec, j, err) < 0 || jobspec_bookkeeping(spec, j, err) < 0)
         goto bad;
-    json_t *mem = json_object_get(spec, "memory_mb");
+    json_t *mem = json_object_get(spec, JOB_KEY_MEMORY_MB);
     if (mem && (!json_is_integer(mem) || json_integer_value(mem) < 0)) {
         *err = xstrdup("'memory_mb' must be an integer number of MiB >= 0 (0: no limit)");
         goto bad;
@@ -373,7 +352,7 @@ struct job *jobspec_to_job(const json_t *spec, const struct jobspec_limits *lim,
                          (long long)json_integer_value(mem), (long long)lim->memory_total_mb);
         goto bad;
     }
-    json_t *conda = json_object_get(spec, "conda_env");
+    json_t *conda = json_object_get(spec, JOB_KEY_CONDA_ENV);
     if (conda && !json_is_null(conda) &&
         (!json_is_string(conda) || !valid_conda_env(json_string_value(conda)))) {
         *err = xstrdup("'conda_env' must be a conda environment name or path (no control "
@@ -381,20 +360,20 @@ struct job *jobspec_to_job(const json_t *spec, const struct jobspec_limits *lim,
         goto bad;
     }
     j->memory_mb = mem ? (int64_t)json_integer_value(mem) : 0;
-    json_t *begin = json_object_get(spec, "begin_time");
+    json_t *begin = json_object_get(spec, JOB_KEY_BEGIN_TIME);
     if (begin && !json_is_null(begin) && (!json_is_number(begin) || json_number_value(begin) < 0)) {
         *err = xstrdup("'begin_time' must be unix seconds (a number >= 0; 0: no wait)");
         goto bad;
     }
     j->begin_time = json_is_number(begin) ? json_number_value(begin) : 0;
-    json_t *retries = json_object_get(spec, "max_retries");
+    json_t *retries = json_object_get(spec, JOB_KEY_MAX_RETRIES);
     if (retries && (!json_is_integer(retries) || json_integer_value(retries) < 0 ||
                     json_integer_value(retries) > JOBSPEC_MAX_RETRIES)) {
         *err = xstrdup("'max_retries' must be an integer from 0 to 1000");
         goto bad;
     }
     j->max_retries = retries ? (int)json_integer_value(retries) : 0;
-    json_t *mask = json_object_get(spec, "umask");
+    json_t *mask = json_object_get(spec, JOB_KEY_UMASK);
     if (mask && !json_is_null(mask)) {
         char *why = NULL;
         if (!json_is_string(mask) || parse_umask(json_string_value(mask), &j->umask, &why) < 0) {
@@ -404,7 +383,7 @@ struct job *jobspec_to_job(const json_t *spec, const struct jobspec_limits *lim,
             goto bad;
         }
     }
-    json_t *sigspec = json_object_get(spec, "signal_spec");
+    json_t *sigspec = json_object_get(spec, JOB_KEY_SIGNAL_SPEC);
     if (sigspec && !json_is_null(sigspec)) {
         char *why = NULL;
         int sig;
@@ -429,9 +408,9 @@ struct job *jobspec_to_job(const json_t *spec, const struct jobspec_limits *lim,
     j->conda_env = json_is_string(conda) && *json_string_value(conda)
                        ? xstrdup(json_string_value(conda))
                        : NULL;
-    json_t *deps = json_object_get(spec, "depends_on");
-    json_t *mode = json_object_get(spec, "depends_mode");
-    json_t *auto_cancel = json_object_get(spec, "auto_cancel");
+    json_t *deps = json_object_get(spec, JOB_KEY_DEPENDS_ON);
+    json_t *mode = json_object_get(spec, JOB_KEY_DEPENDS_MODE);
+    json_t *auto_cancel = json_object_get(spec, JOB_KEY_AUTO_CANCEL);
     if (deps && !json_is_array(deps)) {
         *err = xstrdup("'depends_on' must be a list of {\"id\": N, \"kind\": \"afterok\"|"
                        "\"afterany\"|\"afternotok\"}");
@@ -548,7 +527,8 @@ static int read_envelope(json_t *root, json_t **specs, struct jobspec_submission
         const char *key;
         json_t *v;
         json_object_foreach (root, key, v) {
-            if (strcmp(key, "jobs") && strcmp(key, "dry_run") && strcmp(key, "max_concurrent")) {
+            if (strcmp(key, "jobs") && strcmp(key, "dry_run") &&
+                strcmp(key, JOB_KEY_MAX_CONCURRENT)) {
                 *err = xasprintf("unknown field '%s' in a batch submission", key);
                 return -1;
             }
@@ -560,8 +540,9 @@ static int read_envelope(json_t *root, json_t **specs, struct jobspec_submission
         size_t i;
         json_t *sp;
         json_array_foreach (list, i, sp) {
-            if (json_object_get(sp, "array") || json_object_get(sp, "params") ||
-                json_object_get(sp, "name_template") || json_object_get(sp, "max_concurrent")) {
+            if (json_object_get(sp, "array") || json_object_get(sp, JOB_KEY_PARAMS) ||
+                json_object_get(sp, JOB_KEY_NAME_TEMPLATE) ||
+                json_object_get(sp, JOB_KEY_MAX_CONCURRENT)) {
                 *err = xstrdup("'array', 'params', 'name_template' and 'max_concurrent' belong "
                                "to a single-spec submission (a batch takes 'max_concurrent' at "
                                "its top level)");
@@ -570,13 +551,13 @@ static int read_envelope(json_t *root, json_t **specs, struct jobspec_submission
         }
         sub->dry_run = json_is_true(json_object_get(root, "dry_run"));
         sub->batch = json_array_size(list) > 1;
-        max_conc = json_object_get(root, "max_concurrent");
+        max_conc = json_object_get(root, JOB_KEY_MAX_CONCURRENT);
         *specs = json_incref(list);
     } else {
         sub->array = json_incref(json_object_get(first, "array"));
-        sub->params = json_incref(json_object_get(first, "params"));
-        sub->name_template = json_incref(json_object_get(first, "name_template"));
-        max_conc = json_object_get(first, "max_concurrent");
+        sub->params = json_incref(json_object_get(first, JOB_KEY_PARAMS));
+        sub->name_template = json_incref(json_object_get(first, JOB_KEY_NAME_TEMPLATE));
+        max_conc = json_object_get(first, JOB_KEY_MAX_CONCURRENT);
         *specs = json_pack("[O]", root);
     }
     if (sub->array && sub->params) {
@@ -677,70 +658,70 @@ json_t *jobspec_from_job(const struct job *f)
 {
     json_t *s = json_object();
     if (f->command)
-        json_object_set_new(s, "command", json_string(f->command));
+        json_object_set_new(s, JOB_KEY_COMMAND, json_string(f->command));
     else
-        json_object_set_new(s, "script", json_string(f->script ? f->script : ""));
+        json_object_set_new(s, JOB_KEY_SCRIPT, json_string(f->script ? f->script : ""));
     if (f->script_path) /* a command may have one too (display only) */
-        json_object_set_new(s, "script_path", json_string(f->script_path));
+        json_object_set_new(s, JOB_KEY_SCRIPT_PATH, json_string(f->script_path));
     if (f->name)
-        json_object_set_new(s, "name", json_string(f->name));
-    json_object_set_new(s, "workdir", json_string(f->workdir ? f->workdir : ""));
-    json_object_set_new(s, "env", f->env ? json_deep_copy(f->env) : json_object());
-    json_object_set_new(s, "priority", json_integer(f->priority));
-    json_object_set_new(s, "time_limit", json_integer(f->time_limit));
-    json_object_set_new(s, "gpus", json_integer(f->gpus));
+        json_object_set_new(s, JOB_KEY_NAME, json_string(f->name));
+    json_object_set_new(s, JOB_KEY_WORKDIR, json_string(f->workdir ? f->workdir : ""));
+    json_object_set_new(s, JOB_KEY_ENV, f->env ? json_deep_copy(f->env) : json_object());
+    json_object_set_new(s, JOB_KEY_PRIORITY, json_integer(f->priority));
+    json_object_set_new(s, JOB_KEY_TIME_LIMIT, json_integer(f->time_limit));
+    json_object_set_new(s, JOB_KEY_GPUS, json_integer(f->gpus));
     if (f->gpus > 0) {
-        json_object_set_new(s, "gpu_memory_mb", json_integer(f->gpu_memory_mb));
-        json_object_set_new(s, "shared", json_boolean(f->shared));
-        json_object_set_new(s, "gpus_per_task", json_integer(f->gpus_per_task));
+        json_object_set_new(s, JOB_KEY_GPU_MEMORY_MB, json_integer(f->gpu_memory_mb));
+        json_object_set_new(s, JOB_KEY_SHARED, json_boolean(f->shared));
+        json_object_set_new(s, JOB_KEY_GPUS_PER_TASK, json_integer(f->gpus_per_task));
     }
     if (f->mig_profile) {
-        json_object_set_new(s, "mig_profile", json_string(f->mig_profile));
-        json_object_set_new(s, "mig_count", json_integer(f->mig_count));
+        json_object_set_new(s, JOB_KEY_MIG_PROFILE, json_string(f->mig_profile));
+        json_object_set_new(s, JOB_KEY_MIG_COUNT, json_integer(f->mig_count));
     }
-    json_object_set_new(s, "memory_mb", json_integer(f->memory_mb));
+    json_object_set_new(s, JOB_KEY_MEMORY_MB, json_integer(f->memory_mb));
     if (f->conda_env)
-        json_object_set_new(s, "conda_env", json_string(f->conda_env));
+        json_object_set_new(s, JOB_KEY_CONDA_ENV, json_string(f->conda_env));
     if (f->warn_signal > 0 && f->time_limit > 0) {
         char *sig = format_signal_spec(f->warn_signal, f->warn_secs, f->warn_main_only);
-        json_object_set_new(s, "signal_spec", json_string(sig));
+        json_object_set_new(s, JOB_KEY_SIGNAL_SPEC, json_string(sig));
         free(sig);
     }
     if (f->begin_time > 0)
-        json_object_set_new(s, "begin_time", json_real(f->begin_time));
-    json_object_set_new(s, "max_retries", json_integer(f->max_retries));
+        json_object_set_new(s, JOB_KEY_BEGIN_TIME, json_real(f->begin_time));
+    json_object_set_new(s, JOB_KEY_MAX_RETRIES, json_integer(f->max_retries));
     if (f->umask >= 0) {
         char mask[8];
         format_umask(f->umask, mask);
-        json_object_set_new(s, "umask", json_string(mask));
+        json_object_set_new(s, JOB_KEY_UMASK, json_string(mask));
     }
     json_t *deps = json_array();
     for (size_t i = 0; i < f->n_deps; i++)
         json_array_append_new(deps, json_pack("{s:I, s:s}", "id", (json_int_t)f->deps[i].id, "kind",
                                               job_dep_kind_name(f->deps[i].kind)));
-    json_object_set_new(s, "depends_on", deps);
-    json_object_set_new(s, "depends_mode", json_string(f->deps_any ? "any" : "all"));
-    json_object_set_new(s, "auto_cancel", json_boolean(f->auto_cancel));
+    json_object_set_new(s, JOB_KEY_DEPENDS_ON, deps);
+    json_object_set_new(s, JOB_KEY_DEPENDS_MODE, json_string(f->deps_any ? "any" : "all"));
+    json_object_set_new(s, JOB_KEY_AUTO_CANCEL, json_boolean(f->auto_cancel));
     if (f->project)
-        json_object_set_new(s, "project", json_string(f->project));
+        json_object_set_new(s, JOB_KEY_PROJECT, json_string(f->project));
     if (f->nice)
-        json_object_set_new(s, "nice", json_integer(f->nice));
+        json_object_set_new(s, JOB_KEY_NICE, json_integer(f->nice));
     if (f->notify_email)
-        json_object_set_new(s, "notify_email", json_string(f->notify_email));
+        json_object_set_new(s, JOB_KEY_NOTIFY_EMAIL, json_string(f->notify_email));
     if (f->notify_on) {
         json_t *events = json_array();
         char *copy = xstrdup(f->notify_on), *save = NULL;
         for (char *e = strtok_r(copy, ",", &save); e; e = strtok_r(NULL, ",", &save))
             json_array_append_new(events, json_string(e));
         free(copy);
-        json_object_set_new(s, "notify_on", events);
+        json_object_set_new(s, JOB_KEY_NOTIFY_ON, events);
     }
     if (f->auto_close)
-        json_object_set_new(s, "auto_close", json_true());
+        json_object_set_new(s, JOB_KEY_AUTO_CLOSE, json_true());
     if (f->requeue)
-        json_object_set_new(s, "requeue", json_true());
+        json_object_set_new(s, JOB_KEY_REQUEUE, json_true());
     if (f->pty)
-        json_object_set_new(s, "pty", json_true());
+        json_object_set_new(s, JOB_KEY_PTY, json_true());
     return s;
 }
 
@@ -756,35 +737,36 @@ int jobspec_merge(json_t *spec, const json_t *over, bool allow_hold, char **err)
             return -1;
         }
     }
-    if (json_object_get(over, "command")) {
-        json_object_del(spec, "script");
-        json_object_del(spec, "script_path");
-    } else if (json_object_get(over, "script")) {
-        json_object_del(spec, "command");
-        json_object_del(spec, "script_path");
+    if (json_object_get(over, JOB_KEY_COMMAND)) {
+        json_object_del(spec, JOB_KEY_SCRIPT);
+        json_object_del(spec, JOB_KEY_SCRIPT_PATH);
+    } else if (json_object_get(over, JOB_KEY_SCRIPT)) {
+        json_object_del(spec, JOB_KEY_COMMAND);
+        json_object_del(spec, JOB_KEY_SCRIPT_PATH);
     }
-    json_t *g = json_object_get(over, "gpus");
+    json_t *g = json_object_get(over, JOB_KEY_GPUS);
     if (json_is_integer(g) && json_integer_value(g) == 0) {
         /* No GPUs: the per-GPU settings go too unless given again. */
-        json_object_del(spec, "gpu_memory_mb");
-        json_object_del(spec, "shared");
-        json_object_del(spec, "gpus_per_task");
+        json_object_del(spec, JOB_KEY_GPU_MEMORY_MB);
+        json_object_del(spec, JOB_KEY_SHARED);
+        json_object_del(spec, JOB_KEY_GPUS_PER_TASK);
     }
-    if (json_is_integer(g) && json_integer_value(g) > 0 && !json_object_get(over, "mig_profile")) {
+    if (json_is_integer(g) && json_integer_value(g) > 0 &&
+        !json_object_get(over, JOB_KEY_MIG_PROFILE)) {
         /* Whole GPUs instead of MIG instances. */
-        json_object_del(spec, "mig_profile");
-        json_object_del(spec, "mig_count");
+        json_object_del(spec, JOB_KEY_MIG_PROFILE);
+        json_object_del(spec, JOB_KEY_MIG_COUNT);
     }
-    json_t *mp = json_object_get(over, "mig_profile");
-    if (json_is_string(mp) && !json_object_get(over, "gpus"))
-        json_object_set_new(spec, "gpus", json_integer(0)); /* MIG instead of whole GPUs */
+    json_t *mp = json_object_get(over, JOB_KEY_MIG_PROFILE);
+    if (json_is_string(mp) && !json_object_get(over, JOB_KEY_GPUS))
+        json_object_set_new(spec, JOB_KEY_GPUS, json_integer(0)); /* MIG instead of whole GPUs */
     if (json_is_null(mp))
-        json_object_del(spec, "mig_count");
-    if (json_is_string(mp) && !json_object_get(over, "mig_count"))
-        json_object_del(spec, "mig_count"); /* a new profile: N is given again or 1 */
-    json_t *t = json_object_get(over, "time_limit");
+        json_object_del(spec, JOB_KEY_MIG_COUNT);
+    if (json_is_string(mp) && !json_object_get(over, JOB_KEY_MIG_COUNT))
+        json_object_del(spec, JOB_KEY_MIG_COUNT); /* a new profile: N is given again or 1 */
+    json_t *t = json_object_get(over, JOB_KEY_TIME_LIMIT);
     if (json_is_integer(t) && json_integer_value(t) == 0)
-        json_object_del(spec, "signal_spec");
+        json_object_del(spec, JOB_KEY_SIGNAL_SPEC);
     json_object_foreach ((json_t *)over, key, v) {
         if (json_is_null(v))
             json_object_del(spec, key);
@@ -796,12 +778,14 @@ int jobspec_merge(json_t *spec, const json_t *over, bool allow_hold, char **err)
 
 /* The fields gjob update reports, compared between the job's JSON before and after. */
 static const char *const update_fields[] = {
-    "params",        "name",       "command",      "script_path",   "workdir",
-    "priority",      "time_limit", "gpus",         "gpu_memory_mb", "shared",
-    "gpus_per_task", "memory_mb",  "conda_env",    "signal_spec",   "begin_time",
-    "max_retries",   "depends_on", "depends_mode", "auto_cancel",   "umask"};
+    JOB_KEY_PARAMS,        JOB_KEY_NAME,         JOB_KEY_COMMAND,       JOB_KEY_SCRIPT_PATH,
+    JOB_KEY_WORKDIR,       JOB_KEY_PRIORITY,     JOB_KEY_TIME_LIMIT,    JOB_KEY_GPUS,
+    JOB_KEY_GPU_MEMORY_MB, JOB_KEY_SHARED,       JOB_KEY_GPUS_PER_TASK, JOB_KEY_MEMORY_MB,
+    JOB_KEY_CONDA_ENV,     JOB_KEY_SIGNAL_SPEC,  JOB_KEY_BEGIN_TIME,    JOB_KEY_MAX_RETRIES,
+    JOB_KEY_DEPENDS_ON,    JOB_KEY_DEPENDS_MODE, JOB_KEY_AUTO_CANCEL,   JOB_KEY_UMASK};
 /* And the MIG request and --requeue (kept apart so the table above stays as it was). */
-static const char *const update_fields_mig[] = {"mig_profile", "mig_count", "requeue", "pty"};
+static const char *const update_fields_mig[] = {JOB_KEY_MIG_PROFILE, JOB_KEY_MIG_COUNT,
+                                                JOB_KEY_REQUEUE, JOB_KEY_PTY};
 
 static json_t *change(const char *field, json_t *old, json_t *new)
 {
@@ -828,15 +812,18 @@ json_t *jobspec_changes(const struct job *before_job, const struct job *after_jo
             json_array_append_new(changes, change(update_fields_mig[i], a, b));
     }
     /* A new script from the same path shows as a change of the script. */
-    json_t *sa = json_object_get(before, "script"), *sb = json_object_get(after, "script");
+    json_t *sa = json_object_get(before, JOB_KEY_SCRIPT),
+           *sb = json_object_get(after, JOB_KEY_SCRIPT);
     if (json_is_string(sb) && !json_equal(sa, sb) &&
-        json_equal(json_object_get(before, "script_path"), json_object_get(after, "script_path")))
-        json_array_append_new(changes, change("script", json_object_get(before, "script_path"),
-                                              json_object_get(after, "script_path")));
-    if (json_object_get(over, "env") &&
-        !json_equal(json_object_get(before, "env"), json_object_get(after, "env")))
-        json_array_append_new(
-            changes, json_pack("{s:s, s:s, s:s}", "field", "env", "old", "...", "new", "..."));
+        json_equal(json_object_get(before, JOB_KEY_SCRIPT_PATH),
+                   json_object_get(after, JOB_KEY_SCRIPT_PATH)))
+        json_array_append_new(changes,
+                              change(JOB_KEY_SCRIPT, json_object_get(before, JOB_KEY_SCRIPT_PATH),
+                                     json_object_get(after, JOB_KEY_SCRIPT_PATH)));
+    if (json_object_get(over, JOB_KEY_ENV) &&
+        !json_equal(json_object_get(before, JOB_KEY_ENV), json_object_get(after, JOB_KEY_ENV)))
+        json_array_append_new(changes, json_pack("{s:s, s:s, s:s}", "field", JOB_KEY_ENV, "old",
+                                                 "...", "new", "..."));
     json_decref(before);
     json_decref(after);
     return changes;
@@ -844,8 +831,9 @@ json_t *jobspec_changes(const struct job *before_job, const struct job *after_jo
 
 const char *jobspec_owner_only_field(const json_t *over)
 {
-    static const char *const fields[] = {"command", "script",    "script_path", "workdir",
-                                         "env",     "conda_env", "params",      "umask"};
+    static const char *const fields[] = {JOB_KEY_COMMAND, JOB_KEY_SCRIPT, JOB_KEY_SCRIPT_PATH,
+                                         JOB_KEY_WORKDIR, JOB_KEY_ENV,    JOB_KEY_CONDA_ENV,
+                                         JOB_KEY_PARAMS,  JOB_KEY_UMASK};
     for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
         if (json_object_get(over, fields[i]))
             return fields[i];
@@ -854,7 +842,8 @@ const char *jobspec_owner_only_field(const json_t *over)
 
 bool jobspec_changes_what(const json_t *over)
 {
-    static const char *const what[] = {"command", "script", "script_path", "workdir", "env"};
+    static const char *const what[] = {JOB_KEY_COMMAND, JOB_KEY_SCRIPT, JOB_KEY_SCRIPT_PATH,
+                                       JOB_KEY_WORKDIR, JOB_KEY_ENV};
     for (size_t i = 0; i < sizeof(what) / sizeof(what[0]); i++)
         if (json_object_get(over, what[i]))
             return true;

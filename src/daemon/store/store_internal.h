@@ -19,81 +19,23 @@
 _Static_assert(JOB_QUEUED == 0 && JOB_HELD == 1 && JOB_RUNNING == 2 && JOB_STATE_COUNT == 7,
                "STORE_ACTIVE and STORE_ENDED split the states here");
 
-/* The columns of a job: jobs' own in table order, then the payload's (job_payload).
+/* The columns of a job (job_fields.def): jobs' own, then the payload's (job_payload).
  * Every statement on job rows is generated from this list, with ?N = column N-1, so
  * binding and reading cannot drift apart. */
 enum col {
-    C_ID,
-    C_NAME,
-    C_USER,
-    C_UID,
-    C_GID,
-    C_STATE,
-    C_PRIORITY,
-    C_TIME_LIMIT,
-    C_COMMAND,
-    C_SCRIPT_PATH,
-    C_WORKDIR,
-    C_SUBMIT_TIME,
-    C_START_TIME,
-    C_END_TIME,
-    C_EXIT_CODE,
-    C_SIGNAL,
-    C_OOM,
-    C_REASON,
-    C_END_REQUEST,
-    C_SHIM_PID,
-    C_SHIM_START,
-    C_MAX_RSS_KB,
-    C_GPUS,
-    C_GPU_IDS,
-    C_MEMORY_MB,
-    C_GPU_MEMORY_MB,
-    C_SHARED,
-    C_GROUP_ID,
-    C_ARRAY_TASK,
-    C_MAX_RETRIES,
-    C_ATTEMPT,
-    C_RETRY_OF,
-    C_GPUS_PER_TASK,
-    C_DEPENDS_ON,
-    C_DEPENDS_ANY,
-    C_AUTO_CANCEL,
-    C_CONDA_ENV,
-    C_SIGNAL_SPEC,
-    C_BEGIN_TIME,
-    C_REASON_CODE,
-    C_REASON_JOB,
-    C_UMASK,
-    C_MIG_PROFILE,
-    C_MIG_COUNT,
-    C_MIG_UUIDS,
-    C_PROJECT,
-    C_NICE,
-    C_NOTIFY_EMAIL,
-    C_NOTIFY_ON,
-    C_AUTO_CLOSE,
-    C_REQUEUE,
-    C_REQUEUE_COUNT,
-    C_PREEMPTED_BY,
-    C_PTY,
-    C_SLURM_ID,
-    C_SLURM_REASON,
+#define JOB_FIELD(ID, ...) C_##ID,
+#define JOB_COLUMN(ID, ...) C_##ID,
+#include "job_fields.def"
     C_LIGHT_COUNT, /* the columns read without payload are those before this one */
-    C_SCRIPT = C_LIGHT_COUNT,
-    C_ENV,
-    C_PARAMS,
-    C_COMMAND_TEMPLATE,
-    C_SCRIPT_TEMPLATE,
-    C_NAME_TEMPLATE,
-    C_ENV_ID,
+    C_PAYLOAD_BASE = C_LIGHT_COUNT - 1, /* the payload's columns follow, from C_LIGHT_COUNT */
+#define JOB_PAYLOAD(ID, ...) C_##ID,
+#include "job_fields.def"
     C_COUNT
 };
 
 struct store_column {
     const char *name;
-    bool mutable;        /* written by store_update_job (the payload and submitter are fixed) */
-    const char *read_as; /* what a SELECT reads for it, when not the column itself */
+    bool mutable; /* written by store_update_job (the payload and submitter are fixed) */
 };
 
 extern const struct store_column store_columns[C_COUNT];

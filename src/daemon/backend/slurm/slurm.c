@@ -337,15 +337,15 @@ static void scontrol_done_cb(struct child *c, bool ok)
     if (!c->update || !j)
         return;
     json_t *v;
-    if ((v = json_object_get(c->update, "name"))) {
+    if ((v = json_object_get(c->update, JOB_KEY_NAME))) {
         free(j->name);
         j->name = xstrdup(json_string_value(v));
     }
-    if ((v = json_object_get(c->update, "time_limit")))
+    if ((v = json_object_get(c->update, JOB_KEY_TIME_LIMIT)))
         j->time_limit = (int64_t)json_integer_value(v);
-    if ((v = json_object_get(c->update, "priority")))
+    if ((v = json_object_get(c->update, JOB_KEY_PRIORITY)))
         j->priority = (int)json_integer_value(v);
-    if ((v = json_object_get(c->update, "nice")))
+    if ((v = json_object_get(c->update, JOB_KEY_NICE)))
         j->nice = (int)json_integer_value(v);
     if (jobs_save(d->jobs, j) < 0 || jobs_commit(d->jobs) < 0)
         log_error("job %lld: cannot store its update", (long long)j->id);
@@ -405,10 +405,11 @@ char *slurm_update(struct gflowd *d, struct job *j, json_t *over)
     const char *key;
     json_t *v;
     json_object_foreach (over, key, v) {
-        bool ok = strcmp(key, "name") == 0 ? json_is_string(v) && *json_string_value(v) &&
-                                                 !strpbrk(json_string_value(v), " \t\n")
-                  : strcmp(key, "time_limit") == 0 ? json_is_integer(v) && json_integer_value(v) > 0
-                  : strcmp(key, "priority") == 0 || strcmp(key, "nice") == 0
+        bool ok = strcmp(key, JOB_KEY_NAME) == 0 ? json_is_string(v) && *json_string_value(v) &&
+                                                       !strpbrk(json_string_value(v), " \t\n")
+                  : strcmp(key, JOB_KEY_TIME_LIMIT) == 0
+                      ? json_is_integer(v) && json_integer_value(v) > 0
+                  : strcmp(key, JOB_KEY_PRIORITY) == 0 || strcmp(key, JOB_KEY_NICE) == 0
                       ? json_is_integer(v) && json_integer_value(v) >= 0 &&
                             json_integer_value(v) <= JOB_PRIORITY_MAX
                       : false;
@@ -422,13 +423,13 @@ char *slurm_update(struct gflowd *d, struct job *j, json_t *over)
     strvec_push(&argv, "scontrol");
     strvec_push(&argv, "update");
     strvec_pushf(&argv, "JobId=%lld", (long long)j->backend_id);
-    if ((v = json_object_get(over, "name")))
+    if ((v = json_object_get(over, JOB_KEY_NAME)))
         strvec_pushf(&argv, "JobName=%s", json_string_value(v));
-    if ((v = json_object_get(over, "time_limit"))) {
+    if ((v = json_object_get(over, JOB_KEY_TIME_LIMIT))) {
         long long s = (long long)json_integer_value(v);
         strvec_pushf(&argv, "TimeLimit=%lld:%02lld:%02lld", s / 3600, s / 60 % 60, s % 60);
     }
-    if ((v = json_object_get(over, "priority")) || (v = json_object_get(over, "nice")))
+    if ((v = json_object_get(over, JOB_KEY_PRIORITY)) || (v = json_object_get(over, JOB_KEY_NICE)))
         strvec_pushf(&argv, "Nice=%d", slurmspec_nice((int)json_integer_value(v)));
     why = run_scontrol(d, j, &argv, over);
     strvec_free(&argv);
