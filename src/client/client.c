@@ -83,7 +83,7 @@ char *client_choose_socket(const char *user, const char *system)
     return xstrdup(e == ENOENT || e == ENOTDIR ? user : system);
 }
 
-/* The search of DESIGN.md §4 once the flag and GFLOW_SOCKET are known to be unset. */
+/* The search of docs/design.md §4 once the flag and GFLOW_SOCKET are known to be unset. */
 static char *find_socket(const struct gflow_config *cfg)
 {
     if (cfg->socket_path) {

@@ -1,10 +1,10 @@
 /* client: the HTTP/1.1 client over the daemon's Unix socket, shared by the commands and
- * by `gflowd up/down/status`: finding the socket (DESIGN.md §4), requests with
+ * by `gflowd up/down/status`: finding the socket (docs/design.md §4), requests with
  * Content-Length and chunked bodies, and a streaming mode for `gjob log --follow`.
  * It never prints or exits: errors come back to the caller (the command-line
  * conventions are src/cli/cli.h).
  *
- * The CLI links no libcurl on purpose (DESIGN.md §2): loading it costs more than a whole
+ * The CLI links no libcurl on purpose (docs/design.md §2): loading it costs more than a whole
  * request over the socket, and people submit sweeps from shell loops. One process makes
  * one connection, reused (keep-alive) for every request it sends. */
 #ifndef GFLOW_CLIENT_H

@@ -1,4 +1,4 @@
-/* paths: where gflow keeps its files (DESIGN.md §4).
+/* paths: where gflow keeps its files (docs/design.md §4).
  * Per-user daemon: data $XDG_DATA_HOME/gflow (~/.local/share/gflow), socket
  * $XDG_RUNTIME_DIR/gflow/gflowd.sock (else <data>/gflowd.sock).
  * System daemon (root): /var/lib/gflow and /run/gflow/gflowd.sock. */

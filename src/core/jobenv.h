@@ -1,4 +1,4 @@
-/* jobenv: the environment a job sees (DESIGN.md §4): the submitter's, as gbatch
+/* jobenv: the environment a job sees (docs/design.md §4): the submitter's, as gbatch
  * captured it, then gflow's own variables, which the submitter's cannot override:
  * GFLOW_JOB_ID, GFLOW_JOB_NAME, GFLOW_ARRAY_TASK_ID and SLURM_ARRAY_TASK_ID (an array
  * task), CUDA_VISIBLE_DEVICES (its GPUs as NVML indices, or UUIDs with

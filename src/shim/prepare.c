@@ -120,7 +120,7 @@ static bool shim_prepare_is_own(const struct shim_exec *ex)
 
 /* The filesystem checks made for the job before it starts (conda and its environment,
  * the command's lookup, the script's first bytes) are made as the job user, so that a
- * root shim answers only what that user could find out (DESIGN.md §6: a CONDA_EXE or
+ * root shim answers only what that user could find out (docs/security.md: a CONDA_EXE or
  * --conda-env path under a directory only root can read is "not found", exactly like
  * one that does not exist). The shim takes the job user's effective gid, groups and uid
  * for them and then its own back: its real and saved uid stay 0, which is what lets it

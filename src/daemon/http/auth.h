@@ -2,7 +2,7 @@
  * (SO_PEERCRED on the Unix socket), never something a request says. A per-user daemon
  * serves only its own user; a system daemon (root) serves everyone. Owners act on their
  * own jobs, admins (root, the daemon's own user, members of daemon.admin_group) on all,
- * and only admins change runtime settings (gctl). DESIGN.md §6. */
+ * and only admins change runtime settings (gctl). docs/security.md, "Who is trusted for what". */
 #ifndef GFLOWD_AUTH_H
 #define GFLOWD_AUTH_H
 

@@ -98,7 +98,7 @@ static int high_fd(int fd)
  * NSS (initgroups, getgrouplist) per job. An entry is used only while /etc/group is the
  * same file, unchanged (device, inode, size, modification and change times), and for
  * at most LAUNCH_GROUPS_TTL seconds for groups that come from elsewhere (sssd, LDAP):
- * a stale entry must not grant a group the user no longer has (DESIGN.md §6). */
+ * a stale entry must not grant a group the user no longer has (docs/security.md). */
 #define LAUNCH_GROUPS_SLOTS 16
 #define LAUNCH_GROUPS_TTL 10.0
 
