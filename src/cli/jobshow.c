@@ -98,35 +98,37 @@ static char *priority_text(const json_t *detail)
 
 static void print_identity(const json_t *raw, const struct job *j)
 {
-    field_owned("ID", xasprintf("%lld", (long long)j->id));
-    field("Name", j->name);
+    field_owned(JOB_LABEL_ID, xasprintf("%lld", (long long)j->id));
+    field(JOB_LABEL_NAME, j->name);
     /* CG (Cancelling) for a running job being cancelled, as gqueue shows it. */
-    field_owned("State", xasprintf("%s (%s)", job_display_state(j), job_display_state_name(j)));
-    field_owned("Priority", xasprintf("%d", j->priority));
-    field_owned("EffectivePriority", priority_text(json_object_get(raw, "priority_detail")));
+    field_owned(JOB_LABEL_STATE,
+                xasprintf("%s (%s)", job_display_state(j), job_display_state_name(j)));
+    field_owned(JOB_LABEL_PRIORITY, xasprintf("%d", j->priority));
+    field_owned(JOB_LABEL_EFFECTIVE_PRIORITY,
+                priority_text(json_object_get(raw, "priority_detail")));
     if (json_object_get(raw, JOB_KEY_NICE))
-        field_owned("Nice", int_text(raw, JOB_KEY_NICE));
-    field_owned("SubmittedBy",
+        field_owned(JOB_LABEL_NICE, int_text(raw, JOB_KEY_NICE));
+    field_owned(JOB_LABEL_USER,
                 xasprintf("%s (uid %lld)", j->user ? j->user : "?",
                           (long long)json_integer_value(json_object_get(raw, JOB_KEY_UID))));
     if (json_object_get(raw, JOB_KEY_PROJECT))
-        field("Project", get_str(raw, JOB_KEY_PROJECT));
-    field_owned("GroupID", int_text(raw, JOB_KEY_GROUP_ID));
-    field_owned("TaskID", int_text(raw, JOB_KEY_ARRAY_TASK));
+        field(JOB_LABEL_PROJECT, get_str(raw, JOB_KEY_PROJECT));
+    field_owned(JOB_LABEL_GROUP_ID, int_text(raw, JOB_KEY_GROUP_ID));
+    field_owned(JOB_LABEL_ARRAY_TASK, int_text(raw, JOB_KEY_ARRAY_TASK));
     /* The limit of the job's group (gbatch --max-concurrent, gctl set-limit). */
     const json_t *mc = json_object_get(raw, JOB_KEY_MAX_CONCURRENT);
-    field_owned("MaxConcurrent", json_is_integer(mc) && json_integer_value(mc) > 0
-                                     ? xasprintf("%lld", (long long)json_integer_value(mc))
-                                     : xstrdup("-"));
+    field_owned(JOB_LABEL_MAX_CONCURRENT, json_is_integer(mc) && json_integer_value(mc) > 0
+                                              ? xasprintf("%lld", (long long)json_integer_value(mc))
+                                              : xstrdup("-"));
 }
 
 /* Retries: the limit, "Attempt: 2 of 4", where it came from and what replaced it. */
 static void print_retries(const json_t *raw, const struct job *j)
 {
-    field_owned("MaxRetries", xasprintf("%d", j->max_retries));
-    field_owned("Attempt", xasprintf("%d of %d", j->attempt, j->max_retries + 1));
+    field_owned(JOB_LABEL_MAX_RETRIES, xasprintf("%d", j->max_retries));
+    field_owned(JOB_LABEL_ATTEMPT, xasprintf("%d of %d", j->attempt, j->max_retries + 1));
     if (j->retry_of > 0)
-        field_owned("RetryOf", xasprintf("%lld", (long long)j->retry_of));
+        field_owned(JOB_LABEL_RETRY_OF, xasprintf("%lld", (long long)j->retry_of));
     const json_t *next = json_object_get(raw, "retried_as");
     if (json_is_integer(next))
         field_owned("RetriedAs", xasprintf("%lld", (long long)json_integer_value(next)));
@@ -135,7 +137,7 @@ static void print_retries(const json_t *raw, const struct job *j)
 static void print_what(const json_t *raw, const struct job *j)
 {
     if (j->command) {
-        field("Command", j->command);
+        field(JOB_LABEL_COMMAND, j->command);
     } else {
         /* The text is in -o json (for its owner); here its path and size. */
         const char *text = get_str(raw, JOB_KEY_SCRIPT);
@@ -150,7 +152,7 @@ static void print_what(const json_t *raw, const struct job *j)
     const json_t *params = json_object_get(raw, JOB_KEY_PARAMS);
     if (json_is_object(params))
         field_owned("Parameters", jobshow_params(params));
-    field("WorkingDir", j->workdir);
+    field(JOB_LABEL_WORKDIR, j->workdir);
     const json_t *env = json_object_get(raw, JOB_KEY_ENV);
     if (json_is_object(env))
         field_owned("Env", xasprintf("%zu variables (-o json lists them)", json_object_size(env)));
@@ -158,7 +160,7 @@ static void print_what(const json_t *raw, const struct job *j)
         field("Env", "- (not shown to other users)");
     /* A job stored without one runs with gflowd's own (docs/usage.md). */
     const char *mask = get_str(raw, JOB_KEY_UMASK);
-    field_owned("Umask", mask ? xstrdup(mask) : xstrdup("0077 (none given)"));
+    field_owned(JOB_LABEL_UMASK, mask ? xstrdup(mask) : xstrdup("0077 (none given)"));
 }
 
 /* ---- resources ---- */
@@ -169,7 +171,7 @@ static void print_mig(const json_t *raw, const struct job *j)
 {
     if (!j->mig_profile)
         return;
-    field_owned("MIG", xasprintf("%s:%d", j->mig_profile, j->mig_count));
+    field_owned(JOB_LABEL_MIG_PROFILE, xasprintf("%s:%d", j->mig_profile, j->mig_count));
     size_t i;
     const json_t *m;
     json_array_foreach (json_object_get(raw, "mig_detail"), i, m) {
@@ -188,7 +190,8 @@ static void print_mig(const json_t *raw, const struct job *j)
     }
     if (!json_array_size(json_object_get(raw, "mig_detail")) &&
         json_array_size(json_object_get(raw, JOB_KEY_MIG_DEVICES)))
-        field_owned("MIGDevices", output_json_list(json_object_get(raw, JOB_KEY_MIG_DEVICES), "-"));
+        field_owned(JOB_LABEL_MIG_DEVICES,
+                    output_json_list(json_object_get(raw, JOB_KEY_MIG_DEVICES), "-"));
 }
 
 /* The GPU request as gflow shows it (GPUs, GPUSharing, GPUMemoryLimit), the ids once
@@ -196,19 +199,20 @@ static void print_mig(const json_t *raw, const struct job *j)
  * 00000000:3B:00.0") so the physical GPU is never in doubt. */
 static void print_gpus(const json_t *raw, const struct job *j)
 {
-    field_owned("GPUs", xasprintf("%d", j->gpus));
+    field_owned(JOB_LABEL_GPUS, xasprintf("%d", j->gpus));
     if (j->gpus > 0) {
-        field("GPUSharing",
+        field(JOB_LABEL_SHARED,
               json_is_true(json_object_get(raw, JOB_KEY_SHARED)) ? "shared" : "exclusive");
         const json_t *mem = json_object_get(raw, JOB_KEY_GPU_MEMORY_MB);
-        field_owned("GPUMemoryLimit",
+        field_owned(JOB_LABEL_GPU_MEMORY_MB,
                     jobshow_mib(json_is_integer(mem) ? json_integer_value(mem) : 0));
         const json_t *per_task = json_object_get(raw, JOB_KEY_GPUS_PER_TASK);
-        field_owned("GPUsPerTask", xasprintf("%lld", json_is_integer(per_task)
-                                                         ? (long long)json_integer_value(per_task)
-                                                         : 0LL));
+        field_owned(JOB_LABEL_GPUS_PER_TASK,
+                    xasprintf("%lld", json_is_integer(per_task)
+                                          ? (long long)json_integer_value(per_task)
+                                          : 0LL));
     }
-    field_owned("GPUIDs", j->gpu_mask ? gpu_mask_format(j->gpu_mask) : NULL);
+    field_owned(JOB_LABEL_GPU_IDS, j->gpu_mask ? gpu_mask_format(j->gpu_mask) : NULL);
     size_t i;
     const json_t *g;
     json_array_foreach (json_object_get(raw, "gpus_detail"), i, g) {
@@ -231,8 +235,8 @@ static void print_gpus(const json_t *raw, const struct job *j)
         free(ids);
     }
     print_mig(raw, j);
-    field_owned("MemoryLimit", jobshow_mib(j->memory_mb));
-    field("CondaEnv", j->conda_env);
+    field_owned(JOB_LABEL_MEMORY_MB, jobshow_mib(j->memory_mb));
+    field(JOB_LABEL_CONDA_ENV, j->conda_env);
 }
 
 /* ---- dependencies ---- */
@@ -296,11 +300,11 @@ static char *deps_text(const json_t *deps, const json_t *dep_states)
 static void print_deps(const json_t *raw, const struct job *j, const json_t *dep_states)
 {
     const json_t *deps = json_object_get(raw, JOB_KEY_DEPENDS_ON);
-    field_owned("DependsOn", deps_text(deps, dep_states));
+    field_owned(JOB_LABEL_DEPENDS_ON, deps_text(deps, dep_states));
     if (json_array_size(deps)) {
         field("Mode",
               j->deps_any ? "any (one dependency suffices)" : "all (every dependency must be met)");
-        field("AutoCancel", j->auto_cancel ? "enabled" : "disabled");
+        field(JOB_LABEL_AUTO_CANCEL, j->auto_cancel ? "enabled" : "disabled");
     }
     field_owned("Dependents", output_json_list(json_object_get(raw, "dependents"), "-"));
 }
@@ -309,57 +313,59 @@ static void print_deps(const json_t *raw, const struct job *j, const json_t *dep
 
 static void print_timing(const json_t *raw, const struct job *j)
 {
-    field_owned("TimeLimit", output_job_time_limit(j));
-    field("WarnSignal", get_str(raw, JOB_KEY_SIGNAL_SPEC));
-    field_owned("BeginTime", output_time(j->begin_time));
-    field_owned("Submitted", output_time(j->submit_time));
-    field_owned("Started", output_time(j->start_time));
+    field_owned(JOB_LABEL_TIME_LIMIT, output_job_time_limit(j));
+    field(JOB_LABEL_SIGNAL_SPEC, get_str(raw, JOB_KEY_SIGNAL_SPEC));
+    field_owned(JOB_LABEL_BEGIN_TIME, output_time(j->begin_time));
+    field_owned(JOB_LABEL_SUBMIT_TIME, output_time(j->submit_time));
+    field_owned(JOB_LABEL_START_TIME, output_time(j->start_time));
     /* As Slurm's squeue --start: when backfill expects the queued job to start. */
     const json_t *expected = json_object_get(raw, JOB_KEY_EXPECTED_START);
     field_owned("StartTime (expected)",
                 json_is_number(expected) ? output_time(json_number_value(expected)) : xstrdup("-"));
-    field_owned("Finished", output_time(j->end_time));
+    field_owned(JOB_LABEL_END_TIME, output_time(j->end_time));
     field_owned("Elapsed", output_job_elapsed(j, now_wall()));
 }
 
 static void print_outcome(const json_t *raw, const struct job *j)
 {
-    field_owned("ExitCode", j->exit_code >= 0 ? xasprintf("%d", j->exit_code) : xstrdup("-"));
+    field_owned(JOB_LABEL_EXIT_CODE,
+                j->exit_code >= 0 ? xasprintf("%d", j->exit_code) : xstrdup("-"));
     const char *sig = get_str(raw, JOB_KEY_SIGNAL_NAME);
     if (j->signal > 0)
-        field_owned("Signal",
+        field_owned(JOB_LABEL_SIGNAL,
                     xasprintf("%s (%d)", sig ? sig : job_signal_name(j->signal), j->signal));
     else
-        field("Signal", "-");
-    field("OOM", j->oom ? "yes" : "no");
-    field_owned("Reason", output_job_reason(j));
+        field(JOB_LABEL_SIGNAL, "-");
+    field(JOB_LABEL_OOM, j->oom ? "yes" : "no");
+    field_owned(JOB_LABEL_REASON, output_job_reason(j));
     if (json_is_true(json_object_get(raw, "cancelling")))
         field("Cancelling", "yes (being stopped; CA once its processes are gone)");
     if (j->backend_id > 0)
-        field_owned("SlurmJobId", xasprintf("%lld", (long long)j->backend_id));
+        field_owned(JOB_LABEL_SLURM_ID, xasprintf("%lld", (long long)j->backend_id));
     field_owned("ShimPID",
                 j->shim_pid > 0 ? xasprintf("%lld", (long long)j->shim_pid) : xstrdup("-"));
-    field_owned("MaxRSS", j->max_rss_kb > 0 ? kib_text(j->max_rss_kb) : xstrdup("-"));
+    field_owned(JOB_LABEL_MAX_RSS_KB, j->max_rss_kb > 0 ? kib_text(j->max_rss_kb) : xstrdup("-"));
     field("LogPath", get_str(raw, "log_path"));
     /* gbatch --pty: the terminal, and where `gjob attach` reaches it while it runs. */
     const char *sock = json_string_value(json_object_get(raw, "attach_socket"));
     if (sock)
-        field_owned("Pty", xasprintf("yes ('gjob attach %lld'; %s)", (long long)j->id, sock));
+        field_owned(JOB_LABEL_PTY,
+                    xasprintf("yes ('gjob attach %lld'; %s)", (long long)j->id, sock));
     else
-        field("Pty", j->pty ? "yes (gjob attach while it runs)" : "no");
+        field(JOB_LABEL_PTY, j->pty ? "yes (gjob attach while it runs)" : "no");
 }
 
 /* Preemption (gbatch --requeue): whether the job may be preempted, how often it was
  * requeued and for which job; while it is being stopped, that it is. */
 static void print_requeue(const json_t *raw, const struct job *j)
 {
-    field("Requeue", j->requeue ? "yes (may be preempted)" : "no");
+    field(JOB_LABEL_REQUEUE, j->requeue ? "yes (may be preempted)" : "no");
     if (j->requeue_count > 0)
-        field_owned("Requeued", xasprintf("%d time%s (preempted)", j->requeue_count,
-                                          j->requeue_count == 1 ? "" : "s"));
+        field_owned(JOB_LABEL_REQUEUE_COUNT, xasprintf("%d time%s (preempted)", j->requeue_count,
+                                                       j->requeue_count == 1 ? "" : "s"));
     if (j->preempted_by > 0)
-        field_owned("PreemptedBy", xasprintf("job %lld (the last job it was stopped for)",
-                                             (long long)j->preempted_by));
+        field_owned(JOB_LABEL_PREEMPTED_BY, xasprintf("job %lld (the last job it was stopped for)",
+                                                      (long long)j->preempted_by));
     if (json_is_true(json_object_get(raw, "preempting")))
         field_owned("Preempting", xasprintf("yes (being stopped for job %lld; queued again once "
                                             "its processes are gone)",
@@ -371,12 +377,13 @@ static void print_requeue(const json_t *raw, const struct job *j)
 static void print_notify(const json_t *raw)
 {
     if (json_object_get(raw, JOB_KEY_NOTIFY_EMAIL))
-        field("NotifyEmail", get_str(raw, JOB_KEY_NOTIFY_EMAIL));
+        field(JOB_LABEL_NOTIFY_EMAIL, get_str(raw, JOB_KEY_NOTIFY_EMAIL));
     if (json_object_get(raw, JOB_KEY_NOTIFY_ON))
-        field_owned("NotifyOn", output_json_list(json_object_get(raw, JOB_KEY_NOTIFY_ON), "-"));
+        field_owned(JOB_LABEL_NOTIFY_ON,
+                    output_json_list(json_object_get(raw, JOB_KEY_NOTIFY_ON), "-"));
     const json_t *close = json_object_get(raw, JOB_KEY_AUTO_CLOSE);
     if (close)
-        field("AutoClose", json_is_true(close) ? "yes" : "no");
+        field(JOB_LABEL_AUTO_CLOSE, json_is_true(close) ? "yes" : "no");
 }
 
 void jobshow_print(const json_t *raw, const struct job *j, const json_t *dep_states)

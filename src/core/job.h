@@ -342,6 +342,10 @@ enum job_field {
 #include "job_fields.def"
 const char *job_field_name(enum job_field f);
 int job_field_parse(const char *name); /* -1 if unknown */
+/* What people read for a field: gjob show's label (JOB_LABEL_NAME: "Name") and, where
+ * it is a gqueue -f column of its own, its header (JOB_HEADER_NAME: "NAME"). */
+#define JOB_LABEL(ID, label, header) extern const char JOB_LABEL_##ID[], JOB_HEADER_##ID[];
+#include "job_fields.def"
 
 /* The orders a job list can be sorted in (GET /v1/jobs?sort=KEY, gqueue --sort): by
  * the key, then by id, both in the same direction. */

@@ -57,6 +57,10 @@ static void append_string(struct strbuf *sb, const char *s)
 #define JOB_PAYLOAD(ID, name, ...) const char JOB_KEY_##ID[] = name;
 #include "job_fields.def"
 
+#define JOB_LABEL(ID, label, header)                                                               \
+    const char JOB_LABEL_##ID[] = label, JOB_HEADER_##ID[] = header;
+#include "job_fields.def"
+
 static const char *const field_names[JOB_FIELD_COUNT] = {
 #define JOB_FIELD(ID, ...) JOB_KEY_##ID,
 #define JOB_API_FIELD(ID, ...) JOB_KEY_##ID,
