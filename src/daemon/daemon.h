@@ -21,6 +21,7 @@ struct events;
 struct disk;
 struct resv_table;
 struct notifier;
+struct launcher;
 
 struct gflowd {
     struct gflow_config cfg;
@@ -34,6 +35,7 @@ struct gflowd {
     struct resv_table *resv;     /* GPU reservations (gctl reserve; resv.h) */
     struct gpu_samples *samples; /* GPU utilisation for gstats --gpu (gpu_samples.h) */
     struct notifier *notifier;   /* webhooks and e-mail (notify.h) */
+    struct launcher *launcher;   /* what launching keeps between jobs (run/launch.h) */
     bool system; /* started as root: serves every user, runs jobs as their submitters */
     uid_t uid;   /* the daemon's own uid */
     char *user;  /* and its login name */

@@ -429,7 +429,7 @@ static void before_sleep(void *arg)
             }
         }
         free(list);
-        if (!daemon_on_slurm(d) && !launch_standby_ready() && !s->standby_timer)
+        if (!daemon_on_slurm(d) && !launch_standby_ready(d) && !s->standby_timer)
             s->standby_timer = loop_add_timer(STANDBY_DELAY_SECS, standby_cb, s);
         if (!commit(s))
             return;
@@ -719,8 +719,9 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     loop_cancel_timer(s.retry_timer);
     loop_cancel_timer(s.launch_timer);
     loop_cancel_timer(s.standby_timer);
-    launch_standby_stop();
-    launch_supervisor_stop();
+    launch_standby_stop(d);
+    launch_supervisor_stop(d);
+    launch_free(d);
     loop_cancel_timer(s.prune_timer);
     loop_del_fd(gpu_fd(d->gpus));
     gpu_stop(d->gpus);

@@ -99,20 +99,7 @@ static int high_fd(int fd)
  * same file, unchanged (device, inode, size, modification and change times), and for
  * at most LAUNCH_GROUPS_TTL seconds for groups that come from elsewhere (sssd, LDAP):
  * a stale entry must not grant a group the user no longer has (docs/security.md). */
-#define LAUNCH_GROUPS_SLOTS 16
 #define LAUNCH_GROUPS_TTL 10.0
-
-struct launch_groups {
-    uid_t uid;
-    gid_t gid;
-    char *user;
-    char *list; /* NULL: a free slot */
-    struct stat etc_group;
-    double at; /* monotonic */
-};
-
-static struct launch_groups launch_groups_cache[LAUNCH_GROUPS_SLOTS];
-static size_t launch_groups_next;
 
 static bool launch_same_file(const struct stat *a, const struct stat *b)
 {
@@ -124,14 +111,14 @@ static bool launch_same_file(const struct stat *a, const struct stat *b)
 /* The groups of pw as getgrouplist gives them (a string the cache keeps), or NULL when
  * they cannot be listed (more than the kernel allows a process: the shim, given no
  * --groups, then refuses to start the job). */
-static const char *launch_user_groups(const struct passwd *pw)
+static const char *launch_user_groups(struct launcher *l, const struct passwd *pw)
 {
     struct stat st;
     if (stat("/etc/group", &st) < 0)
         memset(&st, 0, sizeof(st));
     double now = now_mono();
     for (size_t i = 0; i < LAUNCH_GROUPS_SLOTS; i++) {
-        struct launch_groups *c = &launch_groups_cache[i];
+        struct launch_groups *c = &l->groups[i];
         if (c->list && c->uid == pw->pw_uid && c->gid == pw->pw_gid &&
             strcmp(c->user, pw->pw_name) == 0 && launch_same_file(&c->etc_group, &st) &&
             now - c->at < LAUNCH_GROUPS_TTL && now >= c->at)
@@ -151,8 +138,8 @@ static const char *launch_user_groups(const struct passwd *pw)
     for (int i = 0; i < n; i++)
         strbuf_addf(&sb, "%s%u", i ? "," : "", (unsigned)groups[i]);
     free(groups);
-    struct launch_groups *c = &launch_groups_cache[launch_groups_next];
-    launch_groups_next = (launch_groups_next + 1) % LAUNCH_GROUPS_SLOTS;
+    struct launch_groups *c = &l->groups[l->groups_next];
+    l->groups_next = (l->groups_next + 1) % LAUNCH_GROUPS_SLOTS;
     free(c->user);
     free(c->list);
     *c = (struct launch_groups){.uid = pw->pw_uid,
@@ -193,7 +180,7 @@ static void shim_args(const struct gflowd *d, const struct job *j, const struct 
         strvec_pushf(argv, "%u", (unsigned)pw->pw_gid);
         strvec_push(argv, "--user");
         strvec_push(argv, pw->pw_name);
-        const char *groups = launch_user_groups(pw);
+        const char *groups = launch_user_groups(d->launcher, pw);
         if (groups) {
             strvec_push(argv, "--groups");
             strvec_push(argv, groups);
@@ -280,18 +267,18 @@ static int prepare_inputs(const struct gflowd *d, const struct job *full, const 
     return fd;
 }
 
-/* The spare lock files (launch_keep_lock): their ids, the last kept on top. */
-static int64_t spares[LAUNCH_SPARE_MAX];
-static size_t n_spares;
-
 static char *spare_path(const struct gflowd *d, int64_t id)
 {
     return xasprintf("%s/spare/%lld", d->paths.run_dir, (long long)id);
 }
 
-int launch_spares_init(const struct gflowd *d, char **err)
+int launch_init(struct gflowd *d, char **err)
 {
-    n_spares = 0;
+    if (!d->launcher) {
+        d->launcher = xcalloc(1, sizeof(*d->launcher));
+        d->launcher->supervisor_failed_at = -1e9;
+    }
+    d->launcher->n_spares = 0;
     char *dir = xasprintf("%s/spare", d->paths.run_dir);
     int rc = 0;
     if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
@@ -313,10 +300,22 @@ int launch_spares_init(const struct gflowd *d, char **err)
     return rc;
 }
 
+void launch_free(struct gflowd *d)
+{
+    struct launcher *l = d->launcher;
+    for (size_t i = 0; l && i < LAUNCH_GROUPS_SLOTS; i++) {
+        free(l->groups[i].user);
+        free(l->groups[i].list);
+    }
+    free(l);
+    d->launcher = NULL;
+}
+
 void launch_keep_lock(const struct gflowd *d, int64_t id)
 {
     char *lock_path = xasprintf("%s/%lld.lock", d->paths.run_dir, (long long)id);
-    if (n_spares == LAUNCH_SPARE_MAX) {
+    struct launcher *l = d->launcher;
+    if (l->n_spares == LAUNCH_SPARE_MAX) {
         unlink(lock_path);
     } else {
         char *to = spare_path(d, id);
@@ -324,7 +323,7 @@ void launch_keep_lock(const struct gflowd *d, int64_t id)
             if (errno != ENOENT)
                 unlink(lock_path);
         } else {
-            spares[n_spares++] = id;
+            l->spares[l->n_spares++] = id;
         }
         free(to);
     }
@@ -354,8 +353,9 @@ static int blank_lock(int fd)
  * of the job it names (a job that never ran would end CD, by another job's record). */
 static int take_spare(const struct gflowd *d, const char *lock_path)
 {
-    while (n_spares > 0) {
-        char *from = spare_path(d, spares[--n_spares]);
+    struct launcher *l = d->launcher;
+    while (l->n_spares > 0) {
+        char *from = spare_path(d, l->spares[--l->n_spares]);
         int fd = high_fd(open(from, O_RDWR | O_CLOEXEC | O_NOFOLLOW));
         if (fd >= 0 && (blank_lock(fd) < 0 || rename(from, lock_path) < 0)) {
             close(fd);

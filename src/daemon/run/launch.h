@@ -40,23 +40,27 @@ enum launch_result launch_shim(struct gflowd *d, const struct job *j, pid_t *pid
  * with NULs (its blocks stay allocated) while it is still there, then renames it to the
  * job's lock file, so that a crash never leaves a job's lock file holding an ended job's
  * lines and exit record. launch_keep_lock keeps ended job id's lock file (removes it when
- * there are enough); launch_spares_init empties run/spare (the daemon's start). */
+ * there are enough). */
 #define LAUNCH_SPARE_MAX 1024
 void launch_keep_lock(const struct gflowd *d, int64_t id);
-int launch_spares_init(const struct gflowd *d, char **err);
+/* At the daemon's start: makes d->launcher (what launching keeps between jobs: the
+ * spares, the standbys, the supervisors, a cache of groups) and empties run/spare. 0, or
+ * -1 with *err. launch_free frees it, once the standbys and supervisors are stopped. */
+int launch_init(struct gflowd *d, char **err);
+void launch_free(struct gflowd *d);
 
 /* Standby shims, started before their jobs, each serving job after job (launch.c):
  * launch_shim hands the next job to one when one waits. launch_standby_start starts one
  * if none waits (a failure is only logged: jobs then start their own shim);
  * launch_standby_back takes back one whose job is over (SHIM_CTL_DONE: its socket is
  * ours again); launch_standby_stop ends those waiting. */
-bool launch_standby_ready(void);
+bool launch_standby_ready(const struct gflowd *d);
 void launch_standby_start(const struct gflowd *d);
-void launch_standby_back(pid_t pid, int64_t start, int sock);
+void launch_standby_back(const struct gflowd *d, pid_t pid, int64_t start, int sock);
 /* Says what (SHIM_CTL_TERM, _FORWARD with value) about job id on a standby's or the
  * supervisor's socket: 0, or -1 (errno) when it cannot take it. */
 int launch_ctl_send(int sock, char what, int64_t id, int value);
-void launch_standby_stop(void);
+void launch_standby_stop(const struct gflowd *d);
 
 /* The job supervisor (gflow-shim --supervisor), which supervises the jobs that need no
  * shim of their own: launch_shim hands it those (starting it when there is none).
@@ -73,6 +77,6 @@ struct supervisor *launch_supervisor_attach(struct gflowd *d, const char *path, 
 void launch_supervisor_use(struct supervisor *s);
 void launch_supervisor_unuse(struct supervisor *s);
 int launch_supervisor_send(struct supervisor *s, char what, int64_t id, int value);
-void launch_supervisor_stop(void);
+void launch_supervisor_stop(const struct gflowd *d);
 
 #endif

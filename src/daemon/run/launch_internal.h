@@ -6,8 +6,45 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include <sys/stat.h>
+
 struct gflowd;
 struct supervisor;
+
+/* What launching keeps between jobs (struct gflowd's launcher; launch_init makes it,
+ * launch_free frees it), in place of process-wide state. */
+#define LAUNCH_GROUPS_SLOTS 16
+#define LAUNCH_IDLE_MAX 8
+
+/* A submitter's groups as getgrouplist gave them, cached a moment (launch.c). */
+struct launch_groups {
+    uid_t uid;
+    gid_t gid;
+    char *user;
+    char *list; /* NULL: a free slot */
+    struct stat etc_group;
+    double at; /* monotonic */
+};
+
+/* A standby shim waiting for a job (launch_shims.c). */
+struct standby {
+    pid_t pid;
+    int64_t start; /* its /proc start time */
+    int sock;      /* our end of its SOCK_SEQPACKET socket */
+};
+
+struct launcher {
+    struct launch_groups groups[LAUNCH_GROUPS_SLOTS];
+    size_t groups_next;
+    /* The spare lock files (launch_keep_lock): their ids, the last kept on top. */
+    int64_t spares[LAUNCH_SPARE_MAX];
+    size_t n_spares;
+    /* The standbys waiting, the last to come back on top. */
+    struct standby idle[LAUNCH_IDLE_MAX];
+    size_t n_idle;
+    struct supervisor *supervisors; /* ours and those of earlier daemons we reached */
+    double supervisor_failed_at;    /* monotonic; when ours last failed to start */
+};
 
 /* Hands the prepared job (argv, the lock and environment fds) to the supervisor when it
  * takes such a job, else to a waiting standby, else to a shim started for it: that

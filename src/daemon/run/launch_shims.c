@@ -99,15 +99,6 @@ static pid_t spawn_shim(char *const *argv, int lock_fd, int env_fd)
  * (~1.5 ms here, the largest step between a submission and its job running), and a
  * standby whose job is over comes back (launch_standby_back) for the next one. At most
  * LAUNCH_IDLE_MAX wait; serve.c has one started a moment after a launch took the last. */
-#define LAUNCH_IDLE_MAX 8
-
-struct standby {
-    pid_t pid;
-    int64_t start; /* its /proc start time */
-    int sock;      /* our end of its SOCK_SEQPACKET socket */
-};
-static struct standby idle[LAUNCH_IDLE_MAX];
-static size_t n_idle;
 
 /* Reaps a standby that exits at the end of its socket. */
 static void standby_reap_cb(int fd, uint32_t events, void *arg)
@@ -138,14 +129,15 @@ static void standby_drop(pid_t pid, int sock, bool wait)
     waitpid(pid, NULL, 0); /* no pidfd now: wait for it (it exits at once) */
 }
 
-bool launch_standby_ready(void)
+bool launch_standby_ready(const struct gflowd *d)
 {
-    return n_idle > 0;
+    return d->launcher->n_idle > 0;
 }
 
 void launch_standby_start(const struct gflowd *d)
 {
-    if (n_idle > 0)
+    struct launcher *l = d->launcher;
+    if (l->n_idle > 0)
         return;
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
@@ -164,22 +156,24 @@ void launch_standby_start(const struct gflowd *d)
         close(sv[0]);
         return;
     }
-    idle[n_idle++] = (struct standby){pid, proc_start_time(pid), sv[0]};
+    l->idle[l->n_idle++] = (struct standby){pid, proc_start_time(pid), sv[0]};
 }
 
-void launch_standby_back(pid_t pid, int64_t start, int sock)
+void launch_standby_back(const struct gflowd *d, pid_t pid, int64_t start, int sock)
 {
-    if (n_idle < LAUNCH_IDLE_MAX)
-        idle[n_idle++] = (struct standby){pid, start, sock};
+    struct launcher *l = d->launcher;
+    if (l->n_idle < LAUNCH_IDLE_MAX)
+        l->idle[l->n_idle++] = (struct standby){pid, start, sock};
     else
         standby_drop(pid, sock, false);
 }
 
-void launch_standby_stop(void)
+void launch_standby_stop(const struct gflowd *d)
 {
-    while (n_idle > 0) {
-        n_idle--;
-        standby_drop(idle[n_idle].pid, idle[n_idle].sock, true);
+    struct launcher *l = d->launcher;
+    while (l && l->n_idle > 0) {
+        l->n_idle--;
+        standby_drop(l->idle[l->n_idle].pid, l->idle[l->n_idle].sock, true);
     }
 }
 
@@ -221,16 +215,17 @@ static int send_job(int sock, char *const *argv, int lock_fd, int env_fd)
 /* Hands argv and the two fds to a waiting standby, the last to come back (its pages are
  * the likeliest to be in memory): 0 with *taken, or -1 when there is none, the
  * arguments are too long for one, or each is gone (then it is reaped). */
-static int standby_take(char *const *argv, int lock_fd, int env_fd, struct standby *taken)
+static int standby_take(struct launcher *l, char *const *argv, int lock_fd, int env_fd,
+                        struct standby *taken)
 {
-    while (n_idle > 0) {
-        struct standby s = idle[--n_idle];
+    while (l->n_idle > 0) {
+        struct standby s = l->idle[--l->n_idle];
         if (send_job(s.sock, argv, lock_fd, env_fd) == 0) {
             *taken = s;
             return 0;
         }
         if (errno == E2BIG) {
-            idle[n_idle++] = s;
+            l->idle[l->n_idle++] = s;
             return -1;
         }
         log_debug("a standby shim is gone (%s)", strerror(errno));
@@ -265,15 +260,14 @@ struct supervisor {
  * when it is ended). */
 #define SUPERVISOR_BASE_FDS 32
 #define SUPERVISOR_JOB_FDS 4
-static struct supervisor *supervisors;
 static struct supervisor *supervisor_ours(struct gflowd *d);
-/* When ours last exited before it was ready: another is not started for a while. */
+/* When ours last exited before it was ready (launcher.supervisor_failed_at), another is
+ * not started for a while. */
 #define SUPERVISOR_RETRY_SECS 60.0
-static double supervisor_failed_at = -1e9;
 
 static void supervisor_free(struct supervisor *s)
 {
-    struct supervisor **p = &supervisors;
+    struct supervisor **p = &s->d->launcher->supervisors;
     while (*p != s)
         p = &(*p)->next;
     *p = s->next;
@@ -343,7 +337,7 @@ static struct supervisor *supervisor_add(struct gflowd *d, pid_t pid, int64_t st
                                          bool ours)
 {
     struct supervisor *s = xcalloc(1, sizeof(*s));
-    *s = (struct supervisor){supervisors, d, pid, start, sock, -1, ours, 0, 0};
+    *s = (struct supervisor){d->launcher->supervisors, d, pid, start, sock, -1, ours, 0, 0};
     struct rlimit rl;
     if (ours && getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur > SUPERVISOR_BASE_FDS)
         s->capacity = (rl.rlim_cur - SUPERVISOR_BASE_FDS) / SUPERVISOR_JOB_FDS;
@@ -352,7 +346,7 @@ static struct supervisor *supervisor_add(struct gflowd *d, pid_t pid, int64_t st
         free(s);
         return NULL;
     }
-    supervisors = s;
+    d->launcher->supervisors = s;
     return s;
 }
 
@@ -364,10 +358,11 @@ void launch_supervisor_start(struct gflowd *d)
 /* Ours, started if there is none. NULL when it cannot be started (then jobs get shims). */
 static struct supervisor *supervisor_ours(struct gflowd *d)
 {
-    for (struct supervisor *s = supervisors; s; s = s->next)
+    for (struct supervisor *s = d->launcher->supervisors; s; s = s->next)
         if (s->ours)
             return s;
-    if (daemon_on_slurm(d) || now_mono() - supervisor_failed_at < SUPERVISOR_RETRY_SECS)
+    if (daemon_on_slurm(d) ||
+        now_mono() - d->launcher->supervisor_failed_at < SUPERVISOR_RETRY_SECS)
         return NULL;
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
@@ -395,7 +390,7 @@ static struct supervisor *supervisor_ours(struct gflowd *d)
         log_warn("cannot start the job supervisor (%s); jobs get shims of their own for %.0f s",
                  errno ? strerror(errno) : "its reason is in gflowd's output",
                  SUPERVISOR_RETRY_SECS);
-        supervisor_failed_at = now_mono();
+        d->launcher->supervisor_failed_at = now_mono();
         close(sv[0]);
         return NULL;
     }
@@ -405,7 +400,7 @@ static struct supervisor *supervisor_ours(struct gflowd *d)
 struct supervisor *launch_supervisor_attach(struct gflowd *d, const char *path, pid_t pid,
                                             int64_t start)
 {
-    for (struct supervisor *s = supervisors; s; s = s->next)
+    for (struct supervisor *s = d->launcher->supervisors; s; s = s->next)
         if (s->pid == pid && s->start == start)
             return s;
     struct sockaddr_un a = {.sun_family = AF_UNIX};
@@ -461,11 +456,12 @@ int launch_supervisor_send(struct supervisor *s, char what, int64_t id, int valu
     return launch_ctl_send(s->sock, what, id, value);
 }
 
-void launch_supervisor_stop(void)
+void launch_supervisor_stop(const struct gflowd *d)
 {
-    while (supervisors) {
-        supervisors->ours = false; /* not killed: it goes on with its jobs */
-        supervisor_free(supervisors);
+    struct launcher *l = d->launcher;
+    while (l && l->supervisors) {
+        l->supervisors->ours = false; /* not killed: it goes on with its jobs */
+        supervisor_free(l->supervisors);
     }
 }
 
@@ -501,7 +497,7 @@ pid_t launch_hand_over(struct gflowd *d, char *const *argv, int lock_fd, int env
         *start = (*sup)->start;
         return (*sup)->pid;
     }
-    if (standby_take(argv, lock_fd, env_fd, &taken) == 0) {
+    if (standby_take(d->launcher, argv, lock_fd, env_fd, &taken) == 0) {
         *start = taken.start;
         *sock = taken.sock;
         return taken.pid;

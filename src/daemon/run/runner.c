@@ -75,7 +75,7 @@ char *runner_log_path(const struct gflowd *d, int64_t job_id)
     return run_job_file(d->paths.log_dir, job_id, ".log");
 }
 
-int runner_init(const struct gflowd *d, char **err)
+int runner_init(struct gflowd *d, char **err)
 {
     /* A system daemon's jobs run as their users, who must reach their own script in
      * run/; logs and exit files are read only by the daemon. */
@@ -93,7 +93,7 @@ int runner_init(const struct gflowd *d, char **err)
         *err = xasprintf("cannot create %s: %s", d->paths.run_dir, strerror(errno));
         return -1;
     }
-    return launch_spares_init(d, err);
+    return launch_init(d, err);
 }
 
 struct run *run_new(struct gflowd *d, struct job *j)
@@ -468,14 +468,15 @@ static void sock_cb(int fd, uint32_t events, void *arg)
         return;
     }
     free(text);
+    struct gflowd *d = r->d; /* r is gone once the record is applied */
     pid_t pid = r->pid;
     int64_t start = r->start;
     loop_del_fd(fd);
     r->sock = -1;
     run_unwatch_shim(r);
     r->gone = true;
-    apply_record(r->d, j, &rec);
-    launch_standby_back(pid, start, fd);
+    apply_record(d, j, &rec);
+    launch_standby_back(d, pid, start, fd);
 }
 
 /* Whether the job's shim hears of it on a socket (the supervisor's, a standby's) rather

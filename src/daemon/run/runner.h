@@ -26,7 +26,7 @@
 struct gflowd;
 
 /* Creates the data directories. 0 or -1 with *err. */
-int runner_init(const struct gflowd *d, char **err);
+int runner_init(struct gflowd *d, char **err);
 /* Starts the shim for j, which must already be R and committed. On failure j ends as F
  * (LaunchFailed), except a failure for lack of a resource (EMFILE, ENFILE, EAGAIN,
  * ENOMEM): then j is queued again and this returns false, so that the caller holds
