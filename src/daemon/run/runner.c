@@ -797,23 +797,26 @@ void runner_shutdown(struct gflowd *d)
  * still be full, and each try that fails costs a reload. */
 #define RUNNER_REDO_SECS 1.0
 
-void runner_reload(struct gflowd *d)
+int runner_reload(struct gflowd *d)
 {
     size_t n;
     struct job **running = jobs_running(d->jobs, &n);
     struct run **runs = xcalloc(n ? n : 1, sizeof(*runs));
-    size_t n_runs = 0;
+    size_t n_runs = n;
     for (size_t i = 0; i < n; i++) {
-        if (running[i]->runtime)
-            runs[n_runs++] = running[i]->runtime;
+        runs[i] = running[i]->runtime;
         running[i]->runtime = NULL;
     }
     char *err = NULL;
     if (jobs_reload(d->jobs, &err) < 0) {
-        log_error("cannot read the jobs back from the database (%s); exiting so that a restart "
+        loop_fail("cannot read the jobs back from the database (%s); exiting so that a restart "
                   "recovers them (running jobs keep running)",
                   err);
-        exit(1);
+        free(err);
+        for (size_t i = 0; i < n; i++) /* the table is unchanged: its watches go back */
+            running[i]->runtime = runs[i];
+        free(runs);
+        return -1;
     }
     running = jobs_running(d->jobs, &n);
     for (size_t i = 0; i < n; i++) {
@@ -851,4 +854,5 @@ void runner_reload(struct gflowd *d)
         run_destroy(runs[k]);
     }
     free(runs);
+    return 0;
 }
