@@ -118,7 +118,7 @@ void preemption_run(struct gflowd *d, const struct jobs_machine *m)
     struct job **launched = xmalloc((n ? n : 1) * sizeof(*launched));
     size_t n_launched = 0;
     for (size_t i = 0; i < n; i++)
-        if (running[i]->runtime)
+        if (running[i]->daemon.runtime)
             launched[n_launched++] = running[i];
     int64_t grace = 30;
     char *err = NULL;
