@@ -48,7 +48,7 @@
 #include "ops/notify.h"
 #include "ops/sdnotify.h"
 #include "parse.h"
-#include "policy/quotas.h"
+#include "policy/quota_state.h"
 #include "policy/resv.h"
 #include "procinfo.h"
 #include "reload.h"

@@ -6,7 +6,7 @@
 
 #include "jobs.h"
 #include "log.h"
-#include "policy/quotas.h"
+#include "policy/quota_state.h"
 #include "store/store.h"
 #include "sweep.h"
 #include "util.h"

@@ -16,7 +16,7 @@
 
 #include "clock.h"
 #include "log.h"
-#include "policy/quotas.h"
+#include "policy/quota_state.h"
 #include "store/store.h"
 #include "util.h"
 

@@ -60,7 +60,7 @@ struct store *jobs_store(const struct jobs *t);
 /* What the jobs did since the daemon started (GET /metrics). */
 struct metrics_counters;
 const struct metrics_counters *jobs_counters(const struct jobs *t);
-/* The quota records (quotas.h), kept current by every job change. */
+/* The quota records (policy/quota_state.h), kept current by every job change. */
 struct quotas *jobs_quotas(const struct jobs *t);
 /* Many jobs changed by one request (bulk cancel, hold, release): between the two calls
  * ended jobs are dropped from the table and the queue is reordered once, at the end,

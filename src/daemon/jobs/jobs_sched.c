@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "clock.h"
-#include "policy/quotas.h"
+#include "policy/quota_state.h"
 #include "util.h"
 
 /* ---- where a queued job waits ---- */

@@ -1,7 +1,7 @@
-/* test_quotas: the daemon's quota records (src/daemon/quotas.c): jobs counted in and out
- * as they move (queued, running, ended, back to queued), GPU-seconds of the period kept
- * without walking jobs, the period turning, overrides layered over the baseline, and
- * the submit check's message. */
+/* test_quota_state: the daemon's quota records (src/daemon/policy/quota_state.c): jobs
+ * counted in and out as they move (queued, running, ended, back to queued), GPU-seconds
+ * of the period kept without walking jobs, the period turning, overrides layered over
+ * the baseline, and the submit check's message. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "policy/quotas.h"
+#include "policy/quota_state.h"
 #include "util.h"
 
 static void job_as(struct job *j, const char *user, const char *project, int gpus,

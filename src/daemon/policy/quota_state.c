@@ -1,7 +1,7 @@
-/* quotas: the daemon's quota records (see quotas.h). A lab has few users and projects:
+/* quota_state: the daemon's quota records (see quota_state.h). A lab has few users and projects:
  * records are found by a linear search, done when a job enters the table (submit,
  * load), never per pass or per start. */
-#include "quotas.h"
+#include "quota_state.h"
 
 #include <stdlib.h>
 #include <string.h>
