@@ -49,7 +49,7 @@
 #include "ops/sdnotify.h"
 #include "parse.h"
 #include "policy/quota_state.h"
-#include "policy/resv.h"
+#include "policy/reservation_table.h"
 #include "procinfo.h"
 #include "reload.h"
 #include "run/cgleaf.h"

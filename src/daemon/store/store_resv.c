@@ -1,7 +1,7 @@
 /* store_resv: the reservations table (gctl reserve; resv.h). */
 #include <sqlite3.h>
 
-#include "policy/resv.h"
+#include "policy/reservation_table.h"
 #include "store_internal.h"
 
 int store_insert_resv(struct store *s, const struct resv *r)
