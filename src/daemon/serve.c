@@ -54,7 +54,7 @@
 #include "reload.h"
 #include "run/cgleaf.h"
 #include "run/launch.h"
-#include "run/preemption.h"
+#include "run/preempt_run.h"
 #include "run/runner.h"
 #include "startopts.h"
 #include "store/store.h"

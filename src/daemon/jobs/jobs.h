@@ -148,7 +148,7 @@ struct jobs_machine {
     double default_time_limit; /* seconds; 0: the scheduler's default */
     bool untimed_outside;      /* scheduler.backfill_untimed = "outside" */
     /* GPUs (NVML indices) no job may take in this pass: those kept for the job that
-     * preempted others while they stop (preemption.h); 0: none. */
+     * preempted others while they stop (run/preempt_run.h); 0: none. */
     uint64_t held_gpus;
     /* The queue's order (scheduler.priority_weight_*; fairshare.h): when the weights
      * reorder, the pass walks the queue sorted by effective priority. */

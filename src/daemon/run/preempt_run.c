@@ -1,6 +1,6 @@
-/* preemption: when to preempt and for whom (see preemption.h); the victims are chosen by
+/* preempt_run: when to preempt and for whom (see preempt_run.h); the victims are chosen by
  * preempt_select (src/core/preempt.c) and stopped by runner_preempt. */
-#include "preemption.h"
+#include "preempt_run.h"
 
 #include <limits.h>
 #include <stdbool.h>
