@@ -75,10 +75,11 @@ int jobopts_apply(const struct jobopts_ctx *ctx, int c, const char *arg, json_t 
  * references ("3,5-7,@,@~2", afterok), or with slurm Slurm's form
  * "afterok:ID[:ID...],afterany:ID" (all must hold) or "afterok:1?afternotok:2" (any one
  * suffices). ('none' for no dependencies is the option's, not the parser's.) Ids and ranges go
- * through parse_id_list, references through parse_job_ref and cli_resolve_ref (which
- * asks the daemon). The entries are added to spec's "depends_on" without repeating an
- * (id, kind); "depends_mode" is set to mode, or "all" if it has none yet. opt names the
- * option in messages. Returns 0, or -1 (ctx->error set). */
+ * through parse_id_list, references through parse_job_ref and cli_try_resolve_ref
+ * (which asks the daemon; its failure has status CLI_EXIT_FAIL). The entries are added
+ * to spec's "depends_on" without repeating an (id, kind); "depends_mode" is set to
+ * mode, or "all" if it has none yet. opt names the option in messages. Returns 0, or -1
+ * (ctx->error set). */
 int jobopts_deps(const struct jobopts_ctx *ctx, const char *opt, const char *arg, bool slurm,
                  const char *mode, json_t *spec);
 
