@@ -112,23 +112,27 @@ const char *cli_error_text(const json_t *reply)
     return e ? e : "the daemon reported an unknown error";
 }
 
-int cli_request_json(const char *method, const char *path_query, json_t *body_json, int *status,
-                     json_t **reply)
+/* cli_request_json's request: -2 with *err (the caller frees it) where no usable reply
+ * came back (the request could not be encoded or sent, or a success is not JSON). */
+static int request_json(const char *method, const char *path_query, json_t *body_json, int *status,
+                        json_t **reply, char **err)
 {
     char *body = NULL;
     size_t body_len = 0;
     if (body_json) {
         body = json_dumps(body_json, JSON_COMPACT);
-        if (!body)
-            cli_die(CLI_EXIT_FAIL, "cannot encode the request as JSON");
+        if (!body) {
+            *err = xstrdup("cannot encode the request as JSON");
+            return -2;
+        }
         body_len = strlen(body);
     }
     struct client_response r;
-    char *err = NULL;
-    if (client_request(method, path_query, body, body_len, "application/json", &r, NULL, NULL,
-                       &err) < 0)
-        cli_die(CLI_EXIT_FAIL, "%s", err);
+    int rc =
+        client_request(method, path_query, body, body_len, "application/json", &r, NULL, NULL, err);
     free(body);
+    if (rc < 0)
+        return -2;
     if (status)
         *status = r.status;
 
@@ -137,8 +141,11 @@ int cli_request_json(const char *method, const char *path_query, json_t *body_js
     if (r.body.len > 0) {
         json_error_t jerr;
         j = json_loadb(r.body.buf, r.body.len, 0, &jerr);
-        if (!j && ok)
-            cli_die(CLI_EXIT_FAIL, "gflowd sent a reply that is not valid JSON (%s)", jerr.text);
+        if (!j && ok) {
+            *err = xasprintf("gflowd sent a reply that is not valid JSON (%s)", jerr.text);
+            client_response_free(&r);
+            return -2;
+        }
     }
     if (!ok && !json_is_string(json_object_get(j, "error"))) {
         /* Not our daemon's error shape: show what came back, on one line. */
@@ -155,6 +162,16 @@ int cli_request_json(const char *method, const char *path_query, json_t *body_js
     return ok ? 0 : -1;
 }
 
+int cli_request_json(const char *method, const char *path_query, json_t *body_json, int *status,
+                     json_t **reply)
+{
+    char *err = NULL;
+    int rc = request_json(method, path_query, body_json, status, reply, &err);
+    if (rc == -2)
+        cli_die(CLI_EXIT_FAIL, "%s", err);
+    return rc;
+}
+
 json_t *cli_call(const char *method, const char *path_query, json_t *body_json)
 {
     json_t *reply = NULL;
@@ -163,33 +180,51 @@ json_t *cli_call(const char *method, const char *path_query, json_t *body_json)
     return reply;
 }
 
-int64_t cli_resolve_ref(int back)
+/* The id of the back-th job of reply's list (newest first), or -1 with *err. */
+static int ref_pick(const json_t *reply, int back, int64_t *id, char **err)
 {
-    struct strbuf path;
-    strbuf_init(&path);
-    strbuf_adds(&path, "/v1/jobs?sort=-id");
-    strbuf_addf(&path, "&limit=%lld", (long long)back + 1);
-    json_t *reply = cli_call("GET", path.buf, NULL);
-    strbuf_free(&path);
-    json_t *jobs = json_object_get(reply, "jobs");
+    const json_t *jobs = json_object_get(reply, "jobs");
     size_t n = json_array_size(jobs);
     if ((size_t)back >= n) {
         if (n == 0)
-            cli_die(CLI_EXIT_FAIL,
-                    "you have not submitted any job yet, so '@%s' refers "
-                    "to nothing",
-                    back ? "~N" : "");
-        cli_die(CLI_EXIT_FAIL,
-                "'@~%d' goes back further than your first job: you have submitted %zu "
-                "job%s (@ to @~%zu)",
-                back, n, n == 1 ? "" : "s", n - 1);
+            *err = xasprintf("you have not submitted any job yet, so '@%s' refers to nothing",
+                             back ? "~N" : "");
+        else
+            *err = xasprintf("'@~%d' goes back further than your first job: you have "
+                             "submitted %zu job%s (@ to @~%zu)",
+                             back, n, n == 1 ? "" : "s", n - 1);
+        return -1;
     }
-    json_t *id = json_object_get(json_array_get(jobs, (size_t)back), "id");
-    if (!json_is_integer(id))
-        cli_die(CLI_EXIT_FAIL, "gflowd sent a job without an id");
-    int64_t v = (int64_t)json_integer_value(id);
+    const json_t *v = json_object_get(json_array_get(jobs, (size_t)back), "id");
+    if (!json_is_integer(v)) {
+        *err = xstrdup("gflowd sent a job without an id");
+        return -1;
+    }
+    *id = (int64_t)json_integer_value(v);
+    return 0;
+}
+
+int cli_try_resolve_ref(int back, int64_t *id, char **err)
+{
+    char *path = xasprintf("/v1/jobs?sort=-id&limit=%lld", (long long)back + 1);
+    json_t *reply = NULL;
+    int rc = request_json("GET", path, NULL, NULL, &reply, err);
+    free(path);
+    if (rc == -1)
+        *err = xstrdup(cli_error_text(reply));
+    if (rc == 0)
+        rc = ref_pick(reply, back, id, err);
     json_decref(reply);
-    return v;
+    return rc < 0 ? -1 : 0;
+}
+
+int64_t cli_resolve_ref(int back)
+{
+    int64_t id;
+    char *err = NULL;
+    if (cli_try_resolve_ref(back, &id, &err) < 0)
+        cli_die(CLI_EXIT_FAIL, "%s", err);
+    return id;
 }
 
 static void ids_push(int64_t **ids, size_t *n, size_t *cap, int64_t id)

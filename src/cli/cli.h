@@ -54,6 +54,10 @@ json_t *cli_call(const char *method, const char *path_query, json_t *body_json);
  * reference that does not resolve is fatal (exit 1). */
 int64_t cli_resolve_ref(int back);
 
+/* cli_resolve_ref for a caller that goes on after a failure (gflow-mcp): 0 with *id, or
+ * -1 with *err (the message, caller frees), also where the daemon cannot be reached. */
+int cli_try_resolve_ref(int back, int64_t *id, char **err);
+
 /* Parses job id arguments: each of args is an id list ("1,3,5-7") or a reference
  * ("@", "@~2"). Bad syntax is a usage error (exit 2). Returns a malloc'd array. */
 int64_t *cli_parse_ids(int argc, char **argv, size_t *n);

@@ -248,7 +248,10 @@ static int gbatch_parse(int argc, char **argv, struct gbatch_opts *o, const stru
     while ((c = getopt_long(argc, argv, gbatch_shortopts, gbatch_longopts, NULL)) != -1) {
         if (c == 'c') /* gflow's gbatch -c; gjob's -c is --command */
             c = jobopts_val("conda-env");
-        if (jobopts_apply(ctx, c, optarg, o->spec))
+        int shared = jobopts_apply(ctx, c, optarg, o->spec);
+        if (shared < 0)
+            jobopts_exit(ctx->error);
+        if (shared)
             continue;
         switch (c) {
         case 'P':
@@ -334,19 +337,22 @@ static int gbatch_parse(int argc, char **argv, struct gbatch_opts *o, const stru
     return optind;
 }
 
-/* One directive's words into the options d. */
-static void gbatch_directive(int argc, char **argv, const struct jobopts_ctx *ctx, void *d)
+/* One directive's words into the options d (a bad one ends gbatch). */
+static int gbatch_directive(int argc, char **argv, const struct jobopts_ctx *ctx, void *d)
 {
     int first = gbatch_parse(argc, argv, d, ctx);
     if (first < argc)
         jobopts_error(ctx, "unexpected '%s': a directive holds only options", argv[first]);
+    return 0;
 }
 
 /* Applies the "# GFLOW" lines of a script to o (options already set stay). */
 static void gbatch_directives(const char *text, const char *file, struct gbatch_opts *o)
 {
     struct gbatch_opts d = {.spec = json_object(), .max_concurrent = -1};
-    jobopts_each_directive(text, file, gbatch_directive, &d);
+    struct jobopts_err error = {0};
+    if (jobopts_each_directive(text, file, gbatch_directive, &d, &error) < 0)
+        jobopts_exit(&error);
     jobopts_merge(o->spec, d.spec);
     json_decref(d.spec);
     if (d.array && !o->array)
@@ -372,7 +378,8 @@ int main(int argc, char **argv)
     if (argc > 1 && !strcmp(argv[1], "completion"))
         return gbatch_completion(argc - 2, argv + 2);
     struct gbatch_opts o = {.spec = json_object(), .max_concurrent = -1};
-    const struct jobopts_ctx ctx = {JOBOPTS_SUBMIT, "gbatch", NULL, 0};
+    struct jobopts_err error = {0};
+    const struct jobopts_ctx ctx = {JOBOPTS_SUBMIT, "gbatch", NULL, 0, &error};
     int first = gbatch_parse(argc, argv, &o, &ctx);
     int nwords = argc - first;
     char **words = argv + first;

@@ -112,7 +112,8 @@ static int gjob_spec_parse(const char *cmd, int argc, char **argv, json_t *spec,
                            void (*help)(void))
 {
     char *usage = xasprintf("gjob %s", cmd);
-    const struct jobopts_ctx ctx = {redo ? JOBOPTS_REDO : JOBOPTS_UPDATE, usage, NULL, 0};
+    struct jobopts_err error = {0};
+    const struct jobopts_ctx ctx = {redo ? JOBOPTS_REDO : JOBOPTS_UPDATE, usage, NULL, 0, &error};
     struct option *longopts = jobopts_longopts(gjob_spec_own_longopts);
     /* No '+': ids may come before the options, getopt permutes them. */
     char *shortopts = jobopts_shortopts(":", "c:s:e:h");
@@ -143,7 +144,10 @@ static int gjob_spec_parse(const char *cmd, int argc, char **argv, json_t *spec,
             if (was && json_is_true(was) != (c != OPT_UP_NO_PTY))
                 jobopts_error(&ctx, "--pty and --no-pty cannot be used together");
         }
-        if (jobopts_apply(&ctx, c, optarg, spec))
+        int shared = jobopts_apply(&ctx, c, optarg, spec);
+        if (shared < 0)
+            jobopts_exit(&error);
+        if (shared)
             continue;
         bool cleared = false;
         for (size_t i = 0; i < GJOB_CLEARS; i++) {

@@ -42,8 +42,9 @@ enum {
 };
 
 struct jobopt;
-typedef void jobopt_parse_fn(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
-                             json_t *spec);
+/* Parses arg into spec: 0, or -1 with ctx->error set. */
+typedef int jobopt_parse_fn(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
+                            json_t *spec);
 
 struct jobopt {
     int val;              /* what getopt_long returns: the first short letter, or JOBOPT_* */
@@ -188,15 +189,66 @@ static const struct jobopt jo_table[] = {
 
 #define JO_COUNT (sizeof(jo_table) / sizeof(jo_table[0]))
 
-void jobopts_error(const struct jobopts_ctx *ctx, const char *fmt, ...)
+static void jo_vfail(const struct jobopts_ctx *ctx, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
+
+static void jo_vfail(const struct jobopts_ctx *ctx, const char *fmt, va_list ap)
+{
+    char *msg = xvasprintf(fmt, ap);
+    free(ctx->error->message);
+    ctx->error->status = CLI_EXIT_USAGE;
+    if (ctx->file)
+        ctx->error->message =
+            xasprintf("%s:%d: %s (in a '# GFLOW' directive)", ctx->file, ctx->line, msg);
+    else
+        ctx->error->message = xasprintf("%s; see '%s --help'", msg, ctx->usage);
+    free(msg);
+}
+
+int jobopts_fail(const struct jobopts_ctx *ctx, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    char *msg = xvasprintf(fmt, ap);
+    jo_vfail(ctx, fmt, ap);
     va_end(ap);
-    if (ctx->file)
-        cli_die(CLI_EXIT_USAGE, "%s:%d: %s (in a '# GFLOW' directive)", ctx->file, ctx->line, msg);
-    cli_die(CLI_EXIT_USAGE, "%s; see '%s --help'", msg, ctx->usage);
+    return -1;
+}
+
+void jobopts_exit(const struct jobopts_err *error)
+{
+    cli_die(error->status, "%s", error->message);
+}
+
+void jobopts_error(const struct jobopts_ctx *ctx, const char *fmt, ...)
+{
+    struct jobopts_err error = {0};
+    struct jobopts_ctx mine = *ctx;
+    mine.error = &error;
+    va_list ap;
+    va_start(ap, fmt);
+    jo_vfail(&mine, fmt, ap);
+    va_end(ap);
+    jobopts_exit(&error);
+}
+
+/* A refusal with parse.h's message err (freed here), after "opt: " where opt is given. */
+static int jo_fail_err(const struct jobopts_ctx *ctx, const char *opt, char *err)
+{
+    if (opt)
+        jobopts_fail(ctx, "%s: %s", opt, err);
+    else
+        jobopts_fail(ctx, "%s", err);
+    free(err);
+    return -1;
+}
+
+/* jo_fail_err after the option's name: "--begin: ...". */
+static int jo_fail_opt(const struct jobopts_ctx *ctx, const struct jobopt *o, char *err)
+{
+    char *opt = xasprintf("--%s", o->longs[0]);
+    jo_fail_err(ctx, opt, err);
+    free(opt);
+    return -1;
 }
 
 /* ---- getopt's tables ---- */
@@ -273,16 +325,18 @@ static char *jo_cmd_names(unsigned cmds)
     return strbuf_detach(&sb);
 }
 
-bool jobopts_apply(const struct jobopts_ctx *ctx, int c, const char *arg, json_t *spec)
+int jobopts_apply(const struct jobopts_ctx *ctx, int c, const char *arg, json_t *spec)
 {
     const struct jobopt *o = jo_find(c);
     if (!o)
-        return false;
-    if (!(o->cmds & ctx->cmd))
-        jobopts_error(ctx, "--%s is for %s, not '%s'", o->longs[0], jo_cmd_names(o->cmds),
-                      ctx->usage);
-    o->parse(ctx, o, arg, spec);
-    return true;
+        return 0;
+    if (!(o->cmds & ctx->cmd)) {
+        char *names = jo_cmd_names(o->cmds);
+        jobopts_fail(ctx, "--%s is for %s, not '%s'", o->longs[0], names, ctx->usage);
+        free(names);
+        return -1;
+    }
+    return o->parse(ctx, o, arg, spec) < 0 ? -1 : 1;
 }
 
 /* ---- the value parsers, one per option ---- */
@@ -298,33 +352,35 @@ static bool jo_clears(const struct jobopts_ctx *ctx, const struct jobopt *o, con
     return false;
 }
 
-static void jo_set_text(const struct jobopts_ctx *ctx, json_t *spec, const char *field,
-                        const char *arg, const char *what)
+static int jo_set_text(const struct jobopts_ctx *ctx, json_t *spec, const char *field,
+                       const char *arg, const char *what)
 {
     json_t *v = json_string(arg);
     if (!v)
-        jobopts_error(ctx, "%s is not valid UTF-8", what);
+        return jobopts_fail(ctx, "%s is not valid UTF-8", what);
     json_object_set_new(spec, field, v);
+    return 0;
 }
 
-static void jo_name(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
-                    json_t *spec)
+static int jo_name(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
+                   json_t *spec)
 {
     (void)o;
     if (!*arg)
-        jobopts_error(ctx, "the job name must not be empty");
-    jo_set_text(ctx, spec, "name", arg, "the job name");
+        return jobopts_fail(ctx, "the job name must not be empty");
+    return jo_set_text(ctx, spec, "name", arg, "the job name");
 }
 
-static void jo_priority(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
-                        json_t *spec)
+static int jo_priority(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
+                       json_t *spec)
 {
     (void)o;
     int prio;
     char *err = NULL;
     if (parse_priority(arg, &prio, &err) < 0)
-        jobopts_error(ctx, "%s", err);
+        return jo_fail_err(ctx, NULL, err);
     json_object_set_new(spec, "priority", json_integer(prio));
+    return 0;
 }
 
 /* "0", "0:00", "00:00:00", "0-0": a time limit of zero in any of its forms. */
@@ -333,130 +389,142 @@ static bool jo_zero_duration(const char *s)
     return s[0] == '0' && strspn(s, "0:-") == strlen(s);
 }
 
-static void jo_time(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
-                    json_t *spec)
+static int jo_time(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
+                   json_t *spec)
 {
     int64_t secs = 0;
     char *err = NULL;
     /* update and redo: zero is "no limit", however it is written. */
     bool zero = ctx->cmd != JOBOPTS_SUBMIT && jo_zero_duration(arg);
     if (!zero && !jo_clears(ctx, o, arg) && parse_time_limit(arg, &secs, &err) < 0)
-        jobopts_error(ctx, "%s", err);
+        return jo_fail_err(ctx, NULL, err);
     json_object_set_new(spec, "time_limit", json_integer(secs));
+    return 0;
 }
 
-static void jo_begin(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
-                     json_t *spec)
+static int jo_begin(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
+                    json_t *spec)
 {
     double at = 0;
     char *err = NULL;
     if (!jo_clears(ctx, o, arg) && parse_begin_time(arg, now_wall(), &at, &err) < 0)
-        jobopts_error(ctx, "--%s: %s", o->longs[0], err);
+        return jo_fail_opt(ctx, o, err);
     json_object_set_new(spec, "begin_time", json_real(at));
+    return 0;
 }
 
-static void jo_signal(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
-                      json_t *spec)
+static int jo_signal(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
+                     json_t *spec)
 {
     if (jo_clears(ctx, o, arg)) {
         json_object_set_new(spec, "signal_spec", json_null());
-        return;
+        return 0;
     }
     int sig;
     int64_t secs;
     bool main_only;
     char *err = NULL;
     if (parse_signal_spec(arg, &sig, &secs, &main_only, &err) < 0)
-        jobopts_error(ctx, "--%s: %s", o->longs[0], err);
+        return jo_fail_opt(ctx, o, err);
     char *canonical = format_signal_spec(sig, secs, main_only);
     json_object_set_new(spec, "signal_spec", json_string(canonical));
     free(canonical);
+    return 0;
 }
 
-static void jo_hold(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
-                    json_t *spec)
+static int jo_hold(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
+                   json_t *spec)
 {
     (void)ctx, (void)o, (void)arg;
     json_object_set_new(spec, "hold", json_true());
+    return 0;
 }
 
-static void jo_max_retries(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
-                           json_t *spec)
+static int jo_max_retries(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
+                          json_t *spec)
 {
     int64_t v;
     if (parse_int64(arg, &v) < 0 || v < 0 || v > 1000)
-        jobopts_error(ctx, "invalid value '%s' for --%s: use 0 to 1000", arg, o->longs[0]);
+        return jobopts_fail(ctx, "invalid value '%s' for --%s: use 0 to 1000", arg, o->longs[0]);
     json_object_set_new(spec, "max_retries", json_integer(v));
+    return 0;
 }
 
 /* --memory and --gpu-memory: a size in MiB; 0 only where it clears. */
-static void jo_size(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
-                    json_t *spec, const char *field)
+static int jo_size(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
+                   json_t *spec, const char *field)
 {
     int64_t mb = 0;
     char *err = NULL;
     if (!jo_clears(ctx, o, arg) && parse_memory_mb(arg, &mb, &err) < 0)
-        jobopts_error(ctx, "--%s: %s", o->longs[0], err);
+        return jo_fail_opt(ctx, o, err);
     json_object_set_new(spec, field, json_integer(mb));
+    return 0;
 }
 
-static void jo_memory(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
-                      json_t *spec)
+static int jo_memory(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
+                     json_t *spec)
 {
-    jo_size(ctx, o, arg, spec, "memory_mb");
+    return jo_size(ctx, o, arg, spec, "memory_mb");
 }
 
-static void jo_gpu_memory(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
-                          json_t *spec)
+static int jo_gpu_memory(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
+                         json_t *spec)
 {
-    jo_size(ctx, o, arg, spec, "gpu_memory_mb");
+    return jo_size(ctx, o, arg, spec, "gpu_memory_mb");
 }
 
 /* '' is "no environment" everywhere: for gbatch also not $CONDA_DEFAULT_ENV. */
-static void jo_conda_env(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
-                         json_t *spec)
+static int jo_conda_env(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
+                        json_t *spec)
 {
     (void)o;
-    if (!*arg)
-        json_object_set_new(spec, "conda_env", json_null());
-    else
-        jo_set_text(ctx, spec, "conda_env", arg, "the conda environment's name");
+    if (*arg)
+        return jo_set_text(ctx, spec, "conda_env", arg, "the conda environment's name");
+    json_object_set_new(spec, "conda_env", json_null());
+    return 0;
 }
 
-static void jo_umask(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
-                     json_t *spec)
+static int jo_umask(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
+                    json_t *spec)
 {
     int mask;
     char *err = NULL;
     if (parse_umask(arg, &mask, &err) < 0)
-        jobopts_error(ctx, "--%s: %s", o->longs[0], err);
+        return jo_fail_opt(ctx, o, err);
     char text[8];
     format_umask(mask, text);
     json_object_set_new(spec, "umask", json_string(text));
+    return 0;
 }
 
 /* More GPUs than the daemon can ever manage is a typo: refused before it is sent. */
-static int64_t jo_gpu_count(const struct jobopts_ctx *ctx, const char *opt, const char *arg)
+static int jo_gpu_count(const struct jobopts_ctx *ctx, const char *opt, const char *arg, int64_t *v)
 {
-    int64_t v;
-    if (parse_int64(arg, &v) < 0 || v < 0)
-        jobopts_error(ctx, "invalid GPU count '%s' for %s: use a whole number >= 0", arg, opt);
-    if (v > GPUINFO_MAX_GPUS)
-        jobopts_error(ctx, "invalid GPU count '%s' for %s: at most %d", arg, opt, GPUINFO_MAX_GPUS);
-    return v;
+    if (parse_int64(arg, v) < 0 || *v < 0)
+        return jobopts_fail(ctx, "invalid GPU count '%s' for %s: use a whole number >= 0", arg,
+                            opt);
+    if (*v > GPUINFO_MAX_GPUS)
+        return jobopts_fail(ctx, "invalid GPU count '%s' for %s: at most %d", arg, opt,
+                            GPUINFO_MAX_GPUS);
+    return 0;
 }
 
-static void jo_gpus(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
-                    json_t *spec)
+static int jo_gpus(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
+                   json_t *spec)
 {
     (void)o;
-    json_object_set_new(spec, "gpus", json_integer(jo_gpu_count(ctx, "--gpus", arg)));
+    int64_t v;
+    if (jo_gpu_count(ctx, "--gpus", arg, &v) < 0)
+        return -1;
+    json_object_set_new(spec, "gpus", json_integer(v));
+    return 0;
 }
 
 /* "PROFILE[:N]" into mig_profile and mig_count; opt and shown (the value as given) are
  * for errors. */
-static void jo_mig_request(const struct jobopts_ctx *ctx, const char *opt, const char *shown,
-                           const char *arg, json_t *spec)
+static int jo_mig_request(const struct jobopts_ctx *ctx, const char *opt, const char *shown,
+                          const char *arg, json_t *spec)
 {
     char profile[GPUINFO_MIG_PROFILE_MAX];
     const char *colon = strchr(arg, ':');
@@ -467,117 +535,124 @@ static void jo_mig_request(const struct jobopts_ctx *ctx, const char *opt, const
     memcpy(profile, arg, len);
     profile[len] = '\0';
     if (!gpu_mig_profile_valid(profile))
-        jobopts_error(ctx, "invalid %s '%s': use a MIG profile like 1g.18gb, optionally :N", opt,
-                      shown);
+        return jobopts_fail(ctx, "invalid %s '%s': use a MIG profile like 1g.18gb, optionally :N",
+                            opt, shown);
     if (colon && (parse_int64(colon + 1, &n) < 0 || n < 1 || n > GPUINFO_MAX_MIGS))
-        jobopts_error(ctx, "invalid %s '%s': the count after ':' must be 1 to %d", opt, shown,
-                      GPUINFO_MAX_MIGS);
+        return jobopts_fail(ctx, "invalid %s '%s': the count after ':' must be 1 to %d", opt, shown,
+                            GPUINFO_MAX_MIGS);
     json_object_set_new(spec, "mig_profile", json_string(profile));
     json_object_set_new(spec, "mig_count", json_integer(n));
+    return 0;
 }
 
-static void jo_mig(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
-                   json_t *spec)
+static int jo_mig(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
+                  json_t *spec)
 {
     if (jo_clears(ctx, o, arg)) {
         json_object_set_new(spec, "mig_profile", json_null());
-        return;
+        return 0;
     }
-    jo_mig_request(ctx, "--mig", arg, arg, spec);
+    return jo_mig_request(ctx, "--mig", arg, arg, spec);
 }
 
 /* Slurm's --gres for GPUs: "N", "gpu" (one GPU), "gpu:N" or "mig:PROFILE[:N]". */
-static void jo_gres(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
-                    json_t *spec)
+static int jo_gres(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
+                   json_t *spec)
 {
     (void)o;
     int64_t v = 1;
     const char *count = arg;
     if (!strcmp(arg, "gpu")) {
         json_object_set_new(spec, "gpus", json_integer(v));
-        return;
+        return 0;
     }
-    if (str_starts_with(arg, "mig:")) { /* Slurm's mig:PROFILE:N (the MIG device plugin) */
-        jo_mig_request(ctx, "--gres", arg, arg + 4, spec);
-        return;
-    }
+    if (str_starts_with(arg, "mig:")) /* Slurm's mig:PROFILE:N (the MIG device plugin) */
+        return jo_mig_request(ctx, "--gres", arg, arg + 4, spec);
     if (str_starts_with(arg, "gpu:")) {
         count = arg + 4;
         if (strchr(count, ':'))
-            jobopts_error(ctx,
-                          "invalid --gres '%s': GPU types are not supported (one machine, "
-                          "one pool of GPUs); use --gres gpu:N",
-                          arg);
+            return jobopts_fail(ctx,
+                                "invalid --gres '%s': GPU types are not supported (one machine, "
+                                "one pool of GPUs); use --gres gpu:N",
+                                arg);
     } else if (*arg && !(*arg >= '0' && *arg <= '9')) {
-        jobopts_error(ctx,
-                      "invalid --gres '%s': only GPUs can be requested; use --gres gpu:N or "
-                      "--gres mig:PROFILE:N",
-                      arg);
+        return jobopts_fail(ctx,
+                            "invalid --gres '%s': only GPUs can be requested; use --gres gpu:N "
+                            "or --gres mig:PROFILE:N",
+                            arg);
     }
     if (parse_int64(count, &v) < 0 || v < 0)
-        jobopts_error(ctx, "invalid --gres '%s': use gpu:N or N with a whole number N >= 0", arg);
+        return jobopts_fail(ctx, "invalid --gres '%s': use gpu:N or N with a whole number N >= 0",
+                            arg);
     if (v > GPUINFO_MAX_GPUS)
-        jobopts_error(ctx, "invalid --gres '%s': at most %d GPUs", arg, GPUINFO_MAX_GPUS);
+        return jobopts_fail(ctx, "invalid --gres '%s': at most %d GPUs", arg, GPUINFO_MAX_GPUS);
     json_object_set_new(spec, "gpus", json_integer(v));
+    return 0;
 }
 
-static void jo_requeue(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
-                       json_t *spec)
-{
-    (void)ctx, (void)o, (void)arg;
-    json_object_set_new(spec, "requeue", json_true());
-}
-
-static void jo_pty(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
-                   json_t *spec)
-{
-    (void)ctx, (void)o, (void)arg;
-    json_object_set_new(spec, "pty", json_true());
-}
-
-static void jo_shared(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
+static int jo_requeue(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
                       json_t *spec)
 {
     (void)ctx, (void)o, (void)arg;
-    json_object_set_new(spec, "shared", json_true());
+    json_object_set_new(spec, "requeue", json_true());
+    return 0;
 }
 
-static void jo_gpus_per_task(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
-                             json_t *spec)
+static int jo_pty(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
+                  json_t *spec)
+{
+    (void)ctx, (void)o, (void)arg;
+    json_object_set_new(spec, "pty", json_true());
+    return 0;
+}
+
+static int jo_shared(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
+                     json_t *spec)
+{
+    (void)ctx, (void)o, (void)arg;
+    json_object_set_new(spec, "shared", json_true());
+    return 0;
+}
+
+static int jo_gpus_per_task(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
+                            json_t *spec)
 {
     int64_t v;
     if (parse_int64(arg, &v) < 0 || (v != 0 && v != 1))
-        jobopts_error(ctx,
-                      "invalid value '%s' for --%s: use 1 (one copy of the command per GPU) "
-                      "or 0 (one copy in all)",
-                      arg, o->longs[0]);
+        return jobopts_fail(ctx,
+                            "invalid value '%s' for --%s: use 1 (one copy of the command per "
+                            "GPU) or 0 (one copy in all)",
+                            arg, o->longs[0]);
     json_object_set_new(spec, "gpus_per_task", json_integer(v));
+    return 0;
 }
 
-static void jo_depends(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
-                       json_t *spec)
+static int jo_depends(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
+                      json_t *spec)
 {
     if (jo_clears(ctx, o, arg)) {
         json_object_set_new(spec, "depends_on", json_array());
         json_object_del(spec, "depends_mode");
-        return;
+        return 0;
     }
-    jobopts_deps(ctx, "--depends-on", arg, true, NULL, spec);
+    return jobopts_deps(ctx, "--depends-on", arg, true, NULL, spec);
 }
 
-static void jo_depends_mode(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
-                            json_t *spec)
+static int jo_depends_mode(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
+                           json_t *spec)
 {
     char *opt = xasprintf("--%s", o->longs[0]);
-    jobopts_deps(ctx, opt, arg, false, o->val == JOBOPT_DEPENDS_ANY ? "any" : "all", spec);
+    int r = jobopts_deps(ctx, opt, arg, false, o->val == JOBOPT_DEPENDS_ANY ? "any" : "all", spec);
     free(opt);
+    return r;
 }
 
-static void jo_no_auto_cancel(const struct jobopts_ctx *ctx, const struct jobopt *o,
-                              const char *arg, json_t *spec)
+static int jo_no_auto_cancel(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
+                             json_t *spec)
 {
     (void)ctx, (void)o, (void)arg;
     json_object_set_new(spec, "auto_cancel", json_false());
+    return 0;
 }
 
 /* ---- the dependency parser ---- */
@@ -625,16 +700,17 @@ static void jo_deps_dedupe(struct jo_deps *d)
     qsort(d->v, d->n, sizeof(*d->v), jo_dep_cmp_pos);
 }
 
-static void jo_deps_bound(const struct jobopts_ctx *ctx, const char *opt, struct jo_deps *d)
+static int jo_deps_bound(const struct jobopts_ctx *ctx, const char *opt, struct jo_deps *d)
 {
     jo_deps_dedupe(d);
     if (d->n > JOBOPTS_DEPS_MAX)
-        jobopts_error(ctx, "%s: too many dependencies; a job may wait for at most %d jobs", opt,
-                      JOBOPTS_DEPS_MAX);
+        return jobopts_fail(ctx, "%s: too many dependencies; a job may wait for at most %d jobs",
+                            opt, JOBOPTS_DEPS_MAX);
+    return 0;
 }
 
-static void jo_deps_push(const struct jobopts_ctx *ctx, const char *opt, struct jo_deps *d,
-                         int64_t id, enum job_dep_kind kind)
+static int jo_deps_push(const struct jobopts_ctx *ctx, const char *opt, struct jo_deps *d,
+                        int64_t id, enum job_dep_kind kind)
 {
     if (d->n == d->cap) {
         d->cap = d->cap ? d->cap * 2 : 16;
@@ -644,83 +720,116 @@ static void jo_deps_push(const struct jobopts_ctx *ctx, const char *opt, struct 
     /* Repeated long ranges must not pile up before the end: de-duplicate on the way,
      * rarely enough that it stays cheap. */
     if (d->n > 2 * (size_t)JOBOPTS_DEPS_MAX)
-        jo_deps_bound(ctx, opt, d);
+        return jo_deps_bound(ctx, opt, d);
+    return 0;
 }
 
 /* An id list "1,3,5-7" (the core's grammar and its bound on a range). */
-static void jo_deps_ids(const struct jobopts_ctx *ctx, const char *opt, const char *s,
-                        enum job_dep_kind kind, struct jo_deps *d)
+static int jo_deps_ids(const struct jobopts_ctx *ctx, const char *opt, const char *s,
+                       enum job_dep_kind kind, struct jo_deps *d)
 {
     int64_t *ids;
     size_t n;
     char *err = NULL;
+    int r = 0;
     if (parse_id_list(s, &ids, &n, &err) < 0)
-        jobopts_error(ctx, "%s: %s", opt, err);
-    for (size_t i = 0; i < n; i++)
-        jo_deps_push(ctx, opt, d, ids[i], kind);
+        return jo_fail_err(ctx, opt, err);
+    for (size_t i = 0; i < n && r == 0; i++)
+        r = jo_deps_push(ctx, opt, d, ids[i], kind);
     free(ids);
+    return r;
+}
+
+/* The job '@~back' names, asked of the daemon; a failure is the daemon's message, with
+ * the status of a failed request. */
+static int jo_deps_ref(const struct jobopts_ctx *ctx, int back, int64_t *id)
+{
+    char *err = NULL;
+    if (cli_try_resolve_ref(back, id, &err) == 0)
+        return 0;
+    free(ctx->error->message);
+    *ctx->error = (struct jobopts_err){CLI_EXIT_FAIL, err};
+    return -1;
+}
+
+/* One item of a list: a reference ("@", "@~2") or ids ("3", "5-7"). */
+static int jo_deps_item(const struct jobopts_ctx *ctx, const char *opt, const char *tok,
+                        enum job_dep_kind kind, struct jo_deps *d)
+{
+    int back;
+    int64_t id;
+    char *err = NULL;
+    int r = parse_job_ref(tok, &back, &err);
+    if (r < 0)
+        return jo_fail_err(ctx, opt, err);
+    if (r == 0)
+        return jo_deps_ids(ctx, opt, tok, kind, d);
+    if (jo_deps_ref(ctx, back, &id) < 0)
+        return -1;
+    return jo_deps_push(ctx, opt, d, id, kind);
 }
 
 /* A list of ids, ranges and references "3,@,@~2,5-7", as cli_parse_ids reads one. */
-static void jo_deps_list(const struct jobopts_ctx *ctx, const char *opt, const char *list,
-                         enum job_dep_kind kind, struct jo_deps *d)
+static int jo_deps_list(const struct jobopts_ctx *ctx, const char *opt, const char *list,
+                        enum job_dep_kind kind, struct jo_deps *d)
 {
-    if (!strchr(list, '@')) {
-        jo_deps_ids(ctx, opt, list, kind, d);
-        return;
-    }
+    if (!strchr(list, '@'))
+        return jo_deps_ids(ctx, opt, list, kind, d);
     size_t len = strlen(list);
     if (list[0] == ',' || list[len - 1] == ',' || strstr(list, ",,"))
-        jobopts_error(ctx, "%s: invalid job id list '%s': empty item; use e.g. 1,3,5-7", opt, list);
+        return jobopts_fail(ctx, "%s: invalid job id list '%s': empty item; use e.g. 1,3,5-7", opt,
+                            list);
     char *copy = xstrdup(list), *save = NULL;
-    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        int back;
-        char *err = NULL;
-        int r = parse_job_ref(tok, &back, &err);
-        if (r < 0)
-            jobopts_error(ctx, "%s: %s", opt, err);
-        if (r == 1)
-            jo_deps_push(ctx, opt, d, cli_resolve_ref(back), kind);
-        else
-            jo_deps_ids(ctx, opt, tok, kind, d);
-    }
+    int r = 0;
+    for (char *tok = strtok_r(copy, ",", &save); tok && r == 0; tok = strtok_r(NULL, ",", &save))
+        r = jo_deps_item(ctx, opt, tok, kind, d);
     free(copy);
+    return r;
+}
+
+/* One item of Slurm's form, "afterok:1:2" (item is changed). */
+static int jo_deps_slurm_item(const struct jobopts_ctx *ctx, const char *spec, char *item,
+                              struct jo_deps *d)
+{
+    char *colon = strchr(item, ':');
+    enum job_dep_kind kind;
+    if (colon)
+        *colon = '\0';
+    if (job_dep_kind_parse(item, &kind) < 0)
+        return jobopts_fail(ctx,
+                            "unsupported dependency type '%s' in --dependency '%s': use "
+                            "afterok, afterany or afternotok",
+                            item, spec);
+    if (!colon || !colon[1])
+        return jobopts_fail(ctx, "no job id after '%s:' in --dependency '%s'", item, spec);
+    char *save = NULL;
+    int r = 0;
+    for (char *id = strtok_r(colon + 1, ":", &save); id && r == 0; id = strtok_r(NULL, ":", &save))
+        r = jo_deps_list(ctx, "--dependency", id, kind, d);
+    return r;
 }
 
 /* Slurm's form: "afterok:1:2,afterany:3" (all must hold) or "afterok:1?afternotok:2" (any
- * one suffices). Returns whether it was the '?' form. */
-static bool jo_deps_slurm(const struct jobopts_ctx *ctx, const char *spec, struct jo_deps *d)
+ * one suffices). Returns 1 for the '?' form, 0 for the other, -1 on a bad one. */
+static int jo_deps_slurm(const struct jobopts_ctx *ctx, const char *spec, struct jo_deps *d)
 {
     bool any = strchr(spec, '?') != NULL;
     if (any && strchr(spec, ','))
-        jobopts_error(ctx, "invalid --dependency '%s': join with ',' (all) or '?' (any), not both",
-                      spec);
+        return jobopts_fail(
+            ctx, "invalid --dependency '%s': join with ',' (all) or '?' (any), not both", spec);
     const char *sep = any ? "?" : ",";
     char *copy = xstrdup(spec), *save = NULL;
-    for (char *item = strtok_r(copy, sep, &save); item; item = strtok_r(NULL, sep, &save)) {
-        char *colon = strchr(item, ':');
-        enum job_dep_kind kind;
-        if (colon)
-            *colon = '\0';
-        if (job_dep_kind_parse(item, &kind) < 0)
-            jobopts_error(ctx,
-                          "unsupported dependency type '%s' in --dependency '%s': use afterok, "
-                          "afterany or afternotok",
-                          item, spec);
-        if (!colon || !colon[1])
-            jobopts_error(ctx, "no job id after '%s:' in --dependency '%s'", item, spec);
-        char *isave = NULL;
-        for (char *id = strtok_r(colon + 1, ":", &isave); id; id = strtok_r(NULL, ":", &isave))
-            jo_deps_list(ctx, "--dependency", id, kind, d);
-    }
+    int r = 0;
+    for (char *item = strtok_r(copy, sep, &save); item && r == 0; item = strtok_r(NULL, sep, &save))
+        r = jo_deps_slurm_item(ctx, spec, item, d);
     free(copy);
-    return any;
+    return r < 0 ? -1 : any;
 }
 
-void jobopts_deps(const struct jobopts_ctx *ctx, const char *opt, const char *arg, bool slurm,
-                  const char *mode, json_t *spec)
+/* arg's entries after those spec already has, de-duplicated and bounded. */
+static int jo_deps_collect(const struct jobopts_ctx *ctx, const char *opt, const char *arg,
+                           bool slurm, const char **mode, const json_t *spec, struct jo_deps *d)
 {
-    struct jo_deps d = {0};
     size_t i;
     const json_t *e;
     json_array_foreach (json_object_get(spec, "depends_on"), i, e) {
@@ -728,17 +837,31 @@ void jobopts_deps(const struct jobopts_ctx *ctx, const char *opt, const char *ar
         const char *k = json_string_value(json_object_get(e, "kind"));
         if (k)
             job_dep_kind_parse(k, &kind);
-        jo_deps_push(ctx, opt, &d, json_integer_value(json_object_get(e, "id")), kind);
+        if (jo_deps_push(ctx, opt, d, json_integer_value(json_object_get(e, "id")), kind) < 0)
+            return -1;
     }
     if (slurm && !strncasecmp(arg, "after", 5)) {
-        if (jo_deps_slurm(ctx, arg, &d))
-            mode = "any";
-    } else {
-        jo_deps_list(ctx, opt, arg, JOB_DEP_AFTEROK, &d);
+        int any = jo_deps_slurm(ctx, arg, d);
+        if (any < 0)
+            return -1;
+        if (any)
+            *mode = "any";
+    } else if (jo_deps_list(ctx, opt, arg, JOB_DEP_AFTEROK, d) < 0) {
+        return -1;
     }
-    jo_deps_bound(ctx, opt, &d);
+    return jo_deps_bound(ctx, opt, d);
+}
+
+int jobopts_deps(const struct jobopts_ctx *ctx, const char *opt, const char *arg, bool slurm,
+                 const char *mode, json_t *spec)
+{
+    struct jo_deps d = {0};
+    if (jo_deps_collect(ctx, opt, arg, slurm, &mode, spec, &d) < 0) {
+        free(d.v);
+        return -1;
+    }
     json_t *deps = json_array();
-    for (i = 0; i < d.n; i++)
+    for (size_t i = 0; i < d.n; i++)
         json_array_append_new(deps, json_pack("{s:I, s:s}", "id", (json_int_t)d.v[i].id, "kind",
                                               job_dep_kind_name(d.v[i].kind)));
     free(d.v);
@@ -747,6 +870,7 @@ void jobopts_deps(const struct jobopts_ctx *ctx, const char *opt, const char *ar
         json_object_set_new(spec, "depends_mode", json_string(mode));
     else if (!json_object_get(spec, "depends_mode"))
         json_object_set_new(spec, "depends_mode", json_string("all"));
+    return 0;
 }
 
 void jobopts_merge(json_t *spec, const json_t *from)

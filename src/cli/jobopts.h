@@ -9,7 +9,11 @@
  * A command builds its getopt_long tables with jobopts_longopts / jobopts_shortopts
  * (the shared options plus its own; its own vals must be below JOBOPT_FIRST and must not
  * be the shared short letters J n p t g m d H), and hands every option it gets to
- * jobopts_apply first. */
+ * jobopts_apply first.
+ *
+ * A refused value is returned, never the end of the process: the parsers return -1 with
+ * the message in the context's jobopts_err, so that gflow-mcp, which serves on after a
+ * bad directive, calls them as the commands do; a command then ends with jobopts_exit. */
 #ifndef GFLOW_JOBOPTS_H
 #define GFLOW_JOBOPTS_H
 
@@ -25,12 +29,22 @@ enum jobopts_cmd {
     JOBOPTS_REDO = 4,   /* gjob redo: as update */
 };
 
-/* Who is parsing: which rules apply, and how a bad value is reported. */
+/* A refused value: the message as a command prints it after "<prog>: " ("<message>;
+ * see '<usage> --help'", or in a directive "<file>:<line>: <message> (in a '# GFLOW'
+ * directive)") and the status the command exits with: CLI_EXIT_USAGE, or CLI_EXIT_FAIL
+ * where the daemon could not resolve a reference (@). */
+struct jobopts_err {
+    int status;
+    char *message; /* malloc'd; the caller frees it */
+};
+
+/* Who is parsing: which rules apply, and where a bad value is reported. */
 struct jobopts_ctx {
     enum jobopts_cmd cmd;
     const char *usage; /* the command as errors name it: "gbatch", "gjob update" */
     const char *file;  /* a script's "# GFLOW" directive: the script and its line */
     int line;
+    struct jobopts_err *error; /* set where a parser returns -1 */
 };
 
 /* The getopt_long vals of the shared long-only options start here. */
@@ -53,21 +67,21 @@ char *jobopts_shortopts(const char *prefix, const char *extra);
 int jobopts_val(const char *long_name);
 
 /* If c (from getopt_long over the tables above) is a shared option, parses arg into spec
- * and returns true; false for the caller's own options. A bad value is a usage error:
- * the message (jobopts_error) and exit 2. */
-bool jobopts_apply(const struct jobopts_ctx *ctx, int c, const char *arg, json_t *spec);
+ * and returns 1; 0 for the caller's own options; -1 for a bad value (ctx->error set). */
+int jobopts_apply(const struct jobopts_ctx *ctx, int c, const char *arg, json_t *spec);
 
 /* The dependency parser behind -d/--depends-on/--dependency (slurm true) and
  * --depends-on-all/-any (slurm false; mode "all" or "any"). arg: a list of ids, ranges and
  * references ("3,5-7,@,@~2", afterok), or with slurm Slurm's form
  * "afterok:ID[:ID...],afterany:ID" (all must hold) or "afterok:1?afternotok:2" (any one
  * suffices). ('none' for no dependencies is the option's, not the parser's.) Ids and ranges go
- * through parse_id_list, references through parse_job_ref and cli_resolve_ref (which
- * asks the daemon). The entries are added to spec's "depends_on" without repeating an
- * (id, kind); "depends_mode" is set to mode, or "all" if it has none yet. opt names the
- * option in messages. */
-void jobopts_deps(const struct jobopts_ctx *ctx, const char *opt, const char *arg, bool slurm,
-                  const char *mode, json_t *spec);
+ * through parse_id_list, references through parse_job_ref and cli_try_resolve_ref
+ * (which asks the daemon; its failure has status CLI_EXIT_FAIL). The entries are added
+ * to spec's "depends_on" without repeating an (id, kind); "depends_mode" is set to
+ * mode, or "all" if it has none yet. opt names the option in messages. Returns 0, or -1
+ * (ctx->error set). */
+int jobopts_deps(const struct jobopts_ctx *ctx, const char *opt, const char *arg, bool slurm,
+                 const char *mode, json_t *spec);
 
 /* A script's "# GFLOW" options under those of the command line: every field of from that
  * spec does not have; "depends_on" and "depends_mode" go together. */
@@ -80,10 +94,13 @@ int jobopts_split_words(const char *s, char ***words, int *n);
 
 /* Calls fn once per "# GFLOW" (or "#GFLOW") line of a script's text, with the line's
  * words after a program name "gbatch" (argv[argc] is NULL) and a context that names
- * file and the line, for fn's messages; an unterminated quote is jobopts_error's. */
-typedef void (*jobopts_directive_fn)(int argc, char **argv, const struct jobopts_ctx *ctx,
-                                     void *arg);
-void jobopts_each_directive(const char *text, const char *file, jobopts_directive_fn fn, void *arg);
+ * file and the line and reports into error, for fn's messages. Stops at the first line
+ * fn refuses (returns -1) or whose quote is unterminated, and returns -1 (error set);
+ * 0 when all were read. */
+typedef int (*jobopts_directive_fn)(int argc, char **argv, const struct jobopts_ctx *ctx,
+                                    void *arg);
+int jobopts_each_directive(const char *text, const char *file, jobopts_directive_fn fn, void *arg,
+                           struct jobopts_err *error);
 
 /* The sections of the help the shared options fall in. */
 enum jobopts_section { JOBOPTS_GENERAL, JOBOPTS_GPUS, JOBOPTS_DEPS };
@@ -98,8 +115,15 @@ void jobopts_help_paragraph(const char *text);
  * sentence. Caller frees. */
 char *jobopts_names(enum jobopts_cmd cmd);
 
-/* A bad option value: "<prog>: <message>; see '<usage> --help'", or in a directive
- * "<prog>: <file>:<line>: <message> (in a '# GFLOW' directive)"; exit 2. */
+/* A bad option value into ctx->error (status CLI_EXIT_USAGE, the message in the form
+ * jobopts_err describes); returns -1, for "return jobopts_fail(...)". */
+int jobopts_fail(const struct jobopts_ctx *ctx, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* A command's end on a refused value: "<prog>: <message>" and exit with its status. */
+void jobopts_exit(const struct jobopts_err *error) __attribute__((noreturn));
+
+/* For a command's own options: jobopts_fail, then jobopts_exit. */
 void jobopts_error(const struct jobopts_ctx *ctx, const char *fmt, ...)
     __attribute__((format(printf, 2, 3), noreturn));
 

@@ -32,6 +32,9 @@ int jobopts_split_words(const char *s, char ***words, int *n)
                 }
                 if (!*p) {
                     strbuf_free(&w);
+                    for (int i = 0; i < *n; i++)
+                        free((*words)[i]);
+                    free(*words);
                     return -1;
                 }
                 p++;
@@ -50,10 +53,33 @@ int jobopts_split_words(const char *s, char ***words, int *n)
     return 0;
 }
 
-void jobopts_each_directive(const char *text, const char *file, jobopts_directive_fn fn, void *arg)
+/* One directive, body (the text after "# GFLOW"), read as line lineno of file. */
+static int jo_directive(const char *body, const char *file, int lineno, jobopts_directive_fn fn,
+                        void *arg, struct jobopts_err *error)
+{
+    struct jobopts_ctx ctx = {JOBOPTS_SUBMIT, "gbatch", file, lineno, error};
+    char **words;
+    int n;
+    if (jobopts_split_words(body, &words, &n) < 0)
+        return jobopts_fail(&ctx, "unterminated quote");
+    /* getopt wants a program name in argv[0]. */
+    char **argv = xmalloc((size_t)(n + 2) * sizeof(char *));
+    argv[0] = "gbatch";
+    memcpy(argv + 1, words, (size_t)(n + 1) * sizeof(char *));
+    int r = fn(n + 1, argv, &ctx, arg);
+    free(argv);
+    for (int i = 0; i < n; i++)
+        free(words[i]);
+    free(words);
+    return r;
+}
+
+int jobopts_each_directive(const char *text, const char *file, jobopts_directive_fn fn, void *arg,
+                           struct jobopts_err *error)
 {
     const char *line = text;
-    for (int lineno = 1; *line; lineno++) {
+    int r = 0;
+    for (int lineno = 1; *line && r == 0; lineno++) {
         size_t len = strcspn(line, "\n");
         const char *rest = NULL;
         if (!strncmp(line, "# GFLOW", 7))
@@ -63,24 +89,12 @@ void jobopts_each_directive(const char *text, const char *file, jobopts_directiv
         if (rest && (rest == line + len || *rest == ' ' || *rest == '\t' || *rest == '\r')) {
             char *body = xstrndup(rest, (size_t)(line + len - rest));
             body[strcspn(body, "\r")] = '\0';
-            struct jobopts_ctx ctx = {JOBOPTS_SUBMIT, "gbatch", file, lineno};
-            char **words;
-            int n;
-            if (jobopts_split_words(body, &words, &n) < 0)
-                jobopts_error(&ctx, "unterminated quote");
-            /* getopt wants a program name in argv[0]. */
-            char **argv = xmalloc((size_t)(n + 2) * sizeof(char *));
-            argv[0] = "gbatch";
-            memcpy(argv + 1, words, (size_t)(n + 1) * sizeof(char *));
-            fn(n + 1, argv, &ctx, arg);
-            free(argv);
-            for (int i = 0; i < n; i++)
-                free(words[i]);
-            free(words);
+            r = jo_directive(body, file, lineno, fn, arg, error);
             free(body);
         }
         line += len;
         if (*line == '\n')
             line++;
     }
+    return r;
 }

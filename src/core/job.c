@@ -423,15 +423,6 @@ enum job_deps_outcome job_deps_outcome(const struct job *j, int64_t *failed_id)
     return never ? JOB_DEPS_FAILED : met == j->n_deps ? JOB_DEPS_READY : JOB_DEPS_WAIT;
 }
 
-void job_add_dependent(struct job *j, int64_t dependent)
-{
-    if (j->n_dependents == j->cap_dependents) {
-        j->cap_dependents = j->cap_dependents ? j->cap_dependents * 2 : 4;
-        j->dependents = xrealloc(j->dependents, j->cap_dependents * sizeof(*j->dependents));
-    }
-    j->dependents[j->n_dependents++] = dependent;
-}
-
 /* ---- the record ---- */
 
 void job_set_reason(struct job *j, enum job_reason r, int64_t job, const char *detail)
@@ -521,7 +512,6 @@ void job_clear(struct job *j)
     free(j->reason_detail);
     free(j->conda_env);
     free(j->deps);
-    free(j->dependents);
     json_decref(j->env);
     json_decref(j->params);
     free(j->command_template);
@@ -584,10 +574,9 @@ struct job *job_dup(const struct job *src, bool with_payload)
         j->deps = xmalloc(src->n_deps * sizeof(*j->deps));
         memcpy(j->deps, src->deps, src->n_deps * sizeof(*j->deps));
     }
-    j->dependents = NULL;
-    j->n_dependents = j->cap_dependents = 0;
-    j->runtime = NULL;
-    j->begin_heap_pos = 0;
+    /* The copy is no job of the daemon's table: none of its live records. */
+    memset(&j->sched, 0, sizeof(j->sched));
+    memset(&j->daemon, 0, sizeof(j->daemon));
     return j;
 }
 

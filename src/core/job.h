@@ -119,6 +119,34 @@ struct job_group {
     int64_t pass_started;
 };
 
+struct quota_usage; /* quota.h */
+
+/* A job's live records that the daemon keeps for its scheduling pass and that core reads
+ * (the pass in scheduler*.c and quota.c, the begin heap, the codec's max_concurrent):
+ * set by the daemon (or by a test or the replay), never stored, not copied by job_dup,
+ * pointing at what others own. */
+struct job_sched_state {
+    struct job_group *group; /* the daemon's record of group_id (NULL: none) */
+    /* What the job's user and project use (quota.h; NULL: none), which the pass checks
+     * their quotas against. */
+    struct quota_usage *quota_user, *quota_project;
+    /* 1 + the job's position in the scheduler_begin_heap (a queued job whose begin_time
+     * is to come), 0: not there. */
+    size_t begin_heap_pos;
+    /* The job waits for its dependencies (kept out of the scheduling queue; a pass skips
+     * it). */
+    bool deps_blocked;
+};
+
+/* The daemon's bookkeeping of a job in its table. Core never reads it; it is never
+ * stored, job_dup does not copy it and job_clear does not free it (the daemon frees
+ * dependents, jobs.c). */
+struct job_daemon_state {
+    void *runtime;       /* the per-run state (runner.c) while the job runs */
+    int64_t *dependents; /* the active jobs that depend on this one */
+    size_t n_dependents, cap_dependents;
+};
+
 struct job {
     int64_t id;
     char *name;
@@ -169,16 +197,18 @@ struct job {
     int64_t shim_start; /* /proc start time of shim_pid, guards against pid reuse */
     int64_t max_rss_kb;
 
-    /* Later capabilities (stored now, scheduled by their own issue). shared: with the
-     * flags at the end. */
-    int gpus;                /* GPUs requested */
-    int gpus_per_task;       /* 1: one copy of the command per GPU (torchrun style) */
-    uint64_t gpu_mask;       /* the GPUs it holds while running, by NVML index; 0: none */
-    int64_t memory_mb;       /* host memory limit; 0 = none */
-    int64_t gpu_memory_mb;   /* per-GPU memory; 0 = none */
-    int64_t group_id;        /* submission group (arrays, sweeps); 0 = none */
-    struct job_group *group; /* the daemon's record of group_id (NULL: none); not owned */
-    int64_t array_task;      /* -1 = not an array task */
+    /* Resources, groups and retries: the scheduling pass places the job by its GPUs
+     * (shared, with the flags at the end, and gpu_memory_mb on shared GPUs) and memory,
+     * the shim enforces memory_mb and runs gpus_per_task copies, a group's
+     * max_concurrent caps its jobs, and a failed job with retries left is submitted
+     * again as its next attempt. */
+    int gpus;              /* GPUs requested */
+    int gpus_per_task;     /* 1: one copy of the command per GPU (torchrun style) */
+    uint64_t gpu_mask;     /* the GPUs it holds while running, by NVML index; 0: none */
+    int64_t memory_mb;     /* host memory limit; 0 = none */
+    int64_t gpu_memory_mb; /* per-GPU memory; 0 = none */
+    int64_t group_id;      /* submission group (arrays, sweeps); 0 = none */
+    int64_t array_task;    /* -1 = not an array task */
     int max_retries;
     int attempt;      /* 1 for the first run */
     int64_t retry_of; /* previous attempt's id; 0 = none */
@@ -198,12 +228,13 @@ struct job {
     /* --begin: the job does not start before this unix time (0 = no such wait). */
     double begin_time;
 
-    /* gflow's bookkeeping options, stored and shown (nothing acts on them yet):
-     * project (-P; NULL: none), nice (the --nice value given; gflow treats it as the
-     * priority, which gbatch sets too; 0: not given), notify_email (--notify-email, the
-     * addresses joined by ','; NULL: none), notify_on (--notify-on, event names joined
-     * by ','; NULL: none), auto_close (--auto-close, with the flags at the end: gflow
-     * closes the job's tmux session; we have none). */
+    /* gflow's bookkeeping options: project (-P; NULL: none), which quotas, fairshare
+     * and the lists' filters go by; notify_email (--notify-email, the addresses joined
+     * by ','; NULL: none) and notify_on (--notify-on, event names joined by ','; NULL:
+     * none), the mail the notifier sends (ops/notify.c). Only stored and shown: nice
+     * (the --nice value given; gflow treats it as the priority, which gbatch sets too;
+     * 0: not given) and auto_close (--auto-close, with the flags at the end: gflow closes
+     * the job's tmux session; we have none). */
     char *project;
     char *notify_email;
     char *notify_on;
@@ -216,15 +247,11 @@ struct job {
     int requeue_count;
     int64_t preempted_by;
 
-    /* Dependencies (on earlier jobs; at most one entry per id and kind). deps_any,
-     * auto_cancel and deps_blocked are flags at the end. */
+    /* Dependencies (on earlier jobs; at most one entry per id and kind). deps_any and
+     * auto_cancel are flags at the end. */
     struct job_dep *deps;
     size_t n_deps;
-    /* The daemon's bookkeeping (not stored): the active jobs that depend on this one. */
-    int64_t *dependents;
-    size_t n_dependents, cap_dependents;
 
-    void *runtime; /* the daemon's per-run state (runner.c); never copied or freed here */
     /* The slurm backend's job id of a job handed to Slurm: > 0 known, 0 not (yet)
      * known, -1 sbatch is running for it (stored as 0). Stored (slurm_id) once sbatch
      * has answered; the comment tag (slurmspec.h) finds a job whose id was not committed.
@@ -233,13 +260,8 @@ struct job {
     int64_t backend_id;
     char *backend_reason;
 
-    /* The daemon's bookkeeping (not stored): 1 + the job's position in the daemon's
-     * scheduler_begin_heap (a queued job whose begin_time is to come), 0: not there. */
-    size_t begin_heap_pos;
-
-    /* The daemon's records of what the job's user and project use (quota.h; NULL: none),
-     * which the scheduling pass checks their quotas against; not owned, not stored. */
-    struct quota_usage *quota_user, *quota_project;
+    struct job_sched_state sched;   /* what the daemon keeps for the pass (above) */
+    struct job_daemon_state daemon; /* the daemon's own bookkeeping (above) */
 
     /* MIG (--mig PROFILE[:N]): the job asks for mig_count instances of the MIG profile
      * mig_profile ("1g.18gb"; NULL: not a MIG job, and then gpus may be asked instead).
@@ -249,8 +271,8 @@ struct job {
     char *mig_uuids;
     int mig_count;
 
-    /* The flags, together at the end so that the struct has no padding between its
-     * fields (536 -> 488 bytes: the daemon keeps every queued job). */
+    /* The flags, together at the end so that they share words instead of each being
+     * padded to one (the daemon keeps every queued job). */
     bool oom;            /* the job was killed for exceeding its memory limit */
     bool shared;         /* may share its GPUs with other shared jobs */
     bool warn_main_only; /* --signal B: */
@@ -259,9 +281,6 @@ struct job {
     bool pty;            /* gbatch --pty: on a pseudo-terminal its shim owns (gjob attach) */
     bool deps_any;       /* "any": one met dependency suffices; else all must be met */
     bool auto_cancel;    /* cancel the job when its dependencies can never be met */
-    /* The daemon's bookkeeping (not stored): the job waits for its dependencies (kept
-     * out of the scheduling queue; a pass skips it). */
-    bool deps_blocked;
 };
 
 /* The job events a --notify-on may name (gflow's job-scoped ones), NULL-terminated, and
@@ -400,8 +419,6 @@ void job_deps_add(struct job *j, int64_t id, enum job_dep_kind kind);
  * *failed_id (may be NULL) is a dependency that can no longer be met (the last one
  * that failed in "any" mode). A job without dependencies is READY. */
 enum job_deps_outcome job_deps_outcome(const struct job *j, int64_t *failed_id);
-/* Records in j (an active job) that the job `dependent` waits for it. */
-void job_add_dependent(struct job *j, int64_t dependent);
 
 /* Sets warn_signal/secs/main_only from a --signal spec ("B:USR1@60"; NULL or "" for
  * none). 0, or -1 if malformed (then none). */

@@ -270,7 +270,8 @@ void job_append_field(struct strbuf *sb, const struct job *j, enum job_field f, 
         append_text(sb, j->deps_any ? "any" : "all", tsv);
         break;
     case JOB_FIELD_MAX_CONCURRENT:
-        append_int(sb, j->group ? j->group->max_concurrent : 0, j->group != NULL, tsv);
+        append_int(sb, j->sched.group ? j->sched.group->max_concurrent : 0, j->sched.group != NULL,
+                   tsv);
         break;
     case JOB_FIELD_UMASK:
         if (j->umask >= 0) {

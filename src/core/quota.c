@@ -437,13 +437,13 @@ const char *quota_usage_blocks(struct quota_usage *u, const struct job *j, doubl
 
 bool quota_blocks(const struct job *j, double now, uint64_t epoch)
 {
-    return quota_usage_blocks(j->quota_user, j, now, epoch) ||
-           quota_usage_blocks(j->quota_project, j, now, epoch);
+    return quota_usage_blocks(j->sched.quota_user, j, now, epoch) ||
+           quota_usage_blocks(j->sched.quota_project, j, now, epoch);
 }
 
 void quota_pass_started(const struct job *j, uint64_t epoch)
 {
-    struct quota_usage *subjects[2] = {j->quota_user, j->quota_project};
+    struct quota_usage *subjects[2] = {j->sched.quota_user, j->sched.quota_project};
     for (int k = 0; k < 2; k++) {
         struct quota_usage *u = subjects[k];
         if (!u)

@@ -99,7 +99,7 @@ int quota_config_from_toml(struct quota_config *c, const struct toml_value *t, c
                            int *line);
 
 /* What one user or one project uses, kept by the daemon (jobs point at theirs:
- * job.quota_user, job.quota_project) and read by the scheduling pass. */
+ * job.sched.quota_user, job.sched.quota_project) and read by the scheduling pass. */
 struct quota_usage {
     char *name;
     enum quota_scope scope;

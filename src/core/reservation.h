@@ -1,7 +1,8 @@
 /* reservation: GPU reservations (gctl reserve) as the scheduling pass sees them, and the
  * pure rules around them: which GPUs a job may not use because of them, when a GPU is
  * next free of them for a job (backfill's plan), a reservation's status, and which GPUs
- * a new reservation gets. No I/O; the daemon keeps the records (src/daemon/resv.c).
+ * a new reservation gets. No I/O; the daemon keeps the records
+ * (src/daemon/policy/reservation_table.c).
  *
  * The rule (enforced in aggregate, over every job): from its start to its end a
  * reservation's GPUs run only its holder's jobs. Before the window a job of another

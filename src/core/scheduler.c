@@ -575,7 +575,7 @@ static inline __attribute__((always_inline)) size_t pass_walk(const struct sched
         struct job *j = in->queued[i];
         if (backfill) /* greedy leaves it alone */
             j->expected_start = 0;
-        if (j->deps_blocked) {
+        if (j->sched.deps_blocked) {
             j->wait_reason = SCHEDULER_REASON_DEPENDENCY;
             continue;
         }
@@ -585,7 +585,7 @@ static inline __attribute__((always_inline)) size_t pass_walk(const struct sched
                 next_pass = j->begin_time;
             continue;
         }
-        struct job_group *g = j->group;
+        struct job_group *g = j->sched.group;
         if (g && g->max_concurrent > 0) {
             if (g->pass_epoch != pass_epoch) {
                 g->pass_epoch = pass_epoch;
@@ -596,7 +596,8 @@ static inline __attribute__((always_inline)) size_t pass_walk(const struct sched
                 continue;
             }
         }
-        if ((j->quota_user || j->quota_project) && quota_blocks(j, in->now, pass_epoch)) {
+        if ((j->sched.quota_user || j->sched.quota_project) &&
+            quota_blocks(j, in->now, pass_epoch)) {
             j->wait_reason = SCHEDULER_REASON_QUOTA;
             continue;
         }
@@ -697,16 +698,17 @@ static inline __attribute__((always_inline)) size_t pass_walk(const struct sched
         struct job *j = in->queued[i];
         if (backfill) /* greedy leaves it alone */
             j->expected_start = 0;
-        if (j->deps_blocked) {
+        if (j->sched.deps_blocked) {
             j->wait_reason = SCHEDULER_REASON_DEPENDENCY;
         } else if (j->begin_time > in->now) {
             j->wait_reason = SCHEDULER_REASON_BEGIN_TIME;
             if (next_pass == 0 || j->begin_time < next_pass)
                 next_pass = j->begin_time;
-        } else if (j->group && j->group->max_concurrent > 0 &&
-                   j->group->running +
-                           (j->group->pass_epoch == pass_epoch ? j->group->pass_started : 0) >=
-                       j->group->max_concurrent) {
+        } else if (j->sched.group && j->sched.group->max_concurrent > 0 &&
+                   j->sched.group->running + (j->sched.group->pass_epoch == pass_epoch
+                                                  ? j->sched.group->pass_started
+                                                  : 0) >=
+                       j->sched.group->max_concurrent) {
             j->wait_reason = SCHEDULER_REASON_GROUP_LIMIT;
         } else {
             j->wait_reason = SCHEDULER_REASON_MAX_RUNNING;

@@ -119,7 +119,7 @@ struct scheduler_policy {
  * (gctl reserve): during the reservation's window, or before it when the job would
  * still run at its start (reservation.h). Checked where Priority is. */
 #define SCHEDULER_REASON_RESERVATION "Reservation"
-/* JobArrayTaskLimit (Slurm's name): the job's group (j->group) has max_concurrent > 0 and
+/* JobArrayTaskLimit (Slurm's name): the job's group (j->sched.group) has max_concurrent > 0 and
  * that many of its jobs are running (group->running, kept by the caller) or starting in
  * this pass. Checked after BeginTime and before MaxRunningJobs. */
 #define SCHEDULER_REASON_GROUP_LIMIT "JobArrayTaskLimit"

@@ -127,7 +127,7 @@ static bool begin_before(const struct job *a, const struct job *b)
 static void heap_set(struct scheduler_begin_heap *h, size_t i, struct job *j)
 {
     h->jobs[i] = j;
-    j->begin_heap_pos = i + 1;
+    j->sched.begin_heap_pos = i + 1;
 }
 
 /* Moves the job at i up or down to its place. */
@@ -164,10 +164,10 @@ void scheduler_begin_heap_push(struct scheduler_begin_heap *h, struct job *j)
 
 int scheduler_begin_heap_remove(struct scheduler_begin_heap *h, struct job *j)
 {
-    size_t pos = j->begin_heap_pos;
+    size_t pos = j->sched.begin_heap_pos;
     if (pos == 0 || pos > h->len || h->jobs[pos - 1] != j)
         return -1;
-    j->begin_heap_pos = 0;
+    j->sched.begin_heap_pos = 0;
     struct job *last = h->jobs[--h->len];
     if (last != j) {
         h->jobs[pos - 1] = last;

@@ -32,7 +32,7 @@ struct gflowd {
     struct api *api;
     struct events *events;       /* GET /v1/events (events.h) */
     struct disk *disk;           /* room on the data and log filesystems */
-    struct resv_table *resv;     /* GPU reservations (gctl reserve; resv.h) */
+    struct resv_table *resv;     /* GPU reservations (gctl reserve; reservation_table.h) */
     struct gpu_samples *samples; /* GPU utilisation for gstats --gpu (gpu_samples.h) */
     struct notifier *notifier;   /* webhooks and e-mail (notify.h) */
     struct launcher *launcher;   /* what launching keeps between jobs (run/launch.h) */

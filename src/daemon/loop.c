@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
@@ -31,6 +32,7 @@ struct loop_timer {
 
 static int epfd = -1;
 static bool running;
+static bool failed;            /* loop_fail stopped it */
 static struct watch **watches; /* indexed by fd */
 static int n_watches;
 static struct watch *dead_watches; /* freed after the current batch of events */
@@ -222,10 +224,11 @@ static int min_timeout(int a, int b)
     return a < b ? a : b;
 }
 
-void loop_run(void)
+int loop_run(void)
 {
     struct epoll_event events[64];
     running = true;
+    failed = false;
     while (running) {
         run_due_timers();
         if (before_sleep)
@@ -248,10 +251,23 @@ void loop_run(void)
         }
         free_dead_watches();
     }
+    return failed ? -1 : 0;
 }
 
 void loop_stop(void)
 {
+    running = false;
+}
+
+void loop_fail(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *msg = xvasprintf(fmt, ap);
+    va_end(ap);
+    log_error("%s", msg);
+    free(msg);
+    failed = true;
     running = false;
 }
 

@@ -33,8 +33,11 @@ void loop_set_timeout_source(int (*cb)(void *arg), void *arg);
 /* pthread_create with every signal blocked in the new thread: the daemon's signals are
  * the loop's, read from its signalfd on its own thread. pthread_create's result. */
 int loop_thread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg);
-/* Runs until loop_stop. */
-void loop_run(void);
+/* Runs until loop_stop (returns 0) or loop_fail (returns -1). */
+int loop_run(void);
 void loop_stop(void);
+/* A fatal error in a callback: logs the message and stops the loop, whose caller then
+ * shuts down as after loop_stop and exits non-zero. A callback never exits itself. */
+void loop_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #endif

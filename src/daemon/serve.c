@@ -49,12 +49,12 @@
 #include "ops/sdnotify.h"
 #include "ops/startopts.h"
 #include "parse.h"
-#include "policy/quotas.h"
-#include "policy/resv.h"
+#include "policy/quota_state.h"
+#include "policy/reservation_table.h"
 #include "procinfo.h"
 #include "run/cgleaf.h"
 #include "run/launch.h"
-#include "run/preemption.h"
+#include "run/preempt_run.h"
 #include "run/runner.h"
 #include "store/store.h"
 #include "util.h"
@@ -293,10 +293,10 @@ static void undo_lost(struct server *s)
     free(s->to_launch); /* committed as R in the lost transaction only */
     s->to_launch = NULL;
     s->to_launch_len = 0;
-    if (daemon_on_slurm(d))
-        slurm_reload(d);
-    else
-        runner_reload(d);
+    if ((daemon_on_slurm(d) ? slurm_reload(d) : runner_reload(d)) < 0) {
+        free(why); /* the loop stops; the waiting requests end with their connections */
+        return;
+    }
     resv_free(d->resv);
     char *resv_err = NULL;
     if (resv_load(d->resv, d->store, &resv_err) < 0) {
@@ -598,6 +598,13 @@ static void start_gpus(struct gflowd *d, const struct serve_opts *o)
         startup_failed(o, err);
 }
 
+/* The commits of the way down, none after a failure (see serve). */
+static void shutdown_commit(struct gflowd *d, bool failed)
+{
+    if (!failed)
+        jobs_commit(d->jobs);
+}
+
 int serve(struct gflowd *d, const struct serve_opts *o)
 {
     char *err = NULL;
@@ -694,24 +701,26 @@ int serve(struct gflowd *d, const struct serve_opts *o)
         log_warn("cannot tell systemd that gflowd is ready: %s", strerror(errno));
     free(ready);
 
-    loop_run();
+    /* After loop_fail the job table may not be what the database holds (a lost
+     * transaction it could not undo): nothing more is written, and gflowd exits 1. */
+    bool failed = loop_run() < 0;
 
     sdnotify_send("STOPPING=1\nSTATUS=stopping; running jobs keep running");
 
-    if (!disk_full(d->disk) && gpu_samples_flush(&s.samples, d->store) < 0)
+    if (!failed && !disk_full(d->disk) && gpu_samples_flush(&s.samples, d->store) < 0)
         log_debug("recording GPU utilisation: %s", store_error(d->store));
-    jobs_commit(d->jobs);
+    shutdown_commit(d, failed);
     events_stop(d->events);
     api_stop(d->api);
     d->api = NULL;
     events_free(d->events);
     d->events = NULL;
-    jobs_commit(d->jobs);
+    shutdown_commit(d, failed);
     runner_shutdown(d);
     slurm_stop();
     notifier_stop(d->notifier);
     d->notifier = NULL;
-    jobs_commit(d->jobs);
+    shutdown_commit(d, failed);
     cgleaf_leave(d);
     loop_cancel_timer(s.poll_timer);
     loop_cancel_timer(s.pass_timer);
@@ -740,7 +749,7 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     d->jobs = NULL;
     free(s.to_launch);
     loop_free();
-    log_info("gflowd stopped");
+    log_info(failed ? "gflowd stopped after an error" : "gflowd stopped");
     close(lock_fd);
-    return 0;
+    return failed ? 1 : 0;
 }

@@ -485,3 +485,14 @@ def test_list_jobs_pages_with_before_id(mcp, sim_gflow):
     assert mcp.ok("list_jobs", before_id=1) == {"jobs": [], "count": 0, "more": False}
     held = mcp.ok("list_jobs", state="H", user="all")
     assert held["count"] == 3 and {j["state"] for j in held["jobs"]} == {"H"}
+
+
+def test_a_directive_reference_that_names_no_job(mcp, sim_gflow):
+    """'@' in a directive asks the daemon; when it names no job the message comes back as
+    the tool's error and gflow-mcp goes on serving (it parses directives in process)."""
+    mcp.initialize()
+    bad = mcp.call("submit_job", script="#!/bin/sh\n# GFLOW --depends-on @~3\ntrue\n")
+    assert bad["isError"] is True
+    assert "have not submitted any job yet" in bad["content"][0]["text"], bad
+    assert mcp.result("ping") == {}
+    assert sim_gflow.jobs(user="all") == []

@@ -160,7 +160,7 @@ static void test_cascade(void **state)
     int64_t d = submit_after(f, "3", false); /* --no-auto-cancel: it waits */
     int64_t e = submit(f, "{\"command\": \"true\", \"workdir\": \"/\", \"depends_on\": "
                           "[{\"id\": 1, \"kind\": \"afternotok\"}]}");
-    assert_true(jobs_get(f->t, b)->deps_blocked);
+    assert_true(jobs_get(f->t, b)->sched.deps_blocked);
 
     /* What cancelling a would take along: b because of a, c because of b; not d. */
     struct jobs_cascade *also;
@@ -182,8 +182,8 @@ static void test_cascade(void **state)
     assert_int_equal(dj->state, JOB_QUEUED);
     assert_int_equal(dj->reason, JOB_REASON_DEPENDENCY_FAILED);
     assert_int_equal(dj->reason_job, c);
-    assert_true(dj->deps_blocked);
-    assert_false(jobs_get(f->t, e)->deps_blocked); /* afternotok: a failed */
+    assert_true(dj->sched.deps_blocked);
+    assert_false(jobs_get(f->t, e)->sched.deps_blocked); /* afternotok: a failed */
     assert_int_equal(jobs_commit(f->t), 0);
     jobs_collect(f->t);
 
@@ -201,8 +201,8 @@ static void test_cascade(void **state)
     f->t = jobs_new(f->s);
     char *err = NULL;
     assert_int_equal(jobs_load(f->t, &err), 0);
-    assert_true(jobs_get(f->t, d)->deps_blocked);
-    assert_false(jobs_get(f->t, e)->deps_blocked);
+    assert_true(jobs_get(f->t, d)->sched.deps_blocked);
+    assert_false(jobs_get(f->t, e)->sched.deps_blocked);
 }
 
 static void test_retries(void **state)
@@ -302,8 +302,8 @@ static void test_group_limit(void **state)
     assert_int_equal(jobs_limit_group(f->t, jobs_get(f->t, a), 0, 1, &err), 0);
     struct job *bj = jobs_get(f->t, b);
     bj->group_id = a;
-    bj->group = jobs_group(f->t, a, false);
-    assert_non_null(bj->group);
+    bj->sched.group = jobs_group(f->t, a, false);
+    assert_non_null(bj->sched.group);
     assert_int_equal(pass(f), 1);
     assert_string_equal(bj->wait_reason, "JobArrayTaskLimit");
     assert_int_equal(jobs_group(f->t, a, false)->running, 1);
@@ -346,7 +346,7 @@ static void test_hand_over(void **state)
     assert_int_equal(jobs_limit_group(f->t, jobs_get(f->t, a), 0, 1, &err), 0);
     struct job *bj = jobs_get(f->t, b);
     bj->group_id = a;
-    bj->group = jobs_group(f->t, a, false);
+    bj->sched.group = jobs_group(f->t, a, false);
     assert_int_equal(hand_over(f), 2); /* g and a; b waits for a, d for g */
     assert_int_equal(jobs_get(f->t, g)->state, JOB_RUNNING);
     assert_string_equal(bj->wait_reason, "JobArrayTaskLimit");
@@ -428,8 +428,8 @@ static void test_update(void **state)
     assert_int_equal(jobedit_update(&c, jobs_get(f->t, b), over, -1, &changes, &err), 0);
     json_decref(changes);
     json_decref(over);
-    assert_true(jobs_get(f->t, b)->deps_blocked);
-    assert_int_equal(jobs_get(f->t, a)->n_dependents, 1);
+    assert_true(jobs_get(f->t, b)->sched.deps_blocked);
+    assert_int_equal(jobs_get(f->t, a)->daemon.n_dependents, 1);
     assert_int_equal(pass(f), 1);
     over = json_pack("{s:i}", "priority", 1);
     assert_int_equal(jobedit_update(&c, jobs_get(f->t, a), over, -1, &changes, &err), 409);
@@ -476,7 +476,7 @@ static void test_redo_cascade(void **state)
     assert_string_equal(na->name, "a");
     assert_int_equal(nb->deps[0].id, ids[0]);
     assert_int_equal(nc->deps[0].id, ids[1]);
-    assert_true(nb->deps_blocked && nc->deps_blocked);
+    assert_true(nb->sched.deps_blocked && nc->sched.deps_blocked);
 
     /* Only the owner may redo; a job that does not exist is 404. */
     const struct jobspec_owner eve = {.user = "eve", .uid = 1002, .now = 1e9};

@@ -206,14 +206,14 @@ static void test_checks(void **state)
     /* The jobs a pass starts count for the rest of it, and only in that pass. */
     struct quota_usage p = {.name = "nlp", .scope = QUOTA_PROJECT};
     p.limits = limits(2, -1, -1, -1);
-    j.quota_project = &p;
+    j.sched.quota_project = &p;
     assert_false(quota_blocks(&j, 0, 7));
     quota_pass_started(&j, 7);
     assert_false(quota_blocks(&j, 0, 7));
     quota_pass_started(&j, 7);
     assert_true(quota_blocks(&j, 0, 7));
     assert_false(quota_blocks(&j, 0, 8)); /* a new pass */
-    j.quota_project = NULL;
+    j.sched.quota_project = NULL;
     job_clear(&j);
 }
 
@@ -239,7 +239,7 @@ static void test_pass_gives_reason_quota(void **state)
         job_init(&jobs[i]);
         jobs[i].id = i + 1;
         jobs[i].gpus = 1;
-        jobs[i].quota_user = owner[i][0] == 'a' ? &alice : &bob;
+        jobs[i].sched.quota_user = owner[i][0] == 'a' ? &alice : &bob;
         queued[i] = &jobs[i];
     }
     struct scheduler_queue q;

@@ -913,14 +913,14 @@ static void test_dependency_gating(void **state)
     (void)state;
     struct fixture f = {.n = 0};
     fixture_make(&f, "QQQ", (int[]){255, 10, 10});
-    job_by_id(&f, 1)->deps_blocked = true;
+    job_by_id(&f, 1)->sched.deps_blocked = true;
     assert_int_equal(fixture_run(&f, 1), 1);
     assert_int_equal(f.start[0]->id, 2);
     assert_string_equal(job_by_id(&f, 1)->wait_reason, SCHEDULER_REASON_DEPENDENCY);
     /* Behind the running limit a blocked job still says why it really waits. */
     assert_string_equal(job_by_id(&f, 3)->wait_reason, SCHEDULER_REASON_MAX_RUNNING);
     fixture_make(&f, "RQQ", NULL);
-    job_by_id(&f, 3)->deps_blocked = true;
+    job_by_id(&f, 3)->sched.deps_blocked = true;
     assert_int_equal(fixture_run(&f, 1), 0);
     assert_string_equal(job_by_id(&f, 2)->wait_reason, SCHEDULER_REASON_MAX_RUNNING);
     assert_string_equal(job_by_id(&f, 3)->wait_reason, SCHEDULER_REASON_DEPENDENCY);
@@ -930,14 +930,14 @@ static void test_dependency_gating(void **state)
     fixture_make(&f, "QQ", NULL);
     f.gpus = &g;
     job_by_id(&f, 1)->gpus = 1;
-    job_by_id(&f, 1)->deps_blocked = true;
+    job_by_id(&f, 1)->sched.deps_blocked = true;
     job_by_id(&f, 2)->gpus = 1;
     assert_int_equal(fixture_run(&f, 0), 1);
     assert_int_equal(f.start[0]->id, 2);
     assert_string_equal(job_by_id(&f, 1)->wait_reason, SCHEDULER_REASON_DEPENDENCY);
     /* Unblocked: it competes again (GPU 0 now held by job 2 once running). */
     fixture_commit(&f, 1);
-    job_by_id(&f, 1)->deps_blocked = false;
+    job_by_id(&f, 1)->sched.deps_blocked = false;
     assert_int_equal(fixture_run(&f, 0), 0);
     assert_string_equal(job_by_id(&f, 1)->wait_reason, SCHEDULER_REASON_RESOURCES);
     fixture_make(&f, "", NULL);
@@ -1089,7 +1089,7 @@ static void test_dependency_outcome(void **state)
 static void heap_check(const struct scheduler_begin_heap *h)
 {
     for (size_t i = 0; i < h->len; i++) {
-        assert_int_equal(h->jobs[i]->begin_heap_pos, i + 1);
+        assert_int_equal(h->jobs[i]->sched.begin_heap_pos, i + 1);
         if (i > 0) {
             const struct job *p = h->jobs[(i - 1) / 2], *c = h->jobs[i];
             assert_true(p->begin_time < c->begin_time ||
@@ -1120,7 +1120,7 @@ static void test_begin_heap(void **state)
     /* Remove every third job, from anywhere in the heap; removing twice fails. */
     for (int i = 0; i < N; i += 3) {
         assert_int_equal(scheduler_begin_heap_remove(&h, &jobs[i]), 0);
-        assert_int_equal(jobs[i].begin_heap_pos, 0);
+        assert_int_equal(jobs[i].sched.begin_heap_pos, 0);
         assert_int_equal(scheduler_begin_heap_remove(&h, &jobs[i]), -1);
     }
     heap_check(&h);
@@ -1136,7 +1136,7 @@ static void test_begin_heap(void **state)
     struct job *prev = NULL, *j;
     while ((j = scheduler_begin_heap_pop_due(&h, 1200))) {
         assert_true(j->begin_time <= 1200);
-        assert_int_equal(j->begin_heap_pos, 0);
+        assert_int_equal(j->sched.begin_heap_pos, 0);
         if (prev)
             assert_true(prev->begin_time < j->begin_time ||
                         (prev->begin_time == j->begin_time && prev->id < j->id));
@@ -1212,7 +1212,7 @@ static void test_group_limit(void **state)
     fixture_make(&f, "QQQQQ", NULL);
     struct job_group g = {.id = 1, .max_concurrent = 2};
     for (int64_t id = 1; id <= 4; id++) {
-        job_by_id(&f, id)->group = &g;
+        job_by_id(&f, id)->sched.group = &g;
         job_by_id(&f, id)->group_id = 1;
     }
     struct scheduler_queue q;

@@ -305,7 +305,7 @@ void route_show(const struct route_req *r, struct reply *rep)
     if (live) {
         j.wait_reason = live->wait_reason;
         j.expected_start = live->expected_start;
-        j.group = live->group; /* its max_concurrent */
+        j.sched.group = live->sched.group; /* its max_concurrent */
     }
     if (!auth_may_act_on(r->who, j.uid)) { /* others see the job, not its environment */
         json_decref(j.env);

@@ -9,7 +9,7 @@
 #include "clock.h"
 #include "daemon.h"
 #include "jobs/jobs.h"
-#include "policy/quotas.h"
+#include "policy/quota_state.h"
 #include "util.h"
 
 /* Whom a set or clear is for: {"user": U} / ?user=U, "project", or "default" ("user" or

@@ -14,7 +14,7 @@
 #include "daemon.h"
 #include "gpu/gpu.h"
 #include "jobs/jobs.h"
-#include "policy/resv.h"
+#include "policy/reservation_table.h"
 #include "util.h"
 
 /* A --start this far in the past is taken as now (the clock moved while the request

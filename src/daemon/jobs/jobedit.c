@@ -6,7 +6,7 @@
 
 #include "jobs.h"
 #include "log.h"
-#include "policy/quotas.h"
+#include "policy/quota_state.h"
 #include "store/store.h"
 #include "sweep.h"
 #include "util.h"
@@ -69,7 +69,7 @@ int jobedit_update(const struct jobedit_ctx *c, struct job *j, json_t *over, int
     job_clear(&full);
     int rc = 0;
     if (max_concurrent >= 0) { /* the limit belongs to the job's group: set it there */
-        int64_t old_limit = j->group ? j->group->max_concurrent : 0;
+        int64_t old_limit = j->sched.group ? j->sched.group->max_concurrent : 0;
         if (jobs_limit_group(c->jobs, j, j->group_id, max_concurrent, err) < 0) {
             rc = 500;
             goto out;

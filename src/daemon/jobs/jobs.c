@@ -16,7 +16,7 @@
 
 #include "clock.h"
 #include "log.h"
-#include "policy/quotas.h"
+#include "policy/quota_state.h"
 #include "store/store.h"
 #include "util.h"
 
@@ -146,9 +146,9 @@ int jobs_limit_group(struct jobs *t, struct job *j, int64_t gid, int64_t limit, 
     if (gid == 0) {
         gid = j->id;
         j->group_id = gid;
-        j->group = jobs_group(t, gid, true);
+        j->sched.group = jobs_group(t, gid, true);
         if (j->state == JOB_RUNNING)
-            j->group->running++;
+            j->sched.group->running++;
         if (jobs_save(t, j) < 0) {
             *err = xasprintf("cannot store job %lld; see gflowd.log", (long long)j->id);
             return -1;
@@ -173,8 +173,8 @@ static void run_list_add(struct jobs *t, struct job *j)
         t->run_list = xrealloc(t->run_list, t->run_cap * sizeof(*t->run_list));
     }
     t->run_list[t->running++] = j;
-    if (j->group)
-        j->group->running++;
+    if (j->sched.group)
+        j->sched.group->running++;
 }
 
 static void run_list_remove(struct jobs *t, struct job *j)
@@ -182,8 +182,8 @@ static void run_list_remove(struct jobs *t, struct job *j)
     for (size_t i = 0; i < t->running; i++)
         if (t->run_list[i] == j) {
             t->run_list[i] = t->run_list[--t->running];
-            if (j->group)
-                j->group->running--;
+            if (j->sched.group)
+                j->sched.group->running--;
             return;
         }
 }
@@ -217,8 +217,8 @@ static void table_append(struct jobs *t, struct job *j)
         t->table = xrealloc(t->table, t->table_cap * sizeof(*t->table));
     }
     t->table[t->table_len++] = j;
-    if (j->group_id > 0 && !j->group)
-        j->group = jobs_group(t, j->group_id, true);
+    if (j->group_id > 0 && !j->sched.group)
+        j->sched.group = jobs_group(t, j->group_id, true);
     if (j->state == JOB_RUNNING)
         run_list_add(t, j);
     quotas_job_added(t->quotas, j);
@@ -329,6 +329,36 @@ int64_t jobs_next_id(const struct jobs *t)
     return t->next_id;
 }
 
+/* ---- the jobs that wait for a job (its daemon.dependents) ---- */
+
+/* Records in x (an active job) that the job id waits for it. */
+static void dependents_add(struct job *x, int64_t id)
+{
+    struct job_daemon_state *ds = &x->daemon;
+    if (ds->n_dependents == ds->cap_dependents) {
+        ds->cap_dependents = ds->cap_dependents ? ds->cap_dependents * 2 : 4;
+        ds->dependents = xrealloc(ds->dependents, ds->cap_dependents * sizeof(*ds->dependents));
+    }
+    ds->dependents[ds->n_dependents++] = id;
+}
+
+static void dependents_remove(struct job *x, int64_t id)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < x->daemon.n_dependents; i++)
+        if (x->daemon.dependents[i] != id)
+            x->daemon.dependents[k++] = x->daemon.dependents[i];
+    x->daemon.n_dependents = k;
+}
+
+/* Frees a job of the table with its bookkeeping (job_free leaves that alone). */
+static void table_job_free(struct job *j)
+{
+    if (j)
+        free(j->daemon.dependents);
+    job_free(j);
+}
+
 /* ---- loading and freeing ---- */
 
 static void load_cb(struct job *j, void *arg)
@@ -366,7 +396,7 @@ int jobs_load(struct jobs *t, char **err)
             enum job_state st;
             if (x) {
                 d->status = JOB_DEP_PENDING;
-                job_add_dependent(x, j->id);
+                dependents_add(x, j->id);
             } else if (store_job_state(t->store, d->id, &st) == 0) {
                 d->status = job_dep_status_for(d->kind, st);
             } else {
@@ -379,7 +409,8 @@ int jobs_load(struct jobs *t, char **err)
      * none is put in and taken out again. */
     for (size_t i = 0; i < n; i++) {
         int64_t failed;
-        with_deps[i]->deps_blocked = job_deps_outcome(with_deps[i], &failed) != JOB_DEPS_READY;
+        with_deps[i]->sched.deps_blocked =
+            job_deps_outcome(with_deps[i], &failed) != JOB_DEPS_READY;
     }
     jobs_queue_rebuild(t);
     for (size_t i = 0; i < n; i++)
@@ -420,7 +451,7 @@ void jobs_free(struct jobs *t)
         return;
     jobs_collect(t);
     for (size_t i = 0; i < t->table_len; i++)
-        job_free(t->table[i]);
+        table_job_free(t->table[i]);
     free(t->table);
     scheduler_queue_free(&t->queue);
     scheduler_begin_heap_free(&t->begin);
@@ -476,7 +507,7 @@ static int submit_one(struct jobs *t, struct job *j, const struct job *leader)
         for (size_t k = 0; k < j->n_deps; k++) {
             struct job *x = jobs_get(t, j->deps[k].id);
             if (x)
-                job_add_dependent(x, j->id);
+                dependents_add(x, j->id);
         }
         jobs_deps_update(t, j);
     }
@@ -545,15 +576,6 @@ int jobs_save(struct jobs *t, struct job *j)
     return jobs_save_cols(t, j, false);
 }
 
-static void dependents_remove(struct job *x, int64_t id)
-{
-    size_t k = 0;
-    for (size_t i = 0; i < x->n_dependents; i++)
-        if (x->dependents[i] != id)
-            x->dependents[k++] = x->dependents[i];
-    x->n_dependents = k;
-}
-
 static void take_str(char **dst, char **src)
 {
     free(*dst);
@@ -610,7 +632,7 @@ int jobs_update(struct jobs *t, struct job *j, struct job *n, bool deps_changed,
         for (size_t k = 0; k < j->n_deps; k++) {
             struct job *x = jobs_get(t, j->deps[k].id);
             if (x)
-                job_add_dependent(x, j->id);
+                dependents_add(x, j->id);
         }
         if (j->state == JOB_QUEUED && j->reason == JOB_REASON_DEPENDENCY_FAILED)
             job_set_reason(j, JOB_REASON_NONE, 0, NULL);
@@ -673,11 +695,11 @@ static struct job *retry_job(struct jobs *t, struct job *j)
     n->submit_time = now_wall();
     n->attempt = j->attempt + 1;
     n->retry_of = j->id;
-    n->deps_blocked = false;
-    n->dependents = NULL;
-    n->n_dependents = n->cap_dependents = 0;
-    n->runtime = NULL;
-    n->group = NULL;
+    n->sched.deps_blocked = false;
+    n->daemon.dependents = NULL;
+    n->daemon.n_dependents = n->daemon.cap_dependents = 0;
+    n->daemon.runtime = NULL;
+    n->sched.group = NULL;
     /* Its dependencies stand as the failed attempt's did (it had been allowed to run). */
     for (size_t k = 0; k < n->n_deps; k++) {
         n->deps[k].status = JOB_DEP_MET;
@@ -692,8 +714,8 @@ static struct job *retry_job(struct jobs *t, struct job *j)
     }
     log_info("job %lld failed (%s, attempt %d of %d): retried as job %lld", (long long)j->id,
              job_reason_name(j->reason), j->attempt, j->max_retries + 1, (long long)n->id);
-    for (size_t i = 0; i < j->n_dependents; i++) {
-        struct job *d = jobs_get(t, j->dependents[i]);
+    for (size_t i = 0; i < j->daemon.n_dependents; i++) {
+        struct job *d = jobs_get(t, j->daemon.dependents[i]);
         if (!d)
             continue;
         bool moved = false;
@@ -706,13 +728,13 @@ static struct job *retry_job(struct jobs *t, struct job *j)
         }
         if (!moved)
             continue;
-        job_add_dependent(n, d->id);
+        dependents_add(n, d->id);
         if (store_begin(t->store) < 0 || store_replace_deps(t->store, d) < 0)
             log_error("job %lld: cannot store its dependencies: %s", (long long)d->id,
                       store_error(t->store));
         jobs_deps_update(t, d);
     }
-    j->n_dependents = 0; /* they wait on the new attempt now */
+    j->daemon.n_dependents = 0; /* they wait on the new attempt now */
     return n;
 }
 
@@ -852,6 +874,6 @@ int jobs_commit(struct jobs *t)
 void jobs_collect(struct jobs *t)
 {
     for (size_t i = 0; i < t->ended_len; i++)
-        job_free(t->ended[i]);
+        table_job_free(t->ended[i]);
     t->ended_len = 0;
 }

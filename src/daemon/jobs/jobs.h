@@ -63,7 +63,7 @@ struct store *jobs_store(const struct jobs *t);
 /* What the jobs did since the daemon started (GET /metrics). */
 struct metrics_counters;
 const struct metrics_counters *jobs_counters(const struct jobs *t);
-/* The quota records (quotas.h), kept current by every job change. */
+/* The quota records (policy/quota_state.h), kept current by every job change. */
 struct quotas *jobs_quotas(const struct jobs *t);
 /* Many jobs changed by one request (bulk cancel, hold, release): between the two calls
  * ended jobs are dropped from the table and the queue is reordered once, at the end,
@@ -151,12 +151,12 @@ struct jobs_machine {
     double default_time_limit; /* seconds; 0: the scheduler's default */
     bool untimed_outside;      /* scheduler.backfill_untimed = "outside" */
     /* GPUs (NVML indices) no job may take in this pass: those kept for the job that
-     * preempted others while they stop (preemption.h); 0: none. */
+     * preempted others while they stop (run/preempt_run.h); 0: none. */
     uint64_t held_gpus;
     /* The queue's order (scheduler.priority_weight_*; fairshare.h): when the weights
      * reorder, the pass walks the queue sorted by effective priority. */
     struct priority_weights priority;
-    /* GPU reservations not cancelled and not over (gctl reserve; resv.h). */
+    /* GPU reservations not cancelled and not over (gctl reserve; policy/reservation_table.h). */
     const struct scheduler_reservation *reservations;
     size_t n_reservations;
 };

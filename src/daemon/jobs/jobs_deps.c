@@ -38,9 +38,9 @@ static bool deps_in_backend(struct jobs *t, const struct job *j)
 
 void jobs_deps_handed_over(struct jobs *t, struct job *x)
 {
-    for (size_t i = 0; i < x->n_dependents; i++) {
-        struct job *d = jobs_get(t, x->dependents[i]);
-        if (d && d->deps_blocked)
+    for (size_t i = 0; i < x->daemon.n_dependents; i++) {
+        struct job *d = jobs_get(t, x->daemon.dependents[i]);
+        if (d && d->sched.deps_blocked)
             jobs_deps_update(t, d);
     }
 }
@@ -53,15 +53,15 @@ void jobs_deps_update(struct jobs *t, struct job *j)
     int64_t failed = 0;
     enum job_deps_outcome o = job_deps_outcome(j, &failed);
     bool blocked = o != JOB_DEPS_READY && !(o == JOB_DEPS_WAIT && deps_in_backend(t, j));
-    if (blocked != j->deps_blocked) {
+    if (blocked != j->sched.deps_blocked) {
         t->dirty = true;
         if (j->state == JOB_QUEUED) {
             jobs_sched_remove(t, j);
-            j->deps_blocked = blocked;
+            j->sched.deps_blocked = blocked;
             jobs_sched_add(t, j);
         }
     }
-    j->deps_blocked = blocked;
+    j->sched.deps_blocked = blocked;
     if (o != JOB_DEPS_FAILED || (j->state != JOB_QUEUED && j->state != JOB_HELD))
         return;
     if (j->auto_cancel) {
@@ -79,7 +79,7 @@ void jobs_deps_update(struct jobs *t, struct job *j)
 /* x has ended: updates its dependents, and theirs if they are cancelled in turn. */
 void jobs_deps_job_ended(struct jobs *t, struct job *x)
 {
-    if (!x->n_dependents)
+    if (!x->daemon.n_dependents)
         return;
     if (t->cascade_len == t->cascade_cap) {
         t->cascade_cap = t->cascade_cap ? t->cascade_cap * 2 : 16;
@@ -91,8 +91,8 @@ void jobs_deps_job_ended(struct jobs *t, struct job *x)
     t->cascading = true;
     while (t->cascade_len) {
         struct job *e = t->cascade[--t->cascade_len]; /* ended this iteration: still readable */
-        for (size_t i = 0; i < e->n_dependents; i++) {
-            struct job *d = jobs_get(t, e->dependents[i]);
+        for (size_t i = 0; i < e->daemon.n_dependents; i++) {
+            struct job *d = jobs_get(t, e->daemon.dependents[i]);
             if (!d)
                 continue;
             bool changed = false;
@@ -252,8 +252,8 @@ size_t jobs_cascade_preview(const struct jobs *t, const struct job *x, struct jo
         const struct job *e = k == 0 ? x : jobs_get(t, sim[k].id);
         if (!e)
             continue;
-        for (size_t i = 0; i < e->n_dependents; i++) {
-            struct job *d = jobs_get(t, e->dependents[i]);
+        for (size_t i = 0; i < e->daemon.n_dependents; i++) {
+            struct job *d = jobs_get(t, e->daemon.dependents[i]);
             if (!d || !d->auto_cancel || (d->state != JOB_QUEUED && d->state != JOB_HELD) ||
                 sim_find(sim, n, d->id))
                 continue;

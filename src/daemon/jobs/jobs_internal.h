@@ -51,7 +51,7 @@ struct jobs {
     } * users;
     size_t users_len, users_cap;
 
-    struct quotas *quotas; /* per-user and per-project limits and use (quotas.h) */
+    struct quotas *quotas; /* per-user and per-project limits and use (policy/quota_state.h) */
 
     /* The slurm backend (jobs_set_hand_over_early): a begin time and dependencies on
      * jobs already in Slurm are Slurm's to wait for. */

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "clock.h"
-#include "policy/quotas.h"
+#include "policy/quota_state.h"
 #include "util.h"
 
 /* ---- where a queued job waits ---- */
@@ -23,7 +23,7 @@
  * time to come (the heap). True if it did. */
 static bool sched_set_aside(struct jobs *t, struct job *j, double now)
 {
-    if (j->deps_blocked) {
+    if (j->sched.deps_blocked) {
         j->wait_reason = SCHEDULER_REASON_DEPENDENCY;
         return true;
     }
@@ -68,7 +68,7 @@ void jobs_queue_rebuild(struct jobs *t)
     double now = now_wall();
     for (size_t i = 0; i < t->table_len; i++) {
         struct job *j = t->table[i];
-        if (j->state == JOB_QUEUED && !j->begin_heap_pos && !sched_set_aside(t, j, now))
+        if (j->state == JOB_QUEUED && !j->sched.begin_heap_pos && !sched_set_aside(t, j, now))
             cand[n++] = j;
     }
     scheduler_queue_rebuild(&t->queue, cand, n);
@@ -259,7 +259,7 @@ size_t jobs_hand_over(struct jobs *t, double now, struct job ***started, double 
     size_t n = 0;
     for (size_t i = 0; i < t->queue.len; i++) {
         struct job *j = t->queue.jobs[i];
-        struct job_group *g = j->group;
+        struct job_group *g = j->sched.group;
         if (g && g->pass_epoch != epoch) {
             g->pass_epoch = epoch;
             g->pass_started = 0;

@@ -14,7 +14,7 @@
 #include "jobs/priority.h"
 #include "log.h"
 #include "ops/notify.h"
-#include "policy/quotas.h"
+#include "policy/quota_state.h"
 #include "util.h"
 
 extern char **environ;

@@ -251,7 +251,7 @@ struct supervisor {
     int sock;        /* -1 once it is gone */
     int pidfd;       /* ours, gone: waiting for it to be reapable; else -1 */
     bool ours;       /* our child, for new jobs */
-    size_t users;    /* the runs that name it (job->runtime->sup) */
+    size_t users;    /* the runs that name it (job->daemon.runtime->sup) */
     size_t capacity; /* ours: the jobs its open-file limit (our own) leaves room for */
 };
 

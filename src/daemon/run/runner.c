@@ -103,7 +103,7 @@ struct run *run_new(struct gflowd *d, struct job *j)
     r->job_id = j->id;
     r->pidfd = -1;
     r->sock = -1;
-    j->runtime = r;
+    j->daemon.runtime = r;
     return r;
 }
 
@@ -146,10 +146,10 @@ static void run_destroy(struct run *r)
 
 static void run_free(struct job *j)
 {
-    if (!j->runtime)
+    if (!j->daemon.runtime)
         return;
-    run_destroy(j->runtime);
-    j->runtime = NULL;
+    run_destroy(j->daemon.runtime);
+    j->daemon.runtime = NULL;
 }
 
 static void keep_lock_cb(void *arg, int64_t id)
@@ -306,7 +306,7 @@ static void gone_cb(void *arg)
     struct run *r = arg;
     r->gone_timer = NULL;
     struct job *j = jobs_get(r->d->jobs, r->job_id);
-    if (j && j->state == JOB_RUNNING && j->runtime == r)
+    if (j && j->state == JOB_RUNNING && j->daemon.runtime == r)
         collect(r->d, j);
 }
 
@@ -325,7 +325,7 @@ static void collect_later(struct run *r, const char *what)
  * none), the verdict and what may be left of the job. */
 static void collect_lost(struct job *j, const char *text, size_t len)
 {
-    struct run *r = j->runtime;
+    struct run *r = j->daemon.runtime;
     struct exit_lock lock;
     exitfile_lock_parse(text, len, &lock);
     enum shim_end how = SHIM_END_UNKNOWN;
@@ -355,7 +355,7 @@ static void collect_lost(struct job *j, const char *text, size_t len)
  * its lock file's lines. Until then the job stays R and keeps its GPUs. */
 static void collect(struct gflowd *d, struct job *j)
 {
-    struct run *r = j->runtime;
+    struct run *r = j->daemon.runtime;
     if (!r->lost) {
         char *text;
         size_t len;
@@ -406,7 +406,7 @@ static void collect(struct gflowd *d, struct job *j)
  * watching, no more timers; then collect what it left. */
 void run_shim_gone(struct gflowd *d, struct job *j, int status, bool have_status)
 {
-    struct run *r = j->runtime ? j->runtime : run_new(d, j);
+    struct run *r = j->daemon.runtime ? j->daemon.runtime : run_new(d, j);
     run_unwatch_shim(r);
     loop_cancel_timer(r->limit_timer);
     loop_cancel_timer(r->warn_timer);
@@ -425,7 +425,7 @@ static void pidfd_cb(int fd, uint32_t events, void *arg)
 {
     struct run *r = arg;
     struct job *j = jobs_get(r->d->jobs, r->job_id);
-    if (!j || j->runtime != r) {
+    if (!j || j->daemon.runtime != r) {
         loop_del_fd(fd);
         return;
     }
@@ -455,7 +455,7 @@ static void sock_cb(int fd, uint32_t events, void *arg)
         return;
     struct job *j = jobs_get(r->d->jobs, r->job_id);
     if (n <= 0 || exitfile_ctl_parse(msg, (size_t)n, &what, &id, &value) < 0 ||
-        what != SHIM_CTL_DONE || id != r->job_id || !j || j->runtime != r || r->gone) {
+        what != SHIM_CTL_DONE || id != r->job_id || !j || j->daemon.runtime != r || r->gone) {
         run_close_sock(r);
         return;
     }
@@ -509,7 +509,7 @@ static bool run_reachable(const struct run *r)
 void runner_supervised_done(struct gflowd *d, int64_t id)
 {
     struct job *j = jobs_get(d->jobs, id);
-    struct run *r = j && j->state == JOB_RUNNING ? j->runtime : NULL;
+    struct run *r = j && j->state == JOB_RUNNING ? j->daemon.runtime : NULL;
     if (!r || !r->sup || r->gone)
         return;
     run_shim_gone(d, j, 0, false); /* reads the record from the lock file */
@@ -522,7 +522,7 @@ void runner_supervisor_gone(struct gflowd *d, struct supervisor *s, int status, 
     struct job **copy = xmalloc((n ? n : 1) * sizeof(*copy));
     memcpy(copy, running, n * sizeof(*copy));
     for (size_t i = 0; i < n; i++) {
-        struct run *r = copy[i]->runtime;
+        struct run *r = copy[i]->daemon.runtime;
         if (!r || r->sup != s)
             continue;
         r->sup = NULL; /* s goes with this */
@@ -538,7 +538,7 @@ void runner_supervisor_gone(struct gflowd *d, struct supervisor *s, int status, 
 struct job *run_timer_job(struct run *r)
 {
     struct job *j = jobs_get(r->d->jobs, r->job_id);
-    return j && j->state == JOB_RUNNING && j->runtime == r && !r->gone ? j : NULL;
+    return j && j->state == JOB_RUNNING && j->daemon.runtime == r && !r->gone ? j : NULL;
 }
 
 static void limit_cb(void *arg)
@@ -706,7 +706,7 @@ bool runner_launch(struct gflowd *d, struct job *j)
 
 void runner_signal(struct job *j, int sig)
 {
-    struct run *r = j->runtime;
+    struct run *r = j->daemon.runtime;
     if (!r || !run_reachable(r))
         return;
     if (run_has_ctl(r) && sig == SIGTERM) {
@@ -762,9 +762,9 @@ static void preempt_term_cb(void *arg, int64_t id)
 {
     struct gflowd *d = arg;
     struct job *j = jobs_get(d->jobs, id);
-    if (!j || j->state != JOB_RUNNING || j->end_request != JOB_END_PREEMPT || !j->runtime)
+    if (!j || j->state != JOB_RUNNING || j->end_request != JOB_END_PREEMPT || !j->daemon.runtime)
         return;
-    struct run *r = j->runtime;
+    struct run *r = j->daemon.runtime;
     if (r->gone)
         return;
     forward_signal(r, j, SIGTERM);
@@ -774,7 +774,7 @@ static void preempt_term_cb(void *arg, int64_t id)
 
 void runner_preempt(struct gflowd *d, struct job *j, int64_t by, double grace)
 {
-    struct run *r = j->runtime;
+    struct run *r = j->daemon.runtime;
     if (!r || j->end_request != JOB_END_NONE)
         return;
     j->end_request = JOB_END_PREEMPT;
@@ -798,23 +798,26 @@ void runner_shutdown(struct gflowd *d)
  * still be full, and each try that fails costs a reload. */
 #define RUNNER_REDO_SECS 1.0
 
-void runner_reload(struct gflowd *d)
+int runner_reload(struct gflowd *d)
 {
     size_t n;
     struct job **running = jobs_running(d->jobs, &n);
     struct run **runs = xcalloc(n ? n : 1, sizeof(*runs));
-    size_t n_runs = 0;
+    size_t n_runs = n;
     for (size_t i = 0; i < n; i++) {
-        if (running[i]->runtime)
-            runs[n_runs++] = running[i]->runtime;
-        running[i]->runtime = NULL;
+        runs[i] = running[i]->daemon.runtime;
+        running[i]->daemon.runtime = NULL;
     }
     char *err = NULL;
     if (jobs_reload(d->jobs, &err) < 0) {
-        log_error("cannot read the jobs back from the database (%s); exiting so that a restart "
+        loop_fail("cannot read the jobs back from the database (%s); exiting so that a restart "
                   "recovers them (running jobs keep running)",
                   err);
-        exit(1);
+        free(err);
+        for (size_t i = 0; i < n; i++) /* the table is unchanged: its watches go back */
+            running[i]->daemon.runtime = runs[i];
+        free(runs);
+        return -1;
     }
     running = jobs_running(d->jobs, &n);
     for (size_t i = 0; i < n; i++) {
@@ -833,7 +836,7 @@ void runner_reload(struct gflowd *d)
             run_adopt_later(r, RUNNER_REDO_SECS);
             continue;
         }
-        j->runtime = r;
+        j->daemon.runtime = r;
         if (r->pid > 0 && (j->shim_pid != r->pid || j->shim_start != r->start)) {
             j->shim_pid = r->pid; /* its launch was recorded in the lost transaction */
             j->shim_start = r->start;
@@ -852,4 +855,5 @@ void runner_reload(struct gflowd *d)
         run_destroy(runs[k]);
     }
     free(runs);
+    return 0;
 }

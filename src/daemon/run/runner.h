@@ -46,8 +46,9 @@ void runner_request_end(struct gflowd *d, struct job *j, enum job_end_request wh
  * store (jobs_reload), keeping the watches of the shims that still run, and looks again
  * after a second at what the lost transaction had recorded: jobs whose end it recorded
  * are finalized from their exit or lock files (adopt, as after a restart), a time limit
- * whose request to end the job it recorded fires again. */
-void runner_reload(struct gflowd *d);
+ * whose request to end the job it recorded fires again. If the store cannot be read,
+ * the table stays as it was and the loop fails (loop_fail): -1; else 0. */
+int runner_reload(struct gflowd *d);
 /* Forgets the running jobs' watches at daemon exit (the jobs keep running). */
 void runner_shutdown(struct gflowd *d);
 /* Preempts launched job j for job `by` (scheduler.preempt): records it (end_request

@@ -72,7 +72,7 @@ static bool record_is_its_own(const char *text, size_t len, int64_t id)
 
 static void adopt(struct gflowd *d, struct job *j)
 {
-    struct run *r = j->runtime ? j->runtime : run_new(d, j);
+    struct run *r = j->daemon.runtime ? j->daemon.runtime : run_new(d, j);
     char *lock_path = run_job_file(d->paths.run_dir, j->id, ".lock");
     int fd = open(lock_path, O_RDWR | O_CLOEXEC);
     int e = errno;

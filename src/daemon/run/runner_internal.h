@@ -14,7 +14,7 @@ struct job;
 struct loop_timer;
 struct orphans;
 
-/* Per running job, in job->runtime. */
+/* Per running job, in job->daemon.runtime. */
 struct run {
     struct gflowd *d;
     int64_t job_id;
@@ -44,7 +44,7 @@ struct run {
 };
 /* dir/<id><suffix>, malloc'd. */
 char *run_job_file(const char *dir, int64_t id, const char *suffix);
-/* j's run (job->runtime), made for it. */
+/* j's run (job->daemon.runtime), made for it. */
 struct run *run_new(struct gflowd *d, struct job *j);
 /* The job of a timer's run, if it still runs under that run. */
 struct job *run_timer_job(struct run *r);

@@ -151,7 +151,7 @@ int store_keep_parse(const char *text, int64_t *count, int64_t *age_secs, char *
 int64_t store_prune(struct store *s, int64_t keep_count, double end_before, int64_t *cursor,
                     int max_rows);
 
-/* ---- Reservations (store_resv.c; policy/resv.h) ---- */
+/* ---- Reservations (store_resv.c; policy/reservation_table.h) ---- */
 
 struct resv;
 int store_insert_resv(struct store *s, const struct resv *r);

@@ -1,6 +1,7 @@
-/* store_quota: what quotas need from the store (quotas.c): the GPU-seconds that ended
- * jobs used since a time, per user and project, to rebuild max_gpu_hours' usage at
- * start-up. The runtime overrides are a setting (store_get_setting). */
+/* store_quota: what the quota records need from the store (policy/quota_state.c): the
+ * GPU-seconds that ended jobs used since a time, per user and project, to rebuild
+ * max_gpu_hours' usage at start-up. The runtime overrides are a setting
+ * (store_get_setting). */
 #include "store_internal.h"
 
 int store_gpu_seconds_since(struct store *s, double since, store_gpu_seconds_cb cb, void *arg)

@@ -21,7 +21,8 @@
  *   settings     runtime controls that survive restarts.
  *   usage        fair-share accounts (kind 0 user, 1 project; name): decayed GPU-seconds
  *                of ended jobs as of `at`, and raw GPU-seconds (store_usage.c).
- *   reservations GPU reservations (gctl reserve), history included (resv.h).
+ *   reservations GPU reservations (gctl reserve), history included
+ *                (policy/reservation_table.h).
  *   meta         next_job_id, so ids are never reused even if rows are deleted.
  *   gpu_samples  GPU utilisation as NVML reported it at each poll (gstats --gpu): a ring
  *                per GPU (gpu, slot), bounded by daemon.gpu_samples_max.
@@ -182,8 +183,9 @@ static const char *const migrations[] = {
     /* 15: fair-share usage per user and project (store_usage.c). */
     "CREATE TABLE usage (kind INTEGER NOT NULL, name TEXT NOT NULL, usage REAL NOT NULL,"
     " at REAL NOT NULL, raw REAL NOT NULL, PRIMARY KEY (kind, name)) WITHOUT ROWID;",
-    /* 16: GPU reservations (gctl reserve; resv.h), kept as history: gpus is the mask of
-     * NVML indices, gpu_count the --gpus N asked for (0: --gpu-spec), cancelled 0 or when. */
+    /* 16: GPU reservations (gctl reserve; reservation_table.h), kept as history: gpus is
+     * the mask of NVML indices, gpu_count the --gpus N asked for (0: --gpu-spec),
+     * cancelled 0 or when. */
     "CREATE TABLE IF NOT EXISTS reservations (id INTEGER PRIMARY KEY, user TEXT NOT NULL,"
     " gpu_count INTEGER NOT NULL DEFAULT 0, gpus INTEGER NOT NULL, start REAL NOT NULL,"
     " end REAL NOT NULL, created REAL NOT NULL, cancelled REAL NOT NULL DEFAULT 0);",

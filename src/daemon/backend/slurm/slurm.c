@@ -744,19 +744,21 @@ void slurm_start(struct gflowd *d)
     arm_poll(0);
 }
 
-void slurm_reload(struct gflowd *d)
+int slurm_reload(struct gflowd *d)
 {
     char *err = NULL;
     if (jobs_reload(d->jobs, &err) < 0) {
-        log_error("cannot read the jobs back from the database (%s); exiting so that a restart "
+        loop_fail("cannot read the jobs back from the database (%s); exiting so that a restart "
                   "recovers them (Slurm's jobs keep running)",
                   err);
-        exit(1);
+        free(err);
+        return -1;
     }
     sl.reconciled = false;
     sl.backlog_len = 0; /* their jobs are R with no Slurm id: the poll submits them */
     if (!sl.polling)
         arm_poll(0);
+    return 0;
 }
 
 void slurm_stop(void)

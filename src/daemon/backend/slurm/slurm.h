@@ -35,8 +35,9 @@ char *slurm_hold(struct gflowd *d, struct job *j, bool hold);
 char *slurm_update(struct gflowd *d, struct job *j, json_t *over);
 
 /* After a lost transaction: the jobs are read back from the store (their Slurm ids with
- * them), and the next poll reconciles them as after a restart. */
-void slurm_reload(struct gflowd *d);
+ * them), and the next poll reconciles them as after a restart. If the store cannot be
+ * read, the loop fails (loop_fail): -1; else 0. */
+int slurm_reload(struct gflowd *d);
 /* The same as a jobs_signal_cb (arg: the daemon). */
 void slurm_signal_cb(void *arg, struct job *j, int sig);
 

@@ -1,6 +1,6 @@
-/* preemption: when to preempt and for whom (see preemption.h); the victims are chosen by
+/* preempt_run: when to preempt and for whom (see preempt_run.h); the victims are chosen by
  * preempt_select (src/core/preempt.c) and stopped by runner_preempt. */
-#include "preemption.h"
+#include "preempt_run.h"
 
 #include <limits.h>
 #include <stdbool.h>
@@ -118,7 +118,7 @@ void preemption_run(struct gflowd *d, const struct jobs_machine *m)
     struct job **launched = xmalloc((n ? n : 1) * sizeof(*launched));
     size_t n_launched = 0;
     for (size_t i = 0; i < n; i++)
-        if (running[i]->runtime)
+        if (running[i]->daemon.runtime)
             launched[n_launched++] = running[i];
     int64_t grace = d->cfg.parsed.preempt_grace_secs;
     struct job *head = preempt_pick_head(queued, n_queued);

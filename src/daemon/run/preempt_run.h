@@ -1,4 +1,4 @@
-/* preemption: opt-in preemption (scheduler.preempt): after a scheduling pass, the
+/* preempt_run: opt-in preemption (scheduler.preempt): after a scheduling pass, the
  * highest-ranked queued job that waits for whole GPUs may have running --requeue jobs of
  * priority at least scheduler.preempt_priority_gap below its own stopped (SIGTERM, then
  * SIGKILL after scheduler.preempt_grace) and queued again, when that frees enough GPUs
@@ -8,8 +8,8 @@
  * GPUs free then and those they free are held (no job starts on them), so the waiting
  * job, first in the queue, gets them in the pass after the last of them ended. The
  * state is the jobs' own (end_request PREEMPT, preempted_by), so it survives a restart. */
-#ifndef GFLOWD_PREEMPTION_H
-#define GFLOWD_PREEMPTION_H
+#ifndef GFLOWD_PREEMPT_RUN_H
+#define GFLOWD_PREEMPT_RUN_H
 
 #include <stdint.h>
 

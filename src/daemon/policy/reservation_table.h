@@ -1,11 +1,11 @@
-/* resv: the daemon's GPU reservations (gctl reserve; the rules are in
+/* reservation_table: the daemon's GPU reservations (gctl reserve; the rules are in
  * src/core/reservation.h). Every reservation ever made is kept, in memory and in the
  * store's reservations table (a cancelled or completed one stays as history: gctl
  * reserve list --status completed); there are few. A --gpus N reservation gets its N
  * GPUs when it is made (reservation_pick_gpus), so the pass, the list and the overlap
  * checks all see fixed GPUs. */
-#ifndef GFLOWD_RESV_H
-#define GFLOWD_RESV_H
+#ifndef GFLOWD_RESERVATION_TABLE_H
+#define GFLOWD_RESERVATION_TABLE_H
 
 #include <stdbool.h>
 #include <stddef.h>

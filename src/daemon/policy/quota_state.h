@@ -1,4 +1,5 @@
-/* quotas: the daemon's quota records (quota.h): the baseline from gflow.toml's [quota],
+/* quota_state: the daemon's quota records, the counters that core's quota rules
+ * (src/core/quota.h) are checked against: the baseline from gflow.toml's [quota],
  * the runtime overrides of gctl quota (kept in the store as the setting
  * "quota_overrides", so they survive restarts), and one struct quota_usage per user and
  * per project that has active jobs or limits. Active jobs point at their user's and
@@ -9,8 +10,8 @@
  * max_gpu_hours: GPU-seconds in the current period (quota.period) of the ended jobs
  * (read from the store at start-up) and of the running ones so far. When the period
  * turns (quotas_tick) every count starts again from the running jobs. */
-#ifndef GFLOWD_QUOTAS_H
-#define GFLOWD_QUOTAS_H
+#ifndef GFLOWD_QUOTA_STATE_H
+#define GFLOWD_QUOTA_STATE_H
 
 #include <jansson.h>
 #include <stdbool.h>

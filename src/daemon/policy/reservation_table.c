@@ -1,5 +1,5 @@
-/* resv: the daemon's GPU reservations (see resv.h). */
-#include "resv.h"
+/* reservation_table: the daemon's GPU reservations (see reservation_table.h). */
+#include "reservation_table.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,7 +1,7 @@
-/* test_quotas: the daemon's quota records (src/daemon/quotas.c): jobs counted in and out
- * as they move (queued, running, ended, back to queued), GPU-seconds of the period kept
- * without walking jobs, the period turning, overrides layered over the baseline, and
- * the submit check's message. */
+/* test_quota_state: the daemon's quota records (src/daemon/policy/quota_state.c): jobs
+ * counted in and out as they move (queued, running, ended, back to queued), GPU-seconds
+ * of the period kept without walking jobs, the period turning, overrides layered over
+ * the baseline, and the submit check's message. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "policy/quotas.h"
+#include "policy/quota_state.h"
 #include "util.h"
 
 static void job_as(struct job *j, const char *user, const char *project, int gpus,
@@ -53,9 +53,9 @@ static void test_counts_follow_jobs(void **state)
     quotas_job_added(q, &b);
     struct quota_usage *u = quotas_subject(q, QUOTA_USER, "alice", false);
     struct quota_usage *p = quotas_subject(q, QUOTA_PROJECT, "nlp", false);
-    assert_ptr_equal(a.quota_user, u);
-    assert_ptr_equal(a.quota_project, p);
-    assert_null(b.quota_project);
+    assert_ptr_equal(a.sched.quota_user, u);
+    assert_ptr_equal(a.sched.quota_project, p);
+    assert_null(b.sched.quota_project);
     assert_int_equal(u->queued_jobs, 2);
     assert_int_equal(p->queued_jobs, 1);
 
@@ -67,7 +67,7 @@ static void test_counts_follow_jobs(void **state)
     assert_true(u->running_jobs == 0 && u->running_gpus == 0);
     assert_true(quota_gpu_seconds(u, 1e9 + 5000) == 600.0); /* ended: no more growth */
     assert_true(quota_gpu_seconds(p, 1e9 + 5000) == 600.0);
-    assert_null(a.quota_user);
+    assert_null(a.sched.quota_user);
 
     /* A launch that never happened (R -> PD) costs nothing. */
     move(q, &b, JOB_QUEUED, 0);

@@ -1,7 +1,7 @@
-/* quotas: the daemon's quota records (see quotas.h). A lab has few users and projects:
+/* quota_state: the daemon's quota records (see quota_state.h). A lab has few users and projects:
  * records are found by a linear search, done when a job enters the table (submit,
  * load), never per pass or per start. */
-#include "quotas.h"
+#include "quota_state.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -168,22 +168,22 @@ static void count_out(struct quotas *q, struct quota_usage *u, const struct job 
 
 void quotas_job_added(struct quotas *q, struct job *j)
 {
-    j->quota_user = j->user ? quotas_subject(q, QUOTA_USER, j->user, true) : NULL;
-    j->quota_project =
+    j->sched.quota_user = j->user ? quotas_subject(q, QUOTA_USER, j->user, true) : NULL;
+    j->sched.quota_project =
         j->project && *j->project ? quotas_subject(q, QUOTA_PROJECT, j->project, true) : NULL;
-    count_in(q, j->quota_user, j, j->state);
-    count_in(q, j->quota_project, j, j->state);
+    count_in(q, j->sched.quota_user, j, j->state);
+    count_in(q, j->sched.quota_project, j, j->state);
 }
 
 void quotas_job_moved(struct quotas *q, struct job *j, enum job_state from)
 {
     bool ended = job_state_is_terminal(j->state);
-    count_out(q, j->quota_user, j, from, ended);
-    count_out(q, j->quota_project, j, from, ended);
-    count_in(q, j->quota_user, j, j->state);
-    count_in(q, j->quota_project, j, j->state);
+    count_out(q, j->sched.quota_user, j, from, ended);
+    count_out(q, j->sched.quota_project, j, from, ended);
+    count_in(q, j->sched.quota_user, j, j->state);
+    count_in(q, j->sched.quota_project, j, j->state);
     if (ended)
-        j->quota_user = j->quota_project = NULL;
+        j->sched.quota_user = j->sched.quota_project = NULL;
 }
 
 bool quotas_tick(struct quotas *q, double now)
