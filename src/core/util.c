@@ -227,6 +227,23 @@ size_t utf8_sequence_len(const unsigned char *s, size_t n)
     return len;
 }
 
+void strbuf_add_utf8_clean(struct strbuf *sb, const char *s, size_t n)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t i = 0, clean = 0; /* u[clean..i) is valid and not copied yet */
+    while (i < n) {
+        size_t len = u[i] ? utf8_sequence_len(u + i, n - i) : 0;
+        if (len) {
+            i += len;
+            continue;
+        }
+        strbuf_add(sb, u + clean, i - clean);
+        strbuf_adds(sb, "\xef\xbf\xbd"); /* U+FFFD REPLACEMENT CHARACTER */
+        clean = ++i;
+    }
+    strbuf_add(sb, u + clean, n - clean);
+}
+
 bool str_starts_with(const char *s, const char *prefix)
 {
     return strncmp(s, prefix, strlen(prefix)) == 0;
