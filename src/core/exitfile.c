@@ -34,22 +34,7 @@ static void json_put_text(struct strbuf *sb, const char *s)
     struct strbuf clean;
     strbuf_init(&clean);
     strbuf_add_utf8_clean(&clean, s, strlen(s));
-    strbuf_addc(sb, '"');
-    for (const unsigned char *p = (const unsigned char *)clean.buf; p && *p; p++) {
-        if (*p == '"' || *p == '\\') {
-            strbuf_addc(sb, '\\');
-            strbuf_addc(sb, (char)*p);
-        } else if (*p == '\n') {
-            strbuf_adds(sb, "\\n");
-        } else if (*p == '\t') {
-            strbuf_adds(sb, "\\t");
-        } else if (*p < 0x20 || *p == 0x7f) {
-            strbuf_addf(sb, "\\u%04x", *p);
-        } else {
-            strbuf_addc(sb, (char)*p);
-        }
-    }
-    strbuf_addc(sb, '"');
+    strbuf_add_json_string(sb, clean.buf ? clean.buf : "", JSON_STR_GFLOW);
     strbuf_free(&clean);
 }
 
