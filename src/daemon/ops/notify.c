@@ -9,7 +9,6 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,6 +19,7 @@
 #include "log.h"
 #include "loop.h"
 #include "notifymsg.h"
+#include "pidfd.h"
 #include "store/store.h"
 #include "util.h"
 
@@ -267,7 +267,7 @@ static void kill_cb(void *arg)
 {
     struct delivery *v = arg;
     v->kill_timer = NULL;
-    syscall(SYS_pidfd_send_signal, v->pidfd, SIGKILL, NULL, 0);
+    sys_pidfd_send_signal(v->pidfd, SIGKILL, NULL);
 }
 
 /* The delivery's process has exited. */
@@ -379,7 +379,7 @@ static int spawn(struct delivery *v, char *const *argv, const char *input)
         return -1;
     }
     v->errfd = errp[0];
-    v->pidfd = (int)syscall(SYS_pidfd_open, v->pid, 0);
+    v->pidfd = sys_pidfd_open(v->pid);
     if (v->pidfd < 0 || loop_add_fd(v->pidfd, EPOLLIN, exited_cb, v) < 0) {
         /* Cannot watch it: wait for it here (rare: out of file descriptors). */
         int e = errno;

@@ -8,12 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "log.h"
 #include "loop.h"
+#include "pidfd.h"
 
 extern char **environ;
 
@@ -75,7 +75,7 @@ static void child_kill_cb(void *arg)
 {
     struct child *c = arg;
     c->kill_timer = NULL;
-    syscall(SYS_pidfd_send_signal, c->pidfd, SIGKILL, NULL, 0);
+    sys_pidfd_send_signal(c->pidfd, SIGKILL, NULL);
 }
 
 /* Runs argv (found in PATH) with envp (NULL: the daemon's), calling done when it has
@@ -107,7 +107,7 @@ int child_run(struct child *c, char *const *argv, char *const *envp)
     }
     c->out_fd = p[0];
     fcntl(c->out_fd, F_SETFL, O_NONBLOCK);
-    c->pidfd = (int)syscall(SYS_pidfd_open, c->pid, 0);
+    c->pidfd = sys_pidfd_open(c->pid);
     if (c->pidfd < 0 || loop_add_fd(c->out_fd, EPOLLIN, child_output_cb, c) < 0) {
         int e = errno;
         kill(c->pid, SIGKILL);
