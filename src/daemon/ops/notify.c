@@ -19,6 +19,7 @@
 #include "log.h"
 #include "loop.h"
 #include "notifymsg.h"
+#include "paths.h"
 #include "pidfd.h"
 #include "store/store.h"
 #include "util.h"
@@ -546,36 +547,13 @@ static void pump(struct notifier *n)
 
 /* ---- the daemon's side ---- */
 
-/* gflow-notify beside gflowd (the build tree), else the installed one. */
-static char *find_program(void)
-{
-    char self[4096];
-    ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    if (len > 0) {
-        self[len] = '\0';
-        char *slash = strrchr(self, '/');
-        if (slash) {
-            *slash = '\0';
-            char *p = xasprintf("%s/gflow-notify", self);
-            if (access(p, X_OK) == 0)
-                return p;
-            free(p);
-            p = xasprintf("%s/../libexec/gflow-notify", self);
-            if (access(p, X_OK) == 0)
-                return p;
-            free(p);
-        }
-    }
-    return xstrdup(GFLOW_LIBEXECDIR "/gflow-notify");
-}
-
 struct notifier *notifier_start(struct gflowd *d)
 {
     struct notifier *n = xcalloc(1, sizeof(*n));
     n->d = d;
     if (gethostname(n->hostname, sizeof(n->hostname) - 1) < 0)
         snprintf(n->hostname, sizeof(n->hostname), "localhost");
-    n->program = find_program();
+    n->program = paths_companion("gflow-notify", X_OK, "../libexec", GFLOW_LIBEXECDIR);
     n->last_prune = now_wall() - NOTIFY_PRUNE_EVERY; /* a first round at start */
     jobs_set_event_cb(d->jobs, on_event, n);
     recount(n);
