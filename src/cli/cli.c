@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "client.h"
+#include "gflow_build.h"
 #include "parse.h"
 
 static const char *cli_prog = "gflow";
@@ -94,6 +95,29 @@ char *cli_option_error(char **argv, int c, const struct option *longopts)
     if (c == ':')
         return xasprintf("option -%c needs a value", optopt);
     return xasprintf("unknown option -%c", optopt);
+}
+
+void cli_print_version(const char *name)
+{
+    printf("%s %s\n", name, GFLOW_VERSION);
+}
+
+void cli_common_option(int c, char **argv, const struct option *longopts, const char *name,
+                       void (*help)(void))
+{
+    switch (c) {
+    case CLI_OPT_SOCKET:
+        client_set_socket(optarg);
+        return;
+    case 'h':
+        help();
+        exit(0);
+    case 'V':
+        cli_print_version(name);
+        exit(0);
+    default:
+        cli_usage_error("%s", cli_option_error(argv, c, longopts));
+    }
 }
 
 int cli_finish(int status)

@@ -35,6 +35,24 @@ void cli_refuse_completion(const char *word);
  * value", "option --hold takes no value". Caller frees. */
 char *cli_option_error(char **argv, int c, const struct option *longopts);
 
+/* The value of --socket in the options every command takes (above any of its own). */
+#define CLI_OPT_SOCKET 0x1000
+/* The options every command takes, before the end of its long options: --socket, --help,
+ * --version. */
+/* clang-format off */
+#define CLI_COMMON_LONGOPTS                               \
+    {"socket", required_argument, NULL, CLI_OPT_SOCKET}, \
+    {"help", no_argument, NULL, 'h'},                     \
+    {"version", no_argument, NULL, 'V'}
+/* clang-format on */
+/* Prints "<name> <version>" (-V, --version). */
+void cli_print_version(const char *name);
+/* getopt_long's c when it is none of the command's own options: --socket is taken, -h
+ * and --help print help(), -V and --version the version, both then exit 0; anything else
+ * is a usage error (cli_option_error, exit 2). */
+void cli_common_option(int c, char **argv, const struct option *longopts, const char *name,
+                       void (*help)(void));
+
 /* A JSON request: body_json may be NULL (no body); it is not consumed. On a 2xx reply
  * returns 0 with *reply the parsed body (NULL if empty). On an error reply returns -1
  * with *reply the parsed body (usually {"error": ...}; a synthesised one otherwise).

@@ -23,7 +23,6 @@
 #include "completion.h"
 #include "files.h"
 #include "gbatch_internal.h"
-#include "gflow_build.h"
 #include "job.h"
 #include "jobopts.h"
 #include "output.h"
@@ -33,7 +32,6 @@
 enum {
     OPT_DRY_RUN = 256,
     OPT_PARSABLE,
-    OPT_SOCKET,
     OPT_ARRAY,
     OPT_MAX_CONCURRENT,
     OPT_PARAM,
@@ -59,9 +57,7 @@ static const struct option gbatch_own_longopts[] = {
     {"auto-close", no_argument, NULL, OPT_AUTO_CLOSE},
     {"notify-email", required_argument, NULL, OPT_NOTIFY_EMAIL},
     {"notify-on", required_argument, NULL, OPT_NOTIFY_ON},
-    {"socket", required_argument, NULL, OPT_SOCKET},
-    {"help", no_argument, NULL, 'h'},
-    {"version", no_argument, NULL, 'V'},
+    CLI_COMMON_LONGOPTS,
     {NULL, 0, NULL, 0},
 };
 
@@ -311,7 +307,7 @@ static int gbatch_parse(int argc, char **argv, struct gbatch_opts *o, const stru
             break;
         case OPT_DRY_RUN:
         case OPT_PARSABLE:
-        case OPT_SOCKET:
+        case CLI_OPT_SOCKET:
         case 'h':
         case 'V':
             if (ctx->file)
@@ -320,13 +316,13 @@ static int gbatch_parse(int argc, char **argv, struct gbatch_opts *o, const stru
                 o->dry_run = true;
             else if (c == OPT_PARSABLE)
                 o->parsable = true;
-            else if (c == OPT_SOCKET)
+            else if (c == CLI_OPT_SOCKET)
                 client_set_socket(optarg);
             else if (c == 'h') {
                 gbatch_help();
                 exit(0);
             } else {
-                printf("gbatch %s\n", GFLOW_VERSION);
+                cli_print_version("gbatch");
                 exit(0);
             }
             break;

@@ -20,13 +20,12 @@
 #include <string.h>
 
 #include "cli.h"
-#include "gflow_build.h"
 #include "util.h"
 
 /* Above this many jobs (named, plus dependents taken along), one summary line. */
 #define GCANCEL_LIST_MAX 20
 
-enum { OPT_DRY_RUN = 256, OPT_SOCKET, OPT_KILL };
+enum { OPT_DRY_RUN = 256, OPT_KILL };
 
 static void gcancel_help(void)
 {
@@ -259,9 +258,7 @@ int main(int argc, char **argv)
         {"verbose", no_argument, NULL, 'v'},
         {"kill", no_argument, NULL, OPT_KILL},
         {"cancel", no_argument, NULL, OPT_KILL},
-        {"socket", required_argument, NULL, OPT_SOCKET},
-        {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, 'V'},
+        CLI_COMMON_LONGOPTS,
         {NULL, 0, NULL, 0},
     };
     cli_init(argv[0]);
@@ -278,17 +275,8 @@ int main(int argc, char **argv)
             break;
         case OPT_KILL: /* gflow's and Slurm's spelling of what gcancel does anyway */
             break;
-        case OPT_SOCKET:
-            client_set_socket(optarg);
-            break;
-        case 'h':
-            gcancel_help();
-            return 0;
-        case 'V':
-            printf("gcancel %s\n", GFLOW_VERSION);
-            return 0;
         default:
-            cli_usage_error("%s", cli_option_error(argv, c, longopts));
+            cli_common_option(c, argv, longopts, "gcancel", gcancel_help);
         }
     }
     if (optind >= argc)

@@ -20,11 +20,10 @@
 #include "gctl_quota.h"
 #include "gctl_reserve.h"
 #include "gctl_usage.h"
-#include "gflow_build.h"
 #include "output.h"
 #include "util.h"
 
-enum { OPT_SOCKET = 256, OPT_GPU, OPT_PID };
+enum { OPT_GPU = 256, OPT_PID };
 
 /* More GPU indices than any machine has. */
 #define GCTL_GPU_MAX 1024
@@ -460,9 +459,7 @@ static int gctl_gpu_process(int argc, char **argv)
 int main(int argc, char **argv)
 {
     static const struct option longopts[] = {
-        {"socket", required_argument, NULL, OPT_SOCKET},
-        {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, 'V'},
+        CLI_COMMON_LONGOPTS,
         {NULL, 0, NULL, 0},
     };
     cli_init(argv[0]);
@@ -470,17 +467,8 @@ int main(int argc, char **argv)
     opterr = 0;
     while ((c = getopt_long(argc, argv, "+:hV", longopts, NULL)) != -1) {
         switch (c) {
-        case OPT_SOCKET:
-            client_set_socket(optarg);
-            break;
-        case 'h':
-            gctl_help();
-            return 0;
-        case 'V':
-            printf("gctl %s\n", GFLOW_VERSION);
-            return 0;
         default:
-            cli_usage_error("%s", cli_option_error(argv, c, longopts));
+            cli_common_option(c, argv, longopts, "gctl", gctl_help);
         }
     }
     if (optind >= argc)

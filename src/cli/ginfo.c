@@ -16,12 +16,11 @@
 #include <string.h>
 
 #include "cli.h"
-#include "gflow_build.h"
 #include "output.h"
 #include "parse.h"
 #include "util.h"
 
-enum { OPT_SOCKET = 256, OPT_TOPOLOGY };
+enum { OPT_TOPOLOGY = 256 };
 
 static void ginfo_help(void)
 {
@@ -454,9 +453,7 @@ int main(int argc, char **argv)
         {"verbose", no_argument, NULL, 'v'},
         {"topology", no_argument, NULL, OPT_TOPOLOGY},
         {"output", required_argument, NULL, 'o'},
-        {"socket", required_argument, NULL, OPT_SOCKET},
-        {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, 'V'},
+        CLI_COMMON_LONGOPTS,
         {NULL, 0, NULL, 0},
     };
     cli_init(argv[0]);
@@ -476,17 +473,8 @@ int main(int argc, char **argv)
             if (output_format_parse(optarg, &fmt) < 0 || fmt == OUTPUT_CSV)
                 cli_usage_error("unknown output format '%s'; use table or json", optarg);
             break;
-        case OPT_SOCKET:
-            client_set_socket(optarg);
-            break;
-        case 'h':
-            ginfo_help();
-            return 0;
-        case 'V':
-            printf("ginfo %s\n", GFLOW_VERSION);
-            return 0;
         default:
-            cli_usage_error("%s", cli_option_error(argv, c, longopts));
+            cli_common_option(c, argv, longopts, "ginfo", ginfo_help);
         }
     }
     cli_refuse_completion(optind < argc ? argv[optind] : NULL);

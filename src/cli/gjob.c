@@ -22,7 +22,6 @@
 
 #include "cli.h"
 #include "clock.h"
-#include "gflow_build.h"
 #include "gjob_internal.h"
 #include "job.h"
 #include "jobshow.h"
@@ -255,9 +254,7 @@ static int gjob_transition(const char *cmd, int argc, char **argv)
 int main(int argc, char **argv)
 {
     static const struct option longopts[] = {
-        {"socket", required_argument, NULL, OPT_SOCKET},
-        {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, 'V'},
+        CLI_COMMON_LONGOPTS,
         {NULL, 0, NULL, 0},
     };
     cli_init(argv[0]);
@@ -265,17 +262,8 @@ int main(int argc, char **argv)
     opterr = 0;
     while ((c = getopt_long(argc, argv, "+:hV", longopts, NULL)) != -1) {
         switch (c) {
-        case OPT_SOCKET:
-            client_set_socket(optarg);
-            break;
-        case 'h':
-            gjob_help();
-            return 0;
-        case 'V':
-            printf("gjob %s\n", GFLOW_VERSION);
-            return 0;
         default:
-            cli_usage_error("%s", cli_option_error(argv, c, longopts));
+            cli_common_option(c, argv, longopts, "gjob", gjob_help);
         }
     }
     if (optind >= argc)

@@ -17,14 +17,13 @@
 
 #include "cli.h"
 #include "clock.h"
-#include "gflow_build.h"
 #include "gqueue_internal.h"
 #include "job.h"
 #include "output.h"
 #include "parse.h"
 #include "util.h"
 
-enum { OPT_SOCKET = 256, OPT_SINCE, OPT_INTERVAL, OPT_START };
+enum { OPT_SINCE = 256, OPT_INTERVAL, OPT_START };
 
 static const char gqueue_shortopts[] = "+:acts:j:u:N:g:P:wn:r:f:o:hV";
 static const struct option gqueue_longopts[] = {
@@ -47,9 +46,7 @@ static const struct option gqueue_longopts[] = {
     {"sort", required_argument, NULL, 'r'},
     {"format", required_argument, NULL, 'f'},
     {"output", required_argument, NULL, 'o'},
-    {"socket", required_argument, NULL, OPT_SOCKET},
-    {"help", no_argument, NULL, 'h'},
-    {"version", no_argument, NULL, 'V'},
+    CLI_COMMON_LONGOPTS,
     {NULL, 0, NULL, 0},
 };
 
@@ -217,17 +214,8 @@ int main(int argc, char **argv)
             else if (output_format_parse(optarg, &o.outfmt) < 0)
                 cli_usage_error("unknown output format '%s'; use table, csv, json or yaml", optarg);
             break;
-        case OPT_SOCKET:
-            client_set_socket(optarg);
-            break;
-        case 'h':
-            gqueue_help();
-            return 0;
-        case 'V':
-            printf("gqueue %s\n", GFLOW_VERSION);
-            return 0;
         default:
-            cli_usage_error("%s", cli_option_error(argv, c, gqueue_longopts));
+            cli_common_option(c, argv, gqueue_longopts, "gqueue", gqueue_help);
         }
     }
     if (optind < argc)

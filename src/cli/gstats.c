@@ -17,11 +17,10 @@
 
 #include "cli.h"
 #include "clock.h"
-#include "gflow_build.h"
 #include "output.h"
 #include "util.h"
 
-enum { OPT_SOCKET = 256, OPT_SINCE, OPT_UNTIL, OPT_BY, OPT_GPU, OPT_BUCKETS };
+enum { OPT_SINCE = 256, OPT_UNTIL, OPT_BY, OPT_GPU, OPT_BUCKETS };
 
 static void gstats_help(void)
 {
@@ -269,9 +268,7 @@ int main(int argc, char **argv)
         {"gpu", no_argument, NULL, OPT_GPU},
         {"buckets", required_argument, NULL, OPT_BUCKETS},
         {"output", required_argument, NULL, 'o'},
-        {"socket", required_argument, NULL, OPT_SOCKET},
-        {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, 'V'},
+        CLI_COMMON_LONGOPTS,
         {NULL, 0, NULL, 0},
     };
     cli_init(argv[0]);
@@ -317,17 +314,8 @@ int main(int argc, char **argv)
             if (output_format_parse(optarg, &fmt) < 0 || fmt == OUTPUT_YAML)
                 cli_usage_error("unknown output format '%s'; use table, json or csv", optarg);
             break;
-        case OPT_SOCKET:
-            client_set_socket(optarg);
-            break;
-        case 'h':
-            gstats_help();
-            return 0;
-        case 'V':
-            printf("gstats %s\n", GFLOW_VERSION);
-            return 0;
         default:
-            cli_usage_error("%s", cli_option_error(argv, c, longopts));
+            cli_common_option(c, argv, longopts, "gstats", gstats_help);
         }
     }
     cli_refuse_completion(optind < argc ? argv[optind] : NULL);

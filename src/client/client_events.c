@@ -1,5 +1,6 @@
 /* client_events: a Server-Sent Events reader over its own Unix-socket connection: the
- * response head, a chunked (or until-close) body, and the event blocks in it. */
+ * response head (http_reader.c), then a chunked (or until-close) body read as it comes,
+ * between other work, and the event blocks in it. */
 #include "client_events.h"
 
 #include <errno.h>
@@ -7,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -15,6 +15,7 @@
 #include "client.h"
 #include "clock.h"
 #include "gflow_build.h"
+#include "http_reader.h"
 #include "util.h"
 
 struct client_events {
@@ -185,30 +186,29 @@ int client_events_next(struct client_events *s, int timeout_ms, struct client_ev
     }
 }
 
-/* Reads the response head; 0 with *status and whether the body is chunked, or -1. */
-static int read_head(struct client_events *s, int *status, char **err)
+/* Reads the response head; 0 with *status and whether the body is chunked, or -1. What
+ * came after the head is the body's start. */
+static int read_head(struct client_events *s, const char *path, int *status, char **err)
 {
-    char *end;
-    while (!(end = strstr(s->raw.buf ? s->raw.buf : "", "\r\n\r\n"))) {
-        if (s->raw.len > 65536 || read_more(s, 30000) <= 0) {
-            *err = xstrdup("gflowd did not answer the event stream request");
-            return -1;
-        }
+    struct http_reader *rd = xmalloc(sizeof(*rd));
+    http_reader_init(rd, s->fd, path);
+    rd->timeout_ms = 30000;
+    struct http_head h;
+    bool got_any;
+    char *why = NULL;
+    int rc = http_read_head(rd, &h, &got_any, &why);
+    free(why);
+    if (rc < 0) {
+        *err = xstrdup(got_any ? "the socket does not speak the gflowd protocol"
+                               : "gflowd did not answer the event stream request");
+    } else {
+        *status = h.status;
+        s->chunked = h.chunked;
+        strbuf_add(&s->raw, rd->buf + rd->pos, rd->len - rd->pos);
+        free(h.content_type);
     }
-    *end = '\0';
-    size_t head_len = (size_t)(end - s->raw.buf) + 4;
-    int major, minor;
-    if (sscanf(s->raw.buf, "HTTP/%d.%d %d", &major, &minor, status) != 3) {
-        *err = xstrdup("the socket does not speak the gflowd protocol");
-        return -1;
-    }
-    char *save = NULL;
-    for (char *line = strtok_r(s->raw.buf, "\r\n", &save); line;
-         line = strtok_r(NULL, "\r\n", &save))
-        if (!strncasecmp(line, "Transfer-Encoding:", 18) && strcasestr(line + 18, "chunked"))
-            s->chunked = true;
-    consume(&s->raw, head_len);
-    return 0;
+    free(rd);
+    return rc;
 }
 
 struct client_events *client_events_open(const char *path_query, int *status, char **err)
@@ -251,7 +251,7 @@ struct client_events *client_events_open(const char *path_query, int *status, ch
         off += (size_t)n;
     }
     free(req);
-    if (read_head(s, status, err) < 0) {
+    if (read_head(s, path, status, err) < 0) {
         client_events_close(s);
         return NULL;
     }

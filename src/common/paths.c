@@ -1,6 +1,7 @@
 /* paths: where gflow keeps its files (see paths.h). */
 #include "paths.h"
 
+#include <limits.h>
 #include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,4 +78,42 @@ void paths_free(struct gflow_paths *p)
     free(p->lock_path);
     free(p->daemon_log);
     memset(p, 0, sizeof(*p));
+}
+
+char *paths_self_exe(void)
+{
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (n <= 0)
+        return NULL;
+    exe[n] = '\0';
+    return xstrdup(exe);
+}
+
+/* dir/name if access(mode) allows it (to free), else NULL. */
+static char *companion_in(const char *dir, const char *name, int mode)
+{
+    char *p = xasprintf("%s/%s", dir, name);
+    if (access(p, mode) == 0)
+        return p;
+    free(p);
+    return NULL;
+}
+
+char *paths_companion(const char *name, int mode, const char *relocated, const char *installed_dir)
+{
+    char *self = paths_self_exe();
+    char *slash = self ? strrchr(self, '/') : NULL;
+    char *found = NULL;
+    if (slash) {
+        *slash = '\0';
+        found = companion_in(self, name, mode);
+        if (!found && relocated) {
+            char *dir = xasprintf("%s/%s", self, relocated);
+            found = companion_in(dir, name, mode);
+            free(dir);
+        }
+    }
+    free(self);
+    return found ? found : xasprintf("%s/%s", installed_dir, name);
 }

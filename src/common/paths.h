@@ -32,4 +32,12 @@ void paths_free(struct gflow_paths *p);
 char *paths_user_data_dir(void);
 char *paths_user_socket(void);
 
+/* The file the running program was started from (to free), or NULL with errno. */
+char *paths_self_exe(void);
+/* A file that comes with gflow (gflow-shim, gflow-notify, the NVML simulator), to free:
+ * name beside the running program (a build directory), else in the directory `relocated`
+ * names relative to that one (NULL: none; "../libexec": an install moved as a whole),
+ * else in installed_dir. Each is taken if access(mode) allows it; the last one always. */
+char *paths_companion(const char *name, int mode, const char *relocated, const char *installed_dir);
+
 #endif

@@ -12,10 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/statfs.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "files.h"
+#include "pidfd.h"
 #include "procinfo.h"
 #include "util.h"
 
@@ -41,16 +41,6 @@ void prockill_procs_free(struct prockill_procs *p)
     memset(p, 0, sizeof(*p));
 }
 
-static int prockill_pidfd_open(pid_t pid)
-{
-    return (int)syscall(SYS_pidfd_open, pid, 0);
-}
-
-static int prockill_pidfd_send(int pidfd, int sig)
-{
-    return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
-}
-
 /* Whether a process in state is still a process (not a zombie waiting for its parent). */
 static bool prockill_live(char state)
 {
@@ -59,7 +49,7 @@ static bool prockill_live(char state)
 
 int prockill_pid(pid_t pid, int64_t start, int sig)
 {
-    int fd = prockill_pidfd_open(pid);
+    int fd = sys_pidfd_open(pid);
     if (fd < 0)
         return errno == ESRCH ? 0 : -1;
     int rc = 0;
@@ -67,7 +57,7 @@ int prockill_pid(pid_t pid, int64_t start, int sig)
     if (proc_stat_read(pid, &st) < 0) {
         rc = errno == ENOENT || errno == ESRCH ? 0 : -1;
     } else if (st.start == start) {
-        if (prockill_pidfd_send(fd, sig) == 0)
+        if (sys_pidfd_send_signal(fd, sig, NULL) == 0)
             rc = 1;
         else
             rc = errno == ESRCH ? 0 : -1;
@@ -155,7 +145,7 @@ static ssize_t prockill_cgroup_batch(const char *dir, const pid_t *pids, size_t 
     } open_fds[PROCKILL_BATCH];
     size_t done = 0, opened = 0;
     for (; done < n && opened < PROCKILL_BATCH; done++) {
-        int fd = prockill_pidfd_open(pids[done]);
+        int fd = sys_pidfd_open(pids[done]);
         if (fd >= 0) {
             open_fds[opened].pid = pids[done];
             open_fds[opened++].fd = fd;
@@ -173,7 +163,7 @@ static ssize_t prockill_cgroup_batch(const char *dir, const pid_t *pids, size_t 
         struct proc_stat st;
         if (m > 0 && bsearch(&pid, now, (size_t)m, sizeof(*now), prockill_pid_cmp) &&
             proc_stat_read(pid, &st) == 0 && prockill_live(st.state) &&
-            prockill_pidfd_send(open_fds[i].fd, sig) == 0) {
+            sys_pidfd_send_signal(open_fds[i].fd, sig, NULL) == 0) {
             (*live)++;
             if (hit)
                 prockill_procs_add(hit, pid, st.start);

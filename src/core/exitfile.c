@@ -23,27 +23,6 @@ void exit_record_free(struct exit_record *rec)
     exit_record_init(rec);
 }
 
-/* s as valid UTF-8 (to free): every byte that starts no valid sequence becomes U+FFFD.
- * Error texts hold paths, which are bytes, not text. */
-static char *utf8_clean(const char *s)
-{
-    struct strbuf sb;
-    strbuf_init(&sb);
-    size_t n = strlen(s);
-    const unsigned char *p = (const unsigned char *)s;
-    for (size_t i = 0; i < n;) {
-        size_t len = utf8_sequence_len(p + i, n - i);
-        if (len) {
-            strbuf_add(&sb, p + i, len);
-            i += len;
-        } else {
-            strbuf_adds(&sb, "\xef\xbf\xbd");
-            i++;
-        }
-    }
-    return strbuf_detach(&sb);
-}
-
 /* A JSON string of s (cleaned to UTF-8: error texts hold paths, which are bytes, not
  * text), or null for NULL. */
 static void json_put_text(struct strbuf *sb, const char *s)
@@ -52,24 +31,11 @@ static void json_put_text(struct strbuf *sb, const char *s)
         strbuf_adds(sb, "null");
         return;
     }
-    char *clean = utf8_clean(s);
-    strbuf_addc(sb, '"');
-    for (const unsigned char *p = (const unsigned char *)clean; *p; p++) {
-        if (*p == '"' || *p == '\\') {
-            strbuf_addc(sb, '\\');
-            strbuf_addc(sb, (char)*p);
-        } else if (*p == '\n') {
-            strbuf_adds(sb, "\\n");
-        } else if (*p == '\t') {
-            strbuf_adds(sb, "\\t");
-        } else if (*p < 0x20 || *p == 0x7f) {
-            strbuf_addf(sb, "\\u%04x", *p);
-        } else {
-            strbuf_addc(sb, (char)*p);
-        }
-    }
-    strbuf_addc(sb, '"');
-    free(clean);
+    struct strbuf clean;
+    strbuf_init(&clean);
+    strbuf_add_utf8_clean(&clean, s, strlen(s));
+    strbuf_add_json_string(sb, clean.buf ? clean.buf : "", JSON_STR_GFLOW);
+    strbuf_free(&clean);
 }
 
 /* A JSON number of seconds, the shortest text that reads back as the same double, with

@@ -17,41 +17,6 @@ static char *dup_or_null(const char *s)
     return s ? xstrdup(s) : NULL;
 }
 
-static void append_string(struct strbuf *sb, const char *s)
-{
-    if (!s) {
-        strbuf_adds(sb, "null");
-        return;
-    }
-    strbuf_addc(sb, '"');
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        const unsigned char *run = p;
-        while (*p >= 0x20 && *p != '"' && *p != '\\' && *p != 0x7f)
-            p++;
-        if (p > run)
-            strbuf_add(sb, run, (size_t)(p - run));
-        if (!*p)
-            break;
-        switch (*p) {
-        case '"':
-            strbuf_adds(sb, "\\\"");
-            break;
-        case '\\':
-            strbuf_adds(sb, "\\\\");
-            break;
-        case '\n':
-            strbuf_adds(sb, "\\n");
-            break;
-        case '\t':
-            strbuf_adds(sb, "\\t");
-            break;
-        default:
-            strbuf_addf(sb, "\\u%04x", *p);
-        }
-    }
-    strbuf_addc(sb, '"');
-}
-
 #define JOB_FIELD(ID, name, ...) const char JOB_KEY_##ID[] = name;
 #define JOB_API_FIELD(ID, name, ...) const char JOB_KEY_##ID[] = name;
 #define JOB_PAYLOAD(ID, name, ...) const char JOB_KEY_##ID[] = name;
@@ -148,7 +113,7 @@ static void append_text(struct strbuf *sb, const char *v, bool tsv)
     if (tsv)
         append_tsv_string(sb, v);
     else
-        append_string(sb, v);
+        strbuf_add_json_string(sb, v, JSON_STR_GFLOW);
 }
 
 /* A ','-joined list (notify_on): a JSON array of strings ([] for none), in TSV the text. */
@@ -164,7 +129,7 @@ static void append_list(struct strbuf *sb, const char *list, bool tsv)
         char *item = xstrndup(p, len);
         if (p != list)
             strbuf_addc(sb, ',');
-        append_string(sb, item);
+        strbuf_add_json_string(sb, item, JSON_STR_GFLOW);
         free(item);
         p += len;
         if (*p == ',')

@@ -227,6 +227,66 @@ size_t utf8_sequence_len(const unsigned char *s, size_t n)
     return len;
 }
 
+void strbuf_add_utf8_clean(struct strbuf *sb, const char *s, size_t n)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t i = 0, clean = 0; /* u[clean..i) is valid and not copied yet */
+    while (i < n) {
+        size_t len = u[i] ? utf8_sequence_len(u + i, n - i) : 0;
+        if (len) {
+            i += len;
+            continue;
+        }
+        strbuf_add(sb, u + clean, i - clean);
+        strbuf_adds(sb, "\xef\xbf\xbd"); /* U+FFFD REPLACEMENT CHARACTER */
+        clean = ++i;
+    }
+    strbuf_add(sb, u + clean, n - clean);
+}
+
+/* The escape of c (a quote, a backslash or a control character) in style. */
+static void json_escape_byte(struct strbuf *sb, unsigned char c, enum json_str_style style)
+{
+    static const char lower[] = "0123456789abcdef", upper[] = "0123456789ABCDEF";
+    bool jansson = style == JSON_STR_JANSSON;
+    const char *short_form = c == '"'               ? "\\\""
+                             : c == '\\'            ? "\\\\"
+                             : c == '\n'            ? "\\n"
+                             : c == '\t'            ? "\\t"
+                             : jansson && c == '\b' ? "\\b"
+                             : jansson && c == '\f' ? "\\f"
+                             : jansson && c == '\r' ? "\\r"
+                                                    : NULL;
+    if (short_form) {
+        strbuf_adds(sb, short_form);
+        return;
+    }
+    const char *hex = jansson ? upper : lower;
+    char u[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
+    strbuf_add(sb, u, sizeof(u));
+}
+
+void strbuf_add_json_string(struct strbuf *sb, const char *s, enum json_str_style style)
+{
+    if (!s) {
+        strbuf_adds(sb, "null");
+        return;
+    }
+    unsigned char del = style == JSON_STR_JANSSON ? 0 : 0x7f; /* 0: none escaped */
+    strbuf_addc(sb, '"');
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        const unsigned char *run = p;
+        while (*p >= 0x20 && *p != '"' && *p != '\\' && *p != del)
+            p++;
+        if (p > run)
+            strbuf_add(sb, run, (size_t)(p - run));
+        if (!*p)
+            break;
+        json_escape_byte(sb, *p, style);
+    }
+    strbuf_addc(sb, '"');
+}
+
 bool str_starts_with(const char *s, const char *prefix)
 {
     return strncmp(s, prefix, strlen(prefix)) == 0;

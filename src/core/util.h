@@ -49,6 +49,17 @@ bool str_starts_with(const char *s, const char *prefix);
 /* The length of the valid UTF-8 sequence at s (at most n bytes, n >= 1), or 0 if there is
  * none: no overlong forms, no surrogates, nothing above U+10FFFF (RFC 3629). */
 size_t utf8_sequence_len(const unsigned char *s, size_t n);
+/* Appends s[0..n) as valid UTF-8: every byte that starts no valid sequence, and every NUL,
+ * becomes U+FFFD (paths and logs are bytes, not text). */
+void strbuf_add_utf8_clean(struct strbuf *sb, const char *s, size_t n);
+
+/* How strbuf_add_json_string escapes: gflow's own texts write \n, \t and \u00xx (lower
+ * case, DEL too); JSON_STR_JANSSON writes what jansson's json_dumps writes (\b \f \n \r
+ * \t, \u00XX, DEL as it is), for texts compared with jansson's. */
+enum json_str_style { JSON_STR_GFLOW, JSON_STR_JANSSON };
+/* Appends s as a JSON string literal (its bytes as they are: UTF-8 is the caller's
+ * concern), or null for NULL. */
+void strbuf_add_json_string(struct strbuf *sb, const char *s, enum json_str_style style);
 /* qsort/bsearch comparison of two int64_t. */
 int int64_cmp(const void *a, const void *b);
 

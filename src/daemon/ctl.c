@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,6 +18,7 @@
 #include "files.h"
 #include "job.h"
 #include "lockfile.h"
+#include "pidfd.h"
 #include "procinfo.h"
 #include "serve.h"
 #include "util.h"
@@ -162,17 +162,17 @@ int ctl_down(const struct gflowd *d, bool quiet_if_stopped)
     }
     /* The pidfd pins the process; checking its start time after opening it makes sure it is
      * the daemon that holds the lock and not a process that reused the pid. */
-    int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    int pidfd = sys_pidfd_open(pid);
     if (pidfd < 0 || proc_start_time(pid) != start) {
         printf("gflowd is not running.\n");
         return 0;
     }
-    syscall(SYS_pidfd_send_signal, pidfd, SIGTERM, NULL, 0);
+    sys_pidfd_send_signal(pidfd, SIGTERM, NULL);
     struct pollfd p = {.fd = pidfd, .events = POLLIN};
     if (poll(&p, 1, STOP_WAIT_SECS * 1000) == 0) {
         fprintf(stderr, "gflowd: the daemon did not stop within %d s; sending SIGKILL\n",
                 STOP_WAIT_SECS);
-        syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+        sys_pidfd_send_signal(pidfd, SIGKILL, NULL);
         poll(&p, 1, 5000);
     }
     close(pidfd);

@@ -49,6 +49,7 @@
 #include "ops/sdnotify.h"
 #include "ops/startopts.h"
 #include "parse.h"
+#include "paths.h"
 #include "policy/quota_state.h"
 #include "policy/reservation_table.h"
 #include "procinfo.h"
@@ -551,29 +552,6 @@ static int64_t job_fd_cap(const struct gflowd *d)
     return cap;
 }
 
-/* gflow-shim next to gflowd (a build directory), else in ../libexec, else installed. */
-static char *find_shim(void)
-{
-    char self[4096];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    if (n > 0) {
-        self[n] = '\0';
-        char *slash = strrchr(self, '/');
-        if (slash) {
-            *slash = '\0';
-            char *p = xasprintf("%s/gflow-shim", self);
-            if (access(p, X_OK) == 0)
-                return p;
-            free(p);
-            p = xasprintf("%s/../libexec/gflow-shim", self);
-            if (access(p, X_OK) == 0)
-                return p;
-            free(p);
-        }
-    }
-    return xstrdup(GFLOW_LIBEXECDIR "/gflow-shim");
-}
-
 static void start_gpus(struct gflowd *d, const struct serve_opts *o)
 {
     size_t n;
@@ -616,7 +594,7 @@ int serve(struct gflowd *d, const struct serve_opts *o)
         startup_failed(o, err);
     raise_nofile(d);
     d->started_at = now_wall();
-    d->shim_path = find_shim();
+    d->shim_path = paths_companion("gflow-shim", X_OK, "../libexec", GFLOW_LIBEXECDIR);
     d->mem_total_mb = proc_mem_total_mb();
     daemon_resolve_admin_group(d);
     if (mkdir_p(d->paths.data_dir, 0700) < 0) {

@@ -189,57 +189,11 @@ int jsonrpc_write(FILE *out, const json_t *msg)
     return rc;
 }
 
-/* The length of the valid UTF-8 sequence at s (of n bytes), or 0 if there is none:
- * no overlong forms, no surrogates, nothing above U+10FFFF (what jansson accepts). */
-static size_t utf8_sequence(const unsigned char *s, size_t n)
-{
-    unsigned char c = s[0];
-    size_t len;
-    uint32_t cp;
-    if (c < 0x80)
-        return c ? 1 : 0;
-    if (c >= 0xC2 && c <= 0xDF) {
-        len = 2;
-        cp = c & 0x1F;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        len = 3;
-        cp = c & 0x0F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        len = 4;
-        cp = c & 0x07;
-    } else {
-        return 0;
-    }
-    if (n < len)
-        return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xC0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (s[i] & 0x3F);
-    }
-    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
-        (cp >= 0xD800 && cp <= 0xDFFF))
-        return 0;
-    return len;
-}
-
 json_t *jsonrpc_text(const char *text, size_t len)
 {
-    const unsigned char *s = (const unsigned char *)text;
     struct strbuf sb;
     strbuf_init(&sb);
-    size_t i = 0, clean = 0; /* s[clean..i) is valid and not copied yet */
-    while (i < len) {
-        size_t n = utf8_sequence(s + i, len - i);
-        if (n) {
-            i += n;
-            continue;
-        }
-        strbuf_add(&sb, s + clean, i - clean);
-        strbuf_adds(&sb, "\xEF\xBF\xBD"); /* U+FFFD REPLACEMENT CHARACTER */
-        clean = ++i;
-    }
-    strbuf_add(&sb, s + clean, len - clean);
+    strbuf_add_utf8_clean(&sb, text, len);
     json_t *j = json_stringn(sb.buf ? sb.buf : "", sb.len);
     strbuf_free(&sb);
     return j;

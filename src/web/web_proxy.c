@@ -7,17 +7,14 @@
 
 #include <errno.h>
 #include <stdbool.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "http_reader.h"
 #include "util.h"
-
-#define HEAD_MAX 16384 /* the daemon's header lines are short; more is a broken answer */
 
 struct upstream {
     int fd;
@@ -56,23 +53,6 @@ static int send_all(int fd, const char *p, size_t n)
         n -= (size_t)w;
     }
     return 0;
-}
-
-/* The value of header name in the head (lines after the status line), malloc'd. */
-static char *head_value(const char *head, const char *name)
-{
-    size_t n = strlen(name);
-    for (const char *l = strstr(head, "\r\n"); l && l[2]; l = strstr(l + 2, "\r\n")) {
-        const char *h = l + 2;
-        if (!strncasecmp(h, name, n) && h[n] == ':') {
-            h += n + 1;
-            while (*h == ' ')
-                h++;
-            const char *e = strstr(h, "\r\n");
-            return xstrndup(h, e ? (size_t)(e - h) : strlen(h));
-        }
-    }
-    return NULL;
 }
 
 static ssize_t read_body(void *cls, uint64_t pos, char *buf, size_t max)
@@ -129,40 +109,29 @@ struct MHD_Response *web_proxy(const char *socket_path, const char *method, cons
         close(fd);
         return NULL;
     }
-    /* The head, up to the empty line; what came after it is the body's start. */
-    struct strbuf in;
-    strbuf_init(&in);
-    char *end = NULL;
-    while (!end && in.len < HEAD_MAX) {
-        char buf[4096];
-        ssize_t n = read(fd, buf, sizeof(buf));
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        strbuf_add(&in, buf, (size_t)n);
-        end = strstr(in.buf, "\r\n\r\n");
-    }
-    int code = 0;
-    if (!end || sscanf(in.buf, "HTTP/1.%*d %d", &code) != 1 || code < 100 || code > 599) {
+    /* The head; what came with it is the body's start. */
+    struct http_reader *rd = xmalloc(sizeof(*rd));
+    http_reader_init(rd, fd, socket_path);
+    struct http_head h;
+    bool got_any;
+    char *why = NULL;
+    rc = http_read_head(rd, &h, &got_any, &why);
+    free(why);
+    if (rc < 0 || h.status > 599) {
         *err = xstrdup("gflowd's answer was not HTTP");
-        strbuf_free(&in);
+        free(h.content_type);
+        free(rd);
         close(fd);
         return NULL;
     }
-    end[2] = '\0'; /* the head keeps its last line's CRLF */
-    char *ctype = head_value(in.buf, "Content-Type");
-    char *clen = head_value(in.buf, "Content-Length");
     struct upstream *u = xcalloc(1, sizeof(*u));
     u->fd = fd;
-    u->pending_len = in.len - (size_t)(end + 4 - in.buf);
+    u->pending_len = rd->len - rd->pos;
     u->pending = xmalloc(u->pending_len + 1);
-    memcpy(u->pending, end + 4, u->pending_len);
-    strbuf_free(&in);
-    uint64_t size = MHD_SIZE_UNKNOWN;
-    int64_t v;
-    if (clen && parse_int64(clen, &v) == 0 && v >= 0)
-        size = (uint64_t)v;
+    memcpy(u->pending, rd->buf + rd->pos, u->pending_len);
+    free(rd);
+    uint64_t size = h.have_len ? h.content_length : MHD_SIZE_UNKNOWN;
+    char *ctype = h.content_type;
     struct MHD_Response *resp =
         MHD_create_response_from_callback(size, 16384, read_body, u, free_upstream);
     if (ctype)
@@ -171,7 +140,6 @@ struct MHD_Response *web_proxy(const char *socket_path, const char *method, cons
     if (ctype && str_starts_with(ctype, "text/event-stream"))
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
     free(ctype);
-    free(clen);
-    *status = (unsigned)code;
+    *status = (unsigned)h.status;
     return resp;
 }

@@ -17,6 +17,7 @@
 #include "gpu_worker.h"
 #include "log.h"
 #include "loop.h"
+#include "paths.h"
 #include "util.h"
 
 /* The longest start-up waits for NVML's first answer (`gflowd up` waits 30 s). */
@@ -31,30 +32,6 @@ static char *text_buf(const struct gpus *g, int which)
 }
 
 /* ---- simulator ---- */
-
-static char *exe_dir(void)
-{
-    char self[4096];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    if (n <= 0)
-        return xstrdup("/");
-    self[n] = '\0';
-    char *slash = strrchr(self, '/');
-    if (slash)
-        *slash = '\0';
-    return xstrdup(self);
-}
-
-static char *sim_library(void)
-{
-    char *dir = exe_dir();
-    char *p = xasprintf("%s/libgflow-nvml-sim.so", dir);
-    free(dir);
-    if (access(p, R_OK) == 0)
-        return p;
-    free(p);
-    return xstrdup(GFLOW_LIBDIR "/libgflow-nvml-sim.so");
-}
 
 /* The built-in fixture: n identical GPUs, no NVLink. */
 static int write_sim_fixture(int n, const char *path, char **err)
@@ -108,7 +85,7 @@ static char *setup_simulation(const char *simulate, const char *data_dir, char *
     }
     setenv("GFLOW_NVML_SIM", fixture, 1);
     free(fixture);
-    return sim_library();
+    return paths_companion("libgflow-nvml-sim.so", R_OK, NULL, GFLOW_LIBDIR);
 }
 
 /* ---- reading ---- */

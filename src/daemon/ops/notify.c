@@ -2,14 +2,9 @@
 #include "notify.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <signal.h>
-#include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,10 +15,10 @@
 #include "log.h"
 #include "loop.h"
 #include "notifymsg.h"
+#include "paths.h"
 #include "store/store.h"
+#include "subproc.h"
 #include "util.h"
-
-extern char **environ;
 
 /* gflow-notify's exit statuses (src/notify/main.c). */
 #define NOTIFY_EXIT_RETRY 75 /* EX_TEMPFAIL: 5xx, 408, 429, no connection, timeout */
@@ -38,9 +33,7 @@ struct delivery {
     uint32_t uid;
     char *event, *dest;
     int kind, attempts, max_retries;
-    pid_t pid;
-    int pidfd, errfd;
-    struct loop_timer *kill_timer;
+    struct subproc *proc;
 };
 
 struct notifier {
@@ -263,34 +256,16 @@ static void finish(struct notifier *n, const struct delivery *v, int attempts, i
     wrote(n);
 }
 
-static void kill_cb(void *arg)
+/* The delivery's process has exited: why it failed is the first line it wrote. */
+static void exited_cb(void *arg, bool reaped, int status, struct strbuf *out)
 {
-    struct delivery *v = arg;
-    v->kill_timer = NULL;
-    syscall(SYS_pidfd_send_signal, v->pidfd, SIGKILL, NULL, 0);
-}
-
-/* The delivery's process has exited. */
-static void exited_cb(int fd, uint32_t events, void *arg)
-{
-    (void)fd;
-    (void)events;
     struct delivery *v = arg;
     struct notifier *n = v->n;
-    int status = 0;
-    pid_t w = waitpid(v->pid, &status, WNOHANG);
-    if (w == 0)
-        return;
-    char why[512] = "";
-    ssize_t got = read(v->errfd, why, sizeof(why) - 1);
-    why[got > 0 ? got : 0] = '\0';
-    why[strcspn(why, "\n")] = '\0';
-    loop_del_fd(v->pidfd);
-    close(v->pidfd);
-    close(v->errfd);
-    loop_cancel_timer(v->kill_timer);
-    bool ok = w == v->pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-    bool retryable = w != v->pid || WIFSIGNALED(status) ||
+    const char *text = out->buf ? out->buf : "";
+    char why[512];
+    snprintf(why, sizeof(why), "%.*s", (int)strcspn(text, "\n"), text);
+    bool ok = reaped && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    bool retryable = !reaped || WIFSIGNALED(status) ||
                      (WIFEXITED(status) && WEXITSTATUS(status) == NOTIFY_EXIT_RETRY);
     if (!ok && !why[0])
         snprintf(why, sizeof(why), "%s",
@@ -329,34 +304,13 @@ static char *path_entry(void)
                                                 "/usr/bin:/sbin:/bin");
 }
 
-/* Starts gflow-notify with argv and input on its standard input. 0, or -1 with errno. */
-static int spawn(struct delivery *v, char *const *argv, const char *input)
+/* Starts gflow-notify with argv and input on its standard input, killed after timeout
+ * seconds. 0, or -1 with errno. */
+static int spawn(struct delivery *v, char *const *argv, const char *input, double timeout)
 {
-    int in = text_fd(input), errp[2] = {-1, -1};
-    if (in < 0 || pipe2(errp, O_CLOEXEC | O_NONBLOCK) < 0) {
-        int e = errno;
-        if (in >= 0)
-            close(in);
-        errno = e;
+    int in = text_fd(input);
+    if (in < 0)
         return -1;
-    }
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, in, 0);
-    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-    posix_spawn_file_actions_adddup2(&fa, errp[1], 2);
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    sigset_t none, dfl;
-    sigemptyset(&none);
-    sigemptyset(&dfl);
-    sigaddset(&dfl, SIGPIPE);
-    sigaddset(&dfl, SIGTERM);
-    sigaddset(&dfl, SIGINT);
-    sigaddset(&dfl, SIGHUP);
-    posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setsigdefault(&attr, &dfl);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
     /* PATH, and the sanitizers' settings of a test build (none otherwise). */
     struct strvec env;
     strvec_init(&env);
@@ -367,31 +321,13 @@ static int spawn(struct delivery *v, char *const *argv, const char *input)
     for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++)
         if (getenv(keep[i]))
             strvec_pushf(&env, "%s=%s", keep[i], getenv(keep[i]));
-    int rc = posix_spawn(&v->pid, argv[0], &fa, &attr, argv, env.v);
+    struct subproc_spec spec = {.argv = argv, .envp = env.v, .stdin_fd = in, .timeout = timeout};
+    v->proc = subproc_start(&spec, exited_cb, v);
+    int e = errno;
     strvec_free(&env);
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&attr);
     close(in);
-    close(errp[1]);
-    if (rc != 0) {
-        close(errp[0]);
-        errno = rc;
-        return -1;
-    }
-    v->errfd = errp[0];
-    v->pidfd = (int)syscall(SYS_pidfd_open, v->pid, 0);
-    if (v->pidfd < 0 || loop_add_fd(v->pidfd, EPOLLIN, exited_cb, v) < 0) {
-        /* Cannot watch it: wait for it here (rare: out of file descriptors). */
-        int e = errno;
-        if (v->pidfd >= 0)
-            close(v->pidfd);
-        kill(v->pid, SIGKILL);
-        waitpid(v->pid, NULL, 0);
-        close(v->errfd);
-        errno = e;
-        return -1;
-    }
-    return 0;
+    errno = e;
+    return v->proc ? 0 : -1;
 }
 
 /* The request for a webhook: URL, headers, a blank line, the body (see src/notify). */
@@ -476,7 +412,7 @@ static void start_one(const struct store_notify_row *r, void *arg)
             free(gid);
         }
     }
-    if (!err && spawn(v, argv.v, input) < 0)
+    if (!err && spawn(v, argv.v, input, timeout + NOTIFY_KILL_GRACE) < 0)
         err = xasprintf("cannot start %s: %s", n->program, strerror(errno));
     strvec_free(&argv);
     free(input);
@@ -487,7 +423,6 @@ static void start_one(const struct store_notify_row *r, void *arg)
         delivery_free(v);
         return;
     }
-    v->kill_timer = loop_add_timer(timeout + NOTIFY_KILL_GRACE, kill_cb, v);
     if (n->n_flight == n->cap_flight) {
         n->cap_flight = n->cap_flight ? n->cap_flight * 2 : 16;
         n->flight = xrealloc(n->flight, n->cap_flight * sizeof(*n->flight));
@@ -546,36 +481,13 @@ static void pump(struct notifier *n)
 
 /* ---- the daemon's side ---- */
 
-/* gflow-notify beside gflowd (the build tree), else the installed one. */
-static char *find_program(void)
-{
-    char self[4096];
-    ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    if (len > 0) {
-        self[len] = '\0';
-        char *slash = strrchr(self, '/');
-        if (slash) {
-            *slash = '\0';
-            char *p = xasprintf("%s/gflow-notify", self);
-            if (access(p, X_OK) == 0)
-                return p;
-            free(p);
-            p = xasprintf("%s/../libexec/gflow-notify", self);
-            if (access(p, X_OK) == 0)
-                return p;
-            free(p);
-        }
-    }
-    return xstrdup(GFLOW_LIBEXECDIR "/gflow-notify");
-}
-
 struct notifier *notifier_start(struct gflowd *d)
 {
     struct notifier *n = xcalloc(1, sizeof(*n));
     n->d = d;
     if (gethostname(n->hostname, sizeof(n->hostname) - 1) < 0)
         snprintf(n->hostname, sizeof(n->hostname), "localhost");
-    n->program = find_program();
+    n->program = paths_companion("gflow-notify", X_OK, "../libexec", GFLOW_LIBEXECDIR);
     n->last_prune = now_wall() - NOTIFY_PRUNE_EVERY; /* a first round at start */
     jobs_observe(d->jobs, on_event, n);
     recount(n);
@@ -590,10 +502,7 @@ void notifier_stop(struct notifier *n)
     jobs_unobserve(n->d->jobs, on_event, n);
     for (size_t i = 0; i < n->n_flight; i++) {
         struct delivery *v = n->flight[i];
-        loop_del_fd(v->pidfd);
-        loop_cancel_timer(v->kill_timer);
-        close(v->pidfd);
-        close(v->errfd);
+        subproc_forget(v->proc);
         delivery_free(v);
     }
     free(n->flight);

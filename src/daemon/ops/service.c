@@ -3,7 +3,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <pwd.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -205,14 +204,13 @@ static void tell_steps(const struct service_request *r, const char *const *verbs
  * install was given, then "run". */
 static char *exec_start(const struct service_request *r)
 {
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    if (n <= 0)
+    char *exe = paths_self_exe();
+    if (!exe)
         return NULL;
-    exe[n] = '\0';
     struct strbuf sb;
     strbuf_init(&sb);
     add_exec_word(&sb, exe);
+    free(exe);
     add_exec_word(&sb, r->system ? "--system" : "--user");
     for (size_t i = 0; r->daemon_args && r->daemon_args[i]; i++)
         add_exec_word(&sb, r->daemon_args[i]);

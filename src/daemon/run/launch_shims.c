@@ -16,7 +16,6 @@
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -26,6 +25,7 @@
 #include "exitfile.h"
 #include "log.h"
 #include "loop.h"
+#include "pidfd.h"
 #include "procinfo.h"
 #include "runner.h"
 #include "util.h"
@@ -120,7 +120,7 @@ static void standby_drop(pid_t pid, int sock, bool wait)
         waitpid(pid, NULL, 0);
         return;
     }
-    int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    int pidfd = sys_pidfd_open(pid);
     if (pidfd >= 0 && fcntl(pidfd, F_SETFD, FD_CLOEXEC) == 0 &&
         loop_add_fd(pidfd, EPOLLIN, standby_reap_cb, (void *)(intptr_t)pid) == 0)
         return;
@@ -320,7 +320,7 @@ static void supervisor_cb(int fd, uint32_t events, void *arg)
     s->sock = -1;
     if (s->ours) {
         s->ours = false; /* no new jobs for it */
-        s->pidfd = (int)syscall(SYS_pidfd_open, s->pid, 0);
+        s->pidfd = sys_pidfd_open(s->pid);
         if (s->pidfd >= 0 && fcntl(s->pidfd, F_SETFD, FD_CLOEXEC) == 0 &&
             loop_add_fd(s->pidfd, EPOLLIN, supervisor_exit_cb, s) == 0)
             return;

@@ -14,7 +14,6 @@
 #include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -29,6 +28,7 @@
 #include "loop.h"
 #include "ops/disk.h"
 #include "orphans.h"
+#include "pidfd.h"
 #include "procinfo.h"
 #include "runner_internal.h"
 #include "util.h"
@@ -39,16 +39,6 @@
 #define RUNNER_ROUND_MAX_SECS 0.5   /* something that takes long to die (D state, frozen) */
 #define RUNNER_STUCK_SECS 1.0       /* something left that it may not kill: it must end itself */
 #define RUNNER_RETRY_MAX_SECS 2.0
-
-static int sys_pidfd_open(pid_t pid)
-{
-    return (int)syscall(SYS_pidfd_open, pid, 0);
-}
-
-static int sys_pidfd_send_signal(int pidfd, int sig)
-{
-    return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
-}
 
 /* Queues SIGUSR1 with value to the shim (sigqueue through the pidfd): the shim
  * forwards signal value & 0xff to the job, to its main processes only when
@@ -62,7 +52,7 @@ static int sys_pidfd_queue(int pidfd, int value)
     si.si_pid = getpid();
     si.si_uid = getuid();
     si.si_value.sival_int = value;
-    return (int)syscall(SYS_pidfd_send_signal, pidfd, SIGUSR1, &si, 0);
+    return sys_pidfd_send_signal(pidfd, SIGUSR1, &si);
 }
 
 char *run_job_file(const char *dir, int64_t id, const char *suffix)
@@ -714,7 +704,7 @@ void runner_signal(struct job *j, int sig)
             log_warn("job %lld: cannot tell its shim to end it: %m", (long long)j->id);
         return;
     }
-    if (sys_pidfd_send_signal(r->pidfd, sig) < 0 && errno != ESRCH)
+    if (sys_pidfd_send_signal(r->pidfd, sig, NULL) < 0 && errno != ESRCH)
         log_warn("job %lld: signal %d: %m", (long long)j->id, sig);
 }
 

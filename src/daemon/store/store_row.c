@@ -18,35 +18,6 @@ const struct store_column store_columns[C_COUNT] = {
 
 /* ---- binding and reading job rows ---- */
 
-/* Appends s as a JSON string, escaped as jansson escapes it (its text is valid UTF-8). */
-static void add_json_string(struct strbuf *sb, const char *s)
-{
-    static const char hex[] = "0123456789ABCDEF";
-    strbuf_addc(sb, '"');
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\') {
-            strbuf_addc(sb, '\\');
-            strbuf_addc(sb, (char)*p);
-        } else if (*p < 0x20) {
-            const char *short_form = *p == '\b'   ? "\\b"
-                                     : *p == '\f' ? "\\f"
-                                     : *p == '\n' ? "\\n"
-                                     : *p == '\r' ? "\\r"
-                                     : *p == '\t' ? "\\t"
-                                                  : NULL;
-            if (short_form) {
-                strbuf_adds(sb, short_form);
-            } else {
-                char u[7] = {'\\', 'u', '0', '0', hex[*p >> 4], hex[*p & 15], '\0'};
-                strbuf_adds(sb, u);
-            }
-        } else {
-            strbuf_addc(sb, (char)*p);
-        }
-    }
-    strbuf_addc(sb, '"');
-}
-
 char *store_params_text(const json_t *params)
 {
     struct strbuf sb;
@@ -63,9 +34,9 @@ char *store_params_text(const json_t *params)
         if (!first)
             strbuf_addc(&sb, ',');
         first = false;
-        add_json_string(&sb, key);
+        strbuf_add_json_string(&sb, key, JSON_STR_JANSSON);
         strbuf_addc(&sb, ':');
-        add_json_string(&sb, json_string_value(v));
+        strbuf_add_json_string(&sb, json_string_value(v), JSON_STR_JANSSON);
     }
     strbuf_addc(&sb, '}');
     return strbuf_detach(&sb);

@@ -1,5 +1,5 @@
 /* slurm_cmd: a Slurm command (sbatch, scontrol, scancel, sacct) run as a child process
- * that the event loop watches, its stdout and stderr collected, killed after
+ * that the event loop watches (subproc.h), its stdout and stderr collected, killed after
  * SLURM_CMD_TIMEOUT_SECS; the slurm backend (slurm.c) gets a callback when it has
  * exited. Nothing here waits. */
 #ifndef GFLOWD_SLURM_CMD_H
@@ -8,21 +8,16 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <sys/types.h>
 
 #include "util.h"
 
 struct gflowd;
-struct loop_timer;
 
 struct child;
 typedef void (*child_done_cb)(struct child *c, bool ok);
 
 struct child {
-    pid_t pid;
-    int out_fd, pidfd;
     struct strbuf out; /* stdout and stderr together */
-    struct loop_timer *kill_timer;
     child_done_cb done;
     struct gflowd *d;
     int64_t job_id;
@@ -30,8 +25,7 @@ struct child {
     json_t *update;    /* scontrol update: the gflow fields it changes */
 };
 
-/* Frees c (its batch script removed, its timer cancelled); after done, or instead of
- * child_run. */
+/* Frees c (its batch script removed); after done, or instead of child_run. */
 void child_free(struct child *c);
 /* Runs argv (found in PATH) with envp (NULL: the daemon's), calling c->done when it has
  * exited (then c is freed). 0, or -1 with errno (done is not called; free c). */
