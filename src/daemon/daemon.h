@@ -22,6 +22,7 @@ struct disk;
 struct resv_table;
 struct notifier;
 struct launcher;
+struct slurm_backend;
 
 struct gflowd {
     struct gflow_config cfg;
@@ -36,6 +37,7 @@ struct gflowd {
     struct gpu_samples *samples; /* GPU utilisation for gstats --gpu (gpu_samples.h) */
     struct notifier *notifier;   /* webhooks and e-mail (notify.h) */
     struct launcher *launcher;   /* what launching keeps between jobs (run/launch.h) */
+    struct slurm_backend *slurm; /* the slurm backend's state; NULL: jobs run here */
     bool system; /* started as root: serves every user, runs jobs as their submitters */
     uid_t uid;   /* the daemon's own uid */
     char *user;  /* and its login name */

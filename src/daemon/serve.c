@@ -695,7 +695,7 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     d->events = NULL;
     shutdown_commit(d, failed);
     runner_shutdown(d);
-    slurm_stop();
+    slurm_stop(d);
     notifier_stop(d->notifier);
     d->notifier = NULL;
     shutdown_commit(d, failed);

@@ -31,8 +31,14 @@
 
 /* ---- the backend's state ---- */
 
-static struct {
-    struct gflowd *d;
+/* The jobs the running sacct was asked of (by Slurm id). */
+struct sacct_ask {
+    int64_t *sids;
+    size_t n;
+};
+
+/* Held by struct gflowd (d->slurm) from slurm_start to slurm_stop. */
+struct slurm_backend {
     struct loop_timer *poll_timer;
     bool polling;
     bool reconciled; /* a first poll has answered */
@@ -44,7 +50,8 @@ static struct {
     size_t fresh_len, fresh_cap;
     int64_t *backlog; /* jobs waiting for a free sbatch slot (SLURM_MAX_SUBMITS) */
     size_t backlog_len, backlog_cap;
-} sl;
+    struct sacct_ask asked;
+};
 
 static void push_id(int64_t **v, size_t *len, size_t *cap, int64_t id)
 {
@@ -109,7 +116,8 @@ static void drain_backlog(struct gflowd *d);
 static void submitted_cb(struct child *c, bool ok)
 {
     struct gflowd *d = c->d;
-    sl.submitting--;
+    struct slurm_backend *sl = d->slurm;
+    sl->submitting--;
     struct job *j = jobs_get(d->jobs, c->job_id);
     int64_t sid = ok && c->out.len ? slurmspec_parse_sbatch(c->out.buf) : -1;
     if (!j || j->state != JOB_RUNNING) {
@@ -135,8 +143,8 @@ static void submitted_cb(struct child *c, bool ok)
         set_backend_reason(j, "Slurm: submitted");
         if (jobs_save(d->jobs, j) < 0) /* the comment tag finds it if this is lost */
             log_error("job %lld: cannot store its Slurm id %lld", (long long)j->id, (long long)sid);
-        if (sl.polling)
-            push_id(&sl.fresh, &sl.fresh_len, &sl.fresh_cap, j->id);
+        if (sl->polling)
+            push_id(&sl->fresh, &sl->fresh_len, &sl->fresh_cap, j->id);
         log_info("job %lld submitted to Slurm as job %lld", (long long)j->id, (long long)sid);
         jobs_deps_handed_over(d->jobs, j);
         if (j->end_request != JOB_END_NONE) /* cancelled while sbatch ran */
@@ -176,20 +184,22 @@ static void submit(struct gflowd *d, struct job *j);
 /* Submits the jobs that wait for a free sbatch slot, in order, while there are slots. */
 static void drain_backlog(struct gflowd *d)
 {
+    struct slurm_backend *sl = d->slurm;
     size_t done = 0;
-    while (done < sl.backlog_len && sl.submitting < SLURM_MAX_SUBMITS) {
-        struct job *j = jobs_get(d->jobs, sl.backlog[done++]);
+    while (done < sl->backlog_len && sl->submitting < SLURM_MAX_SUBMITS) {
+        struct job *j = jobs_get(d->jobs, sl->backlog[done++]);
         if (j && j->state == JOB_RUNNING && j->backend_id == 0)
             submit(d, j);
     }
-    memmove(sl.backlog, sl.backlog + done, (sl.backlog_len - done) * sizeof(*sl.backlog));
-    sl.backlog_len -= done;
+    memmove(sl->backlog, sl->backlog + done, (sl->backlog_len - done) * sizeof(*sl->backlog));
+    sl->backlog_len -= done;
 }
 
 void slurm_launch(struct gflowd *d, struct job *j)
 {
-    if (j->end_request == JOB_END_NONE && sl.reconciled && sl.submitting >= SLURM_MAX_SUBMITS) {
-        push_id(&sl.backlog, &sl.backlog_len, &sl.backlog_cap, j->id);
+    struct slurm_backend *sl = d->slurm;
+    if (j->end_request == JOB_END_NONE && sl->reconciled && sl->submitting >= SLURM_MAX_SUBMITS) {
+        push_id(&sl->backlog, &sl->backlog_len, &sl->backlog_cap, j->id);
         j->backend_id = 0;
         return;
     }
@@ -216,11 +226,12 @@ static void push_dependency(struct gflowd *d, const struct job *j, struct strvec
 
 static void submit(struct gflowd *d, struct job *j)
 {
+    struct slurm_backend *sl = d->slurm;
     if (j->end_request != JOB_END_NONE) { /* cancelled while its start waited for a commit */
         end_job(d, j, JOB_CANCELLED, JOB_REASON_CANCELLED_BY_USER, NULL);
         return;
     }
-    if (!sl.reconciled && sl.submitting == 0) { /* (an sbatch still running gives its id) */
+    if (!sl->reconciled && sl->submitting == 0) { /* (an sbatch still running gives its id) */
         j->backend_id = 0; /* the first poll submits it if Slurm does not know it */
         return;
     }
@@ -256,7 +267,7 @@ static void submit(struct gflowd *d, struct job *j)
         .account = d->cfg.backend_account,
         .qos = d->cfg.backend_qos,
         .sbatch_args = d->cfg.backend_sbatch_args,
-        .tag = sl.tag,
+        .tag = sl->tag,
     };
     struct strvec argv, env;
     strvec_init(&argv);
@@ -278,7 +289,7 @@ static void submit(struct gflowd *d, struct job *j)
         child_free(c);
     } else {
         j->backend_id = -1;
-        sl.submitting++;
+        sl->submitting++;
     }
     strvec_free(&argv);
     strvec_free(&env);
@@ -320,11 +331,12 @@ void slurm_signal_cb(void *arg, struct job *j, int sig)
 
 /* ---- hold, release, update: scontrol ---- */
 
-static void arm_poll(double delay);
+static void arm_poll(struct gflowd *d, double delay);
 
 static void scontrol_done_cb(struct child *c, bool ok)
 {
     struct gflowd *d = c->d;
+    struct slurm_backend *sl = d->slurm;
     struct job *j = jobs_get(d->jobs, c->job_id);
     if (!ok) {
         char *why = first_line(c);
@@ -332,8 +344,8 @@ static void scontrol_done_cb(struct child *c, bool ok)
         free(why);
         return;
     }
-    if (!sl.polling) /* its new reason soon */
-        arm_poll(0.2);
+    if (!sl->polling) /* its new reason soon */
+        arm_poll(d, 0.2);
     if (!c->update || !j)
         return;
     json_t *v;
@@ -440,10 +452,11 @@ char *slurm_update(struct gflowd *d, struct job *j, json_t *over)
 
 static void poll_cb(void *arg);
 
-static void arm_poll(double delay)
+static void arm_poll(struct gflowd *d, double delay)
 {
-    loop_cancel_timer(sl.poll_timer);
-    sl.poll_timer = loop_add_timer(delay, poll_cb, NULL);
+    struct slurm_backend *sl = d->slurm;
+    loop_cancel_timer(sl->poll_timer);
+    sl->poll_timer = loop_add_timer(delay, poll_cb, d);
 }
 
 /* Applies what Slurm says of j (its job s->slurm_id). */
@@ -531,10 +544,10 @@ static struct by_sid *by_sid_find(struct by_sid *v, size_t n, int64_t sid)
     return bsearch(&key, v, n, sizeof(*v), by_sid_cmp);
 }
 
-static bool is_fresh(int64_t id)
+static bool is_fresh(const struct slurm_backend *sl, int64_t id)
 {
-    for (size_t i = 0; i < sl.fresh_len; i++)
-        if (sl.fresh[i] == id)
+    for (size_t i = 0; i < sl->fresh_len; i++)
+        if (sl->fresh[i] == id)
             return true;
     return false;
 }
@@ -544,13 +557,14 @@ static void query_sacct(struct gflowd *d, const int64_t *sids, size_t n);
 static void polled_cb(struct child *c, bool ok)
 {
     struct gflowd *d = c->d;
-    sl.polling = false;
-    arm_poll((double)d->cfg.backend_poll_secs);
+    struct slurm_backend *sl = d->slurm;
+    sl->polling = false;
+    arm_poll(d, (double)d->cfg.backend_poll_secs);
     if (!ok) {
         char *why = first_line(c);
         log_warn("slurm: scontrol show job failed: %s", why);
         free(why);
-        sl.fresh_len = 0;
+        sl->fresh_len = 0;
         return;
     }
     strbuf_adds(&c->out, ""); /* NUL-terminated */
@@ -569,7 +583,7 @@ static void polled_cb(struct child *c, bool ok)
             if ((j = jobs_get(d->jobs, k->id)) && j->state == JOB_RUNNING &&
                 j->backend_id == s.slurm_id)
                 apply_info(d, j, &s);
-        } else if ((id = slurmspec_comment_id(s.comment, sl.tag)) > 0) {
+        } else if ((id = slurmspec_comment_id(s.comment, sl->tag)) > 0) {
             adopt(d, &s, id);
         }
     }
@@ -579,20 +593,20 @@ static void polled_cb(struct child *c, bool ok)
     size_t ng = 0;
     for (size_t i = 0; i < nk; i++) {
         struct job *j = jobs_get(d->jobs, known[i].id);
-        if (!known[i].seen && !is_fresh(known[i].id) && j && j->state == JOB_RUNNING &&
+        if (!known[i].seen && !is_fresh(d->slurm, known[i].id) && j && j->state == JOB_RUNNING &&
             j->backend_id == known[i].sid)
             gone[ng++] = known[i].sid;
     }
-    sl.fresh_len = 0;
+    sl->fresh_len = 0;
     free(known);
-    if (ng && !sl.querying)
+    if (ng && !sl->querying)
         query_sacct(d, gone, ng);
     free(gone);
     size_t n;
     struct job **running = jobs_running(d->jobs, &n);
-    if (!sl.reconciled && sl.submitting == 0) { /* (an sbatch still running gives its id) */
+    if (!sl->reconciled && sl->submitting == 0) { /* (an sbatch still running gives its id) */
         /* R jobs Slurm does not know were never submitted: now they are. */
-        sl.reconciled = true;
+        sl->reconciled = true;
         struct job **todo = xmalloc((n ? n : 1) * sizeof(*todo));
         size_t m = 0;
         for (size_t i = 0; i < n; i++)
@@ -611,13 +625,6 @@ static void polled_cb(struct child *c, bool ok)
 /* ---- jobs Slurm has forgotten: sacct ---- */
 
 #define PURGED_REASON "Slurm: job purged before gflow read its end"
-
-/* The jobs the running sacct was asked of (by Slurm id). */
-struct sacct_ask {
-    int64_t *sids;
-    size_t n;
-};
-static struct sacct_ask asked;
 
 /* Ends an R job Slurm no longer knows and sacct cannot tell of: its end is unknown,
  * so it is F (its dependents on success do not run). */
@@ -639,25 +646,26 @@ static void end_purged(struct gflowd *d, int64_t sid, const char *why)
 static void sacct_done_cb(struct child *c, bool ok)
 {
     struct gflowd *d = c->d;
-    sl.querying = false;
+    struct slurm_backend *sl = d->slurm;
+    sl->querying = false;
     strbuf_adds(&c->out, "");
     if (!ok && !strstr(c->out.buf, "disabled")) { /* a passing failure: asked again */
         char *why = first_line(c);
         log_warn("slurm: sacct failed: %s", why);
         free(why);
     } else if (!ok) { /* no accounting storage: their ends are lost */
-        for (size_t i = 0; i < asked.n; i++)
-            end_purged(d, asked.sids[i], "sacct has no accounting storage");
+        for (size_t i = 0; i < sl->asked.n; i++)
+            end_purged(d, sl->asked.sids[i], "sacct has no accounting storage");
     } else {
-        bool *found = xcalloc(asked.n ? asked.n : 1, sizeof(*found));
+        bool *found = xcalloc(sl->asked.n ? sl->asked.n : 1, sizeof(*found));
         char *save = NULL;
         for (char *line = strtok_r(c->out.buf, "\n", &save); line;
              line = strtok_r(NULL, "\n", &save)) {
             struct slurm_job_info s;
             if (slurmspec_parse_sacct_line(line, &s) < 0)
                 continue;
-            for (size_t i = 0; i < asked.n; i++) {
-                if (asked.sids[i] != s.slurm_id || found[i])
+            for (size_t i = 0; i < sl->asked.n; i++) {
+                if (sl->asked.sids[i] != s.slurm_id || found[i])
                     continue;
                 size_t nr;
                 struct job **running = jobs_running(d->jobs, &nr);
@@ -669,20 +677,21 @@ static void sacct_done_cb(struct child *c, bool ok)
                     }
             }
         }
-        for (size_t i = 0; i < asked.n; i++)
+        for (size_t i = 0; i < sl->asked.n; i++)
             if (!found[i])
-                end_purged(d, asked.sids[i], "sacct does not know it");
+                end_purged(d, sl->asked.sids[i], "sacct does not know it");
         free(found);
     }
-    free(asked.sids);
-    asked.sids = NULL;
-    asked.n = 0;
+    free(sl->asked.sids);
+    sl->asked.sids = NULL;
+    sl->asked.n = 0;
     if (jobs_commit(d->jobs) < 0)
         log_error("slurm: cannot commit the states read from sacct");
 }
 
 static void query_sacct(struct gflowd *d, const int64_t *sids, size_t n)
 {
+    struct slurm_backend *sl = d->slurm;
     struct strbuf list;
     strbuf_init(&list);
     for (size_t i = 0; i < n; i++)
@@ -701,23 +710,23 @@ static void query_sacct(struct gflowd *d, const int64_t *sids, size_t n)
         log_warn("slurm: cannot run sacct: %s", strerror(errno));
         child_free(c);
     } else {
-        sl.querying = true;
-        asked.sids = xmalloc(n * sizeof(*asked.sids));
-        memcpy(asked.sids, sids, n * sizeof(*asked.sids));
-        asked.n = n;
+        sl->querying = true;
+        sl->asked.sids = xmalloc(n * sizeof(*sl->asked.sids));
+        memcpy(sl->asked.sids, sids, n * sizeof(*sl->asked.sids));
+        sl->asked.n = n;
     }
     free(jobs);
 }
 
 static void poll_cb(void *arg)
 {
-    (void)arg;
-    sl.poll_timer = NULL;
-    struct gflowd *d = sl.d;
+    struct gflowd *d = arg;
+    struct slurm_backend *sl = d->slurm;
+    sl->poll_timer = NULL;
     size_t n;
     jobs_running(d->jobs, &n);
-    if (n == 0 && sl.reconciled) {
-        arm_poll((double)d->cfg.backend_poll_secs);
+    if (n == 0 && sl->reconciled) {
+        arm_poll(d, (double)d->cfg.backend_poll_secs);
         return;
     }
     char *argv[] = {"scontrol", "show", "job", "--oneliner", NULL};
@@ -725,27 +734,28 @@ static void poll_cb(void *arg)
     if (child_run(c, argv, NULL) < 0) {
         log_warn("slurm: cannot run scontrol: %s", strerror(errno));
         child_free(c);
-        arm_poll((double)d->cfg.backend_poll_secs);
+        arm_poll(d, (double)d->cfg.backend_poll_secs);
         return;
     }
-    sl.polling = true;
+    sl->polling = true;
 }
 
 void slurm_start(struct gflowd *d)
 {
-    sl.d = d;
+    struct slurm_backend *sl = d->slurm = xcalloc(1, sizeof(*d->slurm));
     char host[256] = "";
     gethostname(host, sizeof(host) - 1);
-    sl.tag = slurmspec_daemon_tag(host, d->paths.data_dir);
+    sl->tag = slurmspec_daemon_tag(host, d->paths.data_dir);
     log_info("backend slurm: jobs are submitted with sbatch%s%s, comment tag %s; states polled "
              "every %lld s",
-             d->cfg.backend_partition[0] ? " to partition " : "", d->cfg.backend_partition, sl.tag,
+             d->cfg.backend_partition[0] ? " to partition " : "", d->cfg.backend_partition, sl->tag,
              (long long)d->cfg.backend_poll_secs);
-    arm_poll(0);
+    arm_poll(d, 0);
 }
 
 int slurm_reload(struct gflowd *d)
 {
+    struct slurm_backend *sl = d->slurm;
     char *err = NULL;
     if (jobs_reload(d->jobs, &err) < 0) {
         loop_fail("cannot read the jobs back from the database (%s); exiting so that a restart "
@@ -754,26 +764,27 @@ int slurm_reload(struct gflowd *d)
         free(err);
         return -1;
     }
-    sl.reconciled = false;
-    sl.backlog_len = 0; /* their jobs are R with no Slurm id: the poll submits them */
-    if (!sl.polling)
-        arm_poll(0);
+    sl->reconciled = false;
+    sl->backlog_len = 0; /* their jobs are R with no Slurm id: the poll submits them */
+    if (!sl->polling)
+        arm_poll(d, 0);
     return 0;
 }
 
-void slurm_stop(void)
+void slurm_stop(struct gflowd *d)
 {
-    loop_cancel_timer(sl.poll_timer);
-    sl.poll_timer = NULL;
-    free(sl.backlog);
-    sl.backlog = NULL;
-    free(sl.fresh);
-    sl.fresh = NULL;
-    sl.fresh_len = sl.fresh_cap = 0;
-    free(asked.sids);
-    asked.sids = NULL;
-    asked.n = 0;
-    free(sl.tag);
-    sl.tag = NULL;
-    sl.backlog_len = sl.backlog_cap = 0;
+    struct slurm_backend *sl = d->slurm;
+    if (!sl)
+        return;
+    loop_cancel_timer(sl->poll_timer);
+    sl->poll_timer = NULL;
+    free(sl->backlog);
+    sl->backlog = NULL;
+    free(sl->fresh);
+    sl->fresh = NULL;
+    sl->fresh_len = sl->fresh_cap = 0;
+    free(sl->asked.sids);
+    free(sl->tag);
+    free(sl);
+    d->slurm = NULL;
 }

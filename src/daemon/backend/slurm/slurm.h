@@ -18,7 +18,7 @@ struct gflowd;
  * Slurm does not know (gflowd stopped before its sbatch ran or answered) is submitted
  * then, one it knows by its comment tag is not submitted again. */
 void slurm_start(struct gflowd *d);
-void slurm_stop(void);
+void slurm_stop(struct gflowd *d);
 /* Submits j (committed as R by jobs_hand_over) with sbatch. */
 void slurm_launch(struct gflowd *d, struct job *j);
 /* j is to end (gcancel, gjob update of a limit...): scancel (sig SIGTERM or SIGKILL), or
