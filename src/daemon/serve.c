@@ -89,6 +89,12 @@ struct server {
     struct loop_timer *prune_timer;
     int64_t keep_count, keep_age, prune_cursor;
     struct gpu_samples samples; /* GPU utilisation for gstats --gpu (d->samples) */
+    /* While it starts: the daemon's lock (-1: not held yet), which a failed start empties
+     * and releases before saying so, so that `gflowd up` returns with no holder named
+     * (and a new start may follow at once); and whether gflowd is in its cgroup leaf,
+     * whose controllers a failed start gives back. */
+    int starting_lock_fd;
+    bool in_leaf;
 };
 
 /* Pruning the history: PRUNE_ROWS jobs looked at per step, PRUNE_BUSY_SECS apart while
@@ -110,23 +116,16 @@ static void report_ready(const struct serve_opts *o, const char *msg)
     close(o->ready_fd);
 }
 
-/* The daemon's lock while it starts: a failed start empties and releases it before
- * saying so, so that `gflowd up` returns with no holder named (and a new start may
- * follow at once). */
-static int starting_lock_fd = -1;
-/* The daemon while it starts: a failed start gives its cgroup leaf's controllers back. */
-static struct gflowd *starting_daemon;
-
-static void startup_failed(const struct serve_opts *o, const char *msg)
+static void startup_failed(struct server *s, const struct serve_opts *o, const char *msg)
 {
     log_error("%s", msg);
-    if (starting_daemon)
-        cgleaf_leave(starting_daemon);
-    if (starting_lock_fd >= 0) {
-        if (ftruncate(starting_lock_fd, 0) < 0)
+    if (s->in_leaf)
+        cgleaf_leave(s->d);
+    if (s->starting_lock_fd >= 0) {
+        if (ftruncate(s->starting_lock_fd, 0) < 0)
             log_warn("cannot empty the lock file: %s", strerror(errno));
-        close(starting_lock_fd);
-        starting_lock_fd = -1;
+        close(s->starting_lock_fd);
+        s->starting_lock_fd = -1;
     }
     char *line = xasprintf("error: %s\n", msg);
     report_ready(o, line);
@@ -552,8 +551,9 @@ static int64_t job_fd_cap(const struct gflowd *d)
     return cap;
 }
 
-static void start_gpus(struct gflowd *d, const struct serve_opts *o)
+static void start_gpus(struct server *sv, const struct serve_opts *o)
 {
+    struct gflowd *d = sv->d;
     size_t n;
     struct job **running = jobs_running(d->jobs, &n);
     struct gpu_start_opts g = {
@@ -573,7 +573,7 @@ static void start_gpus(struct gflowd *d, const struct serve_opts *o)
     char *err = NULL;
     d->gpus = gpu_start(&g, &err);
     if (!d->gpus || gpu_check_flag(d->gpus, &err) < 0)
-        startup_failed(o, err);
+        startup_failed(sv, o, err);
 }
 
 /* The commits of the way down, none after a failure (see serve). */
@@ -586,12 +586,12 @@ static void shutdown_commit(struct gflowd *d, bool failed)
 int serve(struct gflowd *d, const struct serve_opts *o)
 {
     char *err = NULL;
-    struct server s = {.d = d};
+    struct server s = {.d = d, .starting_lock_fd = -1};
     umask(077);
     sdnotify_init();
     /* A bad setting stops the start before the slow parts (a large history's load). */
     if (store_keep_parse(d->cfg.keep_finished, &s.keep_count, &s.keep_age, &err) < 0)
-        startup_failed(o, err);
+        startup_failed(&s, o, err);
     raise_nofile(d);
     d->started_at = now_wall();
     d->shim_path = paths_companion("gflow-shim", X_OK, "../libexec", GFLOW_LIBEXECDIR);
@@ -599,34 +599,34 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     daemon_resolve_admin_group(d);
     if (mkdir_p(d->paths.data_dir, 0700) < 0) {
         err = xasprintf("cannot create %s: %s", d->paths.data_dir, strerror(errno));
-        startup_failed(o, err);
+        startup_failed(&s, o, err);
     }
     pid_t holder;
     int lock_fd = lockfile_acquire(d->paths.lock_path, &holder, &err);
     if (lock_fd < 0)
-        startup_failed(o, err);
-    starting_lock_fd = lock_fd;
+        startup_failed(&s, o, err);
+    s.starting_lock_fd = lock_fd;
     /* Once this is the only gflowd, and before any shim starts (the probe's too). */
     cgleaf_enter(d);
-    starting_daemon = d;
+    s.in_leaf = true;
     d->memory_enforcement = probe_memory_enforcement(d->shim_path);
     startopts_save(d, o->simulate_gpus, o->flag_gpus);
     if (runner_init(d, &err) < 0)
-        startup_failed(o, err);
+        startup_failed(&s, o, err);
     d->disk = disk_new(d->paths.data_dir, d->paths.log_dir);
     d->store = store_open(d->paths.db_path, &err);
     if (!d->store)
-        startup_failed(o, err);
+        startup_failed(&s, o, err);
     if (store_ckpt_start(d->store) < 0)
         log_warn("checkpoints run on the loop's thread: %s", store_error(d->store));
     d->resv = xcalloc(1, sizeof(*d->resv));
     if (resv_load(d->resv, d->store, &err) < 0)
-        startup_failed(o, err);
+        startup_failed(&s, o, err);
     if (gpu_samples_start(&s.samples, d->store, d->cfg.gpu_samples_max) < 0)
-        startup_failed(o, store_error(d->store));
+        startup_failed(&s, o, store_error(d->store));
     d->samples = &s.samples;
     if (loop_init() < 0 || setup_signals(d) < 0)
-        startup_failed(o, "cannot set up the event loop");
+        startup_failed(&s, o, "cannot set up the event loop");
     d->jobs = jobs_new(d->store);
     d->events = events_new(d);
     jobs_observe(d->jobs, events_job_cb, d->events);
@@ -638,12 +638,12 @@ int serve(struct gflowd *d, const struct serve_opts *o)
         jobs_set_signal_cb(d->jobs, runner_signal_cb, NULL);
     quotas_set_config(jobs_quotas(d->jobs), &d->cfg.quota);
     if (jobs_load(d->jobs, &err) < 0)
-        startup_failed(o, err);
+        startup_failed(&s, o, err);
     /* Before runner_recover: the jobs that ended while gflowd was away notify too. */
     d->notifier = notifier_start(d);
-    start_gpus(d, o);
+    start_gpus(&s, o);
     if (loop_add_fd(gpu_fd(d->gpus), EPOLLIN, gpu_ready_cb, &s) < 0)
-        startup_failed(o, "cannot watch the NVML thread");
+        startup_failed(&s, o, "cannot watch the NVML thread");
     /* Also without NVML yet: gpu.c tries to open it on its own timer, and polls once
      * it is open. */
     s.poll_timer = loop_add_timer((double)d->cfg.gpu_poll_interval_secs, poll_cb, &s);
@@ -652,13 +652,13 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     if (!daemon_on_slurm(d)) /* Slurm's jobs are found again by the first poll (slurm.h) */
         runner_recover(d);
     if (jobs_commit(d->jobs) < 0)
-        startup_failed(o, "cannot commit the recovered state");
+        startup_failed(&s, o, "cannot commit the recovered state");
     if (!daemon_on_slurm(d))
         runner_sweep(d);
     notifier_after_commit(d->notifier); /* jobs that ended while gflowd was away */
     d->api = api_start(d, &err);
     if (!d->api)
-        startup_failed(o, err);
+        startup_failed(&s, o, err);
     s.job_fd_cap = job_fd_cap(d);
     loop_set_before_sleep(before_sleep, &s);
     log_info("gflowd %s started: pid %ld, socket %s, data %s%s", GFLOW_VERSION, (long)getpid(),
@@ -669,8 +669,8 @@ int serve(struct gflowd *d, const struct serve_opts *o)
         launch_supervisor_start(d);
         launch_standby_start(d);
     }
-    starting_lock_fd = -1; /* started: the lock is held until the daemon exits */
-    starting_daemon = NULL;
+    s.starting_lock_fd = -1; /* started: the lock is held until the daemon exits */
+    s.in_leaf = false;
     report_ready(o, "ok\n");
     /* The socket answers from here on: systemd (Type=notify) may start what needs it. */
     char *ready = xasprintf("READY=1\nMAINPID=%ld\nSTATUS=serving on %s", (long)getpid(),
