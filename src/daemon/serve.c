@@ -95,6 +95,7 @@ struct server {
      * whose controllers a failed start gives back. */
     int starting_lock_fd;
     bool in_leaf;
+    struct sdnotify systemd; /* where READY=1 and STOPPING=1 go (sdnotify.h) */
 };
 
 /* Pruning the history: PRUNE_ROWS jobs looked at per step, PRUNE_BUSY_SECS apart while
@@ -588,7 +589,7 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     char *err = NULL;
     struct server s = {.d = d, .starting_lock_fd = -1};
     umask(077);
-    sdnotify_init();
+    sdnotify_init(&s.systemd);
     /* A bad setting stops the start before the slow parts (a large history's load). */
     if (store_keep_parse(d->cfg.keep_finished, &s.keep_count, &s.keep_age, &err) < 0)
         startup_failed(&s, o, err);
@@ -675,7 +676,7 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     /* The socket answers from here on: systemd (Type=notify) may start what needs it. */
     char *ready = xasprintf("READY=1\nMAINPID=%ld\nSTATUS=serving on %s", (long)getpid(),
                             d->paths.socket_path);
-    if (sdnotify_send(ready) < 0)
+    if (sdnotify_send(&s.systemd, ready) < 0)
         log_warn("cannot tell systemd that gflowd is ready: %s", strerror(errno));
     free(ready);
 
@@ -683,7 +684,7 @@ int serve(struct gflowd *d, const struct serve_opts *o)
      * transaction it could not undo): nothing more is written, and gflowd exits 1. */
     bool failed = loop_run() < 0;
 
-    sdnotify_send("STOPPING=1\nSTATUS=stopping; running jobs keep running");
+    sdnotify_send(&s.systemd, "STOPPING=1\nSTATUS=stopping; running jobs keep running");
 
     if (!failed && !disk_full(d->disk) && gpu_samples_flush(&s.samples, d->store) < 0)
         log_debug("recording GPU utilisation: %s", store_error(d->store));

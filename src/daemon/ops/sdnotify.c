@@ -9,35 +9,33 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-static struct sockaddr_un notify_addr;
-static socklen_t notify_len; /* 0: no socket */
-
-void sdnotify_init(void)
+void sdnotify_init(struct sdnotify *n)
 {
+    memset(n, 0, sizeof(*n));
     const char *path = getenv("NOTIFY_SOCKET");
     size_t len = path ? strlen(path) : 0;
     /* An absolute path, or '@' for a name in the abstract namespace (leading NUL). */
-    if (len >= 2 && len < sizeof(notify_addr.sun_path) && (path[0] == '/' || path[0] == '@')) {
-        notify_addr.sun_family = AF_UNIX;
-        memcpy(notify_addr.sun_path, path, len);
+    if (len >= 2 && len < sizeof(n->addr.sun_path) && (path[0] == '/' || path[0] == '@')) {
+        n->addr.sun_family = AF_UNIX;
+        memcpy(n->addr.sun_path, path, len);
         if (path[0] == '@')
-            notify_addr.sun_path[0] = '\0';
-        notify_len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len);
+            n->addr.sun_path[0] = '\0';
+        n->len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len);
     }
     unsetenv("NOTIFY_SOCKET");
 }
 
-int sdnotify_send(const char *msg)
+int sdnotify_send(const struct sdnotify *n, const char *msg)
 {
-    if (!notify_len)
+    if (!n->len)
         return 0;
     int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -1;
-    ssize_t n =
-        sendto(fd, msg, strlen(msg), MSG_NOSIGNAL, (struct sockaddr *)&notify_addr, notify_len);
+    ssize_t sent =
+        sendto(fd, msg, strlen(msg), MSG_NOSIGNAL, (const struct sockaddr *)&n->addr, n->len);
     int saved = errno;
     close(fd);
     errno = saved;
-    return n < 0 ? -1 : 0;
+    return sent < 0 ? -1 : 0;
 }

@@ -5,12 +5,21 @@
 #ifndef GFLOWD_SDNOTIFY_H
 #define GFLOWD_SDNOTIFY_H
 
+#include <sys/socket.h>
+#include <sys/un.h>
+
+/* Where to send (from NOTIFY_SOCKET); len 0: nowhere. */
+struct sdnotify {
+    struct sockaddr_un addr;
+    socklen_t len;
+};
+
 /* Takes NOTIFY_SOCKET out of the environment (nothing the daemon starts inherits it)
- * and remembers it for sdnotify_send. Call once, early. */
-void sdnotify_init(void);
+ * and keeps it in n for sdnotify_send. Call once, early. */
+void sdnotify_init(struct sdnotify *n);
 
 /* Sends one message ("READY=1\nSTATUS=...") as a single datagram. 0 when sent or when
  * there is no socket to send to, -1 (errno set) when sending failed. */
-int sdnotify_send(const char *msg);
+int sdnotify_send(const struct sdnotify *n, const char *msg);
 
 #endif
