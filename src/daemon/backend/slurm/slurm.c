@@ -777,12 +777,8 @@ void slurm_stop(struct gflowd *d)
     if (!sl)
         return;
     loop_cancel_timer(sl->poll_timer);
-    sl->poll_timer = NULL;
     free(sl->backlog);
-    sl->backlog = NULL;
     free(sl->fresh);
-    sl->fresh = NULL;
-    sl->fresh_len = sl->fresh_cap = 0;
     free(sl->asked.sids);
     free(sl->tag);
     free(sl);
