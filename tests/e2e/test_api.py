@@ -233,3 +233,32 @@ def test_keepalive_after_state_change(gflow):
         s.close()
     for job in held:
         assert gflow.wait_state(job)["state"] == "CD"
+
+
+def test_route_table_answers_for_the_paths_it_has(make_gflow):
+    """The route table (src/daemon/http/routes.c): a known path asked with another method
+    is 405 naming every method the path has; a malformed id in a path with an id is 400
+    naming the kind of id; a path the table does not have is 404. Nothing of it stops the
+    daemon."""
+    g = make_gflow()
+    r = g.api("DELETE", "/v1/gpus/allowed")
+    assert r.status == 405 and error_of(r) == "use GET or PUT for this path", r
+    r = g.api("PATCH", "/v1/quotas")
+    assert r.status == 405 and error_of(r) == "use GET, PUT or DELETE for this path", r
+    r = g.api("GET", "/v1/jobs/cancel")
+    assert r.status == 405 and error_of(r) == "use POST for this path", r
+    r = g.api("PUT", "/v1/jobs/7")
+    assert r.status == 405 and error_of(r) == "use GET or PATCH for this path", r
+    for path in ("/v1/jobs/abc", "/v1/jobs/0", "/v1/jobs/-3", "/v1/jobs/+4", "/v1/jobs/x/log"):
+        r = g.api("GET", path)
+        assert r.status == 400 and error_of(r) == f"invalid job id in {path}", (path, r)
+    r = g.api("POST", "/v1/reservations/soon/cancel")
+    assert r.status == 400 and error_of(r) == "invalid reservation id in /v1/reservations/soon/cancel"
+    r = g.api("GET", "/v1/reservations/99")
+    assert r.status == 404 and "no reservation 99" in error_of(r), r
+    r = g.api("GET", "/v1/jobs/7")
+    assert r.status == 404 and "job 7 not found" in error_of(r), r
+    for path in ("/v1/jobs/7/", "/v1/jobs/7/frobnicate", "/v1/reservationsX", "/v1"):
+        r = g.api("GET", path)
+        assert r.status == 404 and error_of(r).startswith("no such endpoint: GET "), (path, r)
+    assert g.health_ok()

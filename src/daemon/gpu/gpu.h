@@ -16,7 +16,10 @@
  * GPU masks are by NVML index (bit i: the GPU at position i of the gpu_set, which is
  * its NVML index). The running jobs, whose processes are not outside ones, are passed
  * in where needed: this module knows nothing of the job table. What is shown of the
- * GPUs (GET /v1/gpus, a job's GPUs) is gpu_report.c. */
+ * GPUs (GET /v1/gpus, a job's GPUs) is gpu_report.c.
+ *
+ * The gpu room (src/daemon/gpu/, docs/design.md §3): NVML and its thread, the GPUs'
+ * state, their processes, reports and utilisation samples. It may call store/ only. */
 #ifndef GFLOWD_GPU_H
 #define GFLOWD_GPU_H
 

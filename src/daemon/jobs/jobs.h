@@ -8,7 +8,14 @@
  * parameter, and the one thing that reaches outside (signalling a running job's shim
  * once a change is committed) goes through a callback the daemon registers
  * (jobs_set_signal_cb: the runner). So the dependency cascade (jobs_deps.c) and retries
- * are unit-tested on a store in a temp directory (tests/unit/test_jobs.c). */
+ * are unit-tested on a store in a temp directory (tests/unit/test_jobs.c).
+ *
+ * The jobs room (src/daemon/jobs/, docs/design.md §3): this table, its scheduling glue
+ * (jobs_sched.c), dependencies (jobs_deps.c), fair-share accounts (jobs_fairshare.c),
+ * the counters of GET /metrics (jobs_counters.h), edits (jobedit.c) and the priority
+ * breakdown (priority.c). It may call policy/ and store/ (and core, common, the
+ * foundations at the top of src/daemon); the rooms above learn of its changes as
+ * observers (jobs_observe), never by its calling them. */
 #ifndef GFLOWD_JOBS_H
 #define GFLOWD_JOBS_H
 

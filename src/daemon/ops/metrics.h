@@ -3,7 +3,11 @@
  * the scheduling pass (jobs/jobs_counters.h, since the daemon started, as Prometheus
  * counters are); metrics_render writes them with the gauges read at scrape time: jobs by
  * state and user, the history's totals, the queue, the daemon process, and one series per
- * GPU under the names of NVIDIA's DCGM exporter, so that dashboards made for it work. */
+ * GPU under the names of NVIDIA's DCGM exporter, so that dashboards made for it work.
+ *
+ * The ops room (src/daemon/ops/, docs/design.md §3): metrics, notifications, reload,
+ * the saved start options, the systemd unit and sd_notify, the disks' room. It may call
+ * gpu/, jobs/, policy/ and store/; run/ and http/ call it. */
 #ifndef GFLOWD_METRICS_H
 #define GFLOWD_METRICS_H
 

@@ -9,7 +9,11 @@
  *
  * max_gpu_hours: GPU-seconds in the current period (quota.period) of the ended jobs
  * (read from the store at start-up) and of the running ones so far. When the period
- * turns (quotas_tick) every count starts again from the running jobs. */
+ * turns (quotas_tick) every count starts again from the running jobs.
+ *
+ * The policy room (src/daemon/policy/, docs/design.md §3): these quota records and the
+ * reservation table (reservation_table.h), the daemon's state for core's rules. It may
+ * call store/ only; the job table above it moves these counters. */
 #ifndef GFLOWD_QUOTA_STATE_H
 #define GFLOWD_QUOTA_STATE_H
 

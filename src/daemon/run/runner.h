@@ -14,7 +14,11 @@
  * then knows: lock held -> the shim is alive (adopt it); lock free and an exit record
  * (in the lock file; from a shim of a previous version, exits/<id>.json) -> it ended
  * (finalize); lock free, file empty or absent -> the shim never started (queue
- * the job again); lock free with a pid and no exit record -> the shim died (ShimLost). */
+ * the job again); lock free with a pid and no exit record -> the shim died (ShimLost).
+ *
+ * The run room (src/daemon/run/, docs/design.md §3): the runner, launch and the
+ * processes that take jobs (launch*.c), adoption, orphans, preemption (preempt_run.c) and
+ * gflowd's cgroup leaf. It may call ops/, gpu/, jobs/, policy/ and store/. */
 #ifndef GFLOWD_RUNNER_H
 #define GFLOWD_RUNNER_H
 

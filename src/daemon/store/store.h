@@ -5,7 +5,10 @@
  * iteration (it is a no-op when a transaction is already open) and store_commit once
  * before any reply of that iteration is sent. Every other function works inside
  * whatever transaction is open. Functions return 0 on success and -1 on a database
- * error (the message is in store_error). */
+ * error (the message is in store_error).
+ *
+ * The store room (src/daemon/store/, docs/design.md §3): SQLite and nothing above it;
+ * the lowest room, which may call only core, common and the loop. */
 #ifndef GFLOW_STORE_H
 #define GFLOW_STORE_H
 

@@ -2,7 +2,10 @@
  * job itself: each job that may start (jobs_hand_over) is submitted with sbatch from a
  * child process, its state is read back by a poll of `scontrol show job` every
  * backend.poll_secs, and a cancel is scancel. Nothing here waits on a command: each runs
- * as a child the loop watches. */
+ * as a child the loop watches.
+ *
+ * The backend/slurm room (docs/design.md §3): it may call run/, jobs/ and store/; only
+ * the http room and the assembly call it. */
 #ifndef GFLOWD_SLURM_H
 #define GFLOWD_SLURM_H
 
