@@ -12,6 +12,7 @@
 #include "cli.h"
 #include "files.h"
 #include "gbatch_internal.h"
+#include "job.h"
 #include "parse.h"
 #include "util.h"
 
@@ -19,16 +20,16 @@
  * the directives are merged. */
 void gbatch_check_gpus(const json_t *spec)
 {
-    bool shared = json_is_true(json_object_get(spec, "shared"));
-    bool gpu_memory = json_object_get(spec, "gpu_memory_mb") != NULL;
-    json_int_t gpus = json_integer_value(json_object_get(spec, "gpus"));
+    bool shared = json_is_true(json_object_get(spec, JOB_KEY_SHARED));
+    bool gpu_memory = json_object_get(spec, JOB_KEY_GPU_MEMORY_MB) != NULL;
+    json_int_t gpus = json_integer_value(json_object_get(spec, JOB_KEY_GPUS));
     if (shared && !gpu_memory)
         cli_usage_error("--shared needs --gpu-memory (the share of each GPU this job may use)");
     if (shared && gpus == 0)
         cli_usage_error("--shared needs --gpus N (the number of GPUs to share)");
     if (gpu_memory && gpus == 0)
         cli_usage_error("--gpu-memory is per GPU; it needs --gpus N");
-    if (json_integer_value(json_object_get(spec, "gpus_per_task")) == 1 && gpus == 0)
+    if (json_integer_value(json_object_get(spec, JOB_KEY_GPUS_PER_TASK)) == 1 && gpus == 0)
         cli_usage_error("--gpus-per-task 1 starts one copy per GPU; it needs --gpus N");
 }
 

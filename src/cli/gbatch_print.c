@@ -18,32 +18,33 @@ void gbatch_print_dry_run(const json_t *spec, const json_t *reply)
     const json_t *job = json_array_get(json_object_get(reply, "jobs"), 0);
     const char *name = json_string_value(json_object_get(job, "name"));
     if (!name)
-        name = json_string_value(json_object_get(spec, "name"));
+        name = json_string_value(json_object_get(spec, JOB_KEY_NAME));
     const char *state = json_string_value(json_object_get(job, "state"));
-    const json_t *prio = json_object_get(spec, "priority");
-    const json_t *tl = json_object_get(spec, "time_limit");
+    const json_t *prio = json_object_get(spec, JOB_KEY_PRIORITY);
+    const json_t *tl = json_object_get(spec, JOB_KEY_TIME_LIMIT);
     char *limit = json_is_integer(tl) && json_integer_value(tl) > 0
                       ? format_duration(json_integer_value(tl))
                       : xstrdup("UNLIMITED");
     printf("Dry run: nothing was submitted. The job would be:\n");
     printf("  Name:      %s\n", name ? name : "(chosen by the daemon)");
-    if (json_object_get(spec, "command"))
-        printf("  Command:   %s\n", json_string_value(json_object_get(spec, "command")));
+    if (json_object_get(spec, JOB_KEY_COMMAND))
+        printf("  Command:   %s\n", json_string_value(json_object_get(spec, JOB_KEY_COMMAND)));
     else
-        printf("  Script:    %s\n", json_string_value(json_object_get(spec, "script_path")));
+        printf("  Script:    %s\n", json_string_value(json_object_get(spec, JOB_KEY_SCRIPT_PATH)));
     printf("  Priority:  %lld\n",
            json_is_integer(prio) ? (long long)json_integer_value(prio) : JOB_PRIORITY_DEFAULT);
     printf("  TimeLimit: %s\n", limit);
-    const json_t *gpus = json_object_get(spec, "gpus");
-    char *gpu_req = output_gpu_request(json_is_integer(gpus) ? json_integer_value(gpus) : 0,
-                                       json_is_true(json_object_get(spec, "shared")),
-                                       json_integer_value(json_object_get(spec, "gpu_memory_mb")));
+    const json_t *gpus = json_object_get(spec, JOB_KEY_GPUS);
+    char *gpu_req =
+        output_gpu_request(json_is_integer(gpus) ? json_integer_value(gpus) : 0,
+                           json_is_true(json_object_get(spec, JOB_KEY_SHARED)),
+                           json_integer_value(json_object_get(spec, JOB_KEY_GPU_MEMORY_MB)));
     printf("  GPUs:      %s%s\n", gpu_req,
-           json_integer_value(json_object_get(spec, "gpus_per_task")) > 0
+           json_integer_value(json_object_get(spec, JOB_KEY_GPUS_PER_TASK)) > 0
                ? ", one copy of the command per GPU (--gpus-per-task 1)"
                : "");
     free(gpu_req);
-    const json_t *deps = json_object_get(spec, "depends_on");
+    const json_t *deps = json_object_get(spec, JOB_KEY_DEPENDS_ON);
     if (json_array_size(deps)) {
         printf("  Depends:   ");
         size_t i;
@@ -52,36 +53,36 @@ void gbatch_print_dry_run(const json_t *spec, const json_t *reply)
             printf("%s%s:%lld", i ? "," : "", json_string_value(json_object_get(d, "kind")),
                    (long long)json_integer_value(json_object_get(d, "id")));
         }
-        const char *mode = json_string_value(json_object_get(spec, "depends_mode"));
+        const char *mode = json_string_value(json_object_get(spec, JOB_KEY_DEPENDS_MODE));
         printf(" (%s)%s\n", mode && !strcmp(mode, "any") ? "any one" : "all",
-               json_is_false(json_object_get(spec, "auto_cancel")) ? ", no auto-cancel" : "");
+               json_is_false(json_object_get(spec, JOB_KEY_AUTO_CANCEL)) ? ", no auto-cancel" : "");
     }
-    const json_t *begin = json_object_get(spec, "begin_time");
+    const json_t *begin = json_object_get(spec, JOB_KEY_BEGIN_TIME);
     if (begin) {
         char *when = output_time(json_number_value(begin));
         printf("  Begin:     %s\n", when);
         free(when);
     }
-    const char *sigspec = json_string_value(json_object_get(spec, "signal_spec"));
+    const char *sigspec = json_string_value(json_object_get(spec, JOB_KEY_SIGNAL_SPEC));
     if (sigspec)
         printf("  Signal:    %s (before the time limit)\n", sigspec);
-    const json_t *mem = json_object_get(spec, "memory_mb");
+    const json_t *mem = json_object_get(spec, JOB_KEY_MEMORY_MB);
     if (json_integer_value(mem) > 0)
         printf("  Memory:    %lld MiB\n", (long long)json_integer_value(mem));
-    const char *conda = json_string_value(json_object_get(spec, "conda_env"));
+    const char *conda = json_string_value(json_object_get(spec, JOB_KEY_CONDA_ENV));
     if (conda)
         printf("  CondaEnv:  %s\n", conda);
-    const char *project = json_string_value(json_object_get(spec, "project"));
+    const char *project = json_string_value(json_object_get(spec, JOB_KEY_PROJECT));
     if (project)
         printf("  Project:   %s\n", project);
-    const json_t *retries = json_object_get(spec, "max_retries");
+    const json_t *retries = json_object_get(spec, JOB_KEY_MAX_RETRIES);
     if (json_integer_value(retries) > 0)
         printf("  Retries:   up to %lld\n", (long long)json_integer_value(retries));
-    if (json_is_true(json_object_get(spec, "requeue")))
+    if (json_is_true(json_object_get(spec, JOB_KEY_REQUEUE)))
         printf("  Requeue:   yes (may be preempted)\n");
-    if (json_is_true(json_object_get(spec, "pty")))
+    if (json_is_true(json_object_get(spec, JOB_KEY_PTY)))
         printf("  Pty:       yes (gjob attach ID while it runs)\n");
-    printf("  WorkDir:   %s\n", json_string_value(json_object_get(spec, "workdir")));
+    printf("  WorkDir:   %s\n", json_string_value(json_object_get(spec, JOB_KEY_WORKDIR)));
     printf("  State:     %s\n", state                                         ? state
                                 : json_is_true(json_object_get(spec, "hold")) ? "H"
                                                                               : "PD");
@@ -124,7 +125,7 @@ void gbatch_print_many(const json_t *reply, bool parsable)
 /* What the daemon understood of --begin (not with parsable). */
 void gbatch_print_notes(const json_t *spec, bool parsable)
 {
-    const json_t *begin = json_object_get(spec, "begin_time");
+    const json_t *begin = json_object_get(spec, JOB_KEY_BEGIN_TIME);
     if (!parsable && json_is_number(begin) && json_number_value(begin) > 0) {
         time_t t = (time_t)json_number_value(begin);
         struct tm tm;

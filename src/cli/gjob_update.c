@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "files.h"
 #include "gjob_internal.h"
+#include "job.h"
 #include "jobopts.h"
 #include "jobshow.h"
 #include "output.h"
@@ -72,14 +73,14 @@ static const struct gjob_clear {
     const char *field;  /* the spec field */
     bool to_null;       /* null removes it, else 0 */
 } gjob_clears[] = {
-    {OPT_UP_CLEAR_CONDA_ENV, "--clear-conda-env", "-e/--conda-env", "conda_env", true},
-    {OPT_UP_CLEAR_TIME_LIMIT, "--clear-time-limit", "-t/--time", "time_limit", false},
-    {OPT_UP_CLEAR_MEMORY_LIMIT, "--clear-memory-limit", "-m/--memory", "memory_mb", false},
+    {OPT_UP_CLEAR_CONDA_ENV, "--clear-conda-env", "-e/--conda-env", JOB_KEY_CONDA_ENV, true},
+    {OPT_UP_CLEAR_TIME_LIMIT, "--clear-time-limit", "-t/--time", JOB_KEY_TIME_LIMIT, false},
+    {OPT_UP_CLEAR_MEMORY_LIMIT, "--clear-memory-limit", "-m/--memory", JOB_KEY_MEMORY_MB, false},
     {OPT_UP_CLEAR_GPU_MEMORY_LIMIT, "--clear-gpu-memory-limit", "--gpu-memory", "gpu_memory_mb",
      false},
     {OPT_UP_CLEAR_MAX_CONCURRENT, "--clear-max-concurrent", "--max-concurrent", "max_concurrent",
      false},
-    {OPT_UP_CLEAR_MAX_RETRIES, "--clear-max-retries", "--max-retries", "max_retries", false},
+    {OPT_UP_CLEAR_MAX_RETRIES, "--clear-max-retries", "--max-retries", JOB_KEY_MAX_RETRIES, false},
 };
 #define GJOB_CLEARS (sizeof(gjob_clears) / sizeof(gjob_clears[0]))
 
@@ -135,12 +136,12 @@ static int gjob_spec_parse(const char *cmd, int argc, char **argv, json_t *spec,
             auto_cancel = on;
         }
         if (c == OPT_UP_NO_REQUEUE || c == gjob_long_val(longopts, "requeue")) {
-            const json_t *was = json_object_get(spec, "requeue");
+            const json_t *was = json_object_get(spec, JOB_KEY_REQUEUE);
             if (was && json_is_true(was) != (c != OPT_UP_NO_REQUEUE))
                 jobopts_error(&ctx, "--requeue and --no-requeue cannot be used together");
         }
         if (c == OPT_UP_NO_PTY || c == gjob_long_val(longopts, "pty")) {
-            const json_t *was = json_object_get(spec, "pty");
+            const json_t *was = json_object_get(spec, JOB_KEY_PTY);
             if (was && json_is_true(was) != (c != OPT_UP_NO_PTY))
                 jobopts_error(&ctx, "--pty and --no-pty cannot be used together");
         }
@@ -168,7 +169,7 @@ static int gjob_spec_parse(const char *cmd, int argc, char **argv, json_t *spec,
             json_t *command = json_string(optarg);
             if (!command)
                 jobopts_error(&ctx, "the command is not valid UTF-8 text");
-            json_object_set_new(spec, "command", command);
+            json_object_set_new(spec, JOB_KEY_COMMAND, command);
             break;
         }
         case 's': {
@@ -178,27 +179,27 @@ static int gjob_spec_parse(const char *cmd, int argc, char **argv, json_t *spec,
                 cli_die(CLI_EXIT_USAGE, "cannot read the script %s given to --script: %s", optarg,
                         strerror(errno));
             char *path = realpath(optarg, NULL);
-            json_object_set_new(spec, "script", json_stringn(text, len));
-            json_object_set_new(spec, "script_path", json_string(path ? path : optarg));
+            json_object_set_new(spec, JOB_KEY_SCRIPT, json_stringn(text, len));
+            json_object_set_new(spec, JOB_KEY_SCRIPT_PATH, json_string(path ? path : optarg));
             free(text);
             free(path);
             break;
         }
         case OPT_UP_NO_SHARED:
-            json_object_set_new(spec, "shared", json_false());
+            json_object_set_new(spec, JOB_KEY_SHARED, json_false());
             break;
         case OPT_UP_NO_REQUEUE:
-            json_object_set_new(spec, "requeue", json_false());
+            json_object_set_new(spec, JOB_KEY_REQUEUE, json_false());
             break;
         case OPT_UP_NO_PTY:
-            json_object_set_new(spec, "pty", json_false());
+            json_object_set_new(spec, JOB_KEY_PTY, json_false());
             break;
         case OPT_UP_NO_DEPS:
-            json_object_set_new(spec, "depends_on", json_array());
-            json_object_del(spec, "depends_mode");
+            json_object_set_new(spec, JOB_KEY_DEPENDS_ON, json_array());
+            json_object_del(spec, JOB_KEY_DEPENDS_MODE);
             break;
         case OPT_UP_AUTO_CANCEL:
-            json_object_set_new(spec, "auto_cancel", json_true());
+            json_object_set_new(spec, JOB_KEY_AUTO_CANCEL, json_true());
             break;
         case OPT_UP_MAX_CONCURRENT:
             if (redo)
@@ -206,7 +207,7 @@ static int gjob_spec_parse(const char *cmd, int argc, char **argv, json_t *spec,
             if (parse_int64(optarg, &v) < 0 || v < 0)
                 jobopts_error(&ctx, "invalid value '%s' for --max-concurrent: a whole number >= 0",
                               optarg);
-            json_object_set_new(spec, "max_concurrent", json_integer(v));
+            json_object_set_new(spec, JOB_KEY_MAX_CONCURRENT, json_integer(v));
             break;
         case OPT_UP_PARAM: {
             /* A sweep's job: one new value (not gbatch's list or range of values). */
@@ -220,10 +221,10 @@ static int gjob_spec_parse(const char *cmd, int argc, char **argv, json_t *spec,
             json_t *value = json_string(eq + 1);
             if (!value)
                 jobopts_error(&ctx, "--param %s: the value is not valid UTF-8", pname);
-            json_t *ps = json_object_get(spec, "params");
+            json_t *ps = json_object_get(spec, JOB_KEY_PARAMS);
             if (!ps) {
                 ps = json_object();
-                json_object_set_new(spec, "params", ps);
+                json_object_set_new(spec, JOB_KEY_PARAMS, ps);
             }
             json_object_set_new(ps, pname, value);
             free(pname);
@@ -343,36 +344,36 @@ static void gjob_help_redo(void)
 static const struct {
     const char *field, *option;
 } gjob_change_options[] = {
-    {"params", "--param"},
-    {"name", "--name"},
-    {"command", "--command"},
-    {"script_path", "--script"},
-    {"script", "--script"},
-    {"priority", "--priority"},
-    {"time_limit", "--time"},
-    {"gpus", "--gpus"},
-    {"gpu_memory_mb", "--gpu-memory"},
-    {"shared", "--shared"},
-    {"gpus_per_task", "--gpus-per-task"},
-    {"memory_mb", "--memory"},
-    {"conda_env", "--conda-env"},
-    {"signal_spec", "--signal"},
-    {"begin_time", "--begin"},
-    {"max_retries", "--max-retries"},
-    {"depends_on", "--depends-on"},
-    {"auto_cancel", "--auto-cancel-on-dep-failure"},
-    {"umask", "--umask"},
-    {"requeue", "--requeue"},
-    {"pty", "--pty"},
-    {"mig_profile", "--mig"},
-    {"mig_count", "--mig"},
-    {"max_concurrent", "--max-concurrent"},
+    {JOB_KEY_PARAMS, "--param"},
+    {JOB_KEY_NAME, "--name"},
+    {JOB_KEY_COMMAND, "--command"},
+    {JOB_KEY_SCRIPT_PATH, "--script"},
+    {JOB_KEY_SCRIPT, "--script"},
+    {JOB_KEY_PRIORITY, "--priority"},
+    {JOB_KEY_TIME_LIMIT, "--time"},
+    {JOB_KEY_GPUS, "--gpus"},
+    {JOB_KEY_GPU_MEMORY_MB, "--gpu-memory"},
+    {JOB_KEY_SHARED, "--shared"},
+    {JOB_KEY_GPUS_PER_TASK, "--gpus-per-task"},
+    {JOB_KEY_MEMORY_MB, "--memory"},
+    {JOB_KEY_CONDA_ENV, "--conda-env"},
+    {JOB_KEY_SIGNAL_SPEC, "--signal"},
+    {JOB_KEY_BEGIN_TIME, "--begin"},
+    {JOB_KEY_MAX_RETRIES, "--max-retries"},
+    {JOB_KEY_DEPENDS_ON, "--depends-on"},
+    {JOB_KEY_AUTO_CANCEL, "--auto-cancel-on-dep-failure"},
+    {JOB_KEY_UMASK, "--umask"},
+    {JOB_KEY_REQUEUE, "--requeue"},
+    {JOB_KEY_PTY, "--pty"},
+    {JOB_KEY_MIG_PROFILE, "--mig"},
+    {JOB_KEY_MIG_COUNT, "--mig"},
+    {JOB_KEY_MAX_CONCURRENT, "--max-concurrent"},
 };
 
 /* "--memory" for memory_mb; the field itself for one no option changes (workdir, env). */
 static const char *gjob_change_option(const char *field, const json_t *new_value)
 {
-    if (!strcmp(field, "depends_mode")) /* --depends-on-all or --depends-on-any */
+    if (!strcmp(field, JOB_KEY_DEPENDS_MODE)) /* --depends-on-all or --depends-on-any */
         return json_is_string(new_value) && !strcmp(json_string_value(new_value), "any")
                    ? "--depends-on-any"
                    : "--depends-on-all";
@@ -388,21 +389,22 @@ static char *gjob_change_text(const char *field, const json_t *v)
 {
     if (!v || json_is_null(v))
         return xstrdup("none");
-    if ((!strcmp(field, "memory_mb") || !strcmp(field, "gpu_memory_mb")) && json_is_integer(v))
+    if ((!strcmp(field, JOB_KEY_MEMORY_MB) || !strcmp(field, JOB_KEY_GPU_MEMORY_MB)) &&
+        json_is_integer(v))
         return jobshow_mib(json_integer_value(v));
-    if (!strcmp(field, "time_limit") && json_is_integer(v))
+    if (!strcmp(field, JOB_KEY_TIME_LIMIT) && json_is_integer(v))
         return json_integer_value(v) ? format_duration(json_integer_value(v)) : xstrdup("none");
-    if (!strcmp(field, "max_concurrent") && json_is_integer(v) && json_integer_value(v) == 0)
+    if (!strcmp(field, JOB_KEY_MAX_CONCURRENT) && json_is_integer(v) && json_integer_value(v) == 0)
         return xstrdup("none");
-    if (!strcmp(field, "begin_time") && json_is_number(v))
+    if (!strcmp(field, JOB_KEY_BEGIN_TIME) && json_is_number(v))
         return json_number_value(v) > 0 ? output_time(json_number_value(v)) : xstrdup("none");
     if (json_is_boolean(v))
         return xstrdup(json_is_true(v) ? "yes" : "no");
     if (json_is_string(v))
         return xstrdup(json_string_value(v));
-    if (!strcmp(field, "params") && json_is_object(v))
+    if (!strcmp(field, JOB_KEY_PARAMS) && json_is_object(v))
         return jobshow_params(v);
-    if (!strcmp(field, "depends_on")) {
+    if (!strcmp(field, JOB_KEY_DEPENDS_ON)) {
         struct strbuf sb;
         strbuf_init(&sb);
         size_t i;

@@ -368,7 +368,7 @@ static int jo_name(const struct jobopts_ctx *ctx, const struct jobopt *o, const 
     (void)o;
     if (!*arg)
         return jobopts_fail(ctx, "the job name must not be empty");
-    return jo_set_text(ctx, spec, "name", arg, "the job name");
+    return jo_set_text(ctx, spec, JOB_KEY_NAME, arg, "the job name");
 }
 
 static int jo_priority(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
@@ -379,7 +379,7 @@ static int jo_priority(const struct jobopts_ctx *ctx, const struct jobopt *o, co
     char *err = NULL;
     if (parse_priority(arg, &prio, &err) < 0)
         return jo_fail_err(ctx, NULL, err);
-    json_object_set_new(spec, "priority", json_integer(prio));
+    json_object_set_new(spec, JOB_KEY_PRIORITY, json_integer(prio));
     return 0;
 }
 
@@ -398,7 +398,7 @@ static int jo_time(const struct jobopts_ctx *ctx, const struct jobopt *o, const 
     bool zero = ctx->cmd != JOBOPTS_SUBMIT && jo_zero_duration(arg);
     if (!zero && !jo_clears(ctx, o, arg) && parse_time_limit(arg, &secs, &err) < 0)
         return jo_fail_err(ctx, NULL, err);
-    json_object_set_new(spec, "time_limit", json_integer(secs));
+    json_object_set_new(spec, JOB_KEY_TIME_LIMIT, json_integer(secs));
     return 0;
 }
 
@@ -409,7 +409,7 @@ static int jo_begin(const struct jobopts_ctx *ctx, const struct jobopt *o, const
     char *err = NULL;
     if (!jo_clears(ctx, o, arg) && parse_begin_time(arg, now_wall(), &at, &err) < 0)
         return jo_fail_opt(ctx, o, err);
-    json_object_set_new(spec, "begin_time", json_real(at));
+    json_object_set_new(spec, JOB_KEY_BEGIN_TIME, json_real(at));
     return 0;
 }
 
@@ -417,7 +417,7 @@ static int jo_signal(const struct jobopts_ctx *ctx, const struct jobopt *o, cons
                      json_t *spec)
 {
     if (jo_clears(ctx, o, arg)) {
-        json_object_set_new(spec, "signal_spec", json_null());
+        json_object_set_new(spec, JOB_KEY_SIGNAL_SPEC, json_null());
         return 0;
     }
     int sig;
@@ -427,7 +427,7 @@ static int jo_signal(const struct jobopts_ctx *ctx, const struct jobopt *o, cons
     if (parse_signal_spec(arg, &sig, &secs, &main_only, &err) < 0)
         return jo_fail_opt(ctx, o, err);
     char *canonical = format_signal_spec(sig, secs, main_only);
-    json_object_set_new(spec, "signal_spec", json_string(canonical));
+    json_object_set_new(spec, JOB_KEY_SIGNAL_SPEC, json_string(canonical));
     free(canonical);
     return 0;
 }
@@ -446,7 +446,7 @@ static int jo_max_retries(const struct jobopts_ctx *ctx, const struct jobopt *o,
     int64_t v;
     if (parse_int64(arg, &v) < 0 || v < 0 || v > 1000)
         return jobopts_fail(ctx, "invalid value '%s' for --%s: use 0 to 1000", arg, o->longs[0]);
-    json_object_set_new(spec, "max_retries", json_integer(v));
+    json_object_set_new(spec, JOB_KEY_MAX_RETRIES, json_integer(v));
     return 0;
 }
 
@@ -465,13 +465,13 @@ static int jo_size(const struct jobopts_ctx *ctx, const struct jobopt *o, const 
 static int jo_memory(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
                      json_t *spec)
 {
-    return jo_size(ctx, o, arg, spec, "memory_mb");
+    return jo_size(ctx, o, arg, spec, JOB_KEY_MEMORY_MB);
 }
 
 static int jo_gpu_memory(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
                          json_t *spec)
 {
-    return jo_size(ctx, o, arg, spec, "gpu_memory_mb");
+    return jo_size(ctx, o, arg, spec, JOB_KEY_GPU_MEMORY_MB);
 }
 
 /* '' is "no environment" everywhere: for gbatch also not $CONDA_DEFAULT_ENV. */
@@ -480,8 +480,8 @@ static int jo_conda_env(const struct jobopts_ctx *ctx, const struct jobopt *o, c
 {
     (void)o;
     if (*arg)
-        return jo_set_text(ctx, spec, "conda_env", arg, "the conda environment's name");
-    json_object_set_new(spec, "conda_env", json_null());
+        return jo_set_text(ctx, spec, JOB_KEY_CONDA_ENV, arg, "the conda environment's name");
+    json_object_set_new(spec, JOB_KEY_CONDA_ENV, json_null());
     return 0;
 }
 
@@ -494,7 +494,7 @@ static int jo_umask(const struct jobopts_ctx *ctx, const struct jobopt *o, const
         return jo_fail_opt(ctx, o, err);
     char text[8];
     format_umask(mask, text);
-    json_object_set_new(spec, "umask", json_string(text));
+    json_object_set_new(spec, JOB_KEY_UMASK, json_string(text));
     return 0;
 }
 
@@ -517,7 +517,7 @@ static int jo_gpus(const struct jobopts_ctx *ctx, const struct jobopt *o, const 
     int64_t v;
     if (jo_gpu_count(ctx, "--gpus", arg, &v) < 0)
         return -1;
-    json_object_set_new(spec, "gpus", json_integer(v));
+    json_object_set_new(spec, JOB_KEY_GPUS, json_integer(v));
     return 0;
 }
 
@@ -540,8 +540,8 @@ static int jo_mig_request(const struct jobopts_ctx *ctx, const char *opt, const 
     if (colon && (parse_int64(colon + 1, &n) < 0 || n < 1 || n > GPUINFO_MAX_MIGS))
         return jobopts_fail(ctx, "invalid %s '%s': the count after ':' must be 1 to %d", opt, shown,
                             GPUINFO_MAX_MIGS);
-    json_object_set_new(spec, "mig_profile", json_string(profile));
-    json_object_set_new(spec, "mig_count", json_integer(n));
+    json_object_set_new(spec, JOB_KEY_MIG_PROFILE, json_string(profile));
+    json_object_set_new(spec, JOB_KEY_MIG_COUNT, json_integer(n));
     return 0;
 }
 
@@ -549,7 +549,7 @@ static int jo_mig(const struct jobopts_ctx *ctx, const struct jobopt *o, const c
                   json_t *spec)
 {
     if (jo_clears(ctx, o, arg)) {
-        json_object_set_new(spec, "mig_profile", json_null());
+        json_object_set_new(spec, JOB_KEY_MIG_PROFILE, json_null());
         return 0;
     }
     return jo_mig_request(ctx, "--mig", arg, arg, spec);
@@ -563,7 +563,7 @@ static int jo_gres(const struct jobopts_ctx *ctx, const struct jobopt *o, const 
     int64_t v = 1;
     const char *count = arg;
     if (!strcmp(arg, "gpu")) {
-        json_object_set_new(spec, "gpus", json_integer(v));
+        json_object_set_new(spec, JOB_KEY_GPUS, json_integer(v));
         return 0;
     }
     if (str_starts_with(arg, "mig:")) /* Slurm's mig:PROFILE:N (the MIG device plugin) */
@@ -586,7 +586,7 @@ static int jo_gres(const struct jobopts_ctx *ctx, const struct jobopt *o, const 
                             arg);
     if (v > GPUINFO_MAX_GPUS)
         return jobopts_fail(ctx, "invalid --gres '%s': at most %d GPUs", arg, GPUINFO_MAX_GPUS);
-    json_object_set_new(spec, "gpus", json_integer(v));
+    json_object_set_new(spec, JOB_KEY_GPUS, json_integer(v));
     return 0;
 }
 
@@ -594,7 +594,7 @@ static int jo_requeue(const struct jobopts_ctx *ctx, const struct jobopt *o, con
                       json_t *spec)
 {
     (void)ctx, (void)o, (void)arg;
-    json_object_set_new(spec, "requeue", json_true());
+    json_object_set_new(spec, JOB_KEY_REQUEUE, json_true());
     return 0;
 }
 
@@ -602,7 +602,7 @@ static int jo_pty(const struct jobopts_ctx *ctx, const struct jobopt *o, const c
                   json_t *spec)
 {
     (void)ctx, (void)o, (void)arg;
-    json_object_set_new(spec, "pty", json_true());
+    json_object_set_new(spec, JOB_KEY_PTY, json_true());
     return 0;
 }
 
@@ -610,7 +610,7 @@ static int jo_shared(const struct jobopts_ctx *ctx, const struct jobopt *o, cons
                      json_t *spec)
 {
     (void)ctx, (void)o, (void)arg;
-    json_object_set_new(spec, "shared", json_true());
+    json_object_set_new(spec, JOB_KEY_SHARED, json_true());
     return 0;
 }
 
@@ -623,7 +623,7 @@ static int jo_gpus_per_task(const struct jobopts_ctx *ctx, const struct jobopt *
                             "invalid value '%s' for --%s: use 1 (one copy of the command per "
                             "GPU) or 0 (one copy in all)",
                             arg, o->longs[0]);
-    json_object_set_new(spec, "gpus_per_task", json_integer(v));
+    json_object_set_new(spec, JOB_KEY_GPUS_PER_TASK, json_integer(v));
     return 0;
 }
 
@@ -631,8 +631,8 @@ static int jo_depends(const struct jobopts_ctx *ctx, const struct jobopt *o, con
                       json_t *spec)
 {
     if (jo_clears(ctx, o, arg)) {
-        json_object_set_new(spec, "depends_on", json_array());
-        json_object_del(spec, "depends_mode");
+        json_object_set_new(spec, JOB_KEY_DEPENDS_ON, json_array());
+        json_object_del(spec, JOB_KEY_DEPENDS_MODE);
         return 0;
     }
     return jobopts_deps(ctx, "--depends-on", arg, true, NULL, spec);
@@ -651,7 +651,7 @@ static int jo_no_auto_cancel(const struct jobopts_ctx *ctx, const struct jobopt 
                              json_t *spec)
 {
     (void)ctx, (void)o, (void)arg;
-    json_object_set_new(spec, "auto_cancel", json_false());
+    json_object_set_new(spec, JOB_KEY_AUTO_CANCEL, json_false());
     return 0;
 }
 
@@ -832,7 +832,7 @@ static int jo_deps_collect(const struct jobopts_ctx *ctx, const char *opt, const
 {
     size_t i;
     const json_t *e;
-    json_array_foreach (json_object_get(spec, "depends_on"), i, e) {
+    json_array_foreach (json_object_get(spec, JOB_KEY_DEPENDS_ON), i, e) {
         enum job_dep_kind kind = JOB_DEP_AFTEROK;
         const char *k = json_string_value(json_object_get(e, "kind"));
         if (k)
@@ -865,11 +865,11 @@ int jobopts_deps(const struct jobopts_ctx *ctx, const char *opt, const char *arg
         json_array_append_new(deps, json_pack("{s:I, s:s}", "id", (json_int_t)d.v[i].id, "kind",
                                               job_dep_kind_name(d.v[i].kind)));
     free(d.v);
-    json_object_set_new(spec, "depends_on", deps);
+    json_object_set_new(spec, JOB_KEY_DEPENDS_ON, deps);
     if (mode)
-        json_object_set_new(spec, "depends_mode", json_string(mode));
-    else if (!json_object_get(spec, "depends_mode"))
-        json_object_set_new(spec, "depends_mode", json_string("all"));
+        json_object_set_new(spec, JOB_KEY_DEPENDS_MODE, json_string(mode));
+    else if (!json_object_get(spec, JOB_KEY_DEPENDS_MODE))
+        json_object_set_new(spec, JOB_KEY_DEPENDS_MODE, json_string("all"));
     return 0;
 }
 
@@ -883,7 +883,7 @@ void jobopts_merge(json_t *spec, const json_t *from)
         json_object_set(spec, key, v);
         json_t *mode = json_object_get(from, "depends_mode");
         if (!strcmp(key, "depends_on") && mode)
-            json_object_set(spec, "depends_mode", mode);
+            json_object_set(spec, JOB_KEY_DEPENDS_MODE, mode);
     }
 }
 

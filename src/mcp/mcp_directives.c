@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "job.h"
 #include "jobopts.h"
 #include "mcp.h"
 #include "parse.h"
@@ -40,7 +41,7 @@ static int directive_own(const struct jobopts_ctx *ctx, int c, char **argv,
     case 'P':
         if (!(v = json_string(optarg)))
             return jobopts_fail(ctx, "--project is not valid UTF-8");
-        json_object_set_new(spec, "project", v);
+        json_object_set_new(spec, JOB_KEY_PROJECT, v);
         return 0;
     case OPT_ARRAY:
         if (parse_array_spec(optarg, &tasks, &n, &k, &err) < 0) {
@@ -55,7 +56,7 @@ static int directive_own(const struct jobopts_ctx *ctx, int c, char **argv,
         if (parse_int64(optarg, &k) < 0 || k < 0)
             return jobopts_fail(ctx, "invalid value '%s' for --max-concurrent: use a number >= 0",
                                 optarg);
-        json_object_set_new(spec, "max_concurrent", json_integer(k));
+        json_object_set_new(spec, JOB_KEY_MAX_CONCURRENT, json_integer(k));
         return 0;
     }
     char *what = cli_option_error(argv, c, longopts);

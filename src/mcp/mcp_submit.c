@@ -13,6 +13,7 @@
 
 #include "clock.h"
 #include "files.h"
+#include "job.h"
 #include "jobopts.h"
 #include "mcp.h"
 #include "parse.h"
@@ -139,23 +140,23 @@ static int submit_parsed_fields(const json_t *args, json_t *spec, struct mcp_rep
     if (time) {
         if (parse_time_limit(time, &v, &err) < 0)
             goto bad;
-        json_object_set_new(spec, "time_limit", json_integer(v));
+        json_object_set_new(spec, JOB_KEY_TIME_LIMIT, json_integer(v));
     }
     if (memory) {
         if (parse_memory_mb(memory, &v, &err) < 0)
             goto bad;
-        json_object_set_new(spec, "memory_mb", json_integer(v));
+        json_object_set_new(spec, JOB_KEY_MEMORY_MB, json_integer(v));
     }
     if (gpu_memory) {
         if (parse_memory_mb(gpu_memory, &v, &err) < 0)
             goto bad;
-        json_object_set_new(spec, "gpu_memory_mb", json_integer(v));
+        json_object_set_new(spec, JOB_KEY_GPU_MEMORY_MB, json_integer(v));
     }
     if (begin) {
         double at;
         if (parse_begin_time(begin, now_wall(), &at, &err) < 0)
             goto bad;
-        json_object_set_new(spec, "begin_time", json_real(at));
+        json_object_set_new(spec, JOB_KEY_BEGIN_TIME, json_real(at));
     }
     return 0;
 bad:
@@ -167,9 +168,9 @@ bad:
 /* The GPU options that only make sense together (gbatch_check_gpus). */
 static int submit_check_gpus(const json_t *spec, struct mcp_reply *reply)
 {
-    bool shared = json_is_true(json_object_get(spec, "shared"));
-    bool gpu_memory = json_object_get(spec, "gpu_memory_mb") != NULL;
-    json_int_t gpus = json_integer_value(json_object_get(spec, "gpus"));
+    bool shared = json_is_true(json_object_get(spec, JOB_KEY_SHARED));
+    bool gpu_memory = json_object_get(spec, JOB_KEY_GPU_MEMORY_MB) != NULL;
+    json_int_t gpus = json_integer_value(json_object_get(spec, JOB_KEY_GPUS));
     if (shared && !gpu_memory)
         mcp_reply_error(reply, "shared needs gpu_memory (the share of each GPU this job may use)");
     else if (shared && gpus == 0)
@@ -204,8 +205,8 @@ static int submit_script_file(const char *file, const char *workdir, json_t *spe
     } else if (!(p = json_string(real))) {
         mcp_reply_error(reply, "the script's path is not valid UTF-8");
     } else {
-        json_object_set_new(spec, "script", t);
-        json_object_set_new(spec, "script_path", p);
+        json_object_set_new(spec, JOB_KEY_SCRIPT, t);
+        json_object_set_new(spec, JOB_KEY_SCRIPT_PATH, p);
         t = NULL;
     }
     json_decref(t);
@@ -229,12 +230,12 @@ static int submit_what(const json_t *args, const char *workdir, json_t *spec,
         return -1;
     }
     if (command) {
-        json_object_set(spec, "command", (json_t *)command);
+        json_object_set(spec, JOB_KEY_COMMAND, (json_t *)command);
         return 0;
     }
     if (script) {
-        json_object_set(spec, "script", (json_t *)script);
-        json_object_set_new(spec, "script_path", json_string("-"));
+        json_object_set(spec, JOB_KEY_SCRIPT, (json_t *)script);
+        json_object_set_new(spec, JOB_KEY_SCRIPT_PATH, json_string("-"));
         return 0;
     }
     return submit_script_file(file, workdir, spec, reply);
@@ -243,10 +244,10 @@ static int submit_what(const json_t *args, const char *workdir, json_t *spec,
 /* The directives of spec's script under the fields already there; -1 with the error. */
 static int submit_directives(json_t *spec, struct mcp_reply *reply)
 {
-    const char *script = json_string_value(json_object_get(spec, "script"));
+    const char *script = json_string_value(json_object_get(spec, JOB_KEY_SCRIPT));
     if (!script)
         return 0;
-    const char *path = json_string_value(json_object_get(spec, "script_path"));
+    const char *path = json_string_value(json_object_get(spec, JOB_KEY_SCRIPT_PATH));
     char *err = NULL;
     json_t *d = mcp_directives(script, strcmp(path, "-") ? path : "script", &err);
     if (!d) {
@@ -256,8 +257,8 @@ static int submit_directives(json_t *spec, struct mcp_reply *reply)
     }
     jobopts_merge(spec, d);
     json_decref(d);
-    if (json_is_null(json_object_get(spec, "conda_env"))) /* --conda-env '': none */
-        json_object_del(spec, "conda_env");
+    if (json_is_null(json_object_get(spec, JOB_KEY_CONDA_ENV))) /* --conda-env '': none */
+        json_object_del(spec, JOB_KEY_CONDA_ENV);
     return 0;
 }
 
@@ -278,7 +279,7 @@ static json_t *submit_spec(const json_t *args, struct mcp_reply *reply)
         free(cwd);
         goto bad;
     }
-    json_object_set_new(spec, "workdir", wd);
+    json_object_set_new(spec, JOB_KEY_WORKDIR, wd);
     int rc = submit_what(args, json_string_value(wd), spec, reply);
     free(cwd);
     if (rc < 0)
@@ -300,37 +301,37 @@ static json_t *submit_spec(const json_t *args, struct mcp_reply *reply)
         const json_t *id;
         json_array_foreach (deps, i, id)
             json_array_append_new(list, json_pack("{s:O, s:s}", "id", id, "kind", kind));
-        json_object_set_new(spec, "depends_on", list);
-        json_object_set_new(spec, "depends_mode",
+        json_object_set_new(spec, JOB_KEY_DEPENDS_ON, list);
+        json_object_set_new(spec, JOB_KEY_DEPENDS_MODE,
                             json_string(mcp_arg_str(args, "dependency_mode", "all")));
     }
     if (submit_parsed_fields(args, spec, reply) < 0 || submit_directives(spec, reply) < 0 ||
         submit_check_gpus(spec, reply) < 0)
         goto bad;
-    json_object_set_new(spec, "env", submit_environment(json_object_get(args, "env")));
-    if (!json_object_get(spec, "umask")) { /* a directive's --umask wins */
+    json_object_set_new(spec, JOB_KEY_ENV, submit_environment(json_object_get(args, "env")));
+    if (!json_object_get(spec, JOB_KEY_UMASK)) { /* a directive's --umask wins */
         mode_t mask = umask(0);
         umask(mask);
         char text[8];
         format_umask((int)mask, text);
-        json_object_set_new(spec, "umask", json_string(text));
+        json_object_set_new(spec, JOB_KEY_UMASK, json_string(text));
     }
     /* A command job runs in the starting shell's conda environment, as with gbatch. */
     const char *conda = getenv("CONDA_DEFAULT_ENV");
     json_t *conda_json;
-    if (!json_object_get(spec, "conda_env") && json_object_get(spec, "command") && conda &&
-        *conda && (conda_json = json_string(conda)))
-        json_object_set_new(spec, "conda_env", conda_json);
+    if (!json_object_get(spec, JOB_KEY_CONDA_ENV) && json_object_get(spec, JOB_KEY_COMMAND) &&
+        conda && *conda && (conda_json = json_string(conda)))
+        json_object_set_new(spec, JOB_KEY_CONDA_ENV, conda_json);
 
     const json_t *params = json_object_get(args, "params");
     if (json_object_size(params)) {
         json_t *rows = submit_sweep(params, reply);
         if (!rows)
             goto bad;
-        json_object_set_new(spec, "params", rows);
+        json_object_set_new(spec, JOB_KEY_PARAMS, rows);
         const json_t *tmpl = json_object_get(args, "name_template");
         if (tmpl)
-            json_object_set(spec, "name_template", (json_t *)tmpl);
+            json_object_set(spec, JOB_KEY_NAME_TEMPLATE, (json_t *)tmpl);
     } else if (json_object_get(args, "name_template")) {
         mcp_reply_error(reply, "name_template names the jobs of a sweep: it needs params");
         goto bad;
@@ -359,7 +360,7 @@ void mcp_tool_submit(const json_t *args, struct mcp_reply *reply)
         json_object_set_new(answer, "dry_run", json_boolean(dry));
         if (dry) /* what would run, as gbatch --dry-run shows it */
             json_object_set_new(answer, "workdir",
-                                json_deep_copy(json_object_get(spec, "workdir")));
+                                json_deep_copy(json_object_get(spec, JOB_KEY_WORKDIR)));
         reply->structured = answer;
     }
     json_decref(spec);

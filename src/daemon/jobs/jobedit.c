@@ -127,7 +127,7 @@ static struct job *redo_job(const struct jobedit_ctx *c, const struct job *f, js
     json_t *spec = jobspec_from_job(f);
     size_t i;
     json_t *d;
-    json_array_foreach (json_object_get(spec, "depends_on"), i, d) {
+    json_array_foreach (json_object_get(spec, JOB_KEY_DEPENDS_ON), i, d) {
         int64_t moved = map_get(map, json_integer_value(json_object_get(d, "id")));
         if (moved)
             json_object_set_new(d, "id", json_integer(moved));
