@@ -487,7 +487,7 @@ def wakeups(pid):
 
 def bench_idle(secs=10):
     """An idle daemon on 8 simulated GPUs with the default GPU poll (every 10 s): CPU of
-    its loop thread and of its NVML thread (src/daemon/gpu_worker.c) over `secs`, read
+    its loop thread and of its NVML thread (src/daemon/gpu/gpu_worker.c) over `secs`, read
     from /proc/<pid>/task/*/schedstat."""
     sb = Sandbox(up_args=("--simulate-gpus", "8"))
     try:

@@ -1,5 +1,5 @@
 /* test_event_ring: the ring of recent events behind GET /v1/events' Last-Event-ID
- * (src/daemon/event_ring.c): numbering, the oldest giving way, lookups at the edges,
+ * (src/daemon/http/event_ring.c): numbering, the oldest giving way, lookups at the edges,
  * and whether a client that saw a given event can be resumed. */
 #include <setjmp.h>
 #include <stdarg.h>

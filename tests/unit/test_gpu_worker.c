@@ -1,4 +1,4 @@
-/* test_gpu_worker: gflowd's NVML thread (src/daemon/gpu_worker.c) against the simulator
+/* test_gpu_worker: gflowd's NVML thread (src/daemon/gpu/gpu_worker.c) against the simulator
  * (NVML_SIM_LIB, passed in by meson). One request at a time; an NVML that does not
  * initialise is reported and opened on a later request; a call that hangs keeps the
  * request in progress (the caller is not blocked) until it returns; the topology is

@@ -1,5 +1,5 @@
-/* test_jobs: the daemon's job table (src/daemon/jobs*.c) and job edits
- * (src/daemon/jobedit.c) on a store in a temp dir, with no loop, GPUs or processes: the
+/* test_jobs: the daemon's job table (src/daemon/jobs/jobs*.c) and job edits
+ * (src/daemon/jobs/jobedit.c) on a store in a temp dir, with no loop, GPUs or processes: the
  * dependency cascade (auto-cancel down a chain in one change, or waiting with
  * DependencyFailed), its preview, retries (dependents moved to the new attempt), the
  * scheduling pass and what waits for the commit, group limits, gjob update, gjob redo

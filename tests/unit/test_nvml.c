@@ -1,4 +1,4 @@
-/* test_nvml: the NVML loader (src/daemon/nvml.c) against the simulator and its build
+/* test_nvml: the NVML loader (src/daemon/gpu/nvml.c) against the simulator and its build
  * variants. Each test writes a fixture into a temp dir, points GFLOW_NVML_SIM at it and
  * loads one of the simulator libraries, whose paths meson passes in the environment:
  * NVML_SIM_LIB (all symbols), NVML_SIM_LEGACY_LIB (unversioned names only),

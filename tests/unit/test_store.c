@@ -1,4 +1,4 @@
-/* test_store: the SQLite store of src/daemon/store*.c against a database in a temp dir:
+/* test_store: the SQLite store of src/daemon/store/store*.c against a database in a temp dir:
  * round trips of every field, updates, loading, every listing filter and sort, counts,
  * settings, transactions, id persistence and the on-disk settings. */
 /* cmocka.h needs these headers before it. */

@@ -1,4 +1,4 @@
-/* test_store_notify: the notification outbox of src/daemon/store_notify.c on a database in
+/* test_store_notify: the notification outbox of src/daemon/store/store_notify.c on a database in
  * a temp dir: rows recorded in a transaction, due ones oldest first, the next due time,
  * an attempt's outcome, the per-user pending count, pruning, and rows kept across a
  * reopen (what a restart after a crash finds). */
