@@ -119,6 +119,8 @@ char *jobopts_names(enum jobopts_cmd cmd);
  * jobopts_err describes); returns -1, for "return jobopts_fail(...)". */
 int jobopts_fail(const struct jobopts_ctx *ctx, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* The same with parse.h's message err (freed here), after "opt: " where opt is given. */
+int jobopts_fail_err(const struct jobopts_ctx *ctx, const char *opt, char *err);
 
 /* A command's end on a refused value: "<prog>: <message>" and exit with its status. */
 void jobopts_exit(const struct jobopts_err *error) __attribute__((noreturn));
