@@ -189,10 +189,7 @@ static int jo_deps_collect(const struct jobopts_ctx *ctx, const char *opt, const
     size_t i;
     const json_t *e;
     json_array_foreach (json_object_get(spec, JOB_KEY_DEPENDS_ON), i, e) {
-        enum job_dep_kind kind = JOB_DEP_AFTEROK;
-        const char *k = json_string_value(json_object_get(e, "kind"));
-        if (k)
-            job_dep_kind_parse(k, &kind);
+        enum job_dep_kind kind = job_dep_kind_of_json(e);
         if (jo_deps_push(ctx, opt, d, json_integer_value(json_object_get(e, "id")), kind) < 0)
             return -1;
     }

@@ -324,6 +324,15 @@ int job_dep_kind_parse(const char *s, enum job_dep_kind *out)
     return -1;
 }
 
+enum job_dep_kind job_dep_kind_of_json(const json_t *entry)
+{
+    enum job_dep_kind kind = JOB_DEP_AFTEROK;
+    const char *k = json_string_value(json_object_get(entry, "kind"));
+    if (k)
+        job_dep_kind_parse(k, &kind);
+    return kind;
+}
+
 enum job_dep_status job_dep_status_for(enum job_dep_kind k, enum job_state s)
 {
     if (!job_state_is_terminal(s))

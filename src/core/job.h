@@ -104,6 +104,9 @@ enum job_deps_outcome { JOB_DEPS_WAIT, JOB_DEPS_READY, JOB_DEPS_FAILED };
 
 const char *job_dep_kind_name(enum job_dep_kind k);            /* "afterok", ... */
 int job_dep_kind_parse(const char *s, enum job_dep_kind *out); /* 0 or -1 */
+/* The kind of a "depends_on" entry of the API ({"id": N, "kind": "afterany"}): afterok
+ * when it names none or one not known. */
+enum job_dep_kind job_dep_kind_of_json(const json_t *entry);
 /* The status of a dependency of kind k whose job is in state s. */
 enum job_dep_status job_dep_status_for(enum job_dep_kind k, enum job_state s);
 

@@ -410,10 +410,7 @@ int job_from_json(const json_t *o, struct job *j)
     size_t di;
     const json_t *dep;
     json_array_foreach (json_object_get(o, JOB_KEY_DEPENDS_ON), di, dep) {
-        enum job_dep_kind kind = JOB_DEP_AFTEROK;
-        const char *k = json_string_value(json_object_get(dep, "kind"));
-        if (k)
-            job_dep_kind_parse(k, &kind);
+        enum job_dep_kind kind = job_dep_kind_of_json(dep);
         if (json_is_integer(json_object_get(dep, "id")))
             job_deps_add(j, get_int(dep, "id", 0), kind);
     }
