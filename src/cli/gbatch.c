@@ -232,6 +232,51 @@ static void gbatch_bookkeeping(const struct jobopts_ctx *ctx, int c, const char 
     }
 }
 
+/* The long name of option c ("param" for --param), else the word as given. */
+static const char *gbatch_long_name(int c, const char *given)
+{
+    for (const struct option *o = gbatch_longopts; o && o->name; o++)
+        if (o->val == c)
+            return o->name;
+    return given + strspn(given, "-");
+}
+
+/* --param, --param-file and --name-template: the sweep made of the submission. */
+static void gbatch_sweep_option(const struct jobopts_ctx *ctx, int c, const char *arg,
+                                struct gbatch_opts *o)
+{
+    if (c == OPT_PARAM_FILE) {
+        free(o->param_file);
+        o->param_file = xstrdup(arg);
+        return;
+    }
+    if (c == OPT_NAME_TEMPLATE) {
+        free(o->name_template);
+        o->name_template = xstrdup(arg);
+        return;
+    }
+    char *pname, **vals, *err = NULL;
+    size_t n;
+    if (parse_param(arg, &pname, &vals, &n, &err) < 0)
+        jobopts_error(ctx, "%s", err);
+    if (!o->param_names) {
+        o->param_names = json_array();
+        o->param_values = json_array();
+    }
+    json_t *list = json_array();
+    for (size_t i = 0; i < n; i++) {
+        json_t *v = json_string(vals[i]);
+        if (!v)
+            jobopts_error(ctx, "--param %s: a value is not valid UTF-8", pname);
+        json_array_append_new(list, v);
+        free(vals[i]);
+    }
+    free(vals);
+    json_array_append_new(o->param_names, json_string(pname));
+    json_array_append_new(o->param_values, list);
+    free(pname);
+}
+
 /* Parses argv[0..argc) into o: the job options through jobopts, gbatch's own here.
  * ctx names the script and line for a "# GFLOW" directive. Returns optind (the first
  * non-option word). */
@@ -274,36 +319,16 @@ static int gbatch_parse(int argc, char **argv, struct gbatch_opts *o, const stru
                               "jobs >= 1 (0: no limit)",
                               optarg);
             break;
-        case OPT_PARAM: {
-            char *pname, **vals;
-            size_t n;
-            if (parse_param(optarg, &pname, &vals, &n, &err) < 0)
-                jobopts_error(ctx, "%s", err);
-            if (!o->param_names) {
-                o->param_names = json_array();
-                o->param_values = json_array();
-            }
-            json_t *list = json_array();
-            for (size_t i = 0; i < n; i++) {
-                json_t *v = json_string(vals[i]);
-                if (!v)
-                    jobopts_error(ctx, "--param %s: a value is not valid UTF-8", pname);
-                json_array_append_new(list, v);
-                free(vals[i]);
-            }
-            free(vals);
-            json_array_append_new(o->param_names, json_string(pname));
-            json_array_append_new(o->param_values, list);
-            free(pname);
-            break;
-        }
+        case OPT_PARAM:
         case OPT_PARAM_FILE:
-            free(o->param_file);
-            o->param_file = xstrdup(optarg);
-            break;
         case OPT_NAME_TEMPLATE:
-            free(o->name_template);
-            o->name_template = xstrdup(optarg);
+            /* A sweep is made on the command line: a directive's would be dropped. */
+            if (ctx->file)
+                jobopts_error(ctx,
+                              "--%s cannot be used in a script directive; give it on gbatch's "
+                              "command line",
+                              gbatch_long_name(c, argv[optind - 1]));
+            gbatch_sweep_option(ctx, c, optarg, o);
             break;
         case OPT_DRY_RUN:
         case OPT_PARSABLE:
@@ -311,7 +336,8 @@ static int gbatch_parse(int argc, char **argv, struct gbatch_opts *o, const stru
         case 'h':
         case 'V':
             if (ctx->file)
-                jobopts_error(ctx, "%s cannot be used in a script directive", argv[optind - 1]);
+                jobopts_error(ctx, "--%s cannot be used in a script directive",
+                              gbatch_long_name(c, argv[optind - 1]));
             if (c == OPT_DRY_RUN)
                 o->dry_run = true;
             else if (c == OPT_PARSABLE)
@@ -357,11 +383,7 @@ static void gbatch_directives(const char *text, const char *file, struct gbatch_
         free(d.array);
     if (d.max_concurrent >= 0 && o->max_concurrent < 0)
         o->max_concurrent = d.max_concurrent;
-    /* A directive's --param, --param-file and --name-template are checked but not used. */
-    json_decref(d.param_names);
-    json_decref(d.param_values);
-    free(d.param_file);
-    free(d.name_template);
+    /* A directive cannot give --param, --param-file or --name-template (gbatch_parse). */
 }
 
 int main(int argc, char **argv)

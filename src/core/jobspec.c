@@ -787,6 +787,27 @@ static const char *const update_fields[] = {
 static const char *const update_fields_mig[] = {JOB_KEY_MIG_PROFILE, JOB_KEY_MIG_COUNT,
                                                 JOB_KEY_REQUEUE, JOB_KEY_PTY};
 
+const char *jobspec_fixed_field(const json_t *over, bool *known)
+{
+    static const char *const also[] = {JOB_KEY_SCRIPT, JOB_KEY_ENV, JOB_KEY_MAX_CONCURRENT};
+    const char *key;
+    json_t *v;
+    json_object_foreach ((json_t *)over, key, v) {
+        bool changeable = false;
+        for (size_t i = 0; i < sizeof(update_fields) / sizeof(update_fields[0]); i++)
+            changeable |= !strcmp(key, update_fields[i]);
+        for (size_t i = 0; i < sizeof(update_fields_mig) / sizeof(update_fields_mig[0]); i++)
+            changeable |= !strcmp(key, update_fields_mig[i]);
+        for (size_t i = 0; i < sizeof(also) / sizeof(also[0]); i++)
+            changeable |= !strcmp(key, also[i]);
+        if (!changeable) {
+            *known = jobspec_known_field(key);
+            return key;
+        }
+    }
+    return NULL;
+}
+
 static json_t *change(const char *field, json_t *old, json_t *new)
 {
     return json_pack("{s:s, s:O, s:O}", "field", field, "old", old ? old : json_null(), "new",

@@ -85,6 +85,12 @@ json_t *jobspec_from_job(const struct job *j);
  * redo). 0, or -1 + *err. */
 int jobspec_merge(json_t *spec, const json_t *over, bool allow_hold, char **err);
 
+/* The first field of over that an update cannot change, NULL if none: an update
+ * changes the fields jobspec_changes reports (and max_concurrent); the others
+ * (project, nice, the notifications, array, hold, ...) are fixed at submission, and
+ * unknown ones are no fields at all. *known tells which of the two it is. */
+const char *jobspec_fixed_field(const json_t *over, bool *known);
+
 /* What an update changed, for its reply: [{"field", "old", "new"}] between the job
  * before (with payload) and after, in a fixed order of fields; a script shows by its
  * path, an environment as "...". over: the update's fields (env is compared only when

@@ -24,6 +24,25 @@ int jobedit_update(const struct jobedit_ctx *c, struct job *j, json_t *over, int
                          (long long)j->id);
         return 409;
     }
+    bool known;
+    const char *fixed = jobspec_fixed_field(over, &known);
+    if (fixed && !strcmp(fixed, "hold")) {
+        *err = xstrdup("field 'hold' cannot be changed by an update: use 'gjob hold' or "
+                       "'gjob release' (POST /v1/jobs/{id}/hold or /release)");
+        return 400;
+    }
+    if (fixed && known) {
+        *err = xasprintf("field '%s' cannot be changed by an update: it is fixed at submission "
+                         "('gjob redo %lld' submits a copy with it changed)",
+                         fixed, (long long)j->id);
+        return 400;
+    }
+    if (fixed) {
+        *err = xasprintf("unknown field '%s': an update takes the fields 'gjob update' changes "
+                         "(docs/api.md, PATCH /v1/jobs/{id})",
+                         fixed);
+        return 400;
+    }
     const char *field = jobspec_owner_only_field(over);
     if (field && j->uid != c->caller->uid) {
         *err = xasprintf("job %lld belongs to %s; only its owner may change '%s' (what it runs "
