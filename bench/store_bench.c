@@ -336,6 +336,9 @@ int main(int argc, char **argv)
             unlink(p);
             free(p);
         }
+        char *mark = xasprintf("%s/next_job_id", dir); /* the ids' high-water mark */
+        unlink(mark);
+        free(mark);
         rmdir(dir);
     }
     free(path);

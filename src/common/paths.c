@@ -57,7 +57,13 @@ void paths_resolve(struct gflow_paths *p, const struct gflow_config *cfg, bool s
     else
         p->socket_path = paths_user_socket();
     p->db_path = xasprintf("%s/gflow.db", p->data_dir);
-    if (cfg && cfg->log_dir)
+    if (cfg && cfg->log_dir && cfg->log_dir[0] != '/') {
+        /* From the environment or a flag (a file's is its folder's already): the
+         * directory gflowd is started from, as for any path given to a command. */
+        char *cwd = getcwd(NULL, 0);
+        p->log_dir = xasprintf("%s/%s", cwd ? cwd : "", cfg->log_dir);
+        free(cwd);
+    } else if (cfg && cfg->log_dir)
         p->log_dir = xstrdup(cfg->log_dir);
     else
         p->log_dir = xasprintf("%s/logs", p->data_dir);

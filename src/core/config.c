@@ -342,6 +342,7 @@ void config_free(struct gflow_config *c)
         if (config_keys[i].kind == CONFIG_STRING)
             free(*config_string_field(c, &config_keys[i]));
     free(c->source_path);
+    free(c->log_dir_relative);
     quota_config_free(&c->quota);
     notify_config_free(&c->notify);
     memset(c, 0, sizeof(*c));
@@ -360,6 +361,8 @@ static void config_copy(struct gflow_config *dst, const struct gflow_config *src
     }
     if (dst->source_path)
         dst->source_path = xstrdup(dst->source_path);
+    if (dst->log_dir_relative)
+        dst->log_dir_relative = xstrdup(dst->log_dir_relative);
     quota_config_copy(&dst->quota, &src->quota);
     notify_config_copy(&dst->notify, &src->notify);
 }

@@ -57,6 +57,9 @@ struct gflow_config {
                                      * 0 = no cap */
     struct gflow_limits limits;     /* [limits] */
     char *source_path;              /* the file that was read, NULL if none */
+    char *log_dir_relative;         /* daemon.log_dir as the file wrote it when that was a
+                                     * relative path (log_dir is then made the file's
+                                     * folder's, config_file.c); NULL otherwise */
     char *container;                /* daemon.container: auto (detect), yes, no */
     int64_t nvml_timeout_secs;      /* daemon.nvml_timeout_secs: a read taking longer makes
                                      * the GPUs unavailable; default 10, >= 1 */

@@ -33,6 +33,7 @@ struct gflowd {
     struct api *api;
     struct events *events;       /* GET /v1/events (events.h) */
     struct disk *disk;           /* room on the data and log filesystems */
+    int log_dir_fd;              /* daemon.log_dir, held open (run/joblog.h); -1 before */
     struct resv_table *resv;     /* GPU reservations (gctl reserve; reservation_table.h) */
     struct gpu_samples *samples; /* GPU utilisation for gstats --gpu (gpu_samples.h) */
     struct notifier *notifier;   /* webhooks and e-mail (notify.h) */

@@ -334,7 +334,7 @@ static char **service_args(int argc, char **argv, int end)
 
 int main(int argc, char **argv)
 {
-    struct gflowd d = {0};
+    struct gflowd d = {.log_dir_fd = -1};
     struct serve_opts so = {.ready_fd = -1};
     const char *config_path = NULL;
     struct flag_list flags = {0};

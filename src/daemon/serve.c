@@ -612,6 +612,11 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     s.in_leaf = true;
     d->memory_enforcement = probe_memory_enforcement(d->shim_path);
     startopts_save(d, o->simulate_gpus, o->flag_gpus);
+    if (d->cfg.log_dir_relative)
+        log_info("daemon.log_dir \"%s\" in %s is relative to that file's folder: job logs "
+                 "go to %s",
+                 d->cfg.log_dir_relative, d->cfg.source_path ? d->cfg.source_path : "the file",
+                 d->paths.log_dir);
     if (runner_init(d, &err) < 0)
         startup_failed(&s, o, err);
     d->disk = disk_new(d->paths.data_dir, d->paths.log_dir);

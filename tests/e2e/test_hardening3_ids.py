@@ -60,7 +60,7 @@ def test_gjob_log_never_reads_what_a_link_points_to(make_gflow):
     os.chmod(secret, 0o600)
 
     jobs = []
-    for _ in range(4):
+    for _ in range(5):
         cp = as_alice("gbatch", "--parsable", "echo alice-output", check=True)
         jobs.append(int(cp.stdout.split()[0]))
     for j in jobs:
@@ -69,7 +69,7 @@ def test_gjob_log_never_reads_what_a_link_points_to(make_gflow):
     cp = as_alice("gjob", "log", jobs[0], check=True)
     assert cp.stdout == "alice-output\n"
 
-    link, other, fifo, hard = jobs
+    link, other, fifo, hard, mine = jobs
     # A symbolic link to a root-only file, made after her job ended.
     (logs / f"{link}.log").unlink()
     cp = as_alice("ln", "-s", secret, logs / f"{link}.log", check=True)
@@ -100,7 +100,8 @@ def test_gjob_log_never_reads_what_a_link_points_to(make_gflow):
         assert SECRET not in cp.stdout and cp.returncode != 0, cp.stdout
     # gflowd still serves everyone.
     assert g.health_ok()
-    assert as_alice("gjob", "log", jobs[0], check=True).stdout == "alice-output\n"
+    assert as_alice("gjob", "log", mine, check=True).stdout == "alice-output\n"
+    assert as_alice("gjob", "log", "-f", mine, check=True).stdout.startswith("alice-output\n")
 
 
 # ---------------------------------------------------------------- 2. the log directory

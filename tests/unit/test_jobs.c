@@ -78,6 +78,9 @@ static int teardown(void **state)
         snprintf(p, sizeof(p), "%s%s", f->path, suffix[i]);
         unlink(p);
     }
+    char mark[160]; /* the ids' high-water mark beside the database (store_ids.c) */
+    snprintf(mark, sizeof(mark), "%s/next_job_id", f->dir);
+    unlink(mark);
     rmdir(f->dir);
     free(f);
     return 0;

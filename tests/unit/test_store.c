@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "files.h"
 #include "job.h"
 #include "store/store.h"
 #include "store/store_internal.h"
@@ -63,6 +64,9 @@ static int teardown(void **state)
         snprintf(p, sizeof(p), "%s%s", f->path, suffix[i]);
         unlink(p);
     }
+    char mark[160]; /* the ids' high-water mark beside the database (store_ids.c) */
+    snprintf(mark, sizeof(mark), "%s/next_job_id", f->dir);
+    unlink(mark);
     rmdir(f->dir);
     free(f);
     return 0;
@@ -1227,6 +1231,51 @@ static void test_ids_never_reused(void **state)
     assert_int_equal(store_next_job_id(f->s), 101);
 }
 
+/* The database emptied or put back from a backup: ids go on from the high-water mark
+ * beside it (exactly after a clean close, from the reserved block after a crash). */
+static void test_ids_survive_a_lost_database(void **state)
+{
+    struct fixture *f = *state;
+    for (int i = 0; i < 5; i++)
+        insert_free(f->s, mkjob(store_next_job_id(f->s), JOB_QUEUED, "u", 10, 1));
+    store_close(f->s);
+    f->s = NULL;
+    const char *suffix[] = {"", "-wal", "-shm"};
+    for (int i = 0; i < 3; i++) {
+        char p[160];
+        snprintf(p, sizeof(p), "%s%s", f->path, suffix[i]);
+        unlink(p);
+    }
+    f->s = open_ok(f->path);
+    assert_int_equal(store_next_job_id(f->s), 6);
+
+    /* Ids handed out in a commit are covered before it: a crash (no close) and the
+     * database lost again still go on above them. */
+    assert_int_equal(store_begin(f->s), 0);
+    insert_free(f->s, mkjob(store_next_job_id(f->s), JOB_QUEUED, "u", 10, 1));
+    assert_int_equal(store_commit(f->s), 0);
+    char mark_path[160];
+    snprintf(mark_path, sizeof(mark_path), "%s/next_job_id", f->dir);
+    char *mark = read_file(mark_path, NULL);
+    assert_non_null(mark);
+    assert_true(atoll(mark) > 6);
+    free(mark);
+
+    /* A mark that is not a number stops the open with a reason naming the file. */
+    store_close(f->s);
+    assert_int_equal(write_file(mark_path, "x\n", 2, 0600), 0);
+    char *err = NULL;
+    f->s = store_open(f->path, &err);
+    assert_null(f->s);
+    assert_non_null(strstr(err, "next_job_id"));
+    free(err);
+    mark = read_file(mark_path, NULL); /* left as it was, for the operator */
+    assert_string_equal(mark, "x\n");
+    free(mark);
+    unlink(mark_path);
+    f->s = open_ok(f->path);
+}
+
 static void test_transactions(void **state)
 {
     struct fixture *f = *state;
@@ -1613,6 +1662,7 @@ int main(void)
         T(test_counts),
         T(test_settings),
         T(test_ids_never_reused),
+        T(test_ids_survive_a_lost_database),
         T(test_transactions),
         T(test_commit_failure),
         T(test_reopen_keeps_everything),

@@ -196,6 +196,28 @@ static void accept_cb(int lfd, uint32_t events, void *arg)
     }
 }
 
+/* Warns when users other than root cannot reach the socket below dir: that needs search
+ * (x) permission for others on dir and on every folder above it; read (r) permission only
+ * lists a folder, so 0711 lets everyone in. */
+static void warn_unreachable(const char *dir)
+{
+    char *path = xstrdup(dir);
+    for (;;) {
+        struct stat st;
+        if (stat(path, &st) == 0 && !(st.st_mode & S_IXOTH)) {
+            log_warn("%s is mode %03o: users other than its owner and group cannot reach the "
+                     "socket below it; give them search permission with 'chmod o+x %s'",
+                     path, (unsigned)(st.st_mode & 0777), path);
+            break;
+        }
+        char *slash = strrchr(path, '/');
+        if (!slash || slash == path)
+            break;
+        *slash = '\0';
+    }
+    free(path);
+}
+
 /* The socket's directory: created if missing; a system daemon's must let every user in
  * whatever the umask (0755), a per-user daemon's is the user's own (0700). */
 static int socket_dir(const struct gflowd *d, const char *path, char **err)
@@ -212,9 +234,8 @@ static int socket_dir(const struct gflowd *d, const char *path, char **err)
         if (!existed && (mkdir_p(dir, mode) < 0 || chmod(dir, mode) < 0)) {
             *err = xasprintf("cannot create %s: %s", dir, strerror(errno));
             rc = -1;
-        } else if (existed && d->system && (st.st_mode & 0005) != 0005) {
-            log_warn("%s is mode %03o: users other than root cannot reach the socket in it", dir,
-                     (unsigned)(st.st_mode & 0777));
+        } else if (d->system) {
+            warn_unreachable(dir);
         }
         umask(old_umask);
     }

@@ -1,6 +1,6 @@
 /* routes_log: GET /v1/jobs/{id}/log (docs/api.md): a job's output, whole, its first or
  * last lines, a byte range, or followed until the job ends. Only its owner or an admin
- * may read it. */
+ * may read it, and only a regular file of its owner's is read (run/joblog.h). */
 #include "routes.h"
 
 #include <fcntl.h>
@@ -12,7 +12,8 @@
 
 #include "daemon.h"
 #include "jobs/jobs.h"
-#include "run/runner.h"
+#include "log.h"
+#include "run/joblog.h"
 #include "util.h"
 
 /* --first and --last read at most max_scan bytes of a log (limits.max_log_scan_bytes),
@@ -81,24 +82,31 @@ static int query_count(const struct route_req *r, const char *key, int64_t *out,
  * shim writes the exit file only after every process of the job is gone, so the output
  * is complete by then). */
 struct log_follow {
-    struct jobs *jobs;
+    const struct gflowd *d;
     int64_t job_id;
-    char *path;
-    int fd;
+    uid_t owner;
+    int fd; /* -1 until the log is there */
     uint64_t offset;
 };
 
 static ssize_t log_follow_read(void *arg, uint64_t pos, char *buf, size_t max)
 {
     struct log_follow *f = arg;
-    if (f->fd < 0)
-        f->fd = open(f->path, O_RDONLY | O_CLOEXEC);
+    if (f->fd < 0) {
+        char *why = NULL;
+        f->fd = joblog_open(f->d, f->job_id, f->owner, &why);
+        if (why) { /* something else was put there meanwhile: the stream ends */
+            log_warn("%s", why);
+            free(why);
+            return -1;
+        }
+    }
     if (f->fd >= 0) {
         ssize_t n = pread(f->fd, buf, max, (off_t)(f->offset + pos));
         if (n > 0)
             return n;
     }
-    return jobs_get(f->jobs, f->job_id) ? 0 : -1;
+    return jobs_get(f->d->jobs, f->job_id) ? 0 : -1;
 }
 
 static void log_follow_free(void *arg)
@@ -106,7 +114,6 @@ static void log_follow_free(void *arg)
     struct log_follow *f = arg;
     if (f->fd >= 0)
         close(f->fd);
-    free(f->path);
     free(f);
 }
 
@@ -137,17 +144,21 @@ void route_log(const struct route_req *r, struct reply *rep)
         free(err);
         return;
     }
-    char *path = runner_log_path(r->d, id);
+    char *why = NULL;
+    int fd = joblog_open(r->d, id, owner, &why);
+    if (why) {
+        reply_error(rep, 403, "%s", why);
+        free(why);
+        return;
+    }
     const char *follow = route_query(r, "follow");
     if (follow && strcmp(follow, "0") != 0) {
         struct log_follow *f = xcalloc(1, sizeof(*f));
         *f = (struct log_follow){
-            .jobs = r->d->jobs, .job_id = id, .path = path, .fd = -1, .offset = (uint64_t)offset};
+            .d = r->d, .job_id = id, .owner = owner, .fd = fd, .offset = (uint64_t)offset};
         reply_stream(rep, log_follow_read, f, log_follow_free);
         return;
     }
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    free(path);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) < 0 || st.st_size == 0) {
         if (fd >= 0)

@@ -22,6 +22,7 @@
 #include "exitfile.h"
 #include "files.h"
 #include "gpu/gpu.h"
+#include "joblog.h"
 #include "jobs/jobs.h"
 #include "launch.h"
 #include "log.h"
@@ -77,6 +78,8 @@ int runner_init(struct gflowd *d, char **err)
             return -1;
         }
     }
+    if (joblog_dir_open(d, err) < 0)
+        return -1;
     if (d->system)
         chmod(d->paths.data_dir, 0711);
     if (mkdir_p(d->paths.run_dir, run_mode) < 0 || chmod(d->paths.run_dir, run_mode) < 0) {

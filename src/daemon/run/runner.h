@@ -29,7 +29,8 @@
 
 struct gflowd;
 
-/* Creates the data directories. 0 or -1 with *err. */
+/* Creates the data directories and holds the logs' open (joblog.h: one that others may
+ * write to without the sticky bit is refused). 0 or -1 with *err. */
 int runner_init(struct gflowd *d, char **err);
 /* Starts the shim for j, which must already be R and committed. On failure j ends as F
  * (LaunchFailed), except a failure for lack of a resource (EMFILE, ENFILE, EAGAIN,

@@ -281,7 +281,7 @@ struct store *store_open(const char *path, char **err)
     sqlite3_busy_timeout(s->db, STORE_BUSY_TIMEOUT_MS);
 
     if (configure(s) < 0 || store_migrate(s) < 0 || store_prepare_statements(s) < 0 ||
-        load_next_id(s) < 0) {
+        load_next_id(s) < 0 || store_ids_open(s, path) < 0) {
         *err = xasprintf("database %s: %s", path, s->err);
         store_close(s);
         return NULL;
@@ -310,6 +310,7 @@ void store_close(struct store *s)
             sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
         sqlite3_close(s->db); /* the last connection checkpoints and removes the WAL */
     }
+    store_ids_close(s);
     free(s);
 }
 
@@ -403,7 +404,7 @@ int store_commit(struct store *s)
     if (sqlite3_get_autocommit(s->db))
         return 0;
     bool large = cache_used(s) > STORE_TRIM_BYTES;
-    if (store_save_next_id(s) == 0 && store_save_counts(s) == 0 &&
+    if (store_ids_reserve(s) == 0 && store_save_next_id(s) == 0 && store_save_counts(s) == 0 &&
         store_step_done(s, s->st_commit, "committing") == 0) {
         s->tx_open = false;
         cache_usual(s);

@@ -1,7 +1,7 @@
 /* store_internal: what the store's files share (store.c: opening, errors, transactions;
  * store_schema.c: the tables and their migrations; store_job.c: the kept statements and
  * one job's rows; store_row.c: the column table; store_list.c: many jobs and the small
- * tables). Not for the rest of the daemon: that is store.h. */
+ * tables; store_ids.c: the ids' high-water mark). Not for the rest of the daemon: that is store.h. */
 #ifndef GFLOWD_STORE_INTERNAL_H
 #define GFLOWD_STORE_INTERNAL_H
 
@@ -50,6 +50,10 @@ struct store {
     /* Jobs inserted in the open transaction raised next_id: store_commit writes it to
      * meta then, once per transaction rather than once per job. */
     bool next_id_unsaved;
+    /* The ids' high-water mark (store_ids.c): its file, and the ids below
+     * ids_reserved that it covers. */
+    char *ids_path;
+    int64_t ids_reserved;
     /* Jobs inserted in the open transaction, by state: store_commit adds them to
      * job_counts with one statement per state (schema 22; a trigger per row was 10% of a
      * 100,000-task array's submission). */
@@ -99,6 +103,13 @@ int store_refuse_if_lost(struct store *s);
 int store_exec(struct store *s, const char *sql, const char *context);
 /* Writes next_id to meta if inserts raised it in the open transaction (store_commit). */
 int store_save_next_id(struct store *s);
+/* The ids' high-water mark beside the database (store_ids.c): read at open (next_id
+ * raised to it; 0, or -1 with the error set), made to cover next_id before each commit
+ * (0, or -1 with the error set: nothing may be committed), the exact next id written at
+ * close. */
+int store_ids_open(struct store *s, const char *db_path);
+int store_ids_reserve(struct store *s);
+void store_ids_close(struct store *s);
 /* Adds the jobs inserted in the open transaction to job_counts. 0, or -1 (store_db_err). */
 int store_save_counts(struct store *s);
 /* The checkpoint thread (store_ckpt.c): asks it for a checkpoint, false when there is
