@@ -136,7 +136,9 @@ static void gbatch_help(void)
         "Script directives: lines '# GFLOW --key value' or '# GFLOW --key=value' in a script "
         "set the same options (%s, -c, --project, --nice, --notify-email, --notify-on, "
         "--auto-close, --array and --max-concurrent); options on the command line win over "
-        "them. 'gbatch new NAME' writes a template with them.",
+        "them. Any other option there (--param, --param-file, --name-template: a sweep is "
+        "made on the command line) is an error naming its line. 'gbatch new NAME' writes a "
+        "template with them.",
         names);
     jobopts_help_paragraph(directives);
     free(directives);
