@@ -787,20 +787,24 @@ static const char *const update_fields[] = {
 static const char *const update_fields_mig[] = {JOB_KEY_MIG_PROFILE, JOB_KEY_MIG_COUNT,
                                                 JOB_KEY_REQUEUE, JOB_KEY_PTY};
 
+static bool listed(const char *key, const char *const *list, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(key, list[i]))
+            return true;
+    return false;
+}
+
+#define LISTED(key, list) listed(key, list, sizeof(list) / sizeof(list[0]))
+
 const char *jobspec_fixed_field(const json_t *over, bool *known)
 {
+    /* Changed, but reported otherwise (jobspec_changes) or set on the group. */
     static const char *const also[] = {JOB_KEY_SCRIPT, JOB_KEY_ENV, JOB_KEY_MAX_CONCURRENT};
     const char *key;
     json_t *v;
     json_object_foreach ((json_t *)over, key, v) {
-        bool changeable = false;
-        for (size_t i = 0; i < sizeof(update_fields) / sizeof(update_fields[0]); i++)
-            changeable |= !strcmp(key, update_fields[i]);
-        for (size_t i = 0; i < sizeof(update_fields_mig) / sizeof(update_fields_mig[0]); i++)
-            changeable |= !strcmp(key, update_fields_mig[i]);
-        for (size_t i = 0; i < sizeof(also) / sizeof(also[0]); i++)
-            changeable |= !strcmp(key, also[i]);
-        if (!changeable) {
+        if (!LISTED(key, update_fields) && !LISTED(key, update_fields_mig) && !LISTED(key, also)) {
             *known = jobspec_known_field(key);
             return key;
         }

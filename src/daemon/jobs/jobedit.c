@@ -13,6 +13,28 @@
 
 /* ---- update ---- */
 
+/* -1 with *err naming the first field of over that an update cannot change, as a 400:
+ * ignoring it (a 200 with no changes, as before) would tell the caller it was done. */
+static int refuse_fixed_field(const struct job *j, const json_t *over, char **err)
+{
+    bool known;
+    const char *fixed = jobspec_fixed_field(over, &known);
+    if (!fixed)
+        return 0;
+    if (!strcmp(fixed, "hold"))
+        *err = xstrdup("field 'hold' cannot be changed by an update: use 'gjob hold' or "
+                       "'gjob release' (POST /v1/jobs/{id}/hold or /release)");
+    else if (known)
+        *err = xasprintf("field '%s' cannot be changed by an update: it is fixed at submission "
+                         "('gjob redo %lld' submits a copy with it changed)",
+                         fixed, (long long)j->id);
+    else
+        *err = xasprintf("unknown field '%s': an update takes the fields 'gjob update' changes "
+                         "(docs/api.md, PATCH /v1/jobs/{id})",
+                         fixed);
+    return -1;
+}
+
 int jobedit_update(const struct jobedit_ctx *c, struct job *j, json_t *over, int64_t max_concurrent,
                    json_t **changes, char **err)
 {
@@ -24,25 +46,8 @@ int jobedit_update(const struct jobedit_ctx *c, struct job *j, json_t *over, int
                          (long long)j->id);
         return 409;
     }
-    bool known;
-    const char *fixed = jobspec_fixed_field(over, &known);
-    if (fixed && !strcmp(fixed, "hold")) {
-        *err = xstrdup("field 'hold' cannot be changed by an update: use 'gjob hold' or "
-                       "'gjob release' (POST /v1/jobs/{id}/hold or /release)");
+    if (refuse_fixed_field(j, over, err) < 0)
         return 400;
-    }
-    if (fixed && known) {
-        *err = xasprintf("field '%s' cannot be changed by an update: it is fixed at submission "
-                         "('gjob redo %lld' submits a copy with it changed)",
-                         fixed, (long long)j->id);
-        return 400;
-    }
-    if (fixed) {
-        *err = xasprintf("unknown field '%s': an update takes the fields 'gjob update' changes "
-                         "(docs/api.md, PATCH /v1/jobs/{id})",
-                         fixed);
-        return 400;
-    }
     const char *field = jobspec_owner_only_field(over);
     if (field && j->uid != c->caller->uid) {
         *err = xasprintf("job %lld belongs to %s; only its owner may change '%s' (what it runs "
