@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <microhttpd.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -85,6 +86,7 @@ struct log_follow {
     const struct gflowd *d;
     int64_t job_id;
     uid_t owner;
+    char owner_name[64];
     int fd; /* -1 until the log is there */
     uint64_t offset;
 };
@@ -94,7 +96,7 @@ static ssize_t log_follow_read(void *arg, uint64_t pos, char *buf, size_t max)
     struct log_follow *f = arg;
     if (f->fd < 0) {
         char *why = NULL;
-        f->fd = joblog_open(f->d, f->job_id, f->owner, &why);
+        f->fd = joblog_open(f->d, f->job_id, f->owner, f->owner_name, &why);
         if (why) { /* something else was put there meanwhile: the stream ends */
             log_warn("%s", why);
             free(why);
@@ -125,6 +127,8 @@ void route_log(const struct route_req *r, struct reply *rep)
     if (route_load_job(r, id, false, &j, rep) < 0)
         return;
     uint32_t owner = j.uid;
+    char owner_name[64]; /* for a refusal's message */
+    snprintf(owner_name, sizeof(owner_name), "%s", j.user ? j.user : "its owner");
     job_clear(&j);
     if (!auth_may_act_on(r->who, owner)) {
         reply_error(rep, 403,
@@ -145,7 +149,7 @@ void route_log(const struct route_req *r, struct reply *rep)
         return;
     }
     char *why = NULL;
-    int fd = joblog_open(r->d, id, owner, &why);
+    int fd = joblog_open(r->d, id, owner, owner_name, &why);
     if (why) {
         reply_error(rep, 403, "%s", why);
         free(why);
@@ -156,6 +160,7 @@ void route_log(const struct route_req *r, struct reply *rep)
         struct log_follow *f = xcalloc(1, sizeof(*f));
         *f = (struct log_follow){
             .d = r->d, .job_id = id, .owner = owner, .fd = fd, .offset = (uint64_t)offset};
+        memcpy(f->owner_name, owner_name, sizeof(owner_name));
         reply_stream(rep, log_follow_read, f, log_follow_free);
         return;
     }

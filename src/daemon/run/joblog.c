@@ -4,7 +4,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,14 +39,8 @@ int joblog_dir_open(struct gflowd *d, char **err)
     return 0;
 }
 
-/* "alice", or the uid as a number. */
-static char *user_name(uid_t uid)
-{
-    struct passwd *pw = getpwuid(uid);
-    return pw ? xstrdup(pw->pw_name) : xasprintf("uid %u", (unsigned)uid);
-}
-
-int joblog_open(const struct gflowd *d, int64_t job_id, uid_t owner, char **why)
+int joblog_open(const struct gflowd *d, int64_t job_id, uid_t owner, const char *owner_name,
+                char **why)
 {
     *why = NULL;
     char name[32];
@@ -66,14 +59,12 @@ int joblog_open(const struct gflowd *d, int64_t job_id, uid_t owner, char **why)
     }
     if (!S_ISREG(st.st_mode) || st.st_uid != owner) {
         close(path_fd);
-        char *user = user_name(owner);
         *why = xasprintf("the log of job %lld, %s/%s, is not a regular file owned by %s (%s): "
                          "gflowd does not read it",
-                         (long long)job_id, d->paths.log_dir, name, user,
+                         (long long)job_id, d->paths.log_dir, name, owner_name,
                          S_ISLNK(st.st_mode)    ? "a symbolic link"
                          : !S_ISREG(st.st_mode) ? "not a file"
                                                 : "a file of another user");
-        free(user);
         errno = EPERM;
         return -1;
     }

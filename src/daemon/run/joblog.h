@@ -22,9 +22,10 @@ struct gflowd;
  * other's logs. 0, or -1 with *err (one line: what is wrong and how to fix it). */
 int joblog_dir_open(struct gflowd *d, char **err);
 
-/* The log of job job_id, whose owner is uid, opened for reading: a descriptor, or -1
- * with errno ENOENT (no log yet), or -1 with *why (a 403 message: what is there instead
- * of a log) or errno set otherwise. */
-int joblog_open(const struct gflowd *d, int64_t job_id, uid_t owner, char **why);
+/* The log of job job_id, whose owner is the user owner (owner_name, for the message),
+ * opened for reading: a descriptor, or -1 with errno ENOENT (no log yet), or -1 with
+ * *why (a 403 message: what is there instead of a log) or errno set otherwise. */
+int joblog_open(const struct gflowd *d, int64_t job_id, uid_t owner, const char *owner_name,
+                char **why);
 
 #endif
