@@ -142,6 +142,18 @@ def test_relative_log_dir_is_the_config_files_folder(make_gflow):
     assert f"{etc}/joblogs" in g.daemon_log() and "relative" in g.daemon_log()
     assert g.run("gjob", "log", job, check=True).stdout == "where-am-i\n"
 
+    # Given in the environment, it is the directory gflowd was started in, not each
+    # job's own directory.
+    g.down()
+    g.env["GFLOW_DAEMON__LOG_DIR"] = "envlogs"
+    g.up("-c", conf)  # from g.work
+    elsewhere = g.work / "sub"
+    elsewhere.mkdir()
+    job = g.submit("echo from-env", cwd=elsewhere)
+    assert g.wait_state(job)["state"] == "CD"
+    assert (g.work / "envlogs" / f"{job}.log").read_text() == "from-env\n"
+    assert not (elsewhere / "envlogs").exists()
+
 
 # ---------------------------------------------------------------- 4. ids
 
