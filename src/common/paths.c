@@ -58,8 +58,9 @@ void paths_resolve(struct gflow_paths *p, const struct gflow_config *cfg, bool s
         p->socket_path = paths_user_socket();
     p->db_path = xasprintf("%s/gflow.db", p->data_dir);
     if (cfg && cfg->log_dir && cfg->log_dir[0] != '/') {
-        /* From the environment or a flag (a file's is its folder's already): the
-         * directory gflowd is started from, as for any path given to a command. */
+        /* From the environment (a file's is its folder's already, config_file.c): the
+         * directory gflowd is started from, as for any path given to a command, never
+         * each job's own (the shims run there). */
         char *cwd = getcwd(NULL, 0);
         p->log_dir = xasprintf("%s/%s", cwd ? cwd : "", cfg->log_dir);
         free(cwd);
