@@ -107,12 +107,12 @@ struct gflow_config {
     /* [reservations]: who may make GPU reservations (gctl reserve create) and, when users
      * may, how much one user may reserve (docs/usage.md "Reservations"). Admins are not
      * bound by the limits. */
-    char *reservations_who;                /* "admins" (default) | "users" */
-    int64_t reservations_max_gpus;         /* distinct GPUs of one user's pending and
-                                            * active reservations together; default 2 */
-    char *reservations_max_duration;       /* the longest reservation ("24h") */
-    char *reservations_max_ahead;          /* how far ahead one may begin ("7d") */
-    int64_t reservations_max_per_user;     /* pending and active ones of a user; default 4 */
+    char *reservations_who;            /* "admins" (default) | "users" */
+    int64_t reservations_max_gpus;     /* distinct GPUs of one user's pending and
+                                        * active reservations together; default 2 */
+    char *reservations_max_duration;   /* the longest reservation ("24h") */
+    char *reservations_max_ahead;      /* how far ahead one may begin ("7d") */
+    int64_t reservations_max_per_user; /* pending and active ones of a user; default 4 */
     /* The settings above that the daemon reads often, parsed once when their text is
      * set (config.c: at load, and so at every reload), so that nothing parses a setting
      * again on each scheduling pass. */
@@ -126,8 +126,9 @@ struct gflow_config {
         int backfill_untimed;             /* scheduler.backfill_untimed: a CONFIG_UNTIMED_* */
         int backend;                      /* backend.kind: a CONFIG_BACKEND_* */
         int reservations_who;             /* reservations.who: a CONFIG_RESV_* */
-        int64_t reservations_max_duration_secs; /* reservations.max_duration */
-        int64_t reservations_max_ahead_secs;    /* reservations.max_ahead */
+        /* reservations.max_duration and reservations.max_ahead */
+        int64_t reservations_max_duration_secs;
+        int64_t reservations_max_ahead_secs;
     } parsed;
     char *backend_partition;   /* sbatch --partition; "" = Slurm's default */
     char *backend_account;     /* sbatch --account; "" = none */

@@ -219,30 +219,34 @@ def test_a_user_cannot_make_20000_reservations(make_gflow, users):
 N_BULK = 20000
 
 
-def test_20000_reservations_do_not_stall_the_planner(make_gflow):
-    """An admin's 20,000 one-minute reservations, back to back on GPU 1 from 2 h ahead
+def test_20000_reservations_do_not_stall_the_planner(make_gflow, owner):
+    """An admin's 20,000 one-minute reservations for a user, back to back on GPU 1 from 2 h ahead
     (past scheduler.default_time_limit = 1h): an untimed job is planned to end before the
-    first, so it starts on any GPU; a long timed job is kept off GPU 1 and planned (with
+    first, so it starts on any GPU; a long timed job that waits for GPUs is planned (with
     backfill) after the last window; the daemon answers at once all along."""
     g = sim(make_gflow, n=2, **{"scheduler.default_time_limit": "1h", "scheduler.backfill": "true"})
     t0 = time.time() + 2 * 3600
-    statuses = bulk_reserve(g, ({"gpu_spec": [1], "start": t0 + 60 * k, "duration": 60}
-                                for k in range(N_BULK)))
+    statuses = bulk_reserve(g, ({"user": TEST_USER, "gpu_spec": [1], "start": t0 + 60 * k,
+                                 "duration": 60} for k in range(N_BULK)))
     assert statuses == [201] * N_BULK
     assert count(g) == N_BULK
     # The untimed job holds both GPUs: nothing reserved starts within its planned hour.
     untimed = g.submit("-g", "2", "true")
     assert g.wait_state(untimed)["state"] == "CD"
-    # A 3-hour job on 2 GPUs would run into the first window: it waits, and backfill plans
-    # it after the last one (20,000 windows walked in one pass).
+    # While an untimed job holds one GPU, a 3-hour job on both waits for GPUs, and
+    # backfill plans it after the last window (20,000 windows walked in one pass).
+    blocker = g.submit("-g", "1", f"while [ ! -e {g.work}/go ]; do sleep 0.05; done")
+    g.wait_state(blocker, "R")
     long_ = g.submit("-g", "2", "-t", "3:00:00", "true")
     wait_for(lambda: g.job(long_)["expected_start"] is not None, "the long job to be planned",
              timeout=20)
     assert abs(g.job(long_)["expected_start"] - (t0 + 60 * N_BULK)) < 2, g.job(long_)
     assert g.job(long_)["state"] == "PD"
-    # Meanwhile every pass is quick: one-GPU jobs, timed and untimed, run.
+    # Meanwhile every pass is quick: one-GPU jobs, timed and untimed, run beside it.
     for args in (("-t", "0:30"), ()):
         assert g.wait_state(g.submit("-g", "1", *args, "true"), timeout=20)["state"] == "CD"
     t = time.monotonic()
     g.run("gqueue", check=True)
     assert time.monotonic() - t < 5
+    (g.work / "go").touch()
+    g.wait_state(blocker)
