@@ -8,9 +8,12 @@
 
 #include "util.h"
 
-/* Whether a and b name the same holder (NULL holds nothing). */
+/* Whether a and b name the same holder (NULL holds nothing). The daemon hands the pass
+ * one string per holder, so the same holder is mostly the same pointer. */
 static bool same_user(const char *a, const char *b)
 {
+    if (a == b)
+        return a != NULL;
     return a && b && strcmp(a, b) == 0;
 }
 
@@ -34,7 +37,7 @@ void reservation_index_build(struct reservation_index *x, const struct scheduler
                     x->other[g] = x->first[g];
                 x->first[g] = r[i].start;
                 x->first_user[g] = r[i].user;
-            } else if (!same_user(r[i].user, x->first_user[g]) && r[i].start < x->other[g]) {
+            } else if (r[i].start < x->other[g] && !same_user(r[i].user, x->first_user[g])) {
                 x->other[g] = r[i].start;
             }
             if (r[i].start <= now && now < r[i].end)
@@ -73,10 +76,19 @@ double reservation_free_from(const struct scheduler_reservation *r, size_t n, in
     if (index < 0 || index >= 64)
         return t;
     /* By start: a window that begins after the job would end ends the walk, as every
-     * later one begins later still; one it overlaps moves it past its end. */
+     * later one begins later still; one it overlaps moves it past its end. Whether a
+     * window is the user's own is asked once per run of one holder's windows. */
+    const char *holder = NULL;
+    bool own = false;
     for (size_t i = 0; i < n && r[i].start < t + runtime; i++) {
         const struct scheduler_reservation *x = &r[i];
-        if (!same_user(x->user, user) && (x->gpus >> index & 1) && t < x->end)
+        if (!(x->gpus >> index & 1) || t >= x->end)
+            continue;
+        if (x->user != holder || !holder) {
+            holder = x->user;
+            own = same_user(holder, user);
+        }
+        if (!own)
             t = x->end;
     }
     return t;

@@ -54,11 +54,24 @@ static void cur_grow(struct resv_table *t)
     }
 }
 
+/* The one copy of user's name that cur points to (a few holders: a short list). */
+static const char *intern(struct resv_table *t, const char *user)
+{
+    for (size_t i = 0; i < t->n_names; i++)
+        if (strcmp(t->names[i], user) == 0)
+            return t->names[i];
+    if (t->n_names == t->names_cap) {
+        t->names_cap = t->names_cap ? t->names_cap * 2 : 8;
+        t->names = xrealloc(t->names, t->names_cap * sizeof(*t->names));
+    }
+    return t->names[t->n_names++] = xstrdup(user);
+}
+
 /* Adds r to cur at its place by start (a new one usually goes last: a binary search,
  * no move). */
 static void cur_insert(struct resv_table *t, const struct resv *r)
 {
-    struct scheduler_reservation x = {r->id, r->user, r->start, r->end, r->gpus};
+    struct scheduler_reservation x = {r->id, intern(t, r->user), r->start, r->end, r->gpus};
     cur_grow(t);
     size_t lo = 0, hi = t->n_cur;
     while (lo < hi) {
@@ -116,6 +129,9 @@ void resv_free(struct resv_table *t)
         free(t->v[i].user);
     free(t->v);
     free(t->cur);
+    for (size_t i = 0; i < t->n_names; i++)
+        free(t->names[i]);
+    free(t->names);
     memset(t, 0, sizeof(*t));
 }
 

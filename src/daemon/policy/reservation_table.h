@@ -30,6 +30,10 @@ struct resv_table {
     struct scheduler_reservation *cur;
     size_t n_cur, cur_cap;
     double cur_min_end; /* the earliest end among cur: then one is over (0: none) */
+    /* One copy of each holder's name, which cur's entries point to: the pass compares
+     * holders by pointer first. */
+    char **names;
+    size_t n_names, names_cap;
 };
 
 /* Loads every reservation from the store. 0, or -1 with *err. */
