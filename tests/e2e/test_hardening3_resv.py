@@ -91,6 +91,23 @@ def test_only_admins_reserve_by_default(make_gflow, users):
     assert g.wait_state(g.submit("-g", "1", "-t", "0:30", "true"))["state"] == "CD"
 
 
+def test_reload_lets_users_reserve(make_gflow, users):
+    plain, _ = users
+    g = make_gflow(start=False, env={"GFLOW_DAEMON__ADMIN_GROUP": ADMIN_GROUP})
+    conf = g.root / "gflow.toml"
+    conf.write_text("")
+    g.up("-c", conf, "--simulate-gpus", 2)
+    os.chmod(g.root, 0o755)
+    args = ("--gpus", "1", "--start", "now+1h", "--duration", "1h")
+    assert_one_line_error(create(g, *args, **plain(g)), "gctl", 1, "only admins")
+    conf.write_text('[reservations]\nwho = "users"\nmax_per_user = 1\n')
+    out = g.gflowd("-c", conf, "reload", check=True).stdout
+    assert "reservations.who" in out and "restart" not in out.lower(), out
+    created(create(g, *args, **plain(g)))
+    cp = create(g, "--gpus", "1", "--start", "now+3h", "--duration", "1h", **plain(g))
+    assert_one_line_error(cp, "gctl", 1, "reservations.max_per_user = 1")
+
+
 def test_bad_who_setting_is_refused(make_gflow):
     g = make_gflow(start=False, env={"GFLOW_RESERVATIONS__WHO": "everyone"})
     cp = g.gflowd("up", "--simulate-gpus", "1")
