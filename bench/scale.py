@@ -9,6 +9,13 @@ what any ended job's are. The built data directory is cached under build/bench-s
 (keyed by the store's source, so a schema change rebuilds it); GFLOW_SCALE_FINISHED and
 GFLOW_SCALE_QUEUED make a smaller state for a quick look.
 
+Then 20,000 GPU reservations (issue 27; GFLOW_SCALE_RESERVATIONS changes the count) in a
+daemon on 4 simulated GPUs with backfill: one-minute windows back to back on GPUs 2-3,
+made latest first by the daemon's user (an admin) for another user, while a job waits
+for all four GPUs, so that every pass plans it across every window. Printed: the time to
+make them, and submit -> running of a one-GPU job next to the same daemon without them.
+GFLOW_SCALE_ONLY=reservations runs that part alone.
+
 Printed: daemon start (recovery) time, RSS, submit → running latency next to an empty
 daemon's (the scheduling pass over the 100,000 queued is inside it), the submission rate
 next to an empty daemon's, `gjob show` of any job, `gqueue` (active only) with the history
@@ -104,7 +111,59 @@ def submit_rate(sb, n=50):
     return n / (time.perf_counter() - t0)
 
 
+RESERVATIONS = int(os.environ.get("GFLOW_SCALE_RESERVATIONS", "20000"))
+
+
+def gpu_latency_ms(sb):
+    """gbatch of a one-GPU 30-second job returned → the job is running."""
+    jid = int(sb.run("gbatch", "--parsable", "-p", "255", "-g", "1", "-t", "0:30", "sleep",
+                     "0.2").stdout.split()[0])
+    t0 = time.perf_counter()
+    while sb.api("GET", f"/v1/jobs/{jid}")["state"] == "PD":
+        pass
+    ms = (time.perf_counter() - t0) * 1000
+    while sb.api("GET", f"/v1/jobs/{jid}")["state"] in ("PD", "R"):
+        time.sleep(0.05)  # its GPU free again for the next sample
+    return ms
+
+
+def reservations_bench():
+    """RESERVATIONS one-minute windows on GPUs 2-3 for another user (pwd: nobody), from
+    a minute ahead, made latest first; an untimed job holds a GPU and a 5-minute job
+    waits for all four: backfill plans it after the last window in every pass."""
+    env = {"GFLOW_SCHEDULER__BACKFILL": "true", "GFLOW_SCHEDULER__DEFAULT_TIME_LIMIT": "1h"}
+    full = bench.Sandbox(up_args=("--simulate-gpus", "4"), prefix="gflow-scale.", **env)
+    empty = bench.Sandbox(up_args=("--simulate-gpus", "4"), prefix="gflow-scale.", **env)
+    try:
+        t0 = time.time() + 60
+        t = time.perf_counter()
+        for k in reversed(range(RESERVATIONS)):
+            r = full.api("POST", "/v1/reservations", {"user": "nobody", "gpu_spec": [2, 3],
+                                                      "start": t0 + 60 * k, "duration": 60})
+            if "id" not in (r or {}):
+                raise SystemExit(f"reservation {k}: {r}")
+        report(f"make {RESERVATIONS} reservations (one request each)",
+               time.perf_counter() - t, "s")
+        for sb in (full, empty):
+            sb.run("gbatch", "-g", "1", "sleep", "3600")  # untimed: off GPUs 2-3
+            sb.run("gbatch", "-g", "4", "-t", "5:00", "true")  # waits; planned each pass
+        full_ms, empty_ms = [], []
+        for _ in range(7):
+            full_ms.append(gpu_latency_ms(full))
+            empty_ms.append(gpu_latency_ms(empty))
+        report(f"submit -> running, {RESERVATIONS} reservations", bench.median(full_ms), "ms")
+        report("submit -> running, no reservations", bench.median(empty_ms), "ms")
+        report("  difference (bounds the pass's reservation work)",
+               bench.median(full_ms) - bench.median(empty_ms), "ms", "<= 2 ms")
+    finally:
+        full.close()
+        empty.close()
+
+
 def main():
+    if os.environ.get("GFLOW_SCALE_ONLY") == "reservations":
+        reservations_bench()
+        return
     cache = os.path.join(BUILD, "bench-scale-state")
     key = state_key()
     cached = os.path.join(cache, key)
@@ -171,6 +230,7 @@ def main():
     finally:
         empty.close()
         sb.close()
+    reservations_bench()
 
 
 if __name__ == "__main__":

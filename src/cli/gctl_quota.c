@@ -53,6 +53,9 @@ static void quota_help(void)
            "removes them. Jobs over a running limit wait with reason Quota; a submission\n"
            "over max_queued_jobs is refused. 'show' is open to everyone; 'set' and 'clear'\n"
            "are for admins (root, the daemon's user, daemon.admin_group).\n"
+           "'show' also says who may reserve GPUs (gctl reserve; reservations.who) and,\n"
+           "when users may, their limits (reservations.max_gpus, max_duration, max_ahead,\n"
+           "max_per_user) and what the user shown holds.\n"
            "\n"
            "TARGET:\n"
            "      --user U            one user\n"
@@ -108,6 +111,49 @@ static char *when(double t)
     return xstrdup(buf);
 }
 
+/* Seconds as the config writes them: 2h, 7d, 90m (the largest unit that divides). */
+static char *secs_text(json_int_t secs)
+{
+    static const struct {
+        json_int_t n;
+        char unit;
+    } units[] = {{86400, 'd'}, {3600, 'h'}, {60, 'm'}};
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+        if (secs > 0 && secs % units[i].n == 0)
+            return xasprintf("%lld%c", (long long)(secs / units[i].n), units[i].unit);
+    return xasprintf("%llds", (long long)secs);
+}
+
+/* The reply's "reservations" as one line: who may reserve, a user's limits, and what
+ * the user asked about holds. */
+static void print_reservations(const json_t *o)
+{
+    if (!o)
+        return;
+    const char *who = json_string_value(json_object_get(o, "who"));
+    if (!who || strcmp(who, "users") != 0) {
+        printf("Reservations: admins only (reservations.who)\n");
+        return;
+    }
+    char *dur = secs_text(json_integer_value(json_object_get(o, "max_duration")));
+    char *ahead = secs_text(json_integer_value(json_object_get(o, "max_ahead")));
+    json_int_t gpus = json_integer_value(json_object_get(o, "max_gpus"));
+    printf("Reservations: users may reserve, at most %lld GPU%s, %s long, starting within %s, "
+           "%lld at once",
+           (long long)gpus, gpus == 1 ? "" : "s", dur, ahead,
+           (long long)json_integer_value(json_object_get(o, "max_per_user")));
+    const char *user = json_string_value(json_object_get(o, "user"));
+    if (user) {
+        json_int_t held_gpus = json_integer_value(json_object_get(o, "held_gpus"));
+        printf("; %s holds %lld (%lld GPU%s)", user,
+               (long long)json_integer_value(json_object_get(o, "held")), (long long)held_gpus,
+               held_gpus == 1 ? "" : "s");
+    }
+    printf("\n");
+    free(dur);
+    free(ahead);
+}
+
 /* The reply of GET /v1/quotas (or of a set/clear) as a table: one row per default and
  * per user or project, "used/limit" per limit. */
 static void print_status(const json_t *reply)
@@ -144,6 +190,7 @@ static void print_status(const json_t *reply)
     output_table_print(t, stdout);
     output_table_free(t);
     printf("Cells are used/limit ('-': no limit); defaults show their limits.\n");
+    print_reservations(json_object_get(reply, "reservations"));
 }
 
 /* The target flags into body (PUT) or a query (DELETE). */

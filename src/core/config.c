@@ -92,6 +92,7 @@ static const char *const config_gpu_id_formats[] = {"auto", "index", "uuid", NUL
 static const char *const config_container[] = {"auto", "yes", "no", NULL};
 static const char *const config_backfill_untimed[] = {"planned", "outside", NULL};
 static const char *const config_backend_kinds[] = {"local", "slurm", NULL};
+static const char *const config_reservations_who[] = {"admins", "users", NULL};
 
 static const struct config_key config_keys[] = {
     CONFIG_STRING_KEY("daemon.socket_path", socket_path, NULL, NULL),
@@ -138,6 +139,14 @@ static const struct config_key config_keys[] = {
     CONFIG_SHARES_KEY("scheduler.fairshare_user_shares", scheduler_fairshare_user_shares),
     CONFIG_SHARES_KEY("scheduler.fairshare_project_shares", scheduler_fairshare_project_shares),
     CONFIG_STRING_KEY("metrics.listen", metrics_listen, NULL, NULL),
+    CONFIG_CHOICE_KEY("reservations.who", reservations_who, config_reservations_who, "admins",
+                      reservations_who),
+    CONFIG_INT_KEY("reservations.max_gpus", reservations_max_gpus, 1, "2"),
+    CONFIG_DURATION_KEY("reservations.max_duration", reservations_max_duration, "24h",
+                        reservations_max_duration_secs),
+    CONFIG_DURATION_KEY("reservations.max_ahead", reservations_max_ahead, "7d",
+                        reservations_max_ahead_secs),
+    CONFIG_INT_KEY("reservations.max_per_user", reservations_max_per_user, 1, "4"),
     CONFIG_CHOICE_KEY("backend.kind", backend_kind, config_backend_kinds, "local", backend),
     CONFIG_STRING_KEY("backend.partition", backend_partition, NULL, ""),
     CONFIG_STRING_KEY("backend.account", backend_account, NULL, ""),

@@ -32,6 +32,8 @@ struct gflow_limits {
 /* The choices of scheduler.backfill_untimed and backend.kind, in their tables' order. */
 enum { CONFIG_UNTIMED_PLANNED, CONFIG_UNTIMED_OUTSIDE };
 enum { CONFIG_BACKEND_LOCAL, CONFIG_BACKEND_SLURM };
+/* The choices of reservations.who. */
+enum { CONFIG_RESV_ADMINS, CONFIG_RESV_USERS };
 
 struct gflow_config {
     /* [daemon] */
@@ -105,6 +107,15 @@ struct gflow_config {
     /* [backend]: where jobs run (docs/slurm.md). "local" (default): this machine's GPUs,
      * through gflow-shim; "slurm": each job is submitted to Slurm with sbatch. */
     char *backend_kind;
+    /* [reservations]: who may make GPU reservations (gctl reserve create) and, when users
+     * may, how much one user may reserve (docs/usage.md "Reservations"). Admins are not
+     * bound by the limits. */
+    char *reservations_who;            /* "admins" (default) | "users" */
+    int64_t reservations_max_gpus;     /* distinct GPUs of one user's pending and
+                                        * active reservations together; default 2 */
+    char *reservations_max_duration;   /* the longest reservation ("24h") */
+    char *reservations_max_ahead;      /* how far ahead one may begin ("7d") */
+    int64_t reservations_max_per_user; /* pending and active ones of a user; default 4 */
     /* The settings above that the daemon reads often, parsed once when their text is
      * set (config.c: at load, and so at every reload), so that nothing parses a setting
      * again on each scheduling pass. */
@@ -117,6 +128,10 @@ struct gflow_config {
                                           * gpualloc_strategy */
         int backfill_untimed;             /* scheduler.backfill_untimed: a CONFIG_UNTIMED_* */
         int backend;                      /* backend.kind: a CONFIG_BACKEND_* */
+        int reservations_who;             /* reservations.who: a CONFIG_RESV_* */
+        /* reservations.max_duration and reservations.max_ahead */
+        int64_t reservations_max_duration_secs;
+        int64_t reservations_max_ahead_secs;
     } parsed;
     char *backend_partition;   /* sbatch --partition; "" = Slurm's default */
     char *backend_account;     /* sbatch --account; "" = none */

@@ -1,34 +1,72 @@
 /* reservation: the pure rules of GPU reservations (see reservation.h). */
 #include "reservation.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "util.h"
 
-static bool holds(const struct scheduler_reservation *r, const char *user)
+/* Whether a and b name the same holder (NULL holds nothing). The daemon hands the pass
+ * one string per holder, so the same holder is mostly the same pointer. */
+static bool same_user(const char *a, const char *b)
 {
-    return user && r->user && strcmp(r->user, user) == 0;
+    if (a == b)
+        return a != NULL;
+    return a && b && strcmp(a, b) == 0;
 }
 
-uint64_t reservation_blocked(const struct scheduler_reservation *r, size_t n, const char *user,
-                             double now, double runtime)
+void reservation_index_build(struct reservation_index *x, const struct scheduler_reservation *r,
+                             size_t n, double now)
+{
+    x->gpus = 0;
+    for (size_t i = 0; i < n; i++) {
+        for (uint64_t m = r[i].gpus; m; m &= m - 1) {
+            int g = __builtin_ctzll(m);
+            if (!(x->gpus >> g & 1)) { /* the first window seen on GPU g */
+                x->gpus |= 1ULL << g;
+                x->first[g] = r[i].start;
+                x->first_user[g] = r[i].user;
+                x->other[g] = INFINITY;
+                x->active_user[g] = NULL;
+            } else if (r[i].start < x->first[g]) {
+                /* A new earliest: the old one is the earliest of another holder, unless
+                 * both are the same holder's. */
+                if (!same_user(r[i].user, x->first_user[g]) && x->first[g] < x->other[g])
+                    x->other[g] = x->first[g];
+                x->first[g] = r[i].start;
+                x->first_user[g] = r[i].user;
+            } else if (r[i].start < x->other[g] && !same_user(r[i].user, x->first_user[g])) {
+                x->other[g] = r[i].start;
+            }
+            if (r[i].start <= now && now < r[i].end)
+                x->active_user[g] = r[i].user;
+        }
+    }
+}
+
+uint64_t reservation_blocked(const struct reservation_index *x, const char *user, double now,
+                             double runtime)
 {
     uint64_t m = 0;
-    for (size_t i = 0; i < n; i++)
-        if (!holds(&r[i], user) && r[i].end > now && now + runtime > r[i].start)
-            m |= r[i].gpus;
+    for (uint64_t g = x->gpus; g; g &= g - 1) {
+        int i = __builtin_ctzll(g);
+        double first = same_user(user, x->first_user[i]) ? x->other[i] : x->first[i];
+        if (now + runtime > first)
+            m |= 1ULL << i;
+    }
     return m;
 }
 
-uint64_t reservation_held(const struct scheduler_reservation *r, size_t n, const char *user,
-                          double now)
+uint64_t reservation_held(const struct reservation_index *x, const char *user)
 {
     uint64_t m = 0;
-    for (size_t i = 0; i < n; i++)
-        if (holds(&r[i], user) && r[i].start <= now && now < r[i].end)
-            m |= r[i].gpus;
+    for (uint64_t g = x->gpus; g; g &= g - 1) {
+        int i = __builtin_ctzll(g);
+        if (same_user(user, x->active_user[i]))
+            m |= 1ULL << i;
+    }
     return m;
 }
 
@@ -37,20 +75,21 @@ double reservation_free_from(const struct scheduler_reservation *r, size_t n, in
 {
     if (index < 0 || index >= 64)
         return t;
-    /* Each move lands at the end of a window, so n + 1 rounds settle it. */
-    for (size_t round = 0; round <= n; round++) {
-        bool moved = false;
-        for (size_t i = 0; i < n; i++) {
-            const struct scheduler_reservation *x = &r[i];
-            if (holds(x, user) || !(x->gpus >> index & 1))
-                continue;
-            if (t < x->end && t + runtime > x->start) {
-                t = x->end;
-                moved = true;
-            }
+    /* By start: a window that begins after the job would end ends the walk, as every
+     * later one begins later still; one it overlaps moves it past its end. Whether a
+     * window is the user's own is asked once per run of one holder's windows. */
+    const char *holder = NULL;
+    bool own = false;
+    for (size_t i = 0; i < n && r[i].start < t + runtime; i++) {
+        const struct scheduler_reservation *x = &r[i];
+        if (!(x->gpus >> index & 1) || t >= x->end)
+            continue;
+        if (x->user != holder || !holder) {
+            holder = x->user;
+            own = same_user(holder, user);
         }
-        if (!moved)
-            break;
+        if (!own)
+            t = x->end;
     }
     return t;
 }

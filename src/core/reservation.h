@@ -36,18 +36,39 @@ struct scheduler_reservation {
     uint64_t gpus; /* NVML indices */
 };
 
+/* The reservations of a pass, read once (reservation_index_build), so that a job's
+ * blocked and held GPUs cost one look per reserved GPU however many reservations there
+ * are (20,000 made by an admin must not slow every pass). Per GPU: the earliest start
+ * of a window on it and that window's holder, and the earliest start of a window of
+ * any other holder there; a job of user u is blocked on GPU i when the earliest window
+ * there that is not u's begins before the job would end. */
+struct reservation_index {
+    uint64_t gpus;               /* NVML indices with a window */
+    double first[64];            /* earliest start on GPU i */
+    const char *first_user[64];  /* its holder */
+    double other[64];            /* earliest start on GPU i of a holder other than
+                                  * first_user[i]; INFINITY: none */
+    const char *active_user[64]; /* the holder of the window active now on GPU i, or NULL */
+};
+
+/* Reads r[0..n) (not cancelled, not over at now; windows on one GPU do not overlap, as
+ * reservation_pick_gpus makes them). */
+void reservation_index_build(struct reservation_index *x, const struct scheduler_reservation *r,
+                             size_t n, double now);
+
 /* The GPUs (NVML indices) a job of `user`, planned to run `runtime` seconds from now,
  * may not start on: those of other users' reservations whose window it would reach. A
  * NULL user holds none. */
-uint64_t reservation_blocked(const struct scheduler_reservation *r, size_t n, const char *user,
-                             double now, double runtime);
+uint64_t reservation_blocked(const struct reservation_index *x, const char *user, double now,
+                             double runtime);
 
 /* The GPUs (NVML indices) of user's reservations that are active now. */
-uint64_t reservation_held(const struct scheduler_reservation *r, size_t n, const char *user,
-                          double now);
+uint64_t reservation_held(const struct reservation_index *x, const char *user);
 
 /* The earliest time >= t at which a job of `user` running `runtime` seconds fits on
- * GPU `index` without overlapping another user's reservation window there. */
+ * GPU `index` without overlapping another user's reservation window there. r[0..n) is
+ * sorted by start (as the daemon hands them to the pass): one walk, which stops at the
+ * first window that begins after the job would end. */
 double reservation_free_from(const struct scheduler_reservation *r, size_t n, int index,
                              const char *user, double t, double runtime);
 

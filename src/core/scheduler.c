@@ -427,21 +427,20 @@ static const char *backfill_wait(struct backfill *b, const struct pass *p, struc
 
 /* The positions j may not start on: other users' reservations it would run into. */
 static uint64_t reserved_from(const struct pass *p, const struct scheduler_input *in,
+                              const struct reservation_index *ri,
                               const struct scheduler_policy *policy, const struct job *j)
 {
     double runtime = j->time_limit > 0                ? (double)j->time_limit
                      : policy->default_time_limit > 0 ? policy->default_time_limit
                                                       : SCHEDULER_DEFAULT_TIME_LIMIT;
-    return mask_from_indices(
-        p, reservation_blocked(in->reservations, in->n_reservations, j->user, in->now, runtime));
+    return mask_from_indices(p, reservation_blocked(ri, j->user, in->now, runtime));
 }
 
 /* The positions of j's user's reservations that are active now (taken first). */
-static uint64_t reserved_for(const struct pass *p, const struct scheduler_input *in,
+static uint64_t reserved_for(const struct pass *p, const struct reservation_index *ri,
                              const struct job *j)
 {
-    return mask_from_indices(
-        p, reservation_held(in->reservations, in->n_reservations, j->user, in->now));
+    return mask_from_indices(p, reservation_held(ri, j->user));
 }
 
 /* ---- MIG instances ---- */
@@ -566,6 +565,11 @@ static inline __attribute__((always_inline)) size_t pass_walk(const struct sched
 
     struct backfill bf;
     backfill_init(&bf, &p, in, policy);
+    /* The reservations read once for the pass: a job's blocked GPUs are then one look
+     * per reserved GPU, however many there are. */
+    struct reservation_index ri;
+    if (in->n_reservations)
+        reservation_index_build(&ri, in->reservations, in->n_reservations, in->now);
 
     /* Groups' counts of jobs started in this pass are valid for this epoch only. */
     static uint64_t pass_epoch_counter;
@@ -634,7 +638,7 @@ static inline __attribute__((always_inline)) size_t pass_walk(const struct sched
          * request's slot (any: its time limit is not even read). */
         uint64_t blocked = 0;
         /* Other users' reservations (gctl reserve) block GPUs too. */
-        uint64_t rblocked = in->n_reservations ? reserved_from(&p, in, policy, j) : 0;
+        uint64_t rblocked = in->n_reservations ? reserved_from(&p, in, &ri, policy, j) : 0;
         struct reason_cache_entry *c = &cache[cache_slot(j, 0)];
         if (((backfill && bf.n_res) || rblocked) && !cache_hit(c, epoch, j, ~0ULL)) {
             blocked = (backfill && bf.n_res ? backfill_blocked(&bf, j) : 0) | rblocked;
@@ -646,7 +650,7 @@ static inline __attribute__((always_inline)) size_t pass_walk(const struct sched
         }
         uint64_t cand =
             p.all & p.allowed & ~p.unmanaged & gflow_free(&p, &p.now, j) & memory_ok(&p, &p.now, j);
-        uint64_t chosen = 0, mine = in->n_reservations ? reserved_for(&p, in, j) : 0;
+        uint64_t chosen = 0, mine = in->n_reservations ? reserved_for(&p, &ri, j) : 0;
         if (mine && popcount(cand & ~blocked & mine) >= j->gpus) /* its own first */
             chosen =
                 gpualloc_choose(p.set, cand & ~blocked & mine, j->gpus, policy->gpu_strategy, &rng);

@@ -199,7 +199,8 @@ struct scheduler_input {
      * user's job does not start on their GPUs if it would run inside their window (it
      * waits with Reservation when it fits nowhere else); the holder's job takes its
      * active reservations' GPUs first; backfill plans jobs around the windows. Whole-GPU
-     * jobs only: MIG and GPU-less jobs are not affected. */
+     * jobs only: MIG and GPU-less jobs are not affected. Sorted by start (backfill's
+     * plan walks them in that order and stops at the first past a job's end). */
     const struct scheduler_reservation *reservations;
     size_t n_reservations;
 };

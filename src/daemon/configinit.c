@@ -77,6 +77,13 @@ static const struct key_help key_helps[] = {
                                            "\"vision=3\" (others: 1)"},
     {"metrics.listen", "\"127.0.0.1:9400\": also serve GET /metrics (only) on this TCP "
                        "port, for Prometheus; default: the Unix socket only"},
+    {"reservations.who", "who may make GPU reservations (gctl reserve): admins, or users "
+                         "too (within the limits below; admins are not bound)"},
+    {"reservations.max_gpus", "users: GPUs one user's pending and active reservations name "
+                              "together"},
+    {"reservations.max_duration", "users: the longest reservation"},
+    {"reservations.max_ahead", "users: how far ahead a reservation may begin"},
+    {"reservations.max_per_user", "users: pending and active reservations of one user"},
     {"backend.kind", "where jobs run: local (this machine's GPUs) or slurm (each job is "
                      "submitted with sbatch; see docs/slurm.md)"},
     {"backend.partition", "slurm: sbatch --partition (\"\": Slurm's default)"},

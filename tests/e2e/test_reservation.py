@@ -17,8 +17,10 @@ def wait_go(name):
     return f"while [ ! -e {name} ]; do sleep 0.02; done"
 
 
-def sim(make_gflow, n=2, **env):
-    g = make_gflow(start=False, env={f"GFLOW_SCHEDULER__{k.upper()}": v for k, v in env.items()})
+def sim(make_gflow, n=2, extra=None, **env):
+    """A daemon on n simulated GPUs; env: scheduler settings; extra: more variables."""
+    g = make_gflow(start=False, env={**{f"GFLOW_SCHEDULER__{k.upper()}": v
+                                        for k, v in env.items()}, **(extra or {})})
     g.up("--simulate-gpus", n)
     return g
 
@@ -121,7 +123,9 @@ def test_long_job_not_started_on_gpus_reserved_soon(make_gflow, holder, backfill
 
 
 def test_only_admins_reserve_for_others(make_gflow, holder):
-    g = sim(make_gflow)
+    # Users may reserve for themselves only where the admin allows it (issue 27: the
+    # default is admins only; test_hardening3_resv.py tests that).
+    g = sim(make_gflow, extra={"GFLOW_RESERVATIONS__WHO": "users"})
     cp = g.run("gctl", "reserve", "create", "--user", "root", "--gpus", "1", "--start",
                "now+1h", "--duration", "1h", **as_holder(g, holder))
     assert_one_line_error(cp, "gctl", 1, "only root", "for another user")

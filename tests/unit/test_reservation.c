@@ -106,6 +106,29 @@ static void assert_ids(const struct job *j, const char *want)
     free(s);
 }
 
+/* reservation_blocked / reservation_held at now over those of r[0..n) not over yet, as
+ * a pass reads them (the daemon hands it only those). */
+static uint64_t blocked_at(const struct scheduler_reservation *r, size_t n, const char *user,
+                           double now, double runtime)
+{
+    struct scheduler_reservation live[16];
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (r[i].end > now)
+            live[k++] = r[i];
+    struct reservation_index x;
+    reservation_index_build(&x, live, k, now);
+    return reservation_blocked(&x, user, now, runtime);
+}
+
+static uint64_t held_at(const struct scheduler_reservation *r, size_t n, const char *user,
+                        double now)
+{
+    struct reservation_index x;
+    reservation_index_build(&x, r, n, now);
+    return reservation_held(&x, user);
+}
+
 static void test_rules(void **state)
 {
     (void)state;
@@ -114,18 +137,18 @@ static void test_rules(void **state)
         {2, "carol", 3000, 4000, 0x1}, /* GPU 0 */
     };
     /* Before the window: only a job that would still run at its start is kept off. */
-    assert_int_equal(reservation_blocked(r, 2, "bob", 900, 50), 0);
-    assert_int_equal(reservation_blocked(r, 2, "bob", 900, 100), 0);
-    assert_int_equal(reservation_blocked(r, 2, "bob", 900, 101), 0xC);
-    assert_int_equal(reservation_blocked(r, 2, "bob", 900, 5000), 0xD);
+    assert_int_equal(blocked_at(r, 2, "bob", 900, 50), 0);
+    assert_int_equal(blocked_at(r, 2, "bob", 900, 100), 0);
+    assert_int_equal(blocked_at(r, 2, "bob", 900, 101), 0xC);
+    assert_int_equal(blocked_at(r, 2, "bob", 900, 5000), 0xD);
     /* During it, and not for the holder; after it, for nobody. */
-    assert_int_equal(reservation_blocked(r, 2, "bob", 1500, 1), 0xC);
-    assert_int_equal(reservation_blocked(r, 2, "alice", 1500, 5000), 0x1);
-    assert_int_equal(reservation_blocked(r, 2, "bob", 2000, 10), 0);
-    assert_int_equal(reservation_blocked(r, 2, NULL, 1500, 1), 0xC);
-    assert_int_equal(reservation_held(r, 2, "alice", 1500), 0xC);
-    assert_int_equal(reservation_held(r, 2, "alice", 999), 0);
-    assert_int_equal(reservation_held(r, 2, "bob", 1500), 0);
+    assert_int_equal(blocked_at(r, 2, "bob", 1500, 1), 0xC);
+    assert_int_equal(blocked_at(r, 2, "alice", 1500, 5000), 0x1);
+    assert_int_equal(blocked_at(r, 2, "bob", 2000, 10), 0);
+    assert_int_equal(blocked_at(r, 2, NULL, 1500, 1), 0xC);
+    assert_int_equal(held_at(r, 2, "alice", 1500), 0xC);
+    assert_int_equal(held_at(r, 2, "alice", 999), 0);
+    assert_int_equal(held_at(r, 2, "bob", 1500), 0);
     /* A 600 s job on GPU 2 from 900 overlaps [1000, 2000): from 2000. GPU 0 from 2500
      * overlaps carol's [3000, 4000): from 4000. The holder is not moved. */
     assert_true(reservation_free_from(r, 2, 2, "bob", 900, 600) == 2000);
@@ -141,6 +164,57 @@ static void test_rules(void **state)
     assert_string_equal(reservation_status_name(RESERVATION_COMPLETED), "completed");
     assert_int_equal(reservation_status_parse("Active"), RESERVATION_ACTIVE);
     assert_int_equal(reservation_status_parse("done"), -1);
+}
+
+/* Several holders on one GPU: a user is blocked by the earliest window that is not
+ * theirs, whichever order the windows come in. */
+static void test_index_several_holders(void **state)
+{
+    (void)state;
+    struct scheduler_reservation r[] = {
+        {1, "alice", 1000, 1100, 0x1},
+        {2, "bob", 2000, 2100, 0x1},
+        {3, "alice", 3000, 3100, 0x1},
+        {4, "carol", 500, 600, 0x2},
+    };
+    for (int order = 0; order < 2; order++) {
+        if (order) { /* reversed */
+            struct scheduler_reservation t = r[0];
+            r[0] = r[3];
+            r[3] = t;
+            t = r[1];
+            r[1] = r[2];
+            r[2] = t;
+        }
+        struct reservation_index x;
+        reservation_index_build(&x, r, 4, 0);
+        assert_int_equal(reservation_blocked(&x, "alice", 0, 1500), 0x2); /* bob's at 2000 */
+        assert_int_equal(reservation_blocked(&x, "alice", 0, 2500), 0x3);
+        assert_int_equal(reservation_blocked(&x, "bob", 0, 1001), 0x3);
+        assert_int_equal(reservation_blocked(&x, "bob", 0, 999), 0x2);
+        assert_int_equal(reservation_blocked(&x, "carol", 0, 999), 0);
+        assert_int_equal(reservation_blocked(&x, NULL, 0, 501), 0x2);
+        assert_int_equal(reservation_held(&x, "carol"), 0);
+        reservation_index_build(&x, r, 4, 550);
+        assert_int_equal(reservation_held(&x, "carol"), 0x2);
+        assert_int_equal(reservation_held(&x, "alice"), 0);
+    }
+}
+
+/* Backfill's walk over 20,000 back-to-back windows (sorted by start): one pass, and the
+ * job lands after the last; a short job fits before the first. */
+static void test_free_from_long_chain(void **state)
+{
+    (void)state;
+    enum { N = 20000 };
+    struct scheduler_reservation *r = calloc(N, sizeof(*r));
+    for (int i = 0; i < N; i++)
+        r[i] = (struct scheduler_reservation){i + 1, i % 2 ? "alice" : "carol", 1000.0 + 60 * i,
+                                              1060.0 + 60 * i, 0x2};
+    assert_true(reservation_free_from(r, N, 1, "bob", 0, 3600) == 1000.0 + 60 * N);
+    assert_true(reservation_free_from(r, N, 1, "bob", 0, 1000) == 0);
+    assert_true(reservation_free_from(r, N, 0, "bob", 0, 1e9) == 0);
+    free(r);
 }
 
 static void test_pick_gpus(void **state)
@@ -287,6 +361,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rules),
+        cmocka_unit_test(test_index_several_holders),
+        cmocka_unit_test(test_free_from_long_chain),
         cmocka_unit_test(test_pick_gpus),
         cmocka_unit_test(test_pass_during_window),
         cmocka_unit_test(test_pass_before_window),

@@ -1,5 +1,5 @@
 /* routes_quota: the quota endpoints (docs/api.md): GET /v1/quotas (anyone: the limits
- * and what each user and project uses), PUT /v1/quotas and DELETE /v1/quotas (admins:
+ * and what each user and project uses, and the reservation limits of [reservations]), PUT /v1/quotas and DELETE /v1/quotas (admins:
  * gctl quota set / clear), and the max_queued_jobs check of a submission. */
 #include "routes.h"
 
@@ -10,6 +10,7 @@
 #include "daemon.h"
 #include "jobs/jobs.h"
 #include "policy/quota_state.h"
+#include "policy/reservation_table.h"
 #include "util.h"
 
 /* Whom a set or clear is for: {"user": U} / ?user=U, "project", or "default" ("user" or
@@ -36,6 +37,28 @@ static int quota_target(const char *user, const char *project, const char *def,
         return -1;
     }
     return 0;
+}
+
+/* A quota reply with "reservations" added: who may reserve, a user's limits
+ * ([reservations]) and, for one user, what they hold (gctl quota show). */
+static json_t *with_reservations(const struct route_req *r, json_t *reply, const char *user)
+{
+    const struct gflow_config *c = &r->d->cfg;
+    json_t *o = json_pack("{s:s, s:I, s:I, s:I, s:I}", "who", c->reservations_who, "max_gpus",
+                          (json_int_t)c->reservations_max_gpus, "max_duration",
+                          (json_int_t)c->parsed.reservations_max_duration_secs, "max_ahead",
+                          (json_int_t)c->parsed.reservations_max_ahead_secs, "max_per_user",
+                          (json_int_t)c->reservations_max_per_user);
+    if (user) {
+        size_t held;
+        uint64_t gpus;
+        resv_held_by(r->d->resv, user, now_wall(), &held, &gpus);
+        json_object_set_new(o, "user", json_string(user));
+        json_object_set_new(o, "held", json_integer((json_int_t)held));
+        json_object_set_new(o, "held_gpus", json_integer(__builtin_popcountll(gpus)));
+    }
+    json_object_set_new(reply, "reservations", o);
+    return reply;
 }
 
 void route_quotas_set(const struct route_req *r, struct reply *rep)
@@ -76,9 +99,11 @@ void route_quotas_set(const struct route_req *r, struct reply *rep)
         goto out;
     }
     jobs_mark_dirty(r->d->jobs); /* a raised limit may let jobs start */
+    const char *user = scope == QUOTA_USER ? name : NULL;
     reply_json(rep, 200,
-               quotas_status_json(q, scope == QUOTA_USER ? name : NULL,
-                                  scope == QUOTA_PROJECT ? name : NULL, now_wall()));
+               with_reservations(
+                   r, quotas_status_json(q, user, scope == QUOTA_PROJECT ? name : NULL, now_wall()),
+                   user));
 out:
     free(err);
     json_decref(o);
@@ -118,16 +143,21 @@ void route_quotas_clear(const struct route_req *r, struct reply *rep)
         return;
     }
     jobs_mark_dirty(r->d->jobs);
+    const char *user = scope == QUOTA_USER ? name : NULL;
     reply_json(rep, 200,
-               quotas_status_json(q, scope == QUOTA_USER ? name : NULL,
-                                  scope == QUOTA_PROJECT ? name : NULL, now_wall()));
+               with_reservations(
+                   r, quotas_status_json(q, user, scope == QUOTA_PROJECT ? name : NULL, now_wall()),
+                   user));
 }
 
 void route_quotas(const struct route_req *r, struct reply *rep)
 {
+    const char *user = route_query(r, "user");
     reply_json(rep, 200,
-               quotas_status_json(jobs_quotas(r->d->jobs), route_query(r, "user"),
-                                  route_query(r, "project"), now_wall()));
+               with_reservations(r,
+                                 quotas_status_json(jobs_quotas(r->d->jobs), user,
+                                                    route_query(r, "project"), now_wall()),
+                                 user));
 }
 
 static bool same_project(const char *a, const char *b)

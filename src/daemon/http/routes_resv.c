@@ -1,6 +1,8 @@
 /* routes_resv: GPU reservations (gctl reserve; docs/api.md "Reservations"):
  *   GET  /v1/reservations[?status=S&user=U]  the list (history included)
- *   POST /v1/reservations                    make one (for another user: admins only)
+ *   POST /v1/reservations                    make one (admins; users too with
+ *                                            reservations.who = "users", within its limits;
+ *                                            for another user: admins only)
  *   GET  /v1/reservations/{id}
  *   POST /v1/reservations/{id}/cancel        its holder or an admin */
 #include "routes.h"
@@ -118,14 +120,23 @@ void route_resv_create(const struct route_req *r, struct reply *rep)
                     "only root, the daemon's user or members of daemon.admin_group may reserve "
                     "GPUs for another user; leave out --user to reserve for yourself (%s)",
                     r->who->user);
+    } else if (!r->who->is_admin && r->d->cfg.parsed.reservations_who != CONFIG_RESV_USERS) {
+        reply_error(rep, 403,
+                    "only admins may make reservations here (reservations.who = \"admins\"); "
+                    "ask an admin to reserve for you (gctl reserve create --user %s), or to "
+                    "set reservations.who = \"users\"",
+                    r->who->user);
     } else {
         if (start < now)
             start = now;
+        struct resv_request q = {user, mask, jgpus ? (int)json_integer_value(jgpus) : 0, start,
+                                 start + (double)duration};
         int status = 0;
         char *err = NULL;
-        const struct resv *x = resv_create(
-            r->d->resv, r->d->store, user, mask, jgpus ? (int)json_integer_value(jgpus) : 0, start,
-            start + (double)duration, present_gpus(r->d), now, &status, &err);
+        /* A user's own request keeps [reservations]' limits; an admin's is not bound. */
+        const struct resv *x =
+            resv_create(r->d->resv, r->d->store, &q, r->who->is_admin ? NULL : &r->d->cfg,
+                        present_gpus(r->d), now, &status, &err);
         if (!x) {
             reply_error(rep, (unsigned)status, "%s", err);
         } else {

@@ -163,7 +163,8 @@ struct jobs_machine {
     /* The queue's order (scheduler.priority_weight_*; fairshare.h): when the weights
      * reorder, the pass walks the queue sorted by effective priority. */
     struct priority_weights priority;
-    /* GPU reservations not cancelled and not over (gctl reserve; policy/reservation_table.h). */
+    /* GPU reservations not cancelled and not over, sorted by start (gctl reserve;
+     * policy/reservation_table.h). */
     const struct scheduler_reservation *reservations;
     size_t n_reservations;
 };

@@ -45,6 +45,11 @@ static const char *const live_keys[] = {
     "scheduler.fairshare_half_life",
     "scheduler.fairshare_user_shares",
     "scheduler.fairshare_project_shares",
+    "reservations.who", /* the [reservations] keys: read at each gctl reserve create */
+    "reservations.max_gpus",
+    "reservations.max_duration",
+    "reservations.max_ahead",
+    "reservations.max_per_user",
     "limits.max_jobs_per_request",
     "limits.max_active_jobs_per_user",
     "limits.max_ids_per_request",

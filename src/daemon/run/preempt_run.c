@@ -86,7 +86,9 @@ static bool preempt_for_reservations(struct gflowd *d, const struct jobs_machine
     bool any = false;
     for (size_t r = 0; r < m->n_reservations; r++) {
         const struct scheduler_reservation *res = &m->reservations[r];
-        if (res->start > now || res->end <= now)
+        if (res->start > now) /* by start: none after it is active either */
+            break;
+        if (res->end <= now)
             continue;
         struct job *waiting = first_waiting_of(queued, n_queued, res->user);
         if (!waiting)
