@@ -4,8 +4,12 @@
  * that has sent no request within limits.idle_timeout_secs is closed; once it has, it
  * may stay 120 s idle between requests. Each request's body is collected up to
  * limits.max_request_bytes (a larger Content-Length is refused with 413 before anything
- * of the body is read), and all bodies being received together stay within
- * limits.max_body_bytes_in_flight (else 503). Then routes_dispatch answers it. If the
+ * of the body is read); the bodies one uid is sending stay within its share, all of them
+ * within limits.max_body_bytes_in_flight (body_budget.h: else 429 or 503). A body must
+ * keep arriving: one that brings less than limits.min_body_bytes_per_sec over a window of
+ * limits.body_rate_window_secs is answered 408 and its connection closed (libmicrohttpd's
+ * timeout is reset by every byte, so a trickle would hold its share for ever). Then
+ * routes_dispatch answers it. If the
  * answer follows a change that is not committed yet, the connection is suspended with its
  * reply ready; api_release_waiting resumes it after the commit and libmicrohttpd calls us
  * again to queue that reply (two-phase handler, so keep-alive is kept). If that commit is
@@ -37,6 +41,8 @@
 #include <unistd.h>
 
 #include "auth.h"
+#include "body_budget.h"
+#include "clock.h"
 #include "daemon.h"
 #include "files.h"
 #include "listener.h"
@@ -53,6 +59,10 @@
 #define API_IDLE_AFTER_REQUEST_SECS 120
 /* Deferred replies computed at once; each holds a read-only database connection. */
 #define API_MAX_WORKERS 4
+/* How often the bodies being received are looked at for their rate. */
+#define API_RATE_CHECK_SECS 1.0
+/* A body cut off for its rate is logged at most this often (a user may send many). */
+#define API_RATE_WARN_SECS 10.0
 
 /* One connection: who is on the other end (its socket context). */
 struct conn {
@@ -67,8 +77,16 @@ struct request {
     struct api *api;
     const char *method, *url; /* libmicrohttpd's, valid until the request completes */
     struct strbuf body;
-    uint64_t reserved; /* bytes of max_body_bytes_in_flight held for this body */
-    unsigned refused;  /* 413 or 503: the body is not kept, the answer is this status */
+    uid_t uid;         /* whose budget the body is counted in ((uid_t)-1: metrics.listen) */
+    uint64_t reserved; /* bytes of the body budget held for this body */
+    unsigned refused;  /* 413, 429 or 503: the body is not kept, the answer is this status */
+    /* While its body arrives: in api.receiving, with the bytes seen when its current
+     * rate window began. */
+    struct request *prev_receiving, *next_receiving;
+    bool receiving;
+    uint64_t received;
+    double window_at;
+    uint64_t window_bytes;
     bool answered;     /* the refusal is answered without waiting for the body */
     unsigned status;
     struct MHD_Response *response; /* ready, waiting for the commit */
@@ -109,7 +127,10 @@ struct api {
     bool adding_started;            /* ...and libmicrohttpd has started it */
     bool adding_metrics;            /* ...and it came through metrics.listen */
     struct metrics_listen *metrics; /* NULL: metrics.listen not set */
-    uint64_t body_bytes;            /* reserved by the bodies being received */
+    struct body_budget *bodies;     /* reserved by the bodies being received */
+    struct request *receiving;      /* requests whose body is arriving */
+    struct loop_timer *rate_timer;  /* looks at their rate while there are some */
+    double rate_warned_at;
     int mhd_epoll_fd;
     struct request *waiting;
     struct stream *suspended_streams;
@@ -221,6 +242,11 @@ static void build_reply(struct request *r, struct reply *rep)
                     "request body larger than limits.max_request_bytes (%lld bytes); an admin "
                     "can raise it in the [limits] section of gflow.toml",
                     (long long)lim->max_request_bytes);
+    } else if (r->refused == 429) {
+        reply_error(rep, 429,
+                    "you are sending too many request bodies at once (limits.max_body_bytes_per_user, "
+                    "%lld bytes); wait for your other requests to finish",
+                    (long long)body_budget_share(lim));
     } else if (r->refused == 503) {
         reply_error(rep, 503,
                     "gflowd is receiving too many large requests at once "
@@ -343,12 +369,109 @@ static void work_done_cb(int fd, uint32_t events, void *arg)
         MHD_run(a->mhd);
 }
 
-/* Gives back the in-flight bytes a request's body held. */
+/* ---- bodies: their budget and their rate ---- */
+
+static void rate_cb(void *arg);
+
+static void receiving_add(struct request *r)
+{
+    struct api *a = r->api;
+    r->receiving = true;
+    r->window_at = now_mono();
+    r->next_receiving = a->receiving;
+    if (a->receiving)
+        a->receiving->prev_receiving = r;
+    a->receiving = r;
+    if (!a->rate_timer && a->d->cfg.limits.min_body_bytes_per_sec > 0)
+        a->rate_timer = loop_add_timer(API_RATE_CHECK_SECS, rate_cb, a);
+}
+
+static void receiving_remove(struct request *r)
+{
+    if (!r->receiving)
+        return;
+    if (r->prev_receiving)
+        r->prev_receiving->next_receiving = r->next_receiving;
+    else
+        r->api->receiving = r->next_receiving;
+    if (r->next_receiving)
+        r->next_receiving->prev_receiving = r->prev_receiving;
+    r->prev_receiving = r->next_receiving = NULL;
+    r->receiving = false;
+}
+
+/* Gives back the bytes of the budget a request's body held. */
 static void release_body(struct request *r)
 {
-    r->api->body_bytes -= r->reserved;
+    body_budget_give(r->api->bodies, r->uid, r->reserved);
     r->reserved = 0;
     strbuf_free(&r->body);
+}
+
+/* Answers 408 on the connection itself and closes it: libmicrohttpd is reading the body
+ * and has written nothing, and it will find the socket shut (its completion then frees
+ * the request). */
+static void cut_off(struct request *r, double rate)
+{
+    struct api *a = r->api;
+    const struct gflow_limits *lim = &a->d->cfg.limits;
+    double now = now_mono();
+    if (now - a->rate_warned_at >= API_RATE_WARN_SECS) {
+        log_warn("uid %u: a request body arrived at %.0f bytes/s, under "
+                 "limits.min_body_bytes_per_sec (%lld): cut off",
+                 (unsigned)r->uid, rate, (long long)lim->min_body_bytes_per_sec);
+        a->rate_warned_at = now;
+    }
+    receiving_remove(r);
+    release_body(r);
+    r->refused = 408;
+    r->answered = true;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci)
+        return;
+    char body[384], head[192];
+    int bn = snprintf(body, sizeof(body),
+                      "{\"error\":\"the request body arrived at %.0f bytes/s, under "
+                      "limits.min_body_bytes_per_sec (%lld over %lld s); send it at once\"}\n",
+                      rate, (long long)lim->min_body_bytes_per_sec,
+                      (long long)lim->body_rate_window_secs);
+    int hn = snprintf(head, sizeof(head),
+                      "HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json\r\n"
+                      "Content-Length: %d\r\nConnection: close\r\n\r\n",
+                      bn);
+    if (send(ci->connect_fd, head, (size_t)hn, MSG_NOSIGNAL | MSG_DONTWAIT) == hn)
+        (void)!send(ci->connect_fd, body, (size_t)bn, MSG_NOSIGNAL | MSG_DONTWAIT);
+    shutdown(ci->connect_fd, SHUT_RDWR);
+}
+
+/* Every API_RATE_CHECK_SECS while bodies arrive: a body whose window is over has
+ * brought at least limits.min_body_bytes_per_sec on average in it, or is cut off. */
+static void rate_cb(void *arg)
+{
+    struct api *a = arg;
+    const struct gflow_limits *lim = &a->d->cfg.limits;
+    a->rate_timer = NULL;
+    double now = now_mono();
+    bool cut = false;
+    for (struct request *r = a->receiving, *next; r; r = next) {
+        next = r->next_receiving;
+        double secs = now - r->window_at;
+        if (secs < (double)lim->body_rate_window_secs)
+            continue;
+        double rate = (double)(r->received - r->window_bytes) / secs;
+        if (rate < (double)lim->min_body_bytes_per_sec) {
+            cut_off(r, rate);
+            cut = true;
+        } else {
+            r->window_at = now;
+            r->window_bytes = r->received;
+        }
+    }
+    if (a->receiving && lim->min_body_bytes_per_sec > 0)
+        a->rate_timer = loop_add_timer(API_RATE_CHECK_SECS, rate_cb, a);
+    if (cut)
+        MHD_run(a->mhd);
 }
 
 /* The first call for a request: its headers are in. Checks what its body may take
@@ -360,18 +483,20 @@ static void request_begins(struct request *r, struct MHD_Connection *c)
     /* It has sent a request: the short timeout for silent connections is over. */
     MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT,
                               (unsigned int)API_IDLE_AFTER_REQUEST_SECS);
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    const struct conn *cn = ci ? ci->socket_context : NULL;
+    r->uid = cn && !cn->metrics_only ? cn->uid : (uid_t)-1;
     const char *cl =
         MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    if (!cl)
-        return; /* chunked or none: counted as it arrives */
-    unsigned long long want = strtoull(cl, NULL, 10);
+    unsigned long long want = cl ? strtoull(cl, NULL, 10) : 0; /* chunked: as it arrives */
     if (want > (unsigned long long)lim->max_request_bytes)
         r->refused = 413;
-    else if (a->body_bytes + want > (unsigned long long)lim->max_body_bytes_in_flight)
-        r->refused = 503;
-    else {
+    else
+        r->refused = body_budget_take(a->bodies, lim, r->uid, want);
+    if (!r->refused) {
         r->reserved = want;
-        a->body_bytes += want;
+        receiving_add(r);
     }
 }
 
@@ -382,21 +507,21 @@ static void request_data(struct request *r, const char *data, size_t n)
     const struct gflow_limits *lim = &a->d->cfg.limits;
     if (r->refused)
         return;
+    r->received += n;
     uint64_t after = r->body.len + n;
     if (after > (uint64_t)lim->max_request_bytes) {
         r->refused = 413;
     } else if (after > r->reserved) { /* more than announced (or chunked) */
-        if (a->body_bytes + (after - r->reserved) > (uint64_t)lim->max_body_bytes_in_flight) {
-            r->refused = 503;
-        } else {
-            a->body_bytes += after - r->reserved;
+        r->refused = body_budget_take(a->bodies, lim, r->uid, after - r->reserved);
+        if (!r->refused)
             r->reserved = after;
-        }
     }
-    if (r->refused)
+    if (r->refused) {
+        receiving_remove(r);
         release_body(r);
-    else
+    } else {
         strbuf_add(&r->body, data, n);
+    }
 }
 
 static enum MHD_Result handler_cb(void *cls, struct MHD_Connection *c, const char *url,
@@ -436,6 +561,7 @@ static enum MHD_Result handler_cb(void *cls, struct MHD_Connection *c, const cha
     }
     if (r->answered) /* refused: its answer is queued or waiting */
         return MHD_YES;
+    receiving_remove(r); /* the body is in */
     answer(r);
     return MHD_YES;
 }
@@ -457,6 +583,7 @@ static void completed_cb(void *cls, struct MHD_Connection *c, void **con_cls,
     }
     if (r->response)
         MHD_destroy_response(r->response);
+    receiving_remove(r);
     release_body(r);
     free(r);
     *con_cls = NULL;
@@ -673,6 +800,7 @@ struct api *api_start(struct gflowd *d, char **err)
             return NULL;
         }
     }
+    a->bodies = body_budget_new();
     loop_set_timeout_source(mhd_timeout_ms, a);
     return a;
 }
@@ -722,5 +850,7 @@ void api_stop(struct api *a)
     loop_set_timeout_source(NULL, NULL);
     MHD_run(a->mhd);
     MHD_stop_daemon(a->mhd);
+    loop_cancel_timer(a->rate_timer);
+    body_budget_free(a->bodies);
     free(a);
 }
