@@ -86,7 +86,7 @@ static const struct key_help key_helps[] = {
     {"limits.max_request_bytes", "largest request body"},
     {"limits.max_body_bytes_in_flight", "request bodies being received, all connections"},
     {"limits.max_body_bytes_per_user", "request bodies one user is sending (at least one "
-                                        "of limits.max_request_bytes)"},
+                                       "of limits.max_request_bytes)"},
     {"limits.min_body_bytes_per_sec", "a body arriving slower is cut off with 408 (0: never)"},
     {"limits.body_rate_window_secs", "how long limits.min_body_bytes_per_sec is measured over"},
     {"limits.max_connections", "open connections, all users (at most half the open-file limit)"},

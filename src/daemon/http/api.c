@@ -87,7 +87,7 @@ struct request {
     uint64_t received;
     double window_at;
     uint64_t window_bytes;
-    bool answered;     /* the refusal is answered without waiting for the body */
+    bool answered; /* the refusal is answered without waiting for the body */
     unsigned status;
     struct MHD_Response *response; /* ready, waiting for the commit */
     struct MHD_Connection *conn;
@@ -243,10 +243,11 @@ static void build_reply(struct request *r, struct reply *rep)
                     "can raise it in the [limits] section of gflow.toml",
                     (long long)lim->max_request_bytes);
     } else if (r->refused == 429) {
-        reply_error(rep, 429,
-                    "you are sending too many request bodies at once (limits.max_body_bytes_per_user, "
-                    "%lld bytes); wait for your other requests to finish",
-                    (long long)body_budget_share(lim));
+        reply_error(
+            rep, 429,
+            "you are sending too many request bodies at once (limits.max_body_bytes_per_user, "
+            "%lld bytes); wait for your other requests to finish",
+            (long long)body_budget_share(lim));
     } else if (r->refused == 503) {
         reply_error(rep, 503,
                     "gflowd is receiving too many large requests at once "
