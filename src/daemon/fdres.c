@@ -12,7 +12,9 @@ const char *fdres_class_name(enum fdres_class cls)
 
 const char *fdres_split(struct fdres *r, int64_t limit, int64_t open_now, int64_t max_connections)
 {
-    int64_t own = open_now + FDRES_DAEMON_MARGIN;
+    /* A low limit (tens) still leaves jobs and connections some. */
+    int64_t margin = limit / 4 < FDRES_DAEMON_MARGIN ? limit / 4 : FDRES_DAEMON_MARGIN;
+    int64_t own = open_now + margin;
     int64_t conns = limit / 2 < max_connections ? limit / 2 : max_connections;
     const char *warning = NULL;
     if (limit - own - conns < FDRES_JOB_FDS) { /* too low a limit: connections give way */

@@ -4,7 +4,8 @@
  * log, the supervisor). Made once at start (serve.c), when what the daemon holds for
  * itself is open:
  *   daemon       what is open then (the store, the log, NVML, the loop, ...) and
- *                FDRES_DAEMON_MARGIN more for what comes and goes (the statistics
+ *                FDRES_DAEMON_MARGIN more (a quarter of a lower limit) for what comes
+ *                and goes (the statistics
  *                workers' database connections, NVML opened again, a launch, the
  *                supervisor, notifications, the socket)
  *   connections  half the limit, at most limits.max_connections (listener.c refuses

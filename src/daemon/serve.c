@@ -555,6 +555,11 @@ static void make_fd_reserves(struct gflowd *d)
              (long long)d->fds.limit, (long long)d->fds.reserved[FDRES_DAEMON],
              (long long)d->fds.reserved[FDRES_CONNECTIONS], (long long)d->fds.reserved[FDRES_JOBS],
              FDRES_JOB_FDS, (long long)d->fds.user_connections);
+    int64_t jobs = d->fds.reserved[FDRES_JOBS] / FDRES_JOB_FDS;
+    if (jobs < 65536)
+        log_info("at most %lld jobs run at once: the open-file limit is %lld (besides the "
+                 "supervisor's, which hold none of the daemon's descriptors)",
+                 (long long)jobs, (long long)d->fds.limit);
 }
 
 static void start_gpus(struct server *sv, const struct serve_opts *o)

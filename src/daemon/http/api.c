@@ -172,6 +172,7 @@ static ssize_t stream_read_cb(void *cls, uint64_t pos, char *buf, size_t max)
 static void stream_free_cb(void *cls)
 {
     struct stream *f = cls;
+    fdres_count(&f->api->d->fds, FDRES_CONNECTIONS, -1);
     for (struct stream **p = &f->api->suspended_streams; *p; p = &(*p)->next) {
         if (*p == f) {
             *p = f->next;
@@ -193,6 +194,9 @@ static void stream_response(struct api *a, struct MHD_Connection *c, struct repl
     f->free_arg = rep->stream_free;
     rep->stream_arg = NULL;
     f->conn = c;
+    /* Its source may hold a descriptor (a followed log's file): counted in the
+     * connections' reserve, as a second connection of its caller (fdres.h). */
+    fdres_count(&a->d->fds, FDRES_CONNECTIONS, 1);
     struct MHD_Response *resp = MHD_create_response_from_callback(
         MHD_SIZE_UNKNOWN, 64 * 1024, stream_read_cb, f, stream_free_cb);
     reply_response(rep, 200, resp, "text/plain; charset=utf-8");

@@ -174,7 +174,8 @@ static void accept_cb(int lfd, uint32_t events, void *arg)
             continue;
         }
         struct uid_count *c = uid_slot(l, cred.uid, true);
-        if (l->total >= l->max_total) {
+        /* The reserve's use, which counts a followed log's file too (api.c). */
+        if (l->d->fds.in_use[FDRES_CONNECTIONS] >= l->max_total) {
             warn_refusal(l, cred.uid, "limits.max_connections reached");
             refuse(fd, 503, "Service Unavailable",
                    "gflowd has too many open connections (limits.max_connections); retry soon");
