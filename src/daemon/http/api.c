@@ -499,10 +499,12 @@ static void request_begins(struct request *r, struct MHD_Connection *c)
         r->refused = 413;
     else
         r->refused = body_budget_take(a->bodies, lim, r->uid, want);
-    if (!r->refused) {
-        r->reserved = want;
-        receiving_add(r);
-    }
+    if (r->refused)
+        return;
+    r->reserved = want;
+    if (want > 0 ||
+        MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING))
+        receiving_add(r); /* a body follows: its rate is watched */
 }
 
 /* A piece of the body: kept, or dropped once the request is refused. */
