@@ -186,6 +186,10 @@ static enum MHD_Result proxy(const struct web *w, struct MHD_Connection *c, cons
         return ret;
     }
     security_headers(r);
+    /* The daemon's answer may be a stream that is quiet for long (a followed log of a
+     * silent job), while its thread waits in web_proxy's read: no idle timeout until
+     * it ends (completed() sets it again). */
+    MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, 0U);
     enum MHD_Result ret = MHD_queue_response(c, status, r);
     MHD_destroy_response(r);
     return ret;
@@ -283,6 +287,8 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
         free(rq);
         *con_cls = NULL;
     }
+    if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK) /* kept alive: idle again */
+        MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)WEB_IDLE_SECS);
 }
 
 static int listen_loopback(const char *addr, int *port)
