@@ -127,6 +127,38 @@ def test_per_user_body_refusal_names_the_setting(make_gflow):
              "the user's share to come back")
 
 
+def test_a_user_within_a_fair_share_is_not_refused_because_of_others(make_gflow):
+    """Two users' uploads fill limits.max_body_bytes_in_flight (each within its own
+    share); a third user's body within a fair share of the total (a third of it) still
+    goes in: the newest upload of the user most over that share is cut off with 503."""
+    uid, gid, home = ensure_user(OTHER_USER)
+    g = make_gflow(env={"GFLOW_LIMITS__MAX_REQUEST_BYTES": "65536",
+                        "GFLOW_LIMITS__MAX_BODY_BYTES_PER_USER": "131072",
+                        "GFLOW_LIMITS__MAX_BODY_BYTES_IN_FLIGHT": "196608",
+                        "GFLOW_LIMITS__MIN_BODY_BYTES_PER_SEC": "0"})
+    os.chmod(g.root, 0o755)
+    helper = g.root / "uploads.py"
+    helper.write_text(UPLOADS)
+    os.chmod(helper, 0o644)
+    procs = []
+    try:
+        for user, n in ((as_user(NOBODY), "2"), (as_user(uid, gid), "1")):
+            procs.append(subprocess.Popen(
+                [*user, "/usr/bin/python3", str(helper), str(g.sock), n, "60000"],
+                stdout=subprocess.PIPE, stdin=subprocess.PIPE, stderr=subprocess.STDOUT,
+                text=True, cwd="/"))
+            assert procs[-1].stdout.readline().split() == ["held"] * int(n)
+        # 180000 of 196608 are held: root's 50 kB would not fit.
+        r = g.api("POST", "/v1/jobs", body={"command": "true", "workdir": "/",
+                                            "env": {"PAD": "x" * 50000}})
+        assert r.status == 201, r
+        assert f"uid {NOBODY}: a request body cut off to make room for uid 0" in g.daemon_log()
+    finally:
+        for p in procs:
+            p.stdin.close()
+            p.wait(timeout=10)
+
+
 def test_a_body_that_stops_arriving_is_cut_off(make_gflow):
     """A body trickled a byte at a time is closed once it falls under
     limits.min_body_bytes_per_sec over limits.body_rate_window_secs, with a 408 naming

@@ -88,6 +88,7 @@ struct request {
     double window_at;
     uint64_t window_bytes;
     bool answered; /* the refusal is answered without waiting for the body */
+    bool cut;      /* cut off while its body arrived: its connection is to be closed */
     unsigned status;
     struct MHD_Response *response; /* ready, waiting for the commit */
     struct MHD_Connection *conn;
@@ -413,10 +414,33 @@ static void release_body(struct request *r)
     strbuf_free(&r->body);
 }
 
-/* Answers 408 on the connection itself and closes it: libmicrohttpd is reading the body
- * and has written nothing, and it will find the socket shut (its completion then frees
- * the request). */
-static void cut_off(struct request *r, double rate)
+/* Ends a request whose body is arriving, with an answer written on the connection
+ * itself: libmicrohttpd is reading the body and has written nothing. The socket is shut
+ * down, and the handler closes the connection at its next call (r->cut); its share of
+ * the budget is given back now. */
+static void cut_off(struct request *r, unsigned status, const char *reason, const char *msg)
+{
+    receiving_remove(r);
+    release_body(r);
+    r->refused = status;
+    r->answered = r->cut = true;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci)
+        return;
+    char body[512], head[192];
+    int bn = snprintf(body, sizeof(body), "{\"error\":\"%s\"}\n", msg);
+    int hn = snprintf(head, sizeof(head),
+                      "HTTP/1.1 %u %s\r\nContent-Type: application/json\r\n"
+                      "Content-Length: %d\r\nConnection: close\r\n\r\n",
+                      status, reason, bn);
+    if (send(ci->connect_fd, head, (size_t)hn, MSG_NOSIGNAL | MSG_DONTWAIT) == hn)
+        (void)!send(ci->connect_fd, body, (size_t)bn, MSG_NOSIGNAL | MSG_DONTWAIT);
+    shutdown(ci->connect_fd, SHUT_RDWR);
+}
+
+/* A body slower than limits.min_body_bytes_per_sec: 408. */
+static void cut_off_slow(struct request *r, double rate)
 {
     struct api *a = r->api;
     const struct gflow_limits *lim = &a->d->cfg.limits;
@@ -427,27 +451,12 @@ static void cut_off(struct request *r, double rate)
                  (unsigned)r->uid, rate, (long long)lim->min_body_bytes_per_sec);
         a->rate_warned_at = now;
     }
-    receiving_remove(r);
-    release_body(r);
-    r->refused = 408;
-    r->answered = true;
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-    if (!ci)
-        return;
-    char body[384], head[192];
-    int bn = snprintf(body, sizeof(body),
-                      "{\"error\":\"the request body arrived at %.0f bytes/s, under "
-                      "limits.min_body_bytes_per_sec (%lld over %lld s); send it at once\"}\n",
-                      rate, (long long)lim->min_body_bytes_per_sec,
-                      (long long)lim->body_rate_window_secs);
-    int hn = snprintf(head, sizeof(head),
-                      "HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json\r\n"
-                      "Content-Length: %d\r\nConnection: close\r\n\r\n",
-                      bn);
-    if (send(ci->connect_fd, head, (size_t)hn, MSG_NOSIGNAL | MSG_DONTWAIT) == hn)
-        (void)!send(ci->connect_fd, body, (size_t)bn, MSG_NOSIGNAL | MSG_DONTWAIT);
-    shutdown(ci->connect_fd, SHUT_RDWR);
+    char msg[256];
+    snprintf(msg, sizeof(msg),
+             "the request body arrived at %.0f bytes/s, under limits.min_body_bytes_per_sec "
+             "(%lld over %lld s); send it at once",
+             rate, (long long)lim->min_body_bytes_per_sec, (long long)lim->body_rate_window_secs);
+    cut_off(r, 408, "Request Timeout", msg);
 }
 
 /* Every API_RATE_CHECK_SECS while bodies arrive: a body whose window is over has
@@ -466,7 +475,7 @@ static void rate_cb(void *arg)
             continue;
         double rate = (double)(r->received - r->window_bytes) / secs;
         if (rate < (double)lim->min_body_bytes_per_sec) {
-            cut_off(r, rate);
+            cut_off_slow(r, rate);
             cut = true;
         } else {
             r->window_at = now;
@@ -477,6 +486,39 @@ static void rate_cb(void *arg)
         a->rate_timer = loop_add_timer(API_RATE_CHECK_SECS, rate_cb, a);
     if (cut)
         MHD_run(a->mhd);
+}
+
+/* The total is taken and uid wants room within its fair share of it: the newest body
+ * still arriving of the uid most over its fair share is cut off with 503 (body_budget.h).
+ * Whether one was. */
+static bool make_room(struct api *a, uid_t uid, uint64_t n)
+{
+    uid_t victim;
+    if (!body_budget_over_share(a->bodies, &a->d->cfg.limits, uid, n, &victim))
+        return false;
+    for (struct request *r = a->receiving; r; r = r->next_receiving) { /* newest first */
+        if (r->uid != victim)
+            continue;
+        log_info("uid %u: a request body cut off to make room for uid %u "
+                 "(limits.max_body_bytes_in_flight is shared fairly)",
+                 (unsigned)victim, (unsigned)uid);
+        cut_off(r, 503, "Service Unavailable",
+                "your request bodies hold more than a fair share of "
+                "limits.max_body_bytes_in_flight while other users wait; send fewer at once");
+        return true;
+    }
+    return false;
+}
+
+/* Takes n bytes of the budget for r's body: 0, or the status of the refusal. */
+static unsigned take_budget(struct request *r, uint64_t n)
+{
+    struct api *a = r->api;
+    unsigned refused;
+    while ((refused = body_budget_take(a->bodies, &a->d->cfg.limits, r->uid, n)) == 503 &&
+           make_room(a, r->uid, n))
+        ;
+    return refused;
 }
 
 /* The first call for a request: its headers are in. Checks what its body may take
@@ -498,7 +540,7 @@ static void request_begins(struct request *r, struct MHD_Connection *c)
     if (want > (unsigned long long)lim->max_request_bytes)
         r->refused = 413;
     else
-        r->refused = body_budget_take(a->bodies, lim, r->uid, want);
+        r->refused = take_budget(r, want);
     if (r->refused)
         return;
     r->reserved = want;
@@ -519,7 +561,7 @@ static void request_data(struct request *r, const char *data, size_t n)
     if (after > (uint64_t)lim->max_request_bytes) {
         r->refused = 413;
     } else if (after > r->reserved) { /* more than announced (or chunked) */
-        r->refused = body_budget_take(a->bodies, lim, r->uid, after - r->reserved);
+        r->refused = take_budget(r, after - r->reserved);
         if (!r->refused)
             r->reserved = after;
     }
@@ -551,6 +593,8 @@ static enum MHD_Result handler_cb(void *cls, struct MHD_Connection *c, const cha
         }
         return MHD_YES;
     }
+    if (r->cut) /* its answer is on the socket already */
+        return MHD_NO;
     if (*upload_size) {
         request_data(r, upload_data, *upload_size);
         *upload_size = 0;

@@ -68,6 +68,31 @@ unsigned body_budget_take(struct body_budget *b, const struct gflow_limits *lim,
     return 0;
 }
 
+bool body_budget_over_share(const struct body_budget *b, const struct gflow_limits *lim, uid_t uid,
+                            uint64_t n, uid_t *victim)
+{
+    uint64_t held = 0, most = 0;
+    size_t uids = b->n_uids;
+    const struct uid_bytes *top = NULL;
+    bool found = false;
+    for (size_t i = 0; i < b->n_uids; i++) {
+        if (b->uids[i].uid == uid) {
+            held = b->uids[i].bytes;
+            found = true;
+        } else if (b->uids[i].bytes > most) {
+            most = b->uids[i].bytes;
+            top = &b->uids[i];
+        }
+    }
+    if (!found)
+        uids++;
+    uint64_t fair = (uint64_t)lim->max_body_bytes_in_flight / uids;
+    if (!top || held + n > fair || most <= fair)
+        return false;
+    *victim = top->uid;
+    return true;
+}
+
 void body_budget_give(struct body_budget *b, uid_t uid, uint64_t n)
 {
     struct uid_bytes *u = uid_slot(b, uid, false);
