@@ -12,8 +12,6 @@ import socket
 import subprocess
 import time
 
-import pytest
-
 from conftest import NOBODY, as_user, binary, ensure_user, per_worker, wait_for
 
 OTHER_USER = per_worker("gflowtest-bud")
