@@ -31,14 +31,13 @@ struct listener {
     int fd;
     listener_accept_cb cb;
     void *arg;
-    struct uid_count *uids; /* the uids with open connections */
-    size_t n_uids, cap_uids;
-    int64_t total;
-    int64_t max_total; /* limits.max_connections, within the connections' reserve */
-    int64_t max_other; /* of a uid not the daemon's: its share of the reserve too */
-    int spare_fd;      /* given up to accept (and refuse) a connection when out of fds */
-    double warned_at;  /* when a refusal was last logged */
-    int64_t unlogged;  /* refusals since then */
+    struct uid_count *uids;  /* the uids with open connections */
+    size_t n_uids, cap_uids; /* all of them: d->fds.in_use[FDRES_CONNECTIONS] */
+    int64_t max_total;       /* limits.max_connections, within the connections' reserve */
+    int64_t max_other;       /* of a uid not the daemon's: its share of the reserve too */
+    int spare_fd;            /* given up to accept (and refuse) a connection when out of fds */
+    double warned_at;        /* when a refusal was last logged */
+    int64_t unlogged;        /* refusals since then */
     struct loop_timer *resume_timer; /* accepting paused: out of descriptors */
 };
 
@@ -86,7 +85,6 @@ void listener_closed(struct listener *l, uid_t uid)
     struct uid_count *c = uid_slot(l, uid, false);
     if (!c)
         return;
-    l->total--;
     fdres_count(&l->d->fds, FDRES_CONNECTIONS, -1);
     if (--c->n == 0)
         *c = l->uids[--l->n_uids];
@@ -194,7 +192,6 @@ static void accept_cb(int lfd, uint32_t events, void *arg)
             refuse(fd, 429, "Too Many Requests", msg);
         } else {
             c->n++;
-            l->total++;
             fdres_count(&l->d->fds, FDRES_CONNECTIONS, 1);
             l->cb(l->arg, fd, cred.uid);
             continue;
