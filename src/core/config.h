@@ -17,6 +17,9 @@
 struct gflow_limits {
     int64_t max_request_bytes;          /* a request body (also daemon.max_request_bytes) */
     int64_t max_body_bytes_in_flight;   /* the bodies being received, all connections */
+    int64_t max_body_bytes_per_user;    /* the bodies one uid is sending, all its connections */
+    int64_t min_body_bytes_per_sec;     /* a body arriving slower is cut off (0: never) */
+    int64_t body_rate_window_secs;      /* ...measured over this long */
     int64_t max_connections;            /* open connections, all users */
     int64_t max_connections_per_user;   /* open connections of one uid */
     int64_t idle_timeout_secs;          /* a connection that has sent no request yet */

@@ -93,8 +93,13 @@ static const struct key_help key_helps[] = {
     {"backend.poll_secs", "slurm: how often job states are read from Slurm"},
     {"limits.max_request_bytes", "largest request body"},
     {"limits.max_body_bytes_in_flight", "request bodies being received, all connections"},
-    {"limits.max_connections", "open connections, all users"},
-    {"limits.max_connections_per_user", "open connections of one user"},
+    {"limits.max_body_bytes_per_user", "request bodies one user is sending (at least one "
+                                       "of limits.max_request_bytes)"},
+    {"limits.min_body_bytes_per_sec", "a body arriving slower is cut off with 408 (0: never)"},
+    {"limits.body_rate_window_secs", "how long limits.min_body_bytes_per_sec is measured over"},
+    {"limits.max_connections", "open connections, all users (at most half the open-file limit)"},
+    {"limits.max_connections_per_user", "open connections of one user (at most a quarter of "
+                                        "the connections the open-file limit allows)"},
     {"limits.idle_timeout_secs", "a connection that sends nothing is closed after this"},
     {"limits.max_jobs_per_request", "jobs one submission makes (an array, a sweep)"},
     {"limits.max_active_jobs_per_user", "queued, held and running jobs of one user"},

@@ -197,6 +197,25 @@ static void format_uptime(long long secs, char *buf, size_t n)
         snprintf(buf, n, "%llds", s);
 }
 
+/* "Descriptors: limit 300; in use/reserved: daemon 31/79, connections 2/150, jobs 40/71;
+ * at most 37 connections of one user" (fdres.h); nothing when the daemon has no limit. */
+static void print_descriptors(const json_t *fds)
+{
+    if (!json_is_object(fds))
+        return;
+    printf("Descriptors: limit %lld; in use/reserved:",
+           (long long)json_integer_value(json_object_get(fds, "limit")));
+    static const char *const classes[] = {"daemon", "connections", "jobs"};
+    for (size_t i = 0; i < sizeof(classes) / sizeof(classes[0]); i++) {
+        const json_t *c = json_object_get(fds, classes[i]);
+        printf("%s %s %lld/%lld", i ? "," : "", classes[i],
+               (long long)json_integer_value(json_object_get(c, "in_use")),
+               (long long)json_integer_value(json_object_get(c, "reserved")));
+    }
+    printf("; at most %lld connections of one user\n",
+           (long long)json_integer_value(json_object_get(fds, "user_connections")));
+}
+
 int ctl_status(const struct gflowd *d)
 {
     json_t *st;
@@ -288,6 +307,7 @@ int ctl_status(const struct gflowd *d)
     const char *full = json_string_value(json_object_get(st, "disk_full"));
     if (full)
         printf("Disk full: %s\n", full);
+    print_descriptors(json_object_get(st, "descriptors"));
     json_decref(st);
     return 0;
 }

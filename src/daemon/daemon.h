@@ -11,6 +11,7 @@
 
 #include "cgdelegate.h"
 #include "config.h"
+#include "fdres.h"
 #include "paths.h"
 
 struct store;
@@ -53,6 +54,7 @@ struct gflowd {
      * whether gflowd raised its own to the hard limit. */
     int64_t nofile_soft;
     bool nofile_raised;
+    struct fdres fds; /* the descriptors' reserves: jobs, connections, the daemon's own */
     /* How the settings were made, for gflowd reload: the config file (NULL: none; an
      * explicit -c must exist) and the flags' config keys and values, which win over it. */
     char *config_path;

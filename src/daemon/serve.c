@@ -17,7 +17,6 @@
  * itself once there is room. */
 #include "serve.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -65,9 +64,6 @@
  * to the maximum while they keep failing. */
 #define LAUNCH_HOLD_MIN_SECS 0.1
 #define LAUNCH_HOLD_MAX_SECS 5.0
-/* Descriptors kept free for connections and a launch in progress (besides those open
- * after start-up); every running job holds one more, its shim's pidfd. */
-#define FD_HEADROOM 16
 /* The next standby shim is started this long after the last one was handed a job: not
  * in the middle of that job's start, which it would compete with for the CPU. */
 #define STANDBY_DELAY_SECS 0.01
@@ -81,7 +77,6 @@ struct server {
     struct loop_timer *launch_timer;  /* launches held back until it fires */
     struct loop_timer *standby_timer; /* starts the next standby shim (launch.h) */
     double launch_hold;               /* how long the last hold was (0: none) */
-    int64_t job_fd_cap;               /* at most this many jobs run: the open-file limit */
     double pass_timer_at;
     double last_commit;
     int lost_in_a_row; /* transactions lost since the last commit that worked */
@@ -341,6 +336,23 @@ static bool commit(struct server *s)
     return true;
 }
 
+/* How many jobs may run at once within the jobs' reserve of descriptors: those running
+ * now, and as many more as the free part of the reserve holds at FDRES_JOB_FDS each,
+ * less what the launches not made yet will take. Out of descriptors the daemon could
+ * neither take a connection nor notice a job's end; jobs wait instead. */
+static int64_t job_fd_cap(const struct server *s)
+{
+    struct gflowd *d = s->d;
+    int64_t room = fdres_free(&d->fds, FDRES_JOBS);
+    if (room == INT64_MAX)
+        return INT64_MAX;
+    size_t running;
+    jobs_running(d->jobs, &running);
+    room -= (int64_t)s->to_launch_len * FDRES_JOB_FDS;
+    int64_t cap = (int64_t)running + (room > 0 ? room / FDRES_JOB_FDS : 0);
+    return cap > 0 ? cap : 1;
+}
+
 /* The scheduling pass, on the GPUs and memory as they are now. None while the disk is
  * full: a job could not record its start or write its log; a timer looks again. */
 static void schedule(struct server *s)
@@ -377,8 +389,9 @@ static void schedule(struct server *s)
         .priority = priority_weights_of(&d->cfg),
     };
     m.default_time_limit = (double)d->cfg.parsed.default_time_limit_secs;
-    if (m.max_running_jobs == 0 || m.max_running_jobs > s->job_fd_cap)
-        m.max_running_jobs = s->job_fd_cap;
+    int64_t fd_cap = job_fd_cap(s);
+    if (m.max_running_jobs == 0 || m.max_running_jobs > fd_cap)
+        m.max_running_jobs = fd_cap;
     m.strategy = (enum gpualloc_strategy)d->cfg.parsed.gpu_allocation_strategy;
     m.untimed_outside = d->cfg.parsed.backfill_untimed == CONFIG_UNTIMED_OUTSIDE;
     double now = now_wall();
@@ -523,33 +536,30 @@ static void raise_nofile(struct gflowd *d)
              (unsigned long long)rl.rlim_max, (unsigned long long)was);
 }
 
-/* How many jobs may run at once without the daemon running out of file descriptors:
- * the open-file limit, less what is open now that is not a job's (the store, the
- * socket, the loop, ...) and FD_HEADROOM. Out of descriptors, the daemon could neither
- * take a connection nor notice a job's end; with too low a limit, jobs wait instead. */
-static int64_t job_fd_cap(const struct gflowd *d)
+/* Splits the open-file limit into the reserves of fdres.h, once what the daemon holds
+ * for itself is open (the store, NVML, the loop) and before the socket accepts. */
+static void make_fd_reserves(struct gflowd *d)
 {
     struct rlimit rl;
-    DIR *dp = opendir("/proc/self/fd");
-    if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || !dp) {
-        if (dp)
-            closedir(dp);
-        return INT64_MAX;
-    }
-    int64_t open_fds = -1; /* not counting the one reading the directory */
-    while (readdir(dp))
-        open_fds++;
-    closedir(dp);
-    open_fds -= 2; /* . and .. */
-    size_t running;
-    jobs_running(d->jobs, &running);
-    int64_t cap = (int64_t)rl.rlim_cur - (open_fds - (int64_t)running) - FD_HEADROOM;
-    if (cap < 1)
-        cap = 1;
-    if (cap < 65536)
-        log_info("at most %lld jobs run at once: the open-file limit is %llu", (long long)cap,
-                 (unsigned long long)rl.rlim_cur);
-    return cap;
+    int64_t open_now = fdres_open_now();
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY || open_now < 0)
+        return; /* no reserves: nothing is limited */
+    /* The pidfds of jobs found running again are the jobs' (counted as they opened). */
+    const char *warning =
+        fdres_split(&d->fds, (int64_t)rl.rlim_cur, open_now - d->fds.in_use[FDRES_JOBS],
+                    d->cfg.limits.max_connections);
+    if (warning)
+        log_warn("%s", warning);
+    log_info("descriptors: limit %lld; reserved for the daemon %lld, connections %lld, jobs "
+             "%lld (at most %d each); at most %lld connections of one user",
+             (long long)d->fds.limit, (long long)d->fds.reserved[FDRES_DAEMON],
+             (long long)d->fds.reserved[FDRES_CONNECTIONS], (long long)d->fds.reserved[FDRES_JOBS],
+             FDRES_JOB_FDS, (long long)d->fds.user_connections);
+    int64_t jobs = d->fds.reserved[FDRES_JOBS] / FDRES_JOB_FDS;
+    if (jobs < 65536)
+        log_info("at most %lld jobs run at once: the open-file limit is %lld (besides the "
+                 "supervisor's, which hold none of the daemon's descriptors)",
+                 (long long)jobs, (long long)d->fds.limit);
 }
 
 static void start_gpus(struct server *sv, const struct serve_opts *o)
@@ -662,10 +672,10 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     if (!daemon_on_slurm(d))
         runner_sweep(d);
     notifier_after_commit(d->notifier); /* jobs that ended while gflowd was away */
+    make_fd_reserves(d);
     d->api = api_start(d, &err);
     if (!d->api)
         startup_failed(&s, o, err);
-    s.job_fd_cap = job_fd_cap(d);
     loop_set_before_sleep(before_sleep, &s);
     log_info("gflowd %s started: pid %ld, socket %s, data %s%s", GFLOW_VERSION, (long)getpid(),
              d->paths.socket_path, d->paths.data_dir, d->system ? " (system daemon)" : "");

@@ -5,7 +5,10 @@
  *   4. a request that may change something (not GET or HEAD) has an Origin (or else a
  *      Referer) of this server and the header X-Gflow-Web: 1 (no form can send it).
  * Then /v1/... goes to the daemon (web_proxy.c) and anything else is one of the built-in
- * files (web_assets.c). */
+ * files (web_assets.c). The checks run as soon as a request's headers are in: a body is
+ * read only from a browser that has shown the session. Connections that have not shown it
+ * are limited in number and time (web_conns.h); the others are closed after WEB_IDLE_SECS
+ * without traffic (an event stream's pings keep it open). */
 #include "web.h"
 
 #include <arpa/inet.h>
@@ -26,10 +29,15 @@
 #include "client.h"
 #include "util.h"
 #include "web_assets.h"
+#include "web_conns.h"
 #include "web_proxy.h"
 
 #define SECRET_BYTES 32
 #define BODY_MAX (4u << 20) /* a larger submission belongs to gbatch, not the browser */
+/* Connections at once (a thread each), and how long one that has shown the session may
+ * stay silent (the daemon's event stream pings every 15 s). */
+#define WEB_MAX_CONNECTIONS 64
+#define WEB_IDLE_SECS 60
 
 struct web {
     char token[2 * SECRET_BYTES + 1];   /* from the URL printed */
@@ -43,6 +51,7 @@ struct web {
 struct web_request {
     struct strbuf body;
     bool too_big;
+    bool answered; /* when its headers came in: refused, or the login */
 };
 
 static int random_hex(char *out, size_t bytes)
@@ -136,6 +145,7 @@ static enum MHD_Result login(const struct web *w, struct MHD_Connection *c)
     free(cookie);
     enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_SEE_OTHER, r);
     MHD_destroy_response(r);
+    web_conns_trust(c);
     return ret;
 }
 
@@ -176,6 +186,10 @@ static enum MHD_Result proxy(const struct web *w, struct MHD_Connection *c, cons
         return ret;
     }
     security_headers(r);
+    /* The daemon's answer may be a stream that is quiet for long (a followed log of a
+     * silent job), while its thread waits in web_proxy's read: no idle timeout until
+     * it ends (completed() sets it again). */
+    MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, 0U);
     enum MHD_Result ret = MHD_queue_response(c, status, r);
     MHD_destroy_response(r);
     return ret;
@@ -192,6 +206,43 @@ static enum MHD_Result serve_asset(struct MHD_Connection *c, const char *url)
     return reply_error(c, 404, "no such page");
 }
 
+/* The checks of a request whose headers are in (see the top): true with *ret when it is
+ * answered (a refusal, or the login's redirect) and its body must not be read. */
+static bool answered_at_headers(const struct web *w, struct MHD_Connection *c, const char *url,
+                                const char *method, enum MHD_Result *ret)
+{
+    if (!host_ok(w, c)) {
+        *ret = reply_error(c, 403,
+                           "wrong Host header: open the dashboard at the URL 'gflowd web' "
+                           "printed (127.0.0.1 or localhost, this port)");
+        return true;
+    }
+    bool read_only = !strcmp(method, "GET") || !strcmp(method, "HEAD");
+    if (read_only && !strcmp(url, "/") &&
+        MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "token")) {
+        *ret = login(w, c);
+        return true;
+    }
+    const char *cookie = MHD_lookup_connection_value(c, MHD_COOKIE_KIND, w->cookie_name);
+    if (!secret_equal(cookie, w->session)) {
+        *ret = reply_error(c, 401,
+                           "not signed in: open the URL with ?token= that 'gflowd web' "
+                           "printed");
+        return true;
+    }
+    web_conns_trust(c);
+    if (!read_only && !origin_ok(w, c)) {
+        *ret = reply_error(c, 403, "cross-origin request refused: wrong or missing Origin");
+        return true;
+    }
+    if (!read_only &&
+        !secret_equal(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Gflow-Web"), "1")) {
+        *ret = reply_error(c, 403, "request refused: the header X-Gflow-Web: 1 is missing");
+        return true;
+    }
+    return false;
+}
+
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url,
                               const char *method, const char *version, const char *upload,
                               size_t *upload_size, void **con_cls)
@@ -202,6 +253,12 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         rq = xcalloc(1, sizeof(*rq));
         strbuf_init(&rq->body);
         *con_cls = rq;
+        enum MHD_Result ret = MHD_YES;
+        rq->answered = answered_at_headers(w, c, url, method, &ret);
+        return ret;
+    }
+    if (rq->answered) { /* its answer is queued; the rest of its body is not kept */
+        *upload_size = 0;
         return MHD_YES;
     }
     if (*upload_size) {
@@ -212,29 +269,11 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         *upload_size = 0;
         return MHD_YES;
     }
-    if (!host_ok(w, c))
-        return reply_error(c, 403,
-                           "wrong Host header: open the dashboard at the URL 'gflowd web' "
-                           "printed (127.0.0.1 or localhost, this port)");
-    bool read_only = !strcmp(method, "GET") || !strcmp(method, "HEAD");
-    if (read_only && !strcmp(url, "/") &&
-        MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "token"))
-        return login(w, c);
-    const char *cookie = MHD_lookup_connection_value(c, MHD_COOKIE_KIND, w->cookie_name);
-    if (!secret_equal(cookie, w->session))
-        return reply_error(c, 401,
-                           "not signed in: open the URL with ?token= that 'gflowd web' "
-                           "printed");
-    if (!read_only && !origin_ok(w, c))
-        return reply_error(c, 403, "cross-origin request refused: wrong or missing Origin");
-    if (!read_only &&
-        !secret_equal(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Gflow-Web"), "1"))
-        return reply_error(c, 403, "request refused: the header X-Gflow-Web: 1 is missing");
     if (rq->too_big)
         return reply_error(c, 413, "request body too large for the dashboard (4 MiB)");
     if (str_starts_with(url, "/v1/"))
         return proxy(w, c, url, method, &rq->body);
-    if (!read_only)
+    if (strcmp(method, "GET") && strcmp(method, "HEAD"))
         return reply_error(c, 405, "only GET for the dashboard's pages");
     return serve_asset(c, url);
 }
@@ -248,6 +287,8 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
         free(rq);
         *con_cls = NULL;
     }
+    if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK) /* kept alive: idle again */
+        MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)WEB_IDLE_SECS);
 }
 
 static int listen_loopback(const char *addr, int *port)
@@ -318,7 +359,9 @@ int web_run(const struct web_opts *o)
     struct MHD_Daemon *mhd = MHD_start_daemon(
         MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0,
         NULL, NULL, handle, &w, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned)64, MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_END);
+        (unsigned)WEB_MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)WEB_IDLE_SECS,
+        MHD_OPTION_NOTIFY_CONNECTION, web_conns_notify_cb, NULL, MHD_OPTION_NOTIFY_COMPLETED,
+        completed, NULL, MHD_OPTION_END);
     if (!mhd) {
         fprintf(stderr, "gflowd: web: cannot start the HTTP server\n");
         close(fd);
@@ -329,8 +372,10 @@ int web_run(const struct web_opts *o)
            "http://127.0.0.1:%d/?token=%s\n",
            w.socket_path, pw ? pw->pw_name : "?", port, w.token);
     fflush(stdout);
-    int sig;
-    sigwait(&stop, &sig);
+    /* Once a second, the connections that have not shown the session in time go. */
+    struct timespec tick = {.tv_sec = 1};
+    while (sigtimedwait(&stop, NULL, &tick) < 0)
+        web_conns_sweep();
     /* Not MHD_stop_daemon: it would wait for every proxied event stream to notice. */
     fprintf(stderr, "gflowd: web: stopped\n");
     return 0;

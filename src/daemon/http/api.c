@@ -4,8 +4,12 @@
  * that has sent no request within limits.idle_timeout_secs is closed; once it has, it
  * may stay 120 s idle between requests. Each request's body is collected up to
  * limits.max_request_bytes (a larger Content-Length is refused with 413 before anything
- * of the body is read), and all bodies being received together stay within
- * limits.max_body_bytes_in_flight (else 503). Then routes_dispatch answers it. If the
+ * of the body is read); the bodies one uid is sending stay within its share, all of them
+ * within limits.max_body_bytes_in_flight (body_budget.h: else 429 or 503). A body must
+ * keep arriving: one that brings less than limits.min_body_bytes_per_sec over a window of
+ * limits.body_rate_window_secs is answered 408 and its connection closed (libmicrohttpd's
+ * timeout is reset by every byte, so a trickle would hold its share for ever). Then
+ * routes_dispatch answers it. If the
  * answer follows a change that is not committed yet, the connection is suspended with its
  * reply ready; api_release_waiting resumes it after the commit and libmicrohttpd calls us
  * again to queue that reply (two-phase handler, so keep-alive is kept). If that commit is
@@ -37,6 +41,8 @@
 #include <unistd.h>
 
 #include "auth.h"
+#include "body_budget.h"
+#include "clock.h"
 #include "daemon.h"
 #include "files.h"
 #include "listener.h"
@@ -53,6 +59,10 @@
 #define API_IDLE_AFTER_REQUEST_SECS 120
 /* Deferred replies computed at once; each holds a read-only database connection. */
 #define API_MAX_WORKERS 4
+/* How often the bodies being received are looked at for their rate. */
+#define API_RATE_CHECK_SECS 1.0
+/* A body cut off for its rate is logged at most this often (a user may send many). */
+#define API_RATE_WARN_SECS 10.0
 
 /* One connection: who is on the other end (its socket context). */
 struct conn {
@@ -67,9 +77,18 @@ struct request {
     struct api *api;
     const char *method, *url; /* libmicrohttpd's, valid until the request completes */
     struct strbuf body;
-    uint64_t reserved; /* bytes of max_body_bytes_in_flight held for this body */
-    unsigned refused;  /* 413 or 503: the body is not kept, the answer is this status */
-    bool answered;     /* the refusal is answered without waiting for the body */
+    uid_t uid;         /* whose budget the body is counted in ((uid_t)-1: metrics.listen) */
+    uint64_t reserved; /* bytes of the body budget held for this body */
+    unsigned refused;  /* 413, 429 or 503: the body is not kept, the answer is this status */
+    /* While its body arrives: in api.receiving, with the bytes seen when its current
+     * rate window began. */
+    struct request *prev_receiving, *next_receiving;
+    bool receiving;
+    uint64_t received;
+    double window_at;
+    uint64_t window_bytes;
+    bool answered; /* the refusal is answered without waiting for the body */
+    bool cut;      /* cut off while its body arrived: its connection is to be closed */
     unsigned status;
     struct MHD_Response *response; /* ready, waiting for the commit */
     struct MHD_Connection *conn;
@@ -109,7 +128,10 @@ struct api {
     bool adding_started;            /* ...and libmicrohttpd has started it */
     bool adding_metrics;            /* ...and it came through metrics.listen */
     struct metrics_listen *metrics; /* NULL: metrics.listen not set */
-    uint64_t body_bytes;            /* reserved by the bodies being received */
+    struct body_budget *bodies;     /* reserved by the bodies being received */
+    struct request *receiving;      /* requests whose body is arriving */
+    struct loop_timer *rate_timer;  /* looks at their rate while there are some */
+    double rate_warned_at;
     int mhd_epoll_fd;
     struct request *waiting;
     struct stream *suspended_streams;
@@ -151,6 +173,7 @@ static ssize_t stream_read_cb(void *cls, uint64_t pos, char *buf, size_t max)
 static void stream_free_cb(void *cls)
 {
     struct stream *f = cls;
+    fdres_count(&f->api->d->fds, FDRES_CONNECTIONS, -1);
     for (struct stream **p = &f->api->suspended_streams; *p; p = &(*p)->next) {
         if (*p == f) {
             *p = f->next;
@@ -172,6 +195,9 @@ static void stream_response(struct api *a, struct MHD_Connection *c, struct repl
     f->free_arg = rep->stream_free;
     rep->stream_arg = NULL;
     f->conn = c;
+    /* Its source may hold a descriptor (a followed log's file): counted in the
+     * connections' reserve, as a second connection of its caller (fdres.h). */
+    fdres_count(&a->d->fds, FDRES_CONNECTIONS, 1);
     struct MHD_Response *resp = MHD_create_response_from_callback(
         MHD_SIZE_UNKNOWN, 64 * 1024, stream_read_cb, f, stream_free_cb);
     reply_response(rep, 200, resp, "text/plain; charset=utf-8");
@@ -221,6 +247,12 @@ static void build_reply(struct request *r, struct reply *rep)
                     "request body larger than limits.max_request_bytes (%lld bytes); an admin "
                     "can raise it in the [limits] section of gflow.toml",
                     (long long)lim->max_request_bytes);
+    } else if (r->refused == 429) {
+        reply_error(
+            rep, 429,
+            "you are sending too many request bodies at once (limits.max_body_bytes_per_user, "
+            "%lld bytes); wait for your other requests to finish",
+            (long long)body_budget_share(lim));
     } else if (r->refused == 503) {
         reply_error(rep, 503,
                     "gflowd is receiving too many large requests at once "
@@ -343,12 +375,150 @@ static void work_done_cb(int fd, uint32_t events, void *arg)
         MHD_run(a->mhd);
 }
 
-/* Gives back the in-flight bytes a request's body held. */
+/* ---- bodies: their budget and their rate ---- */
+
+static void rate_cb(void *arg);
+
+static void receiving_add(struct request *r)
+{
+    struct api *a = r->api;
+    r->receiving = true;
+    r->window_at = now_mono();
+    r->next_receiving = a->receiving;
+    if (a->receiving)
+        a->receiving->prev_receiving = r;
+    a->receiving = r;
+    if (!a->rate_timer && a->d->cfg.limits.min_body_bytes_per_sec > 0)
+        a->rate_timer = loop_add_timer(API_RATE_CHECK_SECS, rate_cb, a);
+}
+
+static void receiving_remove(struct request *r)
+{
+    if (!r->receiving)
+        return;
+    if (r->prev_receiving)
+        r->prev_receiving->next_receiving = r->next_receiving;
+    else
+        r->api->receiving = r->next_receiving;
+    if (r->next_receiving)
+        r->next_receiving->prev_receiving = r->prev_receiving;
+    r->prev_receiving = r->next_receiving = NULL;
+    r->receiving = false;
+}
+
+/* Gives back the bytes of the budget a request's body held. */
 static void release_body(struct request *r)
 {
-    r->api->body_bytes -= r->reserved;
+    body_budget_give(r->api->bodies, r->uid, r->reserved);
     r->reserved = 0;
     strbuf_free(&r->body);
+}
+
+/* Ends a request whose body is arriving, with an answer written on the connection
+ * itself: libmicrohttpd is reading the body and has written nothing. The socket is shut
+ * down, and the handler closes the connection at its next call (r->cut); its share of
+ * the budget is given back now. */
+static void cut_off(struct request *r, unsigned status, const char *reason, const char *msg)
+{
+    receiving_remove(r);
+    release_body(r);
+    r->refused = status;
+    r->answered = r->cut = true;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci)
+        return;
+    char body[512], head[192];
+    int bn = snprintf(body, sizeof(body), "{\"error\":\"%s\"}\n", msg);
+    int hn = snprintf(head, sizeof(head),
+                      "HTTP/1.1 %u %s\r\nContent-Type: application/json\r\n"
+                      "Content-Length: %d\r\nConnection: close\r\n\r\n",
+                      status, reason, bn);
+    if (send(ci->connect_fd, head, (size_t)hn, MSG_NOSIGNAL | MSG_DONTWAIT) == hn)
+        (void)!send(ci->connect_fd, body, (size_t)bn, MSG_NOSIGNAL | MSG_DONTWAIT);
+    shutdown(ci->connect_fd, SHUT_RDWR);
+}
+
+/* A body slower than limits.min_body_bytes_per_sec: 408. */
+static void cut_off_slow(struct request *r, double rate)
+{
+    struct api *a = r->api;
+    const struct gflow_limits *lim = &a->d->cfg.limits;
+    double now = now_mono();
+    if (now - a->rate_warned_at >= API_RATE_WARN_SECS) {
+        log_warn("uid %u: a request body arrived at %.0f bytes/s, under "
+                 "limits.min_body_bytes_per_sec (%lld): cut off",
+                 (unsigned)r->uid, rate, (long long)lim->min_body_bytes_per_sec);
+        a->rate_warned_at = now;
+    }
+    char msg[256];
+    snprintf(msg, sizeof(msg),
+             "the request body arrived at %.0f bytes/s, under limits.min_body_bytes_per_sec "
+             "(%lld over %lld s); send it at once",
+             rate, (long long)lim->min_body_bytes_per_sec, (long long)lim->body_rate_window_secs);
+    cut_off(r, 408, "Request Timeout", msg);
+}
+
+/* Every API_RATE_CHECK_SECS while bodies arrive: a body whose window is over has
+ * brought at least limits.min_body_bytes_per_sec on average in it, or is cut off. */
+static void rate_cb(void *arg)
+{
+    struct api *a = arg;
+    const struct gflow_limits *lim = &a->d->cfg.limits;
+    a->rate_timer = NULL;
+    double now = now_mono();
+    bool cut = false;
+    for (struct request *r = a->receiving, *next; r; r = next) {
+        next = r->next_receiving;
+        double secs = now - r->window_at;
+        if (secs < (double)lim->body_rate_window_secs)
+            continue;
+        double rate = (double)(r->received - r->window_bytes) / secs;
+        if (rate < (double)lim->min_body_bytes_per_sec) {
+            cut_off_slow(r, rate);
+            cut = true;
+        } else {
+            r->window_at = now;
+            r->window_bytes = r->received;
+        }
+    }
+    if (a->receiving && lim->min_body_bytes_per_sec > 0)
+        a->rate_timer = loop_add_timer(API_RATE_CHECK_SECS, rate_cb, a);
+    if (cut)
+        MHD_run(a->mhd);
+}
+
+/* The total is taken and uid wants room within its fair share of it: the newest body
+ * still arriving of the uid most over its fair share is cut off with 503 (body_budget.h).
+ * Whether one was. */
+static bool make_room(struct api *a, uid_t uid, uint64_t n)
+{
+    uid_t victim;
+    if (!body_budget_over_share(a->bodies, &a->d->cfg.limits, uid, n, &victim))
+        return false;
+    for (struct request *r = a->receiving; r; r = r->next_receiving) { /* newest first */
+        if (r->uid != victim)
+            continue;
+        log_info("uid %u: a request body cut off to make room for uid %u "
+                 "(limits.max_body_bytes_in_flight is shared fairly)",
+                 (unsigned)victim, (unsigned)uid);
+        cut_off(r, 503, "Service Unavailable",
+                "your request bodies hold more than a fair share of "
+                "limits.max_body_bytes_in_flight while other users wait; send fewer at once");
+        return true;
+    }
+    return false;
+}
+
+/* Takes n bytes of the budget for r's body: 0, or the status of the refusal. */
+static unsigned take_budget(struct request *r, uint64_t n)
+{
+    struct api *a = r->api;
+    unsigned refused;
+    while ((refused = body_budget_take(a->bodies, &a->d->cfg.limits, r->uid, n)) == 503 &&
+           make_room(a, r->uid, n))
+        ;
+    return refused;
 }
 
 /* The first call for a request: its headers are in. Checks what its body may take
@@ -360,19 +530,23 @@ static void request_begins(struct request *r, struct MHD_Connection *c)
     /* It has sent a request: the short timeout for silent connections is over. */
     MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT,
                               (unsigned int)API_IDLE_AFTER_REQUEST_SECS);
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    const struct conn *cn = ci ? ci->socket_context : NULL;
+    r->uid = cn && !cn->metrics_only ? cn->uid : (uid_t)-1;
     const char *cl =
         MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    if (!cl)
-        return; /* chunked or none: counted as it arrives */
-    unsigned long long want = strtoull(cl, NULL, 10);
+    unsigned long long want = cl ? strtoull(cl, NULL, 10) : 0; /* chunked: as it arrives */
     if (want > (unsigned long long)lim->max_request_bytes)
         r->refused = 413;
-    else if (a->body_bytes + want > (unsigned long long)lim->max_body_bytes_in_flight)
-        r->refused = 503;
-    else {
-        r->reserved = want;
-        a->body_bytes += want;
-    }
+    else
+        r->refused = take_budget(r, want);
+    if (r->refused)
+        return;
+    r->reserved = want;
+    if (want > 0 ||
+        MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING))
+        receiving_add(r); /* a body follows: its rate is watched */
 }
 
 /* A piece of the body: kept, or dropped once the request is refused. */
@@ -382,21 +556,21 @@ static void request_data(struct request *r, const char *data, size_t n)
     const struct gflow_limits *lim = &a->d->cfg.limits;
     if (r->refused)
         return;
+    r->received += n;
     uint64_t after = r->body.len + n;
     if (after > (uint64_t)lim->max_request_bytes) {
         r->refused = 413;
     } else if (after > r->reserved) { /* more than announced (or chunked) */
-        if (a->body_bytes + (after - r->reserved) > (uint64_t)lim->max_body_bytes_in_flight) {
-            r->refused = 503;
-        } else {
-            a->body_bytes += after - r->reserved;
+        r->refused = take_budget(r, after - r->reserved);
+        if (!r->refused)
             r->reserved = after;
-        }
     }
-    if (r->refused)
+    if (r->refused) {
+        receiving_remove(r);
         release_body(r);
-    else
+    } else {
         strbuf_add(&r->body, data, n);
+    }
 }
 
 static enum MHD_Result handler_cb(void *cls, struct MHD_Connection *c, const char *url,
@@ -419,6 +593,8 @@ static enum MHD_Result handler_cb(void *cls, struct MHD_Connection *c, const cha
         }
         return MHD_YES;
     }
+    if (r->cut) /* its answer is on the socket already */
+        return MHD_NO;
     if (*upload_size) {
         request_data(r, upload_data, *upload_size);
         *upload_size = 0;
@@ -436,6 +612,7 @@ static enum MHD_Result handler_cb(void *cls, struct MHD_Connection *c, const cha
     }
     if (r->answered) /* refused: its answer is queued or waiting */
         return MHD_YES;
+    receiving_remove(r); /* the body is in */
     answer(r);
     return MHD_YES;
 }
@@ -457,6 +634,7 @@ static void completed_cb(void *cls, struct MHD_Connection *c, void **con_cls,
     }
     if (r->response)
         MHD_destroy_response(r->response);
+    receiving_remove(r);
     release_body(r);
     free(r);
     *con_cls = NULL;
@@ -673,6 +851,7 @@ struct api *api_start(struct gflowd *d, char **err)
             return NULL;
         }
     }
+    a->bodies = body_budget_new();
     loop_set_timeout_source(mhd_timeout_ms, a);
     return a;
 }
@@ -722,5 +901,7 @@ void api_stop(struct api *a)
     loop_set_timeout_source(NULL, NULL);
     MHD_run(a->mhd);
     MHD_stop_daemon(a->mhd);
+    loop_cancel_timer(a->rate_timer);
+    body_budget_free(a->bodies);
     free(a);
 }

@@ -27,17 +27,17 @@ struct uid_count {
 };
 
 struct listener {
-    const struct gflowd *d;
+    struct gflowd *d; /* its descriptors' reserves count the connections (fdres.h) */
     int fd;
     listener_accept_cb cb;
     void *arg;
-    struct uid_count *uids; /* the uids with open connections */
-    size_t n_uids, cap_uids;
-    int64_t total;
-    int64_t max_total; /* limits.max_connections, within the descriptors the process has */
-    int spare_fd;      /* given up to accept (and refuse) a connection when out of fds */
-    double warned_at;  /* when a refusal was last logged */
-    int64_t unlogged;  /* refusals since then */
+    struct uid_count *uids;  /* the uids with open connections */
+    size_t n_uids, cap_uids; /* all of them: d->fds.in_use[FDRES_CONNECTIONS] */
+    int64_t max_total;       /* limits.max_connections, within the connections' reserve */
+    int64_t max_other;       /* of a uid not the daemon's: its share of the reserve too */
+    int spare_fd;            /* given up to accept (and refuse) a connection when out of fds */
+    double warned_at;        /* when a refusal was last logged */
+    int64_t unlogged;        /* refusals since then */
     struct loop_timer *resume_timer; /* accepting paused: out of descriptors */
 };
 
@@ -47,10 +47,6 @@ struct listener {
 /* Refusals are logged at most every LISTENER_WARN_SECS: a user connecting in a loop
  * must not fill the disk with the daemon's log. */
 #define LISTENER_WARN_SECS 10
-
-/* Descriptors kept for everything but connections: the store, jobs' lock files and
- * pidfds, log streams, NVML. */
-#define LISTENER_FD_RESERVE 256
 
 static struct uid_count *uid_slot(struct listener *l, uid_t uid, bool create)
 {
@@ -89,7 +85,7 @@ void listener_closed(struct listener *l, uid_t uid)
     struct uid_count *c = uid_slot(l, uid, false);
     if (!c)
         return;
-    l->total--;
+    fdres_count(&l->d->fds, FDRES_CONNECTIONS, -1);
     if (--c->n == 0)
         *c = l->uids[--l->n_uids];
 }
@@ -176,7 +172,8 @@ static void accept_cb(int lfd, uint32_t events, void *arg)
             continue;
         }
         struct uid_count *c = uid_slot(l, cred.uid, true);
-        if (l->total >= l->max_total) {
+        /* The reserve's use, which counts a followed log's file too (api.c). */
+        if (l->d->fds.in_use[FDRES_CONNECTIONS] >= l->max_total) {
             warn_refusal(l, cred.uid, "limits.max_connections reached");
             refuse(fd, 503, "Service Unavailable",
                    "gflowd has too many open connections (limits.max_connections); retry soon");
@@ -185,9 +182,17 @@ static void accept_cb(int lfd, uint32_t events, void *arg)
             refuse(fd, 429, "Too Many Requests",
                    "too many open connections of yours to gflowd "
                    "(limits.max_connections_per_user); close some and retry");
+        } else if (cred.uid != l->d->uid && c->n >= l->max_other) {
+            warn_refusal(l, cred.uid, "its share of the connections' descriptors reached");
+            char msg[256];
+            snprintf(msg, sizeof(msg),
+                     "too many open connections of yours to gflowd (%lld: a user's share of "
+                     "what its open-file limit allows connections); close some and retry",
+                     (long long)l->max_other);
+            refuse(fd, 429, "Too Many Requests", msg);
         } else {
             c->n++;
-            l->total++;
+            fdres_count(&l->d->fds, FDRES_CONNECTIONS, 1);
             l->cb(l->arg, fd, cred.uid);
             continue;
         }
@@ -243,8 +248,7 @@ static int socket_dir(const struct gflowd *d, const char *path, char **err)
     return rc;
 }
 
-struct listener *listener_start(const struct gflowd *d, listener_accept_cb cb, void *arg,
-                                char **err)
+struct listener *listener_start(struct gflowd *d, listener_accept_cb cb, void *arg, char **err)
 {
     const char *path = d->paths.socket_path;
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
@@ -279,16 +283,16 @@ struct listener *listener_start(const struct gflowd *d, listener_accept_cb cb, v
     l->arg = arg;
     l->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     l->max_total = d->cfg.limits.max_connections;
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
-        (int64_t)rl.rlim_cur - LISTENER_FD_RESERVE < l->max_total) {
-        l->max_total = (int64_t)rl.rlim_cur > 2 * LISTENER_FD_RESERVE
-                           ? (int64_t)rl.rlim_cur - LISTENER_FD_RESERVE
-                           : (int64_t)rl.rlim_cur / 2;
-        log_info("at most %lld connections (limits.max_connections is %lld, the open file "
-                 "limit %llu)",
-                 (long long)l->max_total, (long long)d->cfg.limits.max_connections,
-                 (unsigned long long)rl.rlim_cur);
+    l->max_other = INT64_MAX;
+    if (d->fds.limit > 0) { /* the reserves are made (fdres.h) */
+        l->max_other = d->fds.user_connections;
+        if (d->fds.reserved[FDRES_CONNECTIONS] < l->max_total) {
+            l->max_total = d->fds.reserved[FDRES_CONNECTIONS];
+            log_info("at most %lld connections (limits.max_connections is %lld, the open file "
+                     "limit %lld)",
+                     (long long)l->max_total, (long long)d->cfg.limits.max_connections,
+                     (long long)d->fds.limit);
+        }
     }
     if (loop_add_fd(fd, EPOLLIN, accept_cb, l) < 0) {
         *err = xstrdup("cannot add the socket to the event loop");

@@ -66,6 +66,22 @@ static json_t *mig_status_json(const struct gpu_set *set)
     return out;
 }
 
+/* The descriptors' reserves (fdres.h): {"limit": N, "daemon": {"reserved": N, "in_use":
+ * N}, "connections": {...}, "jobs": {...}, "user_connections": N}; null without a limit. */
+static json_t *descriptors_json(const struct fdres *fds)
+{
+    if (fds->limit == 0)
+        return json_null();
+    json_t *o = json_pack("{s:I, s:I}", "limit", (json_int_t)fds->limit, "user_connections",
+                          (json_int_t)fds->user_connections);
+    for (int c = 0; c < FDRES_CLASSES; c++)
+        json_object_set_new(o, fdres_class_name((enum fdres_class)c),
+                            json_pack("{s:I, s:I}", "reserved", (json_int_t)fds->reserved[c],
+                                      "in_use",
+                                      (json_int_t)fdres_in_use(fds, (enum fdres_class)c)));
+    return o;
+}
+
 void route_status(const struct route_req *r, struct reply *rep)
 {
     const struct gflowd *d = r->d;
@@ -107,6 +123,7 @@ void route_status(const struct route_req *r, struct reply *rep)
                         json_pack("{s:I, s:s}", "total_mb", (json_int_t)d->mem_total_mb,
                                   "enforcement", d->memory_enforcement));
     json_object_set_new(body, "log_dir", json_string(d->paths.log_dir));
+    json_object_set_new(body, "descriptors", descriptors_json(&d->fds));
     /* Why jobs wait and writes are refused (507) while the disk is full, else null. */
     const char *full = disk_full(d->disk) ? disk_problem(d->disk) : NULL;
     json_object_set_new(body, "disk_full", full ? json_string(full) : json_null());

@@ -108,6 +108,7 @@ void run_unwatch_shim(struct run *r)
     loop_del_fd(r->pidfd);
     close(r->pidfd);
     r->pidfd = -1;
+    fdres_count(&r->d->fds, FDRES_JOBS, -1);
 }
 
 /* Stops listening to a standby's socket: closed, it ends the shim once its job is over. */
@@ -118,6 +119,7 @@ static void run_close_sock(struct run *r)
     loop_del_fd(r->sock);
     close(r->sock);
     r->sock = -1;
+    fdres_count(&r->d->fds, FDRES_JOBS, -1);
 }
 
 /* Stops watching a shim and forgets it (its files stay). */
@@ -465,7 +467,8 @@ static void sock_cb(int fd, uint32_t events, void *arg)
     pid_t pid = r->pid;
     int64_t start = r->start;
     loop_del_fd(fd);
-    r->sock = -1;
+    r->sock = -1; /* the standby's again */
+    fdres_count(&d->fds, FDRES_JOBS, -1);
     run_unwatch_shim(r);
     r->gone = true;
     apply_record(d, j, &rec);
@@ -609,6 +612,7 @@ int run_watch_shim(struct run *r, pid_t pid)
         r->pidfd = -1;
         return -1;
     }
+    fdres_count(&r->d->fds, FDRES_JOBS, 1); /* the jobs' reserve (fdres.h) */
     return 0;
 }
 
@@ -680,8 +684,10 @@ bool runner_launch(struct gflowd *d, struct job *j)
     r->start = start;
     if (sock >= 0 && loop_add_fd(sock, EPOLLIN, sock_cb, r) < 0)
         close(sock); /* the shim exits once its job is over, as a shim of one job does */
-    else
+    else if (sock >= 0) {
         r->sock = sock;
+        fdres_count(&d->fds, FDRES_JOBS, 1);
+    }
     if (sup) { /* its socket says when the job is over */
         r->sup = sup;
         launch_supervisor_use(sup);
