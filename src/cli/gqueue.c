@@ -52,7 +52,7 @@ static const struct option gqueue_longopts[] = {
 
 static void gqueue_help(void)
 {
-    printf("gqueue - list jobs of the gflow scheduler\n"
+    cli_printf("gqueue - list jobs of the gflow scheduler\n"
            "\n"
            "Usage: gqueue [options]\n"
            "\n"

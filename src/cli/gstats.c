@@ -137,7 +137,7 @@ static void add_group_row(struct output_table *t, const json_t *g, const char *n
 static void print_period(const json_t *reply, const char *what)
 {
     char *from = output_time(num(reply, "since")), *to = output_time(num(reply, "until"));
-    printf("%s from %s to %s\n", what, from, to);
+    cli_printf("%s from %s to %s\n", what, from, to);
     free(from);
     free(to);
 }
@@ -185,7 +185,7 @@ static void print_jobs(const json_t *reply, enum output_format fmt)
     } else {
         print_period(reply, "Jobs");
         if (json_array_size(groups) == 0) {
-            printf("no job ended or ran in this period\n");
+            cli_printf("no job ended or ran in this period\n");
         } else {
             add_group_row(t, json_object_get(reply, "total"), "TOTAL", false);
             output_table_print(t, stdout);
@@ -225,7 +225,7 @@ static void print_gpus(const json_t *reply, enum output_format fmt)
     }
     print_period(reply, "GPU utilisation");
     if (json_array_size(gpus) == 0) {
-        printf("no GPU utilisation samples in this period\n");
+        cli_printf("no GPU utilisation samples in this period\n");
         return;
     }
     static const char *const headers[] = {"GPU", "SAMPLES", "MEAN", "MAX", "FIRST", "LAST"};
