@@ -67,7 +67,7 @@ static char *gbatch_shortopts;
 
 static void gbatch_help(void)
 {
-    cli_printf("gbatch - submit a job to the gflow scheduler\n"
+    printf("gbatch - submit a job to the gflow scheduler\n"
            "\n"
            "Usage:\n"
            "  gbatch [options] <script>            submit a script file\n"
@@ -83,11 +83,11 @@ static void gbatch_help(void)
            "\n"
            "Options:\n");
     jobopts_help(JOBOPTS_GENERAL, JOBOPTS_SUBMIT);
-    cli_printf("\nGPUs:\n");
+    printf("\nGPUs:\n");
     jobopts_help(JOBOPTS_GPUS, JOBOPTS_SUBMIT);
-    cli_printf("\nDependencies (X: a job id, @ for your latest job, @~N for the N-th before it):\n");
+    printf("\nDependencies (X: a job id, @ for your latest job, @~N for the N-th before it):\n");
     jobopts_help(JOBOPTS_DEPS, JOBOPTS_SUBMIT);
-    cli_printf("\n"
+    printf("\n"
            "Arrays and sweeps (one submission, many jobs of one group):\n"
            "      --array SPEC                 one job per task id: 1-10, 1-10:2 (a step),\n"
            "                                   1,3,7; %%K runs at most K at once (1-100%%4);\n"
@@ -121,7 +121,7 @@ static void gbatch_help(void)
     jobopts_help_line("    --auto-close",
                       "gflow closes the job's tmux session when it succeeds; accepted and "
                       "stored (jobs here run without tmux)");
-    cli_printf("\n"
+    printf("\n"
            "Other options:\n"
            "      --dry-run                    check and show what would be submitted, submit\n"
            "                                   nothing\n"
@@ -141,7 +141,7 @@ static void gbatch_help(void)
     jobopts_help_paragraph(directives);
     free(directives);
     free(names);
-    cli_printf("\n"
+    printf("\n"
            "The job runs in the current directory with the current environment.\n"
            "Examples:\n"
            "  gbatch python train.py --lr 0.1\n"
@@ -495,11 +495,13 @@ int main(int argc, char **argv)
     if (o.dry_run && (o.array || rows)) {
         size_t i;
         const json_t *jb;
-        cli_printf("Dry run: nothing was submitted. Would submit %zu job(s):\n", json_array_size(list));
+        cli_printf("Dry run: nothing was submitted. Would submit %zu job(s):\n",
+                   json_array_size(list));
         json_array_foreach (list, i, jb) {
             const char *cmd = json_string_value(json_object_get(jb, JOB_KEY_COMMAND));
-            cli_printf("  [%zu] %s: %s\n", i + 1, json_string_value(json_object_get(jb, JOB_KEY_NAME)),
-                   cmd ? cmd : json_string_value(json_object_get(spec, JOB_KEY_SCRIPT_PATH)));
+            cli_printf("  [%zu] %s: %s\n", i + 1,
+                       json_string_value(json_object_get(jb, JOB_KEY_NAME)),
+                       cmd ? cmd : json_string_value(json_object_get(spec, JOB_KEY_SCRIPT_PATH)));
         }
     } else if (!o.dry_run && json_is_integer(json_object_get(reply, "count")) &&
                json_integer_value(json_object_get(reply, "count")) > 1) {
@@ -516,7 +518,7 @@ int main(int argc, char **argv)
             cli_printf("%lld\n", (long long)json_integer_value(id));
         else
             cli_printf("Submitted batch job %lld (%s)\n", (long long)json_integer_value(id),
-                   name ? name : "-");
+                       name ? name : "-");
     }
     if (!o.dry_run)
         gbatch_print_notes(spec, o.parsable);

@@ -76,7 +76,7 @@ int gbatch_new(int argc, char **argv)
     size_t n = sizeof(gbatch_template) - 1;
     if (write(fd, gbatch_template, n) != (ssize_t)n || close(fd) < 0)
         cli_die(CLI_EXIT_FAIL, "cannot write %s: %s", path, strerror(errno));
-    cli_printf("Created template: %s (activate its '## GFLOW' lines, then 'gbatch %s')\n", path, path);
+    printf("Created template: %s (activate its '## GFLOW' lines, then 'gbatch %s')\n", path, path);
     free(path);
     return 0;
 }

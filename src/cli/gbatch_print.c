@@ -30,9 +30,10 @@ void gbatch_print_dry_run(const json_t *spec, const json_t *reply)
     if (json_object_get(spec, JOB_KEY_COMMAND))
         cli_printf("  Command:   %s\n", json_string_value(json_object_get(spec, JOB_KEY_COMMAND)));
     else
-        cli_printf("  Script:    %s\n", json_string_value(json_object_get(spec, JOB_KEY_SCRIPT_PATH)));
+        cli_printf("  Script:    %s\n",
+                   json_string_value(json_object_get(spec, JOB_KEY_SCRIPT_PATH)));
     cli_printf("  Priority:  %lld\n",
-           json_is_integer(prio) ? (long long)json_integer_value(prio) : JOB_PRIORITY_DEFAULT);
+               json_is_integer(prio) ? (long long)json_integer_value(prio) : JOB_PRIORITY_DEFAULT);
     cli_printf("  TimeLimit: %s\n", limit);
     const json_t *gpus = json_object_get(spec, JOB_KEY_GPUS);
     char *gpu_req =
@@ -40,9 +41,9 @@ void gbatch_print_dry_run(const json_t *spec, const json_t *reply)
                            json_is_true(json_object_get(spec, JOB_KEY_SHARED)),
                            json_integer_value(json_object_get(spec, JOB_KEY_GPU_MEMORY_MB)));
     cli_printf("  GPUs:      %s%s\n", gpu_req,
-           json_integer_value(json_object_get(spec, JOB_KEY_GPUS_PER_TASK)) > 0
-               ? ", one copy of the command per GPU (--gpus-per-task 1)"
-               : "");
+               json_integer_value(json_object_get(spec, JOB_KEY_GPUS_PER_TASK)) > 0
+                   ? ", one copy of the command per GPU (--gpus-per-task 1)"
+                   : "");
     free(gpu_req);
     const json_t *deps = json_object_get(spec, JOB_KEY_DEPENDS_ON);
     if (json_array_size(deps)) {
@@ -51,11 +52,12 @@ void gbatch_print_dry_run(const json_t *spec, const json_t *reply)
         const json_t *d;
         json_array_foreach (deps, i, d) {
             cli_printf("%s%s:%lld", i ? "," : "", json_string_value(json_object_get(d, "kind")),
-                   (long long)json_integer_value(json_object_get(d, "id")));
+                       (long long)json_integer_value(json_object_get(d, "id")));
         }
         const char *mode = json_string_value(json_object_get(spec, JOB_KEY_DEPENDS_MODE));
         cli_printf(" (%s)%s\n", mode && !strcmp(mode, "any") ? "any one" : "all",
-               json_is_false(json_object_get(spec, JOB_KEY_AUTO_CANCEL)) ? ", no auto-cancel" : "");
+                   json_is_false(json_object_get(spec, JOB_KEY_AUTO_CANCEL)) ? ", no auto-cancel"
+                                                                             : "");
     }
     const json_t *begin = json_object_get(spec, JOB_KEY_BEGIN_TIME);
     if (begin) {
@@ -84,8 +86,8 @@ void gbatch_print_dry_run(const json_t *spec, const json_t *reply)
         cli_printf("  Pty:       yes (gjob attach ID while it runs)\n");
     cli_printf("  WorkDir:   %s\n", json_string_value(json_object_get(spec, JOB_KEY_WORKDIR)));
     cli_printf("  State:     %s\n", state                                         ? state
-                                : json_is_true(json_object_get(spec, "hold")) ? "H"
-                                                                              : "PD");
+                                    : json_is_true(json_object_get(spec, "hold")) ? "H"
+                                                                                  : "PD");
     free(limit);
 }
 
@@ -115,11 +117,11 @@ void gbatch_print_many(const json_t *reply, bool parsable)
             break;
         const char *name = json_string_value(json_object_get(jb, "name"));
         cli_printf("Submitted batch job %lld (%s)\n",
-               (long long)json_integer_value(json_object_get(jb, "id")), name ? name : "-");
+                   (long long)json_integer_value(json_object_get(jb, "id")), name ? name : "-");
     }
     cli_printf("Submitted %lld batch jobs %lld-%lld (group %lld)%s\n", count, first_id, last,
-           (long long)json_integer_value(json_object_get(reply, "group_id")),
-           count > GBATCH_LINES_MAX ? "; the lines above show the first 100" : "");
+               (long long)json_integer_value(json_object_get(reply, "group_id")),
+               count > GBATCH_LINES_MAX ? "; the lines above show the first 100" : "");
 }
 
 /* What the daemon understood of --begin (not with parsable). */

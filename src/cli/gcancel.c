@@ -29,7 +29,7 @@ enum { OPT_DRY_RUN = 256, OPT_KILL };
 
 static void gcancel_help(void)
 {
-    cli_printf("gcancel - cancel gflow jobs\n"
+    printf("gcancel - cancel gflow jobs\n"
            "\n"
            "Usage: gcancel [options] <ids...>\n"
            "\n"
@@ -170,7 +170,7 @@ static void gcancel_one(struct gcancel_tally *t, int64_t id, const json_t *reply
     if (json_is_integer(reply)) { /* done as asked */
         t->cancelled++;
         if (list)
-            cli_printf(dry_run ? "Would cancel job %lld.\n" : "Job %lld cancelled.\n", (long long)id);
+            printf(dry_run ? "Would cancel job %lld.\n" : "Job %lld cancelled.\n", (long long)id);
         return;
     }
     if (json_object_get(reply, "error")) {
@@ -182,15 +182,15 @@ static void gcancel_one(struct gcancel_tally *t, int64_t id, const json_t *reply
     if (dry_run) {
         t->cancelled++;
         if (list)
-            cli_printf("Would cancel job %lld.\n", (long long)id);
+            printf("Would cancel job %lld.\n", (long long)id);
     } else if (running) {
         t->cancelling++;
         if (list)
-            cli_printf("Job %lld cancelling (SIGTERM sent; CG until it has stopped).\n", (long long)id);
+            printf("Job %lld cancelling (SIGTERM sent; CG until it has stopped).\n", (long long)id);
     } else if (state && !strcmp(state, "CA")) {
         t->cancelled++;
         if (list)
-            cli_printf("Job %lld cancelled.\n", (long long)id);
+            printf("Job %lld cancelled.\n", (long long)id);
     } else {
         /* The daemon answered 2xx without cancelling; say what it did. */
         char *text = xasprintf("job %lld was not cancelled (it is in state %s)", (long long)id,
@@ -208,13 +208,13 @@ static void gcancel_one(struct gcancel_tally *t, int64_t id, const json_t *reply
         long long dep_id = (long long)json_integer_value(json_object_get(a, "id"));
         long long dep = (long long)json_integer_value(json_object_get(a, "depends_on"));
         if (dry_run)
-            cli_printf("Would also cancel job %lld (depends on %lld).\n", dep_id, dep);
+            printf("Would also cancel job %lld (depends on %lld).\n", dep_id, dep);
         else if (running)
-            cli_printf("Job %lld will be cancelled too once job %lld has stopped (it depends "
+            printf("Job %lld will be cancelled too once job %lld has stopped (it depends "
                    "on %lld).\n",
                    dep_id, (long long)id, dep);
         else
-            cli_printf("Job %lld cancelled too (depends on %lld: DependencyFailed:%lld).\n", dep_id,
+            printf("Job %lld cancelled too (depends on %lld: DependencyFailed:%lld).\n", dep_id,
                    dep, dep);
     }
 }
@@ -225,18 +225,18 @@ static void gcancel_summary(const struct gcancel_tally *t, const int64_t *ids, s
                             bool dry_run)
 {
     char *ranges = gcancel_ranges(ids, n);
-    cli_printf("%zu job%s (%s): ", n, n == 1 ? "" : "s", ranges);
+    printf("%zu job%s (%s): ", n, n == 1 ? "" : "s", ranges);
     if (dry_run)
-        cli_printf("%zu would be cancelled", t->cancelled);
+        printf("%zu would be cancelled", t->cancelled);
     else
-        cli_printf("%zu cancelled, %zu cancelling (CG until stopped)", t->cancelled, t->cancelling);
-    cli_printf(", %zu already ended, %zu not found", t->ended, t->not_found);
+        printf("%zu cancelled, %zu cancelling (CG until stopped)", t->cancelled, t->cancelling);
+    printf(", %zu already ended, %zu not found", t->ended, t->not_found);
     if (t->refused)
-        cli_printf(", %zu refused", t->refused);
+        printf(", %zu refused", t->refused);
     if (t->dependents)
-        cli_printf("; %zu dependent job%s %s", t->dependents, t->dependents == 1 ? "" : "s",
+        printf("; %zu dependent job%s %s", t->dependents, t->dependents == 1 ? "" : "s",
                dry_run ? "would be cancelled too" : "cancelled too");
-    cli_printf(".\n");
+    printf(".\n");
     free(ranges);
     size_t failed = t->ended + t->not_found + t->refused;
     if (!failed)

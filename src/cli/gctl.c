@@ -30,7 +30,7 @@ enum { OPT_GPU = 256, OPT_PID };
 
 static void gctl_help(void)
 {
-    cli_printf("gctl - change the gflow daemon's settings while it runs\n"
+    printf("gctl - change the gflow daemon's settings while it runs\n"
            "\n"
            "Usage: gctl [--socket PATH] <command> [options]\n"
            "\n"
@@ -73,7 +73,7 @@ static void gctl_help(void)
 
 static void gctl_help_gpu_process(void)
 {
-    cli_printf("Usage: gctl gpu-process <ignore | unignore> --gpu G --pid P\n"
+    printf("Usage: gctl gpu-process <ignore | unignore> --gpu G --pid P\n"
            "       gctl gpu-process list\n"
            "\n"
            "A GPU with compute processes that belong to no gflow job is not given to\n"
@@ -147,7 +147,7 @@ static int gctl_simple_opts(const char *cmd, int argc, char **argv, void (*help)
 
 static void gctl_help_show_gpus(void)
 {
-    cli_printf("Usage: gctl show-gpus\n"
+    printf("Usage: gctl show-gpus\n"
            "\n"
            "One line per GPU, as gflow prints it:\n"
            "  <index> TAB available|in_use [TAB restricted] [TAB <reason>]\n"
@@ -158,7 +158,7 @@ static void gctl_help_show_gpus(void)
 
 static void gctl_help_set_gpus(void)
 {
-    cli_printf("Usage: gctl set-gpus <list | all>\n"
+    printf("Usage: gctl set-gpus <list | all>\n"
            "\n"
            "Lets jobs use only the listed GPUs (physical NVML indices as 'ginfo -v'\n"
            "shows them: 0,2 or 0-3 or 0,2-3); 'all' lifts the restriction. Jobs already\n"
@@ -168,7 +168,7 @@ static void gctl_help_set_gpus(void)
 
 static void gctl_help_set_limit(void)
 {
-    cli_printf("Usage: gctl set-limit <job id or group id> <K>\n"
+    printf("Usage: gctl set-limit <job id or group id> <K>\n"
            "\n"
            "Lets at most K jobs of the job's submission (an array, a sweep or a batch: its\n"
            "group) run at once; 0 lifts the limit. Owners may change their own jobs'\n"
@@ -193,9 +193,9 @@ static int gctl_set_limit(int argc, char **argv)
     long long limit = json_integer_value(json_object_get(reply, "max_concurrent"));
     long long group = json_integer_value(json_object_get(reply, "group_id"));
     if (limit > 0)
-        cli_printf("Group %lld: at most %lld jobs run at once.\n", group, limit);
+        printf("Group %lld: at most %lld jobs run at once.\n", group, limit);
     else
-        cli_printf("Group %lld: no limit on jobs running at once.\n", group);
+        printf("Group %lld: no limit on jobs running at once.\n", group);
     json_decref(reply);
     json_decref(body);
     free(path);
@@ -272,7 +272,7 @@ static int gctl_show_gpus(int argc, char **argv)
         free(outside);
         char *reason = gctl_gpu_reason(gpu);
         cli_printf("%lld\t%s%s%s%s\n", (long long)index, available ? "available" : "in_use",
-               restricted ? "\trestricted" : "", reason ? "\t" : "", reason ? reason : "");
+                   restricted ? "\trestricted" : "", reason ? "\t" : "", reason ? reason : "");
         free(reason);
     }
     const char *error = json_string_value(json_object_get(gpus, "error"));
@@ -412,7 +412,7 @@ static int gctl_gpu_process(int argc, char **argv)
         json_t *reply = cli_call("GET", "/v1/gpus/ignored", NULL);
         const json_t *entries = json_object_get(reply, "ignored");
         if (json_array_size(entries) == 0) {
-            cli_printf("No ignored GPU processes.\n");
+            printf("No ignored GPU processes.\n");
         } else {
             static const char *const headers[] = {"GPU", "PID"};
             struct output_table *t = output_table_new(2, headers);
@@ -443,14 +443,14 @@ static int gctl_gpu_process(int argc, char **argv)
         json_object_set_new(body, "pid", json_integer(pid));
         reply = cli_call("POST", "/v1/gpus/ignored", body);
         json_decref(body);
-        cli_printf("Ignoring process %lld on GPU %lld: it no longer blocks the GPU.\n", (long long)pid,
+        printf("Ignoring process %lld on GPU %lld: it no longer blocks the GPU.\n", (long long)pid,
                (long long)gpu);
     } else {
         char *path =
             xasprintf("/v1/gpus/ignored?gpu=%lld&pid=%lld", (long long)gpu, (long long)pid);
         reply = cli_call("DELETE", path, NULL);
         free(path);
-        cli_printf("No longer ignoring process %lld on GPU %lld.\n", (long long)pid, (long long)gpu);
+        printf("No longer ignoring process %lld on GPU %lld.\n", (long long)pid, (long long)gpu);
     }
     json_decref(reply);
     return 0;

@@ -43,7 +43,7 @@ static const char *const limit_flags[] = {"--max-running-jobs", "--max-running-g
 
 static void quota_help(void)
 {
-    cli_printf("Usage: gctl quota show [--user U | --project P | U]\n"
+    printf("Usage: gctl quota show [--user U | --project P | U]\n"
            "       gctl quota set TARGET [--max-running-jobs N] [--max-running-gpus N]\n"
            "                             [--max-queued-jobs N] [--max-gpu-hours H]\n"
            "       gctl quota clear TARGET [--limits LIST]\n"
@@ -115,7 +115,7 @@ static void print_status(const json_t *reply)
     char *from = when(json_number_value(json_object_get(reply, "period_start")));
     char *to = when(json_number_value(json_object_get(reply, "period_end")));
     cli_printf("GPU-hours period: %s (from %s to %s)\n",
-           json_string_value(json_object_get(reply, "period")), from, to);
+               json_string_value(json_object_get(reply, "period")), from, to);
     free(from);
     free(to);
     static const char *const headers[] = {"SCOPE",        "NAME",        "RUNNING_JOBS",
@@ -143,7 +143,7 @@ static void print_status(const json_t *reply)
     }
     output_table_print(t, stdout);
     output_table_free(t);
-    cli_printf("Cells are used/limit ('-': no limit); defaults show their limits.\n");
+    printf("Cells are used/limit ('-': no limit); defaults show their limits.\n");
 }
 
 /* The target flags into body (PUT) or a query (DELETE). */

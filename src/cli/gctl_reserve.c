@@ -26,7 +26,7 @@ enum { OPT_USER = 300, OPT_GPUS, OPT_GPU_SPEC, OPT_START, OPT_DURATION, OPT_STAT
 
 static void help_reserve(void)
 {
-    cli_printf("Usage: gctl reserve create [--user U] (--gpus N | --gpu-spec LIST) --start T\n"
+    printf("Usage: gctl reserve create [--user U] (--gpus N | --gpu-spec LIST) --start T\n"
            "                           --duration D\n"
            "       gctl reserve list [--user U] [--status S | --active]\n"
            "       gctl reserve get <id>\n"
@@ -130,8 +130,8 @@ static void print_one(const json_t *x, bool with_id)
     if (json_is_integer(count))
         cli_printf("GPUCount: %lld\n", (long long)json_integer_value(count));
     cli_printf("GPUIndices: %s\n", gpus);
-    cli_printf("StartTime: %s\nEndTime: %s\nDuration: %s\nStatus: %s\nCreatedAt: %s\n", start, end, dur,
-           status_text(x), created);
+    cli_printf("StartTime: %s\nEndTime: %s\nDuration: %s\nStatus: %s\nCreatedAt: %s\n", start, end,
+               dur, status_text(x), created);
     const json_t *cancelled = json_object_get(x, "cancelled_at");
     if (json_is_number(cancelled)) {
         char *c = output_time(json_number_value(cancelled));
@@ -214,7 +214,8 @@ static int reserve_create(int argc, char **argv)
     json_object_set_new(body, "duration", json_integer(secs));
     json_t *reply = cli_call("POST", "/v1/reservations", body);
     cli_printf("Reservation created successfully.\n");
-    cli_printf("ReservationID: %lld\n", (long long)json_integer_value(json_object_get(reply, "id")));
+    cli_printf("ReservationID: %lld\n",
+               (long long)json_integer_value(json_object_get(reply, "id")));
     print_one(reply, false);
     json_decref(reply);
     json_decref(body);
@@ -272,7 +273,7 @@ static int reserve_list(int argc, char **argv)
     strbuf_free(&path);
     const json_t *list = json_object_get(reply, "reservations");
     if (json_array_size(list) == 0) {
-        cli_printf("No reservations found.\n");
+        printf("No reservations found.\n");
         json_decref(reply);
         return 0;
     }

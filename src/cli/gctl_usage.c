@@ -14,7 +14,7 @@
 
 static void gctl_usage_help(void)
 {
-    cli_printf("Usage: gctl usage [-o json]\n"
+    printf("Usage: gctl usage [-o json]\n"
            "\n"
            "The fair-share accounts (docs/usage.md, \"Fair-share and priority\"): one row\n"
            "per user, then per project, with the GPU-hours of its jobs (RAW: as used;\n"

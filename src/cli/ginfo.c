@@ -24,7 +24,7 @@ enum { OPT_TOPOLOGY = 256 };
 
 static void ginfo_help(void)
 {
-    cli_printf("ginfo - show the GPUs and which jobs use them\n"
+    printf("ginfo - show the GPUs and which jobs use them\n"
            "\n"
            "Usage: ginfo [options]\n"
            "\n"
@@ -258,7 +258,7 @@ static void ginfo_processes(const json_t *gpus)
         }
     }
     if (output_table_rows(t) > 0) {
-        cli_printf("\nProcesses on the GPUs that gflow did not start:\n");
+        printf("\nProcesses on the GPUs that gflow did not start:\n");
         output_table_print(t, stdout);
     }
     output_table_free(t);
@@ -334,7 +334,7 @@ static void ginfo_topology_legend(const json_t *topo)
         {"SYS", "across NUMA nodes (QPI/UPI, Infinity Fabric)"},
         {"?", "not known (the driver did not answer)"},
     };
-    cli_printf("\nLegend:\n");
+    printf("\nLegend:\n");
     for (size_t l = 0; l < sizeof(legend) / sizeof(legend[0]); l++) {
         bool shown = false;
         size_t i, k;
@@ -346,7 +346,7 @@ static void ginfo_topology_legend(const json_t *topo)
             }
         }
         if (shown)
-            cli_printf("  %-5s %s\n", legend[l].code, legend[l].meaning);
+            printf("  %-5s %s\n", legend[l].code, legend[l].meaning);
     }
 }
 
@@ -356,7 +356,7 @@ static void ginfo_topology(const json_t *gpus, const json_t *topo)
 {
     size_t n = json_array_size(gpus);
     if (!json_is_array(topo) || json_array_size(topo) != n || n == 0) {
-        cli_printf("No topology information from the driver.\n");
+        printf("No topology information from the driver.\n");
         return;
     }
     const char **headers = xcalloc(n + 2, sizeof(char *));
@@ -441,7 +441,7 @@ static void ginfo_mig(const json_t *gpus, const json_t *names)
         }
     }
     if (output_table_rows(t) > 0) {
-        cli_printf("\nMIG instances (ask for them with gbatch --mig PROFILE[:N]):\n");
+        printf("\nMIG instances (ask for them with gbatch --mig PROFILE[:N]):\n");
         output_table_print(t, stdout);
     }
     output_table_free(t);

@@ -31,7 +31,7 @@
 
 static void gjob_help(void)
 {
-    cli_printf("gjob - inspect and control gflow jobs\n"
+    printf("gjob - inspect and control gflow jobs\n"
            "\n"
            "Usage: gjob [--socket PATH] <command> [options] <job ids>\n"
            "\n"
@@ -64,7 +64,7 @@ static void gjob_help(void)
 
 static void gjob_help_show(void)
 {
-    cli_printf("Usage: gjob show [options] <ids...>\n"
+    printf("Usage: gjob show [options] <ids...>\n"
            "\n"
            "Shows every field of each job (all that -o json has), one 'Key: value' per\n"
            "line, named as gflow's gjob show names them where gflow has the field\n"
@@ -81,7 +81,7 @@ static void gjob_help_show(void)
 
 static void gjob_help_ids(const char *cmd, const char *what)
 {
-    cli_printf("Usage: gjob %s <ids...>\n"
+    printf("Usage: gjob %s <ids...>\n"
            "\n"
            "%s\n"
            "Ids: 42, 1,3,5-7, @, @~N; several arguments may be given.\n"
@@ -189,7 +189,7 @@ static int gjob_transition(const char *cmd, int argc, char **argv)
                 gjob_help_ids("hold", "Puts queued jobs on hold: they stay queued but do not "
                                       "start until released.");
             else
-                cli_printf("Usage: gjob release [--at T] <ids...>\n"
+                printf("Usage: gjob release [--at T] <ids...>\n"
                        "\n"
                        "Releases held jobs back to the queue.\n"
                        "Ids: 42, 1,3,5-7, @, @~N; several arguments may be given.\n"
@@ -238,11 +238,11 @@ static int gjob_transition(const char *cmd, int argc, char **argv)
             if (at >= 0) {
                 char *when = output_time(at);
                 cli_printf("Job %lld released back to queue, to start at %s.\n", (long long)ids[i],
-                       when);
+                           when);
                 free(when);
             } else {
                 cli_printf(hold ? "Job %lld put on hold.\n" : "Job %lld released back to queue.\n",
-                       (long long)ids[i]);
+                           (long long)ids[i]);
             }
         }
     }

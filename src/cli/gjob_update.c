@@ -254,7 +254,7 @@ static int gjob_spec_parse(const char *cmd, int argc, char **argv, json_t *spec,
 static void gjob_help_spec(bool redo)
 {
     enum jobopts_cmd cmd = redo ? JOBOPTS_REDO : JOBOPTS_UPDATE;
-    cli_printf("Options:\n");
+    printf("Options:\n");
     jobopts_help(JOBOPTS_GENERAL, cmd);
     jobopts_help_line("    --memory-limit M", "the same as --memory (gflow's name)");
     jobopts_help_line("-e NAME", "the same as --conda-env NAME");
@@ -273,7 +273,7 @@ static void gjob_help_spec(bool redo)
                           "(as 'gctl set-limit')");
     jobopts_help_line("    --no-requeue", "the job may no longer be preempted (undoes --requeue)");
     jobopts_help_line("    --no-pty", "the job runs without a terminal (undoes --pty)");
-    cli_printf("\nRemoving a setting (gflow's options; not together with the option that sets "
+    printf("\nRemoving a setting (gflow's options; not together with the option that sets "
            "it):\n");
     jobopts_help_line("    --clear-time-limit", "no time limit (the same as -t 0)");
     jobopts_help_line("    --clear-memory-limit", "no memory limit (the same as -m 0)");
@@ -284,10 +284,10 @@ static void gjob_help_spec(bool redo)
     if (!redo)
         jobopts_help_line("    --clear-max-concurrent",
                           "no limit on the submission's running jobs (--max-concurrent 0)");
-    cli_printf("\nGPUs:\n");
+    printf("\nGPUs:\n");
     jobopts_help(JOBOPTS_GPUS, cmd);
     jobopts_help_line("    --no-shared", "do not share GPUs (undoes --shared)");
-    cli_printf("\nDependencies (X: a job id, @ for your latest job, @~N for the N-th before it):\n");
+    printf("\nDependencies (X: a job id, @ for your latest job, @~N for the N-th before it):\n");
     jobopts_help(JOBOPTS_DEPS, cmd);
     jobopts_help_line("    --no-dependencies, --clear-deps",
                       redo ? "do not wait for the old job's dependencies (the same as -d none)"
@@ -296,7 +296,7 @@ static void gjob_help_spec(bool redo)
                       "cancel the job if a dependency can no longer be met (undoes "
                       "--no-auto-cancel)");
     jobopts_help_line("    --no-auto-cancel-on-dep-failure", "the same as --no-auto-cancel");
-    cli_printf("\nOther options:\n");
+    printf("\nOther options:\n");
     if (redo)
         jobopts_help_line("    --cascade",
                           "also redo the jobs that were cancelled because of this one "
@@ -306,7 +306,7 @@ static void gjob_help_spec(bool redo)
 
 static void gjob_help_update(void)
 {
-    cli_printf("Usage: gjob update <ids...> [options]\n"
+    printf("Usage: gjob update <ids...> [options]\n"
            "\n"
            "Changes queued (PD) or held (H) jobs; running and ended jobs cannot be changed\n"
            "(see 'gjob redo'). The options are gbatch's; the changes are checked like a\n"
@@ -315,7 +315,7 @@ static void gjob_help_update(void)
            "Ids: 42, 1,3,5-7, @, @~N.\n"
            "\n");
     gjob_help_spec(false);
-    cli_printf("\n"
+    printf("\n"
            "Examples:\n"
            "  gjob update 12 -p 50 -t 2:00:00\n"
            "  gjob update 12 --depends-on none       run without waiting for anything\n"
@@ -326,14 +326,14 @@ static void gjob_help_update(void)
 
 static void gjob_help_redo(void)
 {
-    cli_printf("Usage: gjob redo <id|@> [options]\n"
+    printf("Usage: gjob redo <id|@> [options]\n"
            "\n"
            "Submits a new job from an existing one (in any state): the same command or\n"
            "script, environment, directory and options, changed by the options given\n"
            "(gbatch's).\n"
            "\n");
     gjob_help_spec(true);
-    cli_printf("\n"
+    printf("\n"
            "Examples:\n"
            "  gjob redo 42 -t 8:00:00                more time this round\n"
            "  gjob redo @ -e torch2 --clear-deps     another conda env, start at once\n"
@@ -436,7 +436,8 @@ static void gjob_print_changes(int64_t id, const json_t *changes)
         const json_t *new_value = json_object_get(ch, "new");
         char *a = gjob_change_text(f ? f : "", json_object_get(ch, "old"));
         char *b = gjob_change_text(f ? f : "", new_value);
-        cli_printf("%s%s: %s -> %s", k ? ", " : "", gjob_change_option(f ? f : "?", new_value), a, b);
+        cli_printf("%s%s: %s -> %s", k ? ", " : "", gjob_change_option(f ? f : "?", new_value), a,
+                   b);
         free(a);
         free(b);
     }
@@ -495,8 +496,9 @@ int gjob_redo(int argc, char **argv)
             json_array_foreach (json_object_get(reply, "jobs"), k, jb) {
                 const char *name = json_string_value(json_object_get(jb, "name"));
                 cli_printf("Submitted batch job %lld (%s) (redo of %lld)\n",
-                       (long long)json_integer_value(json_object_get(jb, "id")), name ? name : "-",
-                       (long long)json_integer_value(json_object_get(jb, "redo_of")));
+                           (long long)json_integer_value(json_object_get(jb, "id")),
+                           name ? name : "-",
+                           (long long)json_integer_value(json_object_get(jb, "redo_of")));
             }
         }
         json_decref(reply);

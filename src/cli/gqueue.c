@@ -52,7 +52,7 @@ static const struct option gqueue_longopts[] = {
 
 static void gqueue_help(void)
 {
-    cli_printf("gqueue - list jobs of the gflow scheduler\n"
+    printf("gqueue - list jobs of the gflow scheduler\n"
            "\n"
            "Usage: gqueue [options]\n"
            "\n"

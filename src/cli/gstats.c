@@ -185,7 +185,7 @@ static void print_jobs(const json_t *reply, enum output_format fmt)
     } else {
         print_period(reply, "Jobs");
         if (json_array_size(groups) == 0) {
-            cli_printf("no job ended or ran in this period\n");
+            printf("no job ended or ran in this period\n");
         } else {
             add_group_row(t, json_object_get(reply, "total"), "TOTAL", false);
             output_table_print(t, stdout);
@@ -225,7 +225,7 @@ static void print_gpus(const json_t *reply, enum output_format fmt)
     }
     print_period(reply, "GPU utilisation");
     if (json_array_size(gpus) == 0) {
-        cli_printf("no GPU utilisation samples in this period\n");
+        printf("no GPU utilisation samples in this period\n");
         return;
     }
     static const char *const headers[] = {"GPU", "SAMPLES", "MEAN", "MAX", "FIRST", "LAST"};

@@ -22,10 +22,10 @@ struct output_table {
     struct strbuf text;
     size_t cell_start; /* where the cell being written starts in text */
     size_t ncells;
-    size_t col;       /* the column of the next cell (ncells % ncols, without a division) */
-    size_t *width;    /* per column: the widest cell so far */
-    size_t max_width; /* 0, or the terminal's width: cells are cut to fit */
-    bool plain;       /* every cell is printable ASCII: its width is its length */
+    size_t col;            /* the column of the next cell (ncells % ncols, without a division) */
+    size_t *width;         /* per column: the widest cell so far */
+    size_t max_width;      /* 0, or the terminal's width: cells are cut to fit */
+    bool plain;            /* every cell is printable ASCII: its width is its length */
     struct strbuf scratch; /* a cell being escaped (termtext) */
     output_cell_style_fn **style; /* per column: NULL, or the cell's colour */
 };
