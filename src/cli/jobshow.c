@@ -352,6 +352,11 @@ static void print_outcome(const json_t *raw, const struct job *j)
     field_owned("ShimPID",
                 j->shim_pid > 0 ? xasprintf("%lld", (long long)j->shim_pid) : xstrdup("-"));
     field_owned(JOB_LABEL_MAX_RSS_KB, j->max_rss_kb > 0 ? kib_text(j->max_rss_kb) : xstrdup("-"));
+    /* Output the log could not take: its filesystem was full (another job's flood). */
+    if (j->log_lost_bytes > 0)
+        field_owned(JOB_LABEL_LOG_LOST_BYTES,
+                    xasprintf("%lld bytes of output (the log's filesystem was full)",
+                              (long long)j->log_lost_bytes));
     field("LogPath", get_str(raw, "log_path"));
     /* gbatch --pty: the terminal, and where `gjob attach` reaches it while it runs. */
     const char *sock = json_string_value(json_object_get(raw, "attach_socket"));

@@ -15,6 +15,7 @@ import os
 import pytest
 
 from conftest import TEST_USER, as_user, ensure_user, per_worker, wait_for
+from test_disk import free_bytes, small_fs  # noqa: F401 (a fixture)
 
 OTHER_USER = per_worker("gflowtest-hyg")
 
@@ -92,3 +93,74 @@ def test_controls_and_bidi_are_escaped_for_humans_and_exact_in_json(make_gflow, 
     assert cp.returncode != 0
     assert_no_raw(cp.stderr, "gqueue's error")
     assert "\\u009b2J\\x1b" in cp.stderr, cp.stderr
+
+
+# ---------------------------------------------------------------- the full disk's log flood
+
+MiB = 1024 * 1024
+KEEP = 2 * MiB  # daemon.log_keep_on_full_disk, below its default of 4 MiB
+
+
+def user_dir(g, name, owner):
+    d = g.root / name
+    d.mkdir()
+    os.chown(d, owner[0], owner[1])
+    return d
+
+
+def test_log_flood_is_named_cut_when_it_ends_and_others_losses_counted(small_fs, make_gflow,
+                                                                       owner):
+    logs = small_fs(24)
+    os.chmod(logs, 0o1777)  # a shared log directory, sticky (as /tmp)
+    g = make_gflow(env={"GFLOW_DAEMON__LOG_DIR": str(logs),
+                        "GFLOW_DAEMON__LOG_KEEP_ON_FULL_DISK": str(KEEP)})
+    os.chmod(g.root, 0o755)
+    (alice, alice_env), (bob, bob_env) = users(owner)
+    bob_ids = ensure_user(OTHER_USER)
+    trigger = g.root / "go"
+
+    # bob's job runs first, and writes once the disk is full.
+    victim = g.submit(f"while [ ! -e {trigger} ]; do sleep 0.05; done; "
+                      "head -c 100000 /dev/zero | tr '\\0' v; echo",
+                      user=bob, cwd=user_dir(g, "bobwork", bob_ids), env=bob_env)
+    g.wait_state(victim, "R")
+    # alice's floods the logs' filesystem (64 MiB of output into 24), then stays.
+    flood = g.submit("dd if=/dev/zero bs=1M count=64 status=none | tr '\\0' f; sleep 600",
+                     user=alice, cwd=user_dir(g, "alicework", owner), env=alice_env)
+    wait_for(lambda: free_bytes(logs) < 1 * MiB, "the logs' filesystem to fill up", timeout=60)
+
+    # gflowd status names the flooder, in its text and its JSON.
+    def named():
+        st = g.api("GET", "/v1/status").json()
+        return st if (st.get("log_flooder") or {}).get("id") == flood else None
+    st = wait_for(named, "gflowd status to name the flooding job", timeout=20)
+    assert st["log_flooder"]["user"] == TEST_USER and st["log_flooder"]["log_bytes"] > 16 * MiB
+    text = g.run("gflowd", "status", check=True).stdout
+    assert f"job {flood} ({TEST_USER}" in text and "largest log" in text, text
+
+    # bob's output is lost to the full disk, and counted in his job.
+    trigger.touch()
+    done = g.wait_state(victim, timeout=30)
+    assert done["state"] == "CD", done
+    assert 0 < done["log_lost_bytes"] <= 100001, done
+    show = g.run("gjob", "show", victim, user=bob, cwd="/", env=bob_env, check=True).stdout
+    assert f"LogLost: {done['log_lost_bytes']} bytes" in show, show
+
+    # Cancelling the flooder cuts its log to its last KEEP bytes, which says so at its top,
+    # and the space comes back.
+    cp = g.run("gcancel", flood, user=alice, cwd="/", env=alice_env)
+    assert cp.returncode == 0, cp.stderr
+    g.wait_state(flood, "CA", timeout=30)
+    log = logs / f"{flood}.log"
+    data = log.read_bytes()
+    first, _, rest = data.partition(b"\n")
+    assert first.startswith(b"gflow-shim: the first ") and b"were cut" in first, first[:200]
+    assert b"log_keep_on_full_disk" in first, first
+    assert KEEP - 64 * 1024 <= len(rest) <= KEEP + 4096, len(rest)
+    assert set(rest[:KEEP // 2]) == {ord("f")}, rest[:100]
+    assert free_bytes(logs) > 16 * MiB
+    wait_for(lambda: g.api("GET", "/v1/status").json()["disk_full"] is None,
+             "gflowd to see room again", timeout=20)
+    # A job of bob's that lost nothing shows no loss.
+    ok = g.submit("echo fine", user=bob, cwd=g.root / "bobwork", env=bob_env)
+    assert g.wait_state(ok, timeout=20).get("log_lost_bytes") is None
