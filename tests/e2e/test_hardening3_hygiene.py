@@ -11,10 +11,12 @@ local users would:
 The tests switch users and mount a tmpfs: they need root (they are in CI)."""
 import json
 import os
+import pty
+import subprocess
 
 import pytest
 
-from conftest import TEST_USER, as_user, ensure_user, per_worker, wait_for
+from conftest import TEST_USER, as_user, binary, ensure_user, per_worker, wait_for
 from test_disk import free_bytes, small_fs  # noqa: F401 (a fixture)
 
 OTHER_USER = per_worker("gflowtest-hyg")
@@ -93,6 +95,51 @@ def test_controls_and_bidi_are_escaped_for_humans_and_exact_in_json(make_gflow, 
     assert cp.returncode != 0
     assert_no_raw(cp.stderr, "gqueue's error")
     assert "\\u009b2J\\x1b" in cp.stderr, cp.stderr
+
+
+def on_tty(g, prog, *args, user=None, env=None):
+    """Runs one of the commands with its stdout on a fresh terminal; what the terminal
+    got (its newlines as \\r\\n)."""
+    master, slave = pty.openpty()
+    full_env = dict(g.env, **(env or {}))
+    argv = list(user or []) + [binary(prog), *map(str, args)]
+    p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=slave, stderr=subprocess.PIPE,
+                         env=full_env, cwd="/")
+    os.close(slave)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the command closed the terminal
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(master)
+    assert p.wait(timeout=30) == 0, p.stderr.read()
+    return out.decode("utf-8", "replace")
+
+
+def test_another_users_log_is_escaped_on_an_admins_terminal(make_gflow, owner):
+    g = make_gflow()
+    os.chmod(g.root, 0o755)
+    (alice, alice_env), _ = users(owner)
+    work = g.root / "alicework"
+    work.mkdir()
+    os.chown(work, owner[0], owner[1])
+    # An OSC 52 clipboard write, the 8-bit CSI and a bidi override; then plain UTF-8.
+    job = g.submit("printf 'a\\033]52;c;SGk=\\007b\\302\\233c\\342\\200\\256d\\ncaf\\303\\251\\n'",
+                   user=alice, cwd=work, env=alice_env)
+    assert g.wait_state(job)["state"] == "CD"
+    raw = "a\x1b]52;c;SGk=\x07b\u009bc\u202ed\r\ncaf\u00e9\r\n"
+    # root (an admin) reads alice's log on a terminal: escaped, the rest as it is.
+    assert on_tty(g, "gjob", "log", job) == \
+        "a\\x1b]52;c;SGk=\\x07b\\u009bc\\u202ed\r\ncaf\u00e9\r\n"
+    # --raw, a pipe, and alice herself get the bytes.
+    assert on_tty(g, "gjob", "log", "--raw", job) == raw
+    assert on_tty(g, "gjob", "log", job, user=alice, env=alice_env) == raw
+    cp = g.run("gjob", "log", job, check=True)
+    assert cp.stdout == raw.replace("\r\n", "\n")
 
 
 # ---------------------------------------------------------------- the full disk's log flood
