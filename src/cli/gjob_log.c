@@ -163,8 +163,8 @@ static int gjob_follow_end(int64_t id, struct client_events *events, json_t *end
 
 /* Where the log goes: stdout, as it is or escaped. */
 struct gjob_out {
-    int err;     /* the errno of a failed write; 0: none */
-    bool escape; /* another user's log on a terminal */
+    int err;      /* the errno of a failed write; 0: none */
+    bool escape;  /* another user's log on a terminal */
     char held[4]; /* the start of a UTF-8 sequence cut by the end of a piece */
     size_t nheld;
 };
