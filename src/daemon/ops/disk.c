@@ -125,6 +125,7 @@ static struct disk_flooder disk_find_flooder(const struct disk *k)
     size_t n = 0;
     struct job **running = k->jobs ? jobs_running(k->jobs, &n) : NULL;
     for (size_t i = 0; i < n; i++) {
+        /* The log's name as the runner gives it (runner_log_path; run is above ops). */
         char *path = xasprintf("%s/%lld.log", k->log_dir, (long long)running[i]->id);
         struct stat st;
         if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > best.log_bytes) {
