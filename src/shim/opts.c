@@ -315,7 +315,7 @@ static void shim_opts_one(struct shim_opts *o, int c, const char *arg, char **er
             shim_opts_error(err, xasprintf("bad --log-max-bytes '%s' (bytes, >= 0)", arg));
         break;
     case OPT_LOG_KEEP_ON_FULL:
-        if (shim_opts_range(arg, 0, INT64_MAX, &o->log_keep_on_full) < 0)
+        if (shim_opts_range(arg, 0, INT64_MAX, &o->log_keep) < 0)
             shim_opts_error(err, xasprintf("bad --log-keep-on-full '%s' (bytes, >= 0)", arg));
         break;
     case OPT_CONDA_ENV:

@@ -55,7 +55,7 @@ int shim_relay_open(struct shim_relay *rl, const struct shim_opts *o, struct shi
         return -1;
     }
     rl->max = o->log_max_bytes;
-    rl->keep_on_full = o->log_keep_on_full;
+    rl->keep = o->log_keep;
     rl->can_splice = true;
     return 0;
 }
@@ -191,7 +191,7 @@ static ssize_t shim_relay_step(struct shim_relay *rl)
         n = shim_relay_drop(rl, want);
     if (n > 0) {
         rl->lost += n;
-        rl->lost_total += n;
+        rl->dropped += n;
         rl->lost_errno = e;
     }
     return n;
@@ -224,11 +224,11 @@ void shim_relay_line(struct shim_relay *rl, const char *line)
  * want of space, or less than the tail to keep is free (other jobs are losing theirs). */
 static bool shim_relay_disk_full(const struct shim_relay *rl)
 {
-    if (rl->lost_total > 0 && (rl->lost_errno == ENOSPC || rl->lost_errno == EDQUOT))
+    if (rl->dropped > 0 && (rl->lost_errno == ENOSPC || rl->lost_errno == EDQUOT))
         return true;
     struct statvfs sv;
     return fstatvfs(rl->log_fd, &sv) == 0 &&
-           (unsigned long long)sv.f_bavail * sv.f_frsize < (unsigned long long)rl->keep_on_full;
+           (unsigned long long)sv.f_bavail * sv.f_frsize < (unsigned long long)rl->keep;
 }
 
 /* Where the kept tail of a log of size bytes starts: keep bytes from its end, moved on to
@@ -243,7 +243,7 @@ static off_t shim_relay_tail_start(int fd, off_t size, int64_t keep)
     return nl ? from + (nl - buf) : from;
 }
 
-/* Cuts the log to its last keep_on_full bytes after a first line saying so: the tail is
+/* Cuts the log to its last rl->keep bytes after a first line saying so: the tail is
  * copied forward to just after the line (the destination is always before the source,
  * so each block is read before anything is written over it), then the file is cut. No
  * new block is needed on the full filesystem: only bytes already written are overwritten
@@ -251,14 +251,14 @@ static off_t shim_relay_tail_start(int fd, off_t size, int64_t keep)
 static void shim_relay_cut_head(struct shim_relay *rl)
 {
     struct stat st;
-    if (rl->keep_on_full <= 0 || fstat(rl->log_fd, &st) < 0 || !S_ISREG(st.st_mode) ||
-        st.st_size <= rl->keep_on_full + SHIM_RELAY_CHUNK || !shim_relay_disk_full(rl))
+    if (rl->keep <= 0 || fstat(rl->log_fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+        st.st_size <= rl->keep + SHIM_RELAY_CHUNK || !shim_relay_disk_full(rl))
         return;
-    off_t from = shim_relay_tail_start(rl->log_fd, st.st_size, rl->keep_on_full);
+    off_t from = shim_relay_tail_start(rl->log_fd, st.st_size, rl->keep);
     char *note = xasprintf("gflow-shim: the first %lld bytes of this log were cut when the job "
                            "ended: the log's filesystem was full (daemon.log_keep_on_full_disk "
                            "keeps the last %lld bytes)\n",
-                           (long long)from, (long long)rl->keep_on_full);
+                           (long long)from, (long long)rl->keep);
     off_t to = (off_t)strlen(note);
     bool ok = pwrite(rl->log_fd, note, (size_t)to, 0) == to;
     free(note);

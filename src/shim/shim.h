@@ -53,15 +53,15 @@ struct shim_opts {
     int n_task_gpus;
     int *deny_minors; /* --deny-devices: GPU minors the job may not open; NULL if not given */
     int n_deny_minors;
-    int64_t memory_limit_mb;  /* --memory-limit in MiB, 0: none */
-    const char *conda_env;    /* --conda-env: name or absolute path, NULL: none */
-    int umask;                /* --umask: the job's umask, -1: the shim's own */
-    int64_t log_max_bytes;    /* --log-max-bytes: the job log's cap, 0: none */
-    int64_t log_keep_on_full; /* --log-keep-on-full: the log's tail kept on a full disk */
-    int64_t nofile;           /* --nofile: the job's soft RLIMIT_NOFILE (-1: as inherited) */
-    gid_t *groups;            /* --groups: the job user's groups as gflowd resolved them */
-    int ngroups;              /* -1: not given (the shim looks them up) */
-    const char *pty_dir;      /* --pty: the attach directory; NULL: no terminal */
+    int64_t memory_limit_mb; /* --memory-limit in MiB, 0: none */
+    const char *conda_env;   /* --conda-env: name or absolute path, NULL: none */
+    int umask;               /* --umask: the job's umask, -1: the shim's own */
+    int64_t log_max_bytes;   /* --log-max-bytes: the job log's cap, 0: none */
+    int64_t log_keep;        /* --log-keep-on-full: the tail kept on a full disk, 0: none */
+    int64_t nofile;          /* --nofile: the job's soft RLIMIT_NOFILE (-1: as inherited) */
+    gid_t *groups;           /* --groups: the job user's groups as gflowd resolved them */
+    int ngroups;             /* -1: not given (the shim looks them up) */
+    const char *pty_dir;     /* --pty: the attach directory; NULL: no terminal */
 };
 
 /* Everything the job child needs, prepared before fork so the child only makes
@@ -149,17 +149,17 @@ struct shim_memlimit {
 
 /* The job's output on its way to the log (relay.c). */
 struct shim_relay {
-    int rd;               /* the pipe's read end; -1 once every writer is gone */
-    int log_fd;           /* the job log */
-    int null_fd;          /* /dev/null, where dropped output goes; -1 until needed */
-    int64_t max;          /* --log-max-bytes, 0: no cap */
-    int64_t written;      /* the job's bytes in the log */
-    bool truncated;       /* the cap was reached and the line saying so written */
-    int64_t lost;         /* bytes dropped because the log could not take them, not told yet */
-    int lost_errno;       /* why */
-    int64_t lost_total;   /* all the bytes dropped so (the exit record's log_lost_bytes) */
-    int64_t keep_on_full; /* --log-keep-on-full (0: never cut) */
-    bool can_splice;      /* false once splice said the log's filesystem cannot */
+    int rd;          /* the pipe's read end; -1 once every writer is gone */
+    int log_fd;      /* the job log */
+    int null_fd;     /* /dev/null, where dropped output goes; -1 until needed */
+    int64_t max;     /* --log-max-bytes, 0: no cap */
+    int64_t written; /* the job's bytes in the log */
+    bool truncated;  /* the cap was reached and the line saying so written */
+    int64_t lost;    /* bytes dropped because the log could not take them, not told yet */
+    int lost_errno;  /* why */
+    int64_t dropped; /* all the bytes lost so (the exit record's log_lost_bytes) */
+    int64_t keep;    /* --log-keep-on-full, 0: never cut */
+    bool can_splice; /* false once splice said the log's filesystem cannot */
     /* --pty: rd is (a copy of) the terminal's master, whose end is EIO, not EOF; every
      * byte read is also handed to the attached clients (attach.c). NULL: a pipe. */
     struct shim_attach *tap;
