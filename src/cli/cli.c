@@ -16,6 +16,8 @@
 #include "client.h"
 #include "gflow_build.h"
 #include "parse.h"
+#include "termtext.h"
+#include "util.h"
 
 static const char *cli_prog = "gflow";
 
@@ -31,12 +33,34 @@ void cli_init(const char *prog)
     json_object_seed(1);
 }
 
+/* Writes the formatted text to out with controls and bidi overrides shown as visible
+ * escapes (termtext.h), newlines and tabs kept: messages quote job names, commands and
+ * the daemon's errors, which other users wrote. */
+static void cli_vprint_safe(FILE *out, const char *fmt, va_list ap)
+{
+    char *text = xvasprintf(fmt, ap);
+    struct strbuf sb;
+    strbuf_init(&sb);
+    termtext_escape(&sb, text, strlen(text), TERMTEXT_KEEP_LAYOUT);
+    fwrite(sb.buf, 1, sb.len, out);
+    strbuf_free(&sb);
+    free(text);
+}
+
+void cli_printf(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    cli_vprint_safe(stdout, fmt, ap);
+    va_end(ap);
+}
+
 void cli_warn(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
     fprintf(stderr, "%s: ", cli_prog);
-    vfprintf(stderr, fmt, ap);
+    cli_vprint_safe(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
 }
@@ -47,7 +71,7 @@ void cli_die(int status, const char *fmt, ...)
     fflush(stdout);
     va_start(ap, fmt);
     fprintf(stderr, "%s: ", cli_prog);
-    vfprintf(stderr, fmt, ap);
+    cli_vprint_safe(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
     exit(status);
@@ -58,7 +82,7 @@ void cli_usage_error(const char *fmt, ...)
     va_list ap;
     va_start(ap, fmt);
     fprintf(stderr, "%s: ", cli_prog);
-    vfprintf(stderr, fmt, ap);
+    cli_vprint_safe(stderr, fmt, ap);
     fprintf(stderr, "; see '%s --help'\n", cli_prog);
     va_end(ap);
     exit(CLI_EXIT_USAGE);

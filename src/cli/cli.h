@@ -20,6 +20,10 @@
 /* Sets the program name used in messages (the base name of argv[0]). Call first. */
 void cli_init(const char *prog);
 
+/* Messages are printed with controls and bidi overrides shown as visible escapes
+ * (termtext.h; newlines and tabs kept): they quote what other users wrote. */
+/* printf to stdout for text a person reads (never JSON, which stays exact). */
+void cli_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Prints "<prog>: <message>" on stderr. */
 void cli_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Prints "<prog>: <message>" on stderr and exits with status. */

@@ -519,11 +519,13 @@ int main(int argc, char **argv)
     if (o.dry_run && (o.array || rows)) {
         size_t i;
         const json_t *jb;
-        printf("Dry run: nothing was submitted. Would submit %zu job(s):\n", json_array_size(list));
+        cli_printf("Dry run: nothing was submitted. Would submit %zu job(s):\n",
+                   json_array_size(list));
         json_array_foreach (list, i, jb) {
             const char *cmd = json_string_value(json_object_get(jb, JOB_KEY_COMMAND));
-            printf("  [%zu] %s: %s\n", i + 1, json_string_value(json_object_get(jb, JOB_KEY_NAME)),
-                   cmd ? cmd : json_string_value(json_object_get(spec, JOB_KEY_SCRIPT_PATH)));
+            cli_printf("  [%zu] %s: %s\n", i + 1,
+                       json_string_value(json_object_get(jb, JOB_KEY_NAME)),
+                       cmd ? cmd : json_string_value(json_object_get(spec, JOB_KEY_SCRIPT_PATH)));
         }
     } else if (!o.dry_run && json_is_integer(json_object_get(reply, "count")) &&
                json_integer_value(json_object_get(reply, "count")) > 1) {
@@ -537,10 +539,10 @@ int main(int argc, char **argv)
             cli_die(CLI_EXIT_FAIL, "gflowd accepted the job but sent no job id");
         const char *name = json_string_value(json_object_get(job, JOB_KEY_NAME));
         if (o.parsable)
-            printf("%lld\n", (long long)json_integer_value(id));
+            cli_printf("%lld\n", (long long)json_integer_value(id));
         else
-            printf("Submitted batch job %lld (%s)\n", (long long)json_integer_value(id),
-                   name ? name : "-");
+            cli_printf("Submitted batch job %lld (%s)\n", (long long)json_integer_value(id),
+                       name ? name : "-");
     }
     if (!o.dry_run)
         gbatch_print_notes(spec, o.parsable);

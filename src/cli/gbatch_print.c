@@ -25,67 +25,69 @@ void gbatch_print_dry_run(const json_t *spec, const json_t *reply)
     char *limit = json_is_integer(tl) && json_integer_value(tl) > 0
                       ? format_duration(json_integer_value(tl))
                       : xstrdup("UNLIMITED");
-    printf("Dry run: nothing was submitted. The job would be:\n");
-    printf("  Name:      %s\n", name ? name : "(chosen by the daemon)");
+    cli_printf("Dry run: nothing was submitted. The job would be:\n");
+    cli_printf("  Name:      %s\n", name ? name : "(chosen by the daemon)");
     if (json_object_get(spec, JOB_KEY_COMMAND))
-        printf("  Command:   %s\n", json_string_value(json_object_get(spec, JOB_KEY_COMMAND)));
+        cli_printf("  Command:   %s\n", json_string_value(json_object_get(spec, JOB_KEY_COMMAND)));
     else
-        printf("  Script:    %s\n", json_string_value(json_object_get(spec, JOB_KEY_SCRIPT_PATH)));
-    printf("  Priority:  %lld\n",
-           json_is_integer(prio) ? (long long)json_integer_value(prio) : JOB_PRIORITY_DEFAULT);
-    printf("  TimeLimit: %s\n", limit);
+        cli_printf("  Script:    %s\n",
+                   json_string_value(json_object_get(spec, JOB_KEY_SCRIPT_PATH)));
+    cli_printf("  Priority:  %lld\n",
+               json_is_integer(prio) ? (long long)json_integer_value(prio) : JOB_PRIORITY_DEFAULT);
+    cli_printf("  TimeLimit: %s\n", limit);
     const json_t *gpus = json_object_get(spec, JOB_KEY_GPUS);
     char *gpu_req =
         output_gpu_request(json_is_integer(gpus) ? json_integer_value(gpus) : 0,
                            json_is_true(json_object_get(spec, JOB_KEY_SHARED)),
                            json_integer_value(json_object_get(spec, JOB_KEY_GPU_MEMORY_MB)));
-    printf("  GPUs:      %s%s\n", gpu_req,
-           json_integer_value(json_object_get(spec, JOB_KEY_GPUS_PER_TASK)) > 0
-               ? ", one copy of the command per GPU (--gpus-per-task 1)"
-               : "");
+    cli_printf("  GPUs:      %s%s\n", gpu_req,
+               json_integer_value(json_object_get(spec, JOB_KEY_GPUS_PER_TASK)) > 0
+                   ? ", one copy of the command per GPU (--gpus-per-task 1)"
+                   : "");
     free(gpu_req);
     const json_t *deps = json_object_get(spec, JOB_KEY_DEPENDS_ON);
     if (json_array_size(deps)) {
-        printf("  Depends:   ");
+        cli_printf("  Depends:   ");
         size_t i;
         const json_t *d;
         json_array_foreach (deps, i, d) {
-            printf("%s%s:%lld", i ? "," : "", json_string_value(json_object_get(d, "kind")),
-                   (long long)json_integer_value(json_object_get(d, "id")));
+            cli_printf("%s%s:%lld", i ? "," : "", json_string_value(json_object_get(d, "kind")),
+                       (long long)json_integer_value(json_object_get(d, "id")));
         }
         const char *mode = json_string_value(json_object_get(spec, JOB_KEY_DEPENDS_MODE));
-        printf(" (%s)%s\n", mode && !strcmp(mode, "any") ? "any one" : "all",
-               json_is_false(json_object_get(spec, JOB_KEY_AUTO_CANCEL)) ? ", no auto-cancel" : "");
+        cli_printf(" (%s)%s\n", mode && !strcmp(mode, "any") ? "any one" : "all",
+                   json_is_false(json_object_get(spec, JOB_KEY_AUTO_CANCEL)) ? ", no auto-cancel"
+                                                                             : "");
     }
     const json_t *begin = json_object_get(spec, JOB_KEY_BEGIN_TIME);
     if (begin) {
         char *when = output_time(json_number_value(begin));
-        printf("  Begin:     %s\n", when);
+        cli_printf("  Begin:     %s\n", when);
         free(when);
     }
     const char *sigspec = json_string_value(json_object_get(spec, JOB_KEY_SIGNAL_SPEC));
     if (sigspec)
-        printf("  Signal:    %s (before the time limit)\n", sigspec);
+        cli_printf("  Signal:    %s (before the time limit)\n", sigspec);
     const json_t *mem = json_object_get(spec, JOB_KEY_MEMORY_MB);
     if (json_integer_value(mem) > 0)
-        printf("  Memory:    %lld MiB\n", (long long)json_integer_value(mem));
+        cli_printf("  Memory:    %lld MiB\n", (long long)json_integer_value(mem));
     const char *conda = json_string_value(json_object_get(spec, JOB_KEY_CONDA_ENV));
     if (conda)
-        printf("  CondaEnv:  %s\n", conda);
+        cli_printf("  CondaEnv:  %s\n", conda);
     const char *project = json_string_value(json_object_get(spec, JOB_KEY_PROJECT));
     if (project)
-        printf("  Project:   %s\n", project);
+        cli_printf("  Project:   %s\n", project);
     const json_t *retries = json_object_get(spec, JOB_KEY_MAX_RETRIES);
     if (json_integer_value(retries) > 0)
-        printf("  Retries:   up to %lld\n", (long long)json_integer_value(retries));
+        cli_printf("  Retries:   up to %lld\n", (long long)json_integer_value(retries));
     if (json_is_true(json_object_get(spec, JOB_KEY_REQUEUE)))
-        printf("  Requeue:   yes (may be preempted)\n");
+        cli_printf("  Requeue:   yes (may be preempted)\n");
     if (json_is_true(json_object_get(spec, JOB_KEY_PTY)))
-        printf("  Pty:       yes (gjob attach ID while it runs)\n");
-    printf("  WorkDir:   %s\n", json_string_value(json_object_get(spec, JOB_KEY_WORKDIR)));
-    printf("  State:     %s\n", state                                         ? state
-                                : json_is_true(json_object_get(spec, "hold")) ? "H"
-                                                                              : "PD");
+        cli_printf("  Pty:       yes (gjob attach ID while it runs)\n");
+    cli_printf("  WorkDir:   %s\n", json_string_value(json_object_get(spec, JOB_KEY_WORKDIR)));
+    cli_printf("  State:     %s\n", state                                         ? state
+                                    : json_is_true(json_object_get(spec, "hold")) ? "H"
+                                                                                  : "PD");
     free(limit);
 }
 
@@ -103,10 +105,10 @@ void gbatch_print_many(const json_t *reply, bool parsable)
     if (parsable) {
         if (last - first_id + 1 == count) { /* the reply lists only the first jobs */
             for (long long id = first_id; id <= last; id++)
-                printf("%lld\n", id);
+                cli_printf("%lld\n", id);
         } else {
             json_array_foreach (list, i, jb)
-                printf("%lld\n", (long long)json_integer_value(json_object_get(jb, "id")));
+                cli_printf("%lld\n", (long long)json_integer_value(json_object_get(jb, "id")));
         }
         return;
     }
@@ -114,12 +116,12 @@ void gbatch_print_many(const json_t *reply, bool parsable)
         if (i >= GBATCH_LINES_MAX)
             break;
         const char *name = json_string_value(json_object_get(jb, "name"));
-        printf("Submitted batch job %lld (%s)\n",
-               (long long)json_integer_value(json_object_get(jb, "id")), name ? name : "-");
+        cli_printf("Submitted batch job %lld (%s)\n",
+                   (long long)json_integer_value(json_object_get(jb, "id")), name ? name : "-");
     }
-    printf("Submitted %lld batch jobs %lld-%lld (group %lld)%s\n", count, first_id, last,
-           (long long)json_integer_value(json_object_get(reply, "group_id")),
-           count > GBATCH_LINES_MAX ? "; the lines above show the first 100" : "");
+    cli_printf("Submitted %lld batch jobs %lld-%lld (group %lld)%s\n", count, first_id, last,
+               (long long)json_integer_value(json_object_get(reply, "group_id")),
+               count > GBATCH_LINES_MAX ? "; the lines above show the first 100" : "");
 }
 
 /* What the daemon understood of --begin (not with parsable). */
@@ -131,6 +133,6 @@ void gbatch_print_notes(const json_t *spec, bool parsable)
         struct tm tm;
         char buf[64];
         if (localtime_r(&t, &tm) && strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S", &tm))
-            printf("Begins at %s\n", buf);
+            cli_printf("Begins at %s\n", buf);
     }
 }

@@ -104,13 +104,13 @@ static void gctl_print_allowed(const json_t *reply, bool with_source)
     if (source && !strcmp(source, "all")) {
         char *list = output_json_list(allowed, "");
         if (*list)
-            printf("Allowed GPUs: all (%s)\n", list);
+            cli_printf("Allowed GPUs: all (%s)\n", list);
         else
-            printf("Allowed GPUs: all\n");
+            cli_printf("Allowed GPUs: all\n");
         free(list);
     } else {
         char *list = output_json_list(allowed, "");
-        printf("Allowed GPUs: %s\n", *list ? list : "none");
+        cli_printf("Allowed GPUs: %s\n", *list ? list : "none");
         free(list);
     }
     if (!with_source || !source)
@@ -122,9 +122,9 @@ static void gctl_print_allowed(const json_t *reply, bool with_source)
                       : !strcmp(source, "all")    ? "no restriction"
                                                   : NULL;
     if (why)
-        printf("Source: %s (%s)\n", source, why);
+        cli_printf("Source: %s (%s)\n", source, why);
     else
-        printf("Source: %s\n", source);
+        cli_printf("Source: %s\n", source);
 }
 
 /* Takes no options but --help; returns the index of the first operand. */
@@ -273,13 +273,13 @@ static int gctl_show_gpus(int argc, char **argv)
             state && (!strcmp(state, "idle") || (!strcmp(state, "restricted") && !*outside));
         free(outside);
         char *reason = gctl_gpu_reason(gpu);
-        printf("%lld\t%s%s%s%s\n", (long long)index, available ? "available" : "in_use",
-               restricted ? "\trestricted" : "", reason ? "\t" : "", reason ? reason : "");
+        cli_printf("%lld\t%s%s%s%s\n", (long long)index, available ? "available" : "in_use",
+                   restricted ? "\trestricted" : "", reason ? "\t" : "", reason ? reason : "");
         free(reason);
     }
     const char *error = json_string_value(json_object_get(gpus, "error"));
     if (error)
-        printf("GPUs: %s\n", error);
+        cli_printf("GPUs: %s\n", error);
     json_decref(gpus);
     json_t *reply = cli_call("GET", "/v1/gpus/allowed", NULL);
     gctl_print_allowed(reply, true);

@@ -160,8 +160,8 @@ static void print_status(const json_t *reply)
 {
     char *from = when(json_number_value(json_object_get(reply, "period_start")));
     char *to = when(json_number_value(json_object_get(reply, "period_end")));
-    printf("GPU-hours period: %s (from %s to %s)\n",
-           json_string_value(json_object_get(reply, "period")), from, to);
+    cli_printf("GPU-hours period: %s (from %s to %s)\n",
+               json_string_value(json_object_get(reply, "period")), from, to);
     free(from);
     free(to);
     static const char *const headers[] = {"SCOPE",        "NAME",        "RUNNING_JOBS",

@@ -132,17 +132,17 @@ static void print_one(const json_t *x, bool with_id)
     char *dur = format_duration(json_integer_value(json_object_get(x, "duration")));
     const json_t *count = json_object_get(x, "gpu_count");
     if (with_id)
-        printf("ID: %lld\n", (long long)json_integer_value(json_object_get(x, "id")));
-    printf("User: %s\n", json_string_value(json_object_get(x, "user")));
+        cli_printf("ID: %lld\n", (long long)json_integer_value(json_object_get(x, "id")));
+    cli_printf("User: %s\n", json_string_value(json_object_get(x, "user")));
     if (json_is_integer(count))
-        printf("GPUCount: %lld\n", (long long)json_integer_value(count));
-    printf("GPUIndices: %s\n", gpus);
-    printf("StartTime: %s\nEndTime: %s\nDuration: %s\nStatus: %s\nCreatedAt: %s\n", start, end, dur,
-           status_text(x), created);
+        cli_printf("GPUCount: %lld\n", (long long)json_integer_value(count));
+    cli_printf("GPUIndices: %s\n", gpus);
+    cli_printf("StartTime: %s\nEndTime: %s\nDuration: %s\nStatus: %s\nCreatedAt: %s\n", start, end,
+               dur, status_text(x), created);
     const json_t *cancelled = json_object_get(x, "cancelled_at");
     if (json_is_number(cancelled)) {
         char *c = output_time(json_number_value(cancelled));
-        printf("CancelledAt: %s\n", c);
+        cli_printf("CancelledAt: %s\n", c);
         free(c);
     }
     free(gpus);
@@ -220,8 +220,9 @@ static int reserve_create(int argc, char **argv)
     json_object_set_new(body, "start", json_real(at));
     json_object_set_new(body, "duration", json_integer(secs));
     json_t *reply = cli_call("POST", "/v1/reservations", body);
-    printf("Reservation created successfully.\n");
-    printf("ReservationID: %lld\n", (long long)json_integer_value(json_object_get(reply, "id")));
+    cli_printf("Reservation created successfully.\n");
+    cli_printf("ReservationID: %lld\n",
+               (long long)json_integer_value(json_object_get(reply, "id")));
     print_one(reply, false);
     json_decref(reply);
     json_decref(body);
@@ -330,9 +331,9 @@ static int reserve_one(const char *sub, int argc, char **argv)
     char *path = xasprintf("/v1/reservations/%lld%s", (long long)id, cancel ? "/cancel" : "");
     json_t *reply = cli_call(cancel ? "POST" : "GET", path, NULL);
     if (cancel) {
-        printf("Reservation %lld cancelled successfully\n", (long long)id);
+        cli_printf("Reservation %lld cancelled successfully\n", (long long)id);
     } else {
-        printf("Reservation Details:\n");
+        cli_printf("Reservation Details:\n");
         print_one(reply, true);
     }
     json_decref(reply);

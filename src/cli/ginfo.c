@@ -490,12 +490,12 @@ int main(int argc, char **argv)
         return cli_finish(0);
     }
     if (json_is_true(json_object_get(reply, "simulated")))
-        printf("GPUs simulated (libgflow-nvml-sim)\n");
+        cli_printf("GPUs simulated (libgflow-nvml-sim)\n");
     const char *error = ginfo_str(reply, "error");
     const json_t *gpus = json_object_get(reply, "gpus");
     if (error && *error) {
         /* No NVML is a state of the machine, not a failure of ginfo. */
-        printf("%s%s\n", str_starts_with(error, "no GPUs") ? "" : "no GPUs: ", error);
+        cli_printf("%s%s\n", str_starts_with(error, "no GPUs") ? "" : "no GPUs: ", error);
     } else if (topology) {
         ginfo_topology(gpus, json_object_get(reply, "topology"));
     } else {

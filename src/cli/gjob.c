@@ -237,12 +237,12 @@ static int gjob_transition(const char *cmd, int argc, char **argv)
         } else {
             if (at >= 0) {
                 char *when = output_time(at);
-                printf("Job %lld released back to queue, to start at %s.\n", (long long)ids[i],
-                       when);
+                cli_printf("Job %lld released back to queue, to start at %s.\n", (long long)ids[i],
+                           when);
                 free(when);
             } else {
-                printf(hold ? "Job %lld put on hold.\n" : "Job %lld released back to queue.\n",
-                       (long long)ids[i]);
+                cli_printf(hold ? "Job %lld put on hold.\n" : "Job %lld released back to queue.\n",
+                           (long long)ids[i]);
             }
         }
     }

@@ -26,6 +26,7 @@
 #include "clock.h"
 #include "gjob_internal.h"
 #include "job.h"
+#include "termtext.h"
 #include "util.h"
 
 #define GJOB_ATTACH_DEFAULT_KEYS "ctrl-b,d"
@@ -84,8 +85,10 @@ static void gjob_attach_say(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    char *msg = xvasprintf(fmt, ap);
+    char *text = xvasprintf(fmt, ap);
     va_end(ap);
+    char *msg = termtext_dup(text, 0); /* the shim's lines may quote what the job wrote */
+    free(text);
     fprintf(stderr, "%s[%s]%s", gjob_attach_raw ? "\r\n" : "\n", msg,
             gjob_attach_raw ? "\r\n" : "\n");
     free(msg);

@@ -6,7 +6,7 @@
 #include <getopt.h>
 
 /* getopt values of the long options that have no short letter. */
-enum { OPT_FOLLOW = 256, OPT_FIRST };
+enum { OPT_FOLLOW = 256, OPT_FIRST, OPT_RAW };
 
 /* Dies with usage status for an unknown option or a missing argument of 'gjob <cmd>'. */
 void __attribute__((noreturn))

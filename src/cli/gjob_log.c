@@ -2,7 +2,13 @@
  * streams it until the job leaves the queue and then prints the job's final state line
  * and exits with the job's status. The final state comes with the job's job_ended
  * event (GET /v1/events, subscribed before anything is read, so the end cannot slip
- * by); from an older gflowd without events it is polled. */
+ * by); from an older gflowd without events it is polled.
+ *
+ * The log is the job's own output, printed as it is for its owner (colours, progress
+ * bars) and to a pipe or file. Only an admin may read another user's log; printed on the
+ * admin's terminal, that user's escape sequences (a clipboard write, a title that a
+ * terminal reports back as input) are shown as visible escapes instead (termtext.h),
+ * unless --raw asks for the bytes. */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -17,6 +23,7 @@
 #include "gjob_internal.h"
 #include "job.h"
 #include "parse.h"
+#include "termtext.h"
 #include "util.h"
 
 static void gjob_help_log(void)
@@ -31,6 +38,9 @@ static void gjob_help_log(void)
            "Options:\n"
            "  -f, --first N  only the first N lines\n"
            "  -l, --last N   only the last N lines\n"
+           "      --raw      the bytes as they are, also on a terminal for a job of another\n"
+           "                 user (whose control characters are otherwise shown escaped,\n"
+           "                 e.g. \\x1b)\n"
            "      --follow   (or -f with no job id after it: 'gjob log -f 42', as tail -f)\n"
            "                 keep printing new output until the job has ended, then its\n"
            "                 final state on stderr ('gjob: job 5 ended: CD (Finished),\n"
@@ -153,20 +163,63 @@ static int gjob_follow_end(int64_t id, struct client_events *events, json_t *end
     return status;
 }
 
-static int gjob_write_cb(const char *data, size_t len, void *arg)
+/* Where the log goes: stdout, as it is or escaped. */
+struct gjob_out {
+    int err;      /* the errno of a failed write; 0: none */
+    bool escape;  /* another user's log on a terminal */
+    char held[4]; /* the start of a UTF-8 sequence cut by the end of a piece */
+    size_t nheld;
+};
+
+static int gjob_write_all(struct gjob_out *out, const char *data, size_t len)
 {
     while (len > 0) {
         ssize_t n = write(STDOUT_FILENO, data, len);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0) {
-            *(int *)arg = errno;
+            out->err = errno;
             return -1;
         }
         data += n;
         len -= (size_t)n;
     }
     return 0;
+}
+
+/* How many bytes at the end of s (len) start a UTF-8 sequence that the next piece
+ * completes (0 to 3). */
+static size_t gjob_utf8_tail(const char *s, size_t len)
+{
+    for (size_t back = 1; back <= 3 && back <= len; back++) {
+        unsigned char c = (unsigned char)s[len - back];
+        if ((c & 0xc0) == 0x80)
+            continue; /* a continuation byte: its lead is further back */
+        size_t need = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
+        return need > back ? back : 0;
+    }
+    return 0;
+}
+
+/* client_chunk_cb: a piece of the log (len 0, NULL data: the end, for what is held). */
+static int gjob_write_cb(const char *data, size_t len, void *arg)
+{
+    struct gjob_out *out = arg;
+    if (!out->escape)
+        return gjob_write_all(out, data, len);
+    struct strbuf in, esc;
+    strbuf_init(&in);
+    strbuf_init(&esc);
+    strbuf_add(&in, out->held, out->nheld);
+    if (len)
+        strbuf_add(&in, data, len);
+    out->nheld = data ? gjob_utf8_tail(in.buf, in.len) : 0;
+    memcpy(out->held, in.buf + in.len - out->nheld, out->nheld);
+    termtext_escape(&esc, in.buf, in.len - out->nheld, TERMTEXT_KEEP_LAYOUT);
+    int rc = gjob_write_all(out, esc.buf, esc.len);
+    strbuf_free(&in);
+    strbuf_free(&esc);
+    return rc;
 }
 
 static int64_t gjob_lines_arg(const char *opt, const char *s)
@@ -183,12 +236,13 @@ int gjob_log(int argc, char **argv)
         {"first", required_argument, NULL, OPT_FIRST},
         {"last", required_argument, NULL, 'l'},
         {"follow", no_argument, NULL, OPT_FOLLOW},
+        {"raw", no_argument, NULL, OPT_RAW},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     int64_t first = -1, last = -1;
     const char *short_f = NULL; /* -f's word: --first N, or the job of -f ID */
-    bool follow = false;
+    bool follow = false, raw = false;
     int c;
     optind = 0;
     opterr = 0;
@@ -205,6 +259,9 @@ int gjob_log(int argc, char **argv)
             break;
         case OPT_FOLLOW:
             follow = true;
+            break;
+        case OPT_RAW:
+            raw = true;
             break;
         case 'h':
             gjob_help_log();
@@ -240,6 +297,9 @@ int gjob_log(int argc, char **argv)
     struct client_events *events = follow ? gjob_watch_end(id) : NULL;
     json_t *job = gjob_get(id);
     json_t *ended = job_state_is_terminal(gjob_state_of(job)) ? json_incref(job) : NULL;
+    const json_t *uid = json_object_get(job, "uid");
+    struct gjob_out out = {.escape = !raw && isatty(STDOUT_FILENO) && json_is_integer(uid) &&
+                                     json_integer_value(uid) != (json_int_t)getuid()};
     if (!gjob_has_started(job)) {
         enum job_state st = gjob_state_of(job);
         if (job_state_is_terminal(st)) { /* it never will */
@@ -274,12 +334,13 @@ int gjob_log(int argc, char **argv)
 
     struct client_response r;
     char *err = NULL;
-    int write_errno = 0;
-    if (client_request("GET", path.buf, NULL, 0, NULL, &r, gjob_write_cb, &write_errno, &err) < 0)
+    if (client_request("GET", path.buf, NULL, 0, NULL, &r, gjob_write_cb, &out, &err) < 0)
         cli_die(CLI_EXIT_FAIL, "%s", err);
     strbuf_free(&path);
-    if (write_errno)
-        cli_die(CLI_EXIT_FAIL, "cannot write the log: %s", strerror(write_errno));
+    if (out.nheld) /* a sequence the log ends within */
+        gjob_write_cb(NULL, 0, &out);
+    if (out.err)
+        cli_die(CLI_EXIT_FAIL, "cannot write the log: %s", strerror(out.err));
     int status = 0;
     if (r.status < 200 || r.status >= 300) {
         json_t *j = json_loadb(r.body.buf ? r.body.buf : "", r.body.len, 0, NULL);

@@ -425,10 +425,10 @@ static char *gjob_change_text(const char *field, const json_t *v)
 static void gjob_print_changes(int64_t id, const json_t *changes)
 {
     if (!json_array_size(changes)) {
-        printf("Job %lld unchanged.\n", (long long)id);
+        cli_printf("Job %lld unchanged.\n", (long long)id);
         return;
     }
-    printf("Job %lld updated: ", (long long)id);
+    cli_printf("Job %lld updated: ", (long long)id);
     size_t k;
     const json_t *ch;
     json_array_foreach (changes, k, ch) {
@@ -436,7 +436,8 @@ static void gjob_print_changes(int64_t id, const json_t *changes)
         const json_t *new_value = json_object_get(ch, "new");
         char *a = gjob_change_text(f ? f : "", json_object_get(ch, "old"));
         char *b = gjob_change_text(f ? f : "", new_value);
-        printf("%s%s: %s -> %s", k ? ", " : "", gjob_change_option(f ? f : "?", new_value), a, b);
+        cli_printf("%s%s: %s -> %s", k ? ", " : "", gjob_change_option(f ? f : "?", new_value), a,
+                   b);
         free(a);
         free(b);
     }
@@ -494,9 +495,10 @@ int gjob_redo(int argc, char **argv)
             const json_t *jb;
             json_array_foreach (json_object_get(reply, "jobs"), k, jb) {
                 const char *name = json_string_value(json_object_get(jb, "name"));
-                printf("Submitted batch job %lld (%s) (redo of %lld)\n",
-                       (long long)json_integer_value(json_object_get(jb, "id")), name ? name : "-",
-                       (long long)json_integer_value(json_object_get(jb, "redo_of")));
+                cli_printf("Submitted batch job %lld (%s) (redo of %lld)\n",
+                           (long long)json_integer_value(json_object_get(jb, "id")),
+                           name ? name : "-",
+                           (long long)json_integer_value(json_object_get(jb, "redo_of")));
             }
         }
         json_decref(reply);

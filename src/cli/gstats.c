@@ -137,7 +137,7 @@ static void add_group_row(struct output_table *t, const json_t *g, const char *n
 static void print_period(const json_t *reply, const char *what)
 {
     char *from = output_time(num(reply, "since")), *to = output_time(num(reply, "until"));
-    printf("%s from %s to %s\n", what, from, to);
+    cli_printf("%s from %s to %s\n", what, from, to);
     free(from);
     free(to);
 }

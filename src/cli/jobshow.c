@@ -13,6 +13,7 @@
 #include "gpuinfo.h"
 #include "output.h"
 #include "parse.h"
+#include "termtext.h"
 #include "util.h"
 
 char *jobshow_mib(int64_t mb)
@@ -34,14 +35,20 @@ static char *kib_text(int64_t kb)
     return xasprintf("%.2f GiB", kb / (1024.0 * 1024.0));
 }
 
-/* One line; a newline in the value is shown as a space so one field stays one line. */
+/* One line: controls (a newline too) and bidi overrides in the value are shown as
+ * visible escapes (termtext.h), so one field stays one line and another user's job name
+ * or command cannot drive the reader's terminal. */
 static void field(const char *key, const char *value)
 {
-    fputs(key, stdout);
-    fputs(": ", stdout);
-    for (const unsigned char *p = (const unsigned char *)(value ? value : "-"); *p; p++)
-        putchar(*p == '\n' ? ' ' : *p);
-    putchar('\n');
+    struct strbuf sb;
+    strbuf_init(&sb);
+    strbuf_adds(&sb, key);
+    strbuf_adds(&sb, ": ");
+    value = value ? value : "-";
+    termtext_escape(&sb, value, strlen(value), 0);
+    strbuf_addc(&sb, '\n');
+    fwrite(sb.buf, 1, sb.len, stdout);
+    strbuf_free(&sb);
 }
 
 static void field_owned(const char *key, char *value)
@@ -345,6 +352,11 @@ static void print_outcome(const json_t *raw, const struct job *j)
     field_owned("ShimPID",
                 j->shim_pid > 0 ? xasprintf("%lld", (long long)j->shim_pid) : xstrdup("-"));
     field_owned(JOB_LABEL_MAX_RSS_KB, j->max_rss_kb > 0 ? kib_text(j->max_rss_kb) : xstrdup("-"));
+    /* Output the log could not take: its filesystem was full (another job's flood). */
+    if (j->log_lost_bytes > 0)
+        field_owned(JOB_LABEL_LOG_LOST_BYTES,
+                    xasprintf("%lld bytes of output (the log's filesystem was full)",
+                              (long long)j->log_lost_bytes));
     field("LogPath", get_str(raw, "log_path"));
     /* gbatch --pty: the terminal, and where `gjob attach` reaches it while it runs. */
     const char *sock = json_string_value(json_object_get(raw, "attach_socket"));

@@ -10,6 +10,7 @@
 
 #include "gpuinfo.h"
 #include "parse.h"
+#include "termtext.h"
 #include "util.h"
 
 /* The cells' text lies end to end in one buffer, row by row, each cell ended by a NUL
@@ -21,10 +22,11 @@ struct output_table {
     struct strbuf text;
     size_t cell_start; /* where the cell being written starts in text */
     size_t ncells;
-    size_t col;       /* the column of the next cell (ncells % ncols, without a division) */
-    size_t *width;    /* per column: the widest cell so far */
-    size_t max_width; /* 0, or the terminal's width: cells are cut to fit */
-    bool plain;       /* every cell is printable ASCII: its width is its length */
+    size_t col;            /* the column of the next cell (ncells % ncols, without a division) */
+    size_t *width;         /* per column: the widest cell so far */
+    size_t max_width;      /* 0, or the terminal's width: cells are cut to fit */
+    bool plain;            /* every cell is printable ASCII: its width is its length */
+    struct strbuf scratch; /* a cell being escaped (termtext) */
     output_cell_style_fn **style; /* per column: NULL, or the cell's colour */
 };
 
@@ -85,8 +87,7 @@ static size_t wide_text_width(const char *s, size_t len)
 }
 
 /* Display width in terminal columns. ASCII text (nearly every cell) costs one pass over
- * its bytes; only text with other bytes is decoded. *plain: the text is printable ASCII
- * (no control character to show as '?'). */
+ * its bytes; only text with other bytes is decoded. *plain: the text is printable ASCII. */
 static size_t text_width_plain(const char *s, size_t len, bool *plain)
 {
     bool other = false; /* a byte outside ' '..'~' */
@@ -120,6 +121,7 @@ struct output_table *output_table_new(size_t ncols, const char *const *headers)
         t->plain = t->plain && plain;
     }
     strbuf_init(&t->text);
+    strbuf_init(&t->scratch);
     return t;
 }
 
@@ -131,6 +133,7 @@ void output_table_free(struct output_table *t)
         free(t->headers[i]);
     free(t->headers);
     strbuf_free(&t->text);
+    strbuf_free(&t->scratch);
     free(t->width);
     free(t->style);
     free(t);
@@ -152,10 +155,29 @@ void output_table_reserve(struct output_table *t, size_t rows, size_t bytes)
         madvise((void *)from, to - from, MADV_POPULATE_WRITE);
 }
 
+/* A cell with characters a terminal acts on (controls, bidi overrides: other users' job
+ * names and commands) is rewritten with visible escapes, so that its width is what the
+ * terminal shows and CSV carries no raw control either. */
+static void escape_cell(struct output_table *t)
+{
+    const char *s = t->text.buf + t->cell_start;
+    size_t len = t->text.len - t->cell_start;
+    if (termtext_is_safe(s, len, 0))
+        return;
+    strbuf_reset(&t->scratch);
+    strbuf_add(&t->scratch, s, len);
+    t->text.len = t->cell_start;
+    termtext_escape(&t->text, t->scratch.buf, t->scratch.len, 0);
+}
+
 void output_table_cell_end(struct output_table *t)
 {
     bool plain;
     size_t w = text_width_plain(t->text.buf + t->cell_start, t->text.len - t->cell_start, &plain);
+    if (!plain) {
+        escape_cell(t);
+        w = text_width_plain(t->text.buf + t->cell_start, t->text.len - t->cell_start, &plain);
+    }
     t->plain = t->plain && plain;
     if (w > t->width[t->col])
         t->width[t->col] = w;
@@ -199,16 +221,6 @@ static const char *cell_next(struct cell_reader *cr, size_t *len)
     if (s == cr->next)
         cr->next += *len + 1;
     return s;
-}
-
-/* A cell with control characters shown as '?'. */
-static void put_cell(struct strbuf *o, const char *s, size_t len)
-{
-    size_t at = o->len;
-    strbuf_add(o, s, len);
-    for (char *p = o->buf + at; p < o->buf + o->len; p++)
-        if ((unsigned char)*p < 0x20 || *p == 0x7f)
-            *p = '?';
 }
 
 static void put_spaces(struct strbuf *o, size_t n)
@@ -314,8 +326,8 @@ static bool any_style(const struct output_table *t)
     return false;
 }
 
-/* A row in general: cells cut to a terminal's width (with an ellipsis), coloured,
- * control characters shown as '?'; r 0 is the headers (never coloured). */
+/* A row in general: cells cut to a terminal's width (with an ellipsis), coloured (the
+ * cells were escaped as they were added); r 0 is the headers (never coloured). */
 static void put_row(struct strbuf *o, const struct output_table *t, struct cell_reader *cr,
                     const size_t *width, size_t r)
 {
@@ -328,11 +340,11 @@ static void put_row(struct strbuf *o, const struct output_table *t, struct cell_
             strbuf_adds(o, style);
         if (w > width[c]) { /* only when fitting a terminal */
             len = fitting_prefix(s, len, width[c], &w);
-            put_cell(o, s, len);
+            strbuf_add(o, s, len);
             strbuf_adds(o, "\u2026");
             w++;
         } else {
-            put_cell(o, s, len);
+            strbuf_add(o, s, len);
         }
         if (style)
             strbuf_adds(o, "\033[0m");

@@ -41,8 +41,9 @@ void output_table_set_max_width(struct output_table *t, size_t columns);
  * NULL for none); the cell is followed by a reset. For terminals only. */
 typedef const char *output_cell_style_fn(const char *cell, size_t len);
 void output_table_set_style(struct output_table *t, size_t col, output_cell_style_fn *style);
-/* Columns separated by two spaces, no trailing blanks; control characters in cells are
- * shown as '?' so one job stays one line. */
+/* Columns separated by two spaces, no trailing blanks. Control characters and bidi
+ * overrides in cells (tables and CSV alike) are shown as visible escapes ("\x1b",
+ * "\u202e": termtext.h), so one job stays one line and no cell drives the terminal. */
 void output_table_print(const struct output_table *t, FILE *out);
 /* RFC 4180: a header line, then one line per row; fields quoted when needed. */
 void output_table_print_csv(const struct output_table *t, FILE *out);

@@ -116,6 +116,7 @@ static const struct config_key config_keys[] = {
     CONFIG_BOOL_KEY("daemon.constrain_devices", constrain_devices, "false"),
     CONFIG_STRING_KEY("daemon.log_dir", log_dir, NULL, NULL),
     CONFIG_INT_KEY("daemon.max_log_bytes", max_log_bytes, 0, "1073741824"),
+    CONFIG_INT_KEY("daemon.log_keep_on_full_disk", log_keep_on_full_disk, 0, "4194304"),
     CONFIG_STRING_KEY("daemon.keep_finished", keep_finished, NULL, NULL),
     CONFIG_BOOL_KEY("scheduler.backfill", scheduler_backfill, "false"),
     CONFIG_INT_KEY("scheduler.backfill_depth", scheduler_backfill_depth, 1, "1"),

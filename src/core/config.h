@@ -60,6 +60,9 @@ struct gflow_config {
     char *log_dir;                  /* daemon.log_dir: where job logs go; NULL = <data>/logs */
     int64_t max_log_bytes;          /* daemon.max_log_bytes: a job log's cap; default 1 GiB,
                                      * 0 = no cap */
+    int64_t log_keep_on_full_disk;  /* daemon.log_keep_on_full_disk: a job that ends while
+                                     * its log's filesystem is full keeps only this many
+                                     * last bytes of its log; default 4 MiB, 0 = never cut */
     struct gflow_limits limits;     /* [limits] */
     char *source_path;              /* the file that was read, NULL if none */
     char *log_dir_relative;         /* daemon.log_dir as the file wrote it when that was a

@@ -82,6 +82,8 @@ char *exit_record_encode(const struct exit_record *rec)
     strbuf_adds(&sb, ",\"finished_at\":");
     json_put_secs(&sb, rec->finished_at);
     strbuf_addf(&sb, ",\"max_rss_kb\":%" PRId64, rec->max_rss_kb);
+    if (rec->log_lost_bytes > 0) /* left out when none: the records daemons of before read */
+        strbuf_addf(&sb, ",\"log_lost_bytes\":%" PRId64, rec->log_lost_bytes);
     strbuf_adds(&sb, ",\"error\":");
     json_put_text(&sb, rec->error);
     if (rec->memory_enforcement) {

@@ -101,6 +101,7 @@ struct exit_record {
     double started_at;        /* unix seconds */
     double finished_at;       /* unix seconds */
     int64_t max_rss_kb;       /* peak RSS of the job's main process(es), kB */
+    int64_t log_lost_bytes;   /* the job's output its log could not take (no space) */
     char *error;              /* why the job could not be started; NULL: none (null) */
     char *memory_enforcement; /* "cgroup v2", "cgroup v1", "watchdog"; NULL: field left out */
 };
@@ -111,7 +112,8 @@ void exit_record_init(struct exit_record *rec);
 void exit_record_free(struct exit_record *rec);
 /* The exit file's text (caller frees): one compact JSON object and a newline,
  *   {"job_id":N,"exit_code":int|null,"signal":int|null,"oom":bool,"started_at":secs,
- *    "finished_at":secs,"max_rss_kb":int,"error":string|null[,"memory_enforcement":s]}
+ *    "finished_at":secs,"max_rss_kb":int,"error":string|null[,"memory_enforcement":s]
+ *    [,"log_lost_bytes":int (> 0 only)]}
  * Text that is not valid UTF-8 has its bad bytes replaced by U+FFFD, so that the file
  * always parses. */
 char *exit_record_encode(const struct exit_record *rec);

@@ -54,6 +54,7 @@ int exit_record_decode(const char *text, size_t len, struct exit_record *rec)
     rec->started_at = json_secs_at(o, "started_at");
     rec->finished_at = json_secs_at(o, "finished_at");
     rec->max_rss_kb = json_int_in(o, "max_rss_kb", 0, INT64_MAX, 0);
+    rec->log_lost_bytes = json_int_in(o, "log_lost_bytes", 0, INT64_MAX, 0);
     rec->error = json_str_at(o, "error");
     rec->memory_enforcement = json_str_at(o, "memory_enforcement");
     json_decref(o);

@@ -199,6 +199,7 @@ struct job {
     int64_t shim_pid;
     int64_t shim_start; /* /proc start time of shim_pid, guards against pid reuse */
     int64_t max_rss_kb;
+    int64_t log_lost_bytes; /* output the log could not take (a full filesystem) */
 
     /* Resources, groups and retries: the scheduling pass places the job by its GPUs
      * (shared, with the flags at the end, and gpu_memory_mb on shared GPUs) and memory,

@@ -43,6 +43,8 @@ static const struct key_help key_helps[] = {
     {"daemon.log_dir", "where job logs go (default: <data_dir>/logs; relative: to this "
                        "file's folder; writable by others: needs the sticky bit)"},
     {"daemon.max_log_bytes", "cap of one job log; 0 = no cap"},
+    {"daemon.log_keep_on_full_disk", "a job ending while its log's filesystem is full keeps "
+                                     "only its log's last N bytes; 0 = never cut"},
     {"daemon.keep_finished", "finished jobs kept: an age (\"90d\") or a count (\"100000\"); "
                              "default: all"},
     {"scheduler.backfill", "true: a job that waits for GPUs gets them reserved at the earliest "

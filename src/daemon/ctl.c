@@ -21,6 +21,7 @@
 #include "pidfd.h"
 #include "procinfo.h"
 #include "serve.h"
+#include "termtext.h"
 #include "util.h"
 
 #define STOP_WAIT_SECS 10
@@ -304,9 +305,11 @@ int ctl_status(const struct gflowd *d)
     const char *logs = json_string_value(json_object_get(st, "log_dir"));
     if (logs)
         printf("Logs: %s\n", logs);
-    const char *full = json_string_value(json_object_get(st, "disk_full"));
+    /* It names the job that floods the logs, and its user: shown escaped (termtext.h). */
+    char *full = termtext_dup(json_string_value(json_object_get(st, "disk_full")), 0);
     if (full)
         printf("Disk full: %s\n", full);
+    free(full);
     print_descriptors(json_object_get(st, "descriptors"));
     json_decref(st);
     return 0;

@@ -644,6 +644,7 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     if (loop_init() < 0 || setup_signals(d) < 0)
         startup_failed(&s, o, "cannot set up the event loop");
     d->jobs = jobs_new(d->store);
+    disk_set_jobs(d->disk, d->jobs);
     d->events = events_new(d);
     jobs_observe(d->jobs, events_job_cb, d->events);
     priority_configure(d);

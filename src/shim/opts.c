@@ -22,7 +22,7 @@ static const char shim_opts_usage_text[] =
     "                  [--uid UID --gid GID --user NAME --groups GID,GID,...]\n"
     "                  [--tasks N --task-gpus GPU,GPU,...] [--deny-devices MINOR,...]\n"
     "                  [--memory-limit MIB] [--conda-env NAME|PATH] [--umask MODE]\n"
-    "                  [--log-max-bytes N] [--nofile N] [--pty DIR]\n"
+    "                  [--log-max-bytes N] [--log-keep-on-full N] [--nofile N] [--pty DIR]\n"
     "                  (--command \"shell command line\" | --script PATH)\n"
     "Runs and supervises one gflow job and writes its outcome to the exit file (without\n"
     "--exit-file: into the lock file of --lock-fd, at byte 8192).\n"
@@ -42,6 +42,9 @@ static const char shim_opts_usage_text[] =
     "shim's.\n"
     "--log-max-bytes N keeps at most N bytes of the job's output in the log; the rest is\n"
     "dropped after one line saying so (0 or absent: no cap).\n"
+    "--log-keep-on-full N: when the job ends while its log's filesystem is full (its\n"
+    "output or another's was lost for want of space), a log over N bytes keeps only its\n"
+    "last N, after a first line saying how much was cut and why (absent: never cut).\n"
     "--pty DIR runs the job on a pseudo-terminal that the shim owns (its output still\n"
     "goes to the log) and serves it on the socket DIR/sock (DIR is made, owned by the job\n"
     "user, 0700) for `gjob attach`; not with --tasks > 1.\n"
@@ -76,6 +79,7 @@ enum {
     OPT_CONDA_ENV,
     OPT_UMASK,
     OPT_LOG_MAX_BYTES,
+    OPT_LOG_KEEP_ON_FULL,
     OPT_NOFILE,
     OPT_GROUPS,
     OPT_PTY,
@@ -102,6 +106,7 @@ static const struct option shim_opts_long[] = {
     {"conda-env", required_argument, NULL, OPT_CONDA_ENV},
     {"umask", required_argument, NULL, OPT_UMASK},
     {"log-max-bytes", required_argument, NULL, OPT_LOG_MAX_BYTES},
+    {"log-keep-on-full", required_argument, NULL, OPT_LOG_KEEP_ON_FULL},
     {"nofile", required_argument, NULL, OPT_NOFILE},
     {"groups", required_argument, NULL, OPT_GROUPS},
     {"pty", required_argument, NULL, OPT_PTY},
@@ -308,6 +313,10 @@ static void shim_opts_one(struct shim_opts *o, int c, const char *arg, char **er
     case OPT_LOG_MAX_BYTES:
         if (shim_opts_range(arg, 0, INT64_MAX, &o->log_max_bytes) < 0)
             shim_opts_error(err, xasprintf("bad --log-max-bytes '%s' (bytes, >= 0)", arg));
+        break;
+    case OPT_LOG_KEEP_ON_FULL:
+        if (shim_opts_range(arg, 0, INT64_MAX, &o->log_keep) < 0)
+            shim_opts_error(err, xasprintf("bad --log-keep-on-full '%s' (bytes, >= 0)", arg));
         break;
     case OPT_CONDA_ENV:
         if (!*arg)

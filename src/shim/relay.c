@@ -15,7 +15,14 @@
  * (attach.c), past the cap too.
  *
  * The log is opened without O_APPEND (splice refuses a file in append mode); the shim is
- * its only writer and writes at its end. */
+ * its only writer and writes at its end.
+ *
+ * A full disk: the bytes dropped because the log could not take them are counted for the
+ * exit record (log_lost_bytes, shown in gjob show), and a job that ends while its log's
+ * filesystem is full (its own output was lost, or less than --log-keep-on-full bytes are
+ * free) keeps only the last --log-keep-on-full bytes of its log, moved to its start
+ * through the fd the shim holds (never a path) after a line that says how much was cut:
+ * cancelling the job that flooded the disk gives the space back to everyone. */
 #include "shim.h"
 
 #include <errno.h>
@@ -23,6 +30,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "util.h"
@@ -46,6 +55,7 @@ int shim_relay_open(struct shim_relay *rl, const struct shim_opts *o, struct shi
         return -1;
     }
     rl->max = o->log_max_bytes;
+    rl->keep = o->log_keep;
     rl->can_splice = true;
     return 0;
 }
@@ -181,6 +191,7 @@ static ssize_t shim_relay_step(struct shim_relay *rl)
         n = shim_relay_drop(rl, want);
     if (n > 0) {
         rl->lost += n;
+        rl->dropped += n;
         rl->lost_errno = e;
     }
     return n;
@@ -209,9 +220,66 @@ void shim_relay_line(struct shim_relay *rl, const char *line)
         shim_relay_write_line(rl, line);
 }
 
+/* Whether the log's filesystem is full as the job ends: output of this job was lost for
+ * want of space, or less than the tail to keep is free (other jobs are losing theirs). */
+static bool shim_relay_disk_full(const struct shim_relay *rl)
+{
+    if (rl->dropped > 0 && (rl->lost_errno == ENOSPC || rl->lost_errno == EDQUOT))
+        return true;
+    struct statvfs sv;
+    return fstatvfs(rl->log_fd, &sv) == 0 &&
+           (unsigned long long)sv.f_bavail * sv.f_frsize < (unsigned long long)rl->keep;
+}
+
+/* Where the kept tail of a log of size bytes starts: keep bytes from its end, moved on to
+ * the start of the next line when one starts within the first 64 KiB (a line cut in two
+ * reads badly). */
+static off_t shim_relay_tail_start(int fd, off_t size, int64_t keep)
+{
+    off_t from = size - (off_t)keep;
+    char buf[SHIM_RELAY_CHUNK];
+    ssize_t n = pread(fd, buf, sizeof(buf), from - 1);
+    char *nl = n > 0 ? memchr(buf, '\n', (size_t)n) : NULL;
+    return nl ? from + (nl - buf) : from;
+}
+
+/* Cuts the log to its last rl->keep bytes after a first line saying so: the tail is
+ * copied forward to just after the line (the destination is always before the source,
+ * so each block is read before anything is written over it), then the file is cut. No
+ * new block is needed on the full filesystem: only bytes already written are overwritten
+ * before ftruncate gives the rest back. */
+static void shim_relay_cut_head(struct shim_relay *rl)
+{
+    struct stat st;
+    if (rl->keep <= 0 || fstat(rl->log_fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+        st.st_size <= rl->keep + SHIM_RELAY_CHUNK || !shim_relay_disk_full(rl))
+        return;
+    off_t from = shim_relay_tail_start(rl->log_fd, st.st_size, rl->keep);
+    char *note = xasprintf("gflow-shim: the first %lld bytes of this log were cut when the job "
+                           "ended: the log's filesystem was full (daemon.log_keep_on_full_disk "
+                           "keeps the last %lld bytes)\n",
+                           (long long)from, (long long)rl->keep);
+    off_t to = (off_t)strlen(note);
+    bool ok = pwrite(rl->log_fd, note, (size_t)to, 0) == to;
+    free(note);
+    char buf[SHIM_RELAY_CHUNK];
+    for (off_t at = from; ok && at < st.st_size;) {
+        ssize_t n = pread(rl->log_fd, buf, sizeof(buf), at);
+        if (n <= 0 || pwrite(rl->log_fd, buf, (size_t)n, to) != n)
+            ok = false;
+        at += n;
+        to += n;
+    }
+    /* The lines of the shim's own that follow go at the new end. */
+    if (!ok || ftruncate(rl->log_fd, to) < 0 || lseek(rl->log_fd, to, SEEK_SET) < 0)
+        fprintf(stderr, "gflow-shim: cannot cut the log on the full disk: %s\n", strerror(errno));
+}
+
 void shim_relay_close(struct shim_relay *rl)
 {
     shim_relay_pump(rl);
+    if (rl->log_fd >= 0)
+        shim_relay_cut_head(rl); /* first: the line about lost output may fit then */
     if (rl->lost && rl->log_fd >= 0)
         shim_relay_note_lost(rl);
     if (rl->rd >= 0)

@@ -202,6 +202,7 @@ void shim_report_record(const struct shim_run *r, const struct shim_opts *o, dou
     rec->started_at = started_at;
     rec->finished_at = now_wall();
     rec->error = error ? xstrdup(error) : NULL;
+    rec->log_lost_bytes = r->relay.dropped;
     for (int i = 0; i < r->ntasks; i++)
         if (r->tasks[i].max_rss_kb > rec->max_rss_kb)
             rec->max_rss_kb = r->tasks[i].max_rss_kb;

@@ -57,6 +57,7 @@ struct shim_opts {
     const char *conda_env;   /* --conda-env: name or absolute path, NULL: none */
     int umask;               /* --umask: the job's umask, -1: the shim's own */
     int64_t log_max_bytes;   /* --log-max-bytes: the job log's cap, 0: none */
+    int64_t log_keep;        /* --log-keep-on-full: the tail kept on a full disk, 0: none */
     int64_t nofile;          /* --nofile: the job's soft RLIMIT_NOFILE (-1: as inherited) */
     gid_t *groups;           /* --groups: the job user's groups as gflowd resolved them */
     int ngroups;             /* -1: not given (the shim looks them up) */
@@ -156,6 +157,8 @@ struct shim_relay {
     bool truncated;  /* the cap was reached and the line saying so written */
     int64_t lost;    /* bytes dropped because the log could not take them, not told yet */
     int lost_errno;  /* why */
+    int64_t dropped; /* all the bytes lost so (the exit record's log_lost_bytes) */
+    int64_t keep;    /* --log-keep-on-full, 0: never cut */
     bool can_splice; /* false once splice said the log's filesystem cannot */
     /* --pty: rd is (a copy of) the terminal's master, whose end is EIO, not EOF; every
      * byte read is also handed to the attached clients (attach.c). NULL: a pipe. */

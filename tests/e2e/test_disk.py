@@ -94,7 +94,9 @@ def spec(g, command, **kw):
 
 def test_full_disk_keeps_daemon_reads_and_outcomes(small_fs, make_gflow, tmp_path):
     fs = small_fs(64)
-    g = make_gflow(make_root=lambda: str(fs))
+    # Logs are never cut here (0), so that the disk stays full once the filler has ended;
+    # the cut of a flooding job's log is test_hardening3_hygiene's.
+    g = make_gflow(make_root=lambda: str(fs), env={"GFLOW_DAEMON__LOG_KEEP_ON_FULL_DISK": "0"})
     flag = tmp_path / "go"  # outside the full filesystem
     waiter = g.submit(f"while [ ! -e {flag} ]; do sleep 0.05; done; echo waited")
     held = [g.submit("--hold", "echo held") for _ in range(3)]

@@ -79,6 +79,7 @@ static void test_round_trip(void **state)
         struct exit_record r = full_record(errors[i], i % 2 ? "watchdog" : NULL);
         r.job_id = (int64_t)i;
         r.exit_code = (int)i + 120;
+        r.log_lost_bytes = (int64_t)i * 4096; /* 0 (left out) for the first */
         char *s = exit_record_encode(&r);
         assert_non_null(strchr(s, '\n'));
         assert_ptr_equal(strchr(s, '\n'), s + strlen(s) - 1); /* one line */
@@ -90,6 +91,8 @@ static void test_round_trip(void **state)
         assert_true(back.started_at == r.started_at);
         assert_true(back.finished_at == r.finished_at);
         assert_int_equal(back.max_rss_kb, r.max_rss_kb);
+        assert_int_equal(back.log_lost_bytes, r.log_lost_bytes);
+        assert_true((strstr(s, "log_lost_bytes") != NULL) == (i > 0));
         assert_string_equal(back.error, errors[i]);
         if (r.memory_enforcement)
             assert_string_equal(back.memory_enforcement, r.memory_enforcement);

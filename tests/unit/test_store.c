@@ -316,7 +316,7 @@ static void test_open_pragmas_and_schema(void **state)
     char *mode = peek_text(db, "PRAGMA journal_mode");
     assert_string_equal(mode, "wal|\n");
     free(mode);
-    assert_int_equal(peek_int(db, "PRAGMA user_version"), 22);
+    assert_int_equal(peek_int(db, "PRAGMA user_version"), 23);
     assert_int_equal(peek_int(db, "SELECT value FROM meta WHERE key='next_job_id'"), 2);
     char *objs = peek_text(db, "SELECT type, name FROM sqlite_schema WHERE name NOT LIKE "
                                "'sqlite_%' ORDER BY type, name");
@@ -358,7 +358,7 @@ static void test_open_pragmas_and_schema(void **state)
                         "depends_on depends_any auto_cancel conda_env signal_spec "
                         "begin_time reason_code reason_job umask mig_profile mig_count mig_uuids "
                         "project nice notify_email notify_on auto_close requeue requeue_count "
-                        "preempted_by pty slurm_id slurm_reason|\n");
+                        "preempted_by pty slurm_id slurm_reason log_lost_bytes|\n");
     free(objs);
     /* The payload: a sweep's values and templates after script and env (step 5). */
     objs = peek_text(db, "SELECT group_concat(name, ' ') FROM pragma_table_info('job_payload')");
@@ -404,7 +404,8 @@ static void test_migrate_counts_without_insert_trigger(void **state)
                                   "CREATE TRIGGER jobs_count_insert AFTER INSERT ON jobs BEGIN"
                                   " INSERT INTO job_counts(state, n) VALUES (new.state, 1)"
                                   "  ON CONFLICT(state) DO UPDATE SET n = n + 1;"
-                                  " END; PRAGMA user_version=21",
+                                  " END; ALTER TABLE jobs DROP COLUMN log_lost_bytes;"
+                                  " PRAGMA user_version=21",
                                   NULL, NULL, NULL),
                      SQLITE_OK);
     sqlite3_close(db);
@@ -436,7 +437,7 @@ static void test_refuses_newer_schema(void **state)
     free(err);
     /* Let teardown work. */
     db = peek_open(f->path);
-    sqlite3_exec(db, "PRAGMA user_version=22", NULL, NULL, NULL);
+    sqlite3_exec(db, "PRAGMA user_version=23", NULL, NULL, NULL);
     sqlite3_close(db);
     f->s = open_ok(f->path);
 }
@@ -447,7 +448,7 @@ static void test_refuses_newer_schema(void **state)
  * stored once, in envs) to 10 (each payload row holds its environment's text), for the
  * tests of the steps before it. */
 #define BACK_BEFORE_ENVS                                                                           \
-    "DROP INDEX jobs_end; DROP TABLE gpu_samples;"                                                 \
+    "DROP INDEX jobs_end; DROP TABLE gpu_samples; ALTER TABLE jobs DROP COLUMN log_lost_bytes;"    \
     "ALTER TABLE jobs DROP COLUMN requeue; ALTER TABLE jobs DROP COLUMN requeue_count;"            \
     "ALTER TABLE jobs DROP COLUMN preempted_by; ALTER TABLE jobs DROP COLUMN pty;"                 \
     "ALTER TABLE jobs DROP COLUMN slurm_id; ALTER TABLE jobs DROP COLUMN slurm_reason;"            \

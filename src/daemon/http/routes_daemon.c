@@ -127,6 +127,13 @@ void route_status(const struct route_req *r, struct reply *rep)
     /* Why jobs wait and writes are refused (507) while the disk is full, else null. */
     const char *full = disk_full(d->disk) ? disk_problem(d->disk) : NULL;
     json_object_set_new(body, "disk_full", full ? json_string(full) : json_null());
+    /* The running job with the largest log while the logs' filesystem is full. */
+    struct disk_flooder f = disk_flooder(d->disk);
+    json_object_set_new(body, "log_flooder",
+                        f.id ? json_pack("{s:I, s:s, s:I, s:I}", "id", (json_int_t)f.id, "user",
+                                         f.user, "uid", (json_int_t)f.uid, "log_bytes",
+                                         (json_int_t)f.log_bytes)
+                             : json_null());
     reply_json(rep, 200, body);
 }
 

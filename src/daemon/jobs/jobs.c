@@ -685,7 +685,7 @@ static struct job *retry_job(struct jobs *t, struct job *j)
     n->signal = 0;
     n->oom = false;
     n->end_request = JOB_END_NONE;
-    n->shim_pid = n->shim_start = n->max_rss_kb = 0;
+    n->shim_pid = n->shim_start = n->max_rss_kb = n->log_lost_bytes = 0;
     n->gpu_mask = 0;
     free(n->mig_uuids);
     n->mig_uuids = NULL;

@@ -5,7 +5,10 @@
  * (f_bavail). A write that failed for want of space (a commit, a job's launch) also
  * counts, for DISK_HOLD_SECS, whatever statvfs says. The message names the mount point
  * (found by walking up from the directory while the device stays the same), the
- * directory and what it holds. */
+ * directory and what it holds. When the logs' filesystem is full, the message also names
+ * the running job with the largest log there (the likely flooder): cancelling it gives
+ * the space back, as its shim then cuts its log to its last daemon.log_keep_on_full_disk
+ * bytes (src/shim/relay.c). The logs are only lstat'ed here, never opened. */
 #include "disk.h"
 
 #include <limits.h>
@@ -17,6 +20,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "jobs/jobs.h"
 #include "log.h"
 #include "util.h"
 
@@ -26,6 +30,7 @@ struct disk_fs {
     char *dir;
     const char *holds; /* what gflowd keeps there, for the message */
     double noted_at;   /* monotonic time of the last write that failed for want of space */
+    bool logs;         /* the job logs are there */
 };
 
 struct disk {
@@ -34,6 +39,9 @@ struct disk {
     double checked_at; /* monotonic; 0: never */
     bool full;
     char *problem;
+    const struct jobs *jobs; /* the running jobs, whose logs are looked at; NULL: none */
+    char *log_dir;
+    struct disk_flooder flooder; /* of the last look (id 0: none) */
 };
 
 static dev_t disk_dev(const char *dir)
@@ -46,16 +54,24 @@ struct disk *disk_new(const char *data_dir, const char *log_dir)
 {
     struct disk *k = xcalloc(1, sizeof(*k));
     k->fs[0].dir = xstrdup(data_dir);
+    k->log_dir = xstrdup(log_dir);
     k->n = 1;
     if (disk_dev(log_dir) != disk_dev(data_dir)) {
         k->fs[0].holds = "gflowd's database";
         k->fs[1].dir = xstrdup(log_dir);
         k->fs[1].holds = "the job logs, daemon.log_dir";
+        k->fs[1].logs = true;
         k->n = 2;
     } else {
         k->fs[0].holds = "gflowd's database and the job logs";
+        k->fs[0].logs = true;
     }
     return k;
+}
+
+void disk_set_jobs(struct disk *k, const struct jobs *jobs)
+{
+    k->jobs = jobs;
 }
 
 void disk_free(struct disk *k)
@@ -64,6 +80,7 @@ void disk_free(struct disk *k)
         return;
     for (int i = 0; i < k->n; i++)
         free(k->fs[i].dir);
+    free(k->log_dir);
     free(k->problem);
     free(k);
 }
@@ -100,8 +117,44 @@ static char *disk_size(unsigned long long bytes)
     return xasprintf("%.1f MiB", (double)bytes / (1024.0 * 1024));
 }
 
+/* The running job with the largest log (id 0: none has one): by its size on the disk
+ * (lstat: a link is not followed, and counts for nothing). */
+static struct disk_flooder disk_find_flooder(const struct disk *k)
+{
+    struct disk_flooder best = {0};
+    size_t n = 0;
+    struct job **running = k->jobs ? jobs_running(k->jobs, &n) : NULL;
+    for (size_t i = 0; i < n; i++) {
+        /* The log's name as the runner gives it (runner_log_path; run is above ops). */
+        char *path = xasprintf("%s/%lld.log", k->log_dir, (long long)running[i]->id);
+        struct stat st;
+        if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > best.log_bytes) {
+            best.id = running[i]->id;
+            best.uid = running[i]->uid;
+            best.log_bytes = st.st_size;
+            snprintf(best.user, sizeof(best.user), "%s", running[i]->user ? running[i]->user : "?");
+        }
+        free(path);
+    }
+    return best;
+}
+
+/* "; job 12 (alice, uid 1001) has the largest log there (11.2 MiB): cancel it ..." or "". */
+static char *disk_flooder_text(const struct disk_flooder *f)
+{
+    if (!f->id)
+        return xstrdup("");
+    char *size = disk_size((unsigned long long)f->log_bytes);
+    char *text = xasprintf("; job %lld (%s, uid %lld) has the largest log there (%s): cancel "
+                           "it and its log is cut to its last bytes as it ends "
+                           "(daemon.log_keep_on_full_disk)",
+                           (long long)f->id, f->user, (long long)f->uid, size);
+    free(size);
+    return text;
+}
+
 /* Whether fs is full now; then *msg says so (to free). */
-static bool disk_fs_full(struct disk_fs *fs, double now, char **msg)
+static bool disk_fs_full(struct disk *k, struct disk_fs *fs, double now, char **msg)
 {
     struct statvfs sv;
     bool noted = fs->noted_at > 0 && now - fs->noted_at < DISK_HOLD_SECS;
@@ -120,10 +173,14 @@ static bool disk_fs_full(struct disk_fs *fs, double now, char **msg)
         free(free_text);
         free_text = t;
     }
-    *msg = xasprintf("the filesystem mounted at %s (holding %s: %s) is full (%s); free some "
+    if (fs->logs)
+        k->flooder = disk_find_flooder(k);
+    char *flooder = disk_flooder_text(&k->flooder);
+    *msg = xasprintf("the filesystem mounted at %s (holding %s: %s) is full (%s)%s; free some "
                      "space there (or cancel the job that fills it) and gflowd resumes by "
                      "itself, no restart needed",
-                     mount, fs->dir, fs->holds, free_text);
+                     mount, fs->dir, fs->holds, free_text, flooder);
+    free(flooder);
     free(mount);
     free(free_text);
     return true;
@@ -133,8 +190,9 @@ static bool disk_fs_full(struct disk_fs *fs, double now, char **msg)
 static bool disk_look(struct disk *k, int count, char **msg)
 {
     double now = now_mono();
+    k->flooder = (struct disk_flooder){0};
     for (int i = 0; i < count && i < k->n; i++)
-        if (disk_fs_full(&k->fs[i], now, msg))
+        if (disk_fs_full(k, &k->fs[i], now, msg))
             return true;
     return false;
 }
@@ -183,4 +241,9 @@ int disk_check_write(struct disk *k, bool new_jobs, char **msg)
 const char *disk_problem(struct disk *k)
 {
     return k->full ? k->problem : NULL;
+}
+
+struct disk_flooder disk_flooder(struct disk *k)
+{
+    return k->full ? k->flooder : (struct disk_flooder){0};
 }

@@ -7,6 +7,7 @@
 #define GFLOWD_DISK_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 /* Below this much free space (or DISK_MIN_FREE_INODES inodes) a filesystem counts as
  * full: room for what gflowd itself must still write (a job's end, its exit file) is
@@ -18,9 +19,12 @@
 #define DISK_HOLD_SECS 1.0
 
 struct disk;
+struct jobs;
 
 struct disk *disk_new(const char *data_dir, const char *log_dir);
 void disk_free(struct disk *k);
+/* The running jobs whose logs are looked at when the logs' filesystem is full. */
+void disk_set_jobs(struct disk *k, const struct jobs *jobs);
 
 /* Whether either filesystem is full (looked at no longer than 0.1 s ago). */
 bool disk_full(struct disk *k);
@@ -32,5 +36,15 @@ void disk_note_full(struct disk *k, const char *path);
 int disk_check_write(struct disk *k, bool new_jobs, char **msg);
 /* Why gflowd holds back now (what disk_full found), NULL when it does not. */
 const char *disk_problem(struct disk *k);
+
+/* While the logs' filesystem is full: the running job with the largest log there, which
+ * disk_problem's message names too (id 0: none, or the disk is not full). */
+struct disk_flooder {
+    int64_t id;
+    int64_t uid;
+    int64_t log_bytes;
+    char user[64]; /* its user's name, cut to fit */
+};
+struct disk_flooder disk_flooder(struct disk *k);
 
 #endif

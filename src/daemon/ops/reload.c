@@ -30,6 +30,7 @@ static const char *const live_keys[] = {
     "daemon.gpu_poll_interval_secs",
     "daemon.admin_group",
     "daemon.max_log_bytes",
+    "daemon.log_keep_on_full_disk",
     "daemon.gpus",
     "scheduler.backfill",
     "scheduler.backfill_depth",

@@ -165,6 +165,10 @@ static void shim_args(const struct gflowd *d, const struct job *j, const struct 
         strvec_push(argv, "--log-max-bytes");
         strvec_pushf(argv, "%lld", (long long)d->cfg.max_log_bytes);
     }
+    if (d->cfg.log_keep_on_full_disk > 0) {
+        strvec_push(argv, "--log-keep-on-full");
+        strvec_pushf(argv, "%lld", (long long)d->cfg.log_keep_on_full_disk);
+    }
     strvec_push(argv, "--workdir");
     strvec_push(argv, full->workdir ? full->workdir : "/");
     strvec_push(argv, "--kill-grace");

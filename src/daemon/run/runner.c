@@ -246,6 +246,7 @@ static void apply_record(struct gflowd *d, struct job *j, struct exit_record *re
         j->end_time = rec.finished_at;
     if (rec.max_rss_kb > 0)
         j->max_rss_kb = rec.max_rss_kb;
+    j->log_lost_bytes = rec.log_lost_bytes;
     struct exit_verdict v = exit_verdict_of(&rec, j->end_request);
     exit_record_free(&rec);
     apply_verdict(d, j, &v);

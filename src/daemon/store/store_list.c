@@ -135,6 +135,7 @@ static const struct {
     [JOB_FIELD_EFFECTIVE_PRIORITY] = {1, {C_PRIORITY}},
     [JOB_FIELD_PTY] = {1, {C_PTY}},
     [JOB_FIELD_SLURM_ID] = {1, {C_SLURM_ID}},
+    [JOB_FIELD_LOG_LOST_BYTES] = {1, {C_LOG_LOST_BYTES}},
 };
 
 /* The columns q->fields need (id and state always), or all light ones; returns n. */

@@ -252,6 +252,9 @@ static const char *const migrations[] = {
     " INSERT INTO job_counts(state, n) VALUES (old.state, -1)"
     "  ON CONFLICT(state) DO UPDATE SET n = n - 1;"
     " END;",
+    /* 23: the bytes of a job's output its log could not take (its filesystem was full),
+     * from the exit record. */
+    "ALTER TABLE jobs ADD COLUMN log_lost_bytes INTEGER NOT NULL DEFAULT 0;",
 };
 /* The codes migration 6 writes are enum job_reason's. */
 _Static_assert(JOB_REASON_LAUNCH_FAILED == 6 && JOB_REASON_SHIM_LOST == 7 &&
