@@ -61,9 +61,9 @@ static int shim_joblog_move_aside(int dfd, const char *name, const struct shim_o
         long rc = syscall(SYS_renameat2, dfd, name, dfd, aside, RENAME_NOREPLACE);
         if (rc < 0 && (errno == EINVAL || errno == ENOSYS)) {
             struct stat st;
-            rc = fstatat(dfd, aside, &st, AT_SYMLINK_NOFOLLOW) == 0 ? (errno = EEXIST, -1)
-                                                                     : renameat(dfd, name, dfd,
-                                                                                aside);
+            rc = fstatat(dfd, aside, &st, AT_SYMLINK_NOFOLLOW) == 0
+                     ? (errno = EEXIST, -1)
+                     : renameat(dfd, name, dfd, aside);
         }
         if (rc == 0)
             fprintf(stderr, "gflow-shim: job %lld: %s was there already: moved aside to %s\n",
@@ -88,8 +88,8 @@ static bool shim_joblog_continuable(int fd, uid_t uid)
 /* One open of name: the existing file with --log-continue, else a new one (O_EXCL).
  * With the job user's identity when as_user. The fd, or -1 with errno (EEXIST: the
  * name is taken by something to move aside). */
-static int shim_joblog_try(int dfd, const char *name, struct shim_exec *ex, bool as_user,
-                           bool cont, uid_t owner)
+static int shim_joblog_try(int dfd, const char *name, struct shim_exec *ex, bool as_user, bool cont,
+                           uid_t owner)
 {
     struct shim_prepare_ids saved;
     char *err = NULL;
@@ -133,8 +133,9 @@ static int shim_joblog_try(int dfd, const char *name, struct shim_exec *ex, bool
 int shim_joblog_open(const struct shim_opts *o, struct shim_exec *ex, char **err)
 {
     const char *slash = strrchr(o->log_path, '/');
-    char *dir = slash ? xstrndup(o->log_path, slash == o->log_path ? 1 : (size_t)(slash - o->log_path))
-                      : xstrdup(".");
+    char *dir =
+        slash ? xstrndup(o->log_path, slash == o->log_path ? 1 : (size_t)(slash - o->log_path))
+              : xstrdup(".");
     const char *name = slash ? slash + 1 : o->log_path;
     int dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
     free(dir);

@@ -107,8 +107,7 @@ static bool shim_prepare_is_own(const struct shim_exec *ex)
  * return, and keeps the user's processes from signalling or tracing it meanwhile (the
  * kernel checks those against the real and saved ids). Nothing is opened for writing
  * or created in between, but the job's log in a directory others may write (joblog.c). */
-int shim_prepare_as_user(const struct shim_exec *ex, struct shim_prepare_ids *saved,
-                                char **err)
+int shim_prepare_as_user(const struct shim_exec *ex, struct shim_prepare_ids *saved, char **err)
 {
     memset(saved, 0, sizeof(*saved));
     if (!ex->set_creds || geteuid() != 0)

@@ -19,6 +19,11 @@
  *    nor a job.
  *  - The job's marker is GFLOW_SHIM_ID=<pid>:<start>:<job id>. Its processes are those
  *    of its cgroup, or where it has none, the supervisor's descendants with its marker.
+ *  - No filesystem call on a job user's behalf is made here: the job is forked (not
+ *    vforked) and its child opens the log, finds conda, reads the script and searches
+ *    PATH itself (child.c), then passes the log back on a socket this loop watches;
+ *    the relay starts on the job's output once the log is there. A mount that never
+ *    answers stops that job's child alone.
  *  - Signals to the supervisor itself end nothing (gflowd ends jobs by message); a
  *    supervisor that dies leaves its jobs to gflowd's orphans.c, as a shim does.
  *
@@ -67,7 +72,7 @@ struct sup_job {
     double started_at;
     int lookup_code; /* as shim_main's: what a 127 or 126 then means */
     char *lookup_error;
-    char *report; /* why the job did not start (the child's report), NULL: it did */
+    char *report;  /* why the job did not start (the child's report), NULL: it did */
     bool relaying; /* the relay's pipe is watched: the log is there, or never will be */
     struct sup_watch relay_watch, timer_watch, child_watch;
 };

@@ -86,7 +86,7 @@ enum pathcheck pathcheck_dir(const char *path)
         q->abandoned = true;
     pthread_mutex_unlock(&pathcheck_mu);
     if (!answered)
-        log_warn("%s did not answer within %.1f s (a hung mount?): left to the job's start",
-                 path, PATHCHECK_WAIT_SECS);
+        log_warn("%s did not answer within %.1f s (a hung mount?): left to the job's start", path,
+                 PATHCHECK_WAIT_SECS);
     return r;
 }
