@@ -22,7 +22,7 @@ import threading
 
 import pytest
 
-from conftest import TEST_USER, as_user, ensure_user, per_worker, wait_for
+from conftest import TEST_USER, as_user, binary, ensure_user, per_worker
 
 OTHER_USER = per_worker("gflowtest-h3s")
 
@@ -189,3 +189,33 @@ def test_a_hung_path_stops_only_its_own_job(make_gflow, owner):
     finally:
         hung.close()
 
+
+
+def test_a_shim_of_its_own_opens_the_log_the_same_way(tmp_path, owner):
+    """A job with a shim of its own (not the supervisor's: --memory-limit, --pty, ...)
+    prepares in that shim, with the same rules: a link is moved aside, never followed,
+    and the log is created as the job user in a directory others may write."""
+    uid, gid, _ = owner
+    os.chmod(tmp_path, 0o755)
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    os.chmod(logs, 0o1777)
+    target = tmp_path / "root-file"
+    target.write_text("root's own\n")
+    (logs / "42.log").symlink_to(target)
+    env_file = tmp_path / "job.env"
+    env_file.write_bytes(b"PATH=/usr/bin:/bin\0")
+    exit_file = tmp_path / "exit.json"
+    cp = subprocess.run(
+        [str(binary("gflow-shim")), "--job-id", "42", "--exit-file", str(exit_file),
+         "--log", str(logs / "42.log"), "--workdir", "/", "--env-file", str(env_file),
+         "--kill-grace", "5", "--uid", str(uid), "--gid", str(gid), "--user", TEST_USER,
+         "--groups", str(gid), "--command", "echo mine; id -u"],
+        capture_output=True, text=True, timeout=30)
+    assert cp.returncode == 0, cp.stderr
+    assert "moved aside" in cp.stderr, cp.stderr
+    assert target.read_text() == "root's own\n" and os.stat(target).st_uid == 0
+    log = logs / "42.log"
+    assert not log.is_symlink() and log.read_text() == f"mine\n{uid}\n"
+    assert (os.lstat(log).st_uid, os.lstat(log).st_gid) == (uid, gid)
+    assert [p.is_symlink() for p in logs.iterdir() if ".replaced-" in p.name] == [True]
