@@ -19,10 +19,11 @@ import shutil
 import stat
 import subprocess
 import threading
+from pathlib import Path
 
 import pytest
 
-from conftest import TEST_USER, as_user, binary, ensure_user, per_worker
+from conftest import TEST_USER, as_user, binary, ensure_user, per_worker, wait_for
 
 OTHER_USER = per_worker("gflowtest-h3s")
 
@@ -174,6 +175,15 @@ def test_a_hung_path_stops_only_its_own_job(make_gflow, owner):
         a2 = r.json()["jobs"][0]["id"]
         g.wait_state(a, "R", timeout=10)
         g.wait_state(a2, "R", timeout=10)
+        # Both are stuck before their exec, in processes of their own.
+        sup = g.job(a)["shim_pid"]
+        assert g.job(a2)["shim_pid"] == sup
+
+        def stuck():
+            kids = Path(f"/proc/{sup}/task/{sup}/children").read_text().split()
+            comms = [Path(f"/proc/{k}/comm").read_text().strip() for k in kids]
+            return len(kids) == 2 and comms == ["gflow-shim"] * 2
+        wait_for(stuck, "jobs A and A2 stuck in the mount before their exec", timeout=10)
         # Everyone else's jobs still run, finish and can be cancelled.
         b = g.submit("echo b-ran")
         assert g.wait_state(b, timeout=10)["state"] == "CD"

@@ -5,8 +5,8 @@
 
 /* How long the daemon waits for the answer, and how many unanswered looks may be left
  * running at once (beyond that, no look is made until one returns). */
-#define PATHCHECK_WAIT_SECS 0.2
-#define PATHCHECK_MAX_PENDING 8
+#define PATHCHECK_WAIT_SECS 0.5
+#define PATHCHECK_MAX_PENDING 4
 
 enum pathcheck {
     PATHCHECK_DIR,     /* a directory */
