@@ -108,8 +108,10 @@ static int shim_joblog_try(int dfd, const char *name, struct shim_exec *ex, bool
             close(fd);
             fd = -1;
             e = EEXIST;
-        } else if (fd < 0 && e == ELOOP) {
-            e = EEXIST; /* a link */
+        } else if (fd < 0 && (e == ELOOP ||
+                              ((e == EACCES || e == EPERM) &&
+                               fstatat(dfd, name, &(struct stat){0}, AT_SYMLINK_NOFOLLOW) == 0))) {
+            e = EEXIST; /* a link, or a file that is not the job user's */
         }
     }
     if (fd < 0 && (!cont || e == ENOENT)) {

@@ -214,14 +214,17 @@ def test_a_shim_of_its_own_opens_the_log_the_same_way(tmp_path, owner):
     target.write_text("root's own\n")
     (logs / "42.log").symlink_to(target)
     env_file = tmp_path / "job.env"
-    env_file.write_bytes(b"PATH=/usr/bin:/bin\0")
     exit_file = tmp_path / "exit.json"
-    cp = subprocess.run(
-        [str(binary("gflow-shim")), "--job-id", "42", "--exit-file", str(exit_file),
-         "--log", str(logs / "42.log"), "--workdir", "/", "--env-file", str(env_file),
-         "--kill-grace", "5", "--uid", str(uid), "--gid", str(gid), "--user", TEST_USER,
-         "--groups", str(gid), "--command", "echo mine; id -u"],
-        capture_output=True, text=True, timeout=30)
+
+    def shim(command, *extra):
+        env_file.write_bytes(b"PATH=/usr/bin:/bin\0")
+        return subprocess.run(
+            [str(binary("gflow-shim")), "--job-id", "42", "--exit-file", str(exit_file),
+             "--log", str(logs / "42.log"), "--workdir", "/", "--env-file", str(env_file),
+             "--kill-grace", "5", "--uid", str(uid), "--gid", str(gid), "--user", TEST_USER,
+             "--groups", str(gid), *extra, "--command", command],
+            capture_output=True, text=True, timeout=30)
+    cp = shim("echo mine; id -u")
     assert cp.returncode == 0, cp.stderr
     assert "moved aside" in cp.stderr, cp.stderr
     assert target.read_text() == "root's own\n" and os.stat(target).st_uid == 0
@@ -229,3 +232,13 @@ def test_a_shim_of_its_own_opens_the_log_the_same_way(tmp_path, owner):
     assert not log.is_symlink() and log.read_text() == f"mine\n{uid}\n"
     assert (os.lstat(log).st_uid, os.lstat(log).st_gid) == (uid, gid)
     assert [p.is_symlink() for p in logs.iterdir() if ".replaced-" in p.name] == [True]
+    # --log-continue (a requeued job's next run) appends to the job user's own log...
+    cp = shim("echo again", "--log-continue")
+    assert cp.returncode == 0 and "moved aside" not in cp.stderr, cp.stderr
+    assert log.read_text() == f"mine\n{uid}\nagain\n"
+    # ... but never to someone else's: that one is moved aside as well.
+    os.chown(log, 0, 0)
+    cp = shim("echo fresh", "--log-continue")
+    assert cp.returncode == 0 and "moved aside" in cp.stderr, cp.stderr
+    assert log.read_text() == "fresh\n" and os.lstat(log).st_uid == uid
+    assert len([p for p in logs.iterdir() if ".replaced-" in p.name]) == 2
