@@ -85,6 +85,13 @@ static bool shim_joblog_continuable(int fd, uid_t uid)
     return fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1 && st.st_uid == uid;
 }
 
+/* The shim could not take its own identity back: it must not go on as anyone else. */
+__attribute__((noreturn)) static void shim_joblog_stuck(void)
+{
+    fprintf(stderr, "gflow-shim: cannot return to the shim's own identity\n");
+    _exit(SHIM_EXIT_FAIL);
+}
+
 /* One open of name: the existing file with --log-continue, else a new one (O_EXCL).
  * With the job user's identity when as_user. The fd, or -1 with errno (EEXIST: the
  * name is taken by something to move aside). */
@@ -94,8 +101,9 @@ static int shim_joblog_try(int dfd, const char *name, struct shim_exec *ex, bool
     struct shim_prepare_ids saved;
     char *err = NULL;
     if (as_user && shim_prepare_as_user(ex, &saved, &err) < 0) {
-        shim_prepare_as_root(&saved, NULL);
         free(err);
+        if (shim_prepare_as_root(&saved, NULL) < 0)
+            shim_joblog_stuck();
         errno = EPERM;
         return -1;
     }
@@ -118,11 +126,8 @@ static int shim_joblog_try(int dfd, const char *name, struct shim_exec *ex, bool
         fd = openat(dfd, name, flags | O_CREAT | O_EXCL, 0600);
         e = errno;
     }
-    if (as_user && shim_prepare_as_root(&saved, NULL) < 0) {
-        /* The shim must not go on as anyone else: stop here. */
-        fprintf(stderr, "gflow-shim: cannot return to the shim's own identity\n");
-        _exit(SHIM_EXIT_FAIL);
-    }
+    if (as_user && shim_prepare_as_root(&saved, NULL) < 0)
+        shim_joblog_stuck();
     if (fd >= 0 && fcntl(fd, F_SETFL, 0) < 0) { /* blocking writes from here on */
         e = errno;
         close(fd);
