@@ -1,7 +1,15 @@
 /* child: the job's copies from fork to exec (step 4): forking them into one process
  * group (vfork), what each child does before exec (signals, cgroups, credentials,
  * workdir, log; only system calls after fork), and the pipe on which a child that
- * cannot start says why. */
+ * cannot start says why.
+ *
+ * A supervisor's job is forked instead (fork, not vfork, which would stop the
+ * supervisor until the exec): its child makes the filesystem calls on the job user's
+ * behalf itself (shim_prepare_files: the log, conda, the script, the PATH search), so
+ * that a file system that never answers stops that job alone, and sends the log and
+ * the lookup's answer back on a socket (SOCK_SEQPACKET) in place of the pipe: one
+ * message with the log fd (SCM_RIGHTS) and "<lookup code>\0<lookup error>", or the
+ * reason it could not start, as a shim's child writes it on the pipe. */
 #include "shim.h"
 
 #include <errno.h>
@@ -14,6 +22,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -21,6 +30,16 @@
 #include <linux/close_range.h>
 
 #include "util.h"
+
+/* Reports why the job could not start, to the shim only (text, one line), and exits. */
+__attribute__((noreturn)) static void shim_child_fail_text(const struct shim_exec *ex, int code,
+                                                           const char *text)
+{
+    if (write(ex->report_fd, text, strlen(text)) < 0) {
+        /* the exit code still says it */
+    }
+    _exit(code);
+}
 
 /* Reports why the job could not start, to its log and to the shim, and exits. */
 __attribute__((noreturn)) static void shim_child_fail(const struct shim_exec *ex, int code,
@@ -84,10 +103,75 @@ static uint64_t shim_child_ignored_signals(void)
     return (uint64_t)mask;
 }
 
-/* Runs in the forked child: becomes the job, or one copy of it with envp. Only
- * system calls from here on. */
-__attribute__((noreturn)) static void shim_child(const struct shim_exec *ex, char *const *envp)
+/* A supervisor's forked child: closes every fd but those of its own job, so that a
+ * child stuck in a hung file system holds nothing of the supervisor's other jobs (their
+ * lock fds, whose flock says they run, their pipes and logs). */
+static void shim_child_close_others(const struct shim_exec *ex)
 {
+    int keep[] = {ex->out_fd, ex->null_fd, ex->report_fd, ex->jobcg_procs_fd};
+    int n = (int)(sizeof(keep) / sizeof(keep[0]));
+    for (int i = 1; i < n; i++) /* sorted, a handful */
+        for (int k = i; k > 0 && keep[k - 1] > keep[k]; k--) {
+            int t = keep[k];
+            keep[k] = keep[k - 1];
+            keep[k - 1] = t;
+        }
+    unsigned from = 3;
+    for (int i = 0; i < n; i++) {
+        if (keep[i] < (int)from)
+            continue;
+        if (keep[i] > (int)from)
+            syscall(SYS_close_range, from, (unsigned)keep[i] - 1, 0);
+        from = (unsigned)keep[i] + 1;
+    }
+    syscall(SYS_close_range, from, ~0U, 0);
+}
+
+/* A supervisor's forked child, still root: makes the filesystem calls on the job user's
+ * behalf (shim_prepare_files) and sends the supervisor the log and what a 127 or 126
+ * will mean; when they fail, the reason instead, and exits 125. */
+static void shim_child_files(struct shim_exec *ex)
+{
+    close(ex->log_fd); /* the supervisor's stand-in, closed already or not */
+    ex->log_fd = -1;
+    char *err = NULL;
+    if (shim_prepare_files(ex->opts, ex, &err) < 0) {
+        char *line = xasprintf("%s\n", err ? err : "cannot prepare the job");
+        shim_child_fail_text(ex, JOB_EXIT_SETUP, line);
+    }
+    char code[16];
+    size_t clen = (size_t)snprintf(code, sizeof(code), "%d", ex->lookup_code);
+    const char *why = ex->lookup_error ? ex->lookup_error : "";
+    size_t len = clen + 1 + strlen(why);
+    char *text = xmalloc(len);
+    memcpy(text, code, clen + 1);
+    memcpy(text + clen + 1, why, strlen(why));
+    union {
+        struct cmsghdr h;
+        char space[CMSG_SPACE(sizeof(int))];
+    } control;
+    memset(&control, 0, sizeof(control));
+    struct iovec iov = {.iov_base = text, .iov_len = len};
+    struct msghdr m = {.msg_iov = &iov,
+                       .msg_iovlen = 1,
+                       .msg_control = control.space,
+                       .msg_controllen = sizeof(control.space)};
+    struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+    h->cmsg_level = SOL_SOCKET;
+    h->cmsg_type = SCM_RIGHTS;
+    h->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(h), &ex->log_fd, sizeof(int));
+    if (sendmsg(ex->report_fd, &m, MSG_NOSIGNAL) < 0)
+        shim_child_fail(ex, JOB_EXIT_SETUP, "cannot pass the log", "to the supervisor", errno);
+    free(text);
+}
+
+/* Runs in the forked child: becomes the job, or one copy of it with envp. Only
+ * system calls from here on (but in a supervisor's child, which is forked). */
+__attribute__((noreturn)) static void shim_child(struct shim_exec *ex, char *const *envp)
+{
+    if (ex->files_in_child)
+        shim_child_close_others(ex);
     /* Handlers are reset by exec, but ignored signals and the mask are inherited: only
      * the ignored ones need resetting. */
     for (int s = 1; s < NSIG && s <= 64; s++)
@@ -117,6 +201,10 @@ __attribute__((noreturn)) static void shim_child(const struct shim_exec *ex, cha
     /* Step 8, likewise: a job process outside the memory cgroup escapes the limit. */
     if (ex->memcg_procs_fd >= 0 && write(ex->memcg_procs_fd, "0", 1) != 1)
         shim_child_fail(ex, JOB_EXIT_SETUP, "cannot join the memory cgroup", "of the job", errno);
+    if (ex->files_in_child) {
+        shim_child_files(ex);
+        envp = ex->envp; /* conda adds to it */
+    }
     if (ex->set_creds) {
         if (setgroups((size_t)ex->ngroups, ex->groups) < 0)
             shim_child_fail(ex, JOB_EXIT_SETUP, "cannot set groups of user", ex->user, errno);
@@ -167,7 +255,8 @@ __attribute__((noreturn)) static void shim_child(const struct shim_exec *ex, cha
 int shim_child_spawn(struct shim_exec *ex, struct shim_run *r, char **err)
 {
     int p[2];
-    if (pipe2(p, O_CLOEXEC) < 0) {
+    if (ex->files_in_child ? socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, p)
+                           : pipe2(p, O_CLOEXEC)) {
         *err = xasprintf("pipe: %s", strerror(errno));
         return 0;
     }
@@ -183,8 +272,9 @@ int shim_child_spawn(struct shim_exec *ex, struct shim_run *r, char **err)
          * page tables are copied nor its pages copied on write afterwards. The child
          * only makes system calls on its own stack frame below this one and never
          * returns; the shim catches signals through a signalfd, so no handler can run
-         * in the shared memory. */
-        pid_t pid = vfork();
+         * in the shared memory. A supervisor forks: its child looks at the user's files
+         * (a hung mount must not stop the supervisor), and the supervisor is small. */
+        pid_t pid = ex->files_in_child ? fork() : vfork();
         if (pid == 0)
             shim_child(ex, ex->task_envp ? ex->task_envp[n] : ex->envp);
         if (pid < 0) {

@@ -40,7 +40,10 @@
  *     any there: a job submitted from inside another job inherits that one's), the
  *     marker by which the job's processes are known wherever they go (with
  *     --conda-env, also the GFLOW_* variables of step 4).
- *  3. Job stdout and stderr go to the end of --log (0600, owned by the job user); stdin
+ *  3. Job stdout and stderr go to the end of --log (0600, owned by the job user: created
+ *     anew, never through a link, as the job user where others may write its directory;
+ *     anything already at its name is moved aside, joblog.c; with --log-continue the
+ *     job user's own file is appended to); stdin
  *     is /dev/null. With --pty DIR, all three are a pseudo-terminal whose master the
  *     shim reads into the log (a relay as below, without splice) and serves to
  *     `gjob attach` on the socket DIR/sock (attach.c); the job's first process leads a

@@ -22,7 +22,8 @@ static const char shim_opts_usage_text[] =
     "                  [--uid UID --gid GID --user NAME --groups GID,GID,...]\n"
     "                  [--tasks N --task-gpus GPU,GPU,...] [--deny-devices MINOR,...]\n"
     "                  [--memory-limit MIB] [--conda-env NAME|PATH] [--umask MODE]\n"
-    "                  [--log-max-bytes N] [--log-keep-on-full N] [--nofile N] [--pty DIR]\n"
+    "                  [--log-max-bytes N] [--log-keep-on-full N] [--log-continue]\n"
+    "                  [--nofile N] [--pty DIR]\n"
     "                  (--command \"shell command line\" | --script PATH)\n"
     "Runs and supervises one gflow job and writes its outcome to the exit file (without\n"
     "--exit-file: into the lock file of --lock-fd, at byte 8192).\n"
@@ -40,6 +41,10 @@ static const char shim_opts_usage_text[] =
     "the environment is missing, the job fails at once (exit code 125) saying so.\n"
     "--umask MODE (octal, e.g. 022) is the job's umask; without it the job keeps the\n"
     "shim's.\n"
+    "--log PATH is created anew (O_EXCL, never through a link), as the job user where\n"
+    "others may write its directory; a file already there is renamed PATH.replaced-TIME\n"
+    "first. --log-continue (a requeued job's next run) appends to it instead when it is\n"
+    "a plain file of the job user's own.\n"
     "--log-max-bytes N keeps at most N bytes of the job's output in the log; the rest is\n"
     "dropped after one line saying so (0 or absent: no cap).\n"
     "--log-keep-on-full N: when the job ends while its log's filesystem is full (its\n"
@@ -83,6 +88,7 @@ enum {
     OPT_NOFILE,
     OPT_GROUPS,
     OPT_PTY,
+    OPT_LOG_CONTINUE,
 };
 
 static const struct option shim_opts_long[] = {
@@ -110,6 +116,7 @@ static const struct option shim_opts_long[] = {
     {"nofile", required_argument, NULL, OPT_NOFILE},
     {"groups", required_argument, NULL, OPT_GROUPS},
     {"pty", required_argument, NULL, OPT_PTY},
+    {"log-continue", no_argument, NULL, OPT_LOG_CONTINUE},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -310,6 +317,9 @@ static void shim_opts_one(struct shim_opts *o, int c, const char *arg, char **er
         }
         break;
     }
+    case OPT_LOG_CONTINUE:
+        o->log_continue = true;
+        break;
     case OPT_LOG_MAX_BYTES:
         if (shim_opts_range(arg, 0, INT64_MAX, &o->log_max_bytes) < 0)
             shim_opts_error(err, xasprintf("bad --log-max-bytes '%s' (bytes, >= 0)", arg));

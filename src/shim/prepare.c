@@ -34,26 +34,6 @@ static int shim_prepare_detach(const struct shim_opts *o, char **err)
     return 0;
 }
 
-/* Step 3: opens the job log, owned by the job user, at its end. Not O_APPEND: the relay
- * splices into it (relay.c), which append mode refuses; the shim is its only writer.
- * Readable too: the relay looks at the last byte before a line of its own. */
-static int shim_prepare_log(const struct shim_opts *o, bool set_creds, char **err)
-{
-    int fd = open(o->log_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOCTTY, 0600);
-    if (fd < 0 || lseek(fd, 0, SEEK_END) < 0) {
-        if (fd >= 0)
-            close(fd);
-        *err = xasprintf("cannot open log %s: %s", o->log_path, strerror(errno));
-        return -1;
-    }
-    if (set_creds && fchown(fd, (uid_t)o->uid, (gid_t)o->gid) < 0) {
-        *err = xasprintf("cannot chown log %s: %s", o->log_path, strerror(errno));
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
 /* Decides whether the job changes user: only a root shim can, and a non-root shim
  * asked to run as someone else must not quietly run the job as itself. */
 static int shim_prepare_want_creds(const struct shim_opts *o, bool *set_creds, char **err)
@@ -126,16 +106,8 @@ static bool shim_prepare_is_own(const struct shim_exec *ex)
  * for them and then its own back: its real and saved uid stay 0, which is what lets it
  * return, and keeps the user's processes from signalling or tracing it meanwhile (the
  * kernel checks those against the real and saved ids). Nothing is opened for writing
- * or created in between. */
-struct shim_prepare_ids {
-    gid_t egid;
-    gid_t *groups;
-    int ngroups;
-    bool switched;
-};
-
-static int shim_prepare_as_user(const struct shim_exec *ex, struct shim_prepare_ids *saved,
-                                char **err)
+ * or created in between, but the job's log in a directory others may write (joblog.c). */
+int shim_prepare_as_user(const struct shim_exec *ex, struct shim_prepare_ids *saved, char **err)
 {
     memset(saved, 0, sizeof(*saved));
     if (!ex->set_creds || geteuid() != 0)
@@ -157,7 +129,7 @@ static int shim_prepare_as_user(const struct shim_exec *ex, struct shim_prepare_
 
 /* Back to the shim's own ids (the uid first: setgroups and setegid need root). 0, or
  * -1 with *err when that fails: the shim must not go on as anyone else. */
-static int shim_prepare_as_root(struct shim_prepare_ids *saved, char **err)
+int shim_prepare_as_root(struct shim_prepare_ids *saved, char **err)
 {
     int rc = 0;
     if (saved->switched && (seteuid(0) < 0 || setegid(saved->egid) < 0 ||
@@ -226,6 +198,30 @@ void shim_prepare_init(struct shim_exec *ex)
                              .memcg_procs_fd = -1};
 }
 
+/* The filesystem calls made on the job user's behalf before the job starts: the log,
+ * conda and its environment, the script's first bytes, the command's lookup. They may
+ * wait for ever on a file system that does not answer (a hung NFS or FUSE mount on the
+ * job's PATH, its workdir or script), so a supervisor makes them in the job's own
+ * process after fork (child.c), never in the process its other jobs depend on; a shim
+ * of one job makes them itself. 0 or -1 with *err. */
+int shim_prepare_files(const struct shim_opts *o, struct shim_exec *ex, char **err)
+{
+    ex->log_fd = shim_joblog_open(o, ex, err);
+    if (ex->log_fd < 0)
+        return -1;
+    struct shim_prepare_ids saved;
+    int rc = shim_prepare_as_user(ex, &saved, err);
+    if (rc == 0)
+        rc = shim_conda_prepare(o, ex, err);
+    if (rc == 0) {
+        shim_command_prepare(o, ex);
+        shim_lookup_prepare(o, ex);
+    }
+    if (shim_prepare_as_root(&saved, err) < 0 || rc < 0)
+        return -1;
+    return 0;
+}
+
 /* Steps 1-4 up to the fork. Returns 0 or -1 with *err set; fills ex. */
 int shim_prepare(const struct shim_opts *o, struct shim_exec *ex, char **err)
 {
@@ -244,12 +240,8 @@ int shim_prepare(const struct shim_opts *o, struct shim_exec *ex, char **err)
         ex->user = o->user;
         shim_prepare_groups(o, ex);
     }
-    /* The log is the job user's either way (it may be left from an earlier run). */
-    ex->log_fd = shim_prepare_log(o, ex->set_creds, err);
     if (ex->set_creds && shim_prepare_is_own(ex))
         ex->set_creds = false;
-    if (ex->log_fd < 0)
-        return -1;
     ex->null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (ex->null_fd < 0) {
         *err = xasprintf("cannot open /dev/null: %s", strerror(errno));
@@ -257,15 +249,18 @@ int shim_prepare(const struct shim_opts *o, struct shim_exec *ex, char **err)
     }
     ex->workdir = o->workdir;
     ex->umask = o->umask;
-    struct shim_prepare_ids saved;
-    int rc = shim_prepare_as_user(ex, &saved, err);
-    if (rc == 0)
-        rc = shim_conda_prepare(o, ex, err);
-    if (rc == 0) {
-        shim_command_prepare(o, ex);
-        shim_lookup_prepare(o, ex);
-    }
-    if (shim_prepare_as_root(&saved, err) < 0 || rc < 0)
+    ex->opts = o;
+    if (shim_supervisor_path) {
+        /* The job's own process opens the log and passes it back (child.c); until then
+         * the relay holds /dev/null in its place. */
+        ex->files_in_child = true;
+        ex->log_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+        if (ex->log_fd < 0) {
+            *err = xasprintf("cannot open /dev/null: %s", strerror(errno));
+            return -1;
+        }
+    } else if (shim_prepare_files(o, ex, err) < 0) {
         return -1;
+    }
     return shim_env_tasks(o, ex, err);
 }

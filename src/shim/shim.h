@@ -58,6 +58,7 @@ struct shim_opts {
     int umask;               /* --umask: the job's umask, -1: the shim's own */
     int64_t log_max_bytes;   /* --log-max-bytes: the job log's cap, 0: none */
     int64_t log_keep;        /* --log-keep-on-full: the tail kept on a full disk, 0: none */
+    bool log_continue;       /* --log-continue: append to the job user's own log */
     int64_t nofile;          /* --nofile: the job's soft RLIMIT_NOFILE (-1: as inherited) */
     gid_t *groups;           /* --groups: the job user's groups as gflowd resolved them */
     int ngroups;             /* -1: not given (the shim looks them up) */
@@ -115,6 +116,11 @@ struct shim_exec {
      * means (allocated); 0 and NULL when any status is the job's own. */
     int lookup_code;
     char *lookup_error;
+    /* A supervisor's job: the log, conda, the command and its lookup are prepared in
+     * the job's own process after fork (shim_prepare_files, child.c), which passes the
+     * log and the lookup's answer back on report_fd; log_fd is /dev/null until then. */
+    bool files_in_child;
+    const struct shim_opts *opts;
     /* The signals the shim ignores when it forks the job (bit s-1 for signal s; from
      * /proc/self/status), which the job would inherit; all 64 when that is unknown. */
     uint64_t sig_ignored;
@@ -264,6 +270,31 @@ void shim_report_record(const struct shim_run *r, const struct shim_opts *o, dou
  * the job user and prepares conda, argv, the command's lookup and the copies'
  * environments. 0 or -1 with *err; ex holds what it did either way (shim_prepare_free). */
 int shim_prepare(const struct shim_opts *o, struct shim_exec *ex, char **err);
+/* The filesystem calls made on the job user's behalf (the log, conda, the script, the
+ * command's lookup): in shim_prepare for a shim of one job, in the job's own process
+ * after fork for a supervisor's (child.c). 0 or -1 with *err. */
+int shim_prepare_files(const struct shim_opts *o, struct shim_exec *ex, char **err);
+/* The ids a root shim had before shim_prepare_as_user, to return to. */
+struct shim_prepare_ids {
+    gid_t egid;
+    gid_t *groups;
+    int ngroups;
+    bool switched;
+};
+/* A root shim takes the job user's effective gid, groups and uid (real and saved uid
+ * stay 0) for checks made as the job user; nothing without set_creds. 0 or -1 with
+ * *err (then shim_prepare_as_root still puts back whatever changed). */
+int shim_prepare_as_user(const struct shim_exec *ex, struct shim_prepare_ids *saved, char **err);
+/* Back to the shim's own ids. 0, or -1 (with *err when err is not NULL). */
+int shim_prepare_as_root(struct shim_prepare_ids *saved, char **err);
+
+/* ---- joblog.c: the job's log (step 3) ---- */
+/* Opens o->log_path relative to its directory, never through a link, created anew
+ * (O_EXCL) as the job user where others may write the directory, whatever was there
+ * moved aside (NAME.replaced-TIME); with --log-continue, the job user's own plain file
+ * is appended to. The fd at the log's end, or -1 with *err. */
+int shim_joblog_open(const struct shim_opts *o, struct shim_exec *ex, char **err);
+
 /* An empty ex (no fds), for shim_prepare. */
 void shim_prepare_init(struct shim_exec *ex);
 /* Frees and closes what shim_prepare put in ex. */

@@ -19,6 +19,11 @@
  *    nor a job.
  *  - The job's marker is GFLOW_SHIM_ID=<pid>:<start>:<job id>. Its processes are those
  *    of its cgroup, or where it has none, the supervisor's descendants with its marker.
+ *  - No filesystem call on a job user's behalf is made here: the job is forked (not
+ *    vforked) and its child opens the log, finds conda, reads the script and searches
+ *    PATH itself (child.c), then passes the log back on a socket this loop watches;
+ *    the relay starts on the job's output once the log is there. A mount that never
+ *    answers stops that job's child alone.
  *  - Signals to the supervisor itself end nothing (gflowd ends jobs by message); a
  *    supervisor that dies leaves its jobs to gflowd's orphans.c, as a shim does.
  *
@@ -29,6 +34,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -51,7 +57,7 @@
 const char *shim_supervisor_path;
 
 /* What an epoll event is about. */
-enum sup_kind { SUP_SIGNALS, SUP_GFLOWD, SUP_LISTEN, SUP_RELAY, SUP_TIMER };
+enum sup_kind { SUP_SIGNALS, SUP_GFLOWD, SUP_LISTEN, SUP_RELAY, SUP_TIMER, SUP_CHILD };
 struct sup_watch {
     enum sup_kind kind;
     struct sup_job *job;
@@ -66,8 +72,9 @@ struct sup_job {
     double started_at;
     int lookup_code; /* as shim_main's: what a 127 or 126 then means */
     char *lookup_error;
-    char *report; /* why the job did not start (the child's report), NULL: it did */
-    struct sup_watch relay_watch, timer_watch;
+    char *report;  /* why the job did not start (the child's report), NULL: it did */
+    bool relaying; /* the relay's pipe is watched: the log is there, or never will be */
+    struct sup_watch relay_watch, timer_watch, child_watch;
 };
 
 static struct sup_job *jobs;
@@ -148,6 +155,63 @@ static const char *sup_unsupported(const struct shim_opts *o)
     return NULL;
 }
 
+/* The relay starts moving the job's output into its log. */
+static void sup_job_relay(struct sup_job *j)
+{
+    if (j->relaying || j->r.relay.rd < 0)
+        return;
+    j->relaying = true;
+    sup_watch(j->r.relay.rd, &j->relay_watch);
+}
+
+/* What the job's child says (child.c): its log (in place of the relay's /dev/null) and
+ * what an exit code of 127 or 126 will mean, or why it could not start; EOF once it
+ * exec'd or exited. Reads what is there without waiting. */
+static void sup_job_child(struct sup_job *j)
+{
+    while (j->r.report_rd >= 0) {
+        char buf[PATH_MAX + 256];
+        union {
+            struct cmsghdr h;
+            char space[CMSG_SPACE(sizeof(int))];
+        } control;
+        struct iovec iov = {.iov_base = buf, .iov_len = sizeof(buf) - 1};
+        struct msghdr m = {.msg_iov = &iov,
+                           .msg_iovlen = 1,
+                           .msg_control = control.space,
+                           .msg_controllen = sizeof(control.space)};
+        ssize_t n = recvmsg(j->r.report_rd, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN)
+            return;
+        if (n <= 0) {
+            close(j->r.report_rd); /* leaves the epoll set with it */
+            j->r.report_rd = -1;
+            break;
+        }
+        buf[n] = '\0';
+        struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+        if (h && h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS &&
+            h->cmsg_len == CMSG_LEN(sizeof(int))) {
+            int fd;
+            memcpy(&fd, CMSG_DATA(h), sizeof(fd));
+            if (dup3(fd, j->r.relay.log_fd, O_CLOEXEC) < 0)
+                fprintf(stderr, "gflow-shim: job %lld: cannot take its log: %s\n",
+                        (long long)j->o.job_id, strerror(errno));
+            close(fd);
+            size_t code_len = strlen(buf);
+            j->lookup_code = atoi(buf);
+            if ((size_t)n > code_len + 1)
+                j->lookup_error = xstrndup(buf + code_len + 1, (size_t)n - code_len - 1);
+            sup_job_relay(j);
+        } else if (!j->report) {
+            j->report = xstrndup(buf, strcspn(buf, "\n"));
+        }
+    }
+    sup_job_relay(j);
+}
+
 /* A job's message (n bytes in buf, NUL-terminated arguments) with its lock and
  * environment fds: steps 1-4 as shim_main, then the job is supervised by the loop. */
 static void sup_job_start(const char *buf, size_t n, const int fds[2])
@@ -188,24 +252,19 @@ static void sup_job_start(const char *buf, size_t n, const int fds[2])
     j->r.marker = xstrdup(ex.marker);
     j->started_at = now_wall();
     int started = shim_child_spawn(&ex, &j->r, &err);
-    j->lookup_code = ex.lookup_code;
-    j->lookup_error = ex.lookup_error;
-    ex.lookup_error = NULL;
     if (started == 0) {
         sup_job_failed(j, &ex, err);
         free(err);
         return;
     }
     shim_prepare_free(&ex); /* the job holds its own copies now */
-    /* One copy, and vfork returned: it has exec'd or said why not, so its report is
-     * complete now, and the job keeps three fds here (lock, relay, log) while it runs. */
-    j->report = shim_child_report(j->r.report_rd);
-    close(j->r.report_rd);
-    j->r.report_rd = -1;
+    /* The job's child opens its log and passes it back (child.c), or says why it could
+     * not start: its socket is watched, and the output waits in its pipe till then. */
     j->relay_watch = (struct sup_watch){SUP_RELAY, j};
     j->timer_watch = (struct sup_watch){SUP_TIMER, j};
-    if (j->r.relay.rd >= 0)
-        sup_watch(j->r.relay.rd, &j->relay_watch);
+    j->child_watch = (struct sup_watch){SUP_CHILD, j};
+    if (sup_watch(j->r.report_rd, &j->child_watch) < 0)
+        sup_job_child(j); /* cannot wait for it: the relay starts now */
     j->next = jobs;
     jobs = j;
 }
@@ -231,6 +290,7 @@ static void sup_job_terminate(struct sup_job *j)
  * gone, its record in the lock file, then "D<id>". */
 static void sup_job_end(struct sup_job *j)
 {
+    sup_job_child(j); /* its child is gone: what it said is all there, up to EOF */
     shim_relay_close(&j->r.relay);
     shim_jobcg_end(&j->r.jobcg, j->o.job_id);
     struct exit_record rec;
@@ -497,6 +557,9 @@ int shim_supervisor_main(const char *dir, const sigset_t *mask)
                 break;
             case SUP_TIMER:
                 shim_supervise_timer_fired(&w->job->r);
+                break;
+            case SUP_CHILD:
+                sup_job_child(w->job);
                 break;
             }
         }

@@ -149,7 +149,8 @@ def test_exit_zero_records_outcome_and_job_setting(tmp_path, cleanup):
            "grep -E '^Sig(Blk|Ign)' /proc/self/status; "
            "yes | head -1")
     before = time.time()
-    s = run(tmp_path, cleanup, command=cmd)
+    # --log-continue (a requeued job's next run): the job user's own log goes on.
+    s = run(tmp_path, cleanup, command=cmd, extra=("--log-continue",))
     r = s.result()
     assert r["job_id"] == 42
     assert r["exit_code"] == 0 and r["signal"] is None

@@ -3,6 +3,7 @@
  * admins on all (auth.c); what a job may be is checked by jobspec.c, changes to it are
  * jobs.c's and jobedit.c's, and ending a running one is the runner's. */
 #include "jobs/priority.h"
+#include "pathcheck.h"
 #include "routes.h"
 
 #include <errno.h>
@@ -164,18 +165,16 @@ static int check_deps(const struct route_req *r, const struct jobspec_submission
 }
 
 /* Refuses a working directory that does not exist (the job could never start in it);
- * one that cannot be looked into (EACCES, e.g. root-squashed NFS) is left to the run.
- * 0, or -1 with the reply set. */
+ * one that cannot be looked into (EACCES, e.g. root-squashed NFS) or does not answer in
+ * time (a hung mount: the look must never stop the daemon, pathcheck.h) is left to the
+ * run. 0, or -1 with the reply set. */
 static int check_workdirs(const struct jobspec_submission *sub, struct reply *rep)
 {
     for (size_t i = 0; i < sub->n; i++) {
         const char *dir = sub->jobs[i]->workdir;
-        struct stat st;
         if (!dir || (i > 0 && !strcmp(dir, sub->jobs[i - 1]->workdir)))
             continue;
-        bool missing =
-            stat(dir, &st) < 0 ? errno == ENOENT || errno == ENOTDIR : !S_ISDIR(st.st_mode);
-        if (missing) {
+        if (pathcheck_dir(dir) == PATHCHECK_MISSING) {
             reply_error(rep, 400,
                         "the working directory %s does not exist (or is not a "
                         "directory); submit from an existing one",

@@ -161,6 +161,10 @@ static void shim_args(const struct gflowd *d, const struct job *j, const struct 
     strvec_pushf(argv, "%lld", (long long)j->id);
     strvec_push(argv, "--log");
     strvec_pushf(argv, "%s/%lld.log", d->paths.log_dir, (long long)j->id);
+    /* A requeued job's log goes on (one log, both runs); any other file at its name is
+     * moved aside by the shim (a restored database's ids start again). */
+    if (j->requeue_count > 0)
+        strvec_push(argv, "--log-continue");
     if (d->cfg.max_log_bytes > 0) {
         strvec_push(argv, "--log-max-bytes");
         strvec_pushf(argv, "%lld", (long long)d->cfg.max_log_bytes);
