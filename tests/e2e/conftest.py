@@ -10,6 +10,7 @@ variable GFLOW_E2E_SANDBOX=<root> in their environment or the sandbox path on th
 line; then it removes the cgroups those shims made for their jobs. It also fails the test
 if the daemon's log shows a sanitizer report.
 """
+import fcntl
 import grp
 import http.client
 import json
@@ -381,6 +382,22 @@ class Gflow:
         assert holder, "no daemon to kill"
         kill_pid(*holder)
         wait_for(lambda: not alive(*holder), "the killed daemon to be gone", timeout=5)
+        # A shim the daemon was starting holds the lock's descriptor until its exec (the
+        # daemon's vfork child, launch_shims.c): gone a moment later, as a restart expects.
+        wait_for(self.lock_free, "the killed daemon's lock to be free", timeout=5)
+
+    def lock_free(self):
+        try:
+            fd = os.open(self.data / "gflowd.lock", os.O_RDONLY)
+        except FileNotFoundError:
+            return True
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            return False
+        finally:
+            os.close(fd)
 
     def daemon_log(self):
         p = self.data / "gflowd.log"
