@@ -214,7 +214,8 @@ static int gjob_write_cb(const char *data, size_t len, void *arg)
     if (len)
         strbuf_add(&in, data, len);
     out->nheld = data ? gjob_utf8_tail(in.buf, in.len) : 0;
-    memcpy(out->held, in.buf + in.len - out->nheld, out->nheld);
+    if (out->nheld)
+        memcpy(out->held, in.buf + in.len - out->nheld, out->nheld);
     termtext_escape(&esc, in.buf, in.len - out->nheld, TERMTEXT_KEEP_LAYOUT);
     int rc = gjob_write_all(out, esc.buf, esc.len);
     strbuf_free(&in);

@@ -119,7 +119,8 @@ int resv_load(struct resv_table *t, struct store *s, char **err)
             (struct scheduler_reservation){r->id, r->user, r->start, r->end, r->gpus};
         cur_note_end(t, r->end);
     }
-    qsort(t->cur, t->n_cur, sizeof(*t->cur), cmp_start);
+    if (t->n_cur > 1)
+        qsort(t->cur, t->n_cur, sizeof(*t->cur), cmp_start);
     return 0;
 }
 
