@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -197,6 +198,15 @@ static ssize_t shim_relay_step(struct shim_relay *rl)
     return n;
 }
 
+/* Closes rd, out of the supervisor's epoll set first (see shim.h). */
+static void shim_relay_close_rd(struct shim_relay *rl)
+{
+    if (rl->ep > 0)
+        epoll_ctl(rl->ep, EPOLL_CTL_DEL, rl->rd, NULL);
+    close(rl->rd);
+    rl->rd = -1;
+}
+
 void shim_relay_pump(struct shim_relay *rl)
 {
     while (rl->rd >= 0) {
@@ -205,10 +215,8 @@ void shim_relay_pump(struct shim_relay *rl)
             continue;
         if (n < 0 && errno == EINTR)
             continue;
-        if (n == 0) { /* every writer is gone: the job's output is complete */
-            close(rl->rd);
-            rl->rd = -1;
-        }
+        if (n == 0) /* every writer is gone: the job's output is complete */
+            shim_relay_close_rd(rl);
         return;
     }
 }
@@ -283,7 +291,7 @@ void shim_relay_close(struct shim_relay *rl)
     if (rl->lost && rl->log_fd >= 0)
         shim_relay_note_lost(rl);
     if (rl->rd >= 0)
-        close(rl->rd);
+        shim_relay_close_rd(rl);
     if (rl->log_fd >= 0)
         close(rl->log_fd);
     if (rl->null_fd >= 0)

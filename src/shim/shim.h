@@ -166,6 +166,10 @@ struct shim_relay {
     int64_t dropped; /* all the bytes lost so (the exit record's log_lost_bytes) */
     int64_t keep;    /* --log-keep-on-full, 0: never cut */
     bool can_splice; /* false once splice said the log's filesystem cannot */
+    /* The supervisor's epoll set watching rd (0: none), left before rd is closed: a job
+     * forked meanwhile may hold a copy of rd until it closes it, and a closed fd whose
+     * file lives on stays in the set, with this job's pointer. */
+    int ep;
     /* --pty: rd is (a copy of) the terminal's master, whose end is EIO, not EOF; every
      * byte read is also handed to the attached clients (attach.c). NULL: a pipe. */
     struct shim_attach *tap;

@@ -105,12 +105,21 @@ static void sup_say_done(int64_t id)
         send(gflowd_fd, msg, (size_t)n, MSG_NOSIGNAL);
 }
 
+/* Closes a watched fd, out of the epoll set first: a job forked meanwhile holds a copy
+ * until it closes the others' fds, and the set keeps a closed fd whose file lives on. */
+static void sup_close_watched(int *fd)
+{
+    if (*fd < 0)
+        return;
+    epoll_ctl(ep, EPOLL_CTL_DEL, *fd, NULL);
+    close(*fd);
+    *fd = -1;
+}
+
 static void sup_job_free(struct sup_job *j)
 {
-    if (j->r.report_rd >= 0)
-        close(j->r.report_rd);
-    if (j->r.tfd >= 0)
-        close(j->r.tfd);
+    sup_close_watched(&j->r.report_rd);
+    sup_close_watched(&j->r.tfd);
     if (j->o.lock_fd >= 0)
         close(j->o.lock_fd); /* its flock ends with it */
     if (j->o.env_fd >= 0)
@@ -161,6 +170,7 @@ static void sup_job_relay(struct sup_job *j)
     if (j->relaying || j->r.relay.rd < 0)
         return;
     j->relaying = true;
+    j->r.relay.ep = ep;
     sup_watch(j->r.relay.rd, &j->relay_watch);
 }
 
@@ -186,8 +196,7 @@ static void sup_job_child(struct sup_job *j)
         if (n < 0 && errno == EAGAIN)
             return;
         if (n <= 0) {
-            close(j->r.report_rd); /* leaves the epoll set with it */
-            j->r.report_rd = -1;
+            sup_close_watched(&j->r.report_rd);
             break;
         }
         buf[n] = '\0';
