@@ -30,6 +30,8 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include "sim_p2p.h"
+
 #define CU_EXPORT __attribute__((visibility("default")))
 
 typedef int CUresult;
@@ -69,6 +71,7 @@ CU_EXPORT CUresult cuCtxDestroy(CUcontext ctx);
 CU_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *ptr, size_t bytes);
 CU_EXPORT CUresult cuMemAlloc(CUdeviceptr *ptr, unsigned int bytes);
 CU_EXPORT CUresult cuGetErrorString(CUresult rc, const char **str);
+CU_EXPORT CUresult cuDeviceCanAccessPeer(int *can, CUdevice dev, CUdevice peer);
 
 /* Marks the process entries this library wrote, with the writer's start time, so that a
  * rewrite can tell a dead writer's entry from anybody else's. */
@@ -78,6 +81,8 @@ struct cu_dev {
     char uuid[96];   /* GPU-... or MIG-... */
     char bus_id[32]; /* as CUDA writes it: 0000:BB:DD.0 */
     char name[96];
+    size_t index; /* the GPU's in the fixture */
+    bool mig;
 };
 
 struct cu_ctx {
@@ -183,6 +188,8 @@ static void cu_add(json_t *root, const struct cu_gpu *g, json_t *mig)
 {
     json_t *gpu = json_array_get(json_object_get(root, "gpus"), g->index);
     struct cu_dev *d = &cu_devs[cu_n_devs++];
+    d->index = g->index;
+    d->mig = mig != NULL;
     cu_bus(gpu, g->index, d->bus_id, sizeof(d->bus_id));
     const char *gname = cu_str(gpu, "name", "Simulated GPU");
     if (mig) {
@@ -260,6 +267,29 @@ static void cu_select(json_t *root, struct cu_gpu *gpus, size_t n, const char *v
     free(copy);
 }
 
+/* Whether a device cgroup denies this process the GPU's device node, so that CUDA,
+ * which numbers only the GPUs it can open, leaves it out (with daemon.constrain_devices).
+ * The simulator's GPUs have no /dev/nvidia<minor>: with $GFLOW_CUDA_SIM_DEV_DIR set, the
+ * node of the fixture's "minor_number" (default the index) is looked for there, where a
+ * test made it with mknod (c 195 <minor>). Opening it asks the kernel's device cgroup:
+ * EPERM is a denial; ENXIO (no driver behind the node) is an allowed GPU. */
+static bool cu_dev_denied(json_t *gpu, size_t index)
+{
+    const char *dir = getenv("GFLOW_CUDA_SIM_DEV_DIR");
+    json_t *minor = json_object_get(gpu, "minor_number");
+    if (!dir || !*dir || json_is_null(minor))
+        return false;
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/nvidia%lld", dir,
+             json_is_integer(minor) ? json_integer_value(minor) : (long long)index);
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd >= 0) {
+        close(fd);
+        return false;
+    }
+    return errno == EPERM || errno == EACCES;
+}
+
 static CUresult cu_enumerate(void)
 {
     const char *path = cu_fixture();
@@ -275,14 +305,19 @@ static CUresult cu_enumerate(void)
         json_decref(root);
         return CUDA_ERROR_OPERATING_SYSTEM;
     }
+    size_t kept = 0;
     for (size_t i = 0; i < n; i++) {
         json_t *g = json_array_get(all, i);
-        gpus[i].index = i;
-        gpus[i].bus = cu_bus(g, i, NULL, 0);
+        if (cu_dev_denied(g, i))
+            continue; /* CUDA does not see a GPU it may not open */
+        size_t k = kept++;
+        gpus[k].index = i;
+        gpus[k].bus = cu_bus(g, i, NULL, 0);
         json_t *sp = json_object_get(g, "cuda_speed");
-        gpus[i].speed = json_is_integer(sp) ? json_integer_value(sp) : 0;
-        cu_gpu_uuid(g, i, gpus[i].uuid, sizeof(gpus[i].uuid));
+        gpus[k].speed = json_is_integer(sp) ? json_integer_value(sp) : 0;
+        cu_gpu_uuid(g, i, gpus[k].uuid, sizeof(gpus[k].uuid));
     }
+    n = kept;
     const char *order = getenv("CUDA_DEVICE_ORDER");
     cu_pci_order = order && strcmp(order, "PCI_BUS_ID") == 0;
     qsort(gpus, n, sizeof(*gpus), cu_cmp);
@@ -623,5 +658,28 @@ CU_EXPORT CUresult cuGetErrorString(CUresult rc, const char **str)
         *str = "unknown error";
         break;
     }
+    return CUDA_SUCCESS;
+}
+
+/* Peer access as NVML's P2P status gives it (sim_p2p.c): over NVLink, or over PCIe unless
+ * the fixture says "pcie_p2p": false. A MIG instance has no peer access. */
+CU_EXPORT CUresult cuDeviceCanAccessPeer(int *can, CUdevice dev, CUdevice peer)
+{
+    CUresult rc = cu_check_dev(dev);
+    if (rc == CUDA_SUCCESS)
+        rc = cu_check_dev(peer);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!can)
+        return CUDA_ERROR_INVALID_VALUE;
+    *can = 0;
+    if (dev == peer || cu_devs[dev].mig || cu_devs[peer].mig)
+        return CUDA_SUCCESS;
+    const char *path = cu_fixture();
+    json_t *root = path ? json_load_file(path, 0, NULL) : NULL;
+    if (!root)
+        return CUDA_ERROR_UNKNOWN;
+    *can = sim_p2p_access(json_object_get(root, "gpus"), cu_devs[dev].index, cu_devs[peer].index);
+    json_decref(root);
     return CUDA_SUCCESS;
 }

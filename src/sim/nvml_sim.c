@@ -28,6 +28,7 @@
 
 #include "nvml_sim.h"
 #include "nvml_types.h"
+#include "sim_p2p.h"
 
 /* The symbols this library exports, with NVML's own signatures (nvml.h is not in
  * Debian; the types are nvml_types.h). */
@@ -767,35 +768,34 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t dev, un
 }
 
 /* NVLink P2P is OK between two GPUs that both have NVSwitch links, or when one lists the
- * other in "nvlink"; the other capabilities (PCIe) are always OK. */
+ * other in "nvlink"; the other capabilities (read, write, atomics) are OK over NVLink or
+ * PCIe, unless a GPU says "pcie_p2p": false (sim_p2p.c, which the fake libcuda shares). */
 SIM_EXPORT nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t a, nvmlDevice_t b,
                                                nvmlGpuP2PCapsIndex_t index,
                                                nvmlGpuP2PStatus_t *status)
 {
-    json_t *r, *ga, *gb;
-    nvmlReturn_t rc = sim_begin_dev("nvmlDeviceGetP2PStatus", a, &r, &ga);
+    json_t *r, *g;
+    nvmlReturn_t rc = sim_begin_dev("nvmlDeviceGetP2PStatus", a, &r, &g);
     if (rc != NVML_SUCCESS)
         return rc;
     json_decref(r);
-    rc = sim_begin_dev("nvmlDeviceGetP2PStatus", b, &r, &gb);
+    rc = sim_begin_dev("nvmlDeviceGetP2PStatus", b, &r, &g);
     if (rc != NVML_SUCCESS)
         return rc;
-    ga = json_array_get(json_object_get(r, "gpus"), (size_t)(uintptr_t)a - 1);
     if (!status || index >= NVML_P2P_CAPS_INDEX_UNKNOWN) {
         json_decref(r);
         return NVML_ERROR_INVALID_ARGUMENT;
     }
-    bool ok = true;
+    json_t *gpus = json_object_get(r, "gpus");
+    size_t ia = (size_t)(uintptr_t)a - 1, ib = (size_t)(uintptr_t)b - 1;
+    bool ok;
     if (index == NVML_P2P_CAPS_INDEX_NVLINK) {
-        ok = sim_int(ga, "nvswitch_links", 0) > 0 && sim_int(gb, "nvswitch_links", 0) > 0;
-        size_t i;
-        json_t *p;
-        json_array_foreach (json_object_get(ga, "nvlink"), i, p) {
-            if (json_is_integer(p) && json_integer_value(p) == (long long)(uintptr_t)b - 1)
-                ok = true;
-        }
+        ok = sim_p2p_nvlink(gpus, ia, ib);
+        *status = ok ? NVML_P2P_STATUS_OK : NVML_P2P_STATUS_NOT_SUPPORTED;
+    } else {
+        ok = sim_p2p_access(gpus, ia, ib);
+        *status = ok ? NVML_P2P_STATUS_OK : NVML_P2P_STATUS_CHIPSET_NOT_SUPPORED;
     }
-    *status = ok ? NVML_P2P_STATUS_OK : NVML_P2P_STATUS_NOT_SUPPORTED;
     json_decref(r);
     return NVML_SUCCESS;
 }

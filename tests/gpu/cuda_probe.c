@@ -6,13 +6,21 @@
  * process list, writes its pid to the --ready file and keeps the context for SECS
  * seconds or until SIGTERM/SIGINT, then destroys it.
  *
+ * For the kit's isolation checks: --peers prints cuDeviceCanAccessPeer for every ordered
+ * pair of its devices (what NCCL asks before it uses P2P); --open PATH (repeatable) opens
+ * a device node as CUDA does (O_RDWR) and prints ok or the errno, with the process's
+ * devices cgroup (daemon.constrain_devices); --visible VALUE sets CUDA_VISIBLE_DEVICES
+ * before CUDA is loaded, as a library that resets the variable does (a stray process).
+ *
  * The library is $GFLOW_CUDA_LIBRARY when set (the fake libgflow-cuda-sim.so in
  * `make check`), else libcuda.so.1. Every symbol but cuInit, cuDeviceGetCount,
  * cuDeviceGet and cuDeviceGetPCIBusId is optional. Exit status: 0 done (a process that
  * sees no device prints count=0), 1 a CUDA error, 2 usage. */
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +45,9 @@ static CUresult (*p_cuCtxCreate)(CUcontext *, unsigned int, CUdevice);
 static CUresult (*p_cuCtxDestroy)(CUcontext);
 static CUresult (*p_cuMemAlloc)(CUdeviceptr *, size_t);
 static CUresult (*p_cuGetErrorString)(CUresult, const char **);
+static CUresult (*p_cuDeviceCanAccessPeer)(int *, CUdevice, CUdevice);
+
+#define PROBE_MAX_OPEN 16
 
 static volatile sig_atomic_t stop;
 
@@ -62,12 +73,17 @@ static void *sym(void *lib, const char *a, const char *b)
 
 static void usage(FILE *to)
 {
-    fprintf(to,
-            "Usage: cuda_probe [--list] [--hold SECS] [--device N] [--alloc MIB] [--ready FILE]\n"
-            "Prints the CUDA devices this process sees (count, PCI bus ids, names, UUIDs).\n"
-            "--hold SECS   create a context on --device N (default 0), allocate --alloc MIB,\n"
-            "              write the pid to --ready FILE and keep it SECS s or until SIGTERM\n"
-            "Library: $GFLOW_CUDA_LIBRARY, else libcuda.so.1.\n");
+    fprintf(to, "Usage: cuda_probe [--list] [--peers] [--open PATH]... [--visible VALUE]\n"
+                "                  [--hold SECS] [--device N] [--alloc MIB] [--ready FILE]\n"
+                "Prints the CUDA devices this process sees (count, PCI bus ids, names, UUIDs).\n"
+                "--peers         also cuDeviceCanAccessPeer for every ordered pair of them\n"
+                "--open PATH     open PATH (a /dev/nvidia<minor>) read-write first and print ok\n"
+                "                or the errno, and this process's devices cgroup\n"
+                "--visible VALUE set CUDA_VISIBLE_DEVICES to VALUE before loading CUDA\n"
+                "--hold SECS     create a context on --device N (default 0), allocate --alloc\n"
+                "                MIB, write the pid to --ready FILE and keep it SECS s or until\n"
+                "                SIGTERM\n"
+                "Library: $GFLOW_CUDA_LIBRARY, else libcuda.so.1.\n");
 }
 
 /* Writes the pid to path through a temp file, so a reader never sees half of it. */
@@ -84,6 +100,82 @@ static int write_ready(const char *path)
     return 0;
 }
 
+static const char *errno_name(int e)
+{
+    switch (e) {
+    case EPERM:
+        return "EPERM";
+    case EACCES:
+        return "EACCES";
+    case ENOENT:
+        return "ENOENT";
+    case ENXIO:
+        return "ENXIO";
+    case ENODEV:
+        return "ENODEV";
+    default:
+        return "errno";
+    }
+}
+
+/* Opens each path as CUDA opens a GPU's node and prints open.K.path and open.K=ok or
+ * error:<name> <text>, then the devices cgroup that decided it (cgroup v1; on v2 an
+ * eBPF program decides, which /proc does not show). */
+static void probe_opens(char **paths, int n)
+{
+    for (int i = 0; i < n; i++) {
+        printf("open.%d.path=%s\n", i, paths[i]);
+        int fd = open(paths[i], O_RDWR | O_CLOEXEC);
+        if (fd >= 0) {
+            close(fd);
+            printf("open.%d=ok\n", i);
+        } else {
+            int e = errno;
+            printf("open.%d=error:%s %s\n", i, errno_name(e), strerror(e));
+        }
+    }
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    char line[1024];
+    const char *devices = "<none: no cgroup v1 devices controller>";
+    static char found[1024];
+    while (f && fgets(line, sizeof(line), f)) {
+        char *c = strstr(line, ":devices:");
+        if (c) {
+            snprintf(found, sizeof(found), "%s", c + strlen(":devices:"));
+            found[strcspn(found, "\n")] = '\0';
+            devices = found;
+        }
+    }
+    if (f)
+        fclose(f);
+    printf("cgroup.devices=%s\n", devices);
+}
+
+/* cuDeviceCanAccessPeer for every ordered pair: peer.A.B=1, 0 or error:<code>. */
+static void probe_peers(int count)
+{
+    if (!p_cuDeviceCanAccessPeer) {
+        printf("peer=missing\n");
+        return;
+    }
+    for (int a = 0; a < count; a++)
+        for (int b = 0; b < count; b++) {
+            if (a == b)
+                continue;
+            CUdevice da, db;
+            int can = -1;
+            CUresult rc = p_cuDeviceGet(&da, a);
+            if (rc == 0)
+                rc = p_cuDeviceGet(&db, b);
+            if (rc == 0)
+                rc = p_cuDeviceCanAccessPeer(&can, da, db);
+            if (rc != 0)
+                printf("peer.%d.%d=error:%d %s\n", a, b, rc, cu_err(rc));
+            else
+                printf("peer.%d.%d=%d\n", a, b, can);
+        }
+}
+
 static double now(void)
 {
     struct timespec ts;
@@ -97,6 +189,9 @@ int main(int argc, char **argv)
     int device = 0;
     long alloc_mib = 0;
     const char *ready = NULL;
+    bool peers = false;
+    char *opens[PROBE_MAX_OPEN];
+    int n_opens = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -105,6 +200,13 @@ int main(int argc, char **argv)
             return 0;
         } else if (!strcmp(a, "--list")) {
             /* the default; gives gbatch two words, so it runs a command, not a script */
+        } else if (!strcmp(a, "--peers")) {
+            peers = true;
+        } else if (!strcmp(a, "--open") && v && n_opens < PROBE_MAX_OPEN) {
+            opens[n_opens++] = argv[++i];
+        } else if (!strcmp(a, "--visible") && v) {
+            setenv("CUDA_VISIBLE_DEVICES", v, 1);
+            i++;
         } else if (!strcmp(a, "--hold") && v) {
             hold = strtod(v, NULL);
             i++;
@@ -131,6 +233,8 @@ int main(int argc, char **argv)
     printf("pid=%d\n", (int)getpid());
     printf("CUDA_VISIBLE_DEVICES=%s\n", cvd ? cvd : "<unset>");
     printf("CUDA_DEVICE_ORDER=%s\n", order ? order : "<unset>");
+    if (n_opens > 0)
+        probe_opens(opens, n_opens);
     void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!lib) {
         fprintf(stderr, "cuda_probe: cannot load %s: %s\n", path, dlerror());
@@ -147,6 +251,7 @@ int main(int argc, char **argv)
     p_cuCtxDestroy = sym(lib, "cuCtxDestroy_v2", "cuCtxDestroy");
     p_cuMemAlloc = sym(lib, "cuMemAlloc_v2", NULL);
     p_cuGetErrorString = sym(lib, "cuGetErrorString", NULL);
+    p_cuDeviceCanAccessPeer = sym(lib, "cuDeviceCanAccessPeer", NULL);
     if (!p_cuInit || !p_cuDeviceGetCount || !p_cuDeviceGet || !p_cuDeviceGetPCIBusId) {
         fprintf(stderr,
                 "cuda_probe: %s lacks cuInit/cuDeviceGetCount/cuDeviceGet/"
@@ -198,6 +303,8 @@ int main(int argc, char **argv)
                    i, u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11],
                    u[12], u[13], u[14], u[15]);
     }
+    if (peers)
+        probe_peers(count);
     fflush(stdout);
     if (hold < 0)
         return 0;

@@ -4,8 +4,11 @@
  * gflow's loader, so it shows the driver's answers, not our reading of them:
  * count v1 vs v2, memory v1 vs v2, index vs /dev/nvidia minor, MIG mode and instances,
  * NVLink state / remote type / remote PCI per link, P2P status per pair (NVLink, read,
- * write, atomics), the PCIe common ancestor per pair, and the raw bytes of the first
- * process-list entries of each list version (the stride the driver really writes).
+ * write, atomics), the PCIe common ancestor per pair, the raw bytes of the first
+ * process-list entries of each list version (the stride the driver really writes), and
+ * the health answers gflow's drain decisions rest on: ECC mode and uncorrectable counts
+ * (volatile, aggregate), retired pages and their pending status, remapped rows, the
+ * throttle (clock event) reasons bitmask and the compute mode.
  *
  * Output: key=value lines; a failed call gives key=error:<code> <NVML's string>, a
  * missing symbol key=missing. Library: $GFLOW_NVML_LIBRARY, else libnvidia-ml.so.1.
@@ -178,6 +181,111 @@ static void dev_procs(const char *pfx, const char *what, const char *fn, nvmlDev
         printf("%s.stride%zu=pid0:%u mem0_mib:%llu pid1:%u\n", key, strides[s], pid0,
                mem0 == ~0ULL ? 0 : mem0 >> 20, count > 1 ? pid1 : 0);
     }
+}
+
+/* One counter through fn(dev, a, b, &value): ECC totals (error type, counter type). */
+static void dev_ecc_count(const char *key, nvmlDevice_t d, int type, int counter)
+{
+    nvmlReturn_t (*f)(nvmlDevice_t, int, int, unsigned long long *) =
+        sym("nvmlDeviceGetTotalEccErrors");
+    unsigned long long v = 0;
+    nvmlReturn_t rc;
+    if (!f)
+        put_missing(key);
+    else if ((rc = f(d, type, counter, &v)) != 0)
+        put_err(key, rc);
+    else
+        printf("%s=%llu\n", key, v);
+}
+
+static const char *compute_mode(unsigned int m)
+{
+    static const char *const names[] = {"Default", "ExclusiveThread", "Prohibited",
+                                        "ExclusiveProcess"};
+    return m < 4 ? names[m] : "?";
+}
+
+/* The health answers, raw (nvml.h's signatures; every symbol optional):
+ * nvmlDeviceGetEccMode(dev, *current, *pending), nvmlDeviceGetTotalEccErrors(dev,
+ * NVML_MEMORY_ERROR_TYPE_UNCORRECTED 1, NVML_VOLATILE_ECC 0 | NVML_AGGREGATE_ECC 1, *count),
+ * nvmlDeviceGetRetiredPages(dev, cause 0 multiple single-bit | 1 double-bit, *count, NULL)
+ * with count 0 (asks the number), nvmlDeviceGetRetiredPagesPendingStatus(dev, *pending),
+ * nvmlDeviceGetRemappedRows(dev, *corr, *unc, *pending, *failed),
+ * nvmlDeviceGetCurrentClocksEventReasons (or the older ...ThrottleReasons)(dev, *mask),
+ * nvmlDeviceGetComputeMode(dev, *mode). */
+static void dev_health(const char *pfx, nvmlDevice_t d)
+{
+    char key[128];
+    nvmlReturn_t rc;
+    nvmlReturn_t (*mode)(nvmlDevice_t, unsigned int *, unsigned int *) =
+        sym("nvmlDeviceGetEccMode");
+    unsigned int cur = 0, pend = 0;
+    snprintf(key, sizeof(key), "%s.ecc_mode", pfx);
+    if (!mode)
+        put_missing(key);
+    else if ((rc = mode(d, &cur, &pend)) != 0)
+        put_err(key, rc);
+    else
+        printf("%s=current:%u pending:%u\n", key, cur, pend);
+    snprintf(key, sizeof(key), "%s.ecc_uncorrected_volatile", pfx);
+    dev_ecc_count(key, d, 1, 0);
+    snprintf(key, sizeof(key), "%s.ecc_uncorrected_aggregate", pfx);
+    dev_ecc_count(key, d, 1, 1);
+
+    nvmlReturn_t (*pages)(nvmlDevice_t, int, unsigned int *, unsigned long long *) =
+        sym("nvmlDeviceGetRetiredPages");
+    static const char *const causes[] = {"multiple_single_bit", "double_bit"};
+    for (int c = 0; c < 2; c++) {
+        unsigned int count = 0;
+        snprintf(key, sizeof(key), "%s.retired_pages.%s", pfx, causes[c]);
+        if (!pages)
+            put_missing(key);
+        else if ((rc = pages(d, c, &count, NULL)) != 0 && rc != 7) /* 7: INSUFFICIENT_SIZE */
+            put_err(key, rc);
+        else
+            printf("%s=%u\n", key, count);
+    }
+    uint_fn pending = (uint_fn)sym("nvmlDeviceGetRetiredPagesPendingStatus");
+    snprintf(key, sizeof(key), "%s.retired_pages_pending", pfx);
+    unsigned int v = 0;
+    if (!pending)
+        put_missing(key);
+    else if ((rc = pending(d, &v)) != 0)
+        put_err(key, rc);
+    else
+        printf("%s=%u\n", key, v);
+
+    nvmlReturn_t (*rows)(nvmlDevice_t, unsigned int *, unsigned int *, unsigned int *,
+                         unsigned int *) = sym("nvmlDeviceGetRemappedRows");
+    unsigned int corr = 0, unc = 0, rpend = 0, failed = 0;
+    snprintf(key, sizeof(key), "%s.remapped_rows", pfx);
+    if (!rows)
+        put_missing(key);
+    else if ((rc = rows(d, &corr, &unc, &rpend, &failed)) != 0)
+        put_err(key, rc);
+    else
+        printf("%s=correctable:%u uncorrectable:%u pending:%u failed:%u\n", key, corr, unc, rpend,
+               failed);
+
+    nvmlReturn_t (*reasons)(nvmlDevice_t, unsigned long long *) =
+        sym2("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons");
+    unsigned long long mask = 0;
+    snprintf(key, sizeof(key), "%s.throttle_reasons", pfx);
+    if (!reasons)
+        put_missing(key);
+    else if ((rc = reasons(d, &mask)) != 0)
+        put_err(key, rc);
+    else
+        printf("%s=0x%llx\n", key, mask);
+
+    uint_fn cmode = (uint_fn)sym("nvmlDeviceGetComputeMode");
+    snprintf(key, sizeof(key), "%s.compute_mode", pfx);
+    if (!cmode)
+        put_missing(key);
+    else if ((rc = cmode(d, &v)) != 0)
+        put_err(key, rc);
+    else
+        printf("%s=%u %s\n", key, v, compute_mode(v));
 }
 
 static const char *remote_type(int t)
@@ -464,6 +572,7 @@ int main(int argc, char **argv)
         snprintf(key, sizeof(key), "%s.numa_node", pfx);
         dev_uint(key, "nvmlDeviceGetNumaNodeId", devs[i]);
         dev_memory(pfx, devs[i]);
+        dev_health(pfx, devs[i]);
         dev_mig(pfx, devs[i]);
         dev_nvlink(pfx, devs[i]);
         dev_procs(pfx, "compute_procs_v3", "nvmlDeviceGetComputeRunningProcesses_v3", devs[i]);
