@@ -3,8 +3,9 @@
 # the kit that `make gpu-kit` builds and needs nothing but the NVIDIA driver: no
 # network, no python, no CUDA toolkit. It runs in a few minutes.
 #
-# It writes $OUT/summary.txt, one line per check (PASS, FAIL or NOTE, a name, what was
-# seen), and the raw evidence beside it: nvidia-smi's answers, nvml_probe's (what NVML
+# It writes $OUT/summary.txt, one line per check (PASS, FAIL, SKIP where the machine
+# lacks what the check needs, or NOTE, a name, what was seen), and the raw evidence
+# beside it: nvidia-smi's answers, nvml_probe's (what NVML
 # itself answers), cuda_probe's (what CUDA shows a process), ginfo's JSON, every job's
 # log and every daemon's log. Exit status: 0 no FAIL, 1 some FAIL, 2 usage.
 #
@@ -18,6 +19,8 @@
 #   NVIDIA_SMI          nvidia-smi (default: nvidia-smi on PATH)
 #   GFLOW_NVML_LIBRARY  NVML (default libnvidia-ml.so.1), for gflowd and nvml_probe
 #   GFLOW_CUDA_LIBRARY  the CUDA driver (default libcuda.so.1), for cuda_probe
+#   GFLOW_CHECK_DEV_DIR where the GPUs' device nodes nvidia<minor> are (default /dev; the
+#                       simulator's check makes them with mknod in a temp dir)
 set -u
 
 usage() {
@@ -52,6 +55,7 @@ log() { echo "$(date +%H:%M:%S) $*" >>"$LOG"; }
 pass() { echo "PASS $1: $2" | tee -a "$SUMMARY"; log "PASS $1: $2"; }
 fail() { echo "FAIL $1: $2" | tee -a "$SUMMARY"; log "FAIL $1: $2"; fails=$((fails + 1)); }
 note() { echo "NOTE $1: $2" | tee -a "$SUMMARY"; log "NOTE $1: $2"; }
+skip() { echo "SKIP $1: $2" | tee -a "$SUMMARY"; log "SKIP $1: $2"; }
 
 # The value of key in a key=value file (the first).
 val() { sed -n "s/^$1=//p" "$2" | head -n 1; }
@@ -84,7 +88,7 @@ stop_pid() {
 dname=""
 dpid=""
 djobs=""
-daemon_start() { # NAME POLL_SECS ID_FORMAT
+daemon_start() { # NAME POLL_SECS ID_FORMAT [MORE_DAEMON_KEYS]
     dname=$1
     _d=$T/$1
     mkdir -p "$_d"
@@ -93,6 +97,7 @@ daemon_start() { # NAME POLL_SECS ID_FORMAT
 gpu_poll_interval_secs = $2
 gpu_id_format = "$3"
 kill_grace_secs = 5
+${4:-}
 EOF
     export GFLOW_DAEMON__DATA_DIR="$_d/data" GFLOW_DAEMON__SOCKET_PATH="$_d/gflowd.sock"
     export GFLOW_SOCKET="$_d/gflowd.sock"
@@ -191,6 +196,385 @@ ginfo_proc_is_job() {
     ginfo_read || return 1
     _k=$(ginfo_proc "$1" "$2")
     [ -n "$_k" ] && [ "$(val "gpus\.$1\.processes\.$_k\.job" "$T/ginfo.flat")" = "$3" ]
+}
+
+# ---- the isolation checks (issue 28): several jobs at once, what each job can reach ----
+
+# GPU $1's UUID as cuda_probe prints it (nvidia-smi's without "GPU-", lower case).
+cuda_uuid() { sed 's/^GPU-//' "$T/smi_uuid_$1" | tr A-F a-f; }
+
+# The GPUs gflow recorded for job $1: NVML indices, space-separated ("" if none).
+job_gpus() {
+    "$BIN/gjob" show -o json "$1" 2>/dev/null | "$BIN/gflow-json-flat" - 2>/dev/null |
+        sed -n 's/^0\.gpu_ids\(\.[0-9]*\)\{0,1\}=//p' | tr ',' '\n' | grep -v '^null$' |
+        tr '\n' ' ' | sed 's/ *$//'
+}
+
+# Whether the CUDA devices in cuda_probe's output $1 are exactly GPUs $2 (indices): the
+# count and the UUIDs. What the output shows is left in $seen.
+cuda_sees_exactly() {
+    _cf=$1
+    _cc=$(val count "$_cf")
+    _cwant=$(for _cg in $2; do cuda_uuid "$_cg"; done | sort | tr '\n' ' ')
+    _cgot=$(
+        _ck=0
+        while [ "$_ck" -lt "${_cc:-0}" ] 2>/dev/null; do
+            val "device\.$_ck\.uuid" "$_cf"
+            _ck=$((_ck + 1))
+        done | sort | tr '\n' ' '
+    )
+    seen="count ${_cc:-?}, CUDA_VISIBLE_DEVICES=$(val CUDA_VISIBLE_DEVICES "$_cf"), UUIDs ${_cgot:-none}"
+    [ "$_cc" = "$(echo $2 | wc -w | tr -d ' ')" ] && [ "$_cgot" = "$_cwant" ]
+}
+
+# Whether the files $1.0 .. $1.<$2 - 1> (cuda_probe's --ready) all exist.
+all_ready() {
+    _ri=0
+    while [ "$_ri" -lt "$2" ]; do
+        [ -s "$1.$_ri" ] || return 1
+        _ri=$((_ri + 1))
+    done
+}
+
+# Cancels jobs "$@" and waits for them to end.
+cancel_jobs() {
+    for _cj in "$@"; do
+        "$BIN/gcancel" "$_cj" >>"$LOG" 2>&1
+    done
+    for _cj in "$@"; do
+        wait_for 30 job_ended "$_cj" || log "job $_cj did not end after gcancel"
+    done
+}
+
+job_not_pending() { [ "$(job_state "$1")" != PD ]; }
+gpu_state_is() { ginfo_read && [ "$(val "gpus\.$1\.state" "$T/ginfo.flat")" = "$2" ]; }
+
+# p2p: a 2-GPU job (what NCCL runs in) sees exactly its two GPUs, and CUDA's peer access
+# between them (cuDeviceCanAccessPeer) is what NVML's P2P read status says.
+p2p_check() {
+    if [ -z "$second" ]; then
+        skip p2p "fewer than two GPUs take whole-GPU jobs"
+        return
+    fi
+    submit p2p --gpus 2 "$BIN/cuda_probe" --peers || return
+    _pj=$jid
+    finish_job p2p "$_pj" 60 || return
+    _pf=$OUT/job-p2p.txt
+    _pg=$(job_gpus "$_pj")
+    if ! cuda_sees_exactly "$_pf" "$_pg"; then
+        fail p2p "job $_pj, given GPUs '$_pg', sees $seen"
+        return
+    fi
+    _pa=$(smi_index_of_bus "$(val 'device\.0\.bus_id' "$_pf")")
+    _pb=$(smi_index_of_bus "$(val 'device\.1\.bus_id' "$_pf")")
+    _pbad=""
+    _pwhat=""
+    for _pp in "0 1 $_pa $_pb" "1 0 $_pb $_pa"; do
+        set -- $_pp
+        _pcu=$(val "peer\.$1\.$2" "$_pf")
+        _pnv=$(val "p2p\.$3\.$4\.read" "$OUT/nvml_probe.txt")
+        case $_pnv in
+        OK) _pwant=1 ;;
+        error:* | "") _pwant=$_pcu ;; # NVML cannot tell: nothing to compare with
+        *) _pwant=0 ;;
+        esac
+        _pwhat="$_pwhat GPU $3->$4 CUDA peer ${_pcu:-?}, NVML P2P read ${_pnv:-?};"
+        [ "$_pcu" = "$_pwant" ] && [ -n "$_pcu" ] || _pbad=1
+    done
+    if [ -n "$_pbad" ]; then
+        fail p2p "job $_pj on GPUs $_pg: CUDA's peer access differs from NVML's:$_pwhat"
+    else
+        pass p2p "job $_pj sees exactly its GPUs $_pg ($seen);$_pwhat"
+    fi
+}
+
+# concurrent: N 1-GPU jobs (N = whole GPUs, at most 4) run at once, each on a GPU of its
+# own, each seeing only the GPU gflow recorded for it.
+concurrent_check() {
+    set -- $whole
+    _cn=$#
+    [ "$_cn" -le 4 ] || _cn=4
+    if [ "$_cn" -lt 2 ]; then
+        skip concurrent "fewer than two GPUs take whole-GPU jobs"
+        return
+    fi
+    _cjobs=""
+    _ck=0
+    while [ "$_ck" -lt "$_cn" ]; do
+        rm -f "$T/conc.$_ck"
+        submit concurrent --gpus 1 "$BIN/cuda_probe" --hold 240 --ready "$T/conc.$_ck" || break
+        _cjobs="$_cjobs $jid"
+        _ck=$((_ck + 1))
+    done
+    if [ "$_ck" -lt "$_cn" ]; then
+        :
+    elif ! wait_for 60 all_ready "$T/conc" "$_cn"; then
+        _cst=$(for _cj in $_cjobs; do printf ' %s:%s(%s)' "$_cj" "$(job_state "$_cj")" "$(job_reason "$_cj")"; done)
+        fail concurrent "$_cn 1-GPU jobs did not all hold a context at once within 60 s:$_cst"
+    else
+        _cbad=""
+        _cused=" "
+        _cwhat=""
+        _ck=0
+        for _cj in $_cjobs; do
+            _cf=$OUT/job-concurrent-$_ck.txt
+            "$BIN/gjob" log "$_cj" >"$_cf" 2>&1
+            [ "$(job_state "$_cj")" = R ] || _cbad="$_cbad job $_cj is $(job_state "$_cj");"
+            _cg=$(job_gpus "$_cj")
+            cuda_sees_exactly "$_cf" "$_cg" || _cbad="$_cbad job $_cj given GPU '$_cg' sees $seen;"
+            case $_cused in *" $_cg "*) _cbad="$_cbad job $_cj was given GPU $_cg too;" ;; esac
+            _cused="$_cused$_cg "
+            _cwhat="$_cwhat $_cj:$_cg"
+            _ck=$((_ck + 1))
+        done
+        if [ -z "$_cbad" ]; then
+            pass concurrent "$_cn jobs ran at once, one GPU each, each seeing only its own (job:GPU$_cwhat)"
+        else
+            fail concurrent "$_cn jobs at once:$_cbad"
+        fi
+    fi
+    cancel_jobs $_cjobs
+}
+
+# shared: two --shared jobs whose GPU memory fits run on one GPU at the same time.
+shared_check() {
+    [ -n "$first" ] || return
+    "$BIN/gctl" set-gpus "$first" >>"$LOG" 2>&1
+    _sjobs=""
+    for _sk in 0 1; do
+        rm -f "$T/shared.$_sk"
+        submit shared --gpus 1 --shared --gpu-memory 1024 "$BIN/cuda_probe" --hold 240 \
+            --ready "$T/shared.$_sk" || break
+        _sjobs="$_sjobs $jid"
+    done
+    if [ "$(echo $_sjobs | wc -w | tr -d ' ')" != 2 ]; then
+        :
+    elif ! wait_for 60 all_ready "$T/shared" 2; then
+        _sst=$(for _sj in $_sjobs; do printf ' %s:%s(%s)' "$_sj" "$(job_state "$_sj")" "$(job_reason "$_sj")"; done)
+        fail shared "two --shared --gpu-memory 1024 jobs for GPU $first did not run together within 60 s:$_sst"
+    else
+        _sbad=""
+        _sk=0
+        for _sj in $_sjobs; do
+            _sf=$OUT/job-shared-$_sk.txt
+            "$BIN/gjob" log "$_sj" >"$_sf" 2>&1
+            [ "$(job_state "$_sj")" = R ] || _sbad="$_sbad job $_sj is $(job_state "$_sj");"
+            _sg=$(job_gpus "$_sj")
+            [ "$_sg" = "$first" ] || _sbad="$_sbad job $_sj was given GPU '$_sg';"
+            cuda_sees_exactly "$_sf" "$first" || _sbad="$_sbad job $_sj sees $seen;"
+            _sk=$((_sk + 1))
+        done
+        if [ -z "$_sbad" ]; then
+            pass shared "jobs$_sjobs (--shared --gpu-memory 1024) ran together on GPU $first, each seeing it"
+        else
+            fail shared "two --shared jobs on GPU $first:$_sbad"
+        fi
+    fi
+    cancel_jobs $_sjobs
+    "$BIN/gctl" set-gpus all >>"$LOG" 2>&1
+}
+
+# stray: job A, given GPU a, opens GPU b itself (CUDA_VISIBLE_DEVICES reset inside it, as
+# a hard-coded cuda:1 or a library does). While that process runs, GPU b is unavailable
+# ("Stray (job A)", stray_jobs [A]) and a job for the GPU that is left waits; once A
+# ends, that job runs.
+stray_check() {
+    if [ -z "$second" ]; then
+        skip stray "fewer than two GPUs take whole-GPU jobs"
+        return
+    fi
+    _ga=$first
+    _gb=$second
+    "$BIN/gctl" set-gpus "$_ga" >>"$LOG" 2>&1
+    rm -f "$T/stray.ready"
+    if ! submit stray --gpus 1 "$BIN/cuda_probe" --visible "$(cat "$T/smi_uuid_$_gb")" \
+        --hold 240 --ready "$T/stray.ready"; then
+        "$BIN/gctl" set-gpus all >>"$LOG" 2>&1
+        return
+    fi
+    _sa=$jid
+    if ! wait_for 60 test -s "$T/stray.ready"; then
+        fail stray "job $_sa did not create its context on GPU $_gb (state $(job_state "$_sa")): $("$BIN/gjob" log "$_sa" 2>&1 | tail -n 1)"
+        cancel_jobs "$_sa"
+        "$BIN/gctl" set-gpus all >>"$LOG" 2>&1
+        return
+    fi
+    _spid=$(cat "$T/stray.ready")
+    # gflow has seen the process on GPU b before a second job may ask for a GPU.
+    wait_for 30 ginfo_has_proc "$_gb" "$_spid" || log "pid $_spid not in ginfo on GPU $_gb within 30 s"
+    "$BIN/gctl" set-gpus "$_ga,$_gb" >>"$LOG" 2>&1
+    if ! submit stray --gpus 1 "$BIN/cuda_probe" --list; then
+        cancel_jobs "$_sa"
+        "$BIN/gctl" set-gpus all >>"$LOG" 2>&1
+        return
+    fi
+    _sb=$jid
+    wait_for 30 gpu_state_is "$_gb" unavailable
+    # A scheduler that ignores the stray starts job b on GPU b within a poll or two.
+    wait_for 5 job_not_pending "$_sb"
+    ginfo_read ginfo-stray.json
+    _sst=$(val "gpus\.$_gb\.state" "$T/ginfo.flat")
+    _sre=$(val "gpus\.$_gb\.reason" "$T/ginfo.flat")
+    _ssj=$(sed -n "s/^gpus\.$_gb\.stray_jobs\.[0-9]*=//p" "$T/ginfo.flat" | tr '\n' ' ' | sed 's/ $//')
+    _sbs=$(job_state "$_sb")
+    "$BIN/gjob" log "$_sa" >"$OUT/job-stray-owner.txt" 2>&1
+    _sbad=""
+    [ "$_sbs" = PD ] || _sbad="$_sbad job $_sb was started ($_sbs, GPU '$(job_gpus "$_sb")') while job $_sa's pid $_spid held GPU $_gb;"
+    [ "$_sst" = unavailable ] || _sbad="$_sbad GPU $_gb is '$_sst' (want unavailable);"
+    [ "$_sre" = "Stray (job $_sa)" ] || _sbad="$_sbad its reason is '$_sre' (want 'Stray (job $_sa)');"
+    case " $_ssj " in *" $_sa "*) ;; *) _sbad="$_sbad stray_jobs [$_ssj] lacks $_sa;" ;; esac
+    cancel_jobs "$_sa"
+    if [ -n "$_sbad" ]; then
+        fail stray "job $_sa (GPU $_ga) opened GPU $_gb:$_sbad"
+        cancel_jobs "$_sb"
+    elif finish_job stray "$_sb" 60; then
+        pass stray "job $_sa (GPU $_ga) opened GPU $_gb (pid $_spid): GPU $_gb unavailable, '$_sre', stray_jobs [$_ssj]; job $_sb waited, and ran once job $_sa ended"
+    fi
+    "$BIN/gctl" set-gpus all >>"$LOG" 2>&1
+}
+
+# health: ginfo gives every GPU a "health" object with the keys of issue 28, each read
+# without error: numbers, booleans, a compute mode or null where the driver does not
+# support it; never an NVML error. nvml_probe.txt has the driver's raw answers beside.
+health_check() {
+    if ! ginfo_read ginfo-health.json; then
+        fail health "ginfo -o json failed: $(head -n 1 "$T/ginfo.err")"
+        return
+    fi
+    _hf=$T/ginfo.flat
+    _hbad=""
+    _hwhat=""
+    _hi=0
+    while [ "$_hi" -lt "$n" ]; do
+        _h="gpus\.$_hi\.health"
+        if ! grep -q "^$_h[.=]" "$_hf"; then
+            _hbad="$_hbad GPU $_hi has no \"health\";"
+            _hi=$((_hi + 1))
+            continue
+        fi
+        for _hk in ecc_uncorrectable_volatile ecc_uncorrectable_aggregate retired_pages last_xid \
+            unowned_mib retired_pages_pending remapped_rows_pending remapped_rows_failed compute_mode; do
+            if ! grep -q "^$_h\.$_hk=" "$_hf"; then
+                _hbad="$_hbad GPU $_hi: no $_hk;"
+                continue
+            fi
+            _hv=$(val "$_h\.$_hk" "$_hf")
+            case $_hk:$_hv in
+            unowned_mib:null) _hok=no ;;
+            *:null) _hok=yes ;;
+            retired_pages_pending:* | remapped_rows_*:*)
+                case $_hv in true | false) _hok=yes ;; *) _hok=no ;; esac ;;
+            compute_mode:*)
+                case $_hv in Default | ExclusiveProcess | Prohibited | ExclusiveThread) _hok=yes ;; *) _hok=no ;; esac ;;
+            *:*[!0-9]* | *:) _hok=no ;;
+            *) _hok=yes ;;
+            esac
+            [ "$_hok" = yes ] || _hbad="$_hbad GPU $_hi: $_hk=$_hv;"
+        done
+        if ! grep -q "^$_h\.throttle_reasons[.=]" "$_hf"; then
+            _hbad="$_hbad GPU $_hi: no throttle_reasons;"
+        elif grep "^$_h\.throttle_reasons\.[0-9]*=" "$_hf" | grep -qi 'error\|nvml\|unknown'; then
+            _hbad="$_hbad GPU $_hi: throttle_reasons $(sed -n "s/^$_h\.throttle_reasons\.[0-9]*=//p" "$_hf" | tr '\n' ',');"
+        fi
+        _hwhat="$_hwhat $_hi: ecc $(val "$_h\.ecc_uncorrectable_volatile" "$_hf")/$(val "$_h\.ecc_uncorrectable_aggregate" "$_hf") retired $(val "$_h\.retired_pages" "$_hf") remap-pending $(val "$_h\.remapped_rows_pending" "$_hf") xid $(val "$_h\.last_xid" "$_hf") mode $(val "$_h\.compute_mode" "$_hf") throttle [$(sed -n "s/^$_h\.throttle_reasons\.[0-9]*=//p" "$_hf" | tr '\n' ' ' | sed 's/ $//')] unowned $(val "$_h\.unowned_mib" "$_hf") MiB;"
+        _hi=$((_hi + 1))
+    done
+    if [ -n "$_hbad" ]; then
+        fail health "ginfo's health fields:$_hbad"
+    else
+        pass health "every GPU's health read without error (NVML's raw answers in nvml_probe.txt):$_hwhat"
+    fi
+}
+
+# mig-1: a `--mig PROFILE:1` job sees exactly one instance: one MIG- UUID that NVML lists,
+# and CUDA counts one device.
+mig_one_check() {
+    if ! jid=$("$BIN/gbatch" --parsable --mig "$1:1" "$BIN/cuda_probe" --list 2>"$T/gbatch.err"); then
+        fail mig-1 "gbatch --mig $1:1 refused: $(head -n 1 "$T/gbatch.err")"
+        return
+    fi
+    djobs="$djobs $jid"
+    finish_job mig-1 "$jid" 60 || return
+    _mf=$OUT/job-mig-1.txt
+    _mv=$(val CUDA_VISIBLE_DEVICES "$_mf")
+    _mc=$(val count "$_mf")
+    case $_mv in
+    MIG-*,* | *,MIG-*) _mok="more than one instance" ;;
+    MIG-*)
+        if grep -q "^gpu\.[0-9]*\.mig\.[0-9]*\.uuid=$_mv\$" "$OUT/nvml_probe.txt" && [ "$_mc" = 1 ]; then
+            _mok=""
+        else
+            _mok="count ${_mc:-?}, or not one of nvml_probe's instances"
+        fi
+        ;;
+    *) _mok="not a MIG- UUID" ;;
+    esac
+    if [ -z "$_mok" ]; then
+        pass mig-1 "job $jid (--mig $1:1) sees exactly one instance, $_mv (CUDA count $_mc)"
+    else
+        fail mig-1 "job $jid (--mig $1:1): CUDA_VISIBLE_DEVICES=$_mv: $_mok"
+    fi
+}
+
+# The checks that run in daemon "main" after the single-job ones.
+isolation_checks() {
+    p2p_check
+    concurrent_check
+    shared_check
+    stray_check
+    health_check
+}
+
+# constrain-devices: under daemon.constrain_devices = true (ids as "auto" gives them), a
+# job given GPU g can open only its own /dev/nvidia<minor> (another GPU's node: EPERM),
+# and CUDA counts 1 device, GPU g. On the last whole GPU, which CUDA does not number 0.
+constrain_check() {
+    if [ -z "$second" ]; then
+        skip constrain-devices "fewer than two GPUs take whole-GPU jobs: no other GPU to deny"
+        return
+    fi
+    _kg=$last
+    _ko=$first
+    _kmg=$(val "gpu\.$_kg\.minor" "$OUT/nvml_probe.txt")
+    _kmo=$(val "gpu\.$_ko\.minor" "$OUT/nvml_probe.txt")
+    case "$_kmg:$_kmo" in
+    *[!0-9:]* | :* | *:)
+        skip constrain-devices "NVML gives no /dev/nvidia minor for GPU $_kg ('$_kmg') or $_ko ('$_kmo')"
+        return
+        ;;
+    esac
+    _kd=${GFLOW_CHECK_DEV_DIR:-/dev}
+    daemon_start constrain 1 auto "constrain_devices = true" || return
+    "$BIN/gctl" set-gpus "$_kg" >>"$LOG" 2>&1
+    if submit constrain-devices --gpus 1 "$BIN/cuda_probe" --open "$_kd/nvidia$_kmg" \
+        --open "$_kd/nvidia$_kmo" && finish_job constrain-devices "$jid" 60; then
+        _kf=$OUT/job-constrain-devices.txt
+        _kown=$(val 'open\.0' "$_kf")
+        _koth=$(val 'open\.1' "$_kf")
+        _kwhy=$(sed -n 's/^gflow-shim: device isolation unavailable: //p' "$_kf" | head -n 1)
+        _kcu=yes
+        cuda_sees_exactly "$_kf" "$_kg" || _kcu=no
+        _kwhat="own $_kd/nvidia$_kmg: $_kown; GPU $_ko's $_kd/nvidia$_kmo: $_koth; devices cgroup $(val cgroup.devices "$_kf"); CUDA $seen"
+        if [ "$_kcu" = no ]; then
+            fail constrain-devices "job $jid given GPU $_kg: CUDA does not see exactly that GPU ($_kwhat)"
+        elif [ -n "$_kwhy" ]; then
+            skip constrain-devices "gflow-shim: device isolation unavailable: $_kwhy ($_kwhat)"
+        elif [ ! -e "$_kd/nvidia$_kmg" ] || [ ! -e "$_kd/nvidia$_kmo" ]; then
+            skip constrain-devices "no device nodes $_kd/nvidia$_kmg, $_kd/nvidia$_kmo to open: the cgroup cannot be tried ($_kwhat)"
+        else
+            case $_kown in
+            ok | error:ENXIO*) _kok=yes ;; # ENXIO: allowed, no driver behind the node (simulator)
+            *) _kok=no ;;
+            esac
+            case $_koth in error:EPERM*) ;; *) _kok=no ;; esac
+            if [ "$_kok" = yes ]; then
+                pass constrain-devices "job $jid given GPU $_kg opens only its node: $_kwhat"
+            else
+                fail constrain-devices "job $jid given GPU $_kg: $_kwhat (want its own node allowed, the other EPERM)"
+            fi
+        fi
+    fi
+    daemon_stop
 }
 
 # ---- nvidia-smi: the reference ----
@@ -559,9 +943,11 @@ else
                     fail mig-job "job $jid (--mig $profile): CUDA_VISIBLE_DEVICES=$v: $ok"
                 fi
             fi
+            mig_one_check "$profile"
         fi
     fi
 fi
+isolation_checks
 daemon_stop
 
 # ---- daemon "reuse": no polling, so a GPU is free again only through the job's end ----
@@ -593,6 +979,9 @@ if [ -n "$whole" ] && daemon_start uuid 1 uuid; then
     pin_check gpu-id-format-uuid $last - "$(cat "$T/smi_uuid_$last")"
     daemon_stop
 fi
+
+# ---- daemon "constrain": daemon.constrain_devices = true, ids as "auto" gives them ----
+[ -z "$whole" ] || constrain_check
 
 note time "$(($(date +%s) - START)) s"
 if [ "$fails" -gt 0 ]; then

@@ -1,6 +1,7 @@
 /* json_flat (gflow-json-flat): prints a JSON document (a file, or stdin) as one line per
  * value, `path=value`, the path's parts joined by dots (`gpus.1.processes.0.pid=4242`),
- * strings unquoted with newlines as \n, null as `null`. tests/gpu/check.sh reads
+ * strings unquoted with newlines as \n, null as `null`, an empty array or object as
+ * `path=[]` or `path={}` (so that its key is seen). tests/gpu/check.sh reads
  * `ginfo -o json` with it: a POSIX shell script on a machine that has only the NVIDIA
  * driver has neither jq nor python. Exit status: 0, 1 unreadable JSON, 2 usage. */
 #include <jansson.h>
@@ -15,6 +16,8 @@ static void flat(const char *path, json_t *v)
     case JSON_OBJECT: {
         const char *k;
         json_t *x;
+        if (json_object_size(v) == 0) /* so that a key whose value is empty is seen */
+            printf("%s={}\n", path);
         json_object_foreach (v, k, x) {
             snprintf(sub, sizeof(sub), "%s%s%s", path, dot, k);
             flat(sub, x);
@@ -24,6 +27,8 @@ static void flat(const char *path, json_t *v)
     case JSON_ARRAY: {
         size_t i;
         json_t *x;
+        if (json_array_size(v) == 0)
+            printf("%s=[]\n", path);
         json_array_foreach (v, i, x) {
             snprintf(sub, sizeof(sub), "%s%s%zu", path, dot, i);
             flat(sub, x);
