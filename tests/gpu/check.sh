@@ -473,7 +473,7 @@ health_check() {
         done
         if ! grep -q "^$_h\.throttle_reasons[.=]" "$_hf"; then
             _hbad="$_hbad GPU $_hi: no throttle_reasons;"
-        elif grep "^$_h\.throttle_reasons\.[0-9]*=" "$_hf" | grep -qi 'error\|nvml\|unknown'; then
+        elif grep "^$_h\.throttle_reasons\.[0-9]*=" "$_hf" | grep -qiE 'error|nvml|unknown'; then
             _hbad="$_hbad GPU $_hi: throttle_reasons $(sed -n "s/^$_h\.throttle_reasons\.[0-9]*=//p" "$_hf" | tr '\n' ',');"
         fi
         _hwhat="$_hwhat $_hi: ecc $(val "$_h\.ecc_uncorrectable_volatile" "$_hf")/$(val "$_h\.ecc_uncorrectable_aggregate" "$_hf") retired $(val "$_h\.retired_pages" "$_hf") remap-pending $(val "$_h\.remapped_rows_pending" "$_hf") xid $(val "$_h\.last_xid" "$_hf") mode $(val "$_h\.compute_mode" "$_hf") throttle [$(sed -n "s/^$_h\.throttle_reasons\.[0-9]*=//p" "$_hf" | tr '\n' ' ' | sed 's/ $//')] unowned $(val "$_h\.unowned_mib" "$_hf") MiB;"

@@ -1,6 +1,7 @@
 #!/bin/sh
 # cuda-sim-test.sh: the fake libcuda (libgflow-cuda-sim.so) numbers and selects devices
-# as CUDA does, and its contexts appear in (and leave) the fixture NVML reads. Through
+# as CUDA does (also behind a devices cgroup), answers peer access as NVML does, and its
+# contexts appear in (and leave) the fixture NVML reads. Through
 # cuda_probe and the fake nvidia-smi, as check.sh uses them. A meson test.
 # Usage: cuda-sim-test.sh BUILD_DIR
 set -u
@@ -93,5 +94,40 @@ wait "$p2" 2>/dev/null
 "$build/cuda_probe" --hold 0 >/dev/null 2>&1 || { echo "FAIL: a context after a SIGKILL"; failed=1; }
 a=$(apps)
 [ -z "$a" ] || { echo "FAIL: stale entries: $a"; failed=1; }
+# Peer access (cuDeviceCanAccessPeer) is what NVML's P2P read status says: over NVLink
+# (0-1, though GPU 1's PCIe forbids P2P), over PCIe (0-2), not at all (1-2).
+cat >"$tmp/p2p.json" <<'EOF'
+{"gpus": [
+  {"name": "A", "pci_bus_id": "00000000:18:00.0", "nvlink": [1]},
+  {"name": "B", "pci_bus_id": "00000000:2A:00.0", "nvlink": [0], "pcie_p2p": false},
+  {"name": "C", "pci_bus_id": "00000000:3B:00.0"}
+]}
+EOF
+peers=$(GFLOW_NVML_SIM=$tmp/p2p.json CUDA_DEVICE_ORDER=PCI_BUS_ID "$build/cuda_probe" --peers |
+    sed -n 's/^peer\.//p' | tr '\n' ' ')
+[ "$peers" = "0.1=1 0.2=1 1.0=1 1.2=0 2.0=1 2.1=0 " ] || { echo "FAIL: peers '$peers'"; failed=1; }
+reads=$(GFLOW_NVML_SIM=$tmp/p2p.json GFLOW_NVML_LIBRARY=$build/libgflow-nvml-sim.so \
+    "$build/nvml_probe" | sed -n 's/^p2p\.\([0-9]\.[0-9]\)\.read=/\1=/p' | tr '\n' ' ')
+[ "$reads" = "0.1=OK 0.2=OK 1.0=OK 1.2=CHIPSET_NOT_SUPPORTED 2.0=OK 2.1=CHIPSET_NOT_SUPPORTED " ] ||
+    { echo "FAIL: NVML P2P read '$reads'"; failed=1; }
+
+# Behind a devices cgroup that denies GPU 0's node, CUDA numbers only GPUs 1 and 2, from
+# 0 (GFLOW_CUDA_SIM_DEV_DIR). Needs root and the cgroup v1 devices controller.
+cg=/sys/fs/cgroup/devices/gflow-cuda-sim-test.$$
+if mkdir "$tmp/dev" && mknod "$tmp/dev/nvidia0" c 195 0 2>/dev/null &&
+    mknod "$tmp/dev/nvidia1" c 195 1 && mknod "$tmp/dev/nvidia2" c 195 2 &&
+    mkdir "$cg" 2>/dev/null; then
+    echo "c 195:0 rwm" >"$cg/devices.deny"
+    export GFLOW_CUDA_SIM_DEV_DIR=$tmp/dev GFLOW_NVML_SIM=$tmp/p2p.json CUDA_DEVICE_ORDER=PCI_BUS_ID
+    got=$(sh -c 'echo $$ >"$1/cgroup.procs" && exec "$2/cuda_probe"' sh "$cg" "$build" 2>&1 |
+        sed -n 's/^device\.\([0-9]\)\.bus_id=0000:/\1:/p' | tr '\n' ' ')
+    [ "$got" = "0:2A:00.0 1:3B:00.0 " ] || { echo "FAIL: behind the cgroup CUDA shows '$got'"; failed=1; }
+    got=$("$build/cuda_probe" | grep -c '^device\.[0-9]*\.bus_id=')
+    [ "$got" = 3 ] || { echo "FAIL: outside the cgroup CUDA shows $got devices"; failed=1; }
+    unset GFLOW_CUDA_SIM_DEV_DIR CUDA_DEVICE_ORDER
+    rmdir "$cg"
+else
+    echo "cuda-sim-test: no devices cgroup case (needs root and cgroup v1 devices)"
+fi
 [ $failed -eq 0 ] && echo "cuda-sim-test: all cases passed"
 exit $failed
