@@ -8,6 +8,8 @@
  * then CUDA_VISIBLE_DEVICES, when set, picks from them: indices into that order, GPU-
  * UUIDs (a unique prefix is enough) and MIG-<uuid> (one MIG device, which ends the list);
  * the first invalid or repeated entry ends the list, and "" means no device at all.
+ * A GPU with "cuda_hidden": true is not there for CUDA (NVML lists it; its device node
+ * is out of reach), and the fixture's "cuda_init_sleep_secs" makes cuInit that slow.
  *
  * A context makes the process visible to NVML like a real driver does: cuCtxCreate adds
  * {"pid", "used_memory_mib"} to the device's "processes" in the fixture (the object whose
@@ -28,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <time.h>
 #include <unistd.h>
 
 #define CU_EXPORT __attribute__((visibility("default")))
@@ -275,14 +278,19 @@ static CUresult cu_enumerate(void)
         json_decref(root);
         return CUDA_ERROR_OPERATING_SYSTEM;
     }
+    size_t m = 0; /* the GPUs CUDA can open */
     for (size_t i = 0; i < n; i++) {
         json_t *g = json_array_get(all, i);
-        gpus[i].index = i;
-        gpus[i].bus = cu_bus(g, i, NULL, 0);
+        if (json_is_true(json_object_get(g, "cuda_hidden")))
+            continue; /* its device node is out of reach: NVML lists it, CUDA does not */
+        gpus[m].index = i;
+        gpus[m].bus = cu_bus(g, i, NULL, 0);
         json_t *sp = json_object_get(g, "cuda_speed");
-        gpus[i].speed = json_is_integer(sp) ? json_integer_value(sp) : 0;
-        cu_gpu_uuid(g, i, gpus[i].uuid, sizeof(gpus[i].uuid));
+        gpus[m].speed = json_is_integer(sp) ? json_integer_value(sp) : 0;
+        cu_gpu_uuid(g, i, gpus[m].uuid, sizeof(gpus[m].uuid));
+        m++;
     }
+    n = m;
     const char *order = getenv("CUDA_DEVICE_ORDER");
     cu_pci_order = order && strcmp(order, "PCI_BUS_ID") == 0;
     qsort(gpus, n, sizeof(*gpus), cu_cmp);
@@ -436,12 +444,29 @@ static void cu_exit(void)
 
 /* ---- the API ---- */
 
+/* The fixture's "cuda_init_sleep_secs": cuInit takes that long, as a real one can on a
+ * GPU that does not answer (gflowd's CUDA check must not wait for it). */
+static void cu_init_delay(void)
+{
+    const char *path = cu_fixture();
+    json_t *root = path ? json_load_file(path, 0, NULL) : NULL;
+    json_t *secs = json_object_get(root, "cuda_init_sleep_secs");
+    double d = json_is_number(secs) ? json_number_value(secs) : 0;
+    json_decref(root);
+    if (d > 0) {
+        struct timespec ts = {(time_t)d, (long)((d - (double)(time_t)d) * 1e9)};
+        while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
+        }
+    }
+}
+
 CU_EXPORT CUresult cuInit(unsigned int flags)
 {
     if (flags != 0)
         return CUDA_ERROR_INVALID_VALUE;
     if (!cu_inited) {
         cu_inited = true;
+        cu_init_delay();
         cu_init_rc = cu_enumerate();
     }
     return cu_init_rc;
