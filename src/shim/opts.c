@@ -206,30 +206,42 @@ static void shim_opts_task_gpus(struct shim_opts *o, const char *arg, char **err
     o->n_task_gpus = n;
 }
 
-/* Splits --deny-devices "1,3" into o->deny_minors: device minors, each an integer. */
+/* Splits --deny-devices "1,3,241:22" into o->deny_minors and o->deny_majors: an NVIDIA
+ * GPU's minor (major 195), or MAJOR:MINOR (a MIG instance's /dev/nvidia-caps node). */
 static void shim_opts_deny_devices(struct shim_opts *o, const char *arg, char **err)
 {
     size_t cap = 1;
     for (const char *c = arg; *c; c++)
         cap += *c == ',';
-    int *v = xcalloc(cap, sizeof(*v));
+    int *v = xcalloc(cap, sizeof(*v)), *majors = xcalloc(cap, sizeof(*majors));
     int n = 0;
     for (const char *p = arg;; p++) {
         size_t len = strcspn(p, ",");
         char *word = xstrndup(p, len);
-        int64_t minor;
-        if (shim_opts_range(word, 0, SHIM_MAX_MINOR, &minor) < 0)
-            shim_opts_error(
-                err, xasprintf("bad --deny-devices '%s': '%s' is no device minor", arg, word));
-        else
+        char *colon = strchr(word, ':');
+        int64_t major = SHIM_NVIDIA_MAJOR, minor;
+        if (colon)
+            *colon = '\0';
+        if ((colon && shim_opts_range(word, 1, SHIM_MAX_MINOR, &major) < 0) ||
+            shim_opts_range(colon ? colon + 1 : word, 0, SHIM_MAX_MINOR, &minor) < 0) {
+            if (colon)
+                *colon = ':';
+            shim_opts_error(err, xasprintf("bad --deny-devices '%s': '%s' is no device minor "
+                                           "(or MAJOR:MINOR)",
+                                           arg, word));
+        } else {
+            majors[n] = (int)major;
             v[n++] = (int)minor;
+        }
         free(word);
         p += len;
         if (!*p)
             break;
     }
     free(o->deny_minors);
+    free(o->deny_majors);
     o->deny_minors = v;
+    o->deny_majors = majors;
     o->n_deny_minors = n;
 }
 
@@ -426,6 +438,7 @@ void shim_opts_free(struct shim_opts *o)
             free(*g);
     free(o->task_gpus);
     free(o->deny_minors);
+    free(o->deny_majors);
     free(o->groups);
 }
 

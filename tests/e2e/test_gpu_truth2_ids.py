@@ -174,8 +174,8 @@ def test_mig_n_above_one_is_refused_with_a_hint(make_gflow):
         assert len(lines) == 1, cp.stderr
         assert "1g.18gb:2: a CUDA process sees only one MIG instance" in lines[0], lines
         assert "--mig 1g.18gb" in lines[0] and "--array 1-2" in lines[0], lines
-    r = g.api("POST", "/v1/jobs", {"command": "true", "mig_profile": "1g.18gb",
-                                   "mig_count": 2})
+    r = g.api("POST", "/v1/jobs", {"command": "true", "workdir": str(g.work),
+                                   "mig_profile": "1g.18gb", "mig_count": 2})
     assert r.status == 400 and "one MIG instance" in r.json()["error"], r
     assert g.jobs() == []
     # One instance each: fine.

@@ -127,9 +127,8 @@ static void uuid_bytes(const char *uuid, char out[16])
 static void format_uuid(const char b[16], char *out, size_t len)
 {
     const unsigned char *u = (const unsigned char *)b;
-    snprintf(out, len,
-             "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0],
-             u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
+    snprintf(out, len, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+             u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
              u[14], u[15]);
 }
 
@@ -157,8 +156,8 @@ static char *views_differ(const struct gpus *g, const struct cudacheck_view *v, 
                              ? xasprintf("; CUDA sees %d GPU%s, NVML %zu", v->count,
                                          v->count == 1 ? "" : "s", set->n_gpus)
                              : xstrdup("");
-            char *r = xasprintf("CUDA's GPU %zu is %s, NVML's GPU %zu %s%s", i, cuda, i, gi->uuid,
-                                more);
+            char *r =
+                xasprintf("CUDA's GPU %zu is %s, NVML's GPU %zu %s%s", i, cuda, i, gi->uuid, more);
             free(more);
             return r;
         }
@@ -181,8 +180,9 @@ void gpu_ids_reread(struct gpus *g)
         set_format(g, false, xasprintf("index (auto: CUDA driver not found, not checked%s)", note));
         return;
     case CUDACHECK_FAILED:
-        set_format(g, true, xasprintf("uuid (auto: CUDA's view could not be checked: %s)",
-                                      v->error ? v->error : "unknown"));
+        set_format(g, true,
+                   xasprintf("uuid (auto: CUDA's view could not be checked: %s)",
+                             v->error ? v->error : "unknown"));
         return;
     case CUDACHECK_SEEN:
         break;
