@@ -54,6 +54,8 @@ struct shim_opts {
     int ntasks;        /* --tasks: copies of the job to start */
     char **task_gpus;  /* --task-gpus split at commas, NULL-terminated; NULL when not given */
     int n_task_gpus;
+    char **task_uuids; /* --task-uuids: each copy's GFLOW_GPU_UUIDS; NULL if not given */
+    int n_task_uuids;
     int *deny_minors; /* --deny-devices: GPU minors the job may not open; NULL if not given */
     int *deny_majors; /* their majors: 195 (a GPU), or a /dev/nvidia-caps node's */
     int n_deny_minors;

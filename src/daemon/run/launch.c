@@ -210,6 +210,8 @@ static void shim_args(const struct gflowd *d, const struct job *j, const struct 
         char *cuda = jobenv_cuda_devices(j->gpu_mask, uuids, gpu_uuid_ids(d->gpus));
         strvec_push(argv, cuda);
         free(cuda);
+        strvec_push(argv, "--task-uuids"); /* each copy's GFLOW_GPU_UUIDS: its own GPU */
+        strvec_push(argv, uuids);
     }
     if (deny) {
         strvec_push(argv, "--deny-devices");
