@@ -15,6 +15,7 @@
 #include <stddef.h>
 
 #define CUDACHECK_TIMEOUT 30.0
+#define CUDACHECK_HOLD 5.0 /* seconds GPU jobs wait for the answer (gpu_ids_holding) */
 
 enum cudacheck_outcome {
     CUDACHECK_RUNNING, /* no answer yet */

@@ -269,6 +269,11 @@ bool gpu_collect(struct gpus *g, struct job *const *running, size_t n)
         not_ready(g, &r);
     }
     gpu_worker_result_free(&r);
+    /* CUDA's answer came, or the wait for it ended: the pass may start GPU jobs now. */
+    bool hold = gpu_ids_holding(g);
+    changed |= g->cuda_news || hold != g->cuda_held;
+    g->cuda_news = false;
+    g->cuda_held = hold;
     if (g->ask_again && g->nvml_open)
         ask(g);
     return changed;
@@ -304,7 +309,7 @@ const char *gpu_unavailable_reason(const struct gpus *g, size_t index)
 {
     (void)index; /* one read covers every GPU: while it hangs, none is seen */
     if (!g->overdue)
-        return NULL;
+        return gpu_ids_holding(g) ? "checking CUDA's view of the GPUs" : NULL;
     char *buf = text_buf(g, TEXT_REASON);
     snprintf(buf, GPU_MSG_MAX, "NVML: no answer for %.0f s", now_mono() - g->asked_at);
     return buf;
@@ -312,7 +317,7 @@ const char *gpu_unavailable_reason(const struct gpus *g, size_t index)
 
 const struct gpu_set *gpu_schedulable(struct gpus *g)
 {
-    if (!g->overdue)
+    if (!g->overdue && !gpu_ids_holding(g))
         return &g->cur;
     /* The pass sees every GPU as unavailable: it starts nothing on a GPU it cannot see. */
     free(g->blind.gpus);

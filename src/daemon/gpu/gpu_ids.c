@@ -20,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "cudacheck.h"
 #include "files.h"
 #include "log.h"
@@ -216,6 +217,7 @@ static void cuda_done(void *arg, const struct cudacheck_view *view)
     if (have)
         memcpy(g->cuda_view.uuids, view->uuids, (size_t)view->count * 16);
     g->cuda_view.error = view->error ? xstrdup(view->error) : NULL;
+    g->cuda_news = true;
     gpu_ids_reread(g);
 }
 
@@ -228,7 +230,13 @@ void gpu_ids_nvml_ready(struct gpus *g)
     view_free(&g->cuda_view);
     g->cuda_view.outcome = CUDACHECK_RUNNING;
     gpu_ids_reread(g);
+    g->cuda_started = now_mono();
     g->cuda = cudacheck_start(g->cur.simulated, cuda_done, g);
+}
+
+bool gpu_ids_holding(const struct gpus *g)
+{
+    return g->cuda && now_mono() - g->cuda_started < CUDACHECK_HOLD;
 }
 
 void gpu_ids_wait(struct gpus *g, double secs)

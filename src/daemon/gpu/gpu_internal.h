@@ -66,6 +66,9 @@ struct gpus {
     struct cudacheck *cuda;
     struct cudacheck_view cuda_view;
     char *container_note; /* "; gflowd runs in a container: ..." or NULL */
+    double cuda_started;  /* when the check in progress started (monotonic) */
+    bool cuda_news;       /* it answered since the last gpu_collect */
+    bool cuda_held;       /* gpu_ids_holding() as of the last gpu_collect */
     /* What gpu_error, gpu_nvml_state and gpu_unavailable_reason return. */
     char text[3][GPU_MSG_MAX];
     uint64_t mig_unmanaged; /* by position in cur.migs */
@@ -83,6 +86,10 @@ void gpu_ids_start(struct gpus *g, const char *format, const char *container, bo
 void gpu_ids_nvml_ready(struct gpus *g);
 /* The GPUs were read again: the decision against them and CUDA's last answer. */
 void gpu_ids_reread(struct gpus *g);
+/* Whether GPU jobs wait for CUDA's answer: for the first CUDACHECK_HOLD seconds of a
+ * check (NVML came up while the daemon runs), so that they get indices where those
+ * are right; after that they get UUIDs until it answers. */
+bool gpu_ids_holding(const struct gpus *g);
 /* At start: waits at most secs for CUDA's answer. */
 void gpu_ids_wait(struct gpus *g, double secs);
 void gpu_ids_stop(struct gpus *g);
