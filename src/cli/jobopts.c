@@ -140,14 +140,15 @@ static const struct jobopt jo_table[] = {
     {.val = JOBOPT_GRES, .longs = {"gres"}, .has_arg = true, .cmds = JO_ALL,
      .section = JOBOPTS_GPUS, .synopsis = "--gres N, --gres gpu:N, --gres mig:PROFILE:N",
      .help = "the same as --gpus N, as Slurm spells it (--gres gpu is one GPU); "
-             "mig:PROFILE[:N] is --mig PROFILE:N",
+             "mig:PROFILE[:1] is --mig PROFILE",
      .parse = jo_gres},
     {.val = JOBOPT_MIG, .longs = {"mig"}, .has_arg = true, .cmds = JO_ALL,
      .clear = {"none"}, .cleared = "no MIG instances", .section = JOBOPTS_GPUS,
      .arg = "PROFILE[:N]",
-     .help = "N MIG instances (default 1) of a MIG profile such as 1g.18gb or 3g.71gb (see "
-             "ginfo) instead of whole GPUs; the job sees them as CUDA_VISIBLE_DEVICES=MIG-<uuid>. "
-             "Not with --gpus",
+     .help = "one MIG instance of a MIG profile such as 1g.18gb or 3g.71gb (see ginfo) "
+             "instead of whole GPUs; the job sees it as CUDA_VISIBLE_DEVICES=MIG-<uuid>. N above "
+             "1 is refused: a CUDA process uses only one instance (submit one job per "
+             "instance, e.g. --array 1-N). Not with --gpus",
      .parse = jo_mig},
     {.val = JOBOPT_GPU_MEMORY, .longs = {"gpu-memory", "max-gpu-mem", "max-gpu-memory"},
      .has_arg = true, .cmds = JO_ALL, .section = JOBOPTS_GPUS, .arg = "M",

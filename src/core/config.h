@@ -52,8 +52,9 @@ struct gflow_config {
     int64_t gpu_poll_interval_secs; /* daemon.gpu_poll_interval_secs; default 10, >= 1 */
     int64_t gpu_samples_max;        /* daemon.gpu_samples_max: utilisation samples kept per
                                      * GPU for gstats --gpu (a ring); default 60480 */
-    char *gpu_id_format;            /* CUDA_VISIBLE_DEVICES as "auto" (default: UUIDs in a
-                                     * container), "index" or "uuid" */
+    char *gpu_id_format;            /* CUDA_VISIBLE_DEVICES as "auto" (default: indices
+                                     * unless one would be wrong: gpu/gpu_ids.c), "index" or
+                                     * "uuid" */
     bool constrain_devices;         /* daemon.constrain_devices: deny jobs the GPUs they were not
                                 * given through the cgroup v1 devices controller; default
                                 * false */

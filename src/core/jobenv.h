@@ -1,8 +1,9 @@
 /* jobenv: the environment a job sees (docs/design.md §4): the submitter's, as gbatch
  * captured it, then gflow's own variables, which the submitter's cannot override:
  * GFLOW_JOB_ID, GFLOW_JOB_NAME, GFLOW_ARRAY_TASK_ID and SLURM_ARRAY_TASK_ID (an array
- * task), CUDA_VISIBLE_DEVICES (its GPUs as NVML indices, or UUIDs with
- * daemon.gpu_id_format = "uuid"; "" for none; a MIG job's "MIG-..." UUIDs, always), CUDA_DEVICE_ORDER=PCI_BUS_ID (so CUDA
+ * task), CUDA_VISIBLE_DEVICES (its GPUs as NVML indices, or UUIDs as
+ * daemon.gpu_id_format decides; "" for none; a MIG job's "MIG-..." UUIDs, always),
+ * CUDA_DEVICE_ORDER=PCI_BUS_ID (so CUDA
  * numbers GPUs as NVML does), GFLOW_GPU_UUIDS, NVIDIA_VISIBLE_DEVICES (UUIDs, "none"),
  * PYTHONUNBUFFERED=1; and for a job run by a system daemon as its submitter, HOME,
  * USER, LOGNAME and SHELL from the password database. Pure. */

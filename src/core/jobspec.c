@@ -28,7 +28,8 @@ static const struct {
 static const char *const spec_only_fields[] = {"hold", "dry_run", "array"};
 
 /* The MIG request of a spec: mig_profile (a profile like "1g.18gb"; null or absent:
- * none) and mig_count (instances, default 1), never together with whole GPUs. Sets
+ * none) and mig_count (instances: 1, the default; more is refused, as a CUDA process
+ * uses only the first MIG instance it is given), never together with whole GPUs. Sets
  * j->mig_profile and j->mig_count; 0, or -1 with *err. */
 static int jobspec_mig(const json_t *spec, struct job *j, char **err)
 {
@@ -60,8 +61,16 @@ static int jobspec_mig(const json_t *spec, struct job *j, char **err)
                        "whole GPUs");
         return -1;
     }
+    int n = count ? (int)json_integer_value(count) : 1;
+    if (n > 1) { /* CUDA uses the first MIG device it is given, and no other */
+        const char *p = json_string_value(profile);
+        *err = xasprintf("--mig %s:%d: a CUDA process sees only one MIG instance; submit one job "
+                         "per instance (--mig %s, e.g. with --array 1-%d)",
+                         p, n, p, n);
+        return -1;
+    }
     j->mig_profile = xstrdup(json_string_value(profile));
-    j->mig_count = count ? (int)json_integer_value(count) : 1;
+    j->mig_count = n;
     return 0;
 }
 

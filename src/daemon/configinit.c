@@ -35,7 +35,8 @@ static const struct key_help key_helps[] = {
     {"daemon.gpu_poll_interval_secs", "how often NVML is read  --gpu-poll-interval-secs"},
     {"daemon.gpu_samples_max", "GPU utilisation samples kept per GPU for gstats --gpu (one "
                                "per poll; the oldest are overwritten)"},
-    {"daemon.gpu_id_format", "CUDA_VISIBLE_DEVICES of jobs: auto, index or uuid"},
+    {"daemon.gpu_id_format",
+     "CUDA_VISIBLE_DEVICES of jobs: auto (indices unless one would be wrong), index or uuid"},
     {"daemon.container", "whether gflowd runs in a container: auto (detect), yes or no"},
     {"daemon.nvml_timeout_secs", "an NVML read that takes longer makes the GPUs unavailable"},
     {"daemon.nvml_retry_max_secs", "longest wait between tries to open NVML"},

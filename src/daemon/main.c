@@ -19,6 +19,7 @@
 #include "daemon.h"
 #include "gflow_build.h"
 #include "gflow_commit.h"
+#include "gpu/cudacheck.h"
 #include "log.h"
 #include "ops/service.h"
 #include "ops/startopts.h"
@@ -342,6 +343,9 @@ int main(int argc, char **argv)
     const char *config_path = NULL;
     struct flag_list flags = {0};
     int verbose = 0, quiet = 0, opt;
+    /* gflowd's CUDA check runs gflowd itself in a child (gpu/cudacheck.h): not a command. */
+    if (argc == 3 && !strcmp(argv[1], "__cuda-check"))
+        return cudacheck_child_main(argv[2]);
     bool want_user = false, want_system = false, force = false;
     const char *root = NULL;
     struct web_opts web = {0};

@@ -578,6 +578,7 @@ static void start_gpus(struct server *sv, const struct serve_opts *o)
         .n_running = n,
         .gpu_id_format = d->cfg.gpu_id_format,
         .container = d->cfg.container,
+        .constrain_devices = d->cfg.constrain_devices,
         .nvml_timeout_secs = d->cfg.nvml_timeout_secs,
         .nvml_retry_max_secs = d->cfg.nvml_retry_max_secs,
     };

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "loop.h"
 #include "pidfd.h"
 
@@ -160,4 +162,20 @@ struct subproc *subproc_start(const struct subproc_spec *spec, subproc_done_cb d
     }
     p->kill_timer = loop_add_timer(spec->timeout, kill_cb, p);
     return p;
+}
+
+bool subproc_wait(struct subproc *p, double secs)
+{
+    struct pollfd pfd = {.fd = p->pidfd, .events = POLLIN};
+    double end = now_mono() + secs;
+    for (;;) {
+        double left = end - now_mono();
+        int r = poll(&pfd, 1, left > 0 ? (int)(left * 1000) + 1 : 0);
+        if (r > 0) {
+            exited_cb(p->pidfd, EPOLLIN, p); /* calls done, frees p */
+            return true;
+        }
+        if (r == 0 || errno != EINTR || now_mono() >= end)
+            return false;
+    }
 }

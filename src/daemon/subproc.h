@@ -2,7 +2,7 @@
  * (backend/slurm/slurm_cmd.c) and the notification deliveries (ops/notify.c): started
  * with posix_spawnp, what it writes collected as it comes, killed (SIGKILL through its
  * pidfd) once its time is up, and a callback when it has exited. Nothing here waits,
- * but for a child that cannot be watched (out of file descriptors). */
+ * but for a child that cannot be watched (out of file descriptors) and subproc_wait. */
 #ifndef GFLOWD_SUBPROC_H
 #define GFLOWD_SUBPROC_H
 
@@ -27,6 +27,9 @@ typedef void (*subproc_done_cb)(void *arg, bool reaped, int status, struct strbu
 /* Starts spec's child; done is called once it has exited, then the subproc is freed.
  * NULL with errno when it could not be started or watched (done is not called). */
 struct subproc *subproc_start(const struct subproc_spec *spec, subproc_done_cb done, void *arg);
+/* Waits at most secs for the child to exit (at start, before the loop runs): true when
+ * it has, and done was called (p is then freed); false leaves it to the loop. */
+bool subproc_wait(struct subproc *p, double secs);
 /* Stops watching p and frees it, leaving the child be (gflowd is stopping). */
 void subproc_forget(struct subproc *p);
 

@@ -12,10 +12,7 @@
 #include "files.h"
 #include "util.h"
 
-/* NVIDIA's character device major: /dev/nvidia<N> is 195:N, /dev/nvidiactl 195:255. */
-#define SHIM_NVIDIA_MAJOR 195
-
-/* Writes one "c 195:<minor> rwm" rule per denied minor to dir/devices.deny (the kernel
+/* Writes one "c <major>:<minor> rwm" rule per denied device to dir/devices.deny (the kernel
  * takes one rule per write). 0, or -1 with *why. */
 static int shim_devices_deny(const char *dir, const struct shim_opts *o, char **why)
 {
@@ -24,7 +21,7 @@ static int shim_devices_deny(const char *dir, const struct shim_opts *o, char **
     int rc = fd < 0 ? -1 : 0;
     for (int i = 0; rc == 0 && i < o->n_deny_minors; i++) {
         char rule[64];
-        int n = snprintf(rule, sizeof(rule), "c %d:%d rwm", SHIM_NVIDIA_MAJOR, o->deny_minors[i]);
+        int n = snprintf(rule, sizeof(rule), "c %d:%d rwm", o->deny_majors[i], o->deny_minors[i]);
         if (write(fd, rule, (size_t)n) != n)
             rc = -1;
     }

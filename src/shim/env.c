@@ -130,6 +130,12 @@ static bool shim_env_is_task_var(const char *e)
     return false;
 }
 
+/* Whether env entry e sets GFLOW_GPU_UUIDS or NVIDIA_VISIBLE_DEVICES (--task-uuids). */
+static bool shim_env_is_uuid_var(const char *e)
+{
+    return str_starts_with(e, "GFLOW_GPU_UUIDS=") || str_starts_with(e, "NVIDIA_VISIBLE_DEVICES=");
+}
+
 /* A TCP port of 127.0.0.1 that is free now: the kernel's pick for port 0. Another
  * program may take it before the job binds it, a race torchrun accepts as well. */
 static int shim_env_free_port(int *port, char **err)
@@ -174,14 +180,19 @@ int shim_env_tasks(const struct shim_opts *o, struct shim_exec *ex, char **err)
                                 world,           "127.0.0.1", master_port};
         _Static_assert(sizeof(values) / sizeof(values[0]) == SHIM_ENV_N_TASK_VARS,
                        "a value for each task variable");
-        char **env = xmalloc((n + SHIM_ENV_N_TASK_VARS + 1) * sizeof(*env));
+        char **env = xmalloc((n + SHIM_ENV_N_TASK_VARS + 3) * sizeof(*env));
         size_t k = 0;
         for (size_t j = 0; j < n; j++)
-            if (!shim_env_is_task_var(ex->envp[j]))
+            if (!shim_env_is_task_var(ex->envp[j]) &&
+                !(o->task_uuids && shim_env_is_uuid_var(ex->envp[j])))
                 env[k++] = ex->envp[j];
         ex->task_env_shared = k;
         for (size_t j = 0; j < SHIM_ENV_N_TASK_VARS; j++)
             env[k++] = xasprintf("%s=%s", shim_env_task_vars[j], values[j]);
+        if (o->task_uuids) { /* the copy's GPU by UUID too, as its CUDA_VISIBLE_DEVICES */
+            env[k++] = xasprintf("GFLOW_GPU_UUIDS=%s", o->task_uuids[i]);
+            env[k++] = xasprintf("NVIDIA_VISIBLE_DEVICES=%s", o->task_uuids[i]);
+        }
         env[k] = NULL;
         ex->task_envp[i] = env;
     }

@@ -8,7 +8,8 @@
  *   gflow-shim --job-id N (--exit-file PATH | --lock-fd FD) --log PATH --workdir DIR
  *              (--env-file PATH | --env-fd FD) --kill-grace SECS [--lock-fd FD]
  *              [--uid UID --gid GID --user NAME --groups GID,GID,...]
- *              [--tasks N --task-gpus GPU,GPU,...] [--deny-devices MINOR,MINOR,...]
+ *              [--tasks N --task-gpus GPU,GPU,... [--task-uuids UUID,...]]
+ *              [--deny-devices MINOR|MAJOR:MINOR,...]
  *              [--memory-limit MIB] [--conda-env NAME|PATH] [--umask MODE]
  *              [--log-max-bytes N] [--nofile N] [--pty DIR]
  *              (--command "shell command line" | --script PATH)
@@ -105,7 +106,8 @@
  *     given, copy i gets the job environment with CUDA_VISIBLE_DEVICES=<its GPU>,
  *     RANK=LOCAL_RANK=i, WORLD_SIZE=LOCAL_WORLD_SIZE=N, MASTER_ADDR=127.0.0.1 and
  *     MASTER_PORT=<a TCP port of 127.0.0.1 that was free when the shim looked, the
- *     same for all copies>; NVIDIA_VISIBLE_DEVICES stays as the env file says. With
+ *     same for all copies>; NVIDIA_VISIBLE_DEVICES and GFLOW_GPU_UUIDS stay as the env
+ *     file says, unless --task-uuids (N entries) gives copy i its i-th entry in both. With
  *     neither option the job is the single process described above, unchanged.
  *  5. SIGTERM, SIGINT or SIGHUP to the shim (cancel, time limit) sends SIGTERM to the
  *     job's process group and to every descendant, then SIGKILL after --kill-grace
@@ -139,10 +141,11 @@
  *     exit file cannot be written at the end, it exits 1. Whenever it exits 1 or 2, its
  *     reason is one line on stderr and the lock file's error line (step 1).
  *  7. With --deny-devices (daemon.constrain_devices: the minors of the NVIDIA GPUs,
- *     char major 195, that the job was not given), a root shim on a host where the
+ *     char major 195, that the job was not given, and MAJOR:MINOR of the other MIG
+ *     instances' /dev/nvidia-caps nodes), a root shim on a host where the
  *     cgroup v1 devices controller is mounted creates the cgroup gflow/job-<id> below
  *     its own devices cgroup (so a job never escapes a policy the shim is under),
- *     writes "c 195:<minor> rwm" to its devices.deny, and each copy of the job joins it
+ *     writes "c 195:<minor> rwm" (or "c MAJOR:MINOR rwm") to its devices.deny, and each copy of the job joins it
  *     in the forked child before it changes user and execs: no job process ever runs
  *     outside it, and open() of those nodes fails with EPERM. Once nothing of the job is
  *     left, the shim removes the cgroup. Where that cannot be done (not root, no v1

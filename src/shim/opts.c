@@ -20,7 +20,8 @@ static const char shim_opts_usage_text[] =
     "usage: gflow-shim --job-id N (--exit-file PATH | --lock-fd FD) --log PATH --workdir DIR\n"
     "                  (--env-file PATH | --env-fd FD) --kill-grace SECS [--lock-fd FD]\n"
     "                  [--uid UID --gid GID --user NAME --groups GID,GID,...]\n"
-    "                  [--tasks N --task-gpus GPU,GPU,...] [--deny-devices MINOR,...]\n"
+    "                  [--tasks N --task-gpus GPU,GPU,... [--task-uuids UUID,...]]\n"
+    "                  [--deny-devices MINOR|MAJOR:MINOR,...]\n"
     "                  [--memory-limit MIB] [--conda-env NAME|PATH] [--umask MODE]\n"
     "                  [--log-max-bytes N] [--log-keep-on-full N] [--log-continue]\n"
     "                  [--nofile N] [--pty DIR]\n"
@@ -30,8 +31,10 @@ static const char shim_opts_usage_text[] =
     "--tasks N starts N copies of the job, copy i with CUDA_VISIBLE_DEVICES set to the\n"
     "i-th entry of --task-gpus and RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,\n"
     "MASTER_ADDR, MASTER_PORT as torchrun sets them; if one fails, the others are stopped.\n"
-    "--deny-devices 1,3 puts the job in a cgroup v1 devices cgroup that denies it the\n"
-    "NVIDIA devices 195:1 and 195:3 (when root and the controller is mounted).\n"
+    "--task-uuids gives copy i GFLOW_GPU_UUIDS and NVIDIA_VISIBLE_DEVICES = its i-th entry.\n"
+    "--deny-devices 1,3,241:22 puts the job in a cgroup v1 devices cgroup that denies it\n"
+    "the NVIDIA devices 195:1 and 195:3 and the device 241:22 (a MIG instance's\n"
+    "/dev/nvidia-caps node) (when root and the controller is mounted).\n"
     "--memory-limit MIB holds the job, all its processes and copies together, to MIB MiB\n"
     "(cgroup v2 memory.max, else the cgroup v1 memory controller, else a watchdog over\n"
     "the job's RSS); a job over it is killed (SIGKILL) and its exit file says \"oom\": true.\n"
@@ -79,6 +82,7 @@ enum {
     OPT_SCRIPT,
     OPT_TASKS,
     OPT_TASK_GPUS,
+    OPT_TASK_UUIDS,
     OPT_DENY_DEVICES,
     OPT_MEMORY_LIMIT,
     OPT_CONDA_ENV,
@@ -107,6 +111,7 @@ static const struct option shim_opts_long[] = {
     {"script", required_argument, NULL, OPT_SCRIPT},
     {"tasks", required_argument, NULL, OPT_TASKS},
     {"task-gpus", required_argument, NULL, OPT_TASK_GPUS},
+    {"task-uuids", required_argument, NULL, OPT_TASK_UUIDS},
     {"deny-devices", required_argument, NULL, OPT_DENY_DEVICES},
     {"memory-limit", required_argument, NULL, OPT_MEMORY_LIMIT},
     {"conda-env", required_argument, NULL, OPT_CONDA_ENV},
@@ -176,9 +181,10 @@ static void shim_opts_groups(struct shim_opts *o, const char *arg, char **err)
         shim_opts_error(err, xasprintf("bad --groups '%s'", arg));
 }
 
-/* Splits --task-gpus at commas into o->task_gpus. Empty and repeated entries are
- * errors: each copy gets a GPU of its own. */
-static void shim_opts_task_gpus(struct shim_opts *o, const char *arg, char **err)
+/* Splits --task-gpus (or --task-uuids) at commas into *out. Empty and repeated entries
+ * are errors: each copy gets a GPU of its own. */
+static void shim_opts_task_list(const char *opt, const char *arg, char ***out, int *n_out,
+                                char **err)
 {
     size_t cap = 2;
     for (const char *c = arg; *c; c++)
@@ -190,46 +196,58 @@ static void shim_opts_task_gpus(struct shim_opts *o, const char *arg, char **err
         char *id = xstrndup(p, len);
         for (int i = 0; i < n && *id; i++)
             if (strcmp(v[i], id) == 0)
-                shim_opts_error(err, xasprintf("bad --task-gpus '%s': %s twice", arg, id));
+                shim_opts_error(err, xasprintf("bad %s '%s': %s twice", opt, arg, id));
         if (!*id)
-            shim_opts_error(err, xasprintf("bad --task-gpus '%s': empty entry", arg));
+            shim_opts_error(err, xasprintf("bad %s '%s': empty entry", opt, arg));
         v[n++] = id;
         p += len;
         if (!*p)
             break;
     }
-    if (o->task_gpus)
-        for (char **g = o->task_gpus; *g; g++)
+    if (*out)
+        for (char **g = *out; *g; g++)
             free(*g);
-    free(o->task_gpus);
-    o->task_gpus = v;
-    o->n_task_gpus = n;
+    free(*out);
+    *out = v;
+    *n_out = n;
 }
 
-/* Splits --deny-devices "1,3" into o->deny_minors: device minors, each an integer. */
+/* Splits --deny-devices "1,3,241:22" into o->deny_minors and o->deny_majors: an NVIDIA
+ * GPU's minor (major 195), or MAJOR:MINOR (a MIG instance's /dev/nvidia-caps node). */
 static void shim_opts_deny_devices(struct shim_opts *o, const char *arg, char **err)
 {
     size_t cap = 1;
     for (const char *c = arg; *c; c++)
         cap += *c == ',';
-    int *v = xcalloc(cap, sizeof(*v));
+    int *v = xcalloc(cap, sizeof(*v)), *majors = xcalloc(cap, sizeof(*majors));
     int n = 0;
     for (const char *p = arg;; p++) {
         size_t len = strcspn(p, ",");
         char *word = xstrndup(p, len);
-        int64_t minor;
-        if (shim_opts_range(word, 0, SHIM_MAX_MINOR, &minor) < 0)
-            shim_opts_error(
-                err, xasprintf("bad --deny-devices '%s': '%s' is no device minor", arg, word));
-        else
+        char *colon = strchr(word, ':');
+        int64_t major = SHIM_NVIDIA_MAJOR, minor;
+        if (colon)
+            *colon = '\0';
+        if ((colon && shim_opts_range(word, 1, SHIM_MAX_MINOR, &major) < 0) ||
+            shim_opts_range(colon ? colon + 1 : word, 0, SHIM_MAX_MINOR, &minor) < 0) {
+            if (colon)
+                *colon = ':';
+            shim_opts_error(err, xasprintf("bad --deny-devices '%s': '%s' is no device minor "
+                                           "(or MAJOR:MINOR)",
+                                           arg, word));
+        } else {
+            majors[n] = (int)major;
             v[n++] = (int)minor;
+        }
         free(word);
         p += len;
         if (!*p)
             break;
     }
     free(o->deny_minors);
+    free(o->deny_majors);
     o->deny_minors = v;
+    o->deny_majors = majors;
     o->n_deny_minors = n;
 }
 
@@ -296,7 +314,10 @@ static void shim_opts_one(struct shim_opts *o, int c, const char *arg, char **er
             o->ntasks = (int)v;
         break;
     case OPT_TASK_GPUS:
-        shim_opts_task_gpus(o, arg, err);
+        shim_opts_task_list("--task-gpus", arg, &o->task_gpus, &o->n_task_gpus, err);
+        break;
+    case OPT_TASK_UUIDS:
+        shim_opts_task_list("--task-uuids", arg, &o->task_uuids, &o->n_task_uuids, err);
         break;
     case OPT_DENY_DEVICES:
         shim_opts_deny_devices(o, arg, err);
@@ -378,6 +399,9 @@ static void shim_opts_check(const struct shim_opts *o, char **err)
     else if (o->task_gpus && o->n_task_gpus != o->ntasks)
         shim_opts_error(
             err, xasprintf("--task-gpus names %d GPUs for --tasks %d", o->n_task_gpus, o->ntasks));
+    if (o->task_uuids && o->n_task_uuids != o->n_task_gpus)
+        shim_opts_error(err, xasprintf("--task-uuids names %d GPUs, --task-gpus %d",
+                                       o->n_task_uuids, o->n_task_gpus));
     if (o->pty_dir && o->ntasks > 1)
         shim_opts_error(err, xstrdup("--pty runs one process on its terminal: not with --tasks"));
 }
@@ -425,7 +449,12 @@ void shim_opts_free(struct shim_opts *o)
         for (char **g = o->task_gpus; *g; g++)
             free(*g);
     free(o->task_gpus);
+    if (o->task_uuids)
+        for (char **g = o->task_uuids; *g; g++)
+            free(*g);
+    free(o->task_uuids);
     free(o->deny_minors);
+    free(o->deny_majors);
     free(o->groups);
 }
 

@@ -34,6 +34,9 @@ struct shim_attach;
 #define SHIM_N_CONDA_VARS 3
 
 /* The command line (opts.c). Strings point into argv. */
+/* NVIDIA's character device major: /dev/nvidia<N> is 195:N, /dev/nvidiactl 195:255. */
+#define SHIM_NVIDIA_MAJOR 195
+
 struct shim_opts {
     int64_t job_id; /* -1 until parsed */
     const char *exit_file;
@@ -51,7 +54,10 @@ struct shim_opts {
     int ntasks;        /* --tasks: copies of the job to start */
     char **task_gpus;  /* --task-gpus split at commas, NULL-terminated; NULL when not given */
     int n_task_gpus;
+    char **task_uuids; /* --task-uuids: each copy's GFLOW_GPU_UUIDS; NULL if not given */
+    int n_task_uuids;
     int *deny_minors; /* --deny-devices: GPU minors the job may not open; NULL if not given */
+    int *deny_majors; /* their majors: 195 (a GPU), or a /dev/nvidia-caps node's */
     int n_deny_minors;
     int64_t memory_limit_mb; /* --memory-limit in MiB, 0: none */
     const char *conda_env;   /* --conda-env: name or absolute path, NULL: none */

@@ -8,6 +8,8 @@
  * then CUDA_VISIBLE_DEVICES, when set, picks from them: indices into that order, GPU-
  * UUIDs (a unique prefix is enough) and MIG-<uuid> (one MIG device, which ends the list);
  * the first invalid or repeated entry ends the list, and "" means no device at all.
+ * A GPU with "cuda_hidden": true is not there for CUDA (NVML lists it; its device node
+ * is out of reach), and the fixture's "cuda_init_sleep_secs" makes cuInit that slow.
  *
  * A context makes the process visible to NVML like a real driver does: cuCtxCreate adds
  * {"pid", "used_memory_mib"} to the device's "processes" in the fixture (the object whose
@@ -28,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "sim_p2p.h"
@@ -308,8 +311,9 @@ static CUresult cu_enumerate(void)
     size_t kept = 0;
     for (size_t i = 0; i < n; i++) {
         json_t *g = json_array_get(all, i);
-        if (cu_dev_denied(g, i))
-            continue; /* CUDA does not see a GPU it may not open */
+        if (cu_dev_denied(g, i) || json_is_true(json_object_get(g, "cuda_hidden")))
+            continue; /* CUDA does not see a GPU it may not open (its node denied, or
+                         * out of reach: cuda_hidden) though NVML lists it */
         size_t k = kept++;
         gpus[k].index = i;
         gpus[k].bus = cu_bus(g, i, NULL, 0);
@@ -471,12 +475,29 @@ static void cu_exit(void)
 
 /* ---- the API ---- */
 
+/* The fixture's "cuda_init_sleep_secs": cuInit takes that long, as a real one can on a
+ * GPU that does not answer (gflowd's CUDA check must not wait for it). */
+static void cu_init_delay(void)
+{
+    const char *path = cu_fixture();
+    json_t *root = path ? json_load_file(path, 0, NULL) : NULL;
+    json_t *secs = json_object_get(root, "cuda_init_sleep_secs");
+    double d = json_is_number(secs) ? json_number_value(secs) : 0;
+    json_decref(root);
+    if (d > 0) {
+        struct timespec ts = {(time_t)d, (long)((d - (double)(time_t)d) * 1e9)};
+        while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
+        }
+    }
+}
+
 CU_EXPORT CUresult cuInit(unsigned int flags)
 {
     if (flags != 0)
         return CUDA_ERROR_INVALID_VALUE;
     if (!cu_inited) {
         cu_inited = true;
+        cu_init_delay();
         cu_init_rc = cu_enumerate();
     }
     return cu_init_rc;

@@ -8,7 +8,7 @@ gpu_id_format = "auto" (the container case), against the NVML simulator.
   until the read comes back.
 - A GPU process that left the job's process tree and session but stays in the job's
   cgroup is the job's, not an outside process.
-- gpu_id_format "auto": UUIDs in CUDA_VISIBLE_DEVICES when host indices mean nothing.
+- gpu_id_format "auto": UUIDs in CUDA_VISIBLE_DEVICES when indices would be wrong.
 
 Everything is awaited by polling with a deadline.
 """
@@ -212,14 +212,18 @@ def test_auto_ids_are_uuids_when_the_daemon_sees_gpus_by_uuid(make_gflow):
 def test_auto_ids_in_a_container_and_forced_formats(make_gflow):
     fx = fixture_of([sim_gpu(i) for i in range(2)])
     uuids = [x["uuid"] for x in fx["gpus"]]
+    # In a container that shares its view with its jobs, NVML's and CUDA's numbering
+    # agree (the CUDA check): indices; the container is only mentioned (issue 28).
     g = sim(make_gflow, fixture=fx, env={"GFLOW_DAEMON__CONTAINER": "yes"})
-    assert "uuid (auto: gflowd runs in a container" in status(g)
+    assert ("index (auto: NVML and CUDA agree on 2 GPUs; gflowd runs in a container: "
+            "daemon.container = \"yes\")") in status(g)
     j = g.wait_state(g.submit("-g", 1, SHOW_GPU_ENV))
-    assert log_vars(g, j["id"])["CUDA_VISIBLE_DEVICES"] == uuids[int(j["gpu_ids"])]
+    assert log_vars(g, j["id"])["CUDA_VISIBLE_DEVICES"] == j["gpu_ids"]
+    assert log_vars(g, j["id"])["GFLOW_GPU_UUIDS"] == uuids[int(j["gpu_ids"])]
 
     # Not in a container: indices (the conftest's daemons say container = "no").
     h = sim(make_gflow, fixture=fx)
-    assert "index (auto: not in a container" in status(h)
+    assert "index (auto: NVML and CUDA agree on 2 GPUs)" in status(h)
     j = h.wait_state(h.submit("-g", 1, SHOW_GPU_ENV))
     assert log_vars(h, j["id"])["CUDA_VISIBLE_DEVICES"] == j["gpu_ids"]
 

@@ -445,12 +445,11 @@ static void test_mig_spec(void **state)
     json_decref(spec);
     job_free(j);
 
-    j = mig_job_of("{\"command\": \"x\", \"workdir\": \"/w\", \"mig_profile\": \"1g.18gb\", "
-                   "\"mig_count\": 2}",
-                   &err);
-    assert_non_null(j);
-    assert_int_equal(j->mig_count, 2);
-    job_free(j);
+    /* A CUDA process uses one MIG instance: more is refused, with the way to get them. */
+    mig_refused("{\"command\": \"x\", \"workdir\": \"/w\", \"mig_profile\": \"1g.18gb\", "
+                "\"mig_count\": 2}",
+                "--mig 1g.18gb:2: a CUDA process sees only one MIG instance; submit one job per "
+                "instance (--mig 1g.18gb, e.g. with --array 1-2)");
 
     mig_refused("{\"command\": \"x\", \"workdir\": \"/w\", \"mig_profile\": \"1g\"}",
                 "'mig_profile' must be a MIG profile");

@@ -1,7 +1,7 @@
 /* gpu: NVML's state and life (open retried with back-off, reads on the worker thread
- * with a timeout, the simulator), the GPUs as last read, gpu_id_format (see gpu.h).
- * Which GPUs may be used is gpu_allowed.c; their processes and the ignore list are
- * gpu_procs.c; gpu_internal.h is what the three share. */
+ * with a timeout, the simulator), the GPUs as last read (see gpu.h). Which GPUs may be
+ * used is gpu_allowed.c; their processes and the ignore list are gpu_procs.c; ids for
+ * jobs (gpu_id_format) gpu_ids.c; gpu_internal.h is what they share. */
 #include "gpu_internal.h"
 
 #include <errno.h>
@@ -203,6 +203,7 @@ static bool take_reading(struct gpus *g, struct gpu_worker_result *r, struct job
                          size_t n)
 {
     bool changed = differs(&g->cur, &r->set) || mig_differs(&g->cur, &r->set) || !g->nvml_open;
+    bool was_open = g->nvml_open;
     if (!g->nvml_open) {
         if (g->open_tries)
             log_info("NVML is ready after %d failed tr%s: %zu GPU%s%s", g->open_tries,
@@ -233,6 +234,10 @@ static bool take_reading(struct gpus *g, struct gpu_worker_result *r, struct job
     uint64_t mum = gpu_compute_mig_unmanaged(g, running, n);
     changed |= mum != g->mig_unmanaged;
     g->mig_unmanaged = mum;
+    if (!was_open)
+        gpu_ids_nvml_ready(g); /* CUDA's view, for gpu_id_format "auto" */
+    else
+        gpu_ids_reread(g);
     return changed;
 }
 
@@ -264,6 +269,11 @@ bool gpu_collect(struct gpus *g, struct job *const *running, size_t n)
         not_ready(g, &r);
     }
     gpu_worker_result_free(&r);
+    /* CUDA's answer came, or the wait for it ended: the pass may start GPU jobs now. */
+    bool hold = gpu_ids_holding(g);
+    changed |= g->cuda_news || hold != g->cuda_held;
+    g->cuda_news = false;
+    g->cuda_held = hold;
     if (g->ask_again && g->nvml_open)
         ask(g);
     return changed;
@@ -299,7 +309,7 @@ const char *gpu_unavailable_reason(const struct gpus *g, size_t index)
 {
     (void)index; /* one read covers every GPU: while it hangs, none is seen */
     if (!g->overdue)
-        return NULL;
+        return gpu_ids_holding(g) ? "checking CUDA's view of the GPUs" : NULL;
     char *buf = text_buf(g, TEXT_REASON);
     snprintf(buf, GPU_MSG_MAX, "NVML: no answer for %.0f s", now_mono() - g->asked_at);
     return buf;
@@ -307,7 +317,7 @@ const char *gpu_unavailable_reason(const struct gpus *g, size_t index)
 
 const struct gpu_set *gpu_schedulable(struct gpus *g)
 {
-    if (!g->overdue)
+    if (!g->overdue && !gpu_ids_holding(g))
         return &g->cur;
     /* The pass sees every GPU as unavailable: it starts nothing on a GPU it cannot see. */
     free(g->blind.gpus);
@@ -360,97 +370,6 @@ const char *gpu_nvml_state(const struct gpus *g)
     return buf;
 }
 
-/* ---- gpu_id_format ---- */
-
-/* Whether gflowd runs in a container, the way systemd-detect-virt tells: the files
- * docker and podman leave, systemd's own note, `container=` in pid 1's environment.
- * Returns what gave it away, or NULL. */
-static const char *container_marker(void)
-{
-    static char found[128];
-    if (access("/.dockerenv", F_OK) == 0)
-        return "/.dockerenv";
-    if (access("/run/.containerenv", F_OK) == 0)
-        return "/run/.containerenv";
-    char *note = read_file("/run/systemd/container", NULL);
-    if (note) {
-        note[strcspn(note, "\n")] = '\0';
-        snprintf(found, sizeof(found), "/run/systemd/container says %s", note);
-        free(note);
-        return found;
-    }
-    size_t len = 0;
-    char *env = read_file("/proc/1/environ", &len);
-    for (size_t i = 0; env && i < len; i += strlen(env + i) + 1) {
-        if (strncmp(env + i, "container=", 10) == 0 && env[i + 10]) {
-            snprintf(found, sizeof(found), "pid 1 has %.100s", env + i);
-            free(env);
-            return found;
-        }
-    }
-    free(env);
-    return NULL;
-}
-
-/* Whether the daemon's own CUDA_VISIBLE_DEVICES names a device by UUID. */
-static bool visible_by_uuid(const char *spec)
-{
-    for (const char *p = spec; p && *p; p++) {
-        while (*p == ' ' || *p == ',')
-            p++;
-        if (strncmp(p, "GPU-", 4) == 0 || strncmp(p, "MIG-", 4) == 0)
-            return true;
-        p += strcspn(p, ",");
-        if (!*p)
-            break;
-    }
-    return false;
-}
-
-/* daemon.gpu_id_format: "index" and "uuid" say it; "auto" takes UUIDs where host
- * indices mean nothing: in a container (which may have been given some of the host's
- * GPUs, renumbered), or when the daemon's own CUDA_VISIBLE_DEVICES names GPUs by UUID.
- * daemon.container ("auto", "yes", "no") overrides the container detection. */
-static void decide_id_format(struct gpus *g, const char *format, const char *container)
-{
-    if (format && strcmp(format, "index") == 0) {
-        g->id_format_why = xstrdup("index (daemon.gpu_id_format)");
-        return;
-    }
-    if (format && strcmp(format, "uuid") == 0) {
-        g->uuid_ids = true;
-        g->id_format_why = xstrdup("uuid (daemon.gpu_id_format)");
-        return;
-    }
-    const char *marker = NULL;
-    if (container && strcmp(container, "yes") == 0)
-        marker = "daemon.container = \"yes\"";
-    else if (!container || strcmp(container, "no") != 0)
-        marker = container_marker();
-    if (marker) {
-        g->uuid_ids = true;
-        g->id_format_why = xasprintf("uuid (auto: gflowd runs in a container: %s)", marker);
-    } else if (visible_by_uuid(g->visible_spec)) {
-        g->uuid_ids = true;
-        g->id_format_why =
-            xstrdup("uuid (auto: the daemon's CUDA_VISIBLE_DEVICES names GPUs by UUID)");
-    } else {
-        g->id_format_why = xasprintf(
-            "index (auto: not in a container%s)",
-            container && strcmp(container, "no") == 0 ? ", daemon.container = \"no\"" : "");
-    }
-}
-
-bool gpu_uuid_ids(const struct gpus *g)
-{
-    return g->uuid_ids;
-}
-
-const char *gpu_id_format(const struct gpus *g)
-{
-    return g->id_format_why;
-}
-
 /* ---- start ---- */
 
 struct gpus *gpu_start(const struct gpu_start_opts *o, char **err)
@@ -484,7 +403,7 @@ struct gpus *gpu_start(const struct gpu_start_opts *o, char **err)
         g->timeout = 10;
     if (g->retry_max <= 0)
         g->retry_max = 60;
-    decide_id_format(g, o->gpu_id_format, o->container);
+    gpu_ids_start(g, o->gpu_id_format, o->container, o->constrain_devices);
     g->worker = gpu_worker_new(library, err);
     free(library);
     library = NULL;
@@ -494,8 +413,11 @@ struct gpus *gpu_start(const struct gpu_start_opts *o, char **err)
      * daemon starts serving; one that takes longer is collected by the loop. */
     ask(g);
     double wait = g->timeout < START_WAIT_MAX ? g->timeout : START_WAIT_MAX;
+    double t0 = now_mono();
     if (gpu_worker_wait(g->worker, wait)) {
         gpu_collect(g, o->running, o->n_running);
+        /* And for CUDA's view, which the reading started (gpu_ids.c), in what is left. */
+        gpu_ids_wait(g, wait - (now_mono() - t0));
     } else {
         loop_cancel_timer(g->overdue_timer);
         g->overdue_timer = NULL;
@@ -519,7 +441,7 @@ void gpu_stop(struct gpus *g)
     free(g->blind.gpus);
     free(g->blind.migs);
     free(g->open_error);
-    free(g->id_format_why);
+    gpu_ids_stop(g);
     free(g->visible_spec);
     cudavis_free(&g->visible_read);
     free(g->ignored);

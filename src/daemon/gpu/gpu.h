@@ -45,7 +45,8 @@ struct gpu_start_opts {
     struct job *const *running; /* the running jobs (re-adopted after a restart) */
     size_t n_running;
     const char *gpu_id_format;   /* daemon.gpu_id_format: auto, index, uuid */
-    const char *container;       /* daemon.container: auto, yes, no */
+    const char *container;       /* daemon.container: auto, yes, no (said in the reason) */
+    bool constrain_devices;      /* daemon.constrain_devices: "auto" ids are UUIDs */
     int64_t nvml_timeout_secs;   /* daemon.nvml_timeout_secs */
     int64_t nvml_retry_max_secs; /* daemon.nvml_retry_max_secs */
 };
@@ -81,7 +82,7 @@ const char *gpu_unavailable_reason(const struct gpus *g, size_t index);
  * see). */
 const struct gpu_set *gpu_schedulable(struct gpus *g);
 /* Whether jobs get CUDA_VISIBLE_DEVICES as UUIDs (else NVML indices), and that decision
- * with its reason ("uuid (auto: gflowd runs in a container: /.dockerenv)"). */
+ * with its reason ("index (auto: NVML and CUDA agree on 4 GPUs)", gpu_ids.c). */
 bool gpu_uuid_ids(const struct gpus *g);
 const char *gpu_id_format(const struct gpus *g);
 

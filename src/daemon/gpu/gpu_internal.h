@@ -1,6 +1,6 @@
 /* gpu_internal: what gpu.h's files share (gpu.c: NVML's life and the GPU table;
  * gpu_allowed.c: which GPUs may be used; gpu_procs.c: the GPUs' processes and the ignore
- * list). Not for the rest of the daemon: that is gpu.h. */
+ * list; gpu_ids.c: gpu_id_format). Not for the rest of the daemon: that is gpu.h. */
 #ifndef GFLOWD_GPU_INTERNAL_H
 #define GFLOWD_GPU_INTERNAL_H
 
@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cudacheck.h"
 #include "cudavis.h"
 #include "gpu.h"
 #include "gpuinfo.h"
@@ -60,6 +61,14 @@ struct gpus {
     struct gpu_set blind; /* cur with every GPU unavailable, while overdue */
     bool uuid_ids;        /* CUDA_VISIBLE_DEVICES by UUID (gpu_id_format) */
     char *id_format_why;  /* the decision and why, for gflowd status */
+    /* gpu_ids.c: "auto" that depends on CUDA's view, the check and its last answer. */
+    bool cuda_wanted;
+    struct cudacheck *cuda;
+    struct cudacheck_view cuda_view;
+    char *container_note; /* "; gflowd runs in a container: ..." or NULL */
+    double cuda_started;  /* when the check in progress started (monotonic) */
+    bool cuda_news;       /* it answered since the last gpu_collect */
+    bool cuda_held;       /* gpu_ids_holding() as of the last gpu_collect */
     /* What gpu_error, gpu_nvml_state and gpu_unavailable_reason return. */
     char text[3][GPU_MSG_MAX];
     uint64_t mig_unmanaged; /* by position in cur.migs */
@@ -70,6 +79,20 @@ struct gpus {
 int gpu_load_allowed(struct gpus *g, const char *flag_gpus, const char *config_gpus, char **err);
 /* Reads the daemon's CUDA_VISIBLE_DEVICES again against the GPUs just read (g->visible). */
 void gpu_resolve_visible(struct gpus *g);
+
+/* gpu_ids.c. The decision as far as the settings make it, at start. */
+void gpu_ids_start(struct gpus *g, const char *format, const char *container, bool constrain);
+/* NVML (re)opened: CUDA's view is asked for again (when "auto" depends on it). */
+void gpu_ids_nvml_ready(struct gpus *g);
+/* The GPUs were read again: the decision against them and CUDA's last answer. */
+void gpu_ids_reread(struct gpus *g);
+/* Whether GPU jobs wait for CUDA's answer: for the first CUDACHECK_HOLD seconds of a
+ * check (NVML came up while the daemon runs), so that they get indices where those
+ * are right; after that they get UUIDs until it answers. */
+bool gpu_ids_holding(const struct gpus *g);
+/* At start: waits at most secs for CUDA's answer. */
+void gpu_ids_wait(struct gpus *g, double secs);
+void gpu_ids_stop(struct gpus *g);
 
 /* gpu_procs.c. Forgets ignore entries whose process is gone. */
 void gpu_prune_ignored(struct gpus *g);

@@ -27,6 +27,7 @@
 #include "gpu/gpu.h"
 #include "jobenv.h"
 #include "log.h"
+#include "migcaps.h"
 #include "store/store.h"
 #include "util.h"
 
@@ -64,23 +65,30 @@ static bool denied_minors_known(const struct gflowd *d, const struct job *j, cha
 }
 
 /* For daemon.constrain_devices: the minors of the GPUs the job was not given, "1,3",
- * as the shim's --deny-devices wants them; NULL when it was given them all. The caller
- * has checked denied_minors_known(). */
-static char *denied_gpu_minors(const struct gflowd *d, const struct job *j)
+ * and for a MIG job the other instances' /dev/nvidia-caps nodes ("241:30"), as the
+ * shim's --deny-devices wants them; *deny NULL when there are none. The caller has
+ * checked denied_minors_known(). 0, or -1 with *err (a MIG instance's caps unknown). */
+static int denied_devices(const struct gflowd *d, const struct job *j, char **deny, char **err)
 {
     const struct gpu_set *set = gpu_current(d->gpus);
     struct strbuf sb;
     strbuf_init(&sb);
+    *deny = NULL;
     for (size_t i = 0; i < set->n_gpus; i++) {
         const struct gpu_info *g = &set->gpus[i];
         if (gpu_denied(d, j, g->index) && g->minor >= 0)
             strbuf_addf(&sb, "%s%d", sb.len ? "," : "", g->minor);
     }
+    if (j->mig_uuids && *j->mig_uuids && migcaps_deny(set, j->mig_uuids, &sb, err) < 0) {
+        strbuf_free(&sb);
+        return -1;
+    }
     if (sb.len == 0) {
         strbuf_free(&sb);
-        return NULL;
+        return 0;
     }
-    return strbuf_detach(&sb);
+    *deny = strbuf_detach(&sb);
+    return 0;
 }
 
 /* Moves fd above the low numbers the shim's fds are placed on (3, 4). */
@@ -154,7 +162,8 @@ static const char *launch_user_groups(struct launcher *l, const struct passwd *p
 /* The shim's command line up to what the job runs (gflow-shim --help; the protocol is
  * in src/shim). */
 static void shim_args(const struct gflowd *d, const struct job *j, const struct job *full,
-                      const struct passwd *pw, const char *uuids, struct strvec *argv)
+                      const struct passwd *pw, const char *uuids, const char *deny,
+                      struct strvec *argv)
 {
     strvec_push(argv, d->shim_path);
     strvec_push(argv, "--job-id");
@@ -201,12 +210,12 @@ static void shim_args(const struct gflowd *d, const struct job *j, const struct 
         char *cuda = jobenv_cuda_devices(j->gpu_mask, uuids, gpu_uuid_ids(d->gpus));
         strvec_push(argv, cuda);
         free(cuda);
+        strvec_push(argv, "--task-uuids"); /* each copy's GFLOW_GPU_UUIDS: its own GPU */
+        strvec_push(argv, uuids);
     }
-    char *deny = d->cfg.constrain_devices ? denied_gpu_minors(d, j) : NULL;
     if (deny) {
         strvec_push(argv, "--deny-devices");
         strvec_push(argv, deny);
-        free(deny);
     }
     if (j->memory_mb > 0) { /* held to it: cgroup v2, else v1, else a watchdog (the shim) */
         strvec_push(argv, "--memory-limit");
@@ -419,7 +428,7 @@ enum launch_result launch_shim(struct gflowd *d, const struct job *j, pid_t *pid
     *sup = NULL;
     struct job full;
     job_init(&full);
-    char *uuids = NULL;
+    char *uuids = NULL, *deny = NULL;
     struct strvec argv;
     strvec_init(&argv);
     int lock_fd = -1, env_fd = -1, why = 0;
@@ -440,14 +449,15 @@ enum launch_result launch_shim(struct gflowd *d, const struct job *j, pid_t *pid
             goto out;
         }
     }
-    if (d->cfg.constrain_devices && !denied_minors_known(d, j, err))
+    if (d->cfg.constrain_devices &&
+        (!denied_minors_known(d, j, err) || denied_devices(d, j, &deny, err) < 0))
         goto out;
     /* A MIG job's devices are its instances, named by their MIG UUIDs. */
     uuids = j->mig_uuids ? xstrdup(j->mig_uuids) : gpu_uuids(d->gpus, j->gpu_mask);
     full.gpu_mask = j->gpu_mask; /* chosen by the pass that started it */
     free(full.mig_uuids);
     full.mig_uuids = j->mig_uuids ? xstrdup(j->mig_uuids) : NULL;
-    shim_args(d, j, &full, pw, uuids, &argv);
+    shim_args(d, j, &full, pw, uuids, deny, &argv);
     env_fd = prepare_inputs(d, &full, pw, uuids, &argv, &why, err);
     if (env_fd < 0)
         goto out;
@@ -465,6 +475,7 @@ out:
     if (env_fd >= 0)
         close(env_fd);
     free(uuids);
+    free(deny);
     job_clear(&full);
     strvec_free(&argv);
     if (!*err)
