@@ -64,7 +64,7 @@ static int teardown(void **state)
 static struct gpu_worker *start(const char *lib)
 {
     char *err = NULL;
-    struct gpu_worker *w = gpu_worker_new(lib, &err);
+    struct gpu_worker *w = gpu_worker_new(lib, 60, &err);
     if (!w)
         fail_msg("gpu_worker_new: %s", err);
     return w;
