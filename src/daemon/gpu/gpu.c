@@ -214,7 +214,8 @@ static bool take_hangs(struct gpus *g, const struct gpu_worker_result *r)
     double now = now_mono();
     for (size_t i = 0; i < GPUINFO_MAX_GPUS; i++) {
         const struct gpu_reader_hang *was = &g->hang[i];
-        const struct gpu_reader_hang *is = i < r->set.n_gpus ? &r->hang[i] : &(struct gpu_reader_hang){0};
+        const struct gpu_reader_hang *is =
+            i < r->set.n_gpus ? &r->hang[i] : &(struct gpu_reader_hang){0};
         if (!was->since && is->since)
             log_warn("GPU %zu gives no answer for %.0f s (%s): it counts as unavailable until "
                      "it does; the other GPUs go on",
@@ -380,8 +381,7 @@ const struct gpu_set *gpu_schedulable(struct gpus *g)
         g->blind.gpus[i] = g->cur.gpus[i];
         const char *why = gpu_unavailable_reason(g, i);
         if (why)
-            snprintf(g->blind.gpus[i].unavailable, sizeof(g->blind.gpus[i].unavailable), "%s",
-                     why);
+            snprintf(g->blind.gpus[i].unavailable, sizeof(g->blind.gpus[i].unavailable), "%s", why);
     }
     /* And their MIG instances (part of their GPU's read). */
     g->blind.migs = g->cur.n_migs ? xcalloc(g->cur.n_migs, sizeof(*g->blind.migs)) : NULL;
@@ -390,8 +390,7 @@ const struct gpu_set *gpu_schedulable(struct gpus *g)
         int parent = g->cur.migs[i].parent;
         const char *why = parent >= 0 ? gpu_unavailable_reason(g, (size_t)parent) : NULL;
         if (why)
-            snprintf(g->blind.migs[i].unavailable, sizeof(g->blind.migs[i].unavailable), "%s",
-                     why);
+            snprintf(g->blind.migs[i].unavailable, sizeof(g->blind.migs[i].unavailable), "%s", why);
     }
     return &g->blind;
 }

@@ -64,8 +64,8 @@ struct gpus {
     /* "DriverChanged: ..." from the driver changing under NVML until NVML is reopened
      * and read cleanly: every GPU is unavailable meanwhile. NULL otherwise. */
     char *driver_changed;
-    bool uuid_ids;        /* CUDA_VISIBLE_DEVICES by UUID (gpu_id_format) */
-    char *id_format_why;  /* the decision and why, for gflowd status */
+    bool uuid_ids;       /* CUDA_VISIBLE_DEVICES by UUID (gpu_id_format) */
+    char *id_format_why; /* the decision and why, for gflowd status */
     /* What gpu_error, gpu_nvml_state and gpu_unavailable_reason return. */
     char text[3][GPU_MSG_MAX];
     uint64_t mig_unmanaged; /* by position in cur.migs */

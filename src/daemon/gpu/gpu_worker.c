@@ -237,8 +237,7 @@ static bool worker_open(struct gpu_worker *w, struct gpu_worker_result *r)
 
 /* The per-GPU part: each reader reads its GPU, waited for up to the timeout; a GPU whose
  * reader does not answer is given as last read, with r->hang. Returns the hung GPUs. */
-static uint64_t worker_read_gpus(struct gpu_worker *w, struct gpu_worker_result *r,
-                                 bool *mismatch)
+static uint64_t worker_read_gpus(struct gpu_worker *w, struct gpu_worker_result *r, bool *mismatch)
 {
     struct gpu_set *s = &r->set;
     uint64_t stuck = 0, hung = 0;

@@ -710,8 +710,8 @@ static void nvml_read_gpu(struct nvml *n, unsigned int index, struct nvml_dev *d
     nvml_read_procs(n, d->handle, g);
 }
 
-void nvml_read_device(struct nvml *n, unsigned int index, struct gpu_info *g,
-                      struct gpu_mig **migs, size_t *n_migs)
+void nvml_read_device(struct nvml *n, unsigned int index, struct gpu_info *g, struct gpu_mig **migs,
+                      size_t *n_migs)
 {
     *migs = NULL;
     *n_migs = 0;
@@ -860,8 +860,8 @@ int nvml_read_system(struct nvml *n, struct gpu_set *out, char **err)
         nvml_note_call("nvmlSystemGetDriverVersion");
         rc = n->get_driver_version(v, sizeof(v));
         if (rc == NVML_ERROR_LIB_RM_VERSION_MISMATCH) {
-            *err = xasprintf("no GPUs: nvmlSystemGetDriverVersion failed: %s",
-                             nvml_strerror(n, rc));
+            *err =
+                xasprintf("no GPUs: nvmlSystemGetDriverVersion failed: %s", nvml_strerror(n, rc));
             return NVML_READ_MISMATCH;
         }
         if (rc == NVML_SUCCESS)

@@ -57,8 +57,8 @@ int nvml_read_system(struct nvml *n, struct gpu_set *out, char **err);
 /* Reads GPU `index` (of the count nvml_read_system() gave) into g, zeroed by the caller,
  * and its MIG instances into *migs (malloc'd, *n_migs of them, parent = index). Any
  * thread, one call per GPU at a time. g->version_mismatch tells of an answer 18. */
-void nvml_read_device(struct nvml *n, unsigned int index, struct gpu_info *g,
-                      struct gpu_mig **migs, size_t *n_migs);
+void nvml_read_device(struct nvml *n, unsigned int index, struct gpu_info *g, struct gpu_mig **migs,
+                      size_t *n_migs);
 /* Fills s->link and s->nvlinks from the devices read by nvml_read_device() since the
  * last nvml_read_system(), asking nothing of the GPUs in `skip` (bit i: GPU i, e.g. one
  * whose reader hangs). */
