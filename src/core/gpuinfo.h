@@ -70,6 +70,9 @@ struct gpu_info {
     /* MIG mode is on: the GPU is used through its instances (gpu_set.migs), never
      * whole; without instances it cannot be used at all. */
     bool mig_enabled;
+    /* A call answered LIB_RM_VERSION_MISMATCH: the driver changed under the loaded NVML
+     * (the loader then reopens NVML: every GPU is unavailable meanwhile). */
+    bool version_mismatch;
 };
 
 /* Whether the GPU's state is known well enough to give it to a job. */

@@ -16,9 +16,11 @@
  * Failures (init failure, a lost GPU, NOT_SUPPORTED) come from the fixture's "fail" maps,
  * calls that hang (a failing GPU) from its "hang" maps.
  *
- * This is a fake: it keeps one global init count, like NVML does, and is not
- * thread-safe: gflowd makes its NVML calls from one thread (src/daemon/gpu_worker.c). */
+ * This is a fake: it keeps one global init count, like NVML does, and the driver
+ * version the library "was built for" (the fixture's driver_version at nvmlInit), under
+ * a mutex: gflowd reads each GPU on a thread of its own (src/daemon/gpu/gpu_readers.c). */
 #include <jansson.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -85,7 +87,33 @@ nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t a, nvmlDevice_t b, nvmlGpuP2PCa
 /* The loader looks this up to say "simulated" in gflowd status and ginfo. */
 SIM_EXPORT const int gflowNvmlSimulated = 1;
 
+static pthread_mutex_t sim_mu = PTHREAD_MUTEX_INITIALIZER;
 static int sim_init_count;
+/* The library's own version: the fixture's driver_version when NVML was initialised. */
+static char sim_lib_version[96];
+
+static int sim_inits(void)
+{
+    pthread_mutex_lock(&sim_mu);
+    int n = sim_init_count;
+    pthread_mutex_unlock(&sim_mu);
+    return n;
+}
+
+/* A driver upgrade (docs/simulator.md): with "kernel_driver_version" in the fixture, the
+ * loaded kernel module, a library whose version differs from it answers
+ * LIB_RM_VERSION_MISMATCH to every call. `version`: the library's (NULL: the one it
+ * was initialised with). */
+static nvmlReturn_t sim_version_check(json_t *root, const char *version)
+{
+    const char *kernel = json_string_value(json_object_get(root, "kernel_driver_version"));
+    if (!kernel)
+        return NVML_SUCCESS;
+    pthread_mutex_lock(&sim_mu);
+    bool differs = strcmp(kernel, version ? version : sim_lib_version) != 0;
+    pthread_mutex_unlock(&sim_mu);
+    return differs ? NVML_ERROR_LIB_RM_VERSION_MISMATCH : NVML_SUCCESS;
+}
 
 /* The parsed fixture of one call. */
 static json_t *sim_load(void)
@@ -154,13 +182,15 @@ static void sim_hang(const char *fn, size_t gpu)
 nvmlReturn_t sim_begin(const char *fn, json_t **root, bool need_init)
 {
     *root = NULL;
-    if (need_init && sim_init_count <= 0)
+    if (need_init && sim_inits() <= 0)
         return NVML_ERROR_UNINITIALIZED;
     sim_hang(fn, 0);
     json_t *r = sim_load();
     if (!r)
         return NVML_ERROR_DRIVER_NOT_LOADED;
     nvmlReturn_t rc = sim_fail_in(json_object_get(r, "fail"), fn);
+    if (rc == NVML_SUCCESS && need_init)
+        rc = sim_version_check(r, NULL);
     if (rc != NVML_SUCCESS) {
         json_decref(r);
         return rc;
@@ -315,9 +345,17 @@ static nvmlReturn_t sim_init(const char *fn)
     nvmlReturn_t rc = sim_begin(fn, &r, false);
     if (rc != NVML_SUCCESS)
         return rc;
+    /* A library loaded now is the one on disk: driver_version. */
+    const char *version = sim_str(r, "driver_version", "gflow-sim");
+    rc = sim_version_check(r, version);
+    if (rc == NVML_SUCCESS) {
+        pthread_mutex_lock(&sim_mu);
+        if (sim_init_count++ == 0)
+            snprintf(sim_lib_version, sizeof(sim_lib_version), "%s", version);
+        pthread_mutex_unlock(&sim_mu);
+    }
     json_decref(r);
-    sim_init_count++;
-    return NVML_SUCCESS;
+    return rc;
 }
 
 static nvmlReturn_t sim_count(const char *fn, unsigned int *count)
@@ -364,10 +402,12 @@ static nvmlReturn_t sim_pci(const char *fn, nvmlDevice_t dev, void *pci, bool le
 
 SIM_EXPORT nvmlReturn_t nvmlShutdown(void)
 {
-    if (sim_init_count <= 0)
-        return NVML_ERROR_UNINITIALIZED;
-    sim_init_count--;
-    return NVML_SUCCESS;
+    pthread_mutex_lock(&sim_mu);
+    nvmlReturn_t rc = sim_init_count <= 0 ? NVML_ERROR_UNINITIALIZED : NVML_SUCCESS;
+    if (rc == NVML_SUCCESS)
+        sim_init_count--;
+    pthread_mutex_unlock(&sim_mu);
+    return rc;
 }
 
 SIM_EXPORT const char *nvmlErrorString(nvmlReturn_t rc)
@@ -866,7 +906,9 @@ SIM_EXPORT nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int l
     nvmlReturn_t rc = sim_begin("nvmlSystemGetDriverVersion", &r, true);
     if (rc != NVML_SUCCESS)
         return rc;
-    rc = sim_put_str(version, len, sim_str(r, "driver_version", "gflow-sim"));
+    /* The kernel module's version, as the real library reports. */
+    const char *v = sim_str(r, "kernel_driver_version", sim_str(r, "driver_version", "gflow-sim"));
+    rc = sim_put_str(version, len, v);
     json_decref(r);
     return rc;
 }

@@ -228,11 +228,12 @@ def test_instances_usable_when_the_gpus_own_process_list_is_refused(make_gflow):
 
 
 def test_no_instance_is_given_while_an_nvml_read_hangs(make_gflow):
-    """While a read hangs no GPU can be seen, and no MIG instance either: a --mig job
-    waits (GpusUnavailable) and starts once NVML answers again."""
+    """While a MIG GPU's read hangs neither it nor its instances can be seen (they are
+    part of its read): a --mig job waits (GpusUnavailable) and starts once NVML answers
+    again."""
     fx = mig_fixture()
     g = sim(make_gflow, fixture=fx, env={"GFLOW_DAEMON__NVML_TIMEOUT_SECS": "2"})
-    fx["gpus"][2]["hang"] = {"nvmlDeviceGetMemoryInfo": 600}
+    fx["gpus"][0]["hang"] = {"nvmlDeviceGetMemoryInfo": 600}
     write_json_atomic(g.fixture_path, fx)
 
     def unseen():
@@ -243,7 +244,7 @@ def test_no_instance_is_given_while_an_nvml_read_hangs(make_gflow):
     assert all("no answer" in m["reason"] for m in gpu["mig_instances"]), gpu
     j = g.submit("--mig", "1g.18gb", "true")
     wait_reason(g, j, "GpusUnavailable")
-    del fx["gpus"][2]["hang"]
+    del fx["gpus"][0]["hang"]
     write_json_atomic(g.fixture_path, fx)
     done = g.wait_state(j, timeout=20)
     assert done["state"] == "CD" and mig_of(done) == [MIG_A], done

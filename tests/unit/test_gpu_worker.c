@@ -35,6 +35,12 @@ static const char *const three =
     "{\"gpus\": [" GPU(1, "", "") "," GPU(2, "", "") "," GPU(3, "", "") "]}";
 static const char *const hanging =
     "{\"gpus\": [" GPU(1, "", ", \"hang\": {\"nvmlDeviceGetMemoryInfo\": 60}") "]}";
+static const char *const second_hangs = "{\"driver_version\": \"1.0\", \"gpus\": [" GPU(
+    1, "", "") "," GPU(2, "", ", \"hang\": {\"nvmlDeviceGetMemoryInfo\": 60}") "]}";
+static const char *const two_v1 =
+    "{\"driver_version\": \"1.0\", \"gpus\": [" GPU(1, "", "") "," GPU(2, "", "") "]}";
+static const char *const two_v2 =
+    "{\"driver_version\": \"2.0\", \"gpus\": [" GPU(1, "", "") "," GPU(2, "", "") "]}";
 static const char *const not_loaded =
     "{\"gpus\": [" GPU(1, "", "") "], \"fail\": {\"nvmlInit\": 9}}";
 
@@ -64,7 +70,7 @@ static int teardown(void **state)
 static struct gpu_worker *start(const char *lib)
 {
     char *err = NULL;
-    struct gpu_worker *w = gpu_worker_new(lib, &err);
+    struct gpu_worker *w = gpu_worker_new(lib, 60, &err);
     if (!w)
         fail_msg("gpu_worker_new: %s", err);
     return w;
@@ -144,6 +150,65 @@ static void test_a_hanging_call_does_not_block_the_caller(void **state)
     gpu_worker_free(w);
 }
 
+/* One GPU's call hangs: the read answers after the timeout with the other GPU read and
+ * the hung one as last read, with its call; it is not asked again until it returns. */
+static void test_one_hung_gpu_hides_only_itself(void **state)
+{
+    (void)state;
+    put_fixture(two_v1);
+    char *err = NULL;
+    struct gpu_worker *w = gpu_worker_new(sim_lib(), 0.5, &err);
+    assert_non_null(w);
+    struct gpu_worker_result r;
+    ask(w, &r);
+    assert_true(r.read && r.set.n_gpus == 2);
+    gpu_worker_result_free(&r);
+
+    put_fixture(second_hangs);
+    ask(w, &r);
+    assert_true(r.read);
+    assert_int_equal(r.hang[0].since, 0);
+    assert_true(r.hang[1].since > 0);
+    assert_string_equal(r.hang[1].fn, "nvmlDeviceGetMemoryInfo_v2");
+    assert_string_equal(r.set.gpus[1].uuid, "GPU-2"); /* as last read */
+    double since = r.hang[1].since;
+    gpu_worker_result_free(&r);
+    ask(w, &r); /* not asked again: the same call, from the same time */
+    assert_true(r.hang[1].since == since);
+    gpu_worker_result_free(&r);
+
+    put_fixture(two_v1); /* the hang ends: the reader comes back and says so */
+    for (int i = 0; i < 100 && !gpu_worker_poked(w); i++)
+        usleep(20000);
+    ask(w, &r);
+    assert_int_equal(r.hang[1].since, 0);
+    gpu_worker_result_free(&r);
+    gpu_worker_free(w);
+}
+
+/* Another driver version: DriverChanged, NVML closed; reopened at the next request. */
+static void test_driver_change_reopens(void **state)
+{
+    (void)state;
+    put_fixture(two_v1);
+    struct gpu_worker *w = start(sim_lib());
+    struct gpu_worker_result r;
+    ask(w, &r);
+    assert_true(r.read);
+    gpu_worker_result_free(&r);
+    put_fixture(two_v2);
+    ask(w, &r);
+    assert_false(r.read || r.open);
+    assert_string_equal(r.driver_changed, "DriverChanged: 1.0 -> 2.0");
+    gpu_worker_result_free(&r);
+    ask(w, &r);
+    assert_true(r.read);
+    assert_null(r.driver_changed);
+    assert_string_equal(r.set.driver_version, "2.0");
+    gpu_worker_result_free(&r);
+    gpu_worker_free(w);
+}
+
 static void test_nvml_not_ready_then_ready(void **state)
 {
     (void)state;
@@ -194,6 +259,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_topology_read_only_when_the_set_changes),
         cmocka_unit_test(test_a_hanging_call_does_not_block_the_caller),
+        cmocka_unit_test(test_one_hung_gpu_hides_only_itself),
+        cmocka_unit_test(test_driver_change_reopens),
         cmocka_unit_test(test_nvml_not_ready_then_ready),
         cmocka_unit_test(test_missing_library),
     };

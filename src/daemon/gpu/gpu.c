@@ -154,11 +154,19 @@ static void mark_overdue(struct gpus *g)
              now_mono() - g->asked_at);
 }
 
+/* Overdue is a system call (open, count, topology) past the timeout: the wait for the
+ * GPUs' readers is bounded by the worker itself, and a GPU that hangs is that GPU's. */
 static void overdue_cb(void *arg)
 {
     struct gpus *g = arg;
     g->overdue_timer = NULL;
-    mark_overdue(g);
+    double since = gpu_worker_system_since(g->worker), now = now_mono();
+    if (since > 0 && now - since >= g->timeout - 0.01) {
+        mark_overdue(g);
+        return;
+    }
+    double next = since > 0 ? since + g->timeout - now : g->timeout;
+    g->overdue_timer = loop_add_timer(next, overdue_cb, g);
 }
 
 /* Hands a request to the worker (one at a time) and starts its clock. */
@@ -198,6 +206,28 @@ static void not_ready(struct gpus *g, const struct gpu_worker_result *r)
     g->retry_timer = loop_add_timer(g->retry_delay, retry_cb, g);
 }
 
+/* Takes the GPUs' hangs from a reading, logging each one that begins or ends; true if
+ * any did. */
+static bool take_hangs(struct gpus *g, const struct gpu_worker_result *r)
+{
+    bool changed = false;
+    double now = now_mono();
+    for (size_t i = 0; i < GPUINFO_MAX_GPUS; i++) {
+        const struct gpu_reader_hang *was = &g->hang[i];
+        const struct gpu_reader_hang *is =
+            i < r->set.n_gpus ? &r->hang[i] : &(struct gpu_reader_hang){0};
+        if (!was->since && is->since)
+            log_warn("GPU %zu gives no answer for %.0f s (%s): it counts as unavailable until "
+                     "it does; the other GPUs go on",
+                     i, now - is->since, is->fn);
+        else if (was->since && !is->since)
+            log_info("GPU %zu answers again, after %.0f s", i, now - was->since);
+        changed |= (was->since != 0) != (is->since != 0);
+        g->hang[i] = *is;
+    }
+    return changed;
+}
+
 /* Applies a reading: the GPUs, the daemon's CUDA_VISIBLE_DEVICES, outside processes. */
 static bool take_reading(struct gpus *g, struct gpu_worker_result *r, struct job *const *running,
                          size_t n)
@@ -215,6 +245,14 @@ static bool take_reading(struct gpus *g, struct gpu_worker_result *r, struct job
     } else if (r->topology_read) {
         log_info("the GPUs changed (%zu now): topology read again", r->set.n_gpus);
     }
+    if (g->driver_changed) {
+        log_info("NVML reopened after %s: driver %s, GPUs taken up again", g->driver_changed,
+                 r->set.driver_version[0] ? r->set.driver_version : "unknown");
+        free(g->driver_changed);
+        g->driver_changed = NULL;
+        changed = true;
+    }
+    changed |= take_hangs(g, r);
     g->nvml_open = true;
     g->lib_found = true;
     g->open_tries = 0;
@@ -244,8 +282,11 @@ static bool take_reading(struct gpus *g, struct gpu_worker_result *r, struct job
 bool gpu_collect(struct gpus *g, struct job *const *running, size_t n)
 {
     struct gpu_worker_result r;
-    if (!gpu_worker_take(g->worker, &r))
+    if (!gpu_worker_take(g->worker, &r)) {
+        if (gpu_worker_poked(g->worker) && g->nvml_open)
+            ask(g); /* a GPU's call that hung returned: read it again */
         return false;
+    }
     bool changed = false;
     if (g->overdue) {
         log_info("NVML answers again, after %.0f s", now_mono() - g->asked_at);
@@ -258,8 +299,20 @@ bool gpu_collect(struct gpus *g, struct job *const *running, size_t n)
     g->overdue_timer = NULL;
     if (r.read) {
         changed |= take_reading(g, &r, running, n);
+    } else if (r.driver_changed || g->driver_changed) {
+        /* The driver changed under NVML: the GPUs stay known but unavailable (running
+         * jobs go on) while NVML is reopened through the retry path. */
+        changed |= g->nvml_open || !g->driver_changed;
+        if (!g->driver_changed) {
+            g->driver_changed = xstrdup(r.driver_changed);
+            log_warn("%s: every GPU is unavailable until NVML is reopened; running jobs go on",
+                     g->driver_changed);
+        }
+        memset(g->hang, 0, sizeof(g->hang));
+        not_ready(g, &r);
     } else { /* NVML would not open, or failed and was closed (gpu_worker.c) */
         changed |= g->nvml_open;
+        memset(g->hang, 0, sizeof(g->hang));
         if (g->nvml_open) {
             gpu_set_free(&g->cur); /* what NVML no longer answers for is unknown */
             g->unmanaged = 0;
@@ -274,7 +327,7 @@ bool gpu_collect(struct gpus *g, struct job *const *running, size_t n)
     changed |= g->cuda_news || hold != g->cuda_held;
     g->cuda_news = false;
     g->cuda_held = hold;
-    if (g->ask_again && g->nvml_open)
+    if ((gpu_worker_poked(g->worker) || g->ask_again) && g->nvml_open)
         ask(g);
     return changed;
 }
@@ -307,34 +360,47 @@ bool gpu_pending(const struct gpus *g)
 
 const char *gpu_unavailable_reason(const struct gpus *g, size_t index)
 {
-    (void)index; /* one read covers every GPU: while it hangs, none is seen */
-    if (!g->overdue)
-        return gpu_ids_holding(g) ? "checking CUDA's view of the GPUs" : NULL;
     char *buf = text_buf(g, TEXT_REASON);
-    snprintf(buf, GPU_MSG_MAX, "NVML: no answer for %.0f s", now_mono() - g->asked_at);
-    return buf;
+    if (g->overdue) { /* a system call hangs: no GPU is seen */
+        snprintf(buf, GPU_MSG_MAX, "NVML: no answer for %.0f s", now_mono() - g->asked_at);
+        return buf;
+    }
+    if (g->driver_changed)
+        return g->driver_changed;
+    if (index < GPUINFO_MAX_GPUS && g->hang[index].since) {
+        snprintf(buf, GPU_MSG_MAX, "NVML: no answer for %.0f s (%s)",
+                 now_mono() - g->hang[index].since, g->hang[index].fn);
+        return buf;
+    }
+    return gpu_ids_holding(g) ? "checking CUDA's view of the GPUs" : NULL;
 }
 
 const struct gpu_set *gpu_schedulable(struct gpus *g)
 {
-    if (!g->overdue && !gpu_ids_holding(g))
+    bool any = g->overdue || g->driver_changed || gpu_ids_holding(g);
+    for (size_t i = 0; i < g->cur.n_gpus && i < GPUINFO_MAX_GPUS && !any; i++)
+        any = g->hang[i].since != 0;
+    if (!any)
         return &g->cur;
-    /* The pass sees every GPU as unavailable: it starts nothing on a GPU it cannot see. */
+    /* The pass sees the GPUs it cannot see now as unavailable: it starts nothing there. */
     free(g->blind.gpus);
     free(g->blind.migs);
     g->blind = g->cur;
     g->blind.gpus = g->cur.n_gpus ? xcalloc(g->cur.n_gpus, sizeof(*g->blind.gpus)) : NULL;
     for (size_t i = 0; i < g->cur.n_gpus; i++) {
         g->blind.gpus[i] = g->cur.gpus[i];
-        snprintf(g->blind.gpus[i].unavailable, sizeof(g->blind.gpus[i].unavailable), "%s",
-                 gpu_unavailable_reason(g, i));
+        const char *why = gpu_unavailable_reason(g, i);
+        if (why)
+            snprintf(g->blind.gpus[i].unavailable, sizeof(g->blind.gpus[i].unavailable), "%s", why);
     }
-    /* And every MIG instance (their state is part of the same read). */
+    /* And their MIG instances (part of their GPU's read). */
     g->blind.migs = g->cur.n_migs ? xcalloc(g->cur.n_migs, sizeof(*g->blind.migs)) : NULL;
     for (size_t i = 0; i < g->cur.n_migs; i++) {
         g->blind.migs[i] = g->cur.migs[i];
-        snprintf(g->blind.migs[i].unavailable, sizeof(g->blind.migs[i].unavailable), "%s",
-                 gpu_unavailable_reason(g, 0));
+        int parent = g->cur.migs[i].parent;
+        const char *why = parent >= 0 ? gpu_unavailable_reason(g, (size_t)parent) : NULL;
+        if (why)
+            snprintf(g->blind.migs[i].unavailable, sizeof(g->blind.migs[i].unavailable), "%s", why);
     }
     return &g->blind;
 }
@@ -347,7 +413,25 @@ const char *gpu_nvml_state(const struct gpus *g)
         snprintf(buf, GPU_MSG_MAX, "%s: no answer for %.0f s", g->nvml_open ? "busy" : "not ready",
                  now - g->asked_at);
     } else if (g->nvml_open) {
-        snprintf(buf, GPU_MSG_MAX, "ready");
+        size_t hung = 0;
+        for (size_t i = 0; i < g->cur.n_gpus && i < GPUINFO_MAX_GPUS; i++)
+            hung += g->hang[i].since != 0;
+        if (hung)
+            snprintf(buf, GPU_MSG_MAX, "ready; %zu GPU%s give%s no answer", hung,
+                     hung == 1 ? "" : "s", hung == 1 ? "s" : "");
+        else
+            snprintf(buf, GPU_MSG_MAX, "ready");
+    } else if (g->driver_changed) {
+        const char *why = g->open_error ? g->open_error : "";
+        if (str_starts_with(why, "no GPUs: "))
+            why += strlen("no GPUs: ");
+        int n = snprintf(buf, GPU_MSG_MAX, "%s: reopening", g->driver_changed);
+        if (strcmp(why, g->driver_changed) != 0 && n > 0 && n < GPU_MSG_MAX)
+            n += snprintf(buf + n, GPU_MSG_MAX - (size_t)n, " (%s)", why);
+        if (n > 0 && n < GPU_MSG_MAX)
+            snprintf(buf + n, GPU_MSG_MAX - (size_t)n, "; retrying in %.0f s, %d tr%s so far",
+                     g->retry_at > now ? ceil(g->retry_at - now) : 0, g->open_tries,
+                     g->open_tries == 1 ? "y" : "ies");
     } else if (!g->answered) {
         snprintf(buf, GPU_MSG_MAX, "not ready: opening");
     } else {
@@ -404,7 +488,7 @@ struct gpus *gpu_start(const struct gpu_start_opts *o, char **err)
     if (g->retry_max <= 0)
         g->retry_max = 60;
     gpu_ids_start(g, o->gpu_id_format, o->container, o->constrain_devices);
-    g->worker = gpu_worker_new(library, err);
+    g->worker = gpu_worker_new(library, g->timeout, err);
     free(library);
     library = NULL;
     if (!g->worker)
@@ -418,11 +502,8 @@ struct gpus *gpu_start(const struct gpu_start_opts *o, char **err)
         gpu_collect(g, o->running, o->n_running);
         /* And for CUDA's view, which the reading started (gpu_ids.c), in what is left. */
         gpu_ids_wait(g, wait - (now_mono() - t0));
-    } else {
-        loop_cancel_timer(g->overdue_timer);
-        g->overdue_timer = NULL;
-        mark_overdue(g);
     }
+    /* else the overdue timer tells whether a system call hangs, or only GPUs do */
     return g;
 fail:
     free(library);
@@ -442,6 +523,7 @@ void gpu_stop(struct gpus *g)
     free(g->blind.migs);
     free(g->open_error);
     gpu_ids_stop(g);
+    free(g->driver_changed);
     free(g->visible_spec);
     cudavis_free(&g->visible_read);
     free(g->ignored);
@@ -460,7 +542,8 @@ const struct gpu_set *gpu_current(const struct gpus *g)
 
 const char *gpu_error(const struct gpus *g)
 {
-    if (g->nvml_open)
+    /* After a driver change the GPUs are still known: each says why it is unavailable. */
+    if (g->nvml_open || (g->driver_changed && g->cur.n_gpus))
         return NULL;
     char *buf = text_buf(g, TEXT_ERROR);
     snprintf(buf, GPU_MSG_MAX, "no GPUs: NVML %s", gpu_nvml_state(g));

@@ -2,11 +2,14 @@
  * and at every poll (serve.c's timer, daemon.gpu_poll_interval_secs) to notice
  * processes outside gflow; a GPU freed by a job is read again at once (the runner).
  *
- * Every NVML call runs on one worker thread (gpu_worker.c), so a hanging GPU cannot
- * freeze the loop: a read is asked for, and its answer comes back through gpu_fd(),
- * which the loop watches and hands to gpu_collect(). A read that takes longer than
- * daemon.nvml_timeout_secs makes every GPU unavailable ("NVML: no answer for N s")
- * until it answers. NVML that will not open (a driver not loaded yet at boot) is tried
+ * Every NVML call runs on worker threads (gpu_worker.c, one reader per GPU:
+ * gpu_readers.c), so a hanging GPU cannot freeze the loop: a read is asked for, and its
+ * answer comes back through gpu_fd(), which the loop watches and hands to gpu_collect().
+ * A GPU whose call takes longer than daemon.nvml_timeout_secs is unavailable ("NVML: no
+ * answer for N s (<call>)") until it answers, the others go on; a hang in the system
+ * part (the count) makes every GPU unavailable ("NVML: no answer for N s"). A driver
+ * changed under NVML makes every GPU unavailable ("DriverChanged: ...") until NVML,
+ * closed and reopened, reads cleanly. NVML that will not open (a driver not loaded yet at boot) is tried
  * again, 1 s doubling up to daemon.nvml_retry_max_secs, and its GPUs are taken up when
  * it answers. Also: whether jobs get GPU indices or UUIDs (daemon.gpu_id_format). Also:
  * which GPUs may be used (flag > runtime setting > config > all, within the daemon's
@@ -74,12 +77,13 @@ const char *gpu_nvml_state(const struct gpus *g);
 /* Whether the GPUs are yet to come: NVML loads but does not initialise (yet), or has
  * not answered at all. GPU jobs are then accepted and wait instead of being refused. */
 bool gpu_pending(const struct gpus *g);
-/* Why GPU index cannot be seen now ("NVML: no answer for 12 s"), NULL if it can.
- * Valid until the next call. */
+/* Why GPU index cannot be seen now ("NVML: no answer for 12 s", the same with the call
+ * its own read hangs in, "DriverChanged: ..."), NULL if it can. Valid until the next
+ * call. */
 const char *gpu_unavailable_reason(const struct gpus *g, size_t index);
-/* The GPUs as the scheduling pass must see them: gpu_current(), except while a read is
- * overdue, when every GPU is marked unavailable (nothing is placed on a GPU we cannot
- * see). */
+/* The GPUs as the scheduling pass must see them: gpu_current() with every GPU that
+ * cannot be seen now (gpu_unavailable_reason) marked unavailable, and its MIG instances
+ * (nothing is placed on a GPU we cannot see). */
 const struct gpu_set *gpu_schedulable(struct gpus *g);
 /* Whether jobs get CUDA_VISIBLE_DEVICES as UUIDs (else NVML indices), and that decision
  * with its reason ("index (auto: NVML and CUDA agree on 4 GPUs)", gpu_ids.c). */

@@ -11,6 +11,7 @@
 #include "cudacheck.h"
 #include "cudavis.h"
 #include "gpu.h"
+#include "gpu_readers.h"
 #include "gpuinfo.h"
 #include "job.h"
 
@@ -58,7 +59,12 @@ struct gpus {
     bool ask_again;     /* read again once the request in progress is answered */
     bool overdue;       /* the request in progress is past the timeout */
     struct loop_timer *retry_timer, *overdue_timer;
-    struct gpu_set blind; /* cur with every GPU unavailable, while overdue */
+    struct gpu_set blind; /* cur with the GPUs not seen now unavailable (gpu_schedulable) */
+    /* Per GPU: its reader hangs since (monotonic) in fn; since 0: it answers. */
+    struct gpu_reader_hang hang[GPUINFO_MAX_GPUS];
+    /* "DriverChanged: ..." from the driver changing under NVML until NVML is reopened
+     * and read cleanly: every GPU is unavailable meanwhile. NULL otherwise. */
+    char *driver_changed;
     bool uuid_ids;        /* CUDA_VISIBLE_DEVICES by UUID (gpu_id_format) */
     char *id_format_why;  /* the decision and why, for gflowd status */
     /* gpu_ids.c: "auto" that depends on CUDA's view, the check and its last answer. */

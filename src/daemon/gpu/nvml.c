@@ -43,6 +43,14 @@ enum nvml_ver { NVML_VER_NONE = 0, NVML_VER_1 = 1, NVML_VER_2 = 2, NVML_VER_3 = 
 /* The byte written over the process buffer before a call, see nvml_probe_stride(). */
 #define NVML_PROBE_BYTE 0xA5
 
+/* Per-GPU facts used while reading and then dropped. */
+struct nvml_dev {
+    nvmlDevice_t handle;
+    bool have_handle;
+    bool have_pci;
+    unsigned int domain, bus, device;
+};
+
 typedef nvmlReturn_t (*nvml_void_fn)(void);
 typedef nvmlReturn_t (*nvml_count_fn)(unsigned int *);
 typedef nvmlReturn_t (*nvml_handle_fn)(unsigned int, nvmlDevice_t *);
@@ -109,17 +117,10 @@ struct nvml {
     nvml_link_type_fn get_link_remote_type;
     nvml_p2p_fn get_p2p;
 
-    /* The devices of the last nvml_read_devices(), for nvml_read_links(). */
-    struct nvml_dev *devs;
+    /* The devices read since the last nvml_read_system(), for nvml_read_links(): entry
+     * i is written only by GPU i's read (one thread at a time), never moved. */
+    struct nvml_dev devs[GPUINFO_MAX_GPUS];
     size_t n_devs;
-};
-
-/* Per-GPU facts used while reading and then dropped. */
-struct nvml_dev {
-    nvmlDevice_t handle;
-    bool have_handle;
-    bool have_pci;
-    unsigned int domain, bus, device;
 };
 
 /* Looks up the first of `names` (NULL-terminated) that the library exports; sets *which
@@ -259,13 +260,14 @@ static const char *nvml_resolve(struct nvml *n)
 
 struct nvml *nvml_open(const char *library, char **err)
 {
-    bool found;
-    return nvml_open_found(library, &found, err);
+    bool found, mismatch;
+    return nvml_open_found(library, &found, &mismatch, err);
 }
 
-struct nvml *nvml_open_found(const char *library, bool *found, char **err)
+struct nvml *nvml_open_found(const char *library, bool *found, bool *mismatch, char **err)
 {
     *found = false;
+    *mismatch = false;
     const char *path = library;
     if (!path || !*path) {
         const char *env = getenv("GFLOW_NVML_LIBRARY");
@@ -300,6 +302,7 @@ struct nvml *nvml_open_found(const char *library, bool *found, char **err)
 
     nvmlReturn_t rc = n->init();
     if (rc != NVML_SUCCESS) {
+        *mismatch = rc == NVML_ERROR_LIB_RM_VERSION_MISMATCH;
         *err = xasprintf("no GPUs: nvmlInit failed: %s", nvml_strerror(n, rc));
         dlclose(lib);
         free(n);
@@ -314,8 +317,21 @@ void nvml_close(struct nvml *n)
         return;
     n->shutdown();
     dlclose(n->lib);
-    free(n->devs);
     free(n);
+}
+
+/* The slot the calling thread notes its NVML calls in (nvml_note_call). */
+static __thread const char **nvml_note_slot;
+
+void nvml_note_calls_to(const char **slot)
+{
+    nvml_note_slot = slot;
+}
+
+void nvml_note_call(const char *fn)
+{
+    if (nvml_note_slot)
+        __atomic_store_n(nvml_note_slot, fn, __ATOMIC_RELAXED);
 }
 
 bool nvml_is_simulated(const struct nvml *n)
@@ -330,20 +346,24 @@ static void nvml_copy(char *dst, size_t cap, const char *src)
 }
 
 /* Records why the GPU's state cannot be known (the first reason is kept: it is the
- * cause, later failures follow from it), and marks GPU_IS_LOST as lost. */
+ * cause, later failures follow from it), and marks GPU_IS_LOST as lost and
+ * LIB_RM_VERSION_MISMATCH as a driver that changed under us. */
 static void nvml_unavailable(const struct nvml *n, struct gpu_info *g, nvmlReturn_t rc,
                              const char *fn)
 {
     if (rc == NVML_ERROR_GPU_IS_LOST)
         g->lost = true;
+    if (rc == NVML_ERROR_LIB_RM_VERSION_MISMATCH)
+        g->version_mismatch = true;
     if (!g->unavailable[0])
         snprintf(g->unavailable, sizeof(g->unavailable), "NVML: %s (%s)", nvml_strerror(n, rc), fn);
 }
 
-/* Whether rc of `fn` means the GPU is gone; marks it lost and unavailable. */
+/* Whether rc of `fn` means the GPU is gone (or the driver changed under us: nothing more
+ * is worth asking); marks it lost (or version_mismatch) and unavailable. */
 static bool nvml_lost(const struct nvml *n, struct gpu_info *g, nvmlReturn_t rc, const char *fn)
 {
-    if (rc != NVML_ERROR_GPU_IS_LOST)
+    if (rc != NVML_ERROR_GPU_IS_LOST && rc != NVML_ERROR_LIB_RM_VERSION_MISMATCH)
         return false;
     nvml_unavailable(n, g, rc, fn);
     return true;
@@ -381,6 +401,7 @@ static nvmlReturn_t nvml_read_memory(struct nvml *n, nvmlDevice_t h, struct gpu_
     nvmlReturn_t rc = NVML_ERROR_FUNCTION_NOT_FOUND;
     if (n->get_memory_v2) {
         *fn = "nvmlDeviceGetMemoryInfo_v2";
+        nvml_note_call(*fn);
         nvmlMemory_v2_t m;
         memset(&m, 0, sizeof(m));
         m.version = NVML_MEMORY_V2_VERSION;
@@ -395,6 +416,7 @@ static nvmlReturn_t nvml_read_memory(struct nvml *n, nvmlDevice_t h, struct gpu_
             return rc;
     }
     *fn = "nvmlDeviceGetMemoryInfo";
+    nvml_note_call(*fn);
     nvmlMemory_t m;
     memset(&m, 0, sizeof(m));
     rc = n->get_memory(h, &m);
@@ -473,8 +495,12 @@ static nvmlReturn_t nvml_read_proclist(nvml_procs_fn get, size_t *stride, nvmlDe
     if (count > cap)
         count = cap;
 
-    if (!*stride && count > 0)
-        *stride = nvml_probe_stride(buf, count); /* one driver, one layout: probe once */
+    /* One driver, one layout: probed once, by whichever GPU's reader comes first. */
+    size_t step = __atomic_load_n(stride, __ATOMIC_RELAXED);
+    if (!step && count > 0) {
+        step = nvml_probe_stride(buf, count);
+        __atomic_store_n(stride, step, __ATOMIC_RELAXED);
+    }
 
     *out = count ? xcalloc(count, sizeof(**out)) : NULL;
     *n_out = count;
@@ -482,8 +508,8 @@ static nvmlReturn_t nvml_read_proclist(nvml_procs_fn get, size_t *stride, nvmlDe
         unsigned int pid;
         unsigned long long used;
         /* pid and usedGpuMemory sit at the same offsets in every layout. */
-        memcpy(&pid, buf + i * *stride + offsetof(nvmlProcessInfo_t, pid), sizeof(pid));
-        memcpy(&used, buf + i * *stride + offsetof(nvmlProcessInfo_t, usedGpuMemory), sizeof(used));
+        memcpy(&pid, buf + i * step + offsetof(nvmlProcessInfo_t, pid), sizeof(pid));
+        memcpy(&used, buf + i * step + offsetof(nvmlProcessInfo_t, usedGpuMemory), sizeof(used));
         (*out)[i].pid = pid;
         (*out)[i].used_mib = used == NVML_VALUE_NOT_AVAILABLE ? -1 : (int64_t)(used >> 20);
     }
@@ -519,6 +545,7 @@ static void nvml_read_procs(struct nvml *n, nvmlDevice_t h, struct gpu_info *g)
     size_t count;
     nvmlReturn_t rc;
     if (n->get_procs) {
+        nvml_note_call("nvmlDeviceGetComputeRunningProcesses");
         rc = nvml_read_proclist(n->get_procs, &n->procs_stride, h, &procs, &count);
         if (rc != NVML_SUCCESS) {
             nvml_unavailable(n, g, rc, "nvmlDeviceGetComputeRunningProcesses");
@@ -528,6 +555,7 @@ static void nvml_read_procs(struct nvml *n, nvmlDevice_t h, struct gpu_info *g)
         free(procs);
     }
     if (n->get_graphics_procs) {
+        nvml_note_call("nvmlDeviceGetGraphicsRunningProcesses");
         rc = nvml_read_proclist(n->get_graphics_procs, &n->graphics_stride, h, &procs, &count);
         if (rc != NVML_SUCCESS && rc != NVML_ERROR_NOT_SUPPORTED) {
             nvml_unavailable(n, g, rc, "nvmlDeviceGetGraphicsRunningProcesses");
@@ -537,6 +565,7 @@ static void nvml_read_procs(struct nvml *n, nvmlDevice_t h, struct gpu_info *g)
         free(procs);
     }
     if (n->get_mps_procs) {
+        nvml_note_call("nvmlDeviceGetMPSComputeRunningProcesses");
         rc = nvml_read_proclist(n->get_mps_procs, &n->mps_stride, h, &procs, &count);
         if (rc != NVML_SUCCESS && rc != NVML_ERROR_NOT_SUPPORTED) {
             nvml_unavailable(n, g, rc, "nvmlDeviceGetMPSComputeRunningProcesses");
@@ -554,6 +583,7 @@ static nvmlReturn_t nvml_read_numa(struct nvml *n, nvmlDevice_t h, struct gpu_in
     nvmlReturn_t rc = NVML_ERROR_NOT_SUPPORTED;
     if (n->get_numa_node) {
         unsigned int node = 0;
+        nvml_note_call("nvmlDeviceGetNumaNodeId");
         rc = n->get_numa_node(h, &node);
         if (rc == NVML_SUCCESS) {
             g->numa_node = (int)node;
@@ -564,6 +594,7 @@ static nvmlReturn_t nvml_read_numa(struct nvml *n, nvmlDevice_t h, struct gpu_in
     }
     if (n->get_memory_affinity) {
         unsigned long set[4] = {0};
+        nvml_note_call("nvmlDeviceGetMemoryAffinity");
         rc = n->get_memory_affinity(h, 4, set, NVML_AFFINITY_SCOPE_NODE);
         if (rc == NVML_SUCCESS) {
             for (int w = 0; w < 4; w++)
@@ -579,9 +610,10 @@ static nvmlReturn_t nvml_read_numa(struct nvml *n, nvmlDevice_t h, struct gpu_in
 /* Reads one device into g. Stops at the first GPU_IS_LOST, leaving g->lost set and the
  * remaining metrics unknown. What the scheduler cannot do without (handle, UUID, memory,
  * processes) makes the GPU unavailable when it cannot be read, with the NVML error as
- * the reason; a metric that cannot be read is only unknown. */
-static void nvml_read_device(struct nvml *n, unsigned int index, struct nvml_dev *d,
-                             struct gpu_info *g)
+ * the reason; a metric that cannot be read is only unknown. Each call is noted first
+ * (nvml_note_call): a GPU whose call never returns is reported with its name. */
+static void nvml_read_gpu(struct nvml *n, unsigned int index, struct nvml_dev *d,
+                          struct gpu_info *g)
 {
     nvmlReturn_t rc;
     g->index = (int)index;
@@ -593,6 +625,7 @@ static void nvml_read_device(struct nvml *n, unsigned int index, struct nvml_dev
     g->numa_node = -1;
     g->minor = -1;
 
+    nvml_note_call("nvmlDeviceGetHandleByIndex");
     rc = n->get_handle(index, &d->handle);
     if (rc != NVML_SUCCESS) {
         nvml_unavailable(n, g, rc, "nvmlDeviceGetHandleByIndex");
@@ -602,6 +635,7 @@ static void nvml_read_device(struct nvml *n, unsigned int index, struct nvml_dev
 
     char buf[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
     buf[0] = 0;
+    nvml_note_call("nvmlDeviceGetUUID");
     rc = n->get_uuid(d->handle, buf, sizeof(buf));
     if (rc == NVML_SUCCESS && buf[0]) {
         nvml_copy(g->uuid, sizeof(g->uuid), buf);
@@ -612,21 +646,23 @@ static void nvml_read_device(struct nvml *n, unsigned int index, struct nvml_dev
                      "NVML: empty UUID (nvmlDeviceGetUUID)");
         else
             nvml_unavailable(n, g, rc, "nvmlDeviceGetUUID");
-        if (g->lost)
+        if (g->lost || g->version_mismatch)
             return;
     }
     buf[0] = 0;
+    nvml_note_call("nvmlDeviceGetName");
     if (nvml_lost(n, g, rc = n->get_name(d->handle, buf, sizeof(buf)), "nvmlDeviceGetName"))
         return;
     if (rc == NVML_SUCCESS)
         nvml_copy(g->name, sizeof(g->name), buf);
+    nvml_note_call("nvmlDeviceGetPciInfo");
     if (nvml_lost(n, g, nvml_read_pci(n, d, g), "nvmlDeviceGetPciInfo"))
         return;
     const char *mem_fn = "nvmlDeviceGetMemoryInfo";
     rc = nvml_read_memory(n, d->handle, g, &mem_fn);
     if (rc != NVML_SUCCESS) {
         nvml_unavailable(n, g, rc, mem_fn);
-        if (g->lost)
+        if (g->lost || g->version_mismatch)
             return;
     } else if (g->memory_total_mib <= 0) {
         /* "?/0 MiB, idle" would take any job; nothing real has no memory. */
@@ -637,6 +673,7 @@ static void nvml_read_device(struct nvml *n, unsigned int index, struct nvml_dev
 
     if (n->get_utilization) {
         nvmlUtilization_t u;
+        nvml_note_call("nvmlDeviceGetUtilizationRates");
         if (nvml_lost(n, g, rc = n->get_utilization(d->handle, &u),
                       "nvmlDeviceGetUtilizationRates"))
             return;
@@ -645,6 +682,7 @@ static void nvml_read_device(struct nvml *n, unsigned int index, struct nvml_dev
     }
     if (n->get_temperature) {
         unsigned int t;
+        nvml_note_call("nvmlDeviceGetTemperature");
         if (nvml_lost(n, g, rc = n->get_temperature(d->handle, NVML_TEMPERATURE_GPU, &t),
                       "nvmlDeviceGetTemperature"))
             return;
@@ -653,6 +691,7 @@ static void nvml_read_device(struct nvml *n, unsigned int index, struct nvml_dev
     }
     if (n->get_power) {
         unsigned int mw;
+        nvml_note_call("nvmlDeviceGetPowerUsage");
         if (nvml_lost(n, g, rc = n->get_power(d->handle, &mw), "nvmlDeviceGetPowerUsage"))
             return;
         if (rc == NVML_SUCCESS)
@@ -662,12 +701,28 @@ static void nvml_read_device(struct nvml *n, unsigned int index, struct nvml_dev
         return;
     if (n->get_minor) {
         unsigned int minor;
+        nvml_note_call("nvmlDeviceGetMinorNumber");
         if (nvml_lost(n, g, rc = n->get_minor(d->handle, &minor), "nvmlDeviceGetMinorNumber"))
             return;
         if (rc == NVML_SUCCESS)
             g->minor = (int)minor;
     }
     nvml_read_procs(n, d->handle, g);
+}
+
+void nvml_read_device(struct nvml *n, unsigned int index, struct gpu_info *g, struct gpu_mig **migs,
+                      size_t *n_migs)
+{
+    *migs = NULL;
+    *n_migs = 0;
+    if (index >= GPUINFO_MAX_GPUS)
+        return;
+    struct nvml_dev *d = &n->devs[index];
+    memset(d, 0, sizeof(*d));
+    nvml_read_gpu(n, index, d, g);
+    /* Its MIG instances are part of its read: a GPU that hangs hides them too. */
+    if (d->have_handle && !g->lost && !g->version_mismatch)
+        nvml_mig_read_gpu(n, d->handle, g, migs, n_migs);
 }
 
 static enum gpu_link nvml_link_from_level(nvmlGpuTopologyLevel_t level)
@@ -722,13 +777,14 @@ static void nvml_read_nvlinks(struct nvml *n, struct nvml_dev *devs, size_t coun
 /* Fills s->nvlinks: direct links as counted from either end; GPUs whose links go to
  * NVSwitches are joined with each other when NVML says their pair can talk over NVLink
  * (P2P status OK), by the links each has to the fabric (all pairs NV18 on an HGX H100). */
-static void nvml_read_nvlink_matrix(struct nvml *n, struct nvml_dev *devs, struct gpu_set *s)
+static void nvml_read_nvlink_matrix(struct nvml *n, struct nvml_dev *devs, struct gpu_set *s,
+                                    uint64_t skip)
 {
     size_t count = s->n_gpus;
     int *cnt = xcalloc(count * count, sizeof(*cnt));
     int *sw = xcalloc(count, sizeof(*sw));
     for (size_t i = 0; i < count; i++)
-        if (devs[i].have_handle && !s->gpus[i].lost)
+        if (devs[i].have_handle && !s->gpus[i].lost && !(skip & (1ULL << i)))
             nvml_read_nvlinks(n, devs, count, i, cnt, &sw[i]);
     s->nvlinks = xcalloc(count * count, sizeof(*s->nvlinks));
     for (size_t i = 0; i < count; i++) {
@@ -736,6 +792,7 @@ static void nvml_read_nvlink_matrix(struct nvml *n, struct nvml_dev *devs, struc
             int c =
                 cnt[i * count + j] > cnt[j * count + i] ? cnt[i * count + j] : cnt[j * count + i];
             nvmlGpuP2PStatus_t st = NVML_P2P_STATUS_UNKNOWN;
+            /* sw[] is 0 for a skipped GPU: no call touches it. */
             if (sw[i] > 0 && sw[j] > 0 && n->get_p2p &&
                 n->get_p2p(devs[i].handle, devs[j].handle, NVML_P2P_CAPS_INDEX_NVLINK, &st) ==
                     NVML_SUCCESS &&
@@ -752,7 +809,8 @@ static void nvml_read_nvlink_matrix(struct nvml *n, struct nvml_dev *devs, struc
 
 /* Fills s->link from the PCIe common ancestors, then overlays NVLink peers (and
  * s->nvlinks with their link counts). Left NULL when the library offers neither call. */
-static void nvml_read_topology(struct nvml *n, struct nvml_dev *devs, struct gpu_set *s)
+static void nvml_read_topology(struct nvml *n, struct nvml_dev *devs, struct gpu_set *s,
+                               uint64_t skip)
 {
     size_t count = s->n_gpus;
     bool have_links = n->get_link_state && (n->get_link_pci || n->get_link_remote_type);
@@ -764,10 +822,10 @@ static void nvml_read_topology(struct nvml *n, struct nvml_dev *devs, struct gpu
             s->link[i * count + j] = i == j ? GPU_LINK_SELF : GPU_LINK_UNKNOWN;
 
     for (size_t i = 0; i < count; i++) {
-        if (!devs[i].have_handle || s->gpus[i].lost)
+        if (!devs[i].have_handle || s->gpus[i].lost || (skip & (1ULL << i)))
             continue;
         for (size_t j = i + 1; n->get_topology && j < count; j++) {
-            if (!devs[j].have_handle || s->gpus[j].lost)
+            if (!devs[j].have_handle || s->gpus[j].lost || (skip & (1ULL << j)))
                 continue;
             nvmlGpuTopologyLevel_t level;
             if (n->get_topology(devs[i].handle, devs[j].handle, &level) == NVML_SUCCESS) {
@@ -777,22 +835,21 @@ static void nvml_read_topology(struct nvml *n, struct nvml_dev *devs, struct gpu
         }
     }
     if (have_links)
-        nvml_read_nvlink_matrix(n, devs, s);
+        nvml_read_nvlink_matrix(n, devs, s, skip);
 }
 
-int nvml_read_devices(struct nvml *n, struct gpu_set *out, char **err)
+int nvml_read_system(struct nvml *n, struct gpu_set *out, char **err)
 {
     memset(out, 0, sizeof(*out));
     out->simulated = n->simulated;
-    free(n->devs);
-    n->devs = NULL;
     n->n_devs = 0;
 
     unsigned int count = 0;
+    nvml_note_call("nvmlDeviceGetCount");
     nvmlReturn_t rc = n->get_count(&count);
     if (rc != NVML_SUCCESS) {
         *err = xasprintf("no GPUs: nvmlDeviceGetCount failed: %s", nvml_strerror(n, rc));
-        return -1;
+        return rc == NVML_ERROR_LIB_RM_VERSION_MISMATCH ? NVML_READ_MISMATCH : -1;
     }
     if (count > GPUINFO_MAX_GPUS)
         count = GPUINFO_MAX_GPUS;
@@ -800,37 +857,68 @@ int nvml_read_devices(struct nvml *n, struct gpu_set *out, char **err)
     if (n->get_driver_version) {
         char v[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE];
         v[0] = 0;
-        if (n->get_driver_version(v, sizeof(v)) == NVML_SUCCESS)
+        nvml_note_call("nvmlSystemGetDriverVersion");
+        rc = n->get_driver_version(v, sizeof(v));
+        if (rc == NVML_ERROR_LIB_RM_VERSION_MISMATCH) {
+            *err =
+                xasprintf("no GPUs: nvmlSystemGetDriverVersion failed: %s", nvml_strerror(n, rc));
+            return NVML_READ_MISMATCH;
+        }
+        if (rc == NVML_SUCCESS)
             nvml_copy(out->driver_version, sizeof(out->driver_version), v);
     }
-
     out->n_gpus = count;
     out->gpus = count ? xcalloc(count, sizeof(*out->gpus)) : NULL;
-    /* Kept for nvml_read_links(): the handles and PCI addresses of this read. */
-    n->devs = count ? xcalloc(count, sizeof(*n->devs)) : NULL;
     n->n_devs = count;
-    for (unsigned int i = 0; i < count; i++)
-        nvml_read_device(n, i, &n->devs[i], &out->gpus[i]);
-    nvml_mig_read(n, out);
     return 0;
 }
 
-void nvml_read_links(struct nvml *n, struct gpu_set *s)
+/* Appends migs[0..k) to s->migs (up to GPUINFO_MAX_MIGS; the rest are dropped) and frees
+ * the array. */
+static void nvml_add_migs(struct gpu_set *s, struct gpu_mig *migs, size_t k)
+{
+    for (size_t i = 0; i < k; i++) {
+        if (s->n_migs >= GPUINFO_MAX_MIGS) {
+            free(migs[i].procs);
+            continue;
+        }
+        s->migs = xrealloc(s->migs, (s->n_migs + 1) * sizeof(*s->migs));
+        s->migs[s->n_migs++] = migs[i];
+    }
+    free(migs);
+}
+
+int nvml_read_devices(struct nvml *n, struct gpu_set *out, char **err)
+{
+    int rc = nvml_read_system(n, out, err);
+    if (rc < 0)
+        return rc;
+    for (size_t i = 0; i < out->n_gpus; i++) {
+        struct gpu_mig *migs;
+        size_t k;
+        nvml_read_device(n, (unsigned int)i, &out->gpus[i], &migs, &k);
+        nvml_add_migs(out, migs, k);
+    }
+    return 0;
+}
+
+void nvml_read_links(struct nvml *n, struct gpu_set *s, uint64_t skip)
 {
     free(s->link);
     s->link = NULL;
     free(s->nvlinks);
     s->nvlinks = NULL;
     if (s->n_gpus != n->n_devs)
-        return; /* not the set of the last device read */
-    nvml_read_topology(n, n->devs, s);
+        return; /* not the set of the last system read */
+    nvml_read_topology(n, n->devs, s, skip);
 }
 
 int nvml_read(struct nvml *n, struct gpu_set *out, char **err)
 {
-    if (nvml_read_devices(n, out, err) < 0)
-        return -1;
-    nvml_read_links(n, out);
+    int rc = nvml_read_devices(n, out, err);
+    if (rc < 0)
+        return rc;
+    nvml_read_links(n, out, 0);
     return 0;
 }
 
@@ -841,11 +929,6 @@ void *nvml_library(const struct nvml *n)
     return n->lib;
 }
 
-nvmlReturn_t nvml_device_handle(struct nvml *n, unsigned int index, nvmlDevice_t *h)
-{
-    return n->get_handle(index, h);
-}
-
 nvmlReturn_t nvml_read_instance(struct nvml *n, nvmlDevice_t h, struct gpu_info *g)
 {
     nvmlReturn_t rc;
@@ -853,10 +936,12 @@ nvmlReturn_t nvml_read_instance(struct nvml *n, nvmlDevice_t h, struct gpu_info 
     g->memory_used_mib = -1;
     g->memory_free_mib = -1;
     buf[0] = 0;
+    nvml_note_call("nvmlDeviceGetUUID");
     if ((rc = n->get_uuid(h, buf, sizeof(buf))) != NVML_SUCCESS)
         return rc; /* an instance without its UUID cannot be handed to a job */
     nvml_copy(g->uuid, sizeof(g->uuid), buf);
     buf[0] = 0;
+    nvml_note_call("nvmlDeviceGetName");
     if ((rc = n->get_name(h, buf, sizeof(buf))) == NVML_ERROR_GPU_IS_LOST)
         return rc;
     if (rc == NVML_SUCCESS)

@@ -5,8 +5,8 @@
  * indices may have holes once instances were destroyed, so every index is tried. The
  * profile is not asked of NVML (that needs the GPU-instance API and root on some
  * drivers): the device name carries it ("NVIDIA H100 80GB HBM3 MIG 1g.10gb"). The
- * symbols are looked up on each read, a few hash lookups per poll, so that the loader's
- * struct needs nothing for them. */
+ * symbols are looked up on each read, a few hash lookups per GPU and poll, so that the
+ * loader's struct needs nothing for them. */
 #include "nvml_mig.h"
 
 #include <dlfcn.h>
@@ -52,23 +52,21 @@ static void mig_lost(struct gpu_info *g, const char *fn)
 }
 
 /* Appends one instance; false when the array is full. */
-static bool mig_add(struct gpu_set *out, size_t *cap, const struct gpu_mig *mig)
+static bool mig_add(struct gpu_mig **migs, size_t *n_migs, const struct gpu_mig *mig)
 {
-    if (out->n_migs >= GPUINFO_MAX_MIGS)
+    if (*n_migs >= GPUINFO_MAX_MIGS)
         return false;
-    if (out->n_migs == *cap) {
-        *cap = *cap ? *cap * 2 : 8;
-        out->migs = xrealloc(out->migs, *cap * sizeof(*out->migs));
-    }
-    out->migs[out->n_migs++] = *mig;
+    *migs = xrealloc(*migs, (*n_migs + 1) * sizeof(**migs));
+    (*migs)[(*n_migs)++] = *mig;
     return true;
 }
 
 /* Reads the instances of the MIG-enabled GPU g (handle h). */
 static void mig_read_gpu(struct nvml *n, const struct mig_syms *m, nvmlDevice_t h,
-                         struct gpu_info *g, struct gpu_set *out, size_t *cap)
+                         struct gpu_info *g, struct gpu_mig **migs, size_t *n_migs)
 {
     unsigned int max = 0;
+    nvml_note_call("nvmlDeviceGetMaxMigDeviceCount");
     nvmlReturn_t rc = m->get_max(h, &max);
     if (rc != NVML_SUCCESS) {
         if (rc == NVML_ERROR_GPU_IS_LOST)
@@ -77,6 +75,7 @@ static void mig_read_gpu(struct nvml *n, const struct mig_syms *m, nvmlDevice_t 
     }
     for (unsigned int k = 0; k < max; k++) {
         nvmlDevice_t mh;
+        nvml_note_call("nvmlDeviceGetMigDeviceHandleByIndex");
         rc = m->get_handle(h, k, &mh);
         if (rc == NVML_ERROR_GPU_IS_LOST) {
             mig_lost(g, "nvmlDeviceGetMigDeviceHandleByIndex");
@@ -110,32 +109,27 @@ static void mig_read_gpu(struct nvml *n, const struct mig_syms *m, nvmlDevice_t 
         unsigned int id;
         mig.gi_id = m->get_gi && m->get_gi(mh, &id) == NVML_SUCCESS ? (int)id : -1;
         mig.ci_id = m->get_ci && m->get_ci(mh, &id) == NVML_SUCCESS ? (int)id : -1;
-        if (!mig_add(out, cap, &mig)) {
+        if (!mig_add(migs, n_migs, &mig)) {
             free(mig.procs);
             return;
         }
     }
 }
 
-void nvml_mig_read(struct nvml *n, struct gpu_set *out)
+void nvml_mig_read_gpu(struct nvml *n, nvmlDevice_t h, struct gpu_info *g, struct gpu_mig **migs,
+                       size_t *n_migs)
 {
     struct mig_syms m;
     if (!mig_resolve(n, &m))
         return;
-    size_t cap = 0;
-    for (size_t i = 0; i < out->n_gpus; i++) {
-        struct gpu_info *g = &out->gpus[i];
-        nvmlDevice_t h;
-        if (g->lost || nvml_device_handle(n, (unsigned int)g->index, &h) != NVML_SUCCESS)
-            continue;
-        unsigned int cur = 0, pending = 0;
-        nvmlReturn_t rc = m.get_mode(h, &cur, &pending);
-        if (rc == NVML_ERROR_GPU_IS_LOST)
-            mig_lost(g, "nvmlDeviceGetMigMode");
-        /* NOT_SUPPORTED: a board without MIG. */
-        if (rc != NVML_SUCCESS || cur != NVML_DEVICE_MIG_ENABLE)
-            continue;
-        g->mig_enabled = true;
-        mig_read_gpu(n, &m, h, g, out, &cap);
-    }
+    unsigned int cur = 0, pending = 0;
+    nvml_note_call("nvmlDeviceGetMigMode");
+    nvmlReturn_t rc = m.get_mode(h, &cur, &pending);
+    if (rc == NVML_ERROR_GPU_IS_LOST)
+        mig_lost(g, "nvmlDeviceGetMigMode");
+    /* NOT_SUPPORTED: a board without MIG. */
+    if (rc != NVML_SUCCESS || cur != NVML_DEVICE_MIG_ENABLE)
+        return;
+    g->mig_enabled = true;
+    mig_read_gpu(n, &m, h, g, migs, n_migs);
 }
