@@ -233,6 +233,7 @@ static bool take_reading(struct gpus *g, struct gpu_worker_result *r, struct job
     uint64_t mum = gpu_compute_mig_unmanaged(g, running, n);
     changed |= mum != g->mig_unmanaged;
     g->mig_unmanaged = mum;
+    changed |= gpu_health_assess(g);
     return changed;
 }
 
@@ -486,6 +487,8 @@ struct gpus *gpu_start(const struct gpu_start_opts *o, char **err)
         g->retry_max = 60;
     decide_id_format(g, o->gpu_id_format, o->container);
     g->worker = gpu_worker_new(library, err);
+    if (g->worker)
+        gpu_health_start(g, library, o->unowned_memory_mib);
     free(library);
     library = NULL;
     if (!g->worker)
@@ -513,6 +516,7 @@ void gpu_stop(struct gpus *g)
     if (!g)
         return;
     gpu_worker_free(g->worker);
+    gpu_health_stop(g);
     loop_cancel_timer(g->retry_timer);
     loop_cancel_timer(g->overdue_timer);
     gpu_set_free(&g->cur);

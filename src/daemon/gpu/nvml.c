@@ -29,6 +29,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "nvml_health.h"
 #include "nvml_mig.h"
 #include "nvml_types.h"
 #include "util.h"
@@ -667,6 +668,9 @@ static void nvml_read_device(struct nvml *n, unsigned int index, struct nvml_dev
         if (rc == NVML_SUCCESS)
             g->minor = (int)minor;
     }
+    nvml_read_health(n, d->handle, g); /* optional readings; GPU_IS_LOST marks it lost */
+    if (g->lost)
+        return;
     nvml_read_procs(n, d->handle, g);
 }
 
