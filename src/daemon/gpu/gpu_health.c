@@ -32,6 +32,7 @@ struct gpu_health_state {
     size_t n;
     int64_t unowned_limit;
     uint64_t unowned;
+    uint64_t closed, no_share; /* as of the last reading, to tell a change */
     int64_t unowned_mib[GPUINFO_MAX_GPUS];
     struct gpu_fault faults[MAX_FAULTS]; /* fatal Xids not handed out yet */
     size_t n_faults;
@@ -129,22 +130,39 @@ void gpu_health_stop(struct gpus *g)
 
 /* ---- drains ---- */
 
-/* What in the GPU's health calls for a drain now (written to buf), NULL if nothing. */
-static const char *condition(const struct gpu_health *hl, char *buf, size_t cap)
+/* What in the GPU's health calls for a drain now, joined by "; " into buf ("" if
+ * nothing); returns buf. */
+static const char *conditions(const struct gpu_health *hl, char *buf, size_t cap)
 {
+    buf[0] = '\0';
     if (!hl->read)
-        return NULL;
-    if (hl->remap_pending == 1)
-        return "remapped rows pending";
-    if (hl->remap_failed == 1)
-        return "remapped rows failed";
-    if (hl->ecc_volatile > 0) {
-        snprintf(buf, cap, "uncorrectable ECC errors: %lld", (long long)hl->ecc_volatile);
         return buf;
+    char ecc[48];
+    snprintf(ecc, sizeof(ecc), "uncorrectable ECC errors: %lld", (long long)hl->ecc_volatile);
+    const char *all[] = {hl->remap_pending == 1 ? "remapped rows pending" : NULL,
+                         hl->remap_failed == 1 ? "remapped rows failed" : NULL,
+                         hl->ecc_volatile > 0 ? ecc : NULL,
+                         hl->retired_pending == 1 ? "retired pages pending" : NULL};
+    for (size_t i = 0; i < sizeof(all) / sizeof(*all); i++)
+        if (all[i])
+            snprintf(buf + strlen(buf), cap - strlen(buf), "%s%s", buf[0] ? "; " : "", all[i]);
+    return buf;
+}
+
+/* The first of the conditions (as conditions() joins them) that ack (conditions an admin
+ * resumed the GPU with) does not name, copied to out; false if none. */
+static bool new_condition(const char *conds, const char *ack, char *out, size_t cap)
+{
+    for (const char *p = conds; *p;) {
+        size_t len = strcspn(p, ";");
+        snprintf(out, cap, "%.*s", (int)len, p);
+        if (!ack || !strstr(ack, out))
+            return true;
+        p += len;
+        while (*p == ';' || *p == ' ')
+            p++;
     }
-    if (hl->retired_pending == 1)
-        return "retired pages pending";
-    return NULL;
+    return false;
 }
 
 static void drain(struct hentry *e, int index, const char *why)
@@ -180,13 +198,13 @@ bool gpu_health_assess(struct gpus *g)
     uint64_t unowned = 0;
     for (size_t i = 0; i < g->cur.n_gpus && i < GPUINFO_MAX_GPUS; i++) {
         const struct gpu_info *info = &g->cur.gpus[i];
-        char buf[64];
-        const char *why = condition(&info->health, buf, sizeof(buf));
-        struct hentry *e = entry(h, info->uuid, why != NULL);
-        if (why && !e->drained && !(e->ack && !strcmp(e->ack, why))) {
+        char conds[256], why[64];
+        conditions(&info->health, conds, sizeof(conds));
+        struct hentry *e = entry(h, info->uuid, conds[0] != '\0');
+        if (e && !e->drained && new_condition(conds, e->ack, why, sizeof(why))) {
             drain(e, (int)i, why);
             changed = dirty = true;
-        } else if (!why && e && e->ack) { /* what was resumed with --force is over */
+        } else if (!conds[0] && e && e->ack) { /* what was resumed with --force is over */
             free(e->ack);
             e->ack = NULL;
             dirty = true;
@@ -199,6 +217,11 @@ bool gpu_health_assess(struct gpus *g)
         save(g);
     changed |= unowned != h->unowned;
     h->unowned = unowned;
+    /* Compute modes change without a drain: the scheduler must see that too. */
+    uint64_t closed = gpu_closed(g), no_share = gpu_no_share(g);
+    changed |= closed != h->closed || no_share != h->no_share;
+    h->closed = closed;
+    h->no_share = no_share;
     return changed;
 }
 
@@ -411,8 +434,10 @@ int gpu_resume(struct gpus *g, int index, bool force, char **err)
         *err = xasprintf("GPU %d is not drained", index);
         return -1;
     }
-    char buf[64];
-    const char *still = condition(&info->health, buf, sizeof(buf));
+    char buf[256];
+    const char *still = conditions(&info->health, buf, sizeof(buf));
+    if (!still[0])
+        still = NULL;
     if (still && !force) {
         *err = xasprintf("GPU %d: %s still (a GPU reset clears it: nvidia-smi -r -i %d); "
                          "'gctl gpu resume %d --force' resumes it anyway",
