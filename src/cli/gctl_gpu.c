@@ -64,8 +64,7 @@ int gctl_gpu(int argc, char **argv)
         cli_usage_error("'gctl gpu resume' takes one GPU index; got %d", argc - first);
     int64_t gpu;
     if (parse_int64(argv[first], &gpu) < 0 || gpu < 0 || gpu > 1023)
-        cli_usage_error("invalid GPU '%s': give its index, e.g. 'gctl gpu resume 0'",
-                        argv[first]);
+        cli_usage_error("invalid GPU '%s': give its index, e.g. 'gctl gpu resume 0'", argv[first]);
     json_t *body = json_pack("{s:I, s:b}", "gpu", (json_int_t)gpu, "force", force);
     json_t *reply = cli_call("POST", "/v1/gpus/resume", body);
     json_decref(body);

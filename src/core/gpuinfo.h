@@ -50,17 +50,17 @@ struct gpu_mig {
 /* What NVML tells of a GPU's health (nvml_health.c). -1: unknown (the call is missing
  * or answers NOT_SUPPORTED, as on boards without ECC), never 0. */
 struct gpu_health {
-    bool read; /* false: not read (the GPU's read stopped before): every field unknown */
-    int64_t ecc_volatile;    /* uncorrectable ECC errors since the driver loaded */
-    int64_t ecc_aggregate;   /* ... over the board's life */
-    int64_t retired_pages;   /* both causes */
-    int retired_pending;     /* 0/1: pages wait for retirement (a reset) */
-    int remap_pending;       /* 0/1: rows wait for remapping (a reset) */
-    int remap_failed;        /* 0/1: a remapping failed */
-    int64_t remap_corr;      /* rows remapped for correctable errors */
-    int64_t remap_unc;       /* ... for uncorrectable ones */
-    int64_t throttle;        /* clocks event reasons (NVML_CLOCKS_EVENT_*) */
-    int compute_mode;        /* nvmlComputeMode_t */
+    bool read;            /* false: not read (the GPU's read stopped before): every field unknown */
+    int64_t ecc_volatile; /* uncorrectable ECC errors since the driver loaded */
+    int64_t ecc_aggregate; /* ... over the board's life */
+    int64_t retired_pages; /* both causes */
+    int retired_pending;   /* 0/1: pages wait for retirement (a reset) */
+    int remap_pending;     /* 0/1: rows wait for remapping (a reset) */
+    int remap_failed;      /* 0/1: a remapping failed */
+    int64_t remap_corr;    /* rows remapped for correctable errors */
+    int64_t remap_unc;     /* ... for uncorrectable ones */
+    int64_t throttle;      /* clocks event reasons (NVML_CLOCKS_EVENT_*) */
+    int compute_mode;      /* nvmlComputeMode_t */
 };
 
 struct gpu_info {

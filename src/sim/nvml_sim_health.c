@@ -46,8 +46,7 @@ static nvmlReturn_t health_int(const char *fn, nvmlDevice_t dev, const char *key
     if (rc != NVML_SUCCESS)
         return rc;
     json_t *x = json_object_get(g, key);
-    rc = json_is_integer(x) ? NVML_SUCCESS : json_is_true(x) || json_is_false(x) ? NVML_SUCCESS
-                                                                                  : NVML_ERROR_NOT_SUPPORTED;
+    rc = json_is_integer(x) || json_is_boolean(x) ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
     *v = json_is_integer(x) ? json_integer_value(x) : json_is_true(x);
     json_decref(r);
     return rc;
@@ -69,8 +68,7 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t dev, nvmlMemory
     return rc;
 }
 
-SIM_EXPORT nvmlReturn_t nvmlDeviceGetRetiredPages(nvmlDevice_t dev,
-                                                  nvmlPageRetirementCause_t cause,
+SIM_EXPORT nvmlReturn_t nvmlDeviceGetRetiredPages(nvmlDevice_t dev, nvmlPageRetirementCause_t cause,
                                                   unsigned int *count,
                                                   unsigned long long *addresses)
 {
@@ -128,10 +126,15 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t dev, unsigned int
 }
 
 /* NVML's names of the clocks event reason bits, lowest first. */
-static const char *const reason_names[] = {
-    "GpuIdle",           "ApplicationsClocksSetting", "SwPowerCap",
-    "HwSlowdown",        "SyncBoost",                 "SwThermalSlowdown",
-    "HwThermalSlowdown", "HwPowerBrakeSlowdown",      "DisplayClockSetting"};
+static const char *const reason_names[] = {"GpuIdle",
+                                           "ApplicationsClocksSetting",
+                                           "SwPowerCap",
+                                           "HwSlowdown",
+                                           "SyncBoost",
+                                           "SwThermalSlowdown",
+                                           "HwThermalSlowdown",
+                                           "HwPowerBrakeSlowdown",
+                                           "DisplayClockSetting"};
 
 static nvmlReturn_t clocks_reasons(const char *fn, nvmlDevice_t dev, unsigned long long *bits)
 {
@@ -290,8 +293,7 @@ static nvmlReturn_t event_wait(const char *fn, nvmlEventSet_t set, nvmlEventData
 }
 
 #ifndef NVML_SIM_LEGACY
-nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data,
-                                 unsigned int timeoutms);
+nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data, unsigned int timeoutms);
 SIM_EXPORT nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data,
                                             unsigned int timeoutms)
 {

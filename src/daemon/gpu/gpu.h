@@ -115,7 +115,10 @@ uint64_t gpu_mig_unmanaged(const struct gpus *g);
  * remedy in NVIDIA's Xid catalog is a GPU reset or a reboot: GPU_FATAL_XIDS): its running
  * jobs run out, no job starts on it until an admin resumes it (gctl gpu resume). Drains
  * are kept in the store, by UUID. */
-#define GPU_FATAL_XIDS {48, 62, 64, 74, 79, 92, 94, 95, 119, 120, 140, 154}
+#define GPU_FATAL_XIDS                                                                             \
+    {                                                                                              \
+        48, 62, 64, 74, 79, 92, 94, 95, 119, 120, 140, 154                                         \
+    }
 
 /* The Xid thread's pipe (-1: none); the loop calls gpu_xid_collect when it is readable. */
 int gpu_xid_fd(const struct gpus *g);

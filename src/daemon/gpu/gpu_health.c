@@ -21,9 +21,9 @@
 /* What is kept of one GPU, by UUID. */
 struct hentry {
     char uuid[96];
-    char *drained;  /* why it is drained, NULL: it is not */
-    char *ack;      /* the condition an admin resumed it with (--force): not a drain again */
-    long long xid;  /* the last Xid seen, -1: none (not kept across restarts) */
+    char *drained; /* why it is drained, NULL: it is not */
+    char *ack;     /* the condition an admin resumed it with (--force): not a drain again */
+    long long xid; /* the last Xid seen, -1: none (not kept across restarts) */
 };
 
 struct gpu_health_state {
@@ -69,12 +69,11 @@ static void save(struct gpus *g)
     json_t *o = json_object();
     for (size_t i = 0; i < h->n; i++)
         if (h->e[i].drained || h->e[i].ack)
-            json_object_set_new(o, h->e[i].uuid,
-                                json_pack("{s:o, s:o}", "drained",
-                                          h->e[i].drained ? json_string(h->e[i].drained)
-                                                          : json_null(),
-                                          "ack", h->e[i].ack ? json_string(h->e[i].ack)
-                                                             : json_null()));
+            json_object_set_new(
+                o, h->e[i].uuid,
+                json_pack("{s:o, s:o}", "drained",
+                          h->e[i].drained ? json_string(h->e[i].drained) : json_null(), "ack",
+                          h->e[i].ack ? json_string(h->e[i].ack) : json_null()));
     char *text = json_object_size(o) ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     if (store_begin(g->store) < 0 || store_set_setting(g->store, SETTING_HEALTH, text) < 0)
@@ -386,10 +385,15 @@ static json_t *mode_json(int mode)
 }
 
 /* NVML's names of the clocks event reason bits, lowest first. */
-static const char *const reason_names[] = {
-    "GpuIdle",           "ApplicationsClocksSetting", "SwPowerCap",
-    "HwSlowdown",        "SyncBoost",                 "SwThermalSlowdown",
-    "HwThermalSlowdown", "HwPowerBrakeSlowdown",      "DisplayClockSetting"};
+static const char *const reason_names[] = {"GpuIdle",
+                                           "ApplicationsClocksSetting",
+                                           "SwPowerCap",
+                                           "HwSlowdown",
+                                           "SyncBoost",
+                                           "SwThermalSlowdown",
+                                           "HwThermalSlowdown",
+                                           "HwPowerBrakeSlowdown",
+                                           "DisplayClockSetting"};
 
 json_t *gpu_health_json(const struct gpus *g, size_t index)
 {
@@ -415,10 +419,9 @@ json_t *gpu_health_json(const struct gpus *g, size_t index)
     json_object_set_new(o, "last_xid", e && e->xid >= 0 ? json_integer(e->xid) : json_null());
     json_object_set_new(o, "throttle_reasons", reasons);
     json_object_set_new(o, "compute_mode", mode_json(hl->compute_mode));
-    json_object_set_new(o, "unowned_mib",
-                        json_integer(g->health && index < GPUINFO_MAX_GPUS
-                                         ? g->health->unowned_mib[index]
-                                         : 0));
+    json_object_set_new(
+        o, "unowned_mib",
+        json_integer(g->health && index < GPUINFO_MAX_GPUS ? g->health->unowned_mib[index] : 0));
     return o;
 }
 

@@ -62,7 +62,7 @@ struct gpus {
     char *id_format_why;  /* the decision and why, for gflowd status */
     /* What gpu_error, gpu_nvml_state and gpu_unavailable_reason return. */
     char text[3][GPU_MSG_MAX];
-    uint64_t mig_unmanaged; /* by position in cur.migs */
+    uint64_t mig_unmanaged;          /* by position in cur.migs */
     struct gpu_health_state *health; /* gpu_health.c */
 };
 

@@ -80,10 +80,11 @@ void nvml_read_health(struct nvml *n, nvmlDevice_t h, struct gpu_info *g)
             return;
     }
     pages_fn pages = HEALTH_FN(pages_fn, dlsym(lib, "nvmlDeviceGetRetiredPages"));
-    if (pages && health_lost(n, g, read_pages(pages, h, &hl->retired_pages),
-                             "nvmlDeviceGetRetiredPages"))
+    if (pages &&
+        health_lost(n, g, read_pages(pages, h, &hl->retired_pages), "nvmlDeviceGetRetiredPages"))
         return;
-    pending_fn pending = HEALTH_FN(pending_fn, dlsym(lib, "nvmlDeviceGetRetiredPagesPendingStatus"));
+    pending_fn pending =
+        HEALTH_FN(pending_fn, dlsym(lib, "nvmlDeviceGetRetiredPagesPendingStatus"));
     if (pending) {
         nvmlEnableState_t on = NVML_FEATURE_DISABLED;
         nvmlReturn_t rc = pending(h, &on);
@@ -106,7 +107,8 @@ void nvml_read_health(struct nvml *n, nvmlDevice_t h, struct gpu_info *g)
         }
     }
     /* The r535 name first; older drivers have only the "throttle" one (same bits). */
-    reasons_fn reasons = HEALTH_FN(reasons_fn, dlsym(lib, "nvmlDeviceGetCurrentClocksEventReasons"));
+    reasons_fn reasons =
+        HEALTH_FN(reasons_fn, dlsym(lib, "nvmlDeviceGetCurrentClocksEventReasons"));
     if (!reasons)
         reasons = HEALTH_FN(reasons_fn, dlsym(lib, "nvmlDeviceGetCurrentClocksThrottleReasons"));
     if (reasons) {

@@ -127,8 +127,8 @@ void route_gpus_resume(const struct route_req *r, struct reply *rep)
         reply_error(rep, 409, "%s", err);
     } else {
         jobs_mark_dirty(r->d->jobs);
-        reply_json(rep, 200, json_pack("{s:I, s:b}", "gpu", (json_int_t)json_integer_value(g),
-                                       "resumed", 1));
+        reply_json(rep, 200,
+                   json_pack("{s:I, s:b}", "gpu", (json_int_t)json_integer_value(g), "resumed", 1));
     }
     free(err);
     json_decref(o);

@@ -26,7 +26,8 @@ void run_gpu_faults(struct gflowd *d)
             if (faults[f].index < 0 || faults[f].index >= 64 || !(mask >> faults[f].index & 1))
                 continue;
             log_warn("job %lld: its GPU %d failed (%s); ending it%s", (long long)j->id,
-                     faults[f].index, faults[f].what, j->requeue ? " (--requeue: queued again)" : "");
+                     faults[f].index, faults[f].what,
+                     j->requeue ? " (--requeue: queued again)" : "");
             job_set_reason(j, JOB_REASON_GPU_FAULT, 0, faults[f].what);
             runner_request_end(d, j, JOB_END_GPU_FAULT);
             break;

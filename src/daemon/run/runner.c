@@ -238,9 +238,8 @@ static void apply_verdict(struct gflowd *d, struct job *j, struct exit_verdict *
 {
     if (v->reason == JOB_REASON_GPU_FAULT) { /* what failed is in the job's reason */
         free(v->detail);
-        v->detail = xstrdup(j->reason == JOB_REASON_GPU_FAULT && j->reason_detail
-                                ? j->reason_detail
-                                : "GPU failed");
+        v->detail = xstrdup(j->reason == JOB_REASON_GPU_FAULT && j->reason_detail ? j->reason_detail
+                                                                                  : "GPU failed");
         if (j->requeue)
             v->state = JOB_QUEUED;
     }
