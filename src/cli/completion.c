@@ -61,10 +61,11 @@ static const struct completion_entry completion_table[] = {
     {"gstats", NULL, NULL,
      "-t --since --until --by -u --user -a --all-users --gpu --buckets -o --output --socket -h "
      "--help -V --version"},
-    {"gctl", NULL, "show-gpus set-gpus gpu-process set-limit quota usage reserve",
+    {"gctl", NULL, "show-gpus set-gpus gpu-process gpu set-limit quota usage reserve",
      "--socket -h --help -V --version"},
     {"gctl", "usage", NULL, "-o --output -h --help"},
     {"gctl", "gpu-process", "ignore unignore list", "--gpu --pid -h --help"},
+    {"gctl", "gpu", "resume", "--force -h --help"},
     {"gctl", "quota", "show set clear",
      "--user --project --default-user --default-project --max-running-jobs --max-running-gpus "
      "--max-queued-jobs --max-gpu-hours --limits -h --help"},

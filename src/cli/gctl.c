@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "gctl_gpu.h"
 #include "gctl_quota.h"
 #include "gctl_reserve.h"
 #include "gctl_usage.h"
@@ -49,6 +50,8 @@ static void gctl_help(void)
            "  gpu-process unignore --gpu G --pid P\n"
            "                              undo 'ignore'\n"
            "  gpu-process list            the ignored processes\n"
+           "  gpu resume <N> [--force]    a drained GPU (ECC errors, pending row remaps,\n"
+           "                              a fatal Xid) takes jobs again\n"
            "  set-limit <job|group> <K>   at most K jobs of that submission (array,\n"
            "                              sweep) run at once; 0: no limit\n"
            "  quota <show | set | clear>  per-user and per-project limits: show them with\n"
@@ -474,7 +477,7 @@ int main(int argc, char **argv)
         }
     }
     if (optind >= argc)
-        cli_usage_error("no command given; use show-gpus, set-gpus, gpu-process, "
+        cli_usage_error("no command given; use show-gpus, set-gpus, gpu-process, gpu, "
                         "set-limit, quota, usage or reserve");
     const char *cmd = argv[optind];
     int sub_argc = argc - optind;
@@ -486,6 +489,8 @@ int main(int argc, char **argv)
         status = gctl_set_gpus(sub_argc, sub_argv);
     else if (!strcmp(cmd, "gpu-process"))
         status = gctl_gpu_process(sub_argc, sub_argv);
+    else if (!strcmp(cmd, "gpu"))
+        status = gctl_gpu(sub_argc, sub_argv);
     else if (!strcmp(cmd, "set-limit"))
         status = gctl_set_limit(sub_argc, sub_argv);
     else if (!strcmp(cmd, "quota"))
@@ -497,7 +502,7 @@ int main(int argc, char **argv)
     else if (!strcmp(cmd, "help"))
         gctl_help(), status = 0;
     else
-        cli_usage_error("unknown command '%s'; use show-gpus, set-gpus, gpu-process, "
+        cli_usage_error("unknown command '%s'; use show-gpus, set-gpus, gpu-process, gpu, "
                         "set-limit, quota, usage or reserve",
                         cmd);
     return cli_finish(status);

@@ -44,6 +44,8 @@ static void ginfo_help(void)
            "unmanaged (busy with processes outside gflow; gflow never uses or stops them),\n"
            "restricted (not in the allowed set, see 'gctl show-gpus'), unavailable (NVML\n"
            "cannot tell its state: the reason names the NVML error; no job gets it),\n"
+           "drained (its health calls for a reset: ECC errors, pending row remaps, a fatal\n"
+           "Xid; its jobs run out, no job starts on it until 'gctl gpu resume'),\n"
            "mig (MIG mode: its instances are listed below the table, each with its own\n"
            "state; a GPU in MIG mode without instances is unavailable).\n"
            "Unknown metrics are shown as '?'.\n");
@@ -138,10 +140,13 @@ static char *ginfo_job_reason(const json_t *gpu, const json_t *names)
         else
             strbuf_adds(&sb, key);
     }
-    if (sb.len)
-        return strbuf_detach(&sb);
     const char *reason = ginfo_str(gpu, "reason");
     const char *state = ginfo_str(gpu, "state");
+    /* A drained GPU's jobs run out: both the jobs and why no more come. */
+    if (sb.len && state && !strcmp(state, "drained") && reason && *reason)
+        strbuf_addf(&sb, " (%s)", reason);
+    if (sb.len)
+        return strbuf_detach(&sb);
     if (reason && *reason)
         strbuf_addf(&sb, "(%s)", reason);
     else if (state && !strcmp(state, "unmanaged"))

@@ -113,6 +113,7 @@ static const struct config_key config_keys[] = {
     CONFIG_STRING_KEY("daemon.container", container, config_container, "auto"),
     CONFIG_INT_KEY("daemon.nvml_timeout_secs", nvml_timeout_secs, 1, "10"),
     CONFIG_INT_KEY("daemon.nvml_retry_max_secs", nvml_retry_max_secs, 1, "60"),
+    CONFIG_INT_KEY("daemon.unowned_memory_mib", unowned_memory_mib, 0, "1024"),
     CONFIG_BOOL_KEY("daemon.constrain_devices", constrain_devices, "false"),
     CONFIG_STRING_KEY("daemon.log_dir", log_dir, NULL, NULL),
     CONFIG_INT_KEY("daemon.max_log_bytes", max_log_bytes, 0, "1073741824"),

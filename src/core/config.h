@@ -74,6 +74,9 @@ struct gflow_config {
                                      * the GPUs unavailable; default 10, >= 1 */
     int64_t nvml_retry_max_secs;    /* daemon.nvml_retry_max_secs: the longest wait between
                                      * tries to open NVML; default 60, >= 1 */
+    int64_t unowned_memory_mib;     /* daemon.unowned_memory_mib: a GPU with more memory
+                                     * used by no listed process is busy; default 1024, 0:
+                                     * not checked */
     char *keep_finished;            /* daemon.keep_finished: "90d" (age: s, m, h, d) or a
                                      * count ("100000") of finished jobs kept in the
                                      * history; NULL or "" = all (default) */

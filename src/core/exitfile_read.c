@@ -95,6 +95,8 @@ static bool requested_end(enum job_end_request req, struct exit_verdict *v)
         *v = verdict(JOB_TIMEOUT, JOB_REASON_TIME_LIMIT, NULL);
     else if (req == JOB_END_PREEMPT) /* preempted: queued again, not ended */
         *v = verdict(JOB_QUEUED, JOB_REASON_NONE, NULL);
+    else if (req == JOB_END_GPU_FAULT) /* the runner adds what failed, or queues it again */
+        *v = verdict(JOB_FAILED, JOB_REASON_GPU_FAULT, NULL);
     else
         return false;
     return true;

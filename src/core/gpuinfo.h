@@ -47,6 +47,22 @@ struct gpu_mig {
     char unavailable[160];
 };
 
+/* What NVML tells of a GPU's health (nvml_health.c). -1: unknown (the call is missing
+ * or answers NOT_SUPPORTED, as on boards without ECC), never 0. */
+struct gpu_health {
+    bool read;            /* false: not read (the GPU's read stopped before): every field unknown */
+    int64_t ecc_volatile; /* uncorrectable ECC errors since the driver loaded */
+    int64_t ecc_aggregate; /* ... over the board's life */
+    int64_t retired_pages; /* both causes */
+    int retired_pending;   /* 0/1: pages wait for retirement (a reset) */
+    int remap_pending;     /* 0/1: rows wait for remapping (a reset) */
+    int remap_failed;      /* 0/1: a remapping failed */
+    int64_t remap_corr;    /* rows remapped for correctable errors */
+    int64_t remap_unc;     /* ... for uncorrectable ones */
+    int64_t throttle;      /* clocks event reasons (NVML_CLOCKS_EVENT_*) */
+    int compute_mode;      /* nvmlComputeMode_t */
+};
+
 struct gpu_info {
     int index; /* NVML index */
     char uuid[96];
@@ -73,6 +89,7 @@ struct gpu_info {
     /* A call answered LIB_RM_VERSION_MISMATCH: the driver changed under the loaded NVML
      * (the loader then reopens NVML: every GPU is unavailable meanwhile). */
     bool version_mismatch;
+    struct gpu_health health;
 };
 
 /* Whether the GPU's state is known well enough to give it to a job. */

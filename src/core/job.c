@@ -224,6 +224,7 @@ static const char *const reason_names[JOB_REASON_COUNT] = {
     [JOB_REASON_DEPENDENCY_FAILED] = "DependencyFailed",
     [JOB_REASON_HELD_BY_USER] = "JobHeldUser",
     [JOB_REASON_OTHER] = "",
+    [JOB_REASON_GPU_FAULT] = "GpuFault",
 };
 
 const char *job_reason_name(enum job_reason r)
@@ -259,6 +260,11 @@ void job_reason_append(struct strbuf *sb, enum job_reason r, int64_t job, const 
         return;
     case JOB_REASON_OTHER:
         strbuf_adds(sb, detail ? detail : "");
+        return;
+    case JOB_REASON_GPU_FAULT: /* "GpuFault (Xid 79)" */
+        strbuf_adds(sb, reason_names[r]);
+        if (detail && *detail)
+            strbuf_addf(sb, " (%s)", detail);
         return;
     default:
         strbuf_adds(sb, job_reason_name(r));
@@ -297,6 +303,11 @@ enum job_reason job_reason_parse_in(const char *text, int64_t *job, const char *
                 *detail = rest + 2;
                 return (enum job_reason)r;
             }
+        } else if (r == JOB_REASON_GPU_FAULT) {
+            /* "GpuFault (Xid 79)": the detail is what is inside the parentheses, which
+             * job_reason_parse_in cannot cut out of text: only the bare name here. */
+            if (!*rest)
+                return (enum job_reason)r;
         } else if (!*rest) {
             return (enum job_reason)r;
         }

@@ -63,6 +63,7 @@ enum job_reason { /* the values are stored: append only */
                   JOB_REASON_DEPENDENCY_FAILED, /* DependencyFailed:<job> */
                   JOB_REASON_HELD_BY_USER,      /* JobHeldUser */
                   JOB_REASON_OTHER,             /* <detail>: text from elsewhere, kept as it is */
+                  JOB_REASON_GPU_FAULT, /* GpuFault (<detail>): its GPU failed ("Xid 79", "GPU lost") */
                   JOB_REASON_COUNT
 };
 /* "CancelledByUser", ... ("" for NONE and OTHER). */
@@ -82,7 +83,16 @@ enum job_reason job_reason_parse_in(const char *text, int64_t *job, const char *
 
 /* Why a job ended or is being ended (recorded before signalling, so a restarted
  * daemon knows whether a dying job was cancelled or timed out). */
-enum job_end_request { JOB_END_NONE, JOB_END_CANCEL, JOB_END_TIMEOUT, JOB_END_PREEMPT };
+enum job_end_request {
+    JOB_END_NONE,
+    JOB_END_CANCEL,
+    JOB_END_TIMEOUT,
+    JOB_END_PREEMPT,
+    JOB_END_GPU_FAULT
+};
+/* JOB_END_GPU_FAULT (stored as 4): a GPU of the job failed (a fatal Xid, the GPU fell
+ * off the bus); the job's reason holds GpuFault and what happened while it ends. It
+ * ends F GpuFault (<what>), or goes back to PD when it was submitted with --requeue. */
 /* JOB_END_PREEMPT (stored as 3): the job is being stopped to make room for a higher
  * priority job (preempted_by); once it has ended it goes back to PD with the same id. */
 

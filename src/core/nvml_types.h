@@ -182,6 +182,60 @@ typedef enum {
 #define NVML_DEVICE_MIG_DISABLE 0x0
 #define NVML_DEVICE_MIG_ENABLE 0x1
 
+/* ---- health (nvml_health.c, gpu_xid.c; the simulator's nvml_sim_health.c) ---- */
+
+/* nvmlDeviceGetTotalEccErrors(dev, nvmlMemoryErrorType_t, nvmlEccCounterType_t,
+ * unsigned long long *count): volatile counts since the last driver load, aggregate
+ * ones over the board's life. */
+typedef enum {
+    NVML_MEMORY_ERROR_TYPE_CORRECTED = 0,
+    NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1
+} nvmlMemoryErrorType_t;
+typedef enum { NVML_VOLATILE_ECC = 0, NVML_AGGREGATE_ECC = 1 } nvmlEccCounterType_t;
+
+/* nvmlDeviceGetRetiredPages(dev, cause, unsigned int *pageCount, unsigned long long
+ * *addresses): a pageCount of 0 asks for the count only (INSUFFICIENT_SIZE when there
+ * are pages). nvmlDeviceGetRetiredPagesPendingStatus(dev, nvmlEnableState_t *). */
+typedef enum {
+    NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS = 0,
+    NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR = 1
+} nvmlPageRetirementCause_t;
+
+/* nvmlDeviceGetComputeMode(dev, nvmlComputeMode_t *). EXCLUSIVE_THREAD is deprecated
+ * and no longer reported by current drivers. */
+typedef enum {
+    NVML_COMPUTEMODE_DEFAULT = 0,
+    NVML_COMPUTEMODE_EXCLUSIVE_THREAD = 1,
+    NVML_COMPUTEMODE_PROHIBITED = 2,
+    NVML_COMPUTEMODE_EXCLUSIVE_PROCESS = 3
+} nvmlComputeMode_t;
+
+/* The bits of nvmlDeviceGetCurrentClocksEventReasons (r535+; the older name is
+ * nvmlDeviceGetCurrentClocksThrottleReasons, same bits), unsigned long long. */
+#define NVML_CLOCKS_EVENT_GPU_IDLE 0x1ULL
+#define NVML_CLOCKS_EVENT_APPLICATIONS_CLOCKS_SETTING 0x2ULL
+#define NVML_CLOCKS_EVENT_SW_POWER_CAP 0x4ULL
+#define NVML_CLOCKS_EVENT_HW_SLOWDOWN 0x8ULL
+#define NVML_CLOCKS_EVENT_SYNC_BOOST 0x10ULL
+#define NVML_CLOCKS_EVENT_SW_THERMAL_SLOWDOWN 0x20ULL
+#define NVML_CLOCKS_EVENT_HW_THERMAL_SLOWDOWN 0x40ULL
+#define NVML_CLOCKS_EVENT_HW_POWER_BRAKE_SLOWDOWN 0x80ULL
+#define NVML_CLOCKS_EVENT_DISPLAY_CLOCK_SETTING 0x100ULL
+
+/* Events: nvmlEventSetCreate(nvmlEventSet_t *), nvmlDeviceRegisterEvents(dev,
+ * unsigned long long types, set), nvmlEventSetWait_v2(set, nvmlEventData_t *,
+ * unsigned int timeoutms) (legacy: nvmlEventSetWait, same arguments), nvmlEventSetFree.
+ * An Xid event's eventData is the Xid. */
+typedef struct nvmlEventSet_st *nvmlEventSet_t;
+#define nvmlEventTypeXidCriticalError 0x0000000000000008ULL
+typedef struct {
+    nvmlDevice_t device;
+    unsigned long long eventType;
+    unsigned long long eventData;
+    unsigned int gpuInstanceId;
+    unsigned int computeInstanceId;
+} nvmlEventData_t;
+
 _Static_assert(sizeof(nvmlMemory_v2_t) == 40, "nvmlMemory_v2_t layout");
 _Static_assert(sizeof(nvmlPciInfo_t) == 68, "nvmlPciInfo_t layout");
 _Static_assert(offsetof(nvmlPciInfo_t, busId) == 36, "nvmlPciInfo_t layout");
@@ -191,5 +245,7 @@ _Static_assert(offsetof(nvmlPciInfoLegacy_t, domain) == offsetof(nvmlPciInfo_t, 
 _Static_assert(sizeof(nvmlProcessInfo_v1_t) == 16, "nvmlProcessInfo_v1_t layout");
 _Static_assert(sizeof(nvmlProcessInfo_t) == 24, "nvmlProcessInfo_t layout");
 _Static_assert(sizeof(nvmlProcessInfo_cc_t) == 32, "nvmlProcessInfo_cc_t layout");
+
+_Static_assert(sizeof(nvmlEventData_t) == 32, "nvmlEventData_t layout");
 
 #endif

@@ -31,6 +31,7 @@ struct pass {
     uint64_t present;                   /* positions 0..n-1 */
     uint64_t allowed;                   /* positions */
     uint64_t unmanaged;                 /* positions */
+    uint64_t no_share;                  /* positions: no shared job (exclusive mode) */
     int64_t free_mib[GPUINFO_MAX_GPUS]; /* NVML's free memory */
     /* Memory a shared job cannot have: used by other than gflow jobs (in->outside_mib). */
     int64_t outside_mib[GPUINFO_MAX_GPUS];
@@ -88,7 +89,7 @@ static void hold_gpus(struct pass *p, const struct job *j)
 /* GPUs not held by gflow jobs in a way that excludes j. */
 static uint64_t gflow_free(const struct pass *p, const struct gpu_state *g, const struct job *j)
 {
-    return job_is_shared(j) ? ~g->excl : ~(g->excl | g->shared);
+    return job_is_shared(j) ? ~(g->excl | p->no_share) : ~(g->excl | g->shared);
 }
 
 /* GPUs with memory for j: actually free memory for an exclusive job; for a shared one,
@@ -188,7 +189,8 @@ static void pass_init(struct pass *p, const struct scheduler_input *in,
         if (g->mig_enabled) /* a MIG GPU is used through its instances only */
             continue;
         p->present |= 1ULL << i;
-        if (gpu_info_usable(g))
+        bool closed = g->index >= 0 && g->index < 64 && (in->closed >> g->index & 1);
+        if (gpu_info_usable(g) && !closed)
             p->all |= 1ULL << i;
         /* NVML's free excludes the driver's reservation; without it, total - used (and
          * with unknown used memory, nothing to go by but the total). */
@@ -200,6 +202,7 @@ static void pass_init(struct pass *p, const struct scheduler_input *in,
     }
     p->allowed = policy->allowed_gpus ? mask_from_indices(p, policy->allowed_gpus) : ~0ULL;
     p->unmanaged = mask_from_indices(p, in->unmanaged);
+    p->no_share = mask_from_indices(p, in->no_share);
     for (size_t i = 0; i < in->n_running; i++)
         hold_gpus(p, in->running[i]);
     p->base = p->now;
@@ -481,7 +484,8 @@ static void mig_pass_init(struct mig_pass *mp, const struct scheduler_input *in,
     mp->n = (int)(n < GPUINFO_MAX_MIGS ? n : GPUINFO_MAX_MIGS);
     for (int i = 0; i < mp->n; i++) {
         int parent = mp->set->migs[i].parent;
-        bool usable = gpu_mig_usable(mp->set, &mp->set->migs[i]);
+        bool usable = gpu_mig_usable(mp->set, &mp->set->migs[i]) &&
+                      !(parent >= 0 && parent < 64 && (in->closed >> parent & 1));
         bool allowed = !policy->allowed_gpus ||
                        (parent >= 0 && parent < 64 && (policy->allowed_gpus >> parent & 1));
         if (usable)

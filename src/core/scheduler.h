@@ -203,6 +203,14 @@ struct scheduler_input {
      * plan walks them in that order and stops at the first past a job's end). */
     const struct scheduler_reservation *reservations;
     size_t n_reservations;
+    /* Bit i: the GPU with NVML index i takes no new job (drained, or compute mode
+     * Prohibited): as a GPU whose state is unknown (reason GpusUnavailable), its MIG
+     * instances too. Its running jobs run on. */
+    uint64_t closed;
+    /* Bit i: the GPU with NVML index i takes no shared job (compute mode
+     * EXCLUSIVE_PROCESS: a second process cannot open it). Shared jobs go elsewhere or
+     * wait (Resources, or what else stands in their way). */
+    uint64_t no_share;
 };
 
 /* MIG jobs (j->mig_profile set) take j->mig_count free instances of their profile: free

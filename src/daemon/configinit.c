@@ -40,6 +40,8 @@ static const struct key_help key_helps[] = {
     {"daemon.container", "whether gflowd runs in a container: auto (detect), yes or no"},
     {"daemon.nvml_timeout_secs", "an NVML read that takes longer makes the GPUs unavailable"},
     {"daemon.nvml_retry_max_secs", "longest wait between tries to open NVML"},
+    {"daemon.unowned_memory_mib", "a GPU with more memory used by no listed process (another "
+                                  "container's, a leak) is busy; 0 = not checked"},
     {"daemon.constrain_devices", "deny jobs the GPUs they were not given (cgroup v1 devices)"},
     {"daemon.log_dir", "where job logs go (default: <data_dir>/logs; relative: to this "
                        "file's folder; writable by others: needs the sticky bit)"},

@@ -273,6 +273,12 @@ int ctl_status(const struct gflowd *d)
                (long long)json_integer_value(json_object_get(u, "index")),
                json_string_value(json_object_get(u, "reason")));
     }
+    json_array_foreach (json_object_get(g, "drained"), ui, u) {
+        printf("GPU %lld drained: %s ('gctl gpu resume %lld' when it is fixed)\n",
+               (long long)json_integer_value(json_object_get(u, "index")),
+               json_string_value(json_object_get(u, "reason")),
+               (long long)json_integer_value(json_object_get(u, "index")));
+    }
     json_t *mg;
     json_array_foreach (json_object_get(g, "mig"), ui, mg) {
         json_t *profiles = json_object_get(mg, "profiles");

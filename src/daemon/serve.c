@@ -53,6 +53,7 @@
 #include "policy/reservation_table.h"
 #include "procinfo.h"
 #include "run/cgleaf.h"
+#include "run/gpufault.h"
 #include "run/launch.h"
 #include "run/preempt_run.h"
 #include "run/runner.h"
@@ -200,8 +201,22 @@ static void gpu_ready_cb(int fd, uint32_t events, void *arg)
     struct job **running = jobs_running(s->d->jobs, &n);
     if (gpu_collect(s->d->gpus, running, n))
         jobs_mark_dirty(s->d->jobs);
+    if (!daemon_on_slurm(s->d))
+        run_gpu_faults(s->d); /* a GPU lost under its jobs ends them */
     record_gpu_samples(s);
     events_gpus_read(s->d->events);
+}
+
+/* Xid errors came (gpu_xid.c's thread): a fatal one drains its GPU and ends its jobs. */
+static void xid_ready_cb(int fd, uint32_t events, void *arg)
+{
+    (void)fd;
+    (void)events;
+    struct server *s = arg;
+    if (gpu_xid_collect(s->d->gpus))
+        jobs_mark_dirty(s->d->jobs);
+    if (!daemon_on_slurm(s->d))
+        run_gpu_faults(s->d);
 }
 
 /* One timer, at the earliest time the pass itself said it must run again (a --begin
@@ -382,6 +397,8 @@ static void schedule(struct server *s)
         .mig_unmanaged = gpu_mig_unmanaged(d->gpus),
         .max_running_jobs = d->cfg.max_running_jobs,
         .outside_mib = gpu_outside_mib(d->gpus),
+        .closed = gpu_closed(d->gpus),
+        .no_share = gpu_no_share(d->gpus),
         .backfill = d->cfg.scheduler_backfill,
         .backfill_depth = (int)(d->cfg.scheduler_backfill_depth < SCHEDULER_BACKFILL_MAX_DEPTH
                                     ? d->cfg.scheduler_backfill_depth
@@ -580,6 +597,7 @@ static void start_gpus(struct server *sv, const struct serve_opts *o)
         .container = d->cfg.container,
         .constrain_devices = d->cfg.constrain_devices,
         .nvml_timeout_secs = d->cfg.nvml_timeout_secs,
+        .unowned_memory_mib = d->cfg.unowned_memory_mib,
         .nvml_retry_max_secs = d->cfg.nvml_retry_max_secs,
     };
     char *err = NULL;
@@ -662,6 +680,8 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     start_gpus(&s, o);
     if (loop_add_fd(gpu_fd(d->gpus), EPOLLIN, gpu_ready_cb, &s) < 0)
         startup_failed(&s, o, "cannot watch the NVML thread");
+    if (gpu_xid_fd(d->gpus) >= 0 && loop_add_fd(gpu_xid_fd(d->gpus), EPOLLIN, xid_ready_cb, &s) < 0)
+        startup_failed(&s, o, "cannot watch the Xid thread");
     /* Also without NVML yet: gpu.c tries to open it on its own timer, and polls once
      * it is open. */
     s.poll_timer = loop_add_timer((double)d->cfg.gpu_poll_interval_secs, poll_cb, &s);
@@ -729,6 +749,8 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     launch_free(d);
     loop_cancel_timer(s.prune_timer);
     loop_del_fd(gpu_fd(d->gpus));
+    if (gpu_xid_fd(d->gpus) >= 0)
+        loop_del_fd(gpu_xid_fd(d->gpus));
     gpu_stop(d->gpus);
     d->gpus = NULL;
     store_checkpoint(d->store);

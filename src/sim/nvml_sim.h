@@ -15,6 +15,9 @@
 nvmlReturn_t sim_fail_in(json_t *map, const char *fn);
 /* Starts a call: loads the fixture into *root and applies the global "fail" map. */
 nvmlReturn_t sim_begin(const char *fn, json_t **root, bool need_init);
+/* Starts a per-device call: as sim_begin, then finds the GPU (*gpu, its fixture object)
+ * and applies its own "fail" and "hang" maps. */
+nvmlReturn_t sim_begin_dev(const char *fn, nvmlDevice_t dev, json_t **root, json_t **gpu);
 long long sim_int(json_t *obj, const char *key, long long dflt);
 const char *sim_str(json_t *obj, const char *key, const char *dflt);
 

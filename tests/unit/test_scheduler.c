@@ -35,7 +35,8 @@ struct fixture {
     const int64_t *outside_mib;
     struct scheduler_policy policy;
     uint64_t mig_unmanaged;
-    double now; /* the pass's time; 0: 1000 */
+    double now;                /* the pass's time; 0: 1000 */
+    uint64_t closed, no_share; /* drained / Prohibited GPUs; EXCLUSIVE_PROCESS ones */
 };
 
 static void fixture_make(struct fixture *f, const char *states, const int *prio)
@@ -81,7 +82,9 @@ static size_t fixture_pass(struct fixture *f)
                                  .now = f->now ? f->now : 1000.0,
                                  .outside_mib = f->outside_mib,
                                  .mig_unmanaged = f->mig_unmanaged,
-                                 .next_pass = &f->next_pass};
+                                 .next_pass = &f->next_pass,
+                                 .closed = f->closed,
+                                 .no_share = f->no_share};
     size_t n = scheduler_pass(&in, &f->policy, f->start);
     scheduler_queue_free(&q);
     return n;
@@ -506,6 +509,38 @@ static void test_gpu_unmanaged_mask(void **state)
     assert_int_equal(fixture_pass(&f), 0);
     assert_reason(&f, 1, SCHEDULER_REASON_UNMANAGED);
     fixture_make(&f, "", NULL); /* a fresh queue */
+}
+
+/* A closed GPU (drained, compute mode Prohibited) takes no new job: as an unavailable
+ * one; its running job runs on. A no-share GPU (EXCLUSIVE_PROCESS) takes no shared job. */
+static void test_gpu_closed_and_no_share(void **state)
+{
+    (void)state;
+    struct fixture f = {.n = 0};
+    struct gpu_set g = gpus_make(2, 81559, false);
+    fixture_make(&f, "RQQ", NULL);
+    f.gpus = &g;
+    f.closed = 1ULL << 0;
+    job_gpus(&f, 1, 1, "0"); /* runs on the drained GPU */
+    job_gpus(&f, 2, 2, NULL);
+    job_gpus(&f, 3, 1, NULL);
+    assert_int_equal(fixture_pass(&f), 1);
+    assert_gpu_ids(&f, 3, "1");
+    assert_reason(&f, 2, SCHEDULER_REASON_GPUS_UNAVAILABLE);
+
+    fixture_make(&f, "QQQ", NULL);
+    f.gpus = &g;
+    f.no_share = 1ULL << 0;
+    for (int64_t id = 1; id <= 2; id++) {
+        job_gpus(&f, id, 1, NULL);
+        job_mem(&f, id, 1000, true);
+    }
+    job_gpus(&f, 3, 1, NULL);
+    assert_int_equal(fixture_pass(&f), 3);
+    assert_gpu_ids(&f, 1, "1"); /* both shared jobs share GPU 1 */
+    assert_gpu_ids(&f, 2, "1");
+    assert_gpu_ids(&f, 3, "0"); /* an exclusive job may have the exclusive-mode GPU */
+    fixture_make(&f, "", NULL);
 }
 
 static void test_gpu_max_running_and_cpu_jobs(void **state)
@@ -1549,6 +1584,7 @@ int main(void)
         cmocka_unit_test(test_gpu_memory_used),
         cmocka_unit_test(test_gpu_allowed_mask),
         cmocka_unit_test(test_gpu_unmanaged_mask),
+        cmocka_unit_test(test_gpu_closed_and_no_share),
         cmocka_unit_test(test_gpu_max_running_and_cpu_jobs),
         cmocka_unit_test(test_gpu_topology_and_strategies),
         cmocka_unit_test(test_feasible),

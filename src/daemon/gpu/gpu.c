@@ -276,6 +276,7 @@ static bool take_reading(struct gpus *g, struct gpu_worker_result *r, struct job
         gpu_ids_nvml_ready(g); /* CUDA's view, for gpu_id_format "auto" */
     else
         gpu_ids_reread(g);
+    changed |= gpu_health_assess(g);
     return changed;
 }
 
@@ -489,6 +490,8 @@ struct gpus *gpu_start(const struct gpu_start_opts *o, char **err)
         g->retry_max = 60;
     gpu_ids_start(g, o->gpu_id_format, o->container, o->constrain_devices);
     g->worker = gpu_worker_new(library, g->timeout, err);
+    if (g->worker)
+        gpu_health_start(g, library, o->unowned_memory_mib);
     free(library);
     library = NULL;
     if (!g->worker)
@@ -516,6 +519,7 @@ void gpu_stop(struct gpus *g)
     if (!g)
         return;
     gpu_worker_free(g->worker);
+    gpu_health_stop(g);
     loop_cancel_timer(g->retry_timer);
     loop_cancel_timer(g->overdue_timer);
     gpu_set_free(&g->cur);

@@ -52,6 +52,7 @@ struct gpu_start_opts {
     bool constrain_devices;      /* daemon.constrain_devices: "auto" ids are UUIDs */
     int64_t nvml_timeout_secs;   /* daemon.nvml_timeout_secs */
     int64_t nvml_retry_max_secs; /* daemon.nvml_retry_max_secs */
+    int64_t unowned_memory_mib;  /* daemon.unowned_memory_mib; 0: not checked */
 };
 
 /* Starts the NVML worker and waits (at most daemon.nvml_timeout_secs) for the first
@@ -112,6 +113,52 @@ const int64_t *gpu_outside_mib(const struct gpus *g);
 /* MIG instances (bit i: gpu_current()->migs[i]) with compute processes that belong to
  * no running job and are not ignored (an ignore entry for the parent GPU covers them). */
 uint64_t gpu_mig_unmanaged(const struct gpus *g);
+
+/* ---- health (gpu_health.c) ----
+ * A GPU is drained when NVML reports pending remapped rows, a failed remapping,
+ * uncorrectable volatile ECC errors, pages pending retirement, or a fatal Xid (one whose
+ * remedy in NVIDIA's Xid catalog is a GPU reset or a reboot: GPU_FATAL_XIDS): its running
+ * jobs run out, no job starts on it until an admin resumes it (gctl gpu resume). Drains
+ * are kept in the store, by UUID. */
+#define GPU_FATAL_XIDS                                                                             \
+    {                                                                                              \
+        48, 62, 64, 74, 79, 92, 94, 95, 119, 120, 140, 154                                         \
+    }
+
+/* The Xid thread's pipe (-1: none); the loop calls gpu_xid_collect when it is readable. */
+int gpu_xid_fd(const struct gpus *g);
+/* Takes the Xid events: a fatal one drains its GPU and ends the jobs on it (through
+ * gpu_take_faults). True if anything the scheduler uses changed. */
+bool gpu_xid_collect(struct gpus *g);
+/* Why GPU index is drained ("Xid 79", "remapped rows pending"), NULL if it is not. */
+const char *gpu_drained(const struct gpus *g, size_t index);
+/* GPUs (NVML indices) that take no new job: drained, or compute mode Prohibited. */
+uint64_t gpu_closed(const struct gpus *g);
+/* GPUs whose compute mode is exclusive (EXCLUSIVE_PROCESS): no shared job. */
+uint64_t gpu_no_share(const struct gpus *g);
+/* GPUs busy with memory that no listed process uses (over daemon.unowned_memory_mib). */
+uint64_t gpu_unowned(const struct gpus *g);
+/* The state and reason a GPU's health gives it for GET /v1/gpus ("drained" and the drain
+ * reason; "unavailable", "compute mode Prohibited"), NULL when none. */
+const char *gpu_health_block(const struct gpus *g, size_t index, const char **state);
+/* "Unmanaged: N MiB used by no visible process" for a GPU in gpu_unowned(), else NULL.
+ * Valid until the next call. */
+const char *gpu_unowned_reason(const struct gpus *g, size_t index);
+/* The "health" object of GET /v1/gpus for GPU index. */
+json_t *gpu_health_json(const struct gpus *g, size_t index);
+/* A failed GPU whose running jobs must end: a fatal Xid or a lost GPU. */
+struct gpu_fault {
+    int index;
+    char what[32]; /* "Xid 79", "GPU lost" */
+};
+/* The faults to act on now: the fatal Xids since the last call and every lost GPU
+ * (again at each call: ending a job twice is a no-op). Returns how many (<= cap). */
+size_t gpu_take_faults(struct gpus *g, struct gpu_fault *out, size_t cap);
+/* gctl gpu resume: the GPU takes jobs again. When what drained it still holds (rows
+ * still pending, say), refused (-1, *err says so and names --force) unless force; a
+ * forced resume does not drain again for that same reason. -1 with *err for a GPU that
+ * does not exist or is not drained. The caller lets the scheduler know. */
+int gpu_resume(struct gpus *g, int index, bool force, char **err);
 
 /* gctl set-gpus: "0,2" or "all"; kept in the database for later restarts. The caller
  * lets the scheduler know (jobs_mark_dirty). 0, or -1 with *err. */

@@ -77,7 +77,8 @@ struct gpus {
     bool cuda_held;       /* gpu_ids_holding() as of the last gpu_collect */
     /* What gpu_error, gpu_nvml_state and gpu_unavailable_reason return. */
     char text[3][GPU_MSG_MAX];
-    uint64_t mig_unmanaged; /* by position in cur.migs */
+    uint64_t mig_unmanaged;          /* by position in cur.migs */
+    struct gpu_health_state *health; /* gpu_health.c */
 };
 
 /* gpu_allowed.c. The allowed set at start: --gpus, else gctl set-gpus as saved, else
@@ -99,6 +100,12 @@ bool gpu_ids_holding(const struct gpus *g);
 /* At start: waits at most secs for CUDA's answer. */
 void gpu_ids_wait(struct gpus *g, double secs);
 void gpu_ids_stop(struct gpus *g);
+/* gpu_health.c. Starts the Xid thread on library and loads the drains from the store. */
+void gpu_health_start(struct gpus *g, const char *library, int64_t unowned_memory_mib);
+void gpu_health_stop(struct gpus *g);
+/* After a reading: drains the GPUs whose health says so, computes unowned memory.
+ * True if anything the scheduler uses changed. */
+bool gpu_health_assess(struct gpus *g);
 
 /* gpu_procs.c. Forgets ignore entries whose process is gone. */
 void gpu_prune_ignored(struct gpus *g);

@@ -151,7 +151,7 @@ uint64_t gpu_compute_mig_unmanaged(const struct gpus *g, struct job *const *runn
 
 uint64_t gpu_unmanaged(const struct gpus *g)
 {
-    return g->unmanaged;
+    return g->unmanaged | gpu_unowned(g); /* memory used by no listed process too */
 }
 
 uint64_t gpu_mig_unmanaged(const struct gpus *g)

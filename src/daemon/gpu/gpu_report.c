@@ -92,12 +92,16 @@ static json_t *gpu_json(const struct gpus *gs, size_t g, struct job *const *runn
         /* Whatever else it shows, gflow cannot know its state and gives it to no job. */
         state = "unavailable";
         reason = info->unavailable[0] ? info->unavailable : "NVML: GPU is lost";
+    } else if ((reason = gpu_health_block(gs, g, &state))) {
+        /* drained (its jobs run out), or compute mode Prohibited */
     } else if (json_array_size(jobs)) { /* even where no longer allowed: it is in use */
         state = shared_only ? "shared" : "busy";
     } else if (!(gpu_allowed(gs) & (1ULL << g))) {
         state = "restricted";
         reason = (gpu_visible(gs) & (1ULL << g)) ? gpu_allowed_reason(gs)
                                                  : "not in the daemon's CUDA_VISIBLE_DEVICES";
+    } else if ((reason = gpu_unowned_reason(gs, g))) {
+        state = "unmanaged";
     } else if (gpu_unmanaged(gs) & (1ULL << g)) {
         state = "unmanaged";
         reason = "compute processes outside gflow";
@@ -113,6 +117,9 @@ static json_t *gpu_json(const struct gpus *gs, size_t g, struct job *const *runn
         "reason", reason ? json_string(reason) : json_null(), "processes", procs);
     json_object_set_new(o, "memory_free_mib", known_int(info->memory_free_mib));
     json_object_set_new(o, "minor", known_int(info->minor));
+    json_object_set_new(o, "health", gpu_health_json(gs, g));
+    const char *drained = gpu_drained(gs, g);
+    json_object_set_new(o, "drained", drained ? json_string(drained) : json_null());
     return o;
 }
 

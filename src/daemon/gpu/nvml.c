@@ -29,6 +29,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "nvml_health.h"
 #include "nvml_mig.h"
 #include "nvml_types.h"
 #include "util.h"
@@ -707,6 +708,9 @@ static void nvml_read_gpu(struct nvml *n, unsigned int index, struct nvml_dev *d
         if (rc == NVML_SUCCESS)
             g->minor = (int)minor;
     }
+    nvml_read_health(n, d->handle, g); /* optional readings; GPU_IS_LOST marks it lost */
+    if (g->lost)
+        return;
     nvml_read_procs(n, d->handle, g);
 }
 
@@ -927,6 +931,11 @@ int nvml_read(struct nvml *n, struct gpu_set *out, char **err)
 void *nvml_library(const struct nvml *n)
 {
     return n->lib;
+}
+
+nvmlReturn_t nvml_device_handle(struct nvml *n, unsigned int index, nvmlDevice_t *h)
+{
+    return n->get_handle(index, h);
 }
 
 nvmlReturn_t nvml_read_instance(struct nvml *n, nvmlDevice_t h, struct gpu_info *g)

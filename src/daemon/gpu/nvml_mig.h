@@ -18,6 +18,8 @@ void nvml_mig_read_gpu(struct nvml *n, nvmlDevice_t h, struct gpu_info *g, struc
 
 /* Offered by nvml.c. */
 void *nvml_library(const struct nvml *n);
+/* nvmlDeviceGetHandleByIndex (for the Xid thread's registrations, gpu_xid.c). */
+nvmlReturn_t nvml_device_handle(struct nvml *n, unsigned int index, nvmlDevice_t *h);
 /* Reads a MIG device's UUID (required), name, memory and processes into g (zeroed by
  * the caller; g->procs is the caller's to free); a memory or process list NVML does not
  * give sets g->unavailable. Returns the UUID's error, or GPU_IS_LOST. */

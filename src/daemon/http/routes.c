@@ -65,6 +65,7 @@ static const struct route routes[] = {
     {"GET", "/v1/gpus/ignored", route_gpus_ignored, NULL, ROUTE_READS},
     {"POST", "/v1/gpus/ignored", route_gpus_ignore, GPU_SETTINGS, ROUTE_WRITES},
     {"DELETE", "/v1/gpus/ignored", route_gpus_ignore, GPU_SETTINGS, ROUTE_WRITES},
+    {"POST", "/v1/gpus/resume", route_gpus_resume, GPU_SETTINGS, ROUTE_WRITES},
     {"GET", "/v1/quotas", route_quotas, NULL, ROUTE_READS},
     {"PUT", "/v1/quotas", route_quotas_set, "change quotas", ROUTE_WRITES},
     {"DELETE", "/v1/quotas", route_quotas_clear, "change quotas", ROUTE_WRITES},

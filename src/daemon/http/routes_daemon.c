@@ -111,6 +111,15 @@ void route_status(const struct route_req *r, struct reply *rep)
                 unavailable, json_pack("{s:i, s:s}", "index", set->gpus[i].index, "reason", why));
     }
     json_object_set_new(gpus, "unavailable", unavailable);
+    /* The drained GPUs (gctl gpu resume), with why. */
+    json_t *drained = json_array();
+    for (size_t i = 0; i < set->n_gpus; i++) {
+        const char *why = gpu_drained(d->gpus, i);
+        if (why)
+            json_array_append_new(
+                drained, json_pack("{s:i, s:s}", "index", set->gpus[i].index, "reason", why));
+    }
+    json_object_set_new(gpus, "drained", drained);
     json_object_set_new(gpus, "mig", mig_status_json(set));
     json_t *body =
         json_pack("{s:s, s:s, s:i, s:i, s:s, s:b, s:f, s:I, s:o, s:I, s:s, s:s, s:o}", "version",

@@ -111,3 +111,25 @@ void route_gpus_ignore(const struct route_req *r, struct reply *rep)
     free(err);
     json_decref(o);
 }
+
+/* POST /v1/gpus/resume {"gpu": N, "force": bool}: gctl gpu resume. */
+void route_gpus_resume(const struct route_req *r, struct reply *rep)
+{
+    json_t *o = route_body_object(r, rep);
+    if (!o)
+        return;
+    json_t *g = json_object_get(o, "gpu");
+    char *err = NULL;
+    if (!json_is_integer(g) || json_integer_value(g) < 0 || json_integer_value(g) > 1000000) {
+        reply_error(rep, 400, "'gpu' must be a GPU index, e.g. {\"gpu\": 0}");
+    } else if (gpu_resume(r->d->gpus, (int)json_integer_value(g),
+                          json_is_true(json_object_get(o, "force")), &err) < 0) {
+        reply_error(rep, 409, "%s", err);
+    } else {
+        jobs_mark_dirty(r->d->jobs);
+        reply_json(rep, 200,
+                   json_pack("{s:I, s:b}", "gpu", (json_int_t)json_integer_value(g), "resumed", 1));
+    }
+    free(err);
+    json_decref(o);
+}

@@ -167,6 +167,8 @@ struct jobs_machine {
      * policy/reservation_table.h). */
     const struct scheduler_reservation *reservations;
     size_t n_reservations;
+    uint64_t closed;   /* GPUs that take no new job (scheduler_input.closed) */
+    uint64_t no_share; /* GPUs that take no shared job (scheduler_input.no_share) */
 };
 
 /* The queued jobs that may start, in scheduling order (after a pass, with their wait

@@ -214,6 +214,8 @@ size_t jobs_schedule(struct jobs *t, const struct jobs_machine *m, double now,
         .outside_mib = m->outside_mib,
         .reservations = m->reservations,
         .n_reservations = m->n_reservations,
+        .closed = m->closed,
+        .no_share = m->no_share,
     };
     double t0 = now_mono();
     size_t n = scheduler_pass(&in, &policy, start);

@@ -202,6 +202,34 @@ static void gpu_series(const struct gflowd *d, struct strbuf *out)
     }
 }
 
+/* Per GPU, whether it is drained (gctl gpu resume), with the reason as a label; and
+ * its uncorrectable volatile ECC errors where NVML reports them. */
+static void gpu_health_series(const struct gflowd *d, struct strbuf *out)
+{
+    const struct gpu_set *set = gpu_current(d->gpus);
+    head(out, "gflow_gpu_drained", "gauge",
+         "1 when the GPU is drained (a fatal Xid, ECC, pending remaps: gctl gpu resume).");
+    for (size_t i = 0; i < set->n_gpus; i++) {
+        const char *why = gpu_drained(d->gpus, i);
+        strbuf_addf(out, "gflow_gpu_drained{gpu=\"%d\",UUID=\"", set->gpus[i].index);
+        label_value(out, set->gpus[i].uuid);
+        strbuf_adds(out, "\",reason=\"");
+        label_value(out, why ? why : "");
+        strbuf_addf(out, "\"} %d\n", why ? 1 : 0);
+    }
+    head(out, "gflow_gpu_ecc_uncorrectable_volatile", "gauge",
+         "Uncorrectable ECC errors since the driver loaded (NVML, volatile).");
+    for (size_t i = 0; i < set->n_gpus; i++) {
+        const struct gpu_health *h = &set->gpus[i].health;
+        if (!h->read || h->ecc_volatile < 0)
+            continue;
+        strbuf_addf(out, "gflow_gpu_ecc_uncorrectable_volatile{gpu=\"%d\",UUID=\"",
+                    set->gpus[i].index);
+        label_value(out, set->gpus[i].uuid);
+        strbuf_addf(out, "\"} %lld\n", (long long)h->ecc_volatile);
+    }
+}
+
 void metrics_render(const struct gflowd *d, size_t event_clients, struct strbuf *out)
 {
     active_jobs(d, out);
@@ -209,4 +237,5 @@ void metrics_render(const struct gflowd *d, size_t event_clients, struct strbuf 
     notifier_metrics(d->notifier, out);
     process(d, event_clients, out);
     gpu_series(d, out);
+    gpu_health_series(d, out);
 }

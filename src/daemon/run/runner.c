@@ -191,10 +191,12 @@ static void release(struct gflowd *d, struct job *j)
     }
 }
 
-/* A preempted job has stopped: back to PD with the same id (Slurm's requeue), counted;
- * its next run appends to the same log. */
+/* A preempted job (or a --requeue job whose GPU failed) has stopped: back to PD with
+ * the same id (Slurm's requeue), counted; its next run appends to the same log. */
 static void requeue_preempted(struct gflowd *d, struct job *j)
 {
+    bool fault = j->end_request == JOB_END_GPU_FAULT;
+    char *why = fault ? job_reason_string(j) : NULL;
     release(d, j);
     j->requeue_count++;
     j->end_request = JOB_END_NONE;
@@ -207,8 +209,14 @@ static void requeue_preempted(struct gflowd *d, struct job *j)
     j->shim_start = 0;
     jobs_set_state(d->jobs, j, JOB_QUEUED, JOB_REASON_NONE, 0, NULL);
     cleanup_files_after_commit(d, j, true);
-    log_info("job %lld preempted for job %lld; queued again (requeued %d time%s)", (long long)j->id,
-             (long long)j->preempted_by, j->requeue_count, j->requeue_count == 1 ? "" : "s");
+    if (fault)
+        log_info("job %lld ended by %s; queued again (--requeue; requeued %d time%s)",
+                 (long long)j->id, why, j->requeue_count, j->requeue_count == 1 ? "" : "s");
+    else
+        log_info("job %lld preempted for job %lld; queued again (requeued %d time%s)",
+                 (long long)j->id, (long long)j->preempted_by, j->requeue_count,
+                 j->requeue_count == 1 ? "" : "s");
+    free(why);
 }
 
 /* Ends j in a terminal state and schedules its files for removal. */
@@ -228,6 +236,13 @@ static void finish(struct gflowd *d, struct job *j, enum job_state state, enum j
 /* Ends j as the verdict says, with what the exit record tells of the run. */
 static void apply_verdict(struct gflowd *d, struct job *j, struct exit_verdict *v)
 {
+    if (v->reason == JOB_REASON_GPU_FAULT) { /* what failed is in the job's reason */
+        free(v->detail);
+        v->detail = xstrdup(j->reason == JOB_REASON_GPU_FAULT && j->reason_detail ? j->reason_detail
+                                                                                  : "GPU failed");
+        if (j->requeue)
+            v->state = JOB_QUEUED;
+    }
     if (v->state == JOB_QUEUED)
         requeue_preempted(d, j);
     else
@@ -650,6 +665,11 @@ bool runner_launch(struct gflowd *d, struct job *j)
 {
     if (j->end_request == JOB_END_PREEMPT) { /* preempted before it was launched */
         requeue_preempted(d, j);
+        return true;
+    }
+    if (j->end_request == JOB_END_GPU_FAULT) { /* its GPU failed before the launch */
+        struct exit_verdict v = {JOB_FAILED, JOB_REASON_GPU_FAULT, NULL};
+        apply_verdict(d, j, &v);
         return true;
     }
     if (j->end_request != JOB_END_NONE) { /* cancelled while its launch waited for a commit */
