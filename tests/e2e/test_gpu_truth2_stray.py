@@ -187,8 +187,8 @@ def test_bad_stray_setting_is_refused_and_reload_applies_it(make_gflow):
     conf.write_text('[daemon]\nstray = "block"\ngpu_poll_interval_secs = 1\n')
     g.up("-c", conf, "--simulate-gpus", g.fixture_path)
     j, child = start_stray(g, fx)
-    b = g.submit("-g", 1, "true")
     wait_gpu(g, 1, lambda x: x["state"] == "unavailable", "GPU 1 blocked by the stray")
+    b = g.submit("-g", 1, "true")
     still_queued(g, b, "GpusUnavailable")
 
     conf.write_text('[daemon]\nstray = "sometimes"\ngpu_poll_interval_secs = 1\n')

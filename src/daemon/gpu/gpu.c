@@ -233,6 +233,7 @@ static bool take_reading(struct gpus *g, struct gpu_worker_result *r, struct job
     uint64_t mum = gpu_compute_mig_unmanaged(g, running, n);
     changed |= mum != g->mig_unmanaged;
     g->mig_unmanaged = mum;
+    changed |= gpu_compute_strays(g, running, n);
     return changed;
 }
 
@@ -262,6 +263,7 @@ bool gpu_collect(struct gpus *g, struct job *const *running, size_t n)
             memset(g->outside_mib, 0, sizeof(g->outside_mib));
         }
         not_ready(g, &r);
+        gpu_compute_strays(g, running, n); /* none without a reading */
     }
     gpu_worker_result_free(&r);
     if (g->ask_again && g->nvml_open)
@@ -280,6 +282,7 @@ bool gpu_refresh(struct gpus *g, struct job *const *running, size_t n)
     uint64_t mum = gpu_compute_mig_unmanaged(g, running, n);
     changed |= mum != g->mig_unmanaged;
     g->mig_unmanaged = mum;
+    changed |= gpu_compute_strays(g, running, n);
     if (g->nvml_open)
         ask(g);
     return changed;
@@ -297,9 +300,10 @@ bool gpu_pending(const struct gpus *g)
 
 const char *gpu_unavailable_reason(const struct gpus *g, size_t index)
 {
-    (void)index; /* one read covers every GPU: while it hangs, none is seen */
+    /* One read covers every GPU: while it hangs, none is seen. Else a stray may keep
+     * this one from the other jobs. */
     if (!g->overdue)
-        return NULL;
+        return gpu_stray_reason(g, index);
     char *buf = text_buf(g, TEXT_REASON);
     snprintf(buf, GPU_MSG_MAX, "NVML: no answer for %.0f s", now_mono() - g->asked_at);
     return buf;
@@ -307,24 +311,30 @@ const char *gpu_unavailable_reason(const struct gpus *g, size_t index)
 
 const struct gpu_set *gpu_schedulable(struct gpus *g)
 {
-    if (!g->overdue)
+    if (!g->overdue && !gpu_strays_block(g))
         return &g->cur;
-    /* The pass sees every GPU as unavailable: it starts nothing on a GPU it cannot see. */
+    /* The pass sees every GPU as unavailable while a read hangs: it starts nothing on a
+     * GPU it cannot see; else the GPUs and instances that strays keep from it. */
     free(g->blind.gpus);
     free(g->blind.migs);
     g->blind = g->cur;
     g->blind.gpus = g->cur.n_gpus ? xcalloc(g->cur.n_gpus, sizeof(*g->blind.gpus)) : NULL;
     for (size_t i = 0; i < g->cur.n_gpus; i++) {
         g->blind.gpus[i] = g->cur.gpus[i];
-        snprintf(g->blind.gpus[i].unavailable, sizeof(g->blind.gpus[i].unavailable), "%s",
-                 gpu_unavailable_reason(g, i));
+        const char *why = gpu_unavailable_reason(g, i);
+        if (why)
+            snprintf(g->blind.gpus[i].unavailable, sizeof(g->blind.gpus[i].unavailable), "%s",
+                     why);
     }
-    /* And every MIG instance (their state is part of the same read). */
+    /* And the MIG instances (their state is part of the same read). */
     g->blind.migs = g->cur.n_migs ? xcalloc(g->cur.n_migs, sizeof(*g->blind.migs)) : NULL;
     for (size_t i = 0; i < g->cur.n_migs; i++) {
         g->blind.migs[i] = g->cur.migs[i];
-        snprintf(g->blind.migs[i].unavailable, sizeof(g->blind.migs[i].unavailable), "%s",
-                 gpu_unavailable_reason(g, 0));
+        const char *why =
+            g->overdue ? gpu_unavailable_reason(g, 0) : gpu_mig_stray_reason(g, i);
+        if (why)
+            snprintf(g->blind.migs[i].unavailable, sizeof(g->blind.migs[i].unavailable), "%s",
+                     why);
     }
     return &g->blind;
 }
@@ -523,6 +533,7 @@ void gpu_stop(struct gpus *g)
     free(g->visible_spec);
     cudavis_free(&g->visible_read);
     free(g->ignored);
+    free(g->strays);
     free(g);
 }
 
