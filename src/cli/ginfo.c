@@ -233,8 +233,8 @@ static void ginfo_processes(const json_t *gpus)
             if (json_is_integer(job)) {
                 if (ginfo_gpu_has_job(g, json_integer_value(job)))
                     continue;
-                note = xasprintf("job %lld, not its GPU (stray)",
-                                 (long long)json_integer_value(job));
+                note =
+                    xasprintf("job %lld, not its GPU (stray)", (long long)json_integer_value(job));
             } else if (json_is_true(json_object_get(p, "ignored"))) {
                 note = xstrdup("outside gflow, ignored");
             } else {

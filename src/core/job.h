@@ -63,7 +63,7 @@ enum job_reason { /* the values are stored: append only */
                   JOB_REASON_DEPENDENCY_FAILED, /* DependencyFailed:<job> */
                   JOB_REASON_HELD_BY_USER,      /* JobHeldUser */
                   JOB_REASON_OTHER,             /* <detail>: text from elsewhere, kept as it is */
-                  JOB_REASON_GPU_STRAY, /* GpuStray: ended for a process on a GPU not its
+                  JOB_REASON_GPU_STRAY,         /* GpuStray: ended for a process on a GPU not its
                                          * own (daemon.stray = "kill") */
                   JOB_REASON_COUNT
 };

@@ -323,18 +323,15 @@ const struct gpu_set *gpu_schedulable(struct gpus *g)
         g->blind.gpus[i] = g->cur.gpus[i];
         const char *why = gpu_unavailable_reason(g, i);
         if (why)
-            snprintf(g->blind.gpus[i].unavailable, sizeof(g->blind.gpus[i].unavailable), "%s",
-                     why);
+            snprintf(g->blind.gpus[i].unavailable, sizeof(g->blind.gpus[i].unavailable), "%s", why);
     }
     /* And the MIG instances (their state is part of the same read). */
     g->blind.migs = g->cur.n_migs ? xcalloc(g->cur.n_migs, sizeof(*g->blind.migs)) : NULL;
     for (size_t i = 0; i < g->cur.n_migs; i++) {
         g->blind.migs[i] = g->cur.migs[i];
-        const char *why =
-            g->overdue ? gpu_unavailable_reason(g, 0) : gpu_mig_stray_reason(g, i);
+        const char *why = g->overdue ? gpu_unavailable_reason(g, 0) : gpu_mig_stray_reason(g, i);
         if (why)
-            snprintf(g->blind.migs[i].unavailable, sizeof(g->blind.migs[i].unavailable), "%s",
-                     why);
+            snprintf(g->blind.migs[i].unavailable, sizeof(g->blind.migs[i].unavailable), "%s", why);
     }
     return &g->blind;
 }

@@ -33,8 +33,8 @@ struct pidns_entry {
 
 /* The daemon's one setting (gpu_set_host_proc), and what was learnt with it. */
 static struct {
-    char *root;  /* daemon.host_proc; NULL: none */
-    int level;   /* our depth below the host's namespace; -1: not known yet */
+    char *root; /* daemon.host_proc; NULL: none */
+    int level;  /* our depth below the host's namespace; -1: not known yet */
     struct pidns_entry cache[PIDNS_CACHE];
     size_t next; /* the ring's next slot */
 } pidns = {.level = -1};

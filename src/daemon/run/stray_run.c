@@ -47,8 +47,8 @@ static char *stray_text(struct gflowd *d, const struct job *j, const struct gpu_
     default:
         done = xasprintf("%s blocked for others", what);
     }
-    char *text = xasprintf("process %lld on %s, not the job's (%s); %s", s->pid, where, given,
-                           done);
+    char *text =
+        xasprintf("process %lld on %s, not the job's (%s); %s", s->pid, where, given, done);
     free(where);
     free(given);
     free(done);
@@ -60,8 +60,7 @@ static void note(struct gflowd *d, struct job *j, const struct gpu_stray *s)
 {
     char *text = stray_text(d, j, s);
     if (!j->stray || strcmp(j->stray, text) != 0) {
-        log_warn("job %lld (user %s) strays: %s", (long long)j->id, j->user ? j->user : "?",
-                 text);
+        log_warn("job %lld (user %s) strays: %s", (long long)j->id, j->user ? j->user : "?", text);
         free(j->stray);
         j->stray = text;
         text = NULL;
