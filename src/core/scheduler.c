@@ -129,10 +129,6 @@ static const char *wait_reason(const struct pass *p, const struct job *j)
         return SCHEDULER_REASON_UNMANAGED;
     if (popcount(p->all & ~p->unmanaged & gfree & mem) >= k)
         return SCHEDULER_REASON_GPUS_RESTRICTED;
-    /* Free GPUs it may have whose state is unknown, or that a stray keeps (their memory
-     * is not known to be short), would take it. */
-    if (popcount(((p->present & ~p->all) | (usable & mem)) & p->allowed & gfree) >= k)
-        return SCHEDULER_REASON_GPUS_UNAVAILABLE;
     return SCHEDULER_REASON_RESOURCES;
 }
 

@@ -80,11 +80,13 @@ def test_stray_blocks_its_gpu_for_others_until_it_is_gone(make_gflow):
     assert f"(Stray (job {j}))" in g.run("ginfo", check=True).stdout
     assert f"GPU 1 unavailable: Stray (job {j})" in g.gflowd("status", check=True).stdout
 
-    # A 1-GPU job that could only go to GPU 1 waits, and so does a shared one.
+    # A 1-GPU job that could only go to GPU 1 waits, and so does a shared one (GPU 0 is
+    # job j's; the scheduler's reason stays Resources, as for any unavailable GPU when
+    # the others are taken: ginfo names the stray).
     b = g.submit("-g", 1, "true")
     s = g.submit("-g", 1, "--shared", "--gpu-memory", "1000", "true")
-    still_queued(g, b, "GpusUnavailable")
-    still_queued(g, s, "GpusUnavailable")
+    still_queued(g, b, "Resources")
+    still_queued(g, s, "Resources")
 
     # The owner is told: the job's stray field, gjob show.
     text = g.job(j)["stray"]
@@ -189,7 +191,7 @@ def test_bad_stray_setting_is_refused_and_reload_applies_it(make_gflow):
     j, child = start_stray(g, fx)
     wait_gpu(g, 1, lambda x: x["state"] == "unavailable", "GPU 1 blocked by the stray")
     b = g.submit("-g", 1, "true")
-    still_queued(g, b, "GpusUnavailable")
+    still_queued(g, b, "Resources")
 
     conf.write_text('[daemon]\nstray = "sometimes"\ngpu_poll_interval_secs = 1\n')
     cp = g.gflowd("-c", conf, "reload")
