@@ -43,7 +43,8 @@ static void ginfo_help(void)
            "States: idle, allocated (gflow jobs), mixed (shared jobs with room left),\n"
            "unmanaged (busy with processes outside gflow; gflow never uses or stops them),\n"
            "restricted (not in the allowed set, see 'gctl show-gpus'), unavailable (NVML\n"
-           "cannot tell its state: the reason names the NVML error; no job gets it),\n"
+           "cannot tell its state: the reason names the NVML error; or \"Stray (job N)\":\n"
+           "job N has a process there although it was not given the GPU; no job gets it),\n"
            "mig (MIG mode: its instances are listed below the table, each with its own\n"
            "state; a GPU in MIG mode without instances is unavailable).\n"
            "Unknown metrics are shown as '?'.\n");
