@@ -43,7 +43,8 @@ static void ginfo_help(void)
            "States: idle, allocated (gflow jobs), mixed (shared jobs with room left),\n"
            "unmanaged (busy with processes outside gflow; gflow never uses or stops them),\n"
            "restricted (not in the allowed set, see 'gctl show-gpus'), unavailable (NVML\n"
-           "cannot tell its state: the reason names the NVML error; no job gets it),\n"
+           "cannot tell its state: the reason names the NVML error; or \"Stray (job N)\":\n"
+           "job N has a process there although it was not given the GPU; no job gets it),\n"
            "drained (its health calls for a reset: ECC errors, pending row remaps, a fatal\n"
            "Xid; its jobs run out, no job starts on it until 'gctl gpu resume'),\n"
            "mig (MIG mode: its instances are listed below the table, each with its own\n"
@@ -238,7 +239,8 @@ static void ginfo_processes(const json_t *gpus)
             if (json_is_integer(job)) {
                 if (ginfo_gpu_has_job(g, json_integer_value(job)))
                     continue;
-                note = xasprintf("job %lld, not its GPU", (long long)json_integer_value(job));
+                note =
+                    xasprintf("job %lld, not its GPU (stray)", (long long)json_integer_value(job));
             } else if (json_is_true(json_object_get(p, "ignored"))) {
                 note = xstrdup("outside gflow, ignored");
             } else {

@@ -241,6 +241,9 @@ static void print_gpus(const json_t *raw, const struct job *j)
                     xasprintf("%s (the job runs processes on GPUs it was not given)", ids));
         free(ids);
     }
+    /* What gflow saw and did (daemon.stray), kept after the job ended. */
+    if (j->stray)
+        field(JOB_LABEL_STRAY, j->stray);
     print_mig(raw, j);
     field_owned(JOB_LABEL_MEMORY_MB, jobshow_mib(j->memory_mb));
     field(JOB_LABEL_CONDA_ENV, j->conda_env);

@@ -93,6 +93,7 @@ static const char *const config_container[] = {"auto", "yes", "no", NULL};
 static const char *const config_backfill_untimed[] = {"planned", "outside", NULL};
 static const char *const config_backend_kinds[] = {"local", "slurm", NULL};
 static const char *const config_reservations_who[] = {"admins", "users", NULL};
+static const char *const config_stray_modes[] = {"block", "kill", "warn", NULL};
 
 static const struct config_key config_keys[] = {
     CONFIG_STRING_KEY("daemon.socket_path", socket_path, NULL, NULL),
@@ -111,6 +112,8 @@ static const struct config_key config_keys[] = {
     CONFIG_INT_KEY("daemon.gpu_samples_max", gpu_samples_max, 1, "60480"),
     CONFIG_STRING_KEY("daemon.gpu_id_format", gpu_id_format, config_gpu_id_formats, "auto"),
     CONFIG_STRING_KEY("daemon.container", container, config_container, "auto"),
+    CONFIG_CHOICE_KEY("daemon.stray", stray, config_stray_modes, "block", stray),
+    CONFIG_STRING_KEY("daemon.host_proc", host_proc, NULL, NULL),
     CONFIG_INT_KEY("daemon.nvml_timeout_secs", nvml_timeout_secs, 1, "10"),
     CONFIG_INT_KEY("daemon.nvml_retry_max_secs", nvml_retry_max_secs, 1, "60"),
     CONFIG_INT_KEY("daemon.unowned_memory_mib", unowned_memory_mib, 0, "1024"),

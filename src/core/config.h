@@ -37,6 +37,8 @@ enum { CONFIG_UNTIMED_PLANNED, CONFIG_UNTIMED_OUTSIDE };
 enum { CONFIG_BACKEND_LOCAL, CONFIG_BACKEND_SLURM };
 /* The choices of reservations.who. */
 enum { CONFIG_RESV_ADMINS, CONFIG_RESV_USERS };
+/* The choices of daemon.stray: what a job's process on a GPU not its own does. */
+enum { CONFIG_STRAY_BLOCK, CONFIG_STRAY_KILL, CONFIG_STRAY_WARN };
 
 struct gflow_config {
     /* [daemon] */
@@ -70,6 +72,10 @@ struct gflow_config {
                                      * relative path (log_dir is then made the file's
                                      * folder's, config_file.c); NULL otherwise */
     char *container;                /* daemon.container: auto (detect), yes, no */
+    char *stray;                    /* daemon.stray: block (default), kill, warn */
+    char *host_proc;                /* daemon.host_proc: the host's /proc as mounted in
+                                     * gflowd's container (NVML gives host pids); NULL:
+                                     * none */
     int64_t nvml_timeout_secs;      /* daemon.nvml_timeout_secs: a read taking longer makes
                                      * the GPUs unavailable; default 10, >= 1 */
     int64_t nvml_retry_max_secs;    /* daemon.nvml_retry_max_secs: the longest wait between
@@ -139,6 +145,7 @@ struct gflow_config {
         int backfill_untimed;             /* scheduler.backfill_untimed: a CONFIG_UNTIMED_* */
         int backend;                      /* backend.kind: a CONFIG_BACKEND_* */
         int reservations_who;             /* reservations.who: a CONFIG_RESV_* */
+        int stray;                        /* daemon.stray: a CONFIG_STRAY_* */
         /* reservations.max_duration and reservations.max_ahead */
         int64_t reservations_max_duration_secs;
         int64_t reservations_max_ahead_secs;

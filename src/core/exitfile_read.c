@@ -93,6 +93,8 @@ static bool requested_end(enum job_end_request req, struct exit_verdict *v)
         *v = verdict(JOB_CANCELLED, JOB_REASON_CANCELLED_BY_USER, NULL);
     else if (req == JOB_END_TIMEOUT)
         *v = verdict(JOB_TIMEOUT, JOB_REASON_TIME_LIMIT, NULL);
+    else if (req == JOB_END_STRAY)
+        *v = verdict(JOB_FAILED, JOB_REASON_GPU_STRAY, NULL);
     else if (req == JOB_END_PREEMPT) /* preempted: queued again, not ended */
         *v = verdict(JOB_QUEUED, JOB_REASON_NONE, NULL);
     else if (req == JOB_END_GPU_FAULT) /* the runner adds what failed, or queues it again */

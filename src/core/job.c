@@ -225,6 +225,7 @@ static const char *const reason_names[JOB_REASON_COUNT] = {
     [JOB_REASON_HELD_BY_USER] = "JobHeldUser",
     [JOB_REASON_OTHER] = "",
     [JOB_REASON_GPU_FAULT] = "GpuFault",
+    [JOB_REASON_GPU_STRAY] = "GpuStray",
 };
 
 const char *job_reason_name(enum job_reason r)
@@ -543,6 +544,7 @@ void job_clear(struct job *j)
     free(j->project);
     free(j->notify_email);
     free(j->notify_on);
+    free(j->stray);
     job_init(j);
 }
 
@@ -583,6 +585,7 @@ struct job *job_dup(const struct job *src, bool with_payload)
     j->project = dup_or_null(src->project);
     j->notify_email = dup_or_null(src->notify_email);
     j->notify_on = dup_or_null(src->notify_on);
+    j->stray = dup_or_null(src->stray);
     j->script = with_payload ? dup_or_null(src->script) : NULL;
     j->env = with_payload && src->env ? json_deep_copy(src->env) : NULL;
     j->params = with_payload && src->params ? json_deep_copy(src->params) : NULL;

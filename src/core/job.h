@@ -64,6 +64,8 @@ enum job_reason { /* the values are stored: append only */
                   JOB_REASON_HELD_BY_USER,      /* JobHeldUser */
                   JOB_REASON_OTHER,             /* <detail>: text from elsewhere, kept as it is */
                   JOB_REASON_GPU_FAULT, /* GpuFault (<detail>): its GPU failed ("Xid 79", "GPU lost") */
+                  JOB_REASON_GPU_STRAY, /* GpuStray: ended for a process on a GPU not its
+                                         * own (daemon.stray = "kill") */
                   JOB_REASON_COUNT
 };
 /* "CancelledByUser", ... ("" for NONE and OTHER). */
@@ -88,7 +90,8 @@ enum job_end_request {
     JOB_END_CANCEL,
     JOB_END_TIMEOUT,
     JOB_END_PREEMPT,
-    JOB_END_GPU_FAULT
+    JOB_END_GPU_FAULT,
+    JOB_END_STRAY, /* daemon.stray = "kill": it ends F GpuStray */
 };
 /* JOB_END_GPU_FAULT (stored as 4): a GPU of the job failed (a fatal Xid, the GPU fell
  * off the bus); the job's reason holds GpuFault and what happened while it ends. It
@@ -210,6 +213,9 @@ struct job {
     int64_t shim_start; /* /proc start time of shim_pid, guards against pid reuse */
     int64_t max_rss_kb;
     int64_t log_lost_bytes; /* output the log could not take (a full filesystem) */
+    /* Its process seen on a GPU it was not given, and what gflow did ("process 1234 on
+     * GPU 1, not the job's (GPU 0); GPU 1 blocked for others"); NULL: never. */
+    char *stray;
 
     /* Resources, groups and retries: the scheduling pass places the job by its GPUs
      * (shared, with the flags at the end, and gpu_memory_mb on shared GPUs) and memory,

@@ -38,6 +38,10 @@ static const struct key_help key_helps[] = {
     {"daemon.gpu_id_format",
      "CUDA_VISIBLE_DEVICES of jobs: auto (indices unless one would be wrong), index or uuid"},
     {"daemon.container", "whether gflowd runs in a container: auto (detect), yes or no"},
+    {"daemon.stray", "a job's process on a GPU it was not given: block (that GPU for "
+                     "others until it is gone), kill (the job, GpuStray) or warn"},
+    {"daemon.host_proc", "the host's /proc as mounted in gflowd's container, to match the "
+                         "host pids NVML gives (e.g. \"/host/proc\"); default: none"},
     {"daemon.nvml_timeout_secs", "an NVML read that takes longer makes the GPUs unavailable"},
     {"daemon.nvml_retry_max_secs", "longest wait between tries to open NVML"},
     {"daemon.unowned_memory_mib", "a GPU with more memory used by no listed process (another "

@@ -57,6 +57,7 @@
 #include "run/launch.h"
 #include "run/preempt_run.h"
 #include "run/runner.h"
+#include "run/stray_run.h"
 #include "store/store.h"
 #include "util.h"
 
@@ -176,6 +177,8 @@ static void poll_cb(void *arg)
     struct job **running = jobs_running(s->d->jobs, &n);
     if (gpu_refresh(s->d->gpus, running, n))
         jobs_mark_dirty(s->d->jobs);
+    if (!daemon_on_slurm(s->d))
+        stray_run(s->d);
     s->poll_timer = loop_add_timer((double)s->d->cfg.gpu_poll_interval_secs, poll_cb, s);
 }
 
@@ -201,8 +204,10 @@ static void gpu_ready_cb(int fd, uint32_t events, void *arg)
     struct job **running = jobs_running(s->d->jobs, &n);
     if (gpu_collect(s->d->gpus, running, n))
         jobs_mark_dirty(s->d->jobs);
-    if (!daemon_on_slurm(s->d))
+    if (!daemon_on_slurm(s->d)) {
         run_gpu_faults(s->d); /* a GPU lost under its jobs ends them */
+        stray_run(s->d);
+    }
     record_gpu_samples(s);
     events_gpus_read(s->d->events);
 }
@@ -601,9 +606,11 @@ static void start_gpus(struct server *sv, const struct serve_opts *o)
         .nvml_retry_max_secs = d->cfg.nvml_retry_max_secs,
     };
     char *err = NULL;
+    gpu_set_host_proc(d->cfg.host_proc); /* before the first read's owners */
     d->gpus = gpu_start(&g, &err);
     if (!d->gpus || gpu_check_flag(d->gpus, &err) < 0)
         startup_failed(sv, o, err);
+    gpu_set_stray_mode(d->gpus, d->cfg.parsed.stray);
 }
 
 /* The commits of the way down, none after a failure (see serve). */

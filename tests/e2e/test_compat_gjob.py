@@ -33,7 +33,7 @@ SHOW_LINE = {
     "notify_on": "NotifyOn", "auto_close": "AutoClose",
     "requeue": "Requeue", "requeue_count": "Requeued", "preempted_by": "PreemptedBy",
     "preempting": "Preempting", "pty": "Pty", "attach_socket": "Pty", "slurm_id": "SlurmJobId",
-    "log_lost_bytes": "LogLost",
+    "log_lost_bytes": "LogLost", "stray": "Stray",
     "effective_priority": "EffectivePriority", "priority_detail": "EffectivePriority",
 }
 # Lines shown only when another field is set (gflow shows the mode and auto-cancel of a

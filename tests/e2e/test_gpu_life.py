@@ -151,7 +151,8 @@ def test_gpu_process_in_the_jobs_cgroup_is_the_jobs(make_gflow):
     runtime starts for the job, or one that daemonized past the shim) but inside the
     job's cgroup belongs to the job: it blocks nothing and is not an outside process."""
     fx = fixture_of([sim_gpu(i) for i in range(2)])
-    g = sim(make_gflow, fixture=fx, env=FAST)
+    # daemon.stray = "warn": its stray on the other GPU keeps nothing from the next job.
+    g = sim(make_gflow, fixture=fx, env={**FAST, "GFLOW_DAEMON__STRAY": "warn"})
     # The job daemonizes a process (setsid + double fork) that records its pid.
     j = g.submit("-g", 1, "setsid -f sh -c 'echo $$ > daemonized.pid; exec sleep 120'; "
                  "sleep 120")

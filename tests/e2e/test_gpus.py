@@ -423,9 +423,10 @@ def test_outside_process_beside_a_job_blocks_the_gpu_after_it(make_gflow, outsid
 def test_a_jobs_own_gpu_processes_do_not_block(make_gflow):
     """Processes in a job's tree (here a child of the job's shell) are the job's, not
     outside processes: they block nothing, and one on a GPU the job was not given is
-    reported."""
+    reported. Under daemon.stray = "warn" such a stray blocks nothing either (the default,
+    "block", is test_gpu_truth2_stray.py's)."""
     fx = fixture_of([sim_gpu(i) for i in range(2)])
-    g = sim(make_gflow, fixture=fx)
+    g = sim(make_gflow, fixture=fx, env={"GFLOW_DAEMON__STRAY": "warn"})
     j = g.submit("-g", 1, "sleep 60 & echo $! > child.pid; wait")
     job = g.wait_state(j, "R")
     assert ids(job) == [0]

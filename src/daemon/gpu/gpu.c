@@ -272,6 +272,7 @@ static bool take_reading(struct gpus *g, struct gpu_worker_result *r, struct job
     uint64_t mum = gpu_compute_mig_unmanaged(g, running, n);
     changed |= mum != g->mig_unmanaged;
     g->mig_unmanaged = mum;
+    changed |= gpu_compute_strays(g, running, n);
     if (!was_open)
         gpu_ids_nvml_ready(g); /* CUDA's view, for gpu_id_format "auto" */
     else
@@ -321,6 +322,7 @@ bool gpu_collect(struct gpus *g, struct job *const *running, size_t n)
             memset(g->outside_mib, 0, sizeof(g->outside_mib));
         }
         not_ready(g, &r);
+        gpu_compute_strays(g, running, n); /* none without a reading */
     }
     gpu_worker_result_free(&r);
     /* CUDA's answer came, or the wait for it ended: the pass may start GPU jobs now. */
@@ -344,6 +346,7 @@ bool gpu_refresh(struct gpus *g, struct job *const *running, size_t n)
     uint64_t mum = gpu_compute_mig_unmanaged(g, running, n);
     changed |= mum != g->mig_unmanaged;
     g->mig_unmanaged = mum;
+    changed |= gpu_compute_strays(g, running, n);
     if (g->nvml_open)
         ask(g);
     return changed;
@@ -373,17 +376,20 @@ const char *gpu_unavailable_reason(const struct gpus *g, size_t index)
                  now_mono() - g->hang[index].since, g->hang[index].fn);
         return buf;
     }
-    return gpu_ids_holding(g) ? "checking CUDA's view of the GPUs" : NULL;
+    if (gpu_ids_holding(g))
+        return "checking CUDA's view of the GPUs";
+    return gpu_stray_reason(g, index); /* a stray may keep this one from the other jobs */
 }
 
 const struct gpu_set *gpu_schedulable(struct gpus *g)
 {
-    bool any = g->overdue || g->driver_changed || gpu_ids_holding(g);
+    bool any = g->overdue || g->driver_changed || gpu_ids_holding(g) || gpu_strays_block(g);
     for (size_t i = 0; i < g->cur.n_gpus && i < GPUINFO_MAX_GPUS && !any; i++)
         any = g->hang[i].since != 0;
     if (!any)
         return &g->cur;
-    /* The pass sees the GPUs it cannot see now as unavailable: it starts nothing there. */
+    /* The pass sees the GPUs it cannot see now, and those strays keep from it, as
+     * unavailable: it starts nothing there. */
     free(g->blind.gpus);
     free(g->blind.migs);
     g->blind = g->cur;
@@ -394,12 +400,14 @@ const struct gpu_set *gpu_schedulable(struct gpus *g)
         if (why)
             snprintf(g->blind.gpus[i].unavailable, sizeof(g->blind.gpus[i].unavailable), "%s", why);
     }
-    /* And their MIG instances (part of their GPU's read). */
+    /* And their MIG instances (part of their GPU's read), or those strays keep. */
     g->blind.migs = g->cur.n_migs ? xcalloc(g->cur.n_migs, sizeof(*g->blind.migs)) : NULL;
     for (size_t i = 0; i < g->cur.n_migs; i++) {
         g->blind.migs[i] = g->cur.migs[i];
         int parent = g->cur.migs[i].parent;
         const char *why = parent >= 0 ? gpu_unavailable_reason(g, (size_t)parent) : NULL;
+        if (!why)
+            why = gpu_mig_stray_reason(g, i);
         if (why)
             snprintf(g->blind.migs[i].unavailable, sizeof(g->blind.migs[i].unavailable), "%s", why);
     }
@@ -531,6 +539,7 @@ void gpu_stop(struct gpus *g)
     free(g->visible_spec);
     cudavis_free(&g->visible_read);
     free(g->ignored);
+    free(g->strays);
     free(g);
 }
 

@@ -186,8 +186,36 @@ int gpu_unignore(struct gpus *g, int gpu, long long pid, struct job *const *runn
 json_t *gpu_ignored_json(struct gpus *g);
 bool gpu_is_ignored(const struct gpus *g, int gpu, long long pid);
 
+/* Strays (gpu_stray.c): a running job's process on a GPU or MIG instance it was not
+ * given, as of the last read. */
+struct gpu_stray {
+    int64_t job_id;
+    long long pid; /* as NVML gives it */
+    int gpu;       /* the GPU (NVML index), the MIG instance's parent for one */
+    int mig;       /* the MIG instance (position in gpu_current()->migs), -1: none */
+};
+const struct gpu_stray *gpu_strays(const struct gpus *g, size_t *n);
+/* daemon.stray (a CONFIG_STRAY_*): "block" and "kill" make a stray's GPU or instance
+ * unavailable to other jobs (gpu_schedulable, gpu_unavailable_reason), "warn" does not. */
+void gpu_set_stray_mode(struct gpus *g, int mode);
+/* Whether some GPU or instance is kept from the other jobs by a stray now. */
+bool gpu_strays_block(const struct gpus *g);
+/* "Stray (job 5)" when strays keep GPU index (or MIG instance k, by position) from other
+ * jobs, else NULL. Valid until the next call. */
+const char *gpu_stray_reason(const struct gpus *g, size_t index);
+const char *gpu_mig_stray_reason(const struct gpus *g, size_t k);
+/* The ids of the jobs with strays on GPU gpu (mig -1) or on MIG instance mig, as a JSON
+ * list (GET /v1/gpus' stray_jobs), whatever daemon.stray says. */
+json_t *gpu_stray_jobs_json(const struct gpus *g, int gpu, int mig);
+/* daemon.host_proc: the host's /proc as mounted here, where NVML's pids are looked up
+ * by NSpid when they are not ours (gflowd in a container of its own PID namespace);
+ * NULL or "": none (gpu_pidns.c). */
+void gpu_set_host_proc(const char *path);
+
 /* The running job that pid belongs to: the job's cgroup holds it, else the job's session
- * (the shim's) does, else its shim is an ancestor. NULL if none. */
+ * (the shim's) does, else its shim is an ancestor; failing those, when daemon.host_proc
+ * is set, the process that is pid in the host's namespace, by the same rules. NULL if
+ * none. */
 struct job *gpu_process_owner(long long pid, struct job *const *running, size_t n);
 /* The NVML indices of the GPUs that hold the MIG instances named in uuids
  * ("MIG-a,MIG-b"; NULL: none). */

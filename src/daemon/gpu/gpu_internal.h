@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "cudacheck.h"
 #include "cudavis.h"
@@ -79,6 +80,11 @@ struct gpus {
     char text[3][GPU_MSG_MAX];
     uint64_t mig_unmanaged;          /* by position in cur.migs */
     struct gpu_health_state *health; /* gpu_health.c */
+    /* Strays as of the last read (gpu_stray.c), and daemon.stray. */
+    struct gpu_stray *strays;
+    size_t n_strays, cap_strays;
+    int stray_mode;
+    char stray_text[GPU_MSG_MAX]; /* what gpu_stray_reason returns */
 };
 
 /* gpu_allowed.c. The allowed set at start: --gpus, else gctl set-gpus as saved, else
@@ -115,5 +121,12 @@ uint64_t gpu_compute_unmanaged(const struct gpus *g, struct job *const *running,
 void gpu_compute_outside(struct gpus *g, struct job *const *running, size_t n);
 /* The MIG instances with outside processes, not ignored (by position in g->cur.migs). */
 uint64_t gpu_compute_mig_unmanaged(const struct gpus *g, struct job *const *running, size_t n);
+
+/* gpu_pidns.c. The pid in our namespace of the process that is host in the host's
+ * (daemon.host_proc), -1 when none is known. */
+pid_t gpu_pidns_local(long long host);
+
+/* gpu_stray.c. Finds the strays of the GPUs as last read; whether they changed. */
+bool gpu_compute_strays(struct gpus *g, struct job *const *running, size_t n);
 
 #endif

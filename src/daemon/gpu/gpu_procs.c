@@ -75,7 +75,8 @@ static struct job *owner_by_shim(pid_t pid, pid_t shim, struct job *const *runni
     return NULL;
 }
 
-struct job *gpu_process_owner(long long pid, struct job *const *running, size_t n)
+/* The owner of pid as our /proc shows it (gpu_process_owner). */
+static struct job *owner_here(long long pid, struct job *const *running, size_t n)
 {
     if (pid <= 1)
         return NULL;
@@ -97,6 +98,16 @@ struct job *gpu_process_owner(long long pid, struct job *const *running, size_t 
         p = proc_parent(p);
     }
     return NULL;
+}
+
+struct job *gpu_process_owner(long long pid, struct job *const *running, size_t n)
+{
+    struct job *owner = owner_here(pid, running, n);
+    if (owner || n == 0)
+        return owner;
+    /* NVML may give the host's pid (gflowd in a PID namespace of its own). */
+    pid_t local = gpu_pidns_local(pid);
+    return local > 1 && local != pid ? owner_here(local, running, n) : NULL;
 }
 
 uint64_t gpu_compute_unmanaged(const struct gpus *g, struct job *const *running, size_t n)
@@ -230,6 +241,7 @@ int gpu_ignore(struct gpus *g, int gpu, long long pid, struct job *const *runnin
     }
     g->unmanaged = gpu_compute_unmanaged(g, running, n);
     g->mig_unmanaged = gpu_compute_mig_unmanaged(g, running, n);
+    gpu_compute_strays(g, running, n);
     return 0;
 }
 
@@ -241,6 +253,7 @@ int gpu_unignore(struct gpus *g, int gpu, long long pid, struct job *const *runn
             g->ignored[i] = g->ignored[--g->n_ignored];
             g->unmanaged = gpu_compute_unmanaged(g, running, n);
             g->mig_unmanaged = gpu_compute_mig_unmanaged(g, running, n);
+            gpu_compute_strays(g, running, n);
             return 0;
         }
     }

@@ -87,7 +87,7 @@ static json_t *gpu_json(const struct gpus *gs, size_t g, struct job *const *runn
     const char *state = "idle";
     const char *reason = gpu_unavailable_reason(gs, g);
     if (reason) {
-        state = "unavailable"; /* a read hangs: no GPU can be seen */
+        state = "unavailable"; /* a read hangs (no GPU can be seen), or a stray */
     } else if (!gpu_info_usable(info)) {
         /* Whatever else it shows, gflow cannot know its state and gives it to no job. */
         state = "unavailable";
@@ -120,6 +120,7 @@ static json_t *gpu_json(const struct gpus *gs, size_t g, struct job *const *runn
     json_object_set_new(o, "health", gpu_health_json(gs, g));
     const char *drained = gpu_drained(gs, g);
     json_object_set_new(o, "drained", drained ? json_string(drained) : json_null());
+    json_object_set_new(o, "stray_jobs", gpu_stray_jobs_json(gs, (int)g, -1));
     return o;
 }
 

@@ -46,6 +46,8 @@ static json_t *instance_json(const struct gpus *gs, size_t k, bool gpu_lost, con
     const char *state = "idle";
     bool parent_ok = m->parent >= 0 && m->parent < GPUINFO_MAX_GPUS;
     const char *reason = NULL;
+    if (!unseen)
+        unseen = gpu_mig_stray_reason(gs, k); /* kept from other jobs by a stray */
     if (unseen || gpu_lost || m->unavailable[0]) {
         state = "unavailable";
         reason = unseen ? unseen : m->unavailable[0] ? m->unavailable : "NVML: GPU is lost";
@@ -55,13 +57,14 @@ static json_t *instance_json(const struct gpus *gs, size_t k, bool gpu_lost, con
         state = "restricted";
     else if (k < GPUINFO_MAX_MIGS && (gpu_mig_unmanaged(gs) & (1ULL << k)))
         state = "unmanaged";
-    return json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:I, s:o, s:s, s:o, s:o, s:o}", "uuid",
+    return json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:I, s:o, s:s, s:o, s:o, s:o, s:o}", "uuid",
                      m->uuid, "profile", m->profile, "name", m->name, "parent", m->parent, "gi_id",
                      m->gi_id, "ci_id", m->ci_id, "memory_total_mib",
                      (json_int_t)m->memory_total_mib, "memory_used_mib",
                      known_mib(m->memory_used_mib), "state", state, "job",
                      holder ? json_integer(holder->id) : json_null(), "processes", procs, "reason",
-                     reason ? json_string(reason) : json_null());
+                     reason ? json_string(reason) : json_null(), "stray_jobs",
+                     gpu_stray_jobs_json(gs, m->parent, (int)k));
 }
 
 void gpu_report_mig(const struct gpus *gs, size_t gpu, struct job *const *running, size_t n,

@@ -576,6 +576,14 @@ int jobs_save(struct jobs *t, struct job *j)
     return jobs_save_cols(t, j, false);
 }
 
+int jobs_save_updated(struct jobs *t, struct job *j)
+{
+    if (jobs_save(t, j) < 0)
+        return -1;
+    raise_event(t, j, JOB_EVENT_UPDATED);
+    return 0;
+}
+
 static void take_str(char **dst, char **src)
 {
     free(*dst);
@@ -686,6 +694,8 @@ static struct job *retry_job(struct jobs *t, struct job *j)
     n->oom = false;
     n->end_request = JOB_END_NONE;
     n->shim_pid = n->shim_start = n->max_rss_kb = n->log_lost_bytes = 0;
+    free(n->stray);
+    n->stray = NULL;
     n->gpu_mask = 0;
     free(n->mig_uuids);
     n->mig_uuids = NULL;

@@ -95,6 +95,9 @@ int jobs_submit(struct jobs *t, struct job *j);
 int jobs_submit_all(struct jobs *t, struct job **jobs, size_t n, size_t *done);
 /* Writes j's mutable fields to the store. 0 or -1. */
 int jobs_save(struct jobs *t, struct job *j);
+/* The same, for a change its owner is to hear of (a "job_updated" event, the
+ * notifications): the daemon noted something on a running job (its stray process). */
+int jobs_save_updated(struct jobs *t, struct job *j);
 /* Moves j to state `to` (which must be allowed) with the reason (detail copied, may be
  * NULL; reason_job: the job a DependencyFailed names). A terminal state records
  * end_time and removes j from the table; j stays readable until jobs_collect. Jobs

@@ -32,6 +32,8 @@ static const char *const live_keys[] = {
     "daemon.max_log_bytes",
     "daemon.log_keep_on_full_disk",
     "daemon.gpus",
+    "daemon.stray",
+    "daemon.host_proc",
     "scheduler.backfill",
     "scheduler.backfill_depth",
     "scheduler.default_time_limit",
@@ -109,6 +111,12 @@ static int reload_apply(struct gflowd *d, const char *key, const char *value, js
     }
     if (!strcmp(key, "daemon.log_level"))
         log_parse_level(d->cfg.log_level, &log_threshold);
+    if (!strcmp(key, "daemon.stray")) {
+        gpu_set_stray_mode(d->gpus, d->cfg.parsed.stray);
+        jobs_mark_dirty(d->jobs); /* the GPUs strays kept may be free now, or not */
+    }
+    if (!strcmp(key, "daemon.host_proc"))
+        gpu_set_host_proc(d->cfg.host_proc);
     if (!strcmp(key, "daemon.admin_group"))
         daemon_resolve_admin_group(d);
     if (!strncmp(key, "scheduler.fairshare_", strlen("scheduler.fairshare_")))

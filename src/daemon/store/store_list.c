@@ -136,6 +136,7 @@ static const struct {
     [JOB_FIELD_PTY] = {1, {C_PTY}},
     [JOB_FIELD_SLURM_ID] = {1, {C_SLURM_ID}},
     [JOB_FIELD_LOG_LOST_BYTES] = {1, {C_LOG_LOST_BYTES}},
+    [JOB_FIELD_STRAY] = {1, {C_STRAY}},
 };
 
 /* The columns q->fields need (id and state always), or all light ones; returns n. */
