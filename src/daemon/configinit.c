@@ -40,6 +40,8 @@ static const struct key_help key_helps[] = {
     {"daemon.nvml_timeout_secs", "an NVML read that takes longer makes the GPUs unavailable"},
     {"daemon.nvml_retry_max_secs", "longest wait between tries to open NVML"},
     {"daemon.constrain_devices", "deny jobs the GPUs they were not given (cgroup v1 devices)"},
+    {"daemon.cpu_affinity", "pin GPU jobs to their GPUs' local CPUs (cpuset, else "
+                            "sched_setaffinity)"},
     {"daemon.log_dir", "where job logs go (default: <data_dir>/logs; relative: to this "
                        "file's folder; writable by others: needs the sticky bit)"},
     {"daemon.max_log_bytes", "cap of one job log; 0 = no cap"},

@@ -316,7 +316,7 @@ static void test_open_pragmas_and_schema(void **state)
     char *mode = peek_text(db, "PRAGMA journal_mode");
     assert_string_equal(mode, "wal|\n");
     free(mode);
-    assert_int_equal(peek_int(db, "PRAGMA user_version"), 23);
+    assert_int_equal(peek_int(db, "PRAGMA user_version"), 24);
     assert_int_equal(peek_int(db, "SELECT value FROM meta WHERE key='next_job_id'"), 2);
     char *objs = peek_text(db, "SELECT type, name FROM sqlite_schema WHERE name NOT LIKE "
                                "'sqlite_%' ORDER BY type, name");
@@ -358,7 +358,7 @@ static void test_open_pragmas_and_schema(void **state)
                         "depends_on depends_any auto_cancel conda_env signal_spec "
                         "begin_time reason_code reason_job umask mig_profile mig_count mig_uuids "
                         "project nice notify_email notify_on auto_close requeue requeue_count "
-                        "preempted_by pty slurm_id slurm_reason log_lost_bytes|\n");
+                        "preempted_by pty slurm_id slurm_reason log_lost_bytes cpus_per_gpu cpus|\n");
     free(objs);
     /* The payload: a sweep's values and templates after script and env (step 5). */
     objs = peek_text(db, "SELECT group_concat(name, ' ') FROM pragma_table_info('job_payload')");
@@ -405,6 +405,8 @@ static void test_migrate_counts_without_insert_trigger(void **state)
                                   " INSERT INTO job_counts(state, n) VALUES (new.state, 1)"
                                   "  ON CONFLICT(state) DO UPDATE SET n = n + 1;"
                                   " END; ALTER TABLE jobs DROP COLUMN log_lost_bytes;"
+                                  " ALTER TABLE jobs DROP COLUMN cpus_per_gpu;"
+                                  " ALTER TABLE jobs DROP COLUMN cpus;"
                                   " PRAGMA user_version=21",
                                   NULL, NULL, NULL),
                      SQLITE_OK);
@@ -437,7 +439,7 @@ static void test_refuses_newer_schema(void **state)
     free(err);
     /* Let teardown work. */
     db = peek_open(f->path);
-    sqlite3_exec(db, "PRAGMA user_version=23", NULL, NULL, NULL);
+    sqlite3_exec(db, "PRAGMA user_version=24", NULL, NULL, NULL);
     sqlite3_close(db);
     f->s = open_ok(f->path);
 }
@@ -449,6 +451,7 @@ static void test_refuses_newer_schema(void **state)
  * tests of the steps before it. */
 #define BACK_BEFORE_ENVS                                                                           \
     "DROP INDEX jobs_end; DROP TABLE gpu_samples; ALTER TABLE jobs DROP COLUMN log_lost_bytes;"    \
+    "ALTER TABLE jobs DROP COLUMN cpus_per_gpu; ALTER TABLE jobs DROP COLUMN cpus;"                \
     "ALTER TABLE jobs DROP COLUMN requeue; ALTER TABLE jobs DROP COLUMN requeue_count;"            \
     "ALTER TABLE jobs DROP COLUMN preempted_by; ALTER TABLE jobs DROP COLUMN pty;"                 \
     "ALTER TABLE jobs DROP COLUMN slurm_id; ALTER TABLE jobs DROP COLUMN slurm_reason;"            \

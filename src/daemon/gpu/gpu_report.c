@@ -126,7 +126,7 @@ static json_t *topology_json(const struct gpu_set *cur)
         for (size_t j = 0; j < cur->n_gpus; j++) {
             enum gpu_link l = cur->link[i * cur->n_gpus + j];
             int links = cur->nvlinks ? cur->nvlinks[i * cur->n_gpus + j] : 0;
-            if (l == GPU_LINK_NVLINK && links > 0) /* "NV18", as nvidia-smi topo -m */
+            if (i != j && links > 0) /* "NV18", as nvidia-smi topo -m shows NVLink */
                 json_array_append_new(row, json_sprintf("NV%d", links));
             else
                 json_array_append_new(

@@ -32,6 +32,7 @@ static const char *const live_keys[] = {
     "daemon.max_log_bytes",
     "daemon.log_keep_on_full_disk",
     "daemon.gpus",
+    "daemon.cpu_affinity", /* read at each launch */
     "scheduler.backfill",
     "scheduler.backfill_depth",
     "scheduler.default_time_limit",

@@ -136,6 +136,8 @@ static const struct {
     [JOB_FIELD_PTY] = {1, {C_PTY}},
     [JOB_FIELD_SLURM_ID] = {1, {C_SLURM_ID}},
     [JOB_FIELD_LOG_LOST_BYTES] = {1, {C_LOG_LOST_BYTES}},
+    [JOB_FIELD_CPUS_PER_GPU] = {1, {C_CPUS_PER_GPU}},
+    [JOB_FIELD_CPUS] = {1, {C_CPUS}},
 };
 
 /* The columns q->fields need (id and state always), or all light ones; returns n. */
