@@ -220,9 +220,11 @@ struct job {
     int64_t retry_of; /* previous attempt's id; 0 = none */
     /* CPU pinning (--cpus-per-gpu, daemon.cpu_affinity): cpus_per_gpu CPUs near each GPU
      * (0: none asked); cpus, the CPUs the job was pinned to when it started ("0-3,8";
-     * NULL: not pinned). */
+     * NULL: not pinned), cpus_far of them not local to its GPUs (NVML did not say, or
+     * they have fewer than asked). */
     int cpus_per_gpu; /* 0..JOB_CPUS_PER_GPU_MAX */
     char *cpus;
+    int cpus_far; /* how many of cpus are not local to its GPUs */
 
     /* The conda environment the job's shell activates (gflow-shim --conda-env); NULL:
      * none. */

@@ -170,7 +170,7 @@ nvmlReturn_t sim_begin(const char *fn, json_t **root, bool need_init)
 
 /* Starts a per-device call: as sim_begin(), then finds the GPU and applies its own
  * "fail" map (e.g. {"nvmlDeviceGetMemoryInfo": 15} for a GPU that fell off the bus). */
-static nvmlReturn_t sim_begin_dev(const char *fn, nvmlDevice_t dev, json_t **root, json_t **gpu)
+nvmlReturn_t sim_begin_dev(const char *fn, nvmlDevice_t dev, json_t **root, json_t **gpu)
 {
     if (sim_mig_is_handle(dev))
         return sim_mig_begin_dev(fn, dev, root, gpu);

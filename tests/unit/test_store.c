@@ -358,7 +358,7 @@ static void test_open_pragmas_and_schema(void **state)
                         "depends_on depends_any auto_cancel conda_env signal_spec "
                         "begin_time reason_code reason_job umask mig_profile mig_count mig_uuids "
                         "project nice notify_email notify_on auto_close requeue requeue_count "
-                        "preempted_by pty slurm_id slurm_reason log_lost_bytes cpus_per_gpu cpus|\n");
+                        "preempted_by pty slurm_id slurm_reason log_lost_bytes cpus_per_gpu cpus cpus_far|\n");
     free(objs);
     /* The payload: a sweep's values and templates after script and env (step 5). */
     objs = peek_text(db, "SELECT group_concat(name, ' ') FROM pragma_table_info('job_payload')");
@@ -407,6 +407,7 @@ static void test_migrate_counts_without_insert_trigger(void **state)
                                   " END; ALTER TABLE jobs DROP COLUMN log_lost_bytes;"
                                   " ALTER TABLE jobs DROP COLUMN cpus_per_gpu;"
                                   " ALTER TABLE jobs DROP COLUMN cpus;"
+                                  " ALTER TABLE jobs DROP COLUMN cpus_far;"
                                   " PRAGMA user_version=21",
                                   NULL, NULL, NULL),
                      SQLITE_OK);
@@ -452,6 +453,7 @@ static void test_refuses_newer_schema(void **state)
 #define BACK_BEFORE_ENVS                                                                           \
     "DROP INDEX jobs_end; DROP TABLE gpu_samples; ALTER TABLE jobs DROP COLUMN log_lost_bytes;"    \
     "ALTER TABLE jobs DROP COLUMN cpus_per_gpu; ALTER TABLE jobs DROP COLUMN cpus;"                \
+    "ALTER TABLE jobs DROP COLUMN cpus_far;"                                                       \
     "ALTER TABLE jobs DROP COLUMN requeue; ALTER TABLE jobs DROP COLUMN requeue_count;"            \
     "ALTER TABLE jobs DROP COLUMN preempted_by; ALTER TABLE jobs DROP COLUMN pty;"                 \
     "ALTER TABLE jobs DROP COLUMN slurm_id; ALTER TABLE jobs DROP COLUMN slurm_reason;"            \

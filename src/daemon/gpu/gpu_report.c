@@ -113,6 +113,11 @@ static json_t *gpu_json(const struct gpus *gs, size_t g, struct job *const *runn
         "reason", reason ? json_string(reason) : json_null(), "processes", procs);
     json_object_set_new(o, "memory_free_mib", known_int(info->memory_free_mib));
     json_object_set_new(o, "minor", known_int(info->minor));
+    /* Its local CPUs, as Cpus_allowed_list writes them (what --cpus-per-gpu and
+     * daemon.cpu_affinity pin to); null when NVML does not say. */
+    char *cpus = info->cpus_known ? cpumask_format(&info->cpus) : NULL;
+    json_object_set_new(o, "cpus", cpus ? json_string(cpus) : json_null());
+    free(cpus);
     return o;
 }
 

@@ -692,6 +692,7 @@ static struct job *retry_job(struct jobs *t, struct job *j)
     n->mig_uuids = NULL;
     free(n->cpus);
     n->cpus = NULL;
+    n->cpus_far = 0;
     n->backend_id = 0;
     free(n->backend_reason);
     n->backend_reason = NULL;

@@ -138,6 +138,7 @@ static const struct {
     [JOB_FIELD_LOG_LOST_BYTES] = {1, {C_LOG_LOST_BYTES}},
     [JOB_FIELD_CPUS_PER_GPU] = {1, {C_CPUS_PER_GPU}},
     [JOB_FIELD_CPUS] = {1, {C_CPUS}},
+    [JOB_FIELD_CPUS_FAR] = {1, {C_CPUS_FAR}},
 };
 
 /* The columns q->fields need (id and state always), or all light ones; returns n. */

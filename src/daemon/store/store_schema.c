@@ -257,7 +257,8 @@ static const char *const migrations[] = {
     "ALTER TABLE jobs ADD COLUMN log_lost_bytes INTEGER NOT NULL DEFAULT 0;",
     /* 24: CPU pinning: --cpus-per-gpu, and the CPUs a job was pinned to. */
     "ALTER TABLE jobs ADD COLUMN cpus_per_gpu INTEGER NOT NULL DEFAULT 0;"
-    "ALTER TABLE jobs ADD COLUMN cpus TEXT;",
+    "ALTER TABLE jobs ADD COLUMN cpus TEXT;"
+    "ALTER TABLE jobs ADD COLUMN cpus_far INTEGER NOT NULL DEFAULT 0;",
 };
 /* The codes migration 6 writes are enum job_reason's. */
 _Static_assert(JOB_REASON_LAUNCH_FAILED == 6 && JOB_REASON_SHIM_LOST == 7 &&
