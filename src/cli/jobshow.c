@@ -212,8 +212,8 @@ static void print_cpus(const struct job *j)
     char *ids = gpu_mask_format(j->gpu_mask);
     const char *s = strchr(ids, ',') ? "s" : "";
     if (j->cpus_far > 0)
-        field_owned(JOB_LABEL_CPUS, xasprintf("%s (%d not near GPU%s %s)", j->cpus, j->cpus_far,
-                                              s, ids));
+        field_owned(JOB_LABEL_CPUS,
+                    xasprintf("%s (%d not near GPU%s %s)", j->cpus, j->cpus_far, s, ids));
     else
         field_owned(JOB_LABEL_CPUS, xasprintf("%s (near GPU%s %s)", j->cpus, s, ids));
     free(ids);

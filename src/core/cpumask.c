@@ -110,7 +110,7 @@ int cpumask_parse(const char *s, struct cpumask *out)
 /* Adds up to *want CPUs of from (lowest first) not yet in out to out. */
 static void take_from(const struct cpumask *from, struct cpumask *out, int *want)
 {
-    for (int c = 0; c < CPUMASK_MAX && *want > 0; c++)
+    for (int c = 0; c<CPUMASK_MAX && * want> 0; c++)
         if (cpumask_has(from, c) && !cpumask_has(out, c)) {
             cpumask_set(out, c);
             (*want)--;

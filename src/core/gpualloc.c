@@ -200,7 +200,8 @@ static uint64_t numa_confine(const struct gpu_set *set, uint64_t candidates, int
             if (s >> x & 1)
                 m |= on[x];
         int nodes = __builtin_popcount(s), free = popcount(m);
-        if (free >= k && (!best || nodes < best_nodes || (nodes == best_nodes && free < best_free))) {
+        if (free >= k &&
+            (!best || nodes < best_nodes || (nodes == best_nodes && free < best_free))) {
             best = m;
             best_nodes = nodes;
             best_free = free;

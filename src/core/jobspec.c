@@ -326,9 +326,8 @@ struct job *jobspec_to_job(const json_t *spec, const struct jobspec_limits *lim,
         goto bad;
     }
     json_t *cpus_per_gpu = json_object_get(spec, JOB_KEY_CPUS_PER_GPU);
-    if (cpus_per_gpu &&
-        (!json_is_integer(cpus_per_gpu) || json_integer_value(cpus_per_gpu) < 0 ||
-         json_integer_value(cpus_per_gpu) > JOB_CPUS_PER_GPU_MAX)) {
+    if (cpus_per_gpu && (!json_is_integer(cpus_per_gpu) || json_integer_value(cpus_per_gpu) < 0 ||
+                         json_integer_value(cpus_per_gpu) > JOB_CPUS_PER_GPU_MAX)) {
         *err = xasprintf("'cpus_per_gpu' must be an integer from 0 to %d (0: none)",
                          JOB_CPUS_PER_GPU_MAX);
         goto bad;
@@ -799,8 +798,7 @@ static const char *const update_fields[] = {
     JOB_KEY_DEPENDS_ON,    JOB_KEY_DEPENDS_MODE, JOB_KEY_AUTO_CANCEL,   JOB_KEY_UMASK};
 /* And the MIG request and --requeue (kept apart so the table above stays as it was). */
 static const char *const update_fields_mig[] = {JOB_KEY_MIG_PROFILE, JOB_KEY_MIG_COUNT,
-                                                JOB_KEY_REQUEUE, JOB_KEY_PTY,
-                                                JOB_KEY_CPUS_PER_GPU};
+                                                JOB_KEY_REQUEUE, JOB_KEY_PTY, JOB_KEY_CPUS_PER_GPU};
 
 static bool listed(const char *key, const char *const *list, size_t n)
 {

@@ -8,6 +8,7 @@ is pinned to its GPUs' local CPUs (the simulator's "cpus" key answers
 nvmlDeviceGetCpuAffinity), within the CPUs gflowd itself may use, and the job sees it in
 its own /proc/self/status; gjob show prints them.
 """
+import json
 import os
 
 from test_gpus import fixture_of, gpus_json, ids, sim, sim_gpu, sleeper
@@ -16,9 +17,14 @@ AFFINITY = {"GFLOW_DAEMON__CPU_AFFINITY": "true"}
 CPUS_CMD = "grep Cpus_allowed_list /proc/self/status"
 
 
+FIXTURES = os.path.join(os.path.dirname(__file__), "..", "gpu", "fixtures")
+
+
 def nvswitch_2numa():
-    """8 GPUs behind NVSwitches (all pairs NV18), 0-3 on NUMA node 0 and 4-7 on node 1."""
-    return fixture_of([sim_gpu(i, numa_node=i // 4, nvswitch_links=18) for i in range(8)])
+    """An HGX H100: 8 GPUs behind NVSwitches (all pairs NV18), 0-3 on NUMA node 0 and 4-7
+    on node 1, two per PCIe switch (tests/gpu/fixtures/8gpus-nvswitch-2numa.json)."""
+    with open(os.path.join(FIXTURES, "8gpus-nvswitch-2numa.json")) as f:
+        return json.load(f)
 
 
 def cpus_allowed(g, job_id):
@@ -43,6 +49,15 @@ def test_nvswitch_two_sockets_gpu0_busy_4gpu_job_gets_4_to_7(make_gflow):
     # The matrix still shows NVLink where it exists, as nvidia-smi topo -m does.
     topo = gpus_json(g)["topology"]
     assert topo[0][5] == topo[1][2] == "NV18", topo
+
+
+def test_nvswitch_two_sockets_2gpu_job_takes_a_pcie_switch_pair(make_gflow):
+    """GPU 0 busy: a 2-GPU job gets the pair behind one PCIe switch on node 0 (2,3),
+    not 1,2, which meet only at the node's host bridges."""
+    g = sim(make_gflow, fixture=nvswitch_2numa())
+    assert ids(sleeper(g, "-g", 1)) == [0]
+    j = sleeper(g, "-g", 2)
+    assert ids(j) == [2, 3], j
 
 
 def test_two_gpus_on_one_pcie_switch_beat_the_host_bridge(make_gflow):

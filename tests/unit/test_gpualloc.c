@@ -315,10 +315,10 @@ static void test_pcie_switch_before_nvlink(void **state)
     for (int i = 0; i < 4; i++) {
         g[i].index = i;
         for (int j = 0; j < 4; j++)
-            l[i * 4 + j] = i == j                   ? GPU_LINK_SELF
-                           : (i >= 2 && j >= 2)     ? GPU_LINK_SINGLE
-                           : (i + j == 1)           ? GPU_LINK_HOSTBRIDGE
-                                                    : GPU_LINK_NODE;
+            l[i * 4 + j] = i == j               ? GPU_LINK_SELF
+                           : (i >= 2 && j >= 2) ? GPU_LINK_SINGLE
+                           : (i + j == 1)       ? GPU_LINK_HOSTBRIDGE
+                                                : GPU_LINK_NODE;
     }
     nv[0 * 4 + 1] = nv[1 * 4 + 0] = 4;
     struct gpu_set s = {.gpus = g, .n_gpus = 4, .link = l, .nvlinks = nv};
@@ -366,9 +366,9 @@ static void test_numa_fewest_nodes(void **state)
                      M(0, 4, 5));
     /* Unknown nodes: no confinement, the pairwise choice alone. */
     gpus8[0].numa_node = -1;
-    assert_int_equal(__builtin_popcountll(
-                         gpualloc_choose(&s, M(0, 2, 4, 5, 6, 7), 3, GPUALLOC_TOPOLOGY, NULL)),
-                     3);
+    assert_int_equal(
+        __builtin_popcountll(gpualloc_choose(&s, M(0, 2, 4, 5, 6, 7), 3, GPUALLOC_TOPOLOGY, NULL)),
+        3);
 }
 
 static void test_random(void **state)

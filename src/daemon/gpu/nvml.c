@@ -234,8 +234,7 @@ static const char *nvml_resolve(struct nvml *n)
     n->get_numa_node = NVML_FN(nvml_uint_fn, dlsym(n->lib, "nvmlDeviceGetNumaNodeId"));
     n->get_memory_affinity =
         NVML_FN(nvml_affinity_fn, dlsym(n->lib, "nvmlDeviceGetMemoryAffinity"));
-    n->get_cpu_affinity =
-        NVML_FN(nvml_cpu_affinity_fn, dlsym(n->lib, "nvmlDeviceGetCpuAffinity"));
+    n->get_cpu_affinity = NVML_FN(nvml_cpu_affinity_fn, dlsym(n->lib, "nvmlDeviceGetCpuAffinity"));
     n->get_driver_version = NVML_FN(nvml_sysstr_fn, dlsym(n->lib, "nvmlSystemGetDriverVersion"));
     p = nvml_sym(n->lib,
                  NVML_NAMES("nvmlDeviceGetGraphicsRunningProcesses_v3",

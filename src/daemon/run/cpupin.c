@@ -63,8 +63,8 @@ char *cpupin_choose(const struct gflowd *d, const struct job *j, int *far)
     cpumask_pin(near, n, j->cpus_per_gpu, &allowed, &taken, &out);
     if (cpumask_empty(&out)) {
         log_debug("job %lld: not pinned to CPUs: its GPUs' local CPUs are unknown or none "
-                 "of them is gflowd's",
-                 (long long)j->id);
+                  "of them is gflowd's",
+                  (long long)j->id);
         return NULL;
     }
     struct cpumask local = out;
