@@ -20,7 +20,8 @@ struct completion_entry {
     "-J -n --name --job-name -p --priority -t --time --time-limit --timelimit --begin --signal "   \
     "--max-retries -m --memory --mem --max-mem --max-memory --conda-env --umask --requeue --pty"
 #define GPU_FLAGS                                                                                  \
-    "-g --gpus --gres --mig --gpu-memory --max-gpu-mem --max-gpu-memory --shared --gpus-per-task"
+    "-g --gpus --gres --mig --gpu-memory --max-gpu-mem --max-gpu-memory --shared --gpus-per-task " \
+    "--cpus-per-gpu"
 #define DEP_FLAGS "-d --depends-on --dependency --depends-on-all --depends-on-any --no-auto-cancel"
 /* gjob update's and redo's own: gflow's --clear-* and dependency spellings. */
 #define CLEAR_FLAGS                                                                                \

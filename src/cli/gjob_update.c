@@ -355,6 +355,7 @@ static const struct {
     {JOB_KEY_GPU_MEMORY_MB, "--gpu-memory"},
     {JOB_KEY_SHARED, "--shared"},
     {JOB_KEY_GPUS_PER_TASK, "--gpus-per-task"},
+    {JOB_KEY_CPUS_PER_GPU, "--cpus-per-gpu"},
     {JOB_KEY_MEMORY_MB, "--memory"},
     {JOB_KEY_CONDA_ENV, "--conda-env"},
     {JOB_KEY_SIGNAL_SPEC, "--signal"},

@@ -39,6 +39,7 @@ enum {
     JOBOPT_MIG,
     JOBOPT_REQUEUE,
     JOBOPT_PTY,
+    JOBOPT_CPUS_PER_GPU,
 };
 
 struct jobopt;
@@ -65,7 +66,8 @@ struct jobopt {
 
 static jobopt_parse_fn jo_name, jo_priority, jo_time, jo_begin, jo_signal, jo_hold, jo_max_retries,
     jo_memory, jo_conda_env, jo_gpus, jo_gres, jo_gpu_memory, jo_shared, jo_gpus_per_task,
-    jo_depends, jo_depends_mode, jo_no_auto_cancel, jo_umask, jo_mig, jo_requeue, jo_pty;
+    jo_depends, jo_depends_mode, jo_no_auto_cancel, jo_umask, jo_mig, jo_requeue, jo_pty,
+    jo_cpus_per_gpu;
 
 /* In the order of the help. (Kept out of clang-format: one row per option reads as a table.) */
 /* clang-format off */
@@ -165,6 +167,12 @@ static const struct jobopt jo_table[] = {
              "LOCAL_RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set (like torchrun); 0: one "
              "copy (the default)",
      .parse = jo_gpus_per_task},
+    {.val = JOBOPT_CPUS_PER_GPU, .longs = {"cpus-per-gpu"}, .has_arg = true, .cmds = JO_ALL,
+     .clear = {"0"}, .cleared = "no pinning of its own", .section = JOBOPTS_GPUS, .arg = "N",
+     .help = "pin the job to N CPUs per GPU, chosen among its GPUs' local CPUs (NUMA node) "
+             "and not given to other pinned jobs where possible (cgroup v2 cpuset, else "
+             "sched_setaffinity); 'gjob show' prints them (CPUs). Needs --gpus",
+     .parse = jo_cpus_per_gpu},
 
     {.val = 'd', .shorts = "d", .longs = {"depends-on", "dependency"}, .has_arg = true,
      .cmds = JO_ALL, .clear = {"none", ""}, .cleared = "no dependencies",
@@ -624,6 +632,19 @@ static int jo_gpus_per_task(const struct jobopts_ctx *ctx, const struct jobopt *
                             "GPU) or 0 (one copy in all)",
                             arg, o->longs[0]);
     json_object_set_new(spec, JOB_KEY_GPUS_PER_TASK, json_integer(v));
+    return 0;
+}
+
+static int jo_cpus_per_gpu(const struct jobopts_ctx *ctx, const struct jobopt *o, const char *arg,
+                           json_t *spec)
+{
+    int64_t v;
+    if (parse_int64(arg, &v) < 0 || v < 0 || v > JOB_CPUS_PER_GPU_MAX)
+        return jobopts_fail(ctx,
+                            "invalid value '%s' for --%s: use a number of CPUs per GPU from 1 "
+                            "to %d (0: none)",
+                            arg, o->longs[0], JOB_CPUS_PER_GPU_MAX);
+    json_object_set_new(spec, JOB_KEY_CPUS_PER_GPU, json_integer(v));
     return 0;
 }
 

@@ -201,6 +201,24 @@ static void print_mig(const json_t *raw, const struct job *j)
                     output_json_list(json_object_get(raw, JOB_KEY_MIG_DEVICES), "-"));
 }
 
+/* CPU pinning: "CPUsPerGPU: 2" when asked, and the CPUs the job was pinned to with
+ * where they are: "CPUs: 1 (near GPU 1)", or "CPUs: 0-5 (2 not near GPUs 0,1)". */
+static void print_cpus(const struct job *j)
+{
+    if (j->cpus_per_gpu > 0)
+        field_owned(JOB_LABEL_CPUS_PER_GPU, xasprintf("%d", j->cpus_per_gpu));
+    if (!j->cpus)
+        return;
+    char *ids = gpu_mask_format(j->gpu_mask);
+    const char *s = strchr(ids, ',') ? "s" : "";
+    if (j->cpus_far > 0)
+        field_owned(JOB_LABEL_CPUS,
+                    xasprintf("%s (%d not near GPU%s %s)", j->cpus, j->cpus_far, s, ids));
+    else
+        field_owned(JOB_LABEL_CPUS, xasprintf("%s (near GPU%s %s)", j->cpus, s, ids));
+    free(ids);
+}
+
 /* The GPU request as gflow shows it (GPUs, GPUSharing, GPUMemoryLimit), the ids once
  * allocated, and one line per allocated GPU from gpus_detail ("GPU 0: GPU-<uuid>
  * 00000000:3B:00.0") so the physical GPU is never in doubt. */
@@ -244,6 +262,7 @@ static void print_gpus(const json_t *raw, const struct job *j)
     /* What gflow saw and did (daemon.stray), kept after the job ended. */
     if (j->stray)
         field(JOB_LABEL_STRAY, j->stray);
+    print_cpus(j);
     print_mig(raw, j);
     field_owned(JOB_LABEL_MEMORY_MB, jobshow_mib(j->memory_mb));
     field(JOB_LABEL_CONDA_ENV, j->conda_env);

@@ -118,6 +118,7 @@ static const struct config_key config_keys[] = {
     CONFIG_INT_KEY("daemon.nvml_retry_max_secs", nvml_retry_max_secs, 1, "60"),
     CONFIG_INT_KEY("daemon.unowned_memory_mib", unowned_memory_mib, 0, "1024"),
     CONFIG_BOOL_KEY("daemon.constrain_devices", constrain_devices, "false"),
+    CONFIG_BOOL_KEY("daemon.cpu_affinity", cpu_affinity, "false"),
     CONFIG_STRING_KEY("daemon.log_dir", log_dir, NULL, NULL),
     CONFIG_INT_KEY("daemon.max_log_bytes", max_log_bytes, 0, "1073741824"),
     CONFIG_INT_KEY("daemon.log_keep_on_full_disk", log_keep_on_full_disk, 0, "4194304"),

@@ -60,6 +60,8 @@ struct gflow_config {
     bool constrain_devices;         /* daemon.constrain_devices: deny jobs the GPUs they were not
                                 * given through the cgroup v1 devices controller; default
                                 * false */
+    bool cpu_affinity;              /* daemon.cpu_affinity: pin GPU jobs to their GPUs' local
+                                     * CPUs; default false */
     char *log_dir;                  /* daemon.log_dir: where job logs go; NULL = <data>/logs */
     int64_t max_log_bytes;          /* daemon.max_log_bytes: a job log's cap; default 1 GiB,
                                      * 0 = no cap */

@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cpumask.h"
+
 #define GPUINFO_MAX_GPUS 64
 
 /* A process on a GPU (compute, graphics or MPS; one entry per pid). */
@@ -17,7 +19,10 @@ struct gpu_proc {
     int64_t used_mib; /* -1: unknown (NVML reports ~0ULL when it cannot tell) */
 };
 
-/* Interconnect between two GPUs, closest first (the order nvidia-smi topo -m uses). */
+/* Interconnect between two GPUs, closest first (the order nvidia-smi topo -m uses).
+ * gpu_set.link holds the PCIe level (SINGLE..SYSTEM) and never NVLINK: NVLink is kept
+ * apart in gpu_set.nvlinks, so that both facts count (NVLINK stays for callers that know
+ * only NVLink, and sorts before every PCIe level). */
 enum gpu_link {
     GPU_LINK_SELF,       /* X */
     GPU_LINK_NVLINK,     /* NV# */
@@ -74,6 +79,10 @@ struct gpu_info {
     int temperature_c;       /* -1: unknown */
     int power_w;             /* -1: unknown */
     int numa_node;           /* -1: unknown */
+    /* The GPU's local CPUs (nvmlDeviceGetCpuAffinity: its NUMA node's); cpus_known false:
+     * not reported (the call is missing, unsupported, or answered no CPU). */
+    struct cpumask cpus;
+    bool cpus_known;
     struct gpu_proc *procs;
     size_t n_procs;
     bool lost; /* NVML answered GPU_IS_LOST (the GPU fell off the bus); implies unavailable */
@@ -101,7 +110,8 @@ static inline bool gpu_info_usable(const struct gpu_info *g)
 struct gpu_set {
     struct gpu_info *gpus;
     size_t n_gpus;
-    /* link[i * n_gpus + j] between gpus[i] and gpus[j]; NULL when unknown. */
+    /* link[i * n_gpus + j]: the PCIe level between gpus[i] and gpus[j]
+     * (nvmlDeviceGetTopologyCommonAncestor); NULL when unknown. */
     enum gpu_link *link;
     char driver_version[64];
     bool simulated; /* read from libgflow-nvml-sim.so */

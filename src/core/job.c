@@ -540,6 +540,7 @@ void job_clear(struct job *j)
     free(j->name_template);
     free(j->mig_profile);
     free(j->mig_uuids);
+    free(j->cpus);
     free(j->backend_reason);
     free(j->project);
     free(j->notify_email);
@@ -581,6 +582,7 @@ struct job *job_dup(const struct job *src, bool with_payload)
     j->conda_env = dup_or_null(src->conda_env);
     j->mig_profile = dup_or_null(src->mig_profile);
     j->mig_uuids = dup_or_null(src->mig_uuids);
+    j->cpus = dup_or_null(src->cpus);
     j->backend_reason = dup_or_null(src->backend_reason);
     j->project = dup_or_null(src->project);
     j->notify_email = dup_or_null(src->notify_email);

@@ -37,6 +37,8 @@ bool job_state_is_cancelling_name(const char *s);
 
 #define JOB_PRIORITY_DEFAULT 10
 #define JOB_PRIORITY_MAX 255
+/* --cpus-per-gpu at most (the CPUs a cpumask can name: src/core/cpumask.h). */
+#define JOB_CPUS_PER_GPU_MAX 1024
 
 /* A job name: 1 to JOB_NAME_MAX bytes, no control characters. */
 #define JOB_NAME_MAX 200
@@ -232,6 +234,13 @@ struct job {
     int max_retries;
     int attempt;      /* 1 for the first run */
     int64_t retry_of; /* previous attempt's id; 0 = none */
+    /* CPU pinning (--cpus-per-gpu, daemon.cpu_affinity): cpus_per_gpu CPUs near each GPU
+     * (0: none asked); cpus, the CPUs the job was pinned to when it started ("0-3,8";
+     * NULL: not pinned), cpus_far of them not local to its GPUs (NVML did not say, or
+     * they have fewer than asked). */
+    int cpus_per_gpu; /* 0..JOB_CPUS_PER_GPU_MAX */
+    char *cpus;
+    int cpus_far; /* how many of cpus are not local to its GPUs */
 
     /* The conda environment the job's shell activates (gflow-shim --conda-env); NULL:
      * none. */

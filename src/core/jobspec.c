@@ -334,12 +334,21 @@ struct job *jobspec_to_job(const json_t *spec, const struct jobspec_limits *lim,
                          GPUINFO_MAX_GPUS);
         goto bad;
     }
+    json_t *cpus_per_gpu = json_object_get(spec, JOB_KEY_CPUS_PER_GPU);
+    if (cpus_per_gpu && (!json_is_integer(cpus_per_gpu) || json_integer_value(cpus_per_gpu) < 0 ||
+                         json_integer_value(cpus_per_gpu) > JOB_CPUS_PER_GPU_MAX)) {
+        *err = xasprintf("'cpus_per_gpu' must be an integer from 0 to %d (0: none)",
+                         JOB_CPUS_PER_GPU_MAX);
+        goto bad;
+    }
     bool wants_gpus = gpus && json_integer_value(gpus) > 0;
     /* Named by the flags a user types (gbatch's messages, the same for API users). */
     const char *needs_gpus = json_is_true(shared)                           ? "--shared"
                              : gpu_mem && json_integer_value(gpu_mem) > 0   ? "--gpu-memory"
                              : per_task && json_integer_value(per_task) > 0 ? "--gpus-per-task"
-                                                                            : NULL;
+                             : cpus_per_gpu && json_integer_value(cpus_per_gpu) > 0
+                                 ? "--cpus-per-gpu"
+                                 : NULL;
     if (!wants_gpus && needs_gpus) {
         *err = xasprintf("%s needs --gpus N", needs_gpus);
         goto bad;
@@ -476,6 +485,7 @@ struct job *jobspec_to_job(const json_t *spec, const struct jobspec_limits *lim,
     j->gpu_memory_mb = gpu_mem ? (int64_t)json_integer_value(gpu_mem) : 0;
     j->shared = json_is_true(shared);
     j->gpus_per_task = per_task && j->gpus > 0 ? (int)json_integer_value(per_task) : 0;
+    j->cpus_per_gpu = cpus_per_gpu && j->gpus > 0 ? (int)json_integer_value(cpus_per_gpu) : 0;
     if (j->pty && j->gpus_per_task && j->gpus > 1) { /* the shim: one process, one terminal */
         *err = xstrdup("--pty runs one process on the job's terminal: not with --gpus-per-task");
         goto bad;
@@ -683,6 +693,8 @@ json_t *jobspec_from_job(const struct job *f)
         json_object_set_new(s, JOB_KEY_GPU_MEMORY_MB, json_integer(f->gpu_memory_mb));
         json_object_set_new(s, JOB_KEY_SHARED, json_boolean(f->shared));
         json_object_set_new(s, JOB_KEY_GPUS_PER_TASK, json_integer(f->gpus_per_task));
+        if (f->cpus_per_gpu > 0)
+            json_object_set_new(s, JOB_KEY_CPUS_PER_GPU, json_integer(f->cpus_per_gpu));
     }
     if (f->mig_profile) {
         json_object_set_new(s, JOB_KEY_MIG_PROFILE, json_string(f->mig_profile));
@@ -759,6 +771,7 @@ int jobspec_merge(json_t *spec, const json_t *over, bool allow_hold, char **err)
         json_object_del(spec, JOB_KEY_GPU_MEMORY_MB);
         json_object_del(spec, JOB_KEY_SHARED);
         json_object_del(spec, JOB_KEY_GPUS_PER_TASK);
+        json_object_del(spec, JOB_KEY_CPUS_PER_GPU);
     }
     if (json_is_integer(g) && json_integer_value(g) > 0 &&
         !json_object_get(over, JOB_KEY_MIG_PROFILE)) {
@@ -794,7 +807,7 @@ static const char *const update_fields[] = {
     JOB_KEY_DEPENDS_ON,    JOB_KEY_DEPENDS_MODE, JOB_KEY_AUTO_CANCEL,   JOB_KEY_UMASK};
 /* And the MIG request and --requeue (kept apart so the table above stays as it was). */
 static const char *const update_fields_mig[] = {JOB_KEY_MIG_PROFILE, JOB_KEY_MIG_COUNT,
-                                                JOB_KEY_REQUEUE, JOB_KEY_PTY};
+                                                JOB_KEY_REQUEUE, JOB_KEY_PTY, JOB_KEY_CPUS_PER_GPU};
 
 static bool listed(const char *key, const char *const *list, size_t n)
 {

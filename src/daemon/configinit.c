@@ -47,6 +47,8 @@ static const struct key_help key_helps[] = {
     {"daemon.unowned_memory_mib", "a GPU with more memory used by no listed process (another "
                                   "container's, a leak) is busy; 0 = not checked"},
     {"daemon.constrain_devices", "deny jobs the GPUs they were not given (cgroup v1 devices)"},
+    {"daemon.cpu_affinity", "pin GPU jobs to their GPUs' local CPUs (cpuset, else "
+                            "sched_setaffinity)"},
     {"daemon.log_dir", "where job logs go (default: <data_dir>/logs; relative: to this "
                        "file's folder; writable by others: needs the sticky bit)"},
     {"daemon.max_log_bytes", "cap of one job log; 0 = no cap"},

@@ -201,6 +201,11 @@ __attribute__((noreturn)) static void shim_child(struct shim_exec *ex, char *con
     /* Step 8, likewise: a job process outside the memory cgroup escapes the limit. */
     if (ex->memcg_procs_fd >= 0 && write(ex->memcg_procs_fd, "0", 1) != 1)
         shim_child_fail(ex, JOB_EXIT_SETUP, "cannot join the memory cgroup", "of the job", errno);
+    /* --cpus, after the cgroups (joining a cpuset resets the affinity to it): a
+     * preference for speed, so a refusal (CPUs gone offline since) leaves the job
+     * unpinned rather than failed. */
+    if (ex->pin_cpus)
+        (void)sched_setaffinity(0, sizeof(ex->cpus), &ex->cpus);
     if (ex->files_in_child) {
         shim_child_files(ex);
         envp = ex->envp; /* conda adds to it */

@@ -117,8 +117,10 @@ int shim_jobcg_setup(const struct shim_opts *o, struct shim_exec *ex, struct shi
         *err = xasprintf("GFLOW_SHIM_CGROUP '%s' is none of v2, v1, none", force);
         return -1;
     }
-    if (force && strcmp(force, "none") == 0)
+    if (force && strcmp(force, "none") == 0) {
+        shim_cpus_setup(o, ex, cg);
         return 0;
+    }
     char *why = NULL;
     if (!force || strcmp(force, "v2") == 0) {
         cg->dir = shim_jobcg_v2(o->job_id, &ex->jobcg_procs_fd, &why);
@@ -132,6 +134,7 @@ int shim_jobcg_setup(const struct shim_opts *o, struct shim_exec *ex, struct shi
     }
     if (!cg->dir) {
         cg->version = 0;
+        shim_cpus_setup(o, ex, cg);
         if (force)
             *err = xasprintf("job cgroup %s unavailable: %s", force, why);
         free(why);
@@ -139,6 +142,7 @@ int shim_jobcg_setup(const struct shim_opts *o, struct shim_exec *ex, struct shi
     }
     free(why);
     shim_report_lock_cgroup(o, cg->dir);
+    shim_cpus_setup(o, ex, cg);
     return 0;
 }
 

@@ -24,7 +24,7 @@ static const char shim_opts_usage_text[] =
     "                  [--deny-devices MINOR|MAJOR:MINOR,...]\n"
     "                  [--memory-limit MIB] [--conda-env NAME|PATH] [--umask MODE]\n"
     "                  [--log-max-bytes N] [--log-keep-on-full N] [--log-continue]\n"
-    "                  [--nofile N] [--pty DIR]\n"
+    "                  [--nofile N] [--pty DIR] [--cpus LIST]\n"
     "                  (--command \"shell command line\" | --script PATH)\n"
     "Runs and supervises one gflow job and writes its outcome to the exit file (without\n"
     "--exit-file: into the lock file of --lock-fd, at byte 8192).\n"
@@ -57,6 +57,8 @@ static const char shim_opts_usage_text[] =
     "goes to the log) and serves it on the socket DIR/sock (DIR is made, owned by the job\n"
     "user, 0700) for `gjob attach`; not with --tasks > 1.\n"
     "--nofile N sets the job's soft limit of open files (RLIMIT_NOFILE) to N.\n"
+    "--cpus 0-3,8 pins every process of the job to those CPUs: cpuset.cpus of its cgroup\n"
+    "v2 where the cpuset controller can be enabled, and sched_setaffinity before exec.\n"
     "--groups lists the job user's groups (as getgrouplist gives them), which the job\n"
     "gets: the shim never looks them up (it is linked statically, without NSS).\n"
     "gflow-shim --standby waits on fd 3 for a job's arguments and its lock and environment\n"
@@ -92,6 +94,7 @@ enum {
     OPT_NOFILE,
     OPT_GROUPS,
     OPT_PTY,
+    OPT_CPUS,
     OPT_LOG_CONTINUE,
 };
 
@@ -119,6 +122,7 @@ static const struct option shim_opts_long[] = {
     {"log-max-bytes", required_argument, NULL, OPT_LOG_MAX_BYTES},
     {"log-keep-on-full", required_argument, NULL, OPT_LOG_KEEP_ON_FULL},
     {"nofile", required_argument, NULL, OPT_NOFILE},
+    {"cpus", required_argument, NULL, OPT_CPUS},
     {"groups", required_argument, NULL, OPT_GROUPS},
     {"pty", required_argument, NULL, OPT_PTY},
     {"log-continue", no_argument, NULL, OPT_LOG_CONTINUE},
@@ -361,6 +365,12 @@ static void shim_opts_one(struct shim_opts *o, int c, const char *arg, char **er
         break;
     case OPT_GROUPS:
         shim_opts_groups(o, arg, err);
+        break;
+    case OPT_CPUS:
+        if (cpumask_parse(arg, &o->cpus) < 0 || cpumask_empty(&o->cpus))
+            shim_opts_error(err, xasprintf("bad --cpus '%s' (a CPU list such as 0-3,8)", arg));
+        else
+            o->pin_cpus = true;
         break;
     case OPT_PTY:
         if (arg[0] != '/')

@@ -6,6 +6,7 @@
 #ifndef GFLOW_SHIM_H
 #define GFLOW_SHIM_H
 
+#include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -16,6 +17,7 @@ struct pollfd;
 struct rusage;
 struct shim_attach;
 
+#include "cpumask.h"
 #include "exitfile.h"
 
 /* Upper bound of --tasks: far above the GPUs of one machine, low enough that a typo
@@ -69,6 +71,8 @@ struct shim_opts {
     gid_t *groups;           /* --groups: the job user's groups as gflowd resolved them */
     int ngroups;             /* -1: not given (the shim looks them up) */
     const char *pty_dir;     /* --pty: the attach directory; NULL: no terminal */
+    bool pin_cpus;           /* --cpus given: the job runs on cpus only */
+    struct cpumask cpus;
 };
 
 /* Everything the job child needs, prepared before fork so the child only makes
@@ -111,6 +115,10 @@ struct shim_exec {
     /* The job's marker, EXITFILE_MARKER_VAR=<pid>:<start>, added to its environment. */
     char *marker;
     int64_t nofile; /* --nofile, -1: none */
+    /* --cpus: the CPUs every copy of the job is pinned to (sched_setaffinity before
+     * exec, which its processes inherit; the job's cgroup v2 cpuset too where it can). */
+    bool pin_cpus;
+    cpu_set_t cpus;
     /* With --conda-env: the GFLOW_* entries added to envp (step 4), allocated. */
     char *conda_vars[SHIM_N_CONDA_VARS];
     /* With --conda-env: the environment's directory and the installation's base, where
@@ -372,6 +380,12 @@ int shim_jobcg_setup(const struct shim_opts *o, struct shim_exec *ex, struct shi
                      char **err);
 /* Removes the job's cgroup, if it has one. */
 void shim_jobcg_end(struct shim_jobcg *cg, int64_t job_id);
+
+/* ---- cpus.c: --cpus, the CPUs the job is pinned to ---- */
+/* Before fork: the CPUs as the child's sched_setaffinity takes them, and cpuset.cpus in
+ * the job's cgroup v2 where the cpuset controller can be enabled for it (else the
+ * affinity alone holds the job: a process of it may widen its own affinity). */
+void shim_cpus_setup(const struct shim_opts *o, struct shim_exec *ex, const struct shim_jobcg *cg);
 
 /* ---- devices.c: --deny-devices (step 7) ---- */
 /* Sets up the job's devices cgroup and returns its directory; when that cannot be

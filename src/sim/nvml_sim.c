@@ -733,10 +733,13 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t a, nvml
     }
     if (a == b)
         *level = NVML_TOPOLOGY_INTERNAL;
-    else if (sim_int(ga, "numa_node", 0) == sim_int(gb, "numa_node", 0))
-        *level = NVML_TOPOLOGY_NODE;
-    else
+    else if (sim_int(ga, "numa_node", 0) != sim_int(gb, "numa_node", 0))
         *level = NVML_TOPOLOGY_SYSTEM;
+    else if (sim_int(ga, "pcie_switch", -1) >= 0 &&
+             sim_int(ga, "pcie_switch", -1) == sim_int(gb, "pcie_switch", -2))
+        *level = NVML_TOPOLOGY_SINGLE; /* one PCIe switch (PIX) */
+    else
+        *level = NVML_TOPOLOGY_NODE;
     json_decref(r);
     return NVML_SUCCESS;
 }

@@ -21,6 +21,10 @@ nvmlReturn_t sim_begin_dev(const char *fn, nvmlDevice_t dev, json_t **root, json
 long long sim_int(json_t *obj, const char *key, long long dflt);
 const char *sim_str(json_t *obj, const char *key, const char *dflt);
 
+/* Starts a per-device call: the fixture in *root (the caller's to decref), the GPU's
+ * object in *gpu, the global and the GPU's own "fail" maps and "hang" applied. */
+nvmlReturn_t sim_begin_dev(const char *fn, nvmlDevice_t dev, json_t **root, json_t **gpu);
+
 /* Whether dev is a MIG device handle (nvml_sim_mig.c). GPU handles are index + 1; MIG
  * handles carry a tag bit above any GPU index, the parent's index and the instance's
  * position, so that no GPU call mistakes one for the other. */

@@ -34,6 +34,7 @@ SHOW_LINE = {
     "requeue": "Requeue", "requeue_count": "Requeued", "preempted_by": "PreemptedBy",
     "preempting": "Preempting", "pty": "Pty", "attach_socket": "Pty", "slurm_id": "SlurmJobId",
     "log_lost_bytes": "LogLost", "stray": "Stray",
+    "cpus_per_gpu": "CPUsPerGPU", "cpus": "CPUs", "cpus_far": "CPUs",
     "effective_priority": "EffectivePriority", "priority_detail": "EffectivePriority",
 }
 # Lines shown only when another field is set (gflow shows the mode and auto-cancel of a

@@ -103,7 +103,8 @@ static void test_topology_read_only_when_the_set_changes(void **state)
     assert_true(r.open && r.read && r.simulated && r.topology_read);
     assert_int_equal(r.set.n_gpus, 2);
     assert_non_null(r.set.link);
-    assert_int_equal(r.set.link[1], GPU_LINK_NVLINK);
+    assert_non_null(r.set.nvlinks); /* NVLink is kept apart from the PCIe level */
+    assert_int_equal(r.set.nvlinks[1], 1);
     gpu_worker_result_free(&r);
 
     /* Same GPUs, links gone: the matrix as read before, the rest read again. */
@@ -113,7 +114,8 @@ static void test_topology_read_only_when_the_set_changes(void **state)
     assert_false(r.topology_read);
     assert_int_equal(r.set.gpus[0].memory_used_mib, 7);
     assert_non_null(r.set.link);
-    assert_int_equal(r.set.link[1], GPU_LINK_NVLINK);
+    assert_non_null(r.set.nvlinks); /* NVLink is kept apart from the PCIe level */
+    assert_int_equal(r.set.nvlinks[1], 1);
     gpu_worker_result_free(&r);
 
     /* A third GPU: read again. */
@@ -121,7 +123,7 @@ static void test_topology_read_only_when_the_set_changes(void **state)
     ask(w, &r);
     assert_true(r.topology_read);
     assert_int_equal(r.set.n_gpus, 3);
-    assert_int_not_equal(r.set.link[1], GPU_LINK_NVLINK);
+    assert_int_equal(r.set.nvlinks[1], 0);
     gpu_worker_result_free(&r);
     gpu_worker_free(w);
 }

@@ -2,7 +2,8 @@
  * machine with two NVLink islands of four (0-3, 4-7; SYS between them), its best fit
  * (small jobs go into partly used islands, also over a random run of jobs coming and
  * going), topology on a uniform machine and without a link matrix (both equal
- * sequential), seeded random. */
+ * sequential), seeded random; NUMA and PCIe levels before NVLink (issue 28: NVSwitch
+ * machines with two sockets, the PCIe switch, NVLink as the tie-breaker, fewest nodes). */
 /* cmocka needs these first. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -267,6 +268,109 @@ static void test_topology_uniform_is_sequential(void **state)
     assert_int_equal(gpualloc_choose(&s, 0xff & ~M(0, 1, 2), 2, GPUALLOC_TOPOLOGY, NULL), M(3, 4));
 }
 
+/* Issue 28, item 6: 8 GPUs behind NVSwitches (every pair NV18), 0-3 on NUMA node 0 and
+ * 4-7 on node 1, as the loader gives them: link is the PCIe level (NODE inside a node,
+ * SYS across), nvlinks the link counts. */
+static int nvlinks8[64];
+static struct gpu_set nvswitch_2numa(void)
+{
+    struct gpu_set s = islands();
+    for (int i = 0; i < 8; i++) {
+        gpus8[i].numa_node = i / 4;
+        for (int j = 0; j < 8; j++) {
+            links8[i * 8 + j] = i == j             ? GPU_LINK_SELF
+                                : (i / 4 == j / 4) ? GPU_LINK_NODE
+                                                   : GPU_LINK_SYSTEM;
+            nvlinks8[i * 8 + j] = i == j ? 0 : 18;
+        }
+    }
+    s.nvlinks = nvlinks8;
+    return s;
+}
+
+static void test_numa_nvswitch(void **state)
+{
+    (void)state;
+    struct gpu_set s = nvswitch_2numa();
+    uint64_t all = 0xff;
+    /* GPU 0 busy: the 4-GPU job gets node 1, not 1,2,3,4 across both sockets. */
+    assert_int_equal(gpualloc_choose(&s, all & ~M(0), 4, GPUALLOC_TOPOLOGY, NULL), M(4, 5, 6, 7));
+    assert_int_equal(gpualloc_choose(&s, all & ~M(5), 4, GPUALLOC_TOPOLOGY, NULL), M(0, 1, 2, 3));
+    /* A 2-GPU job with 3 free on node 0: both there (best fit keeps node 1 whole). */
+    assert_int_equal(gpualloc_choose(&s, all & ~M(0), 2, GPUALLOC_TOPOLOGY, NULL), M(1, 2));
+    /* Six GPUs span both nodes: the freer node whole, then the rest. */
+    assert_int_equal(__builtin_popcountll(gpualloc_choose(&s, all, 6, GPUALLOC_TOPOLOGY, NULL)), 6);
+}
+
+/* One NUMA node: GPUs 0 and 1 meet at the host bridge but have NVLink, 2 and 3 share a
+ * PCIe switch without it. The switch wins: NVLink does not override the PCIe level. */
+static void test_pcie_switch_before_nvlink(void **state)
+{
+    (void)state;
+    struct gpu_info g[4];
+    enum gpu_link l[16];
+    int nv[16];
+    memset(g, 0, sizeof(g));
+    memset(nv, 0, sizeof(nv));
+    for (int i = 0; i < 4; i++) {
+        g[i].index = i;
+        for (int j = 0; j < 4; j++)
+            l[i * 4 + j] = i == j               ? GPU_LINK_SELF
+                           : (i >= 2 && j >= 2) ? GPU_LINK_SINGLE
+                           : (i + j == 1)       ? GPU_LINK_HOSTBRIDGE
+                                                : GPU_LINK_NODE;
+    }
+    nv[0 * 4 + 1] = nv[1 * 4 + 0] = 4;
+    struct gpu_set s = {.gpus = g, .n_gpus = 4, .link = l, .nvlinks = nv};
+    assert_int_equal(gpualloc_choose(&s, M(0, 1, 2, 3), 2, GPUALLOC_TOPOLOGY, NULL), M(2, 3));
+    /* Without the switch pair, the host bridge pair (NVLink too) before NODE pairs. */
+    assert_int_equal(gpualloc_choose(&s, M(0, 1, 2), 2, GPUALLOC_TOPOLOGY, NULL), M(0, 1));
+}
+
+/* Among pairs at one PCIe level, the NVLink pair wins over the lowest positions. */
+static void test_nvlink_breaks_ties(void **state)
+{
+    (void)state;
+    struct gpu_info g[4];
+    enum gpu_link l[16];
+    int nv[16];
+    memset(g, 0, sizeof(g));
+    memset(nv, 0, sizeof(nv));
+    for (int i = 0; i < 4; i++) {
+        g[i].index = i;
+        for (int j = 0; j < 4; j++)
+            l[i * 4 + j] = i == j ? GPU_LINK_SELF : GPU_LINK_NODE;
+    }
+    nv[2 * 4 + 3] = nv[3 * 4 + 2] = 2;
+    struct gpu_set s = {.gpus = g, .n_gpus = 4, .link = l, .nvlinks = nv};
+    assert_int_equal(gpualloc_choose(&s, M(0, 1, 2, 3), 2, GPUALLOC_TOPOLOGY, NULL), M(2, 3));
+    assert_int_equal(gpualloc_choose(&s, M(0, 1, 2), 2, GPUALLOC_TOPOLOGY, NULL), M(0, 1));
+    /* A 1-GPU job keeps the NVLink pair whole. */
+    assert_int_equal(gpualloc_choose(&s, M(0, 1, 2, 3), 1, GPUALLOC_TOPOLOGY, NULL), M(0));
+}
+
+/* Four NUMA nodes of two GPUs: a job no node can hold spans the fewest nodes (3 GPUs on
+ * nodes 0 and 2, not one on each of three nodes). */
+static void test_numa_fewest_nodes(void **state)
+{
+    (void)state;
+    struct gpu_set s = islands();
+    for (int i = 0; i < 8; i++) {
+        gpus8[i].numa_node = i / 2;
+        for (int j = 0; j < 8; j++)
+            links8[i * 8 + j] = i == j             ? GPU_LINK_SELF
+                                : (i / 2 == j / 2) ? GPU_LINK_NODE
+                                                   : GPU_LINK_SYSTEM;
+    }
+    assert_int_equal(gpualloc_choose(&s, M(0, 2, 4, 5, 6, 7), 3, GPUALLOC_TOPOLOGY, NULL),
+                     M(0, 4, 5));
+    /* Unknown nodes: no confinement, the pairwise choice alone. */
+    gpus8[0].numa_node = -1;
+    assert_int_equal(
+        __builtin_popcountll(gpualloc_choose(&s, M(0, 2, 4, 5, 6, 7), 3, GPUALLOC_TOPOLOGY, NULL)),
+        3);
+}
+
 static void test_random(void **state)
 {
     (void)state;
@@ -308,6 +412,10 @@ int main(void)
         cmocka_unit_test(test_topology_best_fit_random_run),
         cmocka_unit_test(test_topology_mixed_levels),
         cmocka_unit_test(test_topology_uniform_is_sequential),
+        cmocka_unit_test(test_numa_nvswitch),
+        cmocka_unit_test(test_pcie_switch_before_nvlink),
+        cmocka_unit_test(test_nvlink_breaks_ties),
+        cmocka_unit_test(test_numa_fewest_nodes),
         cmocka_unit_test(test_random),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -136,8 +136,12 @@ static void check_metrics(const struct gpu_set *s)
 
     for (size_t i = 0; i < 4; i++)
         assert_int_equal(link_of(s, i, i), GPU_LINK_SELF);
-    assert_int_equal(link_of(s, 0, 1), GPU_LINK_NVLINK);
-    assert_int_equal(link_of(s, 1, 0), GPU_LINK_NVLINK);
+    /* NVLink is kept apart from the PCIe level (issue 28: it used to overwrite it). */
+    assert_int_equal(link_of(s, 0, 1), GPU_LINK_NODE);
+    assert_int_equal(link_of(s, 1, 0), GPU_LINK_NODE);
+    assert_non_null(s->nvlinks);
+    assert_int_equal(s->nvlinks[0 * 4 + 1], 2);
+    assert_int_equal(s->nvlinks[0 * 4 + 2], 0);
     assert_int_equal(link_of(s, 0, 2), GPU_LINK_NODE);
     assert_int_equal(link_of(s, 2, 1), GPU_LINK_NODE);
     assert_int_equal(link_of(s, 0, 3), GPU_LINK_SYSTEM);
@@ -468,7 +472,8 @@ static void test_nvswitch_topology(void **state)
         for (size_t j = 0; j < 3; j++) {
             if (i == j)
                 continue;
-            assert_int_equal(link_of(&s, i, j), GPU_LINK_NVLINK);
+            /* The PCIe level stays: NODE on one socket, SYS across (issue 28). */
+            assert_int_equal(link_of(&s, i, j), i / 2 == j / 2 ? GPU_LINK_NODE : GPU_LINK_SYSTEM);
             assert_int_equal(nvlinks_of(&s, i, j), 18);
         }
     /* GPU 3 has no NVLink: PCIe only. */
@@ -509,7 +514,7 @@ static void test_nvlink_counts_and_gaps(void **state)
         assert_int_equal(nvlinks_of(&s, 1, 0), 2);
         assert_int_equal(nvlinks_of(&s, 0, 2), 1);
         assert_int_equal(nvlinks_of(&s, 1, 2), 0);
-        assert_int_equal(link_of(&s, 3, 4), GPU_LINK_NVLINK);
+        assert_int_equal(link_of(&s, 3, 4), GPU_LINK_NODE);
         assert_int_equal(nvlinks_of(&s, 3, 4), 1);
         assert_int_equal(nvlinks_of(&s, 4, 3), 1);
         gpu_set_free(&s);

@@ -349,16 +349,18 @@ static void test_open_pragmas_and_schema(void **state)
     free(objs);
     /* One column per field of struct job, payload apart. */
     objs = peek_text(db, "SELECT group_concat(name, ' ') FROM pragma_table_info('jobs')");
-    assert_string_equal(objs,
-                        "id name user uid gid state priority time_limit command "
-                        "script_path workdir submit_time start_time end_time exit_code "
-                        "signal oom reason end_request shim_pid shim_start max_rss_kb "
-                        "gpus gpu_ids memory_mb gpu_memory_mb shared group_id "
-                        "array_task max_retries attempt retry_of gpus_per_task "
-                        "depends_on depends_any auto_cancel conda_env signal_spec "
-                        "begin_time reason_code reason_job umask mig_profile mig_count mig_uuids "
-                        "project nice notify_email notify_on auto_close requeue requeue_count "
-                        "preempted_by pty slurm_id slurm_reason log_lost_bytes stray|\n");
+    assert_string_equal(
+        objs,
+        "id name user uid gid state priority time_limit command "
+        "script_path workdir submit_time start_time end_time exit_code "
+        "signal oom reason end_request shim_pid shim_start max_rss_kb "
+        "gpus gpu_ids memory_mb gpu_memory_mb shared group_id "
+        "array_task max_retries attempt retry_of gpus_per_task "
+        "depends_on depends_any auto_cancel conda_env signal_spec "
+        "begin_time reason_code reason_job umask mig_profile mig_count mig_uuids "
+        "project nice notify_email notify_on auto_close requeue requeue_count "
+        "preempted_by pty slurm_id slurm_reason log_lost_bytes stray cpus_per_gpu cpus "
+        "cpus_far|\n");
     free(objs);
     /* The payload: a sweep's values and templates after script and env (step 5). */
     objs = peek_text(db, "SELECT group_concat(name, ' ') FROM pragma_table_info('job_payload')");
@@ -406,6 +408,9 @@ static void test_migrate_counts_without_insert_trigger(void **state)
                                   "  ON CONFLICT(state) DO UPDATE SET n = n + 1;"
                                   " END; ALTER TABLE jobs DROP COLUMN log_lost_bytes;"
                                   " ALTER TABLE jobs DROP COLUMN stray;"
+                                  " ALTER TABLE jobs DROP COLUMN cpus_per_gpu;"
+                                  " ALTER TABLE jobs DROP COLUMN cpus;"
+                                  " ALTER TABLE jobs DROP COLUMN cpus_far;"
                                   " PRAGMA user_version=21",
                                   NULL, NULL, NULL),
                      SQLITE_OK);
@@ -438,7 +443,7 @@ static void test_refuses_newer_schema(void **state)
     free(err);
     /* Let teardown work. */
     db = peek_open(f->path);
-    sqlite3_exec(db, "PRAGMA user_version=24", NULL, NULL, NULL);
+    sqlite3_exec(db, "PRAGMA user_version=25", NULL, NULL, NULL);
     sqlite3_close(db);
     f->s = open_ok(f->path);
 }
@@ -451,6 +456,8 @@ static void test_refuses_newer_schema(void **state)
 #define BACK_BEFORE_ENVS                                                                           \
     "DROP INDEX jobs_end; DROP TABLE gpu_samples; ALTER TABLE jobs DROP COLUMN log_lost_bytes;"    \
     "ALTER TABLE jobs DROP COLUMN stray;"                                                          \
+    "ALTER TABLE jobs DROP COLUMN cpus_per_gpu; ALTER TABLE jobs DROP COLUMN cpus;"                \
+    "ALTER TABLE jobs DROP COLUMN cpus_far;"                                                       \
     "ALTER TABLE jobs DROP COLUMN requeue; ALTER TABLE jobs DROP COLUMN requeue_count;"            \
     "ALTER TABLE jobs DROP COLUMN preempted_by; ALTER TABLE jobs DROP COLUMN pty;"                 \
     "ALTER TABLE jobs DROP COLUMN slurm_id; ALTER TABLE jobs DROP COLUMN slurm_reason;"            \

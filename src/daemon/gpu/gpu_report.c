@@ -121,6 +121,11 @@ static json_t *gpu_json(const struct gpus *gs, size_t g, struct job *const *runn
     const char *drained = gpu_drained(gs, g);
     json_object_set_new(o, "drained", drained ? json_string(drained) : json_null());
     json_object_set_new(o, "stray_jobs", gpu_stray_jobs_json(gs, (int)g, -1));
+    /* Its local CPUs, as Cpus_allowed_list writes them (what --cpus-per-gpu and
+     * daemon.cpu_affinity pin to); null when NVML does not say. */
+    char *cpus = info->cpus_known ? cpumask_format(&info->cpus) : NULL;
+    json_object_set_new(o, "cpus", cpus ? json_string(cpus) : json_null());
+    free(cpus);
     return o;
 }
 
@@ -134,7 +139,7 @@ static json_t *topology_json(const struct gpu_set *cur)
         for (size_t j = 0; j < cur->n_gpus; j++) {
             enum gpu_link l = cur->link[i * cur->n_gpus + j];
             int links = cur->nvlinks ? cur->nvlinks[i * cur->n_gpus + j] : 0;
-            if (l == GPU_LINK_NVLINK && links > 0) /* "NV18", as nvidia-smi topo -m */
+            if (i != j && links > 0) /* "NV18", as nvidia-smi topo -m shows NVLink */
                 json_array_append_new(row, json_sprintf("NV%d", links));
             else
                 json_array_append_new(

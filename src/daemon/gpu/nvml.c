@@ -69,6 +69,7 @@ typedef nvmlReturn_t (*nvml_link_state_fn)(nvmlDevice_t, unsigned int, nvmlEnabl
 typedef nvmlReturn_t (*nvml_link_pci_fn)(nvmlDevice_t, unsigned int, nvmlPciInfo_t *);
 typedef nvmlReturn_t (*nvml_affinity_fn)(nvmlDevice_t, unsigned int, unsigned long *,
                                          nvmlAffinityScope_t);
+typedef nvmlReturn_t (*nvml_cpu_affinity_fn)(nvmlDevice_t, unsigned int, unsigned long *);
 typedef nvmlReturn_t (*nvml_sysstr_fn)(char *, unsigned int);
 typedef nvmlReturn_t (*nvml_link_type_fn)(nvmlDevice_t, unsigned int, nvmlIntNvLinkDeviceType_t *);
 typedef nvmlReturn_t (*nvml_p2p_fn)(nvmlDevice_t, nvmlDevice_t, nvmlGpuP2PCapsIndex_t,
@@ -103,6 +104,7 @@ struct nvml {
     nvml_link_pci_fn get_link_pci;
     enum nvml_ver link_pci_ver;
     nvml_uint_fn get_numa_node;
+    nvml_cpu_affinity_fn get_cpu_affinity; /* NULL: not offered */
     nvml_affinity_fn get_memory_affinity;
     nvml_sysstr_fn get_driver_version;
 
@@ -234,6 +236,7 @@ static const char *nvml_resolve(struct nvml *n)
     n->get_numa_node = NVML_FN(nvml_uint_fn, dlsym(n->lib, "nvmlDeviceGetNumaNodeId"));
     n->get_memory_affinity =
         NVML_FN(nvml_affinity_fn, dlsym(n->lib, "nvmlDeviceGetMemoryAffinity"));
+    n->get_cpu_affinity = NVML_FN(nvml_cpu_affinity_fn, dlsym(n->lib, "nvmlDeviceGetCpuAffinity"));
     n->get_driver_version = NVML_FN(nvml_sysstr_fn, dlsym(n->lib, "nvmlSystemGetDriverVersion"));
     p = nvml_sym(n->lib,
                  NVML_NAMES("nvmlDeviceGetGraphicsRunningProcesses_v3",
@@ -608,6 +611,27 @@ static nvmlReturn_t nvml_read_numa(struct nvml *n, nvmlDevice_t h, struct gpu_in
     return rc;
 }
 
+/* The GPU's local CPUs (those of its NUMA node; nvmlDeviceGetCpuAffinity fills
+ * unsigned longs, CPU c in bit c % 64 of word c / 64 on a 64-bit machine). Unknown
+ * (cpus_known false) when the call is missing or fails. */
+static nvmlReturn_t nvml_read_cpus(struct nvml *n, nvmlDevice_t h, struct gpu_info *g)
+{
+    if (!n->get_cpu_affinity)
+        return NVML_ERROR_NOT_SUPPORTED;
+    enum { BITS = 8 * sizeof(unsigned long), WORDS = CPUMASK_MAX / BITS };
+    unsigned long set[WORDS];
+    memset(set, 0, sizeof(set));
+    nvmlReturn_t rc = n->get_cpu_affinity(h, WORDS, set);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    memset(&g->cpus, 0, sizeof(g->cpus));
+    for (int c = 0; c < CPUMASK_MAX; c++)
+        if (set[c / BITS] >> (c % BITS) & 1)
+            cpumask_set(&g->cpus, c);
+    g->cpus_known = !cpumask_empty(&g->cpus);
+    return rc;
+}
+
 /* Reads one device into g. Stops at the first GPU_IS_LOST, leaving g->lost set and the
  * remaining metrics unknown. What the scheduler cannot do without (handle, UUID, memory,
  * processes) makes the GPU unavailable when it cannot be read, with the NVML error as
@@ -624,6 +648,7 @@ static void nvml_read_gpu(struct nvml *n, unsigned int index, struct nvml_dev *d
     g->temperature_c = -1;
     g->power_w = -1;
     g->numa_node = -1;
+    g->cpus_known = false;
     g->minor = -1;
 
     nvml_note_call("nvmlDeviceGetHandleByIndex");
@@ -698,7 +723,8 @@ static void nvml_read_gpu(struct nvml *n, unsigned int index, struct nvml_dev *d
         if (rc == NVML_SUCCESS)
             g->power_w = (int)((mw + 500) / 1000);
     }
-    if (nvml_lost(n, g, nvml_read_numa(n, d->handle, g), "nvmlDeviceGetNumaNodeId"))
+    if (nvml_lost(n, g, nvml_read_numa(n, d->handle, g), "nvmlDeviceGetNumaNodeId") ||
+        nvml_lost(n, g, nvml_read_cpus(n, d->handle, g), "nvmlDeviceGetCpuAffinity"))
         return;
     if (n->get_minor) {
         unsigned int minor;
@@ -803,16 +829,16 @@ static void nvml_read_nvlink_matrix(struct nvml *n, struct nvml_dev *devs, struc
                 st == NVML_P2P_STATUS_OK)
                 c += sw[i] < sw[j] ? sw[i] : sw[j];
             s->nvlinks[i * count + j] = s->nvlinks[j * count + i] = c;
-            if (c > 0)
-                s->link[i * count + j] = s->link[j * count + i] = GPU_LINK_NVLINK;
         }
     }
     free(cnt);
     free(sw);
 }
 
-/* Fills s->link from the PCIe common ancestors, then overlays NVLink peers (and
- * s->nvlinks with their link counts). Left NULL when the library offers neither call. */
+/* Fills s->link from the PCIe common ancestors and s->nvlinks with the NVLink counts,
+ * each fact kept apart: NVLink does not overwrite the PCIe level, which placement ranks
+ * first (one NVSwitch fabric joins GPUs on both sockets). GPUs in skip (their reads
+ * hang) are not asked. Left NULL when the library offers neither call. */
 static void nvml_read_topology(struct nvml *n, struct nvml_dev *devs, struct gpu_set *s,
                                uint64_t skip)
 {

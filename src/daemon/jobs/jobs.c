@@ -615,6 +615,7 @@ int jobs_update(struct jobs *t, struct job *j, struct job *n, bool deps_changed,
     j->mig_count = n->mig_count;
     j->shared = n->shared;
     j->gpus_per_task = n->gpus_per_task;
+    j->cpus_per_gpu = n->cpus_per_gpu;
     j->memory_mb = n->memory_mb;
     j->warn_signal = n->warn_signal;
     j->warn_secs = n->warn_secs;
@@ -699,6 +700,9 @@ static struct job *retry_job(struct jobs *t, struct job *j)
     n->gpu_mask = 0;
     free(n->mig_uuids);
     n->mig_uuids = NULL;
+    free(n->cpus);
+    n->cpus = NULL;
+    n->cpus_far = 0;
     n->backend_id = 0;
     free(n->backend_reason);
     n->backend_reason = NULL;

@@ -34,6 +34,7 @@ static const char *const live_keys[] = {
     "daemon.gpus",
     "daemon.stray",
     "daemon.host_proc",
+    "daemon.cpu_affinity", /* read at each launch */
     "scheduler.backfill",
     "scheduler.backfill_depth",
     "scheduler.default_time_limit",

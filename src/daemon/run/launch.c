@@ -232,6 +232,10 @@ static void shim_args(const struct gflowd *d, const struct job *j, const struct 
         strvec_push(argv, "--pty");
         strvec_pushf(argv, "%s/%lld.attach", d->paths.run_dir, (long long)j->id);
     }
+    if (j->cpus) { /* chosen by the runner (cpupin.c) */
+        strvec_push(argv, "--cpus");
+        strvec_push(argv, j->cpus);
+    }
     if (d->nofile_raised) { /* the job gets the limit gflowd was started with */
         strvec_push(argv, "--nofile");
         strvec_pushf(argv, "%lld", (long long)d->nofile_soft);

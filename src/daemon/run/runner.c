@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "cpupin.h"
 #include "daemon.h"
 #include "exitfile.h"
 #include "files.h"
@@ -650,6 +651,9 @@ void run_put_back(struct gflowd *d, struct job *j)
     j->start_time = 0;
     j->shim_pid = 0;
     j->shim_start = 0;
+    free(j->cpus);
+    j->cpus = NULL;
+    j->cpus_far = 0;
     jobs_set_state(d->jobs, j, JOB_QUEUED, JOB_REASON_NONE, 0, NULL);
     cleanup_files_after_commit(d, j, false);
 }
@@ -683,6 +687,8 @@ bool runner_launch(struct gflowd *d, struct job *j)
     int sock;
     struct supervisor *sup;
     char *err;
+    free(j->cpus); /* chosen afresh for each run (saved with the start below) */
+    j->cpus = cpupin_choose(d, j, &j->cpus_far);
     enum launch_result lr = launch_shim(d, j, &pid, &start, &sock, &sup, &err);
     if (lr == LAUNCH_SHORT || lr == LAUNCH_NO_SPACE) { /* not the job's fault */
         log_warn("job %lld: launch put off: %s; queued again", (long long)j->id, err);

@@ -137,6 +137,9 @@ static const struct {
     [JOB_FIELD_SLURM_ID] = {1, {C_SLURM_ID}},
     [JOB_FIELD_LOG_LOST_BYTES] = {1, {C_LOG_LOST_BYTES}},
     [JOB_FIELD_STRAY] = {1, {C_STRAY}},
+    [JOB_FIELD_CPUS_PER_GPU] = {1, {C_CPUS_PER_GPU}},
+    [JOB_FIELD_CPUS] = {1, {C_CPUS}},
+    [JOB_FIELD_CPUS_FAR] = {1, {C_CPUS_FAR}},
 };
 
 /* The columns q->fields need (id and state always), or all light ones; returns n. */

@@ -258,6 +258,10 @@ static const char *const migrations[] = {
     /* 24: a job's process seen on a GPU it was not given (daemon.stray), and what was
      * done about it. */
     "ALTER TABLE jobs ADD COLUMN stray TEXT;",
+    /* 25: CPU pinning: --cpus-per-gpu, and the CPUs a job was pinned to. */
+    "ALTER TABLE jobs ADD COLUMN cpus_per_gpu INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE jobs ADD COLUMN cpus TEXT;"
+    "ALTER TABLE jobs ADD COLUMN cpus_far INTEGER NOT NULL DEFAULT 0;",
 };
 /* The codes migration 6 writes are enum job_reason's. */
 _Static_assert(JOB_REASON_LAUNCH_FAILED == 6 && JOB_REASON_SHIM_LOST == 7 &&
