@@ -13,6 +13,7 @@ running meanwhile are not affected."""
 import os
 import shutil
 import subprocess
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -41,7 +42,7 @@ def write_atomic(path, text):
 
 
 @pytest.fixture
-def nss_user(tmp_path):
+def nss_user():
     """(uid, gid, home) of NSS_NAME, a user only the gflowtest NSS module knows."""
     if os.geteuid() != 0:
         pytest.skip("installs an NSS module: needs root")
@@ -51,10 +52,9 @@ def nss_user(tmp_path):
     if not NSS_LIB.parent.is_dir():
         pytest.skip(f"no {NSS_LIB.parent}")
     original = NSSWITCH.read_text()
-    home = tmp_path / "nsshome"
-    home.mkdir()
+    home = Path(tempfile.mkdtemp(prefix="gflownss-", dir="/tmp"))
+    os.chmod(home, 0o755)
     os.chown(home, NSS_UID, NSS_UID)
-    os.chmod(tmp_path, 0o755)
     try:
         NSS_DIR.mkdir(exist_ok=True)
         (NSS_DIR / "passwd").write_text(
@@ -68,6 +68,7 @@ def nss_user(tmp_path):
         write_atomic(NSSWITCH, original)
         NSS_LIB.unlink(missing_ok=True)
         shutil.rmtree(NSS_DIR, ignore_errors=True)
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def nss_down(on):
@@ -130,7 +131,7 @@ def test_outage_leaves_the_job_waiting_with_user_lookup_until_nss_is_back(make_g
         raise AssertionError(f"{e}; last seen: {last.get('job')}") from None
     show = g.run("gjob", "show", job, check=True).stdout
     assert "UserLookup" in show, show
-    queue = g.run("gqueue", "-a", "-f", "JOBID,ST,REASON", check=True).stdout
+    queue = g.run("gqueue", "-u", "all", "-f", "JOBID,ST,REASON", check=True).stdout
     assert any(l.split()[:3] == [str(job), "PD", "UserLookup"] for l in queue.splitlines()), queue
     deadline = time.monotonic() + 3
     while time.monotonic() < deadline:
@@ -140,7 +141,7 @@ def test_outage_leaves_the_job_waiting_with_user_lookup_until_nss_is_back(make_g
     assert "no user with uid" not in g.daemon_log()
     nss_down(False)
     j = g.wait_state(job, timeout=30)
-    assert j["state"] == "CD", j
+    assert j["state"] == "CD", (j["reason"], j.get("reason_detail"), g.daemon_log()[-3000:])
 
 
 def test_a_request_of_a_user_nss_cannot_answer_is_refused_clearly(make_gflow, nss_user):
@@ -153,10 +154,15 @@ def test_a_request_of_a_user_nss_cannot_answer_is_refused_clearly(make_gflow, ns
     assert len(lines) == 1 and f"uid {uid}" in lines[0] and "retry" in lines[0], cp.stderr
     assert g.jobs() == [], "nothing was submitted"
     nss_down(False)
-    cp = g.run("gbatch", "--parsable", "true", user=as_nss(uid, gid), cwd=home,
-               env={"HOME": str(home)})
-    assert cp.returncode == 0, cp.stderr
-    j = g.wait_state(int(cp.stdout.split()[0]), timeout=15)
+    # Looked up again after a back-off: a retry in a moment gets through.
+    got = {}
+
+    def submitted():
+        got["cp"] = g.run("gbatch", "--parsable", "true", user=as_nss(uid, gid), cwd=home,
+                          env={"HOME": str(home)})
+        return got["cp"].returncode == 0
+    wait_for(submitted, "a submission once NSS answers", timeout=20, interval=0.5)
+    j = g.wait_state(int(got["cp"].stdout.split()[0]), timeout=15)
     assert j["state"] == "CD" and j["user"] == NSS_NAME, j
 
 
@@ -184,7 +190,7 @@ def test_slow_lookups_do_not_stall_other_users(make_gflow, nss_user):
     assert g.wait_state(other, timeout=10)["state"] == "CD"
     assert mine["cp"].returncode in (0, 1), mine["cp"]
     j = g.wait_state(job, timeout=30)
-    assert j["state"] == "CD", j
+    assert j["state"] == "CD", (j["reason"], j.get("reason_detail"), g.daemon_log()[-3000:])
 
 
 def test_the_unit_starts_after_nss_user_lookup(tmp_path):
