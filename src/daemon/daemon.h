@@ -46,8 +46,8 @@ struct gflowd {
     uid_t uid;   /* the daemon's own uid */
     char *user;  /* and its login name */
     bool has_admin_gid;
-    gid_t admin_gid;          /* daemon.admin_group */
-    bool admin_group_pending; /* its lookup has not answered: done again when it does */
+    gid_t admin_gid;                /* daemon.admin_group */
+    bool admin_group_pending;       /* its lookup has not answered: done again when it does */
     double started_at;              /* wall clock */
     char *shim_path;                /* gflow-shim next to gflowd, else the installed one */
     int64_t mem_total_mb;           /* MemTotal at start; 0 = unknown (no memory checks) */

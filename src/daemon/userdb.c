@@ -42,8 +42,8 @@ struct ud_entry {
     double found_at;          /* monotonic: when it was last found */
     struct stat etc_group;    /* /etc/group when it was last found */
     /* Lookups. */
-    bool queued;  /* waiting for a worker, or with one */
-    bool wanted;  /* a job waits for it: retried while not found */
+    bool queued; /* waiting for a worker, or with one */
+    bool wanted; /* a job waits for it: retried while not found */
     double backoff, retry_at, used_at;
     struct ud_entry *next_queued;
 };

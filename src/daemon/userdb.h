@@ -66,8 +66,7 @@ enum userdb_answer userdb_uid_fresh(struct userdb *u, uid_t uid, struct userdb_u
                                     char **why);
 /* The uid of the user called name / the gid of the group called name. */
 enum userdb_answer userdb_user_named(struct userdb *u, const char *name, double wait, uid_t *uid);
-enum userdb_answer userdb_group_named(struct userdb *u, const char *name, double wait,
-                                      gid_t *gid);
+enum userdb_answer userdb_group_named(struct userdb *u, const char *name, double wait, gid_t *gid);
 
 void userdb_user_clear(struct userdb_user *p);
 

@@ -42,8 +42,8 @@ static void describe_process(struct userdb *users, long long pid, json_t *o)
         /* Off the loop (userdb.h): a name not known yet is the uid, as for no user. */
         struct userdb_user u = {0};
         bool named = userdb_uid(users, st.st_uid, 0, &u, NULL) == USERDB_FOUND;
-        json_object_set_new(
-            o, "user", named ? json_string(u.name) : json_sprintf("%u", (unsigned)st.st_uid));
+        json_object_set_new(o, "user",
+                            named ? json_string(u.name) : json_sprintf("%u", (unsigned)st.st_uid));
         userdb_user_clear(&u);
     }
     int64_t start = proc_start_time((pid_t)pid);

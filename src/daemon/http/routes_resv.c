@@ -115,8 +115,8 @@ void route_resv_create(const struct route_req *r, struct reply *rep)
         reply_error(rep, 400, "give 'start' (unix time) and 'duration' (seconds > 0)");
     } else if (start + (double)duration <= now || start < now - RESV_START_SLACK_SECS) {
         reply_error(rep, 400, "--start is in the past; give a time to come (e.g. now+10m)");
-    } else if ((known = userdb_user_named(r->d->userdb, user, USERDB_REQUEST_WAIT_SECS,
-                                          &uid)) == USERDB_ABSENT) {
+    } else if ((known = userdb_user_named(r->d->userdb, user, USERDB_REQUEST_WAIT_SECS, &uid)) ==
+               USERDB_ABSENT) {
         reply_error(rep, 400, "--user: no user '%s' on this machine", user);
     } else if (known == USERDB_UNKNOWN) {
         reply_error(rep, 503,

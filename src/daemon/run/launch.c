@@ -175,8 +175,8 @@ static void shim_args(const struct gflowd *d, const struct job *j, const struct 
  * it runs: the command, or the script written to run/<id>.script. Returns the memfd,
  * or -1 with *err. */
 static int prepare_inputs(const struct gflowd *d, const struct job *full,
-                          const struct userdb_user *pw,
-                          const char *uuids, struct strvec *argv, int *why, char **err)
+                          const struct userdb_user *pw, const char *uuids, struct strvec *argv,
+                          int *why, char **err)
 {
     struct strbuf env;
     strbuf_init(&env);

@@ -16,9 +16,9 @@ struct supervisor;
 
 enum launch_result {
     LAUNCH_OK,
-    LAUNCH_FAILED,   /* the job cannot be started: it fails */
-    LAUNCH_SHORT,    /* the daemon is short of a resource: the job waits and is tried again */
-    LAUNCH_NO_SPACE, /* no room on the disk: the job waits until there is (disk.c) */
+    LAUNCH_FAILED,      /* the job cannot be started: it fails */
+    LAUNCH_SHORT,       /* the daemon is short of a resource: the job waits and is tried again */
+    LAUNCH_NO_SPACE,    /* no room on the disk: the job waits until there is (disk.c) */
     LAUNCH_USER_LOOKUP, /* its user is not known (fresh) yet: it waits, UserLookup */
 };
 
