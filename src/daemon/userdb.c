@@ -360,6 +360,8 @@ enum userdb_answer userdb_uid_fresh(struct userdb *u, uid_t uid, struct userdb_u
     bool fresh = e->answered && e->state == USERDB_FOUND && now - e->found_at < USERDB_FRESH_SECS &&
                  now >= e->found_at && same_file(&e->etc_group, &st);
     if (fresh) {
+        if (now - e->found_at >= USERDB_FRESH_SECS / 2) /* fresh still when the next asks */
+            queue_lookup(u, e);
         if (out)
             user_copy(out, &e->user);
         pthread_mutex_unlock(&u->mu);
