@@ -342,8 +342,29 @@ static bool same_file(const struct stat *a, const struct stat *b)
 
 static void arm_retries(struct userdb *u);
 
-enum userdb_answer userdb_uid_fresh(struct userdb *u, uid_t uid, struct userdb_user *out,
-                                    char **why)
+/* Waits (mu held) up to wait seconds for e's lookup under way to end. */
+static void wait_lookup(struct userdb *u, struct ud_entry *e, double wait)
+{
+    if (!e->queued || wait <= 0)
+        return;
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    long long ns = until.tv_nsec + (long long)(wait * 1e9);
+    until.tv_sec += (time_t)(ns / 1000000000);
+    until.tv_nsec = (long)(ns % 1000000000);
+    while (e->queued && !u->quit)
+        if (pthread_cond_timedwait(&u->done_cv, &u->mu, &until) == ETIMEDOUT)
+            break;
+}
+
+static bool is_fresh(const struct ud_entry *e, const struct stat *etc_group, double now)
+{
+    return e->answered && e->state == USERDB_FOUND && now - e->found_at < USERDB_FRESH_SECS &&
+           now >= e->found_at && same_file(&e->etc_group, etc_group);
+}
+
+enum userdb_answer userdb_uid_fresh(struct userdb *u, uid_t uid, double wait,
+                                    struct userdb_user *out, char **why)
 {
     if (!u) {
         if (why)
@@ -357,9 +378,15 @@ enum userdb_answer userdb_uid_fresh(struct userdb *u, uid_t uid, struct userdb_u
     double now = now_mono();
     struct ud_entry *e = entry_of(u, UD_UID, uid, NULL);
     e->used_at = now;
-    bool fresh = e->answered && e->state == USERDB_FOUND && now - e->found_at < USERDB_FRESH_SECS &&
-                 now >= e->found_at && same_file(&e->etc_group, &st);
-    if (fresh) {
+    /* A quick answer (/etc/passwd's) is taken at once; a lookup that was under way
+     * already is not waited for again (the next job of the same user in a pass). */
+    if (!is_fresh(e, &st, now) && !e->queued &&
+        (!e->answered || e->state == USERDB_FOUND || now >= e->retry_at)) {
+        queue_lookup(u, e);
+        wait_lookup(u, e, wait);
+        now = now_mono();
+    }
+    if (is_fresh(e, &st, now)) {
         if (now - e->found_at >= USERDB_FRESH_SECS / 2) /* fresh still when the next asks */
             queue_lookup(u, e);
         if (out)

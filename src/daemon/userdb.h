@@ -59,11 +59,13 @@ void userdb_free(struct userdb *u);
 enum userdb_answer userdb_uid(struct userdb *u, uid_t uid, double wait, struct userdb_user *out,
                               char **why);
 /* uid's entry for launching a job as that user: only a fresh answer (above). Else a
- * lookup starts (or its retry is due: it is retried until found) and USERDB_UNKNOWN
- * comes back, with *why; a user NSS says does not exist counts as unknown too, as an
- * outage of a directory often looks the same. Never waits. */
-enum userdb_answer userdb_uid_fresh(struct userdb *u, uid_t uid, struct userdb_user *out,
-                                    char **why);
+ * lookup starts (or its retry is due: it is retried until found), waited for up to wait
+ * seconds, and USERDB_UNKNOWN comes back when it has not answered so, with *why; a user
+ * NSS says does not exist counts as unknown too, as an outage of a directory often
+ * looks the same. */
+#define USERDB_LAUNCH_WAIT_SECS 0.05
+enum userdb_answer userdb_uid_fresh(struct userdb *u, uid_t uid, double wait,
+                                    struct userdb_user *out, char **why);
 /* The uid of the user called name / the gid of the group called name. */
 enum userdb_answer userdb_user_named(struct userdb *u, const char *name, double wait, uid_t *uid);
 enum userdb_answer userdb_group_named(struct userdb *u, const char *name, double wait, gid_t *gid);

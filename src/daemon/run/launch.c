@@ -356,9 +356,11 @@ bool launch_user_ready(void *arg, const struct job *j)
     if (!d->system)
         return true;
     char *why = NULL;
-    bool ready = userdb_uid_fresh(d->userdb, j->uid, NULL, &why) == USERDB_FOUND;
+    bool ready =
+        userdb_uid_fresh(d->userdb, j->uid, USERDB_LAUNCH_WAIT_SECS, NULL, &why) == USERDB_FOUND;
     if (!ready)
-        log_debug("job %lld waits for its user: %s", (long long)j->id, why);
+        log_info("job %lld: launch put off: %s; queued again, waiting for its user (UserLookup)",
+                 (long long)j->id, why);
     free(why);
     return ready;
 }
@@ -385,7 +387,7 @@ enum launch_result launch_shim(struct gflowd *d, const struct job *j, pid_t *pid
     struct userdb_user user = {0}, *pw = NULL;
     if (d->system) {
         char *why_not = NULL;
-        if (userdb_uid_fresh(d->userdb, j->uid, &user, &why_not) != USERDB_FOUND) {
+        if (userdb_uid_fresh(d->userdb, j->uid, 0, &user, &why_not) != USERDB_FOUND) {
             *err = why_not;
             result = LAUNCH_USER_LOOKUP;
             goto out;

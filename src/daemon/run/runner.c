@@ -665,7 +665,8 @@ bool runner_launch(struct gflowd *d, struct job *j)
     char *err;
     enum launch_result lr = launch_shim(d, j, &pid, &start, &sock, &sup, &err);
     if (lr == LAUNCH_USER_LOOKUP) { /* never failed for it: waits for the answer */
-        log_info("job %lld: launch put off: %s; waits (UserLookup)", (long long)j->id, err);
+        log_info("job %lld: launch put off: %s; queued again, waiting for its user (UserLookup)",
+                 (long long)j->id, err);
         free(err);
         jobs_user_wait(d->jobs, j);
         run_put_back(d, j);
