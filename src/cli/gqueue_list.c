@@ -4,7 +4,6 @@
 
 #include <ctype.h>
 #include <errno.h>
-#include <pwd.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +17,7 @@
 #include "job.h"
 #include "output.h"
 #include "parse.h"
+#include "passwd_file.h"
 #include "util.h"
 
 static bool gqueue_in(char *const *list, size_t n, const char *s)
@@ -44,17 +44,10 @@ static bool gqueue_local_filter(const struct gqueue_opts *o)
 }
 
 /* Whether name is a user: a line of /etc/passwd, or else the owner of some job the daemon
- * knows (a directory user). Not getpwnam: these programs are linked statically, and glibc's
- * NSS modules, loaded at run time, may crash in them on a name they do not know. */
+ * knows (a directory user). Not getpwnam: passwd_file.h says why. */
 bool gqueue_user_known(const char *name)
 {
-    FILE *f = fopen("/etc/passwd", "r");
-    bool found = false;
-    for (struct passwd *pw; f && !found && (pw = fgetpwent(f));)
-        found = !strcmp(pw->pw_name, name);
-    if (f)
-        fclose(f);
-    if (found)
+    if (passwd_file_has_user(name))
         return true;
     struct strbuf path;
     strbuf_init(&path);
@@ -63,7 +56,7 @@ bool gqueue_user_known(const char *name)
     client_query_add(&path, "format", "count");
     json_t *reply = cli_call("GET", path.buf, NULL);
     strbuf_free(&path);
-    found = json_integer_value(json_object_get(reply, "total")) > 0;
+    bool found = json_integer_value(json_object_get(reply, "total")) > 0;
     json_decref(reply);
     return found;
 }

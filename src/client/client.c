@@ -86,6 +86,14 @@ static char *find_socket(const struct gflow_config *cfg)
         return xstrdup(cfg->socket_path);
     }
     char *user = NULL;
+    char *home = getenv("XDG_RUNTIME_DIR") || cfg->data_dir ? NULL : paths_home();
+    if (!getenv("XDG_RUNTIME_DIR") && !cfg->data_dir && !home &&
+        socket_probe(GFLOW_SYSTEM_SOCKET) == 0) {
+        /* No per-user socket can be found without a home: the system daemon's it is. */
+        cl.socket_source = "the system socket";
+        return xstrdup(GFLOW_SYSTEM_SOCKET);
+    }
+    free(home);
     if (cfg->data_dir && !getenv("XDG_RUNTIME_DIR"))
         user = xasprintf("%s/gflowd.sock", cfg->data_dir);
     else

@@ -3,12 +3,12 @@
 #include "config_file.h"
 
 #include <errno.h>
-#include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "files.h"
+#include "paths.h"
 #include "util.h"
 
 extern char **environ;
@@ -52,6 +52,8 @@ int config_load_file(struct gflow_config *c, const char *path, bool must_exist, 
 {
     char *owned = path ? NULL : config_default_path(geteuid() == 0);
     const char *file = path ? path : owned;
+    if (!file) /* a user with no home has no user file */
+        return 0;
     size_t len;
     char *text = read_file(file, &len);
     int r = 0;
@@ -85,10 +87,10 @@ char *config_default_path(bool system)
     const char *xdg = getenv("XDG_CONFIG_HOME");
     if (xdg && *xdg == '/') /* the XDG spec ignores relative paths */
         return xasprintf("%s/gflow/gflow.toml", xdg);
-    const char *home = getenv("HOME");
-    if (!home || !*home) {
-        struct passwd *pw = getpwuid(getuid());
-        home = pw && pw->pw_dir ? pw->pw_dir : "/";
-    }
-    return xasprintf("%s/.config/gflow/gflow.toml", home);
+    char *home = paths_home();
+    if (!home) /* no user file then (paths_home) */
+        return NULL;
+    char *path = xasprintf("%s/.config/gflow/gflow.toml", home);
+    free(home);
+    return path;
 }

@@ -21,7 +21,8 @@ int config_load_file(struct gflow_config *c, const char *path, bool must_exist, 
 int config_load(struct gflow_config *c, const char *path, char **err);
 
 /* $XDG_CONFIG_HOME/gflow/gflow.toml (or ~/.config/...), or /etc/gflow/gflow.toml when
- * system is true. Caller frees. */
+ * system is true; NULL for a user with no home (paths_home: no user file). Caller
+ * frees. */
 char *config_default_path(bool system);
 
 #endif

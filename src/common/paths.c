@@ -1,21 +1,37 @@
 /* paths: where gflow keeps its files (see paths.h). */
 #include "paths.h"
 
+#include <errno.h>
 #include <limits.h>
-#include <pwd.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "passwd_file.h"
 #include "util.h"
 
-static char *home_dir(void)
+char *paths_home(void)
 {
     const char *h = getenv("HOME");
     if (h && *h)
         return xstrdup(h);
-    struct passwd *pw = getpwuid(getuid());
-    return xstrdup(pw && pw->pw_dir ? pw->pw_dir : "/tmp");
+    return passwd_file_home(getuid()); /* not getpwuid: passwd_file.h says why */
+}
+
+/* The home directory, or the program ends with a one-line error: nothing else tells
+ * where the user's files are. */
+static char *home_dir(void)
+{
+    char *h = paths_home();
+    if (!h) {
+        fprintf(stderr,
+                "%s: HOME is not set and uid %u is not in /etc/passwd; set HOME (or "
+                "GFLOW_SOCKET to name the daemon's socket)\n",
+                program_invocation_short_name, (unsigned)getuid());
+        exit(1);
+    }
+    return h;
 }
 
 char *paths_user_data_dir(void)

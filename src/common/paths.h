@@ -28,7 +28,12 @@ struct gflow_paths {
 void paths_resolve(struct gflow_paths *p, const struct gflow_config *cfg, bool system);
 void paths_free(struct gflow_paths *p);
 
-/* The per-user defaults for the calling user (ignoring any config). Caller frees. */
+/* The calling user's home: HOME, else /etc/passwd's entry (never NSS: passwd_file.h);
+ * NULL when neither says. Caller frees. */
+char *paths_home(void);
+/* The per-user defaults for the calling user (ignoring any config). Caller frees. With
+ * no home (paths_home) and no XDG variable to go by, the program ends with a one-line
+ * error that asks for HOME. */
 char *paths_user_data_dir(void);
 char *paths_user_socket(void);
 

@@ -154,6 +154,9 @@ struct job_sched_state {
     /* The job waits for its dependencies (kept out of the scheduling queue; a pass skips
      * it). */
     bool deps_blocked;
+    /* The job waits for its user's lookup (UserLookup; jobs_user_wait): kept out of the
+     * queue until an answer comes (jobs_users_answered). */
+    bool user_wait;
 };
 
 /* The daemon's bookkeeping of a job in its table. Core never reads it; it is never

@@ -127,6 +127,10 @@ struct scheduler_policy {
  * max_running_gpus, max_gpu_hours; gctl quota show) is reached, counting the jobs started
  * in this pass. Checked after JobArrayTaskLimit; other users' jobs keep starting. */
 #define SCHEDULER_REASON_QUOTA "Quota"
+/* UserLookup: the pass chose the job, but its user is not known yet (the user database,
+ * e.g. LDAP, is slow or down; src/daemon/userdb.h): it waits, out of the queue, until an
+ * answer comes, and is never failed for it. Set by the daemon, not by the pass. */
+#define SCHEDULER_REASON_USER_LOOKUP "UserLookup"
 
 /* The queued (PD) jobs in scheduling order: priority descending, then id ascending.
  * Insertion and removal are a binary search and a memmove; appending a new job (ids only

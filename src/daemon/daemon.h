@@ -24,6 +24,7 @@ struct resv_table;
 struct notifier;
 struct launcher;
 struct slurm_backend;
+struct userdb;
 
 struct gflowd {
     struct gflow_config cfg;
@@ -40,11 +41,13 @@ struct gflowd {
     struct notifier *notifier;   /* webhooks and e-mail (notify.h) */
     struct launcher *launcher;   /* what launching keeps between jobs (run/launch.h) */
     struct slurm_backend *slurm; /* the slurm backend's state; NULL: jobs run here */
+    struct userdb *userdb;       /* NSS lookups off the loop (userdb.h); NULL before the loop */
     bool system; /* started as root: serves every user, runs jobs as their submitters */
     uid_t uid;   /* the daemon's own uid */
     char *user;  /* and its login name */
     bool has_admin_gid;
     gid_t admin_gid;                /* daemon.admin_group */
+    bool admin_group_pending;       /* its lookup has not answered: done again when it does */
     double started_at;              /* wall clock */
     char *shim_path;                /* gflow-shim next to gflowd, else the installed one */
     int64_t mem_total_mb;           /* MemTotal at start; 0 = unknown (no memory checks) */

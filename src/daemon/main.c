@@ -471,6 +471,9 @@ int main(int argc, char **argv)
     d.system = want_system || (geteuid() == 0 && !want_user);
     if (!strcmp(cmd, "init")) {
         char *path = config_path ? xstrdup(config_path) : config_default_path(d.system);
+        if (!path)
+            die("HOME is not set and uid %u is not in /etc/passwd; set HOME or give -c FILE",
+                (unsigned)getuid());
         int rc = configinit_write(path, force);
         free(path);
         return rc;

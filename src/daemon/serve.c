@@ -59,6 +59,7 @@
 #include "run/runner.h"
 #include "run/stray_run.h"
 #include "store/store.h"
+#include "userdb.h"
 #include "util.h"
 
 #define CHECKPOINT_IDLE_SECS 0.5
@@ -409,6 +410,8 @@ static void schedule(struct server *s)
                                     ? d->cfg.scheduler_backfill_depth
                                     : SCHEDULER_BACKFILL_MAX_DEPTH),
         .priority = priority_weights_of(&d->cfg),
+        .may_start = launch_user_ready,
+        .may_start_arg = d,
     };
     m.default_time_limit = (double)d->cfg.parsed.default_time_limit_secs;
     int64_t fd_cap = job_fd_cap(s);
@@ -435,6 +438,16 @@ launch:
     memcpy(s->to_launch + s->to_launch_len, started, n * sizeof(*started));
     s->to_launch_len += n;
     free(started);
+}
+
+/* User lookups answered (userdb.h): the jobs that waited for them (UserLookup) are tried
+ * again, and an admin group a reload could not look up is looked up again. */
+static void users_answered_cb(void *arg)
+{
+    struct gflowd *d = arg;
+    jobs_users_answered(d->jobs);
+    if (d->admin_group_pending)
+        daemon_resolve_admin_group(d);
 }
 
 static void before_sleep(void *arg)
@@ -670,6 +683,9 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     if (loop_init() < 0 || setup_signals(d) < 0)
         startup_failed(&s, o, "cannot set up the event loop");
     d->jobs = jobs_new(d->store);
+    d->userdb = userdb_new(users_answered_cb, d, &err);
+    if (!d->userdb)
+        startup_failed(&s, o, err);
     disk_set_jobs(d->disk, d->jobs);
     d->events = events_new(d);
     jobs_observe(d->jobs, events_job_cb, d->events);
@@ -736,6 +752,8 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     events_stop(d->events);
     api_stop(d->api);
     d->api = NULL;
+    userdb_free(d->userdb);
+    d->userdb = NULL;
     events_free(d->events);
     d->events = NULL;
     shutdown_commit(d, failed);

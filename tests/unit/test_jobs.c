@@ -717,6 +717,42 @@ static void test_bulk_saves(void **state)
     assert_false(store_same_state(jobs_get(f->t, id[3]), jobs_get(f->t, id[4])));
     store_rollback(f->s);
 }
+/* may_start of the test below: the jobs of user "bob" while known is false. */
+static bool users_known;
+static bool bob_known(void *arg, const struct job *j)
+{
+    (void)arg;
+    return users_known || strcmp(j->user, "bob") != 0;
+}
+
+/* A job the pass chose whose user is not known yet waits aside (UserLookup), out of the
+ * queue, and no pass starts it until an answer comes; cancelling it then works. */
+static void test_user_lookup_aside(void **state)
+{
+    struct fixture *f = *state;
+    int64_t a = submit(f, "{\"command\": \"true\", \"workdir\": \"/\"}");
+    int64_t b = submit(f, "{\"command\": \"true\", \"workdir\": \"/\"}");
+    struct jobs_machine m = {.gpus = &no_gpus, .may_start = bob_known};
+    struct job **started = NULL;
+    double next_pass;
+    users_known = false;
+    assert_int_equal(jobs_schedule(f->t, &m, 1e9, &started, &next_pass), 0);
+    assert_string_equal(jobs_get(f->t, a)->wait_reason, "UserLookup");
+    assert_int_equal(jobs_get(f->t, a)->state, JOB_QUEUED);
+    size_t n;
+    jobs_queued(f->t, &n);
+    assert_int_equal(n, 0);
+    assert_int_equal(jobs_schedule(f->t, &m, 1e9, &started, &next_pass), 0);
+    users_known = true; /* still aside until the answer is told */
+    assert_int_equal(jobs_schedule(f->t, &m, 1e9, &started, &next_pass), 0);
+    assert_int_equal(jobs_set_state(f->t, jobs_get(f->t, b), JOB_CANCELLED,
+                                    JOB_REASON_CANCELLED_BY_USER, 0, NULL),
+                     0);
+    jobs_users_answered(f->t);
+    assert_int_equal(jobs_schedule(f->t, &m, 1e9, &started, &next_pass), 1);
+    assert_int_equal(started[0]->id, a);
+    free(started);
+}
 
 int main(void)
 {
@@ -732,6 +768,7 @@ int main(void)
         T(test_reload_after_a_lost_transaction),
         T(test_begin_and_deps_aside),
         T(test_bulk_saves),
+        T(test_user_lookup_aside),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

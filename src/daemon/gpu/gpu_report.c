@@ -3,7 +3,6 @@
  * Read-only over gpu.c's state and the running jobs it is given. */
 #include "gpu_report.h"
 
-#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -11,6 +10,7 @@
 
 #include "files.h"
 #include "procinfo.h"
+#include "userdb.h"
 #include "util.h"
 
 static const char *const link_names[] = {"X", "NV", "PIX", "PXB", "PHB", "NODE", "SYS", "?"};
@@ -21,7 +21,7 @@ static json_t *known_int(long long v)
 }
 
 /* Command line of pid (NULs as spaces), owner and age, for outside processes. */
-static void describe_process(long long pid, json_t *o)
+static void describe_process(struct userdb *users, long long pid, json_t *o)
 {
     char path[64];
     snprintf(path, sizeof(path), "/proc/%lld/cmdline", pid);
@@ -39,9 +39,12 @@ static void describe_process(long long pid, json_t *o)
     snprintf(path, sizeof(path), "/proc/%lld", pid);
     struct stat st;
     if (stat(path, &st) == 0) {
-        struct passwd *pw = getpwuid(st.st_uid);
-        json_object_set_new(
-            o, "user", pw ? json_string(pw->pw_name) : json_sprintf("%u", (unsigned)st.st_uid));
+        /* Off the loop (userdb.h): a name not known yet is the uid, as for no user. */
+        struct userdb_user u = {0};
+        bool named = userdb_uid(users, st.st_uid, 0, &u, NULL) == USERDB_FOUND;
+        json_object_set_new(o, "user",
+                            named ? json_string(u.name) : json_sprintf("%u", (unsigned)st.st_uid));
+        userdb_user_clear(&u);
     }
     int64_t start = proc_start_time((pid_t)pid);
     double uptime = 0;
@@ -60,7 +63,8 @@ static bool has_gpu(uint64_t mask, size_t g)
     return g < GPUINFO_MAX_GPUS && (mask & (1ULL << g));
 }
 
-static json_t *gpu_json(const struct gpus *gs, size_t g, struct job *const *running, size_t n)
+static json_t *gpu_json(const struct gpus *gs, size_t g, struct job *const *running, size_t n,
+                        struct userdb *users)
 {
     const struct gpu_info *info = &gpu_current(gs)->gpus[g];
     json_t *jobs = json_array(), *procs = json_array();
@@ -81,7 +85,7 @@ static json_t *gpu_json(const struct gpus *gs, size_t g, struct job *const *runn
         /* A job's process on a GPU it was not given is worth telling. */
         if (owner && !has_gpu(owner->gpu_mask, g))
             json_object_set_new(o, "foreign", json_true());
-        describe_process(p->pid, o);
+        describe_process(users, p->pid, o);
         json_array_append_new(procs, o);
     }
     const char *state = "idle";
@@ -151,12 +155,12 @@ static json_t *topology_json(const struct gpu_set *cur)
 }
 
 json_t *gpu_report_status(const struct gpus *gs, struct job *const *running, size_t n,
-                          const char *strategy)
+                          const char *strategy, struct userdb *users)
 {
     const struct gpu_set *cur = gpu_current(gs);
     json_t *gpus = json_array();
     for (size_t g = 0; g < cur->n_gpus; g++) {
-        json_t *o = gpu_json(gs, g, running, n);
+        json_t *o = gpu_json(gs, g, running, n, users);
         gpu_report_mig(gs, g, running, n, o);
         json_array_append_new(gpus, o);
     }

@@ -12,9 +12,11 @@
 
 /* GET /v1/gpus: every GPU with its state ("idle", "busy", "shared", "restricted",
  * "unmanaged", "unavailable" and why), metrics, jobs and processes; the allowed set, the
- * allocation strategy and the topology matrix. */
+ * allocation strategy and the topology matrix. Processes' owners are named from users
+ * (userdb.h: never waiting; the uid while a name is not known). */
+struct userdb;
 json_t *gpu_report_status(const struct gpus *g, struct job *const *running, size_t n,
-                          const char *strategy);
+                          const char *strategy, struct userdb *users);
 /* [{"index","uuid","pci_bus_id"}] of the GPUs in mask (a job's). */
 json_t *gpu_report_detail(const struct gpus *g, uint64_t mask);
 /* The GPUs (indices) outside mask where processes of job job_id were seen. */

@@ -242,6 +242,11 @@ static void build_reply(struct request *r, struct reply *rep)
         reply_error(rep, 403,
                     "this gflowd serves only %s (uid %u); start your own with 'gflowd up'", d->user,
                     (unsigned)d->uid);
+    } else if (!auth_known(d, &cn->who)) {
+        reply_error(rep, 503,
+                    "gflowd cannot tell who you are yet (%s): the user database (LDAP, SSSD) "
+                    "is slow or down; retry in a moment",
+                    cn->who.lookup_error);
     } else if (r->refused == 413) {
         reply_error(rep, 413,
                     "request body larger than limits.max_request_bytes (%lld bytes); an admin "

@@ -18,12 +18,17 @@ struct caller {
     gid_t gid;     /* the user's primary group */
     char *user;    /* login name, or the uid as text */
     bool is_admin; /* root, the daemon's own user, or daemon.admin_group */
+    /* Its user could not be looked up yet (userdb.h: NSS slow or down): why. Such a
+     * caller is answered 503 (auth_known), as its name and groups are not known. */
+    char *lookup_error;
 };
 
 /* Identifies the peer of the connected Unix socket fd. 0, or -1 if the kernel cannot
  * say (then nothing may be done). */
 int auth_identify(const struct gflowd *d, int fd, struct caller *who);
 void auth_caller_free(struct caller *who);
+/* Whether who's user is known (looked up again, without waiting, when it was not). */
+bool auth_known(const struct gflowd *d, struct caller *who);
 
 /* Whether who may use this daemon at all (a per-user daemon: only its own user). */
 bool auth_may_use(const struct gflowd *d, const struct caller *who);

@@ -17,8 +17,9 @@ void route_gpus(const struct route_req *r, struct reply *rep)
 {
     size_t n;
     struct job **running = jobs_running(r->d->jobs, &n);
-    reply_json(rep, 200,
-               gpu_report_status(r->d->gpus, running, n, r->d->cfg.gpu_allocation_strategy));
+    reply_json(
+        rep, 200,
+        gpu_report_status(r->d->gpus, running, n, r->d->cfg.gpu_allocation_strategy, r->d->userdb));
 }
 
 void route_gpus_allowed(const struct route_req *r, struct reply *rep)

@@ -8,7 +8,6 @@
 #include "routes.h"
 
 #include <errno.h>
-#include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,6 +16,7 @@
 #include "gpu/gpu.h"
 #include "jobs/jobs.h"
 #include "policy/reservation_table.h"
+#include "userdb.h"
 #include "util.h"
 
 /* A --start this far in the past is taken as now (the clock moved while the request
@@ -97,6 +97,8 @@ void route_resv_create(const struct route_req *r, struct reply *rep)
                  *jdur = json_object_get(o, "duration");
     const char *user = json_is_string(juser) ? json_string_value(juser) : r->who->user;
     uint64_t mask = 0;
+    enum userdb_answer known;
+    uid_t uid;
     double now = now_wall();
     double start = json_number_value(jstart);
     json_int_t duration = json_integer_value(jdur);
@@ -113,8 +115,14 @@ void route_resv_create(const struct route_req *r, struct reply *rep)
         reply_error(rep, 400, "give 'start' (unix time) and 'duration' (seconds > 0)");
     } else if (start + (double)duration <= now || start < now - RESV_START_SLACK_SECS) {
         reply_error(rep, 400, "--start is in the past; give a time to come (e.g. now+10m)");
-    } else if (!getpwnam(user)) {
+    } else if ((known = userdb_user_named(r->d->userdb, user, USERDB_REQUEST_WAIT_SECS, &uid)) ==
+               USERDB_ABSENT) {
         reply_error(rep, 400, "--user: no user '%s' on this machine", user);
+    } else if (known == USERDB_UNKNOWN) {
+        reply_error(rep, 503,
+                    "--user: cannot tell yet whether user '%s' exists: the user database "
+                    "(LDAP, SSSD) is slow or down; retry in a moment",
+                    user);
     } else if (strcmp(user, r->who->user) != 0 && !r->who->is_admin) {
         reply_error(rep, 403,
                     "only root, the daemon's user or members of daemon.admin_group may reserve "

@@ -172,6 +172,10 @@ struct jobs_machine {
     size_t n_reservations;
     uint64_t closed;   /* GPUs that take no new job (scheduler_input.closed) */
     uint64_t no_share; /* GPUs that take no shared job (scheduler_input.no_share) */
+    /* Whether a job the pass chose may start now (NULL: all may): one that may not is
+     * set aside, waiting with UserLookup, until jobs_users_answered. */
+    bool (*may_start)(void *arg, const struct job *j);
+    void *may_start_arg;
 };
 
 /* The queued jobs that may start, in scheduling order (after a pass, with their wait
@@ -180,6 +184,12 @@ struct job *const *jobs_queued(const struct jobs *t, size_t *n);
 
 /* Something changed that may let a queued job start. */
 void jobs_mark_dirty(struct jobs *t);
+/* j, about to become queued again (its launch found its user not known yet), waits for
+ * its user's lookup (UserLookup) instead of in the queue. */
+void jobs_user_wait(struct jobs *t, struct job *j);
+/* User lookups answered: the jobs waiting for them (UserLookup) go back in the queue (the
+ * pass sets aside again those whose user is still not known). */
+void jobs_users_answered(struct jobs *t);
 /* Runs the scheduling pass if anything changed since the last one; moves the jobs that
  * start to R (with their GPUs; not launched yet: the caller launches them once the
  * change is committed) and returns them in *started (the caller frees the array).

@@ -25,8 +25,9 @@ struct jobs {
     struct scheduler_queue queue;      /* PD jobs that may start, in scheduling order */
     struct scheduler_begin_heap begin; /* PD jobs whose begin_time is to come */
     int64_t next_id;
-    bool dirty;   /* something changed that may let a queued job start */
-    bool planned; /* the last pass ran with backfill (queued jobs have expected starts) */
+    bool dirty;         /* something changed that may let a queued job start */
+    size_t n_user_wait; /* queued jobs set aside for their user's lookup (user_wait) */
+    bool planned;       /* the last pass ran with backfill (queued jobs have expected starts) */
     struct metrics_counters counters; /* GET /metrics */
 
     struct job **ended; /* left the table this iteration; freed by jobs_collect */

@@ -23,6 +23,10 @@
  * time to come (the heap). True if it did. */
 static bool sched_set_aside(struct jobs *t, struct job *j, double now)
 {
+    if (j->sched.user_wait) {
+        j->wait_reason = SCHEDULER_REASON_USER_LOOKUP;
+        return true;
+    }
     if (j->sched.deps_blocked) {
         j->wait_reason = SCHEDULER_REASON_DEPENDENCY;
         return true;
@@ -50,6 +54,11 @@ void jobs_sched_add(struct jobs *t, struct job *j)
 /* j, queued, leaves wherever jobs_sched_add put it. */
 void jobs_sched_remove(struct jobs *t, struct job *j)
 {
+    if (j->sched.user_wait) { /* in neither */
+        j->sched.user_wait = false;
+        t->n_user_wait--;
+        return;
+    }
     if (scheduler_begin_heap_remove(&t->begin, j) == 0)
         return;
     if (t->bulk)
@@ -80,6 +89,47 @@ void jobs_queue_rebuild(struct jobs *t)
 void jobs_mark_dirty(struct jobs *t)
 {
     t->dirty = true;
+}
+
+void jobs_user_wait(struct jobs *t, struct job *j)
+{
+    if (j->sched.user_wait)
+        return;
+    j->sched.user_wait = true;
+    j->wait_reason = SCHEDULER_REASON_USER_LOOKUP;
+    t->n_user_wait++;
+}
+
+void jobs_users_answered(struct jobs *t)
+{
+    for (size_t i = 0; t->n_user_wait && i < t->table_len; i++) {
+        struct job *j = t->table[i];
+        if (j->state == JOB_QUEUED && j->sched.user_wait) {
+            jobs_sched_remove(t, j); /* clears user_wait */
+            jobs_sched_add(t, j);
+        }
+    }
+    t->dirty = true;
+}
+
+/* The jobs the pass chose whose user is not known yet (m->may_start) wait aside with
+ * UserLookup: out of start[0..n) (the queue lost them all already). The pass runs again
+ * (the GPUs they would have had may go to others). The number left. */
+static size_t hold_unknown_users(struct jobs *t, const struct jobs_machine *m, struct job **start,
+                                 size_t n)
+{
+    if (!m->may_start)
+        return n;
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (m->may_start(m->may_start_arg, start[i])) {
+            start[kept++] = start[i];
+        } else {
+            jobs_user_wait(t, start[i]);
+            t->dirty = true;
+        }
+    }
+    return kept;
 }
 
 /* The jobs whose begin time has come go from the heap into the queue: one by one if
@@ -237,6 +287,7 @@ size_t jobs_schedule(struct jobs *t, const struct jobs_machine *m, double now,
     } else {
         scheduler_queue_remove_many(&t->queue, start, n);
     }
+    n = hold_unknown_users(t, m, start, n);
     return mark_started(t, start, n, now, started);
 }
 

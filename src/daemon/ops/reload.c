@@ -3,6 +3,7 @@
  * or re-applied here) or reported as needing a restart. */
 #include "reload.h"
 
+#include <errno.h>
 #include <grp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 #include "log.h"
 #include "ops/notify.h"
 #include "policy/quota_state.h"
+#include "userdb.h"
 #include "util.h"
 
 extern char **environ;
@@ -211,14 +213,33 @@ json_t *daemon_reload(struct gflowd *d, char **err)
 
 void daemon_resolve_admin_group(struct gflowd *d)
 {
-    d->has_admin_gid = false;
-    if (!d->cfg.admin_group)
-        return;
-    struct group *g = getgrnam(d->cfg.admin_group);
-    if (!g) {
-        log_warn("daemon.admin_group '%s' does not exist; only root is admin", d->cfg.admin_group);
+    bool pending = d->admin_group_pending;
+    d->admin_group_pending = false;
+    if (!d->cfg.admin_group) {
+        d->has_admin_gid = false;
         return;
     }
-    d->has_admin_gid = true;
-    d->admin_gid = g->gr_gid;
+    gid_t gid = 0;
+    enum userdb_answer a;
+    if (d->userdb) { /* on the loop: off it, with a deadline */
+        a = userdb_group_named(d->userdb, d->cfg.admin_group, USERDB_REQUEST_WAIT_SECS, &gid);
+    } else { /* at the start, before anything is served */
+        errno = 0;
+        struct group *g = getgrnam(d->cfg.admin_group);
+        a = g ? USERDB_FOUND : errno ? USERDB_UNKNOWN : USERDB_ABSENT;
+        gid = g ? g->gr_gid : 0;
+    }
+    if (a == USERDB_UNKNOWN) {
+        /* Kept as it was (a reload that changed the name: none yet) until it answers. */
+        if (!pending)
+            log_warn("daemon.admin_group '%s': the group database has not answered yet; "
+                     "admins are root and the daemon's user until it does",
+                     d->cfg.admin_group);
+        d->admin_group_pending = true;
+        return;
+    }
+    d->has_admin_gid = a == USERDB_FOUND;
+    d->admin_gid = gid;
+    if (a == USERDB_ABSENT)
+        log_warn("daemon.admin_group '%s' does not exist; only root is admin", d->cfg.admin_group);
 }

@@ -31,7 +31,7 @@ char *service_unit_text(bool system, const char *exec_start)
         "[Unit]\n"
         "Description=gflow GPU job scheduler (%s)\n"
         "Documentation=man:gflowd(1) man:gflow(7)\n"
-        "After=local-fs.target network.target\n"
+        "%s"
         "\n"
         "[Service]\n"
         "# Ready (sd_notify READY=1) once the socket answers.\n"
@@ -49,8 +49,13 @@ char *service_unit_text(bool system, const char *exec_start)
         "\n"
         "[Install]\n"
         "WantedBy=%s\n",
-        GFLOW_VERSION, system ? "system daemon" : "per-user daemon", exec_start,
-        system ? "multi-user.target" : "default.target");
+        GFLOW_VERSION, system ? "system daemon" : "per-user daemon",
+        /* Users may come from LDAP/SSSD: their lookups work once it is up. A user
+         * manager has no such target (its user is known already). */
+        system ? "After=local-fs.target network.target nss-user-lookup.target\n"
+                 "Wants=nss-user-lookup.target\n"
+               : "After=local-fs.target network.target\n",
+        exec_start, system ? "multi-user.target" : "default.target");
 }
 
 /* One word of ExecStart as systemd reads it: quoted when it holds anything but plain

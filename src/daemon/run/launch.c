@@ -9,8 +9,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
-#include <pwd.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +27,7 @@
 #include "log.h"
 #include "migcaps.h"
 #include "store/store.h"
+#include "userdb.h"
 #include "util.h"
 
 bool launch_short_of(int e)
@@ -101,68 +100,10 @@ static int high_fd(int fd)
     return moved;
 }
 
-/* The supplementary groups of the users whose jobs started lately ("GID,GID,...", as
- * the shim's --groups wants them), so that neither gflowd nor each shim goes through
- * NSS (initgroups, getgrouplist) per job. An entry is used only while /etc/group is the
- * same file, unchanged (device, inode, size, modification and change times), and for
- * at most LAUNCH_GROUPS_TTL seconds for groups that come from elsewhere (sssd, LDAP):
- * a stale entry must not grant a group the user no longer has (docs/security.md). */
-#define LAUNCH_GROUPS_TTL 10.0
-
-static bool launch_same_file(const struct stat *a, const struct stat *b)
-{
-    return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
-           a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
-           a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
-}
-
-/* The groups of pw as getgrouplist gives them (a string the cache keeps), or NULL when
- * they cannot be listed (more than the kernel allows a process: the shim, given no
- * --groups, then refuses to start the job). */
-static const char *launch_user_groups(struct launcher *l, const struct passwd *pw)
-{
-    struct stat st;
-    if (stat("/etc/group", &st) < 0)
-        memset(&st, 0, sizeof(st));
-    double now = now_mono();
-    for (size_t i = 0; i < LAUNCH_GROUPS_SLOTS; i++) {
-        struct launch_groups *c = &l->groups[i];
-        if (c->list && c->uid == pw->pw_uid && c->gid == pw->pw_gid &&
-            strcmp(c->user, pw->pw_name) == 0 && launch_same_file(&c->etc_group, &st) &&
-            now - c->at < LAUNCH_GROUPS_TTL && now >= c->at)
-            return c->list;
-    }
-    int n = 32;
-    gid_t *groups = xmalloc((size_t)n * sizeof(*groups));
-    while (getgrouplist(pw->pw_name, pw->pw_gid, groups, &n) < 0) {
-        if (n <= 0 || n > 65536) {
-            free(groups);
-            return NULL;
-        }
-        groups = xrealloc(groups, (size_t)n * sizeof(*groups));
-    }
-    struct strbuf sb;
-    strbuf_init(&sb);
-    for (int i = 0; i < n; i++)
-        strbuf_addf(&sb, "%s%u", i ? "," : "", (unsigned)groups[i]);
-    free(groups);
-    struct launch_groups *c = &l->groups[l->groups_next];
-    l->groups_next = (l->groups_next + 1) % LAUNCH_GROUPS_SLOTS;
-    free(c->user);
-    free(c->list);
-    *c = (struct launch_groups){.uid = pw->pw_uid,
-                                .gid = pw->pw_gid,
-                                .user = xstrdup(pw->pw_name),
-                                .list = strbuf_detach(&sb),
-                                .etc_group = st,
-                                .at = now};
-    return c->list;
-}
-
 /* The shim's command line up to what the job runs (gflow-shim --help; the protocol is
  * in src/shim). */
 static void shim_args(const struct gflowd *d, const struct job *j, const struct job *full,
-                      const struct passwd *pw, const char *uuids, const char *deny,
+                      const struct userdb_user *pw, const char *uuids, const char *deny,
                       struct strvec *argv)
 {
     strvec_push(argv, d->shim_path);
@@ -192,15 +133,16 @@ static void shim_args(const struct gflowd *d, const struct job *j, const struct 
     strvec_push(argv, "4");
     if (pw) {
         strvec_push(argv, "--uid");
-        strvec_pushf(argv, "%u", (unsigned)pw->pw_uid);
+        strvec_pushf(argv, "%u", (unsigned)pw->uid);
         strvec_push(argv, "--gid");
-        strvec_pushf(argv, "%u", (unsigned)pw->pw_gid);
+        strvec_pushf(argv, "%u", (unsigned)pw->gid);
         strvec_push(argv, "--user");
-        strvec_push(argv, pw->pw_name);
-        const char *groups = launch_user_groups(d->launcher, pw);
-        if (groups) {
+        strvec_push(argv, pw->name);
+        /* So that neither gflowd nor the shim goes through NSS per job (userdb.h says
+         * how fresh they are); without, the shim refuses the job (too many to list). */
+        if (pw->groups) {
             strvec_push(argv, "--groups");
-            strvec_push(argv, groups);
+            strvec_push(argv, pw->groups);
         }
     }
     if (j->gpus_per_task && j->gpus > 1) { /* one copy of the command per GPU */
@@ -245,17 +187,18 @@ static void shim_args(const struct gflowd *d, const struct job *j, const struct 
 /* The job's environment in a memfd (no file on disk to create and remove), and what
  * it runs: the command, or the script written to run/<id>.script. Returns the memfd,
  * or -1 with *err. */
-static int prepare_inputs(const struct gflowd *d, const struct job *full, const struct passwd *pw,
-                          const char *uuids, struct strvec *argv, int *why, char **err)
+static int prepare_inputs(const struct gflowd *d, const struct job *full,
+                          const struct userdb_user *pw, const char *uuids, struct strvec *argv,
+                          int *why, char **err)
 {
     struct strbuf env;
     strbuf_init(&env);
     struct jobenv_input in = {
         .uuids = uuids,
         .uuid_format = gpu_uuid_ids(d->gpus),
-        .user = pw ? pw->pw_name : NULL,
-        .home = pw ? pw->pw_dir : NULL,
-        .shell = pw ? pw->pw_shell : NULL,
+        .user = pw ? pw->name : NULL,
+        .home = pw ? pw->home : NULL,
+        .shell = pw ? pw->shell : NULL,
     };
     jobenv_build(full, &in, &env);
     int fd = high_fd(memfd_create("gflow-job-env", MFD_CLOEXEC));
@@ -271,7 +214,7 @@ static int prepare_inputs(const struct gflowd *d, const struct job *full, const 
     if (full->script) {
         char *script_path = xasprintf("%s/%lld.script", d->paths.run_dir, (long long)full->id);
         if (write_file(script_path, full->script, strlen(full->script), 0700) < 0 ||
-            (pw && chown(script_path, pw->pw_uid, pw->pw_gid) < 0)) {
+            (pw && chown(script_path, pw->uid, pw->gid) < 0)) {
             *why = errno;
             *err = xasprintf("cannot write %s: %s", script_path, strerror(errno));
             free(script_path);
@@ -323,12 +266,7 @@ int launch_init(struct gflowd *d, char **err)
 
 void launch_free(struct gflowd *d)
 {
-    struct launcher *l = d->launcher;
-    for (size_t i = 0; l && i < LAUNCH_GROUPS_SLOTS; i++) {
-        free(l->groups[i].user);
-        free(l->groups[i].list);
-    }
-    free(l);
+    free(d->launcher);
     d->launcher = NULL;
 }
 
@@ -425,6 +363,21 @@ static int lock_and_reserve(const struct gflowd *d, int64_t id, int *why, char *
     return fd;
 }
 
+bool launch_user_ready(void *arg, const struct job *j)
+{
+    struct gflowd *d = arg;
+    if (!d->system)
+        return true;
+    char *why = NULL;
+    bool ready =
+        userdb_uid_fresh(d->userdb, j->uid, USERDB_LAUNCH_WAIT_SECS, NULL, &why) == USERDB_FOUND;
+    if (!ready)
+        log_info("job %lld: launch put off: %s; queued again, waiting for its user (UserLookup)",
+                 (long long)j->id, why);
+    free(why);
+    return ready;
+}
+
 enum launch_result launch_shim(struct gflowd *d, const struct job *j, pid_t *pid, int64_t *start,
                                int *sock, struct supervisor **sup, char **err)
 {
@@ -436,22 +389,23 @@ enum launch_result launch_shim(struct gflowd *d, const struct job *j, pid_t *pid
     struct strvec argv;
     strvec_init(&argv);
     int lock_fd = -1, env_fd = -1, why = 0;
+    enum launch_result result = LAUNCH_OK;
     *err = NULL;
     if (store_get_job(d->store, j->id, &full, true) != 0) {
         *err = xasprintf("cannot read the job back: %s", store_error(d->store));
         goto out;
     }
-    struct passwd *pw = NULL;
+    /* The pass let it start only once its user was known (launch_user_ready); known
+     * no longer is rare (the answer aged in between): it waits again, as then. */
+    struct userdb_user user = {0}, *pw = NULL;
     if (d->system) {
-        errno = 0;
-        pw = getpwuid(j->uid);
-        if (!pw) {
-            why = errno; /* set when the lookup failed, not when there is no such user */
-            *err = launch_short_of(why)
-                       ? xasprintf("cannot look up uid %u: %s", j->uid, strerror(why))
-                       : xasprintf("no user with uid %u", j->uid);
+        char *why_not = NULL;
+        if (userdb_uid_fresh(d->userdb, j->uid, 0, &user, &why_not) != USERDB_FOUND) {
+            *err = why_not;
+            result = LAUNCH_USER_LOOKUP;
             goto out;
         }
+        pw = &user;
     }
     if (d->cfg.constrain_devices &&
         (!denied_minors_known(d, j, err) || denied_devices(d, j, &deny, err) < 0))
@@ -482,6 +436,9 @@ out:
     free(deny);
     job_clear(&full);
     strvec_free(&argv);
+    userdb_user_clear(&user);
+    if (result != LAUNCH_OK)
+        return result;
     if (!*err)
         return LAUNCH_OK;
     if (why == ENOSPC || why == EDQUOT)

@@ -16,10 +16,16 @@ struct supervisor;
 
 enum launch_result {
     LAUNCH_OK,
-    LAUNCH_FAILED,   /* the job cannot be started: it fails */
-    LAUNCH_SHORT,    /* the daemon is short of a resource: the job waits and is tried again */
-    LAUNCH_NO_SPACE, /* no room on the disk: the job waits until there is (disk.c) */
+    LAUNCH_FAILED,      /* the job cannot be started: it fails */
+    LAUNCH_SHORT,       /* the daemon is short of a resource: the job waits and is tried again */
+    LAUNCH_NO_SPACE,    /* no room on the disk: the job waits until there is (disk.c) */
+    LAUNCH_USER_LOOKUP, /* its user is not known (fresh) yet: it waits, UserLookup */
 };
+
+/* Whether j's user is known well enough to start it as that user (a system daemon;
+ * userdb_uid_fresh): the scheduling pass's may_start (jobs.h). When not, the lookup is
+ * under way or retried, and the job waits (UserLookup) until an answer comes. */
+bool launch_user_ready(void *d, const struct job *j);
 
 /* Whether errno value e means a lack of a resource that may pass (EMFILE, ENFILE,
  * EAGAIN, ENOMEM), rather than something wrong with the job. */
@@ -44,7 +50,7 @@ enum launch_result launch_shim(struct gflowd *d, const struct job *j, pid_t *pid
 #define LAUNCH_SPARE_MAX 1024
 void launch_keep_lock(const struct gflowd *d, int64_t id);
 /* At the daemon's start: makes d->launcher (what launching keeps between jobs: the
- * spares, the standbys, the supervisors, a cache of groups) and empties run/spare. 0, or
+ * spares, the standbys, the supervisors) and empties run/spare. 0, or
  * -1 with *err. launch_free frees it, once the standbys and supervisors are stopped. */
 int launch_init(struct gflowd *d, char **err);
 void launch_free(struct gflowd *d);

@@ -6,25 +6,12 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include <sys/stat.h>
-
 struct gflowd;
 struct supervisor;
 
 /* What launching keeps between jobs (struct gflowd's launcher; launch_init makes it,
  * launch_free frees it), in place of process-wide state. */
-#define LAUNCH_GROUPS_SLOTS 16
 #define LAUNCH_IDLE_MAX 8
-
-/* A submitter's groups as getgrouplist gave them, cached a moment (launch.c). */
-struct launch_groups {
-    uid_t uid;
-    gid_t gid;
-    char *user;
-    char *list; /* NULL: a free slot */
-    struct stat etc_group;
-    double at; /* monotonic */
-};
 
 /* A standby shim waiting for a job (launch_shims.c). */
 struct standby {
@@ -34,8 +21,6 @@ struct standby {
 };
 
 struct launcher {
-    struct launch_groups groups[LAUNCH_GROUPS_SLOTS];
-    size_t groups_next;
     /* The spare lock files (launch_keep_lock): their ids, the last kept on top. */
     int64_t spares[LAUNCH_SPARE_MAX];
     size_t n_spares;

@@ -690,6 +690,14 @@ bool runner_launch(struct gflowd *d, struct job *j)
     free(j->cpus); /* chosen afresh for each run (saved with the start below) */
     j->cpus = cpupin_choose(d, j, &j->cpus_far);
     enum launch_result lr = launch_shim(d, j, &pid, &start, &sock, &sup, &err);
+    if (lr == LAUNCH_USER_LOOKUP) { /* never failed for it: waits for the answer */
+        log_info("job %lld: launch put off: %s; queued again, waiting for its user (UserLookup)",
+                 (long long)j->id, err);
+        free(err);
+        jobs_user_wait(d->jobs, j);
+        run_put_back(d, j);
+        return false;
+    }
     if (lr == LAUNCH_SHORT || lr == LAUNCH_NO_SPACE) { /* not the job's fault */
         log_warn("job %lld: launch put off: %s; queued again", (long long)j->id, err);
         free(err);
