@@ -350,17 +350,16 @@ static void test_open_pragmas_and_schema(void **state)
     /* One column per field of struct job, payload apart. */
     objs = peek_text(db, "SELECT group_concat(name, ' ') FROM pragma_table_info('jobs')");
     assert_string_equal(
-        objs,
-        "id name user uid gid state priority time_limit command "
-        "script_path workdir submit_time start_time end_time exit_code "
-        "signal oom reason end_request shim_pid shim_start max_rss_kb "
-        "gpus gpu_ids memory_mb gpu_memory_mb shared group_id "
-        "array_task max_retries attempt retry_of gpus_per_task "
-        "depends_on depends_any auto_cancel conda_env signal_spec "
-        "begin_time reason_code reason_job umask mig_profile mig_count mig_uuids "
-        "project nice notify_email notify_on auto_close requeue requeue_count "
-        "preempted_by pty slurm_id slurm_reason log_lost_bytes stray cpus_per_gpu cpus "
-        "cpus_far|\n");
+        objs, "id name user uid gid state priority time_limit command "
+              "script_path workdir submit_time start_time end_time exit_code "
+              "signal oom reason end_request shim_pid shim_start max_rss_kb "
+              "gpus gpu_ids memory_mb gpu_memory_mb shared group_id "
+              "array_task max_retries attempt retry_of gpus_per_task "
+              "depends_on depends_any auto_cancel conda_env signal_spec "
+              "begin_time reason_code reason_job umask mig_profile mig_count mig_uuids "
+              "project nice notify_email notify_on auto_close requeue requeue_count "
+              "preempted_by pty slurm_id slurm_reason log_lost_bytes stray cpus_per_gpu cpus "
+              "cpus_far|\n");
     free(objs);
     /* The payload: a sweep's values and templates after script and env (step 5). */
     objs = peek_text(db, "SELECT group_concat(name, ' ') FROM pragma_table_info('job_payload')");

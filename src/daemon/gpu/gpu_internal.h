@@ -66,8 +66,8 @@ struct gpus {
     /* "DriverChanged: ..." from the driver changing under NVML until NVML is reopened
      * and read cleanly: every GPU is unavailable meanwhile. NULL otherwise. */
     char *driver_changed;
-    bool uuid_ids;        /* CUDA_VISIBLE_DEVICES by UUID (gpu_id_format) */
-    char *id_format_why;  /* the decision and why, for gflowd status */
+    bool uuid_ids;       /* CUDA_VISIBLE_DEVICES by UUID (gpu_id_format) */
+    char *id_format_why; /* the decision and why, for gflowd status */
     /* gpu_ids.c: "auto" that depends on CUDA's view, the check and its last answer. */
     bool cuda_wanted;
     struct cudacheck *cuda;
