@@ -316,7 +316,7 @@ static void test_open_pragmas_and_schema(void **state)
     char *mode = peek_text(db, "PRAGMA journal_mode");
     assert_string_equal(mode, "wal|\n");
     free(mode);
-    assert_int_equal(peek_int(db, "PRAGMA user_version"), 24);
+    assert_int_equal(peek_int(db, "PRAGMA user_version"), 25);
     assert_int_equal(peek_int(db, "SELECT value FROM meta WHERE key='next_job_id'"), 2);
     char *objs = peek_text(db, "SELECT type, name FROM sqlite_schema WHERE name NOT LIKE "
                                "'sqlite_%' ORDER BY type, name");
