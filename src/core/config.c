@@ -530,7 +530,8 @@ static int config_apply_toml(struct gflow_config *c, const char *path, const cha
         if (joined)
             r = config_store_string(c, k, joined, &why);
         free(joined);
-    } else if (toml_type_of(v) != want || (want == TOML_STRING && strlen(toml_string(v, &len)) != len))
+    } else if (toml_type_of(v) != want ||
+               (want == TOML_STRING && strlen(toml_string(v, &len)) != len))
         why = config_type_error(k);
     else if (want == TOML_BOOL) {
         *config_bool_field(c, k) = toml_bool(v);
@@ -751,8 +752,8 @@ int config_check_project(const struct gflow_config *c, const char *project, char
             return 0;
         p += len + (p[len] == ',');
     }
-    *err = xasprintf("unknown project '%s' (projects.known_projects): use one of %s", project,
-                     known);
+    *err =
+        xasprintf("unknown project '%s' (projects.known_projects): use one of %s", project, known);
     return -1;
 }
 

@@ -89,16 +89,16 @@ struct gflow_config {
                                      * count ("100000") of finished jobs kept in the
                                      * history; NULL or "" = all (default) */
     /* gflow's keys (docs/usage.md "gflow's configuration keys"). */
-    char *host;                     /* daemon.host: the dashboard's address (gflowd web);
+    char *host;                        /* daemon.host: the dashboard's address (gflowd web);
                                      * NULL = 127.0.0.1 (gflow's API listens there) */
-    int64_t port;                   /* daemon.port: the dashboard's port; 0 = its own
+    int64_t port;                      /* daemon.port: the dashboard's port; 0 = its own
                                      * default (8080) */
-    bool fair_share_enabled;        /* daemon.fair_share.enabled: gflow's fair-share (see
+    bool fair_share_enabled;           /* daemon.fair_share.enabled: gflow's fair-share (see
                                      * config_priority); off unless the table is given */
     int64_t fair_share_half_life_secs; /* daemon.fair_share.half_life_secs; default 7 days */
-    char *known_projects;           /* projects.known_projects, joined by ','; "" = any */
-    bool require_project;           /* projects.require_project: a job needs --project */
-    char *executor_type;            /* executor.type: process (what we do) or tmux (accepted,
+    char *known_projects;              /* projects.known_projects, joined by ','; "" = any */
+    bool require_project;              /* projects.require_project: a job needs --project */
+    char *executor_type;               /* executor.type: process (what we do) or tmux (accepted,
                                      * with a warning: jobs here run without tmux) */
     /* [scheduler] */
     bool scheduler_backfill;            /* scheduler.backfill: default false */

@@ -128,10 +128,9 @@ bool notify_config_equal(const struct notify_config *a, const struct notify_conf
         const struct notify_email *x = &a->emails[i], *y = &b->emails[i];
         if (strcmp(x->smtp_url, y->smtp_url) || strcmp(x->from, y->from) ||
             !same_strings(x->to, x->n_to, y->to, y->n_to) || x->events != y->events ||
-            !same_strings(x->filter_users, x->n_filter_users, y->filter_users,
-                          y->n_filter_users) ||
-            !same_str(x->subject_prefix, y->subject_prefix) ||
-            x->timeout_secs != y->timeout_secs || x->max_retries != y->max_retries)
+            !same_strings(x->filter_users, x->n_filter_users, y->filter_users, y->n_filter_users) ||
+            !same_str(x->subject_prefix, y->subject_prefix) || x->timeout_secs != y->timeout_secs ||
+            x->max_retries != y->max_retries)
             return false;
     }
     return true;
@@ -244,8 +243,8 @@ static int events_from_toml(uint32_t *events, const struct toml_value *v, const 
 }
 
 /* A list of one-line non-empty strings (users, addresses) into *out, *n. */
-static int strings_from_toml(char ***out, size_t *n, const struct toml_value *v,
-                             const char *name, const char *what, char **err)
+static int strings_from_toml(char ***out, size_t *n, const struct toml_value *v, const char *name,
+                             const char *what, char **err)
 {
     if (toml_type_of(v) != TOML_ARRAY) {
         *err = xasprintf("%s must be a list of %s", name, what);
@@ -263,8 +262,8 @@ static int strings_from_toml(char ***out, size_t *n, const struct toml_value *v,
     return 0;
 }
 
-static int users_from_toml(char ***users, size_t *n, const struct toml_value *v,
-                           const char *where, char **err)
+static int users_from_toml(char ***users, size_t *n, const struct toml_value *v, const char *where,
+                           char **err)
 {
     char *name = xasprintf("%s.filter_users", where);
     int rc = strings_from_toml(users, n, v, name, "user names", err);
@@ -403,8 +402,8 @@ static bool mailbox_ok(const char *s)
     return len > 2 && at && at != addr && at != addr + len - 1 && !memchr(addr, ' ', len);
 }
 
-static int mailboxes_from_toml(char ***out, size_t *n, const struct toml_value *v,
-                               const char *name, char **err)
+static int mailboxes_from_toml(char ***out, size_t *n, const struct toml_value *v, const char *name,
+                               char **err)
 {
     if (strings_from_toml(out, n, v, name, "addresses", err) < 0)
         return -1;
@@ -424,8 +423,7 @@ static int email_key(struct notify_email *m, const char *key, const struct toml_
     int rc = 0;
     const char *s = plain_string(v);
     if (!strcmp(key, "smtp_url")) {
-        if (!s || (strncmp(s, "smtp://", 7) && strncmp(s, "smtps://", 8)) ||
-            strpbrk(s, " \t")) {
+        if (!s || (strncmp(s, "smtp://", 7) && strncmp(s, "smtps://", 8)) || strpbrk(s, " \t")) {
             *err = xasprintf("%s must be an smtp:// or smtps:// URL, e.g. "
                              "\"smtps://user:pass@smtp.example.com:465\"",
                              name);
@@ -500,8 +498,7 @@ static int emails_from_toml(struct notify_config *c, const struct toml_value *v,
         int rc = 0;
         for (size_t k = 0; k < toml_table_len(t) && rc == 0; k++) {
             *line = toml_line(toml_table_value(t, k));
-            rc = email_key(m, toml_table_key(t, k, NULL), toml_table_value(t, k), where, err,
-                           line);
+            rc = email_key(m, toml_table_key(t, k, NULL), toml_table_value(t, k), where, err, line);
         }
         if (rc == 0 && (!m->smtp_url || !m->from)) {
             *line = toml_line(t);

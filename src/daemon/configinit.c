@@ -351,8 +351,9 @@ static int check_timezone(const char **tz)
     free(file);
     if (ok)
         return 0;
-    fprintf(stderr, "gflowd: --timezone '%s' is not a time zone: use an IANA name such as "
-                    "\"Asia/Shanghai\" or \"UTC\", or \"local\" to leave it unset\n",
+    fprintf(stderr,
+            "gflowd: --timezone '%s' is not a time zone: use an IANA name such as "
+            "\"Asia/Shanghai\" or \"UTC\", or \"local\" to leave it unset\n",
             *tz);
     return -1;
 }
@@ -372,8 +373,9 @@ static int check_values(struct configinit_values *v)
          offsetof(struct configinit_values, poll_secs)},
     };
     if (v->gpus && !gpus_ok(v->gpus)) {
-        fprintf(stderr, "gflowd: --gpus '%s' is not a GPU list: use \"all\" or indices like "
-                        "0,2 or 0-3\n",
+        fprintf(stderr,
+                "gflowd: --gpus '%s' is not a GPU list: use \"all\" or indices like "
+                "0,2 or 0-3\n",
                 v->gpus);
         return -1;
     }
@@ -441,8 +443,8 @@ static void wizard(struct configinit_values *v, bool advanced)
 {
     printf("gflow Configuration Wizard\n\n");
     if (!v->gpus) {
-        const char *g = ask("[1/4] Which GPUs should gflow manage? (all, or e.g. 0,2 or 0-3)",
-                            "all");
+        const char *g =
+            ask("[1/4] Which GPUs should gflow manage? (all, or e.g. 0,2 or 0-3)", "all");
         v->gpus = strcmp(g, "all") ? g : NULL;
     }
     if (!v->host) {
@@ -454,8 +456,8 @@ static void wizard(struct configinit_values *v, bool advanced)
         v->port = strcmp(p, "0") ? p : NULL;
     }
     if (!v->timezone) {
-        const char *tz = ask("[3/4] Time zone (an IANA name such as Asia/Shanghai, or local)",
-                             "local");
+        const char *tz =
+            ask("[3/4] Time zone (an IANA name such as Asia/Shanghai, or local)", "local");
         v->timezone = tz;
     }
     if (advanced || ask_yes("[4/4] Configure notifications (webhooks, e-mail)?", false)) {
@@ -506,8 +508,9 @@ static void print_summary(const char *path, const struct configinit_values *v)
 int configinit_run(const struct configinit_opts *o)
 {
     if (!o->force && access(o->path, F_OK) == 0) {
-        fprintf(stderr, "gflowd: config file already exists: %s (use 'gflowd init --force' to "
-                        "overwrite it)\n",
+        fprintf(stderr,
+                "gflowd: config file already exists: %s (use 'gflowd init --force' to "
+                "overwrite it)\n",
                 o->path);
         return 1;
     }

@@ -22,7 +22,7 @@ struct configinit_opts {
  * what --advanced asked for. */
 struct configinit_values {
     const char *gpus, *host, *port, *timezone, *strategy, *poll_secs;
-    const char *webhooks;                         /* URLs, joined by ','; NULL: none */
+    const char *webhooks; /* URLs, joined by ','; NULL: none */
     const char *smtp_url, *mail_from, *mail_to, *subject_prefix; /* [[notifications.emails]] */
 };
 

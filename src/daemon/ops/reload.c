@@ -57,7 +57,7 @@ static const char *const live_keys[] = {
     "daemon.port",
     "projects.known_projects", /* read at each submission */
     "projects.require_project",
-    "executor.type", /* only a warning */
+    "executor.type",    /* only a warning */
     "reservations.who", /* the [reservations] keys: read at each gctl reserve create */
     "reservations.max_gpus",
     "reservations.max_duration",
