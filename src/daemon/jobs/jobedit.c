@@ -78,12 +78,6 @@ int jobedit_update(const struct jobedit_ctx *c, struct job *j, json_t *over, int
         sweep_move(n, &carry);
     job_clear(&carry);
     json_decref(spec);
-    /* A project given now meets [projects] like a submission's; one set before stays. */
-    if (n && c->cfg && json_object_get(over, "project") &&
-        config_check_project(c->cfg, n->project, err) < 0) {
-        job_free(n);
-        n = NULL;
-    }
     bool deps_changed = n && json_object_get(over, "depends_on");
     if (n && deps_changed && jobs_check_deps(c->jobs, n, j->id, err) < 0) {
         job_free(n);

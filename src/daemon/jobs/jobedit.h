@@ -22,14 +22,14 @@ struct jobedit_ctx {
     const struct jobspec_limits *limits; /* what this machine offers */
     const struct jobspec_owner *caller;  /* who asks, and now */
     int64_t max_active;                  /* limits.max_active_jobs_per_user; 0: none */
-    const struct gflow_config *cfg;      /* [projects] policy; NULL: none */
+    const struct gflow_config *cfg;      /* [projects] policy of a redo; NULL: none */
 };
 
 /* Updates j (an active job the caller may act on) with the spec fields of over, and
  * with max_concurrent >= 0 the limit of its group. *changes: [{"field", "old", "new"}].
  * Returns 0, or the HTTP status of the failure with *err: 409 (j is not PD or H), 403
  * (a field only the owner may change, jobspec_owner_only_field), 400 (a change that is
- * not valid, or a project [projects] refuses), 500 (the store failed). */
+ * not valid), 500 (the store failed). */
 int jobedit_update(const struct jobedit_ctx *c, struct job *j, json_t *over, int64_t max_concurrent,
                    json_t **changes, char **err);
 
