@@ -323,6 +323,24 @@ def test_project_policy_is_enforced_at_submit(make_gflow):
     assert cp.returncode == 0, cp
 
 
+def test_project_policy_reaches_the_assistant_server(make_gflow):
+    """gflow-mcp's submit_job goes through the same check (it submits over the API)."""
+    from test_mcp import Mcp
+    g = up_with(make_gflow, PROJECTS)
+    mcp = Mcp(g)
+    try:
+        mcp.initialize()
+        bad = mcp.call("submit_job", command="true")
+        assert bad["isError"] is True, bad
+        assert "projects.require_project" in bad["content"][0]["text"], bad
+        bad = mcp.call("submit_job", command="true", project="nlp")
+        assert bad["isError"] is True and "unknown project 'nlp'" in bad["content"][0]["text"]
+        ok = mcp.ok("submit_job", command="true", project="ml-research")
+        assert ok["jobs"][0]["id"] > 0, ok
+    finally:
+        mcp.close()
+
+
 def test_known_projects_alone_allow_jobs_without_one(make_gflow):
     g = up_with(make_gflow, DOC_EXAMPLES["configuration-projects"])
     assert g.wait_state(g.submit("true"))["state"] == "CD"
