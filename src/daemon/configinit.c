@@ -408,7 +408,18 @@ static int check_values(struct configinit_values *v)
 
 /* ---- asking, on a terminal ---- */
 
-/* One answer; def when the line is empty. The returned text is kept until exit. */
+/* The lines answered, freed when init is done (the values point into them). */
+static char *answers[32];
+static size_t n_answers;
+
+static void answers_free(void)
+{
+    for (size_t i = 0; i < n_answers; i++)
+        free(answers[i]);
+    n_answers = 0;
+}
+
+/* One answer; def when the line is empty. The text lives until answers_free. */
 static const char *ask(const char *question, const char *def)
 {
     printf("%s%s%s%s: ", question, def ? " [" : "", def ? def : "", def ? "]" : "");
@@ -423,11 +434,12 @@ static const char *ask(const char *question, const char *def)
     while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r' || line[n - 1] == ' '))
         line[--n] = '\0';
     const char *p = line + strspn(line, " \t");
-    if (!*p) {
+    if (!*p || n_answers == sizeof(answers) / sizeof(answers[0])) {
         free(line);
         return def;
     }
-    return p; /* a few answers: not worth freeing */
+    answers[n_answers++] = line;
+    return p;
 }
 
 static bool ask_yes(const char *question, bool def)
@@ -505,7 +517,7 @@ static void print_summary(const char *path, const struct configinit_values *v)
            "  3. Submit a job: gbatch --gpus 1 script.sh\n");
 }
 
-int configinit_run(const struct configinit_opts *o)
+static int run(const struct configinit_opts *o)
 {
     if (!o->force && access(o->path, F_OK) == 0) {
         fprintf(stderr,
@@ -548,4 +560,11 @@ int configinit_run(const struct configinit_opts *o)
     }
     print_summary(o->path, &v);
     return 0;
+}
+
+int configinit_run(const struct configinit_opts *o)
+{
+    int rc = run(o);
+    answers_free();
+    return rc;
 }
