@@ -75,8 +75,8 @@ static const struct completion_entry completion_table[] = {
     {"gflowd", NULL, "up start down stop restart status run reload init service web",
      "-c --config --user --system --data-dir --socket --max-running-jobs --kill-grace-secs "
      "--log-level -v --verbose -q --quiet --gpus --gpu-allocation-strategy "
-     "--gpu-poll-interval-secs --simulate-gpus --force --root --port --bind -h --help -V "
-     "--version"},
+     "--gpu-poll-interval-secs --simulate-gpus --force --yes --advanced --host --timezone "
+     "--root --port --bind -h --help -V --version"},
     {"gflowd", "web", NULL, "--port --bind --socket -h --help"},
     {"gflowd", "service", "install uninstall status",
      "-c --config --user --system --root -h --help"},

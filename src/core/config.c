@@ -31,6 +31,9 @@ struct config_key {
     const char *def;            /* the default in text form; NULL = unset */
     /* CONFIG_STRING: checks a value (0, or -1 with *err); NULL = any. */
     int (*check)(const char *s, char **err);
+    /* CONFIG_STRING: also taken as a TOML list, kept joined by ',' (gflow writes lists:
+     * daemon.gpus = [0, 2], projects.known_projects = ["a", "b"]). */
+    enum { LIST_NONE, LIST_INTS, LIST_STRINGS } list;
     /* CONFIG_STRING: where its parsed form goes (struct gflow_parsed_settings): PARSED_SECS,
      * the int64_t seconds of a duration; PARSED_CHOICE, the int index of the choice;
      * PARSED_NONE: only the text is kept. */
@@ -69,6 +72,12 @@ static const char *const config_log_levels[] = {"error", "warn", "info", "debug"
         .choices = choices_, .def = def_, .parsed_kind = PARSED_CHOICE,                            \
         .parsed = offsetof(struct gflow_config, parsed.index)                                      \
     }
+/* A string that a TOML list may also give (list_: LIST_INTS or LIST_STRINGS). */
+#define CONFIG_LIST_KEY(name_, field, def_, list_, check_)                                         \
+    {                                                                                              \
+        .name = name_, .kind = CONFIG_STRING, .offset = offsetof(struct gflow_config, field),      \
+        .def = def_, .list = list_, .check = check_                                                \
+    }
 /* A list of shares ("alice=2,bob=1"). */
 #define CONFIG_SHARES_KEY(name_, field)                                                            \
     {                                                                                              \
@@ -87,6 +96,23 @@ static int config_shares(const char *s, char **err)
     return fairshare_set_shares(NULL, FAIRSHARE_USER, s, err);
 }
 
+/* projects.known_projects: names as gbatch --project takes them, joined by ','. */
+static int config_projects(const char *s, char **err)
+{
+    for (const char *p = s; *p;) {
+        size_t n = strcspn(p, ",");
+        if (n == 0 || n > 64 || p[0] == ' ' || p[n - 1] == ' ') {
+            *err = xasprintf("'%.*s' is not a project name (1-64 characters, no blanks around "
+                             "it, no ',')",
+                             (int)n, p);
+            return -1;
+        }
+        p += n + (p[n] == ',');
+    }
+    return 0;
+}
+
+static const char *const config_executor_types[] = {"process", "tmux", NULL};
 static const char *const config_gpu_strategies[] = {"topology", "sequential", "random", NULL};
 static const char *const config_gpu_id_formats[] = {"auto", "index", "uuid", NULL};
 static const char *const config_container[] = {"auto", "yes", "no", NULL};
@@ -104,7 +130,7 @@ static const struct config_key config_keys[] = {
     CONFIG_INT_KEY("daemon.max_request_bytes", limits.max_request_bytes, 1, "8388608"),
     CONFIG_STRING_KEY("daemon.admin_group", admin_group, NULL, NULL),
     CONFIG_STRING_KEY("daemon.log_level", log_level, config_log_levels, "info"),
-    CONFIG_STRING_KEY("daemon.gpus", gpus, NULL, "all"),
+    CONFIG_LIST_KEY("daemon.gpus", gpus, "all", LIST_INTS, NULL),
     CONFIG_STRING_KEY("daemon.nvml_library", nvml_library, NULL, NULL),
     CONFIG_CHOICE_KEY("daemon.gpu_allocation_strategy", gpu_allocation_strategy,
                       config_gpu_strategies, "topology", gpu_allocation_strategy),
@@ -123,6 +149,13 @@ static const struct config_key config_keys[] = {
     CONFIG_INT_KEY("daemon.max_log_bytes", max_log_bytes, 0, "1073741824"),
     CONFIG_INT_KEY("daemon.log_keep_on_full_disk", log_keep_on_full_disk, 0, "4194304"),
     CONFIG_STRING_KEY("daemon.keep_finished", keep_finished, NULL, NULL),
+    CONFIG_STRING_KEY("daemon.host", host, NULL, NULL),
+    CONFIG_INT_KEY("daemon.port", port, 0, "0"),
+    CONFIG_BOOL_KEY("daemon.fair_share.enabled", fair_share_enabled, "false"),
+    CONFIG_INT_KEY("daemon.fair_share.half_life_secs", fair_share_half_life_secs, 1, "604800"),
+    CONFIG_LIST_KEY("projects.known_projects", known_projects, "", LIST_STRINGS, config_projects),
+    CONFIG_BOOL_KEY("projects.require_project", require_project, "false"),
+    CONFIG_STRING_KEY("executor.type", executor_type, config_executor_types, "process"),
     CONFIG_BOOL_KEY("scheduler.backfill", scheduler_backfill, "false"),
     CONFIG_INT_KEY("scheduler.backfill_depth", scheduler_backfill_depth, 1, "1"),
     CONFIG_DURATION_KEY("scheduler.default_time_limit", scheduler_default_time_limit, "24h",
@@ -354,6 +387,8 @@ void config_init(struct gflow_config *c)
     notify_config_init(&c->notify);
 }
 
+static void config_warnings_clear(struct gflow_config *c);
+
 void config_free(struct gflow_config *c)
 {
     for (size_t i = 0; i < CONFIG_NKEYS; i++)
@@ -361,9 +396,36 @@ void config_free(struct gflow_config *c)
             free(*config_string_field(c, &config_keys[i]));
     free(c->source_path);
     free(c->log_dir_relative);
+    config_warnings_clear(c);
     quota_config_free(&c->quota);
     notify_config_free(&c->notify);
     memset(c, 0, sizeof(*c));
+}
+
+static void config_warnings_clear(struct gflow_config *c)
+{
+    for (size_t i = 0; i < c->n_warnings; i++)
+        free(c->warnings[i]);
+    free(c->warnings);
+    c->warnings = NULL;
+    c->n_warnings = 0;
+}
+
+static void config_warn(struct gflow_config *c, char *line)
+{
+    c->warnings = xrealloc(c->warnings, (c->n_warnings + 1) * sizeof(*c->warnings));
+    c->warnings[c->n_warnings++] = line;
+}
+
+/* The warnings of the settings as they are now: gflow's keys that we accept but that
+ * mean nothing here. */
+static void config_warnings_refresh(struct gflow_config *c)
+{
+    config_warnings_clear(c);
+    if (c->executor_type && !strcmp(c->executor_type, "tmux"))
+        config_warn(c, xstrdup("executor.type = \"tmux\" (gflow's): jobs here run without "
+                               "tmux, each under its own gflow-shim (gjob attach needs "
+                               "gbatch --pty); set \"process\" to silence this"));
 }
 
 /* A deep copy, so that a file can be applied all or nothing. */
@@ -383,6 +445,10 @@ static void config_copy(struct gflow_config *dst, const struct gflow_config *src
         dst->log_dir_relative = xstrdup(dst->log_dir_relative);
     quota_config_copy(&dst->quota, &src->quota);
     notify_config_copy(&dst->notify, &src->notify);
+    dst->warnings = NULL;
+    dst->n_warnings = 0;
+    for (size_t i = 0; i < src->n_warnings; i++)
+        config_warn(dst, xstrdup(src->warnings[i]));
 }
 
 int config_set(struct gflow_config *c, const char *dotted_key, const char *value, char **err)
@@ -411,6 +477,38 @@ static const char *config_toml_key(const struct toml_value *table, size_t i)
     return strlen(key) == len ? key : NULL;
 }
 
+/* A TOML list for a list key, joined by ','; NULL with *why if an element is not of the
+ * key's kind (or daemon.gpus = [] names no GPU). */
+static char *config_join_list(const struct config_key *k, const struct toml_value *v, char **why)
+{
+    struct strbuf sb;
+    strbuf_init(&sb);
+    size_t n = toml_array_len(v);
+    for (size_t i = 0; i < n; i++) {
+        const struct toml_value *e = toml_array_at(v, i);
+        size_t len = 0;
+        if (k->list == LIST_INTS && toml_type_of(e) == TOML_INTEGER && toml_integer(e) >= 0) {
+            strbuf_addf(&sb, "%s%lld", i ? "," : "", (long long)toml_integer(e));
+        } else if (k->list == LIST_STRINGS && toml_type_of(e) == TOML_STRING &&
+                   strlen(toml_string(e, &len)) == len && !strchr(toml_string(e, NULL), ',')) {
+            strbuf_addf(&sb, "%s%s", i ? "," : "", toml_string(e, NULL));
+        } else {
+            *why = xasprintf("%s must be a list of %s", k->name,
+                             k->list == LIST_INTS ? "GPU indices (e.g. [0, 2]) or a string "
+                                                    "like \"0,2-3\" or \"all\""
+                                                  : "names without ',' (e.g. [\"a\", \"b\"])");
+            strbuf_free(&sb);
+            return NULL;
+        }
+    }
+    if (k->list == LIST_INTS && n == 0) {
+        *why = xasprintf("%s = [] names no GPU; leave it out (or \"all\") for every GPU", k->name);
+        strbuf_free(&sb);
+        return NULL;
+    }
+    return strbuf_detach(&sb);
+}
+
 /* One section.key = value from the file. */
 static int config_apply_toml(struct gflow_config *c, const char *path, const char *section,
                              const char *key, const struct toml_value *v, char **err)
@@ -427,7 +525,13 @@ static int config_apply_toml(struct gflow_config *c, const char *path, const cha
                           : k->kind == CONFIG_BOOL ? TOML_BOOL
                                                    : TOML_STRING;
     size_t len = 0;
-    if (toml_type_of(v) != want || (want == TOML_STRING && strlen(toml_string(v, &len)) != len))
+    if (k->list != LIST_NONE && toml_type_of(v) == TOML_ARRAY) {
+        char *joined = config_join_list(k, v, &why);
+        if (joined)
+            r = config_store_string(c, k, joined, &why);
+        free(joined);
+    } else if (toml_type_of(v) != want ||
+               (want == TOML_STRING && strlen(toml_string(v, &len)) != len))
         why = config_type_error(k);
     else if (want == TOML_BOOL) {
         *config_bool_field(c, k) = toml_bool(v);
@@ -442,6 +546,34 @@ out:
     free(why);
     free(dotted);
     return r;
+}
+
+/* The keys of [section] (or of a table inside one: [daemon.fair_share]). */
+static int config_apply_table(struct gflow_config *c, const char *path, const char *section,
+                              const struct toml_value *t, char **err)
+{
+    /* gflow's fair-share is on unless its table says otherwise (enabled defaults to
+     * true there); ours is off without the table. */
+    if (!strcmp(section, "daemon.fair_share"))
+        c->fair_share_enabled = true;
+    for (size_t j = 0; j < toml_table_len(t); j++) {
+        const char *key = config_toml_key(t, j);
+        const struct toml_value *v = toml_table_value(t, j);
+        if (key && toml_type_of(v) == TOML_TABLE) {
+            char *sub = xasprintf("%s.%s", section, key);
+            bool known = config_section_known(sub);
+            int r = known ? config_apply_table(c, path, sub, v, err) : 0;
+            if (!known)
+                *err = xasprintf("%s:%d: unknown key '%s'", path, toml_line(v), sub);
+            free(sub);
+            if (!known || r < 0)
+                return -1;
+            continue;
+        }
+        if (config_apply_toml(c, path, section, key, v, err) < 0)
+            return -1;
+    }
+    return 0;
 }
 
 /* A top-level entry that is not a known section: "FILE:LINE: unknown section 'x'". */
@@ -490,10 +622,8 @@ static int config_apply_tree(struct gflow_config *c, const struct toml_value *ro
             *err = config_section_error(path, section, t, known);
             return -1;
         }
-        for (size_t j = 0; j < toml_table_len(t); j++)
-            if (config_apply_toml(c, path, section, config_toml_key(t, j), toml_table_value(t, j),
-                                  err) < 0)
-                return -1;
+        if (config_apply_table(c, path, section, t, err) < 0)
+            return -1;
     }
     return 0;
 }
@@ -517,6 +647,7 @@ int config_load_text(struct gflow_config *c, const char *path, const char *text,
     }
     free(next.source_path);
     next.source_path = xstrdup(path);
+    config_warnings_refresh(&next);
     config_free(c);
     *c = next;
     return 0;
@@ -532,13 +663,14 @@ static char *config_env_key(const char *name, size_t len)
     if (len < plen || memcmp(name, CONFIG_ENV_PREFIX, plen) != 0)
         return NULL;
     const char *rest = name + plen;
-    const char *sep = memmem(rest, len - plen, "__", 2);
-    if (!sep)
+    if (!memmem(rest, len - plen, "__", 2))
         return NULL;
     char *dotted = xstrndup(rest, len - plen);
-    size_t at = (size_t)(sep - rest);
-    dotted[at] = '.';
-    memmove(dotted + at + 1, dotted + at + 2, strlen(dotted + at + 2) + 1);
+    /* Every "__" is a level, as in gflow: GFLOW_DAEMON__FAIR_SHARE__ENABLED. */
+    for (char *at = strstr(dotted, "__"); at; at = strstr(at + 1, "__")) {
+        *at = '.';
+        memmove(at + 1, at + 2, strlen(at + 2) + 1);
+    }
     for (char *s = dotted; *s; s++)
         if (*s >= 'A' && *s <= 'Z')
             *s = (char)(*s - 'A' + 'a');
@@ -569,7 +701,60 @@ int config_load_env(struct gflow_config *c, char *const *envp, char **err)
     for (char *const *e = envp; e && *e; e++)
         if (config_apply_env(c, *e, err) < 0)
             return -1;
+    config_warnings_refresh(c);
     return 0;
+}
+
+/* ---- gflow's settings, as the daemon uses them ------------------------------------ */
+
+/* gflow's fair-share orders jobs by usage within one priority only. --priority (0..255)
+ * times CONFIG_FS_PRIORITY_WEIGHT / 255 moves 1000 per step, more than the fair-share
+ * factor (0..1) times CONFIG_FS_FAIRSHARE_WEIGHT ever adds. */
+#define CONFIG_FS_PRIORITY_WEIGHT 255000
+#define CONFIG_FS_FAIRSHARE_WEIGHT 999
+#define CONFIG_DEFAULT_HALF_LIFE (7 * 24 * 3600)
+
+void config_priority(const struct gflow_config *c, struct config_priority *out)
+{
+    out->weight_priority = c->scheduler_priority_weight_priority;
+    out->weight_fairshare = c->scheduler_priority_weight_fairshare;
+    out->weight_age = c->scheduler_priority_weight_age;
+    out->half_life_secs = c->parsed.fairshare_half_life_secs;
+    if (!c->fair_share_enabled)
+        return;
+    /* Weights of one's own win over gflow's switch. */
+    if (out->weight_priority == 255 && out->weight_fairshare == 0 && out->weight_age == 0) {
+        out->weight_priority = CONFIG_FS_PRIORITY_WEIGHT;
+        out->weight_fairshare = CONFIG_FS_FAIRSHARE_WEIGHT;
+    }
+    if (out->half_life_secs == CONFIG_DEFAULT_HALF_LIFE)
+        out->half_life_secs = c->fair_share_half_life_secs;
+}
+
+int config_check_project(const struct gflow_config *c, const char *project, char **err)
+{
+    bool none = !project || !*project;
+    const char *known = c->known_projects ? c->known_projects : "";
+    if (none && c->require_project) {
+        *err = *known ? xasprintf("a project is required (projects.require_project): submit "
+                                  "with --project NAME, one of %s",
+                                  known)
+                      : xstrdup("a project is required (projects.require_project): submit "
+                                "with --project NAME");
+        return -1;
+    }
+    if (none || !*known)
+        return 0;
+    size_t n = strlen(project);
+    for (const char *p = known; *p;) {
+        size_t len = strcspn(p, ",");
+        if (len == n && !strncmp(p, project, n))
+            return 0;
+        p += len + (p[len] == ',');
+    }
+    *err =
+        xasprintf("unknown project '%s' (projects.known_projects): use one of %s", project, known);
+    return -1;
 }
 
 /* ---- the key table, read from outside ----------------------------------------------- */

@@ -88,6 +88,18 @@ struct gflow_config {
     char *keep_finished;            /* daemon.keep_finished: "90d" (age: s, m, h, d) or a
                                      * count ("100000") of finished jobs kept in the
                                      * history; NULL or "" = all (default) */
+    /* gflow's keys (docs/usage.md "gflow's configuration keys"). */
+    char *host;                        /* daemon.host: the dashboard's address (gflowd web);
+                                     * NULL = 127.0.0.1 (gflow's API listens there) */
+    int64_t port;                      /* daemon.port: the dashboard's port; 0 = its own
+                                     * default (8080) */
+    bool fair_share_enabled;           /* daemon.fair_share.enabled: gflow's fair-share (see
+                                     * config_priority); off unless the table is given */
+    int64_t fair_share_half_life_secs; /* daemon.fair_share.half_life_secs; default 7 days */
+    char *known_projects;              /* projects.known_projects, joined by ','; "" = any */
+    bool require_project;              /* projects.require_project: a job needs --project */
+    char *executor_type;               /* executor.type: process (what we do) or tmux (accepted,
+                                     * with a warning: jobs here run without tmux) */
     /* [scheduler] */
     bool scheduler_backfill;            /* scheduler.backfill: default false */
     int64_t scheduler_backfill_depth;   /* scheduler.backfill_depth: jobs that get a
@@ -157,7 +169,26 @@ struct gflow_config {
     char *backend_qos;         /* sbatch --qos; "" = none */
     char *backend_sbatch_args; /* more sbatch options, split at spaces; "" = none */
     int64_t backend_poll_secs; /* how often Slurm's job states are read; default 5 */
+    /* What the last load accepted but warns about (a gflow key that means nothing here),
+     * one line each, for the daemon's log and gflowd's stderr at start. */
+    char **warnings;
+    size_t n_warnings;
 };
+
+/* The multifactor weights and half-life the daemon uses: the [scheduler] ones, or with
+ * daemon.fair_share.enabled (gflow's fair-share: usage orders jobs within one priority)
+ * and the weights left at their defaults, weights that make --priority always win and
+ * fair-share break its ties; daemon.fair_share.half_life_secs when it is not the
+ * default and scheduler.fairshare_half_life is. */
+struct config_priority {
+    int64_t weight_priority, weight_fairshare, weight_age;
+    int64_t half_life_secs;
+};
+void config_priority(const struct gflow_config *c, struct config_priority *out);
+
+/* projects.known_projects / require_project against a job's project (NULL or "": none).
+ * 0, or -1 with *err a one-line refusal naming the setting. */
+int config_check_project(const struct gflow_config *c, const char *project, char **err);
 
 void config_init(struct gflow_config *c); /* defaults */
 void config_free(struct gflow_config *c);

@@ -43,11 +43,23 @@ static void webhook_free(struct notify_webhook *w)
     free(w->secret);
 }
 
+static void email_free(struct notify_email *m)
+{
+    free(m->smtp_url);
+    free(m->from);
+    strings_free(m->to, m->n_to);
+    strings_free(m->filter_users, m->n_filter_users);
+    free(m->subject_prefix);
+}
+
 void notify_config_free(struct notify_config *c)
 {
     for (size_t i = 0; i < c->n_webhooks; i++)
         webhook_free(&c->webhooks[i]);
     free(c->webhooks);
+    for (size_t i = 0; i < c->n_emails; i++)
+        email_free(&c->emails[i]);
+    free(c->emails);
     free(c->sendmail);
     memset(c, 0, sizeof(*c));
 }
@@ -65,6 +77,17 @@ void notify_config_copy(struct notify_config *dst, const struct notify_config *s
         d->filter_users = strings_copy(s->filter_users, s->n_filter_users);
         d->headers = strings_copy(s->headers, s->n_headers);
         d->secret = s->secret ? xstrdup(s->secret) : NULL;
+    }
+    dst->emails = src->n_emails ? xcalloc(src->n_emails, sizeof(*dst->emails)) : NULL;
+    for (size_t i = 0; i < src->n_emails; i++) {
+        const struct notify_email *s = &src->emails[i];
+        struct notify_email *d = &dst->emails[i];
+        *d = *s;
+        d->smtp_url = xstrdup(s->smtp_url);
+        d->from = xstrdup(s->from);
+        d->to = strings_copy(s->to, s->n_to);
+        d->filter_users = strings_copy(s->filter_users, s->n_filter_users);
+        d->subject_prefix = s->subject_prefix ? xstrdup(s->subject_prefix) : NULL;
     }
 }
 
@@ -99,7 +122,38 @@ bool notify_config_equal(const struct notify_config *a, const struct notify_conf
             !same_str(x->secret, y->secret))
             return false;
     }
+    if (a->n_emails != b->n_emails)
+        return false;
+    for (size_t i = 0; i < a->n_emails; i++) {
+        const struct notify_email *x = &a->emails[i], *y = &b->emails[i];
+        if (strcmp(x->smtp_url, y->smtp_url) || strcmp(x->from, y->from) ||
+            !same_strings(x->to, x->n_to, y->to, y->n_to) || x->events != y->events ||
+            !same_strings(x->filter_users, x->n_filter_users, y->filter_users, y->n_filter_users) ||
+            !same_str(x->subject_prefix, y->subject_prefix) || x->timeout_secs != y->timeout_secs ||
+            x->max_retries != y->max_retries)
+            return false;
+    }
     return true;
+}
+
+static bool user_in(char *const *users, size_t n, const char *user)
+{
+    if (!n)
+        return true;
+    for (size_t i = 0; i < n; i++)
+        if (user && !strcmp(users[i], user))
+            return true;
+    return false;
+}
+
+bool notify_email_allows_user(const struct notify_email *m, const char *user)
+{
+    return user_in(m->filter_users, m->n_filter_users, user);
+}
+
+bool notify_email_wants(const struct notify_email *m, int event, const char *user)
+{
+    return m->n_to && (m->events & (1u << event)) && notify_email_allows_user(m, user);
 }
 
 bool notify_webhook_wants(const struct notify_webhook *w, int event, const char *user)
@@ -161,21 +215,21 @@ static int url_check(const char *url, const char *where, char **err)
     return 0;
 }
 
-static int events_from_toml(struct notify_webhook *w, const struct toml_value *v, const char *where,
+static int events_from_toml(uint32_t *events, const struct toml_value *v, const char *where,
                             char **err, int *line)
 {
     if (toml_type_of(v) != TOML_ARRAY || !toml_array_len(v)) {
         *err = xasprintf("%s.events must be a non-empty list of event names, or [\"*\"]", where);
         return -1;
     }
-    w->events = 0;
+    *events = 0;
     for (size_t i = 0; i < toml_array_len(v); i++) {
         const struct toml_value *e = toml_array_at(v, i);
         *line = toml_line(e);
         const char *name = plain_string(e);
         int idx = name ? job_notify_event_index(name) : -1;
         if (name && !strcmp(name, "*")) {
-            w->events = JOB_NOTIFY_ALL;
+            *events = JOB_NOTIFY_ALL;
             continue;
         }
         if (idx < 0) {
@@ -183,28 +237,38 @@ static int events_from_toml(struct notify_webhook *w, const struct toml_value *v
                              name ? name : "?", JOB_NOTIFY_EVENT_LIST);
             return -1;
         }
-        w->events |= 1u << idx;
+        *events |= 1u << idx;
     }
     return 0;
 }
 
-static int users_from_toml(struct notify_webhook *w, const struct toml_value *v, const char *where,
-                           char **err)
+/* A list of one-line non-empty strings (users, addresses) into *out, *n. */
+static int strings_from_toml(char ***out, size_t *n, const struct toml_value *v, const char *name,
+                             const char *what, char **err)
 {
     if (toml_type_of(v) != TOML_ARRAY) {
-        *err = xasprintf("%s.filter_users must be a list of user names", where);
+        *err = xasprintf("%s must be a list of %s", name, what);
         return -1;
     }
     for (size_t i = 0; i < toml_array_len(v); i++) {
-        const char *name = plain_string(toml_array_at(v, i));
-        if (!name || !*name) {
-            *err = xasprintf("%s.filter_users must be a list of user names", where);
+        const char *s = plain_string(toml_array_at(v, i));
+        if (!s || !*s) {
+            *err = xasprintf("%s must be a list of %s", name, what);
             return -1;
         }
-        w->filter_users = xrealloc(w->filter_users, (w->n_filter_users + 1) * sizeof(char *));
-        w->filter_users[w->n_filter_users++] = xstrdup(name);
+        *out = xrealloc(*out, (*n + 1) * sizeof(char *));
+        (*out)[(*n)++] = xstrdup(s);
     }
     return 0;
+}
+
+static int users_from_toml(char ***users, size_t *n, const struct toml_value *v, const char *where,
+                           char **err)
+{
+    char *name = xasprintf("%s.filter_users", where);
+    int rc = strings_from_toml(users, n, v, name, "user names", err);
+    free(name);
+    return rc;
 }
 
 /* An HTTP header name: RFC 9110's token characters. */
@@ -253,9 +317,9 @@ static int webhook_key(struct notify_webhook *w, const char *key, const struct t
         if (rc == 0)
             w->url = xstrdup(url);
     } else if (!strcmp(key, "events")) {
-        rc = events_from_toml(w, v, where, err, line);
+        rc = events_from_toml(&w->events, v, where, err, line);
     } else if (!strcmp(key, "filter_users")) {
-        rc = users_from_toml(w, v, where, err);
+        rc = users_from_toml(&w->filter_users, &w->n_filter_users, v, where, err);
     } else if (!strcmp(key, "headers")) {
         rc = headers_from_toml(w, v, where, err);
     } else if (!strcmp(key, "timeout_secs")) {
@@ -326,6 +390,128 @@ static int webhooks_from_toml(struct notify_config *c, const struct toml_value *
     return 0;
 }
 
+/* An address as SMTP wants it: "Name <a@b>" or "a@b", one line, an '@' inside. */
+static bool mailbox_ok(const char *s)
+{
+    const char *lt = strchr(s, '<');
+    const char *addr = lt ? lt + 1 : s;
+    size_t len = lt ? strcspn(addr, ">") : strlen(addr);
+    if (lt && addr[len] != '>')
+        return false;
+    const char *at = memchr(addr, '@', len);
+    return len > 2 && at && at != addr && at != addr + len - 1 && !memchr(addr, ' ', len);
+}
+
+static int mailboxes_from_toml(char ***out, size_t *n, const struct toml_value *v, const char *name,
+                               char **err)
+{
+    if (strings_from_toml(out, n, v, name, "addresses", err) < 0)
+        return -1;
+    for (size_t i = 0; i < *n; i++)
+        if (!mailbox_ok((*out)[i])) {
+            *err = xasprintf("%s: '%s' is not an e-mail address (a@b or \"Name <a@b>\")", name,
+                             (*out)[i]);
+            return -1;
+        }
+    return 0;
+}
+
+static int email_key(struct notify_email *m, const char *key, const struct toml_value *v,
+                     const char *where, char **err, int *line)
+{
+    char *name = xasprintf("%s.%s", where, key);
+    int rc = 0;
+    const char *s = plain_string(v);
+    if (!strcmp(key, "smtp_url")) {
+        if (!s || (strncmp(s, "smtp://", 7) && strncmp(s, "smtps://", 8)) || strpbrk(s, " \t")) {
+            *err = xasprintf("%s must be an smtp:// or smtps:// URL, e.g. "
+                             "\"smtps://user:pass@smtp.example.com:465\"",
+                             name);
+            rc = -1;
+        } else {
+            free(m->smtp_url);
+            m->smtp_url = xstrdup(s);
+        }
+    } else if (!strcmp(key, "from")) {
+        if (!s || !mailbox_ok(s)) {
+            *err = xasprintf("%s must be an e-mail address (a@b or \"Name <a@b>\")", name);
+            rc = -1;
+        } else {
+            free(m->from);
+            m->from = xstrdup(s);
+        }
+    } else if (!strcmp(key, "to")) {
+        rc = mailboxes_from_toml(&m->to, &m->n_to, v, name, err);
+    } else if (!strcmp(key, "events")) {
+        rc = events_from_toml(&m->events, v, where, err, line);
+    } else if (!strcmp(key, "filter_users")) {
+        rc = users_from_toml(&m->filter_users, &m->n_filter_users, v, where, err);
+    } else if (!strcmp(key, "subject_prefix")) {
+        if (!s) {
+            *err = xasprintf("%s must be a one-line string", name);
+            rc = -1;
+        } else {
+            free(m->subject_prefix);
+            m->subject_prefix = *s ? xstrdup(s) : NULL;
+        }
+    } else if (!strcmp(key, "timeout_secs")) {
+        rc = int_key(v, 1, &m->timeout_secs, name, err);
+    } else if (!strcmp(key, "max_retries")) {
+        rc = int_key(v, 0, &m->max_retries, name, err);
+    } else {
+        *err = xasprintf("unknown key '%s' (an e-mail target has smtp_url, from, to, events, "
+                         "filter_users, subject_prefix, timeout_secs, max_retries)",
+                         name);
+        rc = -1;
+    }
+    free(name);
+    return rc;
+}
+
+static int emails_from_toml(struct notify_config *c, const struct toml_value *v, char **err,
+                            int *line)
+{
+    if (toml_type_of(v) != TOML_ARRAY) {
+        *err = xstrdup("notifications.emails must be tables: [[notifications.emails]]");
+        return -1;
+    }
+    for (size_t i = 0; i < c->n_emails; i++)
+        email_free(&c->emails[i]);
+    free(c->emails);
+    c->emails = NULL;
+    c->n_emails = 0;
+    for (size_t i = 0; i < toml_array_len(v); i++) {
+        const struct toml_value *t = toml_array_at(v, i);
+        *line = toml_line(t);
+        char *where = xasprintf("notifications.emails[%zu]", i);
+        if (toml_type_of(t) != TOML_TABLE) {
+            *err = xasprintf("%s must be a table", where);
+            free(where);
+            return -1;
+        }
+        c->emails = xrealloc(c->emails, (c->n_emails + 1) * sizeof(*c->emails));
+        struct notify_email *m = &c->emails[c->n_emails++];
+        memset(m, 0, sizeof(*m));
+        m->events = JOB_NOTIFY_ALL;
+        m->timeout_secs = 10;
+        m->max_retries = 3;
+        int rc = 0;
+        for (size_t k = 0; k < toml_table_len(t) && rc == 0; k++) {
+            *line = toml_line(toml_table_value(t, k));
+            rc = email_key(m, toml_table_key(t, k, NULL), toml_table_value(t, k), where, err, line);
+        }
+        if (rc == 0 && (!m->smtp_url || !m->from)) {
+            *line = toml_line(t);
+            *err = xasprintf("%s needs smtp_url and from", where);
+            rc = -1;
+        }
+        free(where);
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
+}
+
 int notify_config_from_toml(struct notify_config *c, const struct toml_value *t, char **err,
                             int *line)
 {
@@ -363,10 +549,12 @@ int notify_config_from_toml(struct notify_config *c, const struct toml_value *t,
             }
         } else if (!strcmp(key, "webhooks")) {
             rc = webhooks_from_toml(c, v, err, line);
+        } else if (!strcmp(key, "emails")) {
+            rc = emails_from_toml(c, v, err, line);
         } else {
             *err = xasprintf("unknown key 'notifications.%s' (the [notifications] keys are "
                              "enabled, max_concurrent_deliveries, sendmail, email_max_retries, "
-                             "max_pending_per_user, keep_secs, webhooks)",
+                             "max_pending_per_user, keep_secs, webhooks, emails)",
                              key);
             rc = -1;
         }

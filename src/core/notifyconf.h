@@ -1,7 +1,8 @@
 /* notifyconf: the [notifications] section of gflow.toml (gflow's shape): whether
  * notifications are sent, how many deliveries run at once, the sendmail to use for
- * gbatch --notify-email, and the admin's webhooks ([[notifications.webhooks]]: URL,
- * events, users, extra headers, timeout, retries, HMAC secret). Read whole and checked
+ * gbatch --notify-email, the admin's webhooks ([[notifications.webhooks]]: URL,
+ * events, users, extra headers, timeout, retries, HMAC secret) and SMTP servers
+ * ([[notifications.emails]]). Read whole and checked
  * at load, like [quota]: a bad URL scheme or an unknown event is a config error. */
 #ifndef GFLOW_NOTIFYCONF_H
 #define GFLOW_NOTIFYCONF_H
@@ -24,6 +25,21 @@ struct notify_webhook {
     char *secret;         /* HMAC-SHA256 key for X-Gflow-Signature; NULL: unsigned */
 };
 
+/* [[notifications.emails]] (gflow's): an SMTP server to send through, its recipients
+ * for every wanted event, and the transport of gbatch --notify-email while any is set. */
+struct notify_email {
+    char *smtp_url;        /* smtp://, smtps:// (user:pass@ inside; lettre's ?tls=) */
+    char *from;            /* "gflow <noreply@example.com>" or a bare address */
+    char **to;             /* every wanted event's recipients; none: only per-job ones */
+    size_t n_to;           /* */
+    uint32_t events;       /* as a webhook's; all bits for "*" (the default) */
+    char **filter_users;   /* only these users' jobs; none: every user's */
+    size_t n_filter_users; /* */
+    char *subject_prefix;  /* "[gflow-prod]"; NULL: none */
+    int64_t timeout_secs;  /* one attempt's limit; default 10 */
+    int64_t max_retries;   /* attempts after the first; default 3 */
+};
+
 struct notify_config {
     bool enabled;                      /* default true */
     int64_t max_concurrent_deliveries; /* delivery processes at once; default 16 */
@@ -33,6 +49,8 @@ struct notify_config {
     int64_t keep_secs;                 /* sent and failed rows are pruned after; 86400 */
     struct notify_webhook *webhooks;
     size_t n_webhooks;
+    struct notify_email *emails;
+    size_t n_emails;
 };
 
 void notify_config_init(struct notify_config *c);
@@ -45,6 +63,10 @@ int notify_config_from_toml(struct notify_config *c, const struct toml_value *t,
 bool notify_config_equal(const struct notify_config *a, const struct notify_config *b);
 /* Whether webhook w wants event (index into job_notify_events) of user's job. */
 bool notify_webhook_wants(const struct notify_webhook *w, int event, const char *user);
+/* Whether e-mail target m wants event of user's job: for its own recipients (its
+ * events) and at all (its filter_users). */
+bool notify_email_wants(const struct notify_email *m, int event, const char *user);
+bool notify_email_allows_user(const struct notify_email *m, const char *user);
 /* The webhook whose URL is url, or NULL (a row outlives a reload that removed it). */
 const struct notify_webhook *notify_config_webhook(const struct notify_config *c, const char *url);
 

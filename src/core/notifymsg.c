@@ -122,11 +122,27 @@ static void add_line(struct strbuf *sb, const char *label, const char *value)
 char *notify_mail_message(const struct job *j, enum job_event event, const char *to,
                           const char *hostname)
 {
+    return notify_smtp_message(j, event, to, hostname, NULL, NULL);
+}
+
+char *notify_smtp_message(const struct job *j, enum job_event event, const char *to,
+                          const char *hostname, const char *from, const char *subject_prefix)
+{
     struct strbuf sb;
     strbuf_init(&sb);
+    if (from) {
+        strbuf_adds(&sb, "From: ");
+        add_header_text(&sb, from, 1000);
+        strbuf_addc(&sb, '\n');
+    }
     strbuf_adds(&sb, "To: ");
     add_header_text(&sb, to, 4096);
-    strbuf_addf(&sb, "\nSubject: gflow job %lld (", (long long)j->id);
+    strbuf_adds(&sb, "\nSubject: ");
+    if (subject_prefix) {
+        add_header_text(&sb, subject_prefix, 200);
+        strbuf_addc(&sb, ' ');
+    }
+    strbuf_addf(&sb, "gflow job %lld (", (long long)j->id);
     add_header_text(&sb, j->name ? j->name : "-", 200);
     strbuf_addf(&sb, ") %s\n", event_verb(event));
     strbuf_adds(&sb, "Content-Type: text/plain; charset=utf-8\n"

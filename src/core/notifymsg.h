@@ -26,6 +26,10 @@ char *notify_webhook_body(const char *payload, const char *delivery_id);
  * other control characters in what goes into a header become spaces. Malloc'd. */
 char *notify_mail_message(const struct job *j, enum job_event event, const char *to,
                           const char *hostname);
+/* The same with a From: header (from NULL: none; sendmail adds one) and subject_prefix
+ * (NULL: none) before the subject, for an SMTP server ([[notifications.emails]]). */
+char *notify_smtp_message(const struct job *j, enum job_event event, const char *to,
+                          const char *hostname, const char *from, const char *subject_prefix);
 /* Seconds before retry number `attempt` (1 = the first retry): 1, 2, 4, ... capped at
  * NOTIFY_BACKOFF_MAX. */
 #define NOTIFY_BACKOFF_MAX 300.0

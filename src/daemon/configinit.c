@@ -3,9 +3,11 @@
 #include "configinit.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -56,6 +58,19 @@ static const struct key_help key_helps[] = {
                                      "only its log's last N bytes; 0 = never cut"},
     {"daemon.keep_finished", "finished jobs kept: an age (\"90d\") or a count (\"100000\"); "
                              "default: all"},
+    {"daemon.host", "gflow's key: the web dashboard's address (gflowd web: 127.0.0.1 or "
+                    "localhost); the daemon itself listens on its Unix socket"},
+    {"daemon.port", "gflow's key: the web dashboard's port (gflowd web); 0 = 8080"},
+    {"daemon.fair_share.enabled", "gflow's fair-share: within one --priority, who used less "
+                                  "GPU time lately goes first (on with a [daemon.fair_share] "
+                                  "table; see scheduler.priority_weight_*)"},
+    {"daemon.fair_share.half_life_secs", "fair-share's usage half-life in seconds (as "
+                                         "scheduler.fairshare_half_life)"},
+    {"projects.known_projects", "the projects jobs may name (gbatch --project), e.g. "
+                                "[\"ml-research\", \"cv-team\"]; empty: any"},
+    {"projects.require_project", "true: every job must name a project"},
+    {"executor.type", "how jobs run: \"process\" (each under gflow-shim); gflow's \"tmux\" "
+                      "is accepted with a warning"},
     {"scheduler.backfill", "true: a job that waits for GPUs gets them reserved at the earliest "
                            "time the running jobs' time limits free them, and later jobs start "
                            "only if they do not delay it; false: greedy (every job that fits "
@@ -130,7 +145,83 @@ static const char *key_help(const char *key)
     return "";
 }
 
-char *configinit_text(void)
+/* s as a TOML basic string. */
+static void add_quoted(struct strbuf *sb, const char *s)
+{
+    strbuf_addc(sb, '"');
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            strbuf_addf(sb, "\\%c", ch);
+        else if (ch < 0x20 || ch == 0x7f)
+            strbuf_addf(sb, "\\u%04x", ch);
+        else
+            strbuf_addc(sb, (char)ch);
+    }
+    strbuf_addc(sb, '"');
+}
+
+/* The value v gives key, NULL if none. */
+static const char *value_of(const struct configinit_values *v, const char *key)
+{
+    if (!v)
+        return NULL;
+    return !strcmp(key, "daemon.gpus")                      ? v->gpus
+           : !strcmp(key, "daemon.host")                    ? v->host
+           : !strcmp(key, "daemon.port")                    ? v->port
+           : !strcmp(key, "daemon.gpu_allocation_strategy") ? v->strategy
+           : !strcmp(key, "daemon.gpu_poll_interval_secs")  ? v->poll_secs
+                                                            : NULL;
+}
+
+/* "a,b" as a TOML list of strings. */
+static void add_list(struct strbuf *sb, const char *joined)
+{
+    strbuf_addc(sb, '[');
+    const char *p = joined;
+    for (bool first = true; *p; first = false) {
+        size_t n = strcspn(p, ",");
+        char *one = xstrndup(p, n);
+        if (!first)
+            strbuf_adds(sb, ", ");
+        add_quoted(sb, one);
+        free(one);
+        p += n + (p[n] == ',');
+    }
+    strbuf_addc(sb, ']');
+}
+
+/* --advanced's answers, as gflow's init writes them. */
+static void add_notifications(struct strbuf *sb, const struct configinit_values *v)
+{
+    const char *p = v->webhooks ? v->webhooks : "";
+    while (*p) {
+        size_t n = strcspn(p, ",");
+        char *url = xstrndup(p, n);
+        strbuf_adds(sb, "\n[[notifications.webhooks]]\nurl = ");
+        add_quoted(sb, url);
+        strbuf_adds(sb, "\nevents = [\"*\"]\ntimeout_secs = 10\nmax_retries = 3\n");
+        free(url);
+        p += n + (p[n] == ',');
+    }
+    if (v->smtp_url && *v->smtp_url) {
+        strbuf_adds(sb, "\n[[notifications.emails]]\nsmtp_url = ");
+        add_quoted(sb, v->smtp_url);
+        strbuf_adds(sb, "\nfrom = ");
+        add_quoted(sb, v->mail_from ? v->mail_from : "");
+        strbuf_adds(sb, "\nto = ");
+        add_list(sb, v->mail_to ? v->mail_to : "");
+        strbuf_adds(sb, "\nevents = [\"*\"]\n");
+        if (v->subject_prefix && *v->subject_prefix) {
+            strbuf_adds(sb, "subject_prefix = ");
+            add_quoted(sb, v->subject_prefix);
+            strbuf_addc(sb, '\n');
+        }
+        strbuf_adds(sb, "timeout_secs = 10\nmax_retries = 3\n");
+    }
+}
+
+char *configinit_text(const struct configinit_values *v)
 {
     struct strbuf sb;
     strbuf_init(&sb);
@@ -140,6 +231,11 @@ char *configinit_text(void)
                      "# over this file. 'gflowd reload' (or SIGHUP) reads it again; it says\n"
                      "# which changes need 'gflowd restart'. A key shown without a value is\n"
                      "# unset by default: the daemon picks, as its comment says.\n");
+    if (v && v->timezone) { /* a top-level key: before the first table */
+        strbuf_adds(&sb, "\n# the time zone of the times printed and parsed\ntimezone = ");
+        add_quoted(&sb, v->timezone);
+        strbuf_addc(&sb, '\n');
+    }
     size_t section_len = 0;
     const char *section = NULL;
     for (size_t i = 0; config_key_name(i); i++) {
@@ -155,8 +251,14 @@ char *configinit_text(void)
         }
         if (*help)
             strbuf_addf(&sb, "# %s\n", help);
-        const char *def = config_key_default(i);
-        if (!def)
+        const char *def = config_key_default(i), *set = value_of(v, name);
+        if (set && config_key_is_string(i)) {
+            strbuf_addf(&sb, "%s = ", dot + 1);
+            add_quoted(&sb, set);
+            strbuf_addc(&sb, '\n');
+        } else if (set)
+            strbuf_addf(&sb, "%s = %s\n", dot + 1, set);
+        else if (!def)
             strbuf_addf(&sb, "# %s =\n", dot + 1);
         else if (config_key_is_string(i))
             strbuf_addf(&sb, "# %s = \"%s\"\n", dot + 1, def);
@@ -192,8 +294,198 @@ char *configinit_text(void)
                 "#   headers = { Authorization = \"Bearer token123\" }\n"
                 "#   timeout_secs = 10\n"
                 "#   max_retries = 3\n"
-                "#   secret = \"...\"   # X-Gflow-Signature: sha256=<HMAC-SHA256 of the body>\n");
+                "#   secret = \"...\"   # X-Gflow-Signature: sha256=<HMAC-SHA256 of the body>\n"
+                "# E-mail through an SMTP server (gflow's; without one, sendmail -t):\n"
+                "# [[notifications.emails]]\n"
+                "#   smtp_url = \"smtps://user:pass@smtp.example.com:465\"\n"
+                "#   from = \"gflow <noreply@example.com>\"\n"
+                "#   to = [\"alerts@example.com\"]   # every event's recipients (optional)\n"
+                "#   events = [\"job_failed\", \"job_timeout\"]   # or [\"*\"]\n"
+                "#   filter_users = [\"alice\"]\n"
+                "#   subject_prefix = \"[gflow]\"\n"
+                "#   timeout_secs = 10\n"
+                "#   max_retries = 3\n");
+    if (v)
+        add_notifications(&sb, v);
     return strbuf_detach(&sb);
+}
+
+/* ---- checking what was given ---- */
+
+/* "all" or GPU indices: "0", "0,2", "0-3", "1,3-5". */
+static bool gpus_ok(const char *s)
+{
+    if (!strcmp(s, "all"))
+        return true;
+    for (const char *p = s;;) {
+        size_t n = strspn(p, "0123456789");
+        if (!n)
+            return false;
+        p += n;
+        if (*p == '-') {
+            size_t m = strspn(p + 1, "0123456789");
+            if (!m)
+                return false;
+            p += 1 + m;
+        }
+        if (!*p)
+            return true;
+        if (*p++ != ',')
+            return false;
+    }
+}
+
+/* An IANA zone (a file under /usr/share/zoneinfo) or UTC; "local" or "": none. */
+static int check_timezone(const char **tz)
+{
+    if (!*tz)
+        return 0;
+    if (!**tz || !strcasecmp(*tz, "local")) {
+        *tz = NULL;
+        return 0;
+    }
+    if (!strcmp(*tz, "UTC"))
+        return 0;
+    char *file = xasprintf("/usr/share/zoneinfo/%s", *tz);
+    bool ok = (*tz)[0] != '/' && !strstr(*tz, "..") && access(file, R_OK) == 0;
+    free(file);
+    if (ok)
+        return 0;
+    fprintf(stderr,
+            "gflowd: --timezone '%s' is not a time zone: use an IANA name such as "
+            "\"Asia/Shanghai\" or \"UTC\", or \"local\" to leave it unset\n",
+            *tz);
+    return -1;
+}
+
+/* Each value through the key it sets, so that init refuses what the daemon would. */
+static int check_values(struct configinit_values *v)
+{
+    static const struct {
+        const char *option, *key;
+        size_t off;
+    } given[] = {
+        {"--host", "daemon.host", offsetof(struct configinit_values, host)},
+        {"--port", "daemon.port", offsetof(struct configinit_values, port)},
+        {"--gpu-allocation-strategy", "daemon.gpu_allocation_strategy",
+         offsetof(struct configinit_values, strategy)},
+        {"--gpu-poll-interval-secs", "daemon.gpu_poll_interval_secs",
+         offsetof(struct configinit_values, poll_secs)},
+    };
+    if (v->gpus && !gpus_ok(v->gpus)) {
+        fprintf(stderr,
+                "gflowd: --gpus '%s' is not a GPU list: use \"all\" or indices like "
+                "0,2 or 0-3\n",
+                v->gpus);
+        return -1;
+    }
+    struct gflow_config c;
+    config_init(&c);
+    int rc = 0;
+    for (size_t i = 0; i < sizeof(given) / sizeof(given[0]) && rc == 0; i++) {
+        const char *value = *(const char **)((const char *)v + given[i].off);
+        char *err = NULL;
+        if (!value || config_set(&c, given[i].key, value, &err) == 0)
+            continue;
+        size_t klen = strlen(given[i].key);
+        fprintf(stderr, "gflowd: %s%s\n", given[i].option,
+                strncmp(err, given[i].key, klen) ? err : err + klen);
+        free(err);
+        rc = -1;
+    }
+    if (rc == 0 && v->port) {
+        int64_t port = c.port;
+        if (port < 1 || port > 65535) {
+            fprintf(stderr, "gflowd: --port needs a TCP port 1-65535, not '%s'\n", v->port);
+            rc = -1;
+        }
+    }
+    config_free(&c);
+    if (rc == 0 && check_timezone(&v->timezone) < 0)
+        rc = -1;
+    return rc;
+}
+
+/* ---- asking, on a terminal ---- */
+
+/* The lines answered, freed when init is done (the values point into them). */
+static char *answers[32];
+static size_t n_answers;
+
+static void answers_free(void)
+{
+    for (size_t i = 0; i < n_answers; i++)
+        free(answers[i]);
+    n_answers = 0;
+}
+
+/* One answer; def when the line is empty. The text lives until answers_free. */
+static const char *ask(const char *question, const char *def)
+{
+    printf("%s%s%s%s: ", question, def ? " [" : "", def ? def : "", def ? "]" : "");
+    fflush(stdout);
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n = getline(&line, &cap, stdin);
+    if (n < 0) {
+        free(line);
+        return def;
+    }
+    while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r' || line[n - 1] == ' '))
+        line[--n] = '\0';
+    const char *p = line + strspn(line, " \t");
+    if (!*p || n_answers == sizeof(answers) / sizeof(answers[0])) {
+        free(line);
+        return def;
+    }
+    answers[n_answers++] = line;
+    return p;
+}
+
+static bool ask_yes(const char *question, bool def)
+{
+    const char *a = ask(question, def ? "Y/n" : "y/N");
+    if (!a || a[0] == 'Y' || a[0] == 'N')
+        return def;
+    return a[0] == 'y';
+}
+
+/* gflow's wizard: the values not given as flags, asked one by one. */
+static void wizard(struct configinit_values *v, bool advanced)
+{
+    printf("gflow Configuration Wizard\n\n");
+    if (!v->gpus) {
+        const char *g =
+            ask("[1/4] Which GPUs should gflow manage? (all, or e.g. 0,2 or 0-3)", "all");
+        v->gpus = strcmp(g, "all") ? g : NULL;
+    }
+    if (!v->host) {
+        const char *h = ask("[2/4] Web dashboard host (gflowd web)", "localhost");
+        v->host = strcmp(h, "localhost") ? h : NULL;
+    }
+    if (!v->port) {
+        const char *p = ask("      Web dashboard port (0: 8080)", "0");
+        v->port = strcmp(p, "0") ? p : NULL;
+    }
+    if (!v->timezone) {
+        const char *tz =
+            ask("[3/4] Time zone (an IANA name such as Asia/Shanghai, or local)", "local");
+        v->timezone = tz;
+    }
+    if (advanced || ask_yes("[4/4] Configure notifications (webhooks, e-mail)?", false)) {
+        const char *urls = ask("Webhook URL(s), separated by ',' (empty: none)", NULL);
+        v->webhooks = urls;
+        const char *smtp = ask("SMTP URL, e.g. smtps://user:pass@smtp.example.com:465 "
+                               "(empty: sendmail)",
+                               NULL);
+        if (smtp) {
+            v->smtp_url = smtp;
+            v->mail_from = ask("From address", "gflow <gflow@localhost>");
+            v->mail_to = ask("Recipient address(es), separated by ','", NULL);
+            v->subject_prefix = ask("Subject prefix (optional)", NULL);
+        }
+    }
+    printf("\n");
 }
 
 /* The folder of path, made if missing. */
@@ -210,20 +502,69 @@ static int make_parent(const char *path)
     return r;
 }
 
-int configinit_write(const char *path, bool force)
+/* What was set, as gflow's init sums it up. */
+static void print_summary(const char *path, const struct configinit_values *v)
 {
-    if (!force && access(path, F_OK) == 0) {
-        fprintf(stderr, "gflowd: %s already exists; use 'gflowd init --force' to replace it\n",
-                path);
+    printf("Configuration saved to: %s\n\nConfiguration Summary:\n", path);
+    printf("  GPUs: %s\n", v->gpus ? v->gpus : "all");
+    printf("  Dashboard host: %s\n", v->host ? v->host : "127.0.0.1 (default)");
+    printf("  Dashboard port: %s\n", v->port ? v->port : "8080 (default)");
+    printf("  GPU allocation strategy: %s\n", v->strategy ? v->strategy : "topology (default)");
+    printf("  GPU poll interval: %ss\n", v->poll_secs ? v->poll_secs : "10");
+    printf("  Timezone: %s\n", v->timezone ? v->timezone : "local");
+    printf("\nEvery other key is in the file with its default, commented out.\n"
+           "Next steps:\n  1. Start the daemon: gflowd up\n  2. Check status: gflowd status\n"
+           "  3. Submit a job: gbatch --gpus 1 script.sh\n");
+}
+
+static int run(const struct configinit_opts *o)
+{
+    if (!o->force && access(o->path, F_OK) == 0) {
+        fprintf(stderr,
+                "gflowd: config file already exists: %s (use 'gflowd init --force' to "
+                "overwrite it)\n",
+                o->path);
         return 1;
     }
-    char *text = configinit_text();
-    int r = make_parent(path) < 0 ? -1 : write_file_atomic(path, text, strlen(text), 0644);
+    struct configinit_values v = {.gpus = o->gpus,
+                                  .host = o->host,
+                                  .port = o->port,
+                                  .timezone = o->timezone,
+                                  .strategy = o->strategy,
+                                  .poll_secs = o->poll_secs};
+    if (check_values(&v) < 0)
+        return 1;
+    bool interactive = !o->yes && isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
+    if (interactive) {
+        wizard(&v, o->advanced);
+        if (check_values(&v) < 0)
+            return 1;
+    }
+    char *text = configinit_text(&v);
+    if (interactive) {
+        printf("Configuration preview:\n\n%s\n", text);
+        char *q = xasprintf("Write configuration to %s?", o->path);
+        bool go = ask_yes(q, true);
+        free(q);
+        if (!go) {
+            free(text);
+            fprintf(stderr, "gflowd: aborted; nothing was written\n");
+            return 1;
+        }
+    }
+    int r = make_parent(o->path) < 0 ? -1 : write_file_atomic(o->path, text, strlen(text), 0644);
     free(text);
     if (r < 0) {
-        fprintf(stderr, "gflowd: cannot write %s: %s\n", path, strerror(errno));
+        fprintf(stderr, "gflowd: cannot write %s: %s\n", o->path, strerror(errno));
         return 1;
     }
-    printf("Wrote %s (every key with its default, commented out)\n", path);
+    print_summary(o->path, &v);
     return 0;
+}
+
+int configinit_run(const struct configinit_opts *o)
+{
+    int rc = run(o);
+    answers_free();
+    return rc;
 }

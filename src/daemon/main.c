@@ -48,7 +48,11 @@ static const char usage_text[] =
     "  reload         read the config file again without stopping (as SIGHUP); says which\n"
     "                 changes apply now and which need 'gflowd restart'\n"
     "  init           write a config file with every key and its default, commented out\n"
-    "                 (to -c FILE or the default path; --force replaces an existing one)\n"
+    "                 (to -c FILE or the default path; --force replaces an existing one);\n"
+    "                 --gpus, --host, --port, --timezone, --gpu-allocation-strategy and\n"
+    "                 --gpu-poll-interval-secs are written set. On a terminal it asks\n"
+    "                 for them as gflow's wizard does (--advanced: notifications too) and\n"
+    "                 shows the file first; --yes (or no terminal) writes without asking\n"
     "  service install|uninstall|status\n"
     "                 gflowd as a systemd service: install writes gflowd.service (the\n"
     "                 system unit in /etc/systemd/system, or with --user the caller's in\n"
@@ -57,8 +61,9 @@ static const char usage_text[] =
     "                 disables and removes it (running jobs keep running); status says\n"
     "                 whether it is installed, enabled and active\n"
     "  web            serve the web dashboard for the user who runs it (not the daemon):\n"
-    "                 listens on 127.0.0.1 only (--port N, default 8080; 0 picks a free\n"
-    "                 one), prints the URL with a secret token to open in a browser, and\n"
+    "                 listens on 127.0.0.1 only (--port N, else daemon.port, else 8080; 0\n"
+    "                 picks a free one), prints the URL with a secret token to open in a browser, "
+    "and\n"
     "                 passes the page's requests to the daemon as that user; runs until\n"
     "                 Ctrl-C. A connection that has not shown the session within 10 s\n"
     "                 is closed, and so is the oldest such one beyond 16\n"
@@ -86,11 +91,17 @@ static const char usage_text[] =
     "      --simulate-gpus N|FILE run on N simulated GPUs, or on the GPUs a simulator\n"
     "                             fixture describes (docs/simulator.md)\n"
     "      --force                with init: replace an existing file\n"
+    "      --yes                  with init: write without asking\n"
+    "      --advanced             with init: also ask for webhooks and e-mail\n"
+    "      --host HOST            with init: daemon.host (the dashboard's address)\n"
+    "      --timezone TZ          with init: the time zone to store (\"local\": none)\n"
     "      --root DIR             with service: write and remove the unit under DIR (as if\n"
     "                             DIR were /); systemd counts as running only if\n"
     "                             DIR/run/systemd/system exists\n"
-    "      --port N               with web: the TCP port on 127.0.0.1 (default 8080)\n"
-    "      --bind ADDR            with web: 127.0.0.1 (the default) or localhost; other\n"
+    "      --port N               with web: the TCP port on 127.0.0.1 (default: daemon.port,\n"
+    "                             else 8080); with init: daemon.port\n"
+    "      --bind ADDR            with web: 127.0.0.1 (default: daemon.host if it is one\n"
+    "                             of these) or localhost; other\n"
     "                             addresses are refused (use ssh -L to reach it remotely)\n"
     "  -h, --help                 show this help\n"
     "  -V, --version              show the version\n";
@@ -136,6 +147,10 @@ enum {
     OPT_ROOT,
     OPT_PORT,
     OPT_BIND,
+    OPT_YES,
+    OPT_ADVANCED,
+    OPT_HOST,
+    OPT_TIMEZONE,
 };
 
 static const struct option long_opts[] = {
@@ -157,6 +172,10 @@ static const struct option long_opts[] = {
     {"root", required_argument, NULL, OPT_ROOT},
     {"port", required_argument, NULL, OPT_PORT},
     {"bind", required_argument, NULL, OPT_BIND},
+    {"yes", no_argument, NULL, OPT_YES},
+    {"advanced", no_argument, NULL, OPT_ADVANCED},
+    {"host", required_argument, NULL, OPT_HOST},
+    {"timezone", required_argument, NULL, OPT_TIMEZONE},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
@@ -336,6 +355,32 @@ static char **service_args(int argc, char **argv, int end)
     return out;
 }
 
+/* gflowd web: the dashboard at --bind/--port (port < 0: not given), else gflow's
+ * daemon.host/daemon.port, else 127.0.0.1:8080. */
+static int web_start(struct web_opts *web, const char *config_path, int port)
+{
+    struct gflow_config cfg;
+    char *err = NULL;
+    if (config_load(&cfg, config_path, &err) < 0)
+        die("%s", err);
+    web->port = port >= 0 ? port : cfg.port > 0 ? (int)cfg.port : 8080;
+    char *host = cfg.host ? xstrdup(cfg.host) : NULL;
+    config_free(&cfg);
+    if (!web->bind && host) {
+        /* gflow's API may listen anywhere; the dashboard only on loopback. */
+        if (!strcmp(host, "127.0.0.1") || !strcmp(host, "localhost"))
+            web->bind = host;
+        else
+            fprintf(stderr,
+                    "gflowd: warning: daemon.host '%s' is not a loopback address; the "
+                    "dashboard listens on 127.0.0.1 only (use ssh -L to reach it)\n",
+                    host);
+    }
+    int rc = web_run(web);
+    free(host);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     struct gflowd d = {.log_dir_fd = -1};
@@ -351,6 +396,7 @@ int main(int argc, char **argv)
     struct web_opts web = {0};
     int64_t port = 8080;
     bool port_given = false;
+    struct configinit_opts init = {0};
     opterr = 0;
     while ((opt = getopt_long(argc, argv, ":c:hVvq", long_opts, NULL)) != -1) {
         switch (opt) {
@@ -375,12 +421,15 @@ int main(int argc, char **argv)
             break;
         case OPT_GPUS:
             so.flag_gpus = optarg;
+            init.gpus = optarg;
             break;
         case OPT_GPU_STRATEGY:
             flag_add(&flags, "daemon.gpu_allocation_strategy", optarg);
+            init.strategy = optarg;
             break;
         case OPT_GPU_POLL:
             flag_add(&flags, "daemon.gpu_poll_interval_secs", optarg);
+            init.poll_secs = optarg;
             break;
         case OPT_SIMULATE_GPUS:
             so.simulate_gpus = optarg;
@@ -400,6 +449,18 @@ int main(int argc, char **argv)
         case OPT_FORCE:
             force = true;
             break;
+        case OPT_YES:
+            init.yes = true;
+            break;
+        case OPT_ADVANCED:
+            init.advanced = true;
+            break;
+        case OPT_HOST:
+            init.host = optarg;
+            break;
+        case OPT_TIMEZONE:
+            init.timezone = optarg;
+            break;
         case OPT_ROOT:
             root = optarg;
             break;
@@ -407,6 +468,7 @@ int main(int argc, char **argv)
             if (parse_int64(optarg, &port) < 0 || port < 0 || port > 65535)
                 usage_error("--port needs a TCP port 0-65535, not '%s'", optarg);
             port_given = true;
+            init.port = optarg;
             break;
         case OPT_BIND:
             web.bind = optarg;
@@ -457,24 +519,28 @@ int main(int argc, char **argv)
     if (want_system && geteuid() != 0 && !(service && root))
         usage_error("--system needs root (the system daemon runs jobs as their submitters); "
                     "drop it for your own per-user daemon");
-    if (force && strcmp(cmd, "init") != 0)
+    bool is_init = !strcmp(cmd, "init"), is_web = !strcmp(cmd, "web");
+    if (force && !is_init)
         usage_error("--force is only for 'gflowd init'");
-
-    if ((port_given || web.bind) && strcmp(cmd, "web") != 0)
-        usage_error("--port and --bind are only for 'gflowd web'");
+    if ((init.yes || init.advanced || init.host || init.timezone) && !is_init)
+        usage_error("--yes, --advanced, --host and --timezone are only for 'gflowd init'");
+    if (port_given && !is_web && !is_init)
+        usage_error("--port is only for 'gflowd web' and 'gflowd init'");
+    if (web.bind && !is_web)
+        usage_error("--bind is only for 'gflowd web'");
 
     client_init("gflowd");
-    if (!strcmp(cmd, "web")) {
-        web.port = (int)port;
-        return web_run(&web);
-    }
     d.system = want_system || (geteuid() == 0 && !want_user);
-    if (!strcmp(cmd, "init")) {
+    if (is_web)
+        return web_start(&web, config_path, port_given ? (int)port : -1);
+    if (is_init) {
         char *path = config_path ? xstrdup(config_path) : config_default_path(d.system);
         if (!path)
             die("HOME is not set and uid %u is not in /etc/passwd; set HOME or give -c FILE",
                 (unsigned)getuid());
-        int rc = configinit_write(path, force);
+        init.path = path;
+        init.force = force;
+        int rc = configinit_run(&init);
         free(path);
         return rc;
     }
@@ -524,6 +590,10 @@ int main(int argc, char **argv)
     d.flag_keys = flags.keys;
     d.flag_values = flags.values;
 
+    /* gflow's keys that mean nothing here: one line each, also in the daemon's log. */
+    if (!strcmp(cmd, "up") || !strcmp(cmd, "start") || !strcmp(cmd, "restart"))
+        for (size_t i = 0; i < d.cfg.n_warnings; i++)
+            fprintf(stderr, "gflowd: warning: %s\n", d.cfg.warnings[i]);
     int rc;
     if (!strcmp(cmd, "up") || !strcmp(cmd, "start"))
         rc = ctl_up(&d, &so);

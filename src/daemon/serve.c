@@ -666,6 +666,8 @@ int serve(struct gflowd *d, const struct serve_opts *o)
                  "go to %s",
                  d->cfg.log_dir_relative, d->cfg.source_path ? d->cfg.source_path : "the file",
                  d->paths.log_dir);
+    for (size_t i = 0; i < d->cfg.n_warnings; i++)
+        log_warn("config: %s", d->cfg.warnings[i]);
     if (runner_init(d, &err) < 0)
         startup_failed(&s, o, err);
     d->disk = disk_new(d->paths.data_dir, d->paths.log_dir);

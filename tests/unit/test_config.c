@@ -400,6 +400,100 @@ static void test_default_path(void **state)
     free(saved_home);
 }
 
+/* gflow's keys: lists, the nested [daemon.fair_share], [projects], [executor]. */
+static void test_gflow_keys(void **state)
+{
+    struct fixture *f = *state;
+    write_config(f, "[daemon]\nhost = \"localhost\"\nport = 59000\ngpus = [0, 2]\n"
+                    "gpu_allocation_strategy = \"sequential\"\n"
+                    "[daemon.fair_share]\nhalf_life_secs = 3600\n"
+                    "[projects]\nknown_projects = [\"ml-research\", \"cv-team\"]\n"
+                    "require_project = true\n[executor]\ntype = \"tmux\"\n");
+    struct gflow_config c;
+    config_init(&c);
+    assert_false(c.fair_share_enabled);
+    assert_int_equal(c.n_warnings, 0);
+    char *err = NULL;
+    assert_int_equal(config_load_file(&c, f->path, true, &err), 0);
+    assert_string_equal(c.host, "localhost");
+    assert_int_equal(c.port, 59000);
+    assert_string_equal(c.gpus, "0,2");
+    assert_true(c.fair_share_enabled); /* the table's own default, as gflow's */
+    assert_int_equal(c.fair_share_half_life_secs, 3600);
+    assert_string_equal(c.known_projects, "ml-research,cv-team");
+    assert_true(c.require_project);
+    /* One warning, for tmux. */
+    assert_int_equal(c.n_warnings, 1);
+    assert_non_null(strstr(c.warnings[0], "executor.type"));
+    /* The env's nested keys: every "__" is a level. */
+    char *env[] = {"GFLOW_DAEMON__FAIR_SHARE__ENABLED=false", "GFLOW_EXECUTOR__TYPE=process", NULL};
+    assert_int_equal(config_load_env(&c, env, &err), 0);
+    assert_false(c.fair_share_enabled);
+    assert_int_equal(c.n_warnings, 0);
+    config_free(&c);
+
+    assert_error(load_error(f, "[daemon]\ngpus = []\n"),
+                 xasprintf("%s:2: daemon.gpus = [] names no GPU; leave it out (or \"all\") "
+                           "for every GPU",
+                           f->path));
+    assert_error(load_error(f, "[daemon.fair_share]\nenable = true\n"),
+                 xasprintf("%s:2: unknown key 'daemon.fair_share.enable'", f->path));
+    assert_error(load_error(f, "[projects]\nknown_projects = [\"a,b\"]\n"),
+                 xasprintf("%s:2: projects.known_projects must be a list of names without ',' "
+                           "(e.g. [\"a\", \"b\"])",
+                           f->path));
+    assert_error(load_error(f, "[executor]\ntype = \"docker\"\n"),
+                 xasprintf("%s:2: executor.type must be one of process, tmux", f->path));
+}
+
+static void test_fair_share_priority(void **state)
+{
+    struct gflow_config c;
+    config_init(&c);
+    struct config_priority p;
+    config_priority(&c, &p);
+    assert_int_equal(p.weight_priority, 255);
+    assert_int_equal(p.weight_fairshare, 0);
+    assert_int_equal(p.half_life_secs, 7 * 86400);
+    char *err = NULL;
+    assert_int_equal(config_set(&c, "daemon.fair_share.enabled", "true", &err), 0);
+    assert_int_equal(config_set(&c, "daemon.fair_share.half_life_secs", "60", &err), 0);
+    config_priority(&c, &p);
+    /* One --priority step (1000) outweighs the whole fair-share factor (999). */
+    assert_int_equal(p.weight_priority, 255000);
+    assert_int_equal(p.weight_fairshare, 999);
+    assert_int_equal(p.half_life_secs, 60);
+    /* Weights and a half-life of one's own win. */
+    assert_int_equal(config_set(&c, "scheduler.priority_weight_fairshare", "5", &err), 0);
+    assert_int_equal(config_set(&c, "scheduler.fairshare_half_life", "1d", &err), 0);
+    config_priority(&c, &p);
+    assert_int_equal(p.weight_priority, 255);
+    assert_int_equal(p.weight_fairshare, 5);
+    assert_int_equal(p.half_life_secs, 86400);
+    config_free(&c);
+}
+
+static void test_project_policy(void **state)
+{
+    struct gflow_config c;
+    config_init(&c);
+    char *err = NULL;
+    assert_int_equal(config_check_project(&c, NULL, &err), 0);
+    assert_int_equal(config_check_project(&c, "any", &err), 0);
+    assert_int_equal(config_set(&c, "projects.known_projects", "ml,cv", &err), 0);
+    assert_int_equal(config_check_project(&c, NULL, &err), 0);
+    assert_int_equal(config_check_project(&c, "cv", &err), 0);
+    assert_int_equal(config_check_project(&c, "c", &err), -1);
+    assert_error(err, "unknown project 'c' (projects.known_projects): use one of ml,cv");
+    assert_int_equal(config_set(&c, "projects.require_project", "true", &err), 0);
+    assert_int_equal(config_check_project(&c, "", &err), -1);
+    assert_error(err, "a project is required (projects.require_project): submit with --project "
+                      "NAME, one of ml,cv");
+    assert_int_equal(config_set(&c, "projects.known_projects", "a, b", &err), -1);
+    free(err);
+    config_free(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -417,6 +511,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_precedence_env_over_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_log_keys, setup, teardown),
         cmocka_unit_test(test_default_path),
+        cmocka_unit_test_setup_teardown(test_gflow_keys, setup, teardown),
+        cmocka_unit_test(test_fair_share_priority),
+        cmocka_unit_test(test_project_policy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -367,7 +367,7 @@ static void test_update(void **state)
     struct fixture *f = *state;
     int64_t a = submit(f, "{\"command\": \"true\", \"workdir\": \"/\"}");
     int64_t b = submit(f, "{\"command\": \"echo\", \"workdir\": \"/\", \"hold\": true}");
-    struct jobedit_ctx c = {f->t, &lim, &bob, 0};
+    struct jobedit_ctx c = {f->t, &lim, &bob, 0, NULL};
     json_t *changes;
     char *err = NULL;
 
@@ -400,7 +400,7 @@ static void test_update(void **state)
     /* Someone else (an admin, as far as jobedit knows) may change the priority and the
      * resources, never what the job runs or its environment. */
     const struct jobspec_owner eve = {.user = "eve", .uid = 1002, .now = 1e9};
-    struct jobedit_ctx admin = {f->t, &lim, &eve, 0};
+    struct jobedit_ctx admin = {f->t, &lim, &eve, 0, NULL};
     const char *const owner_only[] = {"command", "workdir", "conda_env", "script"};
     for (size_t i = 0; i < 4; i++) {
         over = json_pack("{s:i, s:s}", "priority", 7, owner_only[i], "/tmp");
@@ -456,7 +456,7 @@ static void test_redo_cascade(void **state)
     assert_int_equal(jobs_commit(f->t), 0);
     jobs_collect(f->t);
 
-    struct jobedit_ctx ctx = {f->t, &lim, &bob, 0};
+    struct jobedit_ctx ctx = {f->t, &lim, &bob, 0, NULL};
     json_t *out;
     char *err = NULL;
     json_t *over = json_pack("{s:s}", "command", "true");
@@ -483,7 +483,7 @@ static void test_redo_cascade(void **state)
 
     /* Only the owner may redo; a job that does not exist is 404. */
     const struct jobspec_owner eve = {.user = "eve", .uid = 1002, .now = 1e9};
-    struct jobedit_ctx other = {f->t, &lim, &eve, 0};
+    struct jobedit_ctx other = {f->t, &lim, &eve, 0, NULL};
     assert_int_equal(jobedit_redo(&other, a, NULL, false, &out, &err), 403);
     assert_string_equal(err, "job 1 belongs to bob; only its owner may redo it");
     free(err);
@@ -500,7 +500,7 @@ static void test_redo_cascade(void **state)
     /* At the per-user limit a redo is refused; the count follows the table. */
     assert_int_equal(jobs_active_of(f->t, bob.uid), 3);
     assert_int_equal(jobs_active_of(f->t, eve.uid), 0);
-    struct jobedit_ctx full = {f->t, &lim, &bob, 3};
+    struct jobedit_ctx full = {f->t, &lim, &bob, 3, NULL};
     assert_int_equal(jobedit_redo(&full, a, NULL, false, &out, &err), 429);
     assert_non_null(strstr(err, "limits.max_active_jobs_per_user"));
     free(err);
@@ -623,7 +623,7 @@ static void test_begin_and_deps_aside(void **state)
     assert_int_equal(first, far2);
 
     /* A changed priority keeps it waiting. */
-    struct jobedit_ctx c = {f->t, &lim, &bob, 0};
+    struct jobedit_ctx c = {f->t, &lim, &bob, 0, NULL};
     json_t *changes, *over = json_pack("{s:i}", "priority", 99);
     char *err = NULL;
     assert_int_equal(jobedit_update(&c, jobs_get(f->t, far), over, 1, &changes, &err), 0);

@@ -283,6 +283,72 @@ static void test_config_errors(void **state)
     expect_error("[notifications]\nenabled = 1\n", "true or false");
 }
 
+/* [[notifications.emails]] (gflow's SMTP targets) and the message they send. */
+static void test_config_emails(void **state)
+{
+    (void)state;
+    struct gflow_config c;
+    char *err = NULL;
+    const char *text = "[[notifications.emails]]\n"
+                       "smtp_url = \"smtps://user:pass@smtp.example.com:465\"\n"
+                       "from = \"gflow <noreply@example.com>\"\n"
+                       "to = [\"alice@example.com\", \"ml-oncall@example.com\"]\n"
+                       "events = [\"job_failed\", \"job_timeout\"]\n"
+                       "filter_users = [\"alice\"]\n"
+                       "subject_prefix = \"[gflow-prod]\"\n"
+                       "timeout_secs = 5\n"
+                       "max_retries = 1\n"
+                       "[[notifications.emails]]\n"
+                       "smtp_url = \"smtp://localhost:25\"\n"
+                       "from = \"noreply@example.com\"\n";
+    assert_int_equal(load(&c, text, &err), 0);
+    const struct notify_config *n = &c.notify;
+    assert_int_equal(n->n_emails, 2);
+    const struct notify_email *m = &n->emails[0];
+    assert_int_equal(m->n_to, 2);
+    assert_string_equal(m->subject_prefix, "[gflow-prod]");
+    assert_int_equal(m->timeout_secs, 5);
+    assert_int_equal(m->max_retries, 1);
+    assert_true(notify_email_wants(m, JOB_EVENT_FAILED, "alice"));
+    assert_false(notify_email_wants(m, JOB_EVENT_FAILED, "bob"));
+    assert_false(notify_email_wants(m, JOB_EVENT_COMPLETED, "alice"));
+    /* No recipients of its own: only per-job mail goes through it. */
+    assert_false(notify_email_wants(&n->emails[1], JOB_EVENT_FAILED, "alice"));
+    assert_true(notify_email_allows_user(&n->emails[1], "bob"));
+    assert_int_equal(n->emails[1].events, JOB_NOTIFY_ALL);
+    struct notify_config copy;
+    notify_config_copy(&copy, n);
+    assert_true(notify_config_equal(&copy, n));
+    free(copy.emails[1].from);
+    copy.emails[1].from = xstrdup("other@example.com");
+    assert_false(notify_config_equal(&copy, n));
+    notify_config_free(&copy);
+    config_free(&c);
+
+    struct job *j = sample_job();
+    char *msg = notify_smtp_message(j, JOB_EVENT_FAILED, "a@x.org", "node1",
+                                    "gflow <noreply@example.com>", "[prod]");
+    char lines[16][512];
+    size_t k = header_lines(msg, lines, 16);
+    assert_int_equal(k, 6);
+    assert_string_equal(lines[0], "From: gflow <noreply@example.com>");
+    assert_string_equal(lines[2], "Subject: [prod] gflow job 12 (train) failed");
+    free(msg);
+    job_free(j);
+
+    expect_error("[[notifications.emails]]\nsmtp_url = \"http://x\"\nfrom = \"a@b.c\"\n",
+                 "must be an smtp:// or smtps:// URL");
+    expect_error("[[notifications.emails]]\nsmtp_url = \"smtp://x\"\n", "needs smtp_url and from");
+    expect_error("[[notifications.emails]]\nsmtp_url = \"smtp://x\"\nfrom = \"nobody\"\n",
+                 "must be an e-mail address");
+    expect_error("[[notifications.emails]]\nsmtp_url = \"smtp://x\"\nfrom = \"a@b.c\"\n"
+                 "to = [\"not an address\"]\n",
+                 "is not an e-mail address");
+    expect_error("[[notifications.emails]]\nsmtp_url = \"smtp://x\"\nfrom = \"a@b.c\"\n"
+                 "cc = []\n",
+                 "unknown key 'notifications.emails[0].cc'");
+}
+
 static void test_event_names_and_aliases(void **state)
 {
     (void)state;
@@ -309,6 +375,7 @@ int main(void)
         cmocka_unit_test(test_backoff_doubles_up_to_a_cap),
         cmocka_unit_test(test_config_webhooks),
         cmocka_unit_test(test_config_errors),
+        cmocka_unit_test(test_config_emails),
         cmocka_unit_test(test_event_names_and_aliases),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

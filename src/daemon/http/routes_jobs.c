@@ -238,6 +238,13 @@ void route_submit(const struct route_req *r, struct reply *rep)
         free(err);
         goto out;
     }
+    for (size_t i = 0; i < sub.n; i++) { /* [projects]: gflow's project policy */
+        if (config_check_project(&r->d->cfg, sub.jobs[i]->project, &err) < 0) {
+            reply_error(rep, 400, "%s", err);
+            free(err);
+            goto out;
+        }
+    }
     if (!sub.dry_run && route_check_quota(r, sub.jobs, sub.n, rep) < 0)
         goto out;
     /* A group (its id: the first job's) when the submission makes several jobs or limits
@@ -666,7 +673,8 @@ void route_update(const struct route_req *r, struct reply *rep)
     }
     struct jobspec_limits lim = limits_of(r->d);
     struct jobspec_owner owner = owner_of(r);
-    struct jobedit_ctx c = {r->d->jobs, &lim, &owner, r->d->cfg.limits.max_active_jobs_per_user};
+    struct jobedit_ctx c = {r->d->jobs, &lim, &owner, r->d->cfg.limits.max_active_jobs_per_user,
+                            &r->d->cfg};
     json_t *changes;
     char *err = NULL;
     int status = jobedit_update(&c, j, over, max_concurrent, &changes, &err);
@@ -697,7 +705,8 @@ void route_redo(const struct route_req *r, struct reply *rep)
     json_object_del(over, "cascade");
     struct jobspec_limits lim = limits_of(r->d);
     struct jobspec_owner owner = owner_of(r);
-    struct jobedit_ctx c = {r->d->jobs, &lim, &owner, r->d->cfg.limits.max_active_jobs_per_user};
+    struct jobedit_ctx c = {r->d->jobs, &lim, &owner, r->d->cfg.limits.max_active_jobs_per_user,
+                            &r->d->cfg};
     json_t *out;
     char *err = NULL;
     int status = jobedit_redo(&c, id, over, do_cascade, &out, &err);

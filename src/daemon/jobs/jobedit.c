@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "jobs.h"
 #include "log.h"
 #include "policy/quota_state.h"
@@ -300,6 +301,12 @@ int jobedit_redo(const struct jobedit_ctx *c, int64_t id, json_t *over, bool cas
     job_clear(&f);
     if (!n)
         return 400;
+    /* The copy is a new submission: [projects] as it is now. */
+    if (c->cfg && config_check_project(c->cfg, n->project, err) < 0) {
+        job_free(n);
+        free(map.pairs);
+        return 400;
+    }
     /* The new job counts against max_queued_jobs like a submission. */
     if ((*err = quotas_check_submit(jobs_quotas(c->jobs), n->user, 1, n->project, 1))) {
         job_free(n);

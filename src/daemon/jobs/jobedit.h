@@ -15,12 +15,14 @@
 #include "jobspec.h"
 
 struct jobs;
+struct gflow_config;
 
 struct jobedit_ctx {
     struct jobs *jobs;
     const struct jobspec_limits *limits; /* what this machine offers */
     const struct jobspec_owner *caller;  /* who asks, and now */
     int64_t max_active;                  /* limits.max_active_jobs_per_user; 0: none */
+    const struct gflow_config *cfg;      /* [projects] policy of a redo; NULL: none */
 };
 
 /* Updates j (an active job the caller may act on) with the spec fields of over, and

@@ -12,10 +12,12 @@
 
 struct priority_weights priority_weights_of(const struct gflow_config *c)
 {
+    struct config_priority p; /* [scheduler]'s weights, or gflow's [daemon.fair_share] */
+    config_priority(c, &p);
     return (struct priority_weights){
-        .priority = c->scheduler_priority_weight_priority,
-        .fairshare = c->scheduler_priority_weight_fairshare,
-        .age = c->scheduler_priority_weight_age,
+        .priority = p.weight_priority,
+        .fairshare = p.weight_fairshare,
+        .age = p.weight_age,
         .max_age = (double)c->parsed.priority_max_age_secs,
     };
 }
@@ -23,7 +25,9 @@ struct priority_weights priority_weights_of(const struct gflow_config *c)
 void priority_configure(struct gflowd *d)
 {
     char *err = NULL;
-    double h = (double)d->cfg.parsed.fairshare_half_life_secs;
+    struct config_priority p;
+    config_priority(&d->cfg, &p);
+    double h = (double)p.half_life_secs;
     if (jobs_fairshare_configure(d->jobs, h, d->cfg.scheduler_fairshare_user_shares,
                                  d->cfg.scheduler_fairshare_project_shares, &err) < 0) {
         log_warn("fair-share shares not applied: %s", err); /* checked when read: not seen */

@@ -98,6 +98,70 @@ static bool webhook_wants(const struct notify_config *c, const struct job *j, en
     return false;
 }
 
+static void record(struct notifier *n, struct store_notify_row *r);
+
+/* Whether [[notifications.emails]] target m sends job j's event e: to its own
+ * recipients, or (as gflow) to the job's --notify-email ones. */
+static bool smtp_wants(const struct notify_email *m, const struct job *j, enum job_event e)
+{
+    return notify_email_wants(m, (int)e, j->user) ||
+           (wants_mail(j, e) && notify_email_allows_user(m, j->user));
+}
+
+static bool any_smtp_wants(const struct notify_config *c, const struct job *j, enum job_event e)
+{
+    for (size_t i = 0; i < c->n_emails; i++)
+        if (smtp_wants(&c->emails[i], j, e))
+            return true;
+    return false;
+}
+
+/* Adds the addresses of list (joined by ',') to sb's, each once. */
+static void add_recipients(struct strbuf *sb, const char *list)
+{
+    for (const char *p = list; *p;) {
+        size_t n = strcspn(p, ",");
+        bool seen = false;
+        for (const char *q = sb->buf ? sb->buf : ""; *q && !seen;) {
+            size_t m = strcspn(q, ",");
+            seen = m == n && !strncmp(q, p, n);
+            q += m + (q[m] == ',');
+        }
+        if (n && !seen)
+            strbuf_addf(sb, "%s%.*s", sb->len ? "," : "", (int)n, p);
+        p += n + (p[n] == ',');
+    }
+}
+
+/* One row per [[notifications.emails]] target that sends e: to its own recipients and
+ * the job's, in one message. */
+static void record_smtp(struct notifier *n, const struct job *j, enum job_event e,
+                        struct store_notify_row *r)
+{
+    const struct notify_config *c = &n->d->cfg.notify;
+    for (size_t i = 0; i < c->n_emails; i++) {
+        const struct notify_email *m = &c->emails[i];
+        if (!smtp_wants(m, j, e))
+            continue;
+        struct strbuf to;
+        strbuf_init(&to);
+        if (notify_email_wants(m, (int)e, j->user))
+            for (size_t k = 0; k < m->n_to; k++)
+                add_recipients(&to, m->to[k]);
+        if (wants_mail(j, e) && notify_email_allows_user(m, j->user))
+            add_recipients(&to, j->notify_email);
+        char *message = notify_smtp_message(j, e, to.buf, n->hostname, m->from, m->subject_prefix);
+        char *dest = xasprintf("emails[%zu] %s", i, to.buf);
+        r->kind = STORE_NOTIFY_SMTP;
+        r->dest = dest;
+        r->payload = message;
+        record(n, r);
+        free(dest);
+        free(message);
+        strbuf_free(&to);
+    }
+}
+
 /* Whether uid may queue one more notification (notifications.max_pending_per_user). */
 static bool under_cap(struct notifier *n, const struct job *j, enum job_event e)
 {
@@ -134,8 +198,10 @@ static void on_event(void *arg, const struct job *j, enum job_event e)
     const struct notify_config *c = &n->d->cfg.notify;
     if (!c->enabled || e == JOB_EVENT_COUNT) /* no job_event: nothing to tell anyone */
         return;
-    bool mail = wants_mail(j, e), hook = webhook_wants(c, j, e);
-    if ((!mail && !hook) || !under_cap(n, j, e))
+    /* With SMTP servers configured (gflow's), --notify-email goes through them. */
+    bool smtp = any_smtp_wants(c, j, e);
+    bool mail = !c->n_emails && wants_mail(j, e), hook = webhook_wants(c, j, e);
+    if ((!mail && !hook && !smtp) || !under_cap(n, j, e))
         return;
     double now = now_wall();
     struct store_notify_row r = {
@@ -158,6 +224,8 @@ static void on_event(void *arg, const struct job *j, enum job_event e)
         }
         free(payload);
     }
+    if (smtp)
+        record_smtp(n, j, e, &r);
     if (mail) {
         char *message = notify_mail_message(j, e, j->notify_email, n->hostname);
         r.kind = STORE_NOTIFY_EMAIL;
@@ -198,7 +266,7 @@ static bool in_flight(const struct notifier *n, int64_t id)
 
 static const char *kind_name(int kind)
 {
-    return kind == STORE_NOTIFY_EMAIL ? "e-mail" : "webhook";
+    return kind == STORE_NOTIFY_WEBHOOK ? "webhook" : "e-mail";
 }
 
 static void wake_cb(void *arg)
@@ -360,6 +428,45 @@ static char *webhook_request(const struct notify_webhook *w, const struct store_
     return strbuf_detach(&sb);
 }
 
+/* The address inside "Name <a@b>", or all of it. Malloc'd. */
+static char *bare_address(const char *mailbox)
+{
+    const char *lt = strchr(mailbox, '<');
+    if (!lt)
+        return xstrdup(mailbox);
+    return xstrndup(lt + 1, strcspn(lt + 1, ">"));
+}
+
+/* gflow-notify smtp's input: the URL, the sender, the recipients one a line, an empty
+ * line and the message (src/notify). NULL with *err if the row's target is gone. */
+static char *smtp_request(const struct notify_config *c, const struct store_notify_row *r,
+                          const struct notify_email **target, char **err)
+{
+    size_t i;
+    int at = 0;
+    if (sscanf(r->dest, "emails[%zu] %n", &i, &at) < 1 || !at || i >= c->n_emails) {
+        *err = xstrdup("the e-mail target ([[notifications.emails]]) is no longer configured");
+        return NULL;
+    }
+    const struct notify_email *m = &c->emails[i];
+    *target = m;
+    struct strbuf sb;
+    strbuf_init(&sb);
+    char *from = bare_address(m->from);
+    strbuf_addf(&sb, "%s\n%s\n", m->smtp_url, from);
+    free(from);
+    for (const char *p = r->dest + at; *p;) {
+        size_t n = strcspn(p, ",");
+        char *one = xstrndup(p, n), *addr = bare_address(one);
+        strbuf_addf(&sb, "%s\n", addr);
+        free(addr);
+        free(one);
+        p += n + (p[n] == ',');
+    }
+    strbuf_addf(&sb, "\n%s", r->payload);
+    return strbuf_detach(&sb);
+}
+
 static void start_one(const struct store_notify_row *r, void *arg)
 {
     struct notifier *n = arg;
@@ -390,6 +497,18 @@ static void start_one(const struct store_notify_row *r, void *arg)
             input = webhook_request(w, r, &err);
             char *secs = xasprintf("%lld", (long long)w->timeout_secs);
             strvec_push(&argv, "webhook");
+            strvec_push(&argv, "--timeout");
+            strvec_push(&argv, secs);
+            free(secs);
+        }
+    } else if (r->kind == STORE_NOTIFY_SMTP) {
+        const struct notify_email *m = NULL;
+        input = smtp_request(c, r, &m, &err);
+        if (m) {
+            v->max_retries = (int)m->max_retries;
+            timeout = (double)m->timeout_secs;
+            char *secs = xasprintf("%lld", (long long)m->timeout_secs);
+            strvec_push(&argv, "smtp");
             strvec_push(&argv, "--timeout");
             strvec_push(&argv, secs);
             free(secs);

@@ -51,6 +51,13 @@ static const char *const live_keys[] = {
     "scheduler.fairshare_half_life",
     "scheduler.fairshare_user_shares",
     "scheduler.fairshare_project_shares",
+    "daemon.fair_share.enabled", /* gflow's: mapped onto the weights above */
+    "daemon.fair_share.half_life_secs",
+    "daemon.host", /* read by gflowd web, not by the daemon */
+    "daemon.port",
+    "projects.known_projects", /* read at each submission */
+    "projects.require_project",
+    "executor.type",    /* only a warning */
     "reservations.who", /* the [reservations] keys: read at each gctl reserve create */
     "reservations.max_gpus",
     "reservations.max_duration",
@@ -108,9 +115,10 @@ static int reload_apply(struct gflowd *d, const char *key, const char *value, js
     }
     if (value)
         config_set(&d->cfg, key, value, err); /* checked already by reload_read */
-    else if (!strcmp(key, "daemon.admin_group")) {
-        free(d->cfg.admin_group);
-        d->cfg.admin_group = NULL;
+    else if (!strcmp(key, "daemon.admin_group") || !strcmp(key, "daemon.host")) {
+        char **field = !strcmp(key, "daemon.host") ? &d->cfg.host : &d->cfg.admin_group;
+        free(*field);
+        *field = NULL;
     }
     if (!strcmp(key, "daemon.log_level"))
         log_parse_level(d->cfg.log_level, &log_threshold);
@@ -122,7 +130,8 @@ static int reload_apply(struct gflowd *d, const char *key, const char *value, js
         gpu_set_host_proc(d->cfg.host_proc);
     if (!strcmp(key, "daemon.admin_group"))
         daemon_resolve_admin_group(d);
-    if (!strncmp(key, "scheduler.fairshare_", strlen("scheduler.fairshare_")))
+    if (!strncmp(key, "scheduler.fairshare_", strlen("scheduler.fairshare_")) ||
+        !strncmp(key, "daemon.fair_share.", strlen("daemon.fair_share.")))
         priority_configure(d);
     return 0;
 }
@@ -176,6 +185,8 @@ json_t *daemon_reload(struct gflowd *d, char **err)
         return NULL;
     }
     json_t *applied = json_array(), *restart = json_array(), *kept = json_object();
+    for (size_t i = 0; i < c.n_warnings; i++)
+        log_warn("config: %s", c.warnings[i]);
     for (size_t i = 0; config_key_name(i); i++) {
         const char *key = config_key_name(i);
         char *old = config_get_text(&d->cfg, key), *now = config_get_text(&c, key);

@@ -165,7 +165,9 @@ int store_load_resvs(struct store *s, store_resv_cb cb, void *arg);
 /* ---- The notification outbox (store_notify.c; notify.h) ---- */
 
 enum store_notify_state { STORE_NOTIFY_PENDING, STORE_NOTIFY_SENT, STORE_NOTIFY_FAILED };
-enum store_notify_kind { STORE_NOTIFY_WEBHOOK, STORE_NOTIFY_EMAIL };
+/* EMAIL: through sendmail; SMTP: through [[notifications.emails]][i], its dest
+ * "emails[i] a@b,c@d" (the target and the recipients). */
+enum store_notify_kind { STORE_NOTIFY_WEBHOOK, STORE_NOTIFY_EMAIL, STORE_NOTIFY_SMTP };
 struct store_notify_row {
     int64_t id; /* set by store_notify_add */
     int64_t job_id;
