@@ -71,8 +71,8 @@ struct shim_hook_saved {
 
 static void shim_hook_take_loop(struct shim_run *r, struct shim_hook_saved *s)
 {
-    *s = (struct shim_hook_saved){r->tasks, r->ntasks, r->nreaped, r->first_failed, r->report_rd,
-                                  r->pgid};
+    *s = (struct shim_hook_saved){r->tasks,        r->ntasks,    r->nreaped,
+                                  r->first_failed, r->report_rd, r->pgid};
     r->tasks = NULL;
     r->ntasks = r->nreaped = 0;
     r->first_failed = -1;
@@ -161,8 +161,7 @@ int shim_hook_run(const struct shim_opts *o, struct shim_exec *ex, struct shim_r
         if (which == SHIM_HOOK_PRE && stopped_before)
             shim_supervise_terminate(r);
         if (shim_supervise_run(r, &err) < 0) {
-            fprintf(stderr, "gflow-shim: job %lld: %s hook: %s\n", (long long)o->job_id, name,
-                    err);
+            fprintf(stderr, "gflow-shim: job %lld: %s hook: %s\n", (long long)o->job_id, name, err);
             shim_supervise_kill_all(r);
         }
         shim_supervise_disarm(r->hook_tfd);
@@ -179,8 +178,8 @@ int shim_hook_run(const struct shim_opts *o, struct shim_exec *ex, struct shim_r
             report = NULL;
             rc = SHIM_HOOK_SETUP;
         } else {
-            *why = shim_hook_failure(which, status, r->hook_timed_out, o->hook_timeout,
-                                     r->stop_asked);
+            *why =
+                shim_hook_failure(which, status, r->hook_timed_out, o->hook_timeout, r->stop_asked);
             rc = *why ? SHIM_HOOK_FAILED : SHIM_HOOK_OK;
         }
         free(report);

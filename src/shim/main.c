@@ -264,7 +264,8 @@ static int shim_main_write(const struct shim_opts *o, struct exit_record *rec)
 /* The post hook of a job that ran (its deciding copy's status as GFLOW_JOB_EXIT_CODE:
  * the exit code, or 128+N for signal N as a shell shows it), or did not (none). Why it
  * failed (to free), or NULL. */
-static char *shim_main_post_hook(const struct shim_opts *o, struct shim_exec *ex, struct shim_run *r)
+static char *shim_main_post_hook(const struct shim_opts *o, struct shim_exec *ex,
+                                 struct shim_run *r)
 {
     if (!o->epilog)
         return NULL;

@@ -229,10 +229,12 @@ int shim_supervise_run(struct shim_run *r, char **err)
         /* poll skips a negative fd: no memory tick without --memory-limit, no output
          * once every writer of the pipe is gone. */
         struct pollfd p[6 + SHIM_SUPERVISE_ATTACH_FDS] = {
-            {.fd = r->sfd, .events = POLLIN},      {.fd = r->tfd, .events = POLLIN},
-            {.fd = r->mem_tfd, .events = POLLIN},  {.fd = r->relay.rd, .events = POLLIN},
-            {.fd = r->ctl_fd, .events = POLLIN},   {.fd = r->phase == SHIM_PHASE_JOB ? -1 : r->hook_tfd,
-                                                    .events = POLLIN}};
+            {.fd = r->sfd, .events = POLLIN},
+            {.fd = r->tfd, .events = POLLIN},
+            {.fd = r->mem_tfd, .events = POLLIN},
+            {.fd = r->relay.rd, .events = POLLIN},
+            {.fd = r->ctl_fd, .events = POLLIN},
+            {.fd = r->phase == SHIM_PHASE_JOB ? -1 : r->hook_tfd, .events = POLLIN}};
         int na = r->attach ? shim_attach_pollfds(r->attach, p + 6, SHIM_SUPERVISE_ATTACH_FDS) : 0;
         if (poll(p, (nfds_t)(6 + na), -1) < 0) {
             if (errno == EINTR)
