@@ -193,6 +193,20 @@
  *     is left. For tests, GFLOW_SHIM_CGROUP=v2, v1 or none in the shim's environment
  *     allows only that kind; if it is unavailable the job does not start (exit_code
  *     125, the error says why).
+ * 10. With --prolog CMD (gflowd's [hooks] pre) `/bin/bash -c CMD` runs before the job,
+ *     started as a copy of it would be (step 4, in its cgroups of steps 7-9), with
+ *     GFLOW_HOOK=pre added, its output into the log after a line "gflow-shim: pre
+ *     hook" (hook.c). When it does not exit 0 (or a cancel came meanwhile) the job is
+ *     not started: the record has exit_code and signal null and "prolog_error" says
+ *     why (one more line in the log too); a hook that could not be set up for a reason
+ *     of the job's own (its user, workdir) is the job's failure (exit_code 125, error).
+ *     With --epilog CMD the same runs after the job (after a failed pre hook too), with
+ *     GFLOW_HOOK=post and GFLOW_JOB_EXIT_CODE (the deciding copy's code, 128+N for
+ *     signal N; unset when the job never ran); a cancel then no longer stops anything;
+ *     its failure is the record's "epilog_error", and "finished_at" stays the job's own
+ *     end. --hook-timeout SECS (default 60, 0: none) stops either: SIGTERM, SIGKILL
+ *     after the kill grace, a failure. Whatever a hook leaves running is killed, as a
+ *     job's leftovers are (step 5).
  */
 #include "shim.h"
 
