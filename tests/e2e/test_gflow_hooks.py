@@ -200,3 +200,29 @@ def test_bad_hooks_settings_are_refused(make_gflow, value, needle):
     assert cp.returncode != 0, cp
     msg = (cp.stderr + cp.stdout).strip()
     assert needle in msg, msg
+
+
+def test_hooks_around_jobs_with_a_shim_of_their_own(make_gflow):
+    """Copies (--gpus-per-task), a terminal (--pty) and a memory limit: each hook runs
+    once, with the job's whole set of GPUs, and its output lands in the log."""
+    g = make_gflow(env=hooks_env(pre='echo "pre cuda=$CUDA_VISIBLE_DEVICES"',
+                                 post='echo "post code=$GFLOW_JOB_EXIT_CODE"'), start=False)
+    g.up("--simulate-gpus", 2)
+    copies = g.submit("-g", "2", "--gpus-per-task", "1", 'echo "rank $RANK"')
+    pty = g.submit("--pty", "echo on a terminal; exit 5")
+    mem = g.submit("--memory", "64M", "echo limited")
+    j = g.wait_state(copies, timeout=20)
+    assert j["state"] == "CD", (j, g.log(copies))
+    lines = g.log(copies).splitlines()
+    assert lines[:2] == ["gflow-shim: pre hook", "pre cuda=0,1"], lines
+    assert sorted(lines[2:4]) == ["rank 0", "rank 1"], lines
+    assert lines[4:] == ["gflow-shim: post hook", "post code=0"], lines
+    j = g.wait_state(pty, timeout=20)
+    assert j["state"] == "F" and j["exit_code"] == 5, (j, g.log(pty))
+    text = g.log(pty).replace("\r\n", "\n")
+    assert text.startswith("gflow-shim: pre hook\npre cuda=\non a terminal\n"), text
+    assert text.endswith("gflow-shim: post hook\npost code=5\n"), text
+    j = g.wait_state(mem, timeout=20)
+    assert j["state"] == "CD", (j, g.log(mem))
+    assert g.log(mem) == ("gflow-shim: pre hook\npre cuda=\nlimited\n"
+                          "gflow-shim: post hook\npost code=0\n")
