@@ -192,6 +192,10 @@ static const struct config_key config_keys[] = {
     CONFIG_STRING_KEY("backend.qos", backend_qos, NULL, ""),
     CONFIG_STRING_KEY("backend.sbatch_args", backend_sbatch_args, NULL, ""),
     CONFIG_INT_KEY("backend.poll_secs", backend_poll_secs, 1, "5"),
+    /* [hooks]: run by the job's shim (src/shim/hook.c). */
+    CONFIG_STRING_KEY("hooks.pre", hooks_pre, NULL, ""),
+    CONFIG_STRING_KEY("hooks.post", hooks_post, NULL, ""),
+    CONFIG_DURATION_KEY("hooks.timeout", hooks_timeout, "60s", hooks_timeout_secs),
     CONFIG_INT_KEY("limits.max_request_bytes", limits.max_request_bytes, 1, "8388608"),
     CONFIG_INT_KEY("limits.max_body_bytes_in_flight", limits.max_body_bytes_in_flight, 1,
                    "67108864"),

@@ -163,7 +163,13 @@ struct gflow_config {
         /* reservations.max_duration and reservations.max_ahead */
         int64_t reservations_max_duration_secs;
         int64_t reservations_max_ahead_secs;
+        int64_t hooks_timeout_secs; /* hooks.timeout */
     } parsed;
+    /* [hooks]: the admin's commands run before and after each job, as the job's user,
+     * with its environment and workdir, in its log (docs/usage.md "Hooks"). "" = none. */
+    char *hooks_pre;           /* hooks.pre: fails -> the job does not run, F PrologFailed */
+    char *hooks_post;          /* hooks.post: fails -> F EpilogFailed (the exit code kept) */
+    char *hooks_timeout;       /* hooks.timeout: each hook's limit ("60s"), then killed */
     char *backend_partition;   /* sbatch --partition; "" = Slurm's default */
     char *backend_account;     /* sbatch --account; "" = none */
     char *backend_qos;         /* sbatch --qos; "" = none */

@@ -20,6 +20,8 @@ void exit_record_free(struct exit_record *rec)
 {
     free(rec->error);
     free(rec->memory_enforcement);
+    free(rec->prolog_error);
+    free(rec->epilog_error);
     exit_record_init(rec);
 }
 
@@ -89,6 +91,14 @@ char *exit_record_encode(const struct exit_record *rec)
     if (rec->memory_enforcement) {
         strbuf_adds(&sb, ",\"memory_enforcement\":");
         json_put_text(&sb, rec->memory_enforcement);
+    }
+    if (rec->prolog_error) { /* left out when none, as above */
+        strbuf_adds(&sb, ",\"prolog_error\":");
+        json_put_text(&sb, rec->prolog_error);
+    }
+    if (rec->epilog_error) {
+        strbuf_adds(&sb, ",\"epilog_error\":");
+        json_put_text(&sb, rec->epilog_error);
     }
     strbuf_adds(&sb, "}\n");
     return strbuf_detach(&sb);

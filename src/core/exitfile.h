@@ -104,6 +104,11 @@ struct exit_record {
     int64_t log_lost_bytes;   /* the job's output its log could not take (no space) */
     char *error;              /* why the job could not be started; NULL: none (null) */
     char *memory_enforcement; /* "cgroup v2", "cgroup v1", "watchdog"; NULL: field left out */
+    /* [hooks] (--prolog, --epilog): why the pre hook failed (the job was then never
+     * started: exit_code and signal null), why the post hook failed; NULL: it did not
+     * fail, or there was none (field left out). */
+    char *prolog_error;
+    char *epilog_error;
 };
 
 /* An empty record: every field null / zero. */
@@ -113,7 +118,7 @@ void exit_record_free(struct exit_record *rec);
 /* The exit file's text (caller frees): one compact JSON object and a newline,
  *   {"job_id":N,"exit_code":int|null,"signal":int|null,"oom":bool,"started_at":secs,
  *    "finished_at":secs,"max_rss_kb":int,"error":string|null[,"memory_enforcement":s]
- *    [,"log_lost_bytes":int (> 0 only)]}
+ *    [,"log_lost_bytes":int (> 0 only)][,"prolog_error":s][,"epilog_error":s]}
  * Text that is not valid UTF-8 has its bad bytes replaced by U+FFFD, so that the file
  * always parses. */
 char *exit_record_encode(const struct exit_record *rec);
@@ -179,7 +184,7 @@ char *exitfile_marker(int64_t shim_pid, int64_t shim_start);
 char *exitfile_job_marker(int64_t shim_pid, int64_t shim_start, int64_t job_id);
 
 /* How a job ended, as the daemon records it: state, reason code and the reason's detail
- * text (malloc'd; LaunchFailed and ShimLost only, else NULL). The reason's text form is
+ * text (malloc'd; LaunchFailed, ShimLost, PrologFailed and EpilogFailed only, else NULL). The reason's text form is
  * job_reason_text(reason, 0, detail). */
 struct exit_verdict {
     enum job_state state;
@@ -190,9 +195,10 @@ struct exit_verdict {
 void exit_verdict_free(struct exit_verdict *v);
 /* The verdict on a job whose shim wrote rec, in this order: a cancel request gives
  * CA CancelledByUser, a time-limit request TO TimeLimit, a preemption PD (queued again,
- * whatever the job's last words); then oom gives F OutOfMemory,
- * an error F LaunchFailed: <error>, a signal F Signal, exit code 0 CD, anything else F
- * NonZeroExitCode. */
+ * whatever the job's last words); then a prolog_error gives F PrologFailed: <it>; oom
+ * gives F OutOfMemory, an error F LaunchFailed: <error>, a signal F Signal, exit code 0
+ * CD, anything else F NonZeroExitCode; and an epilog_error then makes any of these but
+ * LaunchFailed F EpilogFailed: <it> (the exit code stays the job's). */
 struct exit_verdict exit_verdict_of(const struct exit_record *rec, enum job_end_request req);
 
 /* How a shim process ended, as far as the daemon knows (a re-adopted shim is no child of

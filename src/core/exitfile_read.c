@@ -57,6 +57,8 @@ int exit_record_decode(const char *text, size_t len, struct exit_record *rec)
     rec->log_lost_bytes = json_int_in(o, "log_lost_bytes", 0, INT64_MAX, 0);
     rec->error = json_str_at(o, "error");
     rec->memory_enforcement = json_str_at(o, "memory_enforcement");
+    rec->prolog_error = json_str_at(o, "prolog_error");
+    rec->epilog_error = json_str_at(o, "epilog_error");
     json_decref(o);
     return 0;
 }
@@ -104,11 +106,9 @@ static bool requested_end(enum job_end_request req, struct exit_verdict *v)
     return true;
 }
 
-struct exit_verdict exit_verdict_of(const struct exit_record *rec, enum job_end_request req)
+/* The verdict on the job's own run, before the post hook's say. */
+static struct exit_verdict job_verdict(const struct exit_record *rec)
 {
-    struct exit_verdict v;
-    if (requested_end(req, &v))
-        return v;
     if (rec->oom)
         return verdict(JOB_FAILED, JOB_REASON_OUT_OF_MEMORY, NULL);
     if (rec->error && *rec->error)
@@ -118,6 +118,24 @@ struct exit_verdict exit_verdict_of(const struct exit_record *rec, enum job_end_
     if (rec->exit_code == 0)
         return verdict(JOB_FINISHED, JOB_REASON_NONE, NULL);
     return verdict(JOB_FAILED, JOB_REASON_NON_ZERO_EXIT, NULL);
+}
+
+struct exit_verdict exit_verdict_of(const struct exit_record *rec, enum job_end_request req)
+{
+    struct exit_verdict v;
+    if (requested_end(req, &v))
+        return v;
+    if (rec->prolog_error)
+        return verdict(JOB_FAILED, JOB_REASON_PROLOG_FAILED, xstrdup(rec->prolog_error));
+    v = job_verdict(rec);
+    /* A job that could not even start says more than what ran after it; otherwise the
+     * admin's post hook failing is the job's reason, as Slurm's EpilogFailed (the job's
+     * own outcome stays in its exit code and signal). */
+    if (rec->epilog_error && v.reason != JOB_REASON_LAUNCH_FAILED) {
+        exit_verdict_free(&v);
+        v = verdict(JOB_FAILED, JOB_REASON_EPILOG_FAILED, xstrdup(rec->epilog_error));
+    }
+    return v;
 }
 
 struct exit_verdict exit_verdict_lost(enum shim_end how, int value, const struct exit_lock *lock,

@@ -226,6 +226,8 @@ static const char *const reason_names[JOB_REASON_COUNT] = {
     [JOB_REASON_OTHER] = "",
     [JOB_REASON_GPU_FAULT] = "GpuFault",
     [JOB_REASON_GPU_STRAY] = "GpuStray",
+    [JOB_REASON_PROLOG_FAILED] = "PrologFailed",
+    [JOB_REASON_EPILOG_FAILED] = "EpilogFailed",
 };
 
 const char *job_reason_name(enum job_reason r)
@@ -253,6 +255,8 @@ void job_reason_append(struct strbuf *sb, enum job_reason r, int64_t job, const 
         return;
     case JOB_REASON_LAUNCH_FAILED:
     case JOB_REASON_SHIM_LOST:
+    case JOB_REASON_PROLOG_FAILED:
+    case JOB_REASON_EPILOG_FAILED:
         strbuf_adds(sb, reason_names[r]);
         if (detail && *detail) {
             strbuf_adds(sb, ": ");
@@ -297,7 +301,8 @@ enum job_reason job_reason_parse_in(const char *text, int64_t *job, const char *
         if (r == JOB_REASON_DEPENDENCY_FAILED) {
             if (*rest == ':' && parse_int64(rest + 1, job) == 0)
                 return JOB_REASON_DEPENDENCY_FAILED;
-        } else if (r == JOB_REASON_LAUNCH_FAILED || r == JOB_REASON_SHIM_LOST) {
+        } else if (r == JOB_REASON_LAUNCH_FAILED || r == JOB_REASON_SHIM_LOST ||
+                   r == JOB_REASON_PROLOG_FAILED || r == JOB_REASON_EPILOG_FAILED) {
             if (!*rest)
                 return (enum job_reason)r;
             if (rest[0] == ':' && rest[1] == ' ') {

@@ -50,9 +50,10 @@ bool job_name_valid(const char *name);
 char *job_name_fit(const char *name, const char *suffix);
 
 /* Why a job is in its state (ended, held, or waiting on a failed dependency): a code,
- * the job it names (DependencyFailed) and free text (LaunchFailed, ShimLost). The text
- * form ("DependencyFailed:5", "LaunchFailed: cannot chdir to /x: ...") exists only at
- * the edges: the API, the CLI's display, old databases. */
+ * the job it names (DependencyFailed) and free text (LaunchFailed, ShimLost,
+ * PrologFailed, EpilogFailed). The text form ("DependencyFailed:5", "LaunchFailed:
+ * cannot chdir to /x: ...") exists only at the edges: the API, the CLI's display, old
+ * databases. */
 enum job_reason { /* the values are stored: append only */
                   JOB_REASON_NONE,
                   JOB_REASON_CANCELLED_BY_USER, /* CancelledByUser */
@@ -68,6 +69,10 @@ enum job_reason { /* the values are stored: append only */
                   JOB_REASON_GPU_FAULT, /* GpuFault (<detail>): its GPU failed ("Xid 79", "GPU lost") */
                   JOB_REASON_GPU_STRAY, /* GpuStray: ended for a process on a GPU not its
                                          * own (daemon.stray = "kill") */
+                  /* PrologFailed: <detail>: the [hooks] pre command failed, the job never ran */
+                  JOB_REASON_PROLOG_FAILED,
+                  /* EpilogFailed: <detail>: the [hooks] post command failed (exit code kept) */
+                  JOB_REASON_EPILOG_FAILED,
                   JOB_REASON_COUNT
 };
 /* "CancelledByUser", ... ("" for NONE and OTHER). */

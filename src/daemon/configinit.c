@@ -117,6 +117,11 @@ static const struct key_help key_helps[] = {
     {"backend.qos", "slurm: sbatch --qos (\"\": none)"},
     {"backend.sbatch_args", "slurm: more sbatch options, separated by spaces"},
     {"backend.poll_secs", "slurm: how often job states are read from Slurm"},
+    {"hooks.pre", "command run before each job as its user, with its environment, in its "
+                  "workdir, output in its log; failing: the job does not run (PrologFailed)"},
+    {"hooks.post", "command run after each job (also cancelled or timed out) like hooks.pre, "
+                   "with GFLOW_JOB_EXIT_CODE; failing: the job's reason is EpilogFailed"},
+    {"hooks.timeout", "a hook running longer is killed and counts as failed: \"60s\", \"5m\""},
     {"limits.max_request_bytes", "largest request body"},
     {"limits.max_body_bytes_in_flight", "request bodies being received, all connections"},
     {"limits.max_body_bytes_per_user", "request bodies one user is sending (at least one "

@@ -193,6 +193,20 @@
  *     is left. For tests, GFLOW_SHIM_CGROUP=v2, v1 or none in the shim's environment
  *     allows only that kind; if it is unavailable the job does not start (exit_code
  *     125, the error says why).
+ * 10. With --prolog CMD (gflowd's [hooks] pre) `/bin/bash -c CMD` runs before the job,
+ *     started as a copy of it would be (step 4, in its cgroups of steps 7-9), with
+ *     GFLOW_HOOK=pre added, its output into the log after a line "gflow-shim: pre
+ *     hook" (hook.c). When it does not exit 0 (or a cancel came meanwhile) the job is
+ *     not started: the record has exit_code and signal null and "prolog_error" says
+ *     why (one more line in the log too); a hook that could not be set up for a reason
+ *     of the job's own (its user, workdir) is the job's failure (exit_code 125, error).
+ *     With --epilog CMD the same runs after the job (after a failed pre hook too), with
+ *     GFLOW_HOOK=post and GFLOW_JOB_EXIT_CODE (the deciding copy's code, 128+N for
+ *     signal N; unset when the job never ran); a cancel then no longer stops anything;
+ *     its failure is the record's "epilog_error", and "finished_at" stays the job's own
+ *     end. --hook-timeout SECS (default 60, 0: none) stops either: SIGTERM, SIGKILL
+ *     after the kill grace, a failure. Whatever a hook leaves running is killed, as a
+ *     job's leftovers are (step 5).
  */
 #include "shim.h"
 
@@ -202,6 +216,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "clock.h"
@@ -243,6 +258,68 @@ static void shim_main_std_fds(void)
     }
 }
 
+/* Writes rec (and frees it): SHIM_EXIT_OK, or SHIM_EXIT_FAIL when it cannot be written. */
+static int shim_main_write(const struct shim_opts *o, struct exit_record *rec)
+{
+    int rc = SHIM_EXIT_OK;
+    if (shim_report_exit(o, rec) < 0) {
+        int e = errno;
+        char *what = shim_report_exit_name(o);
+        char *why = xasprintf("cannot write %s: %s", what, strerror(e));
+        free(what);
+        shim_report_fail(o, why, false);
+        free(why);
+        rc = SHIM_EXIT_FAIL;
+    }
+    exit_record_free(rec);
+    return rc;
+}
+
+/* The post hook of a job that ran (its deciding copy's status as GFLOW_JOB_EXIT_CODE:
+ * the exit code, or 128+N for signal N as a shell shows it), or did not (none). Why it
+ * failed (to free), or NULL. */
+static char *shim_main_post_hook(const struct shim_opts *o, struct shim_exec *ex,
+                                 struct shim_run *r)
+{
+    if (!o->epilog)
+        return NULL;
+    char code[16];
+    const char *exit_code = NULL;
+    if (r->ntasks > 0) {
+        int st = shim_supervise_deciding(r)->status;
+        snprintf(code, sizeof(code), "%d",
+                 WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0));
+        exit_code = code;
+    }
+    char *why = NULL;
+    shim_hook_run(o, ex, r, SHIM_HOOK_POST, exit_code, &why);
+    return why;
+}
+
+/* The pre hook failed: the job is not started. The post hook still runs (it may undo
+ * what the pre hook did), then the record: no exit code, prolog_error (taken). */
+static int shim_main_no_job(const struct shim_opts *o, struct shim_exec *ex, struct shim_run *r,
+                            char *prolog_error)
+{
+    char *epilog_error = shim_main_post_hook(o, ex, r);
+    shim_prepare_free(ex);
+    shim_devices_end(r, o->job_id);
+    shim_memlimit_end(r, o->job_id);
+    shim_relay_close(&r->relay);
+    shim_attach_close(r->attach);
+    shim_jobcg_end(&r->jobcg, o->job_id);
+    struct exit_record rec;
+    exit_record_init(&rec);
+    rec.job_id = o->job_id;
+    rec.started_at = rec.finished_at = now_wall();
+    rec.log_lost_bytes = r->relay.dropped;
+    rec.prolog_error = prolog_error;
+    rec.epilog_error = epilog_error;
+    const char *method = shim_memlimit_method_name(r->mem.method);
+    rec.memory_enforcement = method ? xstrdup(method) : NULL;
+    return shim_main_write(o, &rec);
+}
+
 /* Runs the job from its preparation to the exit file; the shim's exit status. */
 static int shim_main(const struct shim_opts *o, const sigset_t *mask)
 {
@@ -269,14 +346,38 @@ static int shim_main(const struct shim_opts *o, const sigset_t *mask)
         return SHIM_EXIT_FAIL;
     }
     r.cgroup_dir = shim_devices_setup(o, &ex);
-    double started_at = now_wall();
+    /* [hooks] pre: the job starts only once it has exited 0. A hook that could not even
+     * be set up (the job's user, workdir, cgroup) fails as the job would: LaunchFailed. */
+    int started = 0;
     int wanted = ex.ntasks;
-    int started = shim_child_spawn(&ex, &r, &err);
+    double started_at = now_wall();
+    if (o->prolog) {
+        char *why = NULL;
+        int hook = shim_hook_run(o, &ex, &r, SHIM_HOOK_PRE, NULL, &why);
+        if (hook == SHIM_HOOK_FAILED)
+            return shim_main_no_job(o, &ex, &r, why);
+        if (hook == SHIM_HOOK_SETUP)
+            err = why;
+        else
+            started_at = now_wall();
+    }
+    if (!err)
+        started = shim_child_spawn(&ex, &r, &err);
     /* What an exit code of 127 or 126 will mean (lookup.c), kept past ex. */
     int lookup_code = ex.lookup_code;
     char *lookup_error = ex.lookup_error;
     ex.lookup_error = NULL;
-    shim_prepare_free(&ex); /* the job holds its own copies now */
+    if (o->epilog) {
+        /* The post hook runs as the job did: ex stays, less the job's ends of its
+         * output, which the relay waits to see closed. */
+        if (ex.out_fd >= 0)
+            close(ex.out_fd);
+        if (ex.pty_slave >= 0)
+            close(ex.pty_slave);
+        ex.out_fd = ex.pty_slave = -1;
+    } else {
+        shim_prepare_free(&ex); /* the job holds its own copies now */
+    }
     if (started == 0) {
         shim_relay_close(&r.relay);
         shim_attach_close(r.attach);
@@ -289,6 +390,8 @@ static int shim_main(const struct shim_opts *o, const sigset_t *mask)
             close(r.report_rd);
         free(r.tasks);
         free(lookup_error);
+        if (o->epilog)
+            shim_prepare_free(&ex);
         return SHIM_EXIT_FAIL;
     }
     /* A job with a copy missing must not run on as if complete. */
@@ -301,6 +404,13 @@ static int shim_main(const struct shim_opts *o, const sigset_t *mask)
         fprintf(stderr, "gflow-shim: job %lld: %s\n", (long long)o->job_id, err);
         shim_supervise_kill_all(&r);
     }
+    /* The job's own OOM, before a post hook can add one of its own. */
+    shim_memlimit_last_look(&r);
+    bool oom = r.mem.oom;
+    double finished_at = now_wall();
+    char *epilog_error = shim_main_post_hook(o, &ex, &r);
+    if (o->epilog)
+        shim_prepare_free(&ex);
     shim_devices_end(&r, o->job_id); /* nothing of the job is left in it */
     shim_memlimit_end(&r, o->job_id);
     /* The log is complete before the exit file says the job is over. */
@@ -311,6 +421,8 @@ static int shim_main(const struct shim_opts *o, const sigset_t *mask)
     char *report = shim_child_report(r.report_rd);
     struct exit_record rec;
     shim_report_record(&r, o, started_at, spawn_err ? spawn_err : err ? err : report, &rec);
+    if (o->epilog)
+        rec.finished_at = finished_at; /* the job's end, not its post hook's */
     if (spawn_err) {
         rec.exit_code = JOB_EXIT_SETUP;
         rec.signal = 0;
@@ -319,20 +431,11 @@ static int shim_main(const struct shim_opts *o, const sigset_t *mask)
         rec.error = lookup_error;
         lookup_error = NULL;
     }
-    rec.oom = r.mem.oom;
+    rec.oom = oom;
+    rec.epilog_error = epilog_error;
     const char *method = shim_memlimit_method_name(r.mem.method);
     rec.memory_enforcement = method ? xstrdup(method) : NULL;
-    int rc = SHIM_EXIT_OK;
-    if (shim_report_exit(o, &rec) < 0) {
-        int e = errno;
-        char *what = shim_report_exit_name(o);
-        char *why = xasprintf("cannot write %s: %s", what, strerror(e));
-        free(what);
-        shim_report_fail(o, why, false);
-        free(why);
-        rc = SHIM_EXIT_FAIL;
-    }
-    exit_record_free(&rec);
+    int rc = shim_main_write(o, &rec);
     close(r.report_rd);
     free(report);
     free(err);

@@ -293,10 +293,11 @@ void shim_memlimit_start(struct shim_run *r)
  * see; then a v1 memory cgroup is removed (a v2 one is the job's own: jobcg.c). Without the oom_kill counter (cgroup v1 before
  * Linux 4.13), a job that hit its limit (failcnt) and died of SIGKILL counts as killed
  * for memory. */
-void shim_memlimit_end(struct shim_run *r, int64_t job_id)
+void shim_memlimit_last_look(struct shim_run *r)
 {
-    if (!r->mem.dir)
+    if (!r->mem.dir || r->mem.looked)
         return;
+    r->mem.looked = true;
     if (!r->mem.oom && r->ntasks > 0) {
         bool oom = shim_memlimit_over(r);
         int st = shim_supervise_deciding(r)->status;
@@ -307,6 +308,13 @@ void shim_memlimit_end(struct shim_run *r, int64_t job_id)
         if (oom)
             shim_memlimit_record_oom(r);
     }
+}
+
+void shim_memlimit_end(struct shim_run *r, int64_t job_id)
+{
+    if (!r->mem.dir)
+        return;
+    shim_memlimit_last_look(r);
     if (r->mem.own_dir)
         shim_cgroup_remove(r->mem.dir, job_id);
     free(r->mem.dir);

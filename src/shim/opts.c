@@ -25,6 +25,7 @@ static const char shim_opts_usage_text[] =
     "                  [--memory-limit MIB] [--conda-env NAME|PATH] [--umask MODE]\n"
     "                  [--log-max-bytes N] [--log-keep-on-full N] [--log-continue]\n"
     "                  [--nofile N] [--pty DIR] [--cpus LIST]\n"
+    "                  [--prolog CMD] [--epilog CMD] [--hook-timeout SECS]\n"
     "                  (--command \"shell command line\" | --script PATH)\n"
     "Runs and supervises one gflow job and writes its outcome to the exit file (without\n"
     "--exit-file: into the lock file of --lock-fd, at byte 8192).\n"
@@ -59,12 +60,19 @@ static const char shim_opts_usage_text[] =
     "--nofile N sets the job's soft limit of open files (RLIMIT_NOFILE) to N.\n"
     "--cpus 0-3,8 pins every process of the job to those CPUs: cpuset.cpus of its cgroup\n"
     "v2 where the cpuset controller can be enabled, and sched_setaffinity before exec.\n"
+    "--prolog CMD runs `/bin/bash -c CMD` before the job as the job would run (its user,\n"
+    "environment plus GFLOW_HOOK=pre, workdir, cgroups), its output in the log after a\n"
+    "line \"gflow-shim: pre hook\"; if it fails the job is not started and the exit file's\n"
+    "\"prolog_error\" says why. --epilog CMD runs likewise after the job (also after a\n"
+    "cancel; GFLOW_HOOK=post, GFLOW_JOB_EXIT_CODE), its failure in \"epilog_error\".\n"
+    "--hook-timeout SECS stops a hook running longer (SIGTERM, then SIGKILL after the\n"
+    "kill grace): a failure (default 60; 0: no limit).\n"
     "--groups lists the job user's groups (as getgrouplist gives them), which the job\n"
     "gets: the shim never looks them up (it is linked statically, without NSS).\n"
     "gflow-shim --standby waits on fd 3 for a job's arguments and its lock and environment\n"
     "fds (gflowd's standby shim, started before its job), and for the next job after it.\n"
     "gflow-shim --supervisor DIR runs many jobs at once, each sent on fd 3 as to a standby\n"
-    "(none with --tasks, --pty, --memory-limit or --deny-devices), and listens on\n"
+    "(none with --tasks, --pty, --memory-limit, --deny-devices or hooks), and listens on\n"
     "DIR/shim-PID.sock for a restarted gflowd.\n"
     "Started by gflowd; not meant to be run by hand.\n";
 
@@ -96,6 +104,9 @@ enum {
     OPT_PTY,
     OPT_CPUS,
     OPT_LOG_CONTINUE,
+    OPT_PROLOG,
+    OPT_EPILOG,
+    OPT_HOOK_TIMEOUT,
 };
 
 static const struct option shim_opts_long[] = {
@@ -126,6 +137,9 @@ static const struct option shim_opts_long[] = {
     {"groups", required_argument, NULL, OPT_GROUPS},
     {"pty", required_argument, NULL, OPT_PTY},
     {"log-continue", no_argument, NULL, OPT_LOG_CONTINUE},
+    {"prolog", required_argument, NULL, OPT_PROLOG},
+    {"epilog", required_argument, NULL, OPT_EPILOG},
+    {"hook-timeout", required_argument, NULL, OPT_HOOK_TIMEOUT},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -372,6 +386,20 @@ static void shim_opts_one(struct shim_opts *o, int c, const char *arg, char **er
         else
             o->pin_cpus = true;
         break;
+    case OPT_PROLOG:
+    case OPT_EPILOG:
+        if (!*arg)
+            shim_opts_error(err, xasprintf("bad --%s '' (a shell command)",
+                                           c == OPT_PROLOG ? "prolog" : "epilog"));
+        else if (c == OPT_PROLOG)
+            o->prolog = arg;
+        else
+            o->epilog = arg;
+        break;
+    case OPT_HOOK_TIMEOUT:
+        if (shim_opts_seconds(arg, &o->hook_timeout) < 0)
+            shim_opts_error(err, xasprintf("bad --hook-timeout '%s' (seconds, >= 0)", arg));
+        break;
     case OPT_PTY:
         if (arg[0] != '/')
             shim_opts_error(err, xasprintf("bad --pty '%s' (an absolute directory)", arg));
@@ -430,7 +458,8 @@ int shim_opts_parse(int argc, char **argv, struct shim_opts *o, char **err)
                             .ntasks = 1,
                             .umask = -1,
                             .nofile = -1,
-                            .ngroups = -1};
+                            .ngroups = -1,
+                            .hook_timeout = 60};
     *err = NULL;
     opterr = 0; /* one line of our own instead of getopt's */
     optind = 0; /* from the start: a standby parses one command line per job */

@@ -134,17 +134,24 @@ static bool shim_relay_write_line(struct shim_relay *rl, const char *line)
     return write(rl->log_fd, line, n) == (ssize_t)n;
 }
 
-/* The cap is reached: one line says so, starting on a line of its own. */
-static void shim_relay_cut(struct shim_relay *rl)
+/* Whether the log ends with a newline (or is empty): a line of the shim's own starts
+ * there. */
+static bool shim_relay_at_line_start(const struct shim_relay *rl)
 {
-    rl->truncated = true;
     char last = '\n';
     off_t pos = lseek(rl->log_fd, 0, SEEK_CUR);
     if (pos > 0 && pread(rl->log_fd, &last, 1, pos - 1) != 1)
         last = '\n';
+    return last == '\n';
+}
+
+/* The cap is reached: one line says so, starting on a line of its own. */
+static void shim_relay_cut(struct shim_relay *rl)
+{
+    rl->truncated = true;
     char *line = xasprintf("%sgflow-shim: log truncated at %lld bytes (daemon.max_log_bytes); "
                            "the rest of the job's output is dropped\n",
-                           last == '\n' ? "" : "\n", (long long)rl->max);
+                           shim_relay_at_line_start(rl) ? "" : "\n", (long long)rl->max);
     shim_relay_write_line(rl, line);
     free(line);
 }
@@ -226,6 +233,16 @@ void shim_relay_line(struct shim_relay *rl, const char *line)
     shim_relay_pump(rl);
     if (rl->log_fd >= 0)
         shim_relay_write_line(rl, line);
+}
+
+void shim_relay_line_start(struct shim_relay *rl, const char *line)
+{
+    shim_relay_pump(rl);
+    if (rl->log_fd < 0)
+        return;
+    if (!shim_relay_at_line_start(rl))
+        shim_relay_write_line(rl, "\n");
+    shim_relay_write_line(rl, line);
 }
 
 /* Whether the log's filesystem is full as the job ends: output of this job was lost for

@@ -73,6 +73,9 @@ struct shim_opts {
     const char *pty_dir;     /* --pty: the attach directory; NULL: no terminal */
     bool pin_cpus;           /* --cpus given: the job runs on cpus only */
     struct cpumask cpus;
+    const char *prolog;  /* --prolog: the pre hook's shell command (hook.c); NULL: none */
+    const char *epilog;  /* --epilog: the post hook's */
+    double hook_timeout; /* --hook-timeout: seconds each hook may take (0: no limit) */
 };
 
 /* Everything the job child needs, prepared before fork so the child only makes
@@ -165,6 +168,8 @@ struct shim_memlimit {
     bool oom;         /* the job was killed for memory */
     bool lapsed;      /* v2: the memory controller was turned off above the job (a
                        * gflowd restarting in a leaf): memory.max to write again */
+    bool looked;      /* the last look after the job was taken (a post hook's own OOM
+                       * is not the job's) */
 };
 
 /* The job's output on its way to the log (relay.c). */
@@ -195,6 +200,9 @@ struct shim_jobcg {
     int version; /* 2 or 1; 0 without one */
 };
 
+/* What the loop supervises: the job, or a hook before or after it (hook.c). */
+enum shim_phase { SHIM_PHASE_JOB, SHIM_PHASE_PRE, SHIM_PHASE_POST };
+
 /* The supervision state. */
 struct shim_run {
     pid_t self;
@@ -223,6 +231,13 @@ struct shim_run {
      * cgroup's, or where it has none, the supervisor's descendants with this marker
      * (the supervisor's other jobs are its descendants too). NULL: the shim's own job. */
     char *marker;
+    /* Hooks (hook.c): what the loop runs now; a cancel came (SIGTERM, SIGINT, SIGHUP or
+     * gflowd's word), which the post hook outlives; the hook's timeout timerfd (-1: none
+     * yet), and whether it fired. */
+    enum shim_phase phase;
+    bool stop_asked;
+    int hook_tfd;
+    bool hook_timed_out;
 };
 
 /* ---- supervisor.c: gflow-shim --supervisor, one process for many jobs ---- */
@@ -305,6 +320,22 @@ struct shim_prepare_ids {
 int shim_prepare_as_user(const struct shim_exec *ex, struct shim_prepare_ids *saved, char **err);
 /* Back to the shim's own ids. 0, or -1 (with *err when err is not NULL). */
 int shim_prepare_as_root(struct shim_prepare_ids *saved, char **err);
+
+/* ---- hook.c: the admin's pre and post hooks (--prolog, --epilog) ---- */
+enum shim_hook { SHIM_HOOK_PRE, SHIM_HOOK_POST };
+/* What shim_hook_run says: the hook exited 0; it failed (*why: how); it could not be
+ * started for a reason that is the job's own set-up's (*why: its user, workdir,
+ * cgroup...: the job would fail the same way). */
+#define SHIM_HOOK_OK 0
+#define SHIM_HOOK_FAILED (-1)
+#define SHIM_HOOK_SETUP (-2)
+/* Runs the pre or post hook as the job runs (ex: the job as prepared, its fds still
+ * open), its output into the log, under r's loop with the job's own tasks put aside.
+ * exit_code: GFLOW_JOB_EXIT_CODE's value for the post hook of a job that ran (NULL:
+ * none). A SHIM_HOOK_* with *why set (caller frees) unless OK; *why also goes to the
+ * log. */
+int shim_hook_run(const struct shim_opts *o, struct shim_exec *ex, struct shim_run *r,
+                  enum shim_hook which, const char *exit_code, char **why);
 
 /* ---- joblog.c: the job's log (step 3) ---- */
 /* Opens o->log_path relative to its directory, never through a link, created anew
@@ -408,7 +439,9 @@ int shim_memlimit_open(struct shim_run *r, const struct shim_exec *ex, char **er
 void shim_memlimit_start(struct shim_run *r);
 /* The memory check period is over: is the job over its limit? */
 void shim_memlimit_tick(struct shim_run *r);
-/* After the job: a last look at the OOM counters, then the cgroup is removed. */
+/* Once the job is over: a last look at the OOM counters (once; before a post hook). */
+void shim_memlimit_last_look(struct shim_run *r);
+/* After the job: the last look if not taken yet, then the cgroup is removed. */
 void shim_memlimit_end(struct shim_run *r, int64_t job_id);
 
 /* ---- proctree.c: the job's processes under /proc ---- */
@@ -441,6 +474,8 @@ int shim_relay_open(struct shim_relay *rl, const struct shim_opts *o, struct shi
 void shim_relay_pump(struct shim_relay *rl);
 /* A line of the shim's own into the log, after the job's output that came before it. */
 void shim_relay_line(struct shim_relay *rl, const char *line);
+/* The same, on a line of its own: after a newline when the log does not end with one. */
+void shim_relay_line_start(struct shim_relay *rl, const char *line);
 /* After the job: moves what is left, says how much was lost if any, closes its fds. */
 void shim_relay_close(struct shim_relay *rl);
 
@@ -474,6 +509,8 @@ void shim_supervise_init(struct shim_run *r, const struct shim_opts *o);
 int shim_supervise_open(struct shim_run *r, const sigset_t *mask, char **err);
 /* Arms a timerfd: first expiry after `first` seconds, then every interval_ns (0: once). */
 void shim_supervise_arm(int tfd, double first, long interval_ns);
+/* Disarms a timerfd (-1: none) and drops an expiry not read yet. */
+void shim_supervise_disarm(int tfd);
 /* SIGTERM to everything and start the grace period (once). */
 void shim_supervise_terminate(struct shim_run *r);
 /* SIGKILL to everything now, and again at the re-kill period until nothing is left. */

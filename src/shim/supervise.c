@@ -38,6 +38,27 @@ void shim_supervise_arm(int tfd, double first, long interval_ns)
     timerfd_settime(tfd, 0, &its, NULL);
 }
 
+void shim_supervise_disarm(int tfd)
+{
+    if (tfd < 0)
+        return;
+    struct itimerspec none = {0};
+    timerfd_settime(tfd, 0, &none, NULL);
+    uint64_t ticks;
+    if (read(tfd, &ticks, sizeof(ticks)) < 0) {
+        /* nothing was pending */
+    }
+}
+
+/* A cancel (a signal to the shim, or gflowd's word): noted, and the job or its pre hook
+ * is stopped; a post hook runs on (it is bounded by its own timeout). */
+static void shim_supervise_stop(struct shim_run *r)
+{
+    r->stop_asked = true;
+    if (r->phase != SHIM_PHASE_POST)
+        shim_supervise_terminate(r);
+}
+
 /* SIGTERM to everything and start the grace period. Only once: a second cancel must
  * not push the SIGKILL further away. */
 void shim_supervise_terminate(struct shim_run *r)
@@ -75,7 +96,7 @@ void shim_supervise_timer_fired(struct shim_run *r)
 void shim_supervise_forward(struct shim_run *r, int value)
 {
     int sig = value & 0xff;
-    if (sig <= 0 || sig >= NSIG)
+    if (sig <= 0 || sig >= NSIG || r->phase == SHIM_PHASE_POST) /* the job is over */
         return;
     if (!r->forwarded) {
         r->forwarded = true;
@@ -123,7 +144,7 @@ static void shim_supervise_control(struct shim_run *r)
     if (exitfile_ctl_parse(msg, (size_t)n, &what, &id, &value) < 0 || id != r->job_id)
         return;
     if (what == SHIM_CTL_TERM)
-        shim_supervise_terminate(r);
+        shim_supervise_stop(r);
     else if (what == SHIM_CTL_FORWARD)
         shim_supervise_forward(r, value);
 }
@@ -133,7 +154,7 @@ static void shim_supervise_signals(struct shim_run *r)
     struct signalfd_siginfo si;
     while (read(r->sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
         if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT || si.ssi_signo == SIGHUP)
-            shim_supervise_terminate(r);
+            shim_supervise_stop(r);
         else if (si.ssi_signo == SIGUSR1 && si.ssi_code == SI_QUEUE)
             shim_supervise_forward(r, si.ssi_int);
     }
@@ -207,13 +228,15 @@ int shim_supervise_run(struct shim_run *r, char **err)
             return 0;
         /* poll skips a negative fd: no memory tick without --memory-limit, no output
          * once every writer of the pipe is gone. */
-        struct pollfd p[5 + SHIM_SUPERVISE_ATTACH_FDS] = {{.fd = r->sfd, .events = POLLIN},
-                                                          {.fd = r->tfd, .events = POLLIN},
-                                                          {.fd = r->mem_tfd, .events = POLLIN},
-                                                          {.fd = r->relay.rd, .events = POLLIN},
-                                                          {.fd = r->ctl_fd, .events = POLLIN}};
-        int na = r->attach ? shim_attach_pollfds(r->attach, p + 5, SHIM_SUPERVISE_ATTACH_FDS) : 0;
-        if (poll(p, (nfds_t)(5 + na), -1) < 0) {
+        struct pollfd p[6 + SHIM_SUPERVISE_ATTACH_FDS] = {
+            {.fd = r->sfd, .events = POLLIN},
+            {.fd = r->tfd, .events = POLLIN},
+            {.fd = r->mem_tfd, .events = POLLIN},
+            {.fd = r->relay.rd, .events = POLLIN},
+            {.fd = r->ctl_fd, .events = POLLIN},
+            {.fd = r->phase == SHIM_PHASE_JOB ? -1 : r->hook_tfd, .events = POLLIN}};
+        int na = r->attach ? shim_attach_pollfds(r->attach, p + 6, SHIM_SUPERVISE_ATTACH_FDS) : 0;
+        if (poll(p, (nfds_t)(6 + na), -1) < 0) {
             if (errno == EINTR)
                 continue;
             *err = xasprintf("poll: %s", strerror(errno));
@@ -229,8 +252,13 @@ int shim_supervise_run(struct shim_run *r, char **err)
             shim_relay_pump(&r->relay);
         if (p[4].revents)
             shim_supervise_control(r);
+        if (p[5].revents) { /* --hook-timeout: the hook is stopped, and has failed */
+            shim_supervise_disarm(r->hook_tfd);
+            r->hook_timed_out = true;
+            shim_supervise_terminate(r);
+        }
         if (na)
-            shim_attach_events(r->attach, p + 5, na);
+            shim_attach_events(r->attach, p + 6, na);
     }
 }
 
@@ -263,7 +291,8 @@ void shim_supervise_init(struct shim_run *r, const struct shim_opts *o)
                            .relay = {.rd = -1, .log_fd = -1, .null_fd = -1},
                            .lock_fd = o->lock_fd,
                            .ctl_fd = -1,
-                           .job_id = o->job_id};
+                           .job_id = o->job_id,
+                           .hook_tfd = -1};
 }
 
 /* Creates the signalfd and timerfd of the loop. */

@@ -1,7 +1,8 @@
 /* supervisor: `gflow-shim --supervisor DIR`, one process that supervises many jobs at
  * once, so that a job costs no process of its own besides the job's (a shim's start and
  * exit cost as much CPU as a small job's: docs/design.md). gflowd starts one and hands
- * it the jobs a shim would run without --tasks, --pty, --memory-limit or --deny-devices;
+ * it the jobs a shim would run without --tasks, --pty, --memory-limit, --deny-devices or
+ * hooks (--prolog, --epilog);
  * each job gets exactly what a shim of its own gives it (steps 1-6, 9 of main.c), with
  * these differences:
  *
@@ -161,6 +162,8 @@ static const char *sup_unsupported(const struct shim_opts *o)
         return "--deny-devices";
     if (o->exit_file)
         return "--exit-file";
+    if (o->prolog || o->epilog)
+        return o->prolog ? "--prolog" : "--epilog";
     return NULL;
 }
 

@@ -313,6 +313,35 @@ static void test_parsed_settings(void **state)
     config_free(&c);
 }
 
+/* [hooks]: none by default, a 60 s timeout; set from a file, refused when wrong. */
+static void test_hooks_keys(void **state)
+{
+    (void)state;
+    struct gflow_config c;
+    config_init(&c);
+    assert_string_equal(c.hooks_pre, "");
+    assert_string_equal(c.hooks_post, "");
+    assert_int_equal(c.parsed.hooks_timeout_secs, 60);
+    const char *text = "[hooks]\npre = \"/opt/site/pre.sh\"\npost = \"rm -rf /tmp/$GFLOW_JOB_ID\"\n"
+                       "timeout = \"5m\"\n";
+    char *err = NULL;
+    assert_int_equal(config_load_text(&c, "h.toml", text, strlen(text), &err), 0);
+    assert_string_equal(c.hooks_pre, "/opt/site/pre.sh");
+    assert_string_equal(c.hooks_post, "rm -rf /tmp/$GFLOW_JOB_ID");
+    assert_int_equal(c.parsed.hooks_timeout_secs, 300);
+    text = "[hooks]\ntimeout = \"soon\"\n";
+    assert_int_equal(config_load_text(&c, "h.toml", text, strlen(text), &err), -1);
+    assert_non_null(strstr(err, "h.toml:2: hooks.timeout"));
+    free(err);
+    err = NULL;
+    text = "[hooks]\nprolog = \"x\"\n";
+    assert_int_equal(config_load_text(&c, "h.toml", text, strlen(text), &err), -1);
+    assert_string_equal(err, "h.toml:2: unknown key 'hooks.prolog'");
+    free(err);
+    assert_int_equal(c.parsed.hooks_timeout_secs, 300); /* all or nothing */
+    config_free(&c);
+}
+
 static void test_precedence_env_over_file(void **state)
 {
     struct fixture *f = *state;
@@ -508,6 +537,7 @@ int main(void)
         cmocka_unit_test(test_env_errors),
         cmocka_unit_test(test_config_set),
         cmocka_unit_test(test_parsed_settings),
+        cmocka_unit_test(test_hooks_keys),
         cmocka_unit_test_setup_teardown(test_precedence_env_over_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_log_keys, setup, teardown),
         cmocka_unit_test(test_default_path),

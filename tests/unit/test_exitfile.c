@@ -433,6 +433,62 @@ static void test_verdict_rules(void **state)
     expect_verdict(&r, JOB_END_TIMEOUT, JOB_TIMEOUT, JOB_REASON_TIME_LIMIT, "TimeLimit");
 }
 
+/* [hooks]: the records' prolog_error and epilog_error, through the codec and the verdict. */
+static void test_hook_errors(void **state)
+{
+    (void)state;
+    struct exit_record r;
+    exit_record_init(&r);
+    r.job_id = 4;
+    r.prolog_error = xstrdup("pre hook exited with status 3");
+    char *text = exit_record_encode(&r);
+    assert_non_null(strstr(text, ",\"prolog_error\":\"pre hook exited with status 3\"}"));
+    assert_null(strstr(text, "epilog_error")); /* left out when none */
+    struct exit_record back;
+    assert_int_equal(exit_record_decode(text, strlen(text), &back), 0);
+    free(text);
+    assert_string_equal(back.prolog_error, "pre hook exited with status 3");
+    assert_null(back.epilog_error);
+    assert_int_equal(back.exit_code, -1);
+    /* The job never ran: PrologFailed, whatever the post hook did. */
+    back.epilog_error = xstrdup("post hook exited with status 1");
+    expect_verdict(&back, JOB_END_NONE, JOB_FAILED, JOB_REASON_PROLOG_FAILED,
+                   "PrologFailed: pre hook exited with status 3");
+    /* A cancel (or time limit, preemption) outranks it, as any other outcome. */
+    expect_verdict(&back, JOB_END_CANCEL, JOB_CANCELLED, JOB_REASON_CANCELLED_BY_USER,
+                   "CancelledByUser");
+    free(back.prolog_error);
+    back.prolog_error = NULL;
+    /* A failed post hook is the reason of a job that ended on its own: done, failed,
+     * killed, out of memory; the exit code stays the job's. */
+    back.exit_code = 0;
+    expect_verdict(&back, JOB_END_NONE, JOB_FAILED, JOB_REASON_EPILOG_FAILED,
+                   "EpilogFailed: post hook exited with status 1");
+    back.exit_code = 2;
+    expect_verdict(&back, JOB_END_NONE, JOB_FAILED, JOB_REASON_EPILOG_FAILED,
+                   "EpilogFailed: post hook exited with status 1");
+    back.oom = true;
+    expect_verdict(&back, JOB_END_NONE, JOB_FAILED, JOB_REASON_EPILOG_FAILED,
+                   "EpilogFailed: post hook exited with status 1");
+    /* ...but not one that could not start (that says more), nor one the daemon ended. */
+    back.oom = false;
+    back.exit_code = 127;
+    back.error = xstrdup("command not found: nosuch");
+    expect_verdict(&back, JOB_END_NONE, JOB_FAILED, JOB_REASON_LAUNCH_FAILED,
+                   "LaunchFailed: command not found: nosuch");
+    expect_verdict(&back, JOB_END_TIMEOUT, JOB_TIMEOUT, JOB_REASON_TIME_LIMIT, "TimeLimit");
+    exit_record_free(&back);
+    /* The text forms read back as the codes (an old database, the API's reason). */
+    int64_t job;
+    char *detail;
+    assert_int_equal(job_reason_parse("PrologFailed: pre hook exited with status 3", &job, &detail),
+                     JOB_REASON_PROLOG_FAILED);
+    assert_string_equal(detail, "pre hook exited with status 3");
+    free(detail);
+    assert_int_equal(job_reason_parse("EpilogFailed", &job, &detail), JOB_REASON_EPILOG_FAILED);
+    assert_null(detail);
+}
+
 static void expect_lost(enum shim_end how, int value, const char *lock_error,
                         enum job_end_request req, enum job_state state, const char *text)
 {
@@ -680,6 +736,7 @@ int main(void)
         cmocka_unit_test(test_lock_line_is_capped),
         cmocka_unit_test(test_lock_parse_refuses_bad_pid_lines),
         cmocka_unit_test(test_verdict_rules),
+        cmocka_unit_test(test_hook_errors),
         cmocka_unit_test(test_verdict_without_exit_file),
         cmocka_unit_test(test_lock_cgroup_and_forwarded_lines),
         cmocka_unit_test(test_marker_and_killed_count),

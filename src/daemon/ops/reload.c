@@ -63,6 +63,9 @@ static const char *const live_keys[] = {
     "reservations.max_duration",
     "reservations.max_ahead",
     "reservations.max_per_user",
+    "hooks.pre", /* the [hooks] keys: passed to each job's shim at its launch */
+    "hooks.post",
+    "hooks.timeout",
     "limits.max_jobs_per_request",
     "limits.max_active_jobs_per_user",
     "limits.max_ids_per_request",

@@ -178,6 +178,20 @@ static void shim_args(const struct gflowd *d, const struct job *j, const struct 
         strvec_push(argv, "--cpus");
         strvec_push(argv, j->cpus);
     }
+    /* [hooks]: the shim runs them around the job as the job's user (src/shim/hook.c);
+     * read at each launch, so a reload counts from the next job on. */
+    if (d->cfg.hooks_pre && *d->cfg.hooks_pre) {
+        strvec_push(argv, "--prolog");
+        strvec_push(argv, d->cfg.hooks_pre);
+    }
+    if (d->cfg.hooks_post && *d->cfg.hooks_post) {
+        strvec_push(argv, "--epilog");
+        strvec_push(argv, d->cfg.hooks_post);
+    }
+    if ((d->cfg.hooks_pre && *d->cfg.hooks_pre) || (d->cfg.hooks_post && *d->cfg.hooks_post)) {
+        strvec_push(argv, "--hook-timeout");
+        strvec_pushf(argv, "%lld", (long long)d->cfg.parsed.hooks_timeout_secs);
+    }
     if (d->nofile_raised) { /* the job gets the limit gflowd was started with */
         strvec_push(argv, "--nofile");
         strvec_pushf(argv, "%lld", (long long)d->nofile_soft);

@@ -238,7 +238,7 @@ static int standby_take(struct launcher *l, char *const *argv, int lock_fd, int 
 /* ---- the supervisor ---- */
 
 /* gflow-shim --supervisor (src/shim/supervisor.c): one process that supervises the jobs
- * that need nothing a shim of their own gives (no --tasks, --pty, --memory-limit or
+ * that need nothing a shim of their own gives (no --tasks, --pty, --memory-limit, hooks or
  * --deny-devices), so that a job costs no shim process. Ours (started by this daemon,
  * our child) takes new jobs; those of an earlier daemon, still running jobs it
  * adopted, are reached on their control socket (launch_supervisor_attach) until their
@@ -465,10 +465,12 @@ void launch_supervisor_stop(const struct gflowd *d)
     }
 }
 
-/* Whether the job needs a shim of its own (options the supervisor does not take). */
+/* Whether the job needs a shim of its own (options the supervisor does not take; the
+ * hooks run in the shim's own loop before and after the job). */
 static bool needs_own_shim(char *const *argv)
 {
-    static const char *const own[] = {"--tasks", "--pty", "--memory-limit", "--deny-devices"};
+    static const char *const own[] = {"--tasks",        "--pty",    "--memory-limit",
+                                      "--deny-devices", "--prolog", "--epilog"};
     for (char *const *a = argv + 1; *a; a++)
         for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++)
             if (strcmp(*a, own[i]) == 0)

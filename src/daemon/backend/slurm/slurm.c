@@ -195,9 +195,31 @@ static void drain_backlog(struct gflowd *d)
     sl->backlog_len -= done;
 }
 
+/* [hooks] are run by gflow-shim, which jobs in Slurm do not have: said once for each
+ * setting of them (a reload that sets other ones says it again), never silently. Slurm's
+ * own Prolog/Epilog (slurm.conf) are the place for them there. */
+static void warn_hooks(const struct gflowd *d)
+{
+    static char *warned; /* the hooks last warned about, "pre\npost" */
+    const char *pre = d->cfg.hooks_pre ? d->cfg.hooks_pre : "";
+    const char *post = d->cfg.hooks_post ? d->cfg.hooks_post : "";
+    if (!*pre && !*post)
+        return;
+    char *now = xasprintf("%s\n%s", pre, post);
+    if (warned && strcmp(warned, now) == 0) {
+        free(now);
+        return;
+    }
+    free(warned);
+    warned = now;
+    log_warn("[hooks] pre/post are not run for jobs of the Slurm backend (backend.kind = "
+             "\"slurm\"): set Prolog/Epilog in slurm.conf instead");
+}
+
 void slurm_launch(struct gflowd *d, struct job *j)
 {
     struct slurm_backend *sl = d->slurm;
+    warn_hooks(d);
     if (j->end_request == JOB_END_NONE && sl->reconciled && sl->submitting >= SLURM_MAX_SUBMITS) {
         push_id(&sl->backlog, &sl->backlog_len, &sl->backlog_cap, j->id);
         j->backend_id = 0;
