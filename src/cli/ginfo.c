@@ -18,6 +18,7 @@
 #include "cli.h"
 #include "output.h"
 #include "parse.h"
+#include "timefmt.h"
 #include "util.h"
 
 enum { OPT_TOPOLOGY = 256 };

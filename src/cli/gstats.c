@@ -18,6 +18,7 @@
 #include "cli.h"
 #include "clock.h"
 #include "output.h"
+#include "timefmt.h"
 #include "util.h"
 
 enum { OPT_SINCE = 256, OPT_UNTIL, OPT_BY, OPT_GPU, OPT_BUCKETS };
@@ -71,20 +72,13 @@ static bool has(const json_t *o, const char *key)
     return json_is_number(json_object_get(o, key));
 }
 
-/* A duration for people: "4.2s", "3m12s", "2h05m", "1d03h"; "-" without a value. */
+/* A duration as every command shows one ("00:03:12", format_duration); "-" without a
+ * value. */
 static char *human_secs(const json_t *o, const char *key)
 {
     if (!has(o, key))
         return xstrdup("-");
-    double s = num(o, key);
-    long t = lround(s);
-    if (s < 60)
-        return xasprintf("%.1fs", s);
-    if (t < 3600)
-        return xasprintf("%ldm%02lds", t / 60, t % 60);
-    if (t < 86400)
-        return xasprintf("%ldh%02ldm", t / 3600, t % 3600 / 60);
-    return xasprintf("%ldd%02ldh", t / 86400, t % 86400 / 3600);
+    return format_duration(lround(num(o, key)));
 }
 
 /* "NonZeroExitCode:2,TimeLimit:1" (sep between them), "-" when none. */
