@@ -13,9 +13,9 @@
 #include "timefmt.h"
 #include "util.h"
 
-#define LABEL_W 8                            /* "GPU 12  " */
-#define PLOT_W (TIMELINE_WIDTH - LABEL_W)    /* the columns time runs across */
-#define MAX_GPUS 64                          /* reservations name GPUs 0..63 */
+#define LABEL_W 8                         /* "GPU 12  " */
+#define PLOT_W (TIMELINE_WIDTH - LABEL_W) /* the columns time runs across */
+#define MAX_GPUS 64                       /* reservations name GPUs 0..63 */
 
 /* One line of the plot: an ASCII character per column, or a glyph where one is set. */
 struct plot_row {
@@ -103,7 +103,10 @@ static void print_axis(double *start, double end, double now, FILE *out)
     row_init(&labels, ' ');
     for (int i = 0; i < PLOT_W; i++)
         axis.glyph[i] = "─";
-    int now_col = now >= *start && now < end ? column(now, *start, end) : -1;
+    /* "Now" at the very end (--range -24h) is drawn in the last column. */
+    int now_col = now >= *start && now <= end ? column(now, *start, end) : -1;
+    if (now_col >= PLOT_W)
+        now_col = PLOT_W - 1;
     int taken = 0; /* labels end before this column */
     if (now_col >= 0) {
         axis.glyph[now_col] = "┃";
@@ -269,8 +272,8 @@ void timeline_print(const json_t *reservations, const json_t *gpu_indices, doubl
         char *b = format_time_as(num(x, "end"), "%m/%d %H:%M");
         fprintf(out, "#%-4lld %-12s GPU %-8s %-9s %s → %s\n",
                 (long long)json_integer_value(json_object_get(x, "id")),
-                json_string_value(json_object_get(x, "user")), gpus,
-                status_word(status_of(x)), a, b);
+                json_string_value(json_object_get(x, "user")), gpus, status_word(status_of(x)), a,
+                b);
         free(a);
         free(b);
         free(gpus);

@@ -111,6 +111,8 @@ static void gqueue_help(void)
            "      --interval SECS   seconds between refreshes with --watch when nothing\n"
            "                        changes (default 2)\n"
            "      --socket PATH     the daemon's socket\n"
+           "      --config FILE     the config file whose timezone (and\n"
+           "                        daemon.socket_path) to use; before time options\n"
            "  -h, --help            show this help\n"
            "  -V, --version         show the version\n"
            "\n"

@@ -53,6 +53,8 @@ static void gstats_help(void)
           "      --buckets N       slices of that time series (default 24)\n"
           "  -o, --output FORMAT   table (default), json or csv (the groups, no total)\n"
           "      --socket PATH     the daemon's socket\n"
+          "      --config FILE     the config file whose timezone (and\n"
+          "                        daemon.socket_path) to use; before time options\n"
           "  -h, --help            show this help\n"
           "  -V, --version         show the version\n"
           "\n"

@@ -49,8 +49,8 @@ static bool zone_file_ok(const char *name)
     if (fd < 0)
         return false;
     char magic[4];
-    bool ok = read(fd, magic, sizeof(magic)) == (ssize_t)sizeof(magic) &&
-              memcmp(magic, "TZif", 4) == 0;
+    bool ok =
+        read(fd, magic, sizeof(magic)) == (ssize_t)sizeof(magic) && memcmp(magic, "TZif", 4) == 0;
     close(fd);
     return ok;
 }

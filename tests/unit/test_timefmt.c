@@ -69,8 +69,9 @@ static void test_zone_check(void **state)
         assert_int_equal(timefmt_zone_check(good[i], &err), 0);
         assert_null(err);
     }
-    const char *bad[] = {"",          "Mars/Olympus", "Asia", "../etc/passwd", "/etc/localtime",
-                         "Asia/../UTC", "local",      "UTC ", "Asia//Shanghai", "zone.tab"};
+    const char *bad[] = {
+        "",      "Mars/Olympus", "Asia",           "../etc/passwd", "/etc/localtime", "Asia/../UTC",
+        "local", "UTC ",         "Asia//Shanghai", "zone.tab"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         char *err = NULL;
         assert_int_equal(timefmt_zone_check(bad[i], &err), -1);
