@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "parse.h"
 #include "timefmt.h"
 
@@ -101,12 +102,60 @@ static void test_duration(void **state)
     duration_is(-1, "00:00:00");
 }
 
+/* The top-level `timezone` key: in the file (before any section), GFLOW_TIMEZONE, checked. */
+static void load_is(const char *text, const char *zone, const char *err_has)
+{
+    struct gflow_config c;
+    config_init(&c);
+    char *err = NULL;
+    int r = config_load_text(&c, "f.toml", text, strlen(text), &err);
+    if (err_has) {
+        assert_int_equal(r, -1);
+        assert_non_null(strstr(err, err_has));
+        free(err);
+    } else {
+        assert_int_equal(r, 0);
+        if (zone)
+            assert_string_equal(c.timezone, zone);
+        else
+            assert_null(c.timezone);
+    }
+    config_free(&c);
+}
+
+static void test_config_key(void **state)
+{
+    (void)state;
+    load_is("", NULL, NULL);
+    load_is("timezone = \"Asia/Shanghai\"\n[daemon]\nmax_running_jobs = 2\n", "Asia/Shanghai",
+            NULL);
+    load_is("timezone = \"UTC\"\n", "UTC", NULL);
+    load_is("\n\ntimezone = \"Mars/Olympus\"\n", NULL,
+            "f.toml:3: timezone: unknown time zone 'Mars/Olympus'");
+    load_is("timezone = 8\n", NULL, "f.toml:1: timezone must be a string");
+    load_is("[daemon]\ntimezone = \"UTC\"\n", NULL, "unknown key 'daemon.timezone'");
+    load_is("[timezone]\nx = 1\n", NULL, "f.toml:1:");
+    struct gflow_config c;
+    config_init(&c);
+    char *err = NULL;
+    char *env_ok[] = {"GFLOW_TIMEZONE=Europe/Berlin", "GFLOW_SOCKET=/x", NULL};
+    assert_int_equal(config_load_env(&c, env_ok, &err), 0);
+    assert_string_equal(c.timezone, "Europe/Berlin");
+    char *env_bad[] = {"GFLOW_TIMEZONE=Nowhere", NULL};
+    assert_int_equal(config_load_env(&c, env_bad, &err), -1);
+    assert_non_null(strstr(err, "GFLOW_TIMEZONE"));
+    assert_non_null(strstr(err, "unknown time zone 'Nowhere'"));
+    free(err);
+    config_free(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_loader_and_zone),
         cmocka_unit_test(test_zone_check),
         cmocka_unit_test(test_duration),
+        cmocka_unit_test(test_config_key),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
