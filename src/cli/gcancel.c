@@ -54,7 +54,7 @@ static void gcancel_help(void)
            "      --kill, --cancel  accepted for gflow and Slurm scripts; no effect\n"
            "      --socket PATH  the daemon's socket\n"
            "      --config FILE  the config file whose timezone (and\n"
-           "                     daemon.socket_path) to use; before time options\n"
+           "                     daemon.socket_path) to use\n"
            "  -h, --help         show this help\n"
            "  -V, --version      show the version\n"
            "\n"

@@ -73,7 +73,7 @@ static void gctl_help(void)
            "Options:\n"
            "      --socket PATH  the daemon's socket\n"
            "      --config FILE  the config file whose timezone (and\n"
-           "                     daemon.socket_path) to use; before time options\n"
+           "                     daemon.socket_path) to use\n"
            "  -h, --help         show this help ('gctl <command> --help' for a command)\n"
            "  -V, --version      show the version\n");
 }

@@ -39,7 +39,7 @@ static void ginfo_help(void)
            "  -o, --output FORMAT  table (the default) or json (the daemon's answer)\n"
            "      --socket PATH    the daemon's socket\n"
            "      --config FILE    the config file whose timezone (and\n"
-           "                       daemon.socket_path) to use; before time options\n"
+           "                       daemon.socket_path) to use\n"
            "  -h, --help           show this help\n"
            "  -V, --version        show the version\n"
            "\n"

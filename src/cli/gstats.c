@@ -38,8 +38,8 @@ static void gstats_help(void)
           "  -t, --since WHEN      start of the period (default: 7 days before --until): a\n"
           "                        duration ago (30m, 1h, 2d, 1w; also s), today,\n"
           "                        yesterday, a date or time (2026-03-01,\n"
-          "                        2026-03-01T09:30, '2026-03-01 09:30:00', local; Z for\n"
-          "                        UTC) or unix seconds\n"
+          "                        2026-03-01T09:30, '2026-03-01 09:30:00', in timezone;\n"
+          "                        Z or +08:00 for another) or unix seconds\n"
           "      --until WHEN      end of the period (default: now), same forms\n"
           "      --by KEY          one row per user (default), project or gpu (a job on\n"
           "                        two GPUs counts on both, with one GPU's hours each;\n"
@@ -54,7 +54,7 @@ static void gstats_help(void)
           "  -o, --output FORMAT   table (default), json or csv (the groups, no total)\n"
           "      --socket PATH     the daemon's socket\n"
           "      --config FILE     the config file whose timezone (and\n"
-          "                        daemon.socket_path) to use; before time options\n"
+          "                        daemon.socket_path) to use\n"
           "  -h, --help            show this help\n"
           "  -V, --version         show the version\n"
           "\n"
@@ -247,8 +247,8 @@ static double when_or_die(const char *flag, const char *text, double now)
     double t = cli_parse_when(text, now);
     if (t < 0)
         cli_usage_error("invalid %s '%s': use a duration ago (30m, 1h, 2d, 1w), today, "
-                        "yesterday, a date or time (2026-03-01, 2026-03-01T09:30) or unix "
-                        "seconds",
+                        "yesterday, a date or time (2026-03-01, 2026-03-01T09:30, with Z or "
+                        "+08:00 for another zone than the configured one) or unix seconds",
                         flag, text);
     return t;
 }
