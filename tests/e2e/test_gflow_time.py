@@ -309,3 +309,27 @@ def test_duration_has_no_days_form(make_gflow):
     g = daemon(make_gflow, zone="UTC")
     job = g.submit("-H", "-t", "2-01:00:00", "true")
     assert gqueue_cell(g, job, "TIMELIMIT") == "49:00:00"
+
+
+# ---------------------------------------------------------------- init and reload
+
+def test_init_writes_the_key_and_reload_takes_a_new_zone(make_gflow):
+    g = make_gflow(start=False)
+    conf = g.root / "init.toml"
+    g.gflowd("-c", conf, "init", check=True)
+    text = conf.read_text()
+    # A top-level key: before the first section, commented out like every key.
+    assert "# timezone =\n" in text and text.index("# timezone =") < text.index("[daemon]")
+    conf.write_text(text.replace("# timezone =\n", 'timezone = "Asia/Shanghai"\n'))
+    g.up("-c", conf, "--simulate-gpus", 1)
+    job, _ = submit_held(g, "2031-01-01T00:00:00Z")
+    assert gqueue_cell(g, job, "BEGIN", "--config", conf) == "2031-01-01 08:00:00"
+    conf.write_text(conf.read_text().replace("Asia/Shanghai", "Europe/London"))
+    cp = g.gflowd("-c", conf, "reload", check=True)
+    assert "Applied now: timezone" in cp.stdout, cp.stdout
+    assert gqueue_cell(g, job, "BEGIN", "--config", conf) == "2031-01-01 00:00:00"
+    # A bad zone is refused by reload too, with nothing changed.
+    conf.write_text(conf.read_text().replace("Europe/London", "Europe/Atlantis"))
+    cp = g.gflowd("-c", conf, "reload")
+    assert_one_line_error(cp, "gflowd", 1, "unknown time zone 'Europe/Atlantis'",
+                          "nothing was reloaded")
