@@ -17,15 +17,33 @@
 #include "gflow_build.h"
 #include "parse.h"
 #include "termtext.h"
+#include "timefmt.h"
 #include "util.h"
 
 static const char *cli_prog = "gflow";
+
+/* timefmt's loader: the config's timezone, read only by a command that shows or reads a
+ * time. A config that cannot be read is fatal, as for the socket's search. */
+static void cli_load_timezone(void)
+{
+    char *err = NULL;
+    if (client_load_timezone(&err) < 0)
+        cli_die(CLI_EXIT_FAIL, "%s", err);
+}
+
+void cli_use_timezone(const char *zone)
+{
+    char *err = NULL;
+    if (timefmt_use_zone(zone, &err) < 0)
+        cli_usage_error("invalid --timezone: %s", err);
+}
 
 void cli_init(const char *prog)
 {
     const char *slash = strrchr(prog, '/');
     cli_prog = slash ? slash + 1 : prog;
     client_init(prog);
+    timefmt_set_loader(cli_load_timezone);
     /* jansson would otherwise read /dev/urandom to seed its hash tables; a command only
      * parses its own daemon's answers, so hash flooding is not a concern here and the
      * syscalls are saved on every command. (Never in the daemon, which parses what
@@ -132,6 +150,9 @@ void cli_common_option(int c, char **argv, const struct option *longopts, const 
     switch (c) {
     case CLI_OPT_SOCKET:
         client_set_socket(optarg);
+        return;
+    case CLI_OPT_CONFIG:
+        client_set_config(optarg);
         return;
     case 'h':
         help();
@@ -343,26 +364,18 @@ double cli_parse_when(const char *text, double now)
             if (end[0] == units[i].unit && !end[1])
                 return now - n * units[i].secs;
     }
-    time_t t = (time_t)now;
-    struct tm tm;
-    localtime_r(&t, &tm);
     if (!strcasecmp(text, "today") || !strcasecmp(text, "yesterday")) {
+        timefmt_ready(); /* midnight in the configured zone */
+        time_t t = (time_t)now;
+        struct tm tm;
+        localtime_r(&t, &tm);
         tm.tm_hour = tm.tm_min = tm.tm_sec = 0;
         tm.tm_mday -= !strcasecmp(text, "yesterday");
         tm.tm_isdst = -1;
         return (double)mktime(&tm);
     }
-    static const char *const forms[] = {"%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M:%S",
-                                        "%Y-%m-%d %H:%M", "%Y-%m-%d"};
-    for (size_t i = 0; i < sizeof(forms) / sizeof(forms[0]); i++) {
-        memset(&tm, 0, sizeof(tm));
-        const char *rest = strptime(text, forms[i], &tm);
-        if (!rest || (*rest && strcmp(rest, "Z") != 0))
-            continue;
-        if (*rest)
-            return (double)timegm(&tm);
-        tm.tm_isdst = -1;
-        return (double)mktime(&tm);
-    }
+    double at;
+    if (parse_datetime(text, &at, NULL) == 0)
+        return at;
     return -1;
 }

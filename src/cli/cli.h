@@ -39,13 +39,17 @@ void cli_refuse_completion(const char *word);
  * value", "option --hold takes no value". Caller frees. */
 char *cli_option_error(char **argv, int c, const struct option *longopts);
 
-/* The value of --socket in the options every command takes (above any of its own). */
+/* The values of --socket and --config in the options every command takes (above any of
+ * its own). */
 #define CLI_OPT_SOCKET 0x1000
-/* The options every command takes, before the end of its long options: --socket, --help,
- * --version. */
+#define CLI_OPT_CONFIG 0x1001
+/* The options every command takes, before the end of its long options: --socket,
+ * --config (the file whose daemon.socket_path and timezone the command uses, as gflow's
+ * commands take it), --help, --version. */
 /* clang-format off */
 #define CLI_COMMON_LONGOPTS                               \
     {"socket", required_argument, NULL, CLI_OPT_SOCKET}, \
+    {"config", required_argument, NULL, CLI_OPT_CONFIG}, \
     {"help", no_argument, NULL, 'h'},                     \
     {"version", no_argument, NULL, 'V'}
 /* clang-format on */
@@ -84,9 +88,14 @@ int cli_try_resolve_ref(int back, int64_t *id, char **err);
  * ("@", "@~2"). Bad syntax is a usage error (exit 2). Returns a malloc'd array. */
 int64_t *cli_parse_ids(int argc, char **argv, size_t *n);
 
+/* Shows and reads times in zone (a --timezone flag) instead of the config's; an unknown
+ * zone is a usage error. */
+void cli_use_timezone(const char *zone);
+
 /* A point in time as --since and --until take it (gqueue, gstats): a duration ago (30m,
  * 1h, 2d, 1w; also s), today, yesterday, a date or time (2026-03-01, 2026-03-01T09:30,
- * '2026-03-01 09:30:00', local; Z for UTC) or unix seconds. Seconds since the epoch, or
+ * '2026-03-01 09:30:00', in the configured timezone; Z or +08:00 for another) or unix
+ * seconds. Seconds since the epoch, or
  * -1 when text is none of these. */
 double cli_parse_when(const char *text, double now);
 

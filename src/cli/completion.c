@@ -36,16 +36,17 @@ static const struct completion_entry completion_table[] = {
      JOB_FLAGS
      " -H --hold -c -P --project --nice --auto-close --notify-email --notify-on " GPU_FLAGS
      " " DEP_FLAGS " --array --param --param-file --name-template --max-concurrent "
-     "--dry-run --parsable --socket -h --help -V --version"},
+     "--dry-run --parsable --socket --config -h --help -V --version"},
     {"gqueue", NULL, NULL,
      "-a --all -c --completed -s --states -j --jobs -u --user --users -N --names -g --group "
      "--since -w --watch --interval -P --project -n --limit -r --sort -f --format -o --output "
-     "--start -t --tree --socket -h --help -V --version"},
+     "--start -t --tree --socket --config -h --help -V --version"},
     {"gcancel", NULL, NULL,
-     "--dry-run -v --verbose --kill --cancel --socket -h --help -V --version"},
-    {"ginfo", NULL, NULL, "-v --verbose --topology -o --output --socket -h --help -V --version"},
+     "--dry-run -v --verbose --kill --cancel --socket --config -h --help -V --version"},
+    {"ginfo", NULL, NULL,
+     "-v --verbose --topology -o --output --socket --config -h --help -V --version"},
     {"gjob", NULL, "show s log l attach a hold h release r update u redo",
-     "--socket -h --help -V --version"},
+     "--socket --config -h --help -V --version"},
     {"gjob", "show", NULL, "-o --output -h --help"},
     {"gjob", "log", NULL, "-f --first -l --last --follow --raw -h --help"},
     {"gjob", "attach", NULL, "-r --read-only --detach-keys -h --help"},
@@ -60,10 +61,11 @@ static const struct completion_entry completion_table[] = {
                " --no-requeue --no-pty " GPU_FLAGS " --no-shared " DEP_FLAGS " " GJOB_DEP_FLAGS
                " --cascade -h --help"},
     {"gstats", NULL, NULL,
-     "-t --since --until --by -u --user -a --all-users --gpu --buckets -o --output --socket -h "
+     "-t --since --until --by -u --user -a --all-users --gpu --buckets -o --output --socket "
+     "--config -h "
      "--help -V --version"},
     {"gctl", NULL, "show-gpus set-gpus gpu-process gpu set-limit quota usage reserve",
-     "--socket -h --help -V --version"},
+     "--socket --config -h --help -V --version"},
     {"gctl", "usage", NULL, "-o --output -h --help"},
     {"gctl", "gpu-process", "ignore unignore list", "--gpu --pid -h --help"},
     {"gctl", "gpu", "resume", "--force -h --help"},
@@ -71,7 +73,8 @@ static const struct completion_entry completion_table[] = {
      "--user --project --default-user --default-project --max-running-jobs --max-running-gpus "
      "--max-queued-jobs --max-gpu-hours --limits -h --help"},
     {"gctl", "reserve", "create list get cancel",
-     "--user --gpus --gpu-spec --start --duration --status --active -h --help"},
+     "--user --gpus --gpu-spec --start --duration --timezone --status --active --timeline "
+     "--range --from --to -h --help"},
     {"gflowd", NULL, "up start down stop restart status run reload init service web",
      "-c --config --user --system --data-dir --socket --max-running-jobs --kill-grace-secs "
      "--log-level -v --verbose -q --quiet --gpus --gpu-allocation-strategy "

@@ -128,6 +128,9 @@ static void gbatch_help(void)
            "      --parsable                   print only the job ids, one per line\n"
            "      --socket PATH                the daemon's socket (default: $GFLOW_SOCKET,\n"
            "                                   the config, then the usual places)\n"
+           "      --config FILE                the config file whose timezone (and\n"
+           "                                   daemon.socket_path) to use; give it before\n"
+           "                                   --begin\n"
            "  -h, --help                       show this help\n"
            "  -V, --version                    show the version\n"
            "\n");
@@ -335,6 +338,7 @@ static int gbatch_parse(int argc, char **argv, struct gbatch_opts *o, const stru
         case OPT_DRY_RUN:
         case OPT_PARSABLE:
         case CLI_OPT_SOCKET:
+        case CLI_OPT_CONFIG:
         case 'h':
         case 'V':
             if (ctx->file)
@@ -346,6 +350,8 @@ static int gbatch_parse(int argc, char **argv, struct gbatch_opts *o, const stru
                 o->parsable = true;
             else if (c == CLI_OPT_SOCKET)
                 client_set_socket(optarg);
+            else if (c == CLI_OPT_CONFIG)
+                client_set_config(optarg);
             else if (c == 'h') {
                 gbatch_help();
                 exit(0);

@@ -11,6 +11,7 @@
 #include "job.h"
 #include "output.h"
 #include "parse.h"
+#include "timefmt.h"
 #include "util.h"
 
 void gbatch_print_dry_run(const json_t *spec, const json_t *reply)
@@ -129,10 +130,8 @@ void gbatch_print_notes(const json_t *spec, bool parsable)
 {
     const json_t *begin = json_object_get(spec, JOB_KEY_BEGIN_TIME);
     if (!parsable && json_is_number(begin) && json_number_value(begin) > 0) {
-        time_t t = (time_t)json_number_value(begin);
-        struct tm tm;
         char buf[64];
-        if (localtime_r(&t, &tm) && strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S", &tm))
-            cli_printf("Begins at %s\n", buf);
+        format_time_buf(buf, sizeof(buf), json_number_value(begin));
+        cli_printf("Begins at %s\n", buf);
     }
 }

@@ -53,6 +53,8 @@ static void gcancel_help(void)
            "  -v, --verbose      one line per job however many there are\n"
            "      --kill, --cancel  accepted for gflow and Slurm scripts; no effect\n"
            "      --socket PATH  the daemon's socket\n"
+           "      --config FILE  the config file whose timezone (and\n"
+           "                     daemon.socket_path) to use\n"
            "  -h, --help         show this help\n"
            "  -V, --version      show the version\n"
            "\n"

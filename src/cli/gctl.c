@@ -72,6 +72,8 @@ static void gctl_help(void)
            "\n"
            "Options:\n"
            "      --socket PATH  the daemon's socket\n"
+           "      --config FILE  the config file whose timezone (and\n"
+           "                     daemon.socket_path) to use\n"
            "  -h, --help         show this help ('gctl <command> --help' for a command)\n"
            "  -V, --version      show the version\n");
 }

@@ -18,6 +18,7 @@
 #include "cli.h"
 #include "output.h"
 #include "parse.h"
+#include "timefmt.h"
 #include "util.h"
 
 enum {
@@ -103,12 +104,7 @@ static char *limit_cell(const json_t *limit, bool hours)
 
 static char *when(double t)
 {
-    char buf[64];
-    time_t s = (time_t)t;
-    struct tm tm;
-    localtime_r(&s, &tm);
-    strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M", &tm);
-    return xstrdup(buf);
+    return format_time(t);
 }
 
 /* Seconds as the config writes them: 2h, 7d, 90m (the largest unit that divides). */

@@ -1,13 +1,17 @@
 /* gctl_reserve: GPU reservations, as gflow's `gctl reserve`:
  *
  *   gctl reserve create [--user U] (--gpus N | --gpu-spec 0,2) --start T --duration D
- *   gctl reserve list [--user U] [--status S | --active]
- *   gctl reserve get ID
+ *                       [--timezone Z]
+ *   gctl reserve list [--user U] [--status S | --active] [--timezone Z]
+ *                     [--timeline [--range R | --from T --to T]]
+ *   gctl reserve get ID [--timezone Z]
  *   gctl reserve cancel ID
  *
- * --start takes what gbatch --begin takes (parse_begin_time), --duration what a
- * setting's duration takes ("2h", or a --time value). The daemon picks a --gpus N
- * reservation's GPUs when it is made and refuses one that clashes with another. */
+ * --start takes what gbatch --begin takes (parse_begin_time: with Z or an offset too),
+ * --duration what a setting's duration takes ("2h", or a --time value). --timezone
+ * shows and reads times in another zone than the configured one. The daemon picks a
+ * --gpus N reservation's GPUs when it is made and refuses one that clashes with
+ * another. */
 #include "gctl_reserve.h"
 
 #include <getopt.h>
@@ -17,19 +21,35 @@
 
 #include "cli.h"
 #include "clock.h"
+#include "gctl_timeline.h"
 #include "output.h"
 #include "parse.h"
 #include "reservation.h"
+#include "timefmt.h"
 #include "util.h"
 
-enum { OPT_USER = 300, OPT_GPUS, OPT_GPU_SPEC, OPT_START, OPT_DURATION, OPT_STATUS, OPT_ACTIVE };
+enum {
+    OPT_USER = 300,
+    OPT_GPUS,
+    OPT_GPU_SPEC,
+    OPT_START,
+    OPT_DURATION,
+    OPT_STATUS,
+    OPT_ACTIVE,
+    OPT_TIMEZONE,
+    OPT_TIMELINE,
+    OPT_RANGE,
+    OPT_FROM,
+    OPT_TO,
+};
 
 static void help_reserve(void)
 {
     printf("Usage: gctl reserve create [--user U] (--gpus N | --gpu-spec LIST) --start T\n"
-           "                           --duration D\n"
-           "       gctl reserve list [--user U] [--status S | --active]\n"
-           "       gctl reserve get <id>\n"
+           "                           --duration D [--timezone Z]\n"
+           "       gctl reserve list [--user U] [--status S | --active] [--timezone Z]\n"
+           "                         [--timeline [--range R | --from T --to T]]\n"
+           "       gctl reserve get <id> [--timezone Z]\n"
            "       gctl reserve cancel <id>\n"
            "\n"
            "Books GPUs for one user over a window of time. During the window the reserved\n"
@@ -53,8 +73,11 @@ static void help_reserve(void)
            "                      other reservations in the window\n"
            "      --gpu-spec LIST these GPUs (NVML indices: 0,2 or 0-3)\n"
            "      --start T       as gbatch --begin: HH:MM[:SS], YYYY-MM-DD[THH:MM[:SS]],\n"
-           "                      now, now+30m, +2h (local time)\n"
+           "                      now, now+30m, +2h; in the configured timezone, or with\n"
+           "                      Z or an offset: 2026-01-28T14:00:00Z, ...T14:00+08:00\n"
            "      --duration D    2h, 90m, 1d, or a --time value (1:30:00, 1-00:00:00)\n"
+           "      --timezone Z    read --start (and show times) in zone Z, e.g.\n"
+           "                      Asia/Shanghai or UTC, instead of the config's timezone\n"
            "A reservation whose GPUs are reserved by another in an overlapping window is\n"
            "refused.\n"
            "\n"
@@ -62,6 +85,14 @@ static void help_reserve(void)
            "      --user U        only U's\n"
            "      --status S      pending, active, completed or cancelled (history is kept)\n"
            "      --active        the same as --status active\n"
+           "      --timeline      draw them: one row per GPU, time across (default: from\n"
+           "                      12 hours ago to 12 hours ahead)\n"
+           "      --range R       the timeline's window from now: 48h (ahead), -24h (back)\n"
+           "                      or -24h:+24h\n"
+           "      --from T --to T the timeline's window, times as --start takes them\n"
+           "      --timezone Z    show (and read --from/--to) in zone Z\n"
+           "\n"
+           "get:  --timezone Z    show the times in zone Z\n"
            "\n"
            "cancel: its holder or an admin; a pending or active reservation only.\n"
            "  -h, --help          show this help\n");
@@ -126,9 +157,10 @@ static const char *status_text(const json_t *x)
 static void print_one(const json_t *x, bool with_id)
 {
     char *gpus = gpus_text(x);
-    char *start = output_time(json_number_value(json_object_get(x, "start")));
-    char *end = output_time(json_number_value(json_object_get(x, "end")));
-    char *created = output_time(json_number_value(json_object_get(x, "created")));
+    /* With the zone's name, as gflow's details: "2026-12-05 14:00:00 CST". */
+    char *start = format_time_zone(json_number_value(json_object_get(x, "start")));
+    char *end = format_time_zone(json_number_value(json_object_get(x, "end")));
+    char *created = format_time_zone(json_number_value(json_object_get(x, "created")));
     char *dur = format_duration(json_integer_value(json_object_get(x, "duration")));
     const json_t *count = json_object_get(x, "gpu_count");
     if (with_id)
@@ -141,7 +173,7 @@ static void print_one(const json_t *x, bool with_id)
                dur, status_text(x), created);
     const json_t *cancelled = json_object_get(x, "cancelled_at");
     if (json_is_number(cancelled)) {
-        char *c = output_time(json_number_value(cancelled));
+        char *c = format_time_zone(json_number_value(cancelled));
         cli_printf("CancelledAt: %s\n", c);
         free(c);
     }
@@ -160,10 +192,12 @@ static int reserve_create(int argc, char **argv)
         {"gpu-spec", required_argument, NULL, OPT_GPU_SPEC},
         {"start", required_argument, NULL, OPT_START},
         {"duration", required_argument, NULL, OPT_DURATION},
+        {"timezone", required_argument, NULL, OPT_TIMEZONE},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *user = NULL, *gpus = NULL, *spec = NULL, *start = NULL, *duration = NULL;
+    const char *zone = NULL;
     int c;
     optind = 0;
     opterr = 0;
@@ -184,6 +218,9 @@ static int reserve_create(int argc, char **argv)
         case OPT_DURATION:
             duration = optarg;
             break;
+        case OPT_TIMEZONE:
+            zone = optarg;
+            break;
         case 'h':
             help_reserve();
             return 0;
@@ -199,6 +236,8 @@ static int reserve_create(int argc, char **argv)
         cli_usage_error("--start is required (e.g. --start now+10m or --start 14:00)");
     if (!duration)
         cli_usage_error("--duration is required (e.g. --duration 2h)");
+    if (zone)
+        cli_use_timezone(zone);
     json_t *body = json_object();
     if (user)
         json_object_set_new(body, "user", json_string(user));
@@ -235,10 +274,16 @@ static int reserve_list(int argc, char **argv)
         {"user", required_argument, NULL, OPT_USER},
         {"status", required_argument, NULL, OPT_STATUS},
         {"active", no_argument, NULL, OPT_ACTIVE},
+        {"timezone", required_argument, NULL, OPT_TIMEZONE},
+        {"timeline", no_argument, NULL, OPT_TIMELINE},
+        {"range", required_argument, NULL, OPT_RANGE},
+        {"from", required_argument, NULL, OPT_FROM},
+        {"to", required_argument, NULL, OPT_TO},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *user = NULL, *status = NULL;
+    const char *user = NULL, *status = NULL, *zone = NULL, *range = NULL, *from = NULL, *to = NULL;
+    bool timeline = false;
     int c;
     optind = 0;
     opterr = 0;
@@ -254,6 +299,21 @@ static int reserve_list(int argc, char **argv)
                                 c == OPT_ACTIVE ? status : optarg);
             status = c == OPT_ACTIVE ? "active" : optarg;
             break;
+        case OPT_TIMEZONE:
+            zone = optarg;
+            break;
+        case OPT_TIMELINE:
+            timeline = true;
+            break;
+        case OPT_RANGE:
+            range = optarg;
+            break;
+        case OPT_FROM:
+            from = optarg;
+            break;
+        case OPT_TO:
+            to = optarg;
+            break;
         case 'h':
             help_reserve();
             return 0;
@@ -266,6 +326,25 @@ static int reserve_list(int argc, char **argv)
     if (status && reservation_status_parse(status) < 0)
         cli_usage_error("invalid --status '%s': use pending, active, completed or cancelled",
                         status);
+    /* gflow's rules for the window, checked before anything is asked. */
+    if ((range || from || to) && !timeline)
+        cli_usage_error("--range/--from/--to can only be used with --timeline");
+    if (range && (from || to))
+        cli_usage_error("--range cannot be combined with --from/--to");
+    if (!from != !to)
+        cli_usage_error("--from and --to must be used together");
+    if (zone)
+        cli_use_timezone(zone);
+    double now = now_wall(), t0 = now - 12 * 3600, t1 = now + 12 * 3600;
+    char *err = NULL;
+    if (range && timeline_parse_range(range, now, &t0, &t1, &err) < 0)
+        cli_usage_error("%s", err);
+    if (from && parse_begin_time(from, now, &t0, &err) < 0)
+        cli_usage_error("invalid --from '%s': %s", from, err);
+    if (to && parse_begin_time(to, now, &t1, &err) < 0)
+        cli_usage_error("invalid --to '%s': %s", to, err);
+    if (t1 <= t0)
+        cli_usage_error("invalid time range: --to must be after --from");
     struct strbuf path;
     strbuf_init(&path);
     strbuf_adds(&path, "/v1/reservations");
@@ -281,6 +360,19 @@ static int reserve_list(int argc, char **argv)
     const json_t *list = json_object_get(reply, "reservations");
     if (json_array_size(list) == 0) {
         printf("No reservations found.\n");
+        json_decref(reply);
+        return 0;
+    }
+    if (timeline) {
+        json_t *gpus = cli_call("GET", "/v1/gpus", NULL);
+        json_t *indices = json_array();
+        size_t k;
+        const json_t *g;
+        json_array_foreach (json_object_get(gpus, "gpus"), k, g)
+            json_array_append(indices, json_object_get(g, "index"));
+        timeline_print(list, indices, t0, t1, now, stdout);
+        json_decref(indices);
+        json_decref(gpus);
         json_decref(reply);
         return 0;
     }
@@ -308,26 +400,31 @@ static int reserve_list(int argc, char **argv)
 /* get and cancel: one id. */
 static int reserve_one(const char *sub, int argc, char **argv)
 {
+    bool cancel = !strcmp(sub, "cancel");
     static const struct option longopts[] = {
+        {"timezone", required_argument, NULL, OPT_TIMEZONE}, /* get's only */
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     int c;
     optind = 0;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":h", cancel ? longopts + 1 : longopts, NULL)) != -1) {
         if (c == 'h') {
             help_reserve();
             return 0;
         }
-        bad_option(sub, argv, c, longopts);
+        if (c == OPT_TIMEZONE) {
+            cli_use_timezone(optarg);
+            continue;
+        }
+        bad_option(sub, argv, c, cancel ? longopts + 1 : longopts);
     }
     if (argc - optind != 1)
         cli_usage_error("use 'gctl reserve %s <id>', e.g. 'gctl reserve %s 3'", sub, sub);
     int64_t id;
     if (parse_int64(argv[optind], &id) < 0 || id <= 0)
         cli_usage_error("invalid reservation id '%s': use a number like 3", argv[optind]);
-    bool cancel = !strcmp(sub, "cancel");
     char *path = xasprintf("/v1/reservations/%lld%s", (long long)id, cancel ? "/cancel" : "");
     json_t *reply = cli_call(cancel ? "POST" : "GET", path, NULL);
     if (cancel) {

@@ -18,6 +18,7 @@
 #include "cli.h"
 #include "output.h"
 #include "parse.h"
+#include "timefmt.h"
 #include "util.h"
 
 enum { OPT_TOPOLOGY = 256 };
@@ -37,6 +38,8 @@ static void ginfo_help(void)
            "                       'nvidia-smi topo -m'\n"
            "  -o, --output FORMAT  table (the default) or json (the daemon's answer)\n"
            "      --socket PATH    the daemon's socket\n"
+           "      --config FILE    the config file whose timezone (and\n"
+           "                       daemon.socket_path) to use\n"
            "  -h, --help           show this help\n"
            "  -V, --version        show the version\n"
            "\n"

@@ -58,6 +58,8 @@ static void gjob_help(void)
            "\n"
            "Options:\n"
            "      --socket PATH  the daemon's socket\n"
+           "      --config FILE  the config file whose timezone (and\n"
+           "                     daemon.socket_path) to use\n"
            "  -h, --help         show this help ('gjob <command> --help' for a command)\n"
            "  -V, --version      show the version\n");
 }
@@ -197,7 +199,8 @@ static int gjob_transition(const char *cmd, int argc, char **argv)
                        "Options:\n"
                        "      --at T  released now, but started no earlier than T (reason\n"
                        "              BeginTime until then): HH:MM[:SS] (today, or tomorrow\n"
-                       "              once passed), YYYY-MM-DD[THH:MM[:SS]] or now+N[s|m|h|d]\n"
+                       "              once passed), YYYY-MM-DD[THH:MM[:SS]] (Z or +08:00 for\n"
+                       "              another zone than the configured one) or now+N[s|m|h|d]\n"
                        "              (also +N; a bare N is minutes, as in gflow)\n"
                        "  -h, --help  show this help\n");
             return 0;

@@ -15,6 +15,7 @@
 #include "jobshow.h"
 #include "output.h"
 #include "parse.h"
+#include "timefmt.h"
 #include "util.h"
 
 /* ---- update and redo: gbatch's job options (jobopts), sent as spec fields ---- */

@@ -76,7 +76,7 @@ static void gqueue_help(void)
            "      --since WHEN      only jobs submitted since WHEN: a duration ago (30m,\n"
            "                        1h, 2d, 1w; also s), today, yesterday, a date or time\n"
            "                        (2026-03-01, 2026-03-01T09:30, '2026-03-01 09:30:00',\n"
-           "                        local; Z for UTC) or unix seconds\n"
+           "                        in timezone; Z or +08:00 for another) or unix seconds\n"
            "  -P, --project LIST    only jobs of these projects (gbatch -P), e.g. a,b\n"
            "  -n, --limit N         the first N jobs after sorting; -N: the last N;\n"
            "                        0: all (default); says how many were not shown\n"
@@ -111,6 +111,8 @@ static void gqueue_help(void)
            "      --interval SECS   seconds between refreshes with --watch when nothing\n"
            "                        changes (default 2)\n"
            "      --socket PATH     the daemon's socket\n"
+           "      --config FILE     the config file whose timezone (and\n"
+           "                        daemon.socket_path) to use\n"
            "  -h, --help            show this help\n"
            "  -V, --version         show the version\n"
            "\n"
@@ -120,7 +122,8 @@ static void gqueue_help(void)
            "(NonZeroExitCode), (Signal), (TimeLimit), (Memory), (BeginTime),\n"
            "(OutOfMemory); EXITCODE the exit status, or the signal that killed the job\n"
            "(e.g. SIGKILL); TIMELIMIT is UNLIMITED when none; MEMORY the host memory\n"
-           "requested (--memory), - when none; SUBMIT/START/END are local times;\n"
+           "requested (--memory), - when none; SUBMIT/START/END are in the config's\n"
+           "timezone (local time without one), TIME and TIMELIMIT HH:MM:SS;\n"
            "START_TIME a queued job's expected start (backfill's plan; - when unknown)\n"
            "or a started job's start.\n"
            "On a terminal, states are coloured (not with NO_COLOR set) and cells are cut\n"
@@ -323,7 +326,7 @@ int main(int argc, char **argv)
         if (t < 0)
             cli_usage_error("invalid --since '%s': use a duration ago (30m, 1h, 2d, 1w), "
                             "today, yesterday, a date or time (2026-03-01, "
-                            "2026-03-01T09:30) or unix seconds",
+                            "2026-03-01T09:30, with Z or +08:00 for another zone) or unix seconds",
                             since);
         char secs[32];
         snprintf(secs, sizeof(secs), "%.3f", t);

@@ -15,6 +15,7 @@
 #include "job.h"
 #include "output.h"
 #include "parse.h"
+#include "timefmt.h"
 #include "util.h"
 
 /* Appends a malloc'd display form and frees it. */
@@ -50,7 +51,7 @@ void gqueue_state(struct strbuf *sb, const struct job *j, double now)
     strbuf_adds(sb, job_display_state_name(j));
 }
 
-/* gflow's elapsed time: "00:15:23", "1-04:30:00" with days; "-" before the job starts. */
+/* gflow's elapsed time: "00:15:23", "28:30:00" (no days form); "-" before the job starts. */
 static void gqueue_time(struct strbuf *sb, const struct job *j, double now)
 {
     if (j->start_time <= 0) {
@@ -58,12 +59,9 @@ static void gqueue_time(struct strbuf *sb, const struct job *j, double now)
         return;
     }
     double end = j->end_time > 0 ? j->end_time : (j->state == JOB_RUNNING ? now : j->start_time);
-    int64_t secs = end > j->start_time ? (int64_t)(end - j->start_time) : 0;
-    int64_t days = secs / 86400;
-    if (days > 0)
-        strbuf_addf(sb, "%lld-", (long long)days);
-    strbuf_addf(sb, "%02d:%02d:%02d", (int)(secs % 86400 / 3600), (int)(secs % 3600 / 60),
-                (int)(secs % 60));
+    char buf[32];
+    format_duration_buf(buf, sizeof(buf), end > j->start_time ? (int64_t)(end - j->start_time) : 0);
+    strbuf_adds(sb, buf);
 }
 
 static void gqueue_timelimit(struct strbuf *sb, const struct job *j, double now)

@@ -19,6 +19,7 @@
 #include "clock.h"
 #include "gqueue_internal.h"
 #include "output.h"
+#include "timefmt.h"
 #include "util.h"
 
 static struct termios gqueue_saved_tty;
@@ -139,11 +140,8 @@ static void gqueue_draw(const struct gqueue_opts *o, const char *title, double i
     FILE *mem = open_memstream(&frame, &len);
     if (!mem)
         cli_die(CLI_EXIT_FAIL, "out of memory");
-    time_t now = time(NULL);
-    struct tm tm;
-    char when[16];
-    localtime_r(&now, &tm);
-    strftime(when, sizeof(when), "%H:%M:%S", &tm);
+    char when[64];
+    format_time_buf(when, sizeof(when), now_wall());
     fprintf(mem, "Every %gs: %s    %s    (q to quit)\n\n", interval, title, when);
     gqueue_list(o, mem, mem);
     fclose(mem);

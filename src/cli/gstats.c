@@ -18,6 +18,7 @@
 #include "cli.h"
 #include "clock.h"
 #include "output.h"
+#include "timefmt.h"
 #include "util.h"
 
 enum { OPT_SINCE = 256, OPT_UNTIL, OPT_BY, OPT_GPU, OPT_BUCKETS };
@@ -37,8 +38,8 @@ static void gstats_help(void)
           "  -t, --since WHEN      start of the period (default: 7 days before --until): a\n"
           "                        duration ago (30m, 1h, 2d, 1w; also s), today,\n"
           "                        yesterday, a date or time (2026-03-01,\n"
-          "                        2026-03-01T09:30, '2026-03-01 09:30:00', local; Z for\n"
-          "                        UTC) or unix seconds\n"
+          "                        2026-03-01T09:30, '2026-03-01 09:30:00', in timezone;\n"
+          "                        Z or +08:00 for another) or unix seconds\n"
           "      --until WHEN      end of the period (default: now), same forms\n"
           "      --by KEY          one row per user (default), project or gpu (a job on\n"
           "                        two GPUs counts on both, with one GPU's hours each;\n"
@@ -52,6 +53,8 @@ static void gstats_help(void)
           "      --buckets N       slices of that time series (default 24)\n"
           "  -o, --output FORMAT   table (default), json or csv (the groups, no total)\n"
           "      --socket PATH     the daemon's socket\n"
+          "      --config FILE     the config file whose timezone (and\n"
+          "                        daemon.socket_path) to use\n"
           "  -h, --help            show this help\n"
           "  -V, --version         show the version\n"
           "\n"
@@ -71,20 +74,13 @@ static bool has(const json_t *o, const char *key)
     return json_is_number(json_object_get(o, key));
 }
 
-/* A duration for people: "4.2s", "3m12s", "2h05m", "1d03h"; "-" without a value. */
+/* A duration as every command shows one ("00:03:12", format_duration); "-" without a
+ * value. */
 static char *human_secs(const json_t *o, const char *key)
 {
     if (!has(o, key))
         return xstrdup("-");
-    double s = num(o, key);
-    long t = lround(s);
-    if (s < 60)
-        return xasprintf("%.1fs", s);
-    if (t < 3600)
-        return xasprintf("%ldm%02lds", t / 60, t % 60);
-    if (t < 86400)
-        return xasprintf("%ldh%02ldm", t / 3600, t % 3600 / 60);
-    return xasprintf("%ldd%02ldh", t / 86400, t % 86400 / 3600);
+    return format_duration(lround(num(o, key)));
 }
 
 /* "NonZeroExitCode:2,TimeLimit:1" (sep between them), "-" when none. */
@@ -251,8 +247,8 @@ static double when_or_die(const char *flag, const char *text, double now)
     double t = cli_parse_when(text, now);
     if (t < 0)
         cli_usage_error("invalid %s '%s': use a duration ago (30m, 1h, 2d, 1w), today, "
-                        "yesterday, a date or time (2026-03-01, 2026-03-01T09:30) or unix "
-                        "seconds",
+                        "yesterday, a date or time (2026-03-01, 2026-03-01T09:30, with Z or "
+                        "+08:00 for another zone than the configured one) or unix seconds",
                         flag, text);
     return t;
 }

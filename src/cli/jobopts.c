@@ -87,8 +87,9 @@ static const struct jobopt jo_table[] = {
     {.val = JOBOPT_BEGIN, .longs = {"begin"}, .has_arg = true, .cmds = JO_ALL,
      .clear = {"now"}, .cleared = "no wait", .arg = "T",
      .help = "start no earlier than T: HH:MM[:SS] (today, or tomorrow once passed), "
-             "YYYY-MM-DD[THH:MM[:SS]] or now+N[s|m|h|d] (also +N; a bare N is minutes, as in "
-             "gflow); it waits with reason BeginTime until then",
+             "YYYY-MM-DD[THH:MM[:SS]] (in timezone; Z or +08:00 for another) or "
+             "now+N[s|m|h|d] (also +N; a bare N is minutes, as in gflow); it waits with reason "
+             "BeginTime until then",
      .parse = jo_begin},
     {.val = JOBOPT_SIGNAL, .longs = {"signal"}, .has_arg = true, .cmds = JO_ALL,
      .clear = {"", "none"}, .cleared = "none", .arg = "[B:]SIG[@SECS]",

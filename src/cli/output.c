@@ -11,6 +11,7 @@
 #include "gpuinfo.h"
 #include "parse.h"
 #include "termtext.h"
+#include "timefmt.h"
 #include "util.h"
 
 /* The cells' text lies end to end in one buffer, row by row, each cell ended by a NUL
@@ -521,14 +522,7 @@ void output_yaml(const json_t *j, FILE *out)
 
 char *output_time(double t)
 {
-    if (t <= 0)
-        return xstrdup("-");
-    time_t secs = (time_t)t;
-    struct tm tm;
-    char buf[32];
-    if (!localtime_r(&secs, &tm) || !strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm))
-        return xstrdup("-");
-    return xstrdup(buf);
+    return format_time(t);
 }
 
 char *output_json_list(const json_t *arr, const char *if_empty)

@@ -58,12 +58,13 @@ void output_yaml(const json_t *j, FILE *out);
 /* A JSON array of strings and integers as "a,1,b" (anything else shows as '?');
  * if_empty when it has none (or is not an array). Caller frees. */
 char *output_json_list(const json_t *arr, const char *if_empty);
-/* Local time "YYYY-MM-DDTHH:MM:SS", or "-" when t is 0 (not happened). */
+/* "YYYY-MM-DD HH:MM:SS" in the configured timezone (format_time, timefmt.h: the one
+ * style of every command), or "-" when t is 0 (not happened). */
 char *output_time(double t);
 /* Elapsed run time: now - start while running, end - start once ended, "-"
  * before it started (as gqueue's TIME). */
 char *output_job_elapsed(const struct job *j, double now);
-/* "1:00:00" or "UNLIMITED". */
+/* "01:00:00" (format_duration) or "UNLIMITED". */
 char *output_job_time_limit(const struct job *j);
 /* The exit code ("0", "3"), the signal name for a job killed by a signal ("SIGKILL"),
  * or "-" while unknown. */

@@ -23,6 +23,7 @@
 #include "gflow_build.h"
 #include "http_reader.h"
 #include "paths.h"
+#include "timefmt.h"
 
 /* A daemon that sends nothing for this long is considered hung (streams excepted). */
 #define CLIENT_IDLE_TIMEOUT_SECS 120
@@ -30,6 +31,7 @@
 static struct {
     const char *prog;
     char *flag_socket;
+    char *flag_config;
     char *socket_path;
     const char *socket_source; /* what named socket_path: "--socket", "GFLOW_SOCKET", ... */
     int fd;
@@ -50,6 +52,22 @@ void client_set_socket(const char *path)
     cl.flag_socket = path ? xstrdup(path) : NULL;
     free(cl.socket_path);
     cl.socket_path = NULL;
+}
+
+void client_set_config(const char *path)
+{
+    free(cl.flag_config);
+    cl.flag_config = path ? xstrdup(path) : NULL;
+}
+
+int client_load_timezone(char **err)
+{
+    struct gflow_config cfg;
+    int r = config_load(&cfg, cl.flag_config, err);
+    if (r == 0)
+        r = timefmt_use_zone(cfg.timezone, err);
+    config_free(&cfg);
+    return r;
 }
 
 /* 0 if something accepts connections on the Unix socket at path, else why not (an
@@ -120,7 +138,7 @@ const char *client_socket_path(char **err)
         return cl.socket_path;
     }
     struct gflow_config cfg;
-    if (config_load(&cfg, NULL, err) < 0) {
+    if (config_load(&cfg, cl.flag_config, err) < 0) {
         config_free(&cfg);
         return NULL;
     }

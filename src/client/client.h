@@ -22,6 +22,14 @@ void client_init(const char *prog);
 
 /* Overrides the socket search (a --socket flag); NULL keeps the search. */
 void client_set_socket(const char *path);
+/* Reads this config file instead of the default one (a --config flag, as gflow's
+ * commands take it); NULL: the default. */
+void client_set_config(const char *path);
+/* Applies the config's `timezone` to this process (timefmt_use_zone): the --config file
+ * or the default one (the user's, /etc/gflow/gflow.toml for root), with GFLOW_TIMEZONE
+ * over it; local time when neither sets one. 0, or -1 with *err if the config cannot be
+ * read. */
+int client_load_timezone(char **err);
 /* The socket the client uses: the --socket flag, then GFLOW_SOCKET, then the config's
  * daemon.socket_path, then the per-user socket if a daemon answers there, then the
  * system socket. NULL with *err if the configuration cannot be read. */

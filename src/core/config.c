@@ -11,6 +11,7 @@
 
 #include "fairshare.h"
 #include "parse.h"
+#include "timefmt.h"
 #include "toml.h"
 #include "util.h"
 
@@ -113,6 +114,13 @@ static int config_projects(const char *s, char **err)
 }
 
 static const char *const config_executor_types[] = {"process", "tmux", NULL};
+
+/* The top-level `timezone` (gflow's): the zone the commands show and read times in. */
+static int config_zone(const char *s, char **err)
+{
+    return timefmt_zone_check(s, err);
+}
+
 static const char *const config_gpu_strategies[] = {"topology", "sequential", "random", NULL};
 static const char *const config_gpu_id_formats[] = {"auto", "index", "uuid", NULL};
 static const char *const config_container[] = {"auto", "yes", "no", NULL};
@@ -122,6 +130,11 @@ static const char *const config_reservations_who[] = {"admins", "users", NULL};
 static const char *const config_stray_modes[] = {"block", "kill", "warn", NULL};
 
 static const struct config_key config_keys[] = {
+    /* A top-level key (no section), as in gflow's file. */
+    {.name = "timezone",
+     .kind = CONFIG_STRING,
+     .offset = offsetof(struct gflow_config, timezone),
+     .check = config_zone},
     CONFIG_STRING_KEY("daemon.socket_path", socket_path, NULL, NULL),
     CONFIG_STRING_KEY("daemon.data_dir", data_dir, NULL, NULL),
     CONFIG_INT_KEY("daemon.max_running_jobs", max_running_jobs, 0, "0"),
@@ -517,7 +530,8 @@ static char *config_join_list(const struct config_key *k, const struct toml_valu
 static int config_apply_toml(struct gflow_config *c, const char *path, const char *section,
                              const char *key, const struct toml_value *v, char **err)
 {
-    char *dotted = xasprintf("%s.%s", section, key ? key : "\\u0000");
+    char *dotted = section ? xasprintf("%s.%s", section, key ? key : "\\u0000")
+                           : xstrdup(key ? key : "\\u0000");
     const struct config_key *k = key ? config_find_key(dotted) : NULL;
     char *why = NULL;
     int r = -1;
@@ -621,6 +635,12 @@ static int config_apply_tree(struct gflow_config *c, const struct toml_value *ro
             }
             continue;
         }
+        if (section && !strchr(section, '.') && config_find_key(section) &&
+            toml_type_of(t) != TOML_TABLE) { /* a top-level key: timezone */
+            if (config_apply_toml(c, path, NULL, section, t, err) < 0)
+                return -1;
+            continue;
+        }
         bool known = section && config_section_known(section);
         if (!known || toml_type_of(t) != TOML_TABLE) {
             *err = config_section_error(path, section, t, known);
@@ -667,8 +687,18 @@ static char *config_env_key(const char *name, size_t len)
     if (len < plen || memcmp(name, CONFIG_ENV_PREFIX, plen) != 0)
         return NULL;
     const char *rest = name + plen;
-    if (!memmem(rest, len - plen, "__", 2))
+    const char *sep = memmem(rest, len - plen, "__", 2);
+    if (!sep) { /* GFLOW_TIMEZONE: a top-level key, as gflow reads its environment */
+        char *top = xstrndup(rest, len - plen);
+        for (char *s = top; *s; s++)
+            if (*s >= 'A' && *s <= 'Z')
+                *s = (char)(*s - 'A' + 'a');
+        const struct config_key *k = config_find_key(top);
+        if (k && !strchr(k->name, '.'))
+            return top;
+        free(top);
         return NULL;
+    }
     char *dotted = xstrndup(rest, len - plen);
     /* Every "__" is a level, as in gflow: GFLOW_DAEMON__FAIR_SHARE__ENABLED. */
     for (char *at = strstr(dotted, "__"); at; at = strstr(at + 1, "__")) {

@@ -41,6 +41,8 @@ enum { CONFIG_RESV_ADMINS, CONFIG_RESV_USERS };
 enum { CONFIG_STRAY_BLOCK, CONFIG_STRAY_KILL, CONFIG_STRAY_WARN };
 
 struct gflow_config {
+    char *timezone; /* timezone (top level, gflow's): an IANA zone the commands show and read
+                     * times in (timefmt.h); NULL = local time */
     /* [daemon] */
     char *socket_path;              /* daemon.socket_path; NULL = the default path */
     char *data_dir;                 /* daemon.data_dir; NULL = the default path */

@@ -12,6 +12,7 @@
 #include <sys/types.h>
 #include <time.h>
 
+#include "timefmt.h"
 #include "util.h"
 
 #define TIME_FORMS "use MM, MM:SS, HH:MM:SS or D-HH:MM:SS"
@@ -121,23 +122,6 @@ int parse_duration(const char *s, int64_t *secs, char **err)
                      "D-HH:MM:SS",
                      s);
     return -1;
-}
-
-char *format_duration(int64_t secs)
-{
-    if (secs < 0)
-        secs = 0;
-    if (secs == 0)
-        return xstrdup("0:00"); /* most rows of a long queue */
-    long long d = secs / 86400, h = secs / 3600 % 24, m = secs / 60 % 60, s = secs % 60;
-    char buf[64];
-    if (secs < 3600)
-        snprintf(buf, sizeof(buf), "%lld:%02lld", m, s);
-    else if (secs < 86400)
-        snprintf(buf, sizeof(buf), "%lld:%02lld:%02lld", h, m, s);
-    else
-        snprintf(buf, sizeof(buf), "%lld-%02lld:%02lld:%02lld", d, h, m, s);
-    return xstrdup(buf);
 }
 
 /* One id of an id list item: positive. On error sets *err naming the item. */
@@ -473,6 +457,93 @@ static size_t clock_time(const char *s, int *h, int *m, int *sec)
     return len;
 }
 
+/* A zone designator after a date and time: "Z", "+08:00", "-0500" or "+08" (an optional
+ * space before it). Returns the length consumed (0: none there), or -1 if what is there
+ * is not one; *offset gets seconds east of UTC. */
+static int zone_suffix(const char *s, int *offset)
+{
+    const char *p = *s == ' ' && s[1] ? s + 1 : s;
+    *offset = 0;
+    if (!*s)
+        return 0;
+    if ((p[0] == 'Z' || p[0] == 'z') && !p[1])
+        return (int)(p + 1 - s);
+    if (p[0] != '+' && p[0] != '-')
+        return -1;
+    int h, m = 0;
+    const char *q = p + 1;
+    if (!fixed_digits(q, 2, &h))
+        return -1;
+    q += 2;
+    if (*q == ':')
+        q++;
+    if (*q && (!fixed_digits(q, 2, &m) || q[2]))
+        return -1;
+    if (*q)
+        q += 2;
+    if (h > 23 || m > 59 || (q[-1] == ':'))
+        return -1;
+    *offset = (p[0] == '-' ? -1 : 1) * (h * 3600 + m * 60);
+    return (int)(q - s);
+}
+
+static int days_in_month(int y, int mo)
+{
+    static const int days[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    return mo == 2 && leap ? 29 : days[mo - 1];
+}
+
+int parse_datetime(const char *s, double *at, char **err)
+{
+    int y, mo, d, h = 0, m = 0, sec = 0;
+    if (!fixed_digits(s, 4, &y) || s[4] != '-' || !fixed_digits(s + 5, 2, &mo) || s[7] != '-' ||
+        !fixed_digits(s + 8, 2, &d) || mo < 1 || mo > 12 || d < 1 || d > days_in_month(y, mo) ||
+        y < 1970)
+        goto bad;
+    const char *rest = s + 10;
+    if (*rest == 'T' || *rest == 't' || (*rest == ' ' && rest[1] >= '0' && rest[1] <= '9')) {
+        size_t len = clock_time(rest + 1, &h, &m, &sec);
+        if (!len)
+            goto bad;
+        rest += 1 + len;
+        if (*rest == '.') { /* RFC 3339 fractions of a second: dropped */
+            size_t digits = strspn(rest + 1, "0123456789");
+            if (!digits)
+                goto bad;
+            rest += 1 + digits;
+        }
+    }
+    int offset;
+    int zlen = zone_suffix(rest, &offset);
+    if (zlen < 0 || rest[zlen])
+        goto bad;
+    struct tm want = {.tm_year = y - 1900,
+                      .tm_mon = mo - 1,
+                      .tm_mday = d,
+                      .tm_hour = h,
+                      .tm_min = m,
+                      .tm_sec = sec,
+                      .tm_isdst = -1};
+    if (zlen > 0) { /* an explicit offset: the zone in use plays no part */
+        *at = (double)timegm(&want) - offset;
+        return 0;
+    }
+    timefmt_ready();
+    time_t when = mktime(&want);
+    if (when == (time_t)-1)
+        goto bad;
+    *at = (double)when;
+    return 0;
+bad:
+    if (err)
+        *err = xasprintf("invalid date and time '%s': use YYYY-MM-DD[THH:MM[:SS]] (in the "
+                         "configured timezone), with Z or an offset like +08:00 or -0500 for "
+                         "another zone",
+                         s);
+    return -1;
+}
+
 int parse_begin_time(const char *s, double now, double *at, char **err)
 {
     /* "now+N" and gflow's shorter "+N"; a bare N is minutes, as gflow reads it. */
@@ -513,6 +584,7 @@ int parse_begin_time(const char *s, double now, double *at, char **err)
         *at = now + (double)(n * mult);
         return 0;
     }
+    timefmt_ready();
     time_t t = (time_t)now;
     struct tm tm;
     localtime_r(&t, &tm);
@@ -535,32 +607,11 @@ int parse_begin_time(const char *s, double now, double *at, char **err)
         *at = (double)when;
         return 0;
     }
-    int y, mo, d;
-    if (!fixed_digits(s, 4, &y) || s[4] != '-' || !fixed_digits(s + 5, 2, &mo) || s[7] != '-' ||
-        !fixed_digits(s + 8, 2, &d) || mo < 1 || mo > 12 || d < 1 || d > 31)
-        goto bad;
-    h = m = sec = 0;
-    if (s[10]) {
-        if (s[10] != 'T' && s[10] != ' ')
-            goto bad;
-        len = clock_time(s + 11, &h, &m, &sec);
-        if (!len || s[11 + len])
-            goto bad;
-    }
-    struct tm want = {.tm_year = y - 1900,
-                      .tm_mon = mo - 1,
-                      .tm_mday = d,
-                      .tm_hour = h,
-                      .tm_min = m,
-                      .tm_sec = sec,
-                      .tm_isdst = -1};
-    time_t when = mktime(&want);
-    if (when == (time_t)-1 || want.tm_mday != d || want.tm_mon != mo - 1)
-        goto bad; /* e.g. 2026-02-30 */
-    *at = (double)when;
-    return 0;
+    if (parse_datetime(s, at, NULL) == 0)
+        return 0;
 bad:
-    *err = xasprintf("invalid time '%s': use HH:MM[:SS], YYYY-MM-DD[THH:MM[:SS]] or "
+    *err = xasprintf("invalid time '%s': use HH:MM[:SS], YYYY-MM-DD[THH:MM[:SS]] (add Z or "
+                     "an offset like +08:00 for another zone than the configured one) or "
                      "now+N[s|m|h|d] (a bare N is minutes; +N for short)",
                      s);
     return -1;

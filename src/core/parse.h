@@ -16,9 +16,6 @@ int parse_time_limit(const char *s, int64_t *secs, char **err);
  * as above ("1-00:00:00"; a bare number is minutes). Result in seconds, > 0. */
 int parse_duration(const char *s, int64_t *secs, char **err);
 
-/* Elapsed time as Slurm shows it: "0:05", "12:34", "1:02:03", "2-03:04:05". */
-char *format_duration(int64_t secs);
-
 /* Job id lists: "1,3,5-7" (ranges inclusive, duplicates kept in order given), as the
  * ranges written ([lo, hi], lo >= 1), never expanded: a list may name more ids than
  * memory holds. Returns a malloc'd array in *ranges with *n entries. */
@@ -50,10 +47,18 @@ const char *signal_name(int sig);
 /* The canonical text of a signal spec: "B:USR1@60", "TERM@10", "40@5" (malloc'd). */
 char *format_signal_spec(int sig, int64_t secs, bool main_only);
 
-/* Begin times (--begin, gjob release --at), in local time: "HH:MM[:SS]" (today, or
- * tomorrow if that moment has passed), "YYYY-MM-DD[THH:MM[:SS]]" (midnight without a
- * time; also "YYYY-MM-DD HH:MM[:SS]"), "now", "now+N[s|m|h|d]" or "+N[s|m|h|d]" (a
- * bare N is minutes, as in gflow). now: the current unix time. Result in *at, unix seconds. */
+/* A date and time: "YYYY-MM-DD" (midnight), "YYYY-MM-DDTHH:MM[:SS[.fff]]" (also with a
+ * space for the T), then optionally a zone: "Z", "+08:00", "-0500" or "+08" (RFC 3339
+ * and ISO 8601). Without one it is in the zone in use (timefmt.h: the `timezone`
+ * setting, or local time). Result in *at, unix seconds; on error *err (if err is not
+ * NULL) says what the forms are. */
+int parse_datetime(const char *s, double *at, char **err);
+
+/* Begin times (--begin, gjob release --at, reservations' --start), in the zone in use:
+ * "HH:MM[:SS]" (today, or tomorrow if that moment has passed), a date and time as
+ * parse_datetime reads it (so also with Z or an offset), "now", "now+N[s|m|h|d]" or
+ * "+N[s|m|h|d]" (a bare N is minutes, as in gflow). now: the current unix time. Result
+ * in *at, unix seconds. */
 int parse_begin_time(const char *s, double now, double *at, char **err);
 
 /* Priority 0..255. */

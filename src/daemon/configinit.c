@@ -20,6 +20,8 @@ struct key_help {
 };
 
 static const struct key_help key_helps[] = {
+    {"timezone", "the zone the commands show and read times in, an IANA name such as "
+                 "\"Asia/Shanghai\" or \"UTC\" (default: local time)"},
     {"daemon.socket_path", "Unix socket (default: $XDG_RUNTIME_DIR/gflow/gflowd.sock, "
                            "/run/gflow/gflowd.sock for the system daemon)  --socket"},
     {"daemon.data_dir", "database and logs (default: ~/.local/share/gflow, /var/lib/gflow "
@@ -236,10 +238,19 @@ char *configinit_text(const struct configinit_values *v)
                      "# over this file. 'gflowd reload' (or SIGHUP) reads it again; it says\n"
                      "# which changes need 'gflowd restart'. A key shown without a value is\n"
                      "# unset by default: the daemon picks, as its comment says.\n");
-    if (v && v->timezone) { /* a top-level key: before the first table */
-        strbuf_adds(&sb, "\n# the time zone of the times printed and parsed\ntimezone = ");
-        add_quoted(&sb, v->timezone);
-        strbuf_addc(&sb, '\n');
+    /* Top-level keys (timezone) come before the first [section]; one given to
+     * 'gflowd init --timezone' is written with its value. */
+    for (size_t i = 0; config_key_name(i); i++) {
+        const char *name = config_key_name(i), *help = key_help(name);
+        if (strchr(name, '.') || !help)
+            continue;
+        if (v && v->timezone && !strcmp(name, "timezone")) {
+            strbuf_addf(&sb, "\n# %s\n%s = ", help, name);
+            add_quoted(&sb, v->timezone);
+            strbuf_addc(&sb, '\n');
+        } else {
+            strbuf_addf(&sb, "\n# %s\n# %s =\n", help, name);
+        }
     }
     size_t section_len = 0;
     const char *section = NULL;

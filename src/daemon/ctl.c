@@ -22,6 +22,7 @@
 #include "procinfo.h"
 #include "serve.h"
 #include "termtext.h"
+#include "timefmt.h"
 #include "util.h"
 
 #define STOP_WAIT_SECS 10
@@ -185,19 +186,6 @@ int ctl_down(const struct gflowd *d, bool quiet_if_stopped)
     return 0;
 }
 
-static void format_uptime(long long secs, char *buf, size_t n)
-{
-    long long d = secs / 86400, h = secs / 3600 % 24, m = secs / 60 % 60, s = secs % 60;
-    if (d)
-        snprintf(buf, n, "%lldd %lldh %lldm %llds", d, h, m, s);
-    else if (h)
-        snprintf(buf, n, "%lldh %lldm %llds", h, m, s);
-    else if (m)
-        snprintf(buf, n, "%lldm %llds", m, s);
-    else
-        snprintf(buf, n, "%llds", s);
-}
-
 /* "Descriptors: limit 300; in use/reserved: daemon 31/79, connections 2/150, jobs 40/71;
  * at most 37 connections of one user" (fdres.h); nothing when the daemon has no limit. */
 static void print_descriptors(const json_t *fds)
@@ -228,7 +216,7 @@ int ctl_status(const struct gflowd *d)
         return 1;
     }
     char up[64];
-    format_uptime(json_integer_value(json_object_get(st, "uptime_secs")), up, sizeof(up));
+    format_duration_buf(up, sizeof(up), json_integer_value(json_object_get(st, "uptime_secs")));
     json_t *c = json_object_get(st, "counts");
     printf("Status: Running\n");
     print_which(d);

@@ -273,6 +273,13 @@ int main(int argc, char **argv)
 {
     client_init(argv[0]);
     parse_args(argc, argv);
+    /* The config's timezone, for the begin times tools are given without an offset. */
+    char *zone_err = NULL;
+    if (client_load_timezone(&zone_err) < 0) {
+        fprintf(stderr, "gflow-mcp: %s; times without an offset are read in local time\n",
+                zone_err);
+        free(zone_err);
+    }
     /* A client that went away must not kill us in the middle of a write. */
     signal(SIGPIPE, SIG_IGN);
     struct jsonrpc_reader reader;

@@ -16,12 +16,14 @@ import http.client
 import json
 import os
 import pwd
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import tempfile
 import time
+import unicodedata
 from pathlib import Path
 
 import pytest
@@ -554,11 +556,32 @@ def write_json_atomic(path, obj):
     os.replace(tmp, path)
 
 
+def _display_columns(line):
+    """(column, char) for each character of line, wide (CJK) characters taking two."""
+    col, out = 0, []
+    for ch in line:
+        out.append((col, ch))
+        col += 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
+    return out
+
+
 def parse_table(text):
-    """A gqueue table as a list of dicts keyed by the header words."""
+    """A gqueue table as a list of dicts keyed by the header words. Cells are cut at the
+    columns where the header words start (the tables are left-aligned), so that a cell
+    with spaces in it (a time "2026-12-05 06:48:29", a command) stays one cell."""
     lines = [l for l in text.splitlines() if l.strip()]
-    header = lines[0].split()
-    return [dict(zip(header, l.split(None, len(header) - 1))) for l in lines[1:]]
+    words = list(re.finditer(r"\S+", lines[0]))
+    header = [w.group() for w in words]
+    starts = [w.start() for w in words] + [float("inf")]
+    rows = []
+    for l in lines[1:]:
+        cells = [""] * len(header)
+        for col, ch in _display_columns(l):
+            i = next(k for k in range(len(header)) if starts[k] <= col < starts[k + 1]) \
+                if col >= starts[0] else 0
+            cells[i] += ch
+        rows.append(dict(zip(header, (c.strip() for c in cells))))
+    return rows
 
 
 def parse_show(text):

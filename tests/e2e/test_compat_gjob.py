@@ -107,7 +107,7 @@ def test_show_covers_every_json_field(make_gflow):
     assert (s["MaxRetries"], s["Attempt"]) == ("2", "1 of 3")
     assert (s["GPUs"], s["GPUSharing"], s["GPUMemoryLimit"]) == ("1", "shared", "2G")
     assert (s["MemoryLimit"], s["CondaEnv"], s["Umask"]) == ("1G", "env1", "0027")
-    assert (s["TimeLimit"], s["WarnSignal"]) == ("10:00", "USR1@30")
+    assert (s["TimeLimit"], s["WarnSignal"]) == ("00:10:00", "USR1@30")
     assert s["Started"] == "-" and s["Submitted"] != "-"
     assert s["Env"].endswith("variables (-o json lists them)")
     b = show_all(g, blocker)[0]
@@ -141,7 +141,7 @@ def test_update_takes_gflows_flags_and_reports_changes_as_options(make_gflow):
     cp = g.run("gjob", "update", job, "--clear-conda-env", "--clear-time-limit",
                "--clear-memory-limit", "--clear-gpu-memory-limit", "--clear-max-retries",
                "--no-auto-cancel-on-dep-failure", check=True)
-    for change in ("--time: 10:00 -> none", "--memory: 1536M -> none",
+    for change in ("--time: 00:10:00 -> none", "--memory: 1536M -> none",
                    "--gpu-memory: 2G -> none", "--conda-env: b -> none",
                    "--max-retries: 2 -> 0", "--auto-cancel-on-dep-failure: yes -> no"):
         assert change in cp.stdout, (change, cp.stdout)
@@ -156,7 +156,7 @@ def test_update_takes_gflows_flags_and_reports_changes_as_options(make_gflow):
     for zero in ("0", "0:00", "00:00:00"):
         g.run("gjob", "update", job, "-t", "1:00:00", check=True)
         cp = g.run("gjob", "update", job, "-t", zero, check=True)
-        assert cp.stdout == f"Job {job} updated: --time: 1:00:00 -> none\n", (zero, cp.stdout)
+        assert cp.stdout == f"Job {job} updated: --time: 01:00:00 -> none\n", (zero, cp.stdout)
     # -s/--script: gflow's short flag; the job now runs the script.
     script = g.work / "new.sh"
     script.write_text("#!/bin/bash\necho from script > out.txt\n")

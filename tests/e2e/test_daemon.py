@@ -32,7 +32,7 @@ def test_up_twice_status_down(gflow):
     version = (REPO / "VERSION").read_text().strip()
     assert f["Version"].split()[0] == version
     assert int(f["PID"]) == pid
-    assert re.fullmatch(r"\s*\d+s", f["Uptime"]), f["Uptime"]
+    assert re.fullmatch(r"\s*\d\d:\d\d:\d\d", f["Uptime"]), f["Uptime"]  # HH:MM:SS
 
     gflow.submit("-H", "true")
     done = gflow.submit("exit 2")

@@ -242,7 +242,7 @@ def test_update_and_redo_take_gres_and_timelimit(make_gflow):
     g.up("--simulate-gpus", 2)
     j = g.submit("--hold", "true")
     cp = g.run("gjob", "update", j, "--gres", "gpu:1", "--timelimit", "1:30:00", check=True)
-    assert "--time: none -> 1:30:00" in cp.stdout, cp.stdout
+    assert "--time: none -> 01:30:00" in cp.stdout, cp.stdout
     job = g.job(j)
     assert (job["gpus"], job["time_limit"]) == (1, 5400), job
     cp = g.run("gjob", "redo", j, "--gres", "gpu:2", "--timelimit", "5", check=True)

@@ -208,7 +208,7 @@ def test_list_get_cancel_history_and_clashes(make_gflow):
     got = dict(l.split(": ", 1) for l in cp.stdout.splitlines()[1:])
     assert got["ID"] == later["ReservationID"] and got["User"] == "root"
     assert got["GPUIndices"] == "0,1" and "GPUCount" not in got
-    assert got["Duration"] == "30:00" and got["Status"] == "Pending"
+    assert got["Duration"] == "00:30:00" and got["Status"] == "Pending"
     assert set(got) == {"ID", "User", "GPUIndices", "StartTime", "EndTime", "Duration",
                         "Status", "CreatedAt"}
     cp = g.run("gctl", "reserve", "cancel", short["ReservationID"])

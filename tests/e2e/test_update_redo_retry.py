@@ -125,7 +125,7 @@ def test_update_priority_time_and_command_of_queued_and_held_jobs(gflow):
                    "-c", "echo new > out.txt", check=True)
     line = cp.stdout.strip()
     assert line.startswith(f"Job {queued} updated: "), line
-    assert "--priority: 10 -> 50" in line and "--time: 1:00:00 -> 2:00:00" in line, line
+    assert "--priority: 10 -> 50" in line and "--time: 01:00:00 -> 02:00:00" in line, line
     assert "--command: echo old > out.txt -> echo new > out.txt" in line, line
     j = gflow.job(queued)
     assert (j["priority"], j["time_limit"], j["command"], j["state"]) == (

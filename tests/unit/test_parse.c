@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "parse.h"
+#include "timefmt.h"
 #include "util.h"
 
 /* Checks that parsing failed (rc) with a one-line error that mentions the input (and
@@ -127,17 +128,18 @@ static void duration_is(int64_t secs, const char *want)
 static void test_format_duration(void **state)
 {
     (void)state;
-    duration_is(0, "0:00");
-    duration_is(5, "0:05");
-    duration_is(754, "12:34");
-    duration_is(3599, "59:59");
-    duration_is(3600, "1:00:00");
-    duration_is(3723, "1:02:03");
+    /* gflow's HH:MM:SS, hours past 24 (no days form). */
+    duration_is(0, "00:00:00");
+    duration_is(5, "00:00:05");
+    duration_is(754, "00:12:34");
+    duration_is(3599, "00:59:59");
+    duration_is(3600, "01:00:00");
+    duration_is(3723, "01:02:03");
     duration_is(86399, "23:59:59");
-    duration_is(86400, "1-00:00:00");
-    duration_is(2 * 86400 + 3 * 3600 + 4 * 60 + 5, "2-03:04:05");
-    duration_is(400 * 86400, "400-00:00:00");
-    duration_is(-7, "0:00");
+    duration_is(86400, "24:00:00");
+    duration_is(90000, "25:00:00");
+    duration_is(400 * 86400, "9600:00:00");
+    duration_is(-7, "00:00:00");
 }
 
 static void ids_are(const char *s, const int64_t *want, size_t nwant)
@@ -427,6 +429,19 @@ static void test_begin_time(void **state)
     assert_true(begin_ok("2025-12-01T10:20", now) == 1764547200 + 10 * 3600 + 20 * 60);
     assert_true(begin_ok("2025-12-01T10:20:30", now) == 1764547200 + 10 * 3600 + 20 * 60 + 30);
     assert_true(begin_ok("2024-02-29", now) == 1709164800); /* leap day */
+    /* An explicit zone: Z, +08:00, -0500, +08, fractions of a second dropped. */
+    setenv("TZ", "Asia/Shanghai", 1);
+    tzset();
+    assert_true(begin_ok("2025-12-01T10:20:00Z", now) == 1764547200 + 10 * 3600 + 20 * 60);
+    assert_true(begin_ok("2025-12-01T10:20:00z", now) == 1764547200 + 10 * 3600 + 20 * 60);
+    assert_true(begin_ok("2025-12-01T18:20+08:00", now) == 1764547200 + 10 * 3600 + 20 * 60);
+    assert_true(begin_ok("2025-12-01 05:20:00-0500", now) == 1764547200 + 10 * 3600 + 20 * 60);
+    assert_true(begin_ok("2025-12-01 18:20 +08", now) == 1764547200 + 10 * 3600 + 20 * 60);
+    assert_true(begin_ok("2025-12-01T10:20:00.123Z", now) == 1764547200 + 10 * 3600 + 20 * 60);
+    /* Without one, the zone in use: 18:20 in Shanghai is 10:20 UTC. */
+    assert_true(begin_ok("2025-12-01 18:20", now) == 1764547200 + 10 * 3600 + 20 * 60);
+    setenv("TZ", "UTC", 1);
+    tzset();
     const char *bad[] = {"",
                          "now+",
                          "now-5",
@@ -447,7 +462,15 @@ static void test_begin_time(void **state)
                          "+",
                          "+-5",
                          "+5x",
-                         "++5"};
+                         "++5",
+                         "2025-12-01T10:20+8:00",
+                         "2025-12-01T10:20+08:",
+                         "2025-12-01T10:20+24:00",
+                         "2025-12-01T10:20+08:60",
+                         "2025-12-01T10:20Zx",
+                         "2025-12-01T10:20 ",
+                         "2025-12-01T10:20.Z",
+                         "2025-12-01T10:20UTC"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         double at;
         char *err = NULL;

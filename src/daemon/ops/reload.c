@@ -73,6 +73,7 @@ static const char *const live_keys[] = {
     "limits.max_event_clients",
     "limits.max_event_clients_per_user",
     "limits.event_buffer_bytes",
+    "timezone", /* read by the commands, not by the daemon */
     NULL,
 };
 

@@ -6,6 +6,7 @@
 
 #include "parse.h"
 #include "store/store.h"
+#include "timefmt.h"
 #include "util.h"
 
 static void append(struct resv_table *t, const struct resv *r)
