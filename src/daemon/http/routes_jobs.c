@@ -97,6 +97,9 @@ static struct job *active_job_for(const struct route_req *r, int64_t id, const c
         else
             *errp = error_result(status, 409, "job %lld has already ended (%s); nothing to %s",
                                  (long long)id, job_state_short(old.state), verb);
+        /* The state too, for gcancel --dry-run's "ID STATE invalid" line. */
+        if (rc == 0)
+            json_object_set_new(*errp, "state", json_string(job_state_short(old.state)));
         job_clear(&old);
         return NULL;
     }
@@ -104,6 +107,7 @@ static struct job *active_job_for(const struct route_req *r, int64_t id, const c
         *errp = error_result(status, 403,
                              "job %lld belongs to %s; only its owner or an admin may %s it",
                              (long long)id, j->user, verb);
+        json_object_set_new(*errp, "state", json_string(job_display_state(j)));
         return NULL;
     }
     return j;
@@ -363,13 +367,17 @@ void route_show(const struct route_req *r, struct reply *rep)
 
 /* The reply to a cancel: the job's state, and the jobs that its cancellation takes
  * along (auto-cancel of dependents; for a running job, once it has ended). */
-static json_t *cancel_reply(const struct job *j, const struct jobs_cascade *also, size_t n)
+static json_t *cancel_reply(const struct jobs *t, const struct job *j,
+                            const struct jobs_cascade *also, size_t n)
 {
     json_t *o = state_reply(j);
     json_t *arr = json_array();
-    for (size_t i = 0; i < n; i++)
-        json_array_append_new(arr, json_pack("{s:I, s:I}", "id", (json_int_t)also[i].id,
-                                             "depends_on", (json_int_t)also[i].because));
+    for (size_t i = 0; i < n; i++) {
+        const struct job *dep = jobs_get(t, also[i].id);
+        json_array_append_new(arr, json_pack("{s:I, s:I, s:s}", "id", (json_int_t)also[i].id,
+                                             "depends_on", (json_int_t)also[i].because, "state",
+                                             dep ? job_display_state(dep) : "PD"));
+    }
     json_object_set_new(o, "dependents_cancelled", arr);
     return o;
 }
@@ -395,10 +403,11 @@ static json_t *cancel_one(const struct route_req *r, int64_t id, bool dry, bool 
     }
     *status = 200;
     json_t *o;
-    if (bulk && !n_also && (dry || j->state == JOB_CANCELLED))
+    /* A dry run always says the job's state (gcancel --dry-run prints it). */
+    if (bulk && !n_also && !dry && j->state == JOB_CANCELLED)
         o = json_integer(id); /* route_bulk's short form: done as asked */
     else
-        o = cancel_reply(j, also, n_also);
+        o = cancel_reply(r->d->jobs, j, also, n_also);
     free(also);
     return o;
 }
