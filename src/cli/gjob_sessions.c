@@ -69,8 +69,8 @@ int gjob_close_sessions(int argc, char **argv)
             size_t n;
             char *err = NULL;
             if (parse_id_ranges(optarg, &r, &n, &err) < 0)
-                cli_die(CLI_EXIT_USAGE, "invalid --jobs '%s' for 'gjob close-sessions': %s",
-                        optarg, err);
+                cli_die(CLI_EXIT_USAGE, "invalid --jobs '%s' for 'gjob close-sessions': %s", optarg,
+                        err);
             free(r);
             break;
         }
