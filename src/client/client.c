@@ -172,6 +172,13 @@ char *client_connect_error(const char *path, int e)
     return strbuf_detach(&sb);
 }
 
+char *client_connect_error_line(const char *path, int e)
+{
+    if (connect_error_is_absent(e))
+        return xasprintf("%s (socket %s: %s)", CLIENT_NOT_RUNNING, path, strerror(e));
+    return xasprintf("%s%s (socket %s)", CLIENT_UNREACHABLE, strerror(e), path);
+}
+
 bool client_is_connect_error(const char *msg)
 {
     return msg &&

@@ -43,6 +43,9 @@ char *client_choose_socket(const char *user, const char *system);
  * details (the socket, errno, what named it, --socket / GFLOW_SOCKET) on the lines
  * below. Malloc'd. */
 char *client_connect_error(const char *path, int e);
+/* The same on one line, for an HTTP error body (gflowd web's 502): the first line, then
+ * the socket and errno in parentheses. Malloc'd. */
+char *client_connect_error_line(const char *path, int e);
 /* Whether msg is such an error. It is printed as it is, without a program's name in
  * front, so that its first line reads the same from every program. */
 bool client_is_connect_error(const char *msg);

@@ -35,7 +35,7 @@ static int connect_unix(const char *path, char **err)
     if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
         int e = errno;
         *err = fd < 0 ? xasprintf("cannot create a socket: %s", strerror(e))
-                      : client_connect_error(path, e);
+                      : client_connect_error_line(path, e);
         if (fd >= 0)
             close(fd);
         return -1;

@@ -97,9 +97,6 @@ static struct job *active_job_for(const struct route_req *r, int64_t id, const c
         else
             *errp = error_result(status, 409, "job %lld has already ended (%s); nothing to %s",
                                  (long long)id, job_state_short(old.state), verb);
-        /* The state too, for gcancel --dry-run's "ID STATE invalid" line. */
-        if (rc == 0)
-            json_object_set_new(*errp, "state", json_string(job_state_short(old.state)));
         job_clear(&old);
         return NULL;
     }
@@ -107,7 +104,6 @@ static struct job *active_job_for(const struct route_req *r, int64_t id, const c
         *errp = error_result(status, 403,
                              "job %lld belongs to %s; only its owner or an admin may %s it",
                              (long long)id, j->user, verb);
-        json_object_set_new(*errp, "state", json_string(job_display_state(j)));
         return NULL;
     }
     return j;
@@ -382,6 +378,22 @@ static json_t *cancel_reply(const struct jobs *t, const struct job *j,
     return o;
 }
 
+/* A bulk dry run's refusal (ended: 409, not yours: 403) carries the job's state, for
+ * gcancel --dry-run's "ID STATE invalid" line; an unknown job has none. */
+static void dry_run_state(const struct route_req *r, int64_t id, json_t *err)
+{
+    const struct job *a = jobs_get(r->d->jobs, id);
+    if (a) {
+        json_object_set_new(err, "state", json_string(job_display_state(a)));
+        return;
+    }
+    struct job old;
+    job_init(&old);
+    if (store_get_job(r->d->store, id, &old, false) == 0)
+        json_object_set_new(err, "state", json_string(job_state_short(old.state)));
+    job_clear(&old);
+}
+
 /* Cancels job id (dry: only says what would happen) at time now: the reply's body,
  * *status set. */
 static json_t *cancel_one(const struct route_req *r, int64_t id, bool dry, bool bulk, double now,
@@ -389,8 +401,11 @@ static json_t *cancel_one(const struct route_req *r, int64_t id, bool dry, bool 
 {
     json_t *err = NULL;
     struct job *j = active_job_for(r, id, "cancel", status, &err);
-    if (!j)
+    if (!j) {
+        if (dry && bulk)
+            dry_run_state(r, id, err);
         return err;
+    }
     struct jobs_cascade *also;
     size_t n_also = jobs_cascade_preview(r->d->jobs, j, &also);
     if (!dry) {
