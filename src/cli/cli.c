@@ -54,14 +54,19 @@ void cli_init(const char *prog)
 /* Writes the formatted text to out with controls and bidi overrides shown as visible
  * escapes (termtext.h), newlines and tabs kept: messages quote job names, commands and
  * the daemon's errors, which other users wrote. */
-static void cli_vprint_safe(FILE *out, const char *fmt, va_list ap)
+static void fputs_safe(FILE *out, const char *text)
 {
-    char *text = xvasprintf(fmt, ap);
     struct strbuf sb;
     strbuf_init(&sb);
     termtext_escape(&sb, text, strlen(text), TERMTEXT_KEEP_LAYOUT);
     fwrite(sb.buf, 1, sb.len, out);
     strbuf_free(&sb);
+}
+
+static void cli_vprint_safe(FILE *out, const char *fmt, va_list ap)
+{
+    char *text = xvasprintf(fmt, ap);
+    fputs_safe(out, text);
     free(text);
 }
 
@@ -88,10 +93,14 @@ void cli_die(int status, const char *fmt, ...)
     va_list ap;
     fflush(stdout);
     va_start(ap, fmt);
-    fprintf(stderr, "%s: ", cli_prog);
-    cli_vprint_safe(stderr, fmt, ap);
-    fputc('\n', stderr);
+    char *text = xvasprintf(fmt, ap);
     va_end(ap);
+    /* "gflowd is not running: ..." reads the same from every program (client.h). */
+    if (!client_is_connect_error(text))
+        fprintf(stderr, "%s: ", cli_prog);
+    fputs_safe(stderr, text);
+    fputc('\n', stderr);
+    free(text);
     exit(status);
 }
 
@@ -109,8 +118,9 @@ void cli_usage_error(const char *fmt, ...)
 void cli_refuse_completion(const char *word)
 {
     if (word && !strcmp(word, "completion"))
-        cli_usage_error("completion scripts for every gflow command come from 'gbatch "
-                        "completion bash|zsh|fish'");
+        cli_usage_error("'completion' comes first, before any option: '%s completion SHELL' "
+                        "(bash, elvish, fish, powershell or zsh)",
+                        cli_prog);
 }
 
 char *cli_option_error(char **argv, int c, const struct option *longopts)

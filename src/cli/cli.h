@@ -30,8 +30,8 @@ void cli_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void cli_die(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
 /* A usage error: the message, a pointer to --help, exit 2. */
 void cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-/* A usage error if word is "completion" (gflow's `CMD completion SHELL`): every command's
- * completion comes from `gbatch completion`. word may be NULL. */
+/* A usage error if word, the first operand after options, is "completion": `PROG
+ * completion SHELL` (completion.h) takes no options before it. word may be NULL. */
 void cli_refuse_completion(const char *word);
 
 /* After getopt_long returned c ('?' or ':'; the option string must start with ':'

@@ -74,7 +74,8 @@ static void gbatch_help(void)
            "  gbatch [options] <command> [args...] submit a command (run by /bin/bash -c)\n"
            "  gbatch [options] [-] < script        submit a script read from standard input\n"
            "  gbatch new NAME                      write a job script template NAME.sh\n"
-           "  gbatch completion bash|zsh|fish      print a shell completion script\n"
+           "  gbatch completion SHELL              print a completion script: bash, elvish,\n"
+           "                                       fish, powershell or zsh\n"
            "\n"
            "Options end at the first word that is not an option; everything after it\n"
            "belongs to the job. A single argument naming an existing file is a script.\n"
@@ -402,7 +403,7 @@ int main(int argc, char **argv)
     if (argc > 1 && !strcmp(argv[1], "new"))
         return gbatch_new(argc - 2, argv + 2);
     if (argc > 1 && !strcmp(argv[1], "completion"))
-        return gbatch_completion(argc - 2, argv + 2);
+        return completion_main("gbatch", argc - 2, argv + 2);
     struct gbatch_opts o = {.spec = json_object(), .max_concurrent = -1};
     struct jobopts_err error = {0};
     const struct jobopts_ctx ctx = {JOBOPTS_SUBMIT, "gbatch", NULL, 0, &error};

@@ -26,7 +26,6 @@ struct gbatch_opts {
 
 /* gbatch_new.c */
 int gbatch_new(int argc, char **argv);
-int gbatch_completion(int argc, char **argv);
 bool gbatch_is_subcommand(const char *word);
 
 /* gbatch_input.c */

@@ -1,6 +1,6 @@
 /* gbatch_new: gbatch's subcommands, gflow's 'gbatch new NAME' (the job script
- * template, written to NAME.sh) and 'gbatch completion SHELL', and the check that a
- * first word naming one is never taken for a command to submit. */
+ * template, written to NAME.sh), and the check that a first word naming one ('new' or
+ * 'completion', completion.c) is never taken for a command to submit. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "completion.h"
 #include "gbatch_internal.h"
 #include "util.h"
 
@@ -78,14 +77,6 @@ int gbatch_new(int argc, char **argv)
         cli_die(CLI_EXIT_FAIL, "cannot write %s: %s", path, strerror(errno));
     printf("Created template: %s (activate its '## GFLOW' lines, then 'gbatch %s')\n", path, path);
     free(path);
-    return 0;
-}
-
-/* gbatch completion SHELL. */
-int gbatch_completion(int argc, char **argv)
-{
-    if (argc != 1 || completion_print(argv[0]) < 0)
-        cli_usage_error("usage: gbatch completion bash|zsh|fish");
     return 0;
 }
 

@@ -10,7 +10,8 @@
  *
  * Cancelling a job also cancels the queued jobs that depend on it and could then never
  * run (unless submitted with --no-auto-cancel), and so on down the chain; the daemon
- * says which, and they are listed. --dry-run lists them without changing anything.
+ * says which, and they are listed. --dry-run changes nothing and prints gflow's
+ * tab-separated lines (gcancel_dry_run).
  *
  * More than GCANCEL_LIST_MAX jobs (named or taken along) print one summary line instead
  * of a line per job (gcancel 80-5078 is 5,000 jobs), unless -v. */
@@ -20,6 +21,8 @@
 #include <string.h>
 
 #include "cli.h"
+#include "completion.h"
+#include "job.h"
 #include "util.h"
 
 /* Above this many jobs (named, plus dependents taken along), one summary line. */
@@ -32,6 +35,7 @@ static void gcancel_help(void)
     printf("gcancel - cancel gflow jobs\n"
            "\n"
            "Usage: gcancel [options] <ids...>\n"
+           "       gcancel completion SHELL  (bash, elvish, fish, powershell or zsh)\n"
            "\n"
            "Queued and held jobs are cancelled at once (\"Job N cancelled.\"); running jobs\n"
            "get SIGTERM, then SIGKILL if they have not ended after the daemon's grace time\n"
@@ -48,8 +52,11 @@ static void gcancel_help(void)
            "were cancelled, are cancelling, had already ended or were not found.\n"
            "\n"
            "Options:\n"
-           "      --dry-run      list the jobs that would be cancelled, with the jobs that\n"
-           "                     depend on them (transitively); change nothing\n"
+           "      --dry-run      change nothing; print, as gflow does, one tab-separated\n"
+           "                     line per job: 'ID STATE ok' (it would be cancelled),\n"
+           "                     'DEP STATE blocked ID' for each job that depends on it and\n"
+           "                     would be cancelled along (transitively), 'ID STATE invalid'\n"
+           "                     (it cannot be: ended or not yours; why on stderr)\n"
            "  -v, --verbose      one line per job however many there are\n"
            "      --kill, --cancel  accepted for gflow and Slurm scripts; no effect\n"
            "      --socket PATH  the daemon's socket\n"
@@ -58,8 +65,8 @@ static void gcancel_help(void)
            "  -h, --help         show this help\n"
            "  -V, --version      show the version\n"
            "\n"
-           "Exit status: 0 if every job was cancelled (or would be), 1 if any was not,\n"
-           "2 for a bad command line.\n",
+           "Exit status: 0 if every job was cancelled, 1 if any was not (with --dry-run:\n"
+           "1 only if a job does not exist), 2 for a bad command line.\n",
            GCANCEL_LIST_MAX);
 }
 
@@ -166,13 +173,12 @@ static void gcancel_failed(struct gcancel_tally *t, const json_t *reply, bool li
 }
 
 /* One job's outcome: a line per job (list) or a count (summary). */
-static void gcancel_one(struct gcancel_tally *t, int64_t id, const json_t *reply, bool dry_run,
-                        bool list)
+static void gcancel_one(struct gcancel_tally *t, int64_t id, const json_t *reply, bool list)
 {
     if (json_is_integer(reply)) { /* done as asked */
         t->cancelled++;
         if (list)
-            printf(dry_run ? "Would cancel job %lld.\n" : "Job %lld cancelled.\n", (long long)id);
+            printf("Job %lld cancelled.\n", (long long)id);
         return;
     }
     if (json_object_get(reply, "error")) {
@@ -181,11 +187,7 @@ static void gcancel_one(struct gcancel_tally *t, int64_t id, const json_t *reply
     }
     const char *state = json_string_value(json_object_get(reply, "state"));
     bool running = json_is_true(json_object_get(reply, "cancelling"));
-    if (dry_run) {
-        t->cancelled++;
-        if (list)
-            printf("Would cancel job %lld.\n", (long long)id);
-    } else if (running) {
+    if (running) {
         t->cancelling++;
         if (list)
             printf("Job %lld cancelling (SIGTERM sent; CG until it has stopped).\n", (long long)id);
@@ -209,9 +211,7 @@ static void gcancel_one(struct gcancel_tally *t, int64_t id, const json_t *reply
             continue;
         long long dep_id = (long long)json_integer_value(json_object_get(a, "id"));
         long long dep = (long long)json_integer_value(json_object_get(a, "depends_on"));
-        if (dry_run)
-            printf("Would also cancel job %lld (depends on %lld).\n", dep_id, dep);
-        else if (running)
+        if (running)
             printf("Job %lld will be cancelled too once job %lld has stopped (it depends "
                    "on %lld).\n",
                    dep_id, (long long)id, dep);
@@ -221,23 +221,66 @@ static void gcancel_one(struct gcancel_tally *t, int64_t id, const json_t *reply
     }
 }
 
+/* A state as the daemon sends it ("PD", "CG") by gflow's name ("Queued", "Cancelling"). */
+static const char *gcancel_state_name(const char *s)
+{
+    enum job_state st;
+    if (!s)
+        return "Unknown";
+    if (job_state_is_cancelling_name(s))
+        return "Cancelling";
+    return job_state_parse(s, &st) == 0 ? job_state_name(st) : s;
+}
+
+/* --dry-run, in gflow's format, one line per job on stdout (tab-separated):
+ *   ID STATE ok              it would be cancelled
+ *   DEP STATE blocked ID     a job its cancellation would take along (depends on ID)
+ *   ID STATE invalid         it cannot be cancelled (ended, or not yours: why on stderr)
+ * A job that does not exist is an error on stderr. Returns the exit status: 1 if any
+ * job was not found (or the daemon failed), else 0. */
+static int gcancel_dry_run(const int64_t *ids, size_t n, const json_t *results)
+{
+    int status = 0;
+    for (size_t i = 0; i < n; i++) {
+        const json_t *r = json_array_get(results, i);
+        if (json_is_integer(r)) { /* an older daemon's short form: no state said */
+            printf("%lld\tUnknown\tok\n", (long long)ids[i]);
+            continue;
+        }
+        const char *state = json_string_value(json_object_get(r, "state"));
+        if (json_object_get(r, "error")) {
+            if (state)
+                printf("%lld\t%s\tinvalid\n", (long long)ids[i], gcancel_state_name(state));
+            else
+                status = 1; /* not found, or the daemon could not read it */
+            fflush(stdout);
+            cli_warn("%s", cli_error_text(r));
+            continue;
+        }
+        printf("%lld\t%s\tok\n", (long long)ids[i], gcancel_state_name(state));
+        size_t k;
+        const json_t *a;
+        json_array_foreach (json_object_get(r, "dependents_cancelled"), k, a)
+            printf("%lld\t%s\tblocked\t%lld\n",
+                   (long long)json_integer_value(json_object_get(a, "id")),
+                   gcancel_state_name(json_string_value(json_object_get(a, "state"))),
+                   (long long)json_integer_value(json_object_get(a, "depends_on")));
+    }
+    return status;
+}
+
 /* The summary of many jobs: one line on stdout, and one on stderr when some were not
  * cancelled. */
-static void gcancel_summary(const struct gcancel_tally *t, const int64_t *ids, size_t n,
-                            bool dry_run)
+static void gcancel_summary(const struct gcancel_tally *t, const int64_t *ids, size_t n)
 {
     char *ranges = gcancel_ranges(ids, n);
     printf("%zu job%s (%s): ", n, n == 1 ? "" : "s", ranges);
-    if (dry_run)
-        printf("%zu would be cancelled", t->cancelled);
-    else
-        printf("%zu cancelled, %zu cancelling (CG until stopped)", t->cancelled, t->cancelling);
+    printf("%zu cancelled, %zu cancelling (CG until stopped)", t->cancelled, t->cancelling);
     printf(", %zu already ended, %zu not found", t->ended, t->not_found);
     if (t->refused)
         printf(", %zu refused", t->refused);
     if (t->dependents)
-        printf("; %zu dependent job%s %s", t->dependents, t->dependents == 1 ? "" : "s",
-               dry_run ? "would be cancelled too" : "cancelled too");
+        printf("; %zu dependent job%s cancelled too", t->dependents, t->dependents == 1 ? "" : "s");
     printf(".\n");
     free(ranges);
     size_t failed = t->ended + t->not_found + t->refused;
@@ -264,6 +307,8 @@ int main(int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     cli_init(argv[0]);
+    if (argc > 1 && !strcmp(argv[1], "completion"))
+        return completion_main("gcancel", argc - 2, argv + 2);
     bool dry_run = false, verbose = false;
     int c;
     opterr = 0;
@@ -300,6 +345,12 @@ int main(int argc, char **argv)
         cli_die(1, "%s", cli_error_text(all));
     json_decref(body);
     const json_t *results = json_object_get(all, "results");
+    if (dry_run) {
+        int rc = gcancel_dry_run(ids, n, results);
+        json_decref(all);
+        free(ids);
+        return cli_finish(rc);
+    }
 
     size_t lines = n, k;
     const json_t *r;
@@ -319,7 +370,7 @@ int main(int argc, char **argv)
         if (seen)
             continue;
         const json_t *reply = json_array_get(results, i);
-        gcancel_one(&tally, ids[i], reply, dry_run, list);
+        gcancel_one(&tally, ids[i], reply, list);
         const json_t *a;
         json_array_foreach (json_object_get(reply, "dependents_cancelled"), k, a) {
             if (n_done == cap_done) {
@@ -330,7 +381,7 @@ int main(int argc, char **argv)
         }
     }
     if (!list)
-        gcancel_summary(&tally, ids, n, dry_run);
+        gcancel_summary(&tally, ids, n);
     int status = tally.ended + tally.not_found + tally.refused ? 1 : 0;
     free(tally.first_refusal);
     json_decref(all);

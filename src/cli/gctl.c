@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "completion.h"
 #include "gctl_gpu.h"
 #include "gctl_quota.h"
 #include "gctl_reserve.h"
@@ -54,10 +55,11 @@ static void gctl_help(void)
            "                              a fatal Xid) takes jobs again\n"
            "  set-limit <job|group> <K>   at most K jobs of that submission (array,\n"
            "                              sweep) run at once; 0: no limit\n"
-           "  quota <show | set | clear>  per-user and per-project limits: show them with\n"
-           "                              what each uses now (everyone), override or\n"
-           "                              clear them at runtime (admins; 'gctl quota\n"
-           "                              --help')\n"
+           "  quota <list | show | set | remove | clear>\n"
+           "                              per-user and per-project limits: list or show\n"
+           "                              them with what each uses now (everyone),\n"
+           "                              override or remove them at runtime (admins;\n"
+           "                              'gctl quota --help')\n"
            "  usage [-o json]             fair-share accounts per user and project: GPU-hours,\n"
            "                              shares, fair-share factor (everyone may look)\n"
            "  reserve create|list|get|cancel\n"
@@ -65,6 +67,8 @@ static void gctl_help(void)
            "                              window (admins; users too with\n"
            "                              reservations.who = \"users\"; 'gctl reserve\n"
            "                              --help')\n"
+           "  completion <shell>          print a completion script: bash, elvish, fish,\n"
+           "                              powershell or zsh\n"
            "\n"
            "On a daemon started as root only admins (root, daemon.admin_group) may use\n"
            "the other commands (but 'reserve': see its help); 'ginfo' shows the GPUs to\n"
@@ -480,7 +484,7 @@ int main(int argc, char **argv)
     }
     if (optind >= argc)
         cli_usage_error("no command given; use show-gpus, set-gpus, gpu-process, gpu, "
-                        "set-limit, quota, usage or reserve");
+                        "set-limit, quota, usage, reserve or completion");
     const char *cmd = argv[optind];
     int sub_argc = argc - optind;
     char **sub_argv = argv + optind;
@@ -501,11 +505,13 @@ int main(int argc, char **argv)
         status = gctl_usage(sub_argc, sub_argv);
     else if (!strcmp(cmd, "reserve"))
         status = gctl_reserve(sub_argc, sub_argv);
+    else if (!strcmp(cmd, "completion"))
+        status = completion_main("gctl", sub_argc - 1, sub_argv + 1);
     else if (!strcmp(cmd, "help"))
         gctl_help(), status = 0;
     else
         cli_usage_error("unknown command '%s'; use show-gpus, set-gpus, gpu-process, gpu, "
-                        "set-limit, quota, usage or reserve",
+                        "set-limit, quota, usage, reserve or completion",
                         cmd);
     return cli_finish(status);
 }

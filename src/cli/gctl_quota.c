@@ -1,9 +1,13 @@
 /* gctl_quota: per-user and per-project quotas at runtime (docs/usage.md "Quotas").
  *
+ *   gctl quota list [-o json]                      gflow's table: every subject with
+ *                                                  limits or use, then the defaults
  *   gctl quota show [--user U | --project P | U]   effective limits and current use
  *   gctl quota set TARGET --max-running-jobs N ... admins: runtime overrides (kept in the
  *                                                  store, so a restart keeps them)
  *   gctl quota clear TARGET [--limits a,b]          admins: drop overrides
+ *   gctl quota remove TARGET                       admins: gflow's clear of them all;
+ *                                                  an error when there was none
  *
  * TARGET is --user U, --project P, --default-user or --default-project. */
 #include "gctl_quota.h"
@@ -33,6 +37,9 @@ enum {
     OPT_LIMITS,
 };
 
+enum quota_action { QUOTA_LIST, QUOTA_SHOW, QUOTA_SET, QUOTA_REMOVE, QUOTA_CLEAR };
+static const char *const action_names[] = {"list", "show", "set", "remove", "clear"};
+
 /* The largest limit the daemon takes (a number, not infinity). */
 #define QUOTA_CLI_MAX 1e15
 
@@ -44,16 +51,24 @@ static const char *const limit_flags[] = {"--max-running-jobs", "--max-running-g
 
 static void quota_help(void)
 {
-    printf("Usage: gctl quota show [--user U | --project P | U]\n"
+    printf("Usage: gctl quota list [-o table|json]\n"
+           "       gctl quota show [--user U | --project P | U]\n"
            "       gctl quota set TARGET [--max-running-jobs N] [--max-running-gpus N]\n"
            "                             [--max-queued-jobs N] [--max-gpu-hours H]\n"
+           "       gctl quota remove TARGET\n"
            "       gctl quota clear TARGET [--limits LIST]\n"
            "\n"
            "Per-user and per-project limits. The [quota] section of gflow.toml is the\n"
-           "baseline; 'set' adds runtime overrides on top (kept across restarts), 'clear'\n"
-           "removes them. Jobs over a running limit wait with reason Quota; a submission\n"
-           "over max_queued_jobs is refused. 'show' is open to everyone; 'set' and 'clear'\n"
-           "are for admins (root, the daemon's user, daemon.admin_group).\n"
+           "baseline; 'set' adds runtime overrides on top (kept across restarts), 'remove'\n"
+           "and 'clear' drop them. Jobs over a running limit wait with reason Quota; a\n"
+           "submission over max_queued_jobs is refused. 'list' and 'show' are open to\n"
+           "everyone; 'set', 'remove' and 'clear' are for admins (root, the daemon's user,\n"
+           "daemon.admin_group).\n"
+           "'list' prints gflow's table: a row per user and project with limits or jobs,\n"
+           "then the defaults; cells are used/limit ('-': no limit), the defaults show\n"
+           "their limits only; GPU_HOURS is the GPU time used in the current period.\n"
+           "'remove' drops every override of the target, as gflow's; it fails when the\n"
+           "target had none. 'clear' does the same without failing, or only some (--limits).\n"
            "'show' also says who may reserve GPUs (gctl reserve; reservations.who) and,\n"
            "when users may, their limits (reservations.max_gpus, max_duration, max_ahead,\n"
            "max_per_user) and what the user shown holds.\n"
@@ -70,6 +85,10 @@ static void quota_help(void)
            "      --max-queued-jobs N   queued and held jobs (checked at submit)\n"
            "      --max-gpu-hours H     GPU-hours per period (quota.period: day, week or\n"
            "                            month; ended and running jobs count)\n"
+           "\n"
+           "Options (list):\n"
+           "  -o, --output FORMAT     table (the default) or json (the daemon's reply,\n"
+           "                          GET /v1/quotas in docs/api.md)\n"
            "\n"
            "Options (clear):\n"
            "      --limits LIST       only these overrides, e.g. max_running_jobs,max_gpu_hours\n"
@@ -267,6 +286,105 @@ static char *query_escape(const char *s)
     return strbuf_detach(&sb);
 }
 
+/* One row of 'gctl quota list', gflow's widths; GPU_HOURS ours. */
+static void list_row(const char *scope, const char *name, char *const cells[4])
+{
+    cli_printf("%-15s %-16s %9s %9s %9s %9s\n", scope, name, cells[0], cells[1], cells[2],
+               cells[3]);
+    for (int i = 0; i < 4; i++)
+        free(cells[i]);
+}
+
+/* gflow's 'gctl quota list': the users and projects (used/limit), then the defaults
+ * (their limits); the reply is GET /v1/quotas's. */
+static void print_list(const json_t *reply)
+{
+    static const char *const used_keys[] = {"running_jobs", "running_gpus", "queued_jobs",
+                                            "gpu_hours"};
+    printf("%-15s %-16s %9s %9s %9s %9s\n", "SCOPE", "NAME", "JOBS", "GPUS", "QUEUED", "GPU_HOURS");
+    size_t i;
+    const json_t *s;
+    json_array_foreach (json_object_get(reply, "subjects"), i, s) {
+        const json_t *l = json_object_get(s, "limits"), *u = json_object_get(s, "usage");
+        char *cells[4];
+        for (int k = 0; k < 4; k++)
+            cells[k] = usage_cell(json_object_get(u, used_keys[k]),
+                                  json_object_get(l, limit_keys[k]), k == 3);
+        const char *name = json_string_value(json_object_get(s, "name"));
+        list_row(json_string_value(json_object_get(s, "scope")), name && *name ? name : "*", cells);
+    }
+    static const char *const defaults[] = {"default_user", "default_project"};
+    for (int d = 0; d < 2; d++) {
+        const json_t *l = json_object_get(reply, defaults[d]);
+        char *cells[4];
+        for (int k = 0; k < 4; k++)
+            cells[k] = limit_cell(json_object_get(l, limit_keys[k]), k == 3);
+        list_row(defaults[d], "*", cells);
+    }
+    char *from = when(json_number_value(json_object_get(reply, "period_start")));
+    char *to = when(json_number_value(json_object_get(reply, "period_end")));
+    printf("\nCells are used/limit; `-` means unlimited. Fallback rows show the limit only.\n");
+    cli_printf("GPU_HOURS counts the %s from %s to %s (quota.period).\n",
+               json_string_value(json_object_get(reply, "period")), from, to);
+    free(from);
+    free(to);
+}
+
+static int quota_list(int argc, char **argv, const struct target *tg, enum output_format fmt)
+{
+    if (optind < argc)
+        cli_usage_error("unexpected argument '%s' for 'gctl quota list'; 'gctl quota show %s' "
+                        "shows one user",
+                        argv[optind], argv[optind]);
+    if (tg->user || tg->project || tg->def)
+        cli_usage_error("'gctl quota list' lists every user and project; 'gctl quota show "
+                        "--user U' (or --project P) shows one");
+    json_t *reply = cli_call("GET", "/v1/quotas", NULL);
+    if (fmt == OUTPUT_JSON)
+        output_json(reply, stdout);
+    else
+        print_list(reply);
+    json_decref(reply);
+    return 0;
+}
+
+/* DELETE /v1/quotas for the target (list: only those limits; NULL: all of them). */
+static json_t *quota_delete(const struct target *tg, const char *list)
+{
+    char *name = query_escape(tg->user ? tg->user : tg->project ? tg->project : tg->def);
+    char *limits = list ? query_escape(list) : NULL;
+    char *path = xasprintf("/v1/quotas?%s=%s%s%s",
+                           tg->user      ? "user"
+                           : tg->project ? "project"
+                                         : "default",
+                           name, limits ? "&limits=" : "", limits ? limits : "");
+    json_t *reply = cli_call("DELETE", path, NULL);
+    free(path);
+    free(name);
+    free(limits);
+    return reply;
+}
+
+/* gflow's "Removed user quota override 'alice'" / "Removed default_user quota override";
+ * an error (exit 1) when the target had no override. */
+static int quota_remove(const struct target *tg)
+{
+    json_t *reply = quota_delete(tg, NULL);
+    char *what = tg->user      ? xasprintf("user quota override '%s'", tg->user)
+                 : tg->project ? xasprintf("project quota override '%s'", tg->project)
+                               : xasprintf("default_%s quota override", tg->def);
+    bool removed = json_is_true(json_object_get(reply, "removed"));
+    json_decref(reply);
+    if (!removed)
+        cli_die(CLI_EXIT_FAIL,
+                "no %s to remove (only runtime overrides are removed: 'gctl quota list' shows "
+                "the limits in force; gflow.toml's [quota] stays)",
+                what);
+    cli_printf("Removed %s\n", what);
+    free(what);
+    return 0;
+}
+
 int gctl_quota(int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -279,27 +397,33 @@ int gctl_quota(int argc, char **argv)
         {"max-queued-jobs", required_argument, NULL, OPT_MAX_QUEUED_JOBS},
         {"max-gpu-hours", required_argument, NULL, OPT_MAX_GPU_HOURS},
         {"limits", required_argument, NULL, OPT_LIMITS},
+        {"output", required_argument, NULL, 'o'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     if (argc < 2)
-        cli_usage_error("'gctl quota' needs an action: show, set or clear");
-    const char *action = argv[1];
-    if (!strcmp(action, "--help") || !strcmp(action, "-h") || !strcmp(action, "help")) {
+        cli_usage_error("'gctl quota' needs an action: list, show, set, remove or clear");
+    const char *action_word = argv[1];
+    if (!strcmp(action_word, "--help") || !strcmp(action_word, "-h") ||
+        !strcmp(action_word, "help")) {
         quota_help();
         return 0;
     }
-    bool show = !strcmp(action, "show"), set = !strcmp(action, "set"),
-         clear = !strcmp(action, "clear");
-    if (!show && !set && !clear)
-        cli_usage_error("unknown quota action '%s'; use show, set or clear", action);
+    int action = -1;
+    for (int i = 0; i < (int)(sizeof(action_names) / sizeof(action_names[0])); i++)
+        if (!strcmp(action_word, action_names[i]))
+            action = i;
+    if (action < 0)
+        cli_usage_error("unknown quota action '%s'; use list, show, set, remove or clear",
+                        action_word);
     struct target tg = {NULL, NULL, NULL};
     json_t *limits = json_object();
     const char *limit_list = NULL;
+    enum output_format fmt = OUTPUT_TABLE;
     int c;
     optind = 0;
     opterr = 0;
-    while ((c = getopt_long(argc - 1, argv + 1, ":h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc - 1, argv + 1, ":o:h", longopts, NULL)) != -1) {
         switch (c) {
         case OPT_USER:
             tg.user = optarg;
@@ -318,7 +442,7 @@ int gctl_quota(int argc, char **argv)
         case OPT_MAX_QUEUED_JOBS:
         case OPT_MAX_GPU_HOURS: {
             int i = c - OPT_MAX_RUNNING_JOBS;
-            if (!set)
+            if (action != QUOTA_SET)
                 cli_usage_error("%s is for 'gctl quota set'; 'clear' takes --limits %s",
                                 limit_flags[i], limit_keys[i]);
             double v = limit_value(i, optarg);
@@ -327,29 +451,44 @@ int gctl_quota(int argc, char **argv)
             break;
         }
         case OPT_LIMITS:
-            if (!clear)
-                cli_usage_error("--limits is for 'gctl quota clear'");
+            if (action != QUOTA_CLEAR)
+                cli_usage_error("--limits is for 'gctl quota clear'%s",
+                                action == QUOTA_REMOVE ? " ('remove' drops them all)" : "");
             limit_list = optarg;
+            break;
+        case 'o':
+            if (action != QUOTA_LIST)
+                cli_usage_error("-o is for 'gctl quota list'");
+            if (output_format_parse(optarg, &fmt) < 0 || fmt == OUTPUT_CSV)
+                cli_usage_error("unknown output format '%s' for 'gctl quota list'; use table or "
+                                "json",
+                                optarg);
             break;
         case 'h':
             quota_help();
             return 0;
         default: {
             char *why = cli_option_error(argv + 1, c, longopts);
-            cli_die(CLI_EXIT_USAGE, "%s for 'gctl quota %s'; see 'gctl quota --help'", why, action);
+            cli_die(CLI_EXIT_USAGE, "%s for 'gctl quota %s'; see 'gctl quota --help'", why,
+                    action_word);
         }
         }
     }
     optind++; /* index into argv, not argv + 1 */
-    if (show) {
+    if (action == QUOTA_LIST || action == QUOTA_SHOW) {
         json_decref(limits);
-        return quota_show(argc, argv, &tg);
+        return action == QUOTA_LIST ? quota_list(argc, argv, &tg, fmt)
+                                    : quota_show(argc, argv, &tg);
     }
     if (optind < argc)
-        cli_usage_error("unexpected argument '%s' for 'gctl quota %s'", argv[optind], action);
-    target_check(&tg, action);
+        cli_usage_error("unexpected argument '%s' for 'gctl quota %s'", argv[optind], action_word);
+    target_check(&tg, action_word);
+    if (action == QUOTA_REMOVE) {
+        json_decref(limits);
+        return quota_remove(&tg);
+    }
     json_t *reply;
-    if (set) {
+    if (action == QUOTA_SET) {
         if (json_object_size(limits) == 0)
             cli_usage_error("'gctl quota set' needs a limit: --max-running-jobs N, "
                             "--max-running-gpus N, --max-queued-jobs N or --max-gpu-hours H");
@@ -361,17 +500,7 @@ int gctl_quota(int argc, char **argv)
             json_object_set_new(limits, "default", json_string(tg.def));
         reply = cli_call("PUT", "/v1/quotas", limits);
     } else {
-        char *name = query_escape(tg.user ? tg.user : tg.project ? tg.project : tg.def);
-        char *list = limit_list ? query_escape(limit_list) : NULL;
-        char *path = xasprintf("/v1/quotas?%s=%s%s%s",
-                               tg.user      ? "user"
-                               : tg.project ? "project"
-                                            : "default",
-                               name, list ? "&limits=" : "", list ? list : "");
-        reply = cli_call("DELETE", path, NULL);
-        free(path);
-        free(name);
-        free(list);
+        reply = quota_delete(&tg, limit_list);
     }
     json_decref(limits);
     print_status(reply);

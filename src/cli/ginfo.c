@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "completion.h"
 #include "output.h"
 #include "parse.h"
 #include "timefmt.h"
@@ -28,6 +29,7 @@ static void ginfo_help(void)
     printf("ginfo - show the GPUs and which jobs use them\n"
            "\n"
            "Usage: ginfo [options]\n"
+           "       ginfo completion SHELL  (bash, elvish, fish, powershell or zsh)\n"
            "\n"
            "Options:\n"
            "  -v, --verbose        one row per GPU (index, UUID, PCI bus id, name, memory\n"
@@ -467,6 +469,8 @@ int main(int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     cli_init(argv[0]);
+    if (argc > 1 && !strcmp(argv[1], "completion"))
+        return completion_main("ginfo", argc - 2, argv + 2);
     bool verbose = false, topology = false;
     enum output_format fmt = OUTPUT_TABLE;
     int c;
@@ -506,6 +510,9 @@ int main(int argc, char **argv)
     if (error && *error) {
         /* No NVML is a state of the machine, not a failure of ginfo. */
         cli_printf("%s%s\n", str_starts_with(error, "no GPUs") ? "" : "no GPUs: ", error);
+        if (!json_is_true(json_object_get(reply, "simulated")))
+            printf("To try gflow without an NVIDIA driver, run the daemon on simulated GPUs:\n"
+                   "  gflowd down; gflowd up --simulate-gpus N   (N GPUs, e.g. 2)\n");
     } else if (topology) {
         ginfo_topology(gpus, json_object_get(reply, "topology"));
     } else {

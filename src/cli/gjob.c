@@ -22,6 +22,7 @@
 
 #include "cli.h"
 #include "clock.h"
+#include "completion.h"
 #include "gjob_internal.h"
 #include "job.h"
 #include "jobshow.h"
@@ -52,6 +53,10 @@ static void gjob_help(void)
            "                         submit a new job from an old one, with changes;\n"
            "                         --cascade also redoes the jobs cancelled because of\n"
            "                         it (see gjob redo --help)\n"
+           "  close-sessions, close  gflow's command to close its jobs' tmux sessions: jobs\n"
+           "                         here have none, so it says so and exits 0\n"
+           "  completion <shell>     print a completion script: bash, elvish, fish,\n"
+           "                         powershell or zsh\n"
            "\n"
            "Job ids: 42, lists and ranges like 1,3,5-7, several arguments, @ for your\n"
            "latest job and @~N for the N-th before it.\n"
@@ -270,7 +275,8 @@ int main(int argc, char **argv)
         }
     }
     if (optind >= argc)
-        cli_usage_error("no command given; use show, log, attach, hold, release, update or redo");
+        cli_usage_error("no command given; use show, log, attach, hold, release, update, redo, "
+                        "close-sessions or completion");
     const char *cmd = argv[optind];
     int sub_argc = argc - optind;
     char **sub_argv = argv + optind;
@@ -289,10 +295,15 @@ int main(int argc, char **argv)
         status = gjob_redo(sub_argc, sub_argv);
     else if (!strcmp(cmd, "attach") || !strcmp(cmd, "a"))
         status = gjob_attach(sub_argc, sub_argv);
+    else if (!strcmp(cmd, "completion"))
+        status = completion_main("gjob", sub_argc - 1, sub_argv + 1);
+    else if (!strcmp(cmd, "close-sessions") || !strcmp(cmd, "close"))
+        status = gjob_close_sessions(sub_argc, sub_argv);
     else if (!strcmp(cmd, "help"))
         gjob_help(), status = 0;
     else
-        cli_usage_error(
-            "unknown command '%s'; use show, log, attach, hold, release, update or redo", cmd);
+        cli_usage_error("unknown command '%s'; use show, log, attach, hold, release, update, "
+                        "redo, close-sessions or completion",
+                        cmd);
     return cli_finish(status);
 }

@@ -1,5 +1,6 @@
 /* gjob's own parts (not part of the cli library): gjob.c holds the dispatch, show, hold and
- * release; gjob_log.c gjob log; gjob_update.c gjob update and redo. */
+ * release; gjob_log.c gjob log; gjob_update.c gjob update and redo; gjob_sessions.c
+ * gjob close-sessions. */
 #ifndef GFLOW_GJOB_INTERNAL_H
 #define GFLOW_GJOB_INTERNAL_H
 
@@ -17,5 +18,6 @@ int gjob_log(int argc, char **argv);
 int gjob_update(int argc, char **argv);
 int gjob_redo(int argc, char **argv);
 int gjob_attach(int argc, char **argv);
+int gjob_close_sessions(int argc, char **argv); /* gjob_sessions.c */
 
 #endif

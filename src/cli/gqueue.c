@@ -17,6 +17,7 @@
 
 #include "cli.h"
 #include "clock.h"
+#include "completion.h"
 #include "gqueue_internal.h"
 #include "job.h"
 #include "output.h"
@@ -55,6 +56,7 @@ static void gqueue_help(void)
     printf("gqueue - list jobs of the gflow scheduler\n"
            "\n"
            "Usage: gqueue [options]\n"
+           "       gqueue completion SHELL  (bash, elvish, fish, powershell or zsh)\n"
            "\n"
            "Without options: your active jobs (queued PD, held H, running R).\n"
            "\n"
@@ -133,6 +135,8 @@ static void gqueue_help(void)
 int main(int argc, char **argv)
 {
     cli_init(argv[0]);
+    if (argc > 1 && !strcmp(argv[1], "completion"))
+        return completion_main("gqueue", argc - 2, argv + 2);
     bool all = false, completed = false, watch = false, interval_given = false, start = false;
     const char *states = NULL, *jobs = NULL, *user = NULL, *sort = NULL, *names = NULL;
     const char *project = NULL;
@@ -221,6 +225,7 @@ int main(int argc, char **argv)
             cli_common_option(c, argv, gqueue_longopts, "gqueue", gqueue_help);
         }
     }
+    cli_refuse_completion(optind < argc ? argv[optind] : NULL);
     if (optind < argc)
         cli_usage_error("unexpected argument '%s' (to list given jobs use -j IDS)", argv[optind]);
     if (completed && states)

@@ -17,6 +17,7 @@
 
 #include "cli.h"
 #include "clock.h"
+#include "completion.h"
 #include "output.h"
 #include "timefmt.h"
 #include "util.h"
@@ -28,6 +29,7 @@ static void gstats_help(void)
     fputs("gstats - jobs, GPU-hours, waits and failures over a period\n"
           "\n"
           "Usage: gstats [options]\n"
+          "       gstats completion SHELL  (bash, elvish, fish, powershell or zsh)\n"
           "\n"
           "A period's jobs are those that ended in it (CD, F, CA, TO) and those running\n"
           "that started before its end. Running jobs count with their time so far (up to\n"
@@ -268,6 +270,8 @@ int main(int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     cli_init(argv[0]);
+    if (argc > 1 && !strcmp(argv[1], "completion"))
+        return completion_main("gstats", argc - 2, argv + 2);
     const char *since = NULL, *until = NULL, *by = NULL, *user = NULL, *buckets = NULL;
     bool gpu = false, all_users = false;
     enum output_format fmt = OUTPUT_TABLE;

@@ -34,6 +34,7 @@ static struct {
     char *flag_config;
     char *socket_path;
     const char *socket_source; /* what named socket_path: "--socket", "GFLOW_SOCKET", ... */
+    const char *flag_source;   /* what named flag_socket (client_set_socket_from) */
     int fd;
     bool used;      /* the connection has already carried a request */
     bool keepalive; /* the last response allows reusing the connection */
@@ -48,6 +49,12 @@ void client_init(const char *prog)
 
 void client_set_socket(const char *path)
 {
+    client_set_socket_from(path, "--socket");
+}
+
+void client_set_socket_from(const char *path, const char *source)
+{
+    cl.flag_source = source;
     free(cl.flag_socket);
     cl.flag_socket = path ? xstrdup(path) : NULL;
     free(cl.socket_path);
@@ -129,7 +136,7 @@ const char *client_socket_path(char **err)
     const char *env = getenv("GFLOW_SOCKET");
     if (cl.flag_socket && *cl.flag_socket) {
         cl.socket_path = xstrdup(cl.flag_socket);
-        cl.socket_source = "--socket";
+        cl.socket_source = cl.flag_source;
         return cl.socket_path;
     }
     if (env && *env) { /* no need to read the config file: the variable wins anyway */
@@ -155,16 +162,53 @@ void client_close(void)
     cl.used = false;
 }
 
-/* Names the socket tried, what named it and the order of the search, so that a
- * command that reached another daemon than meant says why. */
-static char *connect_error(const char *path, int e)
+/* Whether connect() failing with e means that no daemon listens there (rather than one
+ * this user may not reach). */
+static bool connect_error_is_absent(int e)
 {
-    return xasprintf("cannot connect to gflowd at %s (%s), named by %s; is it running? "
-                     "Start it with 'gflowd up' (sockets are looked for in this order: "
-                     "--socket, GFLOW_SOCKET, daemon.socket_path, a live per-user socket, "
-                     "the system socket %s)",
-                     path, strerror(e), cl.socket_source ? cl.socket_source : "the caller",
-                     GFLOW_SYSTEM_SOCKET);
+    return e == ENOENT || e == ECONNREFUSED || e == ENOTDIR;
+}
+
+char *client_connect_error(const char *path, int e)
+{
+    /* The first line is the same from every program; the details name the socket tried,
+     * what named it and the order of the search, so that a command that reached another
+     * daemon than meant says why. */
+    struct strbuf sb;
+    strbuf_init(&sb);
+    if (connect_error_is_absent(e))
+        strbuf_adds(&sb, CLIENT_NOT_RUNNING);
+    else
+        strbuf_addf(&sb, "%s%s", CLIENT_UNREACHABLE, strerror(e));
+    strbuf_addf(&sb,
+                "\n  socket: %s (%s), named by %s"
+                "\n  another daemon: pass --socket PATH or set GFLOW_SOCKET=PATH"
+                "\n  (searched: --socket, GFLOW_SOCKET, daemon.socket_path, a live per-user "
+                "socket, then %s)",
+                path, strerror(e), cl.socket_source ? cl.socket_source : "the caller",
+                GFLOW_SYSTEM_SOCKET);
+    return strbuf_detach(&sb);
+}
+
+char *client_connect_error_line(const char *path, int e)
+{
+    if (connect_error_is_absent(e))
+        return xasprintf("%s (socket %s: %s)", CLIENT_NOT_RUNNING, path, strerror(e));
+    return xasprintf("%s%s (socket %s)", CLIENT_UNREACHABLE, strerror(e), path);
+}
+
+bool client_is_connect_error(const char *msg)
+{
+    return msg &&
+           (str_starts_with(msg, CLIENT_NOT_RUNNING) || str_starts_with(msg, CLIENT_UNREACHABLE));
+}
+
+void client_print_error(const char *prog, const char *err)
+{
+    if (client_is_connect_error(err))
+        fprintf(stderr, "%s\n", err);
+    else
+        fprintf(stderr, "%s: %s\n", prog, err);
 }
 
 static int client_connect(char **err)
@@ -188,7 +232,7 @@ static int client_connect(char **err)
     if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
         int e = errno;
         close(fd);
-        *err = connect_error(path, e);
+        *err = client_connect_error(path, e);
         return -1;
     }
     cl.fd = fd;

@@ -30,6 +30,9 @@ void client_set_config(const char *path);
  * over it; local time when neither sets one. 0, or -1 with *err if the config cannot be
  * read. */
 int client_load_timezone(char **err);
+/* The same for a socket that something else than a --socket flag named (source, static
+ * text, says what in errors: gflowd names its configured socket). */
+void client_set_socket_from(const char *path, const char *source);
 /* The socket the client uses: the --socket flag, then GFLOW_SOCKET, then the config's
  * daemon.socket_path, then the per-user socket if a daemon answers there, then the
  * system socket. NULL with *err if the configuration cannot be read. */
@@ -38,6 +41,24 @@ const char *client_socket_path(char **err);
  * socket exists there (even one this user may not reach, so that errors name it and
  * the real cause); else user. Malloc'd. */
 char *client_choose_socket(const char *user, const char *system);
+
+/* The first line of the error of every program that finds no daemon listening, and of
+ * one that finds a socket it may not use (followed by the reason). */
+#define CLIENT_NOT_RUNNING "gflowd is not running: start it with 'gflowd up'"
+#define CLIENT_UNREACHABLE "gflowd cannot be reached: "
+/* The error of a failed connect() to path (errno e): CLIENT_NOT_RUNNING where no daemon
+ * listens (ENOENT, ECONNREFUSED, ENOTDIR), else CLIENT_UNREACHABLE and the reason; the
+ * details (the socket, errno, what named it, --socket / GFLOW_SOCKET) on the lines
+ * below. Malloc'd. */
+char *client_connect_error(const char *path, int e);
+/* The same on one line, for an HTTP error body (gflowd web's 502): the first line, then
+ * the socket and errno in parentheses. Malloc'd. */
+char *client_connect_error_line(const char *path, int e);
+/* Whether msg is such an error. It is printed as it is, without a program's name in
+ * front, so that its first line reads the same from every program. */
+bool client_is_connect_error(const char *msg);
+/* Prints err on stderr: "<prog>: <err>", or err alone when it is a connect error. */
+void client_print_error(const char *prog, const char *err);
 
 /* Called with each piece of a streamed response body as it arrives. Return 0 to go on,
  * -1 to stop reading (the request then ends with success). */

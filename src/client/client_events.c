@@ -225,7 +225,9 @@ struct client_events *client_events_open(const char *path_query, int *status, ch
     strcpy(sa.sun_path, path);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-        *err = xasprintf("cannot connect to gflowd at %s (%s)", path, strerror(errno));
+        int e = errno;
+        *err = fd < 0 ? xasprintf("cannot create a socket: %s", strerror(e))
+                      : client_connect_error(path, e);
         if (fd >= 0)
             close(fd);
         return NULL;

@@ -45,7 +45,7 @@ static void print_which(const struct gflowd *d)
 
 static int ask_status(const struct gflowd *d, json_t **reply, char **err)
 {
-    client_set_socket(d->paths.socket_path);
+    client_set_socket_from(d->paths.socket_path, "gflowd's daemon.socket_path");
     struct client_response r;
     if (client_request("GET", "/v1/status", NULL, 0, NULL, &r, NULL, NULL, err) < 0)
         return -1;
@@ -109,11 +109,15 @@ int ctl_up(struct gflowd *d, const struct serve_opts *o)
     pid_t pid;
     int64_t start;
     if (lockfile_holder(d->paths.lock_path, &pid, &start)) {
-        fprintf(stderr,
-                "gflowd: gflowd is already running (pid %ld); use 'gflowd restart' to "
-                "restart it\n",
-                (long)pid);
-        return 1;
+        /* As gflow: starting what runs is done already, not an error (exit 0). */
+        printf("gflowd is already running.\n"
+               "Use `gflowd reload` to hot-reload or `gflowd restart` to restart it.\n");
+        printf("PID: %ld\n", (long)pid);
+        print_which(d);
+        if (d->n_flags || o->simulate_gpus || o->flag_gpus)
+            printf("The options given were not applied: they take effect at a start "
+                   "('gflowd restart' with them).\n");
+        return 0;
     }
     if (mkdir_p(d->paths.data_dir, 0700) < 0) {
         fprintf(stderr, "gflowd: cannot create %s: %s\n", d->paths.data_dir, strerror(errno));
@@ -323,11 +327,11 @@ static void print_keys(const char *title, const json_t *keys)
 
 int ctl_reload(const struct gflowd *d)
 {
-    client_set_socket(d->paths.socket_path);
+    client_set_socket_from(d->paths.socket_path, "gflowd's daemon.socket_path");
     struct client_response r;
     char *err = NULL;
     if (client_request("POST", "/v1/daemon/reload", "{}", 2, NULL, &r, NULL, NULL, &err) < 0) {
-        fprintf(stderr, "gflowd: %s\n", err);
+        client_print_error("gflowd", err);
         free(err);
         return 1;
     }

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "completion.h"
 #include "config_file.h"
 #include "configinit.h"
 #include "ctl.h"
@@ -35,7 +36,8 @@ static const char usage_text[] =
     "The gflow daemon: runs the jobs queued with gbatch on this machine.\n"
     "\n"
     "Commands:\n"
-    "  up, start      start the daemon in the background (fails if one is running)\n"
+    "  up, start      start the daemon in the background; if one runs already, say so\n"
+    "                 and exit 0 (its options are then not applied: use restart)\n"
     "  down, stop     stop the daemon (SIGTERM, then SIGKILL after 10 s); jobs keep running\n"
     "  restart        stop the daemon if it runs, then start it, with the options it was\n"
     "                 started with (--simulate-gpus, --gpus, ...) unless new ones are given\n"
@@ -60,6 +62,8 @@ static const char usage_text[] =
     "                 and, where systemd runs, enables and starts it; uninstall stops,\n"
     "                 disables and removes it (running jobs keep running); status says\n"
     "                 whether it is installed, enabled and active\n"
+    "  completion SHELL\n"
+    "                 print a completion script: bash, elvish, fish, powershell or zsh\n"
     "  web            serve the web dashboard for the user who runs it (not the daemon):\n"
     "                 listens on 127.0.0.1 only (--port N, else daemon.port, else 8080; 0\n"
     "                 picks a free one), prints the URL with a secret token to open in a browser, "
@@ -391,6 +395,8 @@ int main(int argc, char **argv)
     /* gflowd's CUDA check runs gflowd itself in a child (gpu/cudacheck.h): not a command. */
     if (argc == 3 && !strcmp(argv[1], "__cuda-check"))
         return cudacheck_child_main(argv[2]);
+    if (argc > 1 && !strcmp(argv[1], "completion"))
+        return completion_main("gflowd", argc - 2, argv + 2);
     bool want_user = false, want_system = false, force = false;
     const char *root = NULL;
     struct web_opts web = {0};
@@ -493,6 +499,8 @@ int main(int argc, char **argv)
     const char *cmd = argv[optind];
     bool service = !strcmp(cmd, "service");
     const char *action = service ? argv[optind + 1] : NULL;
+    if (!strcmp(cmd, "completion"))
+        usage_error("'completion' comes first, before any option: 'gflowd completion SHELL'");
     if (service && !action)
         usage_error("'service' needs an action: install, uninstall or status");
     if (service && strcmp(action, "install") && strcmp(action, "uninstall") &&

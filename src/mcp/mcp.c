@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "completion.h"
 #include "gflow_build.h"
 #include "jsonrpc.h"
 #include "mcp.h"
@@ -34,6 +35,7 @@ static void mcp_help(void)
     printf("gflow-mcp - gflow for AI assistants: a Model Context Protocol server\n"
            "\n"
            "Usage: gflow-mcp [--socket PATH]\n"
+           "       gflow-mcp completion SHELL  (bash, elvish, fish, powershell or zsh)\n"
            "\n"
            "Speaks MCP (revision 2025-06-18) as JSON-RPC on standard input and output, one\n"
            "message per line: an assistant starts it and talks to it. It acts as the user\n"
@@ -75,6 +77,8 @@ static void parse_args(int argc, char **argv)
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
+    if (argc > 1 && !strcmp(argv[1], "completion"))
+        exit(completion_main("gflow-mcp", argc - 2, argv + 2));
     int c;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":hV", longopts, NULL)) != -1) {

@@ -13,6 +13,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "client.h"
 #include "http_reader.h"
 #include "util.h"
 
@@ -32,8 +33,9 @@ static int connect_unix(const char *path, char **err)
     strcpy(sa.sun_path, path);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-        *err = xasprintf("cannot reach gflowd at %s: %s (is it running? 'gflowd up')", path,
-                         strerror(errno));
+        int e = errno;
+        *err = fd < 0 ? xasprintf("cannot create a socket: %s", strerror(e))
+                      : client_connect_error_line(path, e);
         if (fd >= 0)
             close(fd);
         return -1;

@@ -96,6 +96,24 @@ def assert_one_line_error(r, cmd, status, *needles):
         assert n in r.stderr, (n, r.stderr)
 
 
+NOT_RUNNING = "gflowd is not running: start it with 'gflowd up'"
+
+
+def assert_not_running(r, *needles, first=NOT_RUNNING):
+    """The command found no daemon: status 1, nothing on stdout, and on stderr the line
+    every program prints first (without its name in front), then the details (the
+    socket, why, what named it), indented, on lines of their own that contain every
+    needle."""
+    assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)
+    assert r.stdout == ""
+    lines = r.stderr.splitlines()
+    assert lines and lines[0] == first, r.stderr
+    assert len(lines) >= 2 and all(l.startswith("  ") for l in lines[1:]), r.stderr
+    details = "\n".join(lines[1:])
+    for n in needles:
+        assert n in details, (n, r.stderr)
+
+
 def binary(name):
     return str(BUILD_DIR / name)
 

@@ -93,7 +93,8 @@ def test_bulk_api_reply_and_bad_bodies(gflow):
     r = gflow.api("POST", "/v1/jobs/cancel?dry_run=1", {"ids": [first, 987654]})
     assert r.status == 200, r
     res = r.json()["results"]
-    assert res[0] == first  # the short form: would be done as asked
+    # A dry run always says the state (gcancel --dry-run prints it): never the short form.
+    assert res[0] == {"id": first, "state": "H", "dependents_cancelled": []}
     assert res[1]["id"] == 987654 and res[1]["status"] == 404 and "error" in res[1]
     assert gflow.job(first)["state"] == "H"
     r = gflow.api("POST", "/v1/jobs/release", {"ids": [first], "begin_time": 4102444800})

@@ -54,7 +54,8 @@ def test_subcommand_words_are_never_submitted(gflow):
     cp = gflow.run("gbatch", "new")
     assert_one_line_error(cp, "gbatch", 2, "gbatch new NAME")
     cp = gflow.run("gbatch", "completion", "tcsh")
-    assert_one_line_error(cp, "gbatch", 2, "bash|zsh|fish")
+    assert_one_line_error(cp, "gbatch", 2, "unknown shell 'tcsh'",
+                          "use bash, elvish, fish, powershell or zsh")
     assert gflow.jobs(user="all") == before
     # Written as the help says, a command of that name is submitted.
     job = gflow.job(gflow.submit("-H", "--", "new"))

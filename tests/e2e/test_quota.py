@@ -277,5 +277,5 @@ def test_quota_help_and_completion(make_gflow, env):
     flags = help_flags([binary("gctl"), "quota"])
     assert "--max-gpu-hours" in flags and "--default-project" in flags
     assert complete(script, "gctl quota -") == flags
-    assert complete(script, "gctl quota ") == {"show", "set", "clear"}
+    assert complete(script, "gctl quota ") == {"list", "show", "set", "remove", "clear"}
     assert complete(script, "gctl q") == {"quota"}

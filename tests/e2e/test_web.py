@@ -225,7 +225,8 @@ def test_a_stopped_daemon_is_a_502_and_the_dashboard_keeps_serving(web4):
     w.login()
     assert g.down().returncode == 0
     status, _, body = w.request("GET", "/v1/gpus")
-    assert status == 502 and "cannot reach gflowd" in error_of(body), body
+    assert status == 502 and error_of(body).startswith(
+        f"gflowd is not running: start it with 'gflowd up' (socket {g.sock}: "), body
     assert w.request("GET", "/")[0] == 200
     g.up("--simulate-gpus", "4")
     status, _, body = w.request("GET", "/v1/gpus")

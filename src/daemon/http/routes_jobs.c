@@ -370,15 +370,35 @@ void route_show(const struct route_req *r, struct reply *rep)
 
 /* The reply to a cancel: the job's state, and the jobs that its cancellation takes
  * along (auto-cancel of dependents; for a running job, once it has ended). */
-static json_t *cancel_reply(const struct job *j, const struct jobs_cascade *also, size_t n)
+static json_t *cancel_reply(const struct jobs *t, const struct job *j,
+                            const struct jobs_cascade *also, size_t n)
 {
     json_t *o = state_reply(j);
     json_t *arr = json_array();
-    for (size_t i = 0; i < n; i++)
-        json_array_append_new(arr, json_pack("{s:I, s:I}", "id", (json_int_t)also[i].id,
-                                             "depends_on", (json_int_t)also[i].because));
+    for (size_t i = 0; i < n; i++) {
+        const struct job *dep = jobs_get(t, also[i].id);
+        json_array_append_new(arr, json_pack("{s:I, s:I, s:s}", "id", (json_int_t)also[i].id,
+                                             "depends_on", (json_int_t)also[i].because, "state",
+                                             dep ? job_display_state(dep) : "PD"));
+    }
     json_object_set_new(o, "dependents_cancelled", arr);
     return o;
+}
+
+/* A bulk dry run's refusal (ended: 409, not yours: 403) carries the job's state, for
+ * gcancel --dry-run's "ID STATE invalid" line; an unknown job has none. */
+static void dry_run_state(const struct route_req *r, int64_t id, json_t *err)
+{
+    const struct job *a = jobs_get(r->d->jobs, id);
+    if (a) {
+        json_object_set_new(err, "state", json_string(job_display_state(a)));
+        return;
+    }
+    struct job old;
+    job_init(&old);
+    if (store_get_job(r->d->store, id, &old, false) == 0)
+        json_object_set_new(err, "state", json_string(job_state_short(old.state)));
+    job_clear(&old);
 }
 
 /* Cancels job id (dry: only says what would happen) at time now: the reply's body,
@@ -388,8 +408,11 @@ static json_t *cancel_one(const struct route_req *r, int64_t id, bool dry, bool 
 {
     json_t *err = NULL;
     struct job *j = active_job_for(r, id, "cancel", status, &err);
-    if (!j)
+    if (!j) {
+        if (dry && bulk)
+            dry_run_state(r, id, err);
         return err;
+    }
     struct jobs_cascade *also;
     size_t n_also = jobs_cascade_preview(r->d->jobs, j, &also);
     if (!dry) {
@@ -402,10 +425,11 @@ static json_t *cancel_one(const struct route_req *r, int64_t id, bool dry, bool 
     }
     *status = 200;
     json_t *o;
-    if (bulk && !n_also && (dry || j->state == JOB_CANCELLED))
+    /* A dry run always says the job's state (gcancel --dry-run prints it). */
+    if (bulk && !n_also && !dry && j->state == JOB_CANCELLED)
         o = json_integer(id); /* route_bulk's short form: done as asked */
     else
-        o = cancel_reply(j, also, n_also);
+        o = cancel_reply(r->d->jobs, j, also, n_also);
     free(also);
     return o;
 }

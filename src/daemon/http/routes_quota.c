@@ -136,18 +136,20 @@ void route_quotas_clear(const struct route_req *r, struct reply *rep)
     }
     struct quotas *q = jobs_quotas(r->d->jobs);
     char *err = NULL;
+    bool removed;
     if (quotas_override_clear(q, jobs_store(r->d->jobs), scope, name, list && *list ? fields : NULL,
-                              &err) < 0) {
+                              &removed, &err) < 0) {
         reply_error(rep, 500, "%s", err);
         free(err);
         return;
     }
     jobs_mark_dirty(r->d->jobs);
     const char *user = scope == QUOTA_USER ? name : NULL;
-    reply_json(rep, 200,
-               with_reservations(
-                   r, quotas_status_json(q, user, scope == QUOTA_PROJECT ? name : NULL, now_wall()),
-                   user));
+    json_t *o = with_reservations(
+        r, quotas_status_json(q, user, scope == QUOTA_PROJECT ? name : NULL, now_wall()), user);
+    /* Whether there was an override to drop: gctl quota remove fails when not (as gflow). */
+    json_object_set_new(o, "removed", json_boolean(removed));
+    reply_json(rep, 200, o);
 }
 
 void route_quotas(const struct route_req *r, struct reply *rep)

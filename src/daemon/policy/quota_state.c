@@ -224,9 +224,14 @@ int quotas_override_set(struct quotas *q, struct store *s, enum quota_scope scop
 }
 
 int quotas_override_clear(struct quotas *q, struct store *s, enum quota_scope scope,
-                          const char *name, const bool *fields, char **err)
+                          const char *name, const bool *fields, bool *removed, char **err)
 {
     struct quota_limits *e = quota_set_entry(&q->overrides, scope, name, false);
+    bool had = false;
+    for (int i = 0; e && i < QUOTA_N_LIMITS; i++)
+        had |= (!fields || fields[i]) && quota_limit_get(e, i) >= 0;
+    if (removed)
+        *removed = had;
     if (e && fields) {
         for (int i = 0; i < QUOTA_N_LIMITS; i++)
             if (fields[i])

@@ -51,12 +51,12 @@ bool quotas_tick(struct quotas *q, double now);
 
 /* Runtime overrides (gctl quota set/clear): sets the limits given (>= 0 fields of l)
  * for a user or project (name; NULL: the default of the scope), or removes them (fields:
- * which limits, NULL = the whole entry), and writes them to the store (in the open
- * transaction). 0, or -1 with *err. */
+ * which limits, NULL = the whole entry; *removed, when not NULL: whether any of them was
+ * set), and writes them to the store (in the open transaction). 0, or -1 with *err. */
 int quotas_override_set(struct quotas *q, struct store *s, enum quota_scope scope, const char *name,
                         const struct quota_limits *l, char **err);
 int quotas_override_clear(struct quotas *q, struct store *s, enum quota_scope scope,
-                          const char *name, const bool *fields, char **err);
+                          const char *name, const bool *fields, bool *removed, char **err);
 
 /* Whether a submission of n jobs for user (and n_project of them for project, which may
  * be NULL) stays within max_queued_jobs. NULL, or the refusal to show (caller frees):
