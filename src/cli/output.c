@@ -564,9 +564,17 @@ char *output_job_elapsed(const struct job *j, double now)
     return format_duration(secs > 0 ? (int64_t)secs : 0);
 }
 
+char *output_hms(int64_t secs)
+{
+    if (secs < 0)
+        secs = 0;
+    return xasprintf("%02lld:%02lld:%02lld", (long long)(secs / 3600), (long long)(secs / 60 % 60),
+                     (long long)(secs % 60));
+}
+
 char *output_job_time_limit(const struct job *j)
 {
-    return j->time_limit > 0 ? format_duration(j->time_limit) : xstrdup("UNLIMITED");
+    return j->time_limit > 0 ? output_hms(j->time_limit) : xstrdup("UNLIMITED");
 }
 
 char *output_job_exit_code(const struct job *j)

@@ -63,7 +63,10 @@ char *output_time(double t);
 /* Elapsed run time: now - start while running, end - start once ended, "-"
  * before it started (as gqueue's TIME). */
 char *output_job_elapsed(const struct job *j, double now);
-/* "1:00:00" or "UNLIMITED". */
+/* A duration as gflow prints TIME and TIMELIMIT: "HH:MM:SS", the hours going past 24
+ * ("25:00:00"; gflow has no days form); a negative one as 0. */
+char *output_hms(int64_t secs);
+/* "02:00:00" (output_hms) or "UNLIMITED". */
 char *output_job_time_limit(const struct job *j);
 /* The exit code ("0", "3"), the signal name for a job killed by a signal ("SIGKILL"),
  * or "-" while unknown. */
