@@ -277,7 +277,7 @@ int main(int argc, char **argv)
             if (!strcasecmp(name, "yaml"))
                 o.outfmt = OUTPUT_YAML;
             else if (output_format_parse(name, &o.outfmt) < 0 || (o.v0 && o.outfmt == OUTPUT_TABLE))
-                cli_usage_error("unknown output format '%s'; use table, json, yaml or csv "
+                cli_usage_error("unknown output format '%s'; use table, csv, json or yaml "
                                 "(or json-v0, yaml-v0, csv-v0: the shapes before gflow's)",
                                 optarg);
             free(name);
