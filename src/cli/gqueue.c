@@ -133,10 +133,10 @@ static void gqueue_help(void)
            "                        with gflow's keys (state \"Running\", gpus [0, 1],\n"
            "                        time \"00:05:00\", ...) and then the API's others\n"
            "                        (docs/api.md); csv gflow's columns id,name,state,\n"
-           "                        time,gpus,user,submitted_at,reason, or with -f those\n"
-           "                        columns. json-v0, yaml-v0, csv-v0: the shapes before\n"
-           "                        (the API's job objects; the table's columns), for\n"
-           "                        one release\n"
+           "                        time,gpus,user,submitted_at,reason (with -f, -l or\n"
+           "                        --start: their columns). json-v0, yaml-v0, csv-v0:\n"
+           "                        the shapes before (the API's job objects; the\n"
+           "                        table's columns), for one release\n"
            "      --start           queued jobs by expected start, as squeue --start:\n"
            "                        -s PD, -r start_time and -f JOBID,NAME,USER,ST,\n"
            "                        START_TIME,NODES,NODELIST(REASON) unless given;\n"
@@ -306,7 +306,7 @@ int main(int argc, char **argv)
         states = "PD";
     if (start && !sort)
         sort = "start_time";
-    if (o.outfmt == OUTPUT_CSV && !o.v0 && !format && !longer)
+    if (o.outfmt == OUTPUT_CSV && !o.v0 && !format && !longer && !start)
         o.fields = gqueue_doc_csv_fields(&o.nfields); /* gflow's columns */
     else
         o.fields = gqueue_format(format   ? format

@@ -159,6 +159,10 @@ def test_csv_as_gflow(make_gflow):
     rows = list(csv.reader(io.StringIO(cp.stdout)))
     assert rows[0] == ["JOBID", "ST", "TIMELIMIT"]
     assert [str(ids["run"]), "R", "02:00:00"] in rows
+    for args, header in ((["-l"], "JOBID,NAME,USER,ST,WAIT,RUNTIME,TIMELIMIT,NODES"),
+                         (["--start"], "JOBID,NAME,USER,ST,START_TIME,NODES")):
+        cp = g.run("gqueue", "-o", "csv", *args, check=True)
+        assert cp.stdout.splitlines()[0] == header + ",NODELIST(REASON)", (args, cp.stdout)
     # csv-v0: the table's columns, the old shape.
     cp = g.run("gqueue", "-a", "-o", "csv-v0", check=True)
     rows = list(csv.reader(io.StringIO(cp.stdout)))
