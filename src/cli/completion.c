@@ -46,7 +46,7 @@ static const struct completion_entry completion_table[] = {
     {"gqueue", NULL, NULL,
      "-a --all -c --completed -s --states -j --jobs -u --user --users -N --names -g --group "
      "--since -w --watch --interval -P --project -n --limit -r --sort -f --format -o --output "
-     "--start -t --tree --socket --config -h --help -V --version"},
+     "--start -t --tree -l --long --socket --config -h --help -V --version"},
     {"gcancel", NULL, NULL,
      "--dry-run -v --verbose --kill --cancel --socket --config -h --help -V --version"},
     {"ginfo", NULL, NULL,

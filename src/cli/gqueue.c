@@ -26,7 +26,9 @@
 
 enum { OPT_SINCE = 256, OPT_INTERVAL, OPT_START };
 
-static const char gqueue_shortopts[] = "+:acts:j:u:N:g:P:wn:r:f:o:hV";
+/* -g takes no argument (gflow's group by state); an id after it (-g 40, --group=40) is
+ * read by hand below. */
+static const char gqueue_shortopts[] = "+:acts:j:u:N:gP:wn:r:f:o:lhV";
 static const struct option gqueue_longopts[] = {
     {"all", no_argument, NULL, 'a'},
     {"completed", no_argument, NULL, 'c'},
@@ -37,7 +39,8 @@ static const struct option gqueue_longopts[] = {
     {"user", required_argument, NULL, 'u'},
     {"users", required_argument, NULL, 'u'},
     {"names", required_argument, NULL, 'N'},
-    {"group", required_argument, NULL, 'g'},
+    {"group", optional_argument, NULL, 'g'},
+    {"long", no_argument, NULL, 'l'},
     {"since", required_argument, NULL, OPT_SINCE},
     {"watch", no_argument, NULL, 'w'},
     {"interval", required_argument, NULL, OPT_INTERVAL},
@@ -51,8 +54,38 @@ static const struct option gqueue_longopts[] = {
     {NULL, 0, NULL, 0},
 };
 
+/* The field names, wrapped to the help's column. */
+static char *gqueue_help_fields(void)
+{
+    struct strbuf all, out;
+    strbuf_init(&all);
+    strbuf_init(&out);
+    gqueue_field_names(&all, " ");
+    size_t col = 0;
+    for (char *save = NULL, *w = strtok_r(all.buf, " ", &save); w; w = strtok_r(NULL, " ", &save)) {
+        size_t len = strlen(w);
+        if (col && col + 1 + len > 80) {
+            strbuf_addc(&out, '\n');
+            col = 0;
+        }
+        if (!col) {
+            strbuf_adds(&out, "                        ");
+            col = 24;
+        } else {
+            strbuf_addc(&out, ' ');
+            col++;
+        }
+        strbuf_adds(&out, w);
+        col += len;
+    }
+    strbuf_addc(&out, '\n');
+    strbuf_free(&all);
+    return strbuf_detach(&out);
+}
+
 static void gqueue_help(void)
 {
+    char *fields = gqueue_help_fields();
     printf("gqueue - list jobs of the gflow scheduler\n"
            "\n"
            "Usage: gqueue [options]\n"
@@ -73,7 +106,10 @@ static void gqueue_help(void)
            "                        jobs of these users (comma-separated login names),\n"
            "                        or '*' / 'all' for everyone's (default: yours)\n"
            "  -N, --names LIST      only jobs with these names (comma-separated, exact)\n"
-           "  -g, --group ID        only the jobs of one submission (an array or sweep):\n"
+           "  -g, --group           group the table by state, one table per state\n"
+           "                        (Running, Queued, Hold, Finished, ...), as gflow\n"
+           "  -g, --group ID, --group=ID\n"
+           "                        only the jobs of one submission (an array or sweep):\n"
            "                        its group id, the id of its first job\n"
            "      --since WHEN      only jobs submitted since WHEN: a duration ago (30m,\n"
            "                        1h, 2d, 1w; also s), today, yesterday, a date or time\n"
@@ -88,15 +124,21 @@ static void gqueue_help(void)
            "                        descending, e.g. -r -priority\n"
            "  -f, --format FIELDS   columns, comma-separated (default\n"
            "                        " GQUEUE_DEFAULT_FORMAT "):\n"
-           "                        JOBID NAME ST STATE TIME TIMELIMIT NODES\n"
-           "                        NODELIST(REASON) NODELIST REASON PRIORITY USER\n"
-           "                        EXITCODE SUBMIT START END WORKDIR COMMAND MEMORY\n"
-           "                        BEGIN PROJECT START_TIME SLURMID\n"
+           "%s"
            "                        (PRIORITY: a waiting job's effective priority;\n"
            "                        SLURMID: the Slurm job id, slurm backend)\n"
-           "  -o, --output FORMAT   table (default), csv, json or yaml; json and yaml are\n"
-           "                        {jobs: [the whole job objects], total, timestamp}\n"
-           "                        and ignore -f\n"
+           "  -l, --long            more of each job (as squeue -l): the columns\n"
+           "                        JOBID NAME USER ST WAIT RUNTIME TIMELIMIT NODES\n"
+           "                        NODELIST(REASON)\n"
+           "  -o, --output FORMAT   table (default), json, yaml or csv, as gflow's: json\n"
+           "                        and yaml {jobs: [...], total, timestamp}, each job\n"
+           "                        with gflow's keys (state \"Running\", gpus [0, 1],\n"
+           "                        time \"00:05:00\", ...) and then the API's others\n"
+           "                        (docs/api.md); csv gflow's columns id,name,state,\n"
+           "                        time,gpus,user,submitted_at,reason (with -f, -l or\n"
+           "                        --start: their columns). json-v0, yaml-v0, csv-v0:\n"
+           "                        the shapes before (the API's job objects; the\n"
+           "                        table's columns), for one release\n"
            "      --start           queued jobs by expected start, as squeue --start:\n"
            "                        -s PD, -r start_time and -f JOBID,NAME,USER,ST,\n"
            "                        START_TIME,NODES,NODELIST(REASON) unless given;\n"
@@ -118,18 +160,20 @@ static void gqueue_help(void)
            "  -h, --help            show this help\n"
            "  -V, --version         show the version\n"
            "\n"
-           "Columns: TIME is the run time, HH:MM:SS or D-HH:MM:SS (- before the job\n"
-           "starts); NODES the GPUs requested; NODELIST(REASON) the GPUs of a running job,\n"
-           "or why a job waits or ended, e.g. (Priority), (JobHeldUser),\n"
-           "(NonZeroExitCode), (Signal), (TimeLimit), (Memory), (BeginTime),\n"
-           "(OutOfMemory); EXITCODE the exit status, or the signal that killed the job\n"
-           "(e.g. SIGKILL); TIMELIMIT is UNLIMITED when none; MEMORY the host memory\n"
-           "requested (--memory), - when none; SUBMIT/START/END are in the config's\n"
-           "timezone (local time without one), TIME and TIMELIMIT HH:MM:SS;\n"
-           "START_TIME a queued job's expected start (backfill's plan; - when unknown)\n"
-           "or a started job's start.\n"
+           "Columns: TIME is the run time, HH:MM:SS (hours past 24 as they are; - before\n"
+           "the job starts), RUNTIME the same; WAIT the time from submission to start (to\n"
+           "now while the job waits); NODES the GPUs requested; NODELIST(REASON) the GPUs\n"
+           "of a running job, or why a job waits or ended, e.g. (Priority),\n"
+           "(JobHeldUser), (NonZeroExitCode), (Signal), (TimeLimit), (Memory),\n"
+           "(BeginTime), (OutOfMemory); EXITCODE the exit status, or the signal that\n"
+           "killed the job (e.g. SIGKILL); TIMELIMIT HH:MM:SS, UNLIMITED when none;\n"
+           "MEMORY the host memory requested (--memory), - when none; SUBMIT/START/END\n"
+           "are in the config's timezone (local time without one); START_TIME a queued job's expected start (backfill's plan;\n"
+           "- when unknown) or a started job's start.\n"
            "On a terminal, states are coloured (not with NO_COLOR set) and cells are cut\n"
-           "with … to fit its width (the whole text: gjob show, -o json).\n");
+           "with … to fit its width (the whole text: gjob show, -o json).\n",
+           fields);
+    free(fields);
 }
 
 int main(int argc, char **argv)
@@ -138,6 +182,7 @@ int main(int argc, char **argv)
     if (argc > 1 && !strcmp(argv[1], "completion"))
         return completion_main("gqueue", argc - 2, argv + 2);
     bool all = false, completed = false, watch = false, interval_given = false, start = false;
+    bool longer = false;
     const char *states = NULL, *jobs = NULL, *user = NULL, *sort = NULL, *names = NULL;
     const char *project = NULL;
     const char *format = NULL, *since = NULL;
@@ -171,11 +216,23 @@ int main(int argc, char **argv)
         case 'N':
             names = optarg;
             break;
-        case 'g':
-            if (parse_int64(optarg, &o.group) < 0 || o.group <= 0)
+        case 'g': {
+            /* gqueue takes no operands, so a word after -g that is no option is its id. */
+            const char *id = optarg;
+            if (!id && optind < argc && argv[optind][0] != '-' && argv[optind][0])
+                id = argv[optind++];
+            if (!id) {
+                o.by_state = true;
+                break;
+            }
+            if (parse_int64(id, &o.group) < 0 || o.group <= 0)
                 cli_usage_error("invalid group '%s' for -g: give the id of the array or sweep "
-                                "(its first job's id)",
-                                optarg);
+                                "(its first job's id), or no id to group by state",
+                                id);
+            break;
+        }
+        case 'l':
+            longer = true;
             break;
         case OPT_SINCE:
             since = optarg;
@@ -215,12 +272,22 @@ int main(int argc, char **argv)
         case 'f':
             format = optarg;
             break;
-        case 'o':
-            if (!strcasecmp(optarg, "yaml"))
+        case 'o': {
+            /* FORMAT-v0: the shape before gflow's (kept for one release). */
+            char *name = xstrdup(optarg);
+            size_t len = strlen(name);
+            o.v0 = len > 3 && !strcasecmp(name + len - 3, "-v0");
+            if (o.v0)
+                name[len - 3] = '\0';
+            if (!strcasecmp(name, "yaml"))
                 o.outfmt = OUTPUT_YAML;
-            else if (output_format_parse(optarg, &o.outfmt) < 0)
-                cli_usage_error("unknown output format '%s'; use table, csv, json or yaml", optarg);
+            else if (output_format_parse(name, &o.outfmt) < 0 || (o.v0 && o.outfmt == OUTPUT_TABLE))
+                cli_usage_error("unknown output format '%s'; use table, csv, json or yaml "
+                                "(or json-v0, yaml-v0, csv-v0: the shapes before gflow's)",
+                                optarg);
+            free(name);
             break;
+        }
         default:
             cli_common_option(c, argv, gqueue_longopts, "gqueue", gqueue_help);
         }
@@ -236,13 +303,24 @@ int main(int argc, char **argv)
 
     if (start && completed)
         cli_usage_error("--start lists queued jobs and --completed ended ones; use one");
+    if (o.by_state && o.tree)
+        cli_usage_error("-g (group by state) and -t (tree) cannot be used together; use one");
+    if (longer && (format || start))
+        cli_usage_error("-l and %s both choose the columns; use one (-l is -f " GQUEUE_LONG_FORMAT
+                        ")",
+                        format ? "-f" : "--start");
     if (start && !states)
         states = "PD";
-    if (!format)
-        format = start ? GQUEUE_START_FORMAT : GQUEUE_DEFAULT_FORMAT;
     if (start && !sort)
         sort = "start_time";
-    o.fields = gqueue_format(format, &o.nfields);
+    if (o.outfmt == OUTPUT_CSV && !o.v0 && !format && !longer && !start)
+        o.fields = gqueue_doc_csv_fields(&o.nfields); /* gflow's columns */
+    else
+        o.fields = gqueue_format(format   ? format
+                                 : start  ? GQUEUE_START_FORMAT
+                                 : longer ? GQUEUE_LONG_FORMAT
+                                          : GQUEUE_DEFAULT_FORMAT,
+                                 &o.nfields);
 
     /* The sort key. */
     if (sort) {

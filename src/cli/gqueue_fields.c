@@ -51,17 +51,32 @@ void gqueue_state(struct strbuf *sb, const struct job *j, double now)
     strbuf_adds(sb, job_display_state_name(j));
 }
 
-/* gflow's elapsed time: "00:15:23", "28:30:00" (no days form); "-" before the job starts. */
-static void gqueue_time(struct strbuf *sb, const struct job *j, double now)
+/* gflow's elapsed time (TIME, RUNTIME, -o json's "time"): "00:15:23", the hours past 24
+ * as they are ("26:00:00", gflow's format_duration); "-" before the job starts. */
+void gqueue_time(struct strbuf *sb, const struct job *j, double now)
 {
     if (j->start_time <= 0) {
         strbuf_addc(sb, '-');
         return;
     }
     double end = j->end_time > 0 ? j->end_time : (j->state == JOB_RUNNING ? now : j->start_time);
-    char buf[32];
-    format_duration_buf(buf, sizeof(buf), end > j->start_time ? (int64_t)(end - j->start_time) : 0);
-    strbuf_adds(sb, buf);
+    gqueue_put_owned(sb, format_duration(end > j->start_time ? (int64_t)(end - j->start_time) : 0));
+}
+
+/* WAIT (gflow #115): the time from submission to the start, or until now while the job
+ * waits (queued or held: a requeued job's earlier start does not end its wait), or until
+ * its end for a job that ended without starting. */
+static void gqueue_wait(struct strbuf *sb, const struct job *j, double now)
+{
+    double until = j->state == JOB_QUEUED || j->state == JOB_HELD || job_backend_pending(j) ? now
+                   : j->start_time > 0 ? j->start_time
+                                       : j->end_time;
+    if (j->submit_time <= 0 || until <= 0) {
+        strbuf_addc(sb, '-');
+        return;
+    }
+    gqueue_put_owned(sb,
+                     format_duration(until > j->submit_time ? (int64_t)(until - j->submit_time) : 0));
 }
 
 static void gqueue_timelimit(struct strbuf *sb, const struct job *j, double now)
@@ -182,6 +197,10 @@ static const struct gqueue_field gqueue_fields[] = {
     {JOB_HEADER_STATE, gqueue_st, {JOB_FIELD_STATE}},
     {"STATE", gqueue_state, {JOB_FIELD_STATE}},
     {"TIME", gqueue_time, {JOB_FIELD_STATE, JOB_FIELD_START_TIME, JOB_FIELD_END_TIME}},
+    {"WAIT",
+     gqueue_wait,
+     {JOB_FIELD_STATE, JOB_FIELD_SUBMIT_TIME, JOB_FIELD_START_TIME, JOB_FIELD_END_TIME}},
+    {"RUNTIME", gqueue_time, {JOB_FIELD_STATE, JOB_FIELD_START_TIME, JOB_FIELD_END_TIME}},
     {JOB_HEADER_TIME_LIMIT, gqueue_timelimit, {JOB_FIELD_TIME_LIMIT}},
     {"NODES", gqueue_nodes, {JOB_FIELD_GPUS, JOB_FIELD_MIG_PROFILE, JOB_FIELD_MIG_COUNT}},
     {"NODELIST(REASON)",
@@ -297,6 +316,13 @@ char **gqueue_split(const char *list, size_t *n)
     return out;
 }
 
+/* Every field -f takes, in table order, joined by sep. */
+void gqueue_field_names(struct strbuf *sb, const char *sep)
+{
+    for (size_t i = 0; i < GQUEUE_NFIELDS; i++)
+        strbuf_addf(sb, "%s%s", i ? sep : "", gqueue_fields[i].name);
+}
+
 /* Parses -f into field pointers. */
 const struct gqueue_field **gqueue_format(const char *spec, size_t *n)
 {
@@ -306,12 +332,12 @@ const struct gqueue_field **gqueue_format(const char *spec, size_t *n)
         for (size_t i = 0; i < GQUEUE_NFIELDS && !out[k]; i++)
             if (!strcasecmp(names[k], gqueue_fields[i].name))
                 out[k] = &gqueue_fields[i];
-        if (!out[k])
-            cli_usage_error("unknown field '%s' in -f; use JOBID, NAME, ST, STATE, TIME, "
-                            "TIMELIMIT, NODES, NODELIST(REASON), NODELIST, REASON, "
-                            "PRIORITY, USER, EXITCODE, SUBMIT, START, END, WORKDIR, "
-                            "COMMAND, MEMORY, BEGIN, PROJECT",
-                            names[k]);
+        if (!out[k]) {
+            struct strbuf all; /* made from the table, so that no field is left out */
+            strbuf_init(&all);
+            gqueue_field_names(&all, ", ");
+            cli_usage_error("unknown field '%s' in -f; use %s", names[k], all.buf);
+        }
         free(names[k]);
     }
     free(names);

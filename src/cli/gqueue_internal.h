@@ -1,6 +1,7 @@
 /* gqueue_internal: what gqueue's files share (gqueue.c: options and main; gqueue_fields.c:
  * the columns, sort keys and -s/-f parsing; gqueue_tsv.c: the line format read into rows,
- * the tree; gqueue_list.c: one listing; gqueue_watch.c: -w). Not a library interface. */
+ * the tree; gqueue_list.c: one listing; gqueue_doc.c: -o json/yaml/csv in gflow's shapes;
+ * gqueue_watch.c: -w). Not a library interface. */
 #ifndef GFLOW_GQUEUE_INTERNAL_H
 #define GFLOW_GQUEUE_INTERNAL_H
 
@@ -17,6 +18,8 @@
 #define GQUEUE_DEFAULT_FORMAT "JOBID,NAME,ST,TIME,NODES,NODELIST(REASON)"
 /* --start (Slurm's squeue --start): queued jobs by expected start. */
 #define GQUEUE_START_FORMAT "JOBID,NAME,USER,ST,START_TIME,NODES,NODELIST(REASON)"
+/* -l/--long (squeue's -l: more of each job), with WAIT and RUNTIME (gflow #115). */
+#define GQUEUE_LONG_FORMAT "JOBID,NAME,USER,ST,WAIT,RUNTIME,TIMELIMIT,NODES,NODELIST(REASON)"
 
 /* A sort done here (the API cannot), over struct gqueue_row. */
 typedef int (*gqueue_cmp_fn)(const void *a, const void *b);
@@ -46,6 +49,8 @@ struct gqueue_opts {
     const struct gqueue_field **fields;
     size_t nfields;
     enum output_format outfmt;
+    bool v0;       /* -o json-v0 / yaml-v0 / csv-v0: the shapes before gflow's (one release) */
+    bool by_state; /* -g without an id: one table per state, as gflow's -g */
     int64_t limit;
     bool desc;
     gqueue_cmp_fn local_sort; /* NULL: the API sorts (api_sort) */
@@ -65,6 +70,8 @@ struct gqueue_opts {
 void gqueue_name(struct strbuf *sb, const struct job *j, double now);
 void gqueue_st(struct strbuf *sb, const struct job *j, double now);
 void gqueue_state(struct strbuf *sb, const struct job *j, double now);
+void gqueue_time(struct strbuf *sb, const struct job *j, double now);
+void gqueue_field_names(struct strbuf *sb, const char *sep);
 const char *gqueue_sort_key(const char *key, const char *given, gqueue_cmp_fn *local);
 char *gqueue_states(const char *list);
 char **gqueue_split(const char *list, size_t *n);
@@ -72,7 +79,7 @@ const struct gqueue_field **gqueue_format(const char *spec, size_t *n);
 
 /* gqueue_tsv.c */
 void gqueue_tsv_query(struct strbuf *path, const struct gqueue_field **columns, size_t ncolumns,
-                      bool tree, bool filters);
+                      bool tree, bool filters, bool by_state);
 void gqueue_get_tsv(const char *path, struct client_response *r, client_chunk_cb chunk_cb,
                     void *arg);
 void gqueue_tsv_header(char *header, int *fields, size_t *nfields);
@@ -88,6 +95,15 @@ int gqueue_cmp_expected(const void *a, const void *b);
 /* gqueue_list.c */
 bool gqueue_user_known(const char *name);
 void gqueue_list(const struct gqueue_opts *o, FILE *out, FILE *notes);
+
+/* gqueue_doc.c */
+/* gflow's CSV columns (id,name,state,time,gpus,user,submitted_at,reason), for -o csv
+ * without -f. Malloc'd array. */
+const struct gqueue_field **gqueue_doc_csv_fields(size_t *n);
+/* One job as gflow's -o json shows it, then the API's other keys (raw: its API object). */
+json_t *gqueue_doc_job(const json_t *raw, const struct job *j, double now);
+/* {"jobs": jobs, "total": N, "timestamp": RFC 3339} as JSON or YAML, to out. */
+void gqueue_doc_print(const struct gqueue_opts *o, json_t *jobs, FILE *out);
 
 /* gqueue_watch.c */
 size_t gqueue_term_width(size_t *rows);

@@ -1,6 +1,6 @@
-/* gqueue_list: one listing: the filters done here (several users, -N, -g), --since and
- * user checks, the state styles, and the table, CSV or JSON made from the daemon's
- * answer (a plain table fed line by line as it arrives). */
+/* gqueue_list: one listing: the filters done here (several users, -N, -g ID), --since and
+ * user checks, the state styles, and the table (or -g's tables by state), CSV or JSON
+ * made from the daemon's answer (a plain table fed line by line as it arrives). */
 
 #include <ctype.h>
 #include <errno.h>
@@ -93,25 +93,6 @@ static const char *gqueue_state_style(const char *cell, size_t len)
     default:
         return NULL;
     }
-}
-
-/* gflow's -o json / yaml: {"jobs": [...], "total": N, "timestamp": RFC 3339}. */
-static void gqueue_print_document(const struct gqueue_opts *o, json_t *jobs, FILE *out)
-{
-    double now = now_wall();
-    time_t secs = (time_t)now;
-    struct tm tm;
-    char stamp[64], when[32];
-    gmtime_r(&secs, &tm);
-    strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(stamp, sizeof(stamp), "%s.%06d+00:00", when, (int)((now - (double)secs) * 1e6));
-    json_t *doc = json_pack("{s:O, s:I, s:s}", "jobs", jobs, "total",
-                            (json_int_t)json_array_size(jobs), "timestamp", stamp);
-    if (o->outfmt == OUTPUT_YAML)
-        output_yaml(doc, out);
-    else
-        output_json(doc, out);
-    json_decref(doc);
 }
 
 /* How many jobs match the filters (format=count), for "Showing first N of M". */
@@ -236,6 +217,64 @@ static void gqueue_feed_table(const struct gqueue_opts *o, const char *path, boo
     client_response_free(&r);
 }
 
+/* An empty table with the columns of o (coloured states on a terminal). */
+static struct output_table *gqueue_table_new(const struct gqueue_opts *o)
+{
+    const char **headers = xmalloc(o->nfields * sizeof(char *));
+    for (size_t f = 0; f < o->nfields; f++)
+        headers[f] = o->fields[f]->name;
+    struct output_table *t = output_table_new(o->nfields, headers);
+    free(headers);
+    output_table_set_max_width(t, o->width);
+    for (size_t f = 0; f < o->nfields && o->colour; f++)
+        if (o->fields[f]->format == gqueue_st || o->fields[f]->format == gqueue_state)
+            output_table_set_style(t, f, gqueue_state_style);
+    return t;
+}
+
+/* One job's row; prefix (the tree's drawing, or NULL) goes before its NAME. */
+static void gqueue_table_row(struct output_table *t, const struct gqueue_opts *o,
+                             const struct job *j, const char *prefix, double now)
+{
+    for (size_t f = 0; f < o->nfields; f++) {
+        struct strbuf *cell = output_table_cell(t);
+        if (prefix && o->fields[f]->format == gqueue_name)
+            strbuf_adds(cell, prefix);
+        o->fields[f]->format(cell, j, now);
+        output_table_cell_end(t);
+    }
+}
+
+/* -g: a table per state, in gflow's order (Hold, which gflow leaves out, after Queued),
+ * each under "Running (2)" and a rule; states without jobs are left out. A job being
+ * cancelled (CG) is under Running, as in gflow, whose state it is. */
+static void gqueue_print_by_state(const struct gqueue_opts *o, const struct gqueue_row *rows,
+                                  size_t first, size_t count, FILE *out)
+{
+    static const enum job_state order[] = {JOB_RUNNING, JOB_QUEUED,    JOB_HELD,   JOB_FINISHED,
+                                           JOB_FAILED,  JOB_CANCELLED, JOB_TIMEOUT};
+    double now = now_wall();
+    bool any = false;
+    for (size_t s = 0; s < sizeof(order) / sizeof(order[0]); s++) {
+        struct output_table *t = gqueue_table_new(o);
+        for (size_t i = first; i < first + count; i++)
+            if (rows[i].job.state == order[s])
+                gqueue_table_row(t, o, &rows[i].job, NULL, now);
+        size_t n = output_table_rows(t);
+        if (n) {
+            fprintf(out, "%s%s (%zu)\n", any ? "\n" : "", job_state_name(order[s]), n);
+            for (int k = 0; k < 60; k++)
+                fputs("\u2500", out);
+            fputc('\n', out);
+            output_table_print(t, out);
+            any = true;
+        }
+        output_table_free(t);
+    }
+    if (!any)
+        fprintf(out, "No jobs found.\n");
+}
+
 /* One listing of the jobs, to out; the "Showing N of M" note to notes. */
 void gqueue_list(const struct gqueue_opts *o, FILE *out, FILE *notes)
 {
@@ -265,8 +304,9 @@ void gqueue_list(const struct gqueue_opts *o, FILE *out, FILE *notes)
     size_t tsv_nfields = 0;
     bool machine = o->outfmt == OUTPUT_JSON || o->outfmt == OUTPUT_YAML;
     /* A plain table or CSV goes straight from the daemon's lines to the table's text, one
-     * job at a time; the tree, the sort by GPUs, local filters and JSON need every job. */
-    bool stream = !machine && !o->tree && !local_limit;
+     * job at a time; the tree, -g, the sort by GPUs, local filters and JSON need every job. */
+    bool by_state = o->by_state && o->outfmt == OUTPUT_TABLE; /* data formats stay flat */
+    bool stream = !machine && !o->tree && !by_state && !local_limit;
     if (machine) {
         reply = cli_call("GET", path.buf, NULL);
         json_t *jobs_json = json_object_get(reply, "jobs");
@@ -285,7 +325,7 @@ void gqueue_list(const struct gqueue_opts *o, FILE *out, FILE *notes)
                 job_clear(&rows[n].job);
         }
     } else if (!stream) {
-        gqueue_tsv_query(&path, o->fields, o->nfields, o->tree, gqueue_local_filter(o));
+        gqueue_tsv_query(&path, o->fields, o->nfields, o->tree, gqueue_local_filter(o), by_state);
         char *lines = gqueue_fetch_tsv(path.buf, tsv_fields, &tsv_nfields, &tsv);
         rows = gqueue_tsv_rows(lines, tsv_fields, tsv_nfields, &n);
         size_t kept = 0;
@@ -318,38 +358,27 @@ void gqueue_list(const struct gqueue_opts *o, FILE *out, FILE *notes)
 
     if (machine) {
         json_t *arr = json_array();
+        double now = now_wall();
         for (size_t i = first; i < first + count; i++)
-            json_array_append(arr, rows[i].raw);
-        gqueue_print_document(o, arr, out);
+            json_array_append_new(arr, o->v0 ? json_incref(rows[i].raw)
+                                             : gqueue_doc_job(rows[i].raw, &rows[i].job, now));
+        gqueue_doc_print(o, arr, out);
         json_decref(arr);
     } else {
-        const char **headers = xmalloc(o->nfields * sizeof(char *));
-        for (size_t f = 0; f < o->nfields; f++)
-            headers[f] = o->fields[f]->name;
-        struct output_table *t = output_table_new(o->nfields, headers);
-        output_table_set_max_width(t, o->width);
-        for (size_t f = 0; f < o->nfields && o->colour; f++)
-            if (o->fields[f]->format == gqueue_st || o->fields[f]->format == gqueue_state)
-                output_table_set_style(t, f, gqueue_state_style);
+        struct output_table *t = gqueue_table_new(o);
         double now = now_wall();
         if (stream) {
-            gqueue_tsv_query(&path, o->fields, o->nfields, false, false);
+            gqueue_tsv_query(&path, o->fields, o->nfields, false, false, false);
             gqueue_feed_table(o, path.buf, probe, want, t, &more);
             count = output_table_rows(t);
-        } else {
+        } else if (!by_state) {
             struct gqueue_tree tr = {0};
             if (o->tree)
                 gqueue_tree_build(&tr, rows, first, count);
             size_t shown = o->tree ? tr.n : count;
             for (size_t k = 0; k < shown; k++) {
                 size_t i = o->tree ? tr.order[k] : first + k;
-                for (size_t f = 0; f < o->nfields; f++) {
-                    struct strbuf *cell = output_table_cell(t);
-                    if (o->tree && o->fields[f]->format == gqueue_name)
-                        strbuf_adds(cell, tr.prefix[i - first]);
-                    o->fields[f]->format(cell, &rows[i].job, now);
-                    output_table_cell_end(t);
-                }
+                gqueue_table_row(t, o, &rows[i].job, o->tree ? tr.prefix[i - first] : NULL, now);
             }
             if (o->tree)
                 gqueue_tree_free(&tr);
@@ -366,14 +395,15 @@ void gqueue_list(const struct gqueue_opts *o, FILE *out, FILE *notes)
                 fprintf(notes, "Showing %s %zu of %lld jobs (use -n 0 to show all)\n", which, count,
                         (long long)total);
         }
-        if (count == 0 && o->outfmt == OUTPUT_TABLE)
+        if (by_state)
+            gqueue_print_by_state(o, rows, first, count, out);
+        else if (count == 0 && o->outfmt == OUTPUT_TABLE)
             fprintf(out, "No jobs found.\n");
         else if (o->outfmt == OUTPUT_CSV)
             output_table_print_csv(t, out);
         else
             output_table_print(t, out);
         output_table_free(t);
-        free(headers);
     }
     strbuf_free(&path);
 

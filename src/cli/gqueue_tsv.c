@@ -16,14 +16,15 @@
  * there are 10,000 jobs (docs/api.md, format=tsv). Adds format=tsv and the fields to
  * path. */
 void gqueue_tsv_query(struct strbuf *path, const struct gqueue_field **columns, size_t ncolumns,
-                      bool tree, bool filters)
+                      bool tree, bool filters, bool by_state)
 {
-    /* Only the fields the columns read (plus id, gpus and expected_start, for sorting; what the tree and
-     * the filters applied here read). */
+    /* Only the fields the columns read (plus id, gpus and expected_start, for sorting; what the tree,
+     * the filters applied here and the grouping by state read). */
     bool want[JOB_FIELD_COUNT] = {[JOB_FIELD_ID] = true,         [JOB_FIELD_GPUS] = true,
                                   [JOB_FIELD_DEPENDS_ON] = tree, [JOB_FIELD_EXPECTED_START] = true,
                                   [JOB_FIELD_RETRY_OF] = tree,   [JOB_FIELD_USER] = filters,
-                                  [JOB_FIELD_NAME] = filters,    [JOB_FIELD_GROUP_ID] = filters};
+                                  [JOB_FIELD_NAME] = filters,    [JOB_FIELD_GROUP_ID] = filters,
+                                  [JOB_FIELD_STATE] = by_state};
     _Static_assert(JOB_FIELD_ID == 0, "a column's unused needs name the id");
     for (size_t c = 0; c < ncolumns; c++)
         for (size_t i = 0; i < sizeof(columns[c]->needs) / sizeof(columns[c]->needs[0]); i++)

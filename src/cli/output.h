@@ -64,7 +64,7 @@ char *output_time(double t);
 /* Elapsed run time: now - start while running, end - start once ended, "-"
  * before it started (as gqueue's TIME). */
 char *output_job_elapsed(const struct job *j, double now);
-/* "01:00:00" (format_duration) or "UNLIMITED". */
+/* "02:00:00" (format_duration) or "UNLIMITED". */
 char *output_job_time_limit(const struct job *j);
 /* The exit code ("0", "3"), the signal name for a job killed by a signal ("SIGKILL"),
  * or "-" while unknown. */

@@ -107,7 +107,7 @@ def test_show_covers_every_json_field(make_gflow):
     assert (s["MaxRetries"], s["Attempt"]) == ("2", "1 of 3")
     assert (s["GPUs"], s["GPUSharing"], s["GPUMemoryLimit"]) == ("1", "shared", "2G")
     assert (s["MemoryLimit"], s["CondaEnv"], s["Umask"]) == ("1G", "env1", "0027")
-    assert (s["TimeLimit"], s["WarnSignal"]) == ("00:10:00", "USR1@30")
+    assert (s["TimeLimit"], s["WarnSignal"]) == ("00:10:00", "USR1@30")  # gflow's form
     assert s["Started"] == "-" and s["Submitted"] != "-"
     assert s["Env"].endswith("variables (-o json lists them)")
     b = show_all(g, blocker)[0]

@@ -162,7 +162,7 @@ def test_json_and_yaml_documents(gflow):
     assert set(doc) == {"jobs", "total", "timestamp"}
     assert [j["id"] for j in doc["jobs"]] == [held, other] and doc["total"] == 2
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}\+00:00", doc["timestamp"])
-    assert doc["jobs"][0]["state"] == "H" and doc["jobs"][0]["name"] == "yes"
+    assert doc["jobs"][0]["state"] == "Hold" and doc["jobs"][0]["name"] == "yes"
 
     cp = gflow.run("gqueue", "-o", "yaml", check=True)
     ydoc = yaml.safe_load(cp.stdout)
@@ -361,4 +361,4 @@ def test_a_long_reason_does_not_widen_the_table(gflow):
     cp = gflow.run("gqueue", "-a", "-f", "JOBID,REASON", check=True)
     assert reason in cp.stdout
     cp = gflow.run("gqueue", "-a", "-o", "json", check=True)
-    assert json.loads(cp.stdout)["jobs"][0]["reason"] == reason
+    assert json.loads(cp.stdout)["jobs"][0]["state_reason"] == reason  # gflow's "reason": PD H CA

@@ -1,8 +1,8 @@
 """gstats (GET /v1/stats) through the real daemon on the NVML simulator: jobs that
 complete, fail, time out, are cancelled and still run, in two projects; every number
-gstats prints is checked against what the jobs' own start/end times (gqueue -o json)
-say; --since/--until; -o json/csv/table; --gpu utilisation samples and their bound; bad
-input."""
+gstats prints is checked against what the jobs' own start/end times (the API's job
+objects) say; --since/--until; -o json/csv/table; --gpu utilisation samples and their
+bound; bad input."""
 import csv
 import io
 import json
@@ -26,8 +26,7 @@ def stats(g, *args):
 
 
 def all_jobs(g):
-    cp = g.run("gqueue", "-a", "-o", "json", check=True)
-    return json.loads(cp.stdout)["jobs"]
+    return g.jobs()  # every state: the API's job objects (gqueue -o json is gflow's shape)
 
 
 def p95(values):

@@ -434,9 +434,16 @@ def test_gqueue_views(gflow):
     assert doc["total"] == len(everyone)
     assert [j["id"] for j in data] == everyone
     assert {j["id"]: j["state"] for j in data} == {
+        done: "Finished", failed: "Failed", held: "Hold", running: "Running", held2: "Hold"}
+    assert {j["id"]: j["st"] for j in data} == {
         done: "CD", failed: "F", held: "H", running: "R", held2: "H"}
 
-    cp = gflow.run("gqueue", "-a", "-o", "csv", check=True)
+    cp = gflow.run("gqueue", "-a", "-o", "csv", check=True)  # gflow's columns
+    rows = list(csv.reader(io.StringIO(cp.stdout)))
+    assert rows[0] == ["id", "name", "state", "time", "gpus", "user", "submitted_at", "reason"]
+    assert [int(r[0]) for r in rows[1:]] == everyone
+    assert rows[2][1:3] == ["delta", "Failed"]
+    cp = gflow.run("gqueue", "-a", "-o", "csv-v0", check=True)  # the table's columns
     rows = list(csv.reader(io.StringIO(cp.stdout)))
     assert rows[0] == ["JOBID", "NAME", "ST", "TIME", "NODES", "NODELIST(REASON)"]
     assert [int(r[0]) for r in rows[1:]] == everyone
