@@ -114,6 +114,27 @@ bool job_name_valid(const char *name)
     return true;
 }
 
+char *job_default_name(int64_t id)
+{
+    char digits[24];
+    format_int(digits, (long long)id);
+    return xasprintf("gjob-%s", digits);
+}
+
+bool job_name_is_default(const char *name, int64_t id)
+{
+    char *def = job_default_name(id);
+    bool same = name && strcmp(name, def) == 0;
+    free(def);
+    return same;
+}
+
+void job_name_default(struct job *j)
+{
+    if (!j->name)
+        j->name = job_default_name(j->id);
+}
+
 char *job_name_fit(const char *name, const char *suffix)
 {
     if (!*name)

@@ -131,11 +131,14 @@ static json_t *state_reply(const struct job *j)
 
 /* ---- submit ---- */
 
-/* The reply's entry for a job of a dry run: what it would be. */
-static json_t *dry_run_entry(const struct job *j)
+/* The reply's entry for a job of a dry run: what it would be (a job without a name:
+ * the one it would get, were it submitted as id now). */
+static json_t *dry_run_entry(const struct job *j, int64_t id)
 {
+    char *name = j->name ? xstrdup(j->name) : job_default_name(id);
     json_t *o =
-        json_pack("{s:n, s:s, s:s}", "id", "name", j->name, "state", job_state_short(j->state));
+        json_pack("{s:n, s:s, s:s}", "id", "name", name, "state", job_state_short(j->state));
+    free(name);
     if (j->command)
         json_object_set_new(o, "command", json_string(j->command));
     if (j->array_task >= 0)
@@ -248,7 +251,7 @@ void route_submit(const struct route_req *r, struct reply *rep)
     json_t *o = json_pack("{s:o}", "jobs", list);
     if (sub.dry_run) {
         for (size_t i = 0; i < sub.n; i++)
-            json_array_append_new(list, dry_run_entry(sub.jobs[i]));
+            json_array_append_new(list, dry_run_entry(sub.jobs[i], jobs_next_id(t) + (int64_t)i));
         if (group_id > 0)
             json_object_set_new(o, "group_id", json_null());
     } else {

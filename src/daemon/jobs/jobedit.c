@@ -88,6 +88,7 @@ int jobedit_update(const struct jobedit_ctx *c, struct job *j, json_t *over, int
     }
     bool what_changed = jobspec_changes_what(over) || sweep_changed;
     n->id = j->id;
+    job_name_default(n); /* a default name stays its own */
     n->state = j->state;
     json_t *list = jobspec_changes(&full, n, over);
     job_clear(&full);
