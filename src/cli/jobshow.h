@@ -27,8 +27,7 @@ char *jobshow_params(const json_t *params);
 /* Prints the job (raw: the daemon's JSON of it; j: the same read into a job). dep_states:
  * an object of "<id>": "<state>" for its dependencies, or NULL when unknown. verbose:
  * the fields with nothing to say too, as "-" (gjob show -v). */
-void jobshow_print(const json_t *raw, const struct job *j, const json_t *dep_states,
-                   bool verbose);
+void jobshow_print(const json_t *raw, const struct job *j, const json_t *dep_states, bool verbose);
 
 /* The "<id>": "<state>" object of the first JOBSHOW_DEPS_MAX dependencies of the job
  * (one request for all of them), or NULL if it has none or they cannot be read. */
