@@ -519,8 +519,8 @@ int main(int argc, char **argv)
     if (o.dry_run && (o.array || rows)) {
         size_t i;
         const json_t *jb;
-        cli_printf("Dry run: nothing was submitted. Would submit %zu job(s):\n",
-                   json_array_size(list));
+        cli_printf("Dry run: nothing was submitted. Would submit %zu job%s:\n",
+                   json_array_size(list), plural_s((long long)json_array_size(list)));
         json_array_foreach (list, i, jb) {
             const char *cmd = json_string_value(json_object_get(jb, JOB_KEY_COMMAND));
             cli_printf("  [%zu] %s: %s\n", i + 1,

@@ -206,9 +206,10 @@ static int check_counts(const struct route_req *r, const struct jobspec_submissi
     size_t have = jobs_active_of(r->d->jobs, r->who->uid);
     if (!sub->dry_run && (int64_t)(have + n) > lim->max_active_jobs_per_user) {
         reply_error(rep, 429,
-                    "%s has %zu queued, held or running jobs and this request adds %zu; a user "
+                    "%s has %zu queued, held or running job%s and this request adds %zu; a user "
                     "may have at most %lld (limits.max_active_jobs_per_user in gflow.toml)",
-                    r->who->user, have, n, (long long)lim->max_active_jobs_per_user);
+                    r->who->user, have, plural_s((long long)have), n,
+                    (long long)lim->max_active_jobs_per_user);
         return -1;
     }
     return 0;

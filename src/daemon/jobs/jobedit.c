@@ -290,9 +290,10 @@ int jobedit_redo(const struct jobedit_ctx *c, int64_t id, json_t *over, bool cas
         return 403;
     }
     if (over_active_limit(c)) {
-        *err = xasprintf("%s has %zu queued, held or running jobs, the most a user may have "
+        size_t have = jobs_active_of(c->jobs, c->caller->uid);
+        *err = xasprintf("%s has %zu queued, held or running job%s, the most a user may have "
                          "(limits.max_active_jobs_per_user in gflow.toml)",
-                         c->caller->user, jobs_active_of(c->jobs, c->caller->uid));
+                         c->caller->user, have, plural_s((long long)have));
         job_clear(&f);
         return 429;
     }
