@@ -116,9 +116,10 @@ bool job_name_valid(const char *name)
 
 char *job_default_name(int64_t id)
 {
-    char digits[24];
-    format_int(digits, (long long)id);
-    return xasprintf("gjob-%s", digits);
+    char *name = xmalloc(5 + 24); /* once per task of an array: no printf */
+    memcpy(name, "gjob-", 5);
+    format_int(name + 5, (long long)id);
+    return name;
 }
 
 bool job_name_is_default(const char *name, int64_t id)
