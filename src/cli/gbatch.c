@@ -93,6 +93,7 @@ static void gbatch_help(void)
            "                                   1,3,7; %%K runs at most K at once (1-100%%4);\n"
            "                                   each sees GFLOW_ARRAY_TASK_ID and\n"
            "                                   SLURM_ARRAY_TASK_ID, named NAME_<task>\n"
+           "                                   (no --name: gjob-<id>)\n"
            "      --param NAME=VALUES          one job per value (repeat for the cartesian\n"
            "                                   product): lr=0.1,0.01 or a range\n"
            "                                   start:stop[:step] (floats, stop included);\n"

@@ -158,6 +158,12 @@ static void print_identity(struct show *s, const json_t *raw, const struct job *
      * gqueue shows it. */
     kv_owned(s, JOB_LABEL_STATE,
              xasprintf("%s (%s)", job_display_state_name(j), job_display_state(j)));
+    /* Why it waits or ended (Slurm's Reason, beside its state as in scontrol). */
+    char *reason = output_job_reason(j);
+    kv_if(s, reason != NULL, JOB_LABEL_REASON, reason);
+    bool cancelling = json_is_true(json_object_get(raw, "cancelling"));
+    kv_if(s, cancelling, "Cancelling",
+          xstrdup(cancelling ? "yes (being stopped; CA once its processes are gone)" : "no"));
     kv_owned(s, JOB_LABEL_PRIORITY, xasprintf("%d", j->priority));
     char *eff = priority_text(json_object_get(raw, "priority_detail"));
     kv_if(s, eff != NULL, JOB_LABEL_EFFECTIVE_PRIORITY, eff);
@@ -407,7 +413,7 @@ static void print_deps(struct show *s, const json_t *raw, const struct job *j,
     kv_if(s, json_array_size(dependents) > 0, "Dependents", output_json_list(dependents, "-"));
     const json_t *task = json_object_get(raw, JOB_KEY_ARRAY_TASK);
     kv_if(s, json_is_integer(task), JOB_LABEL_ARRAY_TASK,
-          xasprintf("%lld", (long long)json_integer_value(task)));
+          json_is_integer(task) ? xasprintf("%lld", (long long)json_integer_value(task)) : NULL);
 }
 
 /* ---- Timing ---- */
@@ -471,11 +477,6 @@ static void print_outcome(struct show *s, const json_t *raw, const struct job *j
           j->signal > 0 ? xasprintf("%s (%d)", sig ? sig : job_signal_name(j->signal), j->signal)
                         : NULL);
     kv_if(s, j->oom, JOB_LABEL_OOM, xstrdup(j->oom ? "yes" : "no"));
-    char *reason = output_job_reason(j);
-    kv_if(s, reason != NULL, JOB_LABEL_REASON, reason);
-    bool cancelling = json_is_true(json_object_get(raw, "cancelling"));
-    kv_if(s, cancelling, "Cancelling",
-          xstrdup(cancelling ? "yes (being stopped; CA once its processes are gone)" : "no"));
     kv_if(s, j->max_rss_kb > 0, JOB_LABEL_MAX_RSS_KB,
           j->max_rss_kb > 0 ? kib_text(j->max_rss_kb) : NULL);
     /* Output the log could not take: its filesystem was full (another job's flood). */
