@@ -53,7 +53,7 @@ static const struct completion_entry completion_table[] = {
      "-v --verbose --topology -o --output --socket --config -h --help -V --version"},
     {"gjob", NULL, "show s log l attach a hold h release r update u redo close-sessions close",
      "--socket --config -h --help -V --version"},
-    {"gjob", "show", NULL, "-o --output -h --help"},
+    {"gjob", "show", NULL, "-o --output -v --verbose -h --help"},
     {"gjob", "log", NULL, "-f --first -l --last --follow --raw -h --help"},
     {"gjob", "attach", NULL, "-r --read-only --detach-keys -h --help"},
     {"gjob", "hold", NULL, "-h --help"},

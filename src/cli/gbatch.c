@@ -94,6 +94,7 @@ static void gbatch_help(void)
            "                                   1,3,7; %%K runs at most K at once (1-100%%4);\n"
            "                                   each sees GFLOW_ARRAY_TASK_ID and\n"
            "                                   SLURM_ARRAY_TASK_ID, named NAME_<task>\n"
+           "                                   (no --name: gjob-<id>)\n"
            "      --param NAME=VALUES          one job per value (repeat for the cartesian\n"
            "                                   product): lr=0.1,0.01 or a range\n"
            "                                   start:stop[:step] (floats, stop included);\n"
@@ -526,8 +527,8 @@ int main(int argc, char **argv)
     if (o.dry_run && (o.array || rows)) {
         size_t i;
         const json_t *jb;
-        cli_printf("Dry run: nothing was submitted. Would submit %zu job(s):\n",
-                   json_array_size(list));
+        cli_printf("Dry run: nothing was submitted. Would submit %zu job%s:\n",
+                   json_array_size(list), plural_s((long long)json_array_size(list)));
         json_array_foreach (list, i, jb) {
             const char *cmd = json_string_value(json_object_get(jb, JOB_KEY_COMMAND));
             cli_printf("  [%zu] %s: %s\n", i + 1,

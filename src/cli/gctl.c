@@ -204,7 +204,8 @@ static int gctl_set_limit(int argc, char **argv)
     long long limit = json_integer_value(json_object_get(reply, "max_concurrent"));
     long long group = json_integer_value(json_object_get(reply, "group_id"));
     if (limit > 0)
-        printf("Group %lld: at most %lld jobs run at once.\n", group, limit);
+        printf("Group %lld: at most %lld job%s run%s at once.\n", group, limit, plural_s(limit),
+               limit == 1 ? "s" : "");
     else
         printf("Group %lld: no limit on jobs running at once.\n", group);
     json_decref(reply);

@@ -73,15 +73,20 @@ static void gjob_help_show(void)
 {
     printf("Usage: gjob show [options] <ids...>\n"
            "\n"
-           "Shows every field of each job (all that -o json has), one 'Key: value' per\n"
-           "line, named as gflow's gjob show names them where gflow has the field\n"
-           "(SubmittedBy, GroupID, TaskID, WorkingDir, MemoryLimit, DependsOn, ...); a\n"
-           "blank line between jobs. DependsOn lists each dependency with its kind and\n"
-           "the state of the job it waits for ('5 (afterok: R, pending)').\n"
+           "Shows each job as gflow does: headings (Job Details, Parameters, Resources,\n"
+           "Execution, Dependencies, Timing, then Outcome and Supervision) over\n"
+           "'  Key=Value' lines, named as gflow's gjob show names them (SubmittedBy,\n"
+           "GroupID, TaskID, WorkingDir, MemoryLimit, DependsOn, ...). A field with\n"
+           "nothing to say (no limit, not started) is left out; -v shows it as '-'.\n"
+           "Submitted says how long the job waited, Started how long it has run so far,\n"
+           "Finished its run time. DependsOn lists each dependency with its kind and the\n"
+           "state of the job it waits for ('5 (afterok: R, pending)'). Jobs are separated\n"
+           "by a line of '='.\n"
            "Ids: 42, 1,3,5-7, @, @~N; several arguments may be given.\n"
            "\n"
            "Options:\n"
-           "  -o, --output FORMAT  table (the default 'Key: value' form) or json (an array\n"
+           "  -v, --verbose        every field, '-' for those with nothing to say\n"
+           "  -o, --output FORMAT  table (the default Key=Value form) or json (an array\n"
            "                       of the jobs' full records)\n"
            "  -h, --help           show this help\n");
 }
@@ -109,15 +114,20 @@ static int gjob_show(int argc, char **argv)
 {
     static const struct option longopts[] = {
         {"output", required_argument, NULL, 'o'},
+        {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     enum output_format fmt = OUTPUT_TABLE;
+    bool verbose = false;
     int c;
     optind = 0;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, ":o:h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":o:vh", longopts, NULL)) != -1) {
         switch (c) {
+        case 'v':
+            verbose = true;
+            break;
         case 'o':
             if (output_format_parse(optarg, &fmt) < 0 || fmt == OUTPUT_CSV)
                 cli_die(CLI_EXIT_USAGE,
@@ -153,10 +163,11 @@ static int gjob_show(int argc, char **argv)
                 status = CLI_EXIT_FAIL;
             } else {
                 json_t *dep_states = jobshow_dep_states(reply);
-                if (!first)
-                    putchar('\n');
+                if (!first) /* gflow's separator */
+                    printf("\n%s\n\n", "================================================"
+                                       "================================");
                 first = false;
-                jobshow_print(reply, &j, dep_states);
+                jobshow_print(reply, &j, dep_states, verbose);
                 json_decref(dep_states);
                 job_clear(&j);
             }

@@ -389,11 +389,11 @@ void gqueue_list(const struct gqueue_opts *o, FILE *out, FILE *notes)
             int64_t total = local_limit ? (int64_t)n : probe ? 0 : gqueue_total(o);
             fflush(out);
             if (more)
-                fprintf(notes, "Showing %s %zu jobs; more were not shown (use -n 0 to show all)\n",
-                        which, count);
+                fprintf(notes, "Showing %s %zu job%s; more were not shown (use -n 0 to show all)\n",
+                        which, count, plural_s((long long)count));
             else if (total > (int64_t)count)
-                fprintf(notes, "Showing %s %zu of %lld jobs (use -n 0 to show all)\n", which, count,
-                        (long long)total);
+                fprintf(notes, "Showing %s %zu of %lld job%s (use -n 0 to show all)\n", which,
+                        count, (long long)total, plural_s((long long)total));
         }
         if (by_state)
             gqueue_print_by_state(o, rows, first, count, out);

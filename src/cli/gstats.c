@@ -1,14 +1,15 @@
 /* gstats: usage accounting over a period, like gflow's gstats and Slurm's sreport:
  *
- *   gstats                    the last 7 days, one row per user: jobs by final state,
- *                             GPU-hours, mean and p95 wait, mean run time, failure rate,
- *                             commonest reasons; then the total
+ *   gstats                    your jobs of all time (gflow's default; -a: everyone's,
+ *                             -t 7d: the last week), one row per user: jobs by final
+ *                             state, GPU-hours, mean and p95 wait, mean run time, failure
+ *                             rate, commonest reasons; then the total
  *   gstats --by project|gpu   one row per project, or per GPU
  *   gstats --gpu              each GPU's sampled utilisation (mean, max) over the period
  *   -o json|csv               the numbers for scripts (--gpu: with a coarse time series)
  *
- * The daemon computes them (GET /v1/stats, docs/api.md) from its database. Everyone sees
- * everyone's numbers, as gqueue shows everyone's jobs. */
+ * The daemon computes them (GET /v1/stats, docs/api.md) from its database. Everyone may
+ * see everyone's numbers (-a), as gqueue shows everyone's jobs. */
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -31,13 +32,15 @@ static void gstats_help(void)
           "Usage: gstats [options]\n"
           "       gstats completion SHELL  (bash, elvish, fish, powershell or zsh)\n"
           "\n"
-          "A period's jobs are those that ended in it (CD, F, CA, TO) and those running\n"
-          "that started before its end. Running jobs count with their time so far (up to\n"
-          "--until) in GPU-hours and with their wait; mean run time is over ended jobs that\n"
-          "ran. Everyone sees everyone's numbers (as gqueue shows everyone's jobs).\n"
+          "By default, as gflow's gstats: your jobs, all time. A period's jobs are those\n"
+          "that ended in it (CD, F, CA, TO) and those running that started before its end.\n"
+          "Running jobs count with their time so far (up to --until) in GPU-hours and with\n"
+          "their wait; mean run time is over ended jobs that ran. Anyone may see\n"
+          "everyone's numbers (-a), as gqueue shows everyone's jobs.\n"
           "\n"
           "Options:\n"
-          "  -t, --since WHEN      start of the period (default: 7 days before --until): a\n"
+          "  -t, --since WHEN      start of the period (default: all time; --gpu: 7 days\n"
+          "                        before --until): a\n"
           "                        duration ago (30m, 1h, 2d, 1w; also s), today,\n"
           "                        yesterday, a date or time (2026-03-01,\n"
           "                        2026-03-01T09:30, '2026-03-01 09:30:00', in timezone;\n"
@@ -46,8 +49,8 @@ static void gstats_help(void)
           "      --by KEY          one row per user (default), project or gpu (a job on\n"
           "                        two GPUs counts on both, with one GPU's hours each;\n"
           "                        '(none)': jobs without a project, or without GPUs)\n"
-          "  -u, --user USER       only this user's jobs\n"
-          "  -a, --all-users       everyone's jobs (the default; gflow's flag)\n"
+          "  -u, --user USER       this user's jobs (default: yours; 'all': everyone's)\n"
+          "  -a, --all-users       everyone's jobs\n"
           "      --gpu             GPU utilisation instead: each GPU's mean and max over\n"
           "                        the samples taken at every poll (daemon.gpu_poll_\n"
           "                        interval_secs; at most daemon.gpu_samples_max kept per\n"
@@ -132,11 +135,23 @@ static void add_group_row(struct output_table *t, const json_t *g, const char *n
     free(cells);
 }
 
+/* "Jobs of alice, all time (to 2026-03-01T10:00:00)", "Jobs of everyone from ... to ...";
+ * the GPUs' line names no user. */
 static void print_period(const json_t *reply, const char *what)
 {
-    char *from = output_time(num(reply, "since")), *to = output_time(num(reply, "until"));
-    cli_printf("%s from %s to %s\n", what, from, to);
-    free(from);
+    const json_t *user = json_object_get(reply, "user");
+    char *whose = !user                  ? xstrdup("")
+                  : json_is_string(user) ? xasprintf(" of %s", json_string_value(user))
+                                         : xstrdup(" of everyone");
+    char *to = output_time(num(reply, "until"));
+    if (has(reply, "since") && num(reply, "since") > 0) {
+        char *from = output_time(num(reply, "since"));
+        cli_printf("%s%s from %s to %s\n", what, whose, from, to);
+        free(from);
+    } else {
+        cli_printf("%s%s, all time (to %s)\n", what, whose, to);
+    }
+    free(whose);
     free(to);
 }
 
@@ -332,22 +347,26 @@ int main(int argc, char **argv)
 
     double now = now_wall();
     double t_until = until ? when_or_die("--until", until, now) : now;
-    double t_since = since ? when_or_die("--since", since, now) : t_until - 7 * 86400.0;
-    if (t_since >= t_until)
+    /* No --since: the daemon's default (all time; --gpu: the last 7 days). */
+    double t_since = since ? when_or_die("--since", since, now) : -1;
+    if (since && t_since >= t_until)
         cli_usage_error("--since must be before --until (the period is empty)");
 
     struct strbuf path;
     strbuf_init(&path);
     strbuf_adds(&path, "/v1/stats");
     char secs[32];
-    snprintf(secs, sizeof(secs), "%.6f", t_since);
-    client_query_add(&path, "since", secs);
+    if (since) {
+        snprintf(secs, sizeof(secs), "%.6f", t_since);
+        client_query_add(&path, "since", secs);
+    }
     snprintf(secs, sizeof(secs), "%.6f", t_until);
     client_query_add(&path, "until", secs);
     if (by)
         client_query_add(&path, "by", by);
-    if (user)
-        client_query_add(&path, "user", user);
+    /* Whose: -u, -a (everyone's), or the daemon's default, the caller's (gflow's). */
+    if (user || all_users)
+        client_query_add(&path, "user", all_users ? "all" : user);
     if (gpu)
         client_query_add(&path, "gpu", "1");
     if (buckets)

@@ -74,7 +74,7 @@ static jobopt_parse_fn jo_name, jo_priority, jo_time, jo_begin, jo_signal, jo_ho
 static const struct jobopt jo_table[] = {
     {.val = 'J', .shorts = "Jn", .longs = {"name", "job-name"}, .has_arg = true, .cmds = JO_ALL,
      .arg = "NAME", .help = "job name",
-     .submit_help = " (default: the script's file name, or the command's first word)",
+     .submit_help = " (default, as gflow: gjob-<id>)",
      .parse = jo_name},
     {.val = 'p', .shorts = "p", .longs = {"priority"}, .has_arg = true, .cmds = JO_ALL,
      .arg = "N", .help = "priority 0-255, higher runs first",

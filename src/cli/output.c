@@ -423,8 +423,14 @@ void output_table_print_csv(const struct output_table *t, FILE *out)
 
 void output_json(const json_t *j, FILE *out)
 {
-    json_dumpf(j, out, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    /* jansson writes reals with 17 digits (0.023189999999999999); gflow's (serde's)
+     * shortest form reads back the same. */
+    char *text = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_ENCODE_ANY);
+    char *shorter = json_text_short_reals(text ? text : "null");
+    fputs(shorter, out);
     fputc('\n', out);
+    free(shorter);
+    free(text);
 }
 
 /* Whether a string must be quoted to stay a string in YAML: empty, words YAML reads as

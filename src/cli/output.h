@@ -48,7 +48,8 @@ void output_table_print(const struct output_table *t, FILE *out);
 /* RFC 4180: a header line, then one line per row; fields quoted when needed. */
 void output_table_print_csv(const struct output_table *t, FILE *out);
 
-/* Pretty-printed JSON (two-space indent) and a newline. */
+/* Pretty-printed JSON (two-space indent) and a newline; reals in their shortest form
+ * (json_text_short_reals). */
 void output_json(const json_t *j, FILE *out);
 /* The same value as a YAML document (block style; strings quoted when YAML would read
  * them as something else). */

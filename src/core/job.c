@@ -114,6 +114,28 @@ bool job_name_valid(const char *name)
     return true;
 }
 
+char *job_default_name(int64_t id)
+{
+    char *name = xmalloc(5 + 24); /* once per task of an array: no printf */
+    memcpy(name, "gjob-", 5);
+    format_int(name + 5, (long long)id);
+    return name;
+}
+
+bool job_name_is_default(const char *name, int64_t id)
+{
+    char *def = job_default_name(id);
+    bool same = name && strcmp(name, def) == 0;
+    free(def);
+    return same;
+}
+
+void job_name_default(struct job *j)
+{
+    if (!j->name)
+        j->name = job_default_name(j->id);
+}
+
 char *job_name_fit(const char *name, const char *suffix)
 {
     if (!*name)

@@ -43,11 +43,15 @@ bool job_state_is_cancelling_name(const char *s);
 /* A job name: 1 to JOB_NAME_MAX bytes, no control characters. */
 #define JOB_NAME_MAX 200
 bool job_name_valid(const char *name);
-/* name + suffix made a valid name, for the names gflow makes up (a command's first word,
- * a script's file name, NAME_<task>): control characters of name become '_' and name is
+/* name + suffix made a valid name, for the names gflow makes up (NAME_<task>): control characters of name become '_' and name is
  * cut (not inside a UTF-8 sequence) so that the whole fits JOB_NAME_MAX; an empty name
  * becomes "job". suffix must be short and valid. Caller frees. */
 char *job_name_fit(const char *name, const char *suffix);
+/* The name of a job submitted without one, as gflow names it: "gjob-<id>" (the daemon
+ * gives it once the job has its id: job_name_default). Caller frees. */
+char *job_default_name(int64_t id);
+/* Whether name is job id's default name (a redo or a retry, a new id, gets its own). */
+bool job_name_is_default(const char *name, int64_t id);
 
 /* Why a job is in its state (ended, held, or waiting on a failed dependency): a code,
  * the job it names (DependencyFailed) and free text (LaunchFailed, ShimLost,
@@ -369,6 +373,9 @@ const char *job_display_state_name(const struct job *j);
 void job_set_reason(struct job *j, enum job_reason r, int64_t job, const char *detail);
 /* j's reason as text (job_reason_text), NULL when none. Caller frees. */
 char *job_reason_string(const struct job *j);
+
+/* Gives j (its id set) its default name when it has none. */
+void job_name_default(struct job *j);
 
 void job_init(struct job *j);  /* zero values and defaults */
 void job_clear(struct job *j); /* frees owned fields, leaves j initialised */

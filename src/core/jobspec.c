@@ -2,7 +2,6 @@
 #include "jobspec.h"
 #include "slurmspec.h"
 
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,29 +82,6 @@ bool jobspec_known_field(const char *key)
         if (strcmp(key, spec_only_fields[i]) == 0)
             return true;
     return false;
-}
-
-/* The name of a job submitted without one: the script's file name, else the command's
- * first word's base name, made a valid name (a path may be longer than a name). */
-static char *default_name(const struct job *j)
-{
-    if (j->script) {
-        if (!j->script_path || strcmp(j->script_path, "-") == 0)
-            return xstrdup("stdin");
-        char *p = xstrdup(j->script_path);
-        char *name = job_name_fit(basename(p), "");
-        free(p);
-        return name;
-    }
-    const char *s = j->command;
-    while (*s == ' ' || *s == '\t')
-        s++;
-    size_t n = strcspn(s, " \t\n;|&<>()'\"");
-    char *word = xstrndup(s, n);
-    char *slash = strrchr(word, '/');
-    char *name = job_name_fit(slash ? slash + 1 : word, "");
-    free(word);
-    return name;
 }
 
 static bool valid_conda_env(const char *s)
@@ -476,7 +452,8 @@ struct job *jobspec_to_job(const json_t *spec, const struct jobspec_limits *lim,
     j->script = script ? xstrdup(json_string_value(script)) : NULL;
     j->script_path =
         script_path ? xstrdup(json_string_value(script_path)) : (script ? xstrdup("-") : NULL);
-    j->name = name ? xstrdup(json_string_value(name)) : default_name(j);
+    /* None given: the daemon names it gjob-<id> once it has its id (job_name_default). */
+    j->name = name ? xstrdup(json_string_value(name)) : NULL;
     j->workdir = xstrdup(json_string_value(workdir));
     j->env = env ? json_incref(env) : json_object();
     j->priority = prio ? (int)json_integer_value(prio) : JOB_PRIORITY_DEFAULT;
@@ -682,7 +659,7 @@ json_t *jobspec_from_job(const struct job *f)
         json_object_set_new(s, JOB_KEY_SCRIPT, json_string(f->script ? f->script : ""));
     if (f->script_path) /* a command may have one too (display only) */
         json_object_set_new(s, JOB_KEY_SCRIPT_PATH, json_string(f->script_path));
-    if (f->name)
+    if (f->name && !job_name_is_default(f->name, f->id)) /* a copy gets its own */
         json_object_set_new(s, JOB_KEY_NAME, json_string(f->name));
     json_object_set_new(s, JOB_KEY_WORKDIR, json_string(f->workdir ? f->workdir : ""));
     json_object_set_new(s, JOB_KEY_ENV, f->env ? json_deep_copy(f->env) : json_object());

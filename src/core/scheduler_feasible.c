@@ -93,8 +93,8 @@ static int mig_check_feasible(const struct job *j, const struct gpu_set *gpus, u
                                         j->mig_profile);
     } else if (j->mig_count > n) {
         rc = -1;
-        *reason = xasprintf("requests %d MIG instances of %s but this machine has %d", j->mig_count,
-                            j->mig_profile, n);
+        *reason = xasprintf("requests %d MIG instance%s of %s but this machine has %d",
+                            j->mig_count, plural_s(j->mig_count), j->mig_profile, n);
     }
     strbuf_free(&there);
     return rc;
@@ -174,8 +174,8 @@ int scheduler_check_feasible(const struct job *j, const struct gpu_set *gpus, ui
     }
     if (n_mem < j->gpus) {
         *reason = xasprintf(
-            "needs %lld MiB of GPU memory on each of %d GPUs but only %d GPU%s %s that much",
-            (long long)j->gpu_memory_mb, j->gpus, n_mem, n_mem == 1 ? "" : "s",
+            "needs %lld MiB of GPU memory on each of %d GPU%s but only %d GPU%s %s that much",
+            (long long)j->gpu_memory_mb, j->gpus, plural_s(j->gpus), n_mem, plural_s(n_mem),
             n_mem == 1 ? "has" : "have");
         return -1;
     }

@@ -324,9 +324,10 @@ json_t *stats_json(const struct stats *s)
     for (size_t i = 0; i < m->n_groups; i++)
         json_array_append_new(groups, group_json(m->groups[i], m->groups[i]->name));
     /* The slots index the old order: nothing is added after the output. */
-    return json_pack("{s:s, s:f, s:f, s:f, s:o, s:o}", "by", stats_by_name(s->by), "since",
-                     s->since, "until", s->until, "now", s->now, "groups", groups, "total",
-                     group_json(&m->total, "total"));
+    /* since 0: all time, null as gflow's. */
+    return json_pack("{s:s, s:o, s:f, s:f, s:o, s:o}", "by", stats_by_name(s->by), "since",
+                     s->since > 0 ? json_real(s->since) : json_null(), "until", s->until, "now",
+                     s->now, "groups", groups, "total", group_json(&m->total, "total"));
 }
 
 /* ---- GPU utilisation ---- */

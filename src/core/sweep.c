@@ -70,7 +70,8 @@ int sweep_expand(struct job *base, const json_t *array, const json_t *params,
             t->array_task = tasks[i];
             char suffix[24];
             task_suffix(suffix, (long long)tasks[i]);
-            t->name = job_name_fit(base->name, suffix); /* a long NAME is cut to fit */
+            /* NAME_<task>, a long NAME cut to fit; none given: the daemon's gjob-<id> */
+            t->name = base->name ? job_name_fit(base->name, suffix) : NULL;
             jobs[i] = t;
         }
         free(tasks);
@@ -132,9 +133,10 @@ int sweep_expand(struct job *base, const json_t *array, const json_t *params,
             }
             char suffix[24];
             task_suffix(suffix, (long long)(r + 1));
-            t->name = name_tmpl ? sweep_fill_name(json_string_value(name_tmpl), pn, pv, nn)
-                                : job_name_fit(base->name, suffix);
-            if (!job_name_valid(t->name)) {
+            t->name = name_tmpl    ? sweep_fill_name(json_string_value(name_tmpl), pn, pv, nn)
+                      : base->name ? job_name_fit(base->name, suffix)
+                                   : NULL;
+            if (t->name && !job_name_valid(t->name)) {
                 *err = xasprintf("params: row %zu: the name '%s' is not valid (1 to %d "
                                  "printable characters)",
                                  r + 1, t->name, JOB_NAME_MAX);

@@ -15,7 +15,8 @@
 /* Expands base (from a spec with "array", or "params" {"names": [...], "rows": [[...]]}
  * and an optional "name_template" string) into *out (malloc'd, *n_out jobs); base is
  * consumed either way. Array tasks are named NAME_<task>; sweep jobs NAME_<row> or from
- * the template. *limit gets the array's %K (0 if none). 0, or -1 with *err (a 400
+ * the template; without a NAME (or template) they get none here (the daemon's
+ * gjob-<id>). *limit gets the array's %K (0 if none). 0, or -1 with *err (a 400
  * message). */
 int sweep_expand(struct job *base, const json_t *array, const json_t *params,
                  const json_t *name_template, struct job ***out, size_t *n_out, int64_t *limit,

@@ -2,6 +2,7 @@
 #include "util.h"
 
 #include <errno.h>
+#include <math.h>  /* isfinite */
 #include <stdio.h> /* vsnprintf: formatting into memory */
 #include <stdlib.h>
 #include <string.h>
@@ -76,6 +77,60 @@ size_t format_int(char out[24], long long v)
     memcpy(out, p, n);
     out[n] = '\0';
     return n;
+}
+
+const char *plural_s(long long n)
+{
+    return n == 1 || n == -1 ? "" : "s";
+}
+
+size_t format_real_short(char out[32], double v)
+{
+    if (!isfinite(v)) /* JSON has none; jansson refuses to make them */
+        return (size_t)snprintf(out, 32, "null");
+    int n = 0;
+    /* %.15g is exact for every decimal of up to 15 digits, so when it reads back it is
+     * the shortest; else 16 or 17 digits (17 always reads back). */
+    for (int prec = 15; prec <= 17; prec++) {
+        n = snprintf(out, 32, "%.*g", prec, v);
+        if (prec == 17 || strtod(out, NULL) == v)
+            break;
+    }
+    if (!strpbrk(out, ".eEn")) { /* "1" -> "1.0": stays a real */
+        memcpy(out + n, ".0", 3);
+        n += 2;
+    }
+    return (size_t)n;
+}
+
+char *json_text_short_reals(const char *text)
+{
+    struct strbuf sb;
+    strbuf_init(&sb);
+    const char *p = text;
+    while (*p) {
+        if (*p == '"') { /* a string, its escapes included, as it is */
+            const char *q = p + 1;
+            while (*q && *q != '"')
+                q += q[0] == '\\' && q[1] ? 2 : 1;
+            if (*q)
+                q++;
+            strbuf_add(&sb, p, (size_t)(q - p));
+            p = q;
+        } else if (*p == '-' || (*p >= '0' && *p <= '9')) {
+            size_t n = strspn(p, "0123456789+-.eE");
+            if (memchr(p, '.', n) || memchr(p, 'e', n) || memchr(p, 'E', n)) {
+                char num[32];
+                strbuf_add(&sb, num, format_real_short(num, strtod(p, NULL)));
+            } else {
+                strbuf_add(&sb, p, n);
+            }
+            p += n;
+        } else {
+            strbuf_addc(&sb, *p++);
+        }
+    }
+    return strbuf_detach(&sb);
 }
 
 char *xasprintf(const char *fmt, ...)

@@ -18,6 +18,16 @@ char *xvasprintf(const char *fmt, va_list ap) __attribute__((format(printf, 1, 0
 /* The decimal text of v, without printf (cheap enough for 10,000-row tables): into out,
  * terminated, returning its length. */
 size_t format_int(char out[24], long long v);
+/* The plural ending of a count's noun: "s" unless n is 1 or -1 ("1 job", "2 jobs",
+ * "0 jobs"): printf("%zu job%s", n, plural_s(n)). */
+const char *plural_s(long long n);
+/* A real number as the shortest text that reads back as the same double (0.02319, not
+ * %.17g's 0.023189999999999999), as Rust's and JavaScript's number printing: into out,
+ * terminated, returning its length. Always a real to a JSON reader: "1.0", "1e+21". */
+size_t format_real_short(char out[32], double v);
+/* JSON text with each real number (a number with '.' or an exponent, outside strings)
+ * rewritten by format_real_short; the rest kept as it is. Malloc'd. */
+char *json_text_short_reals(const char *text);
 
 /* A growable NUL-terminated byte buffer. */
 struct strbuf {

@@ -205,8 +205,8 @@ static void print_descriptors(const json_t *fds)
                (long long)json_integer_value(json_object_get(c, "in_use")),
                (long long)json_integer_value(json_object_get(c, "reserved")));
     }
-    printf("; at most %lld connections of one user\n",
-           (long long)json_integer_value(json_object_get(fds, "user_connections")));
+    long long per_user = (long long)json_integer_value(json_object_get(fds, "user_connections"));
+    printf("; at most %lld connection%s of one user\n", per_user, plural_s(per_user));
 }
 
 int ctl_status(const struct gflowd *d)

@@ -162,7 +162,8 @@ static void prune_cb(void *arg)
     if (n < 0)
         log_error("pruning the history: %s", store_error(s->d->store));
     else if (n > 0)
-        log_info("history: %lld finished jobs pruned (daemon.keep_finished)", (long long)n);
+        log_info("history: %lld finished job%s pruned (daemon.keep_finished)", (long long)n,
+                 plural_s(n));
     double next = n >= 0 && s->prune_cursor ? PRUNE_BUSY_SECS
                   : s->keep_count >= 0      ? PRUNE_IDLE_COUNT_SECS
                                             : PRUNE_IDLE_AGE_SECS;
@@ -586,15 +587,16 @@ static void make_fd_reserves(struct gflowd *d)
     if (warning)
         log_warn("%s", warning);
     log_info("descriptors: limit %lld; reserved for the daemon %lld, connections %lld, jobs "
-             "%lld (at most %d each); at most %lld connections of one user",
+             "%lld (at most %d each); at most %lld connection%s of one user",
              (long long)d->fds.limit, (long long)d->fds.reserved[FDRES_DAEMON],
              (long long)d->fds.reserved[FDRES_CONNECTIONS], (long long)d->fds.reserved[FDRES_JOBS],
-             FDRES_JOB_FDS, (long long)d->fds.user_connections);
+             FDRES_JOB_FDS, (long long)d->fds.user_connections,
+             plural_s((long long)d->fds.user_connections));
     int64_t jobs = d->fds.reserved[FDRES_JOBS] / FDRES_JOB_FDS;
     if (jobs < 65536)
-        log_info("at most %lld jobs run at once: the open-file limit is %lld (besides the "
+        log_info("at most %lld job%s run at once: the open-file limit is %lld (besides the "
                  "supervisor's, which hold none of the daemon's descriptors)",
-                 (long long)jobs, (long long)d->fds.limit);
+                 (long long)jobs, plural_s(jobs), (long long)d->fds.limit);
 }
 
 static void start_gpus(struct server *sv, const struct serve_opts *o)

@@ -323,14 +323,14 @@ static const struct mcp_tool tools[] = {
      "{\"type\": \"object\", \"additionalProperties\": false, \"properties\": {}}", true, false,
      true, tool_list_gpus},
     {"stats", "Job statistics",
-     "What gstats shows: jobs of a period (default the last 7 days) per user, project or GPU: "
+     "What gstats shows: jobs of a period (default all time) per user, project or GPU: "
      "counts by outcome, GPU hours, wait and run times, failure rate, top reasons; or with "
      "gpu_utilization the GPUs' sampled utilization.",
      "{\"type\": \"object\", \"additionalProperties\": false, \"properties\": {"
      "\"by\": {\"type\": \"string\", \"enum\": [\"user\", \"project\", \"gpu\"], "
      "\"description\": \"how to group the jobs (default user)\"},"
-     "\"user\": {\"type\": \"string\", \"description\": \"only this user's jobs (default "
-     "everyone's)\"},"
+     "\"user\": {\"type\": \"string\", \"description\": \"this user's jobs (default "
+     "yours; 'all': everyone's)\"},"
      "\"since\": {\"type\": \"number\", \"description\": \"start of the period, unix "
      "seconds\"},"
      "\"until\": {\"type\": \"number\", \"description\": \"end of the period, unix seconds "

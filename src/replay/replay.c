@@ -312,10 +312,12 @@ int main(int argc, char **argv)
         puts(csv_header);
     } else {
         if (o.trace)
-            printf("trace: %s, %zu jobs, load x%g", o.trace, t.n, o.load);
+            printf("trace: %s, %zu job%s, load x%g", o.trace, t.n, plural_s((long long)t.n),
+                   o.load);
         else
-            printf("trace: synthetic (seed %llu), %zu jobs, load x%g", o.seed, t.n, o.load);
-        printf(" (offered load %.2f); machine: %d GPUs\n", offered, o.gpus);
+            printf("trace: synthetic (seed %llu), %zu job%s, load x%g", o.seed, t.n,
+                   plural_s((long long)t.n), o.load);
+        printf(" (offered load %.2f); machine: %d GPU%s\n", offered, o.gpus, plural_s(o.gpus));
     }
     bool header_done = false;
     int width = 10;
@@ -336,18 +338,20 @@ int main(int argc, char **argv)
             print_csv_row(o.policies[p], &o, offered, &m);
         } else {
             if (!header_done && m.skipped)
-                printf("skipped: %zu jobs ask for more than %d GPUs (not replayed)\n", m.skipped,
-                       o.gpus);
+                printf("skipped: %zu job%s ask%s for more than %d GPU%s (not replayed)\n",
+                       m.skipped, plural_s((long long)m.skipped), m.skipped == 1 ? "s" : "", o.gpus,
+                       plural_s(o.gpus));
             if (!header_done)
                 print_text_header(width);
             header_done = true;
             print_text_row(width, o.policies[p], &m);
-            fprintf(stderr, "%s: %zu jobs, %zu passes, replayed in %.2f s\n", o.policies[p], m.jobs,
-                    out.passes, elapsed);
+            fprintf(stderr, "%s: %zu job%s, %zu pass%s, replayed in %.2f s\n", o.policies[p],
+                    m.jobs, plural_s((long long)m.jobs), out.passes, out.passes == 1 ? "" : "es",
+                    elapsed);
         }
         if (out.unstarted)
-            fprintf(stderr, PROG ": %s never started %zu queued jobs (a policy bug)\n",
-                    o.policies[p], out.unstarted);
+            fprintf(stderr, PROG ": %s never started %zu queued job%s (a policy bug)\n",
+                    o.policies[p], out.unstarted, plural_s((long long)out.unstarted));
         if (cdf)
             replay_write_cdf(cdf, o.policies[p], &out);
         replay_outcome_free(&out);

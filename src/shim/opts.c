@@ -435,11 +435,11 @@ static void shim_opts_check(const struct shim_opts *o, char **err)
         shim_opts_error(
             err, xasprintf("--tasks %d needs --task-gpus with %d GPUs", o->ntasks, o->ntasks));
     else if (o->task_gpus && o->n_task_gpus != o->ntasks)
-        shim_opts_error(
-            err, xasprintf("--task-gpus names %d GPUs for --tasks %d", o->n_task_gpus, o->ntasks));
+        shim_opts_error(err, xasprintf("--task-gpus names %d GPU%s for --tasks %d", o->n_task_gpus,
+                                       plural_s(o->n_task_gpus), o->ntasks));
     if (o->task_uuids && o->n_task_uuids != o->n_task_gpus)
-        shim_opts_error(err, xasprintf("--task-uuids names %d GPUs, --task-gpus %d",
-                                       o->n_task_uuids, o->n_task_gpus));
+        shim_opts_error(err, xasprintf("--task-uuids names %d GPU%s, --task-gpus %d",
+                                       o->n_task_uuids, plural_s(o->n_task_uuids), o->n_task_gpus));
     if (o->pty_dir && o->ntasks > 1)
         shim_opts_error(err, xstrdup("--pty runs one process on its terminal: not with --tasks"));
 }

@@ -160,8 +160,9 @@ static void shim_relay_cut(struct shim_relay *rl)
  * be written again. */
 static void shim_relay_note_lost(struct shim_relay *rl)
 {
-    char *line = xasprintf("\ngflow-shim: %lld bytes of the job's output were lost: %s\n",
-                           (long long)rl->lost, strerror(rl->lost_errno));
+    char *line = xasprintf("\ngflow-shim: %lld byte%s of the job's output %s lost: %s\n",
+                           (long long)rl->lost, plural_s((long long)rl->lost),
+                           rl->lost == 1 ? "was" : "were", strerror(rl->lost_errno));
     if (shim_relay_write_line(rl, line))
         rl->lost = 0;
     free(line);

@@ -602,17 +602,42 @@ def parse_table(text):
     return rows
 
 
+SHOW_SEPARATOR = "=" * 80
+
+
 def parse_show(text):
-    """`gjob show` output as a list of dicts (one per job) of 'Key: value' lines."""
-    jobs, cur = [], {}
+    """`gjob show` output as a list of dicts (one per job) of its '  Key=Value' lines
+    (the headings, 'Resources:' and the like, are left out; parse_show_parts keeps
+    them); a sweep's values, the 'Parameters:' part, as one "Parameters": "lr=0.1
+    bs=32". Jobs are separated by a line of 80 '='."""
+    out = []
+    for job in parse_show_parts(text):
+        flat = {}
+        for part, fields in job.items():
+            if part == "Parameters":
+                flat["Parameters"] = " ".join(f"{k}={v}" for k, v in fields.items())
+            else:
+                flat.update(fields)
+        out.append(flat)
+    return out
+
+
+def parse_show_parts(text):
+    """`gjob show` output as a list of {heading: {key: value}}, one per job."""
+    jobs, cur, part = [], {}, None
     for line in text.splitlines():
-        if not line.strip():
-            if cur:
-                jobs.append(cur)
-                cur = {}
-            continue
-        key, _, value = line.partition(":")
-        cur[key.strip()] = value.strip()
+        if line == SHOW_SEPARATOR:
+            jobs.append(cur)
+            cur, part = {}, None
+        elif line.startswith("  "):
+            key, sep, value = line[2:].partition("=")
+            assert sep and part is not None, f"not a '  Key=Value' line under a heading: {line!r}"
+            cur[part][key] = value
+        elif line.strip():
+            assert line.endswith(":") and not line.startswith(" "), f"not a heading: {line!r}"
+            part = line[:-1]
+            assert part not in cur, f"heading {part!r} twice in one job:\n{text}"
+            cur[part] = {}
     if cur:
         jobs.append(cur)
     return jobs

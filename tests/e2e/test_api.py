@@ -111,9 +111,9 @@ def test_batch_submit(gflow):
                                                 spec(gflow, hold=True, priority=42)]})
     assert r.status == 201, r
     jobs = r.json()["jobs"]
-    assert [j["name"] for j in jobs] == ["one", "two", "true"]
-    assert [j["state"] for j in jobs] == ["PD", "PD", "H"]
     ids = [j["id"] for j in jobs]
+    assert [j["name"] for j in jobs] == ["one", "two", f"gjob-{ids[2]}"]  # gflow's default
+    assert [j["state"] for j in jobs] == ["PD", "PD", "H"]
     assert ids == sorted(ids) and len(set(ids)) == 3
     assert gflow.wait_state(ids[0])["state"] == "CD"
     assert gflow.wait_state(ids[1])["exit_code"] == 4

@@ -140,7 +140,7 @@ def test_type_detach_reattach_and_log(gflow, terminals):
     assert sock == str(g.data / "run" / f"{job}.attach" / "sock")
     wait_for(lambda: os.path.exists(sock), "the shim's attach socket")
     show = g.run("gjob", "show", job, check=True).stdout
-    assert f"Pty: yes ('gjob attach {job}'; {sock})" in show
+    assert f"  Pty=yes ('gjob attach {job}'; {sock})\n" in show
     assert oct(os.stat(sock).st_mode & 0o777) == "0o600"
     assert oct(os.stat(os.path.dirname(sock)).st_mode & 0o777) == "0o700"
 

@@ -59,7 +59,7 @@ def test_subcommand_words_are_never_submitted(gflow):
     assert gflow.jobs(user="all") == before
     # Written as the help says, a command of that name is submitted.
     job = gflow.job(gflow.submit("-H", "--", "new"))
-    assert (job["command"], job["name"]) == ("new", "new")
+    assert (job["command"], job["name"]) == ("new", f"gjob-{job['id']}")
 
 
 def help_flags(argv):
@@ -186,7 +186,8 @@ def test_gflow_flags_are_stored_shown_and_filtered(gflow):
 def test_sweeps_and_arrays_print_gflows_lines(gflow):
     cp = gflow.run("gbatch", "-H", "--param", "x=1,2,3", "echo {x}", check=True)
     lines = cp.stdout.splitlines()
-    ids = [int(re.match(r"Submitted batch job (\d+) \(echo_\d\)$", l).group(1)) for l in lines[:3]]
+    # Each named as gflow names a job without --name: gjob-<id>.
+    ids = [int(re.match(r"Submitted batch job (\d+) \(gjob-\1\)$", l).group(1)) for l in lines[:3]]
     assert ids == list(range(ids[0], ids[0] + 3))
     assert lines[3].startswith(f"Submitted 3 batch jobs {ids[0]}-{ids[2]} (group "), lines
     assert len(lines) == 4

@@ -199,7 +199,7 @@ def test_showing_n_of_m(gflow):
         gflow.wait_state(j)
     cp = gflow.run("gqueue", "-c", "-n", "1")
     assert ids_of(cp) == done[:1]
-    assert cp.stderr == "Showing first 1 jobs; more were not shown (use -n 0 to show all)\n"
+    assert cp.stderr == "Showing first 1 job; more were not shown (use -n 0 to show all)\n"
     cp = gflow.run("gqueue", "-a", "-n", "-3")
     assert ids_of(cp) == done
     assert cp.stderr == "Showing last 3 jobs; more were not shown (use -n 0 to show all)\n"

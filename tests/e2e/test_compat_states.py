@@ -72,7 +72,7 @@ def test_a_cancelled_running_job_is_cg_until_it_has_ended(make_gflow):
     assert sorted(int(r["JOBID"]) for r in gqueue_rows(g, "-s", "R")) == sorted([job, other])
     assert [r["ST"] for r in gqueue_rows(g, "-a", "-j", job)] == ["CG"]
     show = parse_show(g.run("gjob", "show", job, check=True).stdout)[0]
-    assert show["State"] == "CG (Cancelling)", show
+    assert show["State"] == "Cancelling (CG)", show
 
     # Cancelling it again is no error and says the same.
     cp = g.run("gcancel", job)

@@ -117,7 +117,7 @@ def test_full_disk_keeps_daemon_reads_and_outcomes(small_fs, make_gflow, tmp_pat
     rows = g.run("gqueue", "-f", "JOBID,ST", check=True).stdout
     assert f"{waiter}" in rows and " R" in rows, rows
     show = parse_show(g.run("gjob", "show", filler, check=True).stdout)[0]
-    assert show["State"].startswith("CD"), show
+    assert show["State"] == "Finished (CD)", show
     log = g.run("gjob", "log", filler, check=True).stdout
     assert log.startswith("spam\nspam\n"), log[:100]
     cp = g.run("gflowd", "status", check=True)

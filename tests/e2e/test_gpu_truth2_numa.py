@@ -99,7 +99,7 @@ def test_cpu_affinity_pins_a_job_to_its_gpus_cpus(make_gflow):
     assert j["state"] == "CD" and ids(j) == [1], j
     assert cpus_allowed(g, j["id"]) == "1"
     assert j["cpus"] == "1", j
-    assert "CPUs: 1 (near GPU 1)" in show(g, j["id"])
+    assert "CPUs=1 (near GPU 1)" in show(g, j["id"])
     assert g.job(busy["id"])["cpus"] == "0"
 
 
@@ -123,7 +123,7 @@ def test_cpus_per_gpu_takes_cpus_not_given_to_other_pinned_jobs(make_gflow):
     assert b["state"] == "CD" and ids(b) == [1], b
     assert cpus_allowed(g, b["id"]) == "1"
     out = show(g, b["id"])
-    assert "CPUsPerGPU: 1" in out and "CPUs: 1 (near GPU 1)" in out, out
+    assert "CPUsPerGPU=1" in out and "CPUs=1 (near GPU 1)" in out, out
 
 
 def test_cpus_per_gpu_is_updatable_while_pending(make_gflow):
@@ -131,7 +131,7 @@ def test_cpus_per_gpu_is_updatable_while_pending(make_gflow):
     jid = g.submit("-H", "-g", 1, "true")
     g.run("gjob", "update", jid, "--cpus-per-gpu", 2, check=True)
     assert g.job(jid)["cpus_per_gpu"] == 2
-    assert "CPUsPerGPU: 2" in show(g, jid)
+    assert "CPUsPerGPU=2" in show(g, jid)
 
 
 def test_bad_cpus_per_gpu_is_a_one_line_error(make_gflow):

@@ -143,7 +143,7 @@ def test_gstats_numbers_by_project_user_and_gpu(make_gflow):
     # The table says the same, with a TOTAL row; -u narrows to one user.
     cp = g.run("gstats", "--by", "project", check=True)
     lines = cp.stdout.splitlines()
-    assert lines[0].startswith("Jobs from "), lines
+    assert lines[0].startswith(f"Jobs of {jobs[0]['user']}, all time (to "), lines
     header = lines[1].split()
     assert header[:7] == ["PROJECT", "JOBS", "R", "CD", "F", "CA", "TO"], header
     rows = {line.split()[0]: line.split() for line in lines[2:]}
@@ -176,15 +176,18 @@ def test_gstats_period_filters_and_formats(make_gflow):
     assert [x["name"] for x in s["groups"]] == ["alpha"]
     s = stats(g, "-t", "1h", "-a", "--until", f"{time.time() + 60:.0f}")
     assert s["total"]["jobs"] == 2 and s["total"]["failed"] == 1
-    assert abs(s["since"] - (time.time() - 3600)) < 30
+    assert abs(s["since"] - (time.time() - 3600)) < 30 and s["user"] is None
+    cp = g.run("gstats", "-t", "1h", "-a", check=True)
+    assert cp.stdout.startswith("Jobs of everyone from "), cp.stdout
     # A period before anything ran: an empty answer, and the table says so.
     old = ["--since", "2020-01-01", "--until", "2020-01-02T00:00"]
     assert stats(g, *old)["groups"] == []
     cp = g.run("gstats", *old, check=True)
     assert "no job ended or ran in this period" in cp.stdout
-    # The default period is the last 7 days.
+    # The default period is all time (gflow's), of the caller's jobs.
     s = stats(g)
-    assert abs((s["until"] - s["since"]) - 7 * 86400) < 1 and s["total"]["jobs"] == 2
+    assert s["since"] is None and s["total"]["jobs"] == 2
+    assert s["user"] == g.job(first)["user"], s
 
     # CSV: the groups, same numbers as JSON.
     cp = g.run("gstats", "--by", "project", "-o", "csv", check=True)
@@ -275,7 +278,8 @@ def test_gstats_bad_input(gflow):
 
 def test_gstats_two_users_and_everyone_sees_everyones_numbers(make_gflow, owner):
     """Jobs of root and of an unprivileged user: one row each; the unprivileged user's
-    gstats shows both (as gqueue -u all does), and -u narrows to one."""
+    gstats shows their own (gflow's default), -a shows both (as gqueue -u all does), and
+    -u narrows to one."""
     uid, gid, _ = owner
     g = make_gflow()
     os.chmod(g.root, 0o755)
@@ -289,6 +293,9 @@ def test_gstats_two_users_and_everyone_sees_everyones_numbers(make_gflow, owner)
     for jid in [mine, *theirs]:
         g.wait_state(jid)
     cp = g.run("gstats", "-o", "json", user=them, cwd=workdir)
+    assert cp.returncode == 0, cp.stderr
+    assert [x["name"] for x in json.loads(cp.stdout)["groups"]] == [TEST_USER], cp.stdout
+    cp = g.run("gstats", "-a", "-o", "json", user=them, cwd=workdir)
     assert cp.returncode == 0, cp.stderr
     rows = {x["name"]: x for x in json.loads(cp.stdout)["groups"]}
     root_name = g.job(mine)["user"]

@@ -329,7 +329,7 @@ def test_gpus_and_stats(mcp, sim_gflow):
     stats = mcp.ok("stats")
     assert stats["by"] == "user" and stats["total"]["completed"] == 1
     by_gpu = mcp.ok("stats", by="gpu", since=0)
-    assert by_gpu["by"] == "gpu" and by_gpu["since"] == 0
+    assert by_gpu["by"] == "gpu" and by_gpu["since"] is None  # 0: all time, null as gflow
     bad = mcp.call("stats", since=100, until=50)
     assert bad["isError"] is True
     assert bad["content"][0]["text"] == \
@@ -448,7 +448,7 @@ def test_scripts_and_their_directives(mcp, sim_gflow):
     path.write_text("#!/bin/bash\n# GFLOW --depends-on @\necho from file\n")
     sub = mcp.ok("submit_job", script_file="train.sh", hold=True)
     j = g.job(sub["jobs"][0]["id"])
-    assert j["script_path"] == str(path) and j["name"] == "train.sh" and j["state"] == "H"
+    assert j["script_path"] == str(path) and j["name"] == f"gjob-{j['id']}" and j["state"] == "H"
     assert [d["id"] for d in j["depends_on"]] == [job]  # '@' asked the daemon: the latest
 
     bad = mcp.call("submit_job", script="#!/bin/sh\n# GFLOW --time soon\ntrue\n")

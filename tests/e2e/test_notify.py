@@ -368,8 +368,8 @@ def test_email_default_events_and_aliases(make_gflow, fake_sendmail):
     assert len(ms) == 3
     assert all(m["argv"] == "ARGV: -t -i" for m in ms)
     subjects = sorted(header(m, "Subject") for m in ms)
-    assert subjects == sorted([f"gflow job {a} (fails) failed", f"gflow job {b} (true) started",
-                               f"gflow job {b} (true) completed"])
+    assert subjects == sorted([f"gflow job {a} (fails) failed", f"gflow job {b} (gjob-{b}) started",
+                               f"gflow job {b} (gjob-{b}) completed"])
     fail = next(m for m in ms if header(m, "Subject").endswith("failed"))
     assert header(fail, "To") == "alice@example.com,bob@example.com"
     assert "Reason:    NonZeroExitCode" in fail["body"] and "Exit code: 1" in fail["body"]
@@ -402,4 +402,4 @@ def test_email_is_sent_as_the_submitter(make_gflow, fake_sendmail):
     wait_for(lambda: mails(fake_sendmail), "the mail")
     m = mails(fake_sendmail)[0]
     assert m["uid"] == uid
-    assert header(m, "Subject") == f"gflow job {job} (true) completed"
+    assert header(m, "Subject") == f"gflow job {job} (gjob-{job}) completed"

@@ -134,7 +134,7 @@ def test_per_project_limit(make_gflow):
     # A project's queued limit refuses at submit too.
     quota_set(g, "--project", "nlp", "--max-queued-jobs", 1, check=True)
     cp = g.run("gbatch", "-P", "nlp", "true")
-    assert_one_line_error(cp, "gbatch", 1, "project nlp has 1 queued jobs, the limit "
+    assert_one_line_error(cp, "gbatch", 1, "project nlp has 1 queued job, the limit "
                           "max_queued_jobs is 1", "gctl quota show --project nlp")
     (g.work / "go").touch()
     assert g.wait_state(b)["state"] == "CD"

@@ -246,7 +246,7 @@ def test_per_user_daemon_without_cgroups_kills_what_a_dead_shim_left(make_gflow,
     kill_pid(*shim_of(g, a))
     wait_for(lambda: state().split()[0] in TERMINAL, "the job to end", timeout=10)
     cp = g.run("gjob", "show", a, user=who, env=user_env, check=True)
-    assert (f"ShimLost: gflow-shim killed by SIGKILL; its {ESCAPING_COUNT} processes were "
+    assert (f"  Reason=ShimLost: gflow-shim killed by SIGKILL; its {ESCAPING_COUNT} processes were "
             "killed") in cp.stdout, cp.stdout
     for pid, st in procs:
         assert not alive(pid, st), f"process {pid} of the job outlived its shim"

@@ -70,4 +70,6 @@ def test_job_without_umask_runs_with_0077(gflow):
     assert gflow.job(jid)["umask"] is None
     assert mode_of(gflow.work / "old") == 0o600
     show = parse_show(gflow.run("gjob", "show", jid, check=True).stdout)[0]
+    assert "Umask" not in show  # none given: left out, as gflow leaves out empty fields
+    show = parse_show(gflow.run("gjob", "show", "-v", jid, check=True).stdout)[0]
     assert show["Umask"] == "0077 (none given)"

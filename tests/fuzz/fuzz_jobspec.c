@@ -3,7 +3,8 @@
  * jobspec_expand when the array or sweep is small.
  *
  * Invariants: a refused submission gives a message and leaves nothing behind; every job
- * of an accepted one
+ * of an accepted one, given an id and its default name as the daemon gives them
+ * (job_name_default: gjob-<id> when it has none),
  *  - has a valid name and the submitter's identity;
  *  - turned back into a spec (jobspec_from_job, what gjob update and redo start from) is
  *    accepted again, into a job with the same spec, and jobspec_changes between the two
@@ -64,6 +65,8 @@ static void check_spec_round_trip(const struct job *j)
         char *s = dump(spec);
         FUZZ_CHECK_TEXT(again != NULL, s, err);
     }
+    again->id = j->id; /* as an update keeps the id, and so the default name */
+    job_name_default(again);
     json_t *spec2 = jobspec_from_job(again);
     if (!json_equal(spec, spec2)) {
         char *a = dump(spec), *b = dump(spec2);
@@ -130,8 +133,10 @@ static void check_tsv_round_trip(const struct job *j)
     strbuf_free(&b);
 }
 
-static void check_job(const struct job *j)
+static void check_job(struct job *j, int64_t id)
 {
+    j->id = id;
+    job_name_default(j);
     FUZZ_CHECK(j->name && job_name_valid(j->name));
     FUZZ_CHECK(j->user && strcmp(j->user, "fuzz") == 0 && j->uid == 1000);
     FUZZ_CHECK(j->workdir && j->workdir[0] == '/');
@@ -157,7 +162,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     FUZZ_CHECK(sub.n >= 1);
     for (size_t i = 0; i < sub.n; i++)
-        check_job(sub.jobs[i]);
+        check_job(sub.jobs[i], (int64_t)i + 1);
     if ((sub.array || sub.params) && jobspec_count(&sub) <= 64) {
         if (jobspec_expand(&sub, &err) < 0) {
             FUZZ_CHECK(err && *err && sub.n == 0);
@@ -165,7 +170,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         } else {
             FUZZ_CHECK(sub.n >= 1);
             for (size_t i = 0; i < sub.n; i++)
-                check_job(sub.jobs[i]);
+                check_job(sub.jobs[i], (int64_t)i + 1);
         }
     }
     jobspec_submission_free(&sub);

@@ -657,6 +657,40 @@ static void test_csv(void **state)
     free(err);
 }
 
+/* Reals as their shortest text that reads back the same (gflow's, serde's): what -o json
+ * prints; plural endings. */
+static void test_short_reals(void **state)
+{
+    (void)state;
+    char out[32];
+    const struct {
+        double v;
+        const char *text;
+    } cases[] = {{0.02319, "0.02319"},
+                 {0.1 + 0.2, "0.30000000000000004"},
+                 {1.0 / 3, "0.3333333333333333"},
+                 {2.0, "2.0"},
+                 {-0.5, "-0.5"},
+                 {1765000000.25, "1765000000.25"},
+                 {1e21, "1e+21"},
+                 {0.0, "0.0"}};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        size_t n = format_real_short(out, cases[i].v);
+        assert_string_equal(out, cases[i].text);
+        assert_int_equal(n, strlen(cases[i].text));
+        assert_true(strtod(out, NULL) == cases[i].v);
+    }
+    char *t = json_text_short_reals("{\"a\": 0.023189999999999999, \"b\": [12, -3, 1.0e2], "
+                                    "\"s\": \"0.10000000000000001 \\\" 2.50\", \"n\": null}");
+    assert_string_equal(t, "{\"a\": 0.02319, \"b\": [12, -3, 100.0], "
+                           "\"s\": \"0.10000000000000001 \\\" 2.50\", \"n\": null}");
+    free(t);
+    assert_string_equal(plural_s(1), "");
+    assert_string_equal(plural_s(0), "s");
+    assert_string_equal(plural_s(2), "s");
+    assert_string_equal(plural_s(-1), "");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -678,6 +712,7 @@ int main(void)
         cmocka_unit_test(test_array_spec),
         cmocka_unit_test(test_param),
         cmocka_unit_test(test_csv),
+        cmocka_unit_test(test_short_reals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

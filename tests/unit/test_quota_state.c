@@ -108,12 +108,12 @@ static void test_submit_check_and_layers(void **state)
     char *why = quotas_check_submit(q, "alice", 1, NULL, 0);
     assert_null(why);
     why = quotas_check_submit(q, "alice", 2, NULL, 0);
-    assert_string_equal(why, "user alice has 1 queued jobs and this submission adds 2, the limit "
+    assert_string_equal(why, "user alice has 1 queued job and this submission adds 2, the limit "
                              "max_queued_jobs is 2; submit fewer, wait or ask an admin (gctl "
                              "quota show --user alice)");
     free(why);
     why = quotas_check_submit(q, "alice", 1, "nlp", 1);
-    assert_string_equal(why, "project nlp has 1 queued jobs, the limit max_queued_jobs is 1; "
+    assert_string_equal(why, "project nlp has 1 queued job, the limit max_queued_jobs is 1; "
                              "wait or ask an admin (gctl quota show --project nlp)");
     free(why);
     /* A user never seen has the default. */

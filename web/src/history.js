@@ -79,10 +79,11 @@ export function historyPage(main) {
   let stopped = false;
   const load = async () => {
     // Until the daemon's now (the default): a job that ended a moment ago counts.
+    // Everyone's jobs (the API's default is the caller's, as gflow's gstats).
     const q = `since=${Math.floor(Date.now() / 1000) - Number(days) * 86400}`;
     try {
-      const [users, gpus, util] = await Promise.all([api("GET", `/v1/stats?${q}&by=user`),
-        api("GET", `/v1/stats?${q}&by=gpu`), api("GET", `/v1/stats?${q}&gpu=1&buckets=48`)]);
+      const [users, gpus, util] = await Promise.all([api("GET", `/v1/stats?${q}&user=all&by=user`),
+        api("GET", `/v1/stats?${q}&user=all&by=gpu`), api("GET", `/v1/stats?${q}&gpu=1&buckets=48`)]);
       if (stopped) return;
       body.replaceChildren(
         h("h2", null, "Jobs per user"), barChart(users.groups, "jobs per user"),

@@ -288,10 +288,10 @@ struct listener *listener_start(struct gflowd *d, listener_accept_cb cb, void *a
         l->max_other = d->fds.user_connections;
         if (d->fds.reserved[FDRES_CONNECTIONS] < l->max_total) {
             l->max_total = d->fds.reserved[FDRES_CONNECTIONS];
-            log_info("at most %lld connections (limits.max_connections is %lld, the open file "
+            log_info("at most %lld connection%s (limits.max_connections is %lld, the open file "
                      "limit %lld)",
-                     (long long)l->max_total, (long long)d->cfg.limits.max_connections,
-                     (long long)d->fds.limit);
+                     (long long)l->max_total, plural_s((long long)l->max_total),
+                     (long long)d->cfg.limits.max_connections, (long long)d->fds.limit);
         }
     }
     if (loop_add_fd(fd, EPOLLIN, accept_cb, l) < 0) {

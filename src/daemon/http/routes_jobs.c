@@ -131,11 +131,14 @@ static json_t *state_reply(const struct job *j)
 
 /* ---- submit ---- */
 
-/* The reply's entry for a job of a dry run: what it would be. */
-static json_t *dry_run_entry(const struct job *j)
+/* The reply's entry for a job of a dry run: what it would be (a job without a name:
+ * the one it would get, were it submitted as id now). */
+static json_t *dry_run_entry(const struct job *j, int64_t id)
 {
+    char *name = j->name ? xstrdup(j->name) : job_default_name(id);
     json_t *o =
-        json_pack("{s:n, s:s, s:s}", "id", "name", j->name, "state", job_state_short(j->state));
+        json_pack("{s:n, s:s, s:s}", "id", "name", name, "state", job_state_short(j->state));
+    free(name);
     if (j->command)
         json_object_set_new(o, "command", json_string(j->command));
     if (j->array_task >= 0)
@@ -203,9 +206,10 @@ static int check_counts(const struct route_req *r, const struct jobspec_submissi
     size_t have = jobs_active_of(r->d->jobs, r->who->uid);
     if (!sub->dry_run && (int64_t)(have + n) > lim->max_active_jobs_per_user) {
         reply_error(rep, 429,
-                    "%s has %zu queued, held or running jobs and this request adds %zu; a user "
+                    "%s has %zu queued, held or running job%s and this request adds %zu; a user "
                     "may have at most %lld (limits.max_active_jobs_per_user in gflow.toml)",
-                    r->who->user, have, n, (long long)lim->max_active_jobs_per_user);
+                    r->who->user, have, plural_s((long long)have), n,
+                    (long long)lim->max_active_jobs_per_user);
         return -1;
     }
     return 0;
@@ -255,7 +259,7 @@ void route_submit(const struct route_req *r, struct reply *rep)
     json_t *o = json_pack("{s:o}", "jobs", list);
     if (sub.dry_run) {
         for (size_t i = 0; i < sub.n; i++)
-            json_array_append_new(list, dry_run_entry(sub.jobs[i]));
+            json_array_append_new(list, dry_run_entry(sub.jobs[i], jobs_next_id(t) + (int64_t)i));
         if (group_id > 0)
             json_object_set_new(o, "group_id", json_null());
     } else {

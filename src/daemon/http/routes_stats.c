@@ -3,7 +3,8 @@
  * runs on a worker thread with a read-only connection of its own (reply_defer): a
  * million finished jobs take most of a second to aggregate, which the event loop must
  * not wait for. Everyone may read everyone's numbers, as gqueue shows everyone's jobs
- * (and Slurm's sreport everyone's usage). */
+ * (and Slurm's sreport everyone's usage); by default, as gflow's, the caller's jobs of
+ * all time. */
 #include "routes.h"
 
 #include <errno.h>
@@ -18,7 +19,8 @@
 #include "store/store.h"
 #include "util.h"
 
-#define DEFAULT_PERIOD_SECS (7 * 86400.0)
+/* The GPU samples' default period (the jobs': all time). */
+#define DEFAULT_GPU_PERIOD_SECS (7 * 86400.0)
 #define DEFAULT_BUCKETS 24
 #define MAX_BUCKETS 1000
 
@@ -45,6 +47,8 @@ static json_t *stats_work_run(void *arg, unsigned *status)
     char *err = NULL;
     json_t *out = store_stats_read(w->db_path, &w->q, &err);
     if (out) {
+        if (!w->q.gpu) /* whose jobs: gflow's "user", null for everyone's */
+            json_object_set_new(out, "user", w->user ? json_string(w->user) : json_null());
         *status = 200;
         return out;
     }
@@ -79,8 +83,10 @@ void route_stats(const struct route_req *r, struct reply *rep)
     bool since_given = route_query(r, "since") != NULL;
     if (query_time(r, "since", &q.since, rep) < 0 || query_time(r, "until", &q.until, rep) < 0)
         return;
-    if (!since_given)
-        q.since = q.until - DEFAULT_PERIOD_SECS;
+    const char *gpu = route_query(r, "gpu");
+    q.gpu = gpu && strcmp(gpu, "0") != 0;
+    if (!since_given) /* all time (0), as gflow's; the GPUs' samples: a week */
+        q.since = q.gpu ? q.until - DEFAULT_GPU_PERIOD_SECS : 0;
     if (q.since >= q.until) {
         reply_error(rep, 400, "since (%.0f) must be before until (%.0f)", q.since, q.until);
         return;
@@ -90,8 +96,6 @@ void route_stats(const struct route_req *r, struct reply *rep)
         reply_error(rep, 400, "unknown by '%s': use user, project or gpu", by);
         return;
     }
-    const char *gpu = route_query(r, "gpu");
-    q.gpu = gpu && strcmp(gpu, "0") != 0;
     const char *buckets = route_query(r, "buckets");
     if (buckets) {
         char *end;
@@ -105,7 +109,9 @@ void route_stats(const struct route_req *r, struct reply *rep)
     const char *user = route_query(r, "user");
     struct stats_work *w = xcalloc(1, sizeof(*w));
     w->db_path = xstrdup(r->d->paths.db_path);
-    if (user && *user && strcmp(user, "all") != 0 && strcmp(user, "*") != 0)
+    if (!user || !*user) /* the caller's, as gflow's gstats */
+        user = r->who ? r->who->user : NULL;
+    if (user && strcmp(user, "all") != 0 && strcmp(user, "*") != 0)
         w->user = xstrdup(user);
     q.user = w->user;
     const struct gpu_samples *g = r->d->samples;

@@ -89,6 +89,7 @@ int jobedit_update(const struct jobedit_ctx *c, struct job *j, json_t *over, int
     }
     bool what_changed = jobspec_changes_what(over) || sweep_changed;
     n->id = j->id;
+    job_name_default(n); /* a default name stays its own */
     n->state = j->state;
     json_t *list = jobspec_changes(&full, n, over);
     job_clear(&full);
@@ -290,9 +291,10 @@ int jobedit_redo(const struct jobedit_ctx *c, int64_t id, json_t *over, bool cas
         return 403;
     }
     if (over_active_limit(c)) {
-        *err = xasprintf("%s has %zu queued, held or running jobs, the most a user may have "
+        size_t have = jobs_active_of(c->jobs, c->caller->uid);
+        *err = xasprintf("%s has %zu queued, held or running job%s, the most a user may have "
                          "(limits.max_active_jobs_per_user in gflow.toml)",
-                         c->caller->user, jobs_active_of(c->jobs, c->caller->uid));
+                         c->caller->user, have, plural_s((long long)have));
         job_clear(&f);
         return 429;
     }

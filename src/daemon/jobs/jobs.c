@@ -480,6 +480,7 @@ static int submit_one(struct jobs *t, struct job *j, const struct job *leader)
     if (store_begin(t->store) < 0)
         return -1;
     j->id = t->next_id;
+    job_name_default(j);
     if (store_insert_job(t->store, j, leader) < 0) {
         log_error("cannot store job: %s", store_error(t->store));
         return -1;
@@ -709,6 +710,10 @@ static struct job *retry_job(struct jobs *t, struct job *j)
     n->submit_time = now_wall();
     n->attempt = j->attempt + 1;
     n->retry_of = j->id;
+    if (job_name_is_default(n->name, j->id)) { /* gjob-<id>: the new id's (submit_one) */
+        free(n->name);
+        n->name = NULL;
+    }
     n->sched.deps_blocked = false;
     n->daemon.dependents = NULL;
     n->daemon.n_dependents = n->daemon.cap_dependents = 0;

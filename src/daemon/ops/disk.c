@@ -111,7 +111,7 @@ static char *disk_mount_point(const char *dir)
 static char *disk_size(unsigned long long bytes)
 {
     if (bytes < 1024)
-        return xasprintf("%llu bytes", bytes);
+        return xasprintf("%llu byte%s", bytes, plural_s((long long)bytes));
     if (bytes < 1024ULL * 1024)
         return xasprintf("%.1f KiB", (double)bytes / 1024);
     return xasprintf("%.1f MiB", (double)bytes / (1024.0 * 1024));

@@ -172,9 +172,9 @@ static bool under_cap(struct notifier *n, const struct job *j, enum job_event e)
     double now = now_mono();
     if (now - n->last_cap_warning > 60) {
         n->last_cap_warning = now;
-        log_warn("notifications: user %s has %lld undelivered notifications "
+        log_warn("notifications: user %s has %lld undelivered notification%s "
                  "(notifications.max_pending_per_user); job %lld's %s is not sent",
-                 j->user ? j->user : "?", (long long)pending, (long long)j->id,
+                 j->user ? j->user : "?", (long long)pending, plural_s(pending), (long long)j->id,
                  job_notify_events[e]);
     }
     return false;

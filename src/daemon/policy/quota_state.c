@@ -251,16 +251,15 @@ static char *queued_refusal(const char *what, const char *name, const struct quo
                             size_t n, int64_t limit)
 {
     const char *flag = strcmp(what, "user") == 0 ? "--user" : "--project";
+    long long queued = u ? (long long)u->queued_jobs : 0;
     if (n == 1)
-        return xasprintf("%s %s has %lld queued jobs, the limit max_queued_jobs is %lld; wait "
+        return xasprintf("%s %s has %lld queued job%s, the limit max_queued_jobs is %lld; wait "
                          "or ask an admin (gctl quota show %s %s)",
-                         what, name, (long long)(u ? u->queued_jobs : 0), (long long)limit, flag,
-                         name);
-    return xasprintf("%s %s has %lld queued jobs and this submission adds %zu, the limit "
+                         what, name, queued, plural_s(queued), (long long)limit, flag, name);
+    return xasprintf("%s %s has %lld queued job%s and this submission adds %zu, the limit "
                      "max_queued_jobs is %lld; submit fewer, wait or ask an admin (gctl quota "
                      "show %s %s)",
-                     what, name, (long long)(u ? u->queued_jobs : 0), n, (long long)limit, flag,
-                     name);
+                     what, name, queued, plural_s(queued), n, (long long)limit, flag, name);
 }
 
 static char *check_one(struct quotas *q, enum quota_scope scope, const char *name, size_t n)

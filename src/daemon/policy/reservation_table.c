@@ -217,10 +217,10 @@ static char *over_gpus(const struct gflow_config *c, int gpus)
 {
     if (gpus <= c->reservations_max_gpus)
         return NULL;
-    return xasprintf("this would make %d GPUs reserved for you (with your other pending and "
+    return xasprintf("this would make %d GPU%s reserved for you (with your other pending and "
                      "active reservations); users may hold at most %lld "
                      "(reservations.max_gpus = %lld); ask an admin for more",
-                     gpus, (long long)c->reservations_max_gpus,
+                     gpus, plural_s(gpus), (long long)c->reservations_max_gpus,
                      (long long)c->reservations_max_gpus);
 }
 
