@@ -241,6 +241,7 @@ static void tool_stats(const json_t *args, struct mcp_reply *reply)
 
 /* ---- the table ---- */
 
+#define NO_ARGS "{\"type\": \"object\", \"additionalProperties\": false, \"properties\": {}}"
 #define ID_ARG "\"id\": {\"type\": \"integer\", \"minimum\": 1, \"description\": \"the job id\"}"
 
 static const struct mcp_tool tools[] = {
@@ -338,6 +339,71 @@ static const struct mcp_tool tools[] = {
      "\"gpu_utilization\": {\"type\": \"boolean\", \"description\": \"the GPUs' sampled "
      "utilization instead of the jobs\"}}}",
      true, false, true, tool_stats},
+    /* gflow's tools, with its names and argument shapes (mcp_gflow.c, mcp_queue.c,
+     * mcp_triage.c). */
+    {"get_health", "Daemon health",
+     "Check whether the local gflow daemon is running and responsive: ok, the HTTP status "
+     "of its health check and its pid (ok false with the error when it does not answer).",
+     NO_ARGS, true, false, true, mcp_tool_get_health},
+    {"get_info", "Scheduler info",
+     "Read scheduler and GPU status from the local gflow daemon: each GPU's index, uuid, "
+     "whether it is free (available) and why not, the GPUs gflow may use and the "
+     "allocation strategy.",
+     NO_ARGS, true, false, true, mcp_tool_get_info},
+    {"get_job", "Get a job",
+     "Get a single job by ID (as show_job, with gflow's job_id argument; its environment "
+     "left out).",
+     mcp_get_job_schema, true, false, true, mcp_tool_get_job},
+    {"get_job_log", "Get a job's log",
+     "Read the log of a job: its last 200 lines by default (last_lines or tail_lines, or "
+     "first_lines), at most max_bytes (64 KiB by default), terminal escapes removed.",
+     mcp_get_job_log_schema, true, false, true, mcp_tool_get_job_log},
+    {"get_stats", "Usage statistics",
+     "Read usage statistics from the local gflow daemon: the jobs since a time (unix "
+     "seconds; default all time) of one user (default everyone), as the stats tool.",
+     mcp_get_stats_schema, true, false, true, mcp_tool_get_stats},
+    {"get_queue_pressure", "Queue pressure",
+     "Summarize queue pressure and GPU availability for agent planning: free and busy GPUs "
+     "(and why), running, queued and held jobs of every user, the GPUs the queued jobs ask "
+     "for against those the running ones hold, why jobs wait, the users and projects "
+     "asking most, and reservations. Read-only.",
+     NO_ARGS, true, false, true, mcp_tool_get_queue_pressure},
+    {"list_reservations", "List reservations",
+     "List GPU reservations from the local gflow daemon (pending, active, completed and "
+     "cancelled): id, user, GPUs, start, end and status.",
+     NO_ARGS, true, false, true, mcp_tool_list_reservations},
+    {"triage_job", "Triage a job",
+     "Summarize why a job is queued or failed, including recent log evidence and retry "
+     "hints: its state, reason, exit status (code, signal or OOM), run and wait time, the "
+     "tail of its log (last 80 lines, at most 20000 bytes by default), for a waiting job "
+     "the queue ahead of it and the GPUs free, and for a failed one what your latest "
+     "other failures looked like. Read-only.",
+     mcp_triage_schema, true, false, true, mcp_tool_triage_job},
+    {"preview_submit_jobs", "Preview a submission",
+     "Preview one or more job submissions without creating jobs: gflowd checks each exactly "
+     "as submit_jobs would (dry run) and shows the jobs it would make, sweeps expanded. "
+     "Read-only; the same schema as submit_jobs.",
+     mcp_submit_jobs_schema, true, false, true, mcp_tool_preview_submit_jobs},
+    {"submit_jobs", "Submit jobs",
+     "MUTATES scheduler state: submit one or more jobs (gflow's simplified schema: "
+     "command or script path, gpus, time_limit_secs, memory_limit_mb, depends_on_ids, "
+     "param sweeps, ...), each on its own; at most 1000 jobs in all. Prefer "
+     "preview_submit_jobs first and require explicit user confirmation.",
+     mcp_submit_jobs_schema, false, false, false, mcp_tool_submit_jobs},
+    {"preview_update_job", "Preview an update",
+     "Preview mutable job parameter changes without updating scheduler state: gflowd checks "
+     "the change exactly as update_job would (dry run) and shows the job before and after. "
+     "Read-only.",
+     mcp_update_job_schema, true, false, true, mcp_tool_preview_update_job},
+    {"update_job", "Update a job",
+     "MUTATES scheduler state: update mutable parameters of a queued or held job. Prefer "
+     "preview_update_job first and require explicit user confirmation.",
+     mcp_update_job_schema, false, false, false, mcp_tool_update_job},
+    {"redo_job", "Redo a job",
+     "MUTATES scheduler state: resubmit a finished job with the same or overridden "
+     "parameters, optionally cascading to dependency-cancelled child jobs. Prefer "
+     "triage_job first and require explicit user confirmation.",
+     mcp_redo_job_schema, false, false, false, mcp_tool_redo_job},
 };
 
 const struct mcp_tool *mcp_tools(size_t *n)
