@@ -537,8 +537,12 @@ static int gflow_update(const json_t *args, bool dry, json_t **before, json_t **
     }
     const char *workdir = json_string_value(json_object_get(*before, "workdir"));
     json_t *body = gflow_update_body(args, workdir ? workdir : ".", reply);
-    if (!body)
+    if (!body) { /* wrong arguments fail the tool, as gflow's; only the daemon's refusal
+                  * is a preview's answer */
+        json_decref(*before);
+        *before = NULL;
         return -1;
+    }
     char *path = xasprintf("/v1/jobs/%lld%s", (long long)id, dry ? "?dry_run=1" : "");
     int rc = mcp_daemon_json("PATCH", path, body, answer, NULL, &err);
     free(path);
@@ -553,7 +557,7 @@ void mcp_tool_preview_update_job(const json_t *args, struct mcp_reply *reply)
     json_t *before = NULL, *answer = NULL;
     int64_t id = mcp_arg_int(args, "job_id", 0);
     if (gflow_update(args, true, &before, &answer, reply) < 0) {
-        if (!before) /* no such job: the tool fails, as gflow's */
+        if (!before) /* no such job, wrong arguments: the tool fails, as gflow's */
             return;
         /* A change the daemon refuses is the preview's answer, not a failure of it. */
         reply->structured = json_pack("{s:b, s:b, s:I, s:o, s:n, s:[], s:s, s:[]}", "dry_run", 1,
