@@ -458,3 +458,34 @@ def test_gflow_status_errors(sim, make_gflow):
     cp = down.run("gflow", "status")
     assert cp.returncode == 1 and cp.stdout == ""
     assert "gflowd" in cp.stderr
+
+
+def test_shared_tools_take_gflows_arguments(sim):
+    """list_jobs, cancel_job, hold_job and release_job are gflow's names too: they take
+    gflow's arguments (job_id; offset, order, detail, created_after)."""
+    g = sim
+    blocker = g.submit("--gpus", "2", "sleep", "60")  # so that a released job waits
+    wait_for(lambda: g.job(blocker)["state"] == "R", "the blocker to run")
+    ids = [g.submit("--hold", "--gpus", "1", "true") for _ in range(3)]
+    out = sdk_client(g, [
+        ["release_job", {"job_id": ids[0]}],
+        ["hold_job", {"job_id": ids[0]}],
+        ["cancel_job", {"job_id": ids[2]}],
+        ["cancel_job", {}],
+        ["list_jobs", {"limit": 1, "offset": 1}],
+        ["list_jobs", {"order": "asc", "detail": "full", "limit": 2}],
+        ["list_jobs", {"created_after": int(time.time()) + 3600}],
+    ])
+    res = out["results"]
+    assert structured(res[0])["state"] == "PD"
+    assert structured(res[1])["state"] == "H"
+    assert structured(res[2])["state"] == "CA" and g.job(ids[2])["state"] == "CA"
+    assert "'job_id'" in tool_error(res[3])
+    page = structured(res[4])
+    assert [j["id"] for j in page["jobs"]] == [ids[1]]
+    assert page["has_more"] is True and page["next_offset"] == 2 and page["offset"] == 1
+    full = structured(res[5])
+    assert [j["id"] for j in full["jobs"]] == [blocker, ids[0]] and full["detail"] == "full"
+    assert "umask" in full["jobs"][0]  # every field, not the summary's
+    assert structured(res[6])["jobs"] == []
+    g.run("gcancel", blocker, ids[0], ids[1], check=True)
