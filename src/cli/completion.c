@@ -91,6 +91,10 @@ static const struct completion_entry completion_table[] = {
     {"gflowd", "service", "install uninstall status",
      "-c --config --user --system --root -h --help"},
     {"gflow-mcp", NULL, NULL, "--socket -h --help -V --version"},
+    {"gflow", NULL, "gbatch gqueue gjob gcancel gctl ginfo gstats gflowd mcp status completion",
+     "-h --help -V --version"},
+    {"gflow", "mcp", "serve", "--socket -h --help"},
+    {"gflow", "status", NULL, "-o --output --socket -h --help"},
 };
 
 #define COMPLETION_COUNT (sizeof(completion_table) / sizeof(completion_table[0]))

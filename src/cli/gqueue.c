@@ -168,7 +168,8 @@ static void gqueue_help(void)
            "(BeginTime), (OutOfMemory); EXITCODE the exit status, or the signal that\n"
            "killed the job (e.g. SIGKILL); TIMELIMIT HH:MM:SS, UNLIMITED when none;\n"
            "MEMORY the host memory requested (--memory), - when none; SUBMIT/START/END\n"
-           "are in the config's timezone (local time without one); START_TIME a queued job's expected start (backfill's plan;\n"
+           "are in the config's timezone (local time without one); START_TIME a queued job's "
+           "expected start (backfill's plan;\n"
            "- when unknown) or a started job's start.\n"
            "On a terminal, states are coloured (not with NO_COLOR set) and cells are cut\n"
            "with … to fit its width (the whole text: gjob show, -o json).\n",

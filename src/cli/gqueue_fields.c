@@ -75,8 +75,8 @@ static void gqueue_wait(struct strbuf *sb, const struct job *j, double now)
         strbuf_addc(sb, '-');
         return;
     }
-    gqueue_put_owned(sb,
-                     format_duration(until > j->submit_time ? (int64_t)(until - j->submit_time) : 0));
+    gqueue_put_owned(
+        sb, format_duration(until > j->submit_time ? (int64_t)(until - j->submit_time) : 0));
 }
 
 static void gqueue_timelimit(struct strbuf *sb, const struct job *j, double now)

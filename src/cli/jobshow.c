@@ -17,6 +17,7 @@
 #include "output.h"
 #include "parse.h"
 #include "termtext.h"
+#include "timefmt.h"
 #include "util.h"
 
 char *jobshow_mib(int64_t mb)

@@ -28,6 +28,9 @@ static const char instructions[] =
     "gflow is the GPU job scheduler of this machine. Use submit_job (dry_run first when "
     "unsure) to queue work, list_jobs/show_job to follow it, job_log to read its output, "
     "cancel_job/hold_job/release_job to control it, list_gpus and stats for the machine. "
+    "gflow's tools are here too: prefer read-only tools (get_health, get_queue_pressure, "
+    "triage_job) and the preview_* dry runs before submit_jobs, update_job or redo_job; tools "
+    "that change scheduler state need the user's explicit confirmation. "
     "Everything runs as the user who started this server.";
 
 static void mcp_help(void)
@@ -54,6 +57,26 @@ static void mcp_help(void)
            "  list_gpus       the GPUs, their use and their jobs\n"
            "  stats           job statistics of a period, or GPU utilization\n"
            "\n"
+           "gflow's tools, with its names and argument shapes (job_id, ...):\n"
+           "  get_health          whether gflowd answers, and its pid\n"
+           "  get_info            the GPUs: free or not and why, the allowed ones\n"
+           "  get_job             one job (as show_job)\n"
+           "  get_job_log         a job's log (as job_log), terminal escapes removed\n"
+           "  get_stats           job statistics since a time (default all time)\n"
+           "  get_queue_pressure  free GPUs, waiting and running jobs of everyone, the\n"
+           "                      GPUs asked for, why jobs wait, users, reservations\n"
+           "  list_reservations   the GPU reservations\n"
+           "  triage_job          why a job waits or failed: reason, exit, log tail\n"
+           "                      (80 lines, 20000 bytes), the queue ahead of it, your\n"
+           "                      recent failures, hints\n"
+           "  preview_submit_jobs submit_jobs as gflowd's dry run: nothing is made\n"
+           "  submit_jobs         gflow's submission schema (command or script path,\n"
+           "                      time_limit_secs, param sweeps, ...), at most 1000 jobs\n"
+           "  preview_update_job  update_job as gflowd's dry run: before and after\n"
+           "  update_job          change a queued or held job\n"
+           "  redo_job            submit a copy of a job (cascade: and its cancelled\n"
+           "                      dependents)\n"
+           "\n"
            "Resources:\n"
            "  gflow://jobs/ID/log  a job's log (its last 64 KiB)\n"
            "  gflow://jobs/ID      a job (JSON)\n"
@@ -64,9 +87,11 @@ static void mcp_help(void)
            "  -h, --help         show this help\n"
            "  -V, --version      show the version\n"
            "\n"
-           "Registering it with an assistant:\n"
-           "  claude mcp add gflow -- gflow-mcp\n"
-           "  {\"mcpServers\": {\"gflow\": {\"command\": \"gflow-mcp\"}}}\n");
+           "Registering it with an assistant (gflow mcp serve runs this server):\n"
+           "  claude mcp add gflow -- gflow mcp serve\n"
+           "  claude mcp add gflow -- gflow-mcp            (the same server)\n"
+           "  {\"mcpServers\": {\"gflow\": {\"command\": \"gflow\", \"args\": [\"mcp\", "
+           "\"serve\"]}}}\n");
 }
 
 static void parse_args(int argc, char **argv)

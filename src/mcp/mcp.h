@@ -94,6 +94,47 @@ void mcp_reply_error(struct mcp_reply *reply, const char *fmt, ...)
 /* submit_job: the spec gbatch would send for these arguments, posted to /v1/jobs. */
 void mcp_tool_submit(const json_t *args, struct mcp_reply *reply);
 extern const char mcp_submit_schema[];
+/* The spec submit_job would post for args (already checked against its schema), or
+ * NULL with reply's error set. */
+json_t *mcp_submit_spec(const json_t *args, struct mcp_reply *reply);
+/* A script file (relative to workdir) into spec's script and script_path, as gbatch
+ * sends them; -1 with reply's error set. */
+int mcp_script_file(const char *file, const char *workdir, json_t *spec, struct mcp_reply *reply);
+
+/* ---- mcp_gflow.c: gflow's tools, with its names and argument shapes ---- */
+
+/* preview_submit_jobs, submit_jobs, preview_update_job, update_job, redo_job, and
+ * gflow's names for what the tools above do: get_job, get_job_log, get_info,
+ * get_stats. */
+void mcp_tool_preview_submit_jobs(const json_t *args, struct mcp_reply *reply);
+void mcp_tool_submit_jobs(const json_t *args, struct mcp_reply *reply);
+void mcp_tool_preview_update_job(const json_t *args, struct mcp_reply *reply);
+void mcp_tool_update_job(const json_t *args, struct mcp_reply *reply);
+void mcp_tool_redo_job(const json_t *args, struct mcp_reply *reply);
+void mcp_tool_get_job(const json_t *args, struct mcp_reply *reply);
+void mcp_tool_get_job_log(const json_t *args, struct mcp_reply *reply);
+void mcp_tool_get_info(const json_t *args, struct mcp_reply *reply);
+void mcp_tool_get_stats(const json_t *args, struct mcp_reply *reply);
+extern const char mcp_submit_jobs_schema[], mcp_update_job_schema[], mcp_redo_job_schema[],
+    mcp_get_job_schema[], mcp_get_job_log_schema[], mcp_get_stats_schema[];
+
+/* ---- mcp_queue.c: the queue as a whole ---- */
+
+/* get_queue_pressure, list_reservations, get_health. */
+void mcp_tool_get_queue_pressure(const json_t *args, struct mcp_reply *reply);
+void mcp_tool_list_reservations(const json_t *args, struct mcp_reply *reply);
+void mcp_tool_get_health(const json_t *args, struct mcp_reply *reply);
+
+/* ---- mcp_triage.c ---- */
+
+/* triage_job: why a job waits or failed, from its record, its log's tail, the queue and
+ * the caller's recent failures. */
+void mcp_tool_triage_job(const json_t *args, struct mcp_reply *reply);
+extern const char mcp_triage_schema[];
+
+/* A log's text made readable: ANSI escape sequences dropped, and of a line that a
+ * carriage return rewrote (progress bars) only what was written last. Caller frees. */
+char *mcp_clean_log(const char *text, size_t len);
 
 /* ---- mcp_directives.c ---- */
 

@@ -182,8 +182,7 @@ static int submit_check_gpus(const json_t *spec, struct mcp_reply *reply)
 
 /* The job's script from script_file (relative to workdir) into spec: its text and its
  * real path, as gbatch sends them. -1 with the error set. */
-static int submit_script_file(const char *file, const char *workdir, json_t *spec,
-                              struct mcp_reply *reply)
+int mcp_script_file(const char *file, const char *workdir, json_t *spec, struct mcp_reply *reply)
 {
     char *path = file[0] == '/' ? xstrdup(file) : xasprintf("%s/%s", workdir, file);
     char *real = realpath(path, NULL);
@@ -238,7 +237,7 @@ static int submit_what(const json_t *args, const char *workdir, json_t *spec,
         json_object_set_new(spec, JOB_KEY_SCRIPT_PATH, json_string("-"));
         return 0;
     }
-    return submit_script_file(file, workdir, spec, reply);
+    return mcp_script_file(file, workdir, spec, reply);
 }
 
 /* The directives of spec's script under the fields already there; -1 with the error. */
@@ -262,8 +261,7 @@ static int submit_directives(json_t *spec, struct mcp_reply *reply)
     return 0;
 }
 
-/* The spec for args, or NULL with reply's error set. */
-static json_t *submit_spec(const json_t *args, struct mcp_reply *reply)
+json_t *mcp_submit_spec(const json_t *args, struct mcp_reply *reply)
 {
     json_t *spec = json_object();
     const char *workdir = mcp_arg_str(args, "workdir", NULL);
@@ -344,7 +342,7 @@ bad:
 
 void mcp_tool_submit(const json_t *args, struct mcp_reply *reply)
 {
-    json_t *spec = submit_spec(args, reply);
+    json_t *spec = mcp_submit_spec(args, reply);
     if (!spec)
         return;
     char *err = NULL;

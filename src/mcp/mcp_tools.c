@@ -60,6 +60,9 @@ static void tool_list_jobs(const json_t *args, struct mcp_reply *reply)
     if (project)
         client_query_add(&path, "project", project);
     int64_t before = mcp_arg_int(args, "before_id", 0);
+    int64_t limit = mcp_arg_int(args, "limit", MCP_LIST_DEFAULT);
+    int64_t offset = mcp_arg_int(args, "offset", 0); /* gflow's paging */
+    const char *detail = mcp_arg_str(args, "detail", "summary");
     if (before == 1) { /* nothing is older than job 1 */
         reply->structured = json_pack("{s:[], s:i, s:b}", "jobs", "count", 0, "more", 0);
         strbuf_free(&path);
@@ -67,10 +70,16 @@ static void tool_list_jobs(const json_t *args, struct mcp_reply *reply)
     }
     if (before > 1)
         strbuf_addf(&path, "%cid=1-%lld", strchr(path.buf, '?') ? '&' : '?', (long long)before - 1);
-    /* The newest first: what an assistant asks about is usually recent. */
-    client_query_add(&path, "sort", "-id");
-    int64_t limit = mcp_arg_int(args, "limit", MCP_LIST_DEFAULT);
-    strbuf_addf(&path, "&limit=%lld", (long long)limit + 1); /* one more: is there more? */
+    const json_t *after = json_object_get(args, "created_after");
+    if (after)
+        strbuf_addf(&path, "%csince=%lld", strchr(path.buf, '?') ? '&' : '?',
+                    (long long)json_integer_value(after));
+    /* The newest first, unless gflow's order asks otherwise: what an assistant asks
+     * about is usually recent. */
+    const char *order = mcp_arg_str(args, "order", "desc");
+    client_query_add(&path, "sort", strcmp(order, "asc") ? "-id" : "id");
+    /* offset + limit, and one more: is there more? */
+    strbuf_addf(&path, "&limit=%lld", (long long)(offset + limit + 1));
     json_t *all = NULL;
     char *err = NULL;
     if (mcp_daemon_json("GET", path.buf, NULL, &all, NULL, &err) < 0) {
@@ -79,12 +88,19 @@ static void tool_list_jobs(const json_t *args, struct mcp_reply *reply)
         return;
     }
     strbuf_free(&path);
+    bool full = !strcmp(detail, "full");
     json_t *jobs = json_array();
     size_t i;
     const json_t *job;
     json_array_foreach (json_object_get(all, "jobs"), i, job) {
-        if ((int64_t)i == limit)
+        if ((int64_t)i < offset)
+            continue;
+        if ((int64_t)i == offset + limit)
             break;
+        if (full) {
+            json_array_append(jobs, (json_t *)job);
+            continue;
+        }
         json_t *brief = json_object();
         for (const char *const *f = list_fields; *f; f++) {
             json_t *v = json_object_get(job, *f);
@@ -93,10 +109,13 @@ static void tool_list_jobs(const json_t *args, struct mcp_reply *reply)
         }
         json_array_append_new(jobs, brief);
     }
-    bool more = json_array_size(json_object_get(all, "jobs")) > (size_t)limit;
+    bool more = json_array_size(json_object_get(all, "jobs")) > (size_t)(offset + limit);
     json_decref(all);
-    reply->structured = json_pack("{s:o, s:I, s:b}", "jobs", jobs, "count",
-                                  (json_int_t)json_array_size(jobs), "more", more);
+    json_int_t count = (json_int_t)json_array_size(jobs);
+    reply->structured = json_pack(
+        "{s:o, s:I, s:b, s:b, s:o, s:I, s:I, s:s}", "jobs", jobs, "count", count, "more", more,
+        "has_more", more, "next_offset", more ? json_integer(offset + count) : json_null(), "limit",
+        (json_int_t)limit, "offset", (json_int_t)offset, "detail", detail);
 }
 
 /* ---- show_job, cancel_job, hold_job, release_job ---- */
@@ -127,8 +146,13 @@ static void tool_show_job(const json_t *args, struct mcp_reply *reply)
 static void job_action(const json_t *args, const char *action, struct mcp_reply *reply)
 {
     bool dry_run = mcp_arg_bool(args, "dry_run", false);
-    char *path = xasprintf("/v1/jobs/%lld/%s%s", (long long)mcp_arg_int(args, "id", 0), action,
-                           dry_run ? "?dry_run=1" : "");
+    int64_t id = mcp_arg_int(args, "id", mcp_arg_int(args, "job_id", 0));
+    if (!id) {
+        mcp_reply_error(reply, "give the job's id: 'id' (or 'job_id', gflow's name)");
+        return;
+    }
+    char *path =
+        xasprintf("/v1/jobs/%lld/%s%s", (long long)id, action, dry_run ? "?dry_run=1" : "");
     tool_request("POST", path, NULL, reply);
     free(path);
     if (reply->structured && dry_run)
@@ -241,6 +265,13 @@ static void tool_stats(const json_t *args, struct mcp_reply *reply)
 
 /* ---- the table ---- */
 
+#define NO_ARGS "{\"type\": \"object\", \"additionalProperties\": false, \"properties\": {}}"
+/* cancel_job, hold_job and release_job are gflow's names too, and gflow calls the id
+ * job_id: either is taken (no top-level anyOf in the schema to say "one of them": some
+ * assistants' APIs refuse such input schemas; job_action checks). */
+#define JOB_ID_ARG                                                                                 \
+    "\"job_id\": {\"type\": \"integer\", \"minimum\": 1, \"description\": \"the job id (gflow's "  \
+    "name for id)\"}"
 #define ID_ARG "\"id\": {\"type\": \"integer\", \"minimum\": 1, \"description\": \"the job id\"}"
 
 static const struct mcp_tool tools[] = {
@@ -257,6 +288,14 @@ static const struct mcp_tool tools[] = {
      "\"project\": {\"type\": \"string\", \"description\": \"comma list of project codes\"},"
      "\"before_id\": {\"type\": \"integer\", \"minimum\": 1, \"description\": \"only jobs "
      "with a smaller id: the next page when more is true\"},"
+     "\"offset\": {\"type\": \"integer\", \"minimum\": 0, \"maximum\": 100000, "
+     "\"description\": \"skip this many (gflow's paging; next_offset gives the next page)\"},"
+     "\"created_after\": {\"type\": \"integer\", \"description\": \"only jobs submitted "
+     "at or after this (unix seconds)\"},"
+     "\"order\": {\"type\": \"string\", \"enum\": [\"asc\", \"desc\"], \"description\": "
+     "\"by id: desc (newest first, the default) or asc\"},"
+     "\"detail\": {\"type\": \"string\", \"enum\": [\"summary\", \"full\"], "
+     "\"description\": \"summary (the default: the main fields) or full (every field)\"},"
      "\"limit\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": " MCP_STR(
          MCP_LIST_MAX) ", \"description\": "
                        "\"at most this many jobs (default 50)\"}}}",
@@ -279,17 +318,18 @@ static const struct mcp_tool tools[] = {
      "Cancels a queued, held or running job (a running job gets SIGTERM, then SIGKILL), and "
      "the queued jobs that depend on it and could then never run. dry_run says what would "
      "be cancelled.",
-     "{\"type\": \"object\", \"additionalProperties\": false, \"required\": [\"id\"], "
-     "\"properties\": {" ID_ARG ", \"dry_run\": {\"type\": \"boolean\", \"description\": "
+     "{\"type\": \"object\", \"additionalProperties\": false, "
+     "\"properties\": {" ID_ARG ", " JOB_ID_ARG
+     ", \"dry_run\": {\"type\": \"boolean\", \"description\": "
      "\"check only, change nothing\"}}}",
      false, true, true, tool_cancel_job},
     {"hold_job", "Hold a job", "Holds a queued job (PD to H): it does not start until released.",
-     "{\"type\": \"object\", \"additionalProperties\": false, \"required\": [\"id\"], "
-     "\"properties\": {" ID_ARG "}}",
+     "{\"type\": \"object\", \"additionalProperties\": false, "
+     "\"properties\": {" ID_ARG ", " JOB_ID_ARG "}}",
      false, false, true, tool_hold_job},
     {"release_job", "Release a job", "Releases a held job (H to PD): it may start again.",
-     "{\"type\": \"object\", \"additionalProperties\": false, \"required\": [\"id\"], "
-     "\"properties\": {" ID_ARG "}}",
+     "{\"type\": \"object\", \"additionalProperties\": false, "
+     "\"properties\": {" ID_ARG ", " JOB_ID_ARG "}}",
      false, false, true, tool_release_job},
     {"job_log", "Read a job's log",
      "A job's output (stdout and stderr together), bounded: by default its last 200 lines, "
@@ -338,6 +378,71 @@ static const struct mcp_tool tools[] = {
      "\"gpu_utilization\": {\"type\": \"boolean\", \"description\": \"the GPUs' sampled "
      "utilization instead of the jobs\"}}}",
      true, false, true, tool_stats},
+    /* gflow's tools, with its names and argument shapes (mcp_gflow.c, mcp_queue.c,
+     * mcp_triage.c). */
+    {"get_health", "Daemon health",
+     "Check whether the local gflow daemon is running and responsive: ok, the HTTP status "
+     "of its health check and its pid (ok false with the error when it does not answer).",
+     NO_ARGS, true, false, true, mcp_tool_get_health},
+    {"get_info", "Scheduler info",
+     "Read scheduler and GPU status from the local gflow daemon: each GPU's index, uuid, "
+     "whether it is free (available) and why not, the GPUs gflow may use and the "
+     "allocation strategy.",
+     NO_ARGS, true, false, true, mcp_tool_get_info},
+    {"get_job", "Get a job",
+     "Get a single job by ID (as show_job, with gflow's job_id argument; its environment "
+     "left out).",
+     mcp_get_job_schema, true, false, true, mcp_tool_get_job},
+    {"get_job_log", "Get a job's log",
+     "Read the log of a job: its last 200 lines by default (last_lines or tail_lines, or "
+     "first_lines), at most max_bytes (64 KiB by default), terminal escapes removed.",
+     mcp_get_job_log_schema, true, false, true, mcp_tool_get_job_log},
+    {"get_stats", "Usage statistics",
+     "Read usage statistics from the local gflow daemon: the jobs since a time (unix "
+     "seconds; default all time) of one user (default everyone), as the stats tool.",
+     mcp_get_stats_schema, true, false, true, mcp_tool_get_stats},
+    {"get_queue_pressure", "Queue pressure",
+     "Summarize queue pressure and GPU availability for agent planning: free and busy GPUs "
+     "(and why), running, queued and held jobs of every user, the GPUs the queued jobs ask "
+     "for against those the running ones hold, why jobs wait, the users and projects "
+     "asking most, and reservations. Read-only.",
+     NO_ARGS, true, false, true, mcp_tool_get_queue_pressure},
+    {"list_reservations", "List reservations",
+     "List GPU reservations from the local gflow daemon (pending, active, completed and "
+     "cancelled): id, user, GPUs, start, end and status.",
+     NO_ARGS, true, false, true, mcp_tool_list_reservations},
+    {"triage_job", "Triage a job",
+     "Summarize why a job is queued or failed, including recent log evidence and retry "
+     "hints: its state, reason, exit status (code, signal or OOM), run and wait time, the "
+     "tail of its log (last 80 lines, at most 20000 bytes by default), for a waiting job "
+     "the queue ahead of it and the GPUs free, and for a failed one what your latest "
+     "other failures looked like. Read-only.",
+     mcp_triage_schema, true, false, true, mcp_tool_triage_job},
+    {"preview_submit_jobs", "Preview a submission",
+     "Preview one or more job submissions without creating jobs: gflowd checks each exactly "
+     "as submit_jobs would (dry run) and shows the jobs it would make, sweeps expanded. "
+     "Read-only; the same schema as submit_jobs.",
+     mcp_submit_jobs_schema, true, false, true, mcp_tool_preview_submit_jobs},
+    {"submit_jobs", "Submit jobs",
+     "MUTATES scheduler state: submit one or more jobs (gflow's simplified schema: "
+     "command or script path, gpus, time_limit_secs, memory_limit_mb, depends_on_ids, "
+     "param sweeps, ...), each on its own; at most 1000 jobs in all. Prefer "
+     "preview_submit_jobs first and require explicit user confirmation.",
+     mcp_submit_jobs_schema, false, false, false, mcp_tool_submit_jobs},
+    {"preview_update_job", "Preview an update",
+     "Preview mutable job parameter changes without updating scheduler state: gflowd checks "
+     "the change exactly as update_job would (dry run) and shows the job before and after. "
+     "Read-only.",
+     mcp_update_job_schema, true, false, true, mcp_tool_preview_update_job},
+    {"update_job", "Update a job",
+     "MUTATES scheduler state: update mutable parameters of a queued or held job. Prefer "
+     "preview_update_job first and require explicit user confirmation.",
+     mcp_update_job_schema, false, false, false, mcp_tool_update_job},
+    {"redo_job", "Redo a job",
+     "MUTATES scheduler state: resubmit a finished job with the same or overridden "
+     "parameters, optionally cascading to dependency-cancelled child jobs. Prefer "
+     "triage_job first and require explicit user confirmation.",
+     mcp_redo_job_schema, false, false, false, mcp_tool_redo_job},
 };
 
 const struct mcp_tool *mcp_tools(size_t *n)

@@ -31,7 +31,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 BUILD_DIR = Path(os.environ.get("GFLOW_BUILD_DIR", REPO / "build")).resolve()
 PROGRAMS = ("gflowd", "gbatch", "gqueue", "gjob", "gcancel", "gflow-shim", "ginfo", "gctl",
-            "gstats")
+            "gstats", "gflow")
 TERMINAL = ("CD", "F", "CA", "TO")
 ACTIVE = ("PD", "H", "R")
 CMD_TIMEOUT = 30          # seconds any one CLI command may take before the test fails

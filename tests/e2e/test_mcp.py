@@ -15,7 +15,12 @@ from conftest import SANITIZER_MARKS, as_user, binary, ensure_test_user, wait_fo
 
 TIMEOUT = 20  # seconds one answer may take
 TOOLS = {"list_jobs", "show_job", "submit_job", "cancel_job", "hold_job", "release_job",
-         "job_log", "list_gpus", "stats"}
+         "job_log", "list_gpus", "stats",
+         # gflow's own tools, with its names and argument shapes (issue 29;
+         # tests/e2e/test_gflow_umbrella.py drives them with the official SDK)
+         "get_health", "get_info", "get_job", "get_job_log", "get_stats", "get_queue_pressure",
+         "list_reservations", "triage_job", "preview_submit_jobs", "submit_jobs",
+         "preview_update_job", "update_job", "redo_job"}
 
 
 class Mcp:

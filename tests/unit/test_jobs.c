@@ -372,7 +372,7 @@ static void test_update(void **state)
     char *err = NULL;
 
     json_t *over = json_pack("{s:i, s:s}", "priority", 50, "command", "echo hi");
-    assert_int_equal(jobedit_update(&c, jobs_get(f->t, b), over, 2, &changes, &err), 0);
+    assert_int_equal(jobedit_update(&c, jobs_get(f->t, b), over, 2, false, &changes, &err), 0);
     assert_int_equal(json_array_size(changes), 3); /* command, priority, max_concurrent */
     json_decref(changes);
     json_decref(over);
@@ -386,12 +386,12 @@ static void test_update(void **state)
 
     /* A change that could not be submitted is refused; nothing changes. */
     over = json_pack("{s:i}", "priority", 300);
-    assert_int_equal(jobedit_update(&c, jobs_get(f->t, b), over, -1, &changes, &err), 400);
+    assert_int_equal(jobedit_update(&c, jobs_get(f->t, b), over, -1, false, &changes, &err), 400);
     assert_non_null(strstr(err, "0 to 255"));
     free(err);
     json_decref(over);
     over = json_pack("{s:[i]}", "depends_on", 99);
-    assert_int_equal(jobedit_update(&c, jobs_get(f->t, b), over, -1, &changes, &err), 400);
+    assert_int_equal(jobedit_update(&c, jobs_get(f->t, b), over, -1, false, &changes, &err), 400);
     assert_non_null(strstr(err, "--depends-on: no job 99"));
     free(err);
     json_decref(over);
@@ -404,19 +404,21 @@ static void test_update(void **state)
     const char *const owner_only[] = {"command", "workdir", "conda_env", "script"};
     for (size_t i = 0; i < 4; i++) {
         over = json_pack("{s:i, s:s}", "priority", 7, owner_only[i], "/tmp");
-        assert_int_equal(jobedit_update(&admin, jobs_get(f->t, b), over, -1, &changes, &err), 403);
+        assert_int_equal(jobedit_update(&admin, jobs_get(f->t, b), over, -1, false, &changes, &err),
+                         403);
         assert_non_null(strstr(err, owner_only[i]));
         assert_non_null(strstr(err, "only its owner may change"));
         free(err);
         json_decref(over);
     }
     over = json_pack("{s:{s:s}}", "env", "LD_PRELOAD", "/tmp/x.so");
-    assert_int_equal(jobedit_update(&admin, jobs_get(f->t, b), over, -1, &changes, &err), 403);
+    assert_int_equal(jobedit_update(&admin, jobs_get(f->t, b), over, -1, false, &changes, &err),
+                     403);
     free(err);
     json_decref(over);
     assert_int_equal(jobs_get(f->t, b)->priority, 50);
     over = json_pack("{s:i, s:i}", "priority", 60, "time_limit", 600);
-    assert_int_equal(jobedit_update(&admin, jobs_get(f->t, b), over, -1, &changes, &err), 0);
+    assert_int_equal(jobedit_update(&admin, jobs_get(f->t, b), over, -1, false, &changes, &err), 0);
     json_decref(changes);
     json_decref(over);
     assert_int_equal(jobs_get(f->t, b)->priority, 60);
@@ -428,14 +430,14 @@ static void test_update(void **state)
 
     /* Dependencies rewired both ways; a running job cannot be updated. */
     over = json_pack("{s:[i]}", "depends_on", (int)a);
-    assert_int_equal(jobedit_update(&c, jobs_get(f->t, b), over, -1, &changes, &err), 0);
+    assert_int_equal(jobedit_update(&c, jobs_get(f->t, b), over, -1, false, &changes, &err), 0);
     json_decref(changes);
     json_decref(over);
     assert_true(jobs_get(f->t, b)->sched.deps_blocked);
     assert_int_equal(jobs_get(f->t, a)->daemon.n_dependents, 1);
     assert_int_equal(pass(f), 1);
     over = json_pack("{s:i}", "priority", 1);
-    assert_int_equal(jobedit_update(&c, jobs_get(f->t, a), over, -1, &changes, &err), 409);
+    assert_int_equal(jobedit_update(&c, jobs_get(f->t, a), over, -1, false, &changes, &err), 409);
     free(err);
     json_decref(over);
     /* a cancelled: b, held with auto-cancel, goes with it. */
@@ -626,7 +628,7 @@ static void test_begin_and_deps_aside(void **state)
     struct jobedit_ctx c = {f->t, &lim, &bob, 0, NULL};
     json_t *changes, *over = json_pack("{s:i}", "priority", 99);
     char *err = NULL;
-    assert_int_equal(jobedit_update(&c, jobs_get(f->t, far), over, 1, &changes, &err), 0);
+    assert_int_equal(jobedit_update(&c, jobs_get(f->t, far), over, 1, false, &changes, &err), 0);
     json_decref(changes);
     json_decref(over);
     assert_string_equal(jobs_get(f->t, far)->wait_reason, "BeginTime");

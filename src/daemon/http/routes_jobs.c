@@ -133,9 +133,16 @@ static json_t *state_reply(const struct job *j)
 
 /* The reply's entry for a job of a dry run: what it would be (a job without a name:
  * the one it would get, were it submitted as id now). */
-static json_t *dry_run_entry(const struct job *j, int64_t id)
+static json_t *dry_run_entry(const struct job *j, int64_t id, bool full)
 {
     char *name = j->name ? xstrdup(j->name) : job_default_name(id);
+    if (full) { /* ?detail=full: the job as it would be, for previews (gflow-mcp) */
+        json_t *o = job_to_json(j, false, NULL);
+        json_object_set_new(o, "id", json_null());
+        json_object_set_new(o, "name", json_string(name));
+        free(name);
+        return o;
+    }
     json_t *o =
         json_pack("{s:n, s:s, s:s}", "id", "name", name, "state", job_state_short(j->state));
     free(name);
@@ -258,8 +265,11 @@ void route_submit(const struct route_req *r, struct reply *rep)
     json_t *list = json_array();
     json_t *o = json_pack("{s:o}", "jobs", list);
     if (sub.dry_run) {
+        const char *detail = route_query(r, "detail");
+        bool full = detail && !strcmp(detail, "full");
         for (size_t i = 0; i < sub.n; i++)
-            json_array_append_new(list, dry_run_entry(sub.jobs[i], jobs_next_id(t) + (int64_t)i));
+            json_array_append_new(list, dry_run_entry(sub.jobs[i], jobs_next_id(t) + (int64_t)i,
+                                                      full && i < JOBSPEC_REPLY_MAX_JOBS));
         if (group_id > 0)
             json_object_set_new(o, "group_id", json_null());
     } else {
@@ -668,6 +678,7 @@ void route_update(const struct route_req *r, struct reply *rep)
         json_decref(over);
         return;
     }
+    bool dry = dry_run_of(r);
     if (j->state == JOB_RUNNING && daemon_on_slurm(r->d)) { /* in Slurm: scontrol update */
         json_t *changes = json_array();
         const char *key;
@@ -680,7 +691,8 @@ void route_update(const struct route_req *r, struct reply *rep)
             json_array_append_new(changes,
                                   json_pack("{s:s, s:o, s:O}", "field", key, "old", old, "new", v));
         }
-        char *why = max_concurrent >= 0
+        char *why = dry ? NULL
+                    : max_concurrent >= 0
                         ? xasprintf("job %lld is in Slurm: set --max-concurrent on a queued job of "
                                     "its group",
                                     (long long)id)
@@ -694,6 +706,11 @@ void route_update(const struct route_req *r, struct reply *rep)
         }
         json_t *o = state_reply(j);
         json_object_set_new(o, "changes", changes);
+        if (dry) {
+            json_object_set_new(o, "dry_run", json_true());
+            reply_json(rep, 200, o);
+            return;
+        }
         json_object_set_new(o, "slurm",
                             json_string("scontrol update sent; gflow's record follows"));
         reply_json(rep, 202, o);
@@ -705,7 +722,7 @@ void route_update(const struct route_req *r, struct reply *rep)
                             &r->d->cfg};
     json_t *changes;
     char *err = NULL;
-    int status = jobedit_update(&c, j, over, max_concurrent, &changes, &err);
+    int status = jobedit_update(&c, j, over, max_concurrent, dry, &changes, &err);
     json_decref(over);
     if (status) {
         reply_error(rep, (unsigned)status, "%s", err);
@@ -714,6 +731,8 @@ void route_update(const struct route_req *r, struct reply *rep)
     }
     json_t *o = state_reply(j);
     json_object_set_new(o, "changes", changes);
+    if (dry)
+        json_object_set_new(o, "dry_run", json_true());
     reply_json(rep, 200, o);
 }
 

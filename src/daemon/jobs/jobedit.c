@@ -37,7 +37,7 @@ static int refuse_fixed_field(const struct job *j, const json_t *over, char **er
 }
 
 int jobedit_update(const struct jobedit_ctx *c, struct job *j, json_t *over, int64_t max_concurrent,
-                   json_t **changes, char **err)
+                   bool dry_run, json_t **changes, char **err)
 {
     *changes = NULL;
     if (j->state != JOB_QUEUED && j->state != JOB_HELD) {
@@ -96,7 +96,7 @@ int jobedit_update(const struct jobedit_ctx *c, struct job *j, json_t *over, int
     int rc = 0;
     if (max_concurrent >= 0) { /* the limit belongs to the job's group: set it there */
         int64_t old_limit = j->sched.group ? j->sched.group->max_concurrent : 0;
-        if (jobs_limit_group(c->jobs, j, j->group_id, max_concurrent, err) < 0) {
+        if (!dry_run && jobs_limit_group(c->jobs, j, j->group_id, max_concurrent, err) < 0) {
             rc = 500;
             goto out;
         }
@@ -105,7 +105,8 @@ int jobedit_update(const struct jobedit_ctx *c, struct job *j, json_t *over, int
                                                   "old", (json_int_t)old_limit, "new",
                                                   (json_int_t)max_concurrent));
     }
-    if (json_array_size(list) && jobs_update(c->jobs, j, n, deps_changed, what_changed) < 0) {
+    if (!dry_run && json_array_size(list) &&
+        jobs_update(c->jobs, j, n, deps_changed, what_changed) < 0) {
         *err = xasprintf("cannot store the update of job %lld; see gflowd.log", (long long)j->id);
         rc = 500;
     }

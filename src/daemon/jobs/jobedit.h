@@ -27,11 +27,13 @@ struct jobedit_ctx {
 
 /* Updates j (an active job the caller may act on) with the spec fields of over, and
  * with max_concurrent >= 0 the limit of its group. *changes: [{"field", "old", "new"}].
+ * With dry_run every check runs and *changes is computed, but nothing is changed (a
+ * preview: PATCH ?dry_run=1).
  * Returns 0, or the HTTP status of the failure with *err: 409 (j is not PD or H), 403
  * (a field only the owner may change, jobspec_owner_only_field), 400 (a change that is
  * not valid), 500 (the store failed). */
 int jobedit_update(const struct jobedit_ctx *c, struct job *j, json_t *over, int64_t max_concurrent,
-                   json_t **changes, char **err);
+                   bool dry_run, json_t **changes, char **err);
 
 /* Submits a new job from job id (the caller's own, in any state) changed by over (may
  * be NULL), and with cascade the jobs cancelled because of it, transitively, in id
