@@ -19,7 +19,7 @@ from conftest import (NOT_RUNNING, assert_not_running, assert_one_line_error, bi
                       run_cli, wait_for)
 
 PROGRAMS = ["gbatch", "gqueue", "gjob", "gcancel", "gctl", "ginfo", "gstats", "gflowd",
-            "gflow-mcp"]
+            "gflow-mcp", "gflow"]
 SHELLS = ["bash", "elvish", "fish", "powershell", "zsh"]
 
 

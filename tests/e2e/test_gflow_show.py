@@ -13,7 +13,8 @@ WAIT_GO = "while [ ! -e go ]; do sleep 0.02; done"
 # gflow's headings, in its order, then ours.
 PARTS = ["Job Details", "Parameters", "Resources", "Execution", "Dependencies", "Timing",
          "Outcome", "Supervision"]
-DURATION = r"[0-9:-]+"  # format_duration's text (another helper may change its style)
+DURATION = r"\d\d+:\d\d:\d\d"  # format_duration's text
+MOMENT = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d"  # format_time's
 
 
 def sim(make_gflow, n=2):
@@ -52,8 +53,8 @@ def test_show_groups_key_value_lines_under_gflows_headings(make_gflow):
                            "Supervision"]
     assert d["Job Details"]["State"] == "Finished (CD)"
     assert d["Resources"] == {"GPUs": "0"}, d  # no GPUSharing, GPUsPerTask, MemoryLimit...
-    assert re.fullmatch(rf"\S+ \(waited {DURATION}\)", d["Timing"]["Submitted"]), d
-    assert re.fullmatch(rf"\S+ \(runtime {DURATION}\)", d["Timing"]["Finished"]), d
+    assert re.fullmatch(rf"{MOMENT} \(waited {DURATION}\)", d["Timing"]["Submitted"]), d
+    assert re.fullmatch(rf"{MOMENT} \(runtime {DURATION}\)", d["Timing"]["Finished"]), d
     assert "(" not in d["Timing"]["Started"] and "TimeLimit" not in d["Timing"], d
     assert d["Outcome"]["ExitCode"] == "0" and "OOM" not in d["Outcome"], d
     flat = parse_show(text)[0]
@@ -67,8 +68,8 @@ def test_show_groups_key_value_lines_under_gflows_headings(make_gflow):
     assert r["Job Details"]["State"] == "Running (R)"
     assert (r["Resources"]["GPUs"], r["Resources"]["GPUSharing"]) == ("1", "exclusive")
     assert r["Resources"]["GPUIDs"] in ("0", "1") and "GPUsPerTask" not in r["Resources"]
-    assert r["Timing"]["TimeLimit"] == "10:00", r
-    assert re.fullmatch(rf"\S+ \(running {DURATION} so far\)", r["Timing"]["Started"]), r
+    assert r["Timing"]["TimeLimit"] == "00:10:00", r
+    assert re.fullmatch(rf"{MOMENT} \(running {DURATION} so far\)", r["Timing"]["Started"]), r
     assert "Finished" not in r["Timing"] and "Outcome" not in r, r
 
     h = parse_show_parts(show_text(g, held))[0]
