@@ -71,6 +71,13 @@ static void assert_error(char *err, const char *expected)
     free(err);
 }
 
+/* The same with an expected text that was made for the check (and is freed by it). */
+static void assert_error_owned(char *err, char *expected)
+{
+    assert_error(err, expected);
+    free(expected);
+}
+
 static void test_defaults(void **state)
 {
     struct gflow_config c;
@@ -461,18 +468,19 @@ static void test_gflow_keys(void **state)
     assert_int_equal(c.n_warnings, 0);
     config_free(&c);
 
-    assert_error(load_error(f, "[daemon]\ngpus = []\n"),
-                 xasprintf("%s:2: daemon.gpus = [] names no GPU; leave it out (or \"all\") "
-                           "for every GPU",
-                           f->path));
-    assert_error(load_error(f, "[daemon.fair_share]\nenable = true\n"),
-                 xasprintf("%s:2: unknown key 'daemon.fair_share.enable'", f->path));
-    assert_error(load_error(f, "[projects]\nknown_projects = [\"a,b\"]\n"),
-                 xasprintf("%s:2: projects.known_projects must be a list of names without ',' "
-                           "(e.g. [\"a\", \"b\"])",
-                           f->path));
-    assert_error(load_error(f, "[executor]\ntype = \"docker\"\n"),
-                 xasprintf("%s:2: executor.type must be one of process, tmux", f->path));
+    assert_error_owned(load_error(f, "[daemon]\ngpus = []\n"),
+                       xasprintf("%s:2: daemon.gpus = [] names no GPU; leave it out (or \"all\") "
+                                 "for every GPU",
+                                 f->path));
+    assert_error_owned(load_error(f, "[daemon.fair_share]\nenable = true\n"),
+                       xasprintf("%s:2: unknown key 'daemon.fair_share.enable'", f->path));
+    assert_error_owned(
+        load_error(f, "[projects]\nknown_projects = [\"a,b\"]\n"),
+        xasprintf("%s:2: projects.known_projects must be a list of names without ',' "
+                  "(e.g. [\"a\", \"b\"])",
+                  f->path));
+    assert_error_owned(load_error(f, "[executor]\ntype = \"docker\"\n"),
+                       xasprintf("%s:2: executor.type must be one of process, tmux", f->path));
 }
 
 static void test_fair_share_priority(void **state)

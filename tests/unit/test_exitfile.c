@@ -442,6 +442,7 @@ static void test_hook_errors(void **state)
     r.job_id = 4;
     r.prolog_error = xstrdup("pre hook exited with status 3");
     char *text = exit_record_encode(&r);
+    exit_record_free(&r);
     assert_non_null(strstr(text, ",\"prolog_error\":\"pre hook exited with status 3\"}"));
     assert_null(strstr(text, "epilog_error")); /* left out when none */
     struct exit_record back;
