@@ -15,7 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backendtext.h"
 #include "cli.h"
+#include "clock.h"
 #include "completion.h"
 #include "output.h"
 #include "parse.h"
@@ -500,6 +502,17 @@ int main(int argc, char **argv)
     json_t *reply = cli_call("GET", "/v1/gpus", NULL);
     if (fmt == OUTPUT_JSON) {
         output_json(reply, stdout);
+        json_decref(reply);
+        return cli_finish(0);
+    }
+    const json_t *backend = json_object_get(reply, "backend");
+    if (json_is_object(backend) && strcmp(ginfo_str(backend, "kind") ?: "", "slurm") == 0) {
+        /* The GPUs are the partition's nodes' (GET /v1/backend), not this machine's. */
+        struct strbuf text;
+        strbuf_init(&text);
+        backendtext(backend, now_wall(), true, &text);
+        fputs(text.buf ? text.buf : "", stdout);
+        strbuf_free(&text);
         json_decref(reply);
         return cli_finish(0);
     }
