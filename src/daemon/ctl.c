@@ -12,8 +12,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "client.h"
 #include "backendtext.h"
+#include "client.h"
 #include "clock.h"
 #include "daemon.h"
 #include "files.h"
@@ -250,8 +250,9 @@ int ctl_status(const struct gflowd *d)
     strbuf_free(&be);
     json_t *g = json_object_get(st, "gpus");
     const char *gpu_error = json_string_value(json_object_get(g, "error"));
-    bool slurm = strcmp("slurm", json_string_value(json_object_get(json_object_get(st, "backend"),
-                                                                    "kind")) ?: "") == 0;
+    bool slurm =
+        strcmp("slurm", json_string_value(json_object_get(json_object_get(st, "backend"), "kind"))
+                            ?: "") == 0;
     if (slurm) /* this machine's GPUs are not used: the NVML line below says so */
         ;
     else if (gpu_error)
