@@ -5,9 +5,14 @@ GET /v1/backend, /v1/status, /v1/gpus; NVML is not opened. tests/slurm/test_slur
 does the same against a real cluster."""
 import json
 import os
+import shutil
 import stat
+import tempfile
+
+import pytest
 
 from conftest import wait_for
+from test_web import Browser, Web
 
 NODES = (
     "NodeName=gpu1 Arch=x86_64 CoresPerSocket=8 CPUAlloc=2 CPUTot=16 CPULoad=0.10 "
@@ -136,3 +141,67 @@ def test_scontrol_failure_is_said(make_gflow, tmp_path):
     wait_for(lambda: read_backend(g)["error"] is not None, "the failed read")
     assert "Unable to contact slurm controller" in read_backend(g)["error"]
     assert "last read failed" in g.gflowd("status").stdout
+
+
+# ---------------------------------------------------------------- the dashboard
+
+def fake_slurm_jobs(root):
+    """Fakes that also run one job: sbatch answers Slurm id 101; scontrol show job tells
+    it PENDING with the reason in job.txt; scontrol uhold/release change that reason."""
+    bindir = root / "fake-slurm"
+    (root / "reason.txt").write_text("Priority")
+    (bindir / "sbatch").write_text(f"#!/bin/sh\ntouch '{root}/submitted'\necho 101\n")
+    (bindir / "scontrol").write_text(f"""#!/bin/sh
+case "$1 $2" in
+"show node") cat '{root}/nodes.txt' ;;
+"show job")
+  if [ -e '{root}/submitted' ]; then
+    echo "JobId=101 JobName=web UserId=root(0) Reason=$(cat '{root}/reason.txt') \\
+JobState=PENDING ExitCode=0:0"
+  else echo "No jobs in the system"; fi ;;
+uhold*) echo JobHeldUser > '{root}/reason.txt' ;;
+release*) echo Priority > '{root}/reason.txt' ;;
+esac
+exit 0
+""")
+
+
+def test_dashboard_shows_nodes_slurm_ids_and_releases_a_slurm_hold(make_gflow, tmp_path):
+    if not shutil.which("chromium") or not shutil.which("chromedriver"):
+        pytest.skip("needs Debian's chromium and chromium-driver (scripts/install-deps.sh)")
+    g = slurm_gflow(make_gflow, tmp_path)
+    fake_slurm_jobs(tmp_path)
+    wait_nodes(g)
+    job = g.submit("--name", "web", "true")
+    wait_for(lambda: g.job(job).get("slurm_id") == 101, "the job submitted to (fake) Slurm")
+    w = Web(g)
+    profile = tempfile.mkdtemp(prefix="gf-chromium-")
+    b = Browser(profile)
+    try:
+        b.go(w.url)
+        b.wait_css('article.gpu[data-node="gpu1"]', "the node cards")
+        assert len(b.find_all("article.gpu[data-node]")) == 2
+        head = b.js("return document.querySelector('main p.muted').textContent")
+        assert "Slurm partition gpu" in head and "GPUs 1 / 6 in use" in head, head
+        b.js("location.hash = '#/queue'")
+        b.wait_css(f'tr[data-job="{job}"] td[data-field="slurm_id"]', "the queue's Slurm id")
+        cell = b.js(f"return document.querySelector('tr[data-job=\"{job}\"] "
+                    "td[data-field=\"slurm_id\"]').textContent")
+        assert cell == "101"
+        b.js(f"location.hash = '#/job/{job}'")
+        b.wait_css("#job-hold", "Hold for a job Slurm has not started")
+        assert b.find_all("#job-release") == []
+        assert g.run("gjob", "hold", str(job)).returncode == 0
+        wait_for(lambda: "JobHeldUser" in (g.job(job).get("reason") or ""), "Slurm's hold")
+        b.js(f"location.hash = '#/queue'; location.hash = '#/job/{job}'")
+        release = b.wait_css("#job-release", "Release for a job held in Slurm", timeout=15)[0]
+        assert b.find_all("#job-hold") == []
+        b.click(release)
+        wait_for(lambda: b.js("return document.getElementById('confirm').open"), "the confirm")
+        b.click(b.find_all("#confirm-yes")[0])
+        wait_for(lambda: (tmp_path / "reason.txt").read_text().strip() == "Priority",
+                 "scontrol release run by the Release button")
+    finally:
+        b.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+        w.stop()

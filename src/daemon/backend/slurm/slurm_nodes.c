@@ -7,17 +7,17 @@
 #include <string.h>
 
 #include "clock.h"
-#include "slurm.h"
 #include "daemon.h"
 #include "log.h"
+#include "slurm.h"
 #include "slurm_cmd.h"
 #include "util.h"
 
 struct slurm_nodes {
     bool reading;
-    json_t *nodes;   /* the last answer; NULL before the first */
-    char *error;     /* why the last read failed; NULL if it did not */
-    double read_at;  /* wall time of the last answer */
+    json_t *nodes;  /* the last answer; NULL before the first */
+    char *error;    /* why the last read failed; NULL if it did not */
+    double read_at; /* wall time of the last answer */
 };
 
 struct slurm_nodes *slurm_nodes_new(void)
@@ -122,10 +122,10 @@ json_t *slurm_node_parse(const char *line, const char *partition)
     }
     bool no_gres = !gres || strcmp(gres, "(null)") == 0;
     json_t *o = json_pack("{s:s, s:s, s:o, s:s, s:I, s:I, s:I, s:I, s:I}", "name", name, "state",
-                          state ? state : "UNKNOWN", "partitions", ps, "gres",
-                          no_gres ? "" : gres, "gpus", (json_int_t)gres_gpus(no_gres ? NULL : gres),
-                          "gpus_used", (json_int_t)gres_gpus(used), "cpus", num(cpus),
-                          "cpus_alloc", num(alloc), "memory_mb", num(mem));
+                          state ? state : "UNKNOWN", "partitions", ps, "gres", no_gres ? "" : gres,
+                          "gpus", (json_int_t)gres_gpus(no_gres ? NULL : gres), "gpus_used",
+                          (json_int_t)gres_gpus(used), "cpus", num(cpus), "cpus_alloc", num(alloc),
+                          "memory_mb", num(mem));
     if (reason)
         json_object_set_new(o, "reason", json_string(reason));
     free(name);
@@ -201,11 +201,11 @@ json_t *backend_json(const struct gflowd *d)
         used += json_integer_value(json_object_get(v, "gpus_used"));
     }
     const char *part = d->cfg.backend_partition;
-    json_t *o = json_pack("{s:s, s:o, s:o, s:{s:I, s:I}, s:o, s:o, s:I}", "kind", "slurm",
-                          "partition", part && *part ? json_string(part) : json_null(), "nodes",
-                          nodes, "gpus", "total", total, "used", used, "error",
-                          n && n->error ? json_string(n->error) : json_null(), "read_at",
-                          n && n->nodes ? json_real(n->read_at) : json_null(), "poll_secs",
-                          (json_int_t)d->cfg.backend_poll_secs);
+    json_t *o =
+        json_pack("{s:s, s:o, s:o, s:{s:I, s:I}, s:o, s:o, s:I}", "kind", "slurm", "partition",
+                  part && *part ? json_string(part) : json_null(), "nodes", nodes, "gpus", "total",
+                  total, "used", used, "error", n && n->error ? json_string(n->error) : json_null(),
+                  "read_at", n && n->nodes ? json_real(n->read_at) : json_null(), "poll_secs",
+                  (json_int_t)d->cfg.backend_poll_secs);
     return o;
 }
