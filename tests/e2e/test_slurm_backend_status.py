@@ -205,3 +205,14 @@ def test_dashboard_shows_nodes_slurm_ids_and_releases_a_slurm_hold(make_gflow, t
         b.quit()
         shutil.rmtree(profile, ignore_errors=True)
         w.stop()
+
+
+def test_gflow_status_shows_the_nodes(make_gflow, tmp_path):
+    g = slurm_gflow(make_gflow, tmp_path)
+    wait_nodes(g)
+    cp = g.run("gflow", "status")
+    assert cp.returncode == 0, cp.stderr
+    assert cp.stdout.startswith("Backend: slurm, partition gpu\n"), cp.stdout
+    assert "gpu1 MIXED, GPUs 1/4 in use" in cp.stdout
+    data = json.loads(g.run("gflow", "status", "-o", "json").stdout)
+    assert data["backend"]["gpus"] == {"total": 6, "used": 1}
