@@ -36,9 +36,10 @@ def fake_slurm(root):
     bindir.mkdir()
     (root / "nodes.txt").write_text(NODES)
     script = f"""#!/bin/sh
-case "$1 $2" in
-"show node") cat '{root}/nodes.txt' ;;
-"show job") echo "No jobs in the system" ;;
+case "$*" in
+*"show node"*)  # Slurm 22.05 tells GresUsed only with --details
+  case "$*" in *--details*) cat '{root}/nodes.txt' ;; *) sed 's/ GresUsed=[^ ]*//' '{root}/nodes.txt' ;; esac ;;
+*"show job"*) echo "No jobs in the system" ;;
 *) ;;
 esac
 exit 0
@@ -152,9 +153,10 @@ def fake_slurm_jobs(root):
     (root / "reason.txt").write_text("Priority")
     (bindir / "sbatch").write_text(f"#!/bin/sh\ntouch '{root}/submitted'\necho 101\n")
     (bindir / "scontrol").write_text(f"""#!/bin/sh
-case "$1 $2" in
-"show node") cat '{root}/nodes.txt' ;;
-"show job")
+case "$*" in
+*"show node"*)  # Slurm 22.05 tells GresUsed only with --details
+  case "$*" in *--details*) cat '{root}/nodes.txt' ;; *) sed 's/ GresUsed=[^ ]*//' '{root}/nodes.txt' ;; esac ;;
+*"show job"*)
   if [ -e '{root}/submitted' ]; then
     echo "JobId=101 JobName=web UserId=root(0) Reason=$(cat '{root}/reason.txt') \\
 JobState=PENDING ExitCode=0:0"

@@ -176,7 +176,8 @@ void slurm_nodes_refresh(struct gflowd *d, struct slurm_nodes *n)
 {
     if (n->reading)
         return;
-    char *argv[] = {"scontrol", "show", "node", "--oneliner", NULL};
+    /* --details: Slurm 22.05 says GresUsed (the GPUs in use) only then. */
+    char *argv[] = {"scontrol", "--details", "--oneliner", "show", "node", NULL};
     struct child *c = child_new(d, 0, read_done_cb);
     if (child_run(c, argv, NULL) < 0) {
         free(n->error);
