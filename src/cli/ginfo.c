@@ -56,7 +56,12 @@ static void ginfo_help(void)
            "Xid; its jobs run out, no job starts on it until 'gctl gpu resume'),\n"
            "mig (MIG mode: its instances are listed below the table, each with its own\n"
            "state; a GPU in MIG mode without instances is unavailable).\n"
-           "Unknown metrics are shown as '?'.\n");
+           "Unknown metrics are shown as '?'.\n"
+           "\n"
+           "Under the slurm backend ([backend] kind = \"slurm\") the GPUs are Slurm's: ginfo\n"
+           "shows the partition's nodes instead (state, GPUs in use of their Gres, CPUs,\n"
+           "memory, Slurm's reason), as gflowd read them with 'scontrol show node' at its\n"
+           "last poll; -o json has them under \"backend\".\n");
 }
 
 /* The integer value of key, or -1 when it is absent, null or negative (unknown). */
