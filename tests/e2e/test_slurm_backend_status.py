@@ -218,3 +218,19 @@ def test_gflow_status_shows_the_nodes(make_gflow, tmp_path):
     assert "gpu1 MIXED, GPUs 1/4 in use" in cp.stdout
     data = json.loads(g.run("gflow", "status", "-o", "json").stdout)
     assert data["backend"]["gpus"] == {"total": 6, "used": 1}
+
+
+def test_mcp_tools_show_the_backend(make_gflow, tmp_path):
+    from test_mcp import Mcp
+    g = slurm_gflow(make_gflow, tmp_path)
+    wait_nodes(g)
+    m = Mcp(g)
+    try:
+        m.initialize()
+        info = m.ok("get_info")
+        assert [n["name"] for n in info["backend"]["nodes"]] == ["gpu1", "gpu2"]
+        assert m.ok("list_gpus")["backend"]["gpus"] == {"total": 6, "used": 1}
+        health = m.ok("get_health")
+        assert health["ok"] is True and health["backend"]["kind"] == "slurm"
+    finally:
+        m.close()
