@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backendtext.h"
 #include "cli.h"
 #include "clock.h"
 #include "gflow_status.h"
@@ -269,8 +270,20 @@ int gflow_status_main(int argc, char **argv)
         json_pack("{s:o, s:o, s:o}", "gpus", gpu_list(gpus, all_jobs), "jobs",
                   job_list(json_object_get(mine, "jobs"), now), "pressure",
                   pressure_build(gpus, all_jobs, json_object_get(resv, "reservations"), now));
+    const json_t *backend = json_object_get(gpus, "backend");
+    bool slurm = backend && strcmp(str(backend, "kind", ""), "slurm") == 0;
+    if (backend)
+        json_object_set(out, "backend", (json_t *)backend);
     if (fmt == OUTPUT_JSON) {
         output_json(out, stdout);
+    } else if (slurm) { /* the GPUs are the partition's nodes' */
+        struct strbuf text;
+        strbuf_init(&text);
+        backendtext(backend, now, true, &text);
+        fputs(text.buf ? text.buf : "", stdout);
+        strbuf_free(&text);
+        print_jobs(json_object_get(out, "jobs"));
+        print_pressure(json_object_get(out, "pressure"));
     } else {
         print_gpus(gpus, json_object_get(out, "gpus"));
         print_jobs(json_object_get(out, "jobs"));

@@ -15,7 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backendtext.h"
 #include "cli.h"
+#include "clock.h"
 #include "completion.h"
 #include "output.h"
 #include "parse.h"
@@ -54,7 +56,12 @@ static void ginfo_help(void)
            "Xid; its jobs run out, no job starts on it until 'gctl gpu resume'),\n"
            "mig (MIG mode: its instances are listed below the table, each with its own\n"
            "state; a GPU in MIG mode without instances is unavailable).\n"
-           "Unknown metrics are shown as '?'.\n");
+           "Unknown metrics are shown as '?'.\n"
+           "\n"
+           "Under the slurm backend ([backend] kind = \"slurm\") the GPUs are Slurm's: ginfo\n"
+           "shows the partition's nodes instead (state, GPUs in use of their Gres, CPUs,\n"
+           "memory, Slurm's reason), as gflowd read them with 'scontrol show node' at its\n"
+           "last poll; -o json has them under \"backend\".\n");
 }
 
 /* The integer value of key, or -1 when it is absent, null or negative (unknown). */
@@ -500,6 +507,17 @@ int main(int argc, char **argv)
     json_t *reply = cli_call("GET", "/v1/gpus", NULL);
     if (fmt == OUTPUT_JSON) {
         output_json(reply, stdout);
+        json_decref(reply);
+        return cli_finish(0);
+    }
+    const json_t *backend = json_object_get(reply, "backend");
+    if (json_is_object(backend) && strcmp(ginfo_str(backend, "kind") ?: "", "slurm") == 0) {
+        /* The GPUs are the partition's nodes' (GET /v1/backend), not this machine's. */
+        struct strbuf text;
+        strbuf_init(&text);
+        backendtext(backend, now_wall(), true, &text);
+        fputs(text.buf ? text.buf : "", stdout);
+        strbuf_free(&text);
         json_decref(reply);
         return cli_finish(0);
     }

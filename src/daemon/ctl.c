@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "backendtext.h"
 #include "client.h"
 #include "clock.h"
 #include "daemon.h"
@@ -241,9 +242,20 @@ int ctl_status(const struct gflowd *d)
         printf("Max running jobs: unlimited\n");
     printf("Mode: %s\n",
            json_is_true(json_object_get(st, "system")) ? "system (all users)" : "per-user");
+    /* Which backend runs the jobs, and under Slurm its partition's nodes. */
+    struct strbuf be;
+    strbuf_init(&be);
+    backendtext(json_object_get(st, "backend"), now_wall(), true, &be);
+    fputs(be.buf ? be.buf : "", stdout);
+    strbuf_free(&be);
     json_t *g = json_object_get(st, "gpus");
     const char *gpu_error = json_string_value(json_object_get(g, "error"));
-    if (gpu_error)
+    bool slurm =
+        strcmp("slurm", json_string_value(json_object_get(json_object_get(st, "backend"), "kind"))
+                            ?: "") == 0;
+    if (slurm) /* this machine's GPUs are not used: the NVML line below says so */
+        ;
+    else if (gpu_error)
         printf("GPUs: %s\n", gpu_error);
     else
         printf("GPUs: %lld%s%s\n", (long long)json_integer_value(json_object_get(g, "count")),
@@ -291,7 +303,7 @@ int ctl_status(const struct gflowd *d)
     if (nvml && !gpu_error) /* the error already says it */
         printf("NVML: %s\n", nvml);
     const char *id_format = json_string_value(json_object_get(g, "id_format"));
-    if (id_format)
+    if (id_format && !slurm)
         printf("GPU ids for jobs: %s\n", id_format);
     json_t *mem = json_object_get(st, "memory");
     if (mem)

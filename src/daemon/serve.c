@@ -619,6 +619,7 @@ static void start_gpus(struct server *sv, const struct serve_opts *o)
         .nvml_timeout_secs = d->cfg.nvml_timeout_secs,
         .unowned_memory_mib = d->cfg.unowned_memory_mib,
         .nvml_retry_max_secs = d->cfg.nvml_retry_max_secs,
+        .off = daemon_on_slurm(d) && !o->simulate_gpus,
     };
     char *err = NULL;
     gpu_set_host_proc(d->cfg.host_proc); /* before the first read's owners */

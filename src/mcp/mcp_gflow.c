@@ -749,6 +749,10 @@ void mcp_tool_get_info(const json_t *args, struct mcp_reply *reply)
         allowed ? allowed : json_null(), "gpu_allocation_strategy",
         json_object_get(gpus, "strategy") ? json_object_get(gpus, "strategy") : json_null(),
         "error", json_object_get(gpus, "error") ? json_object_get(gpus, "error") : json_null());
+    /* Under Slurm the GPUs are the partition's nodes' (GET /v1/backend's shape). */
+    json_t *backend = json_object_get(gpus, "backend");
+    if (backend)
+        json_object_set(reply->structured, "backend", backend);
     json_decref(gpus);
 }
 

@@ -67,8 +67,13 @@ void mcp_tool_get_health(const json_t *args, struct mcp_reply *reply)
     free(err);
     reply->structured =
         json_pack("{s:i, s:b, s:o}", "status", code, "ok", code >= 200 && code < 300, "pid", pid);
-    if (status)
+    if (status) {
         json_object_set(reply->structured, "version", json_object_get(status, "version"));
+        /* local or slurm, with the partition's nodes: is the backend answering too */
+        json_t *backend = json_object_get(status, "backend");
+        if (backend)
+            json_object_set(reply->structured, "backend", backend);
+    }
     json_decref(health);
     json_decref(status);
 }

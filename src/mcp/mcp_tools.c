@@ -359,7 +359,8 @@ static const struct mcp_tool tools[] = {
      true, false, true, tool_job_log},
     {"list_gpus", "List GPUs",
      "The machine's GPUs as gflow sees them: index, name, memory, utilization, "
-     "temperature, which jobs hold them, MIG instances, and which GPUs gflow may use.",
+     "temperature, which jobs hold them, MIG instances, and which GPUs gflow may use; "
+     "'backend' says where jobs run (local, or slurm with the partition's nodes and GPUs).",
      "{\"type\": \"object\", \"additionalProperties\": false, \"properties\": {}}", true, false,
      true, tool_list_gpus},
     {"stats", "Job statistics",
@@ -382,12 +383,14 @@ static const struct mcp_tool tools[] = {
      * mcp_triage.c). */
     {"get_health", "Daemon health",
      "Check whether the local gflow daemon is running and responsive: ok, the HTTP status "
-     "of its health check and its pid (ok false with the error when it does not answer).",
+     "of its health check, its pid and its backend (ok false with the error when it does not "
+     "answer).",
      NO_ARGS, true, false, true, mcp_tool_get_health},
     {"get_info", "Scheduler info",
      "Read scheduler and GPU status from the local gflow daemon: each GPU's index, uuid, "
      "whether it is free (available) and why not, the GPUs gflow may use and the "
-     "allocation strategy.",
+     "allocation strategy; 'backend' says where jobs run (local, or slurm with the "
+     "partition's nodes and their GPUs).",
      NO_ARGS, true, false, true, mcp_tool_get_info},
     {"get_job", "Get a job",
      "Get a single job by ID (as show_job, with gflow's job_id argument; its environment "

@@ -30,6 +30,26 @@ function card(g) {
     procs.length ? h("ul", { "aria-label": "processes" }, procs) : null);
 }
 
+// Under the slurm backend: one card per node of the partition (GET /v1/gpus' backend,
+// read from `scontrol show node` at every poll), its GPUs in use and its state.
+function nodeCard(n) {
+  const pct = n.gpus ? (100 * n.gpus_used) / n.gpus : 0;
+  return h("article", { class: "gpu", "aria-label": `node ${n.name}`, "data-node": n.name },
+    h("h2", null, `${n.name} `, h("span", { class: "badge" }, n.state)),
+    h("div", { class: "muted" }, n.gres || "no GPUs"),
+    h("div", null, `GPUs ${n.gpus_used} / ${n.gpus} in use`),
+    h("div", { class: "bar", role: "img", "aria-label": `GPUs ${Math.round(pct)} percent in use` },
+      h("span", { "width%": pct.toFixed(1) })),
+    h("div", null, `CPUs ${n.cpus_alloc} / ${n.cpus} · ${n.memory_mb} MiB`),
+    n.reason ? h("div", { class: "muted" }, n.reason) : null);
+}
+
+function slurmHead(b) {
+  return [`Slurm partition ${b.partition || "(default)"}`, `${b.nodes.length} nodes`,
+    `GPUs ${b.gpus.used} / ${b.gpus.total} in use`,
+    b.read_at ? null : "nodes not read yet", b.error].filter(Boolean).join(" · ");
+}
+
 function topology(m, gpus) {
   if (!m || !m.length) return null;
   return h("table", { "aria-label": "GPU topology (nvidia-smi topo -m)" },
@@ -50,6 +70,13 @@ export function gpusPage(main) {
     try {
       const r = await api("GET", "/v1/gpus");
       if (stopped) return;
+      const b = r.backend;
+      if (b && b.kind === "slurm") {
+        head.textContent = slurmHead(b);
+        board.replaceChildren(...b.nodes.map(nodeCard));
+        topo.replaceChildren(h("p", { class: "muted" }, "Slurm's nodes: see scontrol show topology"));
+        return;
+      }
       head.textContent = [r.simulated ? "Simulated GPUs" : null,
         r.driver_version ? `driver ${r.driver_version}` : null,
         `allocation ${r.strategy}`, r.error].filter(Boolean).join(" · ");

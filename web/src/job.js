@@ -44,7 +44,8 @@ function depGraph(j) {
 
 function fields(j) {
   const rows = [
-    ["State", stateBadge(jobState(j))], ["Name", j.name], ["User", j.user],
+    ["State", stateBadge(jobState(j))], ["Slurm job", j.slurm_id], ["Name", j.name],
+    ["User", j.user],
     ["Reason", j.reason], ["Command", j.command || j.script_path], ["Workdir", j.workdir],
     ["GPUs", j.gpu_ids ? `${j.gpus} (${j.gpu_ids})` : j.gpus],
     ["Priority", j.priority], ["Time limit", j.time_limit ? fmtDuration(j.time_limit) : "none"],
@@ -80,10 +81,14 @@ async function tailLog(id, pre, signal) {
   }
 }
 
+// Held here (H), or in Slurm: shown PD with Slurm's reason JobHeldUser (gjob release
+// runs scontrol release there).
+const held = (j) => j.state === "H" || (j.state === "PD" && /JobHeldUser/.test(j.reason || ""));
+
 const ACTIONS = [
   ["cancel", "Cancel", (j) => ["PD", "H", "R"].includes(j.state) && !j.cancelling, "Cancel job"],
-  ["hold", "Hold", (j) => j.state === "PD", "Hold job"],
-  ["release", "Release", (j) => j.state === "H", "Release job"],
+  ["hold", "Hold", (j) => j.state === "PD" && !held(j), "Hold job"],
+  ["release", "Release", held, "Release job"],
   ["redo", "Redo", () => true, "Submit a new job like job"],
 ];
 

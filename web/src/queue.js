@@ -4,7 +4,8 @@ import { api, fmtTime, h, jobState, notice, stateBadge } from "./ui.js";
 import { subscribe } from "./events.js";
 
 const COLUMNS = [
-  ["id", "ID"], ["name", "Name"], ["user", "User"], ["state", "State"], ["gpus", "GPUs"],
+  ["id", "ID"], ["slurm_id", "Slurm ID"], ["name", "Name"], ["user", "User"], ["state", "State"],
+  ["gpus", "GPUs"],
   ["reason", "Reason"], ["expected_start", "Expected start"], ["submit_time", "Submitted"],
   ["command", "Command"],
 ];
@@ -28,6 +29,7 @@ function cmp(a, b) {
 function row(j) {
   return h("tr", { "data-job": j.id },
     h("td", null, h("a", { href: `#/job/${j.id}` }, String(j.id))),
+    h("td", { "data-field": "slurm_id" }, j.slurm_id ? String(j.slurm_id) : ""),
     h("td", null, j.name || ""), h("td", null, j.user),
     h("td", null, stateBadge(jobState(j))),
     h("td", null, j.gpu_ids || String(j.gpus || 0)),

@@ -172,6 +172,8 @@ static void overdue_cb(void *arg)
 /* Hands a request to the worker (one at a time) and starts its clock. */
 static void ask(struct gpus *g)
 {
+    if (g->off)
+        return;
     if (!gpu_worker_request(g->worker)) {
         g->ask_again = true; /* read again once the one in progress is answered */
         return;
@@ -359,6 +361,8 @@ int gpu_fd(const struct gpus *g)
 
 bool gpu_pending(const struct gpus *g)
 {
+    if (g->off)
+        return false;
     return !g->nvml_open && (g->lib_found || !g->answered);
 }
 
@@ -418,7 +422,9 @@ const char *gpu_nvml_state(const struct gpus *g)
 {
     char *buf = text_buf(g, TEXT_STATE);
     double now = now_mono();
-    if (g->asked_at && g->overdue) {
+    if (g->off) {
+        snprintf(buf, GPU_MSG_MAX, "not used: the GPUs are Slurm's (backend.kind = \"slurm\")");
+    } else if (g->asked_at && g->overdue) {
         snprintf(buf, GPU_MSG_MAX, "%s: no answer for %.0f s", g->nvml_open ? "busy" : "not ready",
                  now - g->asked_at);
     } else if (g->nvml_open) {
@@ -498,6 +504,11 @@ struct gpus *gpu_start(const struct gpu_start_opts *o, char **err)
         g->retry_max = 60;
     gpu_ids_start(g, o->gpu_id_format, o->container, o->constrain_devices);
     g->worker = gpu_worker_new(library, g->timeout, err);
+    g->off = o->off;
+    if (g->worker && g->off) { /* never asked: no read, no retry, no health thread */
+        free(library);
+        return g;
+    }
     if (g->worker)
         gpu_health_start(g, library, o->unowned_memory_mib);
     free(library);
@@ -556,7 +567,7 @@ const struct gpu_set *gpu_current(const struct gpus *g)
 const char *gpu_error(const struct gpus *g)
 {
     /* After a driver change the GPUs are still known: each says why it is unavailable. */
-    if (g->nvml_open || (g->driver_changed && g->cur.n_gpus))
+    if (g->off || g->nvml_open || (g->driver_changed && g->cur.n_gpus))
         return NULL;
     char *buf = text_buf(g, TEXT_ERROR);
     snprintf(buf, GPU_MSG_MAX, "no GPUs: NVML %s", gpu_nvml_state(g));

@@ -53,6 +53,7 @@ struct gpu_start_opts {
     int64_t nvml_timeout_secs;   /* daemon.nvml_timeout_secs */
     int64_t nvml_retry_max_secs; /* daemon.nvml_retry_max_secs */
     int64_t unowned_memory_mib;  /* daemon.unowned_memory_mib; 0: not checked */
+    bool off; /* backend slurm: the GPUs are Slurm's, NVML is never opened (0 GPUs here) */
 };
 
 /* Starts the NVML worker and waits (at most daemon.nvml_timeout_secs) for the first

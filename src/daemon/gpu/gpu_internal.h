@@ -29,6 +29,7 @@ struct ignored {
 };
 
 struct gpus {
+    bool off;            /* gpu_start_opts.off: NVML is never asked */
     struct store *store; /* where gctl set-gpus is kept */
     struct gpu_set cur;
     uint64_t visible;   /* the daemon's own CUDA_VISIBLE_DEVICES */

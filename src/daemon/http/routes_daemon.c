@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "backend/slurm/slurm_nodes.h"
 #include "clock.h"
 #include "cudavis.h"
 #include "daemon.h"
@@ -132,6 +133,7 @@ void route_status(const struct route_req *r, struct reply *rep)
                         json_pack("{s:I, s:s}", "total_mb", (json_int_t)d->mem_total_mb,
                                   "enforcement", d->memory_enforcement));
     json_object_set_new(body, "log_dir", json_string(d->paths.log_dir));
+    json_object_set_new(body, "backend", backend_json(d));
     json_object_set_new(body, "descriptors", descriptors_json(&d->fds));
     /* Why jobs wait and writes are refused (507) while the disk is full, else null. */
     const char *full = disk_full(d->disk) ? disk_problem(d->disk) : NULL;

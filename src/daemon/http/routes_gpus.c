@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/slurm/slurm_nodes.h"
 #include "daemon.h"
 #include "gpu/gpu.h"
 #include "gpu/gpu_report.h"
@@ -17,9 +18,18 @@ void route_gpus(const struct route_req *r, struct reply *rep)
 {
     size_t n;
     struct job **running = jobs_running(r->d->jobs, &n);
-    reply_json(
-        rep, 200,
-        gpu_report_status(r->d->gpus, running, n, r->d->cfg.gpu_allocation_strategy, r->d->userdb));
+    json_t *o =
+        gpu_report_status(r->d->gpus, running, n, r->d->cfg.gpu_allocation_strategy, r->d->userdb);
+    /* Under Slurm the GPUs are its nodes' (slurm_nodes.h), not this machine's. */
+    if (json_is_object(o))
+        json_object_set_new(o, "backend", backend_json(r->d));
+    reply_json(rep, 200, o);
+}
+
+/* GET /v1/backend: where jobs run, and under Slurm the partition's nodes and GPUs. */
+void route_backend(const struct route_req *r, struct reply *rep)
+{
+    reply_json(rep, 200, backend_json(r->d));
 }
 
 void route_gpus_allowed(const struct route_req *r, struct reply *rep)

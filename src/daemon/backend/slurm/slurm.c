@@ -21,6 +21,7 @@
 #include "loop.h"
 #include "run/runner.h"
 #include "slurm_cmd.h"
+#include "slurm_nodes.h"
 #include "slurmspec.h"
 #include "store/store.h"
 #include "util.h"
@@ -51,6 +52,7 @@ struct slurm_backend {
     int64_t *backlog; /* jobs waiting for a free sbatch slot (SLURM_MAX_SUBMITS) */
     size_t backlog_len, backlog_cap;
     struct sacct_ask asked;
+    struct slurm_nodes *nodes; /* read at every poll, for status and ginfo */
 };
 
 static void push_id(int64_t **v, size_t *len, size_t *cap, int64_t id)
@@ -745,6 +747,7 @@ static void poll_cb(void *arg)
     struct gflowd *d = arg;
     struct slurm_backend *sl = d->slurm;
     sl->poll_timer = NULL;
+    slurm_nodes_refresh(d, sl->nodes); /* even with no jobs: ginfo shows them */
     size_t n;
     jobs_running(d->jobs, &n);
     if (n == 0 && sl->reconciled) {
@@ -768,11 +771,17 @@ void slurm_start(struct gflowd *d)
     char host[256] = "";
     gethostname(host, sizeof(host) - 1);
     sl->tag = slurmspec_daemon_tag(host, d->paths.data_dir);
+    sl->nodes = slurm_nodes_new();
     log_info("backend slurm: jobs are submitted with sbatch%s%s, comment tag %s; states polled "
              "every %lld s",
              d->cfg.backend_partition[0] ? " to partition " : "", d->cfg.backend_partition, sl->tag,
              (long long)d->cfg.backend_poll_secs);
     arm_poll(d, 0);
+}
+
+struct slurm_nodes *slurm_backend_nodes(const struct gflowd *d)
+{
+    return d->slurm ? d->slurm->nodes : NULL;
 }
 
 int slurm_reload(struct gflowd *d)
@@ -803,6 +812,7 @@ void slurm_stop(struct gflowd *d)
     free(sl->fresh);
     free(sl->asked.sids);
     free(sl->tag);
+    slurm_nodes_free(sl->nodes);
     free(sl);
     d->slurm = NULL;
 }

@@ -41,6 +41,9 @@ char *slurm_update(struct gflowd *d, struct job *j, json_t *over);
  * them), and the next poll reconciles them as after a restart. If the store cannot be
  * read, the loop fails (loop_fail): -1; else 0. */
 int slurm_reload(struct gflowd *d);
+/* The partition's nodes as last read (slurm_nodes.h); NULL when not on Slurm. */
+struct slurm_nodes *slurm_backend_nodes(const struct gflowd *d);
+
 /* The same as a jobs_signal_cb (arg: the daemon). */
 void slurm_signal_cb(void *arg, struct job *j, int sig);
 
