@@ -258,6 +258,7 @@ void route_submit(const struct route_req *r, struct reply *rep)
     }
     if (!sub.dry_run && route_check_quota(r, sub.jobs, sub.n, rep) < 0)
         goto out;
+    json_t *warnings = slurm_round_limits(r->d, sub.jobs, sub.n);
     /* A group (its id: the first job's) when the submission makes several jobs or limits
      * how many run at once. */
     int64_t limit = sub.max_concurrent > 0 ? sub.max_concurrent : 0;
@@ -276,6 +277,7 @@ void route_submit(const struct route_req *r, struct reply *rep)
         if (group_id && jobs_group_set_limit(t, jobs_group(t, group_id, true), limit) < 0) {
             reply_error(rep, 500, "cannot store the submission's group; see gflowd.log");
             json_decref(o);
+            json_decref(warnings);
             goto out;
         }
         for (size_t i = 0; i < sub.n; i++)
@@ -287,6 +289,7 @@ void route_submit(const struct route_req *r, struct reply *rep)
             reply_error(rep, 500, "cannot store job %zu of the request; see gflowd.log", done + 1);
             memset(sub.jobs, 0, done * sizeof(*sub.jobs)); /* the table's now */
             json_decref(o);
+            json_decref(warnings);
             goto out;
         }
         /* A large submission lists its first jobs only: count and ids say the rest. */
@@ -304,6 +307,9 @@ void route_submit(const struct route_req *r, struct reply *rep)
         json_object_set_new(o, "count", json_integer((json_int_t)sub.n));
         json_object_set_new(o, "max_concurrent", json_integer(limit));
     }
+    if (warnings)
+        json_object_set_new(o, "warnings", warnings);
+    warnings = NULL;
     if (!sub.dry_run) /* the submitted jobs are the table's now */
         memset(sub.jobs, 0, sub.n * sizeof(*sub.jobs));
     reply_json(rep, sub.dry_run ? 200 : 201, o);

@@ -133,7 +133,8 @@ static void submitted_cb(struct child *c, bool ok)
     if (sid <= 0) {
         char *why = first_line(c);
         log_error("job %lld: sbatch failed: %s", (long long)j->id, why);
-        char *detail = xasprintf("sbatch: %s", why);
+        /* Slurm's text already names its command ("sbatch: error: ..."): said once. */
+        char *detail = str_starts_with(why, "sbatch: ") ? xstrdup(why) : xasprintf("sbatch: %s", why);
         j->backend_id = 0;
         end_job(d, j, JOB_FAILED, JOB_REASON_LAUNCH_FAILED, detail);
         free(detail);
@@ -220,6 +221,12 @@ void slurm_launch(struct gflowd *d, struct job *j)
 {
     struct slurm_backend *sl = d->slurm;
     warn_hooks(d);
+    /* The hand-over is no start: a job has a start time once Slurm says it started. */
+    if (j->start_time != 0) {
+        j->start_time = 0;
+        if (jobs_save(d->jobs, j) < 0)
+            log_error("job %lld: cannot store that Slurm has not started it", (long long)j->id);
+    }
     if (j->end_request == JOB_END_NONE && sl->reconciled && sl->submitting >= SLURM_MAX_SUBMITS) {
         push_id(&sl->backlog, &sl->backlog_len, &sl->backlog_cap, j->id);
         j->backend_id = 0;
@@ -460,7 +467,9 @@ char *slurm_update(struct gflowd *d, struct job *j, json_t *over)
     if ((v = json_object_get(over, JOB_KEY_NAME)))
         strvec_pushf(&argv, "JobName=%s", json_string_value(v));
     if ((v = json_object_get(over, JOB_KEY_TIME_LIMIT))) {
-        long long s = (long long)json_integer_value(v);
+        /* whole minutes, as at submit: the record is what Slurm enforces */
+        long long s = (long long)slurm_round_limit(json_integer_value(v));
+        json_object_set_new(over, JOB_KEY_TIME_LIMIT, json_integer(s));
         strvec_pushf(&argv, "TimeLimit=%lld:%02lld:%02lld", s / 3600, s / 60 % 60, s % 60);
     }
     if ((v = json_object_get(over, JOB_KEY_PRIORITY)) || (v = json_object_get(over, JOB_KEY_NICE)))
@@ -468,6 +477,54 @@ char *slurm_update(struct gflowd *d, struct job *j, json_t *over)
     why = run_scontrol(d, j, &argv, over);
     strvec_free(&argv);
     return why;
+}
+
+/* ---- time limits: whole minutes ---- */
+
+int64_t slurm_round_limit(int64_t secs)
+{
+    return secs > 0 && secs % 60 ? (secs / 60 + 1) * 60 : secs;
+}
+
+json_t *slurm_round_limits(const struct gflowd *d, struct job **jobs, size_t n)
+{
+    if (!daemon_on_slurm(d))
+        return NULL;
+    json_t *warnings = NULL;
+    for (size_t i = 0; i < n; i++) {
+        int64_t was = jobs[i]->time_limit, now = slurm_round_limit(was);
+        if (now == was)
+            continue;
+        jobs[i]->time_limit = now;
+        if (!warnings)
+            warnings = json_array();
+        if (json_array_size(warnings) < 10) /* an array of 1000 tasks says it once */
+            json_array_append_new(
+                warnings, json_sprintf("time limit %lld:%02lld:%02lld rounded up to "
+                                       "%lld:%02lld:%02lld: Slurm counts whole minutes",
+                                       (long long)(was / 3600), (long long)(was / 60 % 60),
+                                       (long long)(was % 60), (long long)(now / 3600),
+                                       (long long)(now / 60 % 60), (long long)(now % 60)));
+    }
+    if (warnings && json_array_size(warnings) > 1) { /* the same words for every task */
+        json_t *first = json_incref(json_array_get(warnings, 0));
+        json_t *all = json_array();
+        const char *w0 = json_string_value(first);
+        bool same = true;
+        size_t k;
+        json_t *w;
+        json_array_foreach (warnings, k, w)
+            same = same && strcmp(json_string_value(w), w0) == 0;
+        if (same) {
+            json_array_append(all, first);
+            json_decref(warnings);
+            warnings = all;
+        } else {
+            json_decref(all);
+        }
+        json_decref(first);
+    }
+    return warnings;
 }
 
 /* ---- the poll ---- */
@@ -488,12 +545,15 @@ static void apply_info(struct gflowd *d, struct job *j, const struct slurm_job_i
     enum job_reason reason;
     const char *detail;
     if (slurmspec_ended(s, j->end_request == JOB_END_CANCEL, &state, &reason, &detail)) {
-        if (s->start_time > 0)
+        /* Slurm gives a job cancelled while pending a StartTime (its end) but no run
+         * time: it never started, so it has no start and no exit code. */
+        bool ran = j->start_time > 0 || s->ran;
+        if (ran && s->start_time > 0)
             j->start_time = s->start_time;
         if (s->end_time > 0)
             j->end_time = s->end_time;
-        j->exit_code = s->exit_signal ? -1 : s->exit_code;
-        j->signal = s->exit_signal;
+        j->exit_code = !ran || s->exit_signal ? -1 : s->exit_code;
+        j->signal = ran ? s->exit_signal : 0;
         int64_t failed = state == JOB_CANCELLED && j->end_request != JOB_END_CANCEL
                              ? failed_dependency(j, s)
                              : 0;

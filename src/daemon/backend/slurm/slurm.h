@@ -37,6 +37,14 @@ char *slurm_hold(struct gflowd *d, struct job *j, bool hold);
  * follows once scontrol has succeeded. NULL, or why not (one line, a 409). */
 char *slurm_update(struct gflowd *d, struct job *j, json_t *over);
 
+/* Slurm counts time limits in minutes: on the slurm backend each of jobs[0..n) whose
+ * limit is not whole minutes gets the next whole minute (what Slurm enforces, and what
+ * gflow records). A JSON array of the warnings to pass on (one per limit rounded), or NULL
+ * (none, or another backend). */
+json_t *slurm_round_limits(const struct gflowd *d, struct job **jobs, size_t n);
+/* secs rounded up to whole minutes (Slurm's unit). */
+int64_t slurm_round_limit(int64_t secs);
+
 /* After a lost transaction: the jobs are read back from the store (their Slurm ids with
  * them), and the next poll reconciles them as after a restart. If the store cannot be
  * read, the loop fails (loop_fail): -1; else 0. */
