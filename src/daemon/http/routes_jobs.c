@@ -424,7 +424,7 @@ static void dry_run_state(const struct route_req *r, int64_t id, json_t *err)
 /* Cancels job id (dry: only says what would happen) at time now: the reply's body,
  * *status set. */
 static json_t *cancel_one(const struct route_req *r, int64_t id, bool dry, bool bulk, double now,
-                          unsigned *status)
+                          unsigned *status, struct slurm_wait **waitp)
 {
     json_t *err = NULL;
     struct job *j = active_job_for(r, id, "cancel", status, &err);
@@ -435,6 +435,24 @@ static json_t *cancel_one(const struct route_req *r, int64_t id, bool dry, bool 
     }
     struct jobs_cascade *also;
     size_t n_also = jobs_cascade_preview(r->d->jobs, j, &also);
+    /* One job in Slurm: scancel now, the reply once it has returned (what Slurm did). */
+    if (!dry && waitp && j->state == JOB_RUNNING && daemon_on_slurm(r->d) && j->backend_id > 0 &&
+        j->end_request == JOB_END_NONE) {
+        j->end_request = JOB_END_CANCEL;
+        jobs_save(r->d->jobs, j); /* (a failure is logged; the poll ends it anyway) */
+        json_t *ok = cancel_reply(r->d->jobs, j, also, n_also);
+        free(also);
+        struct slurm_wait *w = slurm_wait_new(ok, 200);
+        char *why = slurm_cancel(r->d, j, w);
+        if (why) {
+            slurm_wait_drop(w);
+            json_t *o = error_result(status, 500, "%s", why);
+            free(why);
+            return o;
+        }
+        *waitp = w;
+        return NULL;
+    }
     if (!dry) {
         if (j->state == JOB_RUNNING) {
             runner_request_end(r->d, j, JOB_END_CANCEL);
@@ -464,14 +482,18 @@ void route_cancel(const struct route_req *r, struct reply *rep)
 {
     int64_t id = r->id;
     unsigned status;
-    json_t *o = cancel_one(r, id, dry_run_of(r), false, now_wall(), &status);
-    reply_json(rep, status, o);
+    struct slurm_wait *w = NULL;
+    json_t *o = cancel_one(r, id, dry_run_of(r), false, now_wall(), &status, &w);
+    if (w)
+        reply_defer(rep, slurm_wait_work, w, slurm_wait_release);
+    else
+        reply_json(rep, status, o);
 }
 
 /* Holds (hold) or releases job id (begin >= 0: not started before then): the reply's
  * body, *status set. */
 static json_t *hold_one(const struct route_req *r, int64_t id, bool hold, double begin, bool bulk,
-                        unsigned *status)
+                        unsigned *status, struct slurm_wait **waitp)
 {
     json_t *err = NULL;
     struct job *j = active_job_for(r, id, hold ? "hold" : "release", status, &err);
@@ -479,13 +501,20 @@ static json_t *hold_one(const struct route_req *r, int64_t id, bool hold, double
         return err;
     enum job_state from = hold ? JOB_QUEUED : JOB_HELD;
     if (j->state == JOB_RUNNING && daemon_on_slurm(r->d)) { /* in Slurm: scontrol hold|release */
-        char *why = slurm_hold(r->d, j, hold);
+        /* one job: answered once scontrol has returned, with its error if it failed */
+        struct slurm_wait *w = waitp ? slurm_wait_new(state_reply(j), 200) : NULL;
+        char *why = slurm_hold(r->d, j, hold, w);
         if (why) {
+            slurm_wait_drop(w);
             json_t *o = error_result(status, 409, "%s", why);
             free(why);
             return o;
         }
         *status = 200;
+        if (w) {
+            *waitp = w;
+            return NULL;
+        }
         return bulk ? json_integer(id) : state_reply(j);
     }
     if (j->state != from)
@@ -532,8 +561,12 @@ static void hold_release(const struct route_req *r, bool hold, struct reply *rep
         }
     }
     unsigned status;
-    json_t *o = hold_one(r, r->id, hold, begin, false, &status);
-    reply_json(rep, status, o);
+    struct slurm_wait *w = NULL;
+    json_t *o = hold_one(r, r->id, hold, begin, false, &status, &w);
+    if (w)
+        reply_defer(rep, slurm_wait_work, w, slurm_wait_release);
+    else
+        reply_json(rep, status, o);
 }
 
 void route_hold(const struct route_req *r, struct reply *rep)
@@ -594,8 +627,8 @@ void route_bulk(const struct route_req *r, struct reply *rep)
     json_array_foreach (ids, i, v) {
         int64_t id = (int64_t)json_integer_value(v);
         unsigned status;
-        json_t *res = cancel ? cancel_one(r, id, dry, true, now, &status)
-                             : hold_one(r, id, hold, begin, true, &status);
+        json_t *res = cancel ? cancel_one(r, id, dry, true, now, &status, NULL)
+                             : hold_one(r, id, hold, begin, true, &status, NULL);
         if (status != 200) {
             json_object_set_new(res, "id", json_integer(id));
             json_object_set_new(res, "status", json_integer(status));
@@ -697,29 +730,33 @@ void route_update(const struct route_req *r, struct reply *rep)
             json_array_append_new(changes,
                                   json_pack("{s:s, s:o, s:O}", "field", key, "old", old, "new", v));
         }
-        char *why = dry ? NULL
-                    : max_concurrent >= 0
-                        ? xasprintf("job %lld is in Slurm: set --max-concurrent on a queued job of "
-                                    "its group",
-                                    (long long)id)
-                        : slurm_update(r->d, j, over);
-        json_decref(over);
-        if (why) {
-            json_decref(changes);
-            reply_error(rep, 409, "%s", why);
-            free(why);
-            return;
-        }
         json_t *o = state_reply(j);
         json_object_set_new(o, "changes", changes);
         if (dry) {
+            json_decref(over);
             json_object_set_new(o, "dry_run", json_true());
             reply_json(rep, 200, o);
             return;
         }
-        json_object_set_new(o, "slurm",
-                            json_string("scontrol update sent; gflow's record follows"));
-        reply_json(rep, 202, o);
+        /* answered once scontrol has returned: its error, or the record updated */
+        json_object_set_new(o, "slurm", json_string("scontrol update done"));
+        struct slurm_wait *w = max_concurrent >= 0 ? NULL : slurm_wait_new(o, 200);
+        char *why = max_concurrent >= 0
+                        ? xasprintf("job %lld is in Slurm: set --max-concurrent on a queued job of "
+                                    "its group",
+                                    (long long)id)
+                    : !w ? xstrdup("cannot make a pipe to wait for scontrol; retry in a moment")
+                         : slurm_update(r->d, j, over, w);
+        json_decref(over);
+        if (max_concurrent >= 0)
+            json_decref(o);
+        if (why) {
+            slurm_wait_drop(w);
+            reply_error(rep, 409, "%s", why);
+            free(why);
+            return;
+        }
+        reply_defer(rep, slurm_wait_work, w, slurm_wait_release);
         return;
     }
     struct jobspec_limits lim = limits_of(r->d);

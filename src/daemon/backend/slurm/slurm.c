@@ -134,7 +134,8 @@ static void submitted_cb(struct child *c, bool ok)
         char *why = first_line(c);
         log_error("job %lld: sbatch failed: %s", (long long)j->id, why);
         /* Slurm's text already names its command ("sbatch: error: ..."): said once. */
-        char *detail = str_starts_with(why, "sbatch: ") ? xstrdup(why) : xasprintf("sbatch: %s", why);
+        char *detail =
+            str_starts_with(why, "sbatch: ") ? xstrdup(why) : xasprintf("sbatch: %s", why);
         j->backend_id = 0;
         end_job(d, j, JOB_FAILED, JOB_REASON_LAUNCH_FAILED, detail);
         free(detail);
@@ -324,10 +325,106 @@ static void submit(struct gflowd *d, struct job *j)
     strvec_free(&env);
 }
 
+/* ---- replies waiting for a command ---- */
+
+struct slurm_wait {
+    int fd[2];       /* the command's end writes a byte to fd[1] */
+    int refs;        /* the command and the reply (the loop's thread only) */
+    json_t *ok_body; /* the reply on success */
+    unsigned ok_status;
+    json_t *body; /* the reply, set before the byte is written */
+    unsigned status;
+};
+
+struct slurm_wait *slurm_wait_new(json_t *ok_body, unsigned ok_status)
+{
+    struct slurm_wait *w = xcalloc(1, sizeof(*w));
+    if (pipe2(w->fd, O_CLOEXEC) < 0) {
+        json_decref(ok_body);
+        free(w);
+        return NULL;
+    }
+    w->refs = 2;
+    w->ok_body = ok_body;
+    w->ok_status = ok_status;
+    return w;
+}
+
+void slurm_wait_release(void *arg)
+{
+    struct slurm_wait *w = arg;
+    if (!w || --w->refs > 0)
+        return;
+    close(w->fd[0]);
+    close(w->fd[1]);
+    json_decref(w->ok_body);
+    json_decref(w->body);
+    free(w);
+}
+
+void slurm_wait_drop(struct slurm_wait *w)
+{
+    if (w) {
+        w->refs = 1;
+        slurm_wait_release(w);
+    }
+}
+
+json_t *slurm_wait_work(void *arg, unsigned *status)
+{
+    struct slurm_wait *w = arg;
+    char b;
+    ssize_t n;
+    do
+        n = read(w->fd[0], &b, 1);
+    while (n < 0 && errno == EINTR);
+    *status = w->status;
+    json_t *body = w->body;
+    w->body = NULL;
+    return body;
+}
+
+/* The command of c has ended (ok: it succeeded, slurm_said: what Slurm did, or NULL):
+ * its waiting reply is answered. */
+static void wait_answer(struct child *c, bool ok, const char *slurm_said)
+{
+    struct slurm_wait *w = c->wait;
+    if (!w)
+        return;
+    c->wait = NULL;
+    if (ok) {
+        w->body = w->ok_body;
+        w->ok_body = NULL;
+        w->status = w->ok_status;
+        if (slurm_said && json_is_object(w->body))
+            json_object_set_new(w->body, "slurm", json_string(slurm_said));
+    } else {
+        char *why = first_line(c);
+        w->body = json_pack("{s:s}", "error", *why ? why : "the Slurm command failed");
+        w->status = 409;
+        free(why);
+    }
+    ssize_t n;
+    do
+        n = write(w->fd[1], "", 1);
+    while (n < 0 && errno == EINTR);
+    slurm_wait_release(w);
+}
+
 /* ---- cancelling ---- */
 
 static void scancel_done_cb(struct child *c, bool ok)
 {
+    struct job *j = jobs_get(c->d->jobs, c->job_id);
+    char *said = NULL;
+    if (ok && c->wait)
+        said = j && job_backend_pending(j)
+                   ? xasprintf("scancel: job %lld removed from Slurm's queue",
+                               (long long)j->backend_id)
+                   : xasprintf("scancel: job %lld signalled; CG until Slurm has stopped it",
+                               j ? (long long)j->backend_id : 0LL);
+    wait_answer(c, ok, said);
+    free(said);
     if (!ok) {
         char *why = first_line(c);
         log_warn("job %lld: scancel failed: %s", (long long)c->job_id, why);
@@ -335,10 +432,8 @@ static void scancel_done_cb(struct child *c, bool ok)
     }
 }
 
-void slurm_signal(struct gflowd *d, struct job *j, int sig)
+static int run_scancel(struct gflowd *d, struct job *j, int sig, struct slurm_wait *w)
 {
-    if (j->backend_id <= 0)
-        return; /* not in Slurm yet: submitted_cb or the poll cancels it when it is */
     struct strvec argv;
     strvec_init(&argv);
     strvec_push(&argv, "scancel");
@@ -346,11 +441,29 @@ void slurm_signal(struct gflowd *d, struct job *j, int sig)
         strvec_pushf(&argv, "--signal=%d", sig);
     strvec_pushf(&argv, "%lld", (long long)j->backend_id);
     struct child *c = child_new(d, j->id, scancel_done_cb);
-    if (child_run(c, argv.v, NULL) < 0) {
+    c->wait = w;
+    int rc = child_run(c, argv.v, NULL);
+    if (rc < 0) {
         log_error("job %lld: cannot run scancel: %s", (long long)j->id, strerror(errno));
+        c->wait = NULL;
         child_free(c);
     }
     strvec_free(&argv);
+    return rc;
+}
+
+char *slurm_cancel(struct gflowd *d, struct job *j, struct slurm_wait *w)
+{
+    if (run_scancel(d, j, SIGTERM, w) < 0)
+        return xasprintf("cannot run scancel: %s", strerror(errno));
+    return NULL;
+}
+
+void slurm_signal(struct gflowd *d, struct job *j, int sig)
+{
+    if (j->backend_id <= 0)
+        return; /* not in Slurm yet: submitted_cb or the poll cancels it when it is */
+    run_scancel(d, j, sig, NULL);
 }
 
 void slurm_signal_cb(void *arg, struct job *j, int sig)
@@ -367,6 +480,7 @@ static void scontrol_done_cb(struct child *c, bool ok)
     struct gflowd *d = c->d;
     struct slurm_backend *sl = d->slurm;
     struct job *j = jobs_get(d->jobs, c->job_id);
+    wait_answer(c, ok, NULL); /* (sent once this returns: the record follows first) */
     if (!ok) {
         char *why = first_line(c);
         log_warn("job %lld: scontrol failed: %s", (long long)c->job_id, why);
@@ -392,12 +506,15 @@ static void scontrol_done_cb(struct child *c, bool ok)
         log_error("job %lld: cannot store its update", (long long)j->id);
 }
 
-static char *run_scontrol(struct gflowd *d, struct job *j, struct strvec *argv, json_t *update)
+static char *run_scontrol(struct gflowd *d, struct job *j, struct strvec *argv, json_t *update,
+                          struct slurm_wait *w)
 {
     struct child *c = child_new(d, j->id, scontrol_done_cb);
     c->update = update ? json_incref(update) : NULL;
+    c->wait = w;
     if (child_run(c, argv->v, NULL) < 0) {
         char *why = xasprintf("cannot run scontrol: %s", strerror(errno));
+        c->wait = NULL;
         child_free(c);
         return why;
     }
@@ -414,7 +531,7 @@ static char *not_in_slurm(const struct job *j, const char *what)
     return NULL;
 }
 
-char *slurm_hold(struct gflowd *d, struct job *j, bool hold)
+char *slurm_hold(struct gflowd *d, struct job *j, bool hold, struct slurm_wait *w)
 {
     char *why = not_in_slurm(j, hold ? "hold" : "release");
     if (why)
@@ -430,7 +547,7 @@ char *slurm_hold(struct gflowd *d, struct job *j, bool hold)
      * root would be an admin's (JobHeldAdmin). */
     strvec_push(&argv, hold ? "uhold" : "release");
     strvec_pushf(&argv, "%lld", (long long)j->backend_id);
-    why = run_scontrol(d, j, &argv, NULL);
+    why = run_scontrol(d, j, &argv, NULL, w);
     strvec_free(&argv);
     if (!why)
         log_info("job %lld: scontrol %s %lld", (long long)j->id, hold ? "uhold" : "release",
@@ -438,7 +555,7 @@ char *slurm_hold(struct gflowd *d, struct job *j, bool hold)
     return why;
 }
 
-char *slurm_update(struct gflowd *d, struct job *j, json_t *over)
+char *slurm_update(struct gflowd *d, struct job *j, json_t *over, struct slurm_wait *w)
 {
     char *why = not_in_slurm(j, "update");
     if (why)
@@ -474,7 +591,7 @@ char *slurm_update(struct gflowd *d, struct job *j, json_t *over)
     }
     if ((v = json_object_get(over, JOB_KEY_PRIORITY)) || (v = json_object_get(over, JOB_KEY_NICE)))
         strvec_pushf(&argv, "Nice=%d", slurmspec_nice((int)json_integer_value(v)));
-    why = run_scontrol(d, j, &argv, over);
+    why = run_scontrol(d, j, &argv, over, w);
     strvec_free(&argv);
     return why;
 }
@@ -499,12 +616,12 @@ json_t *slurm_round_limits(const struct gflowd *d, struct job **jobs, size_t n)
         if (!warnings)
             warnings = json_array();
         if (json_array_size(warnings) < 10) /* an array of 1000 tasks says it once */
-            json_array_append_new(
-                warnings, json_sprintf("time limit %lld:%02lld:%02lld rounded up to "
-                                       "%lld:%02lld:%02lld: Slurm counts whole minutes",
-                                       (long long)(was / 3600), (long long)(was / 60 % 60),
-                                       (long long)(was % 60), (long long)(now / 3600),
-                                       (long long)(now / 60 % 60), (long long)(now % 60)));
+            json_array_append_new(warnings,
+                                  json_sprintf("time limit %lld:%02lld:%02lld rounded up to "
+                                               "%lld:%02lld:%02lld: Slurm counts whole minutes",
+                                               (long long)(was / 3600), (long long)(was / 60 % 60),
+                                               (long long)(was % 60), (long long)(now / 3600),
+                                               (long long)(now / 60 % 60), (long long)(now % 60)));
     }
     if (warnings && json_array_size(warnings) > 1) { /* the same words for every task */
         json_t *first = json_incref(json_array_get(warnings, 0));

@@ -16,6 +16,7 @@
 #include "job.h"
 
 struct gflowd;
+struct slurm_wait;
 
 /* Starts the poll (after the jobs are loaded). The first poll also reconciles: an R job
  * Slurm does not know (gflowd stopped before its sbatch ran or answered) is submitted
@@ -31,11 +32,14 @@ void slurm_signal(struct gflowd *d, struct job *j, int sig);
  * (job_backend_pending): scontrol uhold|release <its Slurm id>, run in the background
  * (the next poll shows Slurm's reason). NULL, or why it cannot be done (one line, a
  * 409; caller frees). */
-char *slurm_hold(struct gflowd *d, struct job *j, bool hold);
+char *slurm_hold(struct gflowd *d, struct job *j, bool hold, struct slurm_wait *w);
 /* gjob update of j, an R job in Slurm: only its name, time limit and priority (nice) can
  * change there (scontrol update JobId=<id> JobName= TimeLimit= Nice=); gflow's record
  * follows once scontrol has succeeded. NULL, or why not (one line, a 409). */
-char *slurm_update(struct gflowd *d, struct job *j, json_t *over);
+char *slurm_update(struct gflowd *d, struct job *j, json_t *over, struct slurm_wait *w);
+/* gcancel of j, an R job in Slurm: scancel, w (may be NULL) answered when it has
+ * returned. NULL, or why scancel cannot be run (then w is not used). */
+char *slurm_cancel(struct gflowd *d, struct job *j, struct slurm_wait *w);
 
 /* Slurm counts time limits in minutes: on the slurm backend each of jobs[0..n) whose
  * limit is not whole minutes gets the next whole minute (what Slurm enforces, and what
@@ -44,6 +48,20 @@ char *slurm_update(struct gflowd *d, struct job *j, json_t *over);
 json_t *slurm_round_limits(const struct gflowd *d, struct job **jobs, size_t n);
 /* secs rounded up to whole minutes (Slurm's unit). */
 int64_t slurm_round_limit(int64_t secs);
+
+/* A reply that waits for a Slurm command (scontrol hold/release/update, scancel) to
+ * have returned: the route defers its reply on a worker thread
+ * (reply_defer(rep, slurm_wait_work, w, slurm_wait_release)) that sleeps on a pipe the
+ * command's end writes to, so that the event loop goes on meanwhile. On success the
+ * reply is ok_body (with "slurm": what Slurm did, for a cancel); on failure a 409 with
+ * the command's own error text. */
+struct slurm_wait;
+/* ok_body (stolen) with ok_status when the command succeeds. */
+struct slurm_wait *slurm_wait_new(json_t *ok_body, unsigned ok_status);
+json_t *slurm_wait_work(void *arg, unsigned *status); /* a reply_work_fn */
+void slurm_wait_release(void *arg);                   /* its free_arg */
+/* Frees a wait that was never deferred nor given to a command. */
+void slurm_wait_drop(struct slurm_wait *w);
 
 /* After a lost transaction: the jobs are read back from the store (their Slurm ids with
  * them), and the next poll reconciles them as after a restart. If the store cannot be
