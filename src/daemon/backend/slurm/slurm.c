@@ -28,6 +28,8 @@
 /* sbatch commands running at once, so that a burst of submissions does not fork
  * thousands of processes; the rest wait for the next pass. */
 #define SLURM_MAX_SUBMITS 8
+/* How far into the backlog a drain looks for a job whose owner has no sbatch running. */
+#define SLURM_BACKLOG_WINDOW 256
 
 /* ---- the backend's state ---- */
 
@@ -50,6 +52,10 @@ struct slurm_backend {
     size_t fresh_len, fresh_cap;
     int64_t *backlog; /* jobs waiting for a free sbatch slot (SLURM_MAX_SUBMITS) */
     size_t backlog_len, backlog_cap;
+    /* The owners of the sbatch commands running: one at a time per user, so that Slurm
+     * gets a user's jobs (an array's tasks) in gflow's order. */
+    int64_t *busy_uids;
+    size_t busy_len, busy_cap;
     struct sacct_ask asked;
 };
 
@@ -60,6 +66,23 @@ static void push_id(int64_t **v, size_t *len, size_t *cap, int64_t id)
         *v = xrealloc(*v, *cap * sizeof(**v));
     }
     (*v)[(*len)++] = id;
+}
+
+static bool uid_busy(const struct slurm_backend *sl, int64_t uid)
+{
+    for (size_t i = 0; i < sl->busy_len; i++)
+        if (sl->busy_uids[i] == uid)
+            return true;
+    return false;
+}
+
+static void uid_done(struct slurm_backend *sl, int64_t uid)
+{
+    for (size_t i = 0; i < sl->busy_len; i++)
+        if (sl->busy_uids[i] == uid) {
+            sl->busy_uids[i] = sl->busy_uids[--sl->busy_len];
+            return;
+        }
 }
 
 /* Sets j's backend_reason (reason copied; NULL: none); whether it changed. */
@@ -118,6 +141,7 @@ static void submitted_cb(struct child *c, bool ok)
     struct gflowd *d = c->d;
     struct slurm_backend *sl = d->slurm;
     sl->submitting--;
+    uid_done(sl, c->uid);
     struct job *j = jobs_get(d->jobs, c->job_id);
     int64_t sid = ok && c->out.len ? slurmspec_parse_sbatch(c->out.buf) : -1;
     if (!j || j->state != JOB_RUNNING) {
@@ -187,14 +211,23 @@ static void submit(struct gflowd *d, struct job *j);
 static void drain_backlog(struct gflowd *d)
 {
     struct slurm_backend *sl = d->slurm;
-    size_t done = 0;
-    while (done < sl->backlog_len && sl->submitting < SLURM_MAX_SUBMITS) {
-        struct job *j = jobs_get(d->jobs, sl->backlog[done++]);
-        if (j && j->state == JOB_RUNNING && j->backend_id == 0)
+    /* A window of the backlog is looked at (a long one is not walked at each sbatch's
+     * end): a job goes if a slot is free and its owner has no sbatch running; the rest
+     * keep their order. */
+    size_t window = sl->backlog_len < SLURM_BACKLOG_WINDOW ? sl->backlog_len : SLURM_BACKLOG_WINDOW;
+    size_t keep = 0, i = 0;
+    for (; i < window && sl->submitting < SLURM_MAX_SUBMITS; i++) {
+        int64_t id = sl->backlog[i];
+        struct job *j = jobs_get(d->jobs, id);
+        if (!j || j->state != JOB_RUNNING || j->backend_id != 0)
+            continue; /* ended meanwhile */
+        if (uid_busy(sl, j->uid))
+            sl->backlog[keep++] = id;
+        else
             submit(d, j);
     }
-    memmove(sl->backlog, sl->backlog + done, (sl->backlog_len - done) * sizeof(*sl->backlog));
-    sl->backlog_len -= done;
+    memmove(sl->backlog + keep, sl->backlog + i, (sl->backlog_len - i) * sizeof(*sl->backlog));
+    sl->backlog_len = keep + (sl->backlog_len - i);
 }
 
 /* [hooks] are run by gflow-shim, which jobs in Slurm do not have: said once for each
@@ -228,9 +261,11 @@ void slurm_launch(struct gflowd *d, struct job *j)
         if (jobs_save(d->jobs, j) < 0)
             log_error("job %lld: cannot store that Slurm has not started it", (long long)j->id);
     }
-    if (j->end_request == JOB_END_NONE && sl->reconciled && sl->submitting >= SLURM_MAX_SUBMITS) {
-        push_id(&sl->backlog, &sl->backlog_len, &sl->backlog_cap, j->id);
+    if (j->end_request == JOB_END_NONE && sl->reconciled &&
+        (sl->submitting >= SLURM_MAX_SUBMITS || sl->backlog_len || uid_busy(sl, j->uid))) {
+        push_id(&sl->backlog, &sl->backlog_len, &sl->backlog_cap, j->id); /* in order */
         j->backend_id = 0;
+        drain_backlog(d);
         return;
     }
     submit(d, j);
@@ -320,6 +355,8 @@ static void submit(struct gflowd *d, struct job *j)
     } else {
         j->backend_id = -1;
         sl->submitting++;
+        c->uid = j->uid;
+        push_id(&sl->busy_uids, &sl->busy_len, &sl->busy_cap, j->uid);
     }
     strvec_free(&argv);
     strvec_free(&env);
@@ -977,6 +1014,7 @@ void slurm_stop(struct gflowd *d)
         return;
     loop_cancel_timer(sl->poll_timer);
     free(sl->backlog);
+    free(sl->busy_uids);
     free(sl->fresh);
     free(sl->asked.sids);
     free(sl->tag);
