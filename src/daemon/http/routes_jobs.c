@@ -423,8 +423,22 @@ static void dry_run_state(const struct route_req *r, int64_t id, json_t *err)
 
 /* Cancels job id (dry: only says what would happen) at time now: the reply's body,
  * *status set. */
+/* The reply body (status; results: its per-job array, or NULL), at once, or once the
+ * Slurm commands w waits for have returned (slurm.h); w is the reply's then. */
+static void reply_waiting(struct reply *rep, struct slurm_wait *w, json_t *body, unsigned status,
+                          json_t *results)
+{
+    if (slurm_wait_pending(w)) {
+        slurm_wait_set(w, body, status, results);
+        reply_defer(rep, slurm_wait_work, w, slurm_wait_release);
+        return;
+    }
+    slurm_wait_release(w);
+    reply_json(rep, status, body);
+}
+
 static json_t *cancel_one(const struct route_req *r, int64_t id, bool dry, bool bulk, double now,
-                          unsigned *status, struct slurm_wait **waitp)
+                          unsigned *status, struct slurm_wait *w)
 {
     json_t *err = NULL;
     struct job *j = active_job_for(r, id, "cancel", status, &err);
@@ -435,23 +449,22 @@ static json_t *cancel_one(const struct route_req *r, int64_t id, bool dry, bool 
     }
     struct jobs_cascade *also;
     size_t n_also = jobs_cascade_preview(r->d->jobs, j, &also);
-    /* One job in Slurm: scancel now, the reply once it has returned (what Slurm did). */
-    if (!dry && waitp && j->state == JOB_RUNNING && daemon_on_slurm(r->d) && j->backend_id > 0 &&
+    /* In Slurm: scancel now, the reply once it has returned (what Slurm did). */
+    if (!dry && w && j->state == JOB_RUNNING && daemon_on_slurm(r->d) && j->backend_id > 0 &&
         j->end_request == JOB_END_NONE) {
-        j->end_request = JOB_END_CANCEL;
-        jobs_save(r->d->jobs, j); /* (a failure is logged; the poll ends it anyway) */
-        json_t *ok = cancel_reply(r->d->jobs, j, also, n_also);
-        free(also);
-        struct slurm_wait *w = slurm_wait_new(ok, 200);
         char *why = slurm_cancel(r->d, j, w);
         if (why) {
-            slurm_wait_drop(w);
+            free(also);
             json_t *o = error_result(status, 500, "%s", why);
             free(why);
             return o;
         }
-        *waitp = w;
-        return NULL;
+        j->end_request = JOB_END_CANCEL;
+        jobs_save(r->d->jobs, j); /* (a failure is logged; the poll ends it anyway) */
+        *status = 200;
+        json_t *o = cancel_reply(r->d->jobs, j, also, n_also);
+        free(also);
+        return o;
     }
     if (!dry) {
         if (j->state == JOB_RUNNING) {
@@ -482,18 +495,15 @@ void route_cancel(const struct route_req *r, struct reply *rep)
 {
     int64_t id = r->id;
     unsigned status;
-    struct slurm_wait *w = NULL;
-    json_t *o = cancel_one(r, id, dry_run_of(r), false, now_wall(), &status, &w);
-    if (w)
-        reply_defer(rep, slurm_wait_work, w, slurm_wait_release);
-    else
-        reply_json(rep, status, o);
+    struct slurm_wait *w = daemon_on_slurm(r->d) ? slurm_wait_new() : NULL;
+    json_t *o = cancel_one(r, id, dry_run_of(r), false, now_wall(), &status, w);
+    reply_waiting(rep, w, o, status, NULL);
 }
 
 /* Holds (hold) or releases job id (begin >= 0: not started before then): the reply's
  * body, *status set. */
 static json_t *hold_one(const struct route_req *r, int64_t id, bool hold, double begin, bool bulk,
-                        unsigned *status, struct slurm_wait **waitp)
+                        unsigned *status, struct slurm_wait *w)
 {
     json_t *err = NULL;
     struct job *j = active_job_for(r, id, hold ? "hold" : "release", status, &err);
@@ -501,20 +511,14 @@ static json_t *hold_one(const struct route_req *r, int64_t id, bool hold, double
         return err;
     enum job_state from = hold ? JOB_QUEUED : JOB_HELD;
     if (j->state == JOB_RUNNING && daemon_on_slurm(r->d)) { /* in Slurm: scontrol hold|release */
-        /* one job: answered once scontrol has returned, with its error if it failed */
-        struct slurm_wait *w = waitp ? slurm_wait_new(state_reply(j), 200) : NULL;
+        /* answered once scontrol has returned, with its error if it failed */
         char *why = slurm_hold(r->d, j, hold, w);
         if (why) {
-            slurm_wait_drop(w);
             json_t *o = error_result(status, 409, "%s", why);
             free(why);
             return o;
         }
         *status = 200;
-        if (w) {
-            *waitp = w;
-            return NULL;
-        }
         return bulk ? json_integer(id) : state_reply(j);
     }
     if (j->state != from)
@@ -561,12 +565,9 @@ static void hold_release(const struct route_req *r, bool hold, struct reply *rep
         }
     }
     unsigned status;
-    struct slurm_wait *w = NULL;
-    json_t *o = hold_one(r, r->id, hold, begin, false, &status, &w);
-    if (w)
-        reply_defer(rep, slurm_wait_work, w, slurm_wait_release);
-    else
-        reply_json(rep, status, o);
+    struct slurm_wait *w = daemon_on_slurm(r->d) ? slurm_wait_new() : NULL;
+    json_t *o = hold_one(r, r->id, hold, begin, false, &status, w);
+    reply_waiting(rep, w, o, status, NULL);
 }
 
 void route_hold(const struct route_req *r, struct reply *rep)
@@ -623,12 +624,14 @@ void route_bulk(const struct route_req *r, struct reply *rep)
      * them is then one UPDATE, jobs_bulk_end). */
     double now = now_wall();
     json_t *results = json_array();
+    struct slurm_wait *w = daemon_on_slurm(r->d) ? slurm_wait_new() : NULL;
     jobs_bulk_begin(r->d->jobs, json_array_size(ids));
     json_array_foreach (ids, i, v) {
         int64_t id = (int64_t)json_integer_value(v);
         unsigned status;
-        json_t *res = cancel ? cancel_one(r, id, dry, true, now, &status, NULL)
-                             : hold_one(r, id, hold, begin, true, &status, NULL);
+        slurm_wait_at(w, i);
+        json_t *res = cancel ? cancel_one(r, id, dry, true, now, &status, w)
+                             : hold_one(r, id, hold, begin, true, &status, w);
         if (status != 200) {
             json_object_set_new(res, "id", json_integer(id));
             json_object_set_new(res, "status", json_integer(status));
@@ -637,7 +640,8 @@ void route_bulk(const struct route_req *r, struct reply *rep)
     }
     jobs_bulk_end(r->d->jobs);
     json_decref(o);
-    reply_json(rep, 200, json_pack("{s:o}", "results", results));
+    reply_waiting(rep, w, json_pack("{s:O}", "results", results), 200, results);
+    json_decref(results);
 }
 
 /* POST /v1/jobs/{id}/limit {"max_concurrent": K}: how many jobs of the submission group
@@ -739,24 +743,25 @@ void route_update(const struct route_req *r, struct reply *rep)
             return;
         }
         /* answered once scontrol has returned: its error, or the record updated */
-        json_object_set_new(o, "slurm", json_string("scontrol update done"));
-        struct slurm_wait *w = max_concurrent >= 0 ? NULL : slurm_wait_new(o, 200);
+        struct slurm_wait *w = slurm_wait_new();
         char *why = max_concurrent >= 0
                         ? xasprintf("job %lld is in Slurm: set --max-concurrent on a queued job of "
                                     "its group",
                                     (long long)id)
-                    : !w ? xstrdup("cannot make a pipe to wait for scontrol; retry in a moment")
-                         : slurm_update(r->d, j, over, w);
+                        : slurm_update(r->d, j, over, w);
         json_decref(over);
-        if (max_concurrent >= 0)
-            json_decref(o);
         if (why) {
-            slurm_wait_drop(w);
+            slurm_wait_release(w);
+            json_decref(o);
             reply_error(rep, 409, "%s", why);
             free(why);
             return;
         }
-        reply_defer(rep, slurm_wait_work, w, slurm_wait_release);
+        json_object_set_new(o, "slurm",
+                            json_string(slurm_wait_pending(w) ? "scontrol update done"
+                                                              : "scontrol update sent; gflow's "
+                                                                "record follows"));
+        reply_waiting(rep, w, o, slurm_wait_pending(w) ? 200 : 202, NULL);
         return;
     }
     struct jobspec_limits lim = limits_of(r->d);

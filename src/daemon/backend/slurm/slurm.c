@@ -362,29 +362,47 @@ static void submit(struct gflowd *d, struct job *j)
     strvec_free(&env);
 }
 
-/* ---- replies waiting for a command ---- */
+/* ---- replies waiting for commands ---- */
 
 struct slurm_wait {
-    int fd[2];       /* the command's end writes a byte to fd[1] */
-    int refs;        /* the command and the reply (the loop's thread only) */
-    json_t *ok_body; /* the reply on success */
-    unsigned ok_status;
-    json_t *body; /* the reply, set before the byte is written */
+    int fd[2];       /* the last command's end writes a byte to fd[1] */
+    int refs;        /* the reply and each command (the loop's thread only) */
+    int pending;     /* commands not yet ended */
+    size_t cur;      /* the result the next command answers (slurm_wait_at) */
+    json_t *body;    /* the reply */
+    json_t *results; /* in body: one result per job (NULL: body is the one job's) */
     unsigned status;
 };
 
-struct slurm_wait *slurm_wait_new(json_t *ok_body, unsigned ok_status)
+struct slurm_wait *slurm_wait_new(void)
 {
     struct slurm_wait *w = xcalloc(1, sizeof(*w));
     if (pipe2(w->fd, O_CLOEXEC) < 0) {
-        json_decref(ok_body);
         free(w);
         return NULL;
     }
-    w->refs = 2;
-    w->ok_body = ok_body;
-    w->ok_status = ok_status;
+    w->refs = 1;
+    w->status = 200;
     return w;
+}
+
+void slurm_wait_at(struct slurm_wait *w, size_t index)
+{
+    if (w)
+        w->cur = index;
+}
+
+bool slurm_wait_pending(const struct slurm_wait *w)
+{
+    return w && w->pending > 0;
+}
+
+void slurm_wait_set(struct slurm_wait *w, json_t *body, unsigned status, json_t *results)
+{
+    json_decref(w->body);
+    w->body = body;
+    w->status = status;
+    w->results = results;
 }
 
 void slurm_wait_release(void *arg)
@@ -394,17 +412,8 @@ void slurm_wait_release(void *arg)
         return;
     close(w->fd[0]);
     close(w->fd[1]);
-    json_decref(w->ok_body);
     json_decref(w->body);
     free(w);
-}
-
-void slurm_wait_drop(struct slurm_wait *w)
-{
-    if (w) {
-        w->refs = 1;
-        slurm_wait_release(w);
-    }
 }
 
 json_t *slurm_wait_work(void *arg, unsigned *status)
@@ -421,30 +430,47 @@ json_t *slurm_wait_work(void *arg, unsigned *status)
     return body;
 }
 
-/* The command of c has ended (ok: it succeeded, slurm_said: what Slurm did, or NULL):
- * its waiting reply is answered. */
+/* c, a command a reply waits for (w), has been started. */
+static void wait_attach(struct child *c, struct slurm_wait *w)
+{
+    if (!w)
+        return;
+    c->wait = w;
+    c->wait_index = w->cur;
+    w->refs++;
+    w->pending++;
+}
+
+/* The command of c has ended (ok: it succeeded; slurm_said: what Slurm did, or NULL):
+ * its result in the waiting reply says so; the last one lets the reply go. */
 static void wait_answer(struct child *c, bool ok, const char *slurm_said)
 {
     struct slurm_wait *w = c->wait;
     if (!w)
         return;
     c->wait = NULL;
+    json_t *entry = w->results ? json_array_get(w->results, c->wait_index) : w->body;
     if (ok) {
-        w->body = w->ok_body;
-        w->ok_body = NULL;
-        w->status = w->ok_status;
-        if (slurm_said && json_is_object(w->body))
-            json_object_set_new(w->body, "slurm", json_string(slurm_said));
+        if (slurm_said && json_is_object(entry))
+            json_object_set_new(entry, "slurm", json_string(slurm_said));
     } else {
         char *why = first_line(c);
-        w->body = json_pack("{s:s}", "error", *why ? why : "the Slurm command failed");
-        w->status = 409;
+        json_t *err = json_pack("{s:s}", "error", *why ? why : "the Slurm command failed");
         free(why);
+        if (w->results) { /* as route_bulk says a refused id */
+            json_object_set_new(err, "id", json_integer(c->job_id));
+            json_object_set_new(err, "status", json_integer(409));
+            json_array_set_new(w->results, c->wait_index, err);
+        } else {
+            slurm_wait_set(w, err, 409, NULL);
+        }
     }
-    ssize_t n;
-    do
-        n = write(w->fd[1], "", 1);
-    while (n < 0 && errno == EINTR);
+    if (--w->pending == 0) {
+        ssize_t n;
+        do
+            n = write(w->fd[1], "", 1);
+        while (n < 0 && errno == EINTR);
+    }
     slurm_wait_release(w);
 }
 
@@ -478,12 +504,12 @@ static int run_scancel(struct gflowd *d, struct job *j, int sig, struct slurm_wa
         strvec_pushf(&argv, "--signal=%d", sig);
     strvec_pushf(&argv, "%lld", (long long)j->backend_id);
     struct child *c = child_new(d, j->id, scancel_done_cb);
-    c->wait = w;
     int rc = child_run(c, argv.v, NULL);
     if (rc < 0) {
         log_error("job %lld: cannot run scancel: %s", (long long)j->id, strerror(errno));
-        c->wait = NULL;
         child_free(c);
+    } else {
+        wait_attach(c, w);
     }
     strvec_free(&argv);
     return rc;
@@ -548,13 +574,12 @@ static char *run_scontrol(struct gflowd *d, struct job *j, struct strvec *argv, 
 {
     struct child *c = child_new(d, j->id, scontrol_done_cb);
     c->update = update ? json_incref(update) : NULL;
-    c->wait = w;
     if (child_run(c, argv->v, NULL) < 0) {
         char *why = xasprintf("cannot run scontrol: %s", strerror(errno));
-        c->wait = NULL;
         child_free(c);
         return why;
     }
+    wait_attach(c, w);
     return NULL;
 }
 

@@ -49,19 +49,22 @@ json_t *slurm_round_limits(const struct gflowd *d, struct job **jobs, size_t n);
 /* secs rounded up to whole minutes (Slurm's unit). */
 int64_t slurm_round_limit(int64_t secs);
 
-/* A reply that waits for a Slurm command (scontrol hold/release/update, scancel) to
- * have returned: the route defers its reply on a worker thread
- * (reply_defer(rep, slurm_wait_work, w, slurm_wait_release)) that sleeps on a pipe the
- * command's end writes to, so that the event loop goes on meanwhile. On success the
- * reply is ok_body (with "slurm": what Slurm did, for a cancel); on failure a 409 with
- * the command's own error text. */
-struct slurm_wait;
-/* ok_body (stolen) with ok_status when the command succeeds. */
-struct slurm_wait *slurm_wait_new(json_t *ok_body, unsigned ok_status);
+/* A reply that waits for Slurm commands (scontrol hold/release/update, scancel) to have
+ * returned: the route makes one (slurm_wait_new; NULL: no pipe, then nothing waits),
+ * passes it to the backend's calls, each for the result at slurm_wait_at's index, sets
+ * the reply's body with slurm_wait_set and, when slurm_wait_pending, defers its reply on
+ * a worker thread (reply_defer(rep, slurm_wait_work, w, slurm_wait_release)) that sleeps
+ * on a pipe the last command's end writes to: the event loop goes on meanwhile. A command
+ * that fails turns its result into a 409 with its own error text; a cancel's result gets
+ * "slurm": what Slurm did. Else the route answers at once and slurm_wait_release(w). */
+struct slurm_wait *slurm_wait_new(void);
+void slurm_wait_at(struct slurm_wait *w, size_t index);
+/* body (stolen) with status; results: body's array of per-job results (NULL: body is
+ * the one job's result). */
+void slurm_wait_set(struct slurm_wait *w, json_t *body, unsigned status, json_t *results);
+bool slurm_wait_pending(const struct slurm_wait *w);
 json_t *slurm_wait_work(void *arg, unsigned *status); /* a reply_work_fn */
 void slurm_wait_release(void *arg);                   /* its free_arg */
-/* Frees a wait that was never deferred nor given to a command. */
-void slurm_wait_drop(struct slurm_wait *w);
 
 /* After a lost transaction: the jobs are read back from the store (their Slurm ids with
  * them), and the next poll reconciles them as after a restart. If the store cannot be
