@@ -481,7 +481,7 @@ static void scancel_done_cb(struct child *c, bool ok)
     struct job *j = jobs_get(c->d->jobs, c->job_id);
     char *said = NULL;
     if (ok && c->wait)
-        said = j && job_backend_pending(j)
+        said = j && j->state == JOB_RUNNING && j->backend_reason /* Slurm had not started it */
                    ? xasprintf("scancel: job %lld removed from Slurm's queue",
                                (long long)j->backend_id)
                    : xasprintf("scancel: job %lld signalled; CG until Slurm has stopped it",
