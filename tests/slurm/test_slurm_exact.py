@@ -57,6 +57,9 @@ def test_time_limit_rounded_up_to_whole_minutes(sgflow, cluster):
     assert "rounded up to 0:01:00" in cp.stderr and "minutes" in cp.stderr, cp.stderr
     jid = int(cp.stdout.split()[3])
     assert g.job(jid)["time_limit"] == 60, g.job(jid)
+    assert "rounded up to 0:01:00" in g.job(jid)["slurm_note"], g.job(jid)
+    show = _show(g, jid)
+    assert "rounded up to 0:01:00" in show.get("SlurmNote", ""), show
     e2e.wait_for(lambda: g.job(jid)["slurm_id"], "its Slurm id", timeout=JOB_TIMEOUT)
     assert cluster.job_field(g.job(jid)["slurm_id"], "TimeLimit") == "00:01:00"
     # The API reply carries the warning.

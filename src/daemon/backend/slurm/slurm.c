@@ -677,13 +677,15 @@ json_t *slurm_round_limits(const struct gflowd *d, struct job **jobs, size_t n)
         jobs[i]->time_limit = now;
         if (!warnings)
             warnings = json_array();
+        char *note =
+            xasprintf("time limit %lld:%02lld:%02lld rounded up to %lld:%02lld:%02lld: "
+                      "Slurm counts whole minutes",
+                      (long long)(was / 3600), (long long)(was / 60 % 60), (long long)(was % 60),
+                      (long long)(now / 3600), (long long)(now / 60 % 60), (long long)(now % 60));
         if (json_array_size(warnings) < 10) /* an array of 1000 tasks says it once */
-            json_array_append_new(warnings,
-                                  json_sprintf("time limit %lld:%02lld:%02lld rounded up to "
-                                               "%lld:%02lld:%02lld: Slurm counts whole minutes",
-                                               (long long)(was / 3600), (long long)(was / 60 % 60),
-                                               (long long)(was % 60), (long long)(now / 3600),
-                                               (long long)(now / 60 % 60), (long long)(now % 60)));
+            json_array_append_new(warnings, json_string(note));
+        free(jobs[i]->backend_note); /* gjob show's SlurmNote */
+        jobs[i]->backend_note = note;
     }
     if (warnings && json_array_size(warnings) > 1) { /* the same words for every task */
         json_t *first = json_incref(json_array_get(warnings, 0));
