@@ -554,6 +554,10 @@ int main(int argc, char **argv)
     }
     if (!o.dry_run)
         gbatch_print_notes(spec, o.parsable);
+    size_t wi;
+    const json_t *w;
+    json_array_foreach (json_object_get(reply, "warnings"), wi, w) /* e.g. Slurm's minutes */
+        cli_warn("warning: %s", json_string_value(w));
     json_decref(reply);
     json_decref(spec);
     free(script);

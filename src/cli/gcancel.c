@@ -189,7 +189,10 @@ static void gcancel_one(struct gcancel_tally *t, int64_t id, const json_t *reply
     bool running = json_is_true(json_object_get(reply, "cancelling"));
     if (running) {
         t->cancelling++;
-        if (list)
+        const char *slurm = json_string_value(json_object_get(reply, "slurm"));
+        if (list && slurm) /* the Slurm backend: what scancel did */
+            printf("Job %lld cancelling (%s).\n", (long long)id, slurm);
+        else if (list)
             printf("Job %lld cancelling (SIGTERM sent; CG until it has stopped).\n", (long long)id);
     } else if (state && !strcmp(state, "CA")) {
         t->cancelled++;

@@ -497,6 +497,7 @@ static void print_supervision(struct show *s, const json_t *raw, const struct jo
     kv_pos(s, JOB_LABEL_SLURM_ID, j->backend_id);
     /* What gflow saw and did (daemon.stray), kept after the job ended. */
     kv_str(s, JOB_LABEL_STRAY, j->stray);
+    kv_str(s, JOB_LABEL_SLURM_NOTE, j->backend_note); /* e.g. its limit rounded for Slurm */
     kv_if(s, j->requeue, JOB_LABEL_REQUEUE, xstrdup(j->requeue ? "yes (may be preempted)" : "no"));
     kv_if(s, j->requeue_count > 0, JOB_LABEL_REQUEUE_COUNT,
           xasprintf("%d time%s (preempted)", j->requeue_count, plural_s(j->requeue_count)));

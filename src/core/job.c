@@ -573,6 +573,7 @@ void job_clear(struct job *j)
     free(j->notify_email);
     free(j->notify_on);
     free(j->stray);
+    free(j->backend_note);
     job_init(j);
 }
 
@@ -615,6 +616,7 @@ struct job *job_dup(const struct job *src, bool with_payload)
     j->notify_email = dup_or_null(src->notify_email);
     j->notify_on = dup_or_null(src->notify_on);
     j->stray = dup_or_null(src->stray);
+    j->backend_note = dup_or_null(src->backend_note);
     j->script = with_payload ? dup_or_null(src->script) : NULL;
     j->env = with_payload && src->env ? json_deep_copy(src->env) : NULL;
     j->params = with_payload && src->params ? json_deep_copy(src->params) : NULL;

@@ -230,6 +230,9 @@ struct job {
     /* Its process seen on a GPU it was not given, and what gflow did ("process 1234 on
      * GPU 1, not the job's (GPU 0); GPU 1 blocked for others"); NULL: never. */
     char *stray;
+    /* What the backend changed of what was asked (the slurm backend's time limit
+     * rounded up to whole minutes); NULL: nothing. */
+    char *backend_note;
 
     /* Resources, groups and retries: the scheduling pass places the job by its GPUs
      * (shared, with the flags at the end, and gpu_memory_mb on shared GPUs) and memory,

@@ -247,6 +247,8 @@ int slurmspec_parse_job_line(const char *line, struct slurm_job_info *out)
     if (!slurmspec_pending(out)) {
         if (field(line, "StartTime", buf, sizeof(buf)))
             out->start_time = slurm_time(buf);
+        out->ran = strcmp(out->state, "CANCELLED") != 0 ||
+                   (field(line, "RunTime", buf, sizeof(buf)) && strspn(buf, "0:-") != strlen(buf));
         if (field(line, "EndTime", buf, sizeof(buf)) && slurmspec_ended_state(out->state))
             out->end_time = slurm_time(buf);
     }
@@ -276,6 +278,7 @@ int slurmspec_parse_sacct_line(const char *line, struct slurm_job_info *out)
         strcpy(out->reason, "None");
     else
         memcpy(out->reason, p + 1, n);
+    out->ran = strcmp(out->state, "CANCELLED") != 0; /* (sacct is asked no times) */
     return 0;
 }
 

@@ -76,6 +76,9 @@ struct slurm_job_info {
     /* StartTime and EndTime of a job Slurm has started (unix seconds; 0: not known,
      * or only planned: a pending job's). */
     double start_time, end_time;
+    /* Whether it ran at all (RunTime > 0, or a state only a started job has); a job
+     * cancelled while pending has a StartTime (its end) but never ran. */
+    bool ran;
 };
 
 /* Reads one line of `scontrol show job -o`: 0, or -1 if it names no job. */

@@ -33,7 +33,7 @@ SHOW_LINE = {
     "notify_on": "NotifyOn", "auto_close": "AutoClose",
     "requeue": "Requeue", "requeue_count": "Requeued", "preempted_by": "PreemptedBy",
     "preempting": "Preempting", "pty": "Pty", "attach_socket": "Pty", "slurm_id": "SlurmJobId",
-    "log_lost_bytes": "LogLost", "stray": "Stray",
+    "log_lost_bytes": "LogLost", "stray": "Stray", "slurm_note": "SlurmNote",
     "cpus_per_gpu": "CPUsPerGPU", "cpus": "CPUs", "cpus_far": "CPUs",
     "effective_priority": "EffectivePriority", "priority_detail": "EffectivePriority",
 }

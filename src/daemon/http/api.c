@@ -298,8 +298,10 @@ static void start_work(struct request *r, struct reply *rep)
 {
     struct api *a = r->api;
     if (a->n_workers >= API_MAX_WORKERS || a->work_pipe[1] < 0) {
-        reply_error(rep, 503, "gflowd is busy with %d statistics requests; retry in a moment",
-                    a->n_workers);
+        reply_error(
+            rep, 503,
+            "gflowd is busy with %d long requests (statistics, Slurm commands); retry in a moment",
+            a->n_workers);
         return;
     }
     struct deferred *w = xcalloc(1, sizeof(*w));

@@ -258,6 +258,7 @@ void route_submit(const struct route_req *r, struct reply *rep)
     }
     if (!sub.dry_run && route_check_quota(r, sub.jobs, sub.n, rep) < 0)
         goto out;
+    json_t *warnings = slurm_round_limits(r->d, sub.jobs, sub.n);
     /* A group (its id: the first job's) when the submission makes several jobs or limits
      * how many run at once. */
     int64_t limit = sub.max_concurrent > 0 ? sub.max_concurrent : 0;
@@ -276,6 +277,7 @@ void route_submit(const struct route_req *r, struct reply *rep)
         if (group_id && jobs_group_set_limit(t, jobs_group(t, group_id, true), limit) < 0) {
             reply_error(rep, 500, "cannot store the submission's group; see gflowd.log");
             json_decref(o);
+            json_decref(warnings);
             goto out;
         }
         for (size_t i = 0; i < sub.n; i++)
@@ -287,6 +289,7 @@ void route_submit(const struct route_req *r, struct reply *rep)
             reply_error(rep, 500, "cannot store job %zu of the request; see gflowd.log", done + 1);
             memset(sub.jobs, 0, done * sizeof(*sub.jobs)); /* the table's now */
             json_decref(o);
+            json_decref(warnings);
             goto out;
         }
         /* A large submission lists its first jobs only: count and ids say the rest. */
@@ -304,6 +307,9 @@ void route_submit(const struct route_req *r, struct reply *rep)
         json_object_set_new(o, "count", json_integer((json_int_t)sub.n));
         json_object_set_new(o, "max_concurrent", json_integer(limit));
     }
+    if (warnings)
+        json_object_set_new(o, "warnings", warnings);
+    warnings = NULL;
     if (!sub.dry_run) /* the submitted jobs are the table's now */
         memset(sub.jobs, 0, sub.n * sizeof(*sub.jobs));
     reply_json(rep, sub.dry_run ? 200 : 201, o);
@@ -417,8 +423,22 @@ static void dry_run_state(const struct route_req *r, int64_t id, json_t *err)
 
 /* Cancels job id (dry: only says what would happen) at time now: the reply's body,
  * *status set. */
+/* The reply body (status; results: its per-job array, or NULL), at once, or once the
+ * Slurm commands w waits for have returned (slurm.h); w is the reply's then. */
+static void reply_waiting(struct reply *rep, struct slurm_wait *w, json_t *body, unsigned status,
+                          json_t *results)
+{
+    if (slurm_wait_pending(w)) {
+        slurm_wait_set(w, body, status, results);
+        reply_defer(rep, slurm_wait_work, w, slurm_wait_release);
+        return;
+    }
+    slurm_wait_release(w);
+    reply_json(rep, status, body);
+}
+
 static json_t *cancel_one(const struct route_req *r, int64_t id, bool dry, bool bulk, double now,
-                          unsigned *status)
+                          unsigned *status, struct slurm_wait *w)
 {
     json_t *err = NULL;
     struct job *j = active_job_for(r, id, "cancel", status, &err);
@@ -429,6 +449,23 @@ static json_t *cancel_one(const struct route_req *r, int64_t id, bool dry, bool 
     }
     struct jobs_cascade *also;
     size_t n_also = jobs_cascade_preview(r->d->jobs, j, &also);
+    /* In Slurm: scancel now, the reply once it has returned (what Slurm did). */
+    if (!dry && w && j->state == JOB_RUNNING && daemon_on_slurm(r->d) && j->backend_id > 0 &&
+        j->end_request == JOB_END_NONE) {
+        char *why = slurm_cancel(r->d, j, w);
+        if (why) {
+            free(also);
+            json_t *o = error_result(status, 500, "%s", why);
+            free(why);
+            return o;
+        }
+        j->end_request = JOB_END_CANCEL;
+        jobs_save(r->d->jobs, j); /* (a failure is logged; the poll ends it anyway) */
+        *status = 200;
+        json_t *o = cancel_reply(r->d->jobs, j, also, n_also);
+        free(also);
+        return o;
+    }
     if (!dry) {
         if (j->state == JOB_RUNNING) {
             runner_request_end(r->d, j, JOB_END_CANCEL);
@@ -458,14 +495,15 @@ void route_cancel(const struct route_req *r, struct reply *rep)
 {
     int64_t id = r->id;
     unsigned status;
-    json_t *o = cancel_one(r, id, dry_run_of(r), false, now_wall(), &status);
-    reply_json(rep, status, o);
+    struct slurm_wait *w = daemon_on_slurm(r->d) ? slurm_wait_new() : NULL;
+    json_t *o = cancel_one(r, id, dry_run_of(r), false, now_wall(), &status, w);
+    reply_waiting(rep, w, o, status, NULL);
 }
 
 /* Holds (hold) or releases job id (begin >= 0: not started before then): the reply's
  * body, *status set. */
 static json_t *hold_one(const struct route_req *r, int64_t id, bool hold, double begin, bool bulk,
-                        unsigned *status)
+                        unsigned *status, struct slurm_wait *w)
 {
     json_t *err = NULL;
     struct job *j = active_job_for(r, id, hold ? "hold" : "release", status, &err);
@@ -473,7 +511,8 @@ static json_t *hold_one(const struct route_req *r, int64_t id, bool hold, double
         return err;
     enum job_state from = hold ? JOB_QUEUED : JOB_HELD;
     if (j->state == JOB_RUNNING && daemon_on_slurm(r->d)) { /* in Slurm: scontrol hold|release */
-        char *why = slurm_hold(r->d, j, hold);
+        /* answered once scontrol has returned, with its error if it failed */
+        char *why = slurm_hold(r->d, j, hold, w);
         if (why) {
             json_t *o = error_result(status, 409, "%s", why);
             free(why);
@@ -526,8 +565,9 @@ static void hold_release(const struct route_req *r, bool hold, struct reply *rep
         }
     }
     unsigned status;
-    json_t *o = hold_one(r, r->id, hold, begin, false, &status);
-    reply_json(rep, status, o);
+    struct slurm_wait *w = daemon_on_slurm(r->d) ? slurm_wait_new() : NULL;
+    json_t *o = hold_one(r, r->id, hold, begin, false, &status, w);
+    reply_waiting(rep, w, o, status, NULL);
 }
 
 void route_hold(const struct route_req *r, struct reply *rep)
@@ -584,12 +624,14 @@ void route_bulk(const struct route_req *r, struct reply *rep)
      * them is then one UPDATE, jobs_bulk_end). */
     double now = now_wall();
     json_t *results = json_array();
+    struct slurm_wait *w = daemon_on_slurm(r->d) ? slurm_wait_new() : NULL;
     jobs_bulk_begin(r->d->jobs, json_array_size(ids));
     json_array_foreach (ids, i, v) {
         int64_t id = (int64_t)json_integer_value(v);
         unsigned status;
-        json_t *res = cancel ? cancel_one(r, id, dry, true, now, &status)
-                             : hold_one(r, id, hold, begin, true, &status);
+        slurm_wait_at(w, i);
+        json_t *res = cancel ? cancel_one(r, id, dry, true, now, &status, w)
+                             : hold_one(r, id, hold, begin, true, &status, w);
         if (status != 200) {
             json_object_set_new(res, "id", json_integer(id));
             json_object_set_new(res, "status", json_integer(status));
@@ -598,7 +640,8 @@ void route_bulk(const struct route_req *r, struct reply *rep)
     }
     jobs_bulk_end(r->d->jobs);
     json_decref(o);
-    reply_json(rep, 200, json_pack("{s:o}", "results", results));
+    reply_waiting(rep, w, json_pack("{s:O}", "results", results), 200, results);
+    json_decref(results);
 }
 
 /* POST /v1/jobs/{id}/limit {"max_concurrent": K}: how many jobs of the submission group
@@ -691,29 +734,34 @@ void route_update(const struct route_req *r, struct reply *rep)
             json_array_append_new(changes,
                                   json_pack("{s:s, s:o, s:O}", "field", key, "old", old, "new", v));
         }
-        char *why = dry ? NULL
-                    : max_concurrent >= 0
-                        ? xasprintf("job %lld is in Slurm: set --max-concurrent on a queued job of "
-                                    "its group",
-                                    (long long)id)
-                        : slurm_update(r->d, j, over);
-        json_decref(over);
-        if (why) {
-            json_decref(changes);
-            reply_error(rep, 409, "%s", why);
-            free(why);
-            return;
-        }
         json_t *o = state_reply(j);
         json_object_set_new(o, "changes", changes);
         if (dry) {
+            json_decref(over);
             json_object_set_new(o, "dry_run", json_true());
             reply_json(rep, 200, o);
             return;
         }
+        /* answered once scontrol has returned: its error, or the record updated */
+        struct slurm_wait *w = slurm_wait_new();
+        char *why = max_concurrent >= 0
+                        ? xasprintf("job %lld is in Slurm: set --max-concurrent on a queued job of "
+                                    "its group",
+                                    (long long)id)
+                        : slurm_update(r->d, j, over, w);
+        json_decref(over);
+        if (why) {
+            slurm_wait_release(w);
+            json_decref(o);
+            reply_error(rep, 409, "%s", why);
+            free(why);
+            return;
+        }
         json_object_set_new(o, "slurm",
-                            json_string("scontrol update sent; gflow's record follows"));
-        reply_json(rep, 202, o);
+                            json_string(slurm_wait_pending(w) ? "scontrol update done"
+                                                              : "scontrol update sent; gflow's "
+                                                                "record follows"));
+        reply_waiting(rep, w, o, slurm_wait_pending(w) ? 200 : 202, NULL);
         return;
     }
     struct jobspec_limits lim = limits_of(r->d);

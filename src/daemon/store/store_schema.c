@@ -262,6 +262,9 @@ static const char *const migrations[] = {
     "ALTER TABLE jobs ADD COLUMN cpus_per_gpu INTEGER NOT NULL DEFAULT 0;"
     "ALTER TABLE jobs ADD COLUMN cpus TEXT;"
     "ALTER TABLE jobs ADD COLUMN cpus_far INTEGER NOT NULL DEFAULT 0;",
+    /* 26: what the slurm backend changed of what was asked (a limit rounded up to
+     * Slurm's whole minutes). */
+    "ALTER TABLE jobs ADD COLUMN slurm_note TEXT;",
 };
 /* The codes migration 6 writes are enum job_reason's. */
 _Static_assert(JOB_REASON_LAUNCH_FAILED == 6 && JOB_REASON_SHIM_LOST == 7 &&

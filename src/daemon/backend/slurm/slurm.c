@@ -29,6 +29,8 @@
 /* sbatch commands running at once, so that a burst of submissions does not fork
  * thousands of processes; the rest wait for the next pass. */
 #define SLURM_MAX_SUBMITS 8
+/* How far into the backlog a drain looks for a job whose owner has no sbatch running. */
+#define SLURM_BACKLOG_WINDOW 256
 
 /* ---- the backend's state ---- */
 
@@ -51,6 +53,10 @@ struct slurm_backend {
     size_t fresh_len, fresh_cap;
     int64_t *backlog; /* jobs waiting for a free sbatch slot (SLURM_MAX_SUBMITS) */
     size_t backlog_len, backlog_cap;
+    /* The owners of the sbatch commands running: one at a time per user, so that Slurm
+     * gets a user's jobs (an array's tasks) in gflow's order. */
+    int64_t *busy_uids;
+    size_t busy_len, busy_cap;
     struct sacct_ask asked;
     struct slurm_nodes *nodes; /* read at every poll, for status and ginfo */
 };
@@ -62,6 +68,23 @@ static void push_id(int64_t **v, size_t *len, size_t *cap, int64_t id)
         *v = xrealloc(*v, *cap * sizeof(**v));
     }
     (*v)[(*len)++] = id;
+}
+
+static bool uid_busy(const struct slurm_backend *sl, int64_t uid)
+{
+    for (size_t i = 0; i < sl->busy_len; i++)
+        if (sl->busy_uids[i] == uid)
+            return true;
+    return false;
+}
+
+static void uid_done(struct slurm_backend *sl, int64_t uid)
+{
+    for (size_t i = 0; i < sl->busy_len; i++)
+        if (sl->busy_uids[i] == uid) {
+            sl->busy_uids[i] = sl->busy_uids[--sl->busy_len];
+            return;
+        }
 }
 
 /* Sets j's backend_reason (reason copied; NULL: none); whether it changed. */
@@ -120,6 +143,7 @@ static void submitted_cb(struct child *c, bool ok)
     struct gflowd *d = c->d;
     struct slurm_backend *sl = d->slurm;
     sl->submitting--;
+    uid_done(sl, c->uid);
     struct job *j = jobs_get(d->jobs, c->job_id);
     int64_t sid = ok && c->out.len ? slurmspec_parse_sbatch(c->out.buf) : -1;
     if (!j || j->state != JOB_RUNNING) {
@@ -135,7 +159,9 @@ static void submitted_cb(struct child *c, bool ok)
     if (sid <= 0) {
         char *why = first_line(c);
         log_error("job %lld: sbatch failed: %s", (long long)j->id, why);
-        char *detail = xasprintf("sbatch: %s", why);
+        /* Slurm's text already names its command ("sbatch: error: ..."): said once. */
+        char *detail =
+            str_starts_with(why, "sbatch: ") ? xstrdup(why) : xasprintf("sbatch: %s", why);
         j->backend_id = 0;
         end_job(d, j, JOB_FAILED, JOB_REASON_LAUNCH_FAILED, detail);
         free(detail);
@@ -187,14 +213,23 @@ static void submit(struct gflowd *d, struct job *j);
 static void drain_backlog(struct gflowd *d)
 {
     struct slurm_backend *sl = d->slurm;
-    size_t done = 0;
-    while (done < sl->backlog_len && sl->submitting < SLURM_MAX_SUBMITS) {
-        struct job *j = jobs_get(d->jobs, sl->backlog[done++]);
-        if (j && j->state == JOB_RUNNING && j->backend_id == 0)
+    /* A window of the backlog is looked at (a long one is not walked at each sbatch's
+     * end): a job goes if a slot is free and its owner has no sbatch running; the rest
+     * keep their order. */
+    size_t window = sl->backlog_len < SLURM_BACKLOG_WINDOW ? sl->backlog_len : SLURM_BACKLOG_WINDOW;
+    size_t keep = 0, i = 0;
+    for (; i < window && sl->submitting < SLURM_MAX_SUBMITS; i++) {
+        int64_t id = sl->backlog[i];
+        struct job *j = jobs_get(d->jobs, id);
+        if (!j || j->state != JOB_RUNNING || j->backend_id != 0)
+            continue; /* ended meanwhile */
+        if (uid_busy(sl, j->uid))
+            sl->backlog[keep++] = id;
+        else
             submit(d, j);
     }
-    memmove(sl->backlog, sl->backlog + done, (sl->backlog_len - done) * sizeof(*sl->backlog));
-    sl->backlog_len -= done;
+    memmove(sl->backlog + keep, sl->backlog + i, (sl->backlog_len - i) * sizeof(*sl->backlog));
+    sl->backlog_len = keep + (sl->backlog_len - i);
 }
 
 /* [hooks] are run by gflow-shim, which jobs in Slurm do not have: said once for each
@@ -222,9 +257,17 @@ void slurm_launch(struct gflowd *d, struct job *j)
 {
     struct slurm_backend *sl = d->slurm;
     warn_hooks(d);
-    if (j->end_request == JOB_END_NONE && sl->reconciled && sl->submitting >= SLURM_MAX_SUBMITS) {
-        push_id(&sl->backlog, &sl->backlog_len, &sl->backlog_cap, j->id);
+    /* The hand-over is no start: a job has a start time once Slurm says it started. */
+    if (j->start_time != 0) {
+        j->start_time = 0;
+        if (jobs_save(d->jobs, j) < 0)
+            log_error("job %lld: cannot store that Slurm has not started it", (long long)j->id);
+    }
+    if (j->end_request == JOB_END_NONE && sl->reconciled &&
+        (sl->submitting >= SLURM_MAX_SUBMITS || sl->backlog_len || uid_busy(sl, j->uid))) {
+        push_id(&sl->backlog, &sl->backlog_len, &sl->backlog_cap, j->id); /* in order */
         j->backend_id = 0;
+        drain_backlog(d);
         return;
     }
     submit(d, j);
@@ -314,15 +357,139 @@ static void submit(struct gflowd *d, struct job *j)
     } else {
         j->backend_id = -1;
         sl->submitting++;
+        c->uid = j->uid;
+        push_id(&sl->busy_uids, &sl->busy_len, &sl->busy_cap, j->uid);
     }
     strvec_free(&argv);
     strvec_free(&env);
+}
+
+/* ---- replies waiting for commands ---- */
+
+struct slurm_wait {
+    int fd[2];       /* the last command's end writes a byte to fd[1] */
+    int refs;        /* the reply and each command (the loop's thread only) */
+    int pending;     /* commands not yet ended */
+    size_t cur;      /* the result the next command answers (slurm_wait_at) */
+    json_t *body;    /* the reply */
+    json_t *results; /* in body: one result per job (NULL: body is the one job's) */
+    unsigned status;
+};
+
+struct slurm_wait *slurm_wait_new(void)
+{
+    struct slurm_wait *w = xcalloc(1, sizeof(*w));
+    if (pipe2(w->fd, O_CLOEXEC) < 0) {
+        free(w);
+        return NULL;
+    }
+    w->refs = 1;
+    w->status = 200;
+    return w;
+}
+
+void slurm_wait_at(struct slurm_wait *w, size_t index)
+{
+    if (w)
+        w->cur = index;
+}
+
+bool slurm_wait_pending(const struct slurm_wait *w)
+{
+    return w && w->pending > 0;
+}
+
+void slurm_wait_set(struct slurm_wait *w, json_t *body, unsigned status, json_t *results)
+{
+    json_decref(w->body);
+    w->body = body;
+    w->status = status;
+    w->results = results;
+}
+
+void slurm_wait_release(void *arg)
+{
+    struct slurm_wait *w = arg;
+    if (!w || --w->refs > 0)
+        return;
+    close(w->fd[0]);
+    close(w->fd[1]);
+    json_decref(w->body);
+    free(w);
+}
+
+json_t *slurm_wait_work(void *arg, unsigned *status)
+{
+    struct slurm_wait *w = arg;
+    char b;
+    ssize_t n;
+    do
+        n = read(w->fd[0], &b, 1);
+    while (n < 0 && errno == EINTR);
+    *status = w->status;
+    json_t *body = w->body;
+    w->body = NULL;
+    return body;
+}
+
+/* c, a command a reply waits for (w), has been started. */
+static void wait_attach(struct child *c, struct slurm_wait *w)
+{
+    if (!w)
+        return;
+    c->wait = w;
+    c->wait_index = w->cur;
+    w->refs++;
+    w->pending++;
+}
+
+/* The command of c has ended (ok: it succeeded; slurm_said: what Slurm did, or NULL):
+ * its result in the waiting reply says so; the last one lets the reply go. */
+static void wait_answer(struct child *c, bool ok, const char *slurm_said)
+{
+    struct slurm_wait *w = c->wait;
+    if (!w)
+        return;
+    c->wait = NULL;
+    json_t *entry = w->results ? json_array_get(w->results, c->wait_index) : w->body;
+    if (ok) {
+        if (slurm_said && json_is_object(entry))
+            json_object_set_new(entry, "slurm", json_string(slurm_said));
+    } else {
+        char *why = first_line(c);
+        json_t *err = json_pack("{s:s}", "error", *why ? why : "the Slurm command failed");
+        free(why);
+        if (w->results) { /* as route_bulk says a refused id */
+            json_object_set_new(err, "id", json_integer(c->job_id));
+            json_object_set_new(err, "status", json_integer(409));
+            json_array_set_new(w->results, c->wait_index, err);
+        } else {
+            slurm_wait_set(w, err, 409, NULL);
+        }
+    }
+    if (--w->pending == 0) {
+        ssize_t n;
+        do
+            n = write(w->fd[1], "", 1);
+        while (n < 0 && errno == EINTR);
+    }
+    slurm_wait_release(w);
 }
 
 /* ---- cancelling ---- */
 
 static void scancel_done_cb(struct child *c, bool ok)
 {
+    struct job *j = jobs_get(c->d->jobs, c->job_id);
+    char *said = NULL;
+    if (ok && c->wait)
+        said = j && j->state == JOB_RUNNING && j->backend_reason /* Slurm had not started it */
+                   ? xasprintf("scancel: job %lld removed from Slurm's queue",
+                               (long long)j->backend_id)
+                   : xasprintf("scancel: job %lld signalled; CG until Slurm has stopped it",
+                               j ? (long long)j->backend_id : 0LL);
+    wait_answer(c, ok, said);
+    free(said);
     if (!ok) {
         char *why = first_line(c);
         log_warn("job %lld: scancel failed: %s", (long long)c->job_id, why);
@@ -330,10 +497,8 @@ static void scancel_done_cb(struct child *c, bool ok)
     }
 }
 
-void slurm_signal(struct gflowd *d, struct job *j, int sig)
+static int run_scancel(struct gflowd *d, struct job *j, int sig, struct slurm_wait *w)
 {
-    if (j->backend_id <= 0)
-        return; /* not in Slurm yet: submitted_cb or the poll cancels it when it is */
     struct strvec argv;
     strvec_init(&argv);
     strvec_push(&argv, "scancel");
@@ -341,11 +506,29 @@ void slurm_signal(struct gflowd *d, struct job *j, int sig)
         strvec_pushf(&argv, "--signal=%d", sig);
     strvec_pushf(&argv, "%lld", (long long)j->backend_id);
     struct child *c = child_new(d, j->id, scancel_done_cb);
-    if (child_run(c, argv.v, NULL) < 0) {
+    int rc = child_run(c, argv.v, NULL);
+    if (rc < 0) {
         log_error("job %lld: cannot run scancel: %s", (long long)j->id, strerror(errno));
         child_free(c);
+    } else {
+        wait_attach(c, w);
     }
     strvec_free(&argv);
+    return rc;
+}
+
+char *slurm_cancel(struct gflowd *d, struct job *j, struct slurm_wait *w)
+{
+    if (run_scancel(d, j, SIGTERM, w) < 0)
+        return xasprintf("cannot run scancel: %s", strerror(errno));
+    return NULL;
+}
+
+void slurm_signal(struct gflowd *d, struct job *j, int sig)
+{
+    if (j->backend_id <= 0)
+        return; /* not in Slurm yet: submitted_cb or the poll cancels it when it is */
+    run_scancel(d, j, sig, NULL);
 }
 
 void slurm_signal_cb(void *arg, struct job *j, int sig)
@@ -362,6 +545,7 @@ static void scontrol_done_cb(struct child *c, bool ok)
     struct gflowd *d = c->d;
     struct slurm_backend *sl = d->slurm;
     struct job *j = jobs_get(d->jobs, c->job_id);
+    wait_answer(c, ok, NULL); /* (sent once this returns: the record follows first) */
     if (!ok) {
         char *why = first_line(c);
         log_warn("job %lld: scontrol failed: %s", (long long)c->job_id, why);
@@ -387,7 +571,8 @@ static void scontrol_done_cb(struct child *c, bool ok)
         log_error("job %lld: cannot store its update", (long long)j->id);
 }
 
-static char *run_scontrol(struct gflowd *d, struct job *j, struct strvec *argv, json_t *update)
+static char *run_scontrol(struct gflowd *d, struct job *j, struct strvec *argv, json_t *update,
+                          struct slurm_wait *w)
 {
     struct child *c = child_new(d, j->id, scontrol_done_cb);
     c->update = update ? json_incref(update) : NULL;
@@ -396,6 +581,7 @@ static char *run_scontrol(struct gflowd *d, struct job *j, struct strvec *argv, 
         child_free(c);
         return why;
     }
+    wait_attach(c, w);
     return NULL;
 }
 
@@ -409,7 +595,7 @@ static char *not_in_slurm(const struct job *j, const char *what)
     return NULL;
 }
 
-char *slurm_hold(struct gflowd *d, struct job *j, bool hold)
+char *slurm_hold(struct gflowd *d, struct job *j, bool hold, struct slurm_wait *w)
 {
     char *why = not_in_slurm(j, hold ? "hold" : "release");
     if (why)
@@ -425,7 +611,7 @@ char *slurm_hold(struct gflowd *d, struct job *j, bool hold)
      * root would be an admin's (JobHeldAdmin). */
     strvec_push(&argv, hold ? "uhold" : "release");
     strvec_pushf(&argv, "%lld", (long long)j->backend_id);
-    why = run_scontrol(d, j, &argv, NULL);
+    why = run_scontrol(d, j, &argv, NULL, w);
     strvec_free(&argv);
     if (!why)
         log_info("job %lld: scontrol %s %lld", (long long)j->id, hold ? "uhold" : "release",
@@ -433,7 +619,7 @@ char *slurm_hold(struct gflowd *d, struct job *j, bool hold)
     return why;
 }
 
-char *slurm_update(struct gflowd *d, struct job *j, json_t *over)
+char *slurm_update(struct gflowd *d, struct job *j, json_t *over, struct slurm_wait *w)
 {
     char *why = not_in_slurm(j, "update");
     if (why)
@@ -462,14 +648,66 @@ char *slurm_update(struct gflowd *d, struct job *j, json_t *over)
     if ((v = json_object_get(over, JOB_KEY_NAME)))
         strvec_pushf(&argv, "JobName=%s", json_string_value(v));
     if ((v = json_object_get(over, JOB_KEY_TIME_LIMIT))) {
-        long long s = (long long)json_integer_value(v);
+        /* whole minutes, as at submit: the record is what Slurm enforces */
+        long long s = (long long)slurm_round_limit(json_integer_value(v));
+        json_object_set_new(over, JOB_KEY_TIME_LIMIT, json_integer(s));
         strvec_pushf(&argv, "TimeLimit=%lld:%02lld:%02lld", s / 3600, s / 60 % 60, s % 60);
     }
     if ((v = json_object_get(over, JOB_KEY_PRIORITY)) || (v = json_object_get(over, JOB_KEY_NICE)))
         strvec_pushf(&argv, "Nice=%d", slurmspec_nice((int)json_integer_value(v)));
-    why = run_scontrol(d, j, &argv, over);
+    why = run_scontrol(d, j, &argv, over, w);
     strvec_free(&argv);
     return why;
+}
+
+/* ---- time limits: whole minutes ---- */
+
+int64_t slurm_round_limit(int64_t secs)
+{
+    return secs > 0 && secs % 60 ? (secs / 60 + 1) * 60 : secs;
+}
+
+json_t *slurm_round_limits(const struct gflowd *d, struct job **jobs, size_t n)
+{
+    if (!daemon_on_slurm(d))
+        return NULL;
+    json_t *warnings = NULL;
+    for (size_t i = 0; i < n; i++) {
+        int64_t was = jobs[i]->time_limit, now = slurm_round_limit(was);
+        if (now == was)
+            continue;
+        jobs[i]->time_limit = now;
+        if (!warnings)
+            warnings = json_array();
+        char *note =
+            xasprintf("time limit %lld:%02lld:%02lld rounded up to %lld:%02lld:%02lld: "
+                      "Slurm counts whole minutes",
+                      (long long)(was / 3600), (long long)(was / 60 % 60), (long long)(was % 60),
+                      (long long)(now / 3600), (long long)(now / 60 % 60), (long long)(now % 60));
+        if (json_array_size(warnings) < 10) /* an array of 1000 tasks says it once */
+            json_array_append_new(warnings, json_string(note));
+        free(jobs[i]->backend_note); /* gjob show's SlurmNote */
+        jobs[i]->backend_note = note;
+    }
+    if (warnings && json_array_size(warnings) > 1) { /* the same words for every task */
+        json_t *first = json_incref(json_array_get(warnings, 0));
+        json_t *all = json_array();
+        const char *w0 = json_string_value(first);
+        bool same = true;
+        size_t k;
+        json_t *w;
+        json_array_foreach (warnings, k, w)
+            same = same && strcmp(json_string_value(w), w0) == 0;
+        if (same) {
+            json_array_append(all, first);
+            json_decref(warnings);
+            warnings = all;
+        } else {
+            json_decref(all);
+        }
+        json_decref(first);
+    }
+    return warnings;
 }
 
 /* ---- the poll ---- */
@@ -490,12 +728,15 @@ static void apply_info(struct gflowd *d, struct job *j, const struct slurm_job_i
     enum job_reason reason;
     const char *detail;
     if (slurmspec_ended(s, j->end_request == JOB_END_CANCEL, &state, &reason, &detail)) {
-        if (s->start_time > 0)
+        /* Slurm gives a job cancelled while pending a StartTime (its end) but no run
+         * time: it never started, so it has no start and no exit code. */
+        bool ran = j->start_time > 0 || s->ran;
+        if (ran && s->start_time > 0)
             j->start_time = s->start_time;
         if (s->end_time > 0)
             j->end_time = s->end_time;
-        j->exit_code = s->exit_signal ? -1 : s->exit_code;
-        j->signal = s->exit_signal;
+        j->exit_code = !ran || s->exit_signal ? -1 : s->exit_code;
+        j->signal = ran ? s->exit_signal : 0;
         int64_t failed = state == JOB_CANCELLED && j->end_request != JOB_END_CANCEL
                              ? failed_dependency(j, s)
                              : 0;
@@ -809,6 +1050,7 @@ void slurm_stop(struct gflowd *d)
         return;
     loop_cancel_timer(sl->poll_timer);
     free(sl->backlog);
+    free(sl->busy_uids);
     free(sl->fresh);
     free(sl->asked.sids);
     free(sl->tag);

@@ -16,6 +16,7 @@
 #include "job.h"
 
 struct gflowd;
+struct slurm_wait;
 
 /* Starts the poll (after the jobs are loaded). The first poll also reconciles: an R job
  * Slurm does not know (gflowd stopped before its sbatch ran or answered) is submitted
@@ -31,11 +32,39 @@ void slurm_signal(struct gflowd *d, struct job *j, int sig);
  * (job_backend_pending): scontrol uhold|release <its Slurm id>, run in the background
  * (the next poll shows Slurm's reason). NULL, or why it cannot be done (one line, a
  * 409; caller frees). */
-char *slurm_hold(struct gflowd *d, struct job *j, bool hold);
+char *slurm_hold(struct gflowd *d, struct job *j, bool hold, struct slurm_wait *w);
 /* gjob update of j, an R job in Slurm: only its name, time limit and priority (nice) can
  * change there (scontrol update JobId=<id> JobName= TimeLimit= Nice=); gflow's record
  * follows once scontrol has succeeded. NULL, or why not (one line, a 409). */
-char *slurm_update(struct gflowd *d, struct job *j, json_t *over);
+char *slurm_update(struct gflowd *d, struct job *j, json_t *over, struct slurm_wait *w);
+/* gcancel of j, an R job in Slurm: scancel, w (may be NULL) answered when it has
+ * returned. NULL, or why scancel cannot be run (then w is not used). */
+char *slurm_cancel(struct gflowd *d, struct job *j, struct slurm_wait *w);
+
+/* Slurm counts time limits in minutes: on the slurm backend each of jobs[0..n) whose
+ * limit is not whole minutes gets the next whole minute (what Slurm enforces, and what
+ * gflow records). A JSON array of the warnings to pass on (one per limit rounded), or NULL
+ * (none, or another backend). */
+json_t *slurm_round_limits(const struct gflowd *d, struct job **jobs, size_t n);
+/* secs rounded up to whole minutes (Slurm's unit). */
+int64_t slurm_round_limit(int64_t secs);
+
+/* A reply that waits for Slurm commands (scontrol hold/release/update, scancel) to have
+ * returned: the route makes one (slurm_wait_new; NULL: no pipe, then nothing waits),
+ * passes it to the backend's calls, each for the result at slurm_wait_at's index, sets
+ * the reply's body with slurm_wait_set and, when slurm_wait_pending, defers its reply on
+ * a worker thread (reply_defer(rep, slurm_wait_work, w, slurm_wait_release)) that sleeps
+ * on a pipe the last command's end writes to: the event loop goes on meanwhile. A command
+ * that fails turns its result into a 409 with its own error text; a cancel's result gets
+ * "slurm": what Slurm did. Else the route answers at once and slurm_wait_release(w). */
+struct slurm_wait *slurm_wait_new(void);
+void slurm_wait_at(struct slurm_wait *w, size_t index);
+/* body (stolen) with status; results: body's array of per-job results (NULL: body is
+ * the one job's result). */
+void slurm_wait_set(struct slurm_wait *w, json_t *body, unsigned status, json_t *results);
+bool slurm_wait_pending(const struct slurm_wait *w);
+json_t *slurm_wait_work(void *arg, unsigned *status); /* a reply_work_fn */
+void slurm_wait_release(void *arg);                   /* its free_arg */
 
 /* After a lost transaction: the jobs are read back from the store (their Slurm ids with
  * them), and the next poll reconciles them as after a restart. If the store cannot be

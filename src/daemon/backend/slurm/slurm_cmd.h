@@ -21,8 +21,11 @@ struct child {
     child_done_cb done;
     struct gflowd *d;
     int64_t job_id;
-    char *script_path; /* sbatch's batch script, removed after */
-    json_t *update;    /* scontrol update: the gflow fields it changes */
+    char *script_path;       /* sbatch's batch script, removed after */
+    json_t *update;          /* scontrol update: the gflow fields it changes */
+    struct slurm_wait *wait; /* a reply waiting for the command (NULL: none) */
+    size_t wait_index;       /* its result there */
+    int64_t uid;             /* sbatch: the job's owner (submissions are one at a time each) */
 };
 
 /* Frees c (its batch script removed); after done, or instead of child_run. */
