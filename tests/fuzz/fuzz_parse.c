@@ -25,6 +25,7 @@
 
 #include "fuzz.h"
 #include "parse.h"
+#include "timefmt.h"
 #include "util.h"
 
 #define FUZZ_NOW 1700000000.0
