@@ -228,6 +228,8 @@ static void drain_backlog(struct gflowd *d)
         else
             submit(d, j);
     }
+    if (i == 0)
+        return; /* nothing looked at (and maybe no backlog array at all) */
     memmove(sl->backlog + keep, sl->backlog + i, (sl->backlog_len - i) * sizeof(*sl->backlog));
     sl->backlog_len = keep + (sl->backlog_len - i);
 }
