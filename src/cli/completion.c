@@ -303,6 +303,26 @@ static void ps_word(const char *w, const void *arg)
            w, kind, w);
 }
 
+/* Calls emit for every table entry under the key powershell and elvish look words up by
+ * ("gjob", "gjob;show"), and for each program's "completion" subcommand. */
+static void each_keyed_entry(void (*emit)(const char *key, const char *subs, const char *flags))
+{
+    char subs[512], key[128];
+    for (size_t i = 0; i < COMPLETION_COUNT; i++) {
+        const struct completion_entry *e = &completion_table[i];
+        entry_subs(e, subs, sizeof(subs));
+        if (e->sub)
+            snprintf(key, sizeof(key), "%s;%s", e->cmd, e->sub);
+        else
+            snprintf(key, sizeof(key), "%s", e->cmd);
+        emit(key, subs, e->flags);
+        if (!e->sub) {
+            snprintf(key, sizeof(key), "%s;completion", e->cmd);
+            emit(key, COMPLETION_SHELLS, COMPLETION_FLAGS);
+        }
+    }
+}
+
 static void ps_case(const char *key, const char *subs, const char *flags)
 {
     printf("        '%s' {\n", key);
@@ -346,20 +366,7 @@ static void completion_powershell(void)
            "        }) -join ';'\n"
            "\n"
            "    $completions = @(switch ($command) {\n");
-    char subs[512], key[128];
-    for (size_t i = 0; i < COMPLETION_COUNT; i++) {
-        const struct completion_entry *e = &completion_table[i];
-        entry_subs(e, subs, sizeof(subs));
-        if (e->sub)
-            snprintf(key, sizeof(key), "%s;%s", e->cmd, e->sub);
-        else
-            snprintf(key, sizeof(key), "%s", e->cmd);
-        ps_case(key, subs, e->flags);
-        if (!e->sub) {
-            snprintf(key, sizeof(key), "%s;completion", e->cmd);
-            ps_case(key, COMPLETION_SHELLS, COMPLETION_FLAGS);
-        }
-    }
+    each_keyed_entry(ps_case);
     printf("    })\n"
            "\n"
            "    $completions.Where{ $_.CompletionText -like \"$wordToComplete*\" } |\n"
@@ -392,20 +399,7 @@ static void completion_elvish(void)
            "use str\n"
            "\n"
            "var gflow-words = [\n");
-    char subs[512], key[128];
-    for (size_t i = 0; i < COMPLETION_COUNT; i++) {
-        const struct completion_entry *e = &completion_table[i];
-        entry_subs(e, subs, sizeof(subs));
-        if (e->sub)
-            snprintf(key, sizeof(key), "%s;%s", e->cmd, e->sub);
-        else
-            snprintf(key, sizeof(key), "%s", e->cmd);
-        elvish_entry(key, subs, e->flags);
-        if (!e->sub) {
-            snprintf(key, sizeof(key), "%s;completion", e->cmd);
-            elvish_entry(key, COMPLETION_SHELLS, COMPLETION_FLAGS);
-        }
-    }
+    each_keyed_entry(elvish_entry);
     printf("]\n"
            "\n"
            "fn gflow-complete {|@words|\n"
