@@ -244,7 +244,10 @@ double stats_percentile(double *v, size_t n, double p)
 /* A JSON number rounded to ms (or to 1e-6 for rates and hours), or null without data. */
 static json_t *rounded(double v, double unit, bool have)
 {
-    return have ? json_real(round(v / unit) * unit) : json_null();
+    /* Divided by the whole scale, not multiplied by the unit: 9 * 1e-3 is
+     * 0.009000000000000001, 9 / 1000.0 the double nearest 0.009, printed "0.009". */
+    double scale = round(1.0 / unit);
+    return have ? json_real(round(v * scale) / scale) : json_null();
 }
 
 /* A failed or cancelled job's reason as gqueue shows it; "None" when it has none. */
