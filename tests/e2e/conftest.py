@@ -641,3 +641,20 @@ def parse_show_parts(text):
     if cur:
         jobs.append(cur)
     return jobs
+
+
+@pytest.fixture
+def throwaway_user():
+    """A user made for this test alone (no home, no groups of its own beyond its group),
+    removed afterwards. Request it before make_gflow, so that the sandbox (and every
+    process of the user's) is gone before the user is removed."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to add a user and run jobs as it")
+    name = f"gft{os.getpid() % 100000}"
+    subprocess.run(["useradd", "-M", "-d", "/nonexistent", "-s", "/bin/sh", "-U", name],
+                   check=True, capture_output=True)
+    try:
+        yield pwd.getpwnam(name)
+    finally:
+        cp = subprocess.run(["userdel", name], capture_output=True, text=True)
+        assert cp.returncode == 0, cp.stderr

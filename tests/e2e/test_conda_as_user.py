@@ -3,30 +3,10 @@
 "not found", in the same words as one that does not exist, so a user learns nothing
 about files they could not read. Needs root: it makes a throwaway user (removed after)."""
 import os
-import pwd
-import subprocess
 
-import pytest
 
 from conftest import as_user
 from test_shim import fake_conda, make_env
-
-
-@pytest.fixture
-def throwaway_user():
-    """A user made for this test alone (no home, no groups of its own beyond its group),
-    removed afterwards. Request it before make_gflow, so that the sandbox (and every
-    process of the user's) is gone before the user is removed."""
-    if os.geteuid() != 0:
-        pytest.skip("needs root to add a user and run jobs as it")
-    name = f"gfc{os.getpid() % 100000}"
-    subprocess.run(["useradd", "-M", "-d", "/nonexistent", "-s", "/bin/sh", "-U", name],
-                   check=True, capture_output=True)
-    try:
-        yield pwd.getpwnam(name)
-    finally:
-        cp = subprocess.run(["userdel", name], capture_output=True, text=True)
-        assert cp.returncode == 0, cp.stderr
 
 
 def test_conda_paths_only_root_can_see_are_not_found(throwaway_user, make_gflow):

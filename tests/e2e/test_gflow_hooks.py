@@ -5,8 +5,6 @@ from running (F PrologFailed), a failing post hook makes it F EpilogFailed with 
 exit code kept, a hook past hooks.timeout is killed and has failed, and the post hook
 runs after a cancel too. The tests that switch users need root (a throwaway user)."""
 import os
-import pwd
-import subprocess
 
 import pytest
 
@@ -23,22 +21,6 @@ def hooks_env(pre=None, post=None, timeout=None, **more):
     if timeout is not None:
         env["GFLOW_HOOKS__TIMEOUT"] = timeout
     return env
-
-
-@pytest.fixture
-def throwaway_user():
-    """A user made for this test alone, removed afterwards. Request it before
-    make_gflow, so that the sandbox (and every process of the user's) is gone first."""
-    if os.geteuid() != 0:
-        pytest.skip("needs root to add a user and run jobs as it")
-    name = f"gfh{os.getpid() % 100000}"
-    subprocess.run(["useradd", "-M", "-d", "/nonexistent", "-s", "/bin/sh", "-U", name],
-                   check=True, capture_output=True)
-    try:
-        yield pwd.getpwnam(name)
-    finally:
-        cp = subprocess.run(["userdel", name], capture_output=True, text=True)
-        assert cp.returncode == 0, cp.stderr
 
 
 def test_hooks_run_as_the_jobs_user_with_its_variables(throwaway_user, make_gflow):
