@@ -35,11 +35,11 @@ check: build
 	$(MAKE) fuzz-smoke
 
 # The slurm backend against a real single-node Slurm cluster that tests/slurm starts in a
-# temp dir (Debian's munge, slurmctld, slurmd); not part of check. Needs root (Slurm's
-# daemons run as root there).
+# temp dir (Debian's munge, slurmctld, slurmd), one per pytest worker; CI (.ci/run) runs it
+# after check. Needs root (Slurm's daemons run as root there).
 check-slurm: build
 	@scripts/install-deps.sh --slurm
-	GFLOW_BUILD_DIR=$(abspath $(BUILD)) $(PYTEST) -q tests/slurm
+	GFLOW_BUILD_DIR=$(abspath $(BUILD)) $(PYTEST) -q -n $(E2E_WORKERS) tests/slurm
 
 $(ASAN_BUILD)/build.ninja:
 	meson setup $(ASAN_BUILD) $(MESON_FLAGS) -Db_sanitize=address,undefined -Db_lundef=false --buildtype=debug

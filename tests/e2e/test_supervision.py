@@ -503,7 +503,9 @@ def test_standby_shim_job_cgroup_over_a_leftover_of_its_name(make_gflow, busy):
     squatters = []
     try:
         for leftover in leftovers.values():
-            leftover.mkdir()
+            # exist_ok: a job 2 of an earlier test's daemon may have left one behind
+            # under a pid that has come round again; it is just as much a leftover.
+            leftover.mkdir(exist_ok=True)
             if busy:
                 squatters.append(subprocess.Popen(["sleep", "300"]))
                 (leftover / "cgroup.procs").write_text(str(squatters[-1].pid))

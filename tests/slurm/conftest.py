@@ -1,6 +1,7 @@
 """Fixtures of tests/slurm (make check-slurm): one throwaway Slurm cluster for the
-session (cluster.py) and, per test, a gflow daemon in slurm mode submitting to it, in a
-sandbox made by the e2e harness (tests/e2e/conftest.py, loaded under another name)."""
+session (cluster.py; one per worker under pytest -n) and, per test, a gflow daemon in
+slurm mode submitting to it, in a sandbox made by the e2e harness (tests/e2e/conftest.py,
+loaded under another name)."""
 import importlib.util
 import shutil
 import tempfile
@@ -14,6 +15,16 @@ e2e = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(e2e)
 
 from cluster import SlurmCluster, missing_programs  # noqa: E402
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "long: a test that waits out Slurm's one-minute time limit")
+
+
+def pytest_collection_modifyitems(items):
+    """The long test first: under -n (make check-slurm) each worker has its own cluster,
+    and the other tests share out among the workers while one waits out Slurm's minute."""
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)
 
 
 @pytest.fixture(scope="session")

@@ -4,6 +4,8 @@ Each test submits through gflow's own commands and checks what gflow reports and
 Slurm did (its job's state, comment tag and environment)."""
 import time
 
+import pytest
+
 from conftest import e2e
 
 TERMINAL = e2e.TERMINAL
@@ -177,6 +179,7 @@ def test_cancel_reaches_slurm(sgflow, cluster):
                  "Slurm to cancel it", timeout=JOB_TIMEOUT)
 
 
+@pytest.mark.long
 def test_time_limit_is_timeout(sgflow):
     jid = sgflow.submit("--time", "1", "sleep 300")  # minutes: Slurm's smallest useful unit
     job = sgflow.wait_state(jid, timeout=150)
