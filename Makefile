@@ -36,8 +36,9 @@ check: build
 
 # The slurm backend against a real single-node Slurm cluster that tests/slurm starts in a
 # temp dir (Debian's munge, slurmctld, slurmd), one per pytest worker; CI (.ci/run) runs it
-# after check. Needs root (Slurm's daemons run as root there).
-check-slurm: build
+# beside check. Needs root (Slurm's daemons run as root there). CHECK_BUILT=1: the tree is
+# built already and another make is using it (.ci/run), so no ninja here.
+check-slurm: $(if $(CHECK_BUILT),,build)
 	@scripts/install-deps.sh --slurm
 	GFLOW_BUILD_DIR=$(abspath $(BUILD)) $(PYTEST) -q -n $(E2E_WORKERS) tests/slurm
 
