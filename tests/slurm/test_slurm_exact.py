@@ -73,12 +73,25 @@ def test_time_limit_rounded_up_to_whole_minutes(sgflow, cluster):
     g.run("gcancel", jid, check=True)
 
 
-def test_hold_update_cancel_answer_after_slurm(make_slurm_gflow, cluster):
-    g = make_slurm_gflow()
+def _slow_slurm_commands(tmp_path, cluster):
+    """A PATH whose scontrol and scancel take a second before they do anything: an answer
+    given before they have returned shows as Slurm not having acted yet."""
+    slow = tmp_path / "slow-bin"
+    slow.mkdir()
+    for name in ("scontrol", "scancel"):
+        real = shutil.which(name, path=cluster.env["PATH"])
+        (slow / name).write_text(f'#!/bin/sh\nsleep 1\nexec {real} "$@"\n')
+        (slow / name).chmod(0o755)
+    return f"{slow}:{cluster.env['PATH']}"
+
+
+def test_hold_update_cancel_answer_after_slurm(make_slurm_gflow, cluster, tmp_path):
+    g = make_slurm_gflow(env={"PATH": _slow_slurm_commands(tmp_path, cluster)})
     big = _fill_node(g)
     small = _pending(g)
     sid = g.job(small)["slurm_id"]
-    # When gjob hold returns, Slurm holds it already (no waiting for a poll).
+    # When gjob hold returns, Slurm holds it already (no waiting for a poll), however long
+    # scontrol takes.
     g.run("gjob", "hold", small, check=True)
     assert cluster.job_field(sid, "Reason") == "JobHeldUser"
     g.run("gjob", "release", small, check=True)
@@ -86,8 +99,9 @@ def test_hold_update_cancel_answer_after_slurm(make_slurm_gflow, cluster):
     g.run("gjob", "update", small, "--name", "renamed", check=True)
     assert cluster.job_field(sid, "JobName") == "renamed"
     assert g.job(small)["name"] == "renamed"
-    g.run("gcancel", big, check=True)
     g.run("gcancel", small, check=True)
+    assert cluster.job_field(sid, "JobState") == "CANCELLED"
+    g.run("gcancel", big, check=True)
 
 
 def test_slurm_refusal_is_the_commands_error(make_slurm_gflow, cluster, tmp_path):
@@ -106,8 +120,9 @@ def test_slurm_refusal_is_the_commands_error(make_slurm_gflow, cluster, tmp_path
     assert cp.returncode != 0, cp
     assert "Access/permission denied" in cp.stderr, cp.stderr
     assert len(cp.stderr.strip().splitlines()) == 1, cp.stderr
-    g.run("gcancel", big, check=True)
     g.run("gcancel", small, check=True)
+    assert cluster.job_field(sid, "JobState") == "CANCELLED"
+    g.run("gcancel", big, check=True)
 
 
 def test_array_tasks_reach_slurm_in_order(sgflow, cluster):
