@@ -86,6 +86,7 @@ static bool peer_gone(const char *msg)
     static const char *const gone[] = {
         "closed by remote peer",
         "The socket is not connected",
+        "The socket is no longer available for sending",
         "Failed to send data in request",
         "Socket has been disconnected when reading",
         "Connection was closed by remote side",
@@ -392,10 +393,10 @@ int web_run(const struct web_opts *o)
     /* A thread per browser connection: a proxied event stream blocks on its read. */
     struct MHD_Daemon *mhd = MHD_start_daemon(
         MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0,
-        NULL, NULL, handle, &w, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned)WEB_MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)WEB_IDLE_SECS,
-        MHD_OPTION_NOTIFY_CONNECTION, web_conns_notify_cb, NULL, MHD_OPTION_NOTIFY_COMPLETED,
-        completed, NULL, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END);
+        NULL, NULL, handle, &w, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, /* first: for all */
+        MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT, (unsigned)WEB_MAX_CONNECTIONS,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)WEB_IDLE_SECS, MHD_OPTION_NOTIFY_CONNECTION,
+        web_conns_notify_cb, NULL, MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_END);
     if (!mhd) {
         fprintf(stderr, "gflowd: web: cannot start the HTTP server\n");
         close(fd);

@@ -13,11 +13,10 @@ const COLUMNS = [
   ["reason", "Reason"], ["expected_start", "Expected start"], ["submit_time", "Submitted"],
   ["command", "Command"],
 ];
-const CHUNK = 200; // rows made at a time
+const CHUNK = 60; // rows made at a time: a screenful and some more
 const STATE_ORDER = ["R", "CG", "PD", "H", "CD", "F", "CA", "TO"];
 
 const view = { scope: "active", text: "", sortKey: "id", desc: false, open: new Set() };
-const collator = new Intl.Collator(undefined, { numeric: true });
 const now = () => Date.now() / 1000;
 
 // Running (or ended): how long it ran. Queued or held: nothing.
@@ -41,11 +40,22 @@ function value(j, key, t) {
   return j[key];
 }
 
+// Sort keys, made once per row: numbers stay numbers, the rest lower-cased text.
+function key(v) {
+  if (v === null || v === undefined || typeof v === "number") return v;
+  return String(v).toLowerCase();
+}
+
+// Nulls last; numbers before text; text by code point (a collator's compare costs ten
+// times as much, and 10,000 rows take 130,000 comparisons).
 function cmp(a, b) {
   if (a === b) return 0;
   if (a === null || a === undefined) return 1;
   if (b === null || b === undefined) return -1;
-  return typeof a === "number" && typeof b === "number" ? a - b : collator.compare(String(a), String(b));
+  const na = typeof a === "number", nb = typeof b === "number";
+  if (na && nb) return a - b;
+  if (na !== nb) return na ? -1 : 1;
+  return a < b ? -1 : 1;
 }
 
 // The jobs as rows: a job alone, or an array (its tasks, by group_id) as one item.
@@ -173,7 +183,7 @@ export function queuePage(main) {
     shownJobs = jobs.filter(match);
     const list = items(shownJobs);
     // Keys are read once per row, not once per comparison.
-    const keyed = list.map((it) => [value(it.job || it.tasks[0], view.sortKey, t), it]);
+    const keyed = list.map((it) => [key(value(it.job || it.tasks[0], view.sortKey, t)), it]);
     const dir = view.desc ? -1 : 1;
     keyed.sort((a, b) => cmp(a[0], b[0]) * dir);
     rows = [];
@@ -276,7 +286,7 @@ export function queuePage(main) {
   load();
   // More rows as the end of the table comes into view.
   const seen = new IntersectionObserver((es) => { if (es.some((e) => e.isIntersecting)) grow(); },
-    { rootMargin: "400px" });
+    { rootMargin: "800px" });
   seen.observe(foot);
   // The clocks of the rows made: elapsed and wait move on without a reload.
   const tick = setInterval(() => {
