@@ -67,11 +67,13 @@ function timeTicks(since, until) {
   return ticks;
 }
 
-function timeAxis(since, until, px, y) {
+// A label near the right edge ends at its tick, so that it is not cut off.
+function timeAxis(since, until, px, y, right) {
   return s("g", { class: "time-axis", "aria-hidden": "true" },
     ...timeTicks(since, until).flatMap(([t, label]) => [
       s("line", { class: "axis", x1: px(t).toFixed(1), y1: y, x2: px(t).toFixed(1), y2: y + 4 }),
-      s("text", { x: px(t).toFixed(1), y: y + 16, "text-anchor": "middle", "data-time": t }, label)]));
+      s("text", { x: px(t).toFixed(1), y: y + 16, "text-anchor": px(t) > right - 40 ? "end" : "middle",
+        "data-time": t }, label)]));
 }
 
 function utilChart(r) {
@@ -96,7 +98,7 @@ function utilChart(r) {
     s("line", { class: "axis", x1: 40, y1: H - 40, x2: W, y2: H - 40 }),
     s("line", { class: "axis", x1: 40, y1: 10, x2: 40, y2: H - 40 }),
     s("text", { x: 0, y: 16 }, "100%"), s("text", { x: 8, y: H - 40 }, "0%"),
-    timeAxis(r.since, r.until, px, H - 40), ...lines),
+    timeAxis(r.since, r.until, px, H - 40, W), ...lines),
     h("figcaption", { class: "legend" }, gpus.map((g, i) => h("span", null,
       h("span", { class: "swatch", "data-hue": i }), `GPU ${g.index} (mean ${Math.round(g.mean)} %)`))));
 }

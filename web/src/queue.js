@@ -119,7 +119,9 @@ function groupRow(g, t, sel) {
   box.indeterminate = some;
   const run = g.tasks.filter((j) => j.start_time && !j.end_time);
   const queued = g.tasks.filter((j) => !j.start_time && !j.end_time);
-  const longest = (list, f) => (list.length ? Math.max(...list.map((j) => f(j, t))) : null);
+  // The longest of the tasks', counting on from its start (or submission).
+  const earliest = (list, f) => (list.length ? Math.min(...list.map(f)) : null);
+  const ranFrom = earliest(run, (j) => j.start_time), waitFrom = earliest(queued, (j) => j.submit_time);
   return h("tr", { "data-group": g.group, class: "array" },
     h("td", { class: "sel" }, box),
     h("td", null, h("button", { type: "button", class: "expand", "data-group": g.group,
@@ -128,8 +130,8 @@ function groupRow(g, t, sel) {
     h("td", { class: "counts", "data-counts": counts(g.tasks).map(([s, n]) => `${s}:${n}`).join(" ") },
       ...counts(g.tasks).flatMap(([s, n]) => [stateBadge(s), ` ${n} `])),
     h("td", null, String(first.gpus || 0)),
-    h("td", { "data-field": "elapsed" }, run.length ? fmtDuration(longest(run, elapsed)) : ""),
-    h("td", { "data-field": "wait" }, queued.length ? fmtDuration(longest(queued, waited)) : ""),
+    clockCell("elapsed", ranFrom === null ? null : t - ranFrom, ranFrom),
+    clockCell("wait", waitFrom === null ? null : t - waitFrom, waitFrom),
     h("td", null, `${g.tasks.length} tasks`),
     h("td"), h("td", null, fmtTime(first.submit_time)),
     h("td", { class: "cmd", title: value(first, "command") }, value(first, "command")));
