@@ -8,9 +8,9 @@ in under 300 ms in headless Chromium.
 The browser is test_web.py's (chromedriver's W3C WebDriver over plain HTTP), here with
 Chromium's console log kept (goog:loggingPrefs) so that a test can read it.
 """
-import json
 import shutil
 import socket
+import subprocess
 import tempfile
 import time
 
@@ -28,7 +28,6 @@ class ConsoleBrowser(Browser):
 
     def __init__(self, profile, width=1280, height=1000):
         self.port = free_port()
-        import subprocess
         self.driver = subprocess.Popen([shutil.which("chromedriver"), f"--port={self.port}"],
                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.base = f"http://127.0.0.1:{self.port}"
@@ -259,8 +258,8 @@ def test_queue_arrays_columns_and_bulk_actions(web4p, cbrowser):
         for j in bulk:
             assert g.wait_state(j, state)["state"] == state
         if state != "CA":
-            wait_for(lambda: b.js(f"return [...document.querySelectorAll('#queue tbody "
-                                  f"[data-state]')].map(e => e.dataset.state).join()")
+            wait_for(lambda: b.js("return [...document.querySelectorAll('#queue tbody "
+                                  "[data-state]')].map(e => e.dataset.state).join()")
                      == ",".join([state] * 3), f"the page showing {state}", timeout=10)
     # Cancelled jobs leave the active view, and the selection.
     wait_for(lambda: b.js("return document.querySelectorAll('#queue tbody tr').length") == 0,
