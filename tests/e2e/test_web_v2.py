@@ -228,6 +228,18 @@ def test_queue_arrays_columns_and_bulk_actions(web4p, cbrowser):
     wait_for(lambda: b.js(cell % (queued, "wait")) != w0, "the wait to move on", timeout=12,
              interval=0.5)
     b.screenshot("v2-queue-array")
+    # An array's box takes its tasks; a task's box makes the array's dashed.
+    sel = "return document.getElementById('queue-selected').textContent"
+    b.click(b.find_all(f"{row} input[data-group]")[0])
+    assert b.js(sel) == "6 selected"
+    assert b.js("return [...document.querySelectorAll('tr.task input')].every(c => c.checked)")
+    b.click(b.find_all("tr.task input")[0])
+    assert b.js(sel) == "5 selected"
+    assert b.js(f"return document.querySelector('{row} input').indeterminate") is True
+    b.click(b.find_all(f"{row} input[data-group]")[0])  # dashed: checks all again
+    assert b.js(sel) == "6 selected"
+    b.click(b.find_all(f"{row} input[data-group]")[0])
+    assert b.js(sel) == "0 selected"
 
     # Bulk: the filter shows the three jobs, select all shown, hold, release, cancel.
     b.js("const f = document.getElementById('queue-filter'); f.value = 'bulk';"

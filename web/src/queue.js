@@ -176,6 +176,14 @@ export function queuePage(main) {
     for (const b of bulkButtons) b.disabled = selected.size === 0;
     allBox.checked = shownJobs.length > 0 && shownJobs.every((j) => selected.has(j.id));
     allBox.indeterminate = !allBox.checked && shownJobs.some((j) => selected.has(j.id));
+    // The arrays' boxes made so far: checked when all their tasks are, dashed when some.
+    for (const box of tbody.querySelectorAll("tr.array input[data-group]")) {
+      const g = rows.find((r) => r.group === Number(box.dataset.group));
+      if (!g) continue;
+      const n = g.tasks.filter((j) => selected.has(j.id)).length;
+      box.checked = n === g.tasks.length;
+      box.indeterminate = n > 0 && n < g.tasks.length;
+    }
   };
   const draw = () => {
     const t = now();
