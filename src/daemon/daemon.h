@@ -25,6 +25,7 @@ struct notifier;
 struct launcher;
 struct slurm_backend;
 struct userdb;
+struct gpu_recent;
 
 struct gflowd {
     struct gflow_config cfg;
@@ -38,6 +39,7 @@ struct gflowd {
     int log_dir_fd;              /* daemon.log_dir, held open (run/joblog.h); -1 before */
     struct resv_table *resv;     /* GPU reservations (gctl reserve; reservation_table.h) */
     struct gpu_samples *samples; /* GPU utilisation for gstats --gpu (gpu_samples.h) */
+    struct gpu_recent *recent;   /* the GPUs' last 10 minutes, in memory (gpu_recent.h) */
     struct notifier *notifier;   /* webhooks and e-mail (notify.h) */
     struct launcher *launcher;   /* what launching keeps between jobs (run/launch.h) */
     struct slurm_backend *slurm; /* the slurm backend's state; NULL: jobs run here */

@@ -34,6 +34,7 @@
 #include "files.h"
 #include "gflow_build.h"
 #include "gpu/gpu.h"
+#include "gpu/gpu_recent.h"
 #include "gpu/gpu_samples.h"
 #include "http/api.h"
 #include "http/events.h"
@@ -87,6 +88,7 @@ struct server {
     struct loop_timer *prune_timer;
     int64_t keep_count, keep_age, prune_cursor;
     struct gpu_samples samples; /* GPU utilisation for gstats --gpu (d->samples) */
+    struct gpu_recent recent;   /* the last 10 minutes, for the dashboard (d->recent) */
     /* While it starts: the daemon's lock (-1: not held yet), which a failed start empties
      * and releases before saying so, so that `gflowd up` returns with no holder named
      * (and a new start may follow at once); and whether gflowd is in its cgroup leaf,
@@ -190,6 +192,9 @@ static void record_gpu_samples(struct server *s)
 {
     struct gflowd *d = s->d;
     double now = now_mono();
+    double half = d->cfg.gpu_poll_interval_secs * 0.5;
+    if (s->recent.last <= 0 || now - s->recent.last >= half)
+        gpu_recent_take(&s->recent, gpu_current(d->gpus), now, now_wall());
     if (disk_full(d->disk) ||
         (s->samples.last > 0 && now - s->samples.last < d->cfg.gpu_poll_interval_secs * 0.5))
         return;
@@ -685,6 +690,7 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     if (gpu_samples_start(&s.samples, d->store, d->cfg.gpu_samples_max) < 0)
         startup_failed(&s, o, store_error(d->store));
     d->samples = &s.samples;
+    d->recent = &s.recent;
     if (loop_init() < 0 || setup_signals(d) < 0)
         startup_failed(&s, o, "cannot set up the event loop");
     d->jobs = jobs_new(d->store);
@@ -791,6 +797,8 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     d->resv = NULL;
     gpu_samples_free(&s.samples);
     d->samples = NULL;
+    gpu_recent_free(&s.recent);
+    d->recent = NULL;
     disk_free(d->disk);
     d->disk = NULL;
     jobs_free(d->jobs);

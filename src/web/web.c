@@ -18,6 +18,7 @@
 #include <pthread.h>
 #include <pwd.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,6 +75,40 @@ static bool secret_equal(const char *given, const char *secret)
     for (size_t i = 0; i < n; i++)
         diff |= (unsigned char)((i < len ? given[i] : 0) ^ secret[i]);
     return diff == 0;
+}
+
+/* libmicrohttpd's error lines, on stderr as before, but for the browser going away: a
+ * closed tab (its event stream, a kept-alive connection) is no error. */
+static bool peer_gone(const char *msg)
+{
+    /* libmicrohttpd 0.9/1.0: a send to a browser that has closed the connection, and a
+     * browser that closed it halfway through a request. */
+    static const char *const gone[] = {
+        "closed by remote peer",
+        "The socket is not connected",
+        "The socket is no longer available for sending",
+        "Failed to send data in request",
+        "Socket has been disconnected when reading",
+        "Connection was closed by remote side",
+        "Connection reset by peer",
+        "Broken pipe",
+    };
+    for (size_t i = 0; i < sizeof(gone) / sizeof(*gone); i++)
+        if (strstr(msg, gone[i]))
+            return true;
+    return false;
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    (void)cls;
+    char *msg = xvasprintf(fmt, ap);
+    size_t n = strlen(msg);
+    while (n && msg[n - 1] == '\n')
+        msg[--n] = '\0';
+    if (!peer_gone(msg))
+        fprintf(stderr, "gflowd: web: http: %s\n", msg);
+    free(msg);
 }
 
 static void security_headers(struct MHD_Response *r)
@@ -358,10 +393,10 @@ int web_run(const struct web_opts *o)
     /* A thread per browser connection: a proxied event stream blocks on its read. */
     struct MHD_Daemon *mhd = MHD_start_daemon(
         MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0,
-        NULL, NULL, handle, &w, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned)WEB_MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)WEB_IDLE_SECS,
-        MHD_OPTION_NOTIFY_CONNECTION, web_conns_notify_cb, NULL, MHD_OPTION_NOTIFY_COMPLETED,
-        completed, NULL, MHD_OPTION_END);
+        NULL, NULL, handle, &w, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, /* first: for all */
+        MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT, (unsigned)WEB_MAX_CONNECTIONS,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)WEB_IDLE_SECS, MHD_OPTION_NOTIFY_CONNECTION,
+        web_conns_notify_cb, NULL, MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_END);
     if (!mhd) {
         fprintf(stderr, "gflowd: web: cannot start the HTTP server\n");
         close(fd);

@@ -1,10 +1,11 @@
-// The GPU board: one card per GPU (memory, utilisation, temperature, what runs on it)
-// and the topology matrix. Redrawn on `gpu` events and every 10 s (utilisation moves
-// without events).
+// The GPU board: one card per GPU (memory, utilisation, temperature, what runs on it,
+// sparklines of its last ten minutes) and the topology matrix. Redrawn on `gpu` events
+// and every 10 s (utilisation moves without events).
 import { api, h, notice } from "./ui.js";
 import { subscribe } from "./events.js";
+import { gpuSparks } from "./spark.js";
 
-function card(g) {
+function card(g, samples) {
   const memPct = g.memory_total_mib ? (100 * g.memory_used_mib) / g.memory_total_mib : 0;
   const util = g.utilization_gpu ?? null;
   const procs = (g.processes || []).map((p) =>
@@ -26,6 +27,8 @@ function card(g) {
     h("div", null, `Temperature ${g.temperature_c ?? "?"} °C`,
       g.power_w !== null && g.power_w !== undefined ? ` · Power ${g.power_w} W` : ""),
     g.reason ? h("div", { class: "muted" }, g.reason) : null,
+    samples ? gpuSparks(samples.gpus.find((x) => x.index === g.index), samples.now,
+      samples.window_secs) : null,
     jobs.length ? h("div", null, "Jobs: ", ...jobs.flatMap((a, i) => (i ? [", ", a] : [a]))) : null,
     procs.length ? h("ul", { "aria-label": "processes" }, procs) : null);
 }
@@ -52,12 +55,12 @@ function slurmHead(b) {
 
 function topology(m, gpus) {
   if (!m || !m.length) return null;
-  return h("table", { "aria-label": "GPU topology (nvidia-smi topo -m)" },
+  return h("div", { class: "table-wrap" }, h("table", { "aria-label": "GPU topology (nvidia-smi topo -m)" },
     h("thead", null, h("tr", null, h("th", { scope: "col" }, ""),
       gpus.map((g) => h("th", { scope: "col" }, `GPU ${g.index}`)))),
     h("tbody", null, m.map((row, i) => h("tr", null,
       h("th", { scope: "row" }, `GPU ${gpus[i] ? gpus[i].index : i}`),
-      row.map((cell) => h("td", null, cell))))));
+      row.map((cell) => h("td", null, cell)))))));
 }
 
 export function gpusPage(main) {
@@ -68,8 +71,14 @@ export function gpusPage(main) {
   let stopped = false;
   const load = async () => {
     try {
-      const r = await api("GET", "/v1/gpus");
+      // The samples are an extra: a daemon without them still shows its board.
+      const [r, samples] = await Promise.all([api("GET", "/v1/gpus"),
+        api("GET", "/v1/gpus/samples").catch(() => null)]);
       if (stopped) return;
+      if (samples) {
+        const newest = Math.max(0, ...samples.gpus.flatMap((x) => x.samples.map((p) => p.time)));
+        samples.now = Math.max(Date.now() / 1000, newest);
+      }
       const b = r.backend;
       if (b && b.kind === "slurm") {
         head.textContent = slurmHead(b);
@@ -80,7 +89,7 @@ export function gpusPage(main) {
       head.textContent = [r.simulated ? "Simulated GPUs" : null,
         r.driver_version ? `driver ${r.driver_version}` : null,
         `allocation ${r.strategy}`, r.error].filter(Boolean).join(" · ");
-      board.replaceChildren(...r.gpus.map(card));
+      board.replaceChildren(...r.gpus.map((g) => card(g, samples)));
       topo.replaceChildren(topology(r.topology, r.gpus) || h("p", { class: "muted" }, "none"));
     } catch (e) {
       notice(e.message);

@@ -24,7 +24,8 @@ function barChart(groups, label) {
       s("text", { x: x + 6, y: i * (BAR + 6) + 15 }, String(g.jobs)));
   });
   return h("figure", null,
-    s("svg", { width: LEFT + WIDTH + 60, height: groups.length * (BAR + 6), role: "img",
+    s("svg", { width: LEFT + WIDTH + 60, height: groups.length * (BAR + 6), class: "fit",
+      viewBox: `0 0 ${LEFT + WIDTH + 60} ${groups.length * (BAR + 6)}`, role: "img",
       "aria-label": `${label}: ` + groups.map((g) => `${g.name} ${g.jobs} jobs`).join(", ") }, ...rows),
     h("figcaption", { class: "legend" }, ENDINGS.map(([, cls, name]) =>
       h("span", null, h("span", { class: `swatch ${cls}` }), name))));
@@ -40,18 +41,47 @@ function table(groups, total, first) {
     ["Failure rate", (g) => (g.failure_rate === null ? "—" : `${Math.round(g.failure_rate * 100)} %`)]];
   const tr = (g, tag) => h("tr", null, cols.map(([, f], i) =>
     h(i === 0 ? "th" : tag, i === 0 ? { scope: "row" } : null, f(g))));
-  return h("table", null,
+  return h("div", { class: "table-wrap" }, h("table", null,
     h("thead", null, h("tr", null, cols.map(([c]) => h("th", { scope: "col" }, c)))),
     h("tbody", null, groups.map((g) => tr(g, "td"))),
-    total ? h("tfoot", null, tr({ ...total, name: "total" }, "td")) : null);
+    total ? h("tfoot", null, tr({ ...total, name: "total" }, "td")) : null));
+}
+
+// Ticks of the time axis: the first step that gives at most 6 of them, on local round
+// hours or local midnights.
+const STEPS = [600, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 86400, 2 * 86400, 7 * 86400];
+function timeTicks(since, until) {
+  const step = STEPS.find((st) => (until - since) / st <= 6) || STEPS[STEPS.length - 1];
+  const d = new Date(since * 1000);
+  if (step >= 86400) d.setHours(0, 0, 0, 0); else d.setMinutes(0, 0, 0);
+  let t = d.getTime() / 1000;
+  while (t < since) t += step;
+  const ticks = [];
+  for (; t <= until; t += step) {
+    const at = new Date(t * 1000);
+    const label = step >= 86400
+      ? at.toLocaleDateString(undefined, { month: "short", day: "numeric" })
+      : at.toLocaleTimeString(undefined, { hour: "2-digit", minute: "2-digit" });
+    ticks.push([t, label]);
+  }
+  return ticks;
+}
+
+// A label near the right edge ends at its tick, so that it is not cut off.
+function timeAxis(since, until, px, y, right) {
+  return s("g", { class: "time-axis", "aria-hidden": "true" },
+    ...timeTicks(since, until).flatMap(([t, label]) => [
+      s("line", { class: "axis", x1: px(t).toFixed(1), y1: y, x2: px(t).toFixed(1), y2: y + 4 }),
+      s("text", { x: px(t).toFixed(1), y: y + 16, "text-anchor": px(t) > right - 40 ? "end" : "middle",
+        "data-time": t }, label)]));
 }
 
 function utilChart(r) {
   const gpus = (r.gpus || []).filter((g) => g.series && g.series.length);
   if (!gpus.length) return h("p", { class: "muted" }, "No utilisation samples in this period.");
-  const W = 560, H = 160, span = r.until - r.since;
+  const W = 560, H = 180, span = r.until - r.since;
   const px = (t) => 40 + ((t - r.since) / span) * (W - 50);
-  const py = (v) => H - 20 - (v / 100) * (H - 30);
+  const py = (v) => H - 40 - (v / 100) * (H - 50);
   // A line per GPU, with a dot per slice (a slice alone makes no line).
   const lines = gpus.map((g, i) => {
     const color = `hsl(${(i * 83) % 360} 70% 50%)`;
@@ -61,11 +91,14 @@ function utilChart(r) {
     ...pts.map(([x, y]) => s("circle", { cx: x.toFixed(1), cy: y.toFixed(1), r: 3, fill: color })));
   });
   return h("figure", null,
-    s("svg", { width: W, height: H, role: "img", "aria-label": "GPU utilisation: " +
-      gpus.map((g) => `GPU ${g.index} mean ${Math.round(g.mean)} percent`).join(", ") },
-    s("line", { class: "axis", x1: 40, y1: H - 20, x2: W, y2: H - 20 }),
-    s("line", { class: "axis", x1: 40, y1: 10, x2: 40, y2: H - 20 }),
-    s("text", { x: 0, y: 16 }, "100%"), s("text", { x: 8, y: H - 20 }, "0%"), ...lines),
+    s("svg", { width: W, height: H, viewBox: `0 0 ${W} ${H}`, class: "fit", role: "img",
+      "aria-label": `GPU utilisation from ${new Date(r.since * 1000).toLocaleString()} to ` +
+        `${new Date(r.until * 1000).toLocaleString()}: ` +
+        gpus.map((g) => `GPU ${g.index} mean ${Math.round(g.mean)} percent`).join(", ") },
+    s("line", { class: "axis", x1: 40, y1: H - 40, x2: W, y2: H - 40 }),
+    s("line", { class: "axis", x1: 40, y1: 10, x2: 40, y2: H - 40 }),
+    s("text", { x: 0, y: 16 }, "100%"), s("text", { x: 8, y: H - 40 }, "0%"),
+    timeAxis(r.since, r.until, px, H - 40, W), ...lines),
     h("figcaption", { class: "legend" }, gpus.map((g, i) => h("span", null,
       h("span", { class: "swatch", "data-hue": i }), `GPU ${g.index} (mean ${Math.round(g.mean)} %)`))));
 }

@@ -34,12 +34,37 @@ function depGraph(j) {
     parts.push(node(COLX[2], yy, `job ${d.id}`, `#/job/${d.id}`));
   });
   parts.push(node(COLX[1], selfY, `job ${j.id} (${jobState(j)})`, null, true));
-  return s("svg", { width: COLX[2] + W + 10, height, role: "img",
+  return s("svg", { width: COLX[2] + W + 10, height, viewBox: `0 0 ${COLX[2] + W + 10} ${height}`,
+    class: "fit", role: "img",
     "aria-label": `dependencies: waits for ${before.map((d) => d.id).join(", ") || "none"}; ` +
       `needed by ${after.map((d) => d.id).join(", ") || "none"}` },
   s("defs", null, s("marker", { id: "arrow", viewBox: "0 0 10 10", refX: 10, refY: 5,
     markerWidth: 6, markerHeight: 6, orient: "auto-start-reverse" },
   s("path", { d: "M0 0 L10 5 L0 10 z", class: "edge" }))), ...parts);
+}
+
+const known = (v) => v !== null && v !== undefined;
+
+// The job's GPU use and energy (null until measured, absent from older daemons).
+function gpuUse(j) {
+  const util = known(j.gpu_util_mean) || known(j.gpu_util_peak)
+    ? `${j.gpu_util_mean ?? "?"} % mean, ${j.gpu_util_peak ?? "?"} % peak` : null;
+  return [
+    ["GPU use", util, "gpu_util"],
+    ["GPU memory peak", known(j.gpu_mem_peak_mb) ? `${(j.gpu_mem_peak_mb / 1024).toFixed(1)} GiB` : null,
+      "gpu_mem_peak"],
+    ["Energy", known(j.energy_wh) ? `${Number(j.energy_wh).toFixed(1)} Wh` : null, "energy"],
+    ["Idle GPUs", j.gpu_idle === true ? "yes: it held GPUs and used under 5 % of them" : null,
+      "gpu_idle"],
+  ];
+}
+
+// Why it failed, as read from the end of its log: the class and the line that matched.
+function triage(j) {
+  if (!j.failure_class) return null;
+  return h("div", { class: "triage", id: "job-triage", role: "note" },
+    h("strong", null, j.failure_class),
+    j.failure_line ? h("code", null, j.failure_line) : null);
 }
 
 function fields(j) {
@@ -53,10 +78,12 @@ function fields(j) {
     ["Ended", fmtTime(j.end_time)],
     ["Expected start", j.expected_start ? fmtTime(j.expected_start) : null],
     ["Exit code", j.exit_code], ["Signal", j.signal_name],
+    ["Failure", j.failure_class, "failure_class"], ["Failure line", j.failure_line, "failure_line"],
+    ...gpuUse(j),
     ["Project", j.project], ["Log", j.log_path],
   ];
   return h("dl", { class: "fields" }, rows.filter(([, v]) => v !== null && v !== undefined && v !== "")
-    .flatMap(([k, v]) => [h("dt", null, k), h("dd", { "data-field": k.toLowerCase() }, v)]));
+    .flatMap(([k, v, key]) => [h("dt", null, k), h("dd", { "data-field": key || k.toLowerCase() }, v)]));
 }
 
 // Streams the log (GET /v1/jobs/{id}/log?follow=1) into pre until the job has ended.
@@ -109,7 +136,7 @@ export function jobPage(main, id) {
       return;
     }
     if (stopped) return;
-    box.replaceChildren(fields(j));
+    box.replaceChildren(...[triage(j), fields(j)].filter(Boolean));
     graph.replaceChildren(depGraph(j));
     actions.replaceChildren(...ACTIONS.filter(([, , ok]) => ok(j)).map(([act, label, , q]) =>
       h("button", { type: "button", id: `job-${act}`, class: act === "cancel" ? "danger" : null,

@@ -263,8 +263,18 @@ void events_job_cb(void *arg, const struct job *j, enum job_event event)
     e->data = strbuf_detach(&sb);
 }
 
+/* A job id spread over 64 bits (splitmix64's finaliser), summed per GPU: the sum of a
+ * set of jobs does not depend on their order. */
+static uint64_t holder_hash(int64_t id)
+{
+    uint64_t x = (uint64_t)id + 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
 /* Compares the GPUs with how they were last told; a "gpu" event for each that changed
- * (busy or free, outside processes, allowed). The first look only remembers. */
+ * (busy or free, its jobs, outside processes, allowed). The first look only remembers. */
 static void gpus_compare(struct events *ev)
 {
     struct gflowd *d = ev->d;
@@ -276,12 +286,21 @@ static void gpus_compare(struct events *ev)
         count = 64;
     size_t n;
     struct job **running = jobs_running(d->jobs, &n);
-    uint64_t busy = 0;
-    for (size_t i = 0; i < n; i++)
-        busy |= running[i]->gpu_mask | gpu_mig_parents(d->gpus, running[i]->mig_uuids);
+    uint64_t busy = 0, holders[64] = {0};
+    for (size_t i = 0; i < n; i++) {
+        uint64_t mask = running[i]->gpu_mask | gpu_mig_parents(d->gpus, running[i]->mig_uuids);
+        busy |= mask;
+        for (size_t g = 0; g < count; g++)
+            if (mask & (1ull << g))
+                holders[g] += holder_hash(running[i]->id);
+    }
     uint64_t outside = gpu_unmanaged(d->gpus), allowed = gpu_allowed(d->gpus);
     uint64_t changed =
         (busy ^ ev->gpu_busy) | (outside ^ ev->gpu_outside) | (allowed ^ ev->gpu_allowed);
+    for (size_t g = 0; g < count; g++)
+        if (holders[g] != ev->gpu_holders[g])
+            changed |= 1ull << g;
+    memcpy(ev->gpu_holders, holders, sizeof(holders));
     bool first = !ev->gpu_known;
     if (count != ev->gpu_count)
         changed = ~0ull;

@@ -53,6 +53,9 @@ struct events {
     bool gpu_known;
     size_t gpu_count;
     uint64_t gpu_busy, gpu_outside, gpu_allowed;
+    /* Who holds each GPU, as a sum of its jobs' hashed ids: a GPU that goes straight
+     * from one job to the next stays busy, and its holder's change is still told. */
+    uint64_t gpu_holders[64];
 };
 
 /* Starts keeping events (the first client connects). */

@@ -60,6 +60,7 @@ static const struct route routes[] = {
     {"GET", "/v1/stats", route_stats, NULL, ROUTE_READS},
     {"GET", "/v1/usage", route_usage, NULL, ROUTE_READS},
     {"GET", "/v1/gpus", route_gpus, NULL, ROUTE_READS},
+    {"GET", "/v1/gpus/samples", route_gpus_samples, NULL, ROUTE_READS},
     {"GET", "/v1/backend", route_backend, NULL, ROUTE_READS},
     {"GET", "/v1/gpus/allowed", route_gpus_allowed, NULL, ROUTE_READS},
     {"PUT", "/v1/gpus/allowed", route_gpus_allowed_set, GPU_SETTINGS, ROUTE_WRITES},

@@ -70,7 +70,7 @@ route_fn route_log;
 route_fn route_list;
 /* routes_gpus.c */
 route_fn route_backend, route_gpus, route_gpus_allowed, route_gpus_allowed_set, route_gpus_ignored,
-    route_gpus_ignore, route_gpus_resume;
+    route_gpus_ignore, route_gpus_resume, route_gpus_samples;
 /* routes_quota.c: GET/PUT/DELETE /v1/quotas; and the max_queued_jobs check of a
  * submission of jobs[0..n) (0, or -1 with a 429 in rep). */
 route_fn route_quotas, route_quotas_set, route_quotas_clear;

@@ -7,8 +7,10 @@
 #include <string.h>
 
 #include "backend/slurm/slurm_nodes.h"
+#include "clock.h"
 #include "daemon.h"
 #include "gpu/gpu.h"
+#include "gpu/gpu_recent.h"
 #include "gpu/gpu_report.h"
 #include "jobs/jobs.h"
 #include "ops/startopts.h"
@@ -23,6 +25,14 @@ void route_gpus(const struct route_req *r, struct reply *rep)
     /* Under Slurm the GPUs are its nodes' (slurm_nodes.h), not this machine's. */
     if (json_is_object(o))
         json_object_set_new(o, "backend", backend_json(r->d));
+    reply_json(rep, 200, o);
+}
+
+/* GET /v1/gpus/samples: the sparklines' samples (gpu_recent.h), to anyone. */
+void route_gpus_samples(const struct route_req *r, struct reply *rep)
+{
+    json_t *o = gpu_recent_json(r->d->recent, now_mono());
+    json_object_set_new(o, "interval_secs", json_integer(r->d->cfg.gpu_poll_interval_secs));
     reply_json(rep, 200, o);
 }
 
