@@ -498,6 +498,15 @@ void job_init(struct job *j)
     j->array_task = -1;
     j->attempt = 1;
     j->umask = -1;
+    job_gpu_use_clear(j);
+}
+
+void job_gpu_use_clear(struct job *j)
+{
+    j->gpu_util_mean = j->gpu_util_peak = -1;
+    j->gpu_mem_peak_mb = -1;
+    j->energy_wh = -1;
+    j->gpu_idle = -1;
 }
 
 const char *const job_notify_events[] = {

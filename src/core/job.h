@@ -256,6 +256,13 @@ struct job {
     int cpus_per_gpu; /* 0..JOB_CPUS_PER_GPU_MAX */
     char *cpus;
     int cpus_far; /* how many of cpus are not local to its GPUs */
+    /* GPU accounting (core/gpuacct.h), -1 unknown: utilisation mean and peak (percent),
+     * the most memory one of its GPUs held (MiB), energy (Wh), whether it sat on its
+     * GPUs (1/0). Kept while it runs (the runner), stored when it ends. */
+    int gpu_util_mean, gpu_util_peak;
+    int64_t gpu_mem_peak_mb;
+    double energy_wh;
+    int gpu_idle;
 
     /* The conda environment the job's shell activates (gflow-shim --conda-env); NULL:
      * none. */
@@ -380,7 +387,9 @@ char *job_reason_string(const struct job *j);
 /* Gives j (its id set) its default name when it has none. */
 void job_name_default(struct job *j);
 
-void job_init(struct job *j);  /* zero values and defaults */
+void job_init(struct job *j); /* zero values and defaults */
+/* Its GPU accounting figures back to unknown (a new run). */
+void job_gpu_use_clear(struct job *j);
 void job_clear(struct job *j); /* frees owned fields, leaves j initialised */
 struct job *job_new(void);
 void job_free(struct job *j);
