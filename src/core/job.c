@@ -501,6 +501,15 @@ void job_init(struct job *j)
     job_gpu_use_clear(j);
 }
 
+void job_gpu_use_copy(struct job *to, const struct job *from)
+{
+    to->gpu_util_mean = from->gpu_util_mean;
+    to->gpu_util_peak = from->gpu_util_peak;
+    to->gpu_mem_peak_mb = from->gpu_mem_peak_mb;
+    to->energy_wh = from->energy_wh;
+    to->gpu_idle = from->gpu_idle;
+}
+
 void job_gpu_use_clear(struct job *j)
 {
     j->gpu_util_mean = j->gpu_util_peak = -1;

@@ -390,6 +390,8 @@ void job_name_default(struct job *j);
 void job_init(struct job *j); /* zero values and defaults */
 /* Its GPU accounting figures back to unknown (a new run). */
 void job_gpu_use_clear(struct job *j);
+/* from's figures into to (a running job's so far: the daemon's, not yet stored). */
+void job_gpu_use_copy(struct job *to, const struct job *from);
 void job_clear(struct job *j); /* frees owned fields, leaves j initialised */
 struct job *job_new(void);
 void job_free(struct job *j);
