@@ -71,10 +71,9 @@ void gpuacct_add(struct gpuacct *a, const struct gpuacct_reading *r)
     if (first) /* before its first reading: at the power read now */
         add_energy(a, gpuacct_stretch_joules(-1, -1, r->power_w, -1, secs), share);
     else
-        add_energy(a,
-                   gpuacct_stretch_joules(g->last_mj, r->energy_mj, g->last_power, r->power_w,
-                                          secs),
-                   share);
+        add_energy(
+            a, gpuacct_stretch_joules(g->last_mj, r->energy_mj, g->last_power, r->power_w, secs),
+            share);
 
     if (r->util >= 0) {
         /* The reading counts for the time before it; one at the very start for a moment. */

@@ -29,8 +29,8 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t dev,
 static pthread_mutex_t acct_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct {
     bool started;
-    double at;        /* monotonic seconds of the last reading */
-    double mj;        /* the counter */
+    double at; /* monotonic seconds of the last reading */
+    double mj; /* the counter */
 } acct_energy[SIM_ACCT_GPUS];
 
 static double mono_now(void)
@@ -54,7 +54,7 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t dev,
     json_t *fixed = json_object_get(g, "energy_mj");
     if (fixed) {
         rc = json_is_integer(fixed) && json_integer_value(fixed) >= 0 ? NVML_SUCCESS
-                                                                     : NVML_ERROR_NOT_SUPPORTED;
+                                                                      : NVML_ERROR_NOT_SUPPORTED;
         if (rc == NVML_SUCCESS)
             *mj = (unsigned long long)json_integer_value(fixed);
         json_decref(r);
@@ -104,10 +104,10 @@ SIM_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t dev,
             if (!json_is_integer(u))
                 continue;
             if (samples && n < *count)
-                samples[n] = (nvmlProcessUtilizationSample_t){
-                    .pid = (unsigned int)sim_int(p, "pid", 0),
-                    .timeStamp = stamp,
-                    .smUtil = (unsigned int)json_integer_value(u)};
+                samples[n] =
+                    (nvmlProcessUtilizationSample_t){.pid = (unsigned int)sim_int(p, "pid", 0),
+                                                     .timeStamp = stamp,
+                                                     .smUtil = (unsigned int)json_integer_value(u)};
             n++;
         }
     }

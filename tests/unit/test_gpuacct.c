@@ -63,7 +63,7 @@ static void test_reset_and_fallback(void **state)
     struct gpuacct a;
     gpuacct_init(&a, 0);
     struct gpuacct_reading r = rd(1, 10, 0, -1, 100, 50000000);
-    gpuacct_add(&a, &r); /* 1000 J from the power */
+    gpuacct_add(&a, &r);             /* 1000 J from the power */
     r = rd(1, 20, 0, -1, 100, 1000); /* reset: 1000 J from the power */
     gpuacct_add(&a, &r);
     r = rd(1, 30, 0, -1, 100, 1001000); /* counter again: 1000 J */

@@ -12,8 +12,8 @@
 #include "util.h"
 
 typedef nvmlReturn_t (*energy_fn)(nvmlDevice_t, unsigned long long *);
-typedef nvmlReturn_t (*proc_util_fn)(nvmlDevice_t, nvmlProcessUtilizationSample_t *,
-                                     unsigned int *, unsigned long long);
+typedef nvmlReturn_t (*proc_util_fn)(nvmlDevice_t, nvmlProcessUtilizationSample_t *, unsigned int *,
+                                     unsigned long long);
 
 #define ACCT_FN(type, ptr) ((type)(uintptr_t)(ptr))
 /* More samples than this in one answer are not read (a GPU has few processes). */
