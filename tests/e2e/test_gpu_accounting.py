@@ -18,6 +18,7 @@ import time
 
 from conftest import TERMINAL, parse_show_parts, parse_table, wait_for, write_json_atomic
 from test_gpus import fixture_of, sim, sim_gpu
+from test_mcp import Mcp
 
 STOP_FILE_JOB = "while [ ! -e {stop} ]; do sleep 0.05; done"
 # The fixture's memory is used by no listed process (the job's own are not in NVML
@@ -218,6 +219,15 @@ def test_gstats_energy_per_user_and_project(make_gflow):
     assert f"Energy (kWh) by user: {users[0]['name']} 0.0004" in text, text
     csv = g.run("gstats", "-o", "csv", check=True).stdout.splitlines()
     assert csv[0].endswith(",energy_kwh") and csv[1].endswith(",0.0004"), csv
+
+    # The MCP tools pass the figures through.
+    m = Mcp(g)
+    try:
+        m.initialize()
+        assert m.ok("get_job", job_id=a)["energy_wh"] == 0.2
+        assert m.ok("get_stats")["energy"]["projects"] == st["energy"]["projects"]
+    finally:
+        m.close()
 
 
 def test_gstats_idle_gpus_lists_jobs_that_sat_on_their_gpus(make_gflow):
