@@ -180,6 +180,34 @@ def test_accounting_calls_only_for_held_gpus(make_gflow):
         write_json_atomic(g.fixture_path, fx)
 
 
+def test_adopted_job_goes_on_from_the_stopped_daemons_figures(make_gflow):
+    fx = fixture_of([sim_gpu(0, utilization_gpu=30, power_w=0, energy_mj=0)])
+    g = sim(make_gflow, fixture=fx)
+    stop = g.root / "stop"
+    j = g.submit("-g", 1, STOP_FILE_JOB.format(stop=stop))
+    wait_job(g, j, lambda x: x["state"] == "R" and x["energy_wh"] == 0, "a first reading")
+    set_gpus(g, fx, energy_mj=360_000)  # 0.1 Wh
+    wait_job(g, j, lambda x: x["energy_wh"] == 0.1, "0.1 Wh")
+
+    g.down()  # the job runs on; its figures so far are stored
+    g.up("--simulate-gpus", g.fixture_path)
+    wait_for(lambda: f"job {j} re-adopted" in g.daemon_log(), "the re-adoption")
+    after = g.job(j)
+    assert after["state"] == "R" and after["energy_wh"] == 0.1, after
+    assert after["gpu_util_mean"] == 30 and after["gpu_util_peak"] == 30, after
+    # The new daemon's counter readings add to them (its first reading is the base:
+    # a new peak tells it was taken).
+    set_gpus(g, fx, utilization_gpu=40)
+    wait_job(g, j, lambda x: x["gpu_util_peak"] == 40, "the new daemon's first reading")
+    set_gpus(g, fx, energy_mj=540_000, utilization_gpu=60)
+    wait_job(g, j, lambda x: x["energy_wh"] == 0.15 and x["gpu_util_peak"] == 60,
+             "0.05 Wh more, read by the new daemon")
+    stop.touch()
+    done = g.wait_state(j, TERMINAL)
+    assert done["state"] == "CD" and done["energy_wh"] == 0.15, done
+    assert 30 < done["gpu_util_mean"] < 60, done
+
+
 # ---------------------------------------------------------------- gstats
 
 def test_gstats_energy_per_user_and_project(make_gflow):
