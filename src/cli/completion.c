@@ -68,7 +68,8 @@ static const struct completion_entry completion_table[] = {
                " --no-requeue --no-pty " GPU_FLAGS " --no-shared " DEP_FLAGS " " GJOB_DEP_FLAGS
                " --cascade -h --help"},
     {"gstats", NULL, NULL,
-     "-t --since --until --by -u --user -a --all-users --gpu --buckets -o --output --socket "
+     "-t --since --until --by -u --user -a --all-users --gpu --buckets --idle-gpus -o --output "
+     "--socket "
      "--config -h "
      "--help -V --version"},
     {"gctl", NULL, "show-gpus set-gpus gpu-process gpu set-limit quota usage reserve",

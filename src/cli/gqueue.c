@@ -170,7 +170,9 @@ static void gqueue_help(void)
            "MEMORY the host memory requested (--memory), - when none; SUBMIT/START/END\n"
            "are in the config's timezone (local time without one); START_TIME a queued job's "
            "expected start (backfill's plan;\n"
-           "- when unknown) or a started job's start.\n"
+           "- when unknown) or a started job's start. GPUUTIL the mean utilisation of the\n"
+           "job's GPUs, GPUMEM the most memory one of them held for it, ENERGY the energy\n"
+           "they used (so far, while it runs; - when unknown or no GPU).\n"
            "On a terminal, states are coloured (not with NO_COLOR set) and cells are cut\n"
            "with … to fit its width (the whole text: gjob show, -o json).\n",
            fields);

@@ -11,6 +11,7 @@
 
 #include "cli.h"
 #include "clock.h"
+#include "gpuacct.h"
 #include "gqueue_internal.h"
 #include "job.h"
 #include "output.h"
@@ -191,6 +192,34 @@ static void gqueue_begin(struct strbuf *sb, const struct job *j, double now)
     gqueue_put_owned(sb, output_time(j->begin_time));
 }
 
+/* GPU accounting (gpuacct.h): "78%" mean utilisation, "61.2GiB" peak memory of one GPU,
+ * "412Wh"; "-" when unknown (no GPU, not read yet). No space inside: one word a cell. */
+static void gqueue_gpuutil(struct strbuf *sb, const struct job *j, double now)
+{
+    if (j->gpu_util_mean < 0) {
+        strbuf_addc(sb, '-');
+        return;
+    }
+    gqueue_put_int(sb, j->gpu_util_mean);
+    strbuf_addc(sb, '%');
+}
+
+static void gqueue_gpumem(struct strbuf *sb, const struct job *j, double now)
+{
+    if (j->gpu_mem_peak_mb < 0)
+        strbuf_addc(sb, '-');
+    else
+        gqueue_put_owned(sb, gpuacct_mib_text(j->gpu_mem_peak_mb, ""));
+}
+
+static void gqueue_energy(struct strbuf *sb, const struct job *j, double now)
+{
+    if (j->energy_wh < 0)
+        strbuf_addc(sb, '-');
+    else
+        gqueue_put_owned(sb, gpuacct_energy_text(j->energy_wh, ""));
+}
+
 static const struct gqueue_field gqueue_fields[] = {
     {JOB_HEADER_ID, gqueue_jobid, {JOB_FIELD_ID}},
     {JOB_HEADER_NAME, gqueue_name, {JOB_FIELD_NAME}},
@@ -225,6 +254,9 @@ static const struct gqueue_field gqueue_fields[] = {
      gqueue_start_time,
      {JOB_FIELD_STATE, JOB_FIELD_EXPECTED_START, JOB_FIELD_START_TIME}},
     {JOB_HEADER_SLURM_ID, gqueue_slurm_id, {JOB_FIELD_SLURM_ID}},
+    {JOB_HEADER_GPU_UTIL_MEAN, gqueue_gpuutil, {JOB_FIELD_GPU_UTIL_MEAN}},
+    {JOB_HEADER_GPU_MEM_PEAK_MB, gqueue_gpumem, {JOB_FIELD_GPU_MEM_PEAK_MB}},
+    {JOB_HEADER_ENERGY_WH, gqueue_energy, {JOB_FIELD_ENERGY_WH}},
 };
 #define GQUEUE_NFIELDS (sizeof(gqueue_fields) / sizeof(gqueue_fields[0]))
 

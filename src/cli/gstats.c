@@ -6,6 +6,8 @@
  *                             rate, commonest reasons; then the total
  *   gstats --by project|gpu   one row per project, or per GPU
  *   gstats --gpu              each GPU's sampled utilisation (mean, max) over the period
+ *   gstats --idle-gpus        the jobs that held GPUs and sat on them (mean utilisation
+ *                             under 5 %): who is sitting on GPUs
  *   -o json|csv               the numbers for scripts (--gpu: with a coarse time series)
  *
  * The daemon computes them (GET /v1/stats, docs/api.md) from its database. Everyone may
@@ -23,7 +25,7 @@
 #include "timefmt.h"
 #include "util.h"
 
-enum { OPT_SINCE = 256, OPT_UNTIL, OPT_BY, OPT_GPU, OPT_BUCKETS };
+enum { OPT_SINCE = 256, OPT_UNTIL, OPT_BY, OPT_GPU, OPT_BUCKETS, OPT_IDLE };
 
 static void gstats_help(void)
 {
@@ -56,6 +58,10 @@ static void gstats_help(void)
           "                        interval_secs; at most daemon.gpu_samples_max kept per\n"
           "                        GPU); -o json/csv add a time series\n"
           "      --buckets N       slices of that time series (default 24)\n"
+          "      --idle-gpus       the jobs of the period (and the running ones) that held\n"
+          "                        GPUs and used them under 5% (mean utilisation over\n"
+          "                        their whole run): id, user, name, GPUs, run time, mean\n"
+          "                        utilisation; -t, --until, -u and -a choose them\n"
           "  -o, --output FORMAT   table (default), json or csv (the groups, no total)\n"
           "      --socket PATH     the daemon's socket\n"
           "      --config FILE     the config file whose timezone (and\n"
@@ -65,7 +71,9 @@ static void gstats_help(void)
           "\n"
           "Columns: JOBS (ended + running), R, CD, F, CA, TO, GPU_HOURS (GPUs x run time),\n"
           "WAIT_MEAN and WAIT_P95 (start - submit, of the jobs that started), RUN_MEAN,\n"
-          "FAIL% ((F + TO) / ended), TOP_REASONS (of F, CA and TO jobs).\n",
+          "FAIL% ((F + TO) / ended), TOP_REASONS (of F, CA and TO jobs), ENERGY_KWH (the\n"
+          "energy of the GPUs of the ended jobs that have one; - when none). Below the\n"
+          "table: the energy per user and per project.\n",
           stdout);
 }
 
@@ -104,13 +112,40 @@ static char *reasons_text(const json_t *g, const char *sep)
     return strbuf_detach(&sb);
 }
 
+/* "0.0412", "1.234", "12.34", "1234.5": kWh to four places below one, fewer above. */
+static char *kwh_text(double kwh)
+{
+    return xasprintf(kwh < 1 ? "%.4f" : kwh < 10 ? "%.3f" : kwh < 100 ? "%.2f" : "%.1f", kwh);
+}
+
+/* "Energy (kWh) by user: alice 0.412, bob 0.013" for the users or projects of the
+ * reply's "energy" (nothing when no job of the period has one). */
+static void print_energy(const json_t *reply, const char *kind, const char *key)
+{
+    const json_t *list = json_object_get(json_object_get(reply, "energy"), key);
+    if (!json_array_size(list))
+        return;
+    struct strbuf sb;
+    strbuf_init(&sb);
+    size_t i;
+    const json_t *e;
+    json_array_foreach (list, i, e) {
+        char *k = kwh_text(num(e, "energy_kwh"));
+        strbuf_addf(&sb, "%s%s %s", i ? ", " : "", json_string_value(json_object_get(e, "name")),
+                    k);
+        free(k);
+    }
+    cli_printf("Energy (kWh) by %s: %s\n", kind, sb.buf);
+    strbuf_free(&sb);
+}
+
 static const char *const count_keys[] = {"jobs",   "running",   "completed",
                                          "failed", "cancelled", "timeout"};
 #define N_COUNTS (sizeof(count_keys) / sizeof(count_keys[0]))
 
 static void add_group_row(struct output_table *t, const json_t *g, const char *name, bool csv)
 {
-    char **cells = xcalloc(13, sizeof(*cells));
+    char **cells = xcalloc(14, sizeof(*cells));
     size_t c = 0;
     cells[c++] = xstrdup(name);
     for (size_t k = 0; k < N_COUNTS; k++)
@@ -122,6 +157,7 @@ static void add_group_row(struct output_table *t, const json_t *g, const char *n
         for (size_t k = 0; k < 5; k++)
             cells[c++] = has(g, keys[k]) ? xasprintf("%.6g", num(g, keys[k])) : xstrdup("");
         cells[c++] = reasons_text(g, ";");
+        cells[c++] = has(g, "energy_kwh") ? xasprintf("%.6g", num(g, "energy_kwh")) : xstrdup("");
     } else {
         cells[c++] = xasprintf("%.2f", num(g, "gpu_hours"));
         cells[c++] = human_secs(g, "wait_mean_secs");
@@ -130,6 +166,7 @@ static void add_group_row(struct output_table *t, const json_t *g, const char *n
         cells[c++] = has(g, "failure_rate") ? xasprintf("%.1f%%", 100 * num(g, "failure_rate"))
                                             : xstrdup("-");
         cells[c++] = reasons_text(g, ",");
+        cells[c++] = has(g, "energy_kwh") ? kwh_text(num(g, "energy_kwh")) : xstrdup("-");
     }
     output_table_add_row_owned(t, cells);
     free(cells);
@@ -173,7 +210,8 @@ static void print_jobs(const json_t *reply, enum output_format fmt)
                                    "WAIT_P95",
                                    "RUN_MEAN",
                                    "FAIL%",
-                                   "TOP_REASONS"};
+                                   "TOP_REASONS",
+                                   "ENERGY_KWH"};
     const char *csv_headers[] = {by,
                                  "jobs",
                                  "running",
@@ -186,8 +224,9 @@ static void print_jobs(const json_t *reply, enum output_format fmt)
                                  "wait_p95_secs",
                                  "run_mean_secs",
                                  "failure_rate",
-                                 "top_reasons"};
-    struct output_table *t = output_table_new(13, csv ? csv_headers : table_headers);
+                                 "top_reasons",
+                                 "energy_kwh"};
+    struct output_table *t = output_table_new(14, csv ? csv_headers : table_headers);
     const json_t *groups = json_object_get(reply, "groups");
     size_t i;
     const json_t *g;
@@ -202,6 +241,8 @@ static void print_jobs(const json_t *reply, enum output_format fmt)
         } else {
             add_group_row(t, json_object_get(reply, "total"), "TOTAL", false);
             output_table_print(t, stdout);
+            print_energy(reply, "user", "users");
+            print_energy(reply, "project", "projects");
         }
     }
     output_table_free(t);
@@ -258,6 +299,48 @@ static void print_gpus(const json_t *reply, enum output_format fmt)
     output_table_free(t);
 }
 
+/* gstats --idle-gpus: one row per job that sat on its GPUs. */
+static void print_idle(const json_t *reply, enum output_format fmt)
+{
+    bool csv = fmt == OUTPUT_CSV;
+    static const char *const table_headers[] = {"JOBID", "USER",    "NAME",   "ST",
+                                                "GPUS",  "RUNTIME", "GPUUTIL"};
+    static const char *const csv_headers[] = {"id",      "user",         "name",         "state",
+                                              "gpu_ids", "runtime_secs", "gpu_util_mean"};
+    struct output_table *t = output_table_new(7, csv ? csv_headers : table_headers);
+    const json_t *jobs = json_object_get(reply, "jobs");
+    size_t i;
+    const json_t *j;
+    json_array_foreach (jobs, i, j) {
+        char **cells = xcalloc(7, sizeof(*cells));
+        const char *name = json_string_value(json_object_get(j, "name"));
+        const char *ids = json_string_value(json_object_get(j, "gpu_ids"));
+        cells[0] = xasprintf("%lld", (long long)json_integer_value(json_object_get(j, "id")));
+        cells[1] = xstrdup(json_string_value(json_object_get(j, "user")) ?: "-");
+        cells[2] = xstrdup(name ? name : (csv ? "" : "-"));
+        cells[3] = xstrdup(json_string_value(json_object_get(j, "state")) ?: "-");
+        cells[4] = xstrdup(ids ? ids : (csv ? "" : "-"));
+        cells[5] = csv ? xasprintf("%.3f", num(j, "runtime_secs"))
+                       : format_duration(lround(num(j, "runtime_secs")));
+        const json_t *u = json_object_get(j, "gpu_util_mean");
+        cells[6] = !json_is_integer(u) ? xstrdup(csv ? "" : "-")
+                   : csv               ? xasprintf("%lld", (long long)json_integer_value(u))
+                                       : xasprintf("%lld%%", (long long)json_integer_value(u));
+        output_table_add_row_owned(t, cells);
+        free(cells);
+    }
+    if (csv) {
+        output_table_print_csv(t, stdout);
+    } else {
+        print_period(reply, "Jobs sitting on GPUs (under 5% mean utilisation)");
+        if (json_array_size(jobs) == 0)
+            printf("no job held GPUs without using them in this period\n");
+        else
+            output_table_print(t, stdout);
+    }
+    output_table_free(t);
+}
+
 /* --since/--until: seconds since the epoch, or a usage error naming the flag. */
 static double when_or_die(const char *flag, const char *text, double now)
 {
@@ -280,6 +363,7 @@ int main(int argc, char **argv)
         {"all-users", no_argument, NULL, 'a'},
         {"gpu", no_argument, NULL, OPT_GPU},
         {"buckets", required_argument, NULL, OPT_BUCKETS},
+        {"idle-gpus", no_argument, NULL, OPT_IDLE},
         {"output", required_argument, NULL, 'o'},
         CLI_COMMON_LONGOPTS,
         {NULL, 0, NULL, 0},
@@ -288,7 +372,7 @@ int main(int argc, char **argv)
     if (argc > 1 && !strcmp(argv[1], "completion"))
         return completion_main("gstats", argc - 2, argv + 2);
     const char *since = NULL, *until = NULL, *by = NULL, *user = NULL, *buckets = NULL;
-    bool gpu = false, all_users = false;
+    bool gpu = false, all_users = false, idle = false;
     enum output_format fmt = OUTPUT_TABLE;
     int c;
     opterr = 0;
@@ -317,6 +401,9 @@ int main(int argc, char **argv)
         case OPT_GPU:
             gpu = true;
             break;
+        case OPT_IDLE:
+            idle = true;
+            break;
         case OPT_BUCKETS: {
             char *end;
             long n = strtol(optarg, &end, 10);
@@ -342,6 +429,10 @@ int main(int argc, char **argv)
         cli_usage_error("--by does not apply to --gpu (its rows are the GPUs); use one");
     if (gpu && user)
         cli_usage_error("-u does not apply to --gpu (utilisation is not per user); use one");
+    if (idle && gpu)
+        cli_usage_error("--idle-gpus and --gpu are different reports; use one");
+    if (idle && by)
+        cli_usage_error("--by does not apply to --idle-gpus (its rows are jobs); use one");
     if (buckets && !gpu)
         cli_usage_error("--buckets needs --gpu (it slices the utilisation time series)");
 
@@ -369,6 +460,8 @@ int main(int argc, char **argv)
         client_query_add(&path, "user", all_users ? "all" : user);
     if (gpu)
         client_query_add(&path, "gpu", "1");
+    if (idle)
+        client_query_add(&path, "idle_gpus", "1");
     if (buckets)
         client_query_add(&path, "buckets", buckets);
     json_t *reply = cli_call("GET", path.buf, NULL);
@@ -377,6 +470,8 @@ int main(int argc, char **argv)
         output_json(reply, stdout);
     else if (gpu)
         print_gpus(reply, fmt);
+    else if (idle)
+        print_idle(reply, fmt);
     else
         print_jobs(reply, fmt);
     json_decref(reply);

@@ -13,6 +13,7 @@
 
 #include "cli.h"
 #include "clock.h"
+#include "gpuacct.h"
 #include "gpuinfo.h"
 #include "output.h"
 #include "parse.h"
@@ -488,6 +489,25 @@ static void print_outcome(struct show *s, const json_t *raw, const struct job *j
                           (long long)j->log_lost_bytes, plural_s(j->log_lost_bytes)));
 }
 
+/* What the job did with its GPUs (gpuacct.h), once known: so far while it runs. */
+static void print_gpu_use(struct show *s, const struct job *j)
+{
+    part(s, "GPU Use");
+    kv_if(s, j->gpu_util_mean >= 0, JOB_LABEL_GPU_UTIL_MEAN,
+          j->gpu_util_mean < 0 ? NULL
+                               : xasprintf("%d%% mean, %d%% peak", j->gpu_util_mean,
+                                           j->gpu_util_peak >= 0 ? j->gpu_util_peak : 0));
+    kv_if(s, j->gpu_mem_peak_mb >= 0, JOB_LABEL_GPU_MEM_PEAK_MB,
+          j->gpu_mem_peak_mb < 0 ? NULL : gpuacct_mib_text(j->gpu_mem_peak_mb, " "));
+    kv_if(s, j->energy_wh >= 0, JOB_LABEL_ENERGY_WH,
+          j->energy_wh < 0 ? NULL : gpuacct_energy_text(j->energy_wh, " "));
+    kv_if(s, j->gpu_idle > 0, JOB_LABEL_GPU_IDLE,
+          j->gpu_idle < 0 ? NULL
+          : j->gpu_idle
+              ? xasprintf("yes (held its GPUs at under %d%% mean utilisation)", GPUACCT_IDLE_PCT)
+              : xstrdup("no"));
+}
+
 /* How gflow runs and watches the job: its shim, a Slurm job standing for it, what was
  * seen running beside it, and preemption (gbatch --requeue). */
 static void print_supervision(struct show *s, const json_t *raw, const struct job *j)
@@ -524,5 +544,6 @@ void jobshow_print(const json_t *raw, const struct job *j, const json_t *dep_sta
     print_deps(&s, raw, j, dep_states);
     print_timing(&s, raw, j);
     print_outcome(&s, raw, j);
+    print_gpu_use(&s, j);
     print_supervision(&s, raw, j);
 }

@@ -17,6 +17,10 @@
 struct gpu_proc {
     int64_t pid;
     int64_t used_mib; /* -1: unknown (NVML reports ~0ULL when it cannot tell) */
+    /* Its SM utilisation since the GPU's previous read (nvmlDeviceGetProcessUtilization;
+     * read only for GPUs that hold a job, for its accounting). */
+    bool sm_util_known;
+    int sm_util;
 };
 
 /* Interconnect between two GPUs, closest first (the order nvidia-smi topo -m uses).
@@ -99,6 +103,11 @@ struct gpu_info {
      * (the loader then reopens NVML: every GPU is unavailable meanwhile). */
     bool version_mismatch;
     struct gpu_health health;
+    /* Read only while a job holds the GPU (its accounting, gpuacct.h): the energy counter
+     * (nvmlDeviceGetTotalEnergyConsumption, mJ since the driver loaded). */
+    bool energy_known;
+    int64_t energy_mj;
+    bool accounted; /* those readings were asked for this read */
 };
 
 /* Whether the GPU's state is known well enough to give it to a job. */

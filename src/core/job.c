@@ -498,6 +498,24 @@ void job_init(struct job *j)
     j->array_task = -1;
     j->attempt = 1;
     j->umask = -1;
+    job_gpu_use_clear(j);
+}
+
+void job_gpu_use_copy(struct job *to, const struct job *from)
+{
+    to->gpu_util_mean = from->gpu_util_mean;
+    to->gpu_util_peak = from->gpu_util_peak;
+    to->gpu_mem_peak_mb = from->gpu_mem_peak_mb;
+    to->energy_wh = from->energy_wh;
+    to->gpu_idle = from->gpu_idle;
+}
+
+void job_gpu_use_clear(struct job *j)
+{
+    j->gpu_util_mean = j->gpu_util_peak = -1;
+    j->gpu_mem_peak_mb = -1;
+    j->energy_wh = -1;
+    j->gpu_idle = -1;
 }
 
 const char *const job_notify_events[] = {

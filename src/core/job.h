@@ -256,6 +256,12 @@ struct job {
     int cpus_per_gpu; /* 0..JOB_CPUS_PER_GPU_MAX */
     char *cpus;
     int cpus_far; /* how many of cpus are not local to its GPUs */
+    /* GPU accounting (core/gpuacct.h), -1 unknown: the most memory one of its GPUs held
+     * (MiB), energy (Wh); utilisation mean and peak (percent) and whether it sat on its
+     * GPUs (1/0) are below, in the flags' padding. Kept while it runs (the runner),
+     * stored when it ends. */
+    int32_t gpu_mem_peak_mb; /* 2 PiB at most */
+    double energy_wh;
 
     /* The conda environment the job's shell activates (gflow-shim --conda-env); NULL:
      * none. */
@@ -314,6 +320,7 @@ struct job {
     char *mig_profile;
     char *mig_uuids;
     int mig_count;
+    int16_t gpu_util_mean, gpu_util_peak; /* GPU accounting, above */
 
     /* The flags, together at the end so that they share words instead of each being
      * padded to one (the daemon keeps every queued job). */
@@ -325,6 +332,7 @@ struct job {
     bool pty;            /* gbatch --pty: on a pseudo-terminal its shim owns (gjob attach) */
     bool deps_any;       /* "any": one met dependency suffices; else all must be met */
     bool auto_cancel;    /* cancel the job when its dependencies can never be met */
+    int8_t gpu_idle;     /* GPU accounting, above: 1, 0, -1 unknown */
 };
 
 /* The job events a --notify-on may name (gflow's job-scoped ones), NULL-terminated, and
@@ -380,7 +388,11 @@ char *job_reason_string(const struct job *j);
 /* Gives j (its id set) its default name when it has none. */
 void job_name_default(struct job *j);
 
-void job_init(struct job *j);  /* zero values and defaults */
+void job_init(struct job *j); /* zero values and defaults */
+/* Its GPU accounting figures back to unknown (a new run). */
+void job_gpu_use_clear(struct job *j);
+/* from's figures into to (a running job's so far: the daemon's, not yet stored). */
+void job_gpu_use_copy(struct job *to, const struct job *from);
 void job_clear(struct job *j); /* frees owned fields, leaves j initialised */
 struct job *job_new(void);
 void job_free(struct job *j);

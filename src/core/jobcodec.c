@@ -108,6 +108,16 @@ static void append_time(struct strbuf *sb, double t, bool tsv)
     append_decimal(sb, us % 1000000, 6);
 }
 
+/* A measure (energy): 3 decimals, null below 0. */
+static void append_real(struct strbuf *sb, double v, bool tsv)
+{
+    if (!(v >= 0) || !isfinite(v)) {
+        append_null(sb, tsv);
+        return;
+    }
+    strbuf_addf(sb, "%.3f", v);
+}
+
 static void append_text(struct strbuf *sb, const char *v, bool tsv)
 {
     if (tsv)
@@ -174,6 +184,17 @@ static void append_reason(struct strbuf *sb, const struct job *j, bool tsv)
 #define APPEND_TIME(ID, m, d)                                                                      \
     case JOB_FIELD_##ID:                                                                           \
         append_time(sb, j->m, tsv);                                                                \
+        break;
+#define APPEND_OPT_BOOL(ID, m, d)                                                                  \
+    case JOB_FIELD_##ID:                                                                           \
+        if (j->m < 0)                                                                              \
+            append_null(sb, tsv);                                                                  \
+        else                                                                                       \
+            strbuf_adds(sb, j->m ? "true" : "false");                                              \
+        break;
+#define APPEND_REAL(ID, m, d)                                                                      \
+    case JOB_FIELD_##ID:                                                                           \
+        append_real(sb, j->m, tsv);                                                                \
         break;
 #define APPEND_SPECIAL(ID, m, d)
 
@@ -339,6 +360,19 @@ static double get_time(const json_t *o, const char *key)
     return json_is_number(v) ? json_number_value(v) : 0;
 }
 
+static double get_real(const json_t *o, const char *key, double dflt)
+{
+    const json_t *v = json_object_get(o, key);
+    return json_is_number(v) ? json_number_value(v) : dflt;
+}
+
+/* true 1, false 0, else dflt (unknown). */
+static int get_opt_bool(const json_t *o, const char *key, int dflt)
+{
+    const json_t *v = json_object_get(o, key);
+    return json_is_boolean(v) ? json_is_true(v) : dflt;
+}
+
 /* A JSON array of strings as one ','-joined string; NULL when empty or absent. */
 static char *get_list(const json_t *o, const char *key)
 {
@@ -382,6 +416,8 @@ static bool get_bool(const json_t *o, const char *key, bool dflt)
 #define GET_OPT_INT GET_INT
 #define GET_BOOL(m, name, d) j->m = get_bool(o, name, d);
 #define GET_TIME(m, name, d) j->m = get_time(o, name);
+#define GET_REAL(m, name, d) j->m = get_real(o, name, d);
+#define GET_OPT_BOOL(m, name, d) j->m = get_opt_bool(o, name, d);
 #define GET_SPECIAL(m, name, d)
 
 int job_from_json(const json_t *o, struct job *j)
@@ -484,6 +520,14 @@ static bool tsv_bool(const char *v, bool dflt)
 #define SET_TIME(ID, m, d)                                                                         \
     case JOB_FIELD_##ID:                                                                           \
         j->m = v ? strtod(v, NULL) : 0;                                                            \
+        break;
+#define SET_REAL(ID, m, d)                                                                         \
+    case JOB_FIELD_##ID:                                                                           \
+        j->m = v ? strtod(v, NULL) : (d);                                                          \
+        break;
+#define SET_OPT_BOOL(ID, m, d)                                                                     \
+    case JOB_FIELD_##ID:                                                                           \
+        j->m = !v ? (d) : strcmp(v, "true") == 0;                                                  \
         break;
 #define SET_SPECIAL(ID, m, d)
 

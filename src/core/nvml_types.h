@@ -117,6 +117,16 @@ typedef struct {
     unsigned int computeInstanceId;
 } nvmlProcessInfo_t;
 
+/* nvmlDeviceGetProcessUtilization: one sample of one process. */
+typedef struct {
+    unsigned int pid;
+    unsigned long long timeStamp; /* microseconds */
+    unsigned int smUtil;
+    unsigned int memUtil;
+    unsigned int encUtil;
+    unsigned int decUtil;
+} nvmlProcessUtilizationSample_t;
+
 /* The 32-byte entry some 535-series drivers write through the same _v3 entry point:
  * the nvml.h of that series (CUDA 12.2) appended usedGpuCcProtectedMemory to
  * nvmlProcessInfo_t, and later headers moved the field to nvmlProcessDetail_v1_t,

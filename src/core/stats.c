@@ -22,6 +22,8 @@ struct group {
     double *waits;
     size_t n_waits, cap_waits;
     int64_t reasons[JOB_REASON_COUNT];
+    double energy_wh;
+    int64_t n_energy; /* jobs with a known energy */
 };
 
 struct stats {
@@ -32,6 +34,8 @@ struct stats {
     size_t *slots; /* index + 1 into groups; 0: empty. Size a power of two. */
     size_t n_slots;
     struct group total;
+    /* Energy per user and per project (only their energy fields are used). */
+    struct stats *energy_users, *energy_projects;
 };
 
 int stats_by_parse(const char *s, enum stats_by *out)
@@ -80,6 +84,8 @@ void stats_free(struct stats *s)
     free(s->groups);
     free(s->slots);
     group_clear(&s->total);
+    stats_free(s->energy_users);
+    stats_free(s->energy_projects);
     free(s);
 }
 
@@ -138,6 +144,13 @@ static double run_secs(const struct stats *s, const struct stats_job *j)
     return end > j->start_time ? end - j->start_time : 0;
 }
 
+/* The part of j's energy a group with gpus of its GPUs' worth holds: all of it, but one
+ * GPU's share in a group per GPU (gpus 1 of j->gpus). */
+static double gpus_share_of(const struct stats_job *j, double gpus)
+{
+    return j->gpus > 1 && gpus < (double)j->gpus ? gpus / (double)j->gpus : 1.0;
+}
+
 /* Counts j in g, with gpus GPUs' worth of its run time. */
 static void group_add(struct group *g, const struct stats_job *j, double run, double gpus)
 {
@@ -159,10 +172,30 @@ static void group_add(struct group *g, const struct stats_job *j, double run, do
     bool bad_end = j->state == JOB_FAILED || j->state == JOB_CANCELLED || j->state == JOB_TIMEOUT;
     if (bad_end && j->reason >= 0 && j->reason < JOB_REASON_COUNT)
         g->reasons[j->reason]++;
+    if (j->energy_known) {
+        g->energy_wh += j->energy_wh * (gpus_share_of(j, gpus));
+        g->n_energy++;
+    }
+}
+
+/* j's energy in a group of the named kind (energy per user, per project). */
+static void energy_add(struct stats **t, const char *name, double wh)
+{
+    if (!*t)
+        *t = stats_new(STATS_BY_USER, 0, 0, 0);
+    if (!name || !*name)
+        name = NO_GROUP;
+    struct group *g = group_get(*t, name, strlen(name));
+    g->energy_wh += wh;
+    g->n_energy++;
 }
 
 void stats_add(struct stats *s, const struct stats_job *j)
 {
+    if (j->energy_known) {
+        energy_add(&s->energy_users, j->user, j->energy_wh);
+        energy_add(&s->energy_projects, j->project, j->energy_wh);
+    }
     double run = run_secs(s, j);
     group_add(&s->total, j, run, (double)j->gpus);
     if (s->by != STATS_BY_GPU) {
@@ -300,7 +333,31 @@ static json_t *group_json(struct group *g, const char *name)
     json_object_set_new(o, "failure_rate",
                         rounded(ended ? (double)bad / (double)ended : 0, 1e-6, ended > 0));
     json_object_set_new(o, "top_reasons", top_reasons(g));
+    json_object_set_new(o, "energy_kwh", rounded(g->energy_wh / 1000.0, 1e-6, g->n_energy > 0));
     return o;
+}
+
+static int energy_cmp(const void *pa, const void *pb)
+{
+    const struct group *a = *(struct group *const *)pa, *b = *(struct group *const *)pb;
+    return strcmp(a->name, b->name);
+}
+
+/* [{"name", "energy_kwh", "jobs"}] by name. */
+static json_t *energy_json(struct stats *t)
+{
+    json_t *out = json_array();
+    if (!t)
+        return out;
+    if (t->n_groups > 1)
+        qsort(t->groups, t->n_groups, sizeof(*t->groups), energy_cmp);
+    for (size_t i = 0; i < t->n_groups; i++) {
+        const struct group *g = t->groups[i];
+        json_array_append_new(out, json_pack("{s:s, s:o, s:I}", "name", g->name, "energy_kwh",
+                                             rounded(g->energy_wh / 1000.0, 1e-6, true), "jobs",
+                                             (json_int_t)g->n_energy));
+    }
+    return out;
 }
 
 /* GPUs in index order, "(none)" last; users and projects by name. */
@@ -328,9 +385,11 @@ json_t *stats_json(const struct stats *s)
         json_array_append_new(groups, group_json(m->groups[i], m->groups[i]->name));
     /* The slots index the old order: nothing is added after the output. */
     /* since 0: all time, null as gflow's. */
-    return json_pack("{s:s, s:o, s:f, s:f, s:o, s:o}", "by", stats_by_name(s->by), "since",
-                     s->since > 0 ? json_real(s->since) : json_null(), "until", s->until, "now",
-                     s->now, "groups", groups, "total", group_json(&m->total, "total"));
+    return json_pack("{s:s, s:o, s:f, s:f, s:o, s:o, s:{s:o, s:o}}", "by", stats_by_name(s->by),
+                     "since", s->since > 0 ? json_real(s->since) : json_null(), "until", s->until,
+                     "now", s->now, "groups", groups, "total", group_json(&m->total, "total"),
+                     "energy", "users", energy_json(m->energy_users), "projects",
+                     energy_json(m->energy_projects));
 }
 
 /* ---- GPU utilisation ---- */

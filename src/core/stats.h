@@ -6,6 +6,7 @@
 #define GFLOW_STATS_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -24,6 +25,10 @@ struct stats_job {
     double submit_time, start_time, end_time; /* 0: not happened */
     int64_t gpus;
     int reason; /* enum job_reason */
+    /* Its GPUs' energy (gpuacct.h), when energy_known; then user and project are wanted
+     * whatever the grouping (energy per both). */
+    bool energy_known;
+    double energy_wh;
 };
 
 struct stats;
@@ -34,8 +39,11 @@ void stats_free(struct stats *s);
 /* Counts one job in its group(s) (a job on two GPUs counts in both, with one GPU's share
  * of its GPU-hours each) and in the total. */
 void stats_add(struct stats *s, const struct stats_job *j);
-/* {"by": ..., "since": ..., "until": ..., "groups": [...], "total": {...}}; groups
- * sorted by GPU-hours, most first, then by name. */
+/* {"by": ..., "since": ..., "until": ..., "groups": [...], "total": {...}, "energy":
+ * {"users": [...], "projects": [...]}}; groups sorted by name (GPUs by index); each
+ * group and the total has energy_kwh (null when no job of it has a known energy), and
+ * "energy" gives it per user and per project ({"name", "energy_kwh", "jobs": how many
+ * had a known energy}) whatever the grouping. */
 json_t *stats_json(const struct stats *s);
 
 /* The p-th percentile (0 < p <= 100) of v[0..n) by nearest rank (the smallest value with

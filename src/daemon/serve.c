@@ -54,6 +54,7 @@
 #include "policy/reservation_table.h"
 #include "procinfo.h"
 #include "run/cgleaf.h"
+#include "run/gpuacct_run.h"
 #include "run/gpufault.h"
 #include "run/launch.h"
 #include "run/preempt_run.h"
@@ -214,6 +215,7 @@ static void gpu_ready_cb(int fd, uint32_t events, void *arg)
     if (!daemon_on_slurm(s->d)) {
         run_gpu_faults(s->d); /* a GPU lost under its jobs ends them */
         stray_run(s->d);
+        gpuacct_run_read(s->d);
     }
     record_gpu_samples(s);
     events_gpus_read(s->d->events);

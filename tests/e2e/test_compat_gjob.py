@@ -36,6 +36,8 @@ SHOW_LINE = {
     "log_lost_bytes": "LogLost", "stray": "Stray", "slurm_note": "SlurmNote",
     "cpus_per_gpu": "CPUsPerGPU", "cpus": "CPUs", "cpus_far": "CPUs",
     "effective_priority": "EffectivePriority", "priority_detail": "EffectivePriority",
+    "gpu_util_mean": "GPUUtil", "gpu_util_peak": "GPUUtil", "gpu_mem_peak_mb": "GPUMemPeak",
+    "energy_wh": "Energy", "gpu_idle": "GPUIdle",
 }
 # Lines shown only when another field is set (gflow shows the mode and auto-cancel of a
 # job's dependencies only when it has some).

@@ -12,7 +12,7 @@ WAIT_GO = "while [ ! -e go ]; do sleep 0.02; done"
 
 # gflow's headings, in its order, then ours.
 PARTS = ["Job Details", "Parameters", "Resources", "Execution", "Dependencies", "Timing",
-         "Outcome", "Supervision"]
+         "Outcome", "GPU Use", "Supervision"]
 DURATION = r"\d\d+:\d\d:\d\d"  # format_duration's text
 MOMENT = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d"  # format_time's
 
@@ -107,6 +107,8 @@ def test_show_verbose_prints_every_field(make_gflow):
     assert (parts["Timing"]["TimeLimit"], parts["Timing"]["BeginTime"]) == ("UNLIMITED", "-")
     assert (parts["Outcome"]["Signal"], parts["Outcome"]["OOM"]) == ("-", "no"), parts
     assert parts["Supervision"]["Requeue"] == "no", parts
+    assert parts["GPU Use"] == {"GPUUtil": "-", "GPUMemPeak": "-", "Energy": "-",
+                                "GPUIdle": "-"}, parts  # a CPU job: nothing known
     # -o json is unchanged by -v: the whole record either way.
     assert json.loads(g.run("gjob", "show", "-v", "-o", "json", job, check=True).stdout)[0][
         "id"] == job

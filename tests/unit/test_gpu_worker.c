@@ -79,7 +79,7 @@ static struct gpu_worker *start(const char *lib)
 /* One request, answered within a few seconds. */
 static void ask(struct gpu_worker *w, struct gpu_worker_result *r)
 {
-    assert_true(gpu_worker_request(w));
+    assert_true(gpu_worker_request(w, 0));
     assert_true(gpu_worker_wait(w, 10));
     assert_true(gpu_worker_take(w, r));
     assert_false(gpu_worker_busy(w));
@@ -138,10 +138,10 @@ static void test_a_hanging_call_does_not_block_the_caller(void **state)
     gpu_worker_result_free(&r);
 
     put_fixture(hanging);
-    assert_true(gpu_worker_request(w));
+    assert_true(gpu_worker_request(w, 0));
     assert_false(gpu_worker_wait(w, 0.3)); /* returns: the call still hangs */
     assert_true(gpu_worker_busy(w));
-    assert_false(gpu_worker_request(w)); /* one read at a time */
+    assert_false(gpu_worker_request(w, 0)); /* one read at a time */
     assert_false(gpu_worker_take(w, &r));
 
     put_fixture(two_linked); /* the hang ends */

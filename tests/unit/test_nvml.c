@@ -21,6 +21,7 @@
 
 #include "files.h"
 #include "gpu/nvml.h"
+#include "gpu/nvml_acct.h"
 #include "gpuinfo.h"
 #include "nvml_types.h"
 #include "util.h"
@@ -420,6 +421,68 @@ static void test_graphics_and_mps_processes(void **state)
     }
 }
 
+/* A held GPU's accounting readings (nvml_acct.c): the energy counter (the fixture's, or
+ * one rising at its power), each process's SM utilisation; unknown without the calls
+ * (the build with only the required symbols) or when NVML does not support them. */
+static void test_account_readings(void **state)
+{
+    put_fixture("{\"gpus\": [{\"uuid\": \"GPU-0\", \"memory_total_mib\": 1000,"
+                " \"energy_mj\": 123456789,"
+                " \"processes\": [{\"pid\": 10, \"used_memory_mib\": 100, \"sm_util\": 42},"
+                "  {\"pid\": 11, \"used_memory_mib\": 100}]},"
+                " {\"uuid\": \"GPU-1\", \"memory_total_mib\": 1000, \"power_w\": 250},"
+                " {\"uuid\": \"GPU-2\", \"memory_total_mib\": 1000, \"power_w\": 250,"
+                "  \"fail\": {\"nvmlDeviceGetTotalEnergyConsumption\": 3}}]}");
+    struct nvml *n = open_ok("NVML_SIM_LIB");
+    struct gpu_set s;
+    char *err = NULL;
+    assert_int_equal(nvml_read_system(n, &s, &err), 0);
+    struct gpu_info g[3];
+    for (unsigned i = 0; i < 3; i++) {
+        memset(&g[i], 0, sizeof(g[i]));
+        struct gpu_mig *migs;
+        size_t k;
+        nvml_read_device(n, i, &g[i], &migs, &k);
+        free(migs);
+        unsigned long long seen = 0;
+        nvml_read_account(n, i, &g[i], &seen);
+        assert_true(g[i].accounted);
+    }
+    assert_true(g[0].energy_known);
+    assert_int_equal(g[0].energy_mj, 123456789);
+    assert_int_equal(g[0].n_procs, 2);
+    assert_true(g[0].procs[0].sm_util_known);
+    assert_int_equal(g[0].procs[0].sm_util, 42);
+    assert_false(g[0].procs[1].sm_util_known);
+    /* Rising at 250 W from its first reading. */
+    assert_true(g[1].energy_known);
+    int64_t first = g[1].energy_mj;
+    usleep(100 * 1000);
+    unsigned long long seen = 0;
+    nvml_read_account(n, 1, &g[1], &seen);
+    assert_true(g[1].energy_mj - first >= 25000 && g[1].energy_mj - first < 250000);
+    assert_false(g[2].energy_known);
+    for (unsigned i = 0; i < 3; i++)
+        free(g[i].procs);
+    gpu_set_free(&s);
+    nvml_close(n);
+
+    n = open_ok("NVML_SIM_NOOPT_LIB");
+    assert_int_equal(nvml_read_system(n, &s, &err), 0);
+    struct gpu_info h;
+    memset(&h, 0, sizeof(h));
+    struct gpu_mig *migs;
+    size_t k;
+    nvml_read_device(n, 0, &h, &migs, &k);
+    free(migs);
+    nvml_read_account(n, 0, &h, &seen);
+    assert_false(h.energy_known);
+    assert_false(h.procs && h.procs[0].sm_util_known);
+    free(h.procs);
+    gpu_set_free(&s);
+    nvml_close(n);
+}
+
 /* The /dev/nvidia minor comes from NVML: the index by default, what the fixture says,
  * unknown (-1) when NVML cannot tell or lacks the call. */
 static void test_minor_number(void **state)
@@ -763,6 +826,7 @@ int main(void)
         cmocka_unit_test(test_missing_library),
         cmocka_unit_test(test_unavailable_reasons),
         cmocka_unit_test(test_graphics_and_mps_processes),
+        cmocka_unit_test(test_account_readings),
         cmocka_unit_test(test_minor_number),
         cmocka_unit_test(test_nvswitch_topology),
         cmocka_unit_test(test_nvlink_counts_and_gaps),

@@ -264,6 +264,49 @@ static void test_gpu_samples(void **state)
     stats_gpu_free(g);
 }
 
+/* Energy: per group (a job on two GPUs gives each GPU's group half), the total, and per
+ * user and per project whatever the grouping; null where no job has one. */
+static void test_energy(void **state)
+{
+    (void)state;
+    struct stats_job a = job("alice", "p1", "0,1", JOB_FINISHED, 0, 100, 2, JOB_REASON_NONE);
+    a.energy_known = true;
+    a.energy_wh = 500;
+    struct stats_job b = job("bob", NULL, "1", JOB_FINISHED, 0, 100, 1, JOB_REASON_NONE);
+    b.energy_known = true;
+    b.energy_wh = 250;
+    struct stats_job c = job("carol", "p1", NULL, JOB_FINISHED, 0, 100, 0, JOB_REASON_NONE);
+    for (int by = STATS_BY_USER; by <= STATS_BY_GPU; by++) {
+        struct stats *s = stats_new((enum stats_by)by, 0, 1e9, 2000);
+        stats_add(s, &a);
+        stats_add(s, &b);
+        stats_add(s, &c);
+        json_t *out = stats_json(s);
+        assert_float_equal(num(json_object_get(out, "total"), "energy_kwh"), 0.75, 1e-9);
+        if (by == STATS_BY_USER) {
+            assert_float_equal(num(group(out, "alice"), "energy_kwh"), 0.5, 1e-9);
+            assert_true(json_is_null(json_object_get(group(out, "carol"), "energy_kwh")));
+        } else if (by == STATS_BY_GPU) {
+            assert_float_equal(num(group(out, "0"), "energy_kwh"), 0.25, 1e-9);
+            assert_float_equal(num(group(out, "1"), "energy_kwh"), 0.5, 1e-9);
+        }
+        const json_t *e = json_object_get(out, "energy");
+        const json_t *users = json_object_get(e, "users");
+        const json_t *projects = json_object_get(e, "projects");
+        assert_int_equal(json_array_size(users), 2); /* carol has none */
+        assert_string_equal(json_string_value(json_object_get(json_array_get(users, 1), "name")),
+                            "bob");
+        assert_float_equal(num(json_array_get(users, 1), "energy_kwh"), 0.25, 1e-9);
+        assert_int_equal(json_array_size(projects), 2);
+        assert_string_equal(json_string_value(json_object_get(json_array_get(projects, 0), "name")),
+                            "(none)");
+        assert_float_equal(num(json_array_get(projects, 1), "energy_kwh"), 0.5, 1e-9);
+        assert_int_equal(count(json_array_get(projects, 1), "jobs"), 1);
+        json_decref(out);
+        stats_free(s);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -274,6 +317,7 @@ int main(void)
         cmocka_unit_test(test_many_groups),
         cmocka_unit_test(test_empty_period),
         cmocka_unit_test(test_gpu_samples),
+        cmocka_unit_test(test_energy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -174,7 +174,7 @@ static void ask(struct gpus *g)
 {
     if (g->off)
         return;
-    if (!gpu_worker_request(g->worker)) {
+    if (!gpu_worker_request(g->worker, g->account)) {
         g->ask_again = true; /* read again once the one in progress is answered */
         return;
     }
@@ -263,6 +263,7 @@ static bool take_reading(struct gpus *g, struct gpu_worker_result *r, struct job
     g->open_error = NULL;
     gpu_set_free(&g->cur);
     g->cur = r->set;
+    g->reads++;
     memset(&r->set, 0, sizeof(r->set));
     g->cur.simulated = r->simulated;
     gpu_resolve_visible(g);
@@ -283,8 +284,18 @@ static bool take_reading(struct gpus *g, struct gpu_worker_result *r, struct job
     return changed;
 }
 
+/* The GPUs read for the jobs' accounting: the whole GPUs running jobs hold (MIG
+ * instances have no energy counter of their own). None on an idle machine. */
+static void set_account(struct gpus *g, struct job *const *running, size_t n)
+{
+    g->account = 0;
+    for (size_t i = 0; i < n; i++)
+        g->account |= running[i]->gpu_mask;
+}
+
 bool gpu_collect(struct gpus *g, struct job *const *running, size_t n)
 {
+    set_account(g, running, n);
     struct gpu_worker_result r;
     if (!gpu_worker_take(g->worker, &r)) {
         if (gpu_worker_poked(g->worker) && g->nvml_open)
@@ -337,10 +348,16 @@ bool gpu_collect(struct gpus *g, struct job *const *running, size_t n)
     return changed;
 }
 
+uint64_t gpu_reads(const struct gpus *g)
+{
+    return g->reads;
+}
+
 bool gpu_refresh(struct gpus *g, struct job *const *running, size_t n)
 {
     /* The running jobs changed (a job ended, the table was reloaded): whose processes
      * are outside ones changes with them at once; the GPUs are read again meanwhile. */
+    set_account(g, running, n);
     uint64_t um = gpu_compute_unmanaged(g, running, n);
     bool changed = um != g->unmanaged;
     g->unmanaged = um;

@@ -93,6 +93,8 @@ bool gpu_uuid_ids(const struct gpus *g);
 const char *gpu_id_format(const struct gpus *g);
 
 const struct gpu_set *gpu_current(const struct gpus *g);
+/* How many readings gpu_current() has taken: a new one when this changed. */
+uint64_t gpu_reads(const struct gpus *g);
 /* "no GPUs: NVML <state>" while NVML is not open, else NULL. Valid until the next call. */
 const char *gpu_error(const struct gpus *g);
 /* GPUs that may be used now. */

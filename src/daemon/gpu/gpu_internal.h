@@ -59,6 +59,8 @@ struct gpus {
     double timeout;     /* daemon.nvml_timeout_secs */
     double asked_at;    /* when the request in progress was made; 0: none */
     bool ask_again;     /* read again once the request in progress is answered */
+    uint64_t account;   /* GPUs the running jobs hold: read for their accounting too */
+    uint64_t reads;     /* readings taken (gpu_reads) */
     bool overdue;       /* the request in progress is past the timeout */
     struct loop_timer *retry_timer, *overdue_timer;
     struct gpu_set blind; /* cur with the GPUs not seen now unavailable (gpu_schedulable) */

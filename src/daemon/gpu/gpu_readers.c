@@ -13,6 +13,7 @@
 #include "clock.h"
 #include "loop.h"
 #include "nvml.h"
+#include "nvml_acct.h"
 #include "util.h"
 
 struct reader {
@@ -28,6 +29,7 @@ struct reader {
     bool answered; /* the answer below is fresh and not taken */
     bool waited;   /* the worker waits for this answer (false: given up on) */
     struct nvml *nv;
+    bool account; /* also read what a job's accounting needs (nvml_acct.h) */
     double since; /* when the read was asked for */
     struct gpu_info info;
     struct gpu_mig *migs;
@@ -35,6 +37,8 @@ struct reader {
 
     /* The thread's notes (nvml_note_call), read atomically by the worker. */
     const char *calling;
+    /* The thread's own: the newest process utilisation sample read. */
+    unsigned long long util_seen;
 };
 
 struct gpu_readers {
@@ -72,6 +76,7 @@ static void *reader_main(void *arg)
         r->asked = false;
         r->busy = true;
         struct nvml *nv = r->nv;
+        bool account = r->account;
         pthread_mutex_unlock(&rs->mu);
 
         struct gpu_info info;
@@ -79,6 +84,8 @@ static void *reader_main(void *arg)
         struct gpu_mig *migs;
         size_t n_migs;
         nvml_read_device(nv, (unsigned int)r->index, &info, &migs, &n_migs);
+        if (account && !info.lost && !info.version_mismatch)
+            nvml_read_account(nv, (unsigned int)r->index, &info, &r->util_seen);
 
         pthread_mutex_lock(&rs->mu);
         answer_clear(r);
@@ -148,8 +155,8 @@ void gpu_readers_free(struct gpu_readers *rs)
     free(rs);
 }
 
-bool gpu_readers_start(struct gpu_readers *rs, struct nvml *nv, size_t count, uint64_t *stuck,
-                       char **err)
+bool gpu_readers_start(struct gpu_readers *rs, struct nvml *nv, size_t count, uint64_t account,
+                       uint64_t *stuck, char **err)
 {
     *stuck = 0;
     if (count > GPUINFO_MAX_GPUS)
@@ -173,6 +180,7 @@ bool gpu_readers_start(struct gpu_readers *rs, struct nvml *nv, size_t count, ui
             r->started = true;
         }
         r->nv = nv;
+        r->account = account & (1ULL << i);
         r->since = now;
         __atomic_store_n(&r->calling, NULL, __ATOMIC_RELAXED);
         r->asked = r->waited = true;

@@ -30,11 +30,12 @@ struct gpu_readers *gpu_readers_new(void (*late)(void *), void *arg);
  * cannot be interrupted, and the process is about to exit). */
 void gpu_readers_free(struct gpu_readers *rs);
 
-/* Asks the readers of GPUs 0..count-1 that are free to read their GPU through nv;
- * returns the GPUs whose reader is still in an earlier call (not asked). False with
- * *err when a thread cannot be started. */
-bool gpu_readers_start(struct gpu_readers *rs, struct nvml *nv, size_t count, uint64_t *stuck,
-                       char **err);
+/* Asks the readers of GPUs 0..count-1 that are free to read their GPU through nv (those
+ * in `account` also for a job's accounting: nvml_acct.h); returns the GPUs whose reader
+ * is still in an earlier call (not asked). False with *err when a thread cannot be
+ * started. */
+bool gpu_readers_start(struct gpu_readers *rs, struct nvml *nv, size_t count, uint64_t account,
+                       uint64_t *stuck, char **err);
 /* Waits until every reader asked has answered or `deadline` (monotonic) has passed. */
 void gpu_readers_wait(struct gpu_readers *rs, double deadline);
 /* GPU i's answer: true with *g, *migs, *n_migs moved out (the caller's to free); false,

@@ -51,6 +51,7 @@ struct gpu_worker {
     bool working;   /* the thread is on it */
     bool done;      /* result holds the answer, not taken yet */
     bool quit;
+    uint64_t account; /* the request's GPUs to read for a job's accounting */
     struct gpu_worker_result result;
     double system_since; /* gpu_worker_system_since */
     bool poked;          /* a reader given up on came back */
@@ -242,7 +243,10 @@ static uint64_t worker_read_gpus(struct gpu_worker *w, struct gpu_worker_result 
     struct gpu_set *s = &r->set;
     uint64_t stuck = 0, hung = 0;
     char *err = NULL;
-    if (!gpu_readers_start(w->readers, w->nv, s->n_gpus, &stuck, &err)) {
+    pthread_mutex_lock(&w->mu);
+    uint64_t account = w->account;
+    pthread_mutex_unlock(&w->mu);
+    if (!gpu_readers_start(w->readers, w->nv, s->n_gpus, account, &stuck, &err)) {
         r->error = err;
         return ~0ULL;
     }
@@ -265,6 +269,7 @@ static uint64_t worker_read_gpus(struct gpu_worker *w, struct gpu_worker_result 
             if (l->have) {
                 gpu_copy(&l->info, l->migs, l->n_migs, g, &migs);
                 k = l->n_migs;
+                g->accounted = g->energy_known = false; /* old: nothing to account */
             } else { /* never read: nothing known, nothing to give */
                 g->index = (int)i;
                 g->memory_used_mib = g->memory_free_mib = -1;
@@ -427,12 +432,13 @@ void gpu_worker_free(struct gpu_worker *w)
     free(w);
 }
 
-bool gpu_worker_request(struct gpu_worker *w)
+bool gpu_worker_request(struct gpu_worker *w, uint64_t account)
 {
     pthread_mutex_lock(&w->mu);
     bool ok = !w->requested && !w->working && !w->done;
     if (ok) {
         w->requested = true;
+        w->account = account;
         pthread_cond_signal(&w->cv);
     }
     pthread_mutex_unlock(&w->mu);

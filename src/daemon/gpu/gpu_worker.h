@@ -57,9 +57,10 @@ struct gpu_worker *gpu_worker_new(const char *library, double timeout, char **er
  * holds: it cannot be interrupted, and the process is about to exit. */
 void gpu_worker_free(struct gpu_worker *w);
 
-/* Asks for NVML to be opened if it is not, then for the GPUs to be read. False (and
+/* Asks for NVML to be opened if it is not, then for the GPUs to be read, those in
+ * `account` (bit i: GPU i, the ones jobs hold) also for the jobs' accounting. False (and
  * nothing asked) while a request is still in progress or its result not taken. */
-bool gpu_worker_request(struct gpu_worker *w);
+bool gpu_worker_request(struct gpu_worker *w, uint64_t account);
 /* Whether a request is in progress or its result waits to be taken. */
 bool gpu_worker_busy(const struct gpu_worker *w);
 /* Readable when a result is ready. */

@@ -332,6 +332,8 @@ void route_show(const struct route_req *r, struct reply *rep)
         j.wait_reason = live->wait_reason;
         j.expected_start = live->expected_start;
         j.sched.group = live->sched.group; /* its max_concurrent */
+        if (live->state == JOB_RUNNING)    /* its GPU figures so far: not stored yet */
+            job_gpu_use_copy(&j, live);
     }
     if (!auth_may_act_on(r->who, j.uid)) { /* others see the job, not its environment */
         json_decref(j.env);

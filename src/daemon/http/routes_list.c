@@ -76,10 +76,12 @@ static int parse_format(const struct route_req *r, struct list_ctx *ctx, char **
 static void list_cb(struct job *j, void *arg)
 {
     struct list_ctx *ctx = arg;
-    if (j->state == JOB_QUEUED) {
+    if (j->state == JOB_QUEUED || j->state == JOB_RUNNING) {
         struct job *live = jobs_get(ctx->jobs, j->id);
-        if (live)
+        if (live && j->state == JOB_QUEUED)
             j->wait_reason = live->wait_reason;
+        if (live && j->state == JOB_RUNNING) /* its GPU figures so far are in memory */
+            job_gpu_use_copy(j, live);
     }
     emit(ctx, j);
     job_free(j);

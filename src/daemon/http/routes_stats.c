@@ -15,6 +15,7 @@
 #include "clock.h"
 #include "daemon.h"
 #include "gpu/gpu_samples.h"
+#include "jobs/jobs.h"
 #include "stats.h"
 #include "store/store.h"
 #include "util.h"
@@ -34,6 +35,7 @@ struct stats_work {
 static void stats_work_free(void *arg)
 {
     struct stats_work *w = arg;
+    json_decref(w->q.running);
     free(w->db_path);
     free(w->user);
     free(w->pending);
@@ -75,6 +77,21 @@ static int query_time(const struct route_req *r, const char *key, double *out, s
     return 0;
 }
 
+/* The running jobs of q's user that held GPUs and sat on them so far. */
+static json_t *running_idle(struct gflowd *d, const struct store_stats_query *q)
+{
+    json_t *out = json_array();
+    size_t n;
+    struct job **running = jobs_running(d->jobs, &n);
+    for (size_t i = 0; i < n; i++) {
+        const struct job *j = running[i];
+        if (j->gpu_idle == 1 && j->start_time < q->until &&
+            (!q->user || (j->user && !strcmp(j->user, q->user))))
+            json_array_append_new(out, store_idle_job_json(j, q->now));
+    }
+    return out;
+}
+
 void route_stats(const struct route_req *r, struct reply *rep)
 {
     struct store_stats_query q = {
@@ -85,6 +102,12 @@ void route_stats(const struct route_req *r, struct reply *rep)
         return;
     const char *gpu = route_query(r, "gpu");
     q.gpu = gpu && strcmp(gpu, "0") != 0;
+    const char *idle = route_query(r, "idle_gpus");
+    q.idle = idle && strcmp(idle, "0") != 0;
+    if (q.gpu && q.idle) {
+        reply_error(rep, 400, "gpu and idle_gpus ask for different things; use one");
+        return;
+    }
     if (!since_given) /* all time (0), as gflow's; the GPUs' samples: a week */
         q.since = q.gpu ? q.until - DEFAULT_GPU_PERIOD_SECS : 0;
     if (q.since >= q.until) {
@@ -114,6 +137,8 @@ void route_stats(const struct route_req *r, struct reply *rep)
     if (user && strcmp(user, "all") != 0 && strcmp(user, "*") != 0)
         w->user = xstrdup(user);
     q.user = w->user;
+    if (q.idle) /* the running ones' figures are in memory only: taken here */
+        q.running = running_idle(r->d, &q);
     const struct gpu_samples *g = r->d->samples;
     if (q.gpu && g && g->n_pending) {
         w->pending = xmalloc(g->n_pending * sizeof(*w->pending));

@@ -696,6 +696,7 @@ static struct job *retry_job(struct jobs *t, struct job *j)
     n->oom = false;
     n->end_request = JOB_END_NONE;
     n->shim_pid = n->shim_start = n->max_rss_kb = n->log_lost_bytes = 0;
+    job_gpu_use_clear(n);
     free(n->stray);
     n->stray = NULL;
     n->gpu_mask = 0;

@@ -23,6 +23,7 @@
 #include "exitfile.h"
 #include "files.h"
 #include "gpu/gpu.h"
+#include "gpuacct_run.h"
 #include "joblog.h"
 #include "jobs/jobs.h"
 #include "launch.h"
@@ -137,6 +138,7 @@ static void run_destroy(struct run *r)
     loop_cancel_timer(r->gone_timer);
     orphans_free(r->orphans);
     exit_verdict_free(&r->verdict);
+    gpuacct_run_free(r->acct);
     free(r);
 }
 
@@ -184,6 +186,7 @@ static void cleanup_files_after_commit(struct gflowd *d, const struct job *j, bo
  * pass due; the answer, from gpu.c's NVML thread, marks it due again). */
 static void release(struct gflowd *d, struct job *j)
 {
+    gpuacct_run_end(d, j);
     run_free(j);
     if (j->gpu_mask || j->mig_uuids) {
         size_t n;
@@ -687,7 +690,8 @@ bool runner_launch(struct gflowd *d, struct job *j)
     int sock;
     struct supervisor *sup;
     char *err;
-    free(j->cpus); /* chosen afresh for each run (saved with the start below) */
+    job_gpu_use_clear(j); /* a new run's figures (a requeued job had some) */
+    free(j->cpus);        /* chosen afresh for each run (saved with the start below) */
     j->cpus = cpupin_choose(d, j, &j->cpus_far);
     enum launch_result lr = launch_shim(d, j, &pid, &start, &sock, &sup, &err);
     if (lr == LAUNCH_USER_LOOKUP) { /* never failed for it: waits for the answer */
@@ -733,6 +737,11 @@ bool runner_launch(struct gflowd *d, struct job *j)
     run_arm_time_limit(j, r, false);
     jobs_save(d->jobs, j);
     log_info("job %lld started (shim pid %ld)", (long long)j->id, (long)pid);
+    if (j->gpu_mask) { /* a first reading for its accounting soon, not at the next poll */
+        size_t n;
+        struct job **running = jobs_running(d->jobs, &n);
+        gpu_refresh(d->gpus, running, n);
+    }
     return true;
 }
 
@@ -822,6 +831,7 @@ void runner_shutdown(struct gflowd *d)
 {
     size_t n;
     struct job **running = jobs_running(d->jobs, &n);
+    gpuacct_run_save(d); /* the next daemon goes on from these figures */
     for (size_t i = 0; i < n; i++)
         run_free(running[i]); /* the shims go on; a restarted daemon re-adopts them */
 }

@@ -41,6 +41,7 @@ struct run {
     bool lost;                     /* no exit file: the verdict below is set */
     struct exit_verdict verdict;   /* how the job ends once nothing is left */
     struct orphans *orphans;       /* what is left of the job (NULL: nothing ran) */
+    struct gpuacct *acct;          /* its GPU accounting (gpuacct_run.h); NULL: none yet */
 };
 /* dir/<id><suffix>, malloc'd. */
 char *run_job_file(const char *dir, int64_t id, const char *suffix);

@@ -221,14 +221,23 @@ struct store_stats_query {
     double now;          /* running jobs' time is counted up to min(now, until) */
     const char *user;    /* NULL: every user */
     bool gpu;            /* the GPU samples instead of the jobs */
-    int buckets;         /* slices of the samples' time series */
+    /* gstats --idle-gpus instead: the jobs of the period that held GPUs and sat on them
+     * (gpu_idle); `running` (taken) lists the running ones, from the daemon's memory. */
+    bool idle;
+    json_t *running;
+    int buckets; /* slices of the samples' time series */
     /* Samples not written yet (gpu_samples.h), counted as if they were. */
     const struct gpu_sample *pending;
     size_t n_pending;
 };
 /* Reads the database at db_path on a read-only connection of its own (safe on any
  * thread, while the daemon writes): stats_json() of the period's jobs, or
- * stats_gpu_json() of its samples. NULL + *err on a database error. */
+ * stats_gpu_json() of its samples, or (idle) {"jobs": [...]}, the jobs that sat on their
+ * GPUs (store_idle_job_json's objects, the running ones first, then the ended ones
+ * latest first). NULL + *err on a database error. */
 json_t *store_stats_read(const char *db_path, const struct store_stats_query *q, char **err);
+/* One job of gstats --idle-gpus: {"id", "user", "name", "project", "state", "gpus",
+ * "gpu_ids", "runtime_secs", "gpu_util_mean", "gpu_util_peak", "energy_wh"}. */
+json_t *store_idle_job_json(const struct job *j, double now);
 
 #endif

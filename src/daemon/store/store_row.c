@@ -60,6 +60,7 @@ int store_bind_text(sqlite3_stmt *st, int idx, const char *v)
 #define BIND_TIME(ID, m)                                                                           \
     case C_##ID:                                                                                   \
         return sqlite3_bind_double(st, i, j->m);
+#define BIND_REAL BIND_TIME
 #define BIND_SPECIAL(ID, m)
 
 int store_bind_column(sqlite3_stmt *st, enum col c, const struct job *j, int64_t env_id)
@@ -126,6 +127,7 @@ char *store_col_str(sqlite3_stmt *st, int i)
     case C_##ID:                                                                                   \
         j->m = sqlite3_column_double(st, i);                                                       \
         break;
+#define READ_REAL READ_TIME
 #define READ_SPECIAL(ID, m)
 
 /* Reads result column i (table column c) into j. */

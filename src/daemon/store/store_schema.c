@@ -265,6 +265,13 @@ static const char *const migrations[] = {
     /* 26: what the slurm backend changed of what was asked (a limit rounded up to
      * Slurm's whole minutes). */
     "ALTER TABLE jobs ADD COLUMN slurm_note TEXT;",
+    /* 27 (issue 30, GPU accounting): a job's GPU utilisation mean and peak, GPU memory
+     * peak, energy and whether it sat on its GPUs; -1: unknown. */
+    "ALTER TABLE jobs ADD COLUMN gpu_util_mean INTEGER NOT NULL DEFAULT -1;"
+    "ALTER TABLE jobs ADD COLUMN gpu_util_peak INTEGER NOT NULL DEFAULT -1;"
+    "ALTER TABLE jobs ADD COLUMN gpu_mem_peak_mb INTEGER NOT NULL DEFAULT -1;"
+    "ALTER TABLE jobs ADD COLUMN energy_wh REAL NOT NULL DEFAULT -1;"
+    "ALTER TABLE jobs ADD COLUMN gpu_idle INTEGER NOT NULL DEFAULT -1;",
 };
 /* The codes migration 6 writes are enum job_reason's. */
 _Static_assert(JOB_REASON_LAUNCH_FAILED == 6 && JOB_REASON_SHIM_LOST == 7 &&

@@ -8,9 +8,14 @@
  * rather than with GROUP BY: the p95 wait needs every job's wait per group anyway, and
  * one read of the rows gives the counts, sums and waits together, where GROUP BY would
  * read them a second time (or sort them). 1M jobs: ~0.4 s (bench/stats_bench.c). */
+#include <math.h>
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "gpuinfo.h"
+#include "job.h"
+#include "util.h"
 
 #include "store_internal.h"
 
@@ -54,11 +59,13 @@ int store_gpu_sample(struct store *s, int gpu, int64_t slot, double time, int ut
 /* The jobs a period holds: those that ended in it (an index range of jobs_end), and
  * those running that started before its end (jobs_active). */
 static const char jobs_sql[] =
-    "SELECT user, project, gpu_ids, state, submit_time, start_time, end_time, gpus, reason_code"
+    "SELECT user, project, gpu_ids, state, submit_time, start_time, end_time, gpus, reason_code,"
+    " energy_wh"
     " FROM jobs WHERE " STORE_ENDED " AND end_time >= ?1 AND end_time < ?2"
     " AND (?3 IS NULL OR user = ?3)"
     " UNION ALL "
-    "SELECT user, project, gpu_ids, state, submit_time, start_time, end_time, gpus, reason_code"
+    "SELECT user, project, gpu_ids, state, submit_time, start_time, end_time, gpus, reason_code,"
+    " energy_wh"
     " FROM jobs WHERE " STORE_ACTIVE " AND state = 2 AND start_time < ?2"
     " AND (?3 IS NULL OR user = ?3)";
 
@@ -84,10 +91,17 @@ static int read_jobs(sqlite3 *db, const struct store_stats_query *q, json_t **ou
     struct stats *s = stats_new(q->by, q->since, q->until, q->now);
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        /* Only the grouping's text column is read: each costs a conversion. */
+        /* Only the grouping's text column is read (each costs a conversion), and both
+         * names for a job with an energy (energy per user and per project). */
+        double energy = sqlite3_column_double(st, 9);
+        bool both = energy >= 0;
         struct stats_job j = {
-            .user = q->by == STATS_BY_USER ? (const char *)sqlite3_column_text(st, 0) : NULL,
-            .project = q->by == STATS_BY_PROJECT ? (const char *)sqlite3_column_text(st, 1) : NULL,
+            .user =
+                both || q->by == STATS_BY_USER ? (const char *)sqlite3_column_text(st, 0) : NULL,
+            .project =
+                both || q->by == STATS_BY_PROJECT ? (const char *)sqlite3_column_text(st, 1) : NULL,
+            .energy_known = both,
+            .energy_wh = energy,
             .gpu_ids = q->by == STATS_BY_GPU ? (const char *)sqlite3_column_text(st, 2) : NULL,
             .state = sqlite3_column_int(st, 3),
             .submit_time = sqlite3_column_double(st, 4),
@@ -192,6 +206,72 @@ static int read_samples(sqlite3 *db, const struct store_stats_query *q, json_t *
     return 0;
 }
 
+json_t *store_idle_job_json(const struct job *j, double now)
+{
+    double end = j->end_time > 0 ? j->end_time : now;
+    double run = j->start_time > 0 && end > j->start_time ? end - j->start_time : 0;
+    char *ids = gpu_mask_format(j->gpu_mask);
+    json_t *o = json_pack(
+        "{s:I, s:s?, s:s?, s:s?, s:s, s:i, s:s?, s:f, s:o, s:o, s:o}", "id", (json_int_t)j->id,
+        "user", j->user, "name", j->name, "project", j->project, "state", job_state_short(j->state),
+        "gpus", j->gpus, "gpu_ids", *ids ? ids : NULL, "runtime_secs", round(run * 1000) / 1000,
+        "gpu_util_mean", j->gpu_util_mean >= 0 ? json_integer(j->gpu_util_mean) : json_null(),
+        "gpu_util_peak", j->gpu_util_peak >= 0 ? json_integer(j->gpu_util_peak) : json_null(),
+        "energy_wh",
+        j->energy_wh >= 0 ? json_real(round(j->energy_wh * 1000) / 1000) : json_null());
+    free(ids);
+    return o;
+}
+
+/* The ended jobs of the period that sat on their GPUs, latest first. */
+static const char idle_sql[] =
+    "SELECT id, user, name, project, state, gpus, gpu_ids, start_time, end_time, gpu_util_mean,"
+    " gpu_util_peak, energy_wh"
+    " FROM jobs WHERE " STORE_ENDED " AND end_time >= ?1 AND end_time < ?2"
+    " AND (?3 IS NULL OR user = ?3) AND gpu_idle = 1 ORDER BY end_time DESC";
+
+static int read_idle(sqlite3 *db, const struct store_stats_query *q, json_t **out, char **err)
+{
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(db, idle_sql, -1, &st, NULL) != SQLITE_OK) {
+        *err = db_error(db, "reading the jobs");
+        return -1;
+    }
+    sqlite3_bind_double(st, 1, q->since);
+    sqlite3_bind_double(st, 2, q->until);
+    if (q->user)
+        sqlite3_bind_text(st, 3, q->user, -1, SQLITE_STATIC);
+    json_t *jobs = q->running ? json_incref(q->running) : json_array();
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        struct job j;
+        job_init(&j);
+        j.id = sqlite3_column_int64(st, 0);
+        j.user = (char *)sqlite3_column_text(st, 1);
+        j.name = (char *)sqlite3_column_text(st, 2);
+        j.project = (char *)sqlite3_column_text(st, 3);
+        j.state = (enum job_state)sqlite3_column_int(st, 4);
+        j.gpus = sqlite3_column_int(st, 5);
+        j.gpu_mask = gpu_mask_parse((const char *)sqlite3_column_text(st, 6));
+        j.start_time = sqlite3_column_double(st, 7);
+        j.end_time = sqlite3_column_double(st, 8);
+        j.gpu_util_mean = sqlite3_column_int(st, 9);
+        j.gpu_util_peak = sqlite3_column_int(st, 10);
+        j.energy_wh = sqlite3_column_double(st, 11);
+        json_array_append_new(jobs, store_idle_job_json(&j, q->now));
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) {
+        *err = db_error(db, "reading the jobs");
+        json_decref(jobs);
+        return -1;
+    }
+    *out =
+        json_pack("{s:o, s:f, s:f, s:o}", "since", q->since > 0 ? json_real(q->since) : json_null(),
+                  "until", q->until, "now", q->now, "jobs", jobs);
+    return 0;
+}
+
 json_t *store_stats_read(const char *db_path, const struct store_stats_query *q, char **err)
 {
     sqlite3 *db = NULL;
@@ -207,6 +287,8 @@ json_t *store_stats_read(const char *db_path, const struct store_stats_query *q,
     json_t *out = NULL;
     if (q->gpu)
         read_samples(db, q, &out, err);
+    else if (q->idle)
+        read_idle(db, q, &out, err);
     else
         read_jobs(db, q, &out, err);
     sqlite3_close(db);
