@@ -39,6 +39,7 @@ struct gflowd {
     struct resv_table *resv;     /* GPU reservations (gctl reserve; reservation_table.h) */
     struct gpu_samples *samples; /* GPU utilisation for gstats --gpu (gpu_samples.h) */
     struct notifier *notifier;   /* webhooks and e-mail (notify.h) */
+    struct triage_runner *triage; /* failed jobs' classes from their logs (triage_run.h) */
     struct launcher *launcher;   /* what launching keeps between jobs (run/launch.h) */
     struct slurm_backend *slurm; /* the slurm backend's state; NULL: jobs run here */
     struct userdb *userdb;       /* NSS lookups off the loop (userdb.h); NULL before the loop */

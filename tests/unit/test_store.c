@@ -316,7 +316,7 @@ static void test_open_pragmas_and_schema(void **state)
     char *mode = peek_text(db, "PRAGMA journal_mode");
     assert_string_equal(mode, "wal|\n");
     free(mode);
-    assert_int_equal(peek_int(db, "PRAGMA user_version"), 26);
+    assert_int_equal(peek_int(db, "PRAGMA user_version"), 27);
     assert_int_equal(peek_int(db, "SELECT value FROM meta WHERE key='next_job_id'"), 2);
     char *objs = peek_text(db, "SELECT type, name FROM sqlite_schema WHERE name NOT LIKE "
                                "'sqlite_%' ORDER BY type, name");
@@ -443,7 +443,7 @@ static void test_refuses_newer_schema(void **state)
     free(err);
     /* Let teardown work. */
     db = peek_open(f->path);
-    sqlite3_exec(db, "PRAGMA user_version=26", NULL, NULL, NULL);
+    sqlite3_exec(db, "PRAGMA user_version=27", NULL, NULL, NULL);
     sqlite3_close(db);
     f->s = open_ok(f->path);
 }

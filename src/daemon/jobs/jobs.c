@@ -698,6 +698,9 @@ static struct job *retry_job(struct jobs *t, struct job *j)
     n->shim_pid = n->shim_start = n->max_rss_kb = n->log_lost_bytes = 0;
     free(n->stray);
     n->stray = NULL;
+    free(n->failure_class);
+    free(n->failure_line);
+    n->failure_class = n->failure_line = NULL;
     n->gpu_mask = 0;
     free(n->mig_uuids);
     n->mig_uuids = NULL;

@@ -265,6 +265,10 @@ static const char *const migrations[] = {
     /* 26: what the slurm backend changed of what was asked (a limit rounded up to
      * Slurm's whole minutes). */
     "ALTER TABLE jobs ADD COLUMN slurm_note TEXT;",
+    /* 27: failure triage: a failed job's class from its log's tail, and the line that
+     * showed it (core/triage.h). */
+    "ALTER TABLE jobs ADD COLUMN failure_class TEXT;"
+    "ALTER TABLE jobs ADD COLUMN failure_line TEXT;",
 };
 /* The codes migration 6 writes are enum job_reason's. */
 _Static_assert(JOB_REASON_LAUNCH_FAILED == 6 && JOB_REASON_SHIM_LOST == 7 &&
