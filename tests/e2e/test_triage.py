@@ -195,3 +195,102 @@ def test_log_that_is_a_link_to_a_root_only_file_is_not_read(throwaway_user, make
     # A plain log of the user's own is read (as the user) and classified.
     jid = g.submit('echo "RuntimeError: CUDA out of memory."; exit 1', user=user, cwd=work)
     assert wait_class(g, jid)["failure_class"] == "CudaOOM"
+
+
+# ---------------------------------------------------------------- gjob why
+
+def why(g, jid, *args):
+    cp = g.run("gjob", "why", *args, jid)
+    assert cp.returncode == 0, cp.stderr
+    return cp.stdout
+
+
+def test_gjob_why_pending_failed_running_finished(make_gflow):
+    g = make_gflow(start=False)
+    g.up("--simulate-gpus", 2)
+    failed = fail_job(g, 'echo "loading"; echo "RuntimeError: CUDA out of memory. Tried"; '
+                         'echo "last words"; exit 1')
+    wait_class(g, failed)
+    run = g.submit("-g", "2", "sleep 60")
+    g.wait_state(run, "R")
+    first = g.submit("-g", "1", "-p", "20", "sleep 1")
+    second = g.submit("-g", "2", "sleep 1")
+    held = g.submit("-H", "sleep 1")
+    # A waiting job: its reason, its place and who is ahead, the GPUs, its expected start.
+    wait_for(lambda: g.job(second)["reason"] == "Resources", "job to wait for Resources")
+    out = why(g, second)
+    lines = out.splitlines()
+    assert lines[0] == (f"Job {second} (gjob-{second}) is pending (PD): Resources (not enough "
+                        "free GPUs or memory for it now)"), out
+    assert f"Queue: position 2 of 2 waiting jobs; ahead of it: {first} (root, 1 GPU)" in out, out
+    assert "GPUs: asks 2, 0 of 2 free" in out, out
+    assert "ExpectedStart: " in out, out
+    j = json.loads(why(g, second, "-o", "json"))
+    assert j["state"] == "PD" and j["reason"] == "Resources", j
+    assert j["queue"]["position"] == 2 and j["queue"]["jobs_ahead"] == 1, j
+    assert [a["id"] for a in j["queue"]["ahead"]] == [first], j
+    assert "expected_start" in j, j
+    out = why(g, held)
+    assert out.startswith(f"Job {held} (gjob-{held}) is held (H): JobHeldUser"), out
+    assert "gjob release" in out, out
+    # A failed job: the class, the matched line, a hint and the log's last lines.
+    out = why(g, failed, "-n", "2")
+    lines = out.splitlines()
+    assert lines[0] == f"Job {failed} (gjob-{failed}) failed (F): CudaOOM", out
+    assert "  FailureLine: RuntimeError: CUDA out of memory. Tried" in lines, out
+    assert "  ExitCode: 1" in lines, out
+    assert any(l.startswith("  Hint: the GPU ran out of memory") for l in lines), out
+    assert lines[-3:] == ["  Last log lines:", "    RuntimeError: CUDA out of memory. Tried",
+                          "    last words"], out
+    j = json.loads(why(g, failed, "-o", "json"))
+    assert (j["failure_class"], j["exit_code"]) == ("CudaOOM", 1), j
+    assert j["log_tail"].endswith("last words\n"), j
+    # Running and finished jobs: one line.
+    out = why(g, run)
+    assert out.startswith(f"Job {run} (gjob-{run}) is running (R) for ") and \
+        out.rstrip().endswith("on GPUs 0,1") and len(out.splitlines()) == 1, out
+    g.run("gcancel", run, check=True)
+    g.wait_state(first, timeout=20)
+    out = why(g, first)
+    assert out.startswith(f"Job {first} (gjob-{first}) finished (CD) with exit code 0"), out
+    assert len(out.splitlines()) == 1, out
+
+
+def test_gjob_why_bad_input(gflow):
+    g = gflow
+    for args, needle in [((), "which job?"), (("1", "2"), "explains one job"),
+                         (("-o", "yaml", "1"), "use table or json"),
+                         (("-n", "x", "1"), "invalid line count")]:
+        cp = g.run("gjob", "why", *args)
+        assert cp.returncode == 2 and needle in cp.stderr, (args, cp.stderr)
+        assert len(cp.stderr.strip().splitlines()) == 1, cp.stderr
+    cp = g.run("gjob", "why", "999")
+    assert cp.returncode == 1 and "999" in cp.stderr, cp.stderr
+    cp = g.run("gjob", "completion", "bash", check=True)
+    assert "why" in cp.stdout
+
+
+# ---------------------------------------------------------------- MCP
+
+def test_mcp_triage_job_shows_the_class(gflow):
+    g = gflow
+    jid = fail_job(g, 'printf "Traceback (most recent call last):\\n  File \\"x.py\\", line 1\\n'
+                      'KeyError: \'lr\'\\n"; exit 1')
+    wait_class(g, jid)
+    p = subprocess.Popen([binary("gflow-mcp")], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, env=g.env, cwd=str(g.work), text=True)
+    msgs = [{"jsonrpc": "2.0", "id": 1, "method": "initialize",
+             "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                        "clientInfo": {"name": "e2e", "version": "1"}}},
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+             "params": {"name": "triage_job", "arguments": {"job_id": jid}}}]
+    out, err = p.communicate("".join(json.dumps(m) + "\n" for m in msgs), timeout=20)
+    replies = [json.loads(l) for l in out.splitlines()]
+    r = [m for m in replies if m.get("id") == 2][0]["result"]
+    s = r["structuredContent"]
+    assert s["failure_class"] == "PythonException: KeyError", s
+    assert s["failure_line"] == "KeyError: 'lr'", s
+    assert s["reason"] == "PythonException: KeyError", s
+    assert "its log showed: KeyError: 'lr'" in s["summary"], s
+    assert any("PythonException" in h for h in s["retry_hints"]), s
