@@ -359,7 +359,7 @@ static void test_open_pragmas_and_schema(void **state)
               "begin_time reason_code reason_job umask mig_profile mig_count mig_uuids "
               "project nice notify_email notify_on auto_close requeue requeue_count "
               "preempted_by pty slurm_id slurm_reason log_lost_bytes stray cpus_per_gpu cpus "
-              "cpus_far slurm_note|\n");
+              "cpus_far slurm_note failure_class failure_line|\n");
     free(objs);
     /* The payload: a sweep's values and templates after script and env (step 5). */
     objs = peek_text(db, "SELECT group_concat(name, ' ') FROM pragma_table_info('job_payload')");
@@ -411,6 +411,8 @@ static void test_migrate_counts_without_insert_trigger(void **state)
                                   " ALTER TABLE jobs DROP COLUMN cpus;"
                                   " ALTER TABLE jobs DROP COLUMN cpus_far;"
                                   " ALTER TABLE jobs DROP COLUMN slurm_note;"
+                                  " ALTER TABLE jobs DROP COLUMN failure_class;"
+                                  " ALTER TABLE jobs DROP COLUMN failure_line;"
                                   " PRAGMA user_version=21",
                                   NULL, NULL, NULL),
                      SQLITE_OK);
@@ -458,6 +460,7 @@ static void test_refuses_newer_schema(void **state)
     "ALTER TABLE jobs DROP COLUMN stray;"                                                          \
     "ALTER TABLE jobs DROP COLUMN cpus_per_gpu; ALTER TABLE jobs DROP COLUMN cpus;"                \
     "ALTER TABLE jobs DROP COLUMN cpus_far; ALTER TABLE jobs DROP COLUMN slurm_note;"              \
+    "ALTER TABLE jobs DROP COLUMN failure_class; ALTER TABLE jobs DROP COLUMN failure_line;"       \
     "ALTER TABLE jobs DROP COLUMN requeue; ALTER TABLE jobs DROP COLUMN requeue_count;"            \
     "ALTER TABLE jobs DROP COLUMN preempted_by; ALTER TABLE jobs DROP COLUMN pty;"                 \
     "ALTER TABLE jobs DROP COLUMN slurm_id; ALTER TABLE jobs DROP COLUMN slurm_reason;"            \
