@@ -124,6 +124,12 @@ static void gqueue_project(struct strbuf *sb, const struct job *j, double now)
     strbuf_adds(sb, j->project && *j->project ? j->project : "-");
 }
 
+/* A failed job's failure class (failure triage; "-": none). */
+static void gqueue_failure(struct strbuf *sb, const struct job *j, double now)
+{
+    strbuf_adds(sb, j->failure_class && *j->failure_class ? j->failure_class : "-");
+}
+
 /* The slurm backend's job id ("-": none). */
 static void gqueue_slurm_id(struct strbuf *sb, const struct job *j, double now)
 {
@@ -225,6 +231,7 @@ static const struct gqueue_field gqueue_fields[] = {
      gqueue_start_time,
      {JOB_FIELD_STATE, JOB_FIELD_EXPECTED_START, JOB_FIELD_START_TIME}},
     {JOB_HEADER_SLURM_ID, gqueue_slurm_id, {JOB_FIELD_SLURM_ID}},
+    {JOB_HEADER_FAILURE_CLASS, gqueue_failure, {JOB_FIELD_FAILURE_CLASS}},
 };
 #define GQUEUE_NFIELDS (sizeof(gqueue_fields) / sizeof(gqueue_fields[0]))
 

@@ -65,6 +65,9 @@ def test_cuda_oom_is_the_reason_in_gqueue_and_gjob_show(gflow):
     assert s["Reason"] == "CudaOOM", s
     assert s["FailureLine"].startswith("RuntimeError: CUDA out of memory."), s
     assert s["ExitCode"].startswith("1"), s
+    # gqueue's FAILURE column: the class alone.
+    cp = g.run("gqueue", "-a", "-f", "JOBID,FAILURE", check=True)
+    assert cp.stdout.split() == ["JOBID", "FAILURE", str(jid), "CudaOOM"], cp.stdout
 
 
 @pytest.mark.parametrize("command,cls,line", [
