@@ -189,8 +189,8 @@ def test_log_that_is_a_link_to_a_root_only_file_is_not_read(throwaway_user, make
     j = g.wait_state(jid, timeout=20)
     assert j["state"] == "F", j
     assert os.path.islink(logs / f"{jid}.log")
-    wait_for(lambda: f"job {jid}: its log was not read for triage" in g.daemon_log(),
-             "the refusal in gflowd.log")
+    wait_for(lambda: f"job {jid}: its log was not read for triage: {jid}.log is a symbolic "
+             "link: not read" in g.daemon_log(), "the refusal in gflowd.log")
     j = g.job(jid)
     assert j["failure_class"] is None and j["failure_line"] is None, j
     assert j["reason"] == "NonZeroExitCode", j
@@ -297,3 +297,23 @@ def test_mcp_triage_job_shows_the_class(gflow):
     assert s["reason"] == "PythonException: KeyError", s
     assert "its log showed: KeyError: 'lr'" in s["summary"], s
     assert any("PythonException" in h for h in s["retry_hints"]), s
+
+
+def test_log_that_is_a_fifo_is_refused_without_blocking(gflow):
+    g = gflow
+    # The job swaps its log for a FIFO nobody writes: a read would block forever.
+    jid = fail_job(g, 'rm -f "$GFLOW_E2E_LOGS/$GFLOW_JOB_ID.log"; '
+                      'mkfifo "$GFLOW_E2E_LOGS/$GFLOW_JOB_ID.log"; exit 1',
+                   env={"GFLOW_E2E_LOGS": str(g.data / "logs")})
+    fifo = g.data / "logs" / f"{jid}.log"
+    try:
+        wait_for(lambda: f"job {jid}: its log was not read for triage: {jid}.log is not a "
+                 "regular file: not read" in g.daemon_log(), "the refusal in gflowd.log")
+    finally:
+        if fifo.exists() and stat.S_ISFIFO(os.lstat(fifo).st_mode):
+            fifo.unlink()  # the fixture's teardown reads every log
+    j = g.job(jid)
+    assert j["failure_class"] is None and j["reason"] == "NonZeroExitCode", j
+    # The daemon goes on scheduling and classifying.
+    jid = fail_job(g, CUDA_OOM)
+    assert wait_class(g, jid)["failure_class"] == "CudaOOM"

@@ -114,9 +114,13 @@ static void child_done(void *arg, bool reaped, int status, struct strbuf *out)
         if (reaped && WIFSIGNALED(status))
             log_warn("job %lld: its log was not read for triage: no answer in %lld s",
                      (long long)f->id, (long long)t->d->cfg.triage_timeout_secs);
-        else
-            log_info("job %lld: its log was not read for triage: %.*s", (long long)f->id,
-                     nl ? (int)(nl - text) : (int)out->len, text);
+        else {
+            size_t len = nl ? (size_t)(nl - text) : out->len;
+            if (len >= 7 && !strncmp(text, "error: ", 7))
+                text += 7, len -= 7;
+            log_info("job %lld: its log was not read for triage: %.*s", (long long)f->id, (int)len,
+                     text);
+        }
         record(t, f, NULL, 0, true);
     }
     failure_free(f);
