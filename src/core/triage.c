@@ -383,9 +383,9 @@ int triage_classify(const struct triage_config *c, const struct triage_input *in
         rc = found(name, &ls, -1, cls, line);
         goto done;
     }
-    /* 127 is the shell's "command not found" (exit status 127, POSIX sh). */
-    i = last_match(&ls, &builtin_re[B_NOT_FOUND]);
-    if (in->exit_code == 127 || i >= 0) {
+    /* The shell's "command not found" (its status is 127, but a job may exit 127 for
+     * its own reasons, as shim/lookup.c says: the line is needed). */
+    if ((i = last_match(&ls, &builtin_re[B_NOT_FOUND])) >= 0) {
         rc = found(builtins[B_NOT_FOUND].name, &ls, i, cls, line);
         goto done;
     }

@@ -33,16 +33,15 @@ struct gflowd {
     struct jobs *jobs;
     struct gpus *gpus;
     struct api *api;
-    struct events *events;        /* GET /v1/events (events.h) */
-    struct disk *disk;            /* room on the data and log filesystems */
-    int log_dir_fd;               /* daemon.log_dir, held open (run/joblog.h); -1 before */
-    struct resv_table *resv;      /* GPU reservations (gctl reserve; reservation_table.h) */
-    struct gpu_samples *samples;  /* GPU utilisation for gstats --gpu (gpu_samples.h) */
-    struct notifier *notifier;    /* webhooks and e-mail (notify.h) */
-    struct triage_runner *triage; /* failed jobs' classes from their logs (triage_run.h) */
-    struct launcher *launcher;    /* what launching keeps between jobs (run/launch.h) */
-    struct slurm_backend *slurm;  /* the slurm backend's state; NULL: jobs run here */
-    struct userdb *userdb;        /* NSS lookups off the loop (userdb.h); NULL before the loop */
+    struct events *events;       /* GET /v1/events (events.h) */
+    struct disk *disk;           /* room on the data and log filesystems */
+    int log_dir_fd;              /* daemon.log_dir, held open (run/joblog.h); -1 before */
+    struct resv_table *resv;     /* GPU reservations (gctl reserve; reservation_table.h) */
+    struct gpu_samples *samples; /* GPU utilisation for gstats --gpu (gpu_samples.h) */
+    struct notifier *notifier;   /* webhooks and e-mail (notify.h) */
+    struct launcher *launcher;   /* what launching keeps between jobs (run/launch.h) */
+    struct slurm_backend *slurm; /* the slurm backend's state; NULL: jobs run here */
+    struct userdb *userdb;       /* NSS lookups off the loop (userdb.h); NULL before the loop */
     bool system; /* started as root: serves every user, runs jobs as their submitters */
     uid_t uid;   /* the daemon's own uid */
     char *user;  /* and its login name */
@@ -66,6 +65,8 @@ struct gflowd {
     size_t n_flags;
     const char **flag_keys;
     const char **flag_values;
+    /* Failed jobs' classes from their logs (ops/triage_run.h). */
+    struct triage_runner *triage;
 };
 
 /* Whether jobs run under the slurm backend ([backend] kind = "slurm") instead of here. */
