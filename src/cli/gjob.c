@@ -2,6 +2,7 @@
  *
  *   gjob show <ids...>       every field of each job
  *   gjob log <id>            the job's output (--first/--last N lines, --follow)
+ *   gjob why <id>            why it waits or failed (gjob_why.c)
  *   gjob hold <ids...>       queued -> held
  *   gjob release <ids...>    held -> queued
  *   gjob update <ids...>     change queued or held jobs (PATCH /v1/jobs/{id})
@@ -41,6 +42,9 @@ static void gjob_help(void)
            "  log, l <id>            print a job's output: -f/--first N, -l/--last N lines,\n"
            "                         --follow (gjob log -f <id>) to stream it until the job\n"
            "                         ends, exiting with the job's exit code\n"
+           "  why, w <id>            explain a job: why it waits (reason, place in the\n"
+           "                         queue, expected start) or why it failed (failure\n"
+           "                         class, matched log line, last log lines)\n"
            "  attach, a <id>         connect this terminal to a running 'gbatch --pty' job\n"
            "                         (Ctrl-b d detaches; see gjob attach --help)\n"
            "  hold, h <ids...>       put queued jobs on hold\n"
@@ -288,8 +292,9 @@ int main(int argc, char **argv)
         }
     }
     if (optind >= argc)
-        cli_usage_error("no command given; use show, log, attach, hold, release, update, redo, "
-                        "close-sessions or completion");
+        cli_usage_error(
+            "no command given; use show, log, why, attach, hold, release, update, redo, "
+            "close-sessions or completion");
     const char *cmd = argv[optind];
     int sub_argc = argc - optind;
     char **sub_argv = argv + optind;
@@ -298,6 +303,8 @@ int main(int argc, char **argv)
         status = gjob_show(sub_argc, sub_argv);
     else if (!strcmp(cmd, "log") || !strcmp(cmd, "l"))
         status = gjob_log(sub_argc, sub_argv);
+    else if (!strcmp(cmd, "why") || !strcmp(cmd, "w"))
+        status = gjob_why(sub_argc, sub_argv);
     else if (!strcmp(cmd, "hold") || !strcmp(cmd, "h"))
         status = gjob_transition("hold", sub_argc, sub_argv);
     else if (!strcmp(cmd, "release") || !strcmp(cmd, "r"))
@@ -315,7 +322,7 @@ int main(int argc, char **argv)
     else if (!strcmp(cmd, "help"))
         gjob_help(), status = 0;
     else
-        cli_usage_error("unknown command '%s'; use show, log, attach, hold, release, update, "
+        cli_usage_error("unknown command '%s'; use show, log, why, attach, hold, release, update, "
                         "redo, close-sessions or completion",
                         cmd);
     return cli_finish(status);

@@ -1,5 +1,5 @@
 /* gjob's own parts (not part of the cli library): gjob.c holds the dispatch, show, hold and
- * release; gjob_log.c gjob log; gjob_update.c gjob update and redo; gjob_sessions.c
+ * release; gjob_log.c gjob log; gjob_why.c gjob why; gjob_update.c gjob update and redo; gjob_sessions.c
  * gjob close-sessions. */
 #ifndef GFLOW_GJOB_INTERNAL_H
 #define GFLOW_GJOB_INTERNAL_H
@@ -15,6 +15,7 @@ gjob_bad_option(const char *cmd, char **argv, int c, const struct option *longop
 
 /* The subcommands: argv[0] is the subcommand's name; each returns the exit status. */
 int gjob_log(int argc, char **argv);
+int gjob_why(int argc, char **argv); /* gjob_why.c */
 int gjob_update(int argc, char **argv);
 int gjob_redo(int argc, char **argv);
 int gjob_attach(int argc, char **argv);

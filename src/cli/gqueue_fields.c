@@ -125,6 +125,12 @@ static void gqueue_project(struct strbuf *sb, const struct job *j, double now)
     strbuf_adds(sb, j->project && *j->project ? j->project : "-");
 }
 
+/* A failed job's failure class (failure triage; "-": none). */
+static void gqueue_failure(struct strbuf *sb, const struct job *j, double now)
+{
+    strbuf_adds(sb, j->failure_class && *j->failure_class ? j->failure_class : "-");
+}
+
 /* The slurm backend's job id ("-": none). */
 static void gqueue_slurm_id(struct strbuf *sb, const struct job *j, double now)
 {
@@ -257,6 +263,7 @@ static const struct gqueue_field gqueue_fields[] = {
     {JOB_HEADER_GPU_UTIL_MEAN, gqueue_gpuutil, {JOB_FIELD_GPU_UTIL_MEAN}},
     {JOB_HEADER_GPU_MEM_PEAK_MB, gqueue_gpumem, {JOB_FIELD_GPU_MEM_PEAK_MB}},
     {JOB_HEADER_ENERGY_WH, gqueue_energy, {JOB_FIELD_ENERGY_WH}},
+    {JOB_HEADER_FAILURE_CLASS, gqueue_failure, {JOB_FIELD_FAILURE_CLASS}},
 };
 #define GQUEUE_NFIELDS (sizeof(gqueue_fields) / sizeof(gqueue_fields[0]))
 

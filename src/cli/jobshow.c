@@ -487,6 +487,12 @@ static void print_outcome(struct show *s, const json_t *raw, const struct job *j
               ? NULL
               : xasprintf("%lld byte%s of output (the log's filesystem was full)",
                           (long long)j->log_lost_bytes, plural_s(j->log_lost_bytes)));
+    /* Failure triage: the class (shown here when the Reason does not read it already:
+     * OutOfMemory's class is HostOOM) and the log line that showed it. */
+    const char *reason = get_str(raw, JOB_KEY_REASON);
+    bool in_reason = reason && j->failure_class && !strcmp(reason, j->failure_class);
+    kv_str(s, JOB_LABEL_FAILURE_CLASS, in_reason ? NULL : j->failure_class);
+    kv_str(s, JOB_LABEL_FAILURE_LINE, j->failure_line);
 }
 
 /* What the job did with its GPUs (gpuacct.h), once known: so far while it runs. */

@@ -209,6 +209,9 @@ static const struct config_key config_keys[] = {
     CONFIG_STRING_KEY("hooks.pre", hooks_pre, NULL, ""),
     CONFIG_STRING_KEY("hooks.post", hooks_post, NULL, ""),
     CONFIG_DURATION_KEY("hooks.timeout", hooks_timeout, "60s", hooks_timeout_secs),
+    /* [triage]: its classes ([[triage.classes]]) are read by triage_config_from_toml. */
+    CONFIG_INT_KEY("triage.tail_bytes", triage_tail_bytes, 1024, "65536"),
+    CONFIG_INT_KEY("triage.timeout_secs", triage_timeout_secs, 1, "10"),
     CONFIG_INT_KEY("limits.max_request_bytes", limits.max_request_bytes, 1, "8388608"),
     CONFIG_INT_KEY("limits.max_body_bytes_in_flight", limits.max_body_bytes_in_flight, 1,
                    "67108864"),
@@ -402,6 +405,7 @@ void config_init(struct gflow_config *c)
     }
     quota_config_init(&c->quota);
     notify_config_init(&c->notify);
+    triage_config_init(&c->triage);
 }
 
 static void config_warnings_clear(struct gflow_config *c);
@@ -416,6 +420,7 @@ void config_free(struct gflow_config *c)
     config_warnings_clear(c);
     quota_config_free(&c->quota);
     notify_config_free(&c->notify);
+    triage_config_free(&c->triage);
     memset(c, 0, sizeof(*c));
 }
 
@@ -462,6 +467,7 @@ static void config_copy(struct gflow_config *dst, const struct gflow_config *src
         dst->log_dir_relative = xstrdup(dst->log_dir_relative);
     quota_config_copy(&dst->quota, &src->quota);
     notify_config_copy(&dst->notify, &src->notify);
+    triage_config_copy(&dst->triage, &src->triage);
     dst->warnings = NULL;
     dst->n_warnings = 0;
     for (size_t i = 0; i < src->n_warnings; i++)
@@ -586,6 +592,16 @@ static int config_apply_table(struct gflow_config *c, const char *path, const ch
             free(sub);
             if (!known || r < 0)
                 return -1;
+            continue;
+        }
+        if (!strcmp(section, "triage") && key && !strcmp(key, "classes")) {
+            char *why = NULL;
+            int line;
+            if (triage_config_from_toml(&c->triage, v, &why, &line) < 0) {
+                *err = xasprintf("%s:%d: %s", path, line, why);
+                free(why);
+                return -1;
+            }
             continue;
         }
         if (config_apply_toml(c, path, section, key, v, err) < 0)

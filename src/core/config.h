@@ -11,6 +11,7 @@
 
 #include "notifyconf.h"
 #include "quota.h"
+#include "triage.h"
 
 /* [limits]: what one request, one user and all of them together may take of a shared
  * daemon (docs/security.md). Each is a key limits.<name>. */
@@ -177,6 +178,12 @@ struct gflow_config {
     char *backend_qos;         /* sbatch --qos; "" = none */
     char *backend_sbatch_args; /* more sbatch options, split at spaces; "" = none */
     int64_t backend_poll_secs; /* how often Slurm's job states are read; default 5 */
+    /* [triage]: a failed job's class from its log's tail (triage.h, docs/config.md). */
+    int64_t triage_tail_bytes;   /* triage.tail_bytes: how much of the log's end is read;
+                                  * default 65536 */
+    int64_t triage_timeout_secs; /* triage.timeout_secs: a read taking longer (a hung
+                                  * network filesystem) is given up; default 10 */
+    struct triage_config triage; /* [[triage.classes]], read like [quota] */
     /* What the last load accepted but warns about (a gflow key that means nothing here),
      * one line each, for the daemon's log and gflowd's stderr at start. */
     char **warnings;

@@ -592,6 +592,8 @@ void job_clear(struct job *j)
     free(j->notify_on);
     free(j->stray);
     free(j->backend_note);
+    free(j->failure_class);
+    free(j->failure_line);
     job_init(j);
 }
 
@@ -615,6 +617,12 @@ static char *dup_or_null(const char *s)
     return s ? xstrdup(s) : NULL;
 }
 
+bool job_reason_is_class(const struct job *j)
+{
+    return j->state == JOB_FAILED && j->failure_class && *j->failure_class &&
+           (j->reason == JOB_REASON_NON_ZERO_EXIT || j->reason == JOB_REASON_SIGNAL);
+}
+
 struct job *job_dup(const struct job *src, bool with_payload)
 {
     struct job *j = job_new();
@@ -635,6 +643,8 @@ struct job *job_dup(const struct job *src, bool with_payload)
     j->notify_on = dup_or_null(src->notify_on);
     j->stray = dup_or_null(src->stray);
     j->backend_note = dup_or_null(src->backend_note);
+    j->failure_class = dup_or_null(src->failure_class);
+    j->failure_line = dup_or_null(src->failure_line);
     j->script = with_payload ? dup_or_null(src->script) : NULL;
     j->env = with_payload && src->env ? json_deep_copy(src->env) : NULL;
     j->params = with_payload && src->params ? json_deep_copy(src->params) : NULL;

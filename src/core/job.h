@@ -233,6 +233,11 @@ struct job {
     /* What the backend changed of what was asked (the slurm backend's time limit
      * rounded up to whole minutes); NULL: nothing. */
     char *backend_note;
+    /* A failed job's class from how it ended and its log's tail (triage.h: "CudaOOM",
+     * "PythonException: ValueError"), shown as its reason, and the log line that showed
+     * it; NULL: none (yet: the daemon reads the log after the job has ended). */
+    char *failure_class;
+    char *failure_line;
 
     /* Resources, groups and retries: the scheduling pass places the job by its GPUs
      * (shared, with the flags at the end, and gpu_memory_mb on shared GPUs) and memory,
@@ -384,6 +389,10 @@ const char *job_display_state_name(const struct job *j);
 void job_set_reason(struct job *j, enum job_reason r, int64_t job, const char *detail);
 /* j's reason as text (job_reason_text), NULL when none. Caller frees. */
 char *job_reason_string(const struct job *j);
+/* Whether the API shows j's failure_class as its reason: a job that failed by its exit
+ * code or a signal, once classified. An OutOfMemory job keeps Slurm's word (its class
+ * is HostOOM) and the other reasons (LaunchFailed, GpuFault, ...) say more already. */
+bool job_reason_is_class(const struct job *j);
 
 /* Gives j (its id set) its default name when it has none. */
 void job_name_default(struct job *j);

@@ -159,6 +159,10 @@ static void append_reason(struct strbuf *sb, const struct job *j, bool tsv)
                     tsv);
         return;
     }
+    if (job_reason_is_class(j)) {
+        append_text(sb, j->failure_class, tsv);
+        return;
+    }
     char *text = job_reason_string(j);
     append_text(sb, text, tsv);
     free(text);

@@ -67,6 +67,8 @@ struct gflowd {
     size_t n_flags;
     const char **flag_keys;
     const char **flag_values;
+    /* Failed jobs' classes from their logs (ops/triage_run.h). */
+    struct triage_runner *triage;
 };
 
 /* Whether jobs run under the slurm backend ([backend] kind = "slurm") instead of here. */

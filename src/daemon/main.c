@@ -24,6 +24,7 @@
 #include "log.h"
 #include "ops/service.h"
 #include "ops/startopts.h"
+#include "ops/triage_run.h"
 #include "serve.h"
 #include "util.h"
 #include "web.h"
@@ -395,6 +396,9 @@ int main(int argc, char **argv)
     /* gflowd's CUDA check runs gflowd itself in a child (gpu/cudacheck.h): not a command. */
     if (argc == 3 && !strcmp(argv[1], "__cuda-check"))
         return cudacheck_child_main(argv[2]);
+    /* And its read of a failed job's log, as the job's user (ops/triage_run.h). */
+    if (argc > 1 && !strcmp(argv[1], "__log-tail"))
+        return triage_child_main(argc, argv);
     if (argc > 1 && !strcmp(argv[1], "completion"))
         return completion_main("gflowd", argc - 2, argv + 2);
     bool want_user = false, want_system = false, force = false;

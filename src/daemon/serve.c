@@ -48,6 +48,7 @@
 #include "ops/reload.h"
 #include "ops/sdnotify.h"
 #include "ops/startopts.h"
+#include "ops/triage_run.h"
 #include "parse.h"
 #include "paths.h"
 #include "policy/quota_state.h"
@@ -713,6 +714,7 @@ int serve(struct gflowd *d, const struct serve_opts *o)
         startup_failed(&s, o, err);
     /* Before runner_recover: the jobs that ended while gflowd was away notify too. */
     d->notifier = notifier_start(d);
+    d->triage = triage_runner_start(d);
     start_gpus(&s, o);
     if (loop_add_fd(gpu_fd(d->gpus), EPOLLIN, gpu_ready_cb, &s) < 0)
         startup_failed(&s, o, "cannot watch the NVML thread");
@@ -774,6 +776,8 @@ int serve(struct gflowd *d, const struct serve_opts *o)
     slurm_stop(d);
     notifier_stop(d->notifier);
     d->notifier = NULL;
+    triage_runner_stop(d->triage);
+    d->triage = NULL;
     shutdown_commit(d, failed);
     cgleaf_leave(d);
     loop_cancel_timer(s.poll_timer);

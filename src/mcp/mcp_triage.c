@@ -4,7 +4,9 @@
  * lines, at most max_bytes, through the daemon's log API), for a waiting job the queue
  * (the pressure, the jobs ahead of it, when backfill expects it to start), and for a job
  * that ended badly what the caller's last failures looked like (their reasons and last
- * log lines), so that a pattern shows. It changes nothing. */
+ * log lines), so that a pattern shows. A failed job's class and matched line come from
+ * gflowd's failure triage (core/triage.h: failure_class, failure_line). It changes
+ * nothing. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -181,6 +183,22 @@ static json_t *retry_hints(const json_t *job, const char *log)
         if (has(reason, "LaunchFailed"))
             hint(hints, "the job could not be started: check its directory, script and "
                         "conda environment");
+        const char *cls = json_string_value(json_object_get(job, "failure_class"));
+        if (has(cls, "CudaOOM"))
+            hint(hints, "failure class CudaOOM: the GPU ran out of memory; redo_job with a "
+                        "smaller batch or more GPUs");
+        else if (has(cls, "NcclError"))
+            hint(hints, "failure class NcclError: a collective failed or timed out; check "
+                        "every rank's log and the GPUs' links");
+        else if (has(cls, "PythonException"))
+            hint(hints, "failure class PythonException: fix the exception the traceback "
+                        "shows before redo_job");
+        else if (has(cls, "CommandNotFound"))
+            hint(hints, "failure class CommandNotFound: check the command name, PATH or conda "
+                        "environment");
+        else if (has(cls, "Segfault"))
+            hint(hints, "failure class Segfault: a process crashed; check native extensions "
+                        "and library versions");
     } else if (!strcmp(st, "CA")) {
         hint(hints, "confirm why the job was cancelled before resubmitting");
     } else if (!strcmp(st, "H")) {
@@ -307,8 +325,11 @@ static json_t *recent_failures(const json_t *job)
             tail ? jsonrpc_text(tail, strlen(tail)) : json_null());
         free(note);
         free(tail);
-        if (entry)
+        if (entry) {
+            const json_t *cls = json_object_get(f, "failure_class");
+            json_object_set_new(entry, "failure_class", cls ? json_deep_copy(cls) : json_null());
             json_array_append_new(out, entry);
+        }
     }
     json_decref(list);
     return out;
@@ -349,8 +370,14 @@ static json_t *summary(const json_t *job, const char *note, const char *log, con
                     json_integer_value(json_object_get(queue, "jobs_ahead")) == 1 ? "" : "s");
     } else if (!queue) {
         strbuf_addf(&sb, ": %s", note);
-        char *line = last_line(log);
-        if (line)
+        const char *matched = json_string_value(json_object_get(job, "failure_line"));
+        const char *cls = json_string_value(json_object_get(job, "failure_class"));
+        if (cls && (!reason || strcmp(reason, cls)))
+            strbuf_addf(&sb, "; failure class %s", cls);
+        char *line = matched ? NULL : last_line(log);
+        if (matched)
+            strbuf_addf(&sb, "; its log showed: %s", matched);
+        else if (line)
             strbuf_addf(&sb, "; its log ends with: %s", line);
         free(line);
     }
@@ -399,6 +426,11 @@ void mcp_tool_triage_job(const json_t *args, struct mcp_reply *reply)
         "log_excerpt", log ? jsonrpc_text(log, strlen(log)) : json_null(), "retry_hints",
         retry_hints(job, log), "log_truncated", cut);
     json_object_set_new(out, "wait_secs", wait);
+    /* Failure triage's verdict (null: none, or not a failure). */
+    const json_t *cls = json_object_get(job, "failure_class");
+    const json_t *matched = json_object_get(job, "failure_line");
+    json_object_set_new(out, "failure_class", cls ? json_deep_copy(cls) : json_null());
+    json_object_set_new(out, "failure_line", matched ? json_deep_copy(matched) : json_null());
     json_t *queue = waiting ? queue_context(job) : NULL;
     json_object_set_new(out, "summary", summary(job, note, log, queue));
     if (why)

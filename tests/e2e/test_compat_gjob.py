@@ -34,6 +34,8 @@ SHOW_LINE = {
     "requeue": "Requeue", "requeue_count": "Requeued", "preempted_by": "PreemptedBy",
     "preempting": "Preempting", "pty": "Pty", "attach_socket": "Pty", "slurm_id": "SlurmJobId",
     "log_lost_bytes": "LogLost", "stray": "Stray", "slurm_note": "SlurmNote",
+    # the class reads as the Reason (HostOOM beside OutOfMemory: a FailureClass line too)
+    "failure_class": "Reason", "failure_line": "FailureLine",
     "cpus_per_gpu": "CPUsPerGPU", "cpus": "CPUs", "cpus_far": "CPUs",
     "effective_priority": "EffectivePriority", "priority_detail": "EffectivePriority",
     "gpu_util_mean": "GPUUtil", "gpu_util_peak": "GPUUtil", "gpu_mem_peak_mb": "GPUMemPeak",

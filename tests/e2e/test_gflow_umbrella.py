@@ -286,10 +286,13 @@ def test_triage_failed_job_with_log_tail_and_recent_failures(sim):
                      "echo 'RuntimeError: CUDA out of memory' >&2; exit 1")
     for j in (older, noisy):
         assert g.wait_state(j)["state"] == "F"
+    # Failure triage names the CUDA OOM from the log (issue 30): its reason reads the class.
+    wait_for(lambda: g.job(noisy)["failure_class"] == "CudaOOM", "noisy's failure class")
     out = sdk_client(g, [["triage_job", {"job_id": noisy}],
                          ["triage_job", {"job_id": noisy, "tail_lines": 5, "max_bytes": 40}]])
     t = structured(out["results"][0])
-    assert t["job_id"] == noisy and t["state"] == "Failed" and t["reason"] == "NonZeroExitCode"
+    assert t["job_id"] == noisy and t["state"] == "Failed" and t["reason"] == "CudaOOM"
+    assert t["failure_class"] == "CudaOOM" and t["failure_line"] == "RuntimeError: CUDA out of memory"
     assert t["exit_status"] == 1 and t["exit_status_note"] == "exited with status 1"
     excerpt = t["log_excerpt"]
     # The last 80 lines (gflow's default), progress bars as finally drawn.

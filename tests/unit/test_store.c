@@ -316,7 +316,7 @@ static void test_open_pragmas_and_schema(void **state)
     char *mode = peek_text(db, "PRAGMA journal_mode");
     assert_string_equal(mode, "wal|\n");
     free(mode);
-    assert_int_equal(peek_int(db, "PRAGMA user_version"), 27);
+    assert_int_equal(peek_int(db, "PRAGMA user_version"), 28);
     assert_int_equal(peek_int(db, "SELECT value FROM meta WHERE key='next_job_id'"), 2);
     char *objs = peek_text(db, "SELECT type, name FROM sqlite_schema WHERE name NOT LIKE "
                                "'sqlite_%' ORDER BY type, name");
@@ -360,7 +360,7 @@ static void test_open_pragmas_and_schema(void **state)
               "project nice notify_email notify_on auto_close requeue requeue_count "
               "preempted_by pty slurm_id slurm_reason log_lost_bytes stray cpus_per_gpu cpus "
               "cpus_far slurm_note gpu_util_mean gpu_util_peak gpu_mem_peak_mb energy_wh "
-              "gpu_idle|\n");
+              "gpu_idle failure_class failure_line|\n");
     free(objs);
     /* The payload: a sweep's values and templates after script and env (step 5). */
     objs = peek_text(db, "SELECT group_concat(name, ' ') FROM pragma_table_info('job_payload')");
@@ -417,6 +417,8 @@ static void test_migrate_counts_without_insert_trigger(void **state)
                                   " ALTER TABLE jobs DROP COLUMN gpu_mem_peak_mb;"
                                   " ALTER TABLE jobs DROP COLUMN energy_wh;"
                                   " ALTER TABLE jobs DROP COLUMN gpu_idle;"
+                                  " ALTER TABLE jobs DROP COLUMN failure_class;"
+                                  " ALTER TABLE jobs DROP COLUMN failure_line;"
                                   " PRAGMA user_version=21",
                                   NULL, NULL, NULL),
                      SQLITE_OK);
@@ -449,7 +451,7 @@ static void test_refuses_newer_schema(void **state)
     free(err);
     /* Let teardown work. */
     db = peek_open(f->path);
-    sqlite3_exec(db, "PRAGMA user_version=27", NULL, NULL, NULL);
+    sqlite3_exec(db, "PRAGMA user_version=28", NULL, NULL, NULL);
     sqlite3_close(db);
     f->s = open_ok(f->path);
 }
@@ -467,6 +469,7 @@ static void test_refuses_newer_schema(void **state)
     "ALTER TABLE jobs DROP COLUMN gpu_util_mean; ALTER TABLE jobs DROP COLUMN gpu_util_peak;"      \
     "ALTER TABLE jobs DROP COLUMN gpu_mem_peak_mb; ALTER TABLE jobs DROP COLUMN energy_wh;"        \
     "ALTER TABLE jobs DROP COLUMN gpu_idle;"                                                       \
+    "ALTER TABLE jobs DROP COLUMN failure_class; ALTER TABLE jobs DROP COLUMN failure_line;"       \
     "ALTER TABLE jobs DROP COLUMN requeue; ALTER TABLE jobs DROP COLUMN requeue_count;"            \
     "ALTER TABLE jobs DROP COLUMN preempted_by; ALTER TABLE jobs DROP COLUMN pty;"                 \
     "ALTER TABLE jobs DROP COLUMN slurm_id; ALTER TABLE jobs DROP COLUMN slurm_reason;"            \

@@ -699,6 +699,9 @@ static struct job *retry_job(struct jobs *t, struct job *j)
     job_gpu_use_clear(n);
     free(n->stray);
     n->stray = NULL;
+    free(n->failure_class);
+    free(n->failure_line);
+    n->failure_class = n->failure_line = NULL;
     n->gpu_mask = 0;
     free(n->mig_uuids);
     n->mig_uuids = NULL;

@@ -73,7 +73,9 @@ static const char *const live_keys[] = {
     "limits.max_event_clients",
     "limits.max_event_clients_per_user",
     "limits.event_buffer_bytes",
-    "timezone", /* read by the commands, not by the daemon */
+    "timezone",          /* read by the commands, not by the daemon */
+    "triage.tail_bytes", /* the [triage] keys: read at each failure */
+    "triage.timeout_secs",
     NULL,
 };
 
@@ -180,6 +182,20 @@ static bool reload_notifications(struct gflowd *d, struct gflow_config *c)
     return true;
 }
 
+/* [[triage.classes]] (not in the key table): applied whole when they changed; they
+ * classify the failures from then on, not the ones already classified. */
+static bool reload_triage(struct gflowd *d, struct gflow_config *c)
+{
+    if (triage_config_equal(&d->cfg.triage, &c->triage))
+        return false;
+    struct triage_config old = d->cfg.triage;
+    d->cfg.triage = c->triage;
+    c->triage = old; /* freed with c */
+    log_info("reload: [[triage.classes]] applied (%zu class%s)", d->cfg.triage.n_classes,
+             d->cfg.triage.n_classes == 1 ? "" : "es");
+    return true;
+}
+
 json_t *daemon_reload(struct gflowd *d, char **err)
 {
     struct gflow_config c;
@@ -216,6 +232,8 @@ json_t *daemon_reload(struct gflowd *d, char **err)
         json_array_append_new(applied, json_string("quota"));
     if (reload_notifications(d, &c))
         json_array_append_new(applied, json_string("notifications"));
+    if (reload_triage(d, &c))
+        json_array_append_new(applied, json_string("triage.classes"));
     config_free(&c);
     jobs_mark_dirty(d->jobs);
     log_info("configuration reloaded from %s: %zu setting%s applied, %zu need a restart",

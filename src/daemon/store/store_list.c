@@ -76,7 +76,7 @@ static const char *const sort_sql[JOB_SORT_COUNT] = {
  * which every column is read, so that a field added later cannot come out empty). */
 static const struct {
     int n;
-    int c[6];
+    int c[7];
 } field_cols[JOB_FIELD_COUNT] = {
     [JOB_FIELD_ID] = {1, {C_ID}},
     [JOB_FIELD_NAME] = {1, {C_NAME}},
@@ -94,9 +94,10 @@ static const struct {
     [JOB_FIELD_SIGNAL] = {1, {C_SIGNAL}},
     [JOB_FIELD_SIGNAL_NAME] = {1, {C_SIGNAL}},
     [JOB_FIELD_OOM] = {1, {C_OOM}},
-    [JOB_FIELD_REASON] = {6,
+    /* a failed job's class reads as its reason */
+    [JOB_FIELD_REASON] = {7,
                           {C_REASON, C_REASON_CODE, C_REASON_JOB, C_STATE, C_END_REQUEST,
-                           C_SLURM_REASON}},
+                           C_SLURM_REASON, C_FAILURE_CLASS}},
     [JOB_FIELD_COMMAND] = {1, {C_COMMAND}},
     [JOB_FIELD_SCRIPT_PATH] = {1, {C_SCRIPT_PATH}},
     [JOB_FIELD_WORKDIR] = {1, {C_WORKDIR}},
@@ -140,6 +141,8 @@ static const struct {
     [JOB_FIELD_CPUS_PER_GPU] = {1, {C_CPUS_PER_GPU}},
     [JOB_FIELD_CPUS] = {1, {C_CPUS}},
     [JOB_FIELD_CPUS_FAR] = {1, {C_CPUS_FAR}},
+    [JOB_FIELD_FAILURE_CLASS] = {1, {C_FAILURE_CLASS}},
+    [JOB_FIELD_FAILURE_LINE] = {1, {C_FAILURE_LINE}},
 };
 
 /* The columns q->fields need (id and state always), or all light ones; returns n. */

@@ -272,6 +272,10 @@ static const char *const migrations[] = {
     "ALTER TABLE jobs ADD COLUMN gpu_mem_peak_mb INTEGER NOT NULL DEFAULT -1;"
     "ALTER TABLE jobs ADD COLUMN energy_wh REAL NOT NULL DEFAULT -1;"
     "ALTER TABLE jobs ADD COLUMN gpu_idle INTEGER NOT NULL DEFAULT -1;",
+    /* 28: failure triage: a failed job's class from its log's tail, and the line that
+     * showed it (core/triage.h). */
+    "ALTER TABLE jobs ADD COLUMN failure_class TEXT;"
+    "ALTER TABLE jobs ADD COLUMN failure_line TEXT;",
 };
 /* The codes migration 6 writes are enum job_reason's. */
 _Static_assert(JOB_REASON_LAUNCH_FAILED == 6 && JOB_REASON_SHIM_LOST == 7 &&
