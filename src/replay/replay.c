@@ -1,6 +1,7 @@
 /* gflow-replay: replays a job trace through the real scheduling pass in virtual time and
  * prints, per policy, the waits, starvation, utilisation, slowdown and fairness the
- * trace got (docs/replay.md). A developer's tool: built, not installed. */
+ * trace got (docs/replay.md). Installed with the daemon (make install), so that an
+ * operator can replay their own trace. */
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -26,7 +27,8 @@ static const char usage[] =
     "Replays a job trace through gflowd's scheduling pass in virtual time and prints, per\n"
     "policy, the jobs' waits (mean, p50, p95, p99; the same for jobs of >= 4 GPUs), the\n"
     "maximum wait, GPU utilisation, mean bounded slowdown and Jain's fairness index over\n"
-    "the users' GPU-time (docs/replay.md).\n"
+    "the users' GPU-time (docs/replay.md). Installed with gflowd (make install): replay\n"
+    "your own trace to weigh scheduler.* settings before changing them.\n"
     "\n"
     "TRACE.csv: a header line, then one job per line; columns by name: submit_s, gpus,\n"
     "runtime_s (needed), time_limit_s, user, project (optional); others are ignored.\n"
@@ -34,8 +36,11 @@ static const char usage[] =
     "Options:\n"
     "  --gpus N          GPUs of the simulated machine, 1-64 (default 8); jobs asking more\n"
     "                    are skipped and counted\n"
-    "  --policy NAME     a policy, several joined by ',', or all (default): greedy, backfill,\n"
-    "                    backfill-outside, fairshare, backfill+fairshare\n"
+    "  --policy NAME     a policy, several joined by ',', or all (default): greedy\n"
+    "                    (scheduler.backfill = false), backfill (the daemon's default:\n"
+    "                    backfill, untimed jobs planned at default_time_plan p95),\n"
+    "                    backfill-24h (untimed jobs planned at 24h), backfill-outside,\n"
+    "                    fairshare, backfill+fairshare\n"
     "  --synthetic N     replay a synthetic lab trace of N jobs instead of a file\n"
     "  --seed S          the synthetic trace's seed (default 1)\n"
     "  --load K          compress arrival times K-fold (K > 0, default 1)\n"

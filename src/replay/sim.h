@@ -21,6 +21,10 @@ extern const char *const replay_policy_names[];
 /* The scheduler settings of a policy by name: the one place that maps a name to a
  * struct scheduler_policy. 0, or -1 if the name is unknown. */
 int replay_policy(const char *name, struct scheduler_policy *out);
+/* A policy's untimed_plan that says "plan untimed jobs as the daemon does": from the
+ * run times of the jobs ended so far in the replay (daemon.default_time_plan's default,
+ * computed before each pass as jobs_schedule does). */
+#define REPLAY_UNTIMED_PLAN_HISTORY (-1.0)
 
 /* The fair-share policies' usage half-life (seconds; --half-life): 1 h by default,
  * shorter than the daemon's 7 days because the fairness index (JAIN) is measured per
