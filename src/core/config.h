@@ -106,8 +106,9 @@ struct gflow_config {
      * scheduler.default_time_limit while fewer than 20 have ended) or a duration;
      * default "p95" (timeplan.h) */
     char *default_time_plan;
-    char *executor_type; /* executor.type: process (what we do) or tmux (accepted,
-                                     * with a warning: jobs here run without tmux) */
+    /* executor.type: process (what we do) or tmux (accepted, with a warning: jobs here
+     * run without tmux) */
+    char *executor_type;
     /* [scheduler] */
     bool scheduler_backfill;            /* scheduler.backfill: default true */
     int64_t scheduler_backfill_depth;   /* scheduler.backfill_depth: jobs that get a
