@@ -488,7 +488,8 @@ static void backfill_estimate_started(struct backfill *b, const struct job *j)
  * without whole GPUs (none, or MIG instances) gets the earliest planned end of a
  * running job (nothing frees before). A lower bound where something else holds it
  * (memory, a quota, the running-jobs limit...). O(GPUs). */
-static void backfill_estimate(struct backfill *b, const struct pass *p, struct job *j)
+static inline __attribute__((always_inline)) void
+backfill_estimate(struct backfill *b, const struct pass *p, struct job *j)
 {
     if (j->expected_start > 0)
         return;
@@ -506,11 +507,14 @@ static void backfill_estimate(struct backfill *b, const struct pass *p, struct j
     while (m < b->est_n && b->est_free[m] <= shadow)
         m++;
     double until = shadow + planned_runtime(b, j);
-    for (int i = m - k; i < m; i++)
+    /* [m-k, m) become `until`, which is >= all before m: the values of [m, n) below it
+     * move down k places and the k copies go after them (one merge step, no sort). */
+    int at = m;
+    while (at < b->est_n && b->est_free[at] < until)
+        at++;
+    memmove(b->est_free + m - k, b->est_free + m, (size_t)(at - m) * sizeof(*b->est_free));
+    for (int i = at - k; i < at; i++)
         b->est_free[i] = until;
-    /* est_free[0..m-k) and [m..n) stay sorted, the k new values are >= all before m. */
-    if (m < b->est_n && b->est_free[m] < until)
-        sort_small(b->est_free + m - k, b->est_n - (m - k));
     j->expected_start = shadow;
 }
 

@@ -50,6 +50,10 @@ static const char usage[] =
     "  --cdf FILE        write the wait-time CDF of each policy to FILE (gnuplot data)\n"
     "  --half-life D     usage half-life of the fair-share policies (default 1h; the\n"
     "                    daemon's scheduler.fairshare_half_life is 7d): 30m, 1h, 7d\n"
+    "  --time-plan P     daemon.default_time_plan of backfill and backfill+fairshare\n"
+    "                    (default p95, the daemon's): pN = the Nth percentile of the run\n"
+    "                    times of the jobs ended so far (24h until 20 have), or a\n"
+    "                    duration (24h, 08:00:00)\n"
     "  -h, --help        show this help\n"
     "  -V, --version     show the version\n";
 
@@ -128,7 +132,8 @@ static void parse_options(int argc, char **argv, struct options *o)
         OPT_LIMITS,
         OPT_CSV,
         OPT_CDF,
-        OPT_HALF_LIFE
+        OPT_HALF_LIFE,
+        OPT_TIME_PLAN
     };
     static const struct option longopts[] = {
         {"gpus", required_argument, NULL, OPT_GPUS},
@@ -140,6 +145,7 @@ static void parse_options(int argc, char **argv, struct options *o)
         {"csv", no_argument, NULL, OPT_CSV},
         {"cdf", required_argument, NULL, OPT_CDF},
         {"half-life", required_argument, NULL, OPT_HALF_LIFE},
+        {"time-plan", required_argument, NULL, OPT_TIME_PLAN},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
@@ -193,6 +199,16 @@ static void parse_options(int argc, char **argv, struct options *o)
             if (parse_duration(optarg, &secs, &err) < 0)
                 die_usage("--half-life '%s' is not a duration: use e.g. 1h, 30m or 7d", optarg);
             replay_set_half_life((double)secs);
+            break;
+        }
+        case OPT_TIME_PLAN: {
+            struct time_plan plan;
+            char *err = NULL;
+            if (time_plan_parse(optarg, &plan, &err) < 0)
+                die_usage("--time-plan '%s': use a percentile of the run times so far (p1-p100, "
+                          "e.g. p95) or a duration (e.g. 24h, 08:00:00)",
+                          optarg);
+            replay_set_time_plan(&plan);
             break;
         }
         case 'h':

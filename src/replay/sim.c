@@ -16,8 +16,16 @@ const char *const replay_policy_names[] = {
     "greedy", "backfill", "backfill-24h", "backfill-outside", "fairshare", "backfill+fairshare",
     NULL};
 
-/* daemon.default_time_plan as the daemon's default has it (replay_daemon_default). */
+/* daemon.default_time_plan as the daemon's default has it (replay_daemon_default), or
+ * as --time-plan gives it. */
 static struct time_plan replay_time_plan = {95, 0};
+static bool replay_time_plan_given;
+
+void replay_set_time_plan(const struct time_plan *plan)
+{
+    replay_time_plan = *plan;
+    replay_time_plan_given = true;
+}
 
 /* The fair-share policies' usage half-life (--half-life). */
 static double replay_half_life = REPLAY_HALF_LIFE_DEFAULT;
@@ -50,7 +58,8 @@ static void replay_daemon_default(struct scheduler_policy *out)
     out->default_time_limit = (double)c.parsed.default_time_limit_secs;
     out->untimed_outside = c.parsed.backfill_untimed == CONFIG_UNTIMED_OUTSIDE;
     out->untimed_plan = REPLAY_UNTIMED_PLAN_HISTORY; /* the sim plans it as the daemon */
-    replay_time_plan = c.parsed.default_time_plan;
+    if (!replay_time_plan_given)
+        replay_time_plan = c.parsed.default_time_plan;
     config_free(&c);
 }
 
