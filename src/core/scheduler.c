@@ -371,6 +371,8 @@ static uint64_t backfill_blocked(const struct backfill *b, const struct job *j)
  * takes those that free up last, so GPUs free earlier stay open to backfill (the GPUs
  * it gets when it starts are chosen then, by gpualloc). False (nothing reserved) if
  * there are not enough GPUs. */
+static void backfill_estimate_reserved(struct backfill *b, int k, double shadow, double until);
+
 static bool backfill_reserve(struct backfill *b, const struct pass *p, uint64_t usable,
                              struct job *j)
 {
@@ -418,6 +420,8 @@ static bool backfill_reserve(struct backfill *b, const struct pass *p, uint64_t 
         if (r->until > b->until[pos])
             b->until[pos] = r->until;
     }
+    if (b->est_ready) /* jobs estimated before it (e.g. over a quota) planned it in */
+        backfill_estimate_reserved(b, j->gpus, shadow, r->until);
     j->expected_start = shadow;
     return true;
 }
@@ -450,6 +454,21 @@ static void sort_small(double *a, int n)
             a[k] = a[k - 1];
         a[k] = v;
     }
+}
+
+/* A reservation made after the estimates began (a job estimated ahead of it waits for
+ * something besides GPUs): the estimates' plan holds k GPUs for it until `until`, those
+ * planned free latest by its shadow time (the first k if fewer are). Rare: sorts. */
+static void backfill_estimate_reserved(struct backfill *b, int k, double shadow, double until)
+{
+    int m = 0;
+    while (m < b->est_n && b->est_free[m] <= shadow)
+        m++;
+    int from = m >= k ? m - k : 0;
+    for (int i = from; i < from + k && i < b->est_n; i++)
+        if (b->est_free[i] < until)
+            b->est_free[i] = until;
+    sort_small(b->est_free, b->est_n);
 }
 
 /* Sets up the estimates' plan from the GPUs' planned ends so far (running jobs, those

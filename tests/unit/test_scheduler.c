@@ -1560,6 +1560,23 @@ static void test_backfill_estimates(void **state)
     assert_true(job_by_id(&f, 2)->expected_start == 1000.0);
     assert_true(job_by_id(&f, 3)->expected_start == 1100.0);
     assert_true(job_by_id(&f, 5)->expected_start == 1700.0);
+    /* A job estimated before the reservation is made (it waits for host memory): the
+     * estimates after it still plan around the reservation. */
+    fixture_make(&f, "RQQQ", NULL);
+    f.gpus = &g;
+    f.policy.backfill = true;
+    f.now = 500;
+    f.memory_total_mb = 1000;
+    job_running(&f, 1, 2, "0,1", 100, 900); /* ends at 1000 */
+    job_queued(&f, 2, 1, 100);
+    job_by_id(&f, 2)->memory_mb = 2000; /* Memory: estimated at 1000, on one GPU */
+    job_queued(&f, 3, 2, 100);          /* reserved: 1000 until 1100 on both */
+    job_queued(&f, 4, 1, 50);
+    assert_int_equal(fixture_pass(&f), 0);
+    assert_reason(&f, 2, SCHEDULER_REASON_MEMORY);
+    assert_true(job_by_id(&f, 2)->expected_start == 1000.0);
+    assert_true(job_by_id(&f, 3)->expected_start == 1000.0);
+    assert_true(job_by_id(&f, 4)->expected_start == 1100.0);
     /* Greedy leaves them alone (the daemon clears them). */
     f.policy.max_running_jobs = 0;
     f.policy.backfill = false;
