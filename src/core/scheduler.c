@@ -244,6 +244,7 @@ struct backfill {
      * earliest planned end of a running job (for jobs without whole GPUs). */
     bool est_ready;
     int est_n;
+    size_t est_count; /* jobs planned in so far (SCHEDULER_ESTIMATE_MAX) */
     double est_free[GPUINFO_MAX_GPUS];
     double first_end;
 };
@@ -280,6 +281,7 @@ static void backfill_init(struct backfill *b, const struct pass *p,
                        : policy->default_time_limit > 0 ? policy->default_time_limit
                                                         : SCHEDULER_DEFAULT_TIME_LIMIT;
     b->est_ready = false;
+    b->est_count = 0;
     b->first_end = 0;
     b->untimed_outside = policy->untimed_outside;
     b->now = in->now;
@@ -522,6 +524,13 @@ backfill_estimate(struct backfill *b, const struct pass *p, struct job *j)
     if (k > b->est_n)
         return; /* not on the usable GPUs: no plan says when */
     double shadow = b->est_free[k - 1];
+    /* Past SCHEDULER_ESTIMATE_MAX planned jobs, a lower bound that plans nothing in: it
+     * reads no time limit (a memory line per job at 100,000 jobs). */
+    if (b->est_count >= SCHEDULER_ESTIMATE_MAX) {
+        j->expected_start = shadow;
+        return;
+    }
+    b->est_count++;
     int m = k; /* GPUs free by the shadow time */
     while (m < b->est_n && b->est_free[m] <= shadow)
         m++;

@@ -87,6 +87,11 @@ struct scheduler_policy {
     struct priority_weights priority;
 };
 
+/* Backfill's estimates (expected_start of the waiting jobs without a reservation) plan
+ * this many jobs in, in queue order; the jobs after them get a lower bound (when the plan
+ * so far has their GPUs free) that reads no time limit, so a pass over 100,000 waiting
+ * jobs costs little more than one without estimates. */
+#define SCHEDULER_ESTIMATE_MAX 10000
 /* The most reservations a pass makes (backfill_depth above it counts as this). */
 #define SCHEDULER_BACKFILL_MAX_DEPTH 64
 /* Planning's default_time_limit when the policy gives 0: 24 h. */
@@ -242,7 +247,8 @@ struct scheduler_input {
  * running-jobs limit); a job without whole GPUs gets the earliest planned end of a
  * running job; begin_time for a job whose begin time is to come; 0 for one blocked by
  * its dependencies, one that does not fit on the usable GPUs, or when the machine has
- * no GPUs. O(GPUs) more per waiting job.
+ * no GPUs. O(GPUs) more per waiting job; past SCHEDULER_ESTIMATE_MAX estimated jobs a
+ * lower bound that plans nothing in (O(1)).
  * Nothing else is changed (the caller moves the jobs to R). */
 size_t scheduler_pass(const struct scheduler_input *in, const struct scheduler_policy *policy,
                       struct job **start);
