@@ -40,39 +40,44 @@ void run_history_init(struct run_history *h)
     memset(h, 0, sizeof(*h));
 }
 
+/* The first position in a[0..n) whose value is >= v. */
+static size_t lower_bound(const double *a, size_t n, double v)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (a[mid] < v)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 void run_history_add(struct run_history *h, double secs)
 {
     if (!(secs > 0))
         return;
+    if (h->n == TIME_PLAN_HISTORY) { /* the oldest leaves the sorted copy */
+        size_t at = lower_bound(h->sorted, h->n, h->runs[h->next]);
+        memmove(h->sorted + at, h->sorted + at + 1, (h->n - at - 1) * sizeof(*h->sorted));
+        h->n--;
+    }
+    size_t at = lower_bound(h->sorted, h->n, secs);
+    memmove(h->sorted + at + 1, h->sorted + at, (h->n - at) * sizeof(*h->sorted));
+    h->sorted[at] = secs;
+    h->n++;
     h->runs[h->next] = secs;
     h->next = (h->next + 1) % TIME_PLAN_HISTORY;
-    if (h->n < TIME_PLAN_HISTORY)
-        h->n++;
-    h->cached_pct = 0;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
 }
 
 double run_history_percentile(struct run_history *h, int pct)
 {
     if (h->n == 0)
         return 0;
-    if (h->cached_pct == pct)
-        return h->cached;
-    double copy[TIME_PLAN_HISTORY];
-    memcpy(copy, h->runs, h->n * sizeof(*copy));
     /* Nearest rank: ceil(pct/100 * n), 1-based. */
     size_t rank = ((size_t)pct * h->n + 99) / 100;
-    if (rank < 1)
-        rank = 1;
-    qsort(copy, h->n, sizeof(*copy), cmp_double); /* 1,000 at most, once per change */
-    h->cached = copy[rank - 1];
-    h->cached_pct = pct;
-    return h->cached;
+    return h->sorted[rank < 1 ? 0 : rank - 1];
 }
 
 double time_plan_value(const struct time_plan *p, struct run_history *h, double fallback)

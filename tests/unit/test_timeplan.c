@@ -59,7 +59,7 @@ static void test_percentile_and_ring(void **state)
     for (int i = 1; i <= 100; i++) /* 1..100 s, in any order */
         run_history_add(h, (double)((i * 37) % 100 + 1));
     assert_true(run_history_percentile(h, 95) == 95.0);
-    assert_true(run_history_percentile(h, 95) == 95.0); /* cached */
+    assert_true(run_history_percentile(h, 95) == 95.0); /* asking changes nothing */
     assert_true(run_history_percentile(h, 50) == 50.0);
     assert_true(run_history_percentile(h, 100) == 100.0);
     assert_true(run_history_percentile(h, 1) == 1.0);
@@ -71,6 +71,35 @@ static void test_percentile_and_ring(void **state)
         run_history_add(h, 7);
     assert_int_equal(h->n, TIME_PLAN_HISTORY);
     assert_true(run_history_percentile(h, 100) == 7.0);
+    free(h);
+}
+
+static int cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The sorted copy stays the ring's values sorted across many wraps. */
+static void test_sorted_copy(void **state)
+{
+    (void)state;
+    struct run_history *h = malloc(sizeof(*h));
+    run_history_init(h);
+    srand(7);
+    double *all = malloc(5000 * sizeof(*all)), want[TIME_PLAN_HISTORY];
+    for (int i = 0; i < 5000; i++) {
+        all[i] = 1 + rand() % 500; /* many equal values */
+        run_history_add(h, all[i]);
+        size_t n = i + 1 < TIME_PLAN_HISTORY ? (size_t)i + 1 : TIME_PLAN_HISTORY;
+        if (i % 97 != 0 && i != 4999)
+            continue;
+        memcpy(want, all + i + 1 - n, n * sizeof(*want));
+        qsort(want, n, sizeof(*want), cmp);
+        assert_int_equal(h->n, n);
+        assert_memory_equal(h->sorted, want, n * sizeof(*want));
+    }
+    free(all);
     free(h);
 }
 
@@ -100,6 +129,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse),
         cmocka_unit_test(test_percentile_and_ring),
+        cmocka_unit_test(test_sorted_copy),
         cmocka_unit_test(test_value_and_fallback),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
