@@ -94,8 +94,9 @@ bench: build
 	bench/run.sh $(BUILD) $(BENCH)
 
 # gflow-replay (docs/replay.md): the Philly subset and the synthetic lab trace, each at two
-# loads, every policy; CSV tables and wait-cdf.png (drawn with gnuplot, installed as a bench
-# dependency) in $(BUILD)/replay.
+# loads, every policy; CSV tables, wait-cdf.png (drawn with gnuplot, installed as a bench
+# dependency) and default-vs-greedy.txt (printed last: the daemon's default against the
+# old greedy pass) in $(BUILD)/replay.
 replay: build
 	@scripts/install-deps.sh --bench
 	scripts/replay.sh $(BUILD) $(BUILD)/replay

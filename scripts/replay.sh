@@ -1,8 +1,9 @@
 #!/bin/sh
 # make replay: gflow-replay (docs/replay.md) on the Philly subset at two loads and on the
 # synthetic lab trace at two loads, every policy; writes each run's CSV table and CDF
-# data, results.csv (all rows), and wait-cdf.png (the wait-time CDF per policy, one
-# panel per run) drawn with gnuplot.
+# data, results.csv (all rows), wait-cdf.png (the wait-time CDF per policy, one panel
+# per run) drawn with gnuplot, and default-vs-greedy.txt (the daemon's default policy's
+# waits against the old greedy pass, printed last).
 # Usage: scripts/replay.sh BUILD_DIR OUT_DIR
 # REPLAY_PHILLY: the Philly subset (default ../shared/data/traces/philly-subset.csv).
 set -e
@@ -66,4 +67,32 @@ echo "$runs" | while IFS='|' read -r name args; do
 done
 echo "unset multiplot" >> "$plot"
 gnuplot "$plot"
-echo "replay: tables in $out/*.csv (all rows: $out/results.csv), plot: $out/wait-cdf.png"
+
+# The daemon's default (policy backfill: scheduler.backfill = true, untimed jobs planned at
+# daemon.default_time_plan) against the old default, the greedy pass, per run: printed
+# last and kept in default-vs-greedy.txt.
+summary="$out/default-vs-greedy.txt"
+{
+    echo "Default (backfill, default_time_plan p95) vs the old greedy pass, 8 GPUs"
+    printf '%-16s %-9s %9s %9s %9s %9s %9s %9s\n' RUN POLICY MEAN P50 P95 MEAN4+ P95_4+ MAXWAIT
+    echo "$runs" | while IFS='|' read -r name args; do
+        awk -F, -v run="$name" '
+            function d(s) {
+                if (s == "") return "-"
+                if (s >= 86400) return sprintf("%.1fd", s / 86400)
+                if (s >= 3600) return sprintf("%.1fh", s / 3600)
+                if (s >= 60) return sprintf("%.1fm", s / 60)
+                return sprintf("%.0fs", s)
+            }
+            NR > 1 && ($1 == "greedy" || $1 == "backfill") {
+                printf "%-16s %-9s %9s %9s %9s %9s %9s %9s\n", run,
+                       $1 == "backfill" ? "default" : "greedy", d($7), d($8), d($9), d($12),
+                       d($14), d($16)
+            }' "$out/$name.csv"
+    done
+    echo "(MEAN4+, P95_4+: jobs of 4 GPUs or more; the Philly subset has only such jobs)"
+} > "$summary"
+echo
+cat "$summary"
+echo "replay: tables in $out/*.csv (all rows: $out/results.csv), plot: $out/wait-cdf.png," \
+    "default vs greedy: $summary"

@@ -12,6 +12,7 @@
 #include "fairshare.h"
 #include "parse.h"
 #include "timefmt.h"
+#include "timeplan.h"
 #include "toml.h"
 #include "util.h"
 
@@ -37,8 +38,9 @@ struct config_key {
     enum { LIST_NONE, LIST_INTS, LIST_STRINGS } list;
     /* CONFIG_STRING: where its parsed form goes (struct gflow_parsed_settings): PARSED_SECS,
      * the int64_t seconds of a duration; PARSED_CHOICE, the int index of the choice;
+     * PARSED_TIME_PLAN, a struct time_plan;
      * PARSED_NONE: only the text is kept. */
-    enum { PARSED_NONE, PARSED_SECS, PARSED_CHOICE } parsed_kind;
+    enum { PARSED_NONE, PARSED_SECS, PARSED_CHOICE, PARSED_TIME_PLAN } parsed_kind;
     size_t parsed;
 };
 
@@ -90,6 +92,12 @@ static int config_duration(const char *s, char **err)
 {
     int64_t secs;
     return parse_duration(s, &secs, err);
+}
+
+static int config_time_plan(const char *s, char **err)
+{
+    struct time_plan p;
+    return time_plan_parse(s, &p, err);
 }
 
 static int config_shares(const char *s, char **err)
@@ -147,6 +155,15 @@ static const struct config_key config_keys[] = {
     CONFIG_STRING_KEY("daemon.nvml_library", nvml_library, NULL, NULL),
     CONFIG_CHOICE_KEY("daemon.gpu_allocation_strategy", gpu_allocation_strategy,
                       config_gpu_strategies, "topology", gpu_allocation_strategy),
+    /* How long a job without --time is planned to run (backfill's plan): a percentile of
+     * recent run times or a duration (timeplan.h). */
+    {.name = "daemon.default_time_plan",
+     .kind = CONFIG_STRING,
+     .offset = offsetof(struct gflow_config, default_time_plan),
+     .def = "p95",
+     .check = config_time_plan,
+     .parsed_kind = PARSED_TIME_PLAN,
+     .parsed = offsetof(struct gflow_config, parsed.default_time_plan)},
     CONFIG_INT_KEY("daemon.gpu_poll_interval_secs", gpu_poll_interval_secs, 1, "10"),
     CONFIG_INT_KEY("daemon.gpu_samples_max", gpu_samples_max, 1, "60480"),
     CONFIG_STRING_KEY("daemon.gpu_id_format", gpu_id_format, config_gpu_id_formats, "auto"),
@@ -169,7 +186,7 @@ static const struct config_key config_keys[] = {
     CONFIG_LIST_KEY("projects.known_projects", known_projects, "", LIST_STRINGS, config_projects),
     CONFIG_BOOL_KEY("projects.require_project", require_project, "false"),
     CONFIG_STRING_KEY("executor.type", executor_type, config_executor_types, "process"),
-    CONFIG_BOOL_KEY("scheduler.backfill", scheduler_backfill, "false"),
+    CONFIG_BOOL_KEY("scheduler.backfill", scheduler_backfill, "true"),
     CONFIG_INT_KEY("scheduler.backfill_depth", scheduler_backfill_depth, 1, "1"),
     CONFIG_DURATION_KEY("scheduler.default_time_limit", scheduler_default_time_limit, "24h",
                         default_time_limit_secs),
@@ -329,6 +346,12 @@ static void config_store_parsed(struct gflow_config *c, const struct config_key 
         parse_duration(s, &secs, &err);
         free(err);
         memcpy(base, &secs, sizeof(secs));
+    } else if (k->parsed_kind == PARSED_TIME_PLAN) {
+        struct time_plan p = {0, 0};
+        char *err = NULL;
+        time_plan_parse(s, &p, &err);
+        free(err);
+        memcpy(base, &p, sizeof(p));
     } else if (k->parsed_kind == PARSED_CHOICE) {
         int i = 0;
         while (strcmp(k->choices[i], s) != 0)

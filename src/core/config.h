@@ -11,6 +11,7 @@
 
 #include "notifyconf.h"
 #include "quota.h"
+#include "timeplan.h"
 #include "triage.h"
 
 /* [limits]: what one request, one user and all of them together may take of a shared
@@ -101,10 +102,16 @@ struct gflow_config {
     int64_t fair_share_half_life_secs; /* daemon.fair_share.half_life_secs; default 7 days */
     char *known_projects;              /* projects.known_projects, joined by ','; "" = any */
     bool require_project;              /* projects.require_project: a job needs --project */
-    char *executor_type;               /* executor.type: process (what we do) or tmux (accepted,
-                                     * with a warning: jobs here run without tmux) */
+    /* daemon.default_time_plan: how long a job without --time is planned to run, for
+     * backfill: "pN" (that percentile of the last 1,000 ended jobs' run times, or
+     * scheduler.default_time_limit while fewer than 20 have ended) or a duration;
+     * default "p95" (timeplan.h) */
+    char *default_time_plan;
+    /* executor.type: process (what we do) or tmux (accepted, with a warning: jobs here
+     * run without tmux) */
+    char *executor_type;
     /* [scheduler] */
-    bool scheduler_backfill;            /* scheduler.backfill: default false */
+    bool scheduler_backfill;            /* scheduler.backfill: default true */
     int64_t scheduler_backfill_depth;   /* scheduler.backfill_depth: jobs that get a
                                             * reservation; default 1, >= 1 */
     char *scheduler_default_time_limit; /* scheduler.default_time_limit: a job without a
@@ -153,16 +160,17 @@ struct gflow_config {
      * set (config.c: at load, and so at every reload), so that nothing parses a setting
      * again on each scheduling pass. */
     struct gflow_parsed_settings {
-        int64_t default_time_limit_secs;  /* scheduler.default_time_limit */
-        int64_t preempt_grace_secs;       /* scheduler.preempt_grace */
-        int64_t priority_max_age_secs;    /* scheduler.priority_max_age */
-        int64_t fairshare_half_life_secs; /* scheduler.fairshare_half_life */
-        int gpu_allocation_strategy;      /* daemon.gpu_allocation_strategy: an enum
+        int64_t default_time_limit_secs;    /* scheduler.default_time_limit */
+        struct time_plan default_time_plan; /* daemon.default_time_plan */
+        int64_t preempt_grace_secs;         /* scheduler.preempt_grace */
+        int64_t priority_max_age_secs;      /* scheduler.priority_max_age */
+        int64_t fairshare_half_life_secs;   /* scheduler.fairshare_half_life */
+        int gpu_allocation_strategy;        /* daemon.gpu_allocation_strategy: an enum
                                           * gpualloc_strategy */
-        int backfill_untimed;             /* scheduler.backfill_untimed: a CONFIG_UNTIMED_* */
-        int backend;                      /* backend.kind: a CONFIG_BACKEND_* */
-        int reservations_who;             /* reservations.who: a CONFIG_RESV_* */
-        int stray;                        /* daemon.stray: a CONFIG_STRAY_* */
+        int backfill_untimed;               /* scheduler.backfill_untimed: a CONFIG_UNTIMED_* */
+        int backend;                        /* backend.kind: a CONFIG_BACKEND_* */
+        int reservations_who;               /* reservations.who: a CONFIG_RESV_* */
+        int stray;                          /* daemon.stray: a CONFIG_STRAY_* */
         /* reservations.max_duration and reservations.max_ahead */
         int64_t reservations_max_duration_secs;
         int64_t reservations_max_ahead_secs;

@@ -237,6 +237,16 @@ struct backfill {
     /* gctl reserve's windows, planned as busy for other users' jobs. */
     const struct scheduler_reservation *windows;
     size_t n_windows;
+    /* Estimates: the expected_start of every waiting job without a reservation (past
+     * depth, or waiting for something else too), planned in queue order like a
+     * reservation that binds nothing. Set up at the first such job: when each usable GPU
+     * is planned free (sorted, no identities: O(GPUs) a job, not a look per GPU), and the
+     * earliest planned end of a running job (for jobs without whole GPUs). */
+    bool est_ready;
+    int est_n;
+    size_t est_count; /* jobs planned in so far (SCHEDULER_ESTIMATE_MAX) */
+    double est_free[GPUINFO_MAX_GPUS];
+    double first_end;
 };
 
 /* How long j is planned to run: its time limit, or the policy's default. */
@@ -267,8 +277,12 @@ static void backfill_init(struct backfill *b, const struct pass *p,
                : policy->backfill_depth > SCHEDULER_BACKFILL_MAX_DEPTH
                    ? SCHEDULER_BACKFILL_MAX_DEPTH
                    : policy->backfill_depth;
-    b->default_limit =
-        policy->default_time_limit > 0 ? policy->default_time_limit : SCHEDULER_DEFAULT_TIME_LIMIT;
+    b->default_limit = policy->untimed_plan > 0         ? policy->untimed_plan
+                       : policy->default_time_limit > 0 ? policy->default_time_limit
+                                                        : SCHEDULER_DEFAULT_TIME_LIMIT;
+    b->est_ready = false;
+    b->est_count = 0;
+    b->first_end = 0;
     b->untimed_outside = policy->untimed_outside;
     b->now = in->now;
     b->windows = in->reservations;
@@ -289,6 +303,8 @@ static void backfill_init(struct backfill *b, const struct pass *p,
         if (end <= in->now)
             end = in->now + (j->time_limit > 0 ? BACKFILL_EPSILON : b->default_limit);
         backfill_hold(b, positions, job_is_shared(j), end);
+        if (b->first_end == 0 || end < b->first_end)
+            b->first_end = end;
     }
 }
 
@@ -357,6 +373,8 @@ static uint64_t backfill_blocked(const struct backfill *b, const struct job *j)
  * takes those that free up last, so GPUs free earlier stay open to backfill (the GPUs
  * it gets when it starts are chosen then, by gpualloc). False (nothing reserved) if
  * there are not enough GPUs. */
+static void backfill_estimate_reserved(struct backfill *b, int k, double shadow, double until);
+
 static bool backfill_reserve(struct backfill *b, const struct pass *p, uint64_t usable,
                              struct job *j)
 {
@@ -404,6 +422,8 @@ static bool backfill_reserve(struct backfill *b, const struct pass *p, uint64_t 
         if (r->until > b->until[pos])
             b->until[pos] = r->until;
     }
+    if (b->est_ready) /* jobs estimated before it (e.g. over a quota) planned it in */
+        backfill_estimate_reserved(b, j->gpus, shadow, r->until);
     j->expected_start = shadow;
     return true;
 }
@@ -424,6 +444,106 @@ static const char *backfill_wait(struct backfill *b, const struct pass *p, struc
     if (b->n_res < b->depth)
         *reserved = backfill_reserve(b, p, p->all & p->allowed & ~p->unmanaged, j);
     return out;
+}
+
+/* Sorts the n values a[0..n) ascending (insertion sort: at most 64). */
+static void sort_small(double *a, int n)
+{
+    for (int i = 1; i < n; i++) {
+        double v = a[i];
+        int k = i;
+        for (; k > 0 && a[k - 1] > v; k--)
+            a[k] = a[k - 1];
+        a[k] = v;
+    }
+}
+
+/* A reservation made after the estimates began (a job estimated ahead of it waits for
+ * something besides GPUs): the estimates' plan holds k GPUs for it until `until`, those
+ * planned free latest by its shadow time (the first k if fewer are). Rare: sorts. */
+static void backfill_estimate_reserved(struct backfill *b, int k, double shadow, double until)
+{
+    int m = 0;
+    while (m < b->est_n && b->est_free[m] <= shadow)
+        m++;
+    int from = m >= k ? m - k : 0;
+    for (int i = from; i < from + k && i < b->est_n; i++)
+        if (b->est_free[i] < until)
+            b->est_free[i] = until;
+    sort_small(b->est_free, b->est_n);
+}
+
+/* Sets up the estimates' plan from the GPUs' planned ends so far (running jobs, those
+ * started in this pass, the reservations). */
+static void backfill_estimate_init(struct backfill *b, const struct pass *p)
+{
+    b->est_n = 0;
+    for (uint64_t a = p->all & p->allowed & ~p->unmanaged; a; a &= a - 1) {
+        int pos = __builtin_ctzll(a);
+        double t = b->end_excl[pos];
+        if (b->end_shared[pos] > t)
+            t = b->end_shared[pos];
+        if (b->until[pos] > t)
+            t = b->until[pos];
+        b->est_free[b->est_n++] = t < b->now ? b->now : t;
+    }
+    sort_small(b->est_free, b->est_n);
+    b->est_ready = true;
+}
+
+/* A job started in this pass after the estimates began: the GPUs planned free first
+ * are pushed back by its run (which GPUs it took is not kept here). */
+static void backfill_estimate_started(struct backfill *b, const struct job *j)
+{
+    if (!b->est_ready || j->gpus < 1)
+        return;
+    double run = planned_runtime(b, j);
+    for (int i = 0; i < j->gpus && i < b->est_n; i++)
+        b->est_free[i] += run;
+    sort_small(b->est_free, b->est_n);
+}
+
+/* j waits without a reservation: its expected_start is when the plan has its GPUs free
+ * (after every job ahead of it, reserved or estimated), and it takes them until it would
+ * end, those free latest by then (as backfill_reserve: no filling of holes). A job
+ * without whole GPUs (none, or MIG instances) gets the earliest planned end of a
+ * running job (nothing frees before). A lower bound where something else holds it
+ * (memory, a quota, the running-jobs limit...). O(GPUs). */
+static inline __attribute__((always_inline)) void
+backfill_estimate(struct backfill *b, const struct pass *p, struct job *j)
+{
+    if (j->expected_start > 0)
+        return;
+    if (j->gpus < 1 || j->mig_profile) {
+        j->expected_start = b->first_end;
+        return;
+    }
+    if (!b->est_ready)
+        backfill_estimate_init(b, p);
+    int k = j->gpus;
+    if (k > b->est_n)
+        return; /* not on the usable GPUs: no plan says when */
+    double shadow = b->est_free[k - 1];
+    /* Past SCHEDULER_ESTIMATE_MAX planned jobs, a lower bound that plans nothing in: it
+     * reads no time limit (a memory line per job at 100,000 jobs). */
+    if (b->est_count >= SCHEDULER_ESTIMATE_MAX) {
+        j->expected_start = shadow;
+        return;
+    }
+    b->est_count++;
+    int m = k; /* GPUs free by the shadow time */
+    while (m < b->est_n && b->est_free[m] <= shadow)
+        m++;
+    double until = shadow + planned_runtime(b, j);
+    /* [m-k, m) become `until`, which is >= all before m: the values of [m, n) below it
+     * move down k places and the k copies go after them (one merge step, no sort). */
+    int at = m;
+    while (at < b->est_n && b->est_free[at] < until)
+        at++;
+    memmove(b->est_free + m - k, b->est_free + m, (size_t)(at - m) * sizeof(*b->est_free));
+    for (int i = at - k; i < at; i++)
+        b->est_free[i] = until;
+    j->expected_start = shadow;
 }
 
 /* ---- gctl reserve's reservations ---- */
@@ -589,6 +709,8 @@ static inline __attribute__((always_inline)) size_t pass_walk(const struct sched
         }
         if (j->begin_time > in->now) {
             j->wait_reason = SCHEDULER_REASON_BEGIN_TIME;
+            if (backfill) /* not before it */
+                j->expected_start = j->begin_time;
             if (next_pass == 0 || j->begin_time < next_pass)
                 next_pass = j->begin_time;
             continue;
@@ -601,12 +723,16 @@ static inline __attribute__((always_inline)) size_t pass_walk(const struct sched
             }
             if (g->running + g->pass_started >= g->max_concurrent) {
                 j->wait_reason = SCHEDULER_REASON_GROUP_LIMIT;
+                if (backfill && bf.on)
+                    backfill_estimate(&bf, &p, j);
                 continue;
             }
         }
         if ((j->sched.quota_user || j->sched.quota_project) &&
             quota_blocks(j, in->now, pass_epoch)) {
             j->wait_reason = SCHEDULER_REASON_QUOTA;
+            if (backfill && bf.on)
+                backfill_estimate(&bf, &p, j);
             continue;
         }
         if (policy->max_running_jobs > 0 && running >= policy->max_running_jobs)
@@ -614,6 +740,8 @@ static inline __attribute__((always_inline)) size_t pass_walk(const struct sched
         if (j->memory_mb > 0 && in->memory_total_mb > 0 &&
             mem_used + j->memory_mb > in->memory_total_mb) {
             j->wait_reason = SCHEDULER_REASON_MEMORY;
+            if (backfill && bf.on)
+                backfill_estimate(&bf, &p, j);
             continue;
         }
         if (j->mig_profile) {
@@ -623,6 +751,8 @@ static inline __attribute__((always_inline)) size_t pass_walk(const struct sched
             }
             if (!mig_choose(&mp, j)) {
                 j->wait_reason = mig_wait_reason(&mp, j);
+                if (backfill && bf.on)
+                    backfill_estimate(&bf, &p, j);
                 continue;
             }
         }
@@ -650,6 +780,8 @@ static inline __attribute__((always_inline)) size_t pass_walk(const struct sched
         }
         if (cache_hit(c, epoch, j, blocked) && (c->any || c->rblocked == rblocked)) {
             j->wait_reason = c->reason;
+            if (backfill && bf.on)
+                backfill_estimate(&bf, &p, j);
             continue;
         }
         uint64_t cand =
@@ -673,6 +805,8 @@ static inline __attribute__((always_inline)) size_t pass_walk(const struct sched
                 epoch++; /* the jobs behind it see the reservation */
                 continue;
             }
+            if (backfill && bf.on)
+                backfill_estimate(&bf, &p, j);
             bool any = (backfill || rblocked) && (j->gpus > p.n || popcount(cand) < j->gpus);
             c = &cache[cache_slot(j, any ? 0 : blocked)];
             *c = (struct reason_cache_entry){
@@ -690,8 +824,10 @@ static inline __attribute__((always_inline)) size_t pass_walk(const struct sched
             }
         }
         epoch++;
-        if (backfill && bf.on)
+        if (backfill && bf.on) {
             backfill_hold(&bf, chosen, job_is_shared(j), in->now + planned_runtime(&bf, j));
+            backfill_estimate_started(&bf, j);
+        }
         j->gpu_mask = nvml_mask(&p, chosen);
         j->wait_reason = NULL;
         start[nstart++] = j;
@@ -708,10 +844,14 @@ static inline __attribute__((always_inline)) size_t pass_walk(const struct sched
             j->expected_start = 0;
         if (j->sched.deps_blocked) {
             j->wait_reason = SCHEDULER_REASON_DEPENDENCY;
+            continue;
         } else if (j->begin_time > in->now) {
             j->wait_reason = SCHEDULER_REASON_BEGIN_TIME;
+            if (backfill)
+                j->expected_start = j->begin_time;
             if (next_pass == 0 || j->begin_time < next_pass)
                 next_pass = j->begin_time;
+            continue;
         } else if (j->sched.group && j->sched.group->max_concurrent > 0 &&
                    j->sched.group->running + (j->sched.group->pass_epoch == pass_epoch
                                                   ? j->sched.group->pass_started
@@ -721,6 +861,8 @@ static inline __attribute__((always_inline)) size_t pass_walk(const struct sched
         } else {
             j->wait_reason = SCHEDULER_REASON_MAX_RUNNING;
         }
+        if (backfill && bf.on)
+            backfill_estimate(&bf, &p, j);
     }
     double replan = backfill_next_change(&bf, in);
     if (replan > 0 && (next_pass == 0 || replan < next_pass))

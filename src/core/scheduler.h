@@ -66,6 +66,12 @@ struct scheduler_policy {
     bool backfill;
     int backfill_depth;        /* jobs that get a reservation; 0 means 1; at most 64 */
     double default_time_limit; /* seconds, for planning only; 0 means 24 h */
+    /* How long backfill plans a job without a time limit (daemon.default_time_plan: a
+     * percentile of recent run times or a duration, timeplan.h), in seconds; 0 means
+     * default_time_limit. "default_time_limit" in the backfill comments here means this.
+     * gctl reserve's windows keep default_time_limit: a promise to another user is not
+     * planned on a percentile. */
+    double untimed_plan;
     /* scheduler.backfill_untimed: false ("planned", the default) backfills a job without a
      * time limit like one whose limit is default_time_limit. It may then run past the
      * shadow time and delay the reserved job, but only by its own overrun: once the
@@ -81,6 +87,11 @@ struct scheduler_policy {
     struct priority_weights priority;
 };
 
+/* Backfill's estimates (expected_start of the waiting jobs without a reservation) plan
+ * this many jobs in, in queue order; the jobs after them get a lower bound (when the plan
+ * so far has their GPUs free) that reads no time limit, so a pass over 100,000 waiting
+ * jobs costs little more than one without estimates. */
+#define SCHEDULER_ESTIMATE_MAX 10000
 /* The most reservations a pass makes (backfill_depth above it counts as this). */
 #define SCHEDULER_BACKFILL_MAX_DEPTH 64
 /* Planning's default_time_limit when the policy gives 0: 24 h. */
@@ -228,8 +239,16 @@ struct scheduler_input {
 /* Writes the jobs to start into start[] (capacity in->n_queued) in the order they should
  * start, sets each one's gpu_mask (0 for a job without GPUs) and clears its
  * wait_reason, sets wait_reason of every other queued job and, with backfill, the
- * expected_start of every queued job (0 unless it reserved GPUs for it; greedy leaves
- * expected_start as it is), and returns how many start.
+ * expected_start of every queued job, and returns how many start. expected_start (greedy
+ * leaves it as it is): a reserved job's shadow time; for every other waiting job an
+ * estimate, planned in queue order after the reservations as if each took its GPUs when
+ * the plan has them free (no filling of holes, gctl reserve's windows not counted), a
+ * lower bound where it waits for something else too (memory, quota, array limit,
+ * running-jobs limit); a job without whole GPUs gets the earliest planned end of a
+ * running job; begin_time for a job whose begin time is to come; 0 for one blocked by
+ * its dependencies, one that does not fit on the usable GPUs, or when the machine has
+ * no GPUs. O(GPUs) more per waiting job; past SCHEDULER_ESTIMATE_MAX estimated jobs a
+ * lower bound that plans nothing in (O(1)).
  * Nothing else is changed (the caller moves the jobs to R). */
 size_t scheduler_pass(const struct scheduler_input *in, const struct scheduler_policy *policy,
                       struct job **start);

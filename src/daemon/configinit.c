@@ -36,6 +36,10 @@ static const struct key_help key_helps[] = {
     {"daemon.nvml_library", "NVML library to load (default: libnvidia-ml.so.1)"},
     {"daemon.gpu_allocation_strategy", "topology, sequential or random  "
                                        "--gpu-allocation-strategy"},
+    {"daemon.default_time_plan", "how long a job without --time is planned to run (backfill's "
+                                 "plan, not enforced): \"p95\" = the 95th percentile of the "
+                                 "last 1,000 ended jobs' run times (scheduler.default_time_limit "
+                                 "until 20 have ended), or a duration: \"24h\", \"08:00:00\""},
     {"daemon.gpu_poll_interval_secs", "how often NVML is read  --gpu-poll-interval-secs"},
     {"daemon.gpu_samples_max", "GPU utilisation samples kept per GPU for gstats --gpu (one "
                                "per poll; the oldest are overwritten)"},
@@ -73,17 +77,18 @@ static const struct key_help key_helps[] = {
     {"projects.require_project", "true: every job must name a project"},
     {"executor.type", "how jobs run: \"process\" (each under gflow-shim); gflow's \"tmux\" "
                       "is accepted with a warning"},
-    {"scheduler.backfill", "true: a job that waits for GPUs gets them reserved at the earliest "
-                           "time the running jobs' time limits free them, and later jobs start "
-                           "only if they do not delay it; false: greedy (every job that fits "
-                           "starts)"},
+    {"scheduler.backfill", "true (default): a job that waits for GPUs gets them reserved at "
+                           "the earliest time the running jobs' time limits free them, and "
+                           "later jobs start only if they do not delay it; false: greedy "
+                           "(every job that fits starts; a big job may wait for ever)"},
     {"scheduler.backfill_depth", "how many waiting jobs get a reservation (the first ones in "
                                  "the queue)"},
-    {"scheduler.default_time_limit", "how long a job without --time is planned to run (for "
-                                     "backfill only, not enforced): \"24h\", \"90m\", "
-                                     "\"1-00:00:00\""},
+    {"scheduler.default_time_limit", "how long a job without --time is planned to run "
+                                     "near gctl reservations, and backfill's plan until "
+                                     "daemon.default_time_plan has its history (not "
+                                     "enforced): \"24h\", \"90m\", \"1-00:00:00\""},
     {"scheduler.backfill_untimed", "planned: a job without --time is backfilled as if it "
-                                   "ran default_time_limit (it may delay a reserved job by "
+                                   "ran daemon.default_time_plan (it may delay a reserved job by "
                                    "its overrun); outside: only onto GPUs nobody reserved"},
     {"scheduler.preempt", "true: a waiting job may stop running --requeue jobs of much lower "
                           "priority to get their GPUs (they are queued again); default false"},

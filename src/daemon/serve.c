@@ -423,6 +423,7 @@ static void schedule(struct server *s)
         .may_start_arg = d,
     };
     m.default_time_limit = (double)d->cfg.parsed.default_time_limit_secs;
+    m.untimed_plan = d->cfg.parsed.default_time_plan;
     int64_t fd_cap = job_fd_cap(s);
     if (m.max_running_jobs == 0 || m.max_running_jobs > fd_cap)
         m.max_running_jobs = fd_cap;

@@ -1,6 +1,7 @@
 /* gflow-replay: replays a job trace through the real scheduling pass in virtual time and
  * prints, per policy, the waits, starvation, utilisation, slowdown and fairness the
- * trace got (docs/replay.md). A developer's tool: built, not installed. */
+ * trace got (docs/replay.md). Installed with the daemon (make install), so that an
+ * operator can replay their own trace. */
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -26,7 +27,8 @@ static const char usage[] =
     "Replays a job trace through gflowd's scheduling pass in virtual time and prints, per\n"
     "policy, the jobs' waits (mean, p50, p95, p99; the same for jobs of >= 4 GPUs), the\n"
     "maximum wait, GPU utilisation, mean bounded slowdown and Jain's fairness index over\n"
-    "the users' GPU-time (docs/replay.md).\n"
+    "the users' GPU-time (docs/replay.md). Installed with gflowd (make install): replay\n"
+    "your own trace to weigh scheduler.* settings before changing them.\n"
     "\n"
     "TRACE.csv: a header line, then one job per line; columns by name: submit_s, gpus,\n"
     "runtime_s (needed), time_limit_s, user, project (optional); others are ignored.\n"
@@ -34,8 +36,11 @@ static const char usage[] =
     "Options:\n"
     "  --gpus N          GPUs of the simulated machine, 1-64 (default 8); jobs asking more\n"
     "                    are skipped and counted\n"
-    "  --policy NAME     a policy, several joined by ',', or all (default): greedy, backfill,\n"
-    "                    backfill-outside, fairshare, backfill+fairshare\n"
+    "  --policy NAME     a policy, several joined by ',', or all (default): greedy\n"
+    "                    (scheduler.backfill = false), backfill (the daemon's default:\n"
+    "                    backfill, untimed jobs planned at default_time_plan p95),\n"
+    "                    backfill-24h (untimed jobs planned at 24h), backfill-outside,\n"
+    "                    fairshare, backfill+fairshare\n"
     "  --synthetic N     replay a synthetic lab trace of N jobs instead of a file\n"
     "  --seed S          the synthetic trace's seed (default 1)\n"
     "  --load K          compress arrival times K-fold (K > 0, default 1)\n"
@@ -45,6 +50,10 @@ static const char usage[] =
     "  --cdf FILE        write the wait-time CDF of each policy to FILE (gnuplot data)\n"
     "  --half-life D     usage half-life of the fair-share policies (default 1h; the\n"
     "                    daemon's scheduler.fairshare_half_life is 7d): 30m, 1h, 7d\n"
+    "  --time-plan P     daemon.default_time_plan of backfill and backfill+fairshare\n"
+    "                    (default p95, the daemon's): pN = the Nth percentile of the run\n"
+    "                    times of the jobs ended so far (24h until 20 have), or a\n"
+    "                    duration (24h, 08:00:00)\n"
     "  -h, --help        show this help\n"
     "  -V, --version     show the version\n";
 
@@ -123,7 +132,8 @@ static void parse_options(int argc, char **argv, struct options *o)
         OPT_LIMITS,
         OPT_CSV,
         OPT_CDF,
-        OPT_HALF_LIFE
+        OPT_HALF_LIFE,
+        OPT_TIME_PLAN
     };
     static const struct option longopts[] = {
         {"gpus", required_argument, NULL, OPT_GPUS},
@@ -135,6 +145,7 @@ static void parse_options(int argc, char **argv, struct options *o)
         {"csv", no_argument, NULL, OPT_CSV},
         {"cdf", required_argument, NULL, OPT_CDF},
         {"half-life", required_argument, NULL, OPT_HALF_LIFE},
+        {"time-plan", required_argument, NULL, OPT_TIME_PLAN},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
@@ -188,6 +199,16 @@ static void parse_options(int argc, char **argv, struct options *o)
             if (parse_duration(optarg, &secs, &err) < 0)
                 die_usage("--half-life '%s' is not a duration: use e.g. 1h, 30m or 7d", optarg);
             replay_set_half_life((double)secs);
+            break;
+        }
+        case OPT_TIME_PLAN: {
+            struct time_plan plan;
+            char *err = NULL;
+            if (time_plan_parse(optarg, &plan, &err) < 0)
+                die_usage("--time-plan '%s': use a percentile of the run times so far (p1-p100, "
+                          "e.g. p95) or a duration (e.g. 24h, 08:00:00)",
+                          optarg);
+            replay_set_time_plan(&plan);
             break;
         }
         case 'h':

@@ -8,10 +8,24 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
+#include "timeplan.h"
 #include "util.h"
 
-const char *const replay_policy_names[] = {"greedy",    "backfill",           "backfill-outside",
-                                           "fairshare", "backfill+fairshare", NULL};
+const char *const replay_policy_names[] = {
+    "greedy", "backfill", "backfill-24h", "backfill-outside", "fairshare", "backfill+fairshare",
+    NULL};
+
+/* daemon.default_time_plan as the daemon's default has it (replay_daemon_default), or
+ * as --time-plan gives it. */
+static struct time_plan replay_time_plan = {95, 0};
+static bool replay_time_plan_given;
+
+void replay_set_time_plan(const struct time_plan *plan)
+{
+    replay_time_plan = *plan;
+    replay_time_plan_given = true;
+}
 
 /* The fair-share policies' usage half-life (--half-life). */
 static double replay_half_life = REPLAY_HALF_LIFE_DEFAULT;
@@ -32,6 +46,23 @@ static const struct priority_weights replay_fairshare_weights = {
     .max_age = 86400,
 };
 
+/* The daemon's default scheduler settings (config.c's table: scheduler.backfill,
+ * backfill_depth, default_time_limit, backfill_untimed, daemon.default_time_plan), so
+ * that policy "backfill" is exactly what a daemon with no scheduler keys runs. */
+static void replay_daemon_default(struct scheduler_policy *out)
+{
+    struct gflow_config c;
+    config_init(&c);
+    out->backfill = c.scheduler_backfill;
+    out->backfill_depth = (int)c.scheduler_backfill_depth;
+    out->default_time_limit = (double)c.parsed.default_time_limit_secs;
+    out->untimed_outside = c.parsed.backfill_untimed == CONFIG_UNTIMED_OUTSIDE;
+    out->untimed_plan = REPLAY_UNTIMED_PLAN_HISTORY; /* the sim plans it as the daemon */
+    if (!replay_time_plan_given)
+        replay_time_plan = c.parsed.default_time_plan;
+    config_free(&c);
+}
+
 int replay_policy(const char *name, struct scheduler_policy *out)
 {
     memset(out, 0, sizeof(*out)); /* no running-jobs limit, every GPU, topology */
@@ -40,19 +71,30 @@ int replay_policy(const char *name, struct scheduler_policy *out)
         /* as greedy or backfill, the queue in effective-priority order: users' decayed
          * GPU time (--half-life, 1 h by default) charged in virtual time by the daemon's
          * code */
+        if (strcmp(name, "backfill+fairshare") == 0)
+            replay_daemon_default(out);
         out->priority = replay_fairshare_weights;
-        out->backfill = strcmp(name, "backfill+fairshare") == 0;
         return 0;
     }
     if (strcmp(name, "greedy") == 0)
         return 0; /* in order, every job that fits starts (gflow's, and ours with
                    * scheduler.backfill = false) */
-    if (strcmp(name, "backfill") == 0 || strcmp(name, "backfill-outside") == 0) {
-        /* scheduler.backfill = true: the head blocked job holds a reservation, later jobs
-         * start only if they do not delay it (default_time_limit 24 h, depth 1); a job
-         * without a time limit is planned as 24 h (backfill_untimed = "planned") or kept
-         * off reserved GPUs ("outside") */
+    if (strcmp(name, "backfill") == 0) {
+        /* the daemon's default: the head blocked job holds a reservation, later jobs start
+         * only if they do not delay it; a job without a time limit is planned as
+         * daemon.default_time_plan (p95 of the last 1,000 ended jobs, 24 h until 20
+         * have ended) */
+        replay_daemon_default(out);
+        return 0;
+    }
+    if (strcmp(name, "backfill-24h") == 0 || strcmp(name, "backfill-outside") == 0) {
+        /* the pass before default_time_plan: an untimed job planned as 24 h
+         * (default_time_plan = "24h"), backfilled as such ("planned") or kept off
+         * reserved GPUs ("outside", backfill_untimed = "outside") */
         out->backfill = true;
+        out->backfill_depth = 1;
+        out->default_time_limit = SCHEDULER_DEFAULT_TIME_LIMIT;
+        out->untimed_plan = SCHEDULER_DEFAULT_TIME_LIMIT;
         out->untimed_outside = strcmp(name, "backfill-outside") == 0;
         return 0;
     }
@@ -83,7 +125,8 @@ struct sim {
     size_t *heap;        /* running jobs by end time (indices into jobs) */
     size_t heap_len;
     struct scheduler_queue queue;
-    struct fairshare fs; /* charged as jobs end, with a fair-share policy */
+    struct fairshare fs;     /* charged as jobs end, with a fair-share policy */
+    struct run_history runs; /* the run times of ended jobs (daemon.default_time_plan) */
     size_t queued_by_gpus[GPUINFO_MAX_GPUS + 1];
     int free_gpus;
 };
@@ -137,6 +180,7 @@ static void sim_finish(struct sim *s, size_t idx, double now)
     j->state = JOB_FINISHED;
     j->end_time = now;
     fairshare_charge_job(&s->fs, j, NULL);
+    run_history_add(&s->runs, now - j->start_time);
     s->free_gpus += __builtin_popcountll(j->gpu_mask);
     size_t pos = s->running_pos[idx];
     struct job *last = s->running[--s->n_running];
@@ -202,6 +246,8 @@ void replay_simulate(const struct replay_trace *t, int n_gpus,
     bool reorder = priority_weights_reorder(&policy->priority);
     struct job **ordered = reorder ? xcalloc(n ? n : 1, sizeof(*ordered)) : NULL;
     fairshare_init(&s.fs, replay_half_life);
+    run_history_init(&s.runs);
+    struct scheduler_policy pol = *policy;
     scheduler_queue_init(&s.queue);
     sim_make_jobs(&s, t);
 
@@ -235,7 +281,12 @@ void replay_simulate(const struct replay_trace *t, int n_gpus,
                                      .n_running = s.n_running,
                                      .gpus = &gpus,
                                      .now = now};
-        size_t n_start = scheduler_pass(&in, policy, start);
+        if (policy->untimed_plan == REPLAY_UNTIMED_PLAN_HISTORY) /* as jobs_schedule */
+            pol.untimed_plan =
+                time_plan_value(&replay_time_plan, &s.runs,
+                                policy->default_time_limit > 0 ? policy->default_time_limit
+                                                               : SCHEDULER_DEFAULT_TIME_LIMIT);
+        size_t n_start = scheduler_pass(&in, &pol, start);
         out->passes++;
         for (size_t k = 0; k < n_start; k++)
             sim_start(&s, t, start[k], now, &out->jobs[start[k] - s.jobs]);

@@ -10,6 +10,7 @@
 #include <stddef.h>
 
 #include "scheduler.h"
+#include "timeplan.h"
 #include "trace.h"
 
 /* Virtual time starts here, not at 0, because a job's start_time 0 means "not started"
@@ -21,6 +22,13 @@ extern const char *const replay_policy_names[];
 /* The scheduler settings of a policy by name: the one place that maps a name to a
  * struct scheduler_policy. 0, or -1 if the name is unknown. */
 int replay_policy(const char *name, struct scheduler_policy *out);
+/* A policy's untimed_plan that says "plan untimed jobs as the daemon does": from the
+ * run times of the jobs ended so far in the replay (daemon.default_time_plan's default,
+ * computed before each pass as jobs_schedule does). */
+#define REPLAY_UNTIMED_PLAN_HISTORY (-1.0)
+/* --time-plan: the daemon.default_time_plan of the policies that plan as the daemon
+ * (backfill, backfill+fairshare) instead of the daemon's default. */
+void replay_set_time_plan(const struct time_plan *plan);
 
 /* The fair-share policies' usage half-life (seconds; --half-life): 1 h by default,
  * shorter than the daemon's 7 days because the fairness index (JAIN) is measured per

@@ -82,11 +82,12 @@ def test_stray_blocks_its_gpu_for_others_until_it_is_gone(make_gflow):
 
     # A 1-GPU job that could only go to GPU 1 waits, and so does a shared one (GPU 0 is
     # job j's; the scheduler's reason stays Resources, as for any unavailable GPU when
-    # the others are taken: ginfo names the stray).
+    # the others are taken: ginfo names the stray). With backfill (the default) b holds a
+    # reservation for GPU 0, so s, behind it, says Priority (as Slurm).
     b = g.submit("-g", 1, "true")
     s = g.submit("-g", 1, "--shared", "--gpu-memory", "1000", "true")
     still_queued(g, b, "Resources")
-    still_queued(g, s, "Resources")
+    still_queued(g, s, "Priority")
 
     # The owner is told: the job's stray field, gjob show.
     text = g.job(j)["stray"]

@@ -20,7 +20,8 @@ CSV_COLUMNS = [
     "jain", "jain_total", "contended_windows", "users",
 ]
 # Every policy, in the order `--policy all` (the default) replays them.
-ALL_POLICIES = ["greedy", "backfill", "backfill-outside", "fairshare", "backfill+fairshare"]
+ALL_POLICIES = ["greedy", "backfill", "backfill-24h", "backfill-outside", "fairshare",
+                "backfill+fairshare"]
 TEXT_COLUMNS = ["POLICY", "JOBS", "WAIT", "P50", "P95", "P99", "JOBS4+", "WAIT4+", "MAXWAIT",
                 "UTIL", "BSLD", "JAIN"]
 
@@ -234,12 +235,14 @@ def test_backfill_bounds_the_wait_of_a_job_greedy_starves(tmp_path):
     greedy, backfill = float(rows["greedy"]["max_wait_s"]), float(rows["backfill"]["max_wait_s"])
     assert greedy > 1000  # the 2-GPU job waits behind the whole stream
     assert backfill < 700, rows["backfill"]
-    # Without time limits every job is planned as 24 h: no stream job may be backfilled
-    # into the 2-GPU job's GPUs (under either rule for untimed jobs), and the first job's
-    # end is planned at 24 h: the 2-GPU job still starts when it ends.
+    # Without time limits every job is planned as 24 h (backfill-24h, backfill-outside;
+    # backfill until 20 jobs have ended, then at the p95 of their run times): no stream
+    # job may be backfilled into the 2-GPU job's GPUs for long (under either rule for
+    # untimed jobs): the 2-GPU job still starts soon after the first job ends.
     rows = {row["policy"]: row for row in
             csv_rows(replay(path, "--gpus", 2, "--csv", "--time-limits", "none"))}
     assert float(rows["backfill"]["max_wait_s"]) < 700
+    assert float(rows["backfill-24h"]["max_wait_s"]) < 700
     assert float(rows["backfill-outside"]["max_wait_s"]) < 700
     # With exact limits greedy is unchanged (it never reads them).
     exact = csv_rows(replay(path, "--gpus", 2, "--csv", "--policy", "greedy",

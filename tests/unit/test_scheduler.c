@@ -1410,8 +1410,9 @@ static void test_backfill_short_job(void **state)
     assert_reason(&f, 2, SCHEDULER_REASON_RESOURCES);
     assert_true(job_by_id(&f, 2)->expected_start == 1100.0);
     assert_reason(&f, 3, SCHEDULER_REASON_PRIORITY);
-    assert_true(job_by_id(&f, 3)->expected_start == 0);
-    assert_true(job_by_id(&f, 4)->expected_start == 0);
+    /* An estimate: after job 2's reservation, which holds every GPU until 4700. */
+    assert_true(job_by_id(&f, 3)->expected_start == 4700.0);
+    assert_true(job_by_id(&f, 4)->expected_start == 0); /* started */
 
     /* A running job past its time limit is expected to end at any moment. */
     f.now = 1200;
@@ -1518,6 +1519,73 @@ static void test_backfill_untimed_planned(void **state)
     fixture_make(&f, "", NULL);
 }
 
+/* Every waiting job gets an expected start, not only the reserved one: the jobs past
+ * the reservations are planned in queue order, each at the time its k-th GPU is planned
+ * free, holding the GPUs free latest by then until its planned end (no holes filled). A
+ * begin-time job's is its begin time, a job blocked by its dependencies has none. */
+static void test_backfill_estimates(void **state)
+{
+    (void)state;
+    struct fixture f = {.n = 0};
+    struct gpu_set g = gpus_make(2, 81559, false);
+    fixture_make(&f, "RQQQQQQ", NULL);
+    f.gpus = &g;
+    f.policy.backfill = true;
+    f.now = 500;
+    job_running(&f, 1, 2, "0,1", 100, 900); /* ends at 1000 */
+    job_queued(&f, 2, 2, 100);              /* reserved: 1000, until 1100 */
+    job_queued(&f, 3, 1, 200);              /* 1100 until 1300 */
+    job_queued(&f, 4, 1, 0);                /* untimed, planned 24 h: 1100 on the other GPU */
+    job_queued(&f, 5, 2, 10);               /* both GPUs: when job 4 is planned done */
+    job_queued(&f, 6, 1, 10);
+    job_by_id(&f, 6)->begin_time = 5000;
+    job_queued(&f, 7, 1, 10);
+    job_by_id(&f, 7)->sched.deps_blocked = true;
+    assert_int_equal(fixture_pass(&f), 0);
+    assert_true(job_by_id(&f, 2)->expected_start == 1000.0);
+    assert_true(job_by_id(&f, 3)->expected_start == 1100.0);
+    assert_true(job_by_id(&f, 4)->expected_start == 1100.0);
+    assert_true(job_by_id(&f, 5)->expected_start == 1100.0 + SCHEDULER_DEFAULT_TIME_LIMIT);
+    assert_true(job_by_id(&f, 6)->expected_start == 5000.0);
+    assert_true(job_by_id(&f, 7)->expected_start == 0);
+    /* The untimed plan (daemon.default_time_plan) replaces the 24 h. */
+    f.policy.untimed_plan = 600;
+    assert_int_equal(fixture_pass(&f), 0);
+    assert_true(job_by_id(&f, 5)->expected_start == 1700.0);
+    /* The running-jobs limit: nothing is reserved, every job is estimated (a lower
+     * bound), in the same order. */
+    f.policy.max_running_jobs = 1;
+    assert_int_equal(fixture_pass(&f), 0);
+    assert_reason(&f, 2, SCHEDULER_REASON_MAX_RUNNING);
+    assert_true(job_by_id(&f, 2)->expected_start == 1000.0);
+    assert_true(job_by_id(&f, 3)->expected_start == 1100.0);
+    assert_true(job_by_id(&f, 5)->expected_start == 1700.0);
+    /* A job estimated before the reservation is made (it waits for host memory): the
+     * estimates after it still plan around the reservation. */
+    fixture_make(&f, "RQQQ", NULL);
+    f.gpus = &g;
+    f.policy.backfill = true;
+    f.now = 500;
+    f.memory_total_mb = 1000;
+    job_running(&f, 1, 2, "0,1", 100, 900); /* ends at 1000 */
+    job_queued(&f, 2, 1, 100);
+    job_by_id(&f, 2)->memory_mb = 2000; /* Memory: estimated at 1000, on one GPU */
+    job_queued(&f, 3, 2, 100);          /* reserved: 1000 until 1100 on both */
+    job_queued(&f, 4, 1, 50);
+    assert_int_equal(fixture_pass(&f), 0);
+    assert_reason(&f, 2, SCHEDULER_REASON_MEMORY);
+    assert_true(job_by_id(&f, 2)->expected_start == 1000.0);
+    assert_true(job_by_id(&f, 3)->expected_start == 1000.0);
+    assert_true(job_by_id(&f, 4)->expected_start == 1100.0);
+    /* Greedy leaves them alone (the daemon clears them). */
+    f.policy.max_running_jobs = 0;
+    f.policy.backfill = false;
+    job_by_id(&f, 3)->expected_start = 0;
+    assert_int_equal(fixture_pass(&f), 0);
+    assert_true(job_by_id(&f, 3)->expected_start == 0);
+    fixture_make(&f, "", NULL);
+}
+
 /* Depth 2: the second blocked job gets a reservation too (after the first's on shared
  * GPUs), so a job that would delay it no longer starts; with depth 1 it does. */
 static void test_backfill_depth(void **state)
@@ -1544,7 +1612,8 @@ static void test_backfill_depth(void **state)
             assert_int_equal(n, 1);
             assert_int_equal(f.start[0]->id, 4);
             assert_gpu_ids(&f, 4, "3");
-            assert_true(job_by_id(&f, 3)->expected_start == 0);
+            /* Estimated as depth 2 reserves it: when job 2's GPUs are planned free. */
+            assert_true(job_by_id(&f, 3)->expected_start == 1600.0);
         } else {
             assert_int_equal(n, 0);
             assert_true(job_by_id(&f, 3)->expected_start == 1600.0);
@@ -1580,6 +1649,7 @@ int main(void)
         cmocka_unit_test(test_backfill_no_time_limit),
         cmocka_unit_test(test_backfill_untimed_planned),
         cmocka_unit_test(test_backfill_depth),
+        cmocka_unit_test(test_backfill_estimates),
         cmocka_unit_test(test_gpu_shared_packing),
         cmocka_unit_test(test_gpu_memory_used),
         cmocka_unit_test(test_gpu_allowed_mask),

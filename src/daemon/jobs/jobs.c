@@ -41,6 +41,7 @@ struct jobs *jobs_new(struct store *store)
     scheduler_begin_heap_init(&t->begin);
     t->quotas = quotas_new();
     fairshare_init(&t->fs, FAIRSHARE_HALF_LIFE_DEFAULT);
+    run_history_init(&t->runs);
     return t;
 }
 
@@ -366,6 +367,32 @@ static void load_cb(struct job *j, void *arg)
     table_append(arg, j);
 }
 
+struct runs_load {
+    double secs[TIME_PLAN_HISTORY];
+    size_t n;
+};
+
+static void runs_load_cb(double secs, void *arg)
+{
+    struct runs_load *l = arg;
+    if (l->n < TIME_PLAN_HISTORY)
+        l->secs[l->n++] = secs;
+}
+
+/* The run history from the store, oldest first into the ring. */
+static int runs_load(struct jobs *t, char **err)
+{
+    struct runs_load *l = xcalloc(1, sizeof(*l));
+    int rc = store_recent_runs(t->store, TIME_PLAN_HISTORY, runs_load_cb, l);
+    if (rc < 0)
+        *err = xasprintf("cannot load recent run times: %s", store_error(t->store));
+    run_history_init(&t->runs);
+    for (size_t i = l->n; i > 0; i--)
+        run_history_add(&t->runs, l->secs[i - 1]);
+    free(l);
+    return rc;
+}
+
 int jobs_load(struct jobs *t, char **err)
 {
     if (quotas_load(t->quotas, t->store, now_wall(), err) < 0)
@@ -379,6 +406,8 @@ int jobs_load(struct jobs *t, char **err)
         return -1;
     }
     if (jobs_fairshare_load(t, err) < 0)
+        return -1;
+    if (runs_load(t, err) < 0)
         return -1;
     t->next_id = store_next_job_id(t->store);
     t->dirty = true;
@@ -807,6 +836,9 @@ int jobs_set_state(struct jobs *t, struct job *j, enum job_state to, enum job_re
             j->end_time = now_wall();
         if (from == JOB_RUNNING)
             charge_rc = jobs_fairshare_charge(t, j);
+        /* A cancelled run says when its user gave up, not how long such jobs run. */
+        if (from == JOB_RUNNING && to != JOB_CANCELLED && j->start_time > 0)
+            run_history_add(&t->runs, j->end_time - j->start_time);
         table_remove(t, j);
         if (t->ended_len == t->ended_cap) {
             t->ended_cap = t->ended_cap ? t->ended_cap * 2 : 64;

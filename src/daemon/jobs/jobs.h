@@ -26,6 +26,7 @@
 #include "gpualloc.h"
 #include "job.h"
 #include "scheduler.h"
+#include "timeplan.h"
 
 struct store;
 struct jobs;
@@ -159,7 +160,10 @@ struct jobs_machine {
     bool backfill;
     int backfill_depth;
     double default_time_limit; /* seconds; 0: the scheduler's default */
-    bool untimed_outside;      /* scheduler.backfill_untimed = "outside" */
+    /* daemon.default_time_plan: a job without --time is planned to run this long (the
+     * percentile of the table's run history, or default_time_limit until it has one). */
+    struct time_plan untimed_plan;
+    bool untimed_outside; /* scheduler.backfill_untimed = "outside" */
     /* GPUs (NVML indices) no job may take in this pass: those kept for the job that
      * preempted others while they stop (run/preempt_run.h); 0: none. */
     uint64_t held_gpus;

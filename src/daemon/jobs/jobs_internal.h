@@ -13,6 +13,7 @@
 #include "jobs.h"
 #include "jobs_counters.h"
 #include "scheduler.h"
+#include "timeplan.h"
 
 struct action; /* jobs.c: what waits for the commit */
 
@@ -77,6 +78,10 @@ struct jobs {
 
     /* Fair-share accounts (jobs_fairshare.c), charged when a running job ends. */
     struct fairshare fs;
+
+    /* The run times of the last jobs that ended (daemon.default_time_plan's percentile),
+     * fed as running jobs end, first read from the store at load. */
+    struct run_history runs;
 };
 
 /* jobs_sched.c. j has become queued (or changed while queued): into the queue, or

@@ -29,10 +29,12 @@ static bool sched_set_aside(struct jobs *t, struct job *j, double now)
     }
     if (j->sched.deps_blocked) {
         j->wait_reason = SCHEDULER_REASON_DEPENDENCY;
+        j->expected_start = 0; /* unknown until they are met */
         return true;
     }
     if (j->begin_time > now && !t->hand_over_early) {
         j->wait_reason = SCHEDULER_REASON_BEGIN_TIME;
+        j->expected_start = j->begin_time; /* not before it, under any policy */
         scheduler_begin_heap_push(&t->begin, j);
         return true;
     }
@@ -59,8 +61,10 @@ void jobs_sched_remove(struct jobs *t, struct job *j)
         t->n_user_wait--;
         return;
     }
-    if (scheduler_begin_heap_remove(&t->begin, j) == 0)
+    if (scheduler_begin_heap_remove(&t->begin, j) == 0) {
+        j->expected_start = 0;
         return;
+    }
     if (t->bulk)
         t->queue_stale = true;
     else
@@ -224,6 +228,9 @@ size_t jobs_schedule(struct jobs *t, const struct jobs_machine *m, double now,
         .backfill = m->backfill,
         .backfill_depth = m->backfill_depth,
         .default_time_limit = m->default_time_limit,
+        .untimed_plan = time_plan_value(&m->untimed_plan, &t->runs,
+                                        m->default_time_limit > 0 ? m->default_time_limit
+                                                                  : SCHEDULER_DEFAULT_TIME_LIMIT),
         .untimed_outside = m->untimed_outside,
         .priority = m->priority,
     };

@@ -41,6 +41,7 @@ static const char *const live_keys[] = {
     "scheduler.backfill_depth",
     "scheduler.default_time_limit",
     "scheduler.backfill_untimed",
+    "daemon.default_time_plan",
     "scheduler.preempt",
     "scheduler.preempt_priority_gap",
     "scheduler.preempt_grace",

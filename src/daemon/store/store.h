@@ -129,6 +129,12 @@ int store_load_usage(struct store *s, store_usage_cb cb, void *arg);
 int store_put_usage(struct store *s, int kind, const char *name, double usage, double at,
                     double raw);
 
+/* The run times (end - start, seconds) of the last `max` jobs that ran and ended on their
+ * own or at their limit (CD, F, TO; not CA), newest first, for daemon.default_time_plan's
+ * history (store_usage.c). A walk back along the index jobs_end: O(max). 0 or -1. */
+typedef void (*store_run_cb)(double secs, void *arg);
+int store_recent_runs(struct store *s, int64_t max, store_run_cb cb, void *arg);
+
 /* Submission groups (job_groups): records group id with its max_concurrent (0 = no
  * limit), or changes the limit of an existing one. */
 int store_set_group(struct store *s, int64_t id, int64_t max_concurrent);
