@@ -80,7 +80,7 @@ static const char *wait_text(const char *reason)
         const char *prefix, *text;
     } texts[] = {
         {"Resources", "not enough free GPUs or memory for it now"},
-        {"Priority", "jobs ahead of it come first (backfill holds GPUs for them)"},
+        {"Priority", "jobs ahead of it come first; backfill holds GPUs for them"},
         {"Dependency", "a job it depends on has not ended as required yet"},
         {"DependencyFailed", "a job it depends on failed: it will not start unless redone"},
         {"BeginTime", "it was asked not to start before its begin time"},

@@ -220,16 +220,17 @@ def test_gjob_why_pending_failed_running_finished(make_gflow):
     second = g.submit("-g", "2", "sleep 1")
     held = g.submit("-H", "sleep 1")
     # A waiting job: its reason, its place and who is ahead, the GPUs, its expected start.
-    wait_for(lambda: g.job(second)["reason"] == "Resources", "job to wait for Resources")
+    # Backfill (the default) holds the GPUs for the first: the second waits for Priority.
+    wait_for(lambda: g.job(second)["reason"] == "Priority", "job to wait for Priority")
     out = why(g, second)
     lines = out.splitlines()
-    assert lines[0] == (f"Job {second} (gjob-{second}) is pending (PD): Resources (not enough "
-                        "free GPUs or memory for it now)"), out
+    assert lines[0] == (f"Job {second} (gjob-{second}) is pending (PD): Priority (jobs ahead "
+                        "of it come first; backfill holds GPUs for them)"), out
     assert f"Queue: position 2 of 2 waiting jobs; ahead of it: {first} (root, 1 GPU)" in out, out
     assert "GPUs: asks 2, 0 of 2 free" in out, out
     assert "ExpectedStart: " in out, out
     j = json.loads(why(g, second, "-o", "json"))
-    assert j["state"] == "PD" and j["reason"] == "Resources", j
+    assert j["state"] == "PD" and j["reason"] == "Priority", j
     assert j["queue"]["position"] == 2 and j["queue"]["jobs_ahead"] == 1, j
     assert [a["id"] for a in j["queue"]["ahead"]] == [first], j
     assert "expected_start" in j, j
