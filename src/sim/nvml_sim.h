@@ -35,5 +35,7 @@ bool sim_mig_is_handle(nvmlDevice_t dev);
  * (UUID, name, memory, processes) answer for the instance. The global "fail" map
  * applies, then the instance's own (not its GPU's). */
 nvmlReturn_t sim_mig_begin_dev(const char *fn, nvmlDevice_t dev, json_t **root, json_t **obj);
+/* Fills in a parsed fixture's MIG instances' default names, UUIDs and ids. */
+void sim_mig_fill_defaults(json_t *root);
 
 #endif

@@ -43,6 +43,38 @@ static int sim_mig_mode(json_t *gpu)
     return json_is_integer(m) ? (json_integer_value(m) != 0) : -1;
 }
 
+/* Real drivers name a MIG device after its GPU and profile and give it a UUID and
+ * instance ids; a fixture may leave them out. Filled in once, when the fixture is parsed
+ * (sim_load), so that calls only ever read the shared fixture. */
+void sim_mig_fill_defaults(json_t *root)
+{
+    json_t *gpus = json_object_get(root, "gpus");
+    for (size_t gi = 0; gi < json_array_size(gpus); gi++) {
+        json_t *gpu = json_array_get(gpus, gi);
+        json_t *list = json_object_get(gpu, "mig_instances");
+        for (size_t pos = 0; pos < json_array_size(list); pos++) {
+            json_t *inst = json_array_get(list, pos);
+            if (!json_is_object(inst))
+                continue;
+            if (!json_is_string(json_object_get(inst, "name"))) {
+                char name[160];
+                snprintf(name, sizeof(name), "%s MIG %s", sim_str(gpu, "name", "Simulated GPU"),
+                         sim_str(inst, "profile", "1g.10gb"));
+                json_object_set_new(inst, "name", json_string(name));
+            }
+            if (!json_is_string(json_object_get(inst, "uuid"))) {
+                char uuid[64];
+                snprintf(uuid, sizeof(uuid), "MIG-00000000-0000-4000-8000-%04zx%08zx", gi, pos);
+                json_object_set_new(inst, "uuid", json_string(uuid));
+            }
+            if (!json_is_integer(json_object_get(inst, "gi_id")))
+                json_object_set_new(inst, "gi_id", json_integer((json_int_t)pos));
+            if (!json_is_integer(json_object_get(inst, "ci_id")))
+                json_object_set_new(inst, "ci_id", json_integer(0));
+        }
+    }
+}
+
 nvmlReturn_t sim_mig_begin_dev(const char *fn, nvmlDevice_t dev, json_t **root, json_t **obj)
 {
     size_t gi, pos;
@@ -64,22 +96,6 @@ nvmlReturn_t sim_mig_begin_dev(const char *fn, nvmlDevice_t dev, json_t **root, 
         *root = NULL;
         return rc;
     }
-    if (!json_is_string(json_object_get(inst, "name"))) {
-        /* Real drivers name a MIG device after its GPU and profile. */
-        char name[160];
-        snprintf(name, sizeof(name), "%s MIG %s", sim_str(gpu, "name", "Simulated GPU"),
-                 sim_str(inst, "profile", "1g.10gb"));
-        json_object_set_new(inst, "name", json_string(name));
-    }
-    if (!json_is_string(json_object_get(inst, "uuid"))) {
-        char uuid[64];
-        snprintf(uuid, sizeof(uuid), "MIG-00000000-0000-4000-8000-%04zx%08zx", gi, pos);
-        json_object_set_new(inst, "uuid", json_string(uuid));
-    }
-    if (!json_is_integer(json_object_get(inst, "gi_id")))
-        json_object_set_new(inst, "gi_id", json_integer((json_int_t)pos));
-    if (!json_is_integer(json_object_get(inst, "ci_id")))
-        json_object_set_new(inst, "ci_id", json_integer(0));
     *obj = inst;
     return NVML_SUCCESS;
 }
