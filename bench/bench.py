@@ -534,8 +534,8 @@ def bench_gpu_poll(secs=6, step=0.01):
         loop_ns = last[pid] - first[pid]
         if polls:
             report(f"GPU poll, 8 simulated GPUs: NVML thread ({polls} polls)",
-                   nvml_ns / polls / 1e6, "ms CPU", "(no goal: the simulator's cost, it re-reads "
-                   "its JSON fixture per call)")
+                   nvml_ns / polls / 1e6, "ms CPU", "(no goal: mostly the simulator's, NVML calls "
+                   "answered from its fixture)")
             report("GPU poll, 8 simulated GPUs: loop thread", loop_ns / polls / 1e6, "ms CPU",
                    "(no goal: taking the reading, the scheduling pass)")
     finally:
