@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "nvml_health.h"
 #include "nvml_mig.h" /* nvml_library, nvml_device_handle, nvml_error_text */
 #include "nvml_types.h"
 #include "util.h"
@@ -19,17 +20,6 @@ typedef nvmlReturn_t (*proc_util_fn)(nvmlDevice_t, nvmlProcessUtilizationSample_
 /* More samples than this in one answer are not read (a GPU has few processes). */
 #define ACCT_MAX_SAMPLES 512
 
-static bool acct_lost(struct nvml *n, struct gpu_info *g, nvmlReturn_t rc, const char *fn)
-{
-    if (rc != NVML_ERROR_GPU_IS_LOST)
-        return false;
-    g->lost = true;
-    if (!g->unavailable[0])
-        snprintf(g->unavailable, sizeof(g->unavailable), "NVML: %s (%s)", nvml_error_text(n, rc),
-                 fn);
-    return true;
-}
-
 /* Each listed process's mean SM utilisation over the samples newer than *seen. */
 static void read_proc_util(struct nvml *n, proc_util_fn f, nvmlDevice_t h, struct gpu_info *g,
                            unsigned long long *seen)
@@ -37,7 +27,7 @@ static void read_proc_util(struct nvml *n, proc_util_fn f, nvmlDevice_t h, struc
     unsigned int count = 0;
     nvml_note_call("nvmlDeviceGetProcessUtilization");
     nvmlReturn_t rc = f(h, NULL, &count, *seen);
-    if (acct_lost(n, g, rc, "nvmlDeviceGetProcessUtilization"))
+    if (nvml_gpu_lost(n, g, rc, "nvmlDeviceGetProcessUtilization"))
         return;
     /* NOT_FOUND: no sample since *seen; others: not supported, no permission. */
     if ((rc != NVML_SUCCESS && rc != NVML_ERROR_INSUFFICIENT_SIZE) || count == 0)
@@ -65,7 +55,7 @@ static void read_proc_util(struct nvml *n, proc_util_fn f, nvmlDevice_t h, struc
                 newest = s[i].timeStamp;
         *seen = newest;
     } else {
-        acct_lost(n, g, rc, "nvmlDeviceGetProcessUtilization");
+        nvml_gpu_lost(n, g, rc, "nvmlDeviceGetProcessUtilization");
     }
     free(s);
 }
@@ -83,7 +73,7 @@ void nvml_read_account(struct nvml *n, unsigned int index, struct gpu_info *g,
         unsigned long long mj = 0;
         nvml_note_call("nvmlDeviceGetTotalEnergyConsumption");
         nvmlReturn_t rc = energy(h, &mj);
-        if (acct_lost(n, g, rc, "nvmlDeviceGetTotalEnergyConsumption"))
+        if (nvml_gpu_lost(n, g, rc, "nvmlDeviceGetTotalEnergyConsumption"))
             return;
         if (rc == NVML_SUCCESS && mj <= (unsigned long long)INT64_MAX) {
             g->energy_known = true;

@@ -22,8 +22,7 @@ typedef nvmlReturn_t (*mode_fn)(nvmlDevice_t, nvmlComputeMode_t *);
 
 #define HEALTH_FN(type, ptr) ((type)(uintptr_t)(ptr))
 
-/* Whether rc says the GPU is gone: then g is marked lost, naming fn. */
-static bool health_lost(struct nvml *n, struct gpu_info *g, nvmlReturn_t rc, const char *fn)
+bool nvml_gpu_lost(struct nvml *n, struct gpu_info *g, nvmlReturn_t rc, const char *fn)
 {
     if (rc != NVML_ERROR_GPU_IS_LOST)
         return false;
@@ -73,22 +72,22 @@ void nvml_read_health(struct nvml *n, nvmlDevice_t h, struct gpu_info *g)
 
     ecc_fn ecc = HEALTH_FN(ecc_fn, dlsym(lib, "nvmlDeviceGetTotalEccErrors"));
     if (ecc) {
-        if (health_lost(n, g, read_ecc(ecc, h, NVML_VOLATILE_ECC, &hl->ecc_volatile),
-                        "nvmlDeviceGetTotalEccErrors") ||
-            health_lost(n, g, read_ecc(ecc, h, NVML_AGGREGATE_ECC, &hl->ecc_aggregate),
-                        "nvmlDeviceGetTotalEccErrors"))
+        if (nvml_gpu_lost(n, g, read_ecc(ecc, h, NVML_VOLATILE_ECC, &hl->ecc_volatile),
+                          "nvmlDeviceGetTotalEccErrors") ||
+            nvml_gpu_lost(n, g, read_ecc(ecc, h, NVML_AGGREGATE_ECC, &hl->ecc_aggregate),
+                          "nvmlDeviceGetTotalEccErrors"))
             return;
     }
     pages_fn pages = HEALTH_FN(pages_fn, dlsym(lib, "nvmlDeviceGetRetiredPages"));
     if (pages &&
-        health_lost(n, g, read_pages(pages, h, &hl->retired_pages), "nvmlDeviceGetRetiredPages"))
+        nvml_gpu_lost(n, g, read_pages(pages, h, &hl->retired_pages), "nvmlDeviceGetRetiredPages"))
         return;
     pending_fn pending =
         HEALTH_FN(pending_fn, dlsym(lib, "nvmlDeviceGetRetiredPagesPendingStatus"));
     if (pending) {
         nvmlEnableState_t on = NVML_FEATURE_DISABLED;
         nvmlReturn_t rc = pending(h, &on);
-        if (health_lost(n, g, rc, "nvmlDeviceGetRetiredPagesPendingStatus"))
+        if (nvml_gpu_lost(n, g, rc, "nvmlDeviceGetRetiredPagesPendingStatus"))
             return;
         if (rc == NVML_SUCCESS)
             hl->retired_pending = on == NVML_FEATURE_ENABLED;
@@ -97,7 +96,7 @@ void nvml_read_health(struct nvml *n, nvmlDevice_t h, struct gpu_info *g)
     if (remap) {
         unsigned int corr = 0, unc = 0, is_pending = 0, failed = 0;
         nvmlReturn_t rc = remap(h, &corr, &unc, &is_pending, &failed);
-        if (health_lost(n, g, rc, "nvmlDeviceGetRemappedRows"))
+        if (nvml_gpu_lost(n, g, rc, "nvmlDeviceGetRemappedRows"))
             return;
         if (rc == NVML_SUCCESS) {
             hl->remap_corr = corr;
@@ -114,7 +113,7 @@ void nvml_read_health(struct nvml *n, nvmlDevice_t h, struct gpu_info *g)
     if (reasons) {
         unsigned long long bits = 0;
         nvmlReturn_t rc = reasons(h, &bits);
-        if (health_lost(n, g, rc, "nvmlDeviceGetCurrentClocksEventReasons"))
+        if (nvml_gpu_lost(n, g, rc, "nvmlDeviceGetCurrentClocksEventReasons"))
             return;
         if (rc == NVML_SUCCESS)
             hl->throttle = (int64_t)bits;
@@ -123,7 +122,7 @@ void nvml_read_health(struct nvml *n, nvmlDevice_t h, struct gpu_info *g)
     if (mode) {
         nvmlComputeMode_t m = NVML_COMPUTEMODE_DEFAULT;
         nvmlReturn_t rc = mode(h, &m);
-        if (health_lost(n, g, rc, "nvmlDeviceGetComputeMode"))
+        if (nvml_gpu_lost(n, g, rc, "nvmlDeviceGetComputeMode"))
             return;
         if (rc == NVML_SUCCESS)
             hl->compute_mode = (int)m;

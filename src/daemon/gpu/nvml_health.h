@@ -13,5 +13,7 @@
  * that field unknown and never makes the GPU unavailable; only GPU_IS_LOST marks g lost
  * (and unavailable, naming the call). */
 void nvml_read_health(struct nvml *n, nvmlDevice_t h, struct gpu_info *g);
+/* Whether rc says the GPU is gone: then g is marked lost (unavailable, naming fn). */
+bool nvml_gpu_lost(struct nvml *n, struct gpu_info *g, nvmlReturn_t rc, const char *fn);
 
 #endif
